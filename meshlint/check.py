@@ -1,0 +1,118 @@
+"""One config through the whole pipeline: load -> dialect -> topology -> resolve -> facts -> rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from meshlint.dialects import DIALECTS, detect
+from meshlint.dialects.base import Resolution, Spec
+from meshlint.engine import Skip, run_rules
+from meshlint.errors import InputError
+from meshlint.facts import build_facts
+from meshlint.findings import SEVERITY_RANK, Finding
+from meshlint.rules import Rule
+from meshlint.source import Source, read_source
+from meshlint.topology import (
+    CliTopology,
+    Topology,
+    comment_hints,
+    directive_hints,
+    filename_hint,
+    resolve_topology,
+)
+
+SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache"}
+
+
+@dataclass
+class Options:
+    rules: list
+    dialect: str | None = None
+    topology: CliTopology = field(default_factory=CliTopology)
+
+
+@dataclass
+class FileReport:
+    path: str
+    status: str                          # checked | skipped | error
+    dialect: str | None = None
+    note: str | None = None              # why a file was skipped
+    error: InputError | None = None
+    source: Source | None = None
+    spec: Spec | None = None
+    topology: Topology | None = None
+    resolution: Resolution | None = None
+    findings: list = field(default_factory=list)
+    skips: list = field(default_factory=list)
+
+    def worst(self) -> int:
+        if self.status == "error":
+            return SEVERITY_RANK["error"]
+        return max((SEVERITY_RANK[f.severity] for f in self.findings), default=-1)
+
+
+def collect_paths(args: list[str]) -> list[str]:
+    """Expand directories to the TOML files below them; keep explicit files as given."""
+    out: list[str] = []
+    for arg in args:
+        p = Path(arg)
+        if p.is_dir():
+            found = [f for f in sorted(p.rglob("*.toml"))
+                     if not any(part in SKIP_DIRS for part in f.relative_to(p).parts[:-1]) and f.is_file()]
+            out.extend(str(f) for f in found)
+        else:
+            out.append(arg)
+    return list(dict.fromkeys(out))
+
+
+def analyse(path: str, options: Options) -> FileReport:
+    """Everything up to (not including) the rules: used by check and explain."""
+    try:
+        source = read_source(path)
+        dialect = options.dialect or detect(source.data)
+    except InputError as exc:
+        return FileReport(path, "error", error=exc)
+    if dialect is None:
+        return FileReport(path, "skipped", source=source,
+                          note="no [distributed], [parallelism] or [mesh] section: not a training config")
+    module = DIALECTS[dialect]
+    spec = module.read(source)
+    topo = topology_for(source, spec, options.topology)
+    resolution = module.resolve(spec, topo.world_size)
+    return FileReport(path, "checked", dialect=dialect, source=source, spec=spec, topology=topo,
+                      resolution=resolution)
+
+
+def check_file(path: str, options: Options) -> FileReport:
+    report = analyse(path, options)
+    if report.status != "checked":
+        return report
+    facts = build_facts(report.spec, report.topology, report.resolution)
+    findings, skips = run_rules(options.rules, facts, report.source.locate)
+    report.findings = findings
+    report.skips = skips
+    return report
+
+
+def topology_for(source: Source, spec: Spec, cli: CliTopology) -> Topology:
+    directives, problems = directive_hints(source.comments)
+    hints = [cli.hint(), *directives, *spec.hints, filename_hint(source.name), *comment_hints(source.comments)]
+    topo = resolve_topology(hints, cli.placement)
+    topo.directive_problems = problems
+    return topo
+
+
+def rules_by_code(rules: list[Rule]) -> dict:
+    return {r.code: r for r in rules}
+
+
+def input_error_finding(error: InputError) -> Finding:
+    return Finding(error.code, error.name, "error", error.message, error.help, None, error.line, error.col)
+
+
+def skip_summary(skips: list[Skip]) -> dict:
+    out: dict[str, list[str]] = {}
+    for s in skips:
+        out.setdefault(s.needs, []).append(s.code)
+    return out

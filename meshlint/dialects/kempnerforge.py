@@ -1,0 +1,228 @@
+"""KempnerForge: ``[distributed]`` configs, resolved like ``init_distributed`` does.
+
+Facts mirrored from KempnerForge's own code (shared/DIALECTS.md):
+* load: ``DistributedConfig.__post_init__`` rejects dp_shard 0 or < -1, then any
+  other degree < 1; the TOML loader converts strings and floats for int fields
+  (``int("4")``, ``int(4.7)``) and rejects unknown keys in every section;
+* arithmetic: ``dp_replicate * dp_shard * tp * pp * cp * ep == world_size``
+  (EP is its own factor); dp_shard = -1 -> ``world // (dp_replicate*tp*pp*cp*ep)``,
+  which must divide exactly;
+* mesh: fixed order ``pp, dp_replicate, dp_shard, ep, tp`` keeping sizes > 1;
+  a size-1 dp_shard inserted before ep (or tp) when tp or ep > 1; a flat
+  ``("dp_shard",)`` of the world if nothing is left; cp is not a mesh dim;
+  no mesh at all when the world is one process.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from meshlint.dialects.base import (
+    MAX_DEGREE,
+    Key,
+    Resolution,
+    Spec,
+    axes_of,
+    read_keys,
+    unknown_keys,
+)
+from meshlint.mesh import Mesh
+
+NAME = "kempnerforge"
+SECTION = "distributed"
+STRICT_SECTIONS = ("distributed",)
+ORDER = ("pp", "dp_replicate", "dp_shard", "ep", "tp")
+FACTORS = ("dp_replicate", "dp_shard", "tp", "pp", "cp", "ep")  # the order of its error message
+
+KEYS = [
+    Key("distributed.dp_shard", "int", -1, "dp_shard", doc="FSDP degree; -1 fills the remaining ranks"),
+    Key("distributed.dp_replicate", "int", 1, "dp_replicate", doc="HSDP replicate degree"),
+    Key("distributed.tp", "int", 1, "tp", doc="tensor-parallel degree"),
+    Key("distributed.pp", "int", 1, "pp", doc="pipeline-parallel degree"),
+    Key("distributed.pp_schedule", "str", "1f1b", "pp_schedule", ("1f1b", "gpipe", "interleaved_1f1b")),
+    Key("distributed.cp", "int", 1, "cp", doc="context-parallel degree (declared, not wired)"),
+    Key("distributed.ep", "int", 1, "ep", doc="expert-parallel degree"),
+    Key("distributed.nccl_timeout_sec", "int", 1800, None),
+    Key("distributed.backend", "str", "cpu:gloo,cuda:nccl", None),
+    Key("model.dim", "int", 4096, "model.dim"),
+    Key("model.n_layers", "int", 32, "model.n_layers"),
+    Key("model.n_heads", "int", 32, "model.n_heads"),
+    Key("model.n_kv_heads", "int", None, "model.n_kv_heads", doc="defaults to n_heads"),
+    Key("model.vocab_size", "int", 32000, "model.vocab_size"),
+    Key("model.max_seq_len", "int", 2048, "model.max_seq_len"),
+    Key("model.tie_embeddings", "bool", False, "model.tie_embeddings"),
+    Key("model.num_experts", "int", 0, "model.num_experts", doc="0 = dense, > 0 = MoE"),
+    Key("model.moe_top_k", "int", 2, "model.moe_top_k"),
+    Key("train.batch_size", "int", 8, "train.batch_size"),
+    Key("train.seq_len", "int", 2048, "train.seq_len"),
+    Key("train.grad_accum_steps", "int", 1, "train.grad_accum_steps"),
+    Key("train.compile_model", "bool", True, "train.compile_model"),
+    Key("train.mixed_precision", "str", "bf16", "train.mixed_precision", ("bf16", "fp16", "fp32", "fp8")),
+    Key("vlm.arch", "str", "joint_decoder", "vlm.arch"),
+]
+DEGREE_KEYS = {k.fact: k.path for k in KEYS if k.fact in FACTORS}
+
+
+def coerce(key: Key, raw) -> tuple:
+    """What KempnerForge's ``_coerce_value`` makes of a value of the wrong type."""
+    if key.type == "int":
+        if isinstance(raw, bool):
+            return int(raw), f"KempnerForge keeps the bool, which then counts as {int(raw)}"
+        if isinstance(raw, str):
+            try:
+                value = int(raw)
+            except ValueError:
+                return None, f"KempnerForge fails to load it: int({raw!r}) is not a number"
+            return value, f"KempnerForge converts the string to {value}"
+        if isinstance(raw, float):
+            if raw != raw or raw in (float("inf"), float("-inf")):
+                return None, "KempnerForge fails to load it"
+            value = int(raw)
+            if value == raw:
+                return value, f"KempnerForge converts it to {value}"
+            return value, f"KempnerForge silently truncates it to {value}"
+        return None, "KempnerForge crashes on it (an int is required)"
+    if key.type == "bool":
+        if isinstance(raw, str):
+            value = raw.lower() in ("true", "1", "yes")
+            return value, f"KempnerForge reads it as {str(value).lower()}"
+        return bool(raw), f"KempnerForge reads it as {str(bool(raw)).lower()}"
+    if key.type == "str":
+        return None, "KempnerForge fails to load it"
+    return None, "KempnerForge cannot use it"
+
+
+def read(source) -> Spec:
+    spec = Spec(dialect=NAME)
+    read_keys(source.data, KEYS, coerce, spec)
+    unknown_keys(source.data, STRICT_SECTIONS, KEYS, spec)
+    for name in FACTORS:
+        spec.degrees[name] = spec.values.pop(name)
+        spec.degree_keys[name] = DEGREE_KEYS[name]
+        spec.degree_present[name] = _present(source.data, DEGREE_KEYS[name])
+    spec.degrees["etp"] = None  # KempnerForge has no expert tensor parallelism
+    if spec.values.get("model.n_kv_heads") is None and _present(source.data, "model.n_kv_heads") is False:
+        spec.values["model.n_kv_heads"] = spec.values.get("model.n_heads")
+    spec.values["model.is_moe"] = _gt0(spec.values.get("model.num_experts"))
+    spec.values["vlm.present"] = isinstance(source.data.get("vlm"), dict)
+    if not spec.values["vlm.present"]:
+        spec.values["vlm.arch"] = None
+    spec.load_error = _load_error(spec.degrees)
+    return spec
+
+
+def _present(data: dict, path: str) -> bool:
+    section, _, key = path.partition(".")
+    table = data.get(section)
+    return isinstance(table, dict) and key in table
+
+
+def _gt0(v) -> bool | None:
+    return None if v is None else v > 0
+
+
+def _load_error(degrees: dict) -> str | None:
+    """``DistributedConfig.__post_init__``, in its order."""
+    ds = degrees["dp_shard"]
+    if ds is not None and (ds == 0 or ds < -1):
+        return "ValueError: dp_shard must be -1 (auto) or positive"
+    for name in ("dp_replicate", "tp", "pp", "cp", "ep"):
+        v = degrees[name]
+        if v is not None and v < 1:
+            return f"ValueError: {name} must be >= 1"
+    return None
+
+
+def resolve(spec: Spec, world: int | None) -> Resolution:
+    d = dict(spec.degrees)
+    res = Resolution(degrees=d, world_factors=_factors(d, d["dp_shard"] == -1))
+    if spec.load_error:
+        res.framework_error, res.error_stage = spec.load_error, "load"
+        return res
+    if any(d[n] is None or d[n] > MAX_DEGREE for n in FACTORS):
+        bad = [n for n in FACTORS if d[n] is None or d[n] > MAX_DEGREE]
+        res.framework_error, res.error_stage = f"unusable degree: {', '.join(bad)}", "load"
+        res.degrees = {**d, **{n: None for n in bad}}
+        return res
+    other = d["dp_replicate"] * d["tp"] * d["pp"] * d["cp"] * d["ep"]
+    inferred = d["dp_shard"] == -1
+    res.valid_worlds = ("multiple", other) if inferred else ("exact", d["dp_shard"] * other)
+    if world is None:
+        if inferred:
+            d["dp_shard"] = None
+            res.notes.append("dp_shard = -1 is inferred from the world size, which is unknown")
+            return res
+        world, res.world_implied = d["dp_shard"] * other, True
+    res.world_used = world
+    if inferred:
+        if world % other:
+            d["dp_shard"] = None
+            res.world_factors = _factors(d, True)
+            res.framework_error = f"ValueError: world_size ({world}) not divisible by dp_replicate*tp*pp*cp*ep ({other})"
+            res.error_stage = "resolve"
+            return res
+        d["dp_shard"] = world // other
+        res.notes.append(f"dp_shard = -1 resolves to {world} / {other} = {d['dp_shard']}")
+    res.world_factors = _factors(d, inferred)
+    expected = prod(d[n] for n in FACTORS)
+    if expected != world:
+        res.framework_error = (
+            "ValueError: Parallelism dimensions ("
+            + " × ".join(str(d[n]) for n in FACTORS)
+            + f" = {expected}) do not match world_size ({world})"
+        )
+        res.error_stage = "resolve"
+        return res
+    if world == 1:
+        res.notes.append("world_size 1: init_distributed returns without building a DeviceMesh")
+        return res
+    mesh = build_mesh(d, world)
+    res.meshes["device"] = mesh
+    res.primary = "device"
+    res.axes = axes_of(mesh)
+    dropped = [n for n in ORDER if d[n] == 1 and n not in mesh.dims]
+    if dropped:
+        res.notes.append(f"size-1 dims dropped from the mesh: {', '.join(dropped)}")
+    if d["dp_shard"] == 1 and "dp_shard" in mesh.dims and mesh.dims != ("dp_shard",):
+        why = "tp" if d["ep"] == 1 else "ep"
+        res.notes.append(f"dp_shard of size 1 inserted before {why} (FSDP2 needs a dp_shard dim when tp or ep > 1)")
+    if d["cp"] > 1:
+        if mesh.dims == ("dp_shard",) and d["dp_shard"] == 1:
+            res.notes.append(
+                f"cp = {d['cp']} is not a mesh dim and every other degree is 1, so the mesh falls back to a flat "
+                f"dp_shard of all {world} ranks: the cp ranks become FSDP ranks"
+            )
+        else:
+            res.notes.append(f"cp = {d['cp']} is not a mesh dim: the mesh covers {mesh.size} of {world} ranks")
+            res.outside = (mesh.size, world - 1)
+    elif mesh.dims == ("dp_shard",) and d["dp_shard"] != world:
+        res.notes.append(f"flat fallback: ('dp_shard',) of the whole world ({world})")
+    res.submeshes = _submeshes(mesh)
+    return res
+
+
+def _factors(d: dict, inferred: bool) -> list:
+    return [(n, d[n], inferred and n == "dp_shard") for n in FACTORS]
+
+
+def build_mesh(d: dict, world: int) -> Mesh:
+    dims = [n for n in ORDER if d[n] > 1]
+    sizes = [d[n] for n in dims]
+    if (d["tp"] > 1 or d["ep"] > 1) and "dp_shard" not in dims:
+        at = dims.index("ep") if "ep" in dims else dims.index("tp")
+        dims.insert(at, "dp_shard")
+        sizes.insert(at, 1)
+    if not dims:
+        dims, sizes = ["dp_shard"], [world]
+    return Mesh("device", tuple(dims), tuple(sizes))
+
+
+def _submeshes(mesh: Mesh) -> list:
+    dims = mesh.dims
+    dp = [n for n in ("dp_replicate", "dp_shard") if n in dims]
+    dp_sizes = " × ".join(str(mesh.sizes[dims.index(n)]) for n in dp)
+    out = [("get_dp_mesh(mesh)", f"mesh[{', '.join(repr(n) for n in dp)}] ({dp_sizes})" + (" HSDP" if len(dp) == 2 else "")
+            if dp else "None")]
+    for getter, dim in (("get_tp_mesh(mesh)", "tp"), ("get_pp_mesh(mesh)", "pp"), ('mesh["ep"]', "ep")):
+        out.append((getter, f"mesh[{dim!r}] ({mesh.sizes[dims.index(dim)]})" if dim in dims else "None"))
+    return out

@@ -1,0 +1,208 @@
+"""torchtitan: ``[parallelism]`` configs, resolved like ``ParallelDims`` does.
+
+Facts mirrored from torchtitan's ``ParallelDims`` (the unflatten rewrite with
+expert tensor parallelism, shared/DIALECTS.md and seed 003):
+* ``_validate``: every degree but dp_shard >= 1; dp_shard -1 or >= 1;
+  dp_shard = -1 -> ``world // (dp_replicate*cp*tp*pp)`` (floor, no divisibility
+  check), then ``assert dp_shard >= 1`` and the product assert, which EP is
+  not part of; with ep > 1, etp must equal tp or 1;
+* ``build_mesh``: one world mesh unflattened into dataloading
+  ``(pp, batch, cp, tp)``, dense ``(pp, dp_replicate, fsdp, tp)`` and sparse
+  ``(pp, dp_replicate, efsdp, ep, etp)`` with every dim kept at size 1, plus
+  ``loss`` flattened from ``(batch, cp)``. ``efsdp = fsdp*tp // (etp*ep)`` is
+  never checked: when it is not whole the sparse unflatten fails late.
+"""
+
+from __future__ import annotations
+
+from math import gcd, prod
+
+from meshlint.dialects.base import MAX_DEGREE, Key, Resolution, Spec, flattened, no_coercion, read_keys, unknown_keys
+from meshlint.mesh import Mesh
+
+NAME = "torchtitan"
+SECTION = "parallelism"
+STRICT_SECTIONS = ("parallelism",)
+FACTORS = ("dp_replicate", "dp_shard", "cp", "tp", "pp")  # the order of its assert message
+ONE_D = ("pp", "batch", "loss", "dp_replicate", "fsdp", "cp", "tp", "ep", "efsdp", "etp")
+
+P = "parallelism."
+KEYS = [
+    Key(P + "data_parallel_replicate_degree", "int", 1, "dp_replicate"),
+    Key(P + "data_parallel_shard_degree", "int", -1, "dp_shard"),
+    Key(P + "tensor_parallel_degree", "int", 1, "tp"),
+    Key(P + "pipeline_parallel_degree", "int", 1, "pp"),
+    Key(P + "context_parallel_degree", "int", 1, "cp"),
+    Key(P + "expert_parallel_degree", "int", 1, "ep"),
+    Key(P + "expert_tensor_parallel_degree", "int", 1, "etp"),
+    Key(P + "pipeline_parallel_schedule", "str", "1F1B", "pp_schedule"),
+    Key(P + "pipeline_parallel_microbatch_size", "int", 1, "pp_microbatch_size"),
+    Key(P + "pipeline_parallel_layers_per_stage", "int", None, "pp_layers_per_stage"),
+    Key(P + "pipeline_parallel_first_stage_less_layers", "int", 1, "pp_first_stage_less_layers"),
+    Key(P + "pipeline_parallel_last_stage_less_layers", "int", 1, "pp_last_stage_less_layers"),
+    Key(P + "enable_async_tensor_parallel", "bool", False, "async_tp"),
+    Key(P + "fsdp_reshard_after_forward", "str", "default", None, ("default", "always", "never")),
+    Key(P + "disable_loss_parallel", "bool", False, None),
+    Key(P + "enable_compiled_autograd", "bool", False, None),
+    Key(P + "full_dtensor", "bool", False, None),
+    Key(P + "module_fqns_per_model_part", "array", None, None),
+    Key(P + "pipeline_parallel_split_points", "array", None, None),
+    Key(P + "pipeline_parallel_schedule_csv", "str", "", None),
+    Key(P + "pipeline_parallel_expert_parallel_overlap", "bool", True, None),
+    Key(P + "pipeline_parallel_degree_per_stage", "int", None, None),
+    Key(P + "context_parallel_load_balancer", "str", "headtail", None),
+    Key(P + "context_parallel_rotate_method", "str", "allgather", None, ("allgather", "alltoall")),
+    Key(P + "expert_parallel_comm_backend", "str", "standard", None),
+    Key(P + "enable_sequence_parallel", "bool", True, None),
+    Key("model.name", "str", None, "model.name"),
+    Key("model.flavor", "str", None, "model.flavor"),
+    Key("training.local_batch_size", "int", 8, "training.local_batch_size"),
+    Key("training.global_batch_size", "int", -1, "training.global_batch_size"),
+    Key("training.seq_len", "int", 2048, "training.seq_len"),
+    Key("compile.enable", "bool", False, "compile.enable"),
+]
+DEGREE_KEYS = {k.fact: k.path for k in KEYS if k.fact in ("dp_replicate", "dp_shard", "tp", "pp", "cp", "ep", "etp")}
+_VALIDATED = ("dp_replicate", "cp", "tp", "pp", "ep", "etp")  # _validate's loop, in order
+
+
+def read(source) -> Spec:
+    spec = Spec(dialect=NAME)
+    read_keys(source.data, KEYS, no_coercion("torchtitan"), spec)
+    unknown_keys(source.data, STRICT_SECTIONS, KEYS, spec)
+    table = source.data.get("parallelism")
+    for name, path in DEGREE_KEYS.items():
+        spec.degrees[name] = spec.values.pop(name)
+        spec.degree_keys[name] = path
+        spec.degree_present[name] = isinstance(table, dict) and path.split(".", 1)[1] in table
+    # Model sizes come from torchtitan's registry (name + flavor), not from the file.
+    for fact in ("model.n_layers", "model.n_heads", "model.n_kv_heads", "model.dim", "model.num_experts"):
+        spec.values[fact] = None
+    spec.values["model.is_moe"] = None
+    spec.load_error = _validate_degrees(spec.degrees)
+    return spec
+
+
+def _validate_degrees(d: dict) -> str | None:
+    for name in _VALIDATED:
+        if d[name] is not None and d[name] < 1:
+            return "AssertionError: Parallelism degree should be >= 1, except for dp_shard"
+    ds = d["dp_shard"]
+    if ds is not None and not (ds == -1 or ds >= 1):
+        return "AssertionError: dp_shard must -1 or >=1."
+    return None
+
+
+def resolve(spec: Spec, world: int | None) -> Resolution:
+    d = dict(spec.degrees)
+    res = Resolution(degrees=d, world_factors=_factors(d, d["dp_shard"] == -1))
+    if spec.load_error:
+        res.framework_error, res.error_stage = spec.load_error, "load"
+        return res
+    names = FACTORS + ("ep", "etp")
+    bad = [n for n in names if d[n] is None or d[n] > MAX_DEGREE]
+    if bad:
+        res.framework_error, res.error_stage = f"unusable degree: {', '.join(bad)}", "load"
+        res.degrees = {**d, **{n: None for n in bad}}
+        return res
+    rest = d["dp_replicate"] * d["cp"] * d["tp"] * d["pp"]
+    inferred = d["dp_shard"] == -1
+    res.valid_worlds = _valid_worlds(d, rest, inferred)
+    if world is None:
+        if inferred:
+            d["dp_shard"] = None
+            res.notes.append("data_parallel_shard_degree = -1 is inferred from the world size, which is unknown")
+            return res
+        world, res.world_implied = d["dp_shard"] * rest, True
+    res.world_used = world
+    if inferred:
+        d["dp_shard"] = world // rest
+        res.notes.append(f"dp_shard = -1 resolves to {world} // {rest} = {d['dp_shard']}")
+    res.world_factors = _factors(d, inferred)
+    if d["dp_shard"] < 1:
+        res.framework_error = (f"AssertionError: assert dp_shard >= 1 (dp_shard = -1 resolved to "
+                               f"{world} // {rest} = 0)")
+        res.error_stage = "resolve"
+        return res
+    if prod(d[n] for n in FACTORS) != world:
+        res.framework_error = (
+            "AssertionError: Invalid parallel dims: "
+            + " * ".join(f"{n}({d[n]})" for n in FACTORS)
+            + f" != WORLD_SIZE({world})"
+        )
+        res.error_stage = "resolve"
+        return res
+    if d["ep"] > 1 and d["etp"] not in (d["tp"], 1):
+        res.framework_error = "AssertionError: Currently we only support ETP=TP or ETP=1"
+        res.error_stage = "resolve"
+        return res
+    _build(d, world, res)
+    return res
+
+
+def _factors(d: dict, inferred: bool) -> list:
+    return [(n, d[n], inferred and n == "dp_shard") for n in FACTORS]
+
+
+def _valid_worlds(d: dict, rest: int, inferred: bool) -> tuple:
+    if d["ep"] > 1 and d["etp"] not in (d["tp"], 1):
+        return ("none", "etp must equal tp or 1 when ep > 1")
+    expert = d["etp"] * d["ep"]
+    if not inferred:
+        fsdp_tp = d["dp_shard"] * d["cp"] * d["tp"]
+        if fsdp_tp % expert:
+            return ("none", f"dp_shard·cp·tp = {fsdp_tp} is not divisible by etp·ep = {expert}")
+        return ("exact", d["dp_shard"] * rest)
+    # dp_shard = k: the sparse mesh needs k·cp·tp divisible by etp·ep.
+    step = expert // gcd(expert, d["cp"] * d["tp"])
+    return ("multiple", rest * step)
+
+
+def _build(d: dict, world: int, res: Resolution) -> None:
+    batch = d["dp_replicate"] * d["dp_shard"]
+    fsdp = d["dp_shard"] * d["cp"]
+    efsdp = fsdp * d["tp"] // (d["etp"] * d["ep"])
+    dataloading = Mesh("dataloading", ("pp", "batch", "cp", "tp"), (d["pp"], batch, d["cp"], d["tp"]))
+    dense = Mesh("dense", ("pp", "dp_replicate", "fsdp", "tp"), (d["pp"], d["dp_replicate"], fsdp, d["tp"]))
+    sparse = Mesh("sparse", ("pp", "dp_replicate", "efsdp", "ep", "etp"),
+                  (d["pp"], d["dp_replicate"], efsdp, d["ep"], d["etp"]))
+    d.update(batch=batch, fsdp=fsdp, efsdp=efsdp)
+    res.meshes = {"dataloading": dataloading, "dense": dense}
+    res.primary = "dense"
+    res.axes = {
+        "pp": dataloading.axis("pp"),
+        "batch": dataloading.axis("batch"),
+        "loss": flattened(dataloading, ("batch", "cp"), "loss"),
+        "dp_replicate": dense.axis("dp_replicate"),
+        "fsdp": dense.axis("fsdp"),
+        "cp": dataloading.axis("cp"),
+        "tp": dataloading.axis("tp"),
+    }
+    whole = fsdp * d["tp"] % (d["etp"] * d["ep"]) == 0 and efsdp >= 1
+    if sparse.size != world or not whole:
+        res.meshes["sparse"] = None
+        res.framework_error = (
+            f"RuntimeError in DeviceMesh._unflatten: sparse mesh (pp, dp_replicate, efsdp, ep, etp) = "
+            f"{sparse.sizes} covers {sparse.size} ranks, not {world}: efsdp = fsdp·tp // (etp·ep) = "
+            f"{fsdp}·{d['tp']} // ({d['etp']}·{d['ep']}) = {efsdp} is not whole"
+        )
+        res.error_stage = "mesh"
+    else:
+        res.meshes["sparse"] = sparse
+        for dim in ("ep", "efsdp", "etp"):
+            res.axes[dim] = sparse.axis(dim)
+    res.notes.append(f"batch = dp_replicate·dp_shard = {batch}; fsdp = dp_shard·cp = {fsdp}; "
+                     f"efsdp = fsdp·tp/(etp·ep) = {fsdp * d['tp']}/{d['etp'] * d['ep']}"
+                     + (f" = {efsdp}" if whole else " (not whole)"))
+    res.notes.append(f"loss = batch·cp = {batch * d['cp']} (flattened from dataloading[batch, cp])")
+    res.submeshes = _submeshes(d)
+
+
+def _submeshes(d: dict) -> list:
+    """What ``get_optional_mesh(name)`` returns: None unless enabled (fsdp always; efsdp with ep > 1)."""
+    sizes = {"pp": d["pp"], "batch": d["batch"], "loss": d["batch"] * d["cp"], "dp_replicate": d["dp_replicate"],
+             "fsdp": d["fsdp"], "cp": d["cp"], "tp": d["tp"], "ep": d["ep"], "efsdp": d["efsdp"], "etp": d["etp"]}
+    out = []
+    for name in ONE_D:
+        enabled = sizes[name] > 1 or name == "fsdp" or (name == "efsdp" and d["ep"] > 1)
+        out.append((f'get_optional_mesh("{name}")', f"{sizes[name]} ranks" if enabled else "None (size 1)"))
+    return out

@@ -1,0 +1,1197 @@
+"""A small, safe expression language for rule files.
+
+Rule checks, messages and help texts are written in a Python-like expression
+syntax over the resolved facts of a config. Expressions are tokenized and
+parsed here into a whitelisted AST and interpreted by this module: nothing is
+ever handed to ``eval``/``exec``, names resolve only to facts, and functions
+only to the table in ``FUNCTIONS``. Every evaluation runs under a step budget
+and every value is bounded (integers, strings, lists), so a hostile rule file
+can neither hang nor escape the tool.
+
+Grammar (lowest precedence first)::
+
+    expr     := or ['if' or 'else' expr]
+    or       := and ('or' and)*
+    and      := not ('and' not)*
+    not      := 'not' not | compare
+    compare  := sum (('=='|'!='|'<'|'<='|'>'|'>='|'in'|'not' 'in') sum)*
+    sum      := term (('+'|'-') term)*
+    term     := unary (('*'|'/'|'//'|'%') unary)*
+    unary    := ('-'|'+') unary | power
+    power    := postfix ['**' unary]
+    postfix  := atom ('.' NAME | '[' expr ']')*
+    atom     := INT | FLOAT | STRING | 'true' | 'false' | 'null' | NAME
+              | NAME '(' [expr (',' expr)*] ')'          (whitelisted functions)
+              | '(' expr ')' | '[' [expr (',' expr)*] ']'
+              | '[' expr ('for' NAME 'in' or)+ ('if' or)* ']'
+
+A fact that is unknown (``null``) may be compared with the literal ``null``
+(``world_size == null``) or passed to ``coalesce``/``type``/``str``; any other
+use -- arithmetic, ordering, ``world_size == 32``, truth -- raises
+``NeedFact``, which the engine turns into "rule skipped: needs <fact>".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+MAX_INT = 2**256
+MAX_STR = 100_000
+MAX_LIST = 100_000
+MAX_SOURCE = 4_000
+MAX_DEPTH = 60
+DEFAULT_BUDGET = 200_000
+
+KEYWORDS = {"and", "or", "not", "in", "if", "else", "for", "true", "false", "null"}
+
+
+class ExprError(Exception):
+    """A syntax error in an expression; ``col`` is 1-based within the source."""
+
+    def __init__(self, message: str, col: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.col = col
+
+    def __str__(self) -> str:
+        return f"{self.message} (column {self.col})" if self.col else self.message
+
+
+class EvalError(Exception):
+    """A runtime error: bad operand types, a bound or the step budget exceeded."""
+
+
+class NeedFact(Exception):
+    """Evaluation touched an unknown fact; ``path`` names it (e.g. ``world_size``)."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self.path = path
+
+
+@dataclass(frozen=True)
+class Missing:
+    """The value of an unknown fact, remembering which fact it was."""
+
+    path: str
+
+
+# --------------------------------------------------------------------------- tokens
+
+_TWO_CHAR = {"==", "!=", "<=", ">=", "//", "**"}
+_ONE_CHAR = set("+-*/%<>()[],.")
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # INT FLOAT STR NAME OP EOF
+    value: Any
+    col: int
+
+
+def tokenize(src: str) -> list[Token]:
+    if len(src) > MAX_SOURCE:
+        raise ExprError(f"expression longer than {MAX_SOURCE} characters")
+    tokens: list[Token] = []
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        col = i + 1
+        if c in " \t\r\n":
+            i += 1
+        elif c.isdigit():
+            j = i
+            while j < n and (src[j].isdigit() or src[j] == "_"):
+                j += 1
+            if j < n and src[j] == "." and j + 1 < n and src[j + 1].isdigit():
+                j += 1
+                while j < n and src[j].isdigit():
+                    j += 1
+                tokens.append(Token("FLOAT", float(src[i:j]), col))
+            else:
+                text = src[i:j]
+                if len(text) > 80:
+                    raise ExprError("integer literal too long", col)
+                tokens.append(Token("INT", int(text), col))
+            i = j
+        elif c.isalpha() or c == "_":
+            j = i
+            while j < n and (src[j].isalnum() or src[j] == "_"):
+                j += 1
+            tokens.append(Token("NAME", src[i:j], col))
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            out = []
+            while j < n and src[j] != c:
+                if src[j] == "\\" and j + 1 < n:
+                    esc = src[j + 1]
+                    out.append({"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'"}.get(esc, "\\" + esc))
+                    j += 2
+                else:
+                    out.append(src[j])
+                    j += 1
+            if j >= n:
+                raise ExprError("unterminated string", col)
+            tokens.append(Token("STR", "".join(out), col))
+            i = j + 1
+        elif src[i : i + 2] in _TWO_CHAR:
+            tokens.append(Token("OP", src[i : i + 2], col))
+            i += 2
+        elif c in _ONE_CHAR:
+            tokens.append(Token("OP", c, col))
+            i += 1
+        else:
+            raise ExprError(f"unexpected character {c!r}", col)
+    tokens.append(Token("EOF", None, n + 1))
+    return tokens
+
+
+# --------------------------------------------------------------------------- AST
+
+class Node:
+    __slots__ = ("col",)
+
+
+class Const(Node):
+    __slots__ = ("value",)
+
+    def __init__(self, value, col):
+        self.value, self.col = value, col
+
+
+class Name(Node):
+    __slots__ = ("name",)
+
+    def __init__(self, name, col):
+        self.name, self.col = name, col
+
+
+class Attr(Node):
+    __slots__ = ("obj", "attr")
+
+    def __init__(self, obj, attr, col):
+        self.obj, self.attr, self.col = obj, attr, col
+
+
+class Index(Node):
+    __slots__ = ("obj", "index")
+
+    def __init__(self, obj, index, col):
+        self.obj, self.index, self.col = obj, index, col
+
+
+class Call(Node):
+    __slots__ = ("func", "args")
+
+    def __init__(self, func, args, col):
+        self.func, self.args, self.col = func, args, col
+
+
+class Unary(Node):
+    __slots__ = ("op", "operand")
+
+    def __init__(self, op, operand, col):
+        self.op, self.operand, self.col = op, operand, col
+
+
+class BinOp(Node):
+    __slots__ = ("op", "left", "right")
+
+    def __init__(self, op, left, right, col):
+        self.op, self.left, self.right, self.col = op, left, right, col
+
+
+class BoolOp(Node):
+    __slots__ = ("op", "left", "right")
+
+    def __init__(self, op, left, right, col):
+        self.op, self.left, self.right, self.col = op, left, right, col
+
+
+class Compare(Node):
+    __slots__ = ("first", "rest")
+
+    def __init__(self, first, rest, col):
+        self.first, self.rest, self.col = first, rest, col
+
+
+class Cond(Node):
+    __slots__ = ("test", "then", "other")
+
+    def __init__(self, test, then, other, col):
+        self.test, self.then, self.other, self.col = test, then, other, col
+
+
+class ListLit(Node):
+    __slots__ = ("items",)
+
+    def __init__(self, items, col):
+        self.items, self.col = items, col
+
+
+class ListComp(Node):
+    __slots__ = ("elt", "loops", "conds")
+
+    def __init__(self, elt, loops, conds, col):
+        self.elt, self.loops, self.conds, self.col = elt, loops, conds, col
+
+
+# --------------------------------------------------------------------------- parser
+
+class _Parser:
+    def __init__(self, src: str):
+        self.toks = tokenize(src)
+        self.pos = 0
+        self.depth = 0
+
+    def peek(self) -> Token:
+        return self.toks[self.pos]
+
+    def next(self) -> Token:
+        tok = self.toks[self.pos]
+        self.pos += 1
+        return tok
+
+    def at(self, kind: str, value=None) -> bool:
+        tok = self.toks[self.pos]
+        return tok.kind == kind and (value is None or tok.value == value)
+
+    def at_op(self, *ops: str) -> bool:
+        tok = self.toks[self.pos]
+        return tok.kind == "OP" and tok.value in ops
+
+    def at_kw(self, kw: str) -> bool:
+        tok = self.toks[self.pos]
+        return tok.kind == "NAME" and tok.value == kw
+
+    def expect_op(self, op: str) -> Token:
+        tok = self.next()
+        if tok.kind != "OP" or tok.value != op:
+            raise ExprError(f"expected {op!r}, found {_describe(tok)}", tok.col)
+        return tok
+
+    def expect_kw(self, kw: str) -> Token:
+        tok = self.next()
+        if tok.kind != "NAME" or tok.value != kw:
+            raise ExprError(f"expected {kw!r}, found {_describe(tok)}", tok.col)
+        return tok
+
+    def deeper(self, col: int):
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExprError(f"expression nested deeper than {MAX_DEPTH} levels", col)
+
+    def parse(self) -> Node:
+        node = self.expr()
+        tok = self.peek()
+        if tok.kind != "EOF":
+            raise ExprError(f"unexpected {_describe(tok)}", tok.col)
+        return node
+
+    def expr(self) -> Node:
+        self.deeper(self.peek().col)
+        node = self.or_()
+        if self.at_kw("if"):
+            col = self.next().col
+            test = self.or_()
+            self.expect_kw("else")
+            other = self.expr()
+            node = Cond(test, node, other, col)
+        self.depth -= 1
+        return node
+
+    def or_(self) -> Node:
+        node = self.and_()
+        while self.at_kw("or"):
+            col = self.next().col
+            node = BoolOp("or", node, self.and_(), col)
+        return node
+
+    def and_(self) -> Node:
+        node = self.not_()
+        while self.at_kw("and"):
+            col = self.next().col
+            node = BoolOp("and", node, self.not_(), col)
+        return node
+
+    def not_(self) -> Node:
+        if self.at_kw("not"):
+            col = self.next().col
+            self.deeper(col)
+            node = Unary("not", self.not_(), col)
+            self.depth -= 1
+            return node
+        return self.compare()
+
+    def compare(self) -> Node:
+        first = self.sum()
+        rest = []
+        col = self.peek().col
+        while True:
+            if self.at_op("==", "!=", "<", "<=", ">", ">="):
+                op = self.next().value
+            elif self.at_kw("in"):
+                self.next()
+                op = "in"
+            elif self.at_kw("not") and self.toks[self.pos + 1].kind == "NAME" and self.toks[self.pos + 1].value == "in":
+                self.pos += 2
+                op = "not in"
+            else:
+                break
+            rest.append((op, self.sum()))
+        return Compare(first, rest, col) if rest else first
+
+    def sum(self) -> Node:
+        node = self.term()
+        while self.at_op("+", "-"):
+            tok = self.next()
+            node = BinOp(tok.value, node, self.term(), tok.col)
+        return node
+
+    def term(self) -> Node:
+        node = self.unary()
+        while self.at_op("*", "/", "//", "%"):
+            tok = self.next()
+            node = BinOp(tok.value, node, self.unary(), tok.col)
+        return node
+
+    def unary(self) -> Node:
+        if self.at_op("-", "+"):
+            tok = self.next()
+            self.deeper(tok.col)
+            node = Unary(tok.value, self.unary(), tok.col)
+            self.depth -= 1
+            return node
+        return self.power()
+
+    def power(self) -> Node:
+        node = self.postfix()
+        if self.at_op("**"):
+            tok = self.next()
+            self.deeper(tok.col)
+            node = BinOp("**", node, self.unary(), tok.col)
+            self.depth -= 1
+        return node
+
+    def postfix(self) -> Node:
+        node = self.atom()
+        while True:
+            if self.at_op("."):
+                col = self.next().col
+                tok = self.next()
+                if tok.kind != "NAME":
+                    raise ExprError(f"expected a field name after '.', found {_describe(tok)}", tok.col)
+                node = Attr(node, tok.value, col)
+            elif self.at_op("["):
+                col = self.next().col
+                index = self.expr()
+                self.expect_op("]")
+                node = Index(node, index, col)
+            else:
+                return node
+
+    def atom(self) -> Node:
+        tok = self.next()
+        if tok.kind in ("INT", "FLOAT", "STR"):
+            return Const(tok.value, tok.col)
+        if tok.kind == "NAME":
+            if tok.value == "true":
+                return Const(True, tok.col)
+            if tok.value == "false":
+                return Const(False, tok.col)
+            if tok.value == "null":
+                return Const(None, tok.col)
+            if tok.value in KEYWORDS:
+                raise ExprError(f"unexpected keyword {tok.value!r}", tok.col)
+            if self.at_op("("):
+                return self.call(tok)
+            return Name(tok.value, tok.col)
+        if tok.kind == "OP" and tok.value == "(":
+            node = self.expr()
+            self.expect_op(")")
+            return node
+        if tok.kind == "OP" and tok.value == "[":
+            return self.list_(tok.col)
+        raise ExprError(f"unexpected {_describe(tok)}", tok.col)
+
+    def call(self, name_tok: Token) -> Node:
+        if name_tok.value not in FUNCTIONS:
+            raise ExprError(f"unknown function {name_tok.value!r}", name_tok.col)
+        self.expect_op("(")
+        args = []
+        if not self.at_op(")"):
+            args.append(self.expr())
+            while self.at_op(","):
+                self.next()
+                args.append(self.expr())
+        self.expect_op(")")
+        spec = FUNCTIONS[name_tok.value]
+        if not spec.min_args <= len(args) <= spec.max_args:
+            want = str(spec.min_args) if spec.min_args == spec.max_args else f"{spec.min_args} to {spec.max_args}"
+            raise ExprError(f"{name_tok.value}() takes {want} arguments, got {len(args)}", name_tok.col)
+        return Call(name_tok.value, args, name_tok.col)
+
+    def list_(self, col: int) -> Node:
+        if self.at_op("]"):
+            self.next()
+            return ListLit([], col)
+        first = self.expr()
+        if self.at_kw("for"):
+            loops, conds = [], []
+            while self.at_kw("for"):
+                self.next()
+                var = self.next()
+                if var.kind != "NAME" or var.value in KEYWORDS:
+                    raise ExprError(f"expected a loop variable, found {_describe(var)}", var.col)
+                self.expect_kw("in")
+                loops.append((var.value, self.or_()))
+            while self.at_kw("if"):
+                self.next()
+                conds.append(self.or_())
+            self.expect_op("]")
+            return ListComp(first, loops, conds, col)
+        items = [first]
+        while self.at_op(","):
+            self.next()
+            if self.at_op("]"):
+                break
+            items.append(self.expr())
+        self.expect_op("]")
+        return ListLit(items, col)
+
+
+def _describe(tok: Token) -> str:
+    if tok.kind == "EOF":
+        return "end of expression"
+    if tok.kind == "STR":
+        return "string"
+    return repr(tok.value)
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A parsed expression, ready to evaluate many times."""
+
+    source: str
+    root: Node
+
+    def free_names(self) -> set[str]:
+        """Root names the expression reads (loop variables excluded)."""
+        out: set[str] = set()
+        _free(self.root, frozenset(), out)
+        return out
+
+    def evaluate(self, env: "Env") -> Any:
+        return _Eval(env).run(self.root)
+
+
+def parse(src: str) -> Expr:
+    if not isinstance(src, str):
+        raise ExprError("an expression must be a string")
+    return Expr(src, _Parser(src).parse())
+
+
+def field_reads(expression: "Expr | Template") -> set[tuple[str, str]]:
+    """``(root, field)`` for every ``root.field`` read directly off a root name."""
+    roots = [expression.root] if isinstance(expression, Expr) else [p.root for p in expression.parts
+                                                                    if isinstance(p, Expr)]
+    out: set[tuple[str, str]] = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Attr) and isinstance(node.obj, Name):
+            out.add((node.obj.name, node.attr))
+        if isinstance(node, ListComp):
+            stack.extend([node.elt, *node.conds, *(it for _, it in node.loops)])
+        else:
+            stack.extend(_children(node))
+    return out
+
+
+def _free(node: Node, bound: frozenset, out: set) -> None:
+    if isinstance(node, Name):
+        if node.name not in bound:
+            out.add(node.name)
+    elif isinstance(node, ListComp):
+        inner = bound
+        for var, it in node.loops:
+            _free(it, inner, out)
+            inner = inner | {var}
+        _free(node.elt, inner, out)
+        for c in node.conds:
+            _free(c, inner, out)
+    else:
+        for child in _children(node):
+            _free(child, bound, out)
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, Attr):
+        return [node.obj]
+    if isinstance(node, Index):
+        return [node.obj, node.index]
+    if isinstance(node, Call):
+        return list(node.args)
+    if isinstance(node, Unary):
+        return [node.operand]
+    if isinstance(node, (BinOp, BoolOp)):
+        return [node.left, node.right]
+    if isinstance(node, Compare):
+        return [node.first] + [n for _, n in node.rest]
+    if isinstance(node, Cond):
+        return [node.test, node.then, node.other]
+    if isinstance(node, ListLit):
+        return list(node.items)
+    return []
+
+
+# --------------------------------------------------------------------------- evaluation
+
+class Budget:
+    """Steps left for one evaluation; shared by every scope of it."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, steps: int):
+        self.left = steps
+
+
+class Env:
+    """Name lookup for evaluation: facts, lazily evaluated ``let`` bindings, loop variables.
+
+    Loop scopes chain to their parent instead of copying it, and every scope
+    shares one Budget, so a rule's ``let`` bindings and comprehensions count
+    against the same step limit as its check.
+    """
+
+    def __init__(self, values: dict[str, Any], lets: dict[str, Expr] | None = None,
+                 budget: Budget | int = DEFAULT_BUDGET, parent: "Env | None" = None):
+        self.values = values
+        self.lets = lets or {}
+        self.budget = budget if isinstance(budget, Budget) else Budget(budget)
+        self.parent = parent
+        self._let_cache: dict[str, Any] = {}
+        self._let_active: set[str] = set()
+
+    def child(self, extra: dict[str, Any]) -> "Env":
+        return Env(extra, None, self.budget, self)
+
+    def lookup(self, name: str) -> Any:
+        env: Env | None = self
+        while env is not None:
+            if name in env.values:
+                return env.values[name]
+            if name in env.lets:
+                return self._let(name, env.lets[name])
+            env = env.parent
+        raise EvalError(f"unknown name {name!r}")
+
+    def _let(self, name: str, definition: Expr) -> Any:
+        # Evaluated in the asking scope (a let may read a loop's ``item``), cached there.
+        if name in self._let_cache:
+            return self._let_cache[name]
+        if name in self._let_active:
+            raise EvalError(f"'let' binding {name!r} refers to itself")
+        self._let_active.add(name)
+        try:
+            value = _Eval(self).run(definition.root)
+        finally:
+            self._let_active.discard(name)
+        self._let_cache[name] = value
+        return value
+
+
+def _null_path(v: Any) -> str | None:
+    if isinstance(v, Missing):
+        return v.path
+    return None
+
+
+def _need(v: Any) -> Any:
+    if v is None:
+        raise NeedFact("null")
+    if isinstance(v, Missing):
+        raise NeedFact(v.path)
+    return v
+
+
+def _check_value(v: Any) -> Any:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        if -MAX_INT <= v <= MAX_INT:
+            return v
+        raise EvalError("integer out of bounds (|x| > 2**256)")
+    if isinstance(v, float):
+        if math.isfinite(v):
+            return v
+        raise EvalError("arithmetic produced a non-finite number")
+    if isinstance(v, str):
+        if len(v) > MAX_STR:
+            raise EvalError(f"string longer than {MAX_STR} characters")
+    elif isinstance(v, list) and len(v) > MAX_LIST:
+        raise EvalError(f"list longer than {MAX_LIST} items")
+    return v
+
+
+def _num(v: Any, op: str) -> Any:
+    v = _need(v)
+    if isinstance(v, (int, float)):
+        return v
+    raise EvalError(f"operator {op!r} needs numbers, got {type_name(v)}")
+
+
+def _int(v: Any, what: str) -> int:
+    v = _need(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise EvalError(f"{what} needs an integer, got {type_name(v)}")
+    return v
+
+
+def type_name(v: Any) -> str:
+    if v is None or isinstance(v, Missing):
+        return "null"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "list"
+    if isinstance(v, dict):
+        return "table"
+    return "unknown"
+
+
+class _Eval:
+    def __init__(self, env: Env):
+        self.env = env
+
+    def step(self, n: int = 1) -> None:
+        budget = self.env.budget
+        budget.left -= n
+        if budget.left < 0:
+            raise EvalError("step budget exceeded")
+
+    def run(self, node: Node) -> Any:
+        self.step()
+        method = getattr(self, "ev_" + type(node).__name__)
+        return method(node)
+
+    def ev_Const(self, node: Const) -> Any:
+        return node.value
+
+    def ev_Name(self, node: Name) -> Any:
+        value = self.env.lookup(node.name)
+        return Missing(node.name) if value is None else value
+
+    def ev_Attr(self, node: Attr) -> Any:
+        obj = self.run(node.obj)
+        if isinstance(obj, Missing):
+            raise NeedFact(obj.path)
+        if not isinstance(obj, dict):
+            raise EvalError(f"cannot read field {node.attr!r} of a {type_name(obj)}")
+        if node.attr not in obj:
+            raise EvalError(f"no field {node.attr!r} (fields: {', '.join(sorted(obj))})")
+        value = obj[node.attr]
+        if value is None:
+            base = _path_of(node.obj)
+            return Missing(f"{base}.{node.attr}" if base else node.attr)
+        return value
+
+    def ev_Index(self, node: Index) -> Any:
+        obj = _need(self.run(node.obj))
+        idx = _need(self.run(node.index))
+        if isinstance(obj, list):
+            if isinstance(idx, bool) or not isinstance(idx, int):
+                raise EvalError("list index must be an integer")
+            if not -len(obj) <= idx < len(obj):
+                raise EvalError(f"list index {idx} out of range (length {len(obj)})")
+            value = obj[idx]
+        elif isinstance(obj, dict):
+            if not isinstance(idx, str):
+                raise EvalError("table key must be a string")
+            if idx not in obj:
+                raise EvalError(f"no key {idx!r}")
+            value = obj[idx]
+        else:
+            raise EvalError(f"cannot index a {type_name(obj)}")
+        return Missing(f"{_path_of(node.obj) or '?'}[{idx!r}]") if value is None else value
+
+    def ev_Call(self, node: Call) -> Any:
+        spec = FUNCTIONS[node.func]
+        args = [self.run(a) for a in node.args]
+        if not spec.null_ok:
+            args = [_need(a) for a in args]
+        self.step(spec.cost(args))
+        return _check_value(spec.fn(*args))
+
+    def ev_Unary(self, node: Unary) -> Any:
+        v = self.run(node.operand)
+        if node.op == "not":
+            return not _truth(v)
+        v = _num(v, node.op)
+        return _check_value(-v if node.op == "-" else +v)
+
+    def ev_BoolOp(self, node: BoolOp) -> Any:
+        left = _truth(self.run(node.left))
+        if node.op == "and":
+            return _truth(self.run(node.right)) if left else False
+        return True if left else _truth(self.run(node.right))
+
+    def ev_BinOp(self, node: BinOp) -> Any:
+        a = _need(self.run(node.left))
+        b = _need(self.run(node.right))
+        op = node.op
+        if op == "+":
+            if isinstance(a, str) and isinstance(b, str):
+                return _check_value(a + b)
+            if isinstance(a, list) and isinstance(b, list):
+                self.step(len(a) + len(b))
+                return _check_value(a + b)
+        a, b = _num(a, op), _num(b, op)
+        if op == "+":
+            r = a + b
+        elif op == "-":
+            r = a - b
+        elif op == "*":
+            r = a * b
+        elif op in ("/", "//", "%"):
+            if b == 0:
+                raise EvalError("division by zero")
+            r = a / b if op == "/" else (a // b if op == "//" else a % b)
+        elif op == "**":
+            if isinstance(b, int) and isinstance(a, int) and not isinstance(b, bool):
+                if b < 0:
+                    raise EvalError("negative integer exponent")
+                if a not in (0, 1, -1) and b * max(abs(a).bit_length(), 1) > 256:
+                    raise EvalError("integer out of bounds (|x| > 2**256)")
+            elif abs(b) > 1024:
+                raise EvalError("exponent too large")
+            r = a**b
+        else:  # pragma: no cover - parser only emits the operators above
+            raise EvalError(f"unknown operator {op!r}")
+        return _check_value(r)
+
+    def ev_Compare(self, node: Compare) -> Any:
+        left = self.run(node.first)
+        for op, right_node in node.rest:
+            right = self.run(right_node)
+            if not _compare(op, left, right):
+                return False
+            left = right
+        return True
+
+    def ev_Cond(self, node: Cond) -> Any:
+        return self.run(node.then) if _truth(self.run(node.test)) else self.run(node.other)
+
+    def ev_ListLit(self, node: ListLit) -> Any:
+        return [self.run(i) for i in node.items]
+
+    def ev_ListComp(self, node: ListComp) -> Any:
+        out: list[Any] = []
+        self._comp(node, 0, self, out)
+        return out
+
+    def _comp(self, node: ListComp, depth: int, scope: "_Eval", out: list) -> None:
+        if depth == len(node.loops):
+            if all(_truth(scope.run(c)) for c in node.conds):
+                out.append(scope.run(node.elt))
+                if len(out) > MAX_LIST:
+                    raise EvalError(f"list longer than {MAX_LIST} items")
+            return
+        var, it_node = node.loops[depth]
+        iterable = _need(scope.run(it_node))
+        if not isinstance(iterable, list):
+            raise EvalError(f"cannot loop over a {type_name(iterable)}")
+        for value in iterable:
+            self.step()
+            self._comp(node, depth + 1, _Eval(scope.env.child({var: value})), out)
+
+
+def _path_of(node: Node) -> str:
+    if isinstance(node, Name):
+        return node.name
+    if isinstance(node, Attr):
+        base = _path_of(node.obj)
+        return f"{base}.{node.attr}" if base else node.attr
+    return ""
+
+
+def _truth(v: Any) -> bool:
+    if isinstance(v, Missing):
+        raise NeedFact(v.path)
+    return bool(v)
+
+
+def _is_null(v: Any) -> bool:
+    return v is None or isinstance(v, Missing)
+
+
+def _compare(op: str, a: Any, b: Any) -> bool:
+    if op in ("==", "!="):
+        # An unknown fact compared with a value is itself unknown: only the
+        # literal ``null`` tests for "is unknown" (``world_size == null``).
+        if isinstance(a, Missing) and b is not None:
+            raise NeedFact(a.path)
+        if isinstance(b, Missing) and a is not None:
+            raise NeedFact(b.path)
+        if _is_null(a) or _is_null(b):
+            same = _is_null(a) and _is_null(b)
+        elif isinstance(a, bool) != isinstance(b, bool):
+            same = False
+        else:
+            same = a == b
+        return same if op == "==" else not same
+    a, b = _need(a), _need(b)
+    if op in ("in", "not in"):
+        if isinstance(b, (list, dict)):
+            found = a in b
+        elif isinstance(b, str) and isinstance(a, str):
+            found = a in b
+        else:
+            raise EvalError(f"'in' needs a list, table or string on the right, got {type_name(b)}")
+        return found if op == "in" else not found
+    numeric = (int, float)
+    if not ((isinstance(a, numeric) and isinstance(b, numeric)) or (isinstance(a, str) and isinstance(b, str))):
+        raise EvalError(f"cannot order {type_name(a)} and {type_name(b)} with {op!r}")
+    if op == "<":
+        return a < b
+    if op == "<=":
+        return a <= b
+    if op == ">":
+        return a > b
+    return a >= b
+
+
+# --------------------------------------------------------------------------- functions
+
+@dataclass(frozen=True)
+class FuncSpec:
+    fn: Callable[..., Any]
+    min_args: int
+    max_args: int
+    doc: str
+    null_ok: bool = False
+    cost: Callable[[list], int] = lambda args: 1
+
+
+def _list_arg(v: Any, fname: str) -> list:
+    if not isinstance(v, list):
+        raise EvalError(f"{fname}() needs a list, got {type_name(v)}")
+    for item in v:
+        _need(item)
+    return v
+
+
+def _f_len(v):
+    if isinstance(v, (list, str, dict)):
+        return len(v)
+    raise EvalError(f"len() needs a list, string or table, got {type_name(v)}")
+
+
+def _f_prod(v):
+    out = 1
+    for x in _list_arg(v, "prod"):
+        out = _check_value(out * _num(x, "prod"))
+    return out
+
+
+def _f_sum(v):
+    out = 0
+    for x in _list_arg(v, "sum"):
+        out = _check_value(out + _num(x, "sum"))
+    return out
+
+
+def _f_minmax(fn):
+    def inner(*args):
+        values = _list_arg(args[0], fn.__name__) if len(args) == 1 else list(args)
+        if not values:
+            raise EvalError(f"{fn.__name__}() of an empty list")
+        for v in values:
+            _num(v, fn.__name__)
+        return fn(values)
+
+    return inner
+
+
+def _f_divisors(n):
+    n = _int(n, "divisors")
+    if n < 1:
+        raise EvalError("divisors() needs a positive integer")
+    if n > 2**64:
+        raise EvalError("divisors() argument too large")
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def _f_range(a, b=None):
+    lo, hi = (0, _int(a, "range")) if b is None else (_int(a, "range"), _int(b, "range"))
+    if hi - lo > MAX_LIST:
+        raise EvalError(f"range() longer than {MAX_LIST} items")
+    return list(range(lo, hi))
+
+
+def _f_join(items, sep=", "):
+    if not isinstance(sep, str):
+        raise EvalError("join() separator must be a string")
+    return sep.join(render(x) for x in _list_arg(items, "join"))
+
+
+def _f_gcd(a, b):
+    return math.gcd(_int(a, "gcd"), _int(b, "gcd"))
+
+
+def _f_lcm(a, b):
+    a, b = _int(a, "lcm"), _int(b, "lcm")
+    return abs(a * b) // math.gcd(a, b) if a and b else 0
+
+
+def _f_coalesce(*args):
+    for a in args:
+        if not _is_null(a):
+            return a
+    raise NeedFact(next((a.path for a in args if isinstance(a, Missing)), "null"))
+
+
+def _f_type(v):
+    return type_name(v)
+
+
+def _f_str(v):
+    return render(v)
+
+
+def _f_int(v):
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (int, float)):
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            raise EvalError(f"int() cannot convert {v!r}") from None
+    raise EvalError(f"int() cannot convert a {type_name(v)}")
+
+
+def _f_sorted(v):
+    items = _list_arg(v, "sorted")
+    try:
+        return sorted(items)
+    except TypeError:
+        raise EvalError("sorted() needs items of one comparable type") from None
+
+
+def _f_round(x, nd=0):
+    return round(_num(x, "round"), _int(nd, "round"))
+
+
+def _f_percent(x, nd=1):
+    return f"{_num(x, 'percent') * 100:.{_int(nd, 'percent')}f}%"
+
+
+def _f_plural(n, word, plural=None):
+    n = _int(n, "plural")
+    if not isinstance(word, str):
+        raise EvalError("plural() needs a word")
+    form = word if n == 1 else (plural if isinstance(plural, str) else word + "s")
+    return f"{n} {form}"
+
+
+def _f_ranks(v):
+    """Compact rendering of a rank list: [0,1,2,3,8] -> '{0-3, 8}'."""
+    items = [_int(x, "ranks") for x in _list_arg(v, "ranks")]
+    return "{" + compact_ranks(items) + "}"
+
+
+def compact_ranks(items: list[int], max_parts: int = 8) -> str:
+    parts: list[str] = []
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{items[i]}-{items[j]}")
+        else:
+            parts.extend(str(x) for x in items[i : j + 1])
+        i = j + 1
+    if len(parts) > max_parts:
+        parts = parts[: max_parts - 2] + ["…", parts[-1]]
+    return ", ".join(parts)
+
+
+def _f_keys(v):
+    if not isinstance(v, dict):
+        raise EvalError(f"keys() needs a table, got {type_name(v)}")
+    return list(v)
+
+
+def _f_any(v):
+    return any(_truth(x) for x in _list_arg(v, "any")) if v else False
+
+
+def _f_all(v):
+    return all(_truth(x) for x in _list_arg(v, "all"))
+
+
+def _cost_n(args) -> int:
+    n = args[0] if args and isinstance(args[0], int) and not isinstance(args[0], bool) else 1
+    return max(1, math.isqrt(max(n, 0)))
+
+
+def _cost_len(args) -> int:
+    return max(1, sum(len(a) for a in args if isinstance(a, (list, str))))
+
+
+FUNCTIONS: dict[str, FuncSpec] = {
+    "len": FuncSpec(_f_len, 1, 1, "number of items of a list, string or table", cost=_cost_len),
+    "prod": FuncSpec(_f_prod, 1, 1, "product of a list of numbers (1 for an empty list)", cost=_cost_len),
+    "sum": FuncSpec(_f_sum, 1, 1, "sum of a list of numbers", cost=_cost_len),
+    "min": FuncSpec(_f_minmax(min), 1, 8, "smallest of a list, or of several arguments", cost=_cost_len),
+    "max": FuncSpec(_f_minmax(max), 1, 8, "largest of a list, or of several arguments", cost=_cost_len),
+    "abs": FuncSpec(lambda x: abs(_num(x, "abs")), 1, 1, "absolute value"),
+    "divisors": FuncSpec(_f_divisors, 1, 1, "ascending divisors of a positive integer", cost=_cost_n),
+    "range": FuncSpec(_f_range, 1, 2, "integers lo..hi-1, like Python's range",
+                      cost=lambda a: max(1, (a[-1] if isinstance(a[-1], int) else 1) - (a[0] if len(a) == 2 and isinstance(a[0], int) else 0))),
+    "gcd": FuncSpec(_f_gcd, 2, 2, "greatest common divisor"),
+    "lcm": FuncSpec(_f_lcm, 2, 2, "least common multiple"),
+    "join": FuncSpec(_f_join, 1, 2, "join list items as text with a separator (default ', ')", cost=_cost_len),
+    "str": FuncSpec(_f_str, 1, 1, "text form of a value", null_ok=True),
+    "int": FuncSpec(_f_int, 1, 1, "integer from a number, bool or numeric string"),
+    "sorted": FuncSpec(_f_sorted, 1, 1, "sorted copy of a list", cost=_cost_len),
+    "round": FuncSpec(_f_round, 1, 2, "round a number to n digits"),
+    "percent": FuncSpec(_f_percent, 1, 2, "format a fraction as a percentage, e.g. 0.25 -> '25.0%'"),
+    "plural": FuncSpec(_f_plural, 2, 3, "'1 node' / '3 nodes'"),
+    "ranks": FuncSpec(_f_ranks, 1, 1, "compact rank set, e.g. [0,1,2,3,8] -> '{0-3, 8}'", cost=_cost_len),
+    "keys": FuncSpec(_f_keys, 1, 1, "the keys of a table, in order"),
+    "any": FuncSpec(_f_any, 1, 1, "true if any item is true", cost=_cost_len),
+    "all": FuncSpec(_f_all, 1, 1, "true if every item is true", cost=_cost_len),
+    "coalesce": FuncSpec(_f_coalesce, 1, 8, "the first argument that is not null", null_ok=True),
+    "type": FuncSpec(_f_type, 1, 1, "type name: int, float, bool, string, list, table or null", null_ok=True),
+}
+
+
+# --------------------------------------------------------------------------- rendering and templates
+
+def render(v: Any) -> str:
+    """Text form of a value inside messages."""
+    if v is None or isinstance(v, Missing):
+        return "unknown"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, list):
+        return "(" + ", ".join(_render_item(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k} = {_render_item(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def _render_item(v: Any) -> str:
+    return f'"{v}"' if isinstance(v, str) else render(v)
+
+
+@dataclass(frozen=True)
+class Template:
+    """Text with ``{expression}`` holes; ``{{`` and ``}}`` are literal braces."""
+
+    source: str
+    parts: tuple  # str | Expr
+
+    def render(self, env: Env) -> str:
+        out = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            try:
+                out.append(render(part.evaluate(env)))
+            except NeedFact:
+                out.append("unknown")
+            except EvalError as exc:
+                out.append(f"<error: {exc}>")
+        return "".join(out)
+
+    def free_names(self) -> set[str]:
+        names: set[str] = set()
+        for part in self.parts:
+            if isinstance(part, Expr):
+                names |= part.free_names()
+        return names
+
+
+def parse_template(src: str) -> Template:
+    if not isinstance(src, str):
+        raise ExprError("a template must be a string")
+    parts: list[Any] = []
+    buf: list[str] = []
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if c == "{" and src[i + 1 : i + 2] == "{":
+            buf.append("{")
+            i += 2
+        elif c == "}" and src[i + 1 : i + 2] == "}":
+            buf.append("}")
+            i += 2
+        elif c == "{":
+            end = _closing_brace(src, i)
+            inner = src[i + 1 : end]
+            try:
+                expr = parse(inner)
+            except ExprError as exc:
+                col = (exc.col or 1) + i + 1
+                raise ExprError(f"in {{{inner}}}: {exc.message}", col) from None
+            if buf:
+                parts.append("".join(buf))
+                buf = []
+            parts.append(expr)
+            i = end + 1
+        elif c == "}":
+            raise ExprError("single '}' in template (write '}}' for a literal brace)", i + 1)
+        else:
+            buf.append(c)
+            i += 1
+    if buf:
+        parts.append("".join(buf))
+    return Template(src, tuple(parts))
+
+
+def _closing_brace(src: str, start: int) -> int:
+    depth, i, quote = 0, start, None
+    while i < len(src):
+        c = src[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "\"'":
+            quote = c
+        elif c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+            if depth == 0:
+                if c != "}":
+                    raise ExprError("unbalanced brackets in template hole", i + 1)
+                return i
+        i += 1
+    raise ExprError("unterminated '{' in template", start + 1)

@@ -1,0 +1,168 @@
+"""The facts rule expressions read, built from a spec, its topology and its resolution.
+
+``FACT_DOCS`` is the public list of root names (documented in docs/rules-language.md);
+a rule that reads any other name is rejected when it is loaded.
+"""
+
+from __future__ import annotations
+
+from meshlint.dialects.base import DEGREES, Resolution, Spec, degree_items
+from meshlint.mesh import Mesh, place
+from meshlint.topology import Topology
+
+FACT_DOCS = {
+    "dialect": "kempnerforge | torchtitan | native",
+    "world_size": "number of ranks (null when unknown)",
+    "world_known": "true when a world size was given or found",
+    "world_source": "where the world size came from",
+    "gpus_per_node": "GPUs per node (null when unknown)",
+    "gpus_per_node_source": "where gpus_per_node came from",
+    "nodes": "world_size / gpus_per_node, rounded up (null when either is unknown)",
+    "placement": "block | cyclic: how ranks are numbered across nodes",
+    "valid_worlds": "in words, which world sizes the degrees allow",
+    "valid_world_kind": "exact | multiple | none",
+    "valid_world_n": "the exact world size, or the step of valid world sizes",
+    "pp": "pipeline-parallel degree", "dp_replicate": "replicate (HSDP/DDP) degree",
+    "dp_shard": "shard (FSDP) degree, resolved (null while -1 cannot be resolved)",
+    "cp": "context-parallel degree", "tp": "tensor-parallel degree", "ep": "expert-parallel degree",
+    "etp": "expert tensor-parallel degree (torchtitan; null for KempnerForge)",
+    "batch": "torchtitan: dp_replicate × dp_shard", "fsdp": "torchtitan: dp_shard × cp",
+    "efsdp": "torchtitan: fsdp × tp // (etp × ep), as torchtitan computes it",
+    "declared": "table of degrees as written (dp_shard may be -1; null if unusable)",
+    "dp_shard_inferred": "true when dp_shard is -1 (inferred)",
+    "keys": "table: degree name -> config key path, for pointing findings at the right line",
+    "world_factors": "list of {name, value, inferred}: the degrees whose product the framework compares with "
+                     "the world (inferred: the one filled from the world size, dp_shard = -1 or a size -1 dim)",
+    "mesh": "the mesh the framework builds: {name, dims, sizes, strides, size} (null when none)",
+    "meshes": "table: mesh name -> mesh (null when that mesh cannot be built)",
+    "axes": "list of 1-D meshes with placement: {name, role, mesh, size, stride, groups, intra_node, "
+            "max_nodes, crossing_groups, example}",
+    "mesh_ranks": "ranks the mesh covers",
+    "outside": "{first, last, count} of ranks outside the mesh, or null",
+    "framework_error": "the first error the framework raises resolving or building its mesh, or null",
+    "error_stage": "load | resolve | mesh (null when it builds)",
+    "model": "model facts (n_heads, n_kv_heads, num_experts, is_moe, n_layers, dim, max_seq_len, ...)",
+    "train": "KempnerForge [train] facts (seq_len, batch_size, grad_accum_steps, compile_model, mixed_precision)",
+    "training": "torchtitan [training] facts (local_batch_size, global_batch_size, seq_len)",
+    "parallelism": "other parallelism settings (pp_schedule, pp_microbatch_size, async_tp, ...)",
+    "compile": "torchtitan [compile] facts (enable)",
+    "vlm": "KempnerForge [vlm] facts (present, arch)",
+    "problems": "list of invalid values: {key, expected, actual, value, note}",
+    "unknown_keys": "list of keys the framework does not define: {key, section, name, suggestion}",
+    "degree_values": "list of declared degrees: {name, key, value, present}",
+    "max_degree": "the largest degree meshlint accepts (16,777,216)",
+    "native": "native dialect: {dims: [{index, name, role, size, key}], duplicates}",
+    "topology_conflicts": "list of {what, kept, kept_value, other, other_value}",
+    "directive_problems": "list of {line, message} for malformed '# meshlint:' directives",
+    "skipped": "rules skipped for lack of a fact: [{code, name, needs}] (complete only in messages)",
+}
+BOUND_NAMES = {"item", "params"}
+
+# Fields of the grouped facts: the same in every dialect (null where a dialect
+# has no such value), so one rule can serve all dialects, and a misspelt field
+# in a rule file is caught when the rule is loaded.
+GROUP_FIELDS = {
+    "model": ("n_layers", "n_heads", "n_kv_heads", "dim", "vocab_size", "max_seq_len", "tie_embeddings",
+              "num_experts", "moe_top_k", "is_moe", "name", "flavor"),
+    "train": ("batch_size", "seq_len", "grad_accum_steps", "compile_model", "mixed_precision"),
+    "training": ("local_batch_size", "global_batch_size", "seq_len"),
+    "parallelism": ("pp_schedule", "pp_microbatch_size", "pp_layers_per_stage", "pp_first_stage_less_layers",
+                    "pp_last_stage_less_layers", "async_tp"),
+    "compile": ("enable",),
+    "vlm": ("present", "arch"),
+    "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
+}
+
+ROLE_OF = {"batch": "dp", "loss": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_replicate": "dp_replicate",
+           "dp_shard": "dp_shard", "pp": "pp", "cp": "cp", "tp": "tp", "ep": "ep", "etp": "etp"}
+
+
+def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
+    from meshlint.dialects.base import MAX_DEGREE
+
+    deg = res.degrees
+    facts: dict = {
+        "dialect": spec.dialect,
+        "world_size": topo.world_size,
+        "world_known": topo.world_size is not None,
+        "world_source": topo.world_source,
+        "gpus_per_node": topo.gpus_per_node,
+        "gpus_per_node_source": topo.gpus_per_node_source,
+        "nodes": topo.nodes,
+        "placement": topo.placement,
+        "declared": {n: spec.degrees.get(n) for n in DEGREES},
+        "dp_shard_inferred": spec.degrees.get("dp_shard") == -1,
+        "keys": dict(spec.degree_keys),
+        "world_factors": [{"name": n, "value": v, "inferred": i} for n, v, i in res.world_factors],
+        "framework_error": res.framework_error,
+        "error_stage": res.error_stage,
+        "problems": spec.problems,
+        "unknown_keys": spec.unknown_keys,
+        "degree_values": degree_items(spec),
+        "max_degree": MAX_DEGREE,
+        "native": {"dims": spec.extra.get("dims", []), "duplicates": spec.extra.get("duplicates", [])},
+        "topology_conflicts": [
+            {"what": what, "kept": kept, "kept_value": kv, "other": other, "other_value": ov}
+            for what, kept, kv, other, ov in topo.conflicts
+        ],
+        "directive_problems": [{"line": line, "message": msg} for line, _col, msg in topo.directive_problems],
+        "skipped": [],
+    }
+    for name in DEGREES + ("batch", "fsdp", "efsdp"):
+        facts[name] = deg.get(name)
+    kind, n = res.valid_worlds or (None, None)
+    facts["valid_world_kind"], facts["valid_world_n"] = kind, n
+    facts["valid_worlds"] = _valid_worlds_text(res.valid_worlds)
+    mesh = res.mesh
+    facts["mesh"] = _mesh_fact(mesh)
+    facts["meshes"] = {name: _mesh_fact(m) for name, m in res.meshes.items()}
+    facts["mesh_ranks"] = mesh.size if mesh else None
+    facts["outside"] = ({"first": res.outside[0], "last": res.outside[1], "count": res.outside[1] - res.outside[0] + 1}
+                        if res.outside else None)
+    facts["axes"] = _axes(res, topo, spec)
+    for group, fields in GROUP_FIELDS.items():
+        facts[group] = {**dict.fromkeys(fields), **facts.get(group, {})}
+    for path, value in spec.values.items():
+        head, _, tail = path.partition(".")
+        if tail:
+            facts.setdefault(head, {})[tail] = value
+        else:
+            facts["parallelism"][head] = value
+    return facts
+
+
+def _mesh_fact(mesh: Mesh | None) -> dict | None:
+    if mesh is None:
+        return None
+    return {"name": mesh.name, "dims": list(mesh.dims), "sizes": list(mesh.sizes),
+            "strides": list(mesh.strides), "size": mesh.size}
+
+
+def _axes(res: Resolution, topo: Topology, spec: Spec) -> list:
+    roles = {}
+    if spec.dialect == "native":
+        roles = {d["name"]: d["role"] for d in spec.extra.get("dims", [])}
+    out = []
+    gpn = topo.gpus_per_node
+    world = res.world_used
+    for name, axis in res.axes.items():
+        item = {"name": name, "role": roles.get(name, ROLE_OF.get(name)), "mesh": axis.mesh, "size": axis.size,
+                "stride": axis.stride, "groups": axis.groups, "intra_node": None, "max_nodes": None,
+                "crossing_groups": None, "example": None}
+        if gpn and world:
+            p = place(axis, gpn, world, topo.placement)
+            item.update(intra_node=p.intra_node, max_nodes=p.max_nodes, crossing_groups=p.crossing_groups,
+                        example=list(p.example) if p.example else None)
+        out.append(item)
+    return out
+
+
+def _valid_worlds_text(valid: tuple | None) -> str:
+    if not valid:
+        return "not valid on any world size until its degrees are fixed"
+    kind, n = valid
+    if kind == "exact":
+        return f"valid only on exactly {n} GPUs"
+    if kind == "multiple":
+        return "valid on any number of GPUs" if n == 1 else f"valid on any multiple of {n} GPUs"
+    return f"valid on no world size ({n})"

@@ -1,0 +1,35 @@
+"""Findings: what a rule reports about one config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    severity: str
+    message: str
+    help: str | None
+    key: str | None
+    line: int
+    col: int
+
+    def sort_key(self) -> tuple:
+        return (self.line, self.col, -SEVERITY_RANK[self.severity], self.code)
+
+    def to_json(self) -> dict:
+        return {
+            "rule": self.code,
+            "name": self.name,
+            "severity": self.severity,
+            "message": self.message,
+            "help": self.help,
+            "key": self.key,
+            "line": self.line,
+            "column": self.col,
+        }

@@ -1,0 +1,128 @@
+"""``meshlint explain``: the resolved mesh, in words and tables."""
+
+from __future__ import annotations
+
+from meshlint.check import FileReport, input_error_finding
+from meshlint.dialects.base import DEGREES
+from meshlint.mesh import Mesh, place
+from meshlint.report.json_report import file_json
+
+
+def axis_rows(report: FileReport) -> list[dict]:
+    """Every 1-D mesh the framework names, with its placement on nodes."""
+    res, topo = report.resolution, report.topology
+    rows = []
+    for name, axis in res.axes.items():
+        row = {"name": name, "mesh": axis.mesh, "size": axis.size, "stride": axis.stride, "groups": axis.groups,
+               "intra_node": None, "max_nodes": None, "crossing_groups": None, "example_crossing_group": None}
+        if topo.gpus_per_node and res.world_used:
+            p = place(axis, topo.gpus_per_node, res.world_used, topo.placement)
+            row.update(intra_node=p.intra_node, max_nodes=p.max_nodes, crossing_groups=p.crossing_groups,
+                       example_crossing_group=list(p.example) if p.example else None)
+        rows.append(row)
+    return rows
+
+
+def explain_json(report: FileReport) -> dict:
+    out = file_json(report)
+    if report.status == "checked":
+        out["explain"] = {
+            "axes": axis_rows(report),
+            "submeshes": [{"call": call, "returns": what} for call, what in report.resolution.submeshes],
+            "outside": ({"first": report.resolution.outside[0], "last": report.resolution.outside[1]}
+                        if report.resolution.outside else None),
+        }
+    return out
+
+
+def render(report: FileReport) -> str:
+    if report.error:
+        f = input_error_finding(report.error)
+        return f"{report.path}:{f.line}:{f.col}: {f.code} [error] {f.message}"
+    if report.status == "skipped":
+        return f"{report.path}: skipped: {report.note}"
+    res, topo, spec = report.resolution, report.topology, report.spec
+    out = [report.path]
+
+    def row(label: str, text: str) -> None:
+        out.append(f"  {label:<10} {text}")
+
+    row("dialect", report.dialect)
+    if topo.world_size is not None:
+        row("world", f"{topo.world_size} ranks ({topo.world_source})")
+    elif res.world_implied:
+        row("world", f"unknown; the explicit degrees imply {res.world_used} ranks (shown below)")
+    else:
+        row("world", "unknown (pass --world-size, add '# meshlint: world_size=N', or name the file *_<N>gpu.toml)")
+    if topo.gpus_per_node:
+        nodes = -(-res.world_used // topo.gpus_per_node) if res.world_used else None
+        shape = f"{nodes} nodes × {topo.gpus_per_node} GPUs" if nodes else f"{topo.gpus_per_node} GPUs per node"
+        row("nodes", f"{shape} ({topo.gpus_per_node_source}), {topo.placement} placement")
+    else:
+        row("nodes", "GPUs per node unknown: placement not computed (pass --gpus-per-node)")
+    row("degrees", " ".join(f"{n}={_v(res.degrees.get(n))}" for n in DEGREES if n in spec.degree_keys or n != "etp"))
+    if res.valid_worlds:
+        from meshlint.facts import _valid_worlds_text
+
+        row("valid", _valid_worlds_text(res.valid_worlds).replace("valid ", "", 1))
+    if res.framework_error:
+        row("framework", f"FAILS: {res.framework_error}")
+    elif res.primary is None:
+        row("framework", "builds no mesh" if res.world_used == 1 else "mesh not resolved (world size unknown)")
+    else:
+        mesh = res.meshes[res.primary]
+        row("framework", f'builds {_call(report.dialect, mesh)}')
+    for name, mesh in res.meshes.items():
+        out.append("")
+        if mesh is None:
+            out.append(f'  mesh "{name}": cannot be built')
+        else:
+            out.append(f'  mesh "{name}": {_tuple(mesh.dims)} {_tuple(mesh.sizes)}, {mesh.size} ranks')
+    rows = axis_rows(report)
+    if rows:
+        out.append("")
+        out.append(f"  {'1-D mesh':<14}{'in mesh':<13}{'size':>6}{'stride':>8}{'groups':>8}  placement")
+        for r in rows:
+            out.append(f"  {r['name']:<14}{r['mesh']:<13}{r['size']:>6}{r['stride']:>8}{r['groups']:>8}  {_placement(r)}")
+    if res.submeshes:
+        out.append("")
+        out.append("  sub-meshes the framework asks for")
+        width = max(len(c) for c, _ in res.submeshes)
+        for call, what in res.submeshes:
+            out.append(f"    {call:<{width}}  -> {what}")
+    if res.outside:
+        out.append("")
+        out.append(f"  ranks {res.outside[0]}-{res.outside[1]} are OUTSIDE the mesh")
+    if res.notes:
+        out.append("")
+        out.append("  declared -> resolved")
+        for note in res.notes:
+            out.append(f"    {note}")
+    return "\n".join(out)
+
+
+def _placement(r: dict) -> str:
+    if r["intra_node"] is None:
+        return "unknown (GPUs per node unknown)" if r["size"] > 1 else "-"
+    if r["size"] == 1:
+        return "-"
+    if r["intra_node"]:
+        return "inside one node"
+    return (f"CROSSES nodes: groups span up to {r['max_nodes']} nodes "
+            f"({r['crossing_groups']} of {r['groups']} groups cross)")
+
+
+def _call(dialect: str, mesh: Mesh) -> str:
+    if dialect == "torchtitan":
+        return (f"world mesh [{mesh.size}] unflattened into dataloading, dense and sparse meshes "
+                f"(dense {_tuple(mesh.dims)} {_tuple(mesh.sizes)})")
+    return f'init_device_mesh("cuda", {_tuple(mesh.sizes)}, mesh_dim_names={_tuple(mesh.dims)})'
+
+
+def _tuple(items) -> str:
+    parts = [f'"{x}"' if isinstance(x, str) else str(x) for x in items]
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def _v(v) -> str:
+    return "?" if v is None else str(v)

@@ -1,0 +1,109 @@
+"""The versioned JSON report (``--format json``): a public contract, documented in the README.
+
+Version 1. Fields may be added in later releases of version 1; none is removed
+or changes meaning without a new version number.
+"""
+
+from __future__ import annotations
+
+import json
+
+from meshlint.check import FileReport, input_error_finding
+from meshlint.dialects.base import DEGREES
+
+VERSION = 1
+
+
+def file_json(report: FileReport) -> dict:
+    out: dict = {
+        "path": report.path,
+        "status": report.status,
+        "dialect": report.dialect,
+        "skipped": report.note,
+        "world_size": None,
+        "world_size_source": None,
+        "gpus_per_node": None,
+        "gpus_per_node_source": None,
+        "nodes": None,
+        "degrees": None,
+        "declared": None,
+        "mesh": None,
+        "meshes": {},
+        "axes": {},
+        "framework": None,
+        "valid_worlds": None,
+        "notes": [],
+        "findings": [],
+        "skipped_rules": [],
+    }
+    if report.error is not None:
+        out["findings"] = [input_error_finding(report.error).to_json()]
+        return out
+    if report.status != "checked":
+        return out
+    topo, res, spec = report.topology, report.resolution, report.spec
+    mesh = res.mesh
+    out.update(
+        world_size=topo.world_size,
+        world_size_source=topo.world_source,
+        gpus_per_node=topo.gpus_per_node,
+        gpus_per_node_source=topo.gpus_per_node_source,
+        nodes=topo.nodes,
+        degrees={n: res.degrees.get(n) for n in DEGREES},
+        declared={n: spec.degrees.get(n) for n in DEGREES},
+        mesh=mesh.to_json() if mesh else None,
+        meshes={name: (m.to_json() if m else None) for name, m in res.meshes.items()},
+        axes={name: axis.size for name, axis in res.axes.items()},
+        framework={"builds": res.framework_error is None and res.primary is not None,
+                   "error": res.framework_error, "stage": res.error_stage,
+                   "world_used": res.world_used, "world_implied": res.world_implied},
+        valid_worlds=_valid_worlds(res.valid_worlds),
+        notes=list(res.notes),
+        findings=[f.to_json() for f in report.findings],
+        skipped_rules=[{"rule": s.code, "name": s.name, "needs": s.needs} for s in _unique(report.skips)],
+    )
+    return out
+
+
+def _valid_worlds(valid) -> dict | None:
+    if not valid:
+        return None
+    kind, n = valid
+    return {"kind": kind, "n": n if kind != "none" else None, "reason": n if kind == "none" else None}
+
+
+def _unique(skips):
+    seen, out = set(), []
+    for s in skips:
+        if s.code not in seen:
+            seen.add(s.code)
+            out.append(s)
+    return out
+
+
+def summary(reports: list[FileReport], exit_code: int, fail_on: str) -> dict:
+    counts = {"error": 0, "warning": 0, "info": 0}
+    for r in reports:
+        for f in r.findings:
+            counts[f.severity] += 1
+    return {
+        "files": len(reports),
+        "checked": sum(r.status == "checked" for r in reports),
+        "skipped": sum(r.status == "skipped" for r in reports),
+        "unreadable": sum(r.status == "error" for r in reports),
+        "findings": counts,
+        "fail_on": fail_on,
+        "exit_code": exit_code,
+    }
+
+
+def render(reports: list[FileReport], exit_code: int, fail_on: str) -> str:
+    doc = {"version": VERSION, "tool": {"name": "meshlint", "version": _version()},
+           "files": [file_json(r) for r in reports], "summary": summary(reports, exit_code, fail_on)}
+    return json.dumps(doc, indent=2)
+
+
+def _version() -> str:
+    from meshlint import __version__
+
+    return __version__

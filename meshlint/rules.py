@@ -1,0 +1,237 @@
+"""Loading rule files: TOML -> validated, parsed ``Rule`` objects.
+
+Built-in rules live in the top-level ``rules/`` folder (shipped inside the
+wheel as ``meshlint/_rules``). User rule packs (``--rules DIR``) are checked
+against the JSON Schema in ``meshlint/schema/rule-v1.schema.json`` with
+jsonschema when loaded. The built-in rules skip that step at run time -- the
+test suite validates them against the same schema -- so a normal run never
+pays jsonschema's import cost. Every rule, built-in or not, has its
+expressions parsed and its names checked against the documented facts here,
+so a typo fails at load time, naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from meshlint import expr
+from meshlint.errors import RuleFileError
+from meshlint.facts import BOUND_NAMES, FACT_DOCS, GROUP_FIELDS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SCHEMA_PATH = Path(__file__).parent / "schema" / "rule-v1.schema.json"
+DIALECT_NAMES = ("kempnerforge", "torchtitan", "native")
+
+
+@dataclass
+class Rule:
+    code: str
+    name: str
+    severity: str
+    summary: str
+    check: expr.Expr
+    message: expr.Template
+    path: str
+    origin: str = "builtin"                 # builtin | user
+    dialects: tuple | None = None
+    params: dict = field(default_factory=dict)
+    lets: dict = field(default_factory=dict)
+    foreach: expr.Expr | None = None
+    when: expr.Expr | None = None
+    key: expr.Template | None = None
+    help: list = field(default_factory=list)  # [(Expr | None, Template)]
+    doc: dict = field(default_factory=dict)
+
+    def applies_to(self, dialect: str) -> bool:
+        return self.dialects is None or dialect in self.dialects
+
+
+def builtin_rules_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_rules", here.parent / "rules"):
+        if candidate.is_dir():
+            return candidate
+    raise RuleFileError(str(here / "_rules"), None, "built-in rules not found (broken installation)")
+
+
+def load_rules(extra_dirs: tuple = (), include_builtin: bool = True) -> list[Rule]:
+    rules: list[Rule] = []
+    if include_builtin:
+        rules += _load_dir(builtin_rules_dir(), "builtin", validate=False)
+    for directory in extra_dirs:
+        d = Path(directory)
+        if not d.is_dir():
+            raise RuleFileError(str(directory), None, "rule directory not found")
+        rules += _load_dir(d, "user", validate=True)
+    seen_code: dict[str, Rule] = {}
+    seen_name: dict[str, Rule] = {}
+    for rule in rules:
+        for seen, value, what in ((seen_code, rule.code, "code"), (seen_name, rule.name, "name")):
+            if value in seen:
+                raise RuleFileError(rule.path, what, f"{what} {value!r} is already used by {seen[value].path}")
+            seen[value] = rule
+    return rules
+
+
+def _load_dir(directory: Path, origin: str, validate: bool) -> list[Rule]:
+    files = sorted(directory.glob("*.toml"))
+    if origin == "user" and not files:
+        raise RuleFileError(str(directory), None, "no rule files (*.toml) in this directory")
+    return [load_rule_file(f, origin, validate) for f in files]
+
+
+def load_rule_file(path: Path, origin: str = "user", validate: bool = True) -> Rule:
+    shown = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleFileError(shown, None, f"cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleFileError(shown, None, f"invalid TOML: {exc}") from None
+    if validate:
+        validate_rule_data(data, shown)
+    return build_rule(data, shown, origin)
+
+
+def validate_rule_data(data: dict, shown: str) -> None:
+    """Check ``data`` against the rule JSON Schema; the first error names the field."""
+    import jsonschema  # deferred: ~150 ms to import, paid only for user rule packs
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    validator = jsonschema.Draft7Validator(schema)
+    errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if not errors:
+        return
+    err = errors[0]
+    path = ".".join(str(p) for p in err.absolute_path) or None
+    if err.validator == "additionalProperties":
+        allowed = list(err.schema.get("properties", {}))
+        extra = [k for k in err.instance if k not in allowed]
+        name = extra[0]
+        close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+        where = f"{path}.{name}" if path else name
+        hint = f" (did you mean '{close[0]}'?)" if close else f"; allowed: {', '.join(allowed)}"
+        raise RuleFileError(shown, where, f"unknown field{hint}")
+    if err.validator == "required":
+        missing = [k for k in err.validator_value if k not in err.instance]
+        raise RuleFileError(shown, missing[0] if missing else path, "required field is missing")
+    if err.validator == "enum":
+        choices = ", ".join(map(repr, err.validator_value))
+        raise RuleFileError(shown, path, f"{err.instance!r} is not one of {choices}")
+    raise RuleFileError(shown, path, err.message)
+
+
+def build_rule(data: dict, shown: str, origin: str) -> Rule:
+    """Parse the expressions of a (schema-valid) rule and check the names they read."""
+
+    def text(field_name: str, required: bool = True) -> str | None:
+        value = data.get(field_name)
+        if value is None:
+            if required:
+                raise RuleFileError(shown, field_name, "required field is missing")
+            return None
+        if not isinstance(value, str):
+            raise RuleFileError(shown, field_name, "must be a string")
+        return value
+
+    severity = text("severity")
+    if severity not in ("error", "warning", "info"):
+        raise RuleFileError(shown, "severity", f"{severity!r} is not one of 'error', 'warning', 'info'")
+    dialects = data.get("dialects")
+    if dialects is not None:
+        bad = [d for d in dialects if d not in DIALECT_NAMES]
+        if bad:
+            raise RuleFileError(shown, "dialects", f"unknown dialect {bad[0]!r}; known: {', '.join(DIALECT_NAMES)}")
+        dialects = tuple(dialects)
+
+    lets = {}
+    for name, source in (data.get("let") or {}).items():
+        lets[name] = _parse(shown, f"let.{name}", source)
+    foreach = _parse(shown, "foreach", data["foreach"]) if "foreach" in data else None
+    allowed = set(FACT_DOCS) | set(lets) | {"params"} | ({"item"} if foreach else set())
+
+    rule = Rule(
+        code=text("code"),
+        name=text("name"),
+        severity=severity,
+        summary=text("summary"),
+        check=_parse(shown, "check", text("check")),
+        message=_template(shown, "message", text("message")),
+        path=shown,
+        origin=origin,
+        dialects=dialects,
+        params=data.get("params") or {},
+        lets=lets,
+        foreach=foreach,
+        when=_parse(shown, "when", data["when"]) if "when" in data else None,
+        key=_template(shown, "key", data["key"]) if "key" in data else None,
+        help=_help(shown, data.get("help")),
+        doc=data.get("doc") or {},
+    )
+    checked = [("check", rule.check), ("message", rule.message)]
+    checked += [(f"let.{k}", v) for k, v in lets.items()]
+    checked += [(n, v) for n, v in (("foreach", rule.foreach), ("when", rule.when), ("key", rule.key)) if v]
+    for i, (cond, tmpl) in enumerate(rule.help):
+        checked.append((f"help[{i}]", tmpl))
+        if cond:
+            checked.append((f"help[{i}].when", cond))
+    for field_name, parsed in checked:
+        names = parsed.free_names() - allowed
+        if field_name == "foreach":
+            names.discard("item")
+            names -= BOUND_NAMES - {"item"}
+        if names:
+            name = sorted(names)[0]
+            close = difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=0.6)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            extra = " ('item' exists only in rules with 'foreach')" if name == "item" else ""
+            raise RuleFileError(shown, field_name, f"unknown name '{name}'{hint}{extra}")
+        for root, attr in sorted(expr.field_reads(parsed)):
+            fields = GROUP_FIELDS.get(root)
+            if fields is not None and root not in lets and attr not in fields:
+                close = difflib.get_close_matches(attr, fields, n=1, cutoff=0.6)
+                hint = f" (did you mean '{root}.{close[0]}'?)" if close else f"; fields: {', '.join(fields)}"
+                raise RuleFileError(shown, field_name, f"unknown fact '{root}.{attr}'{hint}")
+    return rule
+
+
+def _parse(shown: str, field_name: str, source) -> expr.Expr:
+    if not isinstance(source, str):
+        raise RuleFileError(shown, field_name, "must be a string holding an expression")
+    try:
+        return expr.parse(source)
+    except expr.ExprError as exc:
+        raise RuleFileError(shown, field_name, f"invalid expression: {exc}") from None
+
+
+def _template(shown: str, field_name: str, source) -> expr.Template:
+    if not isinstance(source, str):
+        raise RuleFileError(shown, field_name, "must be a string")
+    try:
+        return expr.parse_template(source)
+    except expr.ExprError as exc:
+        raise RuleFileError(shown, field_name, f"invalid template: {exc}") from None
+
+
+def _help(shown: str, raw) -> list:
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        return [(None, _template(shown, "help", raw))]
+    if not isinstance(raw, list):
+        raise RuleFileError(shown, "help", "must be a string or a list of {when, text} tables")
+    out = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict) or "text" not in item:
+            raise RuleFileError(shown, f"help[{i}]", "must be a table with 'text' (and optionally 'when')")
+        cond = _parse(shown, f"help[{i}].when", item["when"]) if "when" in item else None
+        out.append((cond, _template(shown, f"help[{i}].text", item["text"])))
+    return out

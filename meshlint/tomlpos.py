@@ -1,0 +1,288 @@
+"""Line and column of every key, table header and comment in a TOML document.
+
+tomllib returns values without positions, so findings could not point at
+``tp = 3``. This scanner walks the same text a second time and records where
+each key path starts. It runs only on documents tomllib has already accepted,
+so it can stay small; it never raises (a malformed tail just stops the scan).
+
+Paths are tuples of keys, with an integer index for each element of an
+array of tables (``[[mesh.dims]]``) or of an inline array.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Pos = tuple  # (line, col), both 1-based
+_BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\", "e": "\x1b"}
+
+
+@dataclass
+class Positions:
+    keys: dict = field(default_factory=dict)     # path -> (line, col) of the key
+    tables: dict = field(default_factory=dict)   # path -> (line, col) of the [header]
+    comments: list = field(default_factory=list)  # (line, col, text after '#')
+    duplicates: list = field(default_factory=list)  # (path, first pos, second pos)
+
+    def locate(self, path: tuple) -> tuple[Pos, bool]:
+        """Position for ``path``; the bool says whether the key itself was found.
+
+        A defaulted key points at its section header, then at the nearest
+        ancestor that exists, then at line 1.
+        """
+        if path in self.keys:
+            return self.keys[path], True
+        for cut in range(len(path), 0, -1):
+            prefix = path[:cut]
+            if prefix in self.tables:
+                return self.tables[prefix], cut == len(path)
+            if prefix in self.keys:
+                return self.keys[prefix], cut == len(path)
+        return (1, 1), False
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Scanner:
+    def __init__(self, text: str):
+        self.s = text
+        self.n = len(text)
+        self.i = 0
+        self.line = 1
+        self.line_start = 0
+        self.out = Positions()
+        self.aot_index: dict[tuple, int] = {}
+
+    # -- low level
+    def pos(self) -> Pos:
+        return (self.line, self.i - self.line_start + 1)
+
+    def peek(self, k: int = 0) -> str:
+        j = self.i + k
+        return self.s[j] if j < self.n else ""
+
+    def advance(self, k: int = 1) -> None:
+        for _ in range(k):
+            if self.i >= self.n:
+                raise _Stop
+            if self.s[self.i] == "\n":
+                self.line += 1
+                self.line_start = self.i + 1
+            self.i += 1
+
+    def skip_ws(self) -> None:
+        while self.i < self.n and self.s[self.i] in " \t":
+            self.i += 1
+
+    def skip_ws_nl_comments(self) -> None:
+        while self.i < self.n:
+            c = self.s[self.i]
+            if c in " \t\r\n":
+                self.advance()
+            elif c == "#":
+                self.comment()
+            else:
+                return
+
+    def comment(self) -> None:
+        line, col = self.pos()
+        start = self.i + 1
+        end = self.s.find("\n", start)
+        end = self.n if end < 0 else end
+        self.out.comments.append((line, col, self.s[start:end].rstrip("\r")))
+        self.i = end
+
+    # -- structure
+    def document(self) -> None:
+        current: tuple = ()
+        while True:
+            self.skip_ws_nl_comments()
+            if self.i >= self.n:
+                return
+            if self.peek() == "[":
+                current = self.header()
+            else:
+                self.keyval(current)
+            self.skip_ws()
+            if self.peek() == "#":
+                self.comment()
+
+    def header(self) -> tuple:
+        at = self.pos()
+        is_array = self.peek(1) == "["
+        self.advance(2 if is_array else 1)
+        self.skip_ws()
+        parts = self.key()
+        self.skip_ws()
+        self.advance(2 if is_array else 1)
+        prefix = self.resolve(parts[:-1])
+        path = prefix + (parts[-1],)
+        if is_array:
+            index = self.aot_index.get(path, -1) + 1
+            self.aot_index[path] = index
+            self.out.tables.setdefault(path, at)
+            path = path + (index,)
+        self.out.tables.setdefault(path, at)
+        return path
+
+    def resolve(self, parts: list) -> tuple:
+        """Full path of a header prefix, entering the latest element of arrays of tables."""
+        path: tuple = ()
+        for part in parts:
+            path = path + (part,)
+            if path in self.aot_index:
+                path = path + (self.aot_index[path],)
+        return path
+
+    def keyval(self, base: tuple) -> None:
+        at = self.pos()
+        parts = self.key()
+        path = base + tuple(parts)
+        for cut in range(len(base) + 1, len(path)):
+            self.out.tables.setdefault(path[:cut], at)  # dotted keys define tables
+        if path in self.out.keys:
+            self.out.duplicates.append((path, self.out.keys[path], at))
+        else:
+            self.out.keys[path] = at
+        self.skip_ws()
+        if self.peek() != "=":
+            raise _Stop
+        self.advance()
+        self.skip_ws()
+        self.value(path)
+
+    def key(self) -> list:
+        parts = [self.simple_key()]
+        while True:
+            self.skip_ws()
+            if self.peek() != ".":
+                return parts
+            self.advance()
+            self.skip_ws()
+            parts.append(self.simple_key())
+
+    def simple_key(self) -> str:
+        c = self.peek()
+        if c == '"':
+            return self.basic_string()
+        if c == "'":
+            return self.literal_string()
+        start = self.i
+        while self.i < self.n and self.s[self.i] in _BARE:
+            self.i += 1
+        if self.i == start:
+            raise _Stop
+        return self.s[start:self.i]
+
+    # -- values
+    def value(self, path: tuple) -> None:
+        c = self.peek()
+        if c == '"':
+            if self.s.startswith('"""', self.i):
+                self.multiline('"""')
+            else:
+                self.basic_string()
+        elif c == "'":
+            if self.s.startswith("'''", self.i):
+                self.multiline("'''")
+            else:
+                self.literal_string()
+        elif c == "[":
+            self.array(path)
+        elif c == "{":
+            self.inline_table(path)
+        else:
+            while self.i < self.n and self.s[self.i] not in ",]}\n\r#":
+                self.i += 1
+
+    def array(self, path: tuple) -> None:
+        self.advance()
+        index = 0
+        while True:
+            self.skip_ws_nl_comments()
+            if self.peek() == "]":
+                self.advance()
+                return
+            self.out.keys.setdefault(path + (index,), self.pos())
+            self.value(path + (index,))
+            index += 1
+            self.skip_ws_nl_comments()
+            if self.peek() == ",":
+                self.advance()
+
+    def inline_table(self, path: tuple) -> None:
+        self.out.tables.setdefault(path, self.pos())
+        self.advance()
+        while True:
+            self.skip_ws_nl_comments()
+            if self.peek() == "}":
+                self.advance()
+                return
+            self.keyval(path)
+            self.skip_ws_nl_comments()
+            if self.peek() == ",":
+                self.advance()
+
+    def basic_string(self) -> str:
+        self.advance()
+        out = []
+        while True:
+            c = self.peek()
+            if c == "" or c == "\n":
+                raise _Stop
+            if c == '"':
+                self.advance()
+                return "".join(out)
+            if c == "\\":
+                esc = self.peek(1)
+                if esc in ("u", "U"):
+                    width = 4 if esc == "u" else 8
+                    digits = self.s[self.i + 2 : self.i + 2 + width]
+                    try:
+                        out.append(chr(int(digits, 16)))
+                    except ValueError:
+                        raise _Stop from None
+                    self.advance(2 + width)
+                    continue
+                out.append(_ESCAPES.get(esc, esc))
+                self.advance(2)
+                continue
+            out.append(c)
+            self.advance()
+
+    def literal_string(self) -> str:
+        self.advance()
+        end = self.s.find("'", self.i)
+        if end < 0:
+            raise _Stop
+        text = self.s[self.i:end]
+        self.i = end + 1
+        return text
+
+    def multiline(self, quote: str) -> None:
+        self.advance(3)
+        while True:
+            if self.i >= self.n:
+                raise _Stop
+            if quote == '"""' and self.peek() == "\\":
+                self.advance(2)
+                continue
+            if self.s.startswith(quote, self.i):
+                # a closing delimiter may be preceded by up to two quote characters
+                while self.s.startswith(quote, self.i + 1):
+                    self.advance()
+                self.advance(3)
+                return
+            self.advance()
+
+
+def scan(text: str) -> Positions:
+    scanner = _Scanner(text)
+    try:
+        scanner.document()
+    except (_Stop, IndexError):
+        pass
+    return scanner.out

@@ -1,0 +1,180 @@
+"""World size and node shape of a config, each with where it came from.
+
+Sources, highest precedence first (the first that gives a value wins; the
+others are kept so disagreements can be reported):
+
+1. the command line: ``--world-size N``, or ``--nodes N --gpus-per-node G``;
+2. a directive comment in the file: ``# meshlint: world_size=32 gpus_per_node=4``;
+3. a value the dialect itself declares (the native dialect's ``[mesh] world_size``);
+4. the ``_<N>gpu`` file-name convention (``70b_32gpu_tp4.toml``) -- world size only;
+5. the launch line in a comment (``srun --nodes=8 --ntasks-per-node=4``,
+   ``torchrun --nproc_per_node=4``), then a shape in a comment (``8 nodes × 4 H200``).
+
+Nothing is ever defaulted: a value no source gives stays unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+MAX_WORLD = 1 << 24  # 16,777,216 ranks: larger than any cluster; bigger is a typo
+
+_DIRECTIVE = re.compile(r"^\s*meshlint\s*:\s*(.*)$")
+_FILENAME_GPUS = re.compile(r"(?:^|[_\-.])(\d+)gpus?(?=[_\-.]|$)", re.IGNORECASE)
+_SHAPE = re.compile(r"\b(\d+)\s*(?:nodes?|hosts?)\s*(?:[x×*]|by)\s*(\d+)\b", re.IGNORECASE)
+_FLAG = re.compile(r"--(nproc[_-]per[_-]node|nnodes|nodes|ntasks[_-]per[_-]node|gpus[_-]per[_-]node|ntasks)[= ](\d+)\b")
+
+DIRECTIVE_KEYS = {"world_size", "gpus_per_node", "nodes"}
+
+
+@dataclass
+class Hint:
+    """One statement about the topology from one source."""
+
+    source: str                 # human-readable, e.g. 'file name "70b_32gpu_tp4.toml"'
+    world_size: int | None = None
+    gpus_per_node: int | None = None
+    nodes: int | None = None
+
+
+@dataclass
+class Topology:
+    world_size: int | None = None
+    world_source: str | None = None
+    gpus_per_node: int | None = None
+    gpus_per_node_source: str | None = None
+    placement: str = "block"
+    conflicts: list = field(default_factory=list)       # (what, kept source, other source, values)
+    directive_problems: list = field(default_factory=list)  # (line, col, message)
+
+    @property
+    def nodes(self) -> int | None:
+        if self.world_size is None or not self.gpus_per_node:
+            return None
+        return -(-self.world_size // self.gpus_per_node)
+
+
+@dataclass
+class CliTopology:
+    world_size: int | None = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    placement: str = "block"
+
+    def hint(self) -> Hint | None:
+        if self.world_size is None and self.nodes is None and self.gpus_per_node is None:
+            return None
+        world = self.world_size
+        if world is None and self.nodes is not None and self.gpus_per_node is not None:
+            world = self.nodes * self.gpus_per_node
+        parts = []
+        if self.world_size is not None:
+            parts.append(f"--world-size {self.world_size}")
+        if self.nodes is not None:
+            parts.append(f"--nodes {self.nodes}")
+        if self.gpus_per_node is not None:
+            parts.append(f"--gpus-per-node {self.gpus_per_node}")
+        return Hint(" ".join(parts), world, self.gpus_per_node, self.nodes)
+
+
+def directive_hints(comments: list) -> tuple[list[Hint], list]:
+    """``# meshlint: world_size=32 gpus_per_node=4`` comments -> hints and problems."""
+    hints, problems = [], []
+    for line, col, text in comments:
+        match = _DIRECTIVE.match(text)
+        if not match:
+            continue
+        values: dict[str, int] = {}
+        for token in match.group(1).split():
+            if token.startswith("ignore") or token.startswith("#"):
+                break  # suppressions and trailing prose are not topology
+            key, eq, value = token.partition("=")
+            if not eq:
+                problems.append((line, col, f"directive item {token!r} is not key=value"))
+                continue
+            if key not in DIRECTIVE_KEYS:
+                close = _closest(key, DIRECTIVE_KEYS)
+                hint = f" (did you mean {close}?)" if close else ""
+                problems.append((line, col, f"unknown directive key {key!r}{hint}; known: {', '.join(sorted(DIRECTIVE_KEYS))}"))
+                continue
+            if not value.isdigit() or not 1 <= int(value) <= MAX_WORLD:
+                problems.append((line, col, f"directive {key}={value!r}: expected a whole number from 1 to {MAX_WORLD:,}"))
+                continue
+            values[key] = int(value)
+        if values:
+            world = values.get("world_size")
+            gpn = values.get("gpus_per_node")
+            nodes = values.get("nodes")
+            if world is None and nodes is not None and gpn is not None:
+                world = nodes * gpn
+            hints.append(Hint(f"directive on line {line}", world, gpn, nodes))
+    return hints, problems
+
+
+def filename_hint(name: str) -> Hint | None:
+    stem = name.rsplit(".", 1)[0] if name.endswith(".toml") else name
+    found = {int(m.group(1)) for m in _FILENAME_GPUS.finditer(stem)}
+    if len(found) != 1:
+        return None  # absent, or ambiguous (two different counts in one name)
+    world = found.pop()
+    if not 1 <= world <= MAX_WORLD:
+        return None
+    return Hint(f'file name "{name}"', world_size=world)
+
+
+def comment_hints(comments: list) -> list[Hint]:
+    """Launch lines and node shapes written in the file's own comments."""
+    launch, shapes = [], []
+    for line, _col, text in comments:
+        if _DIRECTIVE.match(text):
+            continue
+        flags = {k.replace("-", "_"): int(v) for k, v in _FLAG.findall(text)}
+        if flags:
+            gpn = flags.get("nproc_per_node") or flags.get("ntasks_per_node") or flags.get("gpus_per_node")
+            nodes = flags.get("nnodes") or flags.get("nodes")
+            world = flags.get("ntasks")
+            if world is None and gpn is not None:
+                is_torchrun = "nproc_per_node" in flags or "torchrun" in text
+                if nodes is not None:
+                    world = nodes * gpn
+                elif is_torchrun:
+                    world = gpn  # torchrun defaults to --nnodes 1
+            if world or gpn:
+                launch.append(Hint(f"launch command on line {line}", world, gpn, nodes))
+            continue
+        match = _SHAPE.search(text)
+        if match:
+            nodes, gpn = int(match.group(1)), int(match.group(2))
+            shapes.append(Hint(f'comment on line {line} ("{match.group(0)}")', nodes * gpn, gpn, nodes))
+    return launch[:1] + shapes[:1]
+
+
+def resolve_topology(hints: list[Hint | None], placement: str = "block") -> Topology:
+    """Merge hints in precedence order; record where sources disagree."""
+    topo = Topology(placement=placement)
+    world_from: Hint | None = None
+    gpn_from: Hint | None = None
+    for hint in hints:
+        if hint is None:
+            continue
+        if hint.world_size is not None:
+            if world_from is None:
+                world_from = hint
+                topo.world_size, topo.world_source = hint.world_size, hint.source
+            elif hint.world_size != topo.world_size:
+                topo.conflicts.append(("world size", world_from.source, topo.world_size, hint.source, hint.world_size))
+        if hint.gpus_per_node is not None:
+            if gpn_from is None:
+                gpn_from = hint
+                topo.gpus_per_node, topo.gpus_per_node_source = hint.gpus_per_node, hint.source
+            elif hint.gpus_per_node != topo.gpus_per_node:
+                topo.conflicts.append(("GPUs per node", gpn_from.source, topo.gpus_per_node, hint.source, hint.gpus_per_node))
+    return topo
+
+
+def _closest(word: str, choices) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
