@@ -180,14 +180,14 @@ def resolve(spec: Spec, world: int | None) -> Resolution:
     for role in ROLES:
         mine = [s for dim, s in zip(dims, sizes) if dim["role"] == role]
         d[role] = prod(mine) if mine else 1
-    mesh = Mesh("mesh", tuple(dim["name"] for dim in dims), tuple(sizes))
+    mesh = Mesh("main", tuple(dim["name"] for dim in dims), tuple(sizes))
     if mesh.size > world:
         res.framework_error = (f"RuntimeError: Mesh should not be bigger than default world size {world}, "
                                f"but found {mesh.size} ranks!")
         res.error_stage = "mesh"
         return res
-    res.meshes = {"mesh": mesh}
-    res.primary = "mesh"
+    res.meshes = {"main": mesh}
+    res.primary = "main"
     res.axes = axes_of(mesh)
     if mesh.size < world:
         res.outside = (mesh.size, world - 1)

@@ -1,0 +1,96 @@
+"""Every rule has a failing and a passing fixture, and its documented examples behave as documented.
+
+Bad fixtures carry ``# expect: CODE[, CODE]`` on the line each finding must
+point at; the errors and warnings found must be exactly those. Good
+fixtures must be free of errors and warnings, and the rule they belong to
+must actually have run on them (not skipped for lack of a fact).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+from meshlint.check import Options, check_file
+from meshlint.rules import load_rules
+
+RULE_FIXTURES = FIXTURES / "rules"
+EXPECT = re.compile(r"#\s*expect:\s*([A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)")
+RULES = load_rules()
+BY_CODE = {r.code: r for r in RULES}
+
+
+def expectations(path: Path) -> set[tuple[str, int]]:
+    out = set()
+    for lineno, line in enumerate(path.read_text().splitlines(), start=1):
+        match = EXPECT.search(line)
+        if match:
+            out |= {(code.strip(), lineno) for code in match.group(1).split(",")}
+    return out
+
+
+def fixture_dir(rule) -> Path:
+    return RULE_FIXTURES / f"{rule.code}-{rule.name}"
+
+
+def cases(kind: str):
+    for rule in RULES:
+        for path in sorted(fixture_dir(rule).glob(f"{kind}*.toml")):
+            yield pytest.param(rule.code, path, id=f"{rule.code}/{path.name}")
+
+
+@pytest.mark.parametrize("code", [r.code for r in RULES])
+def test_every_rule_has_a_failing_and_a_passing_fixture(code):
+    directory = fixture_dir(BY_CODE[code])
+    assert list(directory.glob("bad*.toml")), f"no failing fixture in {directory}"
+    assert list(directory.glob("good*.toml")), f"no passing fixture in {directory}"
+
+
+def test_no_fixture_directory_without_a_rule():
+    expected = {fixture_dir(r).name for r in RULES}
+    assert {p.name for p in RULE_FIXTURES.iterdir()} <= expected
+
+
+@pytest.mark.parametrize("code, path", list(cases("bad")))
+def test_bad_fixture_reports_exactly_the_expected_findings(code, path):
+    expected = expectations(path)
+    assert any(c == code for c, _ in expected), f"{path} must expect {code}"
+    report = check_file(str(path), Options(rules=RULES))
+    assert report.status == "checked", report.error
+    expected_codes = {c for c, _ in expected}
+    found = {(f.code, f.line) for f in report.findings
+             if f.severity in ("error", "warning") or f.code in expected_codes}
+    assert found == expected, "\n".join(f"{f.line}: {f.code} {f.message}" for f in report.findings)
+    for f in report.findings:
+        assert f.message and "<error:" not in f.message and "<error:" not in (f.help or "")
+
+
+@pytest.mark.parametrize("code, path", list(cases("good")))
+def test_good_fixture_is_clean_and_the_rule_ran(code, path):
+    report = check_file(str(path), Options(rules=RULES))
+    assert report.status == "checked", report.error
+    noisy = [f for f in report.findings if f.severity in ("error", "warning")]
+    assert not noisy, "\n".join(f"{f.line}: {f.code} {f.message}" for f in noisy)
+    rule = BY_CODE[code]
+    assert rule.applies_to(report.dialect)
+    skipped = [s for s in report.skips if s.code == code]
+    assert not skipped, f"{code} was skipped (needs {skipped[0].needs}): the fixture does not exercise it"
+
+
+@pytest.mark.parametrize("code", [r.code for r in RULES])
+def test_documented_examples_behave_as_documented(code, tmp_path):
+    rule = BY_CODE[code]
+    for field in ("what", "why", "bad", "good", "fix"):
+        assert rule.doc.get(field), f"{code}: doc.{field} is missing"
+    options = Options(rules=RULES)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(rule.doc["bad"])
+    assert code in [f.code for f in check_file(str(bad), options).findings], "doc.bad does not trigger the rule"
+    good = tmp_path / "good.toml"
+    good.write_text(rule.doc["good"])
+    report = check_file(str(good), options)
+    assert code not in [f.code for f in report.findings], "doc.good triggers the rule"
+    assert code not in [s.code for s in report.skips], "doc.good does not exercise the rule"
