@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import NamedTuple
 
 from meshlint.dialects import DIALECTS, detect
 from meshlint.dialects.base import Resolution, Spec
@@ -25,11 +26,10 @@ from meshlint.topology import (
 SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache"}
 
 
-@dataclass
-class Options:
+class Options(NamedTuple):
     rules: list
     dialect: str | None = None
-    topology: CliTopology = field(default_factory=CliTopology)
+    topology: CliTopology = CliTopology()
 
 
 @dataclass
@@ -56,11 +56,12 @@ def collect_paths(args: list[str]) -> list[str]:
     """Expand directories to the TOML files below them; keep explicit files as given."""
     out: list[str] = []
     for arg in args:
-        p = Path(arg)
-        if p.is_dir():
-            found = [f for f in sorted(p.rglob("*.toml"))
-                     if not any(part in SKIP_DIRS for part in f.relative_to(p).parts[:-1]) and f.is_file()]
-            out.extend(str(f) for f in found)
+        if os.path.isdir(arg):
+            found = []
+            for root, dirs, files in os.walk(arg):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+                found += [os.path.join(root, f) for f in files if f.endswith(".toml")]
+            out.extend(sorted(found))
         else:
             out.append(arg)
     return list(dict.fromkeys(out))

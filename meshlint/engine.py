@@ -10,16 +10,14 @@ the rules that were skipped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from meshlint import expr
 from meshlint.findings import Finding
 from meshlint.rules import Rule
 
 
-@dataclass
-class Skip:
+class Skip(NamedTuple):
     code: str
     name: str
     needs: str

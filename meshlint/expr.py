@@ -34,8 +34,7 @@ use -- arithmetic, ordering, ``world_size == 32``, truth -- raises
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 MAX_INT = 2**256
 MAX_STR = 100_000
@@ -71,8 +70,7 @@ class NeedFact(Exception):
         self.path = path
 
 
-@dataclass(frozen=True)
-class Missing:
+class Missing(NamedTuple):
     """The value of an unknown fact, remembering which fact it was."""
 
     path: str
@@ -84,8 +82,7 @@ _TWO_CHAR = {"==", "!=", "<=", ">=", "//", "**"}
 _ONE_CHAR = set("+-*/%<>()[],.")
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     kind: str  # INT FLOAT STR NAME OP EOF
     value: Any
     col: int
@@ -471,8 +468,7 @@ def _describe(tok: Token) -> str:
     return repr(tok.value)
 
 
-@dataclass(frozen=True)
-class Expr:
+class Expr(NamedTuple):
     """A parsed expression, ready to evaluate many times."""
 
     source: str
@@ -680,9 +676,11 @@ class _Eval:
             raise EvalError("step budget exceeded")
 
     def run(self, node: Node) -> Any:
-        self.step()
-        method = getattr(self, "ev_" + type(node).__name__)
-        return method(node)
+        budget = self.env.budget
+        budget.left -= 1
+        if budget.left < 0:
+            raise EvalError("step budget exceeded")
+        return _DISPATCH[node.__class__](self, node)
 
     def ev_Const(self, node: Const) -> Any:
         return node.value
@@ -815,6 +813,10 @@ class _Eval:
             self._comp(node, depth + 1, _Eval(scope.env.child({var: value})), out)
 
 
+_DISPATCH = {cls: getattr(_Eval, "ev_" + cls.__name__)
+             for cls in (Const, Name, Attr, Index, Call, Unary, BinOp, BoolOp, Compare, Cond, ListLit, ListComp)}
+
+
 def _path_of(node: Node) -> str:
     if isinstance(node, Name):
         return node.name
@@ -872,8 +874,7 @@ def _compare(op: str, a: Any, b: Any) -> bool:
 
 # --------------------------------------------------------------------------- functions
 
-@dataclass(frozen=True)
-class FuncSpec:
+class FuncSpec(NamedTuple):
     fn: Callable[..., Any]
     min_args: int
     max_args: int
@@ -1108,8 +1109,7 @@ def _render_item(v: Any) -> str:
     return f'"{v}"' if isinstance(v, str) else render(v)
 
 
-@dataclass(frozen=True)
-class Template:
+class Template(NamedTuple):
     """Text with ``{expression}`` holes; ``{{`` and ``}}`` are literal braces."""
 
     source: str

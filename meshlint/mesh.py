@@ -9,12 +9,11 @@ O(group size); nothing walks the world, so a million-rank mesh is instant.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import gcd, prod
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Mesh:
+class Mesh(NamedTuple):
     name: str
     dims: tuple
     sizes: tuple
@@ -31,7 +30,7 @@ class Mesh:
             acc *= size
         return tuple(reversed(out))
 
-    def index(self, dim: str) -> int:
+    def dim_index(self, dim: str) -> int:
         return self.dims.index(dim)
 
     def coords(self, rank: int) -> tuple:
@@ -53,7 +52,7 @@ class Mesh:
         return rank
 
     def axis(self, dim: str) -> "Axis":
-        i = self.index(dim)
+        i = self.dim_index(dim)
         return Axis(dim, self.sizes[i], self.strides[i], self.name, self.size)
 
     def to_json(self) -> dict:
@@ -61,8 +60,7 @@ class Mesh:
                 "ranks": self.size}
 
 
-@dataclass(frozen=True)
-class Axis:
+class Axis(NamedTuple):
     """A 1-D family of groups: ``size`` ranks ``stride`` apart, inside a mesh of ``span`` ranks."""
 
     name: str
@@ -87,8 +85,7 @@ class Axis:
         return (rank // self.stride) % self.size
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):
     """How an axis's groups sit on nodes."""
 
     intra_node: bool        # every group inside one node

@@ -12,11 +12,9 @@ so a typo fails at load time, naming the file and the field.
 
 from __future__ import annotations
 
-import difflib
-import json
+import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from meshlint import expr
 from meshlint.errors import RuleFileError
@@ -27,7 +25,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-SCHEMA_PATH = Path(__file__).parent / "schema" / "rule-v1.schema.json"
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema", "rule-v1.schema.json")
 DIALECT_NAMES = ("kempnerforge", "torchtitan", "native")
 
 
@@ -54,23 +52,31 @@ class Rule:
         return self.dialects is None or dialect in self.dialects
 
 
-def builtin_rules_dir() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "_rules", here.parent / "rules"):
-        if candidate.is_dir():
+def builtin_rules_dir() -> str:
+    """``meshlint/_rules`` in a wheel; the top-level ``rules/`` in a source checkout."""
+    here = os.path.dirname(os.path.realpath(__file__))
+    for candidate in (os.path.join(here, "_rules"), os.path.join(os.path.dirname(here), "rules")):
+        if os.path.isdir(candidate):
             return candidate
-    raise RuleFileError(str(here / "_rules"), None, "built-in rules not found (broken installation)")
+    raise RuleFileError(os.path.join(here, "_rules"), None, "built-in rules not found (broken installation)")
 
 
 def load_rules(extra_dirs: tuple = (), include_builtin: bool = True) -> list[Rule]:
-    rules: list[Rule] = []
-    if include_builtin:
-        rules += _load_dir(builtin_rules_dir(), "builtin", validate=False)
+    dirs: list[tuple[str, str]] = [(builtin_rules_dir(), "builtin")] if include_builtin else []
     for directory in extra_dirs:
-        d = Path(directory)
-        if not d.is_dir():
-            raise RuleFileError(str(directory), None, "rule directory not found")
-        rules += _load_dir(d, "user", validate=True)
+        d = os.fspath(directory)
+        if not os.path.isdir(d):
+            raise RuleFileError(d, None, "rule directory not found")
+        dirs.append((d, "user"))
+    from meshlint import rule_cache
+
+    key = rule_cache.key_for(dirs)
+    cached = rule_cache.load(key)
+    if cached is not None:
+        return cached
+    rules: list[Rule] = []
+    for d, origin in dirs:
+        rules += _load_dir(d, origin, validate=origin == "user")
     seen_code: dict[str, Rule] = {}
     seen_name: dict[str, Rule] = {}
     for rule in rules:
@@ -78,20 +84,22 @@ def load_rules(extra_dirs: tuple = (), include_builtin: bool = True) -> list[Rul
             if value in seen:
                 raise RuleFileError(rule.path, what, f"{what} {value!r} is already used by {seen[value].path}")
             seen[value] = rule
+    rule_cache.store(key, rules)
     return rules
 
 
-def _load_dir(directory: Path, origin: str, validate: bool) -> list[Rule]:
-    files = sorted(directory.glob("*.toml"))
+def _load_dir(directory: str, origin: str, validate: bool) -> list[Rule]:
+    files = sorted(os.path.join(directory, f) for f in os.listdir(directory) if f.endswith(".toml"))
     if origin == "user" and not files:
         raise RuleFileError(str(directory), None, "no rule files (*.toml) in this directory")
     return [load_rule_file(f, origin, validate) for f in files]
 
 
-def load_rule_file(path: Path, origin: str = "user", validate: bool = True) -> Rule:
-    shown = str(path)
+def load_rule_file(path, origin: str = "user", validate: bool = True) -> Rule:
+    shown = os.fspath(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        with open(shown, encoding="utf-8") as f:
+            data = tomllib.loads(f.read())
     except (OSError, UnicodeDecodeError) as exc:
         raise RuleFileError(shown, None, f"cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
@@ -103,9 +111,12 @@ def load_rule_file(path: Path, origin: str = "user", validate: bool = True) -> R
 
 def validate_rule_data(data: dict, shown: str) -> None:
     """Check ``data`` against the rule JSON Schema; the first error names the field."""
+    import json
+
     import jsonschema  # deferred: ~150 ms to import, paid only for user rule packs
 
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    with open(SCHEMA_PATH, encoding="utf-8") as f:
+        schema = json.load(f)
     validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if not errors:
@@ -116,7 +127,7 @@ def validate_rule_data(data: dict, shown: str) -> None:
         allowed = list(err.schema.get("properties", {}))
         extra = [k for k in err.instance if k not in allowed]
         name = extra[0]
-        close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+        close = _close_matches(name, allowed, n=1, cutoff=0.6)
         where = f"{path}.{name}" if path else name
         hint = f" (did you mean '{close[0]}'?)" if close else f"; allowed: {', '.join(allowed)}"
         raise RuleFileError(shown, where, f"unknown field{hint}")
@@ -190,14 +201,14 @@ def build_rule(data: dict, shown: str, origin: str) -> Rule:
             names -= BOUND_NAMES - {"item"}
         if names:
             name = sorted(names)[0]
-            close = difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=0.6)
+            close = _close_matches(name, sorted(allowed), n=1, cutoff=0.6)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             extra = " ('item' exists only in rules with 'foreach')" if name == "item" else ""
             raise RuleFileError(shown, field_name, f"unknown name '{name}'{hint}{extra}")
         for root, attr in sorted(expr.field_reads(parsed)):
             fields = GROUP_FIELDS.get(root)
             if fields is not None and root not in lets and attr not in fields:
-                close = difflib.get_close_matches(attr, fields, n=1, cutoff=0.6)
+                close = _close_matches(attr, fields, n=1, cutoff=0.6)
                 hint = f" (did you mean '{root}.{close[0]}'?)" if close else f"; fields: {', '.join(fields)}"
                 raise RuleFileError(shown, field_name, f"unknown fact '{root}.{attr}'{hint}")
     return rule
@@ -235,3 +246,9 @@ def _help(shown: str, raw) -> list:
         cond = _parse(shown, f"help[{i}].when", item["when"]) if "when" in item else None
         out.append((cond, _template(shown, f"help[{i}].text", item["text"])))
     return out
+
+
+def _close_matches(word, choices, n=1, cutoff=0.6):
+    import difflib  # only needed when something is misspelt
+
+    return difflib.get_close_matches(word, choices, n=n, cutoff=cutoff)

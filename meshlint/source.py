@@ -6,11 +6,10 @@ that names the problem and, where there is one, the line and column.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
-from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 
 from meshlint.errors import InputError
 from meshlint.tomlpos import Positions, scan
@@ -24,15 +23,14 @@ MAX_BYTES = 16 * 1024 * 1024
 _TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
-@dataclass
 class Source:
     """One parsed config file."""
 
-    path: str          # as given on the command line (display form)
-    text: str
-    data: dict
-    name: str = ""     # file name, for the _<N>gpu convention
-    _positions: Positions | None = field(default=None, repr=False)
+    def __init__(self, path: str, text: str, data: dict, name: str = ""):
+        self.path = path    # as given on the command line (display form)
+        self.text = text
+        self.data = data
+        self.name = name    # file name, for the _<N>gpu convention
 
     @cached_property
     def positions(self) -> Positions:
@@ -76,14 +74,14 @@ def split_key(key: str) -> tuple:
 
 def read_source(path: str) -> Source:
     """Read and parse ``path``; raises InputError when it cannot be checked."""
-    p = Path(path)
     try:
-        if p.is_dir():
+        if os.path.isdir(path):
             raise InputError("ML001", "is a directory, not a config file")
-        size = p.stat().st_size
+        size = os.stat(path).st_size
         if size > MAX_BYTES:
             raise InputError("ML001", f"file is {size:,} bytes; a training config is far smaller (limit {MAX_BYTES:,})")
-        raw = p.read_bytes()
+        with open(path, "rb") as f:
+            raw = f.read()
     except FileNotFoundError:
         raise InputError("ML001", "no such file") from None
     except PermissionError:
@@ -99,7 +97,7 @@ def parse_source(path: str, raw: bytes) -> Source:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _toml_error(text, str(exc)) from None
-    return Source(path=path, text=text, data=data, name=Path(path).name)
+    return Source(path=path, text=text, data=data, name=os.path.basename(path))
 
 
 def _toml_error(text: str, message: str) -> InputError:

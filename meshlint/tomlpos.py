@@ -11,19 +11,19 @@ array of tables (``[[mesh.dims]]``) or of an inline array.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 Pos = tuple  # (line, col), both 1-based
 _BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\", "e": "\x1b"}
 
 
-@dataclass
 class Positions:
-    keys: dict = field(default_factory=dict)     # path -> (line, col) of the key
-    tables: dict = field(default_factory=dict)   # path -> (line, col) of the [header]
-    comments: list = field(default_factory=list)  # (line, col, text after '#')
-    duplicates: list = field(default_factory=list)  # (path, first pos, second pos)
+    __slots__ = ("keys", "tables", "comments", "duplicates")
+
+    def __init__(self) -> None:
+        self.keys: dict = {}         # path -> (line, col) of the key
+        self.tables: dict = {}       # path -> (line, col) of the [header]
+        self.comments: list = []     # (line, col, text after '#')
+        self.duplicates: list = []   # (path, first pos, second pos)
 
     def locate(self, path: tuple) -> tuple[Pos, bool]:
         """Position for ``path``; the bool says whether the key itself was found.

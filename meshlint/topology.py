@@ -16,7 +16,7 @@ Nothing is ever defaulted: a value no source gives stays unknown.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 MAX_WORLD = 1 << 24  # 16,777,216 ranks: larger than any cluster; bigger is a typo
 
@@ -28,8 +28,7 @@ _FLAG = re.compile(r"--(nproc[_-]per[_-]node|nnodes|nodes|ntasks[_-]per[_-]node|
 DIRECTIVE_KEYS = {"world_size", "gpus_per_node", "nodes"}
 
 
-@dataclass
-class Hint:
+class Hint(NamedTuple):
     """One statement about the topology from one source."""
 
     source: str                 # human-readable, e.g. 'file name "70b_32gpu_tp4.toml"'
@@ -38,15 +37,17 @@ class Hint:
     nodes: int | None = None
 
 
-@dataclass
 class Topology:
-    world_size: int | None = None
-    world_source: str | None = None
-    gpus_per_node: int | None = None
-    gpus_per_node_source: str | None = None
-    placement: str = "block"
-    conflicts: list = field(default_factory=list)       # (what, kept source, other source, values)
-    directive_problems: list = field(default_factory=list)  # (line, col, message)
+    """The merged result: each value with the source it came from."""
+
+    def __init__(self, placement: str = "block"):
+        self.world_size: int | None = None
+        self.world_source: str | None = None
+        self.gpus_per_node: int | None = None
+        self.gpus_per_node_source: str | None = None
+        self.placement = placement
+        self.conflicts: list = []            # (what, kept source, kept value, other source, other value)
+        self.directive_problems: list = []   # (line, col, message)
 
     @property
     def nodes(self) -> int | None:
@@ -55,8 +56,7 @@ class Topology:
         return -(-self.world_size // self.gpus_per_node)
 
 
-@dataclass
-class CliTopology:
+class CliTopology(NamedTuple):
     world_size: int | None = None
     nodes: int | None = None
     gpus_per_node: int | None = None

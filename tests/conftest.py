@@ -16,6 +16,12 @@ from meshlint.cli import main
 from meshlint.rules import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_rule_cache(tmp_path_factory):
+    """Tests never read or write the user's ~/.cache."""
+    os.environ["MESHLINT_CACHE_DIR"] = str(tmp_path_factory.mktemp("meshlint-cache"))
 FIXTURES = ROOT / "fixtures"
 
 

@@ -17,7 +17,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-SCHEMA = json.loads(SCHEMA_PATH.read_text())
+SCHEMA = json.loads(open(SCHEMA_PATH, encoding="utf-8").read())
 VALID = '''
 code = "TEAM001"
 name = "tp-at-most-four"

@@ -10,9 +10,8 @@ A dialect module provides:
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from meshlint.mesh import Axis, Mesh
 
@@ -20,8 +19,7 @@ DEGREES = ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "etp")
 MAX_DEGREE = 1 << 24  # 16,777,216: larger than any cluster; bigger is a typo
 
 
-@dataclass(frozen=True)
-class Key:
+class Key(NamedTuple):
     path: str                    # dotted config path, e.g. "distributed.tp"
     type: str                    # int | bool | str | float | table
     default: Any = None
@@ -187,7 +185,7 @@ def unknown_keys(data: dict, sections: tuple, keys: list, spec: Spec) -> None:
         for name in table:
             if name in known.get(section, ()):
                 continue
-            close = difflib.get_close_matches(name, known.get(section, []), n=1, cutoff=0.6)
+            close = _close_matches(name, known.get(section, []), n=1, cutoff=0.6)
             spec.unknown_keys.append({"key": f"{section}.{name}", "section": section, "name": name,
                                       "suggestion": close[0] if close else None})
 
@@ -210,10 +208,16 @@ def axes_of(mesh: Mesh) -> dict:
 
 def flattened(mesh: Mesh, dims: tuple, name: str) -> Axis:
     """The 1-D mesh ``mesh[dims]._flatten(name)``: adjacent dims make one strided axis."""
-    first, last = mesh.index(dims[0]), mesh.index(dims[-1])
+    first, last = mesh.dim_index(dims[0]), mesh.dim_index(dims[-1])
     if list(mesh.dims[first : last + 1]) != list(dims):
         raise ValueError(f"{dims} are not adjacent in {mesh.dims}")
     size = 1
     for i in range(first, last + 1):
         size *= mesh.sizes[i]
     return Axis(name, size, mesh.strides[last], mesh.name, mesh.size)
+
+
+def _close_matches(word, choices, n=1, cutoff=0.6):
+    import difflib  # only needed when something is misspelt
+
+    return difflib.get_close_matches(word, choices, n=n, cutoff=cutoff)

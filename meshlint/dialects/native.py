@@ -19,7 +19,6 @@ in the order written.
 
 from __future__ import annotations
 
-import difflib
 from math import prod
 
 from meshlint.dialects.base import DEGREES, MAX_DEGREE, Key, Resolution, Spec, axes_of, read_keys, type_of
@@ -49,7 +48,7 @@ def read(source) -> Spec:
     if isinstance(mesh, dict):
         for name in mesh:
             if name not in ("world_size", "gpus_per_node", "dims"):
-                close = difflib.get_close_matches(name, ["world_size", "gpus_per_node", "dims"], n=1, cutoff=0.6)
+                close = _close_matches(name, ["world_size", "gpus_per_node", "dims"], n=1, cutoff=0.6)
                 spec.unknown_keys.append({"key": f"mesh.{name}", "section": "mesh", "name": name,
                                           "suggestion": close[0] if close else None})
     dims = _read_dims(mesh.get("dims") if isinstance(mesh, dict) else None, spec)
@@ -71,9 +70,7 @@ def read(source) -> Spec:
         value = spec.values.get(fact)
         if value is not None and 1 <= value <= MAX_WORLD:
             line = source.locate("mesh." + label)[0]
-            hint = Hint(f"[mesh] {label} on line {line}")
-            setattr(hint, label, value)
-            spec.hints.append(hint)
+            spec.hints.append(Hint(f"[mesh] {label} on line {line}", **{label: value}))
     spec.load_error = _load_error(dims, spec.extra["duplicates"])
     return spec
 
@@ -103,7 +100,7 @@ def _read_dims(raw, spec: Spec) -> list:
             continue
         for extra in item:
             if extra not in DIM_KEYS:
-                close = difflib.get_close_matches(extra, list(DIM_KEYS), n=1, cutoff=0.6)
+                close = _close_matches(extra, list(DIM_KEYS), n=1, cutoff=0.6)
                 spec.unknown_keys.append({"key": f"{key}.{extra}", "section": "mesh.dims", "name": extra,
                                           "suggestion": close[0] if close else None})
         name = item.get("name")
@@ -193,3 +190,9 @@ def resolve(spec: Spec, world: int | None) -> Resolution:
         res.outside = (mesh.size, world - 1)
         res.notes.append(f"the mesh covers {mesh.size} of {world} ranks")
     return res
+
+
+def _close_matches(word, choices, n=1, cutoff=0.6):
+    import difflib  # only needed when something is misspelt
+
+    return difflib.get_close_matches(word, choices, n=n, cutoff=cutoff)
