@@ -217,3 +217,9 @@ def test_python_dash_m_works_like_the_command():
     assert "1 file checked: no findings." in proc.stdout
     proc = run_subprocess("--version")
     assert proc.stdout.startswith("meshlint, version ")
+
+
+def test_committed_rule_docs_are_up_to_date():
+    code, out = run_cli("rules", "--format", "markdown")
+    committed = (ROOT / "docs" / "rules.md").read_text()
+    assert out == committed, "docs/rules.md is stale: run `meshlint rules --format markdown > docs/rules.md`"

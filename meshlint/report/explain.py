@@ -56,7 +56,8 @@ def render(report: FileReport) -> str:
         row("world", "unknown (pass --world-size, add '# meshlint: world_size=N', or name the file *_<N>gpu.toml)")
     if topo.gpus_per_node:
         nodes = -(-res.world_used // topo.gpus_per_node) if res.world_used else None
-        shape = f"{nodes} nodes × {topo.gpus_per_node} GPUs" if nodes else f"{topo.gpus_per_node} GPUs per node"
+        shape = (f"{nodes} node{'s' if nodes != 1 else ''} × {topo.gpus_per_node} GPUs" if nodes
+                 else f"{topo.gpus_per_node} GPUs per node")
         row("nodes", f"{shape} ({topo.gpus_per_node_source}), {topo.placement} placement")
     else:
         row("nodes", "GPUs per node unknown: placement not computed (pass --gpus-per-node)")
@@ -72,8 +73,9 @@ def render(report: FileReport) -> str:
     else:
         mesh = res.meshes[res.primary]
         row("framework", f'builds {_call(report.dialect, mesh)}')
-    for name, mesh in res.meshes.items():
+    if res.meshes:
         out.append("")
+    for name, mesh in res.meshes.items():
         if mesh is None:
             out.append(f'  mesh "{name}": cannot be built')
         else:

@@ -52,9 +52,28 @@ def markdown(rules: list) -> str:
             out += ["", "**Good:**", "", "```toml", doc["good"].strip(), "```"]
         if doc.get("fix"):
             out += ["", "**Fix.** " + doc["fix"]]
+    out += _language_reference()
     out += ["", "## Input errors", "",
             "These are not rules: the file cannot be checked at all, and `meshlint check` exits with 2.", "",
             "| code | name | meaning |", "| --- | --- | --- |"]
     for code, (name, summary) in INPUT_ERRORS.items():
         out.append(f"| {code} | `{name}` | {summary} |")
     return "\n".join(out) + "\n"
+
+
+def _language_reference() -> list[str]:
+    """The tables a rule author needs, generated from the code that implements them."""
+    from meshlint.expr import FUNCTIONS
+    from meshlint.facts import FACT_DOCS, GROUP_FIELDS
+
+    out = ["", "## Rule language reference", "",
+           "Rule files are described in the README (*Writing a rule*); their schema is "
+           "`meshlint/schema/rule-v1.schema.json`. Expressions read the facts below and may call these functions; "
+           "nothing else is reachable.", "", "### Functions", "", "| function | what it does |", "| --- | --- |"]
+    for name, spec in FUNCTIONS.items():
+        out.append(f"| `{name}()` | {spec.doc} |")
+    out += ["", "### Facts", "", "| name | meaning |", "| --- | --- |"]
+    for name, doc in FACT_DOCS.items():
+        fields = f" Fields: {', '.join('`' + f + '`' for f in GROUP_FIELDS[name])}." if name in GROUP_FIELDS else ""
+        out.append(f"| `{name}` | {doc}.{fields} |".replace("..", "."))
+    return out
