@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from meshlint.dialects import DIALECTS, detect
@@ -32,19 +31,23 @@ class Options(NamedTuple):
     topology: CliTopology = CliTopology()
 
 
-@dataclass
 class FileReport:
-    path: str
-    status: str                          # checked | skipped | error
-    dialect: str | None = None
-    note: str | None = None              # why a file was skipped
-    error: InputError | None = None
-    source: Source | None = None
-    spec: Spec | None = None
-    topology: Topology | None = None
-    resolution: Resolution | None = None
-    findings: list = field(default_factory=list)
-    skips: list = field(default_factory=list)
+    """Everything known about one file after a check (or why it could not be checked)."""
+
+    def __init__(self, path: str, status: str, dialect: str | None = None, note: str | None = None,
+                 error: InputError | None = None, source: Source | None = None, spec: Spec | None = None,
+                 topology: Topology | None = None, resolution: Resolution | None = None):
+        self.path = path
+        self.status = status              # checked | skipped | error
+        self.dialect = dialect
+        self.note = note                  # why a file was skipped
+        self.error = error
+        self.source = source
+        self.spec = spec
+        self.topology = topology
+        self.resolution = resolution
+        self.findings: list = []
+        self.skips: list = []
 
     def worst(self) -> int:
         if self.status == "error":

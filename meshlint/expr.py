@@ -481,7 +481,12 @@ class Expr(NamedTuple):
         return out
 
     def evaluate(self, env: "Env") -> Any:
-        return _Eval(env).run(self.root)
+        fn, size = compiled(self.root)
+        budget = env.budget
+        budget.left -= size
+        if budget.left < 0:
+            raise EvalError("step budget exceeded")
+        return fn(env)
 
 
 def parse(src: str) -> Expr:
@@ -493,7 +498,7 @@ def parse(src: str) -> Expr:
 def field_reads(expression: "Expr | Template") -> set[tuple[str, str]]:
     """``(root, field)`` for every ``root.field`` read directly off a root name."""
     roots = [expression.root] if isinstance(expression, Expr) else [p.root for p in expression.parts
-                                                                    if isinstance(p, Expr)]
+                                                                    if isinstance(p, Expr)]  # a Template
     out: set[tuple[str, str]] = set()
     stack = list(roots)
     while stack:
@@ -563,14 +568,16 @@ class Env:
     against the same step limit as its check.
     """
 
+    __slots__ = ("values", "lets", "budget", "parent", "let_cache", "let_active")
+
     def __init__(self, values: dict[str, Any], lets: dict[str, Expr] | None = None,
                  budget: Budget | int = DEFAULT_BUDGET, parent: "Env | None" = None):
         self.values = values
-        self.lets = lets or {}
+        self.lets = lets or _NO_LETS
         self.budget = budget if isinstance(budget, Budget) else Budget(budget)
         self.parent = parent
-        self._let_cache: dict[str, Any] = {}
-        self._let_active: set[str] = set()
+        self.let_cache: dict[str, Any] | None = None
+        self.let_active: set[str] | None = None
 
     def child(self, extra: dict[str, Any]) -> "Env":
         return Env(extra, None, self.budget, self)
@@ -578,8 +585,9 @@ class Env:
     def lookup(self, name: str) -> Any:
         env: Env | None = self
         while env is not None:
-            if name in env.values:
-                return env.values[name]
+            values = env.values
+            if name in values:
+                return values[name]
             if name in env.lets:
                 return self._let(name, env.lets[name])
             env = env.parent
@@ -587,17 +595,22 @@ class Env:
 
     def _let(self, name: str, definition: Expr) -> Any:
         # Evaluated in the asking scope (a let may read a loop's ``item``), cached there.
-        if name in self._let_cache:
-            return self._let_cache[name]
-        if name in self._let_active:
+        if self.let_cache is None:
+            self.let_cache, self.let_active = {}, set()
+        elif name in self.let_cache:
+            return self.let_cache[name]
+        if name in self.let_active:
             raise EvalError(f"'let' binding {name!r} refers to itself")
-        self._let_active.add(name)
+        self.let_active.add(name)
         try:
-            value = _Eval(self).run(definition.root)
+            value = definition.evaluate(self)
         finally:
-            self._let_active.discard(name)
-        self._let_cache[name] = value
+            self.let_active.discard(name)
+        self.let_cache[name] = value
         return value
+
+
+_NO_LETS: dict = {}
 
 
 def _null_path(v: Any) -> str | None:
@@ -665,47 +678,88 @@ def type_name(v: Any) -> str:
     return "unknown"
 
 
-class _Eval:
-    def __init__(self, env: Env):
-        self.env = env
+# Evaluation: each AST node is turned, once, into a Python closure that
+# computes its value from an Env. Only the node types above exist and only
+# the closures below are ever built, so this is an interpreter with its
+# dispatch done ahead of time, not code generation: nothing is eval'd.
+#
+# Budget: an evaluation is charged its node count up front (without loops a
+# node runs at most once); every comprehension iteration is charged the
+# comprehension's size again; functions and list operations are charged by
+# the length of what they walk.
 
-    def step(self, n: int = 1) -> None:
-        budget = self.env.budget
-        budget.left -= n
-        if budget.left < 0:
-            raise EvalError("step budget exceeded")
+_COMPILED: dict[int, tuple[Node, Callable, int]] = {}
 
-    def run(self, node: Node) -> Any:
-        budget = self.env.budget
-        budget.left -= 1
-        if budget.left < 0:
-            raise EvalError("step budget exceeded")
-        return _DISPATCH[node.__class__](self, node)
 
-    def ev_Const(self, node: Const) -> Any:
-        return node.value
+def compiled(root: Node) -> tuple[Callable[["Env"], Any], int]:
+    """The closure and node count for an expression tree (built on first use)."""
+    hit = _COMPILED.get(id(root))
+    if hit is not None and hit[0] is root:
+        return hit[1], hit[2]
+    fn = _compile(root)
+    size = _count(root)
+    _COMPILED[id(root)] = (root, fn, size)
+    return fn, size
 
-    def ev_Name(self, node: Name) -> Any:
-        value = self.env.lookup(node.name)
-        return Missing(node.name) if value is None else value
 
-    def ev_Attr(self, node: Attr) -> Any:
-        obj = self.run(node.obj)
+def _count(node: Node) -> int:
+    if isinstance(node, ListComp):
+        return 1 + _count(node.elt) + sum(_count(c) for c in node.conds) + sum(_count(it) for _, it in node.loops)
+    return 1 + sum(_count(c) for c in _children(node))
+
+
+def _charge(env: "Env", n: int) -> None:
+    budget = env.budget
+    budget.left -= n
+    if budget.left < 0:
+        raise EvalError("step budget exceeded")
+
+
+def _compile(node: Node) -> Callable[["Env"], Any]:
+    return _COMPILERS[node.__class__](node)
+
+
+def _c_const(node: Const):
+    value = node.value
+    return lambda env: value
+
+
+def _c_name(node: Name):
+    name = node.name
+
+    def name_(env):
+        value = env.lookup(name)
+        return Missing(name) if value is None else value
+
+    return name_
+
+
+def _c_attr(node: Attr):
+    obj_fn, attr = _compile(node.obj), node.attr
+    base = _path_of(node.obj)
+    path = f"{base}.{attr}" if base else attr
+
+    def attr_(env):
+        obj = obj_fn(env)
+        if isinstance(obj, dict):
+            if attr not in obj:
+                raise EvalError(f"no field {attr!r} (fields: {', '.join(sorted(obj))})")
+            value = obj[attr]
+            return Missing(path) if value is None else value
         if isinstance(obj, Missing):
             raise NeedFact(obj.path)
-        if not isinstance(obj, dict):
-            raise EvalError(f"cannot read field {node.attr!r} of a {type_name(obj)}")
-        if node.attr not in obj:
-            raise EvalError(f"no field {node.attr!r} (fields: {', '.join(sorted(obj))})")
-        value = obj[node.attr]
-        if value is None:
-            base = _path_of(node.obj)
-            return Missing(f"{base}.{node.attr}" if base else node.attr)
-        return value
+        raise EvalError(f"cannot read field {attr!r} of a {type_name(obj)}")
 
-    def ev_Index(self, node: Index) -> Any:
-        obj = _need(self.run(node.obj))
-        idx = _need(self.run(node.index))
+    return attr_
+
+
+def _c_index(node: Index):
+    obj_fn, idx_fn = _compile(node.obj), _compile(node.index)
+    base = _path_of(node.obj) or "?"
+
+    def index_(env):
+        obj = _need(obj_fn(env))
+        idx = _need(idx_fn(env))
         if isinstance(obj, list):
             if isinstance(idx, bool) or not isinstance(idx, int):
                 raise EvalError("list index must be an integer")
@@ -720,101 +774,152 @@ class _Eval:
             value = obj[idx]
         else:
             raise EvalError(f"cannot index a {type_name(obj)}")
-        return Missing(f"{_path_of(node.obj) or '?'}[{idx!r}]") if value is None else value
+        return Missing(f"{base}[{idx!r}]") if value is None else value
 
-    def ev_Call(self, node: Call) -> Any:
-        spec = FUNCTIONS[node.func]
-        args = [self.run(a) for a in node.args]
-        if not spec.null_ok:
-            args = [_need(a) for a in args]
-        self.step(spec.cost(args))
-        return _check_value(spec.fn(*args))
+    return index_
 
-    def ev_Unary(self, node: Unary) -> Any:
-        v = self.run(node.operand)
-        if node.op == "not":
-            return not _truth(v)
-        v = _num(v, node.op)
-        return _check_value(-v if node.op == "-" else +v)
 
-    def ev_BoolOp(self, node: BoolOp) -> Any:
-        left = _truth(self.run(node.left))
-        if node.op == "and":
-            return _truth(self.run(node.right)) if left else False
-        return True if left else _truth(self.run(node.right))
+def _c_call(node: Call):
+    spec = FUNCTIONS[node.func]
+    arg_fns = [_compile(a) for a in node.args]
+    fn, cost, null_ok = spec.fn, spec.cost, spec.null_ok
 
-    def ev_BinOp(self, node: BinOp) -> Any:
-        a = _need(self.run(node.left))
-        b = _need(self.run(node.right))
-        op = node.op
-        if op == "+":
-            if isinstance(a, str) and isinstance(b, str):
-                return _check_value(a + b)
-            if isinstance(a, list) and isinstance(b, list):
-                self.step(len(a) + len(b))
-                return _check_value(a + b)
-        a, b = _num(a, op), _num(b, op)
-        if op == "+":
-            r = a + b
-        elif op == "-":
-            r = a - b
-        elif op == "*":
-            r = a * b
-        elif op in ("/", "//", "%"):
-            if b == 0:
-                raise EvalError("division by zero")
-            r = a / b if op == "/" else (a // b if op == "//" else a % b)
-        elif op == "**":
-            if isinstance(b, int) and isinstance(a, int) and not isinstance(b, bool):
-                if b < 0:
-                    raise EvalError("negative integer exponent")
-                if a not in (0, 1, -1) and b * max(abs(a).bit_length(), 1) > 256:
-                    raise EvalError("integer out of bounds (|x| > 2**256)")
-            elif abs(b) > 1024:
-                raise EvalError("exponent too large")
-            r = a**b
-        else:  # pragma: no cover - parser only emits the operators above
-            raise EvalError(f"unknown operator {op!r}")
-        return _check_value(r)
+    def call_(env):
+        args = [a(env) for a in arg_fns]
+        if not null_ok:
+            for a in args:
+                if a is None or isinstance(a, Missing):
+                    _need(a)
+        _charge(env, cost(args))
+        return _check_value(fn(*args))
 
-    def ev_Compare(self, node: Compare) -> Any:
-        left = self.run(node.first)
-        for op, right_node in node.rest:
-            right = self.run(right_node)
+    return call_
+
+
+def _c_unary(node: Unary):
+    operand = _compile(node.operand)
+    op = node.op
+    if op == "not":
+        return lambda env: not _truth(operand(env))
+    if op == "-":
+        return lambda env: _check_value(-_num(operand(env), "-"))
+    return lambda env: _check_value(+_num(operand(env), "+"))
+
+
+def _c_boolop(node: BoolOp):
+    left, right = _compile(node.left), _compile(node.right)
+    if node.op == "and":
+        return lambda env: _truth(right(env)) if _truth(left(env)) else False
+    return lambda env: True if _truth(left(env)) else _truth(right(env))
+
+
+def _c_binop(node: BinOp):
+    left, right, op = _compile(node.left), _compile(node.right), node.op
+
+    def binop_(env):
+        return _binop(op, _need(left(env)), _need(right(env)), env)
+
+    return binop_
+
+
+def _binop(op: str, a: Any, b: Any, env: "Env") -> Any:
+    if op == "+":
+        if isinstance(a, str) and isinstance(b, str):
+            return _check_value(a + b)
+        if isinstance(a, list) and isinstance(b, list):
+            _charge(env, len(a) + len(b))
+            return _check_value(a + b)
+    a, b = _num(a, op), _num(b, op)
+    if op == "+":
+        r = a + b
+    elif op == "-":
+        r = a - b
+    elif op == "*":
+        r = a * b
+    elif op in ("/", "//", "%"):
+        if b == 0:
+            raise EvalError("division by zero")
+        r = a / b if op == "/" else (a // b if op == "//" else a % b)
+    else:  # "**"
+        if isinstance(b, int) and isinstance(a, int) and not isinstance(b, bool):
+            if b < 0:
+                raise EvalError("negative integer exponent")
+            if a not in (0, 1, -1) and b * max(abs(a).bit_length(), 1) > 256:
+                raise EvalError("integer out of bounds (|x| > 2**256)")
+        elif abs(b) > 1024:
+            raise EvalError("exponent too large")
+        r = a**b
+    return _check_value(r)
+
+
+def _c_compare(node: Compare):
+    first = _compile(node.first)
+    rest = [(op, _compile(n)) for op, n in node.rest]
+
+    def compare_(env):
+        left = first(env)
+        for op, right_fn in rest:
+            right = right_fn(env)
+            if isinstance(right, list):
+                _charge(env, len(right))  # 'in' and '==' walk the list
             if not _compare(op, left, right):
                 return False
             left = right
         return True
 
-    def ev_Cond(self, node: Cond) -> Any:
-        return self.run(node.then) if _truth(self.run(node.test)) else self.run(node.other)
+    return compare_
 
-    def ev_ListLit(self, node: ListLit) -> Any:
-        return [self.run(i) for i in node.items]
 
-    def ev_ListComp(self, node: ListComp) -> Any:
-        out: list[Any] = []
-        self._comp(node, 0, self, out)
+def _c_cond(node: Cond):
+    test, then, other = _compile(node.test), _compile(node.then), _compile(node.other)
+    return lambda env: then(env) if _truth(test(env)) else other(env)
+
+
+def _c_listlit(node: ListLit):
+    if all(isinstance(i, Const) for i in node.items):
+        value = [i.value for i in node.items]  # never mutated: no operation changes a list in place
+        return lambda env: value
+    items = [_compile(i) for i in node.items]
+    return lambda env: [i(env) for i in items]
+
+
+def _c_listcomp(node: ListComp):
+    elt = _compile(node.elt)
+    conds = [_compile(c) for c in node.conds]
+    loops = [(var, _compile(it)) for var, it in node.loops]
+    per_item = _count(node)
+    last = len(loops) - 1
+
+    def listcomp_(env):
+        out: list = []
+
+        def run(depth: int, scope: "Env") -> None:
+            var, iterable_fn = loops[depth]
+            iterable = _need(iterable_fn(scope))
+            if not isinstance(iterable, list):
+                raise EvalError(f"cannot loop over a {type_name(iterable)}")
+            inner = Env({}, None, scope.budget, scope)  # one scope per level, rebound per item
+            values = inner.values
+            for value in iterable:
+                _charge(env, per_item)
+                values[var] = value
+                inner.let_cache = None  # a let read here may depend on the loop variable
+                if depth < last:
+                    run(depth + 1, inner)
+                elif all(_truth(c(inner)) for c in conds):
+                    out.append(elt(inner))
+                    if len(out) > MAX_LIST:
+                        raise EvalError(f"list longer than {MAX_LIST} items")
+
+        run(0, env)
         return out
 
-    def _comp(self, node: ListComp, depth: int, scope: "_Eval", out: list) -> None:
-        if depth == len(node.loops):
-            if all(_truth(scope.run(c)) for c in node.conds):
-                out.append(scope.run(node.elt))
-                if len(out) > MAX_LIST:
-                    raise EvalError(f"list longer than {MAX_LIST} items")
-            return
-        var, it_node = node.loops[depth]
-        iterable = _need(scope.run(it_node))
-        if not isinstance(iterable, list):
-            raise EvalError(f"cannot loop over a {type_name(iterable)}")
-        for value in iterable:
-            self.step()
-            self._comp(node, depth + 1, _Eval(scope.env.child({var: value})), out)
+    return listcomp_
 
 
-_DISPATCH = {cls: getattr(_Eval, "ev_" + cls.__name__)
-             for cls in (Const, Name, Attr, Index, Call, Unary, BinOp, BoolOp, Compare, Cond, ListLit, ListComp)}
+_COMPILERS = {Const: _c_const, Name: _c_name, Attr: _c_attr, Index: _c_index, Call: _c_call, Unary: _c_unary,
+              BoolOp: _c_boolop, BinOp: _c_binop, Compare: _c_compare, Cond: _c_cond, ListLit: _c_listlit,
+              ListComp: _c_listcomp}
 
 
 def _path_of(node: Node) -> str:
@@ -836,7 +941,14 @@ def _is_null(v: Any) -> bool:
     return v is None or isinstance(v, Missing)
 
 
+_FAST_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+                 "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
 def _compare(op: str, a: Any, b: Any) -> bool:
+    ta, tb = a.__class__, b.__class__
+    if (ta is tb and (ta is int or ta is str)) and op in _FAST_COMPARE:
+        return _FAST_COMPARE[op](a, b)  # the common case: two ints or two strings
     if op in ("==", "!="):
         # An unknown fact compared with a value is itself unknown: only the
         # literal ``null`` tests for "is unknown" (``world_size == null``).
@@ -1109,11 +1221,36 @@ def _render_item(v: Any) -> str:
     return f'"{v}"' if isinstance(v, str) else render(v)
 
 
-class Template(NamedTuple):
-    """Text with ``{expression}`` holes; ``{{`` and ``}}`` are literal braces."""
+class Template:
+    """Text with ``{expression}`` holes; ``{{`` and ``}}`` are literal braces.
 
-    source: str
-    parts: tuple  # str | Expr
+    The holes are parsed on first use and not pickled: a rule's message is
+    needed only when it fails, so the rule cache stores the text alone.
+    """
+
+    __slots__ = ("source", "_parts")
+
+    def __init__(self, source: str, parts: tuple | None = None):
+        self.source = source
+        self._parts = parts
+
+    def __reduce__(self):
+        return (Template, (self.source,))
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Template) and other.source == self.source
+
+    def __hash__(self) -> int:
+        return hash(self.source)
+
+    def __repr__(self) -> str:
+        return f"Template({self.source!r})"
+
+    @property
+    def parts(self) -> tuple:  # str | Expr
+        if self._parts is None:
+            self._parts = _template_parts(self.source)
+        return self._parts
 
     def render(self, env: Env) -> str:
         out = []
@@ -1138,8 +1275,13 @@ class Template(NamedTuple):
 
 
 def parse_template(src: str) -> Template:
+    """Parse (and so validate) a template now; raises ExprError with a column."""
     if not isinstance(src, str):
         raise ExprError("a template must be a string")
+    return Template(src, _template_parts(src))
+
+
+def _template_parts(src: str) -> tuple:
     parts: list[Any] = []
     buf: list[str] = []
     i, n = 0, len(src)
@@ -1171,7 +1313,7 @@ def parse_template(src: str) -> Template:
             i += 1
     if buf:
         parts.append("".join(buf))
-    return Template(src, tuple(parts))
+    return tuple(parts)
 
 
 def _closing_brace(src: str, start: int) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from meshlint import expr
 from meshlint.errors import RuleFileError
@@ -29,8 +29,9 @@ SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema",
 DIALECT_NAMES = ("kempnerforge", "torchtitan", "native")
 
 
-@dataclass
-class Rule:
+class Rule(NamedTuple):
+    """One loaded rule; immutable (and picklable, for the rule cache)."""
+
     code: str
     name: str
     severity: str
@@ -40,13 +41,13 @@ class Rule:
     path: str
     origin: str = "builtin"                 # builtin | user
     dialects: tuple | None = None
-    params: dict = field(default_factory=dict)
-    lets: dict = field(default_factory=dict)
+    params: dict = {}                       # never mutated: build_rule always passes its own
+    lets: dict = {}
     foreach: expr.Expr | None = None
     when: expr.Expr | None = None
     key: expr.Template | None = None
-    help: list = field(default_factory=list)  # [(Expr | None, Template)]
-    doc: dict = field(default_factory=dict)
+    help: list = []                         # [(Expr | None, Template)]
+    doc: dict = {}
 
     def applies_to(self, dialect: str) -> bool:
         return self.dialects is None or dialect in self.dialects

@@ -12,7 +12,7 @@ import sys
 from functools import cached_property
 
 from meshlint.errors import InputError
-from meshlint.tomlpos import Positions, scan
+from meshlint.tomlpos import Positions, scan, scan_comments
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,9 +36,11 @@ class Source:
     def positions(self) -> Positions:
         return scan(self.text)
 
-    @property
+    @cached_property
     def comments(self) -> list:
-        return self.positions.comments
+        # every file needs its comments (directives, topology hints); only files
+        # with findings need the full key scan behind ``positions``
+        return scan_comments(self.text)
 
     def locate(self, key: str | tuple | None) -> tuple[int, int]:
         """Line and column for a dotted key path (``distributed.tp``, ``mesh.dims[1].size``)."""

@@ -11,6 +11,8 @@ array of tables (``[[mesh.dims]]``) or of an inline array.
 
 from __future__ import annotations
 
+import re
+
 Pos = tuple  # (line, col), both 1-based
 _BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\", "e": "\x1b"}
@@ -286,3 +288,36 @@ def scan(text: str) -> Positions:
     except (_Stop, IndexError):
         pass
     return scanner.out
+
+
+# Strings first (so a '#' inside one is not a comment), then comments. A
+# multi-line string may end with up to two extra quotes: ``""""`` closes
+# after one quote of content, hence the look-ahead.
+_STRINGS_OR_COMMENT = re.compile(
+    r'"""(?:\\.|[^\\])*?"""(?!")|\'\'\'.*?\'\'\'(?!\')|"(?:\\.|[^"\\\n])*"|\'[^\'\n]*\'|#[^\n]*',
+    re.S,
+)
+
+
+def scan_comments(text: str) -> list:
+    """``(line, col, text)`` of every comment, without the full key scan (C-speed regex)."""
+    if "#" not in text:
+        return []
+    out = []
+    line, line_start, pos = 1, 0, 0
+    for match in _STRINGS_OR_COMMENT.finditer(text):
+        start = match.start()
+        newlines = text.count("\n", pos, start)
+        if newlines:
+            line += newlines
+            line_start = text.rfind("\n", pos, start) + 1
+        token = match.group()
+        if token[0] == "#":
+            out.append((line, start - line_start + 1, token[1:].rstrip("\r")))
+        else:
+            inner = token.count("\n")
+            if inner:
+                line += inner
+                line_start = start + token.rfind("\n") + 1
+        pos = match.end()
+    return out

@@ -83,3 +83,15 @@ def test_missing_file_and_directory(tmp_path):
         read_source(str(tmp_path / "nope.toml"))
     with pytest.raises(InputError, match="is a directory"):
         read_source(str(tmp_path))
+
+
+def test_fast_comment_scan_agrees_with_the_full_scanner():
+    from conftest import FIXTURES
+
+    from meshlint.tomlpos import scan_comments
+
+    tricky = ('a = "x # not a comment"  # yes\nb = \'# no\'\nc = """\n# no\n"""  # yes\n'
+              'd = \'\'\'# no\n\'\'\'\ne = """ends with a quote""""  # yes\n# last')
+    texts = [DOC, tricky] + [p.read_text() for p in FIXTURES.rglob("*.toml")]
+    for text in texts:
+        assert scan_comments(text) == scan(text).comments

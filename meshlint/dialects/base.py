@@ -10,7 +10,6 @@ A dialect module provides:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
 from meshlint.mesh import Axis, Mesh
@@ -36,39 +35,39 @@ class Key(NamedTuple):
         return self.path.split(".", 1)[1] if "." in self.path else self.path
 
 
-@dataclass
 class Spec:
     """A config as the framework loads it, before world size is applied."""
 
-    dialect: str
-    degrees: dict = field(default_factory=dict)        # name -> int | None (None: unusable); dp_shard may be -1
-    degree_keys: dict = field(default_factory=dict)    # name -> dotted key path
-    degree_present: dict = field(default_factory=dict)  # name -> written in the file?
-    values: dict = field(default_factory=dict)         # fact path -> value, defaults applied
-    problems: list = field(default_factory=list)       # invalid values (type, choice, shape)
-    unknown_keys: list = field(default_factory=list)   # keys the framework does not know
-    load_error: str | None = None                      # first error the framework raises on load
-    hints: list = field(default_factory=list)          # topology hints declared by the file itself
-    extra: dict = field(default_factory=dict)          # dialect-specific facts (native dims)
+    def __init__(self, dialect: str, degrees: dict | None = None):
+        self.dialect = dialect
+        self.degrees: dict = degrees or {}      # name -> int | None (None: unusable); dp_shard may be -1
+        self.degree_keys: dict = {}             # name -> dotted key path
+        self.degree_present: dict = {}          # name -> written in the file?
+        self.values: dict = {}                  # fact path -> value, defaults applied
+        self.problems: list = []                # invalid values (type, choice, shape)
+        self.unknown_keys: list = []            # keys the framework does not know
+        self.load_error: str | None = None      # first error the framework raises on load
+        self.hints: list = []                   # topology hints declared by the file itself
+        self.extra: dict = {}                   # dialect-specific facts (native dims)
 
 
-@dataclass
 class Resolution:
     """The mesh(es) a framework builds for a spec and a world size."""
 
-    degrees: dict                                      # resolved (dp_shard inferred), None when unknown
-    world_used: int | None = None                      # world the meshes are laid out for
-    world_implied: bool = False                        # world unknown, implied by explicit degrees
-    meshes: dict = field(default_factory=dict)         # name -> Mesh | None (None: cannot be built)
-    primary: str | None = None                         # which mesh is "the mesh" in reports
-    axes: dict = field(default_factory=dict)           # name -> Axis: the 1-D meshes the framework names
-    framework_error: str | None = None                 # first error the framework raises resolving/building
-    error_stage: str | None = None                     # load | resolve | mesh
-    notes: list = field(default_factory=list)          # declared-vs-resolved differences, in words
-    valid_worlds: tuple | None = None                  # ("exact", n) | ("multiple", n) | ("none", why)
-    world_factors: list = field(default_factory=list)  # [(degree, value)] whose product must be the world
-    submeshes: list = field(default_factory=list)      # [(how the framework asks, what it gets)]
-    outside: tuple | None = None                       # (first, last) ranks outside the primary mesh
+    def __init__(self, degrees: dict, world_factors: list | None = None):
+        self.degrees = degrees                        # resolved (dp_shard inferred), None when unknown
+        self.world_factors: list = world_factors or []  # [(degree, value, inferred)]: product must be the world
+        self.world_used: int | None = None            # world the meshes are laid out for
+        self.world_implied = False                    # world unknown, implied by explicit degrees
+        self.meshes: dict = {}                        # name -> Mesh | None (None: cannot be built)
+        self.primary: str | None = None               # which mesh is "the mesh" in reports
+        self.axes: dict = {}                          # name -> Axis: the 1-D meshes the framework names
+        self.framework_error: str | None = None       # first error the framework raises resolving/building
+        self.error_stage: str | None = None           # load | resolve | mesh
+        self.notes: list = []                         # declared-vs-resolved differences, in words
+        self.valid_worlds: tuple | None = None        # ("exact", n) | ("multiple", n) | ("none", why)
+        self.submeshes: list = []                     # [(how the framework asks, what it gets)]
+        self.outside: tuple | None = None             # (first, last) ranks outside the primary mesh
 
     @property
     def mesh(self) -> Mesh | None:
@@ -125,23 +124,37 @@ def no_coercion(framework: str) -> Coerce:
     return coerce
 
 
+_TABLES: dict[int, tuple] = {}
+
+
+def _table(keys: list) -> tuple:
+    """Per key list (one per dialect), computed once: sections, and (key, section, leaf) triples."""
+    table = _TABLES.get(id(keys))
+    if table is None or table[0] is not keys:
+        entries = [(k, k.section, k.leaf) for k in keys]
+        table = _TABLES[id(keys)] = (keys, list(dict.fromkeys(e[1] for e in entries)), entries)
+    return table[1], table[2]
+
+
 def read_keys(data: dict, keys: list, coerce: Coerce, spec: Spec) -> None:
     """Fill ``spec.values`` (and problems) from ``data`` for every key in ``keys``."""
-    broken_sections: set[str] = set()
-    for section in dict.fromkeys(k.section for k in keys):
-        present, value = lookup(data, section)
-        if present and not isinstance(value, dict):
-            broken_sections.add(section)
+    sections, entries = _table(keys)
+    tables: dict[str, dict | None] = {}
+    for section in sections:
+        value = data.get(section)
+        if value is not None and not isinstance(value, dict):
             spec.problems.append(_problem(section, "table", value, None,
                                           f"[{section}] must be a table; the framework cannot read its keys"))
-    for key in keys:
-        if key.section in broken_sections:
+            tables[section] = None
+        else:
+            tables[section] = value if value is not None else {}
+    for key, section, leaf in entries:
+        table = tables[section]
+        if table is None:
             value: Any = None
         else:
-            present, raw = lookup(data, key.path)
-            value = key.default
-            if present:
-                value = _checked(key, raw, coerce, spec)
+            present, raw = lookup(table, leaf) if "." in leaf else (leaf in table, table.get(leaf))
+            value = _checked(key, raw, coerce, spec) if present else key.default
         if key.fact:
             spec.values[key.fact] = value
 
