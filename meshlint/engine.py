@@ -54,7 +54,8 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
         except expr.EvalError as exc:
             errors.append(Finding(rule.code, rule.name, "error", f"rule could not be evaluated: {exc}",
                                   f"fix the rule file {rule.path}", None, 1, 1))
-    facts["skipped"] = [{"code": s.code, "name": s.name, "needs": s.needs} for s in _unique(skips)]
+    skips = _unique(skips)  # a foreach rule may skip once per item
+    facts["skipped"] = [{"code": s.code, "name": s.name, "needs": s.needs} for s in skips]
     findings = [_finding(rule, scope, locate) for rule, scope in failures] + errors
     findings.sort(key=Finding.sort_key)
     return findings, skips

@@ -215,22 +215,18 @@ def build_rule(data: dict, shown: str, origin: str) -> Rule:
     return rule
 
 
-def _parse(shown: str, field_name: str, source) -> expr.Expr:
+def _parse(shown: str, field_name: str, source, what: str = "expression"):
+    """An expression (or, with what="template", a template), or an error naming file and field."""
     if not isinstance(source, str):
-        raise RuleFileError(shown, field_name, "must be a string holding an expression")
+        raise RuleFileError(shown, field_name, f"must be a string holding a{'n' if what[0] == 'e' else ''} {what}")
     try:
-        return expr.parse(source)
+        return expr.parse(source) if what == "expression" else expr.parse_template(source)
     except expr.ExprError as exc:
-        raise RuleFileError(shown, field_name, f"invalid expression: {exc}") from None
+        raise RuleFileError(shown, field_name, f"invalid {what}: {exc}") from None
 
 
 def _template(shown: str, field_name: str, source) -> expr.Template:
-    if not isinstance(source, str):
-        raise RuleFileError(shown, field_name, "must be a string")
-    try:
-        return expr.parse_template(source)
-    except expr.ExprError as exc:
-        raise RuleFileError(shown, field_name, f"invalid template: {exc}") from None
+    return _parse(shown, field_name, source, "template")
 
 
 def _help(shown: str, raw) -> list:

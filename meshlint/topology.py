@@ -153,23 +153,18 @@ def comment_hints(comments: list) -> list[Hint]:
 def resolve_topology(hints: list[Hint | None], placement: str = "block") -> Topology:
     """Merge hints in precedence order; record where sources disagree."""
     topo = Topology(placement=placement)
-    world_from: Hint | None = None
-    gpn_from: Hint | None = None
-    for hint in hints:
-        if hint is None:
-            continue
-        if hint.world_size is not None:
-            if world_from is None:
-                world_from = hint
-                topo.world_size, topo.world_source = hint.world_size, hint.source
-            elif hint.world_size != topo.world_size:
-                topo.conflicts.append(("world size", world_from.source, topo.world_size, hint.source, hint.world_size))
-        if hint.gpus_per_node is not None:
-            if gpn_from is None:
-                gpn_from = hint
-                topo.gpus_per_node, topo.gpus_per_node_source = hint.gpus_per_node, hint.source
-            elif hint.gpus_per_node != topo.gpus_per_node:
-                topo.conflicts.append(("GPUs per node", gpn_from.source, topo.gpus_per_node, hint.source, hint.gpus_per_node))
+    for field, source_field, what in (("world_size", "world_source", "world size"),
+                                      ("gpus_per_node", "gpus_per_node_source", "GPUs per node")):
+        for hint in hints:
+            value = getattr(hint, field) if hint is not None else None
+            if value is None:
+                continue
+            kept = getattr(topo, field)
+            if kept is None:
+                setattr(topo, field, value)
+                setattr(topo, source_field, hint.source)
+            elif value != kept:
+                topo.conflicts.append((what, getattr(topo, source_field), kept, hint.source, value))
     return topo
 
 

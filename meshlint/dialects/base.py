@@ -88,19 +88,11 @@ def lookup(data: dict, path: str) -> tuple[bool, Any]:
 
 
 def type_of(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "table"
-    return type(value).__name__  # dates and times
+    """TOML's word for the type of a value (array, table, string, ..., or a date type)."""
+    from meshlint.expr import type_name
+
+    name = type_name(value)
+    return {"list": "array", "unknown": type(value).__name__}.get(name, name)
 
 
 _TYPE_OK: dict[str, Callable[[Any], bool]] = {
@@ -213,6 +205,36 @@ def degree_items(spec: Spec) -> list:
          "present": spec.degree_present.get(name, False)}
         for name in DEGREES if name in spec.degree_keys
     ]
+
+
+def usable(spec: Spec, res: Resolution, names: tuple) -> bool:
+    """False (with the framework's error recorded on ``res``) when resolution cannot start:
+    the framework already failed loading, or a degree is unusable (bad type, absurd size)."""
+    if spec.load_error:
+        res.framework_error, res.error_stage = spec.load_error, "load"
+        return False
+    bad = [n for n in names if res.degrees[n] is None or res.degrees[n] > MAX_DEGREE]
+    if bad:
+        res.framework_error, res.error_stage = f"unusable degree: {', '.join(bad)}", "load"
+        res.degrees = {**res.degrees, **{n: None for n in bad}}
+        return False
+    return True
+
+
+def settle_world(res: Resolution, world: int | None, inferred: bool, others: int, label: str) -> int | None:
+    """The world the meshes are laid out for: the known one, or the one explicit degrees imply.
+
+    None when ``dp_shard = -1`` would need a world size nobody gave (``label``
+    names the key in the dialect's words).
+    """
+    if world is None:
+        if inferred:
+            res.degrees["dp_shard"] = None
+            res.notes.append(f"{label} = -1 is inferred from the world size, which is unknown")
+            return None
+        world, res.world_implied = res.degrees["dp_shard"] * others, True
+    res.world_used = world
+    return world
 
 
 def axes_of(mesh: Mesh) -> dict:

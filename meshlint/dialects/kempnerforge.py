@@ -17,15 +17,7 @@ from __future__ import annotations
 
 from math import prod
 
-from meshlint.dialects.base import (
-    MAX_DEGREE,
-    Key,
-    Resolution,
-    Spec,
-    axes_of,
-    read_keys,
-    unknown_keys,
-)
+from meshlint.dialects.base import Key, Resolution, Spec, axes_of, read_keys, settle_world, unknown_keys, usable
 from meshlint.mesh import Mesh
 
 NAME = "kempnerforge"
@@ -136,24 +128,14 @@ def _load_error(degrees: dict) -> str | None:
 def resolve(spec: Spec, world: int | None) -> Resolution:
     d = dict(spec.degrees)
     res = Resolution(degrees=d, world_factors=_factors(d, d["dp_shard"] == -1))
-    if spec.load_error:
-        res.framework_error, res.error_stage = spec.load_error, "load"
-        return res
-    if any(d[n] is None or d[n] > MAX_DEGREE for n in FACTORS):
-        bad = [n for n in FACTORS if d[n] is None or d[n] > MAX_DEGREE]
-        res.framework_error, res.error_stage = f"unusable degree: {', '.join(bad)}", "load"
-        res.degrees = {**d, **{n: None for n in bad}}
+    if not usable(spec, res, FACTORS):
         return res
     other = d["dp_replicate"] * d["tp"] * d["pp"] * d["cp"] * d["ep"]
     inferred = d["dp_shard"] == -1
     res.valid_worlds = ("multiple", other) if inferred else ("exact", d["dp_shard"] * other)
+    world = settle_world(res, world, inferred, other, "dp_shard")
     if world is None:
-        if inferred:
-            d["dp_shard"] = None
-            res.notes.append("dp_shard = -1 is inferred from the world size, which is unknown")
-            return res
-        world, res.world_implied = d["dp_shard"] * other, True
-    res.world_used = world
+        return res
     if inferred:
         if world % other:
             d["dp_shard"] = None

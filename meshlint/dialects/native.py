@@ -105,17 +105,11 @@ def _read_dims(raw, spec: Spec) -> list:
                                           "suggestion": close[0] if close else None})
         name = item.get("name")
         if not isinstance(name, str) or not name:
-            spec.problems.append({"key": f"{key}.name" if "name" in item else key, "expected": "a string",
-                                  "actual": type_of(name) if "name" in item else "missing",
-                                  "value": repr(name)[:40] if "name" in item else "",
-                                  "note": "every dim needs a name"})
+            _dim_problem(spec, item, key, "name", "a string", "every dim needs a name")
             name = None
         size = item.get("size")
         if isinstance(size, bool) or not isinstance(size, int):
-            spec.problems.append({"key": f"{key}.size" if "size" in item else key, "expected": "an integer",
-                                  "actual": type_of(size) if "size" in item else "missing",
-                                  "value": repr(size)[:40] if "size" in item else "",
-                                  "note": "every dim needs an integer size (-1 to fill)"})
+            _dim_problem(spec, item, key, "size", "an integer", "every dim needs an integer size (-1 to fill)")
             size = None
         role = item.get("role")
         if role is not None and role not in ROLES:
@@ -128,6 +122,13 @@ def _read_dims(raw, spec: Spec) -> list:
         dims.append({"index": i, "name": name, "role": role, "size": size, "key": f"{key}.size",
                      "declared": size})
     return dims
+
+
+def _dim_problem(spec: Spec, item: dict, key: str, field: str, expected: str, note: str) -> None:
+    present = field in item
+    spec.problems.append({"key": f"{key}.{field}" if present else key, "expected": expected,
+                          "actual": type_of(item[field]) if present else "missing",
+                          "value": repr(item[field])[:40] if present else "", "note": note})
 
 
 def _load_error(dims: list, duplicates: list) -> str | None:

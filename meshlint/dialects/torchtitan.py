@@ -17,7 +17,17 @@ from __future__ import annotations
 
 from math import gcd, prod
 
-from meshlint.dialects.base import MAX_DEGREE, Key, Resolution, Spec, flattened, no_coercion, read_keys, unknown_keys
+from meshlint.dialects.base import (
+    Key,
+    Resolution,
+    Spec,
+    flattened,
+    no_coercion,
+    read_keys,
+    settle_world,
+    unknown_keys,
+    usable,
+)
 from meshlint.mesh import Mesh
 
 NAME = "torchtitan"
@@ -95,25 +105,14 @@ def _validate_degrees(d: dict) -> str | None:
 def resolve(spec: Spec, world: int | None) -> Resolution:
     d = dict(spec.degrees)
     res = Resolution(degrees=d, world_factors=_factors(d, d["dp_shard"] == -1))
-    if spec.load_error:
-        res.framework_error, res.error_stage = spec.load_error, "load"
-        return res
-    names = FACTORS + ("ep", "etp")
-    bad = [n for n in names if d[n] is None or d[n] > MAX_DEGREE]
-    if bad:
-        res.framework_error, res.error_stage = f"unusable degree: {', '.join(bad)}", "load"
-        res.degrees = {**d, **{n: None for n in bad}}
+    if not usable(spec, res, FACTORS + ("ep", "etp")):
         return res
     rest = d["dp_replicate"] * d["cp"] * d["tp"] * d["pp"]
     inferred = d["dp_shard"] == -1
     res.valid_worlds = _valid_worlds(d, rest, inferred)
+    world = settle_world(res, world, inferred, rest, "data_parallel_shard_degree")
     if world is None:
-        if inferred:
-            d["dp_shard"] = None
-            res.notes.append("data_parallel_shard_degree = -1 is inferred from the world size, which is unknown")
-            return res
-        world, res.world_implied = d["dp_shard"] * rest, True
-    res.world_used = world
+        return res
     if inferred:
         d["dp_shard"] = world // rest
         res.notes.append(f"dp_shard = -1 resolves to {world} // {rest} = {d['dp_shard']}")

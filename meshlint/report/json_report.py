@@ -60,7 +60,7 @@ def file_json(report: FileReport) -> dict:
         valid_worlds=_valid_worlds(res.valid_worlds),
         notes=list(res.notes),
         findings=[f.to_json() for f in report.findings],
-        skipped_rules=[{"rule": s.code, "name": s.name, "needs": s.needs} for s in _unique(report.skips)],
+        skipped_rules=[{"rule": s.code, "name": s.name, "needs": s.needs} for s in report.skips],
     )
     return out
 
@@ -70,15 +70,6 @@ def _valid_worlds(valid) -> dict | None:
         return None
     kind, n = valid
     return {"kind": kind, "n": n if kind != "none" else None, "reason": n if kind == "none" else None}
-
-
-def _unique(skips):
-    seen, out = set(), []
-    for s in skips:
-        if s.code not in seen:
-            seen.add(s.code)
-            out.append(s)
-    return out
 
 
 def summary(reports: list[FileReport], exit_code: int, fail_on: str) -> dict:
