@@ -12,7 +12,7 @@ from meshlint.errors import InputError
 from meshlint.facts import build_facts
 from meshlint.findings import SEVERITY_RANK, Finding
 from meshlint.rules import Rule
-from meshlint.source import Source, read_source
+from meshlint.source import Source, parse_source, read_source
 from meshlint.topology import (
     CliTopology,
     Topology,
@@ -48,6 +48,8 @@ class FileReport:
         self.resolution = resolution
         self.findings: list = []
         self.skips: list = []
+        self.diff = None                  # MeshDiff against --diff-base, when asked and the file changed
+        self.diff_note: str | None = None  # why there is no diff (new file, unchanged)
 
     def worst(self) -> int:
         if self.status == "error":
@@ -70,10 +72,14 @@ def collect_paths(args: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def analyse(path: str, options: Options) -> FileReport:
-    """Everything up to (not including) the rules: used by check and explain."""
+def analyse(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> FileReport:
+    """Everything up to (not including) the rules: used by check, explain and diff.
+
+    ``raw`` gives the file's content instead of reading ``path`` (an old
+    version read from git); ``path`` is then only its display name.
+    """
     try:
-        source = read_source(path)
+        source = read_source(path) if raw is None else parse_source(path, raw, name)
         dialect = options.dialect or detect(source.data)
     except InputError as exc:
         return FileReport(path, "error", error=exc)
@@ -88,8 +94,8 @@ def analyse(path: str, options: Options) -> FileReport:
                       resolution=resolution)
 
 
-def check_file(path: str, options: Options) -> FileReport:
-    report = analyse(path, options)
+def check_file(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> FileReport:
+    report = analyse(path, options, raw, name)
     if report.status != "checked":
         return report
     facts = build_facts(report.spec, report.topology, report.resolution)

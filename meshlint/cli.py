@@ -76,7 +76,9 @@ def main() -> None:
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,
               help="Lowest severity that makes the exit code 1.")
 @click.option("-q", "--quiet", is_flag=True, help="Hide info findings and skipped-file notes.")
-def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs, fmt, fail_on, quiet):
+@click.option("--diff-base", metavar="REV",
+              help="Also show how each config's resolved mesh changed since git revision REV.")
+def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs, fmt, fail_on, quiet, diff_base):
     """Check config files (or directories of them) and report every finding."""
     from meshlint.check import Options, check_file, collect_paths
     from meshlint.errors import MeshlintError
@@ -93,6 +95,8 @@ def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs
     if not files:
         _fail("no TOML files found in " + ", ".join(paths))
     reports = [check_file(path, options) for path in files]
+    if diff_base:
+        _attach_diffs(reports, options, diff_base)
 
     threshold = None if fail_on == "never" else SEVERITY_RANK[fail_on]
     if any(r.status == "error" for r in reports):
@@ -112,11 +116,52 @@ def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs
     sys.exit(code)
 
 
+def _attach_diffs(reports, options, rev: str) -> None:
+    """For each checked file that changed since ``rev``, the diff of its resolved mesh."""
+    from meshlint.check import check_file
+    from meshlint.diff import GitError, MeshDiff, read_revision
+
+    for report in reports:
+        if report.status != "checked":
+            continue
+        try:
+            raw = read_revision(report.path, rev)
+        except GitError as exc:
+            _fail(str(exc))
+        if raw is None:
+            report.diff_note = f"new since {rev}"
+            continue
+        if report.source.text.encode() == raw:
+            report.diff_note = f"unchanged since {rev}"
+            continue
+        import os
+
+        old = check_file(f"{report.path}@{rev}", options, raw, name=os.path.basename(report.path))
+        report.diff = MeshDiff(old, report)
+        report.diff.base = rev
+
+
+def _parse_coords(text: str) -> dict:
+    out = {}
+    for part in text.replace(" ", "").split(","):
+        dim, eq, index = part.partition("=")
+        if not eq or not index.lstrip("-").isdigit():
+            raise click.BadParameter(f"{part!r} is not dim=index (e.g. pp=1,dp_shard=0,tp=3)", param_hint="--coords")
+        out[dim] = int(index)
+    return out
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, metavar="CONFIG...")
 @_topology_options
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt):
+@click.option("--rank", "ranks", type=click.IntRange(0), multiple=True, metavar="N",
+              help="Coordinates of rank N and the members of each of its groups (repeatable).")
+@click.option("--coords", "coords_text", metavar="DIM=I,...",
+              help="The reverse: the rank at these coordinates (e.g. pp=1,dp_shard=0,tp=3).")
+@click.option("--svg", "svg_path", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              help="Also draw the mesh on the nodes as an SVG picture (one config only).")
+def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt, ranks, coords_text, svg_path):
     """Print the mesh(es) each config resolves to: dims, sizes, strides, groups, placement."""
     from meshlint.check import Options, analyse, collect_paths
     from meshlint.report import explain as explain_report
@@ -126,15 +171,97 @@ def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt):
     files = collect_paths(list(paths))
     if not files:
         _fail("no TOML files found in " + ", ".join(paths))
+    if svg_path and len(files) != 1:
+        raise click.UsageError("--svg draws one config; give exactly one CONFIG")
+    coords = _parse_coords(coords_text) if coords_text else None
     reports = [analyse(path, options) for path in files]
+    try:
+        views = [explain_report.RankView(r, ranks, coords) for r in reports]
+    except ValueError as exc:
+        _fail(str(exc))
+    if svg_path:
+        _write_svg(reports[0], svg_path)
     if fmt == "json":
         import json
 
-        doc = {"version": 1, "files": [explain_report.explain_json(r) for r in reports]}
+        doc = {"version": 1, "files": [explain_report.explain_json(r, v) for r, v in zip(reports, views)]}
         click.echo(json.dumps(doc, indent=2))
     else:
-        click.echo("\n\n".join(explain_report.render(r) for r in reports))
+        click.echo("\n\n".join(explain_report.render(r, v) for r, v in zip(reports, views)))
     sys.exit(2 if any(r.status == "error" for r in reports) else 0)
+
+
+def _write_svg(report, path: str) -> None:
+    from meshlint.report.svg import render_svg
+
+    res = report.resolution if report.status == "checked" else None
+    if res is None or not res.axes or not res.world_used:
+        _fail(f"{report.path}: no resolved mesh to draw (see `meshlint explain {report.path}`)")
+    if not report.topology.gpus_per_node:
+        _fail("--svg needs the node size: pass --gpus-per-node (or add '# meshlint: gpus_per_node=G')")
+    mesh = res.mesh or next((m for m in res.meshes.values() if m), None)
+    svg = render_svg(report.path, res.axes, res.world_used, report.topology.gpus_per_node,
+                     report.topology.placement, covered=mesh.size if mesh else None)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(svg)
+    except OSError as exc:
+        _fail(f"cannot write {path}: {exc.strerror or exc}")
+    click.echo(f"wrote {path}", err=True)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, metavar="OLD [NEW]")
+@_topology_options
+@click.option("--rev", metavar="REV", help="Compare CONFIG with its version at git revision REV.")
+@click.option("--rank", "ranks", type=click.IntRange(0), multiple=True, metavar="N",
+              help="Show these ranks (default: the first, a middle one and the last).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+def diff(paths, dialect, world_size, nodes, gpus_per_node, placement, rev, ranks, fmt):
+    """Show what a config edit does to the resolved mesh and the ranks.
+
+    \b
+    meshlint diff old.toml new.toml
+    meshlint diff --rev HEAD~1 configs/x.toml
+    Exit codes: 0 same mesh, 1 different, 2 error.
+    """
+    import os
+
+    from meshlint.check import Options, check_file
+    from meshlint.diff import GitError, MeshDiff, read_revision
+    from meshlint.rules import load_rules
+
+    if rev and len(paths) != 1:
+        raise click.UsageError("with --rev give one CONFIG (its old version is read from git)")
+    if not rev and len(paths) != 2:
+        raise click.UsageError("give OLD and NEW, or --rev REV and one CONFIG")
+    topology = _cli_topology(world_size, nodes, gpus_per_node, placement)
+    options = Options(rules=load_rules(), dialect=dialect, topology=topology)
+    if rev:
+        new_path = paths[0]
+        try:
+            raw = read_revision(new_path, rev)
+        except GitError as exc:
+            _fail(str(exc))
+        if raw is None:
+            _fail(f"{new_path} does not exist at {rev}")
+        old_label = f"{new_path}@{rev}"
+        old = check_file(old_label, options, raw, name=os.path.basename(new_path))
+    else:
+        old_label, new_path = paths
+        old = check_file(old_label, options)
+    new = check_file(new_path, options)
+    result = MeshDiff(old, new, tuple(ranks))
+    if fmt == "json":
+        import json
+
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(result.render(old_label, new_path))
+    for report in (old, new):
+        if report.status != "checked":
+            sys.exit(2)
+    sys.exit(0 if result.same else 1)
 
 
 @main.command("rules")

@@ -93,13 +93,13 @@ def read_source(path: str) -> Source:
     return parse_source(path, raw)
 
 
-def parse_source(path: str, raw: bytes) -> Source:
+def parse_source(path: str, raw: bytes, name: str | None = None) -> Source:
     text = decode(raw)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _toml_error(text, str(exc)) from None
-    return Source(path=path, text=text, data=data, name=os.path.basename(path))
+    return Source(path=path, text=text, data=data, name=name or os.path.basename(path))
 
 
 def _toml_error(text: str, message: str) -> InputError:

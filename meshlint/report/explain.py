@@ -2,10 +2,54 @@
 
 from __future__ import annotations
 
+from meshlint import ranks as rank_info
 from meshlint.check import FileReport, input_error_finding
 from meshlint.dialects.base import DEGREES
 from meshlint.mesh import Mesh, place
 from meshlint.report.json_report import file_json
+
+GRID_MAX = 512  # the node × local-rank grid is printed for worlds up to this many ranks
+
+
+class RankView:
+    """What ``explain --rank N`` / ``--coords`` asked about one config."""
+
+    def __init__(self, report: FileReport, ranks: tuple = (), coords: dict | None = None):
+        self.ranks: list[dict] = []
+        self.reverse: dict | None = None
+        if report.status != "checked" or not (ranks or coords):
+            return
+        res = report.resolution
+        if not res.world_used or not res.meshes:
+            raise ValueError(f"{report.path}: the mesh is not resolved (give the world size), so ranks cannot "
+                             "be explained")
+        for rank in ranks:
+            if rank >= res.world_used:
+                raise ValueError(f"{report.path}: rank {rank} is outside the world of {res.world_used} ranks")
+            self.ranks.append(rank_json(report, rank))
+        if coords:
+            mesh_name, rank = rank_info.rank_of(res, coords)
+            self.reverse = {"coords": coords, "mesh": mesh_name, "rank": rank,
+                            "placement": rank_info.placement(rank, report.topology.gpus_per_node, res.world_used,
+                                                             report.topology.placement)}
+
+
+def rank_json(report: FileReport, rank: int) -> dict:
+    """``{"rank", "coords": {dim: index}, "groups": {dim: [ranks]}, ...}`` for one rank."""
+    res = report.resolution
+    infos = rank_info.groups(res, rank)
+    mesh = res.mesh or next((m for m in res.meshes.values() if m), None)
+    return {
+        "rank": rank,
+        "coords": rank_info.flat_coords(res, rank),
+        "meshes": rank_info.coords(res, rank),
+        "groups": {name: (info or {}).get("members") for name, info in infos.items()},
+        "group_info": {name: ({k: v for k, v in info.items() if k != "members"} if info else None)
+                       for name, info in infos.items()},
+        "outside": mesh is not None and rank >= mesh.size,
+        "placement": rank_info.placement(rank, report.topology.gpus_per_node, res.world_used,
+                                         report.topology.placement),
+    }
 
 
 def axis_rows(report: FileReport) -> list[dict]:
@@ -23,7 +67,7 @@ def axis_rows(report: FileReport) -> list[dict]:
     return rows
 
 
-def explain_json(report: FileReport) -> dict:
+def explain_json(report: FileReport, view: RankView | None = None) -> dict:
     out = file_json(report)
     if report.status == "checked":
         out["explain"] = {
@@ -31,11 +75,13 @@ def explain_json(report: FileReport) -> dict:
             "submeshes": [{"call": call, "returns": what} for call, what in report.resolution.submeshes],
             "outside": ({"first": report.resolution.outside[0], "last": report.resolution.outside[1]}
                         if report.resolution.outside else None),
+            "ranks": view.ranks if view else [],
+            "reverse": view.reverse if view else None,
         }
     return out
 
 
-def render(report: FileReport) -> str:
+def render(report: FileReport, view: RankView | None = None) -> str:
     if report.error:
         f = input_error_finding(report.error)
         return f"{report.path}:{f.line}:{f.col}: {f.code} [error] {f.message}"
@@ -100,7 +146,54 @@ def render(report: FileReport) -> str:
         out.append("  declared -> resolved")
         for note in res.notes:
             out.append(f"    {note}")
+    out += _grid(report)
+    for info in (view.ranks if view else []):
+        out += _rank_lines(info)
+    if view and view.reverse:
+        rev = view.reverse
+        where = _where(rev["placement"])
+        coords = ", ".join(f"{d}={i}" for d, i in rev["coords"].items())
+        out += ["", f"  ({coords}) in mesh {rev['mesh']!r} is rank {rev['rank']}{where}"]
     return "\n".join(out)
+
+
+def _where(placement: dict | None) -> str:
+    return f" (node {placement['node']}, local rank {placement['local_rank']})" if placement else ""
+
+
+def _rank_lines(info: dict) -> list[str]:
+    coords = ", ".join(f"{d}={i}" for d, i in info["coords"].items())
+    lines = ["", f"  rank {info['rank']}{_where(info['placement'])}: "
+                 + ("OUTSIDE the mesh" if info["outside"] else f"({coords})")]
+    width = max((len(n) for n in info["group_info"]), default=4)
+    for name, gi in info["group_info"].items():
+        if gi is None or gi["size"] == 1:
+            continue
+        members = info["groups"][name]
+        text = rank_info.describe_group({**gi, "members": members} if members is not None else gi)
+        lines.append(f"    {name:<{width}}  {text}  (index {gi['index']} of {gi['size']})")
+    return lines
+
+
+def _grid(report: FileReport) -> list[str]:
+    """Node × local-rank grid of coordinates, for worlds small enough to read."""
+    res, topo = report.resolution, report.topology
+    mesh = res.mesh
+    world, gpn = res.world_used, topo.gpus_per_node
+    if mesh is None or not gpn or not world or world > GRID_MAX:
+        return []
+    nodes = -(-world // gpn)
+    cells = {}
+    for rank in range(world):
+        p = rank_info.placement(rank, gpn, world, topo.placement)
+        cells[(p["node"], p["local_rank"])] = ",".join(map(str, mesh.coords(rank))) if rank < mesh.size else "--"
+    width = max(len(c) for c in cells.values())
+    header = " " * 10 + " ".join(f"{i:>{width}}" for i in range(gpn))
+    lines = ["", f"  grid: node × local rank -> ({', '.join(mesh.dims)}) in mesh {mesh.name!r}", "  " + header]
+    for node in range(nodes):
+        row = " ".join(f"{cells.get((node, i), ''):>{width}}" for i in range(gpn))
+        lines.append(f"  {'node ' + str(node):<10}{row}")
+    return lines
 
 
 def _placement(r: dict) -> str:

@@ -35,6 +35,7 @@ def file_json(report: FileReport) -> dict:
         "notes": [],
         "findings": [],
         "skipped_rules": [],
+        "diff": None,
     }
     if report.error is not None:
         out["findings"] = [input_error_finding(report.error).to_json()]
@@ -62,6 +63,10 @@ def file_json(report: FileReport) -> dict:
         findings=[f.to_json() for f in report.findings],
         skipped_rules=[{"rule": s.code, "name": s.name, "needs": s.needs} for s in report.skips],
     )
+    if report.diff is not None:
+        out["diff"] = {"base": report.diff.base, **report.diff.body(), "old": file_json(report.diff.old)}
+    elif report.diff_note:
+        out["diff"] = {"base": None, "note": report.diff_note}
     return out
 
 

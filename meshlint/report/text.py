@@ -19,6 +19,10 @@ def render(reports: list[FileReport], quiet: bool = False) -> str:
             lines.append(f"{report.path}:{f.line}:{f.col}: {f.code} [{f.severity}] {f.message}")
             for help_line in (f.help or "").splitlines():
                 lines.append(f"  help: {help_line}")
+        if report.diff is not None and not report.diff.same:
+            lines.append(f"{report.path}: resolved mesh changed since {report.diff.base}:")
+            lines.extend("  " + line for line in
+                         report.diff.render(f"{report.path}@{report.diff.base}", report.path).splitlines())
     lines.append(summary_line(reports))
     return "\n".join(lines)
 
