@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
+from meshlint import suppress
 from meshlint.dialects import DIALECTS, detect
 from meshlint.dialects.base import Resolution, Spec
 from meshlint.engine import Skip, run_rules
@@ -15,6 +16,7 @@ from meshlint.rules import Rule
 from meshlint.source import Source, parse_source, read_source
 from meshlint.topology import (
     CliTopology,
+    Hint,
     Topology,
     comment_hints,
     directive_hints,
@@ -26,9 +28,16 @@ SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache_
 
 
 class Options(NamedTuple):
+    """Everything that decides how one file is checked (see settings.Planner for how it is built)."""
+
     rules: list
     dialect: str | None = None
     topology: CliTopology = CliTopology()
+    file_hint: Hint | None = None       # per-file topology from the project configuration
+    profile_hint: Hint | None = None    # the project's cluster profile: lowest precedence
+    severity: dict = {}                 # rule code or name -> severity override
+    fail_on: str = "error"
+    report_unused: bool = False         # report suppression comments that suppress nothing
 
 
 class FileReport:
@@ -47,7 +56,9 @@ class FileReport:
         self.topology = topology
         self.resolution = resolution
         self.findings: list = []
+        self.suppressed: list = []        # findings silenced by '# meshlint: ignore[...]' comments
         self.skips: list = []
+        self.fail_on = "error"            # this file's --fail-on (the project configuration may set it)
         self.diff = None                  # MeshDiff against --diff-base, when asked and the file changed
         self.diff_note: str | None = None  # why there is no diff (new file, unchanged)
 
@@ -88,7 +99,7 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
                           note="no [distributed], [parallelism] or [mesh] section: not a training config")
     module = DIALECTS[dialect]
     spec = module.read(source)
-    topo = topology_for(source, spec, options.topology)
+    topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint)
     resolution = module.resolve(spec, topo.world_size)
     return FileReport(path, "checked", dialect=dialect, source=source, spec=spec, topology=topo,
                       resolution=resolution)
@@ -99,15 +110,37 @@ def check_file(path: str, options: Options, raw: bytes | None = None, name: str 
     if report.status != "checked":
         return report
     facts = build_facts(report.spec, report.topology, report.resolution)
-    findings, skips = run_rules(options.rules, facts, report.source.locate)
-    report.findings = findings
+    # ML901-style rules read which suppressions went unused: they run after the others
+    late = [r for r in options.rules if r.foreach is not None and "unused_suppressions" in r.foreach.free_names()]
+    first = [r for r in options.rules if r not in late] if late else options.rules
+    findings, skips = run_rules(first, facts, report.source.locate)
+    if options.severity:
+        findings = [_override(f, options.severity) for f in findings]
     report.skips = skips
+    if "meshlint" not in report.source.text:
+        report.findings = findings
+        return report
+    suppressions = suppress.parse(report.source)
+    report.findings, report.suppressed, used = suppress.apply(suppressions, findings)
+    if options.report_unused and late:
+        known = {key: r for r in options.rules for key in (r.code, r.name)}
+        facts["unused_suppressions"] = suppress.unused(suppressions, used, report.suppressed, known)
+        extra, _ = run_rules(late, facts, report.source.locate)
+        report.findings = sorted(report.findings + extra, key=Finding.sort_key)
     return report
 
 
-def topology_for(source: Source, spec: Spec, cli: CliTopology) -> Topology:
+def _override(finding: Finding, severity: dict) -> Finding:
+    level = severity.get(finding.code) or severity.get(finding.name)
+    return finding._replace(severity=level) if level and level != finding.severity else finding
+
+
+def topology_for(source: Source, spec: Spec, cli: CliTopology, file_hint: Hint | None = None,
+                 profile_hint: Hint | None = None) -> Topology:
+    """Merge every source of world size and node shape, highest precedence first."""
     directives, problems = directive_hints(source.comments)
-    hints = [cli.hint(), *directives, *spec.hints, filename_hint(source.name), *comment_hints(source.comments)]
+    hints = [cli.hint(), *directives, file_hint, *spec.hints, filename_hint(source.name),
+             *comment_hints(source.comments), profile_hint]
     topo = resolve_topology(hints, cli.placement)
     topo.directive_problems = problems
     return topo

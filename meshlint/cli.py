@@ -14,13 +14,15 @@ import click
 from meshlint import __version__
 
 FORMATS = ("text", "json")
+CHECK_FORMATS = ("text", "json", "sarif", "github")
 FAIL_ON = ("error", "warning", "info", "never")
 MAX_WORLD = 1 << 24
 
 
 def _topology_options(func):
-    func = click.option("--placement", type=click.Choice(["block", "cyclic"]), default="block", show_default=True,
-                        help="How ranks are numbered across nodes: block (SLURM default, torchrun) or cyclic.")(func)
+    func = click.option("--placement", type=click.Choice(["block", "cyclic"]), default=None,
+                        help="How ranks are numbered across nodes: block (SLURM default, torchrun; the default) "
+                             "or cyclic.")(func)
     func = click.option("--gpus-per-node", type=click.IntRange(1, MAX_WORLD), metavar="G",
                         help="GPUs per node, for placement rules.")(func)
     func = click.option("--nodes", type=click.IntRange(1, MAX_WORLD), metavar="N",
@@ -33,6 +35,7 @@ def _topology_options(func):
 
 
 def _cli_topology(world_size, nodes, gpus_per_node, placement):
+    """Validate the topology flags (and build them for callers that need no project config)."""
     from meshlint.topology import CliTopology
 
     if nodes is not None and gpus_per_node is None:
@@ -67,75 +70,120 @@ def main() -> None:
     """
 
 
+def _selectors(values: tuple) -> tuple:
+    return tuple(part.strip() for v in values for part in v.split(",") if part.strip())
+
+
+def _planner(dialect, world_size, nodes, gpus_per_node, placement, **extra):
+    """CLI flags + the project configuration that governs each file."""
+    from meshlint.errors import MeshlintError
+    from meshlint.settings import CliSettings, Planner
+
+    _cli_topology(world_size, nodes, gpus_per_node, placement or "block")  # validates the combination
+    try:
+        return Planner(CliSettings(dialect, world_size, nodes, gpus_per_node, placement, **extra))
+    except MeshlintError as exc:
+        _fail(str(exc))
+
+
+def _options(planner, path: str):
+    from meshlint.errors import MeshlintError
+
+    try:
+        return planner.options_for(path)
+    except MeshlintError as exc:
+        _fail(str(exc))
+
+
 @main.command()
 @click.argument("paths", nargs=-1, required=True, metavar="PATH...")
 @_topology_options
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
               help="Add the rules in DIR (a user rule pack; repeatable).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-@click.option("--fail-on", type=click.Choice(FAIL_ON), default="error", show_default=True,
-              help="Lowest severity that makes the exit code 1.")
+@click.option("--select", multiple=True, metavar="RULES",
+              help="Run only these rules: codes, code prefixes (ML2) or names, comma-separated. Replaces the configured select.")
+@click.option("--extend-select", multiple=True, metavar="RULES", help="Also run these rules.")
+@click.option("--ignore", multiple=True, metavar="RULES", help="Do not run these rules.")
+@click.option("--format", "fmt", type=click.Choice(CHECK_FORMATS), default="text", show_default=True,
+              help="text; json (versioned); sarif (GitHub code scanning); github (workflow annotations).")
+@click.option("--fail-on", type=click.Choice(FAIL_ON), default=None,
+              help="Lowest severity that makes the exit code 1 (default: error, or the project's lint.fail-on).")
 @click.option("-q", "--quiet", is_flag=True, help="Hide info findings and skipped-file notes.")
 @click.option("--diff-base", metavar="REV",
               help="Also show how each config's resolved mesh changed since git revision REV.")
-def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs, fmt, fail_on, quiet, diff_base):
+@click.option("--report-unused-suppressions", "report_unused", is_flag=True,
+              help="Report '# meshlint: ignore[...]' comments that suppress nothing (ML901).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Use this meshlint.toml or pyproject.toml instead of searching for one.")
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour text output (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it).")
+def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs, select, extend_select, ignore,
+          fmt, fail_on, quiet, diff_base, report_unused, config_path, isolated, color):
     """Check config files (or directories of them) and report every finding."""
-    from meshlint.check import Options, check_file, collect_paths
-    from meshlint.errors import MeshlintError
+    from meshlint.check import check_file, collect_paths
     from meshlint.findings import SEVERITY_RANK
-    from meshlint.rules import load_rules
 
-    topology = _cli_topology(world_size, nodes, gpus_per_node, placement)
-    try:
-        rules = load_rules(tuple(rule_dirs))
-    except MeshlintError as exc:
-        _fail(str(exc))
-    options = Options(rules=rules, dialect=dialect, topology=topology)
+    planner = _planner(dialect, world_size, nodes, gpus_per_node, placement, rule_dirs=tuple(rule_dirs),
+                       select=_selectors(select) or None, extend_select=_selectors(extend_select),
+                       ignore=_selectors(ignore), fail_on=fail_on, report_unused=report_unused,
+                       config=config_path, isolated=isolated)
     files = collect_paths(list(paths))
     if not files:
         _fail("no TOML files found in " + ", ".join(paths))
-    reports = [check_file(path, options) for path in files]
-    if diff_base:
-        _attach_diffs(reports, options, diff_base)
+    reports = []
+    for path in files:
+        options = _options(planner, path)
+        report = check_file(path, options)
+        report.fail_on = options.fail_on
+        if diff_base and report.status == "checked":
+            _attach_diff(report, options, diff_base)
+        reports.append(report)
 
-    threshold = None if fail_on == "never" else SEVERITY_RANK[fail_on]
     if any(r.status == "error" for r in reports):
         code = 2
-    elif threshold is not None and any(r.worst() >= threshold for r in reports):
+    elif any(r.fail_on != "never" and r.worst() >= SEVERITY_RANK[r.fail_on] for r in reports):
         code = 1
     else:
         code = 0
+    effective_fail_on = fail_on or (reports[0].fail_on if reports else "error")
     if fmt == "json":
         from meshlint.report import json_report
 
-        click.echo(json_report.render(reports, code, fail_on))
+        click.echo(json_report.render(reports, code, effective_fail_on))
+    elif fmt == "sarif":
+        from meshlint.report import sarif
+
+        click.echo(sarif.render(reports, [r for rs in planner._rules.values() for r in rs]))
+    elif fmt == "github":
+        from meshlint.report import github
+
+        out = github.render(reports)
+        if out:
+            click.echo(out)
     else:
         from meshlint.report import text
 
-        click.echo(text.render(reports, quiet))
+        click.echo(text.render(reports, quiet, use_color=text.want_color(color)), color=text.want_color(color))
     sys.exit(code)
 
 
-def _attach_diffs(reports, options, rev: str) -> None:
-    """For each checked file that changed since ``rev``, the diff of its resolved mesh."""
+def _attach_diff(report, options, rev: str) -> None:
+    """If the file changed since ``rev``, the diff of its resolved mesh."""
+    import os
+
     from meshlint.check import check_file
     from meshlint.diff import GitError, MeshDiff, read_revision
 
-    for report in reports:
-        if report.status != "checked":
-            continue
-        try:
-            raw = read_revision(report.path, rev)
-        except GitError as exc:
-            _fail(str(exc))
-        if raw is None:
-            report.diff_note = f"new since {rev}"
-            continue
-        if report.source.text.encode() == raw:
-            report.diff_note = f"unchanged since {rev}"
-            continue
-        import os
-
+    try:
+        raw = read_revision(report.path, rev)
+    except GitError as exc:
+        _fail(str(exc))
+    if raw is None:
+        report.diff_note = f"new since {rev}"
+    elif report.source.text.encode() == raw:
+        report.diff_note = f"unchanged since {rev}"
+    else:
         old = check_file(f"{report.path}@{rev}", options, raw, name=os.path.basename(report.path))
         report.diff = MeshDiff(old, report)
         report.diff.base = rev
@@ -163,18 +211,17 @@ def _parse_coords(text: str) -> dict:
               help="Also draw the mesh on the nodes as an SVG picture (one config only).")
 def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt, ranks, coords_text, svg_path):
     """Print the mesh(es) each config resolves to: dims, sizes, strides, groups, placement."""
-    from meshlint.check import Options, analyse, collect_paths
+    from meshlint.check import analyse, collect_paths
     from meshlint.report import explain as explain_report
 
-    topology = _cli_topology(world_size, nodes, gpus_per_node, placement)
-    options = Options(rules=[], dialect=dialect, topology=topology)
+    planner = _planner(dialect, world_size, nodes, gpus_per_node, placement)
     files = collect_paths(list(paths))
     if not files:
         _fail("no TOML files found in " + ", ".join(paths))
     if svg_path and len(files) != 1:
         raise click.UsageError("--svg draws one config; give exactly one CONFIG")
     coords = _parse_coords(coords_text) if coords_text else None
-    reports = [analyse(path, options) for path in files]
+    reports = [analyse(path, _options(planner, path)) for path in files]
     try:
         views = [explain_report.RankView(r, ranks, coords) for r in reports]
     except ValueError as exc:
@@ -227,16 +274,15 @@ def diff(paths, dialect, world_size, nodes, gpus_per_node, placement, rev, ranks
     """
     import os
 
-    from meshlint.check import Options, check_file
+    from meshlint.check import check_file
     from meshlint.diff import GitError, MeshDiff, read_revision
-    from meshlint.rules import load_rules
 
     if rev and len(paths) != 1:
         raise click.UsageError("with --rev give one CONFIG (its old version is read from git)")
     if not rev and len(paths) != 2:
         raise click.UsageError("give OLD and NEW, or --rev REV and one CONFIG")
-    topology = _cli_topology(world_size, nodes, gpus_per_node, placement)
-    options = Options(rules=load_rules(), dialect=dialect, topology=topology)
+    planner = _planner(dialect, world_size, nodes, gpus_per_node, placement)
+    options = _options(planner, paths[-1])
     if rev:
         new_path = paths[0]
         try:
@@ -278,3 +324,14 @@ def rules_cmd(rule_dirs, fmt):
     except MeshlintError as exc:
         _fail(str(exc))
     click.echo(rules_doc.render(rules, fmt))
+
+
+@main.command("schema")
+@click.option("--dialect", type=click.Choice(["kempnerforge", "torchtitan", "native"]), required=True)
+def schema_cmd(dialect):
+    """Print a JSON Schema (draft 4) of a dialect's config, for taplo / Even Better TOML."""
+    import json
+
+    from meshlint.schema_export import schema
+
+    click.echo(json.dumps(schema(dialect), indent=2))

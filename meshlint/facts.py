@@ -55,6 +55,8 @@ FACT_DOCS = {
     "topology_conflicts": "list of {what, kept, kept_value, other, other_value}",
     "directive_problems": "list of {line, message} for malformed '# meshlint:' directives",
     "skipped": "rules skipped for lack of a fact: [{code, name, needs}] (complete only in messages)",
+    "unused_suppressions": "suppression comments that suppressed nothing: [{line, selector, reason, comment}] "
+                           "(only with --report-unused-suppressions; null otherwise)",
 }
 BOUND_NAMES = {"item", "params"}
 
@@ -107,6 +109,7 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         ],
         "directive_problems": [{"line": line, "message": msg} for line, _col, msg in topo.directive_problems],
         "skipped": [],
+        "unused_suppressions": None,
     }
     for name in DEGREES + ("batch", "fsdp", "efsdp"):
         facts[name] = deg.get(name)

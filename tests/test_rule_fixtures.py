@@ -21,6 +21,8 @@ RULE_FIXTURES = FIXTURES / "rules"
 EXPECT = re.compile(r"#\s*expect:\s*([A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)")
 RULES = load_rules()
 BY_CODE = {r.code: r for r in RULES}
+# Fixtures run with unused-suppression reporting on: good ones must not carry stale suppressions either.
+OPTIONS = Options(rules=RULES, report_unused=True)
 
 
 def expectations(path: Path) -> set[tuple[str, int]]:
@@ -58,7 +60,7 @@ def test_no_fixture_directory_without_a_rule():
 def test_bad_fixture_reports_exactly_the_expected_findings(code, path):
     expected = expectations(path)
     assert any(c == code for c, _ in expected), f"{path} must expect {code}"
-    report = check_file(str(path), Options(rules=RULES))
+    report = check_file(str(path), OPTIONS)
     assert report.status == "checked", report.error
     expected_codes = {c for c, _ in expected}
     found = {(f.code, f.line) for f in report.findings
@@ -70,7 +72,7 @@ def test_bad_fixture_reports_exactly_the_expected_findings(code, path):
 
 @pytest.mark.parametrize("code, path", list(cases("good")))
 def test_good_fixture_is_clean_and_the_rule_ran(code, path):
-    report = check_file(str(path), Options(rules=RULES))
+    report = check_file(str(path), OPTIONS)
     assert report.status == "checked", report.error
     noisy = [f for f in report.findings if f.severity in ("error", "warning")]
     assert not noisy, "\n".join(f"{f.line}: {f.code} {f.message}" for f in noisy)
@@ -85,7 +87,7 @@ def test_documented_examples_behave_as_documented(code, tmp_path):
     rule = BY_CODE[code]
     for field in ("what", "why", "bad", "good", "fix"):
         assert rule.doc.get(field), f"{code}: doc.{field} is missing"
-    options = Options(rules=RULES)
+    options = OPTIONS
     bad = tmp_path / "bad.toml"
     bad.write_text(rule.doc["bad"])
     assert code in [f.code for f in check_file(str(bad), options).findings], "doc.bad does not trigger the rule"

@@ -34,6 +34,7 @@ def file_json(report: FileReport) -> dict:
         "valid_worlds": None,
         "notes": [],
         "findings": [],
+        "suppressed": [],
         "skipped_rules": [],
         "diff": None,
     }
@@ -61,6 +62,7 @@ def file_json(report: FileReport) -> dict:
         valid_worlds=_valid_worlds(res.valid_worlds),
         notes=list(res.notes),
         findings=[f.to_json() for f in report.findings],
+        suppressed=[f.to_json() for f in report.suppressed],
         skipped_rules=[{"rule": s.code, "name": s.name, "needs": s.needs} for s in report.skips],
     )
     if report.diff is not None:

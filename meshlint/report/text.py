@@ -2,25 +2,48 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from meshlint.check import FileReport, input_error_finding
 
+_STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "info": "\x1b[1;36m", "path": "\x1b[1m",
+          "help": "\x1b[2m", "code": "\x1b[1m"}
+_RESET = "\x1b[0m"
 
-def render(reports: list[FileReport], quiet: bool = False) -> str:
+
+def want_color(mode: str = "auto", stream=None) -> bool:
+    """``--color``; for auto: NO_COLOR (any value) turns it off, FORCE_COLOR on, else a terminal."""
+    if mode != "auto":
+        return mode == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    stream = stream or sys.stdout
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def render(reports: list[FileReport], quiet: bool = False, use_color: bool = False) -> str:
+    def paint(style: str, text: str) -> str:
+        return f"{_STYLE[style]}{text}{_RESET}" if use_color else text
+
     lines: list[str] = []
     for report in reports:
         if report.status == "skipped":
             if not quiet:
-                lines.append(f"{report.path}: skipped: {report.note}")
+                lines.append(f"{paint('path', report.path)}: skipped: {report.note}")
             continue
         findings = [input_error_finding(report.error)] if report.error else report.findings
         for f in findings:
             if quiet and f.severity == "info":
                 continue
-            lines.append(f"{report.path}:{f.line}:{f.col}: {f.code} [{f.severity}] {f.message}")
+            lines.append(f"{paint('path', f'{report.path}:{f.line}:{f.col}:')} {paint('code', f.code)} "
+                         f"{paint(f.severity, f'[{f.severity}]')} {f.message}")
             for help_line in (f.help or "").splitlines():
-                lines.append(f"  help: {help_line}")
+                lines.append(paint("help", f"  help: {help_line}"))
         if report.diff is not None and not report.diff.same:
-            lines.append(f"{report.path}: resolved mesh changed since {report.diff.base}:")
+            lines.append(f"{paint('path', report.path)}: resolved mesh changed since {report.diff.base}:")
             lines.extend("  " + line for line in
                          report.diff.render(f"{report.path}@{report.diff.base}", report.path).splitlines())
     lines.append(summary_line(reports))
@@ -38,15 +61,17 @@ def summary_line(reports: list[FileReport]) -> str:
     checked = sum(r.status == "checked" for r in reports)
     skipped = sum(r.status == "skipped" for r in reports)
     unreadable = sum(r.status == "error" for r in reports)
+    suppressed = sum(len(r.suppressed) for r in reports)
     head = f"{_n(checked, 'file')} checked"
     if skipped:
         head += f", {skipped} skipped"
     if unreadable:
         head += f", {unreadable} unreadable"
+    tail = f" ({suppressed} suppressed)" if suppressed else ""
     if not any(counts.values()):
-        return head + ": no findings." if not unreadable else head + "."
+        return (head + ": no findings" if not unreadable else head) + tail + "."
     parts = [_n(counts["error"], "error"), _n(counts["warning"], "warning"), f"{counts['info']} info"]
-    return f"{head}: {', '.join(parts)} in {_n(dirty, 'file')}."
+    return f"{head}: {', '.join(parts)} in {_n(dirty, 'file')}{tail}."
 
 
 def _n(n: int, word: str) -> str:

@@ -1,0 +1,33 @@
+"""``--format github``: GitHub Actions workflow commands, so findings show up on the PR diff.
+
+    ::error file=configs/x.toml,line=12,col=1,title=ML103 degree-product-mismatch::message
+
+Escaping follows the Actions toolkit: in the message ``%``, CR and LF become
+``%25``, ``%0D``, ``%0A``; in property values also ``:`` and ``,`` (``%3A``, ``%2C``).
+"""
+
+from __future__ import annotations
+
+from meshlint.check import FileReport, input_error_finding
+
+_COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render(reports: list[FileReport]) -> str:
+    lines = []
+    for report in reports:
+        findings = [input_error_finding(report.error)] if report.error else report.findings
+        for f in findings:
+            message = f.message + (f"\nhelp: {f.help}" if f.help else "")
+            props = (f"file={escape_property(report.path)},line={f.line},col={f.col},"
+                     f"title={escape_property(f'{f.code} {f.name}')}")
+            lines.append(f"::{_COMMAND[f.severity]} {props}::{escape_data(message)}")
+    return "\n".join(lines)

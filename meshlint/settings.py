@@ -1,0 +1,92 @@
+"""Effective settings per checked file: command-line flags over the project configuration.
+
+Precedence, highest first: the command line; then, for the world size and
+node shape, the file's own directives, the per-file configuration, what the
+file declares or its name says, its comments, and last the project's cluster
+profile (see topology.py); for rule selection, ``--select`` replaces the
+configured ``select``, while ``--extend-select`` and ``--ignore`` add to theirs.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from meshlint import config as project
+from meshlint.check import Options
+from meshlint.errors import MeshlintError
+from meshlint.topology import CliTopology, Hint
+
+
+class CliSettings(NamedTuple):
+    dialect: str | None = None
+    world_size: int | None = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    placement: str | None = None
+    rule_dirs: tuple = ()
+    select: tuple | None = None
+    extend_select: tuple = ()
+    ignore: tuple = ()
+    fail_on: str | None = None
+    report_unused: bool = False
+    config: str | None = None        # --config: use this file instead of searching
+    isolated: bool = False           # --isolated: ignore every configuration file
+
+
+class Planner:
+    def __init__(self, cli: CliSettings):
+        self.cli = cli
+        self.finder = None if cli.isolated else project.Finder(cli.config)
+        self._rules: dict[tuple, list] = {}
+        self._checked_selectors: set = set()
+
+    def config_for(self, path: str) -> project.ProjectConfig:
+        return self.finder.for_path(path) if self.finder else project.NO_CONFIG
+
+    def options_for(self, path: str) -> Options:
+        cli, cfg = self.cli, self.config_for(path)
+        per_file = cfg.for_file(path) if cfg.path else {}
+        all_rules = self._load(cfg.rules + tuple(cli.rule_dirs))
+        select = cli.select if cli.select is not None else cfg.select
+        ignore = cfg.ignore + tuple(per_file.get("ignore", ())) + tuple(cli.ignore)
+        extend = cfg.extend_select + tuple(cli.extend_select)
+        self._check_selectors(all_rules, (*select, *extend, *ignore), cfg)
+        rules = [r for r in all_rules if project.selected(r, select, extend, ignore)]
+        placement = cli.placement or per_file.get("placement") or cfg.topology.get("placement") or "block"
+        topology = CliTopology(cli.world_size, cli.nodes, cli.gpus_per_node, placement)
+        return Options(
+            rules=rules,
+            dialect=cli.dialect or per_file.get("dialect") or cfg.topology.get("dialect"),
+            topology=topology,
+            file_hint=_hint(per_file, f"{cfg.path} per-file settings"),
+            profile_hint=_hint(cfg.topology, f"{cfg.path} cluster profile"),
+            severity={**cfg.severity, **per_file.get("severity", {})},
+            fail_on=cli.fail_on or cfg.fail_on or "error",
+            report_unused=cli.report_unused or cfg.report_unused_suppressions,
+        )
+
+    def _load(self, dirs: tuple) -> list:
+        if dirs not in self._rules:
+            from meshlint.rules import load_rules
+
+            self._rules[dirs] = load_rules(dirs)
+        return self._rules[dirs]
+
+    def _check_selectors(self, rules: list, selectors: tuple, cfg) -> None:
+        key = (id(rules), selectors)
+        if key in self._checked_selectors:
+            return
+        self._checked_selectors.add(key)
+        bad = project.unknown_selectors(rules, selectors)
+        if bad:
+            where = f" (in {cfg.path} or on the command line)" if cfg.path else ""
+            raise MeshlintError(f"unknown rule code or name {bad[0]!r}{where}; see `meshlint rules`")
+
+
+def _hint(settings: dict, source: str) -> Hint | None:
+    world, nodes, gpn = settings.get("world_size"), settings.get("nodes"), settings.get("gpus_per_node")
+    if world is None and nodes is not None and gpn is not None:
+        world = nodes * gpn
+    if world is None and gpn is None:
+        return None
+    return Hint(source, world, gpn, nodes)
