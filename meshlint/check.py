@@ -38,6 +38,8 @@ class Options(NamedTuple):
     severity: dict = {}                 # rule code or name -> severity override
     fail_on: str = "error"
     report_unused: bool = False         # report suppression comments that suppress nothing
+    models: dict | None = None          # model table (torchtitan flavors); None: the built-in one
+    gpu_memory_gib: float = 80.0        # what the memory estimate compares with
 
 
 class FileReport:
@@ -99,7 +101,12 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
                           note="no [distributed], [parallelism] or [mesh] section: not a training config")
     module = DIALECTS[dialect]
     spec = module.read(source)
+    if dialect == "torchtitan":
+        from meshlint import models
+
+        module.attach_model(spec, options.models if options.models is not None else models.builtin())
     topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint)
+    topo.gpu_memory_gib = options.gpu_memory_gib
     resolution = module.resolve(spec, topo.world_size)
     return FileReport(path, "checked", dialect=dialect, source=source, spec=spec, topology=topo,
                       resolution=resolution)

@@ -116,10 +116,12 @@ def _options(planner, path: str):
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Use this meshlint.toml or pyproject.toml instead of searching for one.")
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@click.option("--gpu-memory-gib", type=click.FloatRange(1, 10_000), metavar="GIB",
+              help="Memory of one GPU for the model-state estimate (ML504; default 80, or the project's gpu_memory_gib).")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Colour text output (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it).")
 def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs, select, extend_select, ignore,
-          fmt, fail_on, quiet, diff_base, report_unused, config_path, isolated, color):
+          fmt, fail_on, quiet, diff_base, report_unused, config_path, isolated, gpu_memory_gib, color):
     """Check config files (or directories of them) and report every finding."""
     from meshlint.check import check_file, collect_paths
     from meshlint.findings import SEVERITY_RANK
@@ -127,7 +129,7 @@ def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs
     planner = _planner(dialect, world_size, nodes, gpus_per_node, placement, rule_dirs=tuple(rule_dirs),
                        select=_selectors(select) or None, extend_select=_selectors(extend_select),
                        ignore=_selectors(ignore), fail_on=fail_on, report_unused=report_unused,
-                       config=config_path, isolated=isolated)
+                       config=config_path, isolated=isolated, gpu_memory_gib=gpu_memory_gib)
     files = collect_paths(list(paths))
     if not files:
         _fail("no TOML files found in " + ", ".join(paths))

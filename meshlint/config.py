@@ -42,11 +42,15 @@ else:  # pragma: no cover
 
 FAIL_ON = ("error", "warning", "info", "never")
 TOPOLOGY_KEYS = {"world_size": int, "nodes": int, "gpus_per_node": int, "placement": str, "dialect": str}
-TOP_KEYS = {**TOPOLOGY_KEYS, "rules": list, "lint": dict, "per-file": dict}
+TOP_KEYS = {**TOPOLOGY_KEYS, "rules": list, "lint": dict, "per-file": dict, "models": dict,
+            "gpu_memory_gib": (int, float)}
 LINT_KEYS = {"select": list, "extend-select": list, "ignore": list, "severity": dict, "fail-on": str,
              "report-unused-suppressions": bool}
 PER_FILE_KEYS = {**TOPOLOGY_KEYS, "ignore": list, "severity": dict}
 CHOICES = {"placement": ("block", "cyclic"), "dialect": ("kempnerforge", "torchtitan", "native"), "fail-on": FAIL_ON}
+
+
+_WORDS = {dict: "a table", list: "an array", str: "a string", bool: "true or false", int: "an integer"}
 
 
 class ConfigError(MeshlintError):
@@ -70,6 +74,8 @@ class ProjectConfig(NamedTuple):
     fail_on: str | None = None
     report_unused_suppressions: bool = False
     per_file: tuple = ()                # PerFile, in the order written
+    models: dict = {}                   # (name, flavor) -> facts: extends the built-in model table
+    gpu_memory_gib: float | None = None
 
     def for_file(self, path: str) -> dict:
         """Per-file settings that apply to ``path`` (later patterns override earlier ones)."""
@@ -177,8 +183,19 @@ def _parse(section, path: str, text: str, prefix: tuple) -> ProjectConfig:
         if "severity" in settings:
             _severity(settings["severity"], where, ("per-file", pattern, "severity"))
         per_file.append(PerFile(pattern, settings))
+    models: dict = {}
+    if "models" in section:
+        from meshlint.models import ModelTableError, parse_table
+
+        try:
+            models = parse_table(section["models"], f"{path}: models")
+        except ModelTableError as exc:
+            raise ConfigError(str(exc)) from None
+    gpu = section.get("gpu_memory_gib")
+    if gpu is not None and not 1 <= gpu <= 10_000:
+        raise where.error(("gpu_memory_gib",), "must be a number of GiB between 1 and 10,000")
     return ProjectConfig(
-        path=path, root=root, topology=topology, rules=rules,
+        path=path, root=root, topology=topology, rules=rules, models=models, gpu_memory_gib=gpu,
         select=tuple(_strings(lint.get("select", ["ALL"]), where, ("lint", "select"))),
         extend_select=tuple(_strings(lint.get("extend-select", []), where, ("lint", "extend-select"))),
         ignore=tuple(_strings(lint.get("ignore", []), where, ("lint", "ignore"))),
@@ -214,8 +231,8 @@ def _check_keys(table, allowed: dict, where: _Where, at: tuple) -> None:
             hint = f" (did you mean '{close[0]}'?)" if close else f"; known keys: {', '.join(allowed)}"
             raise where.error(at + (key,), f"unknown key{hint}")
         expected = allowed[key]
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise where.error(at + (key,), f"must be {'a table' if expected is dict else 'an array' if expected is list else 'a string' if expected is str else 'true or false' if expected is bool else 'an integer'}")
+        if not isinstance(value, expected) or (expected in (int, (int, float)) and isinstance(value, bool)):
+            raise where.error(at + (key,), f"must be {_WORDS.get(expected, 'a number')}")
 
 
 def _check_values(settings: dict, where: _Where, at: tuple) -> None:

@@ -81,6 +81,8 @@ def _finding(rule: Rule, scope: expr.Env, locate: Callable[[str], tuple]) -> Fin
     if key in ("", "unknown"):
         key = None
     line, col = locate(key)
+    if key and "|" in key:  # alternatives only steer the position; the key to edit is the first
+        key = key.split("|", 1)[0].strip() or None
     helps = []
     for cond, template in rule.help:
         if cond is not None:

@@ -41,12 +41,17 @@ FACT_DOCS = {
     "outside": "{first, last, count} of ranks outside the mesh, or null",
     "framework_error": "the first error the framework raises resolving or building its mesh, or null",
     "error_stage": "load | resolve | mesh (null when it builds)",
-    "model": "model facts (n_heads, n_kv_heads, num_experts, is_moe, n_layers, dim, max_seq_len, ...)",
+    "model": "model facts (n_heads, n_kv_heads, num_experts, is_moe, n_layers, dim, max_seq_len, ...); "
+             "`called` prefixes a model fact in messages: 'model.' where the config states it, "
+             "'llama3 8B ' where it comes from the model table",
     "train": "KempnerForge [train] facts (seq_len, batch_size, grad_accum_steps, compile_model, mixed_precision)",
     "training": "torchtitan [training] facts (local_batch_size, global_batch_size, seq_len)",
     "parallelism": "other parallelism settings (pp_schedule, pp_microbatch_size, async_tp, ...)",
     "compile": "torchtitan [compile] facts (enable)",
     "vlm": "KempnerForge [vlm] facts (present, arch)",
+    "pipeline": "how the framework splits the model into pipeline stages and feeds its schedule "
+                "(see meshlint/pipeline.py)",
+    "memory": "bytes_per_param (weights + gradients + AdamW moments) and gpu_gib (the GPU memory to compare with)",
     "problems": "list of invalid values: {key, expected, actual, value, note}",
     "unknown_keys": "list of keys the framework does not define: {key, section, name, suggestion}",
     "degree_values": "list of declared degrees: {name, key, value, present}",
@@ -64,10 +69,16 @@ BOUND_NAMES = {"item", "params"}
 # has no such value), so one rule can serve all dialects, and a misspelt field
 # in a rule file is caught when the rule is loaded.
 GROUP_FIELDS = {
-    "model": ("n_layers", "n_heads", "n_kv_heads", "dim", "vocab_size", "max_seq_len", "tie_embeddings",
-              "num_experts", "moe_top_k", "is_moe", "name", "flavor"),
+    "model": ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "max_seq_len",
+              "tie_embeddings", "ffn_hidden_dim", "ffn_dim_multiplier", "num_experts", "moe_top_k", "moe_frequency",
+              "shared_experts", "moe_hidden_dim", "is_moe", "attention", "params", "name", "flavor", "known",
+              "source", "called"),
     "train": ("batch_size", "seq_len", "grad_accum_steps", "compile_model", "mixed_precision"),
-    "training": ("local_batch_size", "global_batch_size", "seq_len"),
+    "training": ("local_batch_size", "global_batch_size", "seq_len", "dtype"),
+    "pipeline": ("schedule", "style", "stages", "stages_per_rank", "layer_counts", "effective_counts",
+                 "n_microbatches", "microbatch_size", "split_error", "schedule_error", "unknown_schedule",
+                 "bubble"),
+    "memory": ("bytes_per_param", "gpu_gib"),
     "parallelism": ("pp_schedule", "pp_microbatch_size", "pp_layers_per_stage", "pp_first_stage_less_layers",
                     "pp_last_stage_less_layers", "async_tp"),
     "compile": ("enable",),
@@ -123,6 +134,12 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
     facts["outside"] = ({"first": res.outside[0], "last": res.outside[1], "count": res.outside[1] - res.outside[0] + 1}
                         if res.outside else None)
     facts["axes"] = _axes(res, topo, spec)
+    from meshlint.dialects import DIALECTS
+
+    module = DIALECTS[spec.dialect]
+    facts["pipeline"] = module.pipeline_plan(spec, res) if hasattr(module, "pipeline_plan") else {}
+    facts["memory"] = {"bytes_per_param": module.bytes_per_param(spec) if hasattr(module, "bytes_per_param")
+                       else None, "gpu_gib": topo.gpu_memory_gib}
     for group, fields in GROUP_FIELDS.items():
         facts[group] = {**dict.fromkeys(fields), **facts.get(group, {})}
     for path, value in spec.values.items():

@@ -38,7 +38,7 @@ def key_for(dirs: list) -> str | None:
             parts.append(f"{module} {os.stat(os.path.join(here, module)).st_mtime_ns}")
         for directory, origin in dirs:
             for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-                if entry.name.endswith(".toml") and entry.is_file():
+                if entry.name.endswith(".toml") and entry.name != "models.toml" and entry.is_file():
                     st = entry.stat()
                     parts.append(f"{origin} {os.path.abspath(entry.path)} {st.st_size} {st.st_mtime_ns}")
     except OSError:

@@ -9,6 +9,7 @@ configured ``select``, while ``--extend-select`` and ``--ignore`` add to theirs.
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 from meshlint import config as project
@@ -24,6 +25,7 @@ class CliSettings(NamedTuple):
     gpus_per_node: int | None = None
     placement: str | None = None
     rule_dirs: tuple = ()
+    gpu_memory_gib: float | None = None
     select: tuple | None = None
     extend_select: tuple = ()
     ignore: tuple = ()
@@ -38,6 +40,7 @@ class Planner:
         self.cli = cli
         self.finder = None if cli.isolated else project.Finder(cli.config)
         self._rules: dict[tuple, list] = {}
+        self._models: dict[tuple, dict] = {}
         self._checked_selectors: set = set()
 
     def config_for(self, path: str) -> project.ProjectConfig:
@@ -46,7 +49,8 @@ class Planner:
     def options_for(self, path: str) -> Options:
         cli, cfg = self.cli, self.config_for(path)
         per_file = cfg.for_file(path) if cfg.path else {}
-        all_rules = self._load(cfg.rules + tuple(cli.rule_dirs))
+        rule_dirs = cfg.rules + tuple(cli.rule_dirs)
+        all_rules = self._load(rule_dirs)
         select = cli.select if cli.select is not None else cfg.select
         ignore = cfg.ignore + tuple(per_file.get("ignore", ())) + tuple(cli.ignore)
         extend = cfg.extend_select + tuple(cli.extend_select)
@@ -63,7 +67,20 @@ class Planner:
             severity={**cfg.severity, **per_file.get("severity", {})},
             fail_on=cli.fail_on or cfg.fail_on or "error",
             report_unused=cli.report_unused or cfg.report_unused_suppressions,
+            models=self._model_table(rule_dirs, cfg),
+            gpu_memory_gib=cli.gpu_memory_gib or cfg.gpu_memory_gib or 80.0,
         )
+
+    def _model_table(self, rule_dirs: tuple, cfg) -> dict | None:
+        """None (the built-in table, loaded only if a torchtitan file needs it) unless extended."""
+        if not cfg.models and not any(os.path.isfile(os.path.join(d, "models.toml")) for d in rule_dirs):
+            return None
+        key = (rule_dirs, cfg.path)
+        if key not in self._models:
+            from meshlint.models import table_for
+
+            self._models[key] = table_for(rule_dirs, cfg.models)
+        return self._models[key]
 
     def _load(self, dirs: tuple) -> list:
         if dirs not in self._rules:

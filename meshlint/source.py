@@ -43,11 +43,21 @@ class Source:
         return scan_comments(self.text)
 
     def locate(self, key: str | tuple | None) -> tuple[int, int]:
-        """Line and column for a dotted key path (``distributed.tp``, ``mesh.dims[1].size``)."""
+        """Line and column for a dotted key path (``distributed.tp``, ``mesh.dims[1].size``).
+
+        ``a.b|c.d`` names alternatives: the first one written in the file wins
+        (a defaulted ``train.grad_accum_steps`` points at ``distributed.pp``
+        rather than a bare section header); none written falls back to the first.
+        """
         if not key:
             return (1, 1)
         if isinstance(key, str) and key.startswith("#L") and key[2:].isdigit():
             return (int(key[2:]), 1)  # a rule pointing at a line, not a key
+        if isinstance(key, str) and "|" in key:
+            options = [k.strip() for k in key.split("|") if k.strip()]
+            key = next((k for k in options if self.has_key(k)), options[0] if options else "")
+            if not key:
+                return (1, 1)
         path = split_key(key) if isinstance(key, str) else key
         (line, col), _ = self.positions.locate(path)
         return line, col

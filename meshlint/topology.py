@@ -47,6 +47,7 @@ class Topology:
         self.gpus_per_node_source: str | None = None
         self.placement = placement
         self.conflicts: list = []            # (what, kept source, kept value, other source, other value)
+        self.gpu_memory_gib: float | None = None  # per-GPU memory, for the memory estimate
         self.directive_problems: list = []   # (line, col, message)
 
     @property

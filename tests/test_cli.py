@@ -19,7 +19,8 @@ def test_clean_file_exits_0(write):
 
 
 def test_text_format_points_at_the_key_with_a_help_line(write):
-    path = write("# meshlint: world_size=32 gpus_per_node=4\n[model]\nn_heads = 32\n\n[distributed]\ndp_shard = 4\ntp = 4\npp = 4\n")
+    path = write("# meshlint: world_size=32 gpus_per_node=4\n[model]\nn_heads = 32\n\n[distributed]\ndp_shard = 4\ntp = 4\npp = 4\n"
+                 "\n[train]\ngrad_accum_steps = 8\n")
     code, out = run_cli("check", str(path))
     assert code == 1
     first, help_line, summary = out.strip().splitlines()
@@ -80,12 +81,12 @@ def test_json_report_validates_against_its_published_schema(write):
 
 
 def test_unknown_world_gives_one_info_with_the_valid_worlds(write):
-    code, doc = run_cli_json("check", str(write("[distributed]\ntp = 4\npp = 2\n")))
+    code, doc = run_cli_json("check", str(write("[train]\ngrad_accum_steps = 4\n[distributed]\ntp = 4\npp = 2\n")))
     infos = [f for f in doc["files"][0]["findings"] if f["severity"] == "info"]
     assert code == 0 and len(infos) == 1 and infos[0]["rule"] == "ML105"
     assert "valid on any multiple of 8 GPUs" in infos[0]["message"]
     assert doc["files"][0]["mesh"] is None
-    assert {s["needs"] for s in doc["files"][0]["skipped_rules"]} == {"world_size", "gpus_per_node"}
+    assert {s["needs"] for s in doc["files"][0]["skipped_rules"]} == {"world_size", "gpus_per_node", "dp_shard"}
 
 
 def test_world_size_from_the_command_line(write):

@@ -114,7 +114,7 @@ def test_check_diff_base_carries_the_diff(repo):
     other.write_text("[distributed]\n")
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "second")
-    cfg.write_text("# 8 nodes x 4 GPUs\n[model]\nn_heads = 64\n\n[distributed]\ntp = 4\npp = 2\n")
+    cfg.write_text("# 8 nodes x 4 GPUs\n[model]\nn_heads = 64\n[train]\ngrad_accum_steps = 4\n\n[distributed]\ntp = 4\npp = 2\n")
     code, out = run_cli("check", str(cfg), str(other), "--diff-base", "HEAD")
     assert code == 0
     assert f"{cfg}: resolved mesh changed since HEAD:" in out and "added     pp: - → 2" in out

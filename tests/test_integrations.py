@@ -121,7 +121,7 @@ def test_file_level_and_bare_suppressions(write):
 
 def test_unused_suppressions_are_reported_when_asked(write):
     path = write("# meshlint: world_size=32 gpus_per_node=8\n[distributed]\ntp = 4  # meshlint: ignore[ML201]\n"
-                 "pp = 2  # meshlint: ignore[ML777]\n")
+                 "pp = 2  # meshlint: ignore[ML777]\n[train]\ngrad_accum_steps = 2\n")
     assert run_cli("check", str(path))[0] == 0
     code, out = run_cli("check", str(path), "--report-unused-suppressions")
     assert code == 0  # warnings; --fail-on error

@@ -210,6 +210,10 @@ def degree_items(spec: Spec) -> list:
 def usable(spec: Spec, res: Resolution, names: tuple) -> bool:
     """False (with the framework's error recorded on ``res``) when resolution cannot start:
     the framework already failed loading, or a degree is unusable (bad type, absurd size)."""
+    invalid = [n for n in names if not _valid_degree(n, res.degrees[n])]
+    if invalid:
+        # other rules must see these as unknown, not compute with a 0 or a -3
+        res.degrees = {**res.degrees, **{n: None for n in invalid}}
     if spec.load_error:
         res.framework_error, res.error_stage = spec.load_error, "load"
         return False
@@ -219,6 +223,10 @@ def usable(spec: Spec, res: Resolution, names: tuple) -> bool:
         res.degrees = {**res.degrees, **{n: None for n in bad}}
         return False
     return True
+
+
+def _valid_degree(name: str, value) -> bool:
+    return value is not None and value <= MAX_DEGREE and (value >= 1 or (name == "dp_shard" and value == -1))
 
 
 def settle_world(res: Resolution, world: int | None, inferred: bool, others: int, label: str) -> int | None:

@@ -45,6 +45,10 @@ KEYS = [
     Key("model.tie_embeddings", "bool", False, "model.tie_embeddings"),
     Key("model.num_experts", "int", 0, "model.num_experts", doc="0 = dense, > 0 = MoE"),
     Key("model.moe_top_k", "int", 2, "model.moe_top_k"),
+    Key("model.moe_frequency", "int", 1, "model.moe_frequency", doc="MoE every N layers"),
+    Key("model.moe_shared_experts", "int", 0, "model.shared_experts"),
+    Key("model.ffn_dim_multiplier", "float", 1.0, "model.ffn_dim_multiplier"),
+    Key("model.ffn_hidden_dim", "int", None, "model.ffn_hidden_dim", doc="overrides the computed FFN hidden dim"),
     Key("train.batch_size", "int", 8, "train.batch_size"),
     Key("train.seq_len", "int", 2048, "train.seq_len"),
     Key("train.grad_accum_steps", "int", 1, "train.grad_accum_steps"),
@@ -96,11 +100,42 @@ def read(source) -> Spec:
     if spec.values.get("model.n_kv_heads") is None and _present(source.data, "model.n_kv_heads") is False:
         spec.values["model.n_kv_heads"] = spec.values.get("model.n_heads")
     spec.values["model.is_moe"] = _gt0(spec.values.get("model.num_experts"))
+    _derived_model_facts(spec.values)
     spec.values["vlm.present"] = isinstance(source.data.get("vlm"), dict)
     if not spec.values["vlm.present"]:
         spec.values["vlm.arch"] = None
     spec.load_error = _load_error(spec.degrees)
     return spec
+
+
+def _derived_model_facts(v: dict) -> None:
+    """FFN hidden dim and parameter count, the way KempnerForge's ModelConfig computes them."""
+    from meshlint.models import kempnerforge_ffn_hidden, kempnerforge_params
+
+    dim, mult, explicit = v.get("model.dim"), v.get("model.ffn_dim_multiplier"), v.get("model.ffn_hidden_dim")
+    if dim is not None and mult is not None:
+        v["model.ffn_hidden_dim"] = kempnerforge_ffn_hidden(dim, mult, explicit)
+    m = {k.split(".", 1)[1]: val for k, val in v.items() if k.startswith("model.")}
+    m["moe_shared_experts"] = m.get("shared_experts")
+    m["tie_embeddings"] = v.get("model.tie_embeddings")
+    v["model.params"] = kempnerforge_params(m)
+    v["model.known"] = True
+    v["model.source"] = "the config's [model] section"
+    v["model.called"] = "model."
+
+
+def pipeline_plan(spec: Spec, res: Resolution) -> dict:
+    from meshlint import pipeline
+
+    v = spec.values
+    return pipeline.kempnerforge(res.degrees.get("pp"), v.get("model.n_layers"), v.get("pp_schedule"),
+                                 v.get("train.grad_accum_steps"), v.get("train.batch_size"))
+
+
+def bytes_per_param(spec: Spec) -> int | None:
+    """Weights, gradients and both AdamW moments live in the parameter dtype (bf16 unless fp32)."""
+    precision = spec.values.get("train.mixed_precision")
+    return None if precision is None else (16 if precision == "fp32" else 8)
 
 
 def _present(data: dict, path: str) -> bool:

@@ -69,6 +69,7 @@ KEYS = [
     Key("training.local_batch_size", "int", 8, "training.local_batch_size"),
     Key("training.global_batch_size", "int", -1, "training.global_batch_size"),
     Key("training.seq_len", "int", 2048, "training.seq_len"),
+    Key("training.dtype", "str", "float32", "training.dtype", ("bfloat16", "float32")),
     Key("compile.enable", "bool", False, "compile.enable"),
 ]
 DEGREE_KEYS = {k.fact: k.path for k in KEYS if k.fact in ("dp_replicate", "dp_shard", "tp", "pp", "cp", "ep", "etp")}
@@ -84,12 +85,48 @@ def read(source) -> Spec:
         spec.degrees[name] = spec.values.pop(name)
         spec.degree_keys[name] = path
         spec.degree_present[name] = isinstance(table, dict) and path.split(".", 1)[1] in table
-    # Model sizes come from torchtitan's registry (name + flavor), not from the file.
-    for fact in ("model.n_layers", "model.n_heads", "model.n_kv_heads", "model.dim", "model.num_experts"):
-        spec.values[fact] = None
-    spec.values["model.is_moe"] = None
+    # Model sizes come from torchtitan's registry (name + flavor), not from the file:
+    # attach_model() fills them from meshlint's model table.
+    spec.values["model.known"] = False
     spec.load_error = _validate_degrees(spec.degrees)
     return spec
+
+
+MODEL_FACTS = ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "ffn_hidden_dim",
+               "num_experts", "moe_hidden_dim", "attention", "source")
+
+
+def attach_model(spec: Spec, table: dict) -> None:
+    """Fill the model facts from the table entry of ``[model] name`` / ``flavor`` (if there is one)."""
+    from meshlint.models import lookup, param_count
+
+    entry = lookup(table, spec.values.get("model.name"), spec.values.get("model.flavor"))
+    if entry is None:
+        return
+    for fact in MODEL_FACTS:
+        spec.values[f"model.{fact}"] = entry.get(fact)
+    spec.values["model.num_experts"] = entry.get("num_experts", 0)
+    spec.values["model.is_moe"] = entry.get("num_experts", 0) > 0
+    spec.values["model.tie_embeddings"] = entry.get("tied", False)
+    spec.values["model.params"] = param_count(entry)
+    spec.values["model.known"] = True
+    spec.values["model.called"] = f"{spec.values['model.name']} {spec.values['model.flavor']} "
+
+
+def pipeline_plan(spec: Spec, res: Resolution) -> dict:
+    from meshlint import pipeline
+
+    v = spec.values
+    return pipeline.torchtitan(res.degrees.get("pp"), v.get("model.n_layers"), v.get("pp_schedule"),
+                               v.get("pp_layers_per_stage"), v.get("pp_first_stage_less_layers"),
+                               v.get("pp_last_stage_less_layers"), v.get("training.local_batch_size"),
+                               v.get("pp_microbatch_size"))
+
+
+def bytes_per_param(spec: Spec) -> int | None:
+    """FP32 master weights, gradients and AdamW moments (training.dtype = "bfloat16" halves them)."""
+    dtype = spec.values.get("training.dtype")
+    return None if dtype is None else (16 if dtype == "float32" else 8)
 
 
 def _validate_degrees(d: dict) -> str | None:
