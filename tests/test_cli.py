@@ -74,7 +74,8 @@ def test_json_report_validates_against_its_published_schema(write):
     import jsonschema
 
     schema = json.loads((ROOT / "docs" / "report-v1.schema.json").read_text())
-    paths = [str(p) for p in sorted((FIXTURES / "kempnerforge").glob("*.toml"))]
+    paths = [str(p) for d in ("kempnerforge", "torchtitan", "native") for p in sorted((FIXTURES / d).glob("*.toml"))]
+    paths += [str(p) for p in sorted((FIXTURES / "rules").glob("ML6*/*.toml"))]
     paths += [str(write("x = 1\n", "not_a_config.toml")), str(write(b"\x00\x01", "binary.toml"))]
     _, doc = run_cli_json("check", *paths)
     jsonschema.Draft7Validator(schema).validate(doc)

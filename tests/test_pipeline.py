@@ -121,3 +121,29 @@ def test_schedule_checks_agree_with_torch_on_every_case():
             disagreements.append((name, pp, per, m, plan["schedule_error"], expected))
     assert not disagreements, disagreements[:5]
     assert sum(_torch_verdict(*c) is not None for c in CASES) > 40  # the grid really exercises the refusals
+
+
+# ---------------------------------------------------------------------------- in reports
+
+def test_json_and_explain_show_the_model_and_the_pipeline(write):
+    import json
+
+    from conftest import ROOT, run_cli, run_cli_json
+
+    path = write('# meshlint: gpus_per_node=8\n[model]\nname = "llama3"\nflavor = "70B"\n\n[parallelism]\n'
+                 'tensor_parallel_degree = 8\npipeline_parallel_degree = 2\n'
+                 'pipeline_parallel_schedule = "Interleaved1F1B"\n', "tt_16gpu.toml")
+    _, doc = run_cli_json("check", str(path))
+    f = doc["files"][0]
+    assert f["model"]["known"] and f["model"]["n_layers"] == 80 and f["model"]["params"] > 70e9
+    assert f["pipeline"] == {"schedule": "Interleaved1F1B", "stages": 4, "stages_per_rank": 2,
+                             "layer_counts": [20, 21, 20, 19], "effective_counts": [21, 21, 20, 20],
+                             "n_microbatches": 8, "microbatch_size": 1, "bubble": pytest.approx(1 / 9),
+                             "split_error": None, "schedule_error": None}
+    import jsonschema
+
+    jsonschema.Draft7Validator(json.loads((ROOT / "docs" / "report-v1.schema.json").read_text())).validate(doc)
+    _, out = run_cli("explain", str(path))
+    assert "  model      llama3 70B: 80 layers, 64 heads / 8 KV heads, dim 8192" in out
+    assert ("  pipeline   Interleaved1F1B, 4 stages (2 per rank): layers 20, 21, 20, 19 "
+            "(with embedding/output 21, 21, 20, 20); 8 microbatches of 1, bubble 11%") in out

@@ -7,6 +7,7 @@ from meshlint.check import FileReport, input_error_finding
 from meshlint.dialects.base import DEGREES
 from meshlint.mesh import Mesh, place
 from meshlint.report.json_report import file_json
+from meshlint.report.workload import model_json, model_line, pipeline_json, pipeline_line
 
 GRID_MAX = 512  # the node × local-rank grid is printed for worlds up to this many ranks
 
@@ -119,6 +120,11 @@ def render(report: FileReport, view: RankView | None = None) -> str:
     else:
         mesh = res.meshes[res.primary]
         row("framework", f'builds {_call(report.dialect, mesh)}')
+    model, plan = model_json(report), pipeline_json(report)
+    if model is not None:
+        row("model", model_line(model))
+    if plan is not None:
+        row("pipeline", pipeline_line(plan))
     if res.meshes:
         out.append("")
     for name, mesh in res.meshes.items():

@@ -10,6 +10,7 @@ import json
 
 from meshlint.check import FileReport, input_error_finding
 from meshlint.dialects.base import DEGREES
+from meshlint.report.workload import model_json, pipeline_json
 
 VERSION = 1
 
@@ -32,6 +33,8 @@ def file_json(report: FileReport) -> dict:
         "axes": {},
         "framework": None,
         "valid_worlds": None,
+        "model": None,
+        "pipeline": None,
         "notes": [],
         "findings": [],
         "suppressed": [],
@@ -60,6 +63,8 @@ def file_json(report: FileReport) -> dict:
                    "error": res.framework_error, "stage": res.error_stage,
                    "world_used": res.world_used, "world_implied": res.world_implied},
         valid_worlds=_valid_worlds(res.valid_worlds),
+        model=model_json(report),
+        pipeline=pipeline_json(report),
         notes=list(res.notes),
         findings=[f.to_json() for f in report.findings],
         suppressed=[f.to_json() for f in report.suppressed],
