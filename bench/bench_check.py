@@ -42,6 +42,7 @@ num_experts = {experts}
 [train]
 batch_size = 2
 seq_len = 4096
+grad_accum_steps = 4
 compile_model = false
 
 [distributed]

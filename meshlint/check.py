@@ -117,9 +117,7 @@ def check_file(path: str, options: Options, raw: bytes | None = None, name: str 
     if report.status != "checked":
         return report
     facts = build_facts(report.spec, report.topology, report.resolution)
-    # ML901-style rules read which suppressions went unused: they run after the others
-    late = [r for r in options.rules if r.foreach is not None and "unused_suppressions" in r.foreach.free_names()]
-    first = [r for r in options.rules if r not in late] if late else options.rules
+    first, late = _split_late(options.rules)
     findings, skips = run_rules(first, facts, report.source.locate)
     if options.severity:
         findings = [_override(f, options.severity) for f in findings]
@@ -135,6 +133,21 @@ def check_file(path: str, options: Options, raw: bytes | None = None, name: str 
         extra, _ = run_rules(late, facts, report.source.locate)
         report.findings = sorted(report.findings + extra, key=Finding.sort_key)
     return report
+
+
+_SPLITS: dict[int, tuple] = {}
+
+
+def _split_late(rules: list) -> tuple[list, list]:
+    """(rules to run first, rules that read which suppressions went unused: ML901 runs after the others).
+
+    Worked out once per rule list, not once per file.
+    """
+    hit = _SPLITS.get(id(rules))
+    if hit is None or hit[0] is not rules:
+        late = [r for r in rules if r.foreach is not None and "unused_suppressions" in r.foreach.free_names()]
+        hit = _SPLITS[id(rules)] = (rules, [r for r in rules if r not in late] if late else rules, late)
+    return hit[1], hit[2]
 
 
 def _override(finding: Finding, severity: dict) -> Finding:

@@ -47,8 +47,9 @@ def _cli_topology(world_size, nodes, gpus_per_node, placement):
 
 
 def _fail(message: str) -> None:
-    click.echo(f"meshlint: error: {message}", err=True)
-    sys.exit(2)
+    from meshlint.lint import fail
+
+    fail(message)
 
 
 def _print_version(ctx: click.Context, _param, value: bool) -> None:
@@ -123,72 +124,20 @@ def _options(planner, path: str):
 def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs, select, extend_select, ignore,
           fmt, fail_on, quiet, diff_base, report_unused, config_path, isolated, gpu_memory_gib, color):
     """Check config files (or directories of them) and report every finding."""
-    from meshlint.check import check_file, collect_paths
-    from meshlint.findings import SEVERITY_RANK
+    from meshlint.errors import MeshlintError
+    from meshlint.lint import run
+    from meshlint.settings import CliSettings
 
-    planner = _planner(dialect, world_size, nodes, gpus_per_node, placement, rule_dirs=tuple(rule_dirs),
-                       select=_selectors(select) or None, extend_select=_selectors(extend_select),
-                       ignore=_selectors(ignore), fail_on=fail_on, report_unused=report_unused,
-                       config=config_path, isolated=isolated, gpu_memory_gib=gpu_memory_gib)
-    files = collect_paths(list(paths))
-    if not files:
-        _fail("no TOML files found in " + ", ".join(paths))
-    reports = []
-    for path in files:
-        options = _options(planner, path)
-        report = check_file(path, options)
-        report.fail_on = options.fail_on
-        if diff_base and report.status == "checked":
-            _attach_diff(report, options, diff_base)
-        reports.append(report)
-
-    if any(r.status == "error" for r in reports):
-        code = 2
-    elif any(r.fail_on != "never" and r.worst() >= SEVERITY_RANK[r.fail_on] for r in reports):
-        code = 1
-    else:
-        code = 0
-    effective_fail_on = fail_on or (reports[0].fail_on if reports else "error")
-    if fmt == "json":
-        from meshlint.report import json_report
-
-        click.echo(json_report.render(reports, code, effective_fail_on))
-    elif fmt == "sarif":
-        from meshlint.report import sarif
-
-        click.echo(sarif.render(reports, [r for rs in planner._rules.values() for r in rs]))
-    elif fmt == "github":
-        from meshlint.report import github
-
-        out = github.render(reports)
-        if out:
-            click.echo(out)
-    else:
-        from meshlint.report import text
-
-        click.echo(text.render(reports, quiet, use_color=text.want_color(color)), color=text.want_color(color))
-    sys.exit(code)
-
-
-def _attach_diff(report, options, rev: str) -> None:
-    """If the file changed since ``rev``, the diff of its resolved mesh."""
-    import os
-
-    from meshlint.check import check_file
-    from meshlint.diff import GitError, MeshDiff, read_revision
-
+    _cli_topology(world_size, nodes, gpus_per_node, placement or "block")  # validates the combination
+    settings = CliSettings(dialect, world_size, nodes, gpus_per_node, placement, rule_dirs=tuple(rule_dirs),
+                           select=_selectors(select) or None, extend_select=_selectors(extend_select),
+                           ignore=_selectors(ignore), fail_on=fail_on, report_unused=report_unused,
+                           config=config_path, isolated=isolated, gpu_memory_gib=gpu_memory_gib)
     try:
-        raw = read_revision(report.path, rev)
-    except GitError as exc:
+        code = run(list(paths), settings, fmt=fmt, quiet=quiet, diff_base=diff_base, color=color)
+    except MeshlintError as exc:
         _fail(str(exc))
-    if raw is None:
-        report.diff_note = f"new since {rev}"
-    elif report.source.text.encode() == raw:
-        report.diff_note = f"unchanged since {rev}"
-    else:
-        old = check_file(f"{report.path}@{rev}", options, raw, name=os.path.basename(report.path))
-        report.diff = MeshDiff(old, report)
-        report.diff.base = rev
+    sys.exit(code)
 
 
 def _parse_coords(text: str) -> dict:

@@ -28,11 +28,8 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
     failures: list[tuple[Rule, expr.Env]] = []
     errors: list[Finding] = []
     skips: list[Skip] = []
-    dialect = facts["dialect"]
     shared = expr.Env(facts, budget=0)  # facts only; each rule scope below brings its own budget
-    for rule in rules:
-        if not rule.applies_to(dialect):
-            continue
+    for rule in _for_dialect(rules, facts["dialect"]):
         env = expr.Env({"params": rule.params}, rule.lets, parent=shared)
         try:
             items = rule.foreach.evaluate(env) if rule.foreach else [None]
@@ -59,6 +56,18 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
     findings = [_finding(rule, scope, locate) for rule, scope in failures] + errors
     findings.sort(key=Finding.sort_key)
     return findings, skips
+
+
+_BY_DIALECT: dict[tuple, tuple] = {}
+
+
+def _for_dialect(rules: list[Rule], dialect: str) -> list[Rule]:
+    """The rules that apply to a dialect, filtered once per rule list."""
+    key = (id(rules), dialect)
+    hit = _BY_DIALECT.get(key)
+    if hit is None or hit[0] is not rules:
+        hit = _BY_DIALECT[key] = (rules, [r for r in rules if r.applies_to(dialect)])
+    return hit[1]
 
 
 def _truth(value) -> bool:

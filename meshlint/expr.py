@@ -473,6 +473,7 @@ class Expr(NamedTuple):
 
     source: str
     root: Node
+    size: int = 0   # nodes, charged to the step budget per evaluation (counted once, at parse time)
 
     def free_names(self) -> set[str]:
         """Root names the expression reads (loop variables excluded)."""
@@ -481,9 +482,9 @@ class Expr(NamedTuple):
         return out
 
     def evaluate(self, env: "Env") -> Any:
-        fn, size = compiled(self.root)
+        fn = compiled(self.root)
         budget = env.budget
-        budget.left -= size
+        budget.left -= self.size
         if budget.left < 0:
             raise EvalError("step budget exceeded")
         return fn(env)
@@ -492,7 +493,8 @@ class Expr(NamedTuple):
 def parse(src: str) -> Expr:
     if not isinstance(src, str):
         raise ExprError("an expression must be a string")
-    return Expr(src, _Parser(src).parse())
+    root = _Parser(src).parse()
+    return Expr(src, root, _count(root))
 
 
 def field_reads(expression: "Expr | Template") -> set[tuple[str, str]]:
@@ -688,18 +690,17 @@ def type_name(v: Any) -> str:
 # comprehension's size again; functions and list operations are charged by
 # the length of what they walk.
 
-_COMPILED: dict[int, tuple[Node, Callable, int]] = {}
+_COMPILED: dict[int, tuple[Node, Callable]] = {}
 
 
-def compiled(root: Node) -> tuple[Callable[["Env"], Any], int]:
-    """The closure and node count for an expression tree (built on first use)."""
+def compiled(root: Node) -> Callable[["Env"], Any]:
+    """The closure for an expression tree (built on first use; closures cannot be pickled with the rules)."""
     hit = _COMPILED.get(id(root))
     if hit is not None and hit[0] is root:
-        return hit[1], hit[2]
+        return hit[1]
     fn = _compile(root)
-    size = _count(root)
-    _COMPILED[id(root)] = (root, fn, size)
-    return fn, size
+    _COMPILED[id(root)] = (root, fn)
+    return fn
 
 
 def _count(node: Node) -> int:
@@ -855,6 +856,20 @@ def _binop(op: str, a: Any, b: Any, env: "Env") -> Any:
 def _c_compare(node: Compare):
     first = _compile(node.first)
     rest = [(op, _compile(n)) for op, n in node.rest]
+    if len(rest) == 1:  # the usual ``a op b``: no loop, ints and strings compared directly
+        op, right_fn = rest[0]
+        fast = _FAST_COMPARE.get(op)
+
+        def compare1(env):
+            left, right = first(env), right_fn(env)
+            cls = left.__class__
+            if fast is not None and cls is right.__class__ and (cls is int or cls is str):
+                return fast(left, right)
+            if isinstance(right, list):
+                _charge(env, len(right))
+            return _compare(op, left, right)
+
+        return compare1
 
     def compare_(env):
         left = first(env)

@@ -46,6 +46,18 @@ def key_for(dirs: list) -> str | None:
     return "\n".join(parts)
 
 
+def key_for_files(label: str, paths: list) -> str | None:
+    """The key of data parsed from ``paths`` (the built-in model table): their sizes and mtimes."""
+    parts = [f"meshlint {__version__} {label} v1"]
+    try:
+        for path in paths:
+            st = os.stat(path)
+            parts.append(f"{os.path.abspath(path)} {st.st_size} {st.st_mtime_ns}")
+    except OSError:
+        return None
+    return "\n".join(parts)
+
+
 def _file_for(directory: str, key: str) -> str:
     # a cheap checksum names the file; the full key inside it is what is trusted
     return os.path.join(directory, f"rules-{zlib.crc32(key.encode()):08x}.pickle")

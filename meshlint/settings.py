@@ -42,6 +42,7 @@ class Planner:
         self._rules: dict[tuple, list] = {}
         self._models: dict[tuple, dict] = {}
         self._checked_selectors: set = set()
+        self._selected: dict[tuple, list] = {}
 
     def config_for(self, path: str) -> project.ProjectConfig:
         return self.finder.for_path(path) if self.finder else project.NO_CONFIG
@@ -55,7 +56,10 @@ class Planner:
         ignore = cfg.ignore + tuple(per_file.get("ignore", ())) + tuple(cli.ignore)
         extend = cfg.extend_select + tuple(cli.extend_select)
         self._check_selectors(all_rules, (*select, *extend, *ignore), cfg)
-        rules = [r for r in all_rules if project.selected(r, select, extend, ignore)]
+        key = (rule_dirs, select, extend, ignore)
+        rules = self._selected.get(key)
+        if rules is None:  # once per distinct selection, not once per file
+            rules = self._selected[key] = [r for r in all_rules if project.selected(r, select, extend, ignore)]
         placement = cli.placement or per_file.get("placement") or cfg.topology.get("placement") or "block"
         topology = CliTopology(cli.world_size, cli.nodes, cli.gpus_per_node, placement)
         return Options(
@@ -81,6 +85,10 @@ class Planner:
 
             self._models[key] = table_for(rule_dirs, cfg.models)
         return self._models[key]
+
+    def all_rules(self) -> list:
+        """Every rule loaded so far (for SARIF's rule table)."""
+        return [r for rules in self._rules.values() for r in rules]
 
     def _load(self, dirs: tuple) -> list:
         if dirs not in self._rules:

@@ -38,3 +38,35 @@ def test_static_commands_do_not_import_jsonschema_either(tmp_path):
     (pkg / "__init__.py").write_text("raise SystemExit('jsonschema imported on the hot path')\n")
     proc = run_subprocess("check", str(FIXTURES / "kempnerforge"), env={"PYTHONPATH": str(tmp_path)})
     assert "jsonschema imported" not in proc.stdout + proc.stderr
+
+
+def test_the_plain_hook_call_does_not_import_click_either(tmp_path):
+    # `meshlint check FILE...` (what pre-commit runs) skips click's ~40 ms import
+    pkg = tmp_path / "click"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise SystemExit('click imported on the hook path')\n")
+    proc = run_subprocess("check", str(FIXTURES / "kempnerforge"), str(FIXTURES / "torchtitan"),
+                          env={"PYTHONPATH": str(tmp_path)})
+    assert "click imported" not in proc.stdout + proc.stderr and proc.returncode == 1
+
+
+@pytest.mark.parametrize("paths", [
+    [str(FIXTURES / "kempnerforge"), str(FIXTURES / "torchtitan"), str(FIXTURES / "native")],
+    [str(FIXTURES / "rules" / "ML104-inferred-degree-indivisible")],
+    [str(FIXTURES / "no-such-directory")],
+])
+def test_the_plain_hook_call_prints_exactly_what_the_click_command_prints(paths):
+    # `--color auto` is the default: the click path with it must be indistinguishable
+    fast = run_subprocess("check", *paths)
+    full = run_subprocess("check", "--color", "auto", *paths)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr)
+    assert fast.stdout or fast.stderr
+
+
+def test_both_ways_report_a_bad_project_configuration_alike(tmp_path):
+    (tmp_path / "meshlint.toml").write_text("gpus_per_nod = 4\n")
+    (tmp_path / "a_8gpu.toml").write_text("[distributed]\ntp = 2\n")
+    fast = run_subprocess("check", "a_8gpu.toml", cwd=tmp_path)
+    full = run_subprocess("check", "--color", "auto", "a_8gpu.toml", cwd=tmp_path)
+    assert fast.returncode == full.returncode == 2
+    assert fast.stderr == full.stderr and "did you mean 'gpus_per_node'" in fast.stderr
