@@ -121,8 +121,10 @@ def _options(planner, path: str):
               help="Memory of one GPU for the model-state estimate (ML504; default 80, or the project's gpu_memory_gib).")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Colour text output (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it).")
+@click.option("--smoke", is_flag=True,
+              help="Then build each config's mesh for real and verify it (meshlint smoke, with its defaults).")
 def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs, select, extend_select, ignore,
-          fmt, fail_on, quiet, diff_base, report_unused, config_path, isolated, gpu_memory_gib, color):
+          fmt, fail_on, quiet, diff_base, report_unused, config_path, isolated, gpu_memory_gib, color, smoke):
     """Check config files (or directories of them) and report every finding."""
     from meshlint.errors import MeshlintError
     from meshlint.lint import run
@@ -133,11 +135,76 @@ def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs
                            select=_selectors(select) or None, extend_select=_selectors(extend_select),
                            ignore=_selectors(ignore), fail_on=fail_on, report_unused=report_unused,
                            config=config_path, isolated=isolated, gpu_memory_gib=gpu_memory_gib)
+    if smoke and fmt != "text":
+        raise click.UsageError("--smoke prints text reports; for the smoke's JSON use `meshlint smoke --format json`")
     try:
         code = run(list(paths), settings, fmt=fmt, quiet=quiet, diff_base=diff_base, color=color)
+        if smoke:
+            code = max(code, _smoke_each(list(paths), settings))
     except MeshlintError as exc:
         _fail(str(exc))
     sys.exit(code)
+
+
+def _smoke_each(paths: list, settings) -> int:
+    """``check --smoke``: the smoke of every checked config, after the check's report."""
+    from meshlint.check import collect_paths
+    from meshlint.settings import Planner
+    from meshlint.smoke.run import SmokeOptions, smoke
+
+    planner = Planner(settings)
+    worst = 0
+    for path in collect_paths(paths):
+        from meshlint.check import analyse
+
+        options = planner.options_for(path)
+        if analyse(path, options).status != "checked":
+            continue
+        worst = max(worst, smoke(path, options, SmokeOptions()))
+    return worst
+
+
+@main.command("smoke")
+@click.argument("path", metavar="CONFIG")
+@_topology_options
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="auto: CUDA when this host has a GPU per rank, else CPU processes.")
+@click.option("--backend", type=click.Choice(["auto", "gloo", "nccl"]), default="auto", show_default=True,
+              help="auto: nccl on CUDA, gloo on CPU.")
+@click.option("--fake", is_flag=True,
+              help="One process, torch's fake process group, the full world: build the meshes as sample ranks.")
+@click.option("--rank", "ranks", type=click.IntRange(0), multiple=True, metavar="N",
+              help="With --fake: the ranks to build as (repeatable; default first, middle, last).")
+@click.option("--timeout", type=click.FloatRange(1, 86_400), default=300, show_default=True, metavar="S",
+              help="End the whole run if it has not finished after S seconds (naming the phase and the ranks).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Use this meshlint.toml or pyproject.toml instead of searching for one.")
+@click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device, backend, fake, ranks, timeout,
+              fmt, config_path, isolated):
+    """Build CONFIG's DeviceMesh for real on every rank and verify it against the static prediction.
+
+    \b
+    Started by torchrun or srun, this process is one rank of the run; otherwise
+    it launches the whole world on this host with torch's elastic agent.
+    Exit codes: 0 verified, 1 a mismatch, crash, hang or rank outside the mesh,
+                2 usage error (no world size, no torch), 130 interrupted.
+    """
+    from meshlint.errors import MeshlintError
+    from meshlint.settings import CliSettings, Planner
+    from meshlint.smoke.run import SmokeOptions, smoke
+
+    if ranks and not fake:
+        raise click.UsageError("--rank picks the ranks of a --fake smoke; a real smoke runs every rank")
+    _cli_topology(world_size, nodes, gpus_per_node, placement or "block")
+    settings = CliSettings(dialect, world_size, nodes, gpus_per_node, placement, config=config_path,
+                           isolated=isolated)
+    opts = SmokeOptions(device=device, backend=backend, fake=fake, ranks=tuple(ranks), timeout=timeout, fmt=fmt)
+    try:
+        sys.exit(smoke(path, Planner(settings).options_for(path), opts))
+    except MeshlintError as exc:
+        _fail(str(exc))
 
 
 def _parse_coords(text: str) -> dict:

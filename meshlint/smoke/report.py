@@ -1,0 +1,302 @@
+"""One smoke report from every rank's progress, whichever rank found what: JSON (versioned) and text. No torch.
+
+Version 1, documented in the README and docs/smoke-report-v1.schema.json;
+fields may be added, none removed or changed in meaning without a new version.
+"""
+
+from __future__ import annotations
+
+import json
+
+from meshlint.expr import compact_ranks
+
+VERSION = 1
+PHASES = ("launch", "rendezvous", "mesh", "verify", "placement", "step")
+
+
+def assemble(plan: dict, states: dict[int, dict], *, mode: str, launcher: str, device: str | None,
+             backend: str | None, ended: str = "done", seconds: float = 0.0, timeout: float | None = None,
+             supervisor: dict | None = None, leftover: list | None = None, log_tail: list | None = None,
+             notes: list | None = None, ranks_expected: list | None = None) -> dict:
+    """The report of one smoke run; ``states`` maps rank -> that rank's progress state."""
+    supervisor = supervisor or {}
+    expected = ranks_expected if ranks_expected is not None else list(range(plan["world_size"]))
+    world = plan["world_size"]
+    failures = _exceptions(states) + _merged(states, "failures", world) + _agent_failures(supervisor, states)
+    if ended == "timeout":
+        failures.append(_timeout(states, expected, timeout))
+    elif ended == "interrupted":
+        failures.append({"phase": _furthest(states), "check": "interrupted", "ranks": [],
+                         "message": "interrupted (Ctrl-C): every rank was stopped"})
+    elif ended == "error":
+        failures.append({"phase": "launch", "check": "launch", "ranks": [],
+                         "message": supervisor.get("error") or "the launcher failed: " + " | ".join(log_tail or [])})
+    missing = [r for r in expected if r not in states]
+    if missing and ended == "done":
+        failures.append({"phase": "launch", "check": "launch", "ranks": missing,
+                         "message": f"ranks {compact_ranks(missing)} never reported"})
+    if leftover:
+        failures.append({"phase": "cleanup", "check": "cleanup", "ranks": [],
+                         "message": f"{len(leftover)} processes could not be stopped: pids {leftover}"})
+    lists = [set(st.get("built") or ()) for st in states.values()]
+    built = set.intersection(*lists) if lists else set()  # built on every rank that reported
+    report = {
+        "version": VERSION,
+        "ok": not failures and ended == "done",
+        "config": plan["config"],
+        "dialect": plan["dialect"],
+        "world_size": plan["world_size"],
+        "backend": backend,
+        "device": device,
+        "mode": mode,
+        "launcher": launcher,
+        "ended": ended,
+        "seconds": round(seconds, 3),
+        "timeout": timeout,
+        "ranks_checked": sorted(states),
+        "phases": _phases(states, supervisor, seconds),
+        "meshes": {name: (dict(m, built=name in built) if m else None) for name, m in plan["meshes"].items()},
+        "expected_error": plan.get("expected_error"),
+        "checks": _checks(states),
+        "failures": failures,
+        "warnings": _merged(states, "warnings", world),
+        "placement": _placement(states),
+        "leftover_processes": None if leftover is None else len(leftover),
+        "notes": list(notes or []) + ([supervisor["note"]] if supervisor.get("note") else []),
+    }
+    return report
+
+
+def _phases(states: dict, supervisor: dict, seconds: float) -> list:
+    out = []
+    starts = [st.get("started") for st in states.values() if st.get("started")]
+    if supervisor.get("started") and starts:
+        out.append({"name": "launch", "seconds": round(max(0.0, min(starts) - supervisor["started"]), 3),
+                    "ok": True})
+    for name in PHASES[1:]:
+        seen = [ph for st in states.values() for ph in st["phases"] if ph["name"] == name]
+        if seen:
+            out.append({"name": name, "seconds": round(max(p["seconds"] for p in seen), 4),
+                        "ok": all(p["ok"] for p in seen) and len(seen) == len(states)})
+    return out
+
+
+def _checks(states: dict) -> list:
+    """Checks summed over ranks: one row per (check, axis or mesh)."""
+    rows: dict = {}
+    for st in states.values():
+        for c in st["checks"]:
+            key = (c["name"], c.get("axis"), c.get("mesh"))
+            row = rows.setdefault(key, {"name": c["name"], **({"axis": c["axis"]} if c.get("axis") else {}),
+                                        **({"mesh": c["mesh"]} if c.get("mesh") else {}),
+                                        "ok": True, "ranks": 0, "failed": 0})
+            row["ranks"] += 1
+            if not c["ok"]:
+                row["ok"] = False
+                row["failed"] += 1
+            for extra in ("severity", "groups", "crossing", "skipped"):
+                if extra in c:
+                    row[extra] = c[extra]
+    return list(rows.values())
+
+
+def _merged(states: dict, field: str, world: int) -> list:
+    """Identical findings on several ranks become one, with the ranks listed."""
+    groups: dict = {}
+    for rank in sorted(states):
+        for item in states[rank][field]:
+            body = {k: v for k, v in item.items() if k != "rank"}
+            if body.get("check") in ("coordinate", "coverage"):
+                body.pop("expected", None)
+                body.pop("actual", None)
+                body.pop("message", None)
+                body["per_rank"] = True
+            key = json.dumps(body, sort_keys=True, default=str)
+            entry = groups.setdefault(key, dict(body, ranks=[]))
+            entry["ranks"].append(rank)
+            if body.get("per_rank"):
+                entry.setdefault("detail", []).append({"rank": rank, "expected": item.get("expected"),
+                                                       "actual": item.get("actual")})
+    out = []
+    for entry in groups.values():
+        if entry.pop("per_rank", False):
+            ranks = entry["ranks"]
+            if entry["check"] == "coverage":
+                entry["message"] = (f"{_ranks(ranks)} ({len(ranks)} of {world}) "
+                                    f"{'is' if len(ranks) == 1 else 'are'} outside mesh {entry.get('mesh')!r}: "
+                                    "no coordinate and no group on any of its dims")
+            else:
+                first = entry["detail"][0]
+                entry["message"] = (f"mesh {entry.get('mesh')!r}: coordinates differ on ranks {compact_ranks(ranks)}"
+                                    f" (rank {first['rank']}: expected {first['expected']}, got {first['actual']})")
+        elif "message" not in entry:
+            entry["message"] = (f"{entry.get('check')} of {entry.get('axis') or entry.get('mesh')}: expected "
+                                f"{entry.get('expected')}, got {entry.get('actual')} on ranks "
+                                f"{compact_ranks(entry['ranks'])}")
+        out.append(entry)
+    return out
+
+
+PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
+
+
+def _exceptions(states: dict) -> list:
+    """Errors the ranks raised, identical ones merged; ranks that only lost a crashed peer come last, as one."""
+    groups: dict = {}
+    lost: list = []
+    for rank in sorted(states):
+        err = states[rank].get("error")
+        if not err:
+            continue
+        if any(p in err["message"] for p in PEER_LOST):
+            lost.append((rank, err))
+            continue
+        key = (err["phase"], err["type"], err["message"])
+        groups.setdefault(key, {"phase": err["phase"], "check": "exception", "step": err.get("step"),
+                                "ranks": [], "message": f"{err['type']}: {err['message']}"})["ranks"].append(rank)
+    out = list(groups.values())
+    for entry in out:
+        entry["message"] = f"{_ranks(entry['ranks'])} failed in phase {entry['phase']}: {entry['message']}"
+    if lost:
+        ranks = [r for r, _ in lost]
+        out.append({"phase": lost[0][1]["phase"], "check": "peer-lost", "ranks": ranks,
+                    "message": f"{_ranks(ranks)} then stopped: a peer of theirs went away in the middle of a "
+                               f"collective ({lost[0][1]['type']}: connection closed by peer)"})
+    return out
+
+
+def _agent_failures(supervisor: dict, states: dict) -> list:
+    """Ranks torch's agent saw die that left no error of their own (a hard exit or a signal)."""
+    out = []
+    for f in supervisor.get("failures") or []:
+        st = states.get(f["rank"])
+        if st is not None and st.get("error"):
+            continue
+        how = f"signal {f['signal']}" if f.get("signal") else f"exit code {f['exitcode']}"
+        where = f" in phase {st['phase']}" if st and st.get("phase") else ""
+        said = f.get("message") or ""
+        said = "" if "To enable traceback" in said else said  # the agent's boilerplate, not the rank's words
+        out.append({"phase": st.get("phase") if st else None, "check": "crash", "ranks": [f["rank"]],
+                    "message": f"rank {f['rank']} died{where} with {how}" + (f": {said}" if said else "")})
+    return out
+
+
+def _furthest(states: dict) -> str | None:
+    order = {p: i for i, p in enumerate(PHASES)}
+    live = [st["phase"] for st in states.values() if st.get("phase")]
+    return max(live, key=lambda p: order.get(p, 0)) if live else None
+
+
+def _timeout(states: dict, expected: list, timeout) -> dict:
+    """Who is furthest behind (the rank the others wait for), and where everyone else waits."""
+    order = {p: i for i, p in enumerate(PHASES)}
+    live = {r: st for r, st in states.items() if not st.get("done")}
+    never = [r for r in expected if r not in states]
+    if not live and not never:
+        return {"phase": None, "check": "timeout", "ranks": [], "message": f"timed out after {timeout:g} s"}
+
+    def key(st):
+        return (order.get(st.get("phase") or "", -1), st.get("steps", 0))
+
+    parts = []
+    behind = list(never)
+    if live:
+        slowest = min(key(st) for st in live.values())
+        behind += sorted(r for r, st in live.items() if key(st) == slowest)
+        lagging = [r for r in behind if r in live]
+        st = live[lagging[0]] if lagging else None
+        phase = max((st.get("phase") for st in live.values()), key=lambda p: order.get(p or "", -1))
+        parts.append(f"timed out after {timeout:g} s in phase {phase}")
+        if lagging:
+            where = f"in {st['phase']}" + (f", last in {st['step']!r}" if st.get("step") else
+                                          ", before its first collective")
+            parts.append(f"{_ranks(lagging)} did not arrive ({where})")
+        waits: dict = {}
+        for r, other in sorted(live.items()):
+            if r not in behind:
+                waits.setdefault(other.get("step") or other.get("phase"), []).append(r)
+        if waits:
+            parts.append("the others wait: " + "; ".join(f"{_ranks(rs)} in {w!r}" for w, rs in waits.items()))
+    else:
+        phase = None
+        parts.append(f"timed out after {timeout:g} s")
+    if never:
+        parts.append(f"{_ranks(never)} never started")
+    return {"phase": phase, "check": "timeout", "ranks": sorted(behind), "message": ": ".join(parts[:2]) +
+            ("; " + "; ".join(parts[2:]) if len(parts) > 2 else "")}
+
+
+def _ranks(ranks: list) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {compact_ranks(ranks)}"
+
+
+def _placement(states: dict) -> list | None:
+    for st in states.values():
+        if st.get("placement"):
+            return [{k: r[k] for k in ("rank", "host", "node", "local_rank", "local_world_size")}
+                    for r in st["placement"]]
+    return None
+
+
+# ----------------------------------------------------------------------------- rendering
+
+def render_json(report: dict) -> str:
+    return json.dumps(report, indent=2)
+
+
+def render_text(report: dict) -> str:
+    status = "OK" if report["ok"] else "FAILED"
+    where = (f"{report['mode']}, {report['world_size']} ranks"
+             + (f" ({len(report['ranks_checked'])} checked)" if report["mode"] == "fake" else "")
+             + (f", {report['backend']} on {report['device']}" if report["backend"] else "")
+             + f", {report['seconds']:.1f} s")
+    out = [f"meshlint smoke {report['config']}: {status} ({where})"]
+
+    def row(label: str, text: str) -> None:
+        out.append(f"  {label:<10} {text}")
+
+    if report["phases"]:
+        row("phases", ", ".join(f"{p['name']} {p['seconds']:.2f} s" + ("" if p["ok"] else " (failed)")
+                                for p in report["phases"]))
+    for name, mesh in report["meshes"].items():
+        if mesh:
+            row("mesh", f"{name} ({', '.join(mesh['dims'])}) ({', '.join(map(str, mesh['sizes']))})"
+                        + ("" if mesh["built"] else ": not built"))
+        else:
+            row("mesh", f"{name}: cannot be built, as the static check predicted")
+    if report["checks"]:
+        row("checks", _checks_line(report["checks"]))
+    if report.get("placement"):
+        nodes: dict = {}
+        for r in report["placement"]:
+            nodes.setdefault(r["node"], []).append(r["rank"])
+        row("placement", f"{len(report['placement'])} ranks on {len(nodes)} node{'s' if len(nodes) != 1 else ''}: "
+                         + ", ".join(f"{node} ranks {compact_ranks(rs)}" for node, rs in nodes.items()))
+    for f in report.get("static_findings") or []:
+        if f["severity"] == "error":
+            row("static", f"{f['rule']} line {f['line']}: {f['message']}")
+    for f in report["failures"]:
+        row("FAILURE", f"[{f.get('phase') or '-'}] {f['message']}")
+    for w in report["warnings"]:
+        row("warning", f"[{w.get('phase') or '-'}] {w['message']}")
+    for note in report["notes"]:
+        row("note", note)
+    if report.get("leftover_processes"):
+        row("cleanup", f"{report['leftover_processes']} processes left behind")
+    return "\n".join(out)
+
+
+def _checks_line(checks: list) -> str:
+    totals: dict = {}
+    for c in checks:
+        if c["name"] == "placement":
+            continue
+        t = totals.setdefault(c["name"], [0, 0])
+        t[0] += c["ranks"] - c["failed"]
+        t[1] += c["ranks"]
+    parts = [f"{name} {ok}/{n}" if name != "collectives" else f"{n} fake-backend groups (members only)"
+             for name, (ok, n) in totals.items()]
+    for c in checks:
+        if c["name"] == "placement":
+            parts.append(f"{c['axis']} groups on one node " + ("yes" if c["ok"] else f"no ({c['crossing']} cross)"))
+    return ", ".join(parts)

@@ -1,0 +1,131 @@
+"""One rank of a real smoke: rendezvous, build the meshes, verify them, report placement. [torch]
+
+``run_rank`` is the entry point torch's elastic agent starts on every rank of
+meshlint's own launch; ``run_as_launched_rank`` is the same for a process that
+torchrun or srun started. Every phase is timed and written to the progress
+file before and after; an exception is recorded with its phase and re-raised,
+so torch's agent ends the run and the launching process reports who failed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+
+from meshlint.smoke import faults, rankenv
+from meshlint.smoke.plan import PLACEMENT_SEVERITY
+from meshlint.smoke.progress import Progress
+
+SLACK_S = 30  # collectives time out this long after the launcher's watchdog, so the watchdog reports first
+
+
+def run_rank(job: dict) -> dict:
+    env = rankenv.detect()
+    if env is None:  # pragma: no cover - the agent always sets RANK and WORLD_SIZE
+        raise RuntimeError("run_rank started without RANK/WORLD_SIZE")
+    return _run(job, env)
+
+
+def _run(job: dict, env: rankenv.RankEnv) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    from meshlint.smoke import meshbuild
+    from meshlint.smoke.verify import verify
+
+    plan, device, backend = job["plan"], job["device"], job["backend"]
+    identity = {"host": env.host, "node": env.node, "local_rank": env.local_rank,
+                "local_world_size": env.local_world_size, "launcher": env.launcher}
+    prog = Progress(job.get("progress_dir"), env.rank, identity)
+    rank = env.rank
+    timeout = timedelta(seconds=job["timeout"] + (SLACK_S if job.get("progress_dir") else 0))
+    with prog.phase("rendezvous"):
+        faults.maybe_inject(rank, "rendezvous")
+        prog.step("init_process_group")
+        if device == "cuda":
+            torch.cuda.set_device(env.local_rank)
+        dist.init_process_group(backend, timeout=timeout)
+    if job.get("floor"):
+        return _floor(prog, device, env)
+    try:
+        with prog.phase("mesh"):
+            faults.maybe_inject(rank, "mesh")
+            meshes = meshbuild.build(plan, device, steps=prog.step, built=prog.state.setdefault("built", []))
+        with prog.phase("verify"):
+            faults.maybe_inject(rank, "verify")
+            verify(plan, meshes, rank, prog, device)
+        with prog.phase("placement"):
+            faults.maybe_inject(rank, "placement")
+            prog.step("all_gather_object placement")
+            everyone: list = [None] * env.world_size
+            dist.all_gather_object(everyone, identity | {"rank": rank})
+            if rank == 0:
+                check_placement(plan, everyone, prog)
+        extra = {"placement": everyone} if rank == 0 else {}
+        state = prog.finish(**extra)
+        if job.get("gather"):  # no launching process of ours: rank 0 collects every rank's findings
+            states: list = [None] * env.world_size
+            dist.all_gather_object(states, state)
+            state = dict(state, all_states=states) if rank == 0 else state
+        return state
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _floor(prog: Progress, device: str, env: rankenv.RankEnv) -> dict:
+    """bench/bench_smoke.py's baseline: the same launch doing only a 1-D mesh and one barrier."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    try:
+        with prog.phase("mesh"):
+            init_device_mesh(device, (env.world_size,))
+            dist.barrier()
+        return prog.finish()
+    finally:
+        dist.destroy_process_group()
+
+
+def check_placement(plan: dict, ranks: list[dict], prog: Progress) -> None:
+    """Every tp (and etp) group on one node; ep and cp groups too, or a warning. ``ranks[r]["node"]``."""
+    from meshlint.smoke.plan import axis_of
+
+    node_of = {r["rank"]: r["node"] for r in ranks}
+    world = len(ranks)
+    for name, spec in plan["axes"].items():
+        severity = PLACEMENT_SEVERITY.get(spec["role"] or "")
+        if severity is None or spec["size"] < 2:
+            continue
+        axis = axis_of(plan, name)
+        crossing, seen = [], set()
+        for rank in range(min(world, axis.span)):
+            members = axis.group(rank)
+            if members[0] in seen:
+                continue
+            seen.add(members[0])
+            nodes = sorted({node_of[m] for m in members})
+            if len(nodes) > 1:
+                crossing.append({"members": members, "nodes": nodes})
+        ok = not crossing
+        prog.check("placement", ok, axis=name, severity=severity, groups=len(seen), crossing=len(crossing))
+        if crossing:
+            first = crossing[0]
+            detail = dict(axis=name, check="placement", crossing=len(crossing), groups=len(seen),
+                          expected="one node per group", actual=first["nodes"], members=first["members"],
+                          message=f"{len(crossing)} of {len(seen)} {name} groups span several nodes, e.g. "
+                                  f"ranks {first['members']} on {', '.join(first['nodes'])}")
+            if severity == "error":
+                prog.fail(**detail)
+            else:
+                prog.warn(**detail)
+
+
+def run_as_launched_rank(job: dict, env: rankenv.RankEnv) -> dict:
+    """A process torchrun or srun started: fill in what env:// needs, then run as that rank."""
+    os.environ.update({k: v for k, v in rankenv.rendezvous_env(env).items() if k not in os.environ})
+    start = time.perf_counter()
+    state = _run(job, env)
+    state["seconds"] = round(time.perf_counter() - start, 3)
+    return state

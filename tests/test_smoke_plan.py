@@ -1,0 +1,130 @@
+"""The smoke's torch-free parts: plans from the static resolution, launcher detection, report assembly."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FIXTURES
+
+from meshlint.smoke import plan as smoke_plan
+from meshlint.smoke import rankenv
+from meshlint.smoke import report as smoke_report
+from meshlint.smoke.faults import parse as parse_faults
+
+
+def _plan(check, text, name, **topology):
+    report = check(text, name, **topology)
+    return smoke_plan.build(report, report.topology.world_size)
+
+
+def test_kempnerforge_plan_is_one_init_device_mesh_with_the_resolved_dims(check):
+    plan = _plan(check, (FIXTURES / "kempnerforge" / "moe_8gpu_tp2_ep2.toml").read_text(), "moe_8gpu.toml")
+    assert plan["recipe"] == [{"op": "init", "mesh": "device", "dims": ["dp_shard", "ep", "tp"], "sizes": [2, 2, 2]}]
+    assert plan["axes"]["tp"] == {"mesh": "device", "size": 2, "stride": 1, "span": 8, "role": "tp"}
+    assert smoke_plan.expected_coords(plan, 5) == {"device": [1, 0, 1]}
+    assert smoke_plan.expected_group(plan, "ep", 5) == [5, 7]
+
+
+def test_torchtitan_plan_follows_parallel_dims_build_mesh(check):
+    plan = _plan(check, (FIXTURES / "torchtitan" / "qwen3_moe_8gpu_pp2_ep2.toml").read_text(), "q_8gpu.toml")
+    assert [(op["op"], op.get("mesh")) for op in plan["recipe"]] == [
+        ("world", None), ("unflatten", "dataloading"), ("flatten", "loss"), ("unflatten", "dense"),
+        ("unflatten", "sparse")]
+    assert plan["recipe"][4]["sizes"] == [2, 1, 2, 2, 1]  # pp, dp_replicate, efsdp = 2·2/(1·2), ep, etp
+    assert smoke_plan.expected_group(plan, "loss", 3) == [1, 3]  # batch × cp, stride tp
+    assert smoke_plan.expected_group(plan, "ep", 4) == [4, 5]
+
+
+def test_cp_outside_the_mesh_is_in_the_plan(check):
+    plan = _plan(check, (FIXTURES / "kempnerforge" / "cp2_8gpu.toml").read_text(), "cp2_8gpu.toml")
+    assert plan["outside"] == [4, 7]
+    assert smoke_plan.expected_coords(plan, 6) == {"device": None}
+    assert smoke_plan.expected_group(plan, "tp", 6) is None
+
+
+def test_a_config_the_framework_refuses_before_any_mesh_has_no_plan(check):
+    report = check("[distributed]\ntp = 3\n", "c_8gpu.toml")
+    with pytest.raises(smoke_plan.PlanError, match="refuses this config before building a mesh"):
+        smoke_plan.build(report, 8)
+
+
+def test_a_sparse_mesh_that_is_not_whole_is_still_attempted(check):
+    plan = _plan(check, (FIXTURES / "torchtitan" / "moe_6gpu_sparse_not_whole.toml").read_text(), "s_6gpu.toml")
+    assert plan["expected_error"].startswith("RuntimeError in DeviceMesh._unflatten")
+    assert plan["recipe"][-1]["sizes"] == [1, 1, 1, 4, 1]
+
+
+@pytest.mark.parametrize("environ, expected", [
+    ({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1"},
+     (3, 8, 1, 2, "#1", "torchrun")),
+    ({"SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "5", "SLURM_NTASKS_PER_NODE": "8",
+      "SLURM_NODEID": "0"}, (5, 16, 5, 8, "#0", "srun")),
+    ({}, None),
+])
+def test_launched_ranks_are_recognised(environ, expected):
+    env = rankenv.detect(environ)
+    if expected is None:
+        assert env is None
+    else:
+        assert (env.rank, env.world_size, env.local_rank, env.local_world_size, env.node[-2:], env.launcher) == expected
+
+
+def test_srun_gets_a_rendezvous_address_from_the_node_list():
+    env = rankenv.detect({"SLURM_PROCID": "0", "SLURM_NTASKS": "4"})
+    out = rankenv.rendezvous_env(env, {"SLURM_JOB_NODELIST": "gpu[012-015,020],login1", "SLURM_JOB_ID": "77"})
+    assert out["MASTER_ADDR"] == "gpu012" and out["RANK"] == "0" and 20000 <= int(out["MASTER_PORT"]) < 40000
+    assert rankenv.rendezvous_env(env, {"MASTER_ADDR": "h", "MASTER_PORT": "1"}).keys() == {"RANK", "WORLD_SIZE",
+                                                                                             "LOCAL_RANK"}
+
+
+def test_faults_are_parsed_strictly():
+    assert parse_faults("crash@3:verify, hang@5:mesh,bogus@1:x, exit@x:y") == {(3, "verify"): "crash",
+                                                                              (5, "mesh"): "hang"}
+
+
+def _state(rank, phase, step, steps, done=False, **extra):
+    return {"rank": rank, "phase": phase, "step": step, "steps": steps, "phases": [], "checks": [], "failures": [],
+            "warnings": [], "error": None, "done": done, **extra}
+
+
+def test_a_timeout_names_the_rank_everyone_waits_for():
+    plan = {"config": "c.toml", "dialect": "kempnerforge", "world_size": 4, "meshes": {}}
+    states = {0: _state(0, "verify", "all_gather tp", 3), 1: _state(1, "verify", "all_gather tp", 3),
+              2: _state(2, "verify", None, 1), 3: _state(3, "verify", "all_gather dp", 2)}
+    report = smoke_report.assemble(plan, states, mode="real", launcher="elastic", device="cpu", backend="gloo",
+                                   ended="timeout", timeout=12)
+    (failure,) = report["failures"]
+    assert failure["ranks"] == [2] and failure["check"] == "timeout"
+    assert failure["message"] == ("timed out after 12 s in phase verify: rank 2 did not arrive (in verify, before its "
+                                  "first collective); the others wait: ranks 0, 1 in 'all_gather tp'; rank 3 in "
+                                  "'all_gather dp'")
+    assert not report["ok"]
+
+
+def test_a_crash_is_reported_first_and_lost_peers_after_it():
+    plan = {"config": "c.toml", "dialect": "kempnerforge", "world_size": 3, "meshes": {}}
+    lost = {"phase": "verify", "step": "x", "type": "RuntimeError", "message": "pair.cc: Connection closed by peer"}
+    states = {0: _state(0, "verify", "x", 2, error=lost), 1: _state(1, "verify", None, 1, error={
+        "phase": "verify", "step": None, "type": "InjectedCrash", "message": "boom"}), 2: _state(2, None, None, 4,
+                                                                                                done=True)}
+    report = smoke_report.assemble(plan, states, mode="real", launcher="elastic", device="cpu", backend="gloo",
+                                   ended="failed")
+    assert [f["check"] for f in report["failures"]] == ["exception", "peer-lost"]
+    assert report["failures"][0]["message"] == "rank 1 failed in phase verify: InjectedCrash: boom"
+    assert report["failures"][1]["ranks"] == [0]
+
+
+def test_without_torch_the_smoke_says_how_to_install_it(monkeypatch, write):
+    from conftest import run_cli
+
+    import meshlint.smoke.run as smoke_run
+
+    monkeypatch.setattr(smoke_run.importlib.util, "find_spec", lambda name: None)
+    code, out = run_cli("smoke", str(write("[distributed]\ntp = 2\n", "c_8gpu.toml")))
+    assert code == 2 and "meshlint smoke needs torch: pip install torch==2.13.0" in out
+
+
+def test_an_unknown_world_size_is_a_usage_error(write):
+    from conftest import run_cli
+
+    code, out = run_cli("smoke", str(write("[distributed]\ntp = 2\n")))
+    assert code == 2 and "the world size is unknown: pass --world-size N" in out
