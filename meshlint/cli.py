@@ -177,17 +177,23 @@ def _smoke_each(paths: list, settings) -> int:
               help="With --fake: the ranks to build as (repeatable; default first, middle, last).")
 @click.option("--timeout", type=click.FloatRange(1, 86_400), default=300, show_default=True, metavar="S",
               help="End the whole run if it has not finished after S seconds (naming the phase and the ranks).")
+@click.option("--no-step", "no_step", is_flag=True,
+              help="Check the mesh only: skip the FSDP+TP+PP+EP training step and the collective probe.")
+@click.option("--scale-to", type=click.IntRange(1, 1 << 24), metavar="N",
+              help="Run on N ranks, shrinking only the data-parallel dims (tp, pp, ep, cp, etp kept).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Use this meshlint.toml or pyproject.toml instead of searching for one.")
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device, backend, fake, ranks, timeout,
-              fmt, config_path, isolated):
+              no_step, scale_to, fmt, config_path, isolated):
     """Build CONFIG's DeviceMesh for real on every rank and verify it against the static prediction.
 
     \b
     Started by torchrun or srun, this process is one rank of the run; otherwise
-    it launches the whole world on this host with torch's elastic agent.
+    it launches the whole world on this host with torch's elastic agent. After
+    the mesh checks every rank runs one FSDP2+TP+PP+EP training step of a tiny
+    model and compares it with the same model unsharded.
     Exit codes: 0 verified, 1 a mismatch, crash, hang or rank outside the mesh,
                 2 usage error (no world size, no torch), 130 interrupted.
     """
@@ -200,7 +206,8 @@ def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device
     _cli_topology(world_size, nodes, gpus_per_node, placement or "block")
     settings = CliSettings(dialect, world_size, nodes, gpus_per_node, placement, config=config_path,
                            isolated=isolated)
-    opts = SmokeOptions(device=device, backend=backend, fake=fake, ranks=tuple(ranks), timeout=timeout, fmt=fmt)
+    opts = SmokeOptions(device=device, backend=backend, fake=fake, ranks=tuple(ranks), timeout=timeout, fmt=fmt,
+                        step=not no_step, scale_to=scale_to)
     try:
         sys.exit(smoke(path, Planner(settings).options_for(path), opts))
     except MeshlintError as exc:

@@ -67,7 +67,13 @@ def test_kempnerforge_moe_tp_ep_fsdp_on_8_ranks():
         for check in ("members", "all_gather", "all_reduce"):
             assert rows[(check, axis)]["ok"] and rows[(check, axis)]["ranks"] == 8
     assert rows[("placement", "tp")]["ok"] and rows[("placement", "ep")]["severity"] == "warning"
-    assert [p["name"] for p in doc["phases"]] == ["launch", "rendezvous", "mesh", "verify", "placement"]
+    assert [p["name"] for p in doc["phases"]] == ["launch", "rendezvous", "mesh", "verify", "placement", "probe",
+                                                  "step"]
+    step = doc["step"]
+    assert step["ran"] and step["ok"] and step["max_rel_error"] <= step["tolerance"] == 1e-5
+    assert {k for k, v in step["parallelisms"].items() if v} == {"fsdp", "tp", "ep"}
+    assert abs(step["loss"] - step["reference_loss"]) <= 1e-5 * step["reference_loss"]
+    assert set(doc["probe"]) == {"dp_shard", "ep", "tp"} and doc["probe"]["tp"]["latency_us"] > 0
     assert doc["leftover_processes"] == 0 and len(doc["placement"]) == 8
     _valid(doc)
 
@@ -82,6 +88,11 @@ def _valid(doc: dict) -> None:
 def test_torchtitan_pp_fsdp_tp_ep_on_8_ranks():
     code, doc = smoke_json(TT_MOE)
     assert code == 0 and doc["ok"], doc["failures"]
+    # all four at once, and the sharded step computes what the unsharded model computes
+    step = doc["step"]
+    assert step["ok"] and {k for k, v in step["parallelisms"].items() if v} == {"fsdp", "tp", "pp", "ep"}
+    assert step["schedule"] == "Schedule1F1B" and step["model"]["n_experts"] == 4
+    assert step["grad_norm"] == pytest.approx(step["reference_grad_norm"], rel=1e-5)
     assert set(doc["meshes"]) == {"dataloading", "dense", "sparse"}
     assert doc["meshes"]["sparse"]["sizes"] == [2, 1, 2, 2, 1]
     rows = {(c["name"], c.get("axis")) for c in doc["checks"] if c["ok"]}
@@ -95,11 +106,13 @@ def test_torchtitan_pp_fsdp_tp_ep_on_8_ranks():
 def test_kempnerforge_cp2_fails_naming_the_ranks_outside_the_mesh():
     code, doc = smoke_json(KF_CP2)
     assert code == 1 and not doc["ok"]
-    (failure,) = doc["failures"]
+    failure, step = doc["failures"]
     assert failure["check"] == "coverage" and failure["ranks"] == [4, 5, 6, 7]
+    assert step["message"] == "no training step: ranks 4-7 are outside the mesh the framework builds"
     assert failure["message"] == ("ranks 4-7 (4 of 8) are outside mesh 'device': no coordinate and no group on any "
                                   "of its dims")
     assert any(f["rule"] == "ML301" for f in doc["static_findings"])
+    assert doc["step"]["ran"] is False and doc["step"]["not_applied"]
     _valid(doc)
 
 
@@ -112,11 +125,12 @@ def test_fake_mode_builds_a_4096_rank_world_as_sample_ranks(tmp_path):
     rows = {(c["name"], c.get("axis") or c.get("mesh")): c for c in doc["checks"]}
     assert rows[("coordinate", "sparse")]["ranks"] == 3 and rows[("members", "efsdp")]["ok"]
     assert not any(c["name"] in ("all_gather", "all_reduce") for c in doc["checks"])  # no communication
+    assert doc["step"]["ran"] is False and doc["step"]["reason"].startswith("--fake")
     _valid(doc)
 
 
 def test_a_crashed_rank_ends_the_run_with_its_rank_and_error():
-    code, doc = smoke_json(KF_MOE, env={"MESHLINT_SMOKE_FAULT": "crash@3:verify"})
+    code, doc = smoke_json(KF_MOE, "--no-step", env={"MESHLINT_SMOKE_FAULT": "crash@3:verify"})
     assert code == 1 and doc["ended"] == "failed"
     first = doc["failures"][0]
     assert first["ranks"] == [3] and first["phase"] == "verify"
@@ -125,7 +139,7 @@ def test_a_crashed_rank_ends_the_run_with_its_rank_and_error():
 
 
 def test_a_rank_that_dies_silently_is_named_by_the_agent():
-    code, doc = smoke_json(KF_MOE, env={"MESHLINT_SMOKE_FAULT": "exit@2:mesh"})
+    code, doc = smoke_json(KF_MOE, "--no-step", env={"MESHLINT_SMOKE_FAULT": "exit@2:mesh"})
     assert code == 1
     assert any(f["check"] == "crash" and f["ranks"] == [2] and "exit code 13" in f["message"]
                for f in doc["failures"]), doc["failures"]
@@ -133,7 +147,7 @@ def test_a_rank_that_dies_silently_is_named_by_the_agent():
 
 def test_a_hang_ends_at_the_timeout_naming_the_phase_and_the_missing_rank():
     start = time.monotonic()
-    code, doc = smoke_json(KF_MOE, "--timeout", "10", env={"MESHLINT_SMOKE_FAULT": "hang@5:verify"})
+    code, doc = smoke_json(KF_MOE, "--no-step", "--timeout", "10", env={"MESHLINT_SMOKE_FAULT": "hang@5:verify"})
     assert code == 1 and doc["ended"] == "timeout"
     assert time.monotonic() - start < 40
     (failure,) = doc["failures"]
@@ -196,3 +210,51 @@ def test_check_smoke_runs_the_smoke_after_the_check():
 def test_usage_errors_exit_2(args, message):
     proc = run_subprocess(*args)
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------------------- the training step
+
+
+def test_kempnerforge_dense_tp_pp_fsdp_step_matches_the_unsharded_model():
+    code, doc = smoke_json(str(FIXTURES / "kempnerforge" / "dense_8gpu_tp2_pp2.toml"))
+    assert code == 0, doc["failures"]
+    step = doc["step"]
+    assert {k for k, v in step["parallelisms"].items() if v} == {"fsdp", "tp", "pp"}
+    assert step["schedule"] == "ScheduleGPipe" and step["loss_rel_error"] <= 1e-5
+    assert step["peak_memory_mb"]["max"] > 0 and set(step["seconds"]) == {"reference", "build", "step"}
+    _valid(doc)
+
+
+def test_a_broken_parallelization_fails_the_numeric_check():
+    # MESHLINT_SMOKE_SABOTAGE=data: every rank reads the first data shard (a wrong batch split)
+    code, doc = smoke_json(str(FIXTURES / "kempnerforge" / "dense_8gpu_tp2_pp2.toml"),
+                           env={"MESHLINT_SMOKE_SABOTAGE": "data"})
+    assert code == 1 and doc["step"]["ran"] and doc["step"]["ok"] is False
+    gradients = [f for f in doc["failures"] if f.get("quantity") == "gradients"]
+    assert len(gradients) == 1 and gradients[0]["message"].startswith("21 of 21 parameter gradients differ")
+    assert "fsdp" in gradients[0]["suspects"] and "tp" not in gradients[0]["suspects"]
+    assert any(f.get("quantity") == "loss" for f in doc["failures"])
+
+
+def test_scale_to_runs_a_32_gpu_config_on_8_ranks(tmp_path):
+    cfg = tmp_path / "tt_32gpu.toml"
+    cfg.write_text("[parallelism]\ndata_parallel_replicate_degree = 2\ntensor_parallel_degree = 2\n"
+                   "pipeline_parallel_degree = 2\n")
+    code, doc = smoke_json(str(cfg), "--scale-to", "8")
+    assert code == 0 and doc["world_size"] == 8, doc["failures"]
+    assert doc["scaled"] == {"from": 32, "to": 8, "before": {"dp_replicate": 2, "dp_shard": 4},
+                             "after": {"dp_replicate": 1, "dp_shard": 2}, "kept": {"tp": 2, "pp": 2, "cp": 1,
+                                                                                     "ep": 1, "etp": 1}}
+    # dp_replicate gives way so that dp_shard stays at least 2 (FSDP keeps sharding)
+    assert doc["notes"][0] == "scaled from 32 to 8 ranks: dp_replicate 2 → 1, dp_shard 4 → 2 (tp 2, pp 2 kept)"
+    assert doc["step"]["ok"] and doc["step"]["parallelisms"]["fsdp"]
+
+
+def test_a_combination_the_framework_refuses_is_a_failure_that_says_so(tmp_path):
+    cfg = tmp_path / "moe_pp_8gpu.toml"
+    cfg.write_text("[model]\nnum_experts = 4\n[train]\ngrad_accum_steps = 4\n[distributed]\npp = 2\nep = 2\n")
+    code, doc = smoke_json(str(cfg))
+    assert code == 1 and doc["step"]["ran"] is False and doc["step"]["ok"] is False
+    assert any(f["message"].startswith("no training step: the framework refuses this config (ML307")
+               for f in doc["failures"])
+    assert doc["meshes"]["device"]["built"]  # the mesh itself is still built and verified

@@ -81,13 +81,16 @@ def test_faults_are_parsed_strictly():
                                                                               (5, "mesh"): "hang"}
 
 
+DEGREES = {"pp": 1, "dp_replicate": 1, "dp_shard": 4, "cp": 1, "tp": 1, "ep": 1, "etp": 1}
+
+
 def _state(rank, phase, step, steps, done=False, **extra):
     return {"rank": rank, "phase": phase, "step": step, "steps": steps, "phases": [], "checks": [], "failures": [],
             "warnings": [], "error": None, "done": done, **extra}
 
 
 def test_a_timeout_names_the_rank_everyone_waits_for():
-    plan = {"config": "c.toml", "dialect": "kempnerforge", "world_size": 4, "meshes": {}}
+    plan = {"config": "c.toml", "dialect": "kempnerforge", "world_size": 4, "meshes": {}, "degrees": DEGREES}
     states = {0: _state(0, "verify", "all_gather tp", 3), 1: _state(1, "verify", "all_gather tp", 3),
               2: _state(2, "verify", None, 1), 3: _state(3, "verify", "all_gather dp", 2)}
     report = smoke_report.assemble(plan, states, mode="real", launcher="elastic", device="cpu", backend="gloo",
@@ -101,7 +104,7 @@ def test_a_timeout_names_the_rank_everyone_waits_for():
 
 
 def test_a_crash_is_reported_first_and_lost_peers_after_it():
-    plan = {"config": "c.toml", "dialect": "kempnerforge", "world_size": 3, "meshes": {}}
+    plan = {"config": "c.toml", "dialect": "kempnerforge", "world_size": 3, "meshes": {}, "degrees": DEGREES}
     lost = {"phase": "verify", "step": "x", "type": "RuntimeError", "message": "pair.cc: Connection closed by peer"}
     states = {0: _state(0, "verify", "x", 2, error=lost), 1: _state(1, "verify", None, 1, error={
         "phase": "verify", "step": None, "type": "InjectedCrash", "message": "boom"}), 2: _state(2, None, None, 4,

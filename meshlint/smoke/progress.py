@@ -31,7 +31,7 @@ class Progress:
         except BaseException as exc:
             self.state["phases"].append({"name": name, "seconds": round(time.perf_counter() - start, 4), "ok": False})
             self.state["error"] = {"phase": name, "step": self.state["step"], "type": type(exc).__name__,
-                                   "message": _one_line(exc)}
+                                   "message": _one_line(exc), "where": _where(exc)}
             self.write()
             raise
         ok = not any(f.get("phase") == name for f in self.state["failures"])
@@ -83,6 +83,17 @@ def read_all(directory: str) -> dict[int, dict]:
                 continue
             out[state["rank"]] = state
     return out
+
+
+def _where(exc: BaseException) -> str | None:
+    """The innermost frame of the traceback, as file:line (function)."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return None
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno} ({f.name})"
 
 
 def _one_line(exc: BaseException, limit: int = 600) -> str:

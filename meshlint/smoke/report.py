@@ -11,13 +11,13 @@ import json
 from meshlint.expr import compact_ranks
 
 VERSION = 1
-PHASES = ("launch", "rendezvous", "mesh", "verify", "placement", "step")
+PHASES = ("launch", "rendezvous", "mesh", "verify", "placement", "probe", "step")
 
 
 def assemble(plan: dict, states: dict[int, dict], *, mode: str, launcher: str, device: str | None,
              backend: str | None, ended: str = "done", seconds: float = 0.0, timeout: float | None = None,
              supervisor: dict | None = None, leftover: list | None = None, log_tail: list | None = None,
-             notes: list | None = None, ranks_expected: list | None = None) -> dict:
+             notes: list | None = None, ranks_expected: list | None = None, step: dict | None = None) -> dict:
     """The report of one smoke run; ``states`` maps rank -> that rank's progress state."""
     supervisor = supervisor or {}
     expected = ranks_expected if ranks_expected is not None else list(range(plan["world_size"]))
@@ -40,9 +40,12 @@ def assemble(plan: dict, states: dict[int, dict], *, mode: str, launcher: str, d
                          "message": f"{len(leftover)} processes could not be stopped: pids {leftover}"})
     lists = [set(st.get("built") or ()) for st in states.values()]
     built = set.intersection(*lists) if lists else set()  # built on every rank that reported
+    step_report = _step(plan, states, step or {"requested": False, "reason": "not requested"})
+    if step_report.get("blocked"):
+        failures.append({"phase": "step", "check": "step", "ranks": [], "message": step_report["reason"]})
     report = {
         "version": VERSION,
-        "ok": not failures and ended == "done",
+        "ok": not failures and ended == "done" and step_report.get("ok") is not False,
         "config": plan["config"],
         "dialect": plan["dialect"],
         "world_size": plan["world_size"],
@@ -61,10 +64,66 @@ def assemble(plan: dict, states: dict[int, dict], *, mode: str, launcher: str, d
         "failures": failures,
         "warnings": _merged(states, "warnings", world),
         "placement": _placement(states),
+        "step": step_report,
+        "probe": _probe(states),
         "leftover_processes": None if leftover is None else len(leftover),
         "notes": list(notes or []) + ([supervisor["note"]] if supervisor.get("note") else []),
     }
     return report
+
+
+def parallelisms(plan: dict) -> dict:
+    """Which parallelisms the step exercises: true where active with degree > 1."""
+    d = plan["degrees"]
+    tt = plan["dialect"] == "torchtitan"
+    return {"fsdp": (d["dp_shard"] * (d["cp"] if tt else 1)) > 1, "dp_replicate": d["dp_replicate"] > 1,
+            "tp": d["tp"] > 1, "pp": d["pp"] > 1, "ep": d["ep"] > 1, "etp": tt and d["ep"] > 1 and d["etp"] > 1,
+            "cp": tt and d["cp"] > 1}
+
+
+def _step(plan: dict, states: dict, info: dict) -> dict:
+    active = parallelisms(plan)
+    out = {"ran": False, "ok": None, "parallelisms": active, "trivial": sorted(k for k, v in active.items() if not v)}
+    if plan["dialect"] == "kempnerforge" and plan["degrees"]["cp"] > 1:
+        out["not_applied"] = ["cp (KempnerForge declares it but never applies it)"]
+    if info.get("blocked"):
+        return dict(out, ok=False, blocked=True, reason=info["reason"])
+    results = {r: st["training"] for r, st in states.items() if st.get("training")}
+    if not info.get("requested") or not results:
+        failed = any(st.get("error") and st["error"]["phase"] in ("probe", "step") for st in states.values())
+        reason = info.get("reason") or ("the step did not finish" if info.get("requested") else "not requested")
+        return dict(out, ok=False if failed or info.get("requested") else None, reason=reason)
+    any_result = next(iter(results.values()))
+    with_loss = [res for res in results.values() if res["loss"] is not None]
+    loss_res = with_loss[0] if with_loss else any_result
+    failed = any(f.get("check") == "step" for st in states.values() for f in st["failures"])
+    errors = [loss_res["loss_rel_error"] or 0.0] + [res["grad_norm_rel_error"] for res in results.values()] + \
+             [res["max_grad_rel_error"] for res in results.values()]
+    memory = {r: res["peak_memory_mb"] for r, res in sorted(results.items())}
+    seconds = {k: round(max(res["seconds"][k] for res in results.values()), 4) for k in any_result["seconds"]}
+    return dict(out, ran=True, ok=not failed and len(results) == len(states),
+                loss=loss_res["loss"], reference_loss=loss_res["reference_loss"],
+                loss_rel_error=loss_res["loss_rel_error"], grad_norm=any_result["grad_norm"],
+                reference_grad_norm=any_result["reference_grad_norm"],
+                grad_norm_rel_error=max(res["grad_norm_rel_error"] for res in results.values()),
+                max_rel_error=max(errors), max_param_rel_error=max(res["max_param_rel_error"] for res in results.values()),
+                tolerance=any_result["tolerance"],
+                params_checked=len({n for res in results.values() for n in res["params_checked"]}),
+                schedule=any_result["schedule"] if plan["degrees"]["pp"] > 1 else None,
+                microbatches=any_result["microbatches"], model=any_result["model"], seconds=seconds,
+                peak_memory_mb={"max": max(memory.values()), "per_rank": memory},
+                **({"scaled": info["scaled"]} if info.get("scaled") else {}))
+
+
+def _probe(states: dict) -> dict | None:
+    """Per 1-D mesh: the slowest rank's latency and bandwidth."""
+    out: dict = {}
+    for st in states.values():
+        for axis, m in (st.get("probe") or {}).items():
+            row = out.setdefault(axis, dict(m))
+            row["latency_us"] = max(row["latency_us"], m["latency_us"])
+            row["bus_bandwidth_gbps"] = min(row["bus_bandwidth_gbps"], m["bus_bandwidth_gbps"])
+    return out or None
 
 
 def _phases(states: dict, supervisor: dict, seconds: float) -> list:
@@ -117,8 +176,10 @@ def _merged(states: dict, field: str, world: int) -> list:
             if body.get("per_rank"):
                 entry.setdefault("detail", []).append({"rank": rank, "expected": item.get("expected"),
                                                        "actual": item.get("actual")})
-    out = []
+    out = _merge_gradients(groups)
     for entry in groups.values():
+        if entry.get("quantity") == "gradients":
+            continue
         if entry.pop("per_rank", False):
             ranks = entry["ranks"]
             if entry["check"] == "coverage":
@@ -135,6 +196,29 @@ def _merged(states: dict, field: str, world: int) -> list:
                                 f"{compact_ranks(entry['ranks'])}")
         out.append(entry)
     return out
+
+
+def _merge_gradients(groups: dict) -> list:
+    """Every rank's gradient mismatches (each stage sees its own parameters) as one finding."""
+    items = [e for e in groups.values() if e.get("quantity") == "gradients"]
+    if not items:
+        return []
+    errors: dict = {}
+    checked: set = set()
+    for e in items:
+        checked.update(e["checked"])
+        for name, err in e["errors"].items():
+            errors[name] = max(err, errors.get(name, 0.0))
+    suspects = [s for s in items[0]["suspects"] if all(s in e["suspects"] for e in items)] or \
+        sorted({s for e in items for s in e["suspects"]})
+    worst = sorted(errors, key=lambda n: -errors[n])
+    ranks = sorted({r for e in items for r in e["ranks"]})
+    tolerance = items[0]["message"].rsplit("> ", 1)[-1].split(")")[0]
+    return [{"phase": "step", "check": "step", "quantity": "gradients", "ranks": ranks, "params": worst,
+             "suspects": suspects, "errors": errors,
+             "message": f"{len(errors)} of {len(checked)} parameter gradients differ from the unsharded model's "
+                        f"(worst: {worst[0]}, relative error {errors[worst[0]]:.1e} > {tolerance}); suspect "
+                        f"{', '.join(suspects) or 'the combination'}"}]
 
 
 PEER_LOST = ("Connection closed by peer", "Connection reset by peer", "Broken pipe")
@@ -272,6 +356,21 @@ def render_text(report: dict) -> str:
             nodes.setdefault(r["node"], []).append(r["rank"])
         row("placement", f"{len(report['placement'])} ranks on {len(nodes)} node{'s' if len(nodes) != 1 else ''}: "
                          + ", ".join(f"{node} ranks {compact_ranks(rs)}" for node, rs in nodes.items()))
+    step = report.get("step") or {}
+    if step.get("ran"):
+        on = [k for k, v in step["parallelisms"].items() if v]
+        row("step", f"{'OK' if step['ok'] else 'MISMATCH'}: {' + '.join(on) or 'no parallelism'} on a "
+                    f"{step['model']['n_layers']}-layer decoder{' (MoE)' if step['model']['n_experts'] else ''}"
+                    + (f", {step['schedule']} × {step['microbatches']} microbatches" if step.get("schedule") else "")
+                    + f"; loss {step['loss']:.6f} vs {step['reference_loss']:.6f} unsharded, grad norm "
+                      f"{step['grad_norm']:.6f} vs {step['reference_grad_norm']:.6f}; max relative error "
+                      f"{step['max_rel_error']:.1e} (tolerance {step['tolerance']:g}) over {step['params_checked']} "
+                      f"parameters; peak {step['peak_memory_mb']['max']:.0f} MB per rank")
+    elif step.get("reason") and not step.get("blocked"):
+        row("step", f"not run: {step['reason']}")
+    for axis, m in (report.get("probe") or {}).items():
+        row("probe", f"{axis} ({m['size']} ranks): all_reduce {m['latency_us']:.0f} µs, "
+                     f"{m['bus_bandwidth_gbps']:.2f} GB/s bus bandwidth")
     for f in report.get("static_findings") or []:
         if f["severity"] == "error":
             row("static", f"{f['rule']} line {f['line']}: {f['message']}")

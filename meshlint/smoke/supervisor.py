@@ -50,7 +50,11 @@ def _start_forkserver() -> None:
     import multiprocessing
     import multiprocessing.forkserver
 
-    multiprocessing.set_forkserver_preload(["torch", "torch.distributed", "meshlint.smoke.worker"])
+    # torch._dynamo is imported by the first forward (2.4 s here): once in the server, not once per rank
+    multiprocessing.set_forkserver_preload(["torch", "torch.distributed", "torch._dynamo",
+                                            "torch.distributed.fsdp", "torch.distributed.pipelining",
+                                            "torch.distributed.tensor.parallel", "meshlint.smoke.worker",
+                                            "meshlint.smoke.step"])
     multiprocessing.forkserver.ensure_running()
 
 

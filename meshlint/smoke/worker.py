@@ -62,6 +62,15 @@ def _run(job: dict, env: rankenv.RankEnv) -> dict:
             dist.all_gather_object(everyone, identity | {"rank": rank})
             if rank == 0:
                 check_placement(plan, everyone, prog)
+        if job.get("step") and _everyone_ok(prog, device):
+            with prog.phase("probe"):
+                from meshlint.smoke import probe
+
+                prog.state["probe"] = probe.run(plan, meshes, rank, device, step=prog.step)
+            with prog.phase("step"):
+                faults.maybe_inject(rank, "step")
+                prog.step("training step")
+                _train(plan, meshes, rank, device, prog)
         extra = {"placement": everyone} if rank == 0 else {}
         state = prog.finish(**extra)
         if job.get("gather"):  # no launching process of ours: rank 0 collects every rank's findings
@@ -72,6 +81,45 @@ def _run(job: dict, env: rankenv.RankEnv) -> dict:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _everyone_ok(prog: Progress, device: str) -> bool:
+    """All ranks agree to train only if no rank found a problem (one collective, so none waits alone)."""
+    import torch
+    import torch.distributed as dist
+
+    flag = torch.tensor([0 if prog.state["failures"] else 1], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    if not int(flag.item()):
+        prog.state["step_skipped"] = "a rank's mesh checks failed"
+    return bool(int(flag.item()))
+
+
+def _train(plan: dict, meshes: dict, rank: int, device: str, prog: Progress) -> None:
+    """Issue 5's step: one sharded training step against the unsharded reference."""
+    from meshlint.smoke import layouts
+    from meshlint.smoke import step as train
+
+    result = train.run(plan, layouts.for_plan(plan, meshes), rank, device,
+                       sabotage=os.environ.get(train.SABOTAGE_VARIABLE))
+    prog.state["training"] = result
+    tol = result["tolerance"]
+    for name in ("loss", "grad_norm"):
+        err = result[f"{name}_rel_error"]
+        if err is not None and err > tol:
+            prog.fail(check="step", quantity=name, expected=result[f"reference_{name}"], actual=result[name],
+                      message=f"the {name.replace('_', ' ')} differs from the unsharded model's: "
+                              f"{result[name]:.8g} vs {result[f'reference_{name}']:.8g} (relative error {err:.2e} "
+                              f"> {tol:g})")
+    bad = result["mismatched"]
+    if bad:
+        worst = sorted(bad, key=lambda n: -bad[n]["rel_error"])
+        common = result["culprits"]
+        prog.fail(check="step", quantity="gradients", params=worst, suspects=common,
+                  errors={n: bad[n]["rel_error"] for n in worst}, checked=result["params_checked"],
+                  message=f"{len(bad)} of {len(result['params_checked'])} parameter gradients differ from the "
+                          f"unsharded model's (worst: {worst[0]}, relative error {bad[worst[0]]['rel_error']:.1e} > "
+                          f"{tol:g}); suspect {', '.join(common) or 'the combination'}")
 
 
 def _floor(prog: Progress, device: str, env: rankenv.RankEnv) -> dict:

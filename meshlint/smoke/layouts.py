@@ -1,0 +1,83 @@
+"""Which mesh each parallelism of the training step uses, per framework, by dim name. [torch]
+
+KempnerForge (``distributed/parallel.py``, ``tensor_parallel.py``,
+``expert_parallel.py``, ``utils.get_dp_info``): TP on "tp" for attention and
+dense MLPs only (embedding and head replicated, experts and router
+replicated over tp); EP on its own "ep" dim, experts split in contiguous
+blocks; FSDP2 on ("dp_replicate", "dp_shard") for everything, experts
+included, with attention and MoE as separate units in EP blocks; data split
+over ("dp_replicate", "dp_shard") only, so ranks along ep see the same
+batch. KempnerForge has every ep rank dispatch all its tokens; here the ep
+peers (who hold the same tokens) dispatch a share each and gather the
+outputs, the same forward, so that each expert's gradient counts every token
+once and can be compared with the unsharded model.
+
+torchtitan (``parallelize_*`` with ``ParallelDims.get_mesh``): TP on "tp",
+PP on "pp", CP on "cp", EP on sparse "ep" with experts sharded over
+("ep", "etp") when etp = tp, FSDP on ("dp_replicate", "fsdp") for dense
+weights and ("dp_replicate", "efsdp") for experts, data by the "batch" dim,
+the loss averaged over the "loss" mesh.
+"""
+
+from __future__ import annotations
+
+from meshlint.smoke.parallelize import Layout
+
+
+def _maybe(mesh, dim, size):
+    return mesh[dim] if size > 1 else None
+
+
+def torchtitan(plan: dict, meshes: dict) -> Layout:
+    d = plan["degrees"]
+    dl, dense, sparse, loss = meshes["dataloading"], meshes["dense"], meshes["sparse"], meshes["loss"]
+    ep, etp, tp = d["ep"], d["etp"], d["tp"]
+    dp = dense["dp_replicate", "fsdp"] if d["dp_replicate"] > 1 else dense["fsdp"]
+    expert_dp = None
+    if ep > 1:
+        expert_dp = sparse["dp_replicate", "efsdp"] if d["dp_replicate"] > 1 else sparse["efsdp"]
+    return Layout(
+        tp=_maybe(dl, "tp", tp), pp=_maybe(dl, "pp", d["pp"]), cp=_maybe(dl, "cp", d["cp"]),
+        ep=sparse["ep"] if ep > 1 else None, dp=dp, expert_dp=expert_dp,
+        token_split=dl["tp"].get_group() if ep > 1 and etp == 1 and tp > 1 else None,
+        etp_group=sparse["etp"].get_group() if ep > 1 and etp > 1 else None,
+        dp_degree=d["dp_replicate"] * d["dp_shard"] * d["cp"],
+        data_index=dl["batch"].get_local_rank(), data_shards=dl["batch"].size(),
+        cp_index=dl["cp"].get_local_rank(), cp_size=d["cp"],
+        loss_groups=(loss.get_group(),) if loss.size() > 1 else (),
+        reshard_after_forward=d["pp"] == 1,  # torchtitan: not pp
+        tp_ends=True, wrap_moe_parts=False,
+    )
+
+
+def kempnerforge(plan: dict, meshes: dict) -> Layout:
+    """KempnerForge's layout; also the native dialect's, whose dims are found by their role."""
+    mesh = meshes[plan["recipe"][0]["mesh"]]
+    dims = mesh.mesh_dim_names
+    by_role = {plan["axes"][n]["role"]: n for n in dims if n in plan["axes"]}
+
+    def dim(role):
+        name = by_role.get(role)
+        return mesh[name] if name is not None else None
+
+    dp_dims = tuple(by_role[r] for r in ("dp_replicate", "dp_shard") if r in by_role)
+    dp = mesh[dp_dims] if dp_dims else None
+    ep = dim("ep")
+    shards, index = 1, 0
+    if dp is not None:  # the rank's row-major index in the dp mesh: DistributedSampler's rank
+        shards = dp.size()
+        for i, size in zip(dp.get_coordinate(), dp.shape):
+            index = index * size + i
+    return Layout(
+        tp=dim("tp"), pp=dim("pp"), cp=None, ep=ep, dp=dp, expert_dp=dp,
+        token_split=ep.get_group() if ep is not None else None, etp_group=None,
+        dp_degree=shards, data_index=index, data_shards=shards, cp_index=0, cp_size=1,
+        loss_groups=tuple(mesh[n].get_group() for n in dp_dims),
+        reshard_after_forward=True, tp_ends=False, wrap_moe_parts=True,
+    )
+
+
+def for_plan(plan: dict, meshes: dict) -> Layout:
+    if plan["dialect"] == "torchtitan":
+        return torchtitan(plan, meshes)
+    return kempnerforge(plan, meshes)
