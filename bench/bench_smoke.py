@@ -2,8 +2,9 @@
 
 The floor is the same launch (supervisor, torch's elastic agent, fork server,
 gloo) doing only init_process_group + init_device_mesh + one barrier; the
-smoke adds the framework's meshes, the verification collectives and the
-placement gather. Runs are interleaved round-robin so a slow spell of the
+mesh smoke adds the framework's meshes, the verification collectives and the
+placement gather; the full smoke adds the collective probe and the training
+step (with its unsharded reference). Runs are interleaved round-robin so a slow spell of the
 machine hits both alike; best and median wall time, and best smoke / best floor.
 
     python bench/bench_smoke.py [--rounds 5]
@@ -42,8 +43,9 @@ def plan_for(world: int, directory: str) -> dict:
     return smoke_plan.build(report, world)
 
 
-def once(plan: dict, floor: bool) -> float:
-    job = {"plan": plan, "device": "cpu", "backend": "gloo", "nproc": plan["world_size"], "floor": floor}
+def once(plan: dict, floor: bool, step: bool = False) -> float:
+    job = {"plan": plan, "device": "cpu", "backend": "gloo", "nproc": plan["world_size"], "floor": floor,
+           "step": step}
     start = time.perf_counter()
     out = launch.launch(job, timeout=120)
     seconds = time.perf_counter() - start
@@ -60,17 +62,22 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for world in (2, 4, 8):
             plan = plan_for(world, tmp)
-            smoke, floor = [], []
+            smoke, floor, full = [], [], []
             for _ in range(args.rounds):
                 floor.append(once(plan, True))
                 smoke.append(once(plan, False))
-            rows.append((world, smoke, floor))
+                full.append(once(plan, False, step=True))
+            rows.append((world, smoke, floor, full))
     print(f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, gloo on CPU; {args.rounds} interleaved rounds\n")
-    print("| world | smoke best | smoke median | floor best | floor median | smoke / floor (best) |")
+    print("| world | floor | mesh smoke (--no-step) | ratio | with probe + training step | ratio |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: |")
-    for world, smoke, floor in rows:
-        print(f"| {world} | {min(smoke):.2f} s | {statistics.median(smoke):.2f} s | {min(floor):.2f} s | "
-              f"{statistics.median(floor):.2f} s | {min(smoke) / min(floor):.2f} |")
+    for world, smoke, floor, full in rows:
+        f = min(floor)
+        print(f"| {world} | {f:.2f} s | {min(smoke):.2f} s | {min(smoke) / f:.2f} | {min(full):.2f} s | "
+              f"{min(full) / f:.2f} |")
+    print("\nbest of the rounds; medians: " + "; ".join(
+        f"world {w}: floor {statistics.median(fl):.2f} s, mesh {statistics.median(sm):.2f} s, "
+        f"full {statistics.median(fu):.2f} s" for w, sm, fl, fu in rows))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,7 @@ def run(plan: dict, layout: par.Layout, rank: int, device: str, sabotage: str | 
     ids = par.stage_ids(pp_rank, pp, per_rank, STYLE.get(schedule, "loop")) if pp > 1 else [0]
     parts = [par.split_stage(full, s, stages) if pp > 1 else full for s in ids]
     for part in parts:
+        part.to(device)  # before sharding, as torchtitan materializes each part on its device
         if layout.tp is not None:
             par.apply_tp(part, layout.tp, ends=layout.tp_ends)
         if layout.cp is not None:
@@ -68,7 +69,6 @@ def run(plan: dict, layout: par.Layout, rank: int, device: str, sabotage: str | 
         if layout.ep is not None:
             par.apply_ep(part, layout)
         par.apply_fsdp(part, layout)
-        part.to(device)
     if sabotage:
         _sabotage(parts, sabotage, layout)
     opt, bind = _local_adamw(parts)
