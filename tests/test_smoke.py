@@ -258,3 +258,39 @@ def test_a_combination_the_framework_refuses_is_a_failure_that_says_so(tmp_path)
     assert any(f["message"].startswith("no training step: the framework refuses this config (ML307")
                for f in doc["failures"])
     assert doc["meshes"]["device"]["built"]  # the mesh itself is still built and verified
+
+
+TT_HSDP_CP_ETP = ("# meshlint: gpus_per_node=8\n[model]\nname = \"qwen3\"\nflavor = \"debugmodel_moe\"\n"
+                  "[training]\nseq_len = 8192\n[parallelism]\ndata_parallel_replicate_degree = 2\n"
+                  "context_parallel_degree = 2\ntensor_parallel_degree = 2\nexpert_parallel_degree = 2\n"
+                  "expert_tensor_parallel_degree = 2\n")
+
+
+@pytest.mark.parametrize("sabotage", [None, "expert-grad"])
+def test_torchtitan_hsdp_cp_tp_ep_etp_step(tmp_path, sabotage):
+    # efsdp = 1 here while the data-parallel degree is 4: the expert gradients need torchtitan's
+    # divide factor (on gloo, applied by hand: gloo has no PREMUL_SUM); without it they are 4x off
+    cfg = tmp_path / "tt_8gpu.toml"
+    cfg.write_text(TT_HSDP_CP_ETP)
+    env = {"MESHLINT_SMOKE_SABOTAGE": sabotage} if sabotage else None
+    code, doc = smoke_json(str(cfg), env=env)
+    step = doc["step"]
+    assert {k for k, v in step["parallelisms"].items() if v} == {"fsdp", "dp_replicate", "tp", "ep", "etp", "cp"}
+    if sabotage is None:
+        assert code == 0 and step["ok"], doc["failures"]
+        assert doc["probe"]["cp"]["size"] == 2
+    else:
+        (gradients,) = [f for f in doc["failures"] if f.get("quantity") == "gradients"]
+        assert code == 1 and gradients["suspects"] == ["ep", "etp"]
+        assert all(".experts." in p for p in gradients["params"])
+
+
+def test_an_interleaved_schedule_runs_two_stages_per_rank(tmp_path):
+    cfg = tmp_path / "tt_4gpu.toml"
+    cfg.write_text('[parallelism]\npipeline_parallel_degree = 2\ntensor_parallel_degree = 2\n'
+                   'pipeline_parallel_schedule = "Interleaved1F1B"\n')
+    code, doc = smoke_json(str(cfg))
+    step = doc["step"]
+    assert code == 0 and step["ok"], doc["failures"]
+    assert step["schedule"] == "ScheduleInterleaved1F1B" and step["model"]["n_layers"] == 4
+    assert step["microbatches"] == 4

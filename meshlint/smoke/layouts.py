@@ -77,7 +77,6 @@ def kempnerforge(plan: dict, meshes: dict) -> Layout:
     )
 
 
-def for_plan(plan: dict, meshes: dict) -> Layout:
-    if plan["dialect"] == "torchtitan":
-        return torchtitan(plan, meshes)
-    return kempnerforge(plan, meshes)
+def for_plan(plan: dict, meshes: dict, backend: str = "gloo") -> Layout:
+    layout = torchtitan(plan, meshes) if plan["dialect"] == "torchtitan" else kempnerforge(plan, meshes)
+    return layout._replace(nccl=backend == "nccl")

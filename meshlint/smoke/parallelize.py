@@ -47,6 +47,7 @@ class Layout(NamedTuple):
     reshard_after_forward: bool
     tp_ends: bool                      # TP on the embedding and the output head too (torchtitan) or not
     wrap_moe_parts: bool               # FSDP units per attention and MoE, not per block (KempnerForge with EP)
+    nccl: bool = False                 # the backend has PREMUL_SUM (FSDP's custom gradient divide factor)
 
 
 def stage_ids(pp_rank: int, pp: int, per_rank: int, style: str) -> list[int]:
@@ -178,6 +179,20 @@ def _dispatcher(experts, n_experts: int, layout: Layout):
     return split_exchange
 
 
+def _divide_expert_gradients(experts, layout: Layout) -> None:
+    """Expert gradients divided by the whole data-parallel degree, not just their shard group's size.
+
+    torchtitan sets this as FSDP's gradient divide factor, which reduces with
+    ReduceOp.PREMUL_SUM: NCCL has it, gloo does not. So on gloo the gradients
+    are rescaled after FSDP's (mean) reduce-scatter instead: the same numbers.
+    """
+    if layout.nccl:
+        experts.set_gradient_divide_factor(float(layout.dp_degree))
+        return
+    scale = layout.expert_dp.size() / layout.dp_degree
+    experts.rescale_gradients = scale  # applied by the step after backward (see step._rescale)
+
+
 def apply_fsdp(part: Decoder, layout: Layout) -> None:
     from torch.distributed.fsdp import fully_shard
 
@@ -185,7 +200,8 @@ def apply_fsdp(part: Decoder, layout: Layout) -> None:
         moe = block.feed_forward
         if isinstance(moe, MoE) and layout.expert_dp is not None and layout.ep is not None:
             fully_shard(moe.experts, mesh=layout.expert_dp, reshard_after_forward=layout.reshard_after_forward)
-            moe.experts.set_gradient_divide_factor(float(layout.dp_degree))
+            if layout.expert_dp.size() != layout.dp_degree:
+                _divide_expert_gradients(moe.experts, layout)
         if layout.dp is None:
             continue
         if layout.wrap_moe_parts and isinstance(moe, MoE) and layout.ep is not None:

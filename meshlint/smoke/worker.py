@@ -70,7 +70,7 @@ def _run(job: dict, env: rankenv.RankEnv) -> dict:
             with prog.phase("step"):
                 faults.maybe_inject(rank, "step")
                 prog.step("training step")
-                _train(plan, meshes, rank, device, prog)
+                _train(plan, meshes, rank, device, prog, backend)
         extra = {"placement": everyone} if rank == 0 else {}
         state = prog.finish(**extra)
         if job.get("gather"):  # no launching process of ours: rank 0 collects every rank's findings
@@ -95,12 +95,12 @@ def _everyone_ok(prog: Progress, device: str) -> bool:
     return bool(int(flag.item()))
 
 
-def _train(plan: dict, meshes: dict, rank: int, device: str, prog: Progress) -> None:
+def _train(plan: dict, meshes: dict, rank: int, device: str, prog: Progress, backend: str) -> None:
     """Issue 5's step: one sharded training step against the unsharded reference."""
     from meshlint.smoke import layouts
     from meshlint.smoke import step as train
 
-    result = train.run(plan, layouts.for_plan(plan, meshes), rank, device,
+    result = train.run(plan, layouts.for_plan(plan, meshes, backend), rank, device,
                        sabotage=os.environ.get(train.SABOTAGE_VARIABLE))
     prog.state["training"] = result
     tol = result["tolerance"]
