@@ -225,3 +225,31 @@ def test_committed_rule_docs_are_up_to_date():
     code, out = run_cli("rules", "--format", "markdown")
     committed = (ROOT / "docs" / "rules.md").read_text()
     assert out == committed, "docs/rules.md is stale: run `meshlint rules --format markdown > docs/rules.md`"
+
+
+TT_KEYS = {"tp": "tensor_parallel_degree", "pp": "pipeline_parallel_degree", "ep": "expert_parallel_degree",
+           "cp": "context_parallel_degree", "dp_replicate": "data_parallel_replicate_degree",
+           "dp_shard": "data_parallel_shard_degree"}
+
+
+@pytest.mark.parametrize("value", [0, -2])
+@pytest.mark.parametrize("degree", sorted(TT_KEYS))
+@pytest.mark.parametrize("dialect", ["kempnerforge", "torchtitan", "native"])
+def test_invalid_degrees_never_break_a_rule(write, dialect, degree, value):
+    if dialect == "kempnerforge":
+        text = f"# meshlint: world_size=8\n[distributed]\n{degree} = {value}\n"
+    elif dialect == "torchtitan":
+        text = f"# meshlint: world_size=8\n[parallelism]\n{TT_KEYS[degree]} = {value}\n"
+    else:
+        text = (f'[mesh]\nworld_size = 8\ndims = [{{ name = "{degree}", size = {value} }}, '
+                f'{{ name = "rest", size = -1, role = "dp_shard" }}]\n')
+    _, doc = run_cli_json("check", str(write(text)))
+    messages = [f["message"] for f in doc["files"][0]["findings"]]
+    assert not any("could not be evaluated" in m for m in messages), messages
+    assert any(f["rule"] in ("ML101", "ML102") for f in doc["files"][0]["findings"]), messages
+
+
+def test_cyclic_placement_gets_advice_that_can_work():
+    code, out = run_cli("check", str(FIXTURES / "kempnerforge" / "70b_32gpu_tp4.toml"), "--placement", "cyclic")
+    assert code == 1 and "ML202" in out
+    assert "launch with block placement" in out and "choose tp = a divisor" not in out
