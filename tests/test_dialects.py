@@ -182,3 +182,15 @@ def test_detection():
     with pytest.raises(InputError) as info:
         detect({"distributed": {}, "parallelism": {}})
     assert info.value.code == "ML004"
+
+
+@pytest.mark.parametrize("dims, expected", [
+    ("4", ['mesh.dims must be an array, got int 4: list the mesh dims outer -> inner']),
+    ("[]", ["mesh.dims must be a non-empty array of dims, got an empty array"]),
+    ('[{ name = "tp" }, 3]', ["mesh.dims[0].size must be an integer, got nothing",
+                              "mesh.dims[1] must be a table { name, size }, got int:"]),
+])
+def test_malformed_native_dims_give_one_clear_message_each(check, dims, expected):
+    report = check(f"[mesh]\nworld_size = 8\ndims = {dims}\n")
+    errors = [f.message for f in report.findings if f.severity == "error"]
+    assert len(errors) == len(expected) and all(e.startswith(x) or x in e for e, x in zip(errors, expected)), errors

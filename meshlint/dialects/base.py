@@ -164,7 +164,7 @@ def _checked(key: Key, raw: Any, coerce: Coerce, spec: Spec) -> Any:
 
 
 def _problem(key: str, expected: str, raw: Any, choices: tuple | None, note: str) -> dict:
-    shown = repr(raw) if not isinstance(raw, (dict, list)) else type_of(raw)
+    shown = repr(raw) if not isinstance(raw, (dict, list)) else ""  # the type says it all
     if isinstance(raw, bool):
         shown = "true" if raw else "false"
     elif isinstance(raw, str):

@@ -76,7 +76,10 @@ def read(source) -> Spec:
 
 
 def _no_coercion(key: Key, raw) -> tuple:
-    return None, "init_device_mesh needs an integer"
+    if key.path == "mesh.dims":
+        return None, ('list the mesh dims outer -> inner, e.g. dims = [{ name = "dp_shard", size = -1 }, '
+                      '{ name = "tp", size = 8 }]')
+    return None, "write a whole number of ranks (no quotes, no decimal point)"
 
 
 def _read_dims(raw, spec: Spec) -> list:
@@ -85,10 +88,11 @@ def _read_dims(raw, spec: Spec) -> list:
                               "value": "", "note": "list the mesh dims outer -> inner, e.g. "
                               'dims = [{ name = "dp_shard", size = -1 }, { name = "tp", size = 8 }]'})
         return []
-    if not isinstance(raw, list) or not raw:
-        spec.problems.append({"key": "mesh.dims", "expected": "a non-empty array of dims",
-                              "actual": type_of(raw) if raw != [] else "empty array", "value": "",
-                              "note": "a mesh needs at least one dim"})
+    if not isinstance(raw, list):
+        return []  # the key's type check has said so
+    if not raw:
+        spec.problems.append({"key": "mesh.dims", "expected": "a non-empty array of dims", "actual": "an empty array",
+                              "value": "", "note": "a mesh needs at least one dim"})
         return []
     dims = []
     for i, item in enumerate(raw):
@@ -126,8 +130,8 @@ def _read_dims(raw, spec: Spec) -> list:
 
 def _dim_problem(spec: Spec, item: dict, key: str, field: str, expected: str, note: str) -> None:
     present = field in item
-    spec.problems.append({"key": f"{key}.{field}" if present else key, "expected": expected,
-                          "actual": type_of(item[field]) if present else "missing",
+    spec.problems.append({"key": f"{key}.{field}", "expected": expected,
+                          "actual": type_of(item[field]) if present else "nothing",
                           "value": repr(item[field])[:40] if present else "", "note": note})
 
 
