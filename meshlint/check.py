@@ -63,6 +63,7 @@ class FileReport:
         self.fail_on = "error"            # this file's --fail-on (the project configuration may set it)
         self.diff = None                  # MeshDiff against --diff-base, when asked and the file changed
         self.diff_note: str | None = None  # why there is no diff (new file, unchanged)
+        self.diff_base: str | None = None  # the revision --diff-base compared with
 
     def worst(self) -> int:
         if self.status == "error":

@@ -96,6 +96,7 @@ def _attach_diff(report, options, rev: str) -> None:
     from meshlint.diff import MeshDiff, read_revision
 
     raw = read_revision(report.path, rev)  # GitError is a MeshlintError: a usage error
+    report.diff_base = rev
     if raw is None:
         report.diff_note = f"new since {rev}"
     elif report.source.text.encode() == raw:

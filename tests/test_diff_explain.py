@@ -121,7 +121,7 @@ def test_check_diff_base_carries_the_diff(repo):
     _, doc = run_cli_json("check", str(cfg), str(other), "--diff-base", "HEAD")
     assert doc["files"][0]["diff"]["base"] == "HEAD"
     assert ("added", "pp") in {(c["kind"], c["dim"]) for c in doc["files"][0]["diff"]["changes"]}
-    assert doc["files"][1]["diff"] == {"base": None, "note": "unchanged since HEAD"}
+    assert doc["files"][1]["diff"] == {"base": "HEAD", "note": "unchanged since HEAD"}
 
 
 # ---------------------------------------------------------------------------- explain --rank

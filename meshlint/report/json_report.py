@@ -73,7 +73,7 @@ def file_json(report: FileReport) -> dict:
     if report.diff is not None:
         out["diff"] = {"base": report.diff.base, **report.diff.body(), "old": file_json(report.diff.old)}
     elif report.diff_note:
-        out["diff"] = {"base": None, "note": report.diff_note}
+        out["diff"] = {"base": report.diff_base, "note": report.diff_note}
     return out
 
 

@@ -15,14 +15,15 @@ def render(rules: list, fmt: str) -> str:
     if fmt == "markdown":
         return markdown(rules)
     width = max(len(r.name) for r in rules)
-    lines = [f"{'code':<7}{'name':<{width + 2}}{'severity':<9}{'dialects':<28}summary"]
+    cw = max(7, max(len(r.code) for r in rules) + 2)  # user packs may use longer codes
+    lines = [f"{'code':<{cw}}{'name':<{width + 2}}{'severity':<9}{'dialects':<28}summary"]
     for r in rules:
         dialects = ",".join(r.dialects) if r.dialects else "all"
-        lines.append(f"{r.code:<7}{r.name:<{width + 2}}{r.severity:<9}{dialects:<28}{r.summary}")
+        lines.append(f"{r.code:<{cw}}{r.name:<{width + 2}}{r.severity:<9}{dialects:<28}{r.summary}")
     lines.append("")
     lines.append("Input errors (the file cannot be checked; exit code 2):")
     for code, (name, summary) in INPUT_ERRORS.items():
-        lines.append(f"{code:<7}{name:<{width + 2}}{'error':<9}{'all':<28}{summary}")
+        lines.append(f"{code:<{cw}}{name:<{width + 2}}{'error':<9}{'all':<28}{summary}")
     return "\n".join(lines)
 
 

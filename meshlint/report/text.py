@@ -42,6 +42,8 @@ def render(reports: list[FileReport], quiet: bool = False, use_color: bool = Fal
                          f"{paint(f.severity, f'[{f.severity}]')} {f.message}")
             for help_line in (f.help or "").splitlines():
                 lines.append(paint("help", f"  help: {help_line}"))
+        if report.diff_note and report.diff_note.startswith("new since"):
+            lines.append(f"{paint('path', report.path)}: {report.diff_note} (no earlier mesh to compare with)")
         if report.diff is not None and not report.diff.same:
             lines.append(f"{paint('path', report.path)}: resolved mesh changed since {report.diff.base}:")
             lines.extend("  " + line for line in
