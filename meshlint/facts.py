@@ -54,6 +54,8 @@ FACT_DOCS = {
     "memory": "bytes_per_param (weights + gradients + AdamW moments) and gpu_gib (the GPU memory to compare with)",
     "problems": "list of invalid values: {key, expected, actual, value, note}",
     "unknown_keys": "list of keys the framework does not define: {key, section, name, suggestion}",
+    "near_misses": "keys outside the strict sections that are a letter or two from a key meshlint reads: "
+                   "{key, section, name, suggestion}",
     "degree_values": "list of declared degrees: {name, key, value, present}",
     "max_degree": "the largest degree meshlint accepts (16,777,216)",
     "native": "native dialect: {dims: [{index, name, role, size, key}], duplicates}",
@@ -111,6 +113,7 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         "error_stage": res.error_stage,
         "problems": spec.problems,
         "unknown_keys": spec.unknown_keys,
+        "near_misses": spec.near_misses,
         "degree_values": degree_items(spec),
         "max_degree": MAX_DEGREE,
         "native": {"dims": spec.extra.get("dims", []), "duplicates": spec.extra.get("duplicates", [])},

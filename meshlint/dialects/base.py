@@ -46,6 +46,7 @@ class Spec:
         self.values: dict = {}                  # fact path -> value, defaults applied
         self.problems: list = []                # invalid values (type, choice, shape)
         self.unknown_keys: list = []            # keys the framework does not know
+        self.near_misses: list = []             # keys one letter or two away from one meshlint reads
         self.load_error: str | None = None      # first error the framework raises on load
         self.hints: list = []                   # topology hints declared by the file itself
         self.extra: dict = {}                   # dialect-specific facts (native dims)
@@ -178,21 +179,33 @@ def _problem(key: str, expected: str, raw: Any, choices: tuple | None, note: str
     }
 
 
-def unknown_keys(data: dict, sections: tuple, keys: list, spec: Spec) -> None:
-    """Keys in the framework's strict sections that it does not define (with a did-you-mean)."""
+def unknown_keys(data: dict, sections: tuple, keys: list, spec: Spec, aliases: dict | None = None) -> None:
+    """Keys in the framework's strict sections that it does not define (with a did-you-mean).
+
+    In the other sections meshlint reads, where it does not know every valid
+    key, only near misses of a key it reads are kept (``spec.near_misses``):
+    ``grad_acum_steps`` is almost surely ``grad_accum_steps``, left at its
+    default; ``warmup_steps`` is just a key meshlint has no use for.
+    ``aliases`` maps the short names people type (``tp``) to the real key.
+    """
     known: dict[str, list[str]] = {}
     for key in keys:
-        known.setdefault(key.section, []).append(key.leaf)
-    for section in sections:
+        known.setdefault(key.section.split(".")[0], []).append(key.leaf)
+    for section, names in known.items():
         table = data.get(section)
         if not isinstance(table, dict):
             continue
         for name in table:
-            if name in known.get(section, ()):
+            if name in names or isinstance(table[name], dict):
                 continue
-            close = _close_matches(name, known.get(section, []), n=1, cutoff=0.6)
-            spec.unknown_keys.append({"key": f"{section}.{name}", "section": section, "name": name,
-                                      "suggestion": close[0] if close else None})
+            strict = section in sections
+            close = _close_matches(name, names, n=1, cutoff=0.6 if strict else 0.85)
+            suggestion = close[0] if close else (aliases or {}).get(name, (aliases or {}).get(name.rstrip("s")))
+            entry = {"key": f"{section}.{name}", "section": section, "name": name, "suggestion": suggestion}
+            if strict:
+                spec.unknown_keys.append(entry)
+            elif close and close[0] not in table:
+                spec.near_misses.append(entry)
 
 
 def degree_items(spec: Spec) -> list:

@@ -37,6 +37,10 @@ FACTORS = ("dp_replicate", "dp_shard", "cp", "tp", "pp")  # the order of its ass
 ONE_D = ("pp", "batch", "loss", "dp_replicate", "fsdp", "cp", "tp", "ep", "efsdp", "etp")
 
 P = "parallelism."
+# what people type for torchtitan's long degree names (a did-you-mean difflib cannot find)
+SHORT_NAMES = {"dp_replicate": "data_parallel_replicate_degree", "dp_shard": "data_parallel_shard_degree",
+               "fsdp": "data_parallel_shard_degree", "tp": "tensor_parallel_degree", "pp": "pipeline_parallel_degree",
+               "cp": "context_parallel_degree", "ep": "expert_parallel_degree", "etp": "expert_tensor_parallel_degree"}
 KEYS = [
     Key(P + "data_parallel_replicate_degree", "int", 1, "dp_replicate"),
     Key(P + "data_parallel_shard_degree", "int", -1, "dp_shard"),
@@ -79,7 +83,7 @@ _VALIDATED = ("dp_replicate", "cp", "tp", "pp", "ep", "etp")  # _validate's loop
 def read(source) -> Spec:
     spec = Spec(dialect=NAME)
     read_keys(source.data, KEYS, no_coercion("torchtitan"), spec)
-    unknown_keys(source.data, STRICT_SECTIONS, KEYS, spec)
+    unknown_keys(source.data, STRICT_SECTIONS, KEYS, spec, SHORT_NAMES)
     table = source.data.get("parallelism")
     for name, path in DEGREE_KEYS.items():
         spec.degrees[name] = spec.values.pop(name)
