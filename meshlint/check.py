@@ -163,6 +163,8 @@ def topology_for(source: Source, spec: Spec, cli: CliTopology, file_hint: Hint |
     hints = [cli.hint(), *directives, file_hint, *spec.hints, filename_hint(source.name),
              *comment_hints(source.comments), profile_hint]
     topo = resolve_topology(hints, cli.placement)
+    if profile_hint is not None:  # the cluster profile is a default: overriding it is not a disagreement
+        topo.conflicts = [c for c in topo.conflicts if c[3] != profile_hint.source]
     topo.directive_problems = problems
     return topo
 

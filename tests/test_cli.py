@@ -253,3 +253,12 @@ def test_cyclic_placement_gets_advice_that_can_work():
     code, out = run_cli("check", str(FIXTURES / "kempnerforge" / "70b_32gpu_tp4.toml"), "--placement", "cyclic")
     assert code == 1 and "ML202" in out
     assert "launch with block placement" in out and "choose tp = a divisor" not in out
+
+
+def test_overriding_the_cluster_profile_is_not_a_disagreement(tmp_path):
+    (tmp_path / "meshlint.toml").write_text("gpus_per_node = 4\n")
+    cfg = tmp_path / "a_16gpu.toml"
+    cfg.write_text("[train]\ngrad_accum_steps = 4\n[distributed]\ntp = 8\n")
+    _, doc = run_cli_json("check", str(cfg), "--gpus-per-node", "8")
+    f = doc["files"][0]
+    assert f["gpus_per_node"] == 8 and "ML106" not in [x["rule"] for x in f["findings"]]

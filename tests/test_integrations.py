@@ -236,3 +236,18 @@ def test_documented_github_workflow_is_valid():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = workflow.read_text()
     assert "--format sarif" in text and "upload-sarif" in text and "--format github" in text
+
+
+def test_absolute_paths_become_repository_relative_for_github_and_sarif(monkeypatch):
+    import json as _json
+
+    from conftest import FIXTURES, ROOT, run_cli
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(ROOT))
+    path = str((FIXTURES / "kempnerforge" / "cp2_8gpu.toml").resolve())
+    _, out = run_cli("check", path, "--format", "github")
+    assert "file=fixtures/kempnerforge/cp2_8gpu.toml," in out
+    _, out = run_cli("check", path, "--format", "sarif")
+    loc = _json.loads(out)["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert loc == {"uri": "fixtures/kempnerforge/cp2_8gpu.toml", "uriBaseId": "%SRCROOT%"}

@@ -21,13 +21,24 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def _workspace_path(path: str) -> str:
+    """GitHub matches annotations by repository-relative path: make an absolute one relative."""
+    import os
+
+    if not os.path.isabs(path):
+        return path
+    root = os.environ.get("GITHUB_WORKSPACE") or os.getcwd()
+    rel = os.path.relpath(path, root)
+    return path if rel.startswith("..") else rel
+
+
 def render(reports: list[FileReport]) -> str:
     lines = []
     for report in reports:
         findings = [input_error_finding(report.error)] if report.error else report.findings
         for f in findings:
             message = f.message + (f"\nhelp: {f.help}" if f.help else "")
-            props = (f"file={escape_property(report.path)},line={f.line},col={f.col},"
+            props = (f"file={escape_property(_workspace_path(report.path))},line={f.line},col={f.col},"
                      f"title={escape_property(f'{f.code} {f.name}')}")
             lines.append(f"::{_COMMAND[f.severity]} {props}::{escape_data(message)}")
     return "\n".join(lines)

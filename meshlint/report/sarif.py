@@ -35,11 +35,12 @@ def repo_root(start: str = ".") -> str:
     return os.getcwd()
 
 
-def _uri(path: str, root: str) -> str:
+def _location(path: str, root: str) -> dict:
+    """Relative to %SRCROOT% inside the repository; an absolute file:// uri (no base) outside it."""
     rel = os.path.relpath(os.path.abspath(path), root)
     if rel.startswith(".."):
-        rel = os.path.abspath(path)
-    return rel.replace(os.sep, "/")
+        return {"uri": "file://" + os.path.abspath(path).replace(os.sep, "/")}
+    return {"uri": rel.replace(os.sep, "/"), "uriBaseId": "%SRCROOT%"}
 
 
 def _rule_descriptor(rule) -> dict:
@@ -87,7 +88,8 @@ def render(reports: list[FileReport], rules: list) -> str:
                 seen[f.code] = len(descriptors)
                 descriptors.append(_input_error_descriptor(f.code) if f.code in INPUT_ERRORS else
                                    {"id": f.code, "name": f.name, "shortDescription": {"text": f.name}})
-            uri = _uri(report.path, root)
+            location = _location(report.path, root)
+            uri = location["uri"]
             text = f.message + (f"\nhelp: {f.help}" if f.help else "")
             fingerprint = hashlib.sha256(f"{f.code}\0{uri}\0{f.key or f.line}".encode()).hexdigest()[:32]
             results.append({
@@ -96,7 +98,7 @@ def render(reports: list[FileReport], rules: list) -> str:
                 "level": LEVEL[f.severity],
                 "message": {"text": text},
                 "locations": [{"physicalLocation": {
-                    "artifactLocation": {"uri": uri, "uriBaseId": "%SRCROOT%"},
+                    "artifactLocation": location,
                     "region": {"startLine": f.line, "startColumn": f.col},
                 }}],
                 "partialFingerprints": {"meshlintFinding/v1": fingerprint},
