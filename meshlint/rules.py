@@ -67,7 +67,8 @@ def load_rules(extra_dirs: tuple = (), include_builtin: bool = True) -> list[Rul
     for directory in extra_dirs:
         d = os.fspath(directory)
         if not os.path.isdir(d):
-            raise RuleFileError(d, None, "rule directory not found")
+            what = "is a file: --rules takes a directory of rule files" if os.path.isfile(d) else "rule directory not found"
+            raise RuleFileError(d, None, what)
         dirs.append((d, "user"))
     from meshlint import rule_cache
 

@@ -22,8 +22,13 @@ class RankView:
             return
         res = report.resolution
         if not res.world_used or not res.meshes:
-            raise ValueError(f"{report.path}: the mesh is not resolved (give the world size), so ranks cannot "
-                             "be explained")
+            if res.framework_error:
+                why = f"the framework builds no mesh for it ({res.framework_error})"
+            elif res.world_used == 1:
+                why = "a one-process world builds no mesh"
+            else:
+                why = "the world size is unknown (pass --world-size N)"
+            raise ValueError(f"{report.path}: ranks cannot be explained: {why}")
         for rank in ranks:
             if rank >= res.world_used:
                 raise ValueError(f"{report.path}: rank {rank} is outside the world of {res.world_used} ranks")
