@@ -95,6 +95,7 @@ def summary(reports: list[FileReport], exit_code: int, fail_on: str) -> dict:
         "skipped": sum(r.status == "skipped" for r in reports),
         "unreadable": sum(r.status == "error" for r in reports),
         "findings": counts,
+        "suppressed": sum(len(r.suppressed) for r in reports),
         "fail_on": fail_on,
         "exit_code": exit_code,
     }
