@@ -18,6 +18,10 @@ INPUT_ERRORS = {
     "ML002": ("not-text", "the file is not UTF-8 text (binary, invalid UTF-8, or a byte-order mark TOML forbids)"),
     "ML003": ("invalid-toml", "the file is not valid TOML (syntax error, duplicate key)"),
     "ML004": ("ambiguous-dialect", "the file has sections of two dialects, so which framework reads it is unclear"),
+    "ML005": ("invalid-python", "a Python config registry that Python itself cannot parse (syntax error)"),
+    "ML006": ("invalid-launch", "a launch line, launch script or saved config that names no config meshlint can check"),
+    "ML007": ("input-too-large", "the input exceeds one of meshlint's documented limits (nesting depth, integer digits, "
+                                 "line length, file size)"),
 }
 
 
