@@ -40,6 +40,8 @@ class Options(NamedTuple):
     report_unused: bool = False         # report suppression comments that suppress nothing
     models: dict | None = None          # model table (torchtitan flavors); None: the built-in one
     gpu_memory_gib: float = 80.0        # what the memory estimate compares with
+    torchtitan_version: str | None = None  # --torchtitan-version / project setting: the semantics of registries
+    torchtitan_root: str | None = None     # --torchtitan-root: the checkout registries and launch lines refer to
 
 
 class FileReport:
@@ -71,19 +73,54 @@ class FileReport:
         return max((SEVERITY_RANK[f.severity] for f in self.findings), default=-1)
 
 
+# Explicit inputs besides TOML: torchtitan registries (any .py; "file.py::function" picks one),
+# launch scripts, and the JSON a run saves with --debug.save_config_file.
+REGISTRY_FILE = "config_registry.py"   # what a directory walk picks up besides *.toml
+SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm")
+
+
+def input_kind(path: str) -> str:
+    """toml | registry | script | saved: how an input path is read (by its name, never its content)."""
+    file = path.split("::", 1)[0]
+    if "::" in path or file.endswith(".py"):
+        return "registry"
+    if file.endswith(SCRIPT_SUFFIXES):
+        return "script"
+    if file.endswith(".json"):
+        return "saved"
+    return "toml"
+
+
 def collect_paths(args: list[str]) -> list[str]:
-    """Expand directories to the TOML files below them; keep explicit files as given."""
+    """Expand directories to the TOML files and torchtitan config registries below them;
+    keep explicit files (any kind, see :func:`input_kind`) as given."""
     out: list[str] = []
     for arg in args:
         if os.path.isdir(arg):
             found = []
             for root, dirs, files in os.walk(arg):
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-                found += [os.path.join(root, f) for f in files if f.endswith(".toml")]
+                found += [os.path.join(root, f) for f in files if f.endswith(".toml") or f == REGISTRY_FILE]
             out.extend(sorted(found))
         else:
             out.append(arg)
     return list(dict.fromkeys(out))
+
+
+def analyse_all(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> list:
+    """Every config an input path holds (a registry has one per function, a launch script one
+    per launch line), each analysed up to (not including) the rules."""
+    kind = input_kind(path)
+    if kind == "toml":
+        return [analyse(path, options, raw, name)]
+    from meshlint.inputs import units
+
+    return [report for report in units.analyse_input(path, kind, options, raw, name)]
+
+
+def check_all(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> list:
+    """:func:`check_file` for every config an input path holds."""
+    return [run_checks(report, options) for report in analyse_all(path, options, raw, name)]
 
 
 def analyse(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> FileReport:
@@ -91,7 +128,15 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
 
     ``raw`` gives the file's content instead of reading ``path`` (an old
     version read from git); ``path`` is then only its display name.
+    A registry path names one config (``file.py::function``, or a file with one function).
     """
+    if input_kind(path) != "toml":
+        reports = analyse_all(path, options, raw, name)
+        if len(reports) == 1:
+            return reports[0]
+        from meshlint.inputs.units import several
+
+        return several(path, reports)
     try:
         source = read_source(path) if raw is None else parse_source(path, raw, name)
         dialect = options.dialect or detect(source.data)
@@ -114,12 +159,19 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
 
 
 def check_file(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> FileReport:
-    report = analyse(path, options, raw, name)
+    return run_checks(analyse(path, options, raw, name), options)
+
+
+def run_checks(report: FileReport, options: Options) -> FileReport:
+    """The rules (and suppressions) on an analysed config."""
     if report.status != "checked":
         return report
     facts = build_facts(report.spec, report.topology, report.resolution)
     first, late = _split_late(options.rules)
     findings, skips = run_rules(first, facts, report.source.locate)
+    file_of = getattr(report.source, "file_of", None)
+    if file_of is not None:  # a registry config: findings point into the file that sets the value
+        findings = [f._replace(file=file_of(f.key)) for f in findings]
     if options.severity:
         findings = [_override(f, options.severity) for f in findings]
     report.skips = skips
@@ -132,6 +184,8 @@ def check_file(path: str, options: Options, raw: bytes | None = None, name: str 
         known = {key: r for r in options.rules for key in (r.code, r.name)}
         facts["unused_suppressions"] = suppress.unused(suppressions, used, report.suppressed, known)
         extra, _ = run_rules(late, facts, report.source.locate)
+        if file_of is not None:
+            extra = [f._replace(file=file_of(f.key)) for f in extra]
         report.findings = sorted(report.findings + extra, key=Finding.sort_key)
     return report
 
@@ -157,10 +211,11 @@ def _override(finding: Finding, severity: dict) -> Finding:
 
 
 def topology_for(source: Source, spec: Spec, cli: CliTopology, file_hint: Hint | None = None,
-                 profile_hint: Hint | None = None) -> Topology:
-    """Merge every source of world size and node shape, highest precedence first."""
+                 profile_hint: Hint | None = None, launch_hints: tuple = ()) -> Topology:
+    """Merge every source of world size and node shape, highest precedence first
+    (a launch line's own --nnodes/--nproc_per_node rank with the file's directives)."""
     directives, problems = directive_hints(source.comments)
-    hints = [cli.hint(), *directives, file_hint, *spec.hints, filename_hint(source.name),
+    hints = [cli.hint(), *launch_hints, *directives, file_hint, *spec.hints, filename_hint(source.name),
              *comment_hints(source.comments), profile_hint]
     topo = resolve_topology(hints, cli.placement)
     if profile_hint is not None:  # the cluster profile is a default: overriding it is not a disagreement
@@ -171,6 +226,16 @@ def topology_for(source: Source, spec: Spec, cli: CliTopology, file_hint: Hint |
 
 def rules_by_code(rules: list[Rule]) -> dict:
     return {r.code: r for r in rules}
+
+
+def finding_file(report: FileReport, finding: Finding) -> str:
+    """The file a finding's line is in: its own (registry configs), else the report's file
+    (``reg.py::fn`` -> ``reg.py``; a launch script's ``run.sh:12::fn`` -> ``run.sh``)."""
+    if finding.file:
+        return finding.file
+    file = report.path.split("::", 1)[0]
+    head, sep, tail = file.rpartition(":")
+    return head if sep and tail.isdigit() and "::" in report.path else file
 
 
 def input_error_finding(error: InputError) -> Finding:

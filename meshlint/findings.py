@@ -17,6 +17,7 @@ class Finding(NamedTuple):
     key: str | None
     line: int
     col: int
+    file: str | None = None   # the file the line is in, when not the report's own path (registry configs)
 
     def sort_key(self) -> tuple:
         return (self.line, self.col, -SEVERITY_RANK[self.severity], self.code)
@@ -31,4 +32,5 @@ class Finding(NamedTuple):
             "key": self.key,
             "line": self.line,
             "column": self.col,
+            **({"file": self.file} if self.file else {}),
         }

@@ -16,24 +16,31 @@ from meshlint.settings import CliSettings
 
 
 def run(paths: list[str], settings: CliSettings, fmt: str = "text", quiet: bool = False,
-        diff_base: str | None = None, color: str = "auto") -> int:
-    """Check ``paths``, print the report, return the exit code; MeshlintError is a usage error."""
-    from meshlint.check import check_file, collect_paths
+        diff_base: str | None = None, color: str = "auto", launch=None) -> int:
+    """Check ``paths`` (and a launch given on the command line), print the report, return the
+    exit code; MeshlintError is a usage error."""
+    from meshlint.check import check_all, collect_paths, run_checks
     from meshlint.findings import SEVERITY_RANK
     from meshlint.settings import Planner
 
     planner = Planner(settings)
     files = collect_paths(list(paths))
-    if not files:
-        raise MeshlintError("no TOML files found in " + ", ".join(paths))
+    if not files and launch is None:
+        raise MeshlintError("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
     reports = []
+    if launch is not None:
+        from meshlint.inputs.units import analyse_launch
+
+        options = planner.options_for(os.path.join(os.getcwd(), "launch"))
+        reports.append(run_checks(analyse_launch(launch, options), options))
+        reports[-1].fail_on = options.fail_on
     for path in files:
         options = planner.options_for(path)
-        report = check_file(path, options)
-        report.fail_on = options.fail_on
-        if diff_base and report.status == "checked":
-            _attach_diff(report, options, diff_base)
-        reports.append(report)
+        for report in check_all(path, options):
+            report.fail_on = options.fail_on
+            if diff_base and report.status == "checked":
+                _attach_diff(report, options, diff_base)
+            reports.append(report)
 
     if any(r.status == "error" for r in reports):
         code = 2
@@ -95,13 +102,15 @@ def _attach_diff(report, options, rev: str) -> None:
     from meshlint.check import check_file
     from meshlint.diff import MeshDiff, read_revision
 
-    raw = read_revision(report.path, rev)  # GitError is a MeshlintError: a usage error
+    file, sep, function = report.path.partition("::")  # a registry config: the file, then its function
+    raw = read_revision(file, rev)  # GitError is a MeshlintError: a usage error
     report.diff_base = rev
     if raw is None:
         report.diff_note = f"new since {rev}"
     elif report.source.text.encode() == raw:
         report.diff_note = f"unchanged since {rev}"
     else:
-        old = check_file(f"{report.path}@{rev}", options, raw, name=os.path.basename(report.path))
+        old = check_file(f"{file}{sep}{function}", options, raw, name=os.path.basename(file))
+        old.path = f"{report.path}@{rev}"
         report.diff = MeshDiff(old, report)
         report.diff.base = rev

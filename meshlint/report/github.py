@@ -8,7 +8,7 @@ Escaping follows the Actions toolkit: in the message ``%``, CR and LF become
 
 from __future__ import annotations
 
-from meshlint.check import FileReport, input_error_finding
+from meshlint.check import FileReport, finding_file, input_error_finding
 
 _COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -38,7 +38,7 @@ def render(reports: list[FileReport]) -> str:
         findings = [input_error_finding(report.error)] if report.error else report.findings
         for f in findings:
             message = f.message + (f"\nhelp: {f.help}" if f.help else "")
-            props = (f"file={escape_property(_workspace_path(report.path))},line={f.line},col={f.col},"
+            props = (f"file={escape_property(_workspace_path(finding_file(report, f)))},line={f.line},col={f.col},"
                      f"title={escape_property(f'{f.code} {f.name}')}")
             lines.append(f"::{_COMMAND[f.severity]} {props}::{escape_data(message)}")
     return "\n".join(lines)

@@ -17,7 +17,7 @@ import os
 import subprocess
 
 from meshlint import __version__
-from meshlint.check import FileReport, input_error_finding
+from meshlint.check import FileReport, finding_file, input_error_finding
 from meshlint.errors import INPUT_ERRORS
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -88,7 +88,7 @@ def render(reports: list[FileReport], rules: list) -> str:
                 seen[f.code] = len(descriptors)
                 descriptors.append(_input_error_descriptor(f.code) if f.code in INPUT_ERRORS else
                                    {"id": f.code, "name": f.name, "shortDescription": {"text": f.name}})
-            location = _location(report.path, root)
+            location = _location(finding_file(report, f), root)
             uri = location["uri"]
             text = f.message + (f"\nhelp: {f.help}" if f.help else "")
             fingerprint = hashlib.sha256(f"{f.code}\0{uri}\0{f.key or f.line}".encode()).hexdigest()[:32]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from meshlint.check import FileReport, input_error_finding
+from meshlint.check import FileReport, finding_file, input_error_finding
 
 _STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "info": "\x1b[1;36m", "path": "\x1b[1m",
           "help": "\x1b[2m", "code": "\x1b[1m"}
@@ -38,7 +38,7 @@ def render(reports: list[FileReport], quiet: bool = False, use_color: bool = Fal
         for f in findings:
             if quiet and f.severity == "info":
                 continue
-            lines.append(f"{paint('path', f'{report.path}:{f.line}:{f.col}:')} {paint('code', f.code)} "
+            lines.append(f"{paint('path', f'{finding_file(report, f)}:{f.line}:{f.col}:')} {paint('code', f.code)} "
                          f"{paint(f.severity, f'[{f.severity}]')} {f.message}")
             for help_line in (f.help or "").splitlines():
                 lines.append(paint("help", f"  help: {help_line}"))
