@@ -34,6 +34,40 @@ def _topology_options(func):
     return func
 
 
+def _torchtitan_options(func):
+    func = click.option("--torchtitan-root", type=click.Path(file_okay=False), metavar="DIR",
+                        help="The torchtitan checkout that registries and --module refer to (default: found from "
+                             "the file or the working directory upward, or the installed package).")(func)
+    func = click.option("--torchtitan-version", metavar="VERSION", callback=_check_tt_version,
+                        help="Read torchtitan registries with this version's semantics: 0.3.0 or main@b5bcd76c6 "
+                             "(default: identified from the checkout's code; see `meshlint versions`).")(func)
+    return func
+
+
+def _check_tt_version(_ctx, _param, value):
+    if value is None:
+        return None
+    from meshlint.dialects import versions
+
+    canonical = versions.canonical("torchtitan", value, strict=False)
+    if canonical is None:
+        raise click.BadParameter(f"{value!r} is not a torchtitan version meshlint models "
+                                 f"({', '.join(versions.ids('torchtitan'))})")
+    return canonical
+
+
+def _launch(module, config_name, overrides):
+    """``--module M --config F -- OVERRIDES``: a torchtitan run given the way its launcher takes it."""
+    from meshlint.errors import InputError
+    from meshlint.inputs.launch import parse_launch_args
+
+    argv = ["--module", module, "--config", config_name, *overrides]
+    try:
+        return parse_launch_args(argv)
+    except InputError as exc:
+        _fail(f"the launch line: {exc.message}" + (f" ({exc.help})" if exc.help else ""))
+
+
 def _cli_topology(world_size, nodes, gpus_per_node, placement):
     """Validate the topology flags (and build them for callers that need no project config)."""
     from meshlint.topology import CliTopology
@@ -97,7 +131,7 @@ def _options(planner, path: str):
 
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.argument("paths", nargs=-1, metavar="PATH...")
 @_topology_options
 @click.option("--rules", "rule_dirs", multiple=True, metavar="DIR",
               help="Add the rules in DIR (a user rule pack; repeatable).")
@@ -114,8 +148,15 @@ def _options(planner, path: str):
               help="Also show how each config's resolved mesh changed since git revision REV.")
 @click.option("--report-unused-suppressions", "report_unused", is_flag=True,
               help="Report '# meshlint: ignore[...]' comments that suppress nothing (ML901).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Use this meshlint.toml or pyproject.toml instead of searching for one.")
+@click.option("--config", "config_path", metavar="FILE|FUNCTION",
+              help="Use this meshlint.toml or pyproject.toml instead of searching for one; with --module, the "
+                   "torchtitan config function instead (as torchtitan's launcher takes it).")
+@click.option("--meshlint-config", "meshlint_config", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Use this meshlint.toml or pyproject.toml (the same as --config without --module).")
+@click.option("--module", "tt_module", metavar="MODULE",
+              help="Check a torchtitan run given as its launcher takes it: --module llama3 --config llama3_70b "
+                   "-- --parallelism.tensor_parallel_degree 8 (overrides after --).")
+@_torchtitan_options
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option("--gpu-memory-gib", type=click.FloatRange(1, 10_000), metavar="GIB",
               help="Memory of one GPU for the model-state estimate (ML504; default 80, or the project's gpu_memory_gib).")
@@ -124,21 +165,38 @@ def _options(planner, path: str):
 @click.option("--smoke", is_flag=True,
               help="Then build each config's mesh for real and verify it (meshlint smoke, with its defaults).")
 def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs, select, extend_select, ignore,
-          fmt, fail_on, quiet, diff_base, report_unused, config_path, isolated, gpu_memory_gib, color, smoke):
-    """Check config files (or directories of them) and report every finding."""
+          fmt, fail_on, quiet, diff_base, report_unused, config_path, meshlint_config, tt_module, torchtitan_root,
+          torchtitan_version, isolated, gpu_memory_gib, color, smoke):
+    """Check config files (or directories of them) and report every finding.
+
+    \b
+    PATH: TOML configs, torchtitan registries (config_registry.py, any .py, or file.py::function),
+    launch scripts (.sh, .sbatch, .slurm), configs saved with --debug.save_config_file (.json),
+    or directories (searched for *.toml and config_registry.py).
+    """
     from meshlint.errors import MeshlintError
     from meshlint.lint import run
     from meshlint.settings import CliSettings
 
     _cli_topology(world_size, nodes, gpus_per_node, placement or "block")  # validates the combination
+    launch = None
+    if tt_module is not None:
+        if config_path is None:
+            raise click.UsageError("--module needs --config FUNCTION (the torchtitan config to run)")
+        launch, config_path, paths = _launch(tt_module, config_path, paths), meshlint_config, ()
+    elif not paths:
+        raise click.UsageError("give PATH... (or a torchtitan launch: --module M --config F -- OVERRIDES)")
+    else:
+        config_path = config_path or meshlint_config
     settings = CliSettings(dialect, world_size, nodes, gpus_per_node, placement, rule_dirs=tuple(rule_dirs),
                            select=_selectors(select) or None, extend_select=_selectors(extend_select),
                            ignore=_selectors(ignore), fail_on=fail_on, report_unused=report_unused,
-                           config=config_path, isolated=isolated, gpu_memory_gib=gpu_memory_gib)
+                           config=config_path, isolated=isolated, gpu_memory_gib=gpu_memory_gib,
+                           torchtitan_version=torchtitan_version, torchtitan_root=torchtitan_root)
     if smoke and fmt != "text":
         raise click.UsageError("--smoke prints text reports; for the smoke's JSON use `meshlint smoke --format json`")
     try:
-        code = run(list(paths), settings, fmt=fmt, quiet=quiet, diff_base=diff_base, color=color)
+        code = run(list(paths), settings, fmt=fmt, quiet=quiet, diff_base=diff_base, color=color, launch=launch)
         if smoke:
             code = max(code, _smoke_each(list(paths), settings))
     except MeshlintError as exc:
@@ -152,15 +210,15 @@ def _smoke_each(paths: list, settings) -> int:
     from meshlint.settings import Planner
     from meshlint.smoke.run import SmokeOptions, smoke
 
+    from meshlint.check import analyse_all
+
     planner = Planner(settings)
     worst = 0
     for path in collect_paths(paths):
-        from meshlint.check import analyse
-
         options = planner.options_for(path)
-        if analyse(path, options).status != "checked":
-            continue
-        worst = max(worst, smoke(path, options, SmokeOptions()))
+        for report in analyse_all(path, options):  # a registry: each of its config functions
+            if report.status == "checked":
+                worst = max(worst, smoke(report.path, options, SmokeOptions()))
     return worst
 
 
@@ -185,8 +243,9 @@ def _smoke_each(paths: list, settings) -> int:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Use this meshlint.toml or pyproject.toml instead of searching for one.")
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
+@_torchtitan_options
 def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device, backend, fake, ranks, timeout,
-              no_step, scale_to, fmt, config_path, isolated):
+              no_step, scale_to, fmt, config_path, isolated, torchtitan_version, torchtitan_root):
     """Build CONFIG's DeviceMesh for real on every rank and verify it against the static prediction.
 
     \b
@@ -205,7 +264,7 @@ def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device
         raise click.UsageError("--rank picks the ranks of a --fake smoke; a real smoke runs every rank")
     _cli_topology(world_size, nodes, gpus_per_node, placement or "block")
     settings = CliSettings(dialect, world_size, nodes, gpus_per_node, placement, config=config_path,
-                           isolated=isolated)
+                           isolated=isolated, torchtitan_version=torchtitan_version, torchtitan_root=torchtitan_root)
     opts = SmokeOptions(device=device, backend=backend, fake=fake, ranks=tuple(ranks), timeout=timeout, fmt=fmt,
                         step=not no_step, scale_to=scale_to)
     try:
@@ -234,19 +293,25 @@ def _parse_coords(text: str) -> dict:
               help="The reverse: the rank at these coordinates (e.g. pp=1,dp_shard=0,tp=3).")
 @click.option("--svg", "svg_path", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Also draw the mesh on the nodes as an SVG picture (one config only).")
-def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt, ranks, coords_text, svg_path):
-    """Print the mesh(es) each config resolves to: dims, sizes, strides, groups, placement."""
-    from meshlint.check import analyse, collect_paths
+@_torchtitan_options
+def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt, ranks, coords_text, svg_path,
+            torchtitan_version, torchtitan_root):
+    """Print the mesh(es) each config resolves to: dims, sizes, strides, groups, placement.
+
+    A registry file explains each of its config functions; file.py::function picks one.
+    """
+    from meshlint.check import analyse_all, collect_paths
     from meshlint.report import explain as explain_report
 
-    planner = _planner(dialect, world_size, nodes, gpus_per_node, placement)
+    planner = _planner(dialect, world_size, nodes, gpus_per_node, placement,
+                       torchtitan_version=torchtitan_version, torchtitan_root=torchtitan_root)
     files = collect_paths(list(paths))
     if not files:
-        _fail("no TOML files found in " + ", ".join(paths))
-    if svg_path and len(files) != 1:
-        raise click.UsageError("--svg draws one config; give exactly one CONFIG")
+        _fail("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
     coords = _parse_coords(coords_text) if coords_text else None
-    reports = [analyse(path, _options(planner, path)) for path in files]
+    reports = [report for path in files for report in analyse_all(path, _options(planner, path))]
+    if svg_path and len(reports) != 1:
+        raise click.UsageError("--svg draws one config; give exactly one CONFIG (file.py::function for a registry)")
     try:
         views = [explain_report.RankView(r, ranks, coords) for r in reports]
     except ValueError as exc:
@@ -289,7 +354,9 @@ def _write_svg(report, path: str) -> None:
 @click.option("--rank", "ranks", type=click.IntRange(0), multiple=True, metavar="N",
               help="Show these ranks (default: the first, a middle one and the last).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
-def diff(paths, dialect, world_size, nodes, gpus_per_node, placement, rev, ranks, fmt):
+@_torchtitan_options
+def diff(paths, dialect, world_size, nodes, gpus_per_node, placement, rev, ranks, fmt, torchtitan_version,
+         torchtitan_root):
     """Show what a config edit does to the resolved mesh and the ranks.
 
     \b
@@ -306,18 +373,21 @@ def diff(paths, dialect, world_size, nodes, gpus_per_node, placement, rev, ranks
         raise click.UsageError("with --rev give one CONFIG (its old version is read from git)")
     if not rev and len(paths) != 2:
         raise click.UsageError("give OLD and NEW, or --rev REV and one CONFIG")
-    planner = _planner(dialect, world_size, nodes, gpus_per_node, placement)
-    options = _options(planner, paths[-1])
+    planner = _planner(dialect, world_size, nodes, gpus_per_node, placement,
+                       torchtitan_version=torchtitan_version, torchtitan_root=torchtitan_root)
+    options = _options(planner, paths[-1].split("::", 1)[0])
     if rev:
         new_path = paths[0]
+        file, sep, function = new_path.partition("::")  # a registry config: file.py::function
         try:
-            raw = read_revision(new_path, rev)
+            raw = read_revision(file, rev)
         except GitError as exc:
             _fail(str(exc))
         if raw is None:
-            _fail(f"{new_path} does not exist at {rev}")
+            _fail(f"{file} does not exist at {rev}")
         old_label = f"{new_path}@{rev}"
-        old = check_file(old_label, options, raw, name=os.path.basename(new_path))
+        old = check_file(new_path, options, raw, name=os.path.basename(file))
+        old.path = old_label
     else:
         old_label, new_path = paths
         old = check_file(old_label, options)

@@ -43,7 +43,7 @@ else:  # pragma: no cover
 FAIL_ON = ("error", "warning", "info", "never")
 TOPOLOGY_KEYS = {"world_size": int, "nodes": int, "gpus_per_node": int, "placement": str, "dialect": str}
 TOP_KEYS = {**TOPOLOGY_KEYS, "rules": list, "lint": dict, "per-file": dict, "models": dict,
-            "gpu_memory_gib": (int, float)}
+            "gpu_memory_gib": (int, float), "torchtitan-version": str, "torchtitan-root": str}
 LINT_KEYS = {"select": list, "extend-select": list, "ignore": list, "severity": dict, "fail-on": str,
              "report-unused-suppressions": bool}
 PER_FILE_KEYS = {**TOPOLOGY_KEYS, "ignore": list, "severity": dict}
@@ -76,6 +76,8 @@ class ProjectConfig(NamedTuple):
     per_file: tuple = ()                # PerFile, in the order written
     models: dict = {}                   # (name, flavor) -> facts: extends the built-in model table
     gpu_memory_gib: float | None = None
+    torchtitan_version: str | None = None  # the semantics torchtitan registries are read with
+    torchtitan_root: str | None = None     # the checkout launch lines refer to (absolute)
 
     def for_file(self, path: str) -> dict:
         """Per-file settings that apply to ``path`` (later patterns override earlier ones)."""
@@ -194,8 +196,20 @@ def _parse(section, path: str, text: str, prefix: tuple) -> ProjectConfig:
     gpu = section.get("gpu_memory_gib")
     if gpu is not None and not 1 <= gpu <= 10_000:
         raise where.error(("gpu_memory_gib",), "must be a number of GiB between 1 and 10,000")
+    tt_version = section.get("torchtitan-version")
+    if tt_version is not None:
+        from meshlint.dialects import versions
+
+        _string(tt_version, where, ("torchtitan-version",))
+        if versions.canonical("torchtitan", tt_version, strict=False) is None:
+            raise where.error(("torchtitan-version",), f"{tt_version!r} is not a torchtitan version meshlint models "
+                                                       f"({', '.join(versions.ids('torchtitan'))})")
+    tt_root = section.get("torchtitan-root")
+    if tt_root is not None:
+        tt_root = os.path.normpath(os.path.join(root, _string(tt_root, where, ("torchtitan-root",))))
     return ProjectConfig(
         path=path, root=root, topology=topology, rules=rules, models=models, gpu_memory_gib=gpu,
+        torchtitan_version=tt_version, torchtitan_root=tt_root,
         select=tuple(_strings(lint.get("select", ["ALL"]), where, ("lint", "select"))),
         extend_select=tuple(_strings(lint.get("extend-select", []), where, ("lint", "extend-select"))),
         ignore=tuple(_strings(lint.get("ignore", []), where, ("lint", "ignore"))),

@@ -33,6 +33,8 @@ class CliSettings(NamedTuple):
     report_unused: bool = False
     config: str | None = None        # --config: use this file instead of searching
     isolated: bool = False           # --isolated: ignore every configuration file
+    torchtitan_version: str | None = None  # --torchtitan-version
+    torchtitan_root: str | None = None     # --torchtitan-root
 
 
 class Planner:
@@ -48,6 +50,7 @@ class Planner:
         return self.finder.for_path(path) if self.finder else project.NO_CONFIG
 
     def options_for(self, path: str) -> Options:
+        path = path.split("::", 1)[0]  # a registry config (file.py::function) is governed by its file
         cli, cfg = self.cli, self.config_for(path)
         per_file = cfg.for_file(path) if cfg.path else {}
         rule_dirs = cfg.rules + tuple(cli.rule_dirs)
@@ -73,6 +76,8 @@ class Planner:
             report_unused=cli.report_unused or cfg.report_unused_suppressions,
             models=self._model_table(rule_dirs, cfg),
             gpu_memory_gib=cli.gpu_memory_gib or cfg.gpu_memory_gib or 80.0,
+            torchtitan_version=cli.torchtitan_version or cfg.torchtitan_version,
+            torchtitan_root=cli.torchtitan_root or cfg.torchtitan_root,
         )
 
     def _model_table(self, rule_dirs: tuple, cfg) -> dict | None:
