@@ -79,6 +79,14 @@ REGISTRY_FILE = "config_registry.py"   # what a directory walk picks up besides 
 SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm")
 
 
+# The framework version a TOML config is read as (registries choose theirs: inputs/units.py).
+TOML_VERSIONS = {
+    "torchtitan": ("0.2.x", "a TOML config: torchtitan read TOML configs up to v0.2.x (they became Python "
+                            "registries at 9810191bb, 2026-02-23)"),
+    "kempnerforge": ("5666d0d", "KempnerForge TOML, as of the snapshot meshlint models (5666d0d, 2026-06-30)"),
+}
+
+
 def input_kind(path: str) -> str:
     """toml | registry | script | saved: how an input path is read (by its name, never its content)."""
     file = path.split("::", 1)[0]
@@ -147,6 +155,9 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
                           note="no [distributed], [parallelism] or [mesh] section: not a training config")
     module = DIALECTS[dialect]
     spec = module.read(source)
+    if dialect in TOML_VERSIONS:
+        version, why = TOML_VERSIONS[dialect]
+        spec.framework = {"name": dialect, "version": version, "decided_by": why}
     if dialect == "torchtitan":
         from meshlint import models
 

@@ -100,6 +100,13 @@ def render(report: FileReport, view: RankView | None = None) -> str:
         out.append(f"  {label:<10} {text}")
 
     row("dialect", report.dialect)
+    fw = getattr(spec, "framework", None)
+    if fw and fw.get("version"):
+        row("version", f"{fw['name']} {fw['version']} ({fw.get('decided_by') or 'default'})")
+    unreadable = getattr(spec, "unreadable", None)
+    if unreadable:
+        row("unknown", "; ".join(f"{u['key'] or 'the config'} (line {u['line']}: {u['reason']})"
+                                 for u in unreadable[:4]) + (f"; {len(unreadable) - 4} more" if len(unreadable) > 4 else ""))
     if topo.world_size is not None:
         row("world", f"{topo.world_size} ranks ({topo.world_source})")
     elif res.world_implied:
@@ -113,7 +120,8 @@ def render(report: FileReport, view: RankView | None = None) -> str:
         row("nodes", f"{shape} ({topo.gpus_per_node_source}), {topo.placement} placement")
     else:
         row("nodes", "GPUs per node unknown: placement not computed (pass --gpus-per-node)")
-    row("degrees", " ".join(f"{n}={_v(res.degrees.get(n))}" for n in DEGREES if n in spec.degree_keys or n != "etp"))
+    row("degrees", " ".join(f"{n}={_v(res.degrees.get(n))}" for n in DEGREES
+                            if n in spec.degree_keys or (n != "etp" and n in res.degrees)))
     if res.valid_worlds:
         from meshlint.facts import _valid_worlds_text
 

@@ -61,7 +61,8 @@ def file_json(report: FileReport) -> dict:
         axes={name: axis.size for name, axis in res.axes.items()},
         framework={"builds": res.framework_error is None and res.primary is not None,
                    "error": res.framework_error, "stage": res.error_stage,
-                   "world_used": res.world_used, "world_implied": res.world_implied},
+                   "world_used": res.world_used, "world_implied": res.world_implied,
+                   **framework_version(spec)},
         valid_worlds=_valid_worlds(res.valid_worlds),
         model=model_json(report),
         pipeline=pipeline_json(report),
@@ -75,6 +76,12 @@ def file_json(report: FileReport) -> dict:
     elif report.diff_note:
         out["diff"] = {"base": report.diff_base, "note": report.diff_note}
     return out
+
+
+def framework_version(spec) -> dict:
+    """``name``, ``version`` and ``decided_by``: which framework semantics were applied, and why."""
+    fw = getattr(spec, "framework", None) or {}
+    return {"name": fw.get("name"), "version": fw.get("version"), "decided_by": fw.get("decided_by")}
 
 
 def _valid_worlds(valid) -> dict | None:
