@@ -89,4 +89,10 @@ def test_pre_commit_hook_via_try_repo(tmp_path):
     import yaml  # comes with pre-commit
 
     (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
-    assert hook["language"] == "python" and hook["types"] == ["toml"] and "additional_dependencies" not in hook
+    assert hook["language"] == "python" and hook["types"] == ["file"] and "additional_dependencies" not in hook
+    import re
+
+    wanted = ["configs/a.toml", "torchtitan/models/llama3/config_registry.py", "config_registry.py",
+              "scripts/train.sh", "multinode_trainer.slurm", "job.sbatch"]
+    assert all(re.search(hook["files"], p) for p in wanted)
+    assert not any(re.search(hook["files"], p) for p in ["setup.py", "my_config_registry.py", "notes.txt"])

@@ -25,7 +25,7 @@ def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name:
             sources = _registry_sources(path, options, raw)
             launch_for = {}
         elif kind == "script":
-            sources, launch_for = _script_sources(path, options)
+            sources, launch_for = _script_sources(path, options)  # FileReport when skipped
         else:
             sources, launch_for = [_saved_source(path, raw)], {}
     except InputError as exc:
@@ -102,11 +102,12 @@ def _no_function(file: str, function: str, available: list) -> str:
 def _script_sources(path: str, options):
     from meshlint.inputs.scripts import read_launch_script
 
+    from meshlint.check import FileReport
+
     launches = read_launch_script(path)
-    if not launches:
-        raise InputError("ML006", "no torchtitan launch line found (torchrun/python -m torchtitan.train "
-                                  "--module M --config F, or MODULE=... CONFIG=... run_train.sh)",
-                         help="give the registry file itself: meshlint check path/to/config_registry.py")
+    if not launches:  # any shell script may be handed over (pre-commit): not one of ours, like a TOML without
+        return FileReport(path, "skipped", note="no torchtitan launch line (torchrun/python -m torchtitan.train "
+                                                "--module M --config F, or MODULE=... CONFIG=... run_train.sh)"), {}
     start = os.path.dirname(os.path.abspath(path))
     sources, launch_for = [], {}
     for launch in launches:
