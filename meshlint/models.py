@@ -9,11 +9,11 @@ from them the way KempnerForge's ``num_params_estimate`` does.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 
 from meshlint.errors import MeshlintError
+from meshlint.limits import MAX_TOML_INT
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -56,6 +56,8 @@ def parse_table(data: dict, where: str) -> dict:
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be {expected.__name__}")
                 if expected is int and value < (0 if key in ("shared_experts", "moe_layers") else 1):
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be positive")
+                if expected is int and value > MAX_TOML_INT:  # TOML's 64-bit range; bounds every product below
+                    raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be at most {MAX_TOML_INT:,}")
             entry = dict(facts)
             entry.setdefault("n_kv_heads", entry.get("n_heads"))
             out[(name, flavor)] = entry
@@ -107,6 +109,8 @@ def param_count(f: dict) -> int:
     """Total parameters from the architecture (within ~1% of the published sizes for GQA models)."""
     if "params" in f:
         return f["params"]
+    if not f.get("n_heads"):
+        return None  # a table entry without heads has no head size to count with
     d, hd = f["dim"], f.get("head_dim") or f["dim"] // f["n_heads"]
     attn = d * f["n_heads"] * hd * 2 + 2 * d * f["n_kv_heads"] * hd
     dense_ffn = 3 * d * f.get("ffn_hidden_dim", 4 * d)
@@ -121,8 +125,11 @@ def kempnerforge_ffn_hidden(dim: int, multiplier: float, explicit: int | None) -
     """KempnerForge's ``computed_ffn_hidden_dim``."""
     if explicit is not None:
         return explicit
-    raw = int(4 * dim * (2 / 3) * multiplier)
-    return 256 * math.ceil(raw / 256)
+    try:
+        raw = int(4 * dim * (2 / 3) * multiplier)
+    except (OverflowError, ValueError):  # nan, inf, or a dim past float range: KempnerForge fails here too
+        return None
+    return 256 * -(-raw // 256)  # math.ceil(raw / 256), without the float that overflows
 
 
 def kempnerforge_params(m: dict) -> int | None:
@@ -131,13 +138,16 @@ def kempnerforge_params(m: dict) -> int | None:
     if any(m.get(k) is None for k in needed):
         return None
     d, h, kv = m["dim"], m["ffn_hidden_dim"], m["n_kv_heads"]
+    if m["n_heads"] == 0:
+        return None  # KempnerForge divides by it: no estimate
     head = d // m["n_heads"]
     attn = d * (m["n_heads"] * head) + 2 * d * (kv * head) + (m["n_heads"] * head) * d
     mlp = 3 * d * h
     norm = 2 * d
     if m["num_experts"] > 0:
         every = m.get("moe_frequency") or 1
-        n_moe = sum(1 for i in range(m["n_layers"]) if (i + 1) % every == 0)
+        # layers i+1 (i < n_layers) divisible by every, counted without walking the layers
+        n_moe = m["n_layers"] // abs(every) if m["n_layers"] > 0 else 0
         moe = attn + m["num_experts"] * mlp + d * m["num_experts"] + (m.get("moe_shared_experts") or 0) * mlp + norm
         layers = n_moe * moe + (m["n_layers"] - n_moe) * (attn + mlp + norm)
     else:
