@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import sys
 from functools import cached_property
 
 from meshlint.errors import InputError
+from meshlint.limits import MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_KEYS, MAX_LINE_CHARS, MAX_NESTING
 from meshlint.tomlpos import Positions, scan, scan_comments
 
 if sys.version_info >= (3, 11):
@@ -19,7 +21,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised only on Python 3.10
     import tomli as tomllib
 
-MAX_BYTES = 16 * 1024 * 1024
+MAX_BYTES = MAX_FILE_BYTES  # the old name, for callers that read it
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_NOCTTY = getattr(os, "O_NOCTTY", 0)
 _TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
@@ -86,30 +90,161 @@ def split_key(key: str) -> tuple:
 
 def read_source(path: str) -> Source:
     """Read and parse ``path``; raises InputError when it cannot be checked."""
+    return parse_source(path, read_bytes(path))
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(mode: int) -> str:
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, or an InputError saying why not.
+
+    A FIFO, device or socket is refused from ``os.stat`` before it is opened
+    (opening a FIFO for reading blocks until a writer comes; ``/dev/zero``
+    never ends), and the open itself is non-blocking and re-checked, in case
+    the path was swapped in between. At most ``limit + 1`` bytes are read, so
+    a file that grows while it is read is refused too.
+    """
     try:
-        if os.path.isdir(path):
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
             raise InputError("ML001", "is a directory, not a config file")
-        size = os.stat(path).st_size
-        if size > MAX_BYTES:
-            raise InputError("ML001", f"file is {size:,} bytes; a training config is far smaller (limit {MAX_BYTES:,})")
-        with open(path, "rb") as f:
-            raw = f.read()
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError("ML001", f"is {_not_regular(st.st_mode)}, not a regular file: refused unread")
+        if st.st_size > limit:
+            raise _too_large(st.st_size, limit)
+        fd = os.open(path, os.O_RDONLY | _O_NONBLOCK | _O_NOCTTY)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise InputError("ML001", f"is {_not_regular(st.st_mode)}, not a regular file: refused unread")
+            chunks, size = [], 0
+            while size <= limit:
+                chunk = os.read(fd, limit + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise InputError("ML001", "no such file") from None
     except PermissionError:
         raise InputError("ML001", "permission denied") from None
-    except OSError as exc:
-        raise InputError("ML001", f"cannot read: {exc.strerror or exc}") from None
-    return parse_source(path, raw)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise InputError("ML001", f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    if size > limit:
+        raise _too_large(size, limit, grew=True)
+    return b"".join(chunks)
+
+
+def _too_large(size: int, limit: int, grew: bool = False) -> InputError:
+    what = "grew past" if grew else f"is {size:,} bytes, over"
+    return InputError("ML007", f"file {what} the limit of {limit:,} bytes (a training config is a few KiB)",
+                      help="meshlint's input limits are listed in the README (meshlint/limits.py)")
 
 
 def parse_source(path: str, raw: bytes, name: str | None = None) -> Source:
+    if len(raw) > MAX_FILE_BYTES:
+        raise _too_large(len(raw), MAX_FILE_BYTES)
     text = decode(raw)
+    check_text_limits(text)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _toml_error(text, str(exc)) from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # the limits above should make these unreachable
+        raise InputError("ML003", f"invalid TOML: {type(exc).__name__}: {str(exc)[:200]}") from None
+    check_data_limits(text, data)
     return Source(path=path, text=text, data=data, name=name or os.path.basename(path))
+
+
+# ------------------------------------------------------------------------------------------ limits
+
+_HELP = "meshlint's input limits are listed in the README (meshlint/limits.py)"
+# Strings and comments first (so nothing inside them counts), then brackets, then a number
+# literal longer than the digit limit (starting at a token boundary: not inside a bare key).
+_STRUCTURE = re.compile(
+    r'"""(?:\\.|[^\\])*?"""(?!")|\'\'\'.*?\'\'\'(?!\')|"(?:\\.|[^"\\\n])*"|\'[^\'\n]*\'|#[^\n]*'
+    r"|[\[\]{}]"
+    r"|(?<![A-Za-z0-9_\-.])[+-]?[0-9][0-9A-Za-z_]{%d,}" % MAX_INT_DIGITS,
+    re.S,
+)
+_LONG_NUMBER = re.compile(r"[0-9][0-9A-Za-z_]{%d,}" % MAX_INT_DIGITS)
+
+
+def check_text_limits(text: str) -> None:
+    """Line length, nesting depth and number length, from the text alone, before any parsing.
+
+    tomllib (and meshlint's own key scanner) recurse once per nesting level and
+    hit Python's recursion limit a few hundred levels down; Python refuses to
+    convert integers of more than 4,300 digits. Each check is a C-speed count
+    or search that skips the scan when it cannot find anything.
+    """
+    if len(text) > MAX_LINE_CHARS:
+        lines = text.split("\n")
+        if max(map(len, lines)) > MAX_LINE_CHARS:
+            line = next(i for i, s in enumerate(lines, 1) if len(s) > MAX_LINE_CHARS)
+            raise InputError("ML007", f"line {line} has {len(lines[line - 1]):,} characters; the limit is "
+                                      f"{MAX_LINE_CHARS:,}", line, MAX_LINE_CHARS + 1, help=_HELP)
+    if text.count("[") + text.count("{") <= MAX_NESTING and not _LONG_NUMBER.search(text):
+        return
+    depth = 0
+    for match in _STRUCTURE.finditer(text):
+        token = match.group()
+        c = token[0]
+        if c in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                line, col = _line_col(text, match.start())
+                raise InputError("ML007", f"arrays or inline tables nested more than {MAX_NESTING} deep",
+                                 line, col, help=_HELP)
+        elif c in "]}":
+            depth = max(0, depth - 1)
+        elif c not in "#\"'":
+            digits = sum(ch.isdigit() for ch in token)
+            line, col = _line_col(text, match.start())
+            raise InputError("ML007", f"a number of {digits:,} digits; the limit is {MAX_INT_DIGITS:,} "
+                                      "(TOML integers are 64-bit)", line, col, help=_HELP)
+
+
+def check_data_limits(text: str, data: dict) -> None:
+    """Number of keys, and nesting that dotted keys make (``a.b.c = 1``), on the parsed table.
+
+    The walk runs only when the text could hold that many: each key or item
+    needs an ``=``, ``,``, ``[`` or ``.`` in the text.
+    """
+    bound = text.count("=") + text.count(",") + text.count("[")
+    dots = text.count(".")
+    if bound + dots <= MAX_KEYS and dots < MAX_NESTING:
+        return
+    count, stack = 0, [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            line = _most_dots(text)
+            raise InputError("ML007", f"tables nested more than {MAX_NESTING} deep (dotted keys)", line, 1,
+                             help=_HELP)
+        items = node.values() if isinstance(node, dict) else node
+        count += len(node)
+        if count > MAX_KEYS:
+            raise InputError("ML007", f"more than {MAX_KEYS:,} keys and array items; the limit is {MAX_KEYS:,}",
+                             help=_HELP)
+        stack.extend((v, depth + 1) for v in items if isinstance(v, (dict, list)))
+
+
+def _line_col(text: str, pos: int) -> tuple[int, int]:
+    return text.count("\n", 0, pos) + 1, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _most_dots(text: str) -> int:
+    lines = text.split("\n")
+    return max(range(len(lines)), key=lambda i: lines[i].count(".")) + 1
 
 
 def _toml_error(text: str, message: str) -> InputError:

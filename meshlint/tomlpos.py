@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from meshlint.limits import MAX_NESTING
+
 Pos = tuple  # (line, col), both 1-based
 _BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\", "e": "\x1b"}
@@ -57,6 +59,7 @@ class _Scanner:
         self.line_start = 0
         self.out = Positions()
         self.aot_index: dict[tuple, int] = {}
+        self.depth = 0
 
     # -- low level
     def pos(self) -> Pos:
@@ -201,32 +204,46 @@ class _Scanner:
                 self.i += 1
 
     def array(self, path: tuple) -> None:
+        self.enter()
         self.advance()
         index = 0
         while True:
             self.skip_ws_nl_comments()
             if self.peek() == "]":
                 self.advance()
+                self.depth -= 1
                 return
+            start = self.i
             self.out.keys.setdefault(path + (index,), self.pos())
             self.value(path + (index,))
+            if self.i == start:
+                raise _Stop  # no value here (end of text, a stray '}'): the document is malformed
             index += 1
             self.skip_ws_nl_comments()
             if self.peek() == ",":
                 self.advance()
 
     def inline_table(self, path: tuple) -> None:
+        self.enter()
         self.out.tables.setdefault(path, self.pos())
         self.advance()
         while True:
             self.skip_ws_nl_comments()
             if self.peek() == "}":
                 self.advance()
+                self.depth -= 1
                 return
             self.keyval(path)
             self.skip_ws_nl_comments()
             if self.peek() == ",":
                 self.advance()
+
+    def enter(self) -> None:
+        # values recurse once per level; the text was checked against the nesting limit,
+        # but this scanner also reads documents tomllib rejected, so it keeps its own bound
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise _Stop
 
     def basic_string(self) -> str:
         self.advance()
@@ -285,7 +302,7 @@ def scan(text: str) -> Positions:
     scanner = _Scanner(text)
     try:
         scanner.document()
-    except (_Stop, IndexError):
+    except (_Stop, IndexError, RecursionError):
         pass
     return scanner.out
 
