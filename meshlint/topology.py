@@ -18,12 +18,14 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-MAX_WORLD = 1 << 24  # 16,777,216 ranks: larger than any cluster; bigger is a typo
+from meshlint.limits import MAX_WORLD  # 16,777,216 ranks: larger than any cluster; bigger is a typo
 
 _DIRECTIVE = re.compile(r"^\s*meshlint\s*:\s*(.*)$")
-_FILENAME_GPUS = re.compile(r"(?:^|[_\-.])(\d+)gpus?(?=[_\-.]|$)", re.IGNORECASE)
-_SHAPE = re.compile(r"\b(\d+)\s*(?:nodes?|hosts?)\s*(?:[x×*]|by)\s*(\d+)\b", re.IGNORECASE)
-_FLAG = re.compile(r"--(nproc[_-]per[_-]node|nnodes|nodes|ntasks[_-]per[_-]node|gpus[_-]per[_-]node|ntasks)[= ](\d+)\b")
+# ASCII digits only ([0-9], not \d: int() of other Unicode digits may fail or surprise), and the
+# number is taken whole, then range-checked by _count(): never int() of thousands of digits
+_FILENAME_GPUS = re.compile(r"(?:^|[_\-.])([0-9]+)gpus?(?=[_\-.]|$)", re.IGNORECASE)
+_SHAPE = re.compile(r"\b([0-9]+)\s*(?:nodes?|hosts?)\s*(?:[x×*]|by)\s*([0-9]+)\b", re.IGNORECASE)
+_FLAG = re.compile(r"--(nproc[_-]per[_-]node|nnodes|nodes|ntasks[_-]per[_-]node|gpus[_-]per[_-]node|ntasks)[= ]([0-9]+)\b")
 
 DIRECTIVE_KEYS = {"world_size", "gpus_per_node", "nodes"}
 
@@ -68,7 +70,7 @@ class CliTopology(NamedTuple):
             return None
         world = self.world_size
         if world is None and self.nodes is not None and self.gpus_per_node is not None:
-            world = self.nodes * self.gpus_per_node
+            world = self.nodes * self.gpus_per_node  # over MAX_WORLD: dropped by resolve_topology
         parts = []
         if self.world_size is not None:
             parts.append(f"--world-size {self.world_size}")
@@ -99,27 +101,33 @@ def directive_hints(comments: list) -> tuple[list[Hint], list]:
                 hint = f" (did you mean {close}?)" if close else ""
                 problems.append((line, col, f"unknown directive key {key!r}{hint}; known: {', '.join(sorted(DIRECTIVE_KEYS))}"))
                 continue
-            if not value.isdigit() or not 1 <= int(value) <= MAX_WORLD:
-                problems.append((line, col, f"directive {key}={value!r}: expected a whole number from 1 to {MAX_WORLD:,}"))
+            number = _count(value)
+            if number is None:
+                shown = value if len(value) <= 40 else value[:37] + "..."
+                problems.append((line, col, f"directive {key}={shown!r}: expected a whole number from 1 to {MAX_WORLD:,}"))
                 continue
-            values[key] = int(value)
+            values[key] = number
         if values:
             world = values.get("world_size")
             gpn = values.get("gpus_per_node")
             nodes = values.get("nodes")
             if world is None and nodes is not None and gpn is not None:
                 world = nodes * gpn
+                if world > MAX_WORLD:
+                    problems.append((line, col, f"directive nodes={nodes} × gpus_per_node={gpn} = {world:,} ranks: "
+                                                f"more than {MAX_WORLD:,}"))
+                    world = None
             hints.append(Hint(f"directive on line {line}", world, gpn, nodes))
     return hints, problems
 
 
 def filename_hint(name: str) -> Hint | None:
     stem = name.rsplit(".", 1)[0] if name.endswith(".toml") else name
-    found = {int(m.group(1)) for m in _FILENAME_GPUS.finditer(stem)}
+    found = {_count(m.group(1)) for m in _FILENAME_GPUS.finditer(stem)}
     if len(found) != 1:
         return None  # absent, or ambiguous (two different counts in one name)
     world = found.pop()
-    if not 1 <= world <= MAX_WORLD:
+    if world is None:
         return None
     return Hint(f'file name "{name}"', world_size=world)
 
@@ -130,7 +138,9 @@ def comment_hints(comments: list) -> list[Hint]:
     for line, _col, text in comments:
         if _DIRECTIVE.match(text):
             continue
-        flags = {k.replace("-", "_"): int(v) for k, v in _FLAG.findall(text)}
+        flags = {k.replace("-", "_"): _count(v) for k, v in _FLAG.findall(text)}
+        if any(v is None for v in flags.values()):
+            continue  # a 0 or an absurd count is not a launch line meshlint can trust: ignore the comment
         if flags:
             gpn = flags.get("nproc_per_node") or flags.get("ntasks_per_node") or flags.get("gpus_per_node")
             nodes = flags.get("nnodes") or flags.get("nodes")
@@ -138,7 +148,7 @@ def comment_hints(comments: list) -> list[Hint]:
             if world is None and gpn is not None:
                 is_torchrun = "nproc_per_node" in flags or "torchrun" in text
                 if nodes is not None:
-                    world = nodes * gpn
+                    world = nodes * gpn if nodes * gpn <= MAX_WORLD else None
                 elif is_torchrun:
                     world = gpn  # torchrun defaults to --nnodes 1
             if world or gpn:
@@ -146,19 +156,24 @@ def comment_hints(comments: list) -> list[Hint]:
             continue
         match = _SHAPE.search(text)
         if match:
-            nodes, gpn = int(match.group(1)), int(match.group(2))
-            shapes.append(Hint(f'comment on line {line} ("{match.group(0)}")', nodes * gpn, gpn, nodes))
+            nodes, gpn = _count(match.group(1)), _count(match.group(2))
+            if nodes is not None and gpn is not None and nodes * gpn <= MAX_WORLD:
+                shapes.append(Hint(f'comment on line {line} ("{match.group(0)}")', nodes * gpn, gpn, nodes))
     return launch[:1] + shapes[:1]
 
 
 def resolve_topology(hints: list[Hint | None], placement: str = "block") -> Topology:
-    """Merge hints in precedence order; record where sources disagree."""
+    """Merge hints in precedence order; record where sources disagree.
+
+    A value outside 1..MAX_WORLD is dropped here whatever its source (each source
+    reports its own bad values): nothing downstream sees a world it cannot lay out.
+    """
     topo = Topology(placement=placement)
     for field, source_field, what in (("world_size", "world_source", "world size"),
                                       ("gpus_per_node", "gpus_per_node_source", "GPUs per node")):
         for hint in hints:
             value = getattr(hint, field) if hint is not None else None
-            if value is None:
+            if not _in_range(value):
                 continue
             kept = getattr(topo, field)
             if kept is None:
@@ -167,6 +182,18 @@ def resolve_topology(hints: list[Hint | None], placement: str = "block") -> Topo
             elif value != kept:
                 topo.conflicts.append((what, getattr(topo, source_field), kept, hint.source, value))
     return topo
+
+
+def _count(digits: str) -> int | None:
+    """A count from ASCII digits: 1..MAX_WORLD, else None (a 0, or more digits than any count has)."""
+    if not digits.isascii() or not digits.isdigit() or len(digits) > len(str(MAX_WORLD)):
+        return None
+    value = int(digits)
+    return value if 1 <= value <= MAX_WORLD else None
+
+
+def _in_range(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_WORLD
 
 
 def _closest(word: str, choices) -> str | None:
