@@ -12,6 +12,12 @@ from meshlint.topology import Topology
 
 FACT_DOCS = {
     "dialect": "kempnerforge | torchtitan | native",
+    "framework_version": "the framework version whose semantics were applied: 0.2.x | 0.3.0 | main@b5bcd76c6 "
+                         "(torchtitan), 5666d0d (KempnerForge); null when none was recorded",
+    "framework": "{name, version, decided_by, id}: which framework semantics were applied and how that was decided; "
+                 "id is name@version (just the dialect when it has no version), what a rule's `frameworks` matches",
+    "unreadable": "list of {key, reason, line, col}: values a registry config sets in a way meshlint cannot "
+                  "follow statically (their facts are null)",
     "world_size": "number of ranks (null when unknown)",
     "world_known": "true when a world size was given or found",
     "world_source": "where the world size came from",
@@ -25,7 +31,7 @@ FACT_DOCS = {
     "pp": "pipeline-parallel degree", "dp_replicate": "replicate (HSDP/DDP) degree",
     "dp_shard": "shard (FSDP) degree, resolved (null while -1 cannot be resolved)",
     "cp": "context-parallel degree", "tp": "tensor-parallel degree", "ep": "expert-parallel degree",
-    "etp": "expert tensor-parallel degree (torchtitan; null for KempnerForge)",
+    "etp": "expert tensor-parallel degree (torchtitan 0.2.x; null for later torchtitan and for KempnerForge)",
     "batch": "torchtitan: dp_replicate × dp_shard", "fsdp": "torchtitan: dp_shard × cp",
     "efsdp": "torchtitan: fsdp × tp // (etp × ep), as torchtitan computes it",
     "declared": "table of degrees as written (dp_shard may be -1; null if unusable)",
@@ -45,9 +51,12 @@ FACT_DOCS = {
              "`called` prefixes a model fact in messages: 'model.' where the config states it, "
              "'llama3 8B ' where it comes from the model table",
     "train": "KempnerForge [train] facts (seq_len, batch_size, grad_accum_steps, compile_model, mixed_precision)",
-    "training": "torchtitan [training] facts (local_batch_size, global_batch_size, seq_len)",
-    "parallelism": "other parallelism settings (pp_schedule, pp_microbatch_size, async_tp, ...)",
-    "compile": "torchtitan [compile] facts (enable)",
+    "training": "torchtitan training facts (local_batch_size, global_batch_size, seq_len up to 0.3.0; "
+                "num_tokens_per_microbatch_per_dp_rank, num_tokens_per_train_step, max_context_length on main; "
+                "disable_cuda_graphs, dtype)",
+    "parallelism": "other parallelism settings (pp_schedule, pp_microbatch_size, async_tp in 0.2.x; the registry "
+                   "versions by field name: spmd_backend, enable_sequence_parallel, num_pp_microbatches, ...)",
+    "compile": "torchtitan compile facts (enable; enable_async_tensor_parallel and components in the registry versions)",
     "vlm": "KempnerForge [vlm] facts (present, arch)",
     "pipeline": "how the framework splits the model into pipeline stages and feeds its schedule "
                 "(see meshlint/pipeline.py)",
@@ -74,21 +83,30 @@ GROUP_FIELDS = {
     "model": ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "max_seq_len",
               "tie_embeddings", "ffn_hidden_dim", "ffn_dim_multiplier", "num_experts", "moe_top_k", "moe_frequency",
               "shared_experts", "moe_hidden_dim", "is_moe", "attention", "params", "name", "flavor", "known",
-              "source", "called"),
+              "source", "called",
+              # torchtitan registry versions: model_registry's arguments and the ModelSpec's pipelining function
+              "attn_backend", "moe_comm_backend", "non_blocking_capacity_factor", "pipelining", "pipelining_fn",
+              "family"),
     "train": ("batch_size", "seq_len", "grad_accum_steps", "compile_model", "mixed_precision"),
-    "training": ("local_batch_size", "global_batch_size", "seq_len", "dtype"),
+    "training": ("local_batch_size", "global_batch_size", "seq_len", "dtype",
+                 "num_tokens_per_microbatch_per_dp_rank", "num_tokens_per_train_step", "max_context_length",
+                 "disable_cuda_graphs"),
     "pipeline": ("schedule", "style", "stages", "stages_per_rank", "layer_counts", "effective_counts",
                  "n_microbatches", "microbatch_size", "split_error", "schedule_error", "unknown_schedule",
-                 "bubble"),
+                 "bubble", "microbatches_key"),
     "memory": ("bytes_per_param", "gpu_gib"),
     "parallelism": ("pp_schedule", "pp_microbatch_size", "pp_layers_per_stage", "pp_first_stage_less_layers",
-                    "pp_last_stage_less_layers", "async_tp"),
-    "compile": ("enable",),
+                    "pp_last_stage_less_layers", "async_tp",
+                    # torchtitan registry versions, by ParallelismConfig field name
+                    "spmd_backend", "enable_sequence_parallel", "num_pp_microbatches",
+                    "pipeline_parallel_microbatch_size", "pipeline_parallel_schedule", "context_parallel_load_balancer"),
+    "compile": ("enable", "enable_async_tensor_parallel", "components"),
+    "framework": ("name", "version", "decided_by", "id"),
     "vlm": ("present", "arch"),
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
 }
 
-ROLE_OF = {"batch": "dp", "loss": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_replicate": "dp_replicate",
+ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_replicate": "dp_replicate",
            "dp_shard": "dp_shard", "pp": "pp", "cp": "cp", "tp": "tp", "ep": "ep", "etp": "etp"}
 
 
@@ -96,8 +114,15 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
     from meshlint.dialects.base import MAX_DEGREE
 
     deg = res.degrees
+    fw = getattr(spec, "framework", None) or {}
+    # a TOML config of a versioned dialect is that dialect's TOML-era version (torchtitan 0.2.x)
+    version = fw.get("version") or _toml_version(spec.dialect)
     facts: dict = {
         "dialect": spec.dialect,
+        "framework_version": version,
+        "framework": {"name": fw.get("name") or spec.dialect, "version": version, "decided_by": fw.get("decided_by"),
+                      "id": f"{fw.get('name') or spec.dialect}@{version}" if version else spec.dialect},
+        "unreadable": list(getattr(spec, "unreadable", None) or []),
         "world_size": topo.world_size,
         "world_known": topo.world_size is not None,
         "world_source": topo.world_source,
@@ -137,9 +162,9 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
     facts["outside"] = ({"first": res.outside[0], "last": res.outside[1], "count": res.outside[1] - res.outside[0] + 1}
                         if res.outside else None)
     facts["axes"] = _axes(res, topo, spec)
-    from meshlint.dialects import DIALECTS
+    from meshlint.dialects.versions import module_for_spec
 
-    module = DIALECTS[spec.dialect]
+    module = module_for_spec(spec)  # the version module for registry-era torchtitan
     facts["pipeline"] = module.pipeline_plan(spec, res) if hasattr(module, "pipeline_plan") else {}
     facts["memory"] = {"bytes_per_param": module.bytes_per_param(spec) if hasattr(module, "bytes_per_param")
                        else None, "gpu_gib": topo.gpu_memory_gib}
@@ -152,6 +177,12 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         else:
             facts["parallelism"][head] = value
     return facts
+
+
+def _toml_version(dialect: str) -> str | None:
+    from meshlint.dialects.versions import TOML_VERSION
+
+    return TOML_VERSION.get(dialect)
 
 
 def _mesh_fact(mesh: Mesh | None) -> dict | None:

@@ -48,9 +48,17 @@ class Rule(NamedTuple):
     key: expr.Template | None = None
     help: list = []                         # [(Expr | None, Template)]
     doc: dict = {}
+    frameworks: tuple | None = None         # ("torchtitan@0.2.x", ...): framework versions it is limited to
 
-    def applies_to(self, dialect: str) -> bool:
-        return self.dialects is None or dialect in self.dialects
+    def applies_to(self, dialect: str, framework: str | None = None) -> bool:
+        """Whether the rule runs on a config of ``dialect`` (and, given, framework id ``name@version``).
+
+        The engine filters by dialect only; a rule's ``frameworks`` is also folded
+        into its ``when`` at load time, so it holds whichever way it is asked.
+        """
+        if self.dialects is not None and dialect not in self.dialects:
+            return False
+        return framework is None or self.frameworks is None or framework in self.frameworks
 
 
 def builtin_rules_dir() -> str:
@@ -166,6 +174,13 @@ def build_rule(data: dict, shown: str, origin: str) -> Rule:
         if bad:
             raise RuleFileError(shown, "dialects", f"unknown dialect {bad[0]!r}; known: {', '.join(DIALECT_NAMES)}")
         dialects = tuple(dialects)
+    frameworks = _frameworks(shown, data.get("frameworks"))
+    if frameworks is not None:
+        names = tuple(dict.fromkeys(f.split("@", 1)[0] for f in frameworks))
+        if dialects is not None and set(names) - set(dialects):
+            raise RuleFileError(shown, "frameworks", f"{sorted(set(names) - set(dialects))[0]} is not one of the "
+                                                     f"rule's dialects ({', '.join(dialects)})")
+        dialects = dialects or names
 
     lets = {}
     for name, source in (data.get("let") or {}).items():
@@ -186,10 +201,11 @@ def build_rule(data: dict, shown: str, origin: str) -> Rule:
         params=data.get("params") or {},
         lets=lets,
         foreach=foreach,
-        when=_parse(shown, "when", data["when"]) if "when" in data else None,
+        when=_when(shown, data.get("when"), frameworks),
         key=_template(shown, "key", data["key"]) if "key" in data else None,
         help=_help(shown, data.get("help")),
         doc=data.get("doc") or {},
+        frameworks=frameworks,
     )
     checked = [("check", rule.check), ("message", rule.message)]
     checked += [(f"let.{k}", v) for k, v in lets.items()]
@@ -216,6 +232,37 @@ def build_rule(data: dict, shown: str, origin: str) -> Rule:
                 hint = f" (did you mean '{root}.{close[0]}'?)" if close else f"; fields: {', '.join(fields)}"
                 raise RuleFileError(shown, field_name, f"unknown fact '{root}.{attr}'{hint}")
     return rule
+
+
+def _frameworks(shown: str, raw) -> tuple | None:
+    """``["torchtitan@0.2.x", "torchtitan@b5bcd76c6"]`` -> canonical ``name@version`` ids (checked)."""
+    if raw is None:
+        return None
+    from meshlint.dialects import versions
+
+    if not isinstance(raw, list) or not raw:
+        raise RuleFileError(shown, "frameworks", "must be a non-empty list of \"framework@version\" strings")
+    out = []
+    for item in raw:
+        name, _, version = item.partition("@") if isinstance(item, str) else ("", "", "")
+        if name not in DIALECT_NAMES or not version:
+            raise RuleFileError(shown, "frameworks", f"{item!r} is not framework@version (framework one of "
+                                                     f"{', '.join(DIALECT_NAMES)})")
+        canon = versions.canonical(name, version, strict=False)
+        if canon is None:
+            raise RuleFileError(shown, "frameworks", f"{name} {version!r} is not a version meshlint models "
+                                                     f"({', '.join(versions.ids(name)) or 'none'})")
+        out.append(f"{name}@{canon}")
+    return tuple(dict.fromkeys(out))
+
+
+def _when(shown: str, source, frameworks: tuple | None):
+    """The rule's ``when``, with its ``frameworks`` limit in front (``framework.id in [...] and (...)``)."""
+    when = _parse(shown, "when", source) if source is not None else None
+    if frameworks is None:
+        return when
+    limit = "framework.id in [" + ", ".join(repr(f) for f in frameworks) + "]"
+    return expr.parse(limit if when is None else f"{limit} and ({when.source})")
 
 
 def _parse(shown: str, field_name: str, source, what: str = "expression"):

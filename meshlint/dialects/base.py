@@ -50,6 +50,11 @@ class Spec:
         self.load_error: str | None = None      # first error the framework raises on load
         self.hints: list = []                   # topology hints declared by the file itself
         self.extra: dict = {}                   # dialect-specific facts (native dims)
+        # Registry-era torchtitan (PySource inputs): values that could not be read statically.
+        # Each is {"key", "reason", "line", "col"}; its fact is None (unknown), never a default.
+        self.unreadable: list = []
+        # Which framework semantics were applied: {"name", "version", "decided_by"} (None: not recorded)
+        self.framework: dict | None = None
 
 
 class Resolution:
@@ -69,6 +74,10 @@ class Resolution:
         self.valid_worlds: tuple | None = None        # ("exact", n) | ("multiple", n) | ("none", why)
         self.submeshes: list = []                     # [(how the framework asks, what it gets)]
         self.outside: tuple | None = None             # (first, last) ranks outside the primary mesh
+        # Registry-era torchtitan: ParallelDims._global_meshes exactly, name -> (dims, sizes), in the
+        # framework's order; empty when build_mesh fails. ``loss`` is flattened (stride tp) and the
+        # spmd_*_for_fwdbwd meshes are per-pp-stage slices, so the ranks they cover are in ``axes``.
+        self.global_meshes: dict = {}
 
     @property
     def mesh(self) -> Mesh | None:

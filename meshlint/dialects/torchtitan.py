@@ -31,6 +31,7 @@ from meshlint.dialects.base import (
 from meshlint.mesh import Mesh
 
 NAME = "torchtitan"
+VERSION = "0.2.x"  # the TOML era; later versions: torchtitan_v030, torchtitan_main (see versions.py)
 SECTION = "parallelism"
 STRICT_SECTIONS = ("parallelism",)
 FACTORS = ("dp_replicate", "dp_shard", "cp", "tp", "pp")  # the order of its assert message
@@ -131,6 +132,13 @@ def bytes_per_param(spec: Spec) -> int | None:
     """FP32 master weights, gradients and AdamW moments (training.dtype = "bfloat16" halves them)."""
     dtype = spec.values.get("training.dtype")
     return None if dtype is None else (16 if dtype == "float32" else 8)
+
+
+def spec_from_degrees(degrees: dict, **other_values) -> Spec:
+    """A Spec as if a [parallelism] table held these degrees (versions.v02_spec_from_degrees)."""
+    from meshlint.dialects.versions import v02_spec_from_degrees
+
+    return v02_spec_from_degrees(degrees, **other_values)
 
 
 def _validate_degrees(d: dict) -> str | None:
