@@ -20,7 +20,7 @@ Mirrors the frameworks' own code, so the rules can say what will happen:
 
 from __future__ import annotations
 
-import math
+from meshlint.limits import MAX_PIPELINE_STAGES
 
 # torch's get_schedule_class names (matched case-insensitively), with how many stages each rank holds
 SCHEDULES = {"1f1b": ("1F1B", "single"), "gpipe": ("GPipe", "single"),
@@ -43,11 +43,11 @@ def kempnerforge(pp, n_layers, schedule, grad_accum_steps, batch_size) -> dict:
     name = KF_SCHEDULES.get(schedule) if schedule else None
     plan = empty(schedule=name, style="single", stages=pp, stages_per_rank=1, n_microbatches=grad_accum_steps,
                  microbatch_size=batch_size)
-    if pp is None or n_layers is None:
+    if pp is None or n_layers is None or pp < 1:
         return plan
     if pp > n_layers:
         plan["split_error"] = f"ValueError: pp_size ({pp}) cannot exceed n_layers ({n_layers})"
-    else:
+    elif pp <= MAX_PIPELINE_STAGES:  # one count per stage: listed for pipelines of a sane length only
         base, extra = divmod(n_layers, pp)
         plan["layer_counts"] = [base + (1 if s < extra else 0) for s in range(pp)]
         plan["effective_counts"] = plan["layer_counts"]
@@ -70,7 +70,9 @@ def torchtitan(pp, n_layers, schedule, layers_per_stage, first_less, last_less, 
     if None in (pp, local_batch, microbatch):
         return plan
     single = known[1] == "single"
-    if local_batch % microbatch == 0:
+    if microbatch == 0:  # torchtitan's own `batch_size % microbatch_size` raises
+        plan["schedule_error"] = "ZeroDivisionError: integer modulo by zero (pipeline_parallel_microbatch_size = 0)"
+    elif local_batch % microbatch == 0:
         plan["n_microbatches"] = local_batch // microbatch
     if n_layers is None or first_less is None or last_less is None:
         plan["stages_per_rank"] = None if layers_per_stage else (1 if single else 2)
@@ -78,7 +80,11 @@ def torchtitan(pp, n_layers, schedule, layers_per_stage, first_less, last_less, 
         _schedule_checks(plan, pp)
         return plan
     if layers_per_stage is not None:
-        stages = math.ceil((n_layers + first_less + last_less) / layers_per_stage)
+        if layers_per_stage == 0:  # torchtitan's math.ceil(... / layers_per_stage) raises
+            plan["split_error"] = "ZeroDivisionError: division by zero (pipeline_parallel_layers_per_stage = 0)"
+            return plan
+        # math.ceil(a / b) without the float (exact, and no OverflowError on huge values)
+        stages = -(-(n_layers + first_less + last_less) // layers_per_stage)
         info = (f"Model has {n_layers} layers with pipeline_parallel_layers_per_stage={layers_per_stage}, "
                 f"resulting in num_virtual_stages={stages} across {pp} PP ranks")
         if stages % pp:
@@ -114,11 +120,15 @@ def _torchtitan_split(stages, n_layers, in_w, out_w) -> tuple:
     effective = n_layers + in_w + out_w
     if stages > effective:
         return None, None, f"ValueError: Number of stages ({stages}) cannot be greater than effective layers ({effective})"
+    if stages < 1:
+        return None, None, None  # stages_per_rank checks have said what is wrong
     per, extra = divmod(effective, stages)
     if in_w > per:
         return None, None, f"ValueError: input_weight ({in_w}) exceeds minimum layers per stage ({per})."
     if out_w > per:
         return None, None, f"ValueError: output_weight ({out_w}) exceeds minimum layers per stage ({per})."
+    if stages > MAX_PIPELINE_STAGES:
+        return None, None, None  # splits, but too many stages to list one by one
     counts, eff, current = [], [], 0
     for s in range(stages):
         share = per + (1 if s < extra else 0)
@@ -147,5 +157,5 @@ def _schedule_checks(plan: dict, pp) -> None:
             what = "Interleaved 1F1B" if name == "Interleaved1F1B" else "Zero bubble"
             plan["schedule_error"] = (f"ValueError: {what} requires the number of microbatches to be a multiple of "
                                       f"the number of rounds ({rounds}), but got {m}.")
-    if pp > 1:
+    if pp > 1 and m >= 1:  # a schedule without microbatches has no bubble to speak of (and m + pp - 1 may be 0)
         plan["bubble"] = (pp - 1) / (m + pp - 1)

@@ -15,9 +15,11 @@ Facts mirrored from KempnerForge's own code (shared/DIALECTS.md):
 
 from __future__ import annotations
 
+import math
 from math import prod
 
 from meshlint.dialects.base import Key, Resolution, Spec, axes_of, read_keys, settle_world, unknown_keys, usable
+from meshlint.limits import MAX_TOML_INT
 from meshlint.mesh import Mesh
 
 NAME = "kempnerforge"
@@ -91,6 +93,7 @@ def coerce(key: Key, raw) -> tuple:
 def read(source) -> Spec:
     spec = Spec(dialect=NAME)
     read_keys(source.data, KEYS, coerce, spec)
+    _out_of_range(spec)
     unknown_keys(source.data, STRICT_SECTIONS, KEYS, spec)
     for name in FACTORS:
         spec.degrees[name] = spec.values.pop(name)
@@ -100,7 +103,7 @@ def read(source) -> Spec:
     if spec.values.get("model.n_kv_heads") is None and _present(source.data, "model.n_kv_heads") is False:
         spec.values["model.n_kv_heads"] = spec.values.get("model.n_heads")
     spec.values["model.is_moe"] = _gt0(spec.values.get("model.num_experts"))
-    _derived_model_facts(spec.values)
+    _derived_model_facts(spec.values, spec.problems)
     spec.values["vlm.present"] = isinstance(source.data.get("vlm"), dict)
     if not spec.values["vlm.present"]:
         spec.values["vlm.arch"] = None
@@ -108,13 +111,17 @@ def read(source) -> Spec:
     return spec
 
 
-def _derived_model_facts(v: dict) -> None:
+def _derived_model_facts(v: dict, problems: list | None = None) -> None:
     """FFN hidden dim and parameter count, the way KempnerForge's ModelConfig computes them."""
     from meshlint.models import kempnerforge_ffn_hidden, kempnerforge_params
 
     dim, mult, explicit = v.get("model.dim"), v.get("model.ffn_dim_multiplier"), v.get("model.ffn_hidden_dim")
     if dim is not None and mult is not None:
         v["model.ffn_hidden_dim"] = kempnerforge_ffn_hidden(dim, mult, explicit)
+        if v["model.ffn_hidden_dim"] is None and problems is not None:  # int(4 * dim * 2/3 * multiplier) overflowed
+            problems.append(_range_problem("model.ffn_dim_multiplier", mult, "a number that keeps the FFN size finite",
+                                           "KempnerForge's computed_ffn_hidden_dim overflows: int() of an infinite "
+                                           "4 · dim · 2/3 · ffn_dim_multiplier"))
     m = {k.split(".", 1)[1]: val for k, val in v.items() if k.startswith("model.")}
     m["moe_shared_experts"] = m.get("shared_experts")
     m["tie_embeddings"] = v.get("model.tie_embeddings")
@@ -122,6 +129,37 @@ def _derived_model_facts(v: dict) -> None:
     v["model.known"] = True
     v["model.source"] = "the config's [model] section"
     v["model.called"] = "model."
+
+
+def _out_of_range(spec: Spec) -> None:
+    """Values no arithmetic may trust become invalid values (ML101) and unknown, before any is used.
+
+    TOML promises 64-bit integers (larger ones make the file invalid by the spec,
+    though tomllib reads them) and KempnerForge multiplies model sizes into
+    floats, so a 400-digit ``dim`` or a ``nan`` multiplier fails its loader.
+    Degrees are left to the range rule (ML102).
+    """
+    for key in KEYS:
+        if key.fact is None or key.fact in FACTORS:
+            continue
+        value = spec.values.get(key.fact)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            spec.problems.append(_range_problem(key.path, value, "a finite number",
+                                                "KempnerForge fails to load it (int() of an infinite or NaN size)"))
+            spec.values[key.fact] = None
+        elif isinstance(value, int) and abs(value) > MAX_TOML_INT:
+            spec.problems.append(_range_problem(key.path, value, f"an integer within ±{MAX_TOML_INT:,}",
+                                                "TOML integers are 64-bit (the TOML spec makes a larger one invalid), "
+                                                "and KempnerForge overflows a float computing sizes from it"))
+            spec.values[key.fact] = None
+
+
+def _range_problem(path: str, value, expected: str, note: str) -> dict:
+    shown = repr(value)
+    return {"key": path, "expected": expected, "actual": "float" if isinstance(value, float) else "int",
+            "value": shown if len(shown) <= 60 else shown[:40] + f"... ({len(shown)} digits)", "note": note}
 
 
 def pipeline_plan(spec: Spec, res: Resolution) -> dict:

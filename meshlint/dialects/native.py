@@ -22,6 +22,7 @@ from __future__ import annotations
 from math import prod
 
 from meshlint.dialects.base import DEGREES, MAX_DEGREE, Key, Resolution, Spec, axes_of, read_keys, type_of
+from meshlint.limits import MAX_MESH_DIMS
 from meshlint.mesh import Mesh
 from meshlint.topology import MAX_WORLD, Hint
 
@@ -60,8 +61,8 @@ def read(source) -> Spec:
         spec.degree_keys[role] = mine[0]["key"] if mine else "mesh.dims"
         spec.degree_present[role] = bool(mine)
         sizes = [d["size"] for d in mine]
-        if any(s is None for s in sizes):
-            spec.degrees[role] = None
+        if any(s is None or abs(s) > MAX_DEGREE for s in sizes):
+            spec.degrees[role] = None  # unusable (the range rule names the dim): never a product of huge sizes
         elif -1 in sizes:
             spec.degrees[role] = -1
         else:
@@ -93,6 +94,11 @@ def _read_dims(raw, spec: Spec) -> list:
     if not raw:
         spec.problems.append({"key": "mesh.dims", "expected": "a non-empty array of dims", "actual": "an empty array",
                               "value": "", "note": "a mesh needs at least one dim"})
+        return []
+    if len(raw) > MAX_MESH_DIMS:  # every dim is an axis with its own placement: bound them before that work
+        spec.problems.append({"key": "mesh.dims", "expected": f"at most {MAX_MESH_DIMS} dims",
+                              "actual": f"{len(raw):,} dims", "value": "",
+                              "note": "meshlint's limit on mesh dims (a DeviceMesh has a handful)"})
         return []
     dims = []
     for i, item in enumerate(raw):
