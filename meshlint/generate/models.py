@@ -1,0 +1,885 @@
+"""Generate meshlint's torchtitan model table from torchtitan's own source, read with ``ast`` at a pinned commit.
+
+    python -m meshlint.generate.models --source DIR --version main@b5bcd76c6 [--commit b5bcd76c6] [--out FILE]
+
+``DIR`` is a torchtitan checkout or unpacked wheel (the folder holding
+``torchtitan/``). Two eras of torchtitan are read:
+
+- registry era (0.3.0, main): each ``torchtitan/models/<m>/__init__.py`` (and
+  each experiment's) defines ``model_registry(flavor)`` returning a
+  ``ModelSpec`` whose ``model`` is a fully specified config tree, built by
+  flavor functions and helpers. The generator evaluates ``model_registry`` for
+  every flavor of its flavor dict with :mod:`meshlint.generate.pyeval` and
+  reads the sizes off the resulting config tree (layers, attention, FFN, MoE,
+  vision tower), and counts the parameters of that tree.
+- TOML era (v0.2.x): each model's ``__init__.py`` holds a dict of
+  ``*ModelArgs(...)`` flavors and the sizes the model derives at run time (the
+  FFN width, the MoE layers) are computed by the model's ``__init__`` code;
+  see :mod:`meshlint.generate.v02`.
+
+Every number cites the source lines it was computed from (``path:line @
+commit``). A flavor or a fact that depends on something not literal (a call
+into torch, a Hugging Face config read at run time) is left out, with a note
+saying why; nothing is guessed. The output is one TOML file per framework
+version; ``meshlint.models`` reads it (see ``models.builtin_for``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+
+from meshlint.generate import pyeval as P
+from meshlint.generate.pyeval import EMPTY, V
+
+ORDER = ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "ffn_hidden_dim", "tied",
+         "attention", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+         "num_experts", "top_k", "shared_experts", "shared_hidden_dim", "moe_hidden_dim", "moe_layers",
+         "moe_layer_ids", "linear_attention_layers", "linear_key_heads", "linear_value_heads", "vision_n_heads",
+         "params", "pipelining", "tp1_only", "pp1_only", "refuses_cp", "spec_name", "module")
+
+_TENSOR_FACTORIES = ("empty", "zeros", "ones", "randn", "rand", "full", "ones_like", "zeros_like")
+
+
+class Facts:
+    """The facts of one flavor: value, origins (``(path, line)``), plus notes and what is missing."""
+
+    def __init__(self):
+        self.values: dict = {}
+        self.origins: dict = {}
+        self.notes: list = []
+        self.missing: list = []
+        self.cites: dict = {}  # fact -> extra citation text (a rule from the code, not a literal)
+
+    def put(self, name: str, val: V | None, note_if_unknown: str = "", cite: str = "") -> None:
+        if val is None:
+            self.lack(name, note_if_unknown or "not in the config")
+            return
+        v = val.v
+        if isinstance(v, P.Unknown):
+            self.lack(name, note_if_unknown or v.describe())
+            return
+        if v is None or isinstance(v, (P.Obj, P.Lst, P.Dct)):
+            self.lack(name, note_if_unknown or "not a number")
+            return
+        self.values[name] = v
+        self.origins[name] = val.o
+        if cite:
+            self.cites[name] = cite
+
+    def lack(self, name: str, why: str) -> None:
+        if name not in self.missing:
+            self.missing.append(name)
+            self.notes.append(f"{name}: {why}")
+
+
+class Reader:
+    """Evaluates one tree's model registries and reads their config trees."""
+
+    def __init__(self, root: str, commit: str):
+        self.root = os.path.abspath(root)
+        self.commit = commit
+        self.it = P.Interp(self.root)
+        self._dummy = ast.parse("pass").body[0]
+        self.effects: list = []
+        self._init_cache: dict = {}
+
+    # ------------------------------------------------------------------ plumbing
+
+    def frame(self, mod: P.Module) -> P.Frame:
+        return P.Frame(mod, {}, None)
+
+    def attr(self, obj: V, name: str) -> V:
+        if not isinstance(obj.v, P.Obj):
+            return V(P.Unknown(f"no {name}: not a config"))
+        try:
+            return self.it.getattr(obj, name, self._dummy, self.frame(obj.v.info.mod))
+        except P.EvalError as exc:
+            return V(P.Unknown(exc.reason, exc.loc))
+
+    def has(self, obj: V, name: str) -> bool:
+        if not isinstance(obj.v, P.Obj):
+            return False
+        if name in obj.v.fields:
+            return True
+        _, entry = self.it.class_member(obj.v.info, name)
+        return entry is not None and entry[0] in ("field", "attr")
+
+    def path(self, obj: V, *names: str) -> V:
+        cur = obj
+        for name in names:
+            cur = self.attr(cur, name)
+            if not isinstance(cur.v, P.Obj) and name != names[-1]:
+                return V(P.Unknown(f"{'.'.join(names)}: {name} is not set"), cur.o)
+        return cur
+
+    def cite(self, origins: frozenset) -> str:
+        by_file: dict = {}
+        for rel, line in sorted(origins):
+            by_file.setdefault(rel, []).append(line)
+        parts = [f"{rel}:{','.join(str(x) for x in sorted(set(lines)))}" for rel, lines in by_file.items()]
+        return f"{'; '.join(parts)} @ {self.commit}" if parts else f"(no literal) @ {self.commit}"
+
+    def at(self, rel: str, line: int) -> str:
+        return f"{rel}:{line} @ {self.commit}"
+
+    # ------------------------------------------------------------------ registries
+
+    def registries(self) -> list:
+        """``(key, module name)`` of every package of the tree that defines ``model_registry``."""
+        out = []
+        for base, prefix in (("torchtitan/models", ""), ("torchtitan/experiments", "")):
+            top = os.path.join(self.root, base)
+            if not os.path.isdir(top):
+                continue
+            for dirpath, dirnames, filenames in sorted(os.walk(top)):
+                dirnames.sort()
+                dirnames[:] = [d for d in dirnames if d not in ("tests", "__pycache__")]
+                if "__init__.py" not in filenames or dirpath == top:
+                    continue
+                path = os.path.join(dirpath, "__init__.py")
+                with open(path, encoding="utf-8") as f:
+                    tree = ast.parse(f.read())
+                if any(isinstance(n, ast.FunctionDef) and n.name == "model_registry" for n in tree.body):
+                    rel = os.path.relpath(dirpath, self.root)
+                    out.append(rel.replace(os.sep, "."))
+        return out
+
+    def flavor_table(self, mod: P.Module, reg_node: ast.FunctionDef) -> tuple:
+        """The module-level dict ``model_registry`` indexes by its flavor argument: (name, Dct, line)."""
+        flavor_arg = (reg_node.args.posonlyargs + reg_node.args.args)[0].arg
+        for node in ast.walk(reg_node):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+                    and isinstance(node.slice, ast.Name) and node.slice.id == flavor_arg:
+                val = mod.globals.get(node.value.id)
+                if isinstance(val, P.Lazy):
+                    val = self.it._resolve_global(mod, node.value.id)
+                if isinstance(val, V) and isinstance(val.v, P.Dct):
+                    return node.value.id, val.v, self._def_line(mod, node.value.id)
+        # a registry that delegates to another one (graph_trainer/muse_glimmer): that one's flavors
+        for node in ast.walk(reg_node):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args \
+                    and isinstance(node.args[0], ast.Name) and node.args[0].id == flavor_arg \
+                    and node.func.id in mod.globals:
+                target = self.it._resolve_global(mod, node.func.id)
+                if isinstance(target.v, P.Func) and target.v.node is not reg_node \
+                        and target.v.node.name == "model_registry":
+                    return self.flavor_table(target.v.mod, target.v.node)
+        return None, None, 0
+
+    def _def_line(self, mod: P.Module, name: str) -> int:
+        for node in mod.tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                return node.lineno
+            if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+                return node.lineno
+        return 0
+
+    def read_all(self) -> dict:
+        """``{"models": {key: {"flavors": {flavor: entry}, ...}}, "unreadable": [...]}``."""
+        models, unreadable = {}, []
+        for modname in self.registries():
+            try:
+                mod = self.it.module(modname)
+            except (P.EvalError, SyntaxError, RecursionError) as exc:
+                unreadable.append({"module": modname, "reason": str(exc)})
+                continue
+            reg_val = mod.globals.get("model_registry")
+            reg_node = next(n for n in mod.tree.body if isinstance(n, ast.FunctionDef) and n.name == "model_registry")
+            table_name, table, table_line = self.flavor_table(mod, reg_node)
+            key = modname.split(".", 2)[2] if modname.startswith("torchtitan.models.") else None
+            if table is None:
+                unreadable.append({"module": modname, "reason": f"{mod.rel}:{reg_node.lineno}: model_registry does "
+                                                                "not index a literal flavor dict by its argument"})
+                continue
+            model = {"module": modname, "flavors": {}, "table": (mod.rel, table_line, table_name), "unreadable": []}
+            for flavor in table.d:
+                self.it.steps = 0
+                self.effects = []
+                try:
+                    spec = self.call_registry(mod, reg_val, flavor)
+                except (P.EvalError, RecursionError) as exc:
+                    model["unreadable"].append((flavor, str(exc)))
+                    continue
+                if not isinstance(spec.v, P.Obj):
+                    model["unreadable"].append((flavor, f"model_registry({flavor!r}) did not give a ModelSpec"))
+                    continue
+                spec_name = self.attr(spec, "name").v
+                if key is None:
+                    key = spec_name if isinstance(spec_name, str) else modname
+                facts = self.flavor_facts(spec, mod, reg_node)
+                facts.values["spec_name"] = spec_name if isinstance(spec_name, str) else None
+                facts.values["module"] = modname
+                entry_source = self.flavor_source(table.d[flavor], mod)
+                model["flavors"][flavor] = (facts, entry_source, list(self.effects))
+            model["key"] = key or modname
+            models[model["key"]] = model
+        return {"models": models, "unreadable": unreadable}
+
+    def call_registry(self, mod: P.Module, reg: V, flavor: str) -> V:
+        frame = self.frame(mod)
+        self.it.effect_hook = self._effect
+        try:
+            return self.it.call(reg, [V(flavor)], {}, self._dummy, frame)
+        finally:
+            self.it.effect_hook = None
+
+    def _effect(self, where: tuple, reason: str) -> None:
+        self.effects.append(f"{where[0]}:{where[1]}: {reason}")
+
+    def flavor_source(self, fn: V, mod: P.Module) -> str:
+        f = fn.v
+        if isinstance(f, P.Partial):
+            f = f.func.v
+        if isinstance(f, P.Func):
+            return self.at(f.mod.rel, f.node.lineno)
+        if isinstance(f, P.Obj) and f.loc:
+            return self.at(*f.loc)
+        return self.cite(fn.o) if fn.o else self.at(mod.rel, 0)
+
+    # ------------------------------------------------------------------ facts
+
+    def flavor_facts(self, spec: V, mod: P.Module, reg_node) -> Facts:
+        facts = Facts()
+        model = self.attr(spec, "model")
+        if not isinstance(model.v, P.Obj):
+            facts.notes.append(f"the model config is not readable: "
+                               f"{model.v.describe() if isinstance(model.v, P.Unknown) else type(model.v).__name__}")
+            return facts
+        if self.has(model, "layers") and isinstance(self.attr(model, "layers").v, P.Lst):
+            self.decoder_facts(model, facts)
+        elif self.has(model, "double_blocks"):
+            self.flux_facts(model, facts)
+        elif self.has(model, "model_config"):
+            self.hf_facts(model, facts)
+        else:
+            facts.notes.append(f"{model.v.info.qualname}: a config shape this generator does not read")
+        if "params" not in facts.missing and not (self.has(model, "model_config")):
+            total, notes = self.count_params(model)
+            if total:
+                facts.values["params"] = total
+                facts.cites["params"] = "counted from the flavor's config tree (Linear, Embedding, norm, conv leaves and " \
+                                        "the nn.Parameters the modules' __init__ create)"
+                facts.notes.extend(notes)
+        self.spec_facts(spec, mod, reg_node, facts)
+        self.parallelize_facts(spec, facts)
+        return facts
+
+    def spec_facts(self, spec: V, mod: P.Module, reg_node, facts: Facts) -> None:
+        fn = self.attr(spec, "pipelining_fn")
+        line = next((kw.lineno for n in ast.walk(reg_node) if isinstance(n, ast.Call)
+                     for kw in n.keywords if kw.arg == "pipelining_fn"), reg_node.lineno)
+        if isinstance(fn.v, P.Unknown):
+            facts.lack("pipelining", fn.v.describe())
+        else:
+            facts.values["pipelining"] = fn.v is not None
+            facts.cites["pipelining"] = self.at(mod.rel, line) + (
+                "" if fn.v is not None else " (pipelining_fn=None: trainer.py raises 'does not support pipelining' "
+                                             "when pp > 1)")
+
+    def parallelize_facts(self, spec: V, facts: Facts) -> None:
+        """Refusals at the top of the model's parallelize function (kimi, qwen3_5: no context parallelism)."""
+        fn = self.attr(spec, "parallelize_fn").v
+        if isinstance(fn, P.Partial):
+            fn = fn.func.v
+        if not isinstance(fn, P.Func) or not isinstance(fn.node, ast.FunctionDef):
+            return
+        for kind, line in _refusals_in(fn.node):
+            if kind not in facts.values:
+                facts.values[kind] = True
+                facts.cites[kind] = f"{self.at(fn.mod.rel, line)} ({fn.qualname})"
+
+    def decoder_facts(self, model: V, facts: Facts) -> None:
+        layers_v = self.attr(model, "layers")
+        layers = layers_v.v.items
+        facts.put("dim", self.attr(model, "dim"))
+        facts.put("vocab_size", self.attr(model, "vocab_size"))
+        facts.put("n_layers", V(len(layers), self.it.len_origin(layers_v)))
+        if self.has(model, "enable_weight_tying"):
+            facts.put("tied", self.attr(model, "enable_weight_tying"))
+        attn, linear, dense, moe = [], [], [], []
+        for i, layer in enumerate(layers):
+            a = self.attr(layer, "attention") if self.has(layer, "attention") else V(None)
+            if isinstance(a.v, P.Obj):
+                attn.append((i, a))
+            elif isinstance(a.v, P.Unknown):
+                facts.notes.append(f"layer {i} attention: {a.v.describe()}")
+            if self.has(layer, "delta_net"):
+                d = self.attr(layer, "delta_net")
+                if isinstance(d.v, P.Obj):
+                    linear.append((i, d))
+            ff = self.attr(layer, "feed_forward") if self.has(layer, "feed_forward") else V(None)
+            if isinstance(ff.v, P.Obj):
+                dense.append((i, ff))
+            m = self.attr(layer, "moe") if self.has(layer, "moe") else V(None)
+            if isinstance(m.v, P.Obj):
+                moe.append((i, m))
+        self.attention_facts(attn, linear, facts)
+        self.same(facts, "ffn_hidden_dim", [self.path(ff, "w1", "out_features") for _, ff in dense],
+                  "no dense feed-forward layer" if not dense else "")
+        if moe:
+            o = EMPTY
+            for i, layer in enumerate(layers):
+                o = o | self.attr(layer, "moe").o
+            facts.put("moe_layers", V(len(moe), o | self.it.len_origin(layers_v)))
+            facts.values["moe_layer_ids"] = _ranges([i for i, _ in moe])
+            facts.origins["moe_layer_ids"] = facts.origins["moe_layers"]
+            self.same(facts, "num_experts", [self.attr(m, "num_experts") for _, m in moe])
+            self.same(facts, "top_k", [self.path(m, "router", "top_k") for _, m in moe])
+            hidden = [self.path(m, "routed_experts", "inner_experts", "hidden_dim") for _, m in moe]
+            self.same(facts, "moe_hidden_dim", hidden)
+            shared = [self.attr(m, "shared_experts") for _, m in moe]
+            if all(s.v is None for s in shared):
+                facts.put("shared_experts", V(0, union_all(shared)))
+            elif all(isinstance(s.v, P.Obj) for s in shared):
+                widths = [self.path(s, "w1", "out_features") for s in shared]
+                self.same(facts, "shared_hidden_dim", widths)
+                sh, mh = facts.values.get("shared_hidden_dim"), facts.values.get("moe_hidden_dim")
+                if isinstance(sh, int) and isinstance(mh, int) and mh and sh % mh == 0:
+                    facts.values["shared_experts"] = sh // mh
+                    facts.origins["shared_experts"] = facts.origins["shared_hidden_dim"] | facts.origins["moe_hidden_dim"]
+                    facts.cites["shared_experts"] = "shared expert width / expert width"
+                    del facts.values["shared_hidden_dim"]
+                elif isinstance(sh, int):
+                    facts.values["shared_experts"] = 1
+                    facts.origins["shared_experts"] = facts.origins["shared_hidden_dim"]
+                    facts.cites["shared_experts"] = "one shared expert of width shared_hidden_dim"
+            else:
+                facts.lack("shared_experts", "differs between MoE layers or is not readable")
+        if self.has(model, "vision_encoder"):
+            vision = self.attr(model, "vision_encoder")
+            if isinstance(vision.v, P.Obj):
+                heads = self.attr(vision, "num_heads")
+                facts.put("vision_n_heads", heads)
+
+    def attention_facts(self, attn: list, linear: list, facts: Facts) -> None:
+        if not attn:
+            facts.lack("n_heads", "no attention layer")
+            return
+        mla = all(self.has(a, "kv_lora_rank") for _, a in attn)
+        kinds = [attn[0][1]] + ([linear[0][1]] if linear else [])
+        facts.cites["attention"] = " and ".join(f"the layers' {k.v.info.qualname} "
+                                                f"({self.at(k.v.info.mod.rel, k.v.info.node.lineno)})" for k in kinds)
+        self.same(facts, "n_heads", [self.attr(a, "n_heads") for _, a in attn])
+        if mla:
+            facts.values["attention"] = "mla"
+            for name in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+                self.same(facts, name, [self.attr(a, name) for _, a in attn])
+            nope, rope = facts.values.get("qk_nope_head_dim"), facts.values.get("qk_rope_head_dim")
+            if isinstance(nope, int) and isinstance(rope, int):
+                facts.values["head_dim"] = nope + rope
+                facts.origins["head_dim"] = facts.origins["qk_nope_head_dim"] | facts.origins["qk_rope_head_dim"]
+                facts.cites["head_dim"] = "MLA: qk_nope_head_dim + qk_rope_head_dim"
+            if "n_heads" in facts.values:
+                facts.values["n_kv_heads"] = facts.values["n_heads"]
+                facts.origins["n_kv_heads"] = facts.origins["n_heads"]
+                facts.cites["n_kv_heads"] = "MLA: one K/V head per query head (tensor parallelism shards by head)"
+            return
+        kv = []
+        for _, a in attn:
+            val = self.attr(a, "n_kv_heads")
+            if val.v is None:
+                qkv = self.attr(a, "qkv_linear")
+                inner = self.attr(qkv, "n_kv_heads") if self.has(qkv, "n_kv_heads") else V(None)
+                val = inner if isinstance(inner.v, int) else V(None, val.o)
+            kv.append(val)
+        if all(v.v is None for v in kv) and "n_heads" in facts.values:
+            facts.values["n_kv_heads"] = facts.values["n_heads"]
+            facts.origins["n_kv_heads"] = facts.origins["n_heads"] | union_all(kv)
+            facts.cites["n_kv_heads"] = "n_kv_heads = None: as many KV heads as query heads"
+        else:
+            self.same(facts, "n_kv_heads", kv)
+        hd = []
+        for _, a in attn:
+            val = self.attr(a, "head_dim")
+            if val.v is None:
+                qkv = self.attr(a, "qkv_linear")
+                if self.has(qkv, "head_dim"):
+                    val = self.attr(qkv, "head_dim")
+            hd.append(val)
+        self.same(facts, "head_dim", hd)
+        facts.values["attention"] = "gqa" if not linear else "gqa+gated_deltanet"
+        if linear:
+            facts.put("linear_attention_layers", V(len(linear), union_all([d for _, d in linear])))
+            keys = [self.div(self.path(d, "in_proj_q", "out_features"), self.attr(d, "key_head_dim")) for _, d in linear]
+            vals = [self.div(self.path(d, "in_proj_v", "out_features"), self.attr(d, "value_head_dim"))
+                    for _, d in linear]
+            self.same(facts, "linear_key_heads", keys)
+            self.same(facts, "linear_value_heads", vals)
+
+    def div(self, a: V, b: V) -> V:
+        if isinstance(a.v, int) and isinstance(b.v, int) and b.v:
+            return V(a.v // b.v, a.o | b.o)
+        return V(P.Unknown("not readable"))
+
+    def same(self, facts: Facts, name: str, vals: list, why_none: str = "") -> None:
+        if not vals:
+            if why_none:
+                facts.lack(name, why_none)
+            return
+        known = [v for v in vals if not isinstance(v.v, P.Unknown)]
+        if len(known) < len(vals):
+            bad = next(v for v in vals if isinstance(v.v, P.Unknown))
+            facts.lack(name, bad.v.describe())
+            return
+        distinct = {repr(v.v) for v in known}
+        if len(distinct) > 1:
+            facts.lack(name, f"differs between layers ({', '.join(sorted(distinct))})")
+            return
+        facts.put(name, V(known[0].v, union_all(known)))
+
+    def flux_facts(self, model: V, facts: Facts) -> None:
+        facts.put("dim", self.attr(model, "hidden_size"))
+        facts.put("n_heads", self.attr(model, "num_heads"))
+        if "n_heads" in facts.values:
+            facts.values["n_kv_heads"] = facts.values["n_heads"]
+            facts.origins["n_kv_heads"] = facts.origins["n_heads"]
+        double, single = self.attr(model, "double_blocks"), self.attr(model, "single_blocks")
+        if isinstance(double.v, P.Lst) and isinstance(single.v, P.Lst):
+            facts.put("n_layers", V(len(double.v.items) + len(single.v.items),
+                                    self.it.len_origin(double) | self.it.len_origin(single)))
+            facts.cites["n_layers"] = f"{len(double.v.items)} double-stream + {len(single.v.items)} single-stream blocks"
+        facts.lack("vocab_size", "a diffusion model: no vocabulary")
+        facts.values["attention"] = "mmdit"
+        info = model.v.info
+        facts.cites["attention"] = f"{info.qualname}: double- and single-stream blocks " \
+                                   f"({self.at(info.mod.rel, info.node.lineno)})"
+
+    def hf_facts(self, model: V, facts: Facts) -> None:
+        cfg = self.attr(model, "model_config")
+        names = {"n_layers": "n_layers", "n_heads": "n_heads", "n_kv_heads": "n_kv_heads", "dim": "dim",
+                 "vocab_size": "vocab_size", "ffn_hidden_dim": "intermediate_size", "num_experts": "num_experts",
+                 "top_k": "num_experts_per_tok", "moe_hidden_dim": "moe_intermediate_size"}
+        for fact, field in names.items():
+            if not self.has(cfg, field):
+                continue
+            val = self.attr(cfg, field)
+            if val.v is None:
+                facts.lack(fact, f"{field} = None: taken from the Hugging Face config.json at run time")
+            else:
+                facts.put(fact, val)
+        facts.lack("params", "the model is built from the Hugging Face config at run time")
+
+    # ------------------------------------------------------------------ parameters
+
+    def count_params(self, model: V) -> tuple:
+        notes: list = []
+        memo: dict = {}
+        total = self._count(model, notes, memo)
+        if self.attr(model, "enable_weight_tying").v is True if self.has(model, "enable_weight_tying") else False:
+            head = self.attr(model, "lm_head")
+            i, o = self.attr(head, "in_features").v, self.attr(head, "out_features").v
+            if isinstance(i, int) and isinstance(o, int):
+                total -= i * o  # Decoder.__init__ ties tok_embeddings.weight to lm_head.weight
+        return total, sorted(set(notes))
+
+    def _count(self, val: V, notes: list, memo: dict) -> int:
+        v = val.v
+        if isinstance(v, P.Lst):
+            return sum(self._count(x, notes, memo) for x in v.items)
+        if isinstance(v, P.Dct):
+            return sum(self._count(x, notes, memo) for x in v.d.values())
+        if not isinstance(v, P.Obj):
+            return 0
+        leaf = self._leaf(val)
+        direct, builds = self._init_scan(val, notes)
+        if leaf is not None:
+            return leaf + direct
+        total = direct
+        for name, sub in list(v.fields.items()):
+            if isinstance(sub.v, (P.Obj, P.Lst, P.Dct)):
+                times = builds.get(id(sub.v), 1) if isinstance(sub.v, P.Obj) else 1
+                total += times * self._count(sub, notes, memo)
+        return total
+
+    def _int(self, obj: V, name: str):
+        if not self.has(obj, name):
+            return None
+        val = self.attr(obj, name).v
+        return val if isinstance(val, int) and not isinstance(val, bool) else None
+
+    def _leaf(self, obj: V) -> int | None:
+        ext = self._ext_bases(obj)
+        i, o = self._int(obj, "in_features"), self._int(obj, "out_features")
+        if i is not None and o is not None:
+            return i * o + (o if self.attr(obj, "bias").v is True else 0)
+        n, d = self._int(obj, "num_embeddings"), self._int(obj, "embedding_dim")
+        if n is not None and d is not None:
+            return n * d
+        shape = self._int(obj, "normalized_shape")
+        if shape is not None:
+            affine = self.attr(obj, "elementwise_affine").v if self.has(obj, "elementwise_affine") else True
+            if affine is False:
+                return 0
+            with_bias = any(e.endswith("LayerNorm") for e in ext)
+            return shape * (2 if with_bias else 1)
+        ci, co = self._int(obj, "in_channels"), self._int(obj, "out_channels")
+        k = self.attr(obj, "kernel_size").v if self.has(obj, "kernel_size") else None
+        if ci is not None and co is not None and any("Conv" in e for e in ext):
+            ks = [k] if isinstance(k, int) else [x.v for x in k.items] if isinstance(k, P.Lst) else None
+            groups = self._int(obj, "groups") or 1
+            if ks and all(isinstance(x, int) for x in ks):
+                prod = 1
+                for x in ks:
+                    prod *= x
+                return ci // groups * co * prod + (co if self.attr(obj, "bias").v is True else 0)
+        return None
+
+    def _ext_bases(self, obj: V) -> list:
+        owner = obj.v.owner
+        return self.it.external_bases(owner) if owner is not None else []
+
+    def _init_scan(self, obj: V, notes: list) -> tuple:
+        """Parameters the owner module's ``__init__`` creates itself, and how often it builds each sub-config."""
+        owner = obj.v.owner
+        if owner is None:
+            return 0, {}
+        total, builds = 0, {}
+        for cls, func, creates in self._inits(owner):
+            got, got_builds, failed = self._run_init(func, obj)
+            total += got
+            for k, n in got_builds.items():
+                builds[k] = max(builds.get(k, 0), n)
+            if failed and creates:
+                notes.append(f"{cls.qualname}.__init__ ({cls.mod.rel}:{func.node.lineno}) was followed only in "
+                             f"part ({failed[0]}); parameters it creates there are not counted")
+        return total, builds
+
+    def _inits(self, owner) -> list:
+        """The ``__init__`` methods that run when the owner module is built (the first along its classes,
+        then on through ``super().__init__``), those of them that create parameters or build sub-configs."""
+        got = self._init_cache.get(id(owner))
+        if got is None:
+            got = []
+            for cls in self.it.mro(owner):
+                entry = self.it.class_ns(cls).get("__init__")
+                if not entry or entry[0] != "func":
+                    continue
+                calls = [n for n in ast.walk(entry[1].node) if isinstance(n, ast.Call)]
+                names = {n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+                         for n in calls}
+                if "Parameter" in names or "build" in names:
+                    got.append((cls, entry[1], "Parameter" in names))
+                calls_super = any(isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"
+                                  and isinstance(n.func.value, ast.Call) and isinstance(n.func.value.func, ast.Name)
+                                  and n.func.value.func.id == "super" for n in calls)
+                if not calls_super:
+                    break  # a base __init__ called by name (Module.__init__(self)) creates no parameters here
+            self._init_cache[id(owner)] = got
+        return got
+
+    def _run_init(self, func: P.Func, obj: V) -> tuple:
+        it = self.it
+        args = func.node.args.posonlyargs + func.node.args.args
+        if len(args) < 2:
+            return 0, {}, []
+        locals_ = {args[0].arg: V(P.Unknown("self")), args[1].arg: obj}
+        for a in args[2:] + func.node.args.kwonlyargs:
+            if a.arg in func.defaults:
+                locals_[a.arg] = func.defaults[a.arg]
+        frame = P.Frame(func.mod, locals_, func.closure)
+        created, builds, failed = [0], {}, []
+
+        def hook(name: str, fargs: list, fkw: dict, loc):
+            tail = name.rsplit(".", 1)[-1]
+            if tail in _TENSOR_FACTORIES:
+                dims = []
+                for a in fargs:
+                    if isinstance(a.v, P.Tup) or isinstance(a.v, P.Lst):
+                        dims.extend(x.v for x in a.v.items)
+                    else:
+                        dims.append(a.v)
+                if dims and all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
+                    n = 1
+                    for d in dims:
+                        n *= d
+                    return V(_Shape(n))
+                return V(P.Unknown(f"a tensor of a shape not known statically", loc))
+            if tail == "Parameter" and fargs:
+                if isinstance(fargs[0].v, _Shape):
+                    created[0] += fargs[0].v.numel
+                else:
+                    failed.append(f"an nn.Parameter of unknown shape at {loc[0]}:{loc[1]}")
+                return V(P.Unknown("a parameter", loc))
+            return None
+
+        def build_hook(target: V):
+            builds[id(target.v)] = builds.get(id(target.v), 0) + 1
+
+        it.ext_hook, it.build_hook = hook, build_hook
+        try:
+            for stmt in func.node.body:
+                try:
+                    it.exec_stmt(stmt, frame)
+                except P.EvalError as exc:
+                    failed.append(exc.reason)
+                except (P._Return, P._Break, P._Continue):
+                    break
+        finally:
+            it.ext_hook = it.build_hook = None
+        return created[0], builds, failed
+
+
+class _Shape:
+    __slots__ = ("numel",)
+
+    def __init__(self, numel: int):
+        self.numel = numel
+
+
+def union_all(vals: list) -> frozenset:
+    out = EMPTY
+    for v in vals:
+        out = out | v.o
+    return out
+
+
+def _ranges(ids: list) -> str:
+    out, start, prev = [], None, None
+    for i in ids + [None]:
+        if start is None:
+            start = prev = i
+        elif i is not None and i == prev + 1:
+            prev = i
+        else:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+            start = prev = i
+    return ",".join(out)
+
+
+# ---------------------------------------------------------------------- trainer-side facts
+
+def refusals(root: str, modname: str, commit: str) -> dict:
+    """Refusals in the model's ``config_registry.py``: a Trainer.Config subclass its functions return
+    that raises on ``tensor_parallel_degree > 1`` (kimi) or on context parallelism, in a method."""
+    out: dict = {}
+    path = os.path.join(root, *modname.split("."), "config_registry.py")
+    if not os.path.isfile(path):
+        return out
+    rel = os.path.relpath(path, root)
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for method in cls.body:
+            if not isinstance(method, ast.FunctionDef):
+                continue
+            for kind, line in _refusals_in(method):
+                if kind not in out:
+                    users = _returners(tree, cls.name)
+                    out[kind] = f"{rel}:{line} @ {commit} ({cls.name}.{method.name}" + \
+                                (f", returned by {users})" if users else ")")
+    return out
+
+
+def _refusals_in(func: ast.FunctionDef) -> list:
+    """``(kind, line)`` of each ``if <tp or cp enabled>: raise`` directly in the function's body."""
+    found = []
+    for stmt in func.body:
+        if isinstance(stmt, ast.If) and stmt.body and isinstance(stmt.body[0], ast.Raise):
+            for kind in _refusal_kinds(stmt.test):
+                found.append((kind, stmt.lineno))
+    return found
+
+
+_DEGREE_KINDS = {"tensor_parallel_degree": "tp1_only", "pipeline_parallel_degree": "pp1_only",
+                 "context_parallel_degree": "refuses_cp"}
+_ENABLED_KINDS = {"tp_enabled": "tp1_only", "pp_enabled": "pp1_only", "cp_enabled": "refuses_cp"}
+
+
+def _refusal_kinds(test) -> list:
+    """What an ``if`` that raises refuses: ``x.tensor_parallel_degree > 1`` (or ``!= 1``), ``tp_enabled``,
+    and the same for pp and cp, alone or joined by ``or``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        out = []
+        for value in test.values:
+            kinds = _refusal_kinds(value)
+            if not kinds:
+                return []  # another condition decides too: not a plain refusal of the degree
+            out.extend(kinds)
+        return out
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Attribute):
+        kind, op, right = _DEGREE_KINDS.get(test.left.attr), test.ops[0], test.comparators[0]
+        if kind and isinstance(right, ast.Constant) and right.value == 1 and isinstance(op, (ast.Gt, ast.NotEq)):
+            return [kind]
+    if isinstance(test, ast.Attribute) and test.attr in _ENABLED_KINDS:
+        return [_ENABLED_KINDS[test.attr]]
+    return []
+
+
+def _returners(tree, cls: str) -> str:
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+    users = [f.name for f in funcs
+             if any(isinstance(r, ast.Return) and isinstance(r.value, ast.Call) and isinstance(r.value.func, ast.Name)
+                    and r.value.func.id == cls for r in ast.walk(f))]
+    if not users:
+        return ""
+    return f"{len(users)} of the {len(funcs)} public functions of the file: {', '.join(users)}"
+
+
+# ---------------------------------------------------------------------- output
+
+def render(result: dict, reader_commit: str, version: str, source_label: str, generated_by: str) -> str:
+    lines = [
+        f"# torchtitan {version}: the model table meshlint reads for configs of this version.",
+        "#",
+        f"# GENERATED by `{generated_by}`",
+        f"# from {source_label}. Do not edit by hand: regenerate (one command, above).",
+        "# Every number cites the source lines it was computed from (`sources`, path:line @ commit);",
+        "# `note` lists the facts left out and why. Keys: see meshlint/models.py (FIELDS).",
+        "",
+        "[_generated]",
+        f"version = {_toml(version)}",
+        f"commit = {_toml(reader_commit)}",
+        f"command = {_toml(generated_by)}",
+    ]
+    unreadable = [f"{u['module']}: {u['reason']}" for u in result["unreadable"]]
+    for model in result["models"].values():
+        by_reason: dict = {}
+        for flavor, why in model["unreadable"]:
+            by_reason.setdefault(why, []).append(flavor)
+        for why, flavors in by_reason.items():
+            which = "every flavor" if not model["flavors"] and len(by_reason) == 1 else "flavor"
+            unreadable.append(f"{model['module']} ({which} {', '.join(flavors)}): {why}")
+    if unreadable:
+        lines.append("unreadable = [")
+        for text in unreadable:
+            lines.append(f"  {_toml(text)},")
+        lines.append("]")
+    for key, model in sorted(result["models"].items()):
+        for flavor, (facts, source, effects) in model["flavors"].items():
+            lines.append("")
+            lines.append(f"[{_key(key)}.{_key(flavor)}]")
+            for name in ORDER:
+                if name in facts.values and facts.values[name] is not None:
+                    lines.append(f"{name} = {_toml(facts.values[name])}")
+            lines.append(f"source = {_toml(source)}")
+            notes = list(facts.notes) + [f"not followed (side effects unknown): {e}" for e in effects]
+            if notes:
+                lines.append(f"note = {_toml('; '.join(notes))}")
+            lines.append("")
+            lines.append(f"[{_key(key)}.{_key(flavor)}.sources]")
+            for name in ORDER:
+                if name in facts.values and facts.values[name] is not None and name not in ("spec_name", "module"):
+                    parts = []
+                    if name in facts.origins and facts.origins[name]:
+                        parts.append(_cite(facts.origins[name], reader_commit))
+                    if name in facts.cites:
+                        parts.append(facts.cites[name])
+                    if parts:
+                        lines.append(f"{name} = {_toml(' | '.join(parts))}")
+    return "\n".join(lines) + "\n"
+
+
+def _cite(origins: frozenset, commit: str) -> str:
+    by_file: dict = {}
+    for rel, line in sorted(origins):
+        by_file.setdefault(rel, set()).add(line)
+    parts = [f"{rel}:{','.join(str(x) for x in sorted(lines))}" for rel, lines in by_file.items()]
+    return f"{'; '.join(parts)} @ {commit}"
+
+
+def _key(name: str) -> str:
+    if name.replace("_", "").replace("-", "").isalnum() and name.isascii() and not name[0].isdigit() \
+            and "." not in name:
+        return name
+    return _toml(str(name))
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        out = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{out}"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    raise TypeError(type(value))
+
+
+# The versions meshlint ships a table for: where each file goes, what its citations name after '@',
+# and how its header names the source it was generated from (meshlint.models.VERSIONS reads the files).
+PINNED = {
+    "main@b5bcd76c6": {"file": "models-main.toml", "commit": "b5bcd76c6",
+                       "label": "torchtitan main at b5bcd76c6 (2026-08-21)"},
+    "0.3.0": {"file": "models-0.3.0.toml", "commit": "0.3.0",
+              "label": "the torchtitan 0.3.0 release (pip download --no-deps torchtitan==0.3.0, unzipped)"},
+    "0.2.x": {"file": "models.toml", "commit": "9810191bb^",
+              "label": "torchtitan's last TOML-era tree, the parent of 9810191bb (2026-02-23)"},
+}
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+
+
+def generate(source: str, version: str, commit: str | None = None, label: str | None = None) -> str:
+    """The TOML text of the model table of the torchtitan tree at ``source`` (the folder holding torchtitan/)."""
+    pinned = PINNED.get(version, {})
+    commit = commit or pinned.get("commit") or (version.split("@", 1)[1] if "@" in version else version)
+    label = label or pinned.get("label") or f"torchtitan at {commit}"
+    root = os.path.abspath(source)
+    if not os.path.isdir(os.path.join(root, "torchtitan", "models")):
+        raise SystemExit(f"{source}: no torchtitan/models folder here (give the folder that holds torchtitan/)")
+    if _is_toml_era(root):
+        from meshlint.generate import v02
+
+        result = v02.read_all(root, commit)
+    else:
+        reader = Reader(root, commit)
+        result = reader.read_all()
+        for model in result["models"].values():
+            found = refusals(root, model["module"], commit)
+            for facts, _, _ in model["flavors"].values():
+                for kind, where in found.items():
+                    if kind in facts.values:
+                        continue
+                    facts.values[kind] = True
+                    facts.cites[kind] = where
+    command = f"python -m meshlint.generate.models --version {version} --source <{label.split(' (')[0]}>"
+    if version in PINNED:
+        command += " --write"
+    else:
+        command += f" --commit {commit}"
+    return render(result, commit, version, label, command)
+
+
+def _is_toml_era(root: str) -> bool:
+    path = os.path.join(root, "torchtitan", "models", "llama3", "__init__.py")
+    if not os.path.isfile(path):
+        return False
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return "def model_registry" not in text and "get_train_spec" in text
+
+
+def main(argv: list | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m meshlint.generate.models", description=__doc__.split("\n")[0])
+    parser.add_argument("--source", required=True, help="folder holding torchtitan/ (a checkout or an unpacked wheel)")
+    parser.add_argument("--version", required=True,
+                        help=f"the version id ({', '.join(PINNED)}, or a new one: main@<commit>, X.Y.Z)")
+    parser.add_argument("--commit", help="what each citation names after '@' (default: pinned, or from --version)")
+    parser.add_argument("--label", help="how the header names the source (default: pinned)")
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--out", help="write here instead of stdout")
+    out.add_argument("--write", action="store_true",
+                     help="write the version's file in meshlint/data/ (a pinned version only)")
+    args = parser.parse_args(argv)
+    if args.write and args.version not in PINNED:
+        parser.error(f"--write needs a pinned version ({', '.join(PINNED)}); add it to PINNED first, or use --out")
+    text = generate(args.source, args.version, args.commit, args.label)
+    path = os.path.join(DATA, PINNED[args.version]["file"]) if args.write else args.out
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

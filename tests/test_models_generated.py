@@ -1,0 +1,257 @@
+"""The generated model tables: current with torchtitan's source, cited line by line, and sized like the real models.
+
+``meshlint/data/models-*.toml`` (and ``models.toml``, the v0.2.x table) are generated from
+torchtitan's own source by ``python -m meshlint.generate.models``; these tests regenerate each
+from the pinned tree and demand the committed file, byte for byte, so a stale table fails CI.
+The trees: main from ../shared/frameworks/, 0.3.0 unpacked by ``.ci/frameworks.sh`` into
+.frameworks/; a test whose tree is absent skips, saying why. Parameter counts are checked against
+the sizes the model makers published.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from meshlint import models
+from meshlint.generate import models as gen
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "frameworks"
+TREES = {
+    "main@b5bcd76c6": SHARED / "torchtitan-b5bcd76c6",
+    "0.3.0": ROOT / ".frameworks" / "torchtitan-0.3.0",
+    "0.2.x": SHARED / "torchtitan-v0.2-9810191bb-parent",
+}
+GENERATED = [v for v in models.VERSIONS if v in gen.PINNED and v != "0.2.x"]  # 0.2.x: see below
+
+
+def _tree(version: str) -> Path:
+    root = TREES[version]
+    if not (root / "torchtitan" / "models").is_dir():
+        how = "run .ci/frameworks.sh" if ".frameworks" in str(root) else "the shared folder ../shared is missing"
+        pytest.skip(f"torchtitan {version} sources are not at {root} ({how})")
+    return root
+
+
+def _data(version: str) -> Path:
+    return Path(models.DATA) / models.VERSIONS[version]
+
+
+def _entries(version: str):
+    """(name, flavor, entry) of a table, each entry once (aliases skipped)."""
+    table = models.load_builtin_file(str(_data(version)))
+    seen = set()
+    for (name, flavor), entry in table.items():
+        if id(entry) not in seen:
+            seen.add(id(entry))
+            yield name, flavor, entry
+
+
+# ---------------------------------------------------------------------------- current with the source
+
+@pytest.mark.parametrize("version", GENERATED)
+def test_the_committed_table_is_what_the_generator_makes_of_the_pinned_tree(version):
+    root = _tree(version)
+    text = gen.generate(str(root), version)
+    committed = _data(version).read_text(encoding="utf-8")
+    assert text == committed, (f"meshlint/data/{models.VERSIONS[version]} is stale: regenerate it with "
+                               f"python -m meshlint.generate.models --version {version} --source {root} --write")
+
+
+def test_every_pinned_version_has_a_table_and_every_table_a_header():
+    assert set(gen.PINNED) == set(models.VERSIONS)
+    for version in models.VERSIONS:
+        assert _data(version).is_file(), version
+        header = models.generated_header(version)
+        if version in GENERATED and version != "0.2.x":
+            assert header["version"] == version
+            assert "python -m meshlint.generate.models" in header["command"]
+
+
+# ---------------------------------------------------------------------------- what the tables say
+
+@pytest.mark.parametrize("version", ["main@b5bcd76c6", "0.3.0"])
+def test_heads_models_and_flavors_are_all_there(version):
+    table = models.builtin_for(version)
+    wanted = {
+        "llama3": {"debugmodel", "1B", "3B", "8B", "70B", "405B"},
+        "deepseek_v3": {"debugmodel", "16B", "236B", "671B"},
+        "qwen3": {"0.6B", "1.7B", "4B", "8B", "14B", "32B", "30B-A3B", "235B-A22B"},
+        "qwen3_5": {"0.8B", "2B", "4B", "9B", "27B", "35B-A3B", "122B-A10B", "397B-A17B"},
+        "gpt_oss": {"debugmodel", "20b", "120b"},
+        "kimi_k2_7": {"debugmodel", "moonlight-16B-A3B", "Kimi-VL-A3B", "Kimi-K2.5"},
+        "muse_glimmer": {"debugmodel", "30B", "debugmodel_mm", "30B_mm"},
+        "flux": {"flux-dev", "flux-schnell", "flux-debug"},
+    }
+    for name, flavors in wanted.items():
+        for flavor in flavors:
+            assert (name, flavor) in table, (name, flavor)
+
+
+@pytest.mark.parametrize("version", [v for v in models.VERSIONS if v != "0.2.x"])
+def test_every_entry_and_every_number_has_a_source(version):
+    for name, flavor, entry in _entries(version):
+        assert re.search(r":\d+ @ ", entry["source"]), (name, flavor)
+        sources = entry.get("sources", {})
+        for fact, value in entry.items():
+            if fact in ("source", "sources", "note", "spec_name", "module"):
+                continue
+            assert fact in sources, f"{name} {flavor}: {fact} = {value!r} has no source"
+            assert " @ " in sources[fact] or "counted from" in sources[fact], (name, flavor, fact)
+
+
+def test_cited_lines_hold_the_literal_numbers():
+    """A fact read straight off one literal cites the line where that literal is written."""
+    root = _tree("main@b5bcd76c6")
+    checked = 0
+    for name, flavor, entry in _entries("main@b5bcd76c6"):
+        for fact in ("n_layers", "n_heads", "dim", "vocab_size", "num_experts"):
+            cite = entry.get("sources", {}).get(fact, "")
+            match = re.fullmatch(r"([\w/.]+\.py):(\d+) @ b5bcd76c6", cite)
+            if not match:
+                continue
+            line = (root / match[1]).read_text(encoding="utf-8").splitlines()[int(match[2]) - 1]
+            digits = re.sub(r"[_\s]", "", line)
+            assert str(entry[fact]) in digits, f"{name} {flavor} {fact}={entry[fact]}: {cite}: {line.strip()}"
+            checked += 1
+    assert checked > 150
+
+
+@pytest.mark.parametrize("version", ["main@b5bcd76c6", "0.3.0"])
+def test_trainer_facts_pipelining_and_refusals(version):
+    table = models.builtin_for(version)
+    for flavor in ("flux-dev", "flux-schnell", "flux-debug"):
+        entry = table[("flux", flavor)]
+        assert entry["pipelining"] is False
+        assert "torchtitan/models/flux/__init__.py:" in entry["sources"]["pipelining"]
+    for name in ("llama3", "deepseek_v3", "qwen3", "qwen3_5", "gpt_oss", "kimi_k2_7", "muse_glimmer"):
+        assert all(e["pipelining"] for (n, _), e in table.items() if n == name), name
+    kimi = table[("kimi_k2_7", "Kimi-K2.5")]
+    assert kimi["tp1_only"] is True
+    assert "torchtitan/models/kimi_k2_7/config_registry.py:" in kimi["sources"]["tp1_only"]
+    assert kimi["refuses_cp"] is True and "parallelize.py" in kimi["sources"]["refuses_cp"]
+    assert kimi.get("pp1_only", False) is (version == "0.3.0")  # 0.3.0's DistMuon also refused pp > 1
+    assert table[("qwen3_5", "9B")]["refuses_cp"] is True
+    assert not any(e.get("tp1_only") for (n, _), e in table.items() if n != "kimi_k2_7" and "kimi" not in n)
+
+
+def test_facts_of_the_main_table():
+    table = models.builtin_for("main")
+    ds = table[("deepseek_v3", "671B")]
+    assert (ds["attention"], ds["n_heads"], ds["n_kv_heads"], ds["head_dim"], ds["q_lora_rank"], ds["kv_lora_rank"],
+            ds["v_head_dim"]) == ("mla", 128, 128, 192, 1536, 512, 128)
+    assert (ds["num_experts"], ds["top_k"], ds["shared_experts"], ds["moe_hidden_dim"], ds["moe_layers"],
+            ds["moe_layer_ids"]) == (256, 8, 1, 2048, 58, "3-60")
+    q = table[("qwen3", "30B-A3B")]
+    assert (q["num_experts"], q["top_k"], q["shared_experts"], q["moe_layers"], q["n_kv_heads"]) == (128, 8, 0, 48, 4)
+    assert "ffn_hidden_dim" not in q and "ffn_hidden_dim: no dense feed-forward layer" in q["note"]
+    assert table[("llama3", "1B")]["tied"] is True and table[("qwen3", "0.6B")]["tied"] is True
+    hybrid = table[("qwen3_5", "27B")]
+    assert hybrid["attention"] == "gqa+gated_deltanet" and hybrid["linear_attention_layers"] == 48
+    assert table[("kimi_k2_7", "Kimi-K2.5")]["vision_n_heads"] == 16
+    hf = table[("transformers_modeling_backend", "debugmodel")]
+    assert hf["n_heads"] == 16 and "vocab_size" not in hf and "Hugging Face" in hf["note"]
+    assert table[("flux", "flux-dev")]["n_layers"] == 57 and "vocab_size" not in table[("flux", "flux-dev")]
+
+
+# ---------------------------------------------------------------------------- parameter counts
+
+# (name, flavor): published total parameters in billions, and who published them
+PUBLISHED = {
+    ("llama3", "8B"): (8.03, "Meta Llama 3 8B"),
+    ("llama3", "70B"): (70.55, "Meta Llama 3 70B"),
+    ("llama3", "405B"): (405.85, "Meta Llama 3.1 405B"),
+    ("qwen3", "0.6B"): (0.6, "Qwen3-0.6B"), ("qwen3", "1.7B"): (1.7, "Qwen3-1.7B"),
+    ("qwen3", "4B"): (4.0, "Qwen3-4B"), ("qwen3", "8B"): (8.2, "Qwen3-8B"), ("qwen3", "14B"): (14.8, "Qwen3-14B"),
+    ("qwen3", "32B"): (32.8, "Qwen3-32B"), ("qwen3", "30B-A3B"): (30.5, "Qwen3-30B-A3B"),
+    ("qwen3", "235B-A22B"): (235.0, "Qwen3-235B-A22B"),
+    ("deepseek_v3", "16B"): (15.7, "DeepSeek-V2-Lite (the 16B flavor's shape)"),
+    ("deepseek_v3", "671B"): (671.0, "DeepSeek-V3 (without the MTP module)"),
+    ("gpt_oss", "20b"): (20.91, "gpt-oss-20b model card"), ("gpt_oss", "120b"): (116.83, "gpt-oss-120b model card"),
+    ("kimi_k2_7", "Kimi-K2.5"): (1040.0, "Kimi K2 report: 1.04T total (K2.5 adds a 0.4B vision tower)"),
+    ("kimi_k2_7", "moonlight-16B-A3B"): (16.0, "Moonlight-16B-A3B"),
+    ("qwen3_5", "27B"): (27.0, "Qwen3.5-27B"), ("qwen3_5", "35B-A3B"): (35.0, "Qwen3.5-35B-A3B"),
+    ("qwen3_5", "122B-A10B"): (122.0, "Qwen3.5-122B-A10B"), ("qwen3_5", "397B-A17B"): (397.0, "Qwen3.5-397B-A17B"),
+    ("flux", "flux-dev"): (12.0, "FLUX.1 [dev]: a 12B flow transformer"),
+}
+
+
+@pytest.mark.parametrize("version", ["main@b5bcd76c6", "0.3.0"])
+@pytest.mark.parametrize("key", sorted(PUBLISHED))
+def test_parameter_counts_are_within_two_percent_of_the_published_sizes(version, key):
+    entry = models.builtin_for(version)[key]
+    published, who = PUBLISHED[key]
+    assert models.param_count(entry) / 1e9 == pytest.approx(published, rel=0.02), who
+
+
+def test_the_counts_match_the_architecture_formula_for_plain_decoders():
+    """The counted tree agrees with meshlint's closed formula where the formula applies (GQA, SwiGLU)."""
+    table = models.builtin_for("main")
+    for key in [("llama3", f) for f in ("8B", "70B", "405B")] + [("qwen3", f) for f in ("8B", "32B", "235B-A22B")]:
+        entry = dict(table[key])
+        counted = entry.pop("params")
+        formula = models.param_count(entry)
+        norms = entry["n_layers"] * 2 * entry["head_dim"] if key[0] == "qwen3" else 0  # qk_norm, not in the formula
+        assert counted == formula + norms, key
+
+
+# ---------------------------------------------------------------------------- the API
+
+def test_versions_resolve_by_their_usual_spellings():
+    assert models.resolve_version("main") == "main@b5bcd76c6"
+    assert models.resolve_version("b5bcd76c6") == models.resolve_version("b5bcd76") == "main@b5bcd76c6"
+    assert models.resolve_version("main@b5bcd76c6") == "main@b5bcd76c6"
+    assert models.resolve_version("0.3.0") == "0.3.0"
+    assert models.resolve_version("0.2.2") == models.resolve_version("v0.2.0") == "0.2.x"
+    with pytest.raises(models.ModelTableError, match="no model table for torchtitan version '0.4.0'"):
+        models.resolve_version("0.4.0")
+
+
+def test_builtin_keeps_its_meaning_and_builtin_for_gives_each_version():
+    assert models.builtin() is models.builtin_for("0.2.x") is models.builtin("0.2.2")
+    assert models.builtin("main") is models.builtin_for("main@b5bcd76c6")
+    main = models.builtin_for("main@b5bcd76c6")
+    entry = models.lookup(main, "kimi_k2_7", "Kimi-K2.5")
+    assert models.lookup(main, "kimi_k2_5", "Kimi-K2.5") is entry  # the ModelSpec's own name
+    assert models.lookup(main, "torchtitan.models.kimi_k2_7", "Kimi-K2.5") is entry
+    assert models.lookup(main, "llama3", "9B") is None
+    merged = models.table_for((), {("llama3", "9B"): {"n_layers": 1}}, version="0.3.0")
+    assert merged[("llama3", "9B")] == {"n_layers": 1} and ("qwen3_5", "9B") in merged
+
+
+def test_loading_a_table_is_cheap(tmp_path, monkeypatch):
+    monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
+    for version in models.VERSIONS:
+        models._VERSION_TABLES.clear()
+        models._BUILTIN_TABLE = None
+        models.builtin_for(version)  # parses and stores the cache
+        best = float("inf")
+        for _ in range(5):
+            models._VERSION_TABLES.clear()
+            models._BUILTIN_TABLE = None
+            start = time.perf_counter()
+            models.builtin_for(version)
+            best = min(best, time.perf_counter() - start)
+        assert best < 0.010, f"{version}: {best * 1e3:.1f} ms"
+    models._VERSION_TABLES.clear()
+    models._BUILTIN_TABLE = None
+
+
+def test_the_generator_never_imports_torch_or_torchtitan():
+    import subprocess
+    import sys
+
+    root = TREES["main@b5bcd76c6"]
+    if not root.is_dir():
+        pytest.skip("the shared folder ../shared is missing")
+    code = ("import sys; from meshlint.generate import models as g; "
+            f"g.generate({str(root)!r}, 'main@b5bcd76c6'); "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'torchtitan')]; print(bad); "
+            "sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
+    assert done.returncode == 0, done.stdout + done.stderr
