@@ -17,6 +17,7 @@ from meshlint import ranks as rank_info
 from meshlint.check import FileReport
 from meshlint.errors import MeshlintError
 from meshlint.report.explain import axis_rows
+from meshlint.report.terminal import safe_lines
 
 # Degrees that decide how parameters are split: a change means old checkpoints are sharded differently.
 SHARDING = {"kempnerforge": ("tp", "pp", "ep", "dp_shard"), "torchtitan": ("tp", "pp", "ep", "etp", "fsdp", "efsdp"),
@@ -168,10 +169,10 @@ class MeshDiff:
     def render(self, old_label: str, new_label: str) -> str:
         out = [f"--- {old_label}  {_headline(self.old)}", f"+++ {new_label}  {_headline(self.new)}"]
         if self.old.status != "checked" or self.new.status != "checked":
-            return "\n".join(out)
+            return safe_lines(out)
         if self.same:
             out.append("same mesh: world, dims, sizes and placement are unchanged")
-            return "\n".join(out)
+            return safe_lines(out)
         out.append("")
         o, n = self.old.resolution, self.new.resolution
         out.append(f"  world      {_v(o.world_used)} → {_v(n.world_used)}"
@@ -210,7 +211,7 @@ class MeshDiff:
             out.append("")
             for c in self.callouts:
                 out.append(f"  ! {c['message']}")
-        return "\n".join(out)
+        return safe_lines(out)
 
 
 # ---------------------------------------------------------------------- helpers

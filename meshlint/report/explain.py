@@ -7,6 +7,7 @@ from meshlint.check import FileReport, input_error_finding
 from meshlint.dialects.base import DEGREES
 from meshlint.mesh import Mesh, place
 from meshlint.report.json_report import file_json
+from meshlint.report.terminal import safe, safe_lines
 from meshlint.report.workload import model_json, model_line, pipeline_json, pipeline_line
 
 GRID_MAX = 512  # the node × local-rank grid is printed for worlds up to this many ranks
@@ -90,9 +91,9 @@ def explain_json(report: FileReport, view: RankView | None = None) -> dict:
 def render(report: FileReport, view: RankView | None = None) -> str:
     if report.error:
         f = input_error_finding(report.error)
-        return f"{report.path}:{f.line}:{f.col}: {f.code} [error] {f.message}"
+        return safe(f"{report.path}:{f.line}:{f.col}: {f.code} [error] {f.message}")
     if report.status == "skipped":
-        return f"{report.path}: skipped: {report.note}"
+        return safe(f"{report.path}: skipped: {report.note}")
     res, topo, spec = report.resolution, report.topology, report.spec
     out = [report.path]
 
@@ -173,7 +174,7 @@ def render(report: FileReport, view: RankView | None = None) -> str:
         where = _where(rev["placement"])
         coords = ", ".join(f"{d}={i}" for d, i in rev["coords"].items())
         out += ["", f"  ({coords}) in mesh {rev['mesh']!r} is rank {rev['rank']}{where}"]
-    return "\n".join(out)
+    return safe_lines(out)  # names, paths and notes come from the file: each line escaped whole
 
 
 def _where(placement: dict | None) -> str:
@@ -199,7 +200,7 @@ def _grid(report: FileReport) -> list[str]:
     res, topo = report.resolution, report.topology
     mesh = res.mesh
     world, gpn = res.world_used, topo.gpus_per_node
-    if mesh is None or not gpn or not world or world > GRID_MAX:
+    if mesh is None or not gpn or not world or world > GRID_MAX or gpn > GRID_MAX:
         return []
     nodes = -(-world // gpn)
     cells = {}

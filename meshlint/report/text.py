@@ -6,6 +6,7 @@ import os
 import sys
 
 from meshlint.check import FileReport, finding_file, input_error_finding
+from meshlint.report.terminal import safe
 
 _STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "info": "\x1b[1;36m", "path": "\x1b[1m",
           "help": "\x1b[2m", "code": "\x1b[1m"}
@@ -30,24 +31,27 @@ def render(reports: list[FileReport], quiet: bool = False, use_color: bool = Fal
 
     lines: list[str] = []
     for report in reports:
+        path = safe(report.path)  # every piece from a file, a rule or a path is escaped before it is painted
         if report.status == "skipped":
             if not quiet:
-                lines.append(f"{paint('path', report.path)}: skipped: {report.note}")
+                lines.append(f"{paint('path', path)}: skipped: {safe(report.note or '')}")
             continue
         findings = [input_error_finding(report.error)] if report.error else report.findings
         for f in findings:
             if quiet and f.severity == "info":
                 continue
-            lines.append(f"{paint('path', f'{finding_file(report, f)}:{f.line}:{f.col}:')} {paint('code', f.code)} "
-                         f"{paint(f.severity, f'[{f.severity}]')} {f.message}")
-            for help_line in (f.help or "").splitlines():
-                lines.append(paint("help", f"  help: {help_line}"))
+            where = safe(f"{finding_file(report, f)}:{f.line}:{f.col}:")
+            lines.append(f"{paint('path', where)} {paint('code', safe(f.code))} "
+                         f"{paint(f.severity, f'[{f.severity}]')} {safe(f.message)}")
+            for help_line in (f.help or "").split("\n"):  # only newlines break a help text into lines
+                if help_line:
+                    lines.append(paint("help", f"  help: {safe(help_line)}"))
         if report.diff_note and report.diff_note.startswith("new since"):
-            lines.append(f"{paint('path', report.path)}: {report.diff_note} (no earlier mesh to compare with)")
+            lines.append(f"{paint('path', path)}: {safe(report.diff_note)} (no earlier mesh to compare with)")
         if report.diff is not None and not report.diff.same:
-            lines.append(f"{paint('path', report.path)}: resolved mesh changed since {report.diff.base}:")
-            lines.extend("  " + line for line in
-                         report.diff.render(f"{report.path}@{report.diff.base}", report.path).splitlines())
+            lines.append(f"{paint('path', path)}: resolved mesh changed since {safe(str(report.diff.base))}:")
+            lines.extend("  " + line for line in  # diff.render escapes each of its lines
+                         report.diff.render(f"{report.path}@{report.diff.base}", report.path).split("\n"))
     lines.append(summary_line(reports))
     return "\n".join(lines)
 

@@ -1,0 +1,38 @@
+"""Text for a terminal: control characters from configs and rule packs are shown, never obeyed.
+
+A config key can hold any character (``"\\u001b]0;owned\\u0007" = 1``), and so can
+a rule pack's message or a file name. Written raw, ESC sequences retitle or
+clear the terminal, a carriage return overwrites the line before it, a newline
+forges a finding line, and bidirectional overrides make text read differently
+from what it is. Text output escapes them as ``\\x1b`` / ``\\u202e``; JSON, SARIF
+and GitHub output stay exact (they have their own escaping).
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls but tab (and newline where layout needs it), DEL, C1 controls, the Arabic letter
+# mark, zero-width space, LRM/RLM, line/paragraph separators, bidi embeddings, overrides and
+# isolates, and the BOM. (Zero-width joiners stay: scripts and emoji need them.)
+_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff"
+_LINE = re.compile(f"[\n{_UNSAFE}]")
+_BLOCK = re.compile(f"[{_UNSAFE}]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def safe(text: str, newlines: bool = False) -> str:
+    """``text`` with every unsafe character written as an escape; newlines too unless ``newlines``."""
+    pattern = _BLOCK if newlines else _LINE
+    if pattern.search(text) is None:  # the usual case: one C-speed scan, no copy
+        return text
+    return pattern.sub(_escape, text)
+
+
+def safe_lines(lines: list) -> str:
+    """Lines joined by newlines, each escaped whole (a newline inside one line is escaped)."""
+    return "\n".join(safe(str(line)) for line in lines)
