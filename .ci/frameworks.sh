@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Sets up what tests/test_real_torchtitan.py runs: torchtitan 0.2.2 and 0.3.0 from the package
+# index, each unpacked (--no-deps) into its own folder under .frameworks/ (gitignored; the same
+# package name, so one folder each, loaded by separate processes), plus spmd_types==0.2.3, tyro
+# and numpy in the environment. torchtitan main comes from ../shared/frameworks/ (no setup).
+#
+# Idempotent and quick: what is already there is not fetched again. Never installs or upgrades
+# torch: torchtitan is installed --no-deps, spmd_types --no-deps, and every pip run is constrained
+# to the torch already installed. Without network (or torch) it says why and exits 0: the tests
+# then skip, quoting the reason left in .frameworks/<piece>.failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python}
+DEST=.frameworks
+TT_VERSIONS=(0.2.2 0.3.0)
+mkdir -p "$DEST"
+
+say() { echo "frameworks.sh: $*"; }
+failed() {  # piece, reason: leave the reason where the tests will quote it, and carry on
+  printf '%s\n' "$2" > "$DEST/$1.failed"
+  say "$1 not set up: $2 (tests that need it will skip)"
+}
+pip_quiet() {  # a missing network must cost seconds, not pip's default 180 s x 5 retries
+  "$PY" -m pip --disable-pip-version-check --retries 1 --timeout 20 "$@" 2>&1 | tail -n 5
+}
+why_pip() {  # pip's own words: its ERROR lines, else its last line; on one line
+  local errors
+  errors=$(grep '^ERROR' <<< "$1" | tr '\n' ' ')
+  [ -n "$errors" ] || errors=$(tail -n 1 <<< "$1")
+  echo "${errors:0:300}"
+}
+
+# torch's version from its metadata (importing torch takes seconds; this must stay quick)
+torch_version() {
+  "$PY" -c 'from importlib.metadata import version; print(version("torch").split("+")[0])' 2>/dev/null
+}
+TORCH=$(torch_version)
+if [ -z "$TORCH" ]; then
+  say "torch is not installed for $PY: nothing to compare with (the tests skip)"
+  exit 0
+fi
+CONSTRAINTS="$DEST/constraints.txt"
+echo "torch==$TORCH" > "$CONSTRAINTS"  # anything that asks for another torch fails instead of pulling it
+
+# torchtitan releases: pip install --no-deps --target, into a temporary folder moved into place
+# only when complete, so an interrupted run never leaves a half folder that looks done.
+for v in "${TT_VERSIONS[@]}"; do
+  dir="$DEST/torchtitan-$v"
+  if [ -f "$dir/torchtitan/distributed/parallel_dims.py" ] && [ -d "$dir/torchtitan-$v.dist-info" ]; then
+    continue
+  fi
+  tmp=$(mktemp -d "$DEST/.tmp-torchtitan-$v.XXXXXX")
+  out=$(pip_quiet install --quiet --no-deps --target "$tmp" -c "$CONSTRAINTS" "torchtitan==$v")
+  if [ -f "$tmp/torchtitan/distributed/parallel_dims.py" ] && [ -d "$tmp/torchtitan-$v.dist-info" ]; then
+    rm -rf "$dir" && mv "$tmp" "$dir" && rm -f "$DEST/torchtitan-$v.failed"
+    say "torchtitan $v -> $dir"
+  else
+    rm -rf "$tmp"
+    failed "torchtitan-$v" "pip install --no-deps --target $dir torchtitan==$v failed: $(why_pip "$out") (no network?)"
+  fi
+done
+
+# spmd_types (ParallelDims of 0.3.0 and main imports it), tyro (torchtitan.config imports it),
+# numpy: into the environment, only when missing. None of them depends on torch (spmd_types has
+# no dependencies; tyro needs torch only for its "dev-nn" extra); still, spmd_types is installed
+# --no-deps and the whole run is constrained to the installed torch.
+missing=$("$PY" - <<'EOF'
+from importlib.metadata import PackageNotFoundError, version
+want = {"spmd_types": "0.2.3", "tyro": None, "numpy": None}
+out = []
+for name, pinned in want.items():
+    try:
+        have = version(name)
+    except PackageNotFoundError:
+        have = None
+    if have is None or (pinned and have != pinned):
+        out.append(name)
+print(" ".join(out))
+EOF
+)
+if [ -n "$missing" ]; then
+  ok=1
+  if [[ " $missing " == *" spmd_types "* ]]; then
+    out=$(pip_quiet install --quiet --no-deps -c "$CONSTRAINTS" "spmd_types==0.2.3") || true
+    "$PY" -c 'from importlib.metadata import version; assert version("spmd_types") == "0.2.3"' 2>/dev/null \
+      || { ok=0; failed "spmd_types" \
+             "pip install --no-deps spmd_types==0.2.3 failed: $(why_pip "$out") (no network?)"; }
+  fi
+  rest=()
+  for p in tyro numpy; do [[ " $missing " == *" $p "* ]] && rest+=("$p"); done
+  if [ ${#rest[@]} -gt 0 ]; then
+    out=$(pip_quiet install --quiet -c "$CONSTRAINTS" "${rest[@]}") || true
+    "$PY" -c 'import tyro, numpy' 2>/dev/null \
+      || { ok=0; failed "tyro-numpy" "pip install ${rest[*]} failed: $(why_pip "$out") (no network?)"; }
+  fi
+  [ "$ok" = 1 ] && rm -f "$DEST/spmd_types.failed" "$DEST/tyro-numpy.failed" && say "installed: $missing"
+fi
+
+AFTER=$(torch_version)
+if [ "$AFTER" != "$TORCH" ]; then  # cannot happen with the constraints above; never let it pass silently
+  say "torch changed from $TORCH to ${AFTER:-nothing}: this script must never do that"
+  exit 1
+fi
+exit 0
