@@ -1,0 +1,882 @@
+"""The frameworks' full config schemas (generated into meshlint/data/schema/), and a check of a config against them that accepts and refuses what the framework itself does.
+
+    from meshlint import schema_data
+    schema = schema_data.load("torchtitan", "0.2.x")       # cheap: the JSON is read on first use
+    schema.key("parallelism.data_parallel_shard_degree")   # {"type": {"kind": "int"}, "default": -1, ...}
+    for problem in schema.check(data):                     # data: the config as nested dicts
+        print(problem["level"], problem["key"], problem["message"])
+
+Each problem is a plain dict:
+
+    kind        "unknown-key" | "wrong-type" | "invalid-value" | "refused-value" (a check of the section's
+                __post_init__ that reads only its own keys fails) | "not-a-table" | "unknown-variant"
+    key         dotted path of the offending key ("checkpoint.intervall", "data.datasets[1].weigth")
+    section     the table it sits in ("checkpoint", "data.datasets[1]", "" for the top level)
+    name        the key's own name
+    suggestion  unknown keys: the closest key of that table (difflib), or None
+    elsewhere   unknown keys: other tables that do define this name (e.g. ["train"])
+    other_versions  unknown keys: other versions of the framework whose same table has it (renamed keys)
+    level       "error" (the framework refuses the config, or keeps a value it cannot use),
+                "warning" (the framework converts it and goes on, but not to what was written),
+                "info" (an exact, harmless conversion: int 1 for a float field)
+    refused     True when the framework itself stops on it (at load, or when the config is built)
+    framework   what the framework does with it, in words, with its own error text where it raises
+    effective   the value the framework ends up with, when it goes on
+    expected    what the key takes, in words
+    value       the value as written (short)
+    source      where the framework defines the key or raises (path:line at the schema's commit)
+    message     one line for a finding
+
+``origin``: "file" (a TOML file, or the values a Python registry function sets: same rules
+in the registry era), or "cli" (values as typed on a command line: strings, parsed the way
+the framework's command line does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from meshlint.errors import MeshlintError
+
+DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "schema")
+# version ids people use -> the schema that describes them
+ALIASES = {
+    ("torchtitan", "0.2.0"): "0.2.x", ("torchtitan", "0.2.1"): "0.2.x", ("torchtitan", "0.2.2"): "0.2.x",
+    ("torchtitan", "toml"): "0.2.x", ("torchtitan", "main"): "main@b5bcd76c6", ("torchtitan", "b5bcd76c6"): "main@b5bcd76c6",
+    ("kempnerforge", "main"): "5666d0d",
+}
+_FRAMEWORK_WORD = {"kempnerforge": "KempnerForge", "torchtitan": "torchtitan"}
+_SCHEMAS: dict = {}
+
+
+class SchemaError(MeshlintError):
+    """No generated schema for this framework/version (names the ones there are)."""
+
+
+def available() -> list:
+    """(framework, version) of every generated schema, sorted."""
+    out = []
+    for name in sorted(os.listdir(DIR)) if os.path.isdir(DIR) else []:
+        if name.endswith(".json"):
+            framework, _, version = name[:-5].partition("-")
+            out.append((framework, version))
+    return out
+
+
+def load(framework: str, version: str) -> "Schema":
+    """The schema of ``framework`` at ``version`` (cached; the file is read on first use)."""
+    version = ALIASES.get((framework, version), version)
+    schema = _SCHEMAS.get((framework, version))
+    if schema is None:
+        path = os.path.join(DIR, f"{framework}-{version}.json")
+        if not os.path.isfile(path):
+            have = ", ".join(f"{f} {v}" for f, v in available()) or "none"
+            raise SchemaError(f"no config schema for {framework} {version} (generated: {have})")
+        schema = _SCHEMAS[(framework, version)] = Schema(framework, version, path)
+    return schema
+
+
+class Schema:
+    """One framework version's config schema: tables, keys, and the loader's own rules."""
+
+    def __init__(self, framework: str, version: str, path: str):
+        self.framework, self.version, self.path = framework, version, path
+        self._data: dict | None = None
+        self._merged: dict = {}
+
+    @property
+    def data(self) -> dict:
+        if self._data is None:
+            with open(self.path, encoding="utf-8") as f:
+                self._data = json.load(f)
+        return self._data
+
+    @property
+    def loader(self) -> dict:
+        return self.data["loader"]
+
+    @property
+    def era(self) -> str:
+        return self.loader.get("era", "toml")
+
+    def sections(self) -> list:
+        """The top-level keys (sections and top-level values) the framework defines."""
+        return list(self.keys(""))
+
+    def tables(self) -> list:
+        return list(self.data["tables"])
+
+    def keys(self, table: str = "", cls: str | None = None) -> dict:
+        """name -> key entry of a table (the union over the classes that may stand there, or one of them)."""
+        cache = (table, cls)
+        merged = self._merged.get(cache)
+        if merged is None:
+            entry = self.data["tables"].get(_pattern(table))
+            merged = {}
+            if entry is not None:
+                for qn in ([cls] if cls else entry["classes"]):
+                    for name, key in self.data["classes"].get(qn, {"keys": {}})["keys"].items():
+                        merged.setdefault(name, key)
+            self._merged[cache] = merged
+        return merged
+
+    def key(self, dotted: str) -> dict | None:
+        """The entry of a dotted key ("training.dataloader.num_workers", "data.datasets[].path"), or None."""
+        table, _, leaf = _pattern(dotted).rpartition(".")
+        if table not in self.data["tables"]:
+            return None
+        return self.keys(table).get(leaf)
+
+    def default(self, dotted: str):
+        """(True, default) for a key with a literal default, (False, None) otherwise."""
+        key = self.key(dotted)
+        return (True, key["default"]) if key is not None and "default" in key else (False, None)
+
+    # ------------------------------------------------------------------------- the check
+
+    def check(self, data: dict, origin: str = "file") -> list:
+        """Every key of ``data`` the framework would refuse, or read differently from what it says."""
+        if origin not in ("file", "cli"):
+            raise ValueError(f"origin must be 'file' or 'cli', not {origin!r}")
+        problems: list = []
+        if isinstance(data, dict):
+            self._walk(_Context(self, origin, data), "", "", data, problems)
+        return problems
+
+    def _walk(self, ctx, pattern: str, where: str, table: dict, problems: list) -> None:
+        entry = self.data["tables"].get(pattern)
+        if entry is None:
+            return
+        dispatch = entry.get("dispatch")
+        cls = None
+        if dispatch:
+            arch = table.get(dispatch["key"], dispatch["default"])
+            if not isinstance(arch, str) or arch not in dispatch["map"]:
+                does = dispatch["unknown"].replace("{arch!r}", repr(arch)).replace("[...]", repr(sorted(dispatch["map"])))
+                problems.append(_problem(ctx, "unknown-variant", where, dispatch["key"], arch, "error", True,
+                                         f"{ctx.word} refuses the whole config: {does}",
+                                         expected="one of " + ", ".join(sorted(dispatch["map"])),
+                                         source=dispatch["unknown_source"]))
+                return
+            cls = dispatch["map"][arch]
+        keys = self.keys(pattern, cls)
+        qn = cls or entry.get("default_class") or entry["classes"][0]
+        class_name = self.data["classes"][qn]["name"]
+        values = _Section(self, pattern, table, keys, self._instance_defaults(pattern, entry, qn, where))
+        typed: dict = {}      # name -> its type problem, where a later refusal is merged in
+        stopped: set = set()  # names whose value already stopped the framework
+        for name, raw in table.items():
+            lookup = name.replace("-", "_") if ctx.origin == "cli" and isinstance(name, str) else name
+            key = keys.get(lookup)
+            if key is None:
+                if where == "" and name in self.loader.get("pseudo_sections", {}):
+                    continue
+                problems.append(self._unknown(ctx, pattern, where, name, list(keys), class_name))
+                continue
+            path = f"{where}.{name}" if where else str(name)
+            if "table" in key:
+                self._child(ctx, key, path, raw, problems)
+                continue
+            problem = _judge(ctx, key, path, name, raw)
+            if problem is None:
+                continue
+            if not problem["refused"] and path in self.loader.get("read_at_load", {}):
+                _read_at_load(ctx, problem, raw, self.loader["read_at_load"][path])
+            problems.append(problem)
+            typed[lookup] = problem
+            if problem["refused"]:
+                stopped.add(lookup)
+                values.written[lookup] = _UNKNOWN
+            elif "effective" in problem:
+                values.written[lookup] = problem["effective"]
+        if values.written:
+            self._checks(ctx, qn, where, values, typed, stopped, problems)
+
+    def _instance_defaults(self, pattern: str, entry: dict, qn: str, where: str) -> dict:
+        """KempnerForge rebuilds a written section from the default instance: what its __post_init__
+        filled in (n_kv_heads = n_heads = 32) is the default for keys the file leaves out."""
+        if self.loader.get("section_defaults") != "instance" or not where or entry.get("optional") \
+                or entry.get("array") or "default_class" not in entry or "." in where:
+            return {}
+        cache = ("instance", pattern, qn)
+        if cache not in self._merged:
+            section = _Section(self, pattern, {}, self.keys(pattern, qn))
+            for step in self.data["classes"].get(qn, {}).get("checks", []):
+                if step["kind"] == "assign" and _holds(step.get("when", []), section, {})[0] is True:
+                    section.assigned[step["target"]] = _value(step["value"], section, {})
+            self._merged[cache] = {k: v for k, v in section.assigned.items() if v is not _UNKNOWN}
+        return self._merged[cache]
+
+    def _checks(self, ctx, qn: str, where: str, values: "_Section", typed: dict, stopped: set,
+                problems: list) -> None:
+        """The section's own ``__post_init__``: what it fills in, then each check that reads a key this
+        config writes. They run when the framework builds the section, so a failing one refuses the config."""
+        steps = self.data["classes"].get(qn, {}).get("checks")
+        if not steps:
+            return
+        written = set(values.written)
+        # membership tests against a registry or a local name: bind that name to the values the schema found
+        seeds = {k["enum_check"]["source"]: k["enum_check"]["values"] for k in values.keys.values() if "enum_check" in k}
+        for step in steps:
+            if step["kind"] == "assign":
+                state, _, _ = _holds(step.get("when", []), values, {})
+                if state is True:
+                    values.assigned[step["target"]] = _value(step["value"], values, {})
+                elif state is not False:
+                    values.assigned[step["target"]] = _UNKNOWN
+                continue
+            names = _self_names(step["condition"]) | {n for c in step.get("when", []) for n in _self_names(c)}
+            mine = [n for n in _self_order(step) if n in written]
+            if not mine or names & stopped:
+                continue
+            condition, local = _seed(step, seeds.get(step["source"]))
+            state, local, error = _holds(step.get("when", []) + [condition], values, local)
+            if state is True:
+                text = f"{step['exception']}: {_fill(step['message'], values, local)}"
+            elif state == "raises":
+                text = f"{error} (while checking {step['condition']})"
+            else:
+                continue
+            section = f"[{where}]" if where else "the top level"
+            does = f"refuses the config when it builds {section} (__post_init__ at {step['source']}): {text}"
+            name = next((n for n in mine if n in typed), mine[0])
+            earlier = typed.get(name)
+            if earlier is not None and not earlier["refused"]:
+                earlier.update(level="error", refused=True, source=step["source"], framework=f"{ctx.word} {does}")
+                earlier["message"] = f"{earlier['key']} = {earlier['value']}: expected {earlier['expected']}; " \
+                                     f"{earlier['framework']}"
+                earlier.pop("effective", None)
+                stopped.add(name)
+                continue
+            if earlier is not None:
+                continue
+            raw = values.written.get(name)
+            out = _problem(ctx, "refused-value", where, name, raw, "error", True, f"{ctx.word} {does}",
+                           source=step["source"])
+            out["message"] = f"{out['key']} = {out['value']}: {out['framework']}"
+            problems.append(out)
+            typed[name] = out
+            stopped.add(name)
+
+    def _child(self, ctx, key: dict, path: str, raw, problems: list) -> None:
+        child = key["table"]
+        if child.endswith("[]"):
+            if isinstance(raw, list) and all(isinstance(x, dict) for x in raw):
+                for i, item in enumerate(raw):
+                    self._walk(ctx, child, f"{path}[{i}]", item, problems)
+                return
+        elif isinstance(raw, dict):
+            self._walk(ctx, child, path, raw, problems)
+            return
+        if raw is None and key["type"]["kind"] == "optional":
+            return
+        what = "an array of tables" if child.endswith("[]") else "a table"
+        problems.append(_problem(ctx, "not-a-table", path.rpartition(".")[0], path.rpartition(".")[2], raw, "error",
+                                 False, f"{ctx.word} keeps the {_type_word(raw)} where {what} belongs; "
+                                        "it fails where the section is used",
+                                 expected=what, source=key["source"]))
+
+    def _unknown(self, ctx, pattern: str, where: str, name, names: list, class_name: str) -> dict:
+        from difflib import get_close_matches  # only needed when something is misspelt
+
+        text = str(name)
+        probe = text.replace("-", "_") if ctx.origin == "cli" else text
+        close = get_close_matches(probe, names, n=1, cutoff=0.6)
+        elsewhere = [t for t in self.data["tables"] if t != pattern and probe in self.keys(t)][:3]
+        source = self.loader["unknown_keys"]["source"]
+        level, refused = "error", True
+        if ctx.origin == "cli" and self.framework == "torchtitan":
+            flag = "--" + (f"{where}.{text}" if where else text)
+            does = f"torchtitan's command line (tyro) exits with status 2: Unrecognized options: {flag}"
+        elif self.framework == "kempnerforge":
+            does = (f"KempnerForge refuses the whole config: ValueError: Unknown config keys in {class_name}: "
+                    f"[{text!r}]")
+        elif self.era == "registry":
+            does = (f"torchtitan refuses the config when its function runs: TypeError: {class_name}.__init__() got "
+                    f"an unexpected keyword argument {text!r} (or AttributeError when it is assigned)")
+        else:
+            does = (f"torchtitan refuses the whole config: ValueError: Invalid field names in <class "
+                    f"'{self._qn(pattern, class_name)}'> data: {{{text!r}}}")
+        if ctx.custom_module and self.era == "toml" and self.framework == "torchtitan":
+            level, refused = "warning", False
+            does = (f"torchtitan refuses it unless the custom JobConfig in {ctx.custom_module} "
+                    "(job.custom_config_module) defines it, which meshlint cannot see")
+        suggestion = close[0] if close else None
+        versions = self._other_versions(pattern, probe)
+        hints = ([f"did you mean {suggestion}?"] if suggestion else []) + (
+            [f"{text} is a key of [{where}] in {ctx.word} {' and '.join(versions)}: is the config for that version?"]
+            if versions and where else []) + ([f"{text} is a key of [{elsewhere[0]}]"] if elsewhere and not versions else [])
+        hint = f" ({'; '.join(hints)})" if hints else ""
+        section = f"in [{where}]" if where else "at the top level"
+        out = _problem(ctx, "unknown-key", where, name, None, level, refused, does,
+                       source=source[0] if isinstance(source, list) else source)
+        out.update(suggestion=suggestion, elsewhere=elsewhere, other_versions=versions, message=f"unknown key '{text}' {section}{hint}: {does}")
+        out.pop("value")
+        return out
+
+    def _other_versions(self, pattern: str, name: str) -> list:
+        """The other versions of this framework whose same table has this key (renamed or removed since)."""
+        out = []
+        for framework, version in available():
+            if framework == self.framework and version != self.version:
+                try:
+                    if name in load(framework, version).keys(pattern):
+                        out.append(version)
+                except (OSError, ValueError, SchemaError):
+                    continue
+        return out
+
+    def _qn(self, pattern: str, class_name: str) -> str:
+        for qn in self.data["tables"].get(pattern, {}).get("classes", []):
+            if self.data["classes"][qn]["name"] == class_name:
+                return qn
+        return class_name
+
+
+class _Context:
+    def __init__(self, schema: Schema, origin: str, data: dict):
+        self.schema, self.origin = schema, origin
+        self.framework = schema.framework
+        self.word = _FRAMEWORK_WORD.get(schema.framework, schema.framework)
+        self.model = schema.loader["types"]["model"]
+        job = data.get("job") if isinstance(data, dict) else None
+        custom = job.get("custom_config_module") if isinstance(job, dict) else None
+        self.custom_module = custom if isinstance(custom, str) and custom else None
+
+
+def _pattern(path: str) -> str:
+    """``data.datasets[2].path`` -> ``data.datasets[].path`` (tables are keyed by pattern)."""
+    out, depth = [], 0
+    for ch in path:
+        if ch == "[":
+            depth += 1
+            out.append("[")
+        elif ch == "]":
+            depth -= 1
+            out.append("]")
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+# ----------------------------------------------------------------------------- values
+
+_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false", "str": "a string", "bytes": "bytes",
+          "list": "an array", "tuple": "an array", "dict": "a table", "dataclass": "a table", "any": "any value",
+          "none": "nothing (None)"}
+
+
+def _type_word(raw) -> str:
+    if isinstance(raw, bool):
+        return "boolean"
+    if isinstance(raw, int):
+        return "integer"
+    if isinstance(raw, float):
+        return "float"
+    if isinstance(raw, str):
+        return "string"
+    if isinstance(raw, list):
+        return "array"
+    if isinstance(raw, dict):
+        return "table"
+    return type(raw).__name__
+
+
+def _expected(typ: dict) -> str:
+    kind = typ["kind"]
+    if kind in ("literal", "enum"):
+        return "one of " + ", ".join(repr(v) for v in typ["values"])
+    if kind == "optional":
+        return _expected(typ["of"])
+    if kind == "union":
+        return " or ".join(_expected(t) for t in typ["of"])
+    if kind == "list":
+        inner = typ["of"]["kind"]
+        return "an array" + (f" of {_WORDS[inner].split(' ', 1)[-1]}s" if inner in ("int", "float", "str", "bool") else "")
+    return _WORDS.get(kind, typ.get("text", kind))
+
+
+def _show(raw) -> str:
+    if isinstance(raw, bool):
+        return "true" if raw else "false"
+    if isinstance(raw, str):
+        return '"' + raw.replace('"', '\\"') + '"'
+    text = repr(raw)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _matches(typ: dict, raw) -> bool:
+    """Python's view: is ``raw`` of this type (an int for a float field counts)."""
+    kind = typ["kind"]
+    if kind in ("any", "other", "initvar", "classvar"):
+        return True
+    if kind == "none":
+        return raw is None
+    if kind == "optional":
+        return raw is None or _matches(typ["of"], raw)
+    if kind == "union":
+        return any(_matches(t, raw) for t in typ["of"])
+    if kind == "int":
+        return isinstance(raw, int) and not isinstance(raw, bool)
+    if kind == "float":
+        return isinstance(raw, (int, float)) and not isinstance(raw, bool)
+    if kind == "bool":
+        return isinstance(raw, bool)
+    if kind in ("str", "bytes"):
+        return isinstance(raw, str)
+    if kind in ("literal", "enum"):
+        return any(raw == v and type(raw) is type(v) for v in typ["values"])
+    if kind == "list":
+        return isinstance(raw, list) and all(_matches(typ["of"], x) for x in raw)
+    if kind == "tuple":
+        if not isinstance(raw, (list, tuple)):
+            return False
+        if typ.get("variadic"):
+            return all(_matches(typ["of"][0], x) for x in raw)
+        return len(raw) == len(typ["of"]) and all(_matches(t, x) for t, x in zip(typ["of"], raw))
+    if kind in ("dict", "dataclass"):
+        return isinstance(raw, dict)
+    return True
+
+
+def _judge(ctx, key: dict, path: str, name, raw) -> dict | None:
+    """The type verdict for one value: None when the framework takes it as it is."""
+    typ = key["type"]
+    if ctx.origin == "cli":
+        verdict = _cli(ctx, typ, raw)
+    elif ctx.model == "kempnerforge":
+        verdict = _kempnerforge(typ, raw)
+    else:
+        verdict = _keep(ctx, typ, raw)
+    if verdict is None:
+        return None
+    level, refused, effective, does = verdict
+    kind = "invalid-value" if _is_enum(typ) and isinstance(raw, str) else "wrong-type"
+    out = _problem(ctx, kind, path.rpartition(".")[0], name, raw, level, refused, does, expected=_expected(typ),
+                   source=key["source"])
+    if effective is not _UNSET:
+        out["effective"] = effective
+    return out
+
+
+def _read_at_load(ctx, problem: dict, raw, fact: dict) -> None:
+    """The loader itself uses the value right away (torchtitan's ConfigManager on paths and module names)."""
+    if isinstance(raw, str) or (fact["ints_pass"] and isinstance(raw, int) and not isinstance(raw, bool)):
+        return  # an int is a file descriptor to os.path.exists: it may pass
+    if fact["falsy_pass"] and not raw:
+        return
+    problem.update(level="error", refused=True, source=fact["source"])
+    problem["framework"] = (f"{ctx.word} refuses the config at load: its config manager uses it as a string at "
+                            f"{fact['source']} and fails on the {_type_word(raw)}")
+    problem["message"] = f"{problem['key']} = {problem['value']}: expected {problem['expected']}; {problem['framework']}"
+    problem.pop("effective", None)
+
+
+def _is_enum(typ: dict) -> bool:
+    return typ["kind"] in ("literal", "enum") or (typ["kind"] == "optional" and typ["of"]["kind"] in ("literal", "enum"))
+
+
+_UNSET = object()
+
+
+# ----------------------------------------------------------------------------- __post_init__, evaluated
+
+class _Unknown(Exception):
+    """The expression needs something meshlint does not know (a method, a class, a runtime value)."""
+
+
+_UNKNOWN = object()
+_BUILTINS = {"len": len, "set": set, "sorted": sorted, "list": list, "tuple": tuple, "min": min, "max": max,
+             "abs": abs}
+
+
+class _Section:
+    """A table as the framework's ``self`` sees it: written values over the schema's defaults."""
+
+    def __init__(self, schema: Schema, pattern: str, table: dict, keys: dict, base: dict | None = None):
+        self.schema, self.pattern, self.keys = schema, pattern, keys
+        self.written = {k: v for k, v in table.items() if k in keys}
+        self.base = base or {}   # the default instance's values (KempnerForge), under what the file writes
+        self.assigned: dict = {}
+
+    def get(self, name: str):
+        for source in (self.assigned, self.written, self.base):
+            if name in source:
+                value = source[name]
+                if value is _UNKNOWN:
+                    raise _Unknown(name)
+                return self._wrap(name, value)
+        key = self.keys.get(name)
+        if key is None:
+            raise _Unknown(name)  # a property or method, not a field
+        if "default" in key:
+            return self._wrap(name, key["default"])
+        if "default_factory" in key and "table" in key:
+            return _Section(self.schema, key["table"], {}, self.schema.keys(key["table"], key["default_factory"]))
+        raise _Unknown(name)
+
+    def _wrap(self, name: str, value):
+        key = self.keys.get(name)
+        if isinstance(value, dict) and key is not None and "table" in key and not key["table"].endswith("[]"):
+            return _Section(self.schema, key["table"], value, self.schema.keys(key["table"]))
+        if isinstance(value, list) and key is not None and key["type"]["kind"] == "tuple":
+            return tuple(value)
+        return value
+
+
+def _value(text: str, values: _Section, local: dict):
+    import ast
+
+    try:
+        return _eval(ast.parse(text, mode="eval").body, values, local)
+    except (_Unknown, SyntaxError):
+        return _UNKNOWN
+    except Exception:  # noqa: BLE001 - the framework would fail here too; the check reading it will say so
+        return _UNKNOWN
+
+
+def _holds(conditions: list, values: _Section, local: dict):
+    """("True"/False/None/"raises", the loop variables that made it hold, the exception text)."""
+    import ast
+
+    if not conditions:
+        return True, local, None
+    first, rest = conditions[0], conditions[1:]
+    if first.startswith("for "):
+        try:
+            loop = ast.parse(first + ": pass").body[0]
+            items = _eval(loop.iter, values, local)
+        except (_Unknown, SyntaxError):
+            return None, local, None
+        except Exception as exc:  # noqa: BLE001
+            return "raises", local, f"{type(exc).__name__}: {exc}"
+        verdict = False
+        for item in items if isinstance(items, (list, tuple)) else []:
+            bound = _bind(loop.target, item, dict(local))
+            if bound is None:
+                return None, local, None
+            state, where, error = _holds(rest, values, bound)
+            if state is True or state == "raises":
+                return state, where, error
+            if state is None:
+                verdict = None
+        return verdict, local, None
+    try:
+        result = _eval(ast.parse(first, mode="eval").body, values, local)
+    except (_Unknown, SyntaxError, RecursionError):
+        return None, local, None
+    except Exception as exc:  # noqa: BLE001 - the check itself raises (a list compared with an int)
+        return "raises", local, f"{type(exc).__name__}: {exc}"
+    if not result:
+        return False, local, None
+    return _holds(rest, values, local)
+
+
+def _bind(target, item, local: dict):
+    import ast
+
+    if isinstance(target, ast.Name):
+        local[target.id] = item
+        return local
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(item, (list, tuple)) and len(item) == len(target.elts):
+        for t, v in zip(target.elts, item):
+            if _bind(t, v, local) is None:
+                return None
+        return local
+    return None
+
+
+def _eval(node, values: _Section, local: dict):
+    """A small, side-effect-free Python evaluator over the section's values (real semantics, real errors)."""
+    import ast
+    import operator
+
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id in local:
+            return local[node.id]
+        raise _Unknown(node.id)
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            return values.get(node.attr)
+        base = _eval(node.value, values, local)
+        if isinstance(base, _Section):
+            return base.get(node.attr)
+        if isinstance(base, (dict, list, str, int, float)) or base is None:
+            if base is None:
+                return getattr(base, node.attr)  # AttributeError, as in the framework
+            raise _Unknown(node.attr)
+        raise _Unknown(node.attr)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        items = [_eval(e, values, local) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else set(items) if isinstance(node, ast.Set) else items
+    if isinstance(node, ast.Dict):
+        return {_eval(k, values, local): _eval(v, values, local) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.UnaryOp):
+        operand = _eval(node.operand, values, local)
+        ops = {ast.Not: operator.not_, ast.USub: operator.neg, ast.UAdd: operator.pos}
+        if type(node.op) in ops:
+            return ops[type(node.op)](operand)
+        raise _Unknown("op")
+    if isinstance(node, ast.BoolOp):
+        result = None
+        for sub in node.values:
+            result = _eval(sub, values, local)
+            if isinstance(node.op, ast.And) and not result:
+                return result
+            if isinstance(node.op, ast.Or) and result:
+                return result
+        return result
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, values, local)
+        ops = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
+               ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+               ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+        for op, comp in zip(node.ops, node.comparators):
+            right = _eval(comp, values, local)
+            if isinstance(left, _Section) or isinstance(right, _Section):
+                if type(op) not in (ast.Is, ast.IsNot):
+                    raise _Unknown("section")
+            if not ops[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.BinOp):
+        ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod,
+               ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv}
+        if type(node.op) not in ops:
+            raise _Unknown("op")
+        a, b = _eval(node.left, values, local), _eval(node.right, values, local)
+        if isinstance(a, _Section) or isinstance(b, _Section):
+            raise _Unknown("section")
+        if isinstance(a, (str, list, tuple)) and isinstance(b, int) and abs(b) > 1000:
+            raise _Unknown("size")  # no huge strings from a modulo-format or a repeat
+        return ops[type(node.op)](a, b)
+    if isinstance(node, ast.Subscript):
+        base = _eval(node.value, values, local)
+        if isinstance(base, _Section):
+            raise _Unknown("section")
+        return base[_eval(node.slice, values, local)]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _BUILTINS and not node.keywords:
+        args = [_eval(a, values, local) for a in node.args]
+        if any(isinstance(a, _Section) for a in args):
+            raise _Unknown("section")
+        return _BUILTINS[node.func.id](*args)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "keys" \
+            and not node.args:
+        base = _eval(node.func.value, values, local)
+        if isinstance(base, dict):
+            return base.keys()
+    raise _Unknown(type(node).__name__)
+
+
+def _seed(step: dict, members) -> tuple:
+    """``self.x not in registered`` / ``not in registry.list_x()``: test against the values the generator
+    resolved (the registered names), binding a local name to them so the message can show them."""
+    import ast
+
+    if members is None:
+        return step["condition"], {}
+    try:
+        node = ast.parse(step["condition"], mode="eval").body
+    except SyntaxError:
+        return step["condition"], {}
+    if not (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute)):
+        return step["condition"], {}
+    local = {"__members__": list(members)}
+    if isinstance(node.comparators[0], ast.Name):
+        local[node.comparators[0].id] = list(members)
+    return f"self.{node.left.attr} not in __members__", local
+
+
+def _self_names(text: str) -> set:
+    import re
+
+    return set(re.findall(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)", text))
+
+
+def _self_order(step: dict) -> list:
+    """The fields a check reads, in the order its condition names them (condition first)."""
+    import re
+
+    text = step["condition"] + " " + " ".join(step.get("when", []))
+    return list(dict.fromkeys(re.findall(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)", text)))
+
+
+def _fill(message: str, values: _Section, local: dict) -> str:
+    """A message template with f-string holes filled in where meshlint can (``...`` where it cannot)."""
+    import ast
+    import re
+
+    def hole(m):
+        expr, conv = m.group(1), m.group(2)
+        try:
+            value = _eval(ast.parse(expr, mode="eval").body, values, local)
+        except Exception:  # noqa: BLE001 - a hole meshlint cannot fill
+            return "..."
+        if isinstance(value, _Section):
+            return "..."
+        return repr(value) if conv == "r" else str(value)
+
+    return re.sub(r"\{([^{}!:]+)(?:!([rsa]))?(?::[^{}]*)?\}", hole, message)
+
+
+def _kempnerforge(typ: dict, raw):
+    """KempnerForge's ``_coerce_value``: (level, refused, effective, what it does) or None when fine."""
+    kind = typ["kind"]
+    word = "KempnerForge"
+    if kind == "optional":
+        if raw is None:
+            return None
+        inner = typ["of"]
+        if inner["kind"] == "union":  # several types: kept as given
+            return None if _matches(inner, raw) else ("error", False, raw, f"{word} keeps the {_type_word(raw)} unconverted")
+        return _kempnerforge(inner, raw)
+    if kind == "union":
+        return None if _matches(typ, raw) else ("error", False, raw, f"{word} keeps the {_type_word(raw)} unconverted")
+    if kind == "literal":
+        if raw in typ["values"]:
+            return None
+        return ("error", True, _UNSET, f"{word} refuses the whole config: ValueError: Value {raw!r} not in allowed "
+                                       f"Literal values: {tuple(typ['values'])!r}")
+    if kind == "enum":
+        if isinstance(raw, str) and raw in typ["values"]:
+            return None
+        enum = typ["class"].rsplit(".", 1)[-1]
+        return ("error", True, _UNSET, f"{word} refuses the whole config: ValueError: {raw!r} is not a valid {enum}")
+    if kind == "tuple":
+        if isinstance(raw, (list, tuple)):
+            if not typ.get("variadic") and len(raw) != len(typ["of"]):
+                return ("warning", False, list(raw), f"{word} makes it a tuple of {len(raw)} (it expects "
+                                                     f"{len(typ['of'])}; the length is not checked)")
+            return None if _matches(typ, raw) else ("error", False, list(raw),
+                                                    f"{word} makes it a tuple but converts no element")
+        return ("error", False, raw, f"{word} keeps the {_type_word(raw)} unconverted")
+    if kind == "list":
+        if isinstance(raw, list):
+            return None if _matches(typ, raw) else ("warning", False, raw, f"{word} keeps the elements unconverted")
+        if isinstance(raw, dict):
+            return ("error", False, [raw], f"{word} wraps the table in a one-element list")
+        return ("info", False, [raw], f"{word} wraps it in a one-element list: [{_show(raw)}]")
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return None
+        if isinstance(raw, str):
+            value = raw.lower() in ("true", "1", "yes")
+            exact = raw.lower() in ("true", "1", "yes", "false", "0", "no")
+            return ("warning", False, value, f"{word} reads the string as {str(value).lower()}"
+                    + ("" if exact else " (only 'true', '1' and 'yes' mean true)"))
+        try:
+            value = bool(raw)
+        except Exception:  # noqa: BLE001 - an odd object; the framework would fail the same way
+            return ("error", True, _UNSET, f"{word} fails converting it to a boolean")
+        return ("warning", False, value, f"{word} converts it with bool(): {str(value).lower()}")
+    if kind == "int":
+        if isinstance(raw, bool):
+            return ("warning", False, raw, f"{word} keeps the boolean, which counts as {int(raw)}")
+        if isinstance(raw, int):
+            return None
+        if isinstance(raw, str):
+            try:
+                value = int(raw)
+            except ValueError:
+                return ("error", True, _UNSET, f"{word} refuses the whole config: ValueError: invalid literal for "
+                                               f"int() with base 10: {raw!r}")
+            return ("warning", False, value, f"{word} converts the string to {value}")
+        if isinstance(raw, float):
+            if raw != raw or raw in (float("inf"), float("-inf")):
+                return ("error", True, _UNSET, f"{word} refuses the whole config: int({raw}) fails")
+            value = int(raw)
+            if value == raw:
+                return ("info", False, value, f"{word} converts it to {value}")
+            return ("warning", False, value, f"{word} silently truncates it to {value}")
+        return ("error", False, raw, f"{word} keeps the {_type_word(raw)} unconverted")
+    if kind == "float":
+        if isinstance(raw, float):
+            return None
+        if isinstance(raw, bool):
+            return ("warning", False, float(raw), f"{word} converts the boolean to {float(raw)}")
+        if isinstance(raw, int):
+            return None if abs(raw) < 2 ** 53 else ("info", False, float(raw), f"{word} converts it to {float(raw)}")
+        if isinstance(raw, str):
+            try:
+                value = float(raw)
+            except ValueError:
+                return ("error", True, _UNSET, f"{word} refuses the whole config: ValueError: could not convert "
+                                               f"string to float: {raw!r}")
+            return ("warning", False, value, f"{word} converts the string to {value}")
+        return ("error", False, raw, f"{word} keeps the {_type_word(raw)} unconverted")
+    if _matches(typ, raw):
+        return None
+    return ("error", False, raw, f"{word} keeps the {_type_word(raw)} unconverted")
+
+
+def _keep(ctx, typ: dict, raw):
+    """torchtitan (TOML and registry): nothing is converted; tyro only warns."""
+    if _matches(typ, raw):
+        return None
+    word = ctx.word
+    kind = typ["kind"] if typ["kind"] != "optional" else typ["of"]["kind"]
+    if kind == "int" and isinstance(raw, bool):
+        return ("warning", False, raw, f"{word} keeps the boolean, which counts as {int(raw)}")
+    if kind == "float" and isinstance(raw, bool):
+        return ("warning", False, raw, f"{word} keeps the boolean, which counts as {int(raw)}")
+    if kind in ("literal", "enum"):
+        does = (f"{word} keeps it (tyro only warns that the value does not match the Literal); code that compares "
+                "it with the allowed values then fails or falls back")
+        return ("error", False, raw, does)
+    does = (f"{word} keeps the {_type_word(raw)} unconverted (tyro only warns that the value does not match the "
+            "annotation); it fails or is misread where it is used")
+    return ("error", False, raw, does)
+
+
+def _cli(ctx, typ: dict, raw):
+    """A value as typed on the command line."""
+    if not isinstance(raw, str):
+        return _kempnerforge(typ, raw) if ctx.model == "kempnerforge" else _keep(ctx, typ, raw)
+    if ctx.model == "kempnerforge":
+        import ast
+
+        try:
+            value = ast.literal_eval(raw)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            value = raw
+        return _kempnerforge(typ, value)
+    kind = typ["kind"] if typ["kind"] != "optional" else typ["of"]["kind"]
+    inner = typ if typ["kind"] != "optional" else typ["of"]
+    if kind in ("literal", "enum"):
+        if raw in [str(v) for v in inner["values"]]:
+            return None
+        return ("error", True, _UNSET, f"torchtitan's command line (tyro) exits with status 2: invalid choice {raw!r}; "
+                                       f"expected one of {tuple(inner['values'])!r}")
+    convert = {"int": int, "float": float}.get(kind)
+    if convert is not None:
+        try:
+            convert(raw)
+        except ValueError:
+            return ("error", True, _UNSET, f"torchtitan's command line (tyro) exits with status 2: Error parsing the "
+                                           f"value: invalid literal for {kind}(): {raw!r}")
+        return None
+    if kind == "bool":
+        return ("error", True, _UNSET, f"torchtitan's command line (tyro) exits with status 2: booleans are flags "
+                                       f"(--x / --no-x), so {raw!r} is an unrecognized argument")
+    return None
+
+
+def _problem(ctx, kind: str, where: str, name, raw, level: str, refused: bool, does: str, expected: str = "",
+             source: str | None = None) -> dict:
+    text = str(name)
+    key = f"{where}.{text}" if where else text
+    shown = _show(raw)
+    if kind == "unknown-key":
+        message = ""
+    elif kind == "not-a-table":
+        message = f"{key} must be {expected}, not {_type_word(raw)}: {does}"
+    elif kind == "unknown-variant":
+        message = f"{key} = {shown} is not an architecture {ctx.word} knows: {does}"
+    else:
+        message = f"{key} = {shown}: expected {expected}; {does}"
+    return {"kind": kind, "key": key, "section": where, "name": text, "level": level, "refused": refused,
+            "framework": does, "expected": expected, "value": shown, "source": source, "message": message}
