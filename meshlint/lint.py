@@ -36,10 +36,17 @@ def run(paths: list[str], settings: CliSettings, fmt: str = "text", quiet: bool 
         reports[-1].fail_on = options.fail_on
     for path in files:
         options = planner.options_for(path)
-        for report in check_all(path, options):
+        try:
+            checked = check_all(path, options)
+            for report in checked:
+                if diff_base and report.status == "checked":
+                    _attach_diff(report, options, diff_base)
+        except MeshlintError:
+            raise  # a usage error (a bad --diff-base revision): the whole run stops, exit 2
+        except Exception as exc:  # noqa: BLE001 - one file's failure must not hide the others' reports
+            checked = [failed_report(path, exc)]
+        for report in checked:
             report.fail_on = options.fail_on
-            if diff_base and report.status == "checked":
-                _attach_diff(report, options, diff_base)
             reports.append(report)
 
     if any(r.status == "error" for r in reports):
@@ -68,6 +75,25 @@ def run(paths: list[str], settings: CliSettings, fmt: str = "text", quiet: bool 
 
         emit(text.render(reports, quiet, use_color=text.want_color(color)))
     return code
+
+
+def failed_report(path: str, exc: BaseException):
+    """The error report of a file meshlint itself failed on: the run goes on and exits 2.
+
+    Inputs past meshlint's limits are refused before the work (ML007); this is
+    the net under that, so that no input ever ends in a traceback.
+    """
+    from meshlint.check import FileReport
+    from meshlint.errors import INPUT_ERRORS, InputError
+
+    what = f"{type(exc).__name__}: {str(exc)[:200]}".rstrip(": ")
+    if isinstance(exc, (RecursionError, MemoryError)):
+        error = InputError("ML007", f"too large or too deeply nested for meshlint to check ({what})")
+    else:
+        code = "ML008" if "ML008" in INPUT_ERRORS else "ML007"  # ML008 internal-error, where errors.py has it
+        error = InputError(code, f"meshlint failed on this file ({what})",
+                           help="this is a bug in meshlint: please report it with the file")
+    return FileReport(path, "error", error=error)
 
 
 def run_plain(paths: list[str]) -> int:

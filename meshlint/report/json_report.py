@@ -111,7 +111,36 @@ def summary(reports: list[FileReport], exit_code: int, fail_on: str) -> dict:
 def render(reports: list[FileReport], exit_code: int, fail_on: str) -> str:
     doc = {"version": VERSION, "tool": {"name": "meshlint", "version": _version()},
            "files": [file_json(r) for r in reports], "summary": summary(reports, exit_code, fail_on)}
-    return json.dumps(doc, indent=2)
+    return dumps(doc)
+
+
+def dumps(doc) -> str:
+    """``json.dumps(doc, indent=2)`` that always gives valid JSON.
+
+    Numbers Python cannot print (integers past 4,300 digits) or JSON cannot hold
+    (NaN, infinities) become strings or null instead of a ValueError or an
+    invalid ``NaN``; the walk that does so runs only when the plain dump fails.
+    """
+    try:
+        return json.dumps(doc, indent=2, allow_nan=False)
+    except ValueError:
+        return json.dumps(_jsonable(doc), indent=2, allow_nan=False)
+
+
+def _jsonable(value, depth: int = 0):
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= 14_000 else f"<integer of {value.bit_length():,} bits>"
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    if depth > 100:
+        return "<nested too deep>"
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, depth + 1) for v in value]
+    return str(value)
 
 
 def _version() -> str:
