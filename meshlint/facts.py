@@ -56,7 +56,8 @@ FACT_DOCS = {
                 "disable_cuda_graphs, dtype)",
     "parallelism": "other parallelism settings (pp_schedule, pp_microbatch_size, async_tp in 0.2.x; the registry "
                    "versions by field name: spmd_backend, enable_sequence_parallel, num_pp_microbatches, ...)",
-    "compile": "torchtitan compile facts (enable; enable_async_tensor_parallel and components in the registry versions)",
+    "compile": "torchtitan compile facts (enable; enable_async_tensor_parallel and components in the registry "
+               "versions)",
     "vlm": "KempnerForge [vlm] facts (present, arch)",
     "pipeline": "how the framework splits the model into pipeline stages and feeds its schedule "
                 "(see meshlint/pipeline.py)",
@@ -99,15 +100,17 @@ GROUP_FIELDS = {
                     "pp_last_stage_less_layers", "async_tp",
                     # torchtitan registry versions, by ParallelismConfig field name
                     "spmd_backend", "enable_sequence_parallel", "num_pp_microbatches",
-                    "pipeline_parallel_microbatch_size", "pipeline_parallel_schedule", "context_parallel_load_balancer"),
+                    "pipeline_parallel_microbatch_size", "pipeline_parallel_schedule",
+                    "context_parallel_load_balancer"),
     "compile": ("enable", "enable_async_tensor_parallel", "components"),
     "framework": ("name", "version", "decided_by", "id"),
     "vlm": ("present", "arch"),
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
 }
 
-ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_replicate": "dp_replicate",
-           "dp_shard": "dp_shard", "pp": "pp", "cp": "cp", "tp": "tp", "ep": "ep", "etp": "etp"}
+ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard",
+           "dp_replicate": "dp_replicate", "dp_shard": "dp_shard", "pp": "pp", "cp": "cp", "tp": "tp", "ep": "ep",
+           "etp": "etp"}
 
 
 def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:

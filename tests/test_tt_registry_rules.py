@@ -286,7 +286,7 @@ def test_pipeline_rules_count_num_pp_microbatches_on_main(tmp_path):
 def test_unreadable_values_are_unknown_never_defaults(tmp_path):
     src = _source(tmp_path, "def f():\n    return Trainer.Config(\n"
                             "        parallelism=ParallelismConfig(tensor_parallel_degree=pick_tp(),\n"
-                            "                                      pipeline_parallel_degree=2, num_pp_microbatches=2),\n"
+                            "            pipeline_parallel_degree=2, num_pp_microbatches=2),\n"
                             "        training=TrainingConfig(disable_cuda_graphs=True))\n")
     spec, res, facts, findings, skips = check(src, "main@b5bcd76c6")
     assert spec.degrees["tp"] is None and spec.degrees["pp"] == 2

@@ -86,7 +86,8 @@ class Version(NamedTuple):
     spmd_meshes: bool       # build_mesh also computes spmd_meshes() (activated dense and sparse)
     checks: tuple           # Check records
     models: dict            # model (ModelSpec name) -> its model_registry facts at this version
-    microbatches: str       # "batch": local_batch_size // pipeline_parallel_microbatch_size; "count": num_pp_microbatches
+    microbatches: str       # "batch": local_batch_size // pipeline_parallel_microbatch_size;
+    #                         "count": num_pp_microbatches
 
 
 # ----------------------------------------------------------------------------- reading
