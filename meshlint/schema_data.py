@@ -217,7 +217,7 @@ class Schema:
             return
         written = set(values.written)
         # membership tests against a registry or a local name: bind that name to the values the schema found
-        seeds = {k["enum_check"]["source"]: k["enum_check"]["values"] for k in values.keys.values() if "enum_check" in k}
+        checks = {k["enum_check"]["source"]: k["enum_check"] for k in values.keys.values() if "enum_check" in k}
         for step in steps:
             if step["kind"] == "assign":
                 state, _, _ = _holds(step.get("when", []), values, {})
@@ -230,7 +230,8 @@ class Schema:
             mine = [n for n in _self_order(step) if n in written]
             if not mine or names & stopped:
                 continue
-            condition, local = _seed(step, seeds.get(step["source"]))
+            member = checks.get(step["source"])
+            condition, local = _seed(step, member["values"] if member else None)
             state, local, error = _holds(step.get("when", []) + [condition], values, local)
             if state is True:
                 text = f"{step['exception']}: {_fill(step['message'], values, local)}"
@@ -252,8 +253,13 @@ class Schema:
             if earlier is not None:
                 continue
             raw = values.written.get(name)
-            out = _problem(ctx, "refused-value", where, name, raw, "error", True, f"{ctx.word} {does}",
-                           source=step["source"])
+            expected = ""
+            if member:
+                expected = "one of " + ", ".join(repr(v) for v in member["values"])
+                if "registry" in member:
+                    does += " (or a name your own code registers)"
+            out = _problem(ctx, "invalid-value" if member else "refused-value", where, name, raw, "error", True,
+                           f"{ctx.word} {does}", expected=expected, source=step["source"])
             out["message"] = f"{out['key']} = {out['value']}: {out['framework']}"
             problems.append(out)
             typed[name] = out

@@ -1,0 +1,563 @@
+"""The generated framework schemas (meshlint/data/schema/*.json) and schema_data.check, against the frameworks.
+
+* Each schema regenerates from its source to the committed file: KempnerForge and torchtitan
+  main from ../shared/frameworks/, torchtitan v0.2.x from the last TOML-era tree there and
+  from 0.2.2 as the package index ships it, 0.3.0 from the package index (``.ci/frameworks.sh``
+  unpacks both into .frameworks/). A missing source skips, saying which.
+* Facts read off the frameworks by hand hold in the generated data.
+* Every key meshlint's dialects read (their KEYS) exists in the schema of their version with the
+  same default, type and choices: the differences known today are listed in KNOWN_KEY_MISMATCHES
+  (bugs in the hand tables, for the integrator); a new one or a fixed one fails this test.
+* schema_data.check agrees with the real loaders (KempnerForge's load_config, torchtitan v0.2's
+  ConfigManager, the 0.3.0/main config classes) on seeded single-key edits: typos in every table,
+  wrong types, values outside an enum. Run in subprocesses; skipped where torch/tyro/a source is absent.
+* docs/refusals.md lists exactly the raise/assert sites meshlint/generate/refusals.py enumerates.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from meshlint import schema_data
+from meshlint.generate import schema as gen
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "frameworks"
+LOCAL = ROOT / ".frameworks"
+SOURCES = {  # schema id -> [(source tree, commit it is at, exact: the committed file byte for byte)]
+    ("kempnerforge", "5666d0d"): [(SHARED / "KempnerForge-5666d0d", "5666d0d", True)],
+    ("torchtitan", "0.2.x"): [(SHARED / "torchtitan-v0.2-9810191bb-parent", "9810191bb^", True),
+                              (LOCAL / "torchtitan-0.2.2", "0.2.2", False)],
+    ("torchtitan", "0.3.0"): [(LOCAL / "torchtitan-0.3.0", "0.3.0", True)],
+    ("torchtitan", "main@b5bcd76c6"): [(SHARED / "torchtitan-b5bcd76c6", "b5bcd76c6", True)],
+}
+PACKAGE = {"kempnerforge": "kempnerforge", "torchtitan": "torchtitan"}
+
+
+def _source(framework: str, root: Path) -> Path:
+    if not (root / PACKAGE[framework]).is_dir():
+        pytest.skip(f"{root} is absent (../shared/frameworks, or .ci/frameworks.sh for the package-index releases)")
+    return root
+
+
+# ----------------------------------------------------------------------------- regenerating
+
+@pytest.mark.parametrize("ident,source", [(i, s) for i, sources in SOURCES.items() for s in sources],
+                         ids=lambda x: x[1] if isinstance(x, tuple) and len(x) == 2 else str(x[0].name))
+def test_schema_regenerates_from_source(ident, source):
+    framework, version = ident
+    root, commit, exact = source
+    _source(framework, root)
+    fresh = gen.generate(framework, root, version, commit)
+    committed_path = gen.out_path(framework, version)
+    committed = json.loads(committed_path.read_text(encoding="utf-8"))
+    if exact:
+        assert gen.dumps(fresh) == committed_path.read_text(encoding="utf-8"), (
+            f"{committed_path.name} is stale: run python -m meshlint.generate.schema --framework {framework} "
+            f"--source {root} --version {version} --commit {commit}")
+    else:  # the same release from another place: the same schema, only the provenance differs
+        for field in ("commit", "generated_by"):
+            fresh.pop(field), committed.pop(field)
+        assert fresh == committed
+
+
+def test_generator_cli_check_mode(tmp_path):
+    root = _source("kempnerforge", SHARED / "KempnerForge-5666d0d")
+    out = tmp_path / "kf.json"
+    args = ["--framework", "kempnerforge", "--source", str(root), "--version", "5666d0d", "--commit", "5666d0d",
+            "--out", str(out)]
+    assert gen.main(args) == 0 and out.is_file()
+    assert gen.main(args + ["--check"]) == 0
+    out.write_text("{}")
+    assert gen.main(args + ["--check"]) == 1
+
+
+def test_generator_refuses_a_tree_that_is_not_the_framework(tmp_path, capsys):
+    assert gen.main(["--framework", "torchtitan", "--source", str(tmp_path), "--version", "x", "--commit", "x"]) == 2
+    assert "no torchtitan/ package" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- facts in the data
+
+def _schema(framework, version):
+    return schema_data.load(framework, version)
+
+
+def test_known_facts_kempnerforge():
+    s = _schema("kempnerforge", "5666d0d")
+    assert s.default("distributed.dp_shard") == (True, -1)
+    assert s.default("distributed.pp_schedule") == (True, "1f1b")
+    assert s.key("distributed.pp_schedule")["enum"] == ["1f1b", "gpipe", "interleaved_1f1b"]
+    assert s.key("train.mixed_precision")["enum"] == ["bf16", "fp16", "fp32", "fp8"]
+    assert s.key("model.n_kv_heads")["type"] == {"kind": "optional", "of": {"kind": "int"}}
+    assert s.key("model.sdpa_backend")["enum"] == ["auto", "flash", "efficient", "cudnn", "math"]
+    assert s.key("model.sdpa_backend")["enum_from"].startswith("kempnerforge/config/model.py:")
+    assert s.key("model.moe_bias_schedule")["enum_check"]["when"] == ["self.num_experts > 0"]
+    assert s.key("adapter.type")["enum_check"]["registry"]["category"] == "adapter"
+    assert "mlp_2layer" in s.key("adapter.type")["enum"]
+    assert s.key("checkpoint.dyn_ckpt_window")["table"] == "checkpoint.dyn_ckpt_window"
+    assert s.key("data.datasets")["table"] == "data.datasets[]"
+    assert s.key("data.datasets[].weight")["default"] == 1.0
+    vlm = s.data["tables"]["vlm"]["dispatch"]
+    assert vlm["key"] == "arch" and vlm["default"] == "joint_decoder"
+    assert set(vlm["map"]) == {"joint_decoder", "cross_attention", "mot", "moma"}
+    assert set(s.sections()) == {"model", "train", "optimizer", "scheduler", "data", "eval", "distributed",
+                                 "checkpoint", "metrics", "profiling", "vision_encoder", "adapter", "vlm", "video"}
+    assert s.loader["unknown_keys"]["source"][0].startswith("kempnerforge/config/loader.py:")
+
+
+def test_known_facts_torchtitan():
+    v02 = _schema("torchtitan", "0.2.x")
+    assert v02.default("parallelism.data_parallel_shard_degree") == (True, -1)
+    assert v02.key("parallelism.fsdp_reshard_after_forward")["enum"] == ["default", "always", "never"]
+    assert v02.default("parallelism.pipeline_parallel_schedule") == (True, "1F1B")
+    assert v02.default("training.local_batch_size") == (True, 8)
+    assert v02.key("training.dataloader.num_workers")["default"] == 0
+    assert v02.key("parallelism.expert_tensor_parallel_degree") is not None
+    assert v02.key("parallelism.full_dtensor") is None  # not a v0.2 key (0.3.0's spmd_backend)
+    assert v02.loader["era"] == "toml"
+    v030 = _schema("torchtitan", "0.3.0")
+    assert v030.key("parallelism.spmd_backend")["enum"] == ["partial_dtensor", "full_dtensor", "spmd_types"]
+    assert v030.key("parallelism.expert_tensor_parallel_degree") is None
+    assert v030.default("training.local_batch_size") == (True, 8)
+    main = _schema("torchtitan", "main@b5bcd76c6")
+    assert main.key("parallelism.spmd_backend")["enum"] == ["partial_dtensor", "spmd_types"]
+    assert main.default("training.num_tokens_per_microbatch_per_dp_rank") == (True, 16384)
+    assert main.default("parallelism.num_pp_microbatches") == (True, 1)
+    assert main.key("training.local_batch_size") is None
+    assert main.key("model_spec")["cli"] is False
+    ac = main.data["tables"]["activation_checkpoint"]
+    assert ac["optional"] and len(ac["classes"]) == 3  # selective, full, memory budget (or None)
+    assert main.loader["era"] == "registry"
+    for s in (v02, v030, main):
+        assert s.default("parallelism.fsdp_reshard_after_forward") == (True, "default")
+
+
+def test_every_entry_cites_a_line_of_its_source():
+    for framework, version in schema_data.available():
+        s = _schema(framework, version)
+        for qn, cls in s.data["classes"].items():
+            assert ":" in cls["source"], qn
+            for name, key in cls["keys"].items():
+                path, _, line = key["source"].rpartition(":")
+                assert path.endswith(".py") and line.isdigit(), (qn, name)
+                assert any(k in key for k in ("default", "default_factory", "default_expr", "required")), (qn, name)
+
+
+def test_load_is_cheap_and_cached():
+    schema_data._SCHEMAS.clear()
+    for framework, version in schema_data.available():
+        best = 1.0
+        for _ in range(7):
+            schema_data._SCHEMAS.clear()
+            start = time.perf_counter()
+            s = schema_data.load(framework, version)
+            s.data  # the JSON itself, read and parsed
+            best = min(best, time.perf_counter() - start)
+        assert best < 0.002, f"{framework} {version}: {best * 1000:.2f} ms"
+        assert schema_data.load(framework, version) is s
+    start = time.perf_counter()
+    schema_data._SCHEMAS.clear()
+    schema_data.load("torchtitan", "0.2.2")
+    assert time.perf_counter() - start < 0.002  # lazy: nothing read yet
+
+
+def test_unknown_version_is_a_typed_error():
+    with pytest.raises(schema_data.SchemaError, match="generated: .*kempnerforge 5666d0d"):
+        schema_data.load("torchtitan", "9.9")
+    assert schema_data.load("torchtitan", "0.2.2").version == "0.2.x"
+    assert schema_data.load("torchtitan", "main").version == "main@b5bcd76c6"
+
+
+# ----------------------------------------------------------------------------- meshlint's own key tables
+
+# (version, key path, what differs): known today. Each is a bug in meshlint's hand tables (or in the
+# generator): fix it there and remove it here. A mismatch not listed, or listed but gone, fails.
+KNOWN_KEY_MISMATCHES = {
+    ("0.2.x", "parallelism.enable_compiled_autograd", "missing"),
+    ("0.2.x", "parallelism.full_dtensor", "missing"),
+    ("0.2.x", "parallelism.pipeline_parallel_split_points", "missing"),
+    ("0.2.x", "parallelism.pipeline_parallel_degree_per_stage", "missing"),
+    ("0.2.x", "parallelism.enable_sequence_parallel", "missing"),
+    ("0.2.x", "parallelism.expert_parallel_comm_backend", "choices"),
+    ("0.2.x", "model.name", "default"),
+    ("0.2.x", "model.flavor", "default"),
+    ("5666d0d", "vlm.arch", "choices"),
+}
+_TYPE_KINDS = {"int": ("int",), "str": ("str", "literal", "enum"), "bool": ("bool",), "float": ("float",),
+               "array": ("list", "tuple"), "table": ("dataclass",)}
+
+
+def _kinds(typ: dict) -> set:
+    if typ["kind"] == "optional":
+        return _kinds(typ["of"])
+    if typ["kind"] == "union":
+        return {k for t in typ["of"] for k in _kinds(t)}
+    return {typ["kind"]}
+
+
+def _key_mismatches():
+    from meshlint.dialects.versions import VERSIONS
+
+    out = {}
+    for entry in VERSIONS:
+        try:
+            s = schema_data.load(entry.framework, entry.version)
+        except schema_data.SchemaError:
+            out[(entry.version, "*", "no schema")] = f"no generated schema for {entry.framework} {entry.version}"
+            continue
+        module = importlib.import_module(entry.module)
+        pseudo = s.loader.get("pseudo_sections", {})
+        for k in module.KEYS:
+            if k.path.split(".")[0] in pseudo:
+                continue  # meshlint's record of model_spec=model_registry(...), not a config field
+            key = s.key(k.path)
+            if key is None:
+                out[(entry.version, k.path, "missing")] = "not a key of this version: the framework refuses it"
+                continue
+            table = s.data["tables"].get(k.path.rpartition(".")[0], {})
+            dispatch = table.get("dispatch")
+            has, default = (True, dispatch["default"]) if dispatch and dispatch["key"] == k.leaf else s.default(k.path)
+            if not has:
+                default = key.get("default_expr", "<built by a factory>" if "default_factory" in key else "<required>")
+            if default != k.default:
+                out[(entry.version, k.path, "default")] = f"meshlint {k.default!r}, framework {default!r} ({key['source']})"
+            if not _kinds(key["type"]) & set(_TYPE_KINDS.get(k.type.rstrip("?"), (k.type.rstrip("?"),))):
+                out[(entry.version, k.path, "type")] = f"meshlint {k.type}, framework {key['annotation']}"
+            if tuple(k.choices or ()) != tuple(key.get("enum") or ()):
+                out[(entry.version, k.path, "choices")] = (f"meshlint {k.choices!r}, framework {key.get('enum')!r} "
+                                                           f"({key.get('enum_from')})")
+    return out
+
+
+def test_meshlint_key_tables_agree_with_the_schemas():
+    found = _key_mismatches()
+    new = {k: v for k, v in found.items() if k not in KNOWN_KEY_MISMATCHES}
+    gone = KNOWN_KEY_MISMATCHES - set(found)
+    assert not new, "meshlint's KEYS differ from the framework:\n" + "\n".join(f"  {k}: {v}" for k, v in new.items())
+    assert not gone, f"fixed (remove from KNOWN_KEY_MISMATCHES): {sorted(gone)}"
+
+
+def test_kempnerforge_n_kv_heads_default_comes_from_the_default_instance():
+    # A [model] that leaves n_kv_heads out keeps the default JobConfig()'s 32 (its __post_init__ set it
+    # from the default n_heads), not its own n_heads: loader.py rebuilds sections from the default instance.
+    s = _schema("kempnerforge", "5666d0d")
+    refused = s.check({"model": {"n_heads": 16, "dim": 2048}})
+    assert [p["refused"] for p in refused] == [True]
+    assert "n_heads (16) must be divisible by n_kv_heads (32)" in refused[0]["message"]
+    assert s.check({"model": {"n_heads": 64, "dim": 4096}}) == []  # silently GQA 64:32, not MHA
+    assert s.check({"model": {"n_heads": 16, "n_kv_heads": 16, "dim": 2048}}) == []
+
+
+# ----------------------------------------------------------------------------- check(), by hand
+
+def _messages(problems):
+    return [(p["kind"], p["key"], p["level"], p["refused"]) for p in problems]
+
+
+def test_unknown_keys_in_every_section_are_refused_with_did_you_mean():
+    kf = _schema("kempnerforge", "5666d0d")
+    [p] = kf.check({"checkpoint": {"intervall": 500}})
+    assert (p["kind"], p["key"], p["suggestion"], p["refused"]) == ("unknown-key", "checkpoint.intervall", "interval", True)
+    assert "Unknown config keys in CheckpointConfig: ['intervall']" in p["message"]
+    [p] = kf.check({"train": {"local_batch_sze": 1}})
+    assert p["refused"] and p["section"] == "train"
+    [p] = kf.check({"checkpointt": {"interval": 5}})
+    assert p["suggestion"] == "checkpoint" and p["section"] == ""
+    [p] = kf.check({"model": {"seq_len": 4096}})
+    assert p["elsewhere"] == ["train"] and "seq_len is a key of [train]" in p["message"]
+    [p] = kf.check({"data": {"datasets": [{"path": "x"}, {"path": "y", "weigth": 2}]}})
+    assert p["key"] == "data.datasets[1].weigth" and p["suggestion"] == "weight"
+    [p] = kf.check({"checkpoint": {"dyn_ckpt_window": {"strt": 1}}})
+    assert "DynamicCheckpointWindow" in p["framework"]
+    tt = _schema("torchtitan", "0.2.x")
+    [p] = tt.check({"checkpoint": {"intervall": 500}})
+    assert p["refused"] and "Invalid field names in <class 'torchtitan.config.job_config.Checkpoint'>" in p["message"]
+    [p] = tt.check({"training": {"dataloader": {"num_wokers": 2}}})
+    assert p["key"] == "training.dataloader.num_wokers" and p["suggestion"] == "num_workers"
+    [p] = tt.check({"parallelism": {"full_dtensor": True}})
+    assert p["refused"]  # meshlint's dialect still lists it: see KNOWN_KEY_MISMATCHES
+    [p] = tt.check({"job": {"custom_config_module": "my.ext"}, "parallelism": {"my_degree": 2}})
+    assert p["level"] == "warning" and not p["refused"]  # the custom JobConfig may define it
+    main = _schema("torchtitan", "main@b5bcd76c6")
+    [p] = main.check({"training": {"local_batch_size": 8}, "model": {"name": "llama3", "flavor": "8B"}})
+    assert p["other_versions"] == ["0.2.x", "0.3.0"] and "unexpected keyword argument 'local_batch_size'" in p["message"]
+    [p] = main.check({"parallelism": {"tensor_paralel_degree": 2}}, origin="cli")
+    assert "Unrecognized options: --parallelism.tensor_paralel_degree" in p["message"]
+
+
+def test_types_and_enums_say_what_the_framework_does():
+    kf = _schema("kempnerforge", "5666d0d")
+    by = {p["key"]: p for p in kf.check({"distributed": {"tp": "2", "pp": 2.7, "dp_replicate": True,
+                                                          "pp_schedule": "1F1B", "backend": 5},
+                                         "train": {"compile_model": "no", "mixed_precision": "bf8"},
+                                         "optimizer": {"lr": 1}})}
+    assert (by["distributed.tp"]["level"], by["distributed.tp"]["effective"]) == ("warning", 2)
+    assert by["distributed.pp"]["effective"] == 2 and "truncates" in by["distributed.pp"]["framework"]
+    assert "counts as 1" in by["distributed.dp_replicate"]["framework"]
+    assert by["distributed.pp_schedule"]["refused"] and "is not a valid PipelineSchedule" in by["distributed.pp_schedule"]["framework"]
+    assert by["distributed.backend"]["level"] == "error" and not by["distributed.backend"]["refused"]
+    assert by["train.compile_model"]["effective"] is False
+    assert by["train.mixed_precision"]["refused"]
+    assert "optimizer.lr" not in by  # int 1 for a float: converted exactly
+    tt = _schema("torchtitan", "0.2.x")
+    [p] = tt.check({"parallelism": {"fsdp_reshard_after_forward": "sometimes"}})
+    assert (p["kind"], p["level"], p["refused"]) == ("invalid-value", "error", False)
+    assert "tyro only warns" in p["framework"]
+    [p] = tt.check({"parallelism": {"fsdp_reshard_after_forward": "sometimes"}}, origin="cli")
+    assert p["refused"] and "invalid choice" in p["framework"]
+    [p] = tt.check({"parallelism": {"tensor_parallel_degree": "2"}})
+    assert p["kind"] == "wrong-type" and not p["refused"]
+    assert tt.check({"parallelism": {"tensor_parallel_degree": "2"}}, origin="cli") == []
+    main = _schema("torchtitan", "main")
+    [p] = main.check({"parallelism": {"spmd_backend": "full_dtensor"}})
+    assert p["refused"] and "must be either 'partial_dtensor' or 'spmd_types'" in p["framework"]
+
+
+def test_section_checks_and_cross_section_presence():
+    kf = _schema("kempnerforge", "5666d0d")
+    [p] = kf.check({"distributed": {"tp": 0}})
+    assert p["refused"] and "tp must be >= 1" in p["message"]
+    [p] = kf.check({"vlm": {}})
+    assert p["refused"] and "[vision_encoder] is missing" in p["message"]
+    [p] = kf.check({"video": {}})
+    assert "[vlm] is missing" in p["message"]
+    assert kf.check({"vlm": {"arch": "cross_attention", "cross_attention_every_n_layers": 2}, "vision_encoder": {}}) == []
+    [p] = kf.check({"vlm": {"cross_attention_every_n_layers": 2}, "vision_encoder": {}})
+    assert "JointDecoderConfig" in p["message"]  # arch defaults to joint_decoder, which has no such key
+    [p] = kf.check({"vlm": {"arch": "crossattn"}, "vision_encoder": {}})
+    assert p["kind"] == "unknown-variant" and p["refused"]
+    assert kf.check({"model": {"moe_bias_schedule": "x"}}) == []  # only checked for MoE models
+    [p] = kf.check({"model": {"moe_bias_schedule": "x", "num_experts": 8}})
+    assert p["refused"] and "Unknown moe_bias_schedule: 'x'" in p["message"]
+    [p] = kf.check({"adapter": {"type": "mlp"}, "vlm": {}, "vision_encoder": {}})
+    assert (p["kind"], p["refused"]) == ("invalid-value", True) and "Unknown adapter.type: mlp" in p["message"]
+    assert "mlp_2layer" in p["expected"] and "your own code registers" in p["message"]
+    tt = _schema("torchtitan", "0.2.x")
+    [p] = tt.check({"validation": {"steps": 0}})
+    assert p["refused"] and "AssertionError" in p["message"]
+
+
+def test_check_never_raises_on_odd_input():
+    weird = [None, 5, [], {"": {}}, {"model": None}, {"model": {"n_heads": {"a": 1}}}, {"distributed": [1, 2]},
+             {"train": {"seq_len": float("nan")}}, {"data": {"datasets": [1, {"x": 1}]}}, {1: 2},
+             {"vlm": {"arch": None}}, {"optimizer": {"betas": "x"}}, {"model": {"dim": 10 ** 400}}]
+    for framework, version in schema_data.available():
+        s = _schema(framework, version)
+        for data in weird:
+            for origin in ("file", "cli"):
+                problems = s.check(data, origin=origin)
+                assert isinstance(problems, list)
+                for p in problems:
+                    assert p["message"] and p["level"] in ("error", "warning", "info"), p
+
+
+# ----------------------------------------------------------------------------- against the real loaders
+
+_WORKER = r'''
+import contextlib, io, json, logging, sys, types, warnings
+logging.disable(logging.CRITICAL)
+warnings.simplefilter("ignore")
+mode, root, listfile = sys.argv[1:4]
+sys.path.insert(0, root)
+if mode != "kempnerforge":
+    pkg = types.ModuleType("torchtitan"); pkg.__path__ = [root + "/torchtitan"]; sys.modules["torchtitan"] = pkg
+if mode == "kempnerforge":
+    from kempnerforge.config.loader import load_config
+    load = lambda case: load_config(case["path"], cli_args=[])
+elif mode == "toml":
+    from torchtitan.config.manager import ConfigManager
+    load = lambda case: ConfigManager().parse_args(["--job.config_file", case["path"]])
+else:
+    import torchtitan.config.configs as configs
+    def load(case):
+        ((section, values),) = case["data"].items()
+        return types.SimpleNamespace(**{section: getattr(configs, case["cls"])(**values)})
+def plain(v):
+    if isinstance(v, (str, int, float, bool)) or v is None: return v
+    if isinstance(v, (list, tuple)): return [plain(x) for x in v]
+    if isinstance(v, dict): return {str(k): plain(x) for k, x in v.items()}
+    return repr(v)
+for line in open(listfile):
+    case = json.loads(line)
+    out = {"id": case["id"]}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            node = load(case)
+        for part in case["key"].split("."):
+            node = getattr(node, part)
+        out["value"] = plain(node)
+    except Exception as e:
+        out["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    print(json.dumps(out), flush=True)
+'''
+
+_VALUES = {"int": ["2", 2.5, 2.0, True, [1], "abc", 0, -3], "float": [1, "0.5", True, "x", [1.0]],
+           "bool": ["yes", "no", 0, 2, "maybe", 1.5], "str": [5, True, ["a"], 1.5], "list": ["x", 3, {"a": 1}],
+           "dict": [3, "x"], "tuple": ["x", [0.1, 0.2, 0.3]]}
+# sections the framework needs beside the one edited (KempnerForge: [vlm] needs [vision_encoder], ...)
+_CONTEXT = {"vlm": {"vision_encoder": {}}, "video": {"vision_encoder": {}, "vlm": {}},
+            "adapter": {"vision_encoder": {}, "vlm": {}}}
+# keys the harness itself sets (the path of the file) or whose only effect is on the machine
+_SKIP = {"job.config_file"}
+
+
+def _edits(s, tables, seed: int, n: int, default_class: bool = False):
+    """Seeded single-key edits: a typo in each table, wrong types and out-of-enum values for each key."""
+    rnd = random.Random(seed)
+    out = []
+    for table in tables:
+        keys = s.keys(table, s.data["tables"][table]["default_class"] if default_class else None)
+        names = [k for k, v in keys.items() if "table" not in v]
+        if names:
+            name = rnd.choice(names)
+            i = rnd.randrange(len(name))
+            out.append((table, name[:i] + name[i + 1:] if len(name) > 3 else name + "x", 1))
+        for name, key in keys.items():
+            if "table" in key or key.get("init") is False or key.get("cli") is False or f"{table}.{name}" in _SKIP:
+                continue
+            kinds = _kinds(key["type"])
+            values = [v for kind in kinds for v in _VALUES.get(kind, [])][:8]
+            if key.get("enum"):
+                first = key["enum"][0]
+                values += ["bogus", first.upper() if isinstance(first, str) else "X"]
+            out += [(table, name, v) for v in values]
+    typos = [e for e in out if e[2] == 1 and e[1] not in s.keys(e[0])]
+    rest = [e for e in out if e not in typos]
+    rnd.shuffle(rest)
+    return typos + rest[: max(0, n - len(typos))]
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(x) for x in value) + "]"
+    return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
+
+
+def _write_toml(path: Path, data: dict) -> None:
+    lines = []
+
+    def emit(prefix, table):
+        if prefix:
+            lines.append(f"[{prefix}]")
+        for k, v in table.items():
+            if not isinstance(v, dict):
+                lines.append(f"{k} = {_toml(v)}")
+        for k, v in table.items():
+            if isinstance(v, dict):
+                emit(f"{prefix}.{k}" if prefix else k, v)
+
+    emit("", data)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _needs(*modules):
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed: the real loader cannot run")
+
+
+def _run_real(mode: str, root: Path, cases: list, tmp_path: Path) -> dict:
+    worker = tmp_path / "worker.py"
+    worker.write_text(_WORKER, encoding="utf-8")
+    listing = tmp_path / "cases.jsonl"
+    listing.write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(worker), mode, str(root), str(listing)], capture_output=True,
+                          text=True, timeout=900, cwd=tmp_path)
+    results = {}
+    for line in proc.stdout.splitlines():
+        row = json.loads(line)
+        results[row["id"]] = row
+    if len(results) != len(cases):
+        pytest.fail(f"the real loader worker stopped: {proc.stderr[-2000:]}")
+    return results
+
+
+def _compare(s, cases: list, real: dict, sections_only: bool = False) -> list:
+    wrong = []
+    for case in cases:
+        got = real[case["id"]]
+        problems = s.check(case["data"])
+        if sections_only:  # the worker builds the section's class alone, not Trainer.Config around it
+            problems = [p for p in problems if p["section"]]
+        refused = any(p["refused"] for p in problems)
+        if refused != ("error" in got):
+            wrong.append((case["key"], case["value"], got.get("error") or f"loaded {got.get('value')!r}",
+                          [p["message"] for p in problems]))
+            continue
+        if refused:
+            continue
+        mine = [p for p in problems if p["key"] == case["key"] and "effective" in p]
+        expect = mine[0]["effective"] if mine else case["value"]
+        if got.get("value") != expect and not (isinstance(expect, list) and got.get("value") == list(expect)):
+            wrong.append((case["key"], case["value"], f"loaded {got.get('value')!r}, meshlint says {expect!r}",
+                          [p["message"] for p in problems]))
+    return wrong
+
+
+def _toml_cases(s, tmp_path: Path, seed: int, n: int) -> list:
+    tables = [t for t in s.tables() if t and "[]" not in t]
+    cases = []
+    for i, (table, name, value) in enumerate(_edits(s, tables, seed, n)):
+        data = {k: dict(v) for k, v in _CONTEXT.get(table.split(".")[0], {}).items()} if s.framework == "kempnerforge" else {}
+        node = data
+        for part in table.split("."):
+            node = node.setdefault(part, {})
+        node[name] = value
+        path = tmp_path / f"edit{i}.toml"
+        _write_toml(path, data)
+        cases.append({"id": i, "path": str(path), "key": f"{table}.{name}", "data": data, "value": value})
+    return cases
+
+
+def test_check_agrees_with_kempnerforge_load_config(tmp_path):
+    root = _source("kempnerforge", SHARED / "KempnerForge-5666d0d")
+    _needs("torch")
+    s = _schema("kempnerforge", "5666d0d")
+    cases = _toml_cases(s, tmp_path, seed=12, n=400)
+    wrong = _compare(s, cases, _run_real("kempnerforge", root, cases, tmp_path))
+    assert not wrong, f"{len(wrong)} of {len(cases)} edits disagree:\n" + "\n".join(map(str, wrong[:20]))
+
+
+@pytest.mark.parametrize("root", [SHARED / "torchtitan-v0.2-9810191bb-parent", LOCAL / "torchtitan-0.2.2"],
+                         ids=["9810191bb^", "0.2.2"])
+def test_check_agrees_with_torchtitan_v02_config_manager(tmp_path, root):
+    root = _source("torchtitan", root)
+    _needs("torch", "tyro")
+    s = _schema("torchtitan", "0.2.x")
+    cases = _toml_cases(s, tmp_path, seed=2, n=90)  # the ConfigManager takes ~0.25 s a file
+    wrong = _compare(s, cases, _run_real("toml", root, cases, tmp_path))
+    assert not wrong, f"{len(wrong)} of {len(cases)} edits disagree:\n" + "\n".join(map(str, wrong[:20]))
+
+
+@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
+                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+def test_check_agrees_with_registry_config_classes(tmp_path, version, root):
+    root = _source("torchtitan", root)
+    _needs("torch")
+    s = _schema("torchtitan", version)
+    tables = [t for t in ("training", "parallelism", "compile", "comm", "debug")]
+    cases = []
+    for i, (table, name, value) in enumerate(_edits(s, tables, seed=3, n=250, default_class=True)):
+        qn = s.data["tables"][table]["default_class"]
+        if name == "enable_fsdp_symm_mem" and value:
+            continue  # its check asks torch.cuda, which this machine does not answer like a GPU node
+        cases.append({"id": i, "cls": qn.rsplit(".", 1)[-1], "key": f"{table}.{name}", "data": {table: {name: value}},
+                      "value": value})
+    wrong = _compare(s, cases, _run_real("registry", root, cases, tmp_path), sections_only=True)
+    assert not wrong, f"{len(wrong)} of {len(cases)} edits disagree:\n" + "\n".join(map(str, wrong[:20]))
