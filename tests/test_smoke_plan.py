@@ -49,7 +49,7 @@ def test_a_config_the_framework_refuses_before_any_mesh_has_no_plan(check):
 
 def test_a_sparse_mesh_that_is_not_whole_is_still_attempted(check):
     plan = _plan(check, (FIXTURES / "torchtitan" / "moe_6gpu_sparse_not_whole.toml").read_text(), "s_6gpu.toml")
-    assert plan["expected_error"].startswith("RuntimeError in DeviceMesh._unflatten")
+    assert plan["expected_error"].startswith("ValueError in DeviceMesh._unflatten")
     assert plan["recipe"][-1]["sizes"] == [1, 1, 1, 4, 1]
 
 
@@ -131,3 +131,120 @@ def test_an_unknown_world_size_is_a_usage_error(write):
 
     code, out = run_cli("smoke", str(write("[distributed]\ntp = 2\n")))
     assert code == 2 and "the world size is unknown: pass --world-size N" in out
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({"RANK": "abc", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}, "RANK='abc' is not a whole number from 0 to 1"),
+    ({"RANK": "0", "WORLD_SIZE": "0", "LOCAL_RANK": "0"}, "WORLD_SIZE=0 is out of range"),
+    ({"RANK": "2", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}, "RANK=2 is out of range: it must be below the WORLD_SIZE"),
+    ({"RANK": "0", "WORLD_SIZE": "2"}, "LOCAL_RANK is not set, but RANK and WORLD_SIZE are"),
+    ({"WORLD_SIZE": "2"}, "RANK and LOCAL_RANK are not set, but WORLD_SIZE is"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_PORT": "notaport"}, "MASTER_PORT='notaport'"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_PORT": "70000"}, "MASTER_PORT=70000 is out of range"),
+    ({"RANK": "0", "WORLD_SIZE": "9" * 40, "LOCAL_RANK": "0"}, "WORLD_SIZE='9999"),
+    ({"SLURM_PROCID": "x", "SLURM_NTASKS": "4"}, "SLURM_PROCID='x' is not a whole number"),
+])
+def test_bad_launcher_variables_are_named(environ, message):
+    with pytest.raises(rankenv.LauncherError, match=None) as info:
+        rankenv.detect(environ)
+    assert message in str(info.value)
+
+
+def test_a_one_process_world_is_planned_without_a_mesh(check):
+    plan = _plan(check, "[model]\ndim = 256\nn_layers = 2\nn_heads = 4\n[distributed]\ntp = 1\n", "kf_1gpu.toml")
+    assert plan["recipe"] == [] and plan["meshes"] == {} and plan["no_mesh"].startswith("a one-process world")
+    with pytest.raises(smoke_plan.PlanError, match="builds no DeviceMesh"):
+        smoke_plan.build(check("[distributed]\ntp = 1\n", "kf_1gpu.toml"), 2)
+
+
+def test_a_launched_rank_reports_its_own_view():
+    plan = {"config": "c.toml", "dialect": "kempnerforge", "world_size": 2, "meshes": {}, "degrees": DEGREES}
+    states = {1: _state(1, "rendezvous", "init_process_group", 1)}
+    report = smoke_report.assemble(plan, states, mode="real", launcher="torchrun", device="cpu", backend="gloo",
+                                   ended="timeout", timeout=20, ranks_expected=[1], reported_by=1,
+                                   endpoint="127.0.0.1:29500")
+    (failure,) = report["failures"]
+    assert report["reported_by"] == 1 and failure["ranks"] == [1]
+    assert failure["message"].startswith("rank 1 timed out after 20 s in phase rendezvous ('init_process_group'): "
+                                         "the rendezvous at 127.0.0.1:29500 never completed")
+    report = smoke_report.assemble(plan, states, mode="real", launcher="torchrun", device="cpu", backend="gloo",
+                                   ended="interrupted", signal="SIGTERM", reported_by=1)
+    assert report["failures"][0]["message"] == "interrupted by SIGTERM: rank 1 stopped"
+    assert report["signal"] == "SIGTERM" and "rank 1 alone" in smoke_report.render_text(report)
+
+
+def test_exit_codes_name_the_signal():
+    from meshlint.smoke.watchdog import exit_code
+
+    assert (exit_code("SIGINT"), exit_code("SIGTERM"), exit_code("SIGHUP"), exit_code(None)) == (130, 143, 129, 1)
+
+
+def test_live_progress_names_the_phase_the_count_and_the_slowest_rank():
+    from meshlint.smoke.live import Live, describe
+
+    assert describe({}, {}, 8)[1].startswith("starting torch's elastic agent")
+    assert describe({}, {"status": "running", "backend": "gloo", "device": "cpu"}, 8)[1] == \
+        "starting 8 ranks (gloo on cpu)"
+    states = {r: _state(r, "mesh", "init device", 1) for r in range(8)}
+    states[5] = _state(5, "rendezvous", "init_process_group", 1)
+    assert describe(states, {}, 8)[1] == "mesh: 7/8 ranks; slowest rank 5 in rendezvous ('init_process_group')"
+    assert describe({0: _state(0, "verify", None, 3)}, {}, 2)[1] == "verify: 1/2 ranks; 1 not started yet"
+
+    class Sink(list):
+        def write(self, text):
+            self.append(text)
+
+        def flush(self):
+            pass
+
+    sink = Sink()
+    live = Live(8, stream=sink, tty=False)
+    for _ in range(3):  # a line per change, not per tick
+        live(states, {}, 1.0)
+    live.close()
+    assert len(sink) == 1 and sink[0].startswith("meshlint smoke:   1.0 s  mesh: 7/8")
+
+
+LIFELINE_CHILD = """
+import os, signal, sys, time
+from meshlint.smoke import lifeline
+lifeline.watch(lifeline.die, parent=int(sys.argv[1]), death_signal={sig})
+print("watching", flush=True)
+time.sleep(120)
+"""
+LIFELINE_PARENT = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", sys.argv[1], str(__import__("os").getpid())],
+                         stdout=subprocess.PIPE, text=True)
+print(child.pid, flush=True)
+print(child.stdout.readline().strip(), flush=True)
+import time; time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("sig", ["signal.SIGKILL", "None"], ids=["pdeathsig", "polling"])
+def test_a_child_ends_when_its_parent_is_killed(sig):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from meshlint.smoke.lifeline import alive
+
+    parent = subprocess.Popen([sys.executable, "-c", LIFELINE_PARENT, LIFELINE_CHILD.format(sig=sig)],
+                              stdout=subprocess.PIPE, text=True)
+    child = None
+    try:
+        child = int(parent.stdout.readline())
+        assert parent.stdout.readline().strip() == "watching"
+        parent.kill()
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(child)
+    finally:
+        parent.kill()
+        if child and alive(child):
+            os.kill(child, signal.SIGKILL)

@@ -229,7 +229,7 @@ def _build(d: dict, world: int, res: Resolution) -> None:
     if sparse.size != world or not whole:
         res.meshes["sparse"] = None
         res.framework_error = (
-            f"RuntimeError in DeviceMesh._unflatten: sparse mesh (pp, dp_replicate, efsdp, ep, etp) = "
+            f"ValueError in DeviceMesh._unflatten: sparse mesh (pp, dp_replicate, efsdp, ep, etp) = "
             f"{sparse.sizes} covers {sparse.size} ranks, not {world}: efsdp = fsdp·tp // (etp·ep) = "
             f"{fsdp}·{d['tp']} // ({d['etp']}·{d['ep']}) = {efsdp} is not whole"
         )
@@ -246,11 +246,12 @@ def _build(d: dict, world: int, res: Resolution) -> None:
 
 
 def _submeshes(d: dict) -> list:
-    """What ``get_optional_mesh(name)`` returns: None unless enabled (fsdp always; efsdp with ep > 1)."""
+    """What ``get_optional_mesh(name)`` returns: None unless enabled (efsdp with ep > 1; others when > 1)."""
     sizes = {"pp": d["pp"], "batch": d["batch"], "loss": d["batch"] * d["cp"], "dp_replicate": d["dp_replicate"],
              "fsdp": d["fsdp"], "cp": d["cp"], "tp": d["tp"], "ep": d["ep"], "efsdp": d["efsdp"], "etp": d["etp"]}
     out = []
     for name in ONE_D:
-        enabled = sizes[name] > 1 or name == "fsdp" or (name == "efsdp" and d["ep"] > 1)
+        # ParallelDims._mesh_exist at v0.2.x: efsdp iff ep > 1, every other name iff its size > 1
+        enabled = d["ep"] > 1 if name == "efsdp" else sizes[name] > 1
         out.append((f'get_optional_mesh("{name}")', f"{sizes[name]} ranks" if enabled else "None (size 1)"))
     return out
