@@ -1,0 +1,1 @@
+"""Inputs other than TOML files: torchtitan's Python config registries, launch lines and scripts, checkouts."""

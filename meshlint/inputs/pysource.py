@@ -1,0 +1,133 @@
+"""A torchtitan config function read statically, shaped like ``meshlint.source.Source``.
+
+``PySource`` duck-types ``Source`` so the TOML pipeline (dialect -> Spec -> rules ->
+reports) runs unchanged on a ``config_registry.py::function``: ``data`` holds the
+literal values the function sets, ``locate`` points into the Python file, and
+``unknown`` lists what could not be followed (never guessed).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+
+class Unknown(NamedTuple):
+    """A value (or a whole subtree) the static reader could not follow, and where."""
+
+    reason: str
+    line: int
+    col: int
+    file: str
+
+
+def _split(key: str) -> tuple:
+    # ``a.b[1].c`` -> ("a", "b", 1, "c"); the same spelling Source uses
+    from meshlint.source import split_key
+
+    return split_key(key)
+
+
+def _dotted(path: tuple) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out = f"{out}.{part}" if out else str(part)
+    return out
+
+
+class PySource:
+    """One config function of a registry file, read without running it."""
+
+    def __init__(self, *, file: str, function: str, text: str, data: dict, unknown: dict,
+                 positions: dict, comments: list, def_line: int, def_col: int,
+                 nested_under: str | None = None, types: dict | None = None,
+                 model_module: str | None = None, outer: dict | None = None,
+                 derived_from: list | None = None):
+        self.file = file                  # the .py path as given
+        self.function = function
+        self.path = f"{file}::{function}"  # display name
+        self.name = os.path.basename(file)
+        self.text = text
+        self.data = data                  # nested plain dicts of literals, dataclass field names
+        self.unknown = unknown            # dotted path ("" = everything) -> Unknown
+        self.positions = positions        # dotted path -> (line, col) where it is set
+        self.comments = comments          # (line, col, text after '#')
+        self.def_line = def_line
+        self.def_col = def_col
+        self.nested_under = nested_under  # "trainer" for RL configs (Controller.Config.trainer)
+        self.types = types or {}          # dotted path -> class as written ("FullAC.Config")
+        self.model_module = model_module  # dotted package model_registry came from
+        self.outer = outer                # RL: the controller-level values around the trainer
+        self.derived_from = derived_from or []  # ("file::function", line) of derivations, in order
+        self._kinds = None
+
+    def __repr__(self) -> str:
+        return f"PySource({self.path!r}, unknown={sorted(self.unknown)!r})"
+
+    # -- lookups -----------------------------------------------------------
+    def _node_kinds(self) -> dict:
+        """dotted path -> "node" (a sub-config dict) or "leaf" (a value), for every set path."""
+        if self._kinds is None:
+            kinds: dict = {}
+            stack = [("", self.data)]
+            while stack:
+                prefix, node = stack.pop()
+                for key, value in node.items():
+                    path = f"{prefix}.{key}" if prefix else str(key)
+                    if isinstance(value, dict):
+                        kinds[path] = "node"
+                        stack.append((path, value))
+                    else:
+                        kinds[path] = "leaf"
+            self._kinds = kinds
+        return self._kinds
+
+    def has_key(self, key: str) -> bool:
+        """Set explicitly, by this function or by what it derives from."""
+        if not key:
+            return bool(self.data)
+        return _dotted(_split(key)) in self._node_kinds()
+
+    def unknown_of(self, key: str) -> Unknown | None:
+        """The Unknown covering dotted path ``key``, or None when it is known or defaulted."""
+        parts = _split(key) if key else ()
+        kinds = self._node_kinds()
+        for cut in range(len(parts), -1, -1):
+            path = _dotted(parts[:cut])
+            if path in self.unknown:
+                return self.unknown[path]
+            kind = kinds.get(path)
+            if kind == "leaf":
+                return None          # a value set explicitly (a list element below it is not a key)
+            if kind == "node":
+                return None          # a sub-config built in full: what it does not set is defaulted
+        return None
+
+    def locate(self, key) -> tuple[int, int]:
+        """Line and column where ``key`` is set; same contract as ``Source.locate``.
+
+        A value set in another function (derivation, helper) points at the call in
+        this function; a defaulted key at the nearest enclosing sub-config that is
+        set, else at the covering Unknown, else at the function's ``def``.
+        """
+        if not key:
+            return (self.def_line, self.def_col)
+        if isinstance(key, str) and key.startswith("#L") and key[2:].isdigit():
+            return (int(key[2:]), 1)
+        if isinstance(key, str) and "|" in key:
+            options = [k.strip() for k in key.split("|") if k.strip()]
+            key = next((k for k in options if self.has_key(k)), options[0] if options else "")
+            if not key:
+                return (self.def_line, self.def_col)
+        parts = _split(key) if isinstance(key, str) else tuple(key)
+        for cut in range(len(parts), 0, -1):
+            pos = self.positions.get(_dotted(parts[:cut]))
+            if pos:
+                return pos
+        unknown = self.unknown_of(_dotted(parts))
+        if unknown is not None and unknown.file == self.file and unknown.line > 0:
+            return (unknown.line, unknown.col)
+        return (self.def_line, self.def_col)
