@@ -6,6 +6,18 @@ spec_from_degrees). ``identify(root)`` tells which torchtitan semantics a
 checkout or an installed package has from its code, never from its version
 file (main's assets/version.txt still says 0.2.2). Modules are imported only
 when asked for, so the static path pays for the one it uses.
+
+Adding the next torchtitan version (say main at a later commit):
+1. copy torchtitan_main.py to torchtitan_<id>.py; update VERSION/COMMIT/DATE,
+   the KEYS (field, default, citation: tests/test_tt_versions.py checks every
+   default against the dataclasses of the source), ``backends``,
+   ``ep_must_divide``, ``checks``, ``MODELS``; a new mesh layout of a backend is
+   one ``Layout`` row in torchtitan_registry.py;
+2. add its Entry below, and its markers to ``_SIGNATURES`` (what identify()
+   tells it apart by) and ``_KEYS_OF`` if it renames keys;
+3. limit the rules whose facts changed (``frameworks = [...]`` in the rule file)
+   and add fixtures checked as the new version;
+4. compare with its real ParallelDims (tests/test_real_torchtitan.py).
 """
 
 from __future__ import annotations
