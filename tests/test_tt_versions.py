@@ -272,7 +272,8 @@ def test_values_the_dataclasses_reject_are_problems():
     assert "must be either 'partial_dtensor' or 'spmd_types'" in problems["parallelism.spmd_backend"]["note"]
     assert "-1 or greater than 0" in problems["training.num_tokens_per_train_step"]["expected"]
     assert spec.values["parallelism.num_pp_microbatches"] is None
-    assert [u["key"] for u in spec.unknown_keys] == ["training.local_batch_size"]  # renamed after 0.3.0
+    assert [(u["key"], u["suggestion"]) for u in spec.unknown_keys] == [  # renamed after 0.3.0
+        ("training.local_batch_size", "num_tokens_per_microbatch_per_dp_rank")]
     ok = torchtitan_v030.read(_Src({"parallelism": {"spmd_backend": "full_dtensor"}}))
     assert not ok.problems and ok.values["parallelism.spmd_backend"] == "full_dtensor"
     typo = torchtitan_v030.read(_Src({"parallelism": {"tensor_paralel_degree": 2}}))

@@ -143,6 +143,10 @@ SEMANTICS = _tt.Version(
     ),
     models=MODELS,
     microbatches="count",
+    # renamed after 0.3.0 (different units: tokens, not samples)
+    renamed={"local_batch_size": "num_tokens_per_microbatch_per_dp_rank",
+             "global_batch_size": "num_tokens_per_train_step", "seq_len": "max_context_length",
+             "pipeline_parallel_microbatch_size": "num_pp_microbatches"},
 )
 
 

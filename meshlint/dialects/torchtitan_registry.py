@@ -88,6 +88,7 @@ class Version(NamedTuple):
     models: dict            # model (ModelSpec name) -> its model_registry facts at this version
     microbatches: str       # "batch": local_batch_size // pipeline_parallel_microbatch_size;
     #                         "count": num_pp_microbatches
+    renamed: dict = {}      # field names of other versions -> this version's (a did-you-mean for ML108)
 
 
 # ----------------------------------------------------------------------------- reading
@@ -160,7 +161,7 @@ def read(v: Version, source) -> Spec:
         spec.values[fact] = _checked(v, key, raw, checks.get(key.path), spec) if present else key.default
     spec.unreadable = [{"key": _common(keys), "reason": reason, "line": line, "col": col}
                        for (reason, line, col), keys in unread.items()]
-    unknown_keys(data, STRICT_SECTIONS, v.keys, spec, SHORT_NAMES)
+    unknown_keys(data, STRICT_SECTIONS, v.keys, spec, {**SHORT_NAMES, **v.renamed})
     table = data.get("parallelism") if isinstance(data.get("parallelism"), dict) else {}
     for name, path in DEGREE_KEYS.items():
         spec.degrees[name] = spec.values.pop(name)

@@ -137,6 +137,9 @@ SEMANTICS = _tt.Version(
     ),
     models=MODELS,
     microbatches="batch",
+    renamed={"num_tokens_per_microbatch_per_dp_rank": "local_batch_size",
+             "num_tokens_per_train_step": "global_batch_size", "max_context_length": "seq_len",
+             "num_pp_microbatches": "pipeline_parallel_microbatch_size"},
 )
 
 
