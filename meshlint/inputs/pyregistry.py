@@ -1247,6 +1247,8 @@ class Interp:
         if not isinstance(value, Sym):
             return value
         name = value.parts[-1]
+        if value.dotted.startswith("os.environ") or value.dotted.startswith("os.getenv"):
+            return self.unknown(f"{value.orig} reads the environment at run time", node, fr.mod)
         if not _is_constant_name(name):
             kind = "class" if _is_class_name(name) else "function or module"
             return self.unknown(f"{value.orig} is a {kind} imported from {'.'.join(value.parts[:-1])}, "
@@ -2321,6 +2323,14 @@ class _Flat:
                     return got
                 out_d[k if isinstance(k, str) else str(k)] = got
             return out_d
+        if isinstance(value, Sym) and _is_constant_name(value.parts[-1]):
+            # an imported constant stored as is: its value, when it is a literal of the checkout
+            interp = self.interp
+            forced = interp.force(value, interp.top.tree, Frame(interp.top, {}))
+            if isinstance(forced, U):
+                return U(forced.reason, 0, 0, forced.file, True)   # placed at its holder by _build
+            if not isinstance(forced, Sym):
+                return self.plain(forced, path, depth + 1)
         if isinstance(value, Obj):
             if value.rest is not None:
                 return value.rest
