@@ -36,12 +36,26 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, NamedTuple
 
-MAX_INT = 2**256
-MAX_STR = 100_000
-MAX_LIST = 100_000
-MAX_SOURCE = 4_000
-MAX_DEPTH = 60
-DEFAULT_BUDGET = 200_000
+from meshlint.limits import (
+    MAX_EXPR_CHARS,
+    MAX_EXPR_DEPTH,
+    MAX_EXPR_INT_BITS,
+    MAX_EXPR_LIST,
+    MAX_EXPR_STR,
+    MAX_LET_DEPTH,
+    MAX_ROUND_DIGITS,
+    MAX_RULE_MEMORY,
+    MAX_RULE_STEPS,
+    MAX_TEMPLATE_CHARS,
+    MAX_VALUE_DEPTH,
+)
+
+MAX_INT = 2**MAX_EXPR_INT_BITS
+MAX_STR = MAX_EXPR_STR
+MAX_LIST = MAX_EXPR_LIST
+MAX_SOURCE = MAX_EXPR_CHARS
+MAX_DEPTH = MAX_EXPR_DEPTH
+DEFAULT_BUDGET = MAX_RULE_STEPS
 
 KEYWORDS = {"and", "or", "not", "in", "if", "else", "for", "true", "false", "null"}
 
@@ -98,20 +112,22 @@ def tokenize(src: str) -> list[Token]:
         col = i + 1
         if c in " \t\r\n":
             i += 1
-        elif c.isdigit():
+        elif "0" <= c <= "9":  # ASCII only: str.isdigit() accepts '²', which int() refuses
             j = i
-            while j < n and (src[j].isdigit() or src[j] == "_"):
+            while j < n and ("0" <= src[j] <= "9" or src[j] == "_"):
                 j += 1
-            if j < n and src[j] == "." and j + 1 < n and src[j + 1].isdigit():
+            is_float = j < n and src[j] == "." and j + 1 < n and "0" <= src[j + 1] <= "9"
+            if is_float:
                 j += 1
-                while j < n and src[j].isdigit():
+                while j < n and "0" <= src[j] <= "9":
                     j += 1
-                tokens.append(Token("FLOAT", float(src[i:j]), col))
-            else:
-                text = src[i:j]
-                if len(text) > 80:
-                    raise ExprError("integer literal too long", col)
-                tokens.append(Token("INT", int(text), col))
+            text = src[i:j]
+            if len(text) > 80:
+                raise ExprError(f"{'number' if is_float else 'integer'} literal too long", col)
+            try:
+                tokens.append(Token("FLOAT", float(text), col) if is_float else Token("INT", int(text), col))
+            except ValueError:  # misplaced underscores: 1__0, 1_
+                raise ExprError(f"invalid number {text!r}", col) from None
             i = j
         elif c.isalpha() or c == "_":
             j = i
@@ -486,15 +502,69 @@ class Expr(NamedTuple):
         budget = env.budget
         budget.left -= self.size
         if budget.left < 0:
-            raise EvalError("step budget exceeded")
-        return fn(env)
+            raise EvalError(f"step budget exceeded ({MAX_RULE_STEPS:,} steps per rule and config)")
+        try:
+            return fn(env)
+        except RecursionError:
+            raise EvalError("evaluation nested too deeply (let bindings or values)") from None
+        except MemoryError:
+            raise EvalError("out of memory") from None
+        except (TypeError, ValueError, ArithmeticError) as exc:  # the net under the checks of each operation
+            raise EvalError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
 def parse(src: str) -> Expr:
     if not isinstance(src, str):
         raise ExprError("an expression must be a string")
-    root = _Parser(src).parse()
+    try:
+        root = _Parser(src).parse()
+    except RecursionError:  # the parser counts its own levels; this is the net under that count
+        raise ExprError(f"expression nested deeper than {MAX_DEPTH} levels") from None
+    levels = depth(root)
+    if levels > MAX_DEPTH:
+        # chains (a + b + c ...), index and field chains nest the tree without brackets;
+        # every walk over the tree (compiling, counting, evaluating) recurses once per level
+        raise ExprError(f"expression nested {levels} levels deep; the limit is {MAX_DEPTH} (each operator of a "
+                        "chain, each index or field access is a level)")
     return Expr(src, root, _count(root))
+
+
+def depth(root: Node) -> int:
+    """Levels of an expression tree, counted without recursion."""
+    best, stack = 0, [(root, 1)]
+    while stack:
+        node, level = stack.pop()
+        if level > best:
+            best = level
+            if best > MAX_DEPTH:
+                return best
+        kids = [node.elt, *node.conds, *(it for _, it in node.loops)] if isinstance(node, ListComp) else _children(node)
+        stack.extend((kid, level + 1) for kid in kids)
+    return best
+
+
+def check_lets(lets: dict) -> None:
+    """Load-time check of a rule's ``let`` bindings: no cycles, chains at most MAX_LET_DEPTH long.
+
+    Raises ExprError naming the binding; decidable here, so a rule file that
+    would fail at every evaluation is refused when it is loaded.
+    """
+    uses = {name: e.free_names() & set(lets) for name, e in lets.items()}
+    longest: dict[str, int] = {}
+
+    def chain(name: str, path: tuple) -> int:
+        if name in path:
+            cycle = " -> ".join(path[path.index(name):] + (name,))
+            raise ExprError(f"'let' binding {name!r} refers to itself ({cycle})")
+        if name not in longest:
+            if len(path) >= MAX_LET_DEPTH:
+                raise ExprError(f"'let' bindings chained more than {MAX_LET_DEPTH} deep ("
+                                + " -> ".join(path[:4] + ("...",) + path[-2:] + (name,)) + ")")
+            longest[name] = 1 + max((chain(n, path + (name,)) for n in sorted(uses[name])), default=0)
+        return longest[name]
+
+    for name in lets:
+        chain(name, ())
 
 
 def field_reads(expression: "Expr | Template") -> set[tuple[str, str]]:
@@ -554,12 +624,19 @@ def _children(node: Node) -> list[Node]:
 # --------------------------------------------------------------------------- evaluation
 
 class Budget:
-    """Steps left for one evaluation; shared by every scope of it."""
+    """What one evaluation may still spend; shared by every scope of it.
 
-    __slots__ = ("left",)
+    ``left``: steps (AST nodes run, plus items walked by functions, comparisons
+    and loops); ``mem``: characters of strings plus items of lists built;
+    ``lets``: how many ``let`` evaluations are under way inside each other.
+    """
 
-    def __init__(self, steps: int):
+    __slots__ = ("left", "mem", "lets")
+
+    def __init__(self, steps: int, memory: int = MAX_RULE_MEMORY):
         self.left = steps
+        self.mem = memory
+        self.lets = 0
 
 
 class Env:
@@ -603,11 +680,16 @@ class Env:
             return self.let_cache[name]
         if name in self.let_active:
             raise EvalError(f"'let' binding {name!r} refers to itself")
+        budget = self.budget
+        if budget.lets >= MAX_LET_DEPTH:
+            raise EvalError(f"'let' bindings chained more than {MAX_LET_DEPTH} deep (at {name!r})")
+        budget.lets += 1
         self.let_active.add(name)
         try:
             value = definition.evaluate(self)
         finally:
             self.let_active.discard(name)
+            budget.lets -= 1
         self.let_cache[name] = value
         return value
 
@@ -713,7 +795,58 @@ def _charge(env: "Env", n: int) -> None:
     budget = env.budget
     budget.left -= n
     if budget.left < 0:
-        raise EvalError("step budget exceeded")
+        raise EvalError(f"step budget exceeded ({MAX_RULE_STEPS:,} steps per rule and config)")
+
+
+def _charge_mem(env: "Env", n: int) -> None:
+    budget = env.budget
+    budget.mem -= n
+    if budget.mem < 0:
+        raise EvalError(f"memory budget exceeded ({MAX_RULE_MEMORY:,} characters and list items per rule and config)")
+
+
+def _charge_built(env: "Env", value: Any) -> None:
+    """A string or list a function built counts against the memory budget."""
+    cls = value.__class__
+    if cls is str or cls is list:
+        _charge_mem(env, len(value))
+
+
+def _charge_operands(env: "Env", a: Any, b: Any) -> None:
+    """Comparing or searching containers walks them: charge what will be walked.
+
+    A scalar looked up in a list costs one comparison per item; two containers
+    compared (or a container looked up in one) walk everything nested in them,
+    which Python does in C where no budget sees it, so it is charged first.
+    """
+    ca, cb = a.__class__, b.__class__
+    if cb is list or cb is dict:
+        if ca is list or ca is dict:
+            cap = env.budget.left + 1
+            _charge(env, _deep_size(a, cap) + _deep_size(b, cap))
+        else:
+            _charge(env, len(b))
+    elif cb is str and len(b) > 64:
+        _charge(env, len(b) >> 6)
+
+
+def _deep_size(v: Any, cap: int) -> int:
+    """Items in ``v`` and everything inside it (each shared reference counted again), up to ``cap``.
+
+    Also refuses values nested deeper than MAX_VALUE_DEPTH, before Python's own
+    recursive comparison or printing would hit its recursion limit.
+    """
+    total, stack = 0, [(v, 0)]
+    while stack:
+        node, level = stack.pop()
+        if level > MAX_VALUE_DEPTH:
+            raise EvalError(f"value nested deeper than {MAX_VALUE_DEPTH} levels")
+        items = node.values() if node.__class__ is dict else node
+        total += len(node)
+        if total > cap:
+            return total
+        stack.extend((x, level + 1) for x in items if x.__class__ is list or x.__class__ is dict)
+    return total
 
 
 def _compile(node: Node) -> Callable[["Env"], Any]:
@@ -792,7 +925,9 @@ def _c_call(node: Call):
                 if a is None or isinstance(a, Missing):
                     _need(a)
         _charge(env, cost(args))
-        return _check_value(fn(*args))
+        result = _check_value(fn(*args))
+        _charge_built(env, result)
+        return result
 
     return call_
 
@@ -826,11 +961,26 @@ def _c_binop(node: BinOp):
 def _binop(op: str, a: Any, b: Any, env: "Env") -> Any:
     if op == "+":
         if isinstance(a, str) and isinstance(b, str):
-            return _check_value(a + b)
+            size = len(a) + len(b)
+            if size > MAX_STR:  # checked before the copy is made
+                raise EvalError(f"string longer than {MAX_STR} characters")
+            _charge_mem(env, size)
+            return a + b
         if isinstance(a, list) and isinstance(b, list):
-            _charge(env, len(a) + len(b))
-            return _check_value(a + b)
+            size = len(a) + len(b)
+            if size > MAX_LIST:
+                raise EvalError(f"list longer than {MAX_LIST} items")
+            _charge(env, size)
+            _charge_mem(env, size)
+            return a + b
     a, b = _num(a, op), _num(b, op)
+    try:
+        return _arith(op, a, b)
+    except (ArithmeticError, ValueError):  # float overflow, an int too large for a float, 0.0 ** -1
+        raise EvalError(f"arithmetic overflow or undefined result in {op!r}") from None
+
+
+def _arith(op: str, a: Any, b: Any) -> Any:
     if op == "+":
         r = a + b
     elif op == "-":
@@ -850,6 +1000,8 @@ def _binop(op: str, a: Any, b: Any, env: "Env") -> Any:
         elif abs(b) > 1024:
             raise EvalError("exponent too large")
         r = a**b
+        if isinstance(r, complex):
+            raise EvalError("a negative number to a fractional power")
     return _check_value(r)
 
 
@@ -865,8 +1017,7 @@ def _c_compare(node: Compare):
             cls = left.__class__
             if fast is not None and cls is right.__class__ and (cls is int or cls is str):
                 return fast(left, right)
-            if isinstance(right, list):
-                _charge(env, len(right))
+            _charge_operands(env, left, right)
             return _compare(op, left, right)
 
         return compare1
@@ -875,8 +1026,7 @@ def _c_compare(node: Compare):
         left = first(env)
         for op, right_fn in rest:
             right = right_fn(env)
-            if isinstance(right, list):
-                _charge(env, len(right))  # 'in' and '==' walk the list
+            _charge_operands(env, left, right)  # 'in' and '==' walk lists, tables and long strings
             if not _compare(op, left, right):
                 return False
             left = right
@@ -923,6 +1073,7 @@ def _c_listcomp(node: ListComp):
                     run(depth + 1, inner)
                 elif all(_truth(c(inner)) for c in conds):
                     out.append(elt(inner))
+                    _charge_mem(env, 1)
                     if len(out) > MAX_LIST:
                         raise EvalError(f"list longer than {MAX_LIST} items")
 
@@ -980,6 +1131,8 @@ def _compare(op: str, a: Any, b: Any) -> bool:
         return same if op == "==" else not same
     a, b = _need(a), _need(b)
     if op in ("in", "not in"):
+        if isinstance(b, dict) and isinstance(a, (list, dict)):
+            raise EvalError("a list or table is never a key of a table")
         if isinstance(b, (list, dict)):
             found = a in b
         elif isinstance(b, str) and isinstance(a, str):
@@ -1077,7 +1230,10 @@ def _f_range(a, b=None):
 def _f_join(items, sep=", "):
     if not isinstance(sep, str):
         raise EvalError("join() separator must be a string")
-    return sep.join(render(x) for x in _list_arg(items, "join"))
+    parts = [render(x) for x in _list_arg(items, "join")]
+    if sum(map(len, parts)) + len(sep) * max(0, len(parts) - 1) > MAX_STR:  # before the join copies them
+        raise EvalError(f"string longer than {MAX_STR} characters")
+    return sep.join(parts)
 
 
 def _f_gcd(a, b):
@@ -1107,11 +1263,16 @@ def _f_str(v):
 def _f_int(v):
     if isinstance(v, bool):
         return int(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        raise EvalError(f"int() cannot convert {v!r}")
     if isinstance(v, (int, float)):
         return int(v)
     if isinstance(v, str):
+        text = v.strip()
+        if len(text) > 80:  # int() of a long digit string is slow, and past 4,300 digits refused
+            raise EvalError("int() of a string longer than 80 characters")
         try:
-            return int(v.strip())
+            return int(text)
         except ValueError:
             raise EvalError(f"int() cannot convert {v!r}") from None
     raise EvalError(f"int() cannot convert a {type_name(v)}")
@@ -1119,18 +1280,24 @@ def _f_int(v):
 
 def _f_sorted(v):
     items = _list_arg(v, "sorted")
-    try:
-        return sorted(items)
-    except TypeError:
-        raise EvalError("sorted() needs items of one comparable type") from None
+    # numbers or strings only: sorting lists compares them item by item, which no budget sees
+    if not (all(isinstance(x, (int, float)) for x in items) or all(isinstance(x, str) for x in items)):
+        raise EvalError("sorted() needs a list of numbers or of strings")
+    return sorted(items)
 
 
 def _f_round(x, nd=0):
-    return round(_num(x, "round"), _int(nd, "round"))
+    digits = _int(nd, "round")
+    if abs(digits) > MAX_ROUND_DIGITS:  # round(1, -10**9) computes 10**(10**9)
+        raise EvalError(f"round() digits must be within ±{MAX_ROUND_DIGITS}")
+    return round(_num(x, "round"), digits)
 
 
 def _f_percent(x, nd=1):
-    return f"{_num(x, 'percent') * 100:.{_int(nd, 'percent')}f}%"
+    digits = _int(nd, "percent")
+    if not 0 <= digits <= MAX_ROUND_DIGITS:  # percent(0.5, 10**9) would print a billion digits
+        raise EvalError(f"percent() digits must be from 0 to {MAX_ROUND_DIGITS}")
+    return f"{_num(x, 'percent') * 100:.{digits}f}%"
 
 
 def _f_plural(n, word, plural=None):
@@ -1184,7 +1351,12 @@ def _cost_n(args) -> int:
 
 
 def _cost_len(args) -> int:
-    return max(1, sum(len(a) for a in args if isinstance(a, (list, str))))
+    return max(1, sum(len(a) for a in args if isinstance(a, (list, str, dict))))
+
+
+def _cost_deep(args) -> int:
+    """Rendering walks nested values: their whole size (capped where rendering stops anyway)."""
+    return max(1, sum(_deep_size(a, MAX_STR + 1) for a in args if a.__class__ is list or a.__class__ is dict))
 
 
 FUNCTIONS: dict[str, FuncSpec] = {
@@ -1199,15 +1371,15 @@ FUNCTIONS: dict[str, FuncSpec] = {
                       cost=lambda a: max(1, (a[-1] if isinstance(a[-1], int) else 1) - (a[0] if len(a) == 2 and isinstance(a[0], int) else 0))),
     "gcd": FuncSpec(_f_gcd, 2, 2, "greatest common divisor"),
     "lcm": FuncSpec(_f_lcm, 2, 2, "least common multiple"),
-    "join": FuncSpec(_f_join, 1, 2, "join list items as text with a separator (default ', ')", cost=_cost_len),
-    "str": FuncSpec(_f_str, 1, 1, "text form of a value", null_ok=True),
+    "join": FuncSpec(_f_join, 1, 2, "join list items as text with a separator (default ', ')", cost=_cost_deep),
+    "str": FuncSpec(_f_str, 1, 1, "text form of a value", null_ok=True, cost=_cost_deep),
     "int": FuncSpec(_f_int, 1, 1, "integer from a number, bool or numeric string"),
     "sorted": FuncSpec(_f_sorted, 1, 1, "sorted copy of a list", cost=_cost_len),
     "round": FuncSpec(_f_round, 1, 2, "round a number to n digits"),
     "percent": FuncSpec(_f_percent, 1, 2, "format a fraction as a percentage, e.g. 0.25 -> '25.0%'"),
     "plural": FuncSpec(_f_plural, 2, 3, "'1 node' / '3 nodes'"),
     "ranks": FuncSpec(_f_ranks, 1, 1, "compact rank set, e.g. [0,1,2,3,8] -> '{0-3, 8}'", cost=_cost_len),
-    "keys": FuncSpec(_f_keys, 1, 1, "the keys of a table, in order"),
+    "keys": FuncSpec(_f_keys, 1, 1, "the keys of a table, in order", cost=_cost_len),
     "any": FuncSpec(_f_any, 1, 1, "true if any item is true", cost=_cost_len),
     "all": FuncSpec(_f_all, 1, 1, "true if every item is true", cost=_cost_len),
     "coalesce": FuncSpec(_f_coalesce, 1, 8, "the first argument that is not null", null_ok=True),
@@ -1218,22 +1390,47 @@ FUNCTIONS: dict[str, FuncSpec] = {
 # --------------------------------------------------------------------------- rendering and templates
 
 def render(v: Any) -> str:
-    """Text form of a value inside messages."""
+    """Text form of a value inside messages (at most MAX_STR characters, MAX_VALUE_DEPTH levels)."""
     if v is None or isinstance(v, Missing):
         return "unknown"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
         return f"{v:g}"
-    if isinstance(v, list):
-        return "(" + ", ".join(_render_item(x) for x in v) + ("," if len(v) == 1 else "") + ")"
-    if isinstance(v, dict):
-        return "{" + ", ".join(f"{k} = {_render_item(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, (list, dict)):
+        out: list[str] = []
+        _render_into(v, out, [MAX_STR], 0)
+        return "".join(out)
+    if isinstance(v, int) and v.bit_length() > 14_000:  # ~4,200 digits: Python refuses to print more
+        raise EvalError("integer too large to print")
     return str(v)
 
 
-def _render_item(v: Any) -> str:
-    return f'"{v}"' if isinstance(v, str) else render(v)
+def _render_into(v: Any, out: list, room: list, level: int) -> None:
+    """Append the text of a list or table to ``out``, stopping as soon as ``room`` runs out."""
+    if level > MAX_VALUE_DEPTH:
+        raise EvalError(f"value nested deeper than {MAX_VALUE_DEPTH} levels")
+    is_list = isinstance(v, list)
+    _put(out, room, "(" if is_list else "{")
+    for i, (k, x) in enumerate(enumerate(v) if is_list else v.items()):
+        if i:
+            _put(out, room, ", ")
+        if not is_list:
+            _put(out, room, f"{k} = ")
+        if isinstance(x, str):
+            _put(out, room, f'"{x}"')
+        elif isinstance(x, (list, dict)):
+            _render_into(x, out, room, level + 1)
+        else:
+            _put(out, room, render(x))
+    _put(out, room, ("," if len(v) == 1 else "") + ")" if is_list else "}")
+
+
+def _put(out: list, room: list, text: str) -> None:
+    room[0] -= len(text)
+    if room[0] < 0:
+        raise EvalError(f"string longer than {MAX_STR} characters")
+    out.append(text)
 
 
 class Template:
@@ -1268,17 +1465,23 @@ class Template:
         return self._parts
 
     def render(self, env: Env) -> str:
-        out = []
+        out, room = [], MAX_STR
         for part in self.parts:
             if isinstance(part, str):
-                out.append(part)
-                continue
-            try:
-                out.append(render(part.evaluate(env)))
-            except NeedFact:
-                out.append("unknown")
-            except EvalError as exc:
-                out.append(f"<error: {exc}>")
+                text = part
+            else:
+                try:
+                    text = render(part.evaluate(env))
+                    _charge_mem(env, len(text))
+                except NeedFact:
+                    text = "unknown"
+                except EvalError as exc:
+                    text = f"<error: {exc}>"
+            room -= len(text)
+            if room < 0:  # a message is at most MAX_STR characters, however many holes it has
+                out.append(text[: len(text) + room] + "…")
+                break
+            out.append(text)
         return "".join(out)
 
     def free_names(self) -> set[str]:
@@ -1293,6 +1496,8 @@ def parse_template(src: str) -> Template:
     """Parse (and so validate) a template now; raises ExprError with a column."""
     if not isinstance(src, str):
         raise ExprError("a template must be a string")
+    if len(src) > MAX_TEMPLATE_CHARS:
+        raise ExprError(f"template longer than {MAX_TEMPLATE_CHARS:,} characters")
     return Template(src, _template_parts(src))
 
 

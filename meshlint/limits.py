@@ -27,8 +27,9 @@ MAX_EXAMPLE_MEMBERS = 16          # members shown of an example group (placement
 
 # ----------------------------------------------------------------------------- rule packs (meshlint/expr.py)
 MAX_EXPR_CHARS = 4_000            # one expression
-MAX_EXPR_DEPTH = 60               # nesting of one expression's syntax (brackets, operators, postfix chains)
-MAX_LET_DEPTH = 16                # 'let' bindings that read other 'let' bindings, chained
+MAX_TEMPLATE_CHARS = 16_000       # one message, help or key template
+MAX_EXPR_DEPTH = 50               # nesting of one expression's syntax (brackets, operators, postfix chains)
+MAX_LET_DEPTH = 8                 # 'let' bindings that read other 'let' bindings, chained
 MAX_RULE_STEPS = 100_000          # evaluation steps of one rule on one config (all its items, lets and messages)
 MAX_RULE_MEMORY = 2_000_000       # characters of strings plus items of lists one rule may build on one config
 MAX_EXPR_INT_BITS = 256           # integers an expression computes
@@ -51,6 +52,7 @@ def describe() -> list[tuple[str, str, str]]:
         ("mesh dims", f"{MAX_MESH_DIMS}", "dims of one native mesh"),
         ("pipeline stages", f"{MAX_PIPELINE_STAGES:,}", "stages whose layer counts are listed"),
         ("expression length", f"{MAX_EXPR_CHARS:,} characters", "one rule expression"),
+        ("template length", f"{MAX_TEMPLATE_CHARS:,} characters", "one message, help or key template"),
         ("expression depth", f"{MAX_EXPR_DEPTH}", "nesting of one rule expression"),
         ("let chains", f"{MAX_LET_DEPTH}", "let bindings reading let bindings"),
         ("rule steps", f"{MAX_RULE_STEPS:,}", "evaluation steps of one rule on one config"),

@@ -55,7 +55,7 @@ class Source:
         """
         if not key:
             return (1, 1)
-        if isinstance(key, str) and key.startswith("#L") and key[2:].isdigit():
+        if isinstance(key, str) and key.startswith("#L") and _small_int(key[2:]):
             return (int(key[2:]), 1)  # a rule pointing at a line, not a key
         if isinstance(key, str) and "|" in key:
             options = [k.strip() for k in key.split("|") if k.strip()]
@@ -79,13 +79,18 @@ def split_key(key: str) -> tuple:
             if head:
                 out.append(head)
             index, _, part = rest.partition("]")
-            out.append(int(index) if index.lstrip("-").isdigit() else index)
+            out.append(int(index) if _small_int(index.removeprefix("-")) else index)
             part = part
             if not part:
                 break
         if part:
             out.append(part)
     return tuple(out)
+
+
+def _small_int(text: str) -> bool:
+    """ASCII digits of a line number or an index (str.isdigit() also accepts '²', which int() refuses)."""
+    return 0 < len(text) <= 18 and text.isascii() and text.isdigit()
 
 
 def read_source(path: str) -> Source:
