@@ -61,7 +61,10 @@ class Facts:
         if isinstance(v, P.Unknown):
             self.lack(name, note_if_unknown or v.describe())
             return
-        if v is None or isinstance(v, (P.Obj, P.Lst, P.Dct)):
+        if v is None:
+            self.lack(name, note_if_unknown or "None in the flavor (set at run time)")
+            return
+        if isinstance(v, (P.Obj, P.Lst, P.Dct)):
             self.lack(name, note_if_unknown or "not a number")
             return
         self.values[name] = v
@@ -213,7 +216,8 @@ class Reader:
                 facts.values["spec_name"] = spec_name if isinstance(spec_name, str) else None
                 facts.values["module"] = modname
                 entry_source = self.flavor_source(table.d[flavor], mod)
-                model["flavors"][flavor] = (facts, entry_source, list(self.effects))
+                model["flavors"][flavor] = (facts, entry_source,
+                                            [f"not followed (side effects unknown): {e}" for e in self.effects])
             model["key"] = key or modname
             models[model["key"]] = model
         return {"models": models, "unreadable": unreadable}
@@ -757,7 +761,7 @@ def render(result: dict, reader_commit: str, version: str, source_label: str, ge
                 if name in facts.values and facts.values[name] is not None:
                     lines.append(f"{name} = {_toml(facts.values[name])}")
             lines.append(f"source = {_toml(source)}")
-            notes = list(facts.notes) + [f"not followed (side effects unknown): {e}" for e in effects]
+            notes = list(facts.notes) + list(effects)
             if notes:
                 lines.append(f"note = {_toml('; '.join(notes))}")
             lines.append("")

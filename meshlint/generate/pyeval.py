@@ -149,12 +149,26 @@ class CRef:
 
 
 class Obj:
-    """An instance of a class of the tree (in practice a config dataclass): its fields as set."""
+    """An instance of a class of the tree (a config dataclass, or in module mode a module): its fields as set.
 
-    __slots__ = ("info", "owner", "fields", "loc")
+    ``args``: in module mode, the arguments its ``__init__`` was called with (name -> V).
+    """
+
+    __slots__ = ("info", "owner", "fields", "loc", "args")
 
     def __init__(self, info: ClassInfo, owner: ClassInfo | None, fields: dict, loc: tuple | None):
         self.info, self.owner, self.fields, self.loc = info, owner, fields, loc
+        self.args = None
+
+
+class Leaf:
+    """A module of a class outside the tree (``nn.Linear``...), as an ``ext_hook`` describes it:
+    its parameter count (None: not known) and its named sizes."""
+
+    __slots__ = ("kind", "numel", "dims")
+
+    def __init__(self, kind: str, numel: int | None, dims: dict):
+        self.kind, self.numel, self.dims = kind, numel, dims
 
 
 class Func:
@@ -184,6 +198,15 @@ class Builtin:
 
     def __init__(self, name: str, fn, pytype=None):
         self.name, self.fn, self.pytype = name, fn, pytype
+
+
+class SuperRef:
+    """``super()`` inside a module's ``__init__`` run in module mode: the next classes of the instance."""
+
+    __slots__ = ("cls", "self_v")
+
+    def __init__(self, cls: ClassInfo, self_v: V):
+        self.cls, self.self_v = cls, self_v
 
 
 class Frame:
@@ -243,6 +266,11 @@ class Interp:
         self.effect_hook = None
         self.ext_hook = None
         self.build_hook = None
+        # Module mode (torchtitan v0.2's nn.Module models): calling a class of the tree that is not a
+        # dataclass runs its __init__ on a new instance, statement by statement; a statement that cannot
+        # be followed is skipped and listed in ``skipped`` as (loc, reason).
+        self.module_mode = False
+        self.skipped: list = []
 
     # ------------------------------------------------------------------ modules
 
@@ -367,7 +395,7 @@ class Interp:
         if isinstance(v, Unknown):
             raise EvalError(f"the condition depends on a value not known statically: {v.describe()}",
                             self.loc(frame, node))
-        if isinstance(v, (Ext, Partial, Func, Bound, Builtin, CRef, ModRef)):
+        if isinstance(v, (Ext, Partial, Func, Bound, Builtin, CRef, ModRef, Leaf)):
             return True
         if isinstance(v, Obj):
             return True
@@ -546,10 +574,42 @@ class Interp:
             self.exec_block(stmt.finalbody, frame)
         elif t is ast.With:
             self.exec_block(stmt.body, frame)
+        elif t is ast.Match:
+            subject = self.eval(stmt.subject, frame)
+            for case in stmt.cases:
+                if self.match(case.pattern, subject, frame) and \
+                        (case.guard is None or self.truth(self.eval(case.guard, frame), case.guard, frame)):
+                    saved = frame.ctrl
+                    frame.ctrl = saved | subject.o
+                    try:
+                        self.exec_block(case.body, frame)
+                    finally:
+                        frame.ctrl = saved
+                    break
         elif t is ast.Delete or t is ast.Global or t is ast.Nonlocal:
             pass
         else:
             raise EvalError(f"{t.__name__} statements are not followed", self.loc(frame, stmt))
+
+    def match(self, pattern, subject: V, frame: Frame) -> bool:
+        """``case`` patterns of literals, ``_``, captures and ``|`` (what config code uses)."""
+        if isinstance(pattern, ast.MatchAs):
+            if pattern.pattern is not None and not self.match(pattern.pattern, subject, frame):
+                return False
+            if pattern.name:
+                frame.locals[pattern.name] = subject
+            return True
+        if isinstance(pattern, ast.MatchOr):
+            return any(self.match(p, subject, frame) for p in pattern.patterns)
+        if isinstance(subject.v, Unknown):
+            raise EvalError(f"match on a value not known statically: {subject.v.describe()}",
+                            self.loc(frame, pattern))
+        if isinstance(pattern, ast.MatchValue):
+            value = self.eval(pattern.value, frame)
+            return isinstance(subject.v, _PRIMS) and isinstance(value.v, _PRIMS) and subject.v == value.v
+        if isinstance(pattern, ast.MatchSingleton):
+            return subject.v is pattern.value
+        raise EvalError("this match pattern is not followed", self.loc(frame, pattern))
 
     def _import_base(self, stmt: ast.ImportFrom, frame: Frame) -> str:
         if not stmt.level:
@@ -937,6 +997,8 @@ class Interp:
                 return v.fields[name]
             cls, entry = self.class_member(v.info, name)
             if entry is None:
+                if self.module_mode and self.external_bases(v.info):
+                    return V(Bound(Builtin(name, None), base))  # torch.nn.Module's own: see call_method
                 raise EvalError(f"{v.info.qualname} has no attribute {name}", self.loc(frame, node))
             kind = entry[0]
             if kind == "func":
@@ -972,11 +1034,19 @@ class Interp:
                 return V(ModRef(sub))
             raise EvalError(f"module {mod.name} has no {name}", self.loc(frame, node))
         if isinstance(v, Ext):
+            if v.name == "math" and name in ("pi", "e", "tau", "inf"):
+                return V(getattr(math, name), frozenset(((frame.mod.rel, getattr(node, "lineno", 0)),)))
             return V(Ext(f"{v.name}.{name}"))
         if isinstance(v, Unknown):
             return base
+        if isinstance(v, SuperRef):
+            return self.super_member(v, name, self.loc(frame, node))
         if isinstance(v, FieldRef) and name == "name":
             return V(v.name)
+        if isinstance(v, Leaf):
+            if name in v.dims:
+                return v.dims[name]
+            return V(Unknown(f".{name} of a {v.kind}", self.loc(frame, node)))
         if isinstance(v, (Lst, Dct, str)) or isinstance(v, _PRIMS):
             return V(Bound(Builtin(name, None), base))
         if isinstance(v, Partial):
@@ -1054,10 +1124,23 @@ class Interp:
             return V(Unknown(f"calls {f.describe()}", loc))
         raise EvalError(f"cannot call {type(f).__name__}", loc)
 
+    def is_dataclass(self, info: ClassInfo) -> bool:
+        for c in self.mro(info):
+            for dec in c.node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", "")
+                if name == "dataclass":
+                    return True
+        return False
+
     def instantiate(self, cref: CRef, args: list, kwargs: dict, loc) -> V:
         info = cref.info
         if info.node.name in _EXC_NAMES:
             return V(Unknown("an exception", loc))
+        if self.module_mode and not self.is_dataclass(info):
+            _, entry = self.class_member(info, "__init__")
+            if entry is not None and entry[0] == "func":
+                return self.construct(info, cref.owner, entry[1], args, kwargs, loc)
         fields = {}
         if args:
             names = self.field_names(info)
@@ -1066,6 +1149,52 @@ class Interp:
             fields.update(zip(names, args))
         fields.update(kwargs)
         return V(Obj(info, cref.owner, fields, loc))
+
+    def construct(self, info: ClassInfo, owner, init: Func, args: list, kwargs: dict, loc) -> V:
+        """Module mode: a new instance, its ``__init__`` run statement by statement (what fails is skipped)."""
+        obj = Obj(info, owner, {}, loc)
+        self_v = V(obj)
+        defining, _ = self.class_member(info, "__init__")
+        self.run_init(defining, init, self_v, args, kwargs, loc, record_args=True)
+        return self_v
+
+    def run_init(self, defining: ClassInfo, init: Func, self_v: V, args: list, kwargs: dict, loc,
+                 record_args: bool = False) -> None:
+        self.depth += 1
+        try:
+            if self.depth > 150:
+                raise EvalError("calls nest too deeply", loc)
+            locals_ = self.bind(init, [self_v] + args, kwargs, loc)
+            if record_args:
+                self_v.v.args = {k: v for k, v in locals_.items() if v is not self_v}
+            locals_["__super__"] = V(SuperRef(defining, self_v))
+            self.run_tolerant(init.node.body, Frame(init.mod, locals_, init.closure))
+        finally:
+            self.depth -= 1
+
+    def run_tolerant(self, body: list, frame: Frame) -> None:
+        """Each statement in turn; one that cannot be followed is skipped and listed in ``skipped``."""
+        for stmt in body:
+            try:
+                self.exec_stmt(stmt, frame)
+            except _Return:
+                break
+            except EvalError as exc:
+                self.skipped.append((exc.loc or self.loc(frame, stmt), exc.reason))
+
+    def super_member(self, ref: SuperRef, name: str, loc) -> V:
+        instance = ref.self_v.v
+        order = self.mro(instance.info)
+        after = order[order.index(ref.cls) + 1:] if ref.cls in order else []
+        for cls in after:
+            entry = self.class_ns(cls).get(name)
+            if entry is not None and entry[0] == "func":
+                func = entry[1]
+                if name == "__init__":
+                    return V(Builtin("super().__init__", lambda it, a, k, n, f, c=cls, fn=func:
+                                     (it.run_init(c, fn, ref.self_v, a, k, it.loc(f, n)), V(None))[1]))
+                return V(Bound(func, ref.self_v))
+        return V(Bound(Builtin(name, None), ref.self_v))  # torch.nn.Module's own: see call_method
 
     def call_function(self, func: Func, args: list, kwargs: dict, node, frame: Frame) -> V:
         loc = self.loc(frame, node)
@@ -1175,6 +1304,11 @@ class Interp:
                 if len(args) > 1:
                     return args[1]
                 raise EvalError(f"pop of a missing key {k!r}", loc)
+        if isinstance(v, Obj):
+            # torch.nn.Module's methods on a module built in module mode: .to()/.cuda()... give the module back
+            if name in _MODULE_SELF_METHODS:
+                return self_v
+            return V(Unknown(f"torch.nn.Module.{name}() is not followed", loc))
         if isinstance(v, str):
             if all(isinstance(a.v, _PRIMS) for a in args) and all(isinstance(a.v, _PRIMS) for a in kwargs.values()):
                 method = getattr(str, name, None)
@@ -1406,7 +1540,16 @@ class Interp:
         reg("reversed", lambda it, a, k, n, f: V(Lst(list(reversed(it.iterate(a[0], n, f))), it.len_origin(a[0]))))
         reg("iter", lambda it, a, k, n, f: a[0])
         reg("print", lambda it, a, k, n, f: V(None))
-        for name in ("super", "type", "object", "set", "frozenset", "open", "id", "hash", "callable", "vars",
+        def _super(it, args, kwargs, node, frame):
+            f = frame
+            while f is not None:
+                if "__super__" in f.locals:
+                    return f.locals["__super__"]
+                f = f.parent
+            return V(Unknown("super() is not followed here", it.loc(frame, node)))
+
+        reg("super", _super)
+        for name in ("type", "object", "set", "frozenset", "open", "id", "hash", "callable", "vars",
                      "setattr", "repr", "format"):
             reg(name, _opaque(name))
         for name in ("property", "staticmethod", "classmethod"):
@@ -1416,6 +1559,8 @@ class Interp:
         return b
 
 
+_MODULE_SELF_METHODS = {"to", "cuda", "cpu", "float", "bfloat16", "half", "double", "requires_grad_", "train",
+                        "eval", "type", "to_empty"}
 _STR_METHODS = {"lower", "upper", "startswith", "endswith", "replace", "split", "strip", "rstrip", "lstrip",
                 "format", "count", "find", "removeprefix", "removesuffix", "rsplit", "partition", "rpartition"}
 
