@@ -59,6 +59,9 @@ FACT_DOCS = {
     "compile": "torchtitan compile facts (enable; enable_async_tensor_parallel and components in the registry "
                "versions)",
     "vlm": "KempnerForge [vlm] facts (present, arch)",
+    "trainer": "torchtitan registry configs: config_class (the trainer config class as written, e.g. Trainer.Config, "
+               "PolicyTrainer.Config) and runs_trainer (true when torchtitan.trainer.Trainer runs it, so "
+               "Trainer.Config's and Trainer.__init__'s checks apply; false for RL PolicyTrainer configs)",
     "pipeline": "how the framework splits the model into pipeline stages and feeds its schedule "
                 "(see meshlint/pipeline.py)",
     "memory": "bytes_per_param (weights + gradients + AdamW moments) and gpu_gib (the GPU memory to compare with)",
@@ -103,6 +106,7 @@ GROUP_FIELDS = {
                     "pipeline_parallel_microbatch_size", "pipeline_parallel_schedule",
                     "context_parallel_load_balancer"),
     "compile": ("enable", "enable_async_tensor_parallel", "components"),
+    "trainer": ("config_class", "runs_trainer"),
     "framework": ("name", "version", "decided_by", "id"),
     "vlm": ("present", "arch"),
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),

@@ -25,8 +25,10 @@ from meshlint.mesh import Axis, Mesh
 NAME = "torchtitan"
 SECTION = "parallelism"
 # Trainer.Config's sub-configs are kw_only dataclasses (and tyro rejects unknown flags), so an
-# unknown field in any of these sections fails at config construction.
+# unknown field in any of these sections fails at config construction -- unless the registry
+# builds the section from a subclass (graph_trainer's GraphTrainerCompileConfig adds ``mode``).
 STRICT_SECTIONS = ("parallelism", "training", "compile")
+SECTION_CLASSES = {"parallelism": "ParallelismConfig", "training": "TrainingConfig", "compile": "CompileConfig"}
 FACTORS = ("dp_replicate", "dp_shard", "cp", "tp", "pp")  # the order of ParallelDims' assert message
 DEGREES = ("dp_replicate", "dp_shard", "cp", "tp", "pp", "ep")
 P = "parallelism."
@@ -161,7 +163,16 @@ def read(v: Version, source) -> Spec:
         spec.values[fact] = _checked(v, key, raw, checks.get(key.path), spec) if present else key.default
     spec.unreadable = [{"key": _common(keys), "reason": reason, "line": line, "col": col}
                        for (reason, line, col), keys in unread.items()]
-    unknown_keys(data, STRICT_SECTIONS, v.keys, spec, {**SHORT_NAMES, **v.renamed})
+    types = getattr(source, "types", None) or {}
+    strict = tuple(s for s in STRICT_SECTIONS if not isinstance(types.get(s), str)
+                   or types[s].rsplit(".", 1)[-1] == SECTION_CLASSES[s])
+    unknown_keys(data, strict, v.keys, spec, {**SHORT_NAMES, **v.renamed})
+    # Trainer.Config (and its subclasses: FluxTrainer, GraphTrainer, kimi's) validates itself and
+    # runs torchtitan.trainer.Trainer; an RL controller's PolicyTrainer.Config (nested_under
+    # "trainer") is a plain Configurable.Config: no CUDA graphs, none of the Trainer's checks.
+    cls = types.get("")
+    spec.values["trainer.config_class"] = cls if isinstance(cls, str) else None
+    spec.values["trainer.runs_trainer"] = getattr(source, "nested_under", None) != "trainer"
     table = data.get("parallelism") if isinstance(data.get("parallelism"), dict) else {}
     for name, path in DEGREE_KEYS.items():
         spec.degrees[name] = spec.values.pop(name)
@@ -317,7 +328,12 @@ def attach_model(v: Version, spec: Spec, table: dict) -> None:
     vals["model.num_experts"] = entry.get("num_experts", 0)
     vals["model.is_moe"] = entry.get("num_experts", 0) > 0
     vals["model.tie_embeddings"] = entry.get("tied", False)
-    vals["model.params"] = param_count(entry)
+    try:  # entries of models built from a Hugging Face config at run time lack vocab_size and more
+        vals["model.params"] = entry.get("params") or param_count(entry)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
+        vals["model.params"] = None
+    if vals.get("model.pipelining") is None and isinstance(entry.get("pipelining"), bool):
+        vals["model.pipelining"] = entry["pipelining"]  # models this version module does not list
     vals["model.known"] = True
     vals["model.called"] = f"{name} {flavor} "
 
