@@ -322,3 +322,17 @@ def test_frameworks_field_limits_a_rule():
             build_rule({**RULE, "frameworks": bad}, "r.toml", "user")
     with pytest.raises(RuleFileError, match="not one of the rule's dialects"):
         build_rule({**RULE, "dialects": ["kempnerforge"], "frameworks": ["torchtitan@0.3.0"]}, "r.toml", "user")
+
+
+def test_rl_policy_trainer_and_subclassed_sections():
+    rl = _Src({"parallelism": {"pipeline_parallel_degree": 2}})
+    rl.nested_under, rl.types = "trainer", {"": "PolicyTrainer.Config"}
+    spec = torchtitan_main.read(rl)
+    assert spec.values["trainer.runs_trainer"] is False
+    assert spec.values["trainer.config_class"] == "PolicyTrainer.Config"
+    graph = _Src({"compile": {"mode": "aot", "enable": True}})
+    graph.types = {"": "GraphTrainer.Config", "compile": "GraphTrainerCompileConfig"}
+    spec = torchtitan_main.read(graph)
+    assert not spec.unknown_keys and spec.values["trainer.runs_trainer"] is True  # mode is the subclass's field
+    plain = _Src({"compile": {"mode": "aot"}})
+    assert [u["key"] for u in torchtitan_main.read(plain).unknown_keys] == ["compile.mode"]
