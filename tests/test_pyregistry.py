@@ -237,6 +237,36 @@ def test_root_is_inferred_from_the_packages():
     assert "tiny_dbg" in rf.functions
 
 
+def test_a_registry_outside_the_checkout_finds_it_on_the_search_path(tmp_path):
+    user = tmp_path / "my_registry.py"
+    user.write_text("from torchtitan.models.tiny.config_registry import tiny_tp4\n"
+                    "from torchtitan.trainer import Trainer\n\n"
+                    "def mine() -> Trainer.Config:\n    config = tiny_tp4()\n"
+                    "    config.parallelism.pipeline_parallel_degree = 2\n    return config\n")
+    alone = read_registry(str(user)).functions["mine"]
+    assert set(alone.unknown) == {""} and "outside the checkout" in alone.unknown[""].reason
+    found = read_registry(str(user), search_path=[str(FIX)]).functions["mine"]
+    assert found.unknown == {}
+    assert found.data["parallelism"]["tensor_parallel_degree"] == 4
+    assert found.data["parallelism"]["pipeline_parallel_degree"] == 2
+    assert "tiny_tp4()" in user.read_text().splitlines()[found.locate("parallelism.tensor_parallel_degree")[0] - 1]
+
+
+def test_conditions_on_unknowns_make_what_they_set_unknown(tmp_path):
+    rf = _read(tmp_path, "import os\n" + HEAD +
+               "def f() -> Trainer.Config:\n"
+               "    config = Trainer.Config(parallelism=ParallelismConfig(tensor_parallel_degree=2,\n"
+               "                                                          pipeline_parallel_degree=2))\n"
+               "    if os.environ.get('BIG'):\n        config.parallelism.tensor_parallel_degree = 8\n"
+               "    else:\n        config.parallelism.tensor_parallel_degree = 4\n"
+               "    if not isinstance(config, Trainer.Config):\n        raise TypeError('only raises')\n"
+               "    return config\n")
+    src = rf.functions["f"]
+    u = src.unknown_of("parallelism.tensor_parallel_degree")
+    assert u is not None and "condition" in u.reason
+    assert src.data["parallelism"] == {"pipeline_parallel_degree": 2}
+
+
 # -----------------------------------------------------------------------------
 # Hostile inputs: never a traceback
 # -----------------------------------------------------------------------------

@@ -16,7 +16,6 @@ read and copied, and a step budget bounds each function.
 from __future__ import annotations
 
 import ast
-import difflib
 import math
 import os
 import re
@@ -548,32 +547,42 @@ def _parse_text(text: str, filename: str) -> ast.Module:
 
 
 class Checkout:
-    """Where modules live: the checkout root and the parsed modules (lazy, cached)."""
+    """Where modules live: the roots searched for imports, and the parsed modules (lazy, cached).
 
-    def __init__(self, root: str | None):
+    The first root is the checkout of the file being read; further roots (``search_path``)
+    are searched after it, e.g. a torchtitan checkout a user's own registry imports from.
+    """
+
+    def __init__(self, root: str | None, search_path=None):
         self.root = os.path.abspath(root) if root else None
+        self.roots = [r for r in [self.root] + [os.path.abspath(p) for p in (search_path or []) if p] if r]
         self.helper_bytes = 0
         self.modules: dict = {}   # dotted -> Module | None
 
     def file_of(self, dotted: str) -> str | None:
-        if not self.root or not dotted:
+        if not dotted:
             return None
-        base = os.path.join(self.root, *dotted.split("."))
-        if os.path.isfile(base + ".py"):
-            return base + ".py"
-        init = os.path.join(base, "__init__.py")
-        if os.path.isfile(init):
-            return init
+        parts = dotted.split(".")
+        for root in self.roots:
+            base = os.path.join(root, *parts)
+            if os.path.isfile(base + ".py"):
+                return base + ".py"
+            init = os.path.join(base, "__init__.py")
+            if os.path.isfile(init):
+                return init
+        return None
+
+    def root_of(self, path: str) -> str | None:
+        apath = os.path.abspath(path)
+        for root in self.roots:
+            if apath == root or apath.startswith(root.rstrip(os.sep) + os.sep):
+                return root
         return None
 
     def rel(self, path: str) -> str:
-        if self.root:
-            try:
-                rel = os.path.relpath(os.path.abspath(path), self.root)
-                if not rel.startswith(".."):
-                    return rel.replace(os.sep, "/")
-            except ValueError:
-                pass
+        root = self.root_of(path)
+        if root:
+            return os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
         return os.path.basename(path)
 
     def module(self, dotted: str) -> Module | None:
@@ -592,13 +601,13 @@ class Checkout:
         except OSError:
             return None
         key = (st.st_size, st.st_mtime_ns)
+        root = self.root_of(apath) or os.path.dirname(apath)
         hit = _PARSE_CACHE.get(apath)
         if hit and hit[0] == key:
             mod = hit[1]
-            if mod is not None and self.root and mod.dotted != _dotted_of(apath, self.root)[0]:
-                mod = None   # parsed under another root: names differ
-            else:
+            if mod is None or mod.dotted == _dotted_of(apath, root)[0]:
                 return mod
+            # parsed under another root: its names differ, read it again
         if helper:
             if st.st_size > MAX_HELPER_MODULE_BYTES or self.helper_bytes + st.st_size > MAX_HELPER_BYTES_TOTAL:
                 return None
@@ -610,7 +619,6 @@ class Checkout:
         except (InputError, OSError):
             mod = None
         else:
-            root = self.root or os.path.dirname(apath)
             dotted, is_pkg = _dotted_of(apath, root)
             mod = Module(apath, self.rel(apath), dotted, is_pkg, text, tree)
         if len(_PARSE_CACHE) >= _PARSE_CACHE_MAX:
@@ -2424,8 +2432,8 @@ def _stack_depth() -> int:
 class Reader:
     """State shared by the functions of one read: the checkout, derivations already evaluated."""
 
-    def __init__(self, root: str | None):
-        self.checkout = Checkout(root)
+    def __init__(self, root: str | None, search_path=None):
+        self.checkout = Checkout(root, search_path)
         self.derived: dict = {}
         self.active: set = set()
         self.resolved: dict = {}
@@ -2585,8 +2593,14 @@ def _classify(interp: Interp, mod: Module, fdef) -> tuple[str, str]:
     return "maybe", display or ""
 
 
-def read_registry(path: str, text: str | None = None, root: str | None = None) -> RegistryFile:
-    """Read every top-level config function of ``path`` statically; never raises."""
+def read_registry(path: str, text: str | None = None, root: str | None = None,
+                  search_path=None) -> RegistryFile:
+    """Read every top-level config function of ``path`` statically; never raises.
+
+    ``root``: the checkout root imports of other modules resolve against (default: the
+    directory holding the file's top-level package). ``search_path``: more roots, searched
+    after it (a torchtitan checkout that a registry outside it imports from).
+    """
     rf = RegistryFile(path)
     try:
         if text is None:
@@ -2599,16 +2613,17 @@ def read_registry(path: str, text: str | None = None, root: str | None = None) -
         rf.error = exc
         return rf
     try:
-        _read_functions(rf, path, text, tree, root)
+        _read_functions(rf, path, text, tree, root, search_path)
     except Exception as exc:   # never a traceback, whatever the file holds
         rf.error = InputError("ML005", f"could not read this registry statically ({type(exc).__name__}: {exc})")
     return rf
 
 
-def _read_functions(rf: RegistryFile, path: str, text: str, tree: ast.Module, root: str | None) -> None:
+def _read_functions(rf: RegistryFile, path: str, text: str, tree: ast.Module, root: str | None,
+                    search_path=None) -> None:
     root = os.path.abspath(root) if root else infer_root(path)
     rf.root = root
-    reader = Reader(root)
+    reader = Reader(root, search_path)
     reader.budget = BUDGET_BASE + BUDGET_PER_BYTE * len(text)
     apath = os.path.abspath(path)
     dotted, is_pkg = _dotted_of(apath, root)
@@ -2707,6 +2722,8 @@ def _available(rf: RegistryFile) -> list:
 
 
 def _no_function(function: str, where: str, available: list) -> InputError:
+    import difflib
+
     close = difflib.get_close_matches(function, available, n=3, cutoff=0.6)
     help_text = f"did you mean {', '.join(repr(c) for c in close)}?" if close else None
     shown = ", ".join(available[:40]) + (f", ... ({len(available)} in all)" if len(available) > 40 else "")
@@ -2714,9 +2731,18 @@ def _no_function(function: str, where: str, available: list) -> InputError:
                       help=help_text)
 
 
-def read_function(path: str, function: str, root: str | None = None) -> PySource:
+def read_function(path: str, function: str, root: str | None = None, search_path=None) -> PySource:
     """The PySource of one function of ``path``; raises InputError (ML006 when there is no such function)."""
-    rf = read_registry(path, root=root)
+    rf = read_registry(path, root=root, search_path=search_path)
+    try:
+        return _read_one(rf, path, function, search_path)
+    except InputError:
+        raise
+    except Exception as exc:   # never a traceback
+        raise InputError("ML005", f"could not read {function} statically ({type(exc).__name__}: {exc})") from None
+
+
+def _read_one(rf: RegistryFile, path: str, function: str, search_path) -> PySource:
     if rf.error is not None:
         raise rf.error
     if function in rf.functions:
@@ -2739,7 +2765,8 @@ def read_function(path: str, function: str, root: str | None = None) -> PySource
         sym = interp.global_value(mod, function, mod.tree, Frame(mod, {}))
         target = interp.resolve(sym) if isinstance(sym, Sym) else None
         if isinstance(target, FuncRef) and target.mod.path != mod.path:
-            return read_function(target.mod.path, target.node.name, root=rf.root)
+            return read_function(target.mod.path, target.node.name, root=rf._reader.checkout.root_of(
+                target.mod.path) or rf.root, search_path=search_path)
     raise _no_function(function, path, _available(rf))
 
 
@@ -2759,6 +2786,17 @@ def _supported_modules(checkout: Checkout) -> set:
 
 
 def find_config_module(root: str, module_dotted: str, config_name: str) -> tuple[str, str]:
+    """(file, function) for ``--module M --config F``; see _find_config_module. Raises InputError only."""
+    try:
+        return _find_config_module(root, module_dotted, config_name)
+    except InputError:
+        raise
+    except Exception as exc:   # never a traceback
+        raise InputError("ML006", f"cannot resolve --module {module_dotted} --config {config_name} "
+                                  f"({type(exc).__name__}: {exc})") from None
+
+
+def _find_config_module(root: str, module_dotted: str, config_name: str) -> tuple[str, str]:
     """(file, function) for ``--module M --config F``, resolved the way torchtitan's ConfigManager does.
 
     A shorthand listed in torchtitan.models/_supported_models or experiments/_supported_experiments
@@ -2776,6 +2814,8 @@ def find_config_module(root: str, module_dotted: str, config_name: str) -> tuple
         candidates = [f"{module_dotted}.config_registry", module_dotted]
     path = next((p for p in (checkout.file_of(c) for c in candidates if c) if p), None)
     if path is None:
+        import difflib
+
         close = difflib.get_close_matches(module_dotted, sorted(supported), n=3, cutoff=0.6)
         help_text = (f"did you mean {', '.join(repr(c) for c in close)}? " if close else "") + (
             f"shorthands: {', '.join(sorted(supported))}" if supported else "give a dotted module path")
