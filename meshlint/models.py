@@ -107,11 +107,14 @@ def parse_table(data: dict, where: str) -> dict:
 
 
 def load_file(path: str) -> dict:
+    from meshlint.errors import InputError
+    from meshlint.source import load_toml_file  # a FIFO, a huge or deeply nested file: refused, not read
+
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ModelTableError(f"{path}: cannot read the model table: {exc}") from None
+        data = load_toml_file(path)
+    except InputError as exc:
+        where = f" (line {exc.line})" if exc.line > 1 else ""
+        raise ModelTableError(f"{path}: cannot read the model table: {exc.message}{where}") from None
     return parse_table(data, path)
 
 

@@ -155,9 +155,14 @@ def _too_large(size: int, limit: int, grew: bool = False) -> InputError:
 
 
 def parse_source(path: str, raw: bytes, name: str | None = None) -> Source:
-    if len(raw) > MAX_FILE_BYTES:
-        raise _too_large(len(raw), MAX_FILE_BYTES)
     text = decode(raw)
+    return Source(path=path, text=text, data=parse_toml(text), name=name or os.path.basename(path))
+
+
+def parse_toml(text: str) -> dict:
+    """TOML text -> table, every limit checked first; InputError (with the line) when it cannot be."""
+    if len(text) > MAX_FILE_BYTES:
+        raise _too_large(len(text), MAX_FILE_BYTES)
     check_text_limits(text)
     try:
         data = tomllib.loads(text)
@@ -166,7 +171,13 @@ def parse_source(path: str, raw: bytes, name: str | None = None) -> Source:
     except (ValueError, RecursionError, MemoryError) as exc:  # the limits above should make these unreachable
         raise InputError("ML003", f"invalid TOML: {type(exc).__name__}: {str(exc)[:200]}") from None
     check_data_limits(text, data)
-    return Source(path=path, text=text, data=data, name=name or os.path.basename(path))
+    return data
+
+
+def load_toml_file(path: str) -> dict:
+    """Any TOML file meshlint reads besides configs (rule files, model tables, meshlint.toml), under the
+    same limits: a regular file, size, UTF-8, nesting, number length, keys. Raises InputError."""
+    return parse_toml(decode(read_bytes(path)))
 
 
 # ------------------------------------------------------------------------------------------ limits
