@@ -4,6 +4,10 @@ Bad fixtures carry ``# expect: CODE[, CODE]`` on the line each finding must
 point at; the errors and warnings found must be exactly those. Good
 fixtures must be free of errors and warnings, and the rule they belong to
 must actually have run on them (not skipped for lack of a fact).
+
+Fixtures are TOML configs or torchtitan registry files (``.py``). A registry fixture is
+checked as every registry-era torchtitan version its rule applies to, or only as the one its
+name tags (``bad_main_*.py``: main@b5bcd76c6, ``bad_v030_*.py``: 0.3.0).
 """
 
 from __future__ import annotations
@@ -38,17 +42,37 @@ def fixture_dir(rule) -> Path:
     return RULE_FIXTURES / f"{rule.code}-{rule.name}"
 
 
+REGISTRY_VERSIONS = {"main": "main@b5bcd76c6", "v030": "0.3.0"}
+
+
+def registry_versions(rule, path: Path) -> list:
+    """The torchtitan versions a registry fixture is checked as."""
+    tag = path.stem.split("_")[1] if "_" in path.stem else ""
+    if tag in REGISTRY_VERSIONS:
+        return [REGISTRY_VERSIONS[tag]]
+    limit = [f.split("@", 1)[1] for f in (rule.frameworks or ()) if f.startswith("torchtitan@")]
+    return [v for v in REGISTRY_VERSIONS.values() if not limit or v in limit]
+
+
 def cases(kind: str):
     for rule in RULES:
-        for path in sorted(fixture_dir(rule).glob(f"{kind}*.toml")):
-            yield pytest.param(rule.code, path, id=f"{rule.code}/{path.name}")
+        directory = fixture_dir(rule)
+        for path in sorted(directory.glob(f"{kind}*.toml")):
+            yield pytest.param(rule.code, path, None, id=f"{rule.code}/{path.name}")
+        for path in sorted(directory.glob(f"{kind}*.py")):
+            for version in registry_versions(rule, path):
+                yield pytest.param(rule.code, path, version, id=f"{rule.code}/{path.name}@{version}")
+
+
+def options_for(version):
+    return OPTIONS if version is None else OPTIONS._replace(torchtitan_version=version)
 
 
 @pytest.mark.parametrize("code", [r.code for r in RULES])
 def test_every_rule_has_a_failing_and_a_passing_fixture(code):
     directory = fixture_dir(BY_CODE[code])
-    assert list(directory.glob("bad*.toml")), f"no failing fixture in {directory}"
-    assert list(directory.glob("good*.toml")), f"no passing fixture in {directory}"
+    assert list(directory.glob("bad*.toml")) + list(directory.glob("bad*.py")), f"no failing fixture in {directory}"
+    assert list(directory.glob("good*.toml")) + list(directory.glob("good*.py")), f"no passing fixture in {directory}"
 
 
 def test_no_fixture_directory_without_a_rule():
@@ -56,11 +80,11 @@ def test_no_fixture_directory_without_a_rule():
     assert {p.name for p in RULE_FIXTURES.iterdir()} <= expected
 
 
-@pytest.mark.parametrize("code, path", list(cases("bad")))
-def test_bad_fixture_reports_exactly_the_expected_findings(code, path):
+@pytest.mark.parametrize("code, path, version", list(cases("bad")))
+def test_bad_fixture_reports_exactly_the_expected_findings(code, path, version):
     expected = expectations(path)
     assert any(c == code for c, _ in expected), f"{path} must expect {code}"
-    report = check_file(str(path), OPTIONS)
+    report = check_file(str(path), options_for(version))
     assert report.status == "checked", report.error
     expected_codes = {c for c, _ in expected}
     found = {(f.code, f.line) for f in report.findings
@@ -70,9 +94,9 @@ def test_bad_fixture_reports_exactly_the_expected_findings(code, path):
         assert f.message and "<error:" not in f.message and "<error:" not in (f.help or "")
 
 
-@pytest.mark.parametrize("code, path", list(cases("good")))
-def test_good_fixture_is_clean_and_the_rule_ran(code, path):
-    report = check_file(str(path), OPTIONS)
+@pytest.mark.parametrize("code, path, version", list(cases("good")))
+def test_good_fixture_is_clean_and_the_rule_ran(code, path, version):
+    report = check_file(str(path), options_for(version))
     assert report.status == "checked", report.error
     noisy = [f for f in report.findings if f.severity in ("error", "warning")]
     assert not noisy, "\n".join(f"{f.line}: {f.code} {f.message}" for f in noisy)
@@ -87,12 +111,18 @@ def test_documented_examples_behave_as_documented(code, tmp_path):
     rule = BY_CODE[code]
     for field in ("what", "why", "bad", "good", "fix"):
         assert rule.doc.get(field), f"{code}: doc.{field} is missing"
-    options = OPTIONS
-    bad = tmp_path / "bad.toml"
-    bad.write_text(rule.doc["bad"])
-    assert code in [f.code for f in check_file(str(bad), options).findings], "doc.bad does not trigger the rule"
-    good = tmp_path / "good.toml"
-    good.write_text(rule.doc["good"])
-    report = check_file(str(good), options)
-    assert code not in [f.code for f in report.findings], "doc.good triggers the rule"
-    assert code not in [s.code for s in report.skips], "doc.good does not exercise the rule"
+    python = "def " in rule.doc["bad"]  # a registry example
+    suffix = ".py" if python else ".toml"
+    versions = registry_versions(rule, Path("doc.py")) if python else [None]
+    assert versions, f"{code}: no registry-era version to check its example with"
+    for version in versions:
+        options = options_for(version)
+        bad = tmp_path / f"bad{suffix}"
+        bad.write_text(rule.doc["bad"])
+        assert code in [f.code for f in check_file(str(bad), options).findings], \
+            f"doc.bad does not trigger the rule ({version or 'TOML'})"
+        good = tmp_path / f"good{suffix}"
+        good.write_text(rule.doc["good"])
+        report = check_file(str(good), options)
+        assert code not in [f.code for f in report.findings], f"doc.good triggers the rule ({version or 'TOML'})"
+        assert code not in [s.code for s in report.skips], f"doc.good does not exercise the rule ({version or 'TOML'})"
