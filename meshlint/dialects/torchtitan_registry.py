@@ -196,7 +196,10 @@ def _common(keys: list) -> str:
         if len(set(column)) != 1:
             break
         common.append(column[0])
-    return ".".join(common) or ", ".join(keys)
+    if common:
+        return ".".join(common)
+    sections = list(dict.fromkeys(k.split(".", 1)[0] for k in keys))
+    return ", ".join(f"{section}.*" for section in sections)  # e.g. a config rebuilt by reflection
 
 
 def _checked(v: Version, key: Key, raw: Any, check: Check | None, spec: Spec) -> Any:

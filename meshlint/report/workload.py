@@ -20,9 +20,9 @@ def model_json(report: FileReport) -> dict | None:
 
 def pipeline_json(report: FileReport) -> dict | None:
     """How the framework cuts the model into stages and feeds its schedule; null without pp > 1."""
-    from meshlint.dialects import DIALECTS
+    from meshlint.dialects import versions
 
-    module = DIALECTS[report.dialect]
+    module = versions.module_for_spec(report.spec)
     pp = report.resolution.degrees.get("pp")
     if not hasattr(module, "pipeline_plan") or pp is None or pp <= 1:
         return None
