@@ -253,6 +253,9 @@ class Schema:
             if earlier is not None:
                 continue
             raw = values.written.get(name)
+            deep = _deepest(step, values) if not where else None
+            if deep is not None:  # a top-level check on a nested key: point at that key
+                name, raw = deep
             expected = ""
             if member:
                 expected = "one of " + ", ".join(repr(v) for v in member["values"])
@@ -676,6 +679,18 @@ def _eval(node, values: _Section, local: dict):
         if isinstance(base, dict):
             return base.keys()
     raise _Unknown(type(node).__name__)
+
+
+def _deepest(step: dict, values: "_Section"):
+    """("section.key", value) of the first ``self.section.key`` the check reads that the config writes."""
+    import re
+
+    text = step["condition"] + " " + " ".join(step.get("when", []))
+    for section, key in re.findall(r"\bself\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)", text):
+        table = values.written.get(section)
+        if isinstance(table, dict) and key in table:
+            return f"{section}.{key}", table[key]
+    return None
 
 
 def _seed(step: dict, members) -> tuple:

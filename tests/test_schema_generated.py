@@ -20,6 +20,7 @@ import importlib
 import importlib.util
 import json
 import random
+import re
 import subprocess
 import sys
 import time
@@ -561,3 +562,49 @@ def test_check_agrees_with_registry_config_classes(tmp_path, version, root):
                       "value": value})
     wrong = _compare(s, cases, _run_real("registry", root, cases, tmp_path), sections_only=True)
     assert not wrong, f"{len(wrong)} of {len(cases)} edits disagree:\n" + "\n".join(map(str, wrong[:20]))
+
+
+# ----------------------------------------------------------------------------- the refusal inventory
+
+from meshlint.generate import refusals  # noqa: E402
+
+REFUSAL_SOURCES = {"kempnerforge": SHARED / "KempnerForge-5666d0d",
+                   "torchtitan-0.2.x": SHARED / "torchtitan-v0.2-9810191bb-parent",
+                   "torchtitan-0.3.0": LOCAL / "torchtitan-0.3.0",
+                   "torchtitan-main": SHARED / "torchtitan-b5bcd76c6"}
+
+
+@pytest.mark.parametrize("version", list(REFUSAL_SOURCES))
+def test_refusal_doc_lists_exactly_the_sites_in_the_source(version):
+    root = REFUSAL_SOURCES[version]
+    _source("kempnerforge" if version == "kempnerforge" else "torchtitan", root)
+    text = refusals.DOC.read_text(encoding="utf-8")
+    listed = refusals.doc_sites(text, version)
+    found = sorted((s.where for s in refusals.enumerate_sites(root, version)), key=refusals._where_key)
+    missing, extra = sorted(set(found) - set(listed)), sorted(set(listed) - set(found))
+    assert listed == found, (f"docs/refusals.md is stale for {version}: not listed {missing[:10]}, gone {extra[:10]}; "
+                             "regenerate it (python -m meshlint.generate.refusals --write ...)")
+
+
+@pytest.mark.parametrize("version", list(REFUSAL_SOURCES))
+def test_every_refusal_site_is_classified(version):
+    root = REFUSAL_SOURCES[version]
+    _source("kempnerforge" if version == "kempnerforge" else "torchtitan", root)
+    rows = refusals.inventory({version: root})[version]
+    unreviewed = [s.where for s, verdict, _, _ in rows if verdict == "unreviewed"]
+    assert not unreviewed, f"classify these in meshlint/generate/refusals.py: {unreviewed}"
+
+
+def test_refusal_doc_is_up_to_date():
+    for version, root in REFUSAL_SOURCES.items():
+        _source("kempnerforge" if version == "kempnerforge" else "torchtitan", root)
+    text = refusals.render(refusals.inventory(REFUSAL_SOURCES))
+    assert text == refusals.DOC.read_text(encoding="utf-8"), "docs/refusals.md is stale: regenerate it"
+
+
+def test_refusal_rules_named_exist():
+    codes = {p.name.split("-")[0] for p in (ROOT / "rules").glob("ML*.toml")}
+    named = {c for rule in refusals.HAND for c in re.findall(r"ML\d{3}", rule.verdict)}
+    assert named <= codes, f"verdicts name rules that do not exist: {sorted(named - codes)}"
+    for rule in refusals.HAND + refusals.PATTERNS:
+        assert rule.verdict.split()[0] in refusals.VERDICTS, rule

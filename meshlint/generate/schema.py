@@ -545,13 +545,13 @@ class Reader:
                 raises = _raise_in(stmt.body)
                 if raises is not None:
                     self._membership(owner, stmt.test, conds, local, raises, out, negate=False)
-                    self._record(owner, stmt.test, conds, raises, out)
+                    self._record(owner, stmt.test, conds, raises, out, local=local)
                 self._scan(owner, fn, stmt.body, conds + [ast.unparse(stmt.test)], local, out)
                 if stmt.orelse:
                     self._scan(owner, fn, stmt.orelse, conds + [f"not ({ast.unparse(stmt.test)})"], local, out)
             elif isinstance(stmt, ast.Assert):
                 self._membership(owner, stmt.test, conds, local, stmt, out, negate=True)
-                self._record(owner, stmt.test, conds, stmt, out, assert_=True)
+                self._record(owner, stmt.test, conds, stmt, out, assert_=True, local=local)
             elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _is_self_attr(stmt.targets[0]):
                 # a value __post_init__ fills in before its checks (n_kv_heads = n_heads when None)
                 out["other"].append({"source": f"{owner.module.rel}:{stmt.lineno}", "kind": "assign",
@@ -563,17 +563,22 @@ class Reader:
                 self._scan(owner, fn, inner, conds + extra, local, out)
         del rel
 
-    def _record(self, owner, test, conds, site, out, assert_=False) -> None:
+    def _record(self, owner, test, conds, site, out, assert_=False, local=None) -> None:
         where = f"{owner.module.rel}:{site.lineno}"
+        test = _inline(test, local or {})
         names = sorted({n.attr for n in ast.walk(test) if _is_self_attr(n)} |
                        {n.attr for c in conds for n in ast.walk(_parse_expr(c)) if _is_self_attr(n)})
         for name in names:
             out["reads"].setdefault(name, []).append(where)
         exc = "AssertionError" if assert_ else (_last(site.exc.func if isinstance(site.exc, ast.Call) else site.exc)
                                                 if site.exc is not None else "Exception")
+        message = _message(site)
+        for name, value in (local or {}).items():
+            if _self_chain(value):
+                message = message.replace("{" + name + "}", "{" + ast.unparse(value) + "}")
         out["other"].append({"source": where, "kind": "assert" if assert_ else "raise", "exception": exc,
                              "condition": (f"not ({ast.unparse(test)})" if assert_ else ast.unparse(test)),
-                             **({"when": conds} if conds else {}), "message": _message(site)[:300]})
+                             **({"when": conds} if conds else {}), "message": message[:300]})
 
     def _membership(self, owner, test, conds, local, site, out, negate: bool) -> None:
         """``if self.x not in VALUES: raise`` (or ``assert self.x in VALUES``): x's allowed values."""
@@ -632,6 +637,25 @@ def _locals(fn) -> dict:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             out[node.targets[0].id] = node.value
     return out
+
+
+def _inline(test: ast.expr, local: dict) -> ast.expr:
+    """A condition with its simple locals (``n = self.parallelism.num_pp_microbatches``) replaced by what they
+    stand for, so the check reads fields only."""
+    class Sub(ast.NodeTransformer):
+        def visit_Name(self, node):
+            value = local.get(node.id)
+            if value is not None and _self_chain(value):
+                return ast.copy_location(value, node)
+            return node
+
+    return Sub().visit(ast.parse(ast.unparse(test), mode="eval").body)
+
+
+def _self_chain(node) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _raise_in(body: list):

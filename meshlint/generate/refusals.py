@@ -1,0 +1,1054 @@
+"""Enumerate every raise/assert a config value can reach on a framework's way to its first optimizer step, and write docs/refusals.md from that list and the hand classification below.
+
+    python -m meshlint.generate.refusals --list kempnerforge=../shared/frameworks/KempnerForge-5666d0d
+    python -m meshlint.generate.refusals --write \\
+        kempnerforge=../shared/frameworks/KempnerForge-5666d0d \\
+        torchtitan-0.2.x=../shared/frameworks/torchtitan-v0.2-9810191bb-parent \\
+        torchtitan-0.3.0=.frameworks/torchtitan-0.3.0 \\
+        torchtitan-main=../shared/frameworks/torchtitan-b5bcd76c6
+
+``--list`` prints the sites (file:line, function, kind, condition, message); ``--write``
+regenerates docs/refusals.md; ``--check`` compares it. The site list comes from ``ast`` over
+the files in ``VERSIONS[...]["files"]`` (the loader, validation, ParallelDims, parallelize
+functions, model construction, schedule construction, trainer init, dataloader); each site
+is classified by ``classify()``: a hand entry in ``HAND`` (keyed by a fingerprint that
+survives line shifts: file, function, exception, message) or, failing that, a pattern in
+``PATTERNS`` (each names why it holds), so the table says for every line which one decided.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import fnmatch
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parent.parent.parent / "docs" / "refusals.md"
+
+
+# ----------------------------------------------------------------------------- what to read, per version
+
+VERSIONS = {
+    "kempnerforge": {
+        "title": "KempnerForge 5666d0d",
+        "commit": "5666d0d",
+        "package": "kempnerforge",
+        "files": ["scripts/train.py", "kempnerforge/config/*.py", "kempnerforge/distributed/*.py",
+                  "kempnerforge/model/*.py", "kempnerforge/data/*.py", "kempnerforge/training/*.py",
+                  "kempnerforge/checkpoint/*.py"],
+        "skip": ["kempnerforge/model/generate.py"],  # inference only
+    },
+    "torchtitan-0.2.x": {
+        "title": "torchtitan v0.2.x (TOML era, 9810191bb^ = 0.2.2's code)",
+        "commit": "9810191bb^",
+        "package": "torchtitan",
+        "files": ["torchtitan/train.py", "torchtitan/config/*.py", "torchtitan/distributed/**/*.py",
+                  "torchtitan/components/**/*.py", "torchtitan/models/**/*.py", "torchtitan/protocols/*.py",
+                  "torchtitan/datasets/**/*.py", "torchtitan/hf_datasets/**/*.py", "torchtitan/tools/utils.py"],
+        "skip": ["torchtitan/models/flux/inference/*", "torchtitan/models/*/scripts/*",
+                 "torchtitan/models/flux/flux_datasets.py.skip", "torchtitan/components/ft/*"],
+    },
+    "torchtitan-0.3.0": {
+        "title": "torchtitan 0.3.0 (package index)",
+        "commit": "0.3.0",
+        "package": "torchtitan",
+        "files": ["torchtitan/train.py", "torchtitan/trainer.py", "torchtitan/config/*.py",
+                  "torchtitan/distributed/**/*.py", "torchtitan/components/**/*.py", "torchtitan/models/**/*.py",
+                  "torchtitan/protocols/*.py", "torchtitan/hf_datasets/**/*.py", "torchtitan/tools/utils.py"],
+        "skip": ["torchtitan/models/flux/inference/*", "torchtitan/models/*/scripts/*"],
+    },
+    "torchtitan-main": {
+        "title": "torchtitan main b5bcd76c6",
+        "commit": "b5bcd76c6",
+        "package": "torchtitan",
+        "files": ["torchtitan/train.py", "torchtitan/trainer.py", "torchtitan/config/*.py",
+                  "torchtitan/distributed/**/*.py", "torchtitan/components/**/*.py", "torchtitan/models/**/*.py",
+                  "torchtitan/protocols/*.py", "torchtitan/hf_datasets/**/*.py", "torchtitan/tools/utils.py"],
+        "skip": ["torchtitan/models/flux/inference/*", "torchtitan/models/*/scripts/*"],
+    },
+}
+
+
+@dataclass
+class Site:
+    """One raise or assert statement."""
+
+    file: str
+    line: int
+    function: str          # qualified: Class.method, or <module>
+    kind: str              # "raise" | "assert"
+    exception: str         # ValueError, AssertionError, ...
+    condition: str         # what makes it fire (the enclosing ifs; an assert's negated test)
+    message: str           # its message, f-string holes kept as {expr}
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable across line shifts and versions: file, function, exception, message (or condition)."""
+        text = self.message or self.condition
+        text = re.sub(r"\s+", " ", text).strip()[:80]
+        return f"{self.file}::{self.function}::{self.exception}::{text}"
+
+
+def files_of(root: Path, version: str) -> list[Path]:
+    spec = VERSIONS[version]
+    out = []
+    for pattern in spec["files"]:
+        for path in sorted(root.glob(pattern)):
+            rel = path.relative_to(root).as_posix()
+            if path.is_file() and not any(fnmatch.fnmatch(rel, s) for s in spec["skip"]) and path not in out:
+                out.append(path)
+    return out
+
+
+def enumerate_sites(root: Path, version: str) -> list[Site]:
+    """Every raise/assert in the version's files, in file and line order."""
+    root = Path(root)
+    if not (root / VERSIONS[version]["package"]).is_dir():
+        raise FileNotFoundError(f"{root}: no {VERSIONS[version]['package']}/ here")
+    sites: list[Site] = []
+    for path in files_of(root, version):
+        rel = path.relative_to(root).as_posix()
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        _Walker(rel, sites).visit(tree)
+    return sorted(sites, key=lambda s: (s.file, s.line))
+
+
+class _Walker(ast.NodeVisitor):
+    def __init__(self, rel: str, sites: list):
+        self.rel, self.sites = rel, sites
+        self.scope: list[str] = []
+        self.conds: list[str] = []
+
+    def _scoped(self, node):
+        self.scope.append(node.name)
+        saved, self.conds = self.conds, []
+        self.generic_visit(node)
+        self.conds = saved
+        self.scope.pop()
+
+    visit_ClassDef = visit_FunctionDef = visit_AsyncFunctionDef = _scoped
+
+    def visit_If(self, node: ast.If):
+        test = _short(ast.unparse(node.test))
+        self.visit(node.test)
+        self.conds.append(test)
+        for stmt in node.body:
+            self.visit(stmt)
+        self.conds.pop()
+        if node.orelse:
+            self.conds.append(f"not ({test})")
+            for stmt in node.orelse:
+                self.visit(stmt)
+            self.conds.pop()
+
+    def visit_For(self, node):
+        self.conds.append(f"for {_short(ast.unparse(node.target))} in {_short(ast.unparse(node.iter), 60)}")
+        for stmt in node.body:
+            self.visit(stmt)
+        self.conds.pop()
+        for stmt in node.orelse:
+            self.visit(stmt)
+
+    def visit_Match(self, node):
+        subject = _short(ast.unparse(node.subject))
+        for case in node.cases:
+            self.conds.append(f"{subject} matches {_short(ast.unparse(case.pattern))}")
+            for stmt in case.body:
+                self.visit(stmt)
+            self.conds.pop()
+
+    def visit_Raise(self, node: ast.Raise):
+        exc = node.exc
+        name = "re-raise" if exc is None else (_name(exc.func) if isinstance(exc, ast.Call) else _name(exc))
+        self._add(node, "raise", name, " and ".join(self.conds) or "always (when reached)", _message(exc))
+
+    def visit_Assert(self, node: ast.Assert):
+        cond = " and ".join(self.conds + [f"not ({_short(ast.unparse(node.test))})"])
+        self._add(node, "assert", "AssertionError", cond, _message(node.msg) if node.msg else "")
+
+    def _add(self, node, kind, exc, cond, message):
+        self.sites.append(Site(self.rel, node.lineno, ".".join(self.scope) or "<module>", kind, exc or "?",
+                               _short(cond, 300), _short(message, 200)))
+
+
+def _name(node) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts)) if parts else ast.unparse(node)[:40]
+
+
+def _message(node) -> str:
+    if node is None:
+        return ""
+    if isinstance(node, ast.Call):
+        node = node.args[0] if node.args else None
+        if node is None:
+            return ""
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}" for v in node.values)
+    if isinstance(node, ast.BinOp):  # "a" + "b" / implicit concatenation split by + or %
+        return _message(node.left) + _message(node.right)
+    return ast.unparse(node)
+
+
+def _short(text: str, n: int = 160) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# ----------------------------------------------------------------------------- classification
+
+VERDICTS = {
+    "rule": "covered by a meshlint rule",
+    "partial": "covered by a rule in part (the note says which part is not)",
+    "schema": "covered by the schema check (meshlint/schema_data.py: unknown keys, types, enums, the section's own "
+              "__post_init__ checks)",
+    "open": "decidable from the config (and world size, model tables), not yet covered",
+    "runtime": "cannot be decided statically",
+    "internal": "not reachable from a config value",
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A classification: sites matching file (fnmatch), func and text (regex search) get the verdict."""
+
+    verdict: str            # "rule ML302" | "partial ML609" | "schema" | "open" | "runtime" | "internal"
+    why: str
+    file: str = "*"
+    func: str = ""
+    text: str = ""          # searched in "condition | message"
+    versions: tuple = ()    # () = every version
+    exc: str = ""
+
+    def matches(self, site: Site, version: str) -> bool:
+        if self.versions and version not in self.versions:
+            return False
+        if not fnmatch.fnmatch(site.file, self.file):
+            return False
+        if self.func and not re.search(self.func, site.function):
+            return False
+        if self.exc and not re.search(self.exc, site.exception):
+            return False
+        return not self.text or bool(re.search(self.text, f"{site.condition} | {site.message}"))
+
+    @property
+    def basis(self) -> str:
+        return "site" if self.text else "function" if self.func else "file" if self.file != "*" else "pattern"
+
+
+KF = ("kempnerforge",)
+V02 = ("torchtitan-0.2.x",)
+V030 = ("torchtitan-0.3.0",)
+MAIN = ("torchtitan-main",)
+REG = V030 + MAIN
+TT = V02 + REG
+
+HAND = [
+    # ---------------------------------------------------------------- KempnerForge: load
+    Rule("schema", "unknown keys in any table", "kempnerforge/config/loader.py", text=r"Unknown config keys", versions=KF),
+    Rule("schema", "a value outside a Literal", "kempnerforge/config/loader.py", text=r"allowed Literal", versions=KF),
+    Rule("schema", "an unknown [vlm] arch", "kempnerforge/config/*.py", text=r"Unknown vlm\.arch", versions=KF),
+    Rule("internal", "nothing is reserved (_RESERVED_ARCHS is empty)", "kempnerforge/config/*.py", text=r"is reserved",
+         versions=KF),
+    Rule("runtime", "the config file itself is missing", "kempnerforge/config/loader.py", text=r"Config file not found",
+         versions=KF),
+    Rule("internal", "registering a name twice is a code error", "kempnerforge/config/registry.py", func=r"register$",
+         versions=KF),
+    Rule("open", "names looked up in the registry when the job is built: model.model_type, optimizer.name, "
+                 "train.loss_fn (the schema lists the registered names; no check uses them yet)",
+         "kempnerforge/config/registry.py", func=r"Registry\.get$", versions=KF),
+    Rule("rule ML103", "the degree product", "kempnerforge/config/distributed.py", func=r"validate_world_size", versions=KF),
+    Rule("rule ML104", "dp_shard = -1 must divide", "kempnerforge/config/distributed.py", func=r"_resolve_dp_shard",
+         versions=KF),
+    Rule("rule ML102", "degree ranges (also evaluated by the schema check)", "kempnerforge/config/distributed.py",
+         func=r"__post_init__", versions=KF),
+    # JobConfig.validate(world_size)
+    Rule("rule ML302", "train.seq_len <= model.max_seq_len", "kempnerforge/config/job.py", text=r"exceeds model\.max_seq_len",
+         versions=KF),
+    Rule("rule ML303", "tied embeddings with pp", "kempnerforge/config/job.py", text=r"Tied embeddings", versions=KF),
+    Rule("open", "eval.enabled needs eval.dataset_path or eval.hf_dataset_name", "kempnerforge/config/job.py",
+         text=r"eval\.enabled is True", versions=KF),
+    Rule("rule ML304", "n_heads % tp", "kempnerforge/config/job.py", text=r"^.*n_heads \(\{self\.model\.n_heads\}\) must be",
+         versions=KF),
+    Rule("rule ML305", "n_kv_heads % tp (meshlint assumes n_kv_heads = n_heads when absent; KempnerForge keeps the "
+                       "default instance's 32: see the schema tests)", "kempnerforge/config/job.py",
+         text=r"n_kv_heads \(\{self\.model\.n_kv_heads\}\) must be divisible by tp", versions=KF),
+    Rule("rule ML306", "fp8 with tp", "kempnerforge/config/job.py", text=r"FP8 \+ Tensor", versions=KF),
+    Rule("rule ML307", "MoE with pp", "kempnerforge/config/job.py", text=r"MoE \+ Pipeline", versions=KF),
+    Rule("rule ML308", "ep without MoE", "kempnerforge/config/job.py", text=r"requires an MoE model", versions=KF),
+    Rule("rule ML309", "num_experts % ep", "kempnerforge/config/job.py", text=r"num_experts .* must be divisible by ep",
+         versions=KF),
+    Rule("rule ML310", "[vlm] with pp", "kempnerforge/config/job.py", text=r"VLM \+ Pipeline", versions=KF),
+    Rule("rule ML311", "MoMa with ep", "kempnerforge/config/job.py", text=r"MoMa \+ Expert", versions=KF),
+    Rule("open", "MoMa with model.num_experts > 0", "kempnerforge/config/job.py", text=r"MoMa \+ model\.num_experts",
+         versions=KF),
+    Rule("open", "VLM sequence length: train.seq_len (model.max_seq_len at load) must hold image tokens x "
+                 "video.max_frames + vlm.max_text_len when vision_encoder.num_tokens > 0",
+         "kempnerforge/config/job.py", text=r"insufficient for VLM", versions=KF),
+    Rule("internal", "narrowing asserts after __post_init__ materialised the sections", "kempnerforge/config/job.py",
+         exc="AssertionError", versions=KF),
+    Rule("schema", "[vlm] needs [vision_encoder], [video] needs [vlm] (the schema check evaluates JobConfig.__post_init__)",
+         "kempnerforge/config/job.py", text=r"is set but \[", versions=KF),
+    # scripts/train.py
+    Rule("open", "a data source needs data.tokenizer_path (packing, video, VLM, HF datasets)", "scripts/train.py",
+         text=r"tokenizer_path|hf_dataset_name", exc="ValueError", versions=KF),
+    Rule("internal", "unreachable once the VLM data checks above pass", "scripts/train.py", text=r"real dataloader",
+         versions=KF),
+    Rule("internal", "narrowing asserts", "scripts/train.py", exc="AssertionError", versions=KF),
+    # distributed, pipeline, model
+    Rule("rule ML309", "num_experts % ep", "kempnerforge/distributed/expert_parallel.py", text=r"num_experts", versions=KF),
+    Rule("rule ML601", "pp cannot exceed n_layers", "kempnerforge/distributed/pipeline_parallel.py", text=r"cannot exceed",
+         versions=KF),
+    Rule("rule ML607", "interleaved_1f1b needs several stages per rank, which train.py never builds",
+         "kempnerforge/distributed/pipeline_parallel.py", text=r"interleaved_1f1b schedule requires", versions=KF),
+    Rule("schema", "pp_schedule is an enum (refused at load, before this)", "kempnerforge/distributed/pipeline_parallel.py",
+         text=r"Unknown PP schedule", versions=KF),
+    Rule("open", "VLM sequence length at build time (when vision_encoder.num_tokens is set; 0 is probed from the "
+                 "HF model: runtime)", "kempnerforge/distributed/parallel.py", text=r"insufficient for VLM", versions=KF),
+    Rule("open", "VLM sequence length at build time (when vision_encoder.num_tokens is set; 0 is probed from the "
+                 "HF model: runtime)", "kempnerforge/model/vlm.py", text=r"insufficient for VLM", versions=KF),
+    Rule("internal", "get_dp_mesh is only called when a dp dim exists", "kempnerforge/distributed/parallel.py",
+         text=r"No DP dimensions", versions=KF),
+    Rule("internal", "the VLM builder's own invariants", "kempnerforge/distributed/parallel.py", exc="AssertionError",
+         versions=KF),
+    Rule("runtime", "a barrier timing out (network, a dead rank)", "kempnerforge/distributed/setup.py", versions=KF),
+    Rule("open", "RoPE needs an even head_dim: model.dim / model.n_heads even", "kempnerforge/model/position.py",
+         text=r"head_dim % 2", versions=KF),
+    Rule("open", "MoT needs equal head counts across modalities (vlm.mot_image_n_heads / n_kv_heads 0 or equal to the "
+                 "model's)", "kempnerforge/model/transformer.py", text=r"MoT v1 requires equal head", versions=KF),
+    Rule("open", "pooling adapters: the patch grid must be square and divisible by adapter.pool_window (num_tokens "
+                 "known when vision_encoder.num_tokens is set)", "kempnerforge/model/adapter.py",
+         text=r"divisible by the pool|perfect square|grid % w", versions=KF),
+    Rule("open", "attentional_pool: vision feature_dim divisible by adapter.pool_heads (known when "
+                 "vision_encoder.feature_dim is set)", "kempnerforge/model/adapter.py", text=r"in_dim .* divisible by pool_heads",
+         versions=KF),
+    Rule("schema", "adapter fields are checked at load by AdapterConfig.__post_init__ first",
+         "kempnerforge/model/adapter.py", func=r"__init__$|pooled_token_count", versions=KF),
+    Rule("runtime", "HF vision encoders need transformers and an encoder path", "kempnerforge/model/vision.py",
+         versions=KF),
+    Rule("open", "vlm.freeze / freeze_schedule module aliases must be known (module_patterns keys)",
+         "kempnerforge/training/freeze.py", versions=KF),
+    Rule("open", "a phase's dataset_weights must not be all zero (phases at start_step 0 switch before the first step)",
+         "kempnerforge/data/sampler.py", func=r"_validate_weights", versions=KF),
+    Rule("runtime", "the checkpoint being resumed (owner, freeze metadata)", "kempnerforge/checkpoint/*.py", versions=KF),
+    Rule("runtime", "pack_sequences: the tokenizer's eos token (from the tokenizer files)", "kempnerforge/data/dataset.py",
+         text=r"eos_token_id", versions=KF),
+    Rule("runtime", "the dataset on disk or on the hub", "kempnerforge/data/*.py", versions=KF),
+    Rule("internal", "model internals (modalities and activations are validated at load)", "kempnerforge/model/*.py",
+         versions=KF),
+    Rule("internal", "called by code only", "kempnerforge/config/vlm.py", func=r"resolved_heads|resolved_image_heads|for_arch",
+         versions=KF),
+
+    # ---------------------------------------------------------------- torchtitan: load
+    Rule("schema", "unknown keys in any table", "torchtitan/config/manager.py", text=r"Invalid field names", versions=V02),
+    Rule("runtime", "the TOML file cannot be read or parsed (meshlint: ML001/ML003)", "torchtitan/config/manager.py",
+         func=r"_maybe_load_toml", versions=V02),
+    Rule("runtime", "hf_assets_path points at an old tokenizer.model file on disk", "torchtitan/config/manager.py",
+         text=r"old tokenizer\.model", versions=TT),
+    Rule("runtime", "the launch line (--module/--config) and importing the registry", "torchtitan/config/manager.py",
+         func=r"_load_config", versions=REG),
+    Rule("internal", "registry plumbing checked by the framework's own code and tests", "torchtitan/config/configurable.py",
+         versions=REG),
+    Rule("runtime", "override.imports names modules to import: their contents decide", "torchtitan/config/override.py",
+         versions=REG),
+    Rule("rule ML713", "async TP needs compile.enable and 'model' in compile.components (also the schema check)",
+         "torchtitan/config/configs.py", text=r"Async TP requires", versions=REG),
+    Rule("runtime", "enable_fsdp_symm_mem asks the GPU (compute capability >= 9.0)", "torchtitan/config/configs.py",
+         text=r"enable_fsdp_symm_mem", versions=REG),
+    # ParallelDims
+    Rule("rule ML102", "degrees >= 1", "torchtitan/distributed/parallel_dims.py", text=r"should be >= 1|dp_shard must -1",
+         versions=TT),
+    Rule("rule ML104", "dp_shard = -1 resolved to 0", "torchtitan/distributed/parallel_dims.py", text=r"^not \(dp_shard >= 1\)",
+         versions=TT),
+    Rule("rule ML103", "the degree product", "torchtitan/distributed/parallel_dims.py", text=r"Invalid parallel dims",
+         versions=TT),
+    Rule("rule ML401", "etp must equal tp or 1", "torchtitan/distributed/parallel_dims.py", text=r"ETP=TP", versions=V02),
+    Rule("rule ML701", "ep must divide dp_shard*cp*tp", "torchtitan/distributed/parallel_dims.py",
+         text=r"must divide dp_shard", versions=MAIN),
+    Rule("internal", "mesh bookkeeping after the checks above", "torchtitan/distributed/parallel_dims.py",
+         func=r"_validate_meshes|get_optional_mesh|get_mesh|build_mesh|resolve_shared_mesh|SpmdLayout", versions=TT),
+    # trainer init
+    Rule("rule ML608", "global batch a multiple of local batch x batch degree", "torchtitan/train.py",
+         text=r"global_batch_size %|global batch size must be", versions=V02),
+    Rule("rule ML608", "global batch > 0 after the default (-1 -> local x batch degree)", "torchtitan/train.py",
+         text=r"global_batch_size > 0", versions=V02),
+    Rule("internal", "follows from the global batch check", "torchtitan/train.py", text=r"gradient_accumulation_steps > 0",
+         versions=V02),
+    Rule("open", "pipeline parallelism on a model with no pipelining function (qwen3, flux in v0.2.x)",
+         "torchtitan/train.py", text=r"does not support pipelin", versions=V02),
+    Rule("open", "validation.enable on a model with no validator (flux has one; the others use the default)",
+         "torchtitan/train.py", text=r"build_validator_fn", versions=V02),
+    Rule("open", "create_seed_checkpoint needs checkpoint.enable and a world of 1", "torchtitan/train.py",
+         text=r"seed checkpoint", versions=TT),
+    Rule("runtime", "the data runs out / the loop's own state", "torchtitan/train.py",
+         func=r"batch_generator|train$|forward_backward_step|post_dataloading_process", versions=TT),
+    Rule("runtime", "main() re-raises what the trainer raised", "torchtitan/train.py", exc="re-raise", versions=TT),
+    # parallelize functions (v0.2)
+    Rule("partial ML609", "seq_len % (tp x 2cp): ML609 checks it only when cp > 1; with cp = 1 the divisor is still "
+                          "2·tp (an odd seq_len on pure FSDP fails here)",
+         "torchtitan/models/*/infra/parallelize.py", text=r"seq_len_divisor", versions=V02),
+    Rule("open", "DDP (dp_replicate > 1 without FSDP) combined with any other parallelism",
+         "torchtitan/models/*/infra/parallelize.py", text=r"DDP has not supported", versions=V02),
+    Rule("rule ML611", "async TP needs compile", "torchtitan/models/*/infra/parallelize.py", text=r"Async TP requires",
+         versions=V02),
+    Rule("rule ML611", "async TP needs compile", "torchtitan/distributed/tensor_parallel.py", text=r"Async TP requires",
+         versions=V02),
+    Rule("open", "context parallelism needs an attention type that supports it (sdpa/flex, per model)",
+         "torchtitan/models/*", text=r"Context Parallel only supports|CP support for gpt-oss", versions=V02),
+    Rule("open", "expert_parallel_comm_backend = deepep needs ep > 1 and no etp", "torchtitan/models/*/infra/parallelize.py",
+         text=r"DeepEP", versions=V02),
+    Rule("open", "float8 tensorwise TP is refused for deepseek_v3", "torchtitan/models/*/infra/parallelize.py",
+         text=r"float8 tensorwise TP", versions=V02),
+    Rule("schema", "fsdp_reshard_after_forward is a Literal (kept by the loader, refused here; the schema check "
+                   "reports it)", "torchtitan/models/*/infra/parallelize.py", text=r"reshard_after_forward_policy",
+         versions=V02),
+    Rule("internal", "meshes exist for the degrees that are enabled", "torchtitan/models/*/infra/parallelize.py",
+         exc="AssertionError", versions=V02),
+    # pipeline
+    Rule("rule ML604", "local_batch_size % pipeline_parallel_microbatch_size", "torchtitan/distributed/pipeline_parallel.py",
+         text=r"must be divisible by", func=r"build_pipeline_schedule", versions=V02),
+    Rule("rule ML601", "layers per stage / stages per rank the schedule needs", "torchtitan/distributed/pipeline_parallel.py",
+         text=r"virtual stages|stage per rank|stages per rank|Number of stages|empty stages|exceeds minimum layers",
+         versions=TT),
+    Rule("runtime", "pipeline_parallel_schedule_csv names a file", "torchtitan/distributed/pipeline_parallel.py",
+         text=r"pp_schedule_csv", versions=TT),
+    Rule("internal", "follows from the stage checks above", "torchtitan/distributed/pipeline_parallel.py",
+         text=r"evenly divisible by pp_degree|v schedules assume|Unknown style|n_layers attribute", versions=TT),
+    Rule("open", "pipeline_parallel_schedule = PipelineScheduleSingle names torch's abstract base class (meshlint's "
+                 "schedule table accepts it)", "torchtitan/distributed/pipeline_parallel.py", text=r"abstract base class",
+         versions=REG),
+    Rule("rule ML604", "local_batch_size % pipeline_parallel_microbatch_size", "torchtitan/distributed/pipeline_parallel.py",
+         text=r"must be divisible by microbatch_size", versions=V030),
+    # activation checkpointing
+    Rule("schema", "activation_checkpoint.mode is a Literal", "torchtitan/distributed/activation_checkpoint.py",
+         text=r"Invalid AC mode", versions=V02),
+    Rule("internal", "follows from the mode check", "torchtitan/distributed/activation_checkpoint.py",
+         text=r"^ac_config\.mode|not \(ac_config\.mode == 'selective'\)", exc="AssertionError", versions=V02),
+    Rule("open", "selective_ac_option must be 'op' or a positive integer", "torchtitan/distributed/activation_checkpoint.py",
+         text=r"Invalid selective AC option", versions=V02),
+    Rule("open", "memory_budget activation checkpointing needs compile", "torchtitan/distributed/activation_checkpoint.py",
+         text=r"Memory budget mode requires", versions=V02),
+    Rule("runtime", "the fqns named must be nn.Linear modules of the model (its module tree)",
+         "torchtitan/distributed/activation_checkpoint.py", text=r"expected to match a nn\.Li", versions=TT),
+    Rule("open", "DualPipeV with expert parallelism cannot use activation checkpointing",
+         "torchtitan/distributed/dual_pipe_v.py", text=r"DualPipeV and Activation", versions=V02),
+    Rule("internal", "DualPipeV schedule runtime", "torchtitan/distributed/dual_pipe_v.py", versions=TT),
+    # context parallel
+    Rule("open", "context parallelism with varlen attention / an unknown attention type",
+         "torchtitan/distributed/context_parallel.py", func=r"apply_cp_to_attention_module", versions=V02),
+    Rule("open", "context_parallel_load_balancer must be 'headtail', 'ptrr' or None (a plain str field); ptrr needs "
+                 "flex attention masks", "torchtitan/distributed/context_parallel*", text=r"load_balancer|PTRR",
+         versions=TT),
+    Rule("internal", "masks the framework builds itself", "torchtitan/distributed/context_parallel*",
+         exc="AssertionError", versions=TT),
+    Rule("runtime", "the installed torch lacks the experimental CP API", "torchtitan/distributed/utils.py",
+         text=r"PyTorch version", versions=TT),
+    Rule("runtime", "fake/local comm modes read NGPU and RANK from the environment", "torchtitan/distributed/utils.py",
+         text=r"NGPU|RANK", versions=TT),
+    Rule("open", "expert parallelism splits tokens evenly: local_batch_size x seq_len / tp divisible by ep",
+         "torchtitan/distributed/expert_parallel.py", text=r"Uneven split", versions=V02),
+    # components
+    Rule("open", "checkpoint.keep_latest_k = 1 is refused", "torchtitan/components/checkpoint.py",
+         text=r"at least 2 checkpoint", versions=V02),
+    Rule("schema", "checkpoint.async_mode is a Literal (kept by the loader, refused here)",
+         "torchtitan/components/checkpoint.py", text=r"Unknown checkpoint async_mode", versions=V02),
+    Rule("open", "checkpoint.exclude_from_loading names a state that does not exist", "torchtitan/components/checkpoint*",
+         text=r"not found in state_dict", versions=TT),
+    Rule("open", "last_save_in_hf needs last_save_model_only; from_hf loading needs model_only",
+         "torchtitan/components/checkpoint.py", text=r"Only model can be|Quantized checkpoint can only", versions=V02),
+    Rule("runtime", "last_save_in_hf needs a model with a state-dict adapter (decided by the model spec)",
+         "torchtitan/components/checkpoint*", text=r"sd_adapter", versions=TT),
+    Rule("runtime", "checkpoints on disk, async saving and fault tolerance at run time", "torchtitan/components/checkpoint.py",
+         versions=V02),
+    Rule("open", "optimizer.early_step_in_backward cannot combine with ep or pp", "torchtitan/components/optimizer.py",
+         text=r"Optimizers in backward is not supported with (Expert|Pipeline)", versions=V02),
+    Rule("runtime", "torchft manager state", "torchtitan/components/optimizer.py", text=r"TorchFT", versions=V02),
+    Rule("schema", "optimizer.implementation is a Literal", "torchtitan/components/optimizer*", text=r"implementation in",
+         versions=TT),
+    Rule("open", "optimizer.name must be an optimizer torchtitan builds (AdamW, Adam, ...)",
+         "torchtitan/components/optimizer*", text=r"not added", versions=TT),
+    Rule("internal", "optimizer container invariants", "torchtitan/components/optimizer*", versions=TT),
+    Rule("schema", "lr_scheduler.decay_type is a Literal", "torchtitan/components/lr_scheduler.py",
+         text=r"Unknown lr_decay_type", versions=V02),
+    Rule("internal", "scheduler branches guarded by their own arithmetic", "torchtitan/components/*lr_scheduler.py",
+         versions=TT),
+    Rule("open", "dataloader kwargs: persistent_workers and prefetch_factor need num_workers > 0",
+         "torchtitan/components/dataloader.py", text=r"Invalid dataloader kwargs", versions=TT),
+    Rule("internal", "the dataset is passed positionally by the framework", "torchtitan/components/dataloader.py",
+         text=r"'dataset' in kwargs", versions=TT),
+    Rule("runtime", "resuming with another dp degree (the checkpoint)", "torchtitan/components/dataloader.py",
+         func=r"load_state_dict", versions=TT),
+    Rule("internal", "set by the trainer before logging", "torchtitan/components/metrics.py", exc="AssertionError",
+         versions=TT),
+    Rule("runtime", "tokenizer files on disk", "torchtitan/components/tokenizer.py", versions=TT),
+    Rule("internal", "the validator's own invariants", "torchtitan/components/validate.py", exc="AssertionError",
+         func=r"Validator\.validate|build_validator", versions=TT),
+    Rule("schema", "validation.steps > 0 or -1 (Validation.__post_init__)", "torchtitan/config/job_config.py",
+         func=r"Validation\.__post_init__", versions=V02),
+    Rule("schema", "context_parallel_load_balancer cannot be '' (Parallelism.__post_init__)", "torchtitan/config/job_config.py",
+         func=r"Parallelism\.__post_init__", versions=V02),
+    # quantization (model converters)
+    Rule("runtime", "float8/MXFP8 need the GPU model (SM89/SM100) and torchao", "torchtitan/components/quantization/*",
+         text=r"capability|SM\d|torchao|gfx|CUDA", versions=TT),
+    Rule("open", "float8 all-gather cannot combine with a float8 recipe", "torchtitan/components/quantization/float8.py",
+         text=r"enable_fsdp_float8_all_gather", versions=V02),
+    Rule("open", "float8 MoE (grouped mm) cannot combine with pp or cp", "torchtitan/components/quantization/float8.py",
+         text=r"pipeline_parallel_degree == 1|context_parallel_degree == 1", versions=V02),
+    Rule("open", "mxfp8 with compile cannot use tp", "torchtitan/components/quantization/mx.py",
+         text=r"TP not yet supported", versions=V02),
+    Rule("open", "model.converters cannot mix quantization types", "torchtitan/components/quantization/__init__.py",
+         versions=TT),
+    Rule("internal", "converter plumbing", "torchtitan/components/quantization/*", exc="AssertionError", versions=TT),
+    # models (v0.2)
+    Rule("internal", "attention types and mask types come from the flavor table (model_args), not the config",
+         "torchtitan/models/*/model/model.py", text=r"attn_type|attn_mask_type|Varlen attention is not supported",
+         versions=V02),
+    Rule("internal", "shapes of tensors the model builds itself (RoPE caches, masks)", "torchtitan/models/*/model/model.py",
+         exc="AssertionError", versions=V02),
+    Rule("internal", "flavor constants in the model table", "torchtitan/models/*/model/model.py",
+         text=r"every_n_layers_nope|Hidden size|positional dim", versions=V02),
+    Rule("runtime", "the input batch", "torchtitan/models/*/model/model.py", func=r"forward", versions=V02),
+    Rule("internal", "router settings come from the flavor table", "torchtitan/models/moe/moe.py", versions=V02),
+    Rule("runtime", "HF checkpoint conversion (files)", "torchtitan/models/*state_dict_adapter.py", versions=TT),
+    Rule("runtime", "HF checkpoint conversion (files)", "torchtitan/models/utils.py", func=r"StateDictAdapter", versions=TT),
+    Rule("runtime", "the dataset name must be a registered dataset; its rows come from disk or the hub",
+         "torchtitan/hf_datasets/*", text=r"not supported\. Supported datasets", versions=V02),
+    Rule("open", "training.dataset must be a dataset torchtitan registers (c4, c4_test, ...)",
+         "torchtitan/*datasets*", text=r"is not supported\. Supported datasets", versions=V02),
+    Rule("open", "flux does not support gradient accumulation (global batch > local x batch degree)",
+         "torchtitan/models/flux/train.py", text=r"gradient accumulation", versions=V02),
+    Rule("runtime", "flux: the autoencoder checkpoint file", "torchtitan/models/flux/model/autoencoder.py", versions=TT),
+    Rule("internal", "registry plumbing", "torchtitan/protocols/*", text=r"already registered", versions=TT),
+    Rule("open", "model.name must be a registered model", "torchtitan/protocols/train_spec.py",
+         text=r"is not registered", versions=V02),
+    Rule("schema", "training.gc_freq > 0 is not checked at load, but is a plain int (0 or negative refused here)",
+         "torchtitan/tools/utils.py", text=r"gc_freq", versions=TT),
+    Rule("internal", "module-level consistency", "torchtitan/tools/utils.py", func=r"<module>", versions=TT),
+]
+
+HAND += [
+    # ---------------------------------------------------------------- torchtitan 0.3.0 / main: trainer
+    Rule("rule ML702", "CUDA graphs (on by default) with pipeline parallelism", "torchtitan/trainer.py",
+         text=r"CUDA graphs do not support pipeline", versions=REG),
+    Rule("rule ML703", "CUDA graphs with expert parallelism need a host-sync-free token dispatcher", "torchtitan/trainer.py",
+         text=r"CUDA graphs support only expert parallel", versions=REG),
+    Rule("rule ML711", "pipeline parallelism on a model with no pipelining function", "torchtitan/trainer.py",
+         text=r"does not support pipelining", versions=REG),
+    Rule("rule ML704", "tokens per pipeline microbatch divisible by tp (SP) x 2cp", "torchtitan/trainer.py",
+         text=r"tokens per pipeline microbatch", versions=MAIN),
+    Rule("rule ML706", "num_tokens_per_train_step a multiple of one accumulation step's tokens", "torchtitan/trainer.py",
+         text=r"num_tokens_per_train_step", versions=MAIN),
+    Rule("rule ML705", "seq_len divisible by tp (SP) x 2cp", "torchtitan/trainer.py", text=r"seq_len_divisor|seq_len %",
+         versions=V030),
+    Rule("rule ML608", "global batch a multiple of local batch x batch degree", "torchtitan/trainer.py",
+         text=r"global_batch_size|global batch size", versions=V030),
+    Rule("rule ML604", "local_batch_size % pipeline_parallel_microbatch_size with pp (Trainer.Config.__post_init__)",
+         "torchtitan/trainer.py", text=r"evenly divisible by|pipeline_parallel_microbatch_size", versions=V030),
+    Rule("schema", "pipeline_parallel_microbatch_size > 0 (Trainer.Config.__post_init__)", "torchtitan/trainer.py",
+         text=r"must be greater than 0", versions=V030),
+    Rule("open", "debug.batch_invariant is refused in pre-training", "torchtitan/trainer.py", text=r"Batch-invariant",
+         versions=REG),
+    Rule("schema", "parallelism.num_pp_microbatches > 0 (Trainer.Config.__post_init__, evaluated by the schema check)",
+         "torchtitan/trainer.py", text=r"num_pp_microbatches must be greater than 0", versions=MAIN),
+    Rule("open", "a multi-source dataloader needs at least one source, all with the same 'infinite' setting",
+         "torchtitan/hf_datasets/text_datasets.py", text=r"At least one source|same 'infinite'", versions=REG),
+    Rule("open", "debug.spmd_typechecking under spmd_types cannot combine with pp, or with selective AC on a "
+                 "FlexAttention model", "torchtitan/trainer.py", text=r"SPMD typechecking|typechecking is enabled",
+         versions=REG),
+    Rule("open", "memory-budget activation checkpointing needs compile.enable and 'model' in compile.components",
+         "torchtitan/trainer.py", text=r"Memory budget activation", versions=REG),
+    Rule("internal", "set by the config registry before the trainer runs", "torchtitan/trainer.py",
+         text=r"model_spec", versions=REG),
+    Rule("internal", "ChunkedLossWrapper needs an lm_head, which every built language model has", "torchtitan/trainer.py",
+         text=r"lm_head|ChunkedLossWrapper", versions=REG),
+    Rule("runtime", "the training loop's own state", "torchtitan/trainer.py",
+         func=r"batch_generator|forward_backward_step|train_step|pp_forward|to_dict", versions=REG),
+    Rule("runtime", "the data, in the training loop", "torchtitan/train.py", versions=REG),
+    # models: update_from_config (decidable from the model's flavor and the parallelism)
+    Rule("rule ML712", "weight tying with pp", "torchtitan/models/*", text=r"Weight tying is not supported with Pipeline",
+         versions=REG),
+    Rule("rule ML708", "context parallelism needs FlexAttention (not SDPA / varlen)", "torchtitan/models/*",
+         text=r"Context Parallel (is not supported with ScaledDotProduct|only supports SDPA and FlexAtt)", versions=REG),
+    Rule("rule ML304", "tp divides n_heads", "torchtitan/models/common/decoder.py", text=r"must divide n_heads",
+         versions=REG),
+    Rule("rule ML305", "tp divides n_kv_heads", "torchtitan/models/common/decoder.py", text=r"must divide n_kv_heads",
+         versions=REG),
+    Rule("rule ML309", "num_experts % ep", "torchtitan/models/common/decoder.py", text=r"num_experts .* must be divisible",
+         versions=REG),
+    Rule("open", "the training sequence length exceeds the model's RoPE max_context_length", "torchtitan/models/common/decoder.py",
+         text=r"exceeds attention RoPE", versions=REG),
+    Rule("internal", "every flavor in the registry defines RoPE", "torchtitan/models/common/decoder.py",
+         text=r"does not define RoPE", versions=REG),
+    Rule("internal", "attention masks follow the model's attention type", "torchtitan/models/common/decoder.py",
+         text=r"support attention masks", versions=REG),
+    Rule("open", "tp divides the vision encoder's heads (kimi, muse_glimmer) and qwen3.5's delta-net key/value heads",
+         "torchtitan/models/*", text=r"must divide vision num_heads|vision num_heads .* divisible by TP|"
+                                    r"must divide n_key_heads", versions=REG),
+    Rule("open", "context parallelism is refused for kimi, qwen3.5, deepseek MTP and the muse_glimmer vision encoder",
+         "torchtitan/models/*", text=r"Context Parallel is not yet supported|context parallel is not supported|"
+                                    r"MTP does not support context", versions=REG),
+    Rule("open", "deepseek MTP cannot use pipeline parallelism", "torchtitan/models/deepseek_v3/mtp.py",
+         text=r"MTP does not support pipeline", versions=REG),
+    Rule("open", "muse_glimmer needs spmd_backend = spmd_types", "torchtitan/models/muse_glimmer/parallelize.py",
+         text=r"only supports spmd_backend", versions=REG),
+    Rule("rule ML707", "context parallelism needs spmd_backend = spmd_types", "torchtitan/distributed/context_parallel/api.py",
+         text=r"Context Parallel requires parallelism\.spmd_backend", versions=MAIN),
+    Rule("open", "context parallelism needs spmd_backend = spmd_types", "torchtitan/distributed/context_parallel/api.py",
+         text=r"Context Parallel requires parallelism\.spmd_backend", versions=V030),
+    Rule("open", "a FlexAttention model compiled with a backend other than inductor / aot_eager",
+         "torchtitan/distributed/compile.py", text=r"FlexAttention but compile backend", versions=REG),
+    Rule("open", "model attention backend: sdpa is refused for language models; the backend name must be known",
+         "torchtitan/models/common/config_utils.py", text=r"sdpa is no longer supported|Unknown backend", versions=REG),
+    Rule("runtime", "flex_flash attention needs a Hopper/Blackwell GPU", "torchtitan/models/common/config_utils.py",
+         text=r"Hopper", versions=REG),
+    Rule("open", "tp_gemm_backend = dist_gemm needs fuse_qkv, spmd_types and sequence parallelism",
+         "torchtitan/models/common/*", text=r"dist_gemm", versions=REG),
+    Rule("open", "the MoE comm backend name must be standard, deepep, hybridep or minimal_async_ep",
+         "torchtitan/models/common/config_utils.py", text=r"Unknown comm_backend", versions=REG),
+    Rule("open", "an EP token dispatcher needs ep > 1; its num_max_tokens_per_rank must be positive and large enough; "
+                 "tokens per microbatch divisible by the token shards", "torchtitan/models/common/token_dispatcher.py",
+         func=r"update_ep_token_dispatcher_config|DeepEPTokenDispatcher\.__init__|HybridEPTokenDispatcher\.init_buffer",
+         exc="ValueError", versions=REG),
+    Rule("open", "MinimalAsyncEP needs ep > 1, num_experts % ep == 0 and full activation checkpointing",
+         "torchtitan/distributed/minimal_async_ep/api.py", func=r"maybe_update_minimal_async_ep_config", exc="ValueError",
+         versions=REG),
+    Rule("internal", "set by update_from_config before use", "torchtitan/distributed/minimal_async_ep/api.py",
+         func=r"maybe_update_minimal_async_ep_config", versions=REG),
+    Rule("runtime", "MinimalAsyncEP buffers and the CUDA symmetric-memory backend", "torchtitan/distributed/minimal_async_ep/*",
+         versions=REG),
+    Rule("internal", "dispatcher state set when the model is parallelized", "torchtitan/models/common/token_dispatcher.py",
+         versions=REG),
+    Rule("internal", "the model's own layer configs (from the flavor table)", "torchtitan/models/*",
+         func=r"TransformerBlock\.__init__|Attention\.__init__|get_nparams_and_flops|_set_.*sharding|sharding",
+         exc="AssertionError", versions=REG),
+    Rule("internal", "flavor constants (router groups, score function, RoPE, heads of the vision tower)",
+         "torchtitan/models/*", func=r"TokenChoiceTopKRouter|MoE\.__init__|RoPE|rope|VisionAttention|"
+                                     r"VisionRotaryEmbedding|MRoPE|FluxModel\.__init__|FusedQKVLinear|BaseAttention",
+         versions=REG),
+    Rule("runtime", "the input batch (multimodal placeholders, images, positions)", "torchtitan/models/*",
+         func=r"forward|_prepare_multimodal|get_vision_positions|scatter_vision|roll_mtp|MTPLoss|_get_vision_features|"
+              r"get_attention_masks|_causal_conv1d",
+         versions=REG),
+    Rule("rule ML709", "kimi's DistMuon needs tensor_parallel_degree = 1", "torchtitan/models/kimi_k2_7/config_registry.py",
+         text=r"requires tensor_parallel_degree=1:", versions=MAIN),
+    Rule("rule ML709+ML710", "kimi's DistMuon needs tensor_parallel_degree = 1 and pipeline_parallel_degree = 1",
+         "torchtitan/models/kimi_k2_7/config_registry.py", text=r"requires tensor_parallel_degree=1 and pipeline",
+         versions=V030),
+    Rule("internal", "config_registry helpers check their own arguments", "torchtitan/models/*/config_registry.py",
+         versions=REG),
+    Rule("internal", "the model's own pieces", "torchtitan/models/*", func=r"MTPDecoder|init_states|MTPTransformerBlock",
+         versions=REG),
+    Rule("open", "flux does not support gradient accumulation", "torchtitan/models/flux/trainer.py",
+         text=r"gradient accumulation", versions=REG),
+    Rule("internal", "flux meshes follow from the backend and degrees", "torchtitan/models/flux/parallelize.py",
+         versions=REG),
+    Rule("runtime", "flux training loop, dataset and validator", "torchtitan/models/flux/*", versions=REG),
+    Rule("open", "dataloader.repeat = false with data parallelism (dp > 1) is refused", "torchtitan/components/data/loader.py",
+         text=r"repeat=False with data parallelism", versions=MAIN),
+    Rule("open", "model.converters order: quantization converters before LoRA", "torchtitan/models/utils.py",
+         func=r"validate_converter_order", versions=REG),
+    # registry-era components
+    Rule("open", "checkpoint: async_mode must be known; HF save/load need model_only", "torchtitan/components/checkpointer/*",
+         text=r"Unknown checkpoint async_mode|Only model can be|Quantized checkpoint can only", versions=REG),
+    Rule("open", "torch_checkpointing manager: no remote URIs", "torchtitan/components/checkpointer/torch_checkpointing.py",
+         text=r"remote URI", versions=REG),
+    Rule("internal", "the checkpointer's own async state", "torchtitan/components/checkpointer/*", versions=REG),
+    Rule("open", "LoRA rank must be positive", "torchtitan/components/lora.py", text=r"LoRA rank", versions=REG),
+    Rule("internal", "LoRA converter plumbing", "torchtitan/components/lora.py", versions=REG),
+    Rule("internal", "materialised by the converter before use", "torchtitan/components/quantization/nvfp4.py",
+         text=r"not materialized", versions=REG),
+    Rule("internal", "flavor constants: sliding windows, fused feed-forward biases, MoE configs, QKV config types",
+         "torchtitan/models/common/*", text=r"window_size|bias on w1|isinstance\(moe, MoE\.Config\)|"
+                                          r"QKVLinear\.Config", versions=REG),
+    Rule("internal", "a vision model always builds its adapter", "torchtitan/models/muse_glimmer/parallelize.py",
+         text=r"vision_adapter", versions=REG),
+    Rule("open", "MoE quantization needs a token dispatcher that pads (TorchAO)", "torchtitan/components/quantization/utils.py",
+         versions=REG),
+    Rule("open", "nvfp4: layer dims divisible by the block size; bf16_tail_fraction leaves at least one layer",
+         "torchtitan/components/quantization/nvfp4.py", text=r"divisible by|bf16_tail_fraction", versions=REG),
+    Rule("internal", "loss plumbing (chunks, metrics)", "torchtitan/components/loss.py", versions=REG),
+    Rule("internal", "validator plumbing", "torchtitan/components/validate.py", versions=REG),
+    Rule("schema", "fsdp_reshard_after_forward is a Literal (kept, refused here; the schema check reports it)",
+         "torchtitan/distributed/fsdp.py", text=r"reshard_after_forward_policy", versions=REG),
+    Rule("internal", "FSDP meshes follow from the backend and degrees", "torchtitan/distributed/fsdp.py", versions=REG),
+    Rule("runtime", "DistMuon (optimizer.name = DistMuon, kimi): its optimizer-state redistribution plans, buffers and "
+                    "collectives at run time (ML709/ML710 cover the degrees it refuses)",
+         "torchtitan/distributed/flex_shard/*", versions=REG),
+    Rule("runtime", "DeepEP/HybridEP kernels and buffers (installed package, GPU)", "torchtitan/distributed/deepep/*",
+         versions=REG),
+    Rule("internal", "CUDA graph capture invariants (the same shapes every step)", "torchtitan/distributed/cudagraph.py",
+         versions=REG),
+    Rule("internal", "spmd_types redistribution plumbing", "torchtitan/distributed/spmd_types.py", versions=REG),
+    Rule("internal", "module protocol plumbing: every built module declares its init and sharding",
+         "torchtitan/protocols/*", versions=REG),
+    Rule("internal", "tensor-parallel style plumbing", "torchtitan/distributed/tensor_parallel.py", versions=REG),
+    Rule("runtime", "LOCAL_RANK from the launcher and the visible devices", "torchtitan/tools/utils.py",
+         func=r"get_local_device", versions=REG),
+    Rule("internal", "seed meshes exist; gradient clipping meshes are named", "torchtitan/distributed/utils.py",
+         exc="AssertionError", versions=TT),
+    Rule("open", "kimi and qwen3.5 refuse spmd_backend = full_dtensor", "torchtitan/models/*/parallelize.py",
+         text=r"full_dtensor is not supported", versions=V030),
+    Rule("partial ML708", "full_dtensor/spmd_types + CP with SDPA or varlen attention (ML708 on 0.3.0 checks varlen only)",
+         "torchtitan/distributed/full_dtensor.py", text=r"CP is", versions=V030),
+    Rule("internal", "full_dtensor meshes follow from the backend and degrees", "torchtitan/distributed/full_dtensor.py",
+         versions=V030),
+    Rule("internal", "resolving meshes the framework built itself", "torchtitan/distributed/parallel_dims.py",
+         func=r"resolve_mesh", versions=V030),
+    Rule("rule ML708", "context parallelism with varlen attention", "torchtitan/distributed/context_parallel/api.py",
+         text=r"Variable-length attenti", versions=V030),
+    Rule("open", "context parallelism with a FlexAttention score_mod (from the model flavor)",
+         "torchtitan/distributed/context_parallel/api.py", text=r"score_mod", versions=REG),
+    Rule("internal", "attention modules are one of the known kinds", "torchtitan/distributed/context_parallel/api.py",
+         text=r"Context Parallel forwar", versions=REG),
+    Rule("rule ML705", "seq_len divisible by tp (SP) x 2cp", "torchtitan/models/muse_glimmer/parallelize.py",
+         text=r"seq_len_divisor", versions=V030),
+    Rule("internal", "follows from the global batch check", "torchtitan/trainer.py",
+         text=r"gradient_accumulation_steps > 0", versions=V030),
+    Rule("internal", "the vision tower's own pieces", "torchtitan/models/muse_glimmer/model.py", func=r"_inject_vision",
+         versions=V030),
+    Rule("internal", "shapes of RoPE caches the model builds", "torchtitan/models/common/rope.py", exc="AssertionError",
+         versions=REG),
+    Rule("internal", "tensor-parallel style plumbing", "torchtitan/distributed/__init__.py", versions=V02),
+    Rule("runtime", "DeepEP kernels and buffers (installed package, GPU)", "torchtitan/distributed/deepep/*", versions=V02),
+    Rule("internal", "sliding-window sizes come from the flavor table", "torchtitan/models/attention.py", versions=V02),
+    Rule("internal", "flux RoPE dims come from the flavor table", "torchtitan/models/flux/model/layers.py", versions=V02),
+    Rule("runtime", "flux training loop and validator", "torchtitan/models/flux/*", func=r"forward_backward_step|validate",
+         versions=V02),
+]
+
+PATTERNS = [
+    Rule("runtime", "re-raises an error from elsewhere", exc=r"^re-raise$|^e$"),
+    Rule("runtime", "an optional package is missing", exc=r"ImportError|ModuleNotFoundError"),
+    Rule("internal", "an abstract method every built class overrides", exc=r"NotImplementedError",
+         text=r"^always \(when reached\)"),
+    Rule("runtime", "files on disk", exc=r"FileNotFoundError|PermissionError"),
+    Rule("runtime", "the GPU model / the machine",
+         text=r"has_cuda_capability|has_rocm_capability|torch\.cuda|get_device_capability|torch\.version\.hip"),
+    Rule("runtime", "files on disk", text=r"os\.path\.|\.isdir\(|\.isfile\(|_storage\."),
+    Rule("runtime", "the process group / the network", text=r"dist\.get_rank|barrier|timed out|process group"),
+    Rule("internal", "tensor shapes, dtypes and placements the framework builds itself (a config that passes the "
+                     "decidable checks does not reach them)",
+         text=r"\.shape|\.ndim|\.dim\(\)|\.numel\(\)|\.dtype|\.is_contiguous|placements|isinstance\([^)]*(Tensor|BlockMask|"
+              r"VarlenMetadata|nn\.|Module)"),
+    Rule("internal", "an invariant of the framework's own objects", exc="AssertionError",
+         text=r"^(not \()?(\w+(\.\w+)*) is not None\)?$|^not \(\w+(\.\w+)* is not None\)$|^not \(isinstance\(|hasattr\("),
+    Rule("runtime", "the data (rows, batches, iteration)", file="*dataset*"),
+    Rule("runtime", "the data (rows, batches, iteration)", file="*/data/*"),
+]
+
+
+def classify(site: Site, version: str, evaluable: dict | None = None) -> tuple:
+    """(verdict, why, basis) for one site: a hand rule, the schema's evaluable __post_init__ checks, or a pattern."""
+    for rule in HAND:
+        if rule.matches(site, version):
+            return rule.verdict, rule.why, rule.basis
+    if evaluable and site.where in evaluable:
+        return "schema", f"{evaluable[site.where]}'s __post_init__: the schema check evaluates it", "schema"
+    if site.function.endswith("__post_init__") and evaluable is not None and site.where in evaluable.get("__config__", ()):
+        return "open", "a load-time check of a config class that the schema check cannot evaluate (loops, locals, "\
+                       "methods)", "schema"
+    for rule in PATTERNS:
+        if rule.matches(site, version):
+            return rule.verdict, rule.why, "pattern"
+    return "unreviewed", "", ""
+
+
+SCHEMA_IDS = {"kempnerforge": ("kempnerforge", "5666d0d"), "torchtitan-0.2.x": ("torchtitan", "0.2.x"),
+              "torchtitan-0.3.0": ("torchtitan", "0.3.0"), "torchtitan-main": ("torchtitan", "main@b5bcd76c6")}
+
+
+def evaluable_checks(version: str) -> dict:
+    """path:line -> class name for each config-class check the schema check can evaluate (from the schema JSON),
+    plus "__config__": every check site of a config class."""
+    from meshlint import schema_data
+
+    s = schema_data.load(*SCHEMA_IDS[version])
+    out: dict = {"__config__": set()}
+    for qn, cls in s.data["classes"].items():
+        table = next((t for t, e in s.data["tables"].items() if qn in e["classes"]), None)
+        for step in cls.get("checks", []):
+            if step["kind"] == "assign":
+                continue
+            out["__config__"].add(step["source"])
+            if table is None:
+                continue
+            condition, local = schema_data._seed(step, _members(cls, step))
+            if _static_ok(step.get("when", []) + [condition], cls["keys"], set(local)):
+                out[step["source"]] = cls["name"]
+    return out
+
+
+def _static_ok(conditions: list, fields: dict, bound: set) -> bool:
+    """Whether schema_data's evaluator can decide these conditions for any values: only the class's fields
+    (and keys of its nested tables), literals, seeded names, loop variables over literal lists, and the few
+    builtins it knows."""
+    from meshlint import schema_data
+
+    bound = set(bound)
+    for text in conditions:
+        if text.startswith("for "):
+            try:
+                loop = ast.parse(text + ": pass").body[0]
+            except SyntaxError:
+                return False
+            if not isinstance(loop.iter, (ast.List, ast.Tuple)) or not _expr_ok(loop.iter, fields, bound, schema_data):
+                return False
+            bound |= {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+            continue
+        try:
+            node = ast.parse(text, mode="eval").body
+        except SyntaxError:
+            return False
+        if not _expr_ok(node, fields, bound, schema_data):
+            return False
+    return True
+
+
+def _expr_ok(node, fields: dict, bound: set, schema_data) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id not in bound and sub.id != "self" and sub.id not in schema_data._BUILTINS:
+            return False
+        if isinstance(sub, ast.Attribute):
+            base = sub.value
+            if isinstance(base, ast.Name) and base.id == "self":
+                if sub.attr not in fields:
+                    return False
+            elif not (isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self"
+                      and "table" in fields.get(base.attr, {})):
+                if not (isinstance(base, ast.Name) and base.id in bound):
+                    return False
+        if isinstance(sub, ast.Call):
+            if not (isinstance(sub.func, ast.Name) and sub.func.id in schema_data._BUILTINS) and not (
+                    isinstance(sub.func, ast.Attribute) and sub.func.attr == "keys"):
+                return False
+        if isinstance(sub, (ast.Lambda, ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp, ast.NamedExpr)):
+            return False
+    return True
+
+
+def _members(cls: dict, step: dict):
+    for key in cls["keys"].values():
+        if key.get("enum_check", {}).get("source") == step["source"]:
+            return key["enum_check"]["values"]
+    return None
+
+
+# ----------------------------------------------------------------------------- the document
+
+_ORDER = ("rule", "partial", "schema", "open", "runtime", "internal")
+
+
+def inventory(sources: dict) -> dict:
+    """version -> [(site, verdict, why, basis)] for each version whose source is given."""
+    out = {}
+    for version, root in sources.items():
+        evaluable = evaluable_checks(version)
+        out[version] = [(site, *classify(site, version, evaluable)) for site in enumerate_sites(Path(root), version)]
+    return out
+
+
+def counts(rows: list) -> dict:
+    c = {k: 0 for k in _ORDER}
+    c["unreviewed"] = 0
+    for _, verdict, _, _ in rows:
+        c[verdict.split()[0]] += 1
+    c["sites"] = len(rows)
+    c["decidable"] = c["rule"] + c["partial"] + c["schema"] + c["open"]
+    return c
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ").replace("`", "'")
+
+
+def render(inv: dict) -> str:
+    """docs/refusals.md from the inventory (every version in VERSIONS must be present)."""
+    lines = [
+        "# Refusals: every raise and assert a config value can reach before the first optimizer step",
+        "",
+        "<!-- Generated by meshlint/generate/refusals.py: edit the classification there, then regenerate:",
+        "     python -m meshlint.generate.refusals --write kempnerforge=../shared/frameworks/KempnerForge-5666d0d \\",
+        "       torchtitan-0.2.x=../shared/frameworks/torchtitan-v0.2-9810191bb-parent \\",
+        "       torchtitan-0.3.0=.frameworks/torchtitan-0.3.0 torchtitan-main=../shared/frameworks/torchtitan-b5bcd76c6 -->",
+        "",
+        "For each framework version meshlint models, every `raise` and `assert` in the code a training job runs "
+        "between loading its config and its first optimizer step (the loader, config validation, ParallelDims, the "
+        "parallelize functions, model construction, schedule construction, trainer init, the dataloader), with its "
+        "`file:line` at the pinned commit, its condition, and what covers it. The site list is enumerated with `ast` "
+        "by `meshlint/generate/refusals.py`; `tests/test_schema_generated.py` checks that each list below is exactly "
+        "what the source at that commit contains, so the table cannot go stale silently.",
+        "",
+        "Verdicts:",
+        "",
+    ]
+    for key in _ORDER:
+        lines.append(f"- **{key}**: {VERDICTS[key]}.")
+    lines += [
+        "",
+        "*Decidable* = rule + partial + schema + open: what a static checker given the config, the world size and the "
+        "model tables can decide. *basis* says what classified a site: `site` (a hand entry for that refusal), "
+        "`function` / `file` (a hand entry for a whole function or file, e.g. a kernel's buffers), `schema` (the "
+        "generated schema shows the schema check evaluates that `__post_init__` check), `pattern` (a generic pattern: "
+        "missing packages, files, GPU capability, tensor shapes, invariants of the framework's own objects).",
+        "",
+        "Out of scope: raises inside torch, tyro and other libraries (e.g. torch's `Unknown schedule name`), "
+        "experiments/ trainers, inference scripts, and code that only runs after the first step (checkpoint saves "
+        "at intervals, metrics).",
+        "",
+        "## Coverage",
+        "",
+        "| version | sites | not reachable | not decidable | decidable | by a rule | in part | by the schema check | not yet covered |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    totals = {k: 0 for k in ("sites", "internal", "runtime", "decidable", "rule", "partial", "schema", "open")}
+    for version in VERSIONS:
+        c = counts(inv[version])
+        for k in totals:
+            totals[k] += c[k]
+        lines.append(f"| {VERSIONS[version]['title']} | {c['sites']} | {c['internal']} | {c['runtime']} | "
+                     f"{c['decidable']} | {c['rule']} | {c['partial']} | {c['schema']} | {c['open']} |")
+    t = totals
+    lines.append(f"| **all** | {t['sites']} | {t['internal']} | {t['runtime']} | {t['decidable']} | {t['rule']} | "
+                 f"{t['partial']} | {t['schema']} | {t['open']} |")
+    covered = t["rule"] + t["schema"]
+    lines += [
+        "",
+        f"Of the {t['decidable']} decidable refusals, {t['rule']} ({_pct(t['rule'], t['decidable'])}) are covered by "
+        f"a rule today, {t['partial']} in part, {t['schema']} more by the schema check once it is wired into the "
+        f"checks ({_pct(covered, t['decidable'])} with it), and {t['open']} ({_pct(t['open'], t['decidable'])}) are "
+        "not covered yet.",
+        "",
+        "## Not yet covered, grouped",
+        "",
+        "| what the framework refuses | versions | sites |",
+        "| --- | --- | --- |",
+    ]
+    groups: dict = {}
+    for version in VERSIONS:
+        for site, verdict, why, _ in inv[version]:
+            if verdict in ("open",) or verdict.startswith("partial"):
+                g = groups.setdefault(why, {"versions": [], "sites": []})
+                if version not in g["versions"]:
+                    g["versions"].append(version)
+                g["sites"].append(f"{_short_version(version)} `{site.where}`")
+    for why, g in sorted(groups.items(), key=lambda kv: (-len(kv[1]["versions"]), kv[0])):
+        lines.append(f"| {_cell(why)} | {', '.join(_short_version(v) for v in g['versions'])} | "
+                     f"{'<br>'.join(g['sites'])} |")
+    for version in VERSIONS:
+        spec = VERSIONS[version]
+        c = counts(inv[version])
+        lines += [
+            "",
+            f"## {spec['title']}",
+            "",
+            f"Commit {spec['commit']}; files: {', '.join('`' + f + '`' for f in spec['files'])}"
+            + (f" (not {', '.join('`' + f + '`' for f in spec['skip'])})" if spec["skip"] else "") + ".",
+            f"{c['sites']} sites: {c['rule']} by a rule, {c['partial']} in part, {c['schema']} by the schema check, "
+            f"{c['open']} not yet covered, {c['runtime']} not decidable, {c['internal']} not reachable.",
+            "",
+            f"<!-- sites: {version} -->",
+            "Decidable:",
+            "",
+            "| site | function | refusal | condition | verdict | why | basis |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        rest: dict = {}
+        for site, verdict, why, basis in inv[version]:
+            if verdict.split()[0] in ("runtime", "internal"):
+                rest.setdefault((verdict, why, basis), []).append(site)
+                continue
+            refusal = f"{site.kind} {site.exception}" if site.kind == "raise" else "assert"
+            message = f": {site.message}" if site.message else ""
+            lines.append(f"| `{site.where}` | {_cell(site.function)} | {_cell(refusal + message)[:140]} | "
+                         f"{_cell(site.condition)[:150]} | {verdict} | {_cell(why)} | {basis} |")
+        lines += ["", "Not decidable, or not reachable from a config value (each site with its condition):", "",
+                  "| verdict | why | basis | sites |", "| --- | --- | --- | --- |"]
+        for (verdict, why, basis), sites in sorted(rest.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+            cells = "<br>".join(f"`{x.where}` {_cell(x.condition)[:70]}" for x in sites)
+            lines.append(f"| {verdict} | {_cell(why)} | {basis} | {cells} |")
+        lines.append(f"<!-- end sites: {version} -->")
+    return "\n".join(lines) + "\n"
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100 * a / b:.0f} %" if b else "n/a"
+
+
+def _short_version(version: str) -> str:
+    return {"kempnerforge": "KF", "torchtitan-0.2.x": "tt 0.2.x", "torchtitan-0.3.0": "tt 0.3.0",
+            "torchtitan-main": "tt main"}[version]
+
+
+def doc_sites(text: str, version: str) -> list:
+    """Every ``file:line`` listed in a version's section of docs/refusals.md, sorted."""
+    start, end = f"<!-- sites: {version} -->", f"<!-- end sites: {version} -->"
+    if start not in text or end not in text:
+        return []
+    block = text.split(start, 1)[1].split(end, 1)[0]
+    return sorted(re.findall(r"`([\w./-]+\.py:\d+)`", block), key=_where_key)
+
+
+def _where_key(where: str):
+    path, _, line = where.rpartition(":")
+    return path, int(line)
+
+
+# ----------------------------------------------------------------------------- command line
+
+def _parse_sources(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        version, sep, path = item.partition("=")
+        if not sep or version not in VERSIONS:
+            raise SystemExit(f"error: {item!r}: give VERSION=PATH with VERSION one of {', '.join(VERSIONS)}")
+        out[version] = Path(path)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m meshlint.generate.refusals", description=__doc__.split("\n")[0])
+    parser.add_argument("sources", nargs="+", help="VERSION=PATH (versions: " + ", ".join(VERSIONS) + ")")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--list", action="store_true", help="print the sites")
+    mode.add_argument("--write", action="store_true", help="regenerate docs/refusals.md")
+    mode.add_argument("--check", action="store_true", help="compare docs/refusals.md (exit 1 if stale)")
+    args = parser.parse_args(argv)
+    sources = _parse_sources(args.sources)
+    if args.list:
+        for version, root in sources.items():
+            for s in enumerate_sites(root, version):
+                print(f"{version}\t{s.where}\t{s.function}\t{s.kind} {s.exception}\t{s.condition}\t{s.message}")
+        return 0
+    missing = [v for v in VERSIONS if v not in sources]
+    if missing:
+        print(f"error: --write and --check need every version's source; missing: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    text = render(inventory(sources))
+    if args.check:
+        same = DOC.is_file() and DOC.read_text(encoding="utf-8") == text
+        print(f"{DOC}: {'up to date' if same else 'stale: regenerate it'}")
+        return 0 if same else 1
+    DOC.write_text(text, encoding="utf-8")
+    print(f"wrote {DOC}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
