@@ -68,7 +68,9 @@ def summary_line(reports: list[FileReport]) -> str:
     skipped = sum(r.status == "skipped" for r in reports)
     unreadable = sum(r.status == "error" for r in reports)
     suppressed = sum(len(r.suppressed) for r in reports)
-    head = f"{_n(checked, 'file')} checked"
+    # a registry or launch script holds several configs: count configs, not files
+    noun = "config" if any("::" in r.path for r in reports) else "file"
+    head = f"{_n(checked, noun)} checked"
     if skipped:
         head += f", {skipped} skipped"
     if unreadable:
@@ -77,7 +79,7 @@ def summary_line(reports: list[FileReport]) -> str:
     if not any(counts.values()):
         return (head + ": no findings" if not unreadable else head) + tail + "."
     parts = [_n(counts["error"], "error"), _n(counts["warning"], "warning"), f"{counts['info']} info"]
-    return f"{head}: {', '.join(parts)} in {_n(dirty, 'file')}{tail}."
+    return f"{head}: {', '.join(parts)} in {_n(dirty, noun)}{tail}."
 
 
 def _n(n: int, word: str) -> str:
