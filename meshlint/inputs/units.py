@@ -185,7 +185,7 @@ def choose_version(source, options) -> tuple:
     found, root, how = _IDENTIFIED[key]
     if found and found[0]:
         version, evidence = found
-        return version, f"identified from the code of the torchtitan at {root} ({how}): {evidence}"
+        return version, f"identified from the code of the torchtitan at {root}: {evidence}"
     by_keys = versions.from_keys("torchtitan", source.data)
     if by_keys:
         return by_keys

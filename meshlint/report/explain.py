@@ -103,7 +103,10 @@ def render(report: FileReport, view: RankView | None = None) -> str:
     row("dialect", report.dialect)
     fw = getattr(spec, "framework", None)
     if fw and fw.get("version"):
-        row("version", f"{fw['name']} {fw['version']} ({fw.get('decided_by') or 'default'})")
+        how, _, evidence = (fw.get("decided_by") or "default").partition(": ")
+        row("version", f"{fw['name']} {fw['version']} ({how})")
+        if evidence:
+            row("evidence", evidence)
     unreadable = getattr(spec, "unreadable", None)
     if unreadable:
         row("unknown", "; ".join(f"{u['key'] or 'the config'} (line {u['line']}: {u['reason']})"
@@ -146,12 +149,20 @@ def render(report: FileReport, view: RankView | None = None) -> str:
             out.append(f'  mesh "{name}": cannot be built')
         else:
             out.append(f'  mesh "{name}": {_tuple(mesh.dims)} {_tuple(mesh.sizes)}, {mesh.size} ranks')
+    extra = {n: g for n, g in getattr(res, "global_meshes", {}).items() if n not in res.meshes}
+    for name, (dims, sizes) in extra.items():  # registry era: the rest of ParallelDims._global_meshes
+        size = 1
+        for n in sizes:
+            size *= n
+        out.append(f'  mesh "{name}": {_tuple(dims)} {_tuple(sizes)}, {size} ranks'
+                   + (" (one per pp stage)" if name.startswith("spmd_dense") and res.degrees.get("pp", 1) > 1 else ""))
     rows = axis_rows(report)
     if rows:
         out.append("")
-        out.append(f"  {'1-D mesh':<14}{'in mesh':<13}{'size':>6}{'stride':>8}{'groups':>8}  placement")
+        mw = max([13] + [len(str(r['mesh'])) + 2 for r in rows])
+        out.append(f"  {'1-D mesh':<14}{'in mesh':<{mw}}{'size':>6}{'stride':>8}{'groups':>8}  placement")
         for r in rows:
-            out.append(f"  {r['name']:<14}{r['mesh']:<13}{r['size']:>6}{r['stride']:>8}{r['groups']:>8}  {_placement(r)}")
+            out.append(f"  {r['name']:<14}{r['mesh']:<{mw}}{r['size']:>6}{r['stride']:>8}{r['groups']:>8}  {_placement(r)}")
     if res.submeshes:
         out.append("")
         out.append("  sub-meshes the framework asks for")
