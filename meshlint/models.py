@@ -167,19 +167,25 @@ def builtin_for(version: str) -> dict:
 
 
 def _load_cached(path: str) -> dict:
-    """A shipped table; parsing one costs a few ms, so the parsed form is cached beside the rules."""
+    """A shipped table for the check path: parsed once, then read from the cache beside the rules (~1 ms).
+
+    The cached form leaves out each entry's per-fact ``sources`` (they triple its size; ``sources_of``
+    reads them on demand) and the aliases (added here, after loading).
+    """
     from meshlint import rule_cache
 
-    key = rule_cache.key_for_files(f"models {os.path.basename(path)}", [path, os.path.abspath(__file__)])
+    key = rule_cache.key_for_files(f"models {os.path.basename(path)} v2", [path, os.path.abspath(__file__)])
     table = rule_cache.load(key)
     if not isinstance(table, dict):
-        table = load_builtin_file(path)
+        table = {k: {f: v for f, v in e.items() if f != "sources"}
+                 for k, e in load_builtin_file(path, aliases=False).items()}
         rule_cache.store(key, table)
-    return table
+    return _with_aliases(table)
 
 
-def load_builtin_file(path: str) -> dict:
-    """A shipped table file: its ``[_generated]`` header dropped, ModelSpec-name and module aliases added."""
+def load_builtin_file(path: str, aliases: bool = True) -> dict:
+    """A shipped table file, whole (``sources`` included): its ``[_generated]`` header dropped, and
+    (``aliases``) each generated entry also filed under its ModelSpec name and its module."""
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
@@ -187,11 +193,31 @@ def load_builtin_file(path: str) -> dict:
         raise ModelTableError(f"{path}: cannot read the model table: {exc}") from None
     data.pop("_generated", None)
     table = parse_table(data, path)
+    return _with_aliases(table) if aliases else table
+
+
+def _with_aliases(table: dict) -> dict:
     for (name, flavor), entry in list(table.items()):
         for alias in (entry.get("spec_name"), entry.get("module")):
             if alias and alias != name and (alias, flavor) not in table:
                 table[(alias, flavor)] = entry
     return table
+
+
+_FULL_TABLES: dict = {}
+
+
+def sources_of(version: str, name: str, flavor: str) -> dict:
+    """Where each fact of a shipped entry comes from: ``{fact: "path:line @ commit"}`` ({} if none).
+
+    Read from the table file on demand (tens of ms): the check path never needs it.
+    """
+    vid = resolve_version(version)
+    full = _FULL_TABLES.get(vid)
+    if full is None:
+        full = _FULL_TABLES[vid] = load_builtin_file(os.path.join(DATA, VERSIONS[vid]))
+    entry = full.get((name, flavor))
+    return dict(entry.get("sources", {})) if entry else {}
 
 
 def generated_header(version: str) -> dict:

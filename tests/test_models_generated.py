@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -128,13 +129,14 @@ def test_trainer_facts_pipelining_and_refusals(version):
     for flavor in ("flux-dev", "flux-schnell", "flux-debug"):
         entry = table[("flux", flavor)]
         assert entry["pipelining"] is False
-        assert "torchtitan/models/flux/__init__.py:" in entry["sources"]["pipelining"]
+        assert "torchtitan/models/flux/__init__.py:" in models.sources_of(version, "flux", flavor)["pipelining"]
     for name in ("llama3", "deepseek_v3", "qwen3", "qwen3_5", "gpt_oss", "kimi_k2_7", "muse_glimmer"):
         assert all(e["pipelining"] for (n, _), e in table.items() if n == name), name
     kimi = table[("kimi_k2_7", "Kimi-K2.5")]
+    cites = models.sources_of(version, "kimi_k2_5", "Kimi-K2.5")  # by the ModelSpec's name too
     assert kimi["tp1_only"] is True
-    assert "torchtitan/models/kimi_k2_7/config_registry.py:" in kimi["sources"]["tp1_only"]
-    assert kimi["refuses_cp"] is True and "parallelize.py" in kimi["sources"]["refuses_cp"]
+    assert "torchtitan/models/kimi_k2_7/config_registry.py:" in cites["tp1_only"]
+    assert kimi["refuses_cp"] is True and "parallelize.py" in cites["refuses_cp"]
     assert kimi.get("pp1_only", False) is (version == "0.3.0")  # 0.3.0's DistMuon also refused pp > 1
     assert table[("qwen3_5", "9B")]["refuses_cp"] is True
     assert not any(e.get("tp1_only") for (n, _), e in table.items() if n != "kimi_k2_7" and "kimi" not in n)
@@ -242,15 +244,13 @@ def test_loading_a_table_is_cheap(tmp_path, monkeypatch):
     models._BUILTIN_TABLE = None
 
 
-def test_the_generator_never_imports_torch_or_torchtitan():
+def test_the_generator_never_imports_torch_or_torchtitan(tmp_path):
     import subprocess
     import sys
 
-    root = TREES["main@b5bcd76c6"]
-    if not root.is_dir():
-        pytest.skip("the shared folder ../shared is missing")
+    root = _toy_tree(tmp_path)  # imports torch and torchtitan modules, as the real trees do
     code = ("import sys; from meshlint.generate import models as g; "
-            f"g.generate({str(root)!r}, 'main@b5bcd76c6'); "
+            f"g.generate({str(root)!r}, 'main@abc1234'); "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'torchtitan')]; print(bad); "
             "sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ})
@@ -359,7 +359,8 @@ def test_the_v02_table_knows_which_models_cannot_be_pipelined():
         assert not any(e.get("pipelining") for (n, _), e in table.items() if n == name), name
     for name in ("llama3", "llama4", "deepseek_v3"):
         assert all(e.get("pipelining") for (n, _), e in table.items() if n == name), name
-    assert table[("qwen3", "8B")]["sources"]["pipelining"].startswith("torchtitan/models/qwen3/__init__.py:")
+    assert models.sources_of("0.2.2", "qwen3", "8B")["pipelining"].startswith("torchtitan/models/qwen3/__init__.py:")
+    assert "sources" not in table[("qwen3", "8B")]  # kept out of the check path's table
 
 
 V02_PUBLISHED = {("llama4", "17bx16e"): 109.0, ("llama4", "17bx128e"): 400.0, ("gpt_oss", "20b"): 20.91,
@@ -370,3 +371,169 @@ V02_PUBLISHED = {("llama4", "17bx16e"): 109.0, ("llama4", "17bx128e"): 400.0, ("
 @pytest.mark.parametrize("key", sorted(V02_PUBLISHED))
 def test_v02_parameter_counts_are_within_two_percent_of_the_published_sizes(key):
     assert models.param_count(models.builtin_for("0.2.x")[key]) / 1e9 == pytest.approx(V02_PUBLISHED[key], rel=0.02)
+
+
+# ---------------------------------------------------------------------------- the generator on a toy tree
+
+TOY_COMMON = '''
+from dataclasses import dataclass
+
+
+class Module:
+    @dataclass(kw_only=True)
+    class Config:
+        param_init: dict | None = None
+
+
+class Linear(Module):
+    @dataclass(kw_only=True)
+    class Config(Module.Config):
+        in_features: int
+        out_features: int
+        bias: bool = False
+
+
+class Embedding(Module):
+    @dataclass(kw_only=True)
+    class Config(Module.Config):
+        num_embeddings: int
+        embedding_dim: int
+
+
+class Attention(Module):
+    @dataclass(kw_only=True)
+    class Config(Module.Config):
+        n_heads: int
+        n_kv_heads: int | None = None
+        head_dim: int | None = None
+        wq: Linear.Config
+
+
+class Block(Module):
+    @dataclass(kw_only=True)
+    class Config(Module.Config):
+        attention: Attention.Config
+        feed_forward: Module.Config | None = None
+        moe: Module.Config | None = None
+
+
+class FeedForward(Module):
+    @dataclass(kw_only=True)
+    class Config(Module.Config):
+        w1: Linear.Config
+
+
+class Decoder(Module):
+    @dataclass(kw_only=True)
+    class Config(Module.Config):
+        dim: int
+        vocab_size: int
+        layers: list
+        tok_embeddings: Embedding.Config
+        lm_head: Linear.Config
+        enable_weight_tying: bool = False
+
+
+@dataclass
+class ModelSpec:
+    name: str
+    flavor: str
+    model: object
+    parallelize_fn: object
+    pipelining_fn: object
+'''
+
+TOY_MODEL = '''
+import torch
+from torchtitan.models.common import Attention, Block, Decoder, Embedding, FeedForward, Linear, ModelSpec
+
+
+def hidden(dim, multiple_of=256):
+    h = int(2 * 4 * dim / 3)
+    return multiple_of * ((h + multiple_of - 1) // multiple_of)
+
+
+def _layers(n_layers, dim, n_heads):
+    layers = []
+    for _ in range(n_layers):
+        layers.append(Block.Config(
+            attention=Attention.Config(n_heads=n_heads, n_kv_heads=2,
+                                       wq=Linear.Config(in_features=dim, out_features=dim)),
+            feed_forward=FeedForward.Config(w1=Linear.Config(in_features=dim, out_features=hidden(dim)))))
+    return layers
+
+
+def _small():
+    dim = 256
+    vocab = 1000
+    return Decoder.Config(dim=dim, vocab_size=vocab, layers=_layers(4, dim, 8),
+                          tok_embeddings=Embedding.Config(num_embeddings=vocab, embedding_dim=dim),
+                          lm_head=Linear.Config(in_features=dim, out_features=vocab))
+
+
+def _from_checkpoint():
+    dim = 512
+    vocab = torch.load("vocab.pt")  # only known at run time
+    return Decoder.Config(dim=dim, vocab_size=vocab, layers=_layers(2, dim, 4),
+                          tok_embeddings=Embedding.Config(num_embeddings=1, embedding_dim=dim),
+                          lm_head=Linear.Config(in_features=dim, out_features=1))
+
+
+def _runtime_layers():
+    n = torch.cuda.device_count()
+    return Decoder.Config(dim=64, vocab_size=10, layers=_layers(n, 64, 4),
+                          tok_embeddings=Embedding.Config(num_embeddings=10, embedding_dim=64),
+                          lm_head=Linear.Config(in_features=64, out_features=10))
+
+
+toy_configs = {"small": _small, "from_checkpoint": _from_checkpoint, "runtime_layers": _runtime_layers}
+
+
+def parallelize_toy(model, parallel_dims):
+    if parallel_dims.cp_enabled:
+        raise NotImplementedError("no context parallelism for toy")
+    return model
+
+
+def model_registry(flavor: str) -> ModelSpec:
+    return ModelSpec(name="toy", flavor=flavor, model=toy_configs[flavor](), parallelize_fn=parallelize_toy,
+                     pipelining_fn=None)
+'''
+
+
+def _toy_tree(tmp_path) -> Path:
+    (tmp_path / "torchtitan" / "models" / "common").mkdir(parents=True)
+    (tmp_path / "torchtitan" / "models" / "toy").mkdir()
+    (tmp_path / "torchtitan" / "__init__.py").write_text("")
+    (tmp_path / "torchtitan" / "models" / "__init__.py").write_text("")
+    (tmp_path / "torchtitan" / "models" / "common" / "__init__.py").write_text(TOY_COMMON)
+    (tmp_path / "torchtitan" / "models" / "toy" / "__init__.py").write_text(TOY_MODEL)
+    return tmp_path
+
+
+def test_the_generator_reads_literals_through_helpers_and_cites_them(tmp_path):
+    text = gen.generate(str(_toy_tree(tmp_path)), "main@abc1234")
+    out = tomllib.loads(text)
+    small = out["toy"]["small"]
+    assert (small["n_layers"], small["n_heads"], small["n_kv_heads"], small["dim"], small["vocab_size"],
+            small["ffn_hidden_dim"], small["tied"]) == (4, 8, 2, 256, 1000, 768, False)
+    # embeddings + lm_head + per layer wq and w1
+    assert small["params"] == 1000 * 256 * 2 + 4 * (256 * 256 + 256 * 768)
+    lines = TOY_MODEL.splitlines()
+    src = "torchtitan/models/toy/__init__.py"
+    assert small["sources"]["dim"] == f"{src}:{lines.index('    dim = 256') + 1} @ abc1234"
+    assert small["sources"]["vocab_size"] == f"{src}:{lines.index('    vocab = 1000') + 1} @ abc1234"
+    # the FFN width cites the dim it is computed from and the helper's literals
+    cited = {int(x) for x in re.search(rf"{src}:([\d,]+)", small["sources"]["ffn_hidden_dim"])[1].split(",")}
+    assert {lines.index("    dim = 256") + 1, lines.index("    h = int(2 * 4 * dim / 3)") + 1} <= cited
+    assert small["pipelining"] is False and small["refuses_cp"] is True
+
+
+def test_what_is_not_literal_is_left_out_with_a_note_never_guessed(tmp_path):
+    out = tomllib.loads(gen.generate(str(_toy_tree(tmp_path)), "main@abc1234"))
+    ckpt = out["toy"]["from_checkpoint"]
+    assert "vocab_size" not in ckpt and ckpt["dim"] == 512 and ckpt["n_layers"] == 2
+    assert "vocab_size: torch.load(...) is outside the source tree" in ckpt["note"]
+    assert "runtime_layers" not in out["toy"]  # its layer count depends on the machine
+    unreadable = " ".join(out["_generated"]["unreadable"])
+    assert "flavor runtime_layers" in unreadable and "torch.cuda.device_count(...)" in unreadable

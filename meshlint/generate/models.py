@@ -492,10 +492,19 @@ class Reader:
         if leaf is not None:
             return leaf + direct
         total = direct
-        for name, sub in list(v.fields.items()):
-            if isinstance(sub.v, (P.Obj, P.Lst, P.Dct)):
-                times = builds.get(id(sub.v), 1) if isinstance(sub.v, P.Obj) else 1
-                total += times * self._count(sub, notes, memo)
+        subs = [sub for sub in list(v.fields.values()) if isinstance(sub.v, (P.Obj, P.Lst, P.Dct))]
+        counted: set = set()
+        for sub in subs:
+            if id(sub.v) in counted:
+                continue
+            counted.add(id(sub.v))
+            times = 1
+            if isinstance(sub.v, P.Obj):
+                # one config in two fields is built once per field, unless __init__ was followed and
+                # says how often it builds it (qk_norm: twice; a vision tower's block: num_layers times)
+                fields = sum(1 for other in subs if other.v is sub.v)
+                times = builds.get(id(sub.v), fields)
+            total += times * self._count(sub, notes, memo)
         return total
 
     def _int(self, obj: V, name: str):
@@ -564,7 +573,16 @@ class Reader:
                 calls = [n for n in ast.walk(entry[1].node) if isinstance(n, ast.Call)]
                 names = {n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
                          for n in calls}
-                if "Parameter" in names or "build" in names:
+                # a build() in a loop or a comprehension, or one config built in two places (qk_norm: the
+                # q and the k norm), builds it several times; other builds count once, as the walk does
+                builds = [ast.unparse(c.func.value) for c in calls
+                          if isinstance(c.func, ast.Attribute) and c.func.attr == "build"]
+                repeated = len(set(builds)) < len(builds) or any(
+                    isinstance(n, (ast.For, ast.While, ast.ListComp, ast.DictComp, ast.GeneratorExp))
+                    and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "build"
+                            for c in ast.walk(n))
+                    for n in ast.walk(entry[1].node))
+                if "Parameter" in names or repeated:
                     got.append((cls, entry[1], "Parameter" in names))
                 calls_super = any(isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"
                                   and isinstance(n.func.value, ast.Call) and isinstance(n.func.value.func, ast.Name)
