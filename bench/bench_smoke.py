@@ -8,6 +8,13 @@ step (with its unsharded reference). Runs are interleaved round-robin so a slow 
 machine hits both alike; best and median wall time, and best smoke / best floor.
 
     python bench/bench_smoke.py [--rounds 5]
+    python bench/bench_smoke.py --faults [--rounds 1]
+
+``--faults``: every way a run can go wrong, each in a private TMPDIR with a
+tag in the environment of its processes: how long it took to end (from the
+signal, or from the start against ``--timeout``), its exit code, whether it
+printed its report, and what was left afterwards (processes with the tag,
+entries in the TMPDIR). Both must be 0.
 """
 
 from __future__ import annotations
@@ -54,10 +61,156 @@ def once(plan: dict, floor: bool, step: bool = False) -> float:
     return seconds
 
 
+ROOT = Path(__file__).resolve().parent.parent
+KF_MOE = str(ROOT / "fixtures" / "kempnerforge" / "moe_8gpu_tp2_ep2.toml")
+TAG = "MESHLINT_BENCH_TAG"
+
+
+def _tagged(tag: str) -> list:
+    needle = f"{TAG}={tag}".encode()
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    continue
+        except (OSError, IndexError):
+            continue
+        out.append(int(pid))
+    return out
+
+
+class Fault:
+    """One fault run: processes tagged, a private TMPDIR, timings."""
+
+    def __init__(self):
+        import uuid
+
+        self.tag = uuid.uuid4().hex
+        self.tmp = tempfile.mkdtemp(prefix="mlb-", dir="/tmp")
+        self.procs: list = []
+
+    def start(self, args: list, env: dict | None = None):
+        import subprocess
+
+        full = {**os.environ, TAG: self.tag, "TMPDIR": self.tmp, **(env or {})}
+        proc = subprocess.Popen([sys.executable, "-m", "meshlint", *args], cwd=ROOT, env=full, text=True,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.procs.append(proc)
+        return proc
+
+    def wait_line(self, proc, text: str, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        for line in proc.stderr:  # the live progress
+            if text in line or time.monotonic() > deadline:
+                return
+
+    def gone_after(self, start: float, limit: float = 120) -> float:
+        """Seconds from ``start`` until no process of the run is alive."""
+        while _tagged(self.tag) and time.monotonic() - start < limit:
+            time.sleep(0.02)
+        return time.monotonic() - start
+
+    def leftovers(self) -> tuple[int, int]:
+        time.sleep(1.0)
+        pids = _tagged(self.tag)
+        files = os.listdir(self.tmp)
+        for pid in pids:
+            os.kill(pid, 9)
+        import shutil
+
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return len(pids), len(files)
+
+
+def _report(out: str) -> str:
+    import json
+
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        return "no JSON"
+    return f"{doc['ended']}" + (f" ({doc['signal']})" if doc.get("signal") else "")
+
+
+def faults() -> list:
+    """(fault, seconds to end, what it measures, exit code, report, processes left, files left)."""
+    import signal
+    import socket
+
+    rows = []
+
+    def launcher_run(name: str, env: dict, extra: list, how: str | None):
+        f = Fault()
+        start = time.monotonic()
+        proc = f.start(["smoke", KF_MOE, "--format", "json", *extra], env)
+        if how:
+            f.wait_line(proc, "mesh:")
+            start = time.monotonic()
+            getattr(proc, how)() if how in ("kill", "terminate") else proc.send_signal(signal.SIGINT)
+        out = proc.stdout.read()
+        code = proc.wait()
+        seconds = f.gone_after(start)
+        rows.append((name, seconds, "signal → every process gone" if how else "start → every process gone", code,
+                     _report(out) if how != "kill" else "-", *f.leftovers()))
+
+    launcher_run("a rank crashes (crash@3:verify)", {"MESHLINT_SMOKE_FAULT": "crash@3:verify"}, ["--no-step"], None)
+    launcher_run("a rank hangs, --timeout 30 (hang@5:verify)", {"MESHLINT_SMOKE_FAULT": "hang@5:verify"},
+                 ["--no-step", "--timeout", "30"], None)
+    for how, label in (("interrupt", "Ctrl-C (SIGINT)"), ("terminate", "SIGTERM"), ("kill", "SIGKILL")):
+        launcher_run(f"{label} to the launching process during a hang", {"MESHLINT_SMOKE_FAULT": "hang@1:mesh"},
+                     ["--timeout", "300"], how)
+
+    cfg = os.path.join(tempfile.mkdtemp(prefix="mlb-cfg-"), "tt_2gpu.toml")
+    with open(cfg, "w") as fh:
+        fh.write("[parallelism]\ntensor_parallel_degree = 2\n")
+    squatter = socket.socket()
+    squatter.bind(("", 0))
+    squatter.listen(8)
+
+    def free() -> int:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            return s.getsockname()[1]
+
+    cases = [("MASTER_PORT taken by another program: rank 0", 0, squatter.getsockname()[1]),
+             ("MASTER_PORT taken by another program: rank 1", 1, squatter.getsockname()[1]),
+             ("a peer that never comes: rank 0 alone", 0, free()),
+             ("a dead rendezvous (nobody at MASTER_PORT): rank 1 alone", 1, free())]
+    f = Fault()
+    start = time.monotonic()
+    procs = [f.start(["smoke", cfg, "--format", "json", "--timeout", "20"],
+                     {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2",
+                      "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}) for _, rank, port in cases]
+    ended = []
+    for p in procs:
+        out = p.stdout.read()
+        code = p.wait()
+        ended.append((time.monotonic() - start, code, _report(out)))
+    squatter.close()
+    left = f.leftovers()
+    for (name, _, _), (seconds, code, rep) in zip(cases, ended):
+        rows.append((name + ", --timeout 20", seconds, "process start → exit (python and torch start-up included)",
+                     code, rep, *left))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=None, help="default: 5 (1 with --faults)")
+    parser.add_argument("--faults", action="store_true", help="time every fault to its end and count leftovers")
     args = parser.parse_args()
+    if args.faults:
+        print("| fault | ended after | measured | exit | report | processes left | TMPDIR entries left |")
+        print("| --- | ---: | --- | ---: | --- | ---: | ---: |")
+        for _ in range(args.rounds or 1):
+            for name, seconds, what, code, rep, procs, files in faults():
+                print(f"| {name} | {seconds:.2f} s | {what} | {code} | {rep} | {procs} | {files} |", flush=True)
+        return
+    args.rounds = args.rounds or 5
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for world in (2, 4, 8):

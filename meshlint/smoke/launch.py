@@ -1,9 +1,15 @@
 """The launching process: start the ranks, watch them, end them, collect one report. No torch.
 
 The supervisor (torch's elastic agent and every rank under it) runs in a
-session of its own. The watchdog polls it; on ``--timeout`` or Ctrl-C the
+session of its own, in a run directory of its own: the ranks' progress files,
+and the TMPDIR of every process of the run (torch's ``torchelastic_*`` logs,
+``pytorch-errorfile-*``, the fork server's socket). The watchdog polls it and
+prints live progress on stderr; on ``--timeout``, Ctrl-C, SIGTERM or SIGHUP the
 whole process group gets SIGTERM, then SIGKILL, and every process of the
-session is accounted for before the report is written: none may be left.
+session is accounted for before the report is written: none may be left, and
+the run directory is removed whatever happened. If this process is killed
+outright (SIGKILL), the supervisor sees its stdin pipe close and does the
+same itself (``lifeline``).
 """
 
 from __future__ import annotations
@@ -19,8 +25,13 @@ import time
 import uuid
 
 from meshlint.smoke import progress
+from meshlint.smoke.lifeline import session_members
 
 GRACE_S = 3.0
+POLL_S = 0.05
+SHOW_S = 0.5        # how often the live progress is refreshed
+SOCKET_ROOM = 70    # the fork server's unix socket lives under TMPDIR: its path must stay < 108 bytes
+HANDLED = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
 class Outcome:
@@ -28,6 +39,7 @@ class Outcome:
 
     def __init__(self):
         self.ended = "done"          # done | failed | timeout | interrupted | error
+        self.signal: str | None = None  # interrupted by: SIGINT | SIGTERM | SIGHUP
         self.seconds = 0.0
         self.states: dict = {}
         self.supervisor: dict = {}
@@ -36,33 +48,85 @@ class Outcome:
         self.session: int | None = None
 
 
-def launch(job: dict, timeout: float) -> Outcome:
+class Interrupted(BaseException):
+    """A signal asked this process to stop (raised by the handler, in the watch loop)."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def launch(job: dict, timeout: float, show=None) -> Outcome:
+    """Run the job's world under the supervisor; ``show(states, supervisor, seconds)`` is told the progress."""
     out = Outcome()
     directory = tempfile.mkdtemp(prefix="meshlint-smoke-")
-    job = dict(job, progress_dir=directory, run_id=job.get("run_id") or uuid.uuid4().hex[:12], timeout=timeout)
+    extra_tmp = None
+    try:
+        children_tmp = os.path.join(directory, "tmp")
+        if len(children_tmp) > SOCKET_ROOM and os.path.isdir("/tmp"):
+            children_tmp = extra_tmp = tempfile.mkdtemp(prefix="mls-", dir="/tmp")
+        else:
+            os.mkdir(children_tmp)
+        job = dict(job, progress_dir=directory, tmpdir=extra_tmp, launcher_pid=os.getpid(),
+                   run_id=job.get("run_id") or uuid.uuid4().hex[:12], timeout=timeout)
+        _run(job, timeout, out, directory, children_tmp, show)
+    finally:
+        if os.environ.get("MESHLINT_SMOKE_KEEP"):
+            sys.stderr.write(f"meshlint smoke: kept {directory}\n")
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
+            if extra_tmp:
+                shutil.rmtree(extra_tmp, ignore_errors=True)
+    return out
+
+
+def _run(job: dict, timeout: float, out: Outcome, directory: str, children_tmp: str, show) -> None:
     job_path = os.path.join(directory, "job.json")
     with open(job_path, "w") as f:
         json.dump(job, f)
     log_path = os.path.join(directory, "supervisor.log")
+    env = dict(os.environ, TMPDIR=children_tmp, TMP=children_tmp, TEMP=children_tmp)
+    previous = {name: signal.getsignal(getattr(signal, name)) for name in HANDLED if hasattr(signal, name)}
     start = time.monotonic()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "meshlint.smoke.supervisor", job_path], stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    out.session = proc.pid
-    previous = signal.signal(signal.SIGTERM, _terminated)  # a scheduler's SIGTERM ends the ranks too
+    proc = None
     try:
+        for name in previous:  # a scheduler's SIGTERM, a closed terminal's SIGHUP: end the ranks too
+            signal.signal(getattr(signal, name), _interrupted)
+        with open(log_path, "wb") as log:
+            # stdin is the supervisor's lifeline: it reads end of file when this process dies
+            proc = subprocess.Popen([sys.executable, "-m", "meshlint.smoke.supervisor", job_path],
+                                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env=env)
+        out.session = proc.pid
+        shown = 0.0
         while proc.poll() is None:
-            if time.monotonic() - start > timeout:
+            now = time.monotonic() - start
+            if now > timeout:
                 out.ended = "timeout"
                 break
-            time.sleep(0.05)
+            if show is not None and now - shown >= SHOW_S:
+                shown = now
+                show(progress.read_all(directory), _read_json(os.path.join(directory, "supervisor.json")), now)
+            time.sleep(POLL_S)
     except KeyboardInterrupt:
-        out.ended = "interrupted"
+        out.ended, out.signal = "interrupted", "SIGINT"
+    except Interrupted as exc:
+        out.ended, out.signal = "interrupted", exc.name
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        if proc.poll() is None:
-            _end_session(proc)
-        out.leftover = _reap_session(proc.pid)
+        for name in previous:  # the cleanup is not to be interrupted: it is bounded (3 × GRACE_S)
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+        try:
+            if proc is not None:
+                if proc.poll() is None:
+                    _end_session(proc)
+                out.leftover = _reap_session(proc.pid)
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        finally:
+            for name, handler in previous.items():
+                signal.signal(getattr(signal, name), handler)
     out.seconds = time.monotonic() - start
     out.states = progress.read_all(directory)
     out.supervisor = _read_json(os.path.join(directory, "supervisor.json"))
@@ -70,15 +134,13 @@ def launch(job: dict, timeout: float) -> Outcome:
     if out.ended == "done":
         status = out.supervisor.get("status")
         out.ended = {"done": "done", "failed": "failed"}.get(status, "error")
-    if os.environ.get("MESHLINT_SMOKE_KEEP"):
-        sys.stderr.write(f"meshlint smoke: kept {directory}\n")
-    else:
-        shutil.rmtree(directory, ignore_errors=True)
-    return out
 
 
-def _terminated(_signum, _frame) -> None:
-    raise KeyboardInterrupt
+def _interrupted(signum, _frame) -> None:
+    name = signal.Signals(signum).name
+    if name == "SIGINT":
+        raise KeyboardInterrupt
+    raise Interrupted(name)
 
 
 def _end_session(proc: subprocess.Popen) -> None:
@@ -111,26 +173,6 @@ def _reap_session(session: int) -> list | None:
         if time.monotonic() > deadline:
             return alive
         time.sleep(0.05)
-
-
-def session_members(session: int) -> list | None:
-    """Live (non-zombie) processes of a session, from /proc; None where /proc is not there."""
-    if not os.path.isdir("/proc"):
-        return None
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
-        state, sid = fields[0], int(fields[3])
-        if sid == session and state not in ("Z", "X"):
-            out.append(int(entry))
-    return out
 
 
 def _read_json(path: str) -> dict:

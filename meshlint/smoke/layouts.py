@@ -77,6 +77,18 @@ def kempnerforge(plan: dict, meshes: dict) -> Layout:
     )
 
 
+def unsharded() -> Layout:
+    """No mesh at all (a one-process world the framework trains without one): every parallelism off."""
+    return Layout(tp=None, pp=None, cp=None, ep=None, dp=None, expert_dp=None, token_split=None, etp_group=None,
+                  dp_degree=1, data_index=0, data_shards=1, cp_index=0, cp_size=1, loss_groups=(),
+                  reshard_after_forward=True, tp_ends=False, wrap_moe_parts=False)
+
+
 def for_plan(plan: dict, meshes: dict, backend: str = "gloo") -> Layout:
-    layout = torchtitan(plan, meshes) if plan["dialect"] == "torchtitan" else kempnerforge(plan, meshes)
+    if not plan["recipe"]:
+        layout = unsharded()
+    elif plan["dialect"] == "torchtitan":
+        layout = torchtitan(plan, meshes)
+    else:
+        layout = kempnerforge(plan, meshes)
     return layout._replace(nccl=backend == "nccl")

@@ -30,8 +30,13 @@ def build(report: FileReport, world_size: int) -> dict:
         recipe = _torchtitan(res.degrees, world_size)
     else:
         recipe = _native(res)
+    no_mesh = None
     if not recipe:
-        raise PlanError("this config builds no DeviceMesh (a one-process world): there is nothing to smoke")
+        if world_size != 1:
+            raise PlanError("this config builds no DeviceMesh: there is nothing to smoke")
+        # KempnerForge (and a native config of one rank) trains a one-process world without any mesh
+        no_mesh = ("a one-process world: the framework builds no DeviceMesh, so none was built; the training step "
+                   "ran unsharded in one process")
     roles = _roles(report)
     axes = {name: {"mesh": a.mesh, "size": a.size, "stride": a.stride, "span": a.span, "role": roles.get(name)}
             for name, a in res.axes.items()}
@@ -48,6 +53,7 @@ def build(report: FileReport, world_size: int) -> dict:
         "outside": list(res.outside) if res.outside else None,
         "expected_error": res.framework_error,
         "model": _model_facts(spec),
+        "no_mesh": no_mesh,
     }
 
 

@@ -17,17 +17,27 @@ PHASES = ("launch", "rendezvous", "mesh", "verify", "placement", "probe", "step"
 def assemble(plan: dict, states: dict[int, dict], *, mode: str, launcher: str, device: str | None,
              backend: str | None, ended: str = "done", seconds: float = 0.0, timeout: float | None = None,
              supervisor: dict | None = None, leftover: list | None = None, log_tail: list | None = None,
-             notes: list | None = None, ranks_expected: list | None = None, step: dict | None = None) -> dict:
-    """The report of one smoke run; ``states`` maps rank -> that rank's progress state."""
+             notes: list | None = None, ranks_expected: list | None = None, step: dict | None = None,
+             signal: str | None = None, reported_by: int | None = None, endpoint: str | None = None) -> dict:
+    """The report of one smoke run; ``states`` maps rank -> that rank's progress state.
+
+    ``reported_by``: the rank whose own view this is, when the ranks could not
+    gather one report (a launched rank that failed, timed out or was stopped);
+    ``endpoint``: the rendezvous it used (MASTER_ADDR:MASTER_PORT).
+    """
     supervisor = supervisor or {}
     expected = ranks_expected if ranks_expected is not None else list(range(plan["world_size"]))
     world = plan["world_size"]
     failures = _exceptions(states) + _merged(states, "failures", world) + _agent_failures(supervisor, states)
-    if ended == "timeout":
+    if ended == "timeout" and reported_by is not None:
+        failures.append(_alone_timeout(states.get(reported_by) or {}, reported_by, world, timeout, endpoint))
+    elif ended == "timeout":
         failures.append(_timeout(states, expected, timeout))
     elif ended == "interrupted":
-        failures.append({"phase": _furthest(states), "check": "interrupted", "ranks": [],
-                         "message": "interrupted (Ctrl-C): every rank was stopped"})
+        who = "every rank was stopped" if reported_by is None else f"rank {reported_by} stopped"
+        how = "interrupted (Ctrl-C)" if signal in (None, "SIGINT") else f"interrupted by {signal}"
+        failures.append({"phase": _furthest(states), "check": "interrupted", "ranks": [] if reported_by is None
+                         else [reported_by], "message": f"{how}: {who}", "signal": signal or "SIGINT"})
     elif ended == "error":
         failures.append({"phase": "launch", "check": "launch", "ranks": [],
                          "message": supervisor.get("error") or "the launcher failed: " + " | ".join(log_tail or [])})
@@ -67,9 +77,43 @@ def assemble(plan: dict, states: dict[int, dict], *, mode: str, launcher: str, d
         "step": step_report,
         "probe": _probe(states),
         "leftover_processes": None if leftover is None else len(leftover),
-        "notes": list(notes or []) + ([supervisor["note"]] if supervisor.get("note") else []),
+        "notes": ([plan["no_mesh"]] if plan.get("no_mesh") else []) + list(notes or [])
+        + ([supervisor["note"]] if supervisor.get("note") else []) + _hints(states, endpoint),
+        "signal": signal if ended == "interrupted" else None,
+        "reported_by": reported_by,
     }
     return report
+
+
+ADDRESS_IN_USE = ("EADDRINUSE", "address already in use", "Address already in use")
+
+
+def _hints(states: dict, endpoint: str | None) -> list:
+    """What to do about a rendezvous port that another program holds."""
+    for st in states.values():
+        err = st.get("error") or {}
+        if err.get("phase") == "rendezvous" and any(p in err.get("message", "") for p in ADDRESS_IN_USE):
+            where = f" ({endpoint})" if endpoint else ""
+            return [f"the rendezvous port{where} is taken by another program: set MASTER_PORT to a free port, "
+                    "the same on every rank"]
+    return []
+
+
+def _alone_timeout(st: dict, rank: int, world: int, timeout, endpoint: str | None) -> dict:
+    """One launched rank's own view of a timeout: where it waited, and what that usually means."""
+    phase, step = st.get("phase"), st.get("step")
+    where = f" in phase {phase}" + (f" ({step!r})" if step else "") if phase else " before its first phase"
+    if phase == "rendezvous":
+        at = f" at {endpoint}" if endpoint else ""
+        why = (f"the rendezvous{at} never completed: the other {world - 1} rank{'s' if world > 2 else ''} never "
+               "joined, or the address does not answer as a rendezvous (a port another program holds, a wrong "
+               "MASTER_ADDR)")
+    elif phase is None:
+        why = "it was still starting (importing torch): give --timeout more room on a loaded machine"
+    else:
+        why = "a peer stopped answering: see the other ranks' reports"
+    return {"phase": phase, "check": "timeout", "ranks": [rank],
+            "message": f"rank {rank} timed out after {timeout:g} s{where}: {why}"}
 
 
 def parallelisms(plan: dict) -> dict:
@@ -338,6 +382,9 @@ def render_text(report: dict) -> str:
 
     def row(label: str, text: str) -> None:
         out.append(f"  {label:<10} {text}")
+
+    if report.get("reported_by") is not None:
+        row("view", f"rank {report['reported_by']} alone: the ranks could not gather one report, so each prints its own")
 
     if report["phases"]:
         row("phases", ", ".join(f"{p['name']} {p['seconds']:.2f} s" + ("" if p["ok"] else " (failed)")

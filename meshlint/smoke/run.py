@@ -1,14 +1,17 @@
 """``meshlint smoke CONFIG``: choose how to run (as a launched rank, fake, or launching the world), report. No torch here.
 
 Exit codes: 0 the mesh was built and matches the prediction on every rank;
-1 it does not, or a rank crashed, hung or sits outside the mesh; 2 a usage
-error (no world size, no torch, a world too large to run here); 130 Ctrl-C.
+1 it does not, or a rank crashed, hung, timed out or sits outside the mesh; 2
+a usage error (no world size, no torch, a world too large to run here, a bad
+launcher variable); 128 + the signal when stopped by one: 130 Ctrl-C
+(SIGINT), 143 SIGTERM, 129 SIGHUP.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from typing import NamedTuple
 
 from meshlint.errors import MeshlintError
@@ -30,6 +33,7 @@ class SmokeOptions(NamedTuple):
     fmt: str = "text"
     step: bool = True           # run the training step after the mesh checks (--no-step skips it)
     scale_to: int | None = None  # run on this many ranks, shrinking only the data-parallel dims
+    quiet: bool = False         # no live progress on stderr (-q)
 
 
 class SmokeUsageError(MeshlintError):
@@ -38,10 +42,24 @@ class SmokeUsageError(MeshlintError):
 
 def smoke(path: str, options, opts: SmokeOptions) -> int:
     """Run one config's smoke; prints the report (rank 0 only, under a launcher) and returns the exit code."""
+    started = time.monotonic()
+    env = rankenv.detect()
+    if env is not None:
+        # a launched rank is bounded by --timeout from here on, whatever blocks it (see watchdog)
+        from meshlint.smoke.watchdog import RankWatchdog
+
+        run = _LaunchedRun(env, opts, started)
+        run.guard = RankWatchdog(started + opts.timeout, run.on_timeout, run.on_signal)
+        run.guard.start()
+        _watch_launcher(env, run)
+        return run.main(path, options)
+    return _smoke(path, options, opts, None, None)
+
+
+def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
     from meshlint.check import check_file
     from meshlint.topology import CliTopology
 
-    env = rankenv.detect()
     if env is not None and opts.scale_to not in (None, env.world_size):
         raise SmokeUsageError(f"--scale-to {opts.scale_to} disagrees with the launcher's WORLD_SIZE {env.world_size}")
     if env is not None and opts.scale_to is None:
@@ -78,23 +96,38 @@ def smoke(path: str, options, opts: SmokeOptions) -> int:
         result = _refused(report, world, str(exc), static)
     else:
         step = _step_request(plan, static, opts, scaled)
-        if env is not None:
-            result = _as_rank(plan, env, opts, step)
-            if result is None:
-                return 0  # not rank 0: rank 0 prints the one report
-        elif opts.fake:
-            result = _fake(plan, opts)
-        else:
-            result = _launch(plan, world, opts, step)
-        result["static_findings"] = static
+        extra = {"static_findings": static}
         if scaled:
             from meshlint.smoke.scale import describe
 
-            result["scaled"] = scaled
-            result["notes"].insert(0, describe(scaled))
+            extra["scaled"] = scaled
+            extra["note"] = describe(scaled)
+        if run is not None:
+            return run.run(plan, step, extra)
+        if opts.fake:
+            result = _fake(plan, opts)
+        else:
+            result = _launch(plan, world, opts, step)
+        _finish(result, extra)
+    if run is not None and not run.guard.claim():
+        _wait_forever()
     _print(result, opts.fmt)
+    return _code(result)
+
+
+def _finish(result: dict, extra: dict) -> None:
+    """What every report carries besides the run itself: the static findings, the scaling."""
+    result["static_findings"] = extra["static_findings"]
+    if extra.get("scaled"):
+        result["scaled"] = extra["scaled"]
+        result["notes"].insert(0, extra["note"])
+
+
+def _code(result: dict) -> int:
+    from meshlint.smoke.watchdog import exit_code
+
     if result.get("ended") == "interrupted":
-        return 130
+        return exit_code(result.get("signal") or "SIGINT")
     return 0 if result["ok"] else 1
 
 
@@ -124,14 +157,23 @@ def _launch(plan: dict, world: int, opts: SmokeOptions, step: dict) -> dict:
             "to build it as sample ranks of the full world, or launch across nodes with torchrun/srun "
             "(see the README)")
     job = {"plan": plan, "device": opts.device, "backend": opts.backend, "nproc": world, "step": step["requested"]}
-    out = launch.launch(job, opts.timeout)
+    live = None
+    if not opts.quiet:
+        from meshlint.smoke.live import Live
+
+        live = Live(world)
+    try:
+        out = launch.launch(job, opts.timeout, show=live)
+    finally:
+        if live is not None:
+            live.close()
     sup = out.supervisor
     if out.ended == "error" and sup.get("error", "").startswith("--device"):
         raise SmokeUsageError(sup["error"])
     return smoke_report.assemble(plan, out.states, mode="real", launcher="elastic", device=sup.get("device"),
                                  backend=sup.get("backend"), ended=out.ended, seconds=out.seconds,
                                  timeout=opts.timeout, supervisor=sup, leftover=out.leftover, log_tail=out.log_tail,
-                                 step=step)
+                                 step=step, signal=out.signal)
 
 
 def _fake(plan: dict, opts: SmokeOptions) -> dict:
@@ -157,27 +199,147 @@ def _fake(plan: dict, opts: SmokeOptions) -> dict:
                                         "and checked one at a time, no communication"])
 
 
-def _as_rank(plan: dict, env: rankenv.RankEnv, opts: SmokeOptions, step: dict) -> dict | None:
-    import time
+class _LaunchedRun:
+    """One rank that torchrun or srun started: runs it, and reports whichever way it ends.
 
-    from meshlint.smoke import worker
-    from meshlint.smoke.supervisor import choose_device
+    The ranks gather one report on rank 0 when they can. When they cannot (a
+    rendezvous that fails or never completes, a crash, ``--timeout``, a
+    signal), every rank prints its own report (``reported_by``) in the asked
+    format: on stdout, the only place its launcher is sure to keep.
+    """
 
-    device, backend, note = choose_device(opts.device, opts.backend, env.local_world_size)
-    job = {"plan": plan, "device": device, "backend": backend, "timeout": opts.timeout, "gather": True,
-           "step": step["requested"]}
-    start = time.perf_counter()
-    try:
-        state = worker.run_as_launched_rank(job, env)
-    except Exception as exc:
-        sys.stderr.write(f"meshlint smoke: rank {env.rank} failed: {type(exc).__name__}: {exc}\n")
-        raise SystemExit(1) from None
-    if env.rank != 0:
-        return None
-    states = {s["rank"]: s for s in state["all_states"]}
-    return smoke_report.assemble(plan, states, mode="real", launcher=env.launcher, device=device, backend=backend,
-                                 seconds=time.perf_counter() - start, timeout=opts.timeout,
-                                 notes=[note] if note else None, step=step)
+    def __init__(self, env: rankenv.RankEnv, opts: SmokeOptions, started: float):
+        self.env, self.opts, self.started = env, opts, started
+        self.guard = None
+        self.plan: dict | None = None
+        self.prog = None
+        self.step: dict = {}
+        self.extra: dict = {}
+        self.device = self.backend = None
+        self.notes: list = []
+
+    def main(self, path: str, options) -> int:
+        self._private_tmpdir()
+        try:
+            return _smoke(path, options, self.opts, self.env, self)
+        except BaseException:
+            if not self.guard.claim():  # the watchdog is reporting: let it end the process
+                _wait_forever()
+            raise
+        finally:
+            self.cleanup()
+
+    def _private_tmpdir(self) -> None:
+        """This rank's TMPDIR for what torch writes there (torchinductor_*), removed however the rank ends."""
+        import os
+        import tempfile
+
+        self.tmpdir = tempfile.mkdtemp(prefix=f"meshlint-rank{self.env.rank}-")
+        for name in ("TMPDIR", "TMP", "TEMP"):
+            os.environ[name] = self.tmpdir
+        tempfile.tempdir = None  # gettempdir() caches: ask again
+
+    def cleanup(self) -> None:
+        import shutil
+
+        if getattr(self, "tmpdir", None):
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    def run(self, plan: dict, step: dict, extra: dict) -> int:
+        from meshlint.smoke import worker
+        from meshlint.smoke.progress import Progress
+        from meshlint.smoke.supervisor import choose_device
+
+        env, opts = self.env, self.opts
+        self.plan, self.step, self.extra = plan, step, extra
+        self.prog = Progress(None, env.rank, worker.identity(env))
+        self.device, self.backend, note = choose_device(opts.device, opts.backend, env.local_world_size)
+        self.notes = [note] if note else []
+        job = {"plan": plan, "device": self.device, "backend": self.backend, "timeout": opts.timeout,
+               "gather": True, "step": step["requested"]}
+        try:
+            state = worker.run_as_launched_rank(job, env, self.prog)
+        except Exception:  # recorded in the rank's state with its phase and step
+            if not self.guard.claim():
+                _wait_forever()
+            return self._report("failed")
+        if not self.guard.claim():
+            _wait_forever()
+        if env.rank != 0:
+            return 0  # rank 0 prints the one report
+        states = {s["rank"]: s for s in state["all_states"]}
+        result = smoke_report.assemble(plan, states, mode="real", launcher=env.launcher, device=self.device,
+                                       backend=self.backend, seconds=time.monotonic() - self.started,
+                                       timeout=opts.timeout, notes=self.notes, step=step)
+        return self._print(result)
+
+    def on_timeout(self) -> int:
+        return self._report("timeout")
+
+    def on_signal(self, name: str) -> int:
+        return self._report("interrupted", signal=name)
+
+    def _report(self, ended: str, signal: str | None = None) -> int:
+        """This rank's own report (the others cannot be asked); returns the exit code."""
+        env = self.env
+        if self.plan is None:  # stopped before the config was even read
+            why = f"stopped by {signal}" if signal else f"timed out after {self.opts.timeout:g} s"
+            sys.stderr.write(f"meshlint smoke: rank {env.rank}: {why} before the run began\n")
+            self.cleanup()
+            return _code({"ended": ended, "signal": signal, "ok": False})
+        state = _snapshot(self.prog.state) if self.prog is not None else {}
+        states = {env.rank: state} if state else {}
+        result = smoke_report.assemble(self.plan, states, mode="real", launcher=env.launcher, device=self.device,
+                                       backend=self.backend, ended=ended, seconds=time.monotonic() - self.started,
+                                       timeout=self.opts.timeout, notes=self.notes, ranks_expected=[env.rank],
+                                       step=self.step, signal=signal, reported_by=env.rank,
+                                       endpoint=_endpoint())
+        return self._print(result)
+
+    def _print(self, result: dict) -> int:
+        _finish(result, self.extra)
+        _print(result, self.opts.fmt)
+        if result.get("reported_by") is not None:  # the watchdog's report: the process ends right after it
+            self.cleanup()
+        return _code(result)
+
+
+def _snapshot(state: dict) -> dict:
+    """A copy of a state the main thread may be changing (the watchdog reads it from its own thread)."""
+    import copy
+
+    for _ in range(5):
+        try:
+            return copy.deepcopy(state)
+        except RuntimeError:  # changed size during the copy
+            time.sleep(0.01)
+    return {k: state.get(k) for k in ("rank", "phase", "step", "steps", "error", "done")}
+
+
+def _endpoint() -> str | None:
+    import os
+
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    return f"{addr}:{port}" if addr and port else None
+
+
+def _wait_forever() -> None:
+    while True:
+        time.sleep(3600)
+
+
+def _watch_launcher(env: rankenv.RankEnv, run: _LaunchedRun) -> None:
+    """Under torchrun, end with the agent that started this rank (it may be SIGKILLed and not stop us)."""
+    import os
+
+    if env.launcher == "torchrun" and os.environ.get("TORCHELASTIC_RUN_ID"):
+        from meshlint.smoke import lifeline
+
+        def die() -> None:
+            run.cleanup()
+            lifeline.die()
+
+        lifeline.watch(die, parent=os.getppid())
 
 
 def _refused(report, world: int, why: str, static: list) -> dict:

@@ -94,7 +94,7 @@ def run(plan: dict, layout: par.Layout, rank: int, device: str, sabotage: str | 
     times["step"] = time.perf_counter() - start
 
     loss = _global_loss(loss, layout, device)
-    return _compare(loss, float(ref_loss), grads, ref_grads, params, ref_params, layout, device, c, schedule,
+    return _compare(loss, float(ref_loss.detach()), grads, ref_grads, params, ref_params, layout, device, c, schedule,
                     microbatches, times, parts)
 
 

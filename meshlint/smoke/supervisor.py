@@ -2,7 +2,11 @@
 
 The launching process starts this in a session of its own and watches it; so
 a timeout or Ctrl-C can end the agent and every rank at once (one process
-group), whatever state they are in. The agent is torch's: LaunchConfig +
+group), whatever state they are in. It watches the launching process in turn
+(``lifeline``): if that dies, even by SIGKILL, this process kills every other
+process of its session and removes the run's directories, then exits. Its
+TMPDIR is inside the run directory, so whatever torch writes there
+(``torchelastic_*``, ``pytorch-errorfile-*``) goes with it. The agent is torch's: LaunchConfig +
 elastic_launch, c10d rendezvous on localhost:0, no restarts. On CPU the ranks
 come from a fork server that imports torch once (not once per rank); on CUDA
 they are spawned (a forked child cannot use CUDA). What happened is written to
@@ -13,8 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import sys
 import time
+
+from meshlint.smoke import lifeline
 
 
 def choose_device(device: str, backend: str, nproc: int) -> tuple[str, str, str | None]:
@@ -51,21 +59,49 @@ def _start_forkserver() -> None:
     import multiprocessing.forkserver
 
     # torch._dynamo is imported by the first forward (2.4 s here): once in the server, not once per rank
-    multiprocessing.set_forkserver_preload(["torch", "torch.distributed", "torch._dynamo",
+    multiprocessing.set_forkserver_preload(["meshlint.smoke.forkguard", "torch", "torch.distributed", "torch._dynamo",
                                             "torch.distributed.fsdp", "torch.distributed.pipelining",
                                             "torch.distributed.tensor.parallel", "meshlint.smoke.worker",
                                             "meshlint.smoke.step"])
     multiprocessing.forkserver.ensure_running()
 
 
+def abandon(job: dict) -> None:
+    """The launching process is gone: kill the rest of this session, remove the run's files, exit."""
+    me = os.getpid()
+    for _ in range(3):
+        others = [p for p in (lifeline.session_members(os.getsid(0)) or []) if p != me]
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if not others:
+            break
+        time.sleep(0.05)
+    for path in (job.get("tmpdir"), job.get("progress_dir")):
+        if path:
+            shutil.rmtree(path, ignore_errors=True)
+    try:
+        os.killpg(os.getpgrp(), signal.SIGKILL)  # where there is no /proc: the group, this process last
+    finally:
+        os._exit(1)
+
+
 def main(job_path: str) -> int:
     directory = os.path.dirname(job_path)
     with open(job_path) as f:
-        device_asked = json.load(f).get("device")
-    if device_asked != "cuda":
-        _start_forkserver()
-    with open(job_path) as f:
         job = json.load(f)
+
+    def on_death(*_args) -> None:
+        abandon(job)
+
+    # SIGUSR1, not SIGKILL, from the kernel: this process has files to remove and ranks to end first
+    signal.signal(signal.SIGUSR1, on_death)
+    launcher = job.get("launcher_pid")
+    if launcher:
+        lifeline.watch(on_death, parent=launcher, death_signal=signal.SIGUSR1, pipe_fd=0)
+    job["agent_pid"] = os.getpid()  # the ranks watch this process
     out = {"status": "starting", "started": time.time()}
 
     def record(**extra) -> None:
@@ -74,6 +110,10 @@ def main(job_path: str) -> int:
         with open(tmp, "w") as f:
             json.dump(out, f)
         os.replace(tmp, os.path.join(directory, "supervisor.json"))
+
+    record()
+    if job.get("device") != "cuda":
+        _start_forkserver()
 
     try:
         import torch  # noqa: F401

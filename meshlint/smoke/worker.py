@@ -17,17 +17,27 @@ from meshlint.smoke import faults, rankenv
 from meshlint.smoke.plan import PLACEMENT_SEVERITY
 from meshlint.smoke.progress import Progress
 
-SLACK_S = 30  # collectives time out this long after the launcher's watchdog, so the watchdog reports first
+SLACK_S = 30  # collectives time out this long after the watchdog's deadline, so the watchdog reports first
 
 
 def run_rank(job: dict) -> dict:
+    from meshlint.smoke import lifeline
+
+    # the fork server (or the agent) started this rank: end with it, or with the agent, SIGKILL included
+    lifeline.watch(lifeline.die, parent=os.getppid(), depends_on=(job["agent_pid"],) if job.get("agent_pid") else ())
     env = rankenv.detect()
     if env is None:  # pragma: no cover - the agent always sets RANK and WORLD_SIZE
         raise RuntimeError("run_rank started without RANK/WORLD_SIZE")
     return _run(job, env)
 
 
-def _run(job: dict, env: rankenv.RankEnv) -> dict:
+def identity(env: rankenv.RankEnv) -> dict:
+    """Where a rank runs, as its progress state and the placement check record it."""
+    return {"host": env.host, "node": env.node, "local_rank": env.local_rank,
+            "local_world_size": env.local_world_size, "launcher": env.launcher}
+
+
+def _run(job: dict, env: rankenv.RankEnv, prog: Progress | None = None) -> dict:
     import torch
     import torch.distributed as dist
 
@@ -35,11 +45,11 @@ def _run(job: dict, env: rankenv.RankEnv) -> dict:
     from meshlint.smoke.verify import verify
 
     plan, device, backend = job["plan"], job["device"], job["backend"]
-    identity = {"host": env.host, "node": env.node, "local_rank": env.local_rank,
-                "local_world_size": env.local_world_size, "launcher": env.launcher}
-    prog = Progress(job.get("progress_dir"), env.rank, identity)
+    identity_ = identity(env)
+    prog = prog or Progress(job.get("progress_dir"), env.rank, identity_)
     rank = env.rank
-    timeout = timedelta(seconds=job["timeout"] + (SLACK_S if job.get("progress_dir") else 0))
+    # a watchdog (the launching process's, or watchdog.RankWatchdog) always ends the run first
+    timeout = timedelta(seconds=job["timeout"] + SLACK_S)
     with prog.phase("rendezvous"):
         faults.maybe_inject(rank, "rendezvous")
         prog.step("init_process_group")
@@ -59,7 +69,7 @@ def _run(job: dict, env: rankenv.RankEnv) -> dict:
             faults.maybe_inject(rank, "placement")
             prog.step("all_gather_object placement")
             everyone: list = [None] * env.world_size
-            dist.all_gather_object(everyone, identity | {"rank": rank})
+            dist.all_gather_object(everyone, identity_ | {"rank": rank})
             if rank == 0:
                 check_placement(plan, everyone, prog)
         if job.get("step") and _everyone_ok(prog, device):
@@ -170,10 +180,10 @@ def check_placement(plan: dict, ranks: list[dict], prog: Progress) -> None:
                 prog.warn(**detail)
 
 
-def run_as_launched_rank(job: dict, env: rankenv.RankEnv) -> dict:
+def run_as_launched_rank(job: dict, env: rankenv.RankEnv, prog: Progress | None = None) -> dict:
     """A process torchrun or srun started: fill in what env:// needs, then run as that rank."""
     os.environ.update({k: v for k, v in rankenv.rendezvous_env(env).items() if k not in os.environ})
     start = time.perf_counter()
-    state = _run(job, env)
+    state = _run(job, env, prog)
     state["seconds"] = round(time.perf_counter() - start, 3)
     return state
