@@ -1,0 +1,1043 @@
+"""Launch scripts (.sh, .sbatch, .slurm): every torchtitan launch line in them, each one config, with the
+variables the script itself sets expanded and the world size its torchrun/srun/#SBATCH lines give.
+
+A small, bounded reading of shell, not a shell: quotes, backslash continuations, comments, here-documents
+(skipped), ``NAME=value``/``export``/``declare`` assignments, ``${X:-default}``, ``$((arithmetic))``
+and simple arrays are understood; a variable the script does not set, a ``$(command)``, a loop variable
+or one set inside an if/else or loop (read after it) is unknown, and so is any override built from it.
+``"$@"`` (the script's own arguments) is noted, and the config is checked as run without them.
+Nothing is executed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from meshlint.errors import InputError
+from meshlint.inputs.launch import (
+    MAX_ARGS,
+    MAX_WORD_CHARS,
+    UNKNOWN_CHAR,
+    Launch,
+    Word,
+    _Origin,
+    launch_from_words,
+)
+
+try:  # the project's limits, where they are kept in one place
+    from meshlint.limits import MAX_FILE_BYTES as MAX_SCRIPT_BYTES
+    from meshlint.limits import MAX_LINE_CHARS
+except ImportError:  # pragma: no cover
+    MAX_SCRIPT_BYTES = 1 << 20
+    MAX_LINE_CHARS = 32_768
+
+MAX_LAUNCHES = 256          # launch lines in one script
+MAX_VARIABLES = 10_000      # distinct variables a script assigns
+MAX_NESTING = 32            # ${...} / $(...) / quotes inside each other within one word
+MAX_ARITH_CHARS = 200       # one $((...)) expression
+
+# Slurm's environment inside an allocation, from the script's #SBATCH options
+_SLURM_VARS = {"SLURM_NNODES": "nodes", "SLURM_JOB_NUM_NODES": "nodes", "SLURM_NTASKS": "ntasks",
+               "SLURM_NPROCS": "ntasks", "SLURM_NTASKS_PER_NODE": "ntasks-per-node",
+               "SLURM_GPUS_ON_NODE": "gpus-per-node", "SLURM_GPUS_PER_NODE": "gpus-per-node"}
+_RESERVED_START = {"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time", "fi", "done",
+                   "esac", "}", "for", "case", "select", "function", "in"}
+
+
+def read_launch_script(path: str, version: str | None = None) -> list:
+    """Every torchtitan launch line of a script, in order, as Launch objects (``file``/``line`` set,
+    overrides positioned in the script). A script with no launch line gives []. A launch line that
+    cannot be checked has ``error`` set (its other launch lines are still returned).
+
+    Raises InputError: ML001 (missing, a directory, a FIFO/device: refused unread), ML002 (binary or
+    not UTF-8, when it mentions torchtitan), ML007 (over the size, line-length or launch-count limits)."""
+    from meshlint.source import read_bytes
+
+    raw = read_bytes(path, MAX_SCRIPT_BYTES)
+    if len(raw) > MAX_SCRIPT_BYTES:
+        raise InputError("ML007", f"file is over {MAX_SCRIPT_BYTES:,} bytes (limit {MAX_SCRIPT_BYTES:,})")
+    if b"torchtitan" not in raw and b"run_train" not in raw:
+        return []   # the fast path for any shell script a pre-commit hook hands over
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        line = raw.count(b"\n", 0, nul) + 1
+        raise InputError("ML002", f"binary file (NUL byte at offset {nul})", line, 1)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError("ML002", f"not UTF-8 text (invalid byte 0x{raw[exc.start:exc.start + 1].hex()} at offset "
+                                  f"{exc.start})", line, 1) from None
+    return launches_in_text(text, file=path, version=version)
+
+
+def launches_in_text(text: str, file: str | None = None, version: str | None = None) -> list:
+    """The launches of a script's text (``file`` names it in positions and hint sources)."""
+    _check_lines(text)
+    lexer = _Lexer(text)
+    commands = lexer.commands()
+    reader = _Reader(file, version, lexer)
+    for cmd in commands:
+        reader.command(cmd)
+    return reader.launches
+
+
+def _check_lines(text: str) -> None:
+    start = 0
+    n = len(text)
+    while start <= n:
+        end = text.find("\n", start)
+        if end < 0:
+            end = n
+        if end - start > MAX_LINE_CHARS:
+            line = text.count("\n", 0, start) + 1
+            raise InputError("ML007", f"line {line} is {end - start:,} characters long (limit {MAX_LINE_CHARS:,})",
+                             line, 1)
+        start = end + 1
+
+
+# ----------------------------------------------------------------------------- lexing
+
+class _Raw:
+    """A word as written: parts to expand, its position and source text."""
+
+    __slots__ = ("parts", "line", "col", "start", "end")
+
+    def __init__(self, parts: list, line: int, col: int, start: int, end: int):
+        self.parts = parts     # [(kind, ...)]: lit, var, special, cmdsub, arith, array
+        self.line = line
+        self.col = col
+        self.start = start
+        self.end = end
+
+
+class _Cmd:
+    __slots__ = ("words", "line", "sbatch")
+
+    def __init__(self, words: list, line: int, sbatch: tuple | None = None):
+        self.words = words
+        self.line = line
+        self.sbatch = sbatch   # (line, col, option text) of a #SBATCH directive
+
+
+_PLAIN = re.compile(r"[^\s'\"\\$`#;&|<>()]+")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SBATCH = re.compile(r"#SBATCH\s+(.*)$")
+
+
+class _Lexer:
+    """Text -> simple commands of raw words. Linear; never recursive beyond MAX_NESTING."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.n = len(text)
+        self.i = 0
+        self.line = 1
+        self.line_start = 0
+        self.heredocs: list = []      # (delimiter, strip tabs) waiting for the next newline
+        self.sbatch_open = True       # #SBATCH lines count only before the first command (sbatch's rule)
+
+    def col(self, i: int | None = None) -> int:
+        return (self.i if i is None else i) - self.line_start + 1
+
+    def _newline(self, at: int) -> None:
+        self.line += 1
+        self.line_start = at + 1
+
+    def commands(self) -> list:
+        out: list = []
+        words: list = []
+        cmd_line = 1
+        text, n = self.text, self.n
+        skip_next = False             # the target of a redirection
+        while self.i < n:
+            c = text[self.i]
+            if c in " \t\r":
+                self.i += 1
+                continue
+            if c == "\\" and self.i + 1 < n and text[self.i + 1] == "\n":
+                self._newline(self.i + 1)
+                self.i += 2
+                continue
+            if c == "\n":
+                self._newline(self.i)
+                self.i += 1
+                if words:
+                    out.append(_Cmd(words, cmd_line))
+                    words = []
+                self._skip_heredocs()
+                continue
+            if c == "#":
+                end = text.find("\n", self.i)
+                end = n if end < 0 else end
+                comment = text[self.i:end]
+                if not words and self.sbatch_open:
+                    m = _SBATCH.match(comment)
+                    if m:
+                        out.append(_Cmd([], self.line, (self.line, self.col() + m.start(1), m.group(1))))
+                self.i = end
+                continue
+            if c in ";&|()":
+                # operators end a simple command
+                if c == "&" and self.i + 1 < n and text[self.i + 1] == ">":
+                    self.i += 2 + (self.i + 2 < n and text[self.i + 2] == ">")
+                    skip_next = True
+                    continue
+                if words:
+                    out.append(_Cmd(words, cmd_line))
+                    words = []
+                self.i += 1
+                while self.i < n and text[self.i] in ";&|" and c != "(" and c != ")":
+                    self.i += 1
+                continue
+            if c in "<>":
+                # a redirection: drop an fd number before it and the target after it
+                if words and _is_fd(words[-1], self.i):
+                    words.pop()
+                j = self.i
+                while j < n and text[j] in "<>&-|":
+                    j += 1
+                op = text[self.i:j]
+                self.i = j
+                if op.startswith("<<") and not op.startswith("<<<"):
+                    self._heredoc_delimiter(op.endswith("-"))
+                    continue
+                if op.endswith("&") and self.i < n and (text[self.i].isdigit() or text[self.i] == "-"):
+                    while self.i < n and (text[self.i].isdigit() or text[self.i] == "-"):
+                        self.i += 1
+                    continue
+                skip_next = True
+                continue
+            raw = self._word()
+            if raw is None:
+                continue
+            if skip_next:
+                skip_next = False
+                continue
+            if not words:
+                cmd_line = raw.line
+                self.sbatch_open = False
+            words.append(raw)
+        if words:
+            out.append(_Cmd(words, cmd_line))
+        return out
+
+    def _skip_heredocs(self) -> None:
+        text, n = self.text, self.n
+        while self.heredocs:
+            delim, strip = self.heredocs.pop(0)
+            while self.i < n:
+                end = text.find("\n", self.i)
+                end = n if end < 0 else end
+                line = text[self.i:end]
+                if strip:
+                    line = line.lstrip("\t")
+                at = end
+                self.i = min(end + 1, n)
+                if end < n:
+                    self._newline(at)
+                if line == delim:
+                    break
+
+    def _heredoc_delimiter(self, strip: bool) -> None:
+        text, n = self.text, self.n
+        while self.i < n and text[self.i] in " \t":
+            self.i += 1
+        raw = self._word()
+        if raw is None:
+            return
+        delim = "".join(p[1] for p in raw.parts if p[0] == "lit")
+        self.heredocs.append((delim, strip))
+
+    def _word(self) -> _Raw | None:
+        start, line, col = self.i, self.line, self.col()
+        parts: list = []
+        text, n = self.text, self.n
+        while self.i < n:
+            c = text[self.i]
+            m = _PLAIN.match(text, self.i)
+            if m:
+                chunk = m.group(0)
+                # NAME=( ... ): an array assignment
+                if self.i + len(chunk) < n and text[self.i + len(chunk)] == "(" and not parts \
+                        and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*\+?=", chunk):
+                    parts.append(("lit", chunk, False))
+                    self.i += len(chunk) + 1
+                    parts.append(("array", self._array()))
+                    continue
+                parts.append(("lit", chunk, False))
+                self.i = m.end()
+                continue
+            if c == "#" and self.i > start:
+                parts.append(("lit", "#", False))   # '#' inside a word is no comment
+                self.i += 1
+                continue
+            if c == "\\":
+                if self.i + 1 < n:
+                    if text[self.i + 1] == "\n":
+                        self._newline(self.i + 1)
+                    else:
+                        parts.append(("lit", text[self.i + 1], True))
+                    self.i += 2
+                else:
+                    self.i += 1
+                continue
+            if c == "'":
+                end = text.find("'", self.i + 1)
+                end = n if end < 0 else end
+                chunk = text[self.i + 1:end]
+                self._count_lines(chunk, self.i + 1)
+                parts.append(("lit", chunk, True))
+                self.i = end + 1
+                continue
+            if c == '"':
+                self.i += 1
+                parts.extend(self._double_quoted())
+                continue
+            if c == "$":
+                parts.append(self._dollar(quoted=False))
+                continue
+            if c == "`":
+                end = text.find("`", self.i + 1)
+                end = n if end < 0 else end
+                self._count_lines(text[self.i:end], self.i)
+                parts.append(("cmdsub", text[self.i:end + 1], False))
+                self.i = end + 1
+                continue
+            break   # whitespace, operator, comment start
+        if self.i == start:
+            self.i += 1   # a character no rule takes (never loops)
+            return None
+        return _Raw(parts, line, col, start, self.i)
+
+    def _count_lines(self, chunk: str, offset: int) -> None:
+        k = chunk.find("\n")
+        while k >= 0:
+            self._newline(offset + k)
+            k = chunk.find("\n", k + 1)
+
+    def _double_quoted(self) -> list:
+        text, n = self.text, self.n
+        parts: list = []
+        buf = []
+        while self.i < n:
+            c = text[self.i]
+            if c == '"':
+                self.i += 1
+                break
+            if c == "\\" and self.i + 1 < n and text[self.i + 1] in '"\\$`\n':
+                if text[self.i + 1] == "\n":
+                    self._newline(self.i + 1)
+                else:
+                    buf.append(text[self.i + 1])
+                self.i += 2
+                continue
+            if c == "$":
+                if buf:
+                    parts.append(("lit", "".join(buf), True))
+                    buf = []
+                parts.append(self._dollar(quoted=True))
+                continue
+            if c == "`":
+                if buf:
+                    parts.append(("lit", "".join(buf), True))
+                    buf = []
+                end = text.find("`", self.i + 1)
+                end = n if end < 0 else end
+                self._count_lines(text[self.i:end], self.i)
+                parts.append(("cmdsub", text[self.i:end + 1], True))
+                self.i = end + 1
+                continue
+            if c == "\n":
+                self._newline(self.i)
+            buf.append(c)
+            self.i += 1
+        if buf or not parts:
+            parts.append(("lit", "".join(buf), True))
+        return parts
+
+    def _dollar(self, quoted: bool) -> tuple:
+        text, n = self.text, self.n
+        i = self.i + 1
+        if i >= n:
+            self.i = i
+            return ("lit", "$", quoted)
+        c = text[i]
+        if c == "{":
+            end = _matching(text, i, "{", "}")
+            body = text[i + 1:end]
+            self._count_lines(text[self.i:end], self.i)
+            self.i = min(end + 1, n)
+            return _braced(body, quoted)
+        if c == "(":
+            arith = i + 1 < n and text[i + 1] == "("
+            end = _matching(text, i, "(", ")")
+            body = text[i + 1:end]
+            self._count_lines(text[self.i:end], self.i)
+            self.i = min(end + 1, n)
+            if arith and body.startswith("(") and body.endswith(")"):
+                return ("arith", body[1:-1], quoted)
+            return ("cmdsub", text[self.i - len(body) - 3:self.i], quoted)
+        if c == "'" and not quoted:
+            end = text.find("'", i + 1)
+            end = n if end < 0 else end
+            self.i = end + 1
+            return ("lit", text[i + 1:end].replace("\\n", "\n").replace("\\t", "\t"), True)
+        if c in "@*#?$!-0123456789":
+            self.i = i + 1
+            return ("special", c, quoted)
+        m = _NAME.match(text, i)
+        if m:
+            self.i = m.end()
+            return ("var", m.group(0), "", None, quoted)
+        self.i = i
+        return ("lit", "$", quoted)
+
+    def _array(self) -> list:
+        """The words of ``NAME=( ... )`` up to the closing parenthesis."""
+        text, n = self.text, self.n
+        items = []
+        while self.i < n:
+            c = text[self.i]
+            if c in " \t\r":
+                self.i += 1
+                continue
+            if c == "\n":
+                self._newline(self.i)
+                self.i += 1
+                continue
+            if c == "\\" and self.i + 1 < n and text[self.i + 1] == "\n":
+                self._newline(self.i + 1)
+                self.i += 2
+                continue
+            if c == ")":
+                self.i += 1
+                break
+            if c == "#":
+                end = text.find("\n", self.i)
+                self.i = n if end < 0 else end
+                continue
+            raw = self._word()
+            if raw is not None:
+                items.append(raw)
+            if len(items) > MAX_ARGS:
+                break
+        return items
+
+
+def _is_fd(raw: _Raw, at: int) -> bool:
+    """``2>`` : a word of digits right before the redirection operator is its file descriptor."""
+    return raw.end == at and len(raw.parts) == 1 and raw.parts[0][0] == "lit" \
+        and raw.parts[0][1].isdigit() and not raw.parts[0][2]
+
+
+def _matching(text: str, i: int, open_c: str, close_c: str) -> int:
+    """Index of the bracket closing the one at ``i`` (quotes skipped; nesting bounded)."""
+    depth = 0
+    n = len(text)
+    j = i
+    while j < n:
+        c = text[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "'" and open_c == "(":
+            end = text.find("'", j + 1)
+            j = n if end < 0 else end + 1
+            continue
+        if c == open_c:
+            depth += 1
+            if depth > MAX_NESTING:
+                line = text.count("\n", 0, j) + 1
+                raise InputError("ML007", f"brackets nested deeper than {MAX_NESTING} levels", line, 1)
+        elif c == close_c:
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return n
+
+
+_BRACED = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*|[@*#?$!0-9])(\[[^\]]*\])?(.*)$", re.S)
+
+
+def _braced(body: str, quoted: bool) -> tuple:
+    if body.startswith("#") and len(body) > 1:
+        return ("var", body[1:], "len", None, quoted)
+    m = _BRACED.match(body)
+    if not m:
+        return ("var", body, "other", None, quoted)
+    name, index, rest = m.group(1), m.group(2), m.group(3)
+    if index:
+        return ("elem", name, index[1:-1], rest, quoted)
+    if name in "@*#?$!" or name.isdigit():
+        return ("special", name, quoted) if not rest else ("var", name, "other", None, quoted)
+    if not rest:
+        return ("var", name, "", None, quoted)
+    for op in (":-", ":=", ":+", ":?", "-", "=", "+", "?"):
+        if rest.startswith(op):
+            return ("var", name, op, rest[len(op):], quoted)
+    return ("var", name, "other", None, quoted)
+
+
+# ----------------------------------------------------------------------------- expanding and reading
+
+class _Var:
+    __slots__ = ("value", "why", "line", "block", "exported", "array", "note")
+
+    def __init__(self, value, why, line, block, exported=False, array=None, note=None):
+        self.value = value        # str, or None when unknown
+        self.why = why            # why it is unknown
+        self.line = line          # where it was set (None: a default / Slurm)
+        self.block = block        # the if/loop/brace block path it was set in
+        self.exported = exported
+        self.array = array        # [Word] for NAME=(...)
+        self.note = note          # how a known value came about ("default", "#SBATCH --nodes=4")
+
+
+class _Reader:
+    def __init__(self, file: str | None, version: str | None, lexer: _Lexer):
+        self.file = file
+        self.version = version
+        self.text = lexer.text
+        self.vars: dict = {}
+        self.blocks: list = []        # stack of [kind, id]
+        self.next_block = 1
+        self.launches: list = []
+        self.sbatch: dict = {}        # option -> Word
+        self.sbatch_lines: list = []
+        self.export_all = False
+        self.origin = _Origin(file, False)
+
+    # -- blocks
+    def path(self) -> tuple:
+        return tuple(b[1] for b in self.blocks)
+
+    def push(self, kind: str) -> None:
+        self.blocks.append([kind, self.next_block])
+        self.next_block += 1
+
+    def branch(self) -> None:
+        if self.blocks:
+            self.blocks[-1][1] = self.next_block
+            self.next_block += 1
+
+    def pop(self, kinds: tuple) -> None:
+        for k in range(len(self.blocks) - 1, -1, -1):
+            if self.blocks[k][0] in kinds:
+                del self.blocks[k:]
+                return
+
+    # -- commands
+    def command(self, cmd: _Cmd) -> None:
+        if cmd.sbatch is not None:
+            self._sbatch(cmd.sbatch)
+            return
+        raws = cmd.words
+        k = 0
+        # reserved words that open/close blocks or lead a command
+        while k < len(raws):
+            word = _literal(raws[k])
+            if word is None or word not in _RESERVED_START:
+                break
+            if word in ("if", "while", "until"):
+                self.push(word)
+            elif word in ("else", "elif"):
+                self.branch()
+            elif word == "fi":
+                self.pop(("if",))
+            elif word == "done":
+                self.pop(("while", "until", "for", "select"))
+            elif word == "esac":
+                self.pop(("case",))
+                return
+            elif word == "{":
+                self.push("{")
+            elif word == "}":
+                self.pop(("{",))
+            elif word in ("for", "select"):
+                self.push(word)
+                if k + 1 < len(raws):
+                    name = _literal(raws[k + 1])
+                    if name and _NAME.fullmatch(name):
+                        self._assign(name, None, "a loop variable: it takes several values", raws[k + 1].line)
+                return
+            elif word == "case":
+                self.push("case")
+                return
+            elif word == "function":
+                if any(_literal(r) == "{" for r in raws[k:]):
+                    self.push("{")
+                return
+            elif word == "in":
+                return
+            k += 1
+        raws = raws[k:]
+        if not raws:
+            return
+        first = _literal(raws[0])
+        # a function definition "name() {" arrives as "name" then "{": nothing to do for "name"
+        if first in ("export", "declare", "typeset", "local", "readonly"):
+            self._declare(first, raws[1:])
+            return
+        if first == "unset":
+            for r in raws[1:]:
+                name = _literal(r)
+                if name and name in self.vars:
+                    del self.vars[name]
+            return
+        if first == "set" and len(raws) > 1 and _literal(raws[1]) in ("-a", "-o allexport"):
+            self.export_all = True
+            return
+        # NAME=value ... [command]
+        assigns = []
+        j = 0
+        while j < len(raws):
+            lit = _assign_head(raws[j])
+            if lit is None:
+                break
+            assigns.append((lit, raws[j]))
+            j += 1
+        if j == len(raws):
+            for (name, append), raw in assigns:
+                self._assign_raw(name, append, raw, exported=self.export_all)
+            return
+        if not _mentions(raws[j:], self.text):
+            return
+        words = self.expand_all(raws)
+        if len(words) > MAX_ARGS:
+            self._add(Launch(None, None, [], file=self.file, line=raws[0].line, error=InputError(
+                "ML007", f"a command of {len(words):,} words (limit {MAX_ARGS:,})", raws[0].line, raws[0].col)))
+            return
+        env = {name: self._env_word(name) for name, var in self.vars.items() if var.exported}
+        sbatch = {"options": self.sbatch, "where": self._sbatch_where()} if self.sbatch else None
+        launch = launch_from_words(words, self.origin, env=env, sbatch=sbatch, version=self.version)
+        if launch is not None:
+            self._add(launch)
+
+    def _add(self, launch: Launch) -> None:
+        if len(self.launches) >= MAX_LAUNCHES:
+            raise InputError("ML007", f"more than {MAX_LAUNCHES} launch lines in one script (limit {MAX_LAUNCHES})",
+                             launch.line, 1)
+        launch.file = self.file
+        self.launches.append(launch)
+
+    def _sbatch(self, directive: tuple) -> None:
+        line, col, text = directive
+        self.sbatch_lines.append(line)
+        body = text.split("#", 1)[0] if " #" in text else text
+        tokens = body.split()
+        k = 0
+        while k < len(tokens):
+            t = tokens[k]
+            c = col + body.find(t)
+            if t.startswith("--"):
+                name, eq, value = t[2:].partition("=")
+                if not eq and k + 1 < len(tokens) and not tokens[k + 1].startswith("-"):
+                    value = tokens[k + 1]
+                    k += 1
+                self.sbatch[name] = Word(value, line, c, f"#SBATCH {t}")
+            elif t.startswith("-") and len(t) >= 2:
+                from meshlint.inputs.launch import _SRUN_VALUES
+
+                name = _SRUN_VALUES.get(t[1], t[1])
+                value = t[2:].lstrip("=")
+                if not value and k + 1 < len(tokens):
+                    value = tokens[k + 1]
+                    k += 1
+                self.sbatch[name] = Word(value, line, c, f"#SBATCH {t}")
+            k += 1
+        # Slurm's environment variables follow the allocation
+        for var, option in _SLURM_VARS.items():
+            w = self.sbatch.get(option)
+            if w is None:
+                continue
+            value = w.text
+            if option in ("gpus-per-node",):
+                from meshlint.inputs.launch import _gpu_count
+
+                count = _gpu_count(value)
+                value = str(count) if count is not None else None
+            if value is not None and value.isdigit():
+                self.vars[var] = _Var(value, None, w.line, (), exported=True, note=f"#SBATCH --{option}")
+
+    def _sbatch_where(self) -> str:
+        lines = self.sbatch_lines
+        name = os.path.basename(self.file) if self.file else "the script"
+        span = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}"
+        return f"#SBATCH ({name} {span})"
+
+    # -- variables
+    def _env_word(self, name: str) -> Word:
+        var = self.vars[name]
+        return self._var_word(name, var, 1, 1)
+
+    def _var_word(self, name: str, var: _Var, line: int, col: int) -> Word:
+        value, why = self._visible(name, var)
+        if value is None:
+            return Word(UNKNOWN_CHAR, line, col, f"${name}", why)
+        return Word(value, line, col, f"${name}", None, False, ((name, value, var.line, var.note),))
+
+    def _visible(self, name: str, var: _Var) -> tuple:
+        """(value or None, why unknown) of a variable read here."""
+        path = self.path()
+        if var.block and tuple(path[:len(var.block)]) != tuple(var.block):
+            return None, f"{name} is set inside an if/loop block (line {var.line}) and read after it"
+        if var.value is None:
+            return None, var.why
+        return var.value, None
+
+    def _assign(self, name: str, value, why, line, exported=None, array=None, note=None) -> None:
+        old = self.vars.get(name)
+        if old is None and len(self.vars) >= MAX_VARIABLES:
+            return
+        if exported is None:
+            exported = (old.exported if old else False) or self.export_all
+        if value is not None and len(value) > MAX_WORD_CHARS:
+            value, why = None, f"{name} grows past {MAX_WORD_CHARS:,} characters"
+        self.vars[name] = _Var(value, why, line, self.path(), exported, array, note)
+
+    def _assign_raw(self, name: str, append: bool, raw: _Raw, exported: bool = False) -> None:
+        parts = raw.parts
+        # the value part: everything after NAME= in the first literal
+        head = parts[0][1]
+        cut = head.index("=") + 1
+        rest = ([("lit", head[cut:], parts[0][2])] if head[cut:] else []) + parts[1:]
+        if rest and rest[0][0] == "array":
+            items = []
+            for r in rest[0][1]:
+                items.extend(self.expand(r))
+            self._assign(name, None if any(not w.known() for w in items) else " ".join(w.text for w in items),
+                         "an array with unknown items", raw.line, exported or None,
+                         array=items)
+            return
+        word, splat = self._join(rest, raw, assignment=True)
+        value = None if word.unknown is not None else word.text
+        why = word.unknown
+        note = None
+        if any(len(v) > 3 and v[3] == "DEFAULT" for v in word.vars):
+            note = "a default: the environment may set it"
+        elif len(word.vars) == 1 and len(word.vars[0]) > 3 and word.vars[0][3]:
+            note = word.vars[0][3]
+        if append and value is not None:
+            old = self.vars.get(name)
+            if old is not None:
+                prior, prior_why = self._visible(name, old)
+                value = None if prior is None else prior + value
+                why = why or prior_why
+        self._assign(name, value, why, raw.line, exported or None, note=note)
+
+    def _declare(self, kind: str, raws: list) -> None:
+        exported = kind == "export"
+        for r in raws:
+            lit = _literal(r)
+            if lit is not None and lit.startswith("-"):
+                if "x" in lit and kind in ("declare", "typeset"):
+                    exported = True
+                continue
+            head = _assign_head(r)
+            if head is not None:
+                self._assign_raw(head[0], head[1], r, exported=exported or self.export_all)
+            elif lit and _NAME.fullmatch(lit) and lit in self.vars and exported:
+                self.vars[lit].exported = True
+            elif lit and _NAME.fullmatch(lit) and exported:
+                self._assign(lit, None, f"{lit} comes from the environment", r.line, True)
+
+    # -- expansion
+    def expand_all(self, raws: list) -> list:
+        words = []
+        for r in raws:
+            words.extend(self.expand(r))
+            if len(words) > MAX_ARGS:
+                break
+        return words
+
+    def expand(self, raw: _Raw) -> list:
+        """A raw word -> 0..n Words (unquoted expansions are split on whitespace)."""
+        word, splat = self._join(raw.parts, raw)
+        if splat == "splat":
+            return [Word(UNKNOWN_CHAR, raw.line, raw.col, self.text[raw.start:raw.end], word.unknown or "unknown words",
+                         True, word.vars)]
+        if isinstance(splat, list):
+            return splat
+        return [word]
+
+    def _join(self, parts: list, raw: _Raw, assignment: bool = False, depth: int = 0) -> tuple:
+        """Expand parts into one Word; second item: None, "splat" (unknown number of words), or a
+        list of Words when an unquoted known expansion split the word."""
+        text: list = []
+        unknown = None
+        vars_: list = []
+        pieces: list = []            # words already completed by a split
+        splat = None
+        source = self.text[raw.start:raw.end]
+        only = len(parts) == 1
+        for part in parts:
+            kind = part[0]
+            if kind == "lit":
+                text.append(part[1])
+                continue
+            if kind == "array":
+                continue
+            quoted = part[-1]
+            value, why, vs, words = self._part(part, raw, depth)
+            vars_.extend(vs)
+            if words is not None:      # "$@"-like or an array: several words
+                if value is None and why is not None and words == "splat":
+                    if only and not assignment:
+                        return Word(UNKNOWN_CHAR, raw.line, raw.col, source, why, True, tuple(vars_)), "splat"
+                    unknown = unknown or why
+                    text.append(UNKNOWN_CHAR)
+                    continue
+                if isinstance(words, list) and only and not assignment:
+                    return Word(" ".join(w.text for w in words), raw.line, raw.col, source), words
+                text.append(" ".join(w.text for w in words) if isinstance(words, list) else UNKNOWN_CHAR)
+                continue
+            if value is None:
+                unknown = unknown or why
+                if not quoted and only and not assignment:
+                    return Word(UNKNOWN_CHAR, raw.line, raw.col, source, why, True, tuple(vars_)), "splat"
+                text.append(UNKNOWN_CHAR)
+                continue
+            if not quoted and not assignment and any(ch.isspace() for ch in value):
+                # field splitting of an unquoted expansion
+                fields = value.split()
+                if not fields:
+                    continue
+                text.append(fields[0])
+                for f in fields[1:]:
+                    pieces.append("".join(text))
+                    text = [f]
+                if value[-1].isspace():
+                    pieces.append("".join(text))
+                    text = []
+                continue
+            text.append(value)
+        joined = "".join(text)
+        if len(joined) > MAX_WORD_CHARS:
+            joined, unknown = UNKNOWN_CHAR, f"a word longer than {MAX_WORD_CHARS:,} characters"
+        word = Word(joined, raw.line, raw.col, source, unknown if UNKNOWN_CHAR in joined else None, False,
+                    tuple(vars_))
+        if pieces:
+            words = [Word(p, raw.line, raw.col, source, None, False, tuple(vars_)) for p in pieces]
+            if joined:
+                words.append(word)
+            return word, words
+        if not joined and only and not assignment and parts and parts[0][0] != "lit" and not parts[0][-1]:
+            return word, []        # an unquoted expansion to nothing: no word at all
+        return word, splat
+
+    def _part(self, part: tuple, raw: _Raw, depth: int) -> tuple:
+        """(value or None, why unknown, vars, words) of one expansion part; words: "splat" or [Word]."""
+        kind = part[0]
+        if kind == "special":
+            name = part[1]
+            if name in "@*":
+                return None, f'"${name}": the script\'s own arguments', [], "splat"
+            if name.isdigit():
+                return None, f"${name} is an argument of the script or function", [], None
+            if name == "#":
+                return None, "$# (the number of arguments)", [], None
+            return None, f"${name} is known only when the script runs", [], None
+        if kind == "cmdsub":
+            return None, f"{_short(part[1])} runs a command", [], None
+        if kind == "arith":
+            value = self._arith(part[1])
+            if value is None:
+                return None, f"$(({_short(part[1])})) uses values the script does not set", [], None
+            return str(value), None, [], None
+        if kind == "elem":
+            _, name, index, rest, quoted = part
+            var = self.vars.get(name)
+            if var is None or var.array is None:
+                why = f"{name}[{index}] is not set in the script"
+                return None, why, [], ("splat" if index in ("@", "*") else None)
+            if index in ("@", "*"):
+                if any(not w.known() for w in var.array):
+                    return None, f"{name} has unknown items", [], "splat"
+                return None, None, [(name, "(array)", var.line)], [
+                    Word(w.text, raw.line, raw.col, w.raw, None, False, ((name, w.text, var.line),)) for w in var.array]
+            if index.isdigit() and int(index) < len(var.array):
+                w = var.array[int(index)]
+                return (w.text if w.known() else None), w.unknown, [(name, w.text, var.line)], None
+            return None, f"{name}[{index}] is not a simple index", [], None
+        # a variable
+        _, name, op, arg, quoted = part
+        var = self.vars.get(name)
+        if name in self.vars:
+            value, why = self._visible(name, var)
+        else:
+            value, why = None, f"${name} is not set in the script (it comes from the environment)"
+        if op == "":
+            if var is not None and var.array is not None and value is None and why is None:
+                return None, f"{name} is an array", [], None
+            vs = [(name, value, var.line if var else None, var.note if var else None)] if value is not None else []
+            return value, why, vs, None
+        if op in ("len", "other"):
+            return None, f"${{{name}...}} uses a shell operation meshlint does not evaluate", [], None
+        is_set = name in self.vars
+        usable = is_set and (value is not None or why is None)
+        if op in (":-", ":=", "-", "="):
+            need_default = (not is_set) or (op.startswith(":") and value == "")
+            if not need_default:
+                if value is None and why is not None and var is not None and var.block:
+                    pass
+                return value, why, ([(name, value, var.line)] if value is not None and var else []), None
+            if arg is None:
+                arg = ""
+            if depth >= MAX_NESTING:
+                return None, "defaults nested too deeply", [], None
+            sub = _Lexer(arg)
+            raw_default = sub._word_all()
+            word, _ = self._join(raw_default, raw, assignment=True, depth=depth + 1)
+            if word.unknown is not None:
+                return None, word.unknown, list(word.vars), None
+            if op in (":=", "="):
+                self._assign(name, word.text, None, raw.line)
+            if word.text == "" and not is_set:
+                return None, f"{name} is empty unless the environment sets it", [], None
+            return word.text, None, [(name, word.text, None, "DEFAULT")], None
+        if op in (":+", "+"):
+            if not is_set:
+                return "", None, [], None
+            if not usable:
+                return None, why, [], None
+            if op == ":+" and value == "":
+                return "", None, [], None
+            sub = _Lexer(arg or "")
+            word, _ = self._join(sub._word_all(), raw, assignment=True, depth=depth + 1)
+            return (None if word.unknown else word.text), word.unknown, [], None
+        if op in (":?", "?"):
+            return value, why, [(name, value, var.line)] if value is not None and var else [], None
+        return None, f"${{{name}{op}...}} is not evaluated", [], None
+
+    def _arith(self, expr: str):
+        if len(expr) > MAX_ARITH_CHARS:
+            return None
+        tokens = re.findall(r"\s*(\d+|[A-Za-z_][A-Za-z0-9_]*|\$[A-Za-z_][A-Za-z0-9_]*|\*\*|[-+*/%()])", expr)
+        if "".join(tokens).replace(" ", "") != re.sub(r"\s+", "", expr):
+            return None
+        values = []
+        for t in tokens:
+            t = t.strip()
+            if t[0] == "$":
+                t = t[1:]
+            if t[0].isalpha() or t[0] == "_":
+                var = self.vars.get(t)
+                if var is None:
+                    return None
+                value, _ = self._visible(t, var)
+                if value is None or not value.strip().lstrip("-").isdigit() or len(value) > 18:
+                    return None
+                values.append(value.strip())
+            else:
+                values.append(t)
+        try:
+            return _eval_int(values)
+        except (ValueError, ZeroDivisionError, IndexError, OverflowError):
+            return None
+
+
+def _eval_int(tokens: list) -> int:
+    """Integer arithmetic (+ - * / % ** and parentheses) on at most MAX_ARITH_CHARS tokens; shell
+    division truncates toward zero. Iterative precedence climbing, no recursion beyond the parentheses
+    (bounded by the token count)."""
+    pos = 0
+
+    def atom():
+        nonlocal pos
+        t = tokens[pos]
+        if t == "(":
+            pos += 1
+            v = expr(0)
+            if tokens[pos] != ")":
+                raise ValueError
+            pos += 1
+            return v
+        if t == "-":
+            pos += 1
+            return -atom()
+        if t == "+":
+            pos += 1
+            return atom()
+        pos += 1
+        return int(t)
+
+    prec = {"+": 1, "-": 1, "*": 2, "/": 2, "%": 2, "**": 3}
+
+    def expr(min_prec):
+        nonlocal pos
+        left = atom()
+        while pos < len(tokens) and tokens[pos] in prec and prec[tokens[pos]] >= min_prec:
+            op = tokens[pos]
+            pos += 1
+            right = expr(prec[op] + (0 if op == "**" else 1))
+            if op == "+":
+                left += right
+            elif op == "-":
+                left -= right
+            elif op == "*":
+                left *= right
+            elif op == "/":
+                left = int(left / right) if abs(left) < 1 << 52 else left // right
+            elif op == "%":
+                left = left - right * int(left / right)
+            else:
+                if right < 0 or right > 64:
+                    raise ValueError
+                left **= right
+            if abs(left) > 1 << 62:
+                raise OverflowError
+        return left
+
+    value = expr(0)
+    if pos != len(tokens):
+        raise ValueError
+    return value
+
+
+def _lexer_word_all(self) -> list:
+    """All parts of a text read as the inside of one double-quoted-like word (a default value)."""
+    parts: list = []
+    while self.i < self.n:
+        raw = self._word()
+        if raw is None:
+            # whitespace or an operator character inside a default: keep it literally
+            parts.append(("lit", self.text[self.i - 1], True))
+            continue
+        parts.extend(raw.parts)
+    return parts
+
+
+_Lexer._word_all = _lexer_word_all
+
+
+def _literal(raw: _Raw) -> str | None:
+    if all(p[0] == "lit" for p in raw.parts):
+        return "".join(p[1] for p in raw.parts)
+    return None
+
+
+def _assign_head(raw: _Raw):
+    """(name, append) when the word is NAME=... or NAME+=..., else None."""
+    if not raw.parts or raw.parts[0][0] != "lit" or raw.parts[0][2]:
+        return None
+    m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(\+?)=", raw.parts[0][1])
+    if not m:
+        return None
+    return m.group(1), bool(m.group(2))
+
+
+def _mentions(raws: list, text: str) -> bool:
+    """Cheap filter: a command that could start torchtitan (its words, or variables, say so)."""
+    for r in raws:
+        chunk = text[r.start:r.end]
+        if "torchtitan" in chunk or "run_train" in chunk or "torchrun" in chunk or "$" in chunk or "python" in chunk:
+            return True
+    return False
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,89 @@
+"""Finding the torchtitan that a registry or launch line refers to, without importing it: the directory
+that holds the ``torchtitan`` package (a checkout's root, or site-packages for an installed wheel).
+
+Order: ``--torchtitan-root DIR``; else the working directory (or ``start_dir``) and its parents, the
+first holding ``torchtitan/config/`` and ``torchtitan/models/``; else the installed package, located
+with ``importlib.util.find_spec("torchtitan")``, which for a top-level name only asks the import
+system's finders where it is and executes nothing (checked in tests/test_launch.py), and, should a
+finder fail, the ``sys.path`` entries scanned directly. Which version that code is, is
+meshlint/dialects/versions.py's question.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+MAX_WALK = 64   # parent directories looked at, at most
+
+
+def is_root(path: str) -> bool:
+    """Whether ``path`` holds a torchtitan package with its config and models (a checkout or site-packages)."""
+    try:
+        return (os.path.isdir(os.path.join(path, "torchtitan", "config"))
+                and os.path.isdir(os.path.join(path, "torchtitan", "models")))
+    except (OSError, ValueError):
+        return False
+
+
+def find_root(start_dir: str | None = None, explicit: str | None = None) -> tuple:
+    """(root, how) or (None, why not). ``how`` says which rule found it, for reports."""
+    if explicit:
+        path = os.path.abspath(os.path.expanduser(explicit))
+        if is_root(path):
+            return path, f"--torchtitan-root {explicit}"
+        # the package directory itself given (…/torchtitan): its parent is the root
+        if os.path.basename(path.rstrip(os.sep)) == "torchtitan" and is_root(os.path.dirname(path)):
+            return os.path.dirname(path), f"--torchtitan-root {explicit} (the package's parent)"
+        if not os.path.isdir(path):
+            return None, f"--torchtitan-root {explicit} is not a directory"
+        return None, f"--torchtitan-root {explicit} has no torchtitan/config/ and torchtitan/models/"
+    try:
+        start = os.path.abspath(start_dir or os.getcwd())
+    except OSError:
+        start = None
+    if start is not None:
+        path = start
+        for _ in range(MAX_WALK):
+            if is_root(path):
+                where = "the working directory" if start_dir is None else start
+                return path, f"the torchtitan checkout holding {where}" if path != start else f"the checkout at {path}"
+            parent = os.path.dirname(path)
+            if parent == path:
+                break
+            path = parent
+    installed = _installed()
+    if installed is not None:
+        return installed
+    return None, "no --torchtitan-root, no torchtitan checkout above the working directory, no installed torchtitan"
+
+
+def _installed() -> tuple | None:
+    """The installed package's root, found without importing torchtitan."""
+    import importlib.util
+
+    module = sys.modules.get("torchtitan")
+    locations = list(getattr(getattr(module, "__spec__", None), "submodule_search_locations", None) or []) \
+        if module is not None else []
+    if not locations:
+        try:
+            # a top-level name: no parent package is imported, no code of torchtitan runs
+            spec = importlib.util.find_spec("torchtitan")
+        except (ImportError, ValueError, AttributeError, OSError):
+            spec = None
+        if spec is not None:
+            locations = list(spec.submodule_search_locations or [])
+            if not locations and spec.origin:
+                locations = [os.path.dirname(spec.origin)]
+    for location in locations:
+        root = os.path.dirname(os.path.abspath(location))
+        if is_root(root):
+            return root, f"the installed torchtitan package ({location}), located without importing it"
+    for entry in sys.path:
+        try:
+            root = os.path.abspath(entry or os.getcwd())
+        except OSError:
+            continue
+        if is_root(root):
+            return root, f"torchtitan on sys.path ({root})"
+    return None
