@@ -264,8 +264,8 @@ class Reader:
             total, notes = self.count_params(model)
             if total:
                 facts.values["params"] = total
-                facts.cites["params"] = "counted from the flavor's config tree (Linear, Embedding, norm, conv leaves and " \
-                                        "the nn.Parameters the modules' __init__ create)"
+                facts.cites["params"] = "counted from the flavor's config tree (Linear, Embedding, norm, conv " \
+                                        "leaves and the nn.Parameters the modules' __init__ create)"
                 facts.notes.extend(notes)
         self.spec_facts(spec, mod, reg_node, facts)
         self.parallelize_facts(spec, facts)
@@ -343,7 +343,8 @@ class Reader:
                 sh, mh = facts.values.get("shared_hidden_dim"), facts.values.get("moe_hidden_dim")
                 if isinstance(sh, int) and isinstance(mh, int) and mh and sh % mh == 0:
                     facts.values["shared_experts"] = sh // mh
-                    facts.origins["shared_experts"] = facts.origins["shared_hidden_dim"] | facts.origins["moe_hidden_dim"]
+                    facts.origins["shared_experts"] = \
+                        facts.origins["shared_hidden_dim"] | facts.origins["moe_hidden_dim"]
                     facts.cites["shared_experts"] = "shared expert width / expert width"
                     del facts.values["shared_hidden_dim"]
                 elif isinstance(sh, int):
@@ -407,7 +408,8 @@ class Reader:
         facts.values["attention"] = "gqa" if not linear else "gqa+gated_deltanet"
         if linear:
             facts.put("linear_attention_layers", V(len(linear), union_all([d for _, d in linear])))
-            keys = [self.div(self.path(d, "in_proj_q", "out_features"), self.attr(d, "key_head_dim")) for _, d in linear]
+            keys = [self.div(self.path(d, "in_proj_q", "out_features"), self.attr(d, "key_head_dim"))
+                    for _, d in linear]
             vals = [self.div(self.path(d, "in_proj_v", "out_features"), self.attr(d, "value_head_dim"))
                     for _, d in linear]
             self.same(facts, "linear_key_heads", keys)
@@ -444,7 +446,8 @@ class Reader:
         if isinstance(double.v, P.Lst) and isinstance(single.v, P.Lst):
             facts.put("n_layers", V(len(double.v.items) + len(single.v.items),
                                     self.it.len_origin(double) | self.it.len_origin(single)))
-            facts.cites["n_layers"] = f"{len(double.v.items)} double-stream + {len(single.v.items)} single-stream blocks"
+            facts.cites["n_layers"] = \
+                f"{len(double.v.items)} double-stream + {len(single.v.items)} single-stream blocks"
         facts.lack("vocab_size", "a diffusion model: no vocabulary")
         facts.values["attention"] = "mmdit"
         info = model.v.info

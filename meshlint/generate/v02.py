@@ -1,4 +1,4 @@
-"""Read torchtitan's TOML-era (v0.2.x) model flavors: the ``*ModelArgs`` dicts and the sizes the models derive from them.
+"""Read torchtitan's TOML-era (v0.2.x) model flavors: the ``*ModelArgs`` dicts and the sizes the models derive.
 
 In v0.2.x a model package's ``get_train_spec()`` returns a ``TrainSpec`` naming the
 flavor dict (``model_args``), the model class and the pipelining function. A
@@ -278,7 +278,8 @@ class V02Reader:
                 sh, mh = facts.values.get("shared_hidden_dim"), facts.values.get("moe_hidden_dim")
                 if isinstance(sh, int) and isinstance(mh, int) and mh and sh % mh == 0:
                     facts.values["shared_experts"] = sh // mh
-                    facts.origins["shared_experts"] = facts.origins["shared_hidden_dim"] | facts.origins["moe_hidden_dim"]
+                    facts.origins["shared_experts"] = \
+                        facts.origins["shared_hidden_dim"] | facts.origins["moe_hidden_dim"]
                     facts.cites["shared_experts"] = "shared expert width / expert width"
                     del facts.values["shared_hidden_dim"]
         total, notes = self.count(model)
@@ -303,7 +304,8 @@ class V02Reader:
         if isinstance(double.v, P.Lst) and isinstance(single.v, P.Lst):
             facts.put("n_layers", V(len(double.v.items) + len(single.v.items),
                                     self.it.len_origin(double) | self.it.len_origin(single)))
-            facts.cites["n_layers"] = f"{len(double.v.items)} double-stream + {len(single.v.items)} single-stream blocks"
+            facts.cites["n_layers"] = \
+                f"{len(double.v.items)} double-stream + {len(single.v.items)} single-stream blocks"
         facts.lack("vocab_size", "a diffusion model: no vocabulary")
         facts.values["attention"] = "mmdit"
         info = model.v.info
@@ -383,8 +385,8 @@ class V02Reader:
             return 0
 
         total = walk(model)
-        notes = [f"params: {n} module(s) of a size not known statically are not counted ({', '.join(sorted(set(unknown)))})"] \
-            if unknown else []
+        notes = [f"params: {len(unknown)} module(s) of a size not known statically are not counted "
+                 f"({', '.join(sorted(set(unknown)))})"] if unknown else []
         return total, notes
 
 
