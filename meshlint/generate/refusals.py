@@ -350,6 +350,11 @@ HAND = [
     Rule("runtime", "the checkpoint being resumed (owner, freeze metadata)", "kempnerforge/checkpoint/*.py", versions=KF),
     Rule("runtime", "pack_sequences: the tokenizer's eos token (from the tokenizer files)", "kempnerforge/data/dataset.py",
          text=r"eos_token_id", versions=KF),
+    Rule("internal", "validated at load by the [video] / [vlm] sections' __post_init__ before these run",
+         "kempnerforge/data/*.py", text=r"split must be one of|max_text_len must be positive|fps must be positive|"
+                                       r"min_frames", versions=KF),
+    Rule("internal", "the mixture is built only from a non-empty data.datasets", "kempnerforge/data/dataset.py",
+         func=r"MixtureDataset\.__init__", versions=KF),
     Rule("runtime", "the dataset on disk or on the hub", "kempnerforge/data/*.py", versions=KF),
     Rule("internal", "model internals (modalities and activations are validated at load)", "kempnerforge/model/*.py",
          versions=KF),
@@ -530,8 +535,21 @@ HAND = [
     Rule("runtime", "HF checkpoint conversion (files)", "torchtitan/models/utils.py", func=r"StateDictAdapter", versions=TT),
     Rule("runtime", "the dataset name must be a registered dataset; its rows come from disk or the hub",
          "torchtitan/hf_datasets/*", text=r"not supported\. Supported datasets", versions=V02),
-    Rule("open", "training.dataset must be a dataset torchtitan registers (c4, c4_test, ...)",
-         "torchtitan/*datasets*", text=r"is not supported\. Supported datasets", versions=V02),
+    Rule("open", "the dataset name must be one torchtitan registers (c4, c4_test, ...)",
+         "torchtitan/*datasets*", text=r"is not supported\. Supported datasets", versions=TT),
+    Rule("open", "a dataset mix needs at least one dataset, every weight finite and positive",
+         "torchtitan/components/data/dataset.py", text=r"positive-weight datasets", versions=MAIN),
+    Rule("open", "packing: num_packing_bins > 0 (a data config's __post_init__ the schema walk does not reach)",
+         "torchtitan/*", text=r"num_packing_bins must be positive", versions=REG),
+    Rule("open", "a Hugging Face source field given both directly and in kwargs", "torchtitan/components/data/sources.py",
+         text=r"repeated in kwargs", versions=MAIN),
+    Rule("open", "interleaved datasets: one weight per dataset, non-negative with a positive sum; stopping_strategy "
+                 "'on_first_exhausted' or 'all_exhausted' (and all_exhausted needs re-looping sources)",
+         "torchtitan/hf_datasets/interleaved.py", text=r"dataset must be provided|must equal len\(weights\)|"
+                                                      r"non-negative|Sum of weights|stopping_strategy", versions=V030),
+    Rule("internal", "dataset objects the framework builds", "torchtitan/hf_datasets/interleaved.py", versions=V030),
+    Rule("open", "multimodal patch_order must be 'block' or 'raster', and 'block' for MRoPE models",
+         "torchtitan/hf_datasets/multimodal/*", text=r"patch_order", versions=REG),
     Rule("open", "flux does not support gradient accumulation (global batch > local x batch degree)",
          "torchtitan/models/flux/train.py", text=r"gradient accumulation", versions=V02),
     Rule("runtime", "flux: the autoencoder checkpoint file", "torchtitan/models/flux/model/autoencoder.py", versions=TT),
@@ -910,7 +928,9 @@ def render(inv: dict) -> str:
         "",
         "Out of scope: raises inside torch, tyro and other libraries (e.g. torch's `Unknown schedule name`), "
         "experiments/ trainers, inference scripts, and code that only runs after the first step (checkpoint saves "
-        "at intervals, metrics).",
+        "at intervals, metrics). Model-construction checks on values of a model flavor (heads, RoPE dims, router "
+        "groups) are counted as not reachable: a config names a flavor from the framework's table; a registry "
+        "function that edits the model's own config is beyond what meshlint reads.",
         "",
         "## Coverage",
         "",

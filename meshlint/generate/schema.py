@@ -440,10 +440,8 @@ class Reader:
         if self.is_dataclass(cls):
             for node in cls.node.body:
                 if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                    if node.target.id in out:
-                        out[node.target.id] = (node, cls)  # redefined: keeps its place, takes the new type/default
-                    else:
-                        out[node.target.id] = (node, cls)
+                    # a redefined field keeps its place and takes the new type and default (dict order does that)
+                    out[node.target.id] = (node, cls)
         return out
 
     def class_entry(self, cls: ClassInfo) -> dict:
@@ -539,7 +537,6 @@ class Reader:
         return out
 
     def _scan(self, owner: ClassInfo, fn, body: list, conds: list, local: dict, out: dict) -> None:
-        rel = owner.module.rel
         for stmt in body:
             if isinstance(stmt, ast.If):
                 raises = _raise_in(stmt.body)
@@ -561,7 +558,6 @@ class Reader:
                 inner = stmt.body + getattr(stmt, "orelse", []) + [s for h in getattr(stmt, "handlers", []) for s in h.body]
                 extra = [f"for {ast.unparse(stmt.target)} in {ast.unparse(stmt.iter)}"] if isinstance(stmt, ast.For) else []
                 self._scan(owner, fn, inner, conds + extra, local, out)
-        del rel
 
     def _record(self, owner, test, conds, site, out, assert_=False, local=None) -> None:
         where = f"{owner.module.rel}:{site.lineno}"
