@@ -186,12 +186,13 @@ class Reader:
         for modname in self.registries():
             try:
                 mod = self.it.module(modname)
-            except (P.EvalError, SyntaxError, RecursionError) as exc:
+                reg_val = mod.globals.get("model_registry")
+                reg_node = next(n for n in mod.tree.body
+                                if isinstance(n, ast.FunctionDef) and n.name == "model_registry")
+                table_name, table, table_line = self.flavor_table(mod, reg_node)
+            except (P.EvalError, RecursionError) as exc:
                 unreadable.append({"module": modname, "reason": str(exc)})
                 continue
-            reg_val = mod.globals.get("model_registry")
-            reg_node = next(n for n in mod.tree.body if isinstance(n, ast.FunctionDef) and n.name == "model_registry")
-            table_name, table, table_line = self.flavor_table(mod, reg_node)
             key = modname.split(".", 2)[2] if modname.startswith("torchtitan.models.") else None
             if table is None:
                 unreadable.append({"module": modname, "reason": f"{mod.rel}:{reg_node.lineno}: model_registry does "
@@ -205,6 +206,9 @@ class Reader:
                     spec = self.call_registry(mod, reg_val, flavor)
                 except (P.EvalError, RecursionError) as exc:
                     model["unreadable"].append((flavor, str(exc)))
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a construct the interpreter mishandles: say so, go on
+                    model["unreadable"].append((flavor, f"the generator failed here ({type(exc).__name__}: {exc})"))
                     continue
                 if not isinstance(spec.v, P.Obj):
                     model["unreadable"].append((flavor, f"model_registry({flavor!r}) did not give a ModelSpec"))

@@ -306,8 +306,13 @@ class Interp:
             mod.state = "done"
             return mod
         mod.state = "loading"
-        with open(path, encoding="utf-8") as f:
-            mod.tree = ast.parse(f.read(), filename=path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                mod.tree = ast.parse(f.read(), filename=path)
+        except (OSError, SyntaxError, ValueError) as exc:
+            mod.state = "done"
+            mod.tree = ast.Module(body=[], type_ignores=[])
+            raise EvalError(f"cannot read {rel}: {exc}") from None
         frame = Frame(mod, mod.globals, None, is_module=True)
         mod.globals["__name__"] = V(name)
         self._exec_module_body(mod.tree.body, frame)

@@ -138,11 +138,11 @@ class V02Reader:
     def read_all(self) -> dict:
         models, unreadable = {}, []
         for modname in self.packages():
-            mod = self.it.module(modname)
-            node = next(n for n in mod.tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_train_spec")
             try:
+                mod = self.it.module(modname)
+                node = next(n for n in mod.tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_train_spec")
                 spec = self.it.call(mod.globals["get_train_spec"], [], {}, self._dummy, P.Frame(mod, {}, None))
-            except P.EvalError as exc:
+            except (P.EvalError, RecursionError) as exc:
                 unreadable.append({"module": modname, "reason": str(exc)})
                 continue
             flavors = self.attr(spec, "model_args")
@@ -163,6 +163,9 @@ class V02Reader:
                     built = self.it.call(model_cls, [args], {}, self._dummy, P.Frame(mod, {}, None))
                 except (P.EvalError, RecursionError) as exc:
                     model["unreadable"].append((flavor, str(exc)))
+                    continue
+                except Exception as exc:  # noqa: BLE001 - a construct the interpreter mishandles: say so, go on
+                    model["unreadable"].append((flavor, f"the generator failed here ({type(exc).__name__}: {exc})"))
                     continue
                 finally:
                     self.it.module_mode = False
