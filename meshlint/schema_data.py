@@ -135,13 +135,20 @@ class Schema:
 
     # ------------------------------------------------------------------------- the check
 
-    def check(self, data: dict, origin: str = "file") -> list:
-        """Every key of ``data`` the framework would refuse, or read differently from what it says."""
+    def check(self, data: dict, origin: str = "file", custom_module: str | None = None) -> list:
+        """Every key of ``data`` the framework would refuse, or read differently from what it says.
+
+        ``custom_module``: torchtitan v0.2's ``--job.custom_config_module`` from the launch line (the file's own
+        ``job.custom_config_module`` is read from ``data``): it extends JobConfig, so unknown keys become warnings.
+        """
         if origin not in ("file", "cli"):
             raise ValueError(f"origin must be 'file' or 'cli', not {origin!r}")
         problems: list = []
         if isinstance(data, dict):
-            self._walk(_Context(self, origin, data), "", "", data, problems)
+            ctx = _Context(self, origin, data)
+            if custom_module:
+                ctx.custom_module = custom_module
+            self._walk(ctx, "", "", data, problems)
         return problems
 
     def _walk(self, ctx, pattern: str, where: str, table: dict, problems: list) -> None:
@@ -306,7 +313,8 @@ class Schema:
                     f"an unexpected keyword argument {text!r} (or AttributeError when it is assigned)")
         else:
             does = (f"torchtitan refuses the whole config: ValueError: Invalid field names in <class "
-                    f"'{self._qn(pattern, class_name)}'> data: {{{text!r}}}")
+                    f"'{self._qn(pattern, class_name)}'> data: {{{text!r}}} (unless --job.custom_config_module on the "
+                    "command line extends JobConfig with it)")
         if ctx.custom_module and self.era == "toml" and self.framework == "torchtitan":
             level, refused = "warning", False
             does = (f"torchtitan refuses it unless the custom JobConfig in {ctx.custom_module} "
