@@ -154,8 +154,11 @@ def analyse_source(source, options, launch=None):
     module = versions.module("torchtitan", version)
     spec = module.read(source)
     spec.framework["decided_by"] = decided_by
-    table = options.models if options.models is not None else None
-    module.attach_model(spec, table if table is not None else models.builtin_for(version))
+    table = models.builtin_for(version)
+    if options.models is not None:  # the v0.2.x table plus the user's entries: lay only the user's over this version's
+        v02 = models.builtin()
+        table = {**table, **{k: e for k, e in options.models.items() if v02.get(k) is not e}}
+    module.attach_model(spec, table)
     hints = tuple(getattr(launch, "hints", ()) or ()) if launch is not None else ()
     topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, hints)
     topo.gpu_memory_gib = options.gpu_memory_gib
