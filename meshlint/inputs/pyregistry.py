@@ -27,9 +27,9 @@ from meshlint.inputs.pysource import PySource, Unknown
 MAX_BYTES = 16 * 1024 * 1024        # same file-size limit as TOML sources
 MAX_INT = 10 ** 18                  # larger integers are not a training config; they become Unknown
 MAX_SEQ = 100_000                   # longest string / list built by arithmetic
-MAX_STEPS = 100_000                 # statements + expressions evaluated per config function
-BUDGET_BASE = 400_000               # ... and per file: time stays linear in the file's size
-BUDGET_PER_BYTE = 20
+MAX_STEPS = 20_000                  # statements + expressions evaluated per config function (HEAD: <500)
+BUDGET_BASE = 50_000                # ... and per file: time stays linear in the file's size
+BUDGET_PER_BYTE = 4                 # (HEAD's registries use at most 0.5 step per byte)
 MAX_CALL_DEPTH = 16                 # helper / derivation nesting
 MAX_UNROLL = 256                    # iterations of a loop over a known sequence
 MAX_VALUE_DEPTH = 40                # nesting of values copied or flattened
@@ -2646,6 +2646,11 @@ def _read_functions(rf: RegistryFile, path: str, text: str, tree: ast.Module, ro
             decisions[fdef.name] = _classify(probe, mod, fdef)
         except Exception as exc:
             decisions[fdef.name] = ("maybe", f"{type(exc).__name__}")
+    # an unannotated function is evaluated only when something in it looks like a config: a big
+    # module of ordinary functions (tests, utilities) is not run through the interpreter
+    for fdef in defs:
+        if decisions[fdef.name][0] == "maybe" and not _config_like(fdef, mod, decisions):
+            decisions[fdef.name] = ("skip", "no return annotation and nothing config-like in its body")
     # evaluate callees first; each result is also the derivation snapshot other functions copy,
     # so a chain written in any order costs one evaluation per function
     results: dict = {}
@@ -2688,6 +2693,20 @@ def _read_functions(rf: RegistryFile, path: str, text: str, tree: ast.Module, ro
             rf.functions[fdef.name] = PySource(file=path, function=fdef.name, text=text, data={},
                                                unknown=unknown, positions={}, comments=[], def_line=line,
                                                def_col=col)
+
+
+def _config_like(fdef, mod: Module, decisions: dict) -> bool:
+    text = mod.line_slice(fdef.lineno, fdef.end_lineno or fdef.lineno)
+    if "config" in text.lower():
+        return True
+    bindings = mod.bindings()
+    for name in set(_CALLED.findall(text)):
+        if decisions.get(name, ("",))[0] == "config":
+            return True
+        binding = bindings.get(name)
+        if binding is not None and binding[0] == "from" and "config" in (binding[1].module or "").lower():
+            return True
+    return False
 
 
 def _snapshot(interp: Interp, value, mod: Module):
