@@ -94,6 +94,26 @@ def test_positions_point_at_the_keyword_the_flavor_and_the_def(tiny):
     assert src.unknown_of("parallelism.pipeline_parallel_degree") is None   # defaulted, not unknown
 
 
+def test_pysource_duck_types_source_and_follows_later_edits(tiny):
+    import copy
+
+    from meshlint.source import Source
+
+    src = read_registry(str(TINY)).functions["tiny_tp4"]
+    for attr in ("path", "text", "data", "name", "comments"):
+        assert hasattr(src, attr)
+    for method in ("locate", "has_key"):
+        assert callable(getattr(src, method)) and callable(getattr(Source, method))
+    # a launch override replaces data after reading: lookups see the new data
+    assert not src.has_key("parallelism.context_parallel_degree")
+    src.data = copy.deepcopy(src.data)
+    src.data["parallelism"]["context_parallel_degree"] = 2
+    assert src.has_key("parallelism.context_parallel_degree")
+    src.unknown = {"parallelism.expert_parallel_degree": Unknown("set by $EP", 1, 1, "run.sh")}
+    assert src.unknown_of("parallelism.expert_parallel_degree").file == "run.sh"
+    assert src.unknown_of("parallelism.context_parallel_degree") is None
+
+
 def test_derivation_copies_values_and_points_at_the_call(tiny):
     src = tiny.functions["tiny_tp4"]
     assert src.data["parallelism"]["tensor_parallel_degree"] == 4

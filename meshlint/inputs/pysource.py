@@ -12,6 +12,9 @@ import os
 from typing import NamedTuple
 
 
+_MISSING = object()
+
+
 class Unknown(NamedTuple):
     """A value (or a whole subtree) the static reader could not follow, and where."""
 
@@ -62,48 +65,41 @@ class PySource:
         self.model_module = model_module  # dotted package model_registry came from
         self.outer = outer                # RL: the controller-level values around the trainer
         self.derived_from = derived_from or []  # ("file::function", line) of derivations, in order
-        self._kinds = None
 
     def __repr__(self) -> str:
         return f"PySource({self.path!r}, unknown={sorted(self.unknown)!r})"
 
-    # -- lookups -----------------------------------------------------------
-    def _node_kinds(self) -> dict:
-        """dotted path -> "node" (a sub-config dict) or "leaf" (a value), for every set path."""
-        if self._kinds is None:
-            kinds: dict = {}
-            stack = [("", self.data)]
-            while stack:
-                prefix, node = stack.pop()
-                for key, value in node.items():
-                    path = f"{prefix}.{key}" if prefix else str(key)
-                    if isinstance(value, dict):
-                        kinds[path] = "node"
-                        stack.append((path, value))
-                    else:
-                        kinds[path] = "leaf"
-            self._kinds = kinds
-        return self._kinds
+    # -- lookups (walk ``data`` each time: launch overrides replace it after reading) --------
+    def _lookup(self, parts: tuple):
+        node = self.data
+        for part in parts:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and isinstance(part, int) and -len(node) <= part < len(node):
+                node = node[part]
+            else:
+                return _MISSING
+        return node
 
     def has_key(self, key: str) -> bool:
         """Set explicitly, by this function or by what it derives from."""
         if not key:
             return bool(self.data)
-        return _dotted(_split(key)) in self._node_kinds()
+        return self._lookup(_split(key)) is not _MISSING
 
     def unknown_of(self, key: str) -> Unknown | None:
-        """The Unknown covering dotted path ``key``, or None when it is known or defaulted."""
+        """The Unknown covering dotted path ``key``, or None when it is known or defaulted.
+
+        Walking up from ``key``: an Unknown recorded there covers it; a value set there
+        (a leaf, or a sub-config built in full, whose unset fields are defaulted) means known.
+        """
         parts = _split(key) if key else ()
-        kinds = self._node_kinds()
         for cut in range(len(parts), -1, -1):
             path = _dotted(parts[:cut])
             if path in self.unknown:
                 return self.unknown[path]
-            kind = kinds.get(path)
-            if kind == "leaf":
-                return None          # a value set explicitly (a list element below it is not a key)
-            if kind == "node":
-                return None          # a sub-config built in full: what it does not set is defaulted
+            if cut and self._lookup(parts[:cut]) is not _MISSING:
+                return None
         return None
 
     def locate(self, key) -> tuple[int, int]:
