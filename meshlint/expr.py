@@ -550,17 +550,22 @@ def check_lets(lets: dict) -> None:
     would fail at every evaluation is refused when it is loaded.
     """
     uses = {name: e.free_names() & set(lets) for name, e in lets.items()}
-    longest: dict[str, int] = {}
+    longest: dict[str, int] = {}  # name -> length of the longest chain it starts
+
+    def too_deep(names: tuple) -> ExprError:
+        shown = names if len(names) <= 6 else names[:3] + ("...",) + names[-2:]
+        return ExprError(f"'let' bindings chained more than {MAX_LET_DEPTH} deep ({' -> '.join(shown)})")
 
     def chain(name: str, path: tuple) -> int:
         if name in path:
             cycle = " -> ".join(path[path.index(name):] + (name,))
             raise ExprError(f"'let' binding {name!r} refers to itself ({cycle})")
         if name not in longest:
-            if len(path) >= MAX_LET_DEPTH:
-                raise ExprError(f"'let' bindings chained more than {MAX_LET_DEPTH} deep ("
-                                + " -> ".join(path[:4] + ("...",) + path[-2:] + (name,)) + ")")
+            if len(path) >= MAX_LET_DEPTH:  # also bounds this function's own recursion
+                raise too_deep(path + (name,))
             longest[name] = 1 + max((chain(n, path + (name,)) for n in sorted(uses[name])), default=0)
+        if len(path) + longest[name] > MAX_LET_DEPTH:
+            raise too_deep(path + (name, "..."))
         return longest[name]
 
     for name in lets:
