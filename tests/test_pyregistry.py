@@ -270,6 +270,9 @@ def test_a_registry_outside_the_checkout_finds_it_on_the_search_path(tmp_path):
     assert found.data["parallelism"]["tensor_parallel_degree"] == 4
     assert found.data["parallelism"]["pipeline_parallel_degree"] == 2
     assert "tiny_tp4()" in user.read_text().splitlines()[found.locate("parallelism.tensor_parallel_degree")[0] - 1]
+    # --torchtitan-root given as root for a file outside it: searched after the file's own package
+    rooted = read_registry(str(user), root=str(FIX))
+    assert rooted.functions["mine"].unknown == {} and rooted.root == str(tmp_path)
 
 
 def test_conditions_on_unknowns_make_what_they_set_unknown(tmp_path):

@@ -2621,11 +2621,16 @@ def read_registry(path: str, text: str | None = None, root: str | None = None,
 
 def _read_functions(rf: RegistryFile, path: str, text: str, tree: ast.Module, root: str | None,
                     search_path=None) -> None:
+    apath = os.path.abspath(path)
+    if root and not (apath + os.sep).startswith(os.path.abspath(root).rstrip(os.sep) + os.sep):
+        # a checkout that does not hold the file (--torchtitan-root for a user's own registry):
+        # the file's own package is its root, the checkout is searched after it
+        search_path = [root] + list(search_path or [])
+        root = None
     root = os.path.abspath(root) if root else infer_root(path)
     rf.root = root
     reader = Reader(root, search_path)
     reader.budget = BUDGET_BASE + BUDGET_PER_BYTE * len(text)
-    apath = os.path.abspath(path)
     dotted, is_pkg = _dotted_of(apath, root)
     mod = Module(apath, reader.checkout.rel(apath), dotted, is_pkg, text, tree)
     if dotted:
