@@ -383,7 +383,8 @@ def test_component_options_take_the_type_of_the_configs_value():
     found = overrides("--lr_scheduler.warmup_steps", "5", "--optimizer.param_groups.0.optimizer_kwargs.betas",
                       "0.9", "0.99", "--checkpoint.enable", "--metrics.no-enable-tensorboard",
                       "--validator.freq=100")
-    assert [o.typed for o in found] == [False] * 5
+    # fields main's components have are typed (COMPONENT_FIELDS); the others by the config's value
+    assert [o.typed for o in found] == [True, False, True, True, True]
     src = source({"lr_scheduler": {"warmup_steps": 2}, "optimizer": {"param_groups": [
         {"optimizer_kwargs": {"betas": [0.9, 0.95], "lr": 8e-4}}]}, "metrics": {"enable_tensorboard": True}})
     apply_overrides(src, found)
@@ -391,15 +392,19 @@ def test_component_options_take_the_type_of_the_configs_value():
     assert src.data["optimizer"]["param_groups"][0]["optimizer_kwargs"]["betas"] == [0.9, 0.99]
     assert src.data["checkpoint"]["enable"] is True
     assert src.data["metrics"]["enable_tensorboard"] is False
-    assert src.data["validator"]["freq"] == "100"           # type unknown here: the raw text
+    assert src.data["validator"]["freq"] == 100
+    [raw] = overrides("--validator.save_img_count", "3")                  # flux's validator: not in the table
+    assert (raw.value, raw.typed) == ("3", False)
+    with pytest.raises(InputError, match="Unrecognized options: True"):
+        overrides("--checkpoint.enable", "True")                          # tyro refuses it the same way
     assert src.locate("optimizer.param_groups[0].optimizer_kwargs.betas") == found[1].position[1:]
 
 
 def test_component_value_of_the_wrong_type_is_unknown_not_guessed():
-    src = source({"lr_scheduler": {"warmup_steps": 2}})
-    apply_overrides(src, overrides("--lr_scheduler.warmup_steps", "soon"))
-    assert "lr_scheduler.warmup_steps" not in str(src.data)
-    assert src.unknown_of("lr_scheduler.warmup_steps") is not None
+    src = source({"validator": {"save_img_count": 2}})
+    apply_overrides(src, overrides("--validator.save_img_count", "soon"))
+    assert "save_img_count" not in str(src.data)
+    assert src.unknown_of("validator.save_img_count") is not None
 
 
 def test_unknown_section_is_refused_for_a_plain_trainer_config_only():
@@ -569,6 +574,8 @@ def test_module_and_config_as_torchtitan_takes_them():
 
 
 def test_not_a_launch():
+    with pytest.raises(InputError, match="does not start torchtitan.train"):
+        parse_launch_args(["torchrun", "-m", "other.train", "--module", "m", "--config", "c"])
     assert launches_in_text("python train.py --module llama3 --config x\ntorchrun -m other.train\n") == []
     assert launches_in_text("echo torchtitan.train --module x --config y\n") == []
 
@@ -658,6 +665,27 @@ srun python -m torchtitan.train --module llama3 --config llama3_8b "${ARGS[@]}" 
     assert got[4][0] == "parallelism.pipeline_parallel_degree" and "if/loop block" in got[4][1].reason
     srun_hint = launch.hints[0]                 # srun starts the trainer: its tasks are the ranks
     assert (srun_hint.world_size, srun_hint.gpus_per_node, srun_hint.nodes) == (16, 8, 2)
+    assert launch.facts["#SBATCH --nodes"] == "2" and launch.facts["#SBATCH --gres"] == "gpu:h100:8"
+
+
+def test_srun_options_over_the_allocation():
+    text = ("#SBATCH --nodes=4\n#SBATCH --gpus-per-node=8\n"
+            "srun --ntasks-per-node=8 python -m torchtitan.train --module m --config c\n"
+            "srun -N1 -n2 python -m torchtitan.train --module m --config c\n")
+    a, b = launches_in_text(text, file="job.sbatch")
+    assert (a.hints[0].world_size, a.hints[0].gpus_per_node, a.hints[0].nodes) == (32, 8, 4)
+    assert "in the allocation of --nodes=4" in a.hints[0].source
+    assert (b.hints[0].world_size, b.hints[0].nodes) == (2, 1)
+    assert (b.hints[1].world_size, b.hints[1].gpus_per_node) == (None, 8)     # the allocation: shape only
+
+
+def test_runners_read_and_source():
+    text = ("source ~/env.sh\nread TP\n"
+            "uv run --python 3.11 torchrun -m torchtitan.train --module m --config c --parallelism.tensor_parallel_degree $TP\n"
+            "conda run -n tt python -m torchtitan.train --module m --config d\n")
+    a, b = launches_in_text(text, file="x.sh")
+    assert not a.overrides[0].known and "read from input" in a.overrides[0].value.reason
+    assert any("source ~/env.sh" in n for n in a.notes) and b.config == "d"
 
 
 def test_sbatch_directives_after_the_first_command_are_ignored():
@@ -800,8 +828,8 @@ def test_saved_config_is_checked_end_to_end(tmp_path):
     reports = check_all(str(LAUNCH / "job_config.json"), Options(rules=load_rules(), torchtitan_version=MAIN))
     [report] = reports
     assert report.status == "checked", report.error
-    assert report.resolution.degrees["tp"] == 2 and report.resolution.degrees["dp_shard"] == 4 or \
-        report.resolution.degrees["dp_shard"] in (-1, None)
+    assert (report.resolution.degrees["tp"], report.resolution.degrees["dp_shard"]) == (2, 4)
+    assert report.spec.framework["version"] == MAIN
 
 
 @pytest.mark.parametrize("text, code", [

@@ -100,6 +100,31 @@ SCHEMAS = {
         {"spmd_backend": "lit:partial_dtensor,full_dtensor,spmd_types", "pipeline_parallel_microbatch_size": "int"}),
 }
 STRICT_SECTIONS = tuple(_COMMON)
+
+# Fields of the component configs main's registries use (read off ``--help`` of llama3, deepseek_v3,
+# qwen3 and flux debug configs at b5bcd76c6): they type an override and tell a flag from an option,
+# but a section's other fields are not refused, since a config function may pick another class.
+COMPONENT_FIELDS = {
+    "checkpoint": {
+        "async_mode": "lit:disabled,async,async_with_pinned_mem", "create_seed_checkpoint": "bool", "enable": "bool",
+        "enable_first_step_checkpoint": "bool", "exclude_from_loading": "list[str]",
+        "export_dtype": "lit:float16,bfloat16,float32", "folder": "str", "initial_load_in_hf": "bool",
+        "initial_load_in_hf_quantized": "bool", "initial_load_model_only": "bool", "initial_load_path": "str?",
+        "interval": "int", "keep_latest_k": "int", "last_save_in_hf": "bool", "last_save_model_only": "bool",
+        "load_only": "bool", "load_step": "int"},
+    "lr_scheduler": {"decay_ratio": "float?", "decay_type": "lit:linear,sqrt,cosine", "min_lr_factor": "float",
+                     "total_steps": "int?", "warmup_steps": "int"},
+    "metrics": {"disable_color_printing": "bool", "enable_tensorboard": "bool", "enable_wandb": "bool",
+                "log_freq": "int", "save_for_all_ranks": "bool", "save_tb_folder": "str"},
+    "profiler": {"enable_memory_snapshot": "bool", "enable_profiling": "bool", "memory_snapshot_freq": "int?",
+                 "memory_snapshot_max_entries": "int", "profile_freq": "int", "profiler_active": "int",
+                 "profiler_repeat": "int?", "profiler_skip_first": "int?", "profiler_skip_first_wait": "int?",
+                 "profiler_warmup": "int", "save_memory_snapshot_folder": "str", "save_traces_folder": "str"},
+    "validator": {"enable": "bool", "freq": "int", "steps": "int"},
+    "dataloader": {"seed": "int"},
+    "loss": {"num_chunks": "int"},
+    "optimizer": {"implementation": "lit:for-loop,foreach,fused,fused_opt_states_bf16"},
+}
 # What main renamed since 0.3.0 (DIALECTS.md, "Renamed keys"), for a helpful refusal.
 RENAMED = {"training.local_batch_size": "training.num_tokens_per_microbatch_per_dp_rank",
            "training.global_batch_size": "training.num_tokens_per_train_step",
@@ -250,6 +275,11 @@ def parse_launch_args(argv: list, version: str | None = None) -> Launch:
         col += len(shlex.quote(arg)) + 1
     origin = _Origin(None, True)
     launch = launch_from_words(words, origin, version=version)
+    if launch is None and words and not words[0].text.startswith("-"):
+        raise InputError("ML006", f"{argv[0]!r} ... does not start torchtitan.train: a launch is torchrun/python -m "
+                                  "torchtitan.train, run_train.sh, or torchtitan's own --module M --config F ...",
+                         1, 1, help="e.g. torchrun --nproc_per_node 8 -m torchtitan.train --module llama3 --config "
+                                    "llama3_8b")
     if launch is None:
         # meshlint's own form: torchtitan's arguments directly
         launch = _trainer_launch(words, origin, "cli", env={}, version=version, first=words[0] if words else None)
@@ -320,6 +350,13 @@ def launch_from_words(words: list, origin: _Origin, env: dict | None = None, sba
                 i += 1  # time -p, nice -n 5 ...: options of the wrapper (their values are skipped next)
                 if base in ("nice", "numactl", "taskset", "stdbuf") and i < n and not words[i].text.startswith("-"):
                     i += 1
+            continue
+        if base in ("uv", "poetry", "pixi", "conda", "micromamba") and i + 1 < n and words[i + 1].text == "run":
+            i += 2   # uv run / conda run -n ENV ...: the command after the runner's options
+            while i < n and words[i].text.startswith("-"):
+                takes = words[i].text in ("-n", "--name", "-p", "--prefix", "--python", "--with", "--project",
+                                          "--env", "-e", "--directory", "--group", "--extra")
+                i += 2 if takes else 1
             continue
         if base == "env":
             i += 1
@@ -444,8 +481,8 @@ def _torchrun_launch(words, i, origin, env, srun, srun_word, sbatch, version, la
     if srun_word is not None:
         launch.launcher = "srun torchrun"
     hint = _torchrun_hint(opts, env, cmd, origin, launch.notes)
-    launch.hints = [h for h in (hint, *_slurm_hints(srun, srun_word, sbatch, origin, direct=False, notes=launch.notes))
-                    if h is not None]
+    launch.hints = [h for h in (hint, *_slurm_hints(srun, srun_word, sbatch, origin, direct=False, notes=launch.notes,
+                                                    facts=facts)) if h is not None]
     return launch
 
 
@@ -588,16 +625,24 @@ def _gpu_count(text: str) -> int | None:
 
 
 def _slurm_hints(srun: dict | None, srun_word: Word | None, sbatch: dict | None, origin: _Origin, direct: bool,
-                 notes: list) -> list:
+                 notes: list, facts: dict | None = None) -> list:
     """Hints from srun's options on the launch line and the script's #SBATCH lines.
 
     Under torchrun (``direct=False``) they give the node shape only: torchrun decides the world.
-    When srun starts the trainer itself, the world is srun's task count."""
+    When srun starts the trainer itself, its tasks are the ranks: srun's options over the
+    allocation's (#SBATCH) give the task count."""
     out = []
-    for opts, where in ((srun, f"srun ({_where(srun_word, origin)})" if srun_word is not None else ""),
-                        ((sbatch or {}).get("options"), (sbatch or {}).get("where", "#SBATCH"))):
-        if not opts:
-            continue
+    sb = (sbatch or {}).get("options") or {}
+    if facts is not None:
+        facts.update({f"srun --{k}": (w.text if w.known() else None) for k, w in (srun or {}).items()})
+        facts.update({f"#SBATCH --{k}": (w.text if w.known() else None) for k, w in sb.items()})
+    sources = []
+    keys = ("nodes", "ntasks", "ntasks-per-node", "gpus-per-node", "gres", "gpus-per-task")
+    if srun_word is not None and (direct or any(k in (srun or {}) for k in keys)):
+        sources.append(({**sb, **(srun or {})}, f"srun ({_where(srun_word, origin)})", srun or {}))
+    if sb:
+        sources.append((sb, (sbatch or {}).get("where", "#SBATCH"), sb))
+    for opts, where, shown_opts in sources:
         nodes = _range_int(opts.get("nodes"), "--nodes", notes)
         ntasks = _range_int(opts.get("ntasks"), "--ntasks", notes)
         per_node = _range_int(opts.get("ntasks-per-node"), "--ntasks-per-node", notes)
@@ -613,18 +658,21 @@ def _slurm_hints(srun: dict | None, srun_word: Word | None, sbatch: dict | None,
             tasks_per_node = per_node or (ntasks // nodes if ntasks and nodes and ntasks % nodes == 0 else None)
             if per_task and tasks_per_node:
                 gpn = per_task * tasks_per_node
-        if gpn is None and direct and per_node:
-            gpn = per_node
         world = None
-        if direct:
+        if direct and opts is not sb:
             world = ntasks or (nodes * per_node if nodes and per_node else None)
-        shown = " ".join(f"--{k}={w.text if w.known() else _shown(w)}" for k, w in opts.items()
-                         if k in ("nodes", "ntasks", "ntasks-per-node", "gpus-per-node", "gres", "gpus-per-task"))
+            if per_node:
+                gpn = per_node          # ranks per node: what placement needs
         if world is None and gpn is None and nodes is None:
             continue
         if world is not None and world > MAX_WORLD:
+            notes.append(f"{where} starts {world:,} tasks, more than {MAX_WORLD:,}")
             world = None
-        out.append(Hint(f"{where}: {shown}".strip(": ") if shown else where, world, gpn, nodes))
+        shown = " ".join(f"--{k}={w.text if w.known() else _shown(w)}" for k, w in shown_opts.items() if k in keys)
+        if opts is not sb and sb and any(k in sb for k in keys):
+            shown += " in the allocation of " + " ".join(
+                f"--{k}={w.text if w.known() else _shown(w)}" for k, w in sb.items() if k in keys)
+        out.append(Hint(f"{where}: {shown.strip()}" if shown.strip() else where, world, gpn, nodes))
     return out
 
 
@@ -654,7 +702,8 @@ def _direct_hints(launch: Launch, cmd: Word, env: dict, srun, srun_word, sbatch,
                               world_size=world))
     if srun_word is not None:
         launch.launcher = "srun python"
-    hints += _slurm_hints(srun, srun_word, sbatch, origin, direct=srun_word is not None, notes=notes)
+    hints += _slurm_hints(srun, srun_word, sbatch, origin, direct=srun_word is not None, notes=notes,
+                          facts=launch.facts)
     launch.hints = hints
 
 
@@ -693,7 +742,7 @@ def _run_train_launch(words, j, cmd, origin, env, srun, srun_word, sbatch, versi
                           f"{world} fake ranks", world_size=world))
     if srun_word is not None:
         launch.launcher = "srun run_train.sh"
-    hints += _slurm_hints(srun, srun_word, sbatch, origin, direct=False, notes=notes)
+    hints += _slurm_hints(srun, srun_word, sbatch, origin, direct=False, notes=notes, facts=launch.facts)
     launch.hints = hints
     return launch
 
@@ -981,7 +1030,7 @@ def _field_type(schema: dict, parts: list) -> str | None:
     if len(parts) == 1:
         return TOP_LEAVES.get(parts[0])
     if len(parts) == 2:
-        return schema.get(parts[0], {}).get(parts[1])
+        return schema.get(parts[0], {}).get(parts[1]) or COMPONENT_FIELDS.get(parts[0], {}).get(parts[1])
     return None
 
 

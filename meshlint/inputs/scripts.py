@@ -508,6 +508,7 @@ class _Reader:
         self.sbatch: dict = {}        # option -> Word
         self.sbatch_lines: list = []
         self.export_all = False
+        self.sourced: list = []       # notes: "source env.sh" and the like, which meshlint does not follow
         self.origin = _Origin(file, False)
 
     # -- blocks
@@ -581,6 +582,17 @@ class _Reader:
         if first in ("export", "declare", "typeset", "local", "readonly"):
             self._declare(first, raws[1:])
             return
+        if first == "read":
+            for r in raws[1:]:
+                name = _literal(r)
+                if name and _NAME.fullmatch(name):
+                    self._assign(name, None, f"{name} is read from input (line {r.line})", r.line)
+            return
+        if first in ("source", ".", "eval"):
+            what = _literal(raws[1]) if len(raws) > 1 else None
+            self.sourced.append(f"the script runs {first} {what or '...'} (line {raws[0].line}): variables it sets "
+                                "are not read by meshlint")
+            return
         if first == "unset":
             for r in raws[1:]:
                 name = _literal(r)
@@ -614,6 +626,7 @@ class _Reader:
         sbatch = {"options": self.sbatch, "where": self._sbatch_where()} if self.sbatch else None
         launch = launch_from_words(words, self.origin, env=env, sbatch=sbatch, version=self.version)
         if launch is not None:
+            launch.notes[:0] = self.sourced
             self._add(launch)
 
     def _add(self, launch: Launch) -> None:
