@@ -145,6 +145,7 @@ class Schema:
             raise ValueError(f"origin must be 'file' or 'cli', not {origin!r}")
         problems: list = []
         if isinstance(data, dict):
+            self.data  # noqa: B018 - loaded here once; the walk reads self._data directly
             ctx = _Context(self, origin, data)
             if custom_module:
                 ctx.custom_module = custom_module
@@ -152,7 +153,7 @@ class Schema:
         return problems
 
     def _walk(self, ctx, pattern: str, where: str, table: dict, problems: list) -> None:
-        entry = self.data["tables"].get(pattern)
+        entry = self._data["tables"].get(pattern)
         if entry is None:
             return
         dispatch = entry.get("dispatch")
@@ -169,8 +170,8 @@ class Schema:
             cls = dispatch["map"][arch]
         keys = self.keys(pattern, cls)
         qn = cls or entry.get("default_class") or entry["classes"][0]
-        class_name = self.data["classes"][qn]["name"]
-        values = _Section(self, pattern, table, keys, self._instance_defaults(pattern, entry, qn, where))
+        class_name = self._data["classes"][qn]["name"]
+        written = {k: v for k, v in table.items() if k in keys}  # what the section's own checks will see
         typed: dict = {}      # name -> its type problem, where a later refusal is merged in
         stopped: set = set()  # names whose value already stopped the framework
         for name, raw in table.items():
@@ -194,10 +195,12 @@ class Schema:
             typed[lookup] = problem
             if problem["refused"]:
                 stopped.add(lookup)
-                values.written[lookup] = _UNKNOWN
+                written[lookup] = _UNKNOWN
             elif "effective" in problem:
-                values.written[lookup] = problem["effective"]
-        if values.written:
+                written[lookup] = problem["effective"]
+        if written and self._prepared(qn, keys):
+            values = _Section(self, pattern, {}, keys, self._instance_defaults(pattern, entry, qn, where))
+            values.written = written
             self._checks(ctx, qn, where, values, typed, stopped, problems)
 
     def _instance_defaults(self, pattern: str, entry: dict, qn: str, where: str) -> dict:
@@ -215,17 +218,35 @@ class Schema:
             self._merged[cache] = {k: v for k, v in section.assigned.items() if v is not _UNKNOWN}
         return self._merged[cache]
 
+    def _prepared(self, qn: str, keys: dict) -> list:
+        """A class's __post_init__ steps with the fields each reads, computed once:
+        [(step, names it reads, the same in order, the membership test it is, if any)]."""
+        cache = ("prepared", qn)
+        prepared = self._merged.get(cache)
+        if prepared is None:
+            # membership tests against a registry or a local name: bound to the values the schema found
+            members = {k["enum_check"]["source"]: k["enum_check"] for k in keys.values() if "enum_check" in k}
+            prepared = []
+            for step in self.data["classes"].get(qn, {}).get("checks", []):
+                if step["kind"] == "assign":
+                    prepared.append((step, frozenset(), (), None))
+                    continue
+                names = _self_names(step["condition"]) | {n for c in step.get("when", []) for n in _self_names(c)}
+                prepared.append((step, frozenset(names), tuple(_self_order(step)), members.get(step["source"])))
+            self._merged[cache] = prepared
+        return prepared
+
     def _checks(self, ctx, qn: str, where: str, values: "_Section", typed: dict, stopped: set,
                 problems: list) -> None:
         """The section's own ``__post_init__``: what it fills in, then each check that reads a key this
         config writes. They run when the framework builds the section, so a failing one refuses the config."""
-        steps = self.data["classes"].get(qn, {}).get("checks")
-        if not steps:
+        prepared = self._prepared(qn, values.keys)
+        if not prepared:
             return
         written = set(values.written)
-        # membership tests against a registry or a local name: bind that name to the values the schema found
-        checks = {k["enum_check"]["source"]: k["enum_check"] for k in values.keys.values() if "enum_check" in k}
-        for step in steps:
+        if not any(names & written for step, names, _, _ in prepared if step["kind"] != "assign"):
+            return  # nothing this config writes is checked: the common case, kept cheap
+        for step, names, order, member in prepared:
             if step["kind"] == "assign":
                 state, _, _ = _holds(step.get("when", []), values, {})
                 if state is True:
@@ -233,11 +254,9 @@ class Schema:
                 elif state is not False:
                     values.assigned[step["target"]] = _UNKNOWN
                 continue
-            names = _self_names(step["condition"]) | {n for c in step.get("when", []) for n in _self_names(c)}
-            mine = [n for n in _self_order(step) if n in written]
+            mine = [n for n in order if n in written]
             if not mine or names & stopped:
                 continue
-            member = checks.get(step["source"])
             condition, local = _seed(step, member["values"] if member else None)
             state, local, error = _holds(step.get("when", []) + [condition], values, local)
             if state is True:
@@ -533,6 +552,26 @@ class _Section:
             return _Section(self.schema, key["table"], {}, self.schema.keys(key["table"], key["default_factory"]))
         raise _Unknown(name)
 
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.get(name)
+
+    def _unknown(self, *_):
+        raise _Unknown("section")  # a whole section used as a value: meshlint cannot follow it
+
+    __lt__ = __le__ = __gt__ = __ge__ = __contains__ = __getitem__ = _unknown
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __mod__ = __rmod__ = _unknown
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __neg__ = __pos__ = __len__ = __iter__ = _unknown
+    __hash__ = object.__hash__
+
+    def __eq__(self, other):
+        if other is self:
+            return True
+        raise _Unknown("section")
+
+    __ne__ = lambda self, other: not self.__eq__(other)  # noqa: E731
+
     def _wrap(self, name: str, value):
         key = self.keys.get(name)
         if isinstance(value, dict) and key is not None and "table" in key and not key["table"].endswith("[]"):
@@ -543,28 +582,28 @@ class _Section:
 
 
 def _value(text: str, values: _Section, local: dict):
-    import ast
-
-    try:
-        return _eval(ast.parse(text, mode="eval").body, values, local)
-    except (_Unknown, SyntaxError):
+    fn = _compiled(text)
+    if fn is None:
         return _UNKNOWN
-    except Exception:  # noqa: BLE001 - the framework would fail here too; the check reading it will say so
+    try:
+        return fn(values, local)
+    except Exception:  # noqa: BLE001 - _Unknown, or the framework would fail here too: the check reading it says so
         return _UNKNOWN
 
 
 def _holds(conditions: list, values: _Section, local: dict):
-    """("True"/False/None/"raises", the loop variables that made it hold, the exception text)."""
-    import ast
-
+    """(True/False/None/"raises", the loop variables that made it hold, the exception text)."""
     if not conditions:
         return True, local, None
     first, rest = conditions[0], conditions[1:]
     if first.startswith("for "):
+        loop = _parsed(first)
+        fn = _compiled(_unparse(loop.iter)) if loop is not None else None
+        if fn is None:
+            return None, local, None
         try:
-            loop = ast.parse(first + ": pass").body[0]
-            items = _eval(loop.iter, values, local)
-        except (_Unknown, SyntaxError):
+            items = fn(values, local)
+        except _Unknown:
             return None, local, None
         except Exception as exc:  # noqa: BLE001
             return "raises", local, f"{type(exc).__name__}: {exc}"
@@ -579,9 +618,12 @@ def _holds(conditions: list, values: _Section, local: dict):
             if state is None:
                 verdict = None
         return verdict, local, None
+    fn = _compiled(first)
+    if fn is None:
+        return None, local, None
     try:
-        result = _eval(ast.parse(first, mode="eval").body, values, local)
-    except (_Unknown, SyntaxError, RecursionError):
+        result = fn(values, local)
+    except (_Unknown, RecursionError):
         return None, local, None
     except Exception as exc:  # noqa: BLE001 - the check itself raises (a list compared with an int)
         return "raises", local, f"{type(exc).__name__}: {exc}"
@@ -590,103 +632,169 @@ def _holds(conditions: list, values: _Section, local: dict):
     return _holds(rest, values, local)
 
 
-def _bind(target, item, local: dict):
+_PARSED: dict = {}
+_COMPILED: dict = {}
+
+
+def _parsed(text: str):
+    """A ``for`` header of a condition, parsed once per process (None when it does not parse)."""
+    if text not in _PARSED:
+        import ast
+
+        try:
+            _PARSED[text] = ast.parse(text + ": pass").body[0]
+        except SyntaxError:
+            _PARSED[text] = None
+    return _PARSED[text]
+
+
+def _unparse(node) -> str:
     import ast
 
-    if isinstance(target, ast.Name):
+    return ast.unparse(node)
+
+
+def _compiled(text: str):
+    """``text`` (a condition or value from the generated schema) as a function ``f(values, local)``, compiled
+    once; None when it uses something meshlint does not evaluate (a method, a module, a power, a lambda...).
+    Operations run natively, except ``+ * %`` (guarded against huge repeats and format strings) and name,
+    attribute and call lookups (``self.x`` reads the section; anything unknown raises _Unknown)."""
+    if text in _COMPILED:
+        return _COMPILED[text]
+    fn = None
+    try:
+        import ast
+
+        consts: list = []
+        source = _translate(ast.parse(text, mode="eval").body, consts)
+        code = compile(f"lambda V, L: {source}", "<meshlint schema check>", "eval")
+        fn = eval(code, {"__builtins__": {}, "K": consts, "_L": _h_local, "_A": _h_attr, "_add": _h_add,  # noqa: S307
+                         "_mul": _h_mul, "_mod": _h_mod, "_call": _h_call, "_keys": _h_keys})
+    except (SyntaxError, _Untranslatable, ValueError, RecursionError, MemoryError):
+        fn = None
+    _COMPILED[text] = fn
+    return fn
+
+
+class _Untranslatable(Exception):
+    """An expression node meshlint's evaluator does not handle."""
+
+
+_CMP_OPS = {"Gt": ">", "GtE": ">=", "Lt": "<", "LtE": "<=", "Eq": "==", "NotEq": "!=", "Is": "is", "IsNot": "is not",
+            "In": "in", "NotIn": "not in"}
+
+
+def _translate(node, consts: list) -> str:
+    """Python source for ``node`` over the helpers of _compiled (a small whitelist of node kinds)."""
+    import ast
+
+    t = lambda n: _translate(n, consts)  # noqa: E731
+    if isinstance(node, ast.Constant):
+        consts.append(node.value)
+        return f"K[{len(consts) - 1}]"
+    if isinstance(node, ast.Name):
+        return f"_L(L, {node.id!r})"
+    if isinstance(node, ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            return f"V.get({node.attr!r})"
+        return f"_A({t(node.value)}, {node.attr!r})"
+    if isinstance(node, ast.BoolOp):
+        op = " and " if isinstance(node.op, ast.And) else " or "
+        return "(" + op.join(t(v) for v in node.values) + ")"
+    if isinstance(node, ast.UnaryOp):
+        op = {ast.Not: "not ", ast.USub: "-", ast.UAdd: "+"}.get(type(node.op))
+        if op is None:
+            raise _Untranslatable("unary")
+        return f"({op}{t(node.operand)})"
+    if isinstance(node, ast.Compare):
+        parts = [t(node.left)]
+        for op, comp in zip(node.ops, node.comparators):
+            parts += [_CMP_OPS[type(op).__name__], t(comp)]
+        return "(" + " ".join(parts) + ")"
+    if isinstance(node, ast.BinOp):
+        helper = {ast.Add: "_add", ast.Mult: "_mul", ast.Mod: "_mod"}.get(type(node.op))
+        if helper:
+            return f"{helper}({t(node.left)}, {t(node.right)})"
+        op = {ast.Sub: "-", ast.FloorDiv: "//", ast.Div: "/"}.get(type(node.op))
+        if op is None:
+            raise _Untranslatable("binary")
+        return f"({t(node.left)} {op} {t(node.right)})"
+    if isinstance(node, ast.Subscript):
+        return f"({t(node.value)})[{t(node.slice)}]"
+    if isinstance(node, ast.Tuple):
+        return "(" + "".join(t(e) + ", " for e in node.elts) + ")"
+    if isinstance(node, ast.List):
+        return "[" + ", ".join(t(e) for e in node.elts) + "]"
+    if isinstance(node, ast.Set):
+        return "{" + ", ".join(t(e) for e in node.elts) + "}"
+    if isinstance(node, ast.Dict) and all(k is not None for k in node.keys):
+        return "{" + ", ".join(f"{t(k)}: {t(v)}" for k, v in zip(node.keys, node.values)) + "}"
+    if isinstance(node, ast.Call) and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
+        if isinstance(node.func, ast.Name) and node.func.id in _BUILTINS:
+            return f"_call({node.func.id!r}, " + "".join(t(a) + ", " for a in node.args) + ")"
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "keys" and not node.args:
+            return f"_keys({t(node.func.value)})"
+    raise _Untranslatable(type(node).__name__)
+
+
+def _h_local(local: dict, name: str):
+    if name in local:
+        return local[name]
+    raise _Unknown(name)
+
+
+def _h_attr(base, name: str):
+    if isinstance(base, _Section):
+        return base.get(name)
+    if base is None:
+        return getattr(base, name)  # AttributeError, as in the framework
+    raise _Unknown(name)
+
+
+def _h_size(a, b) -> None:
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, (str, bytes, list, tuple)) and isinstance(n, int) and abs(n) > 1000:
+            raise _Unknown("size")  # no huge strings or lists from a repeat
+
+
+def _h_add(a, b):
+    return a + b
+
+
+def _h_mul(a, b):
+    _h_size(a, b)
+    return a * b
+
+
+def _h_mod(a, b):
+    if isinstance(a, (str, bytes)):
+        raise _Unknown("format")  # '%' on a string formats it: not evaluated
+    return a % b
+
+
+def _h_call(name: str, *args):
+    if any(isinstance(a, _Section) for a in args):
+        raise _Unknown("section")
+    return _BUILTINS[name](*args)
+
+
+def _h_keys(base):
+    if isinstance(base, dict):
+        return base.keys()
+    raise _Unknown("keys")
+
+
+def _bind(target, item, local: dict):
+    kind = type(target).__name__
+    if kind == "Name":
         local[target.id] = item
         return local
-    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(item, (list, tuple)) and len(item) == len(target.elts):
+    if kind in ("Tuple", "List") and isinstance(item, (list, tuple)) and len(item) == len(target.elts):
         for t, v in zip(target.elts, item):
             if _bind(t, v, local) is None:
                 return None
         return local
     return None
-
-
-def _eval(node, values: _Section, local: dict):
-    """A small, side-effect-free Python evaluator over the section's values (real semantics, real errors)."""
-    import ast
-    import operator
-
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name):
-        if node.id in local:
-            return local[node.id]
-        raise _Unknown(node.id)
-    if isinstance(node, ast.Attribute):
-        if isinstance(node.value, ast.Name) and node.value.id == "self":
-            return values.get(node.attr)
-        base = _eval(node.value, values, local)
-        if isinstance(base, _Section):
-            return base.get(node.attr)
-        if isinstance(base, (dict, list, str, int, float)) or base is None:
-            if base is None:
-                return getattr(base, node.attr)  # AttributeError, as in the framework
-            raise _Unknown(node.attr)
-        raise _Unknown(node.attr)
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        items = [_eval(e, values, local) for e in node.elts]
-        return tuple(items) if isinstance(node, ast.Tuple) else set(items) if isinstance(node, ast.Set) else items
-    if isinstance(node, ast.Dict):
-        return {_eval(k, values, local): _eval(v, values, local) for k, v in zip(node.keys, node.values)}
-    if isinstance(node, ast.UnaryOp):
-        operand = _eval(node.operand, values, local)
-        ops = {ast.Not: operator.not_, ast.USub: operator.neg, ast.UAdd: operator.pos}
-        if type(node.op) in ops:
-            return ops[type(node.op)](operand)
-        raise _Unknown("op")
-    if isinstance(node, ast.BoolOp):
-        result = None
-        for sub in node.values:
-            result = _eval(sub, values, local)
-            if isinstance(node.op, ast.And) and not result:
-                return result
-            if isinstance(node.op, ast.Or) and result:
-                return result
-        return result
-    if isinstance(node, ast.Compare):
-        left = _eval(node.left, values, local)
-        ops = {ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Lt: operator.lt, ast.LtE: operator.le,
-               ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-               ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
-        for op, comp in zip(node.ops, node.comparators):
-            right = _eval(comp, values, local)
-            if isinstance(left, _Section) or isinstance(right, _Section):
-                if type(op) not in (ast.Is, ast.IsNot):
-                    raise _Unknown("section")
-            if not ops[type(op)](left, right):
-                return False
-            left = right
-        return True
-    if isinstance(node, ast.BinOp):
-        ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod,
-               ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv}
-        if type(node.op) not in ops:
-            raise _Unknown("op")
-        a, b = _eval(node.left, values, local), _eval(node.right, values, local)
-        if isinstance(a, _Section) or isinstance(b, _Section):
-            raise _Unknown("section")
-        if isinstance(a, (str, list, tuple)) and isinstance(b, int) and abs(b) > 1000:
-            raise _Unknown("size")  # no huge strings from a modulo-format or a repeat
-        return ops[type(node.op)](a, b)
-    if isinstance(node, ast.Subscript):
-        base = _eval(node.value, values, local)
-        if isinstance(base, _Section):
-            raise _Unknown("section")
-        return base[_eval(node.slice, values, local)]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _BUILTINS and not node.keywords:
-        args = [_eval(a, values, local) for a in node.args]
-        if any(isinstance(a, _Section) for a in args):
-            raise _Unknown("section")
-        return _BUILTINS[node.func.id](*args)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "keys" \
-            and not node.args:
-        base = _eval(node.func.value, values, local)
-        if isinstance(base, dict):
-            return base.keys()
-    raise _Unknown(type(node).__name__)
 
 
 def _deepest(step: dict, values: "_Section"):
@@ -708,6 +816,8 @@ def _seed(step: dict, members) -> tuple:
 
     if members is None:
         return step["condition"], {}
+    import ast
+
     try:
         node = ast.parse(step["condition"], mode="eval").body
     except SyntaxError:
@@ -720,18 +830,27 @@ def _seed(step: dict, members) -> tuple:
     return f"self.{node.left.attr} not in __members__", local
 
 
-def _self_names(text: str) -> set:
-    import re
+_NAMES: dict = {}
 
-    return set(re.findall(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)", text))
+
+def _self_names(text: str) -> set:
+    names = _NAMES.get(text)
+    if names is None:
+        import re
+
+        names = _NAMES[text] = set(re.findall(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)", text))
+    return names
 
 
 def _self_order(step: dict) -> list:
     """The fields a check reads, in the order its condition names them (condition first)."""
-    import re
-
     text = step["condition"] + " " + " ".join(step.get("when", []))
-    return list(dict.fromkeys(re.findall(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)", text)))
+    order = _NAMES.get(("order", text))
+    if order is None:
+        import re
+
+        order = _NAMES[("order", text)] = list(dict.fromkeys(re.findall(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)", text)))
+    return order
 
 
 def _fill(message: str, values: _Section, local: dict) -> str:
@@ -741,9 +860,12 @@ def _fill(message: str, values: _Section, local: dict) -> str:
 
     def hole(m):
         expr, conv = m.group(1), m.group(2)
+        fn = _compiled(expr)
         try:
-            value = _eval(ast.parse(expr, mode="eval").body, values, local)
+            value = fn(values, local) if fn is not None else _UNKNOWN
         except Exception:  # noqa: BLE001 - a hole meshlint cannot fill
+            return "..."
+        if value is _UNKNOWN:
             return "..."
         if isinstance(value, _Section):
             return "..."
