@@ -158,7 +158,7 @@ def test_load_is_cheap_and_cached():
     schema_data._SCHEMAS.clear()
     for framework, version in schema_data.available():
         best = 1.0
-        for _ in range(7):
+        for _ in range(15):  # best of 15: a busy machine (pytest -n auto) must not fail it
             schema_data._SCHEMAS.clear()
             start = time.perf_counter()
             s = schema_data.load(framework, version)
