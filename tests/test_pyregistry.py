@@ -652,3 +652,48 @@ def test_reading_everything_stays_fast():
     for f in _tt_files():
         read_registry(f)
     assert time.process_time() - start < 5
+
+
+def test_control_flow_that_depends_on_unknowns_is_not_guessed(tmp_path):
+    rf = _read(tmp_path, "import os\n" + HEAD +
+               "def early() -> Trainer.Config:\n"
+               "    config = Trainer.Config(parallelism=ParallelismConfig(tensor_parallel_degree=2))\n"
+               "    if os.environ.get('SMALL'):\n        return config\n"
+               "    config.parallelism.tensor_parallel_degree = 8\n    return config\n\n"
+               "def broken_loop() -> Trainer.Config:\n"
+               "    config = Trainer.Config()\n"
+               "    for d in (2, 4, 8):\n        config.steps = d\n"
+               "        if os.environ.get('STOP'):\n            break\n"
+               "    return config\n\n"
+               "def method() -> Trainer.Config:\n"
+               "    config = Trainer.Config(parallelism=ParallelismConfig(tensor_parallel_degree=2))\n"
+               "    config.parallelism.scale_up(4)\n    return config\n\n"
+               "def asserted() -> Trainer.Config:\n"
+               "    config = Trainer.Config(parallelism=ParallelismConfig(tensor_parallel_degree=2))\n"
+               "    assert config.parallelism.tensor_parallel_degree == 4\n    return config\n")
+    assert set(rf.functions["early"].unknown) == {""}
+    assert "return" in rf.functions["early"].unknown[""].reason
+    assert set(rf.functions["broken_loop"].unknown) == {""}
+    method = rf.functions["method"]
+    assert method.unknown_of("parallelism.tensor_parallel_degree") is not None
+    assert "scale_up" in method.unknown["parallelism"].reason
+    assert "assert" in rf.functions["asserted"].unknown[""].reason
+
+
+def test_a_helper_that_returns_early_poisons_only_what_it_may_write(tmp_path):
+    rf = _read(tmp_path, "import os\n" + HEAD +
+               "def maybe_scale(config):\n    if os.environ.get('X'):\n        return\n"
+               "    config.parallelism.tensor_parallel_degree = 8\n\n"
+               "def pick(config):\n    if os.environ.get('X'):\n        return 1\n"
+               "    return config.parallelism.tensor_parallel_degree\n\n"
+               "def writes() -> Trainer.Config:\n"
+               "    config = Trainer.Config(parallelism=ParallelismConfig(tensor_parallel_degree=2))\n"
+               "    maybe_scale(config)\n    return config\n\n"
+               "def reads() -> Trainer.Config:\n"
+               "    config = Trainer.Config(parallelism=ParallelismConfig(tensor_parallel_degree=2))\n"
+               "    config.steps = pick(config)\n    return config\n")
+    writes = rf.functions["writes"]
+    assert writes.unknown_of("parallelism.tensor_parallel_degree") is not None
+    reads = rf.functions["reads"]
+    assert reads.data["parallelism"] == {"tensor_parallel_degree": 2}
+    assert "steps" in reads.unknown

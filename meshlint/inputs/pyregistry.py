@@ -789,10 +789,14 @@ class Interp:
                 else:
                     why = self.unknown(f"set under a condition that is not known statically ({cond.reason})",
                                        s, mod)
-                    self.havoc(s.body + s.orelse, fr, why)
+                    self.havoc(s.body + s.orelse, fr, why, loop_jumps=True)
         elif t is ast.For:
             self.exec_for(s, fr)
-        elif t in (ast.Pass, ast.Assert, ast.Global, ast.Nonlocal):
+        elif t is ast.Assert:
+            # torchtitan runs without -O: a failing assert means the config never loads
+            if self.truth(self.eval(s.test, fr), s.test, fr) is False:
+                raise _Raise(self.unknown("an assert fails here", s, mod))
+        elif t in (ast.Pass, ast.Global, ast.Nonlocal):
             pass
         elif t is ast.Break:
             raise _Break()
@@ -940,8 +944,16 @@ class Interp:
             obj.pos[attr] = pos
         # writing into an unknown object: the object is already unknown as a whole
 
-    def havoc(self, stmts, fr: Frame, why: U) -> None:
-        """Make everything these statements may set unknown (branches, loops not followed)."""
+    def havoc(self, stmts, fr: Frame, why: U, loop_jumps: bool = False) -> None:
+        """Make everything these statements may set unknown (branches, loops not followed).
+
+        A ``return`` among them (or a ``break``/``continue`` leaving them, for a branch)
+        means what runs next is not known either: the function's result becomes unknown.
+        """
+        jump = _jump(stmts, loop_jumps)
+        if jump is not None:
+            raise _Uncertain(self.unknown(f"a {jump} under a condition that is not known statically "
+                                          f"({why.reason})", stmts[0], fr.mod))
         for stmt in stmts:
             for node in ast.walk(stmt):
                 if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
@@ -1483,6 +1495,12 @@ class Interp:
             for value in args + list(kwargs.values()):
                 self.poison(value, why)
             return why
+        if isinstance(func, ast.Attribute) and isinstance(callee, U):
+            receiver = self.peek(func.value, fr)
+            if isinstance(receiver, Obj) and receiver.kind != "model" and func.attr not in receiver.fields:
+                # a method of a config object, not followed: it may change the object
+                self.poison(receiver, self.unknown(f"{_text(func)}() is a method not followed; it may change "
+                                                   f"{_text(func.value)}", node, fr.mod))
         return self.apply(callee, args, kwargs, kwpos, star, node, fr)
 
     def apply(self, callee, args, kwargs, kwpos, star, node, fr: Frame):
@@ -1628,10 +1646,96 @@ class Interp:
             value = None
         except _Return as ret:
             value = ret.value
+        except _Uncertain as unc:
+            value = unc.unknown
+            # what it did to its arguments after that point is not known either (only where it may write)
+            mutated = self.mutated_params(fref)
+            positional = [p.arg for p in list(fdef.args.posonlyargs) + list(fdef.args.args)]
+            for i, arg in enumerate(args):
+                name = positional[i] if i < len(positional) else (fdef.args.vararg.arg if fdef.args.vararg else "")
+                if name in mutated:
+                    self.poison(arg, unc.unknown)
+            for name, arg in kwargs.items():
+                if name in mutated or (fdef.args.kwarg is not None and fdef.args.kwarg.arg in mutated):
+                    self.poison(arg, unc.unknown)
         finally:
             self.depth, self.site = saved
             self.stack.discard(key)
         return value
+
+    def mutated_params(self, fref: FuncRef, depth: int = 0) -> set:
+        """Parameters a function may write into (syntactically; calls it cannot see count as writes)."""
+        fdef = fref.node
+        cache = self.reader.mutates
+        hit = cache.get(id(fdef))
+        if hit is not None and hit[0] is fdef:
+            return hit[1]
+        a = fdef.args
+        params = [p.arg for p in list(a.posonlyargs) + list(a.args) + list(a.kwonlyargs)]
+        params += [p.arg for p in (a.vararg, a.kwarg) if p is not None]
+        alias = {p: p for p in params}
+        nodes = []
+        stack = list(fdef.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            nodes.append(node)
+            stack.extend(ast.iter_child_nodes(node))
+        for _ in range(3):   # local names that refer into a parameter (x = param.sub, for x in param...)
+            for node in nodes:
+                if isinstance(node, ast.Assign):
+                    src = _root(node.value)
+                    if src is None and isinstance(node.value, ast.Call) and node.value.args and \
+                            _text(node.value.func).split(".")[-1] in ("replace", "copy", "cast"):
+                        src = _root(node.value.args[-1] if _text(node.value.func).endswith("cast")
+                                    else node.value.args[0])
+                    if src in alias:
+                        for target in node.targets:
+                            for name in ast.walk(target):
+                                if isinstance(name, ast.Name):
+                                    alias.setdefault(name.id, alias[src])
+                elif isinstance(node, (ast.For, ast.comprehension)) and _root(node.iter) in alias:
+                    for name in ast.walk(node.target):
+                        if isinstance(name, ast.Name):
+                            alias.setdefault(name.id, alias[_root(node.iter)])
+        out: set = set()
+        for node in nodes:
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+                for target in targets:
+                    if isinstance(target, (ast.Attribute, ast.Subscript)) and _root(target) in alias:
+                        out.add(alias[_root(target)])
+            elif isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Attribute) and _root(func.value) in alias and \
+                        func.attr not in _PURE_METHODS:
+                    out.add(alias[_root(func.value)])
+                passed = [(i, arg) for i, arg in enumerate(node.args)] + [(kw.arg, kw.value) for kw in node.keywords]
+                for where, arg in passed:
+                    src = _root(arg)
+                    if src not in alias or isinstance(arg, ast.Starred):
+                        if isinstance(arg, ast.Starred) and _root(arg.value) in alias:
+                            out.add(alias[_root(arg.value)])
+                        continue
+                    name = _text(func)
+                    if name.split(".")[-1] in _PURE_FUNCS:
+                        continue
+                    callee = None
+                    if isinstance(func, ast.Name) and depth < 3:
+                        binding = fref.mod.binding(func.id)
+                        if binding is not None and binding[0] == "def" and isinstance(binding[1], ast.FunctionDef):
+                            callee = FuncRef(fref.mod, binding[1])
+                    if callee is None:
+                        out.add(alias[src])
+                        continue
+                    sub = self.mutated_params(callee, depth + 1)
+                    cparams = [p.arg for p in list(callee.node.args.posonlyargs) + list(callee.node.args.args)]
+                    target = cparams[where] if isinstance(where, int) and where < len(cparams) else where
+                    if target is None or target in sub or (isinstance(where, int) and where >= len(cparams)):
+                        out.add(alias[src])
+        cache[id(fdef)] = (fdef, out)
+        return out
 
     def derive(self, fref: FuncRef, key, node, fr: Frame):
         """A zero-argument function (another config function): evaluated once per read, then copied."""
@@ -1654,6 +1758,8 @@ class Interp:
                     value = None
                 except _Return as ret:
                     value = ret.value
+                except _Uncertain as unc:
+                    value = unc.unknown
                 except _Raise as exc:
                     value = _Raised(exc.unknown)
             finally:
@@ -2091,6 +2197,8 @@ class Interp:
             self.exec_block(post.body, Frame(cls.mod, {post.args.args[0].arg: obj}))
         except _Return:
             pass
+        except _Uncertain as unc:
+            self.poison(obj, unc.unknown)
         finally:
             self.depth, self.site = saved
 
@@ -2153,6 +2261,52 @@ def _display(value) -> str | None:
         return value.orig
     if isinstance(value, ClassRef):
         return value.display
+    return None
+
+
+def _root(expr):
+    """The name an attribute / subscript chain starts from (``a`` of ``a.b[0].c``), or None."""
+    for _ in range(64):
+        if isinstance(expr, (ast.Attribute, ast.Subscript)):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and \
+                expr.func.attr in ("items", "values", "keys", "get", "copy"):
+            expr = expr.func.value
+        else:
+            break
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+_PURE_METHODS = {"get", "items", "keys", "values", "copy", "index", "count", "startswith", "endswith", "split",
+                 "rsplit", "strip", "lower", "upper", "format", "join", "replace", "traverse", "__contains__"}
+_PURE_FUNCS = {"replace", "cast", "len", "isinstance", "issubclass", "getattr", "hasattr", "fields", "asdict",
+               "dict", "list", "tuple", "set", "frozenset", "sorted", "min", "max", "sum", "any", "all", "zip",
+               "enumerate", "str", "int", "float", "bool", "repr", "print", "type", "id", "deepcopy", "range",
+               "reversed", "format", "iter", "next", "hash", "callable"}
+
+
+class _Uncertain(Exception):
+    """Control flow (return, break) depends on something unknown: the function's result is unknown."""
+
+    def __init__(self, unknown: U):
+        self.unknown = unknown
+
+
+def _jump(stmts, loop_jumps: bool) -> str | None:
+    """"return" (or "break"/"continue" leaving ``stmts``) found in them, outside nested defs."""
+    stack = [(s, False) for s in stmts]
+    while stack:
+        node, in_loop = stack.pop()
+        if isinstance(node, ast.Return):
+            return "return"
+        if isinstance(node, (ast.Break, ast.Continue)) and loop_jumps and not in_loop:
+            return "break" if isinstance(node, ast.Break) else "continue"
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        inner = in_loop or isinstance(node, (ast.For, ast.While, ast.AsyncFor))
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.stmt) or isinstance(child, (ast.excepthandler, ast.match_case)):
+                stack.append((child, inner))
     return None
 
 
@@ -2437,6 +2591,7 @@ class Reader:
         self.derived: dict = {}
         self.active: set = set()
         self.resolved: dict = {}
+        self.mutates: dict = {}     # id(FunctionDef) -> (node, params it may write into)
         self.spent = 0
         self.budget = MAX_STEPS     # raised to grow with the file's size by read_registry
         # each nesting level of the interpreter costs a few Python frames: stay well inside the limit
@@ -2546,6 +2701,8 @@ def _evaluate_top(reader: Reader, mod: Module, fdef):
             value = None
         except _Return as ret:
             value = ret.value
+        except _Uncertain as unc:
+            value = unc.unknown
         if isinstance(value, Obj):
             interp.rebuild(value, fdef, mod)
     except _Raise as exc:
