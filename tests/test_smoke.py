@@ -533,3 +533,38 @@ def test_an_interleaved_schedule_runs_two_stages_per_rank(run, tmp_path):
     assert code == 0 and step["ok"], doc["failures"]
     assert step["schedule"] == "ScheduleInterleaved1F1B" and step["model"]["n_layers"] == 4
     assert step["microbatches"] == 4
+
+
+REGISTRY = '''from torchtitan.config import ParallelismConfig, TrainingConfig
+from torchtitan.trainer import Trainer
+
+
+def smoke_main() -> Trainer.Config:
+    return Trainer.Config(
+        training=TrainingConfig(num_tokens_per_microbatch_per_dp_rank=8192, max_context_length=2048,
+                                disable_cuda_graphs=True),
+        parallelism=ParallelismConfig(tensor_parallel_degree=2, expert_parallel_degree=2,
+                                      pipeline_parallel_degree=2, num_pp_microbatches=2,
+                                      spmd_backend="{backend}"),
+    )
+'''
+
+
+@pytest.mark.parametrize("backend", ["spmd_types", "partial_dtensor"])
+def test_torchtitan_main_registry_meshes_and_step(run, tmp_path, backend):
+    # torchtitan main@b5bcd76c6: every global mesh its ParallelDims.build_mesh makes (spmd_types: the 5-D
+    # dense storage mesh, the per-stage spmd_dense_for_fwdbwd and spmd_sparse_for_fwdbwd views), then the step
+    cfg = tmp_path / "config_registry.py"
+    cfg.write_text(REGISTRY.format(backend=backend))
+    code, doc, _ = run.smoke(f"{cfg}::smoke_main", "--world-size", "8")
+    assert code == 0 and doc["ok"], doc["failures"]
+    dense = ["pp", "dp_replicate", "dp_shard", "cp", "tp"] if backend == "spmd_types" else \
+        ["pp", "dp_replicate", "fsdp", "tp"]
+    assert doc["meshes"]["dense"]["dims"] == dense and doc["meshes"]["dense"]["built"]
+    assert doc["meshes"]["sparse"] == {"dims": ["pp", "dp_replicate", "efsdp", "ep"], "sizes": [2, 1, 2, 2],
+                                       "built": True}
+    checked = {c["axis"] for c in doc["checks"] if c["name"] == "members" and c["ok"]}
+    assert {"pp", "batch", "loss", "tp", "ep", "efsdp"} <= checked
+    assert ("dp" in checked) is (backend == "spmd_types")  # the 1-D dp of spmd_dense_for_fwdbwd
+    step = doc["step"]
+    assert step["ok"] and {k for k, v in step["parallelisms"].items() if v} == {"fsdp", "tp", "pp", "ep"}

@@ -248,3 +248,23 @@ def test_a_child_ends_when_its_parent_is_killed(sig):
         parent.kill()
         if child and alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_torchtitan_main_plan_makes_every_global_mesh_by_the_frameworks_method():
+    from meshlint.dialects import torchtitan_main
+
+    spec = torchtitan_main.spec_from_degrees({"tp": 2, "ep": 2, "pp": 2, "dp_shard": -1}, spmd_backend="spmd_types")
+    spec.framework = {"name": "torchtitan", "version": "main@b5bcd76c6"}
+    recipe = smoke_plan._torchtitan(torchtitan_main.resolve(spec, 16), spec, 16)
+    assert [(op["op"], op.get("mesh"), op.get("of")) for op in recipe] == [
+        ("world", None, None), ("unflatten", "dataloading", None), ("flatten", "loss", "dataloading"),
+        ("unflatten", "dense", None), ("unflatten", "sparse", None),
+        ("unflatten", "spmd_dense_for_fwdbwd:full", None),
+        ("slice", "spmd_dense_for_fwdbwd", "spmd_dense_for_fwdbwd:full"),
+        ("slice", "spmd_sparse_for_fwdbwd", "sparse")]
+    by_mesh = {op.get("mesh"): op for op in recipe}
+    assert by_mesh["dense"]["dims"] == ["pp", "dp_replicate", "dp_shard", "cp", "tp"]
+    # _mesh_exist under spmd_types: dp_shard always real, dp_replicate and cp (size 1) fake
+    assert by_mesh["dense"]["fake"] == ["dp_replicate", "cp"]
+    assert by_mesh["spmd_dense_for_fwdbwd:full"]["sizes"] == [2, 4, 1, 2]
+    assert by_mesh["spmd_sparse_for_fwdbwd"]["dims"] == ["dp_replicate", "efsdp", "ep"]

@@ -12,11 +12,15 @@ peers (who hold the same tokens) dispatch a share each and gather the
 outputs, the same forward, so that each expert's gradient counts every token
 once and can be compared with the unsharded model.
 
-torchtitan (``parallelize_*`` with ``ParallelDims.get_mesh``): TP on "tp",
-PP on "pp", CP on "cp", EP on sparse "ep" with experts sharded over
-("ep", "etp") when etp = tp, FSDP on ("dp_replicate", "fsdp") for dense
-weights and ("dp_replicate", "efsdp") for experts, data by the "batch" dim,
-the loss averaged over the "loss" mesh.
+torchtitan (``parallelize_*`` with ``ParallelDims.get_mesh``), every version: TP
+on "tp", PP on "pp", CP on "cp", EP on sparse "ep" with experts sharded over
+("ep", "etp") when etp = tp (v0.2.x; later versions have no etp), FSDP over
+the data-parallel ranks of the dense mesh (dp_replicate replicating, fsdp =
+dp_shard·cp sharding; under 0.3.0/main's spmd_types and full_dtensor, whose
+dense mesh keeps dp_shard and cp apart, the same groups: ``resolve_fsdp_mesh``
+shards over (dp_shard, cp) and replicates over dp_replicate) for dense weights
+and ("dp_replicate", "efsdp") for experts, data by the "batch" dim, the loss
+averaged over the "loss" mesh. A dim of size 1 gets no FSDP, as in the framework.
 """
 
 from __future__ import annotations
@@ -30,15 +34,15 @@ def _maybe(mesh, dim, size):
 
 def torchtitan(plan: dict, meshes: dict) -> Layout:
     d = plan["degrees"]
-    dl, dense, sparse, loss = meshes["dataloading"], meshes["dense"], meshes["sparse"], meshes["loss"]
-    ep, etp, tp = d["ep"], d["etp"], d["tp"]
-    dp = dense["dp_replicate", "fsdp"] if d["dp_replicate"] > 1 else dense["fsdp"]
+    dl, sparse, loss = meshes["dataloading"], meshes["sparse"], meshes["loss"]
+    ep, tp = d["ep"], d["tp"]
+    etp = d.get("etp") or 1  # None from 0.3.0 on: no expert tensor parallelism
     expert_dp = None
     if ep > 1:
         expert_dp = sparse["dp_replicate", "efsdp"] if d["dp_replicate"] > 1 else sparse["efsdp"]
     return Layout(
         tp=_maybe(dl, "tp", tp), pp=_maybe(dl, "pp", d["pp"]), cp=_maybe(dl, "cp", d["cp"]),
-        ep=sparse["ep"] if ep > 1 else None, dp=dp, expert_dp=expert_dp,
+        ep=sparse["ep"] if ep > 1 else None, dp=_torchtitan_fsdp(d, meshes), expert_dp=expert_dp,
         token_split=dl["tp"].get_group() if ep > 1 and etp == 1 and tp > 1 else None,
         etp_group=sparse["etp"].get_group() if ep > 1 and etp > 1 else None,
         dp_degree=d["dp_replicate"] * d["dp_shard"] * d["cp"],
@@ -48,6 +52,24 @@ def torchtitan(plan: dict, meshes: dict) -> Layout:
         reshard_after_forward=d["pp"] == 1,  # torchtitan: not pp
         tp_ends=True, wrap_moe_parts=False,
     )
+
+
+def _torchtitan_fsdp(d: dict, meshes: dict):
+    """The dense FSDP mesh: (dp_replicate, fsdp), each only where larger than 1, or None."""
+    dense = meshes["dense"]
+    fsdp = d["dp_shard"] * d["cp"]
+    dims = tuple(n for n, size in (("dp_replicate", d["dp_replicate"]), ("fsdp", fsdp)) if size > 1)
+    if not dims:
+        return None
+    if "fsdp" in dense.mesh_dim_names:  # v0.2.x, partial_dtensor: the dense mesh has the fsdp dim
+        return dense[dims]
+    if d["cp"] == 1:  # spmd_types, full_dtensor: fsdp is dp_shard itself
+        return dense[tuple("dp_shard" if n == "fsdp" else n for n in dims)]
+    # (dp_shard, cp) sharded as one with dp_replicate beside it: the partial_dtensor layout of the same
+    # ranks, unflattened for the step (the groups resolve_fsdp_mesh's DataParallelMeshDims name)
+    step = meshes["world"]._unflatten(0, (d["pp"], d["dp_replicate"], fsdp, d["tp"]),
+                                      ("pp", "dp_replicate", "fsdp", "tp"))
+    return step[dims]
 
 
 def kempnerforge(plan: dict, meshes: dict) -> Layout:

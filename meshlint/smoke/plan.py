@@ -27,7 +27,7 @@ def build(report: FileReport, world_size: int) -> dict:
     if report.dialect == "kempnerforge":
         recipe = _kempnerforge(res)
     elif report.dialect == "torchtitan":
-        recipe = _torchtitan(res.degrees, world_size)
+        recipe = _torchtitan(res, spec, world_size)
     else:
         recipe = _native(res)
     no_mesh = None
@@ -54,6 +54,7 @@ def build(report: FileReport, world_size: int) -> dict:
         "expected_error": res.framework_error,
         "model": _model_facts(spec),
         "no_mesh": no_mesh,
+        "framework": dict(getattr(spec, "framework", None) or {}) or None,
     }
 
 
@@ -71,25 +72,74 @@ def _native(res) -> list:
     return [{"op": "init", "mesh": mesh.name, "dims": list(mesh.dims), "sizes": list(mesh.sizes)}]
 
 
-def _torchtitan(d: dict, world: int) -> list:
-    """torchtitan's ParallelDims.build_mesh: one world mesh unflattened three ways, then the loss mesh.
+# How torchtitan's ParallelDims.build_mesh makes each of its global meshes from the 1-D world mesh,
+# every version alike (parallel_dims.py:284-343@b5bcd76c6; v0.2: 138-196@9810191bb^). A mesh the
+# Resolution names that is not here is unflattened from the world mesh; a new version needs an
+# entry only for a new *kind* of mesh.
+TORCHTITAN_METHODS = {
+    "loss": ("flatten", "dataloading", ("batch", "cp"), "loss_mesh"),   # dataloading["batch", "cp"]._flatten
+    "spmd_dense_for_fwdbwd": ("stage_view", ("pp",)),  # world unflattened to (pp, dp, cp, tp), sliced [dp, cp, tp]
+    "spmd_sparse_for_fwdbwd": ("slice", "sparse"),     # full_sparse_mesh["dp_replicate", "efsdp", "ep"]
+}
+# The dims of a mesh the static check predicts cannot be built (efsdp not whole): the smoke still
+# attempts it, sized by the resolved degrees, so that torch's own error shows.
+TORCHTITAN_ATTEMPT = {"0.2.x": {"sparse": ("pp", "dp_replicate", "efsdp", "ep", "etp")},
+                      None: {"sparse": ("pp", "dp_replicate", "efsdp", "ep")}}
 
-    The sparse sizes are computed even when they are not whole, so the smoke
-    shows torch's own error where the static check predicted one.
+
+def _torchtitan(res, spec, world: int) -> list:
+    """``ParallelDims.build_mesh`` of the config's torchtitan version: every mesh the Resolution names.
+
+    One 1-D ``world`` mesh; each global mesh made from it by the framework's method
+    (``TORCHTITAN_METHODS``); the dims ``_mesh_exist`` rejects on torch's ``fake``
+    backend (``fake`` in each unflatten), as the framework does.
     """
-    batch = d["dp_replicate"] * d["dp_shard"]
-    fsdp = d["dp_shard"] * d["cp"]
-    efsdp = fsdp * d["tp"] // (d["etp"] * d["ep"])
-    return [
-        {"op": "world", "size": world},
-        {"op": "unflatten", "mesh": "dataloading", "dims": ["pp", "batch", "cp", "tp"],
-         "sizes": [d["pp"], batch, d["cp"], d["tp"]]},
-        {"op": "flatten", "mesh": "loss", "of": "dataloading", "dims": ["batch", "cp"]},
-        {"op": "unflatten", "mesh": "dense", "dims": ["pp", "dp_replicate", "fsdp", "tp"],
-         "sizes": [d["pp"], d["dp_replicate"], fsdp, d["tp"]]},
-        {"op": "unflatten", "mesh": "sparse", "dims": ["pp", "dp_replicate", "efsdp", "ep", "etp"],
-         "sizes": [d["pp"], d["dp_replicate"], efsdp, d["ep"], d["etp"]]},
-    ]
+    version = (getattr(spec, "framework", None) or {}).get("version") or "0.2.x"
+    real = _torchtitan_mesh_exist(version, spec, res.degrees)
+    d = res.degrees
+    named = dict(res.global_meshes) if getattr(res, "global_meshes", None) else {}
+    if not named:  # v0.2.x, or a build that fails part-way: the meshes it gets to, in its order
+        attempt = TORCHTITAN_ATTEMPT.get(version, TORCHTITAN_ATTEMPT[None])
+        for name, mesh in res.meshes.items():
+            if mesh is not None:
+                named[name] = (mesh.dims, mesh.sizes)
+            elif name in attempt:
+                dims = attempt[name]
+                named[name] = (dims, tuple(d.get(x) or 1 for x in dims))
+            if name == "dataloading":
+                named["loss"] = (("loss_mesh",), ())
+    recipe: list = [{"op": "world", "size": world}]
+    for name, (dims, sizes) in named.items():
+        method = TORCHTITAN_METHODS.get(name, ("unflatten",))
+        if method[0] == "flatten":
+            _, of, over, as_name = method
+            recipe.append({"op": "flatten", "mesh": name, "of": of, "dims": list(over), "as": as_name})
+        elif method[0] == "slice":
+            recipe.append({"op": "slice", "mesh": name, "of": method[1], "dims": list(dims)})
+        elif method[0] == "stage_view":
+            lead = method[1]
+            full_dims = list(lead) + list(dims)
+            full_sizes = [d.get(x) or 1 for x in lead] + list(sizes)
+            full = f"{name}:full"
+            recipe.append({"op": "unflatten", "mesh": full, "dims": full_dims, "sizes": full_sizes,
+                           "fake": [x for x, n in zip(full_dims, full_sizes) if not real(x, n)]})
+            recipe.append({"op": "slice", "mesh": name, "of": full, "dims": list(dims)})
+        else:
+            recipe.append({"op": "unflatten", "mesh": name, "dims": list(dims), "sizes": list(sizes),
+                           "fake": [x for x, n in zip(dims, sizes) if not real(x, n)]})
+    return recipe
+
+
+def _torchtitan_mesh_exist(version: str, spec, d: dict):
+    """``ParallelDims._mesh_exist`` of that version: which dims get a real process group."""
+    ep = d.get("ep") or 1
+    if version == "0.2.x":  # parallel_dims.py:61-66@9810191bb^: efsdp iff ep > 1, every other dim iff > 1
+        return lambda name, size: ep > 1 if name == "efsdp" else size > 1
+    from meshlint.dialects import torchtitan_registry as reg
+
+    backend = spec.values.get(reg.P + "spmd_backend")
+    layout = reg.LAYOUTS.get(backend)
+    return lambda name, size: reg._exists(layout, name, size, ep)
 
 
 def _roles(report: FileReport) -> dict:

@@ -121,7 +121,8 @@ def parallelisms(plan: dict) -> dict:
     d = plan["degrees"]
     tt = plan["dialect"] == "torchtitan"
     return {"fsdp": (d["dp_shard"] * (d["cp"] if tt else 1)) > 1, "dp_replicate": d["dp_replicate"] > 1,
-            "tp": d["tp"] > 1, "pp": d["pp"] > 1, "ep": d["ep"] > 1, "etp": tt and d["ep"] > 1 and d["etp"] > 1,
+            "tp": d["tp"] > 1, "pp": d["pp"] > 1, "ep": d["ep"] > 1,
+            "etp": tt and d["ep"] > 1 and (d.get("etp") or 1) > 1,  # torchtitan 0.3.0/main: no etp (None)
             "cp": tt and d["cp"] > 1}
 
 
@@ -384,7 +385,8 @@ def render_text(report: dict) -> str:
         out.append(f"  {label:<10} {text}")
 
     if report.get("reported_by") is not None:
-        row("view", f"rank {report['reported_by']} alone: the ranks could not gather one report, so each prints its own")
+        row("view", f"rank {report['reported_by']} alone: the ranks could not gather one report, "
+                    "so each prints its own")
 
     if report["phases"]:
         row("phases", ", ".join(f"{p['name']} {p['seconds']:.2f} s" + ("" if p["ok"] else " (failed)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 
-from meshlint.dialects import DIALECTS
+from meshlint.dialects.versions import module_for_spec
 from meshlint.errors import MeshlintError
 
 KEPT = ("tp", "pp", "cp", "ep", "etp")
@@ -48,7 +48,7 @@ def scale(report, n: int) -> tuple:
     new_spec.degrees = dict(spec.degrees, dp_replicate=replicate, dp_shard=dp_total // replicate)
     new = copy.copy(report)
     new.spec = new_spec
-    new.resolution = DIALECTS[report.dialect].resolve(new_spec, n)
+    new.resolution = module_for_spec(new_spec).resolve(new_spec, n)  # the config's framework version
     if new.resolution.framework_error:
         raise ScaleError(f"--scale-to {n}: the scaled config (dp_replicate {replicate}, dp_shard "
                          f"{dp_total // replicate}) is refused: {new.resolution.framework_error}")

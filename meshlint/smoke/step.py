@@ -171,7 +171,10 @@ def _local_adamw(parts):
     def bind():
         for p, t in zip(params, local):
             if t is not p and p.grad is not None:
-                t.grad = p.grad._local_tensor if hasattr(p.grad, "_local_tensor") else p.grad
+                g = p.grad
+                if hasattr(g, "placements") and tuple(g.placements) != tuple(p.placements):
+                    g = g.redistribute(p.device_mesh, p.placements)  # TP without FSDP: a Partial/Replicate grad
+                t.grad = g._local_tensor if hasattr(g, "_local_tensor") else g
 
     return opt, bind
 
