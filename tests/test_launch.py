@@ -4,7 +4,6 @@ scripts.py, ttroot.py): tyro parity, the real run_train.sh and multinode_trainer
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import subprocess
 import sys
@@ -20,7 +19,6 @@ from conftest import FIXTURES, ROOT
 from meshlint.errors import InputError
 from meshlint.inputs.launch import (
     COMMAND_LINE,
-    Override,
     UnknownValue,
     apply_overrides,
     parse_launch_args,
@@ -354,7 +352,17 @@ def test_renamed_keys_point_to_the_new_name():
         overrides("--training.local_batch_size", "8")
     assert "num_tokens_per_microbatch_per_dp_rank" in err.value.help
     assert overrides("--training.local_batch_size", "8", version="0.3.0")[0].value == 8
-    assert overrides("--training.local_batch_size", "8", version=None)[0].value == 8   # either version
+    with pytest.raises(InputError) as err:
+        overrides("--training.max_context_length", "8", version="0.3.0")
+    assert "0.3.0 calls it --training.seq_len" in err.value.help
+    either = overrides("--training.local_batch_size", "8", version=None)                # either version
+    assert either[0].value == 8
+    with pytest.raises(InputError) as err:                   # applied as main: refused, with the new name
+        apply_overrides(source({"training": {}}), either, version=MAIN)
+    assert "num_tokens_per_microbatch_per_dp_rank" in err.value.help
+    src = source({"training": {}})
+    apply_overrides(src, either, version="0.3.0")
+    assert src.data["training"]["local_batch_size"] == 8
 
 
 def test_bool_flag_with_a_value_is_refused_as_tyro_does():
@@ -479,9 +487,12 @@ def test_activation_checkpoint_subcommand():
 def test_overrides_of_a_nested_rl_config_go_under_trainer():
     src = source({"parallelism": {}})
     src.nested_under = "trainer"
-    src.outer = {"generator": {}}
-    apply_overrides(src, overrides("--trainer.parallelism.tensor_parallel_degree", "2", version=None))
+    outer = {"generator": {}}
+    src.outer = outer
+    apply_overrides(src, overrides("--trainer.parallelism.tensor_parallel_degree", "2", "--generator.seed", "3",
+                                   version=None))
     assert src.data["parallelism"]["tensor_parallel_degree"] == 2
+    assert src.outer["generator"]["seed"] == "3" and outer == {"generator": {}}
 
 
 @needs_checkout
@@ -666,6 +677,16 @@ srun python -m torchtitan.train --module llama3 --config llama3_8b "${ARGS[@]}" 
     srun_hint = launch.hints[0]                 # srun starts the trainer: its tasks are the ranks
     assert (srun_hint.world_size, srun_hint.gpus_per_node, srun_hint.nodes) == (16, 8, 2)
     assert launch.facts["#SBATCH --nodes"] == "2" and launch.facts["#SBATCH --gres"] == "gpu:h100:8"
+
+
+@pytest.mark.parametrize("text, gres, count", [
+    ("8", False, 8), ("h100:8", False, 8), ("gpu:8", True, 8), ("gpu:a100:4", True, 4), ("shard:2,gpu:4", True, 4),
+    ("gpu", True, 1), ("gpu:8(S:0-1)", True, 8), ("mps:100", True, None),
+])
+def test_gpu_counts(text, gres, count):
+    from meshlint.inputs.launch import _gpu_count
+
+    assert _gpu_count(text, gres) == count
 
 
 def test_srun_options_over_the_allocation():

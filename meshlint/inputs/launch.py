@@ -608,19 +608,20 @@ def _srun_options(words: list, i: int) -> tuple:
     return opts, i
 
 
-def _gpu_count(text: str) -> int | None:
-    """``8``, ``h100:8`` (--gpus-per-node), ``gpu:8``, ``gpu:a100:8``, ``gpu:8(S:0-1)`` (--gres) -> 8."""
+def _gpu_count(text: str, gres: bool = False) -> int | None:
+    """``8``, ``h100:8`` (--gpus-per-node); ``gpu:8``, ``gpu:a100:8``, ``gpu:8(S:0-1)``, ``gpu`` (--gres,
+    where only the gpu items count) -> 8 (1 for a bare ``gpu``)."""
     for item in text.split(","):
         item = item.strip()
-        if item.startswith("gpu"):
+        if gres:
+            if not item.startswith("gpu"):
+                continue
             item = item[3:].lstrip(":")
-        elif "gres" in item:
-            continue
-        count = item.rsplit(":", 1)[-1].split("(")[0].strip()
+            if not item:
+                return 1
+        count = item.split("(")[0].rsplit(":", 1)[-1].strip()
         if count.isdigit() and len(count) < 9:
             return int(count)
-        if not item:
-            return 1  # --gres=gpu means one GPU
     return None
 
 
@@ -650,7 +651,7 @@ def _slurm_hints(srun: dict | None, srun_word: Word | None, sbatch: dict | None,
         for key in ("gpus-per-node", "gres"):
             w = opts.get(key)
             if w is not None and w.known():
-                gpn = _gpu_count(w.text)
+                gpn = _gpu_count(w.text, gres=key == "gres")
                 if gpn is not None:
                     break
         if gpn is None and opts.get("gpus-per-task") is not None:
@@ -673,6 +674,7 @@ def _slurm_hints(srun: dict | None, srun_word: Word | None, sbatch: dict | None,
             shown += " in the allocation of " + " ".join(
                 f"--{k}={w.text if w.known() else _shown(w)}" for k, w in sb.items() if k in keys)
         out.append(Hint(f"{where}: {shown.strip()}" if shown.strip() else where, world, gpn, nodes))
+    notes[:] = list(dict.fromkeys(notes))
     return out
 
 
@@ -1038,9 +1040,11 @@ def _unknown_option(flag: str, path: str, schema: dict, word: Word, origin: _Ori
     section, _, field = path.partition(".")
     fields = schema.get(section, {})
     close = difflib.get_close_matches(field, list(fields), n=1, cutoff=0.6)
-    renamed = RENAMED.get(path) or RENAMED_BACK.get(path)
-    if renamed and renamed.partition(".")[2] in fields:
-        help = f"torchtitan renamed it: --{renamed} (0.3.0 has --{RENAMED_BACK.get(renamed, path)}, main --{RENAMED.get(renamed, renamed)})"
+    old = path if path in RENAMED else RENAMED_BACK.get(path)
+    if old is not None and RENAMED[old].partition(".")[2] in fields:
+        help = f"torchtitan main renamed --{old} to --{RENAMED[old]}: use that"
+    elif old is not None and old.partition(".")[2] in fields:
+        help = f"--{path} is torchtitan main's name; 0.3.0 calls it --{old}"
     elif close:
         help = f"did you mean --{section}.{close[0]}?"
     else:
@@ -1112,6 +1116,8 @@ def apply_overrides(source, overrides: list, version: str | None = None) -> None
     source.types = dict(getattr(source, "types", {}) or {})
     set_by = dict(getattr(source, "overridden", {}) or {})   # dotted path -> Override
     nested = getattr(source, "nested_under", None)
+    if nested and isinstance(getattr(source, "outer", None), dict):
+        source.outer = copy.deepcopy(source.outer)
     config_class = source.types.get("")
     plain = config_class in ("Trainer.Config", None) and not nested
     schema = schema_for(version)
@@ -1417,7 +1423,8 @@ def read_saved_config(path: str, text: str | None = None):
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError("ML006", f"not a saved torchtitan config: invalid JSON ({exc.msg})", exc.lineno, exc.colno) from None
+        raise InputError("ML006", f"not a saved torchtitan config: invalid JSON ({exc.msg})", exc.lineno,
+                         exc.colno) from None
     except (RecursionError, ValueError) as exc:
         raise InputError("ML006", f"not a saved torchtitan config: invalid JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("parallelism"), dict):
