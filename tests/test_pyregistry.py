@@ -697,3 +697,14 @@ def test_a_helper_that_returns_early_poisons_only_what_it_may_write(tmp_path):
     reads = rf.functions["reads"]
     assert reads.data["parallelism"] == {"tensor_parallel_degree": 2}
     assert "steps" in reads.unknown
+
+
+def test_big_shared_values_stay_cheap(tmp_path):
+    funcs = "".join(f"def f{i}() -> Trainer.Config:\n    return Trainer.Config(x=BIG, y=f{i + 1}() if False else 1)\n\n"
+                    for i in range(300))
+    start = time.process_time()
+    rf = _read(tmp_path, HEAD + "BIG = [0] * 10000\nHUGE = [0] * 10 ** 6\n\n" + funcs +
+               "def g() -> Trainer.Config:\n    return Trainer.Config(x=HUGE)\n")
+    assert rf.error is None and len(rf.functions) == 301
+    assert time.process_time() - start < 20
+    assert "x" in rf.functions["g"].unknown

@@ -26,7 +26,8 @@ from meshlint.inputs.pysource import PySource, Unknown
 
 MAX_BYTES = 16 * 1024 * 1024        # same file-size limit as TOML sources
 MAX_INT = 10 ** 18                  # larger integers are not a training config; they become Unknown
-MAX_SEQ = 100_000                   # longest string / list built by arithmetic
+MAX_SEQ = 100_000                   # longest string built by arithmetic
+MAX_ITEMS = 10_000                  # longest list / tuple / dict (every derivation copies them)
 MAX_STEPS = 20_000                  # statements + expressions evaluated per config function (HEAD: <500)
 BUDGET_BASE = 50_000                # ... and per file: time stays linear in the file's size
 BUDGET_PER_BYTE = 4                 # (HEAD's registries use at most 0.5 step per byte)
@@ -1087,7 +1088,7 @@ class Interp:
                     items.extend(seq)
                 else:
                     items.append(self.eval(elt, fr))
-            if len(items) > MAX_SEQ:
+            if len(items) > MAX_ITEMS:
                 return self.unknown("sequence too long", node, mod)
             if t is ast.Tuple:
                 return tuple(items)
@@ -1423,6 +1424,7 @@ class Interp:
                 count[0] += 1
                 if count[0] > MAX_UNROLL * 4:
                     raise _Stop(self.unknown("comprehension too long to follow", node, fr.mod))
+                self.tick()
                 return
             gen = node.generators[i]
             seq = self.iterate(self.eval(gen.iter, scope if i else fr), gen.iter, fr)
@@ -1851,6 +1853,10 @@ class Interp:
                 new.fields[key] = self.copy(item, site, file, memo, depth + 1, note)
             new.pos = dict(value.pos) if site is None else dict.fromkeys(value.pos, site)
             return new
+        if tv in (list, tuple, dict):
+            self.reader.spent += len(value)     # copies count against the file's budget
+            if self.reader.spent > self.reader.budget:
+                raise _Limit("the evaluation budget for this file is spent (it grows with the file's size)")
         if tv is list:
             if id(value) in memo:
                 return memo[id(value)]
@@ -2035,7 +2041,7 @@ class Interp:
                 seq = values[0] if len(values) == 1 else values
                 return min(seq) if name == "min" else max(seq)
             if name == "range":
-                if not all(isinstance(v, int) for v in values) or len(range(*values)) > MAX_SEQ:
+                if not all(isinstance(v, int) for v in values) or len(range(*values)) > MAX_ITEMS:
                     return self.unknown("range() too long or of non-integers", node, mod)
                 return list(range(*values))
             if name == "abs":
@@ -2071,7 +2077,7 @@ class Interp:
         try:
             if isinstance(recv, list):
                 if name == "append" and len(args) == 1:
-                    if len(recv) >= MAX_SEQ:
+                    if len(recv) >= MAX_ITEMS:
                         return self.unknown("list too long", node, mod)
                     recv.append(args[0])
                     return None
@@ -2079,6 +2085,9 @@ class Interp:
                     seq = self.iterate(args[0], node, fr)
                     if isinstance(seq, U):
                         self.havoc_target(m.recv_node, fr, seq)
+                        return None
+                    if len(recv) + len(seq) > MAX_ITEMS:
+                        self.havoc_target(m.recv_node, fr, self.unknown("list too long", node, mod))
                         return None
                     recv.extend(seq)
                     return None
@@ -2385,7 +2394,7 @@ def _arith_guard(op, a, b) -> str | None:
         if isinstance(a, (str, list, tuple)) and isinstance(b, int) or isinstance(b, (str, list, tuple)) and \
                 isinstance(a, int):
             seq, n = (a, b) if isinstance(a, (str, list, tuple)) else (b, a)
-            if len(seq) * max(n, 0) > MAX_SEQ:
+            if len(seq) * max(n, 0) > (MAX_SEQ if isinstance(seq, str) else MAX_ITEMS):
                 return "sequence repetition too long"
         elif isinstance(a, int) and isinstance(b, int) and a.bit_length() + b.bit_length() > 64:
             return f"integer arithmetic beyond {MAX_INT:.0e}"
@@ -2393,7 +2402,7 @@ def _arith_guard(op, a, b) -> str | None:
         if b > 62 or a.bit_length() + max(b, 0) > 62:
             return f"shift beyond {MAX_INT:.0e}"
     if isinstance(op, ast.Add) and isinstance(a, (str, list, tuple)) and isinstance(b, type(a)):
-        if len(a) + len(b) > MAX_SEQ:
+        if len(a) + len(b) > (MAX_SEQ if isinstance(a, str) else MAX_ITEMS):
             return "sequence too long"
     if isinstance(op, ast.Mod) and isinstance(a, str):
         return "%-formatting is not followed"
@@ -2423,8 +2432,11 @@ _STR_METHODS = {"strip", "lstrip", "rstrip", "lower", "upper", "split", "rsplit"
 # From interpreter values to a PySource
 # -----------------------------------------------------------------------------
 class _Flat:
+    MAX_ELEMENTS = 50_000   # values written out per config (HEAD's largest has a few hundred)
+
     def __init__(self, interp: Interp):
         self.interp = interp
+        self.elements = 0
         self.unknown: dict = {}
         self.positions: dict = {}
         self.types: dict = {}
@@ -2469,6 +2481,11 @@ class _Flat:
             return U("value nested too deeply", 0, 0, self.interp.top.path)
         if isinstance(value, U):
             return value
+        if isinstance(value, (list, tuple, dict)):
+            self.elements += len(value)
+            if self.elements > self.MAX_ELEMENTS:
+                return U(f"{path} holds more values than a config does ({self.MAX_ELEMENTS:,} in all)", 0, 0,
+                         self.interp.top.path)
         if isinstance(value, (list, tuple)):
             out = []
             for item in value:
