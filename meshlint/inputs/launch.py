@@ -981,8 +981,7 @@ def parse_overrides(args: list, origin: _Origin | None = None, version: str | No
             text = " ".join([_shown(w)] + [_shown(v) for v in values[1 if eq else 0:]])
             if any(not v.known() for v in values):
                 bad = next(v for v in values if not v.known())
-                value: Any = UnknownValue(f"{_shown(bad)} is not determined by the script: "
-                                          f"{bad.unknown or 'it expands to any number of words'}")
+                value: Any = UnknownValue(bad.unknown or f"{_shown(bad)} expands to any number of words")
             elif not values:
                 value = True if not parts[-1].startswith("no_") else False
                 if parts[-1].startswith("no_"):
@@ -1006,8 +1005,7 @@ def parse_overrides(args: list, origin: _Origin | None = None, version: str | No
         text = " ".join([_shown(w)] + [_shown(v) for v in values[1 if eq else 0:]])
         unknown = next((v for v in values if not v.known()), None)
         if unknown is not None:
-            value = UnknownValue(f"{_shown(unknown)} is not determined by the script: "
-                                 f"{unknown.unknown or 'it expands to any number of words'}")
+            value = UnknownValue(unknown.unknown or f"{_shown(unknown)} expands to any number of words")
         else:
             value = _typed(kind, [v.text for v in values], "--" + name, w, origin)
         out.append(Override(path, value, index, text, _pos(w, origin), "value", True))
@@ -1276,7 +1274,7 @@ def _mark_unknown(source, parts: tuple, ov: Override, unknown_cls) -> None:
     _drop_below(source.positions, dotted)
     _drop_below(source.unknown, dotted)
     file, line, col = ov.position if ov.position else (COMMAND_LINE, 1, 1)
-    source.unknown[dotted] = unknown_cls(f"set by {ov.text} at {ov.where()}: {ov.value.reason}", line, col, file)
+    source.unknown[dotted] = unknown_cls(f"{ov.text}: {ov.value.reason}", line, col, file)
     if ov.position:
         source.positions[dotted] = (line, col)
 

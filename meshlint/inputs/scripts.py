@@ -562,7 +562,7 @@ class _Reader:
                 if k + 1 < len(raws):
                     name = _literal(raws[k + 1])
                     if name and _NAME.fullmatch(name):
-                        self._assign(name, None, "a loop variable: it takes several values", raws[k + 1].line)
+                        self._assign(name, None, f"${name} is a loop variable: it takes several values", raws[k + 1].line)
                 return
             elif word == "case":
                 self.push("case")
@@ -586,7 +586,7 @@ class _Reader:
             for r in raws[1:]:
                 name = _literal(r)
                 if name and _NAME.fullmatch(name):
-                    self._assign(name, None, f"{name} is read from input (line {r.line})", r.line)
+                    self._assign(name, None, f"${name} is read from input (line {r.line})", r.line)
             return
         if first in ("source", ".", "eval"):
             what = _literal(raws[1]) if len(raws) > 1 else None
@@ -696,7 +696,7 @@ class _Reader:
         """(value or None, why unknown) of a variable read here."""
         path = self.path()
         if var.block and tuple(path[:len(var.block)]) != tuple(var.block):
-            return None, f"{name} is set inside an if/loop block (line {var.line}) and read after it"
+            return None, f"${name} is set inside an if/loop block (line {var.line}) and read after it"
         if var.value is None:
             return None, var.why
         return var.value, None
@@ -708,7 +708,7 @@ class _Reader:
         if exported is None:
             exported = (old.exported if old else False) or self.export_all
         if value is not None and len(value) > MAX_WORD_CHARS:
-            value, why = None, f"{name} grows past {MAX_WORD_CHARS:,} characters"
+            value, why = None, f"${name} grows past {MAX_WORD_CHARS:,} characters"
         self.vars[name] = _Var(value, why, line, self.path(), exported, array, note)
 
     def _assign_raw(self, name: str, append: bool, raw: _Raw, exported: bool = False) -> None:
@@ -755,7 +755,7 @@ class _Reader:
             elif lit and _NAME.fullmatch(lit) and lit in self.vars and exported:
                 self.vars[lit].exported = True
             elif lit and _NAME.fullmatch(lit) and exported:
-                self._assign(lit, None, f"{lit} comes from the environment", r.line, True)
+                self._assign(lit, None, f"${lit} comes from the environment", r.line, True)
 
     # -- expansion
     def expand_all(self, raws: list) -> list:
@@ -909,7 +909,7 @@ class _Reader:
             if op in (":=", "="):
                 self._assign(name, word.text, None, raw.line)
             if word.text == "" and not is_set:
-                return None, f"{name} is empty unless the environment sets it", [], None
+                return None, f"${name} is empty unless the environment sets it", [], None
             return word.text, None, [(name, word.text, None, "DEFAULT")], None
         if op in (":+", "+"):
             if not is_set:
