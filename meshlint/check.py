@@ -156,8 +156,11 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
     module = DIALECTS[dialect]
     spec = module.read(source)
     if dialect in TOML_VERSIONS:
+        from meshlint.dialects import schema_check
+
         version, why = TOML_VERSIONS[dialect]
         spec.framework = {"name": dialect, "version": version, "decided_by": why}
+        schema_check.apply(spec, source.data)
     if dialect == "torchtitan":
         from meshlint import models
 

@@ -66,6 +66,8 @@ FACT_DOCS = {
                 "(see meshlint/pipeline.py)",
     "memory": "bytes_per_param (weights + gradients + AdamW moments) and gpu_gib (the GPU memory to compare with)",
     "problems": "list of invalid values: {key, expected, actual, value, note}",
+    "refusals": "checks of the framework's config classes (their __post_init__) that the config fails, from the "
+                "generated schema, for keys no other rule models: {key, message, framework, source}",
     "unknown_keys": "list of keys the framework does not define: {key, section, name, suggestion}",
     "near_misses": "keys outside the strict sections that are a letter or two from a key meshlint reads: "
                    "{key, section, name, suggestion}",
@@ -144,6 +146,7 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         "framework_error": res.framework_error,
         "error_stage": res.error_stage,
         "problems": spec.problems,
+        "refusals": spec.extra.get("refusals", []),
         "unknown_keys": spec.unknown_keys,
         "near_misses": spec.near_misses,
         "degree_values": degree_items(spec),

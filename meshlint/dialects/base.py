@@ -210,7 +210,8 @@ def unknown_keys(data: dict, sections: tuple, keys: list, spec: Spec, aliases: d
             strict = section in sections
             close = _close_matches(name, names, n=1, cutoff=0.6 if strict else 0.85)
             suggestion = close[0] if close else (aliases or {}).get(name, (aliases or {}).get(name.rstrip("s")))
-            entry = {"key": f"{section}.{name}", "section": section, "name": name, "suggestion": suggestion}
+            entry = {"key": f"{section}.{name}", "section": section, "name": name, "suggestion": suggestion,
+                     "framework": None}
             if strict:
                 spec.unknown_keys.append(entry)
             elif close and close[0] not in table:

@@ -51,7 +51,7 @@ def read(source) -> Spec:
             if name not in ("world_size", "gpus_per_node", "dims"):
                 close = _close_matches(name, ["world_size", "gpus_per_node", "dims"], n=1, cutoff=0.6)
                 spec.unknown_keys.append({"key": f"mesh.{name}", "section": "mesh", "name": name,
-                                          "suggestion": close[0] if close else None})
+                                          "suggestion": close[0] if close else None, "framework": None})
     dims = _read_dims(mesh.get("dims") if isinstance(mesh, dict) else None, spec)
     spec.extra["dims"] = dims
     names = [d["name"] for d in dims]
@@ -112,7 +112,7 @@ def _read_dims(raw, spec: Spec) -> list:
             if extra not in DIM_KEYS:
                 close = _close_matches(extra, list(DIM_KEYS), n=1, cutoff=0.6)
                 spec.unknown_keys.append({"key": f"{key}.{extra}", "section": "mesh.dims", "name": extra,
-                                          "suggestion": close[0] if close else None})
+                                          "suggestion": close[0] if close else None, "framework": None})
         name = item.get("name")
         if not isinstance(name, str) or not name:
             _dim_problem(spec, item, key, "name", "a string", "every dim needs a name")
