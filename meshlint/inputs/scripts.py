@@ -17,7 +17,6 @@ import re
 from meshlint.errors import InputError
 from meshlint.inputs.launch import (
     MAX_ARGS,
-    MAX_WORD_CHARS,
     UNKNOWN_CHAR,
     Launch,
     Word,
@@ -36,6 +35,7 @@ MAX_LAUNCHES = 256          # launch lines in one script
 MAX_VARIABLES = 10_000      # distinct variables a script assigns
 MAX_NESTING = 32            # ${...} / $(...) / quotes inside each other within one word
 MAX_ARITH_CHARS = 200       # one $((...)) expression
+MAX_VALUE_CHARS = 16_384    # one variable's value or one expanded word (longer: unknown, never truncated)
 
 # Slurm's environment inside an allocation, from the script's #SBATCH options
 _SLURM_VARS = {"SLURM_NNODES": "nodes", "SLURM_JOB_NUM_NODES": "nodes", "SLURM_NTASKS": "ntasks",
@@ -707,8 +707,8 @@ class _Reader:
             return
         if exported is None:
             exported = (old.exported if old else False) or self.export_all
-        if value is not None and len(value) > MAX_WORD_CHARS:
-            value, why = None, f"${name} grows past {MAX_WORD_CHARS:,} characters"
+        if value is not None and len(value) > MAX_VALUE_CHARS:
+            value, why = None, f"${name} grows past {MAX_VALUE_CHARS:,} characters"
         self.vars[name] = _Var(value, why, line, self.path(), exported, array, note)
 
     def _assign_raw(self, name: str, append: bool, raw: _Raw, exported: bool = False) -> None:
@@ -828,8 +828,8 @@ class _Reader:
                 continue
             text.append(value)
         joined = "".join(text)
-        if len(joined) > MAX_WORD_CHARS:
-            joined, unknown = UNKNOWN_CHAR, f"a word longer than {MAX_WORD_CHARS:,} characters"
+        if len(joined) > MAX_VALUE_CHARS:
+            joined, unknown = UNKNOWN_CHAR, f"a word longer than {MAX_VALUE_CHARS:,} characters"
         word = Word(joined, raw.line, raw.col, source, unknown if UNKNOWN_CHAR in joined else None, False,
                     tuple(vars_))
         if pieces:
