@@ -258,11 +258,17 @@ PARITY = [
 ]
 
 
+_TYRO_SEEN: dict = {}
+
+
 def _tyro(args):
-    try:
-        return tyro.cli(MConfig, args=args, default=MConfig(), registry=_REGISTRY, console_outputs=False)
-    except SystemExit:
-        return None
+    key = tuple(args)
+    if key not in _TYRO_SEEN:
+        try:
+            _TYRO_SEEN[key] = tyro.cli(MConfig, args=args, default=MConfig(), registry=_REGISTRY, console_outputs=False)
+        except SystemExit:
+            _TYRO_SEEN[key] = None
+    return _TYRO_SEEN[key]
 
 
 def _flatten(config) -> dict:
