@@ -456,6 +456,12 @@ def test_apply_sets_values_positions_and_files():
     assert src.overridden["parallelism.tensor_parallel_degree"].text == "--parallelism.tensor_parallel_degree 16"
 
 
+def test_apply_without_overrides_still_names_files():
+    src = source({"parallelism": {"tensor_parallel_degree": 8}})
+    apply_overrides(src, [])
+    assert src.file_of("parallelism.tensor_parallel_degree") == "reg.py" and src.overridden == {}
+
+
 def test_apply_works_on_copies():
     shared = {"parallelism": {"tensor_parallel_degree": 8}}
     a, b = source(shared), source(shared)

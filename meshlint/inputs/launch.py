@@ -1102,10 +1102,9 @@ def apply_overrides(source, overrides: list, version: str | None = None) -> None
     ``locate``/``file_of`` point at the override for what it set.
 
     Works on private copies of ``data``, ``positions``, ``unknown`` and ``types`` (a registry reader
-    may share them between configs). An override with an unknown value makes its path unknown
+    may share them between configs). Sets ``source.file_of`` (and wraps ``locate``) even when there
+    are no overrides, so every finding of a launch names its file. An override with an unknown value makes its path unknown
     (never a guess). Raises InputError(ML006) where torchtitan would refuse the launch."""
-    if not overrides:
-        return
     from meshlint.inputs.pysource import Unknown
 
     source.data = copy.deepcopy(getattr(source, "data", {}) or {})
