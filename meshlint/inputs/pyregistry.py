@@ -2899,6 +2899,11 @@ def _config_like(fdef, mod: Module, decisions: dict) -> bool:
     return False
 
 
+def clear_caches() -> None:
+    """Forget what earlier reads of this process parsed and evaluated (tests, benchmarks)."""
+    _PARSE_CACHE.clear()
+
+
 def _snapshot(interp: Interp, value, mod: Module):
     """A top-level result kept as the derivation snapshot of its function (nothing mutates it later:
     derivations copy it, with positions moved to the call and unknowns saying where they arose)."""
