@@ -317,7 +317,8 @@ def test_unreadable_inputs(tmp_path):
     assert _read(tmp_path, b"x = 1\n\x00\n").error.code == "ML002"
     assert _read(tmp_path, b"x = '\xff\xfe'\n").error.code == "ML002"
     # what Python accepts is accepted: a BOM, a coding cookie
-    rf = _read(tmp_path, b"\xef\xbb\xbf" + (HEAD + "def f() -> Trainer.Config:\n    return Trainer.Config()\n").encode())
+    body = HEAD + "def f() -> Trainer.Config:\n    return Trainer.Config()\n"
+    rf = _read(tmp_path, b"\xef\xbb\xbf" + body.encode())
     assert rf.error is None and "f" in rf.functions
     latin = ("# -*- coding: latin-1 -*-\n" + HEAD + "def f() -> Trainer.Config:\n"
              "    return Trainer.Config(dump_folder='caf\xe9')\n").encode("latin-1")
@@ -327,7 +328,8 @@ def test_unreadable_inputs(tmp_path):
 
 def test_non_ascii_columns_are_characters(tmp_path):
     rf = _read(tmp_path, HEAD + "def f() -> Trainer.Config:\n"
-                                "    return Trainer.Config(dump_folder='é', parallelism=ParallelismConfig(tensor_parallel_degree=2))\n")
+                                "    return Trainer.Config(dump_folder='é', "
+                                "parallelism=ParallelismConfig(tensor_parallel_degree=2))\n")
     line, col = rf.functions["f"].locate("parallelism.tensor_parallel_degree")
     assert (tmp_path / "config_registry.py").read_text().splitlines()[line - 1][col - 1:].startswith(
         "tensor_parallel_degree")
