@@ -185,7 +185,7 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
     findings, skips = run_rules(first, facts, report.source.locate)
     file_of = getattr(report.source, "file_of", None)
     if file_of is not None:  # a registry config: findings point into the file that sets the value
-        findings = [f._replace(file=file_of(f.key)) for f in findings]
+        findings = [f._replace(file=file_of(f.key, f.line, f.col)) for f in findings]
     if options.severity:
         findings = [_override(f, options.severity) for f in findings]
     report.skips = skips
@@ -199,7 +199,7 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
         facts["unused_suppressions"] = suppress.unused(suppressions, used, report.suppressed, known)
         extra, _ = run_rules(late, facts, report.source.locate)
         if file_of is not None:
-            extra = [f._replace(file=file_of(f.key)) for f in extra]
+            extra = [f._replace(file=file_of(f.key, f.line, f.col)) for f in extra]
         report.findings = sorted(report.findings + extra, key=Finding.sort_key)
     return report
 

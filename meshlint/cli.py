@@ -68,6 +68,19 @@ def _launch(module, config_name, overrides):
         _fail(f"the launch line: {exc.message}" + (f" ({exc.help})" if exc.help else ""))
 
 
+_LAUNCHERS = ("torchrun", "srun", "run_train.sh", "env", "python", "python3", "uv", "nohup", "exec")
+
+
+def _is_command(word: str) -> bool:
+    """A launch command given in place of paths (``torchrun ...``, ``NGPU=8 ./run_train.sh ...``)."""
+    import os
+
+    if os.path.exists(word):
+        return False
+    name = word.rsplit("/", 1)[-1]
+    return name in _LAUNCHERS or name.startswith("python") or ("=" in word and not word.startswith("-"))
+
+
 def _cli_topology(world_size, nodes, gpus_per_node, placement):
     """Validate the topology flags (and build them for callers that need no project config)."""
     from meshlint.topology import CliTopology
@@ -186,6 +199,15 @@ def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs
         launch, config_path, paths = _launch(tt_module, config_path, paths), meshlint_config, ()
     elif not paths:
         raise click.UsageError("give PATH... (or a torchtitan launch: --module M --config F -- OVERRIDES)")
+    elif _is_command(paths[0]):  # meshlint check -- torchrun --nproc_per_node 8 -m torchtitan.train ...
+        from meshlint.errors import InputError
+        from meshlint.inputs.launch import parse_launch_args
+
+        try:
+            launch = parse_launch_args(list(paths))
+        except InputError as exc:
+            _fail(f"the launch line: {exc.message}" + (f" ({exc.help})" if exc.help else ""))
+        paths, config_path = (), config_path or meshlint_config
     else:
         config_path = config_path or meshlint_config
     settings = CliSettings(dialect, world_size, nodes, gpus_per_node, placement, rule_dirs=tuple(rule_dirs),

@@ -32,7 +32,8 @@ def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name:
         return [FileReport(path, "error", error=exc)]
     if isinstance(sources, FileReport):
         return [sources]
-    return [analyse_source(src, options, launch_for.get(id(src))) for src in sources]
+    return [src if isinstance(src, FileReport) else analyse_source(src, options, launch_for.get(id(src)))
+            for src in sources]
 
 
 def analyse_launch(launch, options) -> object:
@@ -110,28 +111,40 @@ def _script_sources(path: str, options):
                                                 "--module M --config F, or MODULE=... CONFIG=... run_train.sh)"), {}
     start = os.path.dirname(os.path.abspath(path))
     sources, launch_for = [], {}
-    for launch in launches:
-        source = _launch_source(launch, options, start)
+    for launch in launches:  # each launch line is its own config: one bad line does not hide the others
+        try:
+            source = _launch_source(launch, options, start)
+        except InputError as exc:
+            if exc.line == 1 and getattr(launch, "line", None):
+                exc.line = launch.line
+            sources.append(FileReport(getattr(launch, "display", None) or path, "error", error=exc))
+            continue
         sources.append(source)
         launch_for[id(source)] = launch
     return sources, launch_for
 
 
 def _launch_source(launch, options, start_dir: str):
-    """The registry function a launch names, read, with the launch's overrides applied."""
+    """The registry function a launch names, read, with the launch's overrides applied
+    (checked against the keys of the version the registry is read as)."""
     from meshlint.inputs.launch import apply_overrides
     from meshlint.inputs.pyregistry import find_config_module, read_function
     from meshlint.inputs.ttroot import find_root
 
-    root, _how = find_root(start_dir, options.torchtitan_root)
+    if getattr(launch, "error", None) is not None:
+        raise launch.error
+    root, how = find_root(start_dir, options.torchtitan_root)
     if root is None:
-        raise InputError("ML006", f"cannot find the torchtitan checkout that --module {launch.module} refers to",
+        raise InputError("ML006", f"cannot find the torchtitan checkout that --module {launch.module} refers to ({how})",
                          getattr(launch, "line", 1) or 1, 1,
                          help="pass --torchtitan-root DIR (the directory holding torchtitan/), or run meshlint "
                               "from inside the checkout")
     file, function = find_config_module(root, launch.module, launch.config)
     source = read_function(file, function, root=root)
-    apply_overrides(source, launch.overrides)
+    version, _ = choose_version(source, options)
+    apply_overrides(source, launch.overrides, version=version)
+    if getattr(launch, "file", None):
+        source.path = launch.display  # run.sh:12::llama3_70b
     source.launch = launch
     return source
 
