@@ -1,0 +1,504 @@
+"""The cost model ``meshlint suggest`` ranks valid layouts with (every formula and default: docs/cost-model.md).
+
+For one layout it estimates, per GPU and per iteration (one forward and backward over
+the local batch of every data-parallel rank):
+
+* **memory**: model states as rule ML504 estimates them (parameters × bytes per
+  parameter / (pp·tp·fsdp)), plus activations where the config gives the sequence
+  length and microbatch, and whether that fits ``--gpu-memory-gib``;
+* **compute**: 6·N_active + 12·L·s·H·Q FLOPs per token (PaLM, appendix B) at a
+  fraction of the GPU's peak, ×4/3 with full activation recomputation;
+* **communication**, each collective priced with an alpha-beta model
+  (``steps·alpha + bytes/bandwidth``, ring algorithms) on the link it runs on: NVLink
+  when the group stays inside a node, the inter-node fabric otherwise, decided by
+  ``meshlint.mesh.place`` on the framework's own mesh layout: TP (all-gather +
+  reduce-scatter of activations per layer), CP (ring exchange of K/V), EP (all-to-all
+  dispatch and combine per MoE layer), FSDP (all-gather of parameters, reduce-scatter
+  of gradients), HSDP/DDP (all-reduce of gradient shards), PP (point-to-point
+  activations at stage boundaries). FSDP and replicate traffic overlap with compute
+  (only what exceeds it counts); TP, CP, EP and PP are on the critical path;
+* **bubble**: the schedule's idle fraction for its microbatch count.
+
+Layouts are ranked by time per token (iteration time / tokens the whole world
+processes per iteration), so layouts with different batch degrees compare fairly.
+Nothing here imports torch; all of it is arithmetic on the config's facts.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from meshlint.mesh import Axis, place
+
+GIB = 2 ** 30
+
+
+class Link(NamedTuple):
+    bandwidth: float     # GB/s per GPU, one direction (what a ring moves per GPU per second)
+    latency_us: float    # per ring step (alpha)
+
+
+class Cluster(NamedTuple):
+    """A node type on a fabric (the seed's HardwareTopology, with the numbers an alpha-beta model needs)."""
+
+    node: str
+    fabric: str
+    gpus_per_node: int
+    gpu_tflops: float             # dense bf16 peak per GPU
+    gpu_memory_gib: float
+    intra: Link                   # inside a node
+    inter: Link                   # between nodes, per GPU
+    compute_efficiency: float     # achieved fraction of the peak on the model's GEMMs
+    activation_checkpointing: str | None = None  # full | selective | none; None: what the config says
+
+
+# Node presets (docs/cost-model.md cites each number).
+NODES = {
+    # H100 SXM: 989 TFLOPS dense bf16, 80 GB, NVLink 4 at 900 GB/s bidirectional = 450 GB/s each way
+    "8xH100": {"gpus_per_node": 8, "gpu_tflops": 989.0, "gpu_memory_gib": 80 * 1e9 / GIB,
+               "intra_node_bandwidth": 450.0, "intra_node_latency_us": 3.0},
+    # H200 SXM: the H100's compute and NVLink, 141 GB
+    "8xH200": {"gpus_per_node": 8, "gpu_tflops": 989.0, "gpu_memory_gib": 141 * 1e9 / GIB,
+               "intra_node_bandwidth": 450.0, "intra_node_latency_us": 3.0},
+    # 4-GPU H100/H200 boards (HGX 4-GPU, GH200 NVL): NVLink 4 between all four
+    "4xH100": {"gpus_per_node": 4, "gpu_tflops": 989.0, "gpu_memory_gib": 80 * 1e9 / GIB,
+               "intra_node_bandwidth": 450.0, "intra_node_latency_us": 3.0},
+    "4xH200": {"gpus_per_node": 4, "gpu_tflops": 989.0, "gpu_memory_gib": 141 * 1e9 / GIB,
+               "intra_node_bandwidth": 450.0, "intra_node_latency_us": 3.0},
+    # A100 SXM 80 GB: 312 TFLOPS dense bf16, NVLink 3 at 600 GB/s bidirectional
+    "8xA100": {"gpus_per_node": 8, "gpu_tflops": 312.0, "gpu_memory_gib": 80 * 1e9 / GIB,
+               "intra_node_bandwidth": 300.0, "intra_node_latency_us": 4.0},
+    "4xA100": {"gpus_per_node": 4, "gpu_tflops": 312.0, "gpu_memory_gib": 80 * 1e9 / GIB,
+               "intra_node_bandwidth": 300.0, "intra_node_latency_us": 4.0},
+}
+# Fabric presets: per-GPU bandwidth between nodes (one NIC per GPU unless said) and the per-step latency.
+FABRICS = {
+    "infiniband-ndr": {"inter_node_bandwidth": 50.0, "inter_node_latency_us": 8.0},    # 400 Gb/s per GPU
+    "infiniband-hdr": {"inter_node_bandwidth": 25.0, "inter_node_latency_us": 8.0},    # 200 Gb/s per GPU
+    "roce-400": {"inter_node_bandwidth": 50.0, "inter_node_latency_us": 12.0},         # 400 GbE RoCE per GPU
+    "ethernet-100": {"inter_node_bandwidth": 12.5, "inter_node_latency_us": 30.0},     # 100 GbE per GPU
+}
+DEFAULT_FABRIC = "infiniband-ndr"
+DEFAULT_EFFICIENCY = 0.55   # KempnerForge's single-GPU 7B reaches 57.8 % MFU (mfu_scaling.md, row 1)
+CLUSTER_KEYS = {"node": str, "fabric": str, "gpus_per_node": int, "gpu_tflops": (int, float),
+                "gpu_memory_gib": (int, float), "intra_node_bandwidth": (int, float),
+                "intra_node_latency_us": (int, float), "inter_node_bandwidth": (int, float),
+                "inter_node_latency_us": (int, float), "compute_efficiency": (int, float),
+                "activation_checkpointing": str}
+AC_MODES = ("full", "selective", "none")
+LOOPED = ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV")  # 2 stages per rank
+
+
+def default_node(gpus_per_node: int | None) -> str:
+    return "4xH100" if gpus_per_node == 4 else "8xH100"
+
+
+def cluster(settings: dict | None = None, gpus_per_node: int | None = None) -> Cluster:
+    """The cluster profile: a node preset and a fabric preset, then any number overridden.
+
+    ``settings`` is ``[tool.meshlint.cluster]`` (already checked by meshlint.config).
+    """
+    s = dict(settings or {})
+    node = s.get("node") or default_node(s.get("gpus_per_node") or gpus_per_node)
+    fabric = s.get("fabric") or DEFAULT_FABRIC
+    merged = {**NODES.get(node, NODES["8xH100"]), **FABRICS.get(fabric, FABRICS[DEFAULT_FABRIC])}
+    merged.update({k: v for k, v in s.items() if k not in ("node", "fabric")})
+    gpn = gpus_per_node or merged["gpus_per_node"]
+    return Cluster(node, fabric, gpn, float(merged["gpu_tflops"]), float(merged["gpu_memory_gib"]),
+                   Link(float(merged["intra_node_bandwidth"]), float(merged["intra_node_latency_us"])),
+                   Link(float(merged["inter_node_bandwidth"]), float(merged["inter_node_latency_us"])),
+                   float(merged.get("compute_efficiency", DEFAULT_EFFICIENCY)),
+                   merged.get("activation_checkpointing"))
+
+
+def check_cluster(table) -> str | None:
+    """What is wrong with a ``[tool.meshlint.cluster]`` table, or None."""
+    if not isinstance(table, dict):
+        return "must be a table"
+    for key, value in table.items():
+        want = CLUSTER_KEYS.get(key)
+        if want is None:
+            return f"unknown key {key!r} (known: {', '.join(CLUSTER_KEYS)})"
+        if not isinstance(value, want) or isinstance(value, bool):
+            return f"{key} has the wrong type"
+        if key == "node" and value not in NODES:
+            return f"node {value!r} is not one of {', '.join(NODES)}"
+        if key == "fabric" and value not in FABRICS:
+            return f"fabric {value!r} is not one of {', '.join(FABRICS)}"
+        if key == "activation_checkpointing" and value not in AC_MODES:
+            return f"activation_checkpointing {value!r} is not one of {', '.join(AC_MODES)}"
+        if not isinstance(value, str) and not (0 < value <= 1e7):
+            return f"{key} must be a positive number"
+        if key == "compute_efficiency" and value > 1:
+            return "compute_efficiency is a fraction of the peak (0 < x <= 1)"
+    return None
+
+
+# ----------------------------------------------------------------------------- the workload
+
+class Workload(NamedTuple):
+    """The config's model and batch, as the cost model needs them (None: unknown)."""
+
+    framework: str
+    params: int | None            # total parameters
+    expert_params: int            # parameters of the routed experts (0 for dense models)
+    active_params: int | None     # per token
+    n_layers: int | None
+    moe_layers: int
+    dim: int | None
+    attn_dim: int | None          # heads × head_dim
+    kv_dim: int | None            # kv heads × head_dim
+    top_k: int
+    seq_len: int | None           # tokens of one sequence (attention span, CP splits it)
+    batch: tuple                  # ((tokens per microbatch, microbatches) with pp > 1, (the same) without pp),
+    #                               per data-parallel rank and iteration; None where unknown
+    schedule: str | None          # pipeline schedule (torch name)
+    bytes_per_param: int | None   # model states (ML504)
+    param_bytes: int              # bytes of a parameter on the wire (bf16 unless fp32)
+    ac: str                       # activation checkpointing: full | selective | none
+    ac_from: str                  # where that came from
+    notes: tuple = ()
+
+
+def workload(report, options, profile: Cluster) -> Workload:
+    """The cost model's view of an analysed config."""
+    spec = report.spec
+    v = spec.values
+    fw = (getattr(spec, "framework", None) or {}).get("version")
+    framework = "kempnerforge" if spec.dialect == "kempnerforge" else (
+        "native" if spec.dialect == "native" else f"torchtitan@{fw or '0.2.x'}")
+    notes = []
+    params = _int(v.get("model.params"))
+    n_layers, dim = _int(v.get("model.n_layers")), _int(v.get("model.dim"))
+    heads, kv = _int(v.get("model.n_heads")), _int(v.get("model.n_kv_heads"))
+    head_dim = _int(v.get("model.head_dim")) or (dim // heads if dim and heads else None)
+    num_experts = _int(v.get("model.num_experts")) or 0
+    top_k, moe_layers, expert_params = 0, 0, 0
+    if num_experts:
+        if spec.dialect == "kempnerforge":
+            hidden = _int(v.get("model.ffn_hidden_dim")) or 0
+            every = _int(v.get("model.moe_frequency")) or 1
+            moe_layers = (n_layers or 0) // every
+            top_k = _int(v.get("model.moe_top_k")) or 2
+            per_expert = 3 * (dim or 0) * hidden
+        else:
+            entry = _model_entry(report, options) or {}
+            hidden = entry.get("moe_hidden_dim") or _int(v.get("model.moe_hidden_dim")) or 0
+            moe_layers = entry.get("moe_layers") or (n_layers or 0)
+            top_k = entry.get("top_k") or 1
+            per_expert = 3 * (dim or 0) * hidden
+        expert_params = moe_layers * num_experts * per_expert
+        active = (params - expert_params + moe_layers * top_k * per_expert) if params else None
+    else:
+        active = params
+    if not params:
+        notes.append("the model's size is unknown: layouts are ranked by fewest changes, not by time")
+    seq, batch, schedule = _batch(spec)
+    if seq is None or batch[1][0] is None:
+        notes.append("no sequence length or microbatch size: activations and per-token times are not estimated")
+    precision = v.get("train.mixed_precision") if spec.dialect == "kempnerforge" else v.get(
+        "training.mixed_precision_param")
+    param_bytes = 4 if precision in ("fp32", "float32") else 2
+    ac, ac_from = _ac_mode(report, profile)
+    return Workload(framework, params, expert_params, active, n_layers, moe_layers, dim,
+                    heads * head_dim if heads and head_dim else None, kv * head_dim if kv and head_dim else None,
+                    top_k, seq, batch, schedule, _bytes_per_param(spec), param_bytes, ac, ac_from,
+                    tuple(notes))
+
+
+def _batch(spec) -> tuple:
+    """(sequence length, ((microbatch tokens, microbatches) with pp > 1, (the same) with pp = 1), schedule),
+    per data-parallel rank and iteration, as each framework cuts its batch."""
+    v = spec.values
+    if spec.dialect == "kempnerforge":
+        # train.py: grad_accum_steps microbatches of batch_size sequences (the pipeline's microbatches with pp)
+        seq, size, accum = _int(v.get("train.seq_len")), _int(v.get("train.batch_size")), _int(
+            v.get("train.grad_accum_steps")) or 1
+        from meshlint.pipeline import KF_SCHEDULES
+
+        unit = seq * size if seq and size else None
+        return seq, ((unit, accum), (unit, accum)), KF_SCHEDULES.get(v.get("pp_schedule") or "")
+    if spec.dialect != "torchtitan":
+        return None, ((None, 1), (None, 1)), None
+    version = (getattr(spec, "framework", None) or {}).get("version") or "0.2.x"
+    from meshlint.pipeline import SCHEDULES
+
+    if version.startswith("main"):
+        # num_tokens_per_microbatch_per_dp_rank tokens per microbatch; num_pp_microbatches of them with pp
+        tokens = _int(v.get("training.num_tokens_per_microbatch_per_dp_rank"))
+        name = v.get("parallelism.pipeline_parallel_schedule")
+        known = SCHEDULES.get((name or "").lower())
+        count = _int(v.get("parallelism.num_pp_microbatches")) or 1
+        return (_int(v.get("training.max_context_length")), ((tokens, count), (tokens, 1)),
+                known[0] if known else name)
+    # 0.2.x and 0.3.0: local_batch_size sequences; with pp, cut into microbatches of the microbatch size
+    seq, local = _int(v.get("training.seq_len")), _int(v.get("training.local_batch_size"))
+    if version == "0.2.x":
+        micro, name = _int(v.get("pp_microbatch_size")), v.get("pp_schedule")
+    else:
+        micro = _int(v.get("parallelism.pipeline_parallel_microbatch_size"))
+        name = v.get("parallelism.pipeline_parallel_schedule")
+    known = SCHEDULES.get((name or "").lower())
+    piped = (seq * micro, local // micro) if seq and local and micro and local % micro == 0 else (None, 1)
+    flat = (seq * local if seq and local else None, 1)
+    return seq, (piped, flat), known[0] if known else name
+
+
+def _ac_mode(report, profile: Cluster) -> tuple:
+    if profile.activation_checkpointing:
+        return profile.activation_checkpointing, "[tool.meshlint.cluster] activation_checkpointing"
+    spec, source = report.spec, report.source
+    data = getattr(source, "data", None) or {}
+    if spec.dialect == "kempnerforge":
+        mode = (data.get("train") or {}).get("activation_checkpointing", "none") if isinstance(
+            data.get("train"), dict) else "none"
+        return (mode if mode in AC_MODES else "none"), "train.activation_checkpointing (KempnerForge default none)"
+    if spec.dialect == "torchtitan":
+        types = getattr(source, "types", None)
+        if types is not None:  # a registry: the config class set for activation_checkpoint
+            cls = types.get("activation_checkpoint") or ""
+            for word, mode in (("Full", "full"), ("Selective", "selective"), ("No", "none")):
+                if word in cls:
+                    return mode, f"activation_checkpoint={cls}"
+            return "selective", "assumed (the registry sets no activation_checkpoint meshlint recognises)"
+        table = data.get("activation_checkpoint")
+        mode = table.get("mode", "selective") if isinstance(table, dict) else "selective"
+        return (mode if mode in AC_MODES else "selective"), "[activation_checkpoint] mode (torchtitan default selective)"
+    return "selective", "assumed"
+
+
+def _bytes_per_param(spec) -> int | None:
+    from meshlint.dialects.versions import module_for_spec
+
+    module = module_for_spec(spec)
+    return module.bytes_per_param(spec) if hasattr(module, "bytes_per_param") else None
+
+
+def _model_entry(report, options) -> dict | None:
+    from meshlint import models
+
+    v = report.spec.values
+    name, flavor = v.get("model.name"), v.get("model.flavor")
+    if not isinstance(name, str) or not isinstance(flavor, str):
+        return None
+    version = (getattr(report.spec, "framework", None) or {}).get("version")
+    try:
+        table = options.models if options.models is not None else (
+            models.builtin_for(version) if version else models.builtin())
+    except Exception:  # noqa: BLE001 - a model table that cannot be read: the estimate goes without it
+        return None
+    entry = models.lookup(table, name, flavor)
+    if entry is None:
+        from meshlint.dialects.torchtitan_registry import MODEL_ALIASES
+
+        entry = models.lookup(table, MODEL_ALIASES.get(name), flavor)
+    return entry
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+# ----------------------------------------------------------------------------- the estimate
+
+class Estimate(NamedTuple):
+    """One layout's estimate; times in seconds per iteration, memory in GiB per GPU."""
+
+    time: float | None            # iteration time (None: no batch known)
+    per_token: float | None       # time / tokens of the whole world per iteration
+    compute: float
+    comm: dict                    # kind -> exposed seconds (tp, cp, ep, pp, dp)
+    raw: dict                     # kind -> seconds before overlap
+    links: dict                   # kind -> "intra" | "inter"
+    bubble: float                 # seconds
+    bubble_fraction: float
+    state_gib: float | None
+    activation_gib: float | None
+    memory_gib: float | None
+    fits: bool | None
+    mfu: float | None
+    tokens: int | None            # tokens per iteration, whole world
+
+    def to_json(self) -> dict:
+        r = lambda x: None if x is None else round(x, 6)  # noqa: E731
+        return {"time_s": r(self.time), "time_per_million_tokens_s": r(self.per_token * 1e6) if self.per_token
+                else None, "compute_s": r(self.compute),
+                "communication_s": {k: r(v) for k, v in self.comm.items()},
+                "communication_before_overlap_s": {k: r(v) for k, v in self.raw.items()},
+                "links": dict(self.links), "bubble_s": r(self.bubble), "bubble_fraction": r(self.bubble_fraction),
+                "memory": {"model_states_gib": r(self.state_gib), "activations_gib": r(self.activation_gib),
+                           "total_gib": r(self.memory_gib), "fits": self.fits},
+                "mfu": r(self.mfu), "tokens_per_iteration": self.tokens}
+
+
+class Model:
+    """Prices layouts of one workload on one cluster and target."""
+
+    def __init__(self, work: Workload, profile: Cluster, world: int, gpus_per_node: int | None, placement: str,
+                 gpu_memory_gib: float):
+        self.w = work
+        self.c = profile
+        self.world = world
+        self.gpn = gpus_per_node or profile.gpus_per_node
+        self.placement = placement
+        self.memory = gpu_memory_gib
+        self._place: dict = {}
+
+    # -- links
+    def link(self, size: int, stride: int, span: int) -> tuple:
+        """(Link, "intra" | "inter") for a group of ``size`` ranks ``stride`` apart in a mesh of ``span``."""
+        if size <= 1:
+            return self.c.intra, "intra"
+        key = (size, stride, span)
+        hit = self._place.get(key)
+        if hit is None:
+            p = place(Axis("g", size, stride, "m", span), self.gpn, max(self.world, span), self.placement)
+            hit = self._place[key] = (self.c.intra, "intra") if p.intra_node else (self.c.inter, "inter")
+        return hit
+
+    def axes(self, d: dict) -> dict:
+        """(size, stride, span) of each parallelism's group in the framework's mesh, in closed form
+        (checked against the dialects' resolutions in tests/test_solve.py)."""
+        world, fw = self.world, self.w.framework
+        pp, dr, ds, cp, tp, ep = (d.get(n, 1) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"))
+        if fw == "kempnerforge":  # mesh (pp, dp_replicate, dp_shard, ep, tp); cp is not a mesh dim
+            span = world // cp
+            return {"tp": (tp, 1, span), "ep": (ep, tp, span), "fsdp": (ds, tp * ep, span),
+                    "efsdp": (ds, tp * ep, span), "dp_replicate": (dr, tp * ep * ds, span),
+                    "pp": (pp, span // pp, span), "cp": (1, 1, span)}
+        etp = d.get("etp", 1) or 1
+        out = {"tp": (tp, 1, world), "cp": (cp, tp, world), "fsdp": (ds * cp, tp, world),
+               "dp_replicate": (dr, ds * cp * tp, world), "pp": (pp, world // pp, world)}
+        efsdp = ds * cp * tp // (ep * etp) if ep * etp else 1
+        out["ep"] = (ep, etp, world)
+        out["efsdp"] = (efsdp, ep * etp, world)
+        return out
+
+    # -- collectives (ring): seconds for a message of ``size`` bytes over ``n`` ranks
+    @staticmethod
+    def _gather(n: int, size: float, link: Link) -> float:       # all-gather or reduce-scatter
+        return (n - 1) * link.latency_us * 1e-6 + (n - 1) / n * size / (link.bandwidth * 1e9) if n > 1 else 0.0
+
+    @staticmethod
+    def _reduce(n: int, size: float, link: Link) -> float:       # all-reduce = reduce-scatter + all-gather
+        return 2 * Model._gather(n, size, link)
+
+    def estimate(self, d: dict) -> Estimate:
+        w, c = self.w, self.c
+        kf = w.framework == "kempnerforge"
+        pp, dr, ds, cp, tp, ep = (d.get(n, 1) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"))
+        etp = d.get("etp", 1) or 1
+        cp_split = 1 if kf else cp            # KempnerForge does not wire cp: its ranks do not split sequences
+        axes = self.axes(d)
+        links, raw = {}, {}
+        L = w.n_layers or 0
+        layers = L / pp
+        moe_layers = w.moe_layers / pp
+        mb_tokens, m = w.batch[0] if pp > 1 else w.batch[1]
+        m = m or 1
+        tokens_dp = mb_tokens * m if mb_tokens else None
+        batch = dr * ds                       # data-parallel ranks: each reads its own batch
+        tokens = tokens_dp * batch if tokens_dp else None
+        passes = 3 if w.ac == "full" else 2   # forward, (recomputed forward,) backward
+        act = 2                               # bytes of a bf16 activation
+        # compute per GPU per iteration: the dp rank's tokens split over tp·cp·pp (not ep: EP splits experts)
+        flops_token = (6 * w.active_params + (12 * L * w.seq_len * (w.attn_dim or 0) if w.seq_len else 0)) \
+            if w.active_params else 0
+        compute = (flops_token * tokens_dp / (tp * cp_split * pp) * (passes + 1) / 3
+                   / (c.gpu_tflops * 1e12 * c.compute_efficiency)) if tokens_dp and flops_token else 0.0
+        # TP (sequence parallel): 2 all-gathers + 2 reduce-scatters of the activations per layer and pass
+        if tp > 1 and mb_tokens and w.dim:
+            link, links["tp"] = self.link(*axes["tp"])
+            msg = mb_tokens / cp_split * w.dim * act
+            raw["tp"] = layers * m * 4 * passes * self._gather(tp, msg, link)
+        # CP: the ring passes each rank's K/V chunk cp-1 times per forward; K/V and their gradients backward
+        if cp_split > 1 and mb_tokens and w.kv_dim:
+            link, links["cp"] = self.link(*axes["cp"])
+            chunk = 2 * mb_tokens / cp * w.kv_dim / tp * act
+            steps = (cp - 1) * (passes + 1)
+            raw["cp"] = layers * m * steps * (link.latency_us * 1e-6 + chunk / (link.bandwidth * 1e9))
+        # EP: all-to-all dispatch + combine per MoE layer and pass; each token goes to top_k experts
+        if ep > 1 and mb_tokens and w.dim and w.moe_layers:
+            link, links["ep"] = self.link(*axes["ep"])
+            local = mb_tokens / (cp_split * tp)
+            msg = local * w.top_k * w.dim * act
+            raw["ep"] = moe_layers * m * 2 * passes * self._gather(ep, msg, link)
+        # PP: activations forward and gradients backward at each stage boundary, per microbatch (and virtual stage)
+        if pp > 1 and mb_tokens and w.dim:
+            link, links["pp"] = self.link(*axes["pp"])
+            msg = mb_tokens / (cp_split * tp) * w.dim * act
+            v = 2 if (w.schedule or "") in LOOPED else 1
+            raw["pp"] = 2 * m * v * (link.latency_us * 1e-6 + msg / (link.bandwidth * 1e9))
+        # FSDP: all-gather the parameters (forward and backward; once with pp, which keeps them), reduce-scatter
+        # the fp32 gradients; per microbatch without pp. Experts over the efsdp group. HSDP: all-reduce the shards.
+        if w.params:
+            dense = (w.params - w.expert_params) / (pp * tp)
+            experts = w.expert_params / (pp * ep * etp) if w.expert_params else 0.0
+            # (all-gathers, reduce-scatters) per iteration: with pp FSDP keeps the parameters gathered across
+            # microbatches; without, each microbatch gathers them twice (forward, backward); KempnerForge reduces
+            # once per step (maybe_no_sync), torchtitan after every microbatch
+            if pp > 1:
+                gathers, scatters = 1, 1
+            else:
+                gathers, scatters = 2 * m, (1 if kf else m)
+            n_f, n_e = axes["fsdp"][0], axes["efsdp"][0]
+            if n_f > 1:
+                link, links["fsdp"] = self.link(*axes["fsdp"])
+                raw["fsdp"] = (gathers * self._gather(n_f, dense * w.param_bytes, link)
+                               + scatters * self._gather(n_f, dense * 4, link)
+                               + layers * (gathers + scatters) * (n_f - 1) * link.latency_us * 1e-6)
+            if experts and n_e > 1:
+                link, links["efsdp"] = self.link(*axes["efsdp"])
+                raw["efsdp"] = (gathers * self._gather(n_e, experts * w.param_bytes, link)
+                                + scatters * self._gather(n_e, experts * 4, link))
+            if dr > 1:
+                link, links["dp_replicate"] = self.link(*axes["dp_replicate"])
+                shard = (dense / max(n_f, 1) + (experts / max(n_e, 1) if experts else 0.0)) * 4
+                raw["dp_replicate"] = self._reduce(dr, shard, link)
+        comm = {k: raw[k] for k in ("tp", "cp", "ep", "pp") if k in raw}
+        dp_raw = raw.get("fsdp", 0.0) + raw.get("efsdp", 0.0) + raw.get("dp_replicate", 0.0)
+        if dp_raw:
+            comm["dp"] = max(0.0, dp_raw - compute)  # prefetched and overlapped with compute
+        busy = compute + sum(comm.get(k, 0.0) for k in ("tp", "cp", "ep", "pp"))
+        fraction = self.bubble_fraction(pp, m)
+        bubble = busy * fraction / (1 - fraction) if fraction < 1 else 0.0
+        time = busy + comm.get("dp", 0.0) + bubble if tokens_dp else None
+        state = (w.params * w.bytes_per_param / (pp * tp * (ds if kf else ds * cp)) / GIB
+                 if w.params and w.bytes_per_param else None)
+        activations = self.activations(pp, m, tp, cp_split, mb_tokens)
+        total = None if state is None else state + (activations or 0.0)
+        fits = None if total is None else total <= self.memory
+        per_token = time / tokens if time and tokens else None
+        mfu = (flops_token * tokens / time / (self.world * c.gpu_tflops * 1e12)) if time and tokens and \
+            flops_token else None
+        return Estimate(time, per_token, compute, comm, raw, links, bubble, fraction, state, activations, total,
+                        fits, mfu, tokens)
+
+    def bubble_fraction(self, pp: int, m: int) -> float:
+        """Idle fraction of the schedule: (p-1)/(m+p-1) for single-stage schedules, (p-1)/(v·m+p-1) for
+        v stages per rank, a third of that for the zero-bubble ones (an approximation: docs)."""
+        if pp <= 1:
+            return 0.0
+        name = self.w.schedule or "1F1B"
+        v = 2 if name in LOOPED else 1
+        frac = (pp - 1) / (v * m + pp - 1)
+        if name in ("InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV"):
+            frac /= 3
+        return frac
+
+    def activations(self, pp: int, m: int, tp: int, cp: int, mb_tokens) -> float | None:
+        """GiB of activations a GPU holds at the peak: per layer 34·s·b·h bytes / tp (Korthikanti et al.,
+        sequence parallel, flash attention), 2·s·b·h with full recomputation (the layer input) plus one
+        layer's full set; layers of its stage times the microbatches in flight (1F1B: pp)."""
+        w = self.w
+        if not mb_tokens or not w.dim or not w.n_layers:
+            return None
+        tokens = mb_tokens / cp
+        full_layer = 34 * tokens * w.dim / tp
+        layers = w.n_layers / pp
+        inflight = min(m, pp) if pp > 1 and (w.schedule or "1F1B") != "GPipe" else (m if pp > 1 else 1)
+        if w.ac == "full":
+            total = 2 * tokens * w.dim / tp * layers * inflight + full_layer
+        else:
+            total = full_layer * layers * inflight
+        return total / GIB
