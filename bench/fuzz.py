@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""The long fuzz run: N generated inputs through meshlint in-process, with figures.
+
+    python bench/fuzz.py                  # 2,000 inputs
+    python bench/fuzz.py -n 20000 --seed 7 --json
+
+Inputs come from tests/fuzzgen.py (configs of every dialect, rule packs and
+command lines of check/explain/diff/rules, with hostile values); each is run
+through meshlint's click app and judged by the same oracle as the short run in
+tests/test_fuzz.py. Prints the inputs fuzzed, the failures (each with a
+reproducer), the worst time and the worst peak memory of one input (Python
+allocations, tracemalloc, measured on a second run of the slowest inputs and of
+every ``--memory-every``-th one), the process's peak RSS, and how many rule
+evaluation errors hostile rule packs produced (findings, not failures).
+A per-input alarm turns a hang into a reported failure instead of a stuck run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from fuzzgen import cases, describe, run_case  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+
+
+class Hang(Exception):
+    pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--inputs", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=None, help="derandomize with this seed (default: random)")
+    parser.add_argument("--timeout", type=float, default=60, help="seconds one input may take before it is a hang")
+    parser.add_argument("--memory-every", type=int, default=10, help="also measure the peak memory of every k-th input")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    os.environ.setdefault("MESHLINT_CACHE_DIR", tempfile.mkdtemp(prefix="meshlint-fuzz-cache-"))
+    stats = {"inputs": 0, "failures": 0, "worst_seconds": 0.0, "worst_input": None, "worst_peak_mb": 0.0,
+             "worst_peak_input": None, "rule_evaluation_errors": 0, "exit_codes": {}, "by_command": {}}
+    failures: list[str] = []
+    slow: list[tuple[float, object]] = []
+
+    def on_alarm(signum, frame):
+        raise Hang()
+
+    signal.signal(signal.SIGALRM, on_alarm)
+    work = tempfile.mkdtemp(prefix="meshlint-fuzz-")
+
+    def peak_of(case) -> float:
+        tracemalloc.start()
+        try:
+            run_case(case, work)
+            return tracemalloc.get_traced_memory()[1] / 1e6
+        finally:
+            tracemalloc.stop()
+
+    @settings(max_examples=args.inputs, deadline=None, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck), print_blob=False)
+    @given(case=cases())
+    def one(case):
+        stats["inputs"] += 1
+        signal.setitimer(signal.ITIMER_REAL, args.timeout)
+        try:
+            result = run_case(case, work)
+            problems, seconds = result.problems, result.seconds
+            stats["rule_evaluation_errors"] += result.rule_errors
+            code = str(result.exit_code)
+        except Hang:
+            problems, seconds, code = [f"no result after {args.timeout} s (a hang)"], args.timeout, "hang"
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        stats["exit_codes"][code] = stats["exit_codes"].get(code, 0) + 1
+        stats["by_command"][case.command] = stats["by_command"].get(case.command, 0) + 1
+        if problems:
+            stats["failures"] += 1
+            failures.append(describe(case) + "\n  " + "\n  ".join(problems))
+        if seconds > stats["worst_seconds"]:
+            stats["worst_seconds"], stats["worst_input"] = seconds, describe(case)[:400]
+        slow.append((seconds, case))
+        slow.sort(key=lambda x: -x[0])
+        del slow[5:]
+        if stats["inputs"] % args.memory_every == 0 and not problems:
+            peak = peak_of(case)
+            if peak > stats["worst_peak_mb"]:
+                stats["worst_peak_mb"], stats["worst_peak_input"] = peak, describe(case)[:400]
+        if stats["inputs"] % 250 == 0:
+            print(f"  {stats['inputs']} inputs, {stats['failures']} failures, worst {stats['worst_seconds']:.2f} s",
+                  file=sys.stderr, flush=True)
+
+    if args.seed is not None:
+        one = seed(args.seed)(one)
+    start = time.perf_counter()
+    one()
+    for _seconds, case in slow:  # the slowest inputs are the likeliest memory hogs: measure them too
+        peak = peak_of(case)
+        if peak > stats["worst_peak_mb"]:
+            stats["worst_peak_mb"], stats["worst_peak_input"] = peak, describe(case)[:400]
+    stats["total_seconds"] = round(time.perf_counter() - start, 1)
+    stats["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    stats["worst_seconds"] = round(stats["worst_seconds"], 3)
+    stats["worst_peak_mb"] = round(stats["worst_peak_mb"], 1)
+    stats["python"] = sys.version.split()[0]
+    if args.json:
+        print(json.dumps({**stats, "failure_reports": failures}, indent=2))
+    else:
+        print(f"inputs fuzzed: {stats['inputs']} ({', '.join(f'{k} {v}' for k, v in sorted(stats['by_command'].items()))})"
+              f" in {stats['total_seconds']} s")
+        print(f"failures: {stats['failures']}")
+        print(f"worst time of one input: {stats['worst_seconds']} s")
+        print(f"worst peak memory of one input (tracemalloc): {stats['worst_peak_mb']} MB; "
+              f"process peak RSS {stats['peak_rss_mb']} MB")
+        print(f"exit codes: {dict(sorted(stats['exit_codes'].items()))}")
+        print(f"rule evaluation errors reported as findings (hostile rule packs): {stats['rule_evaluation_errors']}")
+        print(f"slowest input: {stats['worst_input']}")
+        for report in failures[:20]:
+            print("\nFAILURE\n" + report)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
