@@ -77,6 +77,17 @@ def run(paths: list[str], settings: CliSettings, fmt: str = "text", quiet: bool 
     return code
 
 
+def guarded(path: str, analyse, *args, **kwargs):
+    """``analyse(*args, **kwargs)`` (an analysis or check of the file at ``path``), or, when meshlint
+    itself fails on that file, its error report: for explain and diff, as ``run`` does for check."""
+    try:
+        return analyse(*args, **kwargs)
+    except MeshlintError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see failed_report
+        return failed_report(path, exc)
+
+
 def failed_report(path: str, exc: BaseException):
     """The error report of a file meshlint itself failed on: the run goes on and exits 2.
 
@@ -106,9 +117,11 @@ def run_plain(paths: list[str]) -> int:
 
 
 def fail(message: str) -> None:
-    """A usage error: one line on stderr, exit 2."""
+    """A usage error: one line on stderr, exit 2 (a path or name in it is escaped: it reaches a terminal)."""
+    from meshlint.report.terminal import safe
+
     sys.stdout.flush()
-    sys.stderr.write(f"meshlint: error: {message}\n")
+    sys.stderr.write(f"meshlint: error: {safe(message)}\n")
     sys.exit(2)
 
 
