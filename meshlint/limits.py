@@ -16,7 +16,7 @@ MAX_LINE_CHARS = 32_768           # characters on one line
 MAX_NESTING = 64                  # arrays / inline tables / dotted-key tables inside each other
 MAX_INT_DIGITS = 1_000            # digits of one integer literal (TOML itself promises only 64-bit integers;
                                   # Python refuses to print integers over 4,300 digits)
-MAX_KEYS = 20_000                 # keys and array items in one file
+MAX_KEYS = 10_000                 # keys and array items in one file (each unknown key costs a did-you-mean search)
 MAX_TOML_INT = (1 << 63) - 1      # TOML's integer range: larger model sizes or batch sizes are invalid values
 
 # ----------------------------------------------------------------------------- topology and meshes
