@@ -32,7 +32,10 @@ from conftest import FIXTURES, ROOT
 pytest.importorskip("torch")
 
 KF_MOE = str(FIXTURES / "kempnerforge" / "moe_8gpu_tp2_ep2.toml")
-TT_MOE = str(FIXTURES / "torchtitan" / "qwen3_moe_8gpu_pp2_ep2.toml")
+# fixtures/torchtitan/qwen3_moe_8gpu_pp2_ep2.toml's layout on a model torchtitan 0.2.x can pipeline (qwen3's
+# TrainSpec has no pipelining function: ML613, and the smoke refuses the step, as torchtitan would)
+TT_MOE_TEXT = (FIXTURES / "torchtitan" / "qwen3_moe_8gpu_pp2_ep2.toml").read_text().replace(
+    'name = "qwen3"', 'name = "llama4"').replace('flavor = "debugmodel_moe"', 'flavor = "debugmodel"')
 KF_CP2 = str(FIXTURES / "kempnerforge" / "cp2_8gpu.toml")
 TAG = "MESHLINT_TEST_TAG"
 RUN_S = 400          # the most any one run may take here before the test gives up on it (a loaded 2-core VM)
@@ -118,7 +121,7 @@ class Run:
         """``meshlint smoke ... --format json`` in a heavy slot: (exit code, the report, stderr)."""
         with self.slot():
             code, out, err = self.meshlint("smoke", *args, "--format", "json", env=env).finish()
-        assert code in (0, 1), err
+        assert code in (0, 1) and out.startswith("{"), f"exit {code}, stdout {out[:300]!r}, stderr {err[-3000:]}"
         return code, json.loads(out), err
 
     @contextlib.contextmanager
@@ -223,8 +226,10 @@ def test_kempnerforge_moe_tp_ep_fsdp_on_8_ranks(run):
     _valid(doc)
 
 
-def test_torchtitan_pp_fsdp_tp_ep_on_8_ranks(run):
-    code, doc, _ = run.smoke(TT_MOE)
+def test_torchtitan_pp_fsdp_tp_ep_on_8_ranks(run, tmp_path):
+    cfg = tmp_path / "llama4_moe_8gpu_pp2_ep2.toml"
+    cfg.write_text(TT_MOE_TEXT)
+    code, doc, _ = run.smoke(str(cfg))
     assert code == 0 and doc["ok"], doc["failures"]
     # all four at once, and the sharded step computes what the unsharded model computes
     step = doc["step"]
