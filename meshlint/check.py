@@ -234,6 +234,9 @@ def topology_for(source: Source, spec: Spec, cli: CliTopology, file_hint: Hint |
     topo = resolve_topology(hints, cli.placement)
     if profile_hint is not None:  # the cluster profile is a default: overriding it is not a disagreement
         topo.conflicts = [c for c in topo.conflicts if c[3] != profile_hint.source]
+    from meshlint.topology import comment_worlds
+
+    topo.world_candidates = comment_worlds(source.comments) if topo.world_size is None else []
     topo.directive_problems = problems
     return topo
 

@@ -58,7 +58,16 @@ FACT_DOCS = {
                    "versions by field name: spmd_backend, enable_sequence_parallel, num_pp_microbatches, ...)",
     "compile": "torchtitan compile facts (enable; enable_async_tensor_parallel and components in the registry "
                "versions)",
-    "vlm": "KempnerForge [vlm] facts (present, arch)",
+    "vlm": "KempnerForge [vlm] facts (present, arch) and its sequence budget as KempnerForge computes it: "
+           "max_text_len, has_vision_encoder, encoder_type, num_tokens (per image), num_tokens_from ('config': "
+           "vision_encoder.num_tokens > 0, checked at load; 'build': the random encoder's default, checked when the "
+           "model is built; null: probed from a Hugging Face encoder), adapter_type, pool_window, tokens_per_frame, "
+           "frames, visual_tokens, residual_image_tokens, required_seq_len, pool_error (the pooling adapter's refusal)",
+    "video": "KempnerForge [video] facts (present, max_frames)",
+    "eval": "KempnerForge [eval] facts (enabled, dataset_path, hf_dataset_name, has_data_source)",
+    "launch": "KempnerForge launch lines in the file's comments: space_overrides, a list of {line, col, key, value, "
+              "refused, says, effective} for each '--section.key value' (KempnerForge takes it as a flag set to "
+              "\"true\" and drops the value)",
     "trainer": "torchtitan registry configs: config_class (the trainer config class as written, e.g. Trainer.Config, "
                "PolicyTrainer.Config) and runs_trainer (true when torchtitan.trainer.Trainer runs it, so "
                "Trainer.Config's and Trainer.__init__'s checks apply; false for RL PolicyTrainer configs)",
@@ -74,7 +83,10 @@ FACT_DOCS = {
     "degree_values": "list of declared degrees: {name, key, value, present}",
     "max_degree": "the largest degree meshlint accepts (16,777,216)",
     "native": "native dialect: {dims: [{index, name, role, size, key}], duplicates}",
-    "topology_conflicts": "list of {what, kept, kept_value, other, other_value}",
+    "topology_conflicts": "list of {what, kept, kept_value, other, other_value, explicit}: explicit when the kept "
+                          "value is the user's own word to meshlint (the command line or a '# meshlint:' directive)",
+    "world_candidates": "the world sizes the file's launch-line comments name when they name several and nothing "
+                        "else settles it: [{source, world (null: not stated), words}] (none is chosen)",
     "directive_problems": "list of {line, message} for malformed '# meshlint:' directives",
     "skipped": "rules skipped for lack of a fact: [{code, name, needs}] (complete only in messages)",
     "unused_suppressions": "suppression comments that suppressed nothing: [{line, selector, reason, comment}] "
@@ -110,7 +122,12 @@ GROUP_FIELDS = {
     "compile": ("enable", "enable_async_tensor_parallel", "components"),
     "trainer": ("config_class", "runs_trainer"),
     "framework": ("name", "version", "decided_by", "id"),
-    "vlm": ("present", "arch"),
+    "vlm": ("present", "arch", "max_text_len", "has_vision_encoder", "encoder_type", "num_tokens", "num_tokens_from",
+            "adapter_type", "pool_window", "tokens_per_frame", "frames", "visual_tokens", "residual_image_tokens",
+            "required_seq_len", "pool_error"),
+    "video": ("present", "max_frames"),
+    "eval": ("enabled", "dataset_path", "hf_dataset_name", "has_data_source"),
+    "launch": ("space_overrides",),
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
 }
 
@@ -153,9 +170,12 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         "max_degree": MAX_DEGREE,
         "native": {"dims": spec.extra.get("dims", []), "duplicates": spec.extra.get("duplicates", [])},
         "topology_conflicts": [
-            {"what": what, "kept": kept, "kept_value": kv, "other": other, "other_value": ov}
+            {"what": what, "kept": kept, "kept_value": kv, "other": other, "other_value": ov,
+             "explicit": kept == topo_cli_source(topo, what)}
             for what, kept, kv, other, ov in topo.conflicts
         ],
+        "world_candidates": [{"source": src, "world": w, "words": words}
+                             for src, w, words in getattr(topo, "world_candidates", [])],
         "directive_problems": [{"line": line, "message": msg} for line, _col, msg in topo.directive_problems],
         "skipped": [],
         "unused_suppressions": None,
@@ -193,6 +213,13 @@ def _toml_version(dialect: str) -> str | None:
     from meshlint.dialects.versions import TOML_VERSION
 
     return TOML_VERSION.get(dialect)
+
+
+def topo_cli_source(topo: Topology, what: str) -> str | None:
+    """The source of the value kept for ``what`` when the user stated it for meshlint: the command
+    line (--world-size, --nodes, --gpus-per-node) or a ``# meshlint:`` directive."""
+    source = topo.world_source if what == "world size" else topo.gpus_per_node_source
+    return source if source and (source.startswith("--") or source.startswith("directive on line")) else None
 
 
 def _mesh_fact(mesh: Mesh | None) -> dict | None:

@@ -159,7 +159,45 @@ def comment_hints(comments: list) -> list[Hint]:
             nodes, gpn = _count(match.group(1)), _count(match.group(2))
             if nodes is not None and gpn is not None and nodes * gpn <= MAX_WORLD:
                 shapes.append(Hint(f'comment on line {line} ("{match.group(0)}")', nodes * gpn, gpn, nodes))
+    if comment_worlds(comments):
+        # "works on any GPU count": launch lines for different worlds. None is chosen silently;
+        # their worlds are dropped (a node size they state stays) and listed by ML105.
+        return [Hint(h.source, None, h.gpus_per_node, h.nodes) for h in launch[:1]] + shapes[:1]
     return launch[:1] + shapes[:1]
+
+
+_PLAIN_RUN = re.compile(r"^\W*(?:[\w ]+:)?\s*python3?\s+\S+\.py\b")  # "Single GPU:  python scripts/train.py"
+_LAUNCHER = re.compile(r"\b(torchrun|srun|sbatch|salloc|mpirun)\b")
+
+
+def comment_worlds(comments: list) -> list:
+    """The runs the file's comments describe, when they describe several different ones:
+    [(source, world or None, words)] (empty when they agree, or name at most one)."""
+    found = []
+    for line, _col, text in comments:
+        if _DIRECTIVE.match(text):
+            continue
+        flags = {k.replace("-", "_"): _count(v) for k, v in _FLAG.findall(text)}
+        if any(v is None for v in flags.values()):
+            continue
+        source = f"launch command on line {line}"
+        if not flags:
+            if _PLAIN_RUN.match(text) and not _LAUNCHER.search(text):
+                found.append((source, 1, "1 GPU (a plain python run)"))
+            continue
+        gpn = flags.get("nproc_per_node") or flags.get("ntasks_per_node") or flags.get("gpus_per_node")
+        nodes = flags.get("nnodes") or flags.get("nodes")
+        world = flags.get("ntasks")
+        if world is None and gpn is not None:
+            if nodes is not None:
+                world = nodes * gpn if nodes * gpn <= MAX_WORLD else None
+            elif "nproc_per_node" in flags or "torchrun" in text:
+                world = gpn
+        if world:
+            found.append((source, world, f"{world} GPUs"))
+        elif nodes:
+            found.append((source, None, f"{nodes} nodes of an unstated size"))
+    return found if len({(w, words) for _, w, words in found}) > 1 else []
 
 
 def resolve_topology(hints: list[Hint | None], placement: str = "block") -> Topology:
