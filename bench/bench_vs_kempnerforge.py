@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""meshlint on KempnerForge's 30 real configs against KempnerForge's own loader on ONE, side by side.
+
+    python bench/bench_vs_kempnerforge.py [--repeat 15] [--json]
+
+Issue 11's speed goal: ``meshlint check configs/train/*.toml`` (all 30 configs, every rule)
+costs at most 0.6 times what KempnerForge itself spends to load and validate one config
+(``load_config(path).validate(world)``, its own code from ../shared/frameworks/KempnerForge-5666d0d).
+Both are whole processes, Python start-up included, run alternately in the same rounds, with
+``python -c pass`` as the floor. Reported: best and median wall time and child CPU time (user +
+system, which a loaded machine disturbs far less than wall time), and the ratio of the bests.
+A script, not a test: timings on shared machines are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KF = ROOT.parent / "shared" / "frameworks" / "KempnerForge-5666d0d"
+ONE = KF / "configs" / "train" / "7b.toml"
+KF_LOAD = (f"import sys; sys.path.insert(0, {str(KF)!r})\n"
+           "from kempnerforge.config.loader import load_config\n"
+           f"load_config({str(ONE)!r}).validate(world_size=8)\n")
+
+
+def run(cmd: list[str]) -> tuple[float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, cwd=ROOT)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode not in (0, 1):
+        sys.exit(f"{cmd[:4]} failed ({proc.returncode}): {proc.stderr.decode()[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if not KF.is_dir():
+        sys.exit(f"needs KempnerForge's source at {KF}")
+    configs = sorted(str(p) for p in (KF / "configs" / "train").glob("*.toml"))
+    commands = {
+        "floor": [sys.executable, "-c", "pass"],
+        "kempnerforge": [sys.executable, "-c", KF_LOAD],
+        "meshlint": [sys.executable, "-m", "meshlint", "check", *configs],
+    }
+    times: dict = {name: ([], []) for name in commands}
+    run(commands["meshlint"])  # warm the rule cache and the page cache once
+    for _ in range(args.repeat):
+        for name, cmd in commands.items():
+            wall, cpu = run(cmd)
+            times[name][0].append(wall)
+            times[name][1].append(cpu)
+    out = {name: {"wall_best_ms": min(w) * 1e3, "wall_median_ms": statistics.median(w) * 1e3,
+                  "cpu_best_ms": min(c) * 1e3, "cpu_median_ms": statistics.median(c) * 1e3}
+           for name, (w, c) in times.items()}
+    out["configs"] = len(configs)
+    out["ratio_wall_best"] = out["meshlint"]["wall_best_ms"] / out["kempnerforge"]["wall_best_ms"]
+    out["ratio_cpu_best"] = out["meshlint"]["cpu_best_ms"] / out["kempnerforge"]["cpu_best_ms"]
+    out["load"] = os.getloadavg()[0]
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return
+    print("| process | wall best | wall median | CPU best | CPU median |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    labels = {"floor": "python -c pass", "kempnerforge": "KempnerForge load_config + validate, 1 config",
+              "meshlint": f"meshlint check, {len(configs)} configs"}
+    for name, label in labels.items():
+        t = out[name]
+        print(f"| {label} | {t['wall_best_ms']:.0f} ms | {t['wall_median_ms']:.0f} ms | "
+              f"{t['cpu_best_ms']:.0f} ms | {t['cpu_median_ms']:.0f} ms |")
+    print(f"\nmeshlint / KempnerForge: {out['ratio_wall_best']:.2f} (wall, best), {out['ratio_cpu_best']:.2f} (CPU, best);"
+          f" goal <= 0.6. Load average {out['load']:.1f}.")
+
+
+if __name__ == "__main__":
+    main()
