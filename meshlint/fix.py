@@ -544,3 +544,26 @@ def fix_report(report, options, write: bool = True) -> FixResult:
     except FixError as exc:
         return FixResult(report.path, False, None, f"no fix: {exc}")
     return FixResult(report.path, True, p, "fixed: " + "; ".join(e.what for e in p.edits))
+
+
+def fix_path(path: str, options) -> list:
+    """``check --fix`` for one input path: each config's unambiguous fix, re-reading the file after each
+    write (a registry holds several configs; the next one is fixed on the new text)."""
+    from meshlint.check import analyse_all
+
+    results: list = []
+    done: set = set()
+    for _round in range(64):  # at most one write per config; the bound only guards the loop
+        applied = False
+        for report in analyse_all(path, options):
+            if report.path in done:
+                continue
+            done.add(report.path)
+            result = fix_report(report, options)
+            results.append(result)
+            if result.applied:
+                applied = True
+                break  # the file changed: read it again before the next config
+        if not applied:
+            return results
+    return results

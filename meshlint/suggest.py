@@ -20,7 +20,7 @@ from meshlint.solve.space import SolveError, Target
 from meshlint.solve.valid import Solver, Verdict
 
 SCHEMA_VERSION = 1
-MAX_RANKED = 2_000_000   # layouts the ranking holds at once; past it, narrow with --keep / --vary
+MAX_RANKED = 500_000     # layouts the ranking holds at once (~10 s); past it, narrow with --keep / --vary
 
 
 class Alternative(NamedTuple):
@@ -69,9 +69,10 @@ def search(report, options, target: Target | None = None, top: int = 5, profile:
         return sum(1 for n in space.names if values[n] != declared[n] and not (n == fill and declared[n] == -1))
 
     ranked = []
+    native = space.framework == "native"
     for values in solver.candidates():
-        est = model.estimate(_role_degrees(space, values))
-        ranked.append((_rank_key(est, changed(values), values, space), values, est))
+        fits_not, speed = model.score(_role_degrees(space, values) if native else values)
+        ranked.append(((fits_not, speed, changed(values), tuple(values.values())), values))
         if len(ranked) > MAX_RANKED:
             raise SolveError(f"more than {MAX_RANKED:,} layouts survive the rules on {t.world_size:,} GPUs: narrow "
                              "the search with --keep or --vary")
@@ -79,7 +80,7 @@ def search(report, options, target: Target | None = None, top: int = 5, profile:
     ranked.sort(key=lambda r: r[0])
     verified = 0
     rejected: dict = {}
-    for _key, values, est in ranked:
+    for _key, values in ranked:
         if len(out.alternatives) >= top:
             break
         verified += 1
@@ -88,6 +89,7 @@ def search(report, options, target: Target | None = None, top: int = 5, profile:
             for code in verdict.failed:
                 rejected[code] = rejected.get(code, 0) + 1
             continue
+        est = model.estimate(_role_degrees(space, values))
         out.alternatives.append(Alternative(len(out.alternatives) + 1, values, est, changes(solver, values)))
     cur = solver.current
     if all(cur.get(n) is not None for n in space.names):
@@ -105,12 +107,6 @@ def search(report, options, target: Target | None = None, top: int = 5, profile:
 def _current_failures(solver: Solver, values: dict, world: int) -> tuple:
     """Error rules that reject the config's own degrees on the target (all of them, not the first)."""
     return solver.all_failures(values)
-
-
-def _rank_key(est: cost.Estimate, n_changes: int, values: dict, space) -> tuple:
-    speed = est.per_token if est.per_token is not None else (
-        sum(est.raw.values()) + est.bubble_fraction if est.raw else 0.0)
-    return (est.fits is False, speed, n_changes, tuple(values[n] for n in space.names))
 
 
 def _role_degrees(space, values: dict) -> dict:
@@ -232,8 +228,11 @@ def render_text(s: Suggestion) -> str:
         if s.current_estimate is not None and not s.current_failures:
             lines.append(f"           {_headline(s.current_estimate)}")
     st = s.stats
-    lines.append(f"  searched {st['candidates']:,} layouts that pass the rules' arithmetic "
-                 f"(of {st['layouts']:,} ordered factorizations of {t.world_size:,}), verified {st['verified']:,}")
+    borrowed = (f" ({'·'.join(space.borrowed)} borrow{'s' if len(space.borrowed) == 1 else ''} from "
+                f"dp_shard·cp·tp)") if space.borrowed else ""
+    lines.append(f"  searched {st['candidates']:,} layouts that pass the rules' arithmetic, from {st['layouts']:,} "
+                 f"ordered factorizations of {t.world_size:,} into {'·'.join(space.factors)}{borrowed}; "
+                 f"verified {st['verified']:,}")
     if s.independent:
         lines.append("  note: meshlint check still reports " + ", ".join(_rule_words(solver, c) for c in s.independent)
                      + ": no choice of degrees changes that")

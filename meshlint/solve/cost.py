@@ -31,6 +31,7 @@ from typing import NamedTuple
 from meshlint.mesh import Axis, place
 
 GIB = 2 ** 30
+DEFAULT_OVERLAP = 0.5       # FSDP traffic hides behind half the compute time (docs/cost-model.md: calibration)
 
 
 class Link(NamedTuple):
@@ -50,6 +51,7 @@ class Cluster(NamedTuple):
     inter: Link                   # between nodes, per GPU
     compute_efficiency: float     # achieved fraction of the peak on the model's GEMMs
     activation_checkpointing: str | None = None  # full | selective | none; None: what the config says
+    overlap: float = DEFAULT_OVERLAP  # fraction of the compute time FSDP/HSDP traffic can hide behind
 
 
 # Node presets (docs/cost-model.md cites each number).
@@ -84,7 +86,7 @@ CLUSTER_KEYS = {"node": str, "fabric": str, "gpus_per_node": int, "gpu_tflops": 
                 "gpu_memory_gib": (int, float), "intra_node_bandwidth": (int, float),
                 "intra_node_latency_us": (int, float), "inter_node_bandwidth": (int, float),
                 "inter_node_latency_us": (int, float), "compute_efficiency": (int, float),
-                "activation_checkpointing": str}
+                "activation_checkpointing": str, "overlap": (int, float)}
 AC_MODES = ("full", "selective", "none")
 LOOPED = ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV")  # 2 stages per rank
 
@@ -108,7 +110,7 @@ def cluster(settings: dict | None = None, gpus_per_node: int | None = None) -> C
                    Link(float(merged["intra_node_bandwidth"]), float(merged["intra_node_latency_us"])),
                    Link(float(merged["inter_node_bandwidth"]), float(merged["inter_node_latency_us"])),
                    float(merged.get("compute_efficiency", DEFAULT_EFFICIENCY)),
-                   merged.get("activation_checkpointing"))
+                   merged.get("activation_checkpointing"), float(merged.get("overlap", DEFAULT_OVERLAP)))
 
 
 def check_cluster(table) -> str | None:
@@ -131,6 +133,8 @@ def check_cluster(table) -> str | None:
             return f"{key} must be a positive number"
         if key == "compute_efficiency" and value > 1:
             return "compute_efficiency is a fraction of the peak (0 < x <= 1)"
+        if key == "overlap" and value > 1:
+            return "overlap is a fraction of the compute time (0 < x <= 1)"
     return None
 
 
@@ -149,6 +153,7 @@ class Workload(NamedTuple):
     attn_dim: int | None          # heads × head_dim
     kv_dim: int | None            # kv heads × head_dim
     top_k: int
+    vocab: int | None             # vocabulary (the logits' width)
     seq_len: int | None           # tokens of one sequence (attention span, CP splits it)
     batch: tuple                  # ((tokens per microbatch, microbatches) with pp > 1, (the same) without pp),
     #                               per data-parallel rank and iteration; None where unknown
@@ -202,7 +207,7 @@ def workload(report, options, profile: Cluster) -> Workload:
     ac, ac_from = _ac_mode(report, profile)
     return Workload(framework, params, expert_params, active, n_layers, moe_layers, dim,
                     heads * head_dim if heads and head_dim else None, kv * head_dim if kv and head_dim else None,
-                    top_k, seq, batch, schedule, _bytes_per_param(spec), param_bytes, ac, ac_from,
+                    top_k, _int(v.get("model.vocab_size")), seq, batch, schedule, _bytes_per_param(spec), param_bytes, ac, ac_from,
                     tuple(notes))
 
 
@@ -343,6 +348,7 @@ class Model:
         self.placement = placement
         self.memory = gpu_memory_gib
         self._place: dict = {}
+        self._crit: dict = {}
 
     # -- links
     def link(self, size: int, stride: int, span: int) -> tuple:
@@ -384,12 +390,73 @@ class Model:
         return 2 * Model._gather(n, size, link)
 
     def estimate(self, d: dict) -> Estimate:
-        w, c = self.w, self.c
-        kf = w.framework == "kempnerforge"
+        """The full estimate of one layout (``score`` is the ranking's cheap form of it)."""
         pp, dr, ds, cp, tp, ep = (d.get(n, 1) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"))
         etp = d.get("etp", 1) or 1
+        crit = self._critical(pp, tp, cp, ep, etp)
+        compute, raw_crit, links_crit, tokens_dp, m, mb_tokens, flops_token = crit
+        raw = dict(raw_crit)
+        links = dict(links_crit)
+        dp_raw = self._data_parallel(pp, dr, ds, cp, tp, ep, etp, m, raw, links)
+        comm = {k: raw[k] for k in ("tp", "cp", "ep", "pp") if k in raw}
+        if dp_raw:
+            comm["dp"] = max(0.0, dp_raw - self.c.overlap * compute)  # prefetched, hidden behind compute
+        busy = compute + sum(comm.get(k, 0.0) for k in ("tp", "cp", "ep", "pp"))
+        fraction = self.bubble_fraction(pp, m)
+        bubble = busy * fraction / (1 - fraction) if fraction < 1 else 0.0
+        time = busy + comm.get("dp", 0.0) + bubble if tokens_dp else None
+        tokens = tokens_dp * dr * ds if tokens_dp else None  # each data-parallel rank reads its own batch
+        state = self._state(pp, tp, ds, cp)
+        activations = self.activations(pp, m, tp, 1 if self.kf else cp, mb_tokens)
+        total = None if state is None else state + (activations or 0.0)
+        fits = None if total is None else total <= self.memory
+        per_token = time / tokens if time and tokens else None
+        mfu = (flops_token * tokens / time / (self.world * self.c.gpu_tflops * 1e12)) if time and tokens and \
+            flops_token else None
+        return Estimate(time, per_token, compute, comm, raw, links, bubble, fraction, state, activations, total,
+                        fits, mfu, tokens)
+
+    def score(self, d: dict) -> tuple:
+        """(does not fit, time per token): what the ranking sorts by, without building an Estimate."""
+        pp, dr, ds, cp, tp, ep = (d.get(n, 1) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"))
+        etp = d.get("etp", 1) or 1
+        compute, raw_crit, _links, tokens_dp, m, mb_tokens, _f = self._critical(pp, tp, cp, ep, etp)
+        raw: dict = {}
+        dp_raw = self._data_parallel(pp, dr, ds, cp, tp, ep, etp, m, raw, {})
+        busy = compute + sum(raw_crit.values())
+        fraction = self.bubble_fraction(pp, m)
+        bubble = busy * fraction / (1 - fraction) if fraction < 1 else 0.0
+        state = self._state(pp, tp, ds, cp)
+        fits = None
+        if state is not None:
+            fits = state + (self.activations(pp, m, tp, 1 if self.kf else cp, mb_tokens) or 0.0) <= self.memory
+        if not tokens_dp:
+            return fits is False, sum(raw_crit.values()) + dp_raw + fraction
+        time = busy + max(0.0, dp_raw - self.c.overlap * compute) + bubble
+        return fits is False, time / (tokens_dp * dr * ds)
+
+    @property
+    def kf(self) -> bool:
+        return self.w.framework == "kempnerforge"
+
+    def _state(self, pp: int, tp: int, ds: int, cp: int):
+        w = self.w
+        if not w.params or not w.bytes_per_param:
+            return None
+        return w.params * w.bytes_per_param / (pp * tp * (ds if self.kf else ds * cp)) / GIB
+
+    def _critical(self, pp: int, tp: int, cp: int, ep: int, etp: int) -> tuple:
+        """Compute and the on-the-critical-path communication (TP, CP, EP, PP): they depend on pp, tp, cp, ep
+        only, so thousands of layouts share a few dozen of these (memoised)."""
+        key = (pp, tp, cp, ep, etp)
+        hit = self._crit.get(key)
+        if hit is not None:
+            return hit
+        w, c = self.w, self.c
+        kf = self.kf
         cp_split = 1 if kf else cp            # KempnerForge does not wire cp: its ranks do not split sequences
-        axes = self.axes(d)
+        axes = self.axes({"pp": pp, "tp": tp, "cp": cp, "ep": ep, "etp": etp, "dp_shard": self.world // (
+            pp * tp * cp * (ep if kf else 1)) or 1})
         links, raw = {}, {}
         L = w.n_layers or 0
         layers = L / pp
@@ -397,8 +464,6 @@ class Model:
         mb_tokens, m = w.batch[0] if pp > 1 else w.batch[1]
         m = m or 1
         tokens_dp = mb_tokens * m if mb_tokens else None
-        batch = dr * ds                       # data-parallel ranks: each reads its own batch
-        tokens = tokens_dp * batch if tokens_dp else None
         passes = 3 if w.ac == "full" else 2   # forward, (recomputed forward,) backward
         act = 2                               # bytes of a bf16 activation
         # compute per GPU per iteration: the dp rank's tokens split over tp·cp·pp (not ep: EP splits experts)
@@ -429,50 +494,46 @@ class Model:
             msg = mb_tokens / (cp_split * tp) * w.dim * act
             v = 2 if (w.schedule or "") in LOOPED else 1
             raw["pp"] = 2 * m * v * (link.latency_us * 1e-6 + msg / (link.bandwidth * 1e9))
-        # FSDP: all-gather the parameters (forward and backward; once with pp, which keeps them), reduce-scatter
-        # the fp32 gradients; per microbatch without pp. Experts over the efsdp group. HSDP: all-reduce the shards.
-        if w.params:
-            dense = (w.params - w.expert_params) / (pp * tp)
-            experts = w.expert_params / (pp * ep * etp) if w.expert_params else 0.0
-            # (all-gathers, reduce-scatters) per iteration: with pp FSDP keeps the parameters gathered across
-            # microbatches; without, each microbatch gathers them twice (forward, backward); KempnerForge reduces
-            # once per step (maybe_no_sync), torchtitan after every microbatch
-            if pp > 1:
-                gathers, scatters = 1, 1
-            else:
-                gathers, scatters = 2 * m, (1 if kf else m)
-            n_f, n_e = axes["fsdp"][0], axes["efsdp"][0]
-            if n_f > 1:
-                link, links["fsdp"] = self.link(*axes["fsdp"])
-                raw["fsdp"] = (gathers * self._gather(n_f, dense * w.param_bytes, link)
+        hit = self._crit[key] = (compute, raw, links, tokens_dp, m, mb_tokens, flops_token)
+        return hit
+
+    def _data_parallel(self, pp, dr, ds, cp, tp, ep, etp, m, raw: dict, links: dict) -> float:
+        """FSDP all-gathers of the parameters (forward and backward; once with pp, which keeps them) and
+        reduce-scatters of the fp32 gradients -- per microbatch without pp -- over the FSDP group, the experts'
+        over the efsdp group, and HSDP's all-reduce of the shards over dp_replicate. Fills ``raw`` and ``links``;
+        returns their sum."""
+        w = self.w
+        if not w.params:
+            return 0.0
+        kf = self.kf
+        axes = self.axes({"pp": pp, "dp_replicate": dr, "dp_shard": ds, "cp": cp, "tp": tp, "ep": ep, "etp": etp})
+        layers = (w.n_layers or 0) / pp
+        dense = (w.params - w.expert_params) / (pp * tp)
+        experts = w.expert_params / (pp * ep * etp) if w.expert_params else 0.0
+        # KempnerForge reduces once per step (maybe_no_sync), torchtitan after every microbatch
+        if pp > 1:
+            gathers, scatters = 1, 1
+        else:
+            gathers, scatters = 2 * m, (1 if kf else m)
+        n_f, n_e = axes["fsdp"][0], axes["efsdp"][0]
+        total = 0.0
+        if n_f > 1:
+            link, links["fsdp"] = self.link(*axes["fsdp"])
+            raw["fsdp"] = t = (gathers * self._gather(n_f, dense * w.param_bytes, link)
                                + scatters * self._gather(n_f, dense * 4, link)
                                + layers * (gathers + scatters) * (n_f - 1) * link.latency_us * 1e-6)
-            if experts and n_e > 1:
-                link, links["efsdp"] = self.link(*axes["efsdp"])
-                raw["efsdp"] = (gathers * self._gather(n_e, experts * w.param_bytes, link)
+            total += t
+        if experts and n_e > 1:
+            link, links["efsdp"] = self.link(*axes["efsdp"])
+            raw["efsdp"] = t = (gathers * self._gather(n_e, experts * w.param_bytes, link)
                                 + scatters * self._gather(n_e, experts * 4, link))
-            if dr > 1:
-                link, links["dp_replicate"] = self.link(*axes["dp_replicate"])
-                shard = (dense / max(n_f, 1) + (experts / max(n_e, 1) if experts else 0.0)) * 4
-                raw["dp_replicate"] = self._reduce(dr, shard, link)
-        comm = {k: raw[k] for k in ("tp", "cp", "ep", "pp") if k in raw}
-        dp_raw = raw.get("fsdp", 0.0) + raw.get("efsdp", 0.0) + raw.get("dp_replicate", 0.0)
-        if dp_raw:
-            comm["dp"] = max(0.0, dp_raw - compute)  # prefetched and overlapped with compute
-        busy = compute + sum(comm.get(k, 0.0) for k in ("tp", "cp", "ep", "pp"))
-        fraction = self.bubble_fraction(pp, m)
-        bubble = busy * fraction / (1 - fraction) if fraction < 1 else 0.0
-        time = busy + comm.get("dp", 0.0) + bubble if tokens_dp else None
-        state = (w.params * w.bytes_per_param / (pp * tp * (ds if kf else ds * cp)) / GIB
-                 if w.params and w.bytes_per_param else None)
-        activations = self.activations(pp, m, tp, cp_split, mb_tokens)
-        total = None if state is None else state + (activations or 0.0)
-        fits = None if total is None else total <= self.memory
-        per_token = time / tokens if time and tokens else None
-        mfu = (flops_token * tokens / time / (self.world * c.gpu_tflops * 1e12)) if time and tokens and \
-            flops_token else None
-        return Estimate(time, per_token, compute, comm, raw, links, bubble, fraction, state, activations, total,
-                        fits, mfu, tokens)
+            total += t
+        if dr > 1:
+            link, links["dp_replicate"] = self.link(*axes["dp_replicate"])
+            shard = (dense / max(n_f, 1) + (experts / max(n_e, 1) if experts else 0.0)) * 4
+            raw["dp_replicate"] = t = self._reduce(dr, shard, link)
+            total += t
+        return total
 
     def bubble_fraction(self, pp: int, m: int) -> float:
         """Idle fraction of the schedule: (p-1)/(m+p-1) for single-stage schedules, (p-1)/(v·m+p-1) for
@@ -501,4 +562,7 @@ class Model:
             total = 2 * tokens * w.dim / tp * layers * inflight + full_layer
         else:
             total = full_layer * layers * inflight
+        # the output layer's logits: bf16, their fp32 copy for the loss and its gradient (10 bytes per
+        # element), sharded over tp (loss parallel), on the last stage
+        total += 10 * tokens * (w.vocab or 0) / tp
         return total / GIB

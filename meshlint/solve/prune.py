@@ -34,7 +34,7 @@ STATIC = frozenset({
     "dialect", "framework_version", "framework", "unreadable", "world_size", "world_known", "world_source",
     "gpus_per_node", "gpus_per_node_source", "nodes", "placement", "problems", "unknown_keys", "near_misses",
     "max_degree", "topology_conflicts", "directive_problems", "model", "train", "training", "parallelism",
-    "compile", "vlm", "memory", "keys", "params", "item", "trainer", "refusals",
+    "compile", "vlm", "memory", "keys", "params", "item", "trainer", "refusals", "launch", "video", "eval", "world_candidates",
 })
 DEGREE_FACTS = frozenset(DEGREES)
 # Facts computed from one degree only, before any resolution can fail (pipeline_plan reads res.degrees["pp"]).
