@@ -180,6 +180,10 @@ def _registry_edit(source, text: str, change: dict) -> Edit:
     what = f"{key} {change['old'] if change['old'] is not None else '(default ' + str(change['default']) + ')'} " \
            f"-> {new}"
     leaf = key.rsplit(".", 1)[-1]
+    gone = source.unknown_of(key) if hasattr(source, "unknown_of") else None
+    if gone is not None:
+        raise FixError(f"{key} could not be read statically ({getattr(gone, 'reason', gone)}, line "
+                       f"{getattr(gone, 'line', '?')}): set it by hand")
     tree = _parse(text)
     starts = _line_starts(text)
     if source.has_key(key):

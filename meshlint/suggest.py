@@ -198,8 +198,8 @@ def _memory(est: cost.Estimate, gib: float) -> str:
 
 
 def _headline(est: cost.Estimate) -> str:
-    if est.time is None:
-        return "time not estimated (no batch size known)"
+    if est.time is None or est.per_token is None:
+        return "time not estimated (the batch size or the model's size is unknown)"
     mfu = f" · MFU {est.mfu:.0%}" if est.mfu else ""
     return f"{_s(est.time)}/iteration · {_s(est.per_token * 1e6)} per 1M tokens{mfu}"
 
