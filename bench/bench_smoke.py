@@ -191,6 +191,9 @@ def faults() -> list:
         code = p.wait()
         ended.append((time.monotonic() - start, code, _report(out)))
     squatter.close()
+    import shutil
+
+    shutil.rmtree(os.path.dirname(cfg), ignore_errors=True)
     left = f.leftovers()
     for (name, _, _), (seconds, code, rep) in zip(cases, ended):
         rows.append((name + ", --timeout 20", seconds, "process start → exit (python and torch start-up included)",

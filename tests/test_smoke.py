@@ -90,8 +90,9 @@ class Proc:
 
     def finish(self, timeout: float = RUN_S) -> tuple[int, str, str]:
         code = self.popen.wait(timeout=timeout)
-        for t in self.threads:
-            t.join(timeout=10)
+        for t in self.threads:  # to the end of the pipes: what the process wrote last is read by now
+            t.join(timeout=timeout)
+            assert not t.is_alive(), "the process ended but its output is still open (a child holds it?)"
         return code, "".join(self.out), "".join(self.err)
 
 
@@ -100,8 +101,8 @@ class Run:
 
     def __init__(self, slots_dir: str):
         self.tag = uuid.uuid4().hex
-        # short: the fork server's unix socket lives under it (108 bytes at most)
-        self.tmpdir = tempfile.mkdtemp(prefix="mlt-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        # not pytest's tmp_path: the fork server's unix socket lives under it (108 bytes at most)
+        self.tmpdir = tempfile.mkdtemp(prefix="mlt-")
         self.slots_dir = slots_dir
         self.procs: list = []
 
@@ -110,7 +111,8 @@ class Run:
 
     def start(self, args: list, env: dict | None = None) -> Proc:
         proc = Proc(subprocess.Popen(args, cwd=ROOT, env=self.env(env), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+                                     errors="replace"))
         self.procs.append(proc)
         return proc
 

@@ -77,7 +77,9 @@ def assemble(plan: dict, states: dict[int, dict], *, mode: str, launcher: str, d
         "step": step_report,
         "probe": _probe(states),
         "leftover_processes": None if leftover is None else len(leftover),
-        "notes": ([plan["no_mesh"]] if plan.get("no_mesh") else []) + list(notes or [])
+        "notes": ([plan["no_mesh"] + ("; the training step ran unsharded in one process"
+                                      if step_report.get("ran") else "")] if plan.get("no_mesh") else [])
+        + list(notes or [])
         + ([supervisor["note"]] if supervisor.get("note") else []) + _hints(states, endpoint),
         "signal": signal if ended == "interrupted" else None,
         "reported_by": reported_by,
@@ -375,7 +377,8 @@ def render_json(report: dict) -> str:
 
 def render_text(report: dict) -> str:
     status = "OK" if report["ok"] else "FAILED"
-    where = (f"{report['mode']}, {report['world_size']} ranks"
+    n = report["world_size"]
+    where = (f"{report['mode']}, {n} rank{'s' if n != 1 else ''}"
              + (f" ({len(report['ranks_checked'])} checked)" if report["mode"] == "fake" else "")
              + (f", {report['backend']} on {report['device']}" if report["backend"] else "")
              + f", {report['seconds']:.1f} s")
@@ -403,7 +406,9 @@ def render_text(report: dict) -> str:
         nodes: dict = {}
         for r in report["placement"]:
             nodes.setdefault(r["node"], []).append(r["rank"])
-        row("placement", f"{len(report['placement'])} ranks on {len(nodes)} node{'s' if len(nodes) != 1 else ''}: "
+        count = len(report["placement"])
+        hosts = len(nodes)
+        row("placement", f"{count} rank{'s' if count != 1 else ''} on {hosts} node{'s' if hosts != 1 else ''}: "
                          + ", ".join(f"{node} ranks {compact_ranks(rs)}" for node, rs in nodes.items()))
     step = report.get("step") or {}
     if step.get("ran"):
