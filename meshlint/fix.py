@@ -54,9 +54,15 @@ def plan(solver, values: dict, options) -> Plan:
     """The edits that write ``values`` into the solver's config file, checked by reading the result back."""
     from meshlint.suggest import changes
 
+    from meshlint.check import input_kind
+
     report = solver.report
     source = report.source
     file = getattr(source, "file", None) or report.path
+    kind = input_kind(report.path)
+    if kind not in ("toml", "registry") or getattr(source, "launch", None) is not None:
+        raise FixError(f"{report.path}: fix edits TOML configs and registry functions; the degrees of a launch "
+                       f"line or a saved config are set on its command line: change them there")
     text = source.text
     edits, notes = [], []
     todo = changes(solver, values)

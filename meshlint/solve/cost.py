@@ -498,10 +498,10 @@ class Model:
         return hit
 
     def _data_parallel(self, pp, dr, ds, cp, tp, ep, etp, m, raw: dict, links: dict) -> float:
-        """FSDP all-gathers of the parameters (forward and backward; once with pp, which keeps them) and
-        reduce-scatters of the fp32 gradients -- per microbatch without pp -- over the FSDP group, the experts'
-        over the efsdp group, and HSDP's all-reduce of the shards over dp_replicate. Fills ``raw`` and ``links``;
-        returns their sum."""
+        """FSDP all-gathers of the parameters (forward and backward of each microbatch; once per iteration with
+        torchtitan's pp, which keeps them) and reduce-scatters of the fp32 gradients over the FSDP group, the
+        experts' over the efsdp group, and HSDP's all-reduce of the shards over dp_replicate. Fills ``raw`` and
+        ``links``; returns their sum."""
         w = self.w
         if not w.params:
             return 0.0
@@ -510,11 +510,15 @@ class Model:
         layers = (w.n_layers or 0) / pp
         dense = (w.params - w.expert_params) / (pp * tp)
         experts = w.expert_params / (pp * ep * etp) if w.expert_params else 0.0
-        # KempnerForge reduces once per step (maybe_no_sync), torchtitan after every microbatch
-        if pp > 1:
+        # torchtitan keeps the parameters gathered across microbatches with pp (fsdp.py:112-135) and reduces after
+        # every microbatch; KempnerForge always reshards after forward (apply_fsdp2's default, parallel.py:250-254,
+        # never overridden by train.py) and reduces once per step (maybe_no_sync)
+        if kf:
+            gathers, scatters = 2 * m, 1
+        elif pp > 1:
             gathers, scatters = 1, 1
         else:
-            gathers, scatters = 2 * m, (1 if kf else m)
+            gathers, scatters = 2 * m, m
         n_f, n_e = axes["fsdp"][0], axes["efsdp"][0]
         total = 0.0
         if n_f > 1:
