@@ -8,7 +8,8 @@ Inputs come from tests/fuzzgen.py (configs of every dialect, rule packs and
 command lines of check/explain/diff/rules, with hostile values); each is run
 through meshlint's click app and judged by the same oracle as the short run in
 tests/test_fuzz.py. Prints the inputs fuzzed, the failures (each with a
-reproducer), the worst time and the worst peak memory of one input (Python
+reproducer), the worst time (wall, and CPU: on a shared machine the wall time
+also counts what else runs) and the worst peak memory of one input (Python
 allocations, tracemalloc, measured on a second run of the slowest inputs and of
 every ``--memory-every``-th one), the process's peak RSS, and how many rule
 evaluation errors hostile rule packs produced (findings, not failures).
@@ -48,7 +49,8 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ.setdefault("MESHLINT_CACHE_DIR", tempfile.mkdtemp(prefix="meshlint-fuzz-cache-"))
-    stats = {"inputs": 0, "failures": 0, "worst_seconds": 0.0, "worst_input": None, "worst_peak_mb": 0.0,
+    stats = {"inputs": 0, "failures": 0, "worst_seconds": 0.0, "worst_input": None, "worst_cpu_seconds": 0.0,
+             "worst_cpu_input": None, "worst_peak_mb": 0.0,
              "worst_peak_input": None, "rule_evaluation_errors": 0, "exit_codes": {}, "by_command": {}}
     failures: list[str] = []
     slow: list[tuple[float, object]] = []
@@ -76,6 +78,8 @@ def main() -> None:
         try:
             result = run_case(case, work)
             problems, seconds = result.problems, result.seconds
+            if result.cpu_seconds > stats["worst_cpu_seconds"]:
+                stats["worst_cpu_seconds"], stats["worst_cpu_input"] = result.cpu_seconds, describe(case)[:400]
             stats["rule_evaluation_errors"] += result.rule_errors
             code = str(result.exit_code)
         except Hang:
@@ -111,6 +115,7 @@ def main() -> None:
     stats["total_seconds"] = round(time.perf_counter() - start, 1)
     stats["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     stats["worst_seconds"] = round(stats["worst_seconds"], 3)
+    stats["worst_cpu_seconds"] = round(stats["worst_cpu_seconds"], 3)
     stats["worst_peak_mb"] = round(stats["worst_peak_mb"], 1)
     stats["python"] = sys.version.split()[0]
     if args.json:
@@ -119,7 +124,7 @@ def main() -> None:
         print(f"inputs fuzzed: {stats['inputs']} ({', '.join(f'{k} {v}' for k, v in sorted(stats['by_command'].items()))})"
               f" in {stats['total_seconds']} s")
         print(f"failures: {stats['failures']}")
-        print(f"worst time of one input: {stats['worst_seconds']} s")
+        print(f"worst time of one input: {stats['worst_seconds']} s wall, {stats['worst_cpu_seconds']} s CPU")
         print(f"worst peak memory of one input (tracemalloc): {stats['worst_peak_mb']} MB; "
               f"process peak RSS {stats['peak_rss_mb']} MB")
         print(f"exit codes: {dict(sorted(stats['exit_codes'].items()))}")

@@ -786,6 +786,8 @@ def compiled(root: Node) -> Callable[["Env"], Any]:
     if hit is not None and hit[0] is root:
         return hit[1]
     fn = _compile(root)
+    if len(_COMPILED) > 20_000:  # a long-lived process (a fuzzer, an editor) loads rules many times: stay bounded
+        _COMPILED.clear()
     _COMPILED[id(root)] = (root, fn)
     return fn
 

@@ -416,9 +416,10 @@ _RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u206
 
 class Result(NamedTuple):
     problems: list        # what the oracle found wrong (empty: a pass)
-    seconds: float
+    seconds: float        # wall time
     exit_code: int | None
     rule_errors: int      # "rule could not be evaluated" findings (a hostile rule, reported, not a failure)
+    cpu_seconds: float = 0.0  # CPU time: the work itself, whatever else the machine runs
 
 
 def materialise(case: Case, base: Path) -> list[str]:
@@ -451,12 +452,13 @@ def run_case(case: Case, base_dir: str | None = None) -> Result:
     base = Path(tempfile.mkdtemp(prefix="fuzz-", dir=base_dir))
     try:
         argv = materialise(case, base)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         result = CliRunner().invoke(main, argv, catch_exceptions=True)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    return Result(check_result(case, argv, result), seconds, result.exit_code, result.stdout.count("rule could not be evaluated"))
+    return Result(check_result(case, argv, result), seconds, result.exit_code,
+                  result.stdout.count("rule could not be evaluated"), cpu)
 
 
 def check_result(case: Case, argv: list, result) -> list[str]:
