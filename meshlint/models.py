@@ -273,6 +273,17 @@ def kempnerforge_ffn_hidden(dim: int, multiplier: float, explicit: int | None) -
     return 256 * -(-raw // 256)  # math.ceil(raw / 256), without the float that overflows
 
 
+def kempnerforge_expert_ffn_hidden(ffn_hidden: int | None, multiplier: float | None) -> int | None:
+    """KempnerForge's ``computed_expert_ffn_hidden_dim``: ``max(16, 16 * round(int(h * m) / 16))``
+    (kempnerforge/config/model.py:127-138 @ 5666d0d; routed and shared experts both use it)."""
+    if ffn_hidden is None or multiplier is None:
+        return None
+    try:  # Python's round (half to even), as KempnerForge's
+        return max(16, 16 * round(int(ffn_hidden * multiplier) / 16))
+    except (OverflowError, ValueError):  # nan, inf or past float range: KempnerForge fails here too
+        return None
+
+
 def kempnerforge_params(m: dict) -> int | None:
     """KempnerForge's ``ModelConfig.num_params_estimate``."""
     needed = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "ffn_hidden_dim", "num_experts")
@@ -289,7 +300,13 @@ def kempnerforge_params(m: dict) -> int | None:
         every = m.get("moe_frequency") or 1
         # layers i+1 (i < n_layers) divisible by every, counted without walking the layers
         n_moe = m["n_layers"] // abs(every) if m["n_layers"] > 0 else 0
-        moe = attn + m["num_experts"] * mlp + d * m["num_experts"] + (m.get("moe_shared_experts") or 0) * mlp + norm
+        # routed and shared experts are moe_expert_ffn_multiplier times the dense width (rounded to 16)
+        he = kempnerforge_expert_ffn_hidden(h, m.get("moe_expert_ffn_multiplier", 1.0))
+        if he is None:
+            return None
+        expert = 3 * d * he
+        shared = (m.get("moe_shared_experts") or 0) * expert
+        moe = attn + m["num_experts"] * expert + d * m["num_experts"] + shared + norm
         layers = n_moe * moe + (m["n_layers"] - n_moe) * (attn + mlp + norm)
     else:
         layers = m["n_layers"] * (attn + mlp + norm)

@@ -11,11 +11,17 @@ Facts mirrored from KempnerForge's own code (shared/DIALECTS.md):
   a size-1 dp_shard inserted before ep (or tp) when tp or ep > 1; a flat
   ``("dp_shard",)`` of the world if nothing is left; cp is not a mesh dim;
   no mesh at all when the world is one process.
+* beyond the mesh: the experts' width (``moe_expert_ffn_multiplier``), the VLM sequence budget
+  (image tokens × video frames + ``vlm.max_text_len``), ``[eval]``'s data source, and the overrides
+  of launch lines in the file's comments written ``--key value`` (the parser takes ``--key`` as a
+  flag set to "true" and drops the value).
 """
 
 from __future__ import annotations
 
+import copy
 import math
+import re
 from math import prod
 
 from meshlint.dialects.base import Key, Resolution, Spec, axes_of, read_keys, settle_world, unknown_keys, usable
@@ -103,17 +109,22 @@ def read(source) -> Spec:
     if spec.values.get("model.n_kv_heads") is None and _present(source.data, "model.n_kv_heads") is False:
         spec.values["model.n_kv_heads"] = spec.values.get("model.n_heads")
     spec.values["model.is_moe"] = _gt0(spec.values.get("model.num_experts"))
+    # read here, not in KEYS: the schema check reports its type and range (a KEYS entry would hide the latter)
+    spec.values["model.moe_expert_ffn_multiplier"] = _number(source.data.get("model"), "moe_expert_ffn_multiplier", 1.0)
     _derived_model_facts(spec.values, spec.problems)
     spec.values["vlm.present"] = isinstance(source.data.get("vlm"), dict)
     if not spec.values["vlm.present"]:
         spec.values["vlm.arch"] = None
+    _vlm_facts(source.data, spec.values)
+    _eval_facts(source.data.get("eval"), spec.values)
+    spec.values["launch.space_overrides"] = space_overrides(getattr(source, "comments", None) or [], source.data)
     spec.load_error = _load_error(spec.degrees)
     return spec
 
 
 def _derived_model_facts(v: dict, problems: list | None = None) -> None:
     """FFN hidden dim and parameter count, the way KempnerForge's ModelConfig computes them."""
-    from meshlint.models import kempnerforge_ffn_hidden, kempnerforge_params
+    from meshlint.models import kempnerforge_expert_ffn_hidden, kempnerforge_ffn_hidden, kempnerforge_params
 
     dim, mult, explicit = v.get("model.dim"), v.get("model.ffn_dim_multiplier"), v.get("model.ffn_hidden_dim")
     if dim is not None and mult is not None:
@@ -126,6 +137,9 @@ def _derived_model_facts(v: dict, problems: list | None = None) -> None:
     m["moe_shared_experts"] = m.get("shared_experts")
     m["tie_embeddings"] = v.get("model.tie_embeddings")
     v["model.params"] = kempnerforge_params(m)
+    if v.get("model.is_moe"):  # the experts' own width (model.py:127-138), routed and shared alike
+        v["model.moe_hidden_dim"] = kempnerforge_expert_ffn_hidden(v.get("model.ffn_hidden_dim"),
+                                                                   v.get("model.moe_expert_ffn_multiplier"))
     v["model.known"] = True
     v["model.source"] = "the config's [model] section"
     v["model.called"] = "model."
@@ -184,6 +198,201 @@ def _present(data: dict, path: str) -> bool:
 
 def _gt0(v) -> bool | None:
     return None if v is None else v > 0
+
+
+# ----------------------------------------------------------------------------- VLM, eval and launch-line facts
+
+# residual_stream_image_tokens(n): n for these archs, 0 for cross_attention (config/vlm.py:138-157, 241-250,
+# 331-335, 463-467 @ 5666d0d)
+PREPENDING_ARCHS = ("joint_decoder", "mot", "moma")
+POOLING_ADAPTERS = ("avgpool", "attentional_pool")  # model/adapter.py:46
+DIVISIBLE_ONLY_POOLS = ("attentional_pool",)         # model/adapter.py:51
+RANDOM_ENCODER_TOKENS = 16                           # model/vision.py:100: the "random" stub's num_tokens default
+_VLM_FACTS = ("max_text_len", "has_vision_encoder", "encoder_type", "num_tokens", "num_tokens_from", "adapter_type",
+              "pool_window", "tokens_per_frame", "frames", "visual_tokens", "residual_image_tokens",
+              "required_seq_len", "pool_error")
+
+
+def _vlm_facts(data: dict, v: dict) -> None:
+    """The VLM sequence budget as KempnerForge computes it (config/job.py:99-119 at load, :202-226 in validate,
+    distributed/parallel.py:441-447 and model/vlm.py:447-467 when the model is built):
+    ``frames × adapter.output_num_tokens(num_tokens)`` image tokens (0 for cross_attention) + ``vlm.max_text_len``.
+    ``num_tokens_from``: "config" (vision_encoder.num_tokens > 0: checked at load and in validate), "build" (0 with
+    the "random" encoder: its default of 16, checked when the model is built), None (0 with a Hugging Face encoder:
+    probed from the checkpoint at build time, so unknown here)."""
+    vlm, enc, adapter, video = (data.get(name) for name in ("vlm", "vision_encoder", "adapter", "video"))
+    v["video.present"] = isinstance(video, dict)
+    v["video.max_frames"] = _int(video, "video.max_frames", 16) if isinstance(video, dict) else None
+    for name in _VLM_FACTS:
+        v[f"vlm.{name}"] = None
+    if not isinstance(vlm, dict):
+        return
+    v["vlm.max_text_len"] = _int(vlm, "vlm.max_text_len", 512)
+    v["vlm.has_vision_encoder"] = isinstance(enc, dict)
+    if not isinstance(enc, dict):
+        return  # KempnerForge refuses the config first (job.py:66-70)
+    adapter = adapter if isinstance(adapter, dict) else {}  # [vlm] materialises the default adapter (job.py:71-74)
+    kind, tokens = _str(enc, "type", "random"), _int(enc, "vision_encoder.num_tokens", 0)
+    atype, window = _str(adapter, "type", "mlp_2layer"), _int(adapter, "adapter.pool_window", 2)
+    v.update({"vlm.encoder_type": kind, "vlm.adapter_type": atype, "vlm.pool_window": window})
+    if tokens is None or kind is None:
+        return
+    if tokens > 0:
+        v["vlm.num_tokens"], v["vlm.num_tokens_from"] = tokens, "config"
+    elif tokens == 0 and kind == "random":
+        v["vlm.num_tokens"], v["vlm.num_tokens_from"] = RANDOM_ENCODER_TOKENS, "build"
+    else:
+        return
+    tokens = v["vlm.num_tokens"]
+    if atype is None:
+        return
+    if atype in POOLING_ADAPTERS:
+        if window is None or window <= 0:
+            return  # AdapterConfig refuses it at load
+        grid = math.isqrt(tokens)
+        if grid * grid != tokens:  # model/adapter.py:91-98
+            v["vlm.pool_error"] = (f"ValueError: pooling requires a square patch grid, but num_tokens={tokens} is "
+                                   "not a perfect square")
+            return
+        if atype in DIVISIBLE_ONLY_POOLS and grid % window:  # model/adapter.py:80-86
+            v["vlm.pool_error"] = (f"ValueError: this pooling connector requires the patch grid ({grid}x{grid}) be "
+                                   f"divisible by the pool window ({window})")
+            return
+        v["vlm.tokens_per_frame"] = (-(-grid // window)) ** 2  # ceil(grid / window) ** 2
+    else:
+        v["vlm.tokens_per_frame"] = tokens  # projection adapters keep the count
+    frames = v["video.max_frames"] if v["video.present"] else 1
+    arch = v.get("vlm.arch")
+    if frames is None or arch not in PREPENDING_ARCHS + ("cross_attention",):
+        return
+    v["vlm.frames"] = frames
+    v["vlm.visual_tokens"] = frames * v["vlm.tokens_per_frame"]
+    v["vlm.residual_image_tokens"] = 0 if arch == "cross_attention" else v["vlm.visual_tokens"]
+    if v["vlm.max_text_len"] is not None:
+        v["vlm.required_seq_len"] = v["vlm.residual_image_tokens"] + v["vlm.max_text_len"]
+
+
+def _eval_facts(table, v: dict) -> None:
+    """``eval.enabled`` and whether a data source is set, as ``JobConfig.validate`` tests them (job.py:153-157)."""
+    table = table if isinstance(table, dict) else {}
+    raw = table.get("enabled", False)
+    v["eval.enabled"] = raw if isinstance(raw, bool) else coerce(Key("eval.enabled", "bool"), raw)[0]
+    v["eval.dataset_path"] = table.get("dataset_path", "")
+    v["eval.hf_dataset_name"] = table.get("hf_dataset_name")
+    v["eval.has_data_source"] = bool(v["eval.dataset_path"]) or bool(v["eval.hf_dataset_name"])
+
+
+def _int(table, path: str, default):
+    """An int field as KempnerForge's loader coerces it (None: it cannot, or the value is absurd)."""
+    if not isinstance(table, dict) or path.rsplit(".", 1)[-1] not in table:
+        return default
+    raw = table[path.rsplit(".", 1)[-1]]
+    value = raw if isinstance(raw, int) and not isinstance(raw, bool) else coerce(Key(path, "int"), raw)[0]
+    return value if isinstance(value, int) and abs(value) <= MAX_TOML_INT else None
+
+
+def _number(table, key: str, default: float):
+    """A float field (None: not a finite number; its type problem is the schema check's)."""
+    if not isinstance(table, dict) or key not in table:
+        return default
+    raw = table[key]
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+        return None
+    return float(raw)
+
+
+def _str(table: dict, key: str, default: str):
+    raw = table.get(key, default)
+    return raw if isinstance(raw, str) else None
+
+
+# A KempnerForge override on a launch line: ``--section.key=value``. The parser (config/loader.py:250-285)
+# treats an option without ``=`` as a boolean flag (value "true") and skips any argument not starting with
+# ``--``: ``--distributed.tp 4`` passes tp = "true" and drops the 4.
+SECTIONS = ("model", "train", "optimizer", "scheduler", "data", "eval", "distributed", "checkpoint", "metrics",
+            "profiling", "vision_encoder", "adapter", "vlm", "video")  # JobConfig's fields (config/job.py:42-55)
+_SPACE_FORM = re.compile(r"(?<![\w=.-])--([A-Za-z_]\w*(?:\.[A-Za-z_][\w-]*)+)[ \t]+(?![-\\])(\S+)")
+_COMMAND_WORDS = ("train.py", "torchrun", "srun ", "sbatch ", "python ", "uv run", ".sh ", "--nproc")
+_VALUE_LIKE = re.compile(r"""^(?:[-+]?\.?[0-9][\w.+-]*|true|false|True|False|yes|no"""
+                         r"""|"[^"]*"|'[^']*'|\[.*|<.*>|\S*/\S*)$""")
+def _fits(typ: dict | None, word: str) -> bool:
+    """Whether ``word`` reads as a value of the key's type (outside a command line, only such words count)."""
+    kind = (typ or {}).get("kind")
+    if kind == "optional":
+        return _fits(typ.get("of"), word)
+    if kind in ("enum", "literal"):
+        return word in typ.get("values", ())
+    if kind == "bool":
+        return word in ("true", "false", "True", "False", "1", "0", "yes", "no")
+    if kind in ("int", "float"):
+        return bool(re.match(r"^[-+]?\.?[0-9][0-9_.eE+-]*$", word))
+    if kind == "str":
+        return bool(re.match(r"""^(?:\S*[/<>"'.]\S*)$""", word))
+    return bool(_VALUE_LIKE.match(word))
+
+
+_EQUALS_FORM = re.compile(r"--[A-Za-z_]\w*\.[\w.-]+=")
+_TRUE_WORDS = ("true", "True", "1", "yes")
+
+
+def space_overrides(comments: list, data: dict | None = None) -> list:
+    """Overrides written ``--section.key value`` in the file's comments (its launch lines), each with what
+    KempnerForge makes of it: ``{line, col, key, value, refused, says, effective}``. ``refused``: KempnerForge
+    stops on the "true" it receives (an int, float, enum, Literal or list field, or an unknown key); otherwise
+    it runs with ``effective`` instead of the value written. A bool flag followed by a true word is harmless and
+    left out; so is prose (``set --distributed.tp to 4``): outside a command line the next word must look
+    like a value."""
+    found, continued = [], set()
+    for line, col, text in comments:
+        if "--" not in text:
+            if text.rstrip().endswith("\\"):
+                continued.add(line + 1)
+            continue
+        command = (line in continued or text.lstrip().startswith(("--", "...")) or _EQUALS_FORM.search(text)
+                   or any(word in text for word in _COMMAND_WORDS))
+        if text.rstrip().endswith("\\"):
+            continued.add(line + 1)
+        for match in _SPACE_FORM.finditer(text):
+            key, value = match.group(1), match.group(2)
+            if key.split(".", 1)[0] in SECTIONS:
+                found.append({"line": line, "col": col + 1 + match.start(), "key": key, "value": value,
+                              "command": bool(command)})
+    return [item for item in (_judge_space_override(item, data or {}) for item in found) if item is not None]
+
+
+def _judge_space_override(item: dict, data: dict) -> dict | None:
+    """What KempnerForge does with the "true" the flag passes, laid over the file's own section (its overrides
+    are applied on top of the TOML: loader.py:321-326): the schema check's new problems, with and without it."""
+    from meshlint import schema_data
+
+    try:
+        schema = schema_data.load("kempnerforge", "5666d0d")
+    except schema_data.SchemaError:
+        return None  # a build without the generated schema: nothing to judge it by
+    entry = schema.key(item["key"])
+    command = item.pop("command")
+    if not command and not _fits(entry["type"] if entry else None, item["value"]):
+        return None  # prose, not an override: "set --distributed.tp to 4"
+    parts = item["key"].split(".")
+    before = {**data, parts[0]: data[parts[0]] if isinstance(data.get(parts[0]), dict) else {}}
+    after = copy.deepcopy(before)
+    node = after
+    for part in parts[:-1]:
+        node = node[part] if isinstance(node.get(part), dict) else node.setdefault(part, {})
+        if not isinstance(node, dict):
+            return None
+    node[parts[-1]] = "true"
+    seen = {(p["key"], p["message"]) for p in schema.check(before, origin="cli")}
+    problems = [p for p in schema.check(after, origin="cli") if (p["key"], p["message"]) not in seen]
+    problem = problems[0] if problems else None
+    if problem is not None and problem.get("refused"):
+        return {**item, "refused": True, "says": problem["framework"], "effective": None}
+    if problem is not None and problem.get("effective") is True:  # a bool field: the flag means true
+        if item["value"] in _TRUE_WORDS:
+            return None
+        return {**item, "refused": False, "says": "KempnerForge reads the flag as true", "effective": "true"}
+    return {**item, "refused": False, "says": f'KempnerForge sets {item["key"]} to the string "true"',
+            "effective": '"true"'}
 
 
 def _load_error(degrees: dict) -> str | None:
