@@ -30,15 +30,21 @@ class GitError(MeshlintError):
 
 
 def read_revision(path: str, rev: str) -> bytes | None:
-    """The bytes of ``path`` at git revision ``rev``; None when the file did not exist there."""
+    """The bytes of ``path`` at git revision ``rev``; None when the file did not exist there.
+
+    The blob's size is asked first, so an old version past the file-size limit
+    is refused (a GitError, exit 2) without being read into memory.
+    """
+    from meshlint.limits import MAX_FILE_BYTES
+
     directory = os.path.dirname(os.path.abspath(path)) or "."
     name = os.path.basename(path)
-    try:
-        proc = subprocess.run(["git", "show", f"{rev}:./{name}"], cwd=directory, capture_output=True, timeout=30)
-    except FileNotFoundError:
-        raise GitError("git is not installed, so --rev / --diff-base cannot read old versions") from None
-    except subprocess.TimeoutExpired:
-        raise GitError(f"git show {rev}:{path} timed out") from None
+    proc = _git(["cat-file", "-s", f"{rev}:./{name}"], directory, path, rev)
+    if proc.returncode == 0:
+        size = int(proc.stdout.strip() or 0) if proc.stdout.strip().isdigit() else 0
+        if size > MAX_FILE_BYTES:
+            raise GitError(f"{path} at {rev} is {size:,} bytes, over the limit of {MAX_FILE_BYTES:,} bytes")
+        proc = _git(["show", f"{rev}:./{name}"], directory, path, rev)
     if proc.returncode == 0:
         return proc.stdout
     err = proc.stderr.decode("utf-8", "replace").strip()
@@ -47,6 +53,15 @@ def read_revision(path: str, rev: str) -> bytes | None:
     if "not a git repository" in err:
         raise GitError(f"{path} is not inside a git repository")
     raise GitError(f"cannot read {path} at {rev}: {err.splitlines()[-1] if err else 'git failed'}")
+
+
+def _git(args: list, directory: str, path: str, rev: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", *args], cwd=directory, capture_output=True, timeout=30)
+    except FileNotFoundError:
+        raise GitError("git is not installed, so --rev / --diff-base cannot read old versions") from None
+    except subprocess.TimeoutExpired:
+        raise GitError(f"git {args[0]} {rev}:{path} timed out") from None
 
 
 class MeshDiff:

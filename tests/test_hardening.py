@@ -291,6 +291,21 @@ def test_the_other_files_are_still_checked_when_one_fails(write, monkeypatch):
     assert by_path[str(good)]["status"] == "checked"
 
 
+def test_an_old_version_past_the_size_limit_is_not_read_from_git(tmp_path):
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    config = tmp_path / "c.toml"
+    config.write_text(KF + ("# " + "x" * 1000 + "\n") * 1100)
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "c.toml"], ["commit", "-q", "-m", "big"]):
+        subprocess.run(git + args, cwd=tmp_path, check=True, capture_output=True)
+    config.write_text(KF)
+    code, out = run_cli("diff", "--rev", "HEAD", str(config))
+    assert code == 2 and "over the limit of 1,048,576 bytes" in out
+
+
 # --------------------------------------------------------------------------------- the key scanner
 
 def test_duplicate_key_then_an_unclosed_array_ends_fast(write):
