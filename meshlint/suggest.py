@@ -11,7 +11,6 @@ degree cannot take.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import NamedTuple
 
@@ -402,4 +401,4 @@ def target_from(report, world_size=None, nodes=None, gpus_per_node=None, placeme
 
 
 __all__ = ["search", "render_text", "to_json", "alternative_report", "svg_pair", "target_from", "Suggestion",
-           "Verdict", "math"]
+           "Verdict"]

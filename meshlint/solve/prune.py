@@ -65,7 +65,6 @@ class Classified(NamedTuple):
 
 def classify(rules: list, dialect: str) -> Classified:
     static, partial, full = [], [], []
-    static_names = STATIC if dialect != "native" else STATIC
     for rule in rules:
         names = reads(rule)
         if dialect != "native" and "native" in names:
@@ -73,7 +72,7 @@ def classify(rules: list, dialect: str) -> Classified:
         degrees = set()
         is_full = False
         for name in names:
-            if name in static_names:
+            if name in STATIC:
                 continue
             if name in DEGREE_FACTS:
                 degrees.add(name)
@@ -227,15 +226,6 @@ class Pruner:
             else:
                 keep.append(v)
         return keep, why
-
-
-def freeze(value):
-    """A hashable copy of a fact value (tables and lists of plain values)."""
-    if isinstance(value, dict):
-        return tuple((k, freeze(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return (list, tuple(freeze(v) for v in value))
-    return value
 
 
 MAX_ITEM_MEMO = 256  # longer foreach lists are judged whole (the step budget is per rule, not per item)

@@ -26,7 +26,7 @@ from typing import Iterator, NamedTuple
 from meshlint import suppress
 from meshlint.dialects.base import DEGREES, Resolution, degree_items
 from meshlint.dialects.versions import module_for_spec
-from meshlint.facts import GROUP_FIELDS, ROLE_OF, _mesh_fact, _valid_worlds_text, build_facts
+from meshlint.facts import ROLE_OF, _mesh_fact, _valid_worlds_text, build_facts
 from meshlint.mesh import place
 from meshlint.solve import prune
 from meshlint.solve.space import SolveError, Target, assignments, current, divisors, role_values, space_for
@@ -472,4 +472,4 @@ def _comparable(facts: dict) -> dict:
     return {k: v for k, v in facts.items() if k != "skipped"}
 
 
-__all__ = ["Solver", "Target", "Verdict", "valid_layouts", "degree_choices", "GROUP_FIELDS"]
+__all__ = ["Solver", "Target", "Verdict", "valid_layouts", "degree_choices"]
