@@ -75,6 +75,12 @@ def plan(solver, values: dict, options) -> Plan:
     edits += _directive_edits(solver, text, notes)
     new = _apply(text, edits)
     _read_back(solver, values, options, file, new)
+    function = getattr(source, "function", None)
+    if function and edits:
+        derived = _other_functions_changed(file, function, options, text, new)
+        if derived:
+            notes.append(f"{', '.join(derived)} in the same file change{'s' if len(derived) == 1 else ''} too: "
+                         f"{'it derives' if len(derived) == 1 else 'they derive'} from {function}")
     return Plan(file, text, new, edits, notes)
 
 
@@ -397,6 +403,21 @@ def _read_back(solver, values: dict, options, file: str, new: str) -> None:
         problems.append(f"its world size reads as {again.topology.world_size}, not {solver.target.world_size}")
     if problems:
         raise FixError("refusing to write: the edited file would read back differently (" + "; ".join(problems) + ")")
+
+
+def _other_functions_changed(file: str, function: str, options, old: str, new: str) -> list:
+    """The registry's other config functions whose facts the edit changes (they derive from the edited one)."""
+    from meshlint.check import analyse_all
+
+    def specs(text: str) -> dict:
+        out = {}
+        for r in analyse_all(file, options, raw=text.encode("utf-8"), name=os.path.basename(file)):
+            if r.status == "checked" and not r.path.endswith(f"::{function}"):
+                out[r.path.rsplit("::", 1)[-1]] = (r.spec.degrees, r.spec.values)
+        return out
+
+    before, after = specs(old), specs(new)
+    return sorted(name for name in before if after.get(name) != before[name])
 
 
 # ----------------------------------------------------------------------------- writing

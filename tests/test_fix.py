@@ -242,6 +242,17 @@ def test_registry_literal_edit_keeps_the_rest(tmp_path):
     assert _changed_lines(original, new) and all("_degree=" in line for line in _changed_lines(original, new))
 
 
+def test_registry_edit_names_the_functions_deriving_from_it(tmp_path):
+    dst = tmp_path / "tree"
+    shutil.copytree(ROOT / "fixtures" / "torchtitan_registry", dst)
+    path = dst / "torchtitan" / "models" / "tiny" / "config_registry.py"
+    result = run("fix", f"{path}::tiny_debug", "--torchtitan-version", "main", "--world-size", "16",
+                 "--gpus-per-node", "8", "--set", "tp=4")
+    assert result.exit_code == 0, result.output
+    assert "tiny_loop, tiny_replaced in the same file change too: they derive from tiny_debug" in result.output
+    assert "tensor_parallel_degree=4,  # meshlint: ignore[ML201]" in path.read_text()
+
+
 def test_registry_refuses_a_computed_value(tmp_path):
     src = ROOT / "fixtures" / "torchtitan_registry"
     dst = tmp_path / "tree"
