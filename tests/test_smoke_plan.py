@@ -268,3 +268,28 @@ def test_torchtitan_main_plan_makes_every_global_mesh_by_the_frameworks_method()
     assert by_mesh["dense"]["fake"] == ["dp_replicate", "cp"]
     assert by_mesh["spmd_dense_for_fwdbwd:full"]["sizes"] == [2, 4, 1, 2]
     assert by_mesh["spmd_sparse_for_fwdbwd"]["dims"] == ["dp_replicate", "efsdp", "ep"]
+
+
+WATCHDOG = """
+import os, signal, sys, time
+from meshlint.smoke.watchdog import RankWatchdog
+stopped = RankWatchdog(time.monotonic() + 0.3, lambda: 5, lambda name: 6)
+stopped.start()
+stopped.stop()  # the rank finished: no report at the deadline, and SIGTERM is the main thread's again
+time.sleep(1.0)
+print("still here", flush=True)
+armed = RankWatchdog(time.monotonic() + 60, lambda: 5, lambda name: print(name, flush=True) or 7)
+armed.start()
+os.kill(os.getpid(), signal.SIG{sig})
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("sig", ["TERM", "INT"])
+def test_the_rank_watchdog_reports_a_signal_and_stands_down_when_stopped(sig):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", WATCHDOG.replace("{sig}", sig)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.stdout.split() == ["still", "here", f"SIG{sig}"] and proc.returncode == 7, proc.stderr

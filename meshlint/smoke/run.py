@@ -227,6 +227,7 @@ class _LaunchedRun:
                 _wait_forever()
             raise
         finally:
+            self.guard.stop()  # check --smoke may go on to the next config in this process
             self.cleanup()
 
     def _private_tmpdir(self) -> None:
@@ -235,15 +236,25 @@ class _LaunchedRun:
         import tempfile
 
         self.tmpdir = tempfile.mkdtemp(prefix=f"meshlint-rank{self.env.rank}-")
-        for name in ("TMPDIR", "TMP", "TEMP"):
+        self.saved_env = {name: os.environ.get(name) for name in ("TMPDIR", "TMP", "TEMP")}
+        for name in self.saved_env:
             os.environ[name] = self.tmpdir
         tempfile.tempdir = None  # gettempdir() caches: ask again
 
     def cleanup(self) -> None:
+        import os
         import shutil
+        import tempfile
 
         if getattr(self, "tmpdir", None):
             shutil.rmtree(self.tmpdir, ignore_errors=True)
+            self.tmpdir = None
+            for name, value in self.saved_env.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+            tempfile.tempdir = None
 
     def run(self, plan: dict, step: dict, extra: dict) -> int:
         from meshlint.smoke import worker

@@ -35,6 +35,8 @@ class RankWatchdog:
         self.on_timeout = on_timeout
         self.on_signal = on_signal
         self._claim = threading.Lock()
+        self._stopped = False
+        self._blocked = False
 
     def claim(self) -> bool:
         """True for the first caller only: that one prints the report."""
@@ -44,6 +46,7 @@ class RankWatchdog:
         """Call on the main thread, before any other thread is started (they inherit the blocked signals)."""
         if hasattr(signal, "sigtimedwait") and hasattr(signal, "pthread_sigmask"):
             signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+            self._blocked = True
             target = self._wait_signals
         else:  # pragma: no cover - macOS and Windows: handlers on the main thread, a timer for the deadline
             for sig in SIGNALS:
@@ -51,19 +54,30 @@ class RankWatchdog:
             target = self._wait_deadline
         threading.Thread(target=target, name="meshlint-watchdog", daemon=True).start()
 
+    def stop(self) -> None:
+        """The rank is done (and has reported): stand down, and give the signals back to the main thread."""
+        self._stopped = True
+        if self._blocked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
+
     def _wait_signals(self) -> None:
-        while True:
+        while not self._stopped:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 self._fire(self.on_timeout)
-            info = signal.sigtimedwait(SIGNALS, left)
-            if info is not None:
-                self._fire(self.on_signal, signal.Signals(info.si_signo).name)
+            info = signal.sigtimedwait(SIGNALS, min(left, 0.5))
+            if info is None:
+                continue
+            if self._stopped:  # taken just as the rank finished: deliver it as if never taken
+                os.kill(os.getpid(), info.si_signo)
+                return
+            self._fire(self.on_signal, signal.Signals(info.si_signo).name)
 
     def _wait_deadline(self) -> None:  # pragma: no cover - see start()
-        while time.monotonic() < self.deadline:
+        while time.monotonic() < self.deadline and not self._stopped:
             time.sleep(min(0.5, max(0.0, self.deadline - time.monotonic())))
-        self._fire(self.on_timeout)
+        if not self._stopped:
+            self._fire(self.on_timeout)
 
     def _fire(self, action, *args) -> None:
         if not self.claim():  # the rank is printing its own report: let it finish
