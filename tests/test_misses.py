@@ -38,7 +38,7 @@ SHARED = ROOT.parent / "shared" / "frameworks"
 KF_ROOT = SHARED / "KempnerForge-5666d0d"
 TT_ROOT = SHARED / "torchtitan-v0.2-9810191bb-parent"
 FIXTURES = ROOT / "fixtures" / "rules"
-NEW_CODES = {"ML313", "ML314", "ML315", "ML316", "ML317", "ML318", "ML319", "ML404", "ML613", "ML614"}
+NEW_CODES = {"ML313", "ML314", "ML315", "ML316", "ML317", "ML318", "ML319", "ML404", "ML405", "ML613", "ML614"}
 
 KF_ORIGIN = "KempnerForge (MIT) {path} at 5666d0d"
 TT_ORIGIN = "torchtitan (BSD-3-Clause, Copyright (c) Meta Platforms, Inc. and affiliates) {path} at 9810191bb^"
@@ -271,6 +271,33 @@ CASES = [
          expect=frozenset({"ML404"})),
     Case("tt-ddp-tp-llama3-ft", "tt", TTM + "llama3_ft/train_configs/debug_model.toml", TP2, world=4,
          expect=frozenset({"ML404"})),
+    Case("tt-ddp-tp-ep-llama4", "tt", TTM + "llama4/train_configs/debug_model.toml",
+         TP2 + (Set(PAR + "expert_parallel_degree", "2"),), world=4, expect=frozenset({"ML405"})),
+    # ---- torchtitan v0.2: expert parallelism without an fsdp dimension (ML405)
+    Case("tt-ep-no-fsdp-llama4", "tt", TTM + "llama4/train_configs/debug_model.toml",
+         (Set(PAR + "data_parallel_shard_degree", "1"), Set(PAR + "tensor_parallel_degree", "2"),
+          Set(PAR + "expert_parallel_degree", "2", "ML405")), world=2, expect=frozenset({"ML405"}),
+         what="data_parallel_shard_degree = 1, tensor_parallel_degree = 2, expert_parallel_degree = 2, on 2 GPUs",
+         fixture="ML405-ep-without-fsdp/bad_llama4_debug.toml"),
+    Case("tt-ep-fsdp-llama4", "tt", TTM + "llama4/train_configs/debug_model.toml",
+         (Set(PAR + "data_parallel_shard_degree", "2"), Set(PAR + "tensor_parallel_degree", "2"),
+          Set(PAR + "expert_parallel_degree", "2")), world=4,
+         what="data_parallel_shard_degree = 2, tensor_parallel_degree = 2, expert_parallel_degree = 2, on 4 GPUs",
+         fixture="ML405-ep-without-fsdp/good_llama4_debug.toml"),
+    Case("tt-ep-no-fsdp-deepseek", "tt", TTM + "deepseek_v3/train_configs/debug_model.toml",
+         (Set(PAR + "data_parallel_shard_degree", "1"), Set(PAR + "tensor_parallel_degree", "2"),
+          Set(PAR + "expert_parallel_degree", "2")), world=2, expect=frozenset({"ML405"})),
+    Case("tt-ep-no-fsdp-gpt-oss", "tt", TTM + "gpt_oss/train_configs/debug_model.toml",
+         (Set(PAR + "data_parallel_shard_degree", "1"), Set(PAR + "tensor_parallel_degree", "2"),
+          Set(PAR + "expert_parallel_degree", "2")), world=2, expect=frozenset({"ML405"})),
+    Case("tt-ep-no-fsdp-qwen3-moe", "tt", TTM + "qwen3/train_configs/qwen3_moe_debug.toml",
+         (Set(PAR + "data_parallel_shard_degree", "1"), Set(PAR + "tensor_parallel_degree", "2"),
+          Set(PAR + "expert_parallel_degree", "2")), world=2),
+    Case("tt-ep-cp-llama4", "tt", TTM + "llama4/train_configs/debug_model.toml",
+         (Set(PAR + "data_parallel_shard_degree", "1"), Set(PAR + "context_parallel_degree", "2"),
+          Set(PAR + "expert_parallel_degree", "2")), world=2),
+    Case("tt-ddp-tp-ep-llama3", "tt", TTM + "llama3/train_configs/debug_model.toml",
+         TP2 + (Set(PAR + "expert_parallel_degree", "2"),), world=4, expect=frozenset({"ML404"})),
     Case("tt-ddp-tp-qwen3", "tt", TTM + "qwen3/train_configs/qwen3_0.6b.toml", TP2, world=4),
     Case("tt-ddp-tp-deepseek", "tt", TTM + "deepseek_v3/train_configs/debug_model.toml", TP2, world=4),
     Case("tt-ddp-tp-gpt-oss", "tt", TTM + "gpt_oss/train_configs/debug_model.toml", TP2, world=4),
