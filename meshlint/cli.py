@@ -177,9 +177,12 @@ def _options(planner, path: str):
               help="Colour text output (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it).")
 @click.option("--smoke", is_flag=True,
               help="Then build each config's mesh for real and verify it (meshlint smoke, with its defaults).")
+@click.option("--fix", "apply_fixes", is_flag=True,
+              help="First apply each config's unambiguous fix of its error findings (one degree whose one value "
+                   "makes every error rule pass; see `meshlint fix`), then report what is left.")
 def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs, select, extend_select, ignore,
           fmt, fail_on, quiet, diff_base, report_unused, config_path, meshlint_config, tt_module, torchtitan_root,
-          torchtitan_version, isolated, gpu_memory_gib, color, smoke):
+          torchtitan_version, isolated, gpu_memory_gib, color, smoke, apply_fixes):
     """Check config files (or directories of them) and report every finding.
 
     \b
@@ -218,7 +221,8 @@ def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs
     if smoke and fmt != "text":
         raise click.UsageError("--smoke prints text reports; for the smoke's JSON use `meshlint smoke --format json`")
     try:
-        code = run(list(paths), settings, fmt=fmt, quiet=quiet, diff_base=diff_base, color=color, launch=launch)
+        code = run(list(paths), settings, fmt=fmt, quiet=quiet, diff_base=diff_base, color=color, launch=launch,
+                   fix=apply_fixes)
         if smoke:
             code = max(code, _smoke_each(list(paths), settings))
     except MeshlintError as exc:
@@ -452,3 +456,10 @@ def schema_cmd(dialect):
     from meshlint.schema_export import schema
 
     click.echo(json.dumps(schema(dialect), indent=2))
+
+
+# meshlint suggest / meshlint fix live in meshlint/cli_suggest.py (it imports the helpers above)
+from meshlint.cli_suggest import fix_cmd, suggest_cmd  # noqa: E402
+
+main.add_command(suggest_cmd)
+main.add_command(fix_cmd)

@@ -43,7 +43,7 @@ else:  # pragma: no cover
 FAIL_ON = ("error", "warning", "info", "never")
 TOPOLOGY_KEYS = {"world_size": int, "nodes": int, "gpus_per_node": int, "placement": str, "dialect": str}
 TOP_KEYS = {**TOPOLOGY_KEYS, "rules": list, "lint": dict, "per-file": dict, "models": dict,
-            "gpu_memory_gib": (int, float), "torchtitan-version": str, "torchtitan-root": str}
+            "gpu_memory_gib": (int, float), "torchtitan-version": str, "torchtitan-root": str, "cluster": dict}
 LINT_KEYS = {"select": list, "extend-select": list, "ignore": list, "severity": dict, "fail-on": str,
              "report-unused-suppressions": bool}
 PER_FILE_KEYS = {**TOPOLOGY_KEYS, "ignore": list, "severity": dict}
@@ -78,6 +78,7 @@ class ProjectConfig(NamedTuple):
     gpu_memory_gib: float | None = None
     torchtitan_version: str | None = None  # the semantics torchtitan registries are read with
     torchtitan_root: str | None = None     # the checkout launch lines refer to (absolute)
+    cluster: dict = {}                     # [tool.meshlint.cluster]: node and fabric for suggest's cost model
 
     def for_file(self, path: str) -> dict:
         """Per-file settings that apply to ``path`` (later patterns override earlier ones)."""
@@ -204,12 +205,19 @@ def _parse(section, path: str, text: str, prefix: tuple) -> ProjectConfig:
         if versions.canonical("torchtitan", tt_version, strict=False) is None:
             raise where.error(("torchtitan-version",), f"{tt_version!r} is not a torchtitan version meshlint models "
                                                        f"({', '.join(versions.ids('torchtitan'))})")
+    cluster = section.get("cluster") or {}
+    if cluster:
+        from meshlint.solve.cost import check_cluster
+
+        problem = check_cluster(cluster)
+        if problem:
+            raise where.error(("cluster",), problem)
     tt_root = section.get("torchtitan-root")
     if tt_root is not None:
         tt_root = os.path.normpath(os.path.join(root, _string(tt_root, where, ("torchtitan-root",))))
     return ProjectConfig(
         path=path, root=root, topology=topology, rules=rules, models=models, gpu_memory_gib=gpu,
-        torchtitan_version=tt_version, torchtitan_root=tt_root,
+        torchtitan_version=tt_version, torchtitan_root=tt_root, cluster=dict(cluster),
         select=tuple(_strings(lint.get("select", ["ALL"]), where, ("lint", "select"))),
         extend_select=tuple(_strings(lint.get("extend-select", []), where, ("lint", "extend-select"))),
         ignore=tuple(_strings(lint.get("ignore", []), where, ("lint", "ignore"))),

@@ -16,7 +16,7 @@ from meshlint.settings import CliSettings
 
 
 def run(paths: list[str], settings: CliSettings, fmt: str = "text", quiet: bool = False,
-        diff_base: str | None = None, color: str = "auto", launch=None) -> int:
+        diff_base: str | None = None, color: str = "auto", launch=None, fix: bool = False) -> int:
     """Check ``paths`` (and a launch given on the command line), print the report, return the
     exit code; MeshlintError is a usage error."""
     from meshlint.check import check_all, collect_paths, run_checks
@@ -36,6 +36,8 @@ def run(paths: list[str], settings: CliSettings, fmt: str = "text", quiet: bool 
         reports[-1].fail_on = options.fail_on
     for path in files:
         options = planner.options_for(path)
+        if fix:
+            _apply_fixes(path, options)
         try:
             checked = check_all(path, options)
             for report in checked:
@@ -153,3 +155,17 @@ def _attach_diff(report, options, rev: str) -> None:
         old.path = f"{report.path}@{rev}"
         report.diff = MeshDiff(old, report)
         report.diff.base = rev
+
+
+def _apply_fixes(path: str, options) -> None:
+    """``check --fix``: each config's unambiguous fix (meshlint/fix.py), applied before it is checked."""
+    from meshlint.fix import fix_path
+
+    try:
+        results = fix_path(path, options)
+    except MeshlintError as exc:
+        sys.stderr.write(f"{path}: not fixed: {exc}\n")
+        return
+    for result in results:
+        if result.applied or result.message.endswith("choose with meshlint fix --set"):
+            sys.stderr.write(f"{result.path}: {result.message}\n")
