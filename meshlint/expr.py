@@ -484,12 +484,43 @@ def _describe(tok: Token) -> str:
     return repr(tok.value)
 
 
-class Expr(NamedTuple):
-    """A parsed expression, ready to evaluate many times."""
+class Expr:
+    """A parsed expression, ready to evaluate many times.
 
-    source: str
-    root: Node
-    size: int = 0   # nodes, charged to the step budget per evaluation (counted once, at parse time)
+    An expression read back from the rule cache holds its syntax tree as the
+    cache's JSON data until it is first used: most runs evaluate only the rules
+    of one dialect, so most trees are never rebuilt. The tree is rebuilt from
+    the parser's own node types only (``rule_cache.decode_tree``); should it be
+    damaged, the expression is parsed again from its source.
+    """
+
+    __slots__ = ("source", "_root", "size", "_tree", "_fn")
+
+    def __init__(self, source: str, root: "Node | None", size: int = 0, tree=None):
+        self.source = source
+        self._root = root
+        self.size = size    # nodes, charged to the step budget per evaluation (counted once, when built)
+        self._tree = tree   # the cached JSON form, while root is not built yet
+        self._fn = None     # the compiled closure, built on first evaluation
+
+    def __repr__(self) -> str:
+        return f"Expr({self.source!r})"
+
+    @property
+    def root(self) -> "Node":
+        if self._root is None:
+            self._build()
+        return self._root
+
+    def _build(self) -> None:
+        from meshlint import rule_cache
+
+        try:
+            self._root, self.size = rule_cache.decode_tree(self._tree)
+        except Exception:  # noqa: BLE001 - a damaged cache entry: the source is the truth
+            fresh = parse(self.source)
+            self._root, self.size = fresh.root, fresh.size
+        self._tree = None
 
     def free_names(self) -> set[str]:
         """Root names the expression reads (loop variables excluded)."""
@@ -498,7 +529,12 @@ class Expr(NamedTuple):
         return out
 
     def evaluate(self, env: "Env") -> Any:
-        fn = compiled(self.root)
+        fn = self._fn
+        if fn is None:
+            try:
+                fn = self._fn = _compile(self.root)
+            except ExprError as exc:  # a cached expression neither the tree nor the source rebuilds
+                raise EvalError(f"cannot rebuild the expression {self.source[:80]!r}: {exc}") from None
         budget = env.budget
         budget.left -= self.size
         if budget.left < 0:

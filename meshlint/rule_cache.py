@@ -371,12 +371,18 @@ def _encode_node(node) -> list:
 
 
 def _decode_expr(payload):
-    e = _expr_module()
-    source, tree = _want(payload, list, 2)
-    if not isinstance(source, str) or len(source) > e.MAX_SOURCE:
-        raise _Bad("expression source")
-    root, size = _decode_node(tree, 1)
-    return e.Expr(source, root, size)
+    """An Expr whose tree is rebuilt on first use (``decode_tree``): most are never used in a run."""
+    e = _E
+    source, tree = payload  # a wrong shape raises ValueError/TypeError: the entry is ignored
+    if source.__class__ is not str or len(source) > e.MAX_SOURCE or tree.__class__ is not list:
+        raise _Bad("expression")
+    return e.Expr(source, None, 0, tree)
+
+
+def decode_tree(tree) -> tuple:
+    """(root node, node count) of a cached expression tree; raises when it is not one the parser builds."""
+    _expr_module()
+    return _decode_node(tree, 1)
 
 
 _E = None

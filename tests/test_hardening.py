@@ -531,15 +531,23 @@ def test_a_planted_pickle_or_json_never_runs(tmp_path, monkeypatch):
     assert entry["kind"] == "rules" and len(entry["value"]) == len(rules)  # rebuilt
 
 
+def _tree(d, tree):  # the first rule's check with its source kept and its tree replaced
+    d["value"][0]["check"][1][1] = tree
+
+
 @pytest.mark.parametrize("tamper", [
-    lambda d: d["value"][0].update(check=["expr", ["x", ["n", 1, ["not", "a", "name"]]]]),
     lambda d: d["value"][0].update(check=["data", "a string where an expression goes"]),
-    lambda d: d["value"][0].update(check=["expr", ["x", ["b", 1, "@", ["c", 1, 1], ["c", 1, 1]]]]),
-    lambda d: d["value"][0].update(check=["expr", ["x", ["c", 1, {"a": 1}]]]),
+    lambda d: d["value"][0].update(check=["expr", "not a pair"]),
     lambda d: d["value"][0].pop("check"),
     lambda d: d.update(key="another key"),
     lambda d: d.update(format=1),
     lambda d: d["value"].append(5),
+    # trees are rebuilt when first used, from the parser's node types only; a damaged one gives way to the source
+    lambda d: _tree(d, ["n", 1, ["not", "a", "name"]]),
+    lambda d: _tree(d, ["f", 1, "__import__", [["c", 1, "os"]]]),
+    lambda d: _tree(d, ["b", 1, "@", ["c", 1, 1], ["c", 1, 1]]),
+    lambda d: _tree(d, ["c", 1, {"a": 1}]),
+    lambda d: _tree(d, ["u", 1, "-"] + [["u", 1, "-"]] * 3000),
 ])
 def test_malformed_or_foreign_entries_are_ignored_and_rebuilt(tmp_path, monkeypatch, tamper):
     from meshlint.rules import load_rules
@@ -553,6 +561,30 @@ def test_malformed_or_foreign_entries_are_ignored_and_rebuilt(tmp_path, monkeypa
         json.dump(doc, f)
     again = load_rules()
     assert [rule_cache._encode_rule(r) for r in again] == [rule_cache._encode_rule(r) for r in good]
+
+
+def test_a_cached_expression_that_cannot_be_rebuilt_is_a_rule_error_not_code(tmp_path, monkeypatch):
+    from meshlint.check import Options, check_file
+    from meshlint.rules import load_rules
+
+    monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
+    load_rules()
+    path = rule_cache._file_for(str(tmp_path), rule_cache.key_for([(str(ROOT / "rules"), "builtin")]))
+    doc = json.loads(open(path).read())
+    first = doc["value"][0]
+    first["check"] = ["expr", ["__import__('os').system('touch owned')", ["f", 1, "__import__", [["c", 1, "os"]]]]]
+    first["dialects"] = ["data", None]
+    first["frameworks"] = ["data", None]
+    first["when"] = ["data", None]
+    first["foreach"] = ["data", None]
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    config = tmp_path / "c.toml"
+    config.write_text(KF)
+    rules = load_rules()
+    report = check_file(str(config), Options(rules=rules[:1]))
+    assert "cannot rebuild the expression" in report.findings[0].message
+    assert not (tmp_path / "owned").exists() and not os.path.exists("owned")
 
 
 def test_a_cache_others_can_write_is_neither_read_nor_written(tmp_path, monkeypatch):

@@ -16,8 +16,7 @@ import re
 # mark, zero-width space, LRM/RLM, line/paragraph separators, bidi embeddings, overrides and
 # isolates, and the BOM. (Zero-width joiners stay: scripts and emoji need them.)
 _UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff"
-_LINE = re.compile(f"[\n{_UNSAFE}]")
-_BLOCK = re.compile(f"[{_UNSAFE}]")
+_PATTERNS: dict = {}  # compiled on first need: most text is printable and never needs them
 
 
 def _escape(match: re.Match) -> str:
@@ -27,9 +26,11 @@ def _escape(match: re.Match) -> str:
 
 def safe(text: str, newlines: bool = False) -> str:
     """``text`` with every unsafe character written as an escape; newlines too unless ``newlines``."""
-    pattern = _BLOCK if newlines else _LINE
-    if pattern.search(text) is None:  # the usual case: one C-speed scan, no copy
+    if text.isprintable():  # the usual case: every character unsafe here is Cc, Cf, Zl or Zp, none printable
         return text
+    pattern = _PATTERNS.get(newlines)
+    if pattern is None:
+        pattern = _PATTERNS[newlines] = re.compile(f"[{_UNSAFE}]" if newlines else f"[\n{_UNSAFE}]")
     return pattern.sub(_escape, text)
 
 
