@@ -121,8 +121,8 @@ def main() -> None:
     if args.json:
         print(json.dumps({**stats, "failure_reports": failures}, indent=2))
     else:
-        print(f"inputs fuzzed: {stats['inputs']} ({', '.join(f'{k} {v}' for k, v in sorted(stats['by_command'].items()))})"
-              f" in {stats['total_seconds']} s")
+        commands = ", ".join(f"{k} {v}" for k, v in sorted(stats["by_command"].items()))
+        print(f"inputs fuzzed: {stats['inputs']} ({commands}) in {stats['total_seconds']} s")
         print(f"failures: {stats['failures']}")
         print(f"worst time of one input: {stats['worst_seconds']} s wall, {stats['worst_cpu_seconds']} s CPU")
         print(f"worst peak memory of one input (tracemalloc): {stats['worst_peak_mb']} MB; "

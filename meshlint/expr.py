@@ -811,21 +811,8 @@ def type_name(v: Any) -> str:
 # Budget: an evaluation is charged its node count up front (without loops a
 # node runs at most once); every comprehension iteration is charged the
 # comprehension's size again; functions and list operations are charged by
-# the length of what they walk.
-
-_COMPILED: dict[int, tuple[Node, Callable]] = {}
-
-
-def compiled(root: Node) -> Callable[["Env"], Any]:
-    """The closure for an expression tree (built on first use; closures cannot be pickled with the rules)."""
-    hit = _COMPILED.get(id(root))
-    if hit is not None and hit[0] is root:
-        return hit[1]
-    fn = _compile(root)
-    if len(_COMPILED) > 20_000:  # a long-lived process (a fuzzer, an editor) loads rules many times: stay bounded
-        _COMPILED.clear()
-    _COMPILED[id(root)] = (root, fn)
-    return fn
+# the length of what they walk; strings and lists built are charged to the
+# memory budget by their length.
 
 
 def _count(node: Node) -> int:

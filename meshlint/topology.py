@@ -25,7 +25,8 @@ _DIRECTIVE = re.compile(r"^\s*meshlint\s*:\s*(.*)$")
 # number is taken whole, then range-checked by _count(): never int() of thousands of digits
 _FILENAME_GPUS = re.compile(r"(?:^|[_\-.])([0-9]+)gpus?(?=[_\-.]|$)", re.IGNORECASE)
 _SHAPE = re.compile(r"\b([0-9]+)\s*(?:nodes?|hosts?)\s*(?:[x×*]|by)\s*([0-9]+)\b", re.IGNORECASE)
-_FLAG = re.compile(r"--(nproc[_-]per[_-]node|nnodes|nodes|ntasks[_-]per[_-]node|gpus[_-]per[_-]node|ntasks)[= ]([0-9]+)\b")
+_FLAG = re.compile(r"--(nproc[_-]per[_-]node|nnodes|nodes|ntasks[_-]per[_-]node|gpus[_-]per[_-]node|ntasks)"
+                   r"[= ]([0-9]+)\b")
 
 DIRECTIVE_KEYS = {"world_size", "gpus_per_node", "nodes"}
 
@@ -104,7 +105,8 @@ def directive_hints(comments: list) -> tuple[list[Hint], list]:
             number = _count(value)
             if number is None:
                 shown = value if len(value) <= 40 else value[:37] + "..."
-                problems.append((line, col, f"directive {key}={shown!r}: expected a whole number from 1 to {MAX_WORLD:,}"))
+                problems.append((line, col, f"directive {key}={shown!r}: expected a whole number "
+                                            f"from 1 to {MAX_WORLD:,}"))
                 continue
             values[key] = number
         if values:

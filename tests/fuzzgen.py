@@ -87,7 +87,8 @@ def mostly(common: st.SearchStrategy, rare: st.SearchStrategy, one_in: int = 10)
     return st.sampled_from(range(one_in)).flatmap(lambda i: rare if i == one_in - 1 else common)
 
 
-small_ints = st.one_of(st.sampled_from([1, 1, 2, 2, 4, 8, 16, 32, 64, 3, 0, -1]).map(str), st.integers(-8, 128).map(str))
+small_ints = st.one_of(st.sampled_from([1, 1, 2, 2, 4, 8, 16, 32, 64, 3, 0, -1]).map(str),
+                       st.integers(-8, 128).map(str))
 int_literals = mostly(st.one_of(small_ints, small_ints, st.sampled_from(INTERESTING_INTS).map(str)), st.one_of(
     st.integers(-(2**70), 2**70).map(str),
     st.integers(1, 64).map(lambda n: str(2**n)),
@@ -138,8 +139,8 @@ COMMENTS = st.one_of(
     st.builds(lambda k, v: f"# meshlint: {k}={v}", st.sampled_from(["world_size", "gpus_per_node", "nodes", "world"]),
               st.one_of(int_literals, st.sampled_from(["²", "٣", "", "x", "-4", "8 ignore"]))),
     st.builds(lambda n, g: f"# meshlint: nodes={n} gpus_per_node={g}", int_literals, int_literals),
-    st.builds(lambda f, v: f"# torchrun --{f}={v} train.py", st.sampled_from(["nproc_per_node", "nnodes", "nproc-per-node"]),
-              int_literals),
+    st.builds(lambda f, v: f"# torchrun --{f}={v} train.py",
+              st.sampled_from(["nproc_per_node", "nnodes", "nproc-per-node"]), int_literals),
     st.builds(lambda n, g: f"# srun --nodes={n} --ntasks-per-node={g} python train.py", int_literals, int_literals),
     st.builds(lambda n, g: f"# {n} nodes x {g} H200", int_literals, int_literals),
     st.builds(lambda c: f"# meshlint: ignore[{c}]", st.sampled_from(["ML101", "ML1", "all", "", "ML9999", "x,y"])),
@@ -156,7 +157,8 @@ def section_lines(draw, keys: list, section: str) -> list[str]:
     chosen = draw(st.lists(st.sampled_from(mine), max_size=len(mine), unique_by=lambda k: k.path)) if mine else []
     lines = [f"{toml_key(k.leaf)} = {draw(value_for(k))}" for k in chosen]
     for _ in range(draw(st.integers(0, 2))):  # keys the framework does not define (typos, hostile names)
-        name = draw(st.one_of(st.sampled_from([k.leaf + "s" for k in mine] + ["tp", "grad_acum_steps", "x.y.z"]), texts))
+        typos = [k.leaf + "s" for k in mine] + ["tp", "grad_acum_steps", "x.y.z"]
+        name = draw(st.one_of(st.sampled_from(typos), texts))
         lines.append(f"{toml_key(name) if '.' not in name else name} = {draw(value_literal())}")
     if lines and draw(chance(25)):
         lines.append(lines[0])  # a duplicate key
@@ -169,7 +171,8 @@ def native_mesh(draw) -> list[str]:
     for _ in range(draw(st.integers(0, 5))):
         name = draw(st.one_of(st.sampled_from(["pp", "dp", "dp_shard", "dp_replicate", "cp", "tp", "ep", "etp", "fsdp",
                                                "model", "x"]), texts))
-        size = draw(st.one_of(st.sampled_from(["-1", "1", "2", "4", "8", "0", "-2", "3"]), int_literals, value_literal()))
+        size = draw(st.one_of(st.sampled_from(["-1", "1", "2", "4", "8", "0", "-2", "3"]), int_literals,
+                              value_literal()))
         role = draw(st.one_of(st.none(), st.sampled_from(["tp", "pp", "dp_shard", "nope"])))
         dims.append((name, size, role))
     lines = ["[mesh]"]
@@ -203,8 +206,9 @@ def config_text(draw) -> str:
             lines.append(f"[{section}]")
             lines += draw(section_lines(keys, section))
         if dialect == "torchtitan" and draw(st.booleans()):
-            lines += ["[model]", f"name = {toml_string(draw(st.sampled_from(['llama3', 'deepseek_v3', 'qwen3', 'x'])))}",
-                      f"flavor = {toml_string(draw(st.sampled_from(['8B', '70B', '16B', 'debugmodel', '?'])))}"]
+            name = draw(st.sampled_from(["llama3", "deepseek_v3", "qwen3", "x"]))
+            flavor = draw(st.sampled_from(["8B", "70B", "16B", "debugmodel", "?"]))
+            lines += ["[model]", f"name = {toml_string(name)}", f"flavor = {toml_string(flavor)}"]
     if draw(chance(30)):  # a second dialect's section: ambiguous
         lines.append(draw(st.sampled_from(["[parallelism]", "[distributed]", "[mesh]"])))
     if draw(chance(30)):
@@ -289,15 +293,17 @@ def rule_file(draw, index: int) -> str:
              f"severity = {toml_string(draw(flag_value(['error', 'warning', 'info'], ['fatal'])))}",
              'summary = "a fuzzed rule"', f"check = {toml_string(draw(expressions))}"]
     holes = draw(st.lists(expressions, max_size=3))
-    message = "m " + "".join(f"text {{{h}}} " for h in holes) + draw(flag_value(["", "{{literal}}"], ["{", "}", "{1 +}"]))
+    tail = draw(flag_value(["", "{{literal}}"], ["{", "}", "{1 +}"]))
+    message = "m " + "".join(f"text {{{h}}} " for h in holes) + tail
     if draw(chance(10)):
         message = "{str(range(90000))}" * 50  # a template bomb
     lines.append(f"message = {toml_string(message)}")
     if draw(st.booleans()):
         lines.append(f"when = {toml_string(draw(expressions))}")
     if draw(chance(4)):
-        lines.append(f"foreach = {toml_string(draw(st.sampled_from(['axes', 'problems', 'degree_values', 'range(5)', 'params.list', 'world_size'])))}")
-        lines.append(f"key = {toml_string(draw(st.sampled_from(['{item.key}', '{item}', '#L3', '#L²', 'distributed.tp'])))}")
+        foreach = draw(st.sampled_from(["axes", "problems", "degree_values", "range(5)", "params.list", "world_size"]))
+        key = draw(st.sampled_from(["{item.key}", "{item}", "#L3", "#L²", "distributed.tp"]))
+        lines += [f"foreach = {toml_string(foreach)}", f"key = {toml_string(key)}"]
     if draw(chance(3)):
         lines.append(f"dialects = [{toml_string(draw(flag_value(['kempnerforge', 'torchtitan', 'native'], ['x'])))}]")
     lets = draw(st.lists(expressions, max_size=3))
@@ -341,8 +347,8 @@ def flag_value(valid: list, invalid: list) -> st.SearchStrategy:
 
 @st.composite
 def topology_flags(draw) -> list[str]:
-    shape = draw(mostly(st.sampled_from([(), ("--world-size",), ("--gpus-per-node",), ("--world-size", "--gpus-per-node"),
-                                         ("--nodes", "--gpus-per-node")]),
+    shape = draw(mostly(st.sampled_from([(), ("--world-size",), ("--gpus-per-node",),
+                                         ("--world-size", "--gpus-per-node"), ("--nodes", "--gpus-per-node")]),
                         st.sampled_from([("--nodes",), ("--world-size", "--nodes", "--gpus-per-node")]), 15))
     out = []
     for flag in shape:
@@ -370,7 +376,8 @@ def cases(draw) -> Case:
             argv += ["--format", draw(flag_value(["text", "json", "sarif", "github"], ["yaml"]))]
         for flag, values, invalid in (("--fail-on", ["error", "warning", "info", "never"], ["fatal"]),
                                       ("--select", ["ML1", "ML101,ML2", "ML3"], ["bogus", "ZZ", "ML"]),
-                                      ("--ignore", ["ML105", "ML1"], ["x"]), ("--extend-select", ["ML9", "ML901"], ["?"]),
+                                      ("--ignore", ["ML105", "ML1"], ["x"]),
+                                      ("--extend-select", ["ML9", "ML901"], ["?"]),
                                       ("--gpu-memory-gib", ["80", "0.5", "141", "1e3"], ["nan", "-1", "1e9"]),
                                       ("--color", ["auto", "always", "never"], ["rainbow"])):
             if draw(chance(5)):

@@ -51,7 +51,8 @@ def codes_of(doc: dict) -> list:
 @pytest.mark.parametrize("name, text, line", [
     ("arrays 1,000 deep", KF + "x = " + "[" * 1000 + "]" * 1000 + "\n", 3),
     ("inline tables 1,000 deep", KF + "x = " + "{a=" * 1000 + "1" + "}" * 1000 + "\n", 3),
-    ("arrays 400 deep (under Python's recursion limit, over meshlint's)", KF + "x = " + "[" * 400 + "]" * 400 + "\n", 3),
+    ("arrays 400 deep (under Python's recursion limit, over meshlint's)",
+     KF + "x = " + "[" * 400 + "]" * 400 + "\n", 3),
     ("a 5,000-digit degree", "[distributed]\ntp = " + "1" * 5000 + "\n", 2),
     ("a 5,000-digit model size", KF + "[model]\ndim = " + "7" * 5000 + "\n", 4),
     ("a 5,000-digit hex integer", KF + "[model]\ndim = 0x" + "f" * 5000 + "\n", 4),
@@ -154,7 +155,8 @@ def test_values_no_arithmetic_can_use_are_ml101(no_error, model, key):
     assert [f["key"] for f in found] == [key]
 
 
-@pytest.mark.parametrize("train", ["grad_accum_steps = -1", "grad_accum_steps = 0", "grad_accum_steps = -1\nbatch_size = 0"])
+@pytest.mark.parametrize("train", ["grad_accum_steps = -1", "grad_accum_steps = 0",
+                                   "grad_accum_steps = -1\nbatch_size = 0"])
 def test_kempnerforge_microbatch_counts_below_one(no_error, train):
     doc = no_error("# meshlint: world_size=2\n[distributed]\npp = 2\n[train]\n" + train + "\n")
     assert doc["files"][0]["pipeline"]["bubble"] is None  # (pp - 1) / (m + pp - 1) divided by zero at m = -1
@@ -646,7 +648,8 @@ needs_cli_patch = pytest.mark.xfail(not _patched("meshlint.cli", "_parse_coords"
 def _pack(tmp_path, body: str):
     pack = tmp_path / "pack"
     pack.mkdir(exist_ok=True)
-    (pack / "r.toml").write_text('code = "XX001"\nname = "x"\nseverity = "error"\nsummary = "s"\nmessage = "m"\n' + body)
+    head = 'code = "XX001"\nname = "x"\nseverity = "error"\nsummary = "s"\nmessage = "m"\n'
+    (pack / "r.toml").write_text(head + body)
     return pack
 
 
