@@ -183,6 +183,12 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
     facts = build_facts(report.spec, report.topology, report.resolution)
     first, late = _split_late(options.rules)
     findings, skips = run_rules(first, facts, report.source.locate)
+    if any(f.severity == "error" for f in findings) and _proposes_degrees(first):
+        # Help lines that propose degrees draw on one search of the layouts that pass every error
+        # rule at once, so two findings of a config never propose contradictory values (issue 12).
+        facts["choices"] = degree_choices(report, options)
+        if facts["choices"] is not None:
+            findings, skips = run_rules(first, facts, report.source.locate)
     file_of = getattr(report.source, "file_of", None)
     if file_of is not None:  # a registry config: findings point into the file that sets the value
         findings = [f._replace(file=file_of(f.key, f.line, f.col)) for f in findings]
@@ -217,6 +223,42 @@ def _split_late(rules: list) -> tuple[list, list]:
         late = [r for r in rules if r.foreach is not None and "unused_suppressions" in r.foreach.free_names()]
         hit = _SPLITS[id(rules)] = (rules, [r for r in rules if r not in late] if late else rules, late)
     return hit[1], hit[2]
+
+
+CHOICES_BUDGET_S = 0.25  # the search behind `choices`; past it, help lines use their own arithmetic
+
+
+def degree_choices(report: FileReport, options: Options) -> dict | None:
+    """``{degree: values}`` that appear in some layout passing every error rule on this config's
+    own world; None when the world is unknown, the search cannot start, or it runs out of time."""
+    if report.topology.world_size is None:
+        return None
+    import time
+
+    from meshlint.errors import MeshlintError
+    from meshlint.solve.valid import degree_choices as search
+
+    try:
+        return search(report, options._replace(rules=[r for r in options.rules if r.severity == "error"]),
+                      deadline=time.perf_counter() + CHOICES_BUDGET_S)
+    except (MeshlintError, RecursionError, ArithmeticError, ValueError):
+        return None
+
+
+_PROPOSERS: dict[int, tuple] = {}
+
+
+def _proposes_degrees(rules: list) -> bool:
+    """Whether any of these rules reads ``choices`` (worked out once per rule list)."""
+    hit = _PROPOSERS.get(id(rules))
+    if hit is None or hit[0] is not rules:
+        hit = _PROPOSERS[id(rules)] = (rules, any(_reads_choices(r) for r in rules))
+    return hit[1]
+
+
+def _reads_choices(rule: Rule) -> bool:
+    texts = [t.source for _w, t in rule.help] + [getattr(e, "source", "") for e in rule.lets.values()]
+    return any("choices" in (text or "") for text in texts)
 
 
 def _override(finding: Finding, severity: dict) -> Finding:

@@ -75,6 +75,9 @@ FACT_DOCS = {
                 "(see meshlint/pipeline.py)",
     "memory": "bytes_per_param (weights + gradients + AdamW moments) and gpu_gib (the GPU memory to compare with)",
     "problems": "list of invalid values: {key, expected, actual, value, note}",
+    "choices": "help lines only: {degree: [values]} that appear in some layout passing every error rule at once "
+               "on this config's world (one shared search, so findings never propose contradictory degrees); null "
+               "until a config has an error, and when the world is unknown or the search runs out of time",
     "refusals": "checks of the framework's config classes (their __post_init__) that the config fails, from the "
                 "generated schema, for keys no other rule models: {key, message, framework, source}",
     "unknown_keys": "list of keys the framework does not define: {key, section, name, suggestion}",
@@ -164,6 +167,7 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         "error_stage": res.error_stage,
         "problems": spec.problems,
         "refusals": spec.extra.get("refusals", []),
+        "choices": None,
         "unknown_keys": spec.unknown_keys,
         "near_misses": spec.near_misses,
         "degree_values": degree_items(spec),

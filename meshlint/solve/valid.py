@@ -20,6 +20,8 @@ Public API:
 
 from __future__ import annotations
 
+import time
+
 import copy
 from typing import Iterator, NamedTuple
 
@@ -430,15 +432,21 @@ def valid_layouts(report, options, target: Target | None = None) -> Iterator[dic
     yield from Solver(report, options, target).layouts()
 
 
-def degree_choices(report, options, target: Target | None = None) -> dict:
+def degree_choices(report, options, target: Target | None = None, deadline: float | None = None) -> dict | None:
     """``{degree: sorted values}``: the values of each degree that appear in some fully valid layout,
     the other degrees free (within ``target``'s --keep/--vary). The one computation every help line
     that proposes degrees should draw on, so no two findings of a config contradict each other.
-    A degree with no valid value anywhere maps to []; the config's world unknown raises SolveError."""
+    A degree with no valid value anywhere maps to []; the config's world unknown raises SolveError.
+    With ``deadline`` (a time.perf_counter() value) it gives up, returning None, once past it."""
     solver = Solver(report, options, target)
     names = solver.space.names
     covered: dict = {n: set() for n in names}
+    clock = 0
     for values in solver.candidates():
+        if deadline is not None:
+            clock += 1
+            if clock % 64 == 0 and time.perf_counter() > deadline:
+                return None  # over budget: the caller falls back to what it knows without the search
         if all(values[n] in covered[n] for n in names):
             continue
         if solver.verify(values).ok:
