@@ -90,6 +90,16 @@ def guarded(path: str, analyse, *args, **kwargs):
         return failed_report(path, exc)
 
 
+def guarded_all(path: str, analyse, *args, **kwargs) -> list:
+    """:func:`guarded` for a function that returns a list of reports (``check.analyse_all``)."""
+    try:
+        return analyse(*args, **kwargs)
+    except MeshlintError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see failed_report
+        return [failed_report(path, exc)]
+
+
 def failed_report(path: str, exc: BaseException):
     """The error report of a file meshlint itself failed on: the run goes on and exits 2.
 
