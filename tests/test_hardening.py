@@ -691,3 +691,16 @@ def test_coordinates_are_ascii_numbers(write, coords):
 def test_nodes_times_gpus_past_the_world_limit_is_a_usage_error(write):
     code, out = run_cli("check", str(write(KF)), "--nodes", "16777216", "--gpus-per-node", "16777216")
     assert code == 2 and "more than 16,777,216" in out
+
+
+@pytest.mark.xfail(not _patched("meshlint.inputs.pyregistry", "_read_text", "read_bytes"),
+                   reason="inputs/pyregistry.py patch (issue 11 report)", strict=True)
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_named_config_registry_is_refused(tmp_path):
+    os.mkfifo(tmp_path / "config_registry.py")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "meshlint", "check", str(tmp_path)], capture_output=True,
+                              text=True, timeout=8, env={**os.environ, "MESHLINT_CACHE_DIR": str(tmp_path / "c")})
+    except subprocess.TimeoutExpired:
+        pytest.fail("blocked on the FIFO")
+    assert proc.returncode == 2 and "is a FIFO (named pipe), not a regular file" in proc.stdout
