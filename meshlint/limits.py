@@ -44,12 +44,14 @@ MAX_ROUND_DIGITS = 64             # round(x, n) and percent(x, n): |n| at most t
 def describe() -> list[tuple[str, str, str]]:
     """(name, value, what) for every limit, for the README's table."""
     rows = [
-        ("file size", f"{MAX_FILE_BYTES:,} bytes", "a config file; larger files are refused unread (ML007)"),
-        ("line length", f"{MAX_LINE_CHARS:,} characters", "one line of a config"),
-        ("nesting depth", f"{MAX_NESTING}", "arrays, inline tables and dotted keys inside each other"),
-        ("integer digits", f"{MAX_INT_DIGITS:,}", "one integer literal in a config"),
-        ("keys", f"{MAX_KEYS:,}", "keys and array items in one config"),
-        ("integer values", f"{MAX_TOML_INT:,}", "TOML's 64-bit range; larger sizes are invalid values (ML101)"),
+        ("file size", f"{MAX_FILE_BYTES:,} bytes", "a config file (ML007; a larger file is not read); only regular "
+                                                   "files are read: FIFOs, devices and sockets are refused (ML001)"),
+        ("line length", f"{MAX_LINE_CHARS:,} characters", "one line of a config (ML007)"),
+        ("nesting depth", f"{MAX_NESTING}", "arrays, inline tables and dotted keys inside each other (ML007)"),
+        ("integer digits", f"{MAX_INT_DIGITS:,}", "one number literal in a config (ML007)"),
+        ("keys", f"{MAX_KEYS:,}", "keys and array items in one config (ML007)"),
+        ("integer values", f"{MAX_TOML_INT:,}", "TOML's 64-bit range: a larger KempnerForge model or training "
+                                                "size is an invalid value (ML101)"),
         ("world size", f"{MAX_WORLD:,}", "ranks, nodes, GPUs per node, any one degree"),
         ("mesh dims", f"{MAX_MESH_DIMS}", "dims of one native mesh"),
         ("pipeline stages", f"{MAX_PIPELINE_STAGES:,}", "stages whose layer counts are listed"),
