@@ -835,13 +835,6 @@ def _charge_mem(env: "Env", n: int) -> None:
         raise EvalError(f"memory budget exceeded ({MAX_RULE_MEMORY:,} characters and list items per rule and config)")
 
 
-def _charge_built(env: "Env", value: Any) -> None:
-    """A string or list a function built counts against the memory budget."""
-    cls = value.__class__
-    if cls is str or cls is list:
-        _charge_mem(env, len(value))
-
-
 def _charge_operands(env: "Env", a: Any, b: Any) -> None:
     """Comparing or searching containers walks them: charge what will be walked.
 
@@ -956,7 +949,9 @@ def _c_call(node: Call):
                     _need(a)
         _charge(env, cost(args))
         result = _check_value(fn(*args))
-        _charge_built(env, result)
+        cls = result.__class__
+        if cls is str or cls is list:  # what a function built counts against the memory budget
+            _charge_mem(env, len(result))
         return result
 
     return call_
@@ -1047,7 +1042,9 @@ def _c_compare(node: Compare):
             cls = left.__class__
             if fast is not None and cls is right.__class__ and (cls is int or cls is str):
                 return fast(left, right)
-            _charge_operands(env, left, right)
+            rcls = right.__class__
+            if rcls is list or rcls is dict or rcls is str:  # only these make a comparison walk something
+                _charge_operands(env, left, right)
             return _compare(op, left, right)
 
         return compare1
@@ -1095,6 +1092,7 @@ def _c_listcomp(node: ListComp):
                 raise EvalError(f"cannot loop over a {type_name(iterable)}")
             inner = Env({}, None, scope.budget, scope)  # one scope per level, rebound per item
             values = inner.values
+            budget = scope.budget
             for value in iterable:
                 _charge(env, per_item)
                 values[var] = value
@@ -1103,7 +1101,9 @@ def _c_listcomp(node: ListComp):
                     run(depth + 1, inner)
                 elif all(_truth(c(inner)) for c in conds):
                     out.append(elt(inner))
-                    _charge_mem(env, 1)
+                    budget.mem -= 1  # the list slot: memory budget, charged inline (the hot loop)
+                    if budget.mem < 0:
+                        _charge_mem(env, 0)
                     if len(out) > MAX_LIST:
                         raise EvalError(f"list longer than {MAX_LIST} items")
 
