@@ -161,8 +161,8 @@ def parse_source(path: str, raw: bytes, name: str | None = None) -> Source:
 
 def parse_toml(text: str) -> dict:
     """TOML text -> table, every limit checked first; InputError (with the line) when it cannot be."""
-    if len(text) > MAX_FILE_BYTES:
-        raise _too_large(len(text), MAX_FILE_BYTES)
+    if len(text) > MAX_FILE_BYTES:  # characters <= bytes: only then can the UTF-8 be over the limit
+        raise _too_large(len(text.encode("utf-8", "surrogatepass")), MAX_FILE_BYTES)
     check_text_limits(text)
     try:
         data = tomllib.loads(text)
