@@ -191,15 +191,16 @@ def _problem(key: str, expected: str, raw: Any, choices: tuple | None, note: str
 def unknown_keys(data: dict, sections: tuple, keys: list, spec: Spec, aliases: dict | None = None) -> None:
     """Keys in the framework's strict sections that it does not define (with a did-you-mean).
 
-    In the other sections meshlint reads, where it does not know every valid
-    key, only near misses of a key it reads are kept (``spec.near_misses``):
-    ``grad_acum_steps`` is almost surely ``grad_accum_steps``, left at its
-    default; ``warmup_steps`` is just a key meshlint has no use for.
-    ``aliases`` maps the short names people type (``tp``) to the real key.
+    Only ``sections`` are looked at: the other sections are checked whole against the framework's
+    generated schema (dialects/schema_check.py), which knows every key. ``aliases`` maps the short
+    names people type (``tp``) to the real key. (``spec.near_misses``, the guesses of the retired
+    ML110, stays empty.)
     """
     known: dict[str, list[str]] = {}
     for key in keys:
-        known.setdefault(key.section.split(".")[0], []).append(key.leaf)
+        section = key.section.split(".")[0]
+        if section in sections:
+            known.setdefault(section, []).append(key.leaf)
     for section, names in known.items():
         table = data.get(section)
         if not isinstance(table, dict):
@@ -207,15 +208,10 @@ def unknown_keys(data: dict, sections: tuple, keys: list, spec: Spec, aliases: d
         for name in table:
             if name in names or isinstance(table[name], dict):
                 continue
-            strict = section in sections
-            close = _close_matches(name, names, n=1, cutoff=0.6 if strict else 0.85)
+            close = _close_matches(name, names, n=1, cutoff=0.6)
             suggestion = close[0] if close else (aliases or {}).get(name, (aliases or {}).get(name.rstrip("s")))
-            entry = {"key": f"{section}.{name}", "section": section, "name": name, "suggestion": suggestion,
-                     "framework": None}
-            if strict:
-                spec.unknown_keys.append(entry)
-            elif close and close[0] not in table:
-                spec.near_misses.append(entry)
+            spec.unknown_keys.append({"key": f"{section}.{name}", "section": section, "name": name,
+                                      "suggestion": suggestion, "framework": None})
 
 
 def degree_items(spec: Spec) -> list:

@@ -144,6 +144,8 @@ def assignments(space: Space, world: int, allowed: dict, check: Check | None = N
     """Every assignment whose factors multiply to ``world`` and whose borrowed degrees divide
     ``dp_shard·cp·tp``, each degree within ``allowed[name]`` (a set, or None for any value), and
     every prefix accepted by ``check``. Yields a fresh dict per assignment."""
+    if not space.factors:  # nothing to assign (a native mesh with no usable dims)
+        return
     ok = check or (lambda _name, _values: True)
     world_divisors = divisors(world)
     # most constrained factors first; the least constrained (the fill, else dp_shard) takes the remainder
