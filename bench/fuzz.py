@@ -46,6 +46,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=60, help="seconds one input may take before it is a hang")
     parser.add_argument("--memory-every", type=int, default=10, help="also measure the peak memory of every k-th input")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--save", metavar="DIR", help="write each failure and the slowest input (by CPU) here, whole, "
+                                                      "as JSON reproducers (files hex-encoded)")
     args = parser.parse_args()
 
     os.environ.setdefault("MESHLINT_CACHE_DIR", tempfile.mkdtemp(prefix="meshlint-fuzz-cache-"))
@@ -60,6 +62,14 @@ def main() -> None:
 
     signal.signal(signal.SIGALRM, on_alarm)
     work = tempfile.mkdtemp(prefix="meshlint-fuzz-")
+
+    def save(case, name: str, notes: list) -> None:
+        if args.save:
+            os.makedirs(args.save, exist_ok=True)
+            doc = {"argv": list(case.argv), "command": case.command, "notes": notes,
+                   "files": [[n, raw.hex()] for n, raw in case.files], "pack": [list(p) for p in case.pack]}
+            with open(os.path.join(args.save, f"{name}.json"), "w") as f:
+                json.dump(doc, f, indent=1)
 
     def peak_of(case) -> float:
         tracemalloc.start()
@@ -80,6 +90,7 @@ def main() -> None:
             problems, seconds = result.problems, result.seconds
             if result.cpu_seconds > stats["worst_cpu_seconds"]:
                 stats["worst_cpu_seconds"], stats["worst_cpu_input"] = result.cpu_seconds, describe(case)[:400]
+                save(case, "slowest", [f"{result.cpu_seconds:.3f} s CPU"])
             stats["rule_evaluation_errors"] += result.rule_errors
             code = str(result.exit_code)
         except Hang:
@@ -91,6 +102,7 @@ def main() -> None:
         if problems:
             stats["failures"] += 1
             failures.append(describe(case) + "\n  " + "\n  ".join(problems))
+            save(case, f"failure-{stats['failures']}", problems)
         if seconds > stats["worst_seconds"]:
             stats["worst_seconds"], stats["worst_input"] = seconds, describe(case)[:400]
         slow.append((seconds, case))
