@@ -283,7 +283,7 @@ HAND = [
     Rule("rule ML302", "train.seq_len <= model.max_seq_len", "kempnerforge/config/job.py", text=r"exceeds model\.max_seq_len",
          versions=KF),
     Rule("rule ML303", "tied embeddings with pp", "kempnerforge/config/job.py", text=r"Tied embeddings", versions=KF),
-    Rule("open", "eval.enabled needs eval.dataset_path or eval.hf_dataset_name", "kempnerforge/config/job.py",
+    Rule("rule ML316", "eval.enabled needs eval.dataset_path or eval.hf_dataset_name", "kempnerforge/config/job.py",
          text=r"eval\.enabled is True", versions=KF),
     Rule("rule ML304", "n_heads % tp", "kempnerforge/config/job.py", text=r"^.*n_heads \(\{self\.model\.n_heads\}\) must be",
          versions=KF),
@@ -297,10 +297,14 @@ HAND = [
          versions=KF),
     Rule("rule ML310", "[vlm] with pp", "kempnerforge/config/job.py", text=r"VLM \+ Pipeline", versions=KF),
     Rule("rule ML311", "MoMa with ep", "kempnerforge/config/job.py", text=r"MoMa \+ Expert", versions=KF),
-    Rule("open", "MoMa with model.num_experts > 0", "kempnerforge/config/job.py", text=r"MoMa \+ model\.num_experts",
+    Rule("rule ML313", "MoMa with model.num_experts > 0", "kempnerforge/config/job.py", text=r"MoMa \+ model\.num_experts",
          versions=KF),
-    Rule("open", "VLM sequence length: train.seq_len (model.max_seq_len at load) must hold image tokens x "
-                 "video.max_frames + vlm.max_text_len when vision_encoder.num_tokens > 0",
+    Rule("rule ML315", "VLM length: model.max_seq_len at load", "kempnerforge/config/job.py",
+         text=r"model\.max_seq_len \(", versions=KF),
+    Rule("rule ML314", "VLM length: train.seq_len in validate", "kempnerforge/config/job.py",
+         text=r"train\.seq_len \(\{self\.train\.seq_len\}\) insufficient", versions=KF),
+    Rule("rule ML314", "VLM sequence length: train.seq_len must hold image tokens x video.max_frames + "
+                       "vlm.max_text_len when vision_encoder.num_tokens > 0",
          "kempnerforge/config/job.py", text=r"insufficient for VLM", versions=KF),
     Rule("internal", "narrowing asserts after __post_init__ materialised the sections", "kempnerforge/config/job.py",
          exc="AssertionError", versions=KF),
@@ -320,10 +324,10 @@ HAND = [
          "kempnerforge/distributed/pipeline_parallel.py", text=r"interleaved_1f1b schedule requires", versions=KF),
     Rule("schema", "pp_schedule is an enum (refused at load, before this)", "kempnerforge/distributed/pipeline_parallel.py",
          text=r"Unknown PP schedule", versions=KF),
-    Rule("open", "VLM sequence length at build time (when vision_encoder.num_tokens is set; 0 is probed from the "
-                 "HF model: runtime)", "kempnerforge/distributed/parallel.py", text=r"insufficient for VLM", versions=KF),
-    Rule("open", "VLM sequence length at build time (when vision_encoder.num_tokens is set; 0 is probed from the "
-                 "HF model: runtime)", "kempnerforge/model/vlm.py", text=r"insufficient for VLM", versions=KF),
+    Rule("partial ML315", "VLM sequence length at build time (random encoder's default counted; a Hugging Face "
+                          "encoder's count is probed at run time)", "kempnerforge/distributed/parallel.py", text=r"insufficient for VLM", versions=KF),
+    Rule("partial ML315", "VLM sequence length at build time (random encoder's default counted; a Hugging Face "
+                          "encoder's count is probed at run time)", "kempnerforge/model/vlm.py", text=r"insufficient for VLM", versions=KF),
     Rule("internal", "get_dp_mesh is only called when a dp dim exists", "kempnerforge/distributed/parallel.py",
          text=r"No DP dimensions", versions=KF),
     Rule("internal", "the VLM builder's own invariants", "kempnerforge/distributed/parallel.py", exc="AssertionError",
@@ -333,8 +337,8 @@ HAND = [
          text=r"head_dim % 2", versions=KF),
     Rule("open", "MoT needs equal head counts across modalities (vlm.mot_image_n_heads / n_kv_heads 0 or equal to the "
                  "model's)", "kempnerforge/model/transformer.py", text=r"MoT v1 requires equal head", versions=KF),
-    Rule("open", "pooling adapters: the patch grid must be square and divisible by adapter.pool_window (num_tokens "
-                 "known when vision_encoder.num_tokens is set)", "kempnerforge/model/adapter.py",
+    Rule("partial ML319", "pooling adapters: the patch grid must be square and divisible by adapter.pool_window "
+                          "(random encoder's default counted; a Hugging Face encoder's count is probed at run time)", "kempnerforge/model/adapter.py",
          text=r"divisible by the pool|perfect square|grid % w", versions=KF),
     Rule("open", "attentional_pool: vision feature_dim divisible by adapter.pool_heads (known when "
                  "vision_encoder.feature_dim is set)", "kempnerforge/model/adapter.py", text=r"in_dim .* divisible by pool_heads",
@@ -387,6 +391,8 @@ HAND = [
     Rule("rule ML401", "etp must equal tp or 1", "torchtitan/distributed/parallel_dims.py", text=r"ETP=TP", versions=V02),
     Rule("rule ML701", "ep must divide dp_shard*cp*tp", "torchtitan/distributed/parallel_dims.py",
          text=r"must divide dp_shard", versions=MAIN),
+    Rule("rule ML405", "get_mesh('fsdp') when ep > 1 and dp_shard·cp = 1 (llama4, deepseek_v3, gpt_oss)",
+         "torchtitan/distributed/parallel_dims.py", func=r"^get_mesh$", versions=V02),
     Rule("internal", "mesh bookkeeping after the checks above", "torchtitan/distributed/parallel_dims.py",
          func=r"_validate_meshes|get_optional_mesh|get_mesh|build_mesh|resolve_shared_mesh|SpmdLayout", versions=TT),
     # trainer init
@@ -396,7 +402,7 @@ HAND = [
          text=r"global_batch_size > 0", versions=V02),
     Rule("internal", "follows from the global batch check", "torchtitan/train.py", text=r"gradient_accumulation_steps > 0",
          versions=V02),
-    Rule("open", "pipeline parallelism on a model with no pipelining function (qwen3, flux in v0.2.x)",
+    Rule("rule ML613", "pipeline parallelism on a model with no pipelining function (qwen3, flux in v0.2.x)",
          "torchtitan/train.py", text=r"does not support pipelin", versions=V02),
     Rule("open", "validation.enable on a model with no validator (flux has one; the others use the default)",
          "torchtitan/train.py", text=r"build_validator_fn", versions=V02),
@@ -406,10 +412,13 @@ HAND = [
          func=r"batch_generator|train$|forward_backward_step|post_dataloading_process", versions=TT),
     Rule("runtime", "main() re-raises what the trainer raised", "torchtitan/train.py", exc="re-raise", versions=TT),
     # parallelize functions (v0.2)
-    Rule("partial ML609", "seq_len % (tp x 2cp): ML609 checks it only when cp > 1; with cp = 1 the divisor is still "
-                          "2·tp (an odd seq_len on pure FSDP fails here)",
+    Rule("rule ML614", "seq_len % (tp x 2cp): ML609 when cp > 1, ML614 when cp = 1 (the divisor is still 2·tp)",
          "torchtitan/models/*/infra/parallelize.py", text=r"seq_len_divisor", versions=V02),
-    Rule("open", "DDP (dp_replicate > 1 without FSDP) combined with any other parallelism",
+    Rule("rule ML404", "DDP beyond the replicate group", "torchtitan/models/*/infra/parallelize.py",
+         text=r"world_size != dp_(replicate_)?mesh\.size", versions=V02),
+    Rule("internal", "tests ndim of the one-dimensional dp_replicate mesh: never true",
+         "torchtitan/models/*/infra/parallelize.py", text=r"dp_mesh\.ndim > 1", versions=V02),
+    Rule("rule ML404", "DDP (dp_replicate > 1 without FSDP) combined with tp or pp",
          "torchtitan/models/*/infra/parallelize.py", text=r"DDP has not supported", versions=V02),
     Rule("rule ML611", "async TP needs compile", "torchtitan/models/*/infra/parallelize.py", text=r"Async TP requires",
          versions=V02),
