@@ -960,8 +960,8 @@ def render(inv: dict) -> str:
     lines += [
         "",
         f"Of the {t['decidable']} decidable refusals, {t['rule']} ({_pct(t['rule'], t['decidable'])}) are covered by "
-        f"a rule today, {t['partial']} in part, {t['schema']} more by the schema check once it is wired into the "
-        f"checks ({_pct(covered, t['decidable'])} with it), and {t['open']} ({_pct(t['open'], t['decidable'])}) are "
+        f"a rule, {t['partial']} in part, {t['schema']} more by the schema check (ML101, ML108, ML112; "
+        f"{_pct(covered, t['decidable'])} in all), and {t['open']} ({_pct(t['open'], t['decidable'])}) are "
         "not covered yet.",
         "",
         "## Not yet covered, grouped",
