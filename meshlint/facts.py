@@ -101,7 +101,7 @@ BOUND_NAMES = {"item", "params"}
 # has no such value), so one rule can serve all dialects, and a misspelt field
 # in a rule file is caught when the rule is loaded.
 GROUP_FIELDS = {
-    "model": ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "max_seq_len",
+    "model": ("n_layers", "n_heads", "n_kv_heads", "n_kv_heads_defaulted", "dim", "head_dim", "vocab_size", "max_seq_len",
               "tie_embeddings", "ffn_hidden_dim", "ffn_dim_multiplier", "num_experts", "moe_top_k", "moe_frequency",
               "shared_experts", "moe_hidden_dim", "is_moe", "attention", "params", "name", "flavor", "known",
               "source", "called",

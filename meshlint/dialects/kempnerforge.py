@@ -96,6 +96,9 @@ def coerce(key: Key, raw) -> tuple:
     return None, "KempnerForge cannot use it"
 
 
+KV_HEADS_DEFAULT = 32  # what an absent [model] n_kv_heads really is (see read)
+
+
 def read(source) -> Spec:
     spec = Spec(dialect=NAME)
     read_keys(source.data, KEYS, coerce, spec)
@@ -107,7 +110,10 @@ def read(source) -> Spec:
         spec.degree_present[name] = _present(source.data, DEGREE_KEYS[name])
     spec.degrees["etp"] = None  # KempnerForge has no expert tensor parallelism
     if spec.values.get("model.n_kv_heads") is None and _present(source.data, "model.n_kv_heads") is False:
-        spec.values["model.n_kv_heads"] = spec.values.get("model.n_heads")
+        # Not n_heads: the loader lays the file over JobConfig() (loader.py:245), whose ModelConfig
+        # already set n_kv_heads = its own n_heads = 32 (model.py:62); a file's n_heads does not redo it.
+        spec.values["model.n_kv_heads"] = KV_HEADS_DEFAULT
+        spec.values["model.n_kv_heads_defaulted"] = True
     spec.values["model.is_moe"] = _gt0(spec.values.get("model.num_experts"))
     # read here, not in KEYS: the schema check reports its type and range (a KEYS entry would hide the latter)
     spec.values["model.moe_expert_ffn_multiplier"] = _number(source.data.get("model"), "moe_expert_ffn_multiplier", 1.0)
