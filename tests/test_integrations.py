@@ -148,7 +148,7 @@ def test_sarif_is_read_by_a_real_consumer(tmp_path):
     result = next(r for r in run["results"] if r["ruleId"] == "ML104")
     location = result["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "fixtures/kempnerforge/13b_30gpu_tp4.toml"
-    assert location["region"] == {"startLine": 15, "startColumn": 1}
+    assert location["region"] == {"startLine": 16, "startColumn": 1}
     assert result["level"] == "error" and rules[result["ruleId"]] is run["tool"]["driver"]["rules"][result["ruleIndex"]]
     assert result["partialFingerprints"]
     path = tmp_path / "meshlint.sarif"
