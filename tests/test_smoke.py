@@ -264,7 +264,7 @@ def test_kempnerforge_cp2_fails_naming_the_ranks_outside_the_mesh(run):
 def test_a_one_process_config_runs_the_step_without_a_mesh(run, tmp_path):
     # KempnerForge builds no DeviceMesh for a world of one and trains anyway: so must the smoke
     cfg = tmp_path / "kf_1gpu.toml"
-    cfg.write_text("[model]\ndim = 256\nn_layers = 2\nn_heads = 4\n[distributed]\ntp = 1\n")
+    cfg.write_text("[model]\ndim = 256\nn_layers = 2\nn_heads = 4\nn_kv_heads = 4\n[distributed]\ntp = 1\n")
     code, doc, _ = run.smoke(str(cfg))
     assert code == 0 and doc["ok"] and doc["world_size"] == 1 and doc["meshes"] == {}, doc["failures"]
     assert doc["step"]["ran"] and doc["step"]["ok"] and not any(doc["step"]["parallelisms"].values())

@@ -151,7 +151,7 @@ def test_bad_launcher_variables_are_named(environ, message):
 
 
 def test_a_one_process_world_is_planned_without_a_mesh(check):
-    plan = _plan(check, "[model]\ndim = 256\nn_layers = 2\nn_heads = 4\n[distributed]\ntp = 1\n", "kf_1gpu.toml")
+    plan = _plan(check, "[model]\ndim = 256\nn_layers = 2\nn_heads = 4\nn_kv_heads = 4\n[distributed]\ntp = 1\n", "kf_1gpu.toml")
     assert plan["recipe"] == [] and plan["meshes"] == {} and plan["no_mesh"].startswith("a one-process world")
     with pytest.raises(smoke_plan.PlanError, match="builds no DeviceMesh"):
         smoke_plan.build(check("[distributed]\ntp = 1\n", "kf_1gpu.toml"), 2)
