@@ -221,6 +221,8 @@ def _split_late(rules: list) -> tuple[list, list]:
     hit = _SPLITS.get(id(rules))
     if hit is None or hit[0] is not rules:
         late = [r for r in rules if r.foreach is not None and "unused_suppressions" in r.foreach.free_names()]
+        if len(_SPLITS) >= 4:  # a long-lived process loads many rule lists: keep the cache bounded
+            _SPLITS.clear()
         hit = _SPLITS[id(rules)] = (rules, [r for r in rules if r not in late] if late else rules, late)
     return hit[1], hit[2]
 
@@ -254,6 +256,8 @@ def _proposes_degrees(rules: list) -> bool:
     """Whether any of these rules reads ``choices`` (worked out once per rule list)."""
     hit = _PROPOSERS.get(id(rules))
     if hit is None or hit[0] is not rules:
+        if len(_PROPOSERS) >= 4:  # a long-lived process loads many rule lists: keep the cache bounded
+            _PROPOSERS.clear()
         hit = _PROPOSERS[id(rules)] = (rules, any(_reads_choices(r) for r in rules))
     return hit[1]
 

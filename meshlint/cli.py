@@ -90,6 +90,9 @@ def _cli_topology(world_size, nodes, gpus_per_node, placement):
     if world_size is not None and nodes is not None and world_size != nodes * gpus_per_node:
         raise click.UsageError(f"--world-size {world_size} disagrees with --nodes {nodes} × --gpus-per-node "
                                f"{gpus_per_node} = {nodes * gpus_per_node}")
+    if nodes is not None and nodes * gpus_per_node > MAX_WORLD:
+        raise click.UsageError(f"--nodes {nodes} × --gpus-per-node {gpus_per_node} = {nodes * gpus_per_node:,} "
+                               f"ranks: more than {MAX_WORLD:,}")
     return CliTopology(world_size, nodes, gpus_per_node, placement)
 
 
@@ -303,7 +306,9 @@ def _parse_coords(text: str) -> dict:
     out = {}
     for part in text.replace(" ", "").split(","):
         dim, eq, index = part.partition("=")
-        if not eq or not index.lstrip("-").isdigit():
+        digits = index[1:] if index.startswith("-") else index
+        # ASCII digits, at most 18: str.isdigit() accepts '²', which int() refuses, and int() refuses 4,300+ digits
+        if not eq or not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
             raise click.BadParameter(f"{part!r} is not dim=index (e.g. pp=1,dp_shard=0,tp=3)", param_hint="--coords")
         out[dim] = int(index)
     return out
@@ -335,7 +340,9 @@ def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt, ra
     if not files:
         _fail("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
     coords = _parse_coords(coords_text) if coords_text else None
-    reports = [report for path in files for report in analyse_all(path, _options(planner, path))]
+    from meshlint.lint import guarded_all
+
+    reports = [report for path in files for report in guarded_all(path, analyse_all, path, _options(planner, path))]
     if svg_path and len(reports) != 1:
         raise click.UsageError("--svg draws one config; give exactly one CONFIG (file.py::function for a registry)")
     try:
@@ -347,8 +354,10 @@ def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt, ra
     if fmt == "json":
         import json
 
+        from meshlint.report.json_report import dumps
+
         doc = {"version": 1, "files": [explain_report.explain_json(r, v) for r, v in zip(reports, views)]}
-        click.echo(json.dumps(doc, indent=2))
+        click.echo(dumps(doc))
     else:
         click.echo("\n\n".join(explain_report.render(r, v) for r, v in zip(reports, views)))
     sys.exit(2 if any(r.status == "error" for r in reports) else 0)
@@ -394,6 +403,7 @@ def diff(paths, dialect, world_size, nodes, gpus_per_node, placement, rev, ranks
 
     from meshlint.check import check_file
     from meshlint.diff import GitError, MeshDiff, read_revision
+    from meshlint.lint import guarded
 
     if rev and len(paths) != 1:
         raise click.UsageError("with --rev give one CONFIG (its old version is read from git)")
@@ -412,17 +422,19 @@ def diff(paths, dialect, world_size, nodes, gpus_per_node, placement, rev, ranks
         if raw is None:
             _fail(f"{file} does not exist at {rev}")
         old_label = f"{new_path}@{rev}"
-        old = check_file(new_path, options, raw, name=os.path.basename(file))
+        old = guarded(new_path, check_file, new_path, options, raw, name=os.path.basename(file))
         old.path = old_label
     else:
         old_label, new_path = paths
-        old = check_file(old_label, options)
-    new = check_file(new_path, options)
+        old = guarded(old_label, check_file, old_label, options)
+    new = guarded(new_path, check_file, new_path, options)
     result = MeshDiff(old, new, tuple(ranks))
     if fmt == "json":
         import json
 
-        click.echo(json.dumps(result.to_json(), indent=2))
+        from meshlint.report.json_report import dumps
+
+        click.echo(dumps(result.to_json()))
     else:
         click.echo(result.render(old_label, new_path))
     for report in (old, new):

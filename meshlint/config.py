@@ -143,16 +143,17 @@ def _config_in(directory: str) -> ProjectConfig | None:
 
 def load(path: str, required: bool = True) -> ProjectConfig | None:
     """Read a meshlint.toml or pyproject.toml; None when a pyproject has no [tool.meshlint]."""
-    try:
-        with open(path, "rb") as f:
-            text = f.read().decode("utf-8")
-        data = tomllib.loads(text)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: configuration file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    from meshlint.errors import InputError
+    from meshlint.source import decode, parse_toml, read_bytes
+
+    try:  # a FIFO named pyproject.toml, a huge or deeply nested file: refused, not read
+        text = decode(read_bytes(path))
+        data = parse_toml(text)
+    except InputError as exc:
+        if exc.message == "no such file":
+            raise ConfigError(f"{path}: configuration file not found") from None
+        where = f" (line {exc.line})" if exc.line > 1 else ""
+        raise ConfigError(f"{path}: {exc.message}{where}") from None
     if os.path.basename(path) == "pyproject.toml":
         section = data.get("tool", {}).get("meshlint") if isinstance(data.get("tool"), dict) else None
         if section is None:

@@ -66,6 +66,8 @@ def _for_dialect(rules: list[Rule], dialect: str) -> list[Rule]:
     key = (id(rules), dialect)
     hit = _BY_DIALECT.get(key)
     if hit is None or hit[0] is not rules:
+        if len(_BY_DIALECT) >= 12:  # a long-lived process loads many rule lists: keep the cache bounded
+            _BY_DIALECT.clear()
         hit = _BY_DIALECT[key] = (rules, [r for r in rules if r.applies_to(dialect)])
     return hit[1]
 

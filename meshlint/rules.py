@@ -108,14 +108,15 @@ def _load_dir(directory: str, origin: str, validate: bool) -> list[Rule]:
 
 
 def load_rule_file(path, origin: str = "user", validate: bool = True) -> Rule:
+    from meshlint.errors import InputError
+    from meshlint.source import load_toml_file
+
     shown = os.fspath(path)
-    try:
-        with open(shown, encoding="utf-8") as f:
-            data = tomllib.loads(f.read())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RuleFileError(shown, None, f"cannot read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise RuleFileError(shown, None, f"invalid TOML: {exc}") from None
+    try:  # a FIFO, a device, a huge or deeply nested file, a 5,000-digit number: refused, with the line
+        data = load_toml_file(shown)
+    except InputError as exc:
+        where = f" (line {exc.line}, column {exc.col})" if exc.line > 1 or exc.col > 1 else ""
+        raise RuleFileError(shown, None, exc.message + where) from None
     if validate:
         validate_rule_data(data, shown)
     return build_rule(data, shown, origin)
@@ -185,6 +186,10 @@ def build_rule(data: dict, shown: str, origin: str) -> Rule:
     lets = {}
     for name, source in (data.get("let") or {}).items():
         lets[name] = _parse(shown, f"let.{name}", source)
+    try:
+        expr.check_lets(lets)  # cycles and chains past the limit fail every evaluation: refuse them now
+    except expr.ExprError as exc:
+        raise RuleFileError(shown, "let", str(exc)) from None
     foreach = _parse(shown, "foreach", data["foreach"]) if "foreach" in data else None
     allowed = set(FACT_DOCS) | set(lets) | {"params"} | ({"item"} if foreach else set())
 

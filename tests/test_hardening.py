@@ -628,22 +628,7 @@ def test_the_model_table_round_trips_through_the_cache(tmp_path, monkeypatch):
     assert rule_cache.load(key) == table
 
 
-# --------------------------------------------------------------------------------- needing patches to files of others
-# rules.py, cli.py and config.py are not this work's to edit: the report of issue 11 gives the exact
-# patches. Until they are applied these tests are expected failures (strict: they flip to passing).
-
-def _patched(module: str, function: str, marker: str) -> bool:
-    import importlib
-    import inspect
-
-    return marker in inspect.getsource(getattr(importlib.import_module(module), function))
-
-
-needs_rules_patch = pytest.mark.xfail(not _patched("meshlint.rules", "load_rule_file", "load_toml_file"),
-                                      reason="rules.py patch (issue 11 report)", strict=True)
-needs_cli_patch = pytest.mark.xfail(not _patched("meshlint.cli", "_parse_coords", "isascii"),
-                                    reason="cli.py patch (issue 11 report)", strict=True)
-
+# --------------------------------------------------------------------------------- rule packs, CLI arguments, FIFOs
 
 def _pack(tmp_path, body: str):
     pack = tmp_path / "pack"
@@ -653,7 +638,6 @@ def _pack(tmp_path, body: str):
     return pack
 
 
-@needs_rules_patch
 @pytest.mark.parametrize("body, fragment", [
     ('check = "true"\nparams.n = ' + "5" * 5000 + "\n", "a number of 5,000 digits"),
     ('check = "true"\nparams.deep = ' + "[" * 500 + "]" * 500 + "\n", "nested more than 64 deep"),
@@ -667,7 +651,6 @@ def test_invalid_rule_packs_are_refused_at_load_naming_the_file(tmp_path, body, 
     assert code == 2 and str(pack / "r.toml") in out and fragment in out
 
 
-@needs_rules_patch
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 def test_a_fifo_in_a_rule_pack_is_refused(tmp_path):
     pack = _pack(tmp_path, 'check = "true"\n')
@@ -680,21 +663,17 @@ def test_a_fifo_in_a_rule_pack_is_refused(tmp_path):
     assert proc.returncode == 2 and "is a FIFO (named pipe), not a regular file" in proc.stderr
 
 
-@needs_cli_patch
 @pytest.mark.parametrize("coords", ["tp=²", "tp=" + "9" * 5000], ids=["superscript", "5000-digits"])
 def test_coordinates_are_ascii_numbers(write, coords):
     code, out = run_cli("explain", str(write(KF)), "--world-size", "4", "--coords", coords)
     assert code == 2 and "is not dim=index" in out
 
 
-@needs_cli_patch
 def test_nodes_times_gpus_past_the_world_limit_is_a_usage_error(write):
     code, out = run_cli("check", str(write(KF)), "--nodes", "16777216", "--gpus-per-node", "16777216")
     assert code == 2 and "more than 16,777,216" in out
 
 
-@pytest.mark.xfail(not _patched("meshlint.inputs.pyregistry", "_read_text", "read_bytes"),
-                   reason="inputs/pyregistry.py patch (issue 11 report)", strict=True)
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 def test_a_fifo_named_config_registry_is_refused(tmp_path):
     os.mkfifo(tmp_path / "config_registry.py")

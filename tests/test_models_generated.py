@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 import tomllib
 from pathlib import Path
 
@@ -226,20 +225,18 @@ def test_builtin_keeps_its_meaning_and_builtin_for_gives_each_version():
     assert merged[("llama3", "9B")] == {"n_layers": 1} and ("qwen3_5", "9B") in merged
 
 
-def test_loading_a_table_is_cheap(tmp_path, monkeypatch):
+def test_a_table_is_parsed_once_then_read_from_the_cache(tmp_path, monkeypatch):
+    # The load time is bench/bench_torchtitan.py's to measure; here: the second load parses no TOML.
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
     for version in models.VERSIONS:
         models._VERSION_TABLES.clear()
         models._BUILTIN_TABLE = None
-        models.builtin_for(version)  # parses and stores the cache
-        best = float("inf")
-        for _ in range(5):
-            models._VERSION_TABLES.clear()
-            models._BUILTIN_TABLE = None
-            start = time.perf_counter()
-            models.builtin_for(version)
-            best = min(best, time.perf_counter() - start)
-        assert best < 0.010, f"{version}: {best * 1e3:.1f} ms"
+        first = models.builtin_for(version)  # parses and stores the cache
+        models._VERSION_TABLES.clear()
+        models._BUILTIN_TABLE = None
+        with monkeypatch.context() as m:
+            m.setattr(models, "load_builtin_file", lambda *a, **k: pytest.fail("parsed the TOML again"))
+            assert models.builtin_for(version) == first
     models._VERSION_TABLES.clear()
     models._BUILTIN_TABLE = None
 

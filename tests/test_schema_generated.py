@@ -23,7 +23,6 @@ import random
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -154,22 +153,15 @@ def test_every_entry_cites_a_line_of_its_source():
                 assert any(k in key for k in ("default", "default_factory", "default_expr", "required")), (qn, name)
 
 
-def test_load_is_cheap_and_cached():
-    schema_data._SCHEMAS.clear()
+def test_load_is_lazy_and_cached():
+    # How fast a load is, is measured by bench/bench_torchtitan.py, never by a timed test: here only
+    # that load reads nothing until asked, and that a second load is the same object, read once.
     for framework, version in schema_data.available():
-        best = 1.0
-        for _ in range(15):  # best of 15: a busy machine (pytest -n auto) must not fail it
-            schema_data._SCHEMAS.clear()
-            start = time.perf_counter()
-            s = schema_data.load(framework, version)
-            s.data  # the JSON itself, read and parsed
-            best = min(best, time.perf_counter() - start)
-        assert best < 0.002, f"{framework} {version}: {best * 1000:.2f} ms"
-        assert schema_data.load(framework, version) is s
-    start = time.perf_counter()
-    schema_data._SCHEMAS.clear()
-    schema_data.load("torchtitan", "0.2.2")
-    assert time.perf_counter() - start < 0.002  # lazy: nothing read yet
+        schema_data._SCHEMAS.clear()
+        s = schema_data.load(framework, version)
+        assert s._data is None  # lazy: nothing read yet
+        assert isinstance(s.data, dict) and s._data is not None
+        assert schema_data.load(framework, version) is s and s.data is s._data
 
 
 def test_unknown_version_is_a_typed_error():

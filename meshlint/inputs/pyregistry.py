@@ -34,6 +34,7 @@ import sys
 
 from meshlint.errors import InputError
 from meshlint.inputs.pysource import PySource, Unknown
+from meshlint.source import read_bytes
 
 MAX_BYTES = 16 * 1024 * 1024        # same file-size limit as TOML sources
 MAX_INT = 10 ** 18                  # larger integers are not a training config; they become Unknown
@@ -624,9 +625,8 @@ class Checkout:
             if st.st_size > MAX_HELPER_MODULE_BYTES or self.helper_bytes + st.st_size > MAX_HELPER_BYTES_TOTAL:
                 return None
             self.helper_bytes += st.st_size
-        try:
-            with open(apath, "rb") as f:
-                text = decode_python(f.read())
+        try:  # a FIFO or device among the modules is refused unread, not opened
+            text = decode_python(read_bytes(apath, MAX_HELPER_MODULE_BYTES if helper else MAX_BYTES))
             tree = None if helper else _parse_text(text, apath)
         except (InputError, OSError):
             mod = None
@@ -2646,22 +2646,11 @@ class RegistryFile:
 
 
 def _read_text(path: str) -> str:
-    try:
-        if os.path.isdir(path):
-            raise InputError("ML001", "is a directory, not a Python file")
-        size = os.stat(path).st_size
-        if size > MAX_BYTES:
-            raise InputError("ML007", f"file is {size:,} bytes; a config registry is far smaller "
-                                      f"(limit {MAX_BYTES:,})")
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise InputError("ML001", "no such file") from None
-    except PermissionError:
-        raise InputError("ML001", "permission denied") from None
-    except OSError as exc:
-        raise InputError("ML001", f"cannot read: {exc.strerror or exc}") from None
-    return decode_python(raw)
+    """A registry's text: a regular file only (a FIFO, device or socket is refused before it is opened),
+    at most MAX_BYTES read (source.read_bytes)."""
+    if os.path.isdir(path):
+        raise InputError("ML001", "is a directory, not a Python file")
+    return decode_python(read_bytes(path, MAX_BYTES))
 
 
 def _function_comments(comments: list, fdef, module_ranges: list) -> list:

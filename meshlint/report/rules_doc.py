@@ -8,6 +8,8 @@ from meshlint.errors import INPUT_ERRORS
 
 
 def render(rules: list, fmt: str) -> str:
+    from meshlint.report.terminal import safe_lines  # a user pack's name or summary may hold control characters
+
     if fmt == "json":
         return json.dumps({"version": 1, "rules": [_rule_json(r) for r in rules],
                            "input_errors": [{"code": c, "name": n, "summary": s}
@@ -24,7 +26,7 @@ def render(rules: list, fmt: str) -> str:
     lines.append("Input errors (the file cannot be checked; exit code 2):")
     for code, (name, summary) in INPUT_ERRORS.items():
         lines.append(f"{code:<{cw}}{name:<{width + 2}}{'error':<9}{'all':<{dw}}{summary}")
-    return "\n".join(lines)
+    return safe_lines(lines)
 
 
 def _rule_json(r) -> dict:
