@@ -176,15 +176,8 @@ def test_unknown_version_is_a_typed_error():
 # (version, key path, what differs): known today. Each is a bug in meshlint's hand tables (or in the
 # generator): fix it there and remove it here. A mismatch not listed, or listed but gone, fails.
 KNOWN_KEY_MISMATCHES = {
-    ("0.2.x", "parallelism.enable_compiled_autograd", "missing"),
-    ("0.2.x", "parallelism.full_dtensor", "missing"),
-    ("0.2.x", "parallelism.pipeline_parallel_split_points", "missing"),
-    ("0.2.x", "parallelism.pipeline_parallel_degree_per_stage", "missing"),
-    ("0.2.x", "parallelism.enable_sequence_parallel", "missing"),
-    ("0.2.x", "parallelism.expert_parallel_comm_backend", "choices"),
     ("0.2.x", "model.name", "default"),
     ("0.2.x", "model.flavor", "default"),
-    ("5666d0d", "vlm.arch", "choices"),
 }
 _TYPE_KINDS = {"int": ("int",), "str": ("str", "literal", "enum"), "bool": ("bool",), "float": ("float",),
                "array": ("list", "tuple"), "table": ("dataclass",)}

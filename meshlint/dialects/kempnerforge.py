@@ -62,7 +62,7 @@ KEYS = [
     Key("train.grad_accum_steps", "int", 1, "train.grad_accum_steps"),
     Key("train.compile_model", "bool", True, "train.compile_model"),
     Key("train.mixed_precision", "str", "bf16", "train.mixed_precision", ("bf16", "fp16", "fp32", "fp8")),
-    Key("vlm.arch", "str", "joint_decoder", "vlm.arch"),
+    Key("vlm.arch", "str", "joint_decoder", "vlm.arch", ("cross_attention", "joint_decoder", "moma", "mot")),
 ]
 DEGREE_KEYS = {k.fact: k.path for k in KEYS if k.fact in FACTORS}
 
