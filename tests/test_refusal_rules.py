@@ -1,0 +1,166 @@
+"""Rules ML801-ML808 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
+
+Each case edits one real config (torchtitan main's and 0.3.0's registry functions, torchtitan 0.2.x's
+train_configs TOML, KempnerForge's configs/train TOML) and checks it in process with ``check_file``
+(the edited text is passed as ``raw``, under the real file's name, so a registry function that derives
+from another in the same file still resolves). A positive edit must get the rule's error on the
+edited line; a negative edit -- one the framework accepts, per the source cited in each rule's
+[doc] -- must get no error at all from the ML8xx rules. A framework tree that is not on this
+machine skips its cases, saying which.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from meshlint.check import Options, check_file
+from meshlint.rules import load_rules
+from meshlint.topology import CliTopology
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "frameworks"
+TREES = {
+    "main@b5bcd76c6": SHARED / "torchtitan-b5bcd76c6",
+    "0.3.0": ROOT / ".frameworks" / "torchtitan-0.3.0",
+    "0.2.x": SHARED / "torchtitan-v0.2-9810191bb-parent",
+    "kf": SHARED / "KempnerForge-5666d0d",
+}
+RULES = load_rules()
+EDIT = "meshlint_edit"  # the function appended to a registry file
+
+
+def registry_edit(base: str, *lines: str) -> str:
+    """A function deriving from the shipped ``base`` and changing it, as a user's edit would."""
+    body = "".join(f"    {line}\n" for line in lines)
+    return f"\n\ndef {EDIT}():\n    config = {base}()\n{body}    return config\n"
+
+
+def toml_set(text: str, section: str, key: str, value: str) -> str:
+    """``key = value`` in ``[section]`` (the line replaced, or added under the header)."""
+    lines = text.split("\n")
+    start = lines.index(f"[{section}]")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
+    for i in range(start + 1, end):
+        if re.match(rf"{re.escape(key)}\s*=", lines[i]):
+            lines[i] = f"{key} = {value}"
+            return "\n".join(lines)
+    lines.insert(start + 1, f"{key} = {value}")
+    return "\n".join(lines)
+
+
+# (id, tree, relative path, registry base function or None for TOML, the edit, world, code, positive)
+# A registry edit is a list of statements; a TOML edit a list of (section, key, value).
+CASES = [
+    ("cp-balancer-typo", "main@b5bcd76c6", "torchtitan/models/llama3/config_registry.py", "llama3_debugmodel",
+     ["config.parallelism.context_parallel_degree = 2",
+      "config.parallelism.context_parallel_load_balancer = 'roundrobin'"], 8, "ML801", True),
+    ("cp-balancer-ptrr", "main@b5bcd76c6", "torchtitan/models/llama3/config_registry.py", "llama3_debugmodel",
+     ["config.parallelism.context_parallel_degree = 2",
+      "config.parallelism.context_parallel_load_balancer = 'ptrr'"], 8, "ML801", False),
+    ("cp-balancer-typo-030", "0.3.0", "torchtitan/models/llama3/config_registry.py", "llama3_debugmodel",
+     ["config.parallelism.context_parallel_degree = 2",
+      "config.parallelism.context_parallel_load_balancer = 'round_robin'"], 8, "ML801", True),
+    ("cp-qwen35", "main@b5bcd76c6", "torchtitan/models/qwen3_5/config_registry.py", "qwen35_debugmodel",
+     ["config.parallelism.context_parallel_degree = 2"], 8, "ML802", True),
+    ("tp-qwen35", "main@b5bcd76c6", "torchtitan/models/qwen3_5/config_registry.py", "qwen35_debugmodel",
+     ["config.parallelism.tensor_parallel_degree = 2"], 8, "ML802", False),
+    ("cp-muse-mm", "main@b5bcd76c6", "torchtitan/models/muse_glimmer/config_registry.py", "muse_glimmer_debugmodel_mm",
+     ["config.parallelism.context_parallel_degree = 2"], 8, "ML802", True),
+    ("cp-muse-text", "main@b5bcd76c6", "torchtitan/models/muse_glimmer/config_registry.py", "muse_glimmer_debugmodel",
+     ["config.parallelism.context_parallel_degree = 2"], 8, "ML802", False),
+    ("cp-qwen35-030", "0.3.0", "torchtitan/models/qwen3_5/config_registry.py", "qwen35_debugmodel",
+     ["config.parallelism.context_parallel_degree = 2"], 8, "ML802", True),
+    ("cp-gpt-oss-02", "0.2.x", "torchtitan/models/gpt_oss/train_configs/debug_model.toml", None,
+     [("parallelism", "context_parallel_degree", "2")], 8, "ML802", True),
+    ("gpt-oss-02", "0.2.x", "torchtitan/models/gpt_oss/train_configs/debug_model.toml", None, [], 8, "ML802", False),
+    ("flux-accumulate", "main@b5bcd76c6", "torchtitan/models/flux/config_registry.py", "flux_debugmodel",
+     ["config.training.num_tokens_per_train_step = 4 * 8 * config.training.num_tokens_per_microbatch_per_dp_rank"],
+     8, "ML803", True),
+    ("flux-one-step", "main@b5bcd76c6", "torchtitan/models/flux/config_registry.py", "flux_debugmodel",
+     ["config.training.num_tokens_per_train_step = 8 * config.training.num_tokens_per_microbatch_per_dp_rank"],
+     8, "ML803", False),
+    ("flux-accumulate-02", "0.2.x", "torchtitan/models/flux/train_configs/debug_model.toml", None,
+     [("training", "global_batch_size", "64")], 8, "ML803", True),
+    ("flux-one-step-02", "0.2.x", "torchtitan/models/flux/train_configs/debug_model.toml", None,
+     [("training", "global_batch_size", "32")], 8, "ML803", False),
+    ("llama-sdpa", "main@b5bcd76c6", "torchtitan/models/llama3/config_registry.py", "llama3_debugmodel",
+     ["config.model_spec = model_registry('debugmodel', attn_backend='sdpa')"], 8, "ML804", True),
+    ("llama-varlen", "main@b5bcd76c6", "torchtitan/models/llama3/config_registry.py", "llama3_debugmodel",
+     ["config.model_spec = model_registry('debugmodel', attn_backend='varlen')"], 8, "ML804", False),
+    ("qwen3-moe-backend-typo", "main@b5bcd76c6", "torchtitan/models/qwen3/config_registry.py", "qwen3_30b_a3b",
+     ["config.model_spec = model_registry('30B-A3B', moe_comm_backend='all_to_all')"], 64, "ML805", True),
+    ("qwen3-moe-standard", "main@b5bcd76c6", "torchtitan/models/qwen3/config_registry.py", "qwen3_30b_a3b",
+     ["config.model_spec = model_registry('30B-A3B', moe_comm_backend='standard')"], 64, "ML805", False),
+    ("pp-abstract", "main@b5bcd76c6", "torchtitan/models/llama3/config_registry.py", "llama3_debugmodel",
+     ["config.parallelism.pipeline_parallel_degree = 2", "config.parallelism.num_pp_microbatches = 2",
+      "config.training.disable_cuda_graphs = True",
+      "config.parallelism.pipeline_parallel_schedule = 'PipelineScheduleSingle'"], 8, "ML806", True),
+    ("pp-gpipe", "main@b5bcd76c6", "torchtitan/models/llama3/config_registry.py", "llama3_debugmodel",
+     ["config.parallelism.pipeline_parallel_degree = 2", "config.parallelism.num_pp_microbatches = 2",
+      "config.training.disable_cuda_graphs = True",
+      "config.parallelism.pipeline_parallel_schedule = 'GPipe'"], 8, "ML806", False),
+    ("kf-odd-head-dim", "kf", "configs/train/debug.toml", None, [("model", "dim", "260")], 4, "ML807", True),
+    ("kf-even-head-dim", "kf", "configs/train/debug.toml", None, [("model", "dim", "272")], 4, "ML807", False),
+    ("muse-partial-dtensor", "main@b5bcd76c6", "torchtitan/models/muse_glimmer/config_registry.py",
+     "muse_glimmer_debugmodel", ["config.parallelism.spmd_backend = 'partial_dtensor'"], 8, "ML808", True),
+    ("qwen35-partial-dtensor", "main@b5bcd76c6", "torchtitan/models/qwen3_5/config_registry.py", "qwen35_debugmodel",
+     ["config.parallelism.spmd_backend = 'partial_dtensor'"], 8, "ML808", False),
+    ("qwen35-full-dtensor-030", "0.3.0", "torchtitan/models/qwen3_5/config_registry.py", "qwen35_debugmodel",
+     ["config.parallelism.spmd_backend = 'full_dtensor'"], 8, "ML808", True),
+]
+
+
+def _run(tree: str, rel: str, base, edit, world: int):
+    root = TREES[tree]
+    path = root / rel
+    if not path.is_file():
+        pytest.skip(f"{root} is not on this machine")
+    text = path.read_text(encoding="utf-8")
+    version = tree if tree in ("main@b5bcd76c6", "0.3.0") else None
+    options = Options(rules=RULES, topology=CliTopology(world_size=world, gpus_per_node=min(world, 8)),
+                      torchtitan_version=version)
+    if base is None:
+        for section, key, value in edit:
+            text = toml_set(text, section, key, value)
+        return check_file(str(path), options, raw=text.encode()), text
+    text = text + registry_edit(base, *edit)
+    return check_file(f"{path}::{EDIT}", options, raw=text.encode()), text
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_refusal_rule_on_an_edit_of_a_shipped_config(case):
+    _id, tree, rel, base, edit, world, code, positive = case
+    report, text = _run(tree, rel, base, edit, world)
+    assert report.status == "checked", report.error or report.note
+    mine = [f for f in report.findings if f.code.startswith("ML8") and f.severity == "error"]
+    if not positive:
+        assert not mine, "\n".join(f"{f.line}: {f.code} {f.message}" for f in mine)
+        return
+    hits = [f for f in mine if f.code == code]
+    assert hits, f"no {code}: " + "; ".join(f"{f.code} {f.message[:80]}" for f in report.findings)
+    lines = text.split("\n")
+    # the finding points at the edited line (a registry edit: inside the appended function)
+    if base is None and edit:
+        section, key, value = edit[0]
+        assert lines[hits[0].line - 1].startswith(f"{key} = {value}") or key in lines[hits[0].line - 1]
+    elif base is not None:
+        assert lines[hits[0].line - 1].lstrip().startswith("config.")
+
+
+def test_unedited_shipped_configs_get_none_of_these_errors():
+    """The configs the cases start from pass as shipped (the frameworks run them)."""
+    for tree, rel, base, world in (("main@b5bcd76c6", "torchtitan/models/qwen3_5/config_registry.py",
+                                    "qwen35_debugmodel", 8),
+                                   ("main@b5bcd76c6", "torchtitan/models/flux/config_registry.py", "flux_debugmodel", 8),
+                                   ("main@b5bcd76c6", "torchtitan/models/muse_glimmer/config_registry.py",
+                                    "muse_glimmer_debugmodel_mm", 8),
+                                   ("0.2.x", "torchtitan/models/flux/train_configs/debug_model.toml", None, 8),
+                                   ("kf", "configs/train/debug.toml", None, 4)):
+        if not (TREES[tree] / rel).is_file():
+            continue
+        report, _ = _run(tree, rel, base, [] if base is None else ["pass"], world)
+        assert report.status == "checked", report.error
+        assert not [f for f in report.findings if f.code.startswith("ML8")], (tree, rel)
