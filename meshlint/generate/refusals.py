@@ -333,7 +333,7 @@ HAND = [
     Rule("internal", "the VLM builder's own invariants", "kempnerforge/distributed/parallel.py", exc="AssertionError",
          versions=KF),
     Rule("runtime", "a barrier timing out (network, a dead rank)", "kempnerforge/distributed/setup.py", versions=KF),
-    Rule("open", "RoPE needs an even head_dim: model.dim / model.n_heads even", "kempnerforge/model/position.py",
+    Rule("rule ML807", "RoPE needs an even head_dim: model.dim / model.n_heads even", "kempnerforge/model/position.py",
          text=r"head_dim % 2", versions=KF),
     Rule("open", "MoT needs equal head counts across modalities (vlm.mot_image_n_heads / n_kv_heads 0 or equal to the "
                  "model's)", "kempnerforge/model/transformer.py", text=r"MoT v1 requires equal head", versions=KF),
@@ -424,8 +424,11 @@ HAND = [
          versions=V02),
     Rule("rule ML611", "async TP needs compile", "torchtitan/distributed/tensor_parallel.py", text=r"Async TP requires",
          versions=V02),
-    Rule("open", "context parallelism needs an attention type that supports it (sdpa/flex, per model)",
-         "torchtitan/models/*", text=r"Context Parallel only supports|CP support for gpt-oss", versions=V02),
+    Rule("rule ML802", "gpt_oss refuses context parallelism outright", "torchtitan/models/gpt_oss/*",
+         text=r"CP support for gpt-oss", versions=V02),
+    Rule("open", "context parallelism needs an attention type that supports it (sdpa/flex, per model: the flavor's "
+                 "attn_type, which the 0.2.x model table does not record)",
+         "torchtitan/models/*", text=r"Context Parallel only supports", versions=V02),
     Rule("open", "expert_parallel_comm_backend = deepep needs ep > 1 and no etp", "torchtitan/models/*/infra/parallelize.py",
          text=r"DeepEP", versions=V02),
     Rule("open", "float8 tensorwise TP is refused for deepseek_v3", "torchtitan/models/*/infra/parallelize.py",
@@ -445,8 +448,8 @@ HAND = [
          text=r"pp_schedule_csv", versions=TT),
     Rule("internal", "follows from the stage checks above", "torchtitan/distributed/pipeline_parallel.py",
          text=r"evenly divisible by pp_degree|v schedules assume|Unknown style|n_layers attribute", versions=TT),
-    Rule("open", "pipeline_parallel_schedule = PipelineScheduleSingle names torch's abstract base class (meshlint's "
-                 "schedule table accepts it)", "torchtitan/distributed/pipeline_parallel.py", text=r"abstract base class",
+    Rule("rule ML806", "pipeline_parallel_schedule = PipelineScheduleSingle names torch's abstract base class "
+                       "(meshlint's schedule table accepts it)", "torchtitan/distributed/pipeline_parallel.py", text=r"abstract base class",
          versions=REG),
     Rule("rule ML604", "local_batch_size % pipeline_parallel_microbatch_size", "torchtitan/distributed/pipeline_parallel.py",
          text=r"must be divisible by microbatch_size", versions=V030),
@@ -467,17 +470,23 @@ HAND = [
     # context parallel
     Rule("open", "context parallelism with varlen attention / an unknown attention type",
          "torchtitan/distributed/context_parallel.py", func=r"apply_cp_to_attention_module", versions=V02),
-    Rule("open", "context_parallel_load_balancer must be 'headtail', 'ptrr' or None (a plain str field); ptrr needs "
-                 "flex attention masks", "torchtitan/distributed/context_parallel*", text=r"load_balancer|PTRR",
-         versions=TT),
+    Rule("rule ML801", "context_parallel_load_balancer must be 'headtail', 'ptrr' or None (a plain str field)",
+         "torchtitan/distributed/context_parallel*", text=r"Invalid load_balancer_type", versions=REG),
+    Rule("open", "context_parallel_load_balancer must be 'headtail', 'ptrr' or None (0.2.x: meshlint's 0.2.x dialect "
+                 "does not expose the value as a fact); ptrr needs flex attention masks (one BlockMask, or "
+                 "context_parallel_ptrr_mask_key naming one)", "torchtitan/distributed/context_parallel*",
+         text=r"load_balancer|PTRR", versions=TT),
     Rule("internal", "masks the framework builds itself", "torchtitan/distributed/context_parallel*",
          exc="AssertionError", versions=TT),
     Rule("runtime", "the installed torch lacks the experimental CP API", "torchtitan/distributed/utils.py",
          text=r"PyTorch version", versions=TT),
     Rule("runtime", "fake/local comm modes read NGPU and RANK from the environment", "torchtitan/distributed/utils.py",
          text=r"NGPU|RANK", versions=TT),
-    Rule("open", "expert parallelism splits tokens evenly: local_batch_size x seq_len / tp divisible by ep",
-         "torchtitan/distributed/expert_parallel.py", text=r"Uneven split", versions=V02),
+    Rule("rule ML609 ML614", "ReordererSequenceParallel splits the local_batch_size x seq_len / cp tokens over the tp "
+                             "mesh (ep > 1, etp = 1): the same parallelize function first asserts seq_len % (tp x 2cp) "
+                             "== 0 (ML609 with cp, ML614 without), which makes the split even, so a config that reaches "
+                             "this raise is already refused", "torchtitan/distributed/expert_parallel.py",
+         text=r"Uneven split", versions=V02),
     # components
     Rule("open", "checkpoint.keep_latest_k = 1 is refused", "torchtitan/components/checkpoint.py",
          text=r"at least 2 checkpoint", versions=V02),
@@ -559,7 +568,7 @@ HAND = [
     Rule("internal", "dataset objects the framework builds", "torchtitan/hf_datasets/interleaved.py", versions=V030),
     Rule("open", "multimodal patch_order must be 'block' or 'raster', and 'block' for MRoPE models",
          "torchtitan/hf_datasets/multimodal/*", text=r"patch_order", versions=REG),
-    Rule("open", "flux does not support gradient accumulation (global batch > local x batch degree)",
+    Rule("rule ML803", "flux does not support gradient accumulation (global batch > local x batch degree)",
          "torchtitan/models/flux/train.py", text=r"gradient accumulation", versions=V02),
     Rule("runtime", "flux: the autoencoder checkpoint file", "torchtitan/models/flux/model/autoencoder.py", versions=TT),
     Rule("internal", "registry plumbing", "torchtitan/protocols/*", text=r"already registered", versions=TT),
@@ -628,12 +637,15 @@ HAND += [
     Rule("open", "tp divides the vision encoder's heads (kimi, muse_glimmer) and qwen3.5's delta-net key/value heads",
          "torchtitan/models/*", text=r"must divide vision num_heads|vision num_heads .* divisible by TP|"
                                     r"must divide n_key_heads", versions=REG),
-    Rule("open", "context parallelism is refused for kimi, qwen3.5, deepseek MTP and the muse_glimmer vision encoder",
-         "torchtitan/models/*", text=r"Context Parallel is not yet supported|context parallel is not supported|"
-                                    r"MTP does not support context", versions=REG),
-    Rule("open", "deepseek MTP cannot use pipeline parallelism", "torchtitan/models/deepseek_v3/mtp.py",
+    Rule("rule ML802", "context parallelism is refused for kimi, qwen3.5 and the muse_glimmer vision encoder "
+                       "(flavors debugmodel_mm, 30B_mm)", "torchtitan/models/*",
+         text=r"Context Parallel is not yet supported|context parallel is not supported", versions=REG),
+    Rule("open", "deepseek MTP cannot use context parallelism (model_registry(..., num_mtp_layers=N) is not a fact "
+                 "yet)", "torchtitan/models/deepseek_v3/mtp.py", text=r"MTP does not support context", versions=REG),
+    Rule("open", "deepseek MTP cannot use pipeline parallelism (model_registry(..., num_mtp_layers=N) is not a fact "
+                 "yet)", "torchtitan/models/deepseek_v3/mtp.py",
          text=r"MTP does not support pipeline", versions=REG),
-    Rule("open", "muse_glimmer needs spmd_backend = spmd_types", "torchtitan/models/muse_glimmer/parallelize.py",
+    Rule("rule ML808", "muse_glimmer needs spmd_backend = spmd_types", "torchtitan/models/muse_glimmer/parallelize.py",
          text=r"only supports spmd_backend", versions=REG),
     Rule("rule ML707", "context parallelism needs spmd_backend = spmd_types", "torchtitan/distributed/context_parallel/api.py",
          text=r"Context Parallel requires parallelism\.spmd_backend", versions=MAIN),
@@ -641,13 +653,13 @@ HAND += [
          text=r"Context Parallel requires parallelism\.spmd_backend", versions=V030),
     Rule("open", "a FlexAttention model compiled with a backend other than inductor / aot_eager",
          "torchtitan/distributed/compile.py", text=r"FlexAttention but compile backend", versions=REG),
-    Rule("open", "model attention backend: sdpa is refused for language models; the backend name must be known",
+    Rule("rule ML804", "model attention backend: sdpa is refused for language models; the backend name must be known",
          "torchtitan/models/common/config_utils.py", text=r"sdpa is no longer supported|Unknown backend", versions=REG),
     Rule("runtime", "flex_flash attention needs a Hopper/Blackwell GPU", "torchtitan/models/common/config_utils.py",
          text=r"Hopper", versions=REG),
     Rule("open", "tp_gemm_backend = dist_gemm needs fuse_qkv, spmd_types and sequence parallelism",
          "torchtitan/models/common/*", text=r"dist_gemm", versions=REG),
-    Rule("open", "the MoE comm backend name must be standard, deepep, hybridep or minimal_async_ep",
+    Rule("rule ML805", "the MoE comm backend name must be standard, deepep, hybridep or minimal_async_ep",
          "torchtitan/models/common/config_utils.py", text=r"Unknown comm_backend", versions=REG),
     Rule("open", "an EP token dispatcher needs ep > 1; its num_max_tokens_per_rank must be positive and large enough; "
                  "tokens per microbatch divisible by the token shards", "torchtitan/models/common/token_dispatcher.py",
@@ -682,7 +694,7 @@ HAND += [
          versions=REG),
     Rule("internal", "the model's own pieces", "torchtitan/models/*", func=r"MTPDecoder|init_states|MTPTransformerBlock",
          versions=REG),
-    Rule("open", "flux does not support gradient accumulation", "torchtitan/models/flux/trainer.py",
+    Rule("rule ML803", "flux does not support gradient accumulation", "torchtitan/models/flux/trainer.py",
          text=r"gradient accumulation", versions=REG),
     Rule("internal", "flux meshes follow from the backend and degrees", "torchtitan/models/flux/parallelize.py",
          versions=REG),
@@ -730,7 +742,7 @@ HAND += [
          func=r"get_local_device", versions=REG),
     Rule("internal", "seed meshes exist; gradient clipping meshes are named", "torchtitan/distributed/utils.py",
          exc="AssertionError", versions=TT),
-    Rule("open", "kimi and qwen3.5 refuse spmd_backend = full_dtensor", "torchtitan/models/*/parallelize.py",
+    Rule("rule ML808", "kimi and qwen3.5 refuse spmd_backend = full_dtensor", "torchtitan/models/*/parallelize.py",
          text=r"full_dtensor is not supported", versions=V030),
     Rule("partial ML708", "full_dtensor/spmd_types + CP with SDPA or varlen attention (ML708 on 0.3.0 checks varlen only)",
          "torchtitan/distributed/full_dtensor.py", text=r"CP is", versions=V030),
