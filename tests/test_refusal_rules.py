@@ -1,4 +1,4 @@
-"""Rules ML801-ML808 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
+"""Rules ML801-ML810 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
 
 Each case edits one real config (torchtitan main's and 0.3.0's registry functions, torchtitan 0.2.x's
 train_configs TOML, KempnerForge's configs/train TOML) and checks it in process with ``check_file``
@@ -74,8 +74,8 @@ CASES = [
     ("cp-qwen35-030", "0.3.0", "torchtitan/models/qwen3_5/config_registry.py", "qwen35_debugmodel",
      ["config.parallelism.context_parallel_degree = 2"], 8, "ML802", True),
     ("cp-gpt-oss-02", "0.2.x", "torchtitan/models/gpt_oss/train_configs/debug_model.toml", None,
-     [("parallelism", "context_parallel_degree", "2")], 8, "ML802", True),
-    ("gpt-oss-02", "0.2.x", "torchtitan/models/gpt_oss/train_configs/debug_model.toml", None, [], 8, "ML802", False),
+     [("parallelism", "context_parallel_degree", "2")], 8, "ML809", True),
+    ("gpt-oss-02", "0.2.x", "torchtitan/models/gpt_oss/train_configs/debug_model.toml", None, [], 8, "ML809", False),
     ("flux-accumulate", "main@b5bcd76c6", "torchtitan/models/flux/config_registry.py", "flux_debugmodel",
      ["config.training.num_tokens_per_train_step = 4 * 8 * config.training.num_tokens_per_microbatch_per_dp_rank"],
      8, "ML803", True),
@@ -83,9 +83,13 @@ CASES = [
      ["config.training.num_tokens_per_train_step = 8 * config.training.num_tokens_per_microbatch_per_dp_rank"],
      8, "ML803", False),
     ("flux-accumulate-02", "0.2.x", "torchtitan/models/flux/train_configs/debug_model.toml", None,
-     [("training", "global_batch_size", "64")], 8, "ML803", True),
+     [("training", "global_batch_size", "64")], 8, "ML810", True),
     ("flux-one-step-02", "0.2.x", "torchtitan/models/flux/train_configs/debug_model.toml", None,
-     [("training", "global_batch_size", "32")], 8, "ML803", False),
+     [("training", "global_batch_size", "32")], 8, "ML810", False),
+    ("flux-accumulate-030", "0.3.0", "torchtitan/models/flux/config_registry.py", "flux_debugmodel",
+     ["config.training.global_batch_size = 4 * 8 * config.training.local_batch_size"], 8, "ML810", True),
+    ("flux-one-step-030", "0.3.0", "torchtitan/models/flux/config_registry.py", "flux_debugmodel",
+     ["config.training.global_batch_size = 8 * config.training.local_batch_size"], 8, "ML810", False),
     ("llama-sdpa", "main@b5bcd76c6", "torchtitan/models/llama3/config_registry.py", "llama3_debugmodel",
      ["config.model_spec = model_registry('debugmodel', attn_backend='sdpa')"], 8, "ML804", True),
     ("llama-varlen", "main@b5bcd76c6", "torchtitan/models/llama3/config_registry.py", "llama3_debugmodel",
