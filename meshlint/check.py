@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from meshlint import suppress
 from meshlint.dialects import DIALECTS, detect
 from meshlint.dialects.base import Resolution, Spec
 from meshlint.engine import Skip, run_rules
@@ -198,6 +197,8 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
     if "meshlint" not in report.source.text:
         report.findings = findings
         return report
+    from meshlint import suppress  # only files that mention meshlint: most never need it
+
     suppressions = suppress.parse(report.source)
     report.findings, report.suppressed, used = suppress.apply(suppressions, findings)
     if options.report_unused and late:

@@ -1,0 +1,73 @@
+"""What a plain ``meshlint check`` loads: start-up is most of its cost, so the modules it imports are pinned here.
+
+Deterministic (module lists, never timings): one subprocess imports the check path's modules,
+then runs the console entry point on a KempnerForge config, and reports what each step added to
+``sys.modules``. Speed itself is measured by bench/bench_vs_kempnerforge.py, not asserted.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURES, ROOT
+
+PROBE = r"""
+import sys
+before = set(sys.modules)
+import meshlint.check, meshlint.engine, meshlint.expr, meshlint.lint, meshlint.rules, meshlint.source
+imported = set(sys.modules) - before
+sys.argv = ["meshlint", "check", *sys.argv[1:]]
+from meshlint.entry import main
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print("\nPROBE", repr((sorted(imported), sorted(set(sys.modules) - before), code)))
+"""
+
+# Never on the check path: the CLI framework, schema validation of user rule packs, the
+# report formats nobody asked for, the smoke runner, the solvers, torch.
+NEVER = ("click", "jsonschema", "torch", "meshlint.cli", "meshlint.report.json_report", "meshlint.report.sarif",
+         "meshlint.report.github", "meshlint.report.explain", "meshlint.report.svg", "meshlint.smoke",
+         "meshlint.diff", "meshlint.fix", "meshlint.generate", "meshlint.inputs")
+# Importing the library's check modules loads no rules, no cache and no schema: that is paid by a run.
+NOT_AT_IMPORT = ("json", "meshlint.rule_cache", "meshlint.schema_data", "meshlint.report", "difflib",
+                 "meshlint.suppress")
+
+
+CONFIG = "moe_ep_32gpu.toml"  # a config KempnerForge accepts, with no meshlint directive in it
+
+
+@pytest.fixture(scope="module")
+def probe():
+    config = FIXTURES / "kempnerforge" / CONFIG
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(config)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert "PROBE" in proc.stdout, proc.stderr[-2000:]
+    at_import, after_run, code = ast.literal_eval(proc.stdout.rsplit("PROBE", 1)[1].strip())
+    return set(at_import), set(after_run), code, proc
+
+
+def _hits(modules: set, names: tuple) -> list:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+def test_importing_the_check_path_loads_no_cache_schema_or_report(probe):
+    at_import, _, _, _ = probe
+    assert _hits(at_import, NEVER + NOT_AT_IMPORT) == []
+
+
+def test_a_plain_check_never_loads_click_jsonschema_torch_or_other_formats(probe):
+    _, after_run, code, proc = probe
+    assert code in (0, 1), proc.stderr[-2000:]
+    assert _hits(after_run, NEVER) == []
+    assert "meshlint.report.text" in after_run  # the format that was asked for
+
+
+def test_a_config_that_never_mentions_meshlint_skips_the_suppression_parser(probe):
+    _, after_run, _, _ = probe
+    assert "meshlint" not in (FIXTURES / "kempnerforge" / CONFIG).read_text()
+    assert "meshlint.suppress" not in after_run
