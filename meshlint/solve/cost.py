@@ -91,6 +91,23 @@ AC_MODES = ("full", "selective", "none")
 LOOPED = ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV")  # 2 stages per rank
 
 
+V_SHAPED = ("ZBVZeroBubble", "DualPipeV")  # rank r holds stages r and 2·pp−1−r: the turn of the V is local
+
+
+def pp_sends(pp: int, schedule: str | None) -> int:
+    """Point-to-point sends per microbatch of the busiest pipeline rank: each stage it holds sends its activations
+    forward unless it is the last stage and its gradients backward unless it is the first, except between two
+    stages on the same rank. 1F1B/GPipe: 2 with a middle stage (pp > 2), else 1; looped schedules (stages r and
+    r + pp): 4, or 3 at pp = 2; V schedules: 4, or 2 at pp = 2."""
+    if pp <= 1:
+        return 0
+    if (schedule or "") in V_SHAPED:
+        return 4 if pp > 2 else 2
+    if (schedule or "") in LOOPED:
+        return 4 if pp > 2 else 3
+    return 2 if pp > 2 else 1
+
+
 def default_node(gpus_per_node: int | None) -> str:
     return "4xH100" if gpus_per_node == 4 else "8xH100"
 
@@ -159,7 +176,7 @@ class Workload(NamedTuple):
     #                               per data-parallel rank and iteration; None where unknown
     schedule: str | None          # pipeline schedule (torch name)
     bytes_per_param: int | None   # model states (ML504)
-    param_bytes: int              # bytes of a parameter on the wire (bf16 unless fp32)
+    param_bytes: int              # bytes of a parameter on the wire and of an activation (bf16 unless fp32)
     ac: str                       # activation checkpointing: full | selective | none
     ac_from: str                  # where that came from
     notes: tuple = ()
@@ -465,7 +482,9 @@ class Model:
         m = m or 1
         tokens_dp = mb_tokens * m if mb_tokens else None
         passes = 3 if w.ac == "full" else 2   # forward, (recomputed forward,) backward
-        act = 2                               # bytes of a bf16 activation
+        # bytes of an activation: the compute dtype, which is the parameters' (FSDP2's MixedPrecisionPolicy
+        # param_dtype, KempnerForge's mixed_precision): bf16, or fp32 when the config trains in fp32
+        act = w.param_bytes
         # compute per GPU per iteration: the dp rank's tokens split over tp·cp·pp (not ep: EP splits experts)
         flops_token = (6 * w.active_params + (12 * L * w.seq_len * (w.attn_dim or 0) if w.seq_len else 0)) \
             if w.active_params else 0
@@ -488,12 +507,12 @@ class Model:
             local = mb_tokens / (cp_split * tp)
             msg = local * w.top_k * w.dim * act
             raw["ep"] = moe_layers * m * 2 * passes * self._gather(ep, msg, link)
-        # PP: activations forward and gradients backward at each stage boundary, per microbatch (and virtual stage)
+        # PP: activations forward and gradients backward at each stage boundary, per microbatch: what the busiest
+        # rank sends (a first or last stage sends one way only; measured: bench/bench_cost_vs_smoke.py)
         if pp > 1 and mb_tokens and w.dim:
             link, links["pp"] = self.link(*axes["pp"])
             msg = mb_tokens / (cp_split * tp) * w.dim * act
-            v = 2 if (w.schedule or "") in LOOPED else 1
-            raw["pp"] = 2 * m * v * (link.latency_us * 1e-6 + msg / (link.bandwidth * 1e9))
+            raw["pp"] = m * pp_sends(pp, w.schedule) * (link.latency_us * 1e-6 + msg / (link.bandwidth * 1e9))
         hit = self._crit[key] = (compute, raw, links, tokens_dp, m, mb_tokens, flops_token)
         return hit
 
