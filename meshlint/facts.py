@@ -78,6 +78,14 @@ FACT_DOCS = {
     "choices": "help lines only: {degree: [values]} that appear in some layout passing every error rule at once "
                "on this config's world (one shared search, so findings never propose contradictory degrees); null "
                "until a config has an error, and when the world is unknown or the search runs out of time",
+    "config": "the whole config as the framework will use it, by section as its schema names them "
+              "(config.checkpoint.enable, config.optimizer.param_groups[0].optimizer_name): the value the file or a "
+              "launch override sets, else the schema's literal default; null where meshlint cannot read the value "
+              "(a registry function's unreadable expression), where the default is not a literal, and for keys of a "
+              "class the schema does not know, so a rule reading it is skipped rather than run on a guess. Each table "
+              "also holds `class`, the config class standing there ('MemoryBudgetAC.Config', 'MoMaConfig'; null when "
+              "unknown); an optional section left out (KempnerForge [vlm]) is null. Degrees: read pp, tp, ... (the "
+              "degree search varies those, not config.parallelism); null for a dialect without a generated schema",
     "refusals": "checks of the framework's config classes (their __post_init__) that the config fails, from the "
                 "generated schema, for keys no other rule models: {key, message, framework, source}",
     "unknown_keys": "list of keys the framework does not define: {key, section, name, suggestion}",
@@ -121,8 +129,9 @@ GROUP_FIELDS = {
                     # torchtitan registry versions, by ParallelismConfig field name
                     "spmd_backend", "enable_sequence_parallel", "num_pp_microbatches",
                     "pipeline_parallel_microbatch_size", "pipeline_parallel_schedule",
-                    "context_parallel_load_balancer"),
-    "compile": ("enable", "enable_async_tensor_parallel", "components"),
+                    "context_parallel_load_balancer", "pipeline_parallel_schedule_csv",
+                    "context_parallel_ptrr_mask_key"),
+    "compile": ("enable", "enable_async_tensor_parallel", "components", "backend"),
     "trainer": ("config_class", "runs_trainer"),
     "framework": ("name", "version", "decided_by", "id"),
     "vlm": ("present", "arch", "max_text_len", "has_vision_encoder", "encoder_type", "num_tokens", "num_tokens_from",
@@ -167,6 +176,7 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         "error_stage": res.error_stage,
         "problems": spec.problems,
         "refusals": spec.extra.get("refusals", []),
+        "config": spec.extra.get("config") or None,  # null, not {}: a rule reading it is skipped
         "choices": None,
         "unknown_keys": spec.unknown_keys,
         "near_misses": spec.near_misses,
