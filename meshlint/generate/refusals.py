@@ -271,8 +271,9 @@ HAND = [
          versions=KF),
     Rule("internal", "registering a name twice is a code error", "kempnerforge/config/registry.py", func=r"register$",
          versions=KF),
-    Rule("open", "names looked up in the registry when the job is built: model.model_type, optimizer.name, "
-                 "train.loss_fn (the schema lists the registered names; no check uses them yet)",
+    Rule("rule ML820", "names looked up in the registry when the job is built: model.model_type, optimizer.name, "
+                       "train.loss_fn, model.moe_router (MoE) by ML820; norm_type, activation and scheduler.name are "
+                       "enums the schema check covers",
          "kempnerforge/config/registry.py", func=r"Registry\.get$", versions=KF),
     Rule("rule ML103", "the degree product", "kempnerforge/config/distributed.py", func=r"validate_world_size", versions=KF),
     Rule("rule ML104", "dp_shard = -1 must divide", "kempnerforge/config/distributed.py", func=r"_resolve_dp_shard",
@@ -406,8 +407,10 @@ HAND = [
          "torchtitan/train.py", text=r"does not support pipelin", versions=V02),
     Rule("open", "validation.enable on a model with no validator (flux has one; the others use the default)",
          "torchtitan/train.py", text=r"build_validator_fn", versions=V02),
-    Rule("open", "create_seed_checkpoint needs checkpoint.enable and a world of 1", "torchtitan/train.py",
-         text=r"seed checkpoint", versions=TT),
+    Rule("rule ML813", "create_seed_checkpoint needs checkpoint.enable", "torchtitan/train.py",
+         text=r"Must enable checkpointing when creating a seed checkpoint", versions=TT),
+    Rule("rule ML814", "create_seed_checkpoint needs a world of 1", "torchtitan/train.py",
+         text=r"seed checkpoint using a single device", versions=TT),
     Rule("runtime", "the data runs out / the loop's own state", "torchtitan/train.py",
          func=r"batch_generator|train$|forward_backward_step|post_dataloading_process", versions=TT),
     Rule("runtime", "main() re-raises what the trainer raised", "torchtitan/train.py", exc="re-raise", versions=TT),
@@ -488,14 +491,16 @@ HAND = [
                              "this raise is already refused", "torchtitan/distributed/expert_parallel.py",
          text=r"Uneven split", versions=V02),
     # components
-    Rule("open", "checkpoint.keep_latest_k = 1 is refused", "torchtitan/components/checkpoint.py",
-         text=r"at least 2 checkpoint", versions=V02),
+    Rule("rule ML816", "checkpoint.keep_latest_k = 1 is refused (with checkpointing enabled)",
+         "torchtitan/components/checkpoint.py", text=r"at least 2 checkpoint", versions=V02),
     Rule("schema", "checkpoint.async_mode is a Literal (kept by the loader, refused here)",
          "torchtitan/components/checkpoint.py", text=r"Unknown checkpoint async_mode", versions=V02),
     Rule("open", "checkpoint.exclude_from_loading names a state that does not exist", "torchtitan/components/checkpoint*",
          text=r"not found in state_dict", versions=TT),
-    Rule("open", "last_save_in_hf needs last_save_model_only; from_hf loading needs model_only",
-         "torchtitan/components/checkpoint.py", text=r"Only model can be|Quantized checkpoint can only", versions=V02),
+    Rule("rule ML817", "last_save_in_hf needs last_save_model_only; from_hf loading needs model_only",
+         "torchtitan/components/checkpoint.py", text=r"Only model can be", versions=V02),
+    Rule("open", "initial_load_in_hf_quantized needs initial_load_in_hf", "torchtitan/components/checkpoint*",
+         text=r"Quantized checkpoint can only", versions=TT),
     Rule("runtime", "last_save_in_hf needs a model with a state-dict adapter (decided by the model spec)",
          "torchtitan/components/checkpoint*", text=r"sd_adapter", versions=TT),
     Rule("runtime", "checkpoints on disk, async saving and fault tolerance at run time", "torchtitan/components/checkpoint.py",
@@ -505,14 +510,18 @@ HAND = [
     Rule("runtime", "torchft manager state", "torchtitan/components/optimizer.py", text=r"TorchFT", versions=V02),
     Rule("schema", "optimizer.implementation is a Literal", "torchtitan/components/optimizer*", text=r"implementation in",
          versions=TT),
-    Rule("open", "optimizer.name must be an optimizer torchtitan builds (AdamW, Adam, ...)",
-         "torchtitan/components/optimizer*", text=r"not added", versions=TT),
+    Rule("rule ML811", "optimizer.name must be an optimizer torchtitan builds (Adam, AdamW)",
+         "torchtitan/components/optimizer*", text=r"not added", versions=V02),
+    Rule("rule ML812", "each param group's optimizer_name must be one torchtitan builds (Adam, AdamW, DistMuon)",
+         "torchtitan/components/optimizer*", text=r"not added", versions=REG),
     Rule("internal", "optimizer container invariants", "torchtitan/components/optimizer*", versions=TT),
     Rule("schema", "lr_scheduler.decay_type is a Literal", "torchtitan/components/lr_scheduler.py",
          text=r"Unknown lr_decay_type", versions=V02),
     Rule("internal", "scheduler branches guarded by their own arithmetic", "torchtitan/components/*lr_scheduler.py",
          versions=TT),
-    Rule("open", "dataloader kwargs: persistent_workers and prefetch_factor need num_workers > 0",
+    Rule("internal", "the dataloader kwargs are the fields of the framework's own dataloader config class, all of "
+                     "them StatefulDataLoader parameters (an unknown config key is refused by the loader first; "
+                     "persistent_workers / prefetch_factor with num_workers 0 are dropped, not refused)",
          "torchtitan/components/dataloader.py", text=r"Invalid dataloader kwargs", versions=TT),
     Rule("internal", "the dataset is passed positionally by the framework", "torchtitan/components/dataloader.py",
          text=r"'dataset' in kwargs", versions=TT),
@@ -599,8 +608,8 @@ HAND += [
          "torchtitan/trainer.py", text=r"evenly divisible by|pipeline_parallel_microbatch_size", versions=V030),
     Rule("schema", "pipeline_parallel_microbatch_size > 0 (Trainer.Config.__post_init__)", "torchtitan/trainer.py",
          text=r"must be greater than 0", versions=V030),
-    Rule("open", "debug.batch_invariant is refused in pre-training", "torchtitan/trainer.py", text=r"Batch-invariant",
-         versions=REG),
+    Rule("schema", "debug.batch_invariant is refused in pre-training (Trainer.Config.__post_init__, evaluated by the "
+                   "schema check: ML112)", "torchtitan/trainer.py", text=r"Batch-invariant", versions=REG),
     Rule("schema", "parallelism.num_pp_microbatches > 0 (Trainer.Config.__post_init__, evaluated by the schema check)",
          "torchtitan/trainer.py", text=r"num_pp_microbatches must be greater than 0", versions=MAIN),
     Rule("open", "a multi-source dataloader needs at least one source, all with the same 'infinite' setting",
@@ -608,7 +617,7 @@ HAND += [
     Rule("open", "debug.spmd_typechecking under spmd_types cannot combine with pp, or with selective AC on a "
                  "FlexAttention model", "torchtitan/trainer.py", text=r"SPMD typechecking|typechecking is enabled",
          versions=REG),
-    Rule("open", "memory-budget activation checkpointing needs compile.enable and 'model' in compile.components",
+    Rule("rule ML815", "memory-budget activation checkpointing needs compile.enable and 'model' in compile.components",
          "torchtitan/trainer.py", text=r"Memory budget activation", versions=REG),
     Rule("internal", "set by the config registry before the trainer runs", "torchtitan/trainer.py",
          text=r"model_spec", versions=REG),
@@ -707,8 +716,23 @@ HAND += [
     Rule("open", "model.converters order: quantization converters before LoRA", "torchtitan/models/utils.py",
          func=r"validate_converter_order", versions=REG),
     # registry-era components
-    Rule("open", "checkpoint: async_mode must be known; HF save/load need model_only", "torchtitan/components/checkpointer/*",
-         text=r"Unknown checkpoint async_mode|Only model can be|Quantized checkpoint can only", versions=REG),
+    Rule("rule ML818", "checkpoint.async_mode must be 'disabled', 'async' or 'async_with_pinned_mem' (refused first by "
+                       "CheckpointManager.Config.__post_init__)", "torchtitan/components/checkpointer/*",
+         text=r"Unknown checkpoint async_mode|Invalid async_mode", versions=REG),
+    Rule("rule ML817", "HF save/load need model_only (refused first by BaseCheckpointManager.Config.__post_init__)",
+         "torchtitan/components/checkpointer/*",
+         text=r"Only model can be|initial_load_in_hf requires initial_load_model_only|last_save_in_hf requires "
+              r"last_save_model_only", versions=REG),
+    Rule("rule ML816", "checkpoint.keep_latest_k = 1 (BaseCheckpointManager.Config.__post_init__)",
+         "torchtitan/components/checkpointer/base.py", text=r"at least 2 checkpoint", versions=REG),
+    Rule("rule ML819", "checkpoint.exclude_from_loading: not 'model'; 'optimizer' only with 'lr_scheduler' (main) "
+                       "(BaseCheckpointManager.Config.__post_init__)", "torchtitan/components/checkpointer/base.py",
+         text=r"exclude_from_loading|must be excluded when", versions=REG),
+    Rule("open", "checkpoint config checks the schema check does not evaluate (CheckpointManager.Config.__post_init__ "
+                 "calls BaseCheckpointManager.Config.__post_init__ by name): folder not empty, interval >= 1, "
+                 "keep_latest_k >= 0, initial_load_path absolute or remote, initial_load_in_hf_quantized needs "
+                 "initial_load_in_hf and a path, no Hugging Face format with a remote folder or path",
+         "torchtitan/components/checkpointer/base.py", func=r"__post_init__$", versions=REG),
     Rule("open", "torch_checkpointing manager: no remote URIs", "torchtitan/components/checkpointer/torch_checkpointing.py",
          text=r"remote URI", versions=REG),
     Rule("internal", "the checkpointer's own async state", "torchtitan/components/checkpointer/*", versions=REG),
