@@ -135,11 +135,18 @@ class Schema:
 
     # ------------------------------------------------------------------------- the check
 
-    def check(self, data: dict, origin: str = "file", custom_module: str | None = None) -> list:
+    def check(self, data: dict, origin: str = "file", custom_module: str | None = None, types: dict | None = None,
+              unknown_names: dict | None = None, skip_checks_on: set | frozenset = frozenset()) -> list:
         """Every key of ``data`` the framework would refuse, or read differently from what it says.
 
         ``custom_module``: torchtitan v0.2's ``--job.custom_config_module`` from the launch line (the file's own
         ``job.custom_config_module`` is read from ``data``): it extends JobConfig, so unknown keys become warnings.
+        ``types``: a registry config's classes as written (PySource.types: dotted path -> "FullAC.Config"): each
+        table is checked against the class the code built, not the union of the classes that may stand there;
+        a class the schema does not know (a user's subclass) leaves its table unchecked. ``unknown_names``:
+        table path -> names set there to values that could not be read (the names are still checked).
+        ``skip_checks_on``: dotted keys whose ``__post_init__`` checks other rules model (those checks are
+        not evaluated when every field they read is one of these).
         """
         if origin not in ("file", "cli"):
             raise ValueError(f"origin must be 'file' or 'cli', not {origin!r}")
@@ -149,13 +156,21 @@ class Schema:
             ctx = _Context(self, origin, data)
             if custom_module:
                 ctx.custom_module = custom_module
+            ctx.types = types
+            ctx.unknown_names = unknown_names or {}
+            ctx.skip = skip_checks_on
             self._walk(ctx, "", "", data, problems)
         return problems
 
-    def _walk(self, ctx, pattern: str, where: str, table: dict, problems: list) -> None:
+    def _walk(self, ctx, pattern: str, where: str, table: dict, problems: list, implied: str | None = None) -> None:
         entry = self._data["tables"].get(pattern)
         if entry is None:
             return
+        if "same_as" in entry:  # a config nesting its own kind: read as the table it repeats
+            pattern = entry["same_as"]
+            entry = self._data["tables"].get(pattern)
+            if entry is None:
+                return
         dispatch = entry.get("dispatch")
         cls = None
         if dispatch:
@@ -168,23 +183,42 @@ class Schema:
                                          source=dispatch["unknown_source"]))
                 return
             cls = dispatch["map"][arch]
-        keys = self.keys(pattern, cls)
-        qn = cls or entry.get("default_class") or entry["classes"][0]
-        class_name = self._data["classes"][qn]["name"]
-        written = {k: v for k, v in table.items() if k in keys}  # what the section's own checks will see
+        elif ctx.types is not None:
+            written_class = ctx.types.get(where)
+            if written_class is None:
+                # not built here: the default the enclosing class gives it (Trainer.Config's for the top level)
+                cls = implied if where else entry.get("default_class")
+                if cls not in self._data["classes"] or cls not in entry["classes"]:
+                    cls = None  # the union of the classes that may stand here: nothing refused on a guess
+            else:
+                cls = self._resolve(pattern, written_class)
+                if cls is None:
+                    if where == "":  # a trainer config the schema does not know (an RL PolicyTrainer.Config):
+                        for name, raw in table.items():  # its sections built from known classes still are checked
+                            if isinstance(raw, dict) and isinstance(ctx.types.get(name), str) \
+                                    and name in self._data["tables"]:
+                                self._walk(ctx, name, name, raw, problems)
+                    return  # a class the schema does not know (a user's own subclass): nothing is guessed
+        plan = self._plan(pattern, cls)
+        keys, fast = plan.keys, plan.fast if ctx.origin == "file" else {}
+        written = None        # what the section's own checks will see (built only when they run)
         typed: dict = {}      # name -> its type problem, where a later refusal is merged in
         stopped: set = set()  # names whose value already stopped the framework
+        pseudo = self.loader.get("pseudo_sections", {}) if where == "" else {}
         for name, raw in table.items():
+            ok = fast.get(name)
+            if ok is not None and ok(raw):
+                continue  # the common case: a plain value of the declared type
             lookup = name.replace("-", "_") if ctx.origin == "cli" and isinstance(name, str) else name
             key = keys.get(lookup)
             if key is None:
-                if where == "" and name in self.loader.get("pseudo_sections", {}):
+                if name in pseudo:
                     continue
-                problems.append(self._unknown(ctx, pattern, where, name, list(keys), class_name))
+                problems.append(self._unknown(ctx, pattern, where, name, list(keys), plan.class_name))
                 continue
             path = f"{where}.{name}" if where else str(name)
             if "table" in key:
-                self._child(ctx, key, path, raw, problems)
+                self._child(ctx, key, pattern, name, path, raw, problems, cls)
                 continue
             problem = _judge(ctx, key, path, name, raw)
             if problem is None:
@@ -193,15 +227,63 @@ class Schema:
                 _read_at_load(ctx, problem, raw, self.loader["read_at_load"][path])
             problems.append(problem)
             typed[lookup] = problem
+            if written is None:
+                written = {k: v for k, v in table.items() if k in keys}
             if problem["refused"]:
                 stopped.add(lookup)
                 written[lookup] = _UNKNOWN
             elif "effective" in problem:
                 written[lookup] = problem["effective"]
-        if written and self._prepared(qn, keys):
-            values = _Section(self, pattern, {}, keys, self._instance_defaults(pattern, entry, qn, where))
+        for name in ctx.unknown_names.get(where, ()):
+            if name not in keys and name not in table and name not in pseudo:
+                problems.append(self._unknown(ctx, pattern, where, name, list(keys), plan.class_name))
+        if plan.check_names is None or (ctx.types is not None and cls is None and plan.ambiguous):
+            return  # no __post_init__ checks, or a registry config whose class here is not known
+        if written is None:
+            if plan.check_names.isdisjoint(table):
+                return  # nothing this config writes is checked: the common case, kept cheap
+            written = {k: v for k, v in table.items() if k in keys}
+        if written:
+            values = _Section(self, pattern, {}, keys, self._instance_defaults(pattern, entry, plan.qn, where))
             values.written = written
-            self._checks(ctx, qn, where, values, typed, stopped, problems)
+            self._checks(ctx, plan.qn, where, values, typed, stopped, problems)
+
+    def _resolve(self, pattern: str, written: str) -> str | None:
+        """The schema class a registry wrote (``GrainDataLoader.Config``): among the table's classes, else any."""
+        cache = ("resolve", pattern, written)
+        if cache not in self._merged:
+            tail = "." + written
+            found = [qn for qn in self._data["tables"][pattern]["classes"] if qn.endswith(tail) or qn == written]
+            if not found:
+                found = [qn for qn in self._data["classes"] if qn.endswith(tail) or qn == written]
+            self._merged[cache] = found[0] if len(found) == 1 else None
+        return self._merged[cache]
+
+    def _plan(self, pattern: str, cls: str | None) -> "_Plan":
+        """Everything the walk needs of a table (one class, or the union), computed once per process."""
+        cache = ("plan", pattern, cls)
+        plan = self._merged.get(cache)
+        if plan is None:
+            entry = self._data["tables"][pattern]
+            keys = self.keys(pattern, cls)
+            qn = cls or entry.get("default_class") or entry["classes"][0]
+            model = self.loader["types"]["model"]
+            fast = {}
+            for name, key in keys.items():
+                if "table" not in key:
+                    test = _fast_test(key["type"], model)
+                    if test is not None:
+                        fast[name] = test
+            steps = self._data["classes"].get(qn, {}).get("checks", [])
+            names = set()
+            for step in steps:
+                if step["kind"] != "assign":
+                    names |= _self_names(step["condition"])
+                    for c in step.get("when", []):
+                        names |= _self_names(c)
+            plan = self._merged[cache] = _Plan(keys, fast, qn, self._data["classes"][qn]["name"],
+                                               frozenset(names) if steps else None, len(entry["classes"]) > 1)
+        return plan
 
     def _instance_defaults(self, pattern: str, entry: dict, qn: str, where: str) -> dict:
         """KempnerForge rebuilds a written section from the default instance: what its __post_init__
@@ -219,8 +301,8 @@ class Schema:
         return self._merged[cache]
 
     def _prepared(self, qn: str, keys: dict) -> list:
-        """A class's __post_init__ steps with the fields each reads, computed once:
-        [(step, names it reads, the same in order, the membership test it is, if any)]."""
+        """A class's __post_init__ steps with what each needs, computed once: [(step, names it reads, the same
+        in order, the membership test it is or None, its conditions ready to evaluate, their local names)]."""
         cache = ("prepared", qn)
         prepared = self._merged.get(cache)
         if prepared is None:
@@ -229,10 +311,14 @@ class Schema:
             prepared = []
             for step in self.data["classes"].get(qn, {}).get("checks", []):
                 if step["kind"] == "assign":
-                    prepared.append((step, frozenset(), (), None))
+                    prepared.append((step, frozenset(), (), None, tuple(step.get("when", [])), {}))
                     continue
                 names = _self_names(step["condition"]) | {n for c in step.get("when", []) for n in _self_names(c)}
-                prepared.append((step, frozenset(names), tuple(_self_order(step)), members.get(step["source"])))
+                member = members.get(step["source"])
+                condition, local = _seed(step, member["values"] if member else None)
+                # conditions stay text until first evaluated: a check never reached is never compiled
+                prepared.append((step, frozenset(names), tuple(_self_order(step)), member,
+                                 tuple(step.get("when", [])) + (condition,), local))
             self._merged[cache] = prepared
         return prepared
 
@@ -243,22 +329,24 @@ class Schema:
         prepared = self._prepared(qn, values.keys)
         if not prepared:
             return
-        written = set(values.written)
-        if not any(names & written for step, names, _, _ in prepared if step["kind"] != "assign"):
+        written = values.written
+        if not any(not names.isdisjoint(written) for step, names, _, _, _, _ in prepared if step["kind"] != "assign"):
             return  # nothing this config writes is checked: the common case, kept cheap
-        for step, names, order, member in prepared:
+        skip = ctx.skip
+        for step, names, order, member, conds, seed in prepared:
             if step["kind"] == "assign":
-                state, _, _ = _holds(step.get("when", []), values, {})
+                state, _, _ = _holds(conds, values, {})
                 if state is True:
                     values.assigned[step["target"]] = _value(step["value"], values, {})
                 elif state is not False:
                     values.assigned[step["target"]] = _UNKNOWN
                 continue
             mine = [n for n in order if n in written]
-            if not mine or names & stopped:
+            if not mine or not names.isdisjoint(stopped):
                 continue
-            condition, local = _seed(step, member["values"] if member else None)
-            state, local, error = _holds(step.get("when", []) + [condition], values, local)
+            if skip and member is None and names and all(f"{where}.{n}" in skip for n in names):
+                continue  # a check of keys other rules model in depth: their finding says more
+            state, local, error = _holds(conds, values, dict(seed))
             if state is True:
                 text = f"{step['exception']}: {_fill(step['message'], values, local)}"
             elif state == "raises":
@@ -294,15 +382,21 @@ class Schema:
             typed[name] = out
             stopped.add(name)
 
-    def _child(self, ctx, key: dict, path: str, raw, problems: list) -> None:
-        child = key["table"]
+    def _child(self, ctx, key: dict, pattern: str, name, path: str, raw, problems: list,
+               parent: str | None = None) -> None:
+        # the child's table from this table's own path (a class met at several paths names only the first)
+        child = f"{pattern}.{name}".lstrip(".") + ("[]" if key["table"].endswith("[]") else "")
+        if child not in self._data["tables"]:
+            child = key["table"]
+        # a registry section the code did not build is its default: known when this table's class is
+        implied = key.get("default_factory") if parent is not None else None
         if child.endswith("[]"):
             if isinstance(raw, list) and all(isinstance(x, dict) for x in raw):
                 for i, item in enumerate(raw):
                     self._walk(ctx, child, f"{path}[{i}]", item, problems)
                 return
         elif isinstance(raw, dict):
-            self._walk(ctx, child, path, raw, problems)
+            self._walk(ctx, child, path, raw, problems, implied)
             return
         if raw is None and key["type"]["kind"] == "optional":
             return
@@ -347,7 +441,8 @@ class Schema:
         section = f"in [{where}]" if where else "at the top level"
         out = _problem(ctx, "unknown-key", where, name, None, level, refused, does,
                        source=source[0] if isinstance(source, list) else source)
-        out.update(suggestion=suggestion, elsewhere=elsewhere, other_versions=versions, message=f"unknown key '{text}' {section}{hint}: {does}")
+        out.update(suggestion=suggestion, elsewhere=elsewhere, other_versions=versions, class_name=class_name,
+                   message=f"unknown key '{text}' {section}{hint}: {does}")
         out.pop("value")
         return out
 
@@ -370,7 +465,60 @@ class Schema:
         return class_name
 
 
+class _Plan:
+    """A table's keys, its fast type tests, its class and the fields its checks read (None: no checks)."""
+
+    __slots__ = ("keys", "fast", "qn", "class_name", "check_names", "ambiguous")
+
+    def __init__(self, keys: dict, fast: dict, qn: str, class_name: str, check_names, ambiguous: bool):
+        self.keys, self.fast, self.qn, self.class_name = keys, fast, qn, class_name
+        self.check_names, self.ambiguous = check_names, ambiguous
+
+
+def _is_int(v) -> bool:
+    return type(v) is int
+
+
+def _is_float(v) -> bool:
+    return type(v) is float
+
+
+def _is_bool(v) -> bool:
+    return type(v) is bool
+
+
+def _is_str(v) -> bool:
+    return type(v) is str
+
+
+_FAST = {"int": _is_int, "float": _is_float, "bool": _is_bool, "str": _is_str}
+
+
+def _fast_test(typ: dict, model: str):
+    """A test that is true only for values ``_judge`` passes without a word (None: always judge).
+
+    Exact type tests, so a subclass (bool for int), an int for a float, or anything unusual still goes
+    through the full verdict; only the plain, right value skips it."""
+    kind = typ["kind"]
+    if kind in _FAST:
+        return _FAST[kind]
+    if kind == "literal" and typ["values"] and all(type(v) is str for v in typ["values"]):
+        allowed = frozenset(typ["values"])
+        return lambda v: type(v) is str and v in allowed
+    if kind == "optional":
+        inner = _fast_test(typ["of"], model)
+        if inner is not None:
+            return lambda v: v is None or inner(v)
+    if kind in ("any", "other", "initvar", "classvar"):
+        return lambda v: True
+    return None
+
+
 class _Context:
+    types = None
+    unknown_names: dict = {}
+    skip = frozenset()
+
     def __init__(self, schema: Schema, origin: str, data: dict):
         self.schema, self.origin = schema, origin
         self.framework = schema.framework
@@ -591,14 +739,17 @@ def _value(text: str, values: _Section, local: dict):
         return _UNKNOWN
 
 
-def _holds(conditions: list, values: _Section, local: dict):
-    """(True/False/None/"raises", the loop variables that made it hold, the exception text)."""
+def _holds(conditions, values: _Section, local: dict):
+    """(True/False/None/"raises", the loop variables that made it hold, the exception text).
+
+    ``conditions``: condition texts, or conditions already prepared by :func:`_cond`."""
     if not conditions:
         return True, local, None
     first, rest = conditions[0], conditions[1:]
-    if first.startswith("for "):
-        loop = _parsed(first)
-        fn = _compiled(_unparse(loop.iter)) if loop is not None else None
+    if first.__class__ is str:
+        first = _CONDS.get(first) or _cond(first)
+    if first[0] == "for":
+        _, target, fn = first
         if fn is None:
             return None, local, None
         try:
@@ -609,7 +760,7 @@ def _holds(conditions: list, values: _Section, local: dict):
             return "raises", local, f"{type(exc).__name__}: {exc}"
         verdict = False
         for item in items if isinstance(items, (list, tuple)) else []:
-            bound = _bind(loop.target, item, dict(local))
+            bound = _bind(target, item, dict(local))
             if bound is None:
                 return None, local, None
             state, where, error = _holds(rest, values, bound)
@@ -618,7 +769,7 @@ def _holds(conditions: list, values: _Section, local: dict):
             if state is None:
                 verdict = None
         return verdict, local, None
-    fn = _compiled(first)
+    fn = first[1]
     if fn is None:
         return None, local, None
     try:
@@ -630,6 +781,24 @@ def _holds(conditions: list, values: _Section, local: dict):
     if not result:
         return False, local, None
     return _holds(rest, values, local)
+
+
+_CONDS: dict = {}
+
+
+def _cond(text: str) -> tuple:
+    """One condition ready to evaluate: ("if", f) or ("for", loop target, f of the iterable); f None when
+    meshlint does not evaluate it. Prepared once per process."""
+    out = _CONDS.get(text)
+    if out is None:
+        if text.startswith("for "):
+            loop = _parsed(text)
+            out = ("for", loop.target if loop is not None else None,
+                   _compiled(_unparse(loop.iter)) if loop is not None else None)
+        else:
+            out = ("if", _compiled(text))
+        _CONDS[text] = out
+    return out
 
 
 _PARSED: dict = {}

@@ -10,9 +10,12 @@ refuse an unknown key anywhere.
 
 from __future__ import annotations
 
-# (dialect, version) -> the generated schema that describes it; TOML dialects only: a registry
-# function's keywords are checked by its version module against the config dataclasses' fields.
+import re
+
+# (dialect, version) -> the generated schema that describes it. TOML dialects go through apply();
+# registry versions through apply_registry() (called by the version module's read()).
 SCHEMAS = {("kempnerforge", "5666d0d"): ("kempnerforge", "5666d0d"), ("torchtitan", "0.2.x"): ("torchtitan", "0.2.x")}
+REGISTRY_SCHEMAS = {"0.3.0": ("torchtitan", "0.3.0"), "main@b5bcd76c6": ("torchtitan", "main@b5bcd76c6")}
 
 
 def apply(spec, data: dict, custom_module: str | None = None) -> None:
@@ -27,16 +30,17 @@ def apply(spec, data: dict, custom_module: str | None = None) -> None:
         schema = schema_data.load(*target)
     except schema_data.SchemaError:
         return  # a build without the generated data: the dialect's own checks stand
+    __import__("meshlint.config_values").config_values.build(spec, data, schema)  # the `config` fact
     if custom_module is None and isinstance(data.get("job"), dict):  # torchtitan: [job] custom_config_module
         module = data["job"].get("custom_config_module")
         custom_module = module if isinstance(module, str) and module else None
-    found = schema.check(data, origin="file", custom_module=custom_module)
-    seen = {p["key"] for p in spec.problems}
+    seen = {p["key"]: p for p in spec.problems}
     from meshlint.dialects import DIALECTS
 
     # the keys meshlint reasons about have rules of their own (degree ranges, schedules, ...): a
     # section's __post_init__ refusal of one of them is already reported, with more to say
-    modelled = {k.path for k in DIALECTS[spec.dialect].KEYS if k.fact}
+    modelled = _modelled(DIALECTS[spec.dialect].KEYS)
+    found = schema.check(data, origin="file", custom_module=custom_module, skip_checks_on=modelled)
     unknown = []
     for p in found:
         if p["kind"] == "unknown-key":
@@ -50,12 +54,127 @@ def apply(spec, data: dict, custom_module: str | None = None) -> None:
                 spec.extra.setdefault("refusals", []).append(
                     {"key": p["key"], "message": p["message"], "framework": p["framework"], "source": p["source"]})
         elif p["level"] != "info" and p["key"] not in seen:
-            seen.add(p["key"])
+            seen[p["key"]] = p
             spec.problems.append({"key": p["key"], "expected": p.get("expected") or "a value the framework accepts",
                                   "actual": _actual(data, p), "value": p.get("value", ""),
                                   "note": p["framework"]})
+        elif p["refused"] and isinstance(seen.get(p["key"]), dict) and "note" in seen[p["key"]]:
+            seen[p["key"]]["note"] = p["framework"]  # the dialect's finding, in the framework's own words
     spec.unknown_keys = unknown
     spec.near_misses = []
+
+
+_MODELLED: dict = {}
+
+
+def _modelled(keys: list, every: bool = False) -> frozenset:
+    """The dotted keys a dialect's KEYS model as facts (worked out once per table). ``every``: all of them
+    (a registry version reads every key it lists as a fact under its own path)."""
+    hit = _MODELLED.get((id(keys), every))
+    if hit is None or hit[0] is not keys:
+        hit = _MODELLED[(id(keys), every)] = (keys, frozenset(k.path for k in keys if every or k.fact))
+    return hit[1]
+
+
+def apply_registry(spec, source, version: str, keys: list, aliases: dict | None = None) -> bool:
+    """The schema's verdict on a registry config (a PySource, launch overrides applied): False when there
+    is no generated schema for ``version`` (the caller's own check of its strict sections stands).
+
+    What torchtitan refuses, and so what becomes an error:
+    * a keyword argument the config class does not define: ``TypeError: X.__init__() got an unexpected
+      keyword argument`` when the function builds it (``dataclasses.replace`` too); an attribute assigned that
+      it does not define: ``AttributeError`` (every config class is ``slots=True``,
+      torchtitan/config/configurable.py:168); each at the line that writes it, with a did-you-mean;
+    * a ``__post_init__`` check that fails, or raises on a value of the wrong type (ML112 / ML101);
+    * hf_assets_path that is not a string (the config manager uses it at load).
+    What it keeps: a value of the wrong type, or outside a Literal, anywhere else. Python does not check
+    dataclass fields, and tyro.cli (which receives the config as its default) only warns; the value fails or
+    is misread where the code uses it. Those go to ``spec.extra["kept_values"]``, not to errors.
+    Each table is checked against the class the function built (``source.types``); a class the schema does
+    not know leaves its table unchecked, and a value that could not be read is never guessed (its name is
+    still checked).
+    """
+    target = REGISTRY_SCHEMAS.get(version)
+    if target is None:
+        return False
+    from meshlint import schema_data
+
+    try:
+        schema = schema_data.load(*target)
+    except schema_data.SchemaError:
+        return False
+    data = source.data if isinstance(getattr(source, "data", None), dict) else {}
+    types = getattr(source, "types", None)
+    types = types if isinstance(types, dict) else {}
+    __import__("meshlint.config_values").config_values.build(spec, data, schema, types=types, unknown=getattr(source, "unknown", None))  # noqa: E501 - the `config` fact
+    unknown_names: dict = {}
+    for path in getattr(source, "unknown", None) or {}:
+        parent, _, leaf = path.rpartition(".") if "." in path else ("", "", path)
+        if leaf.isidentifier():
+            unknown_names.setdefault(parent, set()).add(leaf)
+    modelled = _modelled(keys, every=True)
+    found = schema.check(data, origin="file", types=types, unknown_names=unknown_names, skip_checks_on=modelled)
+    seen = {p["key"]: p for p in spec.problems}
+    unknown, kept = [], []
+    for p in found:
+        if p["kind"] == "unknown-key":
+            framework = _registry_refusal(source, p)
+            suggestion = p.get("suggestion") or (aliases or {}).get(p["name"])
+            unknown.append({"key": p["key"], "section": p["section"] or "top level", "name": p["name"],
+                            "suggestion": suggestion, "elsewhere": p.get("elsewhere") or [],
+                            "other_versions": p.get("other_versions") or [], "framework": framework})
+        elif p["kind"] == "refused-value":
+            if p["key"] not in modelled:
+                spec.extra.setdefault("refusals", []).append(
+                    {"key": p["key"], "message": p["message"], "framework": p["framework"], "source": p["source"]})
+        elif p["refused"]:
+            if p["key"] not in seen:
+                seen[p["key"]] = p
+                spec.problems.append({"key": p["key"], "expected": p.get("expected") or "a value the framework "
+                                      "accepts", "actual": _actual(data, p), "value": p.get("value", ""),
+                                      "note": p["framework"]})
+        elif p["level"] != "info" and p["key"] not in seen:
+            kept.append({"key": p["key"], "message": p["message"], "framework": p["framework"],
+                         "expected": p.get("expected", ""), "value": p.get("value", ""), "source": p["source"]})
+    spec.unknown_keys = unknown
+    spec.near_misses = []
+    if kept:
+        spec.extra["kept_values"] = kept
+    return True
+
+
+def _registry_refusal(source, problem: dict) -> str:
+    """What Python says for this unknown name, from how the line that sets it writes it."""
+    name = problem["name"]
+    cls = problem.get("class_name") or "the config class"
+    how = _how_set(source, problem["key"], name)
+    if how == "keyword":
+        return (f"torchtitan refuses the config when the function runs: TypeError: {cls}.__init__() got an "
+                f"unexpected keyword argument {name!r}")
+    if how == "attribute":
+        return (f"torchtitan refuses the config when the function runs: AttributeError: "
+                f"{cls.rsplit('.', 1)[-1]!r} object has no attribute {name!r} (config classes are slots=True)")
+    return problem["framework"]
+
+
+def _how_set(source, key: str, name: str) -> str | None:
+    """"keyword" (``name=`` in a call), "attribute" (``x.name =``), or None, read at the line that sets it."""
+    positions = getattr(source, "positions", None)
+    text = getattr(source, "text", None)
+    pos = positions.get(key) if isinstance(positions, dict) else None
+    if not pos or not isinstance(text, str):
+        return None
+    lines = text.splitlines()
+    line, col = pos
+    if not 1 <= line <= len(lines):
+        return None
+    rest = lines[line - 1][max(col - 1, 0):]
+    if re.match(rf"{re.escape(name)}\s*=(?!=)", rest):
+        before = lines[line - 1][:max(col - 1, 0)]
+        return "attribute" if before.rstrip().endswith(".") else "keyword"
+    if re.match(rf"[\w.\[\]]*\.{re.escape(name)}\s*=(?!=)", rest):
+        return "attribute"
+    return None
 
 
 def _actual(data: dict, problem: dict) -> str:

@@ -166,7 +166,12 @@ def read(v: Version, source) -> Spec:
     types = getattr(source, "types", None) or {}
     strict = tuple(s for s in STRICT_SECTIONS if not isinstance(types.get(s), str)
                    or types[s].rsplit(".", 1)[-1] == SECTION_CLASSES[s])
-    unknown_keys(data, strict, v.keys, spec, {**SHORT_NAMES, **v.renamed})
+    from meshlint.dialects import schema_check
+
+    # every section against the generated schema (the class each was built from); without one, the
+    # sections whose fields meshlint lists
+    if not schema_check.apply_registry(spec, source, v.version, v.keys, {**SHORT_NAMES, **v.renamed}):
+        unknown_keys(data, strict, v.keys, spec, {**SHORT_NAMES, **v.renamed})
     # Trainer.Config (and its subclasses: FluxTrainer, GraphTrainer, kimi's) validates itself and
     # runs torchtitan.trainer.Trainer; an RL controller's PolicyTrainer.Config (nested_under
     # "trainer") is a plain Configurable.Config: no CUDA graphs, none of the Trainer's checks.

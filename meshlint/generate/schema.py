@@ -285,6 +285,12 @@ class Reader:
     def is_dataclass(self, cls: ClassInfo) -> bool:
         return any(_last(d.func if isinstance(d, ast.Call) else d) == "dataclass" for d in cls.node.decorator_list)
 
+    def has_slots(self, cls: ClassInfo) -> bool:
+        """``@dataclass(slots=True)``: the instance has no ``__dict__`` (its bases' slots are not checked)."""
+        return any(isinstance(d, ast.Call) and _last(d.func) == "dataclass"
+                   and any(k.arg == "slots" and isinstance(k.value, ast.Constant) and k.value.value is True
+                           for k in d.keywords) for d in cls.node.decorator_list)
+
     def is_enum(self, cls: ClassInfo) -> bool:
         return bool(self.index.base_names(cls) & _ENUM_BASES)
 
@@ -448,6 +454,8 @@ class Reader:
         if cls.qn in self.classes:
             return self.classes[cls.qn]
         entry = {"name": cls.qual, "source": cls.where, "bases": [b.qn for b in self.index.bases(cls)], "keys": {}}
+        if self.has_slots(cls):
+            entry["slots"] = True  # assigning an attribute that is not a field raises AttributeError
         self.classes[cls.qn] = entry  # before recursing: classes may refer to themselves
         checks = self.post_init_checks(cls)
         if checks["where"]:
@@ -812,14 +820,17 @@ def build_tables(reader: Reader, root: ClassInfo, variants: str, dispatch: dict)
                 child["declared"] = list(dict.fromkeys(child["declared"] + inner))
                 child["default"] = child["default"] or key.get("default_factory")
                 child["optional"] |= key["type"]["kind"] == "optional" or key.get("default") is None and "default" in key
-                key["table"] = f"{path}.{name}".lstrip(".") + ("[]" if is_array else "")
+                # a class met at several paths keeps the first: a checker derives the child's path from its own
+                key.setdefault("table", f"{path}.{name}".lstrip(".") + ("[]" if is_array else ""))
         for name, child in children.items():
             sub = f"{path}.{name}".lstrip(".") + ("[]" if child["array"] else "")
-            if any(qn in ancestry for qn in child["declared"]):
-                tables[sub] = {"classes": child["declared"], "recursive": True}
+            same = next((p for p, held in reversed(ancestry) if set(child["declared"]) & set(held)), None)
+            if same is not None:
+                # a config nesting its own kind (a loss wrapping a loss): read as the table it repeats
+                tables[sub] = {"classes": child["declared"], "recursive": True, "same_as": same}
                 continue
             visit(sub, child["declared"], child["default"], child["optional"], child["array"],
-                  ancestry + tuple(classes), depth + 1)
+                  ancestry + ((path, tuple(classes)),), depth + 1)
 
     reader.class_entry(root)
     visit("", [root.qn], root.qn, False, False, ())
