@@ -5,7 +5,9 @@ at ../shared/frameworks/torchtitan-b5bcd76c6 is present, a child process imports
 each registry module of the checkout and builds each config exactly as
 ``torchrun -m torchtitan.train --module M --config F`` does: through
 ``ConfigManager().parse_args`` (tyro rebuilds the config, so ``__post_init__``
-runs on the final values), falling back to calling the function when tyro refuses.
+runs on the final values), falling back to calling the function when tyro refuses;
+in the suite one function in ``TYRO_EVERY`` goes through tyro and the others are
+called (``MESHLINT_LONG=1``: all through tyro).
 The parallelism, training and compile values and the model flavor are compared
 with ``meshlint.inputs.pyregistry``'s static reading: every value the static
 reader says it knows must equal the real one, and every value it leaves
@@ -39,6 +41,10 @@ STAND_INS = ("triton", "torchvision", "grain", "vllm", "transformers", "datasets
              "renderers", "aiohttp", "einops", "fla", "google", "safetensors", "torchstore", "math_verify",
              "monarch")
 ONLY_FOR_THE_CHECKOUT = ("triton", "torchvision")
+# Every TYRO_EVERY-th function (and every RL one) is built through tyro's ConfigManager, as the launch
+# does (slow: tyro rebuilds the whole config tree); the others by calling them, which gives the same
+# config wherever no __post_init__ reads values set after construction. MESHLINT_LONG=1: all via tyro.
+TYRO_EVERY = 1 if os.environ.get("MESHLINT_LONG", "") not in ("", "0") else 5
 
 
 def _missing() -> list[str]:
@@ -55,6 +61,8 @@ CHILD = textwrap.dedent('''
     import sys, types, warnings
     warnings.filterwarnings("ignore")
     ROOT, STAND_INS, ONLY_FOR_THE_CHECKOUT = sys.argv[1], set(sys.argv[2].split(",")), set(sys.argv[3].split(","))
+    TYRO_EVERY = int(sys.argv[4])  # tyro (slow: it rebuilds the whole config tree) for every n-th function
+    counter = 0
     sys.path.insert(0, ROOT)
     used = set()
 
@@ -145,8 +153,13 @@ CHILD = textwrap.dedent('''
             if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
                 continue
             result = {}
+            counter += 1
             try:
                 try:
+                    # RL's Controller.Config.__post_init__ derives trainer values from the final config,
+                    # which only tyro's rebuild (what the launch does) sees: those always go through tyro
+                    if counter % TYRO_EVERY and ".rl." not in dotted:
+                        raise LookupError("direct call: not this function's turn for tyro")
                     from torchtitan.config.manager import ConfigManager
                     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                         config = ConfigManager().parse_args(["--module", dotted, "--config", node.name])
@@ -178,7 +191,8 @@ def real(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("tt-real")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     env["PYTHONWARNINGS"] = "ignore"
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(TT), ",".join(STAND_INS), ",".join(ONLY_FOR_THE_CHECKOUT)],
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(TT), ",".join(STAND_INS), ",".join(ONLY_FOR_THE_CHECKOUT),
+                           str(TYRO_EVERY)],
                           capture_output=True, text=True, cwd=cwd, env=env, timeout=1800)
     marker = proc.stdout.rfind("@@JSON@@")
     if marker < 0:

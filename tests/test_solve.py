@@ -112,10 +112,11 @@ def _tuples(space, world: int, exact: bool):
     yield from rec2(0, 1, {})
 
 
-# The exhaustive run is a long job, not the suite's: MESHLINT_BRUTE_WORLDS=64 runs every config on every
+# The exhaustive run is a long job, not the suite's: MESHLINT_BRUTE_WORLDS=64 (or MESHLINT_LONG=1) runs every config on every
 # world up to 64 (tens of minutes). By default the primary configs (one per framework version) run on
 # worlds 1..16 and the composite worlds 24, 32, 48, 64, the others on 1..8, 12 and 16.
-ALL_WORLDS = int(os.environ.get("MESHLINT_BRUTE_WORLDS", "0") or 0)
+ALL_WORLDS = int(os.environ.get("MESHLINT_BRUTE_WORLDS", "0") or 0) or (
+    64 if os.environ.get("MESHLINT_LONG", "") not in ("", "0") else 0)
 PRIMARY_WORLDS = range(1, ALL_WORLDS + 1) if ALL_WORLDS else [*range(1, 17), 24, 32, 48, 64]
 SECONDARY_WORLDS = range(1, ALL_WORLDS + 1) if ALL_WORLDS else [*range(1, 9), 12, 16]
 FULL_BORROWED = 12  # up to this world, ep (and etp) take every value 1..world; past it, the divisors of
