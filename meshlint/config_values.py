@@ -10,8 +10,9 @@ null value is skipped, never run on a guessed default (meshlint/expr.py: NeedFac
     config.optimizer.param_groups[0].optimizer_name
     config.activation_checkpoint["class"]     # the config class built there: "MemoryBudgetAC.Config"
 
-Each table also holds ``class``: the short name of the config class standing there ("FullAC.Config",
-"MoMaConfig"; null when unknown; no dataclass field can be called ``class``). An optional section the
+A table holds every key any class standing there defines (null for those its own class lacks) and
+``class``: the short name of the config class standing there ("FullAC.Config", "MoMaConfig"; null
+when unknown; no dataclass field can be called ``class``). An optional section the
 config leaves out (KempnerForge ``[vlm]``) is null itself. Sections are built on first read (a dict
 that fills itself), so a rule set that reads two sections pays for two; the per-class defaults are
 worked out once per process.
@@ -266,6 +267,8 @@ def _template(ctx: _Ctx, pattern: str, qn: str | None) -> tuple:
             _TEMPLATES.clear()
         keys = ctx.schema.keys(pattern, qn)
         plain, tables = {}, {}
+        if qn is not None:  # keys only another class of this table defines: null (a rule reading one skips)
+            plain.update(dict.fromkeys(k for k, e in ctx.schema.keys(pattern).items() if "table" not in e))
         for name, key in keys.items():
             if "table" in key:
                 tables[name] = key

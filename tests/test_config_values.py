@@ -129,3 +129,11 @@ def test_native_dialect_has_a_null_config(tmp_path):
     assert report.status == "checked"
     facts = build_facts(report.spec, report.topology, report.resolution)
     assert facts["config"] is None
+
+
+def test_keys_of_another_class_of_the_table_are_null():
+    s = schema("torchtitan", "main@b5bcd76c6")
+    base = config_values.build(None, {"dataloader": {}}, s, types={"dataloader": "BaseDataLoader.Config"})
+    grain = config_values.build(None, {"dataloader": {}}, s, types={"dataloader": "GrainDataLoader.Config"})
+    assert base["dataloader"]["repeat"] is None       # BaseDataLoader.Config has no `repeat`
+    assert grain["dataloader"]["repeat"] is True      # GrainDataLoader.Config's default

@@ -1,4 +1,4 @@
-"""Rules ML801-ML820 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
+"""Rules ML801-ML826 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
 
 Each case edits one real config (torchtitan main's and 0.3.0's registry functions, torchtitan 0.2.x's
 train_configs TOML, KempnerForge's configs/train TOML) and checks it in process with ``check_file``
@@ -32,6 +32,7 @@ RULES = load_rules()
 EDIT = "meshlint_edit"  # the function appended to a registry file
 LLAMA = "torchtitan/models/llama3/config_registry.py"
 LLAMA02 = "torchtitan/models/llama3/train_configs/debug_model.toml"
+DSV3_02 = "torchtitan/models/deepseek_v3/train_configs/debug_model.toml"
 # names an edit uses that the shipped registry file may not import
 IMPORTS = ("from torchtitan.distributed.activation_checkpoint import MemoryBudgetAC\n"
            "from torchtitan.config import CompileConfig\n"
@@ -183,6 +184,35 @@ CASES = [
     ("kf-router-moe", "kf", "configs/train/debug.toml", None,
      [("model", "moe_router", '"top2"'), ("model", "num_experts", "4"), ("model", "moe_top_k", "2")], 4, "ML820", True),
     ("kf-router-dense", "kf", "configs/train/debug.toml", None, [("model", "moe_router", '"top2"')], 4, "ML820", False),
+    ("optim-in-bwd-pp-02", "0.2.x", LLAMA02, None,
+     [("optimizer", "early_step_in_backward", "true"), ("parallelism", "pipeline_parallel_degree", "2"),
+      ("parallelism", "data_parallel_shard_degree", "4")], 8, "ML821", True),
+    ("optim-in-bwd-fsdp-02", "0.2.x", LLAMA02, None, [("optimizer", "early_step_in_backward", "true")], 8, "ML821",
+     False),
+    ("float8-recipe-all-gather-02", "0.2.x", DSV3_02, None,
+     [("quantize.linear.float8", "enable_fsdp_float8_all_gather", "true"),
+      ("quantize.linear.float8", "recipe_name", '"rowwise"'), ("model", "converters", '["quantize.linear.float8"]')],
+     8, "ML822", True),
+    ("float8-recipe-02", "0.2.x", DSV3_02, None,
+     [("quantize.linear.float8", "recipe_name", '"rowwise"'), ("model", "converters", '["quantize.linear.float8"]')],
+     8, "ML822", False),
+    ("float8-moe-pp-02", "0.2.x", DSV3_02, None,
+     [("model", "converters", '["quantize.grouped_mm.float8"]'), ("parallelism", "pipeline_parallel_degree", "2"),
+      ("parallelism", "data_parallel_shard_degree", "4")], 8, "ML823", True),
+    ("float8-moe-fsdp-02", "0.2.x", DSV3_02, None, [("model", "converters", '["quantize.grouped_mm.float8"]')], 8,
+     "ML823", False),
+    ("mx-compiled-tp-02", "0.2.x", LLAMA02, None,
+     [("parallelism", "tensor_parallel_degree", "2"), ("parallelism", "data_parallel_shard_degree", "4"),
+      ("model", "converters", '["quantize.linear.mx"]'), ("compile", "enable", "true")], 8, "ML824", True),
+    ("mx-eager-tp-02", "0.2.x", LLAMA02, None,
+     [("parallelism", "tensor_parallel_degree", "2"), ("parallelism", "data_parallel_shard_degree", "4"),
+      ("model", "converters", '["quantize.linear.mx"]'), ("compile", "enable", "false")], 8, "ML824", False),
+    ("mixed-quantization-02", "0.2.x", DSV3_02, None,
+     [("model", "converters", '["quantize.linear.mx", "quantize.grouped_mm.float8"]')], 8, "ML825", True),
+    ("no-repeat-dp-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel", ["config.dataloader.repeat = False"], 8,
+     "ML826", True),
+    ("no-repeat-one-rank-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
+     ["config.dataloader.repeat = False", "config.parallelism.data_parallel_shard_degree = 1"], 1, "ML826", False),
 ]
 
 
