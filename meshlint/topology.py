@@ -20,13 +20,27 @@ from typing import NamedTuple
 
 from meshlint.limits import MAX_WORLD  # 16,777,216 ranks: larger than any cluster; bigger is a typo
 
-_DIRECTIVE = re.compile(r"^\s*meshlint\s*:\s*(.*)$")
-# ASCII digits only ([0-9], not \d: int() of other Unicode digits may fail or surprise), and the
-# number is taken whole, then range-checked by _count(): never int() of thousands of digits
-_FILENAME_GPUS = re.compile(r"(?:^|[_\-.])([0-9]+)gpus?(?=[_\-.]|$)", re.IGNORECASE)
-_SHAPE = re.compile(r"\b([0-9]+)\s*(?:nodes?|hosts?)\s*(?:[x×*]|by)\s*([0-9]+)\b", re.IGNORECASE)
-_FLAG = re.compile(r"--(nproc[_-]per[_-]node|nnodes|nodes|ntasks[_-]per[_-]node|gpus[_-]per[_-]node|ntasks)"
-                   r"[= ]([0-9]+)\b")
+# Compiled on first use (~2 ms at import otherwise): a run answered from the results cache never needs them.
+_PATTERNS = {
+    "directive": (r"^\s*meshlint\s*:\s*(.*)$", 0),
+    # ASCII digits only ([0-9], not \d: int() of other Unicode digits may fail or surprise), and the
+    # number is taken whole, then range-checked by _count(): never int() of thousands of digits
+    "filename_gpus": (r"(?:^|[_\-.])([0-9]+)gpus?(?=[_\-.]|$)", re.IGNORECASE),
+    "shape": (r"\b([0-9]+)\s*(?:nodes?|hosts?)\s*(?:[x×*]|by)\s*([0-9]+)\b", re.IGNORECASE),
+    "flag": (r"--(nproc[_-]per[_-]node|nnodes|nodes|ntasks[_-]per[_-]node|gpus[_-]per[_-]node|ntasks)"
+             r"[= ]([0-9]+)\b", 0),
+    "plain_run": (r"^\W*(?:[\w ]+:)?\s*python3?\s+\S+\.py\b", 0),  # "Single GPU:  python scripts/train.py"
+    "launcher": (r"\b(torchrun|srun|sbatch|salloc|mpirun)\b", 0),
+}
+_COMPILED: dict = {}
+
+
+def _re(name: str) -> re.Pattern:
+    pattern = _COMPILED.get(name)
+    if pattern is None:
+        pattern = _COMPILED[name] = re.compile(*_PATTERNS[name])
+    return pattern
+
 
 DIRECTIVE_KEYS = {"world_size", "gpus_per_node", "nodes"}
 
@@ -86,7 +100,7 @@ def directive_hints(comments: list) -> tuple[list[Hint], list]:
     """``# meshlint: world_size=32 gpus_per_node=4`` comments -> hints and problems."""
     hints, problems = [], []
     for line, col, text in comments:
-        match = _DIRECTIVE.match(text)
+        match = _re("directive").match(text)
         if not match:
             continue
         values: dict[str, int] = {}
@@ -125,7 +139,7 @@ def directive_hints(comments: list) -> tuple[list[Hint], list]:
 
 def filename_hint(name: str) -> Hint | None:
     stem = name.rsplit(".", 1)[0] if name.endswith(".toml") else name
-    found = {_count(m.group(1)) for m in _FILENAME_GPUS.finditer(stem)}
+    found = {_count(m.group(1)) for m in _re("filename_gpus").finditer(stem)}
     if len(found) != 1:
         return None  # absent, or ambiguous (two different counts in one name)
     world = found.pop()
@@ -138,9 +152,9 @@ def comment_hints(comments: list) -> list[Hint]:
     """Launch lines and node shapes written in the file's own comments."""
     launch, shapes = [], []
     for line, _col, text in comments:
-        if _DIRECTIVE.match(text):
+        if _re("directive").match(text):
             continue
-        flags = {k.replace("-", "_"): _count(v) for k, v in _FLAG.findall(text)}
+        flags = {k.replace("-", "_"): _count(v) for k, v in _re("flag").findall(text)}
         if any(v is None for v in flags.values()):
             continue  # a 0 or an absurd count is not a launch line meshlint can trust: ignore the comment
         if flags:
@@ -156,7 +170,7 @@ def comment_hints(comments: list) -> list[Hint]:
             if world or gpn:
                 launch.append(Hint(f"launch command on line {line}", world, gpn, nodes))
             continue
-        match = _SHAPE.search(text)
+        match = _re("shape").search(text)
         if match:
             nodes, gpn = _count(match.group(1)), _count(match.group(2))
             if nodes is not None and gpn is not None and nodes * gpn <= MAX_WORLD:
@@ -168,23 +182,19 @@ def comment_hints(comments: list) -> list[Hint]:
     return launch[:1] + shapes[:1]
 
 
-_PLAIN_RUN = re.compile(r"^\W*(?:[\w ]+:)?\s*python3?\s+\S+\.py\b")  # "Single GPU:  python scripts/train.py"
-_LAUNCHER = re.compile(r"\b(torchrun|srun|sbatch|salloc|mpirun)\b")
-
-
 def comment_worlds(comments: list) -> list:
     """The runs the file's comments describe, when they describe several different ones:
     [(source, world or None, words)] (empty when they agree, or name at most one)."""
     found = []
     for line, _col, text in comments:
-        if _DIRECTIVE.match(text):
+        if _re("directive").match(text):
             continue
-        flags = {k.replace("-", "_"): _count(v) for k, v in _FLAG.findall(text)}
+        flags = {k.replace("-", "_"): _count(v) for k, v in _re("flag").findall(text)}
         if any(v is None for v in flags.values()):
             continue
         source = f"launch command on line {line}"
         if not flags:
-            if _PLAIN_RUN.match(text) and not _LAUNCHER.search(text):
+            if _re("plain_run").match(text) and not _re("launcher").search(text):
                 found.append((source, 1, "1 GPU (a plain python run)"))
             continue
         gpn = flags.get("nproc_per_node") or flags.get("ntasks_per_node") or flags.get("gpus_per_node")
