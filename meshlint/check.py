@@ -3,28 +3,29 @@
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from meshlint.dialects import DIALECTS, detect
-from meshlint.dialects.base import Resolution, Spec
-from meshlint.engine import Skip, run_rules
 from meshlint.errors import InputError
-from meshlint.facts import build_facts
-from meshlint.findings import SEVERITY_RANK, Finding
-from meshlint.rules import Rule
-from meshlint.source import Source, parse_source, read_source
-from meshlint.topology import (
-    CliTopology,
-    Hint,
-    Topology,
-    comment_hints,
-    directive_hints,
-    filename_hint,
-    resolve_topology,
+from meshlint.filereport import (  # noqa: F401 - where they always were: imported from here by many modules
+    REGISTRY_FILE,
+    SCRIPT_SUFFIXES,
+    SKIP_DIRS,
+    FileReport,
+    collect_paths,
+    finding_file,
+    input_error_finding,
+    input_kind,
 )
+from meshlint.findings import Finding
+from meshlint.topology import CliTopology, Hint
 
-SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache"}
-
+if TYPE_CHECKING:  # the pipeline's modules are imported where they run: a run answered from the
+    # results cache (meshlint/results_cache.py) imports this module for FileReport and never needs them
+    from meshlint.dialects.base import Resolution, Spec
+    from meshlint.engine import Skip
+    from meshlint.rules import Rule
+    from meshlint.source import Source
+    from meshlint.topology import Topology
 
 class Options(NamedTuple):
     """Everything that decides how one file is checked (see settings.Planner for how it is built)."""
@@ -43,75 +44,12 @@ class Options(NamedTuple):
     torchtitan_root: str | None = None     # --torchtitan-root: the checkout registries and launch lines refer to
 
 
-class FileReport:
-    """Everything known about one file after a check (or why it could not be checked)."""
-
-    def __init__(self, path: str, status: str, dialect: str | None = None, note: str | None = None,
-                 error: InputError | None = None, source: Source | None = None, spec: Spec | None = None,
-                 topology: Topology | None = None, resolution: Resolution | None = None):
-        self.path = path
-        self.status = status              # checked | skipped | error
-        self.dialect = dialect
-        self.note = note                  # why a file was skipped
-        self.error = error
-        self.source = source
-        self.spec = spec
-        self.topology = topology
-        self.resolution = resolution
-        self.findings: list = []
-        self.suppressed: list = []        # findings silenced by '# meshlint: ignore[...]' comments
-        self.skips: list = []
-        self.fail_on = "error"            # this file's --fail-on (the project configuration may set it)
-        self.diff = None                  # MeshDiff against --diff-base, when asked and the file changed
-        self.diff_note: str | None = None  # why there is no diff (new file, unchanged)
-        self.diff_base: str | None = None  # the revision --diff-base compared with
-
-    def worst(self) -> int:
-        if self.status == "error":
-            return SEVERITY_RANK["error"]
-        return max((SEVERITY_RANK[f.severity] for f in self.findings), default=-1)
-
-
-# Explicit inputs besides TOML: torchtitan registries (any .py; "file.py::function" picks one),
-# launch scripts, and the JSON a run saves with --debug.save_config_file.
-REGISTRY_FILE = "config_registry.py"   # what a directory walk picks up besides *.toml
-SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm")
-
-
 # The framework version a TOML config is read as (registries choose theirs: inputs/units.py).
 TOML_VERSIONS = {
     "torchtitan": ("0.2.x", "a TOML config: torchtitan read TOML configs up to v0.2.x (they became Python "
                             "registries at 9810191bb, 2026-02-23)"),
     "kempnerforge": ("5666d0d", "KempnerForge TOML, as of the snapshot meshlint models (5666d0d, 2026-06-30)"),
 }
-
-
-def input_kind(path: str) -> str:
-    """toml | registry | script | saved: how an input path is read (by its name, never its content)."""
-    file = path.split("::", 1)[0]
-    if "::" in path or file.endswith(".py"):
-        return "registry"
-    if file.endswith(SCRIPT_SUFFIXES):
-        return "script"
-    if file.endswith(".json"):
-        return "saved"
-    return "toml"
-
-
-def collect_paths(args: list[str]) -> list[str]:
-    """Expand directories to the TOML files and torchtitan config registries below them;
-    keep explicit files (any kind, see :func:`input_kind`) as given."""
-    out: list[str] = []
-    for arg in args:
-        if os.path.isdir(arg):
-            found = []
-            for root, dirs, files in os.walk(arg):
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
-                found += [os.path.join(root, f) for f in files if f.endswith(".toml") or f == REGISTRY_FILE]
-            out.extend(sorted(found))
-        else:
-            out.append(arg)
-    return list(dict.fromkeys(out))
 
 
 def analyse_all(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> list:
@@ -144,6 +82,9 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
         from meshlint.inputs.units import several
 
         return several(path, reports)
+    from meshlint.dialects import DIALECTS, detect
+    from meshlint.source import parse_source, read_source
+
     try:
         source = read_source(path) if raw is None else parse_source(path, raw, name)
         dialect = options.dialect or detect(source.data)
@@ -179,6 +120,9 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
     """The rules (and suppressions) on an analysed config."""
     if report.status != "checked":
         return report
+    from meshlint.engine import run_rules
+    from meshlint.facts import build_facts
+
     facts = build_facts(report.spec, report.topology, report.resolution)
     first, late = _split_late(options.rules)
     findings, skips = run_rules(first, facts, report.source.locate)
@@ -241,13 +185,18 @@ def degree_choices(report: FileReport, options: Options) -> dict | None:
     from meshlint.errors import MeshlintError
     from meshlint.solve.valid import degree_choices as search
 
+    deadline = time.perf_counter() + CHOICES_BUDGET_S
     try:
-        return search(report, options._replace(rules=[r for r in options.rules if r.severity == "error"]),
-                      deadline=time.perf_counter() + CHOICES_BUDGET_S)
+        found = search(report, options._replace(rules=[r for r in options.rules if r.severity == "error"]),
+                       deadline=deadline)
     except MeshlintError:
         return None
     except Exception:  # noqa: BLE001 - advisory: a failure of the search never fails the check
+        report.cacheable = False
         return None
+    if found is None and time.perf_counter() > deadline:
+        report.cacheable = False  # out of time: a faster run may find the choices, so never cache this result
+    return found
 
 
 _PROPOSERS: dict[int, tuple] = {}
@@ -277,14 +226,14 @@ def topology_for(source: Source, spec: Spec, cli: CliTopology, file_hint: Hint |
                  profile_hint: Hint | None = None, launch_hints: tuple = ()) -> Topology:
     """Merge every source of world size and node shape, highest precedence first
     (a launch line's own --nnodes/--nproc_per_node rank with the file's directives)."""
+    from meshlint.topology import comment_hints, comment_worlds, directive_hints, filename_hint, resolve_topology
+
     directives, problems = directive_hints(source.comments)
     hints = [cli.hint(), *launch_hints, *directives, file_hint, *spec.hints, filename_hint(source.name),
              *comment_hints(source.comments), profile_hint]
     topo = resolve_topology(hints, cli.placement)
     if profile_hint is not None:  # the cluster profile is a default: overriding it is not a disagreement
         topo.conflicts = [c for c in topo.conflicts if c[3] != profile_hint.source]
-    from meshlint.topology import comment_worlds
-
     topo.world_candidates = comment_worlds(source.comments) if topo.world_size is None else []
     topo.directive_problems = problems
     return topo
@@ -292,20 +241,6 @@ def topology_for(source: Source, spec: Spec, cli: CliTopology, file_hint: Hint |
 
 def rules_by_code(rules: list[Rule]) -> dict:
     return {r.code: r for r in rules}
-
-
-def finding_file(report: FileReport, finding: Finding) -> str:
-    """The file a finding's line is in: its own (registry configs), else the report's file
-    (``reg.py::fn`` -> ``reg.py``; a launch script's ``run.sh:12::fn`` -> ``run.sh``)."""
-    if finding.file:
-        return finding.file
-    file = report.path.split("::", 1)[0]
-    head, sep, tail = file.rpartition(":")
-    return head if sep and tail.isdigit() and "::" in report.path else file
-
-
-def input_error_finding(error: InputError) -> Finding:
-    return Finding(error.code, error.name, "error", error.message, error.help, None, error.line, error.col)
 
 
 def skip_summary(skips: list[Skip]) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from meshlint.check import FileReport, finding_file, input_error_finding
+from meshlint.filereport import FileReport, finding_file, input_error_finding
 from meshlint.report.terminal import safe
 
 _STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "info": "\x1b[1;36m", "path": "\x1b[1m",
