@@ -180,12 +180,15 @@ def _options(planner, path: str):
               help="Colour text output (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it).")
 @click.option("--smoke", is_flag=True,
               help="Then build each config's mesh for real and verify it (meshlint smoke, with its defaults).")
+@click.option("--no-cache", "no_cache", is_flag=True,
+              help="Check every file afresh: neither read nor write the results cache (MESHLINT_NO_CACHE=1 turns "
+                   "off every cache).")
 @click.option("--fix", "apply_fixes", is_flag=True,
               help="First apply each config's unambiguous fix of its error findings (one degree whose one value "
                    "makes every error rule pass; see `meshlint fix`), then report what is left.")
 def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs, select, extend_select, ignore,
           fmt, fail_on, quiet, diff_base, report_unused, config_path, meshlint_config, tt_module, torchtitan_root,
-          torchtitan_version, isolated, gpu_memory_gib, color, smoke, apply_fixes):
+          torchtitan_version, isolated, gpu_memory_gib, color, smoke, no_cache, apply_fixes):
     """Check config files (or directories of them) and report every finding.
 
     \b
@@ -225,7 +228,7 @@ def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs
         raise click.UsageError("--smoke prints text reports; for the smoke's JSON use `meshlint smoke --format json`")
     try:
         code = run(list(paths), settings, fmt=fmt, quiet=quiet, diff_base=diff_base, color=color, launch=launch,
-                   fix=apply_fixes)
+                   fix=apply_fixes, cache=not no_cache)
         if smoke:
             code = max(code, _smoke_each(list(paths), settings))
     except MeshlintError as exc:

@@ -12,34 +12,60 @@ import os
 import sys
 
 from meshlint.errors import MeshlintError
-from meshlint.settings import CliSettings
 
 
-def run(paths: list[str], settings: CliSettings, fmt: str = "text", quiet: bool = False,
-        diff_base: str | None = None, color: str = "auto", launch=None, fix: bool = False) -> int:
+def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
+        diff_base: str | None = None, color: str = "auto", launch=None, fix: bool = False,
+        cache: bool = True) -> int:
     """Check ``paths`` (and a launch given on the command line), print the report, return the
-    exit code; MeshlintError is a usage error."""
-    from meshlint.check import check_all, collect_paths, run_checks
-    from meshlint.findings import SEVERITY_RANK
-    from meshlint.settings import Planner
+    exit code; MeshlintError is a usage error. ``settings``: a CliSettings, None for the defaults.
 
-    planner = Planner(settings)
+    An unchanged TOML config is answered from the results cache (meshlint/results_cache.py) unless
+    ``cache`` is off or the run fixes, diffs or checks a launch; the settings and the rules are then
+    loaded only for the files that miss, so a fully cached run imports almost nothing.
+    """
+    from meshlint.filereport import collect_paths, input_kind
+    from meshlint.findings import SEVERITY_RANK
+
+    results = None
+    if cache and launch is None and not fix and not diff_base:
+        from meshlint import results_cache
+
+        results = results_cache.open_cache(settings)
+    planner = None
+    if results is None or (settings is not None and settings.config):
+        planner = _planner(settings)  # as before: a bad --config is reported before anything else
     files = collect_paths(list(paths))
     if not files and launch is None:
         raise MeshlintError("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
     reports = []
     if launch is not None:
+        from meshlint.check import run_checks
         from meshlint.inputs.units import analyse_launch
 
         options = planner.options_for(os.path.join(os.getcwd(), "launch"))
         reports.append(run_checks(analyse_launch(launch, options), options))
         reports[-1].fail_on = options.fail_on
+    pending = []  # (key, report, fail_on): stored once the report is out
     for path in files:
-        options = planner.options_for(path)
+        options = key = raw = None
+        if fmt == "sarif":  # its rule table lists every rule loaded for the files: load them as without a cache
+            planner = planner or _planner(settings)
+            options = planner.options_for(path)
+        if results is not None and input_kind(path) == "toml":
+            key, raw, hit = results.lookup(path, need_json=fmt == "json")
+            if hit is not None:
+                reports.append(hit)
+                continue
+        if options is None:
+            planner = planner or _planner(settings)
+            options = planner.options_for(path)
         if fix:
             _apply_fixes(path, options)
+        from meshlint.check import check_all
+
         try:
-            checked = check_all(path, options)
+            checked = check_all(path, options, raw)  # raw: the very bytes the cache key was made from
             for report in checked:
                 if diff_base and report.status == "checked":
                     _attach_diff(report, options, diff_base)
@@ -47,9 +73,12 @@ def run(paths: list[str], settings: CliSettings, fmt: str = "text", quiet: bool 
             raise  # a usage error (a bad --diff-base revision): the whole run stops, exit 2
         except Exception as exc:  # noqa: BLE001 - one file's failure must not hide the others' reports
             checked = [failed_report(path, exc)]
+            key = None  # never cached
         for report in checked:
             report.fail_on = options.fail_on
             reports.append(report)
+        if key is not None and len(checked) == 1:
+            pending.append((key, len(reports) - 1, options.fail_on))
 
     if any(r.status == "error" for r in reports):
         code = 2
@@ -57,15 +86,18 @@ def run(paths: list[str], settings: CliSettings, fmt: str = "text", quiet: bool 
         code = 1
     else:
         code = 0
-    effective_fail_on = settings.fail_on or (reports[0].fail_on if reports else "error")
+    fail_on = settings.fail_on if settings is not None else None
+    effective_fail_on = fail_on or (reports[0].fail_on if reports else "error")
+    pieces = None
     if fmt == "json":
         from meshlint.report import json_report
 
-        emit(json_report.render(reports, code, effective_fail_on))
+        pieces = [json_report.file_json(r) for r in reports]
+        emit(json_report.render(reports, code, effective_fail_on, files=pieces))
     elif fmt == "sarif":
         from meshlint.report import sarif
 
-        emit(sarif.render(reports, planner.all_rules()))
+        emit(sarif.render(reports, planner.all_rules() if planner else []))
     elif fmt == "github":
         from meshlint.report import github
 
@@ -76,7 +108,17 @@ def run(paths: list[str], settings: CliSettings, fmt: str = "text", quiet: bool 
         from meshlint.report import text
 
         emit(text.render(reports, quiet, use_color=text.want_color(color)))
+    if results is not None:
+        for key, index, file_fail_on in pending:
+            results.store(key, reports[index], file_fail_on, pieces[index] if pieces is not None else None)
+        results.close()
     return code
+
+
+def _planner(settings):
+    from meshlint.settings import CliSettings, Planner
+
+    return Planner(settings if settings is not None else CliSettings())
 
 
 def guarded(path: str, analyse, *args, **kwargs):
@@ -106,8 +148,8 @@ def failed_report(path: str, exc: BaseException):
     Inputs past meshlint's limits are refused before the work (ML007); this is
     the net under that, so that no input ever ends in a traceback.
     """
-    from meshlint.check import FileReport
     from meshlint.errors import INPUT_ERRORS, InputError
+    from meshlint.filereport import FileReport
 
     what = f"{type(exc).__name__}: {str(exc)[:200]}".rstrip(": ")
     if isinstance(exc, (RecursionError, MemoryError)):
@@ -122,7 +164,7 @@ def failed_report(path: str, exc: BaseException):
 def run_plain(paths: list[str]) -> int:
     """``meshlint check PATH...`` with every flag at its default."""
     try:
-        return run(paths, CliSettings())
+        return run(paths)
     except MeshlintError as exc:
         fail(str(exc))
     return 2  # not reached: fail() exits

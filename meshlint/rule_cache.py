@@ -115,6 +115,11 @@ def _trusted_dir(directory: str) -> bool:
     return False
 
 
+# the same trust rules for the results cache (meshlint/results_cache.py)
+owned_private = _owned_private
+trusted_dir = _trusted_dir
+
+
 # ------------------------------------------------------------------------------------- load / store
 
 def load(key: str | None):

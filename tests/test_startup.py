@@ -71,3 +71,41 @@ def test_a_config_that_never_mentions_meshlint_skips_the_suppression_parser(prob
     _, after_run, _, _ = probe
     assert "meshlint" not in (FIXTURES / "kempnerforge" / CONFIG).read_text()
     assert "meshlint.suppress" not in after_run
+
+
+WARM_PROBE = r"""
+import sys
+sys.argv = ["meshlint", "check", *sys.argv[1:]]
+from meshlint.entry import main
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print("\nPROBE", repr((sorted(sys.modules), code)))
+"""
+# A run answered from the results cache needs none of the pipeline: no settings or project
+# configuration, no rules, no TOML parser, no dialect, no topology. (A pyproject.toml that mentions
+# meshlint on the way up is parsed, to find the rule packs it names: not the case here.)
+PIPELINE = ("meshlint.check", "meshlint.engine", "meshlint.expr", "meshlint.rules", "meshlint.dialects",
+            "meshlint.facts", "meshlint.source", "meshlint.settings", "meshlint.config", "meshlint.topology",
+            "meshlint.models", "meshlint.schema_data", "tomllib", "hashlib")
+
+
+def test_a_run_answered_from_the_results_cache_imports_no_pipeline(tmp_path):
+    import os
+
+    config = tmp_path / CONFIG  # outside this repository: no pyproject.toml above it that mentions meshlint
+    config.write_bytes((FIXTURES / "kempnerforge" / CONFIG).read_bytes())
+    env = {**os.environ, "MESHLINT_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("MESHLINT_NO_CACHE", None)
+    runs = []
+    for _ in range(2):  # the first fills the cache, the second is answered from it
+        proc = subprocess.run([sys.executable, "-c", WARM_PROBE, str(config)], capture_output=True, text=True,
+                              cwd=ROOT, timeout=60, env=env)
+        assert "PROBE" in proc.stdout, proc.stderr[-2000:]
+        runs.append((ast.literal_eval(proc.stdout.rsplit("PROBE", 1)[1].strip()), proc.stdout.rsplit("PROBE", 1)[0]))
+    (cold_modules, cold_code), cold_out = runs[0]
+    (warm_modules, warm_code), warm_out = runs[1]
+    assert warm_out == cold_out and warm_code == cold_code
+    assert "meshlint.check" in cold_modules
+    assert _hits(set(warm_modules), NEVER + PIPELINE) == []

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import json
 
-from meshlint.check import FileReport, input_error_finding
-from meshlint.dialects.base import DEGREES
-from meshlint.report.workload import model_json, pipeline_json
+from meshlint.filereport import FileReport, input_error_finding
 
 VERSION = 1
 
 
 def file_json(report: FileReport) -> dict:
+    if report.cached_json is not None:  # from the results cache: the entry as computed, findings from the report
+        out = dict(report.cached_json)
+        out["findings"] = ([input_error_finding(report.error).to_json()] if report.error is not None
+                           else [f.to_json() for f in report.findings])
+        out["suppressed"] = [f.to_json() for f in report.suppressed]
+        return out
     out: dict = {
         "path": report.path,
         "status": report.status,
@@ -46,6 +50,9 @@ def file_json(report: FileReport) -> dict:
         return out
     if report.status != "checked":
         return out
+    from meshlint.dialects.base import DEGREES
+    from meshlint.report.workload import model_json, pipeline_json
+
     topo, res, spec = report.topology, report.resolution, report.spec
     mesh = res.mesh
     out.update(
@@ -108,9 +115,11 @@ def summary(reports: list[FileReport], exit_code: int, fail_on: str) -> dict:
     }
 
 
-def render(reports: list[FileReport], exit_code: int, fail_on: str) -> str:
+def render(reports: list[FileReport], exit_code: int, fail_on: str, files: list | None = None) -> str:
+    """The whole report; ``files``: each report's :func:`file_json`, when the caller has them already."""
     doc = {"version": VERSION, "tool": {"name": "meshlint", "version": _version()},
-           "files": [file_json(r) for r in reports], "summary": summary(reports, exit_code, fail_on)}
+           "files": files if files is not None else [file_json(r) for r in reports],
+           "summary": summary(reports, exit_code, fail_on)}
     return dumps(doc)
 
 

@@ -1,0 +1,369 @@
+"""The results cache (meshlint/results_cache.py): same output as without it, no stale hit, no trust in its files.
+
+In process and deterministic: no timings. The degree search behind help lines has a time budget,
+and a result that ran out of it is never cached; the budget is lifted here so every run of a
+fixture gives the same result whatever the machine's load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import multiprocessing
+import os
+import pickle
+
+import pytest
+from conftest import FIXTURES
+
+import meshlint.check as check_module
+from meshlint import results_cache
+from meshlint.lint import run
+
+FORMATS = ("text", "json", "sarif", "github")
+KF = """[model]
+dim = 4096
+n_layers = 32
+n_heads = 32
+
+[distributed]
+dp_shard = -1
+tp = 2
+"""
+
+
+def _run(paths, fmt="text", **kwargs) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = run([str(p) for p in paths], kwargs.pop("settings", None), fmt=fmt, color="never", **kwargs)
+    return code, out.getvalue()
+
+
+def _settings(**kwargs):
+    from meshlint.settings import CliSettings
+
+    return CliSettings(**kwargs)
+
+
+def _entries(cache_dir) -> list:
+    results = os.path.join(cache_dir, results_cache.SUBDIR)
+    return sorted(n for n in os.listdir(results) if n.endswith(".json")) if os.path.isdir(results) else []
+
+
+def _fresh_cache(path) -> None:
+    """A new cache directory holding the session's rule cache (parsing the rules again costs ~0.3 s a test)."""
+    import shutil
+
+    path.mkdir(mode=0o700)
+    session = os.environ.get("MESHLINT_CACHE_DIR")
+    if session and os.path.isdir(session):
+        for name in os.listdir(session):
+            if name.startswith("rules-") and name.endswith(".json"):
+                shutil.copy2(os.path.join(session, name), path / name)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    path = tmp_path / "cache"
+    _fresh_cache(path)
+    monkeypatch.setenv("MESHLINT_CACHE_DIR", str(path))
+    monkeypatch.delenv("MESHLINT_NO_CACHE", raising=False)
+    return path
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """The paths check_all was called on (a cache hit never calls it)."""
+    seen = []
+    real = check_module.check_all
+
+    def wrapper(path, *args, **kwargs):
+        seen.append(path)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(check_module, "check_all", wrapper)
+    return seen
+
+
+# ------------------------------------------------------------------------ same output, every fixture, every format
+
+@pytest.fixture(scope="module")
+def fixture_runs(tmp_path_factory):
+    """Every fixture, each format: without the cache, then from a warm cache (and which files were checked)."""
+    files = check_module.collect_paths([str(FIXTURES)])
+    memo: dict = {}
+    real = check_module.check_all
+    checked: list = []
+
+    def memoized(path, options, raw=None, name=None):  # one analysis per file: the formats only render
+        checked.append(path)
+        if path not in memo:
+            memo[path] = real(path, options, raw, name)
+        return memo[path]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MESHLINT_CACHE_DIR", str(tmp_path_factory.mktemp("results-cache")))
+        mp.delenv("MESHLINT_NO_CACHE", raising=False)
+        mp.setattr(check_module, "CHOICES_BUDGET_S", 600.0)
+        mp.setattr(check_module, "check_all", memoized)
+        uncached = {fmt: _run(files, fmt, cache=False) for fmt in FORMATS}
+        cold = _run(files, "json")  # every TOML config misses, and is stored with its JSON entry
+        checked.clear()
+        warm = {}
+        for fmt in FORMATS:
+            warm[fmt] = _run(files, fmt)
+        warm_checked = list(checked)
+    return files, uncached, cold, warm, warm_checked
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_warm_cache_gives_the_same_output_byte_for_byte(fixture_runs, fmt):
+    files, uncached, cold, warm, _ = fixture_runs
+    assert len(files) > 150
+    assert warm[fmt] == uncached[fmt]  # (exit code, output)
+
+
+def test_a_cold_run_gives_the_same_output_and_a_warm_run_checks_no_toml_config(fixture_runs):
+    files, uncached, cold, warm, warm_checked = fixture_runs
+    assert cold == uncached["json"]
+    assert [p for p in warm_checked if p.endswith(".toml")] == []
+    assert all(p.endswith(".py") for p in warm_checked)  # registries always take the normal path
+
+
+# ------------------------------------------------------------------------ no stale hit
+
+def test_editing_the_file_changes_the_result(cache_dir, write, spy):
+    path = write(KF, "cfg_8gpu.toml")
+    first = _run([path])
+    assert _run([path]) == first and spy == [str(path)]
+    path.write_text(KF.replace("tp = 2", "tp = 3"))
+    second = _run([path])
+    assert second != first and "ML10" in second[1]
+    assert second == _run([path], cache=False)
+
+
+def test_options_are_part_of_the_key(cache_dir, write):
+    path = write(KF, "cfg.toml")
+    plain = _run([path])
+    for settings in (_settings(world_size=16), _settings(world_size=16, gpus_per_node=1), _settings(ignore=("ML105",)),
+                     _settings(select=("ML1",)), _settings(gpu_memory_gib=1.0), _settings(fail_on="info"),
+                     _settings(dialect="native")):
+        got = _run([path], settings=settings)
+        assert got == _run([path], settings=settings, cache=False), settings
+        assert _run([path], settings=settings) == got  # and again from the cache
+    assert _run([path]) == plain
+    assert _run([path], settings=_settings(world_size=16)) != plain
+
+
+def test_editing_a_rule_pack_changes_the_result(cache_dir, write, tmp_path):
+    path = write(KF, "cfg_8gpu.toml")
+    pack = tmp_path / "pack"
+    pack.mkdir()
+    rule = pack / "X001-team.toml"
+    rule.write_text('code = "X001"\nname = "team-rule"\nseverity = "warning"\nsummary = "s"\n'
+                    'check = "tp == 1"\nmessage = "first message"\n')
+    settings = _settings(rule_dirs=(str(pack),))
+    first = _run([path], settings=settings)
+    assert "first message" in first[1]
+    rule.write_text(rule.read_text().replace("first message", "second message"))
+    second = _run([path], settings=settings)
+    assert "second message" in second[1] and "first message" not in second[1]
+
+
+@pytest.mark.parametrize("name, before, after", [
+    ("meshlint.toml", '[lint]\nignore = ["ML109"]\n', '[lint]\nignore = []\n'),
+    ("pyproject.toml", '[project]\nname = "x"\n', '[project]\nname = "x"\n[tool.meshlint]\ngpus_per_node = 4\n'),
+])
+def test_editing_the_project_configuration_changes_the_result(cache_dir, write, tmp_path, name, before, after):
+    (tmp_path / ".git").mkdir()  # the repository root: the search for a configuration stops here
+    config = tmp_path / name
+    config.write_text(before)
+    path = write(KF, "sub/cfg_8gpu.toml")
+    first = _run([path])
+    assert _run([path]) == first == _run([path], cache=False)
+    config.write_text(after)
+    second = _run([path])
+    assert second != first
+    assert second == _run([path], cache=False)
+
+
+def test_the_package_code_is_part_of_the_key(tmp_path, monkeypatch):
+    package = tmp_path / "meshlint"
+    (package / "_rules").mkdir(parents=True)
+    (package / "check.py").write_text("x = 1\n")
+    (package / "_rules" / "ML101.toml").write_text("code = 1\n")
+    monkeypatch.setattr(results_cache, "__file__", str(package / "results_cache.py"))
+    first = results_cache._code_key()
+    assert first and results_cache._code_key() == first
+    os.utime(package / "check.py", ns=(1, 1))  # an edit of an editable install
+    second = results_cache._code_key()
+    (package / "_rules" / "ML102.toml").write_text("")
+    third = results_cache._code_key()
+    assert len({first, second, third}) == 3
+
+
+# ------------------------------------------------------------------------ what is never cached
+
+def test_registries_fix_diff_and_no_cache_store_nothing(cache_dir, write, monkeypatch):
+    registry = next(p for p in check_module.collect_paths([str(FIXTURES / "torchtitan_registry")]) if p.endswith(".py"))
+    _run([registry])
+    path = write(KF, "cfg_8gpu.toml")
+    _run([path], cache=False)
+    _run([path], fix=True)
+    assert _entries(cache_dir) == []
+    monkeypatch.setenv("MESHLINT_NO_CACHE", "1")
+    _run([path])
+    assert _entries(cache_dir) == []
+    monkeypatch.delenv("MESHLINT_NO_CACHE")
+    _run([path])
+    assert len(_entries(cache_dir)) == 1
+
+
+def test_the_no_cache_flag(cache_dir, write):
+    from conftest import run_cli
+
+    path = write(KF, "cfg_8gpu.toml")
+    code, _ = run_cli("check", "--no-cache", str(path))
+    assert code in (0, 1) and _entries(cache_dir) == []
+    run_cli("check", str(path))
+    assert len(_entries(cache_dir)) == 1
+
+
+@pytest.mark.parametrize("where", ["a-file-in-the-way", "group-writable"])
+def test_an_unusable_results_directory_means_no_cache(cache_dir, write, where, spy):
+    results = cache_dir / results_cache.SUBDIR
+    if where == "group-writable":  # another user could plant entries there: never read, never written
+        results.mkdir()
+        os.chmod(results, 0o777)
+    else:
+        results.write_text("")
+    path = write(KF, "cfg_8gpu.toml")
+    expected = _run([path], cache=False)
+    assert _run([path]) == expected == _run([path])
+    assert spy == [str(path)] * 3
+    assert results.is_file() or os.listdir(results) == []
+
+
+def test_a_cache_directory_that_cannot_be_made_means_no_cache(tmp_path, monkeypatch, write):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    monkeypatch.setenv("MESHLINT_CACHE_DIR", str(blocker / "cache"))
+    path = write(KF, "cfg_8gpu.toml")
+    assert _run([path]) == _run([path], cache=False)
+
+
+# ------------------------------------------------------------------------ planted entries
+
+class _Boom:
+    def __reduce__(self):
+        return (os.system, ("touch PWNED",))
+
+
+def _planted(good: bytes, marker) -> dict:
+    doc = json.loads(good)
+    return {
+        "garbage": b"\x00\xff not json",
+        "truncated": good[: len(good) // 2],
+        "pickle": pickle.dumps(_Boom()),
+        "huge": b" " * (results_cache.MAX_ENTRY_BYTES + 10) + good,
+        "deep": b"[" * 20_000 + b"]" * 20_000,
+        "other-key": json.dumps({**doc, "key": "0" * 64}).encode(),
+        "other-format": json.dumps({**doc, "format": 99}).encode(),
+        "wrong-types": json.dumps({**doc, "findings": [["ML1", "n", "error", "m", None, None, "1", 1, None]]}).encode(),
+        "bad-severity": json.dumps({**doc, "findings": [["ML1", "n", "fatal", "m", None, None, 1, 1, None]]}).encode(),
+        "bad-status": json.dumps({**doc, "status": "owned"}).encode(),
+        "bad-error": json.dumps({**doc, "status": "error", "error": ["ML999", "x", 1, 1, None]}).encode(),
+        "huge-int": json.dumps({**doc, "findings": [["ML1", "n", "error", "m", None, None, 10 ** 30, 1, None]]}).encode(),
+        "list": b"[]",
+    }
+
+
+PLANTS = ("garbage", "truncated", "pickle", "huge", "deep", "other-key", "other-format", "wrong-types",
+          "bad-severity", "bad-status", "bad-error", "huge-int", "list")
+
+
+@pytest.mark.parametrize("plant", PLANTS)
+def test_a_planted_entry_is_ignored_and_rewritten(cache_dir, write, tmp_path, monkeypatch, plant):
+    monkeypatch.chdir(tmp_path)
+    path = write(KF, "cfg_8gpu.toml")
+    expected = _run([path], cache=False)
+    _run([path])
+    (entry,) = _entries(cache_dir)
+    full = cache_dir / results_cache.SUBDIR / entry
+    good = full.read_bytes()
+    full.write_bytes(_planted(good, tmp_path)[plant])
+    assert _run([path]) == expected
+    assert not (tmp_path / "PWNED").exists()
+    assert full.read_bytes() == good  # checked again and overwritten with a valid entry
+    assert _run([path]) == expected
+
+
+@pytest.mark.parametrize("how", ["symlink", "group-writable"])
+def test_an_entry_someone_else_could_have_written_is_not_trusted(cache_dir, write, tmp_path, how, spy):
+    path = write(KF, "cfg_8gpu.toml")
+    expected = _run([path])
+    (entry,) = _entries(cache_dir)
+    full = cache_dir / results_cache.SUBDIR / entry
+    doc = json.loads(full.read_bytes())
+    doc["findings"] = []  # a forged "all clear"
+    forged = json.dumps(doc)
+    if how == "symlink":
+        target = tmp_path / "forged.json"
+        target.write_text(forged)
+        full.unlink()
+        full.symlink_to(target)
+    else:
+        full.write_text(forged)
+        os.chmod(full, 0o666)
+    spy.clear()
+    assert _run([path]) == expected
+    assert spy == [str(path)]  # not a hit
+
+
+def test_a_text_entry_is_completed_for_the_json_report(cache_dir, write, spy):
+    path = write(KF, "cfg_8gpu.toml")
+    _run([path])
+    expected = _run([path], "json", cache=False)
+    spy.clear()
+    assert _run([path], "json") == expected and spy == [str(path)]  # the text run's entry lacks the JSON entry
+    spy.clear()
+    assert _run([path], "json") == expected and spy == []
+
+
+# ------------------------------------------------------------------------ concurrency and size
+
+def _writer(directory: str, key: str, rounds: int) -> None:
+    os.environ["MESHLINT_CACHE_DIR"] = directory
+    from meshlint.filereport import FileReport
+    from meshlint.findings import Finding
+
+    cache = results_cache.open_cache(None)
+    report = FileReport("cfg.toml", "checked", dialect="kempnerforge")
+    report.findings = [Finding("ML105", "world-size-unknown", "warning", "m" * 2000, None, None, 1, 1)]
+    for _ in range(rounds):
+        cache.store(key, report, "error")
+
+
+def test_two_processes_writing_one_entry_leave_a_valid_one(cache_dir):
+    key = "ab" * 32
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_writer, args=(str(cache_dir), key, 200)) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(30)
+        assert w.exitcode == 0
+    cache = results_cache.open_cache(None)
+    report = cache._load(key, "cfg.toml", False)
+    assert report is not None and report.findings[0].code == "ML105"
+    assert os.listdir(cache_dir / results_cache.SUBDIR) == [key + ".json"]  # no temporary file left
+
+
+def test_prune_keeps_the_newest(tmp_path):
+    for i in range(12):
+        entry = tmp_path / f"{i:064x}.json"
+        entry.write_text("{}")
+        os.utime(entry, ns=(i * 10**9, i * 10**9))
+    results_cache.prune(str(tmp_path), keep=5, limit=10)
+    assert sorted(os.listdir(tmp_path)) == [f"{i:064x}.json" for i in range(7, 12)]
