@@ -104,10 +104,10 @@ def test_no_python_objects_are_reachable():
     "len(join([str(x) for x in range(100000)]))",
 ])
 def test_step_budget_stops_runaway_loops_quickly(src):
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(EvalError, match="step budget|longer than"):
         ev(src)
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
 
 
 @pytest.mark.parametrize("src", ["2 ** 300", "10 ** 10 ** 10", "99999999999999999999 ** 20",

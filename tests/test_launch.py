@@ -782,9 +782,9 @@ def test_missing_and_directory(tmp_path):
 
 def test_deeply_continued_line_is_bounded(tmp_path):
     text = "torchrun -m torchtitan.train --module m --config c \\\n" + " --training.steps 1 \\\n" * 20_000 + "\n"
-    start = time.perf_counter()
+    start = time.process_time()
     [launch] = read_launch_script(_script(tmp_path, text))
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     assert launch.error is not None and launch.error.code == "ML007"     # over MAX_ARGS words
 
 
@@ -797,9 +797,9 @@ def test_many_launch_lines_are_bounded(tmp_path):
 
 def test_exploding_variables_and_nesting(tmp_path):
     text = "X=a\n" + 'X="$X$X"\n' * 60 + "torchrun -m torchtitan.train --module m --config c --debug.save_config_file $X\n"
-    start = time.perf_counter()
+    start = time.process_time()
     [launch] = read_launch_script(_script(tmp_path, text))
-    assert time.perf_counter() - start < 5 and not launch.overrides[0].known
+    assert time.process_time() - start < 5 and not launch.overrides[0].known
     deep = "torchrun -m torchtitan.train --module m --config " + "$(" * 10_000 + "\n"
     with pytest.raises(InputError) as err:
         read_launch_script(_script(tmp_path, deep))
