@@ -191,3 +191,59 @@ def _actual(data: dict, problem: dict) -> str:
         else:
             return "a value it does not take"
     return type_of(node)
+
+
+# ----------------------------------------------------------------------------- launch overrides (tyro)
+
+def override_field(version: str | None, section: str, field: str, written_class: str | None):
+    """What tyro makes of ``--section.field`` on a registry config of ``version``, from the generated schema.
+
+    tyro builds its options from the classes of the config it receives as default (checked with tyro
+    1.0.17: a section built from a subclass offers the subclass's fields, an unknown one exits 2), so
+    the class is the one the function built (``written_class``, PySource.types) or the enclosing class's
+    default. Returns None when meshlint cannot tell (no schema, a class it does not know); else
+    ("unknown", the fields there are, the class's name), ("suppressed", where the field is declared
+    ``tyro.conf.Suppress``, the class's name) or ("field", the tyro kind for launch._typed:
+    "int", "float", "bool", "str", "lit:a,b", with "?" when None is allowed; None for other types).
+    """
+    target = REGISTRY_SCHEMAS.get(version or "")
+    if target is None:
+        return None
+    from meshlint import schema_data
+
+    try:
+        schema = schema_data.load(*target)
+    except schema_data.SchemaError:
+        return None
+    tables = schema.data["tables"]
+    entry = tables.get(section)
+    if entry is None or "same_as" in entry or entry.get("dispatch"):
+        return None
+    if written_class is not None:
+        cls = schema._resolve(section, written_class)
+    else:
+        root = schema.keys("", tables[""].get("default_class")).get(section) or {}
+        cls = root.get("default_factory")
+    if cls is None or cls not in schema.data["classes"] or cls not in entry["classes"]:
+        return None
+    keys = schema.keys(section, cls)
+    key = keys.get(field)
+    if key is None:
+        return ("unknown", sorted(keys), schema.data["classes"][cls]["name"])
+    if key.get("cli") is False:  # Annotated[..., tyro.conf.Suppress]: no option at all
+        return ("suppressed", key["source"], schema.data["classes"][cls]["name"])
+    if "table" in key:
+        return None
+    return ("field", _tyro_kind(key["type"]), schema.data["classes"][cls]["name"])
+
+
+def _tyro_kind(typ: dict) -> str | None:
+    kind = typ["kind"]
+    if kind == "optional":
+        inner = _tyro_kind(typ["of"])
+        return inner + "?" if inner in ("int", "float", "str") else None
+    if kind in ("int", "float", "bool", "str"):
+        return kind
+    if kind == "literal" and typ["values"] and all(isinstance(v, str) and "," not in v for v in typ["values"]):
+        return "lit:" + ",".join(typ["values"])
+    return None

@@ -1177,7 +1177,9 @@ def apply_overrides(source, overrides: list, version: str | None = None) -> None
                 texts = value if isinstance(value, list) else [value]
                 value = _typed(kind, [str(t) for t in texts], "--" + ov.path, word, origin)
         elif not ov.typed:
-            value = _type_by_existing(source, parts, value, ov)
+            value = _schema_typed(source, parts, value, ov, version, word, origin)
+            if value is _UNTYPED:
+                value = _type_by_existing(source, parts, ov.value, ov)
         if isinstance(value, UnknownValue):
             _mark_unknown(source, tuple(parts), ov._replace(value=value), Unknown)
             set_by[".".join(parts)] = ov
@@ -1191,6 +1193,49 @@ def apply_overrides(source, overrides: list, version: str | None = None) -> None
     if not isinstance(getattr(source, "locate", None), _Locate):
         source.locate = _Locate(source.locate, file_of)
     source.file_of = file_of
+
+
+_UNTYPED = object()
+
+
+def _schema_typed(source, parts: list, value, ov: Override, version: str | None, word: Word, origin: _Origin):
+    """A component section's option checked against the generated schema of the class the config holds
+    there (tyro's options are that class's fields): an unknown field, a flag given a value, a value tyro
+    cannot parse or outside a Literal is refused (ML006) as tyro refuses it; _UNTYPED when the schema
+    cannot tell (then the value is typed like the one the config holds)."""
+    if len(parts) != 2 or parts[0] in STRICT_SECTIONS:
+        return _UNTYPED
+    from meshlint.dialects import schema_check
+
+    verdict = schema_check.override_field(_version_key(version), parts[0], parts[1], source.types.get(parts[0]))
+    if verdict is None:
+        return _UNTYPED
+    what, info, cls = verdict
+    flag = "--" + ov.path
+    if what == "unknown":
+        close = difflib.get_close_matches(parts[1], info, n=1, cutoff=0.6)
+        raise _err(f"unknown option {flag}: {cls} has no field {parts[1]!r}, and torchtitan's parser (tyro) refuses "
+                   f"it (\"Unrecognized options: {flag}\")", word, origin,
+                   help=f"did you mean --{parts[0]}.{close[0]}?" if close else f"{cls} fields: {', '.join(info)}")
+    if what == "suppressed":
+        raise _err(f"unknown option {flag}: {cls}.{parts[1]} is tyro.conf.Suppress ({info}), so torchtitan's parser "
+                   f"has no such option and refuses it (\"Unrecognized options: {flag}\")", word, origin,
+                   help="set it in the config function instead")
+    if info is None:
+        return _UNTYPED
+    if info == "bool":
+        if value is True or value is False:
+            return value
+        raise _err(f"{flag} is a flag and takes no value: tyro reads {value!r} as a stray argument and refuses the "
+                   f"line (\"Unrecognized options\")", word, origin,
+                   help=f"write {flag} or --{parts[0]}.no-{parts[1]}")
+    if value is True or value is False:
+        raise _err(f"{flag} needs a value: tyro refuses the line (\"Missing value for argument "
+                   f"'{flag.replace('_', '-')}'\")", word, origin)
+    texts = value if isinstance(value, list) else [value]
+    if len(texts) != 1:
+        raise _err(f"{flag} takes one value, and tyro refuses the others (\"Unrecognized options\")", word, origin)
+    return _typed(info, [str(texts[0])], flag, word, origin)
 
 
 _DATACLASS = {"training": "TrainingConfig", "parallelism": "ParallelismConfig", "compile": "CompileConfig",
