@@ -293,3 +293,54 @@ def test_the_rank_watchdog_reports_a_signal_and_stands_down_when_stopped(sig):
     proc = subprocess.run([sys.executable, "-c", WATCHDOG.replace("{sig}", sig)], capture_output=True, text=True,
                           timeout=60)
     assert proc.stdout.split() == ["still", "here", f"SIG{sig}"] and proc.returncode == 7, proc.stderr
+
+
+MAIN_REGISTRY = '''from torchtitan.config import ParallelismConfig, TrainingConfig
+from torchtitan.trainer import Trainer
+
+
+def pp_ep() -> Trainer.Config:
+    return Trainer.Config(
+        training=TrainingConfig(num_tokens_per_microbatch_per_dp_rank=8192, disable_cuda_graphs=True),
+        parallelism=ParallelismConfig(tensor_parallel_degree=2, expert_parallel_degree=2,
+                                      pipeline_parallel_degree=2, num_pp_microbatches=4,
+                                      pipeline_parallel_schedule="Interleaved1F1B"),
+    )
+'''
+
+
+def test_a_main_registry_plan_scales_without_etp_and_keeps_its_schedule(rules, tmp_path):
+    # torchtitan main has no expert tensor parallelism: nothing may ask for an etp dim, and --scale-to
+    # re-resolves with main's own ParallelDims (module_for_spec), not v0.2.x's
+    from meshlint.check import Options, check_file
+    from meshlint.smoke import scale
+    from meshlint.topology import CliTopology
+
+    path = tmp_path / "config_registry.py"
+    path.write_text(MAIN_REGISTRY)
+    report = check_file(f"{path}::pp_ep", Options(rules=rules, topology=CliTopology(world_size=32)))
+    assert report.spec.framework["version"] == "main@b5bcd76c6"
+    scaled, what = scale.scale(report, 8)
+    assert what == {"from": 32, "to": 8, "before": {"dp_replicate": 1, "dp_shard": 8},
+                    "after": {"dp_replicate": 1, "dp_shard": 2}, "kept": {"tp": 2, "pp": 2, "cp": 1, "ep": 2}}
+    assert scale.describe(what) == "scaled from 32 to 8 ranks: dp_shard 8 → 2 (tp 2, pp 2, ep 2 kept)"
+    plan = smoke_plan.build(scaled, 8)
+    assert plan["framework"]["version"] == "main@b5bcd76c6" and plan["degrees"]["etp"] is None
+    assert plan["model"]["pp_schedule"] == "Interleaved1F1B"  # the registry's own field, not 1F1B by default
+    assert not any("etp" in op.get("dims", ()) for op in plan["recipe"])
+    assert smoke_report.parallelisms(plan) == {"fsdp": True, "dp_replicate": False, "tp": True, "pp": True,
+                                               "ep": True, "etp": False, "cp": False}
+    with pytest.raises(scale.ScaleError, match="do not divide 6"):  # tp·pp = 4
+        scale.scale(report, 6)
+    report16 = scale.scale(report, 16)[0]
+    with pytest.raises(scale.ScaleError, match="scaling only shrinks"):
+        scale.scale(report16, 16)
+
+
+def test_the_report_names_the_framework_version():
+    plan = {"config": "r.py::f", "dialect": "torchtitan", "world_size": 2, "meshes": {}, "degrees": DEGREES,
+            "framework": {"name": "torchtitan", "version": "0.3.0", "decided_by": "the config's own keys"}}
+    report = smoke_report.assemble(plan, {}, mode="fake", launcher="fake", device="cpu", backend="fake",
+                                   ranks_expected=[])
+    assert report["framework"]["version"] == "0.3.0"
+    assert "  framework  torchtitan 0.3.0" in smoke_report.render_text(report).splitlines()

@@ -135,9 +135,12 @@ def _torchtitan_mesh_exist(version: str, spec, d: dict):
     if version == "0.2.x":  # parallel_dims.py:61-66@9810191bb^: efsdp iff ep > 1, every other dim iff > 1
         return lambda name, size: ep > 1 if name == "efsdp" else size > 1
     from meshlint.dialects import torchtitan_registry as reg
+    from meshlint.dialects.versions import module_for_spec
 
     backend = spec.values.get(reg.P + "spmd_backend")
-    layout = reg.LAYOUTS.get(backend)
+    semantics = getattr(module_for_spec(spec), "SEMANTICS", None)
+    # a backend this version does not know has no layout (as in its resolve), not another version's
+    layout = reg.LAYOUTS.get(backend) if semantics is None or backend in semantics.backends else None
     return lambda name, size: reg._exists(layout, name, size, ep)
 
 
@@ -152,7 +155,9 @@ def _model_facts(spec) -> dict:
     v = spec.values
     keys = ("n_heads", "n_kv_heads", "n_layers", "num_experts", "is_moe", "tie_embeddings")
     out = {k: v.get(f"model.{k}") for k in keys}
-    out["pp_schedule"] = v.get("pp_schedule") or v.get("distributed.pp_schedule")
+    # v0.2.x and KempnerForge name the fact; the registry-era versions keep the field's own path
+    out["pp_schedule"] = (v.get("pp_schedule") or v.get("distributed.pp_schedule")
+                          or v.get("parallelism.pipeline_parallel_schedule"))
     return out
 
 

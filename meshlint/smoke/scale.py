@@ -48,6 +48,8 @@ def scale(report, n: int) -> tuple:
     new_spec.degrees = dict(spec.degrees, dp_replicate=replicate, dp_shard=dp_total // replicate)
     new = copy.copy(report)
     new.spec = new_spec
+    new.topology = copy.copy(report.topology)  # the scaled report runs on n ranks, whatever the file said
+    new.topology.world_size, new.topology.world_source = n, f"--scale-to {n}"
     new.resolution = module_for_spec(new_spec).resolve(new_spec, n)  # the config's framework version
     if new.resolution.framework_error:
         raise ScaleError(f"--scale-to {n}: the scaled config (dp_replicate {replicate}, dp_shard "
