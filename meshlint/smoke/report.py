@@ -58,6 +58,7 @@ def assemble(plan: dict, states: dict[int, dict], *, mode: str, launcher: str, d
         "ok": not failures and ended == "done" and step_report.get("ok") is not False,
         "config": plan["config"],
         "dialect": plan["dialect"],
+        "framework": plan.get("framework"),  # the version whose ParallelDims was built (registry era)
         "world_size": plan["world_size"],
         "backend": backend,
         "device": device,
@@ -387,6 +388,9 @@ def render_text(report: dict) -> str:
     def row(label: str, text: str) -> None:
         out.append(f"  {label:<10} {text}")
 
+    fw = report.get("framework") or {}
+    if fw.get("version"):
+        row("framework", f"{fw.get('name') or report['dialect']} {fw['version']}")
     if report.get("reported_by") is not None:
         row("view", f"rank {report['reported_by']} alone: the ranks could not gather one report, "
                     "so each prints its own")

@@ -263,7 +263,7 @@ class _LaunchedRun:
 
         env, opts = self.env, self.opts
         self.plan, self.step, self.extra = plan, step, extra
-        self.prog = Progress(None, env.rank, worker.identity(env))
+        self.prog = Progress(_progress_dir(), env.rank, worker.identity(env))
         self.device, self.backend, note = choose_device(opts.device, opts.backend, env.local_world_size)
         self.notes = [note] if note else []
         job = {"plan": plan, "device": self.device, "backend": self.backend, "timeout": opts.timeout,
@@ -327,6 +327,17 @@ def _snapshot(state: dict) -> dict:
     return {k: state.get(k) for k in ("rank", "phase", "step", "steps", "error", "done")}
 
 
+PROGRESS_DIR_VARIABLE = "MESHLINT_SMOKE_PROGRESS_DIR"
+
+
+def _progress_dir() -> str | None:
+    """Where a launched rank also writes its progress file (rank-NNNNNNN.json), to watch a torchrun/srun run."""
+    import os
+
+    directory = os.environ.get(PROGRESS_DIR_VARIABLE)
+    return directory if directory and os.path.isdir(directory) else None
+
+
 def _endpoint() -> str | None:
     import os
 
@@ -357,7 +368,7 @@ def _refused(report, world: int, why: str, static: list) -> dict:
     """The framework stops before any mesh: nothing to launch, and the smoke says why."""
     result = {
         "version": smoke_report.VERSION, "ok": False, "config": report.path, "dialect": report.dialect,
-        "world_size": world, "backend": None, "device": None, "mode": "none", "launcher": None, "ended": "refused",
+        "framework": dict(getattr(report.spec, "framework", None) or {}) or None, "world_size": world, "backend": None, "device": None, "mode": "none", "launcher": None, "ended": "refused",
         "seconds": 0.0, "timeout": None, "ranks_checked": [], "phases": [], "meshes": {},
         "expected_error": report.resolution.framework_error, "checks": [],
         "failures": [{"phase": "plan", "check": "plan", "ranks": [], "message": why}],

@@ -84,13 +84,18 @@ def _run(job: dict, env: rankenv.RankEnv, prog: Progress | None = None) -> dict:
         extra = {"placement": everyone} if rank == 0 else {}
         state = prog.finish(**extra)
         if job.get("gather"):  # no launching process of ours: rank 0 collects every rank's findings
-            states: list = [None] * env.world_size
-            dist.all_gather_object(states, state)
+            # a gather, not an all_gather: a rank is done once its own state is sent, so rank 0 leaving
+            # first cannot fail a peer still receiving the others' (seen with two torchrun nodes)
+            states: list | None = [None] * env.world_size if rank == 0 else None
+            dist.gather_object(state, states, dst=0)
             state = dict(state, all_states=states) if rank == 0 else state
         return state
     finally:
         if dist.is_initialized():
-            dist.destroy_process_group()
+            try:
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001 - a peer that left first: the run's result is already settled
+                pass
 
 
 def _everyone_ok(prog: Progress, device: str) -> bool:
