@@ -525,15 +525,28 @@ def main(argv=None) -> int:
     ap.add_argument("--worlds", default="2,4,8")
     ap.add_argument("--repeats", type=int, default=0,
                     help="timed runs per layout besides the counting run (whose window is the step time when 0)")
-    ap.add_argument("--only", default=None, help="run only layouts whose label contains this")
+    ap.add_argument("--only", default=None, help="run only these layouts (labels, comma-separated)")
     ap.add_argument("--json", default=None, help="write every number here")
-    ap.add_argument("--reanalyse", default=None, metavar="JSON", help="recompute the model side of a saved run")
+    ap.add_argument("--reanalyse", nargs="+", default=None, metavar="JSON",
+                    help="recompute the model side of saved runs (several: merged, a layout's later success wins)")
     args = ap.parse_args(argv)
     if args.reanalyse:
-        with open(args.reanalyse) as f:
-            saved = json.load(f)
+        saved = {"machine": [], "worlds": {}}
+        for path in args.reanalyse:
+            with open(path) as f:
+                run = json.load(f)
+            saved["machine"].append(run["machine"])
+            for world, data in run["worlds"].items():
+                into = saved["worlds"].setdefault(world, {"link": data["link"], "layouts": []})
+                for row in data["layouts"]:
+                    same = [i for i, r in enumerate(into["layouts"])
+                            if label(r["kind"], r["degrees"]) == label(row["kind"], row["degrees"])]
+                    if not same:
+                        into["layouts"].append(row)
+                    elif "failed" in into["layouts"][same[0]] and "failed" not in row:
+                        into["layouts"][same[0]] = row
         print(f"machine: {saved['machine']}")
-        for world, data in saved["worlds"].items():
+        for world, data in sorted(saved["worlds"].items(), key=lambda kv: int(kv[0])):
             data["spearman"] = analyse(int(world), data["link"], data["layouts"])
         if args.json:
             with open(args.json, "w") as f:
@@ -555,7 +568,7 @@ def main(argv=None) -> int:
         rows = []
         for kind, degrees in LAYOUTS[world]:
             name = label(kind, degrees)
-            if args.only and args.only not in name:
+            if args.only and name not in args.only.split(","):
                 continue
             counted = run_smoke(kind, degrees, world, workdir, count=True)
             if not counted["ok"]:
