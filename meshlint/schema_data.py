@@ -239,14 +239,34 @@ class Schema:
                 problems.append(self._unknown(ctx, pattern, where, name, list(keys), plan.class_name))
         if plan.check_names is None or (ctx.types is not None and cls is None and plan.ambiguous):
             return  # no __post_init__ checks, or a registry config whose class here is not known
+        steps, names = self._live(plan.qn, keys, pattern, ctx.skip)
         if written is None:
-            if plan.check_names.isdisjoint(table):
+            if names.isdisjoint(table):
                 return  # nothing this config writes is checked: the common case, kept cheap
             written = {k: v for k, v in table.items() if k in keys}
         if written:
             values = _Section(self, pattern, {}, keys, self._instance_defaults(pattern, entry, plan.qn, where))
             values.written = written
-            self._checks(ctx, plan.qn, where, values, typed, stopped, problems)
+            self._checks(ctx, steps, where, values, typed, stopped, problems)
+
+    def _live(self, qn: str, keys: dict, pattern: str, skip) -> tuple:
+        """The steps of a class's __post_init__ worth evaluating in table ``pattern`` (those reading only keys
+        other rules model are left to them), and the fields they read; computed once per table and skip set."""
+        cache = ("live", qn, pattern, skip)
+        hit = self._merged.get(cache)
+        if hit is None:
+            steps, names = [], set()
+            for prepared in self._prepared(qn, keys):
+                step, read, _, member, _, _ = prepared
+                if step["kind"] != "assign":
+                    if skip and member is None and read and all(f"{pattern}.{n}" in skip for n in read):
+                        continue  # a check of keys other rules model in depth: their finding says more
+                    names |= read
+                steps.append(prepared)
+            if not names:
+                steps = []
+            hit = self._merged[cache] = (steps, frozenset(names))
+        return hit
 
     def _resolve(self, pattern: str, written: str) -> str | None:
         """The schema class a registry wrote (``GrainDataLoader.Config``): among the table's classes, else any."""
@@ -322,17 +342,13 @@ class Schema:
             self._merged[cache] = prepared
         return prepared
 
-    def _checks(self, ctx, qn: str, where: str, values: "_Section", typed: dict, stopped: set,
+    def _checks(self, ctx, prepared: list, where: str, values: "_Section", typed: dict, stopped: set,
                 problems: list) -> None:
         """The section's own ``__post_init__``: what it fills in, then each check that reads a key this
         config writes. They run when the framework builds the section, so a failing one refuses the config."""
-        prepared = self._prepared(qn, values.keys)
         if not prepared:
             return
         written = values.written
-        if not any(not names.isdisjoint(written) for step, names, _, _, _, _ in prepared if step["kind"] != "assign"):
-            return  # nothing this config writes is checked: the common case, kept cheap
-        skip = ctx.skip
         for step, names, order, member, conds, seed in prepared:
             if step["kind"] == "assign":
                 state, _, _ = _holds(conds, values, {})
@@ -341,11 +357,9 @@ class Schema:
                 elif state is not False:
                     values.assigned[step["target"]] = _UNKNOWN
                 continue
-            mine = [n for n in order if n in written]
-            if not mine or not names.isdisjoint(stopped):
+            if names.isdisjoint(written) or not names.isdisjoint(stopped):
                 continue
-            if skip and member is None and names and all(f"{where}.{n}" in skip for n in names):
-                continue  # a check of keys other rules model in depth: their finding says more
+            mine = [n for n in order if n in written]
             state, local, error = _holds(conds, values, dict(seed))
             if state is True:
                 text = f"{step['exception']}: {_fill(step['message'], values, local)}"
