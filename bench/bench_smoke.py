@@ -9,12 +9,20 @@ machine hits both alike; best and median wall time, and best smoke / best floor.
 
     python bench/bench_smoke.py [--rounds 5]
     python bench/bench_smoke.py --faults [--rounds 1]
+    python bench/bench_smoke.py --variants [-k NAME]
 
 ``--faults``: every way a run can go wrong, each in a private TMPDIR with a
 tag in the environment of its processes: how long it took to end (from the
 signal, or from the start against ``--timeout``), its exit code, whether it
 printed its report, and what was left afterwards (processes with the tag,
 entries in the TMPDIR). Both must be 0.
+
+``--variants``: the exhaustive real runs the test suite leaves out (it keeps
+one launch per kind): every framework and version (KempnerForge, torchtitan
+0.2.x TOML, 0.3.0 and main@b5bcd76c6 registries, their shipped debug models
+where a checkout is at hand), every spmd backend, schedules, --scale-to,
+refusals and sabotage, two torchrun nodes; each row says whether the run
+ended as expected (exit 1 if one did not).
 """
 
 from __future__ import annotations
@@ -201,11 +209,173 @@ def faults() -> list:
     return rows
 
 
+# ----------------------------------------------------------------------------- --variants
+
+SHARED = ROOT.parent / "shared" / "frameworks"
+MAIN_MODELS = SHARED / "torchtitan-b5bcd76c6" / "torchtitan" / "models"
+V030_MODELS = ROOT / ".frameworks" / "torchtitan-0.3.0" / "torchtitan" / "models"
+LLAMA4_MOE = (ROOT / "fixtures" / "torchtitan" / "qwen3_moe_8gpu_pp2_ep2.toml").read_text().replace(
+    'name = "qwen3"', 'name = "llama4"').replace('flavor = "debugmodel_moe"', 'flavor = "debugmodel"')
+TT_ETP = ('# meshlint: gpus_per_node=8\n[model]\nname = "qwen3"\nflavor = "debugmodel_moe"\n[training]\n'
+          'seq_len = 8192\n[parallelism]\ndata_parallel_replicate_degree = 2\ncontext_parallel_degree = 2\n'
+          'tensor_parallel_degree = 2\nexpert_parallel_degree = 2\nexpert_tensor_parallel_degree = 2\n')
+REGISTRY = '''from torchtitan.config import ParallelismConfig, TrainingConfig
+from torchtitan.trainer import Trainer
+
+
+def main_pp_ep():
+    return Trainer.Config(
+        training=TrainingConfig(num_tokens_per_microbatch_per_dp_rank=8192, disable_cuda_graphs=True),
+        parallelism=ParallelismConfig(tensor_parallel_degree=2, expert_parallel_degree=2,
+                                      pipeline_parallel_degree=2, num_pp_microbatches=2),
+    )
+
+
+def main_pp_ep_partial():
+    return Trainer.Config(
+        training=TrainingConfig(num_tokens_per_microbatch_per_dp_rank=8192, disable_cuda_graphs=True),
+        parallelism=ParallelismConfig(tensor_parallel_degree=2, expert_parallel_degree=2,
+                                      pipeline_parallel_degree=2, num_pp_microbatches=2,
+                                      spmd_backend="partial_dtensor"),
+    )
+
+
+def main_hsdp_cp_ep():
+    return Trainer.Config(
+        training=TrainingConfig(num_tokens_per_microbatch_per_dp_rank=8192, disable_cuda_graphs=True),
+        parallelism=ParallelismConfig(tensor_parallel_degree=2, expert_parallel_degree=2,
+                                      context_parallel_degree=2, data_parallel_replicate_degree=2),
+    )
+
+
+def main_partial_cp():
+    return Trainer.Config(
+        training=TrainingConfig(num_tokens_per_microbatch_per_dp_rank=8192, disable_cuda_graphs=True),
+        parallelism=ParallelismConfig(tensor_parallel_degree=2, context_parallel_degree=2,
+                                      spmd_backend="partial_dtensor"),
+    )
+
+
+def v030_full_dtensor_cp_ep():
+    return Trainer.Config(
+        training=TrainingConfig(local_batch_size=2, seq_len=2048),
+        parallelism=ParallelismConfig(tensor_parallel_degree=2, expert_parallel_degree=2,
+                                      context_parallel_degree=2, spmd_backend="full_dtensor"),
+    )
+
+
+def v030_zbv():
+    return Trainer.Config(
+        training=TrainingConfig(local_batch_size=4, seq_len=2048, disable_cuda_graphs=True),
+        parallelism=ParallelismConfig(pipeline_parallel_degree=2, tensor_parallel_degree=2,
+                                      pipeline_parallel_schedule="ZBVZeroBubble"),
+    )
+'''
+
+
+def _variants(d: Path) -> list:
+    """(name, meshlint smoke arguments, environment, expected ok)."""
+    files = {"llama4_moe_8gpu_pp2_ep2.toml": LLAMA4_MOE, "tt_etp_8gpu.toml": TT_ETP,
+             "tt_32gpu.toml": "[parallelism]\ndata_parallel_replicate_degree = 2\ntensor_parallel_degree = 2\n"
+                              "pipeline_parallel_degree = 2\n",
+             "tt_interleaved_4gpu.toml": '[parallelism]\npipeline_parallel_degree = 2\ntensor_parallel_degree = 2\n'
+                                         'pipeline_parallel_schedule = "Interleaved1F1B"\n',
+             "kf_moe_pp_8gpu.toml": "[model]\nnum_experts = 4\n[train]\ngrad_accum_steps = 4\n[distributed]\npp = 2\n"
+                                    "ep = 2\n",
+             "config_registry.py": REGISTRY}
+    for name, text in files.items():
+        (d / name).write_text(text)
+    kf, tt = ROOT / "fixtures" / "kempnerforge", ROOT / "fixtures" / "torchtitan"
+    reg = d / "config_registry.py"
+    rows = [
+        ("KempnerForge MoE fsdp+tp+ep", [str(kf / "moe_8gpu_tp2_ep2.toml")], {}, True),
+        ("KempnerForge dense fsdp+tp+pp (GPipe)", [str(kf / "dense_8gpu_tp2_pp2.toml")], {}, True),
+        ("KempnerForge dense, sabotage=data", [str(kf / "dense_8gpu_tp2_pp2.toml")],
+         {"MESHLINT_SMOKE_SABOTAGE": "data"}, False),
+        ("KempnerForge cp2: ranks outside the mesh", [str(kf / "cp2_8gpu.toml")], {}, False),
+        ("KempnerForge MoE + PP: refused (ML307)", [str(d / "kf_moe_pp_8gpu.toml")], {}, False),
+        ("torchtitan 0.2.x llama4 fsdp+tp+pp+ep", [str(d / "llama4_moe_8gpu_pp2_ep2.toml")], {}, True),
+        ("torchtitan 0.2.x qwen3 + pp: refused (ML613)", [str(tt / "qwen3_moe_8gpu_pp2_ep2.toml")], {}, False),
+        ("torchtitan 0.2.x hsdp+cp+tp+ep+etp", [str(d / "tt_etp_8gpu.toml")], {}, True),
+        ("torchtitan 0.2.x hsdp+cp+tp+ep+etp, sabotage=expert-grad", [str(d / "tt_etp_8gpu.toml")],
+         {"MESHLINT_SMOKE_SABOTAGE": "expert-grad"}, False),
+        ("torchtitan 0.2.x 32 GPUs --scale-to 8", [str(d / "tt_32gpu.toml"), "--scale-to", "8"], {}, True),
+        ("torchtitan 0.2.x Interleaved1F1B", [str(d / "tt_interleaved_4gpu.toml")], {}, True),
+        ("torchtitan main spmd_types fsdp+tp+pp+ep", [f"{reg}::main_pp_ep", "--world-size", "8"], {}, True),
+        ("torchtitan main partial_dtensor fsdp+tp+pp+ep", [f"{reg}::main_pp_ep_partial", "--world-size", "8"], {},
+         True),
+        ("torchtitan main hsdp+cp+tp+ep, 16 --scale-to 8", [f"{reg}::main_hsdp_cp_ep", "--world-size", "16",
+                                                             "--scale-to", "8"], {}, True),
+        ("torchtitan main partial_dtensor + cp: refused (ML707)", [f"{reg}::main_partial_cp", "--world-size", "8"],
+         {}, False),
+        ("torchtitan 0.3.0 full_dtensor cp+tp+ep", [f"{reg}::v030_full_dtensor_cp_ep", "--world-size", "8"], {},
+         True),
+        ("torchtitan 0.3.0 ZBVZeroBubble", [f"{reg}::v030_zbv", "--world-size", "8"], {}, True),
+        ("torchtitan main --fake 4096", [f"{reg}::main_pp_ep", "--world-size", "4096", "--fake"], {}, True),
+    ]
+    for label, models in (("main", MAIN_MODELS), ("0.3.0", V030_MODELS)):
+        if not models.is_dir():
+            print(f"(no torchtitan {label} checkout at {models}: its shipped registries are skipped)")
+            continue
+        rows += [
+            (f"torchtitan {label} llama3_debugmodel", [f"{models}/llama3/config_registry.py::llama3_debugmodel",
+                                                       "--world-size", "4"], {}, True),
+            (f"torchtitan {label} qwen35_debugmodel_moe fsdp+tp+pp+ep",
+             [f"{models}/qwen3_5/config_registry.py::qwen35_debugmodel_moe", "--world-size", "8"], {}, True),
+            (f"torchtitan {label} qwen3_moe_deepep ep 4",
+             [f"{models}/qwen3/config_registry.py::qwen3_moe_deepep", "--world-size", "4"], {}, True),
+        ]
+    return rows
+
+
+def variants(pattern: str | None) -> int:
+    import json
+    import subprocess
+
+    bad = 0
+    with tempfile.TemporaryDirectory(prefix="mlb-var-") as tmp:
+        d = Path(tmp)
+        print("| variant | world | framework | exit | ok | parallelisms | schedule | max rel. error | seconds | "
+              "as expected |")
+        print("| --- | ---: | --- | ---: | --- | --- | --- | ---: | ---: | --- |")
+        for name, args, env, expected in _variants(d):
+            if pattern and pattern.lower() not in name.lower():
+                continue
+            start = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "meshlint", "smoke", *args, "--format", "json"], cwd=ROOT,
+                                  env={**os.environ, **env, "TMPDIR": tmp}, capture_output=True, text=True,
+                                  timeout=900)
+            seconds = time.perf_counter() - start
+            try:
+                doc = json.loads(proc.stdout)
+            except ValueError:
+                bad += 1
+                print(f"| {name} | | | {proc.returncode} | no report | | | | {seconds:.1f} | NO: "
+                      f"{proc.stderr.strip()[-300:]!r} |", flush=True)
+                continue
+            step = doc.get("step") or {}
+            on = " + ".join(k for k, v in (step.get("parallelisms") or {}).items() if v) or "-"
+            fw = doc.get("framework") or {}
+            good = doc["ok"] is expected and proc.returncode == (0 if expected else 1) and \
+                doc.get("leftover_processes") in (0, None)
+            bad += not good
+            err = step.get("max_rel_error")
+            print(f"| {name} | {doc['world_size']} | {fw.get('version') or doc['dialect']} | {proc.returncode} | "
+                  f"{doc['ok']} | {on} | {step.get('schedule') or '-'} | {'-' if err is None else f'{err:.1e}'} | "
+                  f"{seconds:.1f} | {'yes' if good else 'NO: ' + '; '.join(f['message'][:120] for f in doc['failures'])} |",
+                  flush=True)
+    return bad
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=None, help="default: 5 (1 with --faults)")
     parser.add_argument("--faults", action="store_true", help="time every fault to its end and count leftovers")
+    parser.add_argument("--variants", action="store_true", help="every framework, version and layout, run for real")
+    parser.add_argument("-k", dest="pattern", help="with --variants: only those whose name contains this")
     args = parser.parse_args()
+    if args.variants:
+        raise SystemExit(1 if variants(args.pattern) else 0)
     if args.faults:
         print("| fault | ended after | measured | exit | report | processes left | TMPDIR entries left |")
         print("| --- | ---: | --- | ---: | --- | ---: | ---: |")
