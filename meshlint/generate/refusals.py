@@ -312,7 +312,7 @@ HAND = [
     Rule("schema", "[vlm] needs [vision_encoder], [video] needs [vlm] (the schema check evaluates JobConfig.__post_init__)",
          "kempnerforge/config/job.py", text=r"is set but \[", versions=KF),
     # scripts/train.py
-    Rule("open", "a data source needs data.tokenizer_path (packing, video, VLM, HF datasets)", "scripts/train.py",
+    Rule("rule ML827", "a data source needs data.tokenizer_path (packing, video, VLM, HF datasets)", "scripts/train.py",
          text=r"tokenizer_path|hf_dataset_name", exc="ValueError", versions=KF),
     Rule("internal", "unreachable once the VLM data checks above pass", "scripts/train.py", text=r"real dataloader",
          versions=KF),
@@ -499,8 +499,11 @@ HAND = [
          text=r"not found in state_dict", versions=TT),
     Rule("rule ML817", "last_save_in_hf needs last_save_model_only; from_hf loading needs model_only",
          "torchtitan/components/checkpoint.py", text=r"Only model can be", versions=V02),
-    Rule("open", "initial_load_in_hf_quantized needs initial_load_in_hf", "torchtitan/components/checkpoint*",
-         text=r"Quantized checkpoint can only", versions=TT),
+    Rule("open", "initial_load_in_hf_quantized needs initial_load_in_hf", "torchtitan/components/checkpoint.py",
+         text=r"Quantized checkpoint can only", versions=V02),
+    Rule("rule ML828", "initial_load_in_hf_quantized needs initial_load_in_hf and a path (refused first by "
+                       "BaseCheckpointManager.Config.__post_init__)", "torchtitan/components/checkpointer/dcp.py",
+         text=r"Quantized checkpoint can only", versions=REG),
     Rule("runtime", "last_save_in_hf needs a model with a state-dict adapter (decided by the model spec)",
          "torchtitan/components/checkpoint*", text=r"sd_adapter", versions=TT),
     Rule("runtime", "checkpoints on disk, async saving and fault tolerance at run time", "torchtitan/components/checkpoint.py",
@@ -728,10 +731,14 @@ HAND += [
     Rule("rule ML819", "checkpoint.exclude_from_loading: not 'model'; 'optimizer' only with 'lr_scheduler' (main) "
                        "(BaseCheckpointManager.Config.__post_init__)", "torchtitan/components/checkpointer/base.py",
          text=r"exclude_from_loading|must be excluded when", versions=REG),
-    Rule("open", "checkpoint config checks the schema check does not evaluate (CheckpointManager.Config.__post_init__ "
-                 "calls BaseCheckpointManager.Config.__post_init__ by name): folder not empty, interval >= 1, "
-                 "keep_latest_k >= 0, initial_load_path absolute or remote, initial_load_in_hf_quantized needs "
-                 "initial_load_in_hf and a path, no Hugging Face format with a remote folder or path",
+    Rule("open", "initial_load_path must be absolute or a remote URI (BaseCheckpointManager.Config.__post_init__; "
+                 "the rule language has no string-prefix test yet)", "torchtitan/components/checkpointer/base.py",
+         text=r"absolute path or a remote URI", versions=REG),
+    Rule("partial ML828", "checkpoint.folder must not be empty (ML828 catches '', not a folder of blanks)",
+         "torchtitan/components/checkpointer/base.py", text=r"folder' field cannot be empty", versions=REG),
+    Rule("rule ML828", "the checkpoint config's own checks (BaseCheckpointManager.Config.__post_init__, which the schema "
+                       "check does not evaluate: CheckpointManager.Config.__post_init__ calls it by name): interval "
+                       ">= 1, keep_latest_k >= 0, quantized HF loading, no Hugging Face format on a remote path",
          "torchtitan/components/checkpointer/base.py", func=r"__post_init__$", versions=REG),
     Rule("open", "torch_checkpointing manager: no remote URIs", "torchtitan/components/checkpointer/torch_checkpointing.py",
          text=r"remote URI", versions=REG),
