@@ -844,7 +844,10 @@ def _compiled(text: str):
     attribute and call lookups (``self.x`` reads the section; anything unknown raises _Unknown)."""
     if text in _COMPILED:
         return _COMPILED[text]
-    fn = None
+    fn = _simple(text)
+    if fn is not None:  # most checks are one comparison of a field with a number: no parse, no compile
+        _COMPILED[text] = fn
+        return fn
     try:
         import ast
 
@@ -857,6 +860,32 @@ def _compiled(text: str):
         fn = None
     _COMPILED[text] = fn
     return fn
+
+
+_SIMPLE = None
+_OPS = None
+
+
+def _simple(text: str):
+    """``self.x OP number`` (or ``self.x OP self.y``) as a closure, the same as compiling it would give
+    (the comparison runs natively on V.get values), without the cost of parsing and compiling."""
+    global _SIMPLE, _OPS
+    if _SIMPLE is None:
+        import operator
+        import re
+
+        _SIMPLE = re.compile(r"self\.([A-Za-z_]\w*) (<=|<|>=|>|==|!=) (?:(-?\d+(?:\.\d+)?)|self\.([A-Za-z_]\w*))")
+        _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq,
+                "!=": operator.ne}
+    m = _SIMPLE.fullmatch(text)
+    if m is None:
+        return None
+    name, op, number, other = m.groups()
+    cmp = _OPS[op]
+    if other is not None:
+        return lambda V, L: cmp(V.get(name), V.get(other))
+    const = float(number) if "." in number else int(number)
+    return lambda V, L: cmp(V.get(name), const)
 
 
 class _Untranslatable(Exception):
