@@ -70,7 +70,10 @@ def open_cache(settings) -> "ResultsCache | None":
     code = code_key()
     if code is None:
         return None
-    return ResultsCache(base, settings, code)
+    try:
+        return ResultsCache(base, settings, code)
+    except (OSError, ValueError):  # a working directory that no longer exists
+        return None
 
 
 def code_key() -> str | None:
@@ -253,7 +256,10 @@ class ResultsCache:
         raw = read_regular(path)
         if raw is None:
             return None, None, None
-        key = self.key_for(path, raw)
+        try:
+            key = self.key_for(path, raw)
+        except (OSError, ValueError, UnicodeError):  # ValueError: a NUL in a path; the normal path says so
+            return None, raw, None
         if key is None or not self._dir_usable():
             return key, raw, None
         return key, raw, self._load(key, path, need_json)
