@@ -313,7 +313,7 @@ HAND = [
          "kempnerforge/config/job.py", text=r"is set but \[", versions=KF),
     # scripts/train.py
     Rule("open", "VLM data: video needs data.tokenizer_path, image VLM data.hf_dataset_name and data.tokenizer_path",
-         "scripts/train.py", text=r"Video training requires|VLM training requires", versions=KF),
+         "scripts/train.py", text=r"Video training requires|VLM training requires data\.", versions=KF),
     Rule("rule ML827", "a text data source needs data.tokenizer_path (packing, [[data.datasets]] hf_name, "
                        "data.hf_dataset_name)", "scripts/train.py",
          text=r"tokenizer_path|hf_dataset_name", exc="ValueError", versions=KF),
