@@ -283,3 +283,29 @@ def test_unedited_shipped_configs_get_none_of_these_errors():
         report, _ = _run(tree, rel, base, [] if base is None else ["pass"], world)
         assert report.status == "checked", report.error
         assert not [f for f in report.findings if f.code.startswith("ML8")], (tree, rel)
+
+
+# ML829: [[data.datasets]] / [[data.phases]] appended to a shipped KempnerForge config (none ships with them)
+APPENDED = [
+    ("source-without-path", '[[data.datasets]]\nname = "web"\nweight = 1.0\n', True),
+    ("source-with-path", '[[data.datasets]]\nname = "web"\npath = "/data/web"\nweight = 1.0\n', False),
+    ("phases-out-of-order", '[[data.phases]]\nstart_step = 100\n[[data.phases]]\nstart_step = 50\n', True),
+    ("phases-in-order", '[[data.phases]]\nstart_step = 50\n[[data.phases]]\nstart_step = 100\n', False),
+    ("phase-negative-weight", '[[data.phases]]\nstart_step = 10\ndataset_weights = {web = -1.0}\n', True),
+]
+
+
+@pytest.mark.parametrize("case", APPENDED, ids=[c[0] for c in APPENDED])
+def test_kempnerforge_data_checks_on_an_edit_of_a_shipped_config(case):
+    _id, extra, positive = case
+    path = TREES["kf"] / "configs/train/debug.toml"
+    if not path.is_file():
+        pytest.skip(f"{TREES['kf']} is not on this machine")
+    text = path.read_text(encoding="utf-8").rstrip("\n") + "\n\n" + extra
+    options = Options(rules=RULES, topology=CliTopology(world_size=4, gpus_per_node=4))
+    report = check_file(str(path), options, raw=text.encode())
+    assert report.status == "checked", report.error
+    hits = [f for f in report.findings if f.code == "ML829"]
+    assert bool(hits) == positive, [f"{f.code} {f.message}" for f in report.findings]
+    if positive:
+        assert text.split("\n")[hits[0].line - 1].startswith("[[data.")

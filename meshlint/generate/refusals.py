@@ -275,6 +275,10 @@ HAND = [
                        "train.loss_fn, model.moe_router (MoE) by ML820; norm_type, activation and scheduler.name are "
                        "enums the schema check covers",
          "kempnerforge/config/registry.py", func=r"Registry\.get$", versions=KF),
+    Rule("rule ML829", "[data] loops the schema check cannot evaluate: each source needs path or hf_name, phase "
+                       "start_steps strictly increasing, phase dataset weights non-negative",
+         "kempnerforge/config/data.py", text=r"either path or hf_name|start_steps must be strictly|dataset_weights\[",
+         versions=KF),
     Rule("rule ML103", "the degree product", "kempnerforge/config/distributed.py", func=r"validate_world_size", versions=KF),
     Rule("rule ML104", "dp_shard = -1 must divide", "kempnerforge/config/distributed.py", func=r"_resolve_dp_shard",
          versions=KF),
