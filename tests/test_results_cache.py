@@ -345,6 +345,7 @@ def _writer(directory: str, key: str, rounds: int) -> None:
         cache.store(key, report, "error")
 
 
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
 def test_two_processes_writing_one_entry_leave_a_valid_one(cache_dir):
     key = "ab" * 32
     context = multiprocessing.get_context("fork")
