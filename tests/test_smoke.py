@@ -294,25 +294,6 @@ def test_torchtitan_v02_toml_runs_hsdp_cp_tp_ep_etp_in_one_step(run, tmp_path):
     _valid(doc)
 
 
-def test_check_smoke_runs_kempnerforge_and_a_one_process_config(run, tmp_path):
-    # check --smoke: KempnerForge's own layout (one init_device_mesh, TP without the embedding, EP on its own
-    # dim) trains FSDP + TP + EP; and a one-process config, which builds no mesh and trains anyway
-    one = tmp_path / "kf_1gpu.toml"
-    one.write_text("[model]\ndim = 256\nn_layers = 2\nn_heads = 4\nn_kv_heads = 4\n[distributed]\ntp = 1\n")
-    with run.slot():
-        code, out, err = run.meshlint("check", "--smoke", KF_MOE, str(one)).finish()
-    assert code == 0, out + err
-    assert "2 files checked" in out, out
-    assert f"meshlint smoke {KF_MOE}: OK (real, 8 ranks, gloo on cpu" in out, out
-    assert "  mesh       device (dp_shard, ep, tp) (2, 2, 2)" in out
-    assert "  step       OK: fsdp + tp + ep on a 2-layer decoder (MoE)" in out
-    assert "tp groups on one node yes" in out and "ep groups on one node yes" in out
-    assert f"meshlint smoke {one}: OK (real, 1 rank, gloo on cpu" in out, out
-    assert ("  note       a one-process world: the framework builds no DeviceMesh, so none was built; the training "
-            "step ran unsharded in one process") in out
-    assert "FAILURE" not in out and "Traceback" not in err
-
-
 # ----------------------------------------------------------------------------- faults: every one ends, reported
 
 KF_2GPU = "[model]\ndim = 256\nn_layers = 2\nn_heads = 4\nn_kv_heads = 4\n[distributed]\ntp = 2\n"
@@ -352,15 +333,18 @@ def test_every_fault_ends_with_its_report_and_leaves_nothing_behind(runs, tmp_pa
     # own launch), and ranks started by hand as torchrun would: a port another program holds (rank 1), a peer
     # that never comes (rank 0 alone), a dead rendezvous (rank 1 alone, nobody at MASTER_PORT). Once they
     # wait where they should, the rest: the held port for rank 0, a crash, a silent exit, SIGINT, SIGTERM,
-    # SIGKILL of the launching process, a broken parallelization, ranks outside the mesh. Each run is a Run of
-    # its own: its processes and TMPDIR are checked apart (no process alive, nothing left), and every report
-    # is valid JSON of the schema.
+    # SIGKILL of the launching process, a broken parallelization, ranks outside the mesh -- and, since the
+    # machine would otherwise idle until the timeout, `check --smoke` over KempnerForge's MoE and a
+    # one-process config, which must pass. Each run is a Run of its own: its processes and TMPDIR are checked
+    # apart (no process alive, nothing left), and every JSON report is valid by the schema.
     timeout = 45  # room for a slow start: the first wave is five processes importing torch on 2 loaded cores
     kf2, dense4 = tmp_path / "kf_2gpu.toml", tmp_path / "kf_dense_4gpu.toml"
     kf2.write_text(KF_2GPU)
     dense4.write_text(KF_4GPU_DENSE)
     tt2 = tmp_path / "tt_2gpu.toml"
     tt2.write_text("[parallelism]\ntensor_parallel_degree = 2\n")
+    one = tmp_path / "kf_1gpu.toml"
+    one.write_text("[model]\ndim = 256\nn_layers = 2\nn_heads = 4\nn_kv_heads = 4\n[distributed]\ntp = 1\n")
     squatter = socket.socket()
     squatter.bind(("", 0))
     squatter.listen(8)  # accepts connections, never answers
@@ -388,7 +372,7 @@ def test_every_fault_ends_with_its_report_and_leaves_nothing_behind(runs, tmp_pa
 
             hand["taken-0"] = by_hand("taken-0")
             second = {name: runs() for name in ("crash", "exit", "SIGINT", "SIGTERM", "SIGKILL", "sabotage",
-                                                 "outside")}
+                                                 "outside", "check")}
             procs = {
                 "crash": second["crash"].meshlint("smoke", str(kf2), "--no-step", "--format", "json",
                                                   env={FAULT: "crash@1:verify"}),
@@ -397,6 +381,7 @@ def test_every_fault_ends_with_its_report_and_leaves_nothing_behind(runs, tmp_pa
                 "sabotage": second["sabotage"].meshlint("smoke", str(dense4), "--world-size", "4", "--format",
                                                         "json", env={SABOTAGE: "data"}),
                 "outside": second["outside"].meshlint("smoke", KF_CP2, "--world-size", "4", "--format", "json"),
+                "check": second["check"].meshlint("check", "--smoke", KF_MOE, str(one)),
             }
             for sig in ("SIGINT", "SIGTERM", "SIGKILL"):
                 procs[sig] = second[sig].meshlint("smoke", str(kf2), "--timeout", str(RUN_S),
@@ -470,6 +455,19 @@ def test_every_fault_ends_with_its_report_and_leaves_nothing_behind(runs, tmp_pa
     assert step["message"] == "no training step: ranks 2-3 are outside the mesh the framework builds"
     assert doc["step"]["ran"] is False and doc["step"]["not_applied"]
     assert any(f["rule"] == "ML301" for f in doc["static_findings"])
+
+    # check --smoke: KempnerForge's own layout (one init_device_mesh, TP without the embedding, EP on its own
+    # dim) trains FSDP + TP + EP; and a one-process config, which builds no mesh and trains anyway
+    code, out, err = ended["check"]
+    assert code == 0 and "2 files checked" in out and "Traceback" not in err, out + err[-3000:]
+    assert f"meshlint smoke {KF_MOE}: OK (real, 8 ranks, gloo on cpu" in out, out
+    assert "  mesh       device (dp_shard, ep, tp) (2, 2, 2)" in out
+    assert "  step       OK: fsdp + tp + ep on a 2-layer decoder (MoE)" in out
+    assert "tp groups on one node yes" in out and "ep groups on one node yes" in out
+    assert f"meshlint smoke {one}: OK (real, 1 rank, gloo on cpu" in out, out
+    assert ("  note       a one-process world: the framework builds no DeviceMesh, so none was built; the training "
+            "step ran unsharded in one process") in out
+    assert "FAILURE" not in out
 
 
 def test_two_torchrun_nodes_on_localhost_catch_a_tp_group_across_them(run, tmp_path):
