@@ -270,14 +270,16 @@ def _smoke_each(paths: list, settings) -> int:
 @click.option("--no-step", "no_step", is_flag=True,
               help="Check the mesh only: skip the FSDP+TP+PP+EP training step and the collective probe.")
 @click.option("--scale-to", type=click.IntRange(1, 1 << 24), metavar="N",
-              help="Run on N ranks, shrinking only the data-parallel dims (tp, pp, ep, cp, etp kept).")
+              help="Run on N ranks, shrinking only the data-parallel dims (tp, pp, ep, cp kept, and etp where the "
+                   "framework version has it).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("-q", "--quiet", is_flag=True, help="No live progress on stderr.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Use this meshlint.toml or pyproject.toml instead of searching for one.")
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @_torchtitan_options
 def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device, backend, fake, ranks, timeout,
-              no_step, scale_to, fmt, config_path, isolated, torchtitan_version, torchtitan_root):
+              no_step, scale_to, fmt, quiet, config_path, isolated, torchtitan_version, torchtitan_root):
     """Build CONFIG's DeviceMesh for real on every rank and verify it against the static prediction.
 
     \b
@@ -286,7 +288,8 @@ def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device
     the mesh checks every rank runs one FSDP2+TP+PP+EP training step of a tiny
     model and compares it with the same model unsharded.
     Exit codes: 0 verified, 1 a mismatch, crash, hang or rank outside the mesh,
-                2 usage error (no world size, no torch), 130 interrupted.
+                2 usage error (no world size, no torch, a bad launcher variable),
+                128 + the signal when stopped (130 Ctrl-C, 143 SIGTERM).
     """
     from meshlint.errors import MeshlintError
     from meshlint.settings import CliSettings, Planner
@@ -298,7 +301,7 @@ def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device
     settings = CliSettings(dialect, world_size, nodes, gpus_per_node, placement, config=config_path,
                            isolated=isolated, torchtitan_version=torchtitan_version, torchtitan_root=torchtitan_root)
     opts = SmokeOptions(device=device, backend=backend, fake=fake, ranks=tuple(ranks), timeout=timeout, fmt=fmt,
-                        step=not no_step, scale_to=scale_to)
+                        step=not no_step, scale_to=scale_to, quiet=quiet)
     try:
         sys.exit(smoke(path, Planner(settings).options_for(path), opts))
     except MeshlintError as exc:

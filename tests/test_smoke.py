@@ -539,15 +539,6 @@ def test_usage_errors_exit_2(args, env, message):
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
 
 
-def _has_quiet() -> bool:
-    from click.testing import CliRunner
-
-    from meshlint.cli import main
-
-    return "--quiet" in CliRunner().invoke(main, ["smoke", "--help"]).output
-
-
-@pytest.mark.skipif(not _has_quiet(), reason="meshlint smoke -q/--quiet is not wired in cli.py yet")
 def test_quiet_prints_no_progress(run, tmp_path):
     cfg = tmp_path / "kf_1gpu.toml"
     cfg.write_text("[distributed]\ntp = 1\n")
