@@ -8,7 +8,7 @@ re-exports every name here.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a cached run never needs it)
 
 from meshlint.findings import SEVERITY_RANK, Finding
 

@@ -138,7 +138,7 @@ BAD_INPUTS = [
     ("latin1.toml", b"[model]\nname = \"\xe9t\xe9\"\n", 2, "ML002", 2, "not UTF-8"),
     ("both.toml", "[distributed]\ntp = 1\n[parallelism]\n", 2, "ML004", 1, "both [distributed] (kempnerforge) and [parallelism] (torchtitan)"),
     ("dupkey.toml", "[distributed]\ntp = 1\npp = 2\ntp = 4\n", 2, "ML003", 4, "duplicate key 'distributed.tp'"),
-    ("string_8gpu.toml", '[distributed]\ntp = "two"\n', 1, "ML101", 2, 'got string "two": KempnerForge fails to load it'),
+    ("string_8gpu.toml", '[distributed]\ntp = "two"\n', 1, "ML101", 2, 'got string "two": KempnerForge refuses the whole config'),
     ("float_8gpu.toml", "[distributed]\ntp = 2.5\n", 1, "ML101", 2, "silently truncates it to 2"),
     ("bool_8gpu.toml", "[parallelism]\ntensor_parallel_degree = true\n", 1, "ML101", 2, "got bool true"),
     ("list_8gpu.toml", "[distributed]\npp = [2]\n", 1, "ML101", 2, "got array"),
