@@ -1,4 +1,4 @@
-"""Rules ML801-ML828 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
+"""Rules ML801-ML833 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
 
 Each case edits one real config (torchtitan main's and 0.3.0's registry functions, torchtitan 0.2.x's
 train_configs TOML, KempnerForge's configs/train TOML) and checks it in process with ``check_file``
@@ -138,7 +138,7 @@ CASES = [
      [groups("adamw")], 8, "ML812", True),
     ("seed-disabled-02", "0.2.x", LLAMA02, None,
      [("checkpoint", "create_seed_checkpoint", "true"), ("checkpoint", "enable", "false"),
-      ("parallelism", "data_parallel_shard_degree", "1")], 1, "ML813", True),
+      ("parallelism", "data_parallel_shard_degree", "1")], 1, "ML830", True),
     ("seed-enabled-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
      ["config.checkpoint.enable = True", "config.checkpoint.create_seed_checkpoint = True"], 1, "ML813", False),
     ("seed-disabled-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
@@ -146,7 +146,7 @@ CASES = [
     ("seed-8-ranks-030", "0.3.0", LLAMA, "llama3_debugmodel",
      ["config.checkpoint.enable = True", "config.checkpoint.create_seed_checkpoint = True"], 8, "ML814", True),
     ("seed-8-ranks-02", "0.2.x", LLAMA02, None,
-     [("checkpoint", "create_seed_checkpoint", "true"), ("checkpoint", "enable", "true")], 8, "ML814", True),
+     [("checkpoint", "create_seed_checkpoint", "true"), ("checkpoint", "enable", "true")], 8, "ML831", True),
     ("memory-budget-uncompiled", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
      ["config.activation_checkpoint = MemoryBudgetAC.Config(memory_budget=0.5)"], 8, "ML815", True),
     ("memory-budget-compiled", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
@@ -156,16 +156,16 @@ CASES = [
      ["config.checkpoint.keep_latest_k = 1"], 8, "ML816", True),
     ("keep-two-030", "0.3.0", LLAMA, "llama3_debugmodel", ["config.checkpoint.keep_latest_k = 2"], 8, "ML816", False),
     ("keep-one-02", "0.2.x", LLAMA02, None, [("checkpoint", "keep_latest_k", "1"), ("checkpoint", "enable", "true")],
-     8, "ML816", True),
+     8, "ML832", True),
     ("keep-one-02-disabled", "0.2.x", LLAMA02, None,
-     [("checkpoint", "keep_latest_k", "1"), ("checkpoint", "enable", "false")], 8, "ML816", False),
+     [("checkpoint", "keep_latest_k", "1"), ("checkpoint", "enable", "false")], 8, "ML832", False),
     ("hf-save-full-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
      ["config.checkpoint.last_save_in_hf = True", "config.checkpoint.last_save_model_only = False"], 8, "ML817", True),
     ("hf-save-model-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
      ["config.checkpoint.last_save_in_hf = True", "config.checkpoint.last_save_model_only = True"], 8, "ML817", False),
     ("hf-load-full-02", "0.2.x", LLAMA02, None,
      [("checkpoint", "initial_load_in_hf", "true"), ("checkpoint", "initial_load_model_only", "false"),
-      ("checkpoint", "enable", "true")], 8, "ML817", True),
+      ("checkpoint", "enable", "true")], 8, "ML833", True),
     ("async-sync-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
      ["config.checkpoint.async_mode = 'sync'"], 8, "ML818", True),
     ("async-upper-030", "0.3.0", LLAMA, "llama3_debugmodel",
