@@ -48,7 +48,18 @@ def build(spec, data: dict, schema, unknown_of=None, types: dict | None = None, 
     root = _root(ctx, data)
     if spec is not None:
         spec.extra["config"] = root
+        spec.extra["config_withheld"] = ctx.unknown  # withhold() adds to it: sections not yet built see it
     return root
+
+
+def withhold(spec, keys) -> None:
+    """Make these dotted keys null in the ``config`` fact: values of the wrong type (or outside their
+    Literal), which the schema check reports itself. A rule comparing them would fail to evaluate
+    ("cannot order string and int"); null skips it instead. Sections are built on first read, after
+    the schema check, so they see this; top-level plain values were built already and keep theirs."""
+    withheld = spec.extra.get("config_withheld") if spec is not None else None
+    if isinstance(withheld, list):
+        withheld.extend(k for k in keys if isinstance(k, str) and k)
 
 
 class _Ctx:

@@ -88,6 +88,9 @@ FACT_DOCS = {
               "degree search varies those, not config.parallelism); null for a dialect without a generated schema",
     "refusals": "checks of the framework's config classes (their __post_init__) that the config fails, from the "
                 "generated schema, for keys no other rule models: {key, message, framework, source}",
+    "kept_values": "values of the wrong type, or outside a Literal, that the framework keeps as written (Python does "
+                   "not check dataclass fields; tyro only warns), from the generated schema: "
+                   "{key, message, framework, expected, value, source}",
     "unknown_keys": "list of keys the framework does not define: {key, section, name, suggestion}",
     "near_misses": "keys outside the strict sections that are a letter or two from a key meshlint reads: "
                    "{key, section, name, suggestion}",
@@ -176,6 +179,7 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         "error_stage": res.error_stage,
         "problems": spec.problems,
         "refusals": spec.extra.get("refusals", []),
+        "kept_values": spec.extra.get("kept_values", []),
         "config": spec.extra.get("config") or None,  # null, not {}: a rule reading it is skipped
         "choices": None,
         "unknown_keys": spec.unknown_keys,

@@ -62,6 +62,26 @@ def apply(spec, data: dict, custom_module: str | None = None) -> None:
             seen[p["key"]]["note"] = p["framework"]  # the dialect's finding, in the framework's own words
     spec.unknown_keys = unknown
     spec.near_misses = []
+    _withhold_mistyped(spec, found)
+
+
+def _withhold_mistyped(spec, found: list) -> None:
+    """Values of the wrong type are null in the ``config`` fact (the schema's findings report them; a rule
+    comparing them would fail to evaluate). A string outside its Literal stays: rules name such values."""
+    keys = [p["key"] for p in found if p["kind"] == "wrong-type"]
+    if keys:
+        from meshlint import config_values
+
+        config_values.withhold(spec, keys)
+
+
+# Checks of the checkpoint config's __post_init__ (BaseCheckpointManager.Config, which CheckpointManager.Config
+# runs by name) that rules of their own report with a fix (ML816 keep_latest_k = 1, ML817 Hugging Face
+# formats need model_only, ML819 exclude_from_loading, ML818 async_mode, ML828 the others): the schema check
+# leaves them to those rules on the registry versions, so each refusal is reported once.
+_RULED_REGISTRY_KEYS = frozenset("checkpoint." + k for k in (
+    "folder", "interval", "keep_latest_k", "initial_load_in_hf_quantized", "initial_load_path", "last_save_in_hf",
+    "last_save_model_only", "initial_load_in_hf", "initial_load_model_only", "exclude_from_loading", "async_mode"))
 
 
 _MODELLED: dict = {}
@@ -112,7 +132,7 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
         parent, _, leaf = path.rpartition(".") if "." in path else ("", "", path)
         if leaf.isidentifier():
             unknown_names.setdefault(parent, set()).add(leaf)
-    modelled = _modelled(keys, every=True)
+    modelled = _modelled(keys, every=True) | _RULED_REGISTRY_KEYS
     found = schema.check(data, origin="file", types=types, unknown_names=unknown_names, skip_checks_on=modelled)
     seen = {p["key"]: p for p in spec.problems}
     unknown, kept = [], []
@@ -133,6 +153,8 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
                 spec.problems.append({"key": p["key"], "expected": p.get("expected") or "a value the framework "
                                       "accepts", "actual": _actual(data, p), "value": p.get("value", ""),
                                       "note": p["framework"]})
+        elif p["kind"] == "invalid-value" and p["key"] in _RULED_REGISTRY_KEYS:
+            continue  # a name outside the Literal that the config's own check refuses: its rule reports it
         elif p["level"] != "info" and p["key"] not in seen:
             kept.append({"key": p["key"], "message": p["message"], "framework": p["framework"],
                          "expected": p.get("expected", ""), "value": p.get("value", ""), "source": p["source"]})
@@ -140,6 +162,7 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
     spec.near_misses = []
     if kept:
         spec.extra["kept_values"] = kept
+    _withhold_mistyped(spec, found)
     return True
 
 

@@ -631,8 +631,13 @@ def _mro_tail(index: Index, cls: ClassInfo) -> list:
 
 
 def _calls_super_post_init(node) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__post_init__"
-            and isinstance(node.func.value, ast.Call) and _last(node.func.value.func) == "super")
+    """``super().__post_init__()``, or the base named outright: ``Base.Config.__post_init__(self)``
+    (torchtitan's CheckpointManager.Config runs its base's checks that way)."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__post_init__"):
+        return False
+    if isinstance(node.func.value, ast.Call):
+        return _last(node.func.value.func) == "super"
+    return bool(node.args) and isinstance(node.args[0], ast.Name) and node.args[0].id == "self"
 
 
 def _locals(fn) -> dict:
