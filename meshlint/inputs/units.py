@@ -190,7 +190,7 @@ def choose_version(source, options) -> tuple:
     from meshlint.dialects import versions
 
     if options.torchtitan_version:
-        return versions.canonical("torchtitan", options.torchtitan_version), "--torchtitan-version / project setting"
+        return versions.canonical("torchtitan", options.torchtitan_version, strict=False), "--torchtitan-version / project setting"
     from meshlint.inputs.ttroot import find_root
 
     start = os.path.dirname(os.path.abspath(getattr(source, "file", None) or source.path))
