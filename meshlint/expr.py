@@ -1286,6 +1286,20 @@ def _f_type(v):
     return type_name(v)
 
 
+def _str_arg(v: Any, fname: str) -> str:
+    if not isinstance(v, str):
+        raise EvalError(f"{fname}() needs a string, got {type_name(v)}")
+    return v
+
+
+def _f_strip(v):
+    return _str_arg(v, "strip").strip()
+
+
+def _f_startswith(v, prefix):
+    return _str_arg(v, "startswith").startswith(_str_arg(prefix, "startswith"))
+
+
 def _f_str(v):
     return render(v)
 
@@ -1414,6 +1428,8 @@ FUNCTIONS: dict[str, FuncSpec] = {
     "all": FuncSpec(_f_all, 1, 1, "true if every item is true", cost=_cost_len),
     "coalesce": FuncSpec(_f_coalesce, 1, 8, "the first argument that is not null", null_ok=True),
     "type": FuncSpec(_f_type, 1, 1, "type name: int, float, bool, string, list, table or null", null_ok=True),
+    "strip": FuncSpec(_f_strip, 1, 1, "a string without its leading and trailing whitespace", cost=_cost_len),
+    "startswith": FuncSpec(_f_startswith, 2, 2, "true if a string starts with the given prefix", cost=_cost_len),
 }
 
 

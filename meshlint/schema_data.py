@@ -855,7 +855,8 @@ def _compiled(text: str):
         source = _translate(ast.parse(text, mode="eval").body, consts)
         code = compile(f"lambda V, L: {source}", "<meshlint schema check>", "eval")
         fn = eval(code, {"__builtins__": {}, "K": consts, "_L": _h_local, "_A": _h_attr, "_add": _h_add,  # noqa: S307
-                         "_mul": _h_mul, "_mod": _h_mod, "_call": _h_call, "_keys": _h_keys})
+                         "_mul": _h_mul, "_mod": _h_mod, "_call": _h_call, "_keys": _h_keys,
+                         "_meth": _h_meth})
     except (SyntaxError, _Untranslatable, ValueError, RecursionError, MemoryError):
         fn = None
     _COMPILED[text] = fn
@@ -946,6 +947,8 @@ def _translate(node, consts: list) -> str:
             return f"_call({node.func.id!r}, " + "".join(t(a) + ", " for a in node.args) + ")"
         if isinstance(node.func, ast.Attribute) and node.func.attr == "keys" and not node.args:
             return f"_keys({t(node.func.value)})"
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _STR_METHODS:
+            return f"_meth({t(node.func.value)}, {node.func.attr!r}, " + "".join(t(a) + ", " for a in node.args) + ")"
     raise _Untranslatable(type(node).__name__)
 
 
@@ -988,6 +991,21 @@ def _h_call(name: str, *args):
     if any(isinstance(a, _Section) for a in args):
         raise _Unknown("section")
     return _BUILTINS[name](*args)
+
+
+# pure, linear-time str methods the frameworks' checks call on a field (``self.folder.strip()``)
+_STR_METHODS = frozenset(("strip", "lstrip", "rstrip", "lower", "upper", "startswith", "endswith"))
+_NATIVE = (int, float, bool, type(None), list, tuple, dict, set)
+
+
+def _h_meth(base, name: str, *args):
+    """A whitelisted str method on a value: computed on a string; on a number, None or a list it raises the
+    AttributeError the framework's own line raises; anything else (a section, an unknown) is not evaluated."""
+    if isinstance(base, str) and all(isinstance(a, (str, tuple)) for a in args):
+        return getattr(base, name)(*args)
+    if type(base) in _NATIVE and not hasattr(base, name):
+        return getattr(base, name)  # AttributeError: 'int' object has no attribute 'strip'
+    raise _Unknown(name)
 
 
 def _h_keys(base):

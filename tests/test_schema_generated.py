@@ -569,6 +569,63 @@ def test_check_agrees_with_registry_config_classes(tmp_path, version, root):
     assert not wrong, f"{len(wrong)} of {len(cases)} edits disagree:\n" + "\n".join(map(str, wrong[:20]))
 
 
+# checkpoint keys have rules of their own (ML816-ML819, ML828) that skip a value of the wrong type: the class's
+# __post_init__ then decides (a TypeError from `"500" < 1`, an AttributeError from `5 .strip()`) or keeps it
+_CHECKPOINT_EDITS = [("interval", "500"), ("interval", 0), ("interval", 2.5), ("folder", 5), ("folder", "  "),
+                     ("folder", None), ("keep_latest_k", "3"), ("keep_latest_k", 1), ("keep_latest_k", -1),
+                     ("async_mode", 3), ("async_mode", "ASYNC"), ("async_mode", "sometimes"),
+                     ("initial_load_in_hf", "yes"), ("last_save_in_hf", 1), ("exclude_from_loading", ["model"]),
+                     ("exclude_from_loading", ["optimizer"]), ("initial_load_path", "relative/dir")]
+_CHECKPOINT_WORKER = r'''
+import contextlib, io, json, logging, sys, types, warnings
+logging.disable(logging.CRITICAL)
+warnings.simplefilter("ignore")
+root = sys.argv[1]
+sys.path.insert(0, root)
+pkg = types.ModuleType("torchtitan"); pkg.__path__ = [root + "/torchtitan"]; sys.modules["torchtitan"] = pkg
+from torchtitan.components.checkpointer.dcp import CheckpointManager
+for kw in json.loads(sys.argv[2]):
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            CheckpointManager.Config(**kw)
+        print(json.dumps(None))
+    except Exception as e:
+        print(json.dumps(f"{type(e).__name__}: {e}"))
+'''
+
+
+@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
+                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+def test_checkpoint_values_refused_exactly_where_the_class_refuses_them(tmp_path, version, root):
+    root = _source("torchtitan", root)
+    _needs("torch")
+    lines = ["from torchtitan.components.checkpointer.dcp import CheckpointManager",
+             "from torchtitan.trainer import Trainer", ""]
+    for i, (key, value) in enumerate(_CHECKPOINT_EDITS):
+        lines += [f"def edit_{i}():", f"    return Trainer.Config(checkpoint=CheckpointManager.Config({key}={value!r}))", ""]
+    registry = tmp_path / "config_registry.py"
+    registry.write_text("\n".join(lines), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
+                           "--torchtitan-version", version, "--world-size", "8", "--gpus-per-node", "8", str(registry)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode in (0, 1), proc.stderr
+    errors: dict = {}
+    for config in json.loads(proc.stdout)["files"]:
+        for f in config["findings"]:
+            if f["severity"] == "error":
+                errors.setdefault(config["path"].rsplit("::", 1)[-1], []).append(f"{f['rule']} {f['message']}")
+    worker = tmp_path / "worker.py"
+    worker.write_text(_CHECKPOINT_WORKER, encoding="utf-8")
+    real = subprocess.run([sys.executable, str(worker), str(root), json.dumps([{k: v} for k, v in _CHECKPOINT_EDITS])],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    verdicts = [json.loads(line) for line in real.stdout.splitlines()]
+    assert len(verdicts) == len(_CHECKPOINT_EDITS), real.stderr[-2000:]
+    wrong = [(edit, verdict, errors.get(f"edit_{i}")) for i, (edit, verdict) in enumerate(zip(_CHECKPOINT_EDITS, verdicts))
+             if (verdict is not None) != (f"edit_{i}" in errors)]
+    assert not wrong, "meshlint and the real CheckpointManager.Config disagree:\n" + "\n".join(map(str, wrong))
+    assert sum(v is not None for v in verdicts) >= 10  # the edits do exercise refusals
+
+
 # ----------------------------------------------------------------------------- the refusal inventory
 
 from meshlint.generate import refusals  # noqa: E402

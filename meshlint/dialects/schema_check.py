@@ -134,6 +134,10 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
             unknown_names.setdefault(parent, set()).add(leaf)
     modelled = _modelled(keys, every=True) | _RULED_REGISTRY_KEYS
     found = schema.check(data, origin="file", types=types, unknown_names=unknown_names, skip_checks_on=modelled)
+    mistyped = {p["key"] for p in found if p["kind"] == "wrong-type" and not p["refused"]} & _RULED_REGISTRY_KEYS
+    if mistyped:  # its rule skips a value of the wrong type: the __post_init__ check itself says what it does
+        modelled = modelled - mistyped  # with it (`"500" < 1`: TypeError), so it runs after all (rare: twice)
+        found = schema.check(data, origin="file", types=types, unknown_names=unknown_names, skip_checks_on=modelled)
     seen = {p["key"]: p for p in spec.problems}
     unknown, kept = [], []
     for p in found:

@@ -742,14 +742,14 @@ HAND += [
     Rule("rule ML819", "checkpoint.exclude_from_loading: not 'model'; 'optimizer' only with 'lr_scheduler' (main) "
                        "(BaseCheckpointManager.Config.__post_init__)", "torchtitan/components/checkpointer/base.py",
          text=r"exclude_from_loading|must be excluded when", versions=REG),
-    Rule("open", "initial_load_path must be absolute or a remote URI (BaseCheckpointManager.Config.__post_init__; "
-                 "the rule language has no string-prefix test yet)", "torchtitan/components/checkpointer/base.py",
+    Rule("rule ML828", "initial_load_path must be absolute or a remote URI once stripped "
+                       "(BaseCheckpointManager.Config.__post_init__)", "torchtitan/components/checkpointer/base.py",
          text=r"absolute path or a remote URI", versions=REG),
-    Rule("partial ML828", "checkpoint.folder must not be empty (ML828 catches '', not a folder of blanks)",
+    Rule("rule ML828", "checkpoint.folder must not be empty or blank (BaseCheckpointManager.Config.__post_init__)",
          "torchtitan/components/checkpointer/base.py", text=r"folder' field cannot be empty", versions=REG),
-    Rule("rule ML828", "the checkpoint config's own checks (BaseCheckpointManager.Config.__post_init__, which the schema "
-                       "check does not evaluate: CheckpointManager.Config.__post_init__ calls it by name): interval "
-                       ">= 1, keep_latest_k >= 0, quantized HF loading, no Hugging Face format on a remote path",
+    Rule("rule ML828", "the checkpoint config's own checks (BaseCheckpointManager.Config.__post_init__; the schema "
+                       "check leaves them to ML828, except a value of the wrong type, whose TypeError it reports): "
+                       "interval >= 1, keep_latest_k >= 0, quantized HF loading, no Hugging Face format on a remote path",
          "torchtitan/components/checkpointer/base.py", func=r"__post_init__$", versions=REG),
     Rule("open", "torch_checkpointing manager: no remote URIs", "torchtitan/components/checkpointer/torch_checkpointing.py",
          text=r"remote URI", versions=REG),

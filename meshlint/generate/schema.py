@@ -661,7 +661,15 @@ def _inline(test: ast.expr, local: dict) -> ast.expr:
     return Sub().visit(ast.parse(ast.unparse(test), mode="eval").body)
 
 
+# str methods the runtime evaluates (meshlint.schema_data._STR_METHODS): a local bound to one of them on a
+# field (``async_lowered = self.async_mode.lower()``) is inlined like a plain field read
+_INLINED_METHODS = frozenset(("strip", "lstrip", "rstrip", "lower", "upper"))
+
+
 def _self_chain(node) -> bool:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _INLINED_METHODS \
+            and not node.args and not node.keywords:
+        node = node.func.value
     while isinstance(node, ast.Attribute):
         node = node.value
     return isinstance(node, ast.Name) and node.id == "self"
