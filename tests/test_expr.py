@@ -34,9 +34,17 @@ def ev(src: str, facts: dict | None = None, lets: dict | None = None):
     ("ranks([0, 1, 2, 3, 8, 10, 11, 12])", "{0-3, 8, 10-12}"), ("type(gpus_per_node)", "null"),
     ("coalesce(gpus_per_node, 8)", 8), ("str(tp) + 'x'", "4x"), ("int('12')", 12), ("any([false, true])", True),
     ("all([])", True), ("keys(model)", ["n_heads", "n_kv_heads"]), ("'a' + \"b\"", "ab"), ("1_000 + 1", 1001),
+    ("strip('  /ckpt ')", "/ckpt"), ("strip('')", ""), ("startswith(strip(' /a'), '/')", True),
+    ("startswith('gs://b', '/')", False),
 ])
 def test_values(src, value):
     assert ev(src) == value
+
+
+@pytest.mark.parametrize("src", ["strip(3)", "startswith(null, '/')", "startswith('/a', 1)", "strip(['a'])"])
+def test_string_functions_refuse_what_is_not_a_string(src):
+    with pytest.raises((EvalError, NeedFact)):
+        ev(src)
 
 
 def test_let_bindings_are_lazy_and_may_use_each_other():
