@@ -575,7 +575,8 @@ _CHECKPOINT_EDITS = [("interval", "500"), ("interval", 0), ("interval", 2.5), ("
                      ("folder", None), ("keep_latest_k", "3"), ("keep_latest_k", 1), ("keep_latest_k", -1),
                      ("async_mode", 3), ("async_mode", "ASYNC"), ("async_mode", "sometimes"),
                      ("initial_load_in_hf", "yes"), ("last_save_in_hf", 1), ("exclude_from_loading", ["model"]),
-                     ("exclude_from_loading", ["optimizer"]), ("initial_load_path", "relative/dir")]
+                     ("exclude_from_loading", ["optimizer"]), ("initial_load_path", "relative/dir"), ("initial_load_path", " "),
+                     ("initial_load_path", " /abs/dir ")]
 _CHECKPOINT_WORKER = r'''
 import contextlib, io, json, logging, sys, types, warnings
 logging.disable(logging.CRITICAL)
