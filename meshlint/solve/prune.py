@@ -44,8 +44,23 @@ DEGREE_FACTS = frozenset(DEGREES)
 DERIVED = {"pipeline": frozenset({"pp"})}
 
 
+_READS: dict = {}  # id(rule) -> (rule, its reads): a run's rules outlive every search of the run
+
+
 def reads(rule) -> frozenset:
-    """Root names a rule's verdict reads: its check, when and foreach, and the lets they use."""
+    """Root names a rule's verdict reads: its check, when and foreach, and the lets they use (worked out
+    once per rule object: every config of a run searches with the same rules)."""
+    hit = _READS.get(id(rule))
+    if hit is not None and hit[0] is rule:
+        return hit[1]
+    if len(_READS) > 4096:  # a long-lived process loading many rule packs: stay bounded
+        _READS.clear()
+    out = _reads(rule)
+    _READS[id(rule)] = (rule, out)
+    return out
+
+
+def _reads(rule) -> frozenset:
     todo = [e for e in (rule.check, rule.when, rule.foreach) if e is not None]
     seen: set = set()
     names: set = set()
@@ -150,6 +165,14 @@ def _truth(value) -> bool:
     return bool(value)
 
 
+# Partial rules' verdicts shared by the searches of one process (``meshlint check`` searches every config
+# with an error): a rule is a pure function of the facts it reads, so the key is the rule, the values of
+# the non-searched facts it reads, and the searched degrees' values.
+_SHARED: dict = {}
+_RULES_ALIVE: dict = {}
+MAX_SHARED = 200_000
+
+
 class Pruner:
     """The partial rules' verdicts on partial assignments, memoised per distinct value of the degrees
     each reads; ``rejected`` counts, per rule, the partial layouts it cut."""
@@ -160,6 +183,7 @@ class Pruner:
         self.roles_of = roles_of          # assignment -> degree facts (identity except native meshes)
         self.searched = searched          # degree facts the search assigns (others keep the config's value)
         self.memo: dict = {}
+        self.shared_keys: dict = {}       # rule index -> its key in _SHARED (None: not shared)
         self.rejected: dict = {}
         self.by_role: dict = {}
         self.assigned: dict = {}          # rule index -> the searched degrees it reads
@@ -172,16 +196,48 @@ class Pruner:
     def verdict(self, index: int, degree_values: dict) -> bool:
         """True when partial rule ``index`` passes with these values of the searched degrees it reads."""
         mine = self.assigned[index]
-        key = (index, tuple(degree_values[d] for d in mine))
+        values = tuple(degree_values[d] for d in mine)
+        key = (index, values)
         hit = self.memo.get(key)
         if hit is None:
-            rule = self.partial[index][0]
-            base = self.facts_for_pp(degree_values["pp"] if "pp" in mine else None)
-            facts = dict(base)
-            for d in mine:
-                facts[d] = degree_values[d]
-            hit = self.memo[key] = not fails(rule, facts)
+            shared = self._shared_key(index)
+            if shared is not None:
+                hit = _SHARED.get((shared, values))
+            if hit is None:
+                rule = self.partial[index][0]
+                base = self.facts_for_pp(degree_values["pp"] if "pp" in mine else None)
+                facts = dict(base)
+                for d in mine:
+                    facts[d] = degree_values[d]
+                hit = not fails(rule, facts)
+                if shared is not None:
+                    if len(_SHARED) > MAX_SHARED:
+                        _SHARED.clear()
+                    _SHARED[(shared, values)] = hit
+            self.memo[key] = hit
         return hit
+
+    def _shared_key(self, index: int):
+        """What, besides the searched degrees, rule ``index``'s verdict depends on: the rule itself and the
+        values of the other facts it reads. Configs of one run that agree on them (the same model, the same
+        token counts...) share its verdicts. None for a rule reading ``pipeline`` (a function of pp computed
+        per config) or a fact that cannot be written out exactly."""
+        keys = self.shared_keys
+        if index not in keys:
+            rule, _degrees = self.partial[index]
+            names = reads(rule)
+            key = None
+            if not names & DERIVED.keys():
+                base = self.facts_for_pp(None)
+                mine = set(self.assigned[index])
+                try:
+                    key = (id(rule), repr(tuple((n, base.get(n)) for n in sorted(names) if n not in mine)))
+                except Exception:  # noqa: BLE001 - a fact without a faithful text form: this config alone
+                    key = None
+                if key is not None:
+                    _RULES_ALIVE[id(rule)] = rule  # an id stays that rule's while the memo holds it
+            keys[index] = key
+        return keys[index]
 
     def check(self, name: str, values: dict, role: str | None = None) -> bool:
         """Called after ``name`` is assigned: the partial rules that read its degree and whose searched

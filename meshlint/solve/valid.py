@@ -440,6 +440,7 @@ def degree_choices(report, options, target: Target | None = None, deadline: floa
     With ``deadline`` (a time.perf_counter() value) it gives up, returning None, once past it."""
     solver = Solver(report, options, target)
     names = solver.space.names
+    allowed = solver.allowed  # each degree's values that survive the single-degree rules (a superset)
     covered: dict = {n: set() for n in names}
     clock = 0
     for values in solver.candidates():
@@ -452,6 +453,8 @@ def degree_choices(report, options, target: Target | None = None, deadline: floa
         if solver.verify(values).ok:
             for n in names:
                 covered[n].add(values[n])
+            if all(len(covered[n]) == len(allowed[n]) for n in names):
+                break  # every value the single-degree rules leave is in some valid layout: nothing more to find
     return {n: sorted(covered[n]) for n in names}
 
 
