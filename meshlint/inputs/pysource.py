@@ -24,11 +24,20 @@ class Unknown(NamedTuple):
     file: str
 
 
-def _split(key: str) -> tuple:
-    # ``a.b[1].c`` -> ("a", "b", 1, "c"); the same spelling Source uses
-    from meshlint.source import split_key
+_SPLIT: dict = {}
 
-    return split_key(key)
+
+def _split(key: str) -> tuple:
+    # ``a.b[1].c`` -> ("a", "b", 1, "c"); the same spelling Source uses. The keys asked are the dialect's
+    # few dozen, asked for every config: split once (bounded, for a long-lived process)
+    hit = _SPLIT.get(key)
+    if hit is None:
+        from meshlint.source import split_key
+
+        if len(_SPLIT) > 4096:
+            _SPLIT.clear()
+        hit = _SPLIT[key] = split_key(key)
+    return hit
 
 
 def _dotted(path: tuple) -> str:
@@ -93,6 +102,8 @@ class PySource:
         Walking up from ``key``: an Unknown recorded there covers it; a value set there
         (a leaf, or a sub-config built in full, whose unset fields are defaulted) means known.
         """
+        if not self.unknown:
+            return None  # the common case: everything the function wrote was read
         parts = _split(key) if key else ()
         for cut in range(len(parts), -1, -1):
             path = _dotted(parts[:cut])
