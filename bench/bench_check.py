@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -108,10 +109,16 @@ def generate(directory: Path, count: int) -> None:
 # Users' installs have byte-compiled modules (pip compiles them when installing);
 # measure that, not a shell that forbids writing .pyc files.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+# A private cache directory: the rule cache stays warm (as after a first run), the results cache is
+# emptied before every run, so each `check` really checks every config (results_cache.py; the warm
+# case is bench_vs_kempnerforge.py's)
+CACHE = Path(tempfile.mkdtemp(prefix="meshlint-bench-cache-"))
+ENV["MESHLINT_CACHE_DIR"] = str(CACHE)
 
 
 def run_once(cmd: list[str]) -> tuple[float, float, float]:
-    """Wall time, CPU time (user + sys) and peak RSS (MB) of one child process."""
+    """Wall time, CPU time (user + sys) and peak RSS (MB) of one child process (results cache empty)."""
+    shutil.rmtree(CACHE / "results", ignore_errors=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
