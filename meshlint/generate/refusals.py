@@ -443,9 +443,9 @@ HAND = [
     Rule("open", "context parallelism needs an attention type that supports it (sdpa/flex, per model: the flavor's "
                  "attn_type, which the 0.2.x model table does not record)",
          "torchtitan/models/*", text=r"Context Parallel only supports", versions=V02),
-    Rule("open", "expert_parallel_comm_backend = deepep needs ep > 1 and no etp", "torchtitan/models/*/infra/parallelize.py",
+    Rule("rule ML837", "expert_parallel_comm_backend = deepep needs ep > 1 and no etp", "torchtitan/models/*/infra/parallelize.py",
          text=r"DeepEP", versions=V02),
-    Rule("open", "float8 tensorwise TP is refused for deepseek_v3", "torchtitan/models/*/infra/parallelize.py",
+    Rule("rule ML838", "float8 tensorwise TP is refused for deepseek_v3", "torchtitan/models/*/infra/parallelize.py",
          text=r"float8 tensorwise TP", versions=V02),
     Rule("schema", "fsdp_reshard_after_forward is a Literal (kept by the loader, refused here; the schema check "
                    "reports it)", "torchtitan/models/*/infra/parallelize.py", text=r"reshard_after_forward_policy",
