@@ -1296,6 +1296,10 @@ def _f_strip(v):
     return _str_arg(v, "strip").strip()
 
 
+def _f_lower(v):
+    return _str_arg(v, "lower").lower()
+
+
 def _f_isdigit(v):
     return _str_arg(v, "isdigit").isdigit()
 
@@ -1433,6 +1437,7 @@ FUNCTIONS: dict[str, FuncSpec] = {
     "coalesce": FuncSpec(_f_coalesce, 1, 8, "the first argument that is not null", null_ok=True),
     "type": FuncSpec(_f_type, 1, 1, "type name: int, float, bool, string, list, table or null", null_ok=True),
     "strip": FuncSpec(_f_strip, 1, 1, "a string without its leading and trailing whitespace", cost=_cost_len),
+    "lower": FuncSpec(_f_lower, 1, 1, "a string in lower case", cost=_cost_len),
     "isdigit": FuncSpec(_f_isdigit, 1, 1, "true if a string is non-empty and all digits (Python's str.isdigit)",
                         cost=_cost_len),
     "startswith": FuncSpec(_f_startswith, 2, 2, "true if a string starts with the given prefix", cost=_cost_len),

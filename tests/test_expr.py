@@ -35,13 +35,14 @@ def ev(src: str, facts: dict | None = None, lets: dict | None = None):
     ("coalesce(gpus_per_node, 8)", 8), ("str(tp) + 'x'", "4x"), ("int('12')", 12), ("any([false, true])", True),
     ("all([])", True), ("keys(model)", ["n_heads", "n_kv_heads"]), ("'a' + \"b\"", "ab"), ("1_000 + 1", 1001),
     ("strip('  /ckpt ')", "/ckpt"), ("strip('')", ""), ("startswith(strip(' /a'), '/')", True),
-    ("startswith('gs://b', '/')", False),
+    ("startswith('gs://b', '/')", False), ("lower('DualPipeV')", "dualpipev"), ("isdigit('12')", True),
+    ("isdigit('')", False), ("isdigit('-1')", False),
 ])
 def test_values(src, value):
     assert ev(src) == value
 
 
-@pytest.mark.parametrize("src", ["strip(3)", "startswith(null, '/')", "startswith('/a', 1)", "strip(['a'])"])
+@pytest.mark.parametrize("src", ["strip(3)", "startswith(null, '/')", "startswith('/a', 1)", "strip(['a'])", "lower(2)", "isdigit(2)"])
 def test_string_functions_refuse_what_is_not_a_string(src):
     with pytest.raises((EvalError, NeedFact)):
         ev(src)

@@ -478,7 +478,7 @@ HAND = [
          text=r"Memory budget mode requires", versions=V02),
     Rule("runtime", "the fqns named must be nn.Linear modules of the model (its module tree)",
          "torchtitan/distributed/activation_checkpoint.py", text=r"expected to match a nn\.Li", versions=TT),
-    Rule("open", "DualPipeV with expert parallelism cannot use activation checkpointing",
+    Rule("rule ML839", "DualPipeV with expert parallelism cannot use activation checkpointing",
          "torchtitan/distributed/dual_pipe_v.py", text=r"DualPipeV and Activation", versions=V02),
     Rule("internal", "DualPipeV schedule runtime", "torchtitan/distributed/dual_pipe_v.py", versions=TT),
     # context parallel
@@ -628,9 +628,12 @@ HAND += [
          "torchtitan/trainer.py", text=r"num_pp_microbatches must be greater than 0", versions=MAIN),
     Rule("open", "a multi-source dataloader needs at least one source, all with the same 'infinite' setting",
          "torchtitan/hf_datasets/text_datasets.py", text=r"At least one source|same 'infinite'", versions=REG),
-    Rule("open", "debug.spmd_typechecking under spmd_types cannot combine with pp, or with selective AC on a "
-                 "FlexAttention model", "torchtitan/trainer.py", text=r"SPMD typechecking|typechecking is enabled",
-         versions=REG),
+    Rule("schema", "debug.spmd_typechecking under spmd_types cannot combine with pp (Trainer.Config.__post_init__, "
+                   "evaluated by the schema check: ML112)", "torchtitan/trainer.py",
+         text=r"SPMD typechecking is not supported with pipeline", versions=REG),
+    Rule("rule ML840", "debug.spmd_typechecking under spmd_types cannot combine selective AC with a FlexAttention "
+                       "model (attn_backend flex or flex_flash)", "torchtitan/trainer.py",
+         text=r"typechecking is enabled", versions=REG),
     Rule("rule ML815", "memory-budget activation checkpointing needs compile.enable and 'model' in compile.components",
          "torchtitan/trainer.py", text=r"Memory budget activation", versions=REG),
     Rule("internal", "set by the config registry before the trainer runs", "torchtitan/trainer.py",
