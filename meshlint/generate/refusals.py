@@ -687,8 +687,16 @@ HAND += [
          "torchtitan/models/common/*", text=r"dist_gemm", versions=REG),
     Rule("rule ML805", "the MoE comm backend name must be standard, deepep, hybridep or minimal_async_ep",
          "torchtitan/models/common/config_utils.py", text=r"Unknown comm_backend", versions=REG),
-    Rule("open", "an EP token dispatcher needs ep > 1; its num_max_tokens_per_rank must be positive and large enough; "
-                 "tokens per microbatch divisible by the token shards", "torchtitan/models/common/token_dispatcher.py",
+    Rule("rule ML842", "an EP token dispatcher needs the tokens of a microbatch divisible by cp·tp",
+         "torchtitan/models/common/token_dispatcher.py", func=r"update_ep_token_dispatcher_config",
+         text=r"must be divisible by", versions=MAIN),
+    Rule("rule ML843", "an EP token dispatcher needs seq_len divisible by cp·tp",
+         "torchtitan/models/common/token_dispatcher.py", func=r"update_ep_token_dispatcher_config",
+         text=r"must be divisible by", versions=V030),
+    Rule("rule ML715", "an EP token dispatcher needs ep > 1", "torchtitan/models/common/token_dispatcher.py",
+         func=r"update_ep_token_dispatcher_config", text=r"requires expert", versions=REG),
+    Rule("open", "an EP token dispatcher's num_max_tokens_per_rank must be positive and large enough (a field of the "
+                 "dispatcher config inside the model spec, not a fact yet)", "torchtitan/models/common/token_dispatcher.py",
          func=r"update_ep_token_dispatcher_config|DeepEPTokenDispatcher\.__init__|HybridEPTokenDispatcher\.init_buffer",
          exc="ValueError", versions=REG),
     Rule("rule ML715", "MinimalAsyncEP needs ep > 1", "torchtitan/distributed/minimal_async_ep/api.py",
