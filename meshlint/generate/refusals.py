@@ -486,10 +486,11 @@ HAND = [
          "torchtitan/distributed/context_parallel.py", func=r"apply_cp_to_attention_module", versions=V02),
     Rule("rule ML801", "context_parallel_load_balancer must be 'headtail', 'ptrr' or None (a plain str field)",
          "torchtitan/distributed/context_parallel*", text=r"Invalid load_balancer_type", versions=REG),
-    Rule("open", "context_parallel_load_balancer must be 'headtail', 'ptrr' or None (0.2.x: meshlint's 0.2.x dialect "
-                 "does not expose the value as a fact); ptrr needs flex attention masks (one BlockMask, or "
-                 "context_parallel_ptrr_mask_key naming one)", "torchtitan/distributed/context_parallel*",
-         text=r"load_balancer|PTRR", versions=TT),
+    Rule("rule ML844", "context_parallel_load_balancer must be 'headtail', 'ptrr' or None (a plain str field)",
+         "torchtitan/distributed/context_parallel*", text=r"Invalid load_balancer_type", versions=V02),
+    Rule("open", "the ptrr load balancer needs FlexAttention block masks (one BlockMask, or "
+                 "context_parallel_ptrr_mask_key naming one): the masks a model builds are not facts yet",
+         "torchtitan/distributed/context_parallel*", text=r"load_balancer|PTRR", versions=TT),
     Rule("internal", "masks the framework builds itself", "torchtitan/distributed/context_parallel*",
          exc="AssertionError", versions=TT),
     Rule("runtime", "the installed torch lacks the experimental CP API", "torchtitan/distributed/utils.py",
