@@ -137,7 +137,7 @@ def check(source, version: str, table: dict | None = None):
     module = versions.module("torchtitan", version)
     spec = module.read(source)
     spec.framework["decided_by"] = "test"
-    module.attach_model(spec, table if table is not None else models.builtin())
+    module.attach_model(spec, table if table is not None else models.builtin(version))
     topo = topology_for(source, spec, CliTopology())
     res = module.resolve(spec, topo.world_size)
     facts = build_facts(spec, topo, res)

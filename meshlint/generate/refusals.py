@@ -661,7 +661,7 @@ HAND += [
          text=r"does not define RoPE", versions=REG),
     Rule("internal", "attention masks follow the model's attention type", "torchtitan/models/common/decoder.py",
          text=r"support attention masks", versions=REG),
-    Rule("open", "tp divides the vision encoder's heads (kimi, muse_glimmer) and qwen3.5's delta-net key/value heads",
+    Rule("rule ML845", "tp divides the vision encoder's heads (kimi, muse_glimmer) and qwen3.5's delta-net key/value heads",
          "torchtitan/models/*", text=r"must divide vision num_heads|vision num_heads .* divisible by TP|"
                                     r"must divide n_key_heads", versions=REG),
     Rule("rule ML802", "context parallelism is refused for kimi, qwen3.5 and the muse_glimmer vision encoder "
