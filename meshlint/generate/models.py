@@ -38,7 +38,7 @@ ORDER = ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "
          "attention", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
          "num_experts", "top_k", "shared_experts", "shared_hidden_dim", "moe_hidden_dim", "moe_layers",
          "moe_layer_ids", "linear_attention_layers", "linear_key_heads", "linear_value_heads", "vision_n_heads",
-         "params", "pipelining", "tp1_only", "pp1_only", "refuses_cp", "spec_name", "module")
+         "rope_max_len", "params", "pipelining", "tp1_only", "pp1_only", "refuses_cp", "spec_name", "module")
 
 _TENSOR_FACTORIES = ("empty", "zeros", "ones", "randn", "rand", "full", "ones_like", "zeros_like")
 
@@ -409,6 +409,17 @@ class Reader:
                     val = self.attr(qkv, "head_dim")
             hd.append(val)
         self.same(facts, "head_dim", hd)
+        # the first full-attention layer's RoPE bounds the training sequence (Decoder.Config.max_context_length;
+        # 0.3.0 names it max_seq_len)
+        first = attn[0][1]
+        if self.has(first, "rope"):
+            rope = self.attr(first, "rope")
+            for field in ("max_context_length", "max_seq_len"):
+                if isinstance(rope.v, P.Obj) and self.has(rope, field):
+                    length = self.attr(rope, field)
+                    if isinstance(length.v, int):
+                        facts.put("rope_max_len", length)
+                    break
         facts.values["attention"] = "gqa" if not linear else "gqa+gated_deltanet"
         if linear:
             facts.put("linear_attention_layers", V(len(linear), union_all([d for _, d in linear])))
