@@ -59,6 +59,7 @@ FIELDS = {"n_layers": int, "n_heads": int, "n_kv_heads": int, "dim": int, "head_
           "vision_n_heads": int,          # the vision tower's heads (tp must divide them too)
           "rope_max_len": int,            # the first attention layer's RoPE length (the longest training sequence)
           "pipelining": bool,             # the ModelSpec has a pipelining_fn (false: pp > 1 is refused)
+          "validator": bool,              # 0.2.x: the TrainSpec has a build_validator_fn (false: validation refused)
           "tp1_only": bool, "pp1_only": bool, "refuses_cp": bool,  # refusals of the model's own code
           "spec_name": str, "module": str,  # the ModelSpec name, the package that registers it
           "sources": dict}                # fact -> "path:line @ commit" it was computed from

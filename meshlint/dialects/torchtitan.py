@@ -94,7 +94,8 @@ def read(source) -> Spec:
 
 MODEL_FACTS = ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "ffn_hidden_dim",
                "num_experts", "moe_hidden_dim", "attention", "source",
-               "pipelining")  # the TrainSpec has a pipelining_fn (null for a user entry that does not say)
+               "pipelining",  # the TrainSpec has a pipelining_fn (null for a user entry that does not say)
+               "validator")   # ... and a build_validator_fn
 
 
 def attach_model(spec: Spec, table: dict) -> None:

@@ -412,7 +412,7 @@ HAND = [
          versions=V02),
     Rule("rule ML613", "pipeline parallelism on a model with no pipelining function (qwen3, flux in v0.2.x)",
          "torchtitan/train.py", text=r"does not support pipelin", versions=V02),
-    Rule("open", "validation.enable on a model with no validator (flux has one; the others use the default)",
+    Rule("rule ML848", "validation.enable on a model with no validator (flux has one; the others use the default)",
          "torchtitan/train.py", text=r"build_validator_fn", versions=V02),
     Rule("rule ML813", "create_seed_checkpoint needs checkpoint.enable", "torchtitan/train.py",
          text=r"Must enable checkpointing when creating a seed checkpoint", versions=REG),

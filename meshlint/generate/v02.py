@@ -154,6 +154,8 @@ class V02Reader:
             key = modname.split(".", 2)[2] if modname.startswith("torchtitan.models.") else modname.split(".", 2)[2]
             model = {"module": modname, "flavors": {}, "unreadable": [], "key": key}
             pipelining = self._pipelining(spec, mod, node)
+            validator = self._spec_fn(spec, mod, node, "build_validator_fn",
+                                      " (build_validator_fn=None: validation.enable is refused for this model)")
             for flavor, args in flavors.v.d.items():
                 self.it.steps = 0
                 self.it.skipped = []
@@ -174,6 +176,8 @@ class V02Reader:
                 facts.values["module"] = modname
                 if pipelining is not None:
                     facts.values["pipelining"], facts.cites["pipelining"] = pipelining
+                if validator is not None:
+                    facts.values["validator"], facts.cites["validator"] = validator
                 source = self.at(args.v.loc[0], args.v.loc[1]) if isinstance(args.v, P.Obj) and args.v.loc \
                     else self.at(mod.rel, node.lineno)
                 skipped = sorted({f"not followed: {loc[0]}:{loc[1]}: {why}" for loc, why in self.it.skipped
@@ -210,14 +214,17 @@ class V02Reader:
         self.it.run_tolerant(func.node.body, P.Frame(func.mod, locals_, func.closure))
 
     def _pipelining(self, spec: V, mod, node):
-        fn = self.attr(spec, "pipelining_fn")
+        return self._spec_fn(spec, mod, node, "pipelining_fn",
+                             " (pipelining_fn=None: the trainer refuses pp > 1 for this model)")
+
+    def _spec_fn(self, spec: V, mod, node, field: str, when_none: str):
+        """(whether the TrainSpec sets ``field`` to a function, the line that says so), None when unknown."""
+        fn = self.attr(spec, field)
         line = next((kw.lineno for n in ast.walk(node) if isinstance(n, ast.Call)
-                     for kw in n.keywords if kw.arg == "pipelining_fn"), node.lineno)
+                     for kw in n.keywords if kw.arg == field), node.lineno)
         if isinstance(fn.v, P.Unknown):
             return None
-        cite = self.at(mod.rel, line) + ("" if fn.v is not None else
-                                         " (pipelining_fn=None: the trainer refuses pp > 1 for this model)")
-        return fn.v is not None, cite
+        return fn.v is not None, self.at(mod.rel, line) + ("" if fn.v is not None else when_none)
 
     # ------------------------------------------------------------------ facts
 
