@@ -98,6 +98,7 @@ KEYS = [
     Key(M + "attn_backend", "str?", None),            # None here: the model_registry default below
     Key(M + "moe_comm_backend", "str?", None),
     Key(M + "non_blocking_capacity_factor", "float?", None),
+    Key(M + "num_mtp_layers", "int?", None),          # deepseek_v3's multi-token prediction depth
 ]
 
 # model_registry at b5bcd76c6: ModelSpec name -> its defaults and its pipelining function

@@ -97,6 +97,7 @@ KEYS = [
     Key(M + "attn_backend", "str?", None),
     Key(M + "moe_comm_backend", "str?", None),
     Key(M + "non_blocking_capacity_factor", "float?", None),
+    Key(M + "num_mtp_layers", "int?", None),          # deepseek_v3's multi-token prediction depth
 ]
 
 # model_registry at 0.3.0 (same defaults as main; kimi's trainer config refuses tp > 1 AND pp > 1 here)

@@ -667,9 +667,9 @@ HAND += [
     Rule("rule ML802", "context parallelism is refused for kimi, qwen3.5 and the muse_glimmer vision encoder "
                        "(flavors debugmodel_mm, 30B_mm)", "torchtitan/models/*",
          text=r"Context Parallel is not yet supported|context parallel is not supported", versions=REG),
-    Rule("open", "deepseek MTP cannot use context parallelism (model_registry(..., num_mtp_layers=N) is not a fact "
+    Rule("rule ML849", "deepseek MTP cannot use context parallelism (model_registry(..., num_mtp_layers=N) is not a fact "
                  "yet)", "torchtitan/models/deepseek_v3/mtp.py", text=r"MTP does not support context", versions=REG),
-    Rule("open", "deepseek MTP cannot use pipeline parallelism (model_registry(..., num_mtp_layers=N) is not a fact "
+    Rule("rule ML849", "deepseek MTP cannot use pipeline parallelism (model_registry(..., num_mtp_layers=N) is not a fact "
                  "yet)", "torchtitan/models/deepseek_v3/mtp.py",
          text=r"MTP does not support pipeline", versions=REG),
     Rule("rule ML808", "muse_glimmer needs spmd_backend = spmd_types", "torchtitan/models/muse_glimmer/parallelize.py",
