@@ -678,7 +678,7 @@ HAND += [
          text=r"Context Parallel requires parallelism\.spmd_backend", versions=MAIN),
     Rule("open", "context parallelism needs spmd_backend = spmd_types", "torchtitan/distributed/context_parallel/api.py",
          text=r"Context Parallel requires parallelism\.spmd_backend", versions=V030),
-    Rule("open", "a FlexAttention model compiled with a backend other than inductor / aot_eager",
+    Rule("rule ML850", "a FlexAttention model compiled with a backend other than inductor / aot_eager",
          "torchtitan/distributed/compile.py", text=r"FlexAttention but compile backend", versions=REG),
     Rule("rule ML804", "model attention backend: sdpa is refused for language models; the backend name must be known",
          "torchtitan/models/common/config_utils.py", text=r"sdpa is no longer supported|Unknown backend", versions=REG),
