@@ -711,7 +711,7 @@ HAND += [
          text=r"requires full recompute", versions=REG),
     Rule("internal", "the trainer always passes its training config", "torchtitan/distributed/minimal_async_ep/api.py",
          func=r"maybe_update_minimal_async_ep_config", text=r"requires a training runtime", versions=REG),
-    Rule("open", "MinimalAsyncEP refuses the full_dtensor SPMD backend (0.3.0)", "torchtitan/distributed/minimal_async_ep/api.py",
+    Rule("rule ML852", "MinimalAsyncEP refuses the full_dtensor SPMD backend (0.3.0)", "torchtitan/distributed/minimal_async_ep/api.py",
          func=r"maybe_update_minimal_async_ep_config", exc="ValueError", versions=REG),
     Rule("internal", "set by update_from_config before use", "torchtitan/distributed/minimal_async_ep/api.py",
          func=r"maybe_update_minimal_async_ep_config", versions=REG),
