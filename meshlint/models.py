@@ -229,6 +229,31 @@ def generated_header(version: str) -> dict:
         return tomllib.load(f).get("_generated", {})
 
 
+_REGISTERED: dict = {}
+
+
+def registered(version: str = DEFAULT_VERSION) -> frozenset | None:
+    """0.2.x: the model names torchtitan's ``get_train_spec`` knows without a user registration (the table's
+    generated ``[_generated] registered``); None where the table does not say. Only the header is read."""
+    version = resolve_version(version)
+    if version not in _REGISTERED:
+        names = None
+        try:
+            with open(os.path.join(DATA, VERSIONS[version]), encoding="utf-8") as f:
+                head = []
+                for line in f:  # the header table ends where the first model table starts
+                    if line.startswith("[") and not line.startswith("[_generated]"):
+                        break
+                    head.append(line)
+            found = tomllib.loads("".join(head)).get("_generated", {}).get("registered")
+            if isinstance(found, list) and found and all(isinstance(n, str) for n in found):
+                names = frozenset(found)
+        except (OSError, ValueError, KeyError):
+            names = None
+        _REGISTERED[version] = names
+    return _REGISTERED[version]
+
+
 def table_for(extra_dirs: tuple = (), configured: dict | None = None, version: str | None = None) -> dict:
     """The built-in table (of ``version``, default v0.2.x), then each rule pack's models.toml, then the
     project configuration."""

@@ -98,11 +98,30 @@ MODEL_FACTS = ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_si
                "validator")   # ... and a build_validator_fn
 
 
+_TABLE_NAMES: dict = {}
+
+
+def _in_table(table: dict | None, name: str) -> bool:
+    """Whether ``table`` (built-in entries, rule packs', the project's) has any flavor of model ``name``."""
+    if not table:
+        return False
+    hit = _TABLE_NAMES.get(id(table))
+    if hit is None or hit[0] is not table:
+        if len(_TABLE_NAMES) > 8:
+            _TABLE_NAMES.clear()
+        hit = _TABLE_NAMES[id(table)] = (table, frozenset(k[0] for k in table if isinstance(k, tuple) and k))
+    return name in hit[1]
+
+
 def attach_model(spec: Spec, table: dict) -> None:
     """Fill the model facts from the table entry of ``[model] name`` / ``flavor`` (if there is one)."""
-    from meshlint.models import lookup, param_count
+    from meshlint.models import lookup, param_count, registered
 
-    entry = lookup(table, spec.values.get("model.name"), spec.values.get("model.flavor"))
+    name = spec.values.get("model.name")
+    names = registered()  # get_train_spec's own names; a table entry (the user's own model) counts too
+    if names is not None and isinstance(name, str):
+        spec.values["model.registered"] = name in names or _in_table(table, name)
+    entry = lookup(table, name, spec.values.get("model.flavor"))
     if entry is None:
         return
     for fact in MODEL_FACTS:

@@ -776,6 +776,9 @@ def render(result: dict, reader_commit: str, version: str, source_label: str, ge
         f"commit = {_toml(reader_commit)}",
         f"command = {_toml(generated_by)}",
     ]
+    if result.get("registered"):  # 0.2.x: the names get_train_spec knows without a user registration
+        lines.append("registered = [" + ", ".join(_toml(n) for n in result["registered"]) + "]")
+        lines.append(f"registered_source = {_toml(result['registered_source'])}")
     unreadable = [f"{u['module']}: {u['reason']}" for u in result["unreadable"]]
     for model in result["models"].values():
         by_reason: dict = {}

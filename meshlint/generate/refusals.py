@@ -596,7 +596,7 @@ HAND = [
          "torchtitan/models/flux/train.py", text=r"gradient accumulation", versions=V02),
     Rule("runtime", "flux: the autoencoder checkpoint file", "torchtitan/models/flux/model/autoencoder.py", versions=TT),
     Rule("internal", "registry plumbing", "torchtitan/protocols/*", text=r"already registered", versions=TT),
-    Rule("open", "model.name must be a registered model", "torchtitan/protocols/train_spec.py",
+    Rule("rule ML853", "model.name must be a registered model", "torchtitan/protocols/train_spec.py",
          text=r"is not registered", versions=V02),
     Rule("schema", "training.gc_freq > 0 is not checked at load, but is a plain int (0 or negative refused here)",
          "torchtitan/tools/utils.py", text=r"gc_freq", versions=TT),

@@ -401,4 +401,32 @@ class V02Reader:
 
 
 def read_all(root: str, commit: str) -> dict:
-    return V02Reader(root, commit).read_all()
+    result = V02Reader(root, commit).read_all()
+    result["registered"], result["registered_source"] = registered_names(root, commit)
+    return result
+
+
+def registered_names(root: str, commit: str) -> tuple:
+    """The TrainSpec names ``get_train_spec`` accepts without a user registration: the literal
+    ``_supported_models`` and ``_supported_experiments`` frozensets (protocols/train_spec.py imports them)."""
+    names, cites = set(), []
+    for rel, var in (("torchtitan/models/__init__.py", "_supported_models"),
+                     ("torchtitan/experiments/__init__.py", "_supported_experiments")):
+        try:
+            with open(os.path.join(root, rel), encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+        except (OSError, SyntaxError):
+            return None, None
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == var for t in node.targets):
+                try:
+                    value = ast.literal_eval(node.value.args[0] if isinstance(node.value, ast.Call) and node.value.args
+                                             else node.value)
+                except (ValueError, SyntaxError):
+                    return None, None
+                names |= {v for v in value if isinstance(v, str)}
+                cites.append(f"{rel}:{node.lineno} @ {commit}")
+                break
+        else:
+            return None, None
+    return sorted(names), "; ".join(cites)
