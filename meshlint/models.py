@@ -57,6 +57,7 @@ FIELDS = {"n_layers": int, "n_heads": int, "n_kv_heads": int, "dim": int, "head_
           "moe_layer_ids": str,           # which layers are MoE, as ranges: "1-26", "1,3,5"
           "linear_attention_layers": int, "linear_key_heads": int, "linear_value_heads": int,  # gated DeltaNet
           "vision_n_heads": int,          # the vision tower's heads (tp must divide them too)
+          "attn_type": str,               # 0.2.x: the flavor's attention implementation (sdpa, flex, varlen)
           "rope_max_len": int,            # the first attention layer's RoPE length (the longest training sequence)
           "pipelining": bool,             # the ModelSpec has a pipelining_fn (false: pp > 1 is refused)
           "validator": bool,              # 0.2.x: the TrainSpec has a build_validator_fn (false: validation refused)

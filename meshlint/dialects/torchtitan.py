@@ -95,7 +95,8 @@ def read(source) -> Spec:
 MODEL_FACTS = ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "ffn_hidden_dim",
                "num_experts", "moe_hidden_dim", "attention", "source",
                "pipelining",  # the TrainSpec has a pipelining_fn (null for a user entry that does not say)
-               "validator")   # ... and a build_validator_fn
+               "validator",   # ... and a build_validator_fn
+               "attn_type")   # the flavor's attention (sdpa, flex, varlen)
 
 
 _TABLE_NAMES: dict = {}

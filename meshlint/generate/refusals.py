@@ -440,7 +440,7 @@ HAND = [
          versions=V02),
     Rule("rule ML809", "gpt_oss refuses context parallelism outright", "torchtitan/models/gpt_oss/*",
          text=r"CP support for gpt-oss", versions=V02),
-    Rule("open", "context parallelism needs an attention type that supports it (sdpa/flex, per model: the flavor's "
+    Rule("rule ML854", "context parallelism needs an attention type that supports it (sdpa/flex, per model: the flavor's "
                  "attn_type, which the 0.2.x model table does not record)",
          "torchtitan/models/*", text=r"Context Parallel only supports", versions=V02),
     Rule("rule ML837", "expert_parallel_comm_backend = deepep needs ep > 1 and no etp", "torchtitan/models/*/infra/parallelize.py",

@@ -251,6 +251,9 @@ class V02Reader:
             for fact in ("n_layers", "n_heads"):
                 facts.lack(fact, text)
             return facts
+        attn_type = self.attr(args, "attn_type")  # sdpa / flex / varlen: what context parallelism accepts
+        if isinstance(attn_type.v, str):
+            facts.put("attn_type", attn_type)
         tied = self.attr(args, "enable_weight_tying")
         if isinstance(tied.v, bool):
             facts.put("tied", tied)
