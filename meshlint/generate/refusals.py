@@ -818,7 +818,7 @@ HAND += [
     Rule("internal", "resolving meshes the framework built itself", "torchtitan/distributed/parallel_dims.py",
          func=r"resolve_mesh", versions=V030),
     Rule("rule ML708", "context parallelism with varlen attention", "torchtitan/distributed/context_parallel/api.py",
-         text=r"Variable-length attenti", versions=V030),
+         text=r"Variable-length attenti", versions=REG),
     Rule("open", "context parallelism with a FlexAttention score_mod (from the model flavor)",
          "torchtitan/distributed/context_parallel/api.py", text=r"score_mod", versions=REG),
     Rule("internal", "attention modules are one of the known kinds", "torchtitan/distributed/context_parallel/api.py",
