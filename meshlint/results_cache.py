@@ -45,6 +45,7 @@ import stat
 import sys
 
 from meshlint import __version__
+from meshlint.fileread import read_upto
 
 FORMAT = 1
 SUBDIR = "results"
@@ -120,20 +121,12 @@ def read_regular(path: str, limit: int = MAX_INPUT_BYTES) -> bytes | None:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
             return None
-        chunks, size = [], 0
-        while size <= limit:
-            chunk = os.read(fd, limit + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if size == st.st_size and len(chunks) == 1:
-                break  # the whole file in one read (the usual case): spare the read that would say EOF
+        raw = read_upto(fd, limit, st.st_size)
     except OSError:
         return None
     finally:
         os.close(fd)
-    return None if size > limit else b"".join(chunks)
+    return None if len(raw) > limit else raw
 
 
 def _sha256():
@@ -275,21 +268,11 @@ class ResultsCache:
         return self._usable
 
     def _load(self, key: str, path: str, need_json: bool):
-        from meshlint.rule_cache import owned_private
+        from meshlint.rule_cache import read_private
 
-        try:
-            fd = os.open(os.path.join(self.directory, key + ".json"), _O_READ | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
+        raw = read_private(os.path.join(self.directory, key + ".json"), MAX_ENTRY_BYTES)
+        if raw is None:
             return None
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode) or not owned_private(st) or st.st_size > MAX_ENTRY_BYTES:
-                return None
-            raw = os.read(fd, MAX_ENTRY_BYTES + 1)
-        except OSError:
-            return None
-        finally:
-            os.close(fd)
         try:
             import json
 

@@ -115,32 +115,43 @@ def _trusted_dir(directory: str) -> bool:
     return False
 
 
-# the same trust rules for the results cache (meshlint/results_cache.py)
-owned_private = _owned_private
+# the same trust rules for the results cache (meshlint/results_cache.py; its entries: read_private)
 trusted_dir = _trusted_dir
 
 
 # ------------------------------------------------------------------------------------- load / store
+
+_O_PRIVATE = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+              | getattr(os, "O_NOCTTY", 0))
+
+
+def read_private(path: str, limit: int) -> bytes | None:
+    """The bytes of a cache entry, or None unless it is a regular file (not a link, FIFO or device) of at
+    most ``limit`` bytes that this user owns and no one else can write: the trust rule of both caches."""
+    try:
+        fd = os.open(path, _O_PRIVATE)
+    except (OSError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _owned_private(st) or st.st_size > limit:
+            return None
+        raw = os.read(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return raw if len(raw) <= limit else None
+
 
 def load(key: str | None):
     """The value stored under ``key`` (a list of Rule, or a model table), or None."""
     directory = cache_dir()
     if not key or not directory or not _trusted_dir(directory):
         return None
-    try:
-        fd = os.open(_file_for(directory, key), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_NONBLOCK", 0))
-    except OSError:
+    raw = read_private(_file_for(directory, key), MAX_ENTRY_BYTES)
+    if raw is None:
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not _owned_private(st) or st.st_size > MAX_ENTRY_BYTES:
-            return None
-        raw = os.read(fd, MAX_ENTRY_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     try:
         import json
 

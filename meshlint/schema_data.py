@@ -146,7 +146,8 @@ class Schema:
         a class the schema does not know (a user's subclass) leaves its table unchecked. ``unknown_names``:
         table path -> names set there to values that could not be read (the names are still checked).
         ``skip_checks_on``: dotted keys whose ``__post_init__`` checks other rules model (those checks are
-        not evaluated when every field they read is one of these).
+        not evaluated when every field they read is one of these, unless one holds a value of the wrong
+        type the framework keeps: rules skip such a value, the section's own check then judges it).
         """
         if origin not in ("file", "cli"):
             raise ValueError(f"origin must be 'file' or 'cli', not {origin!r}")
@@ -239,7 +240,12 @@ class Schema:
                 problems.append(self._unknown(ctx, pattern, where, name, list(keys), plan.class_name))
         if plan.check_names is None or (ctx.types is not None and cls is None and plan.ambiguous):
             return  # no __post_init__ checks, or a registry config whose class here is not known
-        steps, names = self._live(plan.qn, keys, pattern, ctx.skip)
+        skip = ctx.skip
+        if skip and typed:  # a value of the wrong type that the framework keeps: no rule judges it, so the
+            # section's own checks do (`"500" < 1` raises TypeError in torchtitan too)
+            kept = frozenset(f"{pattern}.{n}" for n, p in typed.items() if p["kind"] == "wrong-type" and not p["refused"])
+            skip = skip - kept if not kept.isdisjoint(skip) else skip
+        steps, names = self._live(plan.qn, keys, pattern, skip)
         if written is None:
             if names.isdisjoint(table):
                 return  # nothing this config writes is checked: the common case, kept cheap
@@ -947,7 +953,7 @@ def _translate(node, consts: list) -> str:
             return f"_call({node.func.id!r}, " + "".join(t(a) + ", " for a in node.args) + ")"
         if isinstance(node.func, ast.Attribute) and node.func.attr == "keys" and not node.args:
             return f"_keys({t(node.func.value)})"
-        if isinstance(node.func, ast.Attribute) and node.func.attr in _STR_METHODS:
+        if isinstance(node.func, ast.Attribute) and node.func.attr in STR_METHODS:
             return f"_meth({t(node.func.value)}, {node.func.attr!r}, " + "".join(t(a) + ", " for a in node.args) + ")"
     raise _Untranslatable(type(node).__name__)
 
@@ -994,7 +1000,7 @@ def _h_call(name: str, *args):
 
 
 # pure, linear-time str methods the frameworks' checks call on a field (``self.folder.strip()``)
-_STR_METHODS = frozenset(("strip", "lstrip", "rstrip", "lower", "upper", "startswith", "endswith"))
+STR_METHODS = frozenset(("strip", "lstrip", "rstrip", "lower", "upper", "startswith", "endswith"))
 _NATIVE = (int, float, bool, type(None), list, tuple, dict, set)
 
 

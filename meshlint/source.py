@@ -13,6 +13,7 @@ import sys
 from functools import cached_property
 
 from meshlint.errors import InputError
+from meshlint.fileread import read_upto
 from meshlint.limits import MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_KEYS, MAX_LINE_CHARS, MAX_NESTING
 from meshlint.tomlpos import Positions, scan, scan_comments
 
@@ -128,13 +129,7 @@ def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise InputError("ML001", f"is {_not_regular(st.st_mode)}, not a regular file: refused unread")
-            chunks, size = [], 0
-            while size <= limit:
-                chunk = os.read(fd, limit + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
+            raw = read_upto(fd, limit, st.st_size)
         finally:
             os.close(fd)
     except FileNotFoundError:
@@ -143,9 +138,9 @@ def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
         raise InputError("ML001", "permission denied") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         raise InputError("ML001", f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
-    if size > limit:
-        raise _too_large(size, limit, grew=True)
-    return b"".join(chunks)
+    if len(raw) > limit:
+        raise _too_large(len(raw), limit, grew=True)
+    return raw
 
 
 def _too_large(size: int, limit: int, grew: bool = False) -> InputError:

@@ -18,18 +18,25 @@ SCHEMAS = {("kempnerforge", "5666d0d"): ("kempnerforge", "5666d0d"), ("torchtita
 REGISTRY_SCHEMAS = {"0.3.0": ("torchtitan", "0.3.0"), "main@b5bcd76c6": ("torchtitan", "main@b5bcd76c6")}
 
 
-def apply(spec, data: dict, custom_module: str | None = None) -> None:
-    """Merge the schema's verdict on ``data`` into ``spec`` (unknown_keys, problems, near_misses)."""
-    fw = getattr(spec, "framework", None) or {}
-    target = SCHEMAS.get((spec.dialect, fw.get("version")))
+def _schema(target: tuple | None):
+    """The generated schema ``target`` names, or None (no schema for that version, or a build without the
+    generated data: the dialect's own checks stand)."""
     if target is None:
-        return
+        return None
     from meshlint import schema_data
 
     try:
-        schema = schema_data.load(*target)
+        return schema_data.load(*target)
     except schema_data.SchemaError:
-        return  # a build without the generated data: the dialect's own checks stand
+        return None
+
+
+def apply(spec, data: dict, custom_module: str | None = None) -> None:
+    """Merge the schema's verdict on ``data`` into ``spec`` (unknown_keys, problems, near_misses)."""
+    fw = getattr(spec, "framework", None) or {}
+    schema = _schema(SCHEMAS.get((spec.dialect, fw.get("version"))))
+    if schema is None:
+        return
     __import__("meshlint.config_values").config_values.build(spec, data, schema)  # the `config` fact
     if custom_module is None and isinstance(data.get("job"), dict):  # torchtitan: [job] custom_config_module
         module = data["job"].get("custom_config_module")
@@ -114,14 +121,8 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
     not know leaves its table unchecked, and a value that could not be read is never guessed (its name is
     still checked).
     """
-    target = REGISTRY_SCHEMAS.get(version)
-    if target is None:
-        return False
-    from meshlint import schema_data
-
-    try:
-        schema = schema_data.load(*target)
-    except schema_data.SchemaError:
+    schema = _schema(REGISTRY_SCHEMAS.get(version))
+    if schema is None:
         return False
     data = source.data if isinstance(getattr(source, "data", None), dict) else {}
     types = getattr(source, "types", None)
@@ -134,10 +135,6 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
             unknown_names.setdefault(parent, set()).add(leaf)
     modelled = _modelled(keys, every=True) | _RULED_REGISTRY_KEYS
     found = schema.check(data, origin="file", types=types, unknown_names=unknown_names, skip_checks_on=modelled)
-    mistyped = {p["key"] for p in found if p["kind"] == "wrong-type" and not p["refused"]} & _RULED_REGISTRY_KEYS
-    if mistyped:  # its rule skips a value of the wrong type: the __post_init__ check itself says what it does
-        modelled = modelled - mistyped  # with it (`"500" < 1`: TypeError), so it runs after all (rare: twice)
-        found = schema.check(data, origin="file", types=types, unknown_names=unknown_names, skip_checks_on=modelled)
     seen = {p["key"]: p for p in spec.problems}
     unknown, kept = [], []
     for p in found:
@@ -233,14 +230,8 @@ def override_field(version: str | None, section: str, field: str, written_class:
     ``tyro.conf.Suppress``, the class's name) or ("field", the tyro kind for launch._typed:
     "int", "float", "bool", "str", "lit:a,b", with "?" when None is allowed; None for other types).
     """
-    target = REGISTRY_SCHEMAS.get(version or "")
-    if target is None:
-        return None
-    from meshlint import schema_data
-
-    try:
-        schema = schema_data.load(*target)
-    except schema_data.SchemaError:
+    schema = _schema(REGISTRY_SCHEMAS.get(version or ""))
+    if schema is None:
         return None
     tables = schema.data["tables"]
     entry = tables.get(section)

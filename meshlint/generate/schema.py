@@ -41,6 +41,8 @@ import re
 import sys
 from pathlib import Path
 
+from meshlint.schema_data import STR_METHODS
+
 FORMAT = 1
 OUT_DIR = Path(__file__).resolve().parent.parent / "data" / "schema"
 _PRIMITIVES = {"int": "int", "float": "float", "bool": "bool", "str": "str", "bytes": "bytes"}
@@ -661,9 +663,9 @@ def _inline(test: ast.expr, local: dict) -> ast.expr:
     return Sub().visit(ast.parse(ast.unparse(test), mode="eval").body)
 
 
-# str methods the runtime evaluates (meshlint.schema_data._STR_METHODS): a local bound to one of them on a
-# field (``async_lowered = self.async_mode.lower()``) is inlined like a plain field read
-_INLINED_METHODS = frozenset(("strip", "lstrip", "rstrip", "lower", "upper"))
+# str methods the runtime evaluates that take no argument: a local bound to one of them on a field
+# (``async_lowered = self.async_mode.lower()``) is inlined like a plain field read
+_INLINED_METHODS = STR_METHODS - {"startswith", "endswith"}
 
 
 def _self_chain(node) -> bool:

@@ -213,6 +213,8 @@ class Pruner:
                 if shared is not None:
                     if len(_SHARED) > MAX_SHARED:
                         _SHARED.clear()
+                        _RULES_ALIVE.clear()
+                    _RULES_ALIVE[shared[0]] = rule  # an id stays that rule's while the memo holds it
                     _SHARED[(shared, values)] = hit
             self.memo[key] = hit
         return hit
@@ -234,8 +236,6 @@ class Pruner:
                     key = (id(rule), repr(tuple((n, base.get(n)) for n in sorted(names) if n not in mine)))
                 except Exception:  # noqa: BLE001 - a fact without a faithful text form: this config alone
                     key = None
-                if key is not None:
-                    _RULES_ALIVE[id(rule)] = rule  # an id stays that rule's while the memo holds it
             keys[index] = key
         return keys[index]
 
