@@ -90,6 +90,7 @@ class Schema:
         if self._data is None:
             with open(self.path, encoding="utf-8") as f:
                 self._data = json.load(f)
+            _COMPILED.update(_prewritten(self.framework, self.version))
         return self._data
 
     @property
@@ -825,6 +826,24 @@ _PARSED: dict = {}
 _COMPILED: dict = {}
 
 
+def compiled_module(framework: str, version: str) -> str:
+    """The module holding a schema's texts compiled ahead of time (meshlint.generate.schema_compiled)."""
+    name = "".join(c if c.isalnum() else "_" for c in f"{framework}_{version}")
+    return "meshlint.schema_compiled." + name
+
+
+def _prewritten(framework: str, version: str) -> dict:
+    """text -> function (or None: not evaluated) for every text of the schema, imported from its prewritten
+    module (Python's own bytecode cache makes that far cheaper than parsing and compiling each text here);
+    {} when there is none. tests/test_schema_generated.py checks each module is what its schema gives now."""
+    import importlib
+
+    try:
+        return importlib.import_module(compiled_module(framework, version)).COMPILED
+    except ImportError:
+        return {}
+
+
 def _parsed(text: str):
     """A ``for`` header of a condition, parsed once per process (None when it does not parse)."""
     if text not in _PARSED:
@@ -854,19 +873,29 @@ def _compiled(text: str):
     if fn is not None:  # most checks are one comparison of a field with a number: no parse, no compile
         _COMPILED[text] = fn
         return fn
+    translated = translated_source(text)
+    if translated is None:
+        fn = None
+    else:
+        source, consts = translated
+        code = compile(f"lambda V, L: {source}", "<meshlint schema check>", "eval")
+        fn = eval(code, {"__builtins__": {}, "K": consts, **HELPERS})  # noqa: S307
+    _COMPILED[text] = fn
+    return fn
+
+
+def translated_source(text: str):
+    """``(python source over V, L, K and HELPERS, the constants K holds)`` for a condition or value text, or None
+    when it uses something meshlint does not evaluate. meshlint.generate.schema_compiled writes these ahead of
+    time for every text of a generated schema (meshlint/schema_compiled/), so a run compiles none of them."""
     try:
         import ast
 
         consts: list = []
         source = _translate(ast.parse(text, mode="eval").body, consts)
-        code = compile(f"lambda V, L: {source}", "<meshlint schema check>", "eval")
-        fn = eval(code, {"__builtins__": {}, "K": consts, "_L": _h_local, "_A": _h_attr, "_add": _h_add,  # noqa: S307
-                         "_mul": _h_mul, "_mod": _h_mod, "_call": _h_call, "_keys": _h_keys,
-                         "_meth": _h_meth})
     except (SyntaxError, _Untranslatable, ValueError, RecursionError, MemoryError):
-        fn = None
-    _COMPILED[text] = fn
-    return fn
+        return None
+    return source, tuple(consts)
 
 
 _SIMPLE = None
@@ -1018,6 +1047,11 @@ def _h_keys(base):
     if isinstance(base, dict):
         return base.keys()
     raise _Unknown("keys")
+
+
+# the names a translated text calls (the prewritten modules import them under these names too)
+HELPERS = {"_L": _h_local, "_A": _h_attr, "_add": _h_add, "_mul": _h_mul, "_mod": _h_mod, "_call": _h_call,
+           "_keys": _h_keys, "_meth": _h_meth}
 
 
 def _bind(target, item, local: dict):

@@ -164,6 +164,52 @@ def test_load_is_lazy_and_cached():
         assert schema_data.load(framework, version) is s and s.data is s._data
 
 
+def test_prewritten_conditions_are_current_and_translate_alike():
+    # meshlint/schema_compiled/ holds each schema's texts compiled ahead of time: each module is what the
+    # generator writes from the committed schema now, covers every text, and each function is the run-time
+    # translation of its text (same source, same constants)
+    from meshlint.generate import schema_compiled
+
+    for path, text in schema_compiled.outputs().items():
+        assert path.is_file() and path.read_text(encoding="utf-8") == text, \
+            f"{path.name} is stale: run python -m meshlint.generate.schema_compiled"
+    for framework, version in schema_data.available():
+        module = importlib.import_module(schema_data.compiled_module(framework, version))
+        data = json.loads(Path(schema_data.load(framework, version).path).read_text(encoding="utf-8"))
+        texts = schema_compiled.texts(data)
+        assert texts and set(texts) >= set(module.COMPILED)
+        missing = [t for t in texts if t not in module.COMPILED]
+        assert not missing, missing  # every constant of these schemas writes as a literal
+        for text, fn in module.COMPILED.items():
+            translated = schema_data.translated_source(text)
+            assert (fn is None) == (translated is None), text
+            if fn is not None:
+                assert fn.__defaults__ == (translated[1],), text
+
+
+def test_no_condition_is_compiled_at_run_time_on_the_frameworks_own_configs(monkeypatch):
+    # with the prewritten modules, checking the shipped configs translates no text at run time
+    import tomllib
+
+    compiled = []
+    real = schema_data.translated_source
+    monkeypatch.setattr(schema_data, "translated_source", lambda text: compiled.append(text) or real(text))
+    monkeypatch.setattr(schema_data, "_COMPILED", {})
+    monkeypatch.setattr(schema_data, "_CONDS", {})
+    monkeypatch.setattr(schema_data, "_SCHEMAS", {})
+    checked = 0
+    for framework, version, root, pattern in (
+            ("kempnerforge", "5666d0d", SHARED / "KempnerForge-5666d0d", "configs/**/*.toml"),
+            ("torchtitan", "0.2.x", SHARED / "torchtitan-v0.2-9810191bb-parent", "torchtitan/models/*/train_configs/*.toml")):
+        s = schema_data.load(framework, version)
+        for path in sorted(root.glob(pattern)):
+            s.check(tomllib.loads(path.read_text(encoding="utf-8")))
+            checked += 1
+    if not checked:
+        pytest.skip("the frameworks' configs are not in ../shared/frameworks")
+    assert compiled == []
+
+
 def test_unknown_version_is_a_typed_error():
     with pytest.raises(schema_data.SchemaError, match="generated: .*kempnerforge 5666d0d"):
         schema_data.load("torchtitan", "9.9")

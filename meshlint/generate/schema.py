@@ -1134,6 +1134,10 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(text, encoding="utf-8")
     c = schema["counts"]
     print(f"wrote {os.path.relpath(path)}: {c['tables']} tables, {c['classes']} classes, {c['keys']} keys")
+    if not args.out:  # and its conditions, compiled ahead of time (meshlint/generate/schema_compiled.py)
+        from meshlint.generate import schema_compiled
+
+        return schema_compiled.main([])
     return 0
 
 
