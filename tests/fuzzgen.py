@@ -4,7 +4,10 @@ Hypothesis strategies build inputs from the grammar of each dialect (the keys
 come from the dialect modules' own ``KEYS``, so a new key is fuzzed the day it
 is added), with hostile values mixed in: huge and 1,001-digit integers, nan,
 inf, negative and zero sizes, strings with control characters and bidi
-overrides, deep nesting, duplicate keys, bytes that are not UTF-8. Rule packs
+overrides, deep nesting, duplicate keys, bytes that are not UTF-8. torchtitan 0.3.0/main
+registry files (Python read with ``ast``: classes and keys from the generated schemas, hostile
+expressions, recursion, endless loops, derived configs, cut-off source), launch scripts (SBATCH
+headers, torchrun lines with overrides) and saved JSON configs come from the same values. Rule packs
 come from the rule schema (fields) and the expression grammar (facts,
 operators, every function), with hostile expressions mixed in. Command lines
 draw every flag of ``check``, ``explain``, ``diff`` and ``rules`` with valid
@@ -234,6 +237,158 @@ def config_bytes(draw) -> bytes:
     return raw
 
 
+# ------------------------------------------------------------------------------------------ registries, scripts, JSON
+
+# torchtitan 0.3.0 / main registry configs: Python functions building Trainer.Config from the generated
+# schema of each version (every class and key is fuzzed the day the schema knows it), read with ``ast``
+REGISTRY_SCHEMAS = {v: json.loads((ROOT / "meshlint" / "data" / "schema" / f"torchtitan-{v}.json").read_text())
+                    for v in ("0.3.0", "main@b5bcd76c6")}
+MODULES = ["llama3", "deepseek_v3", "qwen3", "llama4", "gpt_oss", "flux", "x", "ünïcode"]
+py_ints = mostly(st.one_of(small_ints, st.sampled_from(INTERESTING_INTS).map(str)), st.sampled_from([
+    "2 ** 200", "10 ** 10 ** 10", "1 << 4000", "9" * 5000, "-(2 ** 63)", "0x" + "f" * 1100, "8 // 0", "8 % 0",
+    "int('8')", "len('x' * 10 ** 12)", "sum(range(10 ** 12))", "True", "None", "8.0", "'8'", "[8]"]), 8)
+py_scalars = st.one_of(py_ints, py_ints, st.sampled_from(["float('nan')", "float('inf')", "1e308 * 10", "0.5", "-1.0",
+                                                           "True", "False", "None", "...", "b'x'"]),
+                       texts.map(repr), st.just("'x' * 10 ** 9"), st.just("f'{10 ** 10}'"))
+py_exprs = st.one_of(py_scalars, py_scalars, py_scalars, st.sampled_from([
+    "unknown_name", "helper()", "helper(1, k=2)", "lambda: 1", "[i for i in range(10 ** 9)]", "n * 2", "n + n",
+    "(1, 2)", "[1, 2, 4]", "{'a': 1}", "{**x}", "*x", "DATASETS['c4']", "os.environ['X']", "n if n else 2",
+    "model_spec", "dataclasses.replace(x)", "(" * 120 + "1" + ")" * 120, "[" * 120 + "]" * 120]))
+
+
+def _typed_py(key: dict) -> st.SearchStrategy:
+    kind = key["type"].get("kind")
+    if kind == "literal" and key["type"].get("values"):
+        return st.sampled_from(key["type"]["values"]).map(repr)
+    return {"int": py_ints, "float": st.sampled_from(["0.5", "1e-4", "8.0", "-1.0", "1e400"]),
+            "bool": st.sampled_from(["True", "False"]), "str": texts.map(repr)}.get(kind, py_exprs)
+
+
+@st.composite
+def py_call(draw, schema: dict, qn: str, depth: int = 0) -> str:
+    """``ClassName(key=value, ...)`` for a schema class: mostly its own keys with values of their type."""
+    cls = schema["classes"][qn]
+    keys = list(cls["keys"].items())
+    args = []
+    for name, key in draw(st.lists(st.sampled_from(keys), max_size=5, unique_by=lambda kv: kv[0])) if keys else []:
+        table = schema["tables"].get(key.get("table", "")) if "table" in key else None
+        if table and depth < 3 and draw(st.booleans()):
+            value = draw(py_call(schema, draw(st.sampled_from(table["classes"])), depth + 1))
+        else:
+            value = draw(mostly(_typed_py(key), py_exprs, 6))
+        args.append(f"{name}={value}")
+    if draw(chance(8)):
+        args.append(f"{draw(st.sampled_from([k + 's' for k, _ in keys] or ['x']))}={draw(py_scalars)}")  # a typo
+    if draw(chance(20)):
+        args.append(draw(st.sampled_from(["*a", "**kw", "1", "x=1, x=2"])))
+    return f"{cls['name']}({', '.join(args)})"
+
+
+@st.composite
+def registry_text(draw) -> str:
+    schema = REGISTRY_SCHEMAS[draw(st.sampled_from(sorted(REGISTRY_SCHEMAS)))]
+    root = schema["tables"][""]["default_class"]
+    module = draw(st.sampled_from(MODULES))
+    lines = [draw(COMMENTS) for _ in range(draw(st.integers(0, 2)))]
+    lines += ["import dataclasses", "from torchtitan.trainer import Trainer",
+              "from torchtitan.config import ParallelismConfig, TrainingConfig, CompileConfig",
+              "from torchtitan.components.checkpointer import CheckpointManager",
+              "from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC",
+              f"from torchtitan.models.{module} import model_registry", "", "n = " + draw(py_ints), ""]
+    names = [f"cfg_{i}" for i in range(draw(st.integers(1, 3)))]
+    for i, name in enumerate(names):
+        flavor = draw(st.one_of(st.sampled_from(["debugmodel", "debugmodel_moe", "8B", "70B", "16B", "?"]), texts))
+        call = draw(py_call(schema, root))
+        spec = f"model_registry({flavor!r})"
+        call = call.replace("Trainer.Config(", f"Trainer.Config(model_spec={spec}, ", 1) if draw(st.booleans()) else call
+        shape = draw(st.integers(0, 9))
+        body = [f"    return {call}"]
+        if shape == 1 and i:  # derived from an earlier function, then edited
+            body = [f"    c = {names[i - 1]}()",
+                    f"    c.parallelism.tensor_parallel_degree = {draw(py_ints)}", "    return c"]
+        elif shape == 2 and i:
+            body = [f"    return dataclasses.replace({names[i - 1]}(), training={draw(py_call(schema, root))})"]
+        elif shape == 3:
+            body = [f"    return {name}()"]  # endless recursion
+        elif shape == 4:
+            body = ["    c = None", "    for i in range(10 ** 12):", f"        c = {call}", "    return c"]
+        elif shape == 5:
+            body = [f"    x = {draw(py_exprs)}", f"    y = x * {draw(py_ints)}", f"    return {call}"]
+        lines += [f"def {name}() -> Trainer.Config:", *body, ""]
+    text = "\n".join(lines) + "\n"
+    if draw(chance(15)):  # not valid Python: cut anywhere
+        text = text[: draw(st.integers(0, len(text)))]
+    return text
+
+
+@st.composite
+def launch_text(draw) -> str:
+    """A launch script: SBATCH headers, variables, torchrun/srun lines for torchtitan and KempnerForge."""
+    schema = REGISTRY_SCHEMAS["main@b5bcd76c6"]
+    lines = ["#!/bin/bash"]
+    for flag in draw(st.lists(st.sampled_from(["nodes", "gpus-per-node", "ntasks-per-node", "gres=gpu"]), max_size=3)):
+        lines.append(f"#SBATCH --{flag}={draw(py_ints)}" if "=" not in flag else f"#SBATCH --{flag}:{draw(py_ints)}")
+    if draw(st.booleans()):
+        lines.append(f"NGPU=${{NGPU:-{draw(py_ints)}}}")
+    for _ in range(draw(st.integers(1, 2))):
+        nproc = draw(st.one_of(py_ints, st.sampled_from(["$NGPU", "${NGPU}", "$((2**200))", "'8'", "gpu"])))
+        head = f"torchrun --nproc_per_node={nproc}" + (f" --nnodes={draw(py_ints)}" if draw(st.booleans()) else "")
+        if draw(st.booleans()):
+            overrides = []
+            for table in draw(st.lists(st.sampled_from(["parallelism", "training", "checkpoint", "compile"]), max_size=2)):
+                qn = schema["tables"][table]["classes"][0]
+                for name, key in draw(st.lists(st.sampled_from(list(schema["classes"][qn]["keys"].items())),
+                                                max_size=3, unique_by=lambda kv: kv[0])):
+                    overrides.append(f"--{table}.{name} {draw(mostly(_typed_py(key), texts.map(repr), 6))}")
+            sep = draw(st.sampled_from(["", "", " --", " \\\n  "]))
+            lines.append(f"{head} -m torchtitan.train --module {draw(st.sampled_from(MODULES))} "
+                         f"--config {draw(st.sampled_from(['llama3_debugmodel', 'llama3_8b', 'x', '']))}{sep} "
+                         + " ".join(overrides))
+        else:
+            lines.append(f"{head} scripts/train.py configs/train/{draw(st.sampled_from(['7b', 'missing', '../x']))}.toml "
+                         f"--distributed.tp {draw(py_ints)} --train.seq_len {draw(py_ints)}")
+    return "\n".join(lines) + "\n"
+
+
+def _json_value(draw, depth: int = 0):
+    kind = draw(st.integers(0, 9))
+    if kind < 7 or depth > 3:
+        return draw(st.one_of(st.integers(-(2**70), 2**70), st.sampled_from(INTERESTING_INTS), texts, st.booleans(),
+                              st.none(), st.floats(allow_nan=False)))
+    if kind < 9:
+        return [_json_value(draw, depth + 1) for _ in range(draw(st.integers(0, 3)))]
+    return {draw(texts): _json_value(draw, depth + 1) for _ in range(draw(st.integers(0, 3)))}
+
+
+@st.composite
+def saved_json(draw) -> str:
+    """A saved config (``--debug.save_config_file``): the schema's tables and keys, values of any JSON type."""
+    schema = REGISTRY_SCHEMAS[draw(st.sampled_from(sorted(REGISTRY_SCHEMAS)))]
+    doc = {}
+    for table in draw(st.lists(st.sampled_from(["parallelism", "training", "model_spec", "checkpoint", "debug"]),
+                               max_size=4, unique=True)):
+        entry = schema["tables"].get(table)
+        keys = list(schema["classes"][entry["classes"][0]]["keys"]) if entry else ["name", "flavor"]
+        doc[table] = {draw(st.sampled_from(keys)): _json_value(draw) for _ in range(draw(st.integers(0, 4)))}
+    text = json.dumps(doc)
+    if draw(chance(10)):
+        text = "[" * 100 + text + "]" * draw(st.sampled_from([0, 100]))
+    return text
+
+
+@st.composite
+def other_input(draw) -> tuple:
+    """(file name, bytes) of a registry, a launch script or a saved config."""
+    kind = draw(st.sampled_from(["registry", "registry", "script", "saved"]))
+    if kind == "registry":
+        return draw(st.sampled_from(["config_registry.py", "my configs.py", "evil\x1b[2J.py"])), \
+            draw(registry_text()).encode("utf-8", "surrogatepass")
+    if kind == "script":
+        return draw(st.sampled_from(["train.sh", "job.sbatch", "run.slurm"])), \
+            draw(launch_text()).encode("utf-8", "surrogatepass")
+    return "saved_config.json", draw(saved_json()).encode("utf-8", "surrogatepass")
+
+
 FILE_NAMES = st.one_of(
     st.just("config.toml"),
     st.builds(lambda n: f"model_{n}gpu_tp4.toml", st.sampled_from(["8", "32", "0", "16777217", "9" * 40, "²"])),
@@ -365,6 +520,8 @@ def cases(draw) -> Case:
     command = draw(st.sampled_from(["check", "check", "check", "explain", "explain", "diff", "rules"]))
     files = tuple((draw(FILE_NAMES) if i == 0 else f"second{i}.toml", draw(config_bytes()))
                   for i in range(draw(st.integers(1, 2))))
+    if draw(chance(3)):  # a registry, a launch script or a saved config in first place
+        files = (draw(other_input()),) + files[1:]
     pack = tuple(draw(rule_pack()).items()) if draw(chance(6)) or command == "rules" else ()
     target = draw(mostly(st.sampled_from(["{f0}", "{f0}", "{f0}", "{dir}"]), st.sampled_from(["{fifo}", "{missing}",
                                                                                             "/dev/null"]), 8))
@@ -382,6 +539,8 @@ def cases(draw) -> Case:
                                       ("--color", ["auto", "always", "never"], ["rainbow"])):
             if draw(chance(5)):
                 argv += [flag, draw(flag_value(values, invalid))]
+        if draw(chance(5)):
+            argv += ["--torchtitan-version", draw(flag_value(["0.3.0", "main", "0.2.2", "b5bcd76c6"], ["9.9", "", "²"]))]
         for flag in ("-q", "--report-unused-suppressions", "--isolated"):
             if draw(chance(4)):
                 argv.append(flag)

@@ -10,7 +10,7 @@ long run is ``python bench/fuzz.py`` (its last figures are in the README).
 from __future__ import annotations
 
 import pytest
-from fuzzgen import Case, cases, config_bytes, describe, rule_pack, run_case
+from fuzzgen import Case, cases, config_bytes, describe, other_input, rule_pack, run_case
 from hypothesis import HealthCheck, given, settings
 
 SHORT = settings(max_examples=40, deadline=None, derandomize=True, database=None, print_blob=False,
@@ -42,6 +42,16 @@ def test_configs_checked_as_json(raw, tmp_path_factory):
 def test_configs_explained_on_a_big_world(raw, tmp_path_factory):
     argv = ("explain", "{f0}", "--world-size", "16777216", "--gpus-per-node", "16777215", "--rank", "16777215")
     _assert_ok(Case((("config.toml", raw),), (), argv, "explain"), tmp_path_factory.mktemp("fuzz"))
+
+
+@SHORT
+@given(item=other_input())
+def test_registries_scripts_and_saved_configs(item, tmp_path_factory):
+    # the readers of issue 10 (torchtitan registries read with ast, launch scripts, saved JSON) under the
+    # same oracle, checked and explained (a registry with several functions: explain refuses to pick one)
+    name, raw = item
+    for argv, command in ((("check", "{f0}", "--format", "json"), "check"), (("explain", "{f0}"), "explain")):
+        _assert_ok(Case(((name, raw),), (), argv, command), tmp_path_factory.mktemp("fuzz"))
 
 
 @settings(SHORT, max_examples=20)
