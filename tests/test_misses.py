@@ -282,6 +282,9 @@ CASES = [
     Case("kf-anneal-all-zero", "kf", KF + "debug.toml",
          (Replace("[distributed]", MIXTURE + "[distributed]"), Set("data.anneal_start_step", "80"),
           Set("data.anneal_weights", "{web = 0.0, code = 0.0}")), expect=frozenset({"ML859"})),
+    Case("kf-anneal-negative", "kf", KF + "debug.toml",
+         (Set("data.anneal_start_step", "80"), Set("data.anneal_weights", "{web = -1.0}")),
+         expect=frozenset({"ML829"})),
     # ---- KempnerForge: freeze modules that are not module aliases (ML860), refused after the first step
     Case("kf-freeze-unknown-module", "kf", KF + "vlm_video_webvid.toml",
          (Replace('freeze = [{module = "vision_encoder", frozen = true}]',
@@ -628,9 +631,9 @@ def kf_worker(root: str) -> None:
 
 def kf_train_checks(config) -> None:
     """scripts/train.py's checks that config values reach without data, GPUs or a process group, called the way
-    train.py calls them: the VLM dataset's keys (:294-318), the mixture sampler's weight switches at each data
-    phase (:360-392, :563-573, :902-918, after the step that reaches start_step), and the freeze state it records
-    after every step (:1018-1024), for steps 1..train.max_steps."""
+    train.py calls them: the VLM dataset's keys (:294-318), the anneal shortcut's TrainingPhase (:599-611), the
+    mixture sampler's weight switches at each data phase (:356-405, :903-918, after the step that reaches
+    start_step), and the freeze state it records after every step (:1016-1024), for steps 1..train.max_steps."""
     from kempnerforge.config.schema import TrainingPhase
     from kempnerforge.data.sampler import MixtureSampler
     from kempnerforge.training.freeze import effective_freeze
@@ -642,16 +645,19 @@ def kf_train_checks(config) -> None:
                 raise ValueError("Video training requires data.tokenizer_path")
         elif not data.hf_dataset_name or not data.tokenizer_path:
             raise ValueError("VLM training requires data.hf_dataset_name and data.tokenizer_path")
-    elif data.datasets:
+    if data.phases:
+        phases = sorted(data.phases, key=lambda p: p.start_step)
+    elif data.anneal_start_step > 0 and data.anneal_weights:
+        phases = [TrainingPhase(start_step=data.anneal_start_step, dataset_weights=dict(data.anneal_weights))]
+    else:
+        phases = []
+    if config.vlm is None and data.datasets:
         sources = [s for s in data.datasets if s.path or s.hf_name]
         names = [s.name or s.path or s.hf_name for s in sources]
         weights = {n: s.weight for n, s in zip(names, sources)}
         sampler = MixtureSampler(cumulative_sizes=[10 * i for i in range(len(names) + 1)],
                                  weights=[s.weight for s in sources], num_replicas=1, rank=0,
                                  temperature=data.mix_temperature)
-        phases = sorted(data.phases, key=lambda p: p.start_step) if data.phases else (
-            [TrainingPhase(start_step=data.anneal_start_step, dataset_weights=dict(data.anneal_weights))]
-            if data.anneal_start_step > 0 and data.anneal_weights else [])
         for phase in phases:
             if max(phase.start_step, 1) <= max_steps:
                 sampler.update_weights([phase.dataset_weights.get(n, weights[n]) for n in names],
@@ -934,6 +940,17 @@ def test_space_form_scanner_reads_only_launch_words():
                 (6, 1, " srun python scripts/train.py c.toml --train.compile_model true --checkpoint.dir out/x")]
     found = [(i["line"], i["key"], i["refused"]) for i in space_overrides(comments)]
     assert found == [(5, "train.max_steps", True), (6, "checkpoint.dir", False)]
+
+
+def test_launch_overrides_in_comments():
+    from meshlint.dialects.kempnerforge import equals_overrides
+
+    comments = [(1, 1, " uv run python scripts/train.py configs/train/vlm_debug.toml \\"),
+                (2, 1, "     --data.hf_dataset_name=... --data.tokenizer_path=gpt2"),
+                (3, 1, " torchrun --nproc_per_node=4 scripts/train.py c.toml --train.max_steps=50 --foo.bar=1"),
+                (4, 1, " set --distributed.tp 4 (the space form is ML317's)")]
+    found = [(i["line"], i["key"], i["value"]) for i in equals_overrides(comments)]
+    assert found == [(2, "data.hf_dataset_name", "..."), (2, "data.tokenizer_path", "gpt2"), (3, "train.max_steps", "50")]
 
 
 def write_fixtures() -> None:

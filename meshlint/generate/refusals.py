@@ -276,7 +276,8 @@ HAND = [
                        "enums the schema check covers",
          "kempnerforge/config/registry.py", func=r"Registry\.get$", versions=KF),
     Rule("rule ML829", "[data] loops the schema check cannot evaluate: each source needs path or hf_name, phase "
-                       "start_steps strictly increasing, phase dataset weights non-negative",
+                       "start_steps strictly increasing, phase dataset weights (and data.anneal_weights, which "
+                       "train.py makes a TrainingPhase before the first step) non-negative",
          "kempnerforge/config/data.py", text=r"either path or hf_name|start_steps must be strictly|dataset_weights\[",
          versions=KF),
     Rule("rule ML103", "the degree product", "kempnerforge/config/distributed.py", func=r"validate_world_size", versions=KF),
