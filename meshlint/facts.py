@@ -67,7 +67,9 @@ FACT_DOCS = {
     "eval": "KempnerForge [eval] facts (enabled, dataset_path, hf_dataset_name, has_data_source)",
     "launch": "KempnerForge launch lines in the file's comments: space_overrides, a list of {line, col, key, value, "
               "refused, says, effective} for each '--section.key value' (KempnerForge takes it as a flag set to "
-              "\"true\" and drops the value)",
+              "\"true\" and drops the value); overrides, a list of {line, key, value} for each '--section.key=value' "
+              "written in a comment (meshlint does not apply them: a rule may leave a key alone that the documented "
+              "launch sets)",
     "trainer": "torchtitan registry configs: config_class (the trainer config class as written, e.g. Trainer.Config, "
                "PolicyTrainer.Config) and runs_trainer (true when torchtitan.trainer.Trainer runs it, so "
                "Trainer.Config's and Trainer.__init__'s checks apply; false for RL PolicyTrainer configs)",
@@ -142,7 +144,7 @@ GROUP_FIELDS = {
             "required_seq_len", "pool_error"),
     "video": ("present", "max_frames"),
     "eval": ("enabled", "dataset_path", "hf_dataset_name", "has_data_source"),
-    "launch": ("space_overrides",),
+    "launch": ("space_overrides", "overrides"),
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
 }
 

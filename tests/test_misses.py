@@ -4,9 +4,11 @@ Every case below is a small edit of a config the framework ships (KempnerForge 5
 torchtitan 9810191bb^'s train_configs/*.toml), read from ../shared/frameworks/. meshlint checks the edited file;
 the framework's own code, run in a subprocess, says whether it refuses the same file:
 
-* KempnerForge: ``load_config`` (with the case's launch-line overrides), ``JobConfig.validate(world)``, and for
+* KempnerForge: ``load_config`` (with the case's launch-line overrides), ``JobConfig.validate(world)``, for
   VLMs with the ``random`` encoder ``build_vlm_wrapper`` on the meta device (the build-time length and pooling
-  checks). Hugging Face encoders are not built (they need a download): their cases stop at validate.
+  checks; Hugging Face encoders are not built: they need a download), then scripts/train.py's checks that need
+  neither data nor GPUs, called as train.py calls them (``kf_train_checks``: the VLM dataset's keys, the mixture
+  sampler's phase switches, the freeze state recorded after each step).
 * torchtitan v0.2: ``ConfigManager.parse_args``, ``ParallelDims`` + ``build_mesh`` on the fake process group,
   ``Trainer.__init__``'s pipelining test (train.py:218-222: the TrainSpec's ``pipelining_fn``), then the model
   on the meta device through the TrainSpec's own ``pipelining_fn`` or ``parallelize_fn``. torchtitan's package
@@ -39,7 +41,8 @@ SHARED = ROOT.parent / "shared" / "frameworks"
 KF_ROOT = SHARED / "KempnerForge-5666d0d"
 TT_ROOT = SHARED / "torchtitan-v0.2-9810191bb-parent"
 FIXTURES = ROOT / "fixtures" / "rules"
-NEW_CODES = {"ML313", "ML314", "ML315", "ML316", "ML317", "ML318", "ML319", "ML404", "ML405", "ML613", "ML614"}
+NEW_CODES = {"ML313", "ML314", "ML315", "ML316", "ML317", "ML318", "ML319", "ML404", "ML405", "ML613", "ML614",
+             "ML855", "ML856", "ML857", "ML858", "ML859", "ML860"}
 
 KF_ORIGIN = "KempnerForge (MIT) {path} at 5666d0d"
 TT_ORIGIN = "torchtitan (BSD-3-Clause, Copyright (c) Meta Platforms, Inc. and affiliates) {path} at 9810191bb^"
@@ -132,6 +135,8 @@ TP2 = (Set(PAR + "data_parallel_replicate_degree", "2"), Set(PAR + "data_paralle
        Set(PAR + "tensor_parallel_degree", "2"))
 WEBVID_RANDOM = (Set("vision_encoder.type", '"random"'), Set("vision_encoder.path", '""'),
                  Set("vision_encoder.num_tokens", "196"), Set("vision_encoder.feature_dim", "768"))
+MIXTURE = ('[[data.datasets]]\nname = "web"\npath = "/data/web"\nweight = 1.0\n\n'
+           '[[data.datasets]]\nname = "code"\npath = "/data/code"\nweight = 0.5\n\n')
 WEBVID_SMOKE = "the config's own quick-smoke overrides written in: vision_encoder type random, num_tokens 196, " \
                "feature_dim 768"
 
@@ -195,6 +200,116 @@ CASES = [
     Case("kf-attn-pool-build", "kf", KF + "vlm_debug.toml",
          (Set("vision_encoder.num_tokens", "0"), Set("adapter.type", '"attentional_pool"'),
           Set("adapter.pool_window", "3")), expect=frozenset({"ML319"})),
+    # ---- KempnerForge: [vlm] loops the schema check cannot evaluate (ML855)
+    Case("kf-moma-zero-experts", "kf", KF + "vlm_debug_moma.toml",
+         (Set("vlm.moma_experts_per_modality.image", "0", "ML855"),), expect=frozenset({"ML855"}),
+         what="[vlm.moma_experts_per_modality] image = 0",
+         fixture="ML855-kempnerforge-vlm-config-refused/bad_vlm_debug_moma.toml"),
+    Case("kf-moma-one-image-expert", "kf", KF + "vlm_debug_moma.toml",
+         (Set("vlm.moma_experts_per_modality.image", "1"),), what="[vlm.moma_experts_per_modality] image = 1",
+         fixture="ML855-kempnerforge-vlm-config-refused/good_vlm_debug_moma.toml"),
+    Case("kf-moma-unknown-modality", "kf", KF + "vlm_debug_moma.toml",
+         (Set("vlm.moma_experts_per_modality.video", "1"),), expect=frozenset({"ML855"})),
+    Case("kf-moma-missing-modality", "kf", KF + "vlm_debug_moma.toml",
+         (Set("vlm.moma_modalities", '["image", "text", "audio"]'),), expect=frozenset({"ML855"})),
+    Case("kf-moma-7b-missing-modality", "kf", KF + "vlm_7b_moma.toml",
+         (Set("vlm.moma_modalities", '["image", "text", "audio"]'),), expect=frozenset({"ML855"})),
+    Case("kf-freeze-schedule-order", "kf", KF + "vlm_7b_freeze_schedule.toml",
+         (Replace("freeze_schedule = [\n", "freeze_schedule = [  # expect: ML855\n"),
+          Replace("{start_step = 20,", "{start_step = 5,")), expect=frozenset({"ML855"}),
+         what="the second freeze_schedule stage starts at step 5 (before the first, at 10)",
+         fixture="ML855-kempnerforge-vlm-config-refused/bad_vlm_7b_freeze_schedule.toml"),
+    Case("kf-freeze-schedule-same-step", "kf", KF + "vlm_7b_freeze_schedule.toml",
+         (Replace("{start_step = 20,", "{start_step = 10,"),), expect=frozenset({"ML855"})),
+    Case("kf-freeze-schedule-later", "kf", KF + "vlm_7b_freeze_schedule.toml",
+         (Replace("{start_step = 20,", "{start_step = 25,"),)),
+    # ---- KempnerForge: MoT image head counts (ML856), attentional_pool heads (ML857), built on the meta device
+    Case("kf-mot-image-heads", "kf", KF + "vlm_debug_mot.toml", (Set("vlm.mot_image_n_heads", "2", "ML856"),),
+         expect=frozenset({"ML856"}), what="[vlm] mot_image_n_heads = 2 (the model has n_heads = 4)",
+         fixture="ML856-kempnerforge-mot-unequal-heads/bad_vlm_debug_mot.toml"),
+    Case("kf-mot-image-heads-equal", "kf", KF + "vlm_debug_mot.toml", (Set("vlm.mot_image_n_heads", "4"),),
+         what="[vlm] mot_image_n_heads = 4 (equal to the model's n_heads)",
+         fixture="ML856-kempnerforge-mot-unequal-heads/good_vlm_debug_mot.toml"),
+    Case("kf-mot-image-kv-heads", "kf", KF + "vlm_debug_mot.toml", (Set("vlm.mot_image_n_kv_heads", "2"),),
+         expect=frozenset({"ML856"})),
+    Case("kf-mot-7b-image-kv-heads", "kf", KF + "vlm_7b_mot.toml", (Set("vlm.mot_image_n_kv_heads", "32"),),
+         expect=frozenset({"ML856"})),
+    Case("kf-attn-pool-heads", "kf", KF + "vlm_debug.toml",
+         (Set("adapter.type", '"attentional_pool"'), Set("adapter.pool_heads", "5", "ML857")),
+         expect=frozenset({"ML857"}), what='added [adapter] type = "attentional_pool", pool_heads = 5 '
+                                           '(vision_encoder.feature_dim is 384)',
+         fixture="ML857-kempnerforge-attentional-pool-heads/bad_vlm_debug.toml"),
+    Case("kf-attn-pool-heads-divide", "kf", KF + "vlm_debug.toml",
+         (Set("adapter.type", '"attentional_pool"'), Set("adapter.pool_heads", "6")),
+         what='added [adapter] type = "attentional_pool", pool_heads = 6 (vision_encoder.feature_dim is 384)',
+         fixture="ML857-kempnerforge-attentional-pool-heads/good_vlm_debug.toml"),
+    Case("kf-attn-pool-heads-video", "kf", KF + "vlm_video_webvid.toml",
+         WEBVID_RANDOM + (Set("adapter.type", '"attentional_pool"'), Set("adapter.pool_heads", "7")),
+         expect=frozenset({"ML857"})),
+    Case("kf-attn-pool-heads-default", "kf", KF + "vlm_video_webvid.toml",
+         WEBVID_RANDOM + (Set("adapter.type", '"attentional_pool"'), Set("vision_encoder.feature_dim", "1000")),
+         expect=frozenset({"ML857"})),
+    # ---- KempnerForge: the VLM dataset's keys (ML858); a key the file's launch line sets is supplied there
+    Case("kf-video-no-tokenizer", "kf", KF + "vlm_video_webvid.toml", (Set("data.tokenizer_path", '""', "ML858"),),
+         expect=frozenset({"ML858"}), what='[data] tokenizer_path = "" (no launch line in the file supplies one)',
+         fixture="ML858-kempnerforge-vlm-data-missing/bad_vlm_video_webvid.toml"),
+    Case("kf-vlm-no-tokenizer", "kf", KF + "vlm_7b_siglip2.toml", (Set("data.tokenizer_path", '""'),),
+         expect=frozenset({"ML858"})),
+    Case("kf-vlm-tokenizer-at-launch", "kf", KF + "vlm_debug.toml", (Set("data.tokenizer_path", '""'),),
+         cli=("--data.hf_dataset_name=sayakpaul/coco-30-val-2014", "--data.tokenizer_path=gpt2"),
+         what='[data] tokenizer_path = "" (the usage line passes --data.tokenizer_path=gpt2)',
+         fixture="ML858-kempnerforge-vlm-data-missing/good_vlm_debug.toml"),
+    # ---- KempnerForge: a data phase weighing every source 0 (ML859), appended to a config that ships none
+    Case("kf-phase-all-zero", "kf", KF + "debug.toml",
+         (Replace("[distributed]", MIXTURE + '[[data.phases]]\nstart_step = 50\n'
+                                   'dataset_weights = {web = 0.0, code = 0.0}  # expect: ML859\n\n[distributed]'),),
+         expect=frozenset({"ML859"}), what="two [[data.datasets]] sources and a [[data.phases]] entry at step 50 "
+                                           "weighing both 0",
+         fixture="ML859-kempnerforge-phase-weights-all-zero/bad_debug.toml"),
+    Case("kf-phase-one-positive", "kf", KF + "debug.toml",
+         (Replace("[distributed]", MIXTURE + '[[data.phases]]\nstart_step = 50\n'
+                                   'dataset_weights = {web = 0.0}\n\n[distributed]'),),
+         what="two [[data.datasets]] sources and a [[data.phases]] entry at step 50 weighing web 0 (code keeps its "
+              "weight)",
+         fixture="ML859-kempnerforge-phase-weights-all-zero/good_debug.toml"),
+    Case("kf-phase-at-zero", "kf", KF + "debug.toml",
+         (Replace("[distributed]", MIXTURE + '[[data.phases]]\nstart_step = 0\n'
+                                   'dataset_weights = {web = 0, code = 0}\n\n[distributed]'),),
+         expect=frozenset({"ML859"})),
+    Case("kf-phase-after-the-run", "kf", KF + "debug.toml",
+         (Replace("[distributed]", MIXTURE + '[[data.phases]]\nstart_step = 500\n'
+                                   'dataset_weights = {web = 0.0, code = 0.0}\n\n[distributed]'),)),
+    Case("kf-anneal-all-zero", "kf", KF + "debug.toml",
+         (Replace("[distributed]", MIXTURE + "[distributed]"), Set("data.anneal_start_step", "80"),
+          Set("data.anneal_weights", "{web = 0.0, code = 0.0}")), expect=frozenset({"ML859"})),
+    Case("kf-anneal-negative", "kf", KF + "debug.toml",
+         (Set("data.anneal_start_step", "80"), Set("data.anneal_weights", "{web = -1.0}")),
+         expect=frozenset({"ML829"})),
+    # ---- KempnerForge: freeze modules that are not module aliases (ML860), refused after the first step
+    Case("kf-freeze-unknown-module", "kf", KF + "vlm_video_webvid.toml",
+         (Replace('freeze = [{module = "vision_encoder", frozen = true}]',
+                  'freeze = [{module = "vision", frozen = true}]  # expect: ML860'),),
+         expect=frozenset({"ML860"}), what='[vlm] freeze = [{module = "vision", ...}] (the alias is vision_encoder)',
+         fixture="ML860-kempnerforge-freeze-module-unknown/bad_vlm_video_webvid.toml"),
+    Case("kf-freeze-raw-pattern", "kf", KF + "vlm_video_webvid.toml",
+         (Replace('freeze = [{module = "vision_encoder", frozen = true}]',
+                  'freeze = [{module = "vision_encoder.*", frozen = true}]'),), expect=frozenset({"ML860"})),
+    Case("kf-freeze-stage-typo", "kf", KF + "vlm_7b_freeze_schedule.toml",
+         (Replace("freeze_schedule = [\n", "freeze_schedule = [  # expect: ML860\n"),
+          Replace('{start_step = 20, specs = [{module = "adapter"', '{start_step = 20, specs = [{module = "adaptor"')),
+         expect=frozenset({"ML860"}), what='the freeze_schedule stage at step 20 names module "adaptor"',
+         fixture="ML860-kempnerforge-freeze-module-unknown/bad_vlm_7b_freeze_schedule.toml"),
+    Case("kf-freeze-stage-arch-alias", "kf", KF + "vlm_7b_freeze_schedule.toml",
+         (Replace('{start_step = 20, specs = [{module = "adapter"', '{start_step = 20, specs = [{module = "cross_attention"'),),
+         what='the freeze_schedule stage at step 20 names module "cross_attention" (the cross_attention arch\'s alias)',
+         fixture="ML860-kempnerforge-freeze-module-unknown/good_vlm_7b_freeze_schedule.toml"),
+    Case("kf-freeze-stage-after-the-run", "kf", KF + "vlm_7b_freeze_schedule.toml",
+         (Replace('{start_step = 20, specs = [{module = "adapter"', '{start_step = 40, specs = [{module = "adaptor"'),)),
+    Case("kf-freeze-own-patterns", "kf", KF + "vlm_7b_freeze_schedule.toml",
+         (Replace('arch = "cross_attention"\n', 'arch = "cross_attention"\nmodule_patterns = {adapter = ["adapter.*"], '
+                                               'vision_encoder = ["vision_encoder.*"]}\n'),
+          Replace('{start_step = 20, specs = [{module = "adapter"', '{start_step = 20, specs = [{module = "cross_attention"')),
+         expect=frozenset({"ML860"})),
     # ---- KempnerForge: eval without a data source (ML316)
     Case("kf-eval-no-data", "kf", KF + "debug.toml", (Set("eval.enabled", "true", "ML316"),),
          expect=frozenset({"ML316"}), what="added [eval] enabled = true",
@@ -503,6 +618,8 @@ def kf_worker(root: str) -> None:
                 frames = config.video.max_frames if config.video is not None else 1
                 with torch.device("meta"):
                     build_vlm_wrapper(config.model, config.vision_encoder, config.adapter, config.vlm, frames)
+            result["stage"] = "scripts/train.py"
+            kf_train_checks(config)
             result["stage"] = "done"
         except ModuleNotFoundError as exc:  # a package this machine lacks: not a verdict
             result.update(refused=None, missing=exc.name)
@@ -510,6 +627,46 @@ def kf_worker(root: str) -> None:
             result.update(refused=True, error=f"{type(exc).__name__}: {exc}"[:400])
         out[job["id"]] = result
     print(json.dumps(out))
+
+
+def kf_train_checks(config) -> None:
+    """scripts/train.py's checks that config values reach without data, GPUs or a process group, called the way
+    train.py calls them: the VLM dataset's keys (:294-318), the anneal shortcut's TrainingPhase (:599-611), the
+    mixture sampler's weight switches at each data phase (:356-405, :903-918, after the step that reaches
+    start_step), and the freeze state it records after every step (:1016-1024), for steps 1..train.max_steps."""
+    from kempnerforge.config.schema import TrainingPhase
+    from kempnerforge.data.sampler import MixtureSampler
+    from kempnerforge.training.freeze import effective_freeze
+
+    data, max_steps = config.data, config.train.max_steps
+    if config.vlm is not None:
+        if config.video is not None:
+            if not data.tokenizer_path:
+                raise ValueError("Video training requires data.tokenizer_path")
+        elif not data.hf_dataset_name or not data.tokenizer_path:
+            raise ValueError("VLM training requires data.hf_dataset_name and data.tokenizer_path")
+    if data.phases:
+        phases = sorted(data.phases, key=lambda p: p.start_step)
+    elif data.anneal_start_step > 0 and data.anneal_weights:
+        phases = [TrainingPhase(start_step=data.anneal_start_step, dataset_weights=dict(data.anneal_weights))]
+    else:
+        phases = []
+    if config.vlm is None and data.datasets:
+        sources = [s for s in data.datasets if s.path or s.hf_name]
+        names = [s.name or s.path or s.hf_name for s in sources]
+        weights = {n: s.weight for n, s in zip(names, sources)}
+        sampler = MixtureSampler(cumulative_sizes=[10 * i for i in range(len(names) + 1)],
+                                 weights=[s.weight for s in sources], num_replicas=1, rank=0,
+                                 temperature=data.mix_temperature)
+        for phase in phases:
+            if max(phase.start_step, 1) <= max_steps:
+                sampler.update_weights([phase.dataset_weights.get(n, weights[n]) for n in names],
+                                       temperature=data.mix_temperature)
+    if config.vlm is not None and max_steps >= 1:
+        vlm = config.vlm
+        steps = {1} | {s.start_step for s in vlm.freeze_schedule if 1 <= s.start_step <= max_steps}
+        for step in sorted(steps):
+            effective_freeze(step, vlm.freeze, vlm.freeze_schedule, set(vlm.module_patterns.keys()))
 
 
 def tt_worker(root: str) -> None:
@@ -783,6 +940,17 @@ def test_space_form_scanner_reads_only_launch_words():
                 (6, 1, " srun python scripts/train.py c.toml --train.compile_model true --checkpoint.dir out/x")]
     found = [(i["line"], i["key"], i["refused"]) for i in space_overrides(comments)]
     assert found == [(5, "train.max_steps", True), (6, "checkpoint.dir", False)]
+
+
+def test_launch_overrides_in_comments():
+    from meshlint.dialects.kempnerforge import equals_overrides
+
+    comments = [(1, 1, " uv run python scripts/train.py configs/train/vlm_debug.toml \\"),
+                (2, 1, "     --data.hf_dataset_name=... --data.tokenizer_path=gpt2"),
+                (3, 1, " torchrun --nproc_per_node=4 scripts/train.py c.toml --train.max_steps=50 --foo.bar=1"),
+                (4, 1, " set --distributed.tp 4 (the space form is ML317's)")]
+    found = [(i["line"], i["key"], i["value"]) for i in equals_overrides(comments)]
+    assert found == [(2, "data.hf_dataset_name", "..."), (2, "data.tokenizer_path", "gpt2"), (3, "train.max_steps", "50")]
 
 
 def write_fixtures() -> None:

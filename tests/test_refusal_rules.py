@@ -221,6 +221,17 @@ CASES = [
      True),
     ("kf-mmap-and-hf", "kf", "configs/train/7b.toml", None, [("data", "hf_dataset_name", '"wikitext"')], 32, "ML827",
      False),  # dataset_path wins: the Hugging Face branch is never reached
+    # ML858: the VLM data path (train.py:294-318); a key a --section.key=value in the file's comments sets is supplied
+    ("kf-video-no-tokenizer", "kf", "configs/train/vlm_video_webvid.toml", None, [("data", "tokenizer_path", '""')],
+     4, "ML858", True),
+    ("kf-video-tokenizer", "kf", "configs/train/vlm_video_webvid.toml", None, [("data", "tokenizer_path", '"gpt2"')],
+     4, "ML858", False),
+    ("kf-vlm-no-tokenizer", "kf", "configs/train/vlm_7b_siglip2.toml", None, [("data", "tokenizer_path", '""')], 8,
+     "ML858", True),  # its comments override the dataset only
+    ("kf-vlm-no-dataset", "kf", "configs/train/vlm_7b_freeze_schedule.toml", None,
+     [("data", "hf_dataset_name", '""')], 4, "ML858", False),  # its usage comment passes --data.hf_dataset_name=...
+    ("kf-vlm-no-tokenizer-launch", "kf", "configs/train/vlm_debug.toml", None, [("data", "tokenizer_path", '""')], 4,
+     "ML858", False),  # its usage line passes --data.tokenizer_path=gpt2
     ("ckpt-interval-zero-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel", ["config.checkpoint.interval = 0"], 8,
      "ML828", True),
     ("ckpt-hf-remote-030", "0.3.0", LLAMA, "llama3_debugmodel",

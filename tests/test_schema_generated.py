@@ -110,6 +110,11 @@ def test_known_facts_kempnerforge():
     vlm = s.data["tables"]["vlm"]["dispatch"]
     assert vlm["key"] == "arch" and vlm["default"] == "joint_decoder"
     assert set(vlm["map"]) == {"joint_decoder", "cross_attention", "mot", "moma"}
+    # default_factory=lambda: {**{k: list(v) for k, v in DEFAULT_MODULE_PATTERNS.items()}, "moma": [...]}: the copy
+    # idiom over a module constant, merged with the arch's own alias, is a literal (ML860 reads its keys)
+    patterns = s.data["classes"]["kempnerforge.config.vlm.MoMaConfig"]["keys"]["module_patterns"]
+    assert list(patterns["default"]) == ["transformer", "vision_encoder", "adapter", "moma"]
+    assert patterns["default"]["vision_encoder"] == ["vision_encoder", "vision_encoder.*"]
     assert set(s.sections()) == {"model", "train", "optimizer", "scheduler", "data", "eval", "distributed",
                                  "checkpoint", "metrics", "profiling", "vision_encoder", "adapter", "vlm", "video"}
     assert s.loader["unknown_keys"]["source"][0].startswith("kempnerforge/config/loader.py:")

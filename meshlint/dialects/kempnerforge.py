@@ -124,6 +124,7 @@ def read(source) -> Spec:
     _vlm_facts(source.data, spec.values)
     _eval_facts(source.data.get("eval"), spec.values)
     spec.values["launch.space_overrides"] = space_overrides(getattr(source, "comments", None) or [], source.data)
+    spec.values["launch.overrides"] = equals_overrides(getattr(source, "comments", None) or [])
     spec.load_error = _load_error(spec.degrees)
     return spec
 
@@ -338,6 +339,24 @@ def _fits(typ: dict | None, word: str) -> bool:
 
 
 _EQUALS_FORM = re.compile(r"--[A-Za-z_]\w*\.[\w.-]+=")
+_EQUALS_OVERRIDE = re.compile(r"(?<![\w=.-])--([A-Za-z_]\w*(?:\.[A-Za-z_][\w-]*)+)=(\S*)")
+
+
+def equals_overrides(comments: list) -> list:
+    """Overrides written ``--section.key=value`` in the file's comments (its launch lines, or prose naming one):
+    ``{line, key, value}``. meshlint does not apply them to the config (which launch runs is the user's choice);
+    a rule about a key the documented launch supplies can see that it does."""
+    found = []
+    for line, _col, text in comments:
+        if "--" not in text:
+            continue
+        for match in _EQUALS_OVERRIDE.finditer(text):
+            key = match.group(1)
+            if key.split(".", 1)[0] in SECTIONS:
+                found.append({"line": line, "key": key, "value": match.group(2)})
+    return found
+
+
 _TRUE_WORDS = ("true", "True", "1", "yes")
 
 

@@ -276,7 +276,8 @@ HAND = [
                        "enums the schema check covers",
          "kempnerforge/config/registry.py", func=r"Registry\.get$", versions=KF),
     Rule("rule ML829", "[data] loops the schema check cannot evaluate: each source needs path or hf_name, phase "
-                       "start_steps strictly increasing, phase dataset weights non-negative",
+                       "start_steps strictly increasing, phase dataset weights (and data.anneal_weights, which "
+                       "train.py makes a TrainingPhase before the first step) non-negative",
          "kempnerforge/config/data.py", text=r"either path or hf_name|start_steps must be strictly|dataset_weights\[",
          versions=KF),
     Rule("rule ML103", "the degree product", "kempnerforge/config/distributed.py", func=r"validate_world_size", versions=KF),
@@ -316,7 +317,10 @@ HAND = [
     Rule("schema", "[vlm] needs [vision_encoder], [video] needs [vlm] (the schema check evaluates JobConfig.__post_init__)",
          "kempnerforge/config/job.py", text=r"is set but \[", versions=KF),
     # scripts/train.py
-    Rule("open", "VLM data: video needs data.tokenizer_path, image VLM data.hf_dataset_name and data.tokenizer_path",
+    Rule("rule ML858", "VLM data: video needs data.tokenizer_path, image VLM data.hf_dataset_name and "
+                       "data.tokenizer_path (a key that a --section.key=value in the file's comments sets counts as "
+                       "supplied: meshlint does not apply launch-line overrides, and the shipped configs' usage lines "
+                       "override these keys)",
          "scripts/train.py", text=r"Video training requires|VLM training requires data\.", versions=KF),
     Rule("rule ML827", "a text data source needs data.tokenizer_path (packing, [[data.datasets]] hf_name, "
                        "data.hf_dataset_name)", "scripts/train.py",
@@ -343,21 +347,30 @@ HAND = [
     Rule("runtime", "a barrier timing out (network, a dead rank)", "kempnerforge/distributed/setup.py", versions=KF),
     Rule("rule ML807", "RoPE needs an even head_dim: model.dim / model.n_heads even", "kempnerforge/model/position.py",
          text=r"head_dim % 2", versions=KF),
-    Rule("open", "MoT needs equal head counts across modalities (vlm.mot_image_n_heads / n_kv_heads 0 or equal to the "
-                 "model's)", "kempnerforge/model/transformer.py", text=r"MoT v1 requires equal head", versions=KF),
+    Rule("rule ML856", "MoT needs equal head counts across modalities (vlm.mot_image_n_heads / n_kv_heads 0 or equal "
+                       "to the model's)", "kempnerforge/model/transformer.py", text=r"MoT v1 requires equal head",
+         versions=KF),
     Rule("partial ML319", "pooling adapters: the patch grid must be square and divisible by adapter.pool_window "
                           "(random encoder's default counted; a Hugging Face encoder's count is probed at run time)", "kempnerforge/model/adapter.py",
          text=r"divisible by the pool|perfect square|grid % w", versions=KF),
-    Rule("open", "attentional_pool: vision feature_dim divisible by adapter.pool_heads (known when "
-                 "vision_encoder.feature_dim is set)", "kempnerforge/model/adapter.py", text=r"in_dim .* divisible by pool_heads",
-         versions=KF),
+    Rule("partial ML857", "attentional_pool: vision feature_dim divisible by adapter.pool_heads, checked when "
+                          "vision_encoder.feature_dim > 0; with 0 the width is the built encoder's (the random stub's "
+                          "default, a Hugging Face checkpoint's hidden size), not modelled",
+         "kempnerforge/model/adapter.py", text=r"in_dim .* divisible by pool_heads", versions=KF),
     Rule("schema", "adapter fields are checked at load by AdapterConfig.__post_init__ first",
          "kempnerforge/model/adapter.py", func=r"__init__$|pooled_token_count", versions=KF),
     Rule("runtime", "HF vision encoders need transformers and an encoder path", "kempnerforge/model/vision.py",
          versions=KF),
-    Rule("open", "vlm.freeze / freeze_schedule module aliases must be known (module_patterns keys)",
+    Rule("rule ML860", "vlm.freeze / freeze_schedule modules must be module aliases (vlm.module_patterns keys); "
+                       "train.py checks after every step (the base list after step 1, a stage once reached), and "
+                       "before the first step on a resume or a step-0 checkpoint",
          "kempnerforge/training/freeze.py", versions=KF),
-    Rule("open", "a phase's dataset_weights must not be all zero (phases at start_step 0 switch before the first step)",
+    Rule("internal", "the mixture sampler gets one weight per [[data.datasets]] source (a source without path or "
+                     "hf_name is refused at load), and negative weights are refused at load (DatasetSource weight > "
+                     "0, TrainingPhase weights >= 0, the anneal shortcut's TrainingPhase too)",
+         "kempnerforge/data/sampler.py", func=r"_validate_weights", text=r"^not weights|w < 0", versions=KF),
+    Rule("rule ML859", "a data phase (or the anneal shortcut) that weighs every source 0: refused when the run reaches "
+                       "its start_step (the switch follows the optimizer step; before the first step on a resume)",
          "kempnerforge/data/sampler.py", func=r"_validate_weights", versions=KF),
     Rule("runtime", "the checkpoint being resumed (owner, freeze metadata)", "kempnerforge/checkpoint/*.py", versions=KF),
     Rule("runtime", "pack_sequences: the tokenizer's eos token (from the tokenizer files)", "kempnerforge/data/dataset.py",
@@ -372,6 +385,9 @@ HAND = [
          versions=KF),
     Rule("internal", "called by code only", "kempnerforge/config/vlm.py", func=r"resolved_heads|resolved_image_heads|for_arch",
          versions=KF),
+    Rule("rule ML855", "[vlm] loops the schema check cannot evaluate: freeze_schedule start_steps strictly increasing; "
+                       "MoMa's moma_experts_per_modality has no missing or unknown modality and only positive counts",
+         "kempnerforge/config/vlm.py", text=r"freeze_schedule start_steps|moma_experts_per_modality", versions=KF),
 
     # ---------------------------------------------------------------- torchtitan: load
     Rule("schema", "unknown keys in any table", "torchtitan/config/manager.py", text=r"Invalid field names", versions=V02),

@@ -398,14 +398,20 @@ class Reader:
         if isinstance(node, ast.Dict):
             out = {}
             for k, v in zip(node.keys, node.values):
-                if k is None:
-                    return False, None
+                if k is None:  # {**OTHER, ...}: a literal dict merged in
+                    ok, merged = self.literal(mod, v, scope, depth + 1)
+                    if not ok or not isinstance(merged, dict):
+                        return False, None
+                    out.update(merged)
+                    continue
                 ok1, kv = self.literal(mod, k, scope, depth + 1)
                 ok2, vv = self.literal(mod, v, scope, depth + 1)
                 if not (ok1 and ok2) or not isinstance(kv, (str, int, float, bool)):
                     return False, None
                 out[str(kv)] = vv
             return True, out
+        if isinstance(node, ast.DictComp):
+            return self._copied_dict(mod, node, scope, depth)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             ok, v = self.literal(mod, node.operand, scope, depth + 1)
             if ok and isinstance(v, (int, float)) and not isinstance(v, bool):
@@ -433,6 +439,32 @@ class Reader:
                     if member in values:
                         return True, values[member]
         return False, None
+
+    def _copied_dict(self, mod: Module, node: ast.DictComp, scope: ClassInfo | None, depth: int):
+        """``{k: v for k, v in D.items()}`` and ``{k: list(v) ...}`` (also tuple, dict) over a literal dict D:
+        the copy idiom a default_factory uses so instances do not share the module constant."""
+        if len(node.generators) != 1:
+            return False, None
+        gen = node.generators[0]
+        target, it = gen.target, gen.iter
+        if gen.ifs or gen.is_async or not (isinstance(target, ast.Tuple) and len(target.elts) == 2
+                                           and all(isinstance(e, ast.Name) for e in target.elts)):
+            return False, None
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "items"
+                and not it.args and not it.keywords):
+            return False, None
+        kname, vname = target.elts[0].id, target.elts[1].id
+        value = node.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and \
+                value.func.id in ("list", "tuple", "dict") and len(value.args) == 1 and not value.keywords:
+            value = value.args[0]
+        if not (isinstance(node.key, ast.Name) and node.key.id == kname and isinstance(value, ast.Name)
+                and value.id == vname):
+            return False, None
+        ok, source = self.literal(mod, it.func.value, scope, depth + 1)
+        if not ok or not isinstance(source, dict):
+            return False, None
+        return True, dict(source)
 
     # -- fields
 
