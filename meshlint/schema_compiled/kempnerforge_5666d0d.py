@@ -1,5 +1,5 @@
 """kempnerforge-5666d0d: its conditions and values as functions (generated from meshlint/data/schema/kempnerforge-5666d0d.json,
-sha256 951769c95b41d9c0, by python -m meshlint.generate.schema_compiled; do not edit).
+sha256 4f013a7d61d4dce4, by python -m meshlint.generate.schema_compiled; do not edit).
 """
 
 from meshlint.schema_data import _h_local as _L, _h_attr as _A, _h_add as _add, _h_mul as _mul, _h_mod as _mod, _h_call as _call, _h_keys as _keys, _h_meth as _meth  # noqa: F401
