@@ -255,6 +255,32 @@ def registered(version: str = DEFAULT_VERSION) -> frozenset | None:
     return _REGISTERED[version]
 
 
+_CONVERTERS: dict = {}
+
+
+def converters(version: str) -> dict:
+    """Registry era: the model config converter classes of a version, by class name -> {kind, pads_dispatcher,
+    source} (the table's generated ``[_generated] converters``); {} where the table does not say. Only the
+    header is read, once per process."""
+    version = resolve_version(version)
+    if version not in _CONVERTERS:
+        found: dict = {}
+        try:
+            with open(os.path.join(DATA, VERSIONS[version]), encoding="utf-8") as f:
+                head = []
+                for line in f:
+                    if line.startswith("[") and not line.startswith("[_generated]"):
+                        break
+                    head.append(line)
+            for entry in tomllib.loads("".join(head)).get("_generated", {}).get("converters") or []:
+                if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                    found[entry["name"]] = {k: entry.get(k) for k in ("kind", "pads_dispatcher", "source")}
+        except (OSError, ValueError, KeyError):
+            found = {}
+        _CONVERTERS[version] = found
+    return _CONVERTERS[version]
+
+
 def table_for(extra_dirs: tuple = (), configured: dict | None = None, version: str | None = None) -> dict:
     """The built-in table (of ``version``, default v0.2.x), then each rule pack's models.toml, then the
     project configuration."""

@@ -627,6 +627,116 @@ def test_checkpoint_values_refused_exactly_where_the_class_refuses_them(tmp_path
     assert sum(v is not None for v in verdicts) >= 10  # the edits do exercise refusals
 
 
+# model_registry(converters=[...]) refusals (ML910 LoRA rank, ML911 order, ML912 MoE quantization's dispatcher):
+# (model, flavor, moe_comm_backend or None, converters as (kind, kwargs)); kinds: lora, f8 (Float8LinearConverter),
+# f8_moe (Float8GroupedExpertsConverter)
+_CONVERTER_EDITS = [
+    ("llama3", "debugmodel", None, [("lora", {"rank": 0})]),
+    ("llama3", "debugmodel", None, [("lora", {"rank": -4, "alpha": 8.0})]),
+    ("llama3", "debugmodel", None, [("lora", {"rank": 8})]),
+    ("llama3", "debugmodel", None, [("lora", {"rank": 1, "target_modules": ["wo"]})]),
+    ("llama3", "debugmodel", None, [("lora", {}), ("f8", {"emulate": True, "model_compile_enabled": False})]),
+    ("llama3", "debugmodel", None, [("lora", {}), ("lora", {"rank": 4}), ("f8", {"model_compile_enabled": False})]),
+    ("qwen3", "debugmodel", None, [("lora", {"rank": 0}), ("f8", {"model_compile_enabled": False})]),
+    ("deepseek_v3", "debugmodel", "deepep", [("f8_moe", {"model_compile_enabled": False})]),
+    ("deepseek_v3", "debugmodel", "minimal_async_ep", [("f8_moe", {"model_compile_enabled": False})]),
+    ("deepseek_v3", "debugmodel", "hybridep", [("f8_moe", {"model_compile_enabled": False})]),
+    ("deepseek_v3", "debugmodel", "standard", [("f8_moe", {"model_compile_enabled": False})]),
+    ("qwen3", "debugmodel_moe", "deepep", [("f8_moe", {"model_compile_enabled": False})]),
+]
+_CONVERTER_CLASSES = {"lora": ("torchtitan.components.lora", "LoRAConverter"),
+                      "f8": ("torchtitan.components.quantization", "Float8LinearConverter"),
+                      "f8_moe": ("torchtitan.components.quantization", "Float8GroupedExpertsConverter")}
+# The real side: the model's own model_registry with the converters, as a registry function calls it. A
+# converter's build() that needs torchao or a GPU (float8) raises ImportError / a capability error on this
+# machine, so for MoE quantization the worker applies exactly the step that refuses -- swap_token_dispatcher
+# on every GroupedExperts.Config of the flavor built with that moe_comm_backend (Float8GroupedExpertsConverter
+# .convert's first statement). Only ValueErrors of the three refusals count as refusals.
+_CONVERTER_WORKER = r"""
+import contextlib, importlib, io, json, logging, re, sys, types, warnings
+logging.disable(logging.CRITICAL)
+warnings.simplefilter("ignore")
+root = sys.argv[1]
+sys.path.insert(0, root)
+pkg = types.ModuleType("torchtitan"); pkg.__path__ = [root + "/torchtitan"]; sys.modules["torchtitan"] = pkg
+class _Any:  # MinimalAsyncEP's triton kernels module: imported by the token dispatchers, never run here
+    def __call__(self, *a, **k):
+        return a[0] if len(a) == 1 and callable(a[0]) and not k else _Any()
+    def __getattr__(self, name):
+        return _Any()
+kernels = types.ModuleType("torchtitan.distributed.minimal_async_ep.kernels"); kernels.__file__ = __file__
+def _attr(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _Any()
+kernels.__getattr__ = _attr
+sys.modules[kernels.__name__] = kernels
+from torchtitan.components.quantization.utils import swap_token_dispatcher
+from torchtitan.models.common.moe import GroupedExperts
+REFUSAL = re.compile(r"LoRA rank must be positive|must be applied before LoRAConverter|supports padding")
+classes = json.loads(sys.argv[3])
+for model, flavor, backend, convs in json.loads(sys.argv[2]):
+    registry = importlib.import_module(f"torchtitan.models.{model}").model_registry
+    kw = {} if backend is None else {"moe_comm_backend": backend}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            built = [getattr(importlib.import_module(classes[k][0]), classes[k][1]).Config(**a) for k, a in convs]
+            if any(k == "f8_moe" for k, _ in convs):
+                spec = registry(flavor, **kw)
+                for _fqn, _cfg, parent, _attr_name in spec.model.traverse(GroupedExperts.Config):
+                    swap_token_dispatcher(parent, 16)
+            else:
+                registry(flavor, converters=built, **kw)
+        print(json.dumps(None))
+    except ValueError as e:
+        print(json.dumps(str(e) if REFUSAL.search(str(e)) else None))
+    except Exception as e:  # torchao / GPU checks of a converter's build(): not one of these refusals
+        print(json.dumps(None))
+"""
+
+
+@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
+                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+def test_converter_refusals_agree_with_the_real_model_registry(tmp_path, version, root):
+    """ML910-ML912 report an edit exactly where torchtitan's own model_registry (or the converter step that
+    refuses) raises the refusal, on both registry versions."""
+    root = _source("torchtitan", root)
+    _needs("torch")
+    lines = ["from torchtitan.components.lora import LoRAConverter",
+             "from torchtitan.components.quantization import Float8LinearConverter, Float8GroupedExpertsConverter",
+             "from torchtitan.config import ParallelismConfig, TrainingConfig",
+             "from torchtitan.trainer import Trainer", ""]
+    for i, (model, flavor, backend, convs) in enumerate(_CONVERTER_EDITS):
+        items = ", ".join(f"{_CONVERTER_CLASSES[k][1]}.Config({', '.join(f'{n}={v!r}' for n, v in a.items())})"
+                          for k, a in convs)
+        backend_kw = f", moe_comm_backend={backend!r}" if backend else ""
+        lines += [f"def edit_{i}():", f"    from torchtitan.models.{model} import model_registry",
+                  f"    return Trainer.Config(model_spec=model_registry({flavor!r}{backend_kw}, converters=[{items}]),",
+                  "                          parallelism=ParallelismConfig(expert_parallel_degree=8),",
+                  "                          training=TrainingConfig(disable_cuda_graphs=True))", ""]
+    registry = tmp_path / "config_registry.py"
+    registry.write_text("\n".join(lines), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
+                           "--torchtitan-version", version, "--world-size", "8", "--gpus-per-node", "8", str(registry)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode in (0, 1), proc.stderr
+    found: dict = {}
+    for config in json.loads(proc.stdout)["files"]:
+        for f in config["findings"]:
+            if f["rule"] in ("ML910", "ML911", "ML912"):
+                found.setdefault(config["path"].rsplit("::", 1)[-1], []).append(f["rule"])
+    worker = tmp_path / "worker.py"
+    worker.write_text(_CONVERTER_WORKER, encoding="utf-8")
+    real = subprocess.run([sys.executable, str(worker), str(root), json.dumps(_CONVERTER_EDITS),
+                           json.dumps(_CONVERTER_CLASSES)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    verdicts = [json.loads(line) for line in real.stdout.splitlines()]
+    assert len(verdicts) == len(_CONVERTER_EDITS), real.stderr[-2000:]
+    wrong = [(edit, verdict, found.get(f"edit_{i}")) for i, (edit, verdict) in enumerate(zip(_CONVERTER_EDITS, verdicts))
+             if (verdict is not None) != (f"edit_{i}" in found)]
+    assert not wrong, "meshlint and the real model_registry disagree:\n" + "\n".join(map(str, wrong))
+    assert sum(v is not None for v in verdicts) >= 6  # the edits do exercise the refusals
+
+
 # ----------------------------------------------------------------------------- the refusal inventory
 
 from meshlint.generate import refusals  # noqa: E402

@@ -188,6 +188,7 @@ def read(v: Version, source) -> Spec:
     spec.degrees["etp"] = None  # expert tensor parallelism is gone in the registry era
     spec.extra["unread_degrees"] = [n for n in DEGREE_KEYS if n in unread_facts]
     _model_defaults(v, spec, unread_facts)
+    _converters(v, spec, types)
     spec.values["model.known"] = False
     spec.load_error = _validate_degrees(spec.degrees)
     return spec
@@ -262,6 +263,31 @@ def _model_defaults(v: Version, spec: Spec, unread: set) -> None:
             continue
         if vals.get(path) is None:
             vals[path] = None if facts is None else facts.get(arg)
+
+
+def _converters(v: Version, spec: Spec, types: dict) -> None:
+    """``model.converters``: each converter model_registry applies, as written ({field: value}), plus
+    ``class`` (as written, "LoRAConverter.Config"), ``name`` (the converter class: "LoRAConverter"), and
+    from the generated table ``kind`` (quantization | lora | other) and ``pads_dispatcher``; null for a
+    class the table does not list. Null as a whole when the list or one of its items could not be read."""
+    items = spec.values.get("model.converters")
+    if not isinstance(items, list):
+        return
+    from meshlint import models
+
+    table = models.converters(v.version)
+    out = []
+    for i, item in enumerate(items):
+        cls = types.get(f"model.converters[{i}]")
+        if not isinstance(item, dict) or not isinstance(cls, str):
+            spec.values["model.converters"] = None
+            return
+        parts = cls.split(".")
+        name = parts[-2] if len(parts) > 1 and parts[-1] == "Config" else parts[-1]
+        known = table.get(name) or {}
+        out.append({**item, "class": cls, "name": name, "kind": known.get("kind"),
+                    "pads_dispatcher": known.get("pads_dispatcher")})
+    spec.values["model.converters"] = out
 
 
 def spec_from_degrees(v: Version, degrees: dict, **other_values) -> Spec:

@@ -760,6 +760,64 @@ def _returners(tree, cls: str) -> str:
     return f"{len(users)} of the {len(funcs)} public functions of the file: {', '.join(users)}"
 
 
+def converters(root: str, commit: str) -> list:
+    """The model config converters a registry's ``model_registry(..., converters=[...])`` can apply: every
+    class of the checkout (components/, experiments/) that derives from ``ModelConfigConverter``, with its
+    kind (``quantization``: a ``QuantizationConverter``, which ``validate_converter_order`` requires before
+    LoRA; ``lora``: ``LoRAConverter``; else ``other``) and whether its ``convert`` calls
+    ``swap_token_dispatcher`` (MoE quantization: the routed experts' token dispatcher must pad).
+    Classes are matched by name: one entry per name, the first found (sorted paths) wins."""
+    bases: dict = {}
+    where: dict = {}
+    swaps: set = set()
+    for sub in ("components", "experiments", "protocols"):
+        top = os.path.join(root, "torchtitan", sub)
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if d not in ("tests", "test", "__pycache__"))
+            for fname in sorted(filenames):
+                if not fname.endswith(".py") or fname.startswith("test_"):
+                    continue
+                path = os.path.join(dirpath, fname)
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                if "Converter" not in text:
+                    continue
+                try:
+                    tree = ast.parse(text)
+                except SyntaxError:
+                    continue
+                rel = os.path.relpath(path, root)
+                for node in tree.body:
+                    if not isinstance(node, ast.ClassDef) or node.name in bases:
+                        continue
+                    names = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None
+                             for b in node.bases]
+                    bases[node.name] = [n for n in names if n]
+                    where[node.name] = f"{rel}:{node.lineno}"
+                    for sub_node in ast.walk(node):
+                        if isinstance(sub_node, ast.Call) and isinstance(sub_node.func, ast.Name) \
+                                and sub_node.func.id == "swap_token_dispatcher":
+                            swaps.add(node.name)
+
+    def ancestors(name: str, seen: frozenset = frozenset()) -> set:
+        out = set()
+        for b in bases.get(name, ()):
+            if b not in seen:
+                out |= {b} | ancestors(b, seen | {name})
+        return out
+
+    found = []
+    for name in sorted(bases):
+        up = ancestors(name)
+        if "ModelConfigConverter" not in up:
+            continue
+        kind = ("quantization" if name == "QuantizationConverter" or "QuantizationConverter" in up
+                else "lora" if name == "LoRAConverter" or "LoRAConverter" in up else "other")
+        found.append({"name": name, "kind": kind, "pads_dispatcher": name in swaps,
+                      "source": f"{where[name]} @ {commit}"})
+    return found
+
+
 # ---------------------------------------------------------------------- output
 
 def render(result: dict, reader_commit: str, version: str, source_label: str, generated_by: str) -> str:
@@ -779,6 +837,12 @@ def render(result: dict, reader_commit: str, version: str, source_label: str, ge
     if result.get("registered"):  # 0.2.x: the names get_train_spec knows without a user registration
         lines.append("registered = [" + ", ".join(_toml(n) for n in result["registered"]) + "]")
         lines.append(f"registered_source = {_toml(result['registered_source'])}")
+    if result.get("converters"):  # registry era: the converter classes model_registry(converters=...) takes
+        lines.append("converters = [")
+        for c in result["converters"]:
+            lines.append(f"  {{name = {_toml(c['name'])}, kind = {_toml(c['kind'])}, "
+                         f"pads_dispatcher = {_toml(c['pads_dispatcher'])}, source = {_toml(c['source'])}}},")
+        lines.append("]")
     unreadable = [f"{u['module']}: {u['reason']}" for u in result["unreadable"]]
     for model in result["models"].values():
         by_reason: dict = {}
@@ -875,6 +939,7 @@ def generate(source: str, version: str, commit: str | None = None, label: str | 
     else:
         reader = Reader(root, commit)
         result = reader.read_all()
+        result["converters"] = converters(root, commit)
         for model in result["models"].values():
             found = refusals(root, model["module"], commit)
             for facts, _, _ in model["flavors"].values():
