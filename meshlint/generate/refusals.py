@@ -494,7 +494,10 @@ HAND = [
     Rule("rule ML844", "context_parallel_load_balancer must be 'headtail', 'ptrr' or None (a plain str field)",
          "torchtitan/distributed/context_parallel*", text=r"Invalid load_balancer_type", versions=V02),
     Rule("open", "the ptrr load balancer needs FlexAttention block masks (one BlockMask, or "
-                 "context_parallel_ptrr_mask_key naming one): the masks a model builds are not facts yet",
+                 "context_parallel_ptrr_mask_key naming one): decidable from the model, but the masks a flavor "
+                 "builds are not generated facts yet (the Decoder's get_attention_masks gives one BlockMask under "
+                 "flex; gpt_oss a dict {basic_mask, sliding_window_mask when a layer has a window}; muse_glimmer "
+                 "one mask per window size under computed keys; flux passes no balancer)",
          "torchtitan/distributed/context_parallel*", text=r"load_balancer|PTRR", versions=TT),
     Rule("internal", "masks the framework builds itself", "torchtitan/distributed/context_parallel*",
          exc="AssertionError", versions=TT),
@@ -803,7 +806,10 @@ HAND += [
     Rule("rule ML912", "MoE quantization needs a token dispatcher that pads (moe_comm_backend standard or hybridep)",
          "torchtitan/components/quantization/utils.py",
          versions=REG),
-    Rule("open", "nvfp4: layer dims divisible by the block size; bf16_tail_fraction leaves at least one layer",
+    Rule("open", "nvfp4: layer dims divisible by the block size; bf16_tail_fraction leaves at least one layer: "
+                 "decidable, but needs the in/out features of every Linear of the flavor by FQN (the converter "
+                 "substring-matches its fqns) and, for the tail fraction, the registry function's "
+                 "nvfp4_bf16_tail_fqns(len(model.layers), f) call, which the static reader leaves unknown",
          "torchtitan/components/quantization/nvfp4.py", text=r"divisible by|bf16_tail_fraction", versions=REG),
     Rule("internal", "loss plumbing (chunks, metrics)", "torchtitan/components/loss.py", versions=REG),
     Rule("internal", "validator plumbing", "torchtitan/components/validate.py", versions=REG),
