@@ -58,6 +58,8 @@ FIELDS = {"n_layers": int, "n_heads": int, "n_kv_heads": int, "dim": int, "head_
           "linear_attention_layers": int, "linear_key_heads": int, "linear_value_heads": int,  # gated DeltaNet
           "vision_n_heads": int,          # the vision tower's heads (tp must divide them too)
           "attn_type": str,               # 0.2.x: the flavor's attention implementation (sdpa, flex, varlen)
+          "attn_masks": str,              # registry era: get_attention_masks under flex gives a "block_mask" or a "dict"
+          "attn_mask_keys": list,         # ... and the literal keys of that dict (strings)
           "rope_max_len": int,            # the first attention layer's RoPE length (the longest training sequence)
           "pipelining": bool,             # the ModelSpec has a pipelining_fn (false: pp > 1 is refused)
           "validator": bool,              # 0.2.x: the TrainSpec has a build_validator_fn (false: validation refused)
@@ -98,6 +100,8 @@ def parse_table(data: dict, where: str) -> dict:
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be {expected.__name__}")
                 if expected is int and value < (0 if key in _MAY_BE_ZERO else 1):
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be positive")
+                if expected is list and not all(isinstance(x, str) for x in value):
+                    raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be a list of strings")
                 if expected is dict and not all(isinstance(x, str) for x in value.values()):
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must map facts to strings")
                 if expected is int and value > MAX_TOML_INT:  # TOML's 64-bit range; bounds every product below

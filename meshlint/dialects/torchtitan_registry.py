@@ -42,7 +42,8 @@ SHORT_NAMES = {"dp_replicate": "data_parallel_replicate_degree", "dp_shard": "da
 MODEL_FACTS = ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "ffn_hidden_dim",
                "num_experts", "moe_hidden_dim", "attention", "source",
                "vision_n_heads", "linear_key_heads", "linear_value_heads",  # heads tp must divide as well
-               "rope_max_len")
+               "rope_max_len",
+               "attn_masks", "attn_mask_keys")  # what get_attention_masks gives under flex (the ptrr balancer)
 # ModelSpec names that differ from the registry module name (models/kimi_k2_7 builds "kimi_k2_5")
 MODEL_ALIASES = {"kimi_k2_7": "kimi_k2_5", "kimi_k2_5": "kimi_k2_7"}
 

@@ -493,12 +493,31 @@ HAND = [
          "torchtitan/distributed/context_parallel*", text=r"Invalid load_balancer_type", versions=REG),
     Rule("rule ML844", "context_parallel_load_balancer must be 'headtail', 'ptrr' or None (a plain str field)",
          "torchtitan/distributed/context_parallel*", text=r"Invalid load_balancer_type", versions=V02),
-    Rule("open", "the ptrr load balancer needs FlexAttention block masks (one BlockMask, or "
-                 "context_parallel_ptrr_mask_key naming one): decidable from the model, but the masks a flavor "
-                 "builds are not generated facts yet (the Decoder's get_attention_masks gives one BlockMask under "
-                 "flex; gpt_oss a dict {basic_mask, sliding_window_mask when a layer has a window}; muse_glimmer "
-                 "one mask per window size under computed keys; flux passes no balancer)",
-         "torchtitan/distributed/context_parallel*", text=r"load_balancer|PTRR", versions=TT),
+    Rule("rule ML914", "the ptrr load balancer needs a BlockMask: an SDPA flavor builds no masks (the trainer builds "
+                       "them for flex and varlen only); the dict half is not reachable with CP (gpt_oss refuses CP, "
+                       "ML809; flex with CP is refused for every model but llama3's, ML854, whose flex masks are one "
+                       "BlockMask)", "torchtitan/distributed/context_parallel.py", text=r"but got None or dict",
+         versions=V02),
+    Rule("internal", "the ptrr load balancer given masks that are not a BlockMask: with CP the masks are llama3's "
+                     "flex BlockMask (varlen metadata only with varlen attention, refused with CP by ML854)",
+         "torchtitan/distributed/context_parallel.py", text=r"PTRRLoadBalancer requires attention_masks to be a "
+                                                             r"BlockMask, but got \{", versions=V02),
+    Rule("rule ML913", "the ptrr load balancer on a model whose masks are a dict needs context_parallel_ptrr_mask_key",
+         "torchtitan/distributed/context_parallel/api.py", text=r"no mask key was specified", versions=REG),
+    Rule("partial ML913", "context_parallel_ptrr_mask_key must name one of the model's masks: ML913 checks it against "
+                          "the literal keys a model's get_attention_masks can write (gpt_oss: basic_mask, "
+                          "sliding_window_mask, both built for every flavor); muse_glimmer computes its keys "
+                          "(_window_mask_key), which are not generated facts yet",
+         "torchtitan/distributed/context_parallel/api.py", text=r"is not a key in attention_masks", versions=REG),
+    Rule("internal", "the ptrr load balancer given no masks: with context parallelism a language model's attention is "
+                     "flex (sdpa is refused by get_attention_config, ML804; varlen with CP by ML708), for which the "
+                     "trainer always builds masks (trainer.py:715-723 @b5bcd76c6, 0.3.0:738-748) and every flavor "
+                     "has a full-attention layer; flux shards with load_balancer_type=None",
+         "torchtitan/distributed/context_parallel/api.py", text=r"but got None$|but got None\b", versions=REG),
+    Rule("internal", "the ptrr load balancer given a mask that is not a BlockMask: the dicts of flex masks (gpt_oss, "
+                     "muse_glimmer) hold BlockMasks; qwen3_5's holds DeltaNet varlen metadata, but qwen3_5 refuses "
+                     "context parallelism (ML802)",
+         "torchtitan/distributed/context_parallel/api.py", text=r"requires the mask to be a BlockMask", versions=REG),
     Rule("internal", "masks the framework builds itself", "torchtitan/distributed/context_parallel*",
          exc="AssertionError", versions=TT),
     Rule("runtime", "the installed torch lacks the experimental CP API", "torchtitan/distributed/utils.py",
