@@ -828,7 +828,8 @@ HAND += [
     Rule("open", "nvfp4: layer dims divisible by the block size; bf16_tail_fraction leaves at least one layer: "
                  "decidable, but needs the in/out features of every Linear of the flavor by FQN (the converter "
                  "substring-matches its fqns) and, for the tail fraction, the registry function's "
-                 "nvfp4_bf16_tail_fqns(len(model.layers), f) call, which the static reader leaves unknown",
+                 "nvfp4_bf16_tail_fqns(len(model.layers), f) call, which the static reader leaves unknown; torchao is "
+                 "not installed on the development machine, so the real NVFP4Linear.Config cannot be run to confirm",
          "torchtitan/components/quantization/nvfp4.py", text=r"divisible by|bf16_tail_fraction", versions=REG),
     Rule("internal", "loss plumbing (chunks, metrics)", "torchtitan/components/loss.py", versions=REG),
     Rule("internal", "validator plumbing", "torchtitan/components/validate.py", versions=REG),
