@@ -120,7 +120,8 @@ GROUP_FIELDS = {
               "source", "called",
               # torchtitan registry versions: model_registry's arguments and the ModelSpec's pipelining function
               "attn_backend", "moe_comm_backend", "non_blocking_capacity_factor", "pipelining", "pipelining_fn",
-              "family", "vision_n_heads", "linear_key_heads", "linear_value_heads", "rope_max_len", "validator", "num_mtp_layers", "tp_gemm_backend", "registered", "attn_type"),
+              "family", "vision_n_heads", "linear_key_heads", "linear_value_heads", "rope_max_len", "validator", "num_mtp_layers", "tp_gemm_backend", "registered", "attn_type",
+              "converters", "attn_masks", "attn_mask_keys"),
     "train": ("batch_size", "seq_len", "grad_accum_steps", "compile_model", "mixed_precision"),
     "training": ("local_batch_size", "global_batch_size", "seq_len", "dtype",
                  "num_tokens_per_microbatch_per_dp_rank", "num_tokens_per_train_step", "max_context_length",

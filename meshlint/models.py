@@ -58,6 +58,8 @@ FIELDS = {"n_layers": int, "n_heads": int, "n_kv_heads": int, "dim": int, "head_
           "linear_attention_layers": int, "linear_key_heads": int, "linear_value_heads": int,  # gated DeltaNet
           "vision_n_heads": int,          # the vision tower's heads (tp must divide them too)
           "attn_type": str,               # 0.2.x: the flavor's attention implementation (sdpa, flex, varlen)
+          "attn_masks": str,              # registry era: get_attention_masks under flex gives a "block_mask" or a "dict"
+          "attn_mask_keys": list,         # ... and the literal keys of that dict (strings)
           "rope_max_len": int,            # the first attention layer's RoPE length (the longest training sequence)
           "pipelining": bool,             # the ModelSpec has a pipelining_fn (false: pp > 1 is refused)
           "validator": bool,              # 0.2.x: the TrainSpec has a build_validator_fn (false: validation refused)
@@ -98,6 +100,8 @@ def parse_table(data: dict, where: str) -> dict:
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be {expected.__name__}")
                 if expected is int and value < (0 if key in _MAY_BE_ZERO else 1):
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be positive")
+                if expected is list and not all(isinstance(x, str) for x in value):
+                    raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be a list of strings")
                 if expected is dict and not all(isinstance(x, str) for x in value.values()):
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must map facts to strings")
                 if expected is int and value > MAX_TOML_INT:  # TOML's 64-bit range; bounds every product below
@@ -253,6 +257,32 @@ def registered(version: str = DEFAULT_VERSION) -> frozenset | None:
             names = None
         _REGISTERED[version] = names
     return _REGISTERED[version]
+
+
+_CONVERTERS: dict = {}
+
+
+def converters(version: str) -> dict:
+    """Registry era: the model config converter classes of a version, by class name -> {kind, pads_dispatcher,
+    source} (the table's generated ``[_generated] converters``); {} where the table does not say. Only the
+    header is read, once per process."""
+    version = resolve_version(version)
+    if version not in _CONVERTERS:
+        found: dict = {}
+        try:
+            with open(os.path.join(DATA, VERSIONS[version]), encoding="utf-8") as f:
+                head = []
+                for line in f:
+                    if line.startswith("[") and not line.startswith("[_generated]"):
+                        break
+                    head.append(line)
+            for entry in tomllib.loads("".join(head)).get("_generated", {}).get("converters") or []:
+                if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                    found[entry["name"]] = {k: entry.get(k) for k in ("kind", "pads_dispatcher", "source")}
+        except (OSError, ValueError, KeyError):
+            found = {}
+        _CONVERTERS[version] = found
+    return _CONVERTERS[version]
 
 
 def table_for(extra_dirs: tuple = (), configured: dict | None = None, version: str | None = None) -> dict:

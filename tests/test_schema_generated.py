@@ -678,6 +678,315 @@ def test_checkpoint_values_refused_exactly_where_the_class_refuses_them(tmp_path
     assert sum(v is not None for v in verdicts) >= 10  # the edits do exercise refusals
 
 
+# model_registry(converters=[...]) refusals (ML910 LoRA rank, ML911 order, ML912 MoE quantization's dispatcher):
+# (model, flavor, moe_comm_backend or None, converters as (kind, kwargs)); kinds: lora, f8 (Float8LinearConverter),
+# f8_moe (Float8GroupedExpertsConverter)
+_CONVERTER_EDITS = [
+    ("llama3", "debugmodel", None, [("lora", {"rank": 0})]),
+    ("llama3", "debugmodel", None, [("lora", {"rank": -4, "alpha": 8.0})]),
+    ("llama3", "debugmodel", None, [("lora", {"rank": 8})]),
+    ("llama3", "debugmodel", None, [("lora", {"rank": 1, "target_modules": ["wo"]})]),
+    ("llama3", "debugmodel", None, [("lora", {}), ("f8", {"emulate": True, "model_compile_enabled": False})]),
+    ("llama3", "debugmodel", None, [("lora", {}), ("lora", {"rank": 4}), ("f8", {"model_compile_enabled": False})]),
+    ("qwen3", "debugmodel", None, [("lora", {"rank": 0}), ("f8", {"model_compile_enabled": False})]),
+    ("deepseek_v3", "debugmodel", "deepep", [("f8_moe", {"model_compile_enabled": False})]),
+    ("deepseek_v3", "debugmodel", "minimal_async_ep", [("f8_moe", {"model_compile_enabled": False})]),
+    ("deepseek_v3", "debugmodel", "hybridep", [("f8_moe", {"model_compile_enabled": False})]),
+    ("deepseek_v3", "debugmodel", "standard", [("f8_moe", {"model_compile_enabled": False})]),
+    ("qwen3", "debugmodel_moe", "deepep", [("f8_moe", {"model_compile_enabled": False})]),
+]
+_CONVERTER_CLASSES = {"lora": ("torchtitan.components.lora", "LoRAConverter"),
+                      "f8": ("torchtitan.components.quantization", "Float8LinearConverter"),
+                      "f8_moe": ("torchtitan.components.quantization", "Float8GroupedExpertsConverter")}
+# The real side: the model's own model_registry with the converters, as a registry function calls it. A
+# converter's build() that needs torchao or a GPU (float8) raises ImportError / a capability error on this
+# machine, so for MoE quantization the worker applies exactly the step that refuses -- swap_token_dispatcher
+# on every GroupedExperts.Config of the flavor built with that moe_comm_backend (Float8GroupedExpertsConverter
+# .convert's first statement). Only ValueErrors of the three refusals count as refusals.
+_CONVERTER_WORKER = r"""
+import contextlib, importlib, io, json, logging, re, sys, types, warnings
+logging.disable(logging.CRITICAL)
+warnings.simplefilter("ignore")
+root = sys.argv[1]
+sys.path.insert(0, root)
+pkg = types.ModuleType("torchtitan"); pkg.__path__ = [root + "/torchtitan"]; sys.modules["torchtitan"] = pkg
+class _Any:  # MinimalAsyncEP's triton kernels module: imported by the token dispatchers, never run here
+    def __call__(self, *a, **k):
+        return a[0] if len(a) == 1 and callable(a[0]) and not k else _Any()
+    def __getattr__(self, name):
+        return _Any()
+kernels = types.ModuleType("torchtitan.distributed.minimal_async_ep.kernels"); kernels.__file__ = __file__
+def _attr(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _Any()
+kernels.__getattr__ = _attr
+sys.modules[kernels.__name__] = kernels
+from torchtitan.components.quantization.utils import swap_token_dispatcher
+from torchtitan.models.common.moe import GroupedExperts
+REFUSAL = re.compile(r"LoRA rank must be positive|must be applied before LoRAConverter|supports padding")
+classes = json.loads(sys.argv[3])
+for model, flavor, backend, convs in json.loads(sys.argv[2]):
+    registry = importlib.import_module(f"torchtitan.models.{model}").model_registry
+    kw = {} if backend is None else {"moe_comm_backend": backend}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            built = [getattr(importlib.import_module(classes[k][0]), classes[k][1]).Config(**a) for k, a in convs]
+            if any(k == "f8_moe" for k, _ in convs):
+                spec = registry(flavor, **kw)
+                for _fqn, _cfg, parent, _attr_name in spec.model.traverse(GroupedExperts.Config):
+                    swap_token_dispatcher(parent, 16)
+            else:
+                registry(flavor, converters=built, **kw)
+        print(json.dumps(None))
+    except ValueError as e:
+        print(json.dumps(str(e) if REFUSAL.search(str(e)) else None))
+    except Exception as e:  # torchao / GPU checks of a converter's build(): not one of these refusals
+        print(json.dumps(None))
+"""
+
+
+@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
+                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+def test_converter_refusals_agree_with_the_real_model_registry(tmp_path, version, root):
+    """ML910-ML912 report an edit exactly where torchtitan's own model_registry (or the converter step that
+    refuses) raises the refusal, on both registry versions."""
+    root = _source("torchtitan", root)
+    _needs("torch")
+    lines = ["from torchtitan.components.lora import LoRAConverter",
+             "from torchtitan.components.quantization import Float8LinearConverter, Float8GroupedExpertsConverter",
+             "from torchtitan.config import ParallelismConfig, TrainingConfig",
+             "from torchtitan.trainer import Trainer", ""]
+    for i, (model, flavor, backend, convs) in enumerate(_CONVERTER_EDITS):
+        items = ", ".join(f"{_CONVERTER_CLASSES[k][1]}.Config({', '.join(f'{n}={v!r}' for n, v in a.items())})"
+                          for k, a in convs)
+        backend_kw = f", moe_comm_backend={backend!r}" if backend else ""
+        lines += [f"def edit_{i}():", f"    from torchtitan.models.{model} import model_registry",
+                  f"    return Trainer.Config(model_spec=model_registry({flavor!r}{backend_kw}, converters=[{items}]),",
+                  "                          parallelism=ParallelismConfig(expert_parallel_degree=8),",
+                  "                          training=TrainingConfig(disable_cuda_graphs=True))", ""]
+    registry = tmp_path / "config_registry.py"
+    registry.write_text("\n".join(lines), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
+                           "--torchtitan-version", version, "--world-size", "8", "--gpus-per-node", "8", str(registry)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode in (0, 1), proc.stderr
+    found: dict = {}
+    for config in json.loads(proc.stdout)["files"]:
+        for f in config["findings"]:
+            if f["rule"] in ("ML910", "ML911", "ML912"):
+                found.setdefault(config["path"].rsplit("::", 1)[-1], []).append(f["rule"])
+    worker = tmp_path / "worker.py"
+    worker.write_text(_CONVERTER_WORKER, encoding="utf-8")
+    real = subprocess.run([sys.executable, str(worker), str(root), json.dumps(_CONVERTER_EDITS),
+                           json.dumps(_CONVERTER_CLASSES)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    verdicts = [json.loads(line) for line in real.stdout.splitlines()]
+    assert len(verdicts) == len(_CONVERTER_EDITS), real.stderr[-2000:]
+    wrong = [(edit, verdict, found.get(f"edit_{i}")) for i, (edit, verdict) in enumerate(zip(_CONVERTER_EDITS, verdicts))
+             if (verdict is not None) != (f"edit_{i}" in found)]
+    assert not wrong, "meshlint and the real model_registry disagree:\n" + "\n".join(map(str, wrong))
+    assert sum(v is not None for v in verdicts) >= 6  # the edits do exercise the refusals
+
+
+# ML913: the ptrr load balancer and the masks a model builds: (model, flavor, context_parallel_ptrr_mask_key)
+_PTRR_EDITS = [("gpt_oss", "debugmodel", None), ("gpt_oss", "debugmodel", "sliding_mask"),
+               ("gpt_oss", "debugmodel", "basic_mask"), ("gpt_oss", "debugmodel", "sliding_window_mask"),
+               ("llama3", "debugmodel", None), ("llama3", "debugmodel", "basic_mask")]
+# The real side: the flavor built with attn_backend="flex" on the CPU, its own get_attention_masks, and the real
+# cp_shard with load_balancer_type="ptrr" (a stand-in CP mesh of 2 ranks: the checks compared here come before
+# any sharding, which the stand-in cannot do).
+_PTRR_WORKER = r"""
+import contextlib, importlib, io, json, logging, re, sys, types, warnings
+logging.disable(logging.CRITICAL)
+warnings.simplefilter("ignore")
+root, version = sys.argv[1], sys.argv[2]
+sys.path.insert(0, root)
+pkg = types.ModuleType("torchtitan"); pkg.__path__ = [root + "/torchtitan"]; sys.modules["torchtitan"] = pkg
+class _Any:
+    def __call__(self, *a, **k):
+        return a[0] if len(a) == 1 and callable(a[0]) and not k else _Any()
+    def __getattr__(self, name):
+        return _Any()
+kernels = types.ModuleType("torchtitan.distributed.minimal_async_ep.kernels"); kernels.__file__ = __file__
+def _attr(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _Any()
+kernels.__getattr__ = _attr
+sys.modules[kernels.__name__] = kernels
+import torch
+from torchtitan.distributed.context_parallel import cp_shard
+class Mesh:  # cp_shard reads the CP world size first; the sharding itself is past the checks compared here
+    device_type = "cpu"
+    def size(self, dim=0):
+        return 2
+REFUSAL = re.compile(r"PTRRLoadBalancer|ptrr_mask_key|is not a key in attention_masks")
+L = 256
+masks_of = {}
+for model, flavor, key in json.loads(sys.argv[3]):
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            if (model, flavor) not in masks_of:
+                spec = importlib.import_module(f"torchtitan.models.{model}").model_registry(flavor, attn_backend="flex")
+                with torch.device("cpu"):
+                    m = spec.model.build()
+                pos = torch.arange(L) if version == "main" else torch.arange(L).unsqueeze(0)
+                masks_of[(model, flavor)] = m.get_attention_masks(positions=pos)
+            masks = masks_of[(model, flavor)]
+            tokens = torch.zeros(L, dtype=torch.long) if version == "main" else torch.zeros(1, L, dtype=torch.long)
+            cp_shard(Mesh(), (tokens,), masks, load_balancer_type="ptrr", ptrr_mask_key=key)
+        print(json.dumps(None))
+    except ValueError as e:
+        print(json.dumps(str(e) if REFUSAL.search(str(e)) else None))
+    except Exception as e:
+        # past the ptrr checks, the stand-in mesh cannot shard: accepted; anything else is a setup failure
+        print(json.dumps(None if "'Mesh' object" in str(e) else f"SETUP {type(e).__name__}: {e}"))
+"""
+
+
+@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
+                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+def test_ptrr_mask_key_refusals_agree_with_the_real_cp_shard(tmp_path, version, root):
+    """ML913 reports a ptrr edit exactly where torchtitan's cp_shard refuses the masks the model builds."""
+    root = _source("torchtitan", root)
+    _needs("torch")
+    training = "TrainingConfig(disable_cuda_graphs=True)" if version != "0.3.0" else \
+        "TrainingConfig(seq_len=8192, disable_cuda_graphs=True)"
+    lines = ["from torchtitan.config import ParallelismConfig, TrainingConfig",
+             "from torchtitan.trainer import Trainer", ""]
+    for i, (model, flavor, key) in enumerate(_PTRR_EDITS):
+        lines += [f"def edit_{i}():", f"    from torchtitan.models.{model} import model_registry",
+                  f"    return Trainer.Config(model_spec=model_registry({flavor!r}, attn_backend='flex'),",
+                  "                          parallelism=ParallelismConfig(context_parallel_degree=2, "
+                  f"context_parallel_load_balancer='ptrr', context_parallel_ptrr_mask_key={key!r}),",
+                  f"                          training={training})", ""]
+    registry = tmp_path / "config_registry.py"
+    registry.write_text("\n".join(lines), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
+                           "--torchtitan-version", version, "--world-size", "8", "--gpus-per-node", "8", str(registry)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode in (0, 1), proc.stderr
+    found: dict = {}
+    errors: dict = {}
+    for config in json.loads(proc.stdout)["files"]:
+        name = config["path"].rsplit("::", 1)[-1]
+        for f in config["findings"]:
+            if f["severity"] == "error":
+                errors.setdefault(name, []).append(f["rule"])
+            if f["rule"] == "ML913":
+                found.setdefault(name, []).append(f["rule"])
+    worker = tmp_path / "worker.py"
+    worker.write_text(_PTRR_WORKER, encoding="utf-8")
+    real = subprocess.run([sys.executable, str(worker), str(root), "v030" if version == "0.3.0" else "main",
+                           json.dumps(_PTRR_EDITS)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    verdicts = [json.loads(line) for line in real.stdout.splitlines()]
+    assert len(verdicts) == len(_PTRR_EDITS), real.stderr[-2000:]
+    assert not [v for v in verdicts if isinstance(v, str) and v.startswith("SETUP")], verdicts
+    wrong = [(edit, verdict, found.get(f"edit_{i}")) for i, (edit, verdict) in enumerate(zip(_PTRR_EDITS, verdicts))
+             if (verdict is not None) != (f"edit_{i}" in found)]
+    assert not wrong, "meshlint and the real cp_shard disagree:\n" + "\n".join(map(str, wrong))
+    assert sum(v is not None for v in verdicts) == 2  # no key, and a key the dict lacks
+    assert not errors.get("edit_2") and not errors.get("edit_3") and not errors.get("edit_4"), errors
+
+
+# ML914 (0.2.x): the ptrr balancer on llama3 flavors. The real side: the flavor's own model args (llama3_args),
+# the trainer's rule for building masks (flex or varlen attention only, train.py:457-464@9810191bb^; a causal
+# BlockMask stands in for the flex mask) and the real cp_shard with "ptrr" on a stand-in CP mesh of 2 ranks.
+# Packages the llama3 package imports for data, tokenizers, logging and MoE kernels are inert stand-ins.
+_PTRR02_FLAVORS = ["8B", "8B_flex", "debugmodel", "debugmodel_flex_attn", "70B"]
+_PTRR02_WORKER = r"""
+import contextlib, io, json, logging, sys, types, warnings
+logging.disable(logging.CRITICAL)
+warnings.simplefilter("ignore")
+root = sys.argv[1]
+sys.path.insert(0, root)
+class _Any:
+    def __call__(self, *a, **k):
+        return a[0] if len(a) == 1 and callable(a[0]) and not k else _Any()
+    def __getattr__(self, name):
+        return _Any()
+def _attr(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    if name[:1].isupper():  # a class the importing code may subclass
+        return type(name, (), {"__init__": lambda self, *a, **k: None})
+    return _Any()
+import importlib.abc, importlib.machinery, importlib.util
+STAND_INS = ("tokenizers", "torchdata", "datasets", "tensorboard", "wandb", "tiktoken", "blobfile",
+             "sentencepiece", "fsspec", "safetensors")  # data/tokenizer packages the model package imports
+
+class _Stub(importlib.abc.Loader, importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in STAND_INS and importlib.machinery.PathFinder.find_spec(name.split(".")[0]) is None:
+            return importlib.util.spec_from_loader(name, self, is_package=True)
+        return None
+    def create_module(self, spec):
+        m = types.ModuleType(spec.name); m.__file__ = __file__; m.__path__ = []; m.__getattr__ = _attr
+        return m
+    def exec_module(self, module):
+        pass
+
+sys.meta_path.insert(0, _Stub())
+for _name in ("torch.utils.tensorboard", "torchtitan.models.moe.kernels"):  # a logger, MoE triton kernels
+    _m = types.ModuleType(_name); _m.__file__ = __file__; _m.__getattr__ = _attr; sys.modules[_name] = _m
+pkg = types.ModuleType("torchtitan"); pkg.__path__ = [root + "/torchtitan"]; sys.modules["torchtitan"] = pkg
+import torch
+from torch.nn.attention.flex_attention import create_block_mask
+from torchtitan.distributed.context_parallel import cp_shard
+from torchtitan.models.llama3 import llama3_args
+class Mesh:
+    device_type = "cpu"
+    def size(self, dim=0):
+        return 2
+L = 256
+out = []
+for flavor in json.loads(sys.argv[2]):
+    args = llama3_args[flavor]
+    # the trainer's rule (train.py:457-464): masks only for flex/varlen attention
+    attn_type = getattr(args, "attn_type", "sdpa")
+    masks = (create_block_mask(lambda b, h, q, kv: q >= kv, 1, None, L, L, device="cpu")
+             if attn_type == "flex" else None)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            cp_shard(Mesh(), (torch.zeros(1, L, dtype=torch.long),), masks, "ptrr")
+        out.append([attn_type, None])
+    except ValueError as e:
+        out.append([attn_type, str(e) if "PTRRLoadBalancer" in str(e) else None])
+    except Exception as e:
+        out.append([attn_type, None if "'Mesh' object" in str(e) else f"SETUP {type(e).__name__}: {e}"])
+print(json.dumps(out))
+"""
+
+
+def test_ptrr_refusal_v02_agrees_with_the_real_cp_shard(tmp_path):
+    """ML914 reports ptrr exactly on the llama3 flavors whose masks torchtitan 0.2.x's cp_shard refuses."""
+    root = _source("torchtitan", SHARED / "torchtitan-v0.2-9810191bb-parent")
+    _needs("torch")
+    paths = []
+    for flavor in _PTRR02_FLAVORS:
+        path = tmp_path / f"ptrr_{flavor}.toml"
+        path.write_text(f'[model]\nname = "llama3"\nflavor = "{flavor}"\n\n[training]\nseq_len = 8192\n\n'
+                        '[parallelism]\ndata_parallel_shard_degree = -1\ncontext_parallel_degree = 2\n'
+                        'context_parallel_load_balancer = "ptrr"\n', encoding="utf-8")
+        paths.append(str(path))
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
+                           "--world-size", "8", "--gpus-per-node", "8", *paths],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode in (0, 1), proc.stderr
+    found = {Path(c["path"]).stem.split("_", 1)[1] for c in json.loads(proc.stdout)["files"]
+             for f in c["findings"] if f["rule"] == "ML914"}
+    worker = tmp_path / "worker.py"
+    worker.write_text(_PTRR02_WORKER, encoding="utf-8")
+    real = subprocess.run([sys.executable, str(worker), str(root), json.dumps(_PTRR02_FLAVORS)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert real.returncode == 0, real.stderr[-2000:]
+    verdicts = json.loads(real.stdout.splitlines()[-1])
+    assert not [v for _t, v in verdicts if isinstance(v, str) and v.startswith("SETUP")], verdicts
+    refused = {flavor for flavor, (_t, v) in zip(_PTRR02_FLAVORS, verdicts) if v is not None}
+    assert refused == found, (refused, found, verdicts)
+    assert refused == {"8B", "debugmodel", "70B"}  # the sdpa flavors
+
+
 # ----------------------------------------------------------------------------- the refusal inventory
 
 from meshlint.generate import refusals  # noqa: E402

@@ -100,6 +100,7 @@ KEYS = [
     Key(M + "non_blocking_capacity_factor", "float?", None),
     Key(M + "num_mtp_layers", "int?", None),          # deepseek_v3's multi-token prediction depth
     Key(M + "tp_gemm_backend", "str?", None),         # llama3: "default" or "dist_gemm" (fused TP GEMMs)
+    Key(M + "converters", "array?", None),            # model_registry(converters=[...]): see _converters
 ]
 
 # model_registry at b5bcd76c6: ModelSpec name -> its defaults and its pipelining function

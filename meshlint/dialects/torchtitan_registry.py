@@ -42,7 +42,8 @@ SHORT_NAMES = {"dp_replicate": "data_parallel_replicate_degree", "dp_shard": "da
 MODEL_FACTS = ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "ffn_hidden_dim",
                "num_experts", "moe_hidden_dim", "attention", "source",
                "vision_n_heads", "linear_key_heads", "linear_value_heads",  # heads tp must divide as well
-               "rope_max_len")
+               "rope_max_len",
+               "attn_masks", "attn_mask_keys")  # what get_attention_masks gives under flex (the ptrr balancer)
 # ModelSpec names that differ from the registry module name (models/kimi_k2_7 builds "kimi_k2_5")
 MODEL_ALIASES = {"kimi_k2_7": "kimi_k2_5", "kimi_k2_5": "kimi_k2_7"}
 
@@ -188,6 +189,7 @@ def read(v: Version, source) -> Spec:
     spec.degrees["etp"] = None  # expert tensor parallelism is gone in the registry era
     spec.extra["unread_degrees"] = [n for n in DEGREE_KEYS if n in unread_facts]
     _model_defaults(v, spec, unread_facts)
+    _converters(v, spec, types)
     spec.values["model.known"] = False
     spec.load_error = _validate_degrees(spec.degrees)
     return spec
@@ -262,6 +264,31 @@ def _model_defaults(v: Version, spec: Spec, unread: set) -> None:
             continue
         if vals.get(path) is None:
             vals[path] = None if facts is None else facts.get(arg)
+
+
+def _converters(v: Version, spec: Spec, types: dict) -> None:
+    """``model.converters``: each converter model_registry applies, as written ({field: value}), plus
+    ``class`` (as written, "LoRAConverter.Config"), ``name`` (the converter class: "LoRAConverter"), and
+    from the generated table ``kind`` (quantization | lora | other) and ``pads_dispatcher``; null for a
+    class the table does not list. Null as a whole when the list or one of its items could not be read."""
+    items = spec.values.get("model.converters")
+    if not isinstance(items, list):
+        return
+    from meshlint import models
+
+    table = models.converters(v.version)
+    out = []
+    for i, item in enumerate(items):
+        cls = types.get(f"model.converters[{i}]")
+        if not isinstance(item, dict) or not isinstance(cls, str):
+            spec.values["model.converters"] = None
+            return
+        parts = cls.split(".")
+        name = parts[-2] if len(parts) > 1 and parts[-1] == "Config" else parts[-1]
+        known = table.get(name) or {}
+        out.append({**item, "class": cls, "name": name, "kind": known.get("kind"),
+                    "pads_dispatcher": known.get("pads_dispatcher")})
+    spec.values["model.converters"] = out
 
 
 def spec_from_degrees(v: Version, degrees: dict, **other_values) -> Spec:

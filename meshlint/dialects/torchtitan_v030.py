@@ -99,6 +99,7 @@ KEYS = [
     Key(M + "non_blocking_capacity_factor", "float?", None),
     Key(M + "num_mtp_layers", "int?", None),          # deepseek_v3's multi-token prediction depth
     Key(M + "tp_gemm_backend", "str?", None),         # llama3: "default" or "dist_gemm" (fused TP GEMMs)
+    Key(M + "converters", "array?", None),            # model_registry(converters=[...]): see _converters
 ]
 
 # model_registry at 0.3.0 (same defaults as main; kimi's trainer config refuses tp > 1 AND pp > 1 here)

@@ -38,7 +38,7 @@ ORDER = ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "
          "attention", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
          "num_experts", "top_k", "shared_experts", "shared_hidden_dim", "moe_hidden_dim", "moe_layers",
          "moe_layer_ids", "linear_attention_layers", "linear_key_heads", "linear_value_heads", "vision_n_heads",
-         "rope_max_len", "attn_type", "params", "pipelining", "validator", "tp1_only", "pp1_only", "refuses_cp", "spec_name", "module")
+         "rope_max_len", "attn_type", "attn_masks", "attn_mask_keys", "params", "pipelining", "validator", "tp1_only", "pp1_only", "refuses_cp", "spec_name", "module")
 
 _TENSOR_FACTORIES = ("empty", "zeros", "ones", "randn", "rand", "full", "ones_like", "zeros_like")
 
@@ -258,6 +258,7 @@ class Reader:
             return facts
         if self.has(model, "layers") and isinstance(self.attr(model, "layers").v, P.Lst):
             self.decoder_facts(model, facts)
+            self.mask_facts(model, facts)
         elif self.has(model, "double_blocks"):
             self.flux_facts(model, facts)
         elif self.has(model, "model_config"):
@@ -298,6 +299,42 @@ class Reader:
             if kind not in facts.values:
                 facts.values[kind] = True
                 facts.cites[kind] = f"{self.at(fn.mod.rel, line)} ({fn.qualname})"
+
+    def mask_facts(self, model: V, facts: Facts) -> None:
+        """What the model's ``get_attention_masks`` gives under FlexAttention, which the trainer hands to the
+        context-parallel load balancer: ``attn_masks`` = "block_mask" (the common Decoder's own method: one
+        BlockMask) or "dict" (an override that returns a dict of masks), and ``attn_mask_keys``, the literal keys
+        that override can write (left out when a key is computed). Returns that only build varlen metadata
+        (a call whose name says varlen) are the varlen branch and are not counted."""
+        owner = model.v.owner if isinstance(model.v, P.Obj) else None
+        if owner is None:
+            return
+        for cls in self.it.mro(owner):
+            fn = next((s for s in cls.node.body if isinstance(s, ast.FunctionDef) and s.name == "get_attention_masks"),
+                      None)
+            if fn is None:
+                continue
+            where = self.at(cls.mod.rel, fn.lineno)
+            if cls.mod.rel == "torchtitan/models/common/decoder.py":
+                facts.values["attn_masks"] = "block_mask"
+                facts.cites["attn_masks"] = f"{where} ({cls.qualname}.get_attention_masks: one BlockMask under flex)"
+                return
+            kind, keys, line = _mask_returns(fn)
+            if kind == "super":
+                continue
+            if kind != "dict":
+                facts.lack("attn_masks", f"{cls.qualname}.get_attention_masks ({where}): returns what this "
+                                         "generator does not read")
+                return
+            facts.values["attn_masks"] = "dict"
+            facts.cites["attn_masks"] = f"{self.at(cls.mod.rel, line)} ({cls.qualname}.get_attention_masks returns " \
+                                        "a dict of masks)"
+            if keys is not None:
+                facts.values["attn_mask_keys"] = sorted(keys)
+                facts.cites["attn_mask_keys"] = f"{where} (the literal keys it can write; some only for some flavors)"
+            else:
+                facts.notes.append(f"attn_mask_keys: {cls.qualname}.get_attention_masks computes its keys")
+            return
 
     def decoder_facts(self, model: V, facts: Facts) -> None:
         layers_v = self.attr(model, "layers")
@@ -669,6 +706,77 @@ class _Shape:
         self.numel = numel
 
 
+def _mask_returns(fn: ast.FunctionDef) -> tuple:
+    """(kind, keys, line) of a ``get_attention_masks``: kind "super" (it returns the base class's masks), "dict"
+    (a dict display, or a local bound to one: keys are the literal string keys of the display and of
+    ``local["key"] = ...``, None when one is computed), or None (anything else, or a mix)."""
+    returns = []
+
+    def walk(node):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue
+            if isinstance(child, ast.Return):
+                returns.append(child)
+            walk(child)
+
+    walk(fn)
+    kinds, keys, line = set(), set(), fn.lineno
+    computed = False
+    for ret in returns:
+        value = ret.value
+        if isinstance(value, ast.Call):
+            func = value.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) \
+                    and isinstance(func.value.func, ast.Name) and func.value.func.id == "super":
+                kinds.add("super")
+            elif "varlen" in name:
+                continue  # the varlen branch: metadata, not flex masks
+            else:
+                kinds.add(None)
+        elif isinstance(value, ast.Dict):
+            kinds.add("dict")
+            line = ret.lineno
+            for k in value.keys:
+                if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    keys.add(k.value)
+                else:
+                    computed = True
+        elif isinstance(value, ast.Name):
+            bound = [n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AnnAssign))
+                     and any(isinstance(t, ast.Name) and t.id == value.id
+                             for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]
+            if len(bound) != 1 or not isinstance(bound[0].value, ast.Dict):
+                kinds.add(None)
+                continue
+            kinds.add("dict")
+            line = ret.lineno
+            for k in bound[0].value.keys:
+                if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    keys.add(k.value)
+                else:
+                    computed = True
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Assign):
+                    for t in n.targets:
+                        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == value.id:
+                            if isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
+                                keys.add(t.slice.value)
+                            else:
+                                computed = True
+                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
+                        isinstance(n.func.value, ast.Name) and n.func.value.id == value.id and \
+                        n.func.attr in ("update", "setdefault", "__setitem__"):
+                    computed = True
+        else:
+            kinds.add(None)
+    if len(kinds) != 1:
+        return None, None, line
+    kind = kinds.pop()
+    return kind, (None if computed else keys), line
+
+
 def union_all(vals: list) -> frozenset:
     out = EMPTY
     for v in vals:
@@ -760,6 +868,64 @@ def _returners(tree, cls: str) -> str:
     return f"{len(users)} of the {len(funcs)} public functions of the file: {', '.join(users)}"
 
 
+def converters(root: str, commit: str) -> list:
+    """The model config converters a registry's ``model_registry(..., converters=[...])`` can apply: every
+    class of the checkout (components/, experiments/) that derives from ``ModelConfigConverter``, with its
+    kind (``quantization``: a ``QuantizationConverter``, which ``validate_converter_order`` requires before
+    LoRA; ``lora``: ``LoRAConverter``; else ``other``) and whether its ``convert`` calls
+    ``swap_token_dispatcher`` (MoE quantization: the routed experts' token dispatcher must pad).
+    Classes are matched by name: one entry per name, the first found (sorted paths) wins."""
+    bases: dict = {}
+    where: dict = {}
+    swaps: set = set()
+    for sub in ("components", "experiments", "protocols"):
+        top = os.path.join(root, "torchtitan", sub)
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if d not in ("tests", "test", "__pycache__"))
+            for fname in sorted(filenames):
+                if not fname.endswith(".py") or fname.startswith("test_"):
+                    continue
+                path = os.path.join(dirpath, fname)
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+                if "Converter" not in text:
+                    continue
+                try:
+                    tree = ast.parse(text)
+                except SyntaxError:
+                    continue
+                rel = os.path.relpath(path, root)
+                for node in tree.body:
+                    if not isinstance(node, ast.ClassDef) or node.name in bases:
+                        continue
+                    names = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None
+                             for b in node.bases]
+                    bases[node.name] = [n for n in names if n]
+                    where[node.name] = f"{rel}:{node.lineno}"
+                    for sub_node in ast.walk(node):
+                        if isinstance(sub_node, ast.Call) and isinstance(sub_node.func, ast.Name) \
+                                and sub_node.func.id == "swap_token_dispatcher":
+                            swaps.add(node.name)
+
+    def ancestors(name: str, seen: frozenset = frozenset()) -> set:
+        out = set()
+        for b in bases.get(name, ()):
+            if b not in seen:
+                out |= {b} | ancestors(b, seen | {name})
+        return out
+
+    found = []
+    for name in sorted(bases):
+        up = ancestors(name)
+        if "ModelConfigConverter" not in up:
+            continue
+        kind = ("quantization" if name == "QuantizationConverter" or "QuantizationConverter" in up
+                else "lora" if name == "LoRAConverter" or "LoRAConverter" in up else "other")
+        found.append({"name": name, "kind": kind, "pads_dispatcher": name in swaps,
+                      "source": f"{where[name]} @ {commit}"})
+    return found
+
+
 # ---------------------------------------------------------------------- output
 
 def render(result: dict, reader_commit: str, version: str, source_label: str, generated_by: str) -> str:
@@ -779,6 +945,12 @@ def render(result: dict, reader_commit: str, version: str, source_label: str, ge
     if result.get("registered"):  # 0.2.x: the names get_train_spec knows without a user registration
         lines.append("registered = [" + ", ".join(_toml(n) for n in result["registered"]) + "]")
         lines.append(f"registered_source = {_toml(result['registered_source'])}")
+    if result.get("converters"):  # registry era: the converter classes model_registry(converters=...) takes
+        lines.append("converters = [")
+        for c in result["converters"]:
+            lines.append(f"  {{name = {_toml(c['name'])}, kind = {_toml(c['kind'])}, "
+                         f"pads_dispatcher = {_toml(c['pads_dispatcher'])}, source = {_toml(c['source'])}}},")
+        lines.append("]")
     unreadable = [f"{u['module']}: {u['reason']}" for u in result["unreadable"]]
     for model in result["models"].values():
         by_reason: dict = {}
@@ -875,6 +1047,7 @@ def generate(source: str, version: str, commit: str | None = None, label: str | 
     else:
         reader = Reader(root, commit)
         result = reader.read_all()
+        result["converters"] = converters(root, commit)
         for model in result["models"].values():
             found = refusals(root, model["module"], commit)
             for facts, _, _ in model["flavors"].values():

@@ -498,15 +498,42 @@ HAND = [
          "torchtitan/distributed/dual_pipe_v.py", text=r"DualPipeV and Activation", versions=V02),
     Rule("internal", "DualPipeV schedule runtime", "torchtitan/distributed/dual_pipe_v.py", versions=TT),
     # context parallel
-    Rule("open", "context parallelism with varlen attention / an unknown attention type",
+    Rule("internal", "context parallelism with varlen attention / an unknown attention type: reached only after the "
+                     "model's update_from_config (or qwen3's parallelize_qwen3, earlier in the same function) refused "
+                     "the same attention with cp > 1, which ML854 reports (models/llama3/model/args.py:57-65, "
+                     "deepseek_v3/model/args.py:101-109, llama4/model/args.py:79-87, qwen3/infra/parallelize.py:69-75 "
+                     "@9810191bb^); flux passes \"sdpa\"; attn_type comes only from flavors, which set sdpa, flex or "
+                     "varlen, never another name",
          "torchtitan/distributed/context_parallel.py", func=r"apply_cp_to_attention_module", versions=V02),
     Rule("rule ML801", "context_parallel_load_balancer must be 'headtail', 'ptrr' or None (a plain str field)",
          "torchtitan/distributed/context_parallel*", text=r"Invalid load_balancer_type", versions=REG),
     Rule("rule ML844", "context_parallel_load_balancer must be 'headtail', 'ptrr' or None (a plain str field)",
          "torchtitan/distributed/context_parallel*", text=r"Invalid load_balancer_type", versions=V02),
-    Rule("open", "the ptrr load balancer needs FlexAttention block masks (one BlockMask, or "
-                 "context_parallel_ptrr_mask_key naming one): the masks a model builds are not facts yet",
-         "torchtitan/distributed/context_parallel*", text=r"load_balancer|PTRR", versions=TT),
+    Rule("rule ML914", "the ptrr load balancer needs a BlockMask: an SDPA flavor builds no masks (the trainer builds "
+                       "them for flex and varlen only); the dict half is not reachable with CP (gpt_oss refuses CP, "
+                       "ML809; flex with CP is refused for every model but llama3's, ML854, whose flex masks are one "
+                       "BlockMask)", "torchtitan/distributed/context_parallel.py", text=r"but got None or dict",
+         versions=V02),
+    Rule("internal", "the ptrr load balancer given masks that are not a BlockMask: with CP the masks are llama3's "
+                     "flex BlockMask (varlen metadata only with varlen attention, refused with CP by ML854)",
+         "torchtitan/distributed/context_parallel.py", text=r"PTRRLoadBalancer requires attention_masks to be a "
+                                                             r"BlockMask, but got \{", versions=V02),
+    Rule("rule ML913", "the ptrr load balancer on a model whose masks are a dict needs context_parallel_ptrr_mask_key",
+         "torchtitan/distributed/context_parallel/api.py", text=r"no mask key was specified", versions=REG),
+    Rule("partial ML913", "context_parallel_ptrr_mask_key must name one of the model's masks: ML913 checks it against "
+                          "the literal keys a model's get_attention_masks can write (gpt_oss: basic_mask, "
+                          "sliding_window_mask, both built for every flavor); muse_glimmer computes its keys "
+                          "(_window_mask_key), which are not generated facts yet",
+         "torchtitan/distributed/context_parallel/api.py", text=r"is not a key in attention_masks", versions=REG),
+    Rule("internal", "the ptrr load balancer given no masks: with context parallelism a language model's attention is "
+                     "flex (sdpa is refused by get_attention_config, ML804; varlen with CP by ML708), for which the "
+                     "trainer always builds masks (trainer.py:715-723 @b5bcd76c6, 0.3.0:738-748) and every flavor "
+                     "has a full-attention layer; flux shards with load_balancer_type=None",
+         "torchtitan/distributed/context_parallel/api.py", text=r"but got None$|but got None\b", versions=REG),
+    Rule("internal", "the ptrr load balancer given a mask that is not a BlockMask: the dicts of flex masks (gpt_oss, "
+                     "muse_glimmer) hold BlockMasks; qwen3_5's holds DeltaNet varlen metadata, but qwen3_5 refuses "
+                     "context parallelism (ML802)",
+         "torchtitan/distributed/context_parallel/api.py", text=r"requires the mask to be a BlockMask", versions=REG),
     Rule("internal", "masks the framework builds itself", "torchtitan/distributed/context_parallel*",
          exc="AssertionError", versions=TT),
     Rule("runtime", "the installed torch lacks the experimental CP API", "torchtitan/distributed/utils.py",
@@ -702,7 +729,11 @@ HAND += [
          text=r"Hopper", versions=REG),
     Rule("rule ML851", "tp_gemm_backend = dist_gemm needs spmd_types and sequence parallelism",
          "torchtitan/models/common/dist_gemm.py", text=r"dist_gemm", versions=REG),
-    Rule("open", "tp_gemm_backend = dist_gemm needs fuse_qkv (a flavor-level model config setting, not a fact yet)",
+    Rule("internal", "tp_gemm_backend = dist_gemm needs fuse_qkv: not reachable from a config, since the only "
+                     "model_registry functions that take tp_gemm_backend (llama3, graph_trainer/llama3, which reuses "
+                     "llama3_configs) build every flavor with fuse_qkv=True (models/llama3/__init__.py:131,172,216,257,"
+                     "298 @b5bcd76c6; 0.3.0 the same), and the one flavor with fuse_qkv=False (qwen3 "
+                     "debugmodel_non_fused_qkv) has no tp_gemm_backend argument",
          "torchtitan/models/common/*", text=r"dist_gemm", versions=REG),
     Rule("rule ML805", "the MoE comm backend name must be standard, deepep, hybridep or minimal_async_ep",
          "torchtitan/models/common/config_utils.py", text=r"Unknown comm_backend", versions=REG),
@@ -714,8 +745,13 @@ HAND += [
          text=r"must be divisible by", versions=V030),
     Rule("rule ML715", "an EP token dispatcher needs ep > 1", "torchtitan/models/common/token_dispatcher.py",
          func=r"update_ep_token_dispatcher_config", text=r"requires expert", versions=REG),
-    Rule("open", "an EP token dispatcher's num_max_tokens_per_rank must be positive and large enough (a field of the "
-                 "dispatcher config inside the model spec, not a fact yet)", "torchtitan/models/common/token_dispatcher.py",
+    Rule("internal", "an EP token dispatcher's num_max_tokens_per_rank must be set, positive and large enough: not "
+                     "reachable from a config, since no model_registry flavor or argument sets it (make_moe_config and "
+                     "make_token_dispatcher_config default it to None and no model passes it, models/common/"
+                     "config_utils.py:360-460 @b5bcd76c6), and update_ep_token_dispatcher_config, run from the "
+                     "decoder's update_from_config before the dispatchers are built, fills None with the required "
+                     "per-rank count (token_dispatcher.py:1250-1254); DeepEP/HybridEP then see it set. 0.3.0 the same",
+         "torchtitan/models/common/token_dispatcher.py",
          func=r"update_ep_token_dispatcher_config|DeepEPTokenDispatcher\.__init__|HybridEPTokenDispatcher\.init_buffer",
          exc="ValueError", versions=REG),
     Rule("rule ML715", "MinimalAsyncEP needs ep > 1", "torchtitan/distributed/minimal_async_ep/api.py",
@@ -765,7 +801,8 @@ HAND += [
     Rule("runtime", "flux training loop, dataset and validator", "torchtitan/models/flux/*", versions=REG),
     Rule("rule ML826", "dataloader.repeat = false with data parallelism (dp > 1) is refused", "torchtitan/components/data/loader.py",
          text=r"repeat=False with data parallelism", versions=MAIN),
-    Rule("open", "model.converters order: quantization converters before LoRA", "torchtitan/models/utils.py",
+    Rule("rule ML911", "model_registry(converters=[...]) order: quantization converters before LoRA",
+         "torchtitan/models/utils.py",
          func=r"validate_converter_order", versions=REG),
     # registry-era components
     Rule("rule ML818", "checkpoint.async_mode must be 'disabled', 'async' or 'async_with_pinned_mem' (refused first by "
@@ -792,7 +829,7 @@ HAND += [
     Rule("open", "torch_checkpointing manager: no remote URIs", "torchtitan/components/checkpointer/torch_checkpointing.py",
          text=r"remote URI", versions=REG),
     Rule("internal", "the checkpointer's own async state", "torchtitan/components/checkpointer/*", versions=REG),
-    Rule("open", "LoRA rank must be positive", "torchtitan/components/lora.py", text=r"LoRA rank", versions=REG),
+    Rule("rule ML910", "LoRA rank must be positive", "torchtitan/components/lora.py", text=r"LoRA rank", versions=REG),
     Rule("internal", "LoRA converter plumbing", "torchtitan/components/lora.py", versions=REG),
     Rule("internal", "materialised by the converter before use", "torchtitan/components/quantization/nvfp4.py",
          text=r"not materialized", versions=REG),
@@ -801,9 +838,14 @@ HAND += [
                                           r"QKVLinear\.Config", versions=REG),
     Rule("internal", "a vision model always builds its adapter", "torchtitan/models/muse_glimmer/parallelize.py",
          text=r"vision_adapter", versions=REG),
-    Rule("open", "MoE quantization needs a token dispatcher that pads (TorchAO)", "torchtitan/components/quantization/utils.py",
+    Rule("rule ML912", "MoE quantization needs a token dispatcher that pads (moe_comm_backend standard or hybridep)",
+         "torchtitan/components/quantization/utils.py",
          versions=REG),
-    Rule("open", "nvfp4: layer dims divisible by the block size; bf16_tail_fraction leaves at least one layer",
+    Rule("open", "nvfp4: layer dims divisible by the block size; bf16_tail_fraction leaves at least one layer: "
+                 "decidable, but needs the in/out features of every Linear of the flavor by FQN (the converter "
+                 "substring-matches its fqns) and, for the tail fraction, the registry function's "
+                 "nvfp4_bf16_tail_fqns(len(model.layers), f) call, which the static reader leaves unknown; torchao is "
+                 "not installed on the development machine, so the real NVFP4Linear.Config cannot be run to confirm",
          "torchtitan/components/quantization/nvfp4.py", text=r"divisible by|bf16_tail_fraction", versions=REG),
     Rule("internal", "loss plumbing (chunks, metrics)", "torchtitan/components/loss.py", versions=REG),
     Rule("internal", "validator plumbing", "torchtitan/components/validate.py", versions=REG),
@@ -835,7 +877,11 @@ HAND += [
          func=r"resolve_mesh", versions=V030),
     Rule("rule ML708", "context parallelism with varlen attention", "torchtitan/distributed/context_parallel/api.py",
          text=r"Variable-length attenti", versions=REG),
-    Rule("open", "context parallelism with a FlexAttention score_mod (from the model flavor)",
+    Rule("internal", "context parallelism with a FlexAttention score_mod: no model passes one; every caller of "
+                     "inner_attention passes attention_masks, scale, enable_gqa (gpt_oss also out_transform), never "
+                     "score_mod (models/common/attention.py:996, deepseek_v3/model.py:143, gpt_oss/model.py:109, "
+                     "qwen3_5/model.py:571, muse_glimmer/model.py:133, overrides/fused_mla.py:889 @0.3.0), and flux "
+                     "passes is_causal only",
          "torchtitan/distributed/context_parallel/api.py", text=r"score_mod", versions=REG),
     Rule("internal", "attention modules are one of the known kinds", "torchtitan/distributed/context_parallel/api.py",
          text=r"Context Parallel forwar", versions=REG),

@@ -2484,6 +2484,10 @@ class _Flat:
                 self.unknown[path] = plain.public()
             else:
                 out[key] = plain
+                if isinstance(value, (list, tuple)):  # the class of each object in a list ("converters[0]")
+                    for i, item in enumerate(value):
+                        if isinstance(item, Obj) and item.cls:
+                            self.types[f"{path}[{i}]"] = item.cls
 
     def plain(self, value, path: str, depth: int):
         if isinstance(value, _LITERAL):
