@@ -185,6 +185,26 @@ case("ml872-remote-folder", torch_ckpt("s3://bucket/run/checkpoint", tempfile.mk
 case("ml872-remote-dump-folder", torch_ckpt("checkpoint", "s3://bucket/run"))
 case("ml872-remote-dump-absolute-folder", torch_ckpt("/checkpoints/run", "s3://bucket/run"))
 case("ml872-local-folder", torch_ckpt("/checkpoints/run", tempfile.mkdtemp()))
+
+# ML874: the dataset tree's own checks
+from torchtitan.components.data import (DatasetMixConfig, FirstFitPackingConfig, HuggingFaceRandomAccessSource,
+                                        HuggingFaceStreamingSource, SingleDatasetConfig, WeightedDataset)
+from torchtitan.hf_datasets.multimodal.mm_datasets import MMSamplePackingConfig
+
+src = HuggingFaceRandomAccessSource.Config(path="json", split="train")
+single = SingleDatasetConfig(source=src)
+case("ml874-no-bins", lambda: FirstFitPackingConfig(dataset=single, num_packing_bins=0))
+case("ml874-four-bins", lambda: FirstFitPackingConfig(dataset=single, num_packing_bins=4))
+case("ml874-mm-no-bins", lambda: MMSamplePackingConfig(dataset=single, num_packing_bins=0))
+case("ml874-name-in-kwargs", lambda: HuggingFaceStreamingSource.Config(path="allenai/c4", split="train",
+                                                                      load_dataset_kwargs={"name": "en"}))
+case("ml874-split-in-kwargs", lambda: HuggingFaceRandomAccessSource.Config(path="json", split="train",
+                                                                          load_dataset_kwargs={"split": "train"}))
+case("ml874-other-kwargs", lambda: HuggingFaceStreamingSource.Config(path="allenai/c4", split="train", name="en",
+                                                                    load_dataset_kwargs={"trust_remote_code": True}))
+case("ml874-zero-weight", lambda: DatasetMixConfig(datasets=(WeightedDataset(dataset=single, weight=0.8),
+                                                             WeightedDataset(dataset=single, weight=0.0))
+                                                   ).build(context=None, dataset_iteration_policy=None))
 """,
     "0.2.x": """
 import tempfile
@@ -237,6 +257,13 @@ EXPECT = [
     ("main", "ml872-remote-dump-folder", "refused", "checkpoint.folder is a remote URI ('s3://bucket/run/checkpoint')"),
     ("main", "ml872-remote-dump-absolute-folder", "accepted", ""),
     ("main", "ml872-local-folder", "accepted", ""),
+    ("main", "ml874-no-bins", "refused", "num_packing_bins must be positive"),
+    ("main", "ml874-four-bins", "accepted", ""),
+    ("main", "ml874-mm-no-bins", "refused", "num_packing_bins must be positive"),
+    ("main", "ml874-name-in-kwargs", "refused", "first-class Hugging Face fields repeated in kwargs: ['name']"),
+    ("main", "ml874-split-in-kwargs", "refused", "first-class Hugging Face fields repeated in kwargs: ['split']"),
+    ("main", "ml874-other-kwargs", "accepted", ""),
+    ("main", "ml874-zero-weight", "refused", "DatasetMixConfig requires finite, positive-weight datasets"),
     ("0.3.0", "ml873-text-unregistered", "refused", "Dataset fineweb is not supported"),
     ("0.3.0", "ml873-text-registered", "accepted", ""),
     ("0.3.0", "ml873-flux-text-name", "refused", "Dataset c4 is not supported"),

@@ -1,4 +1,4 @@
-"""Rules ML801-ML833 and ML870-ML873 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
+"""Rules ML801-ML833 and ML870-ML874 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
 
 Each case edits one real config (torchtitan main's and 0.3.0's registry functions, torchtitan 0.2.x's
 train_configs TOML, KempnerForge's configs/train TOML) and checks it in process with ``check_file``
@@ -37,6 +37,8 @@ DSV3_02 = "torchtitan/models/deepseek_v3/train_configs/debug_model.toml"
 IMPORTS = ("from torchtitan.distributed.activation_checkpoint import MemoryBudgetAC\n"
            "from torchtitan.hf_datasets.text_datasets import HFDataSource, InterleavedHuggingFaceTextDataLoader\n"
            "from torchtitan.components.checkpointer.torch_checkpointing import TorchCheckpointingManager\n"
+           "from torchtitan.components.data import FirstFitPackingConfig, HuggingFaceRandomAccessSource\n"
+           "from torchtitan.components.data import SingleDatasetConfig\n"
            "from torchtitan.config import CompileConfig\n"
            "from torchtitan.components.optimizer import OptimizersContainer, ParamGroupConfig\n")
 
@@ -259,6 +261,14 @@ CASES = [
     ("dataset-flux-02", "0.2.x", "torchtitan/models/flux/train_configs/debug_model.toml", None,
      [("training", "dataset", '"c4"')], 8, "ML873", True),
     ("dataset-llama3-02", "0.2.x", LLAMA02, None, [("training", "dataset", '"c4_validation"')], 8, "ML873", False),
+    ("hf-revision-in-kwargs-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
+     ["config.dataloader.dataset = FirstFitPackingConfig(dataset=SingleDatasetConfig(source="
+      "HuggingFaceRandomAccessSource.Config(path='json', split='train', load_dataset_kwargs={'revision': 'main'})))"],
+     8, "ML874", True),
+    ("packing-bins-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
+     ["config.dataloader.dataset = FirstFitPackingConfig(dataset=SingleDatasetConfig(source="
+      "HuggingFaceRandomAccessSource.Config(path='json', split='train', revision='main')), num_packing_bins=2)"],
+     8, "ML874", False),
 ]
 
 

@@ -579,12 +579,14 @@ HAND = [
     Rule("rule ML873", "the dataset name must be one torchtitan registers for the dataloader in use (c4, c4_test, ...; "
                        "the names generated from the source into meshlint/data/datasets.toml)",
          "torchtitan/*datasets*", text=r"is not supported\. Supported datasets", versions=TT),
-    Rule("open", "a dataset mix needs at least one dataset, every weight finite and positive",
+    Rule("partial ML874", "a dataset mix needs every weight finite and positive: ML874 reports a weight <= 0; an empty "
+                          "mix and a non-finite weight (float('inf'), not a literal the reader keeps) are not reported",
          "torchtitan/components/data/dataset.py", text=r"positive-weight datasets", versions=MAIN),
-    Rule("open", "packing: num_packing_bins > 0 (a data config's __post_init__ the schema walk does not reach)",
-         "torchtitan/*", text=r"num_packing_bins must be positive", versions=REG),
-    Rule("open", "a Hugging Face source field given both directly and in kwargs", "torchtitan/components/data/sources.py",
-         text=r"repeated in kwargs", versions=MAIN),
+    Rule("rule ML874", "packing: num_packing_bins > 0 (a data config's __post_init__ the schema walk does not reach; "
+                       "ML874 follows the dataset tree)", "torchtitan/*", text=r"num_packing_bins must be positive",
+         versions=REG),
+    Rule("rule ML874", "a Hugging Face source field given both directly and in load_dataset_kwargs",
+         "torchtitan/components/data/sources.py", text=r"repeated in kwargs", versions=MAIN),
     Rule("schema", "InterleavedDataset with no datasets: only an empty sources list reaches it, which the interleaved "
                    "loader's Config.__post_init__ refuses first (tyro rebuilds the config at launch; evaluated by the "
                    "schema check: ML112)", "torchtitan/hf_datasets/interleaved.py", text=r"dataset must be provided",
