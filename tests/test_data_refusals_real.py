@@ -158,6 +158,28 @@ case("ml873-text-unregistered", lambda: T._validate_dataset("fineweb", "/data/fi
 case("ml873-text-registered", lambda: T._validate_dataset("c4", "/data/c4"))
 case("ml873-flux-text-name", lambda: FL._validate_dataset("c4"))
 case("ml873-mm-unregistered", lambda: MM._validate_mm_dataset("laion"))
+import torch
+
+# ML875: the patch layouts (the first image of a batch), and MRoPE's need for block order
+from types import SimpleNamespace
+from torchtitan.hf_datasets.multimodal.mm_collator import MultiModalCollator
+from torchtitan.hf_datasets.multimodal.utils.image import vision_to_patches
+
+image = torch.zeros(1, 28, 28, 3)
+for order in ("block", "raster", "column"):
+    case(f"ml875-patches-{order}", lambda order=order: vision_to_patches(image, 14, 1, 2, patch_order=order))
+def mrope(order):
+    def run():
+        try:
+            MultiModalCollator._build_mrope_positions(
+                SimpleNamespace(patch_order=order), torch.zeros(1, 4, dtype=torch.long), None, None, None,
+                image_token_id=1, video_token_id=2)
+        except AttributeError:
+            pass  # past the patch_order check: the rest reads collator fields this stand-in lacks
+    return run
+
+for order in ("block", "raster"):
+    case(f"ml875-mrope-{order}", mrope(order))
 """,
     "main": """
 from torchtitan.components.checkpointer.dcp import CheckpointManager
@@ -205,6 +227,27 @@ case("ml874-other-kwargs", lambda: HuggingFaceStreamingSource.Config(path="allen
 case("ml874-zero-weight", lambda: DatasetMixConfig(datasets=(WeightedDataset(dataset=single, weight=0.8),
                                                              WeightedDataset(dataset=single, weight=0.0))
                                                    ).build(context=None, dataset_iteration_policy=None))
+
+# ML875: the patch layouts (the first image of a batch), and MRoPE's need for block order
+from types import SimpleNamespace
+from torchtitan.hf_datasets.multimodal.mm_collator import MultiModalCollator
+from torchtitan.hf_datasets.multimodal.utils.image import vision_to_patches
+
+image = torch.zeros(1, 28, 28, 3)
+for order in ("block", "raster", "column"):
+    case(f"ml875-patches-{order}", lambda order=order: vision_to_patches(image, 14, 1, 2, patch_order=order))
+def mrope(order):
+    def run():
+        try:
+            MultiModalCollator._build_mrope_positions(
+                SimpleNamespace(patch_order=order), torch.zeros(1, 4, dtype=torch.long), None, None, None,
+                image_token_id=1, video_token_id=2)
+        except AttributeError:
+            pass  # past the patch_order check: the rest reads collator fields this stand-in lacks
+    return run
+
+for order in ("block", "raster"):
+    case(f"ml875-mrope-{order}", mrope(order))
 """,
     "0.2.x": """
 import tempfile
@@ -264,6 +307,16 @@ EXPECT = [
     ("main", "ml874-split-in-kwargs", "refused", "first-class Hugging Face fields repeated in kwargs: ['split']"),
     ("main", "ml874-other-kwargs", "accepted", ""),
     ("main", "ml874-zero-weight", "refused", "DatasetMixConfig requires finite, positive-weight datasets"),
+    ("0.3.0", "ml875-patches-block", "accepted", ""),
+    ("0.3.0", "ml875-patches-raster", "accepted", ""),
+    ("0.3.0", "ml875-patches-column", "refused", "patch_order must be 'block' or 'raster'"),
+    ("0.3.0", "ml875-mrope-block", "accepted", ""),
+    ("0.3.0", "ml875-mrope-raster", "refused", "MRoPE requires patch_order='block'"),
+    ("main", "ml875-patches-block", "accepted", ""),
+    ("main", "ml875-patches-raster", "accepted", ""),
+    ("main", "ml875-patches-column", "refused", "patch_order must be 'block' or 'raster'"),
+    ("main", "ml875-mrope-block", "accepted", ""),
+    ("main", "ml875-mrope-raster", "refused", "MRoPE requires patch_order='block'"),
     ("0.3.0", "ml873-text-unregistered", "refused", "Dataset fineweb is not supported"),
     ("0.3.0", "ml873-text-registered", "accepted", ""),
     ("0.3.0", "ml873-flux-text-name", "refused", "Dataset c4 is not supported"),

@@ -1,4 +1,4 @@
-"""Rules ML801-ML833 and ML870-ML874 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
+"""Rules ML801-ML833 and ML870-ML876 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
 
 Each case edits one real config (torchtitan main's and 0.3.0's registry functions, torchtitan 0.2.x's
 train_configs TOML, KempnerForge's configs/train TOML) and checks it in process with ``check_file``
@@ -269,6 +269,10 @@ CASES = [
      ["config.dataloader.dataset = FirstFitPackingConfig(dataset=SingleDatasetConfig(source="
       "HuggingFaceRandomAccessSource.Config(path='json', split='train', revision='main')), num_packing_bins=2)"],
      8, "ML874", False),
+    ("mm-mrope-raster-030", "0.3.0", "torchtitan/models/qwen3_5/config_registry.py", "qwen35_debugmodel",
+     ["config.dataloader.patch_order = 'raster'"], 8, "ML875", True),
+    ("mm-raster-kimi-030", "0.3.0", "torchtitan/models/kimi_k2_7/config_registry.py", "kimi_k2_5_debugmodel",
+     ["config.dataloader.patch_order = 'raster'"], 8, "ML875", False),
 ]
 
 

@@ -600,8 +600,12 @@ HAND = [
                        "'on_first_exhausted' or 'all_exhausted'", "torchtitan/hf_datasets/interleaved.py",
          text=r"non-negative|Sum of weights|stopping_strategy", versions=V030),
     Rule("internal", "dataset objects the framework builds", "torchtitan/hf_datasets/interleaved.py", versions=V030),
-    Rule("open", "multimodal patch_order must be 'block' or 'raster', and 'block' for MRoPE models",
-         "torchtitan/hf_datasets/multimodal/*", text=r"patch_order", versions=REG),
+    Rule("rule ML875", "multimodal patch_order must be 'block' or 'raster', and 'block' when the collator builds MRoPE "
+                       "positions (refused on the first batch with an image or video)",
+         "torchtitan/hf_datasets/multimodal/*", text=r"patch_order", versions=V030),
+    Rule("rule ML876", "multimodal patch_order must be 'block' or 'raster', and 'block' when the collator builds MRoPE "
+                       "positions (refused on the first batch with an image or video)",
+         "torchtitan/hf_datasets/multimodal/*", text=r"patch_order", versions=MAIN),
     Rule("rule ML810", "flux does not support gradient accumulation (global batch > local x batch degree)",
          "torchtitan/models/flux/train.py", text=r"gradient accumulation", versions=V02),
     Rule("runtime", "flux: the autoencoder checkpoint file", "torchtitan/models/flux/model/autoencoder.py", versions=TT),
