@@ -88,6 +88,12 @@ FACT_DOCS = {
               "also holds `class`, the config class standing there ('MemoryBudgetAC.Config', 'MoMaConfig'; null when "
               "unknown); an optional section left out (KempnerForge [vlm]) is null. Degrees: read pp, tp, ... (the "
               "degree search varies those, not config.parallelism); null for a dialect without a generated schema",
+    "datasets": "torchtitan: the dataset names this version registers, generated from its source "
+                "(meshlint/data/datasets.toml, by meshlint/generate/datasets.py): registries (module -> {names, "
+                "lowercased: the name is lowercased before the lookup, source, refused_by}), loaders (a dataloader "
+                "config class -> the registry its dataloader.dataset is looked up in), source_loaders (the same for "
+                "each of dataloader.sources), models (0.2.x: model name -> the registry its [training] dataset is "
+                "looked up in); null for other dialects and versions",
     "refusals": "checks of the framework's config classes (their __post_init__) that the config fails, from the "
                 "generated schema, for keys no other rule models: {key, message, framework, source}",
     "kept_values": "values of the wrong type, or outside a Literal, that the framework keeps as written (Python does "
@@ -184,6 +190,7 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         "refusals": spec.extra.get("refusals", []),
         "kept_values": spec.extra.get("kept_values", []),
         "config": spec.extra.get("config") or None,  # null, not {}: a rule reading it is skipped
+        "datasets": _datasets(version) if spec.dialect == "torchtitan" else None,
         "choices": None,
         "unknown_keys": spec.unknown_keys,
         "near_misses": spec.near_misses,
@@ -228,6 +235,30 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         else:
             facts["parallelism"][head] = value
     return facts
+
+
+_DATASETS: dict = {}
+
+
+def _datasets(version: str | None) -> dict | None:
+    """The generated dataset-name facts of a torchtitan version (read once per process), or None."""
+    if not _DATASETS:
+        import os
+        import tomllib
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "datasets.toml")
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except (OSError, ValueError):
+            data = {}
+        for v, table in data.items():
+            if isinstance(table, dict):
+                _DATASETS[v] = {"registries": table.get("registries", {}), "loaders": table.get("loaders", {}),
+                                "source_loaders": table.get("source_loaders", {}),
+                                "models": {m: e.get("registry") for m, e in table.get("models", {}).items()}}
+        _DATASETS.setdefault("", None)  # loaded (even when the file is missing)
+    return _DATASETS.get(version or "")
 
 
 def _toml_version(dialect: str) -> str | None:

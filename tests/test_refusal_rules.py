@@ -1,4 +1,4 @@
-"""Rules ML801-ML833 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
+"""Rules ML801-ML833 and ML870-ML876 (refusals the inventory listed as open) on edits of the frameworks' own shipped configs.
 
 Each case edits one real config (torchtitan main's and 0.3.0's registry functions, torchtitan 0.2.x's
 train_configs TOML, KempnerForge's configs/train TOML) and checks it in process with ``check_file``
@@ -35,6 +35,10 @@ LLAMA02 = "torchtitan/models/llama3/train_configs/debug_model.toml"
 DSV3_02 = "torchtitan/models/deepseek_v3/train_configs/debug_model.toml"
 # names an edit uses that the shipped registry file may not import
 IMPORTS = ("from torchtitan.distributed.activation_checkpoint import MemoryBudgetAC\n"
+           "from torchtitan.hf_datasets.text_datasets import HFDataSource, InterleavedHuggingFaceTextDataLoader\n"
+           "from torchtitan.components.checkpointer.torch_checkpointing import TorchCheckpointingManager\n"
+           "from torchtitan.components.data import FirstFitPackingConfig, HuggingFaceRandomAccessSource\n"
+           "from torchtitan.components.data import SingleDatasetConfig\n"
            "from torchtitan.config import CompileConfig\n"
            "from torchtitan.components.optimizer import OptimizersContainer, ParamGroupConfig\n")
 
@@ -239,6 +243,47 @@ CASES = [
       "config.checkpoint.folder = 's3://bucket/ckpt'"], 8, "ML828", True),
     ("ckpt-remote-dcp-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
      ["config.checkpoint.folder = 's3://bucket/ckpt'"], 8, "ML828", False),
+    # ML870-ML873 (torchtitan data and checkpoint refusals; tests/test_data_refusals_real.py runs the framework)
+    ("interleaved-infinite-030", "0.3.0", LLAMA, "llama3_debugmodel",
+     ["config.dataloader = InterleavedHuggingFaceTextDataLoader.Config(sources=[HFDataSource(dataset='c4', "
+      "infinite=False), HFDataSource(dataset='c4_test')])"], 8, "ML870", True),
+    ("interleaved-weights-030", "0.3.0", LLAMA, "llama3_debugmodel",
+     ["config.dataloader = InterleavedHuggingFaceTextDataLoader.Config(sources=[HFDataSource(dataset='c4', "
+      "weight=0.7), HFDataSource(dataset='c4_test', weight=0.3)])"], 8, "ML870", False),
+    ("exclude-misspelt-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
+     ["config.checkpoint.enable = True", "config.checkpoint.exclude_from_loading = ['lr_schedulers']"], 8, "ML871",
+     True),
+    ("exclude-known-030", "0.3.0", LLAMA, "llama3_debugmodel",
+     ["config.checkpoint.enable = True", "config.checkpoint.exclude_from_loading = ['dataloader', 'train_state']"], 8,
+     "ML871", False),
+    ("exclude-misspelt-02", "0.2.x", LLAMA02, None,
+     [("checkpoint", "enable", "true"), ("checkpoint", "exclude_from_loading", '["data_loader"]')], 8, "ML871", True),
+    ("torch-ckpt-remote-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
+     ["config.checkpoint = TorchCheckpointingManager.Config(enable=True)", "config.dump_folder = 's3://bucket/run'"],
+     8, "ML872", True),
+    ("torch-ckpt-local-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
+     ["config.checkpoint = TorchCheckpointingManager.Config(enable=True)"], 8, "ML872", False),
+    ("dataset-unregistered-030", "0.3.0", LLAMA, "llama3_debugmodel", ["config.dataloader.dataset = 'fineweb'"], 8,
+     "ML873", True),
+    ("dataset-uppercase-030", "0.3.0", LLAMA, "llama3_debugmodel", ["config.dataloader.dataset = 'C4_test'"], 8,
+     "ML873", False),
+    ("dataset-flux-030", "0.3.0", "torchtitan/models/flux/config_registry.py", "flux_debugmodel",
+     ["config.dataloader.dataset = 'c4'"], 8, "ML873", True),
+    ("dataset-flux-02", "0.2.x", "torchtitan/models/flux/train_configs/debug_model.toml", None,
+     [("training", "dataset", '"c4"')], 8, "ML873", True),
+    ("dataset-llama3-02", "0.2.x", LLAMA02, None, [("training", "dataset", '"c4_validation"')], 8, "ML873", False),
+    ("hf-revision-in-kwargs-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
+     ["config.dataloader.dataset = FirstFitPackingConfig(dataset=SingleDatasetConfig(source="
+      "HuggingFaceRandomAccessSource.Config(path='json', split='train', load_dataset_kwargs={'revision': 'main'})))"],
+     8, "ML874", True),
+    ("packing-bins-main", "main@b5bcd76c6", LLAMA, "llama3_debugmodel",
+     ["config.dataloader.dataset = FirstFitPackingConfig(dataset=SingleDatasetConfig(source="
+      "HuggingFaceRandomAccessSource.Config(path='json', split='train', revision='main')), num_packing_bins=2)"],
+     8, "ML874", False),
+    ("mm-mrope-raster-030", "0.3.0", "torchtitan/models/qwen3_5/config_registry.py", "qwen35_debugmodel",
+     ["config.dataloader.patch_order = 'raster'"], 8, "ML875", True),
+    ("mm-raster-kimi-030", "0.3.0", "torchtitan/models/kimi_k2_7/config_registry.py", "kimi_k2_5_debugmodel",
+     ["config.dataloader.patch_order = 'raster'"], 8, "ML875", False),
 ]
 
 

@@ -218,7 +218,8 @@ def test_documented_registry_examples_behave_as_documented(code, tmp_path):
     rule = BY_CODE[code]
     for field in ("what", "why", "bad", "good", "fix"):
         assert rule.doc.get(field), f"{code}: doc.{field} is missing"
-    for version in [f.split("@", 1)[1] for f in rule.frameworks]:
+    # the doc examples are registry functions: a rule that also covers 0.2.x has TOML fixtures for it
+    for version in [f.split("@", 1)[1] for f in rule.frameworks if not f.endswith("@0.2.x")]:
         bad = tmp_path / "bad.py"
         bad.write_text(rule.doc["bad"])
         assert code in [f.code for f in check(source_for(bad), version)[3]], f"doc.bad does not trigger {code}"

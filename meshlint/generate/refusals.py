@@ -550,7 +550,8 @@ HAND = [
          "torchtitan/components/checkpoint.py", text=r"at least 2 checkpoint", versions=V02),
     Rule("schema", "checkpoint.async_mode is a Literal (kept by the loader, refused here)",
          "torchtitan/components/checkpoint.py", text=r"Unknown checkpoint async_mode", versions=V02),
-    Rule("open", "checkpoint.exclude_from_loading names a state that does not exist", "torchtitan/components/checkpoint*",
+    Rule("rule ML871", "checkpoint.exclude_from_loading names a state the checkpoint does not hold (model, optimizer, "
+                       "lr_scheduler, dataloader, train_state)", "torchtitan/components/checkpoint*",
          text=r"not found in state_dict", versions=TT),
     Rule("rule ML833", "last_save_in_hf needs last_save_model_only; from_hf loading needs model_only",
          "torchtitan/components/checkpoint.py", text=r"Only model can be", versions=V02),
@@ -618,23 +619,36 @@ HAND = [
     Rule("internal", "router settings come from the flavor table", "torchtitan/models/moe/moe.py", versions=V02),
     Rule("runtime", "HF checkpoint conversion (files)", "torchtitan/models/*state_dict_adapter.py", versions=TT),
     Rule("runtime", "HF checkpoint conversion (files)", "torchtitan/models/utils.py", func=r"StateDictAdapter", versions=TT),
-    Rule("runtime", "the dataset name must be a registered dataset; its rows come from disk or the hub",
-         "torchtitan/hf_datasets/*", text=r"not supported\. Supported datasets", versions=V02),
-    Rule("open", "the dataset name must be one torchtitan registers (c4, c4_test, ...)",
+    Rule("rule ML873", "the dataset name must be one torchtitan registers for the dataloader in use (c4, c4_test, ...; "
+                       "the names generated from the source into meshlint/data/datasets.toml)",
          "torchtitan/*datasets*", text=r"is not supported\. Supported datasets", versions=TT),
-    Rule("open", "a dataset mix needs at least one dataset, every weight finite and positive",
+    Rule("partial ML874", "a dataset mix needs every weight finite and positive: ML874 reports a weight <= 0; an empty "
+                          "mix and a non-finite weight (float('inf'), not a literal the reader keeps) are not reported",
          "torchtitan/components/data/dataset.py", text=r"positive-weight datasets", versions=MAIN),
-    Rule("open", "packing: num_packing_bins > 0 (a data config's __post_init__ the schema walk does not reach)",
-         "torchtitan/*", text=r"num_packing_bins must be positive", versions=REG),
-    Rule("open", "a Hugging Face source field given both directly and in kwargs", "torchtitan/components/data/sources.py",
-         text=r"repeated in kwargs", versions=MAIN),
-    Rule("open", "interleaved datasets: one weight per dataset, non-negative with a positive sum; stopping_strategy "
-                 "'on_first_exhausted' or 'all_exhausted' (and all_exhausted needs re-looping sources)",
-         "torchtitan/hf_datasets/interleaved.py", text=r"dataset must be provided|must equal len\(weights\)|"
-                                                      r"non-negative|Sum of weights|stopping_strategy", versions=V030),
+    Rule("rule ML874", "packing: num_packing_bins > 0 (a data config's __post_init__ the schema walk does not reach; "
+                       "ML874 follows the dataset tree)", "torchtitan/*", text=r"num_packing_bins must be positive",
+         versions=REG),
+    Rule("rule ML874", "a Hugging Face source field given both directly and in load_dataset_kwargs",
+         "torchtitan/components/data/sources.py", text=r"repeated in kwargs", versions=MAIN),
+    Rule("schema", "InterleavedDataset with no datasets: only an empty sources list reaches it, which the interleaved "
+                   "loader's Config.__post_init__ refuses first (tyro rebuilds the config at launch; evaluated by the "
+                   "schema check: ML112)", "torchtitan/hf_datasets/interleaved.py", text=r"dataset must be provided",
+         versions=V030),
+    Rule("internal", "the interleaved loaders pass one weight per source, so the lengths always agree",
+         "torchtitan/hf_datasets/interleaved.py", text=r"must equal len\(weights\)", versions=V030),
+    Rule("internal", "stopping_strategy='all_exhausted' needs datasets with reloop(): both datasets the interleaved "
+                     "loaders build (HuggingFaceTextDataset, ChatDataset) have it", "torchtitan/hf_datasets/interleaved.py",
+         text=r"each dataset must implement reloop", versions=V030),
+    Rule("rule ML870", "interleaved datasets: weights non-negative with a positive sum; stopping_strategy "
+                       "'on_first_exhausted' or 'all_exhausted'", "torchtitan/hf_datasets/interleaved.py",
+         text=r"non-negative|Sum of weights|stopping_strategy", versions=V030),
     Rule("internal", "dataset objects the framework builds", "torchtitan/hf_datasets/interleaved.py", versions=V030),
-    Rule("open", "multimodal patch_order must be 'block' or 'raster', and 'block' for MRoPE models",
-         "torchtitan/hf_datasets/multimodal/*", text=r"patch_order", versions=REG),
+    Rule("rule ML875", "multimodal patch_order must be 'block' or 'raster', and 'block' when the collator builds MRoPE "
+                       "positions (refused on the first batch with an image or video)",
+         "torchtitan/hf_datasets/multimodal/*", text=r"patch_order", versions=V030),
+    Rule("rule ML876", "multimodal patch_order must be 'block' or 'raster', and 'block' when the collator builds MRoPE "
+                       "positions (refused on the first batch with an image or video)",
+         "torchtitan/hf_datasets/multimodal/*", text=r"patch_order", versions=MAIN),
     Rule("rule ML810", "flux does not support gradient accumulation (global batch > local x batch degree)",
          "torchtitan/models/flux/train.py", text=r"gradient accumulation", versions=V02),
     Rule("runtime", "flux: the autoencoder checkpoint file", "torchtitan/models/flux/model/autoencoder.py", versions=TT),
@@ -670,8 +684,12 @@ HAND += [
                    "schema check: ML112)", "torchtitan/trainer.py", text=r"Batch-invariant", versions=REG),
     Rule("schema", "parallelism.num_pp_microbatches > 0 (Trainer.Config.__post_init__, evaluated by the schema check)",
          "torchtitan/trainer.py", text=r"num_pp_microbatches must be greater than 0", versions=MAIN),
-    Rule("open", "a multi-source dataloader needs at least one source, all with the same 'infinite' setting",
-         "torchtitan/hf_datasets/text_datasets.py", text=r"At least one source|same 'infinite'", versions=REG),
+    Rule("schema", "a multi-source dataloader needs at least one source (Config.__post_init__, evaluated by the "
+                   "schema check: ML112)", "torchtitan/hf_datasets/text_datasets.py", text=r"At least one source",
+         versions=REG),
+    Rule("rule ML870", "a multi-source dataloader's sources all have the same 'infinite' setting (a loop over the "
+                       "sources the schema check cannot evaluate)", "torchtitan/hf_datasets/text_datasets.py",
+         text=r"same 'infinite'", versions=REG),
     Rule("schema", "debug.spmd_typechecking under spmd_types cannot combine with pp (Trainer.Config.__post_init__, "
                    "evaluated by the schema check: ML112)", "torchtitan/trainer.py",
          text=r"SPMD typechecking is not supported with pipeline", versions=REG),
@@ -826,7 +844,7 @@ HAND += [
                        "check leaves them to ML828, except a value of the wrong type, whose TypeError it reports): "
                        "interval >= 1, keep_latest_k >= 0, quantized HF loading, no Hugging Face format on a remote path",
          "torchtitan/components/checkpointer/base.py", func=r"__post_init__$", versions=REG),
-    Rule("open", "torch_checkpointing manager: no remote URIs", "torchtitan/components/checkpointer/torch_checkpointing.py",
+    Rule("rule ML872", "torch_checkpointing manager: no remote URIs (checkpoint.folder under dump_folder, initial_load_path)", "torchtitan/components/checkpointer/torch_checkpointing.py",
          text=r"remote URI", versions=REG),
     Rule("internal", "the checkpointer's own async state", "torchtitan/components/checkpointer/*", versions=REG),
     Rule("rule ML910", "LoRA rank must be positive", "torchtitan/components/lora.py", text=r"LoRA rank", versions=REG),

@@ -2530,6 +2530,10 @@ class _Flat:
                 return value.rest
             out_o = {}
             for k, item in value.fields.items():
+                if isinstance(item, FuncRef):
+                    # a function the object holds (a data source's sample_processor) is no config value:
+                    # left out (null), it does not make the object's other fields, or its list, unknown
+                    continue
                 got = self.plain(item, path, depth + 1)
                 if isinstance(got, U):
                     return got
