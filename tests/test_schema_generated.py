@@ -698,19 +698,11 @@ _CONVERTER_EDITS = [
 _CONVERTER_CLASSES = {"lora": ("torchtitan.components.lora", "LoRAConverter"),
                       "f8": ("torchtitan.components.quantization", "Float8LinearConverter"),
                       "f8_moe": ("torchtitan.components.quantization", "Float8GroupedExpertsConverter")}
-# The real side: the model's own model_registry with the converters, as a registry function calls it. A
-# converter's build() that needs torchao or a GPU (float8) raises ImportError / a capability error on this
-# machine, so for MoE quantization the worker applies exactly the step that refuses -- swap_token_dispatcher
-# on every GroupedExperts.Config of the flavor built with that moe_comm_backend (Float8GroupedExpertsConverter
-# .convert's first statement). Only ValueErrors of the three refusals count as refusals.
-_CONVERTER_WORKER = r"""
-import contextlib, importlib, io, json, logging, re, sys, types, warnings
-logging.disable(logging.CRITICAL)
-warnings.simplefilter("ignore")
-root = sys.argv[1]
-sys.path.insert(0, root)
+# A torchtitan tree imported from its source, with MinimalAsyncEP's triton kernels module stood in for
+# (imported by the token dispatchers, never run here): the preamble of the real-code workers below.
+_TORCHTITAN_STANDINS = r"""
 pkg = types.ModuleType("torchtitan"); pkg.__path__ = [root + "/torchtitan"]; sys.modules["torchtitan"] = pkg
-class _Any:  # MinimalAsyncEP's triton kernels module: imported by the token dispatchers, never run here
+class _Any:
     def __call__(self, *a, **k):
         return a[0] if len(a) == 1 and callable(a[0]) and not k else _Any()
     def __getattr__(self, name):
@@ -722,6 +714,20 @@ def _attr(name):
     return _Any()
 kernels.__getattr__ = _attr
 sys.modules[kernels.__name__] = kernels
+"""
+
+# The real side: the model's own model_registry with the converters, as a registry function calls it. A
+# converter's build() that needs torchao or a GPU (float8) raises ImportError / a capability error on this
+# machine, so for MoE quantization the worker applies exactly the step that refuses -- swap_token_dispatcher
+# on every GroupedExperts.Config of the flavor built with that moe_comm_backend (Float8GroupedExpertsConverter
+# .convert's first statement). Only ValueErrors of the three refusals count as refusals.
+_CONVERTER_WORKER = r"""
+import contextlib, importlib, io, json, logging, re, sys, types, warnings
+logging.disable(logging.CRITICAL)
+warnings.simplefilter("ignore")
+root = sys.argv[1]
+sys.path.insert(0, root)
+""" + _TORCHTITAN_STANDINS + r"""
 from torchtitan.components.quantization.utils import swap_token_dispatcher
 from torchtitan.models.common.moe import GroupedExperts
 REFUSAL = re.compile(r"LoRA rank must be positive|must be applied before LoRAConverter|supports padding")
@@ -801,19 +807,7 @@ logging.disable(logging.CRITICAL)
 warnings.simplefilter("ignore")
 root, version = sys.argv[1], sys.argv[2]
 sys.path.insert(0, root)
-pkg = types.ModuleType("torchtitan"); pkg.__path__ = [root + "/torchtitan"]; sys.modules["torchtitan"] = pkg
-class _Any:
-    def __call__(self, *a, **k):
-        return a[0] if len(a) == 1 and callable(a[0]) and not k else _Any()
-    def __getattr__(self, name):
-        return _Any()
-kernels = types.ModuleType("torchtitan.distributed.minimal_async_ep.kernels"); kernels.__file__ = __file__
-def _attr(name):
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return _Any()
-kernels.__getattr__ = _attr
-sys.modules[kernels.__name__] = kernels
+""" + _TORCHTITAN_STANDINS + r"""
 import torch
 from torchtitan.distributed.context_parallel import cp_shard
 class Mesh:  # cp_shard reads the CP world size first; the sharding itself is past the checks compared here
