@@ -99,6 +99,30 @@ PRELUDE = textwrap.dedent('''
             out[name] = ["error", f"{type(exc).__name__}: {exc}"]
 ''')
 
+# ML875/ML876: the same patch-layout checks in 0.3.0 and main (needs torch and case() in the worker)
+PATCH_ORDER = """
+# ML875: the patch layouts (the first image of a batch), and MRoPE's need for block order
+from types import SimpleNamespace
+from torchtitan.hf_datasets.multimodal.mm_collator import MultiModalCollator
+from torchtitan.hf_datasets.multimodal.utils.image import vision_to_patches
+
+image = torch.zeros(1, 28, 28, 3)
+for order in ("block", "raster", "column"):
+    case(f"ml875-patches-{order}", lambda order=order: vision_to_patches(image, 14, 1, 2, patch_order=order))
+def mrope(order):
+    def run():
+        try:
+            MultiModalCollator._build_mrope_positions(
+                SimpleNamespace(patch_order=order), torch.zeros(1, 4, dtype=torch.long), None, None, None,
+                image_token_id=1, video_token_id=2)
+        except AttributeError:
+            pass  # past the patch_order check: the rest reads collator fields this stand-in lacks
+    return run
+
+for order in ("block", "raster"):
+    case(f"ml875-mrope-{order}", mrope(order))
+"""
+
 CKPT_REG = """
 import tempfile
 import torch
@@ -160,27 +184,7 @@ case("ml873-flux-text-name", lambda: FL._validate_dataset("c4"))
 case("ml873-mm-unregistered", lambda: MM._validate_mm_dataset("laion"))
 import torch
 
-# ML875: the patch layouts (the first image of a batch), and MRoPE's need for block order
-from types import SimpleNamespace
-from torchtitan.hf_datasets.multimodal.mm_collator import MultiModalCollator
-from torchtitan.hf_datasets.multimodal.utils.image import vision_to_patches
-
-image = torch.zeros(1, 28, 28, 3)
-for order in ("block", "raster", "column"):
-    case(f"ml875-patches-{order}", lambda order=order: vision_to_patches(image, 14, 1, 2, patch_order=order))
-def mrope(order):
-    def run():
-        try:
-            MultiModalCollator._build_mrope_positions(
-                SimpleNamespace(patch_order=order), torch.zeros(1, 4, dtype=torch.long), None, None, None,
-                image_token_id=1, video_token_id=2)
-        except AttributeError:
-            pass  # past the patch_order check: the rest reads collator fields this stand-in lacks
-    return run
-
-for order in ("block", "raster"):
-    case(f"ml875-mrope-{order}", mrope(order))
-""",
+""" + PATCH_ORDER,
     "main": """
 from torchtitan.components.checkpointer.dcp import CheckpointManager
 """ + CKPT_REG + """
@@ -228,27 +232,7 @@ case("ml874-zero-weight", lambda: DatasetMixConfig(datasets=(WeightedDataset(dat
                                                              WeightedDataset(dataset=single, weight=0.0))
                                                    ).build(context=None, dataset_iteration_policy=None))
 
-# ML875: the patch layouts (the first image of a batch), and MRoPE's need for block order
-from types import SimpleNamespace
-from torchtitan.hf_datasets.multimodal.mm_collator import MultiModalCollator
-from torchtitan.hf_datasets.multimodal.utils.image import vision_to_patches
-
-image = torch.zeros(1, 28, 28, 3)
-for order in ("block", "raster", "column"):
-    case(f"ml875-patches-{order}", lambda order=order: vision_to_patches(image, 14, 1, 2, patch_order=order))
-def mrope(order):
-    def run():
-        try:
-            MultiModalCollator._build_mrope_positions(
-                SimpleNamespace(patch_order=order), torch.zeros(1, 4, dtype=torch.long), None, None, None,
-                image_token_id=1, video_token_id=2)
-        except AttributeError:
-            pass  # past the patch_order check: the rest reads collator fields this stand-in lacks
-    return run
-
-for order in ("block", "raster"):
-    case(f"ml875-mrope-{order}", mrope(order))
-""",
+""" + PATCH_ORDER,
     "0.2.x": """
 import tempfile
 import torch
