@@ -863,16 +863,12 @@ def _unparse(node) -> str:
 
 
 def _compiled(text: str):
-    """``text`` (a condition or value from the generated schema) as a function ``f(values, local)``, compiled
-    once; None when it uses something meshlint does not evaluate (a method, a module, a power, a lambda...).
+    """``text`` (a condition or value from the generated schema) as a function ``f(values, local)``: the
+    prewritten one (meshlint/schema_compiled/), else translated and compiled here, once; None when it uses something meshlint does not evaluate (a method, a module, a power, a lambda...).
     Operations run natively, except ``+ * %`` (guarded against huge repeats and format strings) and name,
     attribute and call lookups (``self.x`` reads the section; anything unknown raises _Unknown)."""
     if text in _COMPILED:
         return _COMPILED[text]
-    fn = _simple(text)
-    if fn is not None:  # most checks are one comparison of a field with a number: no parse, no compile
-        _COMPILED[text] = fn
-        return fn
     translated = translated_source(text)
     if translated is None:
         fn = None
@@ -896,32 +892,6 @@ def translated_source(text: str):
     except (SyntaxError, _Untranslatable, ValueError, RecursionError, MemoryError):
         return None
     return source, tuple(consts)
-
-
-_SIMPLE = None
-_OPS = None
-
-
-def _simple(text: str):
-    """``self.x OP number`` (or ``self.x OP self.y``) as a closure, the same as compiling it would give
-    (the comparison runs natively on V.get values), without the cost of parsing and compiling."""
-    global _SIMPLE, _OPS
-    if _SIMPLE is None:
-        import operator
-        import re
-
-        _SIMPLE = re.compile(r"self\.([A-Za-z_]\w*) (<=|<|>=|>|==|!=) (?:(-?\d+(?:\.\d+)?)|self\.([A-Za-z_]\w*))")
-        _OPS = {"<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq,
-                "!=": operator.ne}
-    m = _SIMPLE.fullmatch(text)
-    if m is None:
-        return None
-    name, op, number, other = m.groups()
-    cmp = _OPS[op]
-    if other is not None:
-        return lambda V, L: cmp(V.get(name), V.get(other))
-    const = float(number) if "." in number else int(number)
-    return lambda V, L: cmp(V.get(name), const)
 
 
 class _Untranslatable(Exception):

@@ -646,6 +646,17 @@ for kw in json.loads(sys.argv[2]):
 '''
 
 
+def _registry_findings(tmp_path, lines: list, version: str) -> dict:
+    """``meshlint check`` (JSON, no cache, world 8) of a registry file holding ``lines``: function -> its findings."""
+    registry = tmp_path / "config_registry.py"
+    registry.write_text("\n".join(lines), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
+                           "--torchtitan-version", version, "--world-size", "8", "--gpus-per-node", "8", str(registry)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode in (0, 1), proc.stderr
+    return {config["path"].rsplit("::", 1)[-1]: config["findings"] for config in json.loads(proc.stdout)["files"]}
+
+
 @pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
                                           ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
 def test_checkpoint_values_refused_exactly_where_the_class_refuses_them(tmp_path, version, root):
@@ -655,17 +666,9 @@ def test_checkpoint_values_refused_exactly_where_the_class_refuses_them(tmp_path
              "from torchtitan.trainer import Trainer", ""]
     for i, (key, value) in enumerate(_CHECKPOINT_EDITS):
         lines += [f"def edit_{i}():", f"    return Trainer.Config(checkpoint=CheckpointManager.Config({key}={value!r}))", ""]
-    registry = tmp_path / "config_registry.py"
-    registry.write_text("\n".join(lines), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
-                           "--torchtitan-version", version, "--world-size", "8", "--gpus-per-node", "8", str(registry)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode in (0, 1), proc.stderr
-    errors: dict = {}
-    for config in json.loads(proc.stdout)["files"]:
-        for f in config["findings"]:
-            if f["severity"] == "error":
-                errors.setdefault(config["path"].rsplit("::", 1)[-1], []).append(f"{f['rule']} {f['message']}")
+    errors = {name: [f"{f['rule']} {f['message']}" for f in fs if f["severity"] == "error"]
+              for name, fs in _registry_findings(tmp_path, lines, version).items()}
+    errors = {name: found for name, found in errors.items() if found}
     worker = tmp_path / "worker.py"
     worker.write_text(_CHECKPOINT_WORKER, encoding="utf-8")
     real = subprocess.run([sys.executable, str(worker), str(root), json.dumps([{k: v} for k, v in _CHECKPOINT_EDITS])],
@@ -771,17 +774,8 @@ def test_converter_refusals_agree_with_the_real_model_registry(tmp_path, version
                   f"    return Trainer.Config(model_spec=model_registry({flavor!r}{backend_kw}, converters=[{items}]),",
                   "                          parallelism=ParallelismConfig(expert_parallel_degree=8),",
                   "                          training=TrainingConfig(disable_cuda_graphs=True))", ""]
-    registry = tmp_path / "config_registry.py"
-    registry.write_text("\n".join(lines), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
-                           "--torchtitan-version", version, "--world-size", "8", "--gpus-per-node", "8", str(registry)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode in (0, 1), proc.stderr
-    found: dict = {}
-    for config in json.loads(proc.stdout)["files"]:
-        for f in config["findings"]:
-            if f["rule"] in ("ML910", "ML911", "ML912"):
-                found.setdefault(config["path"].rsplit("::", 1)[-1], []).append(f["rule"])
+    found = {name: rules for name, fs in _registry_findings(tmp_path, lines, version).items()
+             if (rules := [f["rule"] for f in fs if f["rule"] in ("ML910", "ML911", "ML912")])}
     worker = tmp_path / "worker.py"
     worker.write_text(_CONVERTER_WORKER, encoding="utf-8")
     real = subprocess.run([sys.executable, str(worker), str(root), json.dumps(_CONVERTER_EDITS),
@@ -854,21 +848,9 @@ def test_ptrr_mask_key_refusals_agree_with_the_real_cp_shard(tmp_path, version, 
                   "                          parallelism=ParallelismConfig(context_parallel_degree=2, "
                   f"context_parallel_load_balancer='ptrr', context_parallel_ptrr_mask_key={key!r}),",
                   f"                          training={training})", ""]
-    registry = tmp_path / "config_registry.py"
-    registry.write_text("\n".join(lines), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
-                           "--torchtitan-version", version, "--world-size", "8", "--gpus-per-node", "8", str(registry)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode in (0, 1), proc.stderr
-    found: dict = {}
-    errors: dict = {}
-    for config in json.loads(proc.stdout)["files"]:
-        name = config["path"].rsplit("::", 1)[-1]
-        for f in config["findings"]:
-            if f["severity"] == "error":
-                errors.setdefault(name, []).append(f["rule"])
-            if f["rule"] == "ML913":
-                found.setdefault(name, []).append(f["rule"])
+    findings = _registry_findings(tmp_path, lines, version)
+    errors = {name: rules for name, fs in findings.items() if (rules := [f["rule"] for f in fs if f["severity"] == "error"])}
+    found = {name: rules for name, fs in findings.items() if (rules := [f["rule"] for f in fs if f["rule"] == "ML913"])}
     worker = tmp_path / "worker.py"
     worker.write_text(_PTRR_WORKER, encoding="utf-8")
     real = subprocess.run([sys.executable, str(worker), str(root), "v030" if version == "0.3.0" else "main",

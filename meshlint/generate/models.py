@@ -738,11 +738,7 @@ def _mask_returns(fn: ast.FunctionDef) -> tuple:
         elif isinstance(value, ast.Dict):
             kinds.add("dict")
             line = ret.lineno
-            for k in value.keys:
-                if isinstance(k, ast.Constant) and isinstance(k.value, str):
-                    keys.add(k.value)
-                else:
-                    computed = True
+            computed |= _literal_keys(value.keys, keys)
         elif isinstance(value, ast.Name):
             bound = [n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AnnAssign))
                      and any(isinstance(t, ast.Name) and t.id == value.id
@@ -752,19 +748,12 @@ def _mask_returns(fn: ast.FunctionDef) -> tuple:
                 continue
             kinds.add("dict")
             line = ret.lineno
-            for k in bound[0].value.keys:
-                if isinstance(k, ast.Constant) and isinstance(k.value, str):
-                    keys.add(k.value)
-                else:
-                    computed = True
+            computed |= _literal_keys(bound[0].value.keys, keys)
             for n in ast.walk(fn):
                 if isinstance(n, ast.Assign):
-                    for t in n.targets:
-                        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == value.id:
-                            if isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
-                                keys.add(t.slice.value)
-                            else:
-                                computed = True
+                    slots = [t.slice for t in n.targets
+                             if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == value.id]
+                    computed |= _literal_keys(slots, keys)
                 elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and \
                         isinstance(n.func.value, ast.Name) and n.func.value.id == value.id and \
                         n.func.attr in ("update", "setdefault", "__setitem__"):
@@ -775,6 +764,17 @@ def _mask_returns(fn: ast.FunctionDef) -> tuple:
         return None, None, line
     kind = kinds.pop()
     return kind, (None if computed else keys), line
+
+
+def _literal_keys(nodes, keys: set) -> bool:
+    """Add the string constants among ``nodes`` (dict keys, subscripts) to ``keys``; True when one is not one."""
+    computed = False
+    for k in nodes:
+        if isinstance(k, ast.Constant) and isinstance(k.value, str):
+            keys.add(k.value)
+        else:
+            computed = True
+    return computed
 
 
 def union_all(vals: list) -> frozenset:
