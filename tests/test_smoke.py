@@ -349,7 +349,11 @@ def test_every_fault_ends_with_its_report_and_leaves_nothing_behind(runs, tmp_pa
     squatter.bind(("", 0))
     squatter.listen(8)  # accepts connections, never answers
     taken = squatter.getsockname()[1]
-    hand_cases = {"taken-1": (1, taken), "alone-0": (0, _free_port()), "alone-1": (1, _free_port()),
+    # bound and never listening: a connection is refused, and the OS hands the port to no other run while rank 1
+    # keeps knocking (a released port could go to a concurrent run's store or gloo listener, and rank 1 join it)
+    refuser = socket.socket()
+    refuser.bind(("", 0))
+    hand_cases = {"taken-1": (1, taken), "alone-0": (0, _free_port()), "alone-1": (1, refuser.getsockname()[1]),
                   "taken-0": (0, taken)}
 
     def by_hand(name: str) -> Proc:
@@ -400,6 +404,7 @@ def test_every_fault_ends_with_its_report_and_leaves_nothing_behind(runs, tmp_pa
                 time.sleep(0.1)
     finally:
         squatter.close()
+        refuser.close()
 
     # SIGKILL of the launching process: every process of the run ends (each child watches its parent) and the
     # supervisor removes the run's directory on its way out
@@ -448,6 +453,7 @@ def test_every_fault_ends_with_its_report_and_leaves_nothing_behind(runs, tmp_pa
 
     # KempnerForge with cp > 1 builds a mesh without the cp ranks: they are named, and no step runs
     doc = _json("outside", ended["outside"])
+    assert len(doc["failures"]) == 2, doc
     failure, step = doc["failures"]
     assert failure["check"] == "coverage" and failure["ranks"] == [2, 3]
     assert failure["message"] == ("ranks 2, 3 (2 of 4) are outside mesh 'device': no coordinate and no group on any "
