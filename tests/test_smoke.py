@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -28,6 +29,7 @@ import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, ROOT
@@ -306,6 +308,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _unassigned_port() -> int:
+    """A free port below the ephemeral range, which the OS never hands out by itself: between this call and the
+    bind of the process it is meant for (seconds later, after importing torch), only an explicit bind can take it,
+    not the stores and gloo listeners of the runs started meanwhile."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    pick = random.Random()
+    for _ in range(50):
+        port = pick.randrange(max(1024, low - 8000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+        return port
+    return _free_port()
+
+
 def _json(name: str, ended: tuple, codes=(1,)) -> dict:
     code, out, err = ended
     assert code in codes and "Traceback" not in err, (name, code, err[-3000:])
@@ -353,7 +375,7 @@ def test_every_fault_ends_with_its_report_and_leaves_nothing_behind(runs, tmp_pa
     # keeps knocking (a released port could go to a concurrent run's store or gloo listener, and rank 1 join it)
     refuser = socket.socket()
     refuser.bind(("", 0))
-    hand_cases = {"taken-1": (1, taken), "alone-0": (0, _free_port()), "alone-1": (1, refuser.getsockname()[1]),
+    hand_cases = {"taken-1": (1, taken), "alone-0": (0, _unassigned_port()), "alone-1": (1, refuser.getsockname()[1]),
                   "taken-0": (0, taken)}
 
     def by_hand(name: str) -> Proc:
@@ -485,7 +507,7 @@ def test_two_torchrun_nodes_on_localhost_catch_a_tp_group_across_them(run, tmp_p
     agent_tmp.mkdir()
     with run.slot():
         for attempt in range(3):  # a free port may be taken by someone else before torchrun binds it
-            port = str(_free_port())
+            port = str(_unassigned_port())
             procs = [run.start([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
                                 "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", port,
                                 "--rdzv-backend", "static", "--log-dir", str(tmp_path / f"logs-{attempt}-{node}"),
