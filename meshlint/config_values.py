@@ -63,10 +63,24 @@ def withhold(spec, keys) -> None:
 
 
 class _Ctx:
-    __slots__ = ("schema", "tables", "types", "unknown", "unknown_of")
+    __slots__ = ("schema", "tables", "types", "unknown", "unknown_of", "_typed_above")
 
     def __init__(self, schema, tables, types, unknown, unknown_of):
         self.schema, self.tables, self.types, self.unknown, self.unknown_of = schema, tables, types, unknown, unknown_of
+        self._typed_above = None
+
+    def typed_below(self, path: str) -> bool:
+        """True when a config class was built at ``path`` or below it (registry configs only)."""
+        if not self.types:
+            return False
+        if self._typed_above is None:
+            above = set()
+            for p in self.types:
+                for cut in range(len(p), 0, -1):
+                    if cut == len(p) or p[cut] in ".[":
+                        above.add(p[:cut])
+            self._typed_above = above
+        return path in self._typed_above
 
     def unknown_below(self, path: str) -> list:
         """The unknown paths at or below ``path`` ("" = all), as lists of parts."""
@@ -167,7 +181,22 @@ _ABSENT = object()
 def _plain(ctx: _Ctx, name: str, written: dict, path: str, default):
     if ctx.unknown and ctx.covered(path):
         return None
-    return written.get(name, default) if isinstance(written, dict) else default
+    return _classed(ctx, written.get(name, default) if isinstance(written, dict) else default, path)
+
+
+def _classed(ctx: _Ctx, value, path: str):
+    """A value the schema does not describe (the dataset tree under a Protocol-typed field): each table a
+    config class built holds ``class`` as written ("DatasetMixConfig"), as the schema's tables do; a plain
+    dict is left as it is."""
+    if not isinstance(value, (dict, list)) or not ctx.typed_below(path):
+        return value
+    if isinstance(value, list):
+        return [_classed(ctx, item, f"{path}[{i}]") for i, item in enumerate(value)]
+    out = {k: _classed(ctx, v, f"{path}.{k}") for k, v in value.items()}
+    cls = ctx.types.get(path)
+    if isinstance(cls, str) and "class" not in out:
+        out["class"] = cls
+    return out
 
 
 def _section(ctx: _Ctx, key: dict, path: str, raw):
@@ -213,7 +242,7 @@ def _table(ctx: _Ctx, pattern: str, written: dict, path: str, forced: str | None
     out = dict(keys)
     for name, value in written.items():
         if name in keys:
-            out[name] = value
+            out[name] = _classed(ctx, value, f"{path}.{name}" if path else name)
     for name, key in tables.items():
         out[name] = _section(ctx, key, f"{path}.{name}", written.get(name, _ABSENT))
     out["class"] = _short(ctx, qn)

@@ -86,7 +86,7 @@ FACT_DOCS = {
               "(a registry function's unreadable expression), where the default is not a literal, and for keys of a "
               "class the schema does not know, so a rule reading it is skipped rather than run on a guess. Each table "
               "also holds `class`, the config class standing there ('MemoryBudgetAC.Config', 'MoMaConfig'; null when "
-              "unknown); an optional section left out (KempnerForge [vlm]) is null. Degrees: read pp, tp, ... (the "
+              "unknown; below the schema's tables, e.g. a registry's dataset tree, as written: 'DatasetMixConfig'); an optional section left out (KempnerForge [vlm]) is null. Degrees: read pp, tp, ... (the "
               "degree search varies those, not config.parallelism); null for a dialect without a generated schema",
     "datasets": "torchtitan: the dataset names this version registers, generated from its source "
                 "(meshlint/data/datasets.toml, by meshlint/generate/datasets.py): registries (module -> {names, "

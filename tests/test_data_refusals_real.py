@@ -213,8 +213,10 @@ case("ml872-remote-dump-absolute-folder", torch_ckpt("/checkpoints/run", "s3://b
 case("ml872-local-folder", torch_ckpt("/checkpoints/run", tempfile.mkdtemp()))
 
 # ML874: the dataset tree's own checks
-from torchtitan.components.data import (DatasetMixConfig, FirstFitPackingConfig, HuggingFaceRandomAccessSource,
-                                        HuggingFaceStreamingSource, SingleDatasetConfig, WeightedDataset)
+from torchtitan.components.data import (DatasetConcatConfig, DatasetMixConfig, FirstFitPackingConfig,
+                                        HuggingFaceRandomAccessSource, HuggingFaceStreamingSource,
+                                        SingleDatasetConfig, WeightedDataset)
+from torchtitan.components.data.types import DatasetIterationPolicy
 from torchtitan.hf_datasets.multimodal.mm_datasets import MMSamplePackingConfig
 
 src = HuggingFaceRandomAccessSource.Config(path="json", split="train")
@@ -231,6 +233,19 @@ case("ml874-other-kwargs", lambda: HuggingFaceStreamingSource.Config(path="allen
 case("ml874-zero-weight", lambda: DatasetMixConfig(datasets=(WeightedDataset(dataset=single, weight=0.8),
                                                              WeightedDataset(dataset=single, weight=0.0))
                                                    ).build(context=None, dataset_iteration_policy=None))
+
+
+def mix(*weights):
+    return lambda: DatasetMixConfig(datasets=tuple(WeightedDataset(dataset=single, weight=w) for w in weights)
+                                    ).build(context=None, dataset_iteration_policy=None)
+
+
+case("ml874-empty-mix", mix())
+case("ml874-inf-weight", mix(1.0, float("inf")))
+case("ml874-nan-weight", mix(float("nan")))
+case("ml874-empty-concat", lambda: DatasetConcatConfig(datasets=()).build(
+    context=None, dataset_iteration_policy=DatasetIterationPolicy(seed=0, shuffle=False, repeat=False, dp_rank=0,
+                                                                  dp_world_size=1, streaming_shuffle_buffer_size=1)))
 
 """ + PATCH_ORDER,
     "0.2.x": """
@@ -291,6 +306,10 @@ EXPECT = [
     ("main", "ml874-split-in-kwargs", "refused", "first-class Hugging Face fields repeated in kwargs: ['split']"),
     ("main", "ml874-other-kwargs", "accepted", ""),
     ("main", "ml874-zero-weight", "refused", "DatasetMixConfig requires finite, positive-weight datasets"),
+    ("main", "ml874-empty-mix", "refused", "DatasetMixConfig requires finite, positive-weight datasets"),
+    ("main", "ml874-inf-weight", "refused", "DatasetMixConfig requires finite, positive-weight datasets"),
+    ("main", "ml874-nan-weight", "refused", "DatasetMixConfig requires finite, positive-weight datasets"),
+    ("main", "ml874-empty-concat", "refused", "DatasetConcatConfig requires map-style children"),
     ("0.3.0", "ml875-patches-block", "accepted", ""),
     ("0.3.0", "ml875-patches-raster", "accepted", ""),
     ("0.3.0", "ml875-patches-column", "refused", "patch_order must be 'block' or 'raster'"),

@@ -622,9 +622,13 @@ HAND = [
     Rule("rule ML873", "the dataset name must be one torchtitan registers for the dataloader in use (c4, c4_test, ...; "
                        "the names generated from the source into meshlint/data/datasets.toml)",
          "torchtitan/*datasets*", text=r"is not supported\. Supported datasets", versions=TT),
-    Rule("partial ML874", "a dataset mix needs every weight finite and positive: ML874 reports a weight <= 0; an empty "
-                          "mix and a non-finite weight (float('inf'), not a literal the reader keeps) are not reported",
+    Rule("rule ML874", "a dataset mix needs datasets, each with a finite, positive weight (an empty mix, a weight <= 0, "
+                       "inf or nan: float('inf') and math.inf are read as the numbers they are)",
          "torchtitan/components/data/dataset.py", text=r"positive-weight datasets", versions=MAIN),
+    Rule("partial ML874", "a concatenation needs map-style children: ML874 reports one with no children; a child that "
+                          "builds an iterable dataset (a streaming source, packing) is not reported (which children are "
+                          "map-style follows from the classes' build(), not generated yet)",
+         "torchtitan/components/data/dataset.py", text=r"map-style children", versions=MAIN),
     Rule("rule ML874", "packing: num_packing_bins > 0 (a data config's __post_init__ the schema walk does not reach; "
                        "ML874 follows the dataset tree)", "torchtitan/*", text=r"num_packing_bins must be positive",
          versions=REG),
@@ -887,7 +891,9 @@ HAND += [
          exc="AssertionError", versions=TT),
     Rule("rule ML808", "kimi and qwen3.5 refuse spmd_backend = full_dtensor", "torchtitan/models/*/parallelize.py",
          text=r"full_dtensor is not supported", versions=V030),
-    Rule("partial ML708", "full_dtensor/spmd_types + CP with SDPA or varlen attention (ML708 on 0.3.0 checks varlen only)",
+    Rule("rule ML708", "full_dtensor/spmd_types + CP with SDPA or varlen attention: varlen is ML708's; no model that "
+                       "calls validate_config can hold SDPA (get_attention_config refuses attn_backend='sdpa' first, "
+                       "ML804; flux, the one model that builds ScaledDotProductAttention, never calls validate_config)",
          "torchtitan/distributed/full_dtensor.py", text=r"CP is", versions=V030),
     Rule("internal", "full_dtensor meshes follow from the backend and degrees", "torchtitan/distributed/full_dtensor.py",
          versions=V030),

@@ -1279,6 +1279,8 @@ class Interp:
         if not isinstance(value, Sym):
             return value
         name = value.parts[-1]
+        if value.dotted in _MATH_CONSTANTS:  # math.inf is a weight's value as much as float("inf")
+            return _MATH_CONSTANTS[value.dotted]
         if value.dotted.startswith("os.environ") or value.dotted.startswith("os.getenv"):
             return self.unknown(f"{value.orig} reads the environment at run time", node, fr.mod)
         if not _is_constant_name(name):
@@ -2431,6 +2433,8 @@ _CMPOPS = {
     ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
     ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
 }
+_MATH_CONSTANTS = {"math.inf": math.inf, "math.nan": math.nan, "math.pi": math.pi, "math.e": math.e,
+                   "math.tau": math.tau}
 _MATH = {"ceil": math.ceil, "floor": math.floor, "gcd": math.gcd, "lcm": math.lcm,
          "log2": math.log2, "sqrt": math.sqrt, "isqrt": math.isqrt, "log": math.log}
 _STR_METHODS = {"strip", "lstrip", "rstrip", "lower", "upper", "split", "rsplit", "replace", "startswith",
@@ -2484,10 +2488,6 @@ class _Flat:
                 self.unknown[path] = plain.public()
             else:
                 out[key] = plain
-                if isinstance(value, (list, tuple)):  # the class of each object in a list ("converters[0]")
-                    for i, item in enumerate(value):
-                        if isinstance(item, Obj) and item.cls:
-                            self.types[f"{path}[{i}]"] = item.cls
 
     def plain(self, value, path: str, depth: int):
         if isinstance(value, _LITERAL):
@@ -2503,8 +2503,8 @@ class _Flat:
                          self.interp.top.path)
         if isinstance(value, (list, tuple)):
             out = []
-            for item in value:
-                got = self.plain(item, path, depth + 1)
+            for i, item in enumerate(value):
+                got = self.plain(item, f"{path}[{i}]", depth + 1)
                 if isinstance(got, U):
                     return got
                 out.append(got)
@@ -2512,12 +2512,12 @@ class _Flat:
         if isinstance(value, dict):
             out_d = {}
             for k, item in value.items():
-                got = self.plain(item, path, depth + 1)
+                got = self.plain(item, f"{path}.{k}", depth + 1)
                 if isinstance(got, U):
                     return got
                 out_d[k if isinstance(k, str) else str(k)] = got
             return out_d
-        if isinstance(value, Sym) and _is_constant_name(value.parts[-1]):
+        if isinstance(value, Sym) and (_is_constant_name(value.parts[-1]) or value.dotted in _MATH_CONSTANTS):
             # an imported constant stored as is: its value, when it is a literal of the checkout
             interp = self.interp
             forced = interp.force(value, interp.top.tree, Frame(interp.top, {}))
@@ -2528,13 +2528,15 @@ class _Flat:
         if isinstance(value, Obj):
             if value.rest is not None:
                 return value.rest
+            if value.cls:  # the class of each object, however deep in lists and dicts ("datasets[0].dataset")
+                self.types[path] = value.cls
             out_o = {}
             for k, item in value.fields.items():
                 if isinstance(item, FuncRef):
                     # a function the object holds (a data source's sample_processor) is no config value:
                     # left out (null), it does not make the object's other fields, or its list, unknown
                     continue
-                got = self.plain(item, path, depth + 1)
+                got = self.plain(item, f"{path}.{k}", depth + 1)
                 if isinstance(got, U):
                     return got
                 out_o[k] = got
