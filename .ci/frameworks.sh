@@ -61,6 +61,23 @@ for v in "${TT_VERSIONS[@]}"; do
   fi
 done
 
+# torchao 0.18.0 (NVFP4's NVFP4Linear, which torchtitan's NVFP4Linear subclasses; tests/test_schema_generated.py
+# runs torchtitan's own NVFP4 converter on CPU with it): --no-deps into its own folder, never on the path of the
+# environment, as the torchtitan releases above.
+TAO=0.18.0
+dir="$DEST/torchao-$TAO"
+if [ ! -f "$dir/torchao/__init__.py" ] || [ ! -d "$dir/torchao-$TAO.dist-info" ]; then
+  tmp=$(mktemp -d "$DEST/.tmp-torchao-$TAO.XXXXXX")
+  out=$(pip_quiet install --quiet --no-deps --target "$tmp" -c "$CONSTRAINTS" "torchao==$TAO")
+  if [ -f "$tmp/torchao/__init__.py" ] && [ -d "$tmp/torchao-$TAO.dist-info" ]; then
+    rm -rf "$dir" && mv "$tmp" "$dir" && rm -f "$DEST/torchao-$TAO.failed"
+    say "torchao $TAO -> $dir"
+  else
+    rm -rf "$tmp"
+    failed "torchao-$TAO" "pip install --no-deps --target $dir torchao==$TAO failed: $(why_pip "$out") (no network?)"
+  fi
+fi
+
 # spmd_types (ParallelDims of 0.3.0 and main imports it), tyro (torchtitan.config imports it),
 # numpy: into the environment, only when missing. None of them depends on torch (spmd_types has
 # no dependencies; tyro needs torch only for its "dev-nn" extra); still, spmd_types is installed

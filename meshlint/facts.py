@@ -49,7 +49,11 @@ FACT_DOCS = {
     "error_stage": "load | resolve | mesh (null when it builds)",
     "model": "model facts (n_heads, n_kv_heads, num_experts, is_moe, n_layers, dim, max_seq_len, ...); "
              "`called` prefixes a model fact in messages: 'model.' where the config states it, "
-             "'llama3 8B ' where it comes from the model table",
+             "'llama3 8B ' where it comes from the model table; registry versions: converters (model_registry's, "
+             "each {field: value, class, name, kind, pads_dispatcher, fqns_call}: a field that could not be read is "
+             "null, fqns_call records fqns = nvfp4_bf16_tail_fqns(num_layers, bf16_tail_fraction)) and linears (the "
+             "flavor's Linear.Config nodes as traverse(Linear.Config) names them: {fqn pattern, in_features, "
+             "out_features, fqns, order}, from the generated model table)",
     "train": "KempnerForge [train] facts (seq_len, batch_size, grad_accum_steps, compile_model, mixed_precision)",
     "training": "torchtitan training facts (local_batch_size, global_batch_size, seq_len up to 0.3.0; "
                 "num_tokens_per_microbatch_per_dp_rank, num_tokens_per_train_step, max_context_length on main; "
@@ -127,7 +131,7 @@ GROUP_FIELDS = {
               # torchtitan registry versions: model_registry's arguments and the ModelSpec's pipelining function
               "attn_backend", "moe_comm_backend", "non_blocking_capacity_factor", "pipelining", "pipelining_fn",
               "family", "vision_n_heads", "linear_key_heads", "linear_value_heads", "rope_max_len", "validator", "num_mtp_layers", "tp_gemm_backend", "registered", "attn_type",
-              "converters", "attn_masks", "attn_mask_keys"),
+              "converters", "attn_masks", "attn_mask_keys", "linears"),
     "train": ("batch_size", "seq_len", "grad_accum_steps", "compile_model", "mixed_precision"),
     "training": ("local_batch_size", "global_batch_size", "seq_len", "dtype",
                  "num_tokens_per_microbatch_per_dp_rank", "num_tokens_per_train_step", "max_context_length",

@@ -65,6 +65,8 @@ FIELDS = {"n_layers": int, "n_heads": int, "n_kv_heads": int, "dim": int, "head_
           "validator": bool,              # 0.2.x: the TrainSpec has a build_validator_fn (false: validation refused)
           "tp1_only": bool, "pp1_only": bool, "refuses_cp": bool,  # refusals of the model's own code
           "spec_name": str, "module": str,  # the ModelSpec name, the package that registers it
+          "linears": list,                # registry era: every Linear.Config of the model config by FQN, compactly:
+                                          # {fqn = "layers.*.attention.wo", ids = "0-5", in_features, out_features}
           "sources": dict}                # fact -> "path:line @ commit" it was computed from
 REQUIRED = ("n_layers", "n_heads", "dim", "vocab_size")
 _MAY_BE_ZERO = ("shared_experts", "moe_layers", "q_lora_rank", "linear_attention_layers")
@@ -100,7 +102,11 @@ def parse_table(data: dict, where: str) -> dict:
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be {expected.__name__}")
                 if expected is int and value < (0 if key in _MAY_BE_ZERO else 1):
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be positive")
-                if expected is list and not all(isinstance(x, str) for x in value):
+                if key == "linears":
+                    problem = _linears_problem(value)
+                    if problem:
+                        raise ModelTableError(f"{where}: {name}.{flavor}.linears: {problem}")
+                elif expected is list and not all(isinstance(x, str) for x in value):
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must be a list of strings")
                 if expected is dict and not all(isinstance(x, str) for x in value.values()):
                     raise ModelTableError(f"{where}: {name}.{flavor}.{key} must map facts to strings")
@@ -110,6 +116,100 @@ def parse_table(data: dict, where: str) -> dict:
             if "n_heads" in entry:
                 entry.setdefault("n_kv_heads", entry["n_heads"])
             out[(name, flavor)] = entry
+    return out
+
+
+_LINEAR_KEYS = {"fqn": str, "ids": str, "in_features": int, "out_features": int}
+MAX_LINEARS = 100_000  # Linears of one flavor once expanded (the largest shipped flavor has about 1,000)
+
+
+def _linears_problem(value: list) -> str | None:
+    """What is wrong with a ``linears`` list (None: fine): tables of fqn, ids, in_features, out_features."""
+    total = 0
+    for row in value:
+        if not isinstance(row, dict):
+            return "each item must be a table {fqn, ids, in_features, out_features}"
+        for k, v in row.items():
+            want = _LINEAR_KEYS.get(k)
+            if want is None:
+                return f"unknown key '{k}' (known: {', '.join(_LINEAR_KEYS)})"
+            if not isinstance(v, want) or isinstance(v, bool):
+                return f"{k} must be {want.__name__}"
+        for k in ("fqn", "in_features", "out_features"):
+            if k not in row:
+                return f"every item needs {k}"
+        if row["in_features"] < 1 or row["out_features"] < 1 or max(row["in_features"], row["out_features"]) > MAX_TOML_INT:
+            return f"{row['fqn']}: features must be positive"
+        if ("*" in row["fqn"]) != ("ids" in row) or row["fqn"].count("*") > 1:
+            return f"{row['fqn']}: ids go with a name holding one '*' (the layer index), and only there"
+        ids = _ids(row["ids"]) if "ids" in row else [0]
+        if ids is None:
+            return f"{row['fqn']}: ids must be ranges of indices, e.g. \"0-2,5\""
+        total += len(ids)
+        if total > MAX_LINEARS:
+            return f"more than {MAX_LINEARS:,} Linears"
+    return None
+
+
+def _ids(text: str) -> list | None:
+    """``"0-2,5"`` -> [0, 1, 2, 5]; None when malformed (or past MAX_LINEARS)."""
+    out: list = []
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            return None
+        a, b = int(lo), int(hi) if sep else int(lo)
+        if b < a or len(out) + b - a + 1 > MAX_LINEARS:
+            return None
+        out.extend(range(a, b + 1))
+    return out
+
+
+def _traversal(rows: list) -> list:
+    """``(fqn, row)`` of every Linear a compact ``linears`` list stands for, in the order
+    ``traverse(Linear.Config)`` yields them: groups (a list's Linears, or one Linear outside a list) in the
+    order of their first table, a list's items by index, and within an item the order of the tables
+    (meshlint.generate.models writes them so, and checks that this gives back the traversal)."""
+    keyed = []
+    group_at: dict = {}
+    for k, row in enumerate(rows):
+        pattern = row["fqn"]
+        if "*" in pattern:
+            at = group_at.setdefault(pattern.split("*", 1)[0], k)
+            keyed.extend(((at, i, k), pattern.replace("*", str(i), 1), row) for i in _ids(row["ids"]) or [])
+        else:
+            keyed.append(((k, -1, k), pattern, row))
+    keyed.sort(key=lambda t: t[0])
+    return [(fqn, row) for _, fqn, row in keyed]
+
+
+def expand_linears(rows: list) -> list:
+    """A flavor's compact ``linears`` -> ``[{fqn, in_features, out_features}]`` in traversal order."""
+    return [{"fqn": fqn, "in_features": row["in_features"], "out_features": row["out_features"]}
+            for fqn, row in _traversal(rows)]
+
+
+_LINEAR_FACTS: dict = {}
+
+
+def linear_fact(rows: list | None) -> list | None:
+    """The ``model.linears`` fact of a flavor: its compact tables, each with ``fqns`` (the real names it
+    stands for) and ``order`` (their places in the traversal, parallel to ``fqns``). Worked out once per
+    table (the entries live as long as the process's model table)."""
+    if not isinstance(rows, list):
+        return None
+    hit = _LINEAR_FACTS.get(id(rows))
+    if hit is not None and hit[0] is rows:
+        return hit[1]
+    out = [{"fqn": r["fqn"], "in_features": r["in_features"], "out_features": r["out_features"],
+            "fqns": [], "order": []} for r in rows]
+    by_row = {id(r): out[k] for k, r in enumerate(rows)}
+    for place, (fqn, row) in enumerate(_traversal(rows)):
+        by_row[id(row)]["fqns"].append(fqn)
+        by_row[id(row)]["order"].append(place)
+    if len(_LINEAR_FACTS) > 256:
+        _LINEAR_FACTS.clear()
+    _LINEAR_FACTS[id(rows)] = (rows, out)
     return out
 
 

@@ -963,6 +963,218 @@ def test_ptrr_refusal_v02_agrees_with_the_real_cp_shard(tmp_path):
     assert refused == {"8B", "debugmodel", "70B"}  # the sdpa flavors
 
 
+# ML915, ML916: torchtitan's NVFP4 converter. (model, flavor, how the converter's fqns are given, value): "fqns" a
+# literal list, "all" no fqns (every Linear), "tail" fqns = nvfp4_bf16_tail_fqns(len(<the flavor's layers>), value)
+# as the shipped registries write it.
+_NVFP4_EDITS = [
+    ("llama3", "debugmodel", "fqns", ["layers"]), ("llama3", "debugmodel", "all", None),
+    ("llama3", "debugmodel", "tail", 0.15), ("llama3", "debugmodel", "tail", 1.0),
+    ("llama3", "debugmodel", "tail", 0.99), ("llama3", "debugmodel", "tail", 0.8),
+    ("llama3", "8B", "tail", 0.97), ("llama3", "8B", "tail", 0.15),
+    ("qwen3", "debugmodel", "all", None), ("qwen3", "debugmodel", "tail", 0.5),
+    ("qwen3", "debugmodel_moe", "fqns", ["layers"]), ("qwen3", "debugmodel_moe", "fqns", ["attention"]),
+    ("qwen3", "debugmodel_moe", "fqns", ["layers.3.moe"]), ("qwen3", "debugmodel_moe", "tail", 0.15),
+    ("deepseek_v3", "debugmodel", "fqns", ["attention"]), ("deepseek_v3", "debugmodel", "fqns", ["wkv_b", "wq"]),
+    ("deepseek_v3", "debugmodel", "fqns", ["feed_forward", "shared_experts"]),
+    ("deepseek_v3", "debugmodel", "fqns", ["layers.1."]), ("deepseek_v3", "debugmodel", "tail", 0.15),
+    ("gpt_oss", "debugmodel", "all", None), ("gpt_oss", "debugmodel", "fqns", ["layers"]),
+]
+# torchtitan imported from its source (the preamble above); torchao from .frameworks/torchao-0.18.0 (.ci/frameworks.sh)
+# when it is there: its NVFP4 prototype imports on a CPU torch without triton. Without it, the worker stands in for the
+# few torchao names torchtitan's nvfp4.py imports (an nn.Linear subclass and inert functions; the stand-in is said in the
+# worker's first line of output), so that torchtitan's own NVFP4Linear.Config.__post_init__, convert and
+# nvfp4_bf16_tail_fqns run. NVFP4LinearConverter.__init__'s runtime check for an SM100 GPU is answered yes
+# (has_cuda_capability): the rules describe what the target Blackwell machine refuses.
+_TORCHAO_STANDIN = r"""
+import torch
+def _module(name, **attrs):
+    m = types.ModuleType(name); m.__dict__.update(attrs); sys.modules[name] = m
+    return m
+class _MM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, *a):
+        raise NotImplementedError("stand-in")
+class _TorchAONVFP4Linear(torch.nn.Linear):
+    pass
+for _n in ("torchao", "torchao.prototype", "torchao.prototype.moe_training",
+           "torchao.prototype.moe_training.nvfp4_training"):
+    _module(_n).__path__ = []
+_module("torchao.prototype.moe_training.nvfp4_training.nvfp4_linear", nvfp4_linear=lambda *a, **k: None,
+        nvfp4_mm_triton=_MM)
+_module("torchao.prototype.moe_training.nvfp4_training.nvfp4_training", _make_rht_sign_vector=lambda *a, **k: None,
+        _rht_sign_vector_to_tuple=lambda v: tuple(v), NVFP4Linear=_TorchAONVFP4Linear)
+"""
+_NVFP4_WORKER = r"""
+import contextlib, importlib, io, json, logging, os, re, sys, types, warnings
+logging.disable(logging.CRITICAL)
+warnings.simplefilter("ignore")
+root, torchao_dir = sys.argv[1], sys.argv[2]
+sys.path.insert(0, root)
+""" + _TORCHTITAN_STANDINS + r"""
+if os.path.isdir(torchao_dir):
+    sys.path.insert(0, torchao_dir)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        import torchao.prototype.moe_training.nvfp4_training.nvfp4_training
+    print(json.dumps("torchao " + __import__("torchao").__version__))
+else:
+""" + "\n".join("    " + line for line in _TORCHAO_STANDIN.strip().splitlines()) + r"""
+    print(json.dumps("torchao stand-in"))
+from torchtitan.components.quantization import nvfp4
+assert nvfp4.NVFP4Linear is not None
+nvfp4.has_cuda_capability = lambda *a, **k: True  # the target machine: SM100 or later
+REFUSAL = re.compile(r"NVFP4 requires|keeps all .* layers in bf16")
+for model, flavor, how, value in json.loads(sys.argv[3]):
+    registry = importlib.import_module(f"torchtitan.models.{model}").model_registry
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            if how == "tail":
+                fqns = nvfp4.nvfp4_bf16_tail_fqns(len(registry(flavor).model.layers), value)
+            else:
+                fqns = value if how == "fqns" else []
+            registry(flavor, converters=[nvfp4.NVFP4LinearConverter.Config(fqns=fqns, model_compile_enabled=False)])
+        print(json.dumps(None))
+    except ValueError as e:
+        print(json.dumps(str(e) if REFUSAL.search(str(e)) else f"OTHER {e}"))
+"""
+
+
+@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
+                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+def test_nvfp4_refusals_agree_with_the_real_converter(tmp_path, version, root):
+    """ML915 (a converted Linear's features not divisible by 128) and ML916 (a bf16 tail that keeps every layer)
+    report an edit exactly where torchtitan's own NVFP4 code refuses it: nvfp4_bf16_tail_fqns on the flavor's
+    layer count, then model_registry with the converter (NVFP4Linear.Config.__post_init__ in its convert)."""
+    root = _source("torchtitan", root)
+    _needs("torch")
+    lines = ["from torchtitan.components.quantization import NVFP4LinearConverter",
+             "from torchtitan.components.quantization.nvfp4 import nvfp4_bf16_tail_fqns",
+             "from torchtitan.config import ParallelismConfig, TrainingConfig",
+             "from torchtitan.trainer import Trainer", ""]
+    for i, (model, flavor, how, value) in enumerate(_NVFP4_EDITS):
+        fqns = "" if how == "all" else "fqns=fqns, " if how == "tail" else f"fqns={value!r}, "
+        lines += [f"def edit_{i}():", f"    from torchtitan.models.{model} import model_registry",
+                  f"    config = Trainer.Config(model_spec=model_registry({flavor!r}),",
+                  "                            parallelism=ParallelismConfig(spmd_backend='spmd_types'))"]
+        if how == "tail":
+            lines.append(f"    fqns = nvfp4_bf16_tail_fqns(len(config.model_spec.model.layers), {value!r})")
+        lines += [f"    config.model_spec = model_registry({flavor!r}, converters=[NVFP4LinearConverter.Config("
+                  f"{fqns}model_compile_enabled=False)])", "    return config", ""]
+    registry = tmp_path / "config_registry.py"
+    registry.write_text("\n".join(lines), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
+                           "--torchtitan-version", version, "--world-size", "8", "--gpus-per-node", "8", str(registry)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode in (0, 1), proc.stderr
+    configs = {c["path"].rsplit("::", 1)[-1]: c for c in json.loads(proc.stdout)["files"]}
+    findings = {name: c["findings"] for name, c in configs.items()}
+    found = {name: rules for name, fs in findings.items() if (rules := [f["rule"] for f in fs
+                                                                        if f["rule"] in ("ML915", "ML916")])}
+    # decided on every edit, never skipped for an unknown value
+    skipped = {name: s for name, c in configs.items() if (s := [r for r in c["skipped_rules"]
+                                                               if r["rule"] in ("ML915", "ML916")])}
+    assert not skipped, skipped
+    worker = tmp_path / "worker.py"
+    worker.write_text(_NVFP4_WORKER, encoding="utf-8")
+    real = subprocess.run([sys.executable, str(worker), str(root), str(LOCAL / "torchao-0.18.0"),
+                           json.dumps(_NVFP4_EDITS)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    out = [json.loads(line) for line in real.stdout.splitlines() if line.startswith(("null", '"'))]
+    assert len(out) == len(_NVFP4_EDITS) + 1, real.stderr[-2000:]
+    torchao, verdicts = out[0], out[1:]
+    print(f"torchtitan {version} with {torchao}: {sum(v is not None for v in verdicts)} of {len(verdicts)} edits refused")
+    assert not [v for v in verdicts if isinstance(v, str) and v.startswith("OTHER")], verdicts
+    kinds = {"NVFP4 requires": "ML915", "layers in bf16": "ML916"}
+    expected = {f"edit_{i}": [code for text, code in kinds.items() if text in v]
+                for i, v in enumerate(verdicts) if v is not None}
+    wrong = [(edit, verdict, found.get(f"edit_{i}")) for i, (edit, verdict) in enumerate(zip(_NVFP4_EDITS, verdicts))
+             if expected.get(f"edit_{i}") != found.get(f"edit_{i}")]
+    assert not wrong, "meshlint and torchtitan's NVFP4 code disagree:\n" + "\n".join(map(str, wrong))
+    # each message quotes the error torchtitan raises, word for word (the same Linear, the same numbers)
+    for i, verdict in enumerate(verdicts):
+        if verdict is not None:
+            message = next(f["message"] for f in findings[f"edit_{i}"] if f["rule"] in ("ML915", "ML916"))
+            assert verdict in message, (verdict, message)
+    assert sum(v is not None for v in verdicts) >= 8 and sum(v is None for v in verdicts) >= 8, verdicts
+
+
+# The Linears of each flavor in meshlint's generated model table, expanded, against torchtitan's own
+# model_registry(flavor).model.traverse(Linear.Config): the same names, features and order. Packages some model
+# packages import and this machine lacks (data loaders, tokenizers, kernels of linear attention) are inert
+# stand-ins: only config trees are built here.
+_LINEARS_WORKER = r"""
+import contextlib, importlib, io, json, logging, sys, types, warnings
+import importlib.abc, importlib.machinery, importlib.util
+logging.disable(logging.CRITICAL)
+warnings.simplefilter("ignore")
+root = sys.argv[1]
+sys.path.insert(0, root)
+""" + _TORCHTITAN_STANDINS + r"""
+STAND_INS = ("einops", "grain", "fla", "safetensors", "datasets", "torchdata", "tokenizers", "tiktoken", "blobfile",
+             "sentencepiece", "fsspec", "wandb", "tensorboard", "transformers")
+class _Stub(importlib.abc.Loader, importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in STAND_INS and importlib.machinery.PathFinder.find_spec(name.split(".")[0]) is None:
+            return importlib.util.spec_from_loader(name, self, is_package=True)
+        return None
+    def create_module(self, spec):
+        m = types.ModuleType(spec.name); m.__file__ = __file__; m.__path__ = []
+        def ga(name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return type(name, (), {"__init__": lambda self, *a, **k: None}) if name[:1].isupper() else _Any()
+        m.__getattr__ = ga
+        return m
+    def exec_module(self, module):
+        pass
+sys.meta_path.insert(0, _Stub())
+_tb = types.ModuleType("torch.utils.tensorboard"); _tb.__file__ = __file__; _tb.__getattr__ = _attr
+sys.modules[_tb.__name__] = _tb
+from torchtitan.models.common.linear import Linear
+out = {}
+for module, flavor in json.loads(sys.argv[2]):
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            spec = importlib.import_module(module).model_registry(flavor)
+        out[f"{module}:{flavor}"] = [[f, c.in_features, c.out_features] for f, c, _p, _a in
+                                     spec.model.traverse(Linear.Config)]
+    except Exception as e:  # a model package that needs what is not here (Hugging Face transformers)
+        out[f"{module}:{flavor}"] = f"SKIP {type(e).__name__}: {e}"[:200]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
+                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+def test_generated_linears_are_what_torchtitan_traverses(tmp_path, version, root):
+    from meshlint import models
+
+    root = _source("torchtitan", root)
+    _needs("torch")
+    table = models.load_builtin_file(str(Path(models.DATA) / models.VERSIONS[version]), aliases=False)
+    flavors = [(entry["module"], flavor) for (name, flavor), entry in table.items() if "linears" in entry]
+    worker = tmp_path / "worker.py"
+    worker.write_text(_LINEARS_WORKER, encoding="utf-8")
+    real = subprocess.run([sys.executable, str(worker), str(root), json.dumps(flavors)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert real.returncode == 0, real.stderr[-2000:]
+    got = json.loads(real.stdout.splitlines()[-1])
+    by_module = {(e["module"], f): e for (n, f), e in table.items() if "linears" in e}
+    compared, skipped, wrong = [], [], []
+    for (module, flavor), entry in by_module.items():
+        traversed = got[f"{module}:{flavor}"]
+        if isinstance(traversed, str):
+            skipped.append((module, flavor, traversed))
+            continue
+        mine = [[x["fqn"], x["in_features"], x["out_features"]] for x in models.expand_linears(entry["linears"])]
+        (compared if mine == traversed else wrong).append((module, flavor))
+    print(f"torchtitan {version}: {len(compared)} flavors compared, {len(skipped)} skipped: {skipped[:3]}")
+    assert not wrong, wrong
+    names = {m.rsplit(".", 1)[-1] for m, _f in compared}
+    assert {"llama3", "qwen3", "deepseek_v3"} <= names, names
+    assert {f for m, f in compared if m.endswith(".qwen3")} >= {"debugmodel", "debugmodel_moe", "8B", "235B-A22B"}
+    # only the Hugging Face backed models (they need transformers) may be left out
+    assert all("transformers_modeling_backend" in m for m, _f, _why in skipped), skipped
+
+
 # ----------------------------------------------------------------------------- the refusal inventory
 
 from meshlint.generate import refusals  # noqa: E402

@@ -189,7 +189,8 @@ def read(v: Version, source) -> Spec:
     spec.degrees["etp"] = None  # expert tensor parallelism is gone in the registry era
     spec.extra["unread_degrees"] = [n for n in DEGREE_KEYS if n in unread_facts]
     _model_defaults(v, spec, unread_facts)
-    _converters(v, spec, types)
+    spec.extra["unread_model_args"] = sorted(f for f in unread_facts if f.startswith("model."))
+    _converters(v, spec, types, source)
     spec.values["model.known"] = False
     spec.load_error = _validate_degrees(spec.degrees)
     return spec
@@ -266,17 +267,23 @@ def _model_defaults(v: Version, spec: Spec, unread: set) -> None:
             vals[path] = None if facts is None else facts.get(arg)
 
 
-def _converters(v: Version, spec: Spec, types: dict) -> None:
+def _converters(v: Version, spec: Spec, types: dict, source=None) -> None:
     """``model.converters``: each converter model_registry applies, as written ({field: value}), plus
     ``class`` (as written, "LoRAConverter.Config"), ``name`` (the converter class: "LoRAConverter"), and
     from the generated table ``kind`` (quantization | lora | other) and ``pads_dispatcher``; null for a
-    class the table does not list. Null as a whole when the list or one of its items could not be read."""
+    class the table does not list. Null as a whole when the list or one of its items could not be read.
+    A field of a converter that could not be read is null (and listed as unreadable); a field set to
+    torchtitan's ``nvfp4_bf16_tail_fqns(n, f)`` is null too, and the call is ``fqns_call``:
+    {function, num_layers (null until the model table gives it: layers_of), layers_of {name, flavor},
+    bf16_tail_fraction, line}, for the NVFP4 rules to decide (ML915, ML916)."""
     items = spec.values.get("model.converters")
     if not isinstance(items, list):
         return
     from meshlint import models
 
     table = models.converters(v.version)
+    unknown = getattr(source, "unknown", None) or {}
+    calls = getattr(source, "calls", None) or {}
     out = []
     for i, item in enumerate(items):
         cls = types.get(f"model.converters[{i}]")
@@ -286,8 +293,22 @@ def _converters(v: Version, spec: Spec, types: dict) -> None:
         parts = cls.split(".")
         name = parts[-2] if len(parts) > 1 and parts[-1] == "Config" else parts[-1]
         known = table.get(name) or {}
-        out.append({**item, "class": cls, "name": name, "kind": known.get("kind"),
-                    "pads_dispatcher": known.get("pads_dispatcher")})
+        entry = {**item, "class": cls, "name": name, "kind": known.get("kind"),
+                 "pads_dispatcher": known.get("pads_dispatcher"), "fqns_call": None}
+        prefix = f"model.converters[{i}]."
+        for path, gone in unknown.items():
+            if not path.startswith(prefix) or "." in path[len(prefix):] or "[" in path[len(prefix):]:
+                continue
+            field = path[len(prefix):]
+            entry[field] = None
+            call = calls.get(path)
+            if field == "fqns" and isinstance(call, dict):
+                entry["fqns_call"] = {k: call.get(k) for k in ("function", "num_layers", "layers_of",
+                                                                "bf16_tail_fraction", "line")}
+                continue  # decided by the rules, not unreadable
+            spec.unreadable.append({"key": path, "reason": getattr(gone, "reason", str(gone)),
+                                    "line": getattr(gone, "line", 1), "col": getattr(gone, "col", 1)})
+        out.append(entry)
     spec.values["model.converters"] = out
 
 
@@ -373,6 +394,32 @@ def attach_model(v: Version, spec: Spec, table: dict) -> None:
         vals["model.pipelining"] = entry["pipelining"]  # models this version module does not list
     vals["model.known"] = True
     vals["model.called"] = f"{name} {flavor} "
+    _linears(spec, entry, table)
+
+
+def _linears(spec: Spec, entry: dict, table: dict) -> None:
+    """``model.linears``, the flavor's Linear.Config nodes by FQN (meshlint.models.linear_fact), as
+    model_registry(flavor) builds them with its defaults: null where the call passes an argument that adds
+    Linears (deepseek_v3's num_mtp_layers), or one that could not be read. The other arguments
+    (attn_backend, moe_comm_backend, tp_gemm_backend) leave every Linear as it is (checked against the real
+    traverse, tests/test_schema_generated.py). And each NVFP4 ``fqns_call`` on len(<model spec>.model.layers)
+    gets that flavor's layer count from the same table."""
+    from meshlint.models import linear_fact, lookup
+
+    vals = spec.values
+    unread = set(spec.extra.get("unread_model_args") or ())
+    mtp = vals.get("model.num_mtp_layers")
+    ok = "model.num_mtp_layers" not in unread and mtp in (None, 0)
+    vals["model.linears"] = linear_fact(entry.get("linears")) if ok else None
+    for conv in vals.get("model.converters") or []:
+        call = conv.get("fqns_call") if isinstance(conv, dict) else None
+        of = call.get("layers_of") if isinstance(call, dict) else None
+        if isinstance(of, dict):
+            other = lookup(table, of.get("name"), of.get("flavor"))
+            if other is None and of.get("name") in MODEL_ALIASES:
+                other = lookup(table, MODEL_ALIASES[of["name"]], of.get("flavor"))
+            layers = other.get("n_layers") if other else None
+            call["num_layers"] = layers if isinstance(layers, int) else None
 
 
 def pipeline_plan(v: Version, spec: Spec, res: Resolution) -> dict:

@@ -38,7 +38,8 @@ ORDER = ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "
          "attention", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
          "num_experts", "top_k", "shared_experts", "shared_hidden_dim", "moe_hidden_dim", "moe_layers",
          "moe_layer_ids", "linear_attention_layers", "linear_key_heads", "linear_value_heads", "vision_n_heads",
-         "rope_max_len", "attn_type", "attn_masks", "attn_mask_keys", "params", "pipelining", "validator", "tp1_only", "pp1_only", "refuses_cp", "spec_name", "module")
+         "rope_max_len", "attn_type", "attn_masks", "attn_mask_keys", "params", "pipelining", "validator", "tp1_only", "pp1_only", "refuses_cp", "spec_name", "module",
+         "linears")
 
 _TENSOR_FACTORIES = ("empty", "zeros", "ones", "randn", "rand", "full", "ones_like", "zeros_like")
 
@@ -274,7 +275,123 @@ class Reader:
                 facts.notes.extend(notes)
         self.spec_facts(spec, mod, reg_node, facts)
         self.parallelize_facts(spec, facts)
+        self.linear_facts(model, facts)
         return facts
+
+    # ------------------------------------------------------------------ the Linear layers, by FQN
+
+    def linear_facts(self, model: V, facts: Facts) -> None:
+        """``linears``: every ``Linear.Config`` of the flavor's model config, named as
+        ``model_config.traverse(Linear.Config)`` names it (torchtitan/config/configurable.py): the walk of
+        the dataclass fields in their order, into lists (not tuples or dicts) and into every value that has
+        ``traverse`` (a ``Configurable.Config``), stopping at a Linear.Config (a subclass too) without
+        descending into it. That is what the converters that swap Linears see (NVFP4LinearConverter.convert
+        substring-matches its fqns against these names). Written compactly by ``_compact``; left out, with a
+        note, where a field on the way cannot be read (a Linear could hide there) or a Linear's features are
+        not literal integers."""
+        linear_cls = self._linear_config()
+        if linear_cls is None:
+            facts.lack("linears", "torchtitan/models/common/linear.py defines no Linear.Config here")
+            return
+        found: list = []
+        problems: list = []
+        origins = set()
+        self._walk_linears(model, "", linear_cls, found, problems, origins, 0)
+        if problems:
+            facts.lack("linears", problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+            return
+        compact = _compact(found)
+        if compact is None:
+            facts.lack("linears", "no compact order of the Linears gives back their traversal order")
+            return
+        facts.values["linears"] = compact
+        facts.origins["linears"] = frozenset(origins)
+        where = self._traverse_site()
+        facts.cites["linears"] = (f"{len(found)} Linear.Config nodes, named as {where} names them"
+                                  if where else f"{len(found)} Linear.Config nodes")
+
+    def _linear_config(self):
+        try:
+            mod = self.it.module("torchtitan.models.common.linear")
+        except P.EvalError:
+            return None
+        if mod is None:
+            return None
+        val = mod.globals.get("Linear")
+        if isinstance(val, P.Lazy):
+            val = self.it._resolve_global(mod, "Linear")
+        if not isinstance(val, V) or not isinstance(val.v, P.CRef):
+            return None
+        _, entry = self.it.class_member(val.v.info, "Config")
+        return entry[1] if entry is not None and entry[0] == "class" else None
+
+    def _traverse_site(self) -> str:
+        for rel in ("torchtitan/config/configurable.py",):
+            path = os.path.join(self.root, rel)
+            if not os.path.isfile(path):
+                continue
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef) and node.name == "traverse":
+                    return f"Configurable.Config.traverse(Linear.Config) ({rel}:{node.lineno} @ {self.commit})"
+        return ""
+
+    def _is_a(self, obj: V, cls) -> bool:
+        return isinstance(obj.v, P.Obj) and any(c is cls for c in self.it.mro(obj.v.info))
+
+    def _traversable(self, obj: V) -> bool:
+        if not isinstance(obj.v, P.Obj):
+            return False
+        _, entry = self.it.class_member(obj.v.info, "traverse")
+        return entry is not None and entry[0] == "func"
+
+    def _walk_linears(self, obj: V, prefix: str, cls, found: list, problems: list, origins: set, depth: int) -> None:
+        if depth > 64:
+            problems.append(f"{prefix or 'the model config'}: nested too deeply to walk")
+            return
+        if self._is_a(obj, cls):
+            self._linear(obj, prefix, found, problems, origins)
+            return
+        for name in self.it.field_names(obj.v.info):
+            if self._classvar(obj.v.info, name):
+                continue
+            val = self.attr(obj, name)
+            fqn = f"{prefix}.{name}" if prefix else name
+            v = val.v
+            if isinstance(v, P.Unknown):
+                problems.append(f"{fqn}: {v.describe()}")
+            elif isinstance(v, P.Obj):
+                if self._is_a(val, cls):
+                    self._linear(val, fqn, found, problems, origins)
+                elif self._traversable(val):
+                    self._walk_linears(val, fqn, cls, found, problems, origins, depth + 1)
+            elif isinstance(v, P.Lst) and not isinstance(v, P.Tup):
+                for i, item in enumerate(v.items):
+                    if isinstance(item.v, P.Unknown):
+                        problems.append(f"{fqn}.{i}: {item.v.describe()}")
+                    elif self._is_a(item, cls):
+                        self._linear(item, f"{fqn}.{i}", found, problems, origins)
+                    elif self._traversable(item):
+                        self._walk_linears(item, f"{fqn}.{i}", cls, found, problems, origins, depth + 1)
+
+    def _classvar(self, info, name: str) -> bool:
+        """A ``name: ClassVar[...]`` annotation: not a dataclass field (dataclasses.fields leaves it out)."""
+        for c in self.it.mro(info):
+            for stmt in c.node.body:
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name:
+                    return "ClassVar" in ast.unparse(stmt.annotation)
+        return False
+
+    def _linear(self, obj: V, fqn: str, found: list, problems: list, origins: set) -> None:
+        i, o = self.attr(obj, "in_features"), self.attr(obj, "out_features")
+        if not all(isinstance(x.v, int) and not isinstance(x.v, bool) for x in (i, o)):
+            bad = i if not isinstance(i.v, int) else o
+            problems.append(f"{fqn}: in/out features not literal "
+                            f"({bad.v.describe() if isinstance(bad.v, P.Unknown) else type(bad.v).__name__})")
+            return
+        found.append((fqn, i.v, o.v))
+        origins.update(i.o | o.o)
 
     def spec_facts(self, spec: V, mod: P.Module, reg_node, facts: Facts) -> None:
         fn = self.attr(spec, "pipelining_fn")
@@ -797,6 +914,84 @@ def _ranges(ids: list) -> str:
     return ",".join(out)
 
 
+def _compact(found: list) -> list | None:
+    """The Linears ``(fqn, in, out)`` in traversal order, as TOML tables: the first integer part of an FQN (the
+    index into a list of layers) becomes ``*``, and the Linears that then share name and features are one table
+    with the indices as ranges (``ids = "0-2,4"``). The tables are in an order from which
+    ``meshlint.models.expand_linears`` gives back every name in traversal order: the groups (a list's Linears,
+    or one Linear outside a list) by first occurrence, a list's tables in the order its items hold them (merged
+    over items that hold different ones). None when no such order exists (then the fact is left out)."""
+    from meshlint.models import expand_linears
+
+    rows: dict = {}       # (pattern, in, out) -> ids
+    group_of: dict = {}   # (pattern, in, out) -> group: the pattern up to '*', or the key itself
+    sequences: dict = {}  # group -> {id: [keys in traversal order]}
+    group_order: list = []
+    for fqn, i, o in found:
+        parts = fqn.split(".")
+        at = next((k for k, p in enumerate(parts) if p.isdigit()), None)
+        if at is None:
+            key = (fqn, i, o)
+            group = key
+        else:
+            key = (".".join(parts[:at] + ["*"] + parts[at + 1:]), i, o)
+            group = ".".join(parts[:at])
+            sequences.setdefault(group, {}).setdefault(int(parts[at]), []).append(key)
+        if group not in group_order:
+            group_order.append(group)
+        group_of[key] = group
+        ids = rows.setdefault(key, [])
+        if at is not None:
+            ids.append(int(parts[at]))
+    ordered: list = []
+    for group in group_order:
+        if group not in sequences:
+            ordered.append(group)
+            continue
+        merged = _merge_orders(list(sequences[group].values()))
+        if merged is None:
+            return None
+        ordered.extend(merged)
+    out = []
+    for pattern, i, o in ordered:
+        row = {"fqn": pattern}
+        if rows[(pattern, i, o)]:
+            row["ids"] = _ranges(sorted(set(rows[(pattern, i, o)])))
+        row["in_features"], row["out_features"] = i, o
+        out.append(row)
+    if [(e["fqn"], e["in_features"], e["out_features"]) for e in expand_linears(out)] != list(found):
+        return None
+    return out
+
+
+def _merge_orders(sequences: list) -> list | None:
+    """One order of the keys that keeps the order of every sequence (a topological sort, ties by first
+    occurrence); None when the sequences contradict each other."""
+    first: dict = {}
+    after: dict = {}
+    before_count: dict = {}
+    for seq in sequences:
+        for k in seq:
+            first.setdefault(k, len(first))
+            after.setdefault(k, set())
+            before_count.setdefault(k, 0)
+        for a, b in zip(seq, seq[1:]):
+            if b not in after[a]:
+                after[a].add(b)
+                before_count[b] += 1
+    ready = sorted((k for k, n in before_count.items() if n == 0), key=first.get)
+    out = []
+    while ready:
+        k = ready.pop(0)
+        out.append(k)
+        for b in after[k]:
+            before_count[b] -= 1
+            if before_count[b] == 0:
+                ready.append(b)
+        ready.sort(key=first.get)
+    return out if len(out) == len(first) else None
+
+
 # ---------------------------------------------------------------------- trainer-side facts
 
 def refusals(root: str, modname: str, commit: str) -> dict:
@@ -1015,7 +1210,11 @@ def _toml(value) -> str:
         out = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
         return f'"{out}"'
     if isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, dict) for v in value):  # an array of inline tables, one per line
+            return "[\n" + "".join(f"  {_toml(v)},\n" for v in value) + "]"
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_toml(v)}" for k, v in value.items()) + "}"
     raise TypeError(type(value))
 
 

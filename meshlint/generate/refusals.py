@@ -863,12 +863,14 @@ HAND += [
     Rule("rule ML912", "MoE quantization needs a token dispatcher that pads (moe_comm_backend standard or hybridep)",
          "torchtitan/components/quantization/utils.py",
          versions=REG),
-    Rule("open", "nvfp4: layer dims divisible by the block size; bf16_tail_fraction leaves at least one layer: "
-                 "decidable, but needs the in/out features of every Linear of the flavor by FQN (the converter "
-                 "substring-matches its fqns) and, for the tail fraction, the registry function's "
-                 "nvfp4_bf16_tail_fqns(len(model.layers), f) call, which the static reader leaves unknown; torchao is "
-                 "not installed on the development machine, so the real NVFP4Linear.Config cannot be run to confirm",
-         "torchtitan/components/quantization/nvfp4.py", text=r"divisible by|bf16_tail_fraction", versions=REG),
+    Rule("rule ML915", "nvfp4: every Linear the converter's fqns select (substring match on the FQN "
+                       "traverse(Linear.Config) gives; all when empty) has in/out features divisible by 128 "
+                       "(NVFP4Linear.Config.__post_init__; the Linears of each flavor are in the generated model table)",
+         "torchtitan/components/quantization/nvfp4.py", text=r"divisible by", versions=REG),
+    Rule("rule ML916", "nvfp4_bf16_tail_fqns(num_layers, bf16_tail_fraction) leaves at least one layer to convert "
+                       "(the registry's call is recorded statically; the layer count of len(model_spec.model.layers) "
+                       "comes from the model table)",
+         "torchtitan/components/quantization/nvfp4.py", text=r"bf16_tail_fraction", versions=REG),
     Rule("internal", "loss plumbing (chunks, metrics)", "torchtitan/components/loss.py", versions=REG),
     Rule("internal", "validator plumbing", "torchtitan/components/validate.py", versions=REG),
     Rule("schema", "fsdp_reshard_after_forward is a Literal (kept, refused here; the schema check reports it)",

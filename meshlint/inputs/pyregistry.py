@@ -77,6 +77,44 @@ class U:
         return f"U({self.reason!r} @{self.line}:{self.col})"
 
 
+class SpecPart(U):
+    """``<model spec>.model`` or ``<model spec>.model.layers``: unknown like any model-spec internal, except
+    that ``len()`` of the layers is the flavor's layer count (``LayerCount``)."""
+
+    __slots__ = ("name", "flavor", "part")
+
+    def __init__(self, reason: str, line: int, col: int, file: str, name, flavor, part: str):
+        super().__init__(reason, line, col, file)
+        self.name, self.flavor, self.part = name, flavor, part
+
+
+class LayerCount(U):
+    """``len(<model spec>.model.layers)``: the number of layers of model ``name``'s flavor ``flavor``. Unknown to
+    everything but ``nvfp4_bf16_tail_fqns`` (its count comes from meshlint's model table, by the dialect)."""
+
+    __slots__ = ("name", "flavor")
+
+    def __init__(self, reason: str, line: int, col: int, file: str, name: str, flavor: str):
+        super().__init__(reason, line, col, file)
+        self.name, self.flavor = name, flavor
+
+
+class TailFqns(U):
+    """``nvfp4_bf16_tail_fqns(num_layers, bf16_tail_fraction)`` (torchtitan/components/quantization/nvfp4.py):
+    the list it returns, or the ValueError it raises, is decided by rules (ML915, ML916) from ``call``:
+    {function, num_layers (int, or None with layers_of {name, flavor}), bf16_tail_fraction, line, col}.
+    Unknown to everything else."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, reason: str, line: int, col: int, file: str, call: dict):
+        super().__init__(reason, line, col, file)
+        self.call = call
+
+
+TAIL_FQNS = "torchtitan.components.quantization.nvfp4.nvfp4_bf16_tail_fqns"
+
+
 class Obj:
     """An instance of a config dataclass: the fields set explicitly, and what the rest is.
 
@@ -1296,14 +1334,20 @@ class Interp:
         return resolved
 
     def get_attr(self, base, attr: str, node, fr: Frame):
+        if isinstance(base, SpecPart) and base.part == "model" and attr == "layers":
+            return SpecPart(base.reason, base.line, base.col, base.file, base.name, base.flavor, "layers")
         if isinstance(base, U):
             return base
         if isinstance(base, Obj):
             if attr in base.fields:
                 return base.fields[attr]
             if base.kind == "model":
-                return self.unknown(f"reads {_text(node)}: the model spec's internals are not read statically",
-                                    node, fr.mod)
+                why = self.unknown(f"reads {_text(node)}: the model spec's internals are not read statically",
+                                   node, fr.mod)
+                if attr == "model":
+                    return SpecPart(why.reason, why.line, why.col, why.file, base.fields.get("name"),
+                                    base.fields.get("flavor"), "model")
+                return why
             if base.rest is not None:
                 return base.rest
             return self.unknown(f"reads {_text(node)}, which is defaulted (defaults are not read statically)",
@@ -1853,6 +1897,18 @@ class Interp:
             if note is not None and not value.noted and value.line > 0 and value.file == note[1]:
                 reason = f"{reason} (at {note[0]}:{value.line})"
             return U(reason, site[0], site[1], file or value.file, True)
+        if isinstance(value, U):  # SpecPart, LayerCount, TailFqns: the same, placed at the call here
+            if site is None:
+                return value
+            where = (site[0], site[1], file or value.file)
+            if tv is TailFqns:
+                return TailFqns(value.reason, *where, {**value.call, "line": site[0], "col": site[1],
+                                                       "file": file or value.file})
+            if tv is LayerCount:
+                return LayerCount(value.reason, *where, value.name, value.flavor)
+            if tv is SpecPart:
+                return SpecPart(value.reason, *where, value.name, value.flavor, value.part)
+            return U(value.reason, *where, True)
         if depth > MAX_VALUE_DEPTH:
             return U("value nested too deeply to copy", *(site or _SENTINEL), file or self.top.path)
         if tv is Obj:
@@ -1933,6 +1989,8 @@ class Interp:
             return base
         if dotted == "typing.cast" and len(args) == 2:
             return args[1]
+        if dotted == TAIL_FQNS:
+            return self.tail_fqns(orig, args, kwargs, star, node, fr)
         if dotted in ("os.getenv", "os.environ.get", "os.environ.__getitem__"):
             return self.unknown(f"{orig}() reads the environment at run time", node, mod)
         if dotted == "functools.partial":
@@ -1963,6 +2021,37 @@ class Interp:
                 return self.unknown(f"{orig}() beyond {MAX_INT:.0e}", node, mod)
             return result
         return NotImplemented
+
+    def tail_fqns(self, orig: str, args, kwargs, star, node, fr: Frame):
+        """torchtitan's ``nvfp4_bf16_tail_fqns(num_layers, bf16_tail_fraction)``, recorded, not run: its list
+        or its ValueError is the rules' to decide (a TailFqns). Its arguments must be literal (the layer count
+        may be ``len(<model spec>.model.layers)``); otherwise it is an ordinary unknown."""
+        mod = fr.mod
+        names = ("num_layers", "bf16_tail_fraction")
+        if star is not None or len(args) > 2 or set(kwargs) - set(names[len(args):]) or \
+                len(args) + len(kwargs) != 2:
+            return self.unknown(f"{orig}() with these arguments is not followed", node, mod)
+        values = dict(zip(names, args))
+        values.update(kwargs)
+        n = self.force(values["num_layers"], node, fr)
+        f = self.force(values["bf16_tail_fraction"], node, fr)
+        why = self.unknown(f"{_text(node)}: torchtitan computes this list (or refuses the fraction) from the "
+                           "layer count; the NVFP4 rules decide it", node, mod)
+        call = {"function": "nvfp4_bf16_tail_fqns", "num_layers": None, "layers_of": None,
+                "bf16_tail_fraction": None, "line": why.line, "col": why.col, "file": why.file}
+        if isinstance(n, LayerCount):
+            call["layers_of"] = {"name": n.name, "flavor": n.flavor}
+        elif isinstance(n, int) and not isinstance(n, bool):
+            call["num_layers"] = n
+        else:
+            return n if isinstance(n, U) else self.unknown(f"{orig}() of a layer count that is not an integer",
+                                                           node, mod)
+        if isinstance(f, (int, float)) and not isinstance(f, bool) and math.isfinite(f):
+            call["bf16_tail_fraction"] = f
+        else:
+            return f if isinstance(f, U) else self.unknown(f"{orig}() of a fraction that is not a finite number",
+                                                           node, mod)
+        return TailFqns(why.reason, why.line, why.col, why.file, call)
 
     def builtin(self, name: str, args, kwargs, star, node, fr: Frame):
         mod = fr.mod
@@ -2042,6 +2131,12 @@ class Interp:
             out.update(kwargs)
             return out
         values = [self.force(a, node, fr) for a in args]
+        if name == "len" and len(values) == 1 and isinstance(values[0], SpecPart) and values[0].part == "layers" \
+                and isinstance(values[0].name, str) and isinstance(values[0].flavor, str) and not kwargs:
+            part = values[0]
+            why = self.unknown(f"{_text(node)}: the layer count of {part.name} {part.flavor} (the model spec's "
+                               "internals are not read statically)", node, mod)
+            return LayerCount(why.reason, why.line, why.col, why.file, part.name, part.flavor)
         for value in values:
             if isinstance(value, U):
                 return value
@@ -2456,6 +2551,7 @@ class _Flat:
         self.positions: dict = {}
         self.types: dict = {}
         self.model_module = None
+        self.calls: dict = {}   # path -> a TailFqns' call (model.converters[0].fqns)
 
     def obj(self, obj: Obj, prefix: str, out: dict, depth: int, root: bool = False) -> None:
         if obj.rest is not None:
@@ -2482,12 +2578,44 @@ class _Flat:
             if value.kind == "model" and path == "model":
                 self.model_module = value.module
             self.obj(value, path, node, depth)
+        elif key == "converters" and path.endswith("model.converters") and isinstance(value, (list, tuple)) \
+                and value and all(isinstance(item, Obj) and item.rest is None for item in value):
+            self.converters(value, path, key, out, depth)
         else:
             plain = self.plain(value, path, depth)
             if isinstance(plain, U):
                 self.unknown[path] = plain.public()
             else:
                 out[key] = plain
+
+    def converters(self, items, path: str, key: str, out: dict, depth: int) -> None:
+        """``model_registry(converters=[...])``: each converter's fields on their own, so that one field that
+        cannot be read (``model_compile_enabled=config.compile.enable and ...``) is unknown alone
+        (``model.converters[0].model_compile_enabled``) rather than the whole list; a TailFqns is recorded
+        in ``calls`` for the NVFP4 rules."""
+        self.elements += len(items)
+        if self.elements > self.MAX_ELEMENTS:
+            self.unknown[path] = U(f"{path} holds more values than a config does ({self.MAX_ELEMENTS:,} in all)",
+                                   0, 0, self.interp.top.path).public()
+            return
+        listed = []
+        for i, item in enumerate(items):
+            at = f"{path}[{i}]"
+            fields: dict = {}
+            for name, field in item.fields.items():
+                if isinstance(field, FuncRef):
+                    continue  # as plain() does: a function is no config value
+                got = self.plain(field, at, depth + 2)
+                if isinstance(got, U):
+                    self.unknown[f"{at}.{name}"] = got.public()
+                    if isinstance(got, TailFqns):
+                        self.calls[f"{at}.{name}"] = dict(got.call)
+                else:
+                    fields[name] = got
+            listed.append(fields)
+            if item.cls:
+                self.types[at] = item.cls
+        out[key] = listed
 
     def plain(self, value, path: str, depth: int):
         if isinstance(value, _LITERAL):
@@ -2606,7 +2734,9 @@ def _build(interp: Interp, value, mod: Module, fdef, file: str, comments: list) 
     return PySource(file=file, function=fdef.name, text=mod.text, data=data, unknown=unknown,
                     positions=flat.positions, comments=comments, def_line=def_line, def_col=def_col,
                     nested_under=nested, types=flat.types, model_module=flat.model_module, outer=outer,
-                    derived_from=list(interp.derived))
+                    derived_from=list(interp.derived),
+                    calls={k: {**c, "file": file if c.get("file") == mod.path else c.get("file")}
+                           for k, c in flat.calls.items()})
 
 
 # -----------------------------------------------------------------------------

@@ -57,7 +57,7 @@ class PySource:
                  positions: dict, comments: list, def_line: int, def_col: int,
                  nested_under: str | None = None, types: dict | None = None,
                  model_module: str | None = None, outer: dict | None = None,
-                 derived_from: list | None = None):
+                 derived_from: list | None = None, calls: dict | None = None):
         self.file = file                  # the .py path as given
         self.function = function
         self.path = f"{file}::{function}"  # display name
@@ -74,6 +74,9 @@ class PySource:
         self.model_module = model_module  # dotted package model_registry came from
         self.outer = outer                # RL: the controller-level values around the trainer
         self.derived_from = derived_from or []  # ("file::function", line) of derivations, in order
+        self.calls = calls or {}          # dotted path -> a framework call recorded for the rules, not run
+        #                                   (model.converters[0].fqns = nvfp4_bf16_tail_fqns(...): {function,
+        #                                   num_layers | layers_of {name, flavor}, bf16_tail_fraction, line, col})
 
     def __repr__(self) -> str:
         return f"PySource({self.path!r}, unknown={sorted(self.unknown)!r})"
