@@ -53,7 +53,7 @@ FACT_DOCS = {
              "each {field: value, class, name, kind, pads_dispatcher, fqns_call}: a field that could not be read is "
              "null, fqns_call records fqns = nvfp4_bf16_tail_fqns(num_layers, bf16_tail_fraction)) and linears (the "
              "flavor's Linear.Config nodes as traverse(Linear.Config) names them: {fqn pattern, in_features, "
-             "out_features, fqns, order}, from the generated model table)",
+             "out_features, fqns, order}, from the generated model table; null when the config applies no converter)",
     "train": "KempnerForge [train] facts (seq_len, batch_size, grad_accum_steps, compile_model, mixed_precision)",
     "training": "torchtitan training facts (local_batch_size, global_batch_size, seq_len up to 0.3.0; "
                 "num_tokens_per_microbatch_per_dp_rank, num_tokens_per_train_step, max_context_length on main; "

@@ -400,7 +400,7 @@ def attach_model(v: Version, spec: Spec, table: dict) -> None:
 def _linears(spec: Spec, entry: dict, table: dict) -> None:
     """``model.linears``, the flavor's Linear.Config nodes by FQN (meshlint.models.linear_fact), as
     model_registry(flavor) builds them with its defaults: null where the call passes an argument that adds
-    Linears (deepseek_v3's num_mtp_layers), or one that could not be read. The other arguments
+    Linears (deepseek_v3's num_mtp_layers), or one that could not be read, and when it applies no converter. The other arguments
     (attn_backend, moe_comm_backend, tp_gemm_backend) leave every Linear as it is (checked against the real
     traverse, tests/test_schema_generated.py). And each NVFP4 ``fqns_call`` on len(<model spec>.model.layers)
     gets that flavor's layer count from the same table."""
@@ -410,7 +410,10 @@ def _linears(spec: Spec, entry: dict, table: dict) -> None:
     unread = set(spec.extra.get("unread_model_args") or ())
     mtp = vals.get("model.num_mtp_layers")
     ok = "model.num_mtp_layers" not in unread and mtp in (None, 0)
-    vals["model.linears"] = linear_fact(entry.get("linears")) if ok else None
+    # only a converter swaps Linears: without one the fact is never read, so it is not worked out (up to ~2 ms
+    # for a large flavor, on the path of every registry config)
+    converts = bool(vals.get("model.converters"))
+    vals["model.linears"] = linear_fact(entry.get("linears")) if ok and converts else None
     for conv in vals.get("model.converters") or []:
         call = conv.get("fqns_call") if isinstance(conv, dict) else None
         of = call.get("layers_of") if isinstance(call, dict) else None
