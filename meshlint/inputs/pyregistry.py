@@ -2605,7 +2605,7 @@ class _Flat:
             for name, field in item.fields.items():
                 if isinstance(field, FuncRef):
                     continue  # as plain() does: a function is no config value
-                got = self.plain(field, at, depth + 2)
+                got = self.plain(field, f"{at}.{name}", depth + 2)
                 if isinstance(got, U):
                     self.unknown[f"{at}.{name}"] = got.public()
                     if isinstance(got, TailFqns):
