@@ -51,11 +51,34 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
         except expr.EvalError as exc:
             errors.append(Finding(rule.code, rule.name, "error", f"rule could not be evaluated: {exc}",
                                   f"fix the rule file {rule.path}", None, 1, 1))
+    if any(rule.fallback for rule, _ in failures):
+        failures = _without_covered_fallbacks(failures)
     skips = _unique(skips)  # a foreach rule may skip once per item
     facts["skipped"] = [{"code": s.code, "name": s.name, "needs": s.needs} for s in skips]
     findings = [_finding(rule, scope, locate) for rule, scope in failures] + errors
     findings.sort(key=Finding.sort_key)
     return findings, skips
+
+
+def _without_covered_fallbacks(failures: list) -> list:
+    """Drop each failure of a ``fallback`` rule (ML112, the framework's own checks evaluated whole; ML101)
+    whose keys (every ``|`` alternative) share one with an error of another rule: that rule models the key
+    and says more about it (a fix, the numbers), and one refusal is reported once."""
+    covered: set = set()
+    for rule, scope in failures:
+        if not rule.fallback and rule.severity == "error":
+            covered |= _keys(rule, scope)
+    return [(rule, scope) for rule, scope in failures if not rule.fallback or covered.isdisjoint(_keys(rule, scope))]
+
+
+def _keys(rule: Rule, scope: expr.Env) -> set:
+    if rule.key is None:
+        return set()
+    try:
+        text = rule.key.render(scope)
+    except (expr.NeedFact, expr.EvalError):
+        return set()
+    return {k.strip() for k in text.split("|")} - {"", "unknown"}
 
 
 _BY_DIALECT: dict[tuple, tuple] = {}

@@ -99,7 +99,8 @@ FACT_DOCS = {
                 "each of dataloader.sources), models (0.2.x: model name -> the registry its [training] dataset is "
                 "looked up in); null for other dialects and versions",
     "refusals": "checks of the framework's config classes (their __post_init__) that the config fails, from the "
-                "generated schema, for keys no other rule models: {key, message, framework, source}",
+                "generated schema, every one: {key, keys (every field the check reads, '|'-joined, key first), message, "
+                "framework, source}; ML112 reports each unless another rule reports an error on one of its keys",
     "kept_values": "values of the wrong type, or outside a Literal, that the framework keeps as written (Python does "
                    "not check dataclass fields; tyro only warns), from the generated schema: "
                    "{key, message, framework, expected, value, source}",

@@ -275,8 +275,9 @@ _FIELD_KINDS = {
     "origin": ("str",), "check": ("expr",), "message": ("template",), "dialects": ("tuple", "none"),
     "frameworks": ("tuple", "none"), "params": ("dict",), "doc": ("dict",), "lets": ("lets",),
     "foreach": ("expr", "none"), "when": ("expr", "none"), "key": ("template", "none"), "help": ("help",),
+    "fallback": ("bool",),
 }
-_DATA_KIND = {str: "str", dict: "dict", type(None): "none"}
+_DATA_KIND = {str: "str", dict: "dict", bool: "bool", type(None): "none"}
 
 
 def _decode_rule(data) -> object:

@@ -49,6 +49,7 @@ class Rule(NamedTuple):
     help: list = []                         # [(Expr | None, Template)]
     doc: dict = {}
     frameworks: tuple | None = None         # ("torchtitan@0.2.x", ...): framework versions it is limited to
+    fallback: bool = False                  # reported only where no other rule reports an error on the key
 
     def applies_to(self, dialect: str, framework: str | None = None) -> bool:
         """Whether the rule runs on a config of ``dialect`` (and, given, framework id ``name@version``).
@@ -211,6 +212,7 @@ def build_rule(data: dict, shown: str, origin: str) -> Rule:
         help=_help(shown, data.get("help")),
         doc=data.get("doc") or {},
         frameworks=frameworks,
+        fallback=data.get("fallback") is True,
     )
     checked = [("check", rule.check), ("message", rule.message)]
     checked += [(f"let.{k}", v) for k, v in lets.items()]

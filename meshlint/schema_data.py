@@ -137,7 +137,7 @@ class Schema:
     # ------------------------------------------------------------------------- the check
 
     def check(self, data: dict, origin: str = "file", custom_module: str | None = None, types: dict | None = None,
-              unknown_names: dict | None = None, skip_checks_on: set | frozenset = frozenset()) -> list:
+              unknown_names: dict | None = None) -> list:
         """Every key of ``data`` the framework would refuse, or read differently from what it says.
 
         ``custom_module``: torchtitan v0.2's ``--job.custom_config_module`` from the launch line (the file's own
@@ -146,9 +146,6 @@ class Schema:
         table is checked against the class the code built, not the union of the classes that may stand there;
         a class the schema does not know (a user's subclass) leaves its table unchecked. ``unknown_names``:
         table path -> names set there to values that could not be read (the names are still checked).
-        ``skip_checks_on``: dotted keys whose ``__post_init__`` checks other rules model (those checks are
-        not evaluated when every field they read is one of these, unless one holds a value of the wrong
-        type the framework keeps: rules skip such a value, the section's own check then judges it).
         """
         if origin not in ("file", "cli"):
             raise ValueError(f"origin must be 'file' or 'cli', not {origin!r}")
@@ -160,7 +157,6 @@ class Schema:
                 ctx.custom_module = custom_module
             ctx.types = types
             ctx.unknown_names = unknown_names or {}
-            ctx.skip = skip_checks_on
             self._walk(ctx, "", "", data, problems)
         return problems
 
@@ -241,12 +237,7 @@ class Schema:
                 problems.append(self._unknown(ctx, pattern, where, name, list(keys), plan.class_name))
         if plan.check_names is None or (ctx.types is not None and cls is None and plan.ambiguous):
             return  # no __post_init__ checks, or a registry config whose class here is not known
-        skip = ctx.skip
-        if skip and typed:  # a value of the wrong type that the framework keeps: no rule judges it, so the
-            # section's own checks do (`"500" < 1` raises TypeError in torchtitan too)
-            kept = frozenset(f"{pattern}.{n}" for n, p in typed.items() if p["kind"] == "wrong-type" and not p["refused"])
-            skip = skip - kept if not kept.isdisjoint(skip) else skip
-        steps, names = self._live(plan.qn, keys, pattern, skip)
+        steps, names = self._live(plan.qn, keys)
         if written is None:
             if names.isdisjoint(table):
                 return  # nothing this config writes is checked: the common case, kept cheap
@@ -256,18 +247,15 @@ class Schema:
             values.written = written
             self._checks(ctx, steps, where, values, typed, stopped, problems)
 
-    def _live(self, qn: str, keys: dict, pattern: str, skip) -> tuple:
-        """The steps of a class's __post_init__ worth evaluating in table ``pattern`` (those reading only keys
-        other rules model are left to them), and the fields they read; computed once per table and skip set."""
-        cache = ("live", qn, pattern, skip)
+    def _live(self, qn: str, keys: dict) -> tuple:
+        """The steps of a class's __post_init__ and the fields its checks read; computed once per class."""
+        cache = ("live", qn)
         hit = self._merged.get(cache)
         if hit is None:
             steps, names = [], set()
             for prepared in self._prepared(qn, keys):
-                step, read, _, member, _, _ = prepared
+                step, read = prepared[0], prepared[1]
                 if step["kind"] != "assign":
-                    if skip and member is None and read and all(f"{pattern}.{n}" in skip for n in read):
-                        continue  # a check of keys other rules model in depth: their finding says more
                     names |= read
                 steps.append(prepared)
             if not names:
@@ -370,6 +358,9 @@ class Schema:
             state, local, error = _holds(conds, values, dict(seed))
             if state is True:
                 text = f"{step['exception']}: {_fill(step['message'], values, local)}"
+                culprits = _culprits(step["condition"], values, local)  # `a <= 0 or b <= 0`: point at the one
+                if culprits:
+                    mine = [n for n in mine if n in culprits] or mine
             elif state == "raises":
                 text = f"{error} (while checking {step['condition']})"
             else:
@@ -399,6 +390,8 @@ class Schema:
             out = _problem(ctx, "invalid-value" if member else "refused-value", where, name, raw, "error", True,
                            f"{ctx.word} {does}", expected=expected, source=step["source"])
             out["message"] = f"{out['key']} = {out['value']}: {out['framework']}"
+            prefix = out["key"][: len(out["key"]) - len(str(name))]  # the section's path, as the key writes it
+            out["reads"] = [out["key"]] + [prefix + n for n in order if n != name]  # every field the check reads
             problems.append(out)
             typed[name] = out
             stopped.add(name)
@@ -805,6 +798,26 @@ def _holds(conditions, values: _Section, local: dict):
 
 
 _CONDS: dict = {}
+
+
+def _culprits(condition: str, values: "_Section", local: dict) -> frozenset | None:
+    """The fields read by the first operand of a failing ``a or b or ...`` check that holds on its own (the
+    value to point at), or None when the check is no such disjunction. Worked out only for a failing check."""
+    if " or " not in condition:
+        return None
+    import ast
+
+    try:
+        node = ast.parse(condition, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if not isinstance(node, ast.BoolOp) or not isinstance(node.op, ast.Or):
+        return None
+    for operand in node.values:
+        text = ast.unparse(operand)
+        if _holds((text,), values, dict(local))[0] is True:
+            return frozenset(_self_names(text))
+    return None
 
 
 def _cond(text: str) -> tuple:

@@ -139,7 +139,7 @@ BAD_INPUTS = [
     ("both.toml", "[distributed]\ntp = 1\n[parallelism]\n", 2, "ML004", 1, "both [distributed] (kempnerforge) and [parallelism] (torchtitan)"),
     ("dupkey.toml", "[distributed]\ntp = 1\npp = 2\ntp = 4\n", 2, "ML003", 4, "duplicate key 'distributed.tp'"),
     ("string_8gpu.toml", '[distributed]\ntp = "two"\n', 1, "ML101", 2, 'got string "two": KempnerForge refuses the whole config'),
-    ("float_8gpu.toml", "[distributed]\ntp = 2.5\n", 1, "ML101", 2, "silently truncates it to 2"),
+    ("float_8gpu.toml", "[distributed]\ntp = 2.5\n", 0, "ML114", 2, "silently truncates it to 2"),  # KF runs it
     ("bool_8gpu.toml", "[parallelism]\ntensor_parallel_degree = true\n", 1, "ML101", 2, "got bool true"),
     ("list_8gpu.toml", "[distributed]\npp = [2]\n", 1, "ML101", 2, "got array"),
     ("negative_8gpu.toml", "[distributed]\nep = -2\n", 1, "ML102", 2, "ep = -2: a degree must be at least 1"),

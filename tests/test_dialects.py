@@ -96,7 +96,7 @@ def test_kempnerforge_counts_ep_in_the_world():
 def test_kempnerforge_coerces_like_its_loader():
     spec, res = resolve('[distributed]\ntp = "4"\npp = 2.0\n', 32)
     assert spec.degrees["tp"] == 4 and spec.degrees["pp"] == 2
-    assert [p["key"] for p in spec.problems] == ["distributed.tp", "distributed.pp"]
+    assert spec.problems == []  # converted and run, not refused: the schema check's ML114 warns (test_cli)
     assert res.mesh.sizes == (2, 4, 4)
 
 

@@ -289,7 +289,7 @@ def test_independent_errors_do_not_hide_layouts(write):
 
 def test_suppressed_rule_is_judged_per_finding(write):
     """An inline suppression of a rule the pruning would use: the rule is judged on each layout's finding."""
-    text = ("# meshlint: world_size=8 gpus_per_node=8\n[model]\nn_heads = 6\nn_kv_heads = 6\n"
+    text = ("# meshlint: world_size=8 gpus_per_node=8\n[model]\ndim = 768\nn_heads = 6\nn_kv_heads = 6\n"
             "[distributed]\ntp = 4  # meshlint: ignore[ML304, ML305]\n")
     path = write(text, "kf.toml")
     report, options = _setup(str(path), None, 8)

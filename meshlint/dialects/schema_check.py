@@ -42,13 +42,11 @@ def apply(spec, data: dict, custom_module: str | None = None) -> None:
         module = data["job"].get("custom_config_module")
         custom_module = module if isinstance(module, str) and module else None
     seen = {p["key"]: p for p in spec.problems}
-    from meshlint.dialects import DIALECTS
-
-    # the keys meshlint reasons about have rules of their own (degree ranges, schedules, ...): a
-    # section's __post_init__ refusal of one of them is already reported, with more to say
-    modelled = _modelled(DIALECTS[spec.dialect].KEYS)
-    found = schema.check(data, origin="file", custom_module=custom_module, skip_checks_on=modelled)
-    unknown = []
+    # every check is evaluated, those of the keys other rules model too (degree ranges, schedules): their
+    # refusals go to ML112 as well, a fallback rule that yields to any other rule's error on the same key
+    # (so a check no rule models, like KempnerForge's dim % n_heads, is never lost)
+    found = schema.check(data, origin="file", custom_module=custom_module)
+    unknown, kept = [], []
     for p in found:
         if p["kind"] == "unknown-key":
             if not p["refused"]:  # a custom JobConfig (job.custom_config_module) may define it: meshlint cannot see
@@ -57,9 +55,9 @@ def apply(spec, data: dict, custom_module: str | None = None) -> None:
                             "suggestion": p.get("suggestion"), "elsewhere": p.get("elsewhere") or [],
                             "other_versions": p.get("other_versions") or [], "framework": p["framework"]})
         elif p["kind"] == "refused-value":
-            if p["key"] not in modelled:
-                spec.extra.setdefault("refusals", []).append(
-                    {"key": p["key"], "message": p["message"], "framework": p["framework"], "source": p["source"]})
+            spec.extra.setdefault("refusals", []).append(_refusal(p))
+        elif p["level"] == "warning" and not p["refused"] and p["key"] not in seen:
+            kept.append(_kept(p))  # converted or kept as written, and the run goes on: ML114, not an error
         elif p["level"] != "info" and p["key"] not in seen:
             seen[p["key"]] = p
             spec.problems.append({"key": p["key"], "expected": p.get("expected") or "a value the framework accepts",
@@ -69,7 +67,22 @@ def apply(spec, data: dict, custom_module: str | None = None) -> None:
             seen[p["key"]]["note"] = p["framework"]  # the dialect's finding, in the framework's own words
     spec.unknown_keys = unknown
     spec.near_misses = []
+    if kept:
+        spec.extra["kept_values"] = kept
     _withhold_mistyped(spec, found)
+
+
+def _kept(p: dict) -> dict:
+    """An item of the ``kept_values`` fact (ML114)."""
+    return {"key": p["key"], "message": p["message"], "framework": p["framework"], "expected": p.get("expected", ""),
+            "value": p.get("value", ""), "source": p["source"]}
+
+
+def _refusal(p: dict) -> dict:
+    """An item of the ``refusals`` fact: ``keys`` holds every field the failing check reads (``|``-joined, the
+    key first), so ML112 yields to another rule's error on any of them."""
+    return {"key": p["key"], "keys": "|".join(p.get("reads") or [p["key"]]), "message": p["message"],
+            "framework": p["framework"], "source": p["source"]}
 
 
 def _withhold_mistyped(spec, found: list) -> None:
@@ -89,18 +102,6 @@ def _withhold_mistyped(spec, found: list) -> None:
 _RULED_REGISTRY_KEYS = frozenset("checkpoint." + k for k in (
     "folder", "interval", "keep_latest_k", "initial_load_in_hf_quantized", "initial_load_path", "last_save_in_hf",
     "last_save_model_only", "initial_load_in_hf", "initial_load_model_only", "exclude_from_loading", "async_mode"))
-
-
-_MODELLED: dict = {}
-
-
-def _modelled(keys: list, every: bool = False) -> frozenset:
-    """The dotted keys a dialect's KEYS model as facts (worked out once per table). ``every``: all of them
-    (a registry version reads every key it lists as a fact under its own path)."""
-    hit = _MODELLED.get((id(keys), every))
-    if hit is None or hit[0] is not keys:
-        hit = _MODELLED[(id(keys), every)] = (keys, frozenset(k.path for k in keys if every or k.fact))
-    return hit[1]
 
 
 def apply_registry(spec, source, version: str, keys: list, aliases: dict | None = None) -> bool:
@@ -133,8 +134,7 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
         parent, _, leaf = path.rpartition(".") if "." in path else ("", "", path)
         if leaf.isidentifier():
             unknown_names.setdefault(parent, set()).add(leaf)
-    modelled = _modelled(keys, every=True) | _RULED_REGISTRY_KEYS
-    found = schema.check(data, origin="file", types=types, unknown_names=unknown_names, skip_checks_on=modelled)
+    found = schema.check(data, origin="file", types=types, unknown_names=unknown_names)  # every check: see apply()
     seen = {p["key"]: p for p in spec.problems}
     unknown, kept = [], []
     for p in found:
@@ -145,9 +145,7 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
                             "suggestion": suggestion, "elsewhere": p.get("elsewhere") or [],
                             "other_versions": p.get("other_versions") or [], "framework": framework})
         elif p["kind"] == "refused-value":
-            if p["key"] not in modelled:
-                spec.extra.setdefault("refusals", []).append(
-                    {"key": p["key"], "message": p["message"], "framework": p["framework"], "source": p["source"]})
+            spec.extra.setdefault("refusals", []).append(_refusal(p))
         elif p["refused"]:
             if p["key"] not in seen:
                 seen[p["key"]] = p
@@ -157,8 +155,7 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
         elif p["kind"] == "invalid-value" and p["key"] in _RULED_REGISTRY_KEYS:
             continue  # a name outside the Literal that the config's own check refuses: its rule reports it
         elif p["level"] != "info" and p["key"] not in seen:
-            kept.append({"key": p["key"], "message": p["message"], "framework": p["framework"],
-                         "expected": p.get("expected", ""), "value": p.get("value", ""), "source": p["source"]})
+            kept.append(_kept(p))
     spec.unknown_keys = unknown
     spec.near_misses = []
     if kept:
