@@ -43,7 +43,7 @@ WORLDS = [1, 2, 4, 4, 8, 8, 8, 16, 32, 64, 6, 12]
 # microbatches (ML605), and the RoPE tables assert an even head_dim when the model is materialised (ML807; a
 # meta-device build skips them). torchtitan's stops at parallelize: the checkpointer, built after it by the
 # Trainer, refuses a seed checkpoint without checkpoint.enable or on more than one rank (ML830, ML831).
-BEYOND_THE_WORKER = {"kf": {"ML605", "ML807"}, "tt": {"ML605", "ML807", "ML830", "ML831"}}
+BEYOND_THE_WORKER = {"kf": {"ML605", "ML807"}, "tt": {"ML830", "ML831"}}
 SKIP = {"job.config_file", "checkpoint.dir", "checkpoint.load_path", "data.dataset_path", "data.tokenizer_path",
         "metrics.wandb_dir", "profiling.trace_dir"}
 
