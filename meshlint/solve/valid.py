@@ -469,7 +469,8 @@ def _framework_id(spec) -> str:
 
 
 def _late(rule) -> bool:
-    return rule.foreach is not None and "unused_suppressions" in rule.foreach.free_names()
+    return (rule.foreach is not None and "unused_suppressions" in rule.foreach.source  # the text first, as
+            and "unused_suppressions" in rule.foreach.free_names())                   # check._split_late
 
 
 def _prod(values) -> int:
