@@ -165,7 +165,9 @@ def _split_late(rules: list) -> tuple[list, list]:
     """
     hit = _SPLITS.get(id(rules))
     if hit is None or hit[0] is not rules:
-        late = [r for r in rules if r.foreach is not None and "unused_suppressions" in r.foreach.free_names()]
+        # the name in the source text first: free_names() builds the tree, and few foreach rules read it
+        late = [r for r in rules if r.foreach is not None and "unused_suppressions" in r.foreach.source
+                and "unused_suppressions" in r.foreach.free_names()]
         if len(_SPLITS) >= 4:  # a long-lived process loads many rule lists: keep the cache bounded
             _SPLITS.clear()
         hit = _SPLITS[id(rules)] = (rules, [r for r in rules if r not in late] if late else rules, late)

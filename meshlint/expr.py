@@ -488,8 +488,8 @@ class Expr:
     """A parsed expression, ready to evaluate many times.
 
     An expression read back from the rule cache holds its syntax tree as the
-    cache's JSON data until it is first used: most runs evaluate only the rules
-    of one dialect, so most trees are never rebuilt. The tree is rebuilt from
+    cache's JSON text until it is first used: most runs evaluate only the rules
+    of one dialect, so most trees are never parsed or rebuilt. The tree is rebuilt from
     the parser's own node types only (``rule_cache.decode_tree``); should it be
     damaged, the expression is parsed again from its source.
     """
@@ -500,7 +500,7 @@ class Expr:
         self.source = source
         self._root = root
         self.size = size    # nodes, charged to the step budget per evaluation (counted once, when built)
-        self._tree = tree   # the cached JSON form, while root is not built yet
+        self._tree = tree   # the cached JSON text, while root is not built yet
         self._fn = None     # the compiled closure, built on first evaluation
 
     def __repr__(self) -> str:

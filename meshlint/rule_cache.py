@@ -12,8 +12,11 @@ What it trusts, and why that is safe:
 * Nothing in it is ever executed: entries are JSON (no pickle, no marshal),
   and an expression is stored as its syntax tree, rebuilt node by node from
   the same whitelist the parser uses (known node types, operators from fixed
-  sets, functions from ``expr.FUNCTIONS``, plain JSON constants). A tampered
-  entry can at worst describe a different rule, never run code.
+  sets, functions from ``expr.FUNCTIONS``, plain JSON constants). Each tree is
+  kept as a JSON string inside the entry and parsed (``json.loads``, then that
+  whitelist) only when its rule is first evaluated: most trees never are in a
+  run, and a string costs the entry's parse far less than the lists it holds.
+  A tampered entry can at worst describe a different rule, never run code.
 * It is used only when the directory and the entry belong to the current user
   and neither is writable by group or others, so another user of a shared
   cache directory cannot plant or swap entries (they are ignored, and nothing
@@ -32,7 +35,8 @@ import zlib
 
 from meshlint import __version__
 
-FORMAT = 2                 # of the JSON entries; 1 was pickle (never read: old *.pickle files are deleted)
+FORMAT = 3                 # of the JSON entries; 1 was pickle (never read: old *.pickle files are deleted);
+                           # 2 held trees as JSON lists (ignored now: rebuilt in format 3)
 MAX_ENTRY_BYTES = 8 << 20  # a bigger entry is not one meshlint wrote
 KEEP = 8                   # entries kept (each rule edit makes a new one)
 
@@ -253,15 +257,15 @@ def _encode_rule(rule) -> dict:
     out = {}
     for field, value in zip(rule._fields, rule):
         if isinstance(value, expr.Expr):
-            out[field] = ["expr", [value.source, _encode_node(value.root)]]
+            out[field] = ["expr", _encode_expr(value)]
         elif isinstance(value, expr.Template):
             out[field] = ["template", value.source]
         elif isinstance(value, tuple):
             out[field] = ["tuple", _plain(list(value))]
         elif field == "lets":
-            out[field] = ["lets", {k: [e.source, _encode_node(e.root)] for k, e in value.items()}]
+            out[field] = ["lets", {k: _encode_expr(e) for k, e in value.items()}]
         elif field == "help":
-            out[field] = ["help", [[None if c is None else [c.source, _encode_node(c.root)], t.source]
+            out[field] = ["help", [[None if c is None else _encode_expr(c), t.source]
                                    for c, t in value]]
         else:
             out[field] = ["data", _plain(value)]
@@ -387,19 +391,31 @@ def _encode_node(node) -> list:
     raise _Bad(f"node {type(node).__name__}")
 
 
+def _encode_expr(value) -> list:
+    # the tree as a JSON string: the entry's parse skips over it; decode_tree parses it when first used
+    import json
+
+    return [value.source, json.dumps(_encode_node(value.root), separators=(",", ":"), allow_nan=False)]
+
+
 def _decode_expr(payload):
     """An Expr whose tree is rebuilt on first use (``decode_tree``): most are never used in a run."""
     e = _E
     source, tree = payload  # a wrong shape raises ValueError/TypeError: the entry is ignored
-    if source.__class__ is not str or len(source) > e.MAX_SOURCE or tree.__class__ is not list:
+    if source.__class__ is not str or len(source) > e.MAX_SOURCE or tree.__class__ is not str:
         raise _Bad("expression")
     return e.Expr(source, None, 0, tree)
 
 
 def decode_tree(tree) -> tuple:
-    """(root node, node count) of a cached expression tree; raises when it is not one the parser builds."""
+    """(root node, node count) of a cached expression tree (its JSON text); raises when it is not
+    one the parser builds (Expr._build then parses the expression's source instead)."""
+    import json
+
+    if tree.__class__ is not str:
+        raise _Bad("tree")
     _expr_module()
-    return _decode_node(tree, 1)
+    return _decode_node(json.loads(tree), 1)
 
 
 _E = None

@@ -1065,20 +1065,20 @@ def _deepest(step: dict, values: "_Section"):
 def _seed(step: dict, members) -> tuple:
     """``self.x not in registered`` / ``not in registry.list_x()``: test against the values the generator
     resolved (the registered names), binding a local name to them so the message can show them."""
-    import ast
-
     if members is None:
         return step["condition"], {}
-    import ast
+    # ast.parse(text, mode="eval") is this compile() call; the node classes are _ast's own (ast.py re-exports
+    # them): a check of the common path then never imports ast.py (~3 ms)
+    import _ast
 
     try:
-        node = ast.parse(step["condition"], mode="eval").body
+        node = compile(step["condition"], "<unknown>", "eval", _ast.PyCF_ONLY_AST).body
     except SyntaxError:
         return step["condition"], {}
-    if not (isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute)):
+    if not (isinstance(node, _ast.Compare) and isinstance(node.left, _ast.Attribute)):
         return step["condition"], {}
     local = {"__members__": list(members)}
-    if isinstance(node.comparators[0], ast.Name):
+    if isinstance(node.comparators[0], _ast.Name):
         local[node.comparators[0].id] = list(members)
     return f"self.{node.left.attr} not in __members__", local
 

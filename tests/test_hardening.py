@@ -534,8 +534,24 @@ def test_a_planted_pickle_or_json_never_runs(tmp_path, monkeypatch):
     assert entry["kind"] == "rules" and len(entry["value"]) == len(rules)  # rebuilt
 
 
-def _tree(d, tree):  # the first rule's check with its source kept and its tree replaced
-    d["value"][0]["check"][1][1] = tree
+def _tree(d, tree):  # the first rule's check with its source kept and its tree (JSON text) replaced
+    d["value"][0]["check"][1][1] = tree if isinstance(tree, str) else json.dumps(tree)
+
+
+def _format_2(d):
+    """The entry as meshlint wrote it before format 3: every tree a JSON list in the entry itself."""
+    def lists(payload):
+        return [payload[0], json.loads(payload[1])]
+
+    for rule in d["value"]:
+        for field, (kind, payload) in rule.items():
+            if kind == "expr":
+                rule[field] = [kind, lists(payload)]
+            elif kind == "lets":
+                rule[field] = [kind, {k: lists(v) for k, v in payload.items()}]
+            elif kind == "help":
+                rule[field] = [kind, [[None if c is None else lists(c), t] for c, t in payload]]
+    d["format"] = 2
 
 
 @pytest.mark.parametrize("tamper", [
@@ -551,6 +567,14 @@ def _tree(d, tree):  # the first rule's check with its source kept and its tree 
     lambda d: _tree(d, ["b", 1, "@", ["c", 1, 1], ["c", 1, 1]]),
     lambda d: _tree(d, ["c", 1, {"a": 1}]),
     lambda d: _tree(d, ["u", 1, "-"] + [["u", 1, "-"]] * 3000),
+    # format 3 keeps each tree as JSON text, parsed when first used: text that is not a tree gives way too
+    lambda d: _tree(d, "[\"n\", 1, "),
+    lambda d: _tree(d, "[" * 100_000 + "]" * 100_000),
+    lambda d: _tree(d, json.dumps(["n", 1, "x"]) + " trailing"),
+    lambda d: _tree(d, '["f",1,"\\u005f_import__",[["c",1,"os"]]]'),
+    # a tree as a list (format 2's shape) under format 3, and a whole format 2 entry: ignored and rebuilt
+    lambda d: d["value"][0]["check"][1].__setitem__(1, ["n", 1, "x"]),
+    _format_2,
 ])
 def test_malformed_or_foreign_entries_are_ignored_and_rebuilt(tmp_path, monkeypatch, tamper):
     from meshlint.rules import load_rules
@@ -575,7 +599,8 @@ def test_a_cached_expression_that_cannot_be_rebuilt_is_a_rule_error_not_code(tmp
     path = rule_cache._file_for(str(tmp_path), rule_cache.key_for([(str(ROOT / "rules"), "builtin")]))
     doc = json.loads(open(path).read())
     first = doc["value"][0]
-    first["check"] = ["expr", ["__import__('os').system('touch owned')", ["f", 1, "__import__", [["c", 1, "os"]]]]]
+    first["check"] = ["expr", ["__import__('os').system('touch owned')",
+                               json.dumps(["f", 1, "__import__", [["c", 1, "os"]]])]]
     first["dialects"] = ["data", None]
     first["frameworks"] = ["data", None]
     first["when"] = ["data", None]
@@ -588,6 +613,26 @@ def test_a_cached_expression_that_cannot_be_rebuilt_is_a_rule_error_not_code(tmp
     report = check_file(str(config), Options(rules=rules[:1]))
     assert "cannot rebuild the expression" in report.findings[0].message
     assert not (tmp_path / "owned").exists() and not os.path.exists("owned")
+
+
+def test_cached_trees_are_json_text_parsed_only_when_their_rule_runs(tmp_path, monkeypatch):
+    from meshlint.check import Options, check_file
+    from meshlint.rules import load_rules
+
+    monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
+    load_rules()
+    path = rule_cache._file_for(str(tmp_path), rule_cache.key_for([(str(ROOT / "rules"), "builtin")]))
+    entry = json.loads(open(path).read())
+    assert entry["format"] == rule_cache.FORMAT == 3
+    assert all(isinstance(r["check"][1][1], str) for r in entry["value"])  # [source, tree as JSON text]
+    rules = load_rules()
+    assert all(r.check._root is None and isinstance(r.check._tree, str) for r in rules)
+    config = tmp_path / "c.toml"
+    config.write_text(KF)
+    check_file(str(config), Options(rules=rules))
+    assert any(r.check._root is not None for r in rules if r.applies_to("kempnerforge"))
+    others = [r for r in rules if not r.applies_to("kempnerforge")]
+    assert others and all(r.check._root is None for r in others)
 
 
 def test_a_cache_others_can_write_is_neither_read_nor_written(tmp_path, monkeypatch):

@@ -73,6 +73,13 @@ def test_a_config_that_never_mentions_meshlint_skips_the_suppression_parser(prob
     assert "meshlint.suppress" not in after_run
 
 
+def test_a_kempnerforge_check_imports_neither_ast_nor_copy(probe):
+    # ~3 ms and ~0.6 ms of a cold run: the schema check's membership steps parse with _ast alone, and
+    # copy serves only a launch line's space override (a `for` condition of some schemas still needs ast)
+    _, after_run, _, _ = probe
+    assert {"ast", "copy"} & after_run == set()
+
+
 WARM_PROBE = r"""
 import sys
 sys.argv = ["meshlint", "check", *sys.argv[1:]]

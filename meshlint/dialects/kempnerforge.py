@@ -19,7 +19,6 @@ Facts mirrored from KempnerForge's own code (shared/DIALECTS.md):
 
 from __future__ import annotations
 
-import copy
 import math
 import re
 from math import prod
@@ -400,6 +399,8 @@ def _judge_space_override(item: dict, data: dict) -> dict | None:
         return None  # prose, not an override: "set --distributed.tp to 4"
     parts = item["key"].split(".")
     before = {**data, parts[0]: data[parts[0]] if isinstance(data.get(parts[0]), dict) else {}}
+    import copy  # only for a launch line's space override: most checks never get here (~0.6 ms import)
+
     after = copy.deepcopy(before)
     node = after
     for part in parts[:-1]:

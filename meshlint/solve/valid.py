@@ -469,7 +469,9 @@ def _framework_id(spec) -> str:
 
 
 def _late(rule) -> bool:
-    return rule.foreach is not None and "unused_suppressions" in rule.foreach.free_names()
+    # the source text first, as check._split_late does: free_names() builds the tree
+    return (rule.foreach is not None and "unused_suppressions" in rule.foreach.source
+            and "unused_suppressions" in rule.foreach.free_names())
 
 
 def _prod(values) -> int:
