@@ -828,7 +828,7 @@ def _cond(text: str) -> tuple:
         if text.startswith("for "):
             loop = _parsed(text)
             out = ("for", loop.target if loop is not None else None,
-                   _compiled(_unparse(loop.iter)) if loop is not None else None)
+                   _compiled(_iter_text(text, loop)) if loop is not None else None)
         else:
             out = ("if", _compiled(text))
         _CONDS[text] = out
@@ -860,13 +860,24 @@ def _prewritten(framework: str, version: str) -> dict:
 def _parsed(text: str):
     """A ``for`` header of a condition, parsed once per process (None when it does not parse)."""
     if text not in _PARSED:
-        import ast
+        import _ast  # ast.parse is this compile() call; the ast module itself costs a cold run ~3 ms
 
         try:
-            _PARSED[text] = ast.parse(text + ": pass").body[0]
-        except SyntaxError:
+            _PARSED[text] = compile(text + ": pass", "<unknown>", "exec", _ast.PyCF_ONLY_AST).body[0]
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
             _PARSED[text] = None
     return _PARSED[text]
+
+
+def _iter_text(text: str, loop) -> str:
+    """The text of a ``for`` header's iterable as the schema's prewritten functions know it: the header's own
+    slice when it is one of them (no ``ast`` import on a cold run), else ``ast.unparse`` of the node."""
+    node = loop.iter
+    if getattr(node, "lineno", 0) == getattr(node, "end_lineno", -1) == 1:
+        part = text.encode()[node.col_offset:node.end_col_offset].decode(errors="replace")
+        if part in _COMPILED:
+            return part
+    return _unparse(node)
 
 
 def _unparse(node) -> str:
