@@ -41,9 +41,10 @@ WORLDS = [1, 2, 4, 4, 8, 8, 8, 16, 32, 64, 6, 12]
 # refusals the frameworks make after what the workers run. KempnerForge's worker stops at validate and
 # train.py's config checks: torch's pipeline schedule, built with the model on the GPUs, refuses too few
 # microbatches (ML605), and the RoPE tables assert an even head_dim when the model is materialised (ML807; a
-# meta-device build skips them). torchtitan's stops at parallelize: the checkpointer, built after it by the
+# meta-device build skips them), and MoT's image heads are checked when the VLM is built (ML856; the worker
+# builds it only for the random encoder, not a Hugging Face one). torchtitan's stops at parallelize: the checkpointer, built after it by the
 # Trainer, refuses a seed checkpoint without checkpoint.enable or on more than one rank (ML830, ML831).
-BEYOND_THE_WORKER = {"kf": {"ML605", "ML807"}, "tt": {"ML830", "ML831"}}
+BEYOND_THE_WORKER = {"kf": {"ML605", "ML807", "ML856"}, "tt": {"ML830", "ML831"}}
 SKIP = {"job.config_file", "checkpoint.dir", "checkpoint.load_path", "data.dataset_path", "data.tokenizer_path",
         "metrics.wandb_dir", "profiling.trace_dir"}
 
