@@ -43,40 +43,33 @@ fi
 CONSTRAINTS="$DEST/constraints.txt"
 echo "torch==$TORCH" > "$CONSTRAINTS"  # anything that asks for another torch fails instead of pulling it
 
-# torchtitan releases: pip install --no-deps --target, into a temporary folder moved into place
-# only when complete, so an interrupted run never leaves a half folder that looks done.
-for v in "${TT_VERSIONS[@]}"; do
-  dir="$DEST/torchtitan-$v"
-  if [ -f "$dir/torchtitan/distributed/parallel_dims.py" ] && [ -d "$dir/torchtitan-$v.dist-info" ]; then
-    continue
+# A release unpacked with pip install --no-deps --target into its own folder (never on the path of the
+# environment), through a temporary folder moved into place only when complete, so an interrupted run
+# never leaves a half folder that looks done. name, version, a file inside the package that proves it whole.
+install_isolated() {
+  local name=$1 v=$2 marker=$3 dir="$DEST/$1-$2" tmp out
+  if [ -f "$dir/$marker" ] && [ -d "$dir/$name-$v.dist-info" ]; then
+    return
   fi
-  tmp=$(mktemp -d "$DEST/.tmp-torchtitan-$v.XXXXXX")
-  out=$(pip_quiet install --quiet --no-deps --target "$tmp" -c "$CONSTRAINTS" "torchtitan==$v")
-  if [ -f "$tmp/torchtitan/distributed/parallel_dims.py" ] && [ -d "$tmp/torchtitan-$v.dist-info" ]; then
-    rm -rf "$dir" && mv "$tmp" "$dir" && rm -f "$DEST/torchtitan-$v.failed"
-    say "torchtitan $v -> $dir"
+  tmp=$(mktemp -d "$DEST/.tmp-$name-$v.XXXXXX")
+  out=$(pip_quiet install --quiet --no-deps --target "$tmp" -c "$CONSTRAINTS" "$name==$v")
+  if [ -f "$tmp/$marker" ] && [ -d "$tmp/$name-$v.dist-info" ]; then
+    rm -rf "$dir" && mv "$tmp" "$dir" && rm -f "$DEST/$name-$v.failed"
+    say "$name $v -> $dir"
   else
     rm -rf "$tmp"
-    failed "torchtitan-$v" "pip install --no-deps --target $dir torchtitan==$v failed: $(why_pip "$out") (no network?)"
+    failed "$name-$v" "pip install --no-deps --target $dir $name==$v failed: $(why_pip "$out") (no network?)"
   fi
+}
+
+# torchtitan releases, each in its own folder (the same package name, loaded by separate processes)
+for v in "${TT_VERSIONS[@]}"; do
+  install_isolated torchtitan "$v" torchtitan/distributed/parallel_dims.py
 done
 
 # torchao 0.18.0 (NVFP4's NVFP4Linear, which torchtitan's NVFP4Linear subclasses; tests/test_schema_generated.py
-# runs torchtitan's own NVFP4 converter on CPU with it): --no-deps into its own folder, never on the path of the
-# environment, as the torchtitan releases above.
-TAO=0.18.0
-dir="$DEST/torchao-$TAO"
-if [ ! -f "$dir/torchao/__init__.py" ] || [ ! -d "$dir/torchao-$TAO.dist-info" ]; then
-  tmp=$(mktemp -d "$DEST/.tmp-torchao-$TAO.XXXXXX")
-  out=$(pip_quiet install --quiet --no-deps --target "$tmp" -c "$CONSTRAINTS" "torchao==$TAO")
-  if [ -f "$tmp/torchao/__init__.py" ] && [ -d "$tmp/torchao-$TAO.dist-info" ]; then
-    rm -rf "$dir" && mv "$tmp" "$dir" && rm -f "$DEST/torchao-$TAO.failed"
-    say "torchao $TAO -> $dir"
-  else
-    rm -rf "$tmp"
-    failed "torchao-$TAO" "pip install --no-deps --target $dir torchao==$TAO failed: $(why_pip "$out") (no network?)"
-  fi
-fi
+# runs torchtitan's own NVFP4 converter on CPU with it), in its own folder as the torchtitan releases above.
+install_isolated torchao 0.18.0 torchao/__init__.py
 
 # spmd_types (ParallelDims of 0.3.0 and main imports it), tyro (torchtitan.config imports it),
 # numpy: into the environment, only when missing. None of them depends on torch (spmd_types has
