@@ -530,12 +530,9 @@ def _needs(*modules):
 
 
 def _run_real(mode: str, root: Path, cases: list, tmp_path: Path) -> dict:
-    worker = tmp_path / "worker.py"
-    worker.write_text(_WORKER, encoding="utf-8")
     listing = tmp_path / "cases.jsonl"
     listing.write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
-    proc = subprocess.run([sys.executable, str(worker), mode, str(root), str(listing)], capture_output=True,
-                          text=True, timeout=900, cwd=tmp_path)
+    proc = _run_worker(tmp_path, _WORKER, [mode, str(root), str(listing)], timeout=900)
     results = {}
     for line in proc.stdout.splitlines():
         row = json.loads(line)
@@ -646,15 +643,28 @@ for kw in json.loads(sys.argv[2]):
 '''
 
 
-def _registry_findings(tmp_path, lines: list, version: str) -> dict:
-    """``meshlint check`` (JSON, no cache, world 8) of a registry file holding ``lines``: function -> its findings."""
+def _registry_check(tmp_path, lines: list, version: str) -> dict:
+    """``meshlint check`` (JSON, no cache, world 8) of a registry file holding ``lines``: function -> its report."""
     registry = tmp_path / "config_registry.py"
     registry.write_text("\n".join(lines), encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
                            "--torchtitan-version", version, "--world-size", "8", "--gpus-per-node", "8", str(registry)],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode in (0, 1), proc.stderr
-    return {config["path"].rsplit("::", 1)[-1]: config["findings"] for config in json.loads(proc.stdout)["files"]}
+    return {config["path"].rsplit("::", 1)[-1]: config for config in json.loads(proc.stdout)["files"]}
+
+
+def _registry_findings(tmp_path, lines: list, version: str) -> dict:
+    """function -> its findings (:func:`_registry_check`)."""
+    return {name: config["findings"] for name, config in _registry_check(tmp_path, lines, version).items()}
+
+
+def _run_worker(tmp_path, source: str, args: list, timeout: int) -> subprocess.CompletedProcess:
+    """A real-code worker (``source``) run on ``args`` in its own process, in ``tmp_path``."""
+    worker = tmp_path / "worker.py"
+    worker.write_text(source, encoding="utf-8")
+    return subprocess.run([sys.executable, str(worker), *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=tmp_path)
 
 
 @pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
@@ -669,10 +679,8 @@ def test_checkpoint_values_refused_exactly_where_the_class_refuses_them(tmp_path
     errors = {name: [f"{f['rule']} {f['message']}" for f in fs if f["severity"] == "error"]
               for name, fs in _registry_findings(tmp_path, lines, version).items()}
     errors = {name: found for name, found in errors.items() if found}
-    worker = tmp_path / "worker.py"
-    worker.write_text(_CHECKPOINT_WORKER, encoding="utf-8")
-    real = subprocess.run([sys.executable, str(worker), str(root), json.dumps([{k: v} for k, v in _CHECKPOINT_EDITS])],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    real = _run_worker(tmp_path, _CHECKPOINT_WORKER, [str(root), json.dumps([{k: v} for k, v in _CHECKPOINT_EDITS])],
+                       timeout=300)
     verdicts = [json.loads(line) for line in real.stdout.splitlines()]
     assert len(verdicts) == len(_CHECKPOINT_EDITS), real.stderr[-2000:]
     wrong = [(edit, verdict, errors.get(f"edit_{i}")) for i, (edit, verdict) in enumerate(zip(_CHECKPOINT_EDITS, verdicts))
@@ -776,10 +784,8 @@ def test_converter_refusals_agree_with_the_real_model_registry(tmp_path, version
                   "                          training=TrainingConfig(disable_cuda_graphs=True))", ""]
     found = {name: rules for name, fs in _registry_findings(tmp_path, lines, version).items()
              if (rules := [f["rule"] for f in fs if f["rule"] in ("ML910", "ML911", "ML912")])}
-    worker = tmp_path / "worker.py"
-    worker.write_text(_CONVERTER_WORKER, encoding="utf-8")
-    real = subprocess.run([sys.executable, str(worker), str(root), json.dumps(_CONVERTER_EDITS),
-                           json.dumps(_CONVERTER_CLASSES)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    real = _run_worker(tmp_path, _CONVERTER_WORKER,
+                       [str(root), json.dumps(_CONVERTER_EDITS), json.dumps(_CONVERTER_CLASSES)], timeout=300)
     verdicts = [json.loads(line) for line in real.stdout.splitlines()]
     assert len(verdicts) == len(_CONVERTER_EDITS), real.stderr[-2000:]
     wrong = [(edit, verdict, found.get(f"edit_{i}")) for i, (edit, verdict) in enumerate(zip(_CONVERTER_EDITS, verdicts))
@@ -851,10 +857,8 @@ def test_ptrr_mask_key_refusals_agree_with_the_real_cp_shard(tmp_path, version, 
     findings = _registry_findings(tmp_path, lines, version)
     errors = {name: rules for name, fs in findings.items() if (rules := [f["rule"] for f in fs if f["severity"] == "error"])}
     found = {name: rules for name, fs in findings.items() if (rules := [f["rule"] for f in fs if f["rule"] == "ML913"])}
-    worker = tmp_path / "worker.py"
-    worker.write_text(_PTRR_WORKER, encoding="utf-8")
-    real = subprocess.run([sys.executable, str(worker), str(root), "v030" if version == "0.3.0" else "main",
-                           json.dumps(_PTRR_EDITS)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    real = _run_worker(tmp_path, _PTRR_WORKER,
+                       [str(root), "v030" if version == "0.3.0" else "main", json.dumps(_PTRR_EDITS)], timeout=600)
     verdicts = [json.loads(line) for line in real.stdout.splitlines()]
     assert len(verdicts) == len(_PTRR_EDITS), real.stderr[-2000:]
     assert not [v for v in verdicts if isinstance(v, str) and v.startswith("SETUP")], verdicts
@@ -951,10 +955,7 @@ def test_ptrr_refusal_v02_agrees_with_the_real_cp_shard(tmp_path):
     assert proc.returncode in (0, 1), proc.stderr
     found = {Path(c["path"]).stem.split("_", 1)[1] for c in json.loads(proc.stdout)["files"]
              for f in c["findings"] if f["rule"] == "ML914"}
-    worker = tmp_path / "worker.py"
-    worker.write_text(_PTRR02_WORKER, encoding="utf-8")
-    real = subprocess.run([sys.executable, str(worker), str(root), json.dumps(_PTRR02_FLAVORS)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    real = _run_worker(tmp_path, _PTRR02_WORKER, [str(root), json.dumps(_PTRR02_FLAVORS)], timeout=300)
     assert real.returncode == 0, real.stderr[-2000:]
     verdicts = json.loads(real.stdout.splitlines()[-1])
     assert not [v for _t, v in verdicts if isinstance(v, str) and v.startswith("SETUP")], verdicts
@@ -1059,13 +1060,7 @@ def test_nvfp4_refusals_agree_with_the_real_converter(tmp_path, version, root):
             lines.append(f"    fqns = nvfp4_bf16_tail_fqns(len(config.model_spec.model.layers), {value!r})")
         lines += [f"    config.model_spec = model_registry({flavor!r}, converters=[NVFP4LinearConverter.Config("
                   f"{fqns}model_compile_enabled=False)])", "    return config", ""]
-    registry = tmp_path / "config_registry.py"
-    registry.write_text("\n".join(lines), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--no-cache",
-                           "--torchtitan-version", version, "--world-size", "8", "--gpus-per-node", "8", str(registry)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode in (0, 1), proc.stderr
-    configs = {c["path"].rsplit("::", 1)[-1]: c for c in json.loads(proc.stdout)["files"]}
+    configs = _registry_check(tmp_path, lines, version)
     findings = {name: c["findings"] for name, c in configs.items()}
     found = {name: rules for name, fs in findings.items() if (rules := [f["rule"] for f in fs
                                                                         if f["rule"] in ("ML915", "ML916")])}
@@ -1073,10 +1068,8 @@ def test_nvfp4_refusals_agree_with_the_real_converter(tmp_path, version, root):
     skipped = {name: s for name, c in configs.items() if (s := [r for r in c["skipped_rules"]
                                                                if r["rule"] in ("ML915", "ML916")])}
     assert not skipped, skipped
-    worker = tmp_path / "worker.py"
-    worker.write_text(_NVFP4_WORKER, encoding="utf-8")
-    real = subprocess.run([sys.executable, str(worker), str(root), str(LOCAL / "torchao-0.18.0"),
-                           json.dumps(_NVFP4_EDITS)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    real = _run_worker(tmp_path, _NVFP4_WORKER, [str(root), str(LOCAL / "torchao-0.18.0"), json.dumps(_NVFP4_EDITS)],
+                       timeout=600)
     out = [json.loads(line) for line in real.stdout.splitlines() if line.startswith(("null", '"'))]
     assert len(out) == len(_NVFP4_EDITS) + 1, real.stderr[-2000:]
     torchao, verdicts = out[0], out[1:]
@@ -1151,10 +1144,7 @@ def test_generated_linears_are_what_torchtitan_traverses(tmp_path, version, root
     _needs("torch")
     table = models.load_builtin_file(str(Path(models.DATA) / models.VERSIONS[version]), aliases=False)
     flavors = [(entry["module"], flavor) for (name, flavor), entry in table.items() if "linears" in entry]
-    worker = tmp_path / "worker.py"
-    worker.write_text(_LINEARS_WORKER, encoding="utf-8")
-    real = subprocess.run([sys.executable, str(worker), str(root), json.dumps(flavors)],
-                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    real = _run_worker(tmp_path, _LINEARS_WORKER, [str(root), json.dumps(flavors)], timeout=600)
     assert real.returncode == 0, real.stderr[-2000:]
     got = json.loads(real.stdout.splitlines()[-1])
     by_module = {(e["module"], f): e for (n, f), e in table.items() if "linears" in e}
