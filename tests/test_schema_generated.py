@@ -599,8 +599,12 @@ def test_check_agrees_with_torchtitan_v02_config_manager(tmp_path, root):
     assert not wrong, f"{len(wrong)} of {len(cases)} edits disagree:\n" + "\n".join(map(str, wrong[:20]))
 
 
-@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
-                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+# the two registry versions, each with the torchtitan source the real-code tests import
+REGISTRY_VERSIONS = pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
+                                                             ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+
+
+@REGISTRY_VERSIONS
 def test_check_agrees_with_registry_config_classes(tmp_path, version, root):
     root = _source("torchtitan", root)
     _needs("torch")
@@ -667,8 +671,7 @@ def _run_worker(tmp_path, source: str, args: list, timeout: int) -> subprocess.C
                           cwd=tmp_path)
 
 
-@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
-                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+@REGISTRY_VERSIONS
 def test_checkpoint_values_refused_exactly_where_the_class_refuses_them(tmp_path, version, root):
     root = _source("torchtitan", root)
     _needs("torch")
@@ -763,8 +766,7 @@ for model, flavor, backend, convs in json.loads(sys.argv[2]):
 """
 
 
-@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
-                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+@REGISTRY_VERSIONS
 def test_converter_refusals_agree_with_the_real_model_registry(tmp_path, version, root):
     """ML910-ML912 report an edit exactly where torchtitan's own model_registry (or the converter step that
     refuses) raises the refusal, on both registry versions."""
@@ -838,8 +840,7 @@ for model, flavor, key in json.loads(sys.argv[3]):
 """
 
 
-@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
-                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+@REGISTRY_VERSIONS
 def test_ptrr_mask_key_refusals_agree_with_the_real_cp_shard(tmp_path, version, root):
     """ML913 reports a ptrr edit exactly where torchtitan's cp_shard refuses the masks the model builds."""
     root = _source("torchtitan", root)
@@ -1039,8 +1040,7 @@ for model, flavor, how, value in json.loads(sys.argv[3]):
 """
 
 
-@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
-                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+@REGISTRY_VERSIONS
 def test_nvfp4_refusals_agree_with_the_real_converter(tmp_path, version, root):
     """ML915 (a converted Linear's features not divisible by 128) and ML916 (a bf16 tail that keeps every layer)
     report an edit exactly where torchtitan's own NVFP4 code refuses it: nvfp4_bf16_tail_fqns on the flavor's
@@ -1135,8 +1135,7 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("version,root", [("0.3.0", LOCAL / "torchtitan-0.3.0"),
-                                          ("main@b5bcd76c6", SHARED / "torchtitan-b5bcd76c6")])
+@REGISTRY_VERSIONS
 def test_generated_linears_are_what_torchtitan_traverses(tmp_path, version, root):
     from meshlint import models
 
