@@ -61,7 +61,7 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
 
 
 def _without_covered_fallbacks(failures: list) -> list:
-    """Drop each failure of a ``fallback`` rule (ML112, the framework's own checks evaluated whole; ML101)
+    """Drop each failure of a ``fallback`` rule (ML112, the framework's own checks evaluated whole; ML101, ML114)
     whose keys (every ``|`` alternative) share one with an error of another rule: that rule models the key
     and says more about it (a fix, the numbers), and one refusal is reported once."""
     covered: set = set()

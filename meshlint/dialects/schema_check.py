@@ -95,15 +95,6 @@ def _withhold_mistyped(spec, found: list) -> None:
         config_values.withhold(spec, keys)
 
 
-# Checks of the checkpoint config's __post_init__ (BaseCheckpointManager.Config, which CheckpointManager.Config
-# runs by name) that rules of their own report with a fix (ML816 keep_latest_k = 1, ML817 Hugging Face
-# formats need model_only, ML819 exclude_from_loading, ML818 async_mode, ML828 the others): the schema check
-# leaves them to those rules on the registry versions, so each refusal is reported once.
-_RULED_REGISTRY_KEYS = frozenset("checkpoint." + k for k in (
-    "folder", "interval", "keep_latest_k", "initial_load_in_hf_quantized", "initial_load_path", "last_save_in_hf",
-    "last_save_model_only", "initial_load_in_hf", "initial_load_model_only", "exclude_from_loading", "async_mode"))
-
-
 def apply_registry(spec, source, version: str, keys: list, aliases: dict | None = None) -> bool:
     """The schema's verdict on a registry config (a PySource, launch overrides applied): False when there
     is no generated schema for ``version`` (the caller's own check of its strict sections stands).
@@ -152,8 +143,6 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
                 spec.problems.append({"key": p["key"], "expected": p.get("expected") or "a value the framework "
                                       "accepts", "actual": _actual(data, p), "value": p.get("value", ""),
                                       "note": p["framework"]})
-        elif p["kind"] == "invalid-value" and p["key"] in _RULED_REGISTRY_KEYS:
-            continue  # a name outside the Literal that the config's own check refuses: its rule reports it
         elif p["level"] != "info" and p["key"] not in seen:
             kept.append(_kept(p))
     spec.unknown_keys = unknown
