@@ -160,6 +160,9 @@ def _options(planner, path: str):
 @click.option("--fail-on", type=click.Choice(FAIL_ON), default=None,
               help="Lowest severity that makes the exit code 1 (default: error, or the project's lint.fail-on).")
 @click.option("-q", "--quiet", is_flag=True, help="Hide info findings and skipped-file notes.")
+@click.option("--show-skips", "--verbose", "show_skips", is_flag=True,
+              help="List every skip note (a rule that did not run for lack of the world size or node size, a value "
+                   "not statically readable) instead of one summary line; JSON and SARIF always list them.")
 @click.option("--diff-base", metavar="REV",
               help="Also show how each config's resolved mesh changed since git revision REV.")
 @click.option("--report-unused-suppressions", "report_unused", is_flag=True,
@@ -187,8 +190,8 @@ def _options(planner, path: str):
               help="First apply each config's unambiguous fix of its error findings (one degree whose one value "
                    "makes every error rule pass; see `meshlint fix`), then report what is left.")
 def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs, select, extend_select, ignore,
-          fmt, fail_on, quiet, diff_base, report_unused, config_path, meshlint_config, tt_module, torchtitan_root,
-          torchtitan_version, isolated, gpu_memory_gib, color, smoke, no_cache, apply_fixes):
+          fmt, fail_on, quiet, show_skips, diff_base, report_unused, config_path, meshlint_config, tt_module,
+          torchtitan_root, torchtitan_version, isolated, gpu_memory_gib, color, smoke, no_cache, apply_fixes):
     """Check config files (or directories of them) and report every finding.
 
     \b
@@ -228,7 +231,7 @@ def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs
         raise click.UsageError("--smoke prints text reports; for the smoke's JSON use `meshlint smoke --format json`")
     try:
         code = run(list(paths), settings, fmt=fmt, quiet=quiet, diff_base=diff_base, color=color, launch=launch,
-                   fix=apply_fixes, cache=not no_cache)
+                   fix=apply_fixes, cache=not no_cache, show_skips=show_skips)
         if smoke:
             code = max(code, _smoke_each(list(paths), settings))
     except MeshlintError as exc:
@@ -474,6 +477,36 @@ def schema_cmd(dialect):
     from meshlint.schema_export import schema
 
     click.echo(json.dumps(schema(dialect), indent=2))
+
+
+@main.command("versions")
+@click.option("--torchtitan-root", type=click.Path(file_okay=False), metavar="DIR",
+              help="Also say which modelled semantics the torchtitan checkout (or installed package) at DIR has, "
+                   "and how that was decided from its code.")
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text", show_default=True)
+def versions_cmd(torchtitan_root, fmt):
+    """List the framework versions meshlint models: the id to pass (--torchtitan-version, a rule's
+    frameworks), the commit or release, its date, and what it covers."""
+    import json
+
+    from meshlint.dialects import versions
+
+    rows = [{"framework": e.framework, "version": e.version, "id": f"{e.framework}@{e.version}", "commit": e.commit,
+             "date": e.date, "aliases": list(e.aliases), "description": e.description} for e in versions.VERSIONS]
+    found = None
+    if torchtitan_root is not None:
+        version, evidence = versions.identify(torchtitan_root)
+        found = {"root": torchtitan_root, "version": version, "decided_by": evidence}
+    if fmt == "json":
+        click.echo(json.dumps({"version": 1, "versions": rows, **({"torchtitan_root": found} if found else {})},
+                              indent=2))
+        return
+    for row in rows:
+        also = f" (also: {', '.join(row['aliases'])})" if row["aliases"] else ""
+        click.echo(f"{row['id']:<28} {row['commit']:<11} {row['date']}  {row['description']}{also}")
+    if found:
+        said = found["version"] or "no modelled version"
+        click.echo(f"\n{torchtitan_root}: torchtitan {said}: {found['decided_by']}")
 
 
 # meshlint suggest / meshlint fix live in meshlint/cli_suggest.py (it imports the helpers above)

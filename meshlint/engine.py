@@ -127,4 +127,4 @@ def _finding(rule: Rule, scope: expr.Env, locate: Callable[[str], tuple]) -> Fin
                 continue
         helps.append(template.render(scope))
     return Finding(rule.code, rule.name, rule.severity, rule.message.render(scope),
-                   "\n".join(helps) if helps else None, key, line, col)
+                   "\n".join(helps) if helps else None, key, line, col, None, rule.skip_note)

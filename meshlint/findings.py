@@ -8,9 +8,11 @@ SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
-class Finding(namedtuple("Finding", "code name severity message help key line col file", defaults=(None,))):
+class Finding(namedtuple("Finding", "code name severity message help key line col file skip",
+                         defaults=(None, False))):
     """code, name, severity, message, help (or None), key (or None), line, col; file: the file the line
-    is in, when not the report's own path (registry configs)."""
+    is in, when not the report's own path (registry configs); skip: the rule is a skip note (it says what
+    was not checked), which the text and github reports fold into one summary line."""
 
     __slots__ = ()
 
@@ -28,4 +30,5 @@ class Finding(namedtuple("Finding", "code name severity message help key line co
             "line": self.line,
             "column": self.col,
             **({"file": self.file} if self.file else {}),
+            **({"skip_note": True} if self.skip else {}),
         }

@@ -16,7 +16,7 @@ from meshlint.errors import MeshlintError
 
 def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
         diff_base: str | None = None, color: str = "auto", launch=None, fix: bool = False,
-        cache: bool = True) -> int:
+        cache: bool = True, show_skips: bool = False) -> int:
     """Check ``paths`` (and a launch given on the command line), print the report, return the
     exit code; MeshlintError is a usage error. ``settings``: a CliSettings, None for the defaults.
 
@@ -101,13 +101,13 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
     elif fmt == "github":
         from meshlint.report import github
 
-        out = github.render(reports)
+        out = github.render(reports, show_skips)
         if out:
             emit(out)
     else:
         from meshlint.report import text
 
-        emit(text.render(reports, quiet, use_color=text.want_color(color)))
+        emit(text.render(reports, quiet, use_color=text.want_color(color), show_skips=show_skips))
     if results is not None:
         for key, index, file_fail_on in pending:
             results.store(key, reports[index], file_fail_on, pieces[index] if pieces is not None else None)

@@ -47,7 +47,7 @@ import sys
 from meshlint import __version__
 from meshlint.fileread import read_upto
 
-FORMAT = 1
+FORMAT = 2  # 2: a finding carries its skip-note flag
 SUBDIR = "results"
 MAX_ENTRY_BYTES = 64 << 10   # a bigger result is simply not cached (a typical entry is 1-10 KiB)
 MAX_ENTRIES = 1000           # past this many, the oldest are deleted down to PRUNE_TO
@@ -449,12 +449,12 @@ def _decode(doc, key: str, path: str, need_json: bool):
 def _finding_in(item):
     from meshlint.findings import Finding
 
-    code, name, severity, message, help_text, key, line, col, file = _want(item, list, 9)
+    code, name, severity, message, help_text, key, line, col, file, skip = _want(item, list, 10)
     if code.__class__ is not str or name.__class__ is not str or severity not in SEVERITIES \
             or message.__class__ is not str or not _opt_str(help_text) or not _opt_str(key) \
-            or not _int(line) or not _int(col) or not _opt_str(file):
+            or not _int(line) or not _int(col) or not _opt_str(file) or skip.__class__ is not bool:
         raise _Bad("finding")
-    return Finding(code, name, severity, message, help_text, key, line, col, file)
+    return Finding(code, name, severity, message, help_text, key, line, col, file, skip)
 
 
 def _want(value, kind: type, length: int | None = None):

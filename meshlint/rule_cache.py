@@ -279,7 +279,7 @@ _FIELD_KINDS = {
     "origin": ("str",), "check": ("expr",), "message": ("template",), "dialects": ("tuple", "none"),
     "frameworks": ("tuple", "none"), "params": ("dict",), "doc": ("dict",), "lets": ("lets",),
     "foreach": ("expr", "none"), "when": ("expr", "none"), "key": ("template", "none"), "help": ("help",),
-    "fallback": ("bool",),
+    "fallback": ("bool",), "skip_note": ("bool",),
 }
 _DATA_KIND = {str: "str", dict: "dict", bool: "bool", type(None): "none"}
 

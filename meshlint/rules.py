@@ -50,6 +50,7 @@ class Rule(NamedTuple):
     doc: dict = {}
     frameworks: tuple | None = None         # ("torchtitan@0.2.x", ...): framework versions it is limited to
     fallback: bool = False                  # reported only where no other rule reports an error on the key
+    skip_note: bool = False                 # says what was not checked: folded into one summary line in text
 
     def applies_to(self, dialect: str, framework: str | None = None) -> bool:
         """Whether the rule runs on a config of ``dialect`` (and, given, framework id ``name@version``).
@@ -213,6 +214,7 @@ def build_rule(data: dict, shown: str, origin: str) -> Rule:
         doc=data.get("doc") or {},
         frameworks=frameworks,
         fallback=data.get("fallback") is True,
+        skip_note=data.get("skip_note") is True,
     )
     checked = [("check", rule.check), ("message", rule.message)]
     checked += [(f"let.{k}", v) for k, v in lets.items()]

@@ -32,13 +32,23 @@ def _workspace_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def render(reports: list[FileReport]) -> str:
+def render(reports: list[FileReport], show_skips: bool = False) -> str:
+    """One workflow command a finding; skip notes (what was not checked) only with ``show_skips``, else one
+    notice counts them."""
     lines = []
+    folded: dict = {}
     for report in reports:
         findings = [input_error_finding(report.error)] if report.error else report.findings
         for f in findings:
+            if f.skip and not show_skips:
+                folded[(f.code, f.name)] = folded.get((f.code, f.name), 0) + 1
+                continue
             message = f.message + (f"\nhelp: {f.help}" if f.help else "")
             props = (f"file={escape_property(_workspace_path(finding_file(report, f)))},line={f.line},col={f.col},"
                      f"title={escape_property(f'{f.code} {f.name}')}")
             lines.append(f"::{_COMMAND[f.severity]} {props}::{escape_data(message)}")
+    if folded:
+        from meshlint.report.text import skips_line
+
+        lines.append(f"::notice title=meshlint skip notes::{escape_data(skips_line(folded))}")
     return "\n".join(lines)

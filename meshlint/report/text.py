@@ -25,11 +25,15 @@ def want_color(mode: str = "auto", stream=None) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
 
-def render(reports: list[FileReport], quiet: bool = False, use_color: bool = False) -> str:
+def render(reports: list[FileReport], quiet: bool = False, use_color: bool = False,
+           show_skips: bool = False) -> str:
+    """The report; skip notes (findings that only say what was not checked) are counted into one line
+    after the findings unless ``show_skips``."""
     def paint(style: str, text: str) -> str:
         return f"{_STYLE[style]}{text}{_RESET}" if use_color else text
 
     lines: list[str] = []
+    folded: dict = {}  # (code, name) -> configs whose skip note is not shown
     for report in reports:
         path = safe(report.path)  # every piece from a file, a rule or a path is escaped before it is painted
         if report.status == "skipped":
@@ -39,6 +43,9 @@ def render(reports: list[FileReport], quiet: bool = False, use_color: bool = Fal
         findings = [input_error_finding(report.error)] if report.error else report.findings
         for f in findings:
             if quiet and f.severity == "info":
+                continue
+            if f.skip and not show_skips:
+                folded[(f.code, f.name)] = folded.get((f.code, f.name), 0) + 1
                 continue
             where = safe(f"{finding_file(report, f)}:{f.line}:{f.col}:")
             lines.append(f"{paint('path', where)} {paint('code', safe(f.code))} "
@@ -52,8 +59,19 @@ def render(reports: list[FileReport], quiet: bool = False, use_color: bool = Fal
             lines.append(f"{paint('path', path)}: resolved mesh changed since {safe(str(report.diff.base))}:")
             lines.extend("  " + line for line in  # diff.render escapes each of its lines
                          report.diff.render(f"{report.path}@{report.diff.base}", report.path).split("\n"))
+    if folded:
+        lines.append(paint("help", skips_line(folded)))
     lines.append(summary_line(reports))
     return "\n".join(lines)
+
+
+def skips_line(folded: dict) -> str:
+    """One line for the skip notes not shown: how many of each, and how to see them or run what they skip."""
+    total = sum(folded.values())
+    kinds = ", ".join(f"{name} ({code}) {n}" for (code, name), n in sorted(folded.items()))
+    what = {code for code, _ in folded}
+    hint = "; pass --world-size N --gpus-per-node G to run the rules they skip" if what & {"ML105", "ML109"} else ""
+    return f"note: {_n(total, 'skip note')} not shown ({kinds}){hint}; --show-skips lists them"
 
 
 def summary_line(reports: list[FileReport]) -> str:
