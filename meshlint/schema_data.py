@@ -359,6 +359,7 @@ class Schema:
             if state is True:
                 text = f"{step['exception']}: {_fill(step['message'], values, local)}"
                 culprits = _culprits(step["condition"], values, local)  # `a <= 0 or b <= 0`: point at the one
+                culprits = culprits or _loop_culprits(local)  # `for name, val in [...]`: the item that failed
                 if culprits:
                     mine = [n for n in mine if n in culprits] or mine
             elif state == "raises":
@@ -425,7 +426,7 @@ class Schema:
 
         text = str(name)
         probe = text.replace("-", "_") if ctx.origin == "cli" else text
-        close = get_close_matches(probe, names, n=1, cutoff=0.6)
+        close = same_degree(probe, names) or get_close_matches(probe, names, n=1, cutoff=0.6)
         elsewhere = [t for t in self.data["tables"] if t != pattern and probe in self.keys(t)][:3]
         source = self.loader["unknown_keys"]["source"]
         level, refused = "error", True
@@ -760,6 +761,7 @@ def _holds(conditions, values: _Section, local: dict):
     if not conditions:
         return True, local, None
     first, rest = conditions[0], conditions[1:]
+    header = first if first.__class__ is str else None
     if first.__class__ is str:
         first = _CONDS.get(first) or _cond(first)
     if first[0] == "for":
@@ -773,12 +775,14 @@ def _holds(conditions, values: _Section, local: dict):
         except Exception as exc:  # noqa: BLE001
             return "raises", local, f"{type(exc).__name__}: {exc}"
         verdict = False
-        for item in items if isinstance(items, (list, tuple)) else []:
+        for index, item in enumerate(items if isinstance(items, (list, tuple)) else []):
             bound = _bind(target, item, dict(local))
             if bound is None:
                 return None, local, None
             state, where, error = _holds(rest, values, bound)
             if state is True or state == "raises":
+                if header is not None:  # which item of which loop: the field to point at (_loop_culprits)
+                    where = {**where, _LOOP_ITEMS: ((header, index),) + where.get(_LOOP_ITEMS, ())}
                 return state, where, error
             if state is None:
                 verdict = None
@@ -798,6 +802,61 @@ def _holds(conditions, values: _Section, local: dict):
 
 
 _CONDS: dict = {}
+
+
+# The words people use for each parallelism degree, across frameworks (Megatron's *_model_parallel_size,
+# torchtitan's *_parallel_degree, KempnerForge's short names): pp_degree is pp, tensor_parallel_size is tp.
+_DEGREE_WORDS = {
+    "tp": "tp", "tensor": "tp", "tensor_model": "tp", "mp": "tp",
+    "pp": "pp", "pipeline": "pp", "pipeline_model": "pp", "pipe": "pp",
+    "cp": "cp", "context": "cp",
+    "ep": "ep", "expert": "ep", "expert_model": "ep",
+    "etp": "etp", "expert_tensor": "etp",
+    "dp_shard": "dp_shard", "fsdp": "dp_shard", "shard": "dp_shard", "data_shard": "dp_shard", "dp": "dp_shard",
+    "data_parallel_shard": "dp_shard", "dp_shards": "dp_shard",
+    "dp_replicate": "dp_replicate", "replicate": "dp_replicate", "ddp": "dp_replicate", "hsdp": "dp_replicate",
+    "dp_rep": "dp_replicate", "data_replicate": "dp_replicate", "data_parallel_replicate": "dp_replicate",
+}
+_DEGREE_SUFFIXES = ("_model_parallel_size", "_parallel_degree", "_parallel_size", "_parallelism", "_parallel",
+                    "_degree", "_size", "_world_size", "_dim", "_ways", "_way")
+
+
+def degree_word(word: str) -> str | None:
+    """The parallelism degree a key name means (``pp_degree`` -> pp), or None when it names none."""
+    w = word.lower().replace("-", "_")
+    if w.startswith("num_"):
+        w = w[4:]
+    for suffix in _DEGREE_SUFFIXES:
+        if w.endswith(suffix) and len(w) > len(suffix):
+            w = w[: -len(suffix)]
+            break
+    return _DEGREE_WORDS.get(w)
+
+
+def same_degree(word: str, names) -> list:
+    """[the one name in ``names`` for the degree ``word`` means], or []: the did-you-mean a spelling distance
+    cannot find (pp_degree is 7 letters from pp)."""
+    meant = degree_word(word)
+    if meant is None:
+        return []
+    hits = [n for n in names if n != word and degree_word(n) == meant]
+    return hits[:1] if len(hits) == 1 else []
+
+
+_LOOP_ITEMS = "\0loop items"  # a key no Python name can be: (for-header text, index of the item that failed)
+
+
+def _loop_culprits(local: dict) -> frozenset | None:
+    """The fields read by the item a failing ``for`` check stopped at, when its iterable is a literal list or
+    tuple (``for name, val in [("tp", self.tp), ("cp", self.cp)]``: cp = 0 fails, so point at cp, not tp)."""
+    for header, index in local.get(_LOOP_ITEMS, ()):
+        loop = _parsed(header)
+        elts = getattr(getattr(loop, "iter", None), "elts", None)
+        if elts is not None and index < len(elts):
+            names = _self_names(_unparse(elts[index]))
+            if names:
+                return frozenset(names)
+    return None
 
 
 def _culprits(condition: str, values: "_Section", local: dict) -> frozenset | None:

@@ -203,6 +203,8 @@ def check_text_limits(text: str) -> None:
             line = next(i for i, s in enumerate(lines, 1) if len(s) > MAX_LINE_CHARS)
             raise InputError("ML007", f"line {line} has {len(lines[line - 1]):,} characters; the limit is "
                                       f"{MAX_LINE_CHARS:,}", line, MAX_LINE_CHARS + 1, help=_HELP)
+    if text.count(".") > MAX_NESTING:
+        _check_dotted_keys(text)
     if text.count("[") + text.count("{") <= MAX_NESTING and not _LONG_NUMBER.search(text):
         return
     if not _STRUCTURE:
@@ -224,6 +226,43 @@ def check_text_limits(text: str) -> None:
             line, col = _line_col(text, match.start())
             raise InputError("ML007", f"a number of {digits:,} digits; the limit is {MAX_INT_DIGITS:,} "
                                       "(TOML integers are 64-bit)", line, col, help=_HELP)
+
+
+# One key segment (bare or quoted), and a chain of more of them than the nesting limit allows, in a key's place:
+# at the start of a line, after a table header's [ or [[, or after an inline table's { or ,
+_SEGMENT = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
+_DEEP_KEY = re.compile(r"(?:^|[\[{,])[ \t]*(%s(?:[ \t]*\.[ \t]*%s){%d,})" % (_SEGMENT, _SEGMENT, MAX_NESTING))
+
+
+def _check_dotted_keys(text: str) -> None:
+    """A dotted key of more segments than the nesting limit, refused before tomllib sees it: tomllib builds a
+    table per segment and re-walks the path for each, so one 21 KB key of 10,000 segments cost it seconds and
+    hundreds of MB before the depth could be checked on the parsed table. Only lines with that many dots are
+    looked at (a C-speed count each)."""
+    offset = 0
+    for line in text.split("\n"):
+        if line.count(".") >= MAX_NESTING:
+            match = _DEEP_KEY.search(line)
+            if match is not None and not _inside_string(text, offset + match.start(1)):
+                segments = len(re.findall(_SEGMENT, match.group(1)))
+                raise InputError("ML007", f"tables nested more than {MAX_NESTING} deep (dotted keys): a key of "
+                                          f"{segments:,} segments", text.count("\n", 0, offset) + 1,
+                                 match.start(1) + 1, help=_HELP)
+        offset += len(line) + 1
+
+
+def _inside_string(text: str, pos: int) -> bool:
+    """Whether ``pos`` lies in a multi-line string or a comment (only asked when a line looks like a deep key)."""
+    if '"""' not in text[:pos] and "'''" not in text[:pos] and "#" not in text[:pos]:
+        return False
+    if not _STRUCTURE:
+        _STRUCTURE.append(re.compile(_STRUCTURE_PATTERN, re.S))
+    for match in _STRUCTURE[0].finditer(text):
+        if match.start() > pos:
+            break
+        if pos < match.end() and match.group()[0] in "#\"'":
+            return True
+    return False
 
 
 def check_data_limits(text: str, data: dict) -> None:

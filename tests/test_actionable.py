@@ -107,3 +107,48 @@ def test_every_help_reference_to_a_command_exists():
     from meshlint.cli import main
 
     assert "versions" in main.commands
+
+
+def test_a_loop_check_points_at_the_item_that_fails(write):
+    """KempnerForge checks its degrees in one loop (distributed.py:70-78): with tp = "4" (converted, runs) and
+    cp = 0 (refused), the error is cp's, on cp's line; tp is only the conversion warning."""
+    _, doc = run_cli_json("check", "--isolated", "--world-size", "8",
+                          str(write("[model]\ndim = 256\nn_heads = 4\nn_kv_heads = 4\n\n[distributed]\n"
+                                    "tp = \"4\"\ncp = 0\n")))
+    by_line = {}
+    for f in doc["files"][0]["findings"]:
+        by_line.setdefault(f["line"], []).append((f["rule"], f["severity"]))
+    assert by_line[7] == [("ML114", "warning")]
+    assert any(sev == "error" for _, sev in by_line[8])
+    assert not any("cp must be" in f["message"] and f["line"] == 7 for f in doc["files"][0]["findings"])
+
+
+@pytest.mark.parametrize("written, meant", [("pp_degree", "pp"), ("tensor_parallel_size", "tp"),
+                                            ("pipeline_model_parallel_size", "pp"), ("fsdp_size", "dp_shard"),
+                                            ("data_parallel_replicate_degree", "dp_replicate"), ("ep_degree", "ep"),
+                                            ("context_parallel_degree", "cp")])
+def test_a_degree_under_another_frameworks_name_gets_a_did_you_mean(write, written, meant):
+    _, doc = run_cli_json("check", "--isolated", "--world-size", "8", str(write(f"[distributed]\n{written} = 2\n")))
+    unknown = next(f for f in doc["files"][0]["findings"] if f["rule"] == "ML108")
+    assert f"did you mean {meant}?" in unknown["message"] and meant in (unknown["help"] or "")
+
+
+def test_degree_words_name_no_degree_where_none_is_meant():
+    from meshlint.schema_data import degree_word, same_degree
+
+    assert degree_word("nccl_timeout_sec") is None and degree_word("model_dim") is None
+    assert same_degree("pp_degree", ["pp", "tp"]) == ["pp"] and same_degree("pp_degree", ["tp"]) == []
+
+
+def test_help_never_reshapes_a_published_architecture(write):
+    """llama3 8B's ffn_hidden_dim (14336) is fixed: tp = 3 gets 'use tp in 2', never 'round it up to 14337'."""
+    path = write("# meshlint: world_size=6 gpus_per_node=6\n[model]\nname = \"llama3\"\nflavor = \"8B\"\n"
+                 "[parallelism]\ntensor_parallel_degree = 3\n")
+    _, doc = run_cli_json("check", "--isolated", str(path))
+    uneven = next(f for f in doc["files"][0]["findings"] if f["rule"] == "ML503")
+    assert "14337" not in uneven["help"] and "round" not in uneven["help"] and "use tp in 2" in uneven["help"]
+    own = write("# meshlint: world_size=6 gpus_per_node=6\n[model]\ndim = 768\nn_heads = 6\nn_kv_heads = 6\n"
+                "vocab_size = 32000\nffn_hidden_dim = 2050\n[distributed]\ntp = 3\n", "own.toml")
+    _, doc = run_cli_json("check", "--isolated", str(own))
+    uneven = next(f for f in doc["files"][0]["findings"] if f["rule"] == "ML503")
+    assert "round ffn_hidden_dim up to 2052" in uneven["help"]  # a model the config defines is the user's to change
