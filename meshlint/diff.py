@@ -263,7 +263,8 @@ def _role(name: str) -> str | None:
 
 def _headline(report: FileReport) -> str:
     if report.status == "error":
-        return f"(unreadable: {report.error.message})"
+        e = report.error
+        return f"(unreadable: {e.code} at line {e.line}, column {e.col}: {e.message})"
     if report.status == "skipped":
         return f"(skipped: {report.note})"
     res = report.resolution

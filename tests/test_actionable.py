@@ -152,3 +152,24 @@ def test_help_never_reshapes_a_published_architecture(write):
     _, doc = run_cli_json("check", "--isolated", str(own))
     uneven = next(f for f in doc["files"][0]["findings"] if f["rule"] == "ML503")
     assert "round ffn_hidden_dim up to 2052" in uneven["help"]  # a model the config defines is the user's to change
+
+
+@pytest.mark.parametrize("text, line, col", [
+    ("[a]\nx = 1\ny = tru\n", 3, 5), ("[a]\nx=1\nx=2\n", 3, 1), ("x = [1,\n2\n", 3, 1), ("[a]\n[a]\n", 2, 1),
+    ("[a]\nx = \"abc\n", 2, 5),
+])
+def test_invalid_toml_is_located_in_every_command(write, text, line, col):
+    """Never 1:1 for an error elsewhere: check (every format), explain, diff, suggest and smoke name the place."""
+    path = str(write(text))
+    _, doc = run_cli_json("check", path)
+    f = doc["files"][0]["findings"][0]
+    assert f["rule"] == "ML003" and f["line"] == line and f["column"] >= col
+    place = f"{path}:{line}:{f['column']}"
+    for args in (("check", path), ("explain", path), ("check", "--format", "github", path)):
+        code, out = run_cli(*args)
+        assert code == 2 and (place in out or f"line={line},col={f['column']}" in out), (args, out)
+    code, out = run_cli("diff", path, path)
+    assert code == 2 and f"at line {line}, column {f['column']}" in out
+    for command in ("suggest", "smoke"):
+        proc = run_subprocess(command, path, "--world-size", "8")
+        assert proc.returncode == 2 and place in proc.stderr, (command, proc.stderr)

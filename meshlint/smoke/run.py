@@ -70,7 +70,9 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
         options = options._replace(topology=CliTopology(env.world_size, None, cli.gpus_per_node, cli.placement))
     report = check_file(path, options)
     if report.status == "error":
-        raise SmokeUsageError(f"{path}: {report.error.message}")
+        where = f":{report.error.line}:{report.error.col}" if report.error.line else ""
+        raise SmokeUsageError(f"{path}{where}: {report.error.code} {report.error.message}"
+                              + (f" (help: {report.error.help})" if report.error.help else ""))
     if report.status != "checked":
         raise SmokeUsageError(f"{path}: {report.note}")
     world = report.topology.world_size
