@@ -388,6 +388,14 @@ def launch_from_words(words: list, origin: _Origin, env: dict | None = None, sba
             launch = _trainer_launch(words[j:], origin, "python", env, version, first=cmd, index0=j)
             _direct_hints(launch, cmd, env, srun, srun_word, sbatch, origin)
             return launch
+        from meshlint.inputs.kf_launch import direct_world_hint, is_kf_train, kf_launch
+
+        if script is not None and is_kf_train(script, words[j:]):
+            launch = kf_launch(words[j:], origin, "python", cmd, index0=j)
+            _direct_hints(launch, cmd, env, srun, srun_word, sbatch, origin)
+            if srun_word is None:   # no launcher: the process is the whole world
+                launch.hints = [h for h in (direct_world_hint(env, origin, cmd, launch.notes),) if h is not None]
+            return launch
         return None
     if base == "run_train.sh" or (base in ("bash", "sh") and i + 1 < n
                                   and os.path.basename(words[i + 1].text) == "run_train.sh"):
@@ -469,12 +477,16 @@ def _torchrun_launch(words, i, origin, env, srun, srun_word, sbatch, version, la
     if j >= n:
         return None
     script = words[j]
-    if as_module:
-        if script.text != "torchtitan.train":
-            return None
-    elif not _is_train_py(script):
+    if as_module and script.text != "torchtitan.train":
         return None
-    launch = _trainer_launch(words[j + 1:], origin, "torchrun", env, version, first=cmd, index0=j + 1)
+    if as_module or _is_train_py(script):
+        launch = _trainer_launch(words[j + 1:], origin, "torchrun", env, version, first=cmd, index0=j + 1)
+    else:
+        from meshlint.inputs.kf_launch import is_kf_train, kf_launch
+
+        if not is_kf_train(script, words[j + 1:]):
+            return None
+        launch = kf_launch(words[j + 1:], origin, "torchrun", cmd, index0=j + 1)
     facts = launch.facts
     for k, w in opts.items():
         facts[f"torchrun --{k}"] = w.text if w.known() else None
