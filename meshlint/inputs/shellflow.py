@@ -121,16 +121,8 @@ class Flow:
         self.call_depth += 1
         self.locals = getattr(self, "locals", [])
         self.locals.append(set())
-        from meshlint.inputs.scripts import _Var
-
-        outer = [n for n in self.vars if n.isdigit()]
-        self.locals[-1].update(outer)
-        for n in outer:
-            del self.vars[n]
-        for i, (w, r) in enumerate(args, 1):
-            self.locals[-1].add(str(i))
-            self.vars[str(i)] = _Var(w.text if w.known() else None, w.unknown or "unknown words", r.line, (),
-                                     spans=self.spans_of(r, w))
+        self.locals[-1].update(n for n in self.vars if n.isdigit())
+        self._bind()
         try:
             self.run(self.functions[name])
         finally:
@@ -151,6 +143,18 @@ class Flow:
     def shift(self, count: int) -> None:
         if self.positional is not None:
             self.positional = self.positional[count:]
+            self._bind()
+
+    def _bind(self) -> None:
+        """$1, $2 ... as variables of the call (undone with its locals)."""
+        from meshlint.inputs.scripts import _Var
+
+        for n in [n for n in self.vars if n.isdigit()]:
+            del self.vars[n]
+        for i, (w, r) in enumerate(self.positional, 1):
+            self.locals[-1].add(str(i))
+            self.vars[str(i)] = _Var(w.text if w.known() else None, w.unknown or "unknown words", r.line, (),
+                                     spans=self.spans_of(r, w))
 
     # -- branches
     def skipping(self) -> bool:
