@@ -1,4 +1,4 @@
-"""KempnerForge launch lines and scripts (meshlint/inputs/kf_launch.py, kf_units.py, shellflow.py): every
+"""KempnerForge launch lines and scripts (meshlint/inputs/kf_launch.py, toml_launch.py, shellflow.py): every
 launcher form, the override parser's semantics confirmed by KempnerForge's own loader, the real scripts
 and README lines of KempnerForge 5666d0d, variables, functions, missing configs."""
 

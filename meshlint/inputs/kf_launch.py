@@ -18,7 +18,6 @@ Nothing here imports KempnerForge or torch.
 from __future__ import annotations
 
 import ast
-import os
 from typing import Any, NamedTuple
 
 from meshlint.errors import InputError
@@ -194,26 +193,3 @@ def direct_world_hint(env: dict, origin, cmd: Word, notes: list) -> Hint | None:
             return Hint(f"{name}={w.text} ({_where(cmd, origin)}{_var_note([w])})", world_size=world)
     return Hint(f"python without torchrun or srun ({_where(cmd, origin)}): one process (KempnerForge's "
                 "get_world_info: WORLD_SIZE and SLURM_NTASKS unset, so 1)", world_size=1, gpus_per_node=None, nodes=1)
-
-
-def resolve_config(path: str, script: str | None, cwd: str | None = None) -> tuple:
-    """(absolute path or None, [paths tried]) of a launch's config path. Absolute: as is. Relative, in a
-    script: the script's directory, then each directory above it up to its git root (scripts are run
-    from the repository's root, e.g. KempnerForge's ``bash benchmarks/mfu_scaling/mfu_bench.sh``), then
-    the current directory; on meshlint's command line: the current directory only."""
-    path = os.path.expanduser(path)
-    if os.path.isabs(path):
-        return (path if os.path.isfile(path) else None), [path]
-    tried: list = []
-    cwd = cwd or os.getcwd()
-    if script:
-        d = os.path.dirname(os.path.abspath(script))
-        while True:
-            tried.append(os.path.join(d, path))
-            if os.path.exists(os.path.join(d, ".git")) or os.path.dirname(d) == d:
-                break
-            d = os.path.dirname(d)
-    tried.append(os.path.join(cwd, path))
-    tried = list(dict.fromkeys(os.path.normpath(t) for t in tried))
-    found = next((t for t in tried if os.path.isfile(t)), None)
-    return found, tried

@@ -766,6 +766,10 @@ def _run_train_launch(words, j, cmd, origin, env, srun, srun_word, sbatch, versi
 def _trainer_launch(args: list, origin: _Origin, launcher: str, env: dict, version: str | None,
                     first: Word | None, index0: int = 0) -> Launch:
     """``--module M --config F OVERRIDES`` as ConfigManager takes them (manager.py:54-80), then tyro."""
+    from meshlint.inputs.tt_v02_launch import is_v02, v02_launch
+
+    if is_v02(args):   # the TOML era: --job.config_file X.toml
+        return v02_launch(args, origin, launcher, first if launcher != "cli" else None, index0)
     line = first.line if first is not None else 1
     text = " ".join(_shown(w) if not w.splat else w.raw for w in ([first] if first is not None and launcher != "cli"
                                                                    else []) + list(args))

@@ -41,8 +41,8 @@ def analyse_launch(launch, options) -> object:
     (``meshlint check --module llama3 --config llama3_70b -- --parallelism...``)."""
     from meshlint.check import FileReport
 
-    if getattr(launch, "framework", None) == "kempnerforge":
-        from meshlint.inputs.kf_units import launch_report
+    if getattr(launch, "framework", None):   # a TOML config: KempnerForge, torchtitan v0.2
+        from meshlint.inputs.toml_launch import launch_report
 
         try:
             return launch_report(launch, options, None)
@@ -121,8 +121,8 @@ def _script_sources(path: str, options):
     sources, launch_for = [], {}
     for launch in launches:  # each launch line is its own config: one bad line does not hide the others
         try:
-            if getattr(launch, "framework", None) == "kempnerforge":
-                from meshlint.inputs.kf_units import launch_report
+            if getattr(launch, "framework", None):
+                from meshlint.inputs.toml_launch import launch_report
 
                 sources.append(launch_report(launch, options, path))
                 continue

@@ -1,17 +1,20 @@
-"""A KempnerForge launch checked as it runs: its TOML found, the launch's overrides laid over it as
-``load_config`` lays them (loader.py:315-326), findings about an overridden key pointing at the word in
-the script (or on the command line) that sets it, and the world size from the launcher.
+"""A launch whose config is a TOML file checked as it runs: KempnerForge's ``scripts/train.py CONFIG``
+and torchtitan v0.2's ``--job.config_file CONFIG``. The TOML is found, the launch's overrides are laid
+over it the way the framework lays them, findings about an overridden key point at the word in the script
+(or on the command line) that sets it, and the world size comes from the launcher.
 
-The merged config goes through the same KempnerForge pipeline as a TOML file (dialect, schema check,
-rules): the loader applies CLI overrides with the function that applies the TOML, so a key it refuses
-or a value it converts is judged the same way. What this module adds: an override whose value the
-script does not determine is unknown (listed, never the TOML's or the default value), and the space
-form (``--distributed.tp 4``) is judged from the launch itself (ML317/ML318).
+The merged config goes through the same pipeline as a TOML file (dialect, schema check, rules): both
+frameworks apply CLI values over the TOML's config (KempnerForge with the function that applies the
+TOML, loader.py:315-326; torchtitan v0.2 with tyro over the TOML's config as default, manager.py:50-60),
+so a key they refuse or a value they convert is judged the same way. What this module adds: an
+override whose value the script does not determine is unknown (listed, never the TOML's or the default
+value), and KempnerForge's space form (``--distributed.tp 4``) is judged from the launch (ML317/ML318).
 """
 
 from __future__ import annotations
 
 import copy
+import os
 
 from meshlint.errors import InputError
 from meshlint.inputs.launch import COMMAND_LINE
@@ -63,48 +66,75 @@ class LaunchedSource(Source):
         return hit[0] if hit is not None else self.file
 
 
+DIALECT = {"kempnerforge": "kempnerforge", "torchtitan-0.2": "torchtitan"}
+NAMES = {"kempnerforge": "KempnerForge", "torchtitan-0.2": "torchtitan v0.2"}
+
+
 def launch_report(launch, options, script: str | None):
-    """The FileReport (before rules) of one KempnerForge launch; ``script``: the script it is in (None:
-    meshlint's command line). Raises InputError where the launch cannot be checked."""
+    """The FileReport (before rules) of one launch of a TOML config; ``script``: the script it is in
+    (None: meshlint's command line). Raises InputError where the launch cannot be checked."""
     from meshlint.check import FileReport, analyse_parsed
-    from meshlint.dialects import kempnerforge
-    from meshlint.inputs.kf_launch import resolve_config
     from meshlint.source import read_source
 
     if launch.error is not None:
         raise launch.error
     display = launch.display if launch.file else f"{launch.text}"
     if getattr(launch, "unresolved", None):
-        return FileReport(display, "skipped", note=f"a KempnerForge launch, but {launch.unresolved}: give the config "
-                                                   "to check as meshlint check CONFIG.toml, or set it in the script")
+        return FileReport(display, "skipped", note=f"a {NAMES[launch.framework]} launch, but {launch.unresolved}: "
+                                                   "give the config to check as meshlint check CONFIG.toml, or set "
+                                                   "it in the script")
     word = launch.config_word
     found, tried = resolve_config(launch.config, script)
     if found is None:
         shown = "; ".join(tried[:6]) + (f" ... ({len(tried)} in all)" if len(tried) > 6 else "")
-        raise InputError("ML001", f"the KempnerForge config {launch.config!r} that the launch names was not found "
-                                  f"(tried {shown})", word.line if launch.file else 1, word.col,
+        raise InputError("ML001", f"the {NAMES[launch.framework]} config {launch.config!r} that the launch names was "
+                                  f"not found (tried {shown})", word.line if launch.file else 1, word.col,
                          help="run meshlint from the directory the launch runs in, or write the config's path "
                               "relative to the script's repository")
     toml = read_source(found)
-    data, set_at, unread, space = apply(launch, toml.data, script)
+    dialect = DIALECT[launch.framework]
+    if dialect == "kempnerforge":
+        data, set_at, unread, space = apply_kf(launch, toml.data, script)
+    else:
+        data, set_at, unread, space = apply_typed(launch, toml.data, script)
     space_cols = {item["line"]: (set_at_file(launch, script), item["col"]) for item in space}
     source = LaunchedSource(display, toml, data, set_at, space_cols)
     source.launch = launch
 
     def prepare(spec):
-        spec.values["launch.space_overrides"] = space
-        spec.values["launch.overrides"] = [{"line": p[1], "key": k, "value": "?"} for k, p in set_at.items()]
+        if dialect == "kempnerforge":
+            spec.values["launch.space_overrides"] = space
+            spec.values["launch.overrides"] = [{"line": p[1], "key": k, "value": "?"} for k, p in set_at.items()]
         if unread:
-            _unreadable(spec, unread)
+            _unreadable(spec, unread, dialect)
 
-    return analyse_parsed(display, source, "kempnerforge", options, prepare=prepare, hints=tuple(launch.hints))
+    return analyse_parsed(display, source, dialect, options, prepare=prepare, hints=tuple(launch.hints))
 
 
 def set_at_file(launch, script):
     return script if script else COMMAND_LINE
 
 
-def apply(launch, toml_data: dict, script: str | None) -> tuple:
+def apply_typed(launch, toml_data: dict, script: str | None) -> tuple:
+    """torchtitan v0.2: tyro's typed values set over the TOML's (``apply_kf``'s result, no space form)."""
+    data = copy.deepcopy(toml_data)
+    set_at: dict = {}
+    unread: list = []
+    file = set_at_file(launch, script)
+    for ov in launch.overrides:
+        _, line, col = ov.position
+        parts = ov.path.split(".")
+        if not ov.known:
+            _drop(data, parts)
+            unread.append({"key": ov.path, "reason": f"{ov.text}: {ov.value.reason}", "line": line, "col": col})
+        elif not _put(data, parts, ov.value):
+            raise InputError("ML006", f"cannot apply {ov.text}: {'.'.join(parts[:-1])} holds a value, not a section",
+                             line if script else 1, col)
+        set_at[ov.path] = (file, line, col)
+    return data, set_at, unread, []
+
+
+def apply_kf(launch, toml_data: dict, script: str | None) -> tuple:
     """(merged data, {dotted key: (file, line, col)}, [unknown overrides], [space-form verdicts]).
 
     The loader builds one dict from every override (a later key wins) and lays it over the config
@@ -188,12 +218,10 @@ def _drop(data: dict, parts: list) -> None:
         node.pop(parts[-1], None)
 
 
-def _unreadable(spec, unread: list) -> None:
+def _unreadable(spec, unread: list, dialect: str) -> None:
     """Facts an unknown override sets are unknown (None), never the TOML's or the default value; the
     degrees among them stop the resolution (as for a registry value read nowhere)."""
-    from meshlint.dialects.kempnerforge import DEGREE_KEYS
-
-    degree_of = {path: name for name, path in DEGREE_KEYS.items()}
+    degree_of = {path: name for name, path in spec.degree_keys.items()}
     unread_degrees = []
     for item in unread:
         key = item["key"]
@@ -206,3 +234,26 @@ def _unreadable(spec, unread: list) -> None:
                 unread_degrees.append(name)
     spec.unreadable = [{k: v for k, v in item.items() if k != "file"} for item in unread]
     spec.extra["unread_degrees"] = unread_degrees
+
+
+def resolve_config(path: str, script: str | None, cwd: str | None = None) -> tuple:
+    """(absolute path or None, [paths tried]) of a launch's config path. Absolute: as is. Relative, in a
+    script: the script's directory, then each directory above it up to its git root (scripts are run
+    from the repository's root, e.g. KempnerForge's ``bash benchmarks/mfu_scaling/mfu_bench.sh``), then
+    the current directory; on meshlint's command line: the current directory only."""
+    path = os.path.expanduser(path)
+    if os.path.isabs(path):
+        return (path if os.path.isfile(path) else None), [path]
+    tried: list = []
+    cwd = cwd or os.getcwd()
+    if script:
+        d = os.path.dirname(os.path.abspath(script))
+        while True:
+            tried.append(os.path.join(d, path))
+            if os.path.exists(os.path.join(d, ".git")) or os.path.dirname(d) == d:
+                break
+            d = os.path.dirname(d)
+    tried.append(os.path.join(cwd, path))
+    tried = list(dict.fromkeys(os.path.normpath(t) for t in tried))
+    found = next((t for t in tried if os.path.isfile(t)), None)
+    return found, tried
