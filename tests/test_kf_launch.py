@@ -352,3 +352,11 @@ def test_verdicts_agree_with_kempnerforges_loader(rules):
         refused = rep.status == "error" or any(f.severity == "error" for f in rep.findings)
         assert refused == (error is not None), (cli, n, error, [(f.code, f.message) for f in rep.findings])
     assert sum(e is not None for e in theirs) >= 7
+
+
+def test_a_bare_train_py_with_another_projects_toml_is_skipped(tmp_path, rules):
+    (tmp_path / "my.toml").write_text("[optim]\nlr = 3\n")
+    script = tmp_path / "run.sh"
+    script.write_text("python train.py my.toml --optim.lr=4\n")
+    [rep] = script_reports(script, rules)
+    assert rep.status == "skipped" and "not a KempnerForge config" in rep.note

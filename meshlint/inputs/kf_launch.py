@@ -34,19 +34,28 @@ def is_kf_train(script: Word, args: list) -> bool:
     path = script.text.replace("\\", "/")
     if not path.endswith("train.py") or path.endswith("torchtitan/train.py"):
         return False
-    if path == "scripts/train.py" or path.endswith("/scripts/train.py"):
+    if _is_scripts_train(path):
         return True
     return bool(args) and args[0].known() and args[0].text.endswith(".toml")
 
 
-def kf_launch(args: list, origin, launcher: str, first: Word | None, index0: int = 0) -> Launch:
-    """The Launch of ``train.py ARGS`` (``args``: the words after train.py)."""
+def _is_scripts_train(path: str) -> bool:
+    path = path.replace("\\", "/")
+    return path == "scripts/train.py" or path.endswith("/scripts/train.py")
+
+
+def kf_launch(args: list, origin, launcher: str, first: Word | None, index0: int = 0,
+              script: Word | None = None) -> Launch:
+    """The Launch of ``train.py ARGS`` (``args``: the words after train.py, ``script``: its word)."""
     line = first.line if first is not None else 1
-    text = " ".join(_shown(w) if not w.splat else w.raw for w in ([first] if first is not None else []) + list(args))
+    shown = [w for w in (first, script) if w is not None and w is not (args[0] if args else None)] + list(args)
+    text = " ".join(_shown(w) if not w.splat else w.raw for w in shown)
     text = text if len(text) <= 200 else text[:197] + "..."
     launch = Launch(None, None, [], [], launcher, origin.file, line, text)
     launch.framework = FRAMEWORK
     launch.config_word = None
+    # a bare train.py is KempnerForge's only if its TOML is one (toml_launch checks)
+    launch.entry_explicit = script is None or _is_scripts_train(script.text)
     try:
         if not args:
             raise _err("scripts/train.py needs a config: KempnerForge prints its usage and exits "

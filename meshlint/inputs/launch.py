@@ -276,10 +276,13 @@ def parse_launch_args(argv: list, version: str | None = None) -> Launch:
     origin = _Origin(None, True)
     launch = launch_from_words(words, origin, version=version)
     if launch is None and words and not words[0].text.startswith("-"):
-        raise InputError("ML006", f"{argv[0]!r} ... does not start torchtitan.train: a launch is torchrun/python -m "
-                                  "torchtitan.train, run_train.sh, or torchtitan's own --module M --config F ...",
+        raise InputError("ML006", f"{argv[0]!r} ... does not start torchtitan.train or KempnerForge's "
+                                  "scripts/train.py: a launch is torchrun/python -m torchtitan.train (--module M "
+                                  "--config F, or v0.2's --job.config_file X.toml), run_train.sh, torchtitan's own "
+                                  "--module M --config F ..., or [torchrun|srun|uv run] python scripts/train.py "
+                                  "CONFIG.toml --section.key=value ...",
                          1, 1, help="e.g. torchrun --nproc_per_node 8 -m torchtitan.train --module llama3 --config "
-                                    "llama3_8b")
+                                    "llama3_8b, or torchrun --nproc_per_node=2 scripts/train.py configs/train/debug.toml")
     if launch is None:
         # meshlint's own form: torchtitan's arguments directly
         launch = _trainer_launch(words, origin, "cli", env={}, version=version, first=words[0] if words else None)
@@ -391,7 +394,7 @@ def launch_from_words(words: list, origin: _Origin, env: dict | None = None, sba
         from meshlint.inputs.kf_launch import direct_world_hint, is_kf_train, kf_launch
 
         if script is not None and is_kf_train(script, words[j:]):
-            launch = kf_launch(words[j:], origin, "python", cmd, index0=j)
+            launch = kf_launch(words[j:], origin, "python", cmd, index0=j, script=script)
             _direct_hints(launch, cmd, env, srun, srun_word, sbatch, origin)
             if srun_word is None:   # no launcher: the process is the whole world
                 launch.hints = [h for h in (direct_world_hint(env, origin, cmd, launch.notes),) if h is not None]
@@ -486,7 +489,7 @@ def _torchrun_launch(words, i, origin, env, srun, srun_word, sbatch, version, la
 
         if not is_kf_train(script, words[j + 1:]):
             return None
-        launch = kf_launch(words[j + 1:], origin, "torchrun", cmd, index0=j + 1)
+        launch = kf_launch(words[j + 1:], origin, "torchrun", cmd, index0=j + 1, script=script)
     facts = launch.facts
     for k, w in opts.items():
         facts[f"torchrun --{k}"] = w.text if w.known() else None

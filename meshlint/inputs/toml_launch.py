@@ -93,6 +93,12 @@ def launch_report(launch, options, script: str | None):
                               "relative to the script's repository")
     toml = read_source(found)
     dialect = DIALECT[launch.framework]
+    if not getattr(launch, "entry_explicit", True):
+        from meshlint.dialects import detect
+
+        if detect(toml.data) != dialect:   # some other project's train.py with a TOML of its own
+            return FileReport(display, "skipped", note=f"{launch.config} is not a KempnerForge config (no "
+                                                       "[distributed] section): the train.py line is not checked")
     if dialect == "kempnerforge":
         data, set_at, unread, space = apply_kf(launch, toml.data, script)
     else:
