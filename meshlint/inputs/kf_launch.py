@@ -18,10 +18,11 @@ Nothing here imports KempnerForge or torch.
 from __future__ import annotations
 
 import ast
+import warnings
 from typing import Any, NamedTuple
 
 from meshlint.errors import InputError
-from meshlint.inputs.launch import UNKNOWN_CHAR, Launch, UnknownValue, Word, _err, _pos, _shown, _where
+from meshlint.inputs.launch import UNKNOWN_CHAR, Launch, UnknownValue, Word, _err, _pos, _shown, _where, splat_note
 from meshlint.topology import Hint
 
 FRAMEWORK = "kempnerforge"
@@ -85,8 +86,7 @@ def parse_kf_overrides(words: list, origin, notes: list, index0: int = 0) -> lis
     tree: dict = {}          # the nested dict the parser builds, to find where it crashes
     for k, w in enumerate(words):
         if w.splat:
-            notes.append(f"{_shown(w)} ({_where(w, origin)}) passes on arguments meshlint cannot see: the config "
-                         "is checked as run without them")
+            notes.append(splat_note(w, origin))
             continue
         t = w.text
         if not t.startswith("--"):
@@ -165,7 +165,9 @@ def literal(raw: str, w: Word, origin):
     if best > MAX_LITERAL_DEPTH:
         raise _err(f"{_shown(w)} nests brackets {best} deep (limit {MAX_LITERAL_DEPTH})", w, origin, code="ML007")
     try:
-        value = ast.literal_eval(raw)
+        with warnings.catch_warnings():   # "invalid decimal literal" and the like: not the user's business here
+            warnings.simplefilter("ignore")
+            value = ast.literal_eval(raw)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return raw
     return _plain(value, raw)

@@ -910,8 +910,7 @@ def parse_overrides(args: list, origin: _Origin | None = None, version: str | No
     while k < n:
         index, w = items[k]
         if w.splat:
-            notes.append(f"{_shown(w)} ({_where(w, origin)}) passes on arguments meshlint cannot see: the config "
-                         "is checked as run without them")
+            notes.append(splat_note(w, origin))
             k += 1
             continue
         t = w.text
@@ -1011,24 +1010,46 @@ def parse_overrides(args: list, origin: _Origin | None = None, version: str | No
                 value = values[0].text if len(values) == 1 else [v.text for v in values]
             out.append(Override(path, value, index, text, _pos(w, origin), "value", False))
             continue
-        if kind in ("list[list[str]]?", "imports"):
-            while k < n and not _blocks(items[k][1]) and _subcommand(items[k][1]) is None:
-                values.append(items[k][1])
-                k += 1
-        elif not eq:
-            if k >= n or _blocks(items[k][1]):
-                raise _err(f"--{name} needs a value: tyro refuses the line (\"Missing value for argument "
-                           f"'--{name.replace('_', '-')}'. Expected 1 values.\")", w, origin)
+        k = take_values(items, k, values, w, name, eq, kind in ("list[list[str]]?", "imports"), origin)
+        out.append(Override(path, typed_value(values, kind, name, w, origin), index, _option_text(w, values, eq),
+                            _pos(w, origin), "value", True))
+    return out
+
+
+def take_values(items: list, k: int, values: list, w: Word, name: str, eq: bool, many: bool, origin) -> int:
+    """Append to ``values`` the words tyro gives option ``--name`` (at ``items[k]``, after it): a
+    multi-word type every word up to one tyro refuses to consume (or a subcommand), after an ``=`` value
+    too; otherwise the next word unless ``=`` gave one, refused when missing. Returns the index after."""
+    n = len(items)
+    if many:
+        while k < n and not _blocks(items[k][1]) and _subcommand(items[k][1]) is None:
             values.append(items[k][1])
             k += 1
-        text = " ".join([_shown(w)] + [_shown(v) for v in values[1 if eq else 0:]])
-        unknown = next((v for v in values if not v.known()), None)
-        if unknown is not None:
-            value = UnknownValue(unknown.unknown or f"{_shown(unknown)} expands to any number of words")
-        else:
-            value = _typed(kind, [v.text for v in values], "--" + name, w, origin)
-        out.append(Override(path, value, index, text, _pos(w, origin), "value", True))
-    return out
+    elif not eq:
+        if k >= n or _blocks(items[k][1]):
+            raise _err(f"--{name} needs a value: tyro refuses the line (\"Missing value for argument "
+                       f"'--{name.replace('_', '-')}'. Expected 1 values.\")", w, origin)
+        values.append(items[k][1])
+        k += 1
+    return k
+
+
+def typed_value(values: list, kind: str, name: str, w: Word, origin):
+    """The option's value as tyro builds it for ``kind``; an UnknownValue when a word is unknown."""
+    unknown = next((v for v in values if not v.known()), None)
+    if unknown is not None:
+        return UnknownValue(unknown.unknown or f"{_shown(unknown)} expands to any number of words")
+    return _typed(kind, [v.text for v in values], "--" + name, w, origin)
+
+
+def _option_text(w: Word, values: list, eq: bool) -> str:
+    return " ".join([_shown(w)] + [_shown(v) for v in values[1 if eq else 0:]])
+
+
+def splat_note(w: Word, origin: _Origin) -> str:
+    """The note for "$@" (or an unquoted unknown variable) among a launch's arguments."""
+    return (f"{_shown(w)} ({_where(w, origin)}) passes on arguments meshlint cannot see: the config is checked as "
+            "run without them")
 
 
 def _pos(word: Word, origin: _Origin) -> tuple:

@@ -22,11 +22,14 @@ from meshlint.inputs.launch import (
     _blocks,
     _err,
     _norm,
+    _option_text,
     _pos,
     _shown,
     _sub,
-    _typed,
     _where,
+    splat_note,
+    take_values,
+    typed_value,
 )
 
 FRAMEWORK = "torchtitan-0.2"
@@ -119,8 +122,7 @@ def parse_v02_overrides(items: list, origin, notes: list, custom: bool = False) 
     while k < n:
         index, w = items[k]
         if w.splat:
-            notes.append(f"{_shown(w)} ({_where(w, origin)}) passes on arguments meshlint cannot see: the config "
-                         "is checked as run without them")
+            notes.append(splat_note(w, origin))
             k += 1
             continue
         t = w.text
@@ -158,26 +160,16 @@ def parse_v02_overrides(items: list, origin, notes: list, custom: bool = False) 
             out.append(Override(path, not inverse, index, _shown(w), _pos(w, origin), "flag", True))
             continue
         values = [_sub(w, 2 + len(name) + 1)] if eq else []
-        if kind in ("list[list[str]]?", "list[list[str]]") and not eq:
-            while k < n and not _blocks(items[k][1]):
-                values.append(items[k][1])
-                k += 1
-        elif not eq:
-            if k >= n or _blocks(items[k][1]):
-                raise _err(f"--{name} needs a value: tyro refuses the line (\"Missing value for argument "
-                           f"'--{name.replace('_', '-')}'\")", w, origin)
-            values.append(items[k][1])
-            k += 1
-        shown = " ".join([_shown(w)] + [_shown(v) for v in values[1 if eq else 0:]])
-        bad = next((v for v in values if not v.known()), None)
-        if bad is not None:
-            value = UnknownValue(bad.unknown or f"{_shown(bad)} expands to any number of words")
-        elif kind is None:
-            value = values[0].text if len(values) == 1 else [v.text for v in values]
+        many = kind in ("list[list[str]]?", "list[list[str]]")
+        k = take_values(items, k, values, w, name, eq, many, origin)
+        if kind is None:
+            bad = next((v for v in values if not v.known()), None)
+            value = (UnknownValue(bad.unknown or f"{_shown(bad)} expands to any number of words") if bad is not None
+                     else values[0].text if len(values) == 1 else [v.text for v in values])
         else:
-            value = _typed("list[list[str]]?" if kind == "list[list[str]]" else kind, [v.text for v in values],
-                           "--" + name, w, origin)
-        out.append(Override(path, value, index, shown, _pos(w, origin), "value", kind is not None))
+            value = typed_value(values, "list[list[str]]?" if many else kind, name, w, origin)
+        out.append(Override(path, value, index, _option_text(w, values, eq), _pos(w, origin), "value",
+                            kind is not None))
     return out
 
 
