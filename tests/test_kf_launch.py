@@ -360,3 +360,26 @@ def test_a_bare_train_py_with_another_projects_toml_is_skipped(tmp_path, rules):
     script.write_text("python train.py my.toml --optim.lr=4\n")
     [rep] = script_reports(script, rules)
     assert rep.status == "skipped" and "not a KempnerForge config" in rep.note
+
+
+@needs_kf
+def test_space_form_in_a_script_points_at_its_word(tmp_path, rules):
+    script = tmp_path / "run.sh"
+    script.write_text(f"ARGS='--train.max_steps=5 --distributed.tp 4'\n"
+                      f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} $ARGS\n")
+    [rep] = script_reports(script, rules)
+    [f] = [f for f in rep.findings if f.code == "ML317"]
+    assert (f.file, f.line, f.col) == (str(script), 1, 27)
+    assert "tp" not in rep.source.data["distributed"] or rep.source.data["distributed"]["tp"] != "true"
+
+
+@pytest.mark.parametrize("text, world_size, gpn, nodes", [
+    ("#SBATCH -N 2\n#SBATCH --ntasks-per-node=4\nsrun uv run python scripts/train.py c.toml\n", 8, 4, 2),
+    ("#SBATCH --nodes=3\n#SBATCH --gpus-per-node=4\n"
+     "srun torchrun --nnodes=$SLURM_NNODES --nproc_per_node=4 scripts/train.py c.toml\n", 12, 4, 3),
+    ("#SBATCH --nodes=2\nsrun --ntasks=8 --gpus-per-node=4 python scripts/train.py c.toml\n", 8, 4, 2),
+])
+def test_slurm_shapes(text, world_size, gpn, nodes):
+    [got] = launches_in_text(text, file="job.sbatch")
+    hint = next(h for h in got.hints if h.world_size)
+    assert (hint.world_size, hint.gpus_per_node, hint.nodes) == (world_size, gpn, nodes)
