@@ -383,3 +383,12 @@ def test_slurm_shapes(text, world_size, gpn, nodes):
     [got] = launches_in_text(text, file="job.sbatch")
     hint = next(h for h in got.hints if h.world_size)
     assert (hint.world_size, hint.gpus_per_node, hint.nodes) == (world_size, gpn, nodes)
+
+
+def test_shift_in_a_loop_makes_the_arguments_unknown():
+    """torchtitan's run_moe_tests.sh splits its arguments at '--' with a while/shift loop: the loop is not
+    followed, so the arguments after it are unknown (passed on unseen), never a wrong split."""
+    text = ('pair() {\n  local a=()\n  while [ "$1" != "--" ]; do a+=("$1"); shift; done\n  shift\n'
+            '  python scripts/train.py c.toml "${a[@]}" "$@"\n}\npair --train.seed=1 -- --train.seed=2\n')
+    [got] = launches_in_text(text)
+    assert got.overrides == [] and any("cannot see" in n for n in got.notes)

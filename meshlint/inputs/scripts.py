@@ -898,8 +898,9 @@ class _Reader(Flow):
         if kind == "elem":
             _, name, index, rest, quoted = part
             var = self.vars.get(name)
-            if var is None or var.array is None:
-                why = f"{name}[{index}] is not set in the script"
+            hidden = self._visible(name, var)[1] if var is not None and var.block else None
+            if var is None or var.array is None or hidden:
+                why = hidden or f"{name}[{index}] is not set in the script"
                 return None, why, [], ("splat" if index in ("@", "*") else None)
             if index in ("@", "*"):
                 if any(not w.known() for w in var.array):

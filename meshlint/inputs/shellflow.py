@@ -14,6 +14,7 @@ import bisect
 from fnmatch import fnmatchcase
 
 from meshlint.errors import InputError
+from meshlint.inputs.launch import UNKNOWN_CHAR, Word
 
 MAX_CALL_DEPTH = 16          # functions calling functions
 MAX_CALLED_COMMANDS = 100_000  # commands read inside function calls, in all
@@ -141,9 +142,22 @@ class Flow:
         return self.positional[index - 1]
 
     def shift(self, count: int) -> None:
-        if self.positional is not None:
+        if self.positional is None:
+            return
+        if self.positional and self.uncertain():
+            # shifted in a loop or a branch meshlint does not decide: how many is not known
+            w, r = self.positional[0]
+            self.positional = [(Word(UNKNOWN_CHAR, w.line, w.col, '"$@"', "the function's arguments after a shift "
+                                     "inside a loop or an undecided branch", True), r)]
+        else:
             self.positional = self.positional[count:]
-            self._bind()
+        self._bind()
+
+    def uncertain(self) -> bool:
+        """Whether the command being read may run any number of times (a loop), or not at all (an undecided
+        branch, a case)."""
+        return any(b[0] in ("while", "until", "for", "select", "case") or (b[0] == "if" and not (len(b) > 3 and b[3]))
+                   for b in self.blocks)
 
     def _bind(self) -> None:
         """$1, $2 ... as variables of the call (undone with its locals)."""
