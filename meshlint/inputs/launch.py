@@ -907,12 +907,8 @@ def parse_overrides(args: list, origin: _Origin | None = None, version: str | No
     n = len(items)
     subcommand: str | None = None   # the activation_checkpoint subcommand, once given
     double_dash = False
-    while k < n:
+    while (k := skip_splats(items, k, notes, origin)) < n:
         index, w = items[k]
-        if w.splat:
-            notes.append(splat_note(w, origin))
-            k += 1
-            continue
         t = w.text
         if t == "--" and not double_dash:
             double_dash = True
@@ -944,9 +940,7 @@ def parse_overrides(args: list, origin: _Origin | None = None, version: str | No
                 while k < n and not _blocks(items[k][1]) and _subcommand(items[k][1]) is None:
                     k += 1
                 continue
-            raise _err(f"{_shown(w)!r} is not a --section.option override: torchtitan's parser (tyro) refuses it "
-                       f"(\"Unrecognized options: {t}\")", w, origin,
-                       help="overrides look like --parallelism.tensor_parallel_degree 8")
+            raise not_an_option(w, origin)
         name, eq, eqval = t[2:].partition("=")
         path = _norm(name)
         parts = path.split(".")
@@ -1050,6 +1044,21 @@ def splat_note(w: Word, origin: _Origin) -> str:
     """The note for "$@" (or an unquoted unknown variable) among a launch's arguments."""
     return (f"{_shown(w)} ({_where(w, origin)}) passes on arguments meshlint cannot see: the config is checked as "
             "run without them")
+
+
+def not_an_option(w: Word, origin: _Origin) -> InputError:
+    """A word where torchtitan's parser (tyro) wants ``--section.option``."""
+    return _err(f"{_shown(w)!r} is not a --section.option override: torchtitan's parser (tyro) refuses it "
+                f"(\"Unrecognized options: {w.text}\")", w, origin,
+                help="overrides look like --parallelism.tensor_parallel_degree 8")
+
+
+def skip_splats(items: list, k: int, notes: list, origin: _Origin) -> int:
+    """The index of the next (index, Word) item from ``k`` that is not a splat, noting each one skipped."""
+    while k < len(items) and items[k][1].splat:
+        notes.append(splat_note(items[k][1], origin))
+        k += 1
+    return k
 
 
 def _pos(word: Word, origin: _Origin) -> tuple:

@@ -27,7 +27,8 @@ from meshlint.inputs.launch import (
     _shown,
     _sub,
     _where,
-    splat_note,
+    not_an_option,
+    skip_splats,
     take_values,
     typed_value,
 )
@@ -119,17 +120,11 @@ def parse_v02_overrides(items: list, origin, notes: list, custom: bool = False) 
     sections = schema.sections()
     out: list = []
     k, n = 0, len(items)
-    while k < n:
+    while (k := skip_splats(items, k, notes, origin)) < n:
         index, w = items[k]
-        if w.splat:
-            notes.append(splat_note(w, origin))
-            k += 1
-            continue
         t = w.text
         if not (t.startswith("--") and len(t) > 2):
-            raise _err(f"{_shown(w)!r} is not a --section.option override: torchtitan's parser (tyro) refuses it "
-                       f"(\"Unrecognized options: {t}\")", w, origin,
-                       help="overrides look like --parallelism.tensor_parallel_degree 8")
+            raise not_an_option(w, origin)
         name, eq, _ = t[2:].partition("=")
         path = _norm(name)
         parts = path.split(".")
