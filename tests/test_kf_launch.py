@@ -15,8 +15,8 @@ import pytest
 from conftest import run_cli
 from meshlint.check import Options, run_checks
 from meshlint.errors import InputError
-from meshlint.inputs.launch import UnknownValue, parse_launch_args
-from meshlint.inputs.scripts import launches_in_text, read_launch_script
+from meshlint.inputs.launch import parse_launch_args
+from meshlint.inputs.scripts import launches_in_text
 from meshlint.inputs.units import analyse_input, analyse_launch
 
 KF = Path("/work/shared/frameworks/KempnerForge-5666d0d")
@@ -409,3 +409,11 @@ def test_shift_in_a_loop_makes_the_arguments_unknown():
             '  python scripts/train.py c.toml "${a[@]}" "$@"\n}\npair --train.seed=1 -- --train.seed=2\n')
     [got] = launches_in_text(text)
     assert got.overrides == [] and any("cannot see" in n for n in got.notes)
+
+
+@needs_kf
+def test_a_later_known_value_replaces_an_unknown_one(tmp_path, rules):
+    script = tmp_path / "run.sh"
+    script.write_text(f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} --distributed.tp=$TP --distributed.tp=2\n")
+    [rep] = script_reports(script, rules)
+    assert rep.spec.degrees["tp"] == 2 and rep.spec.unreadable == [] and rep.topology.world_size == 4

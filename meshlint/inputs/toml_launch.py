@@ -136,6 +136,8 @@ def apply_typed(launch, toml_data: dict, script: str | None) -> tuple:
         elif not _put(data, parts, ov.value):
             raise InputError("ML006", f"cannot apply {ov.text}: {'.'.join(parts[:-1])} holds a value, not a section",
                              line if script else 1, col)
+        else:
+            unread[:] = _still_unread(unread, ov.path)
         set_at[ov.path] = (file, line, col)
     return data, set_at, unread, []
 
@@ -184,11 +186,17 @@ def apply_kf(launch, toml_data: dict, script: str | None) -> tuple:
                                       "(KempnerForge's loader fails on it)", line if script else 1, col)
         for key in [k for k in set_at if k.startswith(ov.path + ".")]:
             del set_at[key]
+        unread[:] = _still_unread(unread, ov.path)
         set_at[ov.path] = (file, line, col)
     return data, set_at, unread, space
 
 
 _BOOL_WORDS = ("true", "false", "1", "0", "yes", "no")
+
+
+def _still_unread(unread: list, path: str) -> list:
+    """The unknown overrides a later known value of ``path`` does not replace."""
+    return [u for u in unread if u["key"] != path and not u["key"].startswith(path + ".")]
 
 
 def _is_bool(path: str) -> bool:
