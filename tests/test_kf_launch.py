@@ -417,3 +417,13 @@ def test_a_later_known_value_replaces_an_unknown_one(tmp_path, rules):
     script.write_text(f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} --distributed.tp=$TP --distributed.tp=2\n")
     [rep] = script_reports(script, rules)
     assert rep.spec.degrees["tp"] == 2 and rep.spec.unreadable == [] and rep.topology.world_size == 4
+
+
+@needs_kf
+def test_unknown_override_is_an_ml111_note_naming_the_variable(tmp_path, rules):
+    script = tmp_path / "run.sh"
+    script.write_text(f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} --distributed.tp=$TP\n")
+    [rep] = script_reports(script, rules)
+    [f] = [f for f in rep.findings if f.code == "ML111"]
+    assert "$TP is not set in the script" in f.message and (f.file, f.line) == (str(script), 1)
+    assert f.help.startswith("set the variable in the script")
