@@ -427,3 +427,12 @@ def test_unknown_override_is_an_ml111_note_naming_the_variable(tmp_path, rules):
     [f] = [f for f in rep.findings if f.code == "ML111"]
     assert "$TP is not set in the script" in f.message and (f.file, f.line) == (str(script), 1)
     assert f.help.startswith("set the variable in the script")
+
+
+def test_an_unreadable_config_is_named_at_the_launch(tmp_path, rules):
+    (tmp_path / "bad.toml").write_text("[distributed\ntp = 2\n")
+    script = tmp_path / "run.sh"
+    script.write_text("\ntorchrun --nproc_per_node=2 scripts/train.py bad.toml\n")
+    [rep] = script_reports(script, rules)
+    assert rep.status == "error" and str(tmp_path / "bad.toml") + ":1:" in rep.error.message
+    assert (rep.error.line, rep.error.col) == (2, 46)

@@ -22,7 +22,7 @@ from meshlint.source import Source
 
 
 class LaunchedSource(Source):
-    """A KempnerForge TOML with a launch's overrides applied. ``path`` is the launch's display name;
+    """A TOML config with a launch's overrides applied. ``path`` is the launch's display name;
     ``file`` the TOML; ``set_at`` maps an overridden dotted key to (file, line, col) of its word."""
 
     def __init__(self, display: str, toml: Source, data: dict, set_at: dict, space_cols: dict):
@@ -91,7 +91,11 @@ def launch_report(launch, options, script: str | None):
                                   f"not found (tried {shown})", word.line if launch.file else 1, word.col,
                          help="run meshlint from the directory the launch runs in, or write the config's path "
                               "relative to the script's repository")
-    toml = read_source(found)
+    try:
+        toml = read_source(found)
+    except InputError as exc:   # the config itself is unreadable: say which file, at the launch's word
+        raise InputError(exc.code, f"{found}" + (f":{exc.line}:{exc.col}" if exc.line else "") + f": {exc.message}",
+                         word.line if launch.file else 1, word.col, help=exc.help) from None
     dialect = DIALECT[launch.framework]
     if not getattr(launch, "entry_explicit", True):
         from meshlint.dialects import detect
