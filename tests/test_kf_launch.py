@@ -436,3 +436,13 @@ def test_an_unreadable_config_is_named_at_the_launch(tmp_path, rules):
     [rep] = script_reports(script, rules)
     assert rep.status == "error" and str(tmp_path / "bad.toml") + ":1:" in rep.error.message
     assert (rep.error.line, rep.error.col) == (2, 46)
+
+
+def test_a_value_set_in_a_decided_branch_holds_after_it():
+    text = ('MODE=big\nif [ "$MODE" = big ]; then\n  TP=8\nelse\n  TP=4\nfi\n'
+            'if [ "$UNSET" = x ]; then PP=2; fi\n'
+            'torchrun --nproc_per_node=8 scripts/train.py c.toml --distributed.tp=$TP --distributed.pp=$PP\n')
+    [got] = launches_in_text(text)
+    tp, pp = got.overrides
+    assert (tp.path, tp.value) == ("distributed.tp", 8)
+    assert not pp.known and "inside an if/loop block" in pp.value.reason

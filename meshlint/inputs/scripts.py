@@ -715,7 +715,7 @@ class _Reader(Flow):
     def _visible(self, name: str, var: _Var) -> tuple:
         """(value or None, why unknown) of a variable read here."""
         path = self.path()
-        if var.block and tuple(path[:len(var.block)]) != tuple(var.block):
+        if var.block and tuple(path[:len(var.block)]) != tuple(var.block) and not self.certain_after(var.block, path):
             return None, f"${name} is set inside an if/loop block (line {var.line}) and read after it"
         if var.value is None:
             return None, var.why

@@ -85,6 +85,7 @@ class Flow:
         self.functions: dict = {}     # name -> [commands]
         self.positional = None        # [Word] inside a function call; None at the top level
         self.call_depth = 0
+        self.certain: set = set()     # ids of if-branches known to run (shellflow.branch_start)
         self.called = 0
         self.line_starts = [0] + [i + 1 for i, c in enumerate(self.text) if c == "\n"]
 
@@ -191,6 +192,12 @@ class Flow:
         block[2] = verdict is False
         block[3] = verdict is True
         block[4] = block[4] and verdict is False
+        if verdict is True and all(b[0] == "if" and len(b) > 3 and b[3] for b in self.blocks):
+            self.certain.add(block[1])   # this branch runs, once: what it sets holds after the fi
+
+    def certain_after(self, block: tuple, path: tuple) -> bool:
+        """Whether every block a variable was set in, and that is left now, was a branch known to run."""
+        return all(b in self.certain for i, b in enumerate(block) if i >= len(path) or path[i] != b)
 
     def test(self, raws: list):
         """True/False for ``[[ A == P ]]``, ``[ A = B ]``, ``!=``, ``-n``/``-z`` on known words; None otherwise."""
