@@ -82,7 +82,7 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
         from meshlint.inputs.units import several
 
         return several(path, reports)
-    from meshlint.dialects import DIALECTS, detect
+    from meshlint.dialects import detect
     from meshlint.source import parse_source, read_source
 
     try:
@@ -93,6 +93,15 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
     if dialect is None:
         return FileReport(path, "skipped", source=source,
                           note="no [distributed], [parallelism] or [mesh] section: not a training config")
+    return analyse_parsed(path, source, dialect, options)
+
+
+def analyse_parsed(path: str, source: Source, dialect: str, options: Options, prepare=None,
+                   hints: tuple = ()) -> FileReport:
+    """A parsed TOML config (or one a launch's overrides were laid over) up to the rules; ``prepare``
+    adjusts the spec before resolution, ``hints`` are the launcher's topology statements."""
+    from meshlint.dialects import DIALECTS
+
     module = DIALECTS[dialect]
     spec = module.read(source)
     if dialect in TOML_VERSIONS:
@@ -101,11 +110,13 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
         version, why = TOML_VERSIONS[dialect]
         spec.framework = {"name": dialect, "version": version, "decided_by": why}
         schema_check.apply(spec, source.data)
+    if prepare is not None:
+        prepare(spec)
     if dialect == "torchtitan":
         from meshlint import models
 
         module.attach_model(spec, options.models if options.models is not None else models.builtin())
-    topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint)
+    topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, hints)
     topo.gpu_memory_gib = options.gpu_memory_gib
     resolution = module.resolve(spec, topo.world_size)
     return FileReport(path, "checked", dialect=dialect, source=source, spec=spec, topology=topo,

@@ -436,6 +436,11 @@ def _load_error(degrees: dict) -> str | None:
 def resolve(spec: Spec, world: int | None) -> Resolution:
     d = dict(spec.degrees)
     res = Resolution(degrees=d, world_factors=_factors(d, d["dp_shard"] == -1))
+    unread = spec.extra.get("unread_degrees")
+    if unread:  # a launch line sets them from values the script does not determine
+        res.notes.append(f"{', '.join(unread)} set by the launch line to values meshlint cannot see: the mesh is "
+                         "not resolved")
+        return res
     if not usable(spec, res, FACTORS):
         return res
     other = d["dp_replicate"] * d["tp"] * d["pp"] * d["cp"] * d["ep"]

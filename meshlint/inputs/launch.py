@@ -276,10 +276,13 @@ def parse_launch_args(argv: list, version: str | None = None) -> Launch:
     origin = _Origin(None, True)
     launch = launch_from_words(words, origin, version=version)
     if launch is None and words and not words[0].text.startswith("-"):
-        raise InputError("ML006", f"{argv[0]!r} ... does not start torchtitan.train: a launch is torchrun/python -m "
-                                  "torchtitan.train, run_train.sh, or torchtitan's own --module M --config F ...",
+        raise InputError("ML006", f"{argv[0]!r} ... does not start torchtitan.train or KempnerForge's "
+                                  "scripts/train.py: a launch is torchrun/python -m torchtitan.train (--module M "
+                                  "--config F, or v0.2's --job.config_file X.toml), run_train.sh, torchtitan's own "
+                                  "--module M --config F ..., or [torchrun|srun|uv run] python scripts/train.py "
+                                  "CONFIG.toml --section.key=value ...",
                          1, 1, help="e.g. torchrun --nproc_per_node 8 -m torchtitan.train --module llama3 --config "
-                                    "llama3_8b")
+                                    "llama3_8b, or torchrun --nproc_per_node=2 scripts/train.py configs/train/debug.toml")
     if launch is None:
         # meshlint's own form: torchtitan's arguments directly
         launch = _trainer_launch(words, origin, "cli", env={}, version=version, first=words[0] if words else None)
@@ -388,6 +391,14 @@ def launch_from_words(words: list, origin: _Origin, env: dict | None = None, sba
             launch = _trainer_launch(words[j:], origin, "python", env, version, first=cmd, index0=j)
             _direct_hints(launch, cmd, env, srun, srun_word, sbatch, origin)
             return launch
+        from meshlint.inputs.kf_launch import direct_world_hint, is_kf_train, kf_launch
+
+        if script is not None and is_kf_train(script, words[j:]):
+            launch = kf_launch(words[j:], origin, "python", cmd, index0=j, script=script)
+            _direct_hints(launch, cmd, env, srun, srun_word, sbatch, origin)
+            if srun_word is None:   # no launcher: the process is the whole world
+                launch.hints = [h for h in (direct_world_hint(env, origin, cmd, launch.notes),) if h is not None]
+            return launch
         return None
     if base == "run_train.sh" or (base in ("bash", "sh") and i + 1 < n
                                   and os.path.basename(words[i + 1].text) == "run_train.sh"):
@@ -469,12 +480,16 @@ def _torchrun_launch(words, i, origin, env, srun, srun_word, sbatch, version, la
     if j >= n:
         return None
     script = words[j]
-    if as_module:
-        if script.text != "torchtitan.train":
-            return None
-    elif not _is_train_py(script):
+    if as_module and script.text != "torchtitan.train":
         return None
-    launch = _trainer_launch(words[j + 1:], origin, "torchrun", env, version, first=cmd, index0=j + 1)
+    if as_module or _is_train_py(script):
+        launch = _trainer_launch(words[j + 1:], origin, "torchrun", env, version, first=cmd, index0=j + 1)
+    else:
+        from meshlint.inputs.kf_launch import is_kf_train, kf_launch
+
+        if not is_kf_train(script, words[j + 1:]):
+            return None
+        launch = kf_launch(words[j + 1:], origin, "torchrun", cmd, index0=j + 1, script=script)
     facts = launch.facts
     for k, w in opts.items():
         facts[f"torchrun --{k}"] = w.text if w.known() else None
@@ -754,6 +769,10 @@ def _run_train_launch(words, j, cmd, origin, env, srun, srun_word, sbatch, versi
 def _trainer_launch(args: list, origin: _Origin, launcher: str, env: dict, version: str | None,
                     first: Word | None, index0: int = 0) -> Launch:
     """``--module M --config F OVERRIDES`` as ConfigManager takes them (manager.py:54-80), then tyro."""
+    from meshlint.inputs.tt_v02_launch import is_v02, v02_launch
+
+    if is_v02(args):   # the TOML era: --job.config_file X.toml
+        return v02_launch(args, origin, launcher, first if launcher != "cli" else None, index0)
     line = first.line if first is not None else 1
     text = " ".join(_shown(w) if not w.splat else w.raw for w in ([first] if first is not None and launcher != "cli"
                                                                    else []) + list(args))
@@ -888,13 +907,8 @@ def parse_overrides(args: list, origin: _Origin | None = None, version: str | No
     n = len(items)
     subcommand: str | None = None   # the activation_checkpoint subcommand, once given
     double_dash = False
-    while k < n:
+    while (k := skip_splats(items, k, notes, origin)) < n:
         index, w = items[k]
-        if w.splat:
-            notes.append(f"{_shown(w)} ({_where(w, origin)}) passes on arguments meshlint cannot see: the config "
-                         "is checked as run without them")
-            k += 1
-            continue
         t = w.text
         if t == "--" and not double_dash:
             double_dash = True
@@ -926,9 +940,7 @@ def parse_overrides(args: list, origin: _Origin | None = None, version: str | No
                 while k < n and not _blocks(items[k][1]) and _subcommand(items[k][1]) is None:
                     k += 1
                 continue
-            raise _err(f"{_shown(w)!r} is not a --section.option override: torchtitan's parser (tyro) refuses it "
-                       f"(\"Unrecognized options: {t}\")", w, origin,
-                       help="overrides look like --parallelism.tensor_parallel_degree 8")
+            raise not_an_option(w, origin)
         name, eq, eqval = t[2:].partition("=")
         path = _norm(name)
         parts = path.split(".")
@@ -992,24 +1004,61 @@ def parse_overrides(args: list, origin: _Origin | None = None, version: str | No
                 value = values[0].text if len(values) == 1 else [v.text for v in values]
             out.append(Override(path, value, index, text, _pos(w, origin), "value", False))
             continue
-        if kind in ("list[list[str]]?", "imports"):
-            while k < n and not _blocks(items[k][1]) and _subcommand(items[k][1]) is None:
-                values.append(items[k][1])
-                k += 1
-        elif not eq:
-            if k >= n or _blocks(items[k][1]):
-                raise _err(f"--{name} needs a value: tyro refuses the line (\"Missing value for argument "
-                           f"'--{name.replace('_', '-')}'. Expected 1 values.\")", w, origin)
+        k = take_values(items, k, values, w, name, eq, kind in ("list[list[str]]?", "imports"), origin)
+        out.append(Override(path, typed_value(values, kind, name, w, origin), index, _option_text(w, values, eq),
+                            _pos(w, origin), "value", True))
+    return out
+
+
+def take_values(items: list, k: int, values: list, w: Word, name: str, eq: bool, many: bool, origin) -> int:
+    """Append to ``values`` the words tyro gives option ``--name`` (at ``items[k]``, after it): a
+    multi-word type every word up to one tyro refuses to consume (or a subcommand), after an ``=`` value
+    too; otherwise the next word unless ``=`` gave one, refused when missing. Returns the index after."""
+    n = len(items)
+    if many:
+        while k < n and not _blocks(items[k][1]) and _subcommand(items[k][1]) is None:
             values.append(items[k][1])
             k += 1
-        text = " ".join([_shown(w)] + [_shown(v) for v in values[1 if eq else 0:]])
-        unknown = next((v for v in values if not v.known()), None)
-        if unknown is not None:
-            value = UnknownValue(unknown.unknown or f"{_shown(unknown)} expands to any number of words")
-        else:
-            value = _typed(kind, [v.text for v in values], "--" + name, w, origin)
-        out.append(Override(path, value, index, text, _pos(w, origin), "value", True))
-    return out
+    elif not eq:
+        if k >= n or _blocks(items[k][1]):
+            raise _err(f"--{name} needs a value: tyro refuses the line (\"Missing value for argument "
+                       f"'--{name.replace('_', '-')}'. Expected 1 values.\")", w, origin)
+        values.append(items[k][1])
+        k += 1
+    return k
+
+
+def typed_value(values: list, kind: str, name: str, w: Word, origin):
+    """The option's value as tyro builds it for ``kind``; an UnknownValue when a word is unknown."""
+    unknown = next((v for v in values if not v.known()), None)
+    if unknown is not None:
+        return UnknownValue(unknown.unknown or f"{_shown(unknown)} expands to any number of words")
+    return _typed(kind, [v.text for v in values], "--" + name, w, origin)
+
+
+def _option_text(w: Word, values: list, eq: bool) -> str:
+    return " ".join([_shown(w)] + [_shown(v) for v in values[1 if eq else 0:]])
+
+
+def splat_note(w: Word, origin: _Origin) -> str:
+    """The note for "$@" (or an unquoted unknown variable) among a launch's arguments."""
+    return (f"{_shown(w)} ({_where(w, origin)}) passes on arguments meshlint cannot see: the config is checked as "
+            "run without them")
+
+
+def not_an_option(w: Word, origin: _Origin) -> InputError:
+    """A word where torchtitan's parser (tyro) wants ``--section.option``."""
+    return _err(f"{_shown(w)!r} is not a --section.option override: torchtitan's parser (tyro) refuses it "
+                f"(\"Unrecognized options: {w.text}\")", w, origin,
+                help="overrides look like --parallelism.tensor_parallel_degree 8")
+
+
+def skip_splats(items: list, k: int, notes: list, origin: _Origin) -> int:
+    """The index of the next (index, Word) item from ``k`` that is not a splat, noting each one skipped."""
+    while k < len(items) and items[k][1].splat:
+        notes.append(splat_note(items[k][1], origin))
+        k += 1
+    return k
 
 
 def _pos(word: Word, origin: _Origin) -> tuple:

@@ -15,6 +15,7 @@ import os
 import re
 
 from meshlint.errors import InputError
+from meshlint.inputs.shellflow import Flow, strip_pattern
 from meshlint.inputs.launch import (
     MAX_ARGS,
     UNKNOWN_CHAR,
@@ -57,7 +58,7 @@ def read_launch_script(path: str, version: str | None = None) -> list:
     raw = read_bytes(path, MAX_SCRIPT_BYTES)
     if len(raw) > MAX_SCRIPT_BYTES:
         raise InputError("ML007", f"file is over {MAX_SCRIPT_BYTES:,} bytes (limit {MAX_SCRIPT_BYTES:,})")
-    if b"torchtitan" not in raw and b"run_train" not in raw:
+    if b"torchtitan" not in raw and b"run_train" not in raw and b"train.py" not in raw:
         return []   # the fast path for any shell script a pre-commit hook hands over
     nul = raw.find(b"\x00")
     if nul >= 0:
@@ -78,8 +79,7 @@ def launches_in_text(text: str, file: str | None = None, version: str | None = N
     lexer = _Lexer(text)
     commands = lexer.commands()
     reader = _Reader(file, version, lexer)
-    for cmd in commands:
-        reader.command(cmd)
+    reader.run(commands)
     return reader.launches
 
 
@@ -471,11 +471,13 @@ def _braced(body: str, quoted: bool) -> tuple:
     name, index, rest = m.group(1), m.group(2), m.group(3)
     if index:
         return ("elem", name, index[1:-1], rest, quoted)
-    if name in "@*#?$!" or name.isdigit():
+    if name in "@*#?$!":
         return ("special", name, quoted) if not rest else ("var", name, "other", None, quoted)
+    if name.isdigit() and not rest:
+        return ("special", name, quoted)
     if not rest:
         return ("var", name, "", None, quoted)
-    for op in (":-", ":=", ":+", ":?", "-", "=", "+", "?"):
+    for op in (":-", ":=", ":+", ":?", "-", "=", "+", "?", "##", "#", "%%", "%"):
         if rest.startswith(op):
             return ("var", name, op, rest[len(op):], quoted)
     return ("var", name, "other", None, quoted)
@@ -484,9 +486,10 @@ def _braced(body: str, quoted: bool) -> tuple:
 # ----------------------------------------------------------------------------- expanding and reading
 
 class _Var:
-    __slots__ = ("value", "why", "line", "block", "exported", "array", "note")
+    __slots__ = ("value", "why", "line", "block", "exported", "array", "note", "spans")
 
-    def __init__(self, value, why, line, block, exported=False, array=None, note=None):
+    def __init__(self, value, why, line, block, exported=False, array=None, note=None, spans=()):
+        self.spans = spans        # ((start, end), ...): where the value was written (shellflow.place)
         self.value = value        # str, or None when unknown
         self.why = why            # why it is unknown
         self.line = line          # where it was set (None: a default / Slurm)
@@ -496,7 +499,7 @@ class _Var:
         self.note = note          # how a known value came about ("default", "#SBATCH --nodes=4")
 
 
-class _Reader:
+class _Reader(Flow):
     def __init__(self, file: str | None, version: str | None, lexer: _Lexer):
         self.file = file
         self.version = version
@@ -510,6 +513,7 @@ class _Reader:
         self.export_all = False
         self.sourced: list = []       # notes: "source env.sh" and the like, which meshlint does not follow
         self.origin = _Origin(file, False)
+        self.flow_init()
 
     # -- blocks
     def path(self) -> tuple:
@@ -544,8 +548,11 @@ class _Reader:
                 break
             if word in ("if", "while", "until"):
                 self.push(word)
+                if word == "if":
+                    self.branch_start("if", raws[k + 1:])
             elif word in ("else", "elif"):
                 self.branch()
+                self.branch_start(word, raws[k + 1:])
             elif word == "fi":
                 self.pop(("if",))
             elif word == "done":
@@ -575,12 +582,18 @@ class _Reader:
                 return
             k += 1
         raws = raws[k:]
-        if not raws:
+        if not raws or self.skipping():
             return
         first = _literal(raws[0])
         # a function definition "name() {" arrives as "name" then "{": nothing to do for "name"
         if first in ("export", "declare", "typeset", "local", "readonly"):
+            if first == "local" and self.call_depth:
+                self.locals[-1].update(h[0] for h in map(_assign_head, raws[1:]) if h)
             self._declare(first, raws[1:])
+            return
+        if first == "shift":
+            count = _literal(raws[1]) if len(raws) > 1 else "1"
+            self.shift(int(count) if count and count.isdigit() and len(count) < 6 else 1)
             return
         if first == "read":
             for r in raws[1:]:
@@ -615,6 +628,9 @@ class _Reader:
             for (name, append), raw in assigns:
                 self._assign_raw(name, append, raw, exported=self.export_all)
             return
+        if _literal(raws[j]) in self.functions:
+            self.call(_literal(raws[j]), raws[j:])
+            return
         if not _mentions(raws[j:], self.text):
             return
         words = self.expand_all(raws)
@@ -634,6 +650,10 @@ class _Reader:
             raise InputError("ML007", f"more than {MAX_LAUNCHES} launch lines in one script (limit {MAX_LAUNCHES})",
                              launch.line, 1)
         launch.file = self.file
+        if self.call_depth:   # a launch inside a function: each call is its own run, named by its line
+            name, line = self.call_site
+            launch.notes.insert(0, f"launched by {name}() (line {launch.line}), called on line {line}")
+            launch.line = line
         self.launches.append(launch)
 
     def _sbatch(self, directive: tuple) -> None:
@@ -695,13 +715,13 @@ class _Reader:
     def _visible(self, name: str, var: _Var) -> tuple:
         """(value or None, why unknown) of a variable read here."""
         path = self.path()
-        if var.block and tuple(path[:len(var.block)]) != tuple(var.block):
+        if var.block and tuple(path[:len(var.block)]) != tuple(var.block) and not self.certain_after(var.block, path):
             return None, f"${name} is set inside an if/loop block (line {var.line}) and read after it"
         if var.value is None:
             return None, var.why
         return var.value, None
 
-    def _assign(self, name: str, value, why, line, exported=None, array=None, note=None) -> None:
+    def _assign(self, name: str, value, why, line, exported=None, array=None, note=None, spans=()) -> None:
         old = self.vars.get(name)
         if old is None and len(self.vars) >= MAX_VARIABLES:
             return
@@ -709,7 +729,7 @@ class _Reader:
             exported = (old.exported if old else False) or self.export_all
         if value is not None and len(value) > MAX_VALUE_CHARS:
             value, why = None, f"${name} grows past {MAX_VALUE_CHARS:,} characters"
-        self.vars[name] = _Var(value, why, line, self.path(), exported, array, note)
+        self.vars[name] = _Var(value, why, line, self.path(), exported, array, note, spans)
 
     def _assign_raw(self, name: str, append: bool, raw: _Raw, exported: bool = False) -> None:
         parts = raw.parts
@@ -739,7 +759,7 @@ class _Reader:
                 prior, prior_why = self._visible(name, old)
                 value = None if prior is None else prior + value
                 why = why or prior_why
-        self._assign(name, value, why, raw.line, exported or None, note=note)
+        self._assign(name, value, why, raw.line, exported or None, note=note, spans=self.spans_of(raw, word))
 
     def _declare(self, kind: str, raws: list) -> None:
         exported = kind == "export"
@@ -773,7 +793,10 @@ class _Reader:
             return [Word(UNKNOWN_CHAR, raw.line, raw.col, self.text[raw.start:raw.end], word.unknown or "unknown words",
                          True, word.vars)]
         if isinstance(splat, list):
+            for w in splat:
+                self.place(w, raw)
             return splat
+        self.place(word, raw)
         return [word]
 
     def _join(self, parts: list, raw: _Raw, assignment: bool = False, depth: int = 0) -> tuple:
@@ -846,8 +869,20 @@ class _Reader:
         kind = part[0]
         if kind == "special":
             name = part[1]
+            if name in "@*" and self.positional is not None:
+                words = [w for w, _ in self.positional]
+                if any(not w.known() for w in words):
+                    return None, "the function's arguments include unknown words", [], "splat"
+                if not part[-1] and name == "@":
+                    return None, None, [], [Word(f, w.line, w.col, w.raw, None, False, w.vars)
+                                            for w in words for f in w.text.split()]
+                return None, None, [], words
             if name in "@*":
                 return None, f'"${name}": the script\'s own arguments', [], "splat"
+            if name.isdigit() and self.positional is not None:
+                return self._part(("var", name, "", None, part[-1]), raw, depth)
+            if name == "#" and self.positional is not None:
+                return str(len(self.positional)), None, [], None
             if name.isdigit():
                 return None, f"${name} is an argument of the script or function", [], None
             if name == "#":
@@ -863,8 +898,9 @@ class _Reader:
         if kind == "elem":
             _, name, index, rest, quoted = part
             var = self.vars.get(name)
-            if var is None or var.array is None:
-                why = f"{name}[{index}] is not set in the script"
+            hidden = self._visible(name, var)[1] if var is not None and var.block else None
+            if var is None or var.array is None or hidden:
+                why = hidden or f"{name}[{index}] is not set in the script"
                 return None, why, [], ("splat" if index in ("@", "*") else None)
             if index in ("@", "*"):
                 if any(not w.known() for w in var.array):
@@ -881,7 +917,8 @@ class _Reader:
         if name in self.vars:
             value, why = self._visible(name, var)
         else:
-            value, why = None, f"${name} is not set in the script (it comes from the environment)"
+            value, why = None, (f"${name} is an argument of the script" if name.isdigit() else
+                                f"${name} is not set in the script (it comes from the environment)")
         if op == "":
             if var is not None and var.array is not None and value is None and why is None:
                 return None, f"{name} is an array", [], None
@@ -889,6 +926,14 @@ class _Reader:
             return value, why, vs, None
         if op in ("len", "other"):
             return None, f"${{{name}...}} uses a shell operation meshlint does not evaluate", [], None
+        if op in ("#", "##", "%", "%%"):
+            if value is None:
+                return None, why, [], None
+            pattern, _ = self._join(_Lexer(arg or "")._word_all(), raw, assignment=True, depth=depth + 1)
+            cut = strip_pattern(value, op, pattern.text) if pattern.unknown is None else None
+            if cut is None:
+                return None, f"${{{name}{op}...}} uses a value meshlint cannot see", [], None
+            return cut, None, [(name, cut, var.line if var else None)], None
         is_set = name in self.vars
         usable = is_set and (value is not None or why is None)
         if op in (":-", ":=", "-", "="):
@@ -1046,7 +1091,8 @@ def _mentions(raws: list, text: str) -> bool:
     """Cheap filter: a command that could start torchtitan (its words, or variables, say so)."""
     for r in raws:
         chunk = text[r.start:r.end]
-        if "torchtitan" in chunk or "run_train" in chunk or "torchrun" in chunk or "$" in chunk or "python" in chunk:
+        if ("torchtitan" in chunk or "run_train" in chunk or "torchrun" in chunk or "$" in chunk or "python" in chunk
+                or "train.py" in chunk):
             return True
     return False
 

@@ -41,6 +41,13 @@ def analyse_launch(launch, options) -> object:
     (``meshlint check --module llama3 --config llama3_70b -- --parallelism...``)."""
     from meshlint.check import FileReport
 
+    if getattr(launch, "framework", None):   # a TOML config: KempnerForge, torchtitan v0.2
+        from meshlint.inputs.toml_launch import launch_report
+
+        try:
+            return launch_report(launch, options, None)
+        except InputError as exc:
+            return FileReport(launch.text, "error", error=exc)
     try:
         source = _launch_source(launch, options, os.getcwd())
     except InputError as exc:
@@ -107,12 +114,18 @@ def _script_sources(path: str, options):
 
     launches = read_launch_script(path)
     if not launches:  # any shell script may be handed over (pre-commit): not one of ours, like a TOML without
-        return FileReport(path, "skipped", note="no torchtitan launch line (torchrun/python -m torchtitan.train "
-                                                "--module M --config F, or MODULE=... CONFIG=... run_train.sh)"), {}
+        return FileReport(path, "skipped", note="no torchtitan or KempnerForge launch line (torchrun/python -m "
+                                                "torchtitan.train --module M --config F, MODULE=... CONFIG=... "
+                                                "run_train.sh, or scripts/train.py CONFIG.toml)"), {}
     start = os.path.dirname(os.path.abspath(path))
     sources, launch_for = [], {}
     for launch in launches:  # each launch line is its own config: one bad line does not hide the others
         try:
+            if getattr(launch, "framework", None):
+                from meshlint.inputs.toml_launch import launch_report
+
+                sources.append(launch_report(launch, options, path))
+                continue
             source = _launch_source(launch, options, start)
         except InputError as exc:
             if exc.line == 1 and getattr(launch, "line", None):

@@ -1,0 +1,448 @@
+"""KempnerForge launch lines and scripts (meshlint/inputs/kf_launch.py, toml_launch.py, shellflow.py): every
+launcher form, the override parser's semantics confirmed by KempnerForge's own loader, the real scripts
+and README lines of KempnerForge 5666d0d, variables, functions, missing configs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from meshlint.check import Options, run_checks
+from meshlint.errors import InputError
+from meshlint.inputs.launch import parse_launch_args
+from meshlint.inputs.scripts import launches_in_text
+from meshlint.inputs.units import analyse_input, analyse_launch
+
+KF = Path("/work/shared/frameworks/KempnerForge-5666d0d")
+KF_MIRROR = Path("/work/.mirror/KempnerInstitute+KempnerForge/repo")
+needs_kf = pytest.mark.skipif(not (KF / "kempnerforge" / "config" / "loader.py").is_file(),
+                              reason="KempnerForge 5666d0d (../shared/frameworks) not present")
+DEBUG = str(KF / "configs" / "train" / "debug.toml")
+
+
+def launch(line: str):
+    return parse_launch_args(line.split())
+
+
+def report_of(line: str, rules):
+    return run_checks(analyse_launch(launch(line), Options(rules=rules)), Options(rules=rules))
+
+
+def script_reports(path: Path, rules) -> list:
+    options = Options(rules=rules)
+    return [run_checks(r, options) for r in analyse_input(str(path), "script", options)]
+
+
+def world(report):
+    return report.topology.world_size if report.topology else None
+
+
+# ----------------------------------------------------------------------------- launcher forms
+
+@pytest.mark.parametrize("line, launcher, world_size", [
+    ("torchrun --nproc_per_node=2 scripts/train.py c.toml --distributed.tp=2", "torchrun", 2),
+    ("torchrun --nnodes 2 --nproc-per-node 4 scripts/train.py c.toml", "torchrun", 8),
+    ("uv run torchrun --nproc_per_node=4 scripts/train.py c.toml", "torchrun", 4),
+    ("python -m torch.distributed.run --nproc_per_node 4 scripts/train.py c.toml", "torchrun", 4),
+    ("uv run python scripts/train.py c.toml", "python", 1),
+    ("python3 scripts/train.py c.toml --train.max_steps=5", "python", 1),
+    ("srun --nodes=2 --ntasks=8 --gpus-per-node=4 uv run python scripts/train.py c.toml", "srun python", 8),
+    ("srun -N 2 --ntasks-per-node=4 python scripts/train.py c.toml", "srun python", 8),
+    ("WORLD_SIZE=3 python scripts/train.py c.toml", "python", 3),
+    ("python train.py my.toml", "python", 1),
+])
+def test_launcher_forms(line, launcher, world_size):
+    got = launch(line)
+    assert got.framework == "kempnerforge" and got.launcher == launcher
+    assert got.config.endswith(".toml")
+    assert [h.world_size for h in got.hints if h.world_size][:1] == [world_size]
+
+
+def test_not_a_kempnerforge_launch():
+    with pytest.raises(InputError, match="does not start"):
+        launch("python train.py --lr 3")          # a bare train.py without a TOML is some other project's
+    with pytest.raises(InputError, match="needs a config"):
+        launch("torchrun --nproc_per_node 2 scripts/train.py")
+
+
+def test_override_parser_semantics():
+    """loader.py:250-285: literal_eval or the string; no '=' is the string "true"; words without -- skipped."""
+    got = launch("python scripts/train.py c.toml --distributed.tp=4 --optimizer.lr=3e-4 --optimizer.betas=(0.9,0.95) "
+                 "--data.file_pattern=tokenized_*.bin --train.compile_model --distributed.pp 2 stray "
+                 "--distributed.tp=True --model.x=None").overrides
+    assert [(o.path, o.value if o.known else "?", o.kind) for o in got] == [
+        ("distributed.tp", 4, "value"), ("optimizer.lr", 3e-4, "value"), ("optimizer.betas", [0.9, 0.95], "value"),
+        ("data.file_pattern", "tokenized_*.bin", "value"), ("train.compile_model", "true", "flag"),
+        ("distributed.pp", "true", "space"), ("distributed.tp", True, "value"), ("model.x", "?", "value")]
+    assert got[5].dropped == "2" and got[5].text == "--distributed.pp 2"
+    assert "None" in got[7].value.reason
+    notes = launch("python scripts/train.py c.toml --train.max_steps=5 stray").notes
+    assert any("'stray'" in n and "skips it" in n for n in notes)
+
+
+def test_parser_crashes_are_refusals():
+    with pytest.raises(InputError, match="earlier override gave a value"):
+        launch("python scripts/train.py c.toml --distributed.tp=4 --distributed.tp.x=1")
+    with pytest.raises(InputError, match="not a --section.key"):
+        launch("python scripts/train.py c.toml --=4")
+    with pytest.raises(InputError, match="ML007|deep"):
+        launch("python scripts/train.py c.toml --model.x=" + "[" * 80 + "]" * 80)
+
+
+# ----------------------------------------------------------------------------- checked as it runs
+
+@needs_kf
+def test_command_line_after_double_dash_is_checked():
+    code, out = run_cli("check", "--no-cache", "--", "torchrun", "--nproc_per_node=2", "scripts/train.py", DEBUG,
+                        "--distributed.tp=2")
+    assert code == 0 and "does not start" not in out and "1 file checked" in out
+
+
+@needs_kf
+def test_space_form_is_refused_at_the_word(rules):
+    """KempnerForge's own verdict on ``--distributed.tp 4`` is ValueError int('true') (not tp = True):
+    ML317, at the option's word on the command line."""
+    rep = report_of(f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} --distributed.tp 4", rules)
+    [f] = [f for f in rep.findings if f.code == "ML317"]
+    assert f.file == "<command line>" and f.col == len(f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} ") + 1
+    assert "int() with base 10: 'true'" in f.message
+    rep = report_of(f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} --train.compile_model false", rules)
+    assert [f.code for f in rep.findings] == ["ML318"]
+    assert rep.source.data["train"]["compile_model"] is True      # what runs
+
+
+@needs_kf
+def test_overrides_replace_the_toml_and_point_at_the_script(tmp_path, rules):
+    script = tmp_path / "run.sh"
+    script.write_text(f"#!/bin/bash\nTP=3\nuv run torchrun --nproc_per_node=4 scripts/train.py {DEBUG} \\\n"
+                      "    --distributed.tp=$TP --train.max_steps=5\n")
+    [rep] = script_reports(script, rules)
+    assert rep.status == "checked" and world(rep) == 4
+    assert rep.source.data["distributed"]["tp"] == 3
+    where = {f.code: (f.file, f.line, f.col) for f in rep.findings if f.severity == "error"}
+    assert where["ML304"] == (str(script), 4, 5)                     # tp: the override's word
+    assert where["ML104"][0] == DEBUG                                 # dp_shard = -1: the TOML's line
+    assert rep.path == f"{script}:3::{DEBUG}"
+
+
+@needs_kf
+def test_unknown_variable_is_named_never_guessed(tmp_path, rules):
+    script = tmp_path / "run.sh"
+    script.write_text(f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} --distributed.tp=$TP\n")
+    [rep] = script_reports(script, rules)
+    assert rep.status == "checked"
+    assert rep.spec.degrees["tp"] is None and [u["key"] for u in rep.spec.unreadable] == ["distributed.tp"]
+    assert "$TP" in rep.spec.unreadable[0]["reason"]
+    assert not [f for f in rep.findings if f.severity == "error"]
+    assert any("meshlint cannot see" in n for n in rep.resolution.notes)
+
+
+@needs_kf
+def test_config_from_the_scripts_argument_is_a_skip_with_a_note(tmp_path, rules):
+    script = tmp_path / "run.sh"
+    script.write_text('CONFIG="${1:?usage}"\nsrun python scripts/train.py "$CONFIG" "$@"\n')
+    [rep] = script_reports(script, rules)
+    assert rep.status == "skipped" and "$1 is an argument of the script" in rep.note
+
+
+def test_missing_config_says_which_paths_were_tried(tmp_path, rules):
+    (tmp_path / ".git").mkdir()
+    sub = tmp_path / "scripts"
+    sub.mkdir()
+    script = sub / "run.sh"
+    script.write_text("torchrun --nproc_per_node=2 scripts/train.py configs/nope.toml\n")
+    [rep] = script_reports(script, rules)
+    assert rep.status == "error" and rep.error.code == "ML001"
+    assert str(sub / "configs/nope.toml") in rep.error.message and str(tmp_path / "configs/nope.toml") in rep.error.message
+    assert (rep.error.line, rep.error.col) == (1, 46)
+
+
+def test_config_relative_to_the_repository_root(tmp_path, rules):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "c.toml").write_text("[distributed]\ntp = 2\n")
+    (tmp_path / "bench").mkdir()
+    script = tmp_path / "bench" / "b.sh"
+    script.write_text("torchrun --nproc_per_node=4 scripts/train.py configs/c.toml --distributed.dp_shard=2\n")
+    [rep] = script_reports(script, rules)
+    assert rep.status == "checked" and rep.source.file == str(tmp_path / "configs" / "c.toml")
+    assert rep.resolution.degrees["dp_shard"] == 2 and not rep.findings
+
+
+# ----------------------------------------------------------------------------- shell: functions, branches, patterns
+
+BENCH = r'''
+M="--model.dim=512 --model.n_heads=8"
+run() {
+    local name="$1"
+    local mode="$2"
+    local args="$3"
+    if [[ "$mode" == torchrun:* ]]; then
+        local nproc="${mode#torchrun:}"
+        torchrun --nproc_per_node="$nproc" scripts/train.py c.toml $args
+    elif [[ "$mode" == srun:* ]]; then
+        local rest="${mode#srun:}"
+        srun --nodes="${rest%%:*}" --ntasks="${rest#*:}" python scripts/train.py c.toml $args
+    fi
+}
+run a "torchrun:2" "$M --distributed.tp=2"
+run b "srun:2:8" "$M --distributed.tp=4"
+'''
+
+
+def test_function_calls_and_decided_branches():
+    a, b = launches_in_text(BENCH, file="bench.sh")
+    assert (a.launcher, a.line, [h.world_size for h in a.hints]) == ("torchrun", 15, [2])
+    assert (b.launcher, b.line, b.hints[0].world_size, b.hints[0].nodes) == ("srun python", 16, 8, 2)
+    tp = [o for o in a.overrides if o.path == "distributed.tp"][0]
+    assert (tp.value, tp.position[1:]) == (2, (15, 24))            # the call's own text
+    dim = [o for o in b.overrides if o.path == "model.dim"][0]
+    assert dim.position[1:] == (2, 4)                                # where $M was set
+    assert "launched by run() (line 9), called on line 15" in a.notes[0]
+
+
+def test_undecidable_branch_keeps_both_and_locals_are_undone():
+    text = ('f() {\n  local X=1\n  if [ "$UNSET" = 1 ]; then\n    torchrun scripts/train.py c.toml\n  else\n'
+            '    python scripts/train.py c.toml\n  fi\n}\nf\necho $X\n')
+    launches = launches_in_text(text)
+    assert [x.launcher for x in launches] == ["torchrun", "python"]
+
+
+def test_pattern_operators_and_shift():
+    text = ('V=a:b:c\nf() { shift; python scripts/train.py "$1" --train.seed=${V#*:} --train.x="${V%%:*}"; }\n'
+            'f skip c.toml\n')
+    [got] = launches_in_text(text)
+    assert got.config == "c.toml"
+    assert [(o.path, o.value) for o in got.overrides] == [("train.seed", "b:c"), ("train.x", "a")]
+
+
+def test_function_recursion_is_bounded():
+    with pytest.raises(InputError) as exc:
+        launches_in_text("f() { f; }\nf\n")
+    assert exc.value.code == "ML007"
+
+
+def test_a_script_launching_neither_framework_is_skipped(tmp_path, rules):
+    script = tmp_path / "tools.sh"
+    script.write_text("#!/bin/bash\npython scripts/eval.py --x 1\necho train.py\n")
+    [rep] = script_reports(script, rules)
+    assert rep.status == "skipped" and "KempnerForge" in rep.note
+
+
+# ----------------------------------------------------------------------------- KempnerForge's own scripts
+
+MFU_WORLDS = [1, 2, 2, 4, 4, 4, 8, 8, 8, 16, 16, 32, 32, 32]   # run_experiment's torchrun:N / srun:NODES:NTASKS
+
+
+@needs_kf
+def test_mfu_bench_every_line_as_it_ran(rules):
+    """benchmarks/mfu_scaling/mfu_bench.sh: 14 run_experiment calls, each its own launch with the world
+    it really used, and no finding (every line of it ran)."""
+    reports = script_reports(KF / "benchmarks/mfu_scaling/mfu_bench.sh", rules)
+    assert [r.status for r in reports] == ["checked"] * 14
+    assert [world(r) for r in reports] == MFU_WORLDS
+    assert [r.findings for r in reports] == [[]] * 14
+    tp = [r.resolution.degrees["tp"] for r in reports]
+    assert tp == [1, 1, 2, 1, 4, 2, 4, 1, 4, 4, 4, 4, 4, 4]
+    assert reports[13].source.data["model"]["dim"] == 8192           # $M70B
+    assert all(r.resolution.framework_error is None for r in reports)
+
+
+@needs_kf
+def test_kempnerforge_scripts_read_without_false_alarms(rules):
+    scripts = sorted((KF / "scripts" / "slurm").glob("*.sh")) + sorted((KF / "benchmarks").glob("*/*.sh"))
+    assert len(scripts) == 12
+    reports = [r for s in scripts for r in script_reports(s, rules)]
+    assert not [r for r in reports if r.status == "error"]
+    assert not [f for r in reports for f in r.findings if f.severity == "error"]
+    by_file = {}
+    for r in reports:
+        by_file.setdefault(r.path.split(":")[0].rsplit("/", 1)[-1], []).append(r)
+    assert [world(r) for r in by_file["13b_validation.sh"]] == [24]          # #SBATCH 6 nodes x 4 tasks
+    assert [world(r) for r in by_file["7b_requeue.sh"]] == [16]
+    assert [r.status for r in by_file["multinode.sh"]] == ["skipped"]        # its config is "$1"
+
+
+def _doc_lines(path: str) -> list:
+    """The launch lines (continuations joined) of one Markdown file of KempnerForge 5666d0d."""
+    text = subprocess.run(["git", "-C", str(KF_MIRROR), "show", f"5666d0d:{path}"], capture_output=True,
+                          text=True).stdout
+    lines, cur = [], ""
+    for raw in text.splitlines():
+        cur = (cur + " " + raw.strip().rstrip("\\")) if cur else raw.strip().rstrip("\\")
+        if raw.rstrip().endswith("\\"):
+            continue
+        if "scripts/train.py" in cur and cur.startswith(("uv ", "torchrun", "python", "srun")):
+            lines.append(cur.strip())
+        cur = ""
+    return lines
+
+
+def _verdict(line: str, rules) -> tuple:
+    import shlex
+
+    options = Options(rules=rules)
+    rep = run_checks(analyse_launch(parse_launch_args(shlex.split(line.split(" #")[0])), options), options)
+    return rep.status, sorted({f.code for f in rep.findings if f.severity == "error"})
+
+
+@needs_kf
+@pytest.mark.skipif(not KF_MIRROR.is_dir(), reason="KempnerForge mirror not present")
+def test_readme_and_docs_launch_lines(rules, monkeypatch):
+    """Every launch line of KempnerForge's README (8) and docs (49 in all), run from its root: the README's
+    are clean; in the docs, the lines naming a placeholder config are missing files (ML001), and the two
+    that KempnerForge itself refuses are errors (its loader agrees: test_verdicts_agree_with_kempnerforges_loader)."""
+    monkeypatch.chdir(KF)
+    readme = _doc_lines("README.md")
+    assert len(readme) == 8
+    assert [_verdict(line, rules) for line in readme] == [("checked", [])] * 8
+    files = subprocess.run(["git", "-C", str(KF_MIRROR), "ls-tree", "-r", "--name-only", "5666d0d"],
+                           capture_output=True, text=True).stdout.split()
+    lines = [line for f in files if f.endswith(".md") for line in _doc_lines(f)]
+    verdicts = [_verdict(line, rules) for line in lines]
+    assert len(lines) == 49
+    bad = {line: v for line, v in zip(lines, verdicts) if v != ("checked", [])}
+    assert sorted(v for v in bad.values()) == [("checked", ["ML104"]), ("checked", ["ML112"]), ("checked", ["ML112"]),
+                                               ("error", []), ("error", []), ("error", [])]
+    assert all("<" in line or "your_mix" in line or "${CONFIG}" in line for line, v in bad.items() if v[0] == "error")
+    assert all("--checkpoint.interval=0" in line for line, v in bad.items() if v[1] == ["ML112"])
+    assert all("--distributed.tp=2" in line for line, v in bad.items() if v[1] == ["ML104"])
+
+
+# ----------------------------------------------------------------------------- KempnerForge's own verdicts
+
+VERDICTS = [  # (configs/train file, nproc, overrides)
+    ("debug.toml", 2, ["--distributed.tp=2"]),
+    ("debug.toml", 2, ["--distributed.tp", "2"]),
+    ("debug.toml", 4, ["--distributed.tpp=2"]),
+    ("debug.toml", 4, ["--distributed.dp_shard=3"]),
+    ("debug.toml", 1, ["--distributed.tp=True"]),
+    ("debug.toml", 4, ["--distributed.tp=4.0"]),
+    ("debug.toml", 2, ["--distributed.pp_schedule=GPipe"]),
+    ("debug.toml", 2, ["--distributed.pp_schedule=gpipe"]),
+    ("debug.toml", 2, ["--train.compile_model", "false"]),
+    ("debug.toml", 4, ['--distributed.tp="4"']),
+    ("debug.toml", 4, ["--distributed.tp=3"]),
+    ("debug.toml", 2, ["--optimizer.betas=(0.9,0.95)", "--optimizer.lr=1e-4"]),
+    ("debug.toml", 2, ["--model.n_heads=7"]),
+    ("debug.toml", 2, ["--train.compile_model=maybe"]),
+    ("7b.toml", 8, ["--distributed.tp=4", "--distributed.dp_shard=-1"]),
+    ("7b.toml", 8, ["--distributed.tp=4", "--distributed.tp=2"]),
+    ("7b.toml", 6, ["--distributed.tp=4"]),
+    ("debug.toml", 1, ["--model.dim=512", "--optimizer.betas=[0.9,0.95]", "--distributed.tp=2"]),  # docs' example
+    ("debug.toml", 1, ["--train.max_steps=20", "--checkpoint.interval=0"]),                      # smoke-test skill
+]
+
+_WORKER = r'''
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from kempnerforge.config.loader import load_config
+out = []
+for path, world, cli in json.load(sys.stdin):
+    try:
+        load_config(path, cli_args=cli).validate(world)
+        out.append(None)
+    except Exception as exc:
+        out.append(f"{type(exc).__name__}: {exc}"[:200])
+print(json.dumps(out))
+'''
+
+
+@needs_kf
+def test_verdicts_agree_with_kempnerforges_loader(rules):
+    jobs = [(str(KF / "configs" / "train" / f), n, cli) for f, n, cli in VERDICTS]
+    proc = subprocess.run([sys.executable, "-c", _WORKER, str(KF)], input=json.dumps(jobs), capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    if proc.returncode != 0:
+        pytest.skip(f"KempnerForge's loader cannot run here: {proc.stderr[-300:]}")
+    theirs = json.loads(proc.stdout.strip().splitlines()[-1])
+    for (path, n, cli), error in zip(jobs, theirs):
+        rep = run_checks(analyse_launch(parse_launch_args(
+            ["torchrun", f"--nproc_per_node={n}", "scripts/train.py", path, *cli]), Options(rules=rules)),
+            Options(rules=rules))
+        refused = rep.status == "error" or any(f.severity == "error" for f in rep.findings)
+        assert refused == (error is not None), (cli, n, error, [(f.code, f.message) for f in rep.findings])
+    assert sum(e is not None for e in theirs) >= 7
+
+
+def test_a_bare_train_py_with_another_projects_toml_is_skipped(tmp_path, rules):
+    (tmp_path / "my.toml").write_text("[optim]\nlr = 3\n")
+    script = tmp_path / "run.sh"
+    script.write_text("python train.py my.toml --optim.lr=4\n")
+    [rep] = script_reports(script, rules)
+    assert rep.status == "skipped" and "not a KempnerForge config" in rep.note
+
+
+@needs_kf
+def test_space_form_in_a_script_points_at_its_word(tmp_path, rules):
+    script = tmp_path / "run.sh"
+    script.write_text(f"ARGS='--train.max_steps=5 --distributed.tp 4'\n"
+                      f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} $ARGS\n")
+    [rep] = script_reports(script, rules)
+    [f] = [f for f in rep.findings if f.code == "ML317"]
+    assert (f.file, f.line, f.col) == (str(script), 1, 27)
+    assert "tp" not in rep.source.data["distributed"] or rep.source.data["distributed"]["tp"] != "true"
+
+
+@pytest.mark.parametrize("text, world_size, gpn, nodes", [
+    ("#SBATCH -N 2\n#SBATCH --ntasks-per-node=4\nsrun uv run python scripts/train.py c.toml\n", 8, 4, 2),
+    ("#SBATCH --nodes=3\n#SBATCH --gpus-per-node=4\n"
+     "srun torchrun --nnodes=$SLURM_NNODES --nproc_per_node=4 scripts/train.py c.toml\n", 12, 4, 3),
+    ("#SBATCH --nodes=2\nsrun --ntasks=8 --gpus-per-node=4 python scripts/train.py c.toml\n", 8, 4, 2),
+])
+def test_slurm_shapes(text, world_size, gpn, nodes):
+    [got] = launches_in_text(text, file="job.sbatch")
+    hint = next(h for h in got.hints if h.world_size)
+    assert (hint.world_size, hint.gpus_per_node, hint.nodes) == (world_size, gpn, nodes)
+
+
+def test_shift_in_a_loop_makes_the_arguments_unknown():
+    """torchtitan's run_moe_tests.sh splits its arguments at '--' with a while/shift loop: the loop is not
+    followed, so the arguments after it are unknown (passed on unseen), never a wrong split."""
+    text = ('pair() {\n  local a=()\n  while [ "$1" != "--" ]; do a+=("$1"); shift; done\n  shift\n'
+            '  python scripts/train.py c.toml "${a[@]}" "$@"\n}\npair --train.seed=1 -- --train.seed=2\n')
+    [got] = launches_in_text(text)
+    assert got.overrides == [] and any("cannot see" in n for n in got.notes)
+
+
+@needs_kf
+def test_a_later_known_value_replaces_an_unknown_one(tmp_path, rules):
+    script = tmp_path / "run.sh"
+    script.write_text(f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} --distributed.tp=$TP --distributed.tp=2\n")
+    [rep] = script_reports(script, rules)
+    assert rep.spec.degrees["tp"] == 2 and rep.spec.unreadable == [] and rep.topology.world_size == 4
+
+
+@needs_kf
+def test_unknown_override_is_an_ml111_note_naming_the_variable(tmp_path, rules):
+    script = tmp_path / "run.sh"
+    script.write_text(f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} --distributed.tp=$TP\n")
+    [rep] = script_reports(script, rules)
+    [f] = [f for f in rep.findings if f.code == "ML111"]
+    assert "$TP is not set in the script" in f.message and (f.file, f.line) == (str(script), 1)
+    assert f.help.startswith("set the variable in the script")
+
+
+def test_an_unreadable_config_is_named_at_the_launch(tmp_path, rules):
+    (tmp_path / "bad.toml").write_text("[distributed\ntp = 2\n")
+    script = tmp_path / "run.sh"
+    script.write_text("\ntorchrun --nproc_per_node=2 scripts/train.py bad.toml\n")
+    [rep] = script_reports(script, rules)
+    assert rep.status == "error" and str(tmp_path / "bad.toml") + ":1:" in rep.error.message
+    assert (rep.error.line, rep.error.col) == (2, 46)
+
+
+def test_a_value_set_in_a_decided_branch_holds_after_it():
+    text = ('MODE=big\nif [ "$MODE" = big ]; then\n  TP=8\nelse\n  TP=4\nfi\n'
+            'if [ "$UNSET" = x ]; then PP=2; fi\n'
+            'torchrun --nproc_per_node=8 scripts/train.py c.toml --distributed.tp=$TP --distributed.pp=$PP\n')
+    [got] = launches_in_text(text)
+    tp, pp = got.overrides
+    assert (tp.path, tp.value) == ("distributed.tp", 8)
+    assert not pp.known and "inside an if/loop block" in pp.value.reason
