@@ -107,7 +107,7 @@ FACT_DOCS = {
     "unknown_keys": "list of keys the framework does not define: {key, section, name, suggestion}",
     "unmodelled": "torchtitan registry configs: what the checkout's code has that the applied version does not "
                   "model and this config depends on (a field it sets, the model it builds, a ParallelDims check "
-                  "when ep > 1): {kind (key | model | check | etp), name, where, detail, at (the key to point at)}",
+                  "when ep > 1): {kind (key | model | check | etp | backend-value), name, where, detail, at (the key to point at)}",
     "near_misses": "keys outside the strict sections that are a letter or two from a key meshlint reads: "
                    "{key, section, name, suggestion}",
     "degree_values": "list of declared degrees: {name, key, value, present}",

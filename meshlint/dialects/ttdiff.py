@@ -21,7 +21,8 @@ def differences(root: str | None, version: str) -> list:
     kind: "key" (a field the checkout's dataclass has and the version does not), "absent-key" (the reverse:
     the checkout refuses it), "model" (a model folder the version's model tables lack), "check" (a
     ParallelDims check one has and the other lacks), "etp" (ParallelDims still has expert tensor
-    parallelism), "backend" (no spmd_backend: the legacy mesh layout)."""
+    parallelism), "backend" (no spmd_backend: the legacy mesh layout), "backend-value" (a backend the
+    version accepts and the checkout does not)."""
     from meshlint.dialects import versions
 
     if not root or version not in versions._SIGNATURES:
@@ -81,6 +82,11 @@ def _differences(pkg: str, version: str) -> list:
                                 (f"ParallelDims here has no check that ep divides dp_shard*cp*tp, which {label} "
                                  "has: meshlint reports that check's ValueError, the job here fails later, in "
                                  "DeviceMesh._unflatten of the sparse mesh")})
+    if found.get("spmd_backend") and "full_dtensor" in sem.backends and not found.get("full_dtensor"):
+        items.append({"kind": "backend-value", "name": "spmd_backend = 'full_dtensor'", "key": None, "where": None,
+                      "modelled_as": None,
+                      "detail": f"{label} accepts spmd_backend = 'full_dtensor'; this checkout's ParallelDims has no "
+                                "full_dtensor (removed in 601cf4d23), so torchtitan here does not lay out that mesh"})
     if found.get("etp"):
         rel, line = found["etp"]
         items.append({"kind": "etp", "name": "expert tensor parallelism (etp)", "key": None,
@@ -141,9 +147,13 @@ def touched(items: list, spec, source) -> list:
         elif item["kind"] in ("check", "etp"):
             if ep == 1:
                 continue
+        elif item["kind"] == "backend-value":
+            if spec.values.get("parallelism.spmd_backend") != "full_dtensor":
+                continue
         else:
             continue
-        at = item["key"] or ("model" if item["kind"] == "model" else "parallelism.expert_parallel_degree|parallelism")
+        at = item["key"] or {"model": "model", "backend-value": "parallelism.spmd_backend|parallelism"}.get(
+            item["kind"], "parallelism.expert_parallel_degree|parallelism")
         out.append({**item, "at": at})
     return out
 

@@ -190,9 +190,9 @@ def _against_checkout(spec, source, options, version: str) -> None:
     root = _root_of(source, options)
     items = ttdiff.differences(root, version) if root else []
     spec.framework["unmodelled"] = [{k: i[k] for k in ("kind", "name", "where", "detail")} for i in items]
-    if not items:
+    pkg = versions.package_dir(root) if root else None
+    if pkg is None or not versions._registry_era(pkg):
         return
-    pkg = versions.package_dir(root)
     touched = ttdiff.touched(items, spec, source)
     kept = []
     classes = spec.extra.get("unknown_classes") or {}
@@ -204,17 +204,17 @@ def _against_checkout(spec, source, options, version: str) -> None:
             spec.unknown_keys.remove(unknown)
             where = fields[unknown["name"]]
             if not any(t["key"] == unknown["key"] for t in touched):
-                (kept if unknown["key"].split(".", 1)[0] in _MATTERS else quiet).append({"kind": "key", "name": unknown["key"], "key": unknown["key"], "where": where,
-                             "modelled_as": None, "at": unknown["key"],
-                             "detail": f"{cls}.{unknown['name']} ({where}) is a field of this "
-                                       f"checkout that torchtitan {version} does not have: its value is read as "
-                                       "written and not checked"})
+                item = {"kind": "key", "name": unknown["key"], "key": unknown["key"], "where": where, "at": unknown["key"],
+                        "detail": f"{cls}.{unknown['name']} ({where}) is a field of this checkout that torchtitan "
+                                  f"{version} does not have: its value is read as written and not checked"}
+                (kept if unknown["key"].split(".", 1)[0] in _MATTERS else quiet).append(item)
     for item in ttdiff.absent_set(items, source):
         section, _, name = item["key"].partition(".")
+        cls = ttcode.SECTION_CLASSES[section]
         spec.unknown_keys.append({"key": item["key"], "section": section, "name": name, "suggestion": None,
                                   "elsewhere": [], "other_versions": [version],
-                                  "framework": f"torchtitan at this checkout refuses it: its {ttcode.SECTION_CLASSES[section]}"
-                                               f" has no field {name!r} (torchtitan {version} has)"})
+                                  "framework": f"torchtitan at this checkout refuses it: its {cls} has no field "
+                                               f"{name!r} (torchtitan {version}'s has)"})
     spec.extra["unmodelled"] = [{k: i[k] for k in ("kind", "name", "where", "detail", "at")} for i in touched + kept]
     listed = {i["name"] for i in items}
     spec.framework["unmodelled"] += [{k: i[k] for k in ("kind", "name", "where", "detail")} for i in kept + quiet
