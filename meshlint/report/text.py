@@ -79,13 +79,15 @@ def skips_line(folded: dict) -> str:
 def framework_lines(reports: list[FileReport]) -> list:
     """One line per torchtitan semantics applied to registry configs in this run: which, how decided, and
     what the checkout has beyond them (meshlint/dialects/ttdiff.py)."""
-    from meshlint.dialects.ttdiff import summary
-
     seen: dict = {}
     for r in reports:
         fw = getattr(getattr(r, "spec", None), "framework", None) or {}
         if r.status == "checked" and "unmodelled" in fw:
             seen.setdefault((fw.get("version"), fw.get("decided_by")), fw["unmodelled"])
+    if not seen:  # a TOML-only run imports nothing more
+        return []
+    from meshlint.dialects.ttdiff import summary
+
     return [summary(version, how, items) for (version, how), items in seen.items()]
 
 
