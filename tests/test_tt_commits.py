@@ -281,3 +281,24 @@ def test_a_toml_era_checkout_reads_a_registry_config_without_a_crash(tmp_path):
     assert report.spec.framework["version"] in REGISTRY
     assert "which has no registry configs" in report.spec.framework["decided_by"]
     assert os.path.basename(report.path).startswith("my_config.py")
+
+
+def test_a_checkout_matching_no_version_says_so(tmp_path):
+    root = tmp_path / "tt"
+    for d in ("config", "models", "distributed"):
+        (root / "torchtitan" / d).mkdir(parents=True)
+    (root / "torchtitan/distributed/parallel_dims.py").write_text("class ParallelDims:\n    tp: int\n")
+    assert versions.identify(str(root))[0] is None
+    report = _check(root, ", expert_parallel_degree=2")
+    fw = report.spec.framework
+    assert fw["version"] == "main@b5bcd76c6" and "matches no modelled version" in fw["decided_by"]
+    assert fw["decided_by"].endswith("read by the default")
+
+
+def test_registry_era_is_told_by_the_config_package_even_when_configs_moves(tmp_path):
+    root = tmp_path / "tt"
+    for d in ("config", "models", "distributed"):
+        (root / "torchtitan" / d).mkdir(parents=True)
+    (root / "torchtitan/distributed/parallel_dims.py").write_text("class ParallelDims:\n    etp: int\n")
+    (root / "torchtitan/config/parallelism.py").write_text("class ParallelismConfig:\n    tensor_parallel_degree: int = 1\n")
+    assert versions.identify(str(root))[0] in REGISTRY  # ETP in a registry-era tree is not 0.2.x

@@ -257,8 +257,16 @@ _WEIGHT = {"tokens": 2, "local_batch": 2}
 
 def _registry_era(pkg: str) -> bool:
     """Whether the package holds the Python dataclass configs of the registry era (9810191bb onward)."""
-    text = _read_text(os.path.join(pkg, "config", "configs.py"))
-    return bool(text) and re.search(r"^class ParallelismConfig\b", text, re.MULTILINE) is not None
+    config = os.path.join(pkg, "config")
+    try:  # configs.py since 9810191bb; any module of the config package should it move
+        names = ["configs.py"] + sorted(n for n in os.listdir(config) if n.endswith(".py") and n != "configs.py")
+    except OSError:
+        return False
+    for name in names[:64]:
+        text = _read_text(os.path.join(config, name))
+        if text and re.search(r"^class ParallelismConfig\b", text, re.MULTILINE):
+            return True
+    return False
 
 
 def _read_text(path: str) -> str | None:

@@ -197,17 +197,20 @@ def _against_checkout(spec, source, options, version: str) -> None:
     kept = []
     classes = spec.extra.get("unknown_classes") or {}
     quiet: list = []  # fields of sections no check reads (optimizer.lr): stated, not a finding
+    extra = {t["key"] for t in touched if t["kind"] == "key"}  # the checkout's section fields the config sets
     for unknown in list(spec.unknown_keys or []):
+        if unknown.get("key") in extra:
+            spec.unknown_keys.remove(unknown)
+            continue
         cls = classes.get(unknown.get("key"))
         fields = ttcode.class_fields(pkg, cls) if isinstance(cls, str) and cls else None
         if fields and unknown.get("name") in fields:
             spec.unknown_keys.remove(unknown)
             where = fields[unknown["name"]]
-            if not any(t["key"] == unknown["key"] for t in touched):
-                item = {"kind": "key", "name": unknown["key"], "key": unknown["key"], "where": where, "at": unknown["key"],
-                        "detail": f"{cls}.{unknown['name']} ({where}) is a field of this checkout that torchtitan "
-                                  f"{version} does not have: its value is read as written and not checked"}
-                (kept if unknown["key"].split(".", 1)[0] in _MATTERS else quiet).append(item)
+            item = {"kind": "key", "name": unknown["key"], "key": unknown["key"], "where": where, "at": unknown["key"],
+                    "detail": f"{cls}.{unknown['name']} ({where}) is a field of this checkout that torchtitan "
+                              f"{version} does not have: its value is read as written and not checked"}
+            (kept if unknown["key"].split(".", 1)[0] in _MATTERS else quiet).append(item)
     for item in ttdiff.absent_set(items, source):
         section, _, name = item["key"].partition(".")
         cls = ttcode.SECTION_CLASSES[section]
@@ -267,6 +270,10 @@ def choose_version(source, options) -> tuple:
         return version, (f"the torchtitan at {root} is torchtitan {found[0]} ({found[1]}), which has no registry "
                          f"configs; read as {version}" + (f", from {by_keys[1]}" if by_keys else ", the default"))
     by_keys = versions.from_keys("torchtitan", source.data)
+    if found:  # a checkout whose code matches no modelled version: say so, then what decided
+        how = by_keys[1] if by_keys else "the default"
+        return (by_keys[0] if by_keys else DEFAULT_TORCHTITAN_VERSION), (
+            f"the torchtitan at {root} matches no modelled version ({found[1]}); read by {how}")
     if by_keys:
         return by_keys
     return DEFAULT_TORCHTITAN_VERSION, "default (no torchtitan checkout or package found, no --torchtitan-version)"
