@@ -203,7 +203,8 @@ def test_a_missing_ep_check_is_named_and_matters_with_ep(tmp_path):
     assert version == "main@b5bcd76c6" and "nearest modelled version" in how and "no ep check" in how
     assert _names(_check(root)) == ["ep divides dp_shard*cp*tp"]
     assert not [f for f in _check(root).findings if f.code == "ML115"]  # ep = 1: the check is moot
-    report = _check(root, ", expert_parallel_degree=2")
+    assert not [f for f in _check(root, ", expert_parallel_degree=2").findings if f.code == "ML115"]  # it divides
+    report = _check(root, ", expert_parallel_degree=3, data_parallel_shard_degree=4")
     (finding,) = [f for f in report.findings if f.code == "ML115"]
     assert "no check that ep divides" in finding.message
 
@@ -220,6 +221,7 @@ def test_etp_and_the_legacy_layout_are_named(tmp_path):
     report = _check(root)
     kinds = {u["kind"] for u in report.spec.framework["unmodelled"]}
     assert {"etp", "backend"} <= kinds
+    assert not [f for f in report.findings if f.code == "ML115"]  # etp = 1: the mesh meshlint lays out
     assert report.spec.values["parallelism.spmd_backend"] == "partial_dtensor"
     assert tuple(report.resolution.mesh.dims) == ("pp", "dp_replicate", "fsdp", "tp")  # partial_dtensor's layout
 
@@ -302,3 +304,18 @@ def test_registry_era_is_told_by_the_config_package_even_when_configs_moves(tmp_
     (root / "torchtitan/distributed/parallel_dims.py").write_text("class ParallelDims:\n    etp: int\n")
     (root / "torchtitan/config/parallelism.py").write_text("class ParallelismConfig:\n    tensor_parallel_degree: int = 1\n")
     assert versions.identify(str(root))[0] in REGISTRY  # ETP in a registry-era tree is not 0.2.x
+
+
+@needs_b5
+def test_an_etp_the_config_sets_is_one_finding(tmp_path):
+    root = _tree(tmp_path)
+    _edit(root / "torchtitan/distributed/parallel_dims.py", "    ep: int\n", "    ep: int\n    etp: int\n")
+    _edit(root / "torchtitan/config/configs.py", "    expert_parallel_degree: int = 1\n",
+          "    expert_parallel_degree: int = 1\n    expert_tensor_parallel_degree: int = 1\n")
+    report = _check(root, ", expert_parallel_degree=2, expert_tensor_parallel_degree=2")
+    found = [f for f in report.findings if f.severity != "info" and f.code != "ML502"]  # ML502: ep on a dense model
+    assert [f.code for f in found] == ["ML115"], [f.message for f in found]
+    assert "etp" in found[0].message and found[0].key == "parallelism.expert_tensor_parallel_degree"
+    # written as 1: the key is still one this checkout has and the version lacks
+    assert [f.code for f in _check(root, ", expert_tensor_parallel_degree=1").findings if f.severity != "info"] == \
+        ["ML115"]

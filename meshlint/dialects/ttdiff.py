@@ -129,23 +129,30 @@ def _version_fields(version: str, mod) -> dict:
 
 
 def touched(items: list, spec, source) -> list:
-    """The items this config depends on: a field it sets, the model it builds, ep > 1 (or unknown) where
-    the checks differ. Each gets ``at``: the key (``|`` alternatives) its finding points at."""
+    """The items this config depends on: a field it sets, the model it builds, an ep that does not divide
+    dp_shard*cp*tp where the checks differ, an etp other than 1. Each gets ``at``: the key (``|``
+    alternatives) its finding points at."""
     data = source.data if isinstance(getattr(source, "data", None), dict) else {}
     has_key = getattr(source, "has_key", None)
     model = spec.values.get("model.name")
-    ep = spec.degrees.get("ep")
+    etp = _value(data, ETP_KEY)
+    etp_set = any(i["kind"] == "etp" for i in items) and etp not in (None, 1)
     out = []
     for item in items:
         if item["kind"] in ("key", "absent-key"):
             hit = bool(has_key(item["key"])) if has_key else _lookup(data, item["key"])
             if not hit or item["kind"] == "absent-key":  # absent keys the config sets are unknown keys (ML108)
                 continue
+            if item["key"] == ETP_KEY and etp_set:  # said once, by the etp item
+                continue
         elif item["kind"] == "model":
             if not isinstance(model, str) or model != item["name"]:
                 continue
-        elif item["kind"] in ("check", "etp"):
-            if ep == 1:
+        elif item["kind"] == "check":
+            if not _ep_indivisible(spec.degrees):
+                continue
+        elif item["kind"] == "etp":
+            if not etp_set:  # etp = 1 (the default) lays out the mesh meshlint models
                 continue
         elif item["kind"] == "backend-value":
             if spec.values.get("parallelism.spmd_backend") != "full_dtensor":
@@ -153,13 +160,36 @@ def touched(items: list, spec, source) -> list:
         else:
             continue
         at = item["key"] or {"model": "model", "backend-value": "parallelism.spmd_backend|parallelism"}.get(
-            item["kind"], "parallelism.expert_parallel_degree|parallelism")
+            item["kind"], ETP_KEY if item["kind"] == "etp" else "parallelism.expert_parallel_degree|parallelism")
         out.append({**item, "at": at})
     return out
 
 
 # what a field the checkout lacks amounts to there: the feature does not exist (no CUDA graphs to disable)
 ABSENT_MEANS = {"training.disable_cuda_graphs": True}
+
+
+ETP_KEY = "parallelism.expert_tensor_parallel_degree"
+
+
+def _value(data: dict, path: str):
+    node = data
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _ep_indivisible(degrees: dict) -> bool:
+    """ep > 1 does not divide dp_shard*cp*tp as written: only then does it matter which of the checkout and
+    the version checks it (an inferred dp_shard is left to ML701, which reports the failure either way)."""
+    ep, dp_shard, cp, tp = (degrees.get(n) for n in ("ep", "dp_shard", "cp", "tp"))
+    if not isinstance(ep, int) or isinstance(ep, bool) or ep <= 1:
+        return False
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (dp_shard, cp, tp)):
+        return False
+    return dp_shard >= 1 and (dp_shard * cp * tp) % ep != 0
 
 
 def absent_set(items: list, source) -> list:

@@ -197,7 +197,7 @@ def _against_checkout(spec, source, options, version: str) -> None:
     kept = []
     classes = spec.extra.get("unknown_classes") or {}
     quiet: list = []  # fields of sections no check reads (optimizer.lr): stated, not a finding
-    extra = {t["key"] for t in touched if t["kind"] == "key"}  # the checkout's section fields the config sets
+    extra = {i["key"] for i in items if i["kind"] == "key"}  # the checkout's section fields the version lacks
     for unknown in list(spec.unknown_keys or []):
         if unknown.get("key") in extra:
             spec.unknown_keys.remove(unknown)
