@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from meshlint.dialects import ttcode
+from meshlint.dialects.torchtitan_registry import _lookup  # (present, value) of a dotted path
 
 _DIFFS: dict = {}
 
@@ -135,12 +136,12 @@ def touched(items: list, spec, source) -> list:
     data = source.data if isinstance(getattr(source, "data", None), dict) else {}
     has_key = getattr(source, "has_key", None)
     model = spec.values.get("model.name")
-    etp = _value(data, ETP_KEY)
+    etp = _lookup(data, ETP_KEY)[1]
     etp_set = any(i["kind"] == "etp" for i in items) and etp not in (None, 1)
     out = []
     for item in items:
         if item["kind"] in ("key", "absent-key"):
-            hit = bool(has_key(item["key"])) if has_key else _lookup(data, item["key"])
+            hit = bool(has_key(item["key"])) if has_key else _lookup(data, item["key"])[0]
             if not hit or item["kind"] == "absent-key":  # absent keys the config sets are unknown keys (ML108)
                 continue
             if item["key"] == ETP_KEY and etp_set:  # said once, by the etp item
@@ -172,15 +173,6 @@ ABSENT_MEANS = {"training.disable_cuda_graphs": True}
 ETP_KEY = "parallelism.expert_tensor_parallel_degree"
 
 
-def _value(data: dict, path: str):
-    node = data
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
 def _ep_indivisible(degrees: dict) -> bool:
     """ep > 1 does not divide dp_shard*cp*tp as written: only then does it matter which of the checkout and
     the version checks it (an inferred dp_shard is left to ML701, which reports the failure either way)."""
@@ -197,16 +189,7 @@ def absent_set(items: list, source) -> list:
     data = source.data if isinstance(getattr(source, "data", None), dict) else {}
     has_key = getattr(source, "has_key", None)
     return [i for i in items if i["kind"] == "absent-key"
-            and (bool(has_key(i["key"])) if has_key else _lookup(data, i["key"]))]
-
-
-def _lookup(data: dict, path: str) -> bool:
-    node = data
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
+            and (bool(has_key(i["key"])) if has_key else _lookup(data, i["key"])[0])]
 
 
 def summary(version: str, decided_by: str | None, items: list) -> str:
