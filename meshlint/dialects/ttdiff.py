@@ -203,5 +203,9 @@ def summary(version: str, decided_by: str | None, items: list) -> str:
 
 
 def clear() -> None:
+    """Forget what was read (tests rewrite trees in place)."""
+    from meshlint.dialects import versions
+
     _DIFFS.clear()
+    versions._ERA.clear()
     ttcode.clear()

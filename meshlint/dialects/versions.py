@@ -255,8 +255,17 @@ DEFAULT_REGISTRY = "main@b5bcd76c6"
 _WEIGHT = {"tokens": 2, "local_batch": 2}
 
 
+_ERA: dict = {}
+
+
 def _registry_era(pkg: str) -> bool:
     """Whether the package holds the Python dataclass configs of the registry era (9810191bb onward)."""
+    if pkg not in _ERA:
+        _ERA[pkg] = _has_registry_configs(pkg)
+    return _ERA[pkg]
+
+
+def _has_registry_configs(pkg: str) -> bool:
     config = os.path.join(pkg, "config")
     try:  # configs.py since 9810191bb; any module of the config package should it move
         names = ["configs.py"] + sorted(n for n in os.listdir(config) if n.endswith(".py") and n != "configs.py")
