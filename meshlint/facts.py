@@ -105,6 +105,9 @@ FACT_DOCS = {
                    "not check dataclass fields; tyro only warns), from the generated schema: "
                    "{key, message, framework, expected, value, source}",
     "unknown_keys": "list of keys the framework does not define: {key, section, name, suggestion}",
+    "unmodelled": "torchtitan registry configs: what the checkout's code has that the applied version does not "
+                  "model and this config depends on (a field it sets, the model it builds, a ParallelDims check "
+                  "when ep > 1): {kind (key | model | check | etp | backend-value), name, where, detail, at (the key to point at)}",
     "near_misses": "keys outside the strict sections that are a letter or two from a key meshlint reads: "
                    "{key, section, name, suggestion}",
     "degree_values": "list of declared degrees: {name, key, value, present}",
@@ -194,6 +197,7 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
         "problems": spec.problems,
         "refusals": spec.extra.get("refusals", []),
         "kept_values": spec.extra.get("kept_values", []),
+        "unmodelled": spec.extra.get("unmodelled", []),
         "config": spec.extra.get("config") or None,  # null, not {}: a rule reading it is skipped
         "datasets": _datasets(version) if spec.dialect == "torchtitan" else None,
         "choices": None,

@@ -13,6 +13,7 @@ name tags (``bad_main_*.py``: main@b5bcd76c6, ``bad_v030_*.py``: 0.3.0).
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,9 @@ def test_documented_examples_behave_as_documented(code, tmp_path):
     suffix = ".py" if python else ".toml"
     versions = registry_versions(rule, Path("doc.py")) if python else [None]
     assert versions, f"{code}: no registry-era version to check its example with"
+    stand_in = fixture_dir(rule) / "torchtitan"
+    if stand_in.is_dir():  # a rule about the checkout's own code: its examples are read inside the stand-in checkout
+        shutil.copytree(stand_in, tmp_path / "torchtitan")
     for version in versions:
         options = options_for(version)
         bad = tmp_path / f"bad{suffix}"

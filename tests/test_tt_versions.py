@@ -90,16 +90,16 @@ def test_identify_synthetic_checkouts(tmp_path):
     rel_like = _fake_checkout(tmp_path / "b", 'class P:\n    spmd_backend: str = "full_dtensor"\n',
                               "class T:\n    local_batch_size: int = 8\n")
     assert versions.identify(rel_like)[0] == "0.3.0"
-    # between the two: the closest when one is closer (and it says so), none on a tie
+    # between the two: the nearest (and it says so); the config keys the code has weigh most
     closer = _fake_checkout(tmp_path / "c", 'class P:\n    spmd_backend: str = "full_dtensor"\n'
                                             '    x = 1  # if sparse_region % ep != 0: raise\n',
                             "class T:\n    num_tokens_per_microbatch_per_dp_rank: int = 1\n")
     version, evidence = versions.identify(closer)
-    assert version == "main@b5bcd76c6" and "closest" in evidence and "4 of 5" in evidence
+    assert version == "main@b5bcd76c6" and "nearest" in evidence and "4 of 5" in evidence
     tie = _fake_checkout(tmp_path / "e", 'class P:\n    spmd_backend: str = "full_dtensor"\n',
                          "class T:\n    num_tokens_per_microbatch_per_dp_rank: int = 1\n")
-    version, evidence = versions.identify(tie)
-    assert version is None and "matches no modelled version" in evidence
+    version, evidence = versions.identify(tie)  # 3 of 5 markers each way: the token-budget keys decide
+    assert version == "main@b5bcd76c6" and "nearest" in evidence and "3 of 5" in evidence
     older = _fake_checkout(tmp_path / "d", "class P:\n    ep: int\n", "")
     assert versions.identify(older)[0] is None
     assert versions.identify(str(tmp_path / "nothing"))[0] is None

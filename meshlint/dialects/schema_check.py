@@ -135,6 +135,8 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
             unknown.append({"key": p["key"], "section": p["section"] or "top level", "name": p["name"],
                             "suggestion": suggestion, "elsewhere": p.get("elsewhere") or [],
                             "other_versions": p.get("other_versions") or [], "framework": framework})
+            if p.get("class_name"):  # which class refused it: the checkout's own may define it (units.py)
+                spec.extra.setdefault("unknown_classes", {})[p["key"]] = p["class_name"]
         elif p["kind"] == "refused-value":
             spec.extra.setdefault("refusals", []).append(_refusal(p))
         elif p["refused"]:

@@ -214,7 +214,12 @@ def _scan(pkg: str) -> dict:
 
 
 def identify(root: str) -> tuple:
-    """(version id or None, evidence): which modelled semantics the torchtitan code at ``root`` has."""
+    """(version id or None, evidence): which modelled semantics the torchtitan code at ``root`` has.
+
+    A TOML-era tree is 0.2.x. A registry-era tree (config/configs.py, the Python dataclass configs of
+    9810191bb onward) is always read as the nearest registry-era version, however far its code has
+    moved: the config keys it uses weigh most (they decide what a config may set), then its
+    ParallelDims. What the nearest version does not model is ``unmodelled(root, version)``'s answer."""
     pkg = package_dir(root)
     if pkg is None:
         return None, f"no torchtitan/distributed/parallel_dims.py under {root}"
@@ -225,24 +230,60 @@ def identify(root: str) -> tuple:
         return (f"{_DESCRIBE[name]} (torchtitan/{where[0]}:{where[1]})" if where
                 else f"no: {_DESCRIBE[name]}")
 
-    if found["etp"] or found["etp_key"]:
+    registry = _registry_era(pkg)
+    if not registry and (found["etp"] or found["etp_key"]):
         which = "etp" if found["etp"] else "etp_key"
         return "0.2.x", said(which) + _version_file_note(root, pkg, "0.2.x")
-    if not found["spmd_backend"]:
-        return None, ("neither ETP nor spmd_backend in ParallelDims: older than the versions meshlint models "
-                      "(0.2.x, 0.3.0, main@b5bcd76c6)")
-    scores = {}
+    if not registry and not found["spmd_backend"]:
+        return None, ("neither the registry-era configs (torchtitan/config/configs.py) nor ETP nor spmd_backend: "
+                      "older than the versions meshlint models (0.2.x, 0.3.0, main@b5bcd76c6)")
+    scores, matched = {}, {}
     for version, signature in _SIGNATURES.items():
-        scores[version] = [name for name, want in signature.items() if bool(found[name]) == want]
-    best = max(scores, key=lambda v: len(scores[v]))
+        matched[version] = [name for name, want in signature.items() if bool(found[name]) == want]
+        scores[version] = sum(_WEIGHT.get(name, 1) for name in matched[version])
+    # ties go to the later version (the default one): its keys are the ones written today
+    best = max(scores, key=lambda v: (scores[v], v == DEFAULT_REGISTRY))
     evidence = "; ".join(said(n) if found[n] else _lacks(n) for n in _SIGNATURES[best])
-    if len(scores[best]) == len(_SIGNATURES[best]):
+    if len(matched[best]) == len(_SIGNATURES[best]):
         return best, evidence + _version_file_note(root, pkg, best)
-    others = [v for v in scores if v != best and len(scores[v]) == len(scores[best])]
-    if others:
-        return None, f"the code matches no modelled version ({evidence}); as close to {best} as to {others[0]}"
-    return best, (f"closest modelled version (the code matches it on {len(scores[best])} of "
+    return best, (f"nearest modelled version (the code matches it on {len(matched[best])} of "
                   f"{len(_SIGNATURES[best])} points: {evidence})")
+
+
+DEFAULT_REGISTRY = "main@b5bcd76c6"
+# the config keys a version's TrainingConfig has decide more than its ParallelDims does
+_WEIGHT = {"tokens": 2, "local_batch": 2}
+
+
+_ERA: dict = {}
+
+
+def _registry_era(pkg: str) -> bool:
+    """Whether the package holds the Python dataclass configs of the registry era (9810191bb onward)."""
+    if pkg not in _ERA:
+        _ERA[pkg] = _has_registry_configs(pkg)
+    return _ERA[pkg]
+
+
+def _has_registry_configs(pkg: str) -> bool:
+    config = os.path.join(pkg, "config")
+    try:  # configs.py since 9810191bb; any module of the config package should it move
+        names = ["configs.py"] + sorted(n for n in os.listdir(config) if n.endswith(".py") and n != "configs.py")
+    except OSError:
+        return False
+    for name in names[:64]:
+        text = _read_text(os.path.join(config, name))
+        if text and re.search(r"^class ParallelismConfig\b", text, re.MULTILINE):
+            return True
+    return False
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(2_000_000)
+    except OSError:
+        return None
 
 
 def _lacks(name: str) -> str:

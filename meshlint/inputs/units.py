@@ -180,6 +180,7 @@ def analyse_source(source, options, launch=None):
     module = versions.module("torchtitan", version)
     spec = module.read(source)
     spec.framework["decided_by"] = decided_by
+    _against_checkout(spec, source, options, version)
     table = models.builtin_for(version)
     if options.models is not None:  # the v0.2.x table plus the user's entries: lay only the user's over this version's
         v02 = models.builtin()
@@ -193,6 +194,71 @@ def analyse_source(source, options, launch=None):
                       resolution=resolution)
 
 
+def _against_checkout(spec, source, options, version: str) -> None:
+    """What the checkout's code has beyond the applied version (ttdiff): recorded in ``spec.framework``;
+    an unknown key that the checkout's own dataclass defines is no error (it becomes an ML115 item), a key
+    the applied version has and the checkout's dataclass lacks is one; the legacy mesh layout is applied."""
+    from meshlint.dialects import ttcode, ttdiff, versions
+
+    root = _root_of(source, options)
+    items = ttdiff.differences(root, version) if root else []
+    spec.framework["unmodelled"] = [{k: i[k] for k in ("kind", "name", "where", "detail")} for i in items]
+    pkg = versions.package_dir(root) if root else None
+    if pkg is None or not versions._registry_era(pkg):
+        return
+    touched = ttdiff.touched(items, spec, source)
+    kept = []
+    classes = spec.extra.get("unknown_classes") or {}
+    quiet: list = []  # fields of sections no check reads (optimizer.lr): stated, not a finding
+    extra = {i["key"] for i in items if i["kind"] == "key"}  # the checkout's section fields the version lacks
+    for unknown in list(spec.unknown_keys or []):
+        if unknown.get("key") in extra:
+            spec.unknown_keys.remove(unknown)
+            continue
+        cls = classes.get(unknown.get("key"))
+        fields = ttcode.class_fields(pkg, cls) if isinstance(cls, str) and cls else None
+        if fields and unknown.get("name") in fields:
+            spec.unknown_keys.remove(unknown)
+            where = fields[unknown["name"]]
+            item = {"kind": "key", "name": unknown["key"], "key": unknown["key"], "where": where, "at": unknown["key"],
+                    "detail": f"{cls}.{unknown['name']} ({where}) is a field of this checkout that torchtitan "
+                              f"{version} does not have: its value is read as written and not checked"}
+            (kept if unknown["key"].split(".", 1)[0] in _MATTERS else quiet).append(item)
+    for item in ttdiff.absent_set(items, source):
+        section, _, name = item["key"].partition(".")
+        cls = ttcode.SECTION_CLASSES[section]
+        spec.unknown_keys.append({"key": item["key"], "section": section, "name": name, "suggestion": None,
+                                  "elsewhere": [], "other_versions": [version],
+                                  "framework": f"torchtitan at this checkout refuses it: its {cls} has no field "
+                                               f"{name!r} (torchtitan {version}'s has)"})
+    spec.extra["unmodelled"] = [{k: i[k] for k in ("kind", "name", "where", "detail", "at")} for i in touched + kept]
+    listed = {i["name"] for i in items}
+    spec.framework["unmodelled"] += [{k: i[k] for k in ("kind", "name", "where", "detail")} for i in kept + quiet
+                                     if i["name"] not in listed]
+    for item in items:
+        if item["kind"] == "absent-key" and item["key"] in ttdiff.ABSENT_MEANS:
+            spec.values[item["key"]] = ttdiff.ABSENT_MEANS[item["key"]]
+    if any(i["kind"] == "backend" for i in items) and spec.values.get("parallelism.spmd_backend") == "spmd_types":
+        spec.values["parallelism.spmd_backend"] = "partial_dtensor"  # the layout before spmd_backend existed
+
+
+# the sections meshlint's checks read: a field of the checkout they do not model there may change a verdict
+_MATTERS = ("parallelism", "training", "compile", "model")
+
+
+def _root_of(source, options) -> str | None:
+    """The torchtitan checkout the registry of ``source`` belongs to (cached like choose_version's)."""
+    from meshlint.dialects import versions
+    from meshlint.inputs.ttroot import find_root
+
+    start = os.path.dirname(os.path.abspath(getattr(source, "file", None) or source.path))
+    key = (start, options.torchtitan_root)
+    if key not in _IDENTIFIED:
+        root, how = find_root(start, options.torchtitan_root)
+        _IDENTIFIED[key] = (versions.identify(root), root, how) if root else (None, None, None)
+    return _IDENTIFIED[key][1]
+
+
 _IDENTIFIED: dict = {}
 
 
@@ -204,18 +270,23 @@ def choose_version(source, options) -> tuple:
 
     if options.torchtitan_version:
         return versions.canonical("torchtitan", options.torchtitan_version, strict=False), "--torchtitan-version / project setting"
-    from meshlint.inputs.ttroot import find_root
 
     start = os.path.dirname(os.path.abspath(getattr(source, "file", None) or source.path))
-    key = (start, options.torchtitan_root)
-    if key not in _IDENTIFIED:
-        root, how = find_root(start, options.torchtitan_root)
-        _IDENTIFIED[key] = (versions.identify(root), root, how) if root else (None, None, None)
-    found, root, how = _IDENTIFIED[key]
-    if found and found[0]:
+    _root_of(source, options)
+    found, root, how = _IDENTIFIED[(start, options.torchtitan_root)]
+    if found and found[0] in versions._SIGNATURES:
         version, evidence = found
         return version, f"identified from the code of the torchtitan at {root}: {evidence}"
+    if found and found[0]:  # a TOML-era checkout: a registry config is none of its semantics
+        by_keys = versions.from_keys("torchtitan", source.data)
+        version = by_keys[0] if by_keys else DEFAULT_TORCHTITAN_VERSION
+        return version, (f"the torchtitan at {root} is torchtitan {found[0]} ({found[1]}), which has no registry "
+                         f"configs; read as {version}" + (f", from {by_keys[1]}" if by_keys else ", the default"))
     by_keys = versions.from_keys("torchtitan", source.data)
+    if found:  # a checkout whose code matches no modelled version: say so, then what decided
+        how = by_keys[1] if by_keys else "the default"
+        return (by_keys[0] if by_keys else DEFAULT_TORCHTITAN_VERSION), (
+            f"the torchtitan at {root} matches no modelled version ({found[1]}); read by {how}")
     if by_keys:
         return by_keys
     return DEFAULT_TORCHTITAN_VERSION, "default (no torchtitan checkout or package found, no --torchtitan-version)"

@@ -86,9 +86,13 @@ def file_json(report: FileReport) -> dict:
 
 
 def framework_version(spec) -> dict:
-    """``name``, ``version`` and ``decided_by``: which framework semantics were applied, and why."""
+    """``name``, ``version`` and ``decided_by``: which framework semantics were applied, and why; for a
+    registry config also ``unmodelled``: [{kind, name, where, detail}] (meshlint/dialects/ttdiff.py)."""
     fw = getattr(spec, "framework", None) or {}
-    return {"name": fw.get("name"), "version": fw.get("version"), "decided_by": fw.get("decided_by")}
+    out = {"name": fw.get("name"), "version": fw.get("version"), "decided_by": fw.get("decided_by")}
+    if "unmodelled" in fw:  # registry configs: what the checkout's code has that the applied version lacks
+        out["unmodelled"] = fw["unmodelled"]
+    return out
 
 
 def _valid_worlds(valid) -> dict | None:

@@ -61,6 +61,8 @@ def render(reports: list[FileReport], quiet: bool = False, use_color: bool = Fal
                          report.diff.render(f"{report.path}@{report.diff.base}", report.path).split("\n"))
     if folded:
         lines.append(paint("help", skips_line(folded)))
+    if not quiet:
+        lines.extend(paint("help", safe(line)) for line in framework_lines(reports))
     lines.append(summary_line(reports))
     return "\n".join(lines)
 
@@ -72,6 +74,21 @@ def skips_line(folded: dict) -> str:
     what = {code for code, _ in folded}
     hint = "; pass --world-size N --gpus-per-node G to run the rules they skip" if what & {"ML105", "ML109"} else ""
     return f"note: {_n(total, 'skip note')} not shown ({kinds}){hint}; --show-skips lists them"
+
+
+def framework_lines(reports: list[FileReport]) -> list:
+    """One line per torchtitan semantics applied to registry configs in this run: which, how decided, and
+    what the checkout has beyond them (meshlint/dialects/ttdiff.py)."""
+    seen: dict = {}
+    for r in reports:
+        fw = getattr(getattr(r, "spec", None), "framework", None) or {}
+        if r.status == "checked" and "unmodelled" in fw:
+            seen.setdefault((fw.get("version"), fw.get("decided_by")), fw["unmodelled"])
+    if not seen:  # a TOML-only run imports nothing more
+        return []
+    from meshlint.dialects.ttdiff import summary
+
+    return [summary(version, how, items) for (version, how), items in seen.items()]
 
 
 def summary_line(reports: list[FileReport]) -> str:

@@ -34,7 +34,7 @@ STATIC = frozenset({
     "dialect", "framework_version", "framework", "unreadable", "world_size", "world_known", "world_source",
     "gpus_per_node", "gpus_per_node_source", "nodes", "placement", "problems", "unknown_keys", "near_misses",
     "max_degree", "topology_conflicts", "directive_problems", "model", "train", "training", "parallelism",
-    "compile", "vlm", "memory", "keys", "params", "item", "trainer", "refusals", "kept_values", "config", "launch", "video",
+    "compile", "vlm", "memory", "keys", "params", "item", "trainer", "refusals", "kept_values", "unmodelled", "config", "launch", "video",
     "eval", "datasets",
     "world_candidates",
     "choices",  # only help lines read it, and the search never runs help
