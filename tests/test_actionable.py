@@ -71,7 +71,7 @@ def test_a_registry_tree_shows_its_errors_not_its_skips():
     lines = out.strip().splitlines()
     assert sum("[info]" in line and ("ML105" in line or "ML111" in line) for line in lines) == 0
     assert sum("[error]" in line for line in lines) >= 5 and len(lines) < 40
-    assert "skip notes not shown" in lines[-2]
+    assert any("skip notes not shown" in line for line in lines[-3:])
 
 
 def test_world_size_help_fits_a_registry_function(write):
