@@ -180,6 +180,7 @@ class Workload(NamedTuple):
     ac: str                       # activation checkpointing: full | selective | none
     ac_from: str                  # where that came from
     notes: tuple = ()
+    shape: object = None          # meshlint.memory.Shape: what the whole-peak memory estimate reads
 
 
 def workload(report, options, profile: Cluster) -> Workload:
@@ -222,10 +223,13 @@ def workload(report, options, profile: Cluster) -> Workload:
         "training.mixed_precision_param")
     param_bytes = 4 if precision in ("fp32", "float32") else 2
     ac, ac_from = _ac_mode(report, profile)
+    from meshlint.memory_shape import shape
+
+    mem = shape(report, None if spec.dialect == "kempnerforge" else _model_entry(report, options), ac, batch[1][1])
     return Workload(framework, params, expert_params, active, n_layers, moe_layers, dim,
                     heads * head_dim if heads and head_dim else None, kv * head_dim if kv and head_dim else None,
                     top_k, _int(v.get("model.vocab_size")), seq, batch, schedule, _bytes_per_param(spec), param_bytes, ac, ac_from,
-                    tuple(notes))
+                    tuple(notes), mem)
 
 
 def _batch(spec) -> tuple:
@@ -366,6 +370,7 @@ class Model:
         self.memory = gpu_memory_gib
         self._place: dict = {}
         self._crit: dict = {}
+        self._peaks: dict = {}
 
     # -- links
     def link(self, size: int, stride: int, span: int) -> tuple:
@@ -451,6 +456,23 @@ class Model:
             return fits is False, sum(raw_crit.values()) + dp_raw + fraction
         time = busy + max(0.0, dp_raw - self.c.overlap * compute) + bubble
         return fits is False, time / (tokens_dp * dr * ds)
+
+    def memory_peak(self, d: dict):
+        """The whole per-GPU peak of every pipeline stage (meshlint.memory.Peak), or None (model size unknown)."""
+        from meshlint import memory
+
+        if self.w.shape is None:
+            return None
+        pp = d.get("pp", 1) or 1
+        key = tuple(sorted((k, v or 1) for k, v in d.items() if k in ("pp", "dp_replicate", "dp_shard", "cp", "tp",
+                                                                       "ep", "etp")))
+        hit = self._peaks.get(key)
+        if hit is None:
+            mb_tokens, m = self.w.batch[0] if pp > 1 else self.w.batch[1]
+            if pp == 1 and self.kf:
+                m = self.w.batch[1][1]
+            hit = self._peaks[key] = memory.estimate(self.w.shape, d, mb_tokens, m or 1, self.w.schedule)
+        return hit
 
     @property
     def kf(self) -> bool:
