@@ -11,6 +11,7 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 GIB = 2 ** 30
@@ -122,8 +123,10 @@ def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool) -> float:
 
 
 def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatches: int, schedule: str | None,
-             ) -> Peak | None:
-    """The peak per GPU of every pipeline stage for one layout, or None without the model's size."""
+             ends_only: bool = False) -> Peak | None:
+    """The peak per GPU of every pipeline stage for one layout, or None without the model's size. ``ends_only``:
+    the first and last stages only, where the peak always is (the first holds the most microbatches and the extra
+    layer of an uneven split, the last the logits): what the ranking needs, in constant time."""
     if not s.params or not s.n_layers or not s.dim:
         return None
     pp, ds, cp, tp, ep = (degrees.get(n, 1) or 1 for n in ("pp", "dp_shard", "cp", "tp", "ep"))
@@ -144,7 +147,8 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
     a = s.compute_bytes
     stages = []
     per = [L // pp + (1 if i < L % pp else 0) for i in range(pp)]
-    for i in range(pp):
+    per_token = _per_token(s, tp)
+    for i in (sorted({0, pp - 1}) if ends_only else range(pp)):
         layers = per[i]
         moe_n = round(layers / moe_every) if moe_every else 0
         first, last = i == 0, i == pp - 1
@@ -181,12 +185,11 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
         if tokens:
             held = _held(pp, microbatches, schedule, i)
             # the MoE layers hold routed activations instead of the dense MLP's
-            per_layer = (layer_bytes_per_token(s, s.ac, tp, False) * (layers - moe_n)
-                         + layer_bytes_per_token(s, s.ac, tp, True) * moe_n)
+            per_layer = per_token[s.ac, False] * (layers - moe_n) + per_token[s.ac, True] * moe_n
             t["activations"] = per_layer * tokens * held
             if s.ac in ("full", "selective", "memory_budget"):
                 # one checkpointed layer recomputed with its gradients in flight
-                work = layer_bytes_per_token(s, "none", tp, moe_n > 0) + a * (2 * d + 2 * (s.ffn_hidden or 0)) / tp
+                work = per_token["none", moe_n > 0] + a * (2 * d + 2 * (s.ffn_hidden or 0)) / tp
                 t["recompute"] = work * tokens
             if last and V:
                 # KempnerForge: bf16 cross-entropy on logits gathered to the full vocabulary (output ColwiseParallel
@@ -208,6 +211,13 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
         stages.append(Stage(i, layers, _held(pp, microbatches, schedule, i) if tokens else 0, t, allocated,
                             sum(t.values())))
     return Peak(tuple(stages), max(stages, key=lambda st: st.total))
+
+
+@lru_cache(maxsize=256)
+def _per_token(s: Shape, tp: int) -> dict:
+    """Bytes per token per layer for the shape's AC mode and with none (the recomputed layer), dense and MoE."""
+    return {(ac, moe): layer_bytes_per_token(s, ac, tp, moe)
+            for ac, moe in ((s.ac, False), (s.ac, True), ("none", False), ("none", True))}
 
 
 LOOPED = ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble")
