@@ -33,8 +33,9 @@ def _common(func):
                         help="Memory of one GPU: layouts whose whole estimated peak exceeds it rank last "
                              "(default: the project's gpu_memory_gib, its cluster node preset, else 80).")(func)
     func = click.option("--allow-batch-change", is_flag=True,
-                        help="Also list layouts that cannot keep the config's global batch (its data-parallel ranks "
-                             "cannot split it): they keep each rank's batch, so the global batch changes.")(func)
+                        help="Do not keep the config's global batch: every data-parallel rank keeps its batch as "
+                             "written, so the global batch changes with the data-parallel degree (and layouts whose "
+                             "ranks cannot split the global batch are listed too); fix then writes degrees only.")(func)
     func = click.option("--vary", multiple=True, metavar="DEGREES",
                         help="Only these degrees may change (comma-separated), e.g. --vary dp_shard,pp.")(func)
     func = click.option("--keep", multiple=True, metavar="DEGREES",

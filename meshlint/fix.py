@@ -69,12 +69,7 @@ def plan(solver, values: dict, options, batch_changes: list | None = None) -> Pl
     todo = changes(solver, values)
     extra = list(batch_changes or ())
     if getattr(source, "function", None) is not None:
-        if extra:
-            raise FixError(f"{report.path}: this layout keeps the global batch by changing "
-                           + ", ".join(f"{c['key']} to {c['new']}" for c in extra)
-                           + "; fix writes degrees into registry functions, not batch settings: set those by hand "
-                             "(or apply the layout with --allow-batch-change, which changes the global batch)")
-        for change in todo:
+        for change in todo + extra:
             edits.append(_registry_edit(source, text, change))
     else:
         for change in todo + extra:

@@ -69,7 +69,8 @@ def search(report, options, target: Target | None = None, top: int = 5, profile:
     declared = {n: solver.spec_value(n) for n in space.names}
     fill = space.fill
     native = space.framework == "native"
-    out.recipe = recipe = None if native else batch.recipe(report.spec, _own_dp(report, solver))
+    out.recipe = shown = None if native else batch.recipe(report.spec, _own_dp(report, solver))
+    recipe = shown if keep_batch else None   # --allow-batch-change: each rank keeps its batch as written
     out.keep_batch = keep_batch
     unusable = _unusable(report, work)
 
@@ -117,14 +118,14 @@ def search(report, options, target: Target | None = None, top: int = 5, profile:
             continue
         degrees = _role_degrees(space, values)
         plan = _plan(model, recipe, degrees, plans)
-        est = model.estimate(degrees, _batch_of(plan), _global(recipe, plan, degrees, work))
+        est = model.estimate(degrees, _batch_of(plan), _global(shown, plan, degrees, work))
         out.alternatives.append(Alternative(len(out.alternatives) + 1, values, est,
                                             changes(solver, values) + (plan.changes if plan else [])))
     cur = solver.current
     if all(cur.get(n) is not None for n in space.names):
         out.current = dict(cur)
         degrees = _role_degrees(space, cur)
-        out.current_estimate = model.estimate(degrees, None, _global(recipe, None, degrees, work))
+        out.current_estimate = model.estimate(degrees, None, _global(shown, None, degrees, work))
         out.current_failures = _current_failures(solver, cur, t.world_size)
     out.stats = {"layouts": _space_size(solver), "candidates": candidates, "verified": verified,
                  "skipped": skipped,
@@ -136,8 +137,22 @@ def search(report, options, target: Target | None = None, top: int = 5, profile:
 
 
 def _own_dp(report, solver: Solver) -> int | None:
-    """The data-parallel degree of the config's own layout (its world), else of its degrees on the target."""
-    d = (report.resolution.degrees if report.resolution is not None else None) or {}
+    """The data-parallel degree of the config's own layout on its own world (its directive, name or launch line,
+    not --world-size), else on the analysed world, else of its degrees on the target."""
+    d = {}
+    try:
+        from meshlint.check import topology_for
+        from meshlint.topology import CliTopology
+
+        opts = solver.options
+        own = topology_for(report.source, report.spec, CliTopology(None, None, None, solver.target.placement),
+                           opts.file_hint, opts.profile_hint)
+        if own.world_size:
+            d = solver.module.resolve(report.spec, own.world_size).degrees or {}
+    except Exception:  # noqa: BLE001 - a source without a world of its own (a launch line): the analysed one
+        d = {}
+    if not all(isinstance(d.get(k), int) and d[k] > 0 for k in ("dp_replicate", "dp_shard")):
+        d = (report.resolution.degrees if report.resolution is not None else None) or {}
     dr, ds = d.get("dp_replicate"), d.get("dp_shard")
     if isinstance(dr, int) and isinstance(ds, int) and dr > 0 and ds > 0:
         return dr * ds
@@ -375,8 +390,8 @@ def _recipe_lines(s: Suggestion) -> list:
                    + (f"; {skipped['global_batch']:,} layouts cannot (the batch does not split over their "
                       f"data-parallel ranks; --allow-batch-change lists them)" if skipped.get("global_batch") else ""))
     else:
-        out.append("  --allow-batch-change: layouts whose data-parallel ranks cannot split the global batch keep "
-                   "each rank's batch, and their global batch differs (shown per layout)")
+        out.append("  --allow-batch-change: every data-parallel rank keeps its batch as written, so the global batch "
+                   "changes with the data-parallel degree (shown per layout)")
     if skipped.get("unusable_parallelism"):
         out.append(f"  {skipped['unusable_parallelism']:,} layouts use a parallelism this model cannot use (ep or etp "
                    "on a dense model, cp in KempnerForge): not proposed")
