@@ -165,7 +165,8 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
         # (torch fsdp/_fully_shard/_fsdp_param.py to_accumulated_grad_if_needed): KempnerForge's maybe_no_sync
         # (training/grad.py:15-40) with grad_accum_steps > 1, and torch.pipelining's stage with FSDP
         # (pipelining/stage.py: set_requires_gradient_sync(False) before the last backward)
-        if sharded and (pp > 1 or s.accumulate_unsharded) and microbatches > 1:
+        no_sync = sharded and (pp > 1 or s.accumulate_unsharded) and microbatches > 1
+        if no_sync:
             t["unsharded_grads"] = unsharded * 4
             t["grads"] = 0.0                       # the sharded gradients exist only after the last reduce-scatter
         unit = dense_layer / tp + expert_layer / (ep * etp) if moe_n else dense_layer / tp
@@ -179,7 +180,11 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
         elif sharded:
             # torchtitan with pp keeps the whole stage gathered between forward and backward (parallelize.py:327)
             t["fsdp_unsharded"] = unsharded * a
-        if sharded:
+        if no_sync:
+            # only the last microbatch reduces: one unit's accumulated fp32 gradient copied into the flat
+            # reduce-scatter input
+            t["reduce_buffers"] = unit * 4
+        elif sharded:
             # reduce-scatter of one unit: its unsharded gradient in the compute dtype and its fp32 copy, two in flight
             t["reduce_buffers"] = 2 * unit * (a + 4)
         if tokens:

@@ -21,6 +21,9 @@ def file_memory(report, options) -> dict | None:
     res = getattr(report, "resolution", None)
     if report.spec is None or res is None or report.spec.dialect not in ("kempnerforge", "torchtitan"):
         return None
+    data = getattr(report.source, "data", None)
+    if report.spec.dialect == "kempnerforge" and isinstance(data, dict) and not isinstance(data.get("model"), dict):
+        return None  # no [model]: KempnerForge's default 6.7B is not a model the user chose to size
     raw = res.degrees or {}
     if any(not (isinstance(raw.get(k), int) and raw[k] > 0) for k in ("dp_shard", "tp", "pp")):
         return None  # a degree the world decides (dp_shard = -1) with the world unknown: no layout to size
