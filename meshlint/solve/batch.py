@@ -91,21 +91,29 @@ def plan(r: Recipe, dp: int, pp: int, fits=None) -> BatchPlan | None:
     options = [b for b in range(min(local, share), 0, -1) if share % b == 0]
     if r.framework == "torchtitan" and pp > 1:
         options = [b for b in options if b % r.micro == 0] or options
-    chosen = None
-    if fits is not None and len(options) > 3:  # the config's size, one in the middle, the smallest: bounded work
-        options = [options[0], options[len(options) // 2], options[-1]]
-    for b in options:
+    def counts(b: int) -> tuple:
+        """(microbatch tokens, microbatches per step as the schedule sees them) with microbatch ``b``."""
         count = share // b
-        m_pipe = count * (b // r.micro if r.framework == "torchtitan" and b % r.micro == 0 else 1) if pp > 1 else count
-        if pp > 1 and r.framework != "main" and m_pipe < pp and b != options[-1]:
-            continue                                   # a smaller microbatch feeds every stage
-        mb_tokens = (r.micro if r.framework == "torchtitan" and pp > 1 else b) * r.seq_len
-        if fits is not None and not fits(mb_tokens, m_pipe) and b != options[-1]:
-            continue
-        chosen = b
-        break
-    if chosen is None:
+        if pp > 1 and r.framework == "torchtitan":
+            per = b // r.micro if b % r.micro == 0 else 1
+            return r.micro * r.seq_len, count * per
+        return b * r.seq_len, count
+
+    if pp > 1 and r.framework != "main":  # a microbatch small enough that every stage gets one, where one exists
+        options = [b for b in options if counts(b)[1] >= pp] or options[-1:]
+    if not options:
         return None
+    chosen = options[0]
+    if fits is not None and not fits(*counts(chosen)):
+        # the largest that fits (memory falls with the microbatch: a binary search), else the smallest
+        lo, hi = 1, len(options) - 1
+        chosen = options[-1]
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            if fits(*counts(options[mid])):
+                chosen, hi = options[mid], mid - 1
+            else:
+                lo = mid + 1
     b = chosen
     accum = share // b
     changes = []
