@@ -57,6 +57,11 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
         foreach = impl == "foreach"
         table = _table(data, "activation_checkpoint")
         option = str(table.get("selective_ac_option", "2"))  # job_config.py:655 default
+        types = getattr(report.source, "types", None)
+        if types is not None:  # registries (0.3.0, main): SelectiveAC is op-level; MemoryBudgetAC a mode of its own
+            option = "op"      # torchtitan/distributed/activation_checkpoint.py:185-290 in both
+            if "MemoryBudget" in (types.get("activation_checkpoint") or ""):
+                ac = "memory_budget"
         budget = table.get("memory_budget", 0.5)
         budget = float(budget) if isinstance(budget, (int, float)) and not isinstance(budget, bool) else 0.5
         accumulate = False  # torchtitan reduce-scatters every microbatch without pp (train.py:530-545)
