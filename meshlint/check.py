@@ -40,6 +40,7 @@ class Options(NamedTuple):
     report_unused: bool = False         # report suppression comments that suppress nothing
     models: dict | None = None          # model table (torchtitan flavors); None: the built-in one
     gpu_memory_gib: float = 80.0        # what the memory estimate compares with
+    gpu_memory_source: str = "default"  # where that came from (memory_check.capacity_source)
     torchtitan_version: str | None = None  # --torchtitan-version / project setting: the semantics of registries
     torchtitan_root: str | None = None     # --torchtitan-root: the checkout registries and launch lines refer to
 
@@ -135,6 +136,10 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
     from meshlint.facts import build_facts
 
     facts = build_facts(report.spec, report.topology, report.resolution)
+    from meshlint.memory_check import file_memory, rule_facts
+
+    report.memory = file_memory(report, options)
+    facts["memory"].update(rule_facts(report.memory))
     first, late = _split_late(options.rules)
     findings, skips = run_rules(first, facts, report.source.locate)
     if any(f.severity == "error" for f in findings) and _proposes_degrees(first):

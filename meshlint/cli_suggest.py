@@ -30,8 +30,12 @@ def _common(func):
                         help="Node type of the cost model: 8xH100, 8xH200, 4xH100, 4xH200, 8xA100, 4xA100 "
                              "(default by GPUs per node; overrides [tool.meshlint.cluster] node).")(func)
     func = click.option("--gpu-memory-gib", type=click.FloatRange(1, 10_000), metavar="GIB",
-                        help="Memory of one GPU: layouts whose model states and activations exceed it rank last "
-                             "(default 80, or the project's gpu_memory_gib).")(func)
+                        help="Memory of one GPU: layouts whose whole estimated peak exceeds it rank last "
+                             "(default: the project's gpu_memory_gib, its cluster node preset, else 80).")(func)
+    func = click.option("--allow-batch-change", is_flag=True,
+                        help="Do not keep the config's global batch: every data-parallel rank keeps its batch as "
+                             "written, so the global batch changes with the data-parallel degree (and layouts whose "
+                             "ranks cannot split the global batch are listed too); fix then writes degrees only.")(func)
     func = click.option("--vary", multiple=True, metavar="DEGREES",
                         help="Only these degrees may change (comma-separated), e.g. --vary dp_shard,pp.")(func)
     func = click.option("--keep", multiple=True, metavar="DEGREES",
@@ -97,7 +101,8 @@ def _fail(message: str) -> None:
 @click.option("--svg", "svg_path", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
               help="Draw the current layout next to alternative 1 (or K of --explain) as an SVG picture.")
 def suggest_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, torchtitan_version, torchtitan_root,
-                keep, vary, gpu_memory_gib, node_type, fabric, config_path, isolated, top, fmt, explain_k, svg_path):
+                keep, vary, allow_batch_change, gpu_memory_gib, node_type, fabric, config_path, isolated, top, fmt,
+                explain_k, svg_path):
     """Rank the valid parallel layouts of CONFIG on a target cluster (default: the config's own).
 
     \b
@@ -116,7 +121,11 @@ def suggest_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, torc
     try:
         target = target_from(report, keep=_names(keep), vary=_names(vary) or None)
         profile = _profile(planner, path, node_type, fabric, target.gpus_per_node)
-        result = search(report, options, target, top=max(top, explain_k or 0), profile=profile)
+        if node_type and not gpu_memory_gib:  # --node's preset is the GPU memory unless --gpu-memory-gib says
+            options = options._replace(gpu_memory_gib=round(profile.gpu_memory_gib, 2),
+                                       gpu_memory_source=f"--node {node_type}")
+        result = search(report, options, target, top=max(top, explain_k or 0), profile=profile,
+                        keep_batch=not allow_batch_change)
         if explain_k and explain_k > len(result.alternatives):
             _fail(f"--explain {explain_k}: only {len(result.alternatives)} layout(s) found")
         shown = result
@@ -164,7 +173,8 @@ def suggest_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, torc
               help="Apply these degrees (e.g. tp=4,pp=2); the other degrees change only as needed, fewest edits first.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the edit as a unified diff; write nothing.")
 def fix_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, torchtitan_version, torchtitan_root, keep,
-            vary, gpu_memory_gib, node_type, fabric, config_path, isolated, pick, set_text, show_diff):
+            vary, allow_batch_change, gpu_memory_gib, node_type, fabric, config_path, isolated, pick, set_text,
+            show_diff):
     """Write the best valid layout (or --pick K, or --set) into CONFIG, changing only those values.
 
     \b
@@ -185,19 +195,23 @@ def fix_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, torchtit
     try:
         target = target_from(report, keep=_names(keep), vary=_names(vary) or None)
         profile = _profile(planner, path, node_type, fabric, target.gpus_per_node)
+        if node_type and not gpu_memory_gib:  # --node's preset is the GPU memory unless --gpu-memory-gib says
+            options = options._replace(gpu_memory_gib=round(profile.gpu_memory_gib, 2),
+                                       gpu_memory_source=f"--node {node_type}")
         if set_text:
             from meshlint.solve.space import space_for
 
             fixed = parse_set(set_text, space_for(report.spec).names)
             target = target._replace(fixed=tuple(fixed.items()))
-            result = search(report, options, target, top=200, profile=profile, diagnose=True)
+            result = search(report, options, target, top=200, profile=profile, diagnose=True,
+                            keep_batch=not allow_batch_change)
             from meshlint.suggest import changes
 
             ranked = sorted(result.alternatives, key=lambda a: (len(changes(result.solver, a.degrees)), a.rank))
             chosen = ranked[0] if ranked else None
         else:
             k = pick or 1
-            result = search(report, options, target, top=k, profile=profile)
+            result = search(report, options, target, top=k, profile=profile, keep_batch=not allow_batch_change)
             chosen = result.alternatives[k - 1] if len(result.alternatives) >= k else None
         if chosen is None:
             from meshlint.suggest import render_text
@@ -206,7 +220,7 @@ def fix_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, torchtit
             click.echo("meshlint fix: no valid layout to apply" + (f" (only {len(result.alternatives)} found)"
                                                                    if result.alternatives else ""), err=True)
             sys.exit(1)
-        p = plan(result.solver, chosen.degrees, options)
+        p = plan(result.solver, chosen.degrees, options, [c for c in chosen.changes if c.get("degree") is None])
         for note in p.notes:
             click.echo(f"note: {note}", err=True)
         if not p.edits:

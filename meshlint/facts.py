@@ -79,7 +79,11 @@ FACT_DOCS = {
                "Trainer.Config's and Trainer.__init__'s checks apply; false for RL PolicyTrainer configs)",
     "pipeline": "how the framework splits the model into pipeline stages and feeds its schedule "
                 "(see meshlint/pipeline.py)",
-    "memory": "bytes_per_param (weights + gradients + AdamW moments) and gpu_gib (the GPU memory to compare with)",
+    "memory": "bytes_per_param (weights + gradients + AdamW moments), gpu_gib (the GPU memory to compare with) and "
+              "capacity_source (where it came from); the whole per-GPU peak of the config's own layout "
+              "(meshlint/memory.py, docs/cost-model.md): peak_gib (the largest pipeline stage), peak_stage, stages, "
+              "summary (the largest terms, GiB), largest (the largest term), ac (the activation-checkpointing mode), "
+              "margin (ML505's fraction); null where the model's size is unknown",
     "problems": "list of invalid values: {key, expected, actual, value, note}",
     "choices": "help lines only: {degree: [values]} that appear in some layout passing every error rule at once "
                "on this config's world (one shared search, so findings never propose contradictory degrees); null "
@@ -143,7 +147,8 @@ GROUP_FIELDS = {
     "pipeline": ("schedule", "style", "stages", "stages_per_rank", "layer_counts", "effective_counts",
                  "n_microbatches", "microbatch_size", "split_error", "schedule_error", "unknown_schedule",
                  "bubble", "microbatches_key"),
-    "memory": ("bytes_per_param", "gpu_gib"),
+    "memory": ("bytes_per_param", "gpu_gib", "peak_gib", "peak_stage", "capacity_source", "margin", "summary",
+               "largest", "stages", "ac"),
     "parallelism": ("pp_schedule", "pp_microbatch_size", "pp_layers_per_stage", "pp_first_stage_less_layers",
                     "pp_last_stage_less_layers", "async_tp",
                     # torchtitan registry versions, by ParallelismConfig field name

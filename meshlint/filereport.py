@@ -45,6 +45,7 @@ class FileReport:
         self.diff_base: str | None = None  # the revision --diff-base compared with
         self.cacheable = True             # False when the result depended on the clock (a search out of time)
         self.cached_json: dict | None = None  # from the results cache: the JSON report's entry for this file
+        self.memory: dict | None = None   # the whole per-GPU peak of its layout (memory_check.file_memory)
 
     def worst(self) -> int:
         if self.status == "error":

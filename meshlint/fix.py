@@ -50,8 +50,9 @@ class Plan(NamedTuple):
 
 # ----------------------------------------------------------------------------- planning
 
-def plan(solver, values: dict, options) -> Plan:
-    """The edits that write ``values`` into the solver's config file, checked by reading the result back."""
+def plan(solver, values: dict, options, batch_changes: list | None = None) -> Plan:
+    """The edits that write ``values`` into the solver's config file, checked by reading the result back;
+    ``batch_changes`` (from ``suggest``: the keys that keep the global batch) are written too."""
     from meshlint.suggest import changes
 
     from meshlint.check import input_kind
@@ -66,15 +67,16 @@ def plan(solver, values: dict, options) -> Plan:
     text = source.text
     edits, notes = [], []
     todo = changes(solver, values)
+    extra = list(batch_changes or ())
     if getattr(source, "function", None) is not None:
-        for change in todo:
+        for change in todo + extra:
             edits.append(_registry_edit(source, text, change))
     else:
-        for change in todo:
+        for change in todo + extra:
             edits.append(_toml_edit(source, text, change, solver))
     edits += _directive_edits(solver, text, notes)
     new = _apply(text, edits)
-    _read_back(solver, values, options, file, new)
+    _read_back(solver, values, options, file, new, {c["key"]: c["new"] for c in extra})
     function = getattr(source, "function", None)
     if function and edits:
         derived = _other_functions_changed(file, function, options, text, new)
@@ -365,8 +367,9 @@ def _directive_edits(solver, text: str, notes: list) -> list:
 
 # ----------------------------------------------------------------------------- reading back
 
-def _read_back(solver, values: dict, options, file: str, new: str) -> None:
-    """The new text must read back to the same facts with the new degrees (else FixError, nothing written)."""
+def _read_back(solver, values: dict, options, file: str, new: str, batch: dict | None = None) -> None:
+    """The new text must read back to the same facts with the new degrees and batch values (else FixError, nothing
+    written)."""
     from meshlint.check import analyse
 
     report = solver.report
@@ -383,9 +386,10 @@ def _read_back(solver, values: dict, options, file: str, new: str) -> None:
     problems = []
     if again.spec.degrees != expected.degrees:
         problems.append(f"degrees {again.spec.degrees} instead of {expected.degrees}")
-    if again.spec.values != report.spec.values:
-        keys = sorted(k for k in set(again.spec.values) | set(report.spec.values)
-                      if again.spec.values.get(k) != report.spec.values.get(k))
+    want = {**report.spec.values, **(batch or {})}
+    if again.spec.values != want:
+        keys = sorted(k for k in set(again.spec.values) | set(want)
+                      if again.spec.values.get(k) != want.get(k))
         problems.append(f"other values changed: {', '.join(keys[:5])}")
     if again.spec.problems != expected.problems:
         problems.append("its invalid values differ")

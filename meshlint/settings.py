@@ -75,7 +75,7 @@ class Planner:
             fail_on=cli.fail_on or cfg.fail_on or "error",
             report_unused=cli.report_unused or cfg.report_unused_suppressions,
             models=self._model_table(rule_dirs, cfg),
-            gpu_memory_gib=cli.gpu_memory_gib or cfg.gpu_memory_gib or 80.0,
+            **_gpu_memory(cli, cfg),
             torchtitan_version=cli.torchtitan_version or cfg.torchtitan_version,
             torchtitan_root=cli.torchtitan_root or cfg.torchtitan_root,
         )
@@ -111,6 +111,27 @@ class Planner:
         if bad:
             where = f" (in {cfg.path} or on the command line)" if cfg.path else ""
             raise MeshlintError(f"unknown rule code or name {bad[0]!r}{where}; see `meshlint rules`")
+
+
+def _gpu_memory(cli: CliSettings, cfg) -> dict:
+    """The GPU memory the whole-peak estimate is compared with, and where it came from: --gpu-memory-gib, the
+    project's gpu_memory_gib, its cluster profile (gpu_memory_gib or the node preset's), else 80 GiB."""
+    if cli.gpu_memory_gib:
+        return {"gpu_memory_gib": cli.gpu_memory_gib, "gpu_memory_source": "--gpu-memory-gib"}
+    if cfg.gpu_memory_gib:
+        return {"gpu_memory_gib": cfg.gpu_memory_gib, "gpu_memory_source": f"{cfg.path}: gpu_memory_gib"}
+    cluster = cfg.cluster or {}
+    if cluster.get("gpu_memory_gib"):
+        return {"gpu_memory_gib": float(cluster["gpu_memory_gib"]),
+                "gpu_memory_source": f"{cfg.path}: [cluster] gpu_memory_gib"}
+    if cluster.get("node"):
+        from meshlint.solve.cost import NODES
+
+        preset = NODES.get(cluster["node"])
+        if preset:
+            return {"gpu_memory_gib": round(preset["gpu_memory_gib"], 2),
+                    "gpu_memory_source": f"{cfg.path}: [cluster] node = {cluster['node']}"}
+    return {"gpu_memory_gib": 80.0, "gpu_memory_source": "the default; set --gpu-memory-gib"}
 
 
 def _hint(settings: dict, source: str) -> Hint | None:

@@ -11,10 +11,11 @@ degree cannot take.
 
 from __future__ import annotations
 
+import heapq
 import time
 from typing import NamedTuple
 
-from meshlint.solve import cost
+from meshlint.solve import batch, cost
 from meshlint.solve.space import SolveError, Target
 from meshlint.solve.valid import Solver, Verdict
 
@@ -26,7 +27,7 @@ class Alternative(NamedTuple):
     rank: int
     degrees: dict
     estimate: cost.Estimate
-    changes: list          # [{degree, key, old, new}]
+    changes: list          # [{degree, key, old, new}]; batch keys (degree None) with "what" they keep
 
 
 class Suggestion:
@@ -44,6 +45,8 @@ class Suggestion:
         self.stats: dict = {}
         self.diagnosis: dict | None = None
         self.independent = [r.code for r in solver.independent]
+        self.recipe = None                # solve.batch.Recipe: the global batch every layout keeps
+        self.keep_batch = True
 
     @property
     def report(self):
@@ -51,8 +54,10 @@ class Suggestion:
 
 
 def search(report, options, target: Target | None = None, top: int = 5, profile: cost.Cluster | None = None,
-           diagnose: bool = True) -> Suggestion:
-    """Rank the valid layouts of ``report``'s config; the best ``top`` verified with the full rules."""
+           diagnose: bool = True, keep_batch: bool = True) -> Suggestion:
+    """Rank the valid layouts of ``report``'s config; the best ``top`` verified with the full rules. Every layout
+    keeps the config's global batch (``solve.batch``) unless ``keep_batch`` is False, and none uses a parallelism
+    the model cannot use (ep or etp on a dense model; cp in KempnerForge, which does not wire it)."""
     started = time.perf_counter()
     solver = Solver(report, options, target)
     t = solver.target
@@ -63,44 +68,147 @@ def search(report, options, target: Target | None = None, top: int = 5, profile:
     space = solver.space
     declared = {n: solver.spec_value(n) for n in space.names}
     fill = space.fill
+    native = space.framework == "native"
+    out.recipe = shown = None if native else batch.recipe(report.spec, _own_dp(report, solver))
+    recipe = shown if keep_batch else None   # --allow-batch-change: each rank keeps its batch as written
+    out.keep_batch = keep_batch
+    unusable = _unusable(report, work)
 
     def changed(values: dict) -> int:
         return sum(1 for n in space.names if values[n] != declared[n] and not (n == fill and declared[n] == -1))
 
-    ranked = []
-    native = space.framework == "native"
+    # Ranked lazily: first by time per token with the config's own microbatch (no memory estimate), then each
+    # layout popped is re-scored with the whole-peak memory and the microbatch that fits (``_plan``) and pushed
+    # back; a layout is taken when it comes out re-scored. Layouts that do not fit sink below every one that does.
+    heap: list = []
+    plans: dict = {}
+    first: dict = {}
+    skipped = {"global_batch": 0, "unusable_parallelism": 0}
     for values in solver.candidates():
-        fits_not, speed = model.score(_role_degrees(space, values) if native else values)
-        ranked.append(((fits_not, speed, changed(values), tuple(values.values())), values))
-        if len(ranked) > MAX_RANKED:
+        if unusable(values):
+            skipped["unusable_parallelism"] += 1
+            continue
+        degrees = _role_degrees(space, values) if native else values
+        plan = _plan(None, recipe, degrees, first)
+        if recipe is not None and plan is None and keep_batch:
+            skipped["global_batch"] += 1
+            continue
+        _fits, speed = model.score(degrees, _batch_of(plan), memory=False)
+        heap.append(((False, speed, changed(values), tuple(values.values())), 0, len(heap), values))
+        if len(heap) > MAX_RANKED:
             raise SolveError(f"more than {MAX_RANKED:,} layouts survive the rules on {t.world_size:,} GPUs: narrow "
                              "the search with --keep or --vary")
+    candidates = len(heap)
     searched = time.perf_counter()
-    ranked.sort(key=lambda r: r[0])
+    heapq.heapify(heap)
     verified = 0
     rejected: dict = {}
-    for _key, values in ranked:
-        if len(out.alternatives) >= top:
-            break
+    while heap and len(out.alternatives) < top:
+        key, rescored, order, values = heapq.heappop(heap)
+        degrees = _role_degrees(space, values)
+        if not rescored:
+            fits_not, speed = model.score(degrees, _batch_of(_plan(model, recipe, degrees, plans)))
+            heapq.heappush(heap, ((fits_not, speed) + key[2:], 1, order, values))
+            continue
         verified += 1
         verdict = solver.verify(values)
         if not verdict.ok:
             for code in verdict.failed:
                 rejected[code] = rejected.get(code, 0) + 1
             continue
-        est = model.estimate(_role_degrees(space, values))
-        out.alternatives.append(Alternative(len(out.alternatives) + 1, values, est, changes(solver, values)))
+        degrees = _role_degrees(space, values)
+        plan = _plan(model, recipe, degrees, plans)
+        est = model.estimate(degrees, _batch_of(plan), _global(shown, plan, degrees, work))
+        out.alternatives.append(Alternative(len(out.alternatives) + 1, values, est,
+                                            changes(solver, values) + (plan.changes if plan else [])))
     cur = solver.current
     if all(cur.get(n) is not None for n in space.names):
         out.current = dict(cur)
-        out.current_estimate = model.estimate(_role_degrees(space, cur))
+        degrees = _role_degrees(space, cur)
+        out.current_estimate = model.estimate(degrees, None, _global(shown, None, degrees, work))
         out.current_failures = _current_failures(solver, cur, t.world_size)
-    out.stats = {"layouts": _space_size(solver), "candidates": len(ranked), "verified": verified,
+    out.stats = {"layouts": _space_size(solver), "candidates": candidates, "verified": verified,
+                 "skipped": skipped,
                  "rejected_by_full_rules": rejected, "rejected_by_arithmetic": dict(solver.pruner.rejected),
                  "search_s": round(searched - started, 4), "total_s": round(time.perf_counter() - started, 4)}
     if not out.alternatives and diagnose:
         out.diagnosis = solver.diagnose()
     return out
+
+
+def _own_dp(report, solver: Solver) -> int | None:
+    """The data-parallel degree of the config's own layout on its own world (its directive, name or launch line,
+    not --world-size), else on the analysed world, else of its degrees on the target."""
+    d = {}
+    try:
+        from meshlint.check import topology_for
+        from meshlint.topology import CliTopology
+
+        opts = solver.options
+        own = topology_for(report.source, report.spec, CliTopology(None, None, None, solver.target.placement),
+                           opts.file_hint, opts.profile_hint)
+        if own.world_size:
+            d = solver.module.resolve(report.spec, own.world_size).degrees or {}
+    except Exception:  # noqa: BLE001 - a source without a world of its own (a launch line): the analysed one
+        d = {}
+    if not all(isinstance(d.get(k), int) and d[k] > 0 for k in ("dp_replicate", "dp_shard")):
+        d = (report.resolution.degrees if report.resolution is not None else None) or {}
+    dr, ds = d.get("dp_replicate"), d.get("dp_shard")
+    if isinstance(dr, int) and isinstance(ds, int) and dr > 0 and ds > 0:
+        return dr * ds
+    cur = solver.current
+    dr, ds = cur.get("dp_replicate", 1), cur.get("dp_shard")
+    return dr * ds if isinstance(dr, int) and isinstance(ds, int) and dr > 0 and ds > 0 else None
+
+
+def _unusable(report, work: cost.Workload):
+    """A predicate: does a layout use a parallelism the model cannot use (ep/etp on a dense model, rule ML502;
+    cp > 1 in KempnerForge, which does not wire it, rule ML301)?"""
+    dense = bool(work.params) and not (work.shape is not None and work.shape.num_experts)
+    kf = work.framework == "kempnerforge"
+
+    def check(values: dict) -> bool:
+        if dense and ((values.get("ep") or 1) > 1 or (values.get("etp") or 1) > 1):
+            return True
+        return kf and (values.get("cp") or 1) > 1
+
+    return check
+
+
+def _plan(model: cost.Model, recipe, degrees: dict, plans: dict):
+    """The batch plan that keeps the recipe's global batch on this layout (memoised per dp, pp and the degrees
+    memory depends on), the largest microbatch that fits preferred."""
+    if recipe is None:
+        return None
+    dp = (degrees.get("dp_replicate") or 1) * (degrees.get("dp_shard") or 1)
+    pp = degrees.get("pp") or 1
+    if model is None:  # the config's own microbatch where it divides, memory unchecked: the first ranking
+        key = (dp, pp)
+        if key not in plans:
+            plans[key] = batch.plan(recipe, dp, pp)
+        return plans[key]
+    key = tuple(degrees.get(n) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "etp"))
+    if key in plans:
+        return plans[key]
+
+    def fits(mb_tokens: int, m: int) -> bool:
+        peak = model.memory_peak(degrees, ((mb_tokens, m), (mb_tokens, m)), ends_only=True)
+        return peak is None or peak.peak_gib <= model.memory
+
+    plans[key] = p = batch.plan(recipe, dp, pp, fits)
+    return p
+
+
+def _batch_of(plan) -> tuple | None:
+    return None if plan is None else (plan.piped, (plan.microbatch_tokens, plan.microbatches))
+
+
+def _global(recipe, plan, degrees: dict, work: cost.Workload) -> dict | None:
+    if plan is not None:
+        return plan.global_batch
+    dp = (degrees.get("dp_replicate") or 1) * (degrees.get("dp_shard") or 1)
+    mb, m = work.batch[1]
+    return batch.global_batch(recipe, dp, mb * (m or 1) if mb else None) if recipe is not None else None
 
 
 def _current_failures(solver: Solver, values: dict, world: int) -> tuple:
@@ -189,11 +297,20 @@ def _breakdown(est: cost.Estimate) -> str:
 
 
 def _memory(est: cost.Estimate, gib: float) -> str:
-    if est.state_gib is None:
+    if est.peak is None:
         return "memory: unknown (no model sizes)"
-    act = f" + activations {_gib(est.activation_gib)}" if est.activation_gib is not None else ""
     verdict = "fits" if est.fits else "DOES NOT FIT"
-    return f"memory {_gib(est.memory_gib)} GiB of {gib:g} ({verdict}): states {_gib(est.state_gib)}{act}"
+    terms = est.peak.peak.terms
+    states = (terms["params"] + terms["grads"] + terms["optimizer"]) / cost.GIB
+    rest = sorted(((v, k) for k, v in terms.items() if k not in ("params", "grads", "optimizer") and v), reverse=True)
+    parts = [f"states {states:.1f}"] + [f"{k.replace('_', ' ')} {v / cost.GIB:.1f}" for v, k in rest[:3]]
+    stage = f" (stage {est.peak.peak.index})" if len(est.peak.stages) > 1 else ""
+    return f"memory {est.peak.peak_gib:.1f} GiB of {gib:g}{stage} ({verdict}): " + " + ".join(parts)
+
+
+def _batch_text(est: cost.Estimate) -> str | None:
+    g = est.global_batch
+    return None if not g else f"global batch {g['sequences']:,} sequences ({g['tokens']:,} tokens) per step"
 
 
 def _headline(est: cost.Estimate) -> str:
@@ -205,7 +322,7 @@ def _headline(est: cost.Estimate) -> str:
 
 def _change_text(c: dict) -> str:
     old = c["old"] if c["old"] is not None else f"{c['default']} (default)"
-    return f"{c['key']} {old} -> {c['new']}"
+    return f"{c['key']} {old} -> {c['new']}" + (f" ({c['what']})" if c.get("what") else "")
 
 
 def render_text(s: Suggestion) -> str:
@@ -237,6 +354,7 @@ def render_text(s: Suggestion) -> str:
                      + ": no choice of degrees changes that")
     for note in s.work.notes:
         lines.append(f"  note: {note}")
+    lines += _recipe_lines(s)
     if not s.alternatives:
         lines.append("")
         lines += _why_none(s)
@@ -248,6 +366,8 @@ def render_text(s: Suggestion) -> str:
         lines.append(f"     {_headline(est)}")
         lines.append(f"     {_breakdown(est)}")
         lines.append(f"     {_memory(est, s.model.memory)}")
+        if _batch_text(est):
+            lines.append(f"     {_batch_text(est)}" + (" (kept)" if s.recipe is not None and s.keep_batch else ""))
         if alt.changes:
             lines.append("     change: " + "; ".join(_change_text(c) for c in alt.changes))
         else:
@@ -255,6 +375,27 @@ def render_text(s: Suggestion) -> str:
     lines.append("")
     lines.append(f"  apply one: meshlint fix {s.report.path} --pick K (--diff to preview)")
     return safe("\n".join(lines), newlines=True)
+
+
+def _recipe_lines(s: Suggestion) -> list:
+    r, skipped = s.recipe, s.stats.get("skipped") or {}
+    out = []
+    if r is None:
+        out.append("  note: the global batch is unknown (no batch size or sequence length): layouts keep each rank's "
+                   "batch as written, so the global batch changes with the data-parallel degree")
+    elif s.keep_batch:
+        seqs = r.sequences if r.sequences else r.tokens // r.seq_len
+        out.append(f"  keeps the global batch: {seqs:,} sequences ({r.tokens:,} tokens) per step; layouts change the "
+                   f"microbatch and gradient accumulation to keep it"
+                   + (f"; {skipped['global_batch']:,} layouts cannot (the batch does not split over their "
+                      f"data-parallel ranks; --allow-batch-change lists them)" if skipped.get("global_batch") else ""))
+    else:
+        out.append("  --allow-batch-change: every data-parallel rank keeps its batch as written, so the global batch "
+                   "changes with the data-parallel degree (shown per layout)")
+    if skipped.get("unusable_parallelism"):
+        out.append(f"  {skipped['unusable_parallelism']:,} layouts use a parallelism this model cannot use (ep or etp "
+                   "on a dense model, cp in KempnerForge): not proposed")
+    return out
 
 
 def _rule_words(solver: Solver, code: str) -> str:
@@ -317,6 +458,9 @@ def to_json(s: Suggestion) -> dict:
             "degrees": s.current, "valid": not s.current_failures, "failing_rules": list(s.current_failures),
             "estimate": s.current_estimate.to_json() if s.current_estimate else None},
         "independent_errors": list(s.independent),
+        "global_batch": None if s.recipe is None else {
+            "sequences": s.recipe.sequences if s.recipe.sequences else s.recipe.tokens // s.recipe.seq_len,
+            "tokens": s.recipe.tokens, "kept": s.keep_batch},
         "alternatives": [{"rank": a.rank, "degrees": a.degrees, "estimate": a.estimate.to_json(),
                           "changes": a.changes} for a in s.alternatives],
         "stats": s.stats,

@@ -87,7 +87,9 @@ def test_unknown_world_gives_one_info_with_the_valid_worlds(write):
     assert code == 0 and len(infos) == 1 and infos[0]["rule"] == "ML105"
     assert "valid on any multiple of 8 GPUs" in infos[0]["message"]
     assert doc["files"][0]["mesh"] is None
-    assert {s["needs"] for s in doc["files"][0]["skipped_rules"]} == {"world_size", "gpus_per_node", "dp_shard"}
+    # the whole-peak memory rules (ML504, ML505) need the layout, which the unknown world leaves open
+    assert {s["needs"] for s in doc["files"][0]["skipped_rules"]} == {"world_size", "gpus_per_node", "memory"}
+    assert doc["files"][0]["memory"] is None
 
 
 def test_world_size_from_the_command_line(write):
@@ -215,7 +217,7 @@ def test_rules_lists_every_rule_and_the_input_errors():
 
 
 def test_python_dash_m_works_like_the_command():
-    proc = run_subprocess("check", str(FIXTURES / "kempnerforge" / "70b_32gpu_tp4.toml"))
+    proc = run_subprocess("check", str(FIXTURES / "kempnerforge" / "70b_32gpu_tp4_pp4.toml"))
     assert proc.returncode == 0, proc.stderr
     assert "1 file checked: no findings." in proc.stdout
     proc = run_subprocess("--version")

@@ -39,7 +39,8 @@ def _setup(path, version=None, **topo):
 
 
 def errors_after(path, *flags, version=None, **topo):
-    planner = Planner(CliSettings(torchtitan_version=version, **topo))
+    # the layouts' validity: the whole-peak memory rule (ML504) is suggest's ranking's business, not the edit's
+    planner = Planner(CliSettings(torchtitan_version=version, gpu_memory_gib=10_000, **topo))
     options = planner.options_for(str(path))
     return [f for r in check_all(str(path), options) for f in r.findings if f.severity == "error"]
 
@@ -215,11 +216,16 @@ def test_registry_fix_on_a_real_torchtitan_file(tmp_path):
     path = _registry_copy(tmp_path, "deepseek_v3")
     original = path.read_text()
     target = f"{path}::deepseek_v3_671b"
+    # keeping the global batch needs num_tokens_per_microbatch_per_dp_rank, computed in this function: refused
+    result = run("fix", target, "--world-size", "512", "--gpus-per-node", "8", "--torchtitan-version", "main")
+    assert result.exit_code == 2 and "num_tokens_per_microbatch_per_dp_rank is not set by a literal" in result.output
+    assert path.read_text() == original
     result = run("fix", target, "--world-size", "512", "--gpus-per-node", "8", "--torchtitan-version", "main",
-                 "--diff")
+                 "--allow-batch-change", "--diff")
     assert result.exit_code == 0, result.output
     assert "-            expert_parallel_degree=2," in result.output
-    result = run("fix", target, "--world-size", "512", "--gpus-per-node", "8", "--torchtitan-version", "main")
+    result = run("fix", target, "--world-size", "512", "--gpus-per-node", "8", "--torchtitan-version", "main",
+                 "--allow-batch-change")
     assert result.exit_code == 0, result.output
     new = path.read_text()
     assert _changed_lines(original, new) and all("_degree=" in line for line in _changed_lines(original, new))
@@ -247,7 +253,7 @@ def test_registry_edit_names_the_functions_deriving_from_it(tmp_path):
     shutil.copytree(ROOT / "fixtures" / "torchtitan_registry", dst)
     path = dst / "torchtitan" / "models" / "tiny" / "config_registry.py"
     result = run("fix", f"{path}::tiny_debug", "--torchtitan-version", "main", "--world-size", "16",
-                 "--gpus-per-node", "8", "--set", "tp=4")
+                 "--gpus-per-node", "8", "--set", "tp=4", "--allow-batch-change")
     assert result.exit_code == 0, result.output
     assert "tiny_loop, tiny_replaced in the same file change too: they derive from tiny_debug" in result.output
     assert "tensor_parallel_degree=4,  # meshlint: ignore[ML201]" in path.read_text()
@@ -273,7 +279,8 @@ def test_registry_insert_keyword(tmp_path):
     shutil.copytree(src, dst)
     path = dst / "torchtitan" / "models" / "llama3" / "config_registry.py"
     original = path.read_text()
-    result = run("fix", f"{path}::llama3_8b_defaults", "--torchtitan-version", "main", "--set", "tp=2")
+    result = run("fix", f"{path}::llama3_8b_defaults", "--torchtitan-version", "main", "--set", "tp=2",
+                 "--allow-batch-change")
     assert result.exit_code == 0, result.output
     new = path.read_text()
     assert "parallelism=ParallelismConfig(tensor_parallel_degree=2)," in new

@@ -194,17 +194,27 @@ def test_memory_estimate_uses_the_configured_gpu_memory(write, tmp_path):
     path = write(LLAMA70_ON_8, "tt_8gpu.toml")
     _, doc = run_cli_json("check", str(path))
     (finding,) = [x for x in doc["files"][0]["findings"] if x["rule"] == "ML504"]
-    # 70.55e9 parameters × 16 bytes / 8 shards = 131.4 GiB
-    assert finding["severity"] == "info" and "about 131.4 GiB per GPU, more than its 80 GiB" in finding["message"]
-    _, doc = run_cli_json("check", str(path), "--gpu-memory-gib", "141")
-    assert "ML504" not in [x["rule"] for x in doc["files"][0]["findings"]]
-    (tmp_path / "meshlint.toml").write_text("gpu_memory_gib = 141\n")
+    memory = doc["files"][0]["memory"]
+    # the whole peak: 70.55e9 parameters × 16 bytes / 8 shards = 131.4 GiB of states before any activation
+    assert memory["terms"]["params"] + memory["terms"]["grads"] + memory["terms"]["optimizer"] == \
+        pytest.approx(131.4, abs=0.1)
+    assert finding["severity"] == "error" and memory["capacity_gib"] == 80 and memory["fits"] is False
+    assert f"about {round(memory['peak_gib'], 1)} GiB per GPU, more than the GPU's 80 GiB" in finding["message"]
+    above = str(int(memory["peak_gib"] / 0.8) + 1)  # clear of ML505's 15 % margin too
+    _, doc = run_cli_json("check", str(path), "--gpu-memory-gib", above)
+    assert not {"ML504", "ML505"} & {x["rule"] for x in doc["files"][0]["findings"]}
+    assert doc["files"][0]["memory"]["capacity_source"] == "--gpu-memory-gib"
+    (tmp_path / "meshlint.toml").write_text(f"gpu_memory_gib = {above}\n")
     _, doc = run_cli_json("check", str(path))
-    assert "ML504" not in [x["rule"] for x in doc["files"][0]["findings"]]
+    assert not {"ML504", "ML505"} & {x["rule"] for x in doc["files"][0]["findings"]}
+    assert doc["files"][0]["memory"]["capacity_source"].endswith("gpu_memory_gib")
 
 
-def test_bf16_training_halves_the_estimate(write):
-    path = write(LLAMA70_ON_8.replace("[parallelism]", '[training]\ndtype = "bfloat16"\n\n[parallelism]'),
-                 "tt_8gpu.toml")
-    _, doc = run_cli_json("check", str(path))
-    assert "ML504" not in [x["rule"] for x in doc["files"][0]["findings"]]  # 65.7 GiB
+def test_bf16_training_halves_the_states(write):
+    fp32 = write(LLAMA70_ON_8, "tt_8gpu.toml")
+    bf16 = write(LLAMA70_ON_8.replace("[parallelism]", '[training]\ndtype = "bfloat16"\n\n[parallelism]'),
+                 "tt_8gpu_bf16.toml")
+    terms = [run_cli_json("check", str(p))[1]["files"][0]["memory"]["terms"] for p in (fp32, bf16)]
+    for name in ("params", "grads", "optimizer"):
+        assert terms[1][name] == pytest.approx(terms[0][name] / 2, abs=0.01)
+    assert terms[1]["activations"] == terms[0]["activations"]  # the compute dtype is bf16 in both

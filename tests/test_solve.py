@@ -62,11 +62,11 @@ def _setup(path: str, version: str | None, gpn: int, world: int | None = None):
 def _error_options(options, report=None):
     """The check's options with only the error rules that can report on this config (a warning cannot make
     a layout invalid; a rule limited to other framework versions never reports): the same verdicts, faster."""
-    from meshlint.solve.valid import _framework_id
+    from meshlint.solve.valid import _framework_id, memory_rule
 
     fid = _framework_id(report.spec) if report is not None and report.spec is not None else None
     rules = [r for r in options.rules if (options.severity.get(r.code) or r.severity) == "error"
-             and (fid is None or r.applies_to(report.spec.dialect, fid))]
+             and (fid is None or r.applies_to(report.spec.dialect, fid)) and not memory_rule(r)]
     return options._replace(rules=rules)
 
 

@@ -44,6 +44,7 @@ def file_json(report: FileReport) -> dict:
         "suppressed": [],
         "skipped_rules": [],
         "diff": None,
+        "memory": None,
     }
     if report.error is not None:
         out["findings"] = [input_error_finding(report.error).to_json()]
@@ -77,12 +78,22 @@ def file_json(report: FileReport) -> dict:
         findings=[f.to_json() for f in report.findings],
         suppressed=[f.to_json() for f in report.suppressed],
         skipped_rules=[{"rule": s.code, "name": s.name, "needs": s.needs} for s in report.skips],
+        memory=_memory_json(report.memory),
     )
     if report.diff is not None:
         out["diff"] = {"base": report.diff.base, **report.diff.body(), "old": file_json(report.diff.old)}
     elif report.diff_note:
         out["diff"] = {"base": report.diff_base, "note": report.diff_note}
     return out
+
+
+def _memory_json(memory: dict | None) -> dict | None:
+    """``files[].memory``: the whole per-GPU peak of the config's layout (added in 1.x; docs/report-v1.schema.json)."""
+    if memory is None:
+        return None
+    keep = ("peak_gib", "peak_stage", "stages", "terms", "capacity_gib", "capacity_source", "fits", "margin",
+            "activation_checkpointing")
+    return {k: memory.get(k) for k in keep}
 
 
 def framework_version(spec) -> dict:

@@ -7,5 +7,16 @@ rule reads, ``valid`` gives the final verdict with the real rules on the real re
 entry points; ``meshlint suggest`` and ``meshlint fix`` are built on them.
 """
 
-from meshlint.solve.space import Target  # noqa: F401
-from meshlint.solve.valid import Solver, degree_choices, valid_layouts  # noqa: F401
+# Exported lazily: `check` prices a config's memory with solve.cost, which must not load the search (valid, copy,
+# suppress) on the way.
+_EXPORTS = {"Target": "meshlint.solve.space", "Solver": "meshlint.solve.valid",
+            "degree_choices": "meshlint.solve.valid", "valid_layouts": "meshlint.solve.valid"}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'meshlint.solve' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -180,6 +180,7 @@ class Workload(NamedTuple):
     ac: str                       # activation checkpointing: full | selective | none
     ac_from: str                  # where that came from
     notes: tuple = ()
+    shape: object = None          # meshlint.memory.Shape: what the whole-peak memory estimate reads
 
 
 def workload(report, options, profile: Cluster) -> Workload:
@@ -222,10 +223,13 @@ def workload(report, options, profile: Cluster) -> Workload:
         "training.mixed_precision_param")
     param_bytes = 4 if precision in ("fp32", "float32") else 2
     ac, ac_from = _ac_mode(report, profile)
+    from meshlint.memory_shape import shape
+
+    mem = shape(report, None if spec.dialect == "kempnerforge" else _model_entry(report, options), ac, batch[1][1])
     return Workload(framework, params, expert_params, active, n_layers, moe_layers, dim,
                     heads * head_dim if heads and head_dim else None, kv * head_dim if kv and head_dim else None,
                     top_k, _int(v.get("model.vocab_size")), seq, batch, schedule, _bytes_per_param(spec), param_bytes, ac, ac_from,
-                    tuple(notes))
+                    tuple(notes), mem)
 
 
 def _batch(spec) -> tuple:
@@ -340,6 +344,9 @@ class Estimate(NamedTuple):
     fits: bool | None
     mfu: float | None
     tokens: int | None            # tokens per iteration, whole world
+    peak: object = None           # meshlint.memory.Peak: the whole per-GPU peak, per stage
+    capacity_gib: float | None = None
+    global_batch: dict | None = None  # {"sequences", "tokens"} per optimizer step
 
     def to_json(self) -> dict:
         r = lambda x: None if x is None else round(x, 6)  # noqa: E731
@@ -349,7 +356,10 @@ class Estimate(NamedTuple):
                 "communication_before_overlap_s": {k: r(v) for k, v in self.raw.items()},
                 "links": dict(self.links), "bubble_s": r(self.bubble), "bubble_fraction": r(self.bubble_fraction),
                 "memory": {"model_states_gib": r(self.state_gib), "activations_gib": r(self.activation_gib),
-                           "total_gib": r(self.memory_gib), "fits": self.fits},
+                           "total_gib": r(self.memory_gib), "fits": self.fits,
+                           **(self.peak.to_json(self.capacity_gib) if self.peak is not None else
+                              {"peak_gib": None, "capacity_gib": self.capacity_gib})},
+                "global_batch": self.global_batch,
                 "mfu": r(self.mfu), "tokens_per_iteration": self.tokens}
 
 
@@ -366,6 +376,7 @@ class Model:
         self.memory = gpu_memory_gib
         self._place: dict = {}
         self._crit: dict = {}
+        self._peaks: dict = {}
 
     # -- links
     def link(self, size: int, stride: int, span: int) -> tuple:
@@ -406,11 +417,12 @@ class Model:
     def _reduce(n: int, size: float, link: Link) -> float:       # all-reduce = reduce-scatter + all-gather
         return 2 * Model._gather(n, size, link)
 
-    def estimate(self, d: dict) -> Estimate:
-        """The full estimate of one layout (``score`` is the ranking's cheap form of it)."""
+    def estimate(self, d: dict, batch: tuple | None = None, global_batch: dict | None = None) -> Estimate:
+        """The full estimate of one layout (``score`` is the ranking's cheap form of it); ``batch`` replaces the
+        workload's ((microbatch tokens, microbatches) with pp, (the same) without) when the layout changes it."""
         pp, dr, ds, cp, tp, ep = (d.get(n, 1) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"))
         etp = d.get("etp", 1) or 1
-        crit = self._critical(pp, tp, cp, ep, etp)
+        crit = self._critical(pp, tp, cp, ep, etp, batch)
         compute, raw_crit, links_crit, tokens_dp, m, mb_tokens, flops_token = crit
         raw = dict(raw_crit)
         links = dict(links_crit)
@@ -424,33 +436,53 @@ class Model:
         time = busy + comm.get("dp", 0.0) + bubble if tokens_dp else None
         tokens = tokens_dp * dr * ds if tokens_dp else None  # each data-parallel rank reads its own batch
         state = self._state(pp, tp, ds, cp)
-        activations = self.activations(pp, m, tp, 1 if self.kf else cp, mb_tokens)
-        total = None if state is None else state + (activations or 0.0)
+        peak = self.memory_peak(d, batch)
+        activations = peak.peak.terms["activations"] / GIB if peak is not None and peak.peak.terms[
+            "activations"] else None
+        total = peak.peak_gib if peak is not None else None
         fits = None if total is None else total <= self.memory
         per_token = time / tokens if time and tokens else None
         mfu = (flops_token * tokens / time / (self.world * self.c.gpu_tflops * 1e12)) if time and tokens and \
             flops_token else None
         return Estimate(time, per_token, compute, comm, raw, links, bubble, fraction, state, activations, total,
-                        fits, mfu, tokens)
+                        fits, mfu, tokens, peak, self.memory, global_batch)
 
-    def score(self, d: dict) -> tuple:
-        """(does not fit, time per token): what the ranking sorts by, without building an Estimate."""
+    def score(self, d: dict, batch: tuple | None = None, memory: bool = True) -> tuple:
+        """(does not fit, time per token): what the ranking sorts by, without building an Estimate (``memory``
+        False: the fit is not estimated and reads as None)."""
         pp, dr, ds, cp, tp, ep = (d.get(n, 1) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"))
         etp = d.get("etp", 1) or 1
-        compute, raw_crit, _links, tokens_dp, m, mb_tokens, _f = self._critical(pp, tp, cp, ep, etp)
+        compute, raw_crit, _links, tokens_dp, m, mb_tokens, _f = self._critical(pp, tp, cp, ep, etp, batch)
         raw: dict = {}
         dp_raw = self._data_parallel(pp, dr, ds, cp, tp, ep, etp, m, raw, {})
         busy = compute + sum(raw_crit.values())
         fraction = self.bubble_fraction(pp, m)
         bubble = busy * fraction / (1 - fraction) if fraction < 1 else 0.0
-        state = self._state(pp, tp, ds, cp)
-        fits = None
-        if state is not None:
-            fits = state + (self.activations(pp, m, tp, 1 if self.kf else cp, mb_tokens) or 0.0) <= self.memory
+        peak = self.memory_peak(d, batch, ends_only=True) if memory else None
+        fits = None if peak is None else peak.peak_gib <= self.memory
         if not tokens_dp:
             return fits is False, sum(raw_crit.values()) + dp_raw + fraction
         time = busy + max(0.0, dp_raw - self.c.overlap * compute) + bubble
         return fits is False, time / (tokens_dp * dr * ds)
+
+    def memory_peak(self, d: dict, batch: tuple | None = None, ends_only: bool = False):
+        """The whole per-GPU peak of every pipeline stage (meshlint.memory.Peak), or None (model size unknown)."""
+        from meshlint import memory
+
+        if self.w.shape is None:
+            return None
+        pp = d.get("pp", 1) or 1
+        both = batch or self.w.batch
+        mb_tokens, m = both[0] if pp > 1 else both[1]
+        # dp_replicate changes the peak only by turning FSDP2 on (memory.estimate's `sharded`): one entry for all > 1
+        key = (pp, (d.get("dp_replicate") or 1) > 1, d.get("dp_shard") or 1, d.get("cp") or 1, d.get("tp") or 1,
+               d.get("ep") or 1, d.get("etp") or 1, mb_tokens, m, ends_only)
+        hit = self._peaks.get(key)
+        if hit is None:
+            if len(self._peaks) > 100_000:  # a search over many layouts: stay bounded
+                self._peaks.clear()
+            hit = self._peaks[key] = memory.estimate(self.w.shape, d, mb_tokens, m or 1, self.w.schedule, ends_only)
+        return hit
 
     @property
     def kf(self) -> bool:
@@ -462,10 +494,10 @@ class Model:
             return None
         return w.params * w.bytes_per_param / (pp * tp * (ds if self.kf else ds * cp)) / GIB
 
-    def _critical(self, pp: int, tp: int, cp: int, ep: int, etp: int) -> tuple:
+    def _critical(self, pp: int, tp: int, cp: int, ep: int, etp: int, batch: tuple | None = None) -> tuple:
         """Compute and the on-the-critical-path communication (TP, CP, EP, PP): they depend on pp, tp, cp, ep
-        only, so thousands of layouts share a few dozen of these (memoised)."""
-        key = (pp, tp, cp, ep, etp)
+        (and the batch) only, so thousands of layouts share a few dozen of these (memoised)."""
+        key = (pp, tp, cp, ep, etp, batch)
         hit = self._crit.get(key)
         if hit is not None:
             return hit
@@ -478,7 +510,8 @@ class Model:
         L = w.n_layers or 0
         layers = L / pp
         moe_layers = w.moe_layers / pp
-        mb_tokens, m = w.batch[0] if pp > 1 else w.batch[1]
+        both = batch or w.batch
+        mb_tokens, m = both[0] if pp > 1 else both[1]
         m = m or 1
         tokens_dp = mb_tokens * m if mb_tokens else None
         passes = 3 if w.ac == "full" else 2   # forward, (recomputed forward,) backward

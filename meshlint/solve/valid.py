@@ -43,6 +43,11 @@ class Verdict(NamedTuple):
     report: object = None  # (with keep=True) the FileReport-like analysis of the layout
 
 
+def memory_rule(rule) -> bool:
+    """A rule on the whole-peak memory estimate of the config's own layout (reads memory.peak_gib)."""
+    return "memory" in prune.reads(rule)
+
+
 def effective_severity(rule, severity: dict) -> str:
     return severity.get(rule.code) or severity.get(rule.name) or rule.severity
 
@@ -82,9 +87,11 @@ class Solver:
         dialect = self.spec.dialect
         facts_id = _framework_id(self.spec)
         # a rule limited to other framework versions has its limit folded into its `when`: it never reports
+        # the whole-peak memory rules (ML504) are not judged here: the cost model prices each layout's peak and says
+        # whether it fits (suggest ranks and filters on it); their facts describe the config's own layout only
         rules = [r for r in options.rules
                  if r.applies_to(dialect, facts_id) and effective_severity(r, options.severity) == "error"
-                 and not _late(r)]
+                 and not _late(r) and not memory_rule(r)]
         self.suppressions = suppress.parse(self.source) if "meshlint" in (self.source.text or "") else []
         self.maybe_suppressed = {r.code for r in rules if self._maybe_suppressed(r)}
         groups = prune.classify(rules, dialect)

@@ -1,0 +1,112 @@
+"""The whole per-GPU peak (meshlint.memory): held against the frameworks' published peaks, and its terms' physics."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from meshlint import memory
+from meshlint.memory import GIB, Shape
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("memory_vs_published", ROOT / "bench" / "memory_vs_published.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def published():
+    return _bench().run()
+
+
+def test_every_published_peak_within_20_percent(published):
+    rows = published["rows"]
+    assert len(rows) == 27  # KempnerForge's 14 MFU runs, torchtitan's 13 table rows with a layout
+    worst = max(rows, key=lambda r: abs(r["error_pct"]))
+    assert abs(worst["error_pct"]) <= 20, worst
+
+
+def test_deepseek_v3_671b_recipe_does_not_fit(published):
+    ds = published["deepseek_v3_671b"]
+    if "skipped" in ds:
+        pytest.skip(ds["skipped"])
+    assert ds["peak_gib"] > 276 and not ds["fits_80gb"]  # a fake-process-group run measured > 276 GiB
+
+
+LLAMA8 = Shape(framework="torchtitan", params=8_030_261_248, n_layers=32, dim=4096, ffn_hidden=14336, n_heads=32,
+               n_kv_heads=8, head_dim=128, vocab=128256, tied=False, state_bytes=4)
+KF7 = LLAMA8._replace(framework="kempnerforge", state_bytes=2, accumulate_unsharded=True)
+
+
+def _peak(shape, tokens=16384, m=1, schedule=None, **degrees):
+    return memory.estimate(shape, degrees, tokens, m, schedule)
+
+
+def test_checkpointing_orders_the_activations():
+    acts = {ac: _peak(LLAMA8._replace(ac=ac), dp_shard=8).peak.terms["activations"]
+            for ac in ("none", "selective", "full")}
+    assert acts["none"] > acts["selective"] > acts["full"] > 0
+    budget = _peak(LLAMA8._replace(ac="memory_budget", memory_budget=0.5), dp_shard=8).peak.terms["activations"]
+    assert acts["full"] < budget < acts["none"]
+    layer = _peak(LLAMA8._replace(ac="selective", ac_option="2"), dp_shard=8).peak.terms["activations"]
+    assert layer == pytest.approx((acts["none"] + acts["full"]) / 2)
+
+
+def test_tensor_parallel_splits_activations_and_states():
+    one, four = _peak(LLAMA8._replace(ac="none"), dp_shard=8), _peak(LLAMA8._replace(ac="none"), dp_shard=2, tp=4)
+    assert one.peak.terms["params"] == pytest.approx(four.peak.terms["params"])  # 8 shards either way
+    assert four.peak.terms["activations"] < one.peak.terms["activations"] / 2
+    assert four.peak.terms["logits_loss"] == pytest.approx(one.peak.terms["logits_loss"] / 4)  # loss parallel
+
+
+def test_states_in_the_frameworks_dtypes():
+    tt, kf = _peak(LLAMA8, dp_shard=8), _peak(KF7, m=1, dp_shard=8)
+    assert tt.peak.terms["params"] == pytest.approx(8_030_261_248 * 4 / 8, rel=1e-6)
+    assert kf.peak.terms["params"] == pytest.approx(8_030_261_248 * 2 / 8, rel=1e-6)
+    assert tt.peak.terms["optimizer"] == 2 * tt.peak.terms["params"]
+
+
+def test_no_sync_accumulation_keeps_unsharded_fp32_gradients():
+    one = _peak(KF7, m=1, dp_shard=8).peak.terms
+    four = _peak(KF7, m=4, dp_shard=8).peak.terms
+    assert one["unsharded_grads"] == 0 and one["grads"] > 0
+    assert four["unsharded_grads"] == pytest.approx(8_030_261_248 * 4, rel=1e-6) and four["grads"] == 0
+    # torchtitan reduce-scatters every microbatch without pp
+    assert _peak(LLAMA8, m=4, dp_shard=8).peak.terms["unsharded_grads"] == 0
+    # without any data-parallel dim there is no FSDP2 and nothing unsharded
+    assert _peak(KF7, m=4).peak.terms["unsharded_grads"] == 0
+
+
+def test_pipeline_stages_differ_at_the_ends():
+    peak = _peak(LLAMA8._replace(ac="full"), tokens=8192, m=8, schedule="1F1B", pp=4, dp_shard=2)
+    first, last = peak.stages[0], peak.stages[-1]
+    assert first.microbatches_held == 4 and last.microbatches_held == 1
+    assert first.terms["activations"] == pytest.approx(4 * last.terms["activations"])
+    assert last.terms["logits_loss"] > 0 and first.terms["logits_loss"] == 0
+    gpipe = _peak(LLAMA8._replace(ac="full"), tokens=8192, m=8, schedule="GPipe", pp=4, dp_shard=2)
+    assert gpipe.stages[0].microbatches_held == 8
+    ends = memory.estimate(LLAMA8._replace(ac="full"), {"pp": 4, "dp_shard": 2}, 8192, 8, "1F1B", ends_only=True)
+    assert ends.peak.total == peak.peak.total and len(ends.stages) == 2
+
+
+def test_moe_experts_shard_over_ep():
+    moe = Shape(framework="torchtitan", params=30_532_122_624, n_layers=48, dim=2048, ffn_hidden=6144, n_heads=32,
+                n_kv_heads=4, head_dim=128, vocab=151936, tied=False, num_experts=128, moe_layers=48, moe_hidden=768,
+                top_k=8, expert_params=48 * 128 * 3 * 2048 * 768, state_bytes=4)
+    one, eight = _peak(moe, dp_shard=8), _peak(moe, dp_shard=8, ep=8)
+    assert eight.peak.terms["moe_dispatch"] > 0 == one.peak.terms["moe_dispatch"]
+    # the experts shard over ep × efsdp = the same 8 ranks: states equal, gathered experts 8× fewer
+    assert eight.peak.terms["params"] == pytest.approx(one.peak.terms["params"])
+    assert eight.peak.terms["fsdp_unsharded"] < one.peak.terms["fsdp_unsharded"]
+
+
+def test_unknown_size_gives_nothing():
+    assert memory.estimate(LLAMA8._replace(params=None), {}, 1024, 1, None) is None
+    no_batch = memory.estimate(LLAMA8, {"dp_shard": 8}, None, 1, None)
+    assert no_batch.peak.terms["activations"] == 0 and no_batch.peak.total > 14 * GIB  # states still count
