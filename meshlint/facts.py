@@ -168,7 +168,8 @@ GROUP_FIELDS = {
                    "section_present", "keys", "model_config"),
 }
 
-ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard",
+ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_cp": "dp",
+           "dp_shard_cp": "dp_shard",  # Accelerate's flattened meshes: the loss average and FSDP's shards
            "dp_replicate": "dp_replicate", "dp_shard": "dp_shard", "pp": "pp", "cp": "cp", "tp": "tp", "ep": "ep",
            "etp": "etp"}
 

@@ -37,8 +37,8 @@ def read_config(source, release) -> Spec:
                               "value": repr(section)[:60], "note": "accelerate launch fails reading it"})
     if launcher.get("distributed_type") is None and "distributed_type" not in data and spec.load_error is None:
         spec.load_error = "ValueError: A `distributed_type` must be specified in the config file."
-    release.apply_values(spec, values, where, launcher)
     spec.values["accelerate.section_present"] = isinstance(section, dict) and bool(section)
+    release.apply_values(spec, values, where, launcher)
     world, machines = spec.values["accelerate.world"], launcher.get("num_machines")
     if world is not None:  # the launcher starts num_processes // num_machines processes on each machine
         nodes = machines if isinstance(machines, int) and not isinstance(machines, bool) and machines >= 1 else 1

@@ -126,15 +126,42 @@ def apply_values(spec: Spec, values: dict, where: dict, launcher: dict) -> None:
                             "distributed_type": launcher.get("distributed_type_key") or "distributed_type",
                             "num_processes": launcher.get("num_processes_key") or "num_processes",
                             "num_machines": launcher.get("num_machines_key") or "num_machines",
-                            "fsdp_version": launcher.get("fsdp_version_key") or "fsdp_config.fsdp_version",
+                            "fsdp_version": launcher.get("fsdp_version_key") or "fsdp_config.fsdp_version|distributed_type",
                             "cp_comm_strategy": where.get("cp_comm_strategy", KEYS[7].path),
                             "cp_backend": where.get("cp_backend", KEYS[5].path),
                             "sp_backend": where.get("sp_backend", KEYS[6].path),
                             "sp_attn_implementation": where.get("sp_attn_implementation", KEYS[10].path)}
     world = launched_world(launcher.get("num_processes"), launcher.get("num_machines"), dtype)
     v["accelerate.world"] = world
+    v.setdefault("accelerate.section_present", True)  # a launch line or variables set it; a file says
+    _value_problems(spec)
     if spec.load_error is None:
         spec.load_error = post_init_error(spec)
+
+
+# value checks of __post_init__ (and its handlers'), reported as invalid values (ML101): (fact, allowed, when)
+CHOICES = (("accelerate.cp_backend", ("torch",), None), ("accelerate.sp_backend", ("deepspeed",), None),
+           ("accelerate.cp_comm_strategy", CP_COMM, "cp"), )
+
+
+def _value_problems(spec: Spec) -> None:
+    v, keys = spec.values, spec.values["accelerate.keys"]
+    for fact, allowed, needs in CHOICES:
+        value = v.get(fact)
+        gate = spec.degrees.get(needs) if needs else 2
+        if value is not None and value not in allowed and isinstance(gate, int) and gate > 1:
+            name = fact.split(".", 1)[1]
+            spec.problems.append({"key": keys[name], "expected": "one of " + ", ".join(map(repr, allowed)),
+                                  "actual": "string", "value": repr(value)[:60],
+                                  "note": f"ParallelismConfig raises ValueError ({name} must be one of {list(allowed)})"})
+    attn, sp = v.get("accelerate.sp_attn_implementation"), v.get("accelerate.sp")
+    if isinstance(sp, int) and sp > 1 and attn in SP_ATTN_REFUSED:
+        spec.problems.append({"key": keys["sp_attn_implementation"], "expected": "not 'eager' or 'flex_attention'",
+                              "actual": "string", "value": repr(attn), "note": "DeepSpeed SP refuses it (ValueError: "
+                              "Invalid sp_attn_implementation)"})
+    if isinstance(sp, int) and sp < 1:
+        spec.problems.append({"key": keys["sp"], "expected": "an integer >= 1", "actual": "integer", "value": str(sp),
+                              "note": f"ParallelismConfig raises ValueError: sp_size must be at least 1, but got {sp}"})
 
 
 def launched_world(num_processes, num_machines, dtype) -> int | None:
@@ -230,7 +257,10 @@ def resolve(spec: Spec, world: int | None) -> Resolution:
                                   f"{prod(sizes[p] for p in parts)}"))
         if mesh.size < world:
             res.outside = (mesh.size, world - 1)
-    error = accelerator_error(spec, sizes, world)
+    error = accelerator_error(spec, sizes, world) if v.get("accelerate.section_present", True) else None
+    if not v.get("accelerate.section_present", True):
+        res.notes.append("no parallelism_config in the file: accelerate launch sets no PARALLELISM_CONFIG_* variables "
+                         "(a script may still pass its own ParallelismConfig)")
     if error:
         res.framework_error, res.error_stage = error, "resolve"
     elif total == 1 and world > 1 and _multi_device(v, world):

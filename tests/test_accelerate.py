@@ -1,0 +1,117 @@
+"""Accelerate 1.15.0 configs: the YAML reader (positions, limits, refusals), the resolution on Accelerate's
+own example and test configs, and the generated release facts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, ROOT
+
+from meshlint.check import Options, analyse, check_file
+from meshlint.errors import InputError
+from meshlint.inputs.yaml_source import parse_yaml, read_yaml_source
+from meshlint.rules import load_rules
+
+RULES = load_rules()
+UPSTREAM = FIXTURES / "accelerate" / "upstream"
+RELEASE = ROOT / ".frameworks" / "accelerate-1.15.0"
+# Accelerate's own test of its unknown-key refusal: the one upstream file it refuses
+REFUSED = {"tests_test_configs_invalid_keys.yaml": {"ML108"}}
+
+
+def _write(tmp_path, text: str, name: str = "c.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# ----------------------------------------------------------------------------- the YAML reader
+
+def test_positions_and_values_as_safe_load_gives_them():
+    data, keys = parse_yaml("a: 0x10\nb:\n  c: '4'\n  d: [1, {e: yes}]\n")
+    assert data == {"a": 16, "b": {"c": "4", "d": [1, {"e": True}]}}
+    assert keys[("b", "c")] == (3, 3) and keys[("b", "d", 1, "e")] == (4, 11)
+
+
+@pytest.mark.parametrize("text, code, what", [
+    ("a: !!python/object/apply:os.system [echo]\n", "ML009", "would build a Python object"),
+    ("a: !!python/name:os.system\n", "ML009", "would build a Python object"),
+    ("a: [1\n", "ML009", "invalid YAML"),
+    ("a: 1\n---\nb: 2\n", "ML009", "single document"),
+    ("<<: {a: 1}\n", "ML009", "merge key"),
+    ("a:\n" + "".join("  " * i + "k:\n" for i in range(1, 80)), "ML007", "nested more than 64"),
+    ("a: " + "[" * 100 + "]" * 100 + "\n", "ML007", "nested more than 64"),
+    ("a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+     "d: [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n", "ML007", "aliases count"),
+    ("a: " + "9" * 1200 + "\n", "ML007", "digits"),
+])
+def test_bad_yaml_is_a_clear_input_error(text, code, what):
+    with pytest.raises(InputError) as info:
+        parse_yaml(text)
+    assert info.value.code == code and what in str(info.value)
+
+
+def test_byte_order_mark_is_read_as_accelerate_reads_it(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_bytes(b"\xef\xbb\xbfdistributed_type: MULTI_GPU\nnum_processes: 2\n")
+    assert read_yaml_source(str(path)).data == {"distributed_type": "MULTI_GPU", "num_processes": 2}
+
+
+def test_a_yaml_file_that_is_not_an_accelerate_config_is_skipped(tmp_path):
+    report = check_file(str(_write(tmp_path, "repos:\n  - repo: local\n")), Options(rules=RULES))
+    assert report.status == "skipped" and "not an accelerate config" in report.note
+
+
+# ----------------------------------------------------------------------------- resolution
+
+@pytest.mark.parametrize("path", sorted(UPSTREAM.glob("*.y*ml")), ids=lambda p: p.name)
+def test_accelerates_own_configs_raise_no_false_alarm(path):
+    report = check_file(str(path), Options(rules=RULES))
+    assert report.status in ("checked", "skipped"), report.error
+    alarms = {f.code for f in report.findings if f.severity in ("error", "warning")}
+    assert alarms == REFUSED.get(path.name, set()), [f.message for f in report.findings]
+
+
+def test_tp_hsdp_example_mesh_as_accelerate_builds_it():
+    report = analyse(str(UPSTREAM / "examples_torch_native_parallelism_configs_tp_hsdp.yaml"), Options(rules=RULES))
+    res = report.resolution
+    mesh = res.meshes["device_mesh"]
+    assert (mesh.dims, mesh.sizes) == (("dp_replicate", "dp_shard", "tp"), (2, 2, 2))
+    assert {n: (a.size, a.stride) for n, a in res.axes.items() if n in ("dp", "dp_shard_cp", "dp_cp")} == {
+        "dp": (4, 2), "dp_shard_cp": (2, 2), "dp_cp": (4, 2)}
+    assert report.topology.world_size == 8 and report.topology.gpus_per_node == 8
+
+
+def test_values_go_through_str_then_int_as_the_launcher_passes_them(tmp_path):
+    text = ("distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\nnum_processes: 4\nparallelism_config:\n"
+            "  parallelism_config_dp_shard_size: '4'\n  parallelism_config_tp_size: 1.0\n")
+    report = check_file(str(_write(tmp_path, text)), Options(rules=RULES))
+    found = {(f.code, f.line) for f in report.findings if f.severity == "error"}
+    assert found == {("ML101", 7)}, [f.message for f in report.findings]
+    assert "int()" in report.findings[0].message
+
+
+def test_a_mistyped_parallelism_key_is_reported_not_lost(tmp_path):
+    text = ("distributed_type: FSDP\nnum_processes: 4\nparallelism_config:\n  parallelism_config_tp: 4\n")
+    report = check_file(str(_write(tmp_path, text)), Options(rules=RULES))
+    ml108 = [f for f in report.findings if f.code == "ML108"]
+    assert ml108 and ml108[0].line == 4 and "parallelism_config_tp_size" in ml108[0].message
+
+
+def test_all_sizes_one_on_a_multi_gpu_launch_is_ddp_with_no_mesh(tmp_path):
+    text = "distributed_type: MULTI_GPU\nnum_processes: 4\nparallelism_config:\n  parallelism_config_tp_size: 1\n"
+    report = analyse(str(_write(tmp_path, text)), Options(rules=RULES))
+    res = report.resolution
+    assert res.framework_error is None and not res.meshes and res.degrees["dp_replicate"] == 4
+
+
+# ----------------------------------------------------------------------------- generated facts
+
+def test_generated_release_facts_are_current():
+    if not (RELEASE / "accelerate" / "commands" / "launch.py").is_file():
+        pytest.skip(f"{RELEASE} is not set up (run .ci/frameworks.sh)")
+    from meshlint.generate.accelerate import out_path, render
+
+    assert out_path("1.15.0").read_text() == render(RELEASE / "accelerate"), \
+        "regenerate: python -m meshlint.generate.accelerate .frameworks/accelerate-1.15.0 --write"
