@@ -81,7 +81,9 @@ FACT_DOCS = {
                   "sp_attn_implementation, distributed_type, fsdp_version, is_fsdp2, config_reaches_ranks (the "
                   "launcher passes parallelism_config to the ranks: multi-GPU, FSDP and DeepSpeed only), "
                   "num_processes, num_machines, world (the processes the launcher starts), section_present, keys "
-                  "(setting -> key path), model_config (where the model's config.json was found, or why not)",
+                  "(setting -> key path), model_config (where the model's config.json was found, or why not), "
+                  "ignored_flags (--parallelism_config_* flags of a launch that does not pass them on; "
+                  "keys_ignored: the first)",
     "pipeline": "how the framework splits the model into pipeline stages and feeds its schedule "
                 "(see meshlint/pipeline.py)",
     "memory": "bytes_per_param (weights + gradients + AdamW moments) and gpu_gib (the GPU memory to compare with)",
@@ -165,7 +167,7 @@ GROUP_FIELDS = {
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
     "accelerate": ("sp", "cp_backend", "sp_backend", "cp_comm_strategy", "sp_attn_implementation", "distributed_type",
                    "fsdp_version", "is_fsdp2", "config_reaches_ranks", "num_processes", "num_machines", "world",
-                   "section_present", "keys", "model_config"),
+                   "section_present", "keys", "model_config", "ignored_flags", "keys_ignored"),
 }
 
 ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_cp": "dp",

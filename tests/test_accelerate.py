@@ -115,3 +115,62 @@ def test_generated_release_facts_are_current():
 
     assert out_path("1.15.0").read_text() == render(RELEASE / "accelerate"), \
         "regenerate: python -m meshlint.generate.accelerate .frameworks/accelerate-1.15.0 --write"
+
+
+# ----------------------------------------------------------------------------- accelerate launch
+
+def test_launch_lines_in_a_script_merge_flags_over_the_config_file(tmp_path):
+    (tmp_path / "tp_hsdp.yaml").write_text(
+        (UPSTREAM / "examples_torch_native_parallelism_configs_tp_hsdp.yaml").read_text())
+    script = _write(tmp_path, "#!/bin/bash\n"
+                              "export PARALLELISM_CONFIG_TP_SIZE=8\n"
+                              "accelerate launch --config_file tp_hsdp.yaml --num_processes 16 --num_machines 2 \\\n"
+                              "    train.py\n"
+                              "accelerate launch --use_parallelism_config --parallelism_config_tp_size 4 train.py\n"
+                              "accelerate launch --use_fsdp --fsdp_version 2 --use_parallelism_config "
+                              "--parallelism-config-tp-size=4 --num_processes 4 train.py\n", "run.sh")
+    reports = [r for r in __import__("meshlint.check", fromlist=["check_all"]).check_all(str(script),
+                                                                                          Options(rules=RULES))]
+    assert [r.status for r in reports] == ["checked"] * 3
+    found = [{(f.code, f.file, f.line) for f in r.findings if f.severity == "error"} for r in reports]
+    yaml_path = str(tmp_path / "tp_hsdp.yaml")
+    # the export is overwritten by the launcher; the config's 8 do not fill 16 processes
+    assert found[0] == {("ML922", yaml_path, 22)}
+    # the launcher refuses --use_parallelism_config without --use_fsdp, before it reads any config
+    assert found[1] == {("ML112", str(script), 5)}
+    # tp 4 alone on FSDP2 leaves FSDP nothing to shard (accelerate#3798)
+    assert found[2] == {("ML923", str(script), 6)}
+    assert reports[2].resolution.framework_error.startswith("ValueError: FSDP is enabled")
+
+
+def test_accelerate_launch_after_double_dash_on_the_command_line():
+    from conftest import run_cli
+
+    code, out = run_cli("check", "--", "accelerate", "launch", "--use_fsdp", "--fsdp_version", "2",
+                        "--use_parallelism_config", "--num_processes", "8", "--parallelism_config_dp_shard_size", "4",
+                        "train.py")
+    assert code == 1 and "ML922" in out and "dp_shard(4) = 4, but accelerate launch starts 8 processes" in out
+
+
+def test_heads_from_a_local_model_config(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"num_attention_heads": 12, "num_key_value_heads": 4, "hidden_size": 768}')
+    script = _write(tmp_path, "accelerate launch --use_fsdp --fsdp_version 2 --use_parallelism_config "
+                              "--num_processes 8 --parallelism_config_dp_shard_size 1 --parallelism_config_cp_size 1 "
+                              "--parallelism_config_dp_shard_size 1 --parallelism_config_tp_size 8 "
+                              "train.py --model_name_or_path model\n", "run.sh")
+    report = check_file(str(script), Options(rules=RULES))
+    codes = {f.code for f in report.findings}
+    assert {"ML304", "ML305"} <= codes, [f.message for f in report.findings]
+    assert "model/config.json" in report.spec.values["accelerate.model_config"]
+
+
+def test_a_model_not_at_hand_is_said_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    script = _write(tmp_path, "accelerate launch --use_fsdp --use_parallelism_config --num_processes 8 "
+                              "--parallelism_config_dp_shard_size 2 --parallelism_config_tp_size 4 "
+                              "train.py --model_name_or_path org/model\n", "run.sh")
+    report = check_file(str(script), Options(rules=RULES))
+    assert "not in the local Hugging Face cache" in report.spec.values["accelerate.model_config"]
+    assert not {"ML304", "ML305"} & {f.code for f in report.findings}

@@ -5,7 +5,8 @@ point at; the errors and warnings found must be exactly those. Good
 fixtures must be free of errors and warnings, and the rule they belong to
 must actually have run on them (not skipped for lack of a fact).
 
-Fixtures are TOML configs, Accelerate config files (``.yaml``) or torchtitan registry files (``.py``). A registry fixture is
+Fixtures are TOML configs, Accelerate config files (``.yaml``) and launch scripts (``.sh``) or torchtitan
+registry files (``.py``). A registry fixture is
 checked as every registry-era torchtitan version its rule applies to, or only as the one its
 name tags (``bad_main_*.py``: main@b5bcd76c6, ``bad_v030_*.py``: 0.3.0).
 """
@@ -38,7 +39,7 @@ def expectations(path: Path) -> set[tuple[str, int]]:
     return out
 
 
-FIXTURE_SUFFIXES = (".toml", ".py", ".yaml")
+FIXTURE_SUFFIXES = (".toml", ".py", ".yaml", ".sh")  # .yaml and .sh: accelerate configs and launch scripts
 
 
 def fixture_dir(rule) -> Path:
@@ -60,7 +61,7 @@ def registry_versions(rule, path: Path) -> list:
 def cases(kind: str):
     for rule in RULES:
         directory = fixture_dir(rule)
-        for path in sorted(directory.glob(f"{kind}*.toml")) + sorted(directory.glob(f"{kind}*.yaml")):
+        for path in sorted(p for s in (".toml", ".yaml", ".sh") for p in directory.glob(f"{kind}*{s}")):
             yield pytest.param(rule.code, path, None, id=f"{rule.code}/{path.name}")
         for path in sorted(directory.glob(f"{kind}*.py")):
             for version in registry_versions(rule, path):
@@ -116,7 +117,8 @@ def test_documented_examples_behave_as_documented(code, tmp_path):
         assert rule.doc.get(field), f"{code}: doc.{field} is missing"
     python = "def " in rule.doc["bad"]  # a registry example
     accelerate = rule.dialects == ("accelerate",)  # an accelerate config file
-    suffix = ".py" if python else ".yaml" if accelerate else ".toml"
+    launch = accelerate and "accelerate launch" in rule.doc["bad"]  # an accelerate launch script
+    suffix = ".py" if python else ".sh" if launch else ".yaml" if accelerate else ".toml"
     versions = registry_versions(rule, Path("doc.py")) if python else [None]
     assert versions, f"{code}: no registry-era version to check its example with"
     for version in versions:
