@@ -127,16 +127,10 @@ def launch_spec(launch, release):
         launcher["fsdp_version"], launcher["fsdp_version_key"] = flags["fsdp_version"].text, "--fsdp_version"
     section = config_data.get("parallelism_config") if isinstance(config_data.get("parallelism_config"), dict) else {}
     switch = "use_parallelism_config" in flags
-    if switch and "use_fsdp" not in flags:  # checked on the flags alone, before the config file is read
-        # (its `args.fsdp_version == 1` compares the string flag with an int: never true, so only --use_fsdp counts)
-        spec.load_error = ("ValueError: You cannot use `--use_parallelism_config` without `--use_fsdp` and "
-                           "`--fsdp_version=2`. (accelerate launch)")
-        spec.extra["refusals"] = [{
-            "key": "--use_parallelism_config", "keys": "--use_parallelism_config",
-            "message": spec.load_error, "source": "accelerate/commands/launch.py:1211",
-            "framework": "accelerate launch refuses --use_parallelism_config without --use_fsdp on its command line "
-                         "(ValueError: You cannot use `--use_parallelism_config` without `--use_fsdp` and "
-                         "`--fsdp_version=2`), whatever the config file says"}]
+    refusals = launch_refusals(flags, given, config, launcher)
+    if refusals:
+        spec.extra["refusals"] = refusals
+        spec.load_error = refusals[0]["message"]
     uses = switch or (config is not None and not given and bool(section))
     values, where = {}, {}
     flagged = {f[len(release.PREFIX):]: w for f, w in flags.items() if f.startswith(release.PREFIX)}
@@ -172,6 +166,33 @@ def launch_spec(launch, release):
 
 ENV_PREFIX = "PARALLELISM_CONFIG_"
 ENV_SWITCH = "ACCELERATE_USE_PARALLELISM_CONFIG"
+
+
+def launch_refusals(flags: dict, given: list, config, launcher: dict) -> list:
+    """What ``_validate_launch_command`` (accelerate/commands/launch.py) refuses of the flags and config file."""
+    out = []
+
+    def refuse(key: str, message: str, why: str) -> None:
+        out.append({"key": key, "keys": key, "message": f"ValueError: {message}", "source":
+                    "accelerate/commands/launch.py:_validate_launch_command",
+                    "framework": f"accelerate launch refuses it (ValueError: {message}){why}"})
+
+    switches = [f for f in ("multi_gpu", "cpu", "tpu", "use_deepspeed", "use_fsdp") if f in flags]
+    if len(switches) > 1:
+        refuse(f"--{switches[1]}", "You can only use one of `--cpu`, `--multi_gpu`, `--tpu`, `--use_deepspeed`, "
+                                   "`--use_fsdp` at a time.", "")
+    processes = flags.get("num_processes")
+    if "multi_gpu" in flags and processes is not None and processes.text.strip().isdigit() and int(processes.text) < 2:
+        refuse("--num_processes", "You need to use at least 2 processes to use `--multi_gpu`.", "")
+    if "use_parallelism_config" in flags and "use_fsdp" not in flags:
+        # checked on the flags alone, before the config file is read; its `args.fsdp_version == 1` compares the
+        # string flag with an int, never true, so only --use_fsdp counts
+        refuse("--use_parallelism_config", "You cannot use `--use_parallelism_config` without `--use_fsdp` and "
+                                           "`--fsdp_version=2`.", ", whatever the config file says")
+    if config is not None and processes is None and launcher.get("num_processes") == -1:
+        refuse("--config_file", "You need to manually pass in `--num_processes` using this config yaml.",
+               ": the config file has no num_processes")
+    return out
 
 
 def _config_file(launch) -> tuple:

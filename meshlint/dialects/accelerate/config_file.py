@@ -35,8 +35,11 @@ def read_config(source, release) -> Spec:
     elif section is not None:
         spec.problems.append({"key": "parallelism_config", "expected": "a mapping", "actual": type(section).__name__,
                               "value": repr(section)[:60], "note": "accelerate launch fails reading it"})
-    if launcher.get("distributed_type") is None and "distributed_type" not in data and spec.load_error is None:
-        spec.load_error = "ValueError: A `distributed_type` must be specified in the config file."
+    if "distributed_type" not in data and isinstance(source.data, dict):
+        spec.problems.append({"key": "distributed_type", "expected": "one of " + ", ".join(facts["distributed_types"]),
+                              "actual": "nothing", "value": "", "note": "accelerate launch raises ValueError: A "
+                              "`distributed_type` must be specified in the config file"})
+        spec.load_error = spec.load_error or "ValueError: A `distributed_type` must be specified in the config file."
     spec.values["accelerate.section_present"] = isinstance(section, dict) and bool(section)
     release.apply_values(spec, values, where, launcher)
     world, machines = spec.values["accelerate.world"], launcher.get("num_machines")

@@ -40,7 +40,12 @@ MULTI_DEVICE = ("MULTI_GPU", "MULTI_MLU", "MULTI_SDAA", "MULTI_MUSA", "MULTI_NPU
 MULTI_GPU_LAUNCHER = MULTI_DEVICE + ("FSDP",)               # prepare_multi_gpu_env passes the config on
 PASSES_CONFIG = MULTI_GPU_LAUNCHER + ("DEEPSPEED",)         # ... and prepare_deepspeed_cmd_env
 CP_COMM = ("allgather", "alltoall")
-SP_ATTN_REFUSED = ("eager", "flex_attention")
+SP_ATTN = ("flash_attention_2", "flash_attention_3", "sdpa")
+
+
+def sp_attn_ok(attn: str) -> bool:
+    """DeepSpeedSequenceParallelConfig's check: a built-in, or a Hub kernel ('org/...flash-attn...')."""
+    return attn in SP_ATTN or ("/" in attn and "flash-attn" in attn)
 
 KEYS = [
     Key(f"parallelism_config.{PREFIX}dp_replicate_size", "int", 1, "dp_replicate", doc="DDP/HSDP replicate size"),
@@ -155,10 +160,11 @@ def _value_problems(spec: Spec) -> None:
                                   "actual": "string", "value": repr(value)[:60],
                                   "note": f"ParallelismConfig raises ValueError ({name} must be one of {list(allowed)})"})
     attn, sp = v.get("accelerate.sp_attn_implementation"), v.get("accelerate.sp")
-    if isinstance(sp, int) and sp > 1 and attn in SP_ATTN_REFUSED:
-        spec.problems.append({"key": keys["sp_attn_implementation"], "expected": "not 'eager' or 'flex_attention'",
-                              "actual": "string", "value": repr(attn), "note": "DeepSpeed SP refuses it (ValueError: "
-                              "Invalid sp_attn_implementation)"})
+    if isinstance(sp, int) and sp > 1 and attn is not None and not sp_attn_ok(attn):
+        spec.problems.append({"key": keys["sp_attn_implementation"],
+                              "expected": f"one of {', '.join(map(repr, SP_ATTN))} or a Hub flash-attn kernel",
+                              "actual": "string", "value": repr(attn), "note": "DeepSpeedSequenceParallelConfig "
+                              "raises ValueError: Invalid sp_attn_implementation"})
     if isinstance(sp, int) and sp < 1:
         spec.problems.append({"key": keys["sp"], "expected": "an integer >= 1", "actual": "integer", "value": str(sp),
                               "note": f"ParallelismConfig raises ValueError: sp_size must be at least 1, but got {sp}"})
@@ -184,7 +190,8 @@ def post_init_error(spec: Spec) -> str | None:
     if sizes["cp"] > 1 and v.get("accelerate.cp_comm_strategy") not in CP_COMM:
         return (f"ValueError: Invalid cp_comm_strategy: {v.get('accelerate.cp_comm_strategy')}. "
                 "Must be one of 'allgather' or 'alltoall'.")
-    if sizes["sp"] > 1 and v.get("accelerate.sp_attn_implementation") in SP_ATTN_REFUSED:
+    attn = v.get("accelerate.sp_attn_implementation")
+    if sizes["sp"] > 1 and attn is not None and not sp_attn_ok(attn):
         return f"ValueError: Invalid sp_attn_implementation: {v.get('accelerate.sp_attn_implementation')}."
     for name in ("dp_replicate", "dp_shard", "tp", "cp"):
         if sizes[name] < 1:
