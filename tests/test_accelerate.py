@@ -174,3 +174,24 @@ def test_a_model_not_at_hand_is_said_so(tmp_path, monkeypatch):
     report = check_file(str(script), Options(rules=RULES))
     assert "not in the local Hugging Face cache" in report.spec.values["accelerate.model_config"]
     assert not {"ML304", "ML305"} & {f.code for f in report.findings}
+
+
+def test_other_yaml_a_hook_hands_over_is_skipped_even_when_meshlint_cannot_read_it(tmp_path):
+    manifests = _write(tmp_path, "kind: Service\n---\nkind: Deployment\n", "k8s.yaml")
+    template = _write(tmp_path, "name: {{ .Values.name }}\n  bad: [\n", "chart.yaml")
+    for path in (manifests, template):
+        assert check_file(str(path), Options(rules=RULES)).status == "skipped"
+    broken = _write(tmp_path, "distributed_type: FSDP\nparallelism_config: [\n", "accelerate.yaml")
+    report = check_file(str(broken), Options(rules=RULES))
+    assert report.status == "error" and report.error.code == "ML009" and report.error.line == 3
+
+
+def test_fix_writes_the_size_back_into_the_yaml(tmp_path):
+    from meshlint.fix import fix_path
+
+    path = _write(tmp_path, "distributed_type: FSDP  # keep\nfsdp_config:\n  fsdp_version: 2\nnum_processes: 8\n"
+                            "parallelism_config:\n  parallelism_config_dp_shard_size: 16   # was 16\n")
+    fix_path(str(path), Options(rules=RULES))
+    text = path.read_text()
+    assert "parallelism_config_dp_shard_size: 8   # was 16" in text and "distributed_type: FSDP  # keep" in text
+    assert not [f for f in check_file(str(path), Options(rules=RULES)).findings if f.severity == "error"]

@@ -18,6 +18,11 @@ def analyse_yaml(path: str, options, raw: bytes | None = None, name: str | None 
     try:
         source = read_yaml_source(path, raw, name)
     except InputError as exc:
+        if exc.code in ("ML002", "ML007", "ML009") and not _mentions_accelerate(path, raw):
+            # any YAML reaches a pre-commit hook (k8s manifests of several documents, Helm templates): only a
+            # file that names an accelerate key is ours to fail
+            return FileReport(path, "skipped", note=f"not an accelerate config (and not one YAML document "
+                                                    f"meshlint reads: {exc.message})")
         return FileReport(path, "error", error=exc)
     if not accelerate.is_config(source.data) and options.dialect != accelerate.NAME:
         return FileReport(path, "skipped", source=source,
@@ -29,6 +34,17 @@ def analyse_yaml(path: str, options, raw: bytes | None = None, name: str | None 
                           note=f"compute_environment {environment!r}: a SageMaker config (Accelerate reads it as a "
                                "SageMakerConfig, with no parallelism_config), which meshlint does not model")
     return analyse_spec(path, source, accelerate.read(source), options)
+
+
+def _mentions_accelerate(path: str, raw: bytes | None) -> bool:
+    from meshlint.dialects.accelerate import MARKERS
+    from meshlint.source import read_bytes
+
+    try:
+        data = raw if raw is not None else read_bytes(path)
+    except InputError:
+        return False
+    return any(marker.encode() in data for marker in MARKERS)
 
 
 def analyse_spec(path: str, source, spec, options, launch_hints: tuple = ()):

@@ -24,12 +24,13 @@ _COMMENT = re.compile(r"(?:^|\s)#(.*)$")
 class YamlSource:
     """One parsed YAML file: ``data`` as ``yaml.safe_load`` gives it, and where each key is written."""
 
-    def __init__(self, path: str, text: str, data, keys: dict, name: str = ""):
+    def __init__(self, path: str, text: str, data, keys: dict, name: str = "", spans: dict | None = None):
         self.path = path
         self.text = text
         self.data = data
         self.name = name or os.path.basename(path)
         self._keys = keys  # key path tuple -> (line, col) of the key (of the value for list items)
+        self.spans = spans or {}  # key path tuple -> (start, end) character offsets of a scalar value (meshlint fix)
 
     @cached_property
     def comments(self) -> list:
@@ -72,12 +73,12 @@ def _outside_quotes(line: str) -> str:
 def read_yaml_source(path: str, raw: bytes | None = None, name: str | None = None) -> YamlSource:
     raw = read_bytes(path) if raw is None else raw
     text = decode(raw.removeprefix(b"\xef\xbb\xbf"))  # YAML allows the byte-order mark that TOML forbids
-    data, keys = parse_yaml(text)
-    return YamlSource(path, text, data, keys, name or os.path.basename(path))
+    data, keys, spans = parse_yaml(text, spans=True)
+    return YamlSource(path, text, data, keys, name or os.path.basename(path), spans)
 
 
-def parse_yaml(text: str) -> tuple:
-    """(data, key positions) of one YAML document; InputError (ML007 limits, ML009 invalid) when it cannot be."""
+def parse_yaml(text: str, spans: bool = False) -> tuple:
+    """(data, key positions[, value spans]) of one YAML document; InputError (ML007 limits, ML009 invalid)."""
     if len(text) > MAX_FILE_BYTES:
         raise InputError("ML007", f"file is over the limit of {MAX_FILE_BYTES:,} bytes", help=_HELP)
     check_text_limits(text)  # line length, flow nesting ([ {), long numbers: before any parsing
@@ -96,11 +97,10 @@ def parse_yaml(text: str) -> tuple:
         raise InputError("ML009", f"invalid YAML: {str(exc)[:200]}") from None
     except RecursionError:
         raise InputError("ML007", f"nested more than {MAX_NESTING} deep", help=_HELP) from None
-    if node is None:
-        return {}, {}
     keys: dict = {}
-    data = _plain(node, (), keys, 1, [0])
-    return data, keys
+    where: dict = {}
+    data = {} if node is None else _plain(node, (), keys, 1, [0], where)
+    return (data, keys, where) if spans else (data, keys)
 
 
 def _check_indent_depth(text: str) -> None:
@@ -129,7 +129,7 @@ def _dashes(text: str) -> int:
     return count
 
 
-def _plain(node, path: tuple, keys: dict, depth: int, count: list):
+def _plain(node, path: tuple, keys: dict, depth: int, count: list, spans: dict):
     """The node as plain data (dict, list, str, int, float, bool, None), positions recorded; aliases are
     followed but counted, so a billion-laughs file stops at the key limit."""
     import yaml
@@ -155,14 +155,16 @@ def _plain(node, path: tuple, keys: dict, depth: int, count: list):
                 raise _invalid(key_node, "a mapping key that is not a string or number")
             sub = path + (str(key),)
             keys.setdefault(sub, (key_node.start_mark.line + 1, key_node.start_mark.column + 1))
-            out[key] = _plain(value_node, sub, keys, depth + 1, count)  # a later duplicate wins, as in safe_load
+            if isinstance(value_node, yaml.ScalarNode):
+                spans[sub] = (value_node.start_mark.index, value_node.end_mark.index)
+            out[key] = _plain(value_node, sub, keys, depth + 1, count, spans)  # a later duplicate wins (safe_load)
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for index, item in enumerate(node.value):
             sub = path + (index,)
             keys.setdefault(sub, (item.start_mark.line + 1, item.start_mark.column + 1))
-            items.append(_plain(item, sub, keys, depth + 1, count))
+            items.append(_plain(item, sub, keys, depth + 1, count, spans))
         return items
     return _scalar(node)
 

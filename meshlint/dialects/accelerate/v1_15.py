@@ -228,8 +228,9 @@ def resolve(spec: Spec, world: int | None) -> Resolution:
     v = spec.values
     sp = v.get("accelerate.sp")
     res = Resolution(degrees=d)
-    if spec.load_error:
-        res.framework_error, res.error_stage = spec.load_error, "load"
+    error = spec.load_error or post_init_error(spec)  # again: a search (meshlint suggest) changes the sizes
+    if error:
+        res.framework_error, res.error_stage = error, "load"
         return res
     sizes = {"dp_replicate": d["dp_replicate"], "dp_shard": d["dp_shard"], "tp": d["tp"], "cp": d["cp"], "sp": sp}
     total = prod(sizes.values())
