@@ -195,3 +195,15 @@ def test_fix_writes_the_size_back_into_the_yaml(tmp_path):
     text = path.read_text()
     assert "parallelism_config_dp_shard_size: 8   # was 16" in text and "distributed_type: FSDP  # keep" in text
     assert not [f for f in check_file(str(path), Options(rules=RULES)).findings if f.severity == "error"]
+
+
+def test_smoke_plan_builds_the_mesh_and_its_flattened_meshes_as_accelerate_does():
+    from meshlint.smoke.plan import build
+
+    report = analyse(str(UPSTREAM / "examples_torch_native_parallelism_configs_tp_hsdp.yaml"), Options(rules=RULES))
+    plan = build(report, 8)
+    assert plan["recipe"] == [
+        {"op": "init", "mesh": "device_mesh", "dims": ["dp_replicate", "dp_shard", "tp"], "sizes": [2, 2, 2]},
+        {"op": "flatten", "mesh": "dp", "of": "device_mesh", "dims": ["dp_replicate", "dp_shard"], "as": "dp"},
+        {"op": "flatten", "mesh": "dp_shard_cp", "of": "device_mesh", "dims": ["dp_shard"], "as": "dp_shard_cp"},
+        {"op": "flatten", "mesh": "dp_cp", "of": "device_mesh", "dims": ["dp_replicate", "dp_shard"], "as": "dp_cp"}]
