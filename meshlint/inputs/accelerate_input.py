@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 from meshlint.errors import InputError
-from meshlint.topology import Hint
 
 
 def analyse_yaml(path: str, options, raw: bytes | None = None, name: str | None = None):
@@ -117,7 +116,7 @@ def analyse_launch(launch, options):
 
 def launch_spec(launch, release):
     """(source, Spec) of a launch: the config file's values, overridden by the flags, as the launcher merges them."""
-    from meshlint.dialects.accelerate.config_file import launcher_settings
+    from meshlint.dialects.accelerate.config_file import add_world_hint, launcher_settings
     from meshlint.inputs.hf_model import model_ref
 
     config, config_data = _config_file(launch)
@@ -171,12 +170,8 @@ def launch_spec(launch, release):
     ref = model_ref(launch.script_args)
     if ref:
         spec.extra["model_ref"] = ref
-    world, machines = spec.values["accelerate.world"], launcher.get("num_machines")
-    if world is not None:
-        nodes = machines if isinstance(machines, int) and not isinstance(machines, bool) and machines >= 1 else 1
-        spec.hints.append(Hint(f"accelerate launch --num_processes/--num_machines (line {launch.line})",
-                               world_size=world, gpus_per_node=world // nodes if world % nodes == 0 else None,
-                               nodes=nodes))
+    add_world_hint(spec, launcher.get("num_machines"),
+                   f"accelerate launch --num_processes/--num_machines (line {launch.line})")
     return source, spec
 
 

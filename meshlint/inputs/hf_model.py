@@ -58,7 +58,8 @@ def find_config(ref: str, start_dir: str) -> tuple:
         path = os.path.join(repo, "snapshots", snap, "config.json")
         if os.path.isfile(path):
             return path, f"the local Hugging Face cache ({path})"
-    return None, f"{ref}'s config.json is not in the local Hugging Face cache ({hub_cache()}); meshlint never downloads it"
+    return None, (f"{ref}'s config.json is not in the local Hugging Face cache ({hub_cache()}); meshlint never "
+                  "downloads it")
 
 
 def read_model(path: str) -> dict:

@@ -12,12 +12,11 @@ import re
 from functools import cached_property
 
 from meshlint.errors import InputError
-from meshlint.limits import MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_KEYS, MAX_NESTING
+from meshlint.limits import MAX_FILE_BYTES, MAX_KEYS, MAX_NESTING
 from meshlint.source import check_text_limits, decode, read_bytes, split_key
 
 YAML_SUFFIXES = (".yaml", ".yml")
 _HELP = "meshlint's input limits are listed in the README (meshlint/limits.py)"
-_LONG_NUMBER = re.compile(r"[0-9][0-9_]{%d,}" % MAX_INT_DIGITS)
 _COMMENT = re.compile(r"(?:^|\s)#(.*)$")
 
 

@@ -42,12 +42,17 @@ def read_config(source, release) -> Spec:
         spec.load_error = spec.load_error or "ValueError: A `distributed_type` must be specified in the config file."
     spec.values["accelerate.section_present"] = isinstance(section, dict) and bool(section)
     release.apply_values(spec, values, where, launcher)
-    world, machines = spec.values["accelerate.world"], launcher.get("num_machines")
-    if world is not None:  # the launcher starts num_processes // num_machines processes on each machine
-        nodes = machines if isinstance(machines, int) and not isinstance(machines, bool) and machines >= 1 else 1
-        spec.hints.append(Hint(f"num_processes/num_machines in {source.name}", world_size=world,
-                               gpus_per_node=world // nodes if world % nodes == 0 else None, nodes=nodes))
+    add_world_hint(spec, launcher.get("num_machines"), f"num_processes/num_machines in {source.name}")
     return spec
+
+
+def add_world_hint(spec: Spec, machines, source: str) -> None:
+    """The launched world as a topology hint: num_processes // num_machines processes on each machine."""
+    world = spec.values.get("accelerate.world")
+    if world is not None:
+        nodes = machines if isinstance(machines, int) and not isinstance(machines, bool) and machines >= 1 else 1
+        spec.hints.append(Hint(source, world_size=world, gpus_per_node=world // nodes if world % nodes == 0 else None,
+                               nodes=nodes))
 
 
 def launcher_settings(data: dict, facts: dict) -> tuple:

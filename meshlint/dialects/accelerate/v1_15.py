@@ -131,7 +131,8 @@ def apply_values(spec: Spec, values: dict, where: dict, launcher: dict) -> None:
                             "distributed_type": launcher.get("distributed_type_key") or "distributed_type",
                             "num_processes": launcher.get("num_processes_key") or "num_processes",
                             "num_machines": launcher.get("num_machines_key") or "num_machines",
-                            "fsdp_version": launcher.get("fsdp_version_key") or "fsdp_config.fsdp_version|distributed_type",
+                            "fsdp_version": (launcher.get("fsdp_version_key")
+                                             or "fsdp_config.fsdp_version|distributed_type"),
                             "cp_comm_strategy": where.get("cp_comm_strategy", KEYS[7].path),
                             "cp_backend": where.get("cp_backend", KEYS[5].path),
                             "sp_backend": where.get("sp_backend", KEYS[6].path),
@@ -158,7 +159,8 @@ def _value_problems(spec: Spec) -> None:
             name = fact.split(".", 1)[1]
             spec.problems.append({"key": keys[name], "expected": "one of " + ", ".join(map(repr, allowed)),
                                   "actual": "string", "value": repr(value)[:60],
-                                  "note": f"ParallelismConfig raises ValueError ({name} must be one of {list(allowed)})"})
+                                  "note": f"ParallelismConfig raises ValueError ({name} must be one of "
+                                          f"{list(allowed)})"})
     attn, sp = v.get("accelerate.sp_attn_implementation"), v.get("accelerate.sp")
     if isinstance(sp, int) and sp > 1 and attn is not None and not sp_attn_ok(attn):
         spec.problems.append({"key": keys["sp_attn_implementation"],
