@@ -207,3 +207,18 @@ def test_smoke_plan_builds_the_mesh_and_its_flattened_meshes_as_accelerate_does(
         {"op": "flatten", "mesh": "dp", "of": "device_mesh", "dims": ["dp_replicate", "dp_shard"], "as": "dp"},
         {"op": "flatten", "mesh": "dp_shard_cp", "of": "device_mesh", "dims": ["dp_shard"], "as": "dp_shard_cp"},
         {"op": "flatten", "mesh": "dp_cp", "of": "device_mesh", "dims": ["dp_replicate", "dp_shard"], "as": "dp_cp"}]
+
+
+def test_json_and_sarif_reports_of_accelerate_inputs_validate_against_their_schemas(tmp_path):
+    import json
+
+    import jsonschema
+    from conftest import run_cli_json
+
+    schema = json.loads((ROOT / "docs" / "report-v1.schema.json").read_text())
+    paths = [str(p) for p in sorted(UPSTREAM.glob("*.y*ml"))]
+    paths += [str(p) for p in sorted((FIXTURES / "rules").glob("ML92*/*.*"))]
+    paths += [str(_write(tmp_path, "a: [1\n", "broken.yaml"))]
+    _, doc = run_cli_json("check", *paths)
+    jsonschema.Draft7Validator(schema).validate(doc)
+    assert {f["dialect"] for f in doc["files"] if f["status"] == "checked"} == {"accelerate"}
