@@ -26,7 +26,8 @@ def read_config(source, release) -> Spec:
                 values[key[len(release.PREFIX):]] = value
                 where[key[len(release.PREFIX):]] = f"parallelism_config.{key}"
             else:
-                close = _close_matches(str(key), known, n=1, cutoff=0.6)
+                close = ([release.PREFIX + str(key)] if release.PREFIX + str(key) in known  # tp_size
+                         else _close_matches(str(key), known, n=1, cutoff=0.6))
                 spec.unknown_keys.append({
                     "key": f"parallelism_config.{key}", "section": "parallelism_config", "name": str(key),
                     "suggestion": close[0] if close else None,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from math import prod
 
-from meshlint.dialects.base import Key, Resolution, Spec, axes_of, flattened
+from meshlint.dialects.base import Key, Resolution, Spec, axes_of, flattened, type_of
 from meshlint.mesh import Mesh
 
 NAME = "accelerate"
@@ -107,7 +107,7 @@ def apply_values(spec: Spec, values: dict, where: dict, launcher: dict) -> None:
         value, error = (as_rank_reads(values[leaf], key.type) if present else (key.default, None))
         if error:
             spec.problems.append({"key": where.get(leaf, key.path), "expected": "an integer",
-                                  "actual": type(values[leaf]).__name__, "value": repr(values[leaf])[:60],
+                                  "actual": type_of(values[leaf]), "value": repr(values[leaf])[:60],
                                   "note": f"Accelerate passes it to the ranks as the string {str(values[leaf])!r}, "
                                           f"which ParallelismConfig reads with int(): {error}"})
             spec.load_error = spec.load_error or f"{error} (PARALLELISM_CONFIG_{leaf.upper()})"
