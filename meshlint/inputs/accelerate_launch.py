@@ -94,10 +94,11 @@ def from_words(words: list, file: str | None, env: dict | None = None, version: 
             launch.script_args = [x.text for x in words[i + (2 if text == "--" else 1):]]
             break
         name, _, inline = text[2:].partition("=")
-        flag = _resolve(name.replace("-", "_"), table)
-        if flag is None:
-            close = [f for f in table if f.startswith(name.replace("-", "_")[:4])][:3]
-            launch.error = InputError("ML006", f"accelerate launch has no flag --{name} (argparse refuses it)",
+        flag = _resolve(name, table)
+        if flag is None or isinstance(flag, list):
+            close = flag or [f for f in table if f.startswith(name.replace("-", "_")[:4])][:3]
+            what = "is ambiguous" if flag else "is not one of its flags"
+            launch.error = InputError("ML006", f"accelerate launch refuses --{name}: it {what} (argparse)",
                                       w.line, w.col, help=("did you mean " + ", ".join("--" + c for c in close))
                                       if close else None)
             return launch
@@ -118,15 +119,21 @@ def from_words(words: list, file: str | None, env: dict | None = None, version: 
     return launch
 
 
-def _resolve(name: str, table: dict) -> str | None:
-    """The flag argparse takes ``--name`` for: itself, or the one flag it is a prefix of."""
-    if name in table:
-        return name
+def _resolve(name: str, table: dict):
+    """The flag argparse takes ``--name`` for: one of its option strings (``--x_y``, the all-dashes ``--x-y`` that
+    Accelerate's _StoreAction adds, an alias), or the one option string it is a prefix of; a list of the
+    candidates when it is a prefix of several (argparse calls it ambiguous); None when it is none."""
+    options: dict = {}
     for flag, entry in table.items():
-        if name in (a[2:].replace("-", "_") for a in entry.get("aliases", [])):
-            return flag
-    matches = [f for f in table if f.startswith(name)]
-    return matches[0] if len(matches) == 1 else None
+        for option in [flag, *(a[2:] for a in entry.get("aliases", []))]:
+            options[option] = flag
+            options[option.replace("_", "-")] = flag
+    if name in options:
+        return options[name]
+    matches = sorted({o for o in options if o.startswith(name)})
+    if len(matches) == 1:
+        return options[matches[0]]
+    return sorted({options[o] for o in matches}) or None
 
 
 def _value_word(word, start: int):

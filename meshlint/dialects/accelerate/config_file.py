@@ -61,6 +61,8 @@ def launcher_settings(data: dict, facts: dict) -> tuple:
     problems = []
     out = {}
     dtype = data.get("distributed_type")
+    if dtype is False:  # an unquoted NO is YAML 1.1's false: ClusterConfig keeps it, and it launches as NO
+        dtype = "NO"
     if dtype is not None and dtype not in facts["distributed_types"]:
         problems.append({"key": "distributed_type", "expected": "one of " + ", ".join(facts["distributed_types"]),
                          "actual": type(dtype).__name__, "value": repr(dtype)[:60],
