@@ -56,6 +56,10 @@ def analyse_spec(path: str, source, spec, options, launch_hints: tuple = ()):
     topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, launch_hints)
     topo.gpu_memory_gib = options.gpu_memory_gib
     resolution = accelerate.resolve(spec, topo.world_size)
+    tp = spec.degrees.get("tp")
+    if isinstance(tp, int) and tp > 1 and not spec.values.get("model.known"):
+        resolution.notes.append(f"attention heads against tp = {tp} not checked: "
+                                f"{spec.values.get('accelerate.model_config')}")
     return FileReport(path, "checked", dialect=accelerate.NAME, source=source, spec=spec, topology=topo,
                       resolution=resolution)
 
