@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Sets up what tests/test_real_torchtitan.py runs: torchtitan 0.2.2 and 0.3.0 from the package
-# index, each unpacked (--no-deps) into its own folder under .frameworks/ (gitignored; the same
-# package name, so one folder each, loaded by separate processes), plus spmd_types==0.2.3, tyro
-# and numpy in the environment. torchtitan main comes from ../shared/frameworks/ (no setup).
+# Sets up what tests/test_real_torchtitan.py and test_real_accelerate.py run: torchtitan 0.2.2 and
+# 0.3.0 and accelerate 1.15.0 from the package index, each unpacked (--no-deps) into its own folder
+# under .frameworks/ (gitignored; the same package name, so one folder each, loaded by separate
+# processes), plus spmd_types==0.2.3, tyro and numpy in the environment. torchtitan main comes
+# from ../shared/frameworks/ (no setup).
 #
 # Idempotent and quick: what is already there is not fetched again. Never installs or upgrades
 # torch: torchtitan is installed --no-deps, spmd_types --no-deps, and every pip run is constrained
@@ -70,6 +71,21 @@ done
 # torchao 0.18.0 (NVFP4's NVFP4Linear, which torchtitan's NVFP4Linear subclasses; tests/test_schema_generated.py
 # runs torchtitan's own NVFP4 converter on CPU with it), in its own folder as the torchtitan releases above.
 install_isolated torchao 0.18.0 torchao/__init__.py
+
+# Accelerate 1.15.0 (tests/test_real_accelerate.py builds its ParallelismConfig and mesh on the fake process
+# group), in its own folder as the releases above, with the pure-Python packages its import needs that are
+# not in the environment (huggingface_hub, safetensors, psutil and theirs) beside it, never torch: accelerate
+# itself is installed --no-deps and the rest is constrained to the installed torch.
+install_isolated accelerate 1.15.0 accelerate/parallelism_config.py
+ACC="$DEST/accelerate-1.15.0"
+if [ -d "$ACC/accelerate" ] && [ ! -f "$ACC/.deps-done" ]; then
+  out=$(pip_quiet install --quiet --target "$ACC" -c "$CONSTRAINTS" huggingface_hub safetensors psutil pyyaml) || true
+  if PYTHONPATH="$ACC" "$PY" -c 'import accelerate.parallelism_config' 2>/dev/null; then
+    touch "$ACC/.deps-done" && rm -f "$DEST/accelerate-deps.failed"
+  else
+    failed "accelerate-deps" "accelerate 1.15.0 does not import: $(why_pip "$out") (no network?)"
+  fi
+fi
 
 # spmd_types (ParallelDims of 0.3.0 and main imports it), tyro (torchtitan.config imports it),
 # numpy: into the environment, only when missing. None of them depends on torch (spmd_types has

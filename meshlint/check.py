@@ -57,7 +57,7 @@ def analyse_all(path: str, options: Options, raw: bytes | None = None, name: str
     """Every config an input path holds (a registry has one per function, a launch script one
     per launch line), each analysed up to (not including) the rules."""
     kind = input_kind(path)
-    if kind == "toml":
+    if kind in ("toml", "yaml"):
         return [analyse(path, options, raw, name)]
     from meshlint.inputs import units
 
@@ -76,6 +76,10 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
     version read from git); ``path`` is then only its display name.
     A registry path names one config (``file.py::function``, or a file with one function).
     """
+    if input_kind(path) == "yaml":
+        from meshlint.inputs.accelerate_input import analyse_yaml
+
+        return analyse_yaml(path, options, raw, name)
     if input_kind(path) != "toml":
         reports = analyse_all(path, options, raw, name)
         if len(reports) == 1:

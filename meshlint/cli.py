@@ -68,7 +68,8 @@ def _launch(module, config_name, overrides):
         _fail(f"the launch line: {exc.message}" + (f" ({exc.help})" if exc.help else ""))
 
 
-_LAUNCHERS = ("torchrun", "srun", "run_train.sh", "env", "python", "python3", "uv", "nohup", "exec")
+_LAUNCHERS = ("torchrun", "srun", "run_train.sh", "env", "python", "python3", "uv", "nohup", "exec", "accelerate",
+              "accelerate-launch")
 
 
 def _is_command(word: str) -> bool:
@@ -79,6 +80,11 @@ def _is_command(word: str) -> bool:
         return False
     name = word.rsplit("/", 1)[-1]
     return name in _LAUNCHERS or name.startswith("python") or ("=" in word and not word.startswith("-"))
+
+
+class _Word:
+    def __init__(self, text: str):
+        self.text = text
 
 
 def _cli_topology(world_size, nodes, gpus_per_node, placement):
@@ -215,8 +221,11 @@ def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs
         from meshlint.errors import InputError
         from meshlint.inputs.launch import parse_launch_args
 
-        try:
-            launch = parse_launch_args(list(paths))
+        from meshlint.inputs.accelerate_launch import parse_argv, start_of
+
+        try:  # accelerate launch ... has its own grammar (meshlint/inputs/accelerate_launch.py)
+            launch = (parse_argv(list(paths)) if start_of([_Word(p) for p in paths]) is not None
+                      else parse_launch_args(list(paths)))
         except InputError as exc:
             _fail(f"the launch line: {exc.message}" + (f" ({exc.help})" if exc.help else ""))
         paths, config_path = (), config_path or meshlint_config

@@ -22,6 +22,8 @@ INPUT_ERRORS = {
     "ML006": ("invalid-launch", "a launch line, launch script or saved config that names no config meshlint can check"),
     "ML007": ("input-too-large", "the input exceeds one of meshlint's documented limits (nesting depth, integer digits, "
                                  "line length, file size)"),
+    "ML009": ("invalid-yaml", "the file is not valid YAML as yaml.safe_load reads it (syntax error, several documents, "
+                              "a tag that builds objects)"),
     "ML008": ("internal-error", "meshlint itself failed on this file: a bug, reported instead of a traceback "
                                 "(please report it with the file)"),
 }

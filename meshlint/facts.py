@@ -11,7 +11,7 @@ from meshlint.mesh import Mesh, place
 from meshlint.topology import Topology
 
 FACT_DOCS = {
-    "dialect": "kempnerforge | torchtitan | native",
+    "dialect": "kempnerforge | torchtitan | native | accelerate",
     "framework_version": "the framework version whose semantics were applied: 0.2.x | 0.3.0 | main@b5bcd76c6 "
                          "(torchtitan), 5666d0d (KempnerForge); null when none was recorded",
     "framework": "{name, version, decided_by, id}: which framework semantics were applied and how that was decided; "
@@ -77,6 +77,13 @@ FACT_DOCS = {
     "trainer": "torchtitan registry configs: config_class (the trainer config class as written, e.g. Trainer.Config, "
                "PolicyTrainer.Config) and runs_trainer (true when torchtitan.trainer.Trainer runs it, so "
                "Trainer.Config's and Trainer.__init__'s checks apply; false for RL PolicyTrainer configs)",
+    "accelerate": "Accelerate: sp (DeepSpeed SP size), cp_backend, sp_backend, cp_comm_strategy, "
+                  "sp_attn_implementation, distributed_type, fsdp_version, is_fsdp2, config_reaches_ranks (the "
+                  "launcher passes parallelism_config to the ranks: multi-GPU, FSDP and DeepSpeed only), "
+                  "num_processes, num_machines, world (the processes the launcher starts), section_present, keys "
+                  "(setting -> key path), model_config (where the model's config.json was found, or why not), "
+                  "ignored_flags (--parallelism_config_* flags of a launch that does not pass them on; "
+                  "keys_ignored: the first)",
     "pipeline": "how the framework splits the model into pipeline stages and feeds its schedule "
                 "(see meshlint/pipeline.py)",
     "memory": "bytes_per_param (weights + gradients + AdamW moments), gpu_gib (the GPU memory to compare with) and "
@@ -166,9 +173,13 @@ GROUP_FIELDS = {
     "eval": ("enabled", "dataset_path", "hf_dataset_name", "has_data_source"),
     "launch": ("space_overrides", "overrides"),
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
+    "accelerate": ("sp", "cp_backend", "sp_backend", "cp_comm_strategy", "sp_attn_implementation", "distributed_type",
+                   "fsdp_version", "is_fsdp2", "config_reaches_ranks", "num_processes", "num_machines", "world",
+                   "section_present", "keys", "model_config", "ignored_flags", "keys_ignored"),
 }
 
-ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard",
+ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_cp": "dp",
+           "dp_shard_cp": "dp_shard",  # Accelerate's flattened meshes: the loss average and FSDP's shards
            "dp_replicate": "dp_replicate", "dp_shard": "dp_shard", "pp": "pp", "cp": "cp", "tp": "tp", "ep": "ep",
            "etp": "etp"}
 

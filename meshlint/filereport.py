@@ -60,12 +60,14 @@ SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm")
 
 
 def input_kind(path: str) -> str:
-    """toml | registry | script | saved: how an input path is read (by its name, never its content)."""
+    """toml | registry | script | saved | yaml: how an input path is read (by its name, never its content)."""
     file = path.split("::", 1)[0]
     if "::" in path or file.endswith(".py"):
         return "registry"
     if file.endswith(SCRIPT_SUFFIXES):
         return "script"
+    if file.endswith((".yaml", ".yml")):
+        return "yaml"
     if file.endswith(".json"):
         return "saved"
     return "toml"

@@ -61,9 +61,9 @@ def plan(solver, values: dict, options, batch_changes: list | None = None) -> Pl
     source = report.source
     file = getattr(source, "file", None) or report.path
     kind = input_kind(report.path)
-    if kind not in ("toml", "registry") or getattr(source, "launch", None) is not None:
-        raise FixError(f"{report.path}: fix edits TOML configs and registry functions; the degrees of a launch "
-                       f"line or a saved config are set on its command line: change them there")
+    if kind not in ("toml", "registry", "yaml") or getattr(source, "launch", None) is not None:
+        raise FixError(f"{report.path}: fix edits TOML and accelerate YAML configs and registry functions; the "
+                       f"degrees of a launch line or a saved config are set on its command line: change them there")
     text = source.text
     edits, notes = [], []
     todo = changes(solver, values)
@@ -71,6 +71,9 @@ def plan(solver, values: dict, options, batch_changes: list | None = None) -> Pl
     if getattr(source, "function", None) is not None:
         for change in todo + extra:
             edits.append(_registry_edit(source, text, change))
+    elif kind == "yaml":
+        for change in todo:
+            edits.append(_yaml_edit(source, text, change))
     else:
         for change in todo + extra:
             edits.append(_toml_edit(source, text, change, solver))
@@ -148,6 +151,40 @@ def _toml_edit(source, text: str, change: dict, solver) -> Edit:
     nl = _newline(text)
     prefix = nl if header_end < 0 else ""
     return Edit(insert_at, insert_at, f"{prefix}{path[-1]} = {change['new']}{nl}", what)
+
+
+# ----------------------------------------------------------------------------- YAML (accelerate config files)
+
+def _yaml_edit(source, text: str, change: dict) -> Edit:
+    """The scalar value of a written key replaced; an unwritten one added under its mapping's key, indented like
+    that mapping's other keys (a mapping not written at all is added at the end of the file)."""
+    from meshlint.source import split_key
+
+    key = change["key"]
+    path = split_key(key)
+    what = f"{key} {change['old'] if change['old'] is not None else '(default ' + str(change['default']) + ')'} " \
+           f"-> {change['new']}"
+    if path in source.spans:
+        start, end = source.spans[path]
+        return Edit(start, end, str(change["new"]), what)
+    if path in source._keys:
+        raise FixError(f"{key} is not a plain value: set it to {change['new']} by hand")
+    nl = _newline(text)
+    parent = path[:-1]
+    siblings = [p for p in source._keys if p[:-1] == parent and len(p) == len(path)]
+    if parent and parent in source._keys and siblings:
+        indent = source._keys[siblings[0]][1] - 1
+        line = max(source._keys[p][0] for p in siblings)
+        starts = _line_starts(text)
+        after = text.find("\n", starts[line - 1])
+        at = len(text) if after < 0 else after + 1
+        prefix = nl if after < 0 else ""
+        return Edit(at, at, f"{prefix}{' ' * indent}{path[-1]}: {change['new']}{nl}", what)
+    if parent and parent not in source._keys and len(parent) == 1:
+        prefix = "" if not text or text.endswith("\n") else nl
+        return Edit(len(text), len(text), f"{prefix}{parent[0]}:{nl}  {path[-1]}: {change['new']}{nl}", what)
+    raise FixError(f"{key} is not written and meshlint cannot tell where to add it: add `{path[-1]}: "
+                   f"{change['new']}` by hand")
 
 
 def _value_start(text: str, key_start: int) -> int:

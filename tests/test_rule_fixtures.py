@@ -5,7 +5,8 @@ point at; the errors and warnings found must be exactly those. Good
 fixtures must be free of errors and warnings, and the rule they belong to
 must actually have run on them (not skipped for lack of a fact).
 
-Fixtures are TOML configs or torchtitan registry files (``.py``). A registry fixture is
+Fixtures are TOML configs, Accelerate config files (``.yaml``) and launch scripts (``.sh``) or torchtitan
+registry files (``.py``). A registry fixture is
 checked as every registry-era torchtitan version its rule applies to, or only as the one its
 name tags (``bad_main_*.py``: main@b5bcd76c6, ``bad_v030_*.py``: 0.3.0).
 """
@@ -39,6 +40,9 @@ def expectations(path: Path) -> set[tuple[str, int]]:
     return out
 
 
+FIXTURE_SUFFIXES = (".toml", ".py", ".yaml", ".sh")  # .yaml and .sh: accelerate configs and launch scripts
+
+
 def fixture_dir(rule) -> Path:
     return RULE_FIXTURES / f"{rule.code}-{rule.name}"
 
@@ -58,7 +62,7 @@ def registry_versions(rule, path: Path) -> list:
 def cases(kind: str):
     for rule in RULES:
         directory = fixture_dir(rule)
-        for path in sorted(directory.glob(f"{kind}*.toml")):
+        for path in sorted(p for s in (".toml", ".yaml", ".sh") for p in directory.glob(f"{kind}*{s}")):
             yield pytest.param(rule.code, path, None, id=f"{rule.code}/{path.name}")
         for path in sorted(directory.glob(f"{kind}*.py")):
             for version in registry_versions(rule, path):
@@ -78,8 +82,8 @@ def options_for(version, code=None):
 @pytest.mark.parametrize("code", [r.code for r in RULES])
 def test_every_rule_has_a_failing_and_a_passing_fixture(code):
     directory = fixture_dir(BY_CODE[code])
-    assert list(directory.glob("bad*.toml")) + list(directory.glob("bad*.py")), f"no failing fixture in {directory}"
-    assert list(directory.glob("good*.toml")) + list(directory.glob("good*.py")), f"no passing fixture in {directory}"
+    assert [p for p in directory.glob("bad*") if p.suffix in FIXTURE_SUFFIXES], f"no failing fixture in {directory}"
+    assert [p for p in directory.glob("good*") if p.suffix in FIXTURE_SUFFIXES], f"no passing fixture in {directory}"
 
 
 def test_no_fixture_directory_without_a_rule():
@@ -119,7 +123,9 @@ def test_documented_examples_behave_as_documented(code, tmp_path):
     for field in ("what", "why", "bad", "good", "fix"):
         assert rule.doc.get(field), f"{code}: doc.{field} is missing"
     python = "def " in rule.doc["bad"]  # a registry example
-    suffix = ".py" if python else ".toml"
+    accelerate = rule.dialects == ("accelerate",)  # an accelerate config file
+    launch = accelerate and "accelerate launch" in rule.doc["bad"]  # an accelerate launch script
+    suffix = ".py" if python else ".sh" if launch else ".yaml" if accelerate else ".toml"
     versions = registry_versions(rule, Path("doc.py")) if python else [None]
     assert versions, f"{code}: no registry-era version to check its example with"
     stand_in = fixture_dir(rule) / "torchtitan"

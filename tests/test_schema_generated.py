@@ -40,7 +40,7 @@ SOURCES = {  # schema id -> [(source tree, commit it is at, exact: the committed
     ("torchtitan", "0.3.0"): [(LOCAL / "torchtitan-0.3.0", "0.3.0", True)],
     ("torchtitan", "main@b5bcd76c6"): [(SHARED / "torchtitan-b5bcd76c6", "b5bcd76c6", True)],
 }
-PACKAGE = {"kempnerforge": "kempnerforge", "torchtitan": "torchtitan"}
+PACKAGE = {"kempnerforge": "kempnerforge", "torchtitan": "torchtitan", "accelerate": "accelerate"}
 
 
 def _source(framework: str, root: Path) -> Path:
@@ -1171,13 +1171,15 @@ from meshlint.generate import refusals  # noqa: E402
 REFUSAL_SOURCES = {"kempnerforge": SHARED / "KempnerForge-5666d0d",
                    "torchtitan-0.2.x": SHARED / "torchtitan-v0.2-9810191bb-parent",
                    "torchtitan-0.3.0": LOCAL / "torchtitan-0.3.0",
-                   "torchtitan-main": SHARED / "torchtitan-b5bcd76c6"}
+                   "torchtitan-main": SHARED / "torchtitan-b5bcd76c6",
+                   "accelerate-1.15.0": LOCAL / "accelerate-1.15.0"}
+REFUSAL_FRAMEWORK = {"kempnerforge": "kempnerforge", "accelerate-1.15.0": "accelerate"}
 
 
 @pytest.mark.parametrize("version", list(REFUSAL_SOURCES))
 def test_refusal_doc_lists_exactly_the_sites_in_the_source(version):
     root = REFUSAL_SOURCES[version]
-    _source("kempnerforge" if version == "kempnerforge" else "torchtitan", root)
+    _source(REFUSAL_FRAMEWORK.get(version, "torchtitan"), root)
     text = refusals.DOC.read_text(encoding="utf-8")
     listed = refusals.doc_sites(text, version)
     found = sorted((s.where for s in refusals.enumerate_sites(root, version)), key=refusals._where_key)
@@ -1189,7 +1191,7 @@ def test_refusal_doc_lists_exactly_the_sites_in_the_source(version):
 @pytest.mark.parametrize("version", list(REFUSAL_SOURCES))
 def test_every_refusal_site_is_classified(version):
     root = REFUSAL_SOURCES[version]
-    _source("kempnerforge" if version == "kempnerforge" else "torchtitan", root)
+    _source(REFUSAL_FRAMEWORK.get(version, "torchtitan"), root)
     rows = refusals.inventory({version: root})[version]
     unreviewed = [s.where for s, verdict, _, _ in rows if verdict == "unreviewed"]
     assert not unreviewed, f"classify these in meshlint/generate/refusals.py: {unreviewed}"
@@ -1197,7 +1199,7 @@ def test_every_refusal_site_is_classified(version):
 
 def test_refusal_doc_is_up_to_date():
     for version, root in REFUSAL_SOURCES.items():
-        _source("kempnerforge" if version == "kempnerforge" else "torchtitan", root)
+        _source(REFUSAL_FRAMEWORK.get(version, "torchtitan"), root)
     text = refusals.render(refusals.inventory(REFUSAL_SOURCES))
     assert text == refusals.DOC.read_text(encoding="utf-8"), "docs/refusals.md is stale: regenerate it"
 

@@ -32,7 +32,7 @@ print("\nPROBE", repr((sorted(imported), sorted(set(sys.modules) - before), code
 # report formats nobody asked for, the smoke runner, the solvers, torch.
 NEVER = ("click", "jsonschema", "torch", "meshlint.cli", "meshlint.report.json_report", "meshlint.report.sarif",
          "meshlint.report.github", "meshlint.report.explain", "meshlint.report.svg", "meshlint.smoke",
-         "meshlint.diff", "meshlint.fix", "meshlint.generate", "meshlint.inputs")
+         "meshlint.diff", "meshlint.fix", "meshlint.generate", "meshlint.inputs", "yaml")
 # Importing the library's check modules loads no rules, no cache and no schema: that is paid by a run.
 NOT_AT_IMPORT = ("json", "meshlint.rule_cache", "meshlint.schema_data", "meshlint.report", "difflib",
                  "meshlint.suppress")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from meshlint.dialects import kempnerforge, native, torchtitan
+from meshlint.dialects import accelerate, kempnerforge, native, torchtitan
 from meshlint.errors import InputError
 
-DIALECTS = {m.NAME: m for m in (kempnerforge, torchtitan, native)}
+DIALECTS = {m.NAME: m for m in (kempnerforge, torchtitan, native, accelerate)}
 NAMES = tuple(DIALECTS)
 
 
@@ -14,7 +14,7 @@ def detect(data: dict) -> str | None:
 
     A file with sections of two dialects is an error, not a guess.
     """
-    found = [name for name, module in DIALECTS.items() if module.SECTION in data]
+    found = [name for name, module in DIALECTS.items() if getattr(module, "TOML", True) and module.SECTION in data]
     if len(found) > 1:
         sections = " and ".join(f"[{DIALECTS[n].SECTION}] ({n})" for n in found)
         raise InputError("ML004", f"file has both {sections} sections; cannot tell which framework reads it",

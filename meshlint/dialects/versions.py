@@ -54,6 +54,10 @@ VERSIONS = (
           "(num_tokens_per_microbatch_per_dp_rank, num_tokens_per_train_step, max_context_length, "
           "num_pp_microbatches), spmd_backend spmd_types | partial_dtensor, ep must divide dp_shard·cp·tp",
           "b5bcd76c6", "2026-08-21", ("main", "b5bcd76c6", "b5bcd76")),
+    Entry("accelerate", "1.15.0", "meshlint.dialects.accelerate.v1_15",
+          "Hugging Face Accelerate 1.15.0 from the package index: accelerate config YAML (parallelism_config), "
+          "accelerate launch flags and PARALLELISM_CONFIG_* variables, ParallelismConfig and its DeviceMesh",
+          "1.15.0", "2026-09-09", ("v1.15.0", "1.15")),
     Entry("kempnerforge", "5666d0d", "meshlint.dialects.kempnerforge",
           "KempnerForge at 5666d0d: [distributed] TOML configs", "5666d0d", "2026-06-30", ()),
 )

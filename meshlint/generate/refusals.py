@@ -69,6 +69,23 @@ VERSIONS = {
                   "torchtitan/protocols/*.py", "torchtitan/hf_datasets/**/*.py", "torchtitan/tools/utils.py"],
         "skip": ["torchtitan/models/flux/inference/*", "torchtitan/models/*/scripts/*"],
     },
+    "accelerate-1.15.0": {
+        "title": "Accelerate 1.15.0 (package index)",
+        "commit": "1.15.0",
+        "package": "accelerate",
+        "files": ["accelerate/parallelism_config.py", "accelerate/commands/config/config_args.py",
+                  "accelerate/commands/launch.py", "accelerate/utils/launch.py", "accelerate/utils/dataclasses.py",
+                  "accelerate/accelerator.py", "accelerate/utils/fsdp_utils.py"],
+        "skip": [],
+        # the config and Accelerator-time path of a parallelism config only: file -> functions (regex)
+        "only": {"accelerate/commands/launch.py": r"^_validate_launch_command$",
+                 "accelerate/utils/launch.py": r"^(prepare_multi_gpu_env|prepare_deepspeed_cmd_env|"
+                                               r"prepare_extend_env_parallelism_config)$",
+                 "accelerate/utils/dataclasses.py": r"^(TorchTensorParallelConfig|TorchContextParallelConfig|"
+                                                    r"DeepSpeedSequenceParallelConfig)\.__post_init__$",
+                 "accelerate/accelerator.py": r"^Accelerator\.(_prepare_tp|_prepare_cp|_prepare_fsdp2)$",
+                 "accelerate/utils/fsdp_utils.py": r"^fsdp2_switch_optimizer_parameters$"},
+    },
 }
 
 
@@ -120,6 +137,8 @@ def enumerate_sites(root: Path, version: str) -> list[Site]:
         except (SyntaxError, UnicodeDecodeError):
             continue
         _Walker(rel, sites).visit(tree)
+    only = VERSIONS[version].get("only", {})
+    sites = [s for s in sites if s.file not in only or re.search(only[s.file], s.function)]
     return sorted(sites, key=lambda s: (s.file, s.line))
 
 
@@ -927,6 +946,63 @@ HAND += [
          versions=V02),
 ]
 
+ACC = ("accelerate-1.15.0",)
+HAND += [
+    # ---------------------------------------------------------------- Accelerate 1.15.0: config file, launch, ParallelismConfig
+    Rule("rule ML101", "a config file without distributed_type", "accelerate/commands/config/config_args.py",
+         text=r"distributed_type. must be specified", versions=ACC),
+    Rule("rule ML108", "unknown top-level keys of an accelerate config YAML (and parallelism_config keys the launcher "
+                       "would drop)", "accelerate/commands/config/config_args.py", func=r"from_yaml_file$", versions=ACC),
+    Rule("open", "JSON accelerate config files: meshlint reads the YAML form only",
+         "accelerate/commands/config/config_args.py", func=r"from_json_file$", versions=ACC),
+    Rule("rule ML112", "accelerate launch's own flag checks (one distributed type, --multi_gpu with 2+ processes, "
+                       "--use_parallelism_config only with --use_fsdp, num_processes when a config file has none)",
+         "accelerate/commands/launch.py", text=r"You can only use one of|at least 2 processes|use_parallelism_config|"
+                                               r"manually pass in .--num_processes", versions=ACC),
+    Rule("open", "gpu_ids with fewer than two ids on a multi-GPU launch", "accelerate/commands/launch.py",
+         text=r"Less than two GPU ids", versions=ACC),
+    Rule("runtime", "bf16 support of the machine", "accelerate/commands/launch.py", text=r"bf16 mixed precision",
+         versions=ACC),
+    Rule("runtime", "the installed torch", "accelerate/parallelism_config.py", text=r"torch>=2\.2\.0", versions=ACC),
+    Rule("internal", "the Accelerator passes its own device type", "accelerate/parallelism_config.py",
+         func=r"get_device_mesh$", versions=ACC),
+    Rule("internal", "handler objects are set in code, not by a config", "accelerate/parallelism_config.py",
+         text=r"cp_handler was set to", versions=ACC),
+    Rule("rule ML102", "sizes below 1", "accelerate/parallelism_config.py",
+         text=r"(dp_replicate|dp_shard|tp|cp)_size must be at least 1", versions=ACC),
+    Rule("rule ML101", "sp_size below 1, cp_backend and sp_backend outside their choices",
+         "accelerate/parallelism_config.py", text=r"sp_size must be at least 1|(cp|sp)_backend must be one of",
+         versions=ACC),
+    Rule("rule ML920", "cp and sp both above 1", "accelerate/parallelism_config.py", text=r"mutually exclusive",
+         versions=ACC),
+    Rule("rule ML921", "tp or cp with pure data parallelism", "accelerate/parallelism_config.py",
+         text=r"pure data parallelism", versions=ACC),
+    Rule("internal", "_set_size is called with the names of _sizes only", "accelerate/parallelism_config.py",
+         func=r"_set_size$", versions=ACC),
+    Rule("rule ML922", "the product of the sizes and the processes launched", "accelerate/parallelism_config.py",
+         text=r"does not match", versions=ACC),
+    Rule("rule ML923", "FSDP2 with neither dp_shard nor cp above 1 (accelerate#3798, #3804)",
+         "accelerate/parallelism_config.py", text=r"no dimension for FSDP", versions=ACC),
+    Rule("rule ML924", "a parallelism config under FSDP version 1 (or one process)", "accelerate/parallelism_config.py",
+         text=r"only compatible", versions=ACC),
+    Rule("runtime", "the installed torch / transformers", "accelerate/utils/dataclasses.py",
+         text=r"is_torch_version|compare_versions", versions=ACC),
+    Rule("rule ML101", "cp_comm_strategy and sp_attn_implementation outside their choices",
+         "accelerate/utils/dataclasses.py", text=r"Invalid (cp_comm_strategy|sp_attn_implementation)", versions=ACC),
+    Rule("internal", "accelerate launch always sets PARALLELISM_CONFIG_SP_SEQ_LENGTH when sp > 1",
+         "accelerate/utils/dataclasses.py", text=r"sp_seq_length. must be provided", versions=ACC),
+    Rule("runtime", "ports, FP8 libraries and the DeepSpeed install of the machine", "accelerate/utils/launch.py",
+         text=r"is_port_in_use|is_fp8_available|compare_versions", versions=ACC),
+    Rule("open", "launcher checks of flags meshlint does not model (--module with --no_python, mixed precision and "
+                 "dynamo backend names, FSDP cpu-RAM-efficient loading without sync_module_states)",
+         "accelerate/utils/launch.py", versions=ACC),
+    Rule("runtime", "parameters of the model (tied weights, what FSDP2 wrapped)", "accelerate/accelerator.py",
+         func=r"_prepare_fsdp2$", versions=ACC),
+    Rule("partial ML927", "FSDP2 + TP: the optimizer's parameters not found after wrapping (accelerate#3821): ML927 "
+                          "says when a config can hit it; whether it does depends on how the model was loaded",
+         "accelerate/utils/fsdp_utils.py", func=r"fsdp2_switch_optimizer_parameters$", versions=ACC),
+]
+
 PATTERNS = [
     Rule("runtime", "re-raises an error from elsewhere", exc=r"^re-raise$|^e$"),
     Rule("runtime", "an optional package is missing", exc=r"ImportError|ModuleNotFoundError"),
@@ -973,6 +1049,8 @@ def evaluable_checks(version: str) -> dict:
     plus "__config__": every check site of a config class."""
     from meshlint import schema_data
 
+    if version not in SCHEMA_IDS:  # no generated config schema (Accelerate): every site has a hand entry
+        return {"__config__": set()}
     s = schema_data.load(*SCHEMA_IDS[version])
     out: dict = {"__config__": set()}
     for qn, cls in s.data["classes"].items():
@@ -1080,7 +1158,8 @@ def render(inv: dict) -> str:
         "<!-- Generated by meshlint/generate/refusals.py: edit the classification there, then regenerate:",
         "     python -m meshlint.generate.refusals --write kempnerforge=../shared/frameworks/KempnerForge-5666d0d \\",
         "       torchtitan-0.2.x=../shared/frameworks/torchtitan-v0.2-9810191bb-parent \\",
-        "       torchtitan-0.3.0=.frameworks/torchtitan-0.3.0 torchtitan-main=../shared/frameworks/torchtitan-b5bcd76c6 -->",
+        "       torchtitan-0.3.0=.frameworks/torchtitan-0.3.0 torchtitan-main=../shared/frameworks/torchtitan-b5bcd76c6 \\",
+        "       accelerate-1.15.0=.frameworks/accelerate-1.15.0 -->",
         "",
         "For each framework version meshlint models, every `raise` and `assert` in the code a training job runs "
         "between loading its config and its first optimizer step (the loader, config validation, ParallelDims, the "
@@ -1155,7 +1234,10 @@ def render(inv: dict) -> str:
             f"## {spec['title']}",
             "",
             f"Commit {spec['commit']}; files: {', '.join('`' + f + '`' for f in spec['files'])}"
-            + (f" (not {', '.join('`' + f + '`' for f in spec['skip'])})" if spec["skip"] else "") + ".",
+            + (f" (not {', '.join('`' + f + '`' for f in spec['skip'])})" if spec["skip"] else "")
+            + ("; of " + "; of ".join(f"`{f}` only the functions matching `{r}`" for f, r in spec["only"].items())
+               + " (the path of a parallelism config from the config file to the Accelerator)"
+               if spec.get("only") else "") + ".",
             f"{c['sites']} sites: {c['rule']} by a rule, {c['partial']} in part, {c['schema']} by the schema check, "
             f"{c['open']} not yet covered, {c['runtime']} not decidable, {c['internal']} not reachable.",
             "",
@@ -1189,7 +1271,7 @@ def _pct(a: int, b: int) -> str:
 
 def _short_version(version: str) -> str:
     return {"kempnerforge": "KF", "torchtitan-0.2.x": "tt 0.2.x", "torchtitan-0.3.0": "tt 0.3.0",
-            "torchtitan-main": "tt main"}[version]
+            "torchtitan-main": "tt main", "accelerate-1.15.0": "acc 1.15.0"}[version]
 
 
 def doc_sites(text: str, version: str) -> list:

@@ -58,7 +58,7 @@ def read_launch_script(path: str, version: str | None = None) -> list:
     raw = read_bytes(path, MAX_SCRIPT_BYTES)
     if len(raw) > MAX_SCRIPT_BYTES:
         raise InputError("ML007", f"file is over {MAX_SCRIPT_BYTES:,} bytes (limit {MAX_SCRIPT_BYTES:,})")
-    if b"torchtitan" not in raw and b"run_train" not in raw and b"train.py" not in raw:
+    if b"torchtitan" not in raw and b"run_train" not in raw and b"train.py" not in raw and b"accelerate" not in raw:
         return []   # the fast path for any shell script a pre-commit hook hands over
     nul = raw.find(b"\x00")
     if nul >= 0:
@@ -641,6 +641,10 @@ class _Reader(Flow):
         env = {name: self._env_word(name) for name, var in self.vars.items() if var.exported}
         sbatch = {"options": self.sbatch, "where": self._sbatch_where()} if self.sbatch else None
         launch = launch_from_words(words, self.origin, env=env, sbatch=sbatch, version=self.version)
+        if launch is None:  # Accelerate's own grammar (meshlint/inputs/accelerate_launch.py)
+            from meshlint.inputs.accelerate_launch import from_words
+
+            launch = from_words(words, self.file, env)
         if launch is not None:
             launch.notes[:0] = self.sourced
             self._add(launch)
@@ -1092,7 +1096,7 @@ def _mentions(raws: list, text: str) -> bool:
     for r in raws:
         chunk = text[r.start:r.end]
         if ("torchtitan" in chunk or "run_train" in chunk or "torchrun" in chunk or "$" in chunk or "python" in chunk
-                or "train.py" in chunk):
+                or "train.py" in chunk or "accelerate" in chunk):
             return True
     return False
 

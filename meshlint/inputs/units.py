@@ -32,15 +32,26 @@ def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name:
         return [FileReport(path, "error", error=exc)]
     if isinstance(sources, FileReport):
         return [sources]
-    return [src if isinstance(src, FileReport) else analyse_source(src, options, launch_for.get(id(src)))
-            for src in sources]
+    return [src if isinstance(src, FileReport) else analyse_launch(src, options) if _is_accelerate(src)
+            else analyse_source(src, options, launch_for.get(id(src))) for src in sources]
+
+
+def _is_accelerate(src) -> bool:
+    from meshlint.inputs.accelerate_launch import AccelerateLaunch
+
+    return isinstance(src, AccelerateLaunch)
 
 
 def analyse_launch(launch, options) -> object:
     """The FileReport (before rules) of a launch given on the command line
     (``meshlint check --module llama3 --config llama3_70b -- --parallelism...``)."""
     from meshlint.check import FileReport
+    from meshlint.inputs.accelerate_launch import AccelerateLaunch
 
+    if isinstance(launch, AccelerateLaunch):
+        from meshlint.inputs.accelerate_input import analyse_launch as analyse_accelerate
+
+        return analyse_accelerate(launch, options)
     if getattr(launch, "framework", None):   # a TOML config: KempnerForge, torchtitan v0.2
         from meshlint.inputs.toml_launch import launch_report
 
@@ -114,12 +125,15 @@ def _script_sources(path: str, options):
 
     launches = read_launch_script(path)
     if not launches:  # any shell script may be handed over (pre-commit): not one of ours, like a TOML without
-        return FileReport(path, "skipped", note="no torchtitan or KempnerForge launch line (torchrun/python -m "
-                                                "torchtitan.train --module M --config F, MODULE=... CONFIG=... "
-                                                "run_train.sh, or scripts/train.py CONFIG.toml)"), {}
+        return FileReport(path, "skipped", note="no torchtitan, KempnerForge or Accelerate launch line (torchrun/python "
+                                                "-m torchtitan.train --module M --config F, MODULE=... CONFIG=... "
+                                                "run_train.sh, scripts/train.py CONFIG.toml, or accelerate launch)"), {}
     start = os.path.dirname(os.path.abspath(path))
     sources, launch_for = [], {}
     for launch in launches:  # each launch line is its own config: one bad line does not hide the others
+        if _is_accelerate(launch):  # analysed whole by analyse_input (meshlint/inputs/accelerate_input.py)
+            sources.append(launch)
+            continue
         try:
             if getattr(launch, "framework", None):
                 from meshlint.inputs.toml_launch import launch_report

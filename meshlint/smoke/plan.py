@@ -28,6 +28,8 @@ def build(report: FileReport, world_size: int) -> dict:
         recipe = _kempnerforge(res)
     elif report.dialect == "torchtitan":
         recipe = _torchtitan(res, spec, world_size)
+    elif report.dialect == "accelerate":
+        recipe = _accelerate(res)
     else:
         recipe = _native(res)
     no_mesh = None
@@ -62,6 +64,20 @@ def _kempnerforge(res) -> list:
     if mesh is None:
         return []
     return [{"op": "init", "mesh": "device", "dims": list(mesh.dims), "sizes": list(mesh.sizes)}]
+
+
+def _accelerate(res) -> list:
+    """``ParallelismConfig.build_device_mesh``: init_device_mesh of the dims above 1, then each flattened mesh
+    (dp, dp_shard_cp, dp_cp) as ``device_mesh[parts]._flatten(name)``."""
+    from meshlint.dialects.accelerate.v1_15 import flattened_dims
+
+    mesh = res.meshes.get("device_mesh")
+    if mesh is None:
+        return []
+    recipe = [{"op": "init", "mesh": "device_mesh", "dims": list(mesh.dims), "sizes": list(mesh.sizes)}]
+    for name, parts in flattened_dims(mesh.dims):
+        recipe.append({"op": "flatten", "mesh": name, "of": "device_mesh", "dims": list(parts), "as": name})
+    return recipe
 
 
 def _native(res) -> list:

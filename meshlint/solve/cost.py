@@ -189,7 +189,8 @@ def workload(report, options, profile: Cluster) -> Workload:
     v = spec.values
     fw = (getattr(spec, "framework", None) or {}).get("version")
     framework = "kempnerforge" if spec.dialect == "kempnerforge" else (
-        "native" if spec.dialect == "native" else f"torchtitan@{fw or '0.2.x'}")
+        "native" if spec.dialect == "native" else f"accelerate@{fw}" if spec.dialect == "accelerate"
+        else f"torchtitan@{fw or '0.2.x'}")
     notes = []
     params = _int(v.get("model.params"))
     n_layers, dim = _int(v.get("model.n_layers")), _int(v.get("model.dim"))

@@ -36,6 +36,7 @@ STATIC = frozenset({
     "max_degree", "topology_conflicts", "directive_problems", "model", "train", "training", "parallelism",
     "compile", "vlm", "memory", "keys", "params", "item", "trainer", "refusals", "kept_values", "unmodelled", "config", "launch", "video",
     "eval", "datasets",
+    "accelerate",  # its launcher settings, sp and key paths: the search varies dp_replicate, dp_shard, cp and tp only
     "world_candidates",
     "choices",  # only help lines read it, and the search never runs help
 })

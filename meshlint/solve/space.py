@@ -23,6 +23,7 @@ from meshlint.errors import MeshlintError
 
 KF_FACTORS = ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep")
 TT_FACTORS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+ACC_FACTORS = ("dp_replicate", "dp_shard", "cp", "tp")
 REGION = ("dp_shard", "cp", "tp")   # the ranks torchtitan's expert degrees borrow
 
 
@@ -73,6 +74,11 @@ def space_for(spec) -> Space:
     if spec.dialect == "kempnerforge":
         names = KF_FACTORS
         return Space("kempnerforge", names, KF_FACTORS, (), fill, keys, {n: n for n in names})
+    if spec.dialect == "accelerate":  # ParallelismConfig's sizes (DeepSpeed SP, outside the mesh, is kept as is)
+        if (spec.values.get("accelerate.sp") or 1) > 1:
+            raise SolveError("sp > 1 (DeepSpeed sequence parallelism) builds no mesh: meshlint does not search it")
+        return Space(f"accelerate@{fw.get('version')}", ACC_FACTORS, ACC_FACTORS, (), None, keys,
+                     {n: n for n in ACC_FACTORS})
     version = fw.get("version") or "0.2.x"
     if version == "0.2.x":
         names = TT_FACTORS + ("ep", "etp")

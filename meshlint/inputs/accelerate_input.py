@@ -1,0 +1,232 @@
+"""From an Accelerate input (a YAML config file, or an ``accelerate launch`` line) to an analysed config:
+dialect -> model facts -> topology -> resolution, like check.analyse does for a TOML config."""
+
+from __future__ import annotations
+
+import os
+
+from meshlint.errors import InputError
+
+
+def analyse_yaml(path: str, options, raw: bytes | None = None, name: str | None = None):
+    """The FileReport (before rules) of a YAML file: an accelerate config, or skipped."""
+    from meshlint.check import FileReport
+    from meshlint.dialects import accelerate
+    from meshlint.inputs.yaml_source import read_yaml_source
+
+    try:
+        source = read_yaml_source(path, raw, name)
+    except InputError as exc:
+        if exc.code in ("ML002", "ML007", "ML009") and not _mentions_accelerate(path, raw):
+            # any YAML reaches a pre-commit hook (k8s manifests of several documents, Helm templates): only a
+            # file that names an accelerate key is ours to fail
+            return FileReport(path, "skipped", note=f"not an accelerate config (and not one YAML document "
+                                                    f"meshlint reads: {exc.message})")
+        return FileReport(path, "error", error=exc)
+    if not accelerate.is_config(source.data) and options.dialect != accelerate.NAME:
+        return FileReport(path, "skipped", source=source,
+                          note="no compute_environment, distributed_type or parallelism_config key: not an "
+                               "accelerate config")
+    environment = source.data.get("compute_environment", "LOCAL_MACHINE") if isinstance(source.data, dict) else None
+    if environment != "LOCAL_MACHINE":
+        return FileReport(path, "skipped", source=source,
+                          note=f"compute_environment {environment!r}: a SageMaker config (Accelerate reads it as a "
+                               "SageMakerConfig, with no parallelism_config), which meshlint does not model")
+    return analyse_spec(path, source, accelerate.read(source), options)
+
+
+def _mentions_accelerate(path: str, raw: bytes | None) -> bool:
+    from meshlint.dialects.accelerate import MARKERS
+    from meshlint.source import read_bytes
+
+    try:
+        data = raw if raw is not None else read_bytes(path)
+    except InputError:
+        return False
+    return any(marker.encode() in data for marker in MARKERS)
+
+
+def analyse_spec(path: str, source, spec, options, launch_hints: tuple = ()):
+    from meshlint.check import FileReport, topology_for
+    from meshlint.dialects import accelerate
+    from meshlint.inputs.hf_model import attach_model
+
+    spec.framework["decided_by"] = "the release meshlint models for Accelerate (the newest on the package index)"
+    attach_model(spec, source)
+    topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, launch_hints)
+    topo.gpu_memory_gib = options.gpu_memory_gib
+    resolution = accelerate.resolve(spec, topo.world_size)
+    tp = spec.degrees.get("tp")
+    if isinstance(tp, int) and tp > 1 and not spec.values.get("model.known"):
+        resolution.notes.append(f"attention heads against tp = {tp} not checked: "
+                                f"{spec.values.get('accelerate.model_config')}")
+    return FileReport(path, "checked", dialect=accelerate.NAME, source=source, spec=spec, topology=topo,
+                      resolution=resolution)
+
+
+# ----------------------------------------------------------------------------- launch lines
+
+DIST_FLAGS = {"use_fsdp": "FSDP", "multi_gpu": "MULTI_GPU", "use_deepspeed": "DEEPSPEED", "cpu": "NO", "tpu": "XLA",
+              "use_megatron_lm": "MEGATRON_LM"}
+
+
+class LaunchSource:
+    """Where the values of an ``accelerate launch`` come from: the command's flags and variables (in the script
+    or on the command line) and the config file it names; findings point into whichever set the value."""
+
+    def __init__(self, launch, config=None):
+        self.path = launch.display
+        self.name = os.path.basename(launch.file or "launch")
+        self.text = ""
+        self.data: dict = {}
+        self.comments: list = []
+        self.launch = launch
+        self.config = config          # YamlSource of --config_file, or None
+        self.positions: dict = {}     # key -> (line, col) in the script / command line
+
+    def locate(self, key):
+        if isinstance(key, str) and "|" in key:
+            key = next((k for k in key.split("|") if k in self.positions or self._in_config(k)), key.split("|")[0])
+        if key in self.positions:
+            return self.positions[key]
+        if self._in_config(key):
+            return self.config.locate(key)
+        return (self.launch.line, self.launch.col)
+
+    def _in_config(self, key) -> bool:
+        return self.config is not None and isinstance(key, str) and self.config.has_key(key)
+
+    def file_of(self, key, line, col):
+        if isinstance(key, str) and "|" in key:
+            key = next((k for k in key.split("|") if k in self.positions or self._in_config(k)), key)
+        if key not in self.positions and self._in_config(key):
+            return self.config.path
+        return self.launch.file or "accelerate launch"
+
+
+def analyse_launch(launch, options):
+    """The FileReport (before rules) of one ``accelerate launch``."""
+    from meshlint.check import FileReport
+    from meshlint.dialects import accelerate
+
+    if launch.error is not None:
+        return FileReport(launch.display, "error", error=launch.error)
+    try:
+        source, spec = launch_spec(launch, accelerate.version_module())
+    except InputError as exc:
+        return FileReport(launch.display, "error", error=exc)
+    return analyse_spec(launch.display, source, spec, options, tuple(launch.hints))
+
+
+def launch_spec(launch, release):
+    """(source, Spec) of a launch: the config file's values, overridden by the flags, as the launcher merges them."""
+    from meshlint.dialects.accelerate.config_file import add_world_hint, launcher_settings
+    from meshlint.inputs.hf_model import model_ref
+
+    config, config_data = _config_file(launch)
+    source = LaunchSource(launch, config)
+    flags = launch.flags
+    for name, word in flags.items():
+        source.positions[f"--{name}"] = (word.line, max(1, word.col))
+    for name, word in launch.env.items():
+        source.positions[name] = (word.line, max(1, word.col))
+    launcher, problems = launcher_settings(config_data, release.facts()) if config is not None else (
+        {"distributed_type": None, "fsdp_version": "1", "num_processes": None, "num_machines": 1}, [])
+    given = [DIST_FLAGS[f] for f in DIST_FLAGS if f in flags]
+    spec = release.new_spec()
+    spec.problems += problems
+    if given:
+        launcher["distributed_type"] = given[0]
+        launcher["distributed_type_key"] = f"--{next(f for f in DIST_FLAGS if f in flags)}"
+    for name in ("num_processes", "num_machines"):
+        if name in flags:
+            value, _ = release.as_rank_reads(flags[name].text, "int")
+            launcher[name], launcher[f"{name}_key"] = value, f"--{name}"
+    if "fsdp_version" in flags:
+        launcher["fsdp_version"], launcher["fsdp_version_key"] = flags["fsdp_version"].text, "--fsdp_version"
+    section = config_data.get("parallelism_config") if isinstance(config_data.get("parallelism_config"), dict) else {}
+    switch = "use_parallelism_config" in flags
+    refusals = launch_refusals(flags, given, config, launcher)
+    if refusals:
+        spec.extra["refusals"] = refusals
+        spec.load_error = refusals[0]["message"]
+    uses = switch or (config is not None and not given and bool(section))
+    values, where = {}, {}
+    flagged = {f[len(release.PREFIX):]: w for f, w in flags.items() if f.startswith(release.PREFIX)}
+    if uses:
+        for key, value in section.items():
+            if isinstance(key, str) and key.startswith(release.PREFIX):
+                values[key[len(release.PREFIX):]] = value
+                where[key[len(release.PREFIX):]] = f"parallelism_config.{key}"
+        for leaf, word in flagged.items():
+            values[leaf], where[leaf] = word.text, f"--{release.PREFIX}{leaf}"
+    else:
+        for name, word in launch.env.items():
+            if name.startswith(ENV_PREFIX):
+                leaf = name[len(ENV_PREFIX):].lower()
+                values[leaf], where[leaf] = word.text, name
+        spec.values["accelerate.ignored_flags"] = sorted(f"--{release.PREFIX}{leaf}" for leaf in flagged)
+        spec.values["accelerate.keys_ignored"] = next(iter(sorted(f"--{release.PREFIX}{leaf}" for leaf in flagged)),
+                                                      None)
+    in_env = launch.env.get(ENV_SWITCH)
+    spec.values["accelerate.section_present"] = uses or (in_env is not None and in_env.text.lower() == "true")
+    release.apply_values(spec, values, where, launcher)
+    ref = model_ref(launch.script_args)
+    if ref:
+        spec.extra["model_ref"] = ref
+    add_world_hint(spec, launcher.get("num_machines"),
+                   f"accelerate launch --num_processes/--num_machines (line {launch.line})")
+    return source, spec
+
+
+ENV_PREFIX = "PARALLELISM_CONFIG_"
+ENV_SWITCH = "ACCELERATE_USE_PARALLELISM_CONFIG"
+
+
+def launch_refusals(flags: dict, given: list, config, launcher: dict) -> list:
+    """What ``_validate_launch_command`` (accelerate/commands/launch.py) refuses of the flags and config file."""
+    out = []
+
+    def refuse(key: str, message: str, why: str) -> None:
+        out.append({"key": key, "keys": key, "message": f"ValueError: {message}", "source":
+                    "accelerate/commands/launch.py:_validate_launch_command",
+                    "framework": f"accelerate launch refuses it (ValueError: {message}){why}"})
+
+    switches = [f for f in ("multi_gpu", "cpu", "tpu", "use_deepspeed", "use_fsdp") if f in flags]
+    if len(switches) > 1:
+        refuse(f"--{switches[1]}", "You can only use one of `--cpu`, `--multi_gpu`, `--tpu`, `--use_deepspeed`, "
+                                   "`--use_fsdp` at a time.", "")
+    processes = flags.get("num_processes")
+    if "multi_gpu" in flags and processes is not None and processes.text.strip().isdigit() and int(processes.text) < 2:
+        refuse("--num_processes", "You need to use at least 2 processes to use `--multi_gpu`.", "")
+    if "use_parallelism_config" in flags and "use_fsdp" not in flags:
+        # checked on the flags alone, before the config file is read; its `args.fsdp_version == 1` compares the
+        # string flag with an int, never true, so only --use_fsdp counts
+        refuse("--use_parallelism_config", "You cannot use `--use_parallelism_config` without `--use_fsdp` and "
+                                           "`--fsdp_version=2`.", ", whatever the config file says")
+    if config is not None and processes is None and launcher.get("num_processes") == -1:
+        refuse("--config_file", "You need to manually pass in `--num_processes` using this config yaml.",
+               ": the config file has no num_processes")
+    return out
+
+
+def _config_file(launch) -> tuple:
+    """(YamlSource or None, its data) of ``--config_file``: relative paths from the script's directory, then the
+    working directory (the launcher resolves them from where it runs). The default config in the user's cache is
+    never read: it belongs to the machine that runs the job."""
+    from meshlint.inputs.yaml_source import read_yaml_source
+
+    word = launch.flags.get("config_file")
+    if word is None:
+        launch.notes.append("no --config_file: accelerate launch reads ~/.cache/huggingface/accelerate/"
+                            "default_config.yaml on the machine that runs it, which meshlint does not read")
+        return None, {}
+    candidates = [word.text] if os.path.isabs(word.text) else [
+        os.path.join(os.path.dirname(os.path.abspath(launch.file)), word.text) if launch.file else None,
+        os.path.abspath(word.text)]
+    for path in [c for c in candidates if c]:
+        if os.path.isfile(path):
+            source = read_yaml_source(path)
+            return source, source.data if isinstance(source.data, dict) else {}
+    raise InputError("ML006", f"--config_file {word.text}: no such file (looked beside the script and in the "
+                              "working directory); accelerate launch raises FileNotFoundError", word.line, word.col)
