@@ -1,9 +1,9 @@
 """The body of ``meshlint check``, free of click.
 
 The click command parses the flags and calls :func:`run`; the console entry
-point calls it directly for the plain ``meshlint check PATH...`` a pre-commit
-hook makes, which spares every commit click's ~40 ms import (see
-``meshlint/entry.py``). One body, so both ways give the same output.
+point calls it directly for ``meshlint check PATH...`` with only the common
+flags (meshlint/check_args.py), which spares every such run click's ~40 ms
+import (see ``meshlint/entry.py``). One body, so both ways give the same output.
 """
 
 from __future__ import annotations
@@ -161,10 +161,10 @@ def failed_report(path: str, exc: BaseException):
     return FileReport(path, "error", error=error)
 
 
-def run_plain(paths: list[str]) -> int:
-    """``meshlint check PATH...`` with every flag at its default."""
+def run_plain(paths: list[str], settings=None, **keywords) -> int:
+    """``meshlint check PATH...`` without click: the flags meshlint/check_args.py parsed (none: the defaults)."""
     try:
-        return run(paths)
+        return run(paths, settings, **keywords)
     except MeshlintError as exc:
         fail(str(exc))
     return 2  # not reached: fail() exits
