@@ -38,15 +38,18 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
     files = collect_paths(list(paths))
     if not files and launch is None:
         raise MeshlintError("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
-    reports = []
+    from meshlint.report.stream import ReportStream
+
+    out = ReportStream(fmt, quiet, color)  # each report rendered as it comes, then stripped (out.kept)
     if launch is not None:
         from meshlint.check import run_checks
         from meshlint.inputs.units import analyse_launch
 
         options = planner.options_for(os.path.join(os.getcwd(), "launch"))
-        reports.append(run_checks(analyse_launch(launch, options), options))
-        reports[-1].fail_on = options.fail_on
-    pending = []  # (key, report, fail_on): stored once the report is out
+        report = run_checks(analyse_launch(launch, options), options)
+        report.fail_on = options.fail_on
+        out.add(report)
+        out.release(report)
     for path in files:
         options = key = raw = None
         if fmt == "sarif":  # its rule table lists every rule loaded for the files: load them as without a cache
@@ -55,7 +58,8 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
         if results is not None and input_kind(path) == "toml":
             key, raw, hit = results.lookup(path, need_json=fmt == "json")
             if hit is not None:
-                reports.append(hit)
+                out.add(hit)
+                out.release(hit)
                 continue
         if options is None:
             planner = planner or _planner(settings)
@@ -76,10 +80,13 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
             key = None  # never cached
         for report in checked:
             report.fail_on = options.fail_on
-            reports.append(report)
-        if key is not None and len(checked) == 1:
-            pending.append((key, len(reports) - 1, options.fail_on))
+            piece = out.add(report)
+            if results is not None and key is not None and len(checked) == 1:
+                results.store(key, report, options.fail_on, piece)
+            out.release(report)
+        del checked
 
+    reports = out.kept
     if any(r.status == "error" for r in reports):
         code = 2
     elif any(r.fail_on != "never" and r.worst() >= SEVERITY_RANK[r.fail_on] for r in reports):
@@ -88,29 +95,8 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
         code = 0
     fail_on = settings.fail_on if settings is not None else None
     effective_fail_on = fail_on or (reports[0].fail_on if reports else "error")
-    pieces = None
-    if fmt == "json":
-        from meshlint.report import json_report
-
-        pieces = [json_report.file_json(r) for r in reports]
-        emit(json_report.render(reports, code, effective_fail_on, files=pieces))
-    elif fmt == "sarif":
-        from meshlint.report import sarif
-
-        emit(sarif.render(reports, planner.all_rules() if planner else []))
-    elif fmt == "github":
-        from meshlint.report import github
-
-        out = github.render(reports)
-        if out:
-            emit(out)
-    else:
-        from meshlint.report import text
-
-        emit(text.render(reports, quiet, use_color=text.want_color(color)))
+    out.finish(code, effective_fail_on, planner.all_rules() if fmt == "sarif" and planner else None)
     if results is not None:
-        for key, index, file_fail_on in pending:
-            results.store(key, reports[index], file_fail_on, pieces[index] if pieces is not None else None)
         results.close()
     return code
 

@@ -33,12 +33,16 @@ def _workspace_path(path: str) -> str:
 
 
 def render(reports: list[FileReport]) -> str:
+    return "\n".join(line for report in reports for line in report_lines(report))
+
+
+def report_lines(report: FileReport) -> list[str]:
+    """One file's workflow commands."""
     lines = []
-    for report in reports:
-        findings = [input_error_finding(report.error)] if report.error else report.findings
-        for f in findings:
-            message = f.message + (f"\nhelp: {f.help}" if f.help else "")
-            props = (f"file={escape_property(_workspace_path(finding_file(report, f)))},line={f.line},col={f.col},"
-                     f"title={escape_property(f'{f.code} {f.name}')}")
-            lines.append(f"::{_COMMAND[f.severity]} {props}::{escape_data(message)}")
-    return "\n".join(lines)
+    findings = [input_error_finding(report.error)] if report.error else report.findings
+    for f in findings:
+        message = f.message + (f"\nhelp: {f.help}" if f.help else "")
+        props = (f"file={escape_property(_workspace_path(finding_file(report, f)))},line={f.line},col={f.col},"
+                 f"title={escape_property(f'{f.code} {f.name}')}")
+        lines.append(f"::{_COMMAND[f.severity]} {props}::{escape_data(message)}")
+    return lines

@@ -26,34 +26,41 @@ def want_color(mode: str = "auto", stream=None) -> bool:
 
 
 def render(reports: list[FileReport], quiet: bool = False, use_color: bool = False) -> str:
+    lines: list[str] = []
+    for report in reports:
+        lines += report_lines(report, quiet, use_color)
+    lines.append(summary_line(reports))
+    return "\n".join(lines)
+
+
+def report_lines(report: FileReport, quiet: bool = False, use_color: bool = False) -> list[str]:
+    """One file's lines of the report (the summary line aside): what ``render`` prints for it."""
     def paint(style: str, text: str) -> str:
         return f"{_STYLE[style]}{text}{_RESET}" if use_color else text
 
     lines: list[str] = []
-    for report in reports:
-        path = safe(report.path)  # every piece from a file, a rule or a path is escaped before it is painted
-        if report.status == "skipped":
-            if not quiet:
-                lines.append(f"{paint('path', path)}: skipped: {safe(report.note or '')}")
+    path = safe(report.path)  # every piece from a file, a rule or a path is escaped before it is painted
+    if report.status == "skipped":
+        if not quiet:
+            lines.append(f"{paint('path', path)}: skipped: {safe(report.note or '')}")
+        return lines
+    findings = [input_error_finding(report.error)] if report.error else report.findings
+    for f in findings:
+        if quiet and f.severity == "info":
             continue
-        findings = [input_error_finding(report.error)] if report.error else report.findings
-        for f in findings:
-            if quiet and f.severity == "info":
-                continue
-            where = safe(f"{finding_file(report, f)}:{f.line}:{f.col}:")
-            lines.append(f"{paint('path', where)} {paint('code', safe(f.code))} "
-                         f"{paint(f.severity, f'[{f.severity}]')} {safe(f.message)}")
-            for help_line in (f.help or "").split("\n"):  # only newlines break a help text into lines
-                if help_line:
-                    lines.append(paint("help", f"  help: {safe(help_line)}"))
-        if report.diff_note and report.diff_note.startswith("new since"):
-            lines.append(f"{paint('path', path)}: {safe(report.diff_note)} (no earlier mesh to compare with)")
-        if report.diff is not None and not report.diff.same:
-            lines.append(f"{paint('path', path)}: resolved mesh changed since {safe(str(report.diff.base))}:")
-            lines.extend("  " + line for line in  # diff.render escapes each of its lines
-                         report.diff.render(f"{report.path}@{report.diff.base}", report.path).split("\n"))
-    lines.append(summary_line(reports))
-    return "\n".join(lines)
+        where = safe(f"{finding_file(report, f)}:{f.line}:{f.col}:")
+        lines.append(f"{paint('path', where)} {paint('code', safe(f.code))} "
+                     f"{paint(f.severity, f'[{f.severity}]')} {safe(f.message)}")
+        for help_line in (f.help or "").split("\n"):  # only newlines break a help text into lines
+            if help_line:
+                lines.append(paint("help", f"  help: {safe(help_line)}"))
+    if report.diff_note and report.diff_note.startswith("new since"):
+        lines.append(f"{paint('path', path)}: {safe(report.diff_note)} (no earlier mesh to compare with)")
+    if report.diff is not None and not report.diff.same:
+        lines.append(f"{paint('path', path)}: resolved mesh changed since {safe(str(report.diff.base))}:")
+        lines.extend("  " + line for line in  # diff.render escapes each of its lines
+                     report.diff.render(f"{report.path}@{report.diff.base}", report.path).split("\n"))
+    return lines
 
 
 def summary_line(reports: list[FileReport]) -> str:

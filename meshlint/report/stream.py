@@ -1,0 +1,106 @@
+"""``meshlint check``'s report written as the files are checked: each file's part rendered once its findings are out.
+
+A run over 10,000 configs kept every report (source text, syntax tree, facts: ~27 KB a config) to
+the end. Here each report is rendered when it is added (text and GitHub lines; its entry of the
+JSON array) and then stripped to what the summary line, the exit code and SARIF read: its path,
+status, findings, suppressed findings and ``--fail-on``. The output is the same bytes as rendering
+all reports at the end (the formats' own ``render`` functions), so memory no longer grows with the
+files' size. Output is held until ``FLUSH_BYTES`` of it are waiting, so a run whose report is
+smaller than that prints nothing before a usage error stops it, as before; a longer one is written
+in pieces. SARIF lists rule descriptors before results, so it renders at the end from the stripped
+reports.
+"""
+
+from __future__ import annotations
+
+import sys
+
+FLUSH_BYTES = 1 << 20
+
+
+class ReportStream:
+    def __init__(self, fmt: str = "text", quiet: bool = False, color: str = "auto"):
+        self.fmt = fmt
+        self.quiet = quiet
+        self.kept: list = []       # every report added, stripped (release): what the summary reads
+        self._parts: list = []
+        self._size = 0
+        self._files = 0            # JSON entries written so far
+        self._use_color = False
+        if fmt == "text":
+            from meshlint.report import text
+
+            self._use_color = text.want_color(color)
+        elif fmt == "json":
+            from meshlint.report import json_report
+
+            head = json_report.dumps({"version": json_report.VERSION,
+                                      "tool": {"name": "meshlint", "version": json_report._version()}, "files": 0})
+            self._write(head[:head.rindex("0")] + "[")  # the document up to its files array, as render() writes it
+
+    def add(self, report) -> dict | None:
+        """Render ``report``, then strip it; returns its JSON report entry (for the results cache) in JSON runs."""
+        piece = None
+        if self.fmt == "text":
+            from meshlint.report import text
+
+            for line in text.report_lines(report, self.quiet, self._use_color):
+                self._write(line + "\n")
+        elif self.fmt == "github":
+            from meshlint.report import github
+
+            for line in github.report_lines(report):
+                self._write(line + "\n")
+        elif self.fmt == "json":
+            from meshlint.report import json_report
+
+            piece = json_report.file_json(report)
+            body = json_report.dumps_entry(piece).replace("\n", "\n    ")
+            self._write(("\n    " if not self._files else ",\n    ") + body)
+            self._files += 1
+        self.kept.append(report)
+        return piece
+
+    def finish(self, code: int, fail_on: str, rules=None) -> None:
+        """The summary (text, JSON) or the whole document (SARIF), then everything still held."""
+        reports = self.kept
+        if self.fmt == "text":
+            from meshlint.report import text
+
+            self._write(text.summary_line(reports) + "\n")
+        elif self.fmt == "json":
+            from meshlint.report import json_report
+
+            summary = json_report.dumps(json_report.summary(reports, code, fail_on)).replace("\n", "\n  ")
+            self._write(("\n  ]" if self._files else "]") + ',\n  "summary": ' + summary + "\n}\n")
+        elif self.fmt == "sarif":
+            from meshlint.report import sarif
+
+            self._write(sarif.render(reports, rules or []) + "\n")
+        self.flush()
+
+    def release(self, report) -> None:
+        """Drop what only rendering needed (the file's text and tree, its facts and mesh, a diff)."""
+        report.source = report.spec = report.topology = report.resolution = report.diff = None
+        report.skips = []
+        report.cached_json = None
+
+    # ------------------------------------------------------------------------------- output
+
+    def _write(self, text: str) -> None:
+        self._parts.append(text)
+        self._size += len(text)
+        if self._size >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._parts:
+            return
+        text, self._parts, self._size = "".join(self._parts), [], 0
+        stream = sys.stdout
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:  # characters the terminal's encoding lacks are replaced, never a traceback
+            stream.flush()
+            stream.buffer.write(text.encode(stream.encoding or "utf-8", "replace"))
+        stream.flush()
