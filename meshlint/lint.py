@@ -40,7 +40,7 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
         raise MeshlintError("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
     from meshlint.report.stream import ReportStream
 
-    out = ReportStream(fmt, quiet, color)  # each report rendered as it comes, then stripped (out.kept)
+    out = ReportStream(fmt, quiet, color)  # each report rendered as it comes; out.kept: what the summary reads
     if launch is not None:
         from meshlint.check import run_checks
         from meshlint.inputs.units import analyse_launch
@@ -49,7 +49,6 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
         report = run_checks(analyse_launch(launch, options), options)
         report.fail_on = options.fail_on
         out.add(report)
-        out.release(report)
     for path in files:
         options = key = raw = None
         if fmt == "sarif":  # its rule table lists every rule loaded for the files: load them as without a cache
@@ -59,7 +58,6 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
             key, raw, hit = results.lookup(path, need_json=fmt == "json")
             if hit is not None:
                 out.add(hit)
-                out.release(hit)
                 continue
         if options is None:
             planner = planner or _planner(settings)
@@ -83,8 +81,6 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
             piece = out.add(report)
             if results is not None and key is not None and len(checked) == 1:
                 results.store(key, report, options.fail_on, piece)
-            out.release(report)
-        del checked
 
     reports = out.kept
     if any(r.status == "error" for r in reports):

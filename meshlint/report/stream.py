@@ -2,8 +2,8 @@
 
 A run over 10,000 configs kept every report (source text, syntax tree, facts: ~27 KB a config) to
 the end. Here each report is rendered when it is added (text and GitHub lines; its entry of the
-JSON array) and then stripped to what the summary line, the exit code and SARIF read: its path,
-status, findings, suppressed findings and ``--fail-on``. The output is the same bytes as rendering
+JSON array), and only a Husk of it is kept: what the summary line, the exit code and SARIF read
+(its path, status, findings, suppressed findings and ``--fail-on``). The output is the same bytes as rendering
 all reports at the end (the formats' own ``render`` functions), so memory no longer grows with the
 files' size. Output is held until ``FLUSH_BYTES`` of it are waiting, so a run whose report is
 smaller than that prints nothing before a usage error stops it, as before; a longer one is written
@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import sys
 
+from meshlint.filereport import FileReport
+
 FLUSH_BYTES = 1 << 20
 
 
@@ -22,7 +24,7 @@ class ReportStream:
     def __init__(self, fmt: str = "text", quiet: bool = False, color: str = "auto"):
         self.fmt = fmt
         self.quiet = quiet
-        self.kept: list = []       # every report added, stripped (release): what the summary reads
+        self.kept: list = []       # a Husk of every report added: what the summary and the exit code read
         self._parts: list = []
         self._size = 0
         self._files = 0            # JSON entries written so far
@@ -58,7 +60,7 @@ class ReportStream:
             body = json_report.dumps_entry(piece).replace("\n", "\n    ")
             self._write(("\n    " if not self._files else ",\n    ") + body)
             self._files += 1
-        self.kept.append(report)
+        self.kept.append(Husk(report))
         return piece
 
     def finish(self, code: int, fail_on: str, rules=None) -> None:
@@ -79,12 +81,6 @@ class ReportStream:
             self._write(sarif.render(reports, rules or []) + "\n")
         self.flush()
 
-    def release(self, report) -> None:
-        """Drop what only rendering needed (the file's text and tree, its facts and mesh, a diff)."""
-        report.source = report.spec = report.topology = report.resolution = report.diff = None
-        report.skips = []
-        report.cached_json = None
-
     # ------------------------------------------------------------------------------- output
 
     def _write(self, text: str) -> None:
@@ -104,3 +100,24 @@ class ReportStream:
             stream.flush()
             stream.buffer.write(text.encode(stream.encoding or "utf-8", "replace"))
         stream.flush()
+
+
+class Husk:
+    """What is kept of a report once it is out: what the summary line, the exit code and SARIF read.
+
+    A field a new summary reads must be added here (its value copied from the report in ``__init__``).
+    """
+
+    __slots__ = ("path", "status", "dialect", "note", "error", "findings", "suppressed", "fail_on")
+
+    def __init__(self, report):
+        self.path = report.path
+        self.status = report.status
+        self.dialect = report.dialect
+        self.note = report.note
+        self.error = report.error
+        self.findings = tuple(report.findings)
+        self.suppressed = tuple(report.suppressed)
+        self.fail_on = report.fail_on
+
+    worst = FileReport.worst
