@@ -100,3 +100,13 @@ def test_the_table_agrees_with_clicks_declaration_of_check():
             assert isinstance(param.type, click.Choice) and tuple(param.type.choices) == kind, flag
             if isinstance(param.default, str):  # a default the fast path leaves to lint.run's own
                 assert param.default == inspect.signature(run).parameters[dest].default, flag
+
+
+@pytest.mark.parametrize("argv", [[A, B], ["--format", "json", DIR], ["--world-size", "0", A]], ids=" ".join)
+def test_the_installed_command_skips_teardown_but_prints_and_exits_the_same(argv):
+    # entry.console ends the process with os._exit once stdout and stderr are flushed
+    env = {**os.environ, "MESHLINT_NO_CACHE": "1", "PYTHONPATH": str(ROOT)}
+    console = "import sys; from meshlint.entry import console; sys.argv[0] = 'meshlint'; console()"
+    proc = subprocess.run([sys.executable, "-c", console, "check", *argv], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=120)
+    assert (proc.returncode, proc.stdout, proc.stderr) == _run(argv, via_click=False)
