@@ -1,6 +1,6 @@
 """``python -m meshlint`` behaves exactly like the ``meshlint`` command."""
 
-from meshlint.entry import main
+from meshlint.entry import console
 
 if __name__ == "__main__":
-    main()
+    console()

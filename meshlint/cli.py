@@ -13,14 +13,13 @@ import click
 
 from meshlint import __version__
 
+from meshlint.check_args import CHECK_FORMATS, COLORS, DIALECTS, FAIL_ON, MAX_WORLD, PLACEMENTS
+
 FORMATS = ("text", "json")
-CHECK_FORMATS = ("text", "json", "sarif", "github")
-FAIL_ON = ("error", "warning", "info", "never")
-MAX_WORLD = 1 << 24
 
 
 def _topology_options(func):
-    func = click.option("--placement", type=click.Choice(["block", "cyclic"]), default=None,
+    func = click.option("--placement", type=click.Choice(PLACEMENTS), default=None,
                         help="How ranks are numbered across nodes: block (SLURM default, torchrun; the default) "
                              "or cyclic.")(func)
     func = click.option("--gpus-per-node", type=click.IntRange(1, MAX_WORLD), metavar="G",
@@ -29,7 +28,7 @@ def _topology_options(func):
                         help="Number of nodes (with --gpus-per-node gives the world size).")(func)
     func = click.option("--world-size", type=click.IntRange(1, MAX_WORLD), metavar="N",
                         help="Number of ranks the config runs on (overrides the file).")(func)
-    func = click.option("--dialect", type=click.Choice(["kempnerforge", "torchtitan", "native"]),
+    func = click.option("--dialect", type=click.Choice(DIALECTS),
                         help="Read every file as this dialect instead of detecting it from its sections.")(func)
     return func
 
@@ -185,7 +184,7 @@ def _options(planner, path: str):
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @click.option("--gpu-memory-gib", type=click.FloatRange(1, 10_000), metavar="GIB",
               help="Memory of one GPU for the model-state estimate (ML504; default 80, or the project's gpu_memory_gib).")
-@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+@click.option("--color", type=click.Choice(COLORS), default="auto", show_default=True,
               help="Colour text output (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it).")
 @click.option("--smoke", is_flag=True,
               help="Then build each config's mesh for real and verify it (meshlint smoke, with its defaults).")
@@ -478,7 +477,7 @@ def rules_cmd(rule_dirs, fmt):
 
 
 @main.command("schema")
-@click.option("--dialect", type=click.Choice(["kempnerforge", "torchtitan", "native"]), required=True)
+@click.option("--dialect", type=click.Choice(DIALECTS), required=True)
 def schema_cmd(dialect):
     """Print a JSON Schema (draft 4) of a dialect's config, for taplo / Even Better TOML."""
     import json

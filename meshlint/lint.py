@@ -1,9 +1,9 @@
 """The body of ``meshlint check``, free of click.
 
 The click command parses the flags and calls :func:`run`; the console entry
-point calls it directly for the plain ``meshlint check PATH...`` a pre-commit
-hook makes, which spares every commit click's ~40 ms import (see
-``meshlint/entry.py``). One body, so both ways give the same output.
+point calls it directly for ``meshlint check PATH...`` with only the common
+flags (meshlint/check_args.py), which spares every such run click's ~40 ms
+import (see ``meshlint/entry.py``). One body, so both ways give the same output.
 """
 
 from __future__ import annotations
@@ -38,15 +38,17 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
     files = collect_paths(list(paths))
     if not files and launch is None:
         raise MeshlintError("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
-    reports = []
+    from meshlint.report.stream import ReportStream
+
+    out = ReportStream(fmt, quiet, color, show_skips)  # each report rendered as it comes; out.kept: what the summary reads
     if launch is not None:
         from meshlint.check import run_checks
         from meshlint.inputs.units import analyse_launch
 
         options = planner.options_for(os.path.join(os.getcwd(), "launch"))
-        reports.append(run_checks(analyse_launch(launch, options), options))
-        reports[-1].fail_on = options.fail_on
-    pending = []  # (key, report, fail_on): stored once the report is out
+        report = run_checks(analyse_launch(launch, options), options)
+        report.fail_on = options.fail_on
+        out.add(report)
     for path in files:
         options = key = raw = None
         if fmt == "sarif":  # its rule table lists every rule loaded for the files: load them as without a cache
@@ -55,7 +57,7 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
         if results is not None and input_kind(path) == "toml":
             key, raw, hit = results.lookup(path, need_json=fmt == "json")
             if hit is not None:
-                reports.append(hit)
+                out.add(hit)
                 continue
         if options is None:
             planner = planner or _planner(settings)
@@ -76,10 +78,11 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
             key = None  # never cached
         for report in checked:
             report.fail_on = options.fail_on
-            reports.append(report)
-        if key is not None and len(checked) == 1:
-            pending.append((key, len(reports) - 1, options.fail_on))
+            piece = out.add(report)
+            if results is not None and key is not None and len(checked) == 1:
+                results.store(key, report, options.fail_on, piece)
 
+    reports = out.kept
     if any(r.status == "error" for r in reports):
         code = 2
     elif any(r.fail_on != "never" and r.worst() >= SEVERITY_RANK[r.fail_on] for r in reports):
@@ -88,29 +91,8 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
         code = 0
     fail_on = settings.fail_on if settings is not None else None
     effective_fail_on = fail_on or (reports[0].fail_on if reports else "error")
-    pieces = None
-    if fmt == "json":
-        from meshlint.report import json_report
-
-        pieces = [json_report.file_json(r) for r in reports]
-        emit(json_report.render(reports, code, effective_fail_on, files=pieces))
-    elif fmt == "sarif":
-        from meshlint.report import sarif
-
-        emit(sarif.render(reports, planner.all_rules() if planner else []))
-    elif fmt == "github":
-        from meshlint.report import github
-
-        out = github.render(reports, show_skips)
-        if out:
-            emit(out)
-    else:
-        from meshlint.report import text
-
-        emit(text.render(reports, quiet, use_color=text.want_color(color), show_skips=show_skips))
+    out.finish(code, effective_fail_on, planner.all_rules() if fmt == "sarif" and planner else None)
     if results is not None:
-        for key, index, file_fail_on in pending:
-            results.store(key, reports[index], file_fail_on, pieces[index] if pieces is not None else None)
         results.close()
     return code
 
@@ -161,10 +143,10 @@ def failed_report(path: str, exc: BaseException):
     return FileReport(path, "error", error=error)
 
 
-def run_plain(paths: list[str]) -> int:
-    """``meshlint check PATH...`` with every flag at its default."""
+def run_plain(paths: list[str], settings=None, **keywords) -> int:
+    """``meshlint check PATH...`` without click: the flags meshlint/check_args.py parsed (none: the defaults)."""
     try:
-        return run(paths)
+        return run(paths, settings, **keywords)
     except MeshlintError as exc:
         fail(str(exc))
     return 2  # not reached: fail() exits

@@ -32,9 +32,11 @@ read only from a directory and a file that belong to the user and that no one
 else can write (rule_cache's trust rules), checked field by field, and used
 only if it carries this format and exactly the key asked for; anything else is
 ignored and rewritten. Writes go to a private temporary file renamed into place
-(atomic: two processes writing one entry leave a whole one). At most
-``MAX_ENTRIES`` entries of at most ``MAX_ENTRY_BYTES`` each are kept (the oldest
-go first). ``--no-cache`` or ``MESHLINT_NO_CACHE=1`` turns it off; a directory
+(atomic: two processes writing one entry leave a whole one). Entries of at most
+``MAX_ENTRY_BYTES`` each are kept up to ``MAX_ENTRIES``, or twice as many as the
+run used, whichever is more, but never past ``MOST_ENTRIES`` or ``MOST_BYTES``:
+the oldest go first, those the run read or wrote last, so a tree of 10,000
+configs is answered from the cache on its next run. ``--no-cache`` or ``MESHLINT_NO_CACHE=1`` turns it off; a directory
 that cannot be written just means no cache.
 """
 
@@ -50,8 +52,10 @@ from meshlint.fileread import read_upto
 FORMAT = 2  # 2: a finding carries its skip-note flag
 SUBDIR = "results"
 MAX_ENTRY_BYTES = 64 << 10   # a bigger result is simply not cached (a typical entry is 1-10 KiB)
-MAX_ENTRIES = 1000           # past this many, the oldest are deleted down to PRUNE_TO
-PRUNE_TO = 750
+MAX_ENTRIES = 1000           # past this many (or twice the entries a run used), the oldest are deleted down to
+PRUNE_TO = 750               # this many more than the run used: the cache grows to the tree it serves,
+MOST_ENTRIES = 50_000        # up to this many entries
+MOST_BYTES = 256 << 20       # and this many bytes in all
 MAX_INPUT_BYTES = 1 << 20    # = limits.MAX_FILE_BYTES: a bigger file takes the normal path (which refuses it)
 STATUSES = ("checked", "skipped", "error")
 SEVERITIES = ("error", "warning", "info")
@@ -158,6 +162,7 @@ class ResultsCache:
         self.directory = os.path.join(base, SUBDIR)
         self.settings = settings
         self.stored = 0
+        self.used: set = set()      # the entries this run read or wrote: the last to be pruned
         self._failed = False
         self._usable: bool | None = None
         self._projects: dict = {}   # directory of a checked file -> key part of its project configuration
@@ -255,7 +260,10 @@ class ResultsCache:
             return None, raw, None
         if key is None or not self._dir_usable():
             return key, raw, None
-        return key, raw, self._load(key, path, need_json)
+        hit = self._load(key, path, need_json)
+        if hit is not None:
+            self.used.add(key)
+        return key, raw, hit
 
     def _dir_usable(self) -> bool:
         """The directory exists, belongs to this user and no one else can write it (checked once per run)."""
@@ -319,20 +327,26 @@ class ResultsCache:
                 _unlink(tmp)
                 raise
             self.stored += 1
+            self.used.add(key)
         except (OSError, ValueError):
             self._failed = True  # a read-only or full disk: the cache is only an optimisation; stop trying
 
     def close(self) -> None:
-        """After a run that stored entries: keep the directory within MAX_ENTRIES."""
+        """After a run that stored entries: keep the directory within its bounds, sized to this run's files
+        (a monorepo's 10,000 configs stay cached for its next run; entries this run used go last)."""
         if self.stored:
+            used = len(self.used)
             try:
-                prune(self.directory)
+                prune(self.directory, keep=min(used + PRUNE_TO, MOST_ENTRIES),
+                      limit=min(max(MAX_ENTRIES, 2 * used), MOST_ENTRIES), used=self.used)
             except OSError:
                 pass
 
 
-def prune(directory: str, keep: int = PRUNE_TO, limit: int = MAX_ENTRIES) -> None:
-    """Past ``limit`` entries, delete the oldest down to ``keep`` (and temporary files left by killed runs)."""
+def prune(directory: str, keep: int = PRUNE_TO, limit: int = MAX_ENTRIES, used: set = frozenset(),
+          most_bytes: int = MOST_BYTES) -> None:
+    """Past ``limit`` entries, delete the oldest down to ``keep`` entries and ``most_bytes`` bytes, those in
+    ``used`` (keys) last (and temporary files left by killed runs)."""
     import time
 
     names = os.listdir(directory)
@@ -349,10 +363,13 @@ def prune(directory: str, keep: int = PRUNE_TO, limit: int = MAX_ENTRIES) -> Non
             if st.st_mtime < time.time() - 3600:
                 _unlink(full)
         elif name.endswith(".json"):
-            entries.append((st.st_mtime_ns, full))
+            entries.append((name[:-5] in used, st.st_mtime_ns, st.st_size, full))
     entries.sort(reverse=True)
-    for _mtime, full in entries[keep:]:
-        _unlink(full)
+    total = 0
+    for i, (_used, _mtime, size, full) in enumerate(entries):
+        total += size
+        if i >= keep or total > most_bytes:
+            _unlink(full)
 
 
 def _unlink(path: str) -> None:

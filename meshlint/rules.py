@@ -80,6 +80,12 @@ def load_rules(extra_dirs: tuple = (), include_builtin: bool = True) -> list[Rul
             what = "is a file: --rules takes a directory of rule files" if os.path.isfile(d) else "rule directory not found"
             raise RuleFileError(d, None, what)
         dirs.append((d, "user"))
+    if include_builtin and not extra_dirs:  # the built-in rules alone: parsed ahead of time, if still current
+        from meshlint import prebuilt
+
+        built = prebuilt.load(dirs[0][0])
+        if built is not None:
+            return built
     from meshlint import rule_cache
 
     key = rule_cache.key_for(dirs)

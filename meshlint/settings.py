@@ -10,31 +10,12 @@ configured ``select``, while ``--extend-select`` and ``--ignore`` add to theirs.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
 
 from meshlint import config as project
 from meshlint.check import Options
+from meshlint.cli_settings import CliSettings  # noqa: F401 - re-exported: its home before cli_settings.py
 from meshlint.errors import MeshlintError
 from meshlint.topology import CliTopology, Hint
-
-
-class CliSettings(NamedTuple):
-    dialect: str | None = None
-    world_size: int | None = None
-    nodes: int | None = None
-    gpus_per_node: int | None = None
-    placement: str | None = None
-    rule_dirs: tuple = ()
-    gpu_memory_gib: float | None = None
-    select: tuple | None = None
-    extend_select: tuple = ()
-    ignore: tuple = ()
-    fail_on: str | None = None
-    report_unused: bool = False
-    config: str | None = None        # --config: use this file instead of searching
-    isolated: bool = False           # --isolated: ignore every configuration file
-    torchtitan_version: str | None = None  # --torchtitan-version
-    torchtitan_root: str | None = None     # --torchtitan-root
 
 
 class Planner:

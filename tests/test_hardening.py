@@ -499,6 +499,14 @@ def test_every_hostile_rule_ends_quickly_as_a_finding_naming_its_file(tmp_path, 
 
 # --------------------------------------------------------------------------------- the cache
 
+@pytest.fixture
+def no_prebuilt(monkeypatch):
+    """The rule cache's own tests: the built-in rules parsed and cached, as with a stale prebuilt module."""
+    from meshlint import prebuilt
+
+    monkeypatch.setattr(prebuilt, "load", lambda directory: None)
+
+
 def _pickle_bomb(marker) -> bytes:
     import pickle
 
@@ -509,7 +517,7 @@ def _pickle_bomb(marker) -> bytes:
     return pickle.dumps(("key", Boom()))
 
 
-def test_a_planted_pickle_or_json_never_runs(tmp_path, monkeypatch):
+def test_a_planted_pickle_or_json_never_runs(tmp_path, monkeypatch, no_prebuilt):
     from meshlint.rules import load_rules
 
     cache = tmp_path / "cache"
@@ -576,7 +584,7 @@ def _format_2(d):
     lambda d: d["value"][0]["check"][1].__setitem__(1, ["n", 1, "x"]),
     _format_2,
 ])
-def test_malformed_or_foreign_entries_are_ignored_and_rebuilt(tmp_path, monkeypatch, tamper):
+def test_malformed_or_foreign_entries_are_ignored_and_rebuilt(tmp_path, monkeypatch, tamper, no_prebuilt):
     from meshlint.rules import load_rules
 
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
@@ -590,7 +598,7 @@ def test_malformed_or_foreign_entries_are_ignored_and_rebuilt(tmp_path, monkeypa
     assert [rule_cache._encode_rule(r) for r in again] == [rule_cache._encode_rule(r) for r in good]
 
 
-def test_a_cached_expression_that_cannot_be_rebuilt_is_a_rule_error_not_code(tmp_path, monkeypatch):
+def test_a_cached_expression_that_cannot_be_rebuilt_is_a_rule_error_not_code(tmp_path, monkeypatch, no_prebuilt):
     from meshlint.check import Options, check_file
     from meshlint.rules import load_rules
 
@@ -615,7 +623,7 @@ def test_a_cached_expression_that_cannot_be_rebuilt_is_a_rule_error_not_code(tmp
     assert not (tmp_path / "owned").exists() and not os.path.exists("owned")
 
 
-def test_cached_trees_are_json_text_parsed_only_when_their_rule_runs(tmp_path, monkeypatch):
+def test_cached_trees_are_json_text_parsed_only_when_their_rule_runs(tmp_path, monkeypatch, no_prebuilt):
     from meshlint.check import Options, check_file
     from meshlint.rules import load_rules
 
@@ -635,7 +643,7 @@ def test_cached_trees_are_json_text_parsed_only_when_their_rule_runs(tmp_path, m
     assert others and all(r.check._root is None for r in others)
 
 
-def test_a_cache_others_can_write_is_neither_read_nor_written(tmp_path, monkeypatch):
+def test_a_cache_others_can_write_is_neither_read_nor_written(tmp_path, monkeypatch, no_prebuilt):
     from meshlint.rules import load_rules
 
     shared = tmp_path / "shared"
@@ -653,7 +661,7 @@ def test_a_cache_others_can_write_is_neither_read_nor_written(tmp_path, monkeypa
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
-def test_an_entry_owned_by_another_user_is_not_read(tmp_path, monkeypatch):
+def test_an_entry_owned_by_another_user_is_not_read(tmp_path, monkeypatch, no_prebuilt):
     from meshlint.rules import load_rules
 
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))

@@ -368,3 +368,37 @@ def test_prune_keeps_the_newest(tmp_path):
         os.utime(entry, ns=(i * 10**9, i * 10**9))
     results_cache.prune(str(tmp_path), keep=5, limit=10)
     assert sorted(os.listdir(tmp_path)) == [f"{i:064x}.json" for i in range(7, 12)]
+
+
+def test_prune_keeps_what_the_run_used_and_stays_within_its_bytes(tmp_path):
+    for i in range(12):
+        entry = tmp_path / f"{i:064x}.json"
+        entry.write_text("{}" + " " * 98)  # 100 bytes
+        os.utime(entry, ns=(i * 10**9, i * 10**9))
+    used = {f"{i:064x}" for i in (0, 1)}  # the oldest two, read by this run: kept before newer ones
+    results_cache.prune(str(tmp_path), keep=5, limit=10, used=used)
+    assert sorted(os.listdir(tmp_path)) == [f"{i:064x}.json" for i in (0, 1, 9, 10, 11)]
+    results_cache.prune(str(tmp_path), keep=5, limit=1, most_bytes=250)
+    assert sorted(os.listdir(tmp_path)) == [f"{i:064x}.json" for i in (10, 11)]
+
+
+def test_the_cache_grows_to_the_tree_a_run_checks_and_stays_bounded(tmp_path, cache_dir, monkeypatch):
+    # past MAX_ENTRIES configs, a run keeps every entry it used: its next run is answered from the cache
+    from meshlint.lint import run
+
+    monkeypatch.setattr(results_cache, "MAX_ENTRIES", 4)
+    monkeypatch.setattr(results_cache, "PRUNE_TO", 2)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(10):
+        (tree / f"c{i}.toml").write_text(f"{KF}\n# config {i}\n")
+    assert run([str(tree)], fmt="json") in (0, 1)
+    assert len(_entries(cache_dir)) == 10  # 2 x 10 used: nothing pruned (before: pruned to PRUNE_TO)
+    for i in range(3):
+        (tree / f"c{i}.toml").write_text(f"{KF}\n# changed {i}\n")
+    run([str(tree)], fmt="json")
+    assert len(_entries(cache_dir)) == 13
+    other = tmp_path / "other.toml"  # a run on one file: the directory goes back within its bounds
+    other.write_text(KF)
+    run([str(other)], fmt="json")
+    assert len(_entries(cache_dir)) == 1 + 2

@@ -35,20 +35,31 @@ def _workspace_path(path: str) -> str:
 def render(reports: list[FileReport], show_skips: bool = False) -> str:
     """One workflow command a finding; skip notes (what was not checked) only with ``show_skips``, else one
     notice counts them."""
-    lines = []
     folded: dict = {}
-    for report in reports:
-        findings = [input_error_finding(report.error)] if report.error else report.findings
-        for f in findings:
-            if f.skip and not show_skips:
-                folded[(f.code, f.name)] = folded.get((f.code, f.name), 0) + 1
-                continue
-            message = f.message + (f"\nhelp: {f.help}" if f.help else "")
-            props = (f"file={escape_property(_workspace_path(finding_file(report, f)))},line={f.line},col={f.col},"
-                     f"title={escape_property(f'{f.code} {f.name}')}")
-            lines.append(f"::{_COMMAND[f.severity]} {props}::{escape_data(message)}")
-    if folded:
-        from meshlint.report.text import skips_line
+    lines = [line for report in reports for line in report_lines(report, show_skips, folded)]
+    return "\n".join(lines + closing_lines(folded))
 
-        lines.append(f"::notice title=meshlint skip notes::{escape_data(skips_line(folded))}")
-    return "\n".join(lines)
+
+def report_lines(report: FileReport, show_skips: bool = False, folded: dict | None = None) -> list[str]:
+    """One file's workflow commands; a skip note not shown is counted in ``folded`` instead."""
+    lines = []
+    findings = [input_error_finding(report.error)] if report.error else report.findings
+    for f in findings:
+        if f.skip and not show_skips:
+            if folded is not None:
+                folded[(f.code, f.name)] = folded.get((f.code, f.name), 0) + 1
+            continue
+        message = f.message + (f"\nhelp: {f.help}" if f.help else "")
+        props = (f"file={escape_property(_workspace_path(finding_file(report, f)))},line={f.line},col={f.col},"
+                 f"title={escape_property(f'{f.code} {f.name}')}")
+        lines.append(f"::{_COMMAND[f.severity]} {props}::{escape_data(message)}")
+    return lines
+
+
+def closing_lines(folded: dict) -> list[str]:
+    """One notice counting the skip notes not shown (none when there are none)."""
+    if not folded:
+        return []
+    from meshlint.report.text import skips_line
+
+    return [f"::notice title=meshlint skip notes::{escape_data(skips_line(folded))}"]

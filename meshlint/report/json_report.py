@@ -151,6 +151,14 @@ def dumps(doc) -> str:
         return json.dumps(_jsonable(doc), indent=2, allow_nan=False)
 
 
+def dumps_entry(entry: dict) -> str:
+    """:func:`dumps` of one entry of the document's ``files`` array (as nested there: two levels down)."""
+    try:
+        return json.dumps(entry, indent=2, allow_nan=False)
+    except ValueError:
+        return json.dumps(_jsonable(entry, 2), indent=2, allow_nan=False)
+
+
 def _jsonable(value, depth: int = 0):
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value

@@ -29,42 +29,58 @@ def render(reports: list[FileReport], quiet: bool = False, use_color: bool = Fal
            show_skips: bool = False) -> str:
     """The report; skip notes (findings that only say what was not checked) are counted into one line
     after the findings unless ``show_skips``."""
+    lines: list[str] = []
+    folded: dict = {}
+    for report in reports:
+        lines += report_lines(report, quiet, use_color, show_skips, folded)
+    lines += closing_lines(reports, folded, quiet, use_color)
+    return "\n".join(lines)
+
+
+def closing_lines(reports: list, folded: dict, quiet: bool = False, use_color: bool = False) -> list[str]:
+    """What follows the files' lines: the skip notes not shown, the torchtitan semantics applied, the summary."""
+    paint = (lambda text: f"{_STYLE['help']}{text}{_RESET}") if use_color else (lambda text: text)
+    lines = [paint(skips_line(folded))] if folded else []
+    if not quiet:
+        lines.extend(paint(safe(line)) for line in framework_lines(reports))
+    lines.append(summary_line(reports))
+    return lines
+
+
+def report_lines(report: FileReport, quiet: bool = False, use_color: bool = False, show_skips: bool = False,
+                 folded: dict | None = None) -> list[str]:
+    """One file's lines of the report (the closing lines aside): what ``render`` prints for it. A skip note
+    not shown is counted in ``folded`` ((code, name) -> count) instead."""
     def paint(style: str, text: str) -> str:
         return f"{_STYLE[style]}{text}{_RESET}" if use_color else text
 
     lines: list[str] = []
-    folded: dict = {}  # (code, name) -> configs whose skip note is not shown
-    for report in reports:
-        path = safe(report.path)  # every piece from a file, a rule or a path is escaped before it is painted
-        if report.status == "skipped":
-            if not quiet:
-                lines.append(f"{paint('path', path)}: skipped: {safe(report.note or '')}")
+    path = safe(report.path)  # every piece from a file, a rule or a path is escaped before it is painted
+    if report.status == "skipped":
+        if not quiet:
+            lines.append(f"{paint('path', path)}: skipped: {safe(report.note or '')}")
+        return lines
+    findings = [input_error_finding(report.error)] if report.error else report.findings
+    for f in findings:
+        if quiet and f.severity == "info":
             continue
-        findings = [input_error_finding(report.error)] if report.error else report.findings
-        for f in findings:
-            if quiet and f.severity == "info":
-                continue
-            if f.skip and not show_skips:
+        if f.skip and not show_skips:
+            if folded is not None:
                 folded[(f.code, f.name)] = folded.get((f.code, f.name), 0) + 1
-                continue
-            where = safe(f"{finding_file(report, f)}:{f.line}:{f.col}:")
-            lines.append(f"{paint('path', where)} {paint('code', safe(f.code))} "
-                         f"{paint(f.severity, f'[{f.severity}]')} {safe(f.message)}")
-            for help_line in (f.help or "").split("\n"):  # only newlines break a help text into lines
-                if help_line:
-                    lines.append(paint("help", f"  help: {safe(help_line)}"))
-        if report.diff_note and report.diff_note.startswith("new since"):
-            lines.append(f"{paint('path', path)}: {safe(report.diff_note)} (no earlier mesh to compare with)")
-        if report.diff is not None and not report.diff.same:
-            lines.append(f"{paint('path', path)}: resolved mesh changed since {safe(str(report.diff.base))}:")
-            lines.extend("  " + line for line in  # diff.render escapes each of its lines
-                         report.diff.render(f"{report.path}@{report.diff.base}", report.path).split("\n"))
-    if folded:
-        lines.append(paint("help", skips_line(folded)))
-    if not quiet:
-        lines.extend(paint("help", safe(line)) for line in framework_lines(reports))
-    lines.append(summary_line(reports))
-    return "\n".join(lines)
+            continue
+        where = safe(f"{finding_file(report, f)}:{f.line}:{f.col}:")
+        lines.append(f"{paint('path', where)} {paint('code', safe(f.code))} "
+                     f"{paint(f.severity, f'[{f.severity}]')} {safe(f.message)}")
+        for help_line in (f.help or "").split("\n"):  # only newlines break a help text into lines
+            if help_line:
+                lines.append(paint("help", f"  help: {safe(help_line)}"))
+    if report.diff_note and report.diff_note.startswith("new since"):
+        lines.append(f"{paint('path', path)}: {safe(report.diff_note)} (no earlier mesh to compare with)")
+    if report.diff is not None and not report.diff.same:
+        lines.append(f"{paint('path', path)}: resolved mesh changed since {safe(str(report.diff.base))}:")
+        lines.extend("  " + line for line in  # diff.render escapes each of its lines
+                     report.diff.render(f"{report.path}@{report.diff.base}", report.path).split("\n"))
+    return lines
 
 
 def skips_line(folded: dict) -> str:
@@ -80,8 +96,8 @@ def framework_lines(reports: list[FileReport]) -> list:
     """One line per torchtitan semantics applied to registry configs in this run: which, how decided, and
     what the checkout has beyond them (meshlint/dialects/ttdiff.py)."""
     seen: dict = {}
-    for r in reports:
-        fw = getattr(getattr(r, "spec", None), "framework", None) or {}
+    for r in reports:  # a streamed run keeps only a Husk, with the spec's framework as `applied`
+        fw = getattr(r, "applied", None) or getattr(getattr(r, "spec", None), "framework", None) or {}
         if r.status == "checked" and "unmodelled" in fw:
             seen.setdefault((fw.get("version"), fw.get("decided_by")), fw["unmodelled"])
     if not seen:  # a TOML-only run imports nothing more
