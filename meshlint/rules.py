@@ -108,9 +108,9 @@ def load_rules(extra_dirs: tuple = (), include_builtin: bool = True) -> list[Rul
 
 def _load_dir(directory: str, origin: str, validate: bool) -> list[Rule]:
     # a rule pack may carry a model table (models.toml) next to its rules
-    files = sorted(os.path.join(directory, f) for f in os.listdir(directory)
-                   if f.endswith(".toml") and f != "models.toml")
-    if origin == "user" and not files:
+    names = os.listdir(directory)
+    files = sorted(os.path.join(directory, f) for f in names if f.endswith(".toml") and f != "models.toml")
+    if origin == "user" and not files and "models.toml" not in names:  # a pack of models alone is a pack
         raise RuleFileError(str(directory), None, "no rule files (*.toml) in this directory")
     return [load_rule_file(f, origin, validate) for f in files]
 

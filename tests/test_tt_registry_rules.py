@@ -149,7 +149,9 @@ def check_fixture(path: Path, version: str) -> tuple:
     """(findings, skips) of a fixture through meshlint's own pipeline (check_file), as ``version``."""
     from meshlint.check import Options, check_file
 
-    report = check_file(str(path), Options(rules=RULES, report_unused=True, torchtitan_version=version))
+    # GPUs large enough for any peak: a fixture is about its own rule, not the default 80 GiB (ML504 has its own)
+    report = check_file(str(path), Options(rules=RULES, report_unused=True, torchtitan_version=version,
+                                           gpu_memory_gib=1e9))
     assert report.status == "checked", report.error or report.note
     assert report.spec.framework["version"] == version
     return report.findings, report.skips
