@@ -11,7 +11,7 @@ from meshlint.mesh import Mesh, place
 from meshlint.topology import Topology
 
 FACT_DOCS = {
-    "dialect": "kempnerforge | torchtitan | native",
+    "dialect": "kempnerforge | torchtitan | native | megatron",
     "framework_version": "the framework version whose semantics were applied: 0.2.x | 0.3.0 | main@b5bcd76c6 "
                          "(torchtitan), 5666d0d (KempnerForge); null when none was recorded",
     "framework": "{name, version, decided_by, id}: which framework semantics were applied and how that was decided; "
@@ -110,6 +110,12 @@ FACT_DOCS = {
     "degree_values": "list of declared degrees: {name, key, value, present}",
     "max_degree": "the largest degree meshlint accepts (16,777,216)",
     "native": "native dialect: {dims: [{index, name, role, size, key}], duplicates}",
+    "megatron": "Megatron-Core (megatron dialect; null fields elsewhere): args (every option by dest as the parser "
+                "and validate_args leave it), given (dests the launch sets), order (the RankGenerator order), dp, "
+                "edp (expert data parallel), vp (virtual pipeline size or null), model_size (tp·pp·cp), expert_size "
+                "(etp·ep·pp), split_error/split_source/split_key (the first check refusing the layer split, where), "
+                "layer_counts (layers per virtual stage per pp rank), parser_refusals ({message, line, col}: argparse's "
+                "errors), world_implied (the world is the smallest the degrees allow)",
     "topology_conflicts": "list of {what, kept, kept_value, other, other_value, explicit}: explicit when the kept "
                           "value is the user's own word to meshlint (the command line or a '# meshlint:' directive)",
     "world_candidates": "the world sizes the file's launch-line comments name when they name several and nothing "
@@ -158,6 +164,8 @@ GROUP_FIELDS = {
     "eval": ("enabled", "dataset_path", "hf_dataset_name", "has_data_source"),
     "launch": ("space_overrides", "overrides"),
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
+    "megatron": ("args", "given", "order", "dp", "edp", "vp", "model_size", "expert_size", "split_error",
+                 "split_source", "split_key", "layer_counts", "parser_refusals", "world_implied"),
 }
 
 ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard",
@@ -231,6 +239,8 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
     facts["pipeline"] = module.pipeline_plan(spec, res) if hasattr(module, "pipeline_plan") else {}
     facts["memory"] = {"bytes_per_param": module.bytes_per_param(spec) if hasattr(module, "bytes_per_param")
                        else None, "gpu_gib": topo.gpu_memory_gib}
+    if hasattr(module, "megatron_facts"):
+        facts["megatron"] = module.megatron_facts(spec, res)
     for group, fields in GROUP_FIELDS.items():
         facts[group] = {**dict.fromkeys(fields), **facts.get(group, {})}
     for path, value in spec.values.items():

@@ -320,6 +320,11 @@ _SRUN_LONG_FLAGS = {"exclusive", "overlap", "unbuffered", "label", "verbose", "q
                     "no-kill", "overcommit", "oversubscribe", "pty", "wait-all-nodes", "disable-status",
                     "help", "usage", "test-only", "hold", "preserve-env", "spread-job", "whole",
                     "contiguous", "multi-prog", "no-allocate", "reboot"}
+# Other frameworks' entry points, one module each, imported only for a command torchtitan's grammar does not
+# match: ``recognises(script_word, as_module)`` and ``launch(script, args, origin, launcher, env, first, index0)``
+# (a Launch with ``framework`` set). FRAMEWORK_MARKERS: bytes a script must hold to be read for them.
+FRAMEWORK_LAUNCHES = ("meshlint.dialects.megatron.launch",)
+FRAMEWORK_MARKERS = (b"pretrain_",)
 RUN_TRAIN_DEFAULTS = {"NGPU": "8", "MODULE": "llama3", "CONFIG": "llama3_debugmodel", "COMM_MODE": ""}  # run_train.sh:28-32
 
 
@@ -386,9 +391,14 @@ def launch_from_words(words: list, origin: _Origin, env: dict | None = None, sba
                                     launcher_word=cmd)
         if module == "torchtitan.train" or (script and _is_train_py(script)):
             launch = _trainer_launch(words[j:], origin, "python", env, version, first=cmd, index0=j)
-            _direct_hints(launch, cmd, env, srun, srun_word, sbatch, origin)
-            return launch
-        return None
+        else:
+            entry = Word(module, cmd.line, cmd.col) if module else script
+            launch = (_framework_launch(entry, module is not None, words[j:], origin, "python", env, cmd, j)
+                      if entry is not None else None)
+            if launch is None:
+                return None
+        _direct_hints(launch, cmd, env, srun, srun_word, sbatch, origin)
+        return launch
     if base == "run_train.sh" or (base in ("bash", "sh") and i + 1 < n
                                   and os.path.basename(words[i + 1].text) == "run_train.sh"):
         j = i + 1 if base == "run_train.sh" else i + 2
@@ -469,12 +479,12 @@ def _torchrun_launch(words, i, origin, env, srun, srun_word, sbatch, version, la
     if j >= n:
         return None
     script = words[j]
-    if as_module:
-        if script.text != "torchtitan.train":
+    if script.text == "torchtitan.train" if as_module else _is_train_py(script):
+        launch = _trainer_launch(words[j + 1:], origin, "torchrun", env, version, first=cmd, index0=j + 1)
+    else:
+        launch = _framework_launch(script, as_module, words[j + 1:], origin, "torchrun", env, cmd, j + 1)
+        if launch is None:
             return None
-    elif not _is_train_py(script):
-        return None
-    launch = _trainer_launch(words[j + 1:], origin, "torchrun", env, version, first=cmd, index0=j + 1)
     facts = launch.facts
     for k, w in opts.items():
         facts[f"torchrun --{k}"] = w.text if w.known() else None
@@ -484,6 +494,20 @@ def _torchrun_launch(words, i, origin, env, srun, srun_word, sbatch, version, la
     launch.hints = [h for h in (hint, *_slurm_hints(srun, srun_word, sbatch, origin, direct=False, notes=launch.notes,
                                                     facts=facts)) if h is not None]
     return launch
+
+
+def _framework_launch(script: Word, as_module: bool, args: list, origin: _Origin, launcher: str, env: dict,
+                      first: Word, index0: int) -> Launch | None:
+    """The Launch of another framework's entry point (FRAMEWORK_LAUNCHES), or None."""
+    if script.splat or not script.known():
+        return None
+    import importlib
+
+    for name in FRAMEWORK_LAUNCHES:
+        module = importlib.import_module(name)
+        if module.recognises(script, as_module):
+            return module.launch(script, args, origin, launcher, env, first, index0)
+    return None
 
 
 def _int_of(word: Word | None, what: str, notes: list, lo: int = 1) -> int | None:

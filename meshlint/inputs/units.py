@@ -44,7 +44,7 @@ def analyse_launch(launch, options) -> object:
     try:
         source = _launch_source(launch, options, os.getcwd())
     except InputError as exc:
-        return FileReport(f"--module {launch.module} --config {launch.config}", "error", error=exc)
+        return FileReport(launch.display, "error", error=exc)
     return analyse_source(source, options, launch)
 
 
@@ -133,6 +133,10 @@ def _launch_source(launch, options, start_dir: str):
 
     if getattr(launch, "error", None) is not None:
         raise launch.error
+    if getattr(launch, "framework", None) == "megatron":
+        from meshlint.dialects.megatron.launch import make_source
+
+        return make_source(launch)
     root, how = find_root(start_dir, options.torchtitan_root)
     if root is None:
         raise InputError("ML006", f"cannot find the torchtitan checkout that --module {launch.module} refers to ({how})",
@@ -159,6 +163,8 @@ def _saved_source(path: str, raw: bytes | None):
 
 def analyse_source(source, options, launch=None):
     """One registry-era config through dialect -> topology -> resolution."""
+    if getattr(source, "framework", None) == "megatron":
+        return _analyse_megatron(source, options, launch)
     from meshlint import models
     from meshlint.check import FileReport, topology_for
     from meshlint.dialects import versions
@@ -177,6 +183,21 @@ def analyse_source(source, options, launch=None):
     topo.gpu_memory_gib = options.gpu_memory_gib
     resolution = module.resolve(spec, topo.world_size)
     return FileReport(source.path, "checked", dialect="torchtitan", source=source, spec=spec, topology=topo,
+                      resolution=resolution)
+
+
+def _analyse_megatron(source, options, launch):
+    """A Megatron-LM launch through its version module (the one release modelled)."""
+    from meshlint.check import FileReport, topology_for
+    from meshlint.dialects import versions
+
+    module = versions.module("megatron", "0.16.1")
+    spec = module.read(source)
+    hints = tuple(getattr(launch, "hints", ()) or ()) if launch is not None else ()
+    topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, hints)
+    topo.gpu_memory_gib = options.gpu_memory_gib
+    resolution = module.resolve(spec, topo.world_size)
+    return FileReport(source.path, "checked", dialect="megatron", source=source, spec=spec, topology=topo,
                       resolution=resolution)
 
 
