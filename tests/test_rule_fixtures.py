@@ -5,7 +5,7 @@ point at; the errors and warnings found must be exactly those. Good
 fixtures must be free of errors and warnings, and the rule they belong to
 must actually have run on them (not skipped for lack of a fact).
 
-Fixtures are TOML configs or torchtitan registry files (``.py``). A registry fixture is
+Fixtures are TOML configs, torchtitan registry files (``.py``) or launch scripts (``.sh``, Megatron-LM). A registry fixture is
 checked as every registry-era torchtitan version its rule applies to, or only as the one its
 name tags (``bad_main_*.py``: main@b5bcd76c6, ``bad_v030_*.py``: 0.3.0).
 """
@@ -62,6 +62,8 @@ def cases(kind: str):
         for path in sorted(directory.glob(f"{kind}*.py")):
             for version in registry_versions(rule, path):
                 yield pytest.param(rule.code, path, version, id=f"{rule.code}/{path.name}@{version}")
+        for path in sorted(directory.glob(f"{kind}*.sh")):  # launch scripts (Megatron-LM)
+            yield pytest.param(rule.code, path, None, id=f"{rule.code}/{path.name}")
 
 
 def options_for(version):
@@ -71,8 +73,8 @@ def options_for(version):
 @pytest.mark.parametrize("code", [r.code for r in RULES])
 def test_every_rule_has_a_failing_and_a_passing_fixture(code):
     directory = fixture_dir(BY_CODE[code])
-    assert list(directory.glob("bad*.toml")) + list(directory.glob("bad*.py")), f"no failing fixture in {directory}"
-    assert list(directory.glob("good*.toml")) + list(directory.glob("good*.py")), f"no passing fixture in {directory}"
+    assert [p for p in directory.glob("bad*") if p.suffix in (".toml", ".py", ".sh")], f"no failing fixture in {directory}"
+    assert [p for p in directory.glob("good*") if p.suffix in (".toml", ".py", ".sh")], f"no passing fixture in {directory}"
 
 
 def test_no_fixture_directory_without_a_rule():
@@ -112,7 +114,8 @@ def test_documented_examples_behave_as_documented(code, tmp_path):
     for field in ("what", "why", "bad", "good", "fix"):
         assert rule.doc.get(field), f"{code}: doc.{field} is missing"
     python = "def " in rule.doc["bad"]  # a registry example
-    suffix = ".py" if python else ".toml"
+    shell = rule.doc["bad"].lstrip().startswith("#!")  # a launch script (Megatron-LM)
+    suffix = ".py" if python else ".sh" if shell else ".toml"
     versions = registry_versions(rule, Path("doc.py")) if python else [None]
     assert versions, f"{code}: no registry-era version to check its example with"
     for version in versions:

@@ -204,7 +204,7 @@ def layer_split(a: dict, pp: int) -> dict:
                             "num_layers_per_virtual_pipeline_stage")
             if (L + extra) % pp:
                 return fail(f"number of layers of the model ({L + extra}) must be divisible pipeline model parallel "
-                            f"size ({pp})", "arguments.py:543", "num_layers|pipeline_model_parallel_size")
+                            f"size ({pp})", "arguments.py:543", "pipeline_model_parallel_size|num_layers")
             if lpv < 1 or ((L + extra) // pp) % lpv:
                 return fail(f"number of layers per pipeline stage ({(L + extra) // pp}) must be divisible number of "
                             f"layers per virtual pipeline stage ({lpv})", "arguments.py:547",
@@ -216,7 +216,7 @@ def layer_split(a: dict, pp: int) -> dict:
             vp = None
     elif first is None and last is None and (L + extra) % pp:
         return fail(f"Number of layers ({L + extra}) should be divisible by the pipeline-model-parallel size ({pp})",
-                    "arguments.py:570", "num_layers|pipeline_model_parallel_size")
+                    "arguments.py:570", "pipeline_model_parallel_size|num_layers")
     out["vp"] = vp
     if vp is not None:
         if vp < 1:
@@ -253,7 +253,7 @@ def layer_split(a: dict, pp: int) -> dict:
                         "transformer_config.py:1410", "decoder_first_pipeline_num_layers|decoder_last_pipeline_num_layers")
         if middle and rest % middle:
             return fail(f"number of layers at middle stage: {rest} must be divisible by the middle pipeline model "
-                        f"parallel size {middle}", "transformer_config.py:1415", "num_layers|pipeline_model_parallel_size")
+                        f"parallel size {middle}", "transformer_config.py:1415", "pipeline_model_parallel_size|num_layers")
         if middle and vp is not None and (rest // middle) % vp:
             return fail(f"number of layers on each middle pipeline rank: {rest // middle} must be divisible by "
                         f"virtual pipeline parallel degree {vp}", "transformer_config.py:1429",
@@ -266,7 +266,7 @@ def layer_split(a: dict, pp: int) -> dict:
     else:
         if (L + extra) % pp:  # get_num_layers_to_build (also with --num-virtual-stages-per-pipeline-rank)
             return fail(f"num_layers ({L + extra}) should be divisible by pipeline_model_parallel_size ({pp})",
-                        "transformer_block.py:155", "num_layers|pipeline_model_parallel_size")
+                        "transformer_block.py:155", "pipeline_model_parallel_size|num_layers")
         per = [(L + extra) // pp] * pp
     chunks = vp or 1
     if any(p % chunks for p in per):
