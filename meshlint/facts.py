@@ -170,7 +170,10 @@ GROUP_FIELDS = {
 
 ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard",
            "dp_replicate": "dp_replicate", "dp_shard": "dp_shard", "pp": "pp", "cp": "cp", "tp": "tp", "ep": "ep",
-           "etp": "etp"}
+           "etp": "etp",
+           # Megatron's groups (dialects/megatron/ranks.py): expert dp, and the groups spanning several dims
+           "dp_cp": "dp", "edp": "dp", "mp": "model", "tp_dp_cp": "model", "tp_dp": "model", "tp_cp": "model",
+           "tp_ep": "model", "tp_ep_pp": "model"}
 
 
 def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
