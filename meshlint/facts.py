@@ -115,7 +115,8 @@ FACT_DOCS = {
                 "edp (expert data parallel), vp (virtual pipeline size or null), model_size (tp·pp·cp), expert_size "
                 "(etp·ep·pp), split_error/split_source/split_key (the first check refusing the layer split, where), "
                 "layer_counts (layers per virtual stage per pp rank), parser_refusals ({message, line, col}: argparse's "
-                "errors), world_implied (the world is the smallest the degrees allow)",
+                "errors), world_implied (the world is the smallest the degrees allow), incomplete (a word the script does not "
+                "determine may hold any option: options not written elsewhere are null, not defaulted)",
     "topology_conflicts": "list of {what, kept, kept_value, other, other_value, explicit}: explicit when the kept "
                           "value is the user's own word to meshlint (the command line or a '# meshlint:' directive)",
     "world_candidates": "the world sizes the file's launch-line comments name when they name several and nothing "
@@ -165,7 +166,7 @@ GROUP_FIELDS = {
     "launch": ("space_overrides", "overrides"),
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
     "megatron": ("args", "given", "order", "dp", "edp", "vp", "model_size", "expert_size", "split_error",
-                 "split_source", "split_key", "layer_counts", "parser_refusals", "world_implied"),
+                 "split_source", "split_key", "layer_counts", "parser_refusals", "world_implied", "incomplete"),
 }
 
 ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard",

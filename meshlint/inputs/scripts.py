@@ -32,6 +32,7 @@ except ImportError:  # pragma: no cover
     MAX_SCRIPT_BYTES = 1 << 20
     MAX_LINE_CHARS = 32_768
 
+CONDITIONAL_APPEND = "{name}+=(...)"  # the raw text of the words an if/loop block may append to an array
 MAX_LAUNCHES = 256          # launch lines in one script
 MAX_VARIABLES = 10_000      # distinct variables a script assigns
 MAX_NESTING = 32            # ${...} / $(...) / quotes inside each other within one word
@@ -726,6 +727,17 @@ class _Reader:
                     items.extend(old.array)
                 elif old.value is not None:
                     items.append(Word(old.value, old.line, 1, f"${name}", None, False, ((name, old.value, old.line),)))
+            path = self.path()
+            if (append and old is not None and old.array is not None and len(path) > len(old.block)
+                    and tuple(path[:len(old.block)]) == tuple(old.block)):
+                # NAME+=( ... ) inside an if/loop of an array set outside it: the items set before stay
+                # known; the block's are an unknown number of words (a launch is checked without them)
+                items.append(Word(UNKNOWN_CHAR, raw.line, raw.col, CONDITIONAL_APPEND.format(name=name),
+                                  f"{name}+=( ... ) on line {raw.line} adds items only when its if/loop block runs",
+                                  True))
+                self.vars[name] = _Var(None, "an array with unknown items", old.line, old.block,
+                                       old.exported or bool(exported), items, old.note)
+                return
             for r in rest[0][1]:
                 items.extend(self.expand(r))
             self._assign(name, None if any(not w.known() for w in items) else " ".join(w.text for w in items),

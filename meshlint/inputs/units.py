@@ -108,7 +108,8 @@ def _script_sources(path: str, options):
     launches = read_launch_script(path)
     if not launches:  # any shell script may be handed over (pre-commit): not one of ours, like a TOML without
         return FileReport(path, "skipped", note="no torchtitan launch line (torchrun/python -m torchtitan.train "
-                                                "--module M --config F, or MODULE=... CONFIG=... run_train.sh)"), {}
+                                                "--module M --config F, or MODULE=... CONFIG=... run_train.sh) "
+                                                "and no Megatron-LM one (torchrun/python .../pretrain_*.py)"), {}
     start = os.path.dirname(os.path.abspath(path))
     sources, launch_for = [], {}
     for launch in launches:  # each launch line is its own config: one bad line does not hide the others

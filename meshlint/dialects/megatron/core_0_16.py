@@ -25,6 +25,12 @@ DEGREE_DESTS = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parall
                 "cp": "context_parallel_size", "ep": "expert_model_parallel_size",
                 "etp": "expert_tensor_parallel_size"}
 WORLD_KEY = "#world"  # findings about the world size point at the launch line
+# the options the rules read: an unknown value of one of these skips rules (ML111 says which)
+RELEVANT = frozenset(DEGREE_DESTS.values()) | {
+    "num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "group_query_attention", "ffn_hidden_size",
+    "num_experts", "seq_length", "max_position_embeddings", "micro_batch_size", "global_batch_size", "kv_channels",
+    "num_layers_per_virtual_pipeline_stage", "num_virtual_stages_per_pipeline_rank", "decoder_first_pipeline_num_layers",
+    "decoder_last_pipeline_num_layers", "use_tp_pp_dp_mapping", "num_distributed_optimizer_instances"}
 
 
 def read(source) -> Spec:
@@ -33,14 +39,19 @@ def read(source) -> Spec:
 
     spec = Spec(NAME)
     spec.framework = {"name": NAME, "version": VERSION, "decided_by": f"Megatron-LM launch ({TAG}, the release modelled)"}
-    args = flags.defaults()
+    parsed = source.parsed
+    # options an unreadable word may hold are unknown (null), never their defaults
+    args = dict.fromkeys(flags.defaults()) if getattr(parsed, "incomplete", False) else flags.defaults()
     args.update({k: v for k, v in source.data.items()})
     unknown = {k for k, v in args.items() if isinstance(v, flags.Unknown)}
-    for k in unknown:
-        spec.unreadable.append({"key": k, "reason": args[k].reason, "line": source.locate(k)[0],
-                                "col": source.locate(k)[1]})
+    for k in sorted(unknown):
+        if k in RELEVANT:  # a data path from $1 skips nothing: only what the rules read is worth a note
+            line, col = source.locate(k)
+            spec.unreadable.append({"key": k, "reason": args[k].reason, "line": line, "col": col})
         args[k] = None
-    parsed = source.parsed
+    for note in getattr(source.parsed, "unknown_words", ()):
+        spec.unreadable.append(note)
+    spec.extra["incomplete"] = bool(getattr(parsed, "incomplete", False))
     spec.extra["refused_by_parser"] = [{"message": r.message, "line": r.line, "col": r.col}
                                        for r in parsed.refusals]
     spec.extra["notes"] = list(parsed.notes) + list(getattr(source.launch, "notes", []) or [])
@@ -86,6 +97,11 @@ def resolve(spec: Spec, world: int | None) -> Resolution:
     d = dict(spec.degrees)
     res = Resolution(degrees=d)
     names = ("tp", "pp", "cp", "ep", "etp")
+    missing = [n for n in names if d.get(n) is None and spec.extra.get("incomplete")]
+    if missing:  # not refused: unknown (the launch holds words meshlint cannot read)
+        d["dp_shard"] = None
+        res.notes.append(f"{', '.join(missing)} unknown: the launch's options are not all readable (see ML111)")
+        return res
     bad = [n for n in names if not isinstance(d.get(n), int) or d[n] < 1]
     if bad:
         for n in bad:
@@ -349,7 +365,7 @@ def megatron_facts(spec: Spec, res: Resolution) -> dict:
         "expert_size": (etp * ep * pp) if all(isinstance(x, int) for x in (etp, ep, pp)) else None,
         "split_error": split.get("error"), "split_source": split.get("source"), "split_key": split.get("key"),
         "layer_counts": split.get("counts"), "parser_refusals": spec.extra.get("refused_by_parser", []),
-        "world_implied": res.world_implied,
+        "world_implied": res.world_implied, "incomplete": spec.extra.get("incomplete", False),
     }
 
 
@@ -362,6 +378,7 @@ def spec_from_degrees(degrees: dict, **other_values) -> Spec:
         refusals: list = []
         notes: list = []
         values: dict = {}
+        incomplete = False
 
     data = {DEGREE_DESTS[n]: v for n, v in degrees.items() if n in DEGREE_DESTS}
     data.update(other_values)

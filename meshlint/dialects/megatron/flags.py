@@ -81,6 +81,8 @@ class Parsed:
         self.refusals: list = []   # [Refusal]
         self.notes: list = []      # what could not be read ("$@" passed through, ...)
         self.extras: set = set()   # extra providers whose options were used (modelopt, vlm)
+        self.incomplete = False    # words the script does not determine may hold any option
+        self.unknown_words: list = []  # {key, reason, line, col} of those words (spec.unreadable)
 
     @property
     def values(self) -> dict:
@@ -95,8 +97,18 @@ def parse(words: list, entry: str, allowed_extras: tuple = ()) -> Parsed:
     while i < n:
         w = words[i]
         if w.splat:
-            out.notes.append(f"{w.raw} (line {w.line}) expands to words the script does not determine: "
-                             f"checked as if it added none ({w.unknown or 'its value comes from outside the script'})")
+            if w.raw.strip('"') in ("$@", "$*", "${@}", "${*}"):  # the script's own arguments: run without them
+                out.notes.append(f"{w.raw} (line {w.line}) passes the script's arguments through: checked as run "
+                                 "without any")
+            elif w.raw.endswith("+=(...)"):  # scripts.py: items an if/loop block may append to an array
+                out.notes.append(f"{w.unknown}: checked as run without them")
+            else:  # the script's own options, in a value meshlint cannot follow: any option may be in it
+                out.incomplete = True
+                out.unknown_words.append({"key": "", "reason": f"{w.raw} may hold any option ({w.unknown or 'unknown'})",
+                                          "line": w.line, "col": w.col})
+                out.notes.append(f"{w.raw} (line {w.line}) expands to options the script does not determine "
+                                 f"({w.unknown or 'unknown'}): options not written elsewhere are unknown, not "
+                                 "defaulted")
             i += 1
             continue
         t = w.text
