@@ -131,7 +131,7 @@ def test_script_arrays_variables_and_positions(tmp_path):
     [f] = [f for f in report.findings if f.code == "ML963"]   # 30 layers on pp 4 (NVIDIA/Megatron-LM#1304)
     assert (f.line, f.col) == (15, 36)            # the word that set pp, inside the array
     notes = " ".join(report.spec.extra["notes"])
-    assert "PAR+=( ... ) on line 17" in notes and "passes the script's arguments through" in notes
+    assert "PAR+=( ... ) on line 18" in notes and "passes the script's arguments through" in notes
 
 
 def test_unreadable_options_are_unknown_not_defaulted(tmp_path):
