@@ -167,7 +167,6 @@ def analyse_source(source, options, launch=None):
     if getattr(source, "framework", None) == "megatron":
         return _analyse_megatron(source, options, launch)
     from meshlint import models
-    from meshlint.check import FileReport, topology_for
     from meshlint.dialects import versions
 
     version, decided_by = choose_version(source, options)
@@ -179,26 +178,26 @@ def analyse_source(source, options, launch=None):
         v02 = models.builtin()
         table = {**table, **{k: e for k, e in options.models.items() if v02.get(k) is not e}}
     module.attach_model(spec, table)
-    hints = tuple(getattr(launch, "hints", ()) or ()) if launch is not None else ()
-    topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, hints)
-    topo.gpu_memory_gib = options.gpu_memory_gib
-    resolution = module.resolve(spec, topo.world_size)
-    return FileReport(source.path, "checked", dialect="torchtitan", source=source, spec=spec, topology=topo,
-                      resolution=resolution)
+    return _resolved(source, spec, module, options, launch, "torchtitan")
 
 
 def _analyse_megatron(source, options, launch):
     """A Megatron-LM launch through its version module (the one release modelled)."""
-    from meshlint.check import FileReport, topology_for
     from meshlint.dialects import versions
 
     module = versions.module("megatron", "0.16.1")
-    spec = module.read(source)
+    return _resolved(source, module.read(source), module, options, launch, "megatron")
+
+
+def _resolved(source, spec, module, options, launch, dialect: str):
+    """Topology (the launch's own hints among the others) and resolution: the report before the rules."""
+    from meshlint.check import FileReport, topology_for
+
     hints = tuple(getattr(launch, "hints", ()) or ()) if launch is not None else ()
     topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, hints)
     topo.gpu_memory_gib = options.gpu_memory_gib
     resolution = module.resolve(spec, topo.world_size)
-    return FileReport(source.path, "checked", dialect="megatron", source=source, spec=spec, topology=topo,
+    return FileReport(source.path, "checked", dialect=dialect, source=source, spec=spec, topology=topo,
                       resolution=resolution)
 
 
