@@ -256,3 +256,31 @@ def test_verdicts_match_validate_args():
             continue
         assert (mine["dp"], mine["vp"]) == (got["dp"], got["vp"]), (case, mine, got)
     assert 20 <= refused <= len(cases) - 30, refused
+
+
+# ----------------------------------------------------------------------------- the refusal inventory
+
+def test_refusal_inventory_lists_exactly_the_sites_and_classifies_each():
+    """docs/refusals-megatron.md is what meshlint/dialects/megatron/refusals.py makes of the checkout."""
+    root = os.environ.get("MEGATRON_LM_ROOT")
+    if not root or not (Path(root) / "megatron" / "training" / "arguments.py").is_file():
+        pytest.skip("the inventory reads megatron/training from a Megatron-LM checkout at core_v0.16.1: set "
+                    "MEGATRON_LM_ROOT")
+    from meshlint.dialects.megatron import refusals
+
+    rows = [(s, *refusals.classify(s)) for s in refusals.enumerate_sites(Path(root))]
+    assert refusals.render(rows) == refusals.DOC.read_text(encoding="utf-8"), \
+        "docs/refusals-megatron.md is stale: python -m meshlint.dialects.megatron.refusals --write ROOT"
+
+
+def test_refusal_inventory_names_rules_that_exist():
+    import re
+
+    from meshlint.dialects.megatron import refusals
+
+    codes = {p.name.split("-")[0] for p in (ROOT / "rules").glob("ML*.toml")}
+    text = refusals.DOC.read_text(encoding="utf-8")
+    named = set(re.findall(r"\| rule (ML\d{3}) \|", text))
+    assert named and named <= codes, sorted(named - codes)
+    for rule in refusals.HAND:
+        assert rule.verdict.split()[0] in ("rule", "open", "runtime", "internal"), rule

@@ -131,7 +131,7 @@ def resolve(spec: Spec, world: int | None) -> Resolution:
     res.notes.append(f"data_parallel_size = world ({world}) // (tp·pp·cp = {model}) = {dp}")
     if world % expert:
         res.framework_error = (f"RuntimeError: world_size ({world}) is not divisible by "
-                               f"expert_tensor_model_pipeline_parallel size ({expert}) (parallel_state.py:723)")
+                               f"expert_tensor_model_pipeline_parallel size ({expert}) (parallel_state.py:793)")
         res.error_stage = "resolve"
         return res
     edp = world // expert
@@ -140,12 +140,12 @@ def resolve(spec: Spec, world: int | None) -> Resolution:
     if not (order.endswith("pp") or pp == 1 or edp == dp):
         res.framework_error = ("AssertionError: When not using pp-last rank ordering, the data parallel size of the "
                                f"attention and moe layers must be the same (dp {dp}, expert dp {edp}) "
-                               "(parallel_state.py:738)")
+                               "(parallel_state.py:808)")
         res.error_stage = "mesh"
         return res
     if pp > 1 and dense.strides[dense.order.index("pp")] != experts.strides[experts.order.index("pp")]:
         res.framework_error = ("AssertionError: Pipeline parallel groups are expected to be the same for Non-Expert "
-                               "and Expert part (parallel_state.py:742)")
+                               "and Expert part (parallel_state.py:814)")
         res.error_stage = "mesh"
         return res
     res.meshes = {"dense": dense.mesh(), "expert": experts.mesh()}
@@ -206,7 +206,7 @@ def layer_split(a: dict, pp: int) -> dict:
     if sum(x is not None for x in (lpv, nvs, layout)) > 1:
         return fail("No more than one of the following arguments can be set at the same time: "
                     "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank, "
-                    "--pipeline-model-parallel-layout", "arguments.py:497", "num_layers_per_virtual_pipeline_stage|"
+                    "--pipeline-model-parallel-layout", "arguments.py:503", "num_layers_per_virtual_pipeline_stage|"
                     "num_virtual_stages_per_pipeline_rank|pipeline_model_parallel_layout")
     if layout is not None:
         return out  # a custom layout: validated by PipelineParallelLayerLayout (not modelled)
@@ -236,20 +236,20 @@ def layer_split(a: dict, pp: int) -> dict:
     out["vp"] = vp
     if vp is not None:
         if vp < 1:
-            return fail(f"virtual pipeline size {vp} must be positive", "arguments.py:548",
+            return fail(f"virtual pipeline size {vp} must be positive", "arguments.py:547",
                         "num_virtual_stages_per_pipeline_rank")
         if a.get("overlap_p2p_comm", True) and pp <= 1:
             return fail("When interleaved schedule is used, pipeline-model-parallel size should be greater than 1",
-                        "arguments.py:580", "pipeline_model_parallel_size")
+                        "arguments.py:575", "pipeline_model_parallel_size")
         if not a.get("overlap_p2p_comm", True) and pp <= 2:
             return fail("When interleaved schedule is used and p2p communication overlap is disabled, "
-                        "pipeline-model-parallel size should be greater than 2", "arguments.py:584",
+                        "pipeline-model-parallel size should be greater than 2", "arguments.py:579",
                         "pipeline_model_parallel_size")
     # TransformerConfig.__post_init__
     if (first is not None or last is not None) and (emb or loss):
         return fail("num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage cannot be set at the "
                     "same time with account_for_embedding_in_pipeline_split and account_for_loss_in_pipeline_split",
-                    "transformer_config.py:1299", "decoder_first_pipeline_num_layers|decoder_last_pipeline_num_layers")
+                    "transformer_config.py:1300", "decoder_first_pipeline_num_layers|decoder_last_pipeline_num_layers")
     if first is not None or last is not None:
         rest, middle = L, pp
         for value, name in ((first, "first"), (last, "last")):
@@ -257,16 +257,17 @@ def layer_split(a: dict, pp: int) -> dict:
                 continue
             key = f"decoder_{name}_pipeline_num_layers"
             if value <= 0:
-                return fail(f"num_layers_in_{name}_pipeline_stage must be larger than 0", "transformer_config.py:1354",
-                            key)
+                return fail(f"num_layers_in_{name}_pipeline_stage must be larger than 0",
+                            "transformer_config.py:1369" if name == "first" else "transformer_config.py:1388", key)
             if vp is not None and value % vp:
                 return fail(f"number of layers at {name} stage: {value} must be divisible by virtual pipeline parallel "
-                            f"degree {vp}", "transformer_config.py:1358", key)
+                            f"degree {vp}", "transformer_config.py:1377" if name == "first" else
+                            "transformer_config.py:1396", key)
             rest -= value
             middle -= 1
         if bool(rest) != bool(middle):
             return fail(f"Mismatch: {rest} middle layers remaining but {middle} middle PP stages available",
-                        "transformer_config.py:1410", "decoder_first_pipeline_num_layers|decoder_last_pipeline_num_layers")
+                        "transformer_config.py:1407", "decoder_first_pipeline_num_layers|decoder_last_pipeline_num_layers")
         if middle and rest % middle:
             return fail(f"number of layers at middle stage: {rest} must be divisible by the middle pipeline model "
                         f"parallel size {middle}", "transformer_config.py:1415", "pipeline_model_parallel_size|num_layers")
@@ -293,12 +294,12 @@ def layer_split(a: dict, pp: int) -> dict:
     if emb:
         counts[0][0] -= 1
         if counts[0][0] < 0:
-            return fail("Not enough layers in the first virtual pipeline stage", "transformer_block.py:192",
+            return fail("Not enough layers in the first virtual pipeline stage", "transformer_block.py:193",
                         "account_for_embedding_in_pipeline_split")
     if loss:
         counts[-1][-1] -= 1
         if counts[-1][-1] < 0:
-            return fail("Not enough layers in the last virtual pipeline stage", "transformer_block.py:199",
+            return fail("Not enough layers in the last virtual pipeline stage", "transformer_block.py:200",
                         "account_for_loss_in_pipeline_split")
     out["counts"] = counts
     built = sum(sum(c) for c in counts)
