@@ -325,7 +325,7 @@ def pipeline_plan(spec: Spec, res: Resolution) -> dict:
     dp = res.degrees.get("dp_shard")
     mbs, gbs = a.get("micro_batch_size"), a.get("global_batch_size")
     if gbs is None and isinstance(mbs, int) and isinstance(dp, int):
-        gbs = mbs * dp  # arguments.py:484-486
+        gbs = mbs * dp  # arguments.py:497-498
     effective = [sum(rank) for rank in counts] if counts else None
     if effective and a.get("account_for_embedding_in_pipeline_split"):
         effective[0] += 1   # the embedding counts as a layer of the first stage
