@@ -204,3 +204,36 @@ def test_analyse_source_dispatches_megatron():
     launch = parse_launch_args(["torchrun", "--nproc_per_node", "4", "pretrain_gpt.py", *MODEL])
     report = analyse_source(make_source(launch), OPTIONS, launch)
     assert report.dialect == "megatron" and report.resolution.degrees["dp_shard"] == 4
+
+
+# ----------------------------------------------------------------------------- hostile launch lines
+
+VOCAB = ["--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--num-layers", "--num-experts",
+         "--expert-model-parallel-size", "--num-virtual-stages-per-pipeline-rank", "--decoder-first-pipeline-num-layers",
+         "--decoder-last-pipeline-num-layers", "--global-batch-size", "--micro-batch-size", "--sequence-parallel",
+         "--use-tp-pp-dp-mapping", "--rampup-batch-size", "--num-attention-heads", "--hidden-size", "--context-parallel-size",
+         "--account-for-embedding-in-pipeline-split", "--tensor-model-parallel-size=", "--bogus", "0", "1", "2", "3", "4",
+         "8", "16", "-1", "x", "1e3", "--", "", "99999999999"]
+
+
+def test_any_launch_line_gives_findings_not_a_traceback():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=150, deadline=None, derandomize=True)
+    @given(st.lists(st.sampled_from(VOCAB), max_size=14), st.sampled_from(["1", "2", "8", "16", "0"]))
+    def run(argv, nproc):
+        argv = [a + "2" if a.endswith("=") else a for a in argv]
+        try:
+            launch = parse_launch_args(["torchrun", "--nproc_per_node", nproc, "pretrain_gpt.py", *argv])
+        except Exception as exc:  # noqa: BLE001 - only meshlint's own input errors are allowed
+            from meshlint.errors import InputError
+
+            assert isinstance(exc, InputError), exc
+            return
+        report = run_checks(analyse_launch(launch, OPTIONS), OPTIONS)
+        assert report.status == "checked"
+        for f in report.findings:
+            assert f.message and "<error:" not in f.message and "<error:" not in (f.help or ""), f
+
+    run()
