@@ -116,7 +116,9 @@ FACT_DOCS = {
                 "(etp·ep·pp), split_error/split_source/split_key (the first check refusing the layer split, where), "
                 "layer_counts (layers per virtual stage per pp rank), parser_refusals ({message, line, col}: argparse's "
                 "errors), world_implied (the world is the smallest the degrees allow), incomplete (a word the script does not "
-                "determine may hold any option: options not written elsewhere are null, not defaulted)",
+                "determine may hold any option: options not written elsewhere are null, not defaulted), env ({known: a script's "
+                "launch, whose exports meshlint reads; cuda_device_max_connections: the value it exports, null when "
+                "unset or unknown; cuda_device_max_connections_set})",
     "topology_conflicts": "list of {what, kept, kept_value, other, other_value, explicit}: explicit when the kept "
                           "value is the user's own word to meshlint (the command line or a '# meshlint:' directive)",
     "world_candidates": "the world sizes the file's launch-line comments name when they name several and nothing "
@@ -166,7 +168,7 @@ GROUP_FIELDS = {
     "launch": ("space_overrides", "overrides"),
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
     "megatron": ("args", "given", "order", "dp", "edp", "vp", "model_size", "expert_size", "split_error",
-                 "split_source", "split_key", "layer_counts", "parser_refusals", "world_implied", "incomplete"),
+                 "split_source", "split_key", "layer_counts", "parser_refusals", "world_implied", "incomplete", "env"),
 }
 
 ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard",

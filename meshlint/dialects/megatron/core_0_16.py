@@ -52,6 +52,7 @@ def read(source) -> Spec:
     for note in getattr(source.parsed, "unknown_words", ()):
         spec.unreadable.append(note)
     spec.extra["incomplete"] = bool(getattr(parsed, "incomplete", False))
+    spec.extra["env"] = dict(getattr(source.launch, "env", None) or {"known": False})
     spec.extra["refused_by_parser"] = [{"message": r.message, "line": r.line, "col": r.col}
                                        for r in parsed.refusals]
     spec.extra["notes"] = list(parsed.notes) + list(getattr(source.launch, "notes", []) or [])
@@ -367,6 +368,7 @@ def megatron_facts(spec: Spec, res: Resolution) -> dict:
         "split_error": split.get("error"), "split_source": split.get("source"), "split_key": split.get("key"),
         "layer_counts": split.get("counts"), "parser_refusals": spec.extra.get("refused_by_parser", []),
         "world_implied": res.world_implied, "incomplete": spec.extra.get("incomplete", False),
+        "env": spec.extra.get("env"),
     }
 
 

@@ -31,6 +31,7 @@ class MegatronLaunch(Launch):
         self.entry = entry            # pretrain_gpt.py (basename)
         self.args = args              # [Word] after the entry script
         self.entry_col = entry_col
+        self.env = {"known": False, "cuda_device_max_connections": None, "cuda_device_max_connections_set": False}
 
     @property
     def display(self) -> str:
@@ -48,8 +49,14 @@ def launch(script, args: list, origin, launcher: str, env: dict, first, index0: 
 
     text = " ".join([first.text, script.text] + [(_shown(w) if not w.splat else w.raw) for w in args])
     text = text if len(text) <= 200 else text[:197] + "..."
-    return MegatronLaunch(os.path.basename(script.text), list(args), launcher, origin.file, first.line, text,
-                          first.col)
+    out = MegatronLaunch(os.path.basename(script.text), list(args), launcher, origin.file, first.line, text, first.col)
+    # the environment validate_args reads (arguments.py:951): known only for a script (its exports and the
+    # command's own NAME=value words); a command line given to meshlint says nothing about the shell's
+    word = env.get("CUDA_DEVICE_MAX_CONNECTIONS")
+    out.env = {"known": origin.file is not None,
+               "cuda_device_max_connections": (word.text if word.known() else None) if word is not None else None,
+               "cuda_device_max_connections_set": word is not None}
+    return out
 
 
 class MegatronSource:

@@ -88,7 +88,9 @@ HAND = [
       "*/model_parallel_config.py", text=r"sequence parallelism without tensor parallelism"),
     R("internal", "core_transformer_config_from_args sets pipeline_dtype from the params dtype",
       "*/model_parallel_config.py", text=r"pipeline_dtype must be specified"),
-    R("runtime", "the process's environment (CUDA_DEVICE_MAX_CONNECTIONS, NVTE_*: not read from the script yet)",
+    R("partial ML979", "read from the script's exports (a warning: the GPU's generation, which decides it, is unknown)",
+      ARGS, text=r"CUDA_DEVICE_MAX_CONNECTIONS to 1"),
+    R("runtime", "the process's environment (NVTE_*, NCCL_*, ...: not read from the script yet)",
       text=r"os\.environ|os\.getenv|getenv\("),
     R("runtime", "installed packages and their versions (Transformer Engine, torch, modelopt, yaml, resiliency)",
       text=r"is_te_min_version|is_torch_min_version|get_te_version|HAVE_[A-Z_]+|importlib|nvidia_resiliency|"
