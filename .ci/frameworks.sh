@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Sets up what tests/test_real_torchtitan.py and test_real_accelerate.py run: torchtitan 0.2.2 and
-# 0.3.0 and accelerate 1.15.0 from the package index, each unpacked (--no-deps) into its own folder
-# under .frameworks/ (gitignored; the same package name, so one folder each, loaded by separate
-# processes), plus spmd_types==0.2.3, tyro and numpy in the environment. torchtitan main comes
-# from ../shared/frameworks/ (no setup).
+# Sets up what tests/test_real_torchtitan.py, test_real_accelerate.py and test_real_megatron.py run:
+# torchtitan 0.2.2 and 0.3.0, accelerate 1.15.0 and megatron-core 0.16.1 from the package index, each
+# unpacked (--no-deps) into its own folder under .frameworks/ (gitignored; torchtitan's the same package
+# name, so one folder each, loaded by separate processes), plus spmd_types==0.2.3, tyro and numpy in the
+# environment. torchtitan main comes from ../shared/frameworks/ (no setup).
 #
 # Idempotent and quick: what is already there is not fetched again. Never installs or upgrades
 # torch: torchtitan is installed --no-deps, spmd_types --no-deps, and every pip run is constrained
@@ -47,14 +47,14 @@ echo "torch==$TORCH" > "$CONSTRAINTS"  # anything that asks for another torch fa
 # A release unpacked with pip install --no-deps --target into its own folder (never on the path of the
 # environment), through a temporary folder moved into place only when complete, so an interrupted run
 # never leaves a half folder that looks done. name, version, a file inside the package that proves it whole.
-install_isolated() {
-  local name=$1 v=$2 marker=$3 dir="$DEST/$1-$2" tmp out
-  if [ -f "$dir/$marker" ] && [ -d "$dir/$name-$v.dist-info" ]; then
+install_isolated() {  # name, version, marker[, the dist-info's name when it is not the package's: megatron_core]
+  local name=$1 v=$2 marker=$3 dir="$DEST/$1-$2" dist=${4:-$1} tmp out
+  if [ -f "$dir/$marker" ] && [ -d "$dir/$dist-$v.dist-info" ]; then
     return
   fi
   tmp=$(mktemp -d "$DEST/.tmp-$name-$v.XXXXXX")
   out=$(pip_quiet install --quiet --no-deps --target "$tmp" -c "$CONSTRAINTS" "$name==$v")
-  if [ -f "$tmp/$marker" ] && [ -d "$tmp/$name-$v.dist-info" ]; then
+  if [ -f "$tmp/$marker" ] && [ -d "$tmp/$dist-$v.dist-info" ]; then
     rm -rf "$dir" && mv "$tmp" "$dir" && rm -f "$DEST/$name-$v.failed"
     say "$name $v -> $dir"
   else
@@ -86,6 +86,12 @@ if [ -d "$ACC/accelerate" ] && [ ! -f "$ACC/.deps-done" ]; then
     failed "accelerate-deps" "accelerate 1.15.0 does not import: $(why_pip "$out") (no network?)"
   fi
 fi
+
+# megatron-core 0.16.1 (tests/test_real_megatron.py: initialize_model_parallel on the fake process group, its
+# RankGenerators, TransformerConfig and get_num_layers_to_build), in its own folder like the releases above.
+# Its imports on that path are torch, numpy and packaging. validate_args is in Megatron-LM's megatron/training,
+# which the wheel does not ship: see that test's MEGATRON_LM_ROOT.
+install_isolated megatron-core 0.16.1 megatron/core/parallel_state.py megatron_core
 
 # spmd_types (ParallelDims of 0.3.0 and main imports it), tyro (torchtitan.config imports it),
 # numpy: into the environment, only when missing. None of them depends on torch (spmd_types has

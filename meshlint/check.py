@@ -200,7 +200,7 @@ CHOICES_BUDGET_S = 0.25  # the search behind `choices`; past it, help lines use 
 def degree_choices(report: FileReport, options: Options) -> dict | None:
     """``{degree: values}`` that appear in some layout passing every error rule on this config's
     own world; None when the world is unknown, the search cannot start, or it runs out of time."""
-    if report.topology.world_size is None:
+    if report.topology.world_size is None or report.dialect == "megatron":  # solve/ has no Megatron layout space
         return None
     import time
 

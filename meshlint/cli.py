@@ -353,13 +353,27 @@ def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt, ra
 
     planner = _planner(dialect, world_size, nodes, gpus_per_node, placement,
                        torchtitan_version=torchtitan_version, torchtitan_root=torchtitan_root)
-    files = collect_paths(list(paths))
-    if not files:
-        _fail("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
     coords = _parse_coords(coords_text) if coords_text else None
-    from meshlint.lint import guarded_all
+    if _is_command(paths[0]):  # meshlint explain -- torchrun ... pretrain_gpt.py ... (a launch line)
+        import os
 
-    reports = [report for path in files for report in guarded_all(path, analyse_all, path, _options(planner, path))]
+        from meshlint.errors import InputError
+        from meshlint.inputs.launch import parse_launch_args
+        from meshlint.inputs.units import analyse_launch
+
+        try:
+            launch = parse_launch_args(list(paths))
+        except InputError as exc:
+            _fail(f"the launch line: {exc.message}" + (f" ({exc.help})" if exc.help else ""))
+        reports = [analyse_launch(launch, _options(planner, os.path.join(os.getcwd(), "launch")))]
+    else:
+        files = collect_paths(list(paths))
+        if not files:
+            _fail("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
+        from meshlint.lint import guarded_all
+
+        reports = [report for path in files for report in guarded_all(path, analyse_all, path,
+                                                                       _options(planner, path))]
     if svg_path and len(reports) != 1:
         raise click.UsageError("--svg draws one config; give exactly one CONFIG (file.py::function for a registry)")
     try:

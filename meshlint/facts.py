@@ -11,7 +11,7 @@ from meshlint.mesh import Mesh, place
 from meshlint.topology import Topology
 
 FACT_DOCS = {
-    "dialect": "kempnerforge | torchtitan | native | accelerate",
+    "dialect": "kempnerforge | torchtitan | native | accelerate | megatron",
     "framework_version": "the framework version whose semantics were applied: 0.2.x | 0.3.0 | main@b5bcd76c6 "
                          "(torchtitan), 5666d0d (KempnerForge); null when none was recorded",
     "framework": "{name, version, decided_by, id}: which framework semantics were applied and how that was decided; "
@@ -124,6 +124,15 @@ FACT_DOCS = {
     "degree_values": "list of declared degrees: {name, key, value, present}",
     "max_degree": "the largest degree meshlint accepts (16,777,216)",
     "native": "native dialect: {dims: [{index, name, role, size, key}], duplicates}",
+    "megatron": "Megatron-Core (megatron dialect; null fields elsewhere): args (every option by dest as the parser "
+                "and validate_args leave it), given (dests the launch sets), order (the RankGenerator order), dp, "
+                "edp (expert data parallel), vp (virtual pipeline size or null), model_size (tp·pp·cp), expert_size "
+                "(etp·ep·pp), split_error/split_source/split_key (the first check refusing the layer split, where), "
+                "layer_counts (layers per virtual stage per pp rank), parser_refusals ({message, line, col}: argparse's "
+                "errors), world_implied (the world is the smallest the degrees allow), incomplete (a word the script does not "
+                "determine may hold any option: options not written elsewhere are null, not defaulted), env ({known: a script's "
+                "launch, whose exports meshlint reads; cuda_device_max_connections: the value it exports, null when "
+                "unset or unknown; cuda_device_max_connections_set})",
     "topology_conflicts": "list of {what, kept, kept_value, other, other_value, explicit}: explicit when the kept "
                           "value is the user's own word to meshlint (the command line or a '# meshlint:' directive)",
     "world_candidates": "the world sizes the file's launch-line comments name when they name several and nothing "
@@ -176,12 +185,17 @@ GROUP_FIELDS = {
     "accelerate": ("sp", "cp_backend", "sp_backend", "cp_comm_strategy", "sp_attn_implementation", "distributed_type",
                    "fsdp_version", "is_fsdp2", "config_reaches_ranks", "num_processes", "num_machines", "world",
                    "section_present", "keys", "model_config", "ignored_flags", "keys_ignored"),
+    "megatron": ("args", "given", "order", "dp", "edp", "vp", "model_size", "expert_size", "split_error",
+                 "split_source", "split_key", "layer_counts", "parser_refusals", "world_implied", "incomplete", "env"),
 }
 
 ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_cp": "dp",
            "dp_shard_cp": "dp_shard",  # Accelerate's flattened meshes: the loss average and FSDP's shards
            "dp_replicate": "dp_replicate", "dp_shard": "dp_shard", "pp": "pp", "cp": "cp", "tp": "tp", "ep": "ep",
-           "etp": "etp"}
+           "etp": "etp",
+           # Megatron's groups (dialects/megatron/ranks.py): expert dp, and the groups spanning several dims
+           "edp": "dp", "mp": "model", "tp_dp_cp": "model", "tp_dp": "model", "tp_cp": "model",
+           "tp_ep": "model", "tp_ep_pp": "model"}
 
 
 def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
@@ -251,6 +265,8 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
     facts["pipeline"] = module.pipeline_plan(spec, res) if hasattr(module, "pipeline_plan") else {}
     facts["memory"] = {"bytes_per_param": module.bytes_per_param(spec) if hasattr(module, "bytes_per_param")
                        else None, "gpu_gib": topo.gpu_memory_gib}
+    if hasattr(module, "megatron_facts"):
+        facts["megatron"] = module.megatron_facts(spec, res)
     for group, fields in GROUP_FIELDS.items():
         facts[group] = {**dict.fromkeys(fields), **facts.get(group, {})}
     for path, value in spec.values.items():

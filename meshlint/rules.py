@@ -26,7 +26,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema", "rule-v1.schema.json")
-DIALECT_NAMES = ("kempnerforge", "torchtitan", "native", "accelerate")
+DIALECT_NAMES = ("kempnerforge", "torchtitan", "native", "accelerate", "megatron")
 
 
 class Rule(NamedTuple):

@@ -24,6 +24,9 @@ def poisoned_path(tmp_path):
     ["check", "--format", "json", str(FIXTURES / "rules")],
     ["explain", str(FIXTURES / "torchtitan" / "qwen3_moe_8gpu_pp2_ep2.toml"), "--world-size", "8"],
     ["rules", "--format", "markdown"],
+    ["check", str(FIXTURES / "rules" / "ML963-megatron-layers-do-not-split" / "bad_8gpu.sh")],
+    ["explain", "--", "torchrun", "--nproc_per_node", "8", "pretrain_gpt.py", "--num-layers", "8",
+     "--hidden-size", "64", "--num-attention-heads", "4", "--tensor-model-parallel-size", "2"],
 ])
 def test_static_commands_do_not_import_torch(poisoned_path, args):
     proc = run_subprocess(*args, env={"PYTHONPATH": poisoned_path})

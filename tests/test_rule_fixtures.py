@@ -5,8 +5,8 @@ point at; the errors and warnings found must be exactly those. Good
 fixtures must be free of errors and warnings, and the rule they belong to
 must actually have run on them (not skipped for lack of a fact).
 
-Fixtures are TOML configs, Accelerate config files (``.yaml``) and launch scripts (``.sh``) or torchtitan
-registry files (``.py``). A registry fixture is
+Fixtures are TOML configs, Accelerate config files (``.yaml``), launch scripts (``.sh``: Accelerate,
+Megatron-LM) or torchtitan registry files (``.py``). A registry fixture is
 checked as every registry-era torchtitan version its rule applies to, or only as the one its
 name tags (``bad_main_*.py``: main@b5bcd76c6, ``bad_v030_*.py``: 0.3.0).
 """
@@ -124,7 +124,8 @@ def test_documented_examples_behave_as_documented(code, tmp_path):
         assert rule.doc.get(field), f"{code}: doc.{field} is missing"
     python = "def " in rule.doc["bad"]  # a registry example
     accelerate = rule.dialects == ("accelerate",)  # an accelerate config file
-    launch = accelerate and "accelerate launch" in rule.doc["bad"]  # an accelerate launch script
+    shell = rule.doc["bad"].lstrip().startswith("#!")  # a launch script (Megatron-LM)
+    launch = shell or (accelerate and "accelerate launch" in rule.doc["bad"])  # or an accelerate launch script
     suffix = ".py" if python else ".sh" if launch else ".yaml" if accelerate else ".toml"
     versions = registry_versions(rule, Path("doc.py")) if python else [None]
     assert versions, f"{code}: no registry-era version to check its example with"

@@ -60,6 +60,10 @@ VERSIONS = (
           "1.15.0", "2026-09-09", ("v1.15.0", "1.15")),
     Entry("kempnerforge", "5666d0d", "meshlint.dialects.kempnerforge",
           "KempnerForge at 5666d0d: [distributed] TOML configs", "5666d0d", "2026-06-30", ()),
+    Entry("megatron", "0.16.1", "meshlint.dialects.megatron.core_0_16",
+          "Megatron-Core 0.16.1 (Megatron-LM tag core_v0.16.1): launch lines of pretrain_gpt.py & co, "
+          "RankGenerator order tp-cp-ep-dp-pp (tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping), a separate expert grid",
+          "55ac7082517c3878ae653c07c09c534b8aed49f6", "2026-03-16", ("core_v0.16.1", "v0.16.1", "0.16", "core_r0.16.1")),
 )
 # what a TOML torchtitan config is read as (registries choose with identify/from_keys)
 TOML_VERSION = {"torchtitan": "0.2.x", "kempnerforge": "5666d0d"}
@@ -119,10 +123,10 @@ def module(framework: str, version: str):
 def module_for_spec(spec):
     """The module whose semantics a Spec was read with: its recorded version, else its dialect's."""
     fw = getattr(spec, "framework", None) or {}
-    if fw.get("version") and fw.get("name") == "torchtitan":
-        canon = canonical("torchtitan", fw["version"], strict=False)
+    if fw.get("version") and fw.get("name") in ("torchtitan", "megatron"):
+        canon = canonical(fw["name"], fw["version"], strict=False)
         if canon is not None:
-            return module("torchtitan", canon)
+            return module(fw["name"], canon)
     from meshlint.dialects import DIALECTS
 
     return DIALECTS[spec.dialect]

@@ -323,6 +323,11 @@ _SRUN_LONG_FLAGS = {"exclusive", "overlap", "unbuffered", "label", "verbose", "q
                     "no-kill", "overcommit", "oversubscribe", "pty", "wait-all-nodes", "disable-status",
                     "help", "usage", "test-only", "hold", "preserve-env", "spread-job", "whole",
                     "contiguous", "multi-prog", "no-allocate", "reboot"}
+# Other frameworks' entry points, one module each, imported only for a command torchtitan's grammar does not
+# match: ``recognises(script_word, as_module)`` and ``launch(script, args, origin, launcher, env, first, index0)``
+# (a Launch with ``framework`` set). FRAMEWORK_MARKERS: bytes a script must hold to be read for them.
+FRAMEWORK_LAUNCHES = ("meshlint.dialects.megatron.launch",)
+FRAMEWORK_MARKERS = (b"pretrain_",)
 RUN_TRAIN_DEFAULTS = {"NGPU": "8", "MODULE": "llama3", "CONFIG": "llama3_debugmodel", "COMM_MODE": ""}  # run_train.sh:28-32
 
 
@@ -399,7 +404,13 @@ def launch_from_words(words: list, origin: _Origin, env: dict | None = None, sba
             if srun_word is None:   # no launcher: the process is the whole world
                 launch.hints = [h for h in (direct_world_hint(env, origin, cmd, launch.notes),) if h is not None]
             return launch
-        return None
+        entry = Word(module, cmd.line, cmd.col) if module else script
+        launch = (_framework_launch(entry, module is not None, words[j:], origin, "python", env, cmd, j)
+                  if entry is not None else None)
+        if launch is None:
+            return None
+        _direct_hints(launch, cmd, env, srun, srun_word, sbatch, origin)
+        return launch
     if base == "run_train.sh" or (base in ("bash", "sh") and i + 1 < n
                                   and os.path.basename(words[i + 1].text) == "run_train.sh"):
         j = i + 1 if base == "run_train.sh" else i + 2
@@ -480,16 +491,19 @@ def _torchrun_launch(words, i, origin, env, srun, srun_word, sbatch, version, la
     if j >= n:
         return None
     script = words[j]
-    if as_module and script.text != "torchtitan.train":
-        return None
-    if as_module or _is_train_py(script):
+    if script.text == "torchtitan.train" if as_module else _is_train_py(script):
         launch = _trainer_launch(words[j + 1:], origin, "torchrun", env, version, first=cmd, index0=j + 1)
     else:
-        from meshlint.inputs.kf_launch import is_kf_train, kf_launch
+        launch = None
+        if not as_module:
+            from meshlint.inputs.kf_launch import is_kf_train, kf_launch
 
-        if not is_kf_train(script, words[j + 1:]):
+            if is_kf_train(script, words[j + 1:]):
+                launch = kf_launch(words[j + 1:], origin, "torchrun", cmd, index0=j + 1, script=script)
+        if launch is None:
+            launch = _framework_launch(script, as_module, words[j + 1:], origin, "torchrun", env, cmd, j + 1)
+        if launch is None:
             return None
-        launch = kf_launch(words[j + 1:], origin, "torchrun", cmd, index0=j + 1, script=script)
     facts = launch.facts
     for k, w in opts.items():
         facts[f"torchrun --{k}"] = w.text if w.known() else None
@@ -499,6 +513,20 @@ def _torchrun_launch(words, i, origin, env, srun, srun_word, sbatch, version, la
     launch.hints = [h for h in (hint, *_slurm_hints(srun, srun_word, sbatch, origin, direct=False, notes=launch.notes,
                                                     facts=facts)) if h is not None]
     return launch
+
+
+def _framework_launch(script: Word, as_module: bool, args: list, origin: _Origin, launcher: str, env: dict,
+                      first: Word, index0: int) -> Launch | None:
+    """The Launch of another framework's entry point (FRAMEWORK_LAUNCHES), or None."""
+    if script.splat or not script.known():
+        return None
+    import importlib
+
+    for name in FRAMEWORK_LAUNCHES:
+        module = importlib.import_module(name)
+        if module.recognises(script, as_module):
+            return module.launch(script, args, origin, launcher, env, first, index0)
+    return None
 
 
 def _int_of(word: Word | None, what: str, notes: list, lo: int = 1) -> int | None:

@@ -17,6 +17,7 @@ import re
 from meshlint.errors import InputError
 from meshlint.inputs.shellflow import Flow, strip_pattern
 from meshlint.inputs.launch import (
+    FRAMEWORK_MARKERS,
     MAX_ARGS,
     UNKNOWN_CHAR,
     Launch,
@@ -32,6 +33,7 @@ except ImportError:  # pragma: no cover
     MAX_SCRIPT_BYTES = 1 << 20
     MAX_LINE_CHARS = 32_768
 
+CONDITIONAL_APPEND = "{name}+=(...)"  # the raw text of the words an if/loop block may append to an array
 MAX_LAUNCHES = 256          # launch lines in one script
 MAX_VARIABLES = 10_000      # distinct variables a script assigns
 MAX_NESTING = 32            # ${...} / $(...) / quotes inside each other within one word
@@ -58,7 +60,8 @@ def read_launch_script(path: str, version: str | None = None) -> list:
     raw = read_bytes(path, MAX_SCRIPT_BYTES)
     if len(raw) > MAX_SCRIPT_BYTES:
         raise InputError("ML007", f"file is over {MAX_SCRIPT_BYTES:,} bytes (limit {MAX_SCRIPT_BYTES:,})")
-    if b"torchtitan" not in raw and b"run_train" not in raw and b"train.py" not in raw and b"accelerate" not in raw:
+    if b"torchtitan" not in raw and b"run_train" not in raw and b"train.py" not in raw and b"accelerate" not in raw \
+            and not any(m in raw for m in FRAMEWORK_MARKERS):
         return []   # the fast path for any shell script a pre-commit hook hands over
     nul = raw.find(b"\x00")
     if nul >= 0:
@@ -743,6 +746,23 @@ class _Reader(Flow):
         rest = ([("lit", head[cut:], parts[0][2])] if head[cut:] else []) + parts[1:]
         if rest and rest[0][0] == "array":
             items = []
+            old = self.vars.get(name)
+            if append and old is not None:  # NAME+=( ... ) extends the array (or a plain value's one word)
+                if old.array is not None:
+                    items.extend(old.array)
+                elif old.value is not None:
+                    items.append(Word(old.value, old.line, 1, f"${name}", None, False, ((name, old.value, old.line),)))
+            path = self.path()
+            if (append and old is not None and old.array is not None and len(path) > len(old.block)
+                    and tuple(path[:len(old.block)]) == tuple(old.block)):
+                # NAME+=( ... ) inside an if/loop of an array set outside it: the items set before stay
+                # known; the block's are an unknown number of words (a launch is checked without them)
+                items.append(Word(UNKNOWN_CHAR, raw.line, raw.col, CONDITIONAL_APPEND.format(name=name),
+                                  f"{name}+=( ... ) on line {raw.line} adds items only when its if/loop block runs",
+                                  True))
+                self.vars[name] = _Var(None, "an array with unknown items", old.line, old.block,
+                                       old.exported or bool(exported), items, old.note)
+                return
             for r in rest[0][1]:
                 items.extend(self.expand(r))
             self._assign(name, None if any(not w.known() for w in items) else " ".join(w.text for w in items),
@@ -832,6 +852,11 @@ class _Reader(Flow):
                     continue
                 if isinstance(words, list) and only and not assignment:
                     return Word(" ".join(w.text for w in words), raw.line, raw.col, source), words
+                if isinstance(words, list) and not all(w.known() for w in words):
+                    unknown = unknown or next(w.unknown or "an item expands to any number of words"
+                                              for w in words if not w.known())
+                    text.append(UNKNOWN_CHAR)
+                    continue
                 text.append(" ".join(w.text for w in words) if isinstance(words, list) else UNKNOWN_CHAR)
                 continue
             if value is None:
@@ -907,10 +932,17 @@ class _Reader(Flow):
                 why = hidden or f"{name}[{index}] is not set in the script"
                 return None, why, [], ("splat" if index in ("@", "*") else None)
             if index in ("@", "*"):
-                if any(not w.known() for w in var.array):
-                    return None, f"{name} has unknown items", [], "splat"
+                path = self.path()
+                if var.block and tuple(path[:len(var.block)]) != tuple(var.block):
+                    return None, f"{name} is set inside an if/loop block (line {var.line}) and read after it", [], "splat"
+                if not quoted:  # ${A[@]} unquoted: each item is split into fields
+                    return None, None, [(name, "(array)", var.line)], [
+                        piece for w in var.array for piece in _fields(w, name)]
+                # each item keeps where the array set it (the word a finding should point at) and,
+                # when the script does not determine it, its own unknown/splat: the others stay known
                 return None, None, [(name, "(array)", var.line)], [
-                    Word(w.text, raw.line, raw.col, w.raw, None, False, ((name, w.text, var.line),)) for w in var.array]
+                    Word(w.text, w.line, w.col, w.raw, w.unknown, w.splat, w.vars or ((name, w.text, w.line),))
+                    for w in var.array]
             if index.isdigit() and int(index) < len(var.array):
                 w = var.array[int(index)]
                 return (w.text if w.known() else None), w.unknown, [(name, w.text, var.line)], None
@@ -1073,6 +1105,19 @@ def _lexer_word_all(self) -> list:
 
 
 _Lexer._word_all = _lexer_word_all
+
+
+def _fields(w: Word, name: str) -> list:
+    """An array item expanded unquoted: its whitespace-separated fields, each positioned in the item."""
+    vars_ = w.vars or ((name, w.text, w.line),)
+    if not w.known() or not any(ch.isspace() for ch in w.text):
+        return [Word(w.text, w.line, w.col, w.raw, w.unknown, w.splat, vars_)]
+    out = []
+    for match in re.finditer(r"\S+", w.text):
+        # the column is exact when the item is written as it reads ("--fp8-format hybrid" inside quotes)
+        out.append(Word(match.group(), w.line, w.col + 1 + match.start() if w.raw.startswith(('"', "'")) else w.col,
+                        w.raw, None, False, vars_))
+    return out
 
 
 def _literal(raw: _Raw) -> str | None:

@@ -62,7 +62,7 @@ def analyse_launch(launch, options) -> object:
     try:
         source = _launch_source(launch, options, os.getcwd())
     except InputError as exc:
-        return FileReport(f"--module {launch.module} --config {launch.config}", "error", error=exc)
+        return FileReport(launch.display, "error", error=exc)
     return analyse_source(source, options, launch)
 
 
@@ -125,9 +125,10 @@ def _script_sources(path: str, options):
 
     launches = read_launch_script(path)
     if not launches:  # any shell script may be handed over (pre-commit): not one of ours, like a TOML without
-        return FileReport(path, "skipped", note="no torchtitan, KempnerForge or Accelerate launch line (torchrun/python "
-                                                "-m torchtitan.train --module M --config F, MODULE=... CONFIG=... "
-                                                "run_train.sh, scripts/train.py CONFIG.toml, or accelerate launch)"), {}
+        return FileReport(path, "skipped", note="no torchtitan, KempnerForge, Accelerate or Megatron-LM launch line "
+                                                "(torchrun/python -m torchtitan.train --module M --config F, "
+                                                "MODULE=... CONFIG=... run_train.sh, scripts/train.py CONFIG.toml, "
+                                                "accelerate launch, or torchrun/python .../pretrain_*.py)"), {}
     start = os.path.dirname(os.path.abspath(path))
     sources, launch_for = [], {}
     for launch in launches:  # each launch line is its own config: one bad line does not hide the others
@@ -160,6 +161,10 @@ def _launch_source(launch, options, start_dir: str):
 
     if getattr(launch, "error", None) is not None:
         raise launch.error
+    if getattr(launch, "framework", None) == "megatron":
+        from meshlint.dialects.megatron.launch import make_source
+
+        return make_source(launch)
     root, how = find_root(start_dir, options.torchtitan_root)
     if root is None:
         raise InputError("ML006", f"cannot find the torchtitan checkout that --module {launch.module} refers to ({how})",
@@ -186,8 +191,9 @@ def _saved_source(path: str, raw: bytes | None):
 
 def analyse_source(source, options, launch=None):
     """One registry-era config through dialect -> topology -> resolution."""
+    if getattr(source, "framework", None) == "megatron":
+        return _analyse_megatron(source, options, launch)
     from meshlint import models
-    from meshlint.check import FileReport, topology_for
     from meshlint.dialects import versions
 
     version, decided_by = choose_version(source, options)
@@ -200,11 +206,26 @@ def analyse_source(source, options, launch=None):
         v02 = models.builtin()
         table = {**table, **{k: e for k, e in options.models.items() if v02.get(k) is not e}}
     module.attach_model(spec, table)
+    return _resolved(source, spec, module, options, launch, "torchtitan")
+
+
+def _analyse_megatron(source, options, launch):
+    """A Megatron-LM launch through its version module (the one release modelled)."""
+    from meshlint.dialects import versions
+
+    module = versions.module("megatron", "0.16.1")
+    return _resolved(source, module.read(source), module, options, launch, "megatron")
+
+
+def _resolved(source, spec, module, options, launch, dialect: str):
+    """Topology (the launch's own hints among the others) and resolution: the report before the rules."""
+    from meshlint.check import FileReport, topology_for
+
     hints = tuple(getattr(launch, "hints", ()) or ()) if launch is not None else ()
     topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, hints)
     topo.gpu_memory_gib = options.gpu_memory_gib
     resolution = module.resolve(spec, topo.world_size)
-    return FileReport(source.path, "checked", dialect="torchtitan", source=source, spec=spec, topology=topo,
+    return FileReport(source.path, "checked", dialect=dialect, source=source, spec=spec, topology=topo,
                       resolution=resolution)
 
 

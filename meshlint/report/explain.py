@@ -239,6 +239,9 @@ def _placement(r: dict) -> str:
 
 
 def _call(dialect: str, mesh: Mesh) -> str:
+    if dialect == "megatron":
+        order = "-".join(reversed(mesh.dims))
+        return f"RankGenerator(order={order!r}) over {mesh.size} ranks (tp fastest), and the expert grid below"
     if dialect == "torchtitan":
         return (f"world mesh [{mesh.size}] unflattened into dataloading, dense and sparse meshes "
                 f"(dense {_tuple(mesh.dims)} {_tuple(mesh.sizes)})")

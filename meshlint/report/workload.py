@@ -31,7 +31,8 @@ def pipeline_json(report: FileReport) -> dict | None:
 
 
 def model_line(model: dict) -> str:
-    name = f"{model['name']} {model['flavor']}" if model.get("name") else "from [model]"
+    name = (f"{model['name']} {model['flavor']}" if model.get("name")
+            else "from the launch's flags" if model.get("source") == "flags" else "from [model]")
     if not model.get("known"):
         return f"{name}: not in the model table (model-aware rules skipped)"
     parts = [f"{model['n_layers']} layers", f"{model['n_heads']} heads / {model['n_kv_heads']} KV heads",

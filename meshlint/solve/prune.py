@@ -88,6 +88,8 @@ def classify(rules: list, dialect: str) -> Classified:
         names = reads(rule)
         if dialect != "native" and "native" in names:
             names = names - {"native"}  # a non-native config's native facts are empty: static
+        if dialect != "megatron" and "megatron" in names:
+            names = names - {"megatron"}  # the same for Megatron's (its own layouts are not searched yet)
         degrees = set()
         is_full = False
         for name in names:

@@ -1,0 +1,134 @@
+"""Runs Megatron-Core 0.16.1's own code on configs read from stdin (JSON) and prints what it does (JSON).
+
+Started by tests/test_real_megatron.py in a subprocess of its own (torch and Megatron are imported here,
+never in the test process). Modes, one per line of input ``{"mode": ..., "cases": [...]}``:
+
+- ``groups``: for each {tp, pp, cp, ep, etp, world, order}, ``initialize_model_parallel`` on torch's fake
+  process group (world ranks, as rank 0): its verdict (the exception it raises, or none), rank 0's groups
+  from parallel_state's getters, and every group of both RankGenerators it builds, constructed with the
+  arguments initialize_model_parallel gives them (parallel_state.py:700-735).
+- ``split``: for each {num_layers, pp, vp, first, last, emb, loss}, ``TransformerConfig(...)`` and then
+  ``get_num_layers_to_build`` for every pp rank and virtual stage: the layers each builds, or the error.
+- ``validate``: for each {argv, world}, Megatron-LM's parser and ``validate_args`` (needs megatron.training,
+  from a Megatron-LM checkout at core_v0.16.1 on sys.path): the data-parallel and virtual pipeline sizes,
+  or the error. ``get_device_arch_version`` (it reads the GPU) answers 9 (Hopper): the one check that
+  depends on it then asks for CUDA_DEVICE_MAX_CONNECTIONS=1, which this worker sets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def _groups(cases: list) -> list:
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    import megatron.core.parallel_state as ps
+
+    out = []
+    current = None
+    for c in cases:
+        if current != c["world"]:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=c["world"])
+            current = c["world"]
+        order = "tp-cp-ep-pp-dp" if c["mapping"] else "tp-cp-ep-dp-pp"
+        entry = {"error": None, "rank0": None, "dense": None, "expert": None}
+        try:
+            ps.initialize_model_parallel(c["tp"], c["pp"], None, context_parallel_size=c["cp"],
+                                         expert_model_parallel_size=c["ep"], expert_tensor_parallel_size=c["etp"],
+                                         order=order, create_gloo_process_groups=False)
+        except (RuntimeError, AssertionError) as exc:
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+        else:
+            ranks = dist.get_process_group_ranks
+            entry["rank0"] = {
+                "tp": ranks(ps.get_tensor_model_parallel_group()), "pp": ranks(ps.get_pipeline_model_parallel_group()),
+                "dp": ranks(ps.get_data_parallel_group()), "cp": ranks(ps.get_context_parallel_group()),
+                "dp_cp": ranks(ps.get_data_parallel_group(with_context_parallel=True)),
+                "mp": ranks(ps.get_model_parallel_group()), "ep": ranks(ps.get_expert_model_parallel_group()),
+                "etp": ranks(ps.get_expert_tensor_parallel_group()), "edp": ranks(ps.get_expert_data_parallel_group()),
+                "tp_ep": ranks(ps.get_expert_tensor_and_model_parallel_group()),
+            }
+            W, model = c["world"], c["tp"] * c["pp"] * c["cp"]
+            dense = ps.RankGenerator(tp=c["tp"], ep=1, dp=W // model, pp=c["pp"], cp=c["cp"], order=order)
+            edp = W // (c["etp"] * c["ep"] * c["pp"])
+            expert = ps.RankGenerator(tp=c["etp"], ep=c["ep"], dp=edp, pp=c["pp"], cp=1, order=order)
+            entry["dense"] = {t: dense.get_ranks(t) for t in ("tp", "cp", "dp", "dp-cp", "pp", "tp-pp", "tp-dp-cp",
+                                                               "tp-dp", "tp-cp")}
+            entry["expert"] = {t: expert.get_ranks(t) for t in ("ep", "tp", "tp-ep", "tp-ep-pp", "dp")}
+        finally:
+            ps.destroy_model_parallel()
+        out.append(entry)
+    return out
+
+
+def _split(cases: list) -> list:
+    import torch
+
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    out = []
+    for c in cases:
+        try:
+            config = TransformerConfig(
+                num_layers=c["num_layers"], hidden_size=64, num_attention_heads=4,
+                pipeline_model_parallel_size=c["pp"], virtual_pipeline_model_parallel_size=c["vp"],
+                pipeline_dtype=torch.bfloat16, num_layers_in_first_pipeline_stage=c["first"],
+                num_layers_in_last_pipeline_stage=c["last"], account_for_embedding_in_pipeline_split=c["emb"],
+                account_for_loss_in_pipeline_split=c["loss"])
+            counts = [[get_num_layers_to_build(config, vp_stage=(v if c["vp"] else None), pp_rank=r)
+                       for v in range(c["vp"] or 1)] for r in range(c["pp"])]
+            out.append({"counts": counts, "error": None})
+        except (ValueError, AssertionError) as exc:
+            out.append({"counts": None, "error": f"{type(exc).__name__}: {exc}"})
+    return out
+
+
+def _validate(cases: list) -> list:
+    import argparse
+
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    import megatron.training.arguments as arguments
+
+    arguments.get_device_arch_version = lambda: 9  # the GPU's compute capability: Hopper
+    out = []
+    for c in cases:
+        parser = arguments.add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
+        try:
+            args = parser.parse_args(c["argv"])
+        except SystemExit:
+            out.append({"error": "parser", "dp": None, "vp": None})
+            continue
+        args.rank, args.world_size = 0, c["world"]
+        try:
+            with open(os.devnull, "w") as sink:
+                stdout, sys.stdout = sys.stdout, sink
+                try:
+                    arguments.validate_args(args, {"tokenizer_type": "GPT2BPETokenizer"})
+                finally:
+                    sys.stdout = stdout
+            out.append({"error": None, "dp": args.data_parallel_size, "vp": args.virtual_pipeline_model_parallel_size})
+        except (AssertionError, ValueError, RuntimeError) as exc:
+            out.append({"error": f"{type(exc).__name__}: {exc}", "dp": None, "vp": None})
+    return out
+
+
+def main() -> int:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    for line in sys.stdin:
+        request = json.loads(line)
+        result = {"groups": _groups, "split": _split, "validate": _validate}[request["mode"]](request["cases"])
+        print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,286 @@
+"""meshlint's Megatron-Core 0.16.1 model against the release's own code, on seeded configs.
+
+tests/real_megatron_worker.py runs, in a subprocess: ``initialize_model_parallel`` on torch's fake process
+group and both RankGenerators it builds (every group of every kind), ``TransformerConfig`` +
+``get_num_layers_to_build`` (the layer split), and Megatron-LM's parser + ``validate_args``. Each test
+compares the verdict (refused or not) and every value with meshlint's arithmetic.
+
+Setup: ``.ci/frameworks.sh`` installs megatron-core 0.16.1 (--no-deps) into
+.frameworks/megatron-core-0.16.1; ``validate_args`` lives in Megatron-LM's megatron/training, which the
+wheel does not ship: it runs where MEGATRON_LM_ROOT names a checkout at core_v0.16.1 (MEGATRON_LM_DEPS:
+a folder with its pure-Python imports: six, regex, pydantic, triton), else that test skips, saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from meshlint.dialects.megatron import core_0_16, ranks
+
+ROOT = Path(__file__).resolve().parent.parent
+WHEEL = ROOT / ".frameworks" / "megatron-core-0.16.1"
+WORKER = Path(__file__).resolve().parent / "real_megatron_worker.py"
+SEED = 20261126
+
+
+def _absent_core() -> str | None:
+    if not (WHEEL / "megatron" / "core" / "parallel_state.py").is_file():
+        failed = ROOT / ".frameworks" / "megatron-core-0.16.1.failed"
+        why = failed.read_text().strip() if failed.is_file() else "run .ci/frameworks.sh"
+        return f"megatron-core 0.16.1 is not installed in {WHEEL} ({why})"
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return "torch is not installed"
+    return None
+
+
+def _run(mode: str, cases: list, path: list) -> list:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in path)}
+    proc = subprocess.run([sys.executable, str(WORKER)], input=json.dumps({"mode": mode, "cases": cases}) + "\n",
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------------- groups
+
+def _group_cases(n: int) -> list:
+    rng = random.Random(SEED)
+    out = []
+    while len(out) < n:
+        tp, pp, cp, ep = (rng.choice([1, 1, 2, 2, 3, 4, 8]) for _ in range(4))
+        etp = rng.choice([tp, tp, 1, 2, 4])
+        model, expert = tp * pp * cp, etp * ep * pp
+        if rng.random() < 0.7:   # a world both grids fit, else any world
+            step = model * expert // __import__("math").gcd(model, expert)
+            world = step * rng.choice([1, 1, 2, 3])
+        else:
+            world = rng.randint(1, 96)
+        if world > 256:
+            continue
+        out.append({"tp": tp, "pp": pp, "cp": cp, "ep": ep, "etp": etp, "world": world,
+                    "mapping": rng.random() < 0.3})
+    return sorted(out, key=lambda c: c["world"])  # one fake process group per world size
+
+
+def _meshlint_groups(case: dict) -> dict:
+    spec = core_0_16.spec_from_degrees({"tp": case["tp"], "pp": case["pp"], "cp": case["cp"], "ep": case["ep"],
+                                        "etp": case["etp"]}, use_tp_pp_dp_mapping=case["mapping"])
+    res = core_0_16.resolve(spec, case["world"])
+    if res.framework_error:
+        return {"error": res.framework_error}
+    dense, expert = spec.extra["grids"]
+    out = {"error": None,
+           "dense": {t: dense.all_groups(t) for t in ("tp", "cp", "dp", "dp-cp", "pp", "tp-pp", "tp-dp-cp", "tp-dp",
+                                                       "tp-cp")},
+           "expert": {t: expert.all_groups(t) for t in ("ep", "tp", "tp-ep", "tp-ep-pp", "dp")}}
+    by_label = {label: (dense if g == "dense" else expert, token) for g, token, label, _ in ranks.GROUPS}
+    out["rank0"] = {label: by_label[label][0].group(0, by_label[label][1])
+                    for label in ("tp", "pp", "dp", "cp", "dp_cp", "mp", "ep", "etp", "edp", "tp_ep")}
+    # the 1-D axes explain and the placement rules use agree with the groups wherever they exist
+    for label, axis in res.axes.items():
+        grid, token = by_label[label]
+        for rank in (0, case["world"] - 1, case["world"] // 2):
+            assert axis.members(rank) == grid.group(rank, token), (case, label)
+    return out
+
+
+@pytest.fixture(scope="module")
+def real_groups():
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    cases = _group_cases(200)
+    return cases, _run("groups", cases, [WHEEL])
+
+
+def test_groups_and_verdicts_match_initialize_model_parallel(real_groups):
+    cases, real = real_groups
+    refused = agreed = 0
+    for case, got in zip(cases, real):
+        mine = _meshlint_groups(case)
+        assert (mine["error"] is None) == (got["error"] is None), (case, mine["error"], got["error"])
+        if got["error"]:
+            refused += 1
+            if "arguments.py:317" in mine["error"]:  # validate_args asks first, on the same condition
+                assert f"is not divisible by {case['tp'] * case['pp'] * case['cp']}" in got["error"], (case, got)
+            else:
+                assert mine["error"].split(":", 1)[0] == got["error"].split(":", 1)[0], (case, mine, got)
+            continue
+        assert mine["dense"] == got["dense"], case
+        assert mine["expert"] == got["expert"], case
+        assert mine["rank0"] == got["rank0"], case
+        agreed += 1
+    assert refused >= 30 and agreed >= 100, (refused, agreed)  # both verdicts are exercised
+
+
+# ----------------------------------------------------------------------------- layer split
+
+def _split_cases(n: int) -> list:
+    rng = random.Random(SEED + 1)
+    out = []
+    for _ in range(n):
+        pp = rng.choice([1, 2, 3, 4, 5, 6, 8, 16])
+        vp = rng.choice([None, None, 2, 3, 4]) if pp > 1 else None
+        # half the time a count that splits (the rest: anything, mostly refused)
+        layers = pp * (vp or 1) * rng.randint(1, 6) if rng.random() < 0.5 else rng.randint(1, 100)
+        uneven = rng.random() < 0.35
+        first = rng.choice([None, rng.randint(0, 12)]) if uneven else None
+        last = rng.choice([None, rng.randint(0, 12)]) if uneven else None
+        emb, loss = (rng.random() < 0.2, rng.random() < 0.2) if not uneven or rng.random() < 0.2 else (False, False)
+        out.append({"num_layers": layers, "pp": pp, "vp": vp, "first": first, "last": last, "emb": emb, "loss": loss})
+    # the issues' configs: NVIDIA/Megatron-LM#468, #1304, #1778, #2718
+    out += [{"num_layers": 80, "pp": 16, "vp": 2, "first": None, "last": None, "emb": False, "loss": False},
+            {"num_layers": 30, "pp": 4, "vp": None, "first": None, "last": None, "emb": False, "loss": False},
+            {"num_layers": 20, "pp": 1, "vp": None, "first": None, "last": 1, "emb": False, "loss": False},
+            {"num_layers": 48, "pp": 2, "vp": None, "first": 11, "last": 13, "emb": False, "loss": False},
+            # still silent in 0.16.1: one stage that is first and last builds the last count (3 of 8 layers)
+            {"num_layers": 8, "pp": 1, "vp": None, "first": 2, "last": 3, "emb": False, "loss": False}]
+    return out
+
+
+def _meshlint_split(case: dict) -> dict:
+    args = {"num_layers": case["num_layers"], "num_virtual_stages_per_pipeline_rank": case["vp"],
+            "decoder_first_pipeline_num_layers": case["first"], "decoder_last_pipeline_num_layers": case["last"],
+            "account_for_embedding_in_pipeline_split": case["emb"], "account_for_loss_in_pipeline_split": case["loss"]}
+    return core_0_16.layer_split(args, case["pp"])
+
+
+def test_layer_split_matches_get_num_layers_to_build():
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    cases = _split_cases(300)
+    real = _run("split", cases, [WHEEL])
+    refused = 0
+    silent = 0
+    for case, got in zip(cases, real):
+        mine = _meshlint_split(case)
+        if mine.get("silent"):  # meshlint's error where Megatron builds the wrong number of layers without one
+            assert got["error"] is None and mine["counts"] == got["counts"], (case, mine, got)
+            assert sum(map(sum, got["counts"])) != case["num_layers"], (case, got)
+            silent += 1
+            continue
+        assert (mine["error"] is None) == (got["error"] is None), (case, mine["error"], got["error"])
+        if got["error"]:
+            refused += 1
+            continue
+        assert mine["counts"] == got["counts"], case
+        assert sum(map(sum, mine["counts"])) == case["num_layers"], case  # no layer is ever dropped
+    assert 30 <= refused <= len(cases) - 100 and silent >= 1, (refused, silent)
+    for case in cases[-5:]:  # every issue's config is refused by 0.16.1 or silently wrong, and an error to meshlint
+        assert _meshlint_split(case)["error"], case
+
+
+# ----------------------------------------------------------------------------- validate_args
+
+def _absent_lm() -> str | None:
+    root = os.environ.get("MEGATRON_LM_ROOT")
+    if not root or not (Path(root) / "megatron" / "training" / "arguments.py").is_file():
+        return ("validate_args is in Megatron-LM's megatron/training, not in the megatron-core wheel: set "
+                "MEGATRON_LM_ROOT to a checkout at core_v0.16.1 (and MEGATRON_LM_DEPS to a folder holding six, "
+                "regex, pydantic, triton) to run it")
+    return _absent_core()
+
+
+def _validate_cases(n: int) -> list:
+    rng = random.Random(SEED + 2)
+    out = []
+    for _ in range(n):
+        layers = rng.randint(1, 64)
+        tp, pp, cp = rng.choice([1, 2, 4]), rng.choice([1, 2, 3, 4, 8]), rng.choice([1, 1, 2])
+        heads = rng.choice([4, 8, 12])
+        seq = rng.choice([128, 126, 256])
+        argv = ["--num-layers", str(layers), "--hidden-size", str(heads * rng.choice([16, 15])),
+                "--num-attention-heads", str(heads), "--seq-length", str(seq),
+                "--max-position-embeddings", str(rng.choice([128, 256])), "--micro-batch-size", "1",
+                "--tensor-model-parallel-size", str(tp), "--pipeline-model-parallel-size", str(pp),
+                "--context-parallel-size", str(cp)]
+        pick = rng.random()
+        if pick < 0.25:
+            argv += ["--num-layers-per-virtual-pipeline-stage", str(rng.choice([1, 2, 3]))]
+        elif pick < 0.4:
+            argv += ["--num-virtual-stages-per-pipeline-rank", str(rng.choice([2, 3]))]
+        if rng.random() < 0.2:
+            argv += ["--decoder-first-pipeline-num-layers", str(rng.randint(1, 8))]
+        if rng.random() < 0.15:
+            argv += ["--account-for-embedding-in-pipeline-split"]
+        world = tp * pp * cp * rng.choice([1, 2]) if rng.random() < 0.8 else rng.randint(1, 32)
+        out.append({"argv": argv, "world": world})
+    return out
+
+
+# what validate_args itself checks, of meshlint's rules (ML963 only where its failing check is validate_args')
+VALIDATE_RULES = {"ML960", "ML967", "ML969", "ML970", "ML971", "ML972", "ML973", "ML974", "ML975", "ML976", "ML977"}
+
+
+def _meshlint_validate(case: dict, rules) -> dict:
+    from meshlint.check import Options, run_checks
+    from meshlint.inputs.launch import parse_launch_args
+    from meshlint.inputs.units import analyse_launch
+
+    launch = parse_launch_args(["torchrun", f"--nproc_per_node={case['world']}", "pretrain_gpt.py", *case["argv"]])
+    report = run_checks(analyse_launch(launch, Options(rules=rules)), Options(rules=rules))
+    codes = {f.code for f in report.findings if f.severity == "error"}
+    split = report.spec.extra.get("split") or {}
+    refused = bool(codes & VALIDATE_RULES) or ("ML963" in codes and split.get("source", "").startswith("arguments.py"))
+    return {"refused": refused, "dp": report.resolution.degrees.get("dp_shard"), "vp": split.get("vp"),
+            "codes": sorted(codes)}
+
+
+def test_verdicts_match_validate_args():
+    why = _absent_lm()
+    if why:
+        pytest.skip(why)
+    from meshlint.rules import load_rules
+
+    rules = [r for r in load_rules() if r.code in VALIDATE_RULES | {"ML963"}]  # none reads `choices`: no search
+    cases = _validate_cases(80)
+    path = [os.environ["MEGATRON_LM_ROOT"]] + ([os.environ["MEGATRON_LM_DEPS"]] if os.environ.get("MEGATRON_LM_DEPS")
+                                               else [])
+    real = _run("validate", cases, path)
+    refused = 0
+    for case, got in zip(cases, real):
+        mine = _meshlint_validate(case, rules)
+        assert mine["refused"] == (got["error"] is not None), (case, mine, got)
+        if got["error"]:
+            refused += 1
+            continue
+        assert (mine["dp"], mine["vp"]) == (got["dp"], got["vp"]), (case, mine, got)
+    assert 20 <= refused <= len(cases) - 30, refused
+
+
+# ----------------------------------------------------------------------------- the refusal inventory
+
+def test_refusal_inventory_lists_exactly_the_sites_and_classifies_each():
+    """docs/refusals-megatron.md is what meshlint/dialects/megatron/refusals.py makes of the checkout."""
+    root = os.environ.get("MEGATRON_LM_ROOT")
+    if not root or not (Path(root) / "megatron" / "training" / "arguments.py").is_file():
+        pytest.skip("the inventory reads megatron/training from a Megatron-LM checkout at core_v0.16.1: set "
+                    "MEGATRON_LM_ROOT")
+    from meshlint.dialects.megatron import refusals
+
+    rows = [(s, *refusals.classify(s)) for s in refusals.enumerate_sites(Path(root))]
+    assert refusals.render(rows) == refusals.DOC.read_text(encoding="utf-8"), \
+        "docs/refusals-megatron.md is stale: python -m meshlint.dialects.megatron.refusals --write ROOT"
+
+
+def test_refusal_inventory_names_rules_that_exist():
+    import re
+
+    from meshlint.dialects.megatron import refusals
+
+    codes = {p.name.split("-")[0] for p in (ROOT / "rules").glob("ML*.toml")}
+    text = refusals.DOC.read_text(encoding="utf-8")
+    named = set(re.findall(r"\| rule (ML\d{3}) \|", text))
+    assert named and named <= codes, sorted(named - codes)
+    for rule in refusals.HAND:
+        assert rule.verdict.split()[0] in ("rule", "partial", "open", "runtime", "internal"), rule
