@@ -7,7 +7,8 @@ inf, negative and zero sizes, strings with control characters and bidi
 overrides, deep nesting, duplicate keys, bytes that are not UTF-8. torchtitan 0.3.0/main
 registry files (Python read with ``ast``: classes and keys from the generated schemas, hostile
 expressions, recursion, endless loops, derived configs, cut-off source), launch scripts (SBATCH
-headers, torchrun lines with overrides) and saved JSON configs come from the same values. Rule packs
+headers, torchrun lines with overrides; accelerate launch lines; Megatron-LM options in bash arrays), saved
+JSON configs and Accelerate config YAML come from the same values. Rule packs
 come from the rule schema (fields) and the expression grammar (facts,
 operators, every function), with hostile expressions mixed in. Command lines
 draw every flag of ``check``, ``explain``, ``diff`` and ``rules`` with valid
@@ -376,10 +377,100 @@ def saved_json(draw) -> str:
     return text
 
 
+def _framework_facts() -> tuple:
+    """Accelerate's config keys and launch flags, Megatron-LM's options: from the generated facts, so a key the
+    release adds is fuzzed the day its facts are regenerated."""
+    import tomllib
+
+    pkg = ROOT / "meshlint" / "dialects"
+    acc = tomllib.loads((pkg / "accelerate" / "facts-1.15.0.toml").read_text())
+    meg = json.loads((pkg / "megatron" / "flags_core_0_16.json").read_text())
+    return sorted(acc["config_keys"]), sorted(acc["flags"]), sorted(meg["flags"]), sorted(meg["entries"])
+
+
+ACC_KEYS, ACC_FLAGS, MEG_FLAGS, MEG_ENTRIES = _framework_facts()
+PARALLELISM_KEYS = ["parallelism_config_dp_replicate_size", "parallelism_config_dp_shard_size",
+                    "parallelism_config_tp_size", "parallelism_config_cp_size", "parallelism_config_sp_size",
+                    "parallelism_config_cp_backend", "parallelism_config_sp_backend", "parallelism_config_x"]
+MEG_DEGREES = ["--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+               "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--num-layers", "--hidden-size",
+               "--num-attention-heads", "--num-query-groups", "--micro-batch-size", "--global-batch-size",
+               "--num-layers-per-virtual-pipeline-stage", "--decoder-first-pipeline-num-layers", "--num-experts"]
+YAML_SCALARS = st.one_of(
+    py_ints.map(str), st.sampled_from(["NO", "FSDP", "MULTI_GPU", "DEEPSPEED", "yes", "~", "null", "true", "1e400",
+                                       "0x10", "!!python/object:os.system ls", "!!binary aGk=", "*nowhere", "&a 1",
+                                       "'4'", '"\\x1b[2J"', "[1, [2, [3]]]", "{a: 1}", "- x", "<<: *a", "?"]),
+    texts.map(lambda t: json.dumps(t)),
+)
+
+
+@st.composite
+def accelerate_yaml(draw) -> str:
+    """An `accelerate config` file: the release's keys, a parallelism_config section, hostile YAML mixed in
+    (tags that would build objects, aliases, merge keys, deep nesting, several documents, tabs)."""
+    lines = []
+    for key in draw(st.lists(st.sampled_from(ACC_KEYS + ["num_processes", "distributed_type", "bogus_key"]),
+                             max_size=6)):
+        lines.append(f"{key}: {draw(YAML_SCALARS)}")
+    if draw(st.booleans()):
+        lines.append("parallelism_config:")
+        for key in draw(st.lists(st.sampled_from(PARALLELISM_KEYS), max_size=5)):
+            lines.append(f"  {key}: {draw(YAML_SCALARS)}")
+    if draw(st.booleans()):
+        lines.append("fsdp_config:\n  fsdp_version: " + draw(YAML_SCALARS))
+    if draw(chance(8)):
+        depth = draw(st.integers(50, 400))
+        lines.append("deep: " + "[" * depth + "]" * depth)
+    if draw(chance(8)):
+        lines.append("a: &x [1, 2]\nb: [*x, *x, *x, *x]\nc: [*b, *b, *b]")
+    if draw(chance(10)):
+        lines.append("---\nnum_processes: 2")
+    if draw(chance(10)):
+        lines.append("\tnum_machines: 2")
+    return "\n".join(lines) + "\n"
+
+
+@st.composite
+def framework_script(draw) -> str:
+    """A launch script for Accelerate or Megatron-LM: `accelerate launch` flags and config files, bash arrays of
+    Megatron options expanded on a torchrun line, exported PARALLELISM_CONFIG_* variables."""
+    lines = ["#!/bin/bash"]
+    if draw(st.booleans()):  # Accelerate
+        for var in draw(st.lists(st.sampled_from(["DP_SHARD_SIZE", "TP_SIZE", "CP_SIZE", "DP_REPLICATE_SIZE"]),
+                                 max_size=2)):
+            lines.append(f"export PARALLELISM_CONFIG_{var}={draw(st.one_of(py_ints.map(str), st.just('$X')))}")
+        flags = []
+        for flag in draw(st.lists(st.sampled_from(ACC_FLAGS + PARALLELISM_KEYS), max_size=5)):
+            value = draw(st.one_of(py_ints.map(str), st.sampled_from(["", "x", "$N", '""'])))
+            flags.append(f"--{flag} {value}")
+        lines.append("accelerate launch " + " ".join(flags) + f" {draw(st.sampled_from(['train.py', '-m mod', '']))}")
+        return "\n".join(lines) + "\n"
+    items = [f"{flag} {draw(st.one_of(py_ints.map(str), st.sampled_from(['$TP', '${X:-2}', 'x', ''])))}"
+             for flag in draw(st.lists(st.sampled_from(MEG_DEGREES + MEG_FLAGS[:40]), max_size=8))]
+    lines.append(f"TP={draw(py_ints)}")
+    lines.append("MODEL_ARGS=(\n    " + "\n    ".join(items) + "\n)")
+    if draw(st.booleans()):
+        lines.append(f"MODEL_ARGS+=({draw(st.sampled_from(MEG_DEGREES))} {draw(py_ints)})")
+    if draw(chance(6)):
+        lines.append("if [ \"$X\" = 1 ]; then MODEL_ARGS+=(--num-layers 7); fi")
+    nproc = draw(st.one_of(py_ints.map(str), st.sampled_from(["$GPUS", "8"])))
+    lines.append(f"torchrun --nproc_per_node {nproc} --nnodes {draw(py_ints)} "
+                 f"{draw(st.sampled_from(MEG_ENTRIES + ['pretrain_x.py']))} "
+                 + draw(st.sampled_from(['${MODEL_ARGS[@]}', '"${MODEL_ARGS[@]}"', '${MODEL_ARGS[*]}', '$MODEL_ARGS'])))
+    return "\n".join(lines) + "\n"
+
+
 @st.composite
 def other_input(draw) -> tuple:
-    """(file name, bytes) of a registry, a launch script or a saved config."""
-    kind = draw(st.sampled_from(["registry", "registry", "script", "saved"]))
+    """(file name, bytes) of a registry, a launch script (torchtitan, KempnerForge, Accelerate, Megatron-LM),
+    a saved config or an Accelerate config file."""
+    kind = draw(st.sampled_from(["registry", "registry", "script", "saved", "yaml", "framework_script"]))
+    if kind == "yaml":
+        return draw(st.sampled_from(["accelerate.yaml", "cfg.yml", "evil\x1b[2J.yaml"])), \
+            draw(accelerate_yaml()).encode("utf-8", "surrogatepass")
+    if kind == "framework_script":
+        return draw(st.sampled_from(["launch.sh", "pretrain.sbatch"])), \
+            draw(framework_script()).encode("utf-8", "surrogatepass")
     if kind == "registry":
         return draw(st.sampled_from(["config_registry.py", "my configs.py", "evil\x1b[2J.py"])), \
             draw(registry_text()).encode("utf-8", "surrogatepass")

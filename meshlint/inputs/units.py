@@ -52,7 +52,7 @@ def analyse_launch(launch, options) -> object:
         from meshlint.inputs.accelerate_input import analyse_launch as analyse_accelerate
 
         return analyse_accelerate(launch, options)
-    if getattr(launch, "framework", None):   # a TOML config: KempnerForge, torchtitan v0.2
+    if _toml_launch(launch):   # a TOML config: KempnerForge, torchtitan v0.2
         from meshlint.inputs.toml_launch import launch_report
 
         try:
@@ -136,7 +136,7 @@ def _script_sources(path: str, options):
             sources.append(launch)
             continue
         try:
-            if getattr(launch, "framework", None):
+            if _toml_launch(launch):
                 from meshlint.inputs.toml_launch import launch_report
 
                 sources.append(launch_report(launch, options, path))
@@ -150,6 +150,14 @@ def _script_sources(path: str, options):
         sources.append(source)
         launch_for[id(source)] = launch
     return sources, launch_for
+
+
+def _toml_launch(launch) -> bool:
+    """A launch of a TOML config (KempnerForge, torchtitan v0.2), read by inputs/toml_launch.py; Megatron's
+    launches carry a framework too, but are their own source."""
+    from meshlint.inputs.toml_launch import NAMES
+
+    return getattr(launch, "framework", None) in NAMES
 
 
 def _launch_source(launch, options, start_dir: str):
