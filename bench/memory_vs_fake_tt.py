@@ -10,7 +10,7 @@ measured peak against meshlint.memory's allocated bytes (the fake run has no all
 context), and per category. Needs ../shared/frameworks/torchtitan-v0.2-9810191bb-parent and torch to measure;
 an 8B layout is a minute or two of one CPU core.
 
-    PYTHONPATH=. python bench/memory_vs_fake_tt.py [--measure [--only ID,...]] [--json]
+    PYTHONPATH=. python bench/memory_vs_fake_tt.py [--measure [--only ID,...]] [--json | --markdown]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ TREE_COMMIT = "238fa9953e4aec2a62582121564273d7cbb1e9f1"  # 9810191bb^ in pytorc
 SAVED = ROOT / "bench" / "memory_fake_torchtitan.json"
 WORKER = ROOT / "tests" / "memory_fake_worker.py"
 GIB = 2 ** 30
+CHUNK = 3  # layouts per worker process
 
 # (id, flavor, world, dp_replicate, tp, mode, selective option, local batch, seq, loss parallel)
 LAYOUTS = [
@@ -44,16 +45,18 @@ LAYOUTS = [
     ("debug-tp2-op-noloss", "debugmodel", 8, 1, 2, "selective", "op", 8, 2048, False),
     ("debug-tp4-op", "debugmodel", 8, 1, 4, "selective", "op", 8, 2048, True),
     ("debug-tp4-layer2", "debugmodel", 8, 1, 4, "selective", "2", 4, 4096, True),
+    ("debug-single-op", "debugmodel", 1, 1, 1, "selective", "op", 8, 2048, True),
+    ("debug-tp2-nofsdp-full", "debugmodel", 2, 1, 2, "full", "op", 8, 2048, True),
     ("8B-fsdp8-op", "8B", 8, 1, 1, "selective", "op", 1, 8192, True),
     ("8B-fsdp8-full", "8B", 8, 1, 1, "full", "op", 1, 8192, True),
-    ("8B-fsdp8-none", "8B", 8, 1, 1, "none", "op", 1, 8192, True),
-    ("8B-fsdp8-layer2", "8B", 8, 1, 1, "selective", "2", 1, 8192, True),
-    ("8B-fsdp8-op-b2s4096", "8B", 8, 1, 1, "selective", "op", 2, 4096, True),
     ("8B-tp2-op", "8B", 8, 1, 2, "selective", "op", 1, 8192, True),
-    ("8B-tp2-full", "8B", 8, 1, 2, "full", "op", 1, 8192, True),
-    ("8B-tp2-none-b2s2048", "8B", 8, 1, 2, "none", "op", 2, 2048, True),
-    ("8B-tp2-op-noloss", "8B", 8, 1, 2, "selective", "op", 1, 8192, False),
+    ("8B-fsdp8-none", "8B", 8, 1, 1, "none", "op", 1, 8192, True),
     ("8B-tp4-op", "8B", 8, 1, 4, "selective", "op", 1, 8192, True),
+    ("8B-tp2-op-noloss", "8B", 8, 1, 2, "selective", "op", 1, 8192, False),
+    ("8B-fsdp8-layer2", "8B", 8, 1, 1, "selective", "2", 1, 8192, True),
+    ("8B-tp2-full", "8B", 8, 1, 2, "full", "op", 1, 8192, True),
+    ("8B-fsdp8-op-b2s4096", "8B", 8, 1, 1, "selective", "op", 2, 4096, True),
+    ("8B-tp2-none-b2s2048", "8B", 8, 1, 2, "none", "op", 2, 2048, True),
     ("8B-fsdp32-full-b2s2048", "8B", 32, 1, 1, "full", "op", 2, 2048, True),
     ("70B-tp8-fsdp4-full", "70B", 32, 1, 8, "full", "op", 1, 8192, True),
     ("70B-tp8-fsdp4-op", "70B", 32, 1, 8, "selective", "op", 1, 8192, True),
@@ -96,8 +99,10 @@ def measure(only: set | None) -> None:
     saved = json.loads(SAVED.read_text()) if SAVED.exists() else {"runs": {}}
     chosen = [lay for lay in LAYOUTS if not only or lay[0] in only]
     with tempfile.TemporaryDirectory() as d:
-        for flavor in dict.fromkeys(lay[1] for lay in chosen):  # one worker per flavor, saved as each ends
-            group = [lay for lay in chosen if lay[1] == flavor]
+        # a few layouts per worker (torch and torchtitan imported once for them), saved as each worker ends
+        groups = [[lay for lay in chosen if lay[1] == f] for f in dict.fromkeys(lay[1] for lay in chosen)]
+        for group in [g[i:i + CHUNK] for g in groups for i in range(0, len(g), CHUNK)]:
+            flavor = group[0][1]
             results = run_worker(group, Path(d))
             for lay in group:
                 saved["runs"][lay[0]] = {"world": lay[2], "degrees": degrees_of(lay), "config": toml_of(lay),
@@ -117,7 +122,9 @@ def _order(run_id: str) -> int:
 
 # the tracker's categories, grouped as the model's terms can be held against them
 GROUPS = {
-    "states": (("Sharded Param", "OptState", "Sharded Grad"), ("params", "optimizer", "grads", "optimizer_step")),
+    # FSDPMemTracker's names, and MemTracker's where no data-parallel dim wraps the model in FSDP2
+    "states": (("Sharded Param", "OptState", "Sharded Grad", "Parameter", "Optstate", "Gradient"),
+               ("params", "optimizer", "grads", "optimizer_step")),
     "gathered": (("Unsharded Param", "All Gather"), ("fsdp_unsharded",)),
     "grad buffers": (("Unsharded Grad", "Reduce Scatter"), ("unsharded_grads", "reduce_buffers")),
     "activations+temp": (("Activation", "Temp", "Inputs", "Buffer"),
@@ -170,6 +177,7 @@ def main() -> None:
     parser.add_argument("--measure", action="store_true", help="run the fake-tensor worker (needs torch)")
     parser.add_argument("--only", default="", help="layout ids, comma-separated")
     parser.add_argument("--json", action="store_true", help="the comparison as JSON")
+    parser.add_argument("--markdown", action="store_true", help="the comparison as a markdown table")
     args = parser.parse_args()
     if args.measure:
         if not TREE.is_dir():
@@ -177,6 +185,14 @@ def main() -> None:
         measure(set(filter(None, args.only.split(","))) or None)
         return
     rows = compare()
+    if args.markdown:
+        print("| layout | fake-tensor peak | model (allocated) | error | phase (fake / model) |")
+        print("|---|---:|---:|---:|---|")
+        for r in rows:
+            if "error_pct" in r:
+                print(f"| {r['run']} | {r['measured_gib']:.2f} | {r['predicted_gib']:.2f} | {r['error_pct']:+.1f} % "
+                      f"| {r['measured_phase']} / {r['predicted_phase']} |")
+        return
     if args.json:
         print(json.dumps(rows, indent=1))
         return

@@ -87,8 +87,9 @@ class Peak(NamedTuple):
         return out
 
 
-def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool) -> float:
-    """Bytes one layer keeps for its backward, per token of the microbatch (before the cp split)."""
+def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool, resid: int | None = None) -> float:
+    """Bytes one layer keeps for its backward, per token of the microbatch (before the cp split). ``resid``: the
+    bytes of an element of the residual stream (the block input), the compute dtype's unless given."""
     d, F = s.dim or 0, s.ffn_hidden or 0
     hq = (s.n_heads or 0) * (s.head_dim or 0) or d             # query (and attention output) width
     kv = (s.n_kv_heads or s.n_heads or 0) * (s.head_dim or 0) or d
@@ -114,7 +115,7 @@ def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool) -> float:
     none = attn + mlp
     if ac == "none":
         return none
-    full = a * d / sp                          # the block input
+    full = (resid or a) * d / sp               # the block input
     if ac == "full":
         return full
     if ac == "memory_budget":
@@ -157,7 +158,10 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
     a = s.compute_bytes
     stages = []
     per = [L // pp + (1 if i < L % pp else 0) for i in range(pp)]
-    per_token = _per_token(s, tp)
+    # torchtitan without FSDP2 computes under autocast with fp32 parameters (distributed/utils.py
+    # maybe_enable_amp): the embedding's output, hence the residual stream and every block input, stays fp32
+    # (measured: debug model, no data-parallel dim)
+    per_token = _per_token(s, tp, 4 if not kf and not sharded else s.compute_bytes)
     for i in (sorted({0, pp - 1}) if ends_only else range(pp)):
         layers = per[i]
         moe_n = round(layers / moe_every) if moe_every else 0
@@ -280,9 +284,9 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
 
 
 @lru_cache(maxsize=256)
-def _per_token(s: Shape, tp: int) -> dict:
+def _per_token(s: Shape, tp: int, resid: int) -> dict:
     """Bytes per token per layer for the shape's AC mode and with none (the recomputed layer), dense and MoE."""
-    return {(ac, moe): layer_bytes_per_token(s, ac, tp, moe)
+    return {(ac, moe): layer_bytes_per_token(s, ac, tp, moe, resid)
             for ac, moe in ((s.ac, False), (s.ac, True), ("none", False), ("none", True))}
 
 

@@ -80,8 +80,16 @@ def measure(root: str) -> None:
 
                 train_context = dist_utils.get_train_context(dims.tp_enabled and not p.disable_loss_parallel)
                 amp = dist_utils.maybe_enable_amp(dims, jc.training.mixed_precision_param, "cpu")
-                tracker = _tracker_class(FSDPMemTracker)(model, optimizer)
-                tracker.track_inputs((tokens, labels))
+                from torch.distributed.fsdp import FSDPModule
+
+                if isinstance(model, FSDPModule):
+                    tracker = _tracker_class(FSDPMemTracker)(model, optimizer)
+                    tracker.track_inputs((tokens, labels))
+                else:  # no data-parallel dim: FSDPMemTracker refuses a module FSDP2 did not wrap
+                    from torch.distributed._tools.mem_tracker import MemTracker
+
+                    tracker = _tracker_class(MemTracker)()
+                    tracker.track_external(model, optimizer, tokens, labels)
                 result["stage"] = "step"
                 phases: dict = {}
 
@@ -106,6 +114,8 @@ def measure(root: str) -> None:
                     for step in (1, 2):
                         marking["on"] = step == 2
                         if step == 2:  # the steady state: measure from here
+                            if not isinstance(model, FSDPModule):
+                                tracker.reset_mod_stats()  # MemTracker refuses a module's second call otherwise
                             phase(None)
                         with train_context():  # train.py's forward_backward_step, its non-PP branch
                             with amp:
