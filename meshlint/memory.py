@@ -175,15 +175,15 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
         held = _held(pp, microbatches, schedule, i) if tokens else 0
         parts = _parts(s, kf, sharded, pp, tp, ep, first, last, layers, moe_n, local, unsharded, unit, embed, out_w,
                        tokens, held, microbatches, per_token)
-        phases = {name: dict.fromkeys(TERMS, 0.0) | terms for name, terms in parts.items()}
-        totals = {name: sum(t.values()) for name, t in phases.items()}
+        totals = {name: sum(terms.values()) for name, terms in parts.items()}
         phase = max(totals, key=totals.get)
-        t = phases[phase]
+        t = dict.fromkeys(TERMS, 0.0) | parts[phase]
         allocated = totals[phase]
         t["allocator_reserve"] = allocated * RESERVE_FRACTION
         t["cuda_context"] = CONTEXT_GIB * GIB
         stages.append(Stage(i, layers, held, t, allocated, sum(t.values()), phase, totals,
-                            phases if detail else None))
+                            {name: dict.fromkeys(TERMS, 0.0) | terms for name, terms in parts.items()}
+                            if detail else None))
     return Peak(tuple(stages), max(stages, key=lambda st: st.total))
 
 

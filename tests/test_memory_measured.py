@@ -8,8 +8,10 @@ that it still measures what the file says (skipped where torch or the v0.2 tree 
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,10 +21,10 @@ SAVED = ROOT / "bench" / "memory_fake_torchtitan.json"
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("memory_vs_fake_tt", ROOT / "bench" / "memory_vs_fake_tt.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """bench/memory_vs_fake_tt.py, imported once (the saved numbers' layouts, the worker's runner, compare)."""
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.append(str(ROOT / "bench"))
+    return importlib.import_module("memory_vs_fake_tt")
 
 
 @pytest.fixture(scope="module")
