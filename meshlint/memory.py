@@ -5,8 +5,10 @@ framework stores them (KempnerForge: everything in ``mixed_precision``'s dtype; 
 gradients and AdamW moments), the gradients FSDP2 keeps unsharded in fp32 while gradient sync is off (KempnerForge's
 grad accumulation, every pipeline schedule), the FSDP units unsharded in flight and their reduce-scatter buffers,
 activations per layer for the activation-checkpointing mode times the microbatches the schedule holds, the logits
-and the loss, MoE dispatch buffers, the optimizer step's temporaries, and the caching allocator's reserve.
-Nothing here imports torch.
+and the loss, MoE dispatch buffers, the optimizer step's temporaries, and the caching allocator's reserve. The peak
+is the largest of the moments of a step where it can fall (``_parts``: the forward's end, the loss's backward, a
+layer's backward, the optimizer step), each the sum of the terms alive then, as a fake-tensor run of torchtitan's
+own step measures them (bench/memory_vs_fake_tt.py). Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ from functools import lru_cache
 from typing import NamedTuple
 
 GIB = 2 ** 30
-# Caching allocator: reserved over allocated at the peak with torchtitan's expandable segments, and the CUDA
-# context + NCCL's own buffers outside the allocator (docs/cost-model.md, "Memory": calibration).
+# Caching allocator: reserved over allocated at the peak (torchtitan's published max reserved against the allocated
+# bytes a fake-tensor run confirms: 1.18-1.25 on its non-pp runs; calibrated on Table 1, docs/cost-model.md,
+# "Memory"), and the CUDA context + NCCL's and cuBLAS's own buffers outside the allocator (an order of magnitude)
 RESERVE_FRACTION = 0.20
 CONTEXT_GIB = 1.0
-# A layer recomputed for its backward holds its saved set plus the gradients flowing through it: the block's
-# output gradient and input gradient (2 × 2d) and two of the MLP hidden's gradients (2 × 2F), per token.
 TERMS = ("params", "grads", "optimizer", "unsharded_grads", "fsdp_unsharded", "reduce_buffers", "activations",
          "recompute", "logits_loss", "moe_dispatch", "optimizer_step", "allocator_reserve", "cuda_context")
 
