@@ -5,7 +5,7 @@ KempnerForge benchmarks/mfu_scaling (mfu_bench.sh's launch lines on configs/trai
 against the model's allocated bytes. torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370,
 each table's stated layout, batch and AC mode, with that commit's llama3 TOML defaults): torchtitan logs the
 allocator's max reserved bytes, held against allocated + the allocator's reserve. Prints one row per run:
-measured, predicted, error, and each term's GiB; then the DeepSeek-V3 671B recipe's verdict.
+measured, predicted, error, the phase of the step the peak falls in and each term's GiB alive then; then the DeepSeek-V3 671B recipe's verdict.
 
     PYTHONPATH=. python bench/memory_vs_published.py [--json]
 """
@@ -118,6 +118,7 @@ def _row(name, measured, predicted, peak, reserve) -> dict:
     terms = {k: round(peak.peak.terms[k] / GIB, 1) for k in SHOWN if reserve or k != "allocator_reserve"}
     return {"run": name, "measured_gib": measured, "predicted_gib": round(predicted, 1),
             "error_pct": round((predicted - measured) / measured * 100, 1), "stage": peak.peak.index,
+            "phase": peak.peak.phase,
             "terms_gib": terms}
 
 

@@ -5,8 +5,10 @@ framework stores them (KempnerForge: everything in ``mixed_precision``'s dtype; 
 gradients and AdamW moments), the gradients FSDP2 keeps unsharded in fp32 while gradient sync is off (KempnerForge's
 grad accumulation, every pipeline schedule), the FSDP units unsharded in flight and their reduce-scatter buffers,
 activations per layer for the activation-checkpointing mode times the microbatches the schedule holds, the logits
-and the loss, MoE dispatch buffers, the optimizer step's temporaries, and the caching allocator's reserve.
-Nothing here imports torch.
+and the loss, MoE dispatch buffers, the optimizer step's temporaries, and the caching allocator's reserve. The peak
+is the largest of the moments of a step where it can fall (``_parts``: the forward's end, the loss's backward, a
+layer's backward, the optimizer step), each the sum of the terms alive then, as a fake-tensor run of torchtitan's
+own step measures them (bench/memory_vs_fake_tt.py). Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ from functools import lru_cache
 from typing import NamedTuple
 
 GIB = 2 ** 30
-# Caching allocator: reserved over allocated at the peak with torchtitan's expandable segments, and the CUDA
-# context + NCCL's own buffers outside the allocator (docs/cost-model.md, "Memory": calibration).
-RESERVE_FRACTION = 0.05
+# Caching allocator: reserved over allocated at the peak (torchtitan's published max reserved against the allocated
+# bytes a fake-tensor run confirms: 1.18-1.25 on its non-pp runs; calibrated on Table 1, docs/cost-model.md,
+# "Memory"), and the CUDA context + NCCL's and cuBLAS's own buffers outside the allocator (an order of magnitude)
+RESERVE_FRACTION = 0.20
 CONTEXT_GIB = 1.0
-# A layer recomputed for its backward holds its saved set plus the gradients flowing through it: the block's
-# output gradient and input gradient (2 × 2d) and two of the MLP hidden's gradients (2 × 2F), per token.
 TERMS = ("params", "grads", "optimizer", "unsharded_grads", "fsdp_unsharded", "reduce_buffers", "activations",
          "recompute", "logits_loss", "moe_dispatch", "optimizer_step", "allocator_reserve", "cuda_context")
 
@@ -51,6 +52,7 @@ class Shape(NamedTuple):
     compute_bytes: int = 2       # activations and the unsharded (all-gathered) parameters
     foreach_optimizer: bool = False  # False: fused AdamW (no full-size temporaries)
     accumulate_unsharded: bool = False  # FSDP2 keeps unsharded fp32 gradients across microbatches (no-sync)
+    loss_parallel: bool = True   # torchtitan: the loss on vocabulary-sharded logits with tp (disable_loss_parallel)
 
 
 class Stage(NamedTuple):
@@ -60,6 +62,9 @@ class Stage(NamedTuple):
     terms: dict                  # name -> bytes
     allocated: float             # bytes the allocator hands out at the peak
     total: float                 # bytes of the GPU used: allocated + reserve + context
+    phase: str = ""              # the moment of the step the peak falls in (memory._parts)
+    phases: dict | None = None   # phase -> allocated bytes at that moment
+    phase_terms: dict | None = None  # phase -> {term: bytes}, with estimate(..., detail=True)
 
 
 class Peak(NamedTuple):
@@ -72,7 +77,7 @@ class Peak(NamedTuple):
 
     def to_json(self, capacity_gib: float | None = None, capacity_source: str | None = None) -> dict:
         r = lambda b: round(b / GIB, 3)  # noqa: E731
-        out = {"peak_gib": r(self.peak.total), "peak_stage": self.peak.index,
+        out = {"peak_gib": r(self.peak.total), "peak_stage": self.peak.index, "peak_phase": self.peak.phase,
                "terms": {k: r(v) for k, v in self.peak.terms.items()},
                "stages": [{"stage": s.index, "layers": s.layers, "microbatches_held": s.microbatches_held,
                            "peak_gib": r(s.total), "allocated_gib": r(s.allocated)} for s in self.stages]}
@@ -83,8 +88,9 @@ class Peak(NamedTuple):
         return out
 
 
-def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool) -> float:
-    """Bytes one layer keeps for its backward, per token of the microbatch (before the cp split)."""
+def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool, resid: int | None = None) -> float:
+    """Bytes one layer keeps for its backward, per token of the microbatch (before the cp split). ``resid``: the
+    bytes of an element of the residual stream (the block input), the compute dtype's unless given."""
     d, F = s.dim or 0, s.ffn_hidden or 0
     hq = (s.n_heads or 0) * (s.head_dim or 0) or d             # query (and attention output) width
     kv = (s.n_kv_heads or s.n_heads or 0) * (s.head_dim or 0) or d
@@ -93,40 +99,46 @@ def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool) -> float:
     # KempnerForge repeats K and V to every query head before SDPA (model/attention.py:174-175); torchtitan passes
     # enable_gqa (models/llama3/model/model.py:201)
     kv_saved = hq if s.framework == "kempnerforge" else kv
-    # attention: norm input, the gathered norm output (QKV input), q, k, v, the SDPA output (o-proj input)
-    attn = a * (d / sp + d + (hq + 2 * kv_saved + hq) / tp)
+    heads = s.n_heads or 0
+    # RMSNorm in fp32 (torch's nn.RMSNorm and KempnerForge's model/norm.py:22-27 both upcast): it keeps the fp32
+    # input and the fp32 normalised tensor, 8 bytes per element whatever the compute dtype, on the sequence shard
+    norm = 8 * d / sp
+    # attention: its norm, the gathered norm output (QKV input), q, k, v, the SDPA output (o-proj input) and
+    # SDPA's fp32 logsumexp per head (tests/memory_fake_worker.py measured each of these on torchtitan's block)
+    attn = norm + a * (d + (hq + 2 * kv_saved + hq) / tp) + 4 * heads / tp
     if moe and s.moe_hidden:
         # routed: each token's top_k copies (permuted input, hidden of SwiGLU ×4, output), shared experts, router
         Fm = s.moe_hidden
         mlp_hidden = a * (s.top_k * (2 * d + 4 * Fm) + s.shared_experts * 4 * Fm) / tp + 4 * (s.num_experts or 0) / tp
     else:
         mlp_hidden = a * 4 * F / tp            # w1 out, w3 out, silu out, the product (w2 input)
-    mlp = a * (d / sp + d) + mlp_hidden
+    mlp = norm + a * d + mlp_hidden
     none = attn + mlp
     if ac == "none":
         return none
-    full = a * d / sp                          # the block input
+    full = (resid or a) * d / sp               # the block input
     if ac == "full":
         return full
     if ac == "memory_budget":
         return full + max(0.0, min(1.0, s.memory_budget)) * (none - full)
     # selective
     if s.framework == "kempnerforge":          # checkpoints Attention only (distributed/parallel.py:113-119)
-        return a * (d / sp + d) + mlp
+        return norm + a * d + mlp
     if s.ac_option.isdigit():                  # every Nth layer fully checkpointed
         n = max(1, int(s.ac_option))
         return full / n + none * (1 - 1 / n)
     # op-level SAC: the block input, every other mm output (wq, wv, w1, w2), SDPA's output, reduce-scatter outputs
     hidden = s.top_k * s.moe_hidden if moe and s.moe_hidden else F
     mm = a * (hq / tp + kv / tp + hidden / tp + d)
-    return full + mm + a * hq / tp + (a * 2 * d / tp if tp > 1 else 0.0)
+    return full + mm + a * hq / tp + 4 * heads / tp + (a * 2 * d / tp if tp > 1 else 0.0)
 
 
 def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatches: int, schedule: str | None,
-             ends_only: bool = False) -> Peak | None:
+             ends_only: bool = False, detail: bool = False) -> Peak | None:
     """The peak per GPU of every pipeline stage for one layout, or None without the model's size. ``ends_only``:
     the first and last stages only, where the peak always is (the first holds the most microbatches and the extra
-    layer of an uneven split, the last the logits): what the ranking needs, in constant time."""
+    layer of an uneven split, the last the logits): what the ranking needs, in constant time. ``detail``: each
+    stage also keeps every phase's terms (``phase_terms``)."""
     if not s.params or not s.n_layers or not s.dim:
         return None
     pp, ds, cp, tp, ep = (degrees.get(n, 1) or 1 for n in ("pp", "dp_shard", "cp", "tp", "ep"))
@@ -147,7 +159,10 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
     a = s.compute_bytes
     stages = []
     per = [L // pp + (1 if i < L % pp else 0) for i in range(pp)]
-    per_token = _per_token(s, tp)
+    # torchtitan without FSDP2 computes under autocast with fp32 parameters (distributed/utils.py
+    # maybe_enable_amp): the embedding's output, hence the residual stream and every block input, stays fp32
+    # (measured: debug model, no data-parallel dim)
+    per_token = _per_token(s, tp, 4 if not kf and not sharded else s.compute_bytes)
     for i in (sorted({0, pp - 1}) if ends_only else range(pp)):
         layers = per[i]
         moe_n = round(layers / moe_every) if moe_every else 0
@@ -157,71 +172,122 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
         p_exp = expert_layer * moe_n
         local = p_dense / (tp * fsdp) + p_exp / (ep * etp * efsdp)      # sharded parameters on this GPU
         unsharded = p_dense / tp + p_exp / (ep * etp)                   # this stage's parameters, gathered
-        t = dict.fromkeys(TERMS, 0.0)
-        t["params"] = local * s.state_bytes
-        t["grads"] = local * s.state_bytes
-        t["optimizer"] = 2 * local * s.state_bytes
-        # FSDP2 upcasts unsharded gradients to reduce_dtype (fp32) and keeps them while gradient sync is off
-        # (torch fsdp/_fully_shard/_fsdp_param.py to_accumulated_grad_if_needed): KempnerForge's maybe_no_sync
-        # (training/grad.py:15-40) with grad_accum_steps > 1, and torch.pipelining's stage with FSDP
-        # (pipelining/stage.py: set_requires_gradient_sync(False) before the last backward)
-        no_sync = sharded and (pp > 1 or s.accumulate_unsharded) and microbatches > 1
-        if no_sync:
-            t["unsharded_grads"] = unsharded * 4
-            t["grads"] = 0.0                       # the sharded gradients exist only after the last reduce-scatter
         unit = dense_layer / tp + expert_layer / (ep * etp) if moe_n else dense_layer / tp
-        if sharded and not (pp > 1 and not kf):
-            # two units gathered (the one computing and the one prefetched) and the root's parameters, which FSDP2
-            # never reshards after forward: KempnerForge's root holds embedding, norm and output
-            # (distributed/parallel.py:281-289); torchtitan keeps norm+output gathered (reshard_after_forward False,
-            # models/llama3/infra/parallelize.py:347-355)
-            root = ((embed if first else 0) + (out_w if last else 0)) / tp if kf else (out_w if last else 0) / tp
-            t["fsdp_unsharded"] = (2 * unit + root) * a
-        elif sharded:
-            # torchtitan with pp keeps the whole stage gathered between forward and backward (parallelize.py:327)
-            t["fsdp_unsharded"] = unsharded * a
-        if no_sync:
-            # only the last microbatch reduces: one unit's accumulated fp32 gradient copied into the flat
-            # reduce-scatter input
-            t["reduce_buffers"] = unit * 4
-        elif sharded:
-            # reduce-scatter of one unit: its unsharded gradient in the compute dtype and its fp32 copy, two in flight
-            t["reduce_buffers"] = 2 * unit * (a + 4)
-        if tokens:
-            held = _held(pp, microbatches, schedule, i)
-            # the MoE layers hold routed activations instead of the dense MLP's
-            per_layer = per_token[s.ac, False] * (layers - moe_n) + per_token[s.ac, True] * moe_n
-            t["activations"] = per_layer * tokens * held
-            if s.ac in ("full", "selective", "memory_budget"):
-                # one checkpointed layer recomputed with its gradients in flight
-                work = per_token["none", moe_n > 0] + a * (2 * d + 2 * (s.ffn_hidden or 0)) / tp
-                t["recompute"] = work * tokens
-            if last and V:
-                # KempnerForge: bf16 cross-entropy on logits gathered to the full vocabulary (output ColwiseParallel
-                # with Replicate output, tensor_parallel.py:168-172): logits, log-softmax, and their gradients;
-                # torchtitan: loss parallel over tp, fp32 (components/loss.py:20-24): log-softmax, its gradient
-                # and the input's gradient in fp32
-                t["logits_loss"] = tokens * V * 8 if kf else tokens * V / tp * 12
-            if moe_n and ep > 1:
-                # all-to-all send and receive buffers of one MoE layer's routed tokens
-                t["moe_dispatch"] = 2 * tokens / tp * s.top_k * d * a
-        train = sum(t.values())
-        # the optimizer step runs after activations are freed: its temporaries count only above the backward peak
-        states = t["params"] + t["optimizer"] + local * s.state_bytes
-        step = states + (2 * local * s.state_bytes if s.foreach_optimizer else 0.0)
-        t["optimizer_step"] = max(0.0, step - train)
-        allocated = sum(t.values())
+        held = _held(pp, microbatches, schedule, i) if tokens else 0
+        parts = _parts(s, kf, sharded, pp, tp, ep, first, last, layers, moe_n, local, unsharded, unit, embed, out_w,
+                       tokens, held, microbatches, per_token)
+        totals = {name: sum(terms.values()) for name, terms in parts.items()}
+        phase = max(totals, key=totals.get)
+        t = dict.fromkeys(TERMS, 0.0) | parts[phase]
+        allocated = totals[phase]
         t["allocator_reserve"] = allocated * RESERVE_FRACTION
         t["cuda_context"] = CONTEXT_GIB * GIB
-        stages.append(Stage(i, layers, _held(pp, microbatches, schedule, i) if tokens else 0, t, allocated,
-                            sum(t.values())))
+        stages.append(Stage(i, layers, held, t, allocated, sum(t.values()), phase, totals,
+                            {name: dict.fromkeys(TERMS, 0.0) | terms for name, terms in parts.items()}
+                            if detail else None))
     return Peak(tuple(stages), max(stages, key=lambda st: st.total))
 
 
+def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: bool, last: bool, layers: int,
+           moe_n: int, local: float, unsharded: float, unit: float, embed: float, out_w: float, tokens: float,
+           held: float, microbatches: int, per_token: dict) -> dict:
+    """What one stage holds at each moment of a step where its peak can fall: {phase: {term: bytes}}.
+
+    The moments (docs/cost-model.md, "Memory": the phases; each measured on torchtitan's own step by
+    tests/memory_fake_worker.py): the end of the forward with the loss computed ("forward"), the loss's backward
+    with every layer's activations still held ("loss_backward"), the backward of the stage's last layer (every
+    layer's activations, the layer recomputed, its gradients, two units gathered, the reduce-scatter buffers:
+    "layer_backward") and of its first (the gradients all produced, one layer's activations left:
+    "first_layer_backward"), and the optimizer step ("optimizer")."""
+    a, d, V = s.compute_bytes, s.dim or 0, s.vocab or 0
+    states = {"params": local * s.state_bytes, "optimizer": 2 * local * s.state_bytes}
+    grads = local * s.state_bytes
+    accumulating = microbatches > 1
+    # FSDP2 upcasts unsharded gradients to reduce_dtype (fp32) and keeps them while gradient sync is off
+    # (torch fsdp/_fully_shard/_fsdp_param.py to_accumulated_grad_if_needed): KempnerForge's maybe_no_sync
+    # (training/grad.py:15-40) with grad_accum_steps > 1, and torch.pipelining's stage with FSDP
+    # (pipelining/stage.py: set_requires_gradient_sync(False) before the last backward)
+    no_sync = sharded and (pp > 1 or s.accumulate_unsharded) and accumulating
+    # gradients of the step's earlier microbatches, alive through a later microbatch's forward: the unsharded fp32
+    # ones without sync, else the sharded ones (torchtitan reduce-scatters every microbatch, train.py:530-545);
+    # the step's first microbatch starts with none (zero_grad(set_to_none=True) after the previous step)
+    carried = {"unsharded_grads": unsharded * 4} if no_sync else {"grads": grads} if accumulating else {}
+    # the FSDP2 units gathered: torchtitan with pp keeps the whole stage gathered between forward and backward
+    # (parallelize.py:327, reshard_after_forward = not pp_enabled); otherwise the root's parameters, which FSDP2
+    # does not reshard after forward (KempnerForge's root holds embedding, norm and output, distributed/
+    # parallel.py:281-289, for the whole step; torchtitan's [norm, output] group, reshard_after_forward False,
+    # models/llama3/infra/parallelize.py:347-355, until its backward), and in a layer's backward the unit computing
+    # and the one prefetched (measured: one unsharded, one in the all-gather buffer)
+    whole = sharded and pp > 1 and not kf
+    kf_root = ((embed if first else 0) + (out_w if last else 0)) / tp if kf else 0.0
+    tt_root = (out_w if last else 0) / tp if not kf else 0.0
+    gathered_fwd = unsharded * a if whole else (kf_root + tt_root) * a if sharded else 0.0
+    gathered_bwd = unsharded * a if whole else (2 * unit + kf_root) * a if sharded else 0.0
+    if no_sync:
+        # only the last microbatch reduces: one unit's accumulated fp32 gradient copied into the reduce-scatter input
+        reduce = unit * 4
+    elif sharded:
+        # reduce-scatter of one unit: its unsharded gradient in the compute dtype and its fp32 copy, and the previous
+        # unit's fp32 input, which FSDP2 holds until the next reduce-scatter is issued (not seen by a fake run,
+        # whose collectives complete at once)
+        reduce = unit * (a + 8)
+    else:
+        reduce = 0.0
+    phases = {}
+    if tokens:
+        per_layer = per_token[s.ac, False] * (layers - moe_n) + per_token[s.ac, True] * moe_n
+        acts = per_layer * tokens * held
+        one_layer = per_layer / max(1, layers) * tokens
+        # a layer's backward: the saved set of a layer with no checkpointing (what recomputation rebuilds) and the
+        # gradients in flight (the block's output and input gradient, two of the MLP hidden's: 2·(2d + 2F)/tp per
+        # token), less the layer's own saved set, which ``acts`` already holds
+        none = per_token["none", moe_n > 0] * tokens
+        work = none - one_layer + a * (2 * d + 2 * (s.ffn_hidden or 0)) / tp * tokens
+        moe = {"moe_dispatch": 2 * tokens / tp * s.top_k * d * a} if moe_n and ep > 1 else {}
+        fwd = {**states, **carried, "fsdp_unsharded": gathered_fwd, "activations": acts, **moe}
+        if last and V:
+            # the final norm (fp32 input and normalised) and the output projection's gathered input
+            fwd["activations"] += (8 * d / tp + a * d) * tokens
+            # the logits and the loss, by the elements of the logits this GPU computes (U: their fp32 bytes)
+            if kf:
+                # bf16 cross-entropy on logits gathered to the full vocabulary (output ColwiseParallel with
+                # Replicate output, tensor_parallel.py:168-172; training/loss.py): forward the logits and their
+                # log-softmax, backward also both gradients
+                unit_logits = tokens * V * 2
+                forward_loss, backward_loss = 2 * unit_logits, 4 * unit_logits
+            else:
+                # torchtitan: fp32 cross-entropy (components/loss.py:20-24, .float()), loss parallel over tp unless
+                # disabled; measured: forward the bf16 logits, their fp32 copy and the log-softmax (loss parallel:
+                # also its shifted logits and their exp, torch tensor/parallel/loss.py _log_softmax); backward the
+                # saved log-softmax and two fp32 gradients (loss parallel: three fp32 temporaries,
+                # _nll_loss_and_log_softmax_backward)
+                lp = s.loss_parallel and tp > 1
+                u = tokens * V * 4 / (tp if lp else 1)
+                forward_loss, backward_loss = (3.5 * u, 4 * u) if lp else (2.5 * u, 3 * u)
+            phases["forward"] = {**fwd, "logits_loss": forward_loss}
+            phases["loss_backward"] = {**fwd, "logits_loss": backward_loss}
+        else:
+            phases["forward"] = fwd
+        bwd = {**states, **carried, "fsdp_unsharded": gathered_bwd, "reduce_buffers": reduce, **moe}
+        phases["layer_backward"] = {**bwd, "activations": acts, "recompute": work}
+        # the stage's first layer: every gradient produced (sharded unless sync is off), one layer's activations of
+        # this microbatch left, the other microbatches' the stage holds
+        rest = acts * (held - 1) / held if held else 0.0
+        done = {"unsharded_grads": unsharded * 4} if no_sync else {"grads": grads}
+        phases["first_layer_backward"] = {**bwd, **done, "activations": rest + one_layer, "recompute": work}
+    else:
+        phases["forward"] = {**states, **carried, "fsdp_unsharded": gathered_fwd}
+    # the optimizer step: fused AdamW (both frameworks' default) adds nothing; foreach two full-size temporaries of
+    # the sharded states
+    phases["optimizer"] = {**states, "grads": grads,
+                           "optimizer_step": 2 * local * s.state_bytes if s.foreach_optimizer else 0.0}
+    return phases
+
+
 @lru_cache(maxsize=256)
-def _per_token(s: Shape, tp: int) -> dict:
+def _per_token(s: Shape, tp: int, resid: int) -> dict:
     """Bytes per token per layer for the shape's AC mode and with none (the recomputed layer), dense and MoE."""
-    return {(ac, moe): layer_bytes_per_token(s, ac, tp, moe)
+    return {(ac, moe): layer_bytes_per_token(s, ac, tp, moe, resid)
             for ac, moe in ((s.ac, False), (s.ac, True), ("none", False), ("none", True))}
 
 

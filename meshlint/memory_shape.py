@@ -44,6 +44,7 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
         option = "op"
         budget = 0.5
         accumulate = (_int(v.get("train.grad_accum_steps")) or 1) > 1
+        loss_parallel = False  # the output gathers the logits to the full vocabulary (tensor_parallel.py:168-172)
     else:
         moe_layers = _int(e.get("moe_layers")) or (n_layers or 0) if experts else 0
         top_k = _int(e.get("top_k")) or 1
@@ -65,6 +66,8 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
         budget = table.get("memory_budget", 0.5)
         budget = float(budget) if isinstance(budget, (int, float)) and not isinstance(budget, bool) else 0.5
         accumulate = False  # torchtitan reduce-scatters every microbatch without pp (train.py:530-545)
+        # job_config.py:354 disable_loss_parallel, default False
+        loss_parallel = _table(data, "parallelism").get("disable_loss_parallel") is not True
         if isinstance(table.get("mode"), str) and table["mode"] == "memory_budget":
             ac = "memory_budget"
     ffn = _int(v.get("model.ffn_hidden_dim")) or _int(e.get("ffn_hidden_dim")) or (
@@ -75,4 +78,5 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
                  ffn_hidden=ffn, n_heads=heads, n_kv_heads=kv, head_dim=head_dim, vocab=g("vocab_size"), tied=tied,
                  num_experts=experts, moe_layers=moe_layers, moe_hidden=moe_hidden, top_k=top_k if experts else 0,
                  shared_experts=shared, expert_params=expert_params, ac=ac, ac_option=option, memory_budget=budget,
-                 state_bytes=state, compute_bytes=compute, foreach_optimizer=foreach, accumulate_unsharded=accumulate)
+                 state_bytes=state, compute_bytes=compute, foreach_optimizer=foreach, accumulate_unsharded=accumulate,
+                 loss_parallel=loss_parallel)

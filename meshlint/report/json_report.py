@@ -91,7 +91,7 @@ def _memory_json(memory: dict | None) -> dict | None:
     """``files[].memory``: the whole per-GPU peak of the config's layout (added in 1.x; docs/report-v1.schema.json)."""
     if memory is None:
         return None
-    keep = ("peak_gib", "peak_stage", "stages", "terms", "capacity_gib", "capacity_source", "fits", "margin",
+    keep = ("peak_gib", "peak_stage", "peak_phase", "stages", "terms", "capacity_gib", "capacity_source", "fits", "margin",
             "activation_checkpointing")
     return {k: memory.get(k) for k in keep}
 
