@@ -34,9 +34,11 @@ from typing import NamedTuple
 from hypothesis import strategies as st
 
 from meshlint import limits
-from meshlint.dialects import kempnerforge, native, torchtitan
-from meshlint.expr import FUNCTIONS
-from meshlint.facts import FACT_DOCS, GROUP_FIELDS
+from meshlint.frameworks.kempnerforge import v5666d0d as kempnerforge
+from meshlint.frameworks.native import dialect as native
+from meshlint.frameworks.torchtitan import v0_2 as torchtitan
+from meshlint.engine.expr import FUNCTIONS
+from meshlint.engine.facts import FACT_DOCS, GROUP_FIELDS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "report-v1.schema.json").read_text())
@@ -613,7 +615,7 @@ def materialise(case: Case, base: Path) -> list[str]:
 def run_case(case: Case, base_dir: str | None = None) -> Result:
     from click.testing import CliRunner
 
-    from meshlint.cli import main
+    from meshlint.cli.commands import main
 
     base = Path(tempfile.mkdtemp(prefix="fuzz-", dir=base_dir))
     try:

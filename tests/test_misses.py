@@ -538,9 +538,9 @@ def unedited_cases() -> list:
 # ----------------------------------------------------------------------------- meshlint's side
 
 def meshlint_findings(path: Path, world: int) -> list:
-    from meshlint.check import Options, check_file
-    from meshlint.rules import load_rules
-    from meshlint.topology import CliTopology
+    from meshlint.engine.check import Options, check_file
+    from meshlint.engine.rules import load_rules
+    from meshlint.mesh.topology import CliTopology
 
     report = check_file(str(path), Options(rules=load_rules(), topology=CliTopology(world_size=world)))
     assert report.status == "checked", report.error
@@ -810,8 +810,8 @@ def test_misread_space_overrides_are_what_kempnerforge_runs_with(verdicts):
 def test_moe_sizes_match_kempnerforge(verdicts):
     """model.params and the experts' width equal KempnerForge's own num_params_estimate and
     computed_expert_ffn_hidden_dim, on every config it loads (moe_expert_ffn_multiplier edits included)."""
-    from meshlint.dialects import kempnerforge
-    from meshlint.source import read_source
+    from meshlint.frameworks.kempnerforge import v5666d0d as kempnerforge
+    from meshlint.inputs.source import read_source
 
     checked = 0
     for case in CASES + unedited_cases():
@@ -862,7 +862,7 @@ def test_fixtures_are_these_edits_of_the_real_configs(case):
 
 
 def test_space_form_scanner_reads_only_launch_words():
-    from meshlint.dialects.kempnerforge import space_overrides
+    from meshlint.frameworks.kempnerforge.v5666d0d import space_overrides
 
     comments = [(1, 1, " set --distributed.tp to 4 for the big model"),
                 (2, 1, " torchrun --nproc_per_node=4 scripts/train.py c.toml --distributed.tp=4"),
@@ -874,7 +874,7 @@ def test_space_form_scanner_reads_only_launch_words():
 
 
 def test_launch_overrides_in_comments():
-    from meshlint.dialects.kempnerforge import equals_overrides
+    from meshlint.frameworks.kempnerforge.v5666d0d import equals_overrides
 
     comments = [(1, 1, " uv run python scripts/train.py configs/train/vlm_debug.toml \\"),
                 (2, 1, "     --data.hf_dataset_name=... --data.tokenizer_path=gpt2"),

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from meshlint import schema_data
+from meshlint.frameworks import schema_data
 from meshlint.generate import schema as gen
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,7 +243,7 @@ def _kinds(typ: dict) -> set:
 
 
 def _key_mismatches():
-    from meshlint.dialects.versions import VERSIONS
+    from meshlint.frameworks.versions import VERSIONS
 
     out = {}
     for entry in VERSIONS:
@@ -1137,7 +1137,7 @@ print(json.dumps(out))
 
 @REGISTRY_VERSIONS
 def test_generated_linears_are_what_torchtitan_traverses(tmp_path, version, root):
-    from meshlint import models
+    from meshlint.frameworks import models
 
     root = _source("torchtitan", root)
     _needs("torch")

@@ -14,7 +14,7 @@ import ast
 import sys
 from pathlib import Path
 
-OUT_DIR = Path(__file__).resolve().parent.parent / "dialects" / "accelerate"
+OUT_DIR = Path(__file__).resolve().parent.parent / "frameworks" / "accelerate"
 
 
 def _literal(node):
