@@ -51,7 +51,6 @@ KNOWN_BACK_EDGES = {
 }
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [
-    ["meshlint.cli.commands", "meshlint.cli.suggest"],
     ["meshlint.engine.check", "meshlint.inputs.accelerate_input", "meshlint.inputs.toml_launch",
      "meshlint.inputs.units", "meshlint.solve.valid"],
     ["meshlint.engine.expr", "meshlint.engine.facts", "meshlint.engine.prebuilt",

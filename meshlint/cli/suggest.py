@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from meshlint.cli.commands import _options, _planner, _topology_options, _torchtitan_options
+from meshlint.cli.options import _options, _planner, _topology_options, _torchtitan_options
 
 FORMATS = ("text", "json")
 
