@@ -59,7 +59,6 @@ KNOWN_CYCLES = [
      "meshlint.frameworks.base", "meshlint.frameworks.kempnerforge.v5666d0d", "meshlint.frameworks.models",
      "meshlint.frameworks.native.dialect", "meshlint.frameworks.torchtitan.v0_2",
      "meshlint.frameworks.versions"],
-    ["meshlint.generate.models", "meshlint.generate.v02"],
     ["meshlint.inputs.accelerate_launch", "meshlint.inputs.kf_launch", "meshlint.inputs.launch",
      "meshlint.inputs.scripts", "meshlint.inputs.shellflow", "meshlint.inputs.tt_v02_launch"],
 ]
