@@ -43,7 +43,6 @@ KNOWN_BACK_EDGES = {
     ("meshlint.inputs.accelerate_input", "meshlint.engine.check"),
     ("meshlint.inputs.toml_launch", "meshlint.engine.check"),
     ("meshlint.inputs.units", "meshlint.engine.check"),
-    ("meshlint.mesh.ranks", "meshlint.engine.expr"),
     ("meshlint.mesh.ranks", "meshlint.frameworks.base"),
     ("meshlint.smoke.run", "meshlint.cli.lint"),
     ("meshlint.solve.suggest", "meshlint.report.svg"),

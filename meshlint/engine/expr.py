@@ -49,6 +49,7 @@ from meshlint.limits import (
     MAX_TEMPLATE_CHARS,
     MAX_VALUE_DEPTH,
 )
+from meshlint.mesh.devmesh import compact_ranks  # `ranks()` in messages
 
 MAX_INT = 2**MAX_EXPR_INT_BITS
 MAX_STR = MAX_EXPR_STR
@@ -1364,23 +1365,6 @@ def _f_ranks(v):
     """Compact rendering of a rank list: [0,1,2,3,8] -> '{0-3, 8}'."""
     items = [_int(x, "ranks") for x in _list_arg(v, "ranks")]
     return "{" + compact_ranks(items) + "}"
-
-
-def compact_ranks(items: list[int], max_parts: int = 8) -> str:
-    parts: list[str] = []
-    i = 0
-    while i < len(items):
-        j = i
-        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
-            j += 1
-        if j - i >= 2:
-            parts.append(f"{items[i]}-{items[j]}")
-        else:
-            parts.extend(str(x) for x in items[i : j + 1])
-        i = j + 1
-    if len(parts) > max_parts:
-        parts = parts[: max_parts - 2] + ["…", parts[-1]]
-    return ", ".join(parts)
 
 
 def _f_keys(v):

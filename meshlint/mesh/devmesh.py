@@ -208,3 +208,20 @@ def _place_cyclic(axis: Axis, nodes: int) -> Placement:
         return Placement(True, 1, 0, None)
     example = tuple(axis.members(0, MAX_EXAMPLE_MEMBERS))
     return Placement(False, min(s, distinct), axis.groups, example)
+
+
+def compact_ranks(items: list[int], max_parts: int = 8) -> str:
+    parts: list[str] = []
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{items[i]}-{items[j]}")
+        else:
+            parts.extend(str(x) for x in items[i : j + 1])
+        i = j + 1
+    if len(parts) > max_parts:
+        parts = parts[: max_parts - 2] + ["…", parts[-1]]
+    return ", ".join(parts)

@@ -7,8 +7,7 @@ a 1,048,576-rank world costs the same as rank 5 of 8.
 from __future__ import annotations
 
 from meshlint.frameworks.base import Resolution
-from meshlint.engine.expr import compact_ranks
-from meshlint.mesh.devmesh import node_of
+from meshlint.mesh.devmesh import compact_ranks, node_of
 
 MAX_LISTED = 65_536  # group members listed in JSON; bigger groups are given as first/stride/size
 
