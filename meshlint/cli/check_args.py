@@ -17,7 +17,7 @@ import os
 MAX_WORLD = 1 << 24
 CHECK_FORMATS = ("text", "json", "sarif", "github")
 FAIL_ON = ("error", "warning", "info", "never")
-DIALECTS = ("kempnerforge", "torchtitan", "native")
+DIALECTS = ("kempnerforge", "torchtitan", "native")  # registry.py's cli_choice rows (tests/test_registry.py)
 PLACEMENTS = ("block", "cyclic")
 COLORS = ("auto", "always", "never")
 

@@ -26,7 +26,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema", "rule-v1.schema.json")
-DIALECT_NAMES = ("kempnerforge", "torchtitan", "native", "accelerate")
 
 
 class Rule(NamedTuple):
@@ -115,6 +114,13 @@ def _load_dir(directory: str, origin: str, validate: bool) -> list[Rule]:
     return [load_rule_file(f, origin, validate) for f in files]
 
 
+def _dialect_names() -> tuple:
+    """The dialects a rule may name: the registered frameworks (meshlint/frameworks/registry.py)."""
+    from meshlint.frameworks.registry import FRAMEWORKS
+
+    return tuple(f.name for f in FRAMEWORKS)
+
+
 def load_rule_file(path, origin: str = "user", validate: bool = True) -> Rule:
     from meshlint.errors import InputError
     from meshlint.inputs.source import load_toml_file
@@ -179,9 +185,10 @@ def build_rule(data: dict, shown: str, origin: str) -> Rule:
         raise RuleFileError(shown, "severity", f"{severity!r} is not one of 'error', 'warning', 'info'")
     dialects = data.get("dialects")
     if dialects is not None:
-        bad = [d for d in dialects if d not in DIALECT_NAMES]
+        known = _dialect_names()
+        bad = [d for d in dialects if d not in known]
         if bad:
-            raise RuleFileError(shown, "dialects", f"unknown dialect {bad[0]!r}; known: {', '.join(DIALECT_NAMES)}")
+            raise RuleFileError(shown, "dialects", f"unknown dialect {bad[0]!r}; known: {', '.join(known)}")
         dialects = tuple(dialects)
     frameworks = _frameworks(shown, data.get("frameworks"))
     if frameworks is not None:
@@ -260,9 +267,9 @@ def _frameworks(shown: str, raw) -> tuple | None:
     out = []
     for item in raw:
         name, _, version = item.partition("@") if isinstance(item, str) else ("", "", "")
-        if name not in DIALECT_NAMES or not version:
+        if name not in _dialect_names() or not version:
             raise RuleFileError(shown, "frameworks", f"{item!r} is not framework@version (framework one of "
-                                                     f"{', '.join(DIALECT_NAMES)})")
+                                                     f"{', '.join(_dialect_names())})")
         canon = versions.canonical(name, version, strict=False)
         if canon is None:
             raise RuleFileError(shown, "frameworks", f"{name} {version!r} is not a version meshlint models "

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from meshlint.frameworks import accelerate
-from meshlint.frameworks.kempnerforge import v5666d0d as kempnerforge
-from meshlint.frameworks.native import dialect as native
-from meshlint.frameworks.torchtitan import v0_2 as torchtitan
-from meshlint.errors import InputError
+import importlib
 
-DIALECTS = {m.NAME: m for m in (kempnerforge, torchtitan, native, accelerate)}
+from meshlint.errors import InputError
+from meshlint.frameworks.registry import FRAMEWORKS
+
+DIALECTS = {f.name: importlib.import_module(f.module) for f in FRAMEWORKS}  # name -> dialect module
 NAMES = tuple(DIALECTS)
 
 

@@ -13,7 +13,7 @@ Adding the next torchtitan version (say main at a later commit):
    default against the dataclasses of the source), ``backends``,
    ``ep_must_divide``, ``checks``, ``MODELS``; a new mesh layout of a backend is
    one ``Layout`` row in torchtitan_registry.py;
-2. add its Entry below, and its markers to ``_SIGNATURES`` (what identify()
+2. add its Entry to VERSIONS in registry.py, and its markers to ``_SIGNATURES`` (what identify()
    tells it apart by) and ``_KEYS_OF`` if it renames keys;
 3. limit the rules whose facts changed (``frameworks = [...]`` in the rule file)
    and add fixtures checked as the new version;
@@ -24,45 +24,12 @@ from __future__ import annotations
 
 import os
 import re
-from typing import NamedTuple
 
 from meshlint.errors import MeshlintError
 
 
-class Entry(NamedTuple):
-    framework: str
-    version: str            # the id: "0.2.x", "0.3.0", "main@b5bcd76c6"
-    module: str             # the dialect module that models it
-    description: str
-    commit: str             # what it models: a commit, or a release
-    date: str
-    aliases: tuple = ()     # other spellings users type (--torchtitan-version b5bcd76c6)
-
-
-VERSIONS = (
-    Entry("torchtitan", "0.2.x", "meshlint.frameworks.torchtitan.v0_2",
-          "torchtitan v0.2.1-v0.2.2 and the TOML era up to 9810191bb^: [parallelism] TOML configs, expert tensor "
-          "parallelism (etp), ParallelDims after the unflatten rewrite 183a0d2e7",
-          "9810191bb^", "2026-02-23", ("0.2", "0.2.1", "0.2.2", "v0.2", "v0.2.x", "v0.2.1", "v0.2.2", "toml")),
-    Entry("torchtitan", "0.3.0", "meshlint.frameworks.torchtitan.v0_3_0",
-          "torchtitan 0.3.0 from the package index: Python registry configs with local_batch_size/"
-          "global_batch_size/seq_len, spmd_backend spmd_types | full_dtensor | partial_dtensor, no ETP, "
-          "no ep check in ParallelDims",
-          "0.3.0", "2026-09-03", ("v0.3.0", "0.3")),
-    Entry("torchtitan", "main@b5bcd76c6", "meshlint.frameworks.torchtitan.main_b5bcd76c6",
-          "torchtitan main at b5bcd76c6: Python registry configs with token budgets "
-          "(num_tokens_per_microbatch_per_dp_rank, num_tokens_per_train_step, max_context_length, "
-          "num_pp_microbatches), spmd_backend spmd_types | partial_dtensor, ep must divide dp_shard·cp·tp",
-          "b5bcd76c6", "2026-08-21", ("main", "b5bcd76c6", "b5bcd76")),
-    Entry("accelerate", "1.15.0", "meshlint.frameworks.accelerate.v1_15",
-          "Hugging Face Accelerate 1.15.0 from the package index: accelerate config YAML (parallelism_config), "
-          "accelerate launch flags and PARALLELISM_CONFIG_* variables, ParallelismConfig and its DeviceMesh",
-          "1.15.0", "2026-09-09", ("v1.15.0", "1.15")),
-    Entry("kempnerforge", "5666d0d", "meshlint.frameworks.kempnerforge.v5666d0d",
-          "KempnerForge at 5666d0d: [distributed] TOML configs", "5666d0d", "2026-06-30", ()),
-)
-# what a TOML torchtitan config is read as (registries choose with identify/from_keys)
-TOML_VERSION = {"torchtitan": "0.2.x", "kempnerforge": "5666d0d"}
+# the table itself lives in meshlint/frameworks/registry.py, with the frameworks: one place to register
+from meshlint.frameworks.registry import TOML_VERSION, VERSIONS, Entry  # noqa: F401 - read from here too
 
 
 class VersionError(MeshlintError):
