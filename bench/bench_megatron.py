@@ -52,7 +52,7 @@ def main() -> int:
             best, median = timed(argv, args.repeat)
             print(f"| {name} | {world:,} | {best:.3f} | {median:.3f} |")
     sys.path.insert(0, ROOT)
-    from meshlint.dialects.megatron import core_0_16
+    from meshlint.frameworks.megatron import core_0_16
 
     spec = core_0_16.spec_from_degrees({"tp": 8, "pp": 16, "cp": 2, "ep": 64, "etp": 1}, num_experts=64,
                                        num_layers=128)

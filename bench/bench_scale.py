@@ -5,7 +5,7 @@
 
 Issue 21's goals: 10,000 configs in one ``meshlint check`` run at most 64 MB of peak RSS (reports are
 streamed: meshlint/report/stream.py), and a re-run of the unchanged tree at most 0.25 of the first (the
-results cache keeps as many entries as the tree has: meshlint/results_cache.py). The configs are
+results cache keeps as many entries as the tree has: meshlint/cli/results_cache.py). The configs are
 bench_check.py's generated mix of the three dialects. Each round starts from an empty
 ``MESHLINT_CACHE_DIR`` (no rule cache, no results): FIRST is that run, RERUN the same command again.
 Whole processes, CPU time (user + system) and peak RSS of the child; bytecode cached as an installed

@@ -41,8 +41,8 @@ RUN = r"""
 import contextlib, io, sys, time
 sys.path.insert(0, sys.argv.pop(1))
 mode = sys.argv.pop(1)
-from meshlint import schema_data
-from meshlint.dialects import schema_check
+from meshlint.frameworks import schema_data
+from meshlint.frameworks import schema_check
 spent = {"apply": 0.0, "check": 0.0}
 def timer(name, real):
     def timed(*args, **kwargs):
@@ -57,7 +57,7 @@ if mode == "timed":
     schema_data.Schema.check = timer("check", schema_data.Schema.check)
 elif mode == "no-check":  # the config fact is still built: only the check of every key is gone
     schema_data.Schema.check = lambda self, *args, **kwargs: []
-from meshlint import entry
+from meshlint.cli import entry
 sys.argv = ["meshlint", "check", *sys.argv[1:]]
 with contextlib.redirect_stdout(io.StringIO()):
     try:

@@ -37,10 +37,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from meshlint.check import Options, check_file  # noqa: E402
-from meshlint.rules import load_rules  # noqa: E402
+from meshlint.engine.check import Options, check_file  # noqa: E402
+from meshlint.engine.rules import load_rules  # noqa: E402
 from meshlint.smoke import launch, plan as smoke_plan  # noqa: E402
-from meshlint.topology import CliTopology  # noqa: E402
+from meshlint.mesh.topology import CliTopology  # noqa: E402
 
 CONFIG = """[parallelism]
 tensor_parallel_degree = {tp}

@@ -39,10 +39,10 @@ BIG = str(ROOT / "fixtures" / "suggest" / "registry" / "torchtitan" / "models" /
     + "::deepseek_v3_671b"
 KF70 = str(ROOT / "fixtures" / "kempnerforge" / "70b_32gpu_tp4.toml")
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-# until meshlint/cli.py registers the commands, run them through the same main group
-RUNNER = ("import sys; from meshlint.cli import main\n"
+# until meshlint/cli/commands.py registers the commands, run them through the same main group
+RUNNER = ("import sys; from meshlint.cli.commands import main\n"
           "if 'suggest' not in main.commands:\n"
-          "    from meshlint.cli_suggest import suggest_cmd, fix_cmd; main.add_command(suggest_cmd); "
+          "    from meshlint.cli.suggest import suggest_cmd, fix_cmd; main.add_command(suggest_cmd); "
           "main.add_command(fix_cmd)\n"
           "main(sys.argv[1:], prog_name='meshlint')")
 
@@ -74,11 +74,11 @@ def measure(commands: dict, rounds: int) -> dict:
 def phases(rounds: int) -> dict:
     """In-process: where the 4,096-GPU search spends its time (best of ``rounds``)."""
     sys.path.insert(0, str(ROOT))
-    from meshlint.check import analyse
-    from meshlint.settings import CliSettings, Planner
+    from meshlint.engine.check import analyse
+    from meshlint.cli.settings import CliSettings, Planner
     from meshlint.solve import cost
     from meshlint.solve.valid import Solver, degree_choices
-    from meshlint.suggest import search
+    from meshlint.solve.suggest import search
 
     planner = Planner(CliSettings(world_size=4096, gpus_per_node=8, torchtitan_version="main@b5bcd76c6"))
     options = planner.options_for(BIG)
@@ -194,8 +194,8 @@ def kendall(a: list, b: list) -> float:
 
 
 def _estimate(text: str, name: str, world: int, gpn: int, node: str, fabric: str, tmp: Path, degrees: dict):
-    from meshlint.check import analyse
-    from meshlint.settings import CliSettings, Planner
+    from meshlint.engine.check import analyse
+    from meshlint.cli.settings import CliSettings, Planner
     from meshlint.solve import cost
 
     path = tmp / name

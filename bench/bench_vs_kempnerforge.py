@@ -24,7 +24,7 @@ Both say which in the output. ``meshlint check`` on the one config KempnerForge 
 time goes inside one process without the results cache (start-up, imports, rule loading, the
 first config, the other 29).
 
-The results cache (meshlint/results_cache.py) is timed both ways, each run with its own
+The results cache (meshlint/cli/results_cache.py) is timed both ways, each run with its own
 ``MESHLINT_CACHE_DIR``: COLD, an empty results cache (every config checked, and its entry
 written) but the rule cache warm, as after installation and a first run; WARM, every config's
 entry already there, as on a pre-commit run after a commit that touched no config. Each row has
@@ -117,8 +117,8 @@ PHASES = r"""
 import io, sys, time
 T = time.process_time
 t0 = T()                      # the interpreter and site, before any meshlint code
-from meshlint.settings import CliSettings, Planner
-from meshlint import check
+from meshlint.cli.settings import CliSettings, Planner
+from meshlint.engine import check
 t1 = T()
 planner = Planner(CliSettings())
 files = check.collect_paths(sys.argv[1:])

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import test_misses as tm  # noqa: E402  (the framework worker and meshlint's side, shared with the tests)
 from test_schema_generated import _toml  # noqa: E402
 
-from meshlint import schema_data  # noqa: E402
+from meshlint.frameworks import schema_data  # noqa: E402
 
 INTS = [0, 1, 1, 2, 2, 3, 4, 4, 8, 16, -1, 7, 12, 64, 100, 1024, 4096]
 FLOATS = [0.0, 0.5, 1.0, 1.0, -0.5, 2.0, 1e-9, 0.99, 1.5, 100.0]

@@ -5,7 +5,7 @@ under FakeTensorMode on torch's fake process group (rank 0 of the world), applie
 ``apply_ac`` and ``apply_fsdp2`` with its ``default_mp_policy`` (bf16 params, fp32 reduce), runs two optimizer
 steps of ``grad_accum_steps`` microbatches with ``set_requires_gradient_sync`` as ``maybe_no_sync`` does, under
 ``torch.distributed._tools.mem_tracker.MemTracker`` (FSDPMemTracker refuses several forwards per step), and
-reports the tracked peak. The parent prices the same config with meshlint.memory (allocated bytes: the tracker
+reports the tracked peak. The parent prices the same config with meshlint.mesh.memory (allocated bytes: the tracker
 sees no allocator reserve or CUDA context). Needs torch and ../shared/frameworks/KempnerForge-5666d0d; a few
 seconds to a minute per layout on CPU.
 
@@ -82,8 +82,8 @@ def measured(world: int, ac: str, accum: int) -> float:
 
 def predicted(world: int, ac: str, accum: int):
     sys.path.insert(0, str(ROOT))
-    from meshlint.check import analyse
-    from meshlint.settings import CliSettings, Planner
+    from meshlint.engine.check import analyse
+    from meshlint.cli.settings import CliSettings, Planner
     from meshlint.solve import cost
 
     text = "[model]\n" + "".join(f"{k} = {v}\n" for k, v in MODEL.items()) + (

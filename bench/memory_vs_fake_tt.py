@@ -6,7 +6,7 @@ tests/memory_fake_worker.py on it (torchtitan's own model, parallelize_fn, loss 
 FakeTensorMode, the fake process group and FSDPMemTracker: one rank's steady-state peak, by category and phase)
 and saves the numbers in bench/memory_fake_torchtitan.json with the torch version, the tree's commit and the
 command, so tests compare the formula with them without torch. Without ``--measure`` it prints, per layout, the
-measured peak against meshlint.memory's allocated bytes (the fake run has no allocator reserve or CUDA
+measured peak against meshlint.mesh.memory's allocated bytes (the fake run has no allocator reserve or CUDA
 context), and per category. Needs ../shared/frameworks/torchtitan-v0.2-9810191bb-parent and torch to measure;
 an 8B layout is a minute or two of one CPU core.
 
@@ -133,10 +133,10 @@ GROUPS = {
 
 
 def predicted(run: dict, tmp: Path):
-    """meshlint.memory's peak for a saved run's config (no torch): its Peak."""
+    """meshlint.mesh.memory's peak for a saved run's config (no torch): its Peak."""
     sys.path.insert(0, str(ROOT))
-    from meshlint.check import analyse
-    from meshlint.settings import CliSettings, Planner
+    from meshlint.engine.check import analyse
+    from meshlint.cli.settings import CliSettings, Planner
     from meshlint.solve import cost
 
     path = tmp / "config.toml"

@@ -1,4 +1,4 @@
-"""The whole-peak memory model (meshlint.memory) against the peaks the frameworks published.
+"""The whole-peak memory model (meshlint.mesh.memory) against the peaks the frameworks published.
 
 KempnerForge benchmarks/mfu_scaling (mfu_bench.sh's launch lines on configs/train/debug.toml, @ 5666d0d):
 "Mem/GPU" is torch.cuda.max_memory_allocated / 1024**3 (kempnerforge/metrics/memory.py:33), so it is held
@@ -60,8 +60,8 @@ SHOWN = ("params", "grads", "optimizer", "unsharded_grads", "fsdp_unsharded", "r
 
 
 def peak_of(text: str, name: str, world: int, gpn: int, degrees: dict, tmp: Path):
-    from meshlint.check import analyse
-    from meshlint.settings import CliSettings, Planner
+    from meshlint.engine.check import analyse
+    from meshlint.cli.settings import CliSettings, Planner
     from meshlint.solve import cost
 
     path = tmp / name

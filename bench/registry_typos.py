@@ -26,8 +26,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = {"main": (os.path.join(ROOT, "..", "shared", "frameworks", "torchtitan-b5bcd76c6"),
-                    "meshlint.dialects.torchtitan_main"),
-           "0.3.0": (os.path.join(ROOT, ".frameworks", "torchtitan-0.3.0"), "meshlint.dialects.torchtitan_v030")}
+                    "meshlint.frameworks.torchtitan.main_b5bcd76c6"),
+           "0.3.0": (os.path.join(ROOT, ".frameworks", "torchtitan-0.3.0"), "meshlint.frameworks.torchtitan.v0_3_0")}
 
 
 def _typo(name: str) -> str:

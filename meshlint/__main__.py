@@ -1,6 +1,6 @@
 """``python -m meshlint`` behaves exactly like the ``meshlint`` command."""
 
-from meshlint.entry import console
+from meshlint.cli.entry import console
 
 if __name__ == "__main__":
     console()

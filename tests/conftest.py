@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from meshlint.check import Options, check_file
-from meshlint.cli import main
-from meshlint.rules import load_rules
+from meshlint.engine.check import Options, check_file
+from meshlint.cli.commands import main
+from meshlint.engine.rules import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +51,7 @@ def check(rules, write):
     """check(text, name=..., **topology) -> FileReport."""
 
     def _check(text: str, name: str = "config.toml", **topology):
-        from meshlint.topology import CliTopology
+        from meshlint.mesh.topology import CliTopology
 
         path = write(text, name)
         return check_file(str(path), Options(rules=rules, topology=CliTopology(**topology)))

@@ -35,9 +35,11 @@ from typing import NamedTuple
 from hypothesis import strategies as st
 
 from meshlint import limits
-from meshlint.dialects import kempnerforge, native, torchtitan
-from meshlint.expr import FUNCTIONS
-from meshlint.facts import FACT_DOCS, GROUP_FIELDS
+from meshlint.frameworks.kempnerforge import v5666d0d as kempnerforge
+from meshlint.frameworks.native import dialect as native
+from meshlint.frameworks.torchtitan import v0_2 as torchtitan
+from meshlint.engine.expr import FUNCTIONS
+from meshlint.engine.facts import FACT_DOCS, GROUP_FIELDS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((ROOT / "docs" / "report-v1.schema.json").read_text())
@@ -382,7 +384,7 @@ def _framework_facts() -> tuple:
     release adds is fuzzed the day its facts are regenerated."""
     import tomllib
 
-    pkg = ROOT / "meshlint" / "dialects"
+    pkg = ROOT / "meshlint" / "frameworks"
     acc = tomllib.loads((pkg / "accelerate" / "facts-1.15.0.toml").read_text())
     meg = json.loads((pkg / "megatron" / "flags_core_0_16.json").read_text())
     return sorted(acc["config_keys"]), sorted(acc["flags"]), sorted(meg["flags"]), sorted(meg["entries"])
@@ -704,7 +706,7 @@ def materialise(case: Case, base: Path) -> list[str]:
 def run_case(case: Case, base_dir: str | None = None) -> Result:
     from click.testing import CliRunner
 
-    from meshlint.cli import main
+    from meshlint.cli.commands import main
 
     base = Path(tempfile.mkdtemp(prefix="fuzz-", dir=base_dir))
     try:

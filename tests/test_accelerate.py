@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, ROOT
 
-from meshlint.check import Options, analyse, check_file
+from meshlint.engine.check import Options, analyse, check_file
 from meshlint.errors import InputError
 from meshlint.inputs.yaml_source import parse_yaml, read_yaml_source
-from meshlint.rules import load_rules
+from meshlint.engine.rules import load_rules
 
 RULES = load_rules()
 UPSTREAM = FIXTURES / "accelerate" / "upstream"
@@ -129,7 +129,7 @@ def test_launch_lines_in_a_script_merge_flags_over_the_config_file(tmp_path):
                               "accelerate launch --use_parallelism_config --parallelism_config_tp_size 4 train.py\n"
                               "accelerate launch --use_fsdp --fsdp_version 2 --use_parallelism_config "
                               "--parallelism-config-tp-size=4 --num_processes 4 train.py\n", "run.sh")
-    reports = [r for r in __import__("meshlint.check", fromlist=["check_all"]).check_all(str(script),
+    reports = [r for r in __import__("meshlint.engine.check", fromlist=["check_all"]).check_all(str(script),
                                                                                           Options(rules=RULES))]
     assert [r.status for r in reports] == ["checked"] * 3
     found = [{(f.code, f.file, f.line) for f in r.findings if f.severity == "error"} for r in reports]
@@ -187,7 +187,7 @@ def test_other_yaml_a_hook_hands_over_is_skipped_even_when_meshlint_cannot_read_
 
 
 def test_fix_writes_the_size_back_into_the_yaml(tmp_path):
-    from meshlint.fix import fix_path
+    from meshlint.solve.fix import fix_path
 
     path = _write(tmp_path, "distributed_type: FSDP  # keep\nfsdp_config:\n  fsdp_version: 2\nnum_processes: 8\n"
                             "parallelism_config:\n  parallelism_config_dp_shard_size: 16   # was 16\n")

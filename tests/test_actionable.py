@@ -86,7 +86,7 @@ def test_world_size_help_fits_a_registry_function(write):
 
 
 def test_versions_lists_every_modelled_version():
-    from meshlint.dialects.versions import VERSIONS
+    from meshlint.frameworks.versions import VERSIONS
 
     code, out = run_cli("versions", "--format", "json")
     doc = json.loads(out)
@@ -104,7 +104,7 @@ def test_versions_identifies_a_checkout():
 
 def test_every_help_reference_to_a_command_exists():
     """`--help` and the rule schema point at `meshlint versions`: it must be a command."""
-    from meshlint.cli import main
+    from meshlint.cli.commands import main
 
     assert "versions" in main.commands
 
@@ -134,7 +134,7 @@ def test_a_degree_under_another_frameworks_name_gets_a_did_you_mean(write, writt
 
 
 def test_degree_words_name_no_degree_where_none_is_meant():
-    from meshlint.schema_data import degree_word, same_degree
+    from meshlint.frameworks.schema_data import degree_word, same_degree
 
     assert degree_word("nccl_timeout_sec") is None and degree_word("model_dim") is None
     assert same_degree("pp_degree", ["pp", "tp"]) == ["pp"] and same_degree("pp_degree", ["tp"]) == []

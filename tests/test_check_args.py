@@ -11,9 +11,9 @@ import click
 import pytest
 from conftest import ROOT
 
-from meshlint import check_args
-from meshlint.cli import check as click_check
-from meshlint.lint import run
+from meshlint.cli import check_args
+from meshlint.cli.commands import check as click_check
+from meshlint.cli.lint import run
 
 A = "fixtures/kempnerforge/70b_32gpu_tp4.toml"
 B = "fixtures/kempnerforge/moe_8gpu_tp2_ep2.toml"
@@ -64,9 +64,9 @@ def _run(argv: list, via_click: bool) -> tuple:
     env = {**os.environ, "MESHLINT_NO_CACHE": "1", "PYTHONPATH": str(ROOT)}
     env.pop("NO_COLOR", None)
     if via_click:  # click's command itself, whatever the entry point would do
-        cmd = [sys.executable, "-c", "import sys; from meshlint.cli import main; sys.argv[0] = 'meshlint'; main()"]
+        cmd = [sys.executable, "-c", "import sys; from meshlint.cli.commands import main; sys.argv[0] = 'meshlint'; main()"]
     else:
-        cmd = [sys.executable, "-c", "import sys; from meshlint.entry import main; sys.argv[0] = 'meshlint'; main();"]
+        cmd = [sys.executable, "-c", "import sys; from meshlint.cli.entry import main; sys.argv[0] = 'meshlint'; main();"]
     proc = subprocess.run([*cmd, "check", *argv], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     return proc.returncode, proc.stdout, proc.stderr
 
@@ -77,7 +77,7 @@ def test_both_ways_print_the_same(argv):
 
 
 def test_a_flagged_check_never_imports_click():
-    probe = ("import sys; from meshlint.entry import main; sys.argv = ['meshlint', 'check', '--world-size', '16', "
+    probe = ("import sys; from meshlint.cli.entry import main; sys.argv = ['meshlint', 'check', '--world-size', '16', "
              f"'--gpus-per-node', '4', '-q', '--format', 'json', {A!r}]\ntry:\n    main()\nexcept SystemExit:\n"
              "    pass\nprint('click' in sys.modules, file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=120,
@@ -106,7 +106,7 @@ def test_the_table_agrees_with_clicks_declaration_of_check():
 def test_the_installed_command_skips_teardown_but_prints_and_exits_the_same(argv):
     # entry.console ends the process with os._exit once stdout and stderr are flushed
     env = {**os.environ, "MESHLINT_NO_CACHE": "1", "PYTHONPATH": str(ROOT)}
-    console = "import sys; from meshlint.entry import console; sys.argv[0] = 'meshlint'; console()"
+    console = "import sys; from meshlint.cli.entry import console; sys.argv[0] = 'meshlint'; console()"
     proc = subprocess.run([sys.executable, "-c", console, "check", *argv], capture_output=True, text=True,
                           cwd=ROOT, env=env, timeout=120)
     assert (proc.returncode, proc.stdout, proc.stderr) == _run(argv, via_click=False)

@@ -1,13 +1,14 @@
-"""The ``config`` fact (meshlint/config_values.py): written values, schema defaults, null for what cannot be read."""
+"""The ``config`` fact (meshlint/engine/config_values.py): written values, schema defaults, null for what cannot be read."""
 
 from __future__ import annotations
 
 import pytest
 
-from meshlint import config_values, expr, schema_data
-from meshlint.check import Options, analyse
-from meshlint.facts import FACT_DOCS, GROUP_FIELDS, build_facts
-from meshlint.topology import CliTopology
+from meshlint.engine import config_values, expr
+from meshlint.frameworks import schema_data
+from meshlint.engine.check import Options, analyse
+from meshlint.engine.facts import FACT_DOCS, GROUP_FIELDS, build_facts
+from meshlint.mesh.topology import CliTopology
 
 
 def schema(framework: str, version: str):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURES
 
-from meshlint.dialects import DIALECTS, detect
+from meshlint.frameworks import DIALECTS, detect
 from meshlint.errors import InputError
-from meshlint.source import parse_source, read_source
+from meshlint.inputs.source import parse_source, read_source
 
 
 def resolve(text: str, world: int | None, dialect: str | None = None):

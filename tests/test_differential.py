@@ -17,8 +17,9 @@ from math import prod
 
 import pytest
 
-from meshlint.dialects import kempnerforge, torchtitan
-from meshlint.dialects.base import Spec
+from meshlint.frameworks.kempnerforge import v5666d0d as kempnerforge
+from meshlint.frameworks.torchtitan import v0_2 as torchtitan
+from meshlint.frameworks.base import Spec
 
 DEGREE_VALUES = [1] * 6 + [2] * 5 + [3, 4, 4, 6, 8] + [-1, 0, -2]  # mostly valid, some not
 WORLDS = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128]

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from meshlint import expr
-from meshlint.expr import Env, EvalError, ExprError, NeedFact, parse, parse_template
+from meshlint.engine import expr
+from meshlint.engine.expr import Env, EvalError, ExprError, NeedFact, parse, parse_template
 
 FACTS = {
     "tp": 4, "pp": 2, "world_size": 32, "gpus_per_node": None, "name": "tp",

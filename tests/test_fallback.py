@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from meshlint import rule_cache
-from meshlint.check import Options, check_file
-from meshlint.engine import run_rules
-from meshlint.rules import build_rule, load_rules
-from meshlint.topology import CliTopology
+from meshlint.engine import rule_cache
+from meshlint.engine.check import Options, check_file
+from meshlint.engine.run import run_rules
+from meshlint.engine.rules import build_rule, load_rules
+from meshlint.mesh.topology import CliTopology
 
 CATCH_ALL = {"code": "ML990", "name": "catch-all", "severity": "error", "summary": "s", "fallback": True,
              "foreach": "refusals", "check": "false", "key": "{item.keys}", "message": "{item.message}"}

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from meshlint.check import analyse, check_all
-from meshlint.cli import main
-from meshlint.cli_suggest import fix_cmd, suggest_cmd
-from meshlint.fix import FixError, apply_plan, fix_report, parse_set, plan, unambiguous, write_atomic
-from meshlint.settings import CliSettings, Planner
+from meshlint.engine.check import analyse, check_all
+from meshlint.cli.commands import main
+from meshlint.cli.suggest import fix_cmd, suggest_cmd
+from meshlint.solve.fix import FixError, apply_plan, fix_report, parse_set, plan, unambiguous, write_atomic
+from meshlint.cli.settings import CliSettings, Planner
 from meshlint.solve.valid import Solver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,7 +154,7 @@ def test_refuses_when_the_edit_would_read_back_differently(tmp_path, monkeypatch
     path.write_text(KF)
     report, options = _setup(path)
     solver = Solver(report, options)
-    import meshlint.fix as fix
+    import meshlint.solve.fix as fix
 
     real = fix._apply
     monkeypatch.setattr(fix, "_apply", lambda text, edits: real(text, edits).replace("n_layers = 80", "n_layers = 81"))

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, ROOT
 
-from meshlint.check import Options, check_file, degree_choices
-from meshlint.rules import load_rules
+from meshlint.engine.check import Options, check_file, degree_choices
+from meshlint.engine.rules import load_rules
 
 RULES = load_rules()
 OPTIONS = Options(rules=RULES)

@@ -19,10 +19,11 @@ import tracemalloc
 import pytest
 from conftest import ROOT, run_cli, run_cli_json
 
-from meshlint import expr, limits, rule_cache
+from meshlint.engine import expr, rule_cache
+from meshlint import limits
 from meshlint.errors import InputError
-from meshlint.expr import Env, EvalError, ExprError, parse, parse_template
-from meshlint.source import parse_source
+from meshlint.engine.expr import Env, EvalError, ExprError, parse, parse_template
+from meshlint.inputs.source import parse_source
 
 KF = "[distributed]\ntp = 2\n"
 
@@ -178,7 +179,7 @@ def test_torchtitan_pipeline_sizes_the_framework_divides_by(no_error, key, fragm
 
 
 def test_huge_pipelines_list_no_stages_but_still_split(no_error):
-    from meshlint import pipeline
+    from meshlint.mesh import pipeline
 
     plan, seconds, peak = peak_mb(lambda: pipeline.kempnerforge(16_000_000, 10**18, "1f1b", 4, 1))
     assert plan["layer_counts"] is None and peak < 5 and seconds < 1
@@ -187,7 +188,7 @@ def test_huge_pipelines_list_no_stages_but_still_split(no_error):
 
 
 def test_moe_layer_count_is_closed_form():
-    from meshlint.models import kempnerforge_params
+    from meshlint.frameworks.models import kempnerforge_params
 
     m = {"dim": 4096, "n_layers": 10**15, "n_heads": 32, "n_kv_heads": 8, "vocab_size": 32000,
          "ffn_hidden_dim": 14336, "num_experts": 8, "moe_frequency": 3}
@@ -226,7 +227,7 @@ def test_explain_rank_of_the_largest_world(write):
 
 
 def test_placement_in_closed_form_agrees_with_walking_every_group():
-    from meshlint.mesh import Axis, place
+    from meshlint.mesh.devmesh import Axis, place
 
     for s in range(2, 7):
         for t in range(1, 10):
@@ -274,7 +275,7 @@ def test_devices_are_refused_unread(device):
 
 
 def test_the_other_files_are_still_checked_when_one_fails(write, monkeypatch):
-    import meshlint.check as check_module
+    import meshlint.engine.check as check_module
 
     good = write(KF, "good.toml")
     bad = write(KF, "bad.toml")
@@ -321,14 +322,14 @@ def test_duplicate_key_then_an_unclosed_array_ends_fast(write):
 @pytest.mark.parametrize("text", ["a = [ } ]\n", "a = [1, 2\n", "a = [[[[\n", "a = { b = [ }\n", "a = [\"x\" \"y\" ]\n",
                                   "x = 1\nx = [" + "[" * 100 + "\n"])
 def test_key_scanner_stops_on_malformed_text(text):
-    from meshlint.tomlpos import scan
+    from meshlint.inputs.tomlpos import scan
 
     _, seconds, peak = peak_mb(lambda: scan(text * 50))
     assert seconds < 1 and peak < 5
 
 
 def test_locate_ignores_non_ascii_and_huge_indices():
-    from meshlint.source import split_key
+    from meshlint.inputs.source import split_key
 
     src = parse_source("x.toml", b"[distributed]\ntp = 2\n")
     assert src.locate("#L²") == (1, 1) and src.locate("#L" + "9" * 5000) == (1, 1)
@@ -474,8 +475,8 @@ HOSTILE_RULES = {
 
 
 def test_every_hostile_rule_ends_quickly_as_a_finding_naming_its_file(tmp_path, rules):
-    from meshlint.check import Options, check_file
-    from meshlint.rules import load_rules
+    from meshlint.engine.check import Options, check_file
+    from meshlint.engine.rules import load_rules
 
     pack = tmp_path / "pack"
     pack.mkdir()
@@ -502,7 +503,7 @@ def test_every_hostile_rule_ends_quickly_as_a_finding_naming_its_file(tmp_path, 
 @pytest.fixture
 def no_prebuilt(monkeypatch):
     """The rule cache's own tests: the built-in rules parsed and cached, as with a stale prebuilt module."""
-    from meshlint import prebuilt
+    from meshlint.engine import prebuilt
 
     monkeypatch.setattr(prebuilt, "load", lambda directory: None)
 
@@ -518,7 +519,7 @@ def _pickle_bomb(marker) -> bytes:
 
 
 def test_a_planted_pickle_or_json_never_runs(tmp_path, monkeypatch, no_prebuilt):
-    from meshlint.rules import load_rules
+    from meshlint.engine.rules import load_rules
 
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
@@ -585,7 +586,7 @@ def _format_2(d):
     _format_2,
 ])
 def test_malformed_or_foreign_entries_are_ignored_and_rebuilt(tmp_path, monkeypatch, tamper, no_prebuilt):
-    from meshlint.rules import load_rules
+    from meshlint.engine.rules import load_rules
 
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
     good = load_rules()
@@ -599,8 +600,8 @@ def test_malformed_or_foreign_entries_are_ignored_and_rebuilt(tmp_path, monkeypa
 
 
 def test_a_cached_expression_that_cannot_be_rebuilt_is_a_rule_error_not_code(tmp_path, monkeypatch, no_prebuilt):
-    from meshlint.check import Options, check_file
-    from meshlint.rules import load_rules
+    from meshlint.engine.check import Options, check_file
+    from meshlint.engine.rules import load_rules
 
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
     load_rules()
@@ -624,8 +625,8 @@ def test_a_cached_expression_that_cannot_be_rebuilt_is_a_rule_error_not_code(tmp
 
 
 def test_cached_trees_are_json_text_parsed_only_when_their_rule_runs(tmp_path, monkeypatch, no_prebuilt):
-    from meshlint.check import Options, check_file
-    from meshlint.rules import load_rules
+    from meshlint.engine.check import Options, check_file
+    from meshlint.engine.rules import load_rules
 
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
     load_rules()
@@ -644,7 +645,7 @@ def test_cached_trees_are_json_text_parsed_only_when_their_rule_runs(tmp_path, m
 
 
 def test_a_cache_others_can_write_is_neither_read_nor_written(tmp_path, monkeypatch, no_prebuilt):
-    from meshlint.rules import load_rules
+    from meshlint.engine.rules import load_rules
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -662,7 +663,7 @@ def test_a_cache_others_can_write_is_neither_read_nor_written(tmp_path, monkeypa
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
 def test_an_entry_owned_by_another_user_is_not_read(tmp_path, monkeypatch, no_prebuilt):
-    from meshlint.rules import load_rules
+    from meshlint.engine.rules import load_rules
 
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
     load_rules()
@@ -672,7 +673,7 @@ def test_an_entry_owned_by_another_user_is_not_read(tmp_path, monkeypatch, no_pr
 
 
 def test_the_model_table_round_trips_through_the_cache(tmp_path, monkeypatch):
-    from meshlint import models
+    from meshlint.frameworks import models
 
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
     table = models.parse_table({"llama3": {"8B": {"n_layers": 32, "n_heads": 32, "dim": 4096, "vocab_size": 128256,

@@ -6,8 +6,8 @@ import json
 
 from click.testing import CliRunner
 
-from meshlint.cli import main
-from meshlint.cli_suggest import fix_cmd, suggest_cmd
+from meshlint.cli.commands import main
+from meshlint.cli.suggest import fix_cmd, suggest_cmd
 from meshlint.solve import batch
 
 if "fix" not in main.commands:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from meshlint.check import Options, run_checks
+from meshlint.engine.check import Options, run_checks
 from meshlint.errors import InputError
 from meshlint.inputs.launch import parse_launch_args
 from meshlint.inputs.scripts import launches_in_text

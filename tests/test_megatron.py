@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from meshlint.check import Options, run_checks
-from meshlint.dialects.megatron import core_0_16, flags, ranks
+from meshlint.engine.check import Options, run_checks
+from meshlint.frameworks.megatron import core_0_16, flags, ranks
 from meshlint.inputs.launch import Word, parse_launch_args
 from meshlint.inputs.scripts import launches_in_text
 from meshlint.inputs.units import analyse_launch, analyse_source
-from meshlint.rules import load_rules
+from meshlint.engine.rules import load_rules
 
 RULES = load_rules()
 OPTIONS = Options(rules=RULES)
@@ -29,7 +29,7 @@ def check_argv(*argv: str):
 
 
 def check_script(text: str, tmp_path, name: str = "run.sh"):
-    from meshlint.check import check_all
+    from meshlint.engine.check import check_all
 
     path = tmp_path / name
     path.write_text(text)
@@ -199,7 +199,7 @@ def test_explain_names_every_group():
 
 
 def test_analyse_source_dispatches_megatron():
-    from meshlint.dialects.megatron.launch import make_source
+    from meshlint.frameworks.megatron.launch import make_source
 
     launch = parse_launch_args(["torchrun", "--nproc_per_node", "4", "pretrain_gpt.py", *MODEL])
     report = analyse_source(make_source(launch), OPTIONS, launch)

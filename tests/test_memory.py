@@ -1,4 +1,4 @@
-"""The whole per-GPU peak (meshlint.memory): held against the frameworks' published peaks, and its terms' physics."""
+"""The whole per-GPU peak (meshlint.mesh.memory): held against the frameworks' published peaks, and its terms' physics."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from meshlint import memory
-from meshlint.memory import GIB, Shape
+from meshlint.mesh import memory
+from meshlint.mesh.memory import GIB, Shape
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""The memory model (meshlint.memory) held to fake-tensor measurements of torchtitan v0.2's own training step.
+"""The memory model (meshlint.mesh.memory) held to fake-tensor measurements of torchtitan v0.2's own training step.
 
 bench/memory_fake_torchtitan.json holds one rank's measured peak, by category and phase, for a sweep of layouts
 (flavors, FSDP, TP with and without loss parallel, every activation-checkpointing mode, batch and sequence), made

@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from meshlint.mesh import Mesh, place
+from meshlint.mesh.devmesh import Mesh, place
 
 
 def brute(axis, g, placement="block", nodes=None):

@@ -538,9 +538,9 @@ def unedited_cases() -> list:
 # ----------------------------------------------------------------------------- meshlint's side
 
 def meshlint_findings(path: Path, world: int) -> list:
-    from meshlint.check import Options, check_file
-    from meshlint.rules import load_rules
-    from meshlint.topology import CliTopology
+    from meshlint.engine.check import Options, check_file
+    from meshlint.engine.rules import load_rules
+    from meshlint.mesh.topology import CliTopology
 
     # what the framework refuses at config time, compared with meshlint's errors: the whole-peak memory
     # (ML504) is physics, not a refusal, so GPUs are taken as large enough (as tests/test_rule_fixtures.py does)
@@ -813,8 +813,8 @@ def test_misread_space_overrides_are_what_kempnerforge_runs_with(verdicts):
 def test_moe_sizes_match_kempnerforge(verdicts):
     """model.params and the experts' width equal KempnerForge's own num_params_estimate and
     computed_expert_ffn_hidden_dim, on every config it loads (moe_expert_ffn_multiplier edits included)."""
-    from meshlint.dialects import kempnerforge
-    from meshlint.source import read_source
+    from meshlint.frameworks.kempnerforge import v5666d0d as kempnerforge
+    from meshlint.inputs.source import read_source
 
     checked = 0
     for case in CASES + unedited_cases():
@@ -865,7 +865,7 @@ def test_fixtures_are_these_edits_of_the_real_configs(case):
 
 
 def test_space_form_scanner_reads_only_launch_words():
-    from meshlint.dialects.kempnerforge import space_overrides
+    from meshlint.frameworks.kempnerforge.v5666d0d import space_overrides
 
     comments = [(1, 1, " set --distributed.tp to 4 for the big model"),
                 (2, 1, " torchrun --nproc_per_node=4 scripts/train.py c.toml --distributed.tp=4"),
@@ -877,7 +877,7 @@ def test_space_form_scanner_reads_only_launch_words():
 
 
 def test_launch_overrides_in_comments():
-    from meshlint.dialects.kempnerforge import equals_overrides
+    from meshlint.frameworks.kempnerforge.v5666d0d import equals_overrides
 
     comments = [(1, 1, " uv run python scripts/train.py configs/train/vlm_debug.toml \\"),
                 (2, 1, "     --data.hf_dataset_name=... --data.tokenizer_path=gpt2"),

@@ -12,7 +12,7 @@ import math
 import pytest
 from conftest import run_cli, run_cli_json
 
-from meshlint import models
+from meshlint.frameworks import models
 
 # (name, flavor): (n_layers, n_heads, n_kv_heads, dim, vocab_size, num_experts)
 ARCHITECTURES = {

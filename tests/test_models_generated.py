@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from meshlint import models
+from meshlint.frameworks import models
 from meshlint.generate import models as gen
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -56,9 +56,9 @@ def test_wheel_ships_the_rules_and_works_without_the_source_tree(wheel, tmp_path
                cwd=cfg.parent, env=env)
     assert proc.returncode == 1, proc.stderr
     assert "ML201 [error] tp = 8 is larger than a node" in proc.stdout
-    proc = run([str(python), "-c", "import meshlint.rules as r, importlib.util as u; print(r.builtin_rules_dir());"
+    proc = run([str(python), "-c", "import meshlint.engine.rules as r, importlib.util as u; print(r.builtin_rules_dir());"
                                    "print(u.find_spec('torch') is None);"
-                                   "from meshlint import prebuilt; print(prebuilt.load(r.builtin_rules_dir()) is not None)"],
+                                   "from meshlint.engine import prebuilt; print(prebuilt.load(r.builtin_rules_dir()) is not None)"],
                cwd=cfg.parent, env=env)
     rules_dir, no_torch, prebuilt_used = proc.stdout.split()
     assert rules_dir.endswith(os.path.join("site-packages", "meshlint", "_rules"))

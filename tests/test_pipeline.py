@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from meshlint import pipeline
+from meshlint.mesh import pipeline
 
 # ---------------------------------------------------------------------------- stage splits
 

@@ -97,7 +97,7 @@ def test_positions_point_at_the_keyword_the_flavor_and_the_def(tiny):
 def test_pysource_duck_types_source_and_follows_later_edits(tiny):
     import copy
 
-    from meshlint.source import Source
+    from meshlint.inputs.source import Source
 
     src = read_registry(str(TINY)).functions["tiny_tp4"]
     for attr in ("path", "text", "data", "name", "comments"):

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from meshlint.dialects.accelerate import v1_15
+from meshlint.frameworks.accelerate import v1_15
 from meshlint.errors import InputError
-from meshlint.mesh import Mesh
+from meshlint.mesh.devmesh import Mesh
 
 ROOT = Path(__file__).resolve().parent.parent
 RELEASE = ROOT / ".frameworks" / "accelerate-1.15.0"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from meshlint.dialects.megatron import core_0_16, ranks
+from meshlint.frameworks.megatron import core_0_16, ranks
 
 ROOT = Path(__file__).resolve().parent.parent
 WHEEL = ROOT / ".frameworks" / "megatron-core-0.16.1"
@@ -223,7 +223,7 @@ VALIDATE_RULES = {"ML960", "ML967", "ML969", "ML970", "ML971", "ML972", "ML973",
 
 
 def _meshlint_validate(case: dict, rules) -> dict:
-    from meshlint.check import Options, run_checks
+    from meshlint.engine.check import Options, run_checks
     from meshlint.inputs.launch import parse_launch_args
     from meshlint.inputs.units import analyse_launch
 
@@ -240,7 +240,7 @@ def test_verdicts_match_validate_args():
     why = _absent_lm()
     if why:
         pytest.skip(why)
-    from meshlint.rules import load_rules
+    from meshlint.engine.rules import load_rules
 
     rules = [r for r in load_rules() if r.code in VALIDATE_RULES | {"ML963"}]  # none reads `choices`: no search
     cases = _validate_cases(80)
@@ -261,22 +261,22 @@ def test_verdicts_match_validate_args():
 # ----------------------------------------------------------------------------- the refusal inventory
 
 def test_refusal_inventory_lists_exactly_the_sites_and_classifies_each():
-    """docs/refusals-megatron.md is what meshlint/dialects/megatron/refusals.py makes of the checkout."""
+    """docs/refusals-megatron.md is what meshlint/frameworks/megatron/refusals.py makes of the checkout."""
     root = os.environ.get("MEGATRON_LM_ROOT")
     if not root or not (Path(root) / "megatron" / "training" / "arguments.py").is_file():
         pytest.skip("the inventory reads megatron/training from a Megatron-LM checkout at core_v0.16.1: set "
                     "MEGATRON_LM_ROOT")
-    from meshlint.dialects.megatron import refusals
+    from meshlint.frameworks.megatron import refusals
 
     rows = [(s, *refusals.classify(s)) for s in refusals.enumerate_sites(Path(root))]
     assert refusals.render(rows) == refusals.DOC.read_text(encoding="utf-8"), \
-        "docs/refusals-megatron.md is stale: python -m meshlint.dialects.megatron.refusals --write ROOT"
+        "docs/refusals-megatron.md is stale: python -m meshlint.frameworks.megatron.refusals --write ROOT"
 
 
 def test_refusal_inventory_names_rules_that_exist():
     import re
 
-    from meshlint.dialects.megatron import refusals
+    from meshlint.frameworks.megatron import refusals
 
     codes = {p.name.split("-")[0] for p in (ROOT / "rules").glob("ML*.toml")}
     text = refusals.DOC.read_text(encoding="utf-8")

@@ -11,7 +11,7 @@ what ``get_optional_mesh`` returns for each. Any difference fails, listing confi
 
 Where a piece is absent the tests skip saying why: torch, spmd_types or tyro not installed,
 .frameworks/ not set up (``.ci/frameworks.sh``), ../shared missing, or meshlint's version modules
-(meshlint/dialects/versions.py) not there yet.
+(meshlint/frameworks/versions.py) not there yet.
 """
 
 from __future__ import annotations
@@ -78,10 +78,10 @@ def _meshlint_module(version: str):
     """(meshlint's dialect module for the version, None) or (None, why it cannot be compared yet)."""
     ident = VERSIONS[version]["meshlint"]
     try:
-        from meshlint.dialects import versions
+        from meshlint.frameworks import versions
     except ImportError as exc:
         if ident != "0.2.x":
-            return None, f"meshlint.dialects.versions is not there yet ({exc}): nothing models torchtitan {ident}"
+            return None, f"meshlint.frameworks.versions is not there yet ({exc}): nothing models torchtitan {ident}"
         versions = None
     if versions is not None:
         module = versions.module("torchtitan", ident)
@@ -89,7 +89,7 @@ def _meshlint_module(version: str):
             return module, None
         if ident != "0.2.x":
             return None, f"meshlint's module for torchtitan {ident} has no spec_from_degrees"
-    from meshlint.dialects import torchtitan
+    from meshlint.frameworks.torchtitan import v0_2 as torchtitan
 
     return torchtitan, None
 
@@ -98,7 +98,7 @@ def _spec(module, degrees: dict, backend: str | None):
     if hasattr(module, "spec_from_degrees"):
         return module.spec_from_degrees(dict(degrees), **({"spmd_backend": backend} if backend else {}))
     # The v0.2 module before versions.py: a Spec filled the way its read() fills one.
-    from meshlint.dialects.base import Spec
+    from meshlint.frameworks.base import Spec
 
     spec = Spec(module.NAME, dict(degrees))
     spec.load_error = module._validate_degrees(spec.degrees)

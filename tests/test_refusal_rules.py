@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from meshlint.check import Options, check_file
-from meshlint.rules import load_rules
-from meshlint.topology import CliTopology
+from meshlint.engine.check import Options, check_file
+from meshlint.engine.rules import load_rules
+from meshlint.mesh.topology import CliTopology
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "frameworks"

@@ -10,10 +10,10 @@ import weakref
 import pytest
 from conftest import FIXTURES
 
-from meshlint.check import Options, check_all, collect_paths
-from meshlint.filereport import FileReport
+from meshlint.engine.check import Options, check_all, collect_paths
+from meshlint.engine.filereport import FileReport
 from meshlint.report import github, json_report, sarif, stream, text
-from meshlint.rules import load_rules
+from meshlint.engine.rules import load_rules
 
 RULES = load_rules()
 

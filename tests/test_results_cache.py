@@ -1,4 +1,4 @@
-"""The results cache (meshlint/results_cache.py): same output as without it, no stale hit, no trust in its files.
+"""The results cache (meshlint/cli/results_cache.py): same output as without it, no stale hit, no trust in its files.
 
 In process and deterministic: no timings. The degree search behind help lines has a time budget,
 and a result that ran out of it is never cached; the budget is lifted here so every run of a
@@ -17,9 +17,9 @@ import pickle
 import pytest
 from conftest import FIXTURES
 
-import meshlint.check as check_module
-from meshlint import results_cache
-from meshlint.lint import run
+import meshlint.engine.check as check_module
+from meshlint.cli import results_cache
+from meshlint.cli.lint import run
 
 FORMATS = ("text", "json", "sarif", "github")
 KF = """[model]
@@ -41,7 +41,7 @@ def _run(paths, fmt="text", **kwargs) -> tuple[int, str]:
 
 
 def _settings(**kwargs):
-    from meshlint.settings import CliSettings
+    from meshlint.cli.settings import CliSettings
 
     return CliSettings(**kwargs)
 
@@ -193,7 +193,7 @@ def test_the_package_code_is_part_of_the_key(tmp_path, monkeypatch):
     (package / "_rules").mkdir(parents=True)
     (package / "check.py").write_text("x = 1\n")
     (package / "_rules" / "ML101.toml").write_text("code = 1\n")
-    monkeypatch.setattr(results_cache, "__file__", str(package / "results_cache.py"))
+    monkeypatch.setattr(results_cache, "__file__", str(package / "cli" / "results_cache.py"))
     first = results_cache._code_key()
     assert first and results_cache._code_key() == first
     os.utime(package / "check.py", ns=(1, 1))  # an edit of an editable install
@@ -335,8 +335,8 @@ def test_a_text_entry_is_completed_for_the_json_report(cache_dir, write, spy):
 
 def _writer(directory: str, key: str, rounds: int) -> None:
     os.environ["MESHLINT_CACHE_DIR"] = directory
-    from meshlint.filereport import FileReport
-    from meshlint.findings import Finding
+    from meshlint.engine.filereport import FileReport
+    from meshlint.engine.findings import Finding
 
     cache = results_cache.open_cache(None)
     report = FileReport("cfg.toml", "checked", dialect="kempnerforge")
@@ -384,7 +384,7 @@ def test_prune_keeps_what_the_run_used_and_stays_within_its_bytes(tmp_path):
 
 def test_the_cache_grows_to_the_tree_a_run_checks_and_stays_bounded(tmp_path, cache_dir, monkeypatch):
     # past MAX_ENTRIES configs, a run keeps every entry it used: its next run is answered from the cache
-    from meshlint.lint import run
+    from meshlint.cli.lint import run
 
     monkeypatch.setattr(results_cache, "MAX_ENTRIES", 4)
     monkeypatch.setattr(results_cache, "PRUNE_TO", 2)

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from meshlint.check import Options, check_file
-from meshlint.rules import load_rules
+from meshlint.engine.check import Options, check_file
+from meshlint.engine.rules import load_rules
 
 RULE_FIXTURES = FIXTURES / "rules"
 EXPECT = re.compile(r"#\s*expect:\s*([A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)")

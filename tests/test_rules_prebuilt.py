@@ -1,4 +1,4 @@
-"""The built-in rules parsed ahead of time (meshlint/rules_prebuilt.py): current, identical to parsing, never stale."""
+"""The built-in rules parsed ahead of time (meshlint/engine/rules_prebuilt.py): current, identical to parsing, never stale."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 import pytest
 from conftest import ROOT
 
-from meshlint import prebuilt, rule_cache, rules
+from meshlint.engine import prebuilt, rule_cache, rules
 from meshlint.generate import rules_prebuilt as generate
 
 
@@ -19,7 +19,7 @@ def test_the_prebuilt_module_is_current():
     # regenerated from rules/*.toml and the loader as they are now: a rule edited without
     # `python -m meshlint.generate.rules_prebuilt` fails here (and, at run time, is parsed instead)
     assert generate.OUT.read_text(encoding="utf-8") == generate.module_source(str(ROOT / "rules")), \
-        "meshlint/rules_prebuilt.py is stale: run python -m meshlint.generate.rules_prebuilt"
+        "meshlint/engine/rules_prebuilt.py is stale: run python -m meshlint.generate.rules_prebuilt"
 
 
 def test_prebuilt_rules_are_the_parsed_rules():
@@ -59,7 +59,7 @@ def test_a_changed_rule_file_is_never_answered_from_the_prebuilt_module(copy, ch
 
 
 def test_a_changed_parser_or_version_is_never_answered_from_it(monkeypatch):
-    from meshlint import rules_prebuilt
+    from meshlint.engine import rules_prebuilt
 
     directory = rules.builtin_rules_dir()
     version, builders, files = rules_prebuilt.FINGERPRINT
@@ -71,7 +71,7 @@ def test_a_changed_parser_or_version_is_never_answered_from_it(monkeypatch):
 
 
 def test_a_damaged_module_falls_back_to_parsing(monkeypatch):
-    from meshlint import rules_prebuilt
+    from meshlint.engine import rules_prebuilt
 
     monkeypatch.setattr(rules_prebuilt, "RULES", [{"check": ["expr", "not a pair"]}])
     assert prebuilt.load(rules.builtin_rules_dir()) is None

@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT, run_cli
 
 from meshlint.errors import RuleFileError
-from meshlint.rules import SCHEMA_PATH, load_rule_file, load_rules
+from meshlint.engine.rules import SCHEMA_PATH, load_rule_file, load_rules
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from meshlint import schema_data
+from meshlint.frameworks import schema_data
 from meshlint.generate import schema as gen
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,10 +243,10 @@ def _kinds(typ: dict) -> set:
 
 
 def _key_mismatches():
-    from meshlint.dialects.versions import VERSIONS
+    from meshlint.frameworks.versions import VERSIONS
 
     out = {}
-    schema_dir = Path(schema_data.__file__).parent / "data" / "schema"
+    schema_dir = Path(importlib.util.find_spec("meshlint").origin).parent / "data" / "schema"
     with_schemas = {f.name.split("-")[0] for f in schema_dir.glob("*.json")}
     for entry in VERSIONS:
         if entry.framework not in with_schemas:  # Accelerate and Megatron keep their facts in their own packages,
@@ -1141,7 +1141,7 @@ print(json.dumps(out))
 
 @REGISTRY_VERSIONS
 def test_generated_linears_are_what_torchtitan_traverses(tmp_path, version, root):
-    from meshlint import models
+    from meshlint.frameworks import models
 
     root = _source("torchtitan", root)
     _needs("torch")

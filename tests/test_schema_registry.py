@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from meshlint import schema_data
-from meshlint.dialects import schema_check, torchtitan_main, torchtitan_v030
+from meshlint.frameworks import schema_data
+from meshlint.frameworks import schema_check
+from meshlint.frameworks.torchtitan import main_b5bcd76c6 as torchtitan_main, v0_3_0 as torchtitan_v030
 from meshlint.errors import InputError
 from meshlint.inputs import launch, pyregistry
 
@@ -103,8 +104,8 @@ def test_unknown_root_class_still_checks_its_known_sections(registry):
 
 
 def test_ml108_finding_points_at_the_line():
-    from meshlint.check import Options, check_file
-    from meshlint.rules import load_rules
+    from meshlint.engine.check import Options, check_file
+    from meshlint.engine.rules import load_rules
 
     report = check_file(f"{FIXTURE}::typo_keyword", Options(rules=load_rules(), torchtitan_version="main@b5bcd76c6"))
     found = [(f.code, f.line) for f in report.findings if f.code == "ML108"]
@@ -166,7 +167,7 @@ def test_every_registry_config_class_has_slots(version):
 
 
 def test_fast_type_tests_never_pass_what_the_full_verdict_flags():
-    from meshlint.schema_data import _Context, _fast_test, _judge
+    from meshlint.frameworks.schema_data import _Context, _fast_test, _judge
 
     values = [0, 1, -1, 2 ** 60, 1.0, 0.5, True, False, "", "4", "bf16", None, [], [1], {}, (1,)]
     for framework, version in (("kempnerforge", "5666d0d"), ("torchtitan", "main@b5bcd76c6")):

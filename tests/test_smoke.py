@@ -558,7 +558,7 @@ def test_usage_errors_exit_2(args, env, message):
     # in process: each is refused before anything starts (no rank, no launch, no torch)
     from click.testing import CliRunner
 
-    from meshlint.cli import main
+    from meshlint.cli.commands import main
 
     launcher = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
                 "SLURM_NTASKS", "SLURM_LOCALID")

@@ -251,7 +251,7 @@ def test_a_child_ends_when_its_parent_is_killed(sig):
 
 
 def test_torchtitan_main_plan_makes_every_global_mesh_by_the_frameworks_method():
-    from meshlint.dialects import torchtitan_main
+    from meshlint.frameworks.torchtitan import main_b5bcd76c6 as torchtitan_main
 
     spec = torchtitan_main.spec_from_degrees({"tp": 2, "ep": 2, "pp": 2, "dp_shard": -1}, spmd_backend="spmd_types")
     spec.framework = {"name": "torchtitan", "version": "main@b5bcd76c6"}
@@ -312,9 +312,9 @@ def pp_ep() -> Trainer.Config:
 def test_a_main_registry_plan_scales_without_etp_and_keeps_its_schedule(rules, tmp_path):
     # torchtitan main has no expert tensor parallelism: nothing may ask for an etp dim, and --scale-to
     # re-resolves with main's own ParallelDims (module_for_spec), not v0.2.x's
-    from meshlint.check import Options, check_file
+    from meshlint.engine.check import Options, check_file
     from meshlint.smoke import scale
-    from meshlint.topology import CliTopology
+    from meshlint.mesh.topology import CliTopology
 
     path = tmp_path / "config_registry.py"
     path.write_text(MAIN_REGISTRY)

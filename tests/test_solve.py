@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from meshlint.check import FileReport, analyse, run_checks
-from meshlint.facts import FACT_DOCS, build_facts
-from meshlint.settings import CliSettings, Planner
+from meshlint.engine.check import FileReport, analyse, run_checks
+from meshlint.engine.facts import FACT_DOCS, build_facts
+from meshlint.cli.settings import CliSettings, Planner
 from meshlint.solve import prune
 from meshlint.solve.space import Target, assignments, count_factorizations, divisors, space_for
 from meshlint.solve.valid import Solver, degree_choices, valid_layouts
@@ -243,7 +243,7 @@ def test_fast_facts_equal_build_facts():
 
 def test_materialize_is_what_the_edited_file_reads_as():
     """A layout's Spec equals the Spec of the config file with those degrees written (fix's read-back)."""
-    from meshlint.fix import plan
+    from meshlint.solve.fix import plan
 
     for path, version, gpn in PRIMARY:
         report, options = _setup(path, version, gpn)
@@ -321,7 +321,7 @@ def test_degree_choices_respect_keep():
 def test_big_moe_top_layouts_pass_the_real_check():
     """deepseek_v3 671B on 4,096 GPUs: the best layouts the search returns pass meshlint check (no timing
     here: bench/bench_suggest.py measures it)."""
-    from meshlint.suggest import search
+    from meshlint.solve.suggest import search
 
     path = f"{REG / 'deepseek_v3' / 'config_registry.py'}::deepseek_v3_671b"
     report, options = _setup(path, "main@b5bcd76c6", 8, 4096)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from meshlint.errors import InputError
-from meshlint.source import parse_source, read_source, split_key
-from meshlint.tomlpos import scan
+from meshlint.inputs.source import parse_source, read_source, split_key
+from meshlint.inputs.tomlpos import scan
 
 DOC = '''# header
 [model]
@@ -88,7 +88,7 @@ def test_missing_file_and_directory(tmp_path):
 def test_fast_comment_scan_agrees_with_the_full_scanner():
     from conftest import FIXTURES
 
-    from meshlint.tomlpos import scan_comments
+    from meshlint.inputs.tomlpos import scan_comments
 
     tricky = ('a = "x # not a comment"  # yes\nb = \'# no\'\nc = """\n# no\n"""  # yes\n'
               'd = \'\'\'# no\n\'\'\'\ne = """ends with a quote""""  # yes\n# last')

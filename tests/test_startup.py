@@ -17,10 +17,10 @@ from conftest import FIXTURES, ROOT
 PROBE = r"""
 import sys
 before = set(sys.modules)
-import meshlint.check, meshlint.engine, meshlint.expr, meshlint.lint, meshlint.rules, meshlint.source
+import meshlint.engine.check, meshlint.engine.run, meshlint.engine.expr, meshlint.cli.lint, meshlint.engine.rules, meshlint.inputs.source
 imported = set(sys.modules) - before
 sys.argv = ["meshlint", "check", *sys.argv[1:]]
-from meshlint.entry import main
+from meshlint.cli.entry import main
 try:
     main()
 except SystemExit as exc:
@@ -30,12 +30,15 @@ print("\nPROBE", repr((sorted(imported), sorted(set(sys.modules) - before), code
 
 # Never on the check path: the CLI framework, schema validation of user rule packs, the
 # report formats nobody asked for, the smoke runner, the solvers, torch.
-NEVER = ("click", "jsonschema", "torch", "meshlint.cli", "meshlint.report.json_report", "meshlint.report.sarif",
+NEVER = ("click", "jsonschema", "torch", "meshlint.cli.commands", "meshlint.report.json_report", "meshlint.report.sarif",
          "meshlint.report.github", "meshlint.report.explain", "meshlint.report.svg", "meshlint.smoke",
-         "meshlint.diff", "meshlint.fix", "meshlint.generate", "meshlint.inputs", "yaml")
+         "meshlint.report.diff", "meshlint.solve.fix", "meshlint.generate", "yaml",
+         # every input but the TOML reader (its text, key positions and suppressions)
+         *(f"meshlint.inputs.{p.stem}" for p in (ROOT / "meshlint" / "inputs").glob("*.py")
+           if p.stem not in ("__init__", "source", "tomlpos", "suppress")))
 # Importing the library's check modules loads no rules, no cache and no schema: that is paid by a run.
-NOT_AT_IMPORT = ("json", "meshlint.rule_cache", "meshlint.schema_data", "meshlint.report", "difflib",
-                 "meshlint.suppress")
+NOT_AT_IMPORT = ("json", "meshlint.engine.rule_cache", "meshlint.frameworks.schema_data", "meshlint.report", "difflib",
+                 "meshlint.inputs.suppress")
 
 
 CONFIG = "70b_32gpu_tp4_pp4.toml"  # a config KempnerForge accepts and with no error (an error runs the
@@ -71,7 +74,7 @@ def test_a_plain_check_never_loads_click_jsonschema_torch_or_other_formats(probe
 def test_a_config_that_never_mentions_meshlint_skips_the_suppression_parser(probe):
     _, after_run, _, _ = probe
     assert "meshlint" not in (FIXTURES / "kempnerforge" / CONFIG).read_text()
-    assert "meshlint.suppress" not in after_run
+    assert "meshlint.inputs.suppress" not in after_run
 
 
 def test_a_kempnerforge_check_imports_neither_ast_nor_copy(probe):
@@ -84,7 +87,7 @@ def test_a_kempnerforge_check_imports_neither_ast_nor_copy(probe):
 WARM_PROBE = r"""
 import sys
 sys.argv = ["meshlint", "check", *sys.argv[1:]]
-from meshlint.entry import main
+from meshlint.cli.entry import main
 try:
     main()
 except SystemExit as exc:
@@ -94,9 +97,9 @@ print("\nPROBE", repr((sorted(sys.modules), code)))
 # A run answered from the results cache needs none of the pipeline: no settings or project
 # configuration, no rules, no TOML parser, no dialect, no topology. (A pyproject.toml that mentions
 # meshlint on the way up is parsed, to find the rule packs it names: not the case here.)
-PIPELINE = ("meshlint.check", "meshlint.engine", "meshlint.expr", "meshlint.rules", "meshlint.dialects",
-            "meshlint.facts", "meshlint.source", "meshlint.settings", "meshlint.config", "meshlint.topology",
-            "meshlint.models", "meshlint.schema_data", "tomllib", "hashlib")
+PIPELINE = ("meshlint.engine.check", "meshlint.engine.run", "meshlint.engine.expr", "meshlint.engine.rules", "meshlint.frameworks",
+            "meshlint.engine.facts", "meshlint.inputs.source", "meshlint.cli.settings", "meshlint.cli.project_config", "meshlint.mesh.topology",
+            "meshlint.frameworks.models", "meshlint.frameworks.schema_data", "tomllib", "hashlib")
 
 
 def test_a_run_answered_from_the_results_cache_imports_no_pipeline(tmp_path):
@@ -115,5 +118,5 @@ def test_a_run_answered_from_the_results_cache_imports_no_pipeline(tmp_path):
     (cold_modules, cold_code), cold_out = runs[0]
     (warm_modules, warm_code), warm_out = runs[1]
     assert warm_out == cold_out and warm_code == cold_code
-    assert "meshlint.check" in cold_modules
+    assert "meshlint.engine.check" in cold_modules
     assert _hits(set(warm_modules), NEVER + PIPELINE) == []

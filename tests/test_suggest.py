@@ -9,14 +9,14 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from meshlint.check import analyse
-from meshlint.cli import main
-from meshlint.cli_suggest import fix_cmd, suggest_cmd
-from meshlint.settings import CliSettings, Planner
+from meshlint.engine.check import analyse
+from meshlint.cli.commands import main
+from meshlint.cli.suggest import fix_cmd, suggest_cmd
+from meshlint.cli.settings import CliSettings, Planner
 from meshlint.solve import cost
 from meshlint.solve.space import Target
 from meshlint.solve.valid import Solver
-from meshlint.suggest import search
+from meshlint.solve.suggest import search
 
 ROOT = Path(__file__).resolve().parent.parent
 SUGGEST = ROOT / "fixtures" / "suggest"

@@ -10,10 +10,10 @@ from collections import defaultdict
 import pytest
 from conftest import FIXTURES
 
-from meshlint.check import Options, analyse
-from meshlint.mesh import Mesh, node_of
+from meshlint.engine.check import Options, analyse
+from meshlint.mesh.devmesh import Mesh, node_of
 from meshlint.report.svg import BADGE_PALETTE, PALETTE, SVG_NS, TEXT, render_svg
-from meshlint.topology import CliTopology
+from meshlint.mesh.topology import CliTopology
 
 NS = {"svg": SVG_NS}
 
@@ -232,7 +232,7 @@ def test_text_is_legible_on_every_colour():
 
 def test_import_is_light():
     code = ("import sys, meshlint.report.svg; "
-            "print(sorted(m for m in ('torch', 'jsonschema', 'click', 'meshlint.check') if m in sys.modules))")
+            "print(sorted(m for m in ('torch', 'jsonschema', 'click', 'meshlint.engine.check') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from meshlint.topology import CliTopology, comment_hints, directive_hints, filename_hint, resolve_topology
+from meshlint.mesh.topology import (
+    CliTopology,
+    comment_hints,
+    directive_hints,
+    filename_hint,
+    resolve_topology,
+)
 
 
 def comments(*lines):

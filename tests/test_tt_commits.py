@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import tt_history
 
-from meshlint.check import Options, check_all
-from meshlint.dialects import ttdiff, versions
-from meshlint.rules import load_rules
-from meshlint.topology import CliTopology
+from meshlint.engine.check import Options, check_all
+from meshlint.frameworks.torchtitan import ttdiff
+from meshlint.frameworks import versions
+from meshlint.engine.rules import load_rules
+from meshlint.mesh.topology import CliTopology
 
 B5 = Path("/work/shared/frameworks/torchtitan-b5bcd76c6")
 SAMPLE = 24

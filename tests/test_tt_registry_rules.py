@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from meshlint import models
-from meshlint.check import _split_late, topology_for
-from meshlint.dialects import versions
-from meshlint.engine import run_rules
-from meshlint.facts import build_facts
-from meshlint.rules import load_rules
-from meshlint.topology import CliTopology
+from meshlint.frameworks import models
+from meshlint.engine.check import _split_late, topology_for
+from meshlint.frameworks import versions
+from meshlint.engine.run import run_rules
+from meshlint.engine.facts import build_facts
+from meshlint.engine.rules import load_rules
+from meshlint.mesh.topology import CliTopology
 
 RULES = load_rules()
 FIRST = _split_late(RULES)[0]  # what check_file runs before the unused-suppression rule
@@ -147,7 +147,7 @@ def check(source, version: str, table: dict | None = None):
 
 def check_fixture(path: Path, version: str) -> tuple:
     """(findings, skips) of a fixture through meshlint's own pipeline (check_file), as ``version``."""
-    from meshlint.check import Options, check_file
+    from meshlint.engine.check import Options, check_file
 
     # GPUs large enough for any peak: a fixture is about its own rule, not the default 80 GiB (ML504 has its own)
     report = check_file(str(path), Options(rules=RULES, report_unused=True, torchtitan_version=version,

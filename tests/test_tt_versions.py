@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from meshlint.dialects import torchtitan_main, torchtitan_v030, versions
+from meshlint.frameworks.torchtitan import main_b5bcd76c6 as torchtitan_main, v0_3_0 as torchtitan_v030
+from meshlint.frameworks import versions
 from meshlint.errors import RuleFileError
-from meshlint.rules import build_rule
+from meshlint.engine.rules import build_rule
 
 SHARED = ROOT.parent / "shared" / "frameworks"
 MAIN = SHARED / "torchtitan-b5bcd76c6"

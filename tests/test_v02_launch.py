@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from meshlint.check import Options, run_checks
+from meshlint.engine.check import Options, run_checks
 from meshlint.errors import InputError
 from meshlint.inputs.launch import parse_launch_args
 from meshlint.inputs.scripts import read_launch_script

@@ -109,11 +109,11 @@ def check_tree(root: str) -> dict:
 
     Returns {version, decided_by, unmodelled (names), configs, errors (error findings), ml008 (paths),
     crashes (tracebacks), launch (the launch's status and its ML codes), unstated (configs with no version)}."""
-    from meshlint.check import Options, check_all, run_checks
+    from meshlint.engine.check import Options, check_all, run_checks
     from meshlint.inputs import units
     from meshlint.inputs.launch import parse_launch_args
-    from meshlint.rules import load_rules
-    from meshlint.topology import CliTopology
+    from meshlint.engine.rules import load_rules
+    from meshlint.mesh.topology import CliTopology
 
     options = Options(rules=load_rules(), topology=CliTopology(world_size=8), torchtitan_root=root)
     out = {"version": None, "decided_by": None, "unmodelled": [], "configs": 0, "errors": 0, "ml008": [],

@@ -5,7 +5,7 @@ the keys its config files may hold, its distributed types, the flags of ``accele
     python -m meshlint.generate.accelerate SRC_DIR [--write]
 
 SRC_DIR holds the ``accelerate`` package (a wheel unpacked, or .frameworks/accelerate-1.15.0).
-Written to meshlint/dialects/accelerate/facts-<version>.toml; tests/test_accelerate.py checks it is current.
+Written to meshlint/frameworks/accelerate/facts-<version>.toml; tests/test_accelerate.py checks it is current.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import ast
 import sys
 from pathlib import Path
 
-OUT_DIR = Path(__file__).resolve().parent.parent / "dialects" / "accelerate"
+OUT_DIR = Path(__file__).resolve().parent.parent / "frameworks" / "accelerate"
 
 
 def _literal(node):

@@ -18,7 +18,7 @@ this records, citing the source lines:
   ``build_dataloader_fn`` reading ``job_config.training.dataset`` into that module's dataset.
 
 Nothing is typed by hand: a version whose source has none of these records none, and rules reading
-the table (``datasets`` fact) then have nothing to check. ``meshlint.facts`` reads the file.
+the table (``datasets`` fact) then have nothing to check. ``meshlint.engine.facts`` reads the file.
 """
 
 from __future__ import annotations

@@ -236,7 +236,7 @@ def _short(text: str, n: int = 160) -> str:
 VERDICTS = {
     "rule": "covered by a meshlint rule",
     "partial": "covered by a rule in part (the note says which part is not)",
-    "schema": "covered by the schema check (meshlint/schema_data.py: unknown keys, types, enums, the section's own "
+    "schema": "covered by the schema check (meshlint/frameworks/schema_data.py: unknown keys, types, enums, the section's own "
               "__post_init__ checks)",
     "open": "decidable from the config (and world size, model tables), not yet covered",
     "runtime": "cannot be decided statically",
@@ -1047,7 +1047,7 @@ SCHEMA_IDS = {"kempnerforge": ("kempnerforge", "5666d0d"), "torchtitan-0.2.x": (
 def evaluable_checks(version: str) -> dict:
     """path:line -> class name for each config-class check the schema check can evaluate (from the schema JSON),
     plus "__config__": every check site of a config class."""
-    from meshlint import schema_data
+    from meshlint.frameworks import schema_data
 
     if version not in SCHEMA_IDS:  # no generated config schema (Accelerate): every site has a hand entry
         return {"__config__": set()}
@@ -1071,7 +1071,7 @@ def _static_ok(conditions: list, fields: dict, bound: set) -> bool:
     """Whether schema_data's evaluator can decide these conditions for any values: only the class's fields
     (and keys of its nested tables), literals, seeded names, loop variables over literal lists, and the few
     builtins it knows."""
-    from meshlint import schema_data
+    from meshlint.frameworks import schema_data
 
     bound = set(bound)
     for text in conditions:

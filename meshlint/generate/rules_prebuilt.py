@@ -1,6 +1,6 @@
-"""Write the built-in rules, parsed, into meshlint/rules_prebuilt.py (see meshlint/prebuilt.py).
+"""Write the built-in rules, parsed, into meshlint/engine/rules_prebuilt.py (see meshlint/engine/prebuilt.py).
 
-    python -m meshlint.generate.rules_prebuilt           # rewrite meshlint/rules_prebuilt.py
+    python -m meshlint.generate.rules_prebuilt           # rewrite meshlint/engine/rules_prebuilt.py
     python -m meshlint.generate.rules_prebuilt --check   # exit 1 if it differs
 
 The module is derived from rules/*.toml by the ordinary loader (``rules.load_rule_file``) and the
@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from meshlint import __version__, prebuilt, rule_cache, rules
+from meshlint import __version__
+from meshlint.engine import prebuilt, rule_cache, rules
 
 OUT = Path(prebuilt.__file__).resolve().parent / "rules_prebuilt.py"
 
@@ -28,7 +29,7 @@ def module_source(directory: str | None = None) -> str:
     assert kind == "rules"
     lines = [
         '"""The built-in rules, parsed (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt;',
-        'do not edit). Used by meshlint/prebuilt.py only while FINGERPRINT matches the files."""',
+        'do not edit). Used by meshlint/engine/prebuilt.py only while FINGERPRINT matches the files."""',
         "",
         f"FORMAT = {rule_cache.FORMAT!r}",
         f"FINGERPRINT = {prebuilt.fingerprint(directory, __version__)!r}",

@@ -27,7 +27,7 @@ writes ``meshlint/data/schema/<framework>-<version>.json`` (``--out`` to write e
   generator found it (it fails loudly when a loader changed shape, so a new version is
   never described with an old version's facts).
 
-``meshlint/schema_data.py`` reads these files; ``tests/test_schema_generated.py``
+``meshlint/frameworks/schema_data.py`` reads these files; ``tests/test_schema_generated.py``
 regenerates them from the reference trees and compares.
 """
 
@@ -41,7 +41,7 @@ import re
 import sys
 from pathlib import Path
 
-from meshlint.schema_data import STR_METHODS
+from meshlint.frameworks.schema_data import STR_METHODS
 
 FORMAT = 1
 OUT_DIR = Path(__file__).resolve().parent.parent / "data" / "schema"

@@ -3,7 +3,7 @@
     python -m meshlint.generate.schema_compiled           # rewrite meshlint/schema_compiled/*.py
     python -m meshlint.generate.schema_compiled --check   # exit 1 if one differs
 
-The schema check (meshlint/schema_data.py) evaluates the frameworks' ``__post_init__`` conditions
+The schema check (meshlint/frameworks/schema_data.py) evaluates the frameworks' ``__post_init__`` conditions
 by translating each text into a small Python function over the section's values. Doing that in
 every run (parse, translate, compile: about 0.1 ms a text) was a fifth of the check's cost on a
 first config. Written here as one module per schema, the translation is done once, at
@@ -23,9 +23,9 @@ import re
 import sys
 from pathlib import Path
 
-from meshlint import schema_data
+from meshlint.frameworks import schema_data
 
-OUT_DIR = Path(schema_data.__file__).resolve().parent / "schema_compiled"
+OUT_DIR = Path(schema_data.__file__).resolve().parent.parent / "schema_compiled"
 _HOLE = re.compile(r"\{([^{}!:]+)(?:!([rsa]))?(?::[^{}]*)?\}")  # schema_data._fill's holes
 
 
@@ -70,7 +70,7 @@ def module_source(name: str, raw: str) -> str:
         f"sha256 {digest}, by python -m meshlint.generate.schema_compiled; do not edit).",
         '"""',
         "",
-        f"from meshlint.schema_data import {names}  # noqa: F401",
+        f"from meshlint.frameworks.schema_data import {names}  # noqa: F401",
         "",
         "COMPILED = {",
     ]

@@ -17,7 +17,7 @@ import ast
 import os
 
 from meshlint.generate import pyeval as P
-from meshlint.generate.models import Facts, _ranges, union_all
+from meshlint.generate.model_facts import Facts, _ranges, union_all
 from meshlint.generate.pyeval import EMPTY, V
 
 _FACTORIES = ("empty", "zeros", "ones", "randn", "rand", "full")

@@ -10,8 +10,8 @@ from meshlint.errors import InputError
 
 def analyse_yaml(path: str, options, raw: bytes | None = None, name: str | None = None):
     """The FileReport (before rules) of a YAML file: an accelerate config, or skipped."""
-    from meshlint.check import FileReport
-    from meshlint.dialects import accelerate
+    from meshlint.engine.check import FileReport
+    from meshlint.frameworks import accelerate
     from meshlint.inputs.yaml_source import read_yaml_source
 
     try:
@@ -36,8 +36,8 @@ def analyse_yaml(path: str, options, raw: bytes | None = None, name: str | None 
 
 
 def _mentions_accelerate(path: str, raw: bytes | None) -> bool:
-    from meshlint.dialects.accelerate import MARKERS
-    from meshlint.source import read_bytes
+    from meshlint.frameworks.accelerate import MARKERS
+    from meshlint.inputs.source import read_bytes
 
     try:
         data = raw if raw is not None else read_bytes(path)
@@ -47,8 +47,8 @@ def _mentions_accelerate(path: str, raw: bytes | None) -> bool:
 
 
 def analyse_spec(path: str, source, spec, options, launch_hints: tuple = ()):
-    from meshlint.check import FileReport, topology_for
-    from meshlint.dialects import accelerate
+    from meshlint.engine.check import FileReport, topology_for
+    from meshlint.frameworks import accelerate
     from meshlint.inputs.hf_model import attach_model
 
     spec.framework["decided_by"] = "the release meshlint models for Accelerate (the newest on the package index)"
@@ -106,8 +106,8 @@ class LaunchSource:
 
 def analyse_launch(launch, options):
     """The FileReport (before rules) of one ``accelerate launch``."""
-    from meshlint.check import FileReport
-    from meshlint.dialects import accelerate
+    from meshlint.engine.check import FileReport
+    from meshlint.frameworks import accelerate
 
     if launch.error is not None:
         return FileReport(launch.display, "error", error=launch.error)
@@ -120,7 +120,7 @@ def analyse_launch(launch, options):
 
 def launch_spec(launch, release):
     """(source, Spec) of a launch: the config file's values, overridden by the flags, as the launcher merges them."""
-    from meshlint.dialects.accelerate.config_file import add_world_hint, launcher_settings
+    from meshlint.frameworks.accelerate.config_file import add_world_hint, launcher_settings
     from meshlint.inputs.hf_model import model_ref
 
     config, config_data = _config_file(launch)

@@ -43,7 +43,7 @@ class AccelerateLaunch:
 
 
 def _flag_table(version: str | None = None) -> dict:
-    from meshlint.dialects.accelerate import version_module
+    from meshlint.frameworks.accelerate import version_module
 
     return version_module(version).facts()["flags"]
 

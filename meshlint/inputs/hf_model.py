@@ -8,7 +8,7 @@ import json
 import os
 
 from meshlint.errors import InputError
-from meshlint.source import read_bytes
+from meshlint.inputs.source import read_bytes
 
 MAX_CONFIG_BYTES = 1 << 20
 # training-script flags that name the model (Transformers' examples, TRL, axolotl)

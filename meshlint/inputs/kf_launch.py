@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from meshlint.errors import InputError
 from meshlint.inputs.launch import UNKNOWN_CHAR, Launch, UnknownValue, Word, _err, _pos, _shown, _where, splat_note
-from meshlint.topology import Hint
+from meshlint.mesh.topology import Hint
 
 FRAMEWORK = "kempnerforge"
 MAX_LITERAL_DEPTH = 50    # brackets nested in one value: ast.literal_eval recurses on them

@@ -27,7 +27,7 @@ import shlex
 from typing import Any, NamedTuple
 
 from meshlint.errors import InputError
-from meshlint.topology import MAX_WORLD, Hint
+from meshlint.mesh.topology import MAX_WORLD, Hint
 
 COMMAND_LINE = "<command line>"   # the "file" of an override given on meshlint's own command line
 UNKNOWN_CHAR = "\x00"             # marks the unknown part of a word (a variable the script does not set)
@@ -326,7 +326,7 @@ _SRUN_LONG_FLAGS = {"exclusive", "overlap", "unbuffered", "label", "verbose", "q
 # Other frameworks' entry points, one module each, imported only for a command torchtitan's grammar does not
 # match: ``recognises(script_word, as_module)`` and ``launch(script, args, origin, launcher, env, first, index0)``
 # (a Launch with ``framework`` set). FRAMEWORK_MARKERS: bytes a script must hold to be read for them.
-FRAMEWORK_LAUNCHES = ("meshlint.dialects.megatron.launch",)
+FRAMEWORK_LAUNCHES = ("meshlint.frameworks.megatron.launch",)
 FRAMEWORK_MARKERS = (b"pretrain_",)
 RUN_TRAIN_DEFAULTS = {"NGPU": "8", "MODULE": "llama3", "CONFIG": "llama3_debugmodel", "COMM_MODE": ""}  # run_train.sh:28-32
 
@@ -1282,7 +1282,7 @@ def _schema_typed(source, parts: list, value, ov: Override, version: str | None,
     cannot tell (then the value is typed like the one the config holds)."""
     if len(parts) != 2 or parts[0] in STRICT_SECTIONS:
         return _UNTYPED
-    from meshlint.dialects import schema_check
+    from meshlint.frameworks import schema_check
 
     verdict = schema_check.override_field(_version_key(version), parts[0], parts[1], source.types.get(parts[0]))
     if verdict is None:
@@ -1492,7 +1492,7 @@ class _FileOf:
             key = next((k for k in options if src.has_key(k)), options[0] if options else "")
             if not key:
                 return base
-        from meshlint.source import split_key
+        from meshlint.inputs.source import split_key
 
         parts = split_key(key) if isinstance(key, str) else tuple(key)
         overridden = getattr(src, "overridden", {})
@@ -1524,7 +1524,7 @@ def read_saved_config(path: str, text: str | None = None):
     from meshlint.inputs.pysource import PySource
 
     if text is None:
-        from meshlint.source import read_bytes
+        from meshlint.inputs.source import read_bytes
 
         raw = read_bytes(path, MAX_SAVED_BYTES)
         if len(raw) > MAX_SAVED_BYTES:

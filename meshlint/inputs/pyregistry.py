@@ -34,7 +34,7 @@ import sys
 
 from meshlint.errors import InputError
 from meshlint.inputs.pysource import PySource, Unknown
-from meshlint.source import read_bytes
+from meshlint.inputs.source import read_bytes
 
 MAX_BYTES = 16 * 1024 * 1024        # same file-size limit as TOML sources
 MAX_INT = 10 ** 18                  # larger integers are not a training config; they become Unknown

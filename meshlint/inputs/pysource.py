@@ -1,4 +1,4 @@
-"""A torchtitan config function read statically, shaped like ``meshlint.source.Source``.
+"""A torchtitan config function read statically, shaped like ``meshlint.inputs.source.Source``.
 
 ``PySource`` duck-types ``Source`` so the TOML pipeline (dialect -> Spec -> rules ->
 reports) runs unchanged on a ``config_registry.py::function``: ``data`` holds the
@@ -32,7 +32,7 @@ def _split(key: str) -> tuple:
     # few dozen, asked for every config: split once (bounded, for a long-lived process)
     hit = _SPLIT.get(key)
     if hit is None:
-        from meshlint.source import split_key
+        from meshlint.inputs.source import split_key
 
         if len(_SPLIT) > 4096:
             _SPLIT.clear()

@@ -55,7 +55,7 @@ def read_launch_script(path: str, version: str | None = None) -> list:
 
     Raises InputError: ML001 (missing, a directory, a FIFO/device: refused unread), ML002 (binary or
     not UTF-8, when it mentions torchtitan), ML007 (over the size, line-length or launch-count limits)."""
-    from meshlint.source import read_bytes
+    from meshlint.inputs.source import read_bytes
 
     raw = read_bytes(path, MAX_SCRIPT_BYTES)
     if len(raw) > MAX_SCRIPT_BYTES:

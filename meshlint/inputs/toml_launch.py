@@ -18,7 +18,7 @@ import os
 
 from meshlint.errors import InputError
 from meshlint.inputs.launch import COMMAND_LINE
-from meshlint.source import Source
+from meshlint.inputs.source import Source
 
 
 class LaunchedSource(Source):
@@ -73,8 +73,8 @@ NAMES = {"kempnerforge": "KempnerForge", "torchtitan-0.2": "torchtitan v0.2"}
 def launch_report(launch, options, script: str | None):
     """The FileReport (before rules) of one launch of a TOML config; ``script``: the script it is in
     (None: meshlint's command line). Raises InputError where the launch cannot be checked."""
-    from meshlint.check import FileReport, analyse_parsed
-    from meshlint.source import read_source
+    from meshlint.engine.check import FileReport, analyse_parsed
+    from meshlint.inputs.source import read_source
 
     if launch.error is not None:
         raise launch.error
@@ -98,7 +98,7 @@ def launch_report(launch, options, script: str | None):
                          word.line if launch.file else 1, word.col, help=exc.help) from None
     dialect = DIALECT[launch.framework]
     if not getattr(launch, "entry_explicit", True):
-        from meshlint.dialects import detect
+        from meshlint.frameworks import detect
 
         if detect(toml.data) != dialect:   # some other project's train.py with a TOML of its own
             return FileReport(display, "skipped", note=f"{launch.config} is not a KempnerForge config (no "
@@ -153,7 +153,7 @@ def apply_kf(launch, toml_data: dict, script: str | None) -> tuple:
     built from the TOML, section by section and key by key; a space-form override gives the string
     "true" (a bool key reads it as true). A space form KempnerForge refuses is left out of the data:
     the run never starts, and ML317 says why."""
-    from meshlint.dialects.kempnerforge import _judge_space_override
+    from meshlint.frameworks.kempnerforge.v5666d0d import _judge_space_override
 
     data = copy.deepcopy(toml_data)
     set_at: dict = {}
@@ -204,7 +204,7 @@ def _still_unread(unread: list, path: str) -> list:
 
 
 def _is_bool(path: str) -> bool:
-    from meshlint import schema_data
+    from meshlint.frameworks import schema_data
 
     try:
         entry = schema_data.load("kempnerforge", "5666d0d").key(path)

@@ -114,7 +114,7 @@ def _kind(typ: dict | None) -> str | None:
 def parse_v02_overrides(items: list, origin, notes: list, custom: bool = False) -> list:
     """tyro's reading of v0.2's options: [Override] typed from the 0.2.x schema; raises InputError(ML006)
     where tyro refuses the line."""
-    from meshlint import schema_data
+    from meshlint.frameworks import schema_data
 
     schema = schema_data.load("torchtitan", VERSION)
     sections = schema.sections()

@@ -6,7 +6,7 @@ first holding ``torchtitan/config/`` and ``torchtitan/models/``; else the instal
 with ``importlib.util.find_spec("torchtitan")``, which for a top-level name only asks the import
 system's finders where it is and executes nothing (checked in tests/test_launch.py), and, should a
 finder fail, the ``sys.path`` entries scanned directly. Which version that code is, is
-meshlint/dialects/versions.py's question.
+meshlint/frameworks/versions.py's question.
 """
 
 from __future__ import annotations

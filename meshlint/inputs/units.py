@@ -18,7 +18,7 @@ DEFAULT_TORCHTITAN_VERSION = "main@b5bcd76c6"
 
 def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name: str | None = None) -> list:
     """FileReports (before rules) for every config in ``path`` (kind: registry | script | saved)."""
-    from meshlint.check import FileReport
+    from meshlint.engine.check import FileReport
 
     try:
         if kind == "registry":
@@ -45,7 +45,7 @@ def _is_accelerate(src) -> bool:
 def analyse_launch(launch, options) -> object:
     """The FileReport (before rules) of a launch given on the command line
     (``meshlint check --module llama3 --config llama3_70b -- --parallelism...``)."""
-    from meshlint.check import FileReport
+    from meshlint.engine.check import FileReport
     from meshlint.inputs.accelerate_launch import AccelerateLaunch
 
     if isinstance(launch, AccelerateLaunch):
@@ -68,7 +68,7 @@ def analyse_launch(launch, options) -> object:
 
 def several(path: str, reports: list):
     """A path that names several configs where one is needed (explain --svg, diff, smoke)."""
-    from meshlint.check import FileReport
+    from meshlint.engine.check import FileReport
 
     if any(r.status == "error" for r in reports) and len(reports) == 1:
         return reports[0]
@@ -83,7 +83,7 @@ def several(path: str, reports: list):
 # ----------------------------------------------------------------------------- reading inputs
 
 def _registry_sources(path: str, options, raw: bytes | None):
-    from meshlint.check import FileReport
+    from meshlint.engine.check import FileReport
     from meshlint.inputs.pyregistry import read_registry
 
     file, _, function = path.partition("::")
@@ -121,7 +121,7 @@ def _no_function(file: str, function: str, available: list) -> str:
 def _script_sources(path: str, options):
     from meshlint.inputs.scripts import read_launch_script
 
-    from meshlint.check import FileReport
+    from meshlint.engine.check import FileReport
 
     launches = read_launch_script(path)
     if not launches:  # any shell script may be handed over (pre-commit): not one of ours, like a TOML without
@@ -170,7 +170,7 @@ def _launch_source(launch, options, start_dir: str):
     if getattr(launch, "error", None) is not None:
         raise launch.error
     if getattr(launch, "framework", None) == "megatron":
-        from meshlint.dialects.megatron.launch import make_source
+        from meshlint.frameworks.megatron.launch import make_source
 
         return make_source(launch)
     root, how = find_root(start_dir, options.torchtitan_root)
@@ -201,8 +201,9 @@ def analyse_source(source, options, launch=None):
     """One registry-era config through dialect -> topology -> resolution."""
     if getattr(source, "framework", None) == "megatron":
         return _analyse_megatron(source, options, launch)
-    from meshlint import models
-    from meshlint.dialects import versions
+    from meshlint.frameworks import models
+    from meshlint.engine.check import FileReport, topology_for
+    from meshlint.frameworks import versions
 
     version, decided_by = choose_version(source, options)
     module = versions.module("torchtitan", version)
@@ -219,7 +220,7 @@ def analyse_source(source, options, launch=None):
 
 def _analyse_megatron(source, options, launch):
     """A Megatron-LM launch through its version module (the one release modelled)."""
-    from meshlint.dialects import versions
+    from meshlint.frameworks import versions
 
     module = versions.module("megatron", "0.16.1")
     return _resolved(source, module.read(source), module, options, launch, "megatron")
@@ -227,7 +228,7 @@ def _analyse_megatron(source, options, launch):
 
 def _resolved(source, spec, module, options, launch, dialect: str):
     """Topology (the launch's own hints among the others) and resolution: the report before the rules."""
-    from meshlint.check import FileReport, topology_for
+    from meshlint.engine.check import FileReport, topology_for
 
     hints = tuple(getattr(launch, "hints", ()) or ()) if launch is not None else ()
     topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, hints)
@@ -241,7 +242,8 @@ def _against_checkout(spec, source, options, version: str) -> None:
     """What the checkout's code has beyond the applied version (ttdiff): recorded in ``spec.framework``;
     an unknown key that the checkout's own dataclass defines is no error (it becomes an ML115 item), a key
     the applied version has and the checkout's dataclass lacks is one; the legacy mesh layout is applied."""
-    from meshlint.dialects import ttcode, ttdiff, versions
+    from meshlint.frameworks.torchtitan import ttcode, ttdiff
+    from meshlint.frameworks import versions
 
     root = _root_of(source, options)
     items = ttdiff.differences(root, version) if root else []
@@ -291,7 +293,7 @@ _MATTERS = ("parallelism", "training", "compile", "model")
 
 def _root_of(source, options) -> str | None:
     """The torchtitan checkout the registry of ``source`` belongs to (cached like choose_version's)."""
-    from meshlint.dialects import versions
+    from meshlint.frameworks import versions
     from meshlint.inputs.ttroot import find_root
 
     start = os.path.dirname(os.path.abspath(getattr(source, "file", None) or source.path))
@@ -309,7 +311,7 @@ def choose_version(source, options) -> tuple:
     """(version id, how it was decided): the user's word, else the code of the checkout the
     registry lives in (or the installed package), else the keys the config itself uses, else
     the documented default."""
-    from meshlint.dialects import versions
+    from meshlint.frameworks import versions
 
     if options.torchtitan_version:
         return versions.canonical("torchtitan", options.torchtitan_version, strict=False), "--torchtitan-version / project setting"

@@ -13,7 +13,7 @@ from functools import cached_property
 
 from meshlint.errors import InputError
 from meshlint.limits import MAX_FILE_BYTES, MAX_KEYS, MAX_NESTING
-from meshlint.source import check_text_limits, decode, read_bytes, split_key
+from meshlint.inputs.source import check_text_limits, decode, read_bytes, split_key
 
 YAML_SUFFIXES = (".yaml", ".yml")
 _HELP = "meshlint's input limits are listed in the README (meshlint/limits.py)"

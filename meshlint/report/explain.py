@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from meshlint import ranks as rank_info
-from meshlint.check import FileReport, input_error_finding
-from meshlint.dialects.base import DEGREES
-from meshlint.mesh import Mesh, place
+from meshlint.mesh import ranks as rank_info
+from meshlint.engine.check import FileReport, input_error_finding
+from meshlint.frameworks.base import DEGREES
+from meshlint.mesh.devmesh import Mesh, place
 from meshlint.report.json_report import file_json
 from meshlint.report.terminal import safe, safe_lines
 from meshlint.report.workload import model_json, model_line, pipeline_json, pipeline_line
@@ -127,7 +127,7 @@ def render(report: FileReport, view: RankView | None = None) -> str:
     row("degrees", " ".join(f"{n}={_v(res.degrees.get(n))}" for n in DEGREES
                             if n in spec.degree_keys or (n != "etp" and n in res.degrees)))
     if res.valid_worlds:
-        from meshlint.facts import _valid_worlds_text
+        from meshlint.engine.facts import _valid_worlds_text
 
         row("valid", _valid_worlds_text(res.valid_worlds).replace("valid ", "", 1))
     if res.framework_error:

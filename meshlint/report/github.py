@@ -8,7 +8,7 @@ Escaping follows the Actions toolkit: in the message ``%``, CR and LF become
 
 from __future__ import annotations
 
-from meshlint.filereport import FileReport, finding_file, input_error_finding
+from meshlint.engine.filereport import FileReport, finding_file, input_error_finding
 
 _COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from meshlint.filereport import FileReport, input_error_finding
+from meshlint.engine.filereport import FileReport, input_error_finding
 
 VERSION = 1
 
@@ -51,7 +51,7 @@ def file_json(report: FileReport) -> dict:
         return out
     if report.status != "checked":
         return out
-    from meshlint.dialects.base import DEGREES
+    from meshlint.frameworks.base import DEGREES
     from meshlint.report.workload import model_json, pipeline_json
 
     topo, res, spec = report.topology, report.resolution, report.spec
@@ -98,7 +98,7 @@ def _memory_json(memory: dict | None) -> dict | None:
 
 def framework_version(spec) -> dict:
     """``name``, ``version`` and ``decided_by``: which framework semantics were applied, and why; for a
-    registry config also ``unmodelled``: [{kind, name, where, detail}] (meshlint/dialects/ttdiff.py)."""
+    registry config also ``unmodelled``: [{kind, name, where, detail}] (meshlint/frameworks/torchtitan/ttdiff.py)."""
     fw = getattr(spec, "framework", None) or {}
     out = {"name": fw.get("name"), "version": fw.get("version"), "decided_by": fw.get("decided_by")}
     if "unmodelled" in fw:  # registry configs: what the checkout's code has that the applied version lacks

@@ -79,8 +79,8 @@ def markdown(rules: list) -> str:
 
 def _language_reference() -> list[str]:
     """The tables a rule author needs, generated from the code that implements them."""
-    from meshlint.expr import FUNCTIONS
-    from meshlint.facts import FACT_DOCS, GROUP_FIELDS
+    from meshlint.engine.expr import FUNCTIONS
+    from meshlint.engine.facts import FACT_DOCS, GROUP_FIELDS
 
     out = ["", "## Rule language reference", "",
            "Rule files are described in the README (*Writing a rule*); their schema is "

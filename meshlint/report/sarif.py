@@ -17,7 +17,7 @@ import os
 import subprocess
 
 from meshlint import __version__
-from meshlint.filereport import FileReport, finding_file, input_error_finding
+from meshlint.engine.filereport import FileReport, finding_file, input_error_finding
 from meshlint.errors import INPUT_ERRORS
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

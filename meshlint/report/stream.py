@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from meshlint.filereport import FileReport
+from meshlint.engine.filereport import FileReport
 
 FLUSH_BYTES = 1 << 20
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from meshlint.mesh import Axis, node_of
+from meshlint.mesh.devmesh import Axis, node_of
 
 SVG_NS = "http://www.w3.org/2000/svg"
 

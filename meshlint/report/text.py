@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
-from meshlint.filereport import FileReport, finding_file, input_error_finding
+from meshlint.engine.filereport import FileReport, finding_file, input_error_finding
 from meshlint.report.terminal import safe
 
 _STYLE = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "info": "\x1b[1;36m", "path": "\x1b[1m",
@@ -94,7 +94,7 @@ def skips_line(folded: dict) -> str:
 
 def framework_lines(reports: list[FileReport]) -> list:
     """One line per torchtitan semantics applied to registry configs in this run: which, how decided, and
-    what the checkout has beyond them (meshlint/dialects/ttdiff.py)."""
+    what the checkout has beyond them (meshlint/frameworks/torchtitan/ttdiff.py)."""
     seen: dict = {}
     for r in reports:  # a streamed run keeps only a Husk, with the spec's framework as `applied`
         fw = getattr(r, "applied", None) or getattr(getattr(r, "spec", None), "framework", None) or {}
@@ -102,7 +102,7 @@ def framework_lines(reports: list[FileReport]) -> list:
             seen.setdefault((fw.get("version"), fw.get("decided_by")), fw["unmodelled"])
     if not seen:  # a TOML-only run imports nothing more
         return []
-    from meshlint.dialects.ttdiff import summary
+    from meshlint.frameworks.torchtitan.ttdiff import summary
 
     return [summary(version, how, items) for (version, how), items in seen.items()]
 

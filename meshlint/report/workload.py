@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meshlint.check import FileReport
+from meshlint.engine.check import FileReport
 
 MODEL_FIELDS = ("name", "flavor", "known", "source", "n_layers", "n_heads", "n_kv_heads", "dim", "vocab_size",
                 "num_experts", "params")
@@ -20,7 +20,7 @@ def model_json(report: FileReport) -> dict | None:
 
 def pipeline_json(report: FileReport) -> dict | None:
     """How the framework cuts the model into stages and feeds its schedule; null without pp > 1."""
-    from meshlint.dialects import versions
+    from meshlint.frameworks import versions
 
     module = versions.module_for_spec(report.spec)
     pp = report.resolution.degrees.get("pp")

@@ -2,7 +2,7 @@
 sha256 4f013a7d61d4dce4, by python -m meshlint.generate.schema_compiled; do not edit).
 """
 
-from meshlint.schema_data import _h_local as _L, _h_attr as _A, _h_add as _add, _h_mul as _mul, _h_mod as _mod, _h_call as _call, _h_keys as _keys, _h_meth as _meth  # noqa: F401
+from meshlint.frameworks.schema_data import _h_local as _L, _h_attr as _A, _h_add as _add, _h_mul as _mul, _h_mod as _mod, _h_call as _call, _h_keys as _keys, _h_meth as _meth  # noqa: F401
 
 COMPILED = {
     'self.type': lambda V, L, K=(): V.get('type'),

@@ -6,9 +6,9 @@ supervisor and every rank read the very meshes the static check printed.
 
 from __future__ import annotations
 
-from meshlint.check import FileReport
-from meshlint.facts import ROLE_OF
-from meshlint.mesh import Axis, Mesh
+from meshlint.engine.check import FileReport
+from meshlint.engine.facts import ROLE_OF
+from meshlint.mesh.devmesh import Axis, Mesh
 
 VERSION = 1
 # Placement: a group of these roles spread over nodes is an error (tp) or a warning (ep, cp)
@@ -69,7 +69,7 @@ def _kempnerforge(res) -> list:
 def _accelerate(res) -> list:
     """``ParallelismConfig.build_device_mesh``: init_device_mesh of the dims above 1, then each flattened mesh
     (dp, dp_shard_cp, dp_cp) as ``device_mesh[parts]._flatten(name)``."""
-    from meshlint.dialects.accelerate.v1_15 import flattened_dims
+    from meshlint.frameworks.accelerate.v1_15 import flattened_dims
 
     mesh = res.meshes.get("device_mesh")
     if mesh is None:
@@ -150,8 +150,8 @@ def _torchtitan_mesh_exist(version: str, spec, d: dict):
     ep = d.get("ep") or 1
     if version == "0.2.x":  # parallel_dims.py:61-66@9810191bb^: efsdp iff ep > 1, every other dim iff > 1
         return lambda name, size: ep > 1 if name == "efsdp" else size > 1
-    from meshlint.dialects import torchtitan_registry as reg
-    from meshlint.dialects.versions import module_for_spec
+    from meshlint.frameworks.torchtitan import registry as reg
+    from meshlint.frameworks.versions import module_for_spec
 
     backend = spec.values.get(reg.P + "spmd_backend")
     semantics = getattr(module_for_spec(spec), "SEMANTICS", None)

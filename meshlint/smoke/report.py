@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from meshlint.expr import compact_ranks
+from meshlint.mesh.devmesh import compact_ranks
 
 VERSION = 1
 PHASES = ("launch", "rendezvous", "mesh", "verify", "placement", "probe", "step")

@@ -57,8 +57,8 @@ def smoke(path: str, options, opts: SmokeOptions) -> int:
 
 
 def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
-    from meshlint.check import check_file
-    from meshlint.topology import CliTopology
+    from meshlint.engine.check import check_file
+    from meshlint.mesh.topology import CliTopology
 
     if env is not None and opts.scale_to not in (None, env.world_size):
         raise SmokeUsageError(f"--scale-to {opts.scale_to} disagrees with the launcher's WORLD_SIZE {env.world_size}")
@@ -181,7 +181,7 @@ def _launch(plan: dict, world: int, opts: SmokeOptions, step: dict) -> dict:
 def _fake(plan: dict, opts: SmokeOptions) -> dict:
     import time
 
-    from meshlint import ranks as rank_info
+    from meshlint.mesh import ranks as rank_info
     from meshlint.smoke import fake
 
     world = plan["world_size"]
@@ -381,6 +381,6 @@ def _refused(report, world: int, why: str, static: list) -> dict:
 
 
 def _print(result: dict, fmt: str) -> None:
-    from meshlint.lint import emit
+    from meshlint.cli.lint import emit
 
     emit(smoke_report.render_json(result) if fmt == "json" else smoke_report.render_text(result))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 
-from meshlint.dialects.versions import module_for_spec
+from meshlint.frameworks.versions import module_for_spec
 from meshlint.errors import MeshlintError
 
 KEPT = ("tp", "pp", "cp", "ep", "etp")

@@ -11,7 +11,7 @@ the local batch of every data-parallel rank):
 * **communication**, each collective priced with an alpha-beta model
   (``steps·alpha + bytes/bandwidth``, ring algorithms) on the link it runs on: NVLink
   when the group stays inside a node, the inter-node fabric otherwise, decided by
-  ``meshlint.mesh.place`` on the framework's own mesh layout: TP (all-gather +
+  ``meshlint.mesh.devmesh.place`` on the framework's own mesh layout: TP (all-gather +
   reduce-scatter of activations per layer), CP (ring exchange of K/V), EP (all-to-all
   dispatch and combine per MoE layer), FSDP (all-gather of parameters, reduce-scatter
   of gradients), HSDP/DDP (all-reduce of gradient shards), PP (point-to-point
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from meshlint.mesh import Axis, place
+from meshlint.mesh.devmesh import Axis, place
 
 GIB = 2 ** 30
 DEFAULT_OVERLAP = 0.5       # FSDP traffic hides behind half the compute time (docs/cost-model.md: calibration)
@@ -115,7 +115,7 @@ def default_node(gpus_per_node: int | None) -> str:
 def cluster(settings: dict | None = None, gpus_per_node: int | None = None) -> Cluster:
     """The cluster profile: a node preset and a fabric preset, then any number overridden.
 
-    ``settings`` is ``[tool.meshlint.cluster]`` (already checked by meshlint.config).
+    ``settings`` is ``[tool.meshlint.cluster]`` (already checked by meshlint.cli.project_config).
     """
     s = dict(settings or {})
     node = s.get("node") or default_node(s.get("gpus_per_node") or gpus_per_node)
@@ -180,7 +180,7 @@ class Workload(NamedTuple):
     ac: str                       # activation checkpointing: full | selective | none
     ac_from: str                  # where that came from
     notes: tuple = ()
-    shape: object = None          # meshlint.memory.Shape: what the whole-peak memory estimate reads
+    shape: object = None          # meshlint.mesh.memory.Shape: what the whole-peak memory estimate reads
 
 
 def workload(report, options, profile: Cluster) -> Workload:
@@ -224,7 +224,7 @@ def workload(report, options, profile: Cluster) -> Workload:
         "training.mixed_precision_param")
     param_bytes = 4 if precision in ("fp32", "float32") else 2
     ac, ac_from = _ac_mode(report, profile)
-    from meshlint.memory_shape import shape
+    from meshlint.mesh.memory_shape import shape
 
     mem = shape(report, None if spec.dialect == "kempnerforge" else _model_entry(report, options), ac, batch[1][1])
     return Workload(framework, params, expert_params, active, n_layers, moe_layers, dim,
@@ -241,14 +241,14 @@ def _batch(spec) -> tuple:
         # train.py: grad_accum_steps microbatches of batch_size sequences (the pipeline's microbatches with pp)
         seq, size, accum = _int(v.get("train.seq_len")), _int(v.get("train.batch_size")), _int(
             v.get("train.grad_accum_steps")) or 1
-        from meshlint.pipeline import KF_SCHEDULES
+        from meshlint.mesh.pipeline import KF_SCHEDULES
 
         unit = seq * size if seq and size else None
         return seq, ((unit, accum), (unit, accum)), KF_SCHEDULES.get(v.get("pp_schedule") or "")
     if spec.dialect != "torchtitan":
         return None, ((None, 1), (None, 1)), None
     version = (getattr(spec, "framework", None) or {}).get("version") or "0.2.x"
-    from meshlint.pipeline import SCHEDULES
+    from meshlint.mesh.pipeline import SCHEDULES
 
     if version.startswith("main"):
         # num_tokens_per_microbatch_per_dp_rank tokens per microbatch; num_pp_microbatches of them with pp
@@ -295,14 +295,14 @@ def _ac_mode(report, profile: Cluster) -> tuple:
 
 
 def _bytes_per_param(spec) -> int | None:
-    from meshlint.dialects.versions import module_for_spec
+    from meshlint.frameworks.versions import module_for_spec
 
     module = module_for_spec(spec)
     return module.bytes_per_param(spec) if hasattr(module, "bytes_per_param") else None
 
 
 def _model_entry(report, options) -> dict | None:
-    from meshlint import models
+    from meshlint.frameworks import models
 
     v = report.spec.values
     name, flavor = v.get("model.name"), v.get("model.flavor")
@@ -316,7 +316,7 @@ def _model_entry(report, options) -> dict | None:
         return None
     entry = models.lookup(table, name, flavor)
     if entry is None:
-        from meshlint.dialects.torchtitan_registry import MODEL_ALIASES
+        from meshlint.frameworks.torchtitan.registry import MODEL_ALIASES
 
         entry = models.lookup(table, MODEL_ALIASES.get(name), flavor)
     return entry
@@ -345,7 +345,7 @@ class Estimate(NamedTuple):
     fits: bool | None
     mfu: float | None
     tokens: int | None            # tokens per iteration, whole world
-    peak: object = None           # meshlint.memory.Peak: the whole per-GPU peak, per stage
+    peak: object = None           # meshlint.mesh.memory.Peak: the whole per-GPU peak, per stage
     capacity_gib: float | None = None
     global_batch: dict | None = None  # {"sequences", "tokens"} per optimizer step
 
@@ -467,8 +467,8 @@ class Model:
         return fits is False, time / (tokens_dp * dr * ds)
 
     def memory_peak(self, d: dict, batch: tuple | None = None, ends_only: bool = False):
-        """The whole per-GPU peak of every pipeline stage (meshlint.memory.Peak), or None (model size unknown)."""
-        from meshlint import memory
+        """The whole per-GPU peak of every pipeline stage (meshlint.mesh.memory.Peak), or None (model size unknown)."""
+        from meshlint.mesh import memory
 
         if self.w.shape is None:
             return None

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from meshlint import expr
-from meshlint.dialects.base import DEGREES
+from meshlint.engine import expr
+from meshlint.frameworks.base import DEGREES
 
 # Facts that do not depend on the degrees (for a fixed target world and node shape).
 STATIC = frozenset({
@@ -111,7 +111,7 @@ def classify(rules: list, dialect: str) -> Classified:
 
 
 def fails(rule, facts: dict) -> bool:
-    """Whether ``rule`` reports a finding on ``facts``: the engine's evaluation (meshlint/engine.py
+    """Whether ``rule`` reports a finding on ``facts``: the engine's evaluation (meshlint/engine/run.py
     run_rules), without rendering messages. A rule that reads an unknown fact is skipped (passes);
     one that cannot be evaluated is reported as an error by the engine, so it fails here."""
     shared = expr.Env(facts, budget=0)

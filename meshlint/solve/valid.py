@@ -25,14 +25,14 @@ import time
 import copy
 from typing import Iterator, NamedTuple
 
-from meshlint import suppress
-from meshlint.dialects.base import DEGREES, Resolution, degree_items
-from meshlint.dialects.versions import module_for_spec
-from meshlint.facts import ROLE_OF, _mesh_fact, _valid_worlds_text, build_facts
-from meshlint.mesh import place
+from meshlint.inputs import suppress
+from meshlint.frameworks.base import DEGREES, Resolution, degree_items
+from meshlint.frameworks.versions import module_for_spec
+from meshlint.engine.facts import ROLE_OF, _mesh_fact, _valid_worlds_text, build_facts
+from meshlint.mesh.devmesh import place
 from meshlint.solve import prune
 from meshlint.solve.space import SolveError, Target, assignments, current, divisors, role_values, space_for
-from meshlint.topology import CliTopology
+from meshlint.mesh.topology import CliTopology
 
 MAX_DIAGNOSE = 20_000   # layouts tallied when explaining why none fits
 
@@ -124,7 +124,7 @@ class Solver:
 
     # ------------------------------------------------------------------ setup
     def _topology(self):
-        from meshlint.check import topology_for
+        from meshlint.engine.check import topology_for
 
         topo = self.report.topology
         t = self.target
@@ -284,7 +284,7 @@ class Solver:
     def _suppressed(self, rule, facts: dict) -> bool:
         if rule.code not in self.maybe_suppressed:
             return False
-        from meshlint.engine import _finding
+        from meshlint.engine.run import _finding
 
         scope = prune.failing_scope(rule, facts)
         if scope is None:
@@ -467,7 +467,7 @@ def degree_choices(report, options, target: Target | None = None, deadline: floa
 
 def _framework_id(spec) -> str:
     """The ``framework.id`` fact of a spec (what a rule's ``frameworks`` field matches)."""
-    from meshlint.dialects.versions import TOML_VERSION
+    from meshlint.frameworks.versions import TOML_VERSION
 
     fw = getattr(spec, "framework", None) or {}
     version = fw.get("version") or TOML_VERSION.get(spec.dialect)

@@ -1,0 +1,1 @@
+"""The command line: flag parsing (click, and the click-free fast path) and the commands' bodies."""

@@ -1,0 +1,278 @@
+"""One config through the whole pipeline: load -> dialect -> topology -> resolve -> facts -> rules."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, NamedTuple
+
+from meshlint.errors import InputError
+from meshlint.engine.filereport import (  # noqa: F401 - where they always were: imported from here by many modules
+    REGISTRY_FILE,
+    SCRIPT_SUFFIXES,
+    SKIP_DIRS,
+    FileReport,
+    collect_paths,
+    finding_file,
+    input_error_finding,
+    input_kind,
+)
+from meshlint.engine.findings import Finding
+from meshlint.mesh.topology import CliTopology, Hint
+
+if TYPE_CHECKING:  # the pipeline's modules are imported where they run: a run answered from the
+    # results cache (meshlint/cli/results_cache.py) imports this module for FileReport and never needs them
+    from meshlint.frameworks.base import Resolution, Spec
+    from meshlint.engine.run import Skip
+    from meshlint.engine.rules import Rule
+    from meshlint.inputs.source import Source
+    from meshlint.mesh.topology import Topology
+
+class Options(NamedTuple):
+    """Everything that decides how one file is checked (see settings.Planner for how it is built)."""
+
+    rules: list
+    dialect: str | None = None
+    topology: CliTopology = CliTopology()
+    file_hint: Hint | None = None       # per-file topology from the project configuration
+    profile_hint: Hint | None = None    # the project's cluster profile: lowest precedence
+    severity: dict = {}                 # rule code or name -> severity override
+    fail_on: str = "error"
+    report_unused: bool = False         # report suppression comments that suppress nothing
+    models: dict | None = None          # model table (torchtitan flavors); None: the built-in one
+    gpu_memory_gib: float = 80.0        # what the memory estimate compares with
+    gpu_memory_source: str = "default"  # where that came from (memory_check.capacity_source)
+    torchtitan_version: str | None = None  # --torchtitan-version / project setting: the semantics of registries
+    torchtitan_root: str | None = None     # --torchtitan-root: the checkout registries and launch lines refer to
+
+
+# The framework version a TOML config is read as (registries choose theirs: inputs/units.py).
+TOML_VERSIONS = {
+    "torchtitan": ("0.2.x", "a TOML config: torchtitan read TOML configs up to v0.2.x (they became Python "
+                            "registries at 9810191bb, 2026-02-23)"),
+    "kempnerforge": ("5666d0d", "KempnerForge TOML, as of the snapshot meshlint models (5666d0d, 2026-06-30)"),
+}
+
+
+def analyse_all(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> list:
+    """Every config an input path holds (a registry has one per function, a launch script one
+    per launch line), each analysed up to (not including) the rules."""
+    kind = input_kind(path)
+    if kind in ("toml", "yaml"):
+        return [analyse(path, options, raw, name)]
+    from meshlint.inputs import units
+
+    return [report for report in units.analyse_input(path, kind, options, raw, name)]
+
+
+def check_all(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> list:
+    """:func:`check_file` for every config an input path holds."""
+    return [run_checks(report, options) for report in analyse_all(path, options, raw, name)]
+
+
+def analyse(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> FileReport:
+    """Everything up to (not including) the rules: used by check, explain and diff.
+
+    ``raw`` gives the file's content instead of reading ``path`` (an old
+    version read from git); ``path`` is then only its display name.
+    A registry path names one config (``file.py::function``, or a file with one function).
+    """
+    if input_kind(path) == "yaml":
+        from meshlint.inputs.accelerate_input import analyse_yaml
+
+        return analyse_yaml(path, options, raw, name)
+    if input_kind(path) != "toml":
+        reports = analyse_all(path, options, raw, name)
+        if len(reports) == 1:
+            return reports[0]
+        from meshlint.inputs.units import several
+
+        return several(path, reports)
+    from meshlint.frameworks import detect
+    from meshlint.inputs.source import parse_source, read_source
+
+    try:
+        source = read_source(path) if raw is None else parse_source(path, raw, name)
+        dialect = options.dialect or detect(source.data)
+    except InputError as exc:
+        return FileReport(path, "error", error=exc)
+    if dialect is None:
+        return FileReport(path, "skipped", source=source,
+                          note="no [distributed], [parallelism] or [mesh] section: not a training config")
+    return analyse_parsed(path, source, dialect, options)
+
+
+def analyse_parsed(path: str, source: Source, dialect: str, options: Options, prepare=None,
+                   hints: tuple = ()) -> FileReport:
+    """A parsed TOML config (or one a launch's overrides were laid over) up to the rules; ``prepare``
+    adjusts the spec before resolution, ``hints`` are the launcher's topology statements."""
+    from meshlint.frameworks import DIALECTS
+
+    module = DIALECTS[dialect]
+    spec = module.read(source)
+    if dialect in TOML_VERSIONS:
+        from meshlint.frameworks import schema_check
+
+        version, why = TOML_VERSIONS[dialect]
+        spec.framework = {"name": dialect, "version": version, "decided_by": why}
+        schema_check.apply(spec, source.data)
+    if prepare is not None:
+        prepare(spec)
+    if dialect == "torchtitan":
+        from meshlint.frameworks import models
+
+        module.attach_model(spec, options.models if options.models is not None else models.builtin())
+    topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, hints)
+    topo.gpu_memory_gib = options.gpu_memory_gib
+    resolution = module.resolve(spec, topo.world_size)
+    return FileReport(path, "checked", dialect=dialect, source=source, spec=spec, topology=topo,
+                      resolution=resolution)
+
+
+def check_file(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> FileReport:
+    return run_checks(analyse(path, options, raw, name), options)
+
+
+def run_checks(report: FileReport, options: Options) -> FileReport:
+    """The rules (and suppressions) on an analysed config."""
+    if report.status != "checked":
+        return report
+    from meshlint.engine.run import run_rules
+    from meshlint.engine.facts import build_facts
+
+    facts = build_facts(report.spec, report.topology, report.resolution)
+    from meshlint.solve.memory_check import file_memory, rule_facts
+
+    report.memory = file_memory(report, options)
+    facts["memory"].update(rule_facts(report.memory))
+    first, late = _split_late(options.rules)
+    findings, skips = run_rules(first, facts, report.source.locate)
+    if any(f.severity == "error" for f in findings) and _proposes_degrees(first):
+        # Help lines that propose degrees draw on one search of the layouts that pass every error
+        # rule at once, so two findings of a config never propose contradictory values (issue 12).
+        facts["choices"] = degree_choices(report, options)
+        if facts["choices"] is not None:
+            findings, skips = run_rules(first, facts, report.source.locate)
+    file_of = getattr(report.source, "file_of", None)
+    if file_of is not None:  # a registry config: findings point into the file that sets the value
+        findings = [f._replace(file=file_of(f.key, f.line, f.col)) for f in findings]
+    if options.severity:
+        findings = [_override(f, options.severity) for f in findings]
+    report.skips = skips
+    if "meshlint" not in report.source.text:
+        report.findings = findings
+        return report
+    from meshlint.inputs import suppress  # only files that mention meshlint: most never need it
+
+    suppressions = suppress.parse(report.source)
+    report.findings, report.suppressed, used = suppress.apply(suppressions, findings)
+    if options.report_unused and late:
+        known = {key: r for r in options.rules for key in (r.code, r.name)}
+        facts["unused_suppressions"] = suppress.unused(suppressions, used, report.suppressed, known)
+        extra, _ = run_rules(late, facts, report.source.locate)
+        if file_of is not None:
+            extra = [f._replace(file=file_of(f.key, f.line, f.col)) for f in extra]
+        report.findings = sorted(report.findings + extra, key=Finding.sort_key)
+    return report
+
+
+_SPLITS: dict[int, tuple] = {}
+
+
+def _split_late(rules: list) -> tuple[list, list]:
+    """(rules to run first, rules that read which suppressions went unused: ML901 runs after the others).
+
+    Worked out once per rule list, not once per file.
+    """
+    hit = _SPLITS.get(id(rules))
+    if hit is None or hit[0] is not rules:
+        # the name in the source text first: free_names() builds the tree, and few foreach rules read it
+        late = [r for r in rules if r.foreach is not None and "unused_suppressions" in r.foreach.source
+                and "unused_suppressions" in r.foreach.free_names()]
+        if len(_SPLITS) >= 4:  # a long-lived process loads many rule lists: keep the cache bounded
+            _SPLITS.clear()
+        hit = _SPLITS[id(rules)] = (rules, [r for r in rules if r not in late] if late else rules, late)
+    return hit[1], hit[2]
+
+
+CHOICES_BUDGET_S = 0.25  # the search behind `choices`; past it, help lines use their own arithmetic
+
+
+def degree_choices(report: FileReport, options: Options) -> dict | None:
+    """``{degree: values}`` that appear in some layout passing every error rule on this config's
+    own world; None when the world is unknown, the search cannot start, or it runs out of time."""
+    if report.topology.world_size is None or report.dialect == "megatron":  # solve/ has no Megatron layout space
+        return None
+    import time
+
+    from meshlint.errors import MeshlintError
+    from meshlint.solve.valid import degree_choices as search
+
+    deadline = time.perf_counter() + CHOICES_BUDGET_S
+    try:
+        found = search(report, options._replace(rules=[r for r in options.rules if r.severity == "error"]),
+                       deadline=deadline)
+    except MeshlintError:
+        return None
+    except Exception:  # noqa: BLE001 - advisory: a failure of the search never fails the check
+        report.cacheable = False
+        return None
+    if found is None and time.perf_counter() > deadline:
+        report.cacheable = False  # out of time: a faster run may find the choices, so never cache this result
+    return found
+
+
+_PROPOSERS: dict[int, tuple] = {}
+
+
+def _proposes_degrees(rules: list) -> bool:
+    """Whether any of these rules reads ``choices`` (worked out once per rule list)."""
+    hit = _PROPOSERS.get(id(rules))
+    if hit is None or hit[0] is not rules:
+        if len(_PROPOSERS) >= 4:  # a long-lived process loads many rule lists: keep the cache bounded
+            _PROPOSERS.clear()
+        hit = _PROPOSERS[id(rules)] = (rules, any(_reads_choices(r) for r in rules))
+    return hit[1]
+
+
+def _reads_choices(rule: Rule) -> bool:
+    texts = [t.source for _w, t in rule.help] + [getattr(e, "source", "") for e in rule.lets.values()]
+    return any("choices" in (text or "") for text in texts)
+
+
+def _override(finding: Finding, severity: dict) -> Finding:
+    level = severity.get(finding.code) or severity.get(finding.name)
+    return finding._replace(severity=level) if level and level != finding.severity else finding
+
+
+def topology_for(source: Source, spec: Spec, cli: CliTopology, file_hint: Hint | None = None,
+                 profile_hint: Hint | None = None, launch_hints: tuple = ()) -> Topology:
+    """Merge every source of world size and node shape, highest precedence first
+    (a launch line's own --nnodes/--nproc_per_node rank with the file's directives)."""
+    from meshlint.mesh.topology import (
+        comment_hints,
+        comment_worlds,
+        directive_hints,
+        filename_hint,
+        resolve_topology,
+    )
+
+    directives, problems = directive_hints(source.comments)
+    hints = [cli.hint(), *launch_hints, *directives, file_hint, *spec.hints, filename_hint(source.name),
+             *comment_hints(source.comments), profile_hint]
+    topo = resolve_topology(hints, cli.placement)
+    if profile_hint is not None:  # the cluster profile is a default: overriding it is not a disagreement
+        topo.conflicts = [c for c in topo.conflicts if c[3] != profile_hint.source]
+    topo.world_candidates = comment_worlds(source.comments) if topo.world_size is None else []
+    topo.directive_problems = problems
+    return topo
+
+
+def rules_by_code(rules: list[Rule]) -> dict:
+    return {r.code: r for r in rules}
+
+
+def skip_summary(skips: list[Skip]) -> dict:
+    out: dict[str, list[str]] = {}
+    for s in skips:
+        out.setdefault(s.needs, []).append(s.code)
+    return out

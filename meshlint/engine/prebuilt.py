@@ -1,0 +1,67 @@
+"""The built-in rules parsed ahead of time (meshlint/engine/rules_prebuilt.py), used only while they match the rule files.
+
+Parsing the 154 built-in rule files (TOML, then every expression) costs a first run, with no rule
+cache yet, about as much as checking 30 configs. ``python -m meshlint.generate.rules_prebuilt``
+writes the parsed rules into the package, in the rule cache's own encoding, with a fingerprint of
+what they were parsed from: each rule file's name, size and content checksums, and the same of the
+modules that parse and encode rules. At run time the fingerprint is taken again from the files
+themselves (reading them costs ~2 ms; no mtime, so it holds in a wheel too, where the rules are
+``meshlint/_rules``); anything that differs, a rule file added, removed or edited, or a changed
+parser, means the prebuilt module is not used and the rules are parsed as before (the rule cache,
+then the files). The encoded rules are decoded by the rule cache's own checks, so a prebuilt
+module holds data, never code, and its trees are rebuilt from the parser's node types only.
+tests/test_rules_prebuilt.py regenerates the module and fails when it is stale.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+# the modules whose code decides what a rule file parses to (relative to the meshlint package)
+BUILDERS = (os.path.join("engine", "expr.py"), os.path.join("engine", "rules.py"), os.path.join("engine", "rule_cache.py"),
+            "limits.py", os.path.join("frameworks", "versions.py"), os.path.join("frameworks", "registry.py"))
+
+
+def _stamp(path: str) -> tuple:
+    # size and two checksums (64 bits): against edits, not attacks (whoever can write the rule files
+    # beside the package can write its code too), and without hashlib's ~3 ms import
+    with open(path, "rb") as f:
+        data = f.read()
+    return (len(data), zlib.crc32(data), zlib.adler32(data))
+
+
+def rule_files(directory: str) -> list:
+    """The built-in rule files' names, as ``rules._load_dir`` reads them."""
+    return sorted(f for f in os.listdir(directory) if f.endswith(".toml") and f != "models.toml")
+
+
+def fingerprint(directory: str, version: str) -> tuple | None:
+    """What the parsed rules of ``directory`` depend on, from the files' content; None if one is unreadable."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        builders = tuple((name.replace(os.sep, "/"),) + _stamp(os.path.join(here, name)) for name in BUILDERS)
+        files = tuple((name,) + _stamp(os.path.join(directory, name)) for name in rule_files(directory))
+    except OSError:
+        return None
+    return (version, builders, files)
+
+
+def load(directory: str) -> list | None:
+    """The built-in rules of ``directory`` from the prebuilt module, or None when it is missing or stale."""
+    from meshlint import __version__
+
+    try:
+        from meshlint.engine import rules_prebuilt as built
+    except ImportError:
+        return None
+    from meshlint.engine import rule_cache
+
+    if built.FORMAT != rule_cache.FORMAT or built.FINGERPRINT != fingerprint(directory, __version__):
+        return None
+    try:
+        rules = rule_cache._decode_value("rules", built.RULES)
+    except Exception:  # noqa: BLE001 - a damaged module: parse the rule files as without one
+        return None
+    # stored with the file's name as its path: the path a rule is reported with is where it is now
+    return [rule._replace(path=os.path.join(directory, rule.path)) for rule in rules]

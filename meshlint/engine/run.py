@@ -1,0 +1,130 @@
+"""Running rules over the facts of one config.
+
+The engine, not the rule, attaches code, name and severity; a rule only says
+what to check, where to point and what to say. A rule whose condition reads
+an unknown fact (``world_size`` when no world size is known) is skipped, and
+the skip is recorded so a report can say which rules did not run and why.
+Messages are rendered after every check has run, so a message can mention
+the rules that were skipped.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from meshlint.engine import expr
+from meshlint.engine.findings import Finding
+from meshlint.engine.rules import Rule
+
+
+class Skip(NamedTuple):
+    code: str
+    name: str
+    needs: str
+
+
+def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) -> tuple[list[Finding], list[Skip]]:
+    """Evaluate every applicable rule; returns findings (sorted by position) and skips."""
+    failures: list[tuple[Rule, expr.Env]] = []
+    errors: list[Finding] = []
+    skips: list[Skip] = []
+    shared = expr.Env(facts, budget=0)  # facts only; each rule scope below brings its own budget
+    for rule in _for_dialect(rules, facts["dialect"]):
+        env = expr.Env({"params": rule.params}, rule.lets, parent=shared)
+        try:
+            items = rule.foreach.evaluate(env) if rule.foreach else [None]
+            if not isinstance(items, list):
+                raise expr.EvalError(f"'foreach' must give a list, got {expr.type_name(items)}")
+            for item in items:
+                scope = env.child({"item": item}) if rule.foreach else env
+                try:
+                    if rule.when is not None and not _truth(rule.when.evaluate(scope)):
+                        continue
+                    if not _truth(rule.check.evaluate(scope)):
+                        failures.append((rule, scope))
+                except expr.NeedFact as need:
+                    if not rule.foreach:
+                        raise
+                    skips.append(Skip(rule.code, rule.name, need.path.split(".")[0].split("[")[0]))
+        except expr.NeedFact as need:
+            skips.append(Skip(rule.code, rule.name, need.path.split(".")[0].split("[")[0]))
+        except expr.EvalError as exc:
+            errors.append(Finding(rule.code, rule.name, "error", f"rule could not be evaluated: {exc}",
+                                  f"fix the rule file {rule.path}", None, 1, 1))
+    if any(rule.fallback for rule, _ in failures):
+        failures = _without_covered_fallbacks(failures)
+    skips = _unique(skips)  # a foreach rule may skip once per item
+    facts["skipped"] = [{"code": s.code, "name": s.name, "needs": s.needs} for s in skips]
+    findings = [_finding(rule, scope, locate) for rule, scope in failures] + errors
+    findings.sort(key=Finding.sort_key)
+    return findings, skips
+
+
+def _without_covered_fallbacks(failures: list) -> list:
+    """Drop each failure of a ``fallback`` rule (ML112, the framework's own checks evaluated whole; ML101, ML114)
+    whose keys (every ``|`` alternative) share one with an error of another rule: that rule models the key
+    and says more about it (a fix, the numbers), and one refusal is reported once."""
+    covered: set = set()
+    for rule, scope in failures:
+        if not rule.fallback and rule.severity == "error":
+            covered |= _keys(rule, scope)
+    return [(rule, scope) for rule, scope in failures if not rule.fallback or covered.isdisjoint(_keys(rule, scope))]
+
+
+def _keys(rule: Rule, scope: expr.Env) -> set:
+    if rule.key is None:
+        return set()
+    try:
+        text = rule.key.render(scope)
+    except (expr.NeedFact, expr.EvalError):
+        return set()
+    return {k.strip() for k in text.split("|")} - {"", "unknown"}
+
+
+_BY_DIALECT: dict[tuple, tuple] = {}
+
+
+def _for_dialect(rules: list[Rule], dialect: str) -> list[Rule]:
+    """The rules that apply to a dialect, filtered once per rule list."""
+    key = (id(rules), dialect)
+    hit = _BY_DIALECT.get(key)
+    if hit is None or hit[0] is not rules:
+        if len(_BY_DIALECT) >= 12:  # a long-lived process loads many rule lists: keep the cache bounded
+            _BY_DIALECT.clear()
+        hit = _BY_DIALECT[key] = (rules, [r for r in rules if r.applies_to(dialect)])
+    return hit[1]
+
+
+def _truth(value) -> bool:
+    if isinstance(value, expr.Missing):
+        raise expr.NeedFact(value.path)
+    return bool(value)
+
+
+def _unique(skips: list[Skip]) -> list[Skip]:
+    seen, out = set(), []
+    for s in skips:
+        if s.code not in seen:
+            seen.add(s.code)
+            out.append(s)
+    return out
+
+
+def _finding(rule: Rule, scope: expr.Env, locate: Callable[[str], tuple]) -> Finding:
+    key = rule.key.render(scope) if rule.key else None
+    if key in ("", "unknown"):
+        key = None
+    line, col = locate(key)
+    if key and "|" in key:  # alternatives only steer the position; the key to edit is the first
+        key = key.split("|", 1)[0].strip() or None
+    helps = []
+    for cond, template in rule.help:
+        if cond is not None:
+            try:
+                if not _truth(cond.evaluate(scope)):
+                    continue
+            except (expr.NeedFact, expr.EvalError):
+                continue
+        helps.append(template.render(scope))
+    return Finding(rule.code, rule.name, rule.severity, rule.message.render(scope),
+                   "\n".join(helps) if helps else None, key, line, col, None, rule.skip_note)

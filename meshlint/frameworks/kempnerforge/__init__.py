@@ -1,0 +1,1 @@
+"""KempnerForge: one module per modelled version."""

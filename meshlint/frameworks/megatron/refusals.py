@@ -1,0 +1,175 @@
+"""Every raise/assert of Megatron-Core 0.16.1's start-up a launch line can reach, classified: docs/refusals-megatron.md.
+
+    python -m meshlint.frameworks.megatron.refusals --write /path/to/Megatron-LM   # at tag core_v0.16.1
+    python -m meshlint.frameworks.megatron.refusals --check /path/to/Megatron-LM
+
+The sites are enumerated with meshlint/generate/refusals.py's ast walker, in the functions a launch
+runs between parsing its options and building the model's layers: parse_args, validate_args and
+core_transformer_config_from_args (megatron/training/arguments.py, Megatron-LM only), the microbatch
+calculators, initialize_model_parallel and RankGenerator, ModelParallelConfig/TransformerConfig's
+__post_init__ and get_num_layers_to_build (megatron/core, also in the wheel). Each is classified with
+that module's verdicts: a hand entry below (the rule covering it), its generic patterns (packages, the
+GPU, files), or, for a check that reads only the parsed options (validate_args and the config classes
+see nothing else), ``open``: decidable from the launch line, not yet a rule. It is a document of its
+own because docs/refusals.md is rendered only from every torchtitan/KempnerForge source together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from pathlib import Path
+
+from meshlint.generate import refusals as base
+
+VERSION = "megatron-0.16.1"
+DOC = base.DOC.parent / "refusals-megatron.md"
+SCOPE = {  # file -> the functions of it a launch runs before the first step
+    "megatron/training/arguments.py": ("parse_args", "validate_args", "core_transformer_config_from_args"),
+    "megatron/core/num_microbatches_calculator.py": ("ConstantNumMicroBatchesCalculator.__init__",
+                                                     "RampupBatchsizeNumMicroBatchesCalculator.__init__"),
+    "megatron/core/parallel_state.py": ("initialize_model_parallel", "RankGenerator.__init__"),
+    "megatron/core/model_parallel_config.py": ("ModelParallelConfig.__post_init__",),
+    "megatron/core/transformer/transformer_config.py": ("TransformerConfig.__post_init__",),
+    "megatron/core/transformer/transformer_block.py": ("get_num_layers_to_build",),
+}
+R = base.Rule
+OPEN_WHY = ("a check of the parsed options alone (these functions read nothing else): decidable from the launch line, "
+            "not yet a rule")
+ARGS, PS, TC = "megatron/training/arguments.py", "megatron/core/parallel_state.py", "*/transformer_config.py"
+HAND = [
+    # not modelled yet, though their text looks like the layer split's
+    R("open", "the custom layout string (--pipeline-model-parallel-layout): not modelled yet",
+      text=r"\| (The length of pipeline_model_parallel_layout|pipeline_model_parallel_layout cannot be set)"),
+    R("open", "first/last layers in bf16 under fp8: not modelled yet", text=r"num_layers_at_(start|end)_in_bf16"),
+    R("open", "no-RoPE layer pattern: not modelled yet", text=r"no_rope"),
+    R("open", "multi-token prediction: not modelled yet", text=r"mtp_num_layers|Multi-Token"),
+    R("open", "--num-layers with --encoder-num-layers: not modelled yet", text=r"cannot have both num-layers"),
+    R("open", "the batch-decreasing calculator (not the default): not modelled yet",
+      text=r"^decrease_batch_size_if_needed and"),
+    R("rule ML972", "required options", ARGS, text=r"either num-layers or encoder-num-layers"),
+    R("rule ML960", "world ÷ tp·pp·cp", ARGS, text=r"total_model_size"),
+    R("rule ML960", "world ÷ tp·pp·cp", PS, text=r"world_size % model_size"),
+    R("rule ML961", "world ÷ etp·ep·pp", PS, text=r"expert_tensor_model_pipeline_parallel"),
+    R("rule ML962", "the pp-moving order's expert grid", PS, text=r"pp-last rank ordering|expected to be the same"),
+    R("rule ML978", "optimizer instances ÷ dp·cp and expert dp", PS, text=r"partial DistOpt shard factor"),
+    R("rule ML963", "the layer split", "*/transformer_block.py"),
+    R("rule ML963", "the layer split", ARGS, func="validate_args",
+      text=r"layers|virtual pipeline|pipeline_model_parallel_layout|interleaved schedule|pipeline-model-parallel size"),
+    R("rule ML963", "the layer split (uneven first/last stages)", TC,
+      text=r"num_layers_in_(first|last)_pipeline_stage|middle|account_for_(embedding|loss)|number of layers"),
+    R("rule ML963", "virtual stages need pp > 1 (validate_args asks first)", PS,
+      text=r"virtual_pipeline_model_parallel_size is not None"),
+    R("rule ML964", "global batch ÷ micro batch · dp", "*/num_microbatches_calculator.py",
+      func="ConstantNumMicroBatchesCalculator", text=r"global_batch_size % micro_batch_times"),
+    R("internal", "at least one microbatch: implied by the divisibility above and a positive global batch",
+      "*/num_microbatches_calculator.py", func="ConstantNumMicroBatchesCalculator", text=r"num_micro_batches >= 1"),
+    R("rule ML304", "heads ÷ tp", TC, text=r"num_attention_heads % self.tensor_model_parallel_size"),
+    R("rule ML965", "query groups vs tp", TC, text=r"num_query_groups"),
+    R("rule ML967", "hidden ÷ heads", ARGS, text=r"hidden_size % args.num_attention_heads"),
+    R("rule ML969", "ep needs experts", ARGS, text=r"num_experts must be non None"),
+    R("rule ML969", "ep needs experts (validate_args asks first)", TC, text=r"num_moe_experts must be non None"),
+    R("rule ML309", "experts ÷ ep", ARGS, text=r"multiple of expert model parallel"),
+    R("rule ML970", "seq length ÷ 2·cp", ARGS, text=r"seq-length should be a multiple"),
+    R("rule ML971", "positions ≥ seq length", ARGS, text=r"max_position_embeddings >= args\.(seq_length|decoder)"),
+    R("rule ML972", "required options", ARGS, text=r"micro_batch_size is not None|encoder_num_layers is not None"),
+    R("rule ML973", "removed options", ARGS, text=r"no longer valid|is no longer"),
+    R("rule ML974", "ramp-up with --train-iters", ARGS, text=r"rampup for iteration-based"),
+    R("rule ML975", "fp16 and bf16", ARGS, text=r"^args\.(fp16|bf16) and not \(not args\.(bf16|fp16)\) \|"),
+    R("rule ML976", "--overlap-param-gather's needs", ARGS, text=r"overlap_param_gather and .*(use_distributed_optimizer|"
+                                                                r"overlap_grad_reduce)"),
+    R("rule ML977", "--tp-comm-overlap needs sp", ARGS, text=r"Tensor parallel communication/GEMM overlap"),
+    R("internal", "initialize_model_parallel is called once per process", PS, text=r"already initialized"),
+    R("internal", "Megatron-LM initialises torch.distributed first", PS, text=r"torch\.distributed\.is_initialized"),
+    R("internal", "initialize_model_parallel builds its generators with every name in the order and ep or cp at 1",
+      PS, func=r"RankGenerator\.__init__"),
+    R("internal", "validate_args switches sequence parallelism off at tp = 1 (arguments.py:907-913)",
+      "*/model_parallel_config.py", text=r"sequence parallelism without tensor parallelism"),
+    R("internal", "core_transformer_config_from_args sets pipeline_dtype from the params dtype",
+      "*/model_parallel_config.py", text=r"pipeline_dtype must be specified"),
+    R("partial ML979", "read from the script's exports (a warning: the GPU's generation, which decides it, is unknown)",
+      ARGS, text=r"CUDA_DEVICE_MAX_CONNECTIONS to 1"),
+    R("runtime", "the process's environment (NVTE_*, NCCL_*, ...: not read from the script yet)",
+      text=r"os\.environ|os\.getenv|getenv\("),
+    R("runtime", "installed packages and their versions (Transformer Engine, torch, modelopt, yaml, resiliency)",
+      text=r"is_te_min_version|is_torch_min_version|get_te_version|HAVE_[A-Z_]+|importlib|nvidia_resiliency|"
+           r"modelopt|MultiStorageClientFeature|torch_memory_saver|Cannot import"),
+    R("runtime", "the GPU", text=r"get_device_arch_version|torch\.cuda|is_grad_enabled"),
+    R("open", OPEN_WHY, ARGS, text=r"fake_process_group"),  # an option, though its text names the process group
+]
+OPEN = ("open", OPEN_WHY)
+
+
+def enumerate_sites(root: Path) -> list:
+    """Every raise/assert in SCOPE's functions at ``root`` (a Megatron-LM checkout), in file and line order."""
+    sites: list = []
+    for rel, functions in SCOPE.items():
+        path = Path(root) / rel
+        found: list = []
+        base._Walker(rel, found).visit(ast.parse(path.read_text(encoding="utf-8"), filename=rel))
+        sites += [s for s in found if s.function in functions]
+    return sorted(sites, key=lambda s: (s.file, s.line))
+
+
+def classify(site) -> tuple:
+    for rule in HAND:
+        if rule.matches(site, VERSION):
+            return rule.verdict, rule.why, rule.basis
+    for rule in base.PATTERNS:
+        if rule.matches(site, VERSION):
+            return rule.verdict, rule.why, "pattern"
+    return (*OPEN, "function")
+
+
+def render(rows: list) -> str:
+    c = base.counts(rows)
+    lines = [
+        "# Refusals of Megatron-Core 0.16.1: every raise and assert a launch line can reach before the model is built",
+        "",
+        "<!-- Generated by meshlint/frameworks/megatron/refusals.py: edit the classification there, then regenerate:",
+        "     python -m meshlint.frameworks.megatron.refusals --write /path/to/Megatron-LM   (tag core_v0.16.1) -->",
+        "",
+        "Megatron-LM at tag `core_v0.16.1` (55ac70825), the code megatron-core 0.16.1 on the package index ships plus "
+        "megatron/training. The functions read: " + ", ".join(f"`{f}`" for fs in SCOPE.values() for f in fs) + ". "
+        "Verdicts as in [refusals.md](refusals.md); `open` here means a check of the parsed options alone, which "
+        "validate_args and the config classes see and nothing else. tests/test_real_megatron.py checks the list "
+        "against the source where a checkout is given (MEGATRON_LM_ROOT).",
+        "",
+        "| sites | not reachable | not decidable | decidable | by a rule | not yet covered |",
+        "| --- | --- | --- | --- | --- | --- |",
+        f"| {c['sites']} | {c['internal']} | {c['runtime']} | {c['decidable']} | {c['rule'] + c['partial']} | "
+        f"{c['open']} |",
+        "",
+        f"<!-- sites: {VERSION} -->",
+        "",
+        "| site | function | condition | message | verdict | why |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for site, verdict, why, _ in rows:
+        lines.append(f"| `{site.where}` | {base._cell(site.function)} | {base._cell(base._short(site.condition, 120))} "
+                     f"| {base._cell(base._short(site.message, 100))} | {verdict} | {base._cell(why)} |")
+    lines += ["", f"<!-- end sites: {VERSION} -->", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", metavar="ROOT")
+    mode.add_argument("--check", metavar="ROOT")
+    args = ap.parse_args(argv)
+    root = Path(args.write or args.check)
+    rows = [(s, *classify(s)) for s in enumerate_sites(root)]
+    text = render(rows)
+    if args.check:
+        same = DOC.is_file() and DOC.read_text(encoding="utf-8") == text
+        print(f"{DOC}: {'up to date' if same else 'stale: regenerate it'}")
+        return 0 if same else 1
+    DOC.write_text(text, encoding="utf-8")
+    print(f"wrote {DOC}: {len(rows)} sites")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

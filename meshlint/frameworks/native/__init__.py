@@ -1,0 +1,1 @@
+"""The native dialect: a mesh written by hand."""

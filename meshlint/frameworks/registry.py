@@ -1,0 +1,68 @@
+"""Every framework and framework version meshlint models, registered in one place: the rest of meshlint reads this.
+
+A framework is a package under meshlint/frameworks/ whose dialect module (NAME, SECTION, read, resolve, ...)
+is a row of ``FRAMEWORKS``; a version is a module beside its siblings and a row of ``VERSIONS``
+(docs/architecture.md). This module imports nothing, so any layer may read it; the modules it names are
+imported by meshlint/frameworks/__init__.py (the dialects) and versions.module() (a version, on first use).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Framework(NamedTuple):
+    name: str               # the dialect name: --dialect, a rule's ``dialects = [...]``, the JSON report
+    module: str | None      # its dialect module, which detects its files by their section (None: read from
+                            # launch lines only, by its version module: Megatron-LM)
+    cli_choice: bool        # offered by ``--dialect`` (Accelerate files are YAML, told apart by their keys)
+
+
+# in detection order
+FRAMEWORKS = (
+    Framework("kempnerforge", "meshlint.frameworks.kempnerforge.v5666d0d", True),
+    Framework("torchtitan", "meshlint.frameworks.torchtitan.v0_2", True),
+    Framework("native", "meshlint.frameworks.native.dialect", True),
+    Framework("accelerate", "meshlint.frameworks.accelerate", False),
+    Framework("megatron", None, False),
+)
+
+
+class Entry(NamedTuple):
+    framework: str
+    version: str            # the id: "0.2.x", "0.3.0", "main@b5bcd76c6"
+    module: str             # the dialect module that models it
+    description: str
+    commit: str             # what it models: a commit, or a release
+    date: str
+    aliases: tuple = ()     # other spellings users type (--torchtitan-version b5bcd76c6)
+
+
+VERSIONS = (
+    Entry("torchtitan", "0.2.x", "meshlint.frameworks.torchtitan.v0_2",
+          "torchtitan v0.2.1-v0.2.2 and the TOML era up to 9810191bb^: [parallelism] TOML configs, expert tensor "
+          "parallelism (etp), ParallelDims after the unflatten rewrite 183a0d2e7",
+          "9810191bb^", "2026-02-23", ("0.2", "0.2.1", "0.2.2", "v0.2", "v0.2.x", "v0.2.1", "v0.2.2", "toml")),
+    Entry("torchtitan", "0.3.0", "meshlint.frameworks.torchtitan.v0_3_0",
+          "torchtitan 0.3.0 from the package index: Python registry configs with local_batch_size/"
+          "global_batch_size/seq_len, spmd_backend spmd_types | full_dtensor | partial_dtensor, no ETP, "
+          "no ep check in ParallelDims",
+          "0.3.0", "2026-09-03", ("v0.3.0", "0.3")),
+    Entry("torchtitan", "main@b5bcd76c6", "meshlint.frameworks.torchtitan.main_b5bcd76c6",
+          "torchtitan main at b5bcd76c6: Python registry configs with token budgets "
+          "(num_tokens_per_microbatch_per_dp_rank, num_tokens_per_train_step, max_context_length, "
+          "num_pp_microbatches), spmd_backend spmd_types | partial_dtensor, ep must divide dp_shard·cp·tp",
+          "b5bcd76c6", "2026-08-21", ("main", "b5bcd76c6", "b5bcd76")),
+    Entry("accelerate", "1.15.0", "meshlint.frameworks.accelerate.v1_15",
+          "Hugging Face Accelerate 1.15.0 from the package index: accelerate config YAML (parallelism_config), "
+          "accelerate launch flags and PARALLELISM_CONFIG_* variables, ParallelismConfig and its DeviceMesh",
+          "1.15.0", "2026-09-09", ("v1.15.0", "1.15")),
+    Entry("kempnerforge", "5666d0d", "meshlint.frameworks.kempnerforge.v5666d0d",
+          "KempnerForge at 5666d0d: [distributed] TOML configs", "5666d0d", "2026-06-30", ()),
+    Entry("megatron", "0.16.1", "meshlint.frameworks.megatron.core_0_16",
+          "Megatron-Core 0.16.1 (Megatron-LM tag core_v0.16.1): launch lines of pretrain_gpt.py & co, "
+          "RankGenerator order tp-cp-ep-dp-pp (tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping), a separate expert grid",
+          "55ac7082517c3878ae653c07c09c534b8aed49f6", "2026-03-16", ("core_v0.16.1", "v0.16.1", "0.16", "core_r0.16.1")),
+)
+# what a TOML torchtitan config is read as (registries choose with identify/from_keys)
+TOML_VERSION = {"torchtitan": "0.2.x", "kempnerforge": "5666d0d"}

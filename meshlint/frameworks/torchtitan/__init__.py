@@ -1,0 +1,1 @@
+"""torchtitan: one module per modelled version, and what its versions share."""

@@ -1,0 +1,1 @@
+"""Pure arithmetic: device meshes, ranks, topology, pipeline stages, memory."""

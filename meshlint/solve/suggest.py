@@ -1,0 +1,548 @@
+"""``meshlint suggest``: the best valid layouts of a config on a target cluster, ranked by the cost model.
+
+The search (``meshlint.solve``) lists every degree assignment of the framework
+version for the target world in closed form, cuts it with the rules' own verdicts,
+ranks the survivors by the documented cost model (``meshlint.solve.cost``,
+docs/cost-model.md) and verifies them with the full error rules in rank order until
+the top N are found, so every layout shown passes ``meshlint check``. When none
+fits it says why: which rules rejected the most layouts, and which values each
+degree cannot take.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from typing import NamedTuple
+
+from meshlint.solve import batch, cost
+from meshlint.solve.space import SolveError, Target
+from meshlint.solve.valid import Solver, Verdict
+
+SCHEMA_VERSION = 1
+MAX_RANKED = 500_000     # layouts the ranking holds at once (~10 s); past it, narrow with --keep / --vary
+
+
+class Alternative(NamedTuple):
+    rank: int
+    degrees: dict
+    estimate: cost.Estimate
+    changes: list          # [{degree, key, old, new}]; batch keys (degree None) with "what" they keep
+
+
+class Suggestion:
+    """What ``suggest`` found for one config."""
+
+    def __init__(self, solver: Solver, model: cost.Model, work: cost.Workload, profile: cost.Cluster):
+        self.solver = solver
+        self.model = model
+        self.work = work
+        self.profile = profile
+        self.alternatives: list = []
+        self.current: dict | None = None
+        self.current_estimate: cost.Estimate | None = None
+        self.current_failures: tuple = ()
+        self.stats: dict = {}
+        self.diagnosis: dict | None = None
+        self.independent = [r.code for r in solver.independent]
+        self.recipe = None                # solve.batch.Recipe: the global batch every layout keeps
+        self.keep_batch = True
+
+    @property
+    def report(self):
+        return self.solver.report
+
+
+def search(report, options, target: Target | None = None, top: int = 5, profile: cost.Cluster | None = None,
+           diagnose: bool = True, keep_batch: bool = True) -> Suggestion:
+    """Rank the valid layouts of ``report``'s config; the best ``top`` verified with the full rules. Every layout
+    keeps the config's global batch (``solve.batch``) unless ``keep_batch`` is False, and none uses a parallelism
+    the model cannot use (ep or etp on a dense model; cp in KempnerForge, which does not wire it)."""
+    started = time.perf_counter()
+    solver = Solver(report, options, target)
+    t = solver.target
+    profile = profile or cost.cluster(None, t.gpus_per_node)
+    work = cost.workload(report, options, profile)
+    model = cost.Model(work, profile, t.world_size, t.gpus_per_node, t.placement, options.gpu_memory_gib)
+    out = Suggestion(solver, model, work, profile)
+    space = solver.space
+    declared = {n: solver.spec_value(n) for n in space.names}
+    fill = space.fill
+    native = space.framework == "native"
+    out.recipe = shown = None if native else batch.recipe(report.spec, _own_dp(report, solver))
+    recipe = shown if keep_batch else None   # --allow-batch-change: each rank keeps its batch as written
+    out.keep_batch = keep_batch
+    unusable = _unusable(report, work)
+
+    def changed(values: dict) -> int:
+        return sum(1 for n in space.names if values[n] != declared[n] and not (n == fill and declared[n] == -1))
+
+    # Ranked lazily: first by time per token with the config's own microbatch (no memory estimate), then each
+    # layout popped is re-scored with the whole-peak memory and the microbatch that fits (``_plan``) and pushed
+    # back; a layout is taken when it comes out re-scored. Layouts that do not fit sink below every one that does.
+    heap: list = []
+    plans: dict = {}
+    first: dict = {}
+    skipped = {"global_batch": 0, "unusable_parallelism": 0}
+    for values in solver.candidates():
+        if unusable(values):
+            skipped["unusable_parallelism"] += 1
+            continue
+        degrees = _role_degrees(space, values) if native else values
+        plan = _plan(None, recipe, degrees, first)
+        if recipe is not None and plan is None and keep_batch:
+            skipped["global_batch"] += 1
+            continue
+        _fits, speed = model.score(degrees, _batch_of(plan), memory=False)
+        heap.append(((False, speed, changed(values), tuple(values.values())), 0, len(heap), values))
+        if len(heap) > MAX_RANKED:
+            raise SolveError(f"more than {MAX_RANKED:,} layouts survive the rules on {t.world_size:,} GPUs: narrow "
+                             "the search with --keep or --vary")
+    candidates = len(heap)
+    searched = time.perf_counter()
+    heapq.heapify(heap)
+    verified = 0
+    rejected: dict = {}
+    while heap and len(out.alternatives) < top:
+        key, rescored, order, values = heapq.heappop(heap)
+        degrees = _role_degrees(space, values)
+        if not rescored:
+            fits_not, speed = model.score(degrees, _batch_of(_plan(model, recipe, degrees, plans)))
+            heapq.heappush(heap, ((fits_not, speed) + key[2:], 1, order, values))
+            continue
+        verified += 1
+        verdict = solver.verify(values)
+        if not verdict.ok:
+            for code in verdict.failed:
+                rejected[code] = rejected.get(code, 0) + 1
+            continue
+        degrees = _role_degrees(space, values)
+        plan = _plan(model, recipe, degrees, plans)
+        est = model.estimate(degrees, _batch_of(plan), _global(shown, plan, degrees, work))
+        out.alternatives.append(Alternative(len(out.alternatives) + 1, values, est,
+                                            changes(solver, values) + (plan.changes if plan else [])))
+    cur = solver.current
+    if all(cur.get(n) is not None for n in space.names):
+        out.current = dict(cur)
+        degrees = _role_degrees(space, cur)
+        out.current_estimate = model.estimate(degrees, None, _global(shown, None, degrees, work))
+        out.current_failures = _current_failures(solver, cur, t.world_size)
+    out.stats = {"layouts": _space_size(solver), "candidates": candidates, "verified": verified,
+                 "skipped": skipped,
+                 "rejected_by_full_rules": rejected, "rejected_by_arithmetic": dict(solver.pruner.rejected),
+                 "search_s": round(searched - started, 4), "total_s": round(time.perf_counter() - started, 4)}
+    if not out.alternatives and diagnose:
+        out.diagnosis = solver.diagnose()
+    return out
+
+
+def _own_dp(report, solver: Solver) -> int | None:
+    """The data-parallel degree of the config's own layout on its own world (its directive, name or launch line,
+    not --world-size), else on the analysed world, else of its degrees on the target."""
+    d = {}
+    try:
+        from meshlint.engine.check import topology_for
+        from meshlint.mesh.topology import CliTopology
+
+        opts = solver.options
+        own = topology_for(report.source, report.spec, CliTopology(None, None, None, solver.target.placement),
+                           opts.file_hint, opts.profile_hint)
+        if own.world_size:
+            d = solver.module.resolve(report.spec, own.world_size).degrees or {}
+    except Exception:  # noqa: BLE001 - a source without a world of its own (a launch line): the analysed one
+        d = {}
+    if not all(isinstance(d.get(k), int) and d[k] > 0 for k in ("dp_replicate", "dp_shard")):
+        d = (report.resolution.degrees if report.resolution is not None else None) or {}
+    dr, ds = d.get("dp_replicate"), d.get("dp_shard")
+    if isinstance(dr, int) and isinstance(ds, int) and dr > 0 and ds > 0:
+        return dr * ds
+    cur = solver.current
+    dr, ds = cur.get("dp_replicate", 1), cur.get("dp_shard")
+    return dr * ds if isinstance(dr, int) and isinstance(ds, int) and dr > 0 and ds > 0 else None
+
+
+def _unusable(report, work: cost.Workload):
+    """A predicate: does a layout use a parallelism the model cannot use (ep/etp on a dense model, rule ML502;
+    cp > 1 in KempnerForge, which does not wire it, rule ML301)?"""
+    dense = bool(work.params) and not (work.shape is not None and work.shape.num_experts)
+    kf = work.framework == "kempnerforge"
+
+    def check(values: dict) -> bool:
+        if dense and ((values.get("ep") or 1) > 1 or (values.get("etp") or 1) > 1):
+            return True
+        return kf and (values.get("cp") or 1) > 1
+
+    return check
+
+
+def _plan(model: cost.Model, recipe, degrees: dict, plans: dict):
+    """The batch plan that keeps the recipe's global batch on this layout (memoised per dp, pp and the degrees
+    memory depends on), the largest microbatch that fits preferred."""
+    if recipe is None:
+        return None
+    dp = (degrees.get("dp_replicate") or 1) * (degrees.get("dp_shard") or 1)
+    pp = degrees.get("pp") or 1
+    if model is None:  # the config's own microbatch where it divides, memory unchecked: the first ranking
+        key = (dp, pp)
+        if key not in plans:
+            plans[key] = batch.plan(recipe, dp, pp)
+        return plans[key]
+    key = tuple(degrees.get(n) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "etp"))
+    if key in plans:
+        return plans[key]
+
+    def fits(mb_tokens: int, m: int) -> bool:
+        peak = model.memory_peak(degrees, ((mb_tokens, m), (mb_tokens, m)), ends_only=True)
+        return peak is None or peak.peak_gib <= model.memory
+
+    plans[key] = p = batch.plan(recipe, dp, pp, fits)
+    return p
+
+
+def _batch_of(plan) -> tuple | None:
+    return None if plan is None else (plan.piped, (plan.microbatch_tokens, plan.microbatches))
+
+
+def _global(recipe, plan, degrees: dict, work: cost.Workload) -> dict | None:
+    if plan is not None:
+        return plan.global_batch
+    dp = (degrees.get("dp_replicate") or 1) * (degrees.get("dp_shard") or 1)
+    mb, m = work.batch[1]
+    return batch.global_batch(recipe, dp, mb * (m or 1) if mb else None) if recipe is not None else None
+
+
+def _current_failures(solver: Solver, values: dict, world: int) -> tuple:
+    """Error rules that reject the config's own degrees on the target (all of them, not the first)."""
+    return solver.all_failures(values)
+
+
+def _role_degrees(space, values: dict) -> dict:
+    if space.framework != "native":
+        return values
+    from meshlint.solve.space import role_values
+
+    return {k: v for k, v in role_values(space, values).items() if v is not None}
+
+
+def _space_size(solver: Solver) -> int | None:
+    """Layouts before any rule: ordered factorizations of the world (times the borrowed degrees' choices,
+    not counted here)."""
+    from meshlint.solve.space import count_factorizations
+
+    return count_factorizations(solver.world, len(solver.space.factors))
+
+
+def changes(solver: Solver, values: dict) -> list:
+    """The config keys a layout changes: [{degree, key, old, new}] (old None: not written, the default)."""
+    out = []
+    space = solver.space
+    spec = solver.spec
+    for name in space.names:
+        old = solver.spec_value(name)
+        new = values[name]
+        if name == space.fill and old == -1:
+            continue
+        if old == new and not _dirty(solver, name):
+            continue
+        present = True if space.framework == "native" else spec.degree_present.get(name, False)
+        out.append({"degree": name, "key": space.keys.get(name), "old": old if present else None,
+                    "default": None if present else old, "new": new})
+    return out
+
+
+def _dirty(solver: Solver, name: str) -> bool:
+    """A degree whose value is written wrongly (a string KempnerForge converts): fix rewrites it."""
+    key = solver.space.keys.get(name)
+    return any(p.get("key") == key for p in solver.spec.problems)
+
+
+# ----------------------------------------------------------------------------- output
+
+def degrees_text(space, values: dict) -> str:
+    return " ".join(f"{n}={values[n]}" for n in space.names)
+
+
+def _s(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds == 0:
+        return "0 s"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} µs"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"
+
+
+def _gib(x: float | None) -> str:
+    return "?" if x is None else f"{x:.1f}"
+
+
+LINK_WORDS = {"intra": "NVLink", "inter": "network"}
+
+
+def _breakdown(est: cost.Estimate) -> str:
+    parts = [f"compute {_s(est.compute)}"]
+    for kind in ("tp", "cp", "ep", "pp"):
+        if kind in est.comm:
+            parts.append(f"{kind} {_s(est.comm[kind])} ({LINK_WORDS[est.links[kind]]})")
+    dp_raw = sum(est.raw.get(k, 0.0) for k in ("fsdp", "efsdp", "dp_replicate"))
+    if dp_raw:
+        kinds = "/".join(k for k in ("fsdp", "efsdp", "dp_replicate") if k in est.raw)
+        where = {LINK_WORDS[est.links[k]] for k in ("fsdp", "efsdp", "dp_replicate") if k in est.links}
+        parts.append(f"{kinds} {_s(est.comm.get('dp', 0.0))} exposed of {_s(dp_raw)} ({', '.join(sorted(where))})")
+    if est.bubble_fraction:
+        parts.append(f"bubble {_s(est.bubble)} ({est.bubble_fraction:.0%})")
+    return " · ".join(parts)
+
+
+def _memory(est: cost.Estimate, gib: float) -> str:
+    if est.peak is None:
+        return "memory: unknown (no model sizes)"
+    verdict = "fits" if est.fits else "DOES NOT FIT"
+    terms = est.peak.peak.terms
+    states = (terms["params"] + terms["grads"] + terms["optimizer"]) / cost.GIB
+    rest = sorted(((v, k) for k, v in terms.items() if k not in ("params", "grads", "optimizer") and v), reverse=True)
+    parts = [f"states {states:.1f}"] + [f"{k.replace('_', ' ')} {v / cost.GIB:.1f}" for v, k in rest[:3]]
+    stage = f" (stage {est.peak.peak.index})" if len(est.peak.stages) > 1 else ""
+    return f"memory {est.peak.peak_gib:.1f} GiB of {gib:g}{stage} ({verdict}): " + " + ".join(parts)
+
+
+def _batch_text(est: cost.Estimate) -> str | None:
+    g = est.global_batch
+    return None if not g else f"global batch {g['sequences']:,} sequences ({g['tokens']:,} tokens) per step"
+
+
+def _headline(est: cost.Estimate) -> str:
+    if est.time is None or est.per_token is None:
+        return "time not estimated (the batch size or the model's size is unknown)"
+    mfu = f" · MFU {est.mfu:.0%}" if est.mfu else ""
+    return f"{_s(est.time)}/iteration · {_s(est.per_token * 1e6)} per 1M tokens{mfu}"
+
+
+def _change_text(c: dict) -> str:
+    old = c["old"] if c["old"] is not None else f"{c['default']} (default)"
+    return f"{c['key']} {old} -> {c['new']}" + (f" ({c['what']})" if c.get("what") else "")
+
+
+def render_text(s: Suggestion) -> str:
+    from meshlint.report.terminal import safe
+
+    solver, t = s.solver, s.solver.target
+    space = solver.space
+    gpn = t.gpus_per_node
+    shape = f"{-(-t.world_size // gpn)} nodes × {gpn} GPUs" if gpn else "GPUs per node unknown"
+    lines = [f"{s.report.path}: {space.framework} on {t.world_size:,} GPUs ({shape}, {t.placement} placement; "
+             f"cost model: {s.profile.node} on {s.profile.fabric})"]
+    keep = [n for n in space.names if n in solver.fixed_values()]
+    if keep:
+        lines.append(f"  kept: {', '.join(f'{n}={solver.fixed_values()[n]}' for n in keep)}")
+    if s.current is not None:
+        state = "valid" if not s.current_failures else "INVALID here: " + ", ".join(
+            _rule_words(solver, c) for c in s.current_failures)
+        lines.append(f"  current: {degrees_text(space, s.current)} ({state})")
+        if s.current_estimate is not None and not s.current_failures:
+            lines.append(f"           {_headline(s.current_estimate)}")
+    st = s.stats
+    borrowed = (f" ({'·'.join(space.borrowed)} borrow{'s' if len(space.borrowed) == 1 else ''} from "
+                f"dp_shard·cp·tp)") if space.borrowed else ""
+    lines.append(f"  searched {st['candidates']:,} layouts that pass the rules' arithmetic, from {st['layouts']:,} "
+                 f"ordered factorizations of {t.world_size:,} into {'·'.join(space.factors)}{borrowed}; "
+                 f"verified {st['verified']:,}")
+    if s.independent:
+        lines.append("  note: meshlint check still reports " + ", ".join(_rule_words(solver, c) for c in s.independent)
+                     + ": no choice of degrees changes that")
+    for note in s.work.notes:
+        lines.append(f"  note: {note}")
+    lines += _recipe_lines(s)
+    if not s.alternatives:
+        lines.append("")
+        lines += _why_none(s)
+        return safe("\n".join(lines), newlines=True)
+    for alt in s.alternatives:
+        est = alt.estimate
+        lines.append("")
+        lines.append(f"  {alt.rank}. {degrees_text(space, alt.degrees)}")
+        lines.append(f"     {_headline(est)}")
+        lines.append(f"     {_breakdown(est)}")
+        lines.append(f"     {_memory(est, s.model.memory)}")
+        if _batch_text(est):
+            lines.append(f"     {_batch_text(est)}" + (" (kept)" if s.recipe is not None and s.keep_batch else ""))
+        if alt.changes:
+            lines.append("     change: " + "; ".join(_change_text(c) for c in alt.changes))
+        else:
+            lines.append("     change: nothing (the config already has this layout)")
+    lines.append("")
+    lines.append(f"  apply one: meshlint fix {s.report.path} --pick K (--diff to preview)")
+    return safe("\n".join(lines), newlines=True)
+
+
+def _recipe_lines(s: Suggestion) -> list:
+    r, skipped = s.recipe, s.stats.get("skipped") or {}
+    out = []
+    if r is None:
+        out.append("  note: the global batch is unknown (no batch size or sequence length): layouts keep each rank's "
+                   "batch as written, so the global batch changes with the data-parallel degree")
+    elif s.keep_batch:
+        seqs = r.sequences if r.sequences else r.tokens // r.seq_len
+        out.append(f"  keeps the global batch: {seqs:,} sequences ({r.tokens:,} tokens) per step; layouts change the "
+                   f"microbatch and gradient accumulation to keep it"
+                   + (f"; {skipped['global_batch']:,} layouts cannot (the batch does not split over their "
+                      f"data-parallel ranks; --allow-batch-change lists them)" if skipped.get("global_batch") else ""))
+    else:
+        out.append("  --allow-batch-change: every data-parallel rank keeps its batch as written, so the global batch "
+                   "changes with the data-parallel degree (shown per layout)")
+    if skipped.get("unusable_parallelism"):
+        out.append(f"  {skipped['unusable_parallelism']:,} layouts use a parallelism this model cannot use (ep or etp "
+                   "on a dense model, cp in KempnerForge): not proposed")
+    return out
+
+
+def _rule_words(solver: Solver, code: str) -> str:
+    rule = next((r for r in solver.options.rules if r.code == code), None)
+    return f"{code} {rule.name}" if rule else code
+
+
+def _why_none(s: Suggestion) -> list:
+    solver = s.solver
+    d = s.diagnosis or {}
+    lines = ["  no layout passes every error rule on this target."]
+    by = d.get("rejected_by") or {}
+    if by:
+        total = d.get("layouts", 0)
+        scope = f"{total:,} layouts" + (" (the first ones)" if d.get("truncated") else "")
+        lines.append(f"  binding constraints (rules rejecting the most of {scope}):")
+        for code, n in list(by.items())[:5]:
+            lines.append(f"    {_rule_words(solver, code)}: rejects {n:,}")
+    ruled = d.get("values_ruled_out") or {}
+    if ruled:
+        lines.append("  values each degree cannot take on this world (by single-degree rules):")
+        for name, why in ruled.items():
+            allowed = sorted(solver.allowed.get(name, ()))
+            groups: dict = {}
+            for value, code in sorted(why.items()):
+                groups.setdefault(code, []).append(value)
+            text = "; ".join(f"{_list(v)} by {code}" for code, v in groups.items())
+            lines.append(f"    {name}: allowed {_list(allowed) or 'none'}; ruled out {text}")
+    if solver.fixed_values():
+        lines.append("  (degrees fixed by --keep/--vary: " + ", ".join(f"{k}={v}" for k, v in
+                                                                     solver.fixed_values().items()) + ")")
+    return lines
+
+
+def _list(values: list) -> str:
+    values = list(values)
+    if len(values) > 12:
+        return "{" + ", ".join(map(str, values[:10])) + f", ... ({len(values)} values)" + "}"
+    return "{" + ", ".join(map(str, values)) + "}"
+
+
+def to_json(s: Suggestion) -> dict:
+    solver, t = s.solver, s.solver.target
+    space = solver.space
+    p = s.profile
+    return {
+        "version": SCHEMA_VERSION,
+        "file": s.report.path,
+        "framework": space.framework,
+        "degrees": list(space.names),
+        "target": {"world_size": t.world_size, "gpus_per_node": t.gpus_per_node, "placement": t.placement,
+                   "fixed": solver.fixed_values()},
+        "cluster": {"node": p.node, "fabric": p.fabric, "gpus_per_node": p.gpus_per_node,
+                    "gpu_tflops": p.gpu_tflops, "gpu_memory_gib": s.model.memory,
+                    "intra_node": {"bandwidth_gb_s": p.intra.bandwidth, "latency_us": p.intra.latency_us},
+                    "inter_node": {"bandwidth_gb_s": p.inter.bandwidth, "latency_us": p.inter.latency_us},
+                    "compute_efficiency": p.compute_efficiency, "activation_checkpointing": s.work.ac,
+                    "activation_checkpointing_from": s.work.ac_from},
+        "current": None if s.current is None else {
+            "degrees": s.current, "valid": not s.current_failures, "failing_rules": list(s.current_failures),
+            "estimate": s.current_estimate.to_json() if s.current_estimate else None},
+        "independent_errors": list(s.independent),
+        "global_batch": None if s.recipe is None else {
+            "sequences": s.recipe.sequences if s.recipe.sequences else s.recipe.tokens // s.recipe.seq_len,
+            "tokens": s.recipe.tokens, "kept": s.keep_batch},
+        "alternatives": [{"rank": a.rank, "degrees": a.degrees, "estimate": a.estimate.to_json(),
+                          "changes": a.changes} for a in s.alternatives],
+        "stats": s.stats,
+        "diagnosis": s.diagnosis,
+        "notes": list(s.work.notes),
+    }
+
+
+# ----------------------------------------------------------------------------- one alternative, in full
+
+def alternative_report(s: Suggestion, k: int, options):
+    """A FileReport of alternative ``k`` (1-based), rules run: what ``meshlint explain`` and ``check`` say of it."""
+    if not 1 <= k <= len(s.alternatives):
+        raise SolveError(f"there is no alternative {k} (there are {len(s.alternatives)})")
+    return layout_report(s.solver, s.alternatives[k - 1].degrees, options, label=f"alternative {k}")
+
+
+def layout_report(solver: Solver, values: dict, options, label: str):
+    from meshlint.engine.check import FileReport, run_checks
+
+    spec, res = solver.analyse(values)
+    report = solver.report
+    new = FileReport(f"{report.path} ({label}: {degrees_text(solver.space, values)})", "checked",
+                     dialect=report.dialect, source=report.source, spec=spec, topology=solver.topo, resolution=res)
+    return run_checks(new, options)
+
+
+def svg_pair(s: Suggestion, k: int, options) -> str:
+    """The current layout (when it resolves on the target) next to alternative ``k``, as one SVG."""
+    import re
+
+    from meshlint.report.svg import render_svg
+
+    solver = s.solver
+    gpn = solver.target.gpus_per_node
+    if not gpn:
+        raise SolveError("--svg needs the node size: pass --gpus-per-node")
+    panels = []
+    chosen = alternative_report(s, k, options)
+    if s.current is not None and not any(c in ("ML103", "ML104") for c in s.current_failures):
+        spec, res = solver.analyse(s.current)
+        if res.axes and res.world_used:
+            mesh = res.mesh or next((m for m in res.meshes.values() if m), None)
+            panels.append(render_svg(f"current: {degrees_text(solver.space, s.current)}", res.axes, res.world_used,
+                                     gpn, solver.target.placement, covered=mesh.size if mesh else None))
+    res = chosen.resolution
+    if not res.axes or not res.world_used:
+        raise SolveError("the chosen layout builds no mesh to draw (a one-process world?)")
+    mesh = res.mesh or next((m for m in res.meshes.values() if m), None)
+    panels.append(render_svg(f"alternative {k}: {degrees_text(solver.space, s.alternatives[k - 1].degrees)}",
+                             res.axes, res.world_used, gpn, solver.target.placement,
+                             covered=mesh.size if mesh else None))
+    sizes = []
+    for svg in panels:
+        m = re.search(r'viewBox="0 0 ([0-9.]+) ([0-9.]+)"', svg)
+        sizes.append((float(m.group(1)), float(m.group(2))) if m else (800.0, 600.0))
+    gap = 40.0
+    width = sum(w for w, _ in sizes) + gap * (len(sizes) - 1)
+    height = max(h for _, h in sizes)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
+           f'height="{height:.0f}">', '<rect width="100%" height="100%" fill="#ffffff"/>']
+    x = 0.0
+    for svg, (w, h) in zip(panels, sizes):
+        inner = svg.strip()
+        inner = re.sub(r"^<svg ", f'<svg x="{x:.0f}" y="0" ', inner, count=1)
+        out.append(inner)
+        x += w + gap
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def target_from(report, world_size=None, nodes=None, gpus_per_node=None, placement=None, keep=(), vary=None,
+                fixed=()) -> Target:
+    """The search target: the flags, else the config's own world and node shape."""
+    topo = report.topology
+    gpn = gpus_per_node or (topo.gpus_per_node if topo else None)
+    world = world_size or (nodes * gpn if nodes and gpn else None) or (topo.world_size if topo else None)
+    if world is None:
+        raise SolveError("the world size is unknown: pass --world-size N (or --nodes N --gpus-per-node G)")
+    return Target(world, gpn, placement or (topo.placement if topo else "block"), tuple(keep),
+                  tuple(vary) if vary else None, tuple(fixed))
+
+
+__all__ = ["search", "render_text", "to_json", "alternative_report", "svg_pair", "target_from", "Suggestion",
+           "Verdict"]
