@@ -4,7 +4,7 @@ A derandomized hypothesis run (the same inputs every time, no example database)
 of each generator in tests/fuzzgen.py through meshlint's click app in-process,
 checked by its oracle: documented exit codes, schema-valid JSON, valid GitHub
 workflow commands, no raw control character on the terminal, bounded time. The
-long run is ``python bench/fuzz.py`` (its last figures are in the README).
+long run is ``python bench/fuzz.py`` (its last figures are in docs/benchmarks.md).
 """
 
 from __future__ import annotations
