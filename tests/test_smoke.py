@@ -461,8 +461,11 @@ def test_every_fault_ends_with_its_report_and_leaves_nothing_behind(runs, tmp_pa
     assert doc["leftover_processes"] == 0  # and the runs fixture: no pytorch-errorfile-* left in TMPDIR
 
     doc = _json("exit", ended["exit"])  # a rank that dies without a word is named by torch's agent
-    assert any(f["check"] == "crash" and f["ranks"] == [1] and "exit code 13" in f["message"]
-               for f in doc["failures"]), doc["failures"]
+    named = [f for f in doc["failures"] if f["check"] == "crash" and f["ranks"] == [1] and "exit code 13" in f["message"]]
+    # ... unless, on a loaded machine, the agent sees rank 0's failure first (its peer went away mid-collective) and
+    # ends the run before it records rank 1's exit (seen once in a fresh-clone CI run): the report then says so
+    lost = [f for f in doc["failures"] if f["check"] == "peer-lost" and f["ranks"] == [0]]
+    assert doc["ended"] == "failed" and (named or lost), doc["failures"]
 
     # MESHLINT_SMOKE_SABOTAGE=data: every rank reads the first data shard (a wrong batch split)
     doc = _json("sabotage", ended["sabotage"])
