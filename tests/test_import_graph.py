@@ -53,7 +53,7 @@ KNOWN_BACK_EDGES = {
 KNOWN_CYCLES = [
     ['meshlint.engine.check', 'meshlint.inputs.accelerate_input', 'meshlint.inputs.toml_launch', 'meshlint.inputs.units', 'meshlint.solve.valid'],
     ['meshlint.engine.expr', 'meshlint.engine.prebuilt', 'meshlint.engine.rule_cache', 'meshlint.engine.rules'],
-    ['meshlint.frameworks', 'meshlint.frameworks.accelerate', 'meshlint.frameworks.kempnerforge.v5666d0d', 'meshlint.frameworks.megatron.core_0_16', 'meshlint.frameworks.megatron.launch', 'meshlint.frameworks.schema_check', 'meshlint.frameworks.torchtitan.main_b5bcd76c6', 'meshlint.frameworks.torchtitan.registry', 'meshlint.frameworks.torchtitan.v0_2', 'meshlint.frameworks.torchtitan.v0_3_0', 'meshlint.frameworks.versions', 'meshlint.inputs.accelerate_launch', 'meshlint.inputs.kf_launch', 'meshlint.inputs.launch', 'meshlint.inputs.scripts', 'meshlint.inputs.shellflow', 'meshlint.inputs.tt_v02_launch'],
+    ['meshlint.frameworks.accelerate', 'meshlint.frameworks.dialects', 'meshlint.frameworks.megatron.core_0_16', 'meshlint.frameworks.megatron.launch', 'meshlint.frameworks.versions', 'meshlint.inputs.accelerate_launch', 'meshlint.inputs.kf_launch', 'meshlint.inputs.launch', 'meshlint.inputs.scripts', 'meshlint.inputs.shellflow', 'meshlint.inputs.tt_v02_launch'],
 ]
 
 

@@ -6,7 +6,8 @@ import importlib
 
 from meshlint.cli import check_args
 from meshlint.engine import rules
-from meshlint.frameworks import DIALECTS, registry, versions
+from meshlint.frameworks import registry, versions
+from meshlint.frameworks.dialects import DIALECTS
 
 
 def test_every_registered_framework_is_a_dialect_module_of_that_name():

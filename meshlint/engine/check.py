@@ -87,7 +87,7 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
         from meshlint.inputs.units import several
 
         return several(path, reports)
-    from meshlint.frameworks import detect
+    from meshlint.frameworks.dialects import detect
     from meshlint.inputs.source import parse_source, read_source
 
     try:
@@ -105,7 +105,7 @@ def analyse_parsed(path: str, source: Source, dialect: str, options: Options, pr
                    hints: tuple = ()) -> FileReport:
     """A parsed TOML config (or one a launch's overrides were laid over) up to the rules; ``prepare``
     adjusts the spec before resolution, ``hints`` are the launcher's topology statements."""
-    from meshlint.frameworks import DIALECTS
+    from meshlint.frameworks.dialects import DIALECTS
 
     module = DIALECTS[dialect]
     spec = module.read(source)

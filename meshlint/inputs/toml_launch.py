@@ -98,7 +98,7 @@ def launch_report(launch, options, script: str | None):
                          word.line if launch.file else 1, word.col, help=exc.help) from None
     dialect = DIALECT[launch.framework]
     if not getattr(launch, "entry_explicit", True):
-        from meshlint.frameworks import detect
+        from meshlint.frameworks.dialects import detect
 
         if detect(toml.data) != dialect:   # some other project's train.py with a TOML of its own
             return FileReport(display, "skipped", note=f"{launch.config} is not a KempnerForge config (no "
