@@ -41,9 +41,6 @@ KNOWN_BACK_EDGES = {
     ("meshlint.frameworks.schema_check", "meshlint.engine"),
     ("meshlint.frameworks.schema_check", "meshlint.engine.config_values"),
     ("meshlint.frameworks.schema_check", "meshlint.inputs.source"),
-    ("meshlint.inputs.accelerate_input", "meshlint.engine.check"),
-    ("meshlint.inputs.toml_launch", "meshlint.engine.check"),
-    ("meshlint.inputs.units", "meshlint.engine.check"),
     ("meshlint.mesh.ranks", "meshlint.frameworks.base"),
     ("meshlint.smoke.run", "meshlint.cli.lint"),
     ("meshlint.solve.suggest", "meshlint.report.svg"),
@@ -51,7 +48,6 @@ KNOWN_BACK_EDGES = {
 }
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [
-    ['meshlint.engine.check', 'meshlint.inputs.accelerate_input', 'meshlint.inputs.toml_launch', 'meshlint.inputs.units', 'meshlint.solve.valid'],
     ['meshlint.engine.expr', 'meshlint.engine.prebuilt', 'meshlint.engine.rule_cache', 'meshlint.engine.rules'],
     ['meshlint.frameworks.accelerate', 'meshlint.frameworks.dialects', 'meshlint.frameworks.megatron.core_0_16', 'meshlint.frameworks.megatron.launch', 'meshlint.frameworks.versions', 'meshlint.inputs.accelerate_launch', 'meshlint.inputs.kf_launch', 'meshlint.inputs.launch', 'meshlint.inputs.scripts', 'meshlint.inputs.shellflow', 'meshlint.inputs.tt_v02_launch'],
 ]

@@ -11,7 +11,7 @@ from meshlint.engine.check import Options, run_checks
 from meshlint.frameworks.megatron import core_0_16, flags, ranks
 from meshlint.inputs.launch import Word, parse_launch_args
 from meshlint.inputs.scripts import launches_in_text
-from meshlint.inputs.units import analyse_launch, analyse_source
+from meshlint.engine.units import analyse_launch, analyse_source
 from meshlint.engine.rules import load_rules
 
 RULES = load_rules()

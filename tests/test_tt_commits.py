@@ -30,7 +30,7 @@ REGISTRY = ("0.3.0", "main@b5bcd76c6")
 @pytest.fixture(autouse=True)
 def _fresh_reads():
     ttdiff.clear()
-    from meshlint.inputs import units
+    from meshlint.engine import units
 
     units._IDENTIFIED.clear()
     yield

@@ -285,7 +285,7 @@ def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt, ra
 
         from meshlint.errors import InputError
         from meshlint.inputs.launch import parse_launch_args
-        from meshlint.inputs.units import analyse_launch
+        from meshlint.engine.units import analyse_launch
 
         try:
             launch = parse_launch_args(list(paths))

@@ -43,7 +43,7 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
     out = ReportStream(fmt, quiet, color, show_skips)  # each report rendered as it comes; out.kept: what the summary reads
     if launch is not None:
         from meshlint.engine.check import run_checks
-        from meshlint.inputs.units import analyse_launch
+        from meshlint.engine.units import analyse_launch
 
         options = planner.options_for(os.path.join(os.getcwd(), "launch"))
         report = run_checks(analyse_launch(launch, options), options)
