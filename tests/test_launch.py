@@ -856,7 +856,7 @@ def test_saved_config():
 
 def test_saved_config_is_checked_end_to_end(tmp_path):
     from meshlint.engine.check import Options, check_all
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     reports = check_all(str(LAUNCH / "job_config.json"), Options(rules=load_rules(), torchtitan_version=MAIN))
     [report] = reports

@@ -240,7 +240,7 @@ def test_verdicts_match_validate_args():
     why = _absent_lm()
     if why:
         pytest.skip(why)
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     rules = [r for r in load_rules() if r.code in VALIDATE_RULES | {"ML963"}]  # none reads `choices`: no search
     cases = _validate_cases(80)

@@ -19,7 +19,7 @@ import tt_history
 from meshlint.engine.check import Options, check_all
 from meshlint.frameworks.torchtitan import ttdiff
 from meshlint.frameworks import versions
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 from meshlint.mesh.topology import CliTopology
 
 B5 = Path("/work/shared/frameworks/torchtitan-b5bcd76c6")

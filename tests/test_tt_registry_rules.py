@@ -27,7 +27,7 @@ from meshlint.mesh.topology import topology_for
 from meshlint.frameworks import versions
 from meshlint.engine.run import run_rules
 from meshlint.engine.facts import build_facts
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 from meshlint.mesh.topology import CliTopology
 
 RULES = load_rules()

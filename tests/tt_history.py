@@ -112,7 +112,7 @@ def check_tree(root: str) -> dict:
     from meshlint.engine.check import Options, check_all, run_checks
     from meshlint.engine import units
     from meshlint.inputs.launch import parse_launch_args
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
     from meshlint.mesh.topology import CliTopology
 
     options = Options(rules=load_rules(), topology=CliTopology(world_size=8), torchtitan_root=root)

@@ -407,7 +407,7 @@ def rules_cmd(rule_dirs, fmt):
     """List the rules: code, name, severity, dialects, what each checks."""
     from meshlint.errors import MeshlintError
     from meshlint.report import rules_doc
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     try:
         rules = load_rules(tuple(rule_dirs))
