@@ -49,7 +49,7 @@ KNOWN_BACK_EDGES = {
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [
     ['meshlint.engine.expr', 'meshlint.engine.rule_cache', 'meshlint.engine.rules'],
-    ['meshlint.frameworks.accelerate', 'meshlint.frameworks.dialects', 'meshlint.frameworks.megatron.core_0_16', 'meshlint.frameworks.megatron.launch', 'meshlint.frameworks.versions', 'meshlint.inputs.accelerate_launch', 'meshlint.inputs.kf_launch', 'meshlint.inputs.launch', 'meshlint.inputs.scripts', 'meshlint.inputs.shellflow', 'meshlint.inputs.tt_v02_launch'],
+    ['meshlint.frameworks.accelerate', 'meshlint.frameworks.dialects', 'meshlint.frameworks.megatron.core_0_16', 'meshlint.frameworks.megatron.launch', 'meshlint.frameworks.versions', 'meshlint.inputs.accelerate_launch', 'meshlint.inputs.kf_launch', 'meshlint.inputs.launch', 'meshlint.inputs.script_lex', 'meshlint.inputs.script_reader', 'meshlint.inputs.scripts', 'meshlint.inputs.shellflow', 'meshlint.inputs.tt_v02_launch'],
 ]
 
 
