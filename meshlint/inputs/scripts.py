@@ -48,20 +48,25 @@ _RESERVED_START = {"if", "then", "else", "elif", "do", "while", "until", "!", "{
                    "esac", "}", "for", "case", "select", "function", "in"}
 
 
-def read_launch_script(path: str, version: str | None = None) -> list:
+SUBMITTERS = ("sbatch", "bash", "sh", "zsh")   # commands that run another script (inputs/script_call.py)
+
+
+def read_launch_script(path: str, version: str | None = None, call=None, submitted: list | None = None) -> list:
     """Every torchtitan launch line of a script, in order, as Launch objects (``file``/``line`` set,
     overrides positioned in the script). A script with no launch line gives []. A launch line that
     cannot be checked has ``error`` set (its other launch lines are still returned).
 
     Raises InputError: ML001 (missing, a directory, a FIFO/device: refused unread), ML002 (binary or
-    not UTF-8, when it mentions torchtitan), ML007 (over the size, line-length or launch-count limits)."""
+    not UTF-8, when it mentions torchtitan), ML007 (over the size, line-length or launch-count limits).
+    ``call``: the ScriptCall that runs it (inputs/script_call.py): its arguments and sbatch options.
+    ``submitted``: a list that receives (launch index, words, line) of each line running another script."""
     from meshlint.inputs.source import read_bytes
 
     raw = read_bytes(path, MAX_SCRIPT_BYTES)
     if len(raw) > MAX_SCRIPT_BYTES:
         raise InputError("ML007", f"file is over {MAX_SCRIPT_BYTES:,} bytes (limit {MAX_SCRIPT_BYTES:,})")
     if b"torchtitan" not in raw and b"run_train" not in raw and b"train.py" not in raw and b"accelerate" not in raw \
-            and not any(m in raw for m in FRAMEWORK_MARKERS):
+            and b"sbatch" not in raw and not any(m in raw for m in FRAMEWORK_MARKERS):
         return []   # the fast path for any shell script a pre-commit hook hands over
     nul = raw.find(b"\x00")
     if nul >= 0:
@@ -73,16 +78,23 @@ def read_launch_script(path: str, version: str | None = None) -> list:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise InputError("ML002", f"not UTF-8 text (invalid byte 0x{raw[exc.start:exc.start + 1].hex()} at offset "
                                   f"{exc.start})", line, 1) from None
-    return launches_in_text(text, file=path, version=version)
+    return launches_in_text(text, file=path, version=version, call=call, submitted=submitted)
 
 
-def launches_in_text(text: str, file: str | None = None, version: str | None = None) -> list:
+def launches_in_text(text: str, file: str | None = None, version: str | None = None, call=None,
+                     submitted: list | None = None) -> list:
     """The launches of a script's text (``file`` names it in positions and hint sources)."""
     _check_lines(text)
     lexer = _Lexer(text)
     commands = lexer.commands()
     reader = _Reader(file, version, lexer)
+    reader.submitted = submitted
+    if call is not None:
+        reader.called_as(call)
     reader.run(commands)
+    if call is not None:
+        for launch in reader.launches:
+            launch.notes.insert(0, f"read as run by: {call.text}")
     return reader.launches
 
 
@@ -515,8 +527,23 @@ class _Reader(Flow):
         self.sbatch_lines: list = []
         self.export_all = False
         self.sourced: list = []       # notes: "source env.sh" and the like, which meshlint does not follow
+        self.sbatch_cli: dict = {}    # sbatch's options on the call that runs the script (they win)
+        self.submitted = None         # [(launch index, words, line)] of sbatch/bash job.sh lines, when asked
         self.origin = _Origin(file, False)
         self.flow_init()
+
+    def called_as(self, call) -> None:
+        """Bind $1.. to the call's words (positioned where the script expands them) and take sbatch's
+        command-line options, which win over the script's #SBATCH lines."""
+        self.positional = [(Word(w.text, 0, 0, f"argument {k} of the call", w.unknown, w.splat), _Raw([], 0, 0, 0, 0))
+                           for k, w in enumerate(call.args, 1)]
+        self.locals = [set()]
+        self._bind()
+        self.sbatch_cli = {name: Word(w.text, w.line, w.col, f"sbatch --{name} (the call)", w.unknown, w.splat)
+                           for name, w in call.sbatch.items()}
+        if self.sbatch_cli:
+            self.sbatch.update(self.sbatch_cli)
+            self._slurm_env()
 
     # -- blocks
     def path(self) -> tuple:
@@ -648,9 +675,18 @@ class _Reader(Flow):
             from meshlint.inputs.accelerate_launch import from_words
 
             launch = from_words(words, self.file, env)
+        if launch is None and self.submitted is not None:
+            self._submit(words, raws[0].line)
+            return
         if launch is not None:
             launch.notes[:0] = self.sourced
             self._add(launch)
+
+    def _submit(self, words: list, line: int) -> None:
+        """``sbatch [opts] job.sh ARGS`` (or ``bash job.sh ARGS``) here: recorded, in order among the launches,
+        for inputs/script_call.py to read job.sh as this line runs it."""
+        if words and not words[0].splat and os.path.basename(words[0].text) in SUBMITTERS:
+            self.submitted.append((len(self.launches), words, line))
 
     def _add(self, launch: Launch) -> None:
         if len(self.launches) >= MAX_LAUNCHES:
@@ -688,7 +724,11 @@ class _Reader(Flow):
                     k += 1
                 self.sbatch[name] = Word(value, line, c, f"#SBATCH {t}")
             k += 1
-        # Slurm's environment variables follow the allocation
+        self.sbatch.update(self.sbatch_cli)
+        self._slurm_env()
+
+    def _slurm_env(self) -> None:
+        """Slurm's environment variables follow the allocation."""
         for var, option in _SLURM_VARS.items():
             w = self.sbatch.get(option)
             if w is None:
@@ -706,7 +746,11 @@ class _Reader(Flow):
         lines = self.sbatch_lines
         name = os.path.basename(self.file) if self.file else "the script"
         span = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}"
-        return f"#SBATCH ({name} {span})"
+        where = f"#SBATCH ({name} {span})" if lines else ""
+        if self.sbatch_cli:
+            given = " ".join(f"--{n}={w.text}" for n, w in self.sbatch_cli.items())
+            where = f"sbatch {given} (the call)" + (f" over {where}" if where else "")
+        return where
 
     # -- variables
     def _env_word(self, name: str) -> Word:
@@ -902,6 +946,9 @@ class _Reader(Flow):
                 words = [w for w, _ in self.positional]
                 if any(not w.known() for w in words):
                     return None, "the function's arguments include unknown words", [], "splat"
+                # a call's own arguments (line 0) are positioned where the script expands them
+                words = [w if w.line else Word(w.text, raw.line, raw.col, w.raw, w.unknown, w.splat, w.vars)
+                         for w in words]
                 if not part[-1] and name == "@":
                     return None, None, [], [Word(f, w.line, w.col, w.raw, None, False, w.vars)
                                             for w in words for f in w.text.split()]
@@ -1141,7 +1188,7 @@ def _mentions(raws: list, text: str) -> bool:
     for r in raws:
         chunk = text[r.start:r.end]
         if ("torchtitan" in chunk or "run_train" in chunk or "torchrun" in chunk or "$" in chunk or "python" in chunk
-                or "train.py" in chunk or "accelerate" in chunk):
+                or "train.py" in chunk or "accelerate" in chunk or "sbatch" in chunk or chunk.endswith(".sh")):
             return True
     return False
 
