@@ -147,6 +147,10 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
     kf = s.framework == "kempnerforge"
     fsdp = ds if kf else ds * cp                   # KempnerForge shards over dp_shard; torchtitan over dp_shard·cp
     efsdp = max(1, ds if kf else ds * cp * tp // max(1, ep * etp))
+    if not kf and ep == 1:
+        # torchtitan without ep shards the experts like dense weights: over tp, then FSDP over dp_shard·cp (no
+        # efsdp mesh: parallel_dims._mesh_exist; 0.3.0's expert_param_placement_dense in moe_sharding.py)
+        etp, efsdp = tp, fsdp
     sharded = fsdp > 1 or dr > 1                    # FSDP2 applied (KempnerForge: any dp dim; torchtitan: HSDP/FSDP)
     V, d, L = s.vocab or 0, s.dim, s.n_layers
     embed = V * d
