@@ -305,7 +305,9 @@ def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt, ra
     else:
         files = collect_paths(list(paths))
         if not files:
-            _fail("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
+            _fail("no config files (*.toml, config_registry.py) found in " + ", ".join(paths)
+                            + "; a directory is searched for those only: name launch scripts and Accelerate YAML "
+                              "files (meshlint check DIR/*.sh DIR/*.yaml)")
         from meshlint.cli.lint import guarded_all
 
         reports = [report for path in files for report in guarded_all(path, analyse_all, path,

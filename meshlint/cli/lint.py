@@ -37,7 +37,9 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
         planner = _planner(settings)  # as before: a bad --config is reported before anything else
     files = collect_paths(list(paths))
     if not files and launch is None:
-        raise MeshlintError("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
+        raise MeshlintError("no config files (*.toml, config_registry.py) found in " + ", ".join(paths)
+                            + "; a directory is searched for those only: name launch scripts and Accelerate YAML "
+                              "files (meshlint check DIR/*.sh DIR/*.yaml)")
     from meshlint.report.stream import ReportStream
 
     out = ReportStream(fmt, quiet, color, show_skips)  # each report rendered as it comes; out.kept: what the summary reads
