@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 KF = ROOT.parent / "shared" / "frameworks" / "KempnerForge-5666d0d"
 MODEL = {"dim": 512, "n_layers": 4, "n_heads": 8, "n_kv_heads": 2, "vocab_size": 8192, "max_seq_len": 1024}
 BATCH, SEQ = 2, 1024
-DEFAULT = "8:none:2,8:full:2,8:full:1,4:selective:2,2:full:2"
+DEFAULT = "8:none:2,8:full:2,8:full:1,4:selective:2,2:full:2,1:full:2,1:none:1,1:full:1"
 
 CHILD = r"""
 import json, sys
@@ -48,7 +48,8 @@ with FakeTensorMode():
     net = Transformer(ModelConfig(**model))
     torch.set_default_dtype(torch.float32)
     apply_ac(net, ActivationCheckpointing(ac))
-    apply_fsdp2(net, mesh, mp_policy=default_mp_policy(torch.bfloat16))
+    if world > 1:   # scripts/train.py: one GPU has no device mesh, so no FSDP2 (has_dp_mesh)
+        apply_fsdp2(net, mesh, mp_policy=default_mp_policy(torch.bfloat16))
     opt = torch.optim.AdamW(net.parameters(), lr=1e-4, foreach=False, fused=False)
     x = torch.randint(0, model["vocab_size"], (batch, seq))
     y = torch.randint(0, model["vocab_size"], (batch, seq))
@@ -57,7 +58,8 @@ with FakeTensorMode():
     with tracker:
         for _step in range(2):
             for mb in range(accum):
-                net.set_requires_gradient_sync(mb == accum - 1)   # training/grad.py maybe_no_sync
+                if world > 1:
+                    net.set_requires_gradient_sync(mb == accum - 1)   # training/grad.py maybe_no_sync
                 logits = net(x)
                 # training/loss.py cross_entropy_loss without its data-dependent all-ignored check
                 loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1), ignore_index=-100)

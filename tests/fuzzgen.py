@@ -333,6 +333,12 @@ def launch_text(draw) -> str:
         lines.append(f"#SBATCH --{flag}={draw(py_ints)}" if "=" not in flag else f"#SBATCH --{flag}:{draw(py_ints)}")
     if draw(st.booleans()):
         lines.append(f"NGPU=${{NGPU:-{draw(py_ints)}}}")
+    if draw(chance(4)):  # the script's own arguments, as a job script submitted with them reads them
+        lines.append(draw(st.sampled_from(['CONFIG="${1:?usage}"\nshift', 'CONFIG=$1; shift 2', 'OVR="$@"',
+                                           'set -- a b', 'shift $#'])))
+    if draw(chance(5)):  # a driver line: submits another script (followed one level when it is there)
+        lines.append(f"sbatch --nodes={draw(py_ints)} {draw(st.sampled_from(['train.sh', 'missing.sh', '$JOB']))} "
+                     f"second1.toml --distributed.tp={draw(py_ints)}")
     for _ in range(draw(st.integers(1, 2))):
         nproc = draw(st.one_of(py_ints, st.sampled_from(["$NGPU", "${NGPU}", "$((2**200))", "'8'", "gpu"])))
         head = f"torchrun --nproc_per_node={nproc}" + (f" --nnodes={draw(py_ints)}" if draw(st.booleans()) else "")
@@ -348,8 +354,11 @@ def launch_text(draw) -> str:
                          f"--config {draw(st.sampled_from(['llama3_debugmodel', 'llama3_8b', 'x', '']))}{sep} "
                          + " ".join(overrides))
         else:
-            lines.append(f"{head} scripts/train.py configs/train/{draw(st.sampled_from(['7b', 'missing', '../x']))}.toml "
-                         f"--distributed.tp {draw(py_ints)} --train.seq_len {draw(py_ints)}")
+            config = draw(st.sampled_from(["configs/train/7b.toml", "configs/train/missing.toml", "../x.toml",
+                                           '"$CONFIG"', "$1", "${1}"]))
+            lines.append(f"{head} scripts/train.py {config} "
+                         f"--distributed.tp {draw(py_ints)} --train.seq_len {draw(py_ints)}"
+                         + draw(st.sampled_from(["", " $OVR", ' "$@"', " ${@:2}"])))
     return "\n".join(lines) + "\n"
 
 
@@ -620,7 +629,8 @@ def cases(draw) -> Case:
                                                                                             "/dev/null"]), 8))
     argv: list[str] = [command]
     if command == "check":
-        argv += [target] + (["{f1}"] if len(files) > 1 else [])
+        submit = draw(chance(6))  # the first file run as a job script: sbatch [opts] SCRIPT CONFIG OVERRIDES
+        argv += [] if submit else [target] + (["{f1}"] if len(files) > 1 else [])
         argv += draw(topology_flags())
         if draw(st.booleans()):
             argv += ["--format", draw(flag_value(["text", "json", "sarif", "github"], ["yaml"]))]
@@ -639,6 +649,13 @@ def cases(draw) -> Case:
                 argv.append(flag)
         if pack:
             argv += ["--rules", "{pack}"]
+        if submit:
+            argv += ["--", draw(st.sampled_from(["sbatch", "bash", "sh"]))]
+            argv += draw(st.lists(st.sampled_from(["--nodes=2", "-N", "4", "--gpus-per-node=8", "--ntasks-per-node=x",
+                                                   "--nodes", "--"]), max_size=3))
+            argv += [target, "{f1}"] + draw(st.lists(st.sampled_from(
+                ["--distributed.tp=2", "--distributed.tp", "8", "--train.seq_len=x", "$X", "--parallelism.x=1"]),
+                max_size=3))
     elif command == "explain":
         several = len(files) > 1 and draw(st.booleans())
         argv += [target] + (["{f1}"] if several else [])

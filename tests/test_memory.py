@@ -127,3 +127,30 @@ def test_the_peak_is_the_largest_moment_of_the_step_not_the_sum_of_every_term():
     layers = peak.phase_terms["first_layer_backward"]
     assert layers["grads"] > 0 and layers["reduce_buffers"] > 0 and layers["logits_loss"] == 0
     assert peak.phases["optimizer"] < peak.allocated
+
+
+def test_torchtitan_02_dp_replicate_alone_is_ddp():
+    """0.2.x applies DDP (replicate(), bucket_cap_mb=100) to dp_replicate alone: whole fp32 states and the
+    reducer's gradient buckets, no FSDP2 units; the registry versions apply FSDP2 even with a shard of 1."""
+    ddp = _peak(LLAMA8._replace(ddp_replicate=True), dp_replicate=8).peak.terms
+    hsdp = _peak(LLAMA8, dp_replicate=8).peak.terms
+    assert ddp["params"] == hsdp["params"] == pytest.approx(8_030_261_248 * 4, rel=1e-6)
+    assert ddp["reduce_buffers"] == pytest.approx(ddp["params"]) and ddp["fsdp_unsharded"] == 0
+    assert hsdp["fsdp_unsharded"] > 0 or hsdp["reduce_buffers"] < ddp["reduce_buffers"]
+    # with a sharded dim as well it is HSDP (FSDP2) in 0.2.x too
+    both = _peak(LLAMA8._replace(ddp_replicate=True), dp_replicate=2, dp_shard=4).peak.terms
+    assert both == _peak(LLAMA8, dp_replicate=2, dp_shard=4).peak.terms
+
+
+def test_torchtitan_experts_without_ep_shard_over_tp():
+    """Without ep, torchtitan shards routed experts like dense weights (over tp, then FSDP over dp_shard·cp:
+    0.3.0's expert_param_placement_dense; 0.2.x's apply_moe_ep_tp with no ep mesh); KempnerForge keeps them
+    whole under TP (tensor_parallel.py:74-77)."""
+    moe = Shape(framework="torchtitan", params=30_532_122_624, n_layers=48, dim=2048, ffn_hidden=6144, n_heads=32,
+                n_kv_heads=4, head_dim=128, vocab=151936, tied=False, num_experts=128, moe_layers=48, moe_hidden=768,
+                top_k=8, expert_params=48 * 128 * 3 * 2048 * 768, state_bytes=4)
+    tp4 = memory.estimate(moe, {"dp_shard": 2, "tp": 4}, 16384, 1, None, detail=True)
+    fsdp8 = memory.estimate(moe, {"dp_shard": 8}, 16384, 1, None, detail=True)
+    assert tp4.peak.terms["params"] == pytest.approx(fsdp8.peak.terms["params"])  # 8 ranks hold every weight once
+    kf = memory.estimate(moe._replace(framework="kempnerforge"), {"dp_shard": 2, "tp": 4}, 16384, 1, None)
+    assert kf.peak.terms["params"] > tp4.peak.terms["params"] * moe.state_bytes / 4  # experts only 2-way

@@ -145,13 +145,43 @@ def _borrowed(space, values: dict, world: int):
 
 
 def brute_force(solver: Solver, options, world: int) -> set:
+    """Every layout ``meshlint check`` accepts, one per class of equivalent layouts: torchtitan 0.2.x without
+    ep shards no expert over etp, so etp > 1 with ep = 1 is the layout with etp = 1 (which is always valid
+    where it is: test_etp_without_ep_is_one_layout) and the enumeration lists that one."""
     space = solver.space
     found = set()
     for values in _tuples(space, world, exact=True):
         for full in _borrowed(space, values, world):
             if real_valid(solver, full, options):
+                if space.has_etp and full["ep"] == 1:
+                    full = {**full, "etp": 1}
                 found.add(tuple(full[n] for n in space.names))
     return found
+
+
+def test_etp_without_ep_is_one_layout():
+    """A v0.2.x layout with ep = 1 and etp > 1 that check accepts is accepted with etp = 1 too, and the
+    estimates (time, memory) do not depend on that etp."""
+    from meshlint.solve import cost
+
+    path, version, gpn = next(p for p in PRIMARY if "etp" in p[0])
+    report, options = _setup(path, version, gpn)
+    errors_only = _error_options(options, report)
+    checked = 0
+    for world in (4, 8, 16):
+        solver = Solver(report, options, Target(world, gpn))
+        profile = cost.cluster(None, gpn)
+        model = cost.Model(cost.workload(report, options, profile), profile, world, gpn, "block", 80.0)
+        for values in _tuples(solver.space, world, exact=True):
+            for full in _borrowed(solver.space, values, world):
+                if full["ep"] != 1 or full["etp"] == 1 or not real_valid(solver, full, errors_only):
+                    continue
+                one = {**full, "etp": 1}
+                assert real_valid(solver, one, errors_only), full
+                a, b = model.estimate(full), model.estimate(one)
+                assert (a.time, a.memory_gib) == (b.time, b.memory_gib), full
+                checked += 1
+    assert checked > 0
 
 
 def _compare(path, version, gpn, worlds):

@@ -227,6 +227,11 @@ def test_closed_form_axes_match_the_resolutions():
                 axis = res.axes.get(axis_name)
                 if axis is None or axis.size == 1:
                     continue
+                if kind == "efsdp" and values.get("ep", 1) == 1 and report.spec.dialect != "kempnerforge":
+                    # torchtitan builds efsdp but uses it only with ep (parallel_dims._mesh_exist): the
+                    # experts are then sharded like dense weights, over fsdp
+                    assert mine["efsdp"] == mine["fsdp"], (path, values)
+                    continue
                 assert mine[kind][:2] == (axis.size, axis.stride), (path, values, kind)
             fsdp = res.axes.get("fsdp") or res.axes.get("dp_shard")
             if fsdp is not None and fsdp.size > 1 and report.spec.dialect != "kempnerforge" and values["cp"] == 1:

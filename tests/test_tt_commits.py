@@ -320,3 +320,44 @@ def test_an_etp_the_config_sets_is_one_finding(tmp_path):
     # written as 1: the key is still one this checkout has and the version lacks
     assert [f.code for f in _check(root, ", expert_tensor_parallel_degree=1").findings if f.severity != "info"] == \
         ["ML115"]
+
+
+def _launch(root: Path, *overrides: str):
+    """``meshlint check --torchtitan-root ROOT -- --module M --config run OVERRIDES`` on the user's config."""
+    from meshlint.inputs.launch import parse_launch_args
+
+    config = root / "user_registry" / "config_registry.py"
+    config.parent.mkdir(exist_ok=True)
+    config.write_text(CONFIG.format(extra="").replace("# meshlint: world_size=8\n", ""))
+    launch = parse_launch_args(["--module", "user_registry", "--config", "run", *overrides])
+    options = Options(rules=load_rules(), topology=CliTopology(world_size=8), torchtitan_root=str(root))
+    from meshlint.engine.units import _launch_source
+
+    return launch, options, (lambda: _launch_source(launch, options, str(root)))
+
+
+@needs_b5
+def test_a_launch_line_may_set_a_field_only_the_checkout_has(tmp_path):
+    """Issue 19: on an ETP-era checkout, -- --parallelism.expert_tensor_parallel_degree 2 is torchtitan's own
+    option; it was refused while the line was parsed, before the checkout was known."""
+    from meshlint.errors import InputError
+
+    root = _tree(tmp_path)
+    _edit(root / "torchtitan/config/configs.py", "    expert_parallel_degree: int = 1\n",
+          "    expert_parallel_degree: int = 1\n    expert_tensor_parallel_degree: int = 1\n")
+    _, _, read = _launch(root, "--parallelism.expert_tensor_parallel_degree", "2")
+    source = read()
+    assert source.data["parallelism"]["expert_tensor_parallel_degree"] == 2   # typed by the checkout's annotation
+    # a value tyro cannot parse for the annotation is refused as tyro refuses it
+    _, _, read = _launch(root, "--parallelism.expert_tensor_parallel_degree", "two")
+    with pytest.raises(InputError, match="not a whole number"):
+        read()
+    # a typo is still refused, with the checkout's own field as the did-you-mean
+    _, _, read = _launch(root, "--parallelism.expert_tensor_paralel_degree", "2")
+    with pytest.raises(InputError, match="Unrecognized options") as err:
+        read()
+    assert "expert_tensor_parallel_degree" in err.value.help
+    # the same field on the modelled tree (no ETP) is the unknown option it is there
+    _, _, read = _launch(_tree(tmp_path / "plain"), "--parallelism.expert_tensor_parallel_degree", "2")
+    with pytest.raises(InputError, match="has no field 'expert_tensor_parallel_degree'"):
+        read()

@@ -40,7 +40,7 @@ def _launch(module, config_name, overrides):
 
 
 _LAUNCHERS = ("torchrun", "srun", "run_train.sh", "env", "python", "python3", "uv", "nohup", "exec", "accelerate",
-              "accelerate-launch")
+              "accelerate-launch", "sbatch", "bash", "sh")
 
 
 def _is_command(word: str) -> bool:
@@ -51,6 +51,26 @@ def _is_command(word: str) -> bool:
         return False
     name = word.rsplit("/", 1)[-1]
     return name in _LAUNCHERS or name.startswith("python") or ("=" in word and not word.startswith("-"))
+
+
+def _command_launch(argv):
+    """A launch command given in place of paths, parsed: a ScriptCall (``sbatch``/``bash SCRIPT ARGS``: the
+    script read as called), an Accelerate launch (its own grammar), or a torchtitan/KempnerForge/Megatron
+    launch. Exits 2 with the parser's message where the command is refused."""
+    from meshlint.errors import InputError
+    from meshlint.inputs.accelerate_launch import parse_argv, start_of
+    from meshlint.inputs.launch import parse_launch_args
+    from meshlint.inputs.script_call import call_from_argv
+
+    try:
+        script = call_from_argv(list(argv))
+        if script is not None:
+            return script
+        if start_of([_Word(p) for p in argv]) is not None:
+            return parse_argv(list(argv))
+        return parse_launch_args(list(argv))
+    except InputError as exc:
+        _fail(f"the launch line: {exc.message}" + (f" ({exc.help})" if exc.help else ""))
 
 
 class _Word:
@@ -143,16 +163,7 @@ def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs
     elif not paths:
         raise click.UsageError("give PATH... (or a torchtitan launch: --module M --config F -- OVERRIDES)")
     elif _is_command(paths[0]):  # meshlint check -- torchrun --nproc_per_node 8 -m torchtitan.train ...
-        from meshlint.errors import InputError
-        from meshlint.inputs.launch import parse_launch_args
-
-        from meshlint.inputs.accelerate_launch import parse_argv, start_of
-
-        try:  # accelerate launch ... has its own grammar (meshlint/inputs/accelerate_launch.py)
-            launch = (parse_argv(list(paths)) if start_of([_Word(p) for p in paths]) is not None
-                      else parse_launch_args(list(paths)))
-        except InputError as exc:
-            _fail(f"the launch line: {exc.message}" + (f" ({exc.help})" if exc.help else ""))
+        launch = _command_launch(paths)
         paths, config_path = (), config_path or meshlint_config
     else:
         config_path = config_path or meshlint_config
@@ -283,19 +294,20 @@ def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt, ra
     if _is_command(paths[0]):  # meshlint explain -- torchrun ... pretrain_gpt.py ... (a launch line)
         import os
 
-        from meshlint.errors import InputError
-        from meshlint.inputs.launch import parse_launch_args
+        from meshlint.inputs.script_call import ScriptCall
         from meshlint.engine.units import analyse_launch
 
-        try:
-            launch = parse_launch_args(list(paths))
-        except InputError as exc:
-            _fail(f"the launch line: {exc.message}" + (f" ({exc.help})" if exc.help else ""))
-        reports = [analyse_launch(launch, _options(planner, os.path.join(os.getcwd(), "launch")))]
+        launch = _command_launch(paths)
+        if isinstance(launch, ScriptCall):
+            reports = analyse_all(launch.path, _options(planner, launch.path)._replace(script_call=launch))
+        else:
+            reports = [analyse_launch(launch, _options(planner, os.path.join(os.getcwd(), "launch")))]
     else:
         files = collect_paths(list(paths))
         if not files:
-            _fail("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
+            _fail("no config files (*.toml, config_registry.py) found in " + ", ".join(paths)
+                            + "; a directory is searched for those only: name launch scripts and Accelerate YAML "
+                              "files (meshlint check DIR/*.sh DIR/*.yaml)")
         from meshlint.cli.lint import guarded_all
 
         reports = [report for path in files for report in guarded_all(path, analyse_all, path,

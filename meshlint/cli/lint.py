@@ -37,18 +37,29 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
         planner = _planner(settings)  # as before: a bad --config is reported before anything else
     files = collect_paths(list(paths))
     if not files and launch is None:
-        raise MeshlintError("no config files (*.toml, config_registry.py) found in " + ", ".join(paths))
+        raise MeshlintError("no config files (*.toml, config_registry.py) found in " + ", ".join(paths)
+                            + "; a directory is searched for those only: name launch scripts and Accelerate YAML "
+                              "files (meshlint check DIR/*.sh DIR/*.yaml)")
     from meshlint.report.stream import ReportStream
 
     out = ReportStream(fmt, quiet, color, show_skips)  # each report rendered as it comes; out.kept: what the summary reads
     if launch is not None:
-        from meshlint.engine.check import run_checks
-        from meshlint.engine.units import analyse_launch
+        from meshlint.inputs.script_call import ScriptCall
 
-        options = planner.options_for(os.path.join(os.getcwd(), "launch"))
-        report = run_checks(analyse_launch(launch, options), options)
-        report.fail_on = options.fail_on
-        out.add(report)
+        if isinstance(launch, ScriptCall):  # sbatch/bash SCRIPT ARGS: every launch line of the script, as called
+            from meshlint.engine.check import check_all
+
+            options = planner.options_for(launch.path)._replace(script_call=launch)
+            launched = check_all(launch.path, options)
+        else:
+            from meshlint.engine.check import run_checks
+            from meshlint.engine.units import analyse_launch
+
+            options = planner.options_for(os.path.join(os.getcwd(), "launch"))
+            launched = [run_checks(analyse_launch(launch, options), options)]
+        for report in launched:
+            report.fail_on = options.fail_on
+            out.add(report)
     for path in files:
         options = key = raw = None
         if fmt == "sarif":  # its rule table lists every rule loaded for the files: load them as without a cache

@@ -43,6 +43,7 @@ class Options(NamedTuple):
     gpu_memory_source: str = "default"  # where that came from (memory_check.capacity_source)
     torchtitan_version: str | None = None  # --torchtitan-version / project setting: the semantics of registries
     torchtitan_root: str | None = None     # --torchtitan-root: the checkout registries and launch lines refer to
+    script_call: object = None             # inputs/script_call.ScriptCall: the script is read as this call runs it
 
 
 def analyse_all(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> list:
@@ -105,6 +106,10 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
     from meshlint.engine.facts import build_facts
 
     facts = build_facts(report.spec, report.topology, report.resolution)
+    launch_notes = getattr(getattr(report.source, "launch", None), "notes", None)
+    if launch_notes and report.resolution is not None:  # how the launch line was read: JSON notes, explain
+        report.resolution.notes[:0] = [f"launch: {n}" for n in launch_notes
+                                       if f"launch: {n}" not in report.resolution.notes]
     from meshlint.solve.memory_check import file_memory, rule_facts
 
     report.memory = file_memory(report, options)

@@ -117,27 +117,26 @@ def _no_function(file: str, function: str, available: list) -> str:
 
 
 def _script_sources(path: str, options):
-    from meshlint.inputs.scripts import read_launch_script
+    from meshlint.inputs.script_call import read_with_submitted
 
-
-    launches = read_launch_script(path)
+    call = options.script_call
+    launches = read_with_submitted(path, call=call if call is not None and _same_file(call.path, path) else None)
     if not launches:  # any shell script may be handed over (pre-commit): not one of ours, like a TOML without
         return FileReport(path, "skipped", note="no torchtitan, KempnerForge, Accelerate or Megatron-LM launch line "
                                                 "(torchrun/python -m torchtitan.train --module M --config F, "
                                                 "MODULE=... CONFIG=... run_train.sh, scripts/train.py CONFIG.toml, "
                                                 "accelerate launch, or torchrun/python .../pretrain_*.py)"), {}
-    start = os.path.dirname(os.path.abspath(path))
     sources, launch_for = [], {}
     for launch in launches:  # each launch line is its own config: one bad line does not hide the others
         if _is_accelerate(launch):  # analysed whole by analyse_input (meshlint/inputs/accelerate_input.py)
             sources.append(launch)
             continue
+        script = getattr(launch, "file", None) or path  # a script the checked one submits has its own lines
         try:
             if _toml_launch(launch):
-        
-                sources.append(launch_report(launch, options, path))
+                sources.append(launch_report(launch, options, script))
                 continue
-            source = _launch_source(launch, options, start)
+            source = _launch_source(launch, options, os.path.dirname(os.path.abspath(script)))
         except InputError as exc:
             if exc.line == 1 and getattr(launch, "line", None):
                 exc.line = launch.line
@@ -146,6 +145,13 @@ def _script_sources(path: str, options):
         sources.append(source)
         launch_for[id(source)] = launch
     return sources, launch_for
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _toml_launch(launch) -> bool:
@@ -170,6 +176,9 @@ def _launch_source(launch, options, start_dir: str):
 
         return make_source(launch)
     root, how = find_root(start_dir, options.torchtitan_root)
+    refused = next((ov.refusal for ov in launch.overrides if getattr(ov, "refusal", None) is not None), None)
+    if root is None and refused is not None:
+        raise refused  # an option no modelled version has, and no checkout that might define it
     if root is None:
         raise InputError("ML006", f"cannot find the torchtitan checkout that --module {launch.module} refers to ({how})",
                          getattr(launch, "line", 1) or 1, 1,
@@ -178,11 +187,20 @@ def _launch_source(launch, options, start_dir: str):
     file, function = find_config_module(root, launch.module, launch.config)
     source = read_function(file, function, root=root)
     version, _ = choose_version(source, options)
-    apply_overrides(source, launch.overrides, version=version)
+    apply_overrides(source, launch.overrides, version=version, checkout=_registry_package(root))
     if getattr(launch, "file", None):
         source.path = launch.display  # run.sh:12::llama3_70b
     source.launch = launch
     return source
+
+
+def _registry_package(root: str) -> str | None:
+    """The torchtitan package of a registry-era checkout (None otherwise): its own dataclasses may define
+    a launch-line field the applied version lacks."""
+    from meshlint.frameworks import versions
+
+    pkg = versions.package_dir(root)
+    return pkg if pkg is not None and versions._registry_era(pkg) else None
 
 
 def _saved_source(path: str, raw: bytes | None):

@@ -186,6 +186,7 @@ class Override(NamedTuple):
     position: tuple | None = None  # (file, line, col) of the option's word; file is COMMAND_LINE for argv
     kind: str = "value"            # value | flag | subcommand | error
     typed: bool = True             # False: the field's type is not known here (value is the raw text)
+    refusal: Any = None            # InputError tyro gives unless the checkout's own dataclass has the field
 
     @property
     def known(self) -> bool:
@@ -716,6 +717,7 @@ def _slurm_hints(srun: dict | None, srun_word: Word | None, sbatch: dict | None,
         if opts is not sb and sb and any(k in sb for k in keys):
             shown += " in the allocation of " + " ".join(
                 f"--{k}={w.text if w.known() else _shown(w)}" for k, w in sb.items() if k in keys)
+            shown += f" ({(sbatch or {}).get('where') or '#SBATCH'})"
         out.append(Hint(f"{where}: {shown.strip()}" if shown.strip() else where, world, gpn, nodes))
     notes[:] = list(dict.fromkeys(notes))
     return out
@@ -993,8 +995,14 @@ def parse_overrides(args: list, origin: _Origin | None = None, version: str | No
             if _field_type(schema, positive) == "bool":
                 kind, parts, inverse = "bool", positive, True
                 path = ".".join(parts)
+        refusal = None
         if kind is None and section in STRICT_SECTIONS and len(parts) >= 2:
-            raise _unknown_option(t.partition("=")[0], path, schema, w, origin)
+            refusal = _unknown_option(t.partition("=")[0], path, schema, w, origin)
+            if version is not None or len(parts) > 2:
+                raise refusal
+            # with no version yet (the checkout is read later), a field neither modelled version has is judged
+            # by apply_overrides against the applied version and the checkout's own dataclass (an ETP-era
+            # checkout has --parallelism.expert_tensor_parallel_degree); without a checkout, refused as here
         if kind is None and len(parts) == 1 and section not in TOP_LEAVES and section in TRAINER_SECTIONS:
             raise _err(f"--{name} names a whole section: tyro takes its fields (--{name}.FIELD)", w, origin)
         if kind == "bool":
@@ -1026,11 +1034,11 @@ def parse_overrides(args: list, origin: _Origin | None = None, version: str | No
                 value = True if not parts[-1].startswith("no_") else False
                 if parts[-1].startswith("no_"):
                     path = ".".join(parts[:-1] + [parts[-1][3:]])
-                out.append(Override(path, value, index, text, _pos(w, origin), "flag", False))
+                out.append(Override(path, value, index, text, _pos(w, origin), "flag", False, refusal))
                 continue
             else:
                 value = values[0].text if len(values) == 1 else [v.text for v in values]
-            out.append(Override(path, value, index, text, _pos(w, origin), "value", False))
+            out.append(Override(path, value, index, text, _pos(w, origin), "value", False, refusal))
             continue
         k = take_values(items, k, values, w, name, eq, kind in ("list[list[str]]?", "imports"), origin)
         out.append(Override(path, typed_value(values, kind, name, w, origin), index, _option_text(w, values, eq),
@@ -1174,14 +1182,15 @@ def _int_value(text: str, flag: str, word: Word, origin: _Origin) -> int:
 
 # ----------------------------------------------------------------------------- applying overrides
 
-def apply_overrides(source, overrides: list, version: str | None = None) -> None:
+def apply_overrides(source, overrides: list, version: str | None = None, checkout: str | None = None) -> None:
     """Set each override's value in ``source.data`` (a PySource or a saved config), in order, and make
     ``locate``/``file_of`` point at the override for what it set.
 
     Works on private copies of ``data``, ``positions``, ``unknown`` and ``types`` (a registry reader
     may share them between configs). Sets ``source.file_of`` (and wraps ``locate``) even when there
     are no overrides, so every finding of a launch names its file. An override with an unknown value makes its path unknown
-    (never a guess). Raises InputError(ML006) where torchtitan would refuse the launch."""
+    (never a guess). ``checkout``: the torchtitan package the registry belongs to, whose own section dataclasses
+    may define a field the applied version lacks. Raises InputError(ML006) where torchtitan would refuse the launch."""
     from meshlint.inputs.pysource import Unknown
 
     source.data = copy.deepcopy(getattr(source, "data", {}) or {})
@@ -1226,9 +1235,17 @@ def apply_overrides(source, overrides: list, version: str | None = None) -> None
                        f"and torchtitan's parser (tyro) refuses it (\"Unrecognized options\")", word, origin,
                        help=f"did you mean --{close[0]}.{'.'.join(parts[1:])}?" if close else
                        f"sections: {', '.join(TRAINER_SECTIONS)}")
-        if vkey is not None and section in STRICT_SECTIONS and len(parts) == 2 and parts[1] not in schema[section] \
+        own_kind = None  # the type of a field only the checkout's own dataclass has
+        if vkey is None and ov.refusal is not None:
+            own_kind = _checkout_kind(checkout, section, parts[1])
+            if own_kind is None:
+                raise ov.refusal
+        elif vkey is not None and section in STRICT_SECTIONS and len(parts) == 2 and parts[1] not in schema[section] \
                 and source.types.get(section) in (None, _DATACLASS.get(section)):
-            raise _unknown_option(f"--{ov.path}", ov.path, schema, word, origin)
+            own_kind = _checkout_kind(checkout, section, parts[1])
+            if own_kind is None:
+                raise _unknown_option(f"--{ov.path}", ov.path, _with_checkout_fields(schema, checkout, section),
+                                      word, origin)
         if ov.kind == "subcommand":
             cls = ov.value
             if cls is None:
@@ -1245,7 +1262,9 @@ def apply_overrides(source, overrides: list, version: str | None = None) -> None
             _mark_unknown(source, tuple(parts), ov, Unknown)
             set_by[".".join(parts)] = ov
             continue
-        if not ov.typed and _field_type(schema, parts) is not None and nested:
+        if own_kind is not None and not ov.typed:
+            value = _typed_as(own_kind, value, ov, word, origin)
+        elif not ov.typed and _field_type(schema, parts) is not None and nested:
             # an RL config's "--trainer.parallelism..." is the trainer's field: type it as one
             kind = _field_type(schema, parts)
             if kind == "bool":
@@ -1273,6 +1292,47 @@ def apply_overrides(source, overrides: list, version: str | None = None) -> None
 
 
 _UNTYPED = object()
+
+
+def _checkout_kind(checkout: str | None, section: str, field: str) -> str | None:
+    """The annotation kind of ``section.field`` in the checkout's own dataclass (None: it has no such field)."""
+    if not checkout:
+        return None
+    from meshlint.frameworks.torchtitan import ttcode
+
+    return ttcode.field_kind(checkout, section, field)
+
+
+def _with_checkout_fields(schema: dict, checkout: str | None, section: str) -> dict:
+    """``schema`` with the checkout's own fields of ``section`` added (the did-you-mean's candidates)."""
+    if not checkout:
+        return schema
+    from meshlint.frameworks.torchtitan import ttcode
+
+    own = ttcode.section_fields(checkout).get(section) or {}
+    return {**schema, section: {**{f: "" for f in own}, **schema.get(section, {})}}
+
+
+def _typed_as(kind: str, value, ov: Override, word: Word, origin: _Origin):
+    """An untyped override of a field the checkout defines, typed as tyro types its annotation ("" leaves
+    the raw text: a type meshlint does not model)."""
+    flag = "--" + ov.path
+    if kind == "bool":
+        if value is True or value is False:
+            return value
+        raise _err(f"{flag} is a flag and takes no value: tyro reads {value!r} as a stray argument and refuses the "
+                   f"line (\"Unrecognized options: {value}\")", word, origin)
+    if value is True or value is False:
+        if not kind:
+            return value
+        raise _err(f"{flag} requires a value (tyro: \"expected 1 argument\")", word, origin)
+    if not kind:
+        return value
+    texts = value if isinstance(value, list) else [value]
+    if len(texts) != 1:
+        raise _err(f"{flag} takes one value, and the line gives {len(texts)}: tyro refuses the extra words "
+                   f"(\"Unrecognized options\")", word, origin)
+    return _typed(kind, [str(texts[0])], flag, word, origin)
 
 
 def _schema_typed(source, parts: list, value, ov: Override, version: str | None, word: Word, origin: _Origin):

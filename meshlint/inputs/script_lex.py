@@ -24,6 +24,9 @@ _RESERVED_START = {"if", "then", "else", "elif", "do", "while", "until", "!", "{
                    "esac", "}", "for", "case", "select", "function", "in"}
 
 
+SUBMITTERS = ("sbatch", "bash", "sh", "zsh")   # commands that run another script (inputs/script_call.py)
+
+
 # ----------------------------------------------------------------------------- lexing
 
 class _Raw:

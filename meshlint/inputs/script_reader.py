@@ -11,7 +11,7 @@ from meshlint.inputs.shellflow import Flow, strip_pattern
 from meshlint.inputs.launch import MAX_ARGS, UNKNOWN_CHAR, Launch, Word, _Origin, launch_from_words
 from meshlint.inputs.script_lex import (_assign_head, _Cmd, CONDITIONAL_APPEND, _Lexer, _literal,
     MAX_ARITH_CHARS, MAX_LAUNCHES, MAX_NESTING, MAX_VALUE_CHARS, MAX_VARIABLES, _NAME, _Raw,
-    _RESERVED_START, _SLURM_VARS, _Var)
+    _RESERVED_START, _SLURM_VARS, SUBMITTERS, _Var)
 
 
 # ----------------------------------------------------------------------------- expanding and reading
@@ -30,8 +30,23 @@ class _Reader(Flow):
         self.sbatch_lines: list = []
         self.export_all = False
         self.sourced: list = []       # notes: "source env.sh" and the like, which meshlint does not follow
+        self.sbatch_cli: dict = {}    # sbatch's options on the call that runs the script (they win)
+        self.submitted = None         # [(launch index, words, line)] of sbatch/bash job.sh lines, when asked
         self.origin = _Origin(file, False)
         self.flow_init()
+
+    def called_as(self, call) -> None:
+        """Bind $1.. to the call's words (positioned where the script expands them) and take sbatch's
+        command-line options, which win over the script's #SBATCH lines."""
+        self.positional = [(Word(w.text, 0, 0, f"argument {k} of the call", w.unknown, w.splat), _Raw([], 0, 0, 0, 0))
+                           for k, w in enumerate(call.args, 1)]
+        self.locals = [set()]
+        self._bind()
+        self.sbatch_cli = {name: Word(w.text, w.line, w.col, f"sbatch --{name} (the call)", w.unknown, w.splat)
+                           for name, w in call.sbatch.items()}
+        if self.sbatch_cli:
+            self.sbatch.update(self.sbatch_cli)
+            self._slurm_env()
 
     # -- blocks
     def path(self) -> tuple:
@@ -163,9 +178,18 @@ class _Reader(Flow):
             from meshlint.inputs.accelerate_launch import from_words
 
             launch = from_words(words, self.file, env)
+        if launch is None and self.submitted is not None:
+            self._submit(words, raws[0].line)
+            return
         if launch is not None:
             launch.notes[:0] = self.sourced
             self._add(launch)
+
+    def _submit(self, words: list, line: int) -> None:
+        """``sbatch [opts] job.sh ARGS`` (or ``bash job.sh ARGS``) here: recorded, in order among the launches,
+        for inputs/script_call.py to read job.sh as this line runs it."""
+        if words and not words[0].splat and os.path.basename(words[0].text) in SUBMITTERS:
+            self.submitted.append((len(self.launches), words, line))
 
     def _add(self, launch: Launch) -> None:
         if len(self.launches) >= MAX_LAUNCHES:
@@ -203,7 +227,11 @@ class _Reader(Flow):
                     k += 1
                 self.sbatch[name] = Word(value, line, c, f"#SBATCH {t}")
             k += 1
-        # Slurm's environment variables follow the allocation
+        self.sbatch.update(self.sbatch_cli)
+        self._slurm_env()
+
+    def _slurm_env(self) -> None:
+        """Slurm's environment variables follow the allocation."""
         for var, option in _SLURM_VARS.items():
             w = self.sbatch.get(option)
             if w is None:
@@ -221,7 +249,11 @@ class _Reader(Flow):
         lines = self.sbatch_lines
         name = os.path.basename(self.file) if self.file else "the script"
         span = f"line {lines[0]}" if len(lines) == 1 else f"lines {lines[0]}-{lines[-1]}"
-        return f"#SBATCH ({name} {span})"
+        where = f"#SBATCH ({name} {span})" if lines else ""
+        if self.sbatch_cli:
+            given = " ".join(f"--{n}={w.text}" for n, w in self.sbatch_cli.items())
+            where = f"sbatch {given} (the call)" + (f" over {where}" if where else "")
+        return where
 
     # -- variables
     def _env_word(self, name: str) -> Word:
@@ -417,6 +449,9 @@ class _Reader(Flow):
                 words = [w for w, _ in self.positional]
                 if any(not w.known() for w in words):
                     return None, "the function's arguments include unknown words", [], "splat"
+                # a call's own arguments (line 0) are positioned where the script expands them
+                words = [w if w.line else Word(w.text, raw.line, raw.col, w.raw, w.unknown, w.splat, w.vars)
+                         for w in words]
                 if not part[-1] and name == "@":
                     return None, None, [], [Word(f, w.line, w.col, w.raw, None, False, w.vars)
                                             for w in words for f in w.text.split()]
@@ -624,7 +659,7 @@ def _mentions(raws: list, text: str) -> bool:
     for r in raws:
         chunk = text[r.start:r.end]
         if ("torchtitan" in chunk or "run_train" in chunk or "torchrun" in chunk or "$" in chunk or "python" in chunk
-                or "train.py" in chunk or "accelerate" in chunk):
+                or "train.py" in chunk or "accelerate" in chunk or "sbatch" in chunk or chunk.endswith(".sh")):
             return True
     return False
 

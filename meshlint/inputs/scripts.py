@@ -25,20 +25,22 @@ except ImportError:  # pragma: no cover
     MAX_LINE_CHARS = 32_768
 
 
-def read_launch_script(path: str, version: str | None = None) -> list:
+def read_launch_script(path: str, version: str | None = None, call=None, submitted: list | None = None) -> list:
     """Every torchtitan launch line of a script, in order, as Launch objects (``file``/``line`` set,
     overrides positioned in the script). A script with no launch line gives []. A launch line that
     cannot be checked has ``error`` set (its other launch lines are still returned).
 
     Raises InputError: ML001 (missing, a directory, a FIFO/device: refused unread), ML002 (binary or
-    not UTF-8, when it mentions torchtitan), ML007 (over the size, line-length or launch-count limits)."""
+    not UTF-8, when it mentions torchtitan), ML007 (over the size, line-length or launch-count limits).
+    ``call``: the ScriptCall that runs it (inputs/script_call.py): its arguments and sbatch options.
+    ``submitted``: a list that receives (launch index, words, line) of each line running another script."""
     from meshlint.inputs.source import read_bytes
 
     raw = read_bytes(path, MAX_SCRIPT_BYTES)
     if len(raw) > MAX_SCRIPT_BYTES:
         raise InputError("ML007", f"file is over {MAX_SCRIPT_BYTES:,} bytes (limit {MAX_SCRIPT_BYTES:,})")
     if b"torchtitan" not in raw and b"run_train" not in raw and b"train.py" not in raw and b"accelerate" not in raw \
-            and not any(m in raw for m in FRAMEWORK_MARKERS):
+            and b"sbatch" not in raw and not any(m in raw for m in FRAMEWORK_MARKERS):
         return []   # the fast path for any shell script a pre-commit hook hands over
     nul = raw.find(b"\x00")
     if nul >= 0:
@@ -50,16 +52,23 @@ def read_launch_script(path: str, version: str | None = None) -> list:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise InputError("ML002", f"not UTF-8 text (invalid byte 0x{raw[exc.start:exc.start + 1].hex()} at offset "
                                   f"{exc.start})", line, 1) from None
-    return launches_in_text(text, file=path, version=version)
+    return launches_in_text(text, file=path, version=version, call=call, submitted=submitted)
 
 
-def launches_in_text(text: str, file: str | None = None, version: str | None = None) -> list:
+def launches_in_text(text: str, file: str | None = None, version: str | None = None, call=None,
+                     submitted: list | None = None) -> list:
     """The launches of a script's text (``file`` names it in positions and hint sources)."""
     _check_lines(text)
     lexer = _Lexer(text)
     commands = lexer.commands()
     reader = _Reader(file, version, lexer)
+    reader.submitted = submitted
+    if call is not None:
+        reader.called_as(call)
     reader.run(commands)
+    if call is not None:
+        for launch in reader.launches:
+            launch.notes.insert(0, f"read as run by: {call.text}")
     return reader.launches
 
 

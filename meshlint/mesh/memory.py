@@ -53,6 +53,7 @@ class Shape(NamedTuple):
     foreach_optimizer: bool = False  # False: fused AdamW (no full-size temporaries)
     accumulate_unsharded: bool = False  # FSDP2 keeps unsharded fp32 gradients across microbatches (no-sync)
     loss_parallel: bool = True   # torchtitan: the loss on vocabulary-sharded logits with tp (disable_loss_parallel)
+    ddp_replicate: bool = False  # torchtitan 0.2.x: dp_replicate alone is DDP, not FSDP2 (parallelize.py apply_ddp)
 
 
 class Stage(NamedTuple):
@@ -147,7 +148,12 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
     kf = s.framework == "kempnerforge"
     fsdp = ds if kf else ds * cp                   # KempnerForge shards over dp_shard; torchtitan over dp_shard·cp
     efsdp = max(1, ds if kf else ds * cp * tp // max(1, ep * etp))
-    sharded = fsdp > 1 or dr > 1                    # FSDP2 applied (KempnerForge: any dp dim; torchtitan: HSDP/FSDP)
+    if not kf and ep == 1:
+        # torchtitan without ep shards the experts like dense weights: over tp, then FSDP over dp_shard·cp (no
+        # efsdp mesh: parallel_dims._mesh_exist; 0.3.0's expert_param_placement_dense in moe_sharding.py)
+        etp, efsdp = tp, fsdp
+    ddp = s.ddp_replicate and dr > 1 and fsdp == 1  # torchtitan 0.2.x's replicate(): DDP, buckets of fp32 gradients
+    sharded = fsdp > 1 or (dr > 1 and not ddp)      # FSDP2 applied (KempnerForge: any dp dim; torchtitan: HSDP/FSDP)
     V, d, L = s.vocab or 0, s.dim, s.n_layers
     embed = V * d
     out_w = 0 if s.tied else V * d
@@ -175,7 +181,7 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
         unit = dense_layer / tp + expert_layer / (ep * etp) if moe_n else dense_layer / tp
         held = _held(pp, microbatches, schedule, i) if tokens else 0
         parts = _parts(s, kf, sharded, pp, tp, ep, first, last, layers, moe_n, local, unsharded, unit, embed, out_w,
-                       tokens, held, microbatches, per_token)
+                       tokens, held, microbatches, per_token, ddp)
         totals = {name: sum(terms.values()) for name, terms in parts.items()}
         phase = max(totals, key=totals.get)
         t = dict.fromkeys(TERMS, 0.0) | parts[phase]
@@ -190,7 +196,7 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
 
 def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: bool, last: bool, layers: int,
            moe_n: int, local: float, unsharded: float, unit: float, embed: float, out_w: float, tokens: float,
-           held: float, microbatches: int, per_token: dict) -> dict:
+           held: float, microbatches: int, per_token: dict, ddp: bool = False) -> dict:
     """What one stage holds at each moment of a step where its peak can fall: {phase: {term: bytes}}.
 
     The moments (docs/cost-model.md, "Memory": the phases; each measured on torchtitan's own step by
@@ -231,6 +237,11 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
         # unit's fp32 input, which FSDP2 holds until the next reduce-scatter is issued (not seen by a fake run,
         # whose collectives complete at once)
         reduce = unit * (a + 8)
+    elif ddp:
+        # DDP's reducer allocates its gradient buckets (bucket_cap_mb=100, every bucket at construction) as a copy
+        # of all the gradients, alive for the whole step (torch nn/parallel/distributed.py, gradient_as_bucket_view
+        # False as torchtitan 0.2.x's apply_ddp leaves it)
+        reduce = local * s.state_bytes
     else:
         reduce = 0.0
     phases = {}
@@ -244,7 +255,8 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
         none = per_token["none", moe_n > 0] * tokens
         work = none - one_layer + a * (2 * d + 2 * (s.ffn_hidden or 0)) / tp * tokens
         moe = {"moe_dispatch": 2 * tokens / tp * s.top_k * d * a} if moe_n and ep > 1 else {}
-        fwd = {**states, **carried, "fsdp_unsharded": gathered_fwd, "activations": acts, **moe}
+        fwd = {**states, **carried, "fsdp_unsharded": gathered_fwd, "activations": acts, **moe,
+               **({"reduce_buffers": reduce} if ddp else {})}
         if last and V:
             # the final norm (fp32 input and normalised) and the output projection's gathered input
             fwd["activations"] += (8 * d / tp + a * d) * tokens
@@ -276,10 +288,11 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
         done = {"unsharded_grads": unsharded * 4} if no_sync else {"grads": grads}
         phases["first_layer_backward"] = {**bwd, **done, "activations": rest + one_layer, "recompute": work}
     else:
-        phases["forward"] = {**states, **carried, "fsdp_unsharded": gathered_fwd}
+        phases["forward"] = {**states, **carried, "fsdp_unsharded": gathered_fwd,
+                             **({"reduce_buffers": reduce} if ddp else {})}
     # the optimizer step: fused AdamW (both frameworks' default) adds nothing; foreach two full-size temporaries of
     # the sharded states
-    phases["optimizer"] = {**states, "grads": grads,
+    phases["optimizer"] = {**states, "grads": grads, **({"reduce_buffers": reduce} if ddp else {}),
                            "optimizer_step": 2 * local * s.state_bytes if s.foreach_optimizer else 0.0}
     return phases
 

@@ -406,7 +406,9 @@ class Model:
                "dp_replicate": (dr, ds * cp * tp, world), "pp": (pp, world // pp, world)}
         efsdp = ds * cp * tp // (ep * etp) if ep * etp else 1
         out["ep"] = (ep, etp, world)
-        out["efsdp"] = (efsdp, ep * etp, world)
+        # without ep the experts are sharded like dense weights: tp, then FSDP over dp_shard·cp (no efsdp mesh:
+        # parallel_dims._mesh_exist; 0.3.0's expert_param_placement_dense, models/common/moe_sharding.py)
+        out["efsdp"] = (efsdp, ep * etp, world) if ep > 1 else out["fsdp"]
         return out
 
     # -- collectives (ring): seconds for a message of ``size`` bytes over ``n`` ranks
@@ -562,7 +564,7 @@ class Model:
         axes = self.axes({"pp": pp, "dp_replicate": dr, "dp_shard": ds, "cp": cp, "tp": tp, "ep": ep, "etp": etp})
         layers = (w.n_layers or 0) / pp
         dense = (w.params - w.expert_params) / (pp * tp)
-        experts = w.expert_params / (pp * ep * etp) if w.expert_params else 0.0
+        experts = w.expert_params / (pp * _expert_split(kf, tp, ep, etp)) if w.expert_params else 0.0
         # torchtitan keeps the parameters gathered across microbatches with pp (fsdp.py:112-135) and reduces after
         # every microbatch; KempnerForge always reshards after forward (apply_fsdp2's default, parallel.py:250-254,
         # never overridden by train.py) and reduces once per step (maybe_no_sync)
@@ -623,3 +625,9 @@ class Model:
         # element), sharded over tp (loss parallel), on the last stage
         total += 10 * tokens * (w.vocab or 0) / tp
         return total / GIB
+
+
+def _expert_split(kf: bool, tp: int, ep: int, etp: int) -> int:
+    """Over how many ranks one expert weight is split before FSDP: ep·etp; torchtitan without ep shards the
+    experts over tp like dense weights (KempnerForge keeps them whole under TP: tensor_parallel.py:74-77)."""
+    return tp if not kf and ep == 1 else ep * etp

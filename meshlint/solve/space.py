@@ -179,6 +179,10 @@ def assignments(space: Space, world: int, allowed: dict, check: Check | None = N
         pool = allowed.get(name)
         if name == "etp" and values.get("ep", 1) > 1:
             options = sorted({1, values["tp"]})  # ML401: etp = tp or 1 when ep > 1
+        elif name == "etp":
+            # without ep, torchtitan 0.2.x shards no expert over etp (apply_moe_ep_tp uses the tp mesh, and
+            # efsdp is not built: parallel_dims._mesh_exist): any other etp changes nothing but the mesh shape
+            options = [1]
         else:
             options = divisors(room)
         for v in options:

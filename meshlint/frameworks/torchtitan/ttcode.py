@@ -134,6 +134,40 @@ def _fields(pkg: str, dotted: list, hint: str | None, depth: int) -> dict | None
     return out
 
 
+def field_kind(pkg: str, section: str, field: str) -> str | None:
+    """How tyro types ``--section.field`` of the checkout's own section dataclass, read off the field's
+    annotation in launch.py's terms ("int", "bool", "float", "str", "int?", "lit:a,b"); None when the
+    checkout's class has no such field, "" when the annotation is one meshlint does not type."""
+    found = locate_class(pkg, [SECTION_CLASSES.get(section, "")], os.path.join("torchtitan", "config", "configs.py")) \
+        if section in SECTION_CLASSES else None
+    if found is None:
+        return None
+    for node in found[1].body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == field:
+            return _kind(node.annotation)
+    return None
+
+
+def _kind(ann) -> str:
+    text = ast.unparse(ann).replace(" ", "")
+    optional = False
+    for none in ("|None", "None|"):
+        if none in text:
+            text, optional = text.replace(none, ""), True
+    if text.startswith(("Optional[", "typing.Optional[")) and text.endswith("]"):
+        text, optional = text[text.index("[") + 1:-1], True
+    if text in ("int", "bool", "float", "str"):
+        return text + ("?" if optional else "")
+    if text.startswith(("Literal[", "typing.Literal[")):
+        try:
+            choices = ast.literal_eval(text[text.index("["):].replace("[", "(", 1)[:-1] + ",)")
+        except (ValueError, SyntaxError):
+            return ""
+        if all(isinstance(c, str) for c in choices):
+            return "lit:" + ",".join(choices) + ("?" if optional else "")
+    return ""
+
+
 def section_fields(pkg: str) -> dict:
     """section -> {field: "file:line"} of the checkout's ParallelismConfig, TrainingConfig and CompileConfig
     (empty for a class it does not have)."""
