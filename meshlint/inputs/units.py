@@ -21,7 +21,14 @@ def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name:
     from meshlint.engine.check import FileReport
 
     try:
-        if kind == "registry":
+        if kind == "registry" and _bridge_recipe(path, raw):   # Megatron-Bridge recipes (frameworks/megatron/bridge.py)
+            from meshlint.frameworks.megatron.bridge import registry_sources
+
+            sources, launch_for = registry_sources(path, raw), {}
+            if not sources:
+                return [FileReport(path, "skipped", note="no Megatron-Bridge recipe function (a public function "
+                                                         "returning ConfigContainer)")]
+        elif kind == "registry":
             sources = _registry_sources(path, options, raw)
             launch_for = {}
         elif kind == "script":
@@ -34,6 +41,18 @@ def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name:
         return [sources]
     return [src if isinstance(src, FileReport) else analyse_launch(src, options) if _is_accelerate(src)
             else analyse_source(src, options, launch_for.get(id(src))) for src in sources]
+
+
+def _bridge_recipe(path: str, raw: bytes | None) -> bool:
+    from meshlint.frameworks.megatron.bridge import is_recipe_text
+    from meshlint.inputs.source import read_bytes
+
+    if raw is None:
+        try:
+            raw = read_bytes(path.partition("::")[0], 16 * 1024 * 1024)
+        except (InputError, OSError):
+            return False
+    return is_recipe_text(raw)
 
 
 def _is_accelerate(src) -> bool:
@@ -223,7 +242,12 @@ def _analyse_megatron(source, options, launch):
     from meshlint.frameworks import versions
 
     module = versions.module("megatron", "0.16.1")
-    return _resolved(source, module.read(source), module, options, launch, "megatron")
+    spec = module.read(source)
+    if getattr(source, "input_form", None) == "bridge":
+        from meshlint.frameworks.megatron.bridge import adjust
+
+        adjust(spec, source)
+    return _resolved(source, spec, module, options, launch, "megatron")
 
 
 def _resolved(source, spec, module, options, launch, dialect: str):
