@@ -1,0 +1,209 @@
+"""Megatron-Bridge recipes read statically (meshlint/frameworks/megatron/bridge.py): our own recipe fixtures
+(fixtures/megatron_bridge/), the generated provider table, overrides, and - where present - the Bridge checkout
+at v0.3.1 (no false alarm) and Megatron-Core 0.16.1's own layer split and rank generators on the resolved values."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from meshlint.frameworks.megatron import bridge, core_0_16
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = ROOT / "fixtures" / "megatron_bridge"
+RECIPES = str(FIX / "recipes.py")
+BRIDGE_MIRROR = Path("/work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo")
+
+
+@pytest.fixture(autouse=True)
+def _hf_cache(monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(FIX / "hf"))
+
+
+def _check(target: str, *extra) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_CACHE": str(FIX / "hf")}
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", target, "--format", "json", *extra],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def _source(function: str, overrides=()):
+    (source,) = bridge.recipe_sources(RECIPES, function, [(w, 1, 1) for w in overrides])
+    return source
+
+
+def _resolved(function: str, overrides=(), world=None):
+    source = _source(function, overrides)
+    spec = core_0_16.read(source)
+    bridge.adjust(spec, source)
+    res = core_0_16.resolve(spec, world)
+    return source, spec, res
+
+
+def test_provider_table_is_generated_with_the_commit():
+    table = json.loads((ROOT / "meshlint/frameworks/megatron/bridge_providers_v0_3_1.json").read_text())
+    assert table["megatron_bridge"]["tag"] == "v0.3.1" and table["megatron_bridge"]["commit"] == "9c9dd8489"
+    llama = table["classes"]["Llama3ModelProvider70B"]["fields"]
+    assert (llama["num_layers"], llama["hidden_size"], llama["num_attention_heads"], llama["num_query_groups"]) == \
+        (80, 8192, 64, 8)
+    assert table["classes"]["Qwen3MoEModelProvider235B_A22B"]["fields"]["num_moe_experts"] == 128
+
+
+def test_recipe_values_become_megatron_dests():
+    source = _source("llama3_8b_good_config")
+    d = source.data
+    assert (d["tensor_model_parallel_size"], d["pipeline_model_parallel_size"], d["num_layers"],
+            d["num_query_groups"], d["micro_batch_size"], d["global_batch_size"]) == (2, 2, 32, 8, 1, 64)
+    assert d["pipeline_dtype"] == "torch.bfloat16"
+    # findings point at the line that sets the value in the recipe
+    assert source.locate("pipeline_model_parallel_size")[0] == 15
+    assert source.locate("global_batch_size")[0] == 17
+
+
+def test_keyword_defaults_and_overrides():
+    assert _source("llama3_8b_good_config").data["tensor_model_parallel_size"] == 2
+    over = _source("llama3_8b_good_config", ["model.tensor_model_parallel_size=4", "train.micro_batch_size=2",
+                                             "optimizer.lr=1e-4"])
+    assert over.data["tensor_model_parallel_size"] == 4 and over.data["micro_batch_size"] == 2
+    assert any("optimizer.lr" in n for n in over.parsed.notes)
+    assert bridge.parse_override("model.sequence_parallel=true") == ("model", "sequence_parallel", True)
+    assert bridge.parse_override("+train.global_batch_size=8") == ("train", "global_batch_size", 8)
+    with pytest.raises(Exception):
+        bridge.parse_override("tensor_model_parallel_size")
+
+
+def test_pr5884_60_layers_on_pp8_is_an_error_and_its_fix_is_clean():
+    _, spec, res = _resolved("qwen35_397b_pp8_config")
+    split = core_0_16.layer_split(spec.extra["args"], res.degrees["pp"])
+    assert "num_layers (60) should be divisible by pipeline_model_parallel_size (8)" in split["error"]
+    _, spec, res = _resolved("qwen35_397b_pp8_fixed_config")
+    split = core_0_16.layer_split(spec.extra["args"], res.degrees["pp"])
+    assert split["error"] is None and [sum(r) for r in split["counts"]] == [4, 8, 8, 8, 8, 8, 8, 8]
+
+
+def test_pr5893_vp12_for_40_layers_is_an_error():
+    _, spec, res = _resolved("qwen35_35b_vp12_config")
+    split = core_0_16.layer_split(spec.extra["args"], res.degrees["pp"])
+    assert "num_layers_per_pipeline_rank 20 should be divisible by vp_size 12" in split["error"]
+    _, spec, res = _resolved("qwen35_35b_vp10_config")
+    assert core_0_16.layer_split(spec.extra["args"], res.degrees["pp"])["error"] is None
+
+
+def test_check_reports_errors_at_the_recipe_lines():
+    report = _check(RECIPES)
+    errors = {(f["path"].rsplit("::", 1)[1], x["rule"], x["line"]) for f in report["files"]
+              for x in f["findings"] if x["severity"] == "error"}
+    assert errors == {("llama3_70b_vp_bad_config", "ML963", 28), ("qwen35_397b_pp8_config", "ML963", 49),
+                      ("qwen35_35b_vp12_config", "ML963", 72), ("llama3_8b_tp_bad_config", "ML965", 34),
+                      ("llama3_8b_tp_bad_config", "ML966", 34), ("llama3_8b_tp_bad_config", "ML304", 34)}
+
+
+def test_unknown_model_is_said_not_guessed():
+    report = _check(RECIPES + "::unknown_model_config")
+    (f,) = report["files"]
+    rules = {x["rule"]: x for x in f["findings"]}
+    assert "ML969" not in rules and "ML963" not in rules      # sizes unknown: not "no experts", not a split error
+    assert "not in the local Hugging Face cache" in rules["ML111"]["message"]
+
+
+def test_not_a_recipe_file_is_skipped(tmp_path):
+    p = tmp_path / "helpers.py"
+    p.write_text("from megatron.bridge.training.config import ConfigContainer\n\ndef _x():\n    return 1\n")
+    (f,) = _check(str(p))["files"]
+    assert f["status"] == "skipped"
+
+
+# ----------------------------------------------------------------------------- Megatron-Core's own code
+
+WHEEL = ROOT / ".frameworks" / "megatron-core-0.16.1"
+WORKER = Path(__file__).resolve().parent / "real_megatron_worker.py"
+
+
+def _worker(mode: str, cases: list) -> list:
+    pytest.importorskip("torch")
+    if not (WHEEL / "megatron" / "core" / "parallel_state.py").is_file():
+        pytest.skip("megatron-core 0.16.1 is not installed under .frameworks")
+    env = {**os.environ, "PYTHONPATH": str(WHEEL)}
+    proc = subprocess.run([sys.executable, str(WORKER)], input=json.dumps({"mode": mode, "cases": cases}) + "\n",
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+FIXTURE_RECIPES = ("llama3_8b_good_config", "llama3_70b_vp_bad_config", "qwen35_397b_pp8_config",
+                   "qwen35_397b_pp8_fixed_config", "qwen35_35b_vp12_config", "qwen35_35b_vp10_config")
+
+
+def test_layer_split_of_recipes_matches_get_num_layers_to_build():
+    cases, mine = [], []
+    for name in FIXTURE_RECIPES:
+        _, spec, res = _resolved(name)
+        a = spec.extra["args"]
+        cases.append({"num_layers": a["num_layers"], "pp": res.degrees["pp"],
+                      "vp": a["num_virtual_stages_per_pipeline_rank"],
+                      "first": a["decoder_first_pipeline_num_layers"], "last": a["decoder_last_pipeline_num_layers"],
+                      "emb": False, "loss": False})
+        mine.append(core_0_16.layer_split(a, res.degrees["pp"]))
+    got = _worker("split", cases)
+    for name, m, g in zip(FIXTURE_RECIPES, mine, got):
+        assert (m["error"] is None) == (g["error"] is None), (name, m, g)
+        if g["error"] is None:
+            assert m["counts"] == g["counts"], name
+
+
+def test_groups_of_recipes_match_rank_generator():
+    from tests.test_real_megatron import _meshlint_groups
+
+    cases = []
+    for name in FIXTURE_RECIPES:
+        _, spec, res = _resolved(name)
+        d = res.degrees
+        cases.append({"tp": d["tp"], "pp": d["pp"], "cp": d["cp"], "ep": d["ep"], "etp": d["etp"],
+                      "world": res.world_used, "mapping": False})
+    got = _worker("groups", cases)
+    for case, g in zip(cases, got):
+        assert _meshlint_groups(case) == {k: v for k, v in g.items() if k in _meshlint_groups(case)}, case
+
+
+# ----------------------------------------------------------------------------- the real recipes (when fetched)
+
+def _tree(ref: str, tmp_path) -> Path:
+    if not BRIDGE_MIRROR.is_dir():
+        pytest.skip("no Megatron-Bridge mirror")
+    out = tmp_path / ref
+    out.mkdir()
+    archive = subprocess.run(["git", "-C", str(BRIDGE_MIRROR), "archive", ref, "src"], capture_output=True,
+                             timeout=300)
+    if archive.returncode:
+        pytest.skip(f"{ref} not in the mirror")
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True, timeout=300)
+    return out / "src" / "megatron" / "bridge"
+
+
+def _all(paths: list) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_CACHE": str(FIX / "hf")}
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", *map(str, paths), "--format", "json"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    return json.loads(proc.stdout)
+
+
+def test_shipped_recipes_at_v0_3_1_read_without_false_alarm(tmp_path):
+    src = _tree("v0.3.1", tmp_path)
+    files = sorted((src / "recipes").rglob("*.py"))
+    report = _all(files)
+    checked = [f for f in report["files"] if f["status"] == "checked"]
+    assert len(checked) == 161 and not [f for f in report["files"] if f["status"] == "error"]
+    bad = [(f["path"], x["rule"]) for f in checked for x in f["findings"] if x["severity"] == "error"]
+    assert bad == []
+
+
+def test_397b_library_recipe_before_pr5884_is_an_error(tmp_path):
+    src = _tree("067f987df03b8355b03192d88d70f1709fedf51a", tmp_path)
+    (f,) = _all([str(src / "recipes/qwen_vl/h100/qwen35_vl.py") + "::qwen35_vl_397b_a17b_pretrain_512gpu_h100_bf16_mock_config"])["files"]
+    assert [x["rule"] for x in f["findings"] if x["severity"] == "error"] == ["ML963"]
