@@ -1,4 +1,4 @@
-"""Megatron-Bridge recipes read statically (meshlint/frameworks/megatron/bridge.py): our own recipe fixtures
+"""Megatron-Bridge recipes read statically (meshlint/inputs/bridge_recipe.py): our own recipe fixtures
 (fixtures/megatron_bridge/), the generated provider table, overrides, and - where present - the Bridge checkout
 at v0.3.1 (no false alarm) and Megatron-Core 0.16.1's own layer split and rank generators on the resolved values."""
 
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from meshlint.frameworks.megatron import bridge, core_0_16
+from meshlint.frameworks.megatron import core_0_16
+from meshlint.inputs import bridge_recipe as bridge
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures" / "megatron_bridge"

@@ -21,8 +21,8 @@ def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name:
     from meshlint.engine.check import FileReport
 
     try:
-        if kind == "registry" and _bridge_recipe(path, raw):   # Megatron-Bridge recipes (frameworks/megatron/bridge.py)
-            from meshlint.frameworks.megatron.bridge import registry_sources
+        if kind == "registry" and _bridge_recipe(path, raw):   # Megatron-Bridge recipes (inputs/bridge_recipe.py)
+            from meshlint.inputs.bridge_recipe import registry_sources
 
             sources, launch_for = registry_sources(path, raw), {}
             if not sources:
@@ -44,7 +44,7 @@ def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name:
 
 
 def _bridge_recipe(path: str, raw: bytes | None) -> bool:
-    from meshlint.frameworks.megatron.bridge import is_recipe_text
+    from meshlint.inputs.bridge_recipe import is_recipe_text
     from meshlint.inputs.source import read_bytes
 
     if raw is None:
@@ -244,7 +244,7 @@ def _analyse_megatron(source, options, launch):
     module = versions.module("megatron", "0.16.1")
     spec = module.read(source)
     if getattr(source, "input_form", None) == "bridge":
-        from meshlint.frameworks.megatron.bridge import adjust
+        from meshlint.inputs.bridge_recipe import adjust
 
         adjust(spec, source)
     return _resolved(source, spec, module, options, launch, "megatron")

@@ -6,7 +6,7 @@ Unknown). Its ``ConfigContainer`` - the model provider's parallelism and size fi
 ``dist`` - then becomes the option values core_0_16.read takes from a Megatron-LM launch (``FIELDS``), so a recipe
 is resolved with the same Megatron-Core 0.16.1 rules: the rank generator, the layer split over pp and virtual pp
 (get_num_layers_to_build), the batch arithmetic. A size the recipe does not set comes from the provider class
-(bridge_providers_v0_3_1.json, generated) or, for ``AutoBridge.from_hf_pretrained(ID)``, from ID's config.json in
+(frameworks/megatron/bridge_providers_v0_3_1.json, generated) or, for ``AutoBridge.from_hf_pretrained(ID)``, from ID's config.json in
 a local model directory or the local Hugging Face cache (never downloaded: otherwise unknown, and said so).
 User overrides (``model.tensor_model_parallel_size=4``, as scripts/training/run_recipe.py takes them) apply last.
 Pinned: Megatron-Bridge v0.3.1 (9c9dd8489), whose 3rdparty/Megatron-LM is core_v0.16.1 (55ac70825).
@@ -84,7 +84,8 @@ _RECIPE_MARK = re.compile(rb"\bmegatron\.bridge\b")
 def providers() -> dict:
     """The generated provider table (bridge_providers_v0_3_1.json): class name -> fields."""
     if not _TABLE:
-        path = os.path.join(os.path.dirname(__file__), "bridge_providers_v0_3_1.json")
+        path = os.path.join(os.path.dirname(os.path.dirname(__file__)), "frameworks", "megatron",
+                            "bridge_providers_v0_3_1.json")
         with open(path, encoding="utf-8") as f:
             _TABLE.update(json.load(f))
     return _TABLE["classes"]

@@ -2,9 +2,9 @@
 
 Every ``*Provider`` class under ``src/megatron/bridge/models/`` is read with meshlint/generate/pyeval.py (never
 imported): each size field's default as its class hierarchy leaves it, with the file:line that sets it. A recipe
-that builds ``Llama3ModelProvider8B(...)`` gets the sizes the rules check from this table (bridge.py).
+that builds ``Llama3ModelProvider8B(...)`` gets the sizes the rules check from this table (meshlint/inputs/bridge_recipe.py).
 
-    python -m meshlint.frameworks.megatron.bridge_providers --write /path/to/Megatron-Bridge   (tag v0.3.1)
+    python -m meshlint.generate.bridge_providers --write /path/to/Megatron-Bridge   (tag v0.3.1)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 
 TAG = "v0.3.1"
 COMMIT = "9c9dd8489"    # v0.3.1: pins 3rdparty/Megatron-LM at 55ac70825 (core_v0.16.1)
-TABLE = os.path.join(os.path.dirname(__file__), "bridge_providers_v0_3_1.json")
+TABLE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "frameworks", "megatron", "bridge_providers_v0_3_1.json")
 # the TransformerConfig / GPTModelProvider fields the rules and the layer split read
 FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size", "kv_channels",
           "num_moe_experts", "moe_ffn_hidden_size", "moe_router_topk", "vocab_size", "seq_length",
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     if not os.path.isdir(os.path.join(src, "megatron", "bridge", "models")):
         print(f"{args.root} has no src/megatron/bridge/models", file=sys.stderr)
         return 2
-    table = {"generated_by": "python -m meshlint.frameworks.megatron.bridge_providers --write ROOT",
+    table = {"generated_by": "python -m meshlint.generate.bridge_providers --write ROOT",
              "megatron_bridge": {"tag": TAG, "commit": COMMIT, "megatron_core": "0.16.1 (core_v0.16.1, 55ac70825)"},
              "fields": list(FIELDS), "classes": generate(src)}
     text = json.dumps(table, indent=1, sort_keys=True) + "\n"
