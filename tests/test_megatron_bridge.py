@@ -204,7 +204,33 @@ def test_shipped_recipes_at_v0_3_1_read_without_false_alarm(tmp_path):
     assert bad == []
 
 
-def test_397b_library_recipe_before_pr5884_is_an_error(tmp_path):
-    src = _tree("067f987df03b8355b03192d88d70f1709fedf51a", tmp_path)
-    (f,) = _all([str(src / "recipes/qwen_vl/h100/qwen35_vl.py") + "::qwen35_vl_397b_a17b_pretrain_512gpu_h100_bf16_mock_config"])["files"]
-    assert [x["rule"] for x in f["findings"] if x["severity"] == "error"] == ["ML963"]
+# Megatron-Bridge at 067f987df (2026-08-22), before PR#5832, #5846, #5884 and #5893 (merged 2026-08-26..30):
+# every error meshlint reports on its 741 recipe functions, each with the upstream fix that confirms it
+BEFORE_FIXES = "067f987df03b8355b03192d88d70f1709fedf51a"
+EXPECTED_AT_067F987DF = {
+    # PR#5884: eight 397B perf recipes, 60 layers on pp 8 (get_num_layers_to_build)
+    **{(f"perf_recipes/qwen_vl/{gpu}/qwen35_vl.py::qwen35_vl_397b_a17b_pretrain_{n}gpu_{gpu}_{p}_config", "ML963"): "5884"
+       for gpu, n, ps in (("h100", 256, ("bf16", "fp8cs")), ("b200", 64, ("bf16", "fp8cs", "fp8mx")),
+                          ("gb200", 64, ("bf16", "fp8cs", "fp8mx"))) for p in ps},
+    # PR#5893: 40 layers, pp 2, vp 12
+    ("perf_recipes/qwen_vl/h100/qwen35_vl.py::qwen35_vl_35b_a3b_pretrain_16gpu_h100_fp8cs_config", "ML963"): "5893",
+    # PR#5846: pp 1 keeps the parent's first/last stage counts 17/23
+    ("recipes/qwen_vl/gb200/qwen35_vl.py::qwen35_vl_35b_a3b_sft_8gpu_gb200_bf16_functional_config", "ML963"): "5846",
+    # PR#5832: micro batch 4 makes the global batch indivisible at the encoded world
+    **{(f"recipes/qwen_vl/h100/qwen35_vl.py::qwen35_vl_{m}_{k}_{n}gpu_h100_bf16_config", "ML964"): "5832"
+       for m, k, n in (("122b_a10b", "sft", 48), ("122b_a10b", "peft", 8), ("397b_a17b", "sft", 128),
+                       ("397b_a17b", "peft", 32))},
+    # no upstream fix seen yet: the 397B base recipe, 60 layers on pp 16 (the same invariant as PR#5884)
+    ("recipes/qwen_vl/h100/qwen35_vl.py::qwen35_vl_397b_a17b_pretrain_512gpu_h100_bf16_mock_config", "ML963"): None,
+}
+
+
+def test_recipes_before_the_fixes_are_errors_and_nothing_else(tmp_path):
+    src = _tree(BEFORE_FIXES, tmp_path)
+    files = sorted((src / "recipes").rglob("*.py")) + sorted((src / "perf_recipes").rglob("*.py"))
+    report = _all(files)
+    checked = [f for f in report["files"] if f["status"] == "checked"]
+    assert len(checked) == 741 and not [f for f in report["files"] if f["status"] == "error"]
+    errors = {(f["path"].split("/megatron/bridge/", 1)[1], x["rule"]) for f in checked for x in f["findings"]
+              if x["severity"] == "error"}
+    assert errors == set(EXPECTED_AT_067F987DF)

@@ -141,7 +141,33 @@ def _interp_class():
                     return obj
             return super().call(node, fr)
 
+        def havoc(self, stmts, fr, why, loop_jumps: bool = False) -> None:
+            # a branch not followed poisons what its calls are handed; hasattr(config, ...) and its kin only
+            # look (Bridge's helpers test the installed Megatron-Core's fields this way: utils/cuda_graph.py)
+            super().havoc([_without_pure_calls(s) for s in stmts], fr, why, loop_jumps)
+
     return BridgeInterp
+
+
+_PURE = frozenset({"hasattr", "isinstance", "issubclass", "getattr", "callable", "len", "type", "id", "repr",
+                   "str", "bool", "int", "float"})
+
+
+class _Pure(ast.NodeTransformer):
+    def visit_Call(self, node):
+        if isinstance(node.func, ast.Name) and node.func.id in _PURE:
+            return ast.copy_location(ast.Constant(value=None), node)
+        return self.generic_visit(node)
+
+
+def _without_pure_calls(stmt):
+    """``stmt`` with its calls of builtins that change nothing replaced (a copy: the tree is shared)."""
+    import copy
+
+    if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _PURE
+               for n in ast.walk(stmt)):
+        return stmt
+    return _Pure().visit(copy.deepcopy(stmt))
 
 
 def evaluate(path: str, function: str | None = None, text: str | None = None):
