@@ -17,7 +17,8 @@ from meshlint.inputs import bridge_recipe as bridge
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures" / "megatron_bridge"
-RECIPES = str(FIX / "recipes.py")
+RECIPES = str(FIX / "checkout/src/megatron/bridge/recipes/fixture_recipes.py")
+SCRIPTS = FIX / "checkout"
 BRIDGE_MIRROR = Path("/work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo")
 
 
@@ -111,6 +112,42 @@ def test_unknown_model_is_said_not_guessed():
     rules = {x["rule"]: x for x in f["findings"]}
     assert "ML969" not in rules and "ML963" not in rules      # sizes unknown: not "no experts", not a split error
     assert "not in the local Hugging Face cache" in rules["ML111"]["message"]
+
+
+def test_run_recipe_launch_script_with_overrides():
+    report = _check(str(SCRIPTS / "run_vp.sh"))
+    (f,) = report["files"]
+    assert f["path"].endswith("run_vp.sh:4::qwen35_35b_vp10_config") and f["world_size"] == 16
+    (err,) = [x for x in f["findings"] if x["severity"] == "error"]
+    # the override on the launch line is what breaks it: the finding points there
+    assert err["rule"] == "ML963" and err["file"].endswith("run_vp.sh") and err["line"] == 6
+    assert "model.num_layers_in_first_pipeline_stage" in err["help"]
+    (f,) = _check(str(SCRIPTS / "run_ok.sh"))["files"]
+    assert f["world_size"] == 16 and not [x for x in f["findings"] if x["severity"] == "error"]
+
+
+def test_run_recipe_command_line(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_CACHE": str(FIX / "hf")}
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--format", "json", "--", "torchrun",
+                           "--nproc_per_node=4", "scripts/training/run_recipe.py", "--recipe", "llama3_8b_good_config",
+                           "model.tensor_model_parallel_size=8"], capture_output=True, text=True, env=env,
+                          cwd=SCRIPTS, timeout=300)
+    (f,) = json.loads(proc.stdout)["files"]
+    assert {x["rule"] for x in f["findings"] if x["severity"] == "error"} >= {"ML960"}
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", "--", "torchrun", "run_recipe.py",
+                           "--recipe", "no_such_recipe"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout
+    assert "MEGATRON_BRIDGE_ROOT" in proc.stdout + proc.stderr
+
+
+def test_registered_input_form():
+    from meshlint.frameworks.registry import INPUT_FORMS, VERSIONS
+
+    (form,) = [f for f in INPUT_FORMS if f.name == "bridge"]
+    assert (form.framework, form.version) in {(v.framework, v.version) for v in VERSIONS}
+    assert form.commit.startswith(json.loads((ROOT / "meshlint/frameworks/megatron/bridge_providers_v0_3_1.json")
+                                             .read_text())["megatron_bridge"]["commit"])
 
 
 def test_not_a_recipe_file_is_skipped(tmp_path):

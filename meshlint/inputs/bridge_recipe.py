@@ -21,8 +21,11 @@ import re
 
 from meshlint.errors import InputError
 
+from meshlint.frameworks.registry import INPUT_FORMS
+
+FORM = next(f for f in INPUT_FORMS if f.name == "bridge")
 TAG = "v0.3.1"
-COMMIT = "9c9dd848966322fc3ed7706747ec13219ef49dda"
+COMMIT = FORM.commit
 # (section, field) of a ConfigContainer -> the Megatron-LM dest core_0_16.read takes it as
 FIELDS = {
     ("model", "tensor_model_parallel_size"): "tensor_model_parallel_size",
@@ -359,9 +362,10 @@ def values_of(container, start_dir: str, def_pos: tuple) -> tuple:
     return values, where, notes
 
 
-def apply_overrides(values: dict, where: dict, overrides: list, notes: list) -> None:
-    """Lay ``(word, line, col)`` overrides over the recipe's values (later words win)."""
+def apply_overrides(values: dict, where: dict, overrides: list, notes: list) -> set:
+    """Lay ``(word, line, col)`` overrides over the recipe's values (later words win); the dests they set."""
     fields = {f"{s}.{f}": d for (s, f), d in FIELDS.items()}
+    done = set()
     for word, line, col in overrides:
         section, field, value = parse_override(word)
         dest = fields.get(f"{section}.{field}")
@@ -370,6 +374,8 @@ def apply_overrides(values: dict, where: dict, overrides: list, notes: list) -> 
             continue
         values[dest] = value
         where[dest] = (line, col)
+        done.add(dest)
+    return done
 
 
 def megatron_args(values: dict) -> dict:
@@ -411,13 +417,43 @@ class _Parsed:
         self.incomplete = True   # Bridge's defaults are not argparse's: what is not read is unknown, not defaulted
 
 
+def _source_class():
+    from meshlint.frameworks.megatron.launch import MegatronSource
+
+    class RecipeSource(MegatronSource):
+        """A recipe as a config source: values located in the recipe file, or in the launch that overrides them."""
+
+        input_form = "bridge"
+
+        def _from_launch(self, key) -> bool:
+            if self.run is None or not isinstance(key, str):
+                return False
+            first = next((k.strip() for k in key.split("|") if k.strip() in self.parsed.given), key.split("|")[0])
+            return first in self.overridden or key == "#world"
+
+        def locate(self, key) -> tuple:
+            if self.run is not None and key == "#world":
+                return (self.run.line, self.run.entry_col)
+            return super().locate(key)
+
+        def file_of(self, key, line=None, col=None):
+            from meshlint.inputs.launch import COMMAND_LINE
+
+            if self._from_launch(key):
+                return self.run.file or COMMAND_LINE
+            return self.file
+
+    return RecipeSource
+
+
 def recipe_sources(path: str, function: str | None = None, overrides=(), text: str | None = None,
                    launch=None) -> list:
-    """A MegatronSource for each recipe function of ``path`` (or the one named), overrides applied.
+    """A source for each recipe function of ``path`` (or the one named), overrides applied.
 
-    ``overrides``: [(word, line, col)]; ``launch``: the run_recipe.py launch they came from (positions there)."""
+    ``overrides``: [(word, line, col)]; ``launch``: the run_recipe.py launch they come from (their positions and
+    the world's are there; the recipe's own values are located in ``path``)."""
     from meshlint.frameworks.megatron import flags
-    from meshlint.frameworks.megatron.launch import MegatronSource, _comments
+    from meshlint.frameworks.megatron.launch import _comments
 
     read = evaluate(path, function, text)
     if function is not None and not read:
@@ -427,18 +463,19 @@ def recipe_sources(path: str, function: str | None = None, overrides=(), text: s
     for name, line, value, interp, mod, fdef in read:
         def_pos = mod.pos(fdef)
         values, where, notes = values_of(value, start, def_pos)
-        apply_overrides(values, where, list(overrides), notes)
+        overridden = apply_overrides(values, where, list(overrides), notes)
         given = {dest: flags.Given(dest, v, dest, where[dest][0], where[dest][1], where[dest][0], where[dest][1])
                  for dest, v in values.items() if dest in where}
         args = megatron_args(values)
-        rl = _launch_class()(name, [], "recipe", os.path.abspath(path) if launch is None else launch.file,
-                             def_pos[0], f"{name}()", def_pos[1])
-        rl.file = path
+        rl = _launch_class()(name, [], "recipe", path, def_pos[0], f"{name}()", def_pos[1])
         rl.env = {"known": False}
         rl.notes = [f"Megatron-Bridge recipe {name}() read statically (Megatron-Bridge {TAG}, Megatron-Core 0.16.1)"]
-        source = MegatronSource(rl, _Parsed(args, given, notes), mod.text, _comments(mod.text))
-        source.input_form = "bridge"
+        if launch is not None:
+            rl.hints = list(getattr(launch, "hints", []) or [])
+        source = _source_class()(rl, _Parsed(args, given, notes), mod.text, _comments(mod.text))
         source.recipe = name
+        source.run = launch
+        source.overridden = overridden
         out.append(source)
     return out
 

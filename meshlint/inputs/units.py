@@ -188,6 +188,10 @@ def _launch_source(launch, options, start_dir: str):
 
     if getattr(launch, "error", None) is not None:
         raise launch.error
+    if getattr(launch, "input_form", None) == "bridge":   # run_recipe.py (inputs/bridge_launch.py)
+        from meshlint.inputs.bridge_launch import make_source as bridge_source
+
+        return bridge_source(launch, start_dir)
     if getattr(launch, "framework", None) == "megatron":
         from meshlint.frameworks.megatron.launch import make_source
 

@@ -67,6 +67,7 @@ def read(source) -> Spec:
     spec.degree_keys["dp_shard"] = WORLD_KEY
     if (args.get("tensor_model_parallel_size") or 0) == 1:
         args["sequence_parallel"] = False   # arguments.py:907-913
+    args.setdefault("bridge_recipe", False)  # True: a Megatron-Bridge recipe (meshlint/inputs/bridge_recipe.py)
     spec.extra["args"] = args
     spec.extra["given"] = sorted(source.data)
     spec.values.update(_model_values(args))
