@@ -71,14 +71,14 @@ class InputForm(NamedTuple):
     framework: str
     name: str               # spec.framework["input"]
     version: str            # the VERSIONS row whose rules and resolution apply
-    module: str             # the reader
+    reader: str             # the file that reads it (a path: the layers import it, not the registry)
     description: str
     commit: str             # what it models
     date: str
 
 
 INPUT_FORMS = (
-    InputForm("megatron", "bridge", "0.16.1", "meshlint.inputs.bridge_recipe",
+    InputForm("megatron", "bridge", "0.16.1", "meshlint/inputs/bridge_recipe.py",
               "Megatron-Bridge v0.3.1 recipe functions (ConfigContainer), read statically; its 3rdparty/Megatron-LM "
               "is core_v0.16.1, so they resolve as Megatron-Core 0.16.1", "9c9dd848966322fc3ed7706747ec13219ef49dda",
               "2026-03-20"),
