@@ -237,8 +237,27 @@ def test_shipped_recipes_at_v0_3_1_read_without_false_alarm(tmp_path):
     report = _all(files)
     checked = [f for f in report["files"] if f["status"] == "checked"]
     assert len(checked) == 161 and not [f for f in report["files"] if f["status"] == "error"]
-    bad = [(f["path"], x["rule"]) for f in checked for x in f["findings"] if x["severity"] == "error"]
-    assert bad == []
+    bad = [(f["path"].split("/megatron/bridge/", 1)[1], x["rule"]) for f in checked for x in f["findings"]
+           if x["severity"] in ("error", "warning")]
+    # really broken at v0.3.1: sequence_parallel with tp 1 reaches ModelParallelConfig.__post_init__ (Bridge's
+    # finalize() switches it off only from e5c7b8c28 on, not in v0.3.1); ML606: 4 microbatches for pp 4 x vp 2
+    assert sorted(bad) == [("recipes/glm/glm45.py::glm45_air_106b_pretrain_config", "ML980"),
+                           ("recipes/glm_vl/glm_45v.py::glm_45v_finetune_config", "ML606")]
+
+
+def test_sequence_parallel_without_tp_is_refused_by_megatron_core():
+    pytest.importorskip("torch")
+    if not (WHEEL / "megatron" / "core" / "model_parallel_config.py").is_file():
+        pytest.skip("megatron-core 0.16.1 is not installed under .frameworks")
+    code = ("from megatron.core.model_parallel_config import ModelParallelConfig\n"
+            "try:\n    ModelParallelConfig(tensor_model_parallel_size=1, sequence_parallel=True)\n"
+            "except ValueError as e:\n    print('refused:', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(WHEEL)})
+    assert "refused: Cannot use sequence parallelism without tensor parallelism" in proc.stdout, proc.stderr[-2000:]
+    source = _source("llama3_8b_good_config", ["model.tensor_model_parallel_size=1", "model.sequence_parallel=true"])
+    spec = core_0_16.read(source)
+    assert spec.extra["args"]["bridge_sequence_parallel"] is True and spec.extra["args"]["sequence_parallel"] is False
 
 
 # Megatron-Bridge at 067f987df (2026-08-22), before PR#5832, #5846, #5884 and #5893 (merged 2026-08-26..30):

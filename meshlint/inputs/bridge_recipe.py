@@ -378,9 +378,38 @@ def apply_overrides(values: dict, where: dict, overrides: list, notes: list) -> 
     return done
 
 
-def megatron_args(values: dict) -> dict:
+_SP_OFF: dict = {}
+
+
+def switches_sp_off(root: str | None) -> bool:
+    """Whether the checkout's provider ``finalize()`` turns sequence parallelism off at tp = 1 (Bridge main since
+    e5c7b8c28, 2026-03-20). Bridge v0.3.1's does not: its ModelParallelConfig.__post_init__ then raises."""
+    path = os.path.join(root, "megatron", "bridge", "models", "transformer_config.py") if root else None
+    if path is None or not os.path.isfile(path):
+        return False
+    if path not in _SP_OFF:
+        found = False
+        try:
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+        except (OSError, SyntaxError, ValueError):
+            tree = None
+        for fn in ast.walk(tree) if tree is not None else ():
+            if isinstance(fn, ast.FunctionDef) and fn.name == "finalize":
+                found = found or any(
+                    isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is False
+                    and any(isinstance(t, ast.Attribute) and t.attr == "sequence_parallel" for t in n.targets)
+                    for n in ast.walk(fn))
+        _SP_OFF[path] = found
+    return _SP_OFF[path]
+
+
+def megatron_args(values: dict, sp_off: bool = False) -> dict:
     """The option values core_0_16.read takes: the dests above, and what Megatron-LM derives from them."""
     out = dict(values)
+    # core_0_16.read switches sequence parallelism off at tp = 1 as validate_args does; a Bridge recipe has no
+    # validate_args, so the value as set is kept for ML980 (unless the checkout's finalize() switches it off)
+    out["bridge_sequence_parallel"] = False if sp_off else values.get("sequence_parallel")
     groups = out.get("num_query_groups")
     out["group_query_attention"] = groups is not None
     # no validate_args: Bridge builds ModelParallelConfig directly, so the Megatron-LM-only check that
@@ -466,7 +495,7 @@ def recipe_sources(path: str, function: str | None = None, overrides=(), text: s
         overridden = apply_overrides(values, where, list(overrides), notes)
         given = {dest: flags.Given(dest, v, dest, where[dest][0], where[dest][1], where[dest][0], where[dest][1])
                  for dest, v in values.items() if dest in where}
-        args = megatron_args(values)
+        args = megatron_args(values, switches_sp_off(checkout_root(path)))
         rl = _launch_class()(name, [], "recipe", path, def_pos[0], f"{name}()", def_pos[1])
         rl.env = {"known": False}
         rl.notes = [f"Megatron-Bridge recipe {name}() read statically (Megatron-Bridge {TAG}, Megatron-Core 0.16.1)"]
