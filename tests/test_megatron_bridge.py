@@ -150,6 +150,23 @@ def test_registered_input_form():
                                              .read_text())["megatron_bridge"]["commit"])
 
 
+def test_explain_shows_the_split_and_where_the_sizes_come_from():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_CACHE": str(FIX / "hf")}
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "explain", RECIPES + "::qwen35_397b_pp8_fixed_config"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "interleaved_1f1b, 32 stages (4 per rank): layers 1, 1, 1, 1, 2, 2" in proc.stdout
+    assert "Qwen/Qwen3.5-397B-A17B's config.json" in proc.stdout and "512 experts" in proc.stdout
+    # the same first/last-stage split given to Megatron-LM (explain crashed on it before)
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "explain", "--", "torchrun", "--nproc_per_node", "8",
+                           "pretrain_gpt.py", "--num-layers", "30", "--hidden-size", "1024", "--num-attention-heads",
+                           "16", "--seq-length", "1024", "--max-position-embeddings", "1024", "--micro-batch-size", "1",
+                           "--global-batch-size", "8", "--pipeline-model-parallel-size", "4",
+                           "--decoder-first-pipeline-num-layers", "6"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert "layers 6, 8, 8, 8" in proc.stdout, proc.stderr[-2000:]
+
+
 def test_not_a_recipe_file_is_skipped(tmp_path):
     p = tmp_path / "helpers.py"
     p.write_text("from megatron.bridge.training.config import ConfigContainer\n\ndef _x():\n    return 1\n")

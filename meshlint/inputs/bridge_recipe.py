@@ -325,7 +325,7 @@ def values_of(container, start_dir: str, def_pos: tuple) -> tuple:
                 provided["num_layers"] = flags.Unknown(f"the model's sizes come from {ref}'s Hugging Face config: {how}")
             else:
                 provided.update(got)
-                origin = how
+                origin = f"{ref}'s config.json ({how})"
         else:
             provided["num_layers"] = flags.Unknown(f"the model id of AutoBridge.from_hf_pretrained is not known "
                                                    f"({getattr(ref, 'reason', ref)})")
@@ -527,7 +527,7 @@ def adjust(spec, source) -> None:
                                     f"{TAG}, which pins Megatron-Core 0.16.1)")
     spec.framework["input"] = "bridge"
     origin = next((n[len("model sizes from "):] for n in source.parsed.notes if n.startswith("model sizes from ")), None)
-    spec.values["model.source"] = origin or "the recipe"
+    spec.values["model.source"] = f"Megatron-Bridge: {origin}" if origin else "Megatron-Bridge: the recipe"
     args = spec.extra["args"]
     spec.values["model.known"] = isinstance(args.get("num_layers"), int)
     # an unknown layout, first/last stage or vp leaves the split unknown: core_0_16.read made them None,
