@@ -509,18 +509,6 @@ def recipe_sources(path: str, function: str | None = None, overrides=(), text: s
     return out
 
 
-def registry_sources(path: str, raw: bytes | None) -> list:
-    """``recipes.py`` or ``recipes.py::function``: its recipe functions as sources ([] when it has none)."""
-    file, _, function = path.partition("::")
-    text = None
-    if raw is not None:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InputError("ML002", "not UTF-8 text") from None
-    return recipe_sources(file, function or None, text=text)
-
-
 def adjust(spec, source) -> None:
     """What core_0_16.read says of a launch, said of a recipe: how it was read, and where the sizes came from."""
     spec.framework["decided_by"] = (f"Megatron-Bridge recipe {source.recipe}() read statically (Megatron-Bridge "

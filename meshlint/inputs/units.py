@@ -22,9 +22,10 @@ def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name:
 
     try:
         if kind == "registry" and _bridge_recipe(path, raw):   # Megatron-Bridge recipes (inputs/bridge_recipe.py)
-            from meshlint.inputs.bridge_recipe import registry_sources
+            from meshlint.inputs.bridge_recipe import recipe_sources
 
-            sources, launch_for = registry_sources(path, raw), {}
+            file, function, text = _registry_text(path, raw)
+            sources, launch_for = recipe_sources(file, function or None, text=text), {}
             if not sources:
                 return [FileReport(path, "skipped", note="no Megatron-Bridge recipe function (a public function "
                                                          "returning ConfigContainer)")]
@@ -105,13 +106,7 @@ def _registry_sources(path: str, options, raw: bytes | None):
     from meshlint.engine.check import FileReport
     from meshlint.inputs.pyregistry import read_registry
 
-    file, _, function = path.partition("::")
-    text = None
-    if raw is not None:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InputError("ML002", "not UTF-8 text") from None
+    file, function, text = _registry_text(path, raw)
     registry = read_registry(file, text=text, root=options.torchtitan_root)
     if registry.error is not None:
         raise registry.error
@@ -125,6 +120,17 @@ def _registry_sources(path: str, options, raw: bytes | None):
         return FileReport(path, "skipped", note="no top-level function returns a torchtitan trainer config"
                           + (f" ({why})" if why else ""))
     return list(functions.values())
+
+
+def _registry_text(path: str, raw: bytes | None) -> tuple:
+    """(file, function or "", its text or None to read it) of ``file.py[::function]``."""
+    file, _, function = path.partition("::")
+    if raw is None:
+        return file, function, None
+    try:
+        return file, function, raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("ML002", "not UTF-8 text") from None
 
 
 def _no_function(file: str, function: str, available: list) -> str:
