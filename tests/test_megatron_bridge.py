@@ -307,3 +307,24 @@ def test_recipes_before_the_fixes_are_errors_and_nothing_else(tmp_path):
     errors = {(f["path"].split("/megatron/bridge/", 1)[1], x["rule"]) for f in checked for x in f["findings"]
               if x["severity"] == "error"}
     assert errors == set(EXPECTED_AT_067F987DF)
+
+
+def test_megatron_core_refuses_the_split_of_each_recipe_before_the_fixes(tmp_path):
+    """get_num_layers_to_build itself, on the values meshlint resolved from the real recipes (ML963 above)."""
+    src = _tree(BEFORE_FIXES, tmp_path)
+    names = sorted(k for k, rule in EXPECTED_AT_067F987DF if rule == "ML963")
+    cases, mine = [], []
+    for name in names:
+        file, function = name.split("::")
+        (source,) = bridge.recipe_sources(str(src / file), function)
+        spec = core_0_16.read(source)
+        bridge.adjust(spec, source)
+        a, pp = spec.extra["args"], spec.degrees["pp"]
+        cases.append({"num_layers": a["num_layers"], "pp": pp, "vp": a["num_virtual_stages_per_pipeline_rank"],
+                      "first": a["decoder_first_pipeline_num_layers"], "last": a["decoder_last_pipeline_num_layers"],
+                      "emb": False, "loss": False})
+        mine.append(core_0_16.layer_split(a, pp))
+    got = _worker("split", cases)
+    for name, m, g in zip(names, mine, got):
+        assert m["error"] and g["error"], (name, m, g)
+        assert m["error"].split(":")[0].split(" ")[0] in g["error"], (name, m["error"], g["error"])
