@@ -182,7 +182,11 @@ def evaluate(path: str, function: str | None = None, text: str | None = None):
     root = checkout_root(path) or P.infer_root(path)
     reader = P.Reader(root, search_path())
     reader.budget = P.BUDGET_BASE + P.BUDGET_PER_BYTE * len(text) * 8
-    tree = P._parse_text(text, path)
+    try:
+        tree = P._parse_text(text, path)
+    except InputError as exc:   # pyregistry's help speaks of torchtitan
+        exc.help = "Python itself cannot parse this file; Megatron-Bridge could not import it either"
+        raise
     mod = P.Module(os.path.abspath(path), reader.checkout.rel(path), P._dotted_of(os.path.abspath(path), root)[0],
                    os.path.basename(path) == "__init__.py", text, tree)
     interp_class = _interp_class()
@@ -486,7 +490,14 @@ def recipe_sources(path: str, function: str | None = None, overrides=(), text: s
 
     read = evaluate(path, function, text)
     if function is not None and not read:
-        raise InputError("ML006", f"{path} has no recipe function {function!r}")
+        import difflib
+
+        names = [r[0] for r in evaluate(path, None, text)]
+        close = difflib.get_close_matches(function, names, n=1)
+        raise InputError("ML006", f"{path} has no recipe function {function!r}"
+                         + (f"; did you mean {close[0]!r}?" if close else "")
+                         + (f" (it has: {', '.join(names[:10])}{' ...' if len(names) > 10 else ''})" if names
+                            else " (it has none)"))
     start = os.path.dirname(os.path.abspath(path))
     out = []
     for name, line, value, interp, mod, fdef in read:
