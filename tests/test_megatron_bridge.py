@@ -167,6 +167,17 @@ def test_explain_shows_the_split_and_where_the_sizes_come_from():
     assert "layers 6, 8, 8, 8" in proc.stdout, proc.stderr[-2000:]
 
 
+def test_inline_suppression_in_a_recipe(tmp_path):
+    text = Path(RECIPES).read_text().replace(
+        "    cfg.model.virtual_pipeline_model_parallel_size = 12\n",
+        "    cfg.model.virtual_pipeline_model_parallel_size = 12  # meshlint: ignore[ML963] -- on purpose\n")
+    assert "ignore[ML963]" in text
+    p = tmp_path / "r.py"
+    p.write_text(text)
+    (f,) = _check(str(p) + "::qwen35_35b_vp12_config")["files"]
+    assert not [x for x in f["findings"] if x["severity"] == "error"] and len(f["suppressed"]) == 1
+
+
 def test_not_a_recipe_file_is_skipped(tmp_path):
     p = tmp_path / "helpers.py"
     p.write_text("from megatron.bridge.training.config import ConfigContainer\n\ndef _x():\n    return 1\n")

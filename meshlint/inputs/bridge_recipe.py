@@ -486,9 +486,10 @@ def recipe_sources(path: str, function: str | None = None, overrides=(), text: s
     ``overrides``: [(word, line, col)]; ``launch``: the run_recipe.py launch they come from (their positions and
     the world's are there; the recipe's own values are located in ``path``)."""
     from meshlint.frameworks.megatron import flags
-    from meshlint.frameworks.megatron.launch import _comments
+    from meshlint.inputs.pyregistry import scan_py_comments
 
     read = evaluate(path, function, text)
+    comments = scan_py_comments(read[0][4].text) if read else []   # inline ones too: suppressions
     if function is not None and not read:
         import difflib
 
@@ -512,7 +513,7 @@ def recipe_sources(path: str, function: str | None = None, overrides=(), text: s
         rl.notes = [f"Megatron-Bridge recipe {name}() read statically (Megatron-Bridge {TAG}, Megatron-Core 0.16.1)"]
         if launch is not None:
             rl.hints = list(getattr(launch, "hints", []) or [])
-        source = _source_class()(rl, _Parsed(args, given, notes), mod.text, _comments(mod.text))
+        source = _source_class()(rl, _Parsed(args, given, notes), mod.text, comments)
         source.recipe = name
         source.run = launch
         source.overridden = overridden
