@@ -178,6 +178,26 @@ def test_inline_suppression_in_a_recipe(tmp_path):
     assert not [x for x in f["findings"] if x["severity"] == "error"] and len(f["suppressed"]) == 1
 
 
+def test_finalize_defaults_are_read_from_the_checkout(tmp_path):
+    """Bridge v0.3.1's finalize() only runs Megatron-Core's __post_init__; later ones switch sequence parallelism
+    off at tp 1 and default etp to 1 with ep > 1 first: what the checkout at hand does decides ML980 and etp."""
+    models = tmp_path / "src" / "megatron" / "bridge" / "models"
+    models.mkdir(parents=True)
+    (models / "transformer_config.py").write_text(
+        "def _etp(config):\n    if config.expert_tensor_parallel_size is None and config.expert_model_parallel_size > 1:\n"
+        "        config.expert_tensor_parallel_size = 1\n\n\nclass TransformerConfig:\n    def finalize(self):\n"
+        "        if self.sequence_parallel and self.tensor_model_parallel_size <= 1:\n"
+        "            self.sequence_parallel = False\n        _etp(self)\n")
+    assert bridge.finalize_defaults(str(tmp_path / "src")) == {"sp_off": True, "etp_one": True}
+    assert bridge.finalize_defaults(str(tmp_path / "nowhere")) == {"sp_off": False, "etp_one": False}
+    args = bridge.megatron_args({"expert_model_parallel_size": 8, "expert_tensor_parallel_size": None,
+                                 "sequence_parallel": True}, {"sp_off": True, "etp_one": True})
+    assert args["expert_tensor_parallel_size"] == 1 and args["bridge_sequence_parallel"] is False
+    args = bridge.megatron_args({"expert_model_parallel_size": 8, "expert_tensor_parallel_size": None,
+                                 "sequence_parallel": True})
+    assert args["expert_tensor_parallel_size"] is None and args["bridge_sequence_parallel"] is True
+
+
 def test_not_a_recipe_file_is_skipped(tmp_path):
     p = tmp_path / "helpers.py"
     p.write_text("from megatron.bridge.training.config import ConfigContainer\n\ndef _x():\n    return 1\n")

@@ -382,38 +382,51 @@ def apply_overrides(values: dict, where: dict, overrides: list, notes: list) -> 
     return done
 
 
-_SP_OFF: dict = {}
+_FINALIZE: dict = {}
 
 
-def switches_sp_off(root: str | None) -> bool:
-    """Whether the checkout's provider ``finalize()`` turns sequence parallelism off at tp = 1 (Bridge main since
-    e5c7b8c28, 2026-03-20). Bridge v0.3.1's does not: its ModelParallelConfig.__post_init__ then raises."""
+def finalize_defaults(root: str | None) -> dict:
+    """What the checkout's provider ``finalize()`` (models/transformer_config.py) sets before Megatron-Core's
+    __post_init__ runs, read from its code (it, and the module's functions it calls by name):
+    ``sp_off``: sequence_parallel = False (at tp = 1; Bridge main since e5c7b8c28, 2026-03-20);
+    ``etp_one``: expert_tensor_parallel_size = 1 (when unset with ep > 1; later Bridge main).
+    Bridge v0.3.1 sets neither: Megatron-Core then refuses sequence parallelism at tp = 1 and etp defaults to tp."""
     path = os.path.join(root, "megatron", "bridge", "models", "transformer_config.py") if root else None
     if path is None or not os.path.isfile(path):
-        return False
-    if path not in _SP_OFF:
-        found = False
+        return {"sp_off": False, "etp_one": False}
+    if path not in _FINALIZE:
         try:
             with open(path, encoding="utf-8") as f:
                 tree = ast.parse(f.read())
         except (OSError, SyntaxError, ValueError):
-            tree = None
-        for fn in ast.walk(tree) if tree is not None else ():
+            tree = ast.Module(body=[], type_ignores=[])
+        helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        bodies = []
+        for fn in ast.walk(tree):
             if isinstance(fn, ast.FunctionDef) and fn.name == "finalize":
-                found = found or any(
-                    isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is False
-                    and any(isinstance(t, ast.Attribute) and t.attr == "sequence_parallel" for t in n.targets)
-                    for n in ast.walk(fn))
-        _SP_OFF[path] = found
-    return _SP_OFF[path]
+                bodies.append(fn)
+                bodies += [helpers[c.func.id] for c in ast.walk(fn) if isinstance(c, ast.Call)
+                           and isinstance(c.func, ast.Name) and c.func.id in helpers]
+
+        def sets(attr: str, value) -> bool:
+            return any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is value
+                       and any(isinstance(t, ast.Attribute) and t.attr == attr for t in n.targets)
+                       for body in bodies for n in ast.walk(body))
+
+        _FINALIZE[path] = {"sp_off": sets("sequence_parallel", False), "etp_one": sets("expert_tensor_parallel_size", 1)}
+    return _FINALIZE[path]
 
 
-def megatron_args(values: dict, sp_off: bool = False) -> dict:
+def megatron_args(values: dict, finalize: dict | None = None) -> dict:
     """The option values core_0_16.read takes: the dests above, and what Megatron-LM derives from them."""
     out = dict(values)
+    finalize = finalize or {}
     # core_0_16.read switches sequence parallelism off at tp = 1 as validate_args does; a Bridge recipe has no
     # validate_args, so the value as set is kept for ML980 (unless the checkout's finalize() switches it off)
-    out["bridge_sequence_parallel"] = False if sp_off else values.get("sequence_parallel")
+    out["bridge_sequence_parallel"] = False if finalize.get("sp_off") else values.get("sequence_parallel")
+    ep = values.get("expert_model_parallel_size")
+    if finalize.get("etp_one") and values.get("expert_tensor_parallel_size") is None and isinstance(ep, int) and ep > 1:
+        out["expert_tensor_parallel_size"] = 1
     groups = out.get("num_query_groups")
     out["group_query_attention"] = groups is not None
     # no validate_args: Bridge builds ModelParallelConfig directly, so the Megatron-LM-only check that
@@ -507,7 +520,7 @@ def recipe_sources(path: str, function: str | None = None, overrides=(), text: s
         overridden = apply_overrides(values, where, list(overrides), notes)
         given = {dest: flags.Given(dest, v, dest, where[dest][0], where[dest][1], where[dest][0], where[dest][1])
                  for dest, v in values.items() if dest in where}
-        args = megatron_args(values, switches_sp_off(checkout_root(path)))
+        args = megatron_args(values, finalize_defaults(checkout_root(path)))
         rl = _launch_class()(name, [], "recipe", path, def_pos[0], f"{name}()", def_pos[1])
         rl.env = {"known": False}
         rl.notes = [f"Megatron-Bridge recipe {name}() read statically (Megatron-Bridge {TAG}, Megatron-Core 0.16.1)"]
