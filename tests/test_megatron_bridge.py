@@ -279,6 +279,15 @@ def _all(paths: list) -> dict:
     return json.loads(proc.stdout)
 
 
+def test_provider_table_regenerates_from_v0_3_1(tmp_path):
+    src = _tree("v0.3.1", tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "meshlint.generate.bridge_providers", str(src.parents[2])],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    committed = json.loads((ROOT / "meshlint/frameworks/megatron/bridge_providers_v0_3_1.json").read_text())
+    assert json.loads(proc.stdout)["classes"] == committed["classes"]
+
+
 def test_shipped_recipes_at_v0_3_1_read_without_false_alarm(tmp_path):
     src = _tree("v0.3.1", tmp_path)
     files = sorted((src / "recipes").rglob("*.py"))
