@@ -23,7 +23,15 @@ def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name:
     """FileReports (before rules) for every config in ``path`` (kind: registry | script | saved)."""
 
     try:
-        if kind == "registry":
+        if kind == "registry" and _bridge_recipe(path, raw):   # Megatron-Bridge recipes (inputs/bridge_recipe.py)
+            from meshlint.inputs.bridge_recipe import recipe_sources
+
+            file, function, text = _registry_text(path, raw)
+            sources, launch_for = recipe_sources(file, function or None, text=text), {}
+            if not sources:
+                return [FileReport(path, "skipped", note="no Megatron-Bridge recipe function (a public function "
+                                                         "returning ConfigContainer)")]
+        elif kind == "registry":
             sources = _registry_sources(path, options, raw)
             launch_for = {}
         elif kind == "script":
@@ -36,6 +44,18 @@ def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name:
         return [sources]
     return [src if isinstance(src, FileReport) else analyse_launch(src, options) if _is_accelerate(src)
             else analyse_source(src, options, launch_for.get(id(src))) for src in sources]
+
+
+def _bridge_recipe(path: str, raw: bytes | None) -> bool:
+    from meshlint.inputs.bridge_recipe import is_recipe_text
+    from meshlint.inputs.source import read_bytes
+
+    if raw is None:
+        try:
+            raw = read_bytes(path.partition("::")[0], 16 * 1024 * 1024)
+        except (InputError, OSError):
+            return False
+    return is_recipe_text(raw)
 
 
 def _is_accelerate(src) -> bool:
@@ -84,13 +104,7 @@ def several(path: str, reports: list):
 def _registry_sources(path: str, options, raw: bytes | None):
     from meshlint.inputs.pyregistry import read_registry
 
-    file, _, function = path.partition("::")
-    text = None
-    if raw is not None:
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InputError("ML002", "not UTF-8 text") from None
+    file, function, text = _registry_text(path, raw)
     registry = read_registry(file, text=text, root=options.torchtitan_root)
     if registry.error is not None:
         raise registry.error
@@ -104,6 +118,17 @@ def _registry_sources(path: str, options, raw: bytes | None):
         return FileReport(path, "skipped", note="no top-level function returns a torchtitan trainer config"
                           + (f" ({why})" if why else ""))
     return list(functions.values())
+
+
+def _registry_text(path: str, raw: bytes | None) -> tuple:
+    """(file, function or "", its text or None to read it) of ``file.py[::function]``."""
+    file, _, function = path.partition("::")
+    if raw is None:
+        return file, function, None
+    try:
+        return file, function, raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError("ML002", "not UTF-8 text") from None
 
 
 def _no_function(file: str, function: str, available: list) -> str:
@@ -171,6 +196,10 @@ def _launch_source(launch, options, start_dir: str):
 
     if getattr(launch, "error", None) is not None:
         raise launch.error
+    if getattr(launch, "input_form", None) == "bridge":   # run_recipe.py (inputs/bridge_launch.py)
+        from meshlint.inputs.bridge_launch import make_source as bridge_source
+
+        return bridge_source(launch, start_dir)
     if getattr(launch, "framework", None) == "megatron":
         from meshlint.frameworks.megatron.launch import make_source
 
@@ -236,7 +265,12 @@ def _analyse_megatron(source, options, launch):
     from meshlint.frameworks import versions
 
     module = versions.module("megatron", "0.16.1")
-    return _resolved(source, module.read(source), module, options, launch, "megatron")
+    spec = module.read(source)
+    if getattr(source, "input_form", None) == "bridge":
+        from meshlint.inputs.bridge_recipe import adjust
+
+        adjust(spec, source)
+    return _resolved(source, spec, module, options, launch, "megatron")
 
 
 def _resolved(source, spec, module, options, launch, dialect: str):

@@ -64,5 +64,24 @@ VERSIONS = (
           "RankGenerator order tp-cp-ep-dp-pp (tp-cp-ep-pp-dp with --use-tp-pp-dp-mapping), a separate expert grid",
           "55ac7082517c3878ae653c07c09c534b8aed49f6", "2026-03-16", ("core_v0.16.1", "v0.16.1", "0.16", "core_r0.16.1")),
 )
+
+
+class InputForm(NamedTuple):
+    """Another framework's configs read as one version's (resolved by that version's module)."""
+    framework: str
+    name: str               # spec.framework["input"]
+    version: str            # the VERSIONS row whose rules and resolution apply
+    reader: str             # the file that reads it (a path: the layers import it, not the registry)
+    description: str
+    commit: str             # what it models
+    date: str
+
+
+INPUT_FORMS = (
+    InputForm("megatron", "bridge", "0.16.1", "meshlint/inputs/bridge_recipe.py",
+              "Megatron-Bridge v0.3.1 recipe functions (ConfigContainer), read statically; its 3rdparty/Megatron-LM "
+              "is core_v0.16.1, so they resolve as Megatron-Core 0.16.1", "9c9dd848966322fc3ed7706747ec13219ef49dda",
+              "2026-03-20"),
+)
 # what a TOML torchtitan config is read as (registries choose with identify/from_keys)
 TOML_VERSION = {"torchtitan": "0.2.x", "kempnerforge": "5666d0d"}

@@ -31,10 +31,13 @@ def pipeline_json(report: FileReport) -> dict | None:
 
 
 def model_line(model: dict) -> str:
+    source = model.get("source")
+    bridge = isinstance(source, str) and source.startswith("Megatron-Bridge")  # inputs/bridge_recipe.py
     name = (f"{model['name']} {model['flavor']}" if model.get("name")
-            else "from the launch's flags" if model.get("source") == "flags" else "from [model]")
+            else "from the launch's flags" if source == "flags" else f"from {source}" if bridge else "from [model]")
     if not model.get("known"):
-        return f"{name}: not in the model table (model-aware rules skipped)"
+        return f"{name}: " + ("sizes not known (model-aware rules skipped; ML111 says why)" if bridge
+                              else "not in the model table (model-aware rules skipped)")
     parts = [f"{model['n_layers']} layers", f"{model['n_heads']} heads / {model['n_kv_heads']} KV heads",
              f"dim {model['dim']}"]
     if model.get("vocab_size"):
@@ -55,7 +58,7 @@ def pipeline_line(plan: dict) -> str:
         head += f", {stages} stages" + (f" ({per} per rank)" if per and per > 1 else "")
     if plan["layer_counts"]:
         head += f": layers {', '.join(map(str, plan['layer_counts']))}"
-        if plan["effective_counts"] != plan["layer_counts"]:
+        if plan["effective_counts"] and plan["effective_counts"] != plan["layer_counts"]:
             head += f" (with embedding/output {', '.join(map(str, plan['effective_counts']))})"
     if plan["n_microbatches"] is not None:
         size = f" of {plan['microbatch_size']}" if plan["microbatch_size"] else ""

@@ -67,6 +67,7 @@ def read(source) -> Spec:
     spec.degree_keys["dp_shard"] = WORLD_KEY
     if (args.get("tensor_model_parallel_size") or 0) == 1:
         args["sequence_parallel"] = False   # arguments.py:907-913
+    args.setdefault("bridge_recipe", False)  # True: a Megatron-Bridge recipe (meshlint/inputs/bridge_recipe.py)
     spec.extra["args"] = args
     spec.extra["given"] = sorted(source.data)
     spec.values.update(_model_values(args))
@@ -231,7 +232,8 @@ def layer_split(a: dict, pp: int) -> dict:
             vp = nvs
         if vp == 1:
             vp = None
-    elif first is None and last is None and (L + extra) % pp:
+    elif first is None and last is None and (L + extra) % pp and not a.get("bridge_recipe"):
+        # (a Megatron-Bridge recipe has no validate_args: get_num_layers_to_build refuses it below)
         return fail(f"Number of layers ({L + extra}) should be divisible by the pipeline-model-parallel size ({pp})",
                     "arguments.py:570", "pipeline_model_parallel_size|num_layers")
     out["vp"] = vp
