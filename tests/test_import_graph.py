@@ -34,7 +34,7 @@ LAYERS = (
 KNOWN_BACK_EDGES = {
     ("meshlint.engine.check", "meshlint.solve.memory_check"),
     ("meshlint.engine.check", "meshlint.solve.valid"),
-    ("meshlint.frameworks.megatron.launch", "meshlint.inputs.launch"),      # its launch grammar reuses the reader's
+    ("meshlint.frameworks.megatron.launch", "meshlint.inputs.launch_words"),  # its launch grammar reuses the readers' words
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate"),         # the inventory's writer (build time)
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate.refusals"),
     ("meshlint.frameworks.models", "meshlint.inputs.source"),
@@ -48,8 +48,11 @@ KNOWN_BACK_EDGES = {
 }
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [
+    # expr's lazily built trees are decoded by rule_cache.decode_tree (left to the engine/expr package split)
     ['meshlint.engine.expr', 'meshlint.engine.rule_cache', 'meshlint.engine.rules'],
-    ['meshlint.frameworks.accelerate', 'meshlint.frameworks.dialects', 'meshlint.frameworks.megatron.core_0_16', 'meshlint.frameworks.megatron.launch', 'meshlint.frameworks.versions', 'meshlint.inputs.accelerate_launch', 'meshlint.inputs.kf_launch', 'meshlint.inputs.launch', 'meshlint.inputs.script_lex', 'meshlint.inputs.script_reader', 'meshlint.inputs.scripts', 'meshlint.inputs.shellflow', 'meshlint.inputs.tt_v02_launch'],
+    # the Accelerate dialect (the package) asks versions.module for its release; versions and dialects load
+    # every registered module
+    ['meshlint.frameworks.accelerate', 'meshlint.frameworks.dialects', 'meshlint.frameworks.versions'],
 ]
 
 

@@ -703,7 +703,7 @@ srun python -m torchtitan.train --module llama3 --config llama3_8b "${ARGS[@]}" 
     ("gpu", True, 1), ("gpu:8(S:0-1)", True, 8), ("mps:100", True, None),
 ])
 def test_gpu_counts(text, gres, count):
-    from meshlint.inputs.launch import _gpu_count
+    from meshlint.inputs.launch_commands import _gpu_count
 
     assert _gpu_count(text, gres) == count
 

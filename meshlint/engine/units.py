@@ -190,7 +190,7 @@ def _toml_launch(launch) -> bool:
 def _launch_source(launch, options, start_dir: str):
     """The registry function a launch names, read, with the launch's overrides applied
     (checked against the keys of the version the registry is read as)."""
-    from meshlint.inputs.launch import apply_overrides
+    from meshlint.inputs.override_apply import apply_overrides
     from meshlint.inputs.pyregistry import find_config_module, read_function
     from meshlint.inputs.ttroot import find_root
 
@@ -233,7 +233,7 @@ def _registry_package(root: str) -> str | None:
 
 
 def _saved_source(path: str, raw: bytes | None):
-    from meshlint.inputs.launch import read_saved_config
+    from meshlint.inputs.saved_config import read_saved_config
 
     return read_saved_config(path) if raw is None else read_saved_config(path, text=raw.decode("utf-8", "replace"))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from meshlint.errors import InputError
-from meshlint.inputs.launch import MAX_ARGS
+from meshlint.inputs.launch_words import MAX_ARGS
 
 
 CONDITIONAL_APPEND = "{name}+=(...)"  # the raw text of the words an if/loop block may append to an array

@@ -8,7 +8,8 @@ import re
 
 from meshlint.errors import InputError
 from meshlint.inputs.shellflow import Flow, strip_pattern
-from meshlint.inputs.launch import MAX_ARGS, UNKNOWN_CHAR, Launch, Word, _Origin, launch_from_words
+from meshlint.inputs.launch_words import MAX_ARGS, UNKNOWN_CHAR, Launch, Word, _Origin
+from meshlint.inputs.launch_commands import launch_from_words
 from meshlint.inputs.script_lex import (_assign_head, _Cmd, CONDITIONAL_APPEND, _Lexer, _literal,
     MAX_ARITH_CHARS, MAX_LAUNCHES, MAX_NESTING, MAX_VALUE_CHARS, MAX_VARIABLES, _NAME, _Raw,
     _RESERVED_START, _SLURM_VARS, SUBMITTERS, _Var)
@@ -218,7 +219,7 @@ class _Reader(Flow):
                     k += 1
                 self.sbatch[name] = Word(value, line, c, f"#SBATCH {t}")
             elif t.startswith("-") and len(t) >= 2:
-                from meshlint.inputs.launch import _SRUN_VALUES
+                from meshlint.inputs.launch_commands import _SRUN_VALUES
 
                 name = _SRUN_VALUES.get(t[1], t[1])
                 value = t[2:].lstrip("=")
@@ -238,7 +239,7 @@ class _Reader(Flow):
                 continue
             value = w.text
             if option in ("gpus-per-node",):
-                from meshlint.inputs.launch import _gpu_count
+                from meshlint.inputs.launch_commands import _gpu_count
 
                 count = _gpu_count(value)
                 value = str(count) if count is not None else None

@@ -12,7 +12,7 @@ Nothing is executed.
 from __future__ import annotations
 
 from meshlint.errors import InputError
-from meshlint.inputs.launch import FRAMEWORK_MARKERS
+from meshlint.inputs.launch_commands import FRAMEWORK_MARKERS
 from meshlint.inputs.script_lex import _Lexer
 from meshlint.inputs.script_reader import _Reader
 

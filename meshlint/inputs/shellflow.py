@@ -14,7 +14,7 @@ import bisect
 from fnmatch import fnmatchcase
 
 from meshlint.errors import InputError
-from meshlint.inputs.launch import UNKNOWN_CHAR, Word
+from meshlint.inputs.launch_words import UNKNOWN_CHAR, Word
 
 MAX_CALL_DEPTH = 16          # functions calling functions
 MAX_CALLED_COMMANDS = 100_000  # commands read inside function calls, in all

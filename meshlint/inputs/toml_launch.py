@@ -17,7 +17,7 @@ import copy
 import os
 
 from meshlint.errors import InputError
-from meshlint.inputs.launch import COMMAND_LINE
+from meshlint.inputs.launch_words import COMMAND_LINE
 from meshlint.inputs.source import Source
 
 
