@@ -9,6 +9,9 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   arguments initialize_model_parallel gives them (parallel_state.py:700-735).
 - ``split``: for each {num_layers, pp, vp, first, last, emb, loss}, ``TransformerConfig(...)`` and then
   ``get_num_layers_to_build`` for every pp rank and virtual stage: the layers each builds, or the error.
+- ``layout``: for each {layout, pp, num_layers, mtp, first}, the stage count validate_args divides by pp, then
+  ``TransformerConfig(pipeline_model_parallel_layout=...)`` and the layout's ``get_num_layers_to_build`` for
+  every pp rank and virtual stage, or the error.
 - ``validate``: for each {argv, world}, Megatron-LM's parser and ``validate_args`` (needs megatron.training,
   from a Megatron-LM checkout at core_v0.16.1 on sys.path): the data-parallel and virtual pipeline sizes,
   or the error. ``get_device_arch_version`` (it reads the GPU) answers 9 (Hopper): the one check that
@@ -90,6 +93,38 @@ def _split(cases: list) -> list:
     return out
 
 
+def _layout(cases: list) -> list:
+    """validate_args' parse of the string and its stage count (arguments.py:516-527), the conflict check and
+    PipelineParallelLayerLayout with validate_layer_layout (transformer_config.py:1307-1359), then the decoder
+    layers each pp rank and virtual stage builds."""
+    import torch
+
+    import megatron.core.parallel_state as ps
+    from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout as Layout
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    out = []
+    for c in cases:
+        try:
+            stages = Layout.get_num_stages_from_str(c["layout"])
+            assert stages % c["pp"] == 0, "stages not divisible by pp (arguments.py:520)"
+            vp = stages // c["pp"]
+            assert vp == 1 or c["pp"] > 1, "interleaved schedule needs pp > 1 (arguments.py:575)"
+            ps.set_virtual_pipeline_model_parallel_world_size(vp if vp > 1 else None)
+            config = TransformerConfig(
+                num_layers=c["num_layers"], hidden_size=64, num_attention_heads=4, mtp_num_layers=c["mtp"],
+                pipeline_model_parallel_size=c["pp"], virtual_pipeline_model_parallel_size=vp if vp > 1 else None,
+                pipeline_dtype=torch.bfloat16, pipeline_model_parallel_layout=c["layout"],
+                num_layers_in_first_pipeline_stage=c["first"])
+            layout = config.pipeline_model_parallel_layout
+            counts = [[layout.get_num_layers_to_build(vp_stage=v, pp_rank=r) for v in range(vp)]
+                      for r in range(c["pp"])]
+            out.append({"counts": counts, "vp": vp if vp > 1 else None, "error": None})
+        except (ValueError, AssertionError, IndexError, NotImplementedError) as exc:
+            out.append({"counts": None, "vp": None, "error": f"{type(exc).__name__}: {exc}"})
+    return out
+
+
 def _validate(cases: list) -> list:
     import argparse
 
@@ -125,7 +160,8 @@ def main() -> int:
     warnings.filterwarnings("ignore")
     for line in sys.stdin:
         request = json.loads(line)
-        result = {"groups": _groups, "split": _split, "validate": _validate}[request["mode"]](request["cases"])
+        result = {"groups": _groups, "split": _split, "layout": _layout,
+                  "validate": _validate}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0
 
