@@ -91,7 +91,7 @@ class Solver:
         # whether it fits (suggest ranks and filters on it); their facts describe the config's own layout only
         rules = [r for r in options.rules
                  if r.applies_to(dialect, facts_id) and effective_severity(r, options.severity) == "error"
-                 and not _late(r) and not memory_rule(r)]
+                 and not _late(r) and not memory_rule(r) and r.code not in getattr(self.module, "BATCH_RULES", ())]
         self.suppressions = suppress.parse(self.source) if "meshlint" in (self.source.text or "") else []
         self.maybe_suppressed = {r.code for r in rules if self._maybe_suppressed(r)}
         groups = prune.classify(rules, dialect)
@@ -236,6 +236,9 @@ class Solver:
             if degrees.get(name) != value:
                 spec.degree_present[name] = True
             degrees[name] = value
+        derive = getattr(self.module, "derive_degrees", None)
+        if derive is not None:  # degrees a framework derives from others (Megatron's etp from tp where not written)
+            degrees = derive(spec, degrees, frozenset(self.space.names))
         spec.degrees = degrees
         if spec.extra.get("unread_degrees"):
             spec.extra["unread_degrees"] = []

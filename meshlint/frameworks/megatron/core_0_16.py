@@ -33,6 +33,30 @@ RELEVANT = frozenset(DEGREE_DESTS.values()) | {
     "decoder_last_pipeline_num_layers", "use_tp_pp_dp_mapping", "num_distributed_optimizer_instances"}
 
 
+# rules a layout search satisfies by construction: its batch plan keeps --global-batch-size and picks a
+# --micro-batch-size that divides each data-parallel rank's share (meshlint/solve/batch.py)
+BATCH_RULES = ("ML964",)
+
+
+def derive_degrees(spec: Spec, degrees: dict, assigned: frozenset = frozenset()) -> dict:
+    """expert_tensor_parallel_size follows tp where the launch does not write it (arguments.py:410-411) and a
+    layout search does not choose it (``assigned``)."""
+    if "etp" not in assigned and not spec.degree_present.get("etp"):
+        degrees = dict(degrees, etp=degrees.get("tp"))
+    return degrees
+
+
+def derived_options(args: dict) -> dict:
+    """The options validate_args derives from others before anything reads them: expert_tensor_parallel_size
+    from tp where unset (arguments.py:410-411), sequence parallelism off at tp = 1 (arguments.py:907-913)."""
+    out = {}
+    if args.get("expert_tensor_parallel_size") is None:
+        out["expert_tensor_parallel_size"] = args.get("tensor_model_parallel_size")
+    if (args.get("tensor_model_parallel_size") or 0) == 1 and args.get("sequence_parallel"):
+        out["sequence_parallel"] = False
+    return out
+
+
 def read(source) -> Spec:
     """The options as validate_args leaves them (before the world size is known)."""
     from meshlint.frameworks.megatron import flags
@@ -56,8 +80,7 @@ def read(source) -> Spec:
     spec.extra["refused_by_parser"] = [{"message": r.message, "line": r.line, "col": r.col}
                                        for r in parsed.refusals]
     spec.extra["notes"] = list(parsed.notes) + list(getattr(source.launch, "notes", []) or [])
-    if args.get("expert_tensor_parallel_size") is None:
-        args["expert_tensor_parallel_size"] = args.get("tensor_model_parallel_size")
+    args.update(derived_options(args))
     for name, dest in DEGREE_DESTS.items():
         spec.degrees[name] = args.get(dest)
         spec.degree_keys[name] = dest
@@ -65,8 +88,6 @@ def read(source) -> Spec:
     spec.degrees["dp_replicate"] = 1
     spec.degrees["dp_shard"] = -1           # data_parallel_size: world // (tp*pp*cp)
     spec.degree_keys["dp_shard"] = WORLD_KEY
-    if (args.get("tensor_model_parallel_size") or 0) == 1:
-        args["sequence_parallel"] = False   # arguments.py:907-913
     spec.extra["args"] = args
     spec.extra["given"] = sorted(source.data)
     spec.values.update(_model_values(args))
