@@ -154,7 +154,8 @@ def _params(cases: list) -> list:
                 dist.destroy_process_group()
             rank = stage * c["tp"] * c["ep"]            # tp-cp-ep-dp-pp: pp is the slowest
             dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
-            ps.initialize_model_parallel(c["tp"], c["pp"], expert_model_parallel_size=c["ep"], expert_tensor_parallel_size=1,
+            ps.initialize_model_parallel(c["tp"], c["pp"], expert_model_parallel_size=c["ep"],
+                                         expert_tensor_parallel_size=1,
                                          create_gloo_process_groups=False)
             config = TransformerConfig(
                 num_layers=c["layers"], hidden_size=c["hidden"], ffn_hidden_size=c["ffn"],

@@ -40,7 +40,7 @@ from __future__ import annotations
 import ast
 from typing import NamedTuple
 
-from meshlint.mesh.memory import CONTEXT_GIB, GIB, RESERVE_FRACTION, Peak, Stage
+from meshlint.mesh.memory import Peak, stage_at_peak
 
 # the vocabulary a tokenizer type implies where the flags do not give it (GPT-2's BPE: 50,257 tokens)
 TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}
@@ -347,14 +347,7 @@ def estimate(a: dict, degrees: dict, split: dict, microbatches: int | None, deta
         phases = {"forward": {**states, "activations": acts, "logits_loss": logits},
                   "backward": {**states, "activations": acts, "recompute": recompute},
                   "optimizer": dict(states)}
-        totals = {k: sum(v.values()) for k, v in phases.items()}
-        phase = max(totals, key=totals.get)
-        terms = dict.fromkeys(TERMS, 0.0) | phases[phase]
-        allocated = totals[phase]
-        terms["allocator_reserve"] = allocated * RESERVE_FRACTION
-        terms["cuda_context"] = CONTEXT_GIB * GIB
-        stages.append(Stage(rank, len(layers), held, terms, allocated, sum(terms.values()), phase, totals,
-                            {k: dict.fromkeys(TERMS, 0.0) | v for k, v in phases.items()} if detail else None))
+        stages.append(stage_at_peak(rank, len(layers), held, phases, TERMS, detail))
     return Peak(tuple(stages), max(stages, key=lambda s: s.total)), notes
 
 
