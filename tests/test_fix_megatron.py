@@ -72,6 +72,11 @@ def test_suggest_json_gives_memory_and_global_batch(tmp_path):
     result = run("suggest", str(path), "--format", "json")
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
+    import jsonschema
+    from pathlib import Path
+
+    schema = json.loads((Path(__file__).resolve().parent.parent / "docs" / "suggest-v1.schema.json").read_text())
+    jsonschema.Draft7Validator(schema).validate(out)
     assert out["framework"].startswith("megatron@0.16.1")
     for alt in out["alternatives"]:
         mem = alt["estimate"]["memory"]
