@@ -158,3 +158,17 @@ def test_fix_refuses_another_world_and_a_command_line(tmp_path):
     solver = Solver(report, options)
     with pytest.raises(FixError, match="--tensor-model-parallel-size 4"):
         plan(solver, {**solver.current, "tp": 4, "dp_shard": 2}, options)
+
+
+def test_suggest_never_enumerates_a_pp_the_layers_refuse(tmp_path):
+    """The layer split reads only pp and the options: a pp it refuses (ML963) is ruled out before enumeration,
+    and the reason is kept for the diagnosis."""
+    path = tmp_path / "run.sh"
+    path.write_text(DENSE.replace("--num-layers 32", "--num-layers 30"))
+    report, options = _report(path)
+    solver = Solver(report, options)
+    assert 4 not in solver.allowed["pp"] and 8 not in solver.allowed["pp"] and {1, 2} <= solver.allowed["pp"]
+    assert solver.why_not["pp"][4] == "ML963"
+    s = search(report, options, top=5)
+    assert s.alternatives and all(30 % a.degrees["pp"] == 0 for a in s.alternatives)
+    assert "ML963" not in s.stats["rejected_by_full_rules"]

@@ -189,6 +189,10 @@ def assignments(space: Space, world: int, allowed: dict, check: Check | None = N
         pool = allowed.get(name)
         if name == "etp" and values.get("ep", 1) > 1 and space.framework.startswith("torchtitan"):
             options = sorted({1, values["tp"]})  # ML401: etp = tp or 1 when ep > 1
+        elif name == "etp" and space.framework.startswith("megatron"):
+            # Megatron accepts any etp the grid divides; the search proposes the two its MoE guides use, 1 and
+            # tp, and a value --keep or --set fixes (a pool of one)
+            options = sorted({1, values["tp"]} | (set(pool) if pool is not None and len(pool) == 1 else set()))
         else:
             options = divisors(room)
         for v in options:

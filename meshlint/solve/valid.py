@@ -183,11 +183,16 @@ class Solver:
         fixed = self.fixed_values()
         world_divs = divisors(self.world)
         allowed, why = {}, {}
+        refused = getattr(self.module, "refused_degree", None)  # a framework's verdict on one degree alone
         for name in self.space.names:
             values = [fixed[name]] if name in fixed else world_divs
             if self.space.framework != "native":
                 values, rejected = self.pruner.allowed_values(name, values)
                 why[name] = rejected
+            if refused is not None:
+                codes = {v: refused(self.spec, name, v) for v in values}
+                why.setdefault(name, {}).update({v: c for v, c in codes.items() if c})
+                values = [v for v in values if not codes[v]]
             allowed[name] = set(values)
         return allowed, why
 

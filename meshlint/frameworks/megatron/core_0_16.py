@@ -38,6 +38,17 @@ RELEVANT = frozenset(DEGREE_DESTS.values()) | {
 BATCH_RULES = ("ML964",)
 
 
+def refused_degree(spec: Spec, name: str, value: int) -> str | None:
+    """The rule that refuses a pp whatever the other degrees (the layer split reads only pp and the options), so
+    a layout search never enumerates it: ML963, or ML980 for a --pipeline-model-parallel-layout."""
+    if name != "pp":
+        return None
+    split = layer_split(spec.extra.get("args") or {}, value)
+    if not split.get("error"):
+        return None
+    return "ML980" if split.get("layout") else "ML963"
+
+
 def derive_degrees(spec: Spec, degrees: dict, assigned: frozenset = frozenset()) -> dict:
     """expert_tensor_parallel_size follows tp where the launch does not write it (arguments.py:410-411) and a
     layout search does not choose it (``assigned``)."""
