@@ -44,6 +44,7 @@ from meshlint.mesh.memory import Peak, stage_at_peak
 
 # the vocabulary a tokenizer type implies where the flags do not give it (GPT-2's BPE: 50,257 tokens)
 TOKENIZER_VOCAB = {"GPT2BPETokenizer": 50257}
+MAX_LAYERS = 100_000  # the estimate walks the layers one by one: a larger count is not a model, not estimated
 TERMS = ("params", "grads", "main_params", "optimizer", "activations", "recompute", "logits_loss",
          "allocator_reserve", "cuda_context")
 
@@ -128,7 +129,7 @@ def vocabulary(a: dict, tp: int) -> int | None:
 def sizes(a: dict, tp: int) -> Sizes | None:
     """The model's sizes from the flags, or None without the three the model needs."""
     L, h, heads = _int(a.get("num_layers")), _int(a.get("hidden_size")), _int(a.get("num_attention_heads"))
-    if not (L and h and heads):
+    if not (L and h and heads) or L > MAX_LAYERS:
         return None
     swiglu = bool(a.get("swiglu"))
     ffn = _int(a.get("ffn_hidden_size")) or (int((4 * h * 2 / 3) / 64) * 64 if swiglu else 4 * h)  # args.py:802
@@ -267,7 +268,8 @@ def estimate(a: dict, degrees: dict, split: dict, microbatches: int | None, deta
     dp = degrees.get("dp_shard") or 1
     m = sizes(a, tp)
     if m is None:
-        return None, ["the model's size needs --num-layers, --hidden-size and --num-attention-heads"]
+        return None, [f"the model's size needs --num-layers (at most {MAX_LAYERS:,}), --hidden-size and "
+                      "--num-attention-heads"]
     r = recipe(a)
     notes = []
     if a.get("use_torch_fsdp2") or a.get("use_megatron_fsdp"):
