@@ -115,3 +115,23 @@ def test_ml961_help_proposes_only_degrees_that_divide(tp, pp, ep, etp, experts, 
         assert w % (tp * pp) == 0 and w % (etp * ep * pp) == 0 and w > 0, text
     if not eps:
         assert "no ep does" in text
+
+
+@pytest.mark.parametrize("extra", [
+    ["--num-layers", "30"],
+    ["--num-layers", "80", "--num-layers-per-virtual-pipeline-stage", "2"],
+    ["--num-layers", "48", "--decoder-first-pipeline-num-layers", "11", "--decoder-last-pipeline-num-layers", "13"],
+    ["--num-layers", "34", "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"],
+    ["--num-layers", "8", "--pipeline-model-parallel-layout", "Ett|tt|tt|ttL"],
+])
+def test_ml963_and_ml980_help_propose_only_pp_values_that_split(extra):
+    argv = ["torchrun", "--nnodes", "4", "--nproc_per_node", "8", "pretrain_gpt.py", *MODEL[2:], *extra,
+            "--pipeline-model-parallel-size", "16"]
+    report = check_argv(*argv)
+    found = [f for f in report.findings if f.code in ("ML963", "ML980")]
+    assert len(found) == 1, [f"{f.code} {f.message}" for f in report.findings]
+    shown = re.search(r"pp in ([\d, ]+)", found[0].help)
+    assert shown, found[0].help
+    for pp in map(int, shown.group(1).split(", ")):
+        again = check_argv(*argv[:-1], str(pp))
+        assert not {"ML963", "ML980", "ML960"} & set(codes(again)), (pp, found[0].help)

@@ -439,10 +439,21 @@ def megatron_facts(spec: Spec, res: Resolution) -> dict:
         "split_error": None if split.get("layout") else split.get("error"), "split_source": split.get("source"),
         "split_key": split.get("key"), "layout_error": split.get("error") if split.get("layout") else None,
         "layout": a.get("pipeline_model_parallel_layout"),
+        "split_pps": split_pps(a, d, world) if split.get("error") else [],
         "layer_counts": split.get("counts"), "parser_refusals": spec.extra.get("refused_by_parser", []),
         "world_implied": res.world_implied, "incomplete": spec.extra.get("incomplete", False),
         "env": spec.extra.get("env"),
     }
+
+
+def split_pps(a: dict, degrees: dict, world: int | None, most: int = 64) -> list:
+    """The pipeline sizes up to ``most`` whose layer split these options accept (virtual stages, first/last
+    stage counts and a layout included) and, where the world is known, that tp·cp·pp divides: what ML963's and
+    ML980's help may propose."""
+    tp, cp = degrees.get("tp"), degrees.get("cp")
+    model = tp * cp if isinstance(tp, int) and isinstance(cp, int) and tp > 0 and cp > 0 else None
+    return [p for p in range(1, most + 1) if not layer_split(a, p).get("error")
+            and (not isinstance(world, int) or model is None or world % (model * p) == 0)]
 
 
 def spec_from_degrees(degrees: dict, **other_values) -> Spec:
