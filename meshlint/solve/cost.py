@@ -187,7 +187,7 @@ def workload(report, options, profile: Cluster) -> Workload:
     """The cost model's view of an analysed config."""
     spec = report.spec
     if spec.dialect == "megatron":
-        return _megatron_workload(spec, profile)
+        return _megatron_workload(report, profile)
     v = spec.values
     fw = (getattr(spec, "framework", None) or {}).get("version")
     framework = "kempnerforge" if spec.dialect == "kempnerforge" else (
@@ -242,11 +242,13 @@ class MegatronShape(NamedTuple):
     num_experts: int
 
 
-def _megatron_workload(spec, profile: Cluster) -> Workload:
+def _megatron_workload(report, profile: Cluster) -> Workload:
     """A Megatron-LM launch: the model's sizes from its flags (meshlint.mesh.memory_megatron), the batch as
-    Megatron cuts it (microbatches of --micro-batch-size sequences, global ÷ (micro · dp) of them per step)."""
+    Megatron cuts it (microbatches of --micro-batch-size sequences, global ÷ (micro · dp) of them per step, dp
+    as the launch resolves on its world)."""
     from meshlint.mesh import memory_megatron as mm
 
+    spec = report.spec
     a = spec.extra.get("args") or {}
     sizes = mm.sizes(a, 1)
     notes = []
@@ -261,8 +263,8 @@ def _megatron_workload(spec, profile: Cluster) -> Workload:
         expert_params = int(experts * moe_layers)
         active = int(params - expert_params + expert_params * top_k / sizes.experts) if params else None
     seq, mbs, gbs = _int(a.get("seq_length")), _int(a.get("micro_batch_size")), _int(a.get("global_batch_size"))
-    dp = spec.degrees.get("dp_shard")
-    m = gbs // (mbs * dp) if gbs and mbs and isinstance(dp, int) and dp > 0 else 1
+    dp = (report.resolution.degrees or {}).get("dp_shard") if report.resolution is not None else None
+    m = max(1, gbs // (mbs * dp)) if gbs and mbs and isinstance(dp, int) and dp > 0 else 1
     unit = seq * mbs if seq and mbs else None
     if unit is None:
         notes.append("no sequence length or microbatch size: activations and per-token times are not estimated")
