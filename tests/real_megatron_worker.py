@@ -9,6 +9,10 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   arguments initialize_model_parallel gives them (parallel_state.py:700-735).
 - ``split``: for each {num_layers, pp, vp, first, last, emb, loss}, ``TransformerConfig(...)`` and then
   ``get_num_layers_to_build`` for every pp rank and virtual stage: the layers each builds, or the error.
+- ``layout``: for each {layout, pp, num_layers, mtp, first}, the stage count validate_args divides by pp, then
+  ``TransformerConfig(pipeline_model_parallel_layout=...)`` and the layout's ``get_num_layers_to_build`` for
+  every pp rank and virtual stage, or the error.
+- ``params``: Megatron-Core's GPTModel (local spec) built on the meta device for each pp stage: its parameters.
 - ``validate``: for each {argv, world}, Megatron-LM's parser and ``validate_args`` (needs megatron.training,
   from a Megatron-LM checkout at core_v0.16.1 on sys.path): the data-parallel and virtual pipeline sizes,
   or the error. ``get_device_arch_version`` (it reads the GPU) answers 9 (Hopper): the one check that
@@ -90,6 +94,96 @@ def _split(cases: list) -> list:
     return out
 
 
+def _layout(cases: list) -> list:
+    """validate_args' parse of the string and its stage count (arguments.py:516-527), the conflict check and
+    PipelineParallelLayerLayout with validate_layer_layout (transformer_config.py:1307-1359), then the decoder
+    layers each pp rank and virtual stage builds."""
+    import torch
+
+    import megatron.core.parallel_state as ps
+    from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout as Layout
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    out = []
+    for c in cases:
+        try:
+            stages = Layout.get_num_stages_from_str(c["layout"])
+            assert stages % c["pp"] == 0, "stages not divisible by pp (arguments.py:520)"
+            vp = stages // c["pp"]
+            assert vp == 1 or c["pp"] > 1, "interleaved schedule needs pp > 1 (arguments.py:575)"
+            ps.set_virtual_pipeline_model_parallel_world_size(vp if vp > 1 else None)
+            config = TransformerConfig(
+                num_layers=c["num_layers"], hidden_size=64, num_attention_heads=4, mtp_num_layers=c["mtp"],
+                pipeline_model_parallel_size=c["pp"], virtual_pipeline_model_parallel_size=vp if vp > 1 else None,
+                pipeline_dtype=torch.bfloat16, pipeline_model_parallel_layout=c["layout"],
+                num_layers_in_first_pipeline_stage=c["first"])
+            layout = config.pipeline_model_parallel_layout
+            counts = [[layout.get_num_layers_to_build(vp_stage=v, pp_rank=r) for v in range(vp)]
+                      for r in range(c["pp"])]
+            out.append({"counts": counts, "vp": vp if vp > 1 else None, "error": None})
+        except (ValueError, AssertionError, IndexError, NotImplementedError) as exc:
+            out.append({"counts": None, "vp": None, "error": f"{type(exc).__name__}: {exc}"})
+    return out
+
+
+def _params(cases: list) -> list:
+    """Megatron-Core's own GPTModel (the local spec: no Transformer Engine) built on the meta device for each
+    {tp, pp, ep, layers, hidden, ffn, heads, groups, swiglu, bias, rmsnorm, experts, moe_ffn, topk, vocab,
+    positions, untie} on the fake process group as rank 0 of each pp stage: the parameters each stage holds."""
+    import torch
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    import megatron.core.parallel_state as ps
+    from megatron.core.models.common.language_module.language_module import LanguageModule
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed  # noqa: F401
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    # a tied last stage's copy of the embedding is all-reduced from the first at build, on the GPU: skipped here
+    # (the parameter exists before it)
+    LanguageModule._is_in_embd_group = lambda self: False
+    out = []
+    for c in cases:
+        per_stage = []
+        world = c["tp"] * c["pp"] * c["ep"]
+        for stage in range(c["pp"]):
+            if dist.is_initialized():
+                ps.destroy_model_parallel()
+                dist.destroy_process_group()
+            rank = stage * c["tp"] * c["ep"]            # tp-cp-ep-dp-pp: pp is the slowest
+            dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
+            ps.initialize_model_parallel(c["tp"], c["pp"], expert_model_parallel_size=c["ep"],
+                                         expert_tensor_parallel_size=1,
+                                         create_gloo_process_groups=False)
+            config = TransformerConfig(
+                num_layers=c["layers"], hidden_size=c["hidden"], ffn_hidden_size=c["ffn"],
+                num_attention_heads=c["heads"], num_query_groups=c["groups"], gated_linear_unit=c["swiglu"],
+                activation_func=torch.nn.functional.silu if c["swiglu"] else torch.nn.functional.gelu,
+                add_bias_linear=c["bias"], normalization="RMSNorm" if c["rmsnorm"] else "LayerNorm",
+                tensor_model_parallel_size=c["tp"], pipeline_model_parallel_size=c["pp"],
+                expert_model_parallel_size=c["ep"], expert_tensor_parallel_size=1,
+                sequence_parallel=False,  # the torch norms refuse it
+                num_moe_experts=c["experts"] or None, moe_ffn_hidden_size=c["moe_ffn"] if c["experts"] else None,
+                moe_router_topk=c["topk"], pipeline_dtype=torch.bfloat16, use_cpu_initialization=True,
+                perform_initialization=False, bf16=True, params_dtype=torch.bfloat16)
+            with torch.device("meta"):
+                model = GPTModel(config, get_gpt_layer_local_spec(c["experts"] or None, normalization=(
+                    "RMSNorm" if c["rmsnorm"] else "LayerNorm")), vocab_size=c["vocab"],
+                    max_sequence_length=c["positions"] or 4096,
+                    position_embedding_type="learned_absolute" if c["positions"] else "rope",
+                    share_embeddings_and_output_weights=not c["untie"],
+                    pre_process=stage == 0, post_process=stage == c["pp"] - 1)
+            experts = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
+            total = sum(p.numel() for p in model.parameters())
+            per_stage.append({"dense": total - experts, "experts": experts})
+        out.append(per_stage)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    return out
+
+
 def _validate(cases: list) -> list:
     import argparse
 
@@ -125,7 +219,8 @@ def main() -> int:
     warnings.filterwarnings("ignore")
     for line in sys.stdin:
         request = json.loads(line)
-        result = {"groups": _groups, "split": _split, "validate": _validate}[request["mode"]](request["cases"])
+        result = {"groups": _groups, "split": _split, "layout": _layout,
+                  "params": _params, "validate": _validate}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0
 

@@ -180,6 +180,74 @@ def test_layer_split_matches_get_num_layers_to_build():
         assert _meshlint_split(case)["error"], case
 
 
+# ----------------------------------------------------------------------------- --pipeline-model-parallel-layout
+
+def _layout_cases(n: int) -> list:
+    """Seeded layout strings: mostly well formed (E first, L last, the layers spread over pp·vp stages), then broken
+    one way or another (a character, a stage, a layer, E/L moved or doubled, MTP layers, a repeat)."""
+    rng = random.Random(SEED + 3)
+    out = []
+    for _ in range(n):
+        pp = rng.choice([1, 2, 3, 4, 8])
+        vp = rng.choice([1, 1, 2, 3])
+        layers = rng.randint(1, 24)
+        mtp = rng.choice([None, None, None, 1, 2])
+        cells = [[] for _ in range(pp * vp)]
+        for i in range(layers):
+            cells[min(len(cells) - 1, i * len(cells) // layers)].append("t")
+        cells[0].insert(0, "E")
+        cells[-1].extend(["m"] * (mtp or 0) + ["L"])
+        stages = ["".join(c) for c in cells]
+        text = "|".join(stages)
+        broken = rng.random()
+        if broken < 0.08:
+            text = text.replace("t", "x", 1)
+        elif broken < 0.16:
+            text += "|t"
+        elif broken < 0.24:
+            text = text.replace("t", "", 1)
+        elif broken < 0.30:
+            text = "t" + text
+        elif broken < 0.36:
+            text = text.replace("L", "Lt") if rng.random() < 0.5 else "E" + text
+        elif broken < 0.42:
+            mtp = rng.choice([None, 1, 3]) if mtp else 1
+        elif broken < 0.50 and len(stages) > 1 and stages[1] and set(stages[1]) == {"t"}:
+            text = "|".join([stages[0], f"(t)*{len(stages[1])}"] + stages[2:])   # the same layout, written short
+        elif broken < 0.55:
+            text = text.replace("|", ",|", 1)                                  # a cosmetic comma
+        if rng.random() < 0.05:
+            text = f"({text})*2"                                               # a repeat over the whole layout
+        first = rng.choice([None, 1]) if rng.random() < 0.05 else None
+        out.append({"layout": text, "pp": pp, "num_layers": layers, "mtp": mtp, "first": first})
+    out.append({"layout": "E|(tt|)*3,tt,L", "pp": 4, "num_layers": 8, "mtp": None, "first": None})  # vp 2: 2 empty
+    out.append({"layout": "Ettt|(tt|)*29,m|L", "pp": 8, "num_layers": 61, "mtp": 1, "first": None})  # its docstring's
+    return out
+
+
+def _meshlint_layout(case: dict) -> dict:
+    args = {"num_layers": case["num_layers"], "pipeline_model_parallel_layout": case["layout"],
+            "mtp_num_layers": case["mtp"], "decoder_first_pipeline_num_layers": case["first"]}
+    return core_0_16.layer_split(args, case["pp"])
+
+
+def test_pipeline_layout_matches_pipeline_parallel_layer_layout():
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    cases = _layout_cases(400)
+    real = _run("layout", cases, [WHEEL])
+    refused = 0
+    for case, got in zip(cases, real):
+        mine = _meshlint_layout(case)
+        assert (mine["error"] is None) == (got["error"] is None), (case, mine["error"], got["error"])
+        if got["error"]:
+            refused += 1
+            continue
+        assert mine["counts"] == got["counts"] and mine["vp"] == got["vp"], (case, mine, got)
+    assert 60 <= refused <= len(cases) - 150, refused  # both verdicts exercised
+
+
 # ----------------------------------------------------------------------------- validate_args
 
 def _absent_lm() -> str | None:

@@ -52,9 +52,6 @@ def _analysed(path, dialect, world_size, nodes, gpus_per_node, placement, torcht
                        isolated=isolated)
     options = _options(planner, path)
     report = analyse(path, options)
-    if report.status == "checked" and report.dialect == "megatron":
-        _fail(f"{report.path}: suggest and fix do not model Megatron-Core's layout space yet (a dense and an expert "
-              "grid: ep divides world / (etp·pp), not dp_shard·cp·tp); `meshlint check` and `meshlint explain` do")
     if report.status == "error":
         from meshlint.engine.check import input_error_finding
         from meshlint.report.terminal import safe

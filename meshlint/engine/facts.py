@@ -128,6 +128,9 @@ FACT_DOCS = {
                 "and validate_args leave it), given (dests the launch sets), order (the RankGenerator order), dp, "
                 "edp (expert data parallel), vp (virtual pipeline size or null), model_size (tp·pp·cp), expert_size "
                 "(etp·ep·pp), split_error/split_source/split_key (the first check refusing the layer split, where), "
+                "layout (--pipeline-model-parallel-layout as written or null), layout_error (the first check refusing "
+                "it; split_source/split_key say where), split_pps (where the split is refused: the pp values up to "
+                "64 it accepts that tp·cp·pp divides the world for), "
                 "layer_counts (layers per virtual stage per pp rank), parser_refusals ({message, line, col}: argparse's "
                 "errors), world_implied (the world is the smallest the degrees allow), incomplete (a word the script does not "
                 "determine may hold any option: options not written elsewhere are null, not defaulted), env ({known: a script's "
@@ -186,7 +189,8 @@ GROUP_FIELDS = {
                    "fsdp_version", "is_fsdp2", "config_reaches_ranks", "num_processes", "num_machines", "world",
                    "section_present", "keys", "model_config", "ignored_flags", "keys_ignored"),
     "megatron": ("args", "given", "order", "dp", "edp", "vp", "model_size", "expert_size", "split_error",
-                 "split_source", "split_key", "layer_counts", "parser_refusals", "world_implied", "incomplete", "env"),
+                 "split_source", "split_key", "layout_error", "layout", "split_pps", "layer_counts", "parser_refusals", "world_implied",
+                 "incomplete", "env"),
 }
 
 ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_cp": "dp",

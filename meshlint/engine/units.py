@@ -35,7 +35,7 @@ def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name:
             sources = _registry_sources(path, options, raw)
             launch_for = {}
         elif kind == "script":
-            sources, launch_for = _script_sources(path, options)  # FileReport when skipped
+            sources, launch_for = _script_sources(path, options, raw)  # FileReport when skipped
         else:
             sources, launch_for = [_saved_source(path, raw)], {}
     except InputError as exc:
@@ -141,11 +141,15 @@ def _no_function(file: str, function: str, available: list) -> str:
             + (f"(it has: {listed})" if available else "(it has none)"))
 
 
-def _script_sources(path: str, options):
+def _script_sources(path: str, options, raw: bytes | None = None):
     from meshlint.inputs.script_call import read_with_submitted
+    from meshlint.inputs.scripts import launches_in_text
 
     call = options.script_call
-    launches = read_with_submitted(path, call=call if call is not None and _same_file(call.path, path) else None)
+    call = call if call is not None and _same_file(call.path, path) else None
+    # ``raw``: the script's new text (fix reads an edit back before writing it)
+    launches = (read_with_submitted(path, call=call) if raw is None
+                else launches_in_text(raw.decode("utf-8-sig"), file=path, call=call))
     if not launches:  # any shell script may be handed over (pre-commit): not one of ours, like a TOML without
         return FileReport(path, "skipped", note="no torchtitan, KempnerForge, Accelerate or Megatron-LM launch line "
                                                 "(torchrun/python -m torchtitan.train --module M --config F, "

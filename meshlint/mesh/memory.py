@@ -182,16 +182,21 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
         held = _held(pp, microbatches, schedule, i) if tokens else 0
         parts = _parts(s, kf, sharded, pp, tp, ep, first, last, layers, moe_n, local, unsharded, unit, embed, out_w,
                        tokens, held, microbatches, per_token, ddp)
-        totals = {name: sum(terms.values()) for name, terms in parts.items()}
-        phase = max(totals, key=totals.get)
-        t = dict.fromkeys(TERMS, 0.0) | parts[phase]
-        allocated = totals[phase]
-        t["allocator_reserve"] = allocated * RESERVE_FRACTION
-        t["cuda_context"] = CONTEXT_GIB * GIB
-        stages.append(Stage(i, layers, held, t, allocated, sum(t.values()), phase, totals,
-                            {name: dict.fromkeys(TERMS, 0.0) | terms for name, terms in parts.items()}
-                            if detail else None))
+        stages.append(stage_at_peak(i, layers, held, parts, TERMS, detail))
     return Peak(tuple(stages), max(stages, key=lambda st: st.total))
+
+
+def stage_at_peak(index: int, layers: int, held: float, parts: dict, names: tuple, detail: bool) -> Stage:
+    """A stage's Stage from what it holds at each moment ({phase: {term: bytes}}): the largest moment, plus the
+    allocator's reserve over it and the CUDA context."""
+    totals = {name: sum(terms.values()) for name, terms in parts.items()}
+    phase = max(totals, key=totals.get)
+    t = dict.fromkeys(names, 0.0) | parts[phase]
+    allocated = totals[phase]
+    t["allocator_reserve"] = allocated * RESERVE_FRACTION
+    t["cuda_context"] = CONTEXT_GIB * GIB
+    return Stage(index, layers, held, t, allocated, sum(t.values()), phase, totals,
+                 {name: dict.fromkeys(names, 0.0) | terms for name, terms in parts.items()} if detail else None)
 
 
 def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: bool, last: bool, layers: int,

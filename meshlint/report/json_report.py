@@ -93,7 +93,9 @@ def _memory_json(memory: dict | None) -> dict | None:
         return None
     keep = ("peak_gib", "peak_stage", "peak_phase", "stages", "terms", "capacity_gib", "capacity_source", "fits", "margin",
             "activation_checkpointing")
-    return {k: memory.get(k) for k in keep}
+    out = {k: memory.get(k) for k in keep}
+    out.update({k: memory[k] for k in ("lower_bound", "notes") if k in memory})  # Megatron's estimate only
+    return out
 
 
 def framework_version(spec) -> dict:

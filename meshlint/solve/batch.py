@@ -10,7 +10,9 @@ How each framework counts it (docs/cost-model.md, "The global batch"):
 * torchtitan 0.2.x / 0.3.0: ``global_batch_size`` sequences when set (the trainer accumulates
   ``global / (local_batch_size · dp)`` microbatches), else ``local_batch_size · dp``, dp = dp_replicate · dp_shard;
 * torchtitan main: ``num_tokens_per_train_step`` tokens when set, else
-  ``num_tokens_per_microbatch_per_dp_rank · dp``.
+  ``num_tokens_per_microbatch_per_dp_rank · dp``;
+* Megatron-LM: ``--global-batch-size`` sequences, ``global / (micro_batch_size · dp)`` microbatches per step,
+  dp = world / (tp · pp · cp): a layout keeps it by its microbatch size alone.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import NamedTuple
 
 
 class Recipe(NamedTuple):
-    framework: str               # kempnerforge | torchtitan | main
+    framework: str               # kempnerforge | torchtitan | main | megatron
     sequences: int | None        # global batch per optimizer step (None: token-counted, main)
     tokens: int                  # global tokens per optimizer step
     seq_len: int
@@ -52,6 +54,15 @@ def recipe(spec, dp: int | None) -> Recipe | None:
             return None
         return Recipe("kempnerforge", b * a * dp, b * a * dp * s, s, b, 1,
                       {"local": ("train.batch_size", b), "accum": ("train.grad_accum_steps", a)})
+    if spec.dialect == "megatron":
+        # --global-batch-size sequences per step (num_microbatches_calculator.py: global ÷ (micro · dp)
+        # microbatches of --micro-batch-size); without it validate_args sets micro · dp (arguments.py:497-498)
+        a = spec.extra.get("args") or {}
+        mbs, s = _int(a.get("micro_batch_size")), _int(a.get("seq_length"))
+        if not mbs or not s or a.get("rampup_batch_size"):
+            return None
+        gbs = _int(a.get("global_batch_size")) or mbs * dp
+        return Recipe("megatron", gbs, gbs * s, s, mbs, 1, {"local": ("micro_batch_size", mbs)})
     if spec.dialect != "torchtitan":
         return None
     version = (getattr(spec, "framework", None) or {}).get("version") or "0.2.x"
@@ -117,7 +128,11 @@ def plan(r: Recipe, dp: int, pp: int, fits=None) -> BatchPlan | None:
     b = chosen
     accum = share // b
     changes = []
-    if r.framework == "kempnerforge":
+    if r.framework == "megatron":  # the global batch is written: only the microbatch changes
+        if b != r.local:
+            changes.append(_change(r.keys["local"], b, "sequences per microbatch (--micro-batch-size)"))
+        piped = (b * r.seq_len, accum)
+    elif r.framework == "kempnerforge":
         if b != r.local:
             changes.append(_change(r.keys["local"], b, "sequences per microbatch"))
         if accum != r.keys["accum"][1]:

@@ -186,6 +186,8 @@ class Workload(NamedTuple):
 def workload(report, options, profile: Cluster) -> Workload:
     """The cost model's view of an analysed config."""
     spec = report.spec
+    if spec.dialect == "megatron":
+        return _megatron_workload(report, profile)
     v = spec.values
     fw = (getattr(spec, "framework", None) or {}).get("version")
     framework = "kempnerforge" if spec.dialect == "kempnerforge" else (
@@ -231,6 +233,50 @@ def workload(report, options, profile: Cluster) -> Workload:
                     heads * head_dim if heads and head_dim else None, kv * head_dim if kv and head_dim else None,
                     top_k, _int(v.get("model.vocab_size")), seq, batch, schedule, _bytes_per_param(spec), param_bytes, ac, ac_from,
                     tuple(notes), mem)
+
+
+class MegatronShape(NamedTuple):
+    """What Model.memory_peak hands meshlint.mesh.memory_megatron for a Megatron-LM launch: its options."""
+
+    args: dict
+    num_experts: int
+
+
+def _megatron_workload(report, profile: Cluster) -> Workload:
+    """A Megatron-LM launch: the model's sizes from its flags (meshlint.mesh.memory_megatron), the batch as
+    Megatron cuts it (microbatches of --micro-batch-size sequences, global ÷ (micro · dp) of them per step, dp
+    as the launch resolves on its world)."""
+    from meshlint.mesh import memory_megatron as mm
+
+    spec = report.spec
+    a = spec.extra.get("args") or {}
+    sizes = mm.sizes(a, 1)
+    notes = []
+    params = mm.parameter_count(a)
+    if params is None:
+        notes.append("the model's size is unknown: layouts are ranked by fewest changes, not by time")
+    expert_params = moe_layers = top_k = 0
+    active = params
+    if sizes is not None and sizes.experts:
+        _dense, _rest, experts = mm.layer_params(sizes)
+        moe_layers, top_k = sum(sizes.moe_layers), sizes.topk
+        expert_params = int(experts * moe_layers)
+        active = int(params - expert_params + expert_params * top_k / sizes.experts) if params else None
+    seq, mbs, gbs = _int(a.get("seq_length")), _int(a.get("micro_batch_size")), _int(a.get("global_batch_size"))
+    dp = (report.resolution.degrees or {}).get("dp_shard") if report.resolution is not None else None
+    m = max(1, gbs // (mbs * dp)) if gbs and mbs and isinstance(dp, int) and dp > 0 else 1
+    unit = seq * mbs if seq and mbs else None
+    if unit is None:
+        notes.append("no sequence length or microbatch size: activations and per-token times are not estimated")
+    vp = a.get("num_virtual_stages_per_pipeline_rank") or a.get("num_layers_per_virtual_pipeline_stage")
+    ac = profile.activation_checkpointing or a.get("recompute_granularity") or "none"
+    h = sizes.hidden if sizes else None
+    return Workload("megatron@0.16.1", params, expert_params, active, sizes.layers if sizes else None, moe_layers,
+                    h, sizes.heads * sizes.kv_channels if sizes else None,
+                    sizes.groups * sizes.kv_channels if sizes else None, top_k, sizes.vocab if sizes else None, seq,
+                    ((unit, m), (unit, m)), "Interleaved1F1B" if vp else "1F1B", None,
+                    2 if a.get("bf16") or a.get("fp16") else 4, ac, "--recompute-granularity", tuple(notes),
+                    MegatronShape(a, sizes.experts if sizes else 0))
 
 
 def _batch(spec) -> tuple:
@@ -477,6 +523,8 @@ class Model:
         pp = d.get("pp", 1) or 1
         both = batch or self.w.batch
         mb_tokens, m = both[0] if pp > 1 else both[1]
+        if isinstance(self.w.shape, MegatronShape):
+            return self._megatron_peak(d, mb_tokens, m)
         # dp_replicate changes the peak only by turning FSDP2 on (memory.estimate's `sharded`): one entry for all > 1
         key = (pp, (d.get("dp_replicate") or 1) > 1, d.get("dp_shard") or 1, d.get("cp") or 1, d.get("tp") or 1,
                d.get("ep") or 1, d.get("etp") or 1, mb_tokens, m, ends_only)
@@ -485,6 +533,30 @@ class Model:
             if len(self._peaks) > 100_000:  # a search over many layouts: stay bounded
                 self._peaks.clear()
             hit = self._peaks[key] = memory.estimate(self.w.shape, d, mb_tokens, m or 1, self.w.schedule, ends_only)
+        return hit
+
+    def _megatron_peak(self, d: dict, mb_tokens: int | None, m: int | None):
+        """A Megatron-LM layout's peak (meshlint.mesh.memory_megatron), with the microbatch the plan chose."""
+        from meshlint.frameworks.megatron.core_0_16 import layer_split
+        from meshlint.mesh import memory_megatron
+
+        a = self.w.shape.args
+        seq = self.w.seq_len
+        key = ("megatron",) + tuple(d.get(n) or 1 for n in ("pp", "dp_shard", "cp", "tp", "ep", "etp")) + (
+            mb_tokens, m)
+        hit = self._peaks.get(key)
+        if hit is None:
+            if len(self._peaks) > 100_000:
+                self._peaks.clear()
+            if mb_tokens and seq:
+                a = dict(a, micro_batch_size=max(1, mb_tokens // seq))
+            split = layer_split(a, d.get("pp") or 1)
+            if split.get("error") or not split.get("counts"):
+                hit = None
+            else:
+                degrees = dict(d, etp=d.get("etp") or d.get("tp") or 1)
+                hit, _notes = memory_megatron.estimate(a, degrees, split, m or 1)
+            self._peaks[key] = hit
         return hit
 
     @property

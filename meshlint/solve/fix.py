@@ -29,24 +29,7 @@ from typing import NamedTuple
 from meshlint.errors import MeshlintError
 
 
-class FixError(MeshlintError):
-    """A fix that cannot be made safely (exit 2): the message says why, and nothing was written."""
-
-
-class Edit(NamedTuple):
-    start: int          # character offsets into the original text
-    end: int
-    text: str
-    what: str           # "distributed.tp 4 -> 8", for messages
-
-
-class Plan(NamedTuple):
-    path: str           # the file to write
-    old: str
-    new: str
-    edits: list
-    notes: list
-
+from meshlint.solve.edits import Edit, FixError, Plan  # noqa: E402,F401 - re-exported (cli, tests)
 
 # ----------------------------------------------------------------------------- planning
 
@@ -59,6 +42,10 @@ def plan(solver, values: dict, options, batch_changes: list | None = None) -> Pl
 
     report = solver.report
     source = report.source
+    if getattr(source, "framework", None) == "megatron":  # a Megatron-LM launch script: its flags' values
+        from meshlint.solve import fix_launch
+
+        return fix_launch.plan(solver, values, options, batch_changes)
     file = getattr(source, "file", None) or report.path
     kind = input_kind(report.path)
     if kind not in ("toml", "registry", "yaml") or getattr(source, "launch", None) is not None:
@@ -89,35 +76,8 @@ def plan(solver, values: dict, options, batch_changes: list | None = None) -> Pl
     return Plan(file, text, new, edits, notes)
 
 
-def _apply(text: str, edits: list) -> str:
-    out, at = [], 0
-    for e in sorted(edits, key=lambda e: (e.start, e.end)):
-        if e.start < at:
-            raise FixError("two edits overlap (the same value set twice?): fix it by hand")
-        out.append(text[at:e.start])
-        out.append(e.text)
-        at = e.end
-    out.append(text[at:])
-    return "".join(out)
-
-
-def _line_starts(text: str) -> list:
-    starts = [0]
-    for i, ch in enumerate(text):
-        if ch == "\n":
-            starts.append(i + 1)
-    return starts
-
-
-def _offset(text: str, line: int, col: int, starts: list | None = None) -> int:
-    starts = starts or _line_starts(text)
-    if not 1 <= line <= len(starts):
-        raise FixError(f"line {line} is outside the file")
-    return starts[line - 1] + col - 1
-
-
-def _newline(text: str) -> str:
-    return "\r\n" if "\r\n" in text else "\n"
+from meshlint.solve.edits import apply as _apply, line_starts as _line_starts, newline as _newline  # noqa: E402
+from meshlint.solve.edits import offset as _offset  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- TOML

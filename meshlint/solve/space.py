@@ -24,6 +24,7 @@ from meshlint.errors import MeshlintError
 KF_FACTORS = ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep")
 TT_FACTORS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 ACC_FACTORS = ("dp_replicate", "dp_shard", "cp", "tp")
+MG_FACTORS = ("pp", "dp_shard", "cp", "tp")   # Megatron-Core: world = tp·cp·dp·pp, dp derived from the world
 REGION = ("dp_shard", "cp", "tp")   # the ranks torchtitan's expert degrees borrow
 
 
@@ -74,6 +75,15 @@ def space_for(spec) -> Space:
     if spec.dialect == "kempnerforge":
         names = KF_FACTORS
         return Space("kempnerforge", names, KF_FACTORS, (), fill, keys, {n: n for n in names})
+    if spec.dialect == "megatron":
+        # the expert grid (etp·ep·edp·pp) is built from the same world: ep·etp divides dp·cp·tp, as torchtitan's
+        # borrowed degrees do; etp is searched only where the model has experts or the launch writes it (else it
+        # follows tp, arguments.py:410-411)
+        moe = bool(spec.values.get("model.is_moe"))
+        borrowed = ("ep", "etp") if moe or spec.degree_present.get("etp") else ("ep",)
+        names = MG_FACTORS + borrowed
+        return Space(f"megatron@{fw.get('version')}", names, MG_FACTORS, borrowed, "dp_shard", keys,
+                     {n: n for n in names})
     if spec.dialect == "accelerate":  # ParallelismConfig's sizes (DeepSpeed SP, outside the mesh, is kept as is)
         if (spec.values.get("accelerate.sp") or 1) > 1:
             raise SolveError("sp > 1 (DeepSpeed sequence parallelism) builds no mesh: meshlint does not search it")
@@ -177,8 +187,12 @@ def assignments(space: Space, world: int, allowed: dict, check: Check | None = N
         if not room:
             return
         pool = allowed.get(name)
-        if name == "etp" and values.get("ep", 1) > 1:
+        if name == "etp" and values.get("ep", 1) > 1 and space.framework.startswith("torchtitan"):
             options = sorted({1, values["tp"]})  # ML401: etp = tp or 1 when ep > 1
+        elif name == "etp" and space.framework.startswith("megatron"):
+            # Megatron accepts any etp the grid divides; the search proposes the two its MoE guides use, 1 and
+            # tp, and a value --keep or --set fixes (a pool of one)
+            options = sorted({1, values["tp"]} | (set(pool) if pool is not None and len(pool) == 1 else set()))
         elif name == "etp":
             # without ep, torchtitan 0.2.x shards no expert over etp (apply_moe_ep_tp uses the tp mesh, and
             # efsdp is not built: parallel_dims._mesh_exist): any other etp changes nothing but the mesh shape

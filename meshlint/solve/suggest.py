@@ -70,6 +70,8 @@ def search(report, options, target: Target | None = None, top: int = 5, profile:
     fill = space.fill
     native = space.framework == "native"
     out.recipe = shown = None if native else batch.recipe(report.spec, _own_dp(report, solver))
+    if space.framework.startswith("megatron"):
+        keep_batch = True  # --global-batch-size is written: a layout changes only the microbatch to keep it
     recipe = shown if keep_batch else None   # --allow-batch-change: each rank keeps its batch as written
     out.keep_batch = keep_batch
     unusable = _unusable(report, work)
@@ -247,6 +249,12 @@ def changes(solver: Solver, values: dict) -> list:
         present = True if space.framework == "native" else spec.degree_present.get(name, False)
         out.append({"degree": name, "key": space.keys.get(name), "old": old if present else None,
                     "default": None if present else old, "new": new})
+    if space.framework.startswith("megatron") and "etp" in values and not spec.degree_present.get("etp"):
+        # not written, expert_tensor_parallel_size follows tp (arguments.py:410-411): written where it would not
+        out = [c for c in out if c["degree"] != "etp"]
+        if values["etp"] != values["tp"]:
+            out.append({"degree": "etp", "key": space.keys["etp"], "old": None, "default": values["tp"],
+                        "new": values["etp"]})
     return out
 
 

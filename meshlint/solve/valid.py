@@ -91,7 +91,7 @@ class Solver:
         # whether it fits (suggest ranks and filters on it); their facts describe the config's own layout only
         rules = [r for r in options.rules
                  if r.applies_to(dialect, facts_id) and effective_severity(r, options.severity) == "error"
-                 and not _late(r) and not memory_rule(r)]
+                 and not _late(r) and not memory_rule(r) and r.code not in getattr(self.module, "BATCH_RULES", ())]
         self.suppressions = suppress.parse(self.source) if "meshlint" in (self.source.text or "") else []
         self.maybe_suppressed = {r.code for r in rules if self._maybe_suppressed(r)}
         groups = prune.classify(rules, dialect)
@@ -183,11 +183,16 @@ class Solver:
         fixed = self.fixed_values()
         world_divs = divisors(self.world)
         allowed, why = {}, {}
+        refused = getattr(self.module, "refused_degree", None)  # a framework's verdict on one degree alone
         for name in self.space.names:
             values = [fixed[name]] if name in fixed else world_divs
             if self.space.framework != "native":
                 values, rejected = self.pruner.allowed_values(name, values)
                 why[name] = rejected
+            if refused is not None:
+                codes = {v: refused(self.spec, name, v) for v in values}
+                why.setdefault(name, {}).update({v: c for v, c in codes.items() if c})
+                values = [v for v in values if not codes[v]]
             allowed[name] = set(values)
         return allowed, why
 
@@ -236,6 +241,9 @@ class Solver:
             if degrees.get(name) != value:
                 spec.degree_present[name] = True
             degrees[name] = value
+        derive = getattr(self.module, "derive_degrees", None)
+        if derive is not None:  # degrees a framework derives from others (Megatron's etp from tp where not written)
+            degrees = derive(spec, degrees, frozenset(self.space.names))
         spec.degrees = degrees
         if spec.extra.get("unread_degrees"):
             spec.extra["unread_degrees"] = []

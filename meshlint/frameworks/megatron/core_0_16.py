@@ -33,6 +33,41 @@ RELEVANT = frozenset(DEGREE_DESTS.values()) | {
     "decoder_last_pipeline_num_layers", "use_tp_pp_dp_mapping", "num_distributed_optimizer_instances"}
 
 
+# rules a layout search satisfies by construction: its batch plan keeps --global-batch-size and picks a
+# --micro-batch-size that divides each data-parallel rank's share (meshlint/solve/batch.py)
+BATCH_RULES = ("ML964",)
+
+
+def refused_degree(spec: Spec, name: str, value: int) -> str | None:
+    """The rule that refuses a pp whatever the other degrees (the layer split reads only pp and the options), so
+    a layout search never enumerates it: ML963, or ML981 for a --pipeline-model-parallel-layout."""
+    if name != "pp":
+        return None
+    split = layer_split(spec.extra.get("args") or {}, value)
+    if not split.get("error"):
+        return None
+    return "ML981" if split.get("layout") else "ML963"
+
+
+def derive_degrees(spec: Spec, degrees: dict, assigned: frozenset = frozenset()) -> dict:
+    """expert_tensor_parallel_size follows tp where the launch does not write it (arguments.py:410-411) and a
+    layout search does not choose it (``assigned``)."""
+    if "etp" not in assigned and not spec.degree_present.get("etp"):
+        degrees = dict(degrees, etp=degrees.get("tp"))
+    return degrees
+
+
+def derived_options(args: dict) -> dict:
+    """The options validate_args derives from others before anything reads them: expert_tensor_parallel_size
+    from tp where unset (arguments.py:410-411), sequence parallelism off at tp = 1 (arguments.py:907-913)."""
+    out = {}
+    if args.get("expert_tensor_parallel_size") is None:
+        out["expert_tensor_parallel_size"] = args.get("tensor_model_parallel_size")
+    if (args.get("tensor_model_parallel_size") or 0) == 1 and args.get("sequence_parallel"):
+        out["sequence_parallel"] = False
+    return out
+
+
 def read(source) -> Spec:
     """The options as validate_args leaves them (before the world size is known)."""
     from meshlint.frameworks.megatron import flags
@@ -56,8 +91,7 @@ def read(source) -> Spec:
     spec.extra["refused_by_parser"] = [{"message": r.message, "line": r.line, "col": r.col}
                                        for r in parsed.refusals]
     spec.extra["notes"] = list(parsed.notes) + list(getattr(source.launch, "notes", []) or [])
-    if args.get("expert_tensor_parallel_size") is None:
-        args["expert_tensor_parallel_size"] = args.get("tensor_model_parallel_size")
+    args.update(derived_options(args))
     for name, dest in DEGREE_DESTS.items():
         spec.degrees[name] = args.get(dest)
         spec.degree_keys[name] = dest
@@ -65,8 +99,6 @@ def read(source) -> Spec:
     spec.degrees["dp_replicate"] = 1
     spec.degrees["dp_shard"] = -1           # data_parallel_size: world // (tp*pp*cp)
     spec.degree_keys["dp_shard"] = WORLD_KEY
-    if (args.get("tensor_model_parallel_size") or 0) == 1:
-        args["sequence_parallel"] = False   # arguments.py:907-913
     args.setdefault("bridge_recipe", False)  # True: a Megatron-Bridge recipe (meshlint/inputs/bridge_recipe.py)
     spec.extra["args"] = args
     spec.extra["given"] = sorted(source.data)
@@ -211,7 +243,7 @@ def layer_split(a: dict, pp: int) -> dict:
                     "--pipeline-model-parallel-layout", "arguments.py:503", "num_layers_per_virtual_pipeline_stage|"
                     "num_virtual_stages_per_pipeline_rank|pipeline_model_parallel_layout")
     if layout is not None:
-        return out  # a custom layout: validated by PipelineParallelLayerLayout (not modelled)
+        return _layout_split(out, a, layout, L, pp, first, last, emb, loss)
     extra = int(emb) + int(loss)
     vp = None
     if lpv is not None or nvs is not None:
@@ -241,13 +273,9 @@ def layer_split(a: dict, pp: int) -> dict:
         if vp < 1:
             return fail(f"virtual pipeline size {vp} must be positive", "arguments.py:547",
                         "num_virtual_stages_per_pipeline_rank")
-        if a.get("overlap_p2p_comm", True) and pp <= 1:
-            return fail("When interleaved schedule is used, pipeline-model-parallel size should be greater than 1",
-                        "arguments.py:575", "pipeline_model_parallel_size")
-        if not a.get("overlap_p2p_comm", True) and pp <= 2:
-            return fail("When interleaved schedule is used and p2p communication overlap is disabled, "
-                        "pipeline-model-parallel size should be greater than 2", "arguments.py:579",
-                        "pipeline_model_parallel_size")
+        refused = _interleaved_refusal(a, pp)
+        if refused:
+            return fail(*refused)
     # TransformerConfig.__post_init__
     if (first is not None or last is not None) and (emb or loss):
         return fail("num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage cannot be set at the "
@@ -317,6 +345,49 @@ def layer_split(a: dict, pp: int) -> dict:
     return out
 
 
+def _interleaved_refusal(a: dict, pp: int) -> tuple | None:
+    """validate_args' pp floor for virtual stages (arguments.py:573-581): (message, site, key) or None."""
+    if a.get("overlap_p2p_comm", True) and pp <= 1:
+        return ("When interleaved schedule is used, pipeline-model-parallel size should be greater than 1",
+                "arguments.py:575", "pipeline_model_parallel_size")
+    if not a.get("overlap_p2p_comm", True) and pp <= 2:
+        return ("When interleaved schedule is used and p2p communication overlap is disabled, "
+                "pipeline-model-parallel size should be greater than 2", "arguments.py:579",
+                "pipeline_model_parallel_size")
+    return None
+
+
+def _layout_split(out: dict, a: dict, text: str, L: int, pp: int, first, last, emb: bool, loss: bool) -> dict:
+    """The split a --pipeline-model-parallel-layout string gives (layout.py), or the first refusal, in the order
+    the release meets them: validate_args parses the string, divides its stages by pp (arguments.py:516-527) and
+    asks pp > 1 of virtual stages (:573-581); TransformerConfig refuses the other split options beside it
+    (transformer_config.py:1317), then validates the layout."""
+    from meshlint.frameworks.megatron import layout
+
+    out["layout"] = True
+    try:
+        flat = layout.stages(text)
+        if len(flat) % pp == 0 and len(flat) // pp > 1:
+            refused = _interleaved_refusal(a, pp)
+            if refused:
+                raise layout.LayoutError(*refused)
+        if first is not None or last is not None or emb or loss:
+            given = [f for f, v in (("--decoder-first-pipeline-num-layers", first), ("--decoder-last-pipeline-num-"
+                     "layers", last), ("--account-for-embedding-in-pipeline-split", emb),
+                     ("--account-for-loss-in-pipeline-split", loss)) if v]
+            raise layout.LayoutError(f"pipeline_model_parallel_layout cannot be set with other pipeline layout "
+                                     f"arguments ({', '.join(given)})", "transformer_config.py:1317",
+                                     "pipeline_model_parallel_layout|decoder_first_pipeline_num_layers|"
+                                     "decoder_last_pipeline_num_layers")
+        resolved = layout.resolve(text, pp, L, a.get("mtp_num_layers"))
+    except layout.LayoutError as e:
+        out.update(error=str(e), source=e.source, key=e.key)
+        return out
+    (out["embedding_at"], out["loss_at"]) = layout.holders(resolved["grid"])
+    out.update(vp=resolved["vp"], counts=resolved["counts"], grid=resolved["grid"])
+    return out
+
+
 def pipeline_plan(spec: Spec, res: Resolution) -> dict:
     """The generic pipeline facts (stages, layer counts, microbatches) as Megatron computes them."""
     a = spec.extra.get("args", {})
@@ -341,8 +412,8 @@ def pipeline_plan(spec: Spec, res: Resolution) -> dict:
         "stages_per_rank": vp or 1, "layer_counts": [c for rank in counts for c in rank] if counts else None,
         # the per-rank load, the embedding/loss counted as a layer where the split counts them; first/last stage
         # sizes the user chose are deliberate, not an imbalance to warn about
-        "effective_counts": (effective if counts and a.get("decoder_first_pipeline_num_layers")
-                             is None and a.get("decoder_last_pipeline_num_layers") is None else None),
+        "effective_counts": (effective if counts and a.get("decoder_first_pipeline_num_layers") is None and a.get(
+            "decoder_last_pipeline_num_layers") is None and a.get("pipeline_model_parallel_layout") is None else None),
         "n_microbatches": n_micro, "microbatch_size": mbs, "split_error": None, "schedule_error": None,
         "unknown_schedule": False, "microbatches_key": "global_batch_size",
         "bubble": (pp - 1) / (n_micro + pp - 1) if n_micro and isinstance(pp, int) and pp > 1 else None,
@@ -367,11 +438,24 @@ def megatron_facts(spec: Spec, res: Resolution) -> dict:
         "dp": d.get("dp_shard"), "edp": edp, "vp": split.get("vp"),
         "model_size": (d["tp"] * d["pp"] * d["cp"]) if all(isinstance(d.get(n), int) for n in ("tp", "pp", "cp")) else None,
         "expert_size": (etp * ep * pp) if all(isinstance(x, int) for x in (etp, ep, pp)) else None,
-        "split_error": split.get("error"), "split_source": split.get("source"), "split_key": split.get("key"),
+        "split_error": None if split.get("layout") else split.get("error"), "split_source": split.get("source"),
+        "split_key": split.get("key"), "layout_error": split.get("error") if split.get("layout") else None,
+        "layout": a.get("pipeline_model_parallel_layout"),
+        "split_pps": split_pps(a, d, world) if split.get("error") else [],
         "layer_counts": split.get("counts"), "parser_refusals": spec.extra.get("refused_by_parser", []),
         "world_implied": res.world_implied, "incomplete": spec.extra.get("incomplete", False),
         "env": spec.extra.get("env"),
     }
+
+
+def split_pps(a: dict, degrees: dict, world: int | None, most: int = 64) -> list:
+    """The pipeline sizes up to ``most`` whose layer split these options accept (virtual stages, first/last
+    stage counts and a layout included) and, where the world is known, that tp·cp·pp divides: what ML963's and
+    ML981's help may propose."""
+    tp, cp = degrees.get("tp"), degrees.get("cp")
+    model = tp * cp if isinstance(tp, int) and isinstance(cp, int) and tp > 0 and cp > 0 else None
+    return [p for p in range(1, most + 1) if not layer_split(a, p).get("error")
+            and (not isinstance(world, int) or model is None or world % (model * p) == 0)]
 
 
 def spec_from_degrees(degrees: dict, **other_values) -> Spec:

@@ -33,15 +33,24 @@ SCOPE = {  # file -> the functions of it a launch runs before the first step
     "megatron/core/model_parallel_config.py": ("ModelParallelConfig.__post_init__",),
     "megatron/core/transformer/transformer_config.py": ("TransformerConfig.__post_init__",),
     "megatron/core/transformer/transformer_block.py": ("get_num_layers_to_build",),
+    "megatron/core/transformer/pipeline_parallel_layer_layout.py": (
+        "PipelineParallelLayerLayout.__init__", "PipelineParallelLayerLayout.validate_layer_layout",
+        "PipelineParallelLayerLayout.parse_str_to_list"),
 }
 R = base.Rule
 OPEN_WHY = ("a check of the parsed options alone (these functions read nothing else): decidable from the launch line, "
             "not yet a rule")
 ARGS, PS, TC = "megatron/training/arguments.py", "megatron/core/parallel_state.py", "*/transformer_config.py"
 HAND = [
-    # not modelled yet, though their text looks like the layer split's
-    R("open", "the custom layout string (--pipeline-model-parallel-layout): not modelled yet",
+    R("rule ML981", "the custom layout string (--pipeline-model-parallel-layout)",
       text=r"\| (The length of pipeline_model_parallel_layout|pipeline_model_parallel_layout cannot be set)"),
+    R("internal", "validate_args sets the virtual pipeline size from the layout itself (arguments.py:525)", TC,
+      text=r"conflicts with pipeline_model_parallel_layout"),
+    R("internal", "a layout string always parses to lists of layer names", "*/pipeline_parallel_layer_layout.py",
+      text=r"must be a list of lists|must be LayerType or str|must be a valid LayerType|is not a valid LayerType"),
+    R("internal", "no layout character names an encoder layer", "*/pipeline_parallel_layer_layout.py",
+      text=r"Encoder layer is not supported"),
+    R("rule ML981", "the custom layout string (--pipeline-model-parallel-layout)", "*/pipeline_parallel_layer_layout.py"),
     R("open", "first/last layers in bf16 under fp8: not modelled yet", text=r"num_layers_at_(start|end)_in_bf16"),
     R("open", "no-RoPE layer pattern: not modelled yet", text=r"no_rope"),
     R("open", "multi-token prediction: not modelled yet", text=r"mtp_num_layers|Multi-Token"),
