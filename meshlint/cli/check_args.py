@@ -58,7 +58,8 @@ class _DialectChoices:
 DIALECTS = _DialectChoices()
 
 # flag -> (destination, kind): "flag" (a boolean), "count" (1 to MAX_WORLD), "list" (repeatable, comma-separated
-# selectors), or the choices (a tuple, or DIALECTS). Destinations are CliSettings fields, or lint.run's keywords (RUN_KEYWORDS).
+# selectors), or the choices (a tuple, or DIALECTS). Destinations are CliSettings fields, or lint.run's keywords
+# (RUN_KEYWORDS).
 OPTIONS = {
     "--world-size": ("world_size", "count"),
     "--nodes": ("nodes", "count"),
