@@ -30,6 +30,10 @@ def build(report: FileReport, world_size: int) -> dict:
         recipe = _torchtitan(res, spec, world_size)
     elif report.dialect == "accelerate":
         recipe = _accelerate(res)
+    elif report.dialect == "megatron":  # no DeviceMesh: Megatron-Core's initialize_model_parallel (smoke.megatron)
+        from meshlint.smoke.megatron import recipe as megatron_recipe
+
+        recipe = megatron_recipe(res, spec, world_size)
     else:
         recipe = _native(res)
     no_mesh = None

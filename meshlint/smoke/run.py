@@ -83,6 +83,14 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
               for f in report.findings if f.severity in ("error", "warning")]
     if importlib.util.find_spec("torch") is None:
         raise SmokeUsageError(TORCH_HINT)
+    if report.dialect == "megatron":
+        from meshlint.smoke import megatron
+
+        if megatron.missing():
+            raise SmokeUsageError(megatron.missing())
+        static_notes = [megatron.note()]
+    else:
+        static_notes = []
     scaled = None
     if opts.scale_to:
         from meshlint.smoke import scale
@@ -98,7 +106,7 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
         result = _refused(report, world, str(exc), static)
     else:
         step = _step_request(plan, static, opts, scaled)
-        extra = {"static_findings": static}
+        extra = {"static_findings": static, "notes": static_notes}
         if scaled:
             from meshlint.smoke.scale import describe
 
@@ -120,6 +128,7 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
 def _finish(result: dict, extra: dict) -> None:
     """What every report carries besides the run itself: the static findings, the scaling."""
     result["static_findings"] = extra["static_findings"]
+    result["notes"].extend(extra.get("notes") or ())
     if extra.get("scaled"):
         result["scaled"] = extra["scaled"]
         result["notes"].insert(0, extra["note"])
@@ -137,6 +146,9 @@ def _step_request(plan: dict, static: list, opts: SmokeOptions, scaled: dict | N
     """Whether the ranks run the training step, and if not, why (a refusal by the framework is a failure)."""
     if not opts.step:
         return {"requested": False, "reason": "--no-step"}
+    if plan["dialect"] == "megatron":
+        return {"requested": False, "reason": "no training step for Megatron-LM yet (its groups are built and "
+                                              "checked)"}
     errors = [f for f in static if f["severity"] == "error"]
     if errors:
         first = errors[0]
