@@ -10,7 +10,9 @@ DTensors under fake mode allocates its temporaries at the parameters' global siz
 never does; the for-loop's own temporaries are one parameter at a time); and SDPA's CPU kernel is added to
 op-level SAC's save list (``_sdpa_saved_as_on_gpu``). torch.compile is turned off (the tracker measures eager).
 
-``prepare(root)`` once per process, then ``measure(job)`` per job: {path (a v0.2 TOML), cli (overrides), world,
+``prepare(root)`` once per process, then ``measure(job)`` per job (jobs whose meshes are equal need a process
+each: DTensor's caches keep the first job's meshes, whose process groups are gone; ``python -m`` this module
+measures one job from stdin): {path (a v0.2 TOML), cli (overrides), world,
 rank}. The result gives ``peak_bytes``, ``peak_phase``, ``by_category`` and ``phases``: the peak of the second
 step's forward (loss included, the logits freed), the backward of the loss and the output projection (up to the
 gradient of the final norm's output), the layers' backward, and the optimizer step.
@@ -151,3 +153,16 @@ def _sdpa_saved_as_on_gpu() -> None:
     for name, module in list(sys.modules.items()):
         if name.startswith("torchtitan.models.") and isinstance(getattr(module, "_op_sac_save_list", None), set):
             module._op_sac_save_list.add(cpu_sdpa)
+
+
+def main(argv: list) -> int:
+    """``python -m meshlint.smoke.memory_torchtitan ROOT`` < job JSON: one line of JSON, the result or {"why"}."""
+    import json
+
+    why = prepare(argv[0])
+    print(json.dumps({"why": why} if why else measure(json.load(sys.stdin))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,9 +1,11 @@
 """``meshlint smoke CONFIG``: choose how to run (as a launched rank, fake, or launching the world), report. No torch here.
 
 Exit codes: 0 the mesh was built and matches the prediction on every rank;
-1 it does not, or a rank crashed, hung, timed out or sits outside the mesh; 2
+1 it does not, or a rank crashed, hung, timed out or sits outside the mesh
+(with --memory: a rank not measured, or a measured peak over the GPU); 2
 a usage error (no world size, no torch, a world too large to run here, a bad
-launcher variable); 128 + the signal when stopped by one: 130 Ctrl-C
+launcher variable, the framework not installed); 3 --memory does not measure
+this config yet; 128 + the signal when stopped by one: 130 Ctrl-C
 (SIGINT), 143 SIGTERM, 129 SIGHUP.
 """
 
@@ -34,6 +36,7 @@ class SmokeOptions(NamedTuple):
     step: bool = True           # run the training step after the mesh checks (--no-step skips it)
     scale_to: int | None = None  # run on this many ranks, shrinking only the data-parallel dims
     quiet: bool = False         # no live progress on stderr (-q)
+    memory: bool = False        # --memory (with --fake): measure one step's peak on fake tensors (smoke.memory)
 
 
 class SmokeUsageError(MeshlintError):
@@ -115,7 +118,11 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
         if run is not None:
             return run.run(plan, step, extra)
         if opts.fake:
+            if opts.memory:
+                _memory_refusal(report)
             result = _fake(plan, opts)
+            if opts.memory:
+                _measure_memory(result, report, options, opts)
         else:
             result = _launch(plan, world, opts, step)
         _finish(result, extra)
@@ -123,6 +130,27 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
         _wait_forever()
     _print(result, opts.fmt)
     return _code(result)
+
+
+def _memory_refusal(report) -> None:
+    from meshlint.smoke import memory
+
+    why = memory.refusal(report)
+    if why:
+        raise memory.Unsupported(f"{report.path}: {why}")
+
+
+def _measure_memory(result: dict, report, options, opts: SmokeOptions) -> None:
+    """``--memory``: each chosen rank's measured peak (rank 0 unless --rank), its failures in the report's."""
+    from meshlint.smoke import memory
+
+    try:
+        section = memory.measure(report, options, list(opts.ranks) or [0], opts.timeout)
+    except memory.NoFramework as exc:
+        raise SmokeUsageError(str(exc)) from None
+    result["memory"] = section
+    result["failures"].extend(memory.failures(section))
+    result["ok"] = result["ok"] and section["ok"]
 
 
 def _finish(result: dict, extra: dict) -> None:

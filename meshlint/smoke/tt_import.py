@@ -92,3 +92,15 @@ def import_torchtitan_v02(root: str):
     except Exception as exc:  # noqa: BLE001
         return f"torchtitan v0.2 cannot be imported here: {type(exc).__name__}: {exc}"
     return stood_in, pdm, ConfigManager, get_train_spec
+
+
+def framework_version(root: str) -> str | None:
+    """The torchtitan version at ``root``: an installed package's dist-info, else None (a checkout)."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return None
+    for name in sorted(names):
+        if name.startswith("torchtitan-") and name.endswith(".dist-info"):
+            return name[len("torchtitan-"):-len(".dist-info")]
+    return None
