@@ -50,8 +50,8 @@ def refusal(report) -> str | None:
     not_yet = [f"{name} {d.get(name)}" for name in ("pp", "ep", "cp") if (d.get(name) or 1) > 1]
     if not_yet:
         return (f"--memory does not measure {', '.join(not_yet)} yet: the step it runs is train.py's non-PP "
-                "branch without context parallelism, and expert parallelism's all-to-all has no fake-tensor sizes; "
-                "the static estimate (meshlint check --format json: files[].memory) covers them")
+                "branch, and expert and context parallelism have not been run under the fake tensors and trackers "
+                "yet; the static estimate (meshlint check --format json: files[].memory) covers them")
     return None
 
 

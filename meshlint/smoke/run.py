@@ -118,11 +118,14 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
         if run is not None:
             return run.run(plan, step, extra)
         if opts.fake:
+            from meshlint.smoke.tmpdir import PrivateTmp
+
             if opts.memory:
                 _memory_refusal(report)
-            result = _fake(plan, opts)
-            if opts.memory:
-                _measure_memory(result, report, options, opts)
+            with PrivateTmp("meshlint-fake-"):  # torch (and the measuring processes) write there
+                result = _fake(plan, opts)
+                if opts.memory:
+                    _measure_memory(result, report, options, opts)
         else:
             result = _launch(plan, world, opts, step)
         _finish(result, extra)
@@ -274,29 +277,14 @@ class _LaunchedRun:
 
     def _private_tmpdir(self) -> None:
         """This rank's TMPDIR for what torch writes there (torchinductor_*), removed however the rank ends."""
-        import os
-        import tempfile
+        from meshlint.smoke.tmpdir import PrivateTmp
 
-        self.tmpdir = tempfile.mkdtemp(prefix=f"meshlint-rank{self.env.rank}-")
-        self.saved_env = {name: os.environ.get(name) for name in ("TMPDIR", "TMP", "TEMP")}
-        for name in self.saved_env:
-            os.environ[name] = self.tmpdir
-        tempfile.tempdir = None  # gettempdir() caches: ask again
+        self.tmp = PrivateTmp(f"meshlint-rank{self.env.rank}-")
+        self.tmp.enter()
 
     def cleanup(self) -> None:
-        import os
-        import shutil
-        import tempfile
-
-        if getattr(self, "tmpdir", None):
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
-            self.tmpdir = None
-            for name, value in self.saved_env.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-            tempfile.tempdir = None
+        if getattr(self, "tmp", None) is not None:
+            self.tmp.leave()
 
     def run(self, plan: dict, step: dict, extra: dict) -> int:
         from meshlint.smoke import worker
