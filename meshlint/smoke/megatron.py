@@ -42,19 +42,10 @@ def note() -> str:
         installed = metadata.version("megatron-core")
     except metadata.PackageNotFoundError:
         installed = None
-    text = f"Megatron-Core {installed or '(version unknown)'}'s own initialize_model_parallel built the groups"
+    text = f"Megatron-Core {installed or '(version unknown)'}'s own initialize_model_parallel made the groups"
     if installed != MODELLED:
         text += f"; meshlint models {MODELLED}, so a difference may be the release's"
     return text
-
-
-def recipe(res, spec, world: int) -> list:
-    """The plan's one op: what initialize_model_parallel is called with (Megatron-LM's initialize.py:378)."""
-    d = res.degrees
-    return [{"op": "megatron", "world": world, "tp": d["tp"], "pp": d["pp"], "cp": d["cp"], "ep": d["ep"],
-             "etp": d["etp"], "order": spec.extra.get("order") or mranks.DEFAULT_ORDER,
-             "distributed_optimizer_instances": int(spec.extra["args"].get("num_distributed_optimizer_instances")
-                                                    or 1)}]
 
 
 def build(plan: dict, steps=None, built: list | None = None) -> dict:
@@ -130,7 +121,7 @@ def verify_rank(plan: dict, built: dict, rank: int, prog: Progress, device: str,
     """This rank's groups as parallel_state keeps them: members, and over real groups the collectives."""
     import torch.distributed as dist
 
-    from meshlint.smoke.verify import check_group
+    from meshlint.smoke.groupcheck import check_group
 
     dense, expert = grids(plan)
     for grid_name, token, label, glob in mranks.GROUPS:

@@ -10,10 +10,8 @@ over them in the framework either.
 
 from __future__ import annotations
 
-import torch
-import torch.distributed as dist
-
 from meshlint.smoke import meshbuild, plan as smoke_plan
+from meshlint.smoke.groupcheck import check_group, compare
 from meshlint.smoke.progress import Progress
 
 
@@ -59,25 +57,6 @@ def verify(plan: dict, meshes: dict, rank: int, prog: Progress, device: str, col
     prog.step(None)
 
 
-def check_group(prog: Progress, axis: str, expected: list, group, rank: int, device: str, collectives: bool) -> None:
-    """One group: the members torch recorded, then (``collectives``) an all_gather and an all_reduce inside it."""
-    actual = dist.get_process_group_ranks(group)
-    _compare(prog, "members", axis, expected, actual)
-    if not collectives:
-        return
-    if meshbuild.group_backend(group) == "fake":
-        prog.check("collectives", True, axis=axis, skipped="fake backend (the framework never communicates over it)")
-        return
-    prog.step(f"all_gather {axis}")
-    gathered = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(len(actual))]
-    dist.all_gather(gathered, torch.tensor([rank], dtype=torch.int64, device=device), group=group)
-    _compare(prog, "all_gather", axis, expected, [int(t.item()) for t in gathered])
-    prog.step(f"all_reduce {axis}")
-    total = torch.tensor([rank], dtype=torch.int64, device=device)
-    dist.all_reduce(total, group=group)
-    _compare(prog, "all_reduce", axis, sum(expected), int(total.item()))
-
-
 def _coordinates(plan: dict, meshes: dict, rank: int, prog: Progress) -> None:
     expected = smoke_plan.expected_coords(plan, rank)
     for name, want in expected.items():
@@ -93,13 +72,4 @@ def _coordinates(plan: dict, meshes: dict, rank: int, prog: Progress) -> None:
                       message=f"rank {rank} is outside mesh {name!r} ({size} of {plan['world_size']} ranks): "
                               "it gets no coordinate and no group on any of its dims")
             continue
-        _compare(prog, "coordinate", None, want, got, mesh=name)
-
-
-def _compare(prog: Progress, check: str, axis: str | None, expected, actual, **where) -> None:
-    ok = expected == actual
-    place = {"axis": axis} if axis else {}
-    place.update(where)
-    prog.check(check, ok, **place)
-    if not ok:
-        prog.fail(check=check, expected=expected, actual=actual, **place)
+        compare(prog, "coordinate", None, want, got, mesh=name)
