@@ -87,7 +87,8 @@ def measure(report, options, ranks: list, timeout: float) -> dict:
     from meshlint.smoke.tt_import import framework_version
 
     return {
-        "mode": "fake", "framework": f"torchtitan {framework_version(root) or '0.2.x'} ({root})",
+        "mode": "fake", "framework": f"torchtitan {framework_version(root) or '0.2.x'} "
+                                     f"({getattr(options, 'torchtitan_root', None) or root})",
         "measures": "bytes the caching allocator is asked for in one rank's second training step (no allocator "
                     "reserve, no CUDA context)",
         "optimizer": next((m["optimizer"] for m in measured if m.get("optimizer")), None),
