@@ -18,9 +18,11 @@ from test_smoke import _slots_dir, _valid, run, runs  # noqa: E402,F401 - the fi
 
 MEGATRON = ROOT / ".frameworks" / "megatron-core-0.16.1"
 TORCHTITAN_022 = ROOT / ".frameworks" / "torchtitan-0.2.2"
+KEMPNERFORGE = ROOT.parent / "shared" / "frameworks" / "KempnerForge-5666d0d"
 SAVED = ROOT / "bench" / "memory_fake_torchtitan.json"
 needs_megatron = pytest.mark.skipif(not MEGATRON.is_dir(), reason=f"{MEGATRON} is not here")
 needs_torchtitan = pytest.mark.skipif(not TORCHTITAN_022.is_dir(), reason=f"{TORCHTITAN_022} is not here")
+needs_kempnerforge = pytest.mark.skipif(not KEMPNERFORGE.is_dir(), reason=f"{KEMPNERFORGE} is not here")
 
 
 def _megatron_env() -> dict:
@@ -121,21 +123,45 @@ def test_memory_measures_torchtitans_own_step_beside_the_estimate(run, tmp_path)
     _valid(doc)
 
 
+@needs_kempnerforge
+def test_memory_measures_kempnerforges_own_step(run, tmp_path):
+    """KempnerForge's own model, TP and FSDP2 with full activation checkpointing, bf16 parameters, two
+    microbatches under its no_sync: within 10 % of meshlint's allocated estimate (measured here: -0.8 %)."""
+    cfg = tmp_path / "kf_8gpu.toml"
+    cfg.write_text("[model]\ndim = 512\nn_layers = 4\nn_heads = 8\nn_kv_heads = 4\nvocab_size = 32000\n"
+                   "max_seq_len = 2048\n[train]\nbatch_size = 4\nseq_len = 2048\ngrad_accum_steps = 2\n"
+                   "activation_checkpointing = \"full\"\n[distributed]\ntp = 2\n")
+    code, doc, _ = run.smoke(str(cfg), "--fake", "--memory", "--rank", "3", "--kempnerforge-root", str(KEMPNERFORGE))
+    assert code == 0 and doc["ok"], doc["failures"]
+    [rank] = doc["memory"]["ranks"]
+    assert rank["rank"] == 3 and rank["stage"] == "done" and rank["peak_phase"] == "forward_backward"
+    assert abs(rank["estimate_error_pct"]) <= 10 and rank["by_category"]["activations"] > 0.5
+    assert doc["memory"]["framework"].startswith("KempnerForge") and "adamw" in doc["memory"]["optimizer"]
+    _valid(doc)
+
+
+KF_MOE_TOML = "[model]\ndim = 256\nn_layers = 2\nn_heads = 4\nvocab_size = 1000\nnum_experts = 4\n[distributed]\ntp = 2\n"
+
+
 @pytest.mark.parametrize("args, code, message", [
     ([str(FIXTURES / "torchtitan" / "qwen3_moe_8gpu_pp2_ep2.toml"), "--fake", "--memory"], 3,
      "does not measure pp 2, ep 2 yet"),
-    ([str(FIXTURES / "kempnerforge" / "dense_8gpu_tp2_pp2.toml"), "--fake", "--memory"], 3,
-     "measures torchtitan v0.2.x TOML configs only"),
+    ([str(FIXTURES / "native" / "hsdp_tp_64gpu.toml"), "--fake", "--memory"], 3,
+     "measures torchtitan v0.2.x and KempnerForge TOML configs"),
+    (["KF_MOE", "--fake", "--memory"], 3, "does not measure KempnerForge's MoE yet"),
     ([str(FIXTURES / "torchtitan" / "llama3_8b_8gpu_hsdp_tp.toml"), "--memory"], 2, "add --fake"),
     ([str(FIXTURES / "torchtitan" / "llama3_8b_8gpu_hsdp_tp.toml"), "--fake", "--gpu-memory-gib", "40"], 2,
      "add --memory"),
 ])
-def test_memory_refusals(args, code, message):
+def test_memory_refusals(args, code, message, tmp_path):
     # in process: refused after the static check, before torch or the framework is imported
     from click.testing import CliRunner
 
     from meshlint.cli.commands import main
 
+    if args[0] == "KF_MOE":
+        (tmp_path / "kf_moe_8gpu.toml").write_text(KF_MOE_TOML)
+        args = [str(tmp_path / "kf_moe_8gpu.toml"), *args[1:]]
     result = CliRunner().invoke(main, ["smoke", *args])
     assert result.exit_code == code and message in result.output, result.output
 

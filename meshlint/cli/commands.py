@@ -216,7 +216,9 @@ def _smoke_each(paths: list, settings) -> int:
 @click.option("--memory", is_flag=True,
               help="With --fake: build the framework's own model at full size on fake tensors and measure one "
                    "step's peak per chosen rank (default rank 0), beside meshlint's estimate. torchtitan v0.2 "
-                   "TOMLs without pp/ep/cp; others exit 3.")
+                   "and KempnerForge TOMLs without pp/ep/cp; others exit 3.")
+@click.option("--kempnerforge-root", type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="With --memory: the KempnerForge checkout whose model is built (default: the installed package).")
 @click.option("--gpu-memory-gib", type=click.FloatRange(1, 10_000), metavar="GIB",
               help="With --memory: the GPU's memory a measured peak must fit (default 80, or the project's).")
 @click.option("--timeout", type=click.FloatRange(1, 86_400), default=300, show_default=True, metavar="S",
@@ -233,7 +235,7 @@ def _smoke_each(paths: list, settings) -> int:
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @_torchtitan_options
 def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device, backend, fake, ranks, memory,
-              gpu_memory_gib, timeout, no_step, scale_to, fmt, quiet, config_path, isolated, torchtitan_version,
+              kempnerforge_root, gpu_memory_gib, timeout, no_step, scale_to, fmt, quiet, config_path, isolated, torchtitan_version,
               torchtitan_root):
     """Build CONFIG's DeviceMesh for real on every rank and verify it against the static prediction.
 
@@ -261,6 +263,8 @@ def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device
                                "peak_memory_mb)")
     if memory and scale_to:
         raise click.UsageError("--memory measures the config at its own full scale: drop --scale-to")
+    if kempnerforge_root and not memory:
+        raise click.UsageError("--kempnerforge-root is where --memory builds KempnerForge's model: add --memory")
     if gpu_memory_gib and not memory:
         raise click.UsageError("--gpu-memory-gib is the capacity a --memory measurement must fit: add --memory")
     _cli_topology(world_size, nodes, gpus_per_node, placement or "block")
@@ -268,7 +272,8 @@ def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device
                            isolated=isolated, torchtitan_version=torchtitan_version, torchtitan_root=torchtitan_root,
                            gpu_memory_gib=gpu_memory_gib)
     opts = SmokeOptions(device=device, backend=backend, fake=fake, ranks=tuple(ranks), timeout=timeout, fmt=fmt,
-                        step=not no_step, scale_to=scale_to, quiet=quiet, memory=memory)
+                        step=not no_step, scale_to=scale_to, quiet=quiet, memory=memory,
+                        kempnerforge_root=kempnerforge_root)
     from meshlint.smoke.memory import UNSUPPORTED_EXIT, Unsupported
 
     try:

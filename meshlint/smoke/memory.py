@@ -2,7 +2,7 @@
 
 On CPU, with no GPU and no peer: the framework's own model at full size under torch's fake tensors, its
 meshes on the fake process group at the config's whole world, one step under torch's memory trackers
-(``memory_torchtitan``), for each chosen rank; the measured peak is set beside meshlint's static estimate of
+(``memory_torchtitan``, ``memory_kempnerforge``), for each chosen rank; the measured peak is set beside meshlint's static estimate of
 the same layout (``check``'s ``files[].memory``). What it measures is what the caching allocator is asked
 for (no allocator reserve, no CUDA context): it is compared with the estimate's ``allocated_gib``, and a
 measured peak over the GPU's memory is a failure. Where the measurement does not work yet it refuses with
@@ -39,11 +39,12 @@ def refusal(report) -> str | None:
     """Why ``--memory`` cannot measure this config yet, or None."""
     framework = (getattr(report.spec, "framework", None) or {})
     version = framework.get("version")
-    if report.dialect != "torchtitan" or version != "0.2.x":
+    torchtitan = report.dialect == "torchtitan" and version == "0.2.x"
+    if not (torchtitan or report.dialect == "kempnerforge"):
         what = f"{report.dialect} {version}" if version else report.dialect
-        return (f"--memory measures torchtitan v0.2.x TOML configs only (their model, parallelize_fn and train "
-                f"step run under fake tensors); this is {what}: not yet (KempnerForge, torchtitan 0.3.0/main "
-                "registries, Accelerate, Megatron-LM, native meshes)")
+        return (f"--memory measures torchtitan v0.2.x and KempnerForge TOML configs (their own model, parallelization "
+                f"and train step run under fake tensors); this is {what}: not yet (torchtitan 0.3.0/main registries, "
+                "Accelerate, Megatron-LM, native meshes)")
     if not str(report.path).endswith(".toml") or not os.path.isfile(report.path):
         return "--memory needs the TOML file itself (a launch line's overrides are not measured yet)"
     d = report.resolution.degrees or {}
@@ -52,43 +53,58 @@ def refusal(report) -> str | None:
         return (f"--memory does not measure {', '.join(not_yet)} yet: the step it runs is train.py's non-PP "
                 "branch, and expert and context parallelism have not been run under the fake tensors and trackers "
                 "yet; the static estimate (meshlint check --format json: files[].memory) covers them")
+    if report.dialect == "kempnerforge" and (report.spec.values.get("model.num_experts") or 0) > 0:
+        return ("--memory does not measure KempnerForge's MoE yet: its routing is data-dependent (tokens per expert), "
+                "which fake tensors cannot decide; the static estimate covers it")
     return None
 
 
-def torchtitan_root(options) -> str:
-    """The tree whose torchtitan builds the model: --torchtitan-root, else the installed package's folder."""
-    root = getattr(options, "torchtitan_root", None)
+def framework_root(report, options, opts) -> str:
+    """The tree whose framework builds the model: the --torchtitan-root / --kempnerforge-root given, else the
+    installed package's folder."""
+    package = "torchtitan" if report.dialect == "torchtitan" else "kempnerforge"
+    root = (getattr(options, "torchtitan_root", None) if package == "torchtitan"
+            else getattr(opts, "kempnerforge_root", None))
     if root:
-        if not os.path.isfile(os.path.join(root, "torchtitan", "__init__.py")):
-            raise NoFramework(f"--torchtitan-root {root} holds no torchtitan/__init__.py")
+        if not os.path.isfile(os.path.join(root, package, "__init__.py")):
+            raise NoFramework(f"--{package}-root {root} holds no {package}/__init__.py")
         return os.path.abspath(root)
     try:
-        spec = importlib.util.find_spec("torchtitan")
+        spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
         spec = None
     if spec is None or not spec.submodule_search_locations:
-        raise NoFramework("--memory builds torchtitan's own model: pip install torchtitan==0.2.2, or pass "
-                          "--torchtitan-root DIR (a v0.2 checkout)")
+        how = "pip install torchtitan==0.2.2, or pass --torchtitan-root DIR (a v0.2 checkout)" \
+            if package == "torchtitan" else "pass --kempnerforge-root DIR (a KempnerForge checkout)"
+        raise NoFramework(f"--memory builds {package}'s own model: {how}")
     return os.path.dirname(os.path.abspath(list(spec.submodule_search_locations)[0]))
 
 
-def measure(report, options, ranks: list, timeout: float) -> dict:
-    """The report's ``memory`` section: each rank measured (a process each, at most ``timeout`` s), beside the
+def measure(report, plan: dict, options, opts, ranks: list) -> dict:
+    """The report's ``memory`` section: each rank measured (a process each, at most ``--timeout`` s), beside the
     static estimate."""
-    root = torchtitan_root(options)
+    root = framework_root(report, options, opts)
     world = report.topology.world_size
     estimate = report.memory or None
     capacity = getattr(options, "gpu_memory_gib", None)
+    if report.dialect == "torchtitan":
+        module, job = "meshlint.smoke.memory_torchtitan", {}
+        from meshlint.smoke.tt_import import framework_version
+
+        name = f"torchtitan {framework_version(root) or '0.2.x'}"
+    else:
+        init = next((op for op in plan["recipe"] if op["op"] == "init"), None)
+        module, job = "meshlint.smoke.memory_kempnerforge", {"dims": init["dims"] if init else [],
+                                                             "sizes": init["sizes"] if init else []}
+        name = "KempnerForge"
+    given = getattr(options, "torchtitan_root", None) if report.dialect == "torchtitan" else opts.kempnerforge_root
     measured = []
     for rank in ranks:
         start = time.perf_counter()
-        got = _measure_rank(root, {"path": report.path, "cli": [], "world": world, "rank": rank}, timeout)
+        got = _measure_rank(module, root, dict(job, path=report.path, cli=[], world=world, rank=rank), opts.timeout)
         measured.append(_rank_entry(rank, got, estimate, capacity, time.perf_counter() - start))
-    from meshlint.smoke.tt_import import framework_version
-
     return {
-        "mode": "fake", "framework": f"torchtitan {framework_version(root) or '0.2.x'} "
-                                     f"({getattr(options, 'torchtitan_root', None) or root})",
+        "mode": "fake", "framework": f"{name} ({given or root})",
         "measures": "bytes the caching allocator is asked for in one rank's second training step (no allocator "
                     "reserve, no CUDA context)",
         "optimizer": next((m["optimizer"] for m in measured if m.get("optimizer")), None),
@@ -100,14 +116,14 @@ def measure(report, options, ranks: list, timeout: float) -> dict:
     }
 
 
-def _measure_rank(root: str, job: dict, timeout: float) -> dict:
-    """One rank in a process of its own (memory_torchtitan's main): its result, or why it could not run."""
+def _measure_rank(module: str, root: str, job: dict, timeout: float) -> dict:
+    """One rank in a process of its own (``module``'s main): its result, or why it could not run."""
     import json
     import subprocess
     import sys
 
     try:
-        proc = subprocess.run([sys.executable, "-m", "meshlint.smoke.memory_torchtitan", root], input=json.dumps(job),
+        proc = subprocess.run([sys.executable, "-m", module, root], input=json.dumps(job),
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"stage": "timeout", "error": f"not done after --timeout {timeout:g} s"}
@@ -119,6 +135,8 @@ def _measure_rank(root: str, job: dict, timeout: float) -> dict:
         return {"stage": "start", "error": f"the measuring process failed ({proc.returncode}): {tail}"[:400]}
     if got.get("why"):
         raise NoFramework(got["why"])
+    if got.get("unsupported"):
+        raise Unsupported(f"{job['path']}: --memory {got['unsupported']}")
     return got
 
 

@@ -87,9 +87,9 @@ def _measure(job: dict, result: dict) -> None:
             result["stage"] = "parallelize_fn"
             model = spec.parallelize_fn(model, dims, jc) or model
             result["stage"] = "optimizer"
-            optimizer = torch.optim.AdamW(model.parameters(), lr=jc.optimizer.lr, eps=jc.optimizer.eps,
-                                          weight_decay=jc.optimizer.weight_decay, foreach=False,
-                                          betas=(jc.optimizer.beta1, jc.optimizer.beta2))
+            optimizer = memtrack.for_loop_adamw(model.parameters(), lr=jc.optimizer.lr, eps=jc.optimizer.eps,
+                                                weight_decay=jc.optimizer.weight_decay,
+                                                betas=(jc.optimizer.beta1, jc.optimizer.beta2))
             loss_fn = spec.build_loss_fn(jc)
             batch, seq = jc.training.local_batch_size, jc.training.seq_len
             tokens = torch.randint(0, args.vocab_size, (batch, seq))
@@ -98,48 +98,35 @@ def _measure(job: dict, result: dict) -> None:
 
             train_context = dist_utils.get_train_context(dims.tp_enabled and not p.disable_loss_parallel)
             amp = dist_utils.maybe_enable_amp(dims, jc.training.mixed_precision_param, "cpu")
-            tracker = memtrack.make_tracker(model, optimizer, (tokens, labels))
             result["stage"] = "step"
-            meter = memtrack.PhaseMeter(tracker)
-            marking = {"on": False}
+            marking: dict = {"meter": None}
 
             def loss_done(module, inputs, output):
                 # the gradient reaching the final norm's output: the loss and the output projection are done
-                if marking["on"] and isinstance(output, torch.Tensor) and output.requires_grad:
+                meter = marking["meter"]
+                if meter is not None and isinstance(output, torch.Tensor) and output.requires_grad:
                     output.register_hook(lambda grad: meter.close("loss_backward"))
 
             if getattr(model, "norm", None) is not None:
                 model.norm.register_forward_hook(loss_done)
-            from torch.distributed.fsdp import FSDPModule
 
-            with tracker:
-                for step in (1, 2):
-                    marking["on"] = step == 2
-                    if step == 2:  # the steady state: measure from here
-                        if not isinstance(model, FSDPModule):
-                            tracker.reset_mod_stats()  # MemTracker refuses a module's second call otherwise
-                        meter.close(None)
-                    with train_context():  # train.py's forward_backward_step, its non-PP branch
-                        with amp:
-                            pred = model(tokens)
-                            loss = loss_fn(pred, labels) / tokens.numel()
-                        del pred  # "need to free pred before bwd to avoid peaking memory" (train.py)
-                        if step == 2:
-                            meter.close("forward")
-                        loss.backward()
-                    if step == 2:
-                        meter.close("layers_backward" if "loss_backward" in meter.phases else "backward")
-                    optimizer.step()
-                    if step == 2:
-                        meter.close("optimizer")
-                    optimizer.zero_grad()
+            def forward_backward(meter, tracker) -> str:
+                marking["meter"] = meter
+                with train_context():  # train.py's forward_backward_step, its non-PP branch
+                    with amp:
+                        pred = model(tokens)
+                        loss = loss_fn(pred, labels) / tokens.numel()
+                    del pred  # "need to free pred before bwd to avoid peaking memory" (train.py)
+                    if meter is not None:
+                        meter.close("forward")
+                    loss.backward()
+                return "layers_backward" if meter is not None and "loss_backward" in meter.phases else "backward"
+
+            result.update(memtrack.run_steps(model, optimizer, (tokens, labels), forward_backward))
     finally:
         dist.destroy_process_group()
-    phases = meter.phases
-    worst = meter.worst()
-    result.update(stage="done", peak_bytes=phases[worst]["Total"], peak_phase=worst,
-                  by_category={k: v for k, v in phases[worst].items() if k != "Total"}, phases=phases,
-                  optimizer="AdamW for-loop (the framework: " + jc.optimizer.implementation + ")")
+    result.update(stage="done", optimizer="AdamW for-loop (the framework: " + jc.optimizer.implementation + ")")
+
 
 
 def _sdpa_saved_as_on_gpu() -> None:

@@ -56,6 +56,45 @@ class PhaseMeter:
         return max(self.phases, key=lambda n: self.phases[n]["Total"])
 
 
+def run_steps(model, optimizer, inputs: tuple, forward_backward) -> dict:
+    """Two training steps under the tracker, the second measured (the steady state: the optimizer's states live
+    through forward and backward); returns the result's ``peak_bytes``, ``peak_phase``, ``by_category``, ``phases``.
+
+    ``forward_backward(meter, tracker)`` runs one step's forward and backward (``meter`` is None in the first,
+    unmeasured step; it may close phases of its own) and returns the name of the phase it leaves open;
+    the optimizer step is the last phase."""
+    from torch.distributed.fsdp import FSDPModule
+
+    tracker = make_tracker(model, optimizer, inputs)
+    meter = PhaseMeter(tracker)
+    with tracker:
+        for step in (1, 2):
+            measuring = meter if step == 2 else None
+            if measuring is not None:
+                if not isinstance(model, FSDPModule):
+                    tracker.reset_mod_stats()  # MemTracker refuses a module's second call otherwise
+                meter.close(None)
+            last = forward_backward(measuring, tracker)
+            if measuring is not None:
+                meter.close(last)
+            optimizer.step()
+            if measuring is not None:
+                meter.close("optimizer")
+            optimizer.zero_grad()
+    worst = meter.worst()
+    return {"peak_bytes": meter.phases[worst]["Total"], "peak_phase": worst,
+            "by_category": {k: v for k, v in meter.phases[worst].items() if k != "Total"}, "phases": meter.phases}
+
+
+def for_loop_adamw(params, **options):
+    """AdamW's for-loop implementation: a fused or foreach step on DTensors under fake mode allocates its
+    temporaries at the parameters' global size, which a real (CUDA, fused) step never does; the for-loop's own
+    temporaries are one parameter at a time."""
+    import torch
+
+    return torch.optim.AdamW(params, foreach=False, **options)
+
+
 def tracker_class(base):
     """``base`` (a tracker class) with two corrections for DTensor (TP, the optimizer on sharded params), where the
     tracker otherwise sees what a GPU never allocates and misses what it does:

@@ -37,6 +37,7 @@ class SmokeOptions(NamedTuple):
     scale_to: int | None = None  # run on this many ranks, shrinking only the data-parallel dims
     quiet: bool = False         # no live progress on stderr (-q)
     memory: bool = False        # --memory (with --fake): measure one step's peak on fake tensors (smoke.memory)
+    kempnerforge_root: str | None = None  # --kempnerforge-root: the KempnerForge tree --memory builds the model from
 
 
 class SmokeUsageError(MeshlintError):
@@ -125,7 +126,7 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
             with PrivateTmp("meshlint-fake-"):  # torch (and the measuring processes) write there
                 result = _fake(plan, opts)
                 if opts.memory:
-                    _measure_memory(result, report, options, opts)
+                    _measure_memory(result, report, plan, options, opts)
         else:
             result = _launch(plan, world, opts, step)
         _finish(result, extra)
@@ -143,12 +144,12 @@ def _memory_refusal(report) -> None:
         raise memory.Unsupported(f"{report.path}: {why}")
 
 
-def _measure_memory(result: dict, report, options, opts: SmokeOptions) -> None:
+def _measure_memory(result: dict, report, plan: dict, options, opts: SmokeOptions) -> None:
     """``--memory``: each chosen rank's measured peak (rank 0 unless --rank), its failures in the report's."""
     from meshlint.smoke import memory
 
     try:
-        section = memory.measure(report, options, list(opts.ranks) or [0], opts.timeout)
+        section = memory.measure(report, plan, options, opts, list(opts.ranks) or [0])
     except memory.NoFramework as exc:
         raise SmokeUsageError(str(exc)) from None
     result["memory"] = section
