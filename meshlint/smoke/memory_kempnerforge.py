@@ -17,6 +17,7 @@ JSON, the result (``peak_bytes``, ``peak_phase``, ``by_category``, ``phases``) o
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 
@@ -59,7 +60,7 @@ def _measure(root: str, job: dict, result: dict) -> None:
         mesh = (init_device_mesh("cpu", tuple(job["sizes"]), mesh_dim_names=tuple(job["dims"]))
                 if job["dims"] else None)
         result["stage"] = "build_parallel_model"
-        with FakeTensorMode(allow_non_fake_inputs=True):
+        with FakeTensorMode(allow_non_fake_inputs=True), _params_converted_in_place():
             model = build_parallel_model(mc, torch.device("cpu"), mesh, ac_mode=tc.activation_checkpointing,
                                          mp_policy=default_mp_policy(tc.param_dtype), param_dtype=tc.param_dtype)
             opt = config.optimizer
@@ -85,6 +86,32 @@ def _measure(root: str, job: dict, result: dict) -> None:
     finally:
         dist.destroy_process_group()
     result.update(stage="done", optimizer=f"AdamW for-loop (the framework: adamw, fused={opt.fused})")
+
+
+@contextlib.contextmanager
+def _params_converted_in_place():
+    """Without TP KempnerForge builds the model and then ``.to(dtype=param_dtype)`` (parallel.py:582). module._apply
+    always swaps a fake parameter for its converted copy (torch.utils.swap_tensors), and a tensor made under
+    FakeTensorMode carries a weak reference (fake mode's own bookkeeping: even a bare nn.Embedding's), which the
+    swap refuses ("Couldn't swap Embedding.weight"). For the build only, before the tracker starts, such a swap
+    becomes what _apply does for plain tensors: ``param.data = converted``."""
+    import torch
+
+    swap = torch.utils.swap_tensors
+
+    def swap_or_set(t1, t2):
+        try:
+            swap(t1, t2)
+        except RuntimeError as exc:
+            if "weakref" not in str(exc):
+                raise
+            t1.data = t2.data
+
+    torch.utils.swap_tensors = swap_or_set
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = swap
 
 
 def _labels_never_ignored():
