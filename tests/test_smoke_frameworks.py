@@ -1,9 +1,9 @@
 """smoke with the frameworks' own code: Megatron-Core's initialize_model_parallel builds the groups (issue 24), and
-``--memory --fake`` measures torchtitan v0.2's own training step at full scale (issue 22).
+``--memory --fake`` measures torchtitan v0.2's and KempnerForge's own training step at full scale (issue 22).
 
 Real processes on CPU (the fake process group, and one small gloo world), in the heavy slots and with the
 process and TMPDIR checks of tests/test_smoke.py. The frameworks come from .frameworks (megatron-core 0.16.1,
-torchtitan 0.2.2); a test skips where they are absent. The comparisons that need no torch run in process."""
+torchtitan 0.2.2) and ../shared/frameworks (KempnerForge); a test skips where they are absent. The comparisons that need no torch run in process."""
 
 from __future__ import annotations
 
