@@ -99,19 +99,27 @@ def test_a_megatron_group_that_differs_is_a_failure_naming_its_ranks():
     assert "TENSOR_MODEL_PARALLEL_GROUP groups differ" in failure["message"] and "[0, 2]" in failure["message"]
 
 
+def _measured(run, path, text: str, rank: int, *args: str) -> tuple:
+    """``smoke PATH --fake --memory --rank RANK ARGS``, passed and valid: (the report, the rank's measurement)."""
+    path.write_text(text)
+    code, doc, _ = run.smoke(str(path), "--fake", "--memory", "--rank", str(rank), *args)
+    assert code == 0 and doc["ok"], doc["failures"]
+    [measured] = doc["memory"]["ranks"]
+    assert measured["rank"] == rank and measured["ok"] and measured["stage"] == "done"
+    _valid(doc)
+    return doc, measured
+
+
 @needs_torchtitan
 def test_memory_measures_torchtitans_own_step_beside_the_estimate(run, tmp_path):
     """torchtitan's debug model at tp 2 · fsdp 4 with op-level SAC and loss parallel (the saved sweep's
     debug-tp2-op layout): the peak the bench measured, within 10 % of meshlint's allocated estimate."""
-    cfg = tmp_path / "tt_8gpu.toml"
-    cfg.write_text('[model]\nname = "llama3"\nflavor = "debugmodel"\n[training]\nlocal_batch_size = 8\n'
-                   'seq_len = 2048\n[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "op"\n'
-                   '[parallelism]\ndata_parallel_shard_degree = 4\ntensor_parallel_degree = 2\n')
-    code, doc, _ = run.smoke(str(cfg), "--fake", "--memory", "--rank", "5", "--torchtitan-root", str(TORCHTITAN_022))
-    assert code == 0 and doc["ok"], doc["failures"]
+    doc, rank = _measured(run, tmp_path / "tt_8gpu.toml",
+                          '[model]\nname = "llama3"\nflavor = "debugmodel"\n[training]\nlocal_batch_size = 8\n'
+                          'seq_len = 2048\n[activation_checkpoint]\nmode = "selective"\nselective_ac_option = "op"\n'
+                          '[parallelism]\ndata_parallel_shard_degree = 4\ntensor_parallel_degree = 2\n',
+                          5, "--torchtitan-root", str(TORCHTITAN_022))
     memory = doc["memory"]
-    [rank] = memory["ranks"]
-    assert rank["rank"] == 5 and rank["ok"] and rank["stage"] == "done"
     saved = json.loads(SAVED.read_text())["runs"]["debug-tp2-op"]["result"]
     import torch
 
@@ -120,24 +128,20 @@ def test_memory_measures_torchtitans_own_step_beside_the_estimate(run, tmp_path)
     assert rank["peak_phase"] == saved["peak_phase"] and rank["by_category"]["activations"] > 0
     assert abs(rank["estimate_error_pct"]) <= 10 and memory["estimate"]["peak_gib"] > memory["estimate"]["allocated_gib"]
     assert "0.2.2" in memory["framework"] and memory["capacity_gib"] == 80
-    _valid(doc)
 
 
 @needs_kempnerforge
 def test_memory_measures_kempnerforges_own_step(run, tmp_path):
     """KempnerForge's own model, TP and FSDP2 with full activation checkpointing, bf16 parameters, two
     microbatches under its no_sync: within 10 % of meshlint's allocated estimate (measured here: -0.8 %)."""
-    cfg = tmp_path / "kf_8gpu.toml"
-    cfg.write_text("[model]\ndim = 512\nn_layers = 4\nn_heads = 8\nn_kv_heads = 4\nvocab_size = 32000\n"
-                   "max_seq_len = 2048\n[train]\nbatch_size = 4\nseq_len = 2048\ngrad_accum_steps = 2\n"
-                   "activation_checkpointing = \"full\"\n[distributed]\ntp = 2\n")
-    code, doc, _ = run.smoke(str(cfg), "--fake", "--memory", "--rank", "3", "--kempnerforge-root", str(KEMPNERFORGE))
-    assert code == 0 and doc["ok"], doc["failures"]
-    [rank] = doc["memory"]["ranks"]
-    assert rank["rank"] == 3 and rank["stage"] == "done" and rank["peak_phase"] == "forward_backward"
+    doc, rank = _measured(run, tmp_path / "kf_8gpu.toml",
+                          "[model]\ndim = 512\nn_layers = 4\nn_heads = 8\nn_kv_heads = 4\nvocab_size = 32000\n"
+                          "max_seq_len = 2048\n[train]\nbatch_size = 4\nseq_len = 2048\ngrad_accum_steps = 2\n"
+                          "activation_checkpointing = \"full\"\n[distributed]\ntp = 2\n",
+                          3, "--kempnerforge-root", str(KEMPNERFORGE))
+    assert rank["peak_phase"] == "forward_backward"
     assert abs(rank["estimate_error_pct"]) <= 10 and rank["by_category"]["activations"] > 0.5
     assert doc["memory"]["framework"].startswith("KempnerForge") and "adamw" in doc["memory"]["optimizer"]
-    _valid(doc)
 
 
 KF_MOE_TOML = "[model]\ndim = 256\nn_layers = 2\nn_heads = 4\nvocab_size = 1000\nnum_experts = 4\n[distributed]\ntp = 2\n"
