@@ -86,7 +86,7 @@ def run_worker(layouts, tmp: Path, python: str = sys.executable) -> dict:
         path.write_text(toml_of(layout))
         jobs.append({"id": layout[0], "path": str(path), "cli": [], "world": layout[2]})
     proc = subprocess.run([python, str(WORKER), str(TREE)], input=json.dumps(jobs), capture_output=True,
-                          text=True, cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT / "tests")}, timeout=3600)
+                          text=True, cwd=tmp, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=3600)
     last = proc.stdout.strip().splitlines()[-1:] or [""]
     if proc.returncode or not last[0].startswith("{"):
         raise SystemExit(f"the worker failed ({proc.returncode}): {last[0]}\n{proc.stderr[-3000:]}")

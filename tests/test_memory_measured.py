@@ -2,7 +2,7 @@
 
 bench/memory_fake_torchtitan.json holds one rank's measured peak, by category and phase, for a sweep of layouts
 (flavors, FSDP, TP with and without loss parallel, every activation-checkpointing mode, batch and sequence), made
-by tests/memory_fake_worker.py through ``bench/memory_vs_fake_tt.py --measure``. The first tests compare the
+by tests/memory_fake_worker.py (meshlint.smoke.memory_torchtitan) through ``bench/memory_vs_fake_tt.py --measure``. The first tests compare the
 formula with those numbers without torch; the last runs the worker on the debug model for one layout and checks
 that it still measures what the file says (skipped where torch or the v0.2 tree is absent)."""
 

@@ -673,7 +673,7 @@ def kf_train_checks(config) -> None:
 
 
 def tt_worker(root: str) -> None:
-    from tt_v02_env import import_torchtitan_v02
+    from meshlint.smoke.tt_import import import_torchtitan_v02
 
     imported = import_torchtitan_v02(root)
     if isinstance(imported, str):

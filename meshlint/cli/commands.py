@@ -7,6 +7,7 @@ commands never import torch.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -198,7 +199,9 @@ def _smoke_each(paths: list, settings) -> int:
         options = planner.options_for(path)
         for report in analyse_all(path, options):  # a registry: each of its config functions
             if report.status == "checked":
-                worst = max(worst, smoke(report.path, options, SmokeOptions()))
+                # a launch in a script is named file:LINE::entry, which only its file reads back as
+                target = report.path if os.path.exists(str(report.path).split("::")[0]) else path
+                worst = max(worst, smoke(target, options, SmokeOptions()))
     return worst
 
 
@@ -213,6 +216,14 @@ def _smoke_each(paths: list, settings) -> int:
               help="One process, torch's fake process group, the full world: build the meshes as sample ranks.")
 @click.option("--rank", "ranks", type=click.IntRange(0), multiple=True, metavar="N",
               help="With --fake: the ranks to build as (repeatable; default first, middle, last).")
+@click.option("--memory", is_flag=True,
+              help="With --fake: build the framework's own model at full size on fake tensors and measure one "
+                   "step's peak per chosen rank (default rank 0), beside meshlint's estimate. torchtitan v0.2 "
+                   "and KempnerForge TOMLs without pp/ep/cp; others exit 3.")
+@click.option("--kempnerforge-root", type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="With --memory: the KempnerForge checkout whose model is built (default: the installed package).")
+@click.option("--gpu-memory-gib", type=click.FloatRange(1, 10_000), metavar="GIB",
+              help="With --memory: the GPU's memory a measured peak must fit (default 80, or the project's).")
 @click.option("--timeout", type=click.FloatRange(1, 86_400), default=300, show_default=True, metavar="S",
               help="End the whole run if it has not finished after S seconds (naming the phase and the ranks).")
 @click.option("--no-step", "no_step", is_flag=True,
@@ -226,8 +237,9 @@ def _smoke_each(paths: list, settings) -> int:
               help="Use this meshlint.toml or pyproject.toml instead of searching for one.")
 @click.option("--isolated", is_flag=True, help="Ignore every configuration file.")
 @_torchtitan_options
-def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device, backend, fake, ranks, timeout,
-              no_step, scale_to, fmt, quiet, config_path, isolated, torchtitan_version, torchtitan_root):
+def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device, backend, fake, ranks, memory,
+              kempnerforge_root, gpu_memory_gib, timeout, no_step, scale_to, fmt, quiet, config_path, isolated, torchtitan_version,
+              torchtitan_root):
     """Build CONFIG's DeviceMesh for real on every rank and verify it against the static prediction.
 
     \b
@@ -235,8 +247,12 @@ def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device
     it launches the whole world on this host with torch's elastic agent. After
     the mesh checks every rank runs one FSDP2+TP+PP+EP training step of a tiny
     model and compares it with the same model unsharded.
-    Exit codes: 0 verified, 1 a mismatch, crash, hang or rank outside the mesh,
+    With --fake --memory it also measures one training step's peak memory
+    of the framework's own model at full size, per chosen rank, on CPU.
+    Exit codes: 0 verified, 1 a mismatch, crash, hang or rank outside the mesh
+                (--memory: a peak over the GPU, a rank not measured),
                 2 usage error (no world size, no torch, a bad launcher variable),
+                3 --memory does not measure this config yet,
                 128 + the signal when stopped (130 Ctrl-C, 143 SIGTERM).
     """
     from meshlint.errors import MeshlintError
@@ -245,13 +261,29 @@ def smoke_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, device
 
     if ranks and not fake:
         raise click.UsageError("--rank picks the ranks of a --fake smoke; a real smoke runs every rank")
+    if memory and not fake:
+        raise click.UsageError("--memory measures on fake tensors: add --fake (a real run's peak is in its step's "
+                               "peak_memory_mb)")
+    if memory and scale_to:
+        raise click.UsageError("--memory measures the config at its own full scale: drop --scale-to")
+    if kempnerforge_root and not memory:
+        raise click.UsageError("--kempnerforge-root is where --memory builds KempnerForge's model: add --memory")
+    if gpu_memory_gib and not memory:
+        raise click.UsageError("--gpu-memory-gib is the capacity a --memory measurement must fit: add --memory")
     _cli_topology(world_size, nodes, gpus_per_node, placement or "block")
     settings = CliSettings(dialect, world_size, nodes, gpus_per_node, placement, config=config_path,
-                           isolated=isolated, torchtitan_version=torchtitan_version, torchtitan_root=torchtitan_root)
+                           isolated=isolated, torchtitan_version=torchtitan_version, torchtitan_root=torchtitan_root,
+                           gpu_memory_gib=gpu_memory_gib)
     opts = SmokeOptions(device=device, backend=backend, fake=fake, ranks=tuple(ranks), timeout=timeout, fmt=fmt,
-                        step=not no_step, scale_to=scale_to, quiet=quiet)
+                        step=not no_step, scale_to=scale_to, quiet=quiet, memory=memory,
+                        kempnerforge_root=kempnerforge_root)
+    from meshlint.smoke.memory import UNSUPPORTED_EXIT, Unsupported
+
     try:
         sys.exit(smoke(path, Planner(settings).options_for(path), opts))
+    except Unsupported as exc:
+        click.echo(f"meshlint: not measured: {exc}", err=True)
+        sys.exit(UNSUPPORTED_EXIT)
     except MeshlintError as exc:
         _fail(str(exc))
 

@@ -24,8 +24,7 @@ def run(plan: dict, ranks: list[int], device: str = "cpu") -> dict[int, dict]:
         from torch.testing._internal.distributed.fake_pg import FakeStore
     except Exception as exc:  # a torch build without its testing package
         raise FakeUnavailable(f"this torch has no fake process group ({exc}); run a real smoke instead") from None
-    from meshlint.smoke import meshbuild
-    from meshlint.smoke.verify import verify
+    from meshlint.smoke.verify import build_and_verify
 
     states = {}
     world = plan["world_size"]
@@ -35,10 +34,7 @@ def run(plan: dict, ranks: list[int], device: str = "cpu") -> dict[int, dict]:
         try:
             with prog.phase("rendezvous"):
                 dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world)
-            with prog.phase("mesh"):
-                meshes = meshbuild.build(plan, device, built=prog.state.setdefault("built", []))
-            with prog.phase("verify"):
-                verify(plan, meshes, rank, prog, device, collectives=False)
+            build_and_verify(plan, rank, prog, device, collectives=False, world_groups=rank == ranks[0])
             states[rank] = prog.finish()
         except Exception:
             states[rank] = prog.state  # the error is recorded with its phase

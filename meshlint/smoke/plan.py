@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from meshlint.engine.check import FileReport
 from meshlint.engine.facts import ROLE_OF
+from meshlint.frameworks.megatron.ranks import DEFAULT_ORDER
 from meshlint.mesh.devmesh import Axis, Mesh
 
 VERSION = 1
@@ -30,6 +31,8 @@ def build(report: FileReport, world_size: int) -> dict:
         recipe = _torchtitan(res, spec, world_size)
     elif report.dialect == "accelerate":
         recipe = _accelerate(res)
+    elif report.dialect == "megatron":  # no DeviceMesh: Megatron-Core's initialize_model_parallel (smoke.megatron)
+        recipe = _megatron(res, spec, world_size)
     else:
         recipe = _native(res)
     no_mesh = None
@@ -64,6 +67,15 @@ def _kempnerforge(res) -> list:
     if mesh is None:
         return []
     return [{"op": "init", "mesh": "device", "dims": list(mesh.dims), "sizes": list(mesh.sizes)}]
+
+
+def _megatron(res, spec, world: int) -> list:
+    """The plan's one op: what initialize_model_parallel is called with (Megatron-LM's initialize.py:378)."""
+    d = res.degrees
+    return [{"op": "megatron", "world": world, "tp": d["tp"], "pp": d["pp"], "cp": d["cp"], "ep": d["ep"],
+             "etp": d["etp"], "order": spec.extra.get("order") or DEFAULT_ORDER,
+             "distributed_optimizer_instances": int(spec.extra["args"].get("num_distributed_optimizer_instances")
+                                                    or 1)}]
 
 
 def _accelerate(res) -> list:

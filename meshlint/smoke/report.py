@@ -429,6 +429,11 @@ def render_text(report: dict) -> str:
     for axis, m in (report.get("probe") or {}).items():
         row("probe", f"{axis} ({m['size']} ranks): all_reduce {m['latency_us']:.0f} µs, "
                      f"{m['bus_bandwidth_gbps']:.2f} GB/s bus bandwidth")
+    if report.get("memory"):
+        from meshlint.smoke.memory import text_rows
+
+        for label, text in text_rows(report["memory"]):
+            out.append(f"  {label:<10} {text}" if label else f"  {'':<10} {text}")
     for f in report.get("static_findings") or []:
         if f["severity"] == "error":
             row("static", f"{f['rule']} line {f['line']}: {f['message']}")

@@ -1,9 +1,11 @@
 """``meshlint smoke CONFIG``: choose how to run (as a launched rank, fake, or launching the world), report. No torch here.
 
 Exit codes: 0 the mesh was built and matches the prediction on every rank;
-1 it does not, or a rank crashed, hung, timed out or sits outside the mesh; 2
+1 it does not, or a rank crashed, hung, timed out or sits outside the mesh
+(with --memory: a rank not measured, or a measured peak over the GPU); 2
 a usage error (no world size, no torch, a world too large to run here, a bad
-launcher variable); 128 + the signal when stopped by one: 130 Ctrl-C
+launcher variable, the framework not installed); 3 --memory does not measure
+this config yet; 128 + the signal when stopped by one: 130 Ctrl-C
 (SIGINT), 143 SIGTERM, 129 SIGHUP.
 """
 
@@ -34,6 +36,8 @@ class SmokeOptions(NamedTuple):
     step: bool = True           # run the training step after the mesh checks (--no-step skips it)
     scale_to: int | None = None  # run on this many ranks, shrinking only the data-parallel dims
     quiet: bool = False         # no live progress on stderr (-q)
+    memory: bool = False        # --memory (with --fake): measure one step's peak on fake tensors (smoke.memory)
+    kempnerforge_root: str | None = None  # --kempnerforge-root: the KempnerForge tree --memory builds the model from
 
 
 class SmokeUsageError(MeshlintError):
@@ -83,6 +87,14 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
               for f in report.findings if f.severity in ("error", "warning")]
     if importlib.util.find_spec("torch") is None:
         raise SmokeUsageError(TORCH_HINT)
+    if report.dialect == "megatron":
+        from meshlint.smoke import megatron
+
+        if megatron.missing():
+            raise SmokeUsageError(megatron.missing())
+        static_notes = [megatron.note()]
+    else:
+        static_notes = []
     scaled = None
     if opts.scale_to:
         from meshlint.smoke import scale
@@ -98,7 +110,7 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
         result = _refused(report, world, str(exc), static)
     else:
         step = _step_request(plan, static, opts, scaled)
-        extra = {"static_findings": static}
+        extra = {"static_findings": static, "notes": static_notes}
         if scaled:
             from meshlint.smoke.scale import describe
 
@@ -107,7 +119,14 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
         if run is not None:
             return run.run(plan, step, extra)
         if opts.fake:
-            result = _fake(plan, opts)
+            from meshlint.smoke.tmpdir import PrivateTmp
+
+            if opts.memory:
+                _memory_refusal(report)
+            with PrivateTmp("meshlint-fake-"):  # torch (and the measuring processes) write there
+                result = _fake(plan, opts)
+                if opts.memory:
+                    _measure_memory(result, report, plan, options, opts)
         else:
             result = _launch(plan, world, opts, step)
         _finish(result, extra)
@@ -117,9 +136,31 @@ def _smoke(path: str, options, opts: SmokeOptions, env, run) -> int:
     return _code(result)
 
 
+def _memory_refusal(report) -> None:
+    from meshlint.smoke import memory
+
+    why = memory.refusal(report)
+    if why:
+        raise memory.Unsupported(f"{report.path}: {why}")
+
+
+def _measure_memory(result: dict, report, plan: dict, options, opts: SmokeOptions) -> None:
+    """``--memory``: each chosen rank's measured peak (rank 0 unless --rank), its failures in the report's."""
+    from meshlint.smoke import memory
+
+    try:
+        section = memory.measure(report, plan, options, opts, list(opts.ranks) or [0])
+    except memory.NoFramework as exc:
+        raise SmokeUsageError(str(exc)) from None
+    result["memory"] = section
+    result["failures"].extend(memory.failures(section))
+    result["ok"] = result["ok"] and section["ok"]
+
+
 def _finish(result: dict, extra: dict) -> None:
     """What every report carries besides the run itself: the static findings, the scaling."""
     result["static_findings"] = extra["static_findings"]
+    result["notes"].extend(extra.get("notes") or ())
     if extra.get("scaled"):
         result["scaled"] = extra["scaled"]
         result["notes"].insert(0, extra["note"])
@@ -137,6 +178,9 @@ def _step_request(plan: dict, static: list, opts: SmokeOptions, scaled: dict | N
     """Whether the ranks run the training step, and if not, why (a refusal by the framework is a failure)."""
     if not opts.step:
         return {"requested": False, "reason": "--no-step"}
+    if plan["dialect"] == "megatron":
+        return {"requested": False, "reason": "no training step for Megatron-LM yet (its groups are built and "
+                                              "checked)"}
     errors = [f for f in static if f["severity"] == "error"]
     if errors:
         first = errors[0]
@@ -234,29 +278,14 @@ class _LaunchedRun:
 
     def _private_tmpdir(self) -> None:
         """This rank's TMPDIR for what torch writes there (torchinductor_*), removed however the rank ends."""
-        import os
-        import tempfile
+        from meshlint.smoke.tmpdir import PrivateTmp
 
-        self.tmpdir = tempfile.mkdtemp(prefix=f"meshlint-rank{self.env.rank}-")
-        self.saved_env = {name: os.environ.get(name) for name in ("TMPDIR", "TMP", "TEMP")}
-        for name in self.saved_env:
-            os.environ[name] = self.tmpdir
-        tempfile.tempdir = None  # gettempdir() caches: ask again
+        self.tmp = PrivateTmp(f"meshlint-rank{self.env.rank}-")
+        self.tmp.enter()
 
     def cleanup(self) -> None:
-        import os
-        import shutil
-        import tempfile
-
-        if getattr(self, "tmpdir", None):
-            shutil.rmtree(self.tmpdir, ignore_errors=True)
-            self.tmpdir = None
-            for name, value in self.saved_env.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-            tempfile.tempdir = None
+        if getattr(self, "tmp", None) is not None:
+            self.tmp.leave()
 
     def run(self, plan: dict, step: dict, extra: dict) -> int:
         from meshlint.smoke import worker

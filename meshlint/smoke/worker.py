@@ -41,8 +41,7 @@ def _run(job: dict, env: rankenv.RankEnv, prog: Progress | None = None) -> dict:
     import torch
     import torch.distributed as dist
 
-    from meshlint.smoke import meshbuild
-    from meshlint.smoke.verify import verify
+    from meshlint.smoke.verify import build_and_verify
 
     plan, device, backend = job["plan"], job["device"], job["backend"]
     identity_ = identity(env)
@@ -59,12 +58,8 @@ def _run(job: dict, env: rankenv.RankEnv, prog: Progress | None = None) -> dict:
     if job.get("floor"):
         return _floor(prog, device, env)
     try:
-        with prog.phase("mesh"):
-            faults.maybe_inject(rank, "mesh")
-            meshes = meshbuild.build(plan, device, steps=prog.step, built=prog.state.setdefault("built", []))
-        with prog.phase("verify"):
-            faults.maybe_inject(rank, "verify")
-            verify(plan, meshes, rank, prog, device)
+        meshes = build_and_verify(plan, rank, prog, device, world_groups=rank == 0,
+                                  before=lambda phase: faults.maybe_inject(rank, phase))
         with prog.phase("placement"):
             faults.maybe_inject(rank, "placement")
             prog.step("all_gather_object placement")

@@ -1,6 +1,9 @@
-"""Import torchtitan v0.2 (the TOML era) from a source tree in a worker process, for the tests that run its
-own code: its package ``__init__`` pulls the tokenizer and data stack, which the parallelize path never calls,
-so those packages are stood in for by empty modules when this machine lacks them."""
+"""Import torchtitan v0.2 (the TOML era) from a source tree or an installed package, to run its own model code. [torch]
+
+Its package ``__init__`` pulls the tokenizer and data stack, which the model, parallelize and loss path never
+calls, so those packages are stood in for by empty modules when this machine lacks them (``stood_in`` says
+which). Used by ``smoke --memory`` and by the tests that run torchtitan's own code (one process each: the
+stand-ins and the torchtitan module stay for the life of the process)."""
 
 from __future__ import annotations
 
@@ -89,3 +92,15 @@ def import_torchtitan_v02(root: str):
     except Exception as exc:  # noqa: BLE001
         return f"torchtitan v0.2 cannot be imported here: {type(exc).__name__}: {exc}"
     return stood_in, pdm, ConfigManager, get_train_spec
+
+
+def framework_version(root: str) -> str | None:
+    """The torchtitan version at ``root``: an installed package's dist-info, else None (a checkout)."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return None
+    for name in sorted(names):
+        if name.startswith("torchtitan-") and name.endswith(".dist-info"):
+            return name[len("torchtitan-"):-len(".dist-info")]
+    return None
