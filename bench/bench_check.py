@@ -150,7 +150,7 @@ def measure(commands: dict[str, list[str]], rounds: int) -> dict:
 def in_process() -> dict:
     from meshlint.frameworks.kempnerforge import v5666d0d as kempnerforge
     from meshlint.mesh.devmesh import place
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     start = time.perf_counter()
     for _ in range(20):

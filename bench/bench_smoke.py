@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from meshlint.engine.check import Options, check_file  # noqa: E402
-from meshlint.engine.rules import load_rules  # noqa: E402
+from meshlint.engine.ruleset import load_rules  # noqa: E402
 from meshlint.smoke import launch, plan as smoke_plan  # noqa: E402
 from meshlint.mesh.topology import CliTopology  # noqa: E402
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from meshlint.engine.check import Options, check_file
 from meshlint.cli.commands import main
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,7 +11,7 @@ from conftest import FIXTURES, ROOT
 from meshlint.engine.check import Options, analyse, check_file
 from meshlint.errors import InputError
 from meshlint.inputs.yaml_source import parse_yaml, read_yaml_source
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 
 RULES = load_rules()
 UPSTREAM = FIXTURES / "accelerate" / "upstream"

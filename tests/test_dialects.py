@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import FIXTURES
 
-from meshlint.frameworks import DIALECTS, detect
+from meshlint.frameworks.dialects import DIALECTS, detect
 from meshlint.errors import InputError
 from meshlint.inputs.source import parse_source, read_source
 

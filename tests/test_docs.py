@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT, run_subprocess
 from meshlint.frameworks.versions import VERSIONS
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 # The prose docs that quote commands (the generated rules.md and refusals*.md are checked by their own tests)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from meshlint.engine import rule_cache
 from meshlint.engine.check import Options, check_file
 from meshlint.engine.run import run_rules
-from meshlint.engine.rules import build_rule, load_rules
+from meshlint.engine.rules import build_rule
+from meshlint.engine.ruleset import load_rules
 from meshlint.mesh.topology import CliTopology
 
 CATCH_ALL = {"code": "ML990", "name": "catch-all", "severity": "error", "summary": "s", "fallback": True,

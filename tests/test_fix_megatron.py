@@ -148,7 +148,7 @@ def test_fix_refuses_another_world_and_a_command_line(tmp_path):
     result = run("fix", str(path), "--set", "tp=4", "--world-size", "32")
     assert result.exit_code == 2 and "launches 16 GPUs" in result.output and path.read_text() == DENSE
     from meshlint.inputs.launch import parse_launch_args
-    from meshlint.inputs.units import analyse_launch
+    from meshlint.engine.units import analyse_launch
 
     argv = ["torchrun", "--nproc_per_node", "8", "pretrain_gpt.py", "--num-layers", "8", "--hidden-size", "512",
             "--num-attention-heads", "8", "--seq-length", "1024", "--max-position-embeddings", "1024",

@@ -16,7 +16,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 
 from meshlint.engine.check import Options, check_file, degree_choices
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 
 RULES = load_rules()
 OPTIONS = Options(rules=RULES)

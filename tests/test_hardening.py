@@ -476,7 +476,7 @@ HOSTILE_RULES = {
 
 def test_every_hostile_rule_ends_quickly_as_a_finding_naming_its_file(tmp_path, rules):
     from meshlint.engine.check import Options, check_file
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     pack = tmp_path / "pack"
     pack.mkdir()
@@ -519,7 +519,7 @@ def _pickle_bomb(marker) -> bytes:
 
 
 def test_a_planted_pickle_or_json_never_runs(tmp_path, monkeypatch, no_prebuilt):
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
@@ -586,7 +586,7 @@ def _format_2(d):
     _format_2,
 ])
 def test_malformed_or_foreign_entries_are_ignored_and_rebuilt(tmp_path, monkeypatch, tamper, no_prebuilt):
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
     good = load_rules()
@@ -601,7 +601,7 @@ def test_malformed_or_foreign_entries_are_ignored_and_rebuilt(tmp_path, monkeypa
 
 def test_a_cached_expression_that_cannot_be_rebuilt_is_a_rule_error_not_code(tmp_path, monkeypatch, no_prebuilt):
     from meshlint.engine.check import Options, check_file
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
     load_rules()
@@ -626,7 +626,7 @@ def test_a_cached_expression_that_cannot_be_rebuilt_is_a_rule_error_not_code(tmp
 
 def test_cached_trees_are_json_text_parsed_only_when_their_rule_runs(tmp_path, monkeypatch, no_prebuilt):
     from meshlint.engine.check import Options, check_file
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
     load_rules()
@@ -645,7 +645,7 @@ def test_cached_trees_are_json_text_parsed_only_when_their_rule_runs(tmp_path, m
 
 
 def test_a_cache_others_can_write_is_neither_read_nor_written(tmp_path, monkeypatch, no_prebuilt):
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -663,7 +663,7 @@ def test_a_cache_others_can_write_is_neither_read_nor_written(tmp_path, monkeypa
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown needs root")
 def test_an_entry_owned_by_another_user_is_not_read(tmp_path, monkeypatch, no_prebuilt):
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     monkeypatch.setenv("MESHLINT_CACHE_DIR", str(tmp_path))
     load_rules()

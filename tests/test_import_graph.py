@@ -18,7 +18,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 # lowest first; a module belongs to the layer of its longest listed prefix
 LAYERS = (
-    ("core", ("meshlint", "meshlint.errors", "meshlint.limits", "meshlint.fileread")),
+    ("core", ("meshlint", "meshlint.errors", "meshlint.limits", "meshlint.fileread", "meshlint.cachestore")),
     ("mesh", ("meshlint.mesh",)),  # pure arithmetic
     ("frameworks", ("meshlint.frameworks", "meshlint.schema_compiled")),  # one package per framework
     ("inputs", ("meshlint.inputs",)),  # what the user has -> a parsed source (launch lines know the frameworks)
@@ -34,19 +34,13 @@ LAYERS = (
 KNOWN_BACK_EDGES = {
     ("meshlint.engine.check", "meshlint.solve.memory_check"),
     ("meshlint.engine.check", "meshlint.solve.valid"),
-    ("meshlint.frameworks.base", "meshlint.engine.expr"),
-    ("meshlint.frameworks.megatron.launch", "meshlint.inputs.launch"),      # its launch grammar reuses the reader's
+    ("meshlint.frameworks.megatron.launch", "meshlint.inputs.launch_words"),  # its launch grammar reuses the readers' words
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate"),         # the inventory's writer (build time)
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate.refusals"),
-    ("meshlint.frameworks.models", "meshlint.engine"),
-    ("meshlint.frameworks.models", "meshlint.engine.rule_cache"),
     ("meshlint.frameworks.models", "meshlint.inputs.source"),
     ("meshlint.frameworks.schema_check", "meshlint.engine"),
     ("meshlint.frameworks.schema_check", "meshlint.engine.config_values"),
     ("meshlint.frameworks.schema_check", "meshlint.inputs.source"),
-    ("meshlint.inputs.accelerate_input", "meshlint.engine.check"),
-    ("meshlint.inputs.toml_launch", "meshlint.engine.check"),
-    ("meshlint.inputs.units", "meshlint.engine.check"),
     ("meshlint.mesh.ranks", "meshlint.frameworks.base"),
     ("meshlint.smoke.run", "meshlint.cli.lint"),
     ("meshlint.solve.suggest", "meshlint.report.svg"),
@@ -54,8 +48,11 @@ KNOWN_BACK_EDGES = {
 }
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [
-    ['meshlint.engine.check', 'meshlint.inputs.accelerate_input', 'meshlint.inputs.toml_launch', 'meshlint.inputs.units', 'meshlint.solve.valid'],
-    ['meshlint.engine.expr', 'meshlint.engine.facts', 'meshlint.engine.prebuilt', 'meshlint.engine.rule_cache', 'meshlint.engine.rules', 'meshlint.frameworks', 'meshlint.frameworks.accelerate', 'meshlint.frameworks.accelerate.config_file', 'meshlint.frameworks.accelerate.v1_15', 'meshlint.frameworks.base', 'meshlint.frameworks.kempnerforge.v5666d0d', 'meshlint.frameworks.megatron.core_0_16', 'meshlint.frameworks.megatron.launch', 'meshlint.frameworks.models', 'meshlint.frameworks.native.dialect', 'meshlint.frameworks.schema_check', 'meshlint.frameworks.torchtitan.main_b5bcd76c6', 'meshlint.frameworks.torchtitan.registry', 'meshlint.frameworks.torchtitan.v0_2', 'meshlint.frameworks.torchtitan.v0_3_0', 'meshlint.frameworks.versions', 'meshlint.inputs.accelerate_launch', 'meshlint.inputs.kf_launch', 'meshlint.inputs.launch', 'meshlint.inputs.scripts', 'meshlint.inputs.shellflow', 'meshlint.inputs.tt_v02_launch'],
+    # expr's lazily built trees are decoded by rule_cache.decode_tree (left to the engine/expr package split)
+    ['meshlint.engine.expr', 'meshlint.engine.rule_cache', 'meshlint.engine.rules'],
+    # the Accelerate dialect (the package) asks versions.module for its release; versions and dialects load
+    # every registered module
+    ['meshlint.frameworks.accelerate', 'meshlint.frameworks.dialects', 'meshlint.frameworks.versions'],
 ]
 
 

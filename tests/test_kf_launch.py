@@ -17,7 +17,7 @@ from meshlint.engine.check import Options, run_checks
 from meshlint.errors import InputError
 from meshlint.inputs.launch import parse_launch_args
 from meshlint.inputs.scripts import launches_in_text
-from meshlint.inputs.units import analyse_input, analyse_launch
+from meshlint.engine.units import analyse_input, analyse_launch
 
 KF = Path("/work/shared/frameworks/KempnerForge-5666d0d")
 KF_MIRROR = Path("/work/.mirror/KempnerInstitute+KempnerForge/repo")

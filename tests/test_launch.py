@@ -703,7 +703,7 @@ srun python -m torchtitan.train --module llama3 --config llama3_8b "${ARGS[@]}" 
     ("gpu", True, 1), ("gpu:8(S:0-1)", True, 8), ("mps:100", True, None),
 ])
 def test_gpu_counts(text, gres, count):
-    from meshlint.inputs.launch import _gpu_count
+    from meshlint.inputs.launch_commands import _gpu_count
 
     assert _gpu_count(text, gres) == count
 
@@ -863,7 +863,7 @@ def test_saved_config():
 
 def test_saved_config_is_checked_end_to_end(tmp_path):
     from meshlint.engine.check import Options, check_all
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     reports = check_all(str(LAUNCH / "job_config.json"), Options(rules=load_rules(), torchtitan_version=MAIN))
     [report] = reports

@@ -11,8 +11,8 @@ from meshlint.engine.check import Options, run_checks
 from meshlint.frameworks.megatron import core_0_16, flags, ranks
 from meshlint.inputs.launch import Word, parse_launch_args
 from meshlint.inputs.scripts import launches_in_text
-from meshlint.inputs.units import analyse_launch, analyse_source
-from meshlint.engine.rules import load_rules
+from meshlint.engine.units import analyse_launch, analyse_source
+from meshlint.engine.ruleset import load_rules
 
 RULES = load_rules()
 OPTIONS = Options(rules=RULES)

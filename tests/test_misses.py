@@ -539,7 +539,7 @@ def unedited_cases() -> list:
 
 def meshlint_findings(path: Path, world: int) -> list:
     from meshlint.engine.check import Options, check_file
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
     from meshlint.mesh.topology import CliTopology
 
     # what the framework refuses at config time, compared with meshlint's errors: the whole-peak memory

@@ -293,7 +293,7 @@ VALIDATE_RULES = {"ML960", "ML967", "ML969", "ML970", "ML971", "ML972", "ML973",
 def _meshlint_validate(case: dict, rules) -> dict:
     from meshlint.engine.check import Options, run_checks
     from meshlint.inputs.launch import parse_launch_args
-    from meshlint.inputs.units import analyse_launch
+    from meshlint.engine.units import analyse_launch
 
     launch = parse_launch_args(["torchrun", f"--nproc_per_node={case['world']}", "pretrain_gpt.py", *case["argv"]])
     report = run_checks(analyse_launch(launch, Options(rules=rules)), Options(rules=rules))
@@ -308,7 +308,7 @@ def test_verdicts_match_validate_args():
     why = _absent_lm()
     if why:
         pytest.skip(why)
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     rules = [r for r in load_rules() if r.code in VALIDATE_RULES | {"ML963"}]  # none reads `choices`: no search
     cases = _validate_cases(80)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from meshlint.engine.check import Options, check_file
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 from meshlint.mesh.topology import CliTopology
 
 ROOT = Path(__file__).resolve().parent.parent

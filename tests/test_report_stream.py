@@ -13,7 +13,7 @@ from conftest import FIXTURES
 from meshlint.engine.check import Options, check_all, collect_paths
 from meshlint.engine.filereport import FileReport
 from meshlint.report import github, json_report, sarif, stream, text
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 
 RULES = load_rules()
 

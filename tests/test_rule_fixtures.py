@@ -21,7 +21,7 @@ import pytest
 from conftest import FIXTURES
 
 from meshlint.engine.check import Options, check_file
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 
 RULE_FIXTURES = FIXTURES / "rules"
 EXPECT = re.compile(r"#\s*expect:\s*([A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*)")

@@ -7,7 +7,7 @@ import shutil
 import pytest
 from conftest import ROOT
 
-from meshlint.engine import prebuilt, rule_cache, rules
+from meshlint.engine import prebuilt, rule_cache, rules, ruleset
 from meshlint.generate import rules_prebuilt as generate
 
 
@@ -30,7 +30,7 @@ def test_prebuilt_rules_are_the_parsed_rules():
               for name in prebuilt.rule_files(directory)]
     assert _encoded(built) == _encoded(parsed)
     assert [r.path for r in built] == [r.path for r in parsed]
-    assert _encoded(rules.load_rules()) == _encoded(built)  # what a run gets
+    assert _encoded(ruleset.load_rules()) == _encoded(built)  # what a run gets
 
 
 @pytest.fixture
@@ -75,4 +75,4 @@ def test_a_damaged_module_falls_back_to_parsing(monkeypatch):
 
     monkeypatch.setattr(rules_prebuilt, "RULES", [{"check": ["expr", "not a pair"]}])
     assert prebuilt.load(rules.builtin_rules_dir()) is None
-    assert len(rules.load_rules()) == len(prebuilt.rule_files(rules.builtin_rules_dir()))
+    assert len(ruleset.load_rules()) == len(prebuilt.rule_files(rules.builtin_rules_dir()))

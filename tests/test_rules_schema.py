@@ -10,7 +10,8 @@ import pytest
 from conftest import ROOT, run_cli
 
 from meshlint.errors import RuleFileError
-from meshlint.engine.rules import SCHEMA_PATH, load_rule_file, load_rules
+from meshlint.engine.rules import SCHEMA_PATH, load_rule_file
+from meshlint.engine.ruleset import load_rules
 
 if sys.version_info >= (3, 11):
     import tomllib

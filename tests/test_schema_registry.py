@@ -105,7 +105,7 @@ def test_unknown_root_class_still_checks_its_known_sections(registry):
 
 def test_ml108_finding_points_at_the_line():
     from meshlint.engine.check import Options, check_file
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     report = check_file(f"{FIXTURE}::typo_keyword", Options(rules=load_rules(), torchtitan_version="main@b5bcd76c6"))
     found = [(f.code, f.line) for f in report.findings if f.code == "ML108"]

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from meshlint.engine.check import Options, check_all
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 from meshlint.inputs.scripts import read_launch_script
 from meshlint.inputs.script_call import call_from_argv
 

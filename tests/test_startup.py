@@ -35,7 +35,9 @@ NEVER = ("click", "jsonschema", "torch", "meshlint.cli.commands", "meshlint.repo
          "meshlint.report.diff", "meshlint.solve.fix", "meshlint.generate", "yaml",
          # every input but the TOML reader (its text, key positions and suppressions)
          *(f"meshlint.inputs.{p.stem}" for p in (ROOT / "meshlint" / "inputs").glob("*.py")
-           if p.stem not in ("__init__", "source", "tomlpos", "suppress")))
+           if p.stem not in ("__init__", "source", "tomlpos", "suppress")),
+         # the packages beside them, and what turns a registry, script or launch line into configs
+         "meshlint.inputs.pyregistry", "meshlint.engine.units", "meshlint.engine.accelerate_units")
 # Importing the library's check modules loads no rules, no cache and no schema: that is paid by a run.
 NOT_AT_IMPORT = ("json", "meshlint.engine.rule_cache", "meshlint.frameworks.schema_data", "meshlint.report", "difflib",
                  "meshlint.inputs.suppress")

@@ -19,7 +19,7 @@ import tt_history
 from meshlint.engine.check import Options, check_all
 from meshlint.frameworks.torchtitan import ttdiff
 from meshlint.frameworks import versions
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 from meshlint.mesh.topology import CliTopology
 
 B5 = Path("/work/shared/frameworks/torchtitan-b5bcd76c6")
@@ -30,7 +30,7 @@ REGISTRY = ("0.3.0", "main@b5bcd76c6")
 @pytest.fixture(autouse=True)
 def _fresh_reads():
     ttdiff.clear()
-    from meshlint.inputs import units
+    from meshlint.engine import units
 
     units._IDENTIFIED.clear()
     yield
@@ -331,7 +331,7 @@ def _launch(root: Path, *overrides: str):
     config.write_text(CONFIG.format(extra="").replace("# meshlint: world_size=8\n", ""))
     launch = parse_launch_args(["--module", "user_registry", "--config", "run", *overrides])
     options = Options(rules=load_rules(), topology=CliTopology(world_size=8), torchtitan_root=str(root))
-    from meshlint.inputs.units import _launch_source
+    from meshlint.engine.units import _launch_source
 
     return launch, options, (lambda: _launch_source(launch, options, str(root)))
 

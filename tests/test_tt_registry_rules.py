@@ -22,11 +22,12 @@ import pytest
 from conftest import FIXTURES
 
 from meshlint.frameworks import models
-from meshlint.engine.check import _split_late, topology_for
+from meshlint.engine.check import _split_late
+from meshlint.mesh.topology import topology_for
 from meshlint.frameworks import versions
 from meshlint.engine.run import run_rules
 from meshlint.engine.facts import build_facts
-from meshlint.engine.rules import load_rules
+from meshlint.engine.ruleset import load_rules
 from meshlint.mesh.topology import CliTopology
 
 RULES = load_rules()

@@ -16,7 +16,7 @@ from meshlint.engine.check import Options, run_checks
 from meshlint.errors import InputError
 from meshlint.inputs.launch import parse_launch_args
 from meshlint.inputs.scripts import read_launch_script
-from meshlint.inputs.units import analyse_input, analyse_launch
+from meshlint.engine.units import analyse_input, analyse_launch
 
 V02 = Path("/work/shared/frameworks/torchtitan-v0.2-9810191bb-parent")
 MIRROR = Path("/work/.mirror/pytorch+torchtitan/repo")

@@ -110,9 +110,9 @@ def check_tree(root: str) -> dict:
     Returns {version, decided_by, unmodelled (names), configs, errors (error findings), ml008 (paths),
     crashes (tracebacks), launch (the launch's status and its ML codes), unstated (configs with no version)}."""
     from meshlint.engine.check import Options, check_all, run_checks
-    from meshlint.inputs import units
+    from meshlint.engine import units
     from meshlint.inputs.launch import parse_launch_args
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
     from meshlint.mesh.topology import CliTopology
 
     options = Options(rules=load_rules(), topology=CliTopology(world_size=8), torchtitan_root=root)

@@ -17,12 +17,49 @@ import os
 MAX_WORLD = 1 << 24
 CHECK_FORMATS = ("text", "json", "sarif", "github")
 FAIL_ON = ("error", "warning", "info", "never")
-DIALECTS = ("kempnerforge", "torchtitan", "native")  # registry.py's cli_choice rows (tests/test_registry.py)
 PLACEMENTS = ("block", "cyclic")
 COLORS = ("auto", "always", "never")
 
+
+class _DialectChoices:
+    """The ``--dialect`` choices: the ``cli_choice`` rows of meshlint/frameworks/registry.py, read there on first
+    use (a tuple's equality, iteration and membership), so a run without ``--dialect`` never imports the registry."""
+
+    _names: tuple | None = None
+
+    def names(self) -> tuple:
+        if self._names is None:
+            from meshlint.frameworks.registry import FRAMEWORKS
+
+            self._names = tuple(f.name for f in FRAMEWORKS if f.cli_choice)
+        return self._names
+
+    def __iter__(self):
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def __getitem__(self, index):
+        return self.names()[index]
+
+    def __contains__(self, value) -> bool:
+        return value in self.names()
+
+    def __eq__(self, other) -> bool:
+        return self.names() == (other.names() if isinstance(other, _DialectChoices) else other)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return repr(self.names())
+
+
+DIALECTS = _DialectChoices()
+
 # flag -> (destination, kind): "flag" (a boolean), "count" (1 to MAX_WORLD), "list" (repeatable, comma-separated
-# selectors), or a tuple of choices. Destinations are CliSettings fields, or lint.run's keywords (RUN_KEYWORDS).
+# selectors), or the choices (a tuple, or DIALECTS). Destinations are CliSettings fields, or lint.run's keywords
+# (RUN_KEYWORDS).
 OPTIONS = {
     "--world-size": ("world_size", "count"),
     "--nodes": ("nodes", "count"),

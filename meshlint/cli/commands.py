@@ -327,7 +327,7 @@ def explain(paths, dialect, world_size, nodes, gpus_per_node, placement, fmt, ra
         import os
 
         from meshlint.inputs.script_call import ScriptCall
-        from meshlint.inputs.units import analyse_launch
+        from meshlint.engine.units import analyse_launch
 
         launch = _command_launch(paths)
         if isinstance(launch, ScriptCall):
@@ -451,7 +451,7 @@ def rules_cmd(rule_dirs, fmt):
     """List the rules: code, name, severity, dialects, what each checks."""
     from meshlint.errors import MeshlintError
     from meshlint.report import rules_doc
-    from meshlint.engine.rules import load_rules
+    from meshlint.engine.ruleset import load_rules
 
     try:
         rules = load_rules(tuple(rule_dirs))

@@ -53,7 +53,7 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
             launched = check_all(launch.path, options)
         else:
             from meshlint.engine.check import run_checks
-            from meshlint.inputs.units import analyse_launch
+            from meshlint.engine.units import analyse_launch
 
             options = planner.options_for(os.path.join(os.getcwd(), "launch"))
             launched = [run_checks(analyse_launch(launch, options), options)]

@@ -29,7 +29,7 @@ An entry holds what the reports need (status, dialect, note, input error,
 findings, suppressed findings, the file's ``--fail-on``, and for the JSON report
 the file's entry): JSON only, never pickle or anything that runs code. It is
 read only from a directory and a file that belong to the user and that no one
-else can write (rule_cache's trust rules), checked field by field, and used
+else can write (meshlint/cachestore.py's trust rules), checked field by field, and used
 only if it carries this format and exactly the key asked for; anything else is
 ignored and rewritten. Writes go to a private temporary file renamed into place
 (atomic: two processes writing one entry leave a whole one). Entries of at most
@@ -67,9 +67,9 @@ _CODE_KEY: list = []         # [key] once computed in this process ([None]: the 
 
 def open_cache(settings) -> "ResultsCache | None":
     """The results cache for a run with these ``settings`` (None: the defaults), or None when it is off."""
-    from meshlint.engine import rule_cache
+    from meshlint import cachestore
 
-    base = rule_cache.cache_dir()  # None when MESHLINT_NO_CACHE is set
+    base = cachestore.cache_dir()  # None when MESHLINT_NO_CACHE is set
     if not base:
         return None
     code = code_key()
@@ -268,7 +268,7 @@ class ResultsCache:
     def _dir_usable(self) -> bool:
         """The directory exists, belongs to this user and no one else can write it (checked once per run)."""
         if self._usable is None:
-            from meshlint.engine.rule_cache import trusted_dir
+            from meshlint.cachestore import trusted_dir
 
             if not os.path.isdir(self.directory):
                 return False  # not yet: store() creates it, then asks again
@@ -276,7 +276,7 @@ class ResultsCache:
         return self._usable
 
     def _load(self, key: str, path: str, need_json: bool):
-        from meshlint.engine.rule_cache import read_private
+        from meshlint.cachestore import read_private
 
         raw = read_private(os.path.join(self.directory, key + ".json"), MAX_ENTRY_BYTES)
         if raw is None:
@@ -307,7 +307,7 @@ class ResultsCache:
             return
         try:
             if not os.path.isdir(self.directory):
-                from meshlint.engine.rule_cache import trusted_dir
+                from meshlint.cachestore import trusted_dir
 
                 os.makedirs(self.base, mode=0o700, exist_ok=True)
                 if not trusted_dir(self.base):

@@ -78,7 +78,7 @@ class Planner:
 
     def _load(self, dirs: tuple) -> list:
         if dirs not in self._rules:
-            from meshlint.engine.rules import load_rules
+            from meshlint.engine.ruleset import load_rules
 
             self._rules[dirs] = load_rules(dirs)
         return self._rules[dirs]

@@ -17,15 +17,15 @@ from meshlint.engine.filereport import (  # noqa: F401 - where they always were:
     input_kind,
 )
 from meshlint.engine.findings import Finding
+from meshlint.engine.resolve import analyse_parsed
 from meshlint.mesh.topology import CliTopology, Hint
 
 if TYPE_CHECKING:  # the pipeline's modules are imported where they run: a run answered from the
     # results cache (meshlint/cli/results_cache.py) imports this module for FileReport and never needs them
-    from meshlint.frameworks.base import Resolution, Spec
+    from meshlint.frameworks.base import Resolution
     from meshlint.engine.run import Skip
     from meshlint.engine.rules import Rule
-    from meshlint.inputs.source import Source
-    from meshlint.mesh.topology import Topology
+
 
 class Options(NamedTuple):
     """Everything that decides how one file is checked (see settings.Planner for how it is built)."""
@@ -46,21 +46,13 @@ class Options(NamedTuple):
     script_call: object = None             # inputs/script_call.ScriptCall: the script is read as this call runs it
 
 
-# The framework version a TOML config is read as (registries choose theirs: inputs/units.py).
-TOML_VERSIONS = {
-    "torchtitan": ("0.2.x", "a TOML config: torchtitan read TOML configs up to v0.2.x (they became Python "
-                            "registries at 9810191bb, 2026-02-23)"),
-    "kempnerforge": ("5666d0d", "KempnerForge TOML, as of the snapshot meshlint models (5666d0d, 2026-06-30)"),
-}
-
-
 def analyse_all(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> list:
     """Every config an input path holds (a registry has one per function, a launch script one
     per launch line), each analysed up to (not including) the rules."""
     kind = input_kind(path)
     if kind in ("toml", "yaml"):
         return [analyse(path, options, raw, name)]
-    from meshlint.inputs import units
+    from meshlint.engine import units
 
     return [report for report in units.analyse_input(path, kind, options, raw, name)]
 
@@ -78,17 +70,17 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
     A registry path names one config (``file.py::function``, or a file with one function).
     """
     if input_kind(path) == "yaml":
-        from meshlint.inputs.accelerate_input import analyse_yaml
+        from meshlint.engine.accelerate_units import analyse_yaml
 
         return analyse_yaml(path, options, raw, name)
     if input_kind(path) != "toml":
         reports = analyse_all(path, options, raw, name)
         if len(reports) == 1:
             return reports[0]
-        from meshlint.inputs.units import several
+        from meshlint.engine.units import several
 
         return several(path, reports)
-    from meshlint.frameworks import detect
+    from meshlint.frameworks.dialects import detect
     from meshlint.inputs.source import parse_source, read_source
 
     try:
@@ -100,33 +92,6 @@ def analyse(path: str, options: Options, raw: bytes | None = None, name: str | N
         return FileReport(path, "skipped", source=source,
                           note="no [distributed], [parallelism] or [mesh] section: not a training config")
     return analyse_parsed(path, source, dialect, options)
-
-
-def analyse_parsed(path: str, source: Source, dialect: str, options: Options, prepare=None,
-                   hints: tuple = ()) -> FileReport:
-    """A parsed TOML config (or one a launch's overrides were laid over) up to the rules; ``prepare``
-    adjusts the spec before resolution, ``hints`` are the launcher's topology statements."""
-    from meshlint.frameworks import DIALECTS
-
-    module = DIALECTS[dialect]
-    spec = module.read(source)
-    if dialect in TOML_VERSIONS:
-        from meshlint.frameworks import schema_check
-
-        version, why = TOML_VERSIONS[dialect]
-        spec.framework = {"name": dialect, "version": version, "decided_by": why}
-        schema_check.apply(spec, source.data)
-    if prepare is not None:
-        prepare(spec)
-    if dialect == "torchtitan":
-        from meshlint.frameworks import models
-
-        module.attach_model(spec, options.models if options.models is not None else models.builtin())
-    topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, hints)
-    topo.gpu_memory_gib = options.gpu_memory_gib
-    resolution = module.resolve(spec, topo.world_size)
-    return FileReport(path, "checked", dialect=dialect, source=source, spec=spec, topology=topo,
-                      resolution=resolution)
 
 
 def check_file(path: str, options: Options, raw: bytes | None = None, name: str | None = None) -> FileReport:
@@ -247,29 +212,6 @@ def _reads_choices(rule: Rule) -> bool:
 def _override(finding: Finding, severity: dict) -> Finding:
     level = severity.get(finding.code) or severity.get(finding.name)
     return finding._replace(severity=level) if level and level != finding.severity else finding
-
-
-def topology_for(source: Source, spec: Spec, cli: CliTopology, file_hint: Hint | None = None,
-                 profile_hint: Hint | None = None, launch_hints: tuple = ()) -> Topology:
-    """Merge every source of world size and node shape, highest precedence first
-    (a launch line's own --nnodes/--nproc_per_node rank with the file's directives)."""
-    from meshlint.mesh.topology import (
-        comment_hints,
-        comment_worlds,
-        directive_hints,
-        filename_hint,
-        resolve_topology,
-    )
-
-    directives, problems = directive_hints(source.comments)
-    hints = [cli.hint(), *launch_hints, *directives, file_hint, *spec.hints, filename_hint(source.name),
-             *comment_hints(source.comments), profile_hint]
-    topo = resolve_topology(hints, cli.placement)
-    if profile_hint is not None:  # the cluster profile is a default: overriding it is not a disagreement
-        topo.conflicts = [c for c in topo.conflicts if c[3] != profile_hint.source]
-    topo.world_candidates = comment_worlds(source.comments) if topo.world_size is None else []
-    topo.directive_problems = problems
-    return topo
 
 
 def rules_by_code(rules: list[Rule]) -> dict:

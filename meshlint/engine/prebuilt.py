@@ -20,7 +20,7 @@ import zlib
 
 # the modules whose code decides what a rule file parses to (relative to the meshlint package)
 BUILDERS = (os.path.join("engine", "expr.py"), os.path.join("engine", "rules.py"), os.path.join("engine", "rule_cache.py"),
-            "limits.py", os.path.join("frameworks", "versions.py"), os.path.join("frameworks", "registry.py"))
+            "cachestore.py", "limits.py", os.path.join("frameworks", "versions.py"), os.path.join("frameworks", "registry.py"))
 
 
 def _stamp(path: str) -> tuple:

@@ -97,12 +97,18 @@ def lookup(data: dict, path: str) -> tuple[bool, Any]:
     return True, node
 
 
-def type_of(value: Any) -> str:
-    """TOML's word for the type of a value (array, table, string, ..., or a date type)."""
-    from meshlint.engine.expr import type_name
+_TOML_TYPES = ((bool, "bool"), (int, "int"), (float, "float"), (str, "string"), (list, "array"), (dict, "table"))
 
-    name = type_name(value)
-    return {"list": "array", "unknown": type(value).__name__}.get(name, name)
+
+def type_of(value: Any) -> str:
+    """TOML's word for the type of a value (array, table, string, ..., or a date type).
+
+    A config value is never the rule language's ``Missing`` (its ``type_name`` says "null" for one): this
+    layer reads configs, below the rule engine, so it names the types itself.
+    """
+    if value is None:
+        return "null"
+    return next((name for cls, name in _TOML_TYPES if isinstance(value, cls)), type(value).__name__)
 
 
 _TYPE_OK: dict[str, Callable[[Any], bool]] = {

@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 import sys
 
+from meshlint import cachestore
 from meshlint.errors import MeshlintError
 from meshlint.limits import MAX_TOML_INT
 
@@ -279,15 +280,40 @@ def _load_cached(path: str) -> dict:
     The cached form leaves out each entry's per-fact ``sources`` (they triple its size; ``sources_of``
     reads them on demand) and the aliases (added here, after loading).
     """
-    from meshlint.engine import rule_cache
-
-    key = rule_cache.key_for_files(f"models {os.path.basename(path)} v2", [path, os.path.abspath(__file__)])
-    table = rule_cache.load(key)
+    key = cachestore.key_for_files(f"models {os.path.basename(path)} v2", [path, os.path.abspath(__file__)])
+    table = cachestore.load(key)
     if not isinstance(table, dict):
         table = {k: {f: v for f, v in e.items() if f != "sources"}
                  for k, e in load_builtin_file(path, aliases=False).items()}
-        rule_cache.store(key, table)
+        cachestore.store(key, table)
     return _with_aliases(table)
+
+
+def _is_table(value) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, tuple) and len(k) == 2 for k in value)
+
+
+def _encode_table(value) -> list:
+    return [[name, flavor, cachestore.plain(facts)] for (name, flavor), facts in value.items()]
+
+
+def _decode_table(value) -> dict:
+    if not isinstance(value, list):
+        raise cachestore.Bad("unknown kind")
+    table = {}
+    for item in value:
+        name, flavor, facts = cachestore.want(item, list, 3)
+        if not isinstance(name, str) or not isinstance(flavor, str) or not isinstance(facts, dict):
+            raise cachestore.Bad("model entry")
+        for k, v in facts.items():  # the types parse_table accepts, nothing else
+            want = FIELDS.get(k)
+            if want is None or not isinstance(v, want) or (want is int and isinstance(v, bool)):
+                raise cachestore.Bad("model facts")
+        table[(name, flavor)] = facts
+    return table
+
+
+cachestore.register("models", _is_table, _encode_table, _decode_table)  # the model tables' cache entries
 
 
 def load_builtin_file(path: str, aliases: bool = True) -> dict:

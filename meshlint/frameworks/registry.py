@@ -3,7 +3,7 @@
 A framework is a package under meshlint/frameworks/ whose dialect module (NAME, SECTION, read, resolve, ...)
 is a row of ``FRAMEWORKS``; a version is a module beside its siblings and a row of ``VERSIONS``
 (docs/architecture.md). This module imports nothing, so any layer may read it; the modules it names are
-imported by meshlint/frameworks/__init__.py (the dialects) and versions.module() (a version, on first use).
+imported by meshlint/frameworks/dialects.py (the dialects) and versions.module() (a version, on first use).
 """
 
 from __future__ import annotations

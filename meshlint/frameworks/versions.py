@@ -90,44 +90,17 @@ def module_for_spec(spec):
         canon = canonical(fw["name"], fw["version"], strict=False)
         if canon is not None:
             return module(fw["name"], canon)
-    from meshlint.frameworks import DIALECTS
+    from meshlint.frameworks.dialects import DIALECTS
 
     return DIALECTS[spec.dialect]
 
 
 def spec_from_degrees(framework: str, version: str, degrees: dict, **other_values):
-    """``module(framework, version).spec_from_degrees``, also for v0.2.x (whose module predates it)."""
+    """``module(framework, version).spec_from_degrees``; a module without one gets v0.2.x's (a [parallelism] table)."""
     mod = module(framework, version)
-    if hasattr(mod, "spec_from_degrees"):
-        return mod.spec_from_degrees(degrees, **other_values)
-    return v02_spec_from_degrees(degrees, **other_values)
-
-
-def v02_spec_from_degrees(degrees: dict, **other_values):
-    """v0.2.x: a ``[parallelism]`` table (plus [training]/[model]/[compile] values by key name)."""
-    from meshlint.frameworks.torchtitan import v0_2 as torchtitan
-
-    data: dict = {}
-    for name, value in degrees.items():
-        if name not in torchtitan.DEGREE_KEYS:
-            raise ValueError(f"torchtitan 0.2.x has no degree {name!r} (it has {', '.join(torchtitan.DEGREE_KEYS)})")
-        data.setdefault("parallelism", {})[torchtitan.DEGREE_KEYS[name].split(".", 1)[1]] = value
-    for name, value in other_values.items():
-        paths = [k.path for k in torchtitan.KEYS if k.leaf == name or k.path == name]
-        if len(paths) != 1:
-            raise ValueError(f"torchtitan 0.2.x: {name!r} names " + (f"several keys ({', '.join(paths)})" if paths
-                                                                     else "no key meshlint reads"))
-        section, leaf = paths[0].split(".", 1)
-        data.setdefault(section, {})[leaf] = value
-
-    class _Toml:
-        pass
-
-    source = _Toml()
-    source.data = data
-    spec = torchtitan.read(source)
-    spec.framework = {"name": "torchtitan", "version": "0.2.x", "decided_by": None}
-    return spec
+    if not hasattr(mod, "spec_from_degrees"):
+        mod = module("torchtitan", "0.2.x")
+    return mod.spec_from_degrees(degrees, **other_values)
 
 
 # ----------------------------------------------------------------------------- telling versions apart

@@ -142,7 +142,7 @@ def _value_word(word, start: int):
 
 def parse_argv(argv: list):
     """``meshlint check -- accelerate launch ...``: the command given as words (columns of the joined line)."""
-    from meshlint.inputs.launch import Word
+    from meshlint.inputs.launch_words import Word
 
     words, col = [], 1
     for arg in argv:

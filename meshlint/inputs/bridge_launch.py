@@ -46,7 +46,7 @@ class BridgeLaunch(MegatronLaunch):
 
 def launch(script, args: list, origin, launcher: str, env: dict, first, index0: int) -> BridgeLaunch:
     """The Launch for ``<launcher> ... run_recipe.py ARGS``."""
-    from meshlint.inputs.launch import _shown
+    from meshlint.inputs.launch_words import _shown
 
     flags, overrides, notes = {}, [], []
     i = 0

@@ -483,7 +483,7 @@ def _source_class():
             return super().locate(key)
 
         def file_of(self, key, line=None, col=None):
-            from meshlint.inputs.launch import COMMAND_LINE
+            from meshlint.inputs.launch_words import COMMAND_LINE
 
             if self._from_launch(key):
                 return self.run.file or COMMAND_LINE

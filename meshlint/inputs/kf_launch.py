@@ -22,7 +22,17 @@ import warnings
 from typing import Any, NamedTuple
 
 from meshlint.errors import InputError
-from meshlint.inputs.launch import UNKNOWN_CHAR, Launch, UnknownValue, Word, _err, _pos, _shown, _where, splat_note
+from meshlint.inputs.launch_words import (
+    UNKNOWN_CHAR,
+    Launch,
+    UnknownValue,
+    Word,
+    _err,
+    _pos,
+    _shown,
+    _where,
+    splat_note,
+)
 from meshlint.mesh.topology import Hint
 
 FRAMEWORK = "kempnerforge"
@@ -193,7 +203,7 @@ def _plain(value, raw: str):
 def direct_world_hint(env: dict, origin, cmd: Word, notes: list) -> Hint | None:
     """``python scripts/train.py`` without torchrun or srun: ``get_world_info`` reads WORLD_SIZE, else
     SLURM_NTASKS, else 1 (distributed/setup.py:34)."""
-    from meshlint.inputs.launch import _int_of, _var_note
+    from meshlint.inputs.launch_words import _int_of, _var_note
 
     for name in ("WORLD_SIZE", "SLURM_NTASKS"):
         w = env.get(name)

@@ -9,7 +9,7 @@ import os
 
 from meshlint.errors import InputError
 
-SHELLS = ("bash", "sh", "zsh")   # with "sbatch": inputs/scripts.SUBMITTERS
+SHELLS = ("bash", "sh", "zsh")   # with "sbatch": inputs/script_lex.SUBMITTERS
 SCRIPT_SUFFIXES = (".sh", ".sbatch", ".slurm", ".bash")
 
 
@@ -32,7 +32,7 @@ def script_call(words: list, base_dir: str | None = None) -> ScriptCall | None:
     """The ScriptCall ``words`` make (``sbatch OPTS SCRIPT ARGS``, ``bash SCRIPT ARGS``), or None when they
     call no readable script. ``base_dir``: where a relative script path is looked up first (the working
     directory, then ``base_dir``: a driver script usually submits its neighbours)."""
-    from meshlint.inputs.launch import _srun_options
+    from meshlint.inputs.launch_commands import _srun_options
 
     if not words or words[0].splat:
         return None
@@ -67,7 +67,7 @@ def _find(name: str, base_dir: str | None) -> str | None:
 def call_from_argv(argv: list) -> ScriptCall | None:
     """``meshlint check -- sbatch --nodes=4 scripts/slurm/multinode.sh CONFIG ...``: the call, or None.
     Raises InputError(ML001) when the command names a script that is not there."""
-    from meshlint.inputs.launch import Word
+    from meshlint.inputs.launch_words import Word
 
     words, col = [], 1
     for arg in argv:
@@ -85,8 +85,9 @@ def read_with_submitted(path: str, version: str | None = None, call: ScriptCall 
     """A script's launches (``read_launch_script``), with those of each script it submits (``sbatch --nodes=2
     job.sh CONFIG``) in their place, read as that line runs it: one level deep (a submitted script's own
     submissions are not followed). A submitted script that cannot be read is one launch with its error."""
-    from meshlint.inputs.launch import Launch
-    from meshlint.inputs.scripts import MAX_LAUNCHES, read_launch_script
+    from meshlint.inputs.launch_words import Launch
+    from meshlint.inputs.script_lex import MAX_LAUNCHES
+    from meshlint.inputs.scripts import read_launch_script
 
     submitted: list | None = [] if call is None else None
     launches = read_launch_script(path, version, call, submitted)

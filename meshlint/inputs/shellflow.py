@@ -14,7 +14,7 @@ import bisect
 from fnmatch import fnmatchcase
 
 from meshlint.errors import InputError
-from meshlint.inputs.launch import UNKNOWN_CHAR, Word
+from meshlint.inputs.launch_words import UNKNOWN_CHAR, Word
 
 MAX_CALL_DEPTH = 16          # functions calling functions
 MAX_CALLED_COMMANDS = 100_000  # commands read inside function calls, in all
@@ -90,7 +90,7 @@ class Flow:
         self.line_starts = [0] + [i + 1 for i, c in enumerate(self.text) if c == "\n"]
 
     def run(self, commands: list) -> None:
-        from meshlint.inputs.scripts import _literal
+        from meshlint.inputs.script_lex import _literal
 
         k = 0
         while k < len(commands):
@@ -162,7 +162,7 @@ class Flow:
 
     def _bind(self) -> None:
         """$1, $2 ... as variables of the call (undone with its locals)."""
-        from meshlint.inputs.scripts import _Var
+        from meshlint.inputs.script_lex import _Var
 
         for n in [n for n in self.vars if n.isdigit()]:
             del self.vars[n]
@@ -201,7 +201,7 @@ class Flow:
 
     def test(self, raws: list):
         """True/False for ``[[ A == P ]]``, ``[ A = B ]``, ``!=``, ``-n``/``-z`` on known words; None otherwise."""
-        from meshlint.inputs.scripts import _literal
+        from meshlint.inputs.script_lex import _literal
 
         if not raws:
             return None

@@ -17,7 +17,7 @@ import copy
 import os
 
 from meshlint.errors import InputError
-from meshlint.inputs.launch import COMMAND_LINE
+from meshlint.inputs.launch_words import COMMAND_LINE
 from meshlint.inputs.source import Source
 
 
@@ -68,57 +68,6 @@ class LaunchedSource(Source):
 
 DIALECT = {"kempnerforge": "kempnerforge", "torchtitan-0.2": "torchtitan"}
 NAMES = {"kempnerforge": "KempnerForge", "torchtitan-0.2": "torchtitan v0.2"}
-
-
-def launch_report(launch, options, script: str | None):
-    """The FileReport (before rules) of one launch of a TOML config; ``script``: the script it is in
-    (None: meshlint's command line). Raises InputError where the launch cannot be checked."""
-    from meshlint.engine.check import FileReport, analyse_parsed
-    from meshlint.inputs.source import read_source
-
-    if launch.error is not None:
-        raise launch.error
-    display = launch.display if launch.file else f"{launch.text}"
-    if getattr(launch, "unresolved", None):
-        return FileReport(display, "skipped", note=f"a {NAMES[launch.framework]} launch, but {launch.unresolved}: "
-                                                   "give the config to check as meshlint check CONFIG.toml, or set "
-                                                   "it in the script")
-    word = launch.config_word
-    found, tried = resolve_config(launch.config, script)
-    if found is None:
-        shown = "; ".join(tried[:6]) + (f" ... ({len(tried)} in all)" if len(tried) > 6 else "")
-        raise InputError("ML001", f"the {NAMES[launch.framework]} config {launch.config!r} that the launch names was "
-                                  f"not found (tried {shown})", word.line if launch.file else 1, word.col,
-                         help="run meshlint from the directory the launch runs in, or write the config's path "
-                              "relative to the script's repository")
-    try:
-        toml = read_source(found)
-    except InputError as exc:   # the config itself is unreadable: say which file, at the launch's word
-        raise InputError(exc.code, f"{found}" + (f":{exc.line}:{exc.col}" if exc.line else "") + f": {exc.message}",
-                         word.line if launch.file else 1, word.col, help=exc.help) from None
-    dialect = DIALECT[launch.framework]
-    if not getattr(launch, "entry_explicit", True):
-        from meshlint.frameworks import detect
-
-        if detect(toml.data) != dialect:   # some other project's train.py with a TOML of its own
-            return FileReport(display, "skipped", note=f"{launch.config} is not a KempnerForge config (no "
-                                                       "[distributed] section): the train.py line is not checked")
-    if dialect == "kempnerforge":
-        data, set_at, unread, space = apply_kf(launch, toml.data, script)
-    else:
-        data, set_at, unread, space = apply_typed(launch, toml.data, script)
-    space_cols = {item["line"]: (set_at_file(launch, script), item["col"]) for item in space}
-    source = LaunchedSource(display, toml, data, set_at, space_cols)
-    source.launch = launch
-
-    def prepare(spec):
-        if dialect == "kempnerforge":
-            spec.values["launch.space_overrides"] = space
-            spec.values["launch.overrides"] = [{"line": p[1], "key": k, "value": "?"} for k, p in set_at.items()]
-        if unread:
-            _unreadable(spec, unread, dialect)
-
-    return analyse_parsed(display, source, dialect, options, prepare=prepare, hints=tuple(launch.hints))
 
 
 def set_at_file(launch, script):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 
-from meshlint.inputs.launch import (
+from meshlint.inputs.launch_words import (
     Launch,
     Override,
     UnknownValue,
@@ -28,10 +28,9 @@ from meshlint.inputs.launch import (
     _sub,
     _where,
     not_an_option,
-    skip_splats,
-    take_values,
-    typed_value,
 )
+
+from meshlint.inputs.tyro_overrides import skip_splats, take_values, typed_value
 
 FRAMEWORK = "torchtitan-0.2"
 VERSION = "0.2.x"

@@ -251,3 +251,19 @@ def _closest(word: str, choices) -> str | None:
 
     found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return found[0] if found else None
+
+
+def topology_for(source, spec, cli: CliTopology, file_hint: Hint | None = None,
+                 profile_hint: Hint | None = None, launch_hints: tuple = ()) -> Topology:
+    """Merge every source of world size and node shape of a config (its ``Source``'s comments and name, its
+    ``Spec``'s hints), highest precedence first (a launch line's own --nnodes/--nproc_per_node rank with the
+    file's directives)."""
+    directives, problems = directive_hints(source.comments)
+    hints = [cli.hint(), *launch_hints, *directives, file_hint, *spec.hints, filename_hint(source.name),
+             *comment_hints(source.comments), profile_hint]
+    topo = resolve_topology(hints, cli.placement)
+    if profile_hint is not None:  # the cluster profile is a default: overriding it is not a disagreement
+        topo.conflicts = [c for c in topo.conflicts if c[3] != profile_hint.source]
+    topo.world_candidates = comment_worlds(source.comments) if topo.world_size is None else []
+    topo.directive_problems = problems
+    return topo

@@ -10,7 +10,7 @@ open; every other section is allowed.
 
 from __future__ import annotations
 
-from meshlint.frameworks import DIALECTS
+from meshlint.frameworks.dialects import DIALECTS
 from meshlint.frameworks.base import DEGREES, MAX_DEGREE
 
 TITLES = {"kempnerforge": "KempnerForge training config", "torchtitan": "torchtitan training config",

@@ -319,7 +319,7 @@ _DIRECTIVE_NUMBER = re.compile(r"\b(world_size|gpus_per_node|nodes)\s*=\s*([0-9]
 def _directive_edits(solver, text: str, notes: list) -> list:
     """Keep a ``# meshlint:`` directive that states the world in step with the target; say so when the
     file's world comes from somewhere fix does not edit (its name, a launch line in a comment)."""
-    from meshlint.engine.check import topology_for
+    from meshlint.mesh.topology import topology_for
     from meshlint.mesh.topology import CliTopology
 
     report, t = solver.report, solver.target

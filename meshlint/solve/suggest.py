@@ -143,7 +143,7 @@ def _own_dp(report, solver: Solver) -> int | None:
     not --world-size), else on the analysed world, else of its degrees on the target."""
     d = {}
     try:
-        from meshlint.engine.check import topology_for
+        from meshlint.mesh.topology import topology_for
         from meshlint.mesh.topology import CliTopology
 
         opts = solver.options

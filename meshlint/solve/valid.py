@@ -124,7 +124,7 @@ class Solver:
 
     # ------------------------------------------------------------------ setup
     def _topology(self):
-        from meshlint.engine.check import topology_for
+        from meshlint.mesh.topology import topology_for
 
         topo = self.report.topology
         t = self.target

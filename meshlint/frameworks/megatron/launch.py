@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 
-from meshlint.inputs.launch import COMMAND_LINE, Launch
+from meshlint.inputs.launch_words import COMMAND_LINE, Launch
 
 _ENTRY = re.compile(r"(^|/)pretrain_[A-Za-z0-9_]+\.py$")
 
@@ -45,7 +45,7 @@ class MegatronLaunch(Launch):
 
 def launch(script, args: list, origin, launcher: str, env: dict, first, index0: int) -> MegatronLaunch:
     """The Launch for ``<launcher> ... pretrain_X.py ARGS`` (``first``: the launcher word)."""
-    from meshlint.inputs.launch import _shown
+    from meshlint.inputs.launch_words import _shown
 
     text = " ".join([first.text, script.text] + [(_shown(w) if not w.splat else w.raw) for w in args])
     text = text if len(text) <= 200 else text[:197] + "..."

@@ -152,10 +152,28 @@ def bytes_per_param(spec: Spec) -> int | None:
 
 
 def spec_from_degrees(degrees: dict, **other_values) -> Spec:
-    """A Spec as if a [parallelism] table held these degrees (versions.v02_spec_from_degrees)."""
-    from meshlint.frameworks.versions import v02_spec_from_degrees
+    """A Spec as if a [parallelism] table held these degrees (plus [training]/[model]/[compile] values by key name)."""
+    data: dict = {}
+    for name, value in degrees.items():
+        if name not in DEGREE_KEYS:
+            raise ValueError(f"torchtitan 0.2.x has no degree {name!r} (it has {', '.join(DEGREE_KEYS)})")
+        data.setdefault("parallelism", {})[DEGREE_KEYS[name].split(".", 1)[1]] = value
+    for name, value in other_values.items():
+        paths = [k.path for k in KEYS if k.leaf == name or k.path == name]
+        if len(paths) != 1:
+            raise ValueError(f"torchtitan 0.2.x: {name!r} names " + (f"several keys ({', '.join(paths)})" if paths
+                                                                     else "no key meshlint reads"))
+        section, leaf = paths[0].split(".", 1)
+        data.setdefault(section, {})[leaf] = value
 
-    return v02_spec_from_degrees(degrees, **other_values)
+    class _Toml:
+        pass
+
+    source = _Toml()
+    source.data = data
+    spec = read(source)
+    spec.framework = {"name": "torchtitan", "version": "0.2.x", "decided_by": None}
+    return spec
 
 
 def _validate_degrees(d: dict) -> str | None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 
+from meshlint.engine.filereport import FileReport
+from meshlint.engine.resolve import analyse_parsed
 from meshlint.errors import InputError
+from meshlint.mesh.topology import topology_for
 
 # Which torchtitan semantics a registry is read with when nothing says (README, "Framework versions").
 DEFAULT_TORCHTITAN_VERSION = "main@b5bcd76c6"
@@ -18,7 +21,6 @@ DEFAULT_TORCHTITAN_VERSION = "main@b5bcd76c6"
 
 def analyse_input(path: str, kind: str, options, raw: bytes | None = None, name: str | None = None) -> list:
     """FileReports (before rules) for every config in ``path`` (kind: registry | script | saved)."""
-    from meshlint.engine.check import FileReport
 
     try:
         if kind == "registry" and _bridge_recipe(path, raw):   # Megatron-Bridge recipes (inputs/bridge_recipe.py)
@@ -65,15 +67,13 @@ def _is_accelerate(src) -> bool:
 def analyse_launch(launch, options) -> object:
     """The FileReport (before rules) of a launch given on the command line
     (``meshlint check --module llama3 --config llama3_70b -- --parallelism...``)."""
-    from meshlint.engine.check import FileReport
     from meshlint.inputs.accelerate_launch import AccelerateLaunch
 
     if isinstance(launch, AccelerateLaunch):
-        from meshlint.inputs.accelerate_input import analyse_launch as analyse_accelerate
+        from meshlint.engine.accelerate_units import analyse_launch as analyse_accelerate
 
         return analyse_accelerate(launch, options)
     if _toml_launch(launch):   # a TOML config: KempnerForge, torchtitan v0.2
-        from meshlint.inputs.toml_launch import launch_report
 
         try:
             return launch_report(launch, options, None)
@@ -88,7 +88,6 @@ def analyse_launch(launch, options) -> object:
 
 def several(path: str, reports: list):
     """A path that names several configs where one is needed (explain --svg, diff, smoke)."""
-    from meshlint.engine.check import FileReport
 
     if any(r.status == "error" for r in reports) and len(reports) == 1:
         return reports[0]
@@ -103,7 +102,6 @@ def several(path: str, reports: list):
 # ----------------------------------------------------------------------------- reading inputs
 
 def _registry_sources(path: str, options, raw: bytes | None):
-    from meshlint.engine.check import FileReport
     from meshlint.inputs.pyregistry import read_registry
 
     file, function, text = _registry_text(path, raw)
@@ -147,8 +145,6 @@ def _script_sources(path: str, options, raw: bytes | None = None):
     from meshlint.inputs.script_call import read_with_submitted
     from meshlint.inputs.scripts import launches_in_text
 
-    from meshlint.engine.check import FileReport
-
     call = options.script_call
     call = call if call is not None and _same_file(call.path, path) else None
     # ``raw``: the script's new text (fix reads an edit back before writing it)
@@ -167,8 +163,6 @@ def _script_sources(path: str, options, raw: bytes | None = None):
         script = getattr(launch, "file", None) or path  # a script the checked one submits has its own lines
         try:
             if _toml_launch(launch):
-                from meshlint.inputs.toml_launch import launch_report
-
                 sources.append(launch_report(launch, options, script))
                 continue
             source = _launch_source(launch, options, os.path.dirname(os.path.abspath(script)))
@@ -200,7 +194,7 @@ def _toml_launch(launch) -> bool:
 def _launch_source(launch, options, start_dir: str):
     """The registry function a launch names, read, with the launch's overrides applied
     (checked against the keys of the version the registry is read as)."""
-    from meshlint.inputs.launch import apply_overrides
+    from meshlint.inputs.override_apply import apply_overrides
     from meshlint.inputs.pyregistry import find_config_module, read_function
     from meshlint.inputs.ttroot import find_root
 
@@ -243,7 +237,7 @@ def _registry_package(root: str) -> str | None:
 
 
 def _saved_source(path: str, raw: bytes | None):
-    from meshlint.inputs.launch import read_saved_config
+    from meshlint.inputs.saved_config import read_saved_config
 
     return read_saved_config(path) if raw is None else read_saved_config(path, text=raw.decode("utf-8", "replace"))
 
@@ -255,7 +249,6 @@ def analyse_source(source, options, launch=None):
     if getattr(source, "framework", None) == "megatron":
         return _analyse_megatron(source, options, launch)
     from meshlint.frameworks import models
-    from meshlint.engine.check import FileReport, topology_for
     from meshlint.frameworks import versions
 
     version, decided_by = choose_version(source, options)
@@ -286,7 +279,6 @@ def _analyse_megatron(source, options, launch):
 
 def _resolved(source, spec, module, options, launch, dialect: str):
     """Topology (the launch's own hints among the others) and resolution: the report before the rules."""
-    from meshlint.engine.check import FileReport, topology_for
 
     hints = tuple(getattr(launch, "hints", ()) or ()) if launch is not None else ()
     topo = topology_for(source, spec, options.topology, options.file_hint, options.profile_hint, hints)
@@ -393,3 +385,55 @@ def choose_version(source, options) -> tuple:
     if by_keys:
         return by_keys
     return DEFAULT_TORCHTITAN_VERSION, "default (no torchtitan checkout or package found, no --torchtitan-version)"
+
+
+def launch_report(launch, options, script: str | None):
+    """The FileReport (before rules) of one launch of a TOML config; ``script``: the script it is in
+    (None: meshlint's command line). Raises InputError where the launch cannot be checked."""
+    from meshlint.inputs.source import read_source
+    from meshlint.inputs.toml_launch import (DIALECT, NAMES, LaunchedSource, _unreadable, apply_kf, apply_typed,
+                                             resolve_config, set_at_file)
+
+    if launch.error is not None:
+        raise launch.error
+    display = launch.display if launch.file else f"{launch.text}"
+    if getattr(launch, "unresolved", None):
+        return FileReport(display, "skipped", note=f"a {NAMES[launch.framework]} launch, but {launch.unresolved}: "
+                                                   "give the config to check as meshlint check CONFIG.toml, or set "
+                                                   "it in the script")
+    word = launch.config_word
+    found, tried = resolve_config(launch.config, script)
+    if found is None:
+        shown = "; ".join(tried[:6]) + (f" ... ({len(tried)} in all)" if len(tried) > 6 else "")
+        raise InputError("ML001", f"the {NAMES[launch.framework]} config {launch.config!r} that the launch names was "
+                                  f"not found (tried {shown})", word.line if launch.file else 1, word.col,
+                         help="run meshlint from the directory the launch runs in, or write the config's path "
+                              "relative to the script's repository")
+    try:
+        toml = read_source(found)
+    except InputError as exc:   # the config itself is unreadable: say which file, at the launch's word
+        raise InputError(exc.code, f"{found}" + (f":{exc.line}:{exc.col}" if exc.line else "") + f": {exc.message}",
+                         word.line if launch.file else 1, word.col, help=exc.help) from None
+    dialect = DIALECT[launch.framework]
+    if not getattr(launch, "entry_explicit", True):
+        from meshlint.frameworks.dialects import detect
+
+        if detect(toml.data) != dialect:   # some other project's train.py with a TOML of its own
+            return FileReport(display, "skipped", note=f"{launch.config} is not a KempnerForge config (no "
+                                                       "[distributed] section): the train.py line is not checked")
+    if dialect == "kempnerforge":
+        data, set_at, unread, space = apply_kf(launch, toml.data, script)
+    else:
+        data, set_at, unread, space = apply_typed(launch, toml.data, script)
+    space_cols = {item["line"]: (set_at_file(launch, script), item["col"]) for item in space}
+    source = LaunchedSource(display, toml, data, set_at, space_cols)
+    source.launch = launch
+
+    def prepare(spec):
+        if dialect == "kempnerforge":
+            spec.values["launch.space_overrides"] = space
+            spec.values["launch.overrides"] = [{"line": p[1], "key": k, "value": "?"} for k, p in set_at.items()]
+        if unread:
+            _unreadable(spec, unread, dialect)
+
+    return analyse_parsed(display, source, dialect, options, prepare=prepare, hints=tuple(launch.hints))
