@@ -142,6 +142,8 @@ HF_KEYS = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size", "num
            "num_experts": "num_moe_experts", "n_routed_experts": "num_moe_experts",
            "num_local_experts": "num_moe_experts", "moe_intermediate_size": "moe_ffn_hidden_size",
            "num_experts_per_tok": "moe_router_topk", "vocab_size": "vocab_size"}
+# what hf_sizes must find for a Hugging Face model's peak memory to be estimated
+HF_ARCHITECTURE = ("gated_linear_unit", "normalization", "share_embeddings_and_output_weights", "add_bias_linear")
 _TABLE: dict = {}
 _RECIPE_MARK = re.compile(rb"\bmegatron\.bridge\b")
 
@@ -382,8 +384,9 @@ def hf_sizes(ref: str, start_dir: str) -> tuple:
     if isinstance(data, dict):   # what the model bridges' provider_bridge derives (models/llama/llama_bridge.py ...)
         if isinstance(data.get("tie_word_embeddings"), bool):
             out["share_embeddings_and_output_weights"] = data["tie_word_embeddings"]
-        if data.get("hidden_act") in ("silu", "swiglu"):
-            out["gated_linear_unit"] = True
+        if isinstance(data.get("hidden_act"), str):   # the gated (gate/up/down) MLP of the SiLU families
+            out["gated_linear_unit"] = data["hidden_act"] in ("silu", "swiglu")
+            out["add_bias_linear"] = bool(data.get("mlp_bias", False))
         if "rms_norm_eps" in data:
             out["normalization"] = "RMSNorm"
         if isinstance(data.get("attention_bias"), bool):
@@ -457,6 +460,9 @@ def values_of(container, start_dir: str, def_pos: tuple, interp=None, node=None)
             if got is None:
                 provided["num_layers"] = flags.Unknown(f"the model's sizes come from {ref}'s Hugging Face config: {how}")
             else:
+                # the architecture a model bridge's provider_bridge takes from the config: unknown where it is not there
+                why = flags.Unknown(f"{ref}'s config.json does not say it")
+                provided.update({f: why for f in HF_ARCHITECTURE})
                 provided.update(got)
                 origin = f"{ref}'s config.json ({how})"
         else:
@@ -465,8 +471,11 @@ def values_of(container, start_dir: str, def_pos: tuple, interp=None, node=None)
     elif isinstance(model, P.Obj):
         cls = model.ref.node.name if isinstance(model.ref, P.ClassRef) else (model.cls or "").rsplit(".", 1)[-1]
         entry = providers().get(cls)
-        kinds = {"MLAModelProvider": "multi_latent_attention", "MambaModelProvider": "bridge.mamba",
+        kinds = {"MLAModelProvider": "multi_latent_attention", "MLATransformerConfig": "multi_latent_attention",
+                 "MambaModelProvider": "bridge.mamba",
                  "T5ModelProvider": "bridge.t5"}
+        if any(f.startswith(("hybrid_", "mamba_")) for f in model.fields):   # a Mamba hybrid, whatever its class
+            values["bridge.mamba"], where["bridge.mamba"] = True, model_pos
         for base in _ancestors(cls):   # what the memory estimate does not model
             if base in kinds:
                 values[kinds[base]], where[kinds[base]] = True, model_pos
@@ -476,8 +485,14 @@ def values_of(container, start_dir: str, def_pos: tuple, interp=None, node=None)
         elif model.rest is None:
             notes.append(f"model provider {cls or model.cls!r} is not in the provider table of Megatron-Bridge {TAG}: "
                          "its sizes are not known")
+            # nor its own defaults of the fields the memory estimate reads (a hybrid or Mamba provider's among them)
+            why = flags.Unknown(f"model provider {cls or model.cls} is not in the provider table of Megatron-Bridge "
+                                f"{TAG}: its defaults are not known")
+            provided.update({f: why for s, f in MEMORY_FIELDS if s == "model"})
     if origin:
         notes.append(f"model sizes from {origin}")
+    if container.fields.get("peft") is not None:   # frozen base weights: no gradients or optimizer state for them
+        values["bridge.peft"], where["bridge.peft"] = True, container.pos.get("peft") or def_pos
     mixed = _mixed_precision(container.fields.get("mixed_precision"), interp, node, P)
     for (section, field), dest in FIELDS.items():
         sec = model if section == "model" else mixed if section == "mixed_precision" else \

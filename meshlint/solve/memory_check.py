@@ -68,7 +68,8 @@ def _megatron(report, res, options) -> dict | None:
     a = spec.extra.get("args") or {}
     d = res.degrees or {}
     why = a.get("bridge_memory_unknown") or ("a Mamba hybrid model's layers are not modelled" if a.get(
-        "bridge.mamba") else "a T5 model is not modelled" if a.get("bridge.t5") else None)
+        "bridge.mamba") else "a T5 model is not modelled" if a.get("bridge.t5") else
+        "PEFT's frozen base weights are not modelled" if a.get("bridge.peft") else None)
     if a.get("bridge_recipe") and why:
         # a Megatron-Bridge recipe whose precision, optimizer or recomputation is not known: Megatron-Core's
         # defaults in its place (no distributed optimizer, fp32) would overstate the peak
