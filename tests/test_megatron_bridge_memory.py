@@ -17,11 +17,11 @@ import pytest
 
 from meshlint.frameworks.megatron import core_0_16
 from meshlint.inputs import bridge_recipe as bridge
+from tests.test_megatron_bridge import _tree
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = ROOT / "fixtures" / "megatron_bridge"
 RECIPES = FIX / "checkout/src/megatron/bridge/recipes/memory_recipes.py"
-BRIDGE_MIRROR = Path("/work/.mirror/NVIDIA-NeMo+Megatron-Bridge/repo")
 
 
 def _run(targets, *extra) -> list:
@@ -44,13 +44,15 @@ def checked() -> dict:
 
 def test_precision_optimizer_and_recompute_come_from_the_recipe():
     a = _args("llama3_8b_memory_config")   # mixed_precision="bf16_mixed": the checkout's @register'd function
-    assert (a["bf16"], a["fp16"], a["use_distributed_optimizer"], a["grad_reduce_in_bf16"]) == (True, False, True, False)
+    assert (a["bf16"], a["fp16"], a["use_distributed_optimizer"], a["grad_reduce_in_bf16"]) == \
+        (True, False, True, False)
     assert (a["swiglu"], a["normalization"], a["untie_embeddings_and_output_weights"], a["add_bias_linear"]) == \
         (True, "RMSNorm", True, False)          # Llama3ModelProvider8B's own defaults (the provider table)
     assert a["padded_vocab_size"] == 128256 and a["hidden_dropout"] == 0.0 and a["recompute_granularity"] is None
     assert not _args("llama3_8b_memory_plain_config")["use_distributed_optimizer"]
     assert _args("llama3_8b_memory_fp32_config")["bf16"] is False   # no MixedPrecisionConfig: Megatron-Core's fp32
-    # the mixed-precision config's grad_reduce_in_fp32 overrides the DDP config's (update_config_with_precision_overrides)
+    # the mixed-precision config's grad_reduce_in_fp32 overrides the DDP config's
+    # (mixed_precision.py update_config_with_precision_overrides)
     assert _args("llama3_8b_memory_bf16_reduce_config")["grad_reduce_in_bf16"] is True
     r = _args("llama3_8b_memory_recompute_config")
     assert (r["recompute_granularity"], r["recompute_method"], r["recompute_num_layers"]) == ("full", "uniform", 1)
@@ -125,19 +127,6 @@ def test_a_decorator_that_changes_the_function_is_not_followed(tmp_path):
 
 # ----------------------------------------------------------------------------- the real recipes (when fetched)
 
-def _tree(ref: str, tmp_path) -> Path:
-    if not BRIDGE_MIRROR.is_dir():
-        pytest.skip("no Megatron-Bridge mirror")
-    out = tmp_path / ref
-    out.mkdir()
-    archive = subprocess.run(["git", "-C", str(BRIDGE_MIRROR), "archive", ref, "src"], capture_output=True,
-                             timeout=300)
-    if archive.returncode:
-        pytest.skip(f"{ref} not in the mirror")
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True, timeout=300)
-    return out / "src" / "megatron" / "bridge"
-
-
 def _at_own_world(src: Path) -> dict:
     """{recipe: (world, ML504/ML505 rules)} for each recipe whose world is known: the name's ``_NNgpu_``, else the
     smallest world of its degrees (dp 1: the most a GPU holds; the recipe runs at a multiple of it)."""
@@ -160,7 +149,8 @@ def _at_own_world(src: Path) -> dict:
     for world, targets in groups.items():
         for f in _run(targets, "--world-size", str(world)):
             out[f["path"].split("/megatron/bridge/", 1)[1]] = (
-                world, f["memory"] is not None, sorted(x["rule"] for x in f["findings"] if x["rule"] in ("ML504", "ML505")))
+                world, f["memory"] is not None,
+                sorted(x["rule"] for x in f["findings"] if x["rule"] in ("ML504", "ML505")))
     return out
 
 
@@ -168,13 +158,14 @@ def _at_own_world(src: Path) -> dict:
 # bf16 values (33 GiB: fc1's gated output and the activation), the fused cross-entropy an fp32 copy of the
 # 32768 x 262144 logits (32 GiB: megatron/core/fusions/fused_cross_entropy.py .float()) beside the bf16 ones (16 GiB)
 # and the weights, gradients and Adam state 16.8 GiB: more than 80 GB before attention and norms are counted.
-GEMMA3_1B = "memory: the 1B model at 32K tokens on one GPU"
+GEMMA3_1B = "only Gemma 3 1B at 32K tokens on one GPU exceeds 80 GB (see above)"
 
 
 def test_shipped_recipes_at_v0_3_1_fit_at_their_worlds(tmp_path):
     got = _at_own_world(_tree("v0.3.1", tmp_path))
     assert len(got) == 142 and sum(1 for _, est, _ in got.values() if est) >= 3
-    assert {k: v for k, v in got.items() if v[2]} == {"recipes/gemma/gemma3.py::gemma3_1b_pretrain_config": (1, True, ["ML504"])}, GEMMA3_1B
+    assert {k: v for k, v in got.items() if v[2]} == {
+        "recipes/gemma/gemma3.py::gemma3_1b_pretrain_config": (1, True, ["ML504"])}, GEMMA3_1B
 
 
 def test_shipped_recipes_at_067f987df_fit_at_their_worlds(tmp_path):
