@@ -23,7 +23,12 @@ FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups"
           "num_moe_experts", "moe_ffn_hidden_size", "moe_router_topk", "vocab_size", "seq_length",
           "share_embeddings_and_output_weights", "gated_linear_unit", "mtp_num_layers",
           "num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
-          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+          # what the whole-peak memory estimate reads (meshlint/mesh/memory_megatron.py)
+          "normalization", "add_bias_linear", "add_qkv_bias", "make_vocab_size_divisible_by", "should_pad_vocab",
+          "position_embedding_type", "moe_shared_expert_intermediate_size", "moe_layer_freq", "hidden_dropout",
+          "attention_dropout", "bf16", "fp16", "recompute_granularity", "recompute_method", "recompute_num_layers",
+          "recompute_modules", "distribute_saved_activations")
 
 
 def provider_modules(src: str) -> list:
@@ -69,7 +74,7 @@ def generate(src: str) -> dict:
                     unreadable.append(field)
                     continue
                 plain = val.v
-                if isinstance(plain, (bool, int, str)) or plain is None:
+                if isinstance(plain, (bool, int, float, str)) or plain is None:
                     fields[field] = plain
                     origins[field] = f"{owner.mod.rel}:{entry[2]}"
                 else:

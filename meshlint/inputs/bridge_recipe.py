@@ -15,6 +15,7 @@ Pinned: Megatron-Bridge v0.3.1 (9c9dd8489), whose 3rdparty/Megatron-LM is core_v
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import os
 import re
@@ -58,6 +59,24 @@ FIELDS = {
     ("dist", "use_tp_pp_dp_mapping"): "use_tp_pp_dp_mapping",
     ("ddp", "num_distributed_optimizer_instances"): "num_distributed_optimizer_instances",
 }
+# what the whole-peak memory estimate reads (meshlint/mesh/memory_megatron.py), held under "bridge.SECTION.FIELD"
+# until megatron_args turns them into Megatron-LM's dests (the mixed-precision config overriding, as Bridge does)
+MEMORY_FIELDS = (
+    ("model", "recompute_granularity"), ("model", "recompute_method"), ("model", "recompute_num_layers"),
+    ("model", "recompute_modules"), ("model", "distribute_saved_activations"), ("model", "gated_linear_unit"),
+    ("model", "normalization"), ("model", "share_embeddings_and_output_weights"), ("model", "add_qkv_bias"),
+    ("model", "add_bias_linear"), ("model", "vocab_size"), ("model", "make_vocab_size_divisible_by"),
+    ("model", "should_pad_vocab"), ("model", "position_embedding_type"), ("model", "mtp_num_layers"),
+    ("model", "moe_shared_expert_intermediate_size"), ("model", "moe_layer_freq"), ("model", "hidden_dropout"),
+    ("model", "attention_dropout"), ("model", "attention_backend"), ("model", "bf16"), ("model", "fp16"),
+    ("optimizer", "optimizer"), ("optimizer", "use_distributed_optimizer"),
+    ("optimizer", "use_precision_aware_optimizer"), ("optimizer", "main_grads_dtype"),
+    ("optimizer", "main_params_dtype"), ("optimizer", "exp_avg_dtype"), ("optimizer", "exp_avg_sq_dtype"),
+    ("optimizer", "sgd_momentum"), ("ddp", "use_distributed_optimizer"), ("ddp", "grad_reduce_in_fp32"),
+    ("ddp", "use_megatron_fsdp"), ("ddp", "use_custom_fsdp"),
+    ("mixed_precision", "bf16"), ("mixed_precision", "fp16"), ("mixed_precision", "grad_reduce_in_fp32"),
+)
+FIELDS.update({key: "bridge." + ".".join(key) for key in MEMORY_FIELDS})
 # ModelParallelConfig / TransformerConfig / GPTModelProvider / DistributedInitConfig defaults a recipe leaves
 # (megatron/core/model_parallel_config.py, transformer_config.py at core_v0.16.1; bridge/training/config.py)
 DEFAULTS = {
@@ -70,6 +89,49 @@ DEFAULTS = {
     ("model", "account_for_loss_in_pipeline_split"): False,
     ("dist", "use_tp_pp_dp_mapping"): False, ("ddp", "num_distributed_optimizer_instances"): 1,
     ("train", "rampup_batch_size"): None,
+    # the memory fields' defaults at v0.3.1 where neither the recipe nor the provider class sets them:
+    # megatron/core/transformer/transformer_config.py (core_v0.16.1)
+    ("model", "recompute_granularity"): None,            # :383
+    ("model", "recompute_method"): None,                 # :394
+    ("model", "recompute_num_layers"): None,             # :402
+    ("model", "distribute_saved_activations"): False,    # :408
+    ("model", "recompute_modules"): None,                # :411 (__post_init__: ["core_attn"])
+    ("model", "gated_linear_unit"): False,               # :170
+    ("model", "add_qkv_bias"): False,                    # :167
+    ("model", "add_bias_linear"): True,                  # :161
+    ("model", "hidden_dropout"): 0.1,                    # :137
+    ("model", "attention_dropout"): 0.1,                 # :140
+    ("model", "attention_backend"): "AttnBackend.auto",  # :110
+    ("model", "mtp_num_layers"): None,                   # :48
+    ("model", "moe_shared_expert_intermediate_size"): None,   # :534
+    ("model", "moe_layer_freq"): 1,                      # :556
+    # megatron/core/model_parallel_config.py:106, :109
+    ("model", "fp16"): False, ("model", "bf16"): False,
+    # Megatron-Bridge src/megatron/bridge/models/gpt_provider.py (v0.3.1)
+    ("model", "share_embeddings_and_output_weights"): True,   # :135
+    ("model", "make_vocab_size_divisible_by"): 128,      # :136
+    ("model", "position_embedding_type"): "learned_absolute",  # :137
+    ("model", "vocab_size"): None,                       # :161 (the tokenizer's at run time)
+    ("model", "should_pad_vocab"): False,                # :164
+    ("model", "normalization"): "LayerNorm",             # :171
+    # megatron/core/optimizer/optimizer_config.py (Bridge's OptimizerConfig only defers __post_init__)
+    ("optimizer", "use_precision_aware_optimizer"): False,    # :187
+    ("optimizer", "main_grads_dtype"): "torch.float32",  # :197
+    ("optimizer", "main_params_dtype"): "torch.float32",  # :200
+    ("optimizer", "exp_avg_dtype"): "torch.float32",     # :203
+    ("optimizer", "exp_avg_sq_dtype"): "torch.float32",  # :206
+    ("optimizer", "optimizer"): "adam",                  # :209
+    ("optimizer", "sgd_momentum"): 0.9,                  # :255
+    ("optimizer", "use_distributed_optimizer"): False,   # :287
+    # megatron/core/distributed/distributed_data_parallel_config.py
+    ("ddp", "grad_reduce_in_fp32"): False,               # :11
+    ("ddp", "use_distributed_optimizer"): False,         # :25
+    ("ddp", "use_megatron_fsdp"): False,                 # :69
+    ("ddp", "use_custom_fsdp"): False,                   # :72 (deprecated spelling)
+    # a MixedPrecisionConfig's own (src/megatron/bridge/training/mixed_precision.py:36-42, v0.3.1): all its fields
+    # overwrite the model's, optimizer's and DDP's of the same name (update_config_with_precision_overrides)
+    ("mixed_precision", "fp16"): False, ("mixed_precision", "bf16"): False,
+    ("mixed_precision", "grad_reduce_in_fp32"): True,
 }
 # the model's sizes: what a provider class or a Hugging Face config.json may give
 SIZES = ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size", "kv_channels",
@@ -79,7 +141,9 @@ HF_KEYS = {"num_hidden_layers": "num_layers", "hidden_size": "hidden_size", "num
            "num_key_value_heads": "num_query_groups", "intermediate_size": "ffn_hidden_size", "head_dim": "kv_channels",
            "num_experts": "num_moe_experts", "n_routed_experts": "num_moe_experts",
            "num_local_experts": "num_moe_experts", "moe_intermediate_size": "moe_ffn_hidden_size",
-           "num_experts_per_tok": "moe_router_topk"}
+           "num_experts_per_tok": "moe_router_topk", "vocab_size": "vocab_size"}
+# what hf_sizes must find for a Hugging Face model's peak memory to be estimated
+HF_ARCHITECTURE = ("gated_linear_unit", "normalization", "share_embeddings_and_output_weights", "add_bias_linear")
 _TABLE: dict = {}
 _RECIPE_MARK = re.compile(rb"\bmegatron\.bridge\b")
 
@@ -144,6 +208,38 @@ def _interp_class():
                     return obj
             return super().call(node, fr)
 
+        def invoke(self, fref, args, kwargs, star, node, fr):
+            # a decorator that hands its function back (mixed_precision.py's @register) does not change it
+            fdef = fref.node
+            if fdef.decorator_list and all(self._identity(d, fref.mod) for d in fdef.decorator_list):
+                bare = _BARE.get(id(fdef))
+                if bare is None or bare[0] is not fdef:
+                    bare = _BARE[id(fdef)] = (fdef, copy.copy(fdef))
+                    bare[1].decorator_list = []
+                fref = P.FuncRef(fref.mod, bare[1], fref.closure)
+            return super().invoke(fref, args, kwargs, star, node, fr)
+
+        def _identity(self, dec, mod) -> bool:
+            """``dec`` is a function of the checkout whose every return hands back its one argument, unchanged."""
+            if not isinstance(dec, ast.Name):
+                return False
+            value = self.global_value(mod, dec.id, dec, P.Frame(mod, {}))
+            if isinstance(value, P.Sym):
+                value = self.resolve(value)
+            if not isinstance(value, P.FuncRef) or not isinstance(value.node, ast.FunctionDef):
+                return False
+            f = value.node
+            a = f.args
+            if len(a.posonlyargs) + len(a.args) != 1 or a.vararg or a.kwarg or a.kwonlyargs or f.decorator_list:
+                return False
+            name = (a.posonlyargs + a.args)[0].arg
+            nodes = list(ast.walk(ast.Module(body=f.body, type_ignores=[])))
+            returns = [n for n in nodes if isinstance(n, ast.Return)]
+            return bool(returns) and all(isinstance(r.value, ast.Name) and r.value.id == name for r in returns) \
+                and not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
+                            or isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+                            for n in nodes)
+
         def havoc(self, stmts, fr, why, loop_jumps: bool = False) -> None:
             # a branch not followed poisons what its calls are handed; hasattr(config, ...) and its kin only
             # look (Bridge's helpers test the installed Megatron-Core's fields this way: utils/cuda_graph.py)
@@ -152,6 +248,7 @@ def _interp_class():
     return BridgeInterp
 
 
+_BARE: dict = {}   # id(decorated def) -> (the def, its copy without the identity decorators)
 _PURE = frozenset({"hasattr", "isinstance", "issubclass", "getattr", "callable", "len", "type", "id", "repr",
                    "str", "bool", "int", "float"})
 
@@ -165,8 +262,6 @@ class _Pure(ast.NodeTransformer):
 
 def _without_pure_calls(stmt):
     """``stmt`` with its calls of builtins that change nothing replaced (a copy: the tree is shared)."""
-    import copy
-
     if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _PURE
                for n in ast.walk(stmt)):
         return stmt
@@ -286,6 +381,16 @@ def hf_sizes(ref: str, start_dir: str) -> tuple:
         value = data.get(key) if isinstance(data, dict) else None
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             out.setdefault(field, value)
+    if isinstance(data, dict):   # what the model bridges' provider_bridge derives (models/llama/llama_bridge.py ...)
+        if isinstance(data.get("tie_word_embeddings"), bool):
+            out["share_embeddings_and_output_weights"] = data["tie_word_embeddings"]
+        if isinstance(data.get("hidden_act"), str):   # the gated (gate/up/down) MLP of the SiLU families
+            out["gated_linear_unit"] = data["hidden_act"] in ("silu", "swiglu")
+            out["add_bias_linear"] = bool(data.get("mlp_bias", False))
+        if "rms_norm_eps" in data:
+            out["normalization"] = "RMSNorm"
+        if isinstance(data.get("attention_bias"), bool):
+            out["add_qkv_bias"] = data["attention_bias"]
     return out, how
 
 
@@ -306,7 +411,34 @@ def _plain(value, P, flags):
     return flags.Unknown("not a plain value (an object or expression the static reader keeps abstract)")
 
 
-def values_of(container, start_dir: str, def_pos: tuple) -> tuple:
+def _mixed_precision(value, interp, node, P):
+    """ConfigContainer.mixed_precision as Bridge's finalize makes it (config.py:1860-1862): a recipe name such as
+    ``"bf16_mixed"`` is get_mixed_precision_config's, the checkout's registered function of that name, run."""
+    if not isinstance(value, str) or interp is None:
+        return value
+    name = value.replace("-", "_")
+    ref = interp.resolve(P.Sym(("megatron", "bridge", "training", "mixed_precision", name), 4, name))
+    if not isinstance(ref, P.FuncRef):
+        return P.U(f"mixed precision {value!r}: no such recipe function in the checkout's "
+                   "megatron/bridge/training/mixed_precision.py", 0, 0, "")
+    try:
+        return interp.invoke(ref, [], {}, None, node, P.Frame(ref.mod, {}))
+    except Exception as exc:   # noqa: BLE001  an interpreter gap: the precision is unknown, never a traceback
+        return P.U(f"mixed precision {value!r} could not be read statically ({type(exc).__name__})", 0, 0, "")
+
+
+def _ancestors(cls: str) -> list:
+    """``cls`` and its provider-table bases, nearest first."""
+    table, out, todo = providers(), [], [cls]
+    while todo:
+        name = todo.pop(0)
+        if name not in out:
+            out.append(name)
+            todo += (table.get(name) or {}).get("bases", [])
+    return out
+
+
+def values_of(container, start_dir: str, def_pos: tuple, interp=None, node=None) -> tuple:
     """(values by dest, positions by dest, notes) of a recipe's ConfigContainer, before overrides."""
     from meshlint.frameworks.megatron import flags
     from meshlint.inputs import pyregistry as P
@@ -328,6 +460,9 @@ def values_of(container, start_dir: str, def_pos: tuple) -> tuple:
             if got is None:
                 provided["num_layers"] = flags.Unknown(f"the model's sizes come from {ref}'s Hugging Face config: {how}")
             else:
+                # the architecture a model bridge's provider_bridge takes from the config: unknown where it is not there
+                why = flags.Unknown(f"{ref}'s config.json does not say it")
+                provided.update({f: why for f in HF_ARCHITECTURE})
                 provided.update(got)
                 origin = f"{ref}'s config.json ({how})"
         else:
@@ -336,16 +471,34 @@ def values_of(container, start_dir: str, def_pos: tuple) -> tuple:
     elif isinstance(model, P.Obj):
         cls = model.ref.node.name if isinstance(model.ref, P.ClassRef) else (model.cls or "").rsplit(".", 1)[-1]
         entry = providers().get(cls)
+        kinds = {"MLAModelProvider": "multi_latent_attention", "MLATransformerConfig": "multi_latent_attention",
+                 "MambaModelProvider": "bridge.mamba",
+                 "T5ModelProvider": "bridge.t5"}
+        if any(f.startswith(("hybrid_", "mamba_")) for f in model.fields):   # a Mamba hybrid, whatever its class
+            values["bridge.mamba"], where["bridge.mamba"] = True, model_pos
+        for base in _ancestors(cls):   # what the memory estimate does not model
+            if base in kinds:
+                values[kinds[base]], where[kinds[base]] = True, model_pos
         if entry is not None:
             provided.update(entry["fields"])
             origin = f"{cls} ({entry['file']}:{entry['line']}, Megatron-Bridge {TAG})"
         elif model.rest is None:
             notes.append(f"model provider {cls or model.cls!r} is not in the provider table of Megatron-Bridge {TAG}: "
                          "its sizes are not known")
+            # nor its own defaults of the fields the memory estimate reads (a hybrid or Mamba provider's among them)
+            why = flags.Unknown(f"model provider {cls or model.cls} is not in the provider table of Megatron-Bridge "
+                                f"{TAG}: its defaults are not known")
+            provided.update({f: why for s, f in MEMORY_FIELDS if s == "model"})
     if origin:
         notes.append(f"model sizes from {origin}")
+    if container.fields.get("peft") is not None:   # frozen base weights: no gradients or optimizer state for them
+        values["bridge.peft"], where["bridge.peft"] = True, container.pos.get("peft") or def_pos
+    mixed = _mixed_precision(container.fields.get("mixed_precision"), interp, node, P)
     for (section, field), dest in FIELDS.items():
-        sec = model if section == "model" else container.fields.get(section)
+        sec = model if section == "model" else mixed if section == "mixed_precision" else \
+            container.fields.get(section)
+        if section == "mixed_precision" and not isinstance(sec, (P.Obj, P.U)):
+            continue   # none: the model's, optimizer's and DDP's own precision fields stand
         sec_pos = model_pos if section == "model" else container.pos.get(section) or def_pos
         if isinstance(sec, P.Obj) and field in sec.fields:
             value, pos = sec.fields[field], sec.pos.get(field) or sec_pos
@@ -353,6 +506,8 @@ def values_of(container, start_dir: str, def_pos: tuple) -> tuple:
             value, pos = sec.rest, sec_pos
         elif isinstance(sec, P.U):
             value, pos = sec, sec_pos
+        elif section == "optimizer" and sec is None:   # a required field of ConfigContainer (config.py:1327)
+            value, pos = flags.Unknown("the recipe sets no optimizer config"), def_pos
         elif section == "model" and field in provided:
             value, pos = provided[field], sec_pos
         elif (section, field) in DEFAULTS:
@@ -429,10 +584,66 @@ def megatron_args(values: dict, finalize: dict | None = None) -> dict:
         out["expert_tensor_parallel_size"] = 1
     groups = out.get("num_query_groups")
     out["group_query_attention"] = groups is not None
+    out.update(memory_dests(values))
     # no validate_args: Bridge builds ModelParallelConfig directly, so the Megatron-LM-only check that
     # interleaving without p2p overlap needs pp > 2 (arguments.py:579) does not apply
     out["overlap_p2p_comm"] = True
     out["bridge_recipe"] = True
+    return out
+
+
+_DTYPES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16",
+           "uint8": "fp8", "float8_e4m3fn": "fp8"}
+
+
+def memory_dests(values: dict) -> dict:
+    """Megatron-LM's dests memory_megatron.estimate reads, from the recipe's model, optimizer, DDP and mixed-precision
+    fields as Bridge combines them; ``bridge_memory_unknown`` says why not where one of them is not known."""
+    from meshlint.frameworks.megatron import flags
+
+    def get(section, field):
+        return values.get("bridge." + section + "." + field)
+
+    unknown = [f"{k[len('bridge.'):]}: {v.reason}" for k, v in values.items()
+               if k.startswith("bridge.") and isinstance(v, flags.Unknown)]
+    out = {}
+    if unknown:
+        out["bridge_memory_unknown"] = unknown[0]
+        return out
+    mixed = "bridge.mixed_precision.bf16" in values   # a MixedPrecisionConfig overrides the fields it shares
+    pick = lambda section, field: get("mixed_precision", field) if mixed else get(section, field)  # noqa: E731
+    bf16, fp16 = bool(pick("model", "bf16")), bool(pick("model", "fp16"))
+    reduce_fp32 = bool(pick("ddp", "grad_reduce_in_fp32"))
+    out.update(bf16=bf16, fp16=fp16, grad_reduce_in_bf16=bf16 and not reduce_fp32,
+               accumulate_allreduce_grads_in_fp32=reduce_fp32,
+               # config.py:1888-1900: either config's switch turns on the distributed optimizer for both
+               use_distributed_optimizer=bool(get("optimizer", "use_distributed_optimizer")
+                                              or get("ddp", "use_distributed_optimizer")),
+               use_megatron_fsdp=bool(get("ddp", "use_megatron_fsdp") or get("ddp", "use_custom_fsdp")),
+               optimizer=get("optimizer", "optimizer"), sgd_momentum=get("optimizer", "sgd_momentum"),
+               use_precision_aware_optimizer=bool(get("optimizer", "use_precision_aware_optimizer")))
+    for field in ("main_grads_dtype", "main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"):
+        dtype = get("optimizer", field)
+        out[field] = _DTYPES.get(str(dtype).rsplit(".", 1)[-1], "fp32") if dtype is not None else "fp32"
+    for field in ("recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules",
+                  "distribute_saved_activations", "normalization", "add_qkv_bias", "add_bias_linear",
+                  "position_embedding_type", "mtp_num_layers", "moe_shared_expert_intermediate_size",
+                  "moe_layer_freq", "hidden_dropout", "attention_dropout", "make_vocab_size_divisible_by"):
+        out[field] = get("model", field)
+    out["attention_backend"] = str(get("model", "attention_backend") or "")
+    out["swiglu"] = bool(get("model", "gated_linear_unit"))
+    hidden = values.get("hidden_size")
+    if values.get("ffn_hidden_size") is None and isinstance(hidden, int):
+        out["ffn_hidden_size"] = 4 * hidden   # TransformerConfig.__post_init__ (not Megatron-LM's swiglu 2/3 rule)
+    out["untie_embeddings_and_output_weights"] = get("model", "share_embeddings_and_output_weights") is False
+    vocab = get("model", "vocab_size")
+    if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0:
+        # gpt_provider.py:244-250: padded (to a multiple of make_vocab_size_divisible_by x tp) only when asked
+        tp = values.get("tensor_model_parallel_size")
+        multiple = (get("model", "make_vocab_size_divisible_by") or 1) * (tp if isinstance(tp, int) and tp > 0 else 1)
+        out["padded_vocab_size"] = -(-vocab // multiple) * multiple if get("model", "should_pad_vocab") else vocab
+    else:   # the tokenizer's, at run time
+        out["tokenizer_type"] = "bridge"
     return out
 
 
@@ -516,7 +727,7 @@ def recipe_sources(path: str, function: str | None = None, overrides=(), text: s
     out = []
     for name, line, value, interp, mod, fdef in read:
         def_pos = mod.pos(fdef)
-        values, where, notes = values_of(value, start, def_pos)
+        values, where, notes = values_of(value, start, def_pos, interp, fdef)
         overridden = apply_overrides(values, where, list(overrides), notes)
         given = {dest: flags.Given(dest, v, dest, where[dest][0], where[dest][1], where[dest][0], where[dest][1])
                  for dest, v in values.items() if dest in where}

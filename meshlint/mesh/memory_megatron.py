@@ -274,6 +274,8 @@ def estimate(a: dict, degrees: dict, split: dict, microbatches: int | None, deta
     notes = []
     if a.get("use_torch_fsdp2") or a.get("use_megatron_fsdp"):
         return None, ["FSDP (--use-torch-fsdp2 / --use-megatron-fsdp) is not modelled for Megatron yet"]
+    if a.get("multi_latent_attention"):
+        return None, ["multi-latent attention (--multi-latent-attention) is not modelled yet"]
     if m.vocab is None:
         notes.append("the vocabulary comes from the tokenizer (give --vocab-size): embedding and logits not counted")
     if a.get("mtp_num_layers"):

@@ -67,12 +67,13 @@ def _megatron(report, res, options) -> dict | None:
     spec = report.spec
     a = spec.extra.get("args") or {}
     d = res.degrees or {}
-    if a.get("bridge_recipe"):
-        # a Megatron-Bridge recipe's optimizer (distributed or not), recomputation, precision and vocabulary live in
-        # its OptimizerConfig/DDP config and provider, which inputs/bridge_recipe.py does not read yet: pricing it
-        # with Megatron-LM's flag defaults (no distributed optimizer, no recomputation) would report false errors
-        note = ("memory: not estimated for a Megatron-Bridge recipe (its optimizer, recomputation and precision "
-                "settings are not read yet)")
+    why = a.get("bridge_memory_unknown") or ("a Mamba hybrid model's layers are not modelled" if a.get(
+        "bridge.mamba") else "a T5 model is not modelled" if a.get("bridge.t5") else
+        "PEFT's frozen base weights are not modelled" if a.get("bridge.peft") else None)
+    if a.get("bridge_recipe") and why:
+        # a Megatron-Bridge recipe whose precision, optimizer or recomputation is not known: Megatron-Core's
+        # defaults in its place (no distributed optimizer, fp32) would overstate the peak
+        note = f"memory: not estimated for this Megatron-Bridge recipe ({why})"
         if note not in res.notes:
             res.notes.append(note)
         return None
