@@ -18,9 +18,13 @@ from __future__ import annotations
 import os
 import zlib
 
-# the modules whose code decides what a rule file parses to (relative to the meshlint package)
-BUILDERS = (os.path.join("engine", "expr.py"), os.path.join("engine", "rules.py"), os.path.join("engine", "rule_cache.py"),
-            "limits.py", os.path.join("frameworks", "versions.py"), os.path.join("frameworks", "registry.py"))
+def builder_files() -> tuple:
+    """The modules whose code decides what a rule file parses to (relative to the meshlint package)."""
+    from meshlint.engine.expr import MODULES
+
+    return tuple(os.path.join("engine", "expr", name) for name in MODULES) + (
+        os.path.join("engine", "rules.py"), os.path.join("engine", "rule_cache.py"), "limits.py",
+        os.path.join("frameworks", "versions.py"), os.path.join("frameworks", "registry.py"))
 
 
 def _stamp(path: str) -> tuple:
@@ -40,7 +44,7 @@ def fingerprint(directory: str, version: str) -> tuple | None:
     """What the parsed rules of ``directory`` depend on, from the files' content; None if one is unreadable."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        builders = tuple((name.replace(os.sep, "/"),) + _stamp(os.path.join(here, name)) for name in BUILDERS)
+        builders = tuple((name.replace(os.sep, "/"),) + _stamp(os.path.join(here, name)) for name in builder_files())
         files = tuple((name,) + _stamp(os.path.join(directory, name)) for name in rule_files(directory))
     except OSError:
         return None
@@ -63,5 +67,18 @@ def load(directory: str) -> list | None:
         rules = rule_cache._decode_value("rules", built.RULES)
     except Exception:  # noqa: BLE001 - a damaged module: parse the rule files as without one
         return None
+    _install_compiled(built.FINGERPRINT)
     # stored with the file's name as its path: the path a rule is reported with is where it is now
     return [rule._replace(path=os.path.join(directory, rule.path)) for rule in rules]
+
+
+def _install_compiled(fingerprint: tuple) -> None:
+    """The rules' expressions compiled to Python (rules_compiled.py), when made from the same files and code."""
+    try:
+        from meshlint.engine import rules_compiled as compiled
+    except ImportError:
+        return
+    if getattr(compiled, "FINGERPRINT", None) == fingerprint:
+        from meshlint.engine.expr.expression import install_compiled
+
+        install_compiled(compiled.COMPILED)

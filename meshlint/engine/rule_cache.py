@@ -57,7 +57,10 @@ def key_for(dirs: list) -> str | None:
     try:
         # the modules that parse and build rules: a changed module means a stale cache
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the meshlint package
-        for module in ("engine/expr.py", "engine/rules.py", "engine/rule_cache.py", "limits.py"):
+        from meshlint.engine.expr import MODULES
+
+        for module in [f"engine/expr/{name}" for name in MODULES] + ["engine/rules.py", "engine/rule_cache.py",
+                                                                      "limits.py"]:
             parts.append(f"{module} {os.stat(os.path.join(here, module)).st_mtime_ns}")
         for directory, origin in dirs:
             for entry in sorted(os.scandir(directory), key=lambda e: e.name):
