@@ -42,6 +42,7 @@ The package, one module per part (each imports only those above it):
     interp      tree -> closures (the interpreter)
     expression  Expr, parse, check_lets, field_reads
     template    Template, parse_template
+    treecode    the tree as JSON data and back (the rule cache, the prebuilt rules)
     compiler    trees -> Python source, for the built-in rules compiled ahead of time
                 (meshlint/engine/rules_compiled.py, generated; see meshlint/engine/prebuilt.py)
 """
@@ -60,7 +61,7 @@ from meshlint.engine.expr.values import DEFAULT_BUDGET, MAX_INT, MAX_LIST, MAX_S
 # the package's modules, by file: what the rule cache and the prebuilt rules are keyed on (a changed one
 # means a stale cache); tests/test_expr_compiled.py checks it lists every module here
 MODULES = ("errors.py", "tokens.py", "nodes.py", "values.py", "functions.py", "parser.py", "interp.py",
-           "expression.py", "template.py", "compiler.py")
+           "expression.py", "template.py", "treecode.py", "compiler.py")
 
 __all__ = ["Attr", "BinOp", "BoolOp", "Budget", "Call", "Compare", "Cond", "Const", "DEFAULT_BUDGET", "Env",
            "EvalError",            "Expr", "ExprError", "FUNCTIONS", "FuncSpec", "Index", "KEYWORDS", "ListComp", "ListLit", "MAX_DEPTH", "MODULES",

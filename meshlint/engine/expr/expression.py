@@ -11,7 +11,6 @@ from meshlint.engine.expr.parser import _Parser
 from meshlint.limits import MAX_LET_DEPTH, MAX_RULE_STEPS
 
 if TYPE_CHECKING:
-    from meshlint.engine.expr.template import Template
     from meshlint.engine.expr.values import Env
 
 
@@ -26,13 +25,24 @@ def install_compiled(table: dict) -> None:
     COMPILED.update(table)
 
 
+def compiled_expr(source: str) -> "Expr | None":
+    """An expression compiled ahead of time (a built-in rule's), without parsing it; None if it is not one.
+    Its tree is built only if something asks for it."""
+    hit = COMPILED.get(source)
+    if hit is None:
+        return None
+    expr = Expr(source, None, hit[1])
+    expr._fn = hit[0]
+    return expr
+
+
 class Expr:
     """A parsed expression, ready to evaluate many times.
 
     An expression read back from the rule cache holds its syntax tree as the
     cache's JSON text until it is first used: most runs evaluate only the rules
     of one dialect, so most trees are never parsed or rebuilt. The tree is rebuilt from
-    the parser's own node types only (``rule_cache.decode_tree``); should it be
+    the parser's own node types only (``treecode.decode_tree``); should it be
     damaged, the expression is parsed again from its source.
     """
 
@@ -55,10 +65,10 @@ class Expr:
         return self._root
 
     def _build(self) -> None:
-        from meshlint.engine import rule_cache
+        from meshlint.engine.expr.treecode import decode_tree
 
         try:
-            self._root, self.size = rule_cache.decode_tree(self._tree)
+            self._root, self.size = decode_tree(self._tree)
         except Exception:  # noqa: BLE001 - a damaged cache entry: the source is the truth
             fresh = parse(self.source)
             self._root, self.size = fresh.root, fresh.size
@@ -139,7 +149,7 @@ def check_lets(lets: dict) -> None:
         chain(name, ())
 
 
-def field_reads(expression: "Expr | Template") -> set[tuple[str, str]]:
+def field_reads(expression) -> set[tuple[str, str]]:  # an Expr or a Template
     """``(root, field)`` for every ``root.field`` read directly off a root name."""
     roots = [expression.root] if isinstance(expression, Expr) else [p.root for p in expression.parts
                                                                     if isinstance(p, Expr)]  # a Template

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from meshlint.engine.expr.errors import EvalError, ExprError, NeedFact
-from meshlint.engine.expr.expression import COMPILED, Expr, parse
+from meshlint.engine.expr.expression import Expr, compiled_expr, parse
 from meshlint.engine.expr.functions import render
 from meshlint.engine.expr.values import MAX_STR, Env, _charge_mem
 from meshlint.limits import MAX_TEMPLATE_CHARS
@@ -95,7 +95,7 @@ def _template_parts(src: str) -> tuple:
             end = _closing_brace(src, i)
             inner = src[i + 1 : end]
             try:
-                expr = _compiled(inner) or parse(inner)
+                expr = compiled_expr(inner) or parse(inner)
             except ExprError as exc:
                 col = (exc.col or 1) + i + 1
                 raise ExprError(f"in {{{inner}}}: {exc.message}", col) from None
@@ -113,16 +113,6 @@ def _template_parts(src: str) -> tuple:
         parts.append("".join(buf))
     return tuple(parts)
 
-
-
-def _compiled(source: str) -> Expr | None:
-    """A hole compiled ahead of time (a built-in rule's): no need to parse it; its tree is built if ever asked for."""
-    hit = COMPILED.get(source)
-    if hit is None:
-        return None
-    expr = Expr(source, None, hit[1])
-    expr._fn = hit[0]
-    return expr
 
 
 def _closing_brace(src: str, start: int) -> int:

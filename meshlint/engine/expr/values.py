@@ -7,14 +7,11 @@ both call these, so the two agree on every type check, bound, charge and error m
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.limits import (MAX_EXPR_INT_BITS, MAX_EXPR_LIST, MAX_EXPR_STR, MAX_LET_DEPTH, MAX_RULE_MEMORY,
                              MAX_RULE_STEPS, MAX_VALUE_DEPTH)
-
-if TYPE_CHECKING:
-    from meshlint.engine.expr.expression import Expr
 
 MAX_INT = 2**MAX_EXPR_INT_BITS
 MAX_STR = MAX_EXPR_STR
@@ -50,7 +47,7 @@ class Env:
 
     __slots__ = ("values", "lets", "budget", "parent", "let_cache", "let_active")
 
-    def __init__(self, values: dict[str, Any], lets: dict[str, Expr] | None = None,
+    def __init__(self, values: dict[str, Any], lets: dict | None = None,
                  budget: Budget | int = DEFAULT_BUDGET, parent: "Env | None" = None):
         self.values = values
         self.lets = lets or _NO_LETS
@@ -73,7 +70,7 @@ class Env:
             env = env.parent
         raise EvalError(f"unknown name {name!r}")
 
-    def _let(self, name: str, definition: Expr) -> Any:
+    def _let(self, name: str, definition) -> Any:  # definition: an Expr
         # Evaluated in the asking scope (a let may read a loop's ``item``), cached there.
         if self.let_cache is None:
             self.let_cache, self.let_active = {}, set()
