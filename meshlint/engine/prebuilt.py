@@ -11,12 +11,18 @@ parser, means the prebuilt module is not used and the rules are parsed as before
 then the files). The encoded rules are decoded by the rule cache's own checks, so a prebuilt
 module holds data, never code, and its trees are rebuilt from the parser's node types only.
 tests/test_rules_prebuilt.py regenerates the module and fails when it is stale.
+
+Beside it, meshlint/engine/rules_compiled.py holds the same rules' expressions compiled to Python
+functions (meshlint/engine/expr/compiler.py), with the same fingerprint: it is installed only
+together with a current prebuilt module, so a compiled function never stands in for an expression
+that has changed since. tests/test_expr_compiled.py checks it agrees with the interpreter.
 """
 
 from __future__ import annotations
 
 import os
 import zlib
+
 
 def builder_files() -> tuple:
     """The modules whose code decides what a rule file parses to (relative to the meshlint package)."""
