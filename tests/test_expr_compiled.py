@@ -30,13 +30,31 @@ def test_the_package_lists_its_modules():
     assert sorted(expr.MODULES) == sorted(f for f in os.listdir(here) if f.endswith(".py") and f != "__init__.py")
 
 
-def test_the_compiled_module_is_current_and_installed():
+def test_the_compiled_module_is_current_and_installed(monkeypatch):
+    monkeypatch.setattr(prebuilt, "_bytecode_ready", lambda source: True)  # as installed (see the next test)
     assert generate.OUT_COMPILED.read_text(encoding="utf-8") == generate.compiled_source(str(ROOT / "rules")), \
         "meshlint/engine/rules_compiled.py is stale: run python -m meshlint.generate.rules_prebuilt"
     assert prebuilt.load(rules.builtin_rules_dir()) is not None
     assert COMPILED == rules_compiled.COMPILED  # what a run evaluates with
     every = {e.source for rule in rules.load_rules() for e in generate.rule_expressions(rule)}
     assert every == set(COMPILED)  # every expression of every rule, none left to the interpreter
+
+
+def test_it_is_installed_only_where_its_bytecode_is_cached_or_may_be_written(tmp_path, monkeypatch):
+    import importlib.util
+    import py_compile
+    import sys
+
+    source = tmp_path / "module.py"
+    source.write_text("X = 1\n")
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert prebuilt._bytecode_ready(str(source))  # the first import writes it
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert not prebuilt._bytecode_ready(str(source))  # every run would compile 1.5 MB of source
+    py_compile.compile(str(source), cfile=importlib.util.cache_from_source(str(source)))
+    assert prebuilt._bytecode_ready(str(source))  # installed: pip compiled it
+    source.write_text("X = 22\n")
+    assert not prebuilt._bytecode_ready(str(source))  # stale bytecode is compiled again by the import
 
 
 def test_a_stale_compiled_module_is_not_installed(monkeypatch):
