@@ -25,7 +25,7 @@ MAX_MESH_DIMS = 64                # dims of one (native) mesh
 MAX_PIPELINE_STAGES = 4_096       # per-stage layer lists are computed for pipelines up to this many stages
 MAX_EXAMPLE_MEMBERS = 16          # members shown of an example group (placement), whatever the group size
 
-# ----------------------------------------------------------------------------- rule packs (meshlint/engine/expr.py)
+# ----------------------------------------------------------------------------- rule packs (meshlint/engine/expr/)
 MAX_EXPR_CHARS = 4_000            # one expression
 MAX_TEMPLATE_CHARS = 16_000       # one message, help or key template
 MAX_EXPR_DEPTH = 50               # nesting of one expression's syntax (brackets, operators, postfix chains)

@@ -502,10 +502,13 @@ def test_every_hostile_rule_ends_quickly_as_a_finding_naming_its_file(tmp_path, 
 
 @pytest.fixture
 def no_prebuilt(monkeypatch):
-    """The rule cache's own tests: the built-in rules parsed and cached, as with a stale prebuilt module."""
+    """The rule cache's own tests: the built-in rules parsed and cached, as with a stale prebuilt module
+    (then nothing compiled ahead of time is installed either: every expression is interpreted)."""
     from meshlint.engine import prebuilt
+    from meshlint.engine.expr import expression
 
     monkeypatch.setattr(prebuilt, "load", lambda directory: None)
+    monkeypatch.setattr(expression, "COMPILED", {})
 
 
 def _pickle_bomb(marker) -> bytes:

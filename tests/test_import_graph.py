@@ -48,8 +48,6 @@ KNOWN_BACK_EDGES = {
 }
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [
-    # expr's lazily built trees are decoded by rule_cache.decode_tree (left to the engine/expr package split)
-    ['meshlint.engine.expr', 'meshlint.engine.rule_cache', 'meshlint.engine.rules'],
     # the Accelerate dialect (the package) asks versions.module for its release; versions and dialects load
     # every registered module
     ['meshlint.frameworks.accelerate', 'meshlint.frameworks.dialects', 'meshlint.frameworks.versions'],

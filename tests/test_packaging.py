@@ -58,12 +58,14 @@ def test_wheel_ships_the_rules_and_works_without_the_source_tree(wheel, tmp_path
     assert "ML201 [error] tp = 8 is larger than a node" in proc.stdout
     proc = run([str(python), "-c", "import meshlint.engine.rules as r, importlib.util as u; print(r.builtin_rules_dir());"
                                    "print(u.find_spec('torch') is None);"
-                                   "from meshlint.engine import prebuilt; print(prebuilt.load(r.builtin_rules_dir()) is not None)"],
+                                   "from meshlint.engine import prebuilt; print(prebuilt.load(r.builtin_rules_dir()) is not None);"
+                                   "from meshlint.engine.expr.expression import COMPILED; print(len(COMPILED) > 0)"],
                cwd=cfg.parent, env=env)
-    rules_dir, no_torch, prebuilt_used = proc.stdout.split()
+    rules_dir, no_torch, prebuilt_used, compiled_used = proc.stdout.split()
     assert rules_dir.endswith(os.path.join("site-packages", "meshlint", "_rules"))
     assert no_torch == "True"  # the core install never brings torch
     assert prebuilt_used == "True"  # the rules parsed ahead of time match meshlint/_rules: no parsing at start-up
+    assert compiled_used == "True"  # and their expressions run as the Python compiled ahead of time
 
 
 def test_pre_commit_hook_via_try_repo(tmp_path):

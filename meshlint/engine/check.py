@@ -116,7 +116,7 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
     facts["memory"].update(rule_facts(report.memory))
     first, late = _split_late(options.rules)
     findings, skips = run_rules(first, facts, report.source.locate)
-    if any(f.severity == "error" for f in findings) and _proposes_degrees(first):
+    if any(f.severity == "error" for f in findings) and _needs_choices(first, findings):
         # Help lines that propose degrees draw on one search of the layouts that pass every error
         # rule at once, so two findings of a config never propose contradictory values (issue 12).
         facts["choices"] = degree_choices(report, options)
@@ -191,22 +191,47 @@ def degree_choices(report: FileReport, options: Options) -> dict | None:
     return found
 
 
-_PROPOSERS: dict[int, tuple] = {}
+_READERS: dict[int, tuple] = {}
 
 
-def _proposes_degrees(rules: list) -> bool:
-    """Whether any of these rules reads ``choices`` (worked out once per rule list)."""
-    hit = _PROPOSERS.get(id(rules))
+def _needs_choices(rules: list, findings: list) -> bool:
+    """Whether the search behind ``choices`` can change what these findings say: a finding's rule reads
+    it in its help, or some rule might read it in what decides or words a finding (then always)."""
+    hit = _READERS.get(id(rules))
     if hit is None or hit[0] is not rules:
-        if len(_PROPOSERS) >= 4:  # a long-lived process loads many rule lists: keep the cache bounded
-            _PROPOSERS.clear()
-        hit = _PROPOSERS[id(rules)] = (rules, any(_reads_choices(r) for r in rules))
-    return hit[1]
+        if len(_READERS) >= 4:  # a long-lived process loads many rule lists: keep the cache bounded
+            _READERS.clear()
+        helped, anywhere = set(), False
+        for rule in rules:
+            use = _reads_choices(rule)
+            if use == "help":
+                helped.add(rule.code)
+            anywhere = anywhere or use == "verdict"
+        hit = _READERS[id(rules)] = (rules, frozenset(helped), anywhere)
+    return hit[2] or any(f.code in hit[1] for f in findings)
 
 
-def _reads_choices(rule: Rule) -> bool:
-    texts = [t.source for _w, t in rule.help] + [getattr(e, "source", "") for e in rule.lets.values()]
-    return any("choices" in (text or "") for text in texts)
+def _reads_choices(rule: Rule) -> str | None:
+    """Where a rule reads ``choices``, by its text (a mention in a string counts too: never too few):
+    "verdict" (check, when, foreach, message or key, directly or through its lets), "help", or None."""
+    import re
+
+    lets = {name: e.source for name, e in rule.lets.items()}
+    reading = {name for name, text in lets.items() if "choices" in text}
+    if not reading and not any("choices" in (t.source if c is None else c.source + t.source) for c, t in rule.help):
+        return None
+    grew = True
+    while grew:  # lets that read lets that read choices
+        grew = False
+        for name, text in lets.items():
+            if name not in reading and any(re.search(rf"\b{re.escape(r)}\b", text) for r in reading):
+                reading.add(name)
+                grew = True
+    verdict = [getattr(x, "source", "") for x in (rule.check, rule.when, rule.foreach, rule.message, rule.key)]
+    names = ["choices", *reading]
+    if any(re.search(rf"\b{re.escape(n)}\b", text or "") for text in verdict for n in names):
+        return "verdict"
+    return "help"
 
 
 def _override(finding: Finding, severity: dict) -> Finding:

@@ -4,7 +4,7 @@ A key's value is the one the file (or a launch override) sets, else the schema's
 (meshlint/data/schema/, generated from the framework's dataclasses), else null. Null also stands for
 a value meshlint could not read (a registry function's ``Unknown``), for a default that is not a
 literal, and for every key of a class the schema does not know (a user's subclass): a rule reading a
-null value is skipped, never run on a guessed default (meshlint/engine/expr.py: NeedFact).
+null value is skipped, never run on a guessed default (meshlint/engine/expr/: NeedFact).
 
     config.checkpoint.enable                  # torchtitan: False unless the config enables it
     config.optimizer.param_groups[0].optimizer_name

@@ -11,16 +11,27 @@ parser, means the prebuilt module is not used and the rules are parsed as before
 then the files). The encoded rules are decoded by the rule cache's own checks, so a prebuilt
 module holds data, never code, and its trees are rebuilt from the parser's node types only.
 tests/test_rules_prebuilt.py regenerates the module and fails when it is stale.
+
+Beside it, meshlint/engine/rules_compiled.py holds the same rules' expressions compiled to Python
+functions (meshlint/engine/expr/compiler.py), with the same fingerprint: it is installed only
+together with a current prebuilt module, so a compiled function never stands in for an expression
+that has changed since. tests/test_expr_compiled.py checks it agrees with the interpreter.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import zlib
 
-# the modules whose code decides what a rule file parses to (relative to the meshlint package)
-BUILDERS = (os.path.join("engine", "expr.py"), os.path.join("engine", "rules.py"), os.path.join("engine", "rule_cache.py"),
-            "cachestore.py", "limits.py", os.path.join("frameworks", "versions.py"), os.path.join("frameworks", "registry.py"))
+
+def builder_files() -> tuple:
+    """The modules whose code decides what a rule file parses to (relative to the meshlint package)."""
+    from meshlint.engine.expr import MODULES
+
+    return tuple(os.path.join("engine", "expr", name) for name in MODULES) + (
+        os.path.join("engine", "rules.py"), os.path.join("engine", "rule_cache.py"), "cachestore.py", "limits.py",
+        os.path.join("frameworks", "versions.py"), os.path.join("frameworks", "registry.py"))
 
 
 def _stamp(path: str) -> tuple:
@@ -40,7 +51,7 @@ def fingerprint(directory: str, version: str) -> tuple | None:
     """What the parsed rules of ``directory`` depend on, from the files' content; None if one is unreadable."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        builders = tuple((name.replace(os.sep, "/"),) + _stamp(os.path.join(here, name)) for name in BUILDERS)
+        builders = tuple((name.replace(os.sep, "/"),) + _stamp(os.path.join(here, name)) for name in builder_files())
         files = tuple((name,) + _stamp(os.path.join(directory, name)) for name in rule_files(directory))
     except OSError:
         return None
@@ -63,5 +74,47 @@ def load(directory: str) -> list | None:
         rules = rule_cache._decode_value("rules", built.RULES)
     except Exception:  # noqa: BLE001 - a damaged module: parse the rule files as without one
         return None
+    _install_compiled(built.FINGERPRINT)
     # stored with the file's name as its path: the path a rule is reported with is where it is now
     return [rule._replace(path=os.path.join(directory, rule.path)) for rule in rules]
+
+
+def _install_compiled(fingerprint: tuple) -> None:
+    """The rules' expressions compiled to Python (rules_compiled.py), when made from the same files and code."""
+    if not _bytecode_ready(os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules_compiled.py")):
+        return
+    try:
+        from meshlint.engine import rules_compiled as compiled
+    except ImportError:
+        return
+    if getattr(compiled, "FINGERPRINT", None) == fingerprint:
+        from meshlint.engine.expr.expression import install_compiled
+
+        install_compiled(compiled.COMPILED)
+
+
+def _bytecode_ready(source: str) -> bool:
+    """Whether importing ``source`` loads its bytecode rather than compiling the source.
+
+    The compiled module is 1.5 MB of Python: compiling it costs more (1.7 s, 150 MB) than it saves.
+    An installed package has its bytecode (pip compiles it at install time), and a process that may
+    write bytecode compiles it once; only where none is cached and none may be written
+    (PYTHONDONTWRITEBYTECODE, a development shell) would every run compile it: there the
+    expressions are interpreted, with the same results.
+    """
+    if not sys.dont_write_bytecode:
+        return True
+    from importlib._bootstrap_external import MAGIC_NUMBER, cache_from_source
+
+    try:
+        with open(cache_from_source(source), "rb") as f:
+            head = f.read(16)
+        st = os.stat(source)
+    except (OSError, NotImplementedError, ValueError):
+        return False
+    if len(head) < 16 or head[:4] != MAGIC_NUMBER:
+        return False
+    if int.from_bytes(head[4:8], "little") & 1:  # hash-based: checked against the source on import
+        return True
+    return (int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)

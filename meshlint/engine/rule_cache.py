@@ -45,7 +45,10 @@ def key_for(dirs: list) -> str | None:
     try:
         # the modules that parse and build rules: a changed module means a stale cache
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the meshlint package
-        for module in ("engine/expr.py", "engine/rules.py", "engine/rule_cache.py", "cachestore.py", "limits.py"):
+        from meshlint.engine.expr import MODULES
+
+        for module in [f"engine/expr/{name}" for name in MODULES] + ["engine/rules.py", "engine/rule_cache.py",
+                                                                      "cachestore.py", "limits.py"]:
             parts.append(f"{module} {os.stat(os.path.join(here, module)).st_mtime_ns}")
         for directory, origin in dirs:
             for entry in sorted(os.scandir(directory), key=lambda e: e.name):
@@ -162,49 +165,16 @@ def _is_scalar(v) -> bool:  # a constant of an expression
     return v is None or isinstance(v, (str, bool, int, float))
 
 
-# Expression trees: [tag, col, ...children]. Decoding accepts exactly what the parser builds.
-
-_BINARY_OPS = {"+", "-", "*", "/", "//", "%", "**"}
-_COMPARE_OPS = {"==", "!=", "<", "<=", ">", ">=", "in", "not in"}
-
-
-def _encode_node(node) -> list:
-    from meshlint.engine import expr as e
-
-    c = node.col
-    if isinstance(node, e.Const):
-        return ["c", c, _plain(node.value)]
-    if isinstance(node, e.Name):
-        return ["n", c, node.name]
-    if isinstance(node, e.Attr):
-        return ["a", c, _encode_node(node.obj), node.attr]
-    if isinstance(node, e.Index):
-        return ["i", c, _encode_node(node.obj), _encode_node(node.index)]
-    if isinstance(node, e.Call):
-        return ["f", c, node.func, [_encode_node(a) for a in node.args]]
-    if isinstance(node, e.Unary):
-        return ["u", c, node.op, _encode_node(node.operand)]
-    if isinstance(node, e.BinOp):
-        return ["b", c, node.op, _encode_node(node.left), _encode_node(node.right)]
-    if isinstance(node, e.BoolOp):
-        return ["o", c, node.op, _encode_node(node.left), _encode_node(node.right)]
-    if isinstance(node, e.Compare):
-        return ["m", c, _encode_node(node.first), [[op, _encode_node(n)] for op, n in node.rest]]
-    if isinstance(node, e.Cond):
-        return ["?", c, _encode_node(node.test), _encode_node(node.then), _encode_node(node.other)]
-    if isinstance(node, e.ListLit):
-        return ["l", c, [_encode_node(i) for i in node.items]]
-    if isinstance(node, e.ListComp):
-        return ["lc", c, _encode_node(node.elt), [[var, _encode_node(it)] for var, it in node.loops],
-                [_encode_node(x) for x in node.conds]]
-    raise _Bad(f"node {type(node).__name__}")
-
-
 def _encode_expr(value) -> list:
-    # the tree as a JSON string: the entry's parse skips over it; decode_tree parses it when first used
+    # the tree as a JSON string: the entry's parse skips over it; expr.treecode.decode_tree parses it when first used
     import json
 
-    return [value.source, json.dumps(_encode_node(value.root), separators=(",", ":"), allow_nan=False)]
+    from meshlint.engine.expr.treecode import BadTree, encode_tree
+
+    try:
+        return [value.source, json.dumps(encode_tree(value.root), separators=(",", ":"), allow_nan=False)]
+    except BadTree as exc:
+        raise _Bad(str(exc)) from None  # not storable: the rules are simply not cached
 
 
 def _decode_expr(payload):
@@ -214,17 +184,6 @@ def _decode_expr(payload):
     if source.__class__ is not str or len(source) > e.MAX_SOURCE or tree.__class__ is not str:
         raise _Bad("expression")
     return e.Expr(source, None, 0, tree)
-
-
-def decode_tree(tree) -> tuple:
-    """(root node, node count) of a cached expression tree (its JSON text); raises when it is not
-    one the parser builds (Expr._build then parses the expression's source instead)."""
-    import json
-
-    if tree.__class__ is not str:
-        raise _Bad("tree")
-    _expr_module()
-    return _decode_node(json.loads(tree), 1)
 
 
 _E = None
@@ -237,80 +196,3 @@ def _expr_module():
 
         _E = expr
     return _E
-
-
-def _decode_node(data, level: int) -> tuple:
-    """(node, nodes in it): the tree, rebuilt only from what the parser itself builds."""
-    e = _E
-    if level > e.MAX_DEPTH or data.__class__ is not list or len(data) < 3:
-        raise _Bad("node")
-    tag, col = data[0], data[1]
-    if col.__class__ is not int:
-        raise _Bad("column")
-    down = level + 1
-    n = len(data)
-    if tag == "c" and n == 3 and _is_scalar(data[2]):
-        return e.Const(data[2], col), 1
-    if tag == "n" and n == 3 and data[2].__class__ is str:
-        return e.Name(data[2], col), 1
-    if tag == "a" and n == 4 and data[3].__class__ is str:
-        obj, size = _decode_node(data[2], down)
-        return e.Attr(obj, data[3], col), size + 1
-    if tag == "b" and n == 5 and data[2] in _BINARY_OPS:
-        (left, a), (right, b) = _decode_node(data[3], down), _decode_node(data[4], down)
-        return e.BinOp(data[2], left, right, col), a + b + 1
-    if tag == "m" and n == 4 and data[3].__class__ is list and data[3]:
-        first, size = _decode_node(data[2], down)
-        rest = []
-        for item in data[3]:
-            op, node = _want(item, list, 2)
-            if op not in _COMPARE_OPS:
-                raise _Bad("comparison")
-            node, k = _decode_node(node, down)
-            rest.append((op, node))
-            size += k
-        return e.Compare(first, rest, col), size + 1
-    if tag == "f" and n == 4 and data[2] in e.FUNCTIONS and data[3].__class__ is list:
-        spec = e.FUNCTIONS[data[2]]
-        if not spec.min_args <= len(data[3]) <= spec.max_args:
-            raise _Bad("arguments")
-        args, size = _decode_list(data[3], down)
-        return e.Call(data[2], args, col), size + 1
-    if tag == "i" and n == 4:
-        (obj, a), (index, b) = _decode_node(data[2], down), _decode_node(data[3], down)
-        return e.Index(obj, index, col), a + b + 1
-    if tag == "u" and n == 4 and data[2] in ("-", "+", "not"):
-        operand, size = _decode_node(data[3], down)
-        return e.Unary(data[2], operand, col), size + 1
-    if tag == "o" and n == 5 and data[2] in ("and", "or"):
-        (left, a), (right, b) = _decode_node(data[3], down), _decode_node(data[4], down)
-        return e.BoolOp(data[2], left, right, col), a + b + 1
-    if tag == "?" and n == 5:
-        (test, a), (then, b), (other, c) = (_decode_node(data[2], down), _decode_node(data[3], down),
-                                            _decode_node(data[4], down))
-        return e.Cond(test, then, other, col), a + b + c + 1
-    if tag == "l" and n == 3 and data[2].__class__ is list:
-        items, size = _decode_list(data[2], down)
-        return e.ListLit(items, col), size + 1
-    if tag == "lc" and n == 5 and data[3].__class__ is list and data[3] and data[4].__class__ is list:
-        elt, size = _decode_node(data[2], down)
-        loops = []
-        for item in data[3]:
-            var, it = _want(item, list, 2)
-            if var.__class__ is not str or var in e.KEYWORDS:
-                raise _Bad("loop variable")
-            it, k = _decode_node(it, down)
-            loops.append((var, it))
-            size += k
-        conds, k = _decode_list(data[4], down)
-        return e.ListComp(elt, loops, conds, col), size + k + 1
-    raise _Bad("node")
-
-
-def _decode_list(items: list, level: int) -> tuple:
-    out, size = [], 0
-    for item in items:
-        node, k = _decode_node(item, level)
-        out.append(node)
-        size += k
-    return out, size

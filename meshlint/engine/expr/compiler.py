@@ -1,0 +1,265 @@
+"""Expressions compiled to Python source ahead of time: one plain function per expression.
+
+``module_source`` writes, for each expression source it is given, a function ``f(env)`` that computes
+exactly what the interpreter's closures (``interp``) compute: the same order of evaluation and
+short-circuits, the same checks and charges to the budget, the same errors, because every operation
+past the common fast paths is the same call into ``values`` / ``functions``. It runs at build time
+only (``python -m meshlint.generate.rules_prebuilt`` writes meshlint/engine/rules_compiled.py for the
+built-in rules); nothing here runs on a check, and no rule text ever reaches ``eval`` or ``exec``:
+the generated module is source in the package, like the compiled schemas. Names, fields, strings and
+numbers of a rule enter the source only through ``repr``; functions only by their name in
+``FUNCTIONS``. An expression the generator cannot write within Python's own limits (nesting, blocks)
+is left out, and the interpreter evaluates it.
+
+tests/test_expr_compiled.py evaluates every built-in rule both ways over the facts of every fixture,
+and random expressions both ways, comparing values, errors and what is left of the budget.
+"""
+
+from __future__ import annotations
+
+import math
+
+from meshlint.engine.expr.functions import FUNCTIONS
+from meshlint.engine.expr.nodes import (Attr, BinOp, BoolOp, Call, Compare, Cond, Const, Index, ListComp, ListLit,
+                                        Name, Node, Unary, _count, _path_of)
+from meshlint.engine.expr.values import _FAST_COMPARE
+
+# what a generated module imports; the same names the interpreter calls
+PRELUDE = """from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
+from meshlint.engine.expr.functions import FUNCTIONS
+from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
+                                         _check_value, _compare, _need, _num, _truth, attr_value, call_value,
+                                         index_value, loop_items)
+"""
+_ARITH_FAST = ("+", "-", "*")  # on two ints these never raise; the rest go through _binop's checks
+
+
+class _Writer:
+    """The statements of one function; ``expr`` returns a Python expression (a local or a literal) for a node."""
+
+    def __init__(self, consts: list):
+        self.lines: list[str] = []
+        self.level = 1
+        self.temps = 0
+        self.consts = consts  # module-level constants (literal lists), shared by every function
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.level + line)
+
+    def temp(self) -> str:
+        self.temps += 1
+        return f"t{self.temps}"
+
+    def truth(self, value: str) -> str:
+        # _truth(v): bool(v), NeedFact for an unknown; a bool is its own truth
+        return f"({value} if {value}.__class__ is bool else _truth({value}))"
+
+    def expr(self, node: Node, env: str, bound: dict) -> str:
+        """Statements computing ``node`` in scope ``env``; ``bound``: loop variable -> the local holding it."""
+        kind = node.__class__
+        if kind is Const:
+            t = self.temp()
+            self.emit(f"{t} = {_literal(node.value)}")
+            return t
+        if kind is Name:
+            t = self.temp()
+            if node.name in bound:  # the innermost loop's scope holds it: what env.lookup would find first
+                self.emit(f"{t} = {bound[node.name]}")
+            else:
+                self.emit(f"{t} = {env}.lookup({node.name!r})")
+            self.emit(f"if {t} is None: {t} = Missing({node.name!r})")
+            return t
+        if kind is Attr:
+            obj = self.expr(node.obj, env, bound)
+            base = _path_of(node.obj)
+            path = f"{base}.{node.attr}" if base else node.attr
+            t = self.temp()
+            self.emit(f"if {obj}.__class__ is dict and {node.attr!r} in {obj}:")
+            self.emit(f"    {t} = {obj}[{node.attr!r}]")
+            self.emit(f"    if {t} is None: {t} = Missing({path!r})")
+            self.emit("else:")
+            self.emit(f"    {t} = attr_value({obj}, {node.attr!r}, {path!r})")
+            return t
+        if kind is Index:
+            obj = self.expr(node.obj, env, bound)
+            self.emit(f"{obj} = _need({obj})")
+            idx = self.expr(node.index, env, bound)
+            t = self.temp()
+            self.emit(f"{t} = index_value({obj}, _need({idx}), {(_path_of(node.obj) or '?')!r})")
+            return t
+        if kind is Call:
+            args = [self.expr(a, env, bound) for a in node.args]
+            spec = FUNCTIONS[node.func]
+            t = self.temp()
+            self.emit(f"{t} = call_value({env}, F_{node.func}.fn, F_{node.func}.cost, {spec.null_ok!r}, "
+                      f"[{', '.join(args)}])")
+            return t
+        if kind is Unary:
+            operand = self.expr(node.operand, env, bound)
+            t = self.temp()
+            if node.op == "not":
+                self.emit(f"{t} = not {self.truth(operand)}")
+            else:
+                self.emit(f"{t} = _check_value({node.op}_num({operand}, {node.op!r}))")
+            return t
+        if kind is BoolOp:
+            left = self.expr(node.left, env, bound)
+            t = self.temp()
+            self.emit(f"if {self.truth(left)}:" if node.op == "and" else f"if not {self.truth(left)}:")
+            self.level += 1
+            right = self.expr(node.right, env, bound)
+            self.emit(f"{t} = {self.truth(right)}")
+            self.level -= 1
+            self.emit("else:")
+            self.emit(f"    {t} = {node.op == 'or'!r}")
+            return t
+        if kind is BinOp:
+            left = self.expr(node.left, env, bound)
+            self.emit(f"if {left} is None or {left}.__class__ is Missing: _need({left})")
+            right = self.expr(node.right, env, bound)
+            self.emit(f"if {right} is None or {right}.__class__ is Missing: _need({right})")
+            t = self.temp()
+            if node.op in _ARITH_FAST:
+                self.emit(f"if {left}.__class__ is int and {right}.__class__ is int:")
+                self.emit(f"    {t} = {left} {node.op} {right}")
+                self.emit(f"    if not -MAX_INT <= {t} <= MAX_INT: _check_value({t})")
+                self.emit("else:")
+                self.emit(f"    {t} = _binop({node.op!r}, {left}, {right}, {env})")
+            else:
+                self.emit(f"{t} = _binop({node.op!r}, {left}, {right}, {env})")
+            return t
+        if kind is Compare:
+            return self.compare(node, env, bound)
+        if kind is Cond:
+            test = self.expr(node.test, env, bound)
+            t = self.temp()
+            self.emit(f"if {self.truth(test)}:")
+            self.level += 1
+            self.emit(f"{t} = {self.expr(node.then, env, bound)}")
+            self.level -= 1
+            self.emit("else:")
+            self.level += 1
+            self.emit(f"{t} = {self.expr(node.other, env, bound)}")
+            self.level -= 1
+            return t
+        if kind is ListLit:
+            if all(i.__class__ is Const for i in node.items):  # one list, never mutated (as the interpreter's)
+                self.consts.append("[" + "".join(_literal(i.value) + ", " for i in node.items) + "]")
+                t = self.temp()
+                self.emit(f"{t} = K{len(self.consts) - 1}")
+                return t
+            items = [self.expr(i, env, bound) for i in node.items]
+            t = self.temp()
+            self.emit(f"{t} = [{', '.join(items)}]")
+            return t
+        if kind is ListComp:
+            return self.listcomp(node, env, bound)
+        raise TypeError(f"no such node: {kind.__name__}")
+
+    def compare(self, node: Compare, env: str, bound: dict) -> str:
+        first = self.expr(node.first, env, bound)
+        t = self.temp()
+        if len(node.rest) == 1:  # interp's compare1: equal ints or strings directly, else charged and checked
+            op, right_node = node.rest[0]
+            right = self.expr(right_node, env, bound)
+            if op in _FAST_COMPARE:
+                self.emit(f"if {first}.__class__ is {right}.__class__ and ({first}.__class__ is int "
+                          f"or {first}.__class__ is str):")
+                self.emit(f"    {t} = {first} {op} {right}")
+                self.emit("else:")
+                self.level += 1
+            self.emit(f"if {right}.__class__ is list or {right}.__class__ is dict or {right}.__class__ is str: "
+                      f"_charge_operands({env}, {first}, {right})")
+            self.emit(f"{t} = _compare({op!r}, {first}, {right})")
+            if op in _FAST_COMPARE:
+                self.level -= 1
+            return t
+        # a chain: each link charged and compared; the first false one ends it, later operands unevaluated
+        left, depth = first, 0
+        for op, right_node in node.rest:
+            right = self.expr(right_node, env, bound)
+            self.emit(f"_charge_operands({env}, {left}, {right})")
+            self.emit(f"if not _compare({op!r}, {left}, {right}):")
+            self.emit(f"    {t} = False")
+            self.emit("else:")
+            self.level += 1
+            depth += 1
+            left = right
+        self.emit(f"{t} = True")
+        self.level -= depth
+        return t
+
+    def listcomp(self, node: ListComp, env: str, bound: dict) -> str:
+        out = self.temp()
+        per_item = _count(node)
+        self.emit(f"{out} = []")
+        outer_level, scope, inner_bound = self.level, env, dict(bound)
+        for var, iterable in node.loops:
+            items = self.temp()
+            self.emit(f"{items} = loop_items({self.expr(iterable, scope, inner_bound)})")
+            inner, value = self.temp(), self.temp()
+            self.emit(f"{inner} = Env({{}}, None, {scope}.budget, {scope})")  # one scope per level, rebound per item
+            self.emit(f"for {value} in {items}:")
+            self.level += 1
+            self.emit(f"_charge({env}, {per_item})")
+            self.emit(f"{inner}.values[{var!r}] = {value}")
+            self.emit(f"{inner}.let_cache = None")  # a let read here may depend on the loop variable
+            scope = inner
+            inner_bound[var] = value
+        for cond in node.conds:  # all(...) of the conditions, stopping at the first false one
+            c = self.expr(cond, scope, inner_bound)
+            self.emit(f"if {self.truth(c)}:")
+            self.level += 1
+        elt = self.expr(node.elt, scope, inner_bound)
+        self.emit(f"{out}.append({elt})")
+        self.emit(f"{scope}.budget.mem -= 1")
+        self.emit(f"if {scope}.budget.mem < 0: _charge_mem({env}, 0)")
+        self.emit(f"if len({out}) > MAX_LIST: raise EvalError(f'list longer than {{MAX_LIST}} items')")
+        self.level = outer_level
+        return out
+
+
+def _literal(value) -> str:
+    """Python source for a constant the parser builds (int, float, str, bool, None)."""
+    if value.__class__ is float and not math.isfinite(value):
+        raise ValueError("a non-finite float literal")
+    if value.__class__ not in (int, float, str, bool, type(None)):
+        raise TypeError(f"not a literal: {value!r}")
+    return f"({value!r})"  # bracketed: (1).__class__ is Python, 1.__class__ is not
+
+
+def function_source(name: str, root: Node, consts: list) -> str | None:
+    """``def name(env): ...`` computing ``root``, or None where Python could not compile it."""
+    writer = _Writer(consts)
+    before = len(consts)
+    try:
+        result = writer.expr(root, "env", {})
+    except RecursionError:
+        del consts[before:]
+        return None
+    text = "\n".join([f"def {name}(env):", *writer.lines, f"    return {result}", ""])
+    try:
+        compile(text, "<compiled rule expression>", "exec")  # nesting past Python's limits: left to the interpreter
+    except (SyntaxError, RecursionError, MemoryError):
+        del consts[before:]
+        return None
+    return text
+
+
+def module_body(expressions: list) -> tuple[list[str], dict]:
+    """The functions of ``expressions`` ([(source, root, size)]): (source lines, source -> (function name, size))."""
+    consts: list[str] = []
+    functions: list[str] = []
+    table: dict = {}
+    for source, root, size in expressions:
+        if source in table:
+            continue
+        name = f"e{len(table)}"
+        text = function_source(name, root, consts)
+        if text is not None:
+            functions.append(text)
+            table[source] = (name, size)
+    lines = [f"F_{f} = FUNCTIONS[{f!r}]" for f in sorted(FUNCTIONS)]
+    lines += [f"K{i} = {c}" for i, c in enumerate(consts)]
+    lines += ["", ""] + functions
+    return lines, table

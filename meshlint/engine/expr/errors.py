@@ -1,0 +1,35 @@
+"""The expression language's exceptions, and the value of an unknown fact."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class ExprError(Exception):
+    """A syntax error in an expression; ``col`` is 1-based within the source."""
+
+    def __init__(self, message: str, col: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.col = col
+
+    def __str__(self) -> str:
+        return f"{self.message} (column {self.col})" if self.col else self.message
+
+
+class EvalError(Exception):
+    """A runtime error: bad operand types, a bound or the step budget exceeded."""
+
+
+class NeedFact(Exception):
+    """Evaluation touched an unknown fact; ``path`` names it (e.g. ``world_size``)."""
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        self.path = path
+
+
+class Missing(NamedTuple):
+    """The value of an unknown fact, remembering which fact it was."""
+
+    path: str

@@ -1,0 +1,369 @@
+"""What an evaluation works on: scopes (``Env``), its budget, and the checked operations on values.
+
+The interpreter's closures (``interp``) and the rules compiled to Python ahead of time (``compiler``)
+both call these, so the two agree on every type check, bound, charge and error message.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
+from meshlint.limits import (MAX_EXPR_INT_BITS, MAX_EXPR_LIST, MAX_EXPR_STR, MAX_LET_DEPTH, MAX_RULE_MEMORY,
+                             MAX_RULE_STEPS, MAX_VALUE_DEPTH)
+
+MAX_INT = 2**MAX_EXPR_INT_BITS
+MAX_STR = MAX_EXPR_STR
+MAX_LIST = MAX_EXPR_LIST
+DEFAULT_BUDGET = MAX_RULE_STEPS
+
+
+# --------------------------------------------------------------------------- evaluation
+
+class Budget:
+    """What one evaluation may still spend; shared by every scope of it.
+
+    ``left``: steps (AST nodes run, plus items walked by functions, comparisons
+    and loops); ``mem``: characters of strings plus items of lists built;
+    ``lets``: how many ``let`` evaluations are under way inside each other.
+    """
+
+    __slots__ = ("left", "mem", "lets")
+
+    def __init__(self, steps: int, memory: int = MAX_RULE_MEMORY):
+        self.left = steps
+        self.mem = memory
+        self.lets = 0
+
+
+class Env:
+    """Name lookup for evaluation: facts, lazily evaluated ``let`` bindings, loop variables.
+
+    Loop scopes chain to their parent instead of copying it, and every scope
+    shares one Budget, so a rule's ``let`` bindings and comprehensions count
+    against the same step limit as its check.
+    """
+
+    __slots__ = ("values", "lets", "budget", "parent", "let_cache", "let_active")
+
+    def __init__(self, values: dict[str, Any], lets: dict | None = None,
+                 budget: Budget | int = DEFAULT_BUDGET, parent: "Env | None" = None):
+        self.values = values
+        self.lets = lets or _NO_LETS
+        self.budget = budget if isinstance(budget, Budget) else Budget(budget)
+        self.parent = parent
+        self.let_cache: dict[str, Any] | None = None
+        self.let_active: set[str] | None = None
+
+    def child(self, extra: dict[str, Any]) -> "Env":
+        return Env(extra, None, self.budget, self)
+
+    def lookup(self, name: str) -> Any:
+        env: Env | None = self
+        while env is not None:
+            values = env.values
+            if name in values:
+                return values[name]
+            if name in env.lets:
+                return self._let(name, env.lets[name])
+            env = env.parent
+        raise EvalError(f"unknown name {name!r}")
+
+    def _let(self, name: str, definition) -> Any:  # definition: an Expr
+        # Evaluated in the asking scope (a let may read a loop's ``item``), cached there.
+        if self.let_cache is None:
+            self.let_cache, self.let_active = {}, set()
+        elif name in self.let_cache:
+            return self.let_cache[name]
+        if name in self.let_active:
+            raise EvalError(f"'let' binding {name!r} refers to itself")
+        budget = self.budget
+        if budget.lets >= MAX_LET_DEPTH:
+            raise EvalError(f"'let' bindings chained more than {MAX_LET_DEPTH} deep (at {name!r})")
+        budget.lets += 1
+        self.let_active.add(name)
+        try:
+            value = definition.evaluate(self)
+        finally:
+            self.let_active.discard(name)
+            budget.lets -= 1
+        self.let_cache[name] = value
+        return value
+
+
+_NO_LETS: dict = {}
+
+
+def _null_path(v: Any) -> str | None:
+    if isinstance(v, Missing):
+        return v.path
+    return None
+
+
+def _need(v: Any) -> Any:
+    if v is None:
+        raise NeedFact("null")
+    if isinstance(v, Missing):
+        raise NeedFact(v.path)
+    return v
+
+
+def _check_value(v: Any) -> Any:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        if -MAX_INT <= v <= MAX_INT:
+            return v
+        raise EvalError("integer out of bounds (|x| > 2**256)")
+    if isinstance(v, float):
+        if math.isfinite(v):
+            return v
+        raise EvalError("arithmetic produced a non-finite number")
+    if isinstance(v, str):
+        if len(v) > MAX_STR:
+            raise EvalError(f"string longer than {MAX_STR} characters")
+    elif isinstance(v, list) and len(v) > MAX_LIST:
+        raise EvalError(f"list longer than {MAX_LIST} items")
+    return v
+
+
+def _num(v: Any, op: str) -> Any:
+    v = _need(v)
+    if isinstance(v, (int, float)):
+        return v
+    raise EvalError(f"operator {op!r} needs numbers, got {type_name(v)}")
+
+
+def _int(v: Any, what: str) -> int:
+    v = _need(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise EvalError(f"{what} needs an integer, got {type_name(v)}")
+    return v
+
+
+def type_name(v: Any) -> str:
+    if v is None or isinstance(v, Missing):
+        return "null"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "list"
+    if isinstance(v, dict):
+        return "table"
+    return "unknown"
+
+
+def _charge(env: "Env", n: int) -> None:
+    budget = env.budget
+    budget.left -= n
+    if budget.left < 0:
+        raise EvalError(f"step budget exceeded ({MAX_RULE_STEPS:,} steps per rule and config)")
+
+
+def _charge_mem(env: "Env", n: int) -> None:
+    budget = env.budget
+    budget.mem -= n
+    if budget.mem < 0:
+        raise EvalError(f"memory budget exceeded ({MAX_RULE_MEMORY:,} characters and list items per rule and config)")
+
+
+def _charge_operands(env: "Env", a: Any, b: Any) -> None:
+    """Comparing or searching containers walks them: charge what will be walked.
+
+    A scalar looked up in a list costs one comparison per item; two containers
+    compared (or a container looked up in one) walk everything nested in them,
+    which Python does in C where no budget sees it, so it is charged first.
+    """
+    ca, cb = a.__class__, b.__class__
+    if cb is list or cb is dict:
+        if ca is list or ca is dict:
+            cap = env.budget.left + 1
+            _charge(env, _deep_size(a, cap) + _deep_size(b, cap))
+        else:
+            _charge(env, len(b))
+    elif cb is str and len(b) > 64:
+        _charge(env, len(b) >> 6)
+
+
+def _deep_size(v: Any, cap: int) -> int:
+    """Items in ``v`` and everything inside it (each shared reference counted again), up to ``cap``.
+
+    Also refuses values nested deeper than MAX_VALUE_DEPTH, before Python's own
+    recursive comparison or printing would hit its recursion limit.
+    """
+    total, stack = 0, [(v, 0)]
+    while stack:
+        node, level = stack.pop()
+        if level > MAX_VALUE_DEPTH:
+            raise EvalError(f"value nested deeper than {MAX_VALUE_DEPTH} levels")
+        items = node.values() if node.__class__ is dict else node
+        total += len(node)
+        if total > cap:
+            return total
+        stack.extend((x, level + 1) for x in items if x.__class__ is list or x.__class__ is dict)
+    return total
+
+
+def _binop(op: str, a: Any, b: Any, env: "Env") -> Any:
+    if op == "+":
+        if isinstance(a, str) and isinstance(b, str):
+            size = len(a) + len(b)
+            if size > MAX_STR:  # checked before the copy is made
+                raise EvalError(f"string longer than {MAX_STR} characters")
+            _charge_mem(env, size)
+            return a + b
+        if isinstance(a, list) and isinstance(b, list):
+            size = len(a) + len(b)
+            if size > MAX_LIST:
+                raise EvalError(f"list longer than {MAX_LIST} items")
+            _charge(env, size)
+            _charge_mem(env, size)
+            return a + b
+    a, b = _num(a, op), _num(b, op)
+    try:
+        return _arith(op, a, b)
+    except (ArithmeticError, ValueError):  # float overflow, an int too large for a float, 0.0 ** -1
+        raise EvalError(f"arithmetic overflow or undefined result in {op!r}") from None
+
+
+def _arith(op: str, a: Any, b: Any) -> Any:
+    if op == "+":
+        r = a + b
+    elif op == "-":
+        r = a - b
+    elif op == "*":
+        r = a * b
+    elif op in ("/", "//", "%"):
+        if b == 0:
+            raise EvalError("division by zero")
+        r = a / b if op == "/" else (a // b if op == "//" else a % b)
+    else:  # "**"
+        if isinstance(b, int) and isinstance(a, int) and not isinstance(b, bool):
+            if b < 0:
+                raise EvalError("negative integer exponent")
+            if a not in (0, 1, -1) and b * max(abs(a).bit_length(), 1) > 256:
+                raise EvalError("integer out of bounds (|x| > 2**256)")
+        elif abs(b) > 1024:
+            raise EvalError("exponent too large")
+        r = a**b
+        if isinstance(r, complex):
+            raise EvalError("a negative number to a fractional power")
+    return _check_value(r)
+
+
+def _truth(v: Any) -> bool:
+    if isinstance(v, Missing):
+        raise NeedFact(v.path)
+    return bool(v)
+
+
+def _is_null(v: Any) -> bool:
+    return v is None or isinstance(v, Missing)
+
+
+_FAST_COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+                 "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+def _compare(op: str, a: Any, b: Any) -> bool:
+    ta, tb = a.__class__, b.__class__
+    if (ta is tb and (ta is int or ta is str)) and op in _FAST_COMPARE:
+        return _FAST_COMPARE[op](a, b)  # the common case: two ints or two strings
+    if op in ("==", "!="):
+        # An unknown fact compared with a value is itself unknown: only the
+        # literal ``null`` tests for "is unknown" (``world_size == null``).
+        if isinstance(a, Missing) and b is not None:
+            raise NeedFact(a.path)
+        if isinstance(b, Missing) and a is not None:
+            raise NeedFact(b.path)
+        if _is_null(a) or _is_null(b):
+            same = _is_null(a) and _is_null(b)
+        elif isinstance(a, bool) != isinstance(b, bool):
+            same = False
+        else:
+            same = a == b
+        return same if op == "==" else not same
+    a, b = _need(a), _need(b)
+    if op in ("in", "not in"):
+        if isinstance(b, dict) and isinstance(a, (list, dict)):
+            raise EvalError("a list or table is never a key of a table")
+        if isinstance(b, (list, dict)):
+            found = a in b
+        elif isinstance(b, str) and isinstance(a, str):
+            found = a in b
+        else:
+            raise EvalError(f"'in' needs a list, table or string on the right, got {type_name(b)}")
+        return found if op == "in" else not found
+    numeric = (int, float)
+    if not ((isinstance(a, numeric) and isinstance(b, numeric)) or (isinstance(a, str) and isinstance(b, str))):
+        raise EvalError(f"cannot order {type_name(a)} and {type_name(b)} with {op!r}")
+    if op == "<":
+        return a < b
+    if op == "<=":
+        return a <= b
+    if op == ">":
+        return a > b
+    return a >= b
+
+
+# The operations below are each node's work once its operands are known: the interpreter's closures
+# and the compiled rules (``compiler``) both end in them.
+
+def attr_value(obj: Any, attr: str, path: str) -> Any:
+    """``obj.attr``; ``path`` names the fact for an unknown (null) value."""
+    if isinstance(obj, dict):
+        if attr not in obj:
+            raise EvalError(f"no field {attr!r} (fields: {', '.join(sorted(obj))})")
+        value = obj[attr]
+        return Missing(path) if value is None else value
+    if isinstance(obj, Missing):
+        raise NeedFact(obj.path)
+    raise EvalError(f"cannot read field {attr!r} of a {type_name(obj)}")
+
+
+def index_value(obj: Any, idx: Any, base: str) -> Any:
+    """``obj[idx]`` of two known values; ``base`` names ``obj`` for an unknown (null) item."""
+    if isinstance(obj, list):
+        if isinstance(idx, bool) or not isinstance(idx, int):
+            raise EvalError("list index must be an integer")
+        if not -len(obj) <= idx < len(obj):
+            raise EvalError(f"list index {idx} out of range (length {len(obj)})")
+        value = obj[idx]
+    elif isinstance(obj, dict):
+        if not isinstance(idx, str):
+            raise EvalError("table key must be a string")
+        if idx not in obj:
+            raise EvalError(f"no key {idx!r}")
+        value = obj[idx]
+    else:
+        raise EvalError(f"cannot index a {type_name(obj)}")
+    return Missing(f"{base}[{idx!r}]") if value is None else value
+
+
+def call_value(env: "Env", fn, cost, null_ok: bool, args: list) -> Any:
+    """A whitelisted function called on its evaluated arguments, charged by its cost and what it built."""
+    if not null_ok:
+        for a in args:
+            if a is None or isinstance(a, Missing):
+                _need(a)
+    _charge(env, cost(args))
+    result = _check_value(fn(*args))
+    cls = result.__class__
+    if cls is str or cls is list:  # what a function built counts against the memory budget
+        _charge_mem(env, len(result))
+    return result
+
+
+def loop_items(iterable: Any) -> list:
+    """What a comprehension loops over: a known list."""
+    iterable = _need(iterable)
+    if not isinstance(iterable, list):
+        raise EvalError(f"cannot loop over a {type_name(iterable)}")
+    return iterable
