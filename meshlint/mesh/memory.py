@@ -57,6 +57,7 @@ class Shape(NamedTuple):
     reduce_bytes: int = 4        # FSDP's reduce_dtype (Accelerate's MixedPrecisionPolicy: the compute dtype)
     reshard_after_forward: bool = True  # False: every FSDP unit stays gathered from its forward to its backward
     sequence_parallel: bool = True  # False (Accelerate's TP: Transformers' tp_plan): norms whole on every tp rank
+    norm_bytes: int = 8          # bytes per element an RMSNorm keeps besides its output (fp32 input and normalised)
 
 
 class Stage(NamedTuple):
@@ -106,7 +107,7 @@ def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool, resid: int | No
     heads = s.n_heads or 0
     # RMSNorm in fp32 (torch's nn.RMSNorm and KempnerForge's model/norm.py:22-27 both upcast): it keeps the fp32
     # input and the fp32 normalised tensor, 8 bytes per element whatever the compute dtype, on the sequence shard
-    norm = 8 * d / sp
+    norm = s.norm_bytes * d / sp
     # attention: its norm, the gathered norm output (QKV input), q, k, v, the SDPA output (o-proj input) and
     # SDPA's fp32 logsumexp per head (tests/memory_fake_worker.py measured each of these on torchtitan's block)
     attn = norm + a * (d + (hq + 2 * kv_saved + hq) / tp) + 4 * heads / tp
@@ -269,7 +270,7 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
                **({"reduce_buffers": reduce} if ddp else {})}
         if last and V:
             # the final norm (fp32 input and normalised) and the output projection's gathered input
-            fwd["activations"] += (8 * d / (tp if s.sequence_parallel else 1) + a * d) * tokens
+            fwd["activations"] += (s.norm_bytes * d / (tp if s.sequence_parallel else 1) + a * d) * tokens
             # the logits and the loss, by the elements of the logits this GPU computes (U: their fp32 bytes)
             if kf:
                 # bf16 cross-entropy on logits gathered to the full vocabulary (output ColwiseParallel with
@@ -286,6 +287,9 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
                 lp = s.loss_parallel and tp > 1
                 u = tokens * V * 4 / (tp if lp else 1)
                 forward_loss, backward_loss = (3.5 * u, 4 * u) if lp else (2.5 * u, 3 * u)
+                if s.framework == "accelerate":
+                    # the training loop of Accelerate's examples keeps ``outputs`` (its bf16 logits) through backward
+                    backward_loss += 0.5 * u
             phases["forward"] = {**fwd, "logits_loss": forward_loss}
             phases["loss_backward"] = {**fwd, "logits_loss": backward_loss}
         else:

@@ -129,7 +129,9 @@ def model_shape(cfg: dict, ac: str, compute: int, state: int, reduce: int, resha
         num_experts=experts, moe_layers=L if experts else 0, moe_hidden=moe_hidden, top_k=top_k,
         shared_experts=shared, expert_params=L * experts * 3 * d * moe_hidden if experts else 0, ac=ac,
         state_bytes=state, compute_bytes=compute, accumulate_unsharded=accumulate, loss_parallel=False,
-        ddp_replicate=True, reduce_bytes=reduce, reshard_after_forward=reshard, sequence_parallel=False), note
+        ddp_replicate=True, reduce_bytes=reduce, reshard_after_forward=reshard, sequence_parallel=False,
+        # Transformers' LlamaRMSNorm keeps its fp32 input and the normalised tensor cast back to the compute dtype
+        norm_bytes=4 + compute), note
 
 
 _SIZED = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "mixtral", "qwen3_moe", "olmo2")
