@@ -29,20 +29,16 @@ ACCELERATE = ROOT / ".frameworks" / "accelerate-1.15.0"
 GIB = 2 ** 30
 SAVED = ROOT / "bench" / "memory_fake_accelerate.json"
 
-SHAPES = {  # config.json of each model (Transformers' LlamaConfig keys)
-    "debug": {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1536, "num_attention_heads": 8,
-              "num_key_value_heads": 2, "num_hidden_layers": 4, "vocab_size": 8192, "tie_word_embeddings": False,
-              "torch_dtype": "bfloat16"},
-    "wide": {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_attention_heads": 16,
-             "num_key_value_heads": 4, "num_hidden_layers": 6, "vocab_size": 2048, "tie_word_embeddings": False,
-             "torch_dtype": "bfloat16"},
-    "1B": {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_attention_heads": 32,
-           "num_key_value_heads": 8, "num_hidden_layers": 16, "vocab_size": 128256, "tie_word_embeddings": True,
-           "torch_dtype": "bfloat16"},
-    "8B": {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
-           "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 128256, "tie_word_embeddings": False,
-           "torch_dtype": "bfloat16"},
-}
+
+def llama(d: int, ffn: int, heads: int, kv: int, layers: int, vocab: int, tied: bool = False) -> dict:
+    """A config.json of Transformers' LlamaConfig keys (bf16 weights)."""
+    return {"model_type": "llama", "hidden_size": d, "intermediate_size": ffn, "num_attention_heads": heads,
+            "num_key_value_heads": kv, "num_hidden_layers": layers, "vocab_size": vocab, "tie_word_embeddings": tied,
+            "torch_dtype": "bfloat16"}
+
+
+SHAPES = {"debug": llama(512, 1536, 8, 2, 4, 8192), "wide": llama(2048, 8192, 16, 4, 6, 2048),
+          "1B": llama(2048, 8192, 32, 8, 16, 128256, tied=True), "8B": llama(4096, 14336, 32, 8, 32, 128256)}
 # (id, shape, world, dp_replicate, activation checkpointing, per-device batch, sequence)
 LAYOUTS = [
     ("debug-fsdp8-none", "debug", 8, 1, False, 4, 2048),
