@@ -9,7 +9,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 957, 2315313668, 1645425928), ('engine/expr/tokens.py', 2969, 769763914, 1407123367), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13317, 1028170482, 629448646), ('engine/expr/functions.py', 11033, 1100965247, 1929063556), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6539, 2587489950, 2509496979), ('engine/expr/expression.py', 7179, 2172858070, 2940063346), ('engine/expr/template.py', 4398, 1908083484, 3262964823), ('engine/expr/treecode.py', 6735, 3166550188, 1516434065), ('engine/expr/compiler.py', 12664, 1185830189, 3624730646), ('engine/rules.py', 13473, 1216579768, 2551162725), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 4958, 559095885, 795540557)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3022, 1003234986, 1896819647), ('ML505-peak-memory-near-gpu-memory.toml', 1849, 3326105972, 1806923855), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2074, 2371888430, 949075214), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 1806, 4003104662, 3789180137), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 957, 2315313668, 1645425928), ('engine/expr/tokens.py', 2969, 769763914, 1407123367), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13317, 1028170482, 629448646), ('engine/expr/functions.py', 11033, 1100965247, 1929063556), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6539, 2587489950, 2509496979), ('engine/expr/expression.py', 7179, 2172858070, 2940063346), ('engine/expr/template.py', 4398, 1908083484, 3262964823), ('engine/expr/treecode.py', 6735, 3166550188, 1516434065), ('engine/expr/compiler.py', 12664, 1185830189, 3624730646), ('engine/rules.py', 13473, 1216579768, 2551162725), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 4958, 559095885, 795540557)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3599, 3921800272, 3461412981), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 1729661343, 2444016552), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2074, 2371888430, 949075214), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 1806, 4003104662, 3789180137), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -48,185 +48,185 @@ K7 = [('torchtitan@0.2.x'), ]
 K8 = [('torchtitan@0.2.x'), ]
 K9 = [('torchtitan@0.2.x'), ]
 K10 = [('torchtitan@0.2.x'), ]
-K11 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K12 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K13 = [('torchtitan@0.2.x'), ]
-K14 = [('torchtitan@0.2.x'), ]
+K11 = [('megatron'), ('accelerate'), ]
+K12 = [('megatron'), ('accelerate'), ]
+K13 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
+K14 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
 K15 = [('torchtitan@0.2.x'), ]
-K16 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
+K16 = [('torchtitan@0.2.x'), ]
 K17 = [('torchtitan@0.2.x'), ]
-K18 = [('torchtitan@0.2.x'), ]
-K19 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K20 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K18 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
+K19 = [('torchtitan@0.2.x'), ]
+K20 = [('torchtitan@0.2.x'), ]
 K21 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K22 = [('torchtitan@main@b5bcd76c6'), ]
-K23 = [('torchtitan@0.3.0'), ]
+K22 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K23 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K24 = [('torchtitan@main@b5bcd76c6'), ]
-K25 = [('torchtitan@main@b5bcd76c6'), ]
-K26 = [('flex'), ('flex_flash'), ('sdpa'), ]
-K27 = [('flex'), ('flex_flash'), ]
-K28 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K29 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K30 = [('torchtitan@0.3.0'), ]
+K25 = [('torchtitan@0.3.0'), ]
+K26 = [('torchtitan@main@b5bcd76c6'), ]
+K27 = [('torchtitan@main@b5bcd76c6'), ]
+K28 = [('flex'), ('flex_flash'), ('sdpa'), ]
+K29 = [('flex'), ('flex_flash'), ]
+K30 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K31 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K32 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K32 = [('torchtitan@0.3.0'), ]
 K33 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K34 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K35 = [('headtail'), ('ptrr'), ]
-K36 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K37 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K38 = [('kimi'), ('qwen3_5'), ]
-K39 = [('debugmodel_mm'), ('30B_mm'), ]
-K40 = [('torchtitan@main@b5bcd76c6'), ]
-K41 = [('flex'), ('flex_flash'), ('varlen'), ]
-K42 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K43 = [('llama3'), ('deepseek_v3'), ('qwen3'), ('qwen3_5'), ('gpt_oss'), ('kimi'), ('muse_glimmer'), ]
-K44 = [('standard'), ('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K45 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K46 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K47 = [('kempnerforge@5666d0d'), ]
+K34 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K35 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K36 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K37 = [('headtail'), ('ptrr'), ]
+K38 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K39 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K40 = [('kimi'), ('qwen3_5'), ]
+K41 = [('debugmodel_mm'), ('30B_mm'), ]
+K42 = [('torchtitan@main@b5bcd76c6'), ]
+K43 = [('flex'), ('flex_flash'), ('varlen'), ]
+K44 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K45 = [('llama3'), ('deepseek_v3'), ('qwen3'), ('qwen3_5'), ('gpt_oss'), ('kimi'), ('muse_glimmer'), ]
+K46 = [('standard'), ('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K47 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K48 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K49 = [('kimi'), ('qwen3_5'), ]
-K50 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
-K51 = [('Adam'), ('AdamW'), ]
-K52 = [('torchtitan@0.2.x'), ]
-K53 = [('Adam'), ('AdamW'), ('DistMuon'), ]
-K54 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K55 = []
+K49 = [('kempnerforge@5666d0d'), ]
+K50 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K51 = [('kimi'), ('qwen3_5'), ]
+K52 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
+K53 = [('Adam'), ('AdamW'), ]
+K54 = [('torchtitan@0.2.x'), ]
+K55 = [('Adam'), ('AdamW'), ('DistMuon'), ]
 K56 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K57 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K57 = []
 K58 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K59 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K60 = [('disabled'), ('async'), ('async_with_pinned_mem'), ('DISABLED'), ('ASYNC'), ('ASYNC_WITH_PINNED_MEM'), ('Disabled'), ('Async'), ('Async_with_pinned_mem'), ]
+K60 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
 K61 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K62 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K63 = [('kempnerforge@5666d0d'), ]
-K64 = [('transformer'), ]
-K65 = [('adamw'), ('lion'), ('schedule_free_adamw'), ('muon'), ]
-K66 = [('cross_entropy'), ('chunked_cross_entropy'), ]
-K67 = [('softmax_topk'), ('sigmoid_topk'), ]
-K68 = []
-K69 = [('torchtitan@0.2.x'), ]
-K70 = [('torchtitan@0.2.x'), ]
+K62 = [('disabled'), ('async'), ('async_with_pinned_mem'), ('DISABLED'), ('ASYNC'), ('ASYNC_WITH_PINNED_MEM'), ('Disabled'), ('Async'), ('Async_with_pinned_mem'), ]
+K63 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K64 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K65 = [('kempnerforge@5666d0d'), ]
+K66 = [('transformer'), ]
+K67 = [('adamw'), ('lion'), ('schedule_free_adamw'), ('muon'), ]
+K68 = [('cross_entropy'), ('chunked_cross_entropy'), ]
+K69 = [('softmax_topk'), ('sigmoid_topk'), ]
+K70 = []
 K71 = [('torchtitan@0.2.x'), ]
 K72 = [('torchtitan@0.2.x'), ]
-K73 = [('quantize.linear.float8'), ('quantize.grouped_mm.float8'), ]
-K74 = [('quantize.linear.mx'), ('quantize.grouped_mm.mx'), ]
-K75 = [('torchtitan@0.2.x'), ]
-K76 = [('torchtitan@main@b5bcd76c6'), ]
-K77 = [('kempnerforge@5666d0d'), ]
-K78 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K73 = [('torchtitan@0.2.x'), ]
+K74 = [('torchtitan@0.2.x'), ]
+K75 = [('quantize.linear.float8'), ('quantize.grouped_mm.float8'), ]
+K76 = [('quantize.linear.mx'), ('quantize.grouped_mm.mx'), ]
+K77 = [('torchtitan@0.2.x'), ]
+K78 = [('torchtitan@main@b5bcd76c6'), ]
 K79 = [('kempnerforge@5666d0d'), ]
-K80 = []
-K81 = []
-K82 = [('int'), ('float'), ]
-K83 = [(True), ('data.phases'), ('ValueError: TrainingPhase.dataset_weights[...] must be non-negative'), ('use weights >= 0 (at least one positive)'), ]
-K84 = []
-K85 = []
-K86 = [('int'), ('float'), ]
+K80 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K81 = [('kempnerforge@5666d0d'), ]
+K82 = []
+K83 = []
+K84 = [('int'), ('float'), ]
+K85 = [(True), ('data.phases'), ('ValueError: TrainingPhase.dataset_weights[...] must be non-negative'), ('use weights >= 0 (at least one positive)'), ]
+K86 = []
 K87 = []
-K88 = [('torchtitan@0.2.x'), ]
-K89 = [('torchtitan@0.2.x'), ]
+K88 = [('int'), ('float'), ]
+K89 = []
 K90 = [('torchtitan@0.2.x'), ]
 K91 = [('torchtitan@0.2.x'), ]
 K92 = [('torchtitan@0.2.x'), ]
 K93 = [('torchtitan@0.2.x'), ]
 K94 = [('torchtitan@0.2.x'), ]
-K95 = [('llama4'), ('deepseek_v3'), ]
-K96 = [('rowwise'), ('rowwise_with_gw_hp'), ]
-K97 = [('torchtitan@0.2.x'), ]
-K98 = [('torchtitan@0.2.x'), ]
-K99 = [('llama4'), ('qwen3'), ('deepseek_v3'), ('gpt_oss'), ]
-K100 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K101 = [('flex'), ('flex_flash'), ]
+K95 = [('torchtitan@0.2.x'), ]
+K96 = [('torchtitan@0.2.x'), ]
+K97 = [('llama4'), ('deepseek_v3'), ]
+K98 = [('rowwise'), ('rowwise_with_gw_hp'), ]
+K99 = [('torchtitan@0.2.x'), ]
+K100 = [('torchtitan@0.2.x'), ]
+K101 = [('llama4'), ('qwen3'), ('deepseek_v3'), ('gpt_oss'), ]
 K102 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K103 = [('torchtitan@main@b5bcd76c6'), ]
-K104 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K105 = [('torchtitan@0.3.0'), ]
+K103 = [('flex'), ('flex_flash'), ]
+K104 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K105 = [('torchtitan@main@b5bcd76c6'), ]
 K106 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
-K107 = [('headtail'), ('ptrr'), ]
-K108 = [('torchtitan@0.2.x'), ]
-K109 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K110 = [('kimi'), ('muse_glimmer'), ]
-K111 = [('torchtitan@main@b5bcd76c6'), ]
-K112 = [('torchtitan@0.3.0'), ]
-K113 = [('torchtitan@0.2.x'), ]
-K114 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K115 = [('inductor'), ('aot_eager'), ]
+K107 = [('torchtitan@0.3.0'), ]
+K108 = [('deepep'), ('hybridep'), ('minimal_async_ep'), ]
+K109 = [('headtail'), ('ptrr'), ]
+K110 = [('torchtitan@0.2.x'), ]
+K111 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K112 = [('kimi'), ('muse_glimmer'), ]
+K113 = [('torchtitan@main@b5bcd76c6'), ]
+K114 = [('torchtitan@0.3.0'), ]
+K115 = [('torchtitan@0.2.x'), ]
 K116 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K117 = [('flex'), ('flex_flash'), ]
+K117 = [('inductor'), ('aot_eager'), ]
 K118 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K119 = [('torchtitan@0.3.0'), ]
-K120 = [('torchtitan@0.2.x'), ]
-K121 = [('torchtitan@0.2.x'), ]
-K122 = [('deepseek_v3'), ('autoparallel.deepseek_v3'), ('compiler_toolkit.deepseek_v3'), ('simple_fsdp.deepseek_v3'), ('llama4'), ('qwen3'), ]
-K123 = [('llama3'), ('llama3_ft'), ('autoparallel.llama3'), ('compiler_toolkit.llama3'), ('simple_fsdp.llama3'), ]
-K124 = [('kempnerforge@5666d0d'), ]
-K125 = []
-K126 = []
+K119 = [('flex'), ('flex_flash'), ]
+K120 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K121 = [('torchtitan@0.3.0'), ]
+K122 = [('torchtitan@0.2.x'), ]
+K123 = [('torchtitan@0.2.x'), ]
+K124 = [('deepseek_v3'), ('autoparallel.deepseek_v3'), ('compiler_toolkit.deepseek_v3'), ('simple_fsdp.deepseek_v3'), ('llama4'), ('qwen3'), ]
+K125 = [('llama3'), ('llama3_ft'), ('autoparallel.llama3'), ('compiler_toolkit.llama3'), ('simple_fsdp.llama3'), ]
+K126 = [('kempnerforge@5666d0d'), ]
 K127 = []
 K128 = []
 K129 = []
 K130 = []
 K131 = []
 K132 = []
-K133 = [('int'), ('float'), ]
+K133 = []
 K134 = []
-K135 = [('kempnerforge@5666d0d'), ]
-K136 = [('kempnerforge@5666d0d'), ]
+K135 = [('int'), ('float'), ]
+K136 = []
 K137 = [('kempnerforge@5666d0d'), ]
-K138 = []
-K139 = [('data.hf_dataset_name'), ]
+K138 = [('kempnerforge@5666d0d'), ]
+K139 = [('kempnerforge@5666d0d'), ]
 K140 = []
-K141 = [('data.tokenizer_path'), ]
-K142 = [('kempnerforge@5666d0d'), ]
-K143 = [('int'), ('float'), ]
-K144 = []
-K145 = [('kempnerforge@5666d0d'), ]
+K141 = [('data.hf_dataset_name'), ]
+K142 = []
+K143 = [('data.tokenizer_path'), ]
+K144 = [('kempnerforge@5666d0d'), ]
+K145 = [('int'), ('float'), ]
 K146 = []
-K147 = []
+K147 = [('kempnerforge@5666d0d'), ]
 K148 = []
-K149 = [('transformer'), ('vision_encoder'), ('adapter'), ]
-K150 = [('torchtitan@0.3.0'), ]
-K151 = [('int'), ('float'), ]
-K152 = [('int'), ('float'), ]
-K153 = [('on_first_exhausted'), ('all_exhausted'), ]
-K154 = []
-K155 = [('InterleavedHuggingFaceTextDataLoader.Config'), ('InterleavedChatDataLoader.Config'), ]
-K156 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K157 = [('model'), ('optimizer'), ('lr_scheduler'), ('dataloader'), ('train_state'), ]
-K158 = [('torchtitan@main@b5bcd76c6'), ]
-K159 = []
-K160 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
+K149 = []
+K150 = []
+K151 = [('transformer'), ('vision_encoder'), ('adapter'), ]
+K152 = [('torchtitan@0.3.0'), ]
+K153 = [('int'), ('float'), ]
+K154 = [('int'), ('float'), ]
+K155 = [('on_first_exhausted'), ('all_exhausted'), ]
+K156 = []
+K157 = [('InterleavedHuggingFaceTextDataLoader.Config'), ('InterleavedChatDataLoader.Config'), ]
+K158 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K159 = [('model'), ('optimizer'), ('lr_scheduler'), ('dataloader'), ('train_state'), ]
+K160 = [('torchtitan@main@b5bcd76c6'), ]
 K161 = []
-K162 = []
+K162 = [('torchtitan@0.2.x'), ('torchtitan@0.3.0'), ]
 K163 = []
 K164 = []
 K165 = []
-K166 = [('int'), ('float'), ]
-K167 = [('inf'), ('-inf'), ('nan'), ]
-K168 = [('TypeError: DatasetConcatConfig requires map-style children (it has none)'), ('when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step'), ('give the concatenation at least one map-style dataset (a random-access source)'), ]
-K169 = []
-K170 = [('split'), ('name'), ('revision'), ('streaming'), ]
-K171 = [('block'), ('raster'), ]
-K172 = [('torchtitan@0.3.0'), ]
+K166 = []
+K167 = []
+K168 = [('int'), ('float'), ]
+K169 = [('inf'), ('-inf'), ('nan'), ]
+K170 = [('TypeError: DatasetConcatConfig requires map-style children (it has none)'), ('when the trainer builds the dataloader (DatasetConcatConfig.build), before the first step'), ('give the concatenation at least one map-style dataset (a random-access source)'), ]
+K171 = []
+K172 = [('split'), ('name'), ('revision'), ('streaming'), ]
 K173 = [('block'), ('raster'), ]
-K174 = [('block'), ('raster'), ]
-K175 = [('torchtitan@main@b5bcd76c6'), ]
-K176 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K177 = [('int'), ('float'), ('null'), ]
-K178 = [('deepep'), ('minimal_async_ep'), ]
-K179 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K180 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K181 = [('flex'), ('flex_flash'), ]
-K182 = [('torchtitan@0.2.x'), ]
-K183 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
-K184 = []
-K185 = []
-K186 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K174 = [('torchtitan@0.3.0'), ]
+K175 = [('block'), ('raster'), ]
+K176 = [('block'), ('raster'), ]
+K177 = [('torchtitan@main@b5bcd76c6'), ]
+K178 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K179 = [('int'), ('float'), ('null'), ]
+K180 = [('deepep'), ('minimal_async_ep'), ]
+K181 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K182 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K183 = [('flex'), ('flex_flash'), ]
+K184 = [('torchtitan@0.2.x'), ]
+K185 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K186 = []
 K187 = []
-K188 = [('accelerate@1.15.0'), ]
-K189 = [('accelerate@1.15.0'), ]
+K188 = [('torchtitan@0.3.0'), ('torchtitan@main@b5bcd76c6'), ]
+K189 = []
 K190 = [('accelerate@1.15.0'), ]
 K191 = [('accelerate@1.15.0'), ]
 K192 = [('accelerate@1.15.0'), ]
@@ -234,12 +234,12 @@ K193 = [('accelerate@1.15.0'), ]
 K194 = [('accelerate@1.15.0'), ]
 K195 = [('accelerate@1.15.0'), ]
 K196 = [('accelerate@1.15.0'), ]
-K197 = [('megatron@0.16.1'), ]
-K198 = [('megatron@0.16.1'), ]
-K199 = []
-K200 = []
-K201 = [('megatron@0.16.1'), ]
-K202 = [('megatron@0.16.1'), ]
+K197 = [('accelerate@1.15.0'), ]
+K198 = [('accelerate@1.15.0'), ]
+K199 = [('megatron@0.16.1'), ]
+K200 = [('megatron@0.16.1'), ]
+K201 = []
+K202 = []
 K203 = [('megatron@0.16.1'), ]
 K204 = [('megatron@0.16.1'), ]
 K205 = [('megatron@0.16.1'), ]
@@ -249,22 +249,24 @@ K208 = [('megatron@0.16.1'), ]
 K209 = [('megatron@0.16.1'), ]
 K210 = [('megatron@0.16.1'), ]
 K211 = [('megatron@0.16.1'), ]
-K212 = [('num_layers'), ('--num-layers'), ]
-K213 = [('hidden_size'), ('--hidden-size'), ]
-K214 = [('num_attention_heads'), ('--num-attention-heads'), ]
-K215 = [('max_position_embeddings'), ('--max-position-embeddings'), ]
-K216 = [('micro_batch_size'), ('--micro-batch-size'), ]
-K217 = [('batch_size'), ('--micro-batch-size'), ('--batch-size'), ]
-K218 = [('warmup'), ('--lr-warmup-fraction'), ('--warmup'), ]
-K219 = [('model_parallel_size'), ('--tensor-model-parallel-size'), ('--model-parallel-size'), ]
-K220 = [('megatron@0.16.1'), ]
-K221 = [('megatron@0.16.1'), ]
+K212 = [('megatron@0.16.1'), ]
+K213 = [('megatron@0.16.1'), ]
+K214 = [('num_layers'), ('--num-layers'), ]
+K215 = [('hidden_size'), ('--hidden-size'), ]
+K216 = [('num_attention_heads'), ('--num-attention-heads'), ]
+K217 = [('max_position_embeddings'), ('--max-position-embeddings'), ]
+K218 = [('micro_batch_size'), ('--micro-batch-size'), ]
+K219 = [('batch_size'), ('--micro-batch-size'), ('--batch-size'), ]
+K220 = [('warmup'), ('--lr-warmup-fraction'), ('--warmup'), ]
+K221 = [('model_parallel_size'), ('--tensor-model-parallel-size'), ('--model-parallel-size'), ]
 K222 = [('megatron@0.16.1'), ]
 K223 = [('megatron@0.16.1'), ]
 K224 = [('megatron@0.16.1'), ]
 K225 = [('megatron@0.16.1'), ]
 K226 = [('megatron@0.16.1'), ]
 K227 = [('megatron@0.16.1'), ]
+K228 = [('megatron@0.16.1'), ]
+K229 = [('megatron@0.16.1'), ]
 
 
 def e0(env):
@@ -6959,18 +6961,28 @@ def e275(env):
 def e276(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('megatron')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t3 = K11
+    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
+    t2 = _compare('not in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations')
         t4 = t5
     else:
-        t6 = ('shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)')
-        t4 = t6
+        t6 = env.lookup('dialect')
+        if t6 is None: t6 = Missing('dialect')
+        t8 = ('accelerate')
+        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 == t8
+        else:
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+            t7 = _compare('==', t6, t8)
+        if (t7 if t7.__class__ is bool else _truth(t7)):
+            t10 = ('shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)')
+            t9 = t10
+        else:
+            t11 = ('shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)')
+            t9 = t11
+        t4 = t9
     return t4
 
 def e277(env):
@@ -7049,18 +7061,28 @@ def e279(env):
 def e280(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('megatron')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t3 = K12
+    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
+    t2 = _compare('not in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing')
         t4 = t5
     else:
-        t6 = ('sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity')
-        t4 = t6
+        t6 = env.lookup('dialect')
+        if t6 is None: t6 = Missing('dialect')
+        t8 = ('accelerate')
+        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 == t8
+        else:
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+            t7 = _compare('==', t6, t8)
+        if (t7 if t7.__class__ is bool else _truth(t7)):
+            t10 = ('sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing')
+            t9 = t10
+        else:
+            t11 = ('sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity')
+            t9 = t11
+        t4 = t9
     return t4
 
 def e281(env):
@@ -7809,7 +7831,7 @@ def e310(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K11
+    t4 = K13
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -8359,7 +8381,7 @@ def e329(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K12
+    t4 = K14
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -8542,7 +8564,7 @@ def e339(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K13
+    t4 = K15
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -8660,7 +8682,7 @@ def e345(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K14
+    t4 = K16
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -8694,7 +8716,7 @@ def e347(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K15
+    t4 = K17
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -8752,7 +8774,7 @@ def e349(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K16
+    t4 = K18
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -8831,7 +8853,7 @@ def e355(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K17
+    t4 = K19
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -8856,7 +8878,7 @@ def e356(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K18
+    t4 = K20
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -8956,7 +8978,7 @@ def e360(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K19
+    t4 = K21
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -9151,7 +9173,7 @@ def e367(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K20
+    t4 = K22
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -9239,7 +9261,7 @@ def e369(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K21
+    t4 = K23
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -9320,7 +9342,7 @@ def e373(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K22
+    t4 = K24
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -9608,7 +9630,7 @@ def e383(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K23
+    t4 = K25
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -9665,7 +9687,7 @@ def e385(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K24
+    t4 = K26
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -9910,7 +9932,7 @@ def e396(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K25
+    t4 = K27
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -9954,10 +9976,10 @@ def e398(env):
         if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = K26
+        t8 = K28
         t7 = t8
     else:
-        t9 = K27
+        t9 = K29
         t7 = t9
     if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t2, t7)
     t3 = _compare('in', t2, t7)
@@ -9971,7 +9993,7 @@ def e399(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K28
+    t4 = K30
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10056,7 +10078,7 @@ def e403(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K29
+    t4 = K31
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10098,7 +10120,7 @@ def e405(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K30
+    t4 = K32
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10134,7 +10156,7 @@ def e407(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K31
+    t4 = K33
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10183,7 +10205,7 @@ def e409(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K32
+    t4 = K34
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10299,13 +10321,13 @@ def e414(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K33
+    t4 = K35
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('backend')
         if t6 is None: t6 = Missing('backend')
-        t8 = K34
+        t8 = K36
         if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
         t7 = _compare('in', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
@@ -10351,7 +10373,7 @@ def e416(env):
         if t2 is None: t2 = Missing('parallelism.context_parallel_load_balancer')
     else:
         t2 = attr_value(t1, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
-    t4 = K35
+    t4 = K37
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
@@ -10364,7 +10386,7 @@ def e417(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K36
+    t4 = K38
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10422,7 +10444,7 @@ def e420(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K37
+    t4 = K39
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10447,7 +10469,7 @@ def e421(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = K38
+    t4 = K40
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if not (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10472,7 +10494,7 @@ def e421(env):
                 if t12 is None: t12 = Missing('model.flavor')
             else:
                 t12 = attr_value(t11, 'flavor', 'model.flavor')
-            t14 = K39
+            t14 = K41
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -10569,7 +10591,7 @@ def e426(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K40
+    t4 = K42
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10661,7 +10683,7 @@ def e432(env):
         if t2 is None: t2 = Missing('model.attn_backend')
     else:
         t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
-    t4 = K41
+    t4 = K43
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
@@ -10674,7 +10696,7 @@ def e433(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K42
+    t4 = K44
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10685,7 +10707,7 @@ def e433(env):
             if t7 is None: t7 = Missing('model.family')
         else:
             t7 = attr_value(t6, 'family', 'model.family')
-        t9 = K43
+        t9 = K45
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
         t8 = _compare('in', t7, t9)
         if (t8 if t8.__class__ is bool else _truth(t8)):
@@ -10754,7 +10776,7 @@ def e435(env):
         if t2 is None: t2 = Missing('model.moe_comm_backend')
     else:
         t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
-    t4 = K44
+    t4 = K46
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
@@ -10767,7 +10789,7 @@ def e436(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K45
+    t4 = K47
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10834,7 +10856,7 @@ def e439(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K46
+    t4 = K48
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -10901,7 +10923,7 @@ def e442(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K47
+    t4 = K49
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11107,7 +11129,7 @@ def e450(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K48
+    t4 = K50
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11177,7 +11199,7 @@ def e451(env):
                 if t16 is None: t16 = Missing('model.family')
             else:
                 t16 = attr_value(t15, 'family', 'model.family')
-            t18 = K49
+            t18 = K51
             if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
             t17 = _compare('in', t16, t18)
             t14 = (t17 if t17.__class__ is bool else _truth(t17))
@@ -11273,7 +11295,7 @@ def e454(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K50
+    t4 = K52
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11308,7 +11330,7 @@ def e455(env):
         if t3 is None: t3 = Missing('config.optimizer.name')
     else:
         t3 = attr_value(t2, 'name', 'config.optimizer.name')
-    t5 = K51
+    t5 = K53
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
@@ -11321,7 +11343,7 @@ def e456(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K52
+    t4 = K54
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11385,7 +11407,7 @@ def e458(env):
         if t6 is None: t6 = Missing('optimizer_name')
     else:
         t6 = attr_value(t5, 'optimizer_name', 'optimizer_name')
-    t8 = K53
+    t8 = K55
     if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
     t7 = _compare('in', t6, t8)
     return t7
@@ -11398,7 +11420,7 @@ def e459(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K54
+    t4 = K56
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11494,7 +11516,7 @@ def e460(env):
         t21 = call_value(env, F_range.fn, F_range.cost, False, [t20])
         t16 = t21
     else:
-        t22 = K55
+        t22 = K57
         t16 = t22
     return t16
 
@@ -11575,7 +11597,7 @@ def e464(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K56
+    t4 = K58
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11683,7 +11705,7 @@ def e467(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K57
+    t4 = K59
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11778,7 +11800,7 @@ def e471(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K58
+    t4 = K60
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -11953,7 +11975,7 @@ def e474(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K59
+    t4 = K61
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -12169,7 +12191,7 @@ def e479(env):
         if t3 is None: t3 = Missing('config.checkpoint.async_mode')
     else:
         t3 = attr_value(t2, 'async_mode', 'config.checkpoint.async_mode')
-    t5 = K60
+    t5 = K62
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
@@ -12182,7 +12204,7 @@ def e480(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K61
+    t4 = K63
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -12301,7 +12323,7 @@ def e483(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K62
+    t4 = K64
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -12439,7 +12461,7 @@ def e489(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K63
+    t4 = K65
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -12479,7 +12501,7 @@ def e490(env):
             if t8 is None: t8 = Missing('config.model.model_type')
         else:
             t8 = attr_value(t7, 'model_type', 'config.model.model_type')
-        t9 = K64
+        t9 = K66
         t10 = ('model')
         t11 = [t5, t8, t9, t10]
         t12 = ('optimizer.name')
@@ -12495,7 +12517,7 @@ def e490(env):
             if t15 is None: t15 = Missing('config.optimizer.name')
         else:
             t15 = attr_value(t14, 'name', 'config.optimizer.name')
-        t16 = K65
+        t16 = K67
         t17 = ('optimizer')
         t18 = [t12, t15, t16, t17]
         t19 = ('train.loss_fn')
@@ -12511,7 +12533,7 @@ def e490(env):
             if t22 is None: t22 = Missing('config.train.loss_fn')
         else:
             t22 = attr_value(t21, 'loss_fn', 'config.train.loss_fn')
-        t23 = K66
+        t23 = K68
         t24 = ('loss')
         t25 = [t19, t22, t23, t24]
         t26 = ('model.moe_router')
@@ -12550,13 +12572,13 @@ def e490(env):
         else:
             t36 = (None)
             t32 = t36
-        t37 = K67
+        t37 = K69
         t38 = ('router')
         t39 = [t26, t32, t37, t38]
         t40 = [t11, t18, t25, t39]
         t4 = t40
     else:
-        t41 = K68
+        t41 = K70
         t4 = t41
     return t4
 
@@ -12633,7 +12655,7 @@ def e497(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K69
+    t4 = K71
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -12770,7 +12792,7 @@ def e502(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K70
+    t4 = K72
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -12905,7 +12927,7 @@ def e505(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K71
+    t4 = K73
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -13042,7 +13064,7 @@ def e510(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K72
+    t4 = K74
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -13152,7 +13174,7 @@ def e511(env):
         t6.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('c')
-        t10 = K73
+        t10 = K75
         if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t6, t8, t10)
         t9 = _compare('in', t8, t10)
         t1.append(t9)
@@ -13182,7 +13204,7 @@ def e511(env):
             t18.let_cache = None
             t20 = t19
             if t20 is None: t20 = Missing('c')
-            t22 = K74
+            t22 = K76
             if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t18, t20, t22)
             t21 = _compare('in', t20, t22)
             t13.append(t21)
@@ -13204,7 +13226,7 @@ def e512(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K75
+    t4 = K77
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -13266,7 +13288,7 @@ def e515(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K76
+    t4 = K78
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -13301,7 +13323,7 @@ def e516(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K77
+    t4 = K79
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -13824,7 +13846,7 @@ def e527(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K78
+    t4 = K80
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -14334,7 +14356,7 @@ def e530(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K79
+    t4 = K81
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
@@ -14413,7 +14435,7 @@ def e531(env):
         t27 = [t26]
         t5 = t27
     else:
-        t28 = K80
+        t28 = K82
         t5 = t28
     if t5 is None or t5.__class__ is Missing: _need(t5)
     t29 = env.lookup('steps')
@@ -14505,7 +14527,7 @@ def e531(env):
         t64 = [t63]
         t53 = t64
     else:
-        t65 = K81
+        t65 = K83
         t53 = t65
     if t53 is None or t53.__class__ is Missing: _need(t53)
     if t5.__class__ is int and t53.__class__ is int:
@@ -14588,7 +14610,7 @@ def e531(env):
                 if t94 is None: t94 = Missing('k')
                 t95 = index_value(t93, _need(t94), 'p.dataset_weights')
                 t96 = call_value(t90, F_type.fn, F_type.cost, True, [t95])
-                t98 = K82
+                t98 = K84
                 if t98.__class__ is list or t98.__class__ is dict or t98.__class__ is str: _charge_operands(t90, t96, t98)
                 t97 = _compare('in', t96, t98)
                 if (t97 if t97.__class__ is bool else _truth(t97)):
@@ -14626,11 +14648,11 @@ def e531(env):
         if len(t67) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     t107 = call_value(env, F_any.fn, F_any.cost, False, [t67])
     if (t107 if t107.__class__ is bool else _truth(t107)):
-        t109 = K83
+        t109 = K85
         t110 = [t109]
         t108 = t110
     else:
-        t111 = K84
+        t111 = K86
         t108 = t111
     if t108 is None or t108.__class__ is Missing: _need(t108)
     if t66.__class__ is int and t108.__class__ is int:
@@ -14778,7 +14800,7 @@ def e531(env):
         t160 = [t159]
         t137 = t160
     else:
-        t161 = K85
+        t161 = K87
         t137 = t161
     if t137 is None or t137.__class__ is Missing: _need(t137)
     if t112.__class__ is int and t137.__class__ is int:
@@ -14983,7 +15005,7 @@ def e535(env):
             if t19 is None: t19 = Missing('k')
             t20 = index_value(t18, _need(t19), 'config.data.anneal_weights')
             t21 = call_value(t14, F_type.fn, F_type.cost, True, [t20])
-            t23 = K86
+            t23 = K88
             if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t14, t21, t23)
             t22 = _compare('in', t21, t23)
             if (t22 if t22.__class__ is bool else _truth(t22)):
@@ -15021,7 +15043,7 @@ def e535(env):
                 if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t7 = t8
     else:
-        t33 = K87
+        t33 = K89
         t7 = t33
     return t7
 
@@ -15055,7 +15077,7 @@ def e537(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K88
+    t4 = K90
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -15112,7 +15134,7 @@ def e538(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K89
+    t4 = K91
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -15181,7 +15203,7 @@ def e539(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K90
+    t4 = K92
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -15290,7 +15312,7 @@ def e541(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K91
+    t4 = K93
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -15473,7 +15495,7 @@ def e545(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K92
+    t4 = K94
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -15544,7 +15566,7 @@ def e548(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K93
+    t4 = K95
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -15648,7 +15670,7 @@ def e550(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K94
+    t4 = K96
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -15683,7 +15705,7 @@ def e550(env):
                 if t14 is None: t14 = Missing('config.model.name')
             else:
                 t14 = attr_value(t13, 'name', 'config.model.name')
-            t16 = K95
+            t16 = K97
             if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
             t15 = _compare('in', t14, t16)
             t11 = (t15 if t15.__class__ is bool else _truth(t15))
@@ -15841,7 +15863,7 @@ def e555(env):
         t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
     t6 = ('tensorwise')
     t7 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, t6])
-    t9 = K96
+    t9 = K98
     if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
     t8 = _compare('in', t7, t9)
     return t8
@@ -15854,7 +15876,7 @@ def e556(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K97
+    t4 = K99
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -16003,7 +16025,7 @@ def e559(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K98
+    t4 = K100
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -16019,7 +16041,7 @@ def e559(env):
             if t8 is None: t8 = Missing('config.model.name')
         else:
             t8 = attr_value(t7, 'name', 'config.model.name')
-        t10 = K99
+        t10 = K101
         if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
         t9 = _compare('in', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
@@ -16177,7 +16199,7 @@ def e563(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K100
+    t4 = K102
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -16235,7 +16257,7 @@ def e563(env):
                 if t21 is None: t21 = Missing('model.attn_backend')
             else:
                 t21 = attr_value(t20, 'attn_backend', 'model.attn_backend')
-            t23 = K101
+            t23 = K103
             if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
             t22 = _compare('in', t21, t23)
             t19 = (t22 if t22.__class__ is bool else _truth(t22))
@@ -16312,7 +16334,7 @@ def e565(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K102
+    t4 = K104
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -16419,7 +16441,7 @@ def e568(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K103
+    t4 = K105
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -16444,7 +16466,7 @@ def e568(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('backend')
             if t12 is None: t12 = Missing('backend')
-            t14 = K104
+            t14 = K106
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -16559,7 +16581,7 @@ def e573(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K105
+    t4 = K107
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -16584,7 +16606,7 @@ def e573(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('backend')
             if t12 is None: t12 = Missing('backend')
-            t14 = K106
+            t14 = K108
             if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('in', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
@@ -16637,7 +16659,7 @@ def e574(env):
         if t3 is None: t3 = Missing('config.parallelism.context_parallel_load_balancer')
     else:
         t3 = attr_value(t2, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-    t5 = K107
+    t5 = K109
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
@@ -16650,7 +16672,7 @@ def e575(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K108
+    t4 = K110
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -16747,7 +16769,7 @@ def e578(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K109
+    t4 = K111
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -16783,7 +16805,7 @@ def e579(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = K110
+    t4 = K112
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -17315,7 +17337,7 @@ def e586(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K111
+    t4 = K113
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -17415,7 +17437,7 @@ def e590(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K112
+    t4 = K114
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -17489,7 +17511,7 @@ def e592(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K113
+    t4 = K115
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -17541,7 +17563,7 @@ def e593(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K114
+    t4 = K116
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -17678,7 +17700,7 @@ def e598(env):
         if t3 is None: t3 = Missing('config.compile.backend')
     else:
         t3 = attr_value(t2, 'backend', 'config.compile.backend')
-    t5 = K115
+    t5 = K117
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     return t4
@@ -17691,7 +17713,7 @@ def e599(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K116
+    t4 = K118
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -17794,7 +17816,7 @@ def e599(env):
                 if t36 is None: t36 = Missing('model.attn_backend')
             else:
                 t36 = attr_value(t35, 'attn_backend', 'model.attn_backend')
-            t38 = K117
+            t38 = K119
             if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(env, t36, t38)
             t37 = _compare('in', t36, t38)
             t34 = (t37 if t37.__class__ is bool else _truth(t37))
@@ -17883,7 +17905,7 @@ def e602(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K118
+    t4 = K120
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -18073,7 +18095,7 @@ def e608(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K119
+    t4 = K121
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -18147,7 +18169,7 @@ def e610(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K120
+    t4 = K122
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -18244,7 +18266,7 @@ def e612(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K121
+    t4 = K123
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -18298,7 +18320,7 @@ def e613(env):
         if t2 is None: t2 = Missing('model.name')
     else:
         t2 = attr_value(t1, 'name', 'model.name')
-    t4 = K122
+    t4 = K124
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
@@ -18311,7 +18333,7 @@ def e614(env):
         if t2 is None: t2 = Missing('model.name')
     else:
         t2 = attr_value(t1, 'name', 'model.name')
-    t4 = K123
+    t4 = K125
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
@@ -18356,7 +18378,7 @@ def e618(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K124
+    t4 = K126
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -18562,7 +18584,7 @@ def e619(env):
             t47 = [t46]
             t30 = t47
         else:
-            t48 = K125
+            t48 = K127
             t30 = t48
         if t30 is None or t30.__class__ is Missing: _need(t30)
         t49 = env.lookup('missing')
@@ -18667,7 +18689,7 @@ def e619(env):
             t82 = [t81]
             t53 = t82
         else:
-            t83 = K126
+            t83 = K128
             t53 = t83
         if t53 is None or t53.__class__ is Missing: _need(t53)
         if t30.__class__ is int and t53.__class__ is int:
@@ -18841,7 +18863,7 @@ def e619(env):
             t139 = [t138]
             t89 = t139
         else:
-            t140 = K127
+            t140 = K129
             t89 = t140
         if t89 is None or t89.__class__ is Missing: _need(t89)
         if t84.__class__ is int and t89.__class__ is int:
@@ -18979,7 +19001,7 @@ def e619(env):
             t189 = [t188]
             t146 = t189
         else:
-            t190 = K128
+            t190 = K130
             t146 = t190
         if t146 is None or t146.__class__ is Missing: _need(t146)
         if t141.__class__ is int and t146.__class__ is int:
@@ -18989,7 +19011,7 @@ def e619(env):
             t191 = _binop('+', t141, t146, env)
         t5 = t191
     else:
-        t192 = K129
+        t192 = K131
         t5 = t192
     return t5
 
@@ -19114,7 +19136,7 @@ def e622(env):
                 if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t2 = t3
     else:
-        t15 = K130
+        t15 = K132
         t2 = t15
     return t2
 
@@ -19293,7 +19315,7 @@ def e625(env):
         t15 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t5])
         t4 = t15
     else:
-        t16 = K131
+        t16 = K133
         t4 = t16
     return t4
 
@@ -19333,7 +19355,7 @@ def e626(env):
         t15 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t5])
         t4 = t15
     else:
-        t16 = K132
+        t16 = K134
         t4 = t16
     return t4
 
@@ -19364,7 +19386,7 @@ def e627(env):
             if t12 is None: t12 = Missing('k')
             t13 = index_value(t11, _need(t12), 'epm')
             t14 = call_value(t9, F_type.fn, F_type.cost, True, [t13])
-            t16 = K133
+            t16 = K135
             if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t9, t14, t16)
             t15 = _compare('in', t14, t16)
             if (t15 if t15.__class__ is bool else _truth(t15)):
@@ -19392,7 +19414,7 @@ def e627(env):
                 if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t4 = t5
     else:
-        t24 = K134
+        t24 = K136
         t4 = t24
     return t4
 
@@ -19505,7 +19527,7 @@ def e631(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K135
+    t4 = K137
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -19856,7 +19878,7 @@ def e641(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K136
+    t4 = K138
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -20112,7 +20134,7 @@ def e645(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K137
+    t4 = K139
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -20307,20 +20329,20 @@ def e650(env):
     if t1 is None: t1 = Missing('no_hf')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = K138
+        t4 = K140
         t3 = t4
     else:
-        t5 = K139
+        t5 = K141
         t3 = t5
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t6 = env.lookup('no_tok')
     if t6 is None: t6 = Missing('no_tok')
     t7 = not (t6 if t6.__class__ is bool else _truth(t6))
     if (t7 if t7.__class__ is bool else _truth(t7)):
-        t9 = K140
+        t9 = K142
         t8 = t9
     else:
-        t10 = K141
+        t10 = K143
         t8 = t10
     if t8 is None or t8.__class__ is Missing: _need(t8)
     if t3.__class__ is int and t8.__class__ is int:
@@ -20504,7 +20526,7 @@ def e659(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K142
+    t4 = K144
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -20627,7 +20649,7 @@ def e660(env):
                     if t31 is None: t31 = Missing('n')
                     t32 = index_value(t30, _need(t31), '?')
                     t33 = call_value(t19, F_type.fn, F_type.cost, True, [t32])
-                    t35 = K143
+                    t35 = K145
                     if t35.__class__ is list or t35.__class__ is dict or t35.__class__ is str: _charge_operands(t19, t33, t35)
                     t34 = _compare('in', t33, t35)
                     t27 = (t34 if t34.__class__ is bool else _truth(t34))
@@ -21099,7 +21121,7 @@ def e663(env):
             t94 = [t93]
             t85 = t94
         else:
-            t95 = K144
+            t95 = K146
             t85 = t95
         t7 = t85
     return t7
@@ -21219,7 +21241,7 @@ def e668(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K145
+    t4 = K147
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -21337,7 +21359,7 @@ def e669(env):
             t8 = _binop('+', t6, t7, env)
         t5 = t8
     else:
-        t9 = K146
+        t9 = K148
         t5 = t9
     return t5
 
@@ -21457,7 +21479,7 @@ def e671(env):
                 if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t7 = t8
     else:
-        t36 = K147
+        t36 = K149
         t7 = t36
     return t7
 
@@ -21583,7 +21605,7 @@ def e672(env):
                 if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t7 = t8
     else:
-        t39 = K148
+        t39 = K150
         t7 = t39
     return t7
 
@@ -21819,7 +21841,7 @@ def e680(env):
     t1 = _need(t1)
     t2 = (0)
     t3 = index_value(t1, _need(t2), 'item')
-    t5 = K149
+    t5 = K151
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
@@ -21838,7 +21860,7 @@ def e681(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K150
+    t4 = K152
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
@@ -22003,7 +22025,7 @@ def e682(env):
             t62 = t61
             if t62 is None: t62 = Missing('w')
             t63 = call_value(t60, F_type.fn, F_type.cost, True, [t62])
-            t65 = K151
+            t65 = K153
             if t65.__class__ is list or t65.__class__ is dict or t65.__class__ is str: _charge_operands(t60, t63, t65)
             t64 = _compare('in', t63, t65)
             if (t64 if t64.__class__ is bool else _truth(t64)):
@@ -22100,7 +22122,7 @@ def e682(env):
                 t101 = t100
                 if t101 is None: t101 = Missing('w')
                 t102 = call_value(t99, F_type.fn, F_type.cost, True, [t101])
-                t104 = K152
+                t104 = K154
                 if t104.__class__ is list or t104.__class__ is dict or t104.__class__ is str: _charge_operands(t99, t102, t104)
                 t103 = _compare('in', t102, t104)
                 if (t103 if t103.__class__ is bool else _truth(t103)):
@@ -22206,7 +22228,7 @@ def e682(env):
                 if t140 is None: t140 = Missing('config.dataloader.stopping_strategy')
             else:
                 t140 = attr_value(t139, 'stopping_strategy', 'config.dataloader.stopping_strategy')
-            t142 = K153
+            t142 = K155
             if t142.__class__ is list or t142.__class__ is dict or t142.__class__ is str: _charge_operands(env, t140, t142)
             t141 = _compare('not in', t140, t142)
             t137 = (t141 if t141.__class__ is bool else _truth(t141))
@@ -22326,7 +22348,7 @@ def e682(env):
         t172 = [t56, t90, t130, t171]
         t4 = t172
     else:
-        t173 = K154
+        t173 = K156
         t4 = t173
     t2 = loop_items(t4)
     t174 = Env({}, None, env.budget, env)
@@ -22498,7 +22520,7 @@ def e689(env):
             if t8 is None: t8 = Missing('config.dataloader.class')
         else:
             t8 = attr_value(t7, 'class', 'config.dataloader.class')
-        t10 = K155
+        t10 = K157
         if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
         t9 = _compare('in', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
@@ -22588,7 +22610,7 @@ def e693(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K156
+    t4 = K158
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -22673,7 +22695,7 @@ def e693(env):
     return t5
 
 def e694(env):
-    t1 = K157
+    t1 = K159
     return t1
 
 def e695(env):
@@ -22795,7 +22817,7 @@ def e702(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K158
+    t4 = K160
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
@@ -22948,7 +22970,7 @@ def e703(env):
                 if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t2 = t3
     else:
-        t61 = K159
+        t61 = K161
         t2 = t61
     return t2
 
@@ -23181,7 +23203,7 @@ def e707(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K160
+    t4 = K162
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
@@ -23478,7 +23500,7 @@ def e710(env):
         t33 = [t32]
         t17 = t33
     else:
-        t34 = K161
+        t34 = K163
         t17 = t34
     return t17
 
@@ -23654,7 +23676,7 @@ def e711(env):
                 if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t17 = t18
     else:
-        t61 = K162
+        t61 = K164
         t17 = t61
     return t17
 
@@ -23864,7 +23886,7 @@ def e712(env):
         t61 = [t60]
         t40 = t61
     else:
-        t62 = K163
+        t62 = K165
         t40 = t62
     return t40
 
@@ -24009,7 +24031,7 @@ def e713(env):
         t44 = [t43]
         t26 = t44
     else:
-        t45 = K164
+        t45 = K166
         t26 = t45
     return t26
 
@@ -24060,7 +24082,7 @@ def e717(env):
         if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = K165
+        t5 = K167
         t4 = t5
     else:
         t6 = []
@@ -24252,7 +24274,7 @@ def e717(env):
                             else:
                                 t81 = attr_value(t80, 'weight', 'd.weight')
                             t82 = call_value(t68, F_type.fn, F_type.cost, True, [t81])
-                            t84 = K166
+                            t84 = K168
                             if t84.__class__ is list or t84.__class__ is dict or t84.__class__ is str: _charge_operands(t68, t82, t84)
                             t83 = _compare('in', t82, t84)
                             t79 = (t83 if t83.__class__ is bool else _truth(t83))
@@ -24267,7 +24289,7 @@ def e717(env):
                             else:
                                 t87 = attr_value(t86, 'weight', 'd.weight')
                             t88 = call_value(t68, F_str.fn, F_str.cost, True, [t87])
-                            t90 = K167
+                            t90 = K169
                             if t90.__class__ is list or t90.__class__ is dict or t90.__class__ is str: _charge_operands(t68, t88, t90)
                             t89 = _compare('in', t88, t90)
                             if not (t89 if t89.__class__ is bool else _truth(t89)):
@@ -24484,7 +24506,7 @@ def e717(env):
             else:
                 t159 = False
             if (t159 if t159.__class__ is bool else _truth(t159)):
-                t165 = K168
+                t165 = K170
                 t138.append(t165)
                 t141.budget.mem -= 1
                 if t141.budget.mem < 0: _charge_mem(env, 0)
@@ -25142,7 +25164,7 @@ def e723(env):
         t42 = index_value(t24, _need(t41), '?')
         t23 = t42
     else:
-        t43 = K169
+        t43 = K171
         t23 = t43
     t2 = loop_items(t23)
     t44 = Env({}, None, env.budget, env)
@@ -25330,13 +25352,13 @@ def e724(env):
     return t55
 
 def e725(env):
-    t1 = K170
+    t1 = K172
     return t1
 
 def e726(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K171
+    t3 = K173
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
@@ -25368,7 +25390,7 @@ def e727(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K172
+    t4 = K174
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -25594,7 +25616,7 @@ def e734(env):
 def e735(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K173
+    t3 = K175
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
@@ -25764,7 +25786,7 @@ def e735(env):
 def e736(env):
     t1 = env.lookup('order')
     if t1 is None: t1 = Missing('order')
-    t3 = K174
+    t3 = K176
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
@@ -25783,7 +25805,7 @@ def e737(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K175
+    t4 = K177
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -26057,7 +26079,7 @@ def e745(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K176
+    t4 = K178
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -26162,7 +26184,7 @@ def e746(env):
             else:
                 t17 = attr_value(t16, 'rank', 'c.rank')
             t18 = call_value(t5, F_type.fn, F_type.cost, True, [t17])
-            t20 = K177
+            t20 = K179
             if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t5, t18, t20)
             t19 = _compare('in', t18, t20)
             t15 = (t19 if t19.__class__ is bool else _truth(t19))
@@ -26413,7 +26435,7 @@ def e756(env):
         if t2 is None: t2 = Missing('model.moe_comm_backend')
     else:
         t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
-    t4 = K178
+    t4 = K180
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('not in', t2, t4)
     return t3
@@ -26426,7 +26448,7 @@ def e757(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K179
+    t4 = K181
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -26603,7 +26625,7 @@ def e762(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K180
+    t4 = K182
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -26669,7 +26691,7 @@ def e762(env):
                 if t25 is None: t25 = Missing('model.attn_backend')
             else:
                 t25 = attr_value(t24, 'attn_backend', 'model.attn_backend')
-            t27 = K181
+            t27 = K183
             if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
             t26 = _compare('in', t25, t27)
             t23 = (t26 if t26.__class__ is bool else _truth(t26))
@@ -27058,7 +27080,7 @@ def e773(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K182
+    t4 = K184
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -27134,7 +27156,7 @@ def e775(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K183
+    t4 = K185
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -27239,7 +27261,7 @@ def e776(env):
                 if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t6 = t7
     else:
-        t24 = K184
+        t24 = K186
         t6 = t24
     return t6
 
@@ -27386,7 +27408,7 @@ def e780(env):
             t8 = t22
         t4 = t8
     else:
-        t23 = K185
+        t23 = K187
         t4 = t23
     return t4
 
@@ -28118,7 +28140,7 @@ def e801(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K186
+    t4 = K188
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
@@ -28218,7 +28240,7 @@ def e802(env):
                 if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t6 = t7
     else:
-        t32 = K187
+        t32 = K189
         t6 = t32
     return t6
 
@@ -28585,7 +28607,7 @@ def e816(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K188
+    t4 = K190
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -28689,7 +28711,7 @@ def e821(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K189
+    t4 = K191
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -28898,7 +28920,7 @@ def e827(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K190
+    t4 = K192
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -29558,7 +29580,7 @@ def e840(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K191
+    t4 = K193
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -29955,7 +29977,7 @@ def e845(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K192
+    t4 = K194
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -30213,7 +30235,7 @@ def e850(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K193
+    t4 = K195
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -30305,7 +30327,7 @@ def e854(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K194
+    t4 = K196
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -30487,7 +30509,7 @@ def e859(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K195
+    t4 = K197
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -30602,7 +30624,7 @@ def e862(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K196
+    t4 = K198
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -30675,7 +30697,7 @@ def e866(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K197
+    t4 = K199
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -30790,7 +30812,7 @@ def e870(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K198
+    t4 = K200
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -31003,7 +31025,7 @@ def e872(env):
                 if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t8 = t9
     else:
-        t42 = K199
+        t42 = K201
         t8 = t42
     return t8
 
@@ -31098,7 +31120,7 @@ def e873(env):
                 if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t8 = t9
     else:
-        t30 = K200
+        t30 = K202
         t8 = t30
     return t8
 
@@ -31502,7 +31524,7 @@ def e883(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K201
+    t4 = K203
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -31621,7 +31643,7 @@ def e889(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K202
+    t4 = K204
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -31861,7 +31883,7 @@ def e897(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K203
+    t4 = K205
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -32245,7 +32267,7 @@ def e904(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K204
+    t4 = K206
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -32426,7 +32448,7 @@ def e908(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K205
+    t4 = K207
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -32580,7 +32602,7 @@ def e914(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K206
+    t4 = K208
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -32666,7 +32688,7 @@ def e915(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K207
+    t4 = K209
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     return t3
@@ -32715,7 +32737,7 @@ def e919(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K208
+    t4 = K210
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -32785,7 +32807,7 @@ def e921(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K209
+    t4 = K211
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -32887,7 +32909,7 @@ def e925(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K210
+    t4 = K212
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -32951,7 +32973,7 @@ def e927(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K211
+    t4 = K213
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -32970,11 +32992,11 @@ def e927(env):
 
 def e928(env):
     t1 = []
-    t3 = K212
-    t4 = K213
-    t5 = K214
-    t6 = K215
-    t7 = K216
+    t3 = K214
+    t4 = K215
+    t5 = K216
+    t6 = K217
+    t7 = K218
     t8 = [t3, t4, t5, t6, t7]
     t2 = loop_items(t8)
     t9 = Env({}, None, env.budget, env)
@@ -33153,9 +33175,9 @@ def e933(env):
 
 def e934(env):
     t1 = []
-    t3 = K217
-    t4 = K218
-    t5 = K219
+    t3 = K219
+    t4 = K220
+    t5 = K221
     t6 = [t3, t4, t5]
     t2 = loop_items(t6)
     t7 = Env({}, None, env.budget, env)
@@ -33326,7 +33348,7 @@ def e939(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K220
+    t4 = K222
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -33419,7 +33441,7 @@ def e942(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K221
+    t4 = K223
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -33501,7 +33523,7 @@ def e944(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K222
+    t4 = K224
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -33710,7 +33732,7 @@ def e950(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K223
+    t4 = K225
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -33868,7 +33890,7 @@ def e954(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K224
+    t4 = K226
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -34047,7 +34069,7 @@ def e959(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K225
+    t4 = K227
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -34335,7 +34357,7 @@ def e964(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K226
+    t4 = K228
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -34398,7 +34420,7 @@ def e966(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = K227
+    t4 = K229
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
@@ -34818,11 +34840,11 @@ COMPILED = {
     'memory.summary': (e273, 2),
     "keys.dp_shard if dialect != 'megatron' else 'micro_batch_size'": (e274, 7),
     'memory.largest': (e275, 2),
-    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect != 'megatron' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e276, 6),
+    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect not in ['megatron', 'accelerate'] else 'shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)' if dialect == 'accelerate' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e276, 13),
     'memory.ac': (e277, 2),
     'memory.peak_gib <= memory.gpu_gib * (1 - memory.margin)': (e278, 10),
     'round(memory.margin * 100)': (e279, 5),
-    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect != 'megatron' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e280, 6),
+    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect not in ['megatron', 'accelerate'] else 'sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing' if dialect == 'accelerate' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e280, 13),
     'pipeline.split_error == null': (e281, 4),
     'pp > 1': (e282, 3),
     '[p for p in (choices.pp if choices != null else divisors(model.n_layers)) if p > 1 and p <= 64 and p <= model.n_layers]': (e283, 23),

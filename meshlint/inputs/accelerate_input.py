@@ -104,6 +104,7 @@ def launch_spec(launch, release):
     spec.values["accelerate.section_present"] = uses or (in_env is not None and in_env.text.lower() == "true")
     release.apply_values(spec, values, where, launcher)
     ref = model_ref(launch.script_args)
+    spec.extra["script_args"] = list(launch.script_args)  # the batch, sequence and checkpointing flags (memory)
     if ref:
         spec.extra["model_ref"] = ref
     add_world_hint(spec, launcher.get("num_machines"),

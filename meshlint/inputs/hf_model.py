@@ -62,15 +62,21 @@ def find_config(ref: str, start_dir: str) -> tuple:
                   "downloads it")
 
 
-def read_model(path: str) -> dict:
-    """The head counts and sizes of a config.json (a text config nested under text_config counts too)."""
+def load_config(path: str) -> dict:
+    """A config.json as a mapping (a text config nested under text_config: that one); {} when it is not one."""
     try:
         data = json.loads(read_bytes(path, MAX_CONFIG_BYTES).decode("utf-8"))
     except (InputError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InputError("ML006", f"cannot read the model's {path}: {exc}") from None
     if isinstance(data, dict) and isinstance(data.get("text_config"), dict) and "num_attention_heads" not in data:
         data = data["text_config"]
-    if not isinstance(data, dict):
+    return data if isinstance(data, dict) else {}
+
+
+def read_model(path: str) -> dict:
+    """The head counts and sizes of a config.json (a text config nested under text_config counts too)."""
+    data = load_config(path)
+    if not data:
         return {}
 
     def number(key):
@@ -103,5 +109,6 @@ def attach_model(spec, source) -> None:
         if value is not None:
             spec.values[f"model.{key}"] = value
     spec.values["model.source"] = how
+    spec.extra["model_config_path"] = path  # the memory estimate reads its sizes (solve/memory_accelerate.py)
     spec.values["model.called"] = f"{ref} "
     spec.values["model.known"] = model.get("n_heads") is not None

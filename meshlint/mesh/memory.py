@@ -29,7 +29,7 @@ TERMS = ("params", "grads", "optimizer", "unsharded_grads", "fsdp_unsharded", "r
 class Shape(NamedTuple):
     """The model and the recipe, as the memory arithmetic needs them (None: unknown)."""
 
-    framework: str               # "kempnerforge" | "torchtitan"
+    framework: str               # "kempnerforge" | "torchtitan" | "accelerate" (torchtitan's FSDP2 arithmetic)
     params: int | None
     n_layers: int | None
     dim: int | None
@@ -54,6 +54,10 @@ class Shape(NamedTuple):
     accumulate_unsharded: bool = False  # FSDP2 keeps unsharded fp32 gradients across microbatches (no-sync)
     loss_parallel: bool = True   # torchtitan: the loss on vocabulary-sharded logits with tp (disable_loss_parallel)
     ddp_replicate: bool = False  # torchtitan 0.2.x: dp_replicate alone is DDP, not FSDP2 (parallelize.py apply_ddp)
+    reduce_bytes: int = 4        # FSDP's reduce_dtype (Accelerate's MixedPrecisionPolicy: the compute dtype)
+    reshard_after_forward: bool = True  # False: every FSDP unit stays gathered from its forward to its backward
+    sequence_parallel: bool = True  # False (Accelerate's TP: Transformers' tp_plan): norms whole on every tp rank
+    norm_bytes: int = 8          # bytes per element an RMSNorm keeps besides its output (fp32 input and normalised)
 
 
 class Stage(NamedTuple):
@@ -96,14 +100,14 @@ def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool, resid: int | No
     hq = (s.n_heads or 0) * (s.head_dim or 0) or d             # query (and attention output) width
     kv = (s.n_kv_heads or s.n_heads or 0) * (s.head_dim or 0) or d
     a = s.compute_bytes
-    sp = tp                      # sequence parallel with tp (both frameworks): norm inputs are sequence-sharded
+    sp = tp if s.sequence_parallel else 1  # sequence parallel with tp: norm inputs are sequence-sharded
     # KempnerForge repeats K and V to every query head before SDPA (model/attention.py:174-175); torchtitan passes
     # enable_gqa (models/llama3/model/model.py:201)
     kv_saved = hq if s.framework == "kempnerforge" else kv
     heads = s.n_heads or 0
     # RMSNorm in fp32 (torch's nn.RMSNorm and KempnerForge's model/norm.py:22-27 both upcast): it keeps the fp32
     # input and the fp32 normalised tensor, 8 bytes per element whatever the compute dtype, on the sequence shard
-    norm = 8 * d / sp
+    norm = s.norm_bytes * d / sp
     # attention: its norm, the gathered norm output (QKV input), q, k, v, the SDPA output (o-proj input) and
     # SDPA's fp32 logsumexp per head (tests/memory_fake_worker.py measured each of these on torchtitan's block)
     attn = norm + a * (d + (hq + 2 * kv_saved + hq) / tp) + 4 * heads / tp
@@ -222,26 +226,28 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
     # gradients of the step's earlier microbatches, alive through a later microbatch's forward: the unsharded fp32
     # ones without sync, else the sharded ones (torchtitan reduce-scatters every microbatch, train.py:530-545);
     # the step's first microbatch starts with none (zero_grad(set_to_none=True) after the previous step)
-    carried = {"unsharded_grads": unsharded * 4} if no_sync else {"grads": grads} if accumulating else {}
+    carried = {"unsharded_grads": unsharded * s.reduce_bytes} if no_sync else {"grads": grads} if accumulating else {}
     # the FSDP2 units gathered: torchtitan with pp keeps the whole stage gathered between forward and backward
     # (parallelize.py:327, reshard_after_forward = not pp_enabled); otherwise the root's parameters, which FSDP2
     # does not reshard after forward (KempnerForge's root holds embedding, norm and output, distributed/
     # parallel.py:281-289, for the whole step; torchtitan's [norm, output] group, reshard_after_forward False,
     # models/llama3/infra/parallelize.py:347-355, until its backward), and in a layer's backward the unit computing
     # and the one prefetched (measured: one unsharded, one in the all-gather buffer)
-    whole = sharded and pp > 1 and not kf
+    whole = sharded and (pp > 1 or not s.reshard_after_forward) and not kf
     kf_root = ((embed if first else 0) + (out_w if last else 0)) / tp if kf else 0.0
-    tt_root = (out_w if last else 0) / tp if not kf else 0.0
+    # Accelerate's tail unit [final norm, lm_head] (reshard_after_forward False) takes the embedding when tied
+    tail = embed if s.tied and s.framework == "accelerate" else out_w
+    tt_root = (tail if last else 0) / tp if not kf else 0.0
     gathered_fwd = unsharded * a if whole else (kf_root + tt_root) * a if sharded else 0.0
     gathered_bwd = unsharded * a if whole else (2 * unit + kf_root) * a if sharded else 0.0
     if no_sync:
         # only the last microbatch reduces: one unit's accumulated fp32 gradient copied into the reduce-scatter input
-        reduce = unit * 4
+        reduce = unit * s.reduce_bytes
     elif sharded:
         # reduce-scatter of one unit: its unsharded gradient in the compute dtype and its fp32 copy, and the previous
         # unit's fp32 input, which FSDP2 holds until the next reduce-scatter is issued (not seen by a fake run,
         # whose collectives complete at once)
-        reduce = unit * (a + 8)
+        reduce = unit * (a + 2 * s.reduce_bytes)
     elif ddp:
         # DDP's reducer allocates its gradient buckets (bucket_cap_mb=100, every bucket at construction) as a copy
         # of all the gradients, alive for the whole step (torch nn/parallel/distributed.py, gradient_as_bucket_view
@@ -264,7 +270,7 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
                **({"reduce_buffers": reduce} if ddp else {})}
         if last and V:
             # the final norm (fp32 input and normalised) and the output projection's gathered input
-            fwd["activations"] += (8 * d / tp + a * d) * tokens
+            fwd["activations"] += (s.norm_bytes * d / (tp if s.sequence_parallel else 1) + a * d) * tokens
             # the logits and the loss, by the elements of the logits this GPU computes (U: their fp32 bytes)
             if kf:
                 # bf16 cross-entropy on logits gathered to the full vocabulary (output ColwiseParallel with
@@ -281,6 +287,9 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
                 lp = s.loss_parallel and tp > 1
                 u = tokens * V * 4 / (tp if lp else 1)
                 forward_loss, backward_loss = (3.5 * u, 4 * u) if lp else (2.5 * u, 3 * u)
+                if s.framework == "accelerate":
+                    # the training loop of Accelerate's examples keeps ``outputs`` (its bf16 logits) through backward
+                    backward_loss += 0.5 * u
             phases["forward"] = {**fwd, "logits_loss": forward_loss}
             phases["loss_backward"] = {**fwd, "logits_loss": backward_loss}
         else:
@@ -290,7 +299,7 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
         # the stage's first layer: every gradient produced (sharded unless sync is off), one layer's activations of
         # this microbatch left, the other microbatches' the stage holds
         rest = acts * (held - 1) / held if held else 0.0
-        done = {"unsharded_grads": unsharded * 4} if no_sync else {"grads": grads}
+        done = {"unsharded_grads": unsharded * s.reduce_bytes} if no_sync else {"grads": grads}
         phases["first_layer_backward"] = {**bwd, **done, "activations": rest + one_layer, "recompute": work}
     else:
         phases["forward"] = {**states, **carried, "fsdp_unsharded": gathered_fwd,

@@ -22,6 +22,10 @@ def file_memory(report, options) -> dict | None:
     res = getattr(report, "resolution", None)
     if report.spec is not None and res is not None and report.spec.dialect == "megatron":
         return _megatron(report, res, options)
+    if report.spec is not None and res is not None and report.spec.dialect == "accelerate":
+        from meshlint.solve import memory_accelerate
+
+        return memory_accelerate.file_memory(report, res, options, _finish)
     if report.spec is None or res is None or report.spec.dialect not in ("kempnerforge", "torchtitan"):
         return None
     data = getattr(report.source, "data", None)
