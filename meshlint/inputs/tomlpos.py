@@ -318,11 +318,17 @@ _STRINGS_OR_COMMENT = re.compile(
 
 def scan_comments(text: str) -> list:
     """``(line, col, text)`` of every comment, without the full key scan (C-speed regex)."""
+    return comments_by(_STRINGS_OR_COMMENT, text)
+
+
+def comments_by(pattern, text: str) -> list:
+    """``(line, col, text after '#')`` of every match of ``pattern`` (strings or comments of a language)
+    that is a comment: the strings are matched only to be skipped, line counts kept across them."""
     if "#" not in text:
         return []
     out = []
     line, line_start, pos = 1, 0, 0
-    for match in _STRINGS_OR_COMMENT.finditer(text):
+    for match in pattern.finditer(text):
         start = match.start()
         newlines = text.count("\n", pos, start)
         if newlines:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from meshlint.errors import InputError
+from meshlint.inputs.tomlpos import comments_by
 
 
 # -----------------------------------------------------------------------------
@@ -53,23 +54,4 @@ def scan_py_comments(text: str) -> list:
 
     Only used on text ``ast.parse`` accepted, so strings and comments are well formed.
     """
-    if "#" not in text:
-        return []
-    out = []
-    line, line_start, pos = 1, 0, 0
-    for match in _PY_STRING_OR_COMMENT.finditer(text):
-        start = match.start()
-        newlines = text.count("\n", pos, start)
-        if newlines:
-            line += newlines
-            line_start = text.rfind("\n", pos, start) + 1
-        token = match.group()
-        if token[0] == "#":
-            out.append((line, start - line_start + 1, token[1:].rstrip("\r")))
-        else:
-            inner = token.count("\n")
-            if inner:
-                line += inner
-                line_start = start + token.rfind("\n") + 1
-        pos = match.end()
-    return out
+    return comments_by(_PY_STRING_OR_COMMENT, text)
