@@ -90,7 +90,8 @@ def _print_version(ctx: click.Context, _param, value: bool) -> None:
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version and exit.")
 def main() -> None:
-    """Lint the parallelism configs of large-model training (KempnerForge, torchtitan, native meshes).
+    """Lint the parallelism configs of large-model training (KempnerForge, torchtitan, Hugging Face Accelerate,
+    Megatron-LM and Megatron-Bridge, native meshes).
 
     \b
     Exit codes: 0 nothing at or above --fail-on, 1 findings at or above it,
@@ -148,8 +149,11 @@ def check(paths, dialect, world_size, nodes, gpus_per_node, placement, rule_dirs
 
     \b
     PATH: TOML configs, torchtitan registries (config_registry.py, any .py, or file.py::function),
-    launch scripts (.sh, .sbatch, .slurm), configs saved with --debug.save_config_file (.json),
-    or directories (searched for *.toml and config_registry.py).
+    Megatron-Bridge recipes (.py), Accelerate config files (.yaml), launch scripts (.sh, .sbatch,
+    .slurm: torchtitan, KempnerForge, Accelerate, Megatron-LM, Bridge's run_recipe.py), configs saved
+    with --debug.save_config_file (.json), or directories (searched for *.toml and config_registry.py).
+    Or, after --, a launch command: torchrun/srun/python ... (its overrides checked as the framework
+    reads them), or sbatch/bash JOB.sh ARGS (the script read with $1 "$@" bound to ARGS).
     """
     from meshlint.errors import MeshlintError
     from meshlint.cli.lint import run
