@@ -41,10 +41,6 @@ KNOWN_BACK_EDGES = {
     ("meshlint.frameworks.schema_check", "meshlint.engine"),
     ("meshlint.frameworks.schema_check", "meshlint.engine.config_values"),
     ("meshlint.frameworks.schema_check", "meshlint.inputs.source"),
-    ("meshlint.mesh.ranks", "meshlint.frameworks.base"),
-    ("meshlint.smoke.run", "meshlint.cli.lint"),
-    ("meshlint.solve.suggest", "meshlint.report.svg"),
-    ("meshlint.solve.suggest", "meshlint.report.terminal"),
 }
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [

@@ -172,15 +172,6 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
-def emit(text: str) -> None:
-    """One block of output; characters the terminal's encoding lacks are replaced, never a traceback."""
-    stream = sys.stdout
-    try:
-        stream.write(text + "\n")
-    except UnicodeEncodeError:
-        stream.flush()
-        stream.buffer.write((text + "\n").encode(stream.encoding or "utf-8", "replace"))
-    stream.flush()
 
 
 def _attach_diff(report, options, rev: str) -> None:

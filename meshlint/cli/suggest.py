@@ -113,8 +113,9 @@ def suggest_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, torc
     Exit codes: 0 layouts found, 1 none passes the rules (the output says why), 2 usage error.
     """
     from meshlint.errors import MeshlintError
-    from meshlint.cli.lint import emit
-    from meshlint.solve.suggest import alternative_report, render_text, search, svg_pair, target_from, to_json
+    from meshlint.report.terminal import emit
+    from meshlint.report.suggestion import render_text, svg_pair, to_json
+    from meshlint.solve.suggest import alternative_report, search, target_from
 
     planner, options, report = _analysed(path, dialect, world_size, nodes, gpus_per_node, placement,
                                          torchtitan_version, torchtitan_root, gpu_memory_gib, config_path, isolated)
@@ -185,7 +186,7 @@ def fix_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, torchtit
     """
     from meshlint.errors import MeshlintError
     from meshlint.solve.fix import apply_plan, parse_set, plan, unified_diff
-    from meshlint.cli.lint import emit
+    from meshlint.report.terminal import emit
     from meshlint.solve.suggest import search, target_from
 
     if pick and set_text:
@@ -214,7 +215,7 @@ def fix_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, torchtit
             result = search(report, options, target, top=k, profile=profile, keep_batch=not allow_batch_change)
             chosen = result.alternatives[k - 1] if len(result.alternatives) >= k else None
         if chosen is None:
-            from meshlint.solve.suggest import render_text
+            from meshlint.report.suggestion import render_text
 
             emit(render_text(result))
             click.echo("meshlint fix: no valid layout to apply" + (f" (only {len(result.alternatives)} found)"

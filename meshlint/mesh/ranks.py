@@ -6,8 +6,17 @@ a 1,048,576-rank world costs the same as rank 5 of 8.
 
 from __future__ import annotations
 
-from meshlint.frameworks.base import Resolution
+from typing import Protocol
+
 from meshlint.mesh.devmesh import compact_ranks, node_of
+
+
+class Resolution(Protocol):
+    """What these questions read of a resolution (meshlint.frameworks.base.Resolution has it): the meshes by
+    name and the 1-D axes (each with size, stride and the mesh it lives in)."""
+
+    meshes: dict
+    axes: dict
 
 MAX_LISTED = 65_536  # group members listed in JSON; bigger groups are given as first/stride/size
 

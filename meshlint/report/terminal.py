@@ -11,6 +11,7 @@ and GitHub output stay exact (they have their own escaping).
 from __future__ import annotations
 
 import re
+import sys
 
 # C0 controls but tab (and newline where layout needs it), DEL, C1 controls, the Arabic letter
 # mark, zero-width space, LRM/RLM, line/paragraph separators, bidi embeddings, overrides and
@@ -37,3 +38,14 @@ def safe(text: str, newlines: bool = False) -> str:
 def safe_lines(lines: list) -> str:
     """Lines joined by newlines, each escaped whole (a newline inside one line is escaped)."""
     return "\n".join(safe(str(line)) for line in lines)
+
+
+def emit(text: str) -> None:
+    """One block of output; characters the terminal's encoding lacks are replaced, never a traceback."""
+    stream = sys.stdout
+    try:
+        stream.write(text + "\n")
+    except UnicodeEncodeError:
+        stream.flush()
+        stream.buffer.write((text + "\n").encode(stream.encoding or "utf-8", "replace"))
+    stream.flush()

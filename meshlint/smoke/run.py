@@ -410,6 +410,6 @@ def _refused(report, world: int, why: str, static: list) -> dict:
 
 
 def _print(result: dict, fmt: str) -> None:
-    from meshlint.cli.lint import emit
+    from meshlint.report.terminal import emit
 
     emit(smoke_report.render_json(result) if fmt == "json" else smoke_report.render_text(result))
