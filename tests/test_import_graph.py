@@ -44,9 +44,6 @@ KNOWN_BACK_EDGES = {
 }
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [
-    # the Accelerate dialect (the package) asks versions.module for its release; versions and dialects load
-    # every registered module
-    ['meshlint.frameworks.accelerate', 'meshlint.frameworks.dialects', 'meshlint.frameworks.versions'],
 ]
 
 

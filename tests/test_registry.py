@@ -34,3 +34,15 @@ def test_the_click_free_dialect_choices_are_the_registered_ones():
 
 def test_rule_files_may_name_exactly_the_registered_dialects():
     assert rules._dialect_names() == tuple(f.name for f in registry.FRAMEWORKS)
+
+
+def test_the_accelerate_package_finds_the_registered_releases():
+    # frameworks/accelerate imports its release modules by name (through versions.module it would close an
+    # import cycle): they are the registry's, one for one
+    from meshlint.frameworks import accelerate
+
+    registered = {e.version: e.module for e in registry.VERSIONS if e.framework == "accelerate"}
+    assert set(accelerate.RELEASES) == set(registered)
+    for version, module in registered.items():
+        assert accelerate.version_module(version) is importlib.import_module(module)
+    assert accelerate.version_module() is versions.module("accelerate", accelerate.DEFAULT_VERSION)

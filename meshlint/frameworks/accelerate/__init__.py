@@ -3,9 +3,10 @@
 
 One module per modelled release (``v1_15``: 1.15.0), each with its generated facts beside it
 (``facts-<version>.toml``, by meshlint/generate/accelerate.py); a release is registered in
-meshlint/frameworks/versions.py (``VERSIONS``). Adding the next release: copy the newest module, regenerate
-its facts from the release's source, update what its code changed, add its Entry, and compare it with the
-real release (tests/test_real_accelerate.py).
+meshlint/frameworks/registry.py (``VERSIONS``). Adding the next release: copy the newest module, regenerate
+its facts from the release's source, update what its code changed, add its Entry and its branch in
+``version_module`` (tests/test_registry.py holds the two equal), and compare it with the real release
+(tests/test_real_accelerate.py).
 """
 
 from __future__ import annotations
@@ -22,10 +23,22 @@ def is_config(data) -> bool:
     return isinstance(data, dict) and any(k in data for k in MARKERS)
 
 
-def version_module(version: str | None = None):
-    from meshlint.frameworks import versions
+RELEASES = ("1.15.0",)  # the releases modelled, as frameworks/registry.py registers them (tests/test_registry.py)
 
-    return versions.module(NAME, version or DEFAULT_VERSION)
+
+def version_module(version: str | None = None):
+    """The module that models ``version`` (a release id, as a Spec records it; the default release if None).
+
+    Imported here by name rather than through versions.module: the registry's loaders import every dialect,
+    this package among them, so asking them would close an import cycle."""
+    version = version or DEFAULT_VERSION
+    if version == "1.15.0":
+        from meshlint.frameworks.accelerate import v1_15
+
+        return v1_15
+    from meshlint.errors import MeshlintError
+
+    raise MeshlintError(f"accelerate {version!r} is not a version meshlint models ({', '.join(RELEASES)})")
 
 
 def read(source):
