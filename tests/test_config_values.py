@@ -1,10 +1,11 @@
-"""The ``config`` fact (meshlint/engine/config_values.py): written values, schema defaults, null for what cannot be read."""
+"""The ``config`` fact (meshlint/frameworks/config_values.py): written values, schema defaults, null for what cannot be read."""
 
 from __future__ import annotations
 
 import pytest
 
-from meshlint.engine import config_values, expr
+from meshlint.engine import expr
+from meshlint.frameworks import config_values
 from meshlint.frameworks import schema_data
 from meshlint.engine.check import Options, analyse
 from meshlint.engine.facts import FACT_DOCS, GROUP_FIELDS, build_facts

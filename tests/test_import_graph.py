@@ -38,8 +38,6 @@ KNOWN_BACK_EDGES = {
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate"),         # the inventory's writer (build time)
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate.refusals"),
     ("meshlint.frameworks.models", "meshlint.inputs.source"),
-    ("meshlint.frameworks.schema_check", "meshlint.engine"),
-    ("meshlint.frameworks.schema_check", "meshlint.engine.config_values"),
     ("meshlint.frameworks.schema_check", "meshlint.inputs.source"),
 }
 # strongly connected components (sorted module lists) the graph still has

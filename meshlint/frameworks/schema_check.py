@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from meshlint.frameworks import config_values
+
 # (dialect, version) -> the generated schema that describes it. TOML dialects go through apply();
 # registry versions through apply_registry() (called by the version module's read()).
 SCHEMAS = {("kempnerforge", "5666d0d"): ("kempnerforge", "5666d0d"), ("torchtitan", "0.2.x"): ("torchtitan", "0.2.x")}
@@ -37,7 +39,7 @@ def apply(spec, data: dict, custom_module: str | None = None) -> None:
     schema = _schema(SCHEMAS.get((spec.dialect, fw.get("version"))))
     if schema is None:
         return
-    __import__("meshlint.engine.config_values").engine.config_values.build(spec, data, schema)  # the `config` fact
+    config_values.build(spec, data, schema)  # the `config` fact
     if custom_module is None and isinstance(data.get("job"), dict):  # torchtitan: [job] custom_config_module
         module = data["job"].get("custom_config_module")
         custom_module = module if isinstance(module, str) and module else None
@@ -90,8 +92,6 @@ def _withhold_mistyped(spec, found: list) -> None:
     comparing them would fail to evaluate). A string outside its Literal stays: rules name such values."""
     keys = [p["key"] for p in found if p["kind"] == "wrong-type"]
     if keys:
-        from meshlint.engine import config_values
-
         config_values.withhold(spec, keys)
 
 
@@ -119,7 +119,7 @@ def apply_registry(spec, source, version: str, keys: list, aliases: dict | None 
     data = source.data if isinstance(getattr(source, "data", None), dict) else {}
     types = getattr(source, "types", None)
     types = types if isinstance(types, dict) else {}
-    __import__("meshlint.engine.config_values").engine.config_values.build(spec, data, schema, types=types, unknown=getattr(source, "unknown", None))  # noqa: E501 - the `config` fact
+    config_values.build(spec, data, schema, types=types, unknown=getattr(source, "unknown", None))  # the `config` fact
     unknown_names: dict = {}
     for path in getattr(source, "unknown", None) or {}:
         parent, _, leaf = path.rpartition(".") if "." in path else ("", "", path)
