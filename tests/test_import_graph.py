@@ -18,7 +18,8 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 # lowest first; a module belongs to the layer of its longest listed prefix
 LAYERS = (
-    ("core", ("meshlint", "meshlint.errors", "meshlint.limits", "meshlint.fileread", "meshlint.cachestore")),
+    ("core", ("meshlint", "meshlint.errors", "meshlint.limits", "meshlint.fileread", "meshlint.cachestore",
+              "meshlint.keys")),
     ("mesh", ("meshlint.mesh",)),  # pure arithmetic
     ("frameworks", ("meshlint.frameworks", "meshlint.schema_compiled")),  # one package per framework
     ("inputs", ("meshlint.inputs",)),  # what the user has -> a parsed source (launch lines know the frameworks)
@@ -38,7 +39,6 @@ KNOWN_BACK_EDGES = {
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate"),         # the inventory's writer (build time)
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate.refusals"),
     ("meshlint.frameworks.models", "meshlint.inputs.source"),
-    ("meshlint.frameworks.schema_check", "meshlint.inputs.source"),
 }
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [

@@ -192,7 +192,7 @@ def _how_set(source, key: str, name: str) -> str | None:
 def _actual(data: dict, problem: dict) -> str:
     """TOML's word for the type of the value as written (``string``, ``float``, ...)."""
     from meshlint.frameworks.base import type_of
-    from meshlint.inputs.source import split_key
+    from meshlint.keys import split_key
 
     node = data
     for part in split_key(problem["key"]):

@@ -14,6 +14,8 @@ from functools import cached_property
 
 from meshlint.errors import InputError
 from meshlint.fileread import read_upto
+from meshlint.keys import small_int as _small_int
+from meshlint.keys import split_key  # noqa: F401 - read from here by the readers too
 from meshlint.limits import MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_KEYS, MAX_LINE_CHARS, MAX_NESTING
 from meshlint.inputs.tomlpos import Positions, scan, scan_comments
 
@@ -69,29 +71,6 @@ class Source:
 
     def has_key(self, key: str) -> bool:
         return self.positions.locate(split_key(key))[1]
-
-
-def split_key(key: str) -> tuple:
-    """``mesh.dims[1].size`` -> ``("mesh", "dims", 1, "size")``."""
-    out: list = []
-    for part in key.split("."):
-        while "[" in part and part.endswith("]"):
-            head, _, rest = part.partition("[")
-            if head:
-                out.append(head)
-            index, _, part = rest.partition("]")
-            out.append(int(index) if _small_int(index.removeprefix("-")) else index)
-            part = part
-            if not part:
-                break
-        if part:
-            out.append(part)
-    return tuple(out)
-
-
-def _small_int(text: str) -> bool:
-    """ASCII digits of a line number or an index (str.isdigit() also accepts '²', which int() refuses)."""
-    return 0 < len(text) <= 18 and text.isascii() and text.isdigit()
 
 
 def read_source(path: str) -> Source:
