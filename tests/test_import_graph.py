@@ -38,7 +38,6 @@ KNOWN_BACK_EDGES = {
     ("meshlint.frameworks.megatron.launch", "meshlint.inputs.launch_words"),  # its launch grammar reuses the readers' words
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate"),         # the inventory's writer (build time)
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate.refusals"),
-    ("meshlint.frameworks.models", "meshlint.inputs.source"),
 }
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [

@@ -68,8 +68,9 @@ class Planner:
         key = (rule_dirs, cfg.path)
         if key not in self._models:
             from meshlint.frameworks.models import table_for
+            from meshlint.inputs.source import load_toml_file
 
-            self._models[key] = table_for(rule_dirs, cfg.models)
+            self._models[key] = table_for(rule_dirs, cfg.models, read_toml=load_toml_file)
         return self._models[key]
 
     def all_rules(self) -> list:

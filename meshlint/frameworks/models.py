@@ -214,12 +214,13 @@ def linear_fact(rows: list | None) -> list | None:
     return out
 
 
-def load_file(path: str) -> dict:
+def load_file(path: str, read_toml) -> dict:
+    """A rule pack's models.toml, read with ``read_toml`` (the caller's reader of user TOML under the input
+    limits: a FIFO, a huge or deeply nested file is refused, not read; inputs/source.load_toml_file)."""
     from meshlint.errors import InputError
-    from meshlint.inputs.source import load_toml_file  # a FIFO, a huge or deeply nested file: refused, not read
 
     try:
-        data = load_toml_file(path)
+        data = read_toml(path)
     except InputError as exc:
         where = f" (line {exc.line})" if exc.line > 1 else ""
         raise ModelTableError(f"{path}: cannot read the model table: {exc.message}{where}") from None
@@ -411,14 +412,17 @@ def converters(version: str) -> dict:
     return _CONVERTERS[version]
 
 
-def table_for(extra_dirs: tuple = (), configured: dict | None = None, version: str | None = None) -> dict:
-    """The built-in table (of ``version``, default v0.2.x), then each rule pack's models.toml, then the
-    project configuration."""
+def table_for(extra_dirs: tuple = (), configured: dict | None = None, version: str | None = None,
+              read_toml=None) -> dict:
+    """The built-in table (of ``version``, default v0.2.x), then each rule pack's models.toml (read with
+    ``read_toml``, required when ``extra_dirs`` holds one), then the project configuration."""
     merged = dict(builtin(version))
     for directory in extra_dirs:
         path = os.path.join(directory, "models.toml")
         if os.path.isfile(path):
-            merged.update(load_file(path))
+            if read_toml is None:
+                raise TypeError("table_for: a rule pack's models.toml needs read_toml (inputs/source.load_toml_file)")
+            merged.update(load_file(path, read_toml))
     if configured:
         merged.update(configured)
     return merged
