@@ -35,7 +35,6 @@ LAYERS = (
 KNOWN_BACK_EDGES = {
     ("meshlint.engine.check", "meshlint.solve.memory_check"),
     ("meshlint.engine.check", "meshlint.solve.valid"),
-    ("meshlint.frameworks.megatron.launch", "meshlint.inputs.launch_words"),  # its launch grammar reuses the readers' words
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate"),         # the inventory's writer (build time)
     ("meshlint.frameworks.megatron.refusals", "meshlint.generate.refusals"),
 }

@@ -199,7 +199,7 @@ def test_explain_names_every_group():
 
 
 def test_analyse_source_dispatches_megatron():
-    from meshlint.frameworks.megatron.launch import make_source
+    from meshlint.inputs.megatron_launch import make_source
 
     launch = parse_launch_args(["torchrun", "--nproc_per_node", "4", "pretrain_gpt.py", *MODEL])
     report = analyse_source(make_source(launch), OPTIONS, launch)

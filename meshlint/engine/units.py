@@ -205,7 +205,7 @@ def _launch_source(launch, options, start_dir: str):
 
         return bridge_source(launch, start_dir)
     if getattr(launch, "framework", None) == "megatron":
-        from meshlint.frameworks.megatron.launch import make_source
+        from meshlint.inputs.megatron_launch import make_source
 
         return make_source(launch)
     root, how = find_root(start_dir, options.torchtitan_root)

@@ -13,7 +13,7 @@ import os
 import re
 
 from meshlint.errors import InputError
-from meshlint.frameworks.megatron.launch import MegatronLaunch
+from meshlint.inputs.megatron_launch import MegatronLaunch
 
 _ENTRY = re.compile(r"(^|/)run_recipe\.py$")
 _FLAGS_WITH_VALUE = ("--recipe", "--mode", "--step_func", "--peft_scheme", "--seq_length")

@@ -650,7 +650,7 @@ def memory_dests(values: dict) -> dict:
 # ----------------------------------------------------------------------------- recipes as config sources
 
 def _launch_class():
-    from meshlint.frameworks.megatron.launch import MegatronLaunch
+    from meshlint.inputs.megatron_launch import MegatronLaunch
 
     class RecipeLaunch(MegatronLaunch):
         """One recipe function as the run it configures (``file.py::function``)."""
@@ -675,7 +675,7 @@ class _Parsed:
 
 
 def _source_class():
-    from meshlint.frameworks.megatron.launch import MegatronSource
+    from meshlint.inputs.megatron_launch import MegatronSource
 
     class RecipeSource(MegatronSource):
         """A recipe as a config source: values located in the recipe file, or in the launch that overrides them."""

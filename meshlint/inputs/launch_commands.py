@@ -36,7 +36,7 @@ _SRUN_LONG_FLAGS = {"exclusive", "overlap", "unbuffered", "label", "verbose", "q
 # Other frameworks' entry points, one module each, imported only for a command torchtitan's grammar does not
 # match: ``recognises(script_word, as_module)`` and ``launch(script, args, origin, launcher, env, first, index0)``
 # (a Launch with ``framework`` set). FRAMEWORK_MARKERS: bytes a script must hold to be read for them.
-FRAMEWORK_LAUNCHES = ("meshlint.frameworks.megatron.launch", "meshlint.inputs.bridge_launch")
+FRAMEWORK_LAUNCHES = ("meshlint.inputs.megatron_launch", "meshlint.inputs.bridge_launch")
 FRAMEWORK_MARKERS = (b"pretrain_", b"run_recipe")
 RUN_TRAIN_DEFAULTS = {"NGPU": "8", "MODULE": "llama3", "CONFIG": "llama3_debugmodel", "COMM_MODE": ""}  # run_train.sh:28-32
 

@@ -459,19 +459,26 @@ def split_pps(a: dict, degrees: dict, world: int | None, most: int = 64) -> list
 
 
 def spec_from_degrees(degrees: dict, **other_values) -> Spec:
-    """A Spec from degrees and option values by dest (for suggest/solve), parsed as a launch would be."""
-    from meshlint.frameworks.megatron.launch import MegatronLaunch, MegatronSource
-
-    class _Parsed:
-        given: dict = {}
-        refusals: list = []
-        notes: list = []
-        values: dict = {}
-        incomplete = False
-
+    """A Spec from degrees and option values by dest (for suggest/solve), read as a launch giving them would be."""
     data = {DEGREE_DESTS[n]: v for n, v in degrees.items() if n in DEGREE_DESTS}
     data.update(other_values)
-    parsed = _Parsed()
-    parsed.values = data
-    source = MegatronSource(MegatronLaunch("pretrain_gpt.py", [], "cli", None, 1, "", 1), parsed, "", [])
-    return read(source)
+    return read(_OptionsSource(data))
+
+
+class _OptionsSource:
+    """Options by dest with no launch line behind them: what ``read`` takes of a parsed launch (every option
+    given and known, no refusal, no note; positions are the first line's)."""
+
+    launch = None
+
+    def __init__(self, values: dict):
+        self.data = dict(values)
+        self.parsed = self
+        self.values = self.data
+        self.given: dict = {}
+        self.refusals: list = []
+        self.notes: list = []
+        self.incomplete = False
+
+    def locate(self, key) -> tuple:
+        return (1, 1)
