@@ -87,6 +87,7 @@ HAND = [
     R("rule ML973", "removed options", ARGS, text=r"no longer valid|is no longer"),
     R("rule ML974", "ramp-up with --train-iters", ARGS, text=r"rampup for iteration-based"),
     R("rule ML975", "fp16 and bf16", ARGS, text=r"^args\.(fp16|bf16) and not \(not args\.(bf16|fp16)\) \|"),
+    R("internal", "validate_args refuses --fp16 with --bf16 first (rule ML975)", TC, text=r"^self\.fp16 and self\.bf16 \|"),
     R("rule ML976", "--overlap-param-gather's needs", ARGS, text=r"overlap_param_gather and .*(use_distributed_optimizer|"
                                                                 r"overlap_grad_reduce)"),
     R("rule ML977", "--tp-comm-overlap needs sp", ARGS, text=r"Tensor parallel communication/GEMM overlap"),
