@@ -83,10 +83,11 @@ def _defaults(trees: list) -> dict:
     return out
 
 
-def _conditions(func) -> dict:
+def _conditions(func) -> tuple[dict, dict]:
     """line -> the full condition (an ast expression) of each raise/assert in ``func``, or None where a loop,
-    try or match decides whether it runs."""
+    try or match decides whether it runs; and line -> the statement's last line (a traceback may name any)."""
     out: dict = {}
+    ends: dict = {}
 
     def walk(body: list, conds: list, opaque: bool) -> None:
         for node in body:
@@ -95,8 +96,10 @@ def _conditions(func) -> dict:
                 walk(node.orelse, conds + [ast.UnaryOp(ast.Not(), node.test)], opaque)
             elif isinstance(node, ast.Raise):
                 out[node.lineno] = None if opaque else conds
+                ends[node.lineno] = node.end_lineno
             elif isinstance(node, ast.Assert):
                 out[node.lineno] = None if opaque else conds + [ast.UnaryOp(ast.Not(), node.test)]
+                ends[node.lineno] = node.end_lineno
             elif isinstance(node, (ast.For, ast.While, ast.Try, ast.With, ast.Match, ast.AsyncFor, ast.AsyncWith)):
                 for field in ("body", "orelse", "finalbody"):
                     walk(getattr(node, field, []) or [], conds, True)
@@ -108,7 +111,7 @@ def _conditions(func) -> dict:
                 opaque = True  # what follows runs only on some paths
     walk(func.body, [], False)
     return {line: (None if c is None else ast.BoolOp(ast.And(), c) if len(c) > 1 else c[0] if c else
-                   ast.Constant(True)) for line, c in out.items()}
+                   ast.Constant(True)) for line, c in out.items()}, ends
 
 
 def _fields(expr: ast.AST) -> tuple[set, str | None]:
@@ -142,7 +145,8 @@ def build(root: Path) -> dict:
             continue
         row = {"site": site.where, "function": site.function, "condition": site.condition,
                "message": site.message}
-        expr = conditions[site.function].get(site.line)
+        expr = conditions[site.function][0].get(site.line)
+        row["end_line"] = conditions[site.function][1].get(site.line, site.line)
         reassigned: dict = {}
         for rel in CLASSES[site.function]:
             func = _function(trees[rel], next(q for q in CLASSES if CLASSES[q][-1] == rel))
