@@ -169,3 +169,12 @@ def test_evaluator_refuses_to_guess():
     for text in ("self.unknown", "self.a > self.b", "F.gelu == self.a", "isinstance(self.a, int)", "self.a / 0"):
         with pytest.raises(Undecided):
             ev(text)
+
+
+def test_an_unknown_option_leaves_its_checks_undecided():
+    args = {**flags.defaults(), **BASE, "defer_embedding_wgrad_compute": True}
+    fired = [r["site"] for r in config_checks.refusals(args, given=["defer_embedding_wgrad_compute"])]
+    assert fired == ["megatron/core/model_parallel_config.py:426"]
+    assert config_checks.refusals(args, unknown=["pipeline_model_parallel_size"]) == []
+    assert config_checks.refusals(args, given=["defer_embedding_wgrad_compute"])[0]["key"] == \
+        "defer_embedding_wgrad_compute"
