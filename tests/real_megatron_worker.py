@@ -12,6 +12,7 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
 - ``layout``: for each {layout, pp, num_layers, mtp, first}, the stage count validate_args divides by pp, then
   ``TransformerConfig(pipeline_model_parallel_layout=...)`` and the layout's ``get_num_layers_to_build`` for
   every pp rank and virtual stage, or the error.
+- ``config``: for each {kw}, ``TransformerConfig(**kw)``: where in megatron/core it raises, or that it does not.
 - ``params``: Megatron-Core's GPTModel (local spec) built on the meta device for each pp stage: its parameters.
 - ``validate``: for each {argv, world}, Megatron-LM's parser and ``validate_args`` (needs megatron.training,
   from a Megatron-LM checkout at core_v0.16.1 on sys.path): the data-parallel and virtual pipeline sizes,
@@ -91,6 +92,28 @@ def _split(cases: list) -> list:
             out.append({"counts": counts, "error": None})
         except (ValueError, AssertionError) as exc:
             out.append({"counts": None, "error": f"{type(exc).__name__}: {exc}"})
+    return out
+
+
+def _config(cases: list) -> list:
+    """For each {kw}: ``TransformerConfig(**kw)`` (pipeline_dtype bf16, as core_transformer_config_from_args
+    sets it) and where in megatron/core it raises: {error, file, line} or {error: None}."""
+    import traceback
+
+    import torch
+
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    out = []
+    for c in cases:
+        try:
+            TransformerConfig(**c["kw"], pipeline_dtype=torch.bfloat16)
+            out.append({"error": None, "file": None, "line": None})
+        except (ValueError, AssertionError, TypeError, ZeroDivisionError) as exc:
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            rel = frame.filename.replace(os.sep, "/")
+            rel = "megatron/" + rel.split("/megatron/", 1)[1] if "/megatron/" in rel else rel
+            out.append({"error": f"{type(exc).__name__}: {exc}", "file": rel, "line": frame.lineno})
     return out
 
 
@@ -220,7 +243,8 @@ def main() -> int:
     for line in sys.stdin:
         request = json.loads(line)
         result = {"groups": _groups, "split": _split, "layout": _layout,
-                  "params": _params, "validate": _validate}[request["mode"]](request["cases"])
+                  "params": _params, "validate": _validate,
+                  "config": _config}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0
 

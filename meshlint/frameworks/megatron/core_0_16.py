@@ -11,7 +11,7 @@ sequence parallelism switched off at tp = 1, num_query_groups only with --group-
 from __future__ import annotations
 
 from meshlint.frameworks.base import Resolution, Spec
-from meshlint.frameworks.megatron import ranks
+from meshlint.frameworks.megatron import config_checks, ranks
 
 NAME = "megatron"
 SECTION = None              # no TOML section: Megatron configs are launch lines
@@ -87,6 +87,8 @@ def read(source) -> Spec:
     for note in getattr(source.parsed, "unknown_words", ()):
         spec.unreadable.append(note)
     spec.extra["incomplete"] = bool(getattr(parsed, "incomplete", False))
+    # options whose value is not known (an unreadable word; every option when the line is incomplete)
+    spec.extra["unknown"] = sorted(args) if spec.extra["incomplete"] else sorted(unknown)
     spec.extra["env"] = dict(getattr(source.launch, "env", None) or {"known": False})
     spec.extra["refused_by_parser"] = [{"message": r.message, "line": r.line, "col": r.col}
                                        for r in parsed.refusals]
@@ -445,6 +447,7 @@ def megatron_facts(spec: Spec, res: Resolution) -> dict:
         "layer_counts": split.get("counts"), "parser_refusals": spec.extra.get("refused_by_parser", []),
         "world_implied": res.world_implied, "incomplete": spec.extra.get("incomplete", False),
         "env": spec.extra.get("env"),
+        "core_refusals": config_checks.refusals(a, spec.extra.get("unknown", ()), spec.extra.get("given", ())),
     }
 
 

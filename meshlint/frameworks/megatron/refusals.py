@@ -21,6 +21,7 @@ import ast
 import sys
 from pathlib import Path
 
+from meshlint.frameworks.megatron import config_checks
 from meshlint.generate import refusals as base
 
 VERSION = "megatron-0.16.1"
@@ -86,6 +87,7 @@ HAND = [
     R("rule ML973", "removed options", ARGS, text=r"no longer valid|is no longer"),
     R("rule ML974", "ramp-up with --train-iters", ARGS, text=r"rampup for iteration-based"),
     R("rule ML975", "fp16 and bf16", ARGS, text=r"^args\.(fp16|bf16) and not \(not args\.(bf16|fp16)\) \|"),
+    R("internal", "validate_args refuses --fp16 with --bf16 first (rule ML975)", TC, text=r"^self\.fp16 and self\.bf16 \|"),
     R("rule ML976", "--overlap-param-gather's needs", ARGS, text=r"overlap_param_gather and .*(use_distributed_optimizer|"
                                                                 r"overlap_grad_reduce)"),
     R("rule ML977", "--tp-comm-overlap needs sp", ARGS, text=r"Tensor parallel communication/GEMM overlap"),
@@ -108,6 +110,7 @@ HAND = [
     R("open", OPEN_WHY, ARGS, text=r"fake_process_group"),  # an option, though its text names the process group
 ]
 OPEN = ("open", OPEN_WHY)
+GENERATED_WHY = "its condition, evaluated on the options (config_checks_0_16.json, generated from this source)"
 
 
 def enumerate_sites(root: Path) -> list:
@@ -121,7 +124,15 @@ def enumerate_sites(root: Path) -> list:
     return sorted(sites, key=lambda s: (s.file, s.line))
 
 
-def classify(site) -> tuple:
+def classify(site, generated: bool = True) -> tuple:
+    """(verdict, why, basis); ``generated=False``: before config_checks_0_16.json (its generator asks so)."""
+    verdict = _classify(site)
+    if generated and verdict[0] == "open" and site.where in config_checks.sites():
+        return "rule ML982", GENERATED_WHY, "generated"
+    return verdict
+
+
+def _classify(site) -> tuple:
     for rule in HAND:
         if rule.matches(site, VERSION):
             return rule.verdict, rule.why, rule.basis

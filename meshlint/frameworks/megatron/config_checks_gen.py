@@ -1,0 +1,202 @@
+"""Build-time generator of config_checks_0_16.json: the refusals of Megatron-Core 0.16.1's config classes that read only options.
+
+    python -m meshlint.frameworks.megatron.config_checks_gen /path/to/Megatron-LM   # at tag core_v0.16.1
+
+For each raise/assert of ModelParallelConfig/TransformerConfig.__post_init__ that refusals.py classifies
+``open``, it keeps the site when its condition (the walker's text: enclosing ifs and the assert's negated test)
+(rebuilt here from the source, fully parenthesised: the walker's text is for reading) reads nothing but
+``self.<field>`` and literals, and every field read is copied unchanged from the Megatron-LM
+option of the same name: not overridden by core_transformer_config_from_args (``kw_args['x'] = ...``), not set
+by validate_args (``args.x = ...``), not reassigned by either __post_init__ before the site. A field with no
+option takes its dataclass default when that is a literal. Every other site is listed as skipped with why.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from meshlint.frameworks.megatron import flags, refusals
+
+OUT = Path(__file__).resolve().parent / "config_checks_0_16.json"
+ARGS = "megatron/training/arguments.py"
+CLASSES = {"ModelParallelConfig.__post_init__": ("megatron/core/model_parallel_config.py",),
+           "TransformerConfig.__post_init__": ("megatron/core/model_parallel_config.py",
+                                               "megatron/core/transformer/transformer_config.py")}
+CONFIG_FILES = ("megatron/core/model_parallel_config.py", "megatron/core/transformer/transformer_config.py")
+ALLOWED_NAMES = {"len", "True", "False", "None"}
+
+
+def _function(tree: ast.AST, qualname: str):
+    cls, _, meth = qualname.partition(".")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and (not meth or item.name == meth):
+                    return item
+            return node
+    return None
+
+
+def _assigned(func, owner: str) -> dict:
+    """name -> first line where ``owner.name`` is assigned (=, +=, annotated) inside ``func``."""
+    out: dict = {}
+    for node in ast.walk(func):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            for sub in ast.walk(t):
+                if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name) and sub.value.id == owner:
+                    out[sub.attr] = min(out.get(sub.attr, node.lineno), node.lineno)
+    return out
+
+
+def _overridden(tree: ast.AST) -> set:
+    """Config fields core_transformer_config_from_args sets from something else than the same-named option."""
+    func = _function(tree, "core_transformer_config_from_args") or next(
+        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "core_transformer_config_from_args")
+    out = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == "kw_args" \
+                        and isinstance(t.slice, ast.Constant):
+                    out.add(t.slice.value)
+    return out
+
+
+def _defaults(trees: list) -> dict:
+    """Literal dataclass defaults of the config classes' fields (a field with no option keeps it)."""
+    out: dict = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name in ("ModelParallelConfig", "TransformerConfig"):
+                for item in node.body:
+                    if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None:
+                        try:
+                            out[item.target.id] = ast.literal_eval(item.value)
+                        except ValueError:
+                            out[item.target.id] = ...
+    return out
+
+
+def _conditions(func) -> tuple[dict, dict]:
+    """line -> the full condition (an ast expression) of each raise/assert in ``func``, or None where a loop,
+    try or match decides whether it runs; and line -> the statement's last line (a traceback may name any)."""
+    out: dict = {}
+    ends: dict = {}
+
+    def walk(body: list, conds: list, opaque: bool) -> None:
+        for node in body:
+            if isinstance(node, ast.If):
+                walk(node.body, conds + [node.test], opaque)
+                walk(node.orelse, conds + [ast.UnaryOp(ast.Not(), node.test)], opaque)
+            elif isinstance(node, ast.Raise):
+                out[node.lineno] = None if opaque else conds
+                ends[node.lineno] = node.end_lineno
+            elif isinstance(node, ast.Assert):
+                out[node.lineno] = None if opaque else conds + [ast.UnaryOp(ast.Not(), node.test)]
+                ends[node.lineno] = node.end_lineno
+            elif isinstance(node, (ast.For, ast.While, ast.Try, ast.With, ast.Match, ast.AsyncFor, ast.AsyncWith)):
+                for field in ("body", "orelse", "finalbody"):
+                    walk(getattr(node, field, []) or [], conds, True)
+                for h in getattr(node, "handlers", []) or []:
+                    walk(h.body, conds, True)
+                for case in getattr(node, "cases", []) or []:
+                    walk(case.body, conds, True)
+            elif isinstance(node, (ast.Return, ast.Continue, ast.Break)):
+                opaque = True  # what follows runs only on some paths
+    walk(func.body, [], False)
+    return {line: (None if c is None else ast.BoolOp(ast.And(), c) if len(c) > 1 else c[0] if c else
+                   ast.Constant(True)) for line, c in out.items()}, ends
+
+
+def _fields(expr: ast.AST) -> tuple[set, str | None]:
+    """The ``self.x`` fields an expression reads, or why it cannot be evaluated from fields alone."""
+    fields = set()
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Attribute):
+            if isinstance(node.value, ast.Name) and node.value.id == "self":
+                fields.add(node.attr)
+            else:
+                return fields, f"reads {ast.unparse(node)}"
+        elif isinstance(node, ast.Name) and node.id not in ALLOWED_NAMES and node.id != "self":
+            return fields, f"reads the local {node.id}"
+        elif isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id == "len"):
+            return fields, f"calls {ast.unparse(node.func)}"
+    return fields, None
+
+
+def build(root: Path) -> dict:
+    root = Path(root)
+    trees = {rel: ast.parse((root / rel).read_text(encoding="utf-8")) for rel in CONFIG_FILES + (ARGS,)}
+    overridden = _overridden(trees[ARGS])
+    set_by_validate = set(_assigned(_function(trees[ARGS], "validate_args") or next(
+        n for n in ast.walk(trees[ARGS]) if isinstance(n, ast.FunctionDef) and n.name == "validate_args"), "args"))
+    dests = flags.defaults()
+    defaults = _defaults([trees[r] for r in CONFIG_FILES])
+    conditions = {q: _conditions(_function(trees[CLASSES[q][-1]], q)) for q in CLASSES}
+    checks, skipped = [], []
+    for site in refusals.enumerate_sites(root):
+        if site.function not in CLASSES or refusals.classify(site, generated=False)[0] != "open":
+            continue
+        row = {"site": site.where, "function": site.function, "condition": site.condition,
+               "message": site.message}
+        expr = conditions[site.function][0].get(site.line)
+        row["end_line"] = conditions[site.function][1].get(site.line, site.line)
+        reassigned: dict = {}
+        for rel in CLASSES[site.function]:
+            func = _function(trees[rel], next(q for q in CLASSES if CLASSES[q][-1] == rel))
+            for name, line in _assigned(func, "self").items():
+                if rel != site.file or line < site.line:
+                    reassigned[name] = line
+        why = None
+        if expr is None:
+            fields, why = set(), "a loop, try or early return decides whether it runs"
+        else:
+            fields, why = _fields(expr)
+            row["condition"] = ast.unparse(expr)
+        mapping, constants = {}, {}
+        for f in sorted(fields):
+            if why:
+                break
+            if f in reassigned:
+                why = f"__post_init__ sets self.{f} first"
+            elif f in overridden:
+                why = f"core_transformer_config_from_args sets {f} from other options"
+            elif f in dests:
+                if f in set_by_validate:
+                    why = f"validate_args changes args.{f}"
+                mapping[f] = f
+            elif f in defaults and defaults[f] is not ...:
+                constants[f] = defaults[f]
+            else:
+                why = f"{f} has no option and no literal default"
+        if why:
+            skipped.append({**row, "why": why})
+        else:
+            checks.append({**row, "args": mapping, "constants": constants})
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return {"framework": "megatron", "version": "0.16.1", "tag": "core_v0.16.1", "commit": commit or None,
+            "generated_by": "python -m meshlint.frameworks.megatron.config_checks_gen",
+            "checks": checks, "skipped": skipped,
+            # what tests/test_megatron_config_checks.py needs to build the config as Megatron-LM does
+            "config_fields": sorted(defaults), "overridden": sorted(overridden)}
+
+
+def main(argv: list | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print(__doc__.splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    table = build(Path(argv[0]))
+    OUT.write_text(json.dumps(table, indent=1, sort_keys=True, default=repr) + "\n", encoding="utf-8")
+    print(f"wrote {OUT}: {len(table['checks'])} checks, {len(table['skipped'])} skipped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
