@@ -35,8 +35,6 @@ LAYERS = (
 KNOWN_BACK_EDGES = {
     ("meshlint.engine.check", "meshlint.solve.memory_check"),
     ("meshlint.engine.check", "meshlint.solve.valid"),
-    ("meshlint.frameworks.megatron.refusals", "meshlint.generate"),         # the inventory's writer (build time)
-    ("meshlint.frameworks.megatron.refusals", "meshlint.generate.refusals"),
 }
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [

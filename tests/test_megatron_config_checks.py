@@ -144,7 +144,7 @@ def test_ml982_verdicts_equal_the_real_config_classes(verdicts):
 
 
 def test_every_site_the_table_decides_is_open_or_ml982_in_the_inventory():
-    from meshlint.frameworks.megatron import refusals
+    from meshlint.generate import megatron_refusals as refusals
 
     doc = refusals.DOC.read_text(encoding="utf-8")
     for c in _table()["checks"]:

@@ -329,22 +329,22 @@ def test_verdicts_match_validate_args():
 # ----------------------------------------------------------------------------- the refusal inventory
 
 def test_refusal_inventory_lists_exactly_the_sites_and_classifies_each():
-    """docs/refusals-megatron.md is what meshlint/frameworks/megatron/refusals.py makes of the checkout."""
+    """docs/refusals-megatron.md is what meshlint/generate/megatron_refusals.py makes of the checkout."""
     root = os.environ.get("MEGATRON_LM_ROOT")
     if not root or not (Path(root) / "megatron" / "training" / "arguments.py").is_file():
         pytest.skip("the inventory reads megatron/training from a Megatron-LM checkout at core_v0.16.1: set "
                     "MEGATRON_LM_ROOT")
-    from meshlint.frameworks.megatron import refusals
+    from meshlint.generate import megatron_refusals as refusals
 
     rows = [(s, *refusals.classify(s)) for s in refusals.enumerate_sites(Path(root))]
     assert refusals.render(rows) == refusals.DOC.read_text(encoding="utf-8"), \
-        "docs/refusals-megatron.md is stale: python -m meshlint.frameworks.megatron.refusals --write ROOT"
+        "docs/refusals-megatron.md is stale: python -m meshlint.generate.megatron_refusals --write ROOT"
 
 
 def test_refusal_inventory_names_rules_that_exist():
     import re
 
-    from meshlint.frameworks.megatron import refusals
+    from meshlint.generate import megatron_refusals as refusals
 
     codes = {p.name.split("-")[0] for p in (ROOT / "rules").glob("ML*.toml")}
     text = refusals.DOC.read_text(encoding="utf-8")

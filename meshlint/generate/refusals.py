@@ -30,7 +30,7 @@ from pathlib import Path
 
 from meshlint.generate.refusal_sites import enumerate_sites, VERSIONS
 from meshlint.generate.refusal_table import classify, VERDICTS
-# the inventory's parts, also read from here (frameworks/megatron/refusals.py, tests/test_schema_generated.py)
+# the inventory's parts, also read from here (generate/megatron_refusals.py, tests/test_schema_generated.py)
 from meshlint.generate.refusal_sites import Site, _short, _Walker  # noqa: F401
 from meshlint.generate.refusal_table import HAND, PATTERNS, Rule  # noqa: F401
 

@@ -1,6 +1,6 @@
 """Build-time generator of config_checks_0_16.json: the refusals of Megatron-Core 0.16.1's config classes that read only options.
 
-    python -m meshlint.frameworks.megatron.config_checks_gen /path/to/Megatron-LM   # at tag core_v0.16.1
+    python -m meshlint.generate.megatron_config_checks /path/to/Megatron-LM   # at tag core_v0.16.1
 
 For each raise/assert of ModelParallelConfig/TransformerConfig.__post_init__ that refusals.py classifies
 ``open``, it keeps the site when its condition (the walker's text: enclosing ifs and the assert's negated test)
@@ -19,7 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from meshlint.frameworks.megatron import flags, refusals
+from meshlint.frameworks.megatron import flags
+from meshlint.generate import megatron_refusals as refusals
 
 OUT = Path(__file__).resolve().parent / "config_checks_0_16.json"
 ARGS = "megatron/training/arguments.py"
@@ -181,7 +182,7 @@ def build(root: Path) -> dict:
             checks.append({**row, "args": mapping, "constants": constants})
     commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     return {"framework": "megatron", "version": "0.16.1", "tag": "core_v0.16.1", "commit": commit or None,
-            "generated_by": "python -m meshlint.frameworks.megatron.config_checks_gen",
+            "generated_by": "python -m meshlint.generate.megatron_config_checks",
             "checks": checks, "skipped": skipped,
             # what tests/test_megatron_config_checks.py needs to build the config as Megatron-LM does
             "config_fields": sorted(defaults), "overridden": sorted(overridden)}
