@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import subprocess
 import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_megatron import timed  # noqa: E402 - a whole `meshlint` process, best and median of N
 
 
 def recipe_files(checkout: str) -> list:
@@ -28,16 +28,6 @@ def recipe_files(checkout: str) -> list:
             dirs.sort()
             out += [os.path.join(folder, f) for f in sorted(files) if f.endswith(".py")]
     return out
-
-
-def timed(argv: list, repeat: int) -> tuple:
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    runs = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "meshlint", *argv], env=env, capture_output=True, check=False)
-        runs.append(time.perf_counter() - start)
-    return min(runs), statistics.median(runs)
 
 
 def main() -> int:
