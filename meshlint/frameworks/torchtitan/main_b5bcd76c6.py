@@ -153,25 +153,5 @@ SEMANTICS = _tt.Version(
 )
 
 
-def read(source):
-    return _tt.read(SEMANTICS, source)
-
-
-def resolve(spec, world):
-    return _tt.resolve(SEMANTICS, spec, world)
-
-
-def attach_model(spec, table):
-    _tt.attach_model(SEMANTICS, spec, table)
-
-
-def pipeline_plan(spec, res):
-    return _tt.pipeline_plan(SEMANTICS, spec, res)
-
-
-def bytes_per_param(spec):
-    return _tt.bytes_per_param(spec)
-
-
-def spec_from_degrees(degrees, **other_values):
-    return _tt.spec_from_degrees(SEMANTICS, degrees, **other_values)
+# the entry points every version module has (meshlint/frameworks/versions.py), with these semantics
+read, resolve, attach_model, pipeline_plan, bytes_per_param, spec_from_degrees = _tt.bound(SEMANTICS)

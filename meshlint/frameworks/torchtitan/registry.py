@@ -621,3 +621,25 @@ def _submeshes(v: Version, layout: Layout | None, size: dict, ep: int, names: li
                 shown.append(f"({', '.join(active)}) {'×'.join(str(size[a]) for a in active)}")
         out.append(("spmd_meshes()", "[" + ", ".join(shown) + "]"))
     return out
+
+
+def bound(v: Version) -> tuple:
+    """A version module's entry points (read, resolve, attach_model, pipeline_plan, bytes_per_param,
+    spec_from_degrees), each this module's function with the version's semantics ``v`` bound."""
+
+    def read_(source):
+        return read(v, source)
+
+    def resolve_(spec, world):
+        return resolve(v, spec, world)
+
+    def attach_model_(spec, table):
+        attach_model(v, spec, table)
+
+    def pipeline_plan_(spec, res):
+        return pipeline_plan(v, spec, res)
+
+    def spec_from_degrees_(degrees, **other_values):
+        return spec_from_degrees(v, degrees, **other_values)
+
+    return read_, resolve_, attach_model_, pipeline_plan_, bytes_per_param, spec_from_degrees_
