@@ -256,6 +256,29 @@ def _valid_degree(name: str, value) -> bool:
     return value is not None and value <= MAX_DEGREE and (value >= 1 or (name == "dp_shard" and value == -1))
 
 
+def settle_dp_shard(res: Resolution, world: int | None, inferred: bool, rest: int, valid_worlds: tuple,
+                    factors_of) -> int | None:
+    """torchtitan's world and ``dp_shard`` (ParallelDims._validate: ``dp_shard = -1`` is world //
+    (dp_replicate·cp·tp·pp), floored, and must come out >= 1), shared by every torchtitan version: sets
+    ``valid_worlds``, the inferred degree, ``world_factors`` (``factors_of(degrees, inferred)``). The world, or
+    None when nothing more resolves (no world to lay out, or the framework's refusal in ``framework_error``)."""
+    d = res.degrees
+    res.valid_worlds = valid_worlds
+    world = settle_world(res, world, inferred, rest, "data_parallel_shard_degree")
+    if world is None:
+        return None
+    if inferred:
+        d["dp_shard"] = world // rest
+        res.notes.append(f"dp_shard = -1 resolves to {world} // {rest} = {d['dp_shard']}")
+    res.world_factors = factors_of(d, inferred)
+    if d["dp_shard"] < 1:
+        res.framework_error = (f"AssertionError: assert dp_shard >= 1 (dp_shard = -1 resolved to "
+                               f"{world} // {rest} = 0)")
+        res.error_stage = "resolve"
+        return None
+    return world
+
+
 def settle_world(res: Resolution, world: int | None, inferred: bool, others: int, label: str) -> int | None:
     """The world the meshes are laid out for: the known one, or the one explicit degrees imply.
 

@@ -24,7 +24,7 @@ from meshlint.frameworks.base import (
     Resolution,
     Spec,
     flattened,
-    settle_world,
+    settle_dp_shard,
     type_of,
     unknown_keys,
     usable,
@@ -482,19 +482,8 @@ def resolve(v: Version, spec: Spec, world: int | None) -> Resolution:
         return res
     d = res.degrees
     rest = d["dp_replicate"] * d["cp"] * d["tp"] * d["pp"]
-    res.valid_worlds = _valid_worlds(d, rest, inferred)
-    world = settle_world(res, world, inferred, rest, "data_parallel_shard_degree")
+    world = settle_dp_shard(res, world, inferred, rest, _valid_worlds(d, rest, inferred), _factors)
     if world is None:
-        return res
-    if inferred:
-        # parallel_dims.py _validate: dp_shard = world_size // (dp_replicate * cp * tp * pp), floored
-        d["dp_shard"] = world // rest
-        res.notes.append(f"dp_shard = -1 resolves to {world} // {rest} = {d['dp_shard']}")
-    res.world_factors = _factors(d, inferred)
-    if d["dp_shard"] < 1:
-        res.framework_error = (f"AssertionError: assert dp_shard >= 1 (dp_shard = -1 resolved to "
-                               f"{world} // {rest} = 0)")
-        res.error_stage = "resolve"
         return res
     if prod(d[n] for n in FACTORS) != world:
         res.framework_error = ("AssertionError: Invalid parallel dims: "
