@@ -1,4 +1,4 @@
-"""The whole-peak memory of an Accelerate run (meshlint/solve/memory_accelerate.py): the parameters of known Hugging
+"""The whole-peak memory of an Accelerate run (meshlint/estimate/memory_accelerate.py): the parameters of known Hugging
 Face models from their config.json, the dtypes and sharding of Accelerate 1.15.0's FSDP2, FSDP1 and DDP paths, the
 lower bound where the batch is the script's, the report (files[].memory, ML504/ML505), and the formula against the
 fake-tensor measurement of Accelerate's own FSDP2 (bench/memory_vs_fake_accelerate.py, saved numbers)."""
@@ -14,7 +14,7 @@ import pytest
 
 from meshlint.engine.check import Options, check_file
 from meshlint.engine.ruleset import load_rules
-from meshlint.solve.memory_accelerate import model_shape, strategy
+from meshlint.estimate.memory_accelerate import model_shape, strategy
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 2 ** 30

@@ -4,10 +4,10 @@ The search and its arithmetic live in the solve layer; this is only their render
 
 from __future__ import annotations
 
-from meshlint.solve import cost
-from meshlint.solve.space import SolveError
+from meshlint.estimate import cost
+from meshlint.engine.search.space import SolveError
 from meshlint.solve.suggest import SCHEMA_VERSION, Suggestion, alternative_report, degrees_text
-from meshlint.solve.valid import Solver
+from meshlint.engine.search.valid import Solver
 
 LINK_WORDS = {"intra": "NVLink", "inter": "network"}
 

@@ -23,7 +23,7 @@ def file_memory(report, options) -> dict | None:
     if report.spec is not None and res is not None and report.spec.dialect == "megatron":
         return _megatron(report, res, options)
     if report.spec is not None and res is not None and report.spec.dialect == "accelerate":
-        from meshlint.solve import memory_accelerate
+        from meshlint.estimate import memory_accelerate
 
         return memory_accelerate.file_memory(report, res, options, _finish)
     if report.spec is None or res is None or report.spec.dialect not in ("kempnerforge", "torchtitan"):
@@ -36,7 +36,7 @@ def file_memory(report, options) -> dict | None:
         return None  # a degree the world decides (dp_shard = -1) with the world unknown: no layout to size
     degrees = {k: v for k, v in raw.items() if isinstance(v, int) and v > 0}
     try:
-        from meshlint.solve import cost
+        from meshlint.estimate import cost
 
         topo = report.topology
         gpn = getattr(topo, "gpus_per_node", None)
