@@ -200,7 +200,9 @@ def _interp_class():
                     obj.module = ref if isinstance(ref, (str, P.U)) else \
                         self.unknown("the model id is not a string", node, fr.mod)
                     return obj
-            if isinstance(func, ast.Attribute) and func.attr == "to_megatron_provider":
+            # get_model_config(): a builder-backed config converted from the same config.json (later Bridge:
+            # models/conversion/auto_bridge.py get_model_config), sized like to_megatron_provider()
+            if isinstance(func, ast.Attribute) and func.attr in ("to_megatron_provider", "get_model_config"):
                 owner = self.eval(func.value, fr)
                 if isinstance(owner, P.Obj) and owner.kind == "hf_bridge":
                     obj = P.Obj("AutoBridge.from_hf_pretrained().to_megatron_provider()", kind="hf_provider")
@@ -208,9 +210,49 @@ def _interp_class():
                     return obj
             return super().call(node, fr)
 
+        def poison_param(self, fref, param, value, why):
+            # a helper that stopped at a branch it cannot decide changed only the fields its code may write
+            from meshlint.inputs.bridge_writes import written_fields
+
+            def resolve(name):
+                binding = fref.mod.binding(name)
+                return binding[1] if binding is not None and binding[0] == "def" and \
+                    isinstance(binding[1], ast.FunctionDef) else None
+
+            fields = written_fields(fref.node, param, resolve) if isinstance(value, P.Obj) and \
+                isinstance(fref.node, ast.FunctionDef) else None
+            if fields is None:
+                return super().poison_param(fref, param, value, why)
+            for attr in fields:
+                if not isinstance(value.fields.get(attr), P.U):
+                    value.fields[attr] = why
+                    value.pos[attr] = (why.line, why.col)
+
+        def get_attr(self, base, attr, node, fr):
+            # a provider's field the recipe leaves: the provider class's own default (the generated table), else
+            # TransformerConfig's (DEFAULTS) - as values_of reads it
+            if isinstance(base, P.Obj) and attr not in base.fields and base.rest is None and base.kind is None:
+                entry = providers().get(_class_name(base, P))
+                if entry is not None and attr in entry["fields"]:
+                    return entry["fields"][attr]
+                if entry is not None and ("model", attr) in DEFAULTS:
+                    return DEFAULTS[("model", attr)]
+            return super().get_attr(base, attr, node, fr)
+
+        def builtin(self, name, args, kwargs, star, node, fr):
+            got = _reflect(self, name, args, kwargs, star, node, fr, P) if star is None and not kwargs else None
+            return super().builtin(name, args, kwargs, star, node, fr) if got is None else got
+
         def invoke(self, fref, args, kwargs, star, node, fr):
-            # a decorator that hands its function back (mixed_precision.py's @register) does not change it
             fdef = fref.node
+            if getattr(fdef, "name", None) == "get_mixed_precision_config" and \
+                    fref.mod.dotted == "megatron.bridge.training.mixed_precision" and len(args) == 1 and not kwargs:
+                # its table (MIXED_PRECISION_RECIPES) is filled by @register at import: the recipe function
+                # of that name, as ConfigContainer's own string form is read
+                name = self.force(args[0], node, fr)
+                if isinstance(name, str):
+                    return _mixed_precision(name, self, node, P)
+            # a decorator that hands its function back (mixed_precision.py's @register) does not change it
             if fdef.decorator_list and all(self._identity(d, fref.mod) for d in fdef.decorator_list):
                 bare = _BARE.get(id(fdef))
                 if bare is None or bare[0] is not fdef:
@@ -246,6 +288,69 @@ def _interp_class():
             super().havoc([_without_pure_calls(s) for s in stmts], fr, why, loop_jumps)
 
     return BridgeInterp
+
+
+def _class_name(obj, P) -> str:
+    """The class an object of the interpreter was built from, as the provider table names it."""
+    return obj.ref.node.name if isinstance(obj.ref, P.ClassRef) else (obj.cls or "").rsplit(".", 1)[-1]
+
+
+_BUILTIN_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "tuple": tuple, "dict": dict}
+
+
+def _reflect(interp, name, args, kwargs, star, node, fr, P):
+    """``getattr(obj, "name"[, default])``, ``hasattr(obj, "name")`` and ``isinstance(value, T)`` where the answer
+    is certain from what the interpreter holds; None where it is not (the interpreter's unknown then)."""
+    if name in ("getattr", "hasattr") and len(args) in ((2, 3) if name == "getattr" else (2,)):
+        obj, attr = (interp.force(a, node, fr) for a in args[:2])
+        if not isinstance(obj, P.Obj) or not isinstance(attr, str):
+            return None
+        if attr in obj.fields:   # set on it: it has it, whatever the class
+            return True if name == "hasattr" else obj.fields[attr]
+        if name == "hasattr":
+            return None
+        value = interp.get_attr(obj, attr, node, fr)
+        return None if isinstance(value, P.U) else value
+    if name == "isinstance" and len(args) == 2:
+        value, kind = (interp.force(a, node, fr) for a in args)
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        cls = _class_ref(interp, value.ref, P) if isinstance(value, P.Obj) else None
+        answers = {_is_instance(value, cls, _class_ref(interp, k, P) or k, P) for k in kinds}
+        return True if True in answers else False if answers == {False} else None
+    return None
+
+
+def _class_ref(interp, ref, P):
+    """The class statement a class value (or an object's class) refers to, as a ClassRef; None if not one."""
+    if isinstance(ref, P.Sym):
+        try:
+            ref = interp.resolve(ref)
+        except Exception:   # noqa: BLE001  a name that does not resolve: not a class of the checkout
+            return None
+    return ref if isinstance(ref, P.ClassRef) and isinstance(ref.node, ast.ClassDef) else None
+
+
+def _is_instance(value, cls, kind, P):
+    """True/False where certain, None otherwise: a plain value against a builtin type; a config object (of class
+    ``cls``, a class statement of the checkout) against its own class (True) or a builtin type (False); a plain
+    value against a class of the checkout (False) where that class derives from no builtin."""
+    plain = value is None or isinstance(value, (str, int, float, bool, list, tuple, dict))
+    if isinstance(kind, P.Builtin) and kind.name in _BUILTIN_TYPES:
+        if plain:
+            return isinstance(value, _BUILTIN_TYPES[kind.name])
+        return False if cls is not None and not _builtin_base(cls.node) else None
+    if isinstance(kind, P.ClassRef):
+        if cls is not None and cls.node is kind.node:
+            return True
+        if plain and not _builtin_base(kind.node):
+            return False
+    return None
+
+
+def _builtin_base(cls) -> bool:
+    """A class statement naming a builtin type (or Enum, whose members may be strings) among its bases."""
+    names = {b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in cls.bases}
+    return bool(names & (set(_BUILTIN_TYPES) | {"Enum", "StrEnum", "IntEnum"}))
 
 
 _BARE: dict = {}   # id(decorated def) -> (the def, its copy without the identity decorators)
