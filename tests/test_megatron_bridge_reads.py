@@ -221,3 +221,29 @@ def test_why_a_recipe_is_not_sized_is_noted(tmp_path):
     assert f["memory"] is None
     (note,) = [n for n in f["notes"] if n.startswith("memory: not estimated")]
     assert "org/not-cached's config.json is not in the local Hugging Face cache" in note
+
+
+def test_deepseek_config_json_gives_multi_latent_attention(tmp_path):
+    """models/deepseek/common.py's mapping: MLA shapes (q_lora_rank null: no query compression), q_a/kv_a norms,
+    shared experts (moe_intermediate_size x n_shared_experts), the first dense layers."""
+    model = tmp_path / "ds"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 8, "num_key_value_heads": 8,
+        "intermediate_size": 512, "n_routed_experts": 8, "moe_intermediate_size": 64, "n_shared_experts": 2,
+        "first_k_dense_replace": 1, "num_experts_per_tok": 2, "q_lora_rank": None, "kv_lora_rank": 32,
+        "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "vocab_size": 1000,
+        "hidden_act": "silu", "rms_norm_eps": 1e-6, "tie_word_embeddings": False}))
+    got, _ = bridge.hf_sizes(str(model), str(tmp_path))
+    assert got["multi_latent_attention"] and got["qk_layernorm"] and got["q_lora_rank"] is None
+    assert (got["kv_lora_rank"], got["qk_head_dim"], got["qk_pos_emb_head_dim"], got["v_head_dim"]) == (32, 16, 8, 16)
+    assert got["moe_shared_expert_intermediate_size"] == 128 and got["moe_layer_freq"] == [0, 1, 1, 1]
+
+
+def test_provider_table_has_mla_shapes_and_per_layer_moe_lists():
+    table = bridge.providers()
+    kimi = table["KimiK2Provider"]["fields"]
+    assert (kimi["q_lora_rank"], kimi["kv_lora_rank"], kimi["qk_head_dim"], kimi["qk_pos_emb_head_dim"],
+            kimi["v_head_dim"], kimi["qk_layernorm"]) == (1536, 512, 128, 64, 128, True)
+    assert kimi["moe_layer_freq"] == [0] + [1] * 60        # field(default_factory=lambda: [0] + [1] * 60)
+    assert table["MoonlightModelProvider16B"]["fields"]["q_lora_rank"] is None

@@ -69,6 +69,8 @@ MEMORY_FIELDS = (
     ("model", "should_pad_vocab"), ("model", "position_embedding_type"), ("model", "mtp_num_layers"),
     ("model", "moe_shared_expert_intermediate_size"), ("model", "moe_layer_freq"), ("model", "hidden_dropout"),
     ("model", "attention_dropout"), ("model", "attention_backend"), ("model", "bf16"), ("model", "fp16"),
+    ("model", "q_lora_rank"), ("model", "kv_lora_rank"), ("model", "qk_head_dim"), ("model", "qk_pos_emb_head_dim"),
+    ("model", "v_head_dim"), ("model", "qk_layernorm"), ("model", "transformer_impl"),
     ("optimizer", "optimizer"), ("optimizer", "use_distributed_optimizer"),
     ("optimizer", "use_precision_aware_optimizer"), ("optimizer", "main_grads_dtype"),
     ("optimizer", "main_params_dtype"), ("optimizer", "exp_avg_dtype"), ("optimizer", "exp_avg_sq_dtype"),
@@ -105,6 +107,11 @@ DEFAULTS = {
     ("model", "mtp_num_layers"): None,                   # :48
     ("model", "moe_shared_expert_intermediate_size"): None,   # :534
     ("model", "moe_layer_freq"): 1,                      # :556
+    ("model", "qk_layernorm"): False,                    # :208
+    ("model", "transformer_impl"): "transformer_engine",  # :880
+    # MLATransformerConfig's (:2016-2028): read only where the provider derives from it (multi_latent_attention)
+    ("model", "q_lora_rank"): 512, ("model", "kv_lora_rank"): 512, ("model", "qk_head_dim"): 128,
+    ("model", "qk_pos_emb_head_dim"): 64, ("model", "v_head_dim"): 128,
     # megatron/core/model_parallel_config.py:106, :109
     ("model", "fp16"): False, ("model", "bf16"): False,
     # Megatron-Bridge src/megatron/bridge/models/gpt_provider.py (v0.3.1)
@@ -486,6 +493,20 @@ def hf_sizes(ref: str, start_dir: str) -> tuple:
         value = data.get(key) if isinstance(data, dict) else None
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             out.setdefault(field, value)
+    if isinstance(data, dict) and "kv_lora_rank" in data:
+        # the DeepSeek family's multi-latent attention (models/deepseek/common.py get_common_configs, v0.3.1): its
+        # shapes, q_a/kv_a layer norms (deepseek_v3_bridge.py: qk_layernorm), shared experts, first dense layers
+        out.update(multi_latent_attention=True, qk_layernorm=True, q_lora_rank=data.get("q_lora_rank"))
+        for key, field in (("kv_lora_rank", "kv_lora_rank"), ("qk_nope_head_dim", "qk_head_dim"),
+                           ("qk_rope_head_dim", "qk_pos_emb_head_dim"), ("v_head_dim", "v_head_dim")):
+            out[field] = data.get(key)
+        moe, shared, dense = data.get("moe_intermediate_size"), data.get("n_shared_experts"), \
+            data.get("first_k_dense_replace")
+        if isinstance(moe, int) and isinstance(shared, int):
+            out["moe_shared_expert_intermediate_size"] = moe * shared
+        layers = out.get("num_layers")
+        if isinstance(dense, int) and isinstance(layers, int) and 0 <= dense <= layers:
+            out["moe_layer_freq"] = [0] * dense + [1] * (layers - dense)
     if isinstance(data, dict):   # what the model bridges' provider_bridge derives (models/llama/llama_bridge.py ...)
         if isinstance(data.get("tie_word_embeddings"), bool):
             out["share_embeddings_and_output_weights"] = data["tie_word_embeddings"]
@@ -570,6 +591,8 @@ def values_of(container, start_dir: str, def_pos: tuple, interp=None, node=None)
                 provided.update({f: why for f in HF_ARCHITECTURE})
                 provided.update(got)
                 origin = f"{ref}'s config.json ({how})"
+                if got.get("multi_latent_attention"):
+                    values["multi_latent_attention"], where["multi_latent_attention"] = True, model_pos
         else:
             provided["num_layers"] = flags.Unknown(f"the model id of AutoBridge.from_hf_pretrained is not known "
                                                    f"({getattr(ref, 'reason', ref)})")
@@ -586,6 +609,9 @@ def values_of(container, start_dir: str, def_pos: tuple, interp=None, node=None)
                 values[kinds[base]], where[kinds[base]] = True, model_pos
         if entry is not None:
             provided.update(entry["fields"])
+            # a default the generator could not read is not the base class's: unknown
+            provided.update({f: flags.Unknown(f"{cls}.{f}'s default is not read statically")
+                             for f in entry.get("unreadable", ())})
             origin = f"{cls} ({entry['file']}:{entry['line']}, Megatron-Bridge {TAG})"
         elif model.rest is None:
             notes.append(f"model provider {cls or model.cls!r} is not in the provider table of Megatron-Bridge {TAG}: "
@@ -733,7 +759,9 @@ def memory_dests(values: dict) -> dict:
     for field in ("recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules",
                   "distribute_saved_activations", "normalization", "add_qkv_bias", "add_bias_linear",
                   "position_embedding_type", "mtp_num_layers", "moe_shared_expert_intermediate_size",
-                  "moe_layer_freq", "hidden_dropout", "attention_dropout", "make_vocab_size_divisible_by"):
+                  "moe_layer_freq", "hidden_dropout", "attention_dropout", "make_vocab_size_divisible_by",
+                  "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "qk_layernorm",
+                  "transformer_impl"):
         out[field] = get("model", field)
     out["attention_backend"] = str(get("model", "attention_backend") or "")
     out["swiglu"] = bool(get("model", "gated_linear_unit"))
