@@ -140,7 +140,11 @@ def _param_cases(n: int) -> list:
 
 
 def _args(c: dict) -> dict:
-    return dict(num_layers=c["layers"], hidden_size=c["hidden"], ffn_hidden_size=c["ffn"],
+    mla = c.get("mla")   # built with the local spec: its down projections column-parallel (transformer_impl local)
+    extra = {"multi_latent_attention": True, "q_lora_rank": mla["q_lora"] or None, "kv_lora_rank": mla["kv_lora"],
+             "qk_head_dim": mla["qk"], "qk_pos_emb_head_dim": mla["pe"], "v_head_dim": mla["v"],
+             "qk_layernorm": mla["qk_norm"], "transformer_impl": "local"} if mla else {}
+    return dict(**extra, num_layers=c["layers"], hidden_size=c["hidden"], ffn_hidden_size=c["ffn"],
                 num_attention_heads=c["heads"], group_query_attention=True, num_query_groups=c["groups"],
                 swiglu=c["swiglu"], add_bias_linear=c["bias"], normalization="RMSNorm" if c["rmsnorm"] else "LayerNorm",
                 num_experts=c["experts"] or None, moe_ffn_hidden_size=c["moe_ffn"], moe_router_topk=c["topk"],
@@ -149,11 +153,11 @@ def _args(c: dict) -> dict:
                 untie_embeddings_and_output_weights=c["untie"], seq_length=64, micro_batch_size=1, bf16=True)
 
 
-def test_parameters_per_stage_match_megatron_cores_gpt_model():
+def _params_match_megatron_core(cases: list) -> None:
+    """Each pp stage's parameters in the estimate equal those of Megatron-Core's GPTModel built for the case."""
     why = _absent_core()
     if why:
         pytest.skip(why)
-    cases = _param_cases(24)
     real = _run("params", cases, [WHEEL])
     for case, stages in zip(cases, real):
         a = _args(case)
@@ -161,6 +165,10 @@ def test_parameters_per_stage_match_megatron_cores_gpt_model():
                                       dp_shard=1), layer_split(a, case["pp"]), 1)
         for got, stage in zip(stages, peak.stages):
             assert stage.terms["params"] / 2 == pytest.approx(got["dense"] + got["experts"]), (case, got)
+
+
+def test_parameters_per_stage_match_megatron_cores_gpt_model():
+    _params_match_megatron_core(_param_cases(24))
 
 
 def _mla_cases(n: int) -> list:
@@ -177,20 +185,7 @@ def _mla_cases(n: int) -> list:
 
 def test_mla_parameters_per_stage_match_megatron_cores_gpt_model():
     """MLASelfAttention's projections and norms (local spec: the down projections column-parallel, ÷ tp)."""
-    why = _absent_core()
-    if why:
-        pytest.skip(why)
-    cases = _mla_cases(12)
-    real = _run("params", cases, [WHEEL])
-    for case, stages in zip(cases, real):
-        c = case["mla"]
-        a = {**_args(case), "multi_latent_attention": True, "q_lora_rank": c["q_lora"] or None,
-             "kv_lora_rank": c["kv_lora"], "qk_head_dim": c["qk"], "qk_pos_emb_head_dim": c["pe"],
-             "v_head_dim": c["v"], "qk_layernorm": c["qk_norm"], "transformer_impl": "local"}
-        peak, _ = mm.estimate(a, dict(tp=case["tp"], pp=case["pp"], cp=1, ep=case["ep"], etp=1,
-                                      dp_shard=1), layer_split(a, case["pp"]), 1)
-        for got, stage in zip(stages, peak.stages):
-            assert stage.terms["params"] / 2 == pytest.approx(got["dense"] + got["experts"]), (case, got)
+    _params_match_megatron_core(_mla_cases(12))
 
 
 def test_mla_with_transformer_engine_keeps_the_down_projections_whole():

@@ -140,6 +140,8 @@ DEFAULTS = {
     ("mixed_precision", "fp16"): False, ("mixed_precision", "bf16"): False,
     ("mixed_precision", "grad_reduce_in_fp32"): True,
 }
+# the fields only MLATransformerConfig has (a GPT provider has no such attribute)
+MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")
 # the model's sizes: what a provider class or a Hugging Face config.json may give
 SIZES = ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size", "kv_channels",
          "num_moe_experts", "moe_ffn_hidden_size", "moe_router_topk", "seq_length")
@@ -239,10 +241,12 @@ def _interp_class():
             # a provider's field the recipe leaves: the provider class's own default (the generated table), else
             # TransformerConfig's (DEFAULTS) - as values_of reads it
             if isinstance(base, P.Obj) and attr not in base.fields and base.rest is None and base.kind is None:
-                entry = providers().get(_class_name(base, P))
+                cls = _class_name(base, P)
+                entry = providers().get(cls)
                 if entry is not None and attr in entry["fields"]:
                     return entry["fields"][attr]
-                if entry is not None and ("model", attr) in DEFAULTS:
+                if entry is not None and ("model", attr) in DEFAULTS and (
+                        attr not in MLA_FIELDS or "MLATransformerConfig" in _ancestors(cls)):
                     return DEFAULTS[("model", attr)]
             return super().get_attr(base, attr, node, fr)
 
