@@ -192,7 +192,15 @@ def test_written_fields_of_a_parameter():
              "def f(c):\n    g(c)\n": None,                          # handed to a call not seen into
              "def f(c):\n    c.a.b = 1\n    c.d.append(2)\n    print(c.e, len(c.f))\n": {"a", "d"},
              "def f(c):\n    return c.a\n": {"a"},                   # handed out: the caller may write into it
-             "def f(c):\n    if c.a > 1 and getattr(c, 'b'):\n        pass\n": set()}
+             "def f(c):\n    if c.a > 1 and getattr(c, 'b'):\n        pass\n": set(),
+             "def f(c):\n    if c is None:\n        return\n    c.a = 1\n": {"a"},
+             "def f(c):\n    return [c]\n": None,                     # put in a container
+             "def f(c):\n    setattr(c, 'a', 1)\n": None,
+             "def f(c):\n    n = c.a or 1\n    m = c.b if c.d else 2\n    return n + m\n": set(),
+             "def f(c):\n    n = c.a or 1\n    n.x = 2\n": {"a"},     # written through the local name
+             "def f(c):\n    x = c or None\n    x.a = 1\n": None,     # ``c or None`` hands c on
+             "def f(c):\n    getattr(c, 'a').x = 1\n": None,         # getattr hands c.a back
+             "def f(c):\n    n = getattr(c, 'a', 0) or 0\n    for i in range(max(n, 1)):\n        pass\n": set()}
     for text, want in cases.items():
         (fdef,) = ast.parse(text).body
         assert written_fields(fdef, "c", lambda name: None) == want, text
