@@ -77,10 +77,12 @@ def _megatron(report, res, options) -> dict | None:
     if a.get("bridge_recipe") and why:
         # a Megatron-Bridge recipe whose precision, optimizer or recomputation is not known: Megatron-Core's
         # defaults in its place (no distributed optimizer, fp32) would overstate the peak
-        note = f"memory: not estimated for this Megatron-Bridge recipe ({why})"
-        if note not in res.notes:
-            res.notes.append(note)
-        return None
+        return _bridge_unsized(res, why)
+    if a.get("bridge_recipe") and not isinstance(a.get("num_layers"), int):
+        # a recipe's model not known: why (a Hugging Face config not cached ...), not which flags to add
+        sizes = next((u["reason"] for u in spec.unreadable if u.get("key") == "num_layers"),
+                     "the model's sizes are not read")
+        return _bridge_unsized(res, sizes)
     if res.framework_error or res.world_implied or any(
             not (isinstance(d.get(k), int) and d[k] > 0) for k in ("tp", "pp", "cp", "ep", "etp", "dp_shard")):
         return None
@@ -94,7 +96,7 @@ def _megatron(report, res, options) -> dict | None:
     except (ArithmeticError, TypeError, ValueError):
         return None
     if peak is None:
-        return None
+        return _bridge_unsized(res, notes[0]) if a.get("bridge_recipe") and notes else None
     ac = a.get("recompute_granularity") or "none"
     if ac == "full":
         ac = f"full, {a.get('recompute_method') or 'uniform'} every {a.get('recompute_num_layers') or 1} layer(s)"
@@ -106,6 +108,14 @@ def _megatron(report, res, options) -> dict | None:
     if out["lower_bound"]:
         out["summary"] += " (without the embedding and logits: the vocabulary is the tokenizer's)"
     return out
+
+
+def _bridge_unsized(res, why: str) -> None:
+    """Say in the notes why a Megatron-Bridge recipe's peak is not estimated (a recipe has no flags to add)."""
+    note = f"memory: not estimated for this Megatron-Bridge recipe ({why})"
+    if note not in res.notes:
+        res.notes.append(note)
+    return None
 
 
 def rule_facts(memory: dict | None) -> dict:

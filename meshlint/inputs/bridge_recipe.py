@@ -69,6 +69,8 @@ MEMORY_FIELDS = (
     ("model", "should_pad_vocab"), ("model", "position_embedding_type"), ("model", "mtp_num_layers"),
     ("model", "moe_shared_expert_intermediate_size"), ("model", "moe_layer_freq"), ("model", "hidden_dropout"),
     ("model", "attention_dropout"), ("model", "attention_backend"), ("model", "bf16"), ("model", "fp16"),
+    ("model", "q_lora_rank"), ("model", "kv_lora_rank"), ("model", "qk_head_dim"), ("model", "qk_pos_emb_head_dim"),
+    ("model", "v_head_dim"), ("model", "qk_layernorm"), ("model", "transformer_impl"),
     ("optimizer", "optimizer"), ("optimizer", "use_distributed_optimizer"),
     ("optimizer", "use_precision_aware_optimizer"), ("optimizer", "main_grads_dtype"),
     ("optimizer", "main_params_dtype"), ("optimizer", "exp_avg_dtype"), ("optimizer", "exp_avg_sq_dtype"),
@@ -105,6 +107,11 @@ DEFAULTS = {
     ("model", "mtp_num_layers"): None,                   # :48
     ("model", "moe_shared_expert_intermediate_size"): None,   # :534
     ("model", "moe_layer_freq"): 1,                      # :556
+    ("model", "qk_layernorm"): False,                    # :208
+    ("model", "transformer_impl"): "transformer_engine",  # :880
+    # MLATransformerConfig's (:2016-2028): read only where the provider derives from it (multi_latent_attention)
+    ("model", "q_lora_rank"): 512, ("model", "kv_lora_rank"): 512, ("model", "qk_head_dim"): 128,
+    ("model", "qk_pos_emb_head_dim"): 64, ("model", "v_head_dim"): 128,
     # megatron/core/model_parallel_config.py:106, :109
     ("model", "fp16"): False, ("model", "bf16"): False,
     # Megatron-Bridge src/megatron/bridge/models/gpt_provider.py (v0.3.1)
@@ -133,6 +140,8 @@ DEFAULTS = {
     ("mixed_precision", "fp16"): False, ("mixed_precision", "bf16"): False,
     ("mixed_precision", "grad_reduce_in_fp32"): True,
 }
+# the fields only MLATransformerConfig has (a GPT provider has no such attribute)
+MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim")
 # the model's sizes: what a provider class or a Hugging Face config.json may give
 SIZES = ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups", "ffn_hidden_size", "kv_channels",
          "num_moe_experts", "moe_ffn_hidden_size", "moe_router_topk", "seq_length")
@@ -200,7 +209,9 @@ def _interp_class():
                     obj.module = ref if isinstance(ref, (str, P.U)) else \
                         self.unknown("the model id is not a string", node, fr.mod)
                     return obj
-            if isinstance(func, ast.Attribute) and func.attr == "to_megatron_provider":
+            # get_model_config(): a builder-backed config converted from the same config.json (later Bridge:
+            # models/conversion/auto_bridge.py get_model_config), sized like to_megatron_provider()
+            if isinstance(func, ast.Attribute) and func.attr in ("to_megatron_provider", "get_model_config"):
                 owner = self.eval(func.value, fr)
                 if isinstance(owner, P.Obj) and owner.kind == "hf_bridge":
                     obj = P.Obj("AutoBridge.from_hf_pretrained().to_megatron_provider()", kind="hf_provider")
@@ -208,9 +219,51 @@ def _interp_class():
                     return obj
             return super().call(node, fr)
 
+        def poison_param(self, fref, param, value, why):
+            # a helper that stopped at a branch it cannot decide changed only the fields its code may write
+            from meshlint.inputs.bridge_writes import written_fields
+
+            def resolve(name):
+                binding = fref.mod.binding(name)
+                return binding[1] if binding is not None and binding[0] == "def" and \
+                    isinstance(binding[1], ast.FunctionDef) else None
+
+            fields = written_fields(fref.node, param, resolve) if isinstance(value, P.Obj) and \
+                isinstance(fref.node, ast.FunctionDef) else None
+            if fields is None:
+                return super().poison_param(fref, param, value, why)
+            for attr in fields:
+                if not isinstance(value.fields.get(attr), P.U):
+                    value.fields[attr] = why
+                    value.pos[attr] = (why.line, why.col)
+
+        def get_attr(self, base, attr, node, fr):
+            # a provider's field the recipe leaves: the provider class's own default (the generated table), else
+            # TransformerConfig's (DEFAULTS) - as values_of reads it
+            if isinstance(base, P.Obj) and attr not in base.fields and base.rest is None and base.kind is None:
+                cls = _class_name(base, P)
+                entry = providers().get(cls)
+                if entry is not None and attr in entry["fields"]:
+                    return entry["fields"][attr]
+                if entry is not None and ("model", attr) in DEFAULTS and (
+                        attr not in MLA_FIELDS or "MLATransformerConfig" in _ancestors(cls)):
+                    return DEFAULTS[("model", attr)]
+            return super().get_attr(base, attr, node, fr)
+
+        def builtin(self, name, args, kwargs, star, node, fr):
+            got = _reflect(self, name, args, kwargs, star, node, fr, P) if star is None and not kwargs else None
+            return super().builtin(name, args, kwargs, star, node, fr) if got is None else got
+
         def invoke(self, fref, args, kwargs, star, node, fr):
-            # a decorator that hands its function back (mixed_precision.py's @register) does not change it
             fdef = fref.node
+            if getattr(fdef, "name", None) == "get_mixed_precision_config" and \
+                    fref.mod.dotted == "megatron.bridge.training.mixed_precision" and len(args) == 1 and not kwargs:
+                # its table (MIXED_PRECISION_RECIPES) is filled by @register at import: the recipe function
+                # of that name, as ConfigContainer's own string form is read
+                name = self.force(args[0], node, fr)
+                if isinstance(name, str):
+                    return _mixed_precision(name, self, node, P)
+            # a decorator that hands its function back (mixed_precision.py's @register) does not change it
             if fdef.decorator_list and all(self._identity(d, fref.mod) for d in fdef.decorator_list):
                 bare = _BARE.get(id(fdef))
                 if bare is None or bare[0] is not fdef:
@@ -246,6 +299,69 @@ def _interp_class():
             super().havoc([_without_pure_calls(s) for s in stmts], fr, why, loop_jumps)
 
     return BridgeInterp
+
+
+def _class_name(obj, P) -> str:
+    """The class an object of the interpreter was built from, as the provider table names it."""
+    return obj.ref.node.name if isinstance(obj.ref, P.ClassRef) else (obj.cls or "").rsplit(".", 1)[-1]
+
+
+_BUILTIN_TYPES = {"str": str, "int": int, "float": float, "bool": bool, "list": list, "tuple": tuple, "dict": dict}
+
+
+def _reflect(interp, name, args, kwargs, star, node, fr, P):
+    """``getattr(obj, "name"[, default])``, ``hasattr(obj, "name")`` and ``isinstance(value, T)`` where the answer
+    is certain from what the interpreter holds; None where it is not (the interpreter's unknown then)."""
+    if name in ("getattr", "hasattr") and len(args) in ((2, 3) if name == "getattr" else (2,)):
+        obj, attr = (interp.force(a, node, fr) for a in args[:2])
+        if not isinstance(obj, P.Obj) or not isinstance(attr, str):
+            return None
+        if attr in obj.fields:   # set on it: it has it, whatever the class
+            return True if name == "hasattr" else obj.fields[attr]
+        if name == "hasattr":
+            return None
+        value = interp.get_attr(obj, attr, node, fr)
+        return None if isinstance(value, P.U) else value
+    if name == "isinstance" and len(args) == 2:
+        value, kind = (interp.force(a, node, fr) for a in args)
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        cls = _class_ref(interp, value.ref, P) if isinstance(value, P.Obj) else None
+        answers = {_is_instance(value, cls, _class_ref(interp, k, P) or k, P) for k in kinds}
+        return True if True in answers else False if answers == {False} else None
+    return None
+
+
+def _class_ref(interp, ref, P):
+    """The class statement a class value (or an object's class) refers to, as a ClassRef; None if not one."""
+    if isinstance(ref, P.Sym):
+        try:
+            ref = interp.resolve(ref)
+        except Exception:   # noqa: BLE001  a name that does not resolve: not a class of the checkout
+            return None
+    return ref if isinstance(ref, P.ClassRef) and isinstance(ref.node, ast.ClassDef) else None
+
+
+def _is_instance(value, cls, kind, P):
+    """True/False where certain, None otherwise: a plain value against a builtin type; a config object (of class
+    ``cls``, a class statement of the checkout) against its own class (True) or a builtin type (False); a plain
+    value against a class of the checkout (False) where that class derives from no builtin."""
+    plain = value is None or isinstance(value, (str, int, float, bool, list, tuple, dict))
+    if isinstance(kind, P.Builtin) and kind.name in _BUILTIN_TYPES:
+        if plain:
+            return isinstance(value, _BUILTIN_TYPES[kind.name])
+        return False if cls is not None and not _builtin_base(cls.node) else None
+    if isinstance(kind, P.ClassRef):
+        if cls is not None and cls.node is kind.node:
+            return True
+        if plain and not _builtin_base(kind.node):
+            return False
+    return None
+
+
+def _builtin_base(cls) -> bool:
+    """A class statement naming a builtin type (or Enum, whose members may be strings) among its bases."""
+    names = {b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in cls.bases}
+    return bool(names & (set(_BUILTIN_TYPES) | {"Enum", "StrEnum", "IntEnum"}))
 
 
 _BARE: dict = {}   # id(decorated def) -> (the def, its copy without the identity decorators)
@@ -381,6 +497,20 @@ def hf_sizes(ref: str, start_dir: str) -> tuple:
         value = data.get(key) if isinstance(data, dict) else None
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             out.setdefault(field, value)
+    if isinstance(data, dict) and "kv_lora_rank" in data:
+        # the DeepSeek family's multi-latent attention (models/deepseek/common.py get_common_configs, v0.3.1): its
+        # shapes, q_a/kv_a layer norms (deepseek_v3_bridge.py: qk_layernorm), shared experts, first dense layers
+        out.update(multi_latent_attention=True, qk_layernorm=True, q_lora_rank=data.get("q_lora_rank"))
+        for key, field in (("kv_lora_rank", "kv_lora_rank"), ("qk_nope_head_dim", "qk_head_dim"),
+                           ("qk_rope_head_dim", "qk_pos_emb_head_dim"), ("v_head_dim", "v_head_dim")):
+            out[field] = data.get(key)
+        moe, shared, dense = data.get("moe_intermediate_size"), data.get("n_shared_experts"), \
+            data.get("first_k_dense_replace")
+        if isinstance(moe, int) and isinstance(shared, int):
+            out["moe_shared_expert_intermediate_size"] = moe * shared
+        layers = out.get("num_layers")
+        if isinstance(dense, int) and isinstance(layers, int) and 0 <= dense <= layers:
+            out["moe_layer_freq"] = [0] * dense + [1] * (layers - dense)
     if isinstance(data, dict):   # what the model bridges' provider_bridge derives (models/llama/llama_bridge.py ...)
         if isinstance(data.get("tie_word_embeddings"), bool):
             out["share_embeddings_and_output_weights"] = data["tie_word_embeddings"]
@@ -465,6 +595,8 @@ def values_of(container, start_dir: str, def_pos: tuple, interp=None, node=None)
                 provided.update({f: why for f in HF_ARCHITECTURE})
                 provided.update(got)
                 origin = f"{ref}'s config.json ({how})"
+                if got.get("multi_latent_attention"):
+                    values["multi_latent_attention"], where["multi_latent_attention"] = True, model_pos
         else:
             provided["num_layers"] = flags.Unknown(f"the model id of AutoBridge.from_hf_pretrained is not known "
                                                    f"({getattr(ref, 'reason', ref)})")
@@ -481,6 +613,9 @@ def values_of(container, start_dir: str, def_pos: tuple, interp=None, node=None)
                 values[kinds[base]], where[kinds[base]] = True, model_pos
         if entry is not None:
             provided.update(entry["fields"])
+            # a default the generator could not read is not the base class's: unknown
+            provided.update({f: flags.Unknown(f"{cls}.{f}'s default is not read statically")
+                             for f in entry.get("unreadable", ())})
             origin = f"{cls} ({entry['file']}:{entry['line']}, Megatron-Bridge {TAG})"
         elif model.rest is None:
             notes.append(f"model provider {cls or model.cls!r} is not in the provider table of Megatron-Bridge {TAG}: "
@@ -628,7 +763,9 @@ def memory_dests(values: dict) -> dict:
     for field in ("recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules",
                   "distribute_saved_activations", "normalization", "add_qkv_bias", "add_bias_linear",
                   "position_embedding_type", "mtp_num_layers", "moe_shared_expert_intermediate_size",
-                  "moe_layer_freq", "hidden_dropout", "attention_dropout", "make_vocab_size_divisible_by"):
+                  "moe_layer_freq", "hidden_dropout", "attention_dropout", "make_vocab_size_divisible_by",
+                  "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim", "qk_layernorm",
+                  "transformer_impl"):
         out[field] = get("model", field)
     out["attention_backend"] = str(get("model", "attention_backend") or "")
     out["swiglu"] = bool(get("model", "gated_linear_unit"))
