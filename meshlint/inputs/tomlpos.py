@@ -81,8 +81,10 @@ class _Scanner:
             self.i += 1
 
     def skip_ws(self) -> None:
-        while self.i < self.n and self.s[self.i] in " \t":
-            self.i += 1
+        s, n, i = self.s, self.n, self.i
+        while i < n and s[i] in " \t":
+            i += 1
+        self.i = i
 
     def skip_ws_nl_comments(self) -> None:
         s, n = self.s, self.n
@@ -114,12 +116,12 @@ class _Scanner:
             self.skip_ws_nl_comments()
             if self.i >= self.n:
                 return
-            if self.peek() == "[":
+            if self.s[self.i] == "[":
                 current = self.header()
             else:
                 self.keyval(current)
             self.skip_ws()
-            if self.peek() == "#":
+            if self.i < self.n and self.s[self.i] == "#":
                 self.comment()
 
     def header(self) -> tuple:
@@ -160,9 +162,9 @@ class _Scanner:
         else:
             self.out.keys[path] = at
         self.skip_ws()
-        if self.peek() != "=":
+        if self.i >= self.n or self.s[self.i] != "=":
             raise _Stop
-        self.advance()
+        self.i += 1  # advance() over the "="
         self.skip_ws()
         self.value(path)
 
@@ -170,9 +172,9 @@ class _Scanner:
         parts = [self.simple_key()]
         while True:
             self.skip_ws()
-            if self.peek() != ".":
+            if self.i >= self.n or self.s[self.i] != ".":
                 return parts
-            self.advance()
+            self.i += 1  # advance() over the "."
             self.skip_ws()
             parts.append(self.simple_key())
 
