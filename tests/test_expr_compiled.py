@@ -1,4 +1,4 @@
-"""The built-in rules' expressions compiled to Python (meshlint/engine/rules_compiled.py) behave exactly as interpreted.
+"""The built-in rules' expressions compiled to Python (meshlint/engine/rules_compiled/) behave exactly as interpreted.
 
 Every built-in rule is run both ways, interpreter and compiled functions, over the facts of every fixture
 (each as a check gives them to the rules, with and without a world size): the same values, the same
@@ -30,14 +30,65 @@ def test_the_package_lists_its_modules():
     assert sorted(expr.MODULES) == sorted(f for f in os.listdir(here) if f.endswith(".py") and f != "__init__.py")
 
 
-def test_the_compiled_module_is_current_and_installed(monkeypatch):
+def _parts() -> dict:
+    """Every module of rules_compiled/ by part name (common and one per dialect)."""
+    import importlib
+
+    return {part: importlib.import_module(f"meshlint.engine.rules_compiled.{part}")
+            for part in ("common", *rules_compiled.DIALECTS)}
+
+
+ALL_COMPILED = {source: hit for module in _parts().values() for source, hit in module.COMPILED.items()}
+
+
+def test_the_compiled_modules_are_current_and_installed(monkeypatch):
     monkeypatch.setattr(prebuilt, "_bytecode_ready", lambda source: True)  # as installed (see the next test)
-    assert generate.OUT_COMPILED.read_text(encoding="utf-8") == generate.compiled_source(str(ROOT / "rules")), \
-        "meshlint/engine/rules_compiled.py is stale: run python -m meshlint.generate.rules_prebuilt"
+    assert generate._written(generate.OUT_COMPILED) == generate.compiled_sources(str(ROOT / "rules")), \
+        "meshlint/engine/rules_compiled/ is stale: run python -m meshlint.generate.rules_prebuilt"
     assert prebuilt.load(rules.builtin_rules_dir()) is not None
-    assert COMPILED == rules_compiled.COMPILED  # what a run evaluates with
+    assert COMPILED == {}  # each part is installed when a run first meets its dialect
+    expr.expression.compiled_for("kempnerforge")
+    assert set(COMPILED) == set(_parts()["common"].COMPILED) | set(_parts()["kempnerforge"].COMPILED)
+    expr.expression.compiled_for(None)
+    assert COMPILED == ALL_COMPILED  # what a run evaluates with
     every = {e.source for rule in ruleset.load_rules() for e in generate.rule_expressions(rule)}
-    assert every == set(COMPILED)  # every expression of every rule, none left to the interpreter
+    assert every == set(ALL_COMPILED)  # every expression of every rule, none left to the interpreter
+    assert sum(len(m.COMPILED) for m in _parts().values()) == len(ALL_COMPILED)  # each in one module
+
+
+def test_a_dialect_brings_every_function_its_rules_evaluate():
+    # each rule's expressions are in common or in the module of the one dialect the rule runs on
+    common, parts = _parts()["common"].COMPILED, _parts()
+    for rule in ruleset.load_rules():
+        for dialect in rule.dialects or rules_compiled.DIALECTS:
+            mine = parts[dialect].COMPILED if dialect in parts else {}
+            assert all(e.source in common or e.source in mine for e in generate.rule_expressions(rule)), rule.code
+
+
+def test_an_expression_met_before_its_dialect_installs_every_part(monkeypatch):
+    # a layout search may evaluate rules before any check ran on that dialect: compiled all the same
+    monkeypatch.setattr(prebuilt, "_bytecode_ready", lambda source: True)
+    built = prebuilt.load(rules.builtin_rules_dir())
+    megatron = next(r for r in built if r.dialects == ("megatron",))
+    assert COMPILED == {}
+    assert megatron.check._fn is None and expr.expression.compiled_expr(megatron.check.source) is not None
+    assert COMPILED == ALL_COMPILED and not expr.expression._PENDING
+
+
+def test_a_run_on_one_dialect_imports_only_its_part(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom meshlint.cli.settings import CliSettings, Planner\nfrom meshlint.engine import check\n"
+            "path = sys.argv[1]\nreport = check.check_file(path, Planner(CliSettings()).options_for(path))\n"
+            "assert report.status == 'checked', report.status\n"
+            "print(sorted(m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('meshlint.engine.rules_compiled.')))")
+    config = ROOT / "fixtures" / "kempnerforge" / "7b_32gpu_fsdp.toml"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MESHLINT_CACHE_DIR=str(tmp_path))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: the compiled modules may be imported
+    out = subprocess.run([sys.executable, "-c", code, str(config)], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["['common',", "'kempnerforge']"]
 
 
 def test_it_is_installed_only_where_its_bytecode_is_cached_or_may_be_written(tmp_path, monkeypatch):
@@ -61,7 +112,18 @@ def test_a_stale_compiled_module_is_not_installed(monkeypatch):
     monkeypatch.setattr(rules_compiled, "FINGERPRINT", ("stale",))
     monkeypatch.setattr(expr.expression, "COMPILED", {})
     prebuilt._install_compiled(prebuilt.fingerprint(rules.builtin_rules_dir(), "0"))
+    expr.expression.compiled_for(None)
     assert expr.expression.COMPILED == {}
+
+
+def test_a_stale_part_is_not_installed(monkeypatch):
+    # a part left from another build (its fingerprint differs from the index's): its expressions are interpreted
+    monkeypatch.setattr(prebuilt, "_bytecode_ready", lambda source: True)
+    monkeypatch.setattr(_parts()["kempnerforge"], "FINGERPRINT", ("stale",))
+    monkeypatch.setattr(expr.expression, "COMPILED", {})
+    prebuilt._install_compiled(rules_compiled.FINGERPRINT)
+    expr.expression.compiled_for("kempnerforge")
+    assert set(expr.expression.COMPILED) == set(_parts()["common"].COMPILED)
 
 
 @functools.lru_cache(maxsize=None)
@@ -69,7 +131,7 @@ def _expr(source: str, mode: str) -> expr.Expr:
     """One Expr per source and way (evaluating keeps no state in it but the function it runs)."""
     fresh = expr.parse(source)
     if mode == "compiled":
-        fn, size = rules_compiled.COMPILED[source]
+        fn, size = ALL_COMPILED[source]
         assert size == fresh.size  # the budget charged up front is the interpreter's
         fresh._fn = fn
     else:

@@ -509,6 +509,7 @@ def no_prebuilt(monkeypatch):
 
     monkeypatch.setattr(prebuilt, "load", lambda directory: None)
     monkeypatch.setattr(expression, "COMPILED", {})
+    monkeypatch.setattr(expression, "_PENDING", [])  # nor any compiled part still to install
 
 
 def _pickle_bomb(marker) -> bytes:

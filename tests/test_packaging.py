@@ -59,7 +59,8 @@ def test_wheel_ships_the_rules_and_works_without_the_source_tree(wheel, tmp_path
     proc = run([str(python), "-c", "import meshlint.engine.rules as r, importlib.util as u; print(r.builtin_rules_dir());"
                                    "print(u.find_spec('torch') is None);"
                                    "from meshlint.engine import prebuilt; print(prebuilt.load(r.builtin_rules_dir()) is not None);"
-                                   "from meshlint.engine.expr.expression import COMPILED; print(len(COMPILED) > 0)"],
+                                   "from meshlint.engine.expr.expression import COMPILED, compiled_for;"
+                                   "compiled_for('kempnerforge'); print(len(COMPILED) > 0)"],
                cwd=cfg.parent, env=env)
     rules_dir, no_torch, prebuilt_used, compiled_used = proc.stdout.split()
     assert rules_dir.endswith(os.path.join("site-packages", "meshlint", "_rules"))

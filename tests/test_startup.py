@@ -123,3 +123,39 @@ def test_a_run_answered_from_the_results_cache_imports_no_pipeline(tmp_path):
     assert warm_out == cold_out and warm_code == cold_code
     assert "meshlint.engine.check" in cold_modules
     assert _hits(set(warm_modules), NEVER + PIPELINE) == []
+
+
+GC_PROBE = r"""
+import gc, sys
+from meshlint.cli import entry, lint
+real_freeze, real_run = gc.freeze, lint.run
+def freeze():
+    print("FREEZE", gc.get_threshold()[0], file=sys.stderr)
+    real_freeze()
+def run(*args, **kwargs):
+    code = real_run(*args, **kwargs)
+    print("AFTER", gc.get_threshold()[0], file=sys.stderr)
+    return code
+gc.freeze, lint.run = freeze, run
+print("BEFORE", gc.get_threshold()[0], file=sys.stderr)
+sys.argv = ["meshlint", *sys.argv[1:]]
+entry.console()
+"""
+
+
+def test_check_collects_garbage_rarely_until_its_first_file_then_as_before(tmp_path):
+    # the tables built at start-up move out of the collector's way once (gc.freeze), after the first file;
+    # then the default thresholds collect each config's garbage (flat memory over 10,000 configs)
+    configs = [str(FIXTURES / "kempnerforge" / name) for name in ("7b_32gpu_fsdp.toml", "cp2_8gpu.toml")]
+    env = {"PYTHONPATH": str(ROOT), "MESHLINT_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", GC_PROBE, "check", *configs], capture_output=True, text=True,
+                         env=env, cwd=tmp_path)
+    assert out.returncode in (0, 1), out.stderr
+    default = __import__("gc").get_threshold()[0]
+    assert out.stderr.split() == ["BEFORE", str(default), "FREEZE", "50000", "AFTER", str(default)]
+    again = subprocess.run([sys.executable, "-c", GC_PROBE, "check", *configs], capture_output=True, text=True,
+                           env=env, cwd=tmp_path)  # every result cached: nothing checked, nothing to settle
+    assert again.stderr.split() == ["BEFORE", str(default), "AFTER", "50000"]
+    other = subprocess.run([sys.executable, "-c", GC_PROBE, "rules"], capture_output=True, text=True, env=env,
+                           cwd=tmp_path)  # another command: the defaults throughout
+    assert other.returncode == 0 and other.stderr.split() == ["BEFORE", str(default)]

@@ -32,13 +32,16 @@ def main() -> None:
 
 
 def console() -> None:
-    """The console command: :func:`main`, then an exit that skips the interpreter's teardown.
+    """The console command: :func:`main` (``check`` with fewer garbage collections), then an exit that skips the
+    interpreter's teardown.
 
     Freeing a short run's modules, rules and schema tables at exit is ~10 % of a first run's CPU time
     and does nothing for the user: once stdout and stderr are flushed (every file meshlint wrote is
     closed by then), the process ends with the exit code. A flush that fails, or an exit with a
     message, takes the ordinary way out, which reports it.
     """
+    if sys.argv[1:2] == ["check"]:
+        _fewer_collections()
     try:
         main()
     except SystemExit as exc:
@@ -50,3 +53,23 @@ def console() -> None:
         except BaseException:
             raise exc from None
         os._exit(exc.code or 0)
+
+
+def _fewer_collections() -> None:
+    """Start-up builds tables that live to the end of the run (modules, rules, schemas): at the default 700
+    allocations per young collection, the collector walks them again and again while they are built (2.5 % of
+    a first run's instructions). So it runs rarely until the first file is checked, then the tables are moved out
+    of its way (``gc.freeze``) and the default comes back: each config's cyclic garbage is collected as before,
+    and memory stays flat over 10,000 configs."""
+    import gc
+
+    from meshlint.cli import lint
+
+    default = gc.get_threshold()
+
+    def settle() -> None:
+        gc.freeze()
+        gc.set_threshold(*default)
+
+    gc.set_threshold(50_000)
+    lint.LOADED.append(settle)

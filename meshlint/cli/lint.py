@@ -14,6 +14,11 @@ import sys
 from meshlint.errors import MeshlintError
 
 
+# Called once, after the first file this process checks (by then everything a check needs is imported and
+# loaded): the console command settles the garbage collector there (meshlint/cli/entry.py).
+LOADED: list = []
+
+
 def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
         diff_base: str | None = None, color: str = "auto", launch=None, fix: bool = False,
         cache: bool = True, show_skips: bool = False) -> int:
@@ -92,6 +97,8 @@ def run(paths: list[str], settings=None, fmt: str = "text", quiet: bool = False,
             piece = out.add(report)
             if results is not None and key is not None and len(checked) == 1:
                 results.store(key, report, options.fail_on, piece)
+        while LOADED:
+            LOADED.pop()()
 
     reports = out.kept
     if any(r.status == "error" for r in reports):

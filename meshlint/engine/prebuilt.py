@@ -12,10 +12,12 @@ then the files). The encoded rules are decoded by the rule cache's own checks, s
 module holds data, never code, and its trees are rebuilt from the parser's node types only.
 tests/test_rules_prebuilt.py regenerates the module and fails when it is stale.
 
-Beside it, meshlint/engine/rules_compiled.py holds the same rules' expressions compiled to Python
-functions (meshlint/engine/expr/compiler.py), with the same fingerprint: it is installed only
-together with a current prebuilt module, so a compiled function never stands in for an expression
-that has changed since. tests/test_expr_compiled.py checks it agrees with the interpreter.
+Beside it, meshlint/engine/rules_compiled/ holds the same rules' expressions compiled to Python
+functions (meshlint/engine/expr/compiler.py), with the same fingerprint in its index and in each of its
+modules: they are installed only together with a current prebuilt module, so a compiled function never
+stands in for an expression that has changed since. One module holds the expressions of the rules of
+each dialect, one those of the rules of several: a run imports a dialect's when it first meets that
+dialect. tests/test_expr_compiled.py checks they agree with the interpreter.
 """
 
 from __future__ import annotations
@@ -37,8 +39,18 @@ def builder_files() -> tuple:
 def _stamp(path: str) -> tuple:
     # size and two checksums (64 bits): against edits, not attacks (whoever can write the rule files
     # beside the package can write its code too), and without hashlib's ~3 ms import
-    with open(path, "rb") as f:
-        data = f.read()
+    # os.read, not open(): a file object costs more than the checksums of these small files (170 of them a run)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     return (len(data), zlib.crc32(data), zlib.adler32(data))
 
 
@@ -80,23 +92,52 @@ def load(directory: str) -> list | None:
 
 
 def _install_compiled(fingerprint: tuple) -> None:
-    """The rules' expressions compiled to Python (rules_compiled.py), when made from the same files and code."""
-    if not _bytecode_ready(os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules_compiled.py")):
+    """The rules' expressions compiled to Python (rules_compiled/), when made from the same files and code: the
+    index now, each dialect's module when a run first meets that dialect (expression.compiled_for)."""
+    from meshlint.engine.expr.expression import install_compiled
+
+    try:
+        from meshlint.engine import rules_compiled as index
+    except ImportError:
+        install_compiled({})
+        return
+    if getattr(index, "FINGERPRINT", None) != fingerprint:
+        install_compiled({})
+        return
+    parts = set(getattr(index, "DIALECTS", ()))
+    done: set = set()
+
+    def install(dialect: str | None) -> bool:
+        wanted = ["common", *sorted(parts)] if dialect is None else ["common"] + [dialect] * (dialect in parts)
+        for part in wanted:
+            if part not in done:
+                done.add(part)  # tried once: a part that cannot be used is interpreted, not tried again
+                _install_part(part, fingerprint)
+        return len(done) == len(parts) + 1
+
+    install_compiled({}, install)
+
+
+def _install_part(part: str, fingerprint: tuple) -> None:
+    import importlib
+
+    from meshlint.engine.expr.expression import COMPILED
+
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules_compiled")
+    if not _bytecode_ready(os.path.join(here, part + ".py")):
         return
     try:
-        from meshlint.engine import rules_compiled as compiled
+        module = importlib.import_module(f"meshlint.engine.rules_compiled.{part}")
     except ImportError:
         return
-    if getattr(compiled, "FINGERPRINT", None) == fingerprint:
-        from meshlint.engine.expr.expression import install_compiled
-
-        install_compiled(compiled.COMPILED)
+    if getattr(module, "FINGERPRINT", None) == fingerprint:
+        COMPILED.update(module.COMPILED)
 
 
 def _bytecode_ready(source: str) -> bool:
     """Whether importing ``source`` loads its bytecode rather than compiling the source.
 
-    The compiled module is 1.5 MB of Python: compiling it costs more (1.7 s, 150 MB) than it saves.
+    The compiled modules are 1.5 MB of Python: compiling it costs more (1.7 s, 150 MB) than it saves.
     An installed package has its bytecode (pip compiles it at install time), and a process that may
     write bytecode compiles it once; only where none is cached and none may be written
     (PYTHONDONTWRITEBYTECODE, a development shell) would every run compile it: there the

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from meshlint.engine import expr
+from meshlint.engine.expr.expression import compiled_for
 from meshlint.engine.findings import Finding
 from meshlint.engine.rules import Rule
 
@@ -29,6 +30,7 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
     errors: list[Finding] = []
     skips: list[Skip] = []
     shared = expr.Env(facts, budget=0)  # facts only; each rule scope below brings its own budget
+    compiled_for(facts["dialect"])  # the built-in rules' functions for this dialect, imported on first use
     for rule in _for_dialect(rules, facts["dialect"]):
         env = expr.Env({"params": rule.params}, rule.lets, parent=shared)
         try:

@@ -196,6 +196,25 @@ def _problem(key: str, expected: str, raw: Any, choices: tuple | None, note: str
     }
 
 
+_KNOWN: dict[tuple, tuple] = {}
+
+
+def _known(sections: tuple, keys: list) -> dict:
+    """{section: (its key names in order, the same as a set)} of a dialect's strict sections, once per key list."""
+    sections = tuple(sections)
+    hit = _KNOWN.get((id(keys), sections))
+    if hit is None or hit[0] is not keys:
+        known: dict[str, list[str]] = {}
+        for key in keys:
+            section = key.section.split(".")[0]
+            if section in sections:
+                known.setdefault(section, []).append(key.leaf)
+        if len(_KNOWN) >= 16:  # key lists are per dialect and version: a handful, but keep it bounded
+            _KNOWN.clear()
+        hit = _KNOWN[(id(keys), sections)] = (keys, {s: (names, frozenset(names)) for s, names in known.items()})
+    return hit[1]
+
+
 def unknown_keys(data: dict, sections: tuple, keys: list, spec: Spec, aliases: dict | None = None) -> None:
     """Keys in the framework's strict sections that it does not define (with a did-you-mean).
 
@@ -204,17 +223,12 @@ def unknown_keys(data: dict, sections: tuple, keys: list, spec: Spec, aliases: d
     names people type (``tp``) to the real key. (``spec.near_misses``, the guesses of the retired
     ML110, stays empty.)
     """
-    known: dict[str, list[str]] = {}
-    for key in keys:
-        section = key.section.split(".")[0]
-        if section in sections:
-            known.setdefault(section, []).append(key.leaf)
-    for section, names in known.items():
+    for section, (names, name_set) in _known(sections, keys).items():
         table = data.get(section)
         if not isinstance(table, dict):
             continue
         for name in table:
-            if name in names or isinstance(table[name], dict):
+            if name in name_set or isinstance(table[name], dict):
                 continue
             close = _close_matches(name, names, n=1, cutoff=0.6)
             suggestion = close[0] if close else (aliases or {}).get(name, (aliases or {}).get(name.rstrip("s")))

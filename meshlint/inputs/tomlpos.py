@@ -16,7 +16,9 @@ import re
 from meshlint.limits import MAX_NESTING
 
 Pos = tuple  # (line, col), both 1-based
-_BARE = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_BARE_RUN = re.compile(r"[A-Za-z0-9_\-]*")   # a bare key's characters
+_PLAIN_VALUE = re.compile(r"[^,\]}\n\r#]*")  # a number, boolean or date runs up to one of these
+_STRING_RUN = re.compile(r'[^"\\\n]+')       # a basic string's characters up to a quote, backslash or line end
 _ESCAPES = {"b": "\b", "t": "\t", "n": "\n", "f": "\f", "r": "\r", '"': '"', "\\": "\\", "e": "\x1b"}
 
 
@@ -79,14 +81,21 @@ class _Scanner:
             self.i += 1
 
     def skip_ws(self) -> None:
-        while self.i < self.n and self.s[self.i] in " \t":
-            self.i += 1
+        s, n, i = self.s, self.n, self.i
+        while i < n and s[i] in " \t":
+            i += 1
+        self.i = i
 
     def skip_ws_nl_comments(self) -> None:
-        while self.i < self.n:
-            c = self.s[self.i]
-            if c in " \t\r\n":
-                self.advance()
+        s, n = self.s, self.n
+        while self.i < n:
+            c = s[self.i]
+            if c in " \t\r":
+                self.i += 1
+            elif c == "\n":  # advance() inlined: this loop walks every blank and line break of the file
+                self.i += 1
+                self.line += 1
+                self.line_start = self.i
             elif c == "#":
                 self.comment()
             else:
@@ -107,12 +116,12 @@ class _Scanner:
             self.skip_ws_nl_comments()
             if self.i >= self.n:
                 return
-            if self.peek() == "[":
+            if self.s[self.i] == "[":
                 current = self.header()
             else:
                 self.keyval(current)
             self.skip_ws()
-            if self.peek() == "#":
+            if self.i < self.n and self.s[self.i] == "#":
                 self.comment()
 
     def header(self) -> tuple:
@@ -153,9 +162,9 @@ class _Scanner:
         else:
             self.out.keys[path] = at
         self.skip_ws()
-        if self.peek() != "=":
+        if self.i >= self.n or self.s[self.i] != "=":
             raise _Stop
-        self.advance()
+        self.i += 1  # advance() over the "="
         self.skip_ws()
         self.value(path)
 
@@ -163,9 +172,9 @@ class _Scanner:
         parts = [self.simple_key()]
         while True:
             self.skip_ws()
-            if self.peek() != ".":
+            if self.i >= self.n or self.s[self.i] != ".":
                 return parts
-            self.advance()
+            self.i += 1  # advance() over the "."
             self.skip_ws()
             parts.append(self.simple_key())
 
@@ -176,8 +185,7 @@ class _Scanner:
         if c == "'":
             return self.literal_string()
         start = self.i
-        while self.i < self.n and self.s[self.i] in _BARE:
-            self.i += 1
+        self.i = _BARE_RUN.match(self.s, start).end()
         if self.i == start:
             raise _Stop
         return self.s[start:self.i]
@@ -200,8 +208,7 @@ class _Scanner:
         elif c == "{":
             self.inline_table(path)
         else:
-            while self.i < self.n and self.s[self.i] not in ",]}\n\r#":
-                self.i += 1
+            self.i = _PLAIN_VALUE.match(self.s, self.i).end()
 
     def array(self, path: tuple) -> None:
         self.enter()
@@ -269,8 +276,9 @@ class _Scanner:
                 out.append(_ESCAPES.get(esc, esc))
                 self.advance(2)
                 continue
-            out.append(c)
-            self.advance()
+            end = _STRING_RUN.match(self.s, self.i).end()  # the plain characters up to the next '"', '\\' or line end
+            out.append(self.s[self.i:end])
+            self.i = end
 
     def literal_string(self) -> str:
         self.advance()

@@ -42,6 +42,20 @@ def _re(name: str) -> re.Pattern:
     return pattern
 
 
+# A config's comments are read by three passes, and most are prose: each pattern is tried only on a comment that
+# holds the literal text it cannot match without (a tenth of the cost, the same matches).
+def _directive(text: str):
+    return _re("directive").match(text) if "meshlint" in text else None
+
+
+def _flags(text: str) -> dict:
+    return {k.replace("-", "_"): _count(v) for k, v in _re("flag").findall(text)} if "--" in text else {}
+
+
+def _plain_run(text: str) -> bool:
+    return "python" in text and _re("plain_run").match(text) is not None and not _re("launcher").search(text)
+
+
 DIRECTIVE_KEYS = {"world_size", "gpus_per_node", "nodes"}
 
 
@@ -100,7 +114,7 @@ def directive_hints(comments: list) -> tuple[list[Hint], list]:
     """``# meshlint: world_size=32 gpus_per_node=4`` comments -> hints and problems."""
     hints, problems = [], []
     for line, col, text in comments:
-        match = _re("directive").match(text)
+        match = _directive(text)
         if not match:
             continue
         values: dict[str, int] = {}
@@ -152,9 +166,9 @@ def comment_hints(comments: list) -> list[Hint]:
     """Launch lines and node shapes written in the file's own comments."""
     launch, shapes = [], []
     for line, _col, text in comments:
-        if _re("directive").match(text):
+        if _directive(text):
             continue
-        flags = {k.replace("-", "_"): _count(v) for k, v in _re("flag").findall(text)}
+        flags = _flags(text)
         if any(v is None for v in flags.values()):
             continue  # a 0 or an absurd count is not a launch line meshlint can trust: ignore the comment
         if flags:
@@ -187,14 +201,14 @@ def comment_worlds(comments: list) -> list:
     [(source, world or None, words)] (empty when they agree, or name at most one)."""
     found = []
     for line, _col, text in comments:
-        if _re("directive").match(text):
+        if _directive(text):
             continue
-        flags = {k.replace("-", "_"): _count(v) for k, v in _re("flag").findall(text)}
+        flags = _flags(text)
         if any(v is None for v in flags.values()):
             continue
         source = f"launch command on line {line}"
         if not flags:
-            if _re("plain_run").match(text) and not _re("launcher").search(text):
+            if _plain_run(text):
                 found.append((source, 1, "1 GPU (a plain python run)"))
             continue
         gpn = flags.get("nproc_per_node") or flags.get("ntasks_per_node") or flags.get("gpus_per_node")

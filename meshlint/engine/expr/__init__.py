@@ -44,7 +44,7 @@ The package, one module per part (each imports only those above it):
     template    Template, parse_template
     treecode    the tree as JSON data and back (the rule cache, the prebuilt rules)
     compiler    trees -> Python source, for the built-in rules compiled ahead of time
-                (meshlint/engine/rules_compiled.py, generated; see meshlint/engine/prebuilt.py)
+                (meshlint/engine/rules_compiled/, generated; see meshlint/engine/prebuilt.py)
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@
 exactly what the interpreter's closures (``interp``) compute: the same order of evaluation and
 short-circuits, the same checks and charges to the budget, the same errors, because every operation
 past the common fast paths is the same call into ``values`` / ``functions``. It runs at build time
-only (``python -m meshlint.generate.rules_prebuilt`` writes meshlint/engine/rules_compiled.py for the
+only (``python -m meshlint.generate.rules_prebuilt`` writes meshlint/engine/rules_compiled/ for the
 built-in rules); nothing here runs on a check, and no rule text ever reaches ``eval`` or ``exec``:
-the generated module is source in the package, like the compiled schemas. Names, fields, strings and
+the generated modules are source in the package, like the compiled schemas. Names, fields, strings and
 numbers of a rule enter the source only through ``repr``; functions only by their name in
 ``FUNCTIONS``. An expression the generator cannot write within Python's own limits (nesting, blocks)
 is left out, and the interpreter evaluates it.

@@ -15,20 +15,41 @@ if TYPE_CHECKING:
 
 
 # source -> (function, node count): the built-in rules' expressions compiled to Python by ``compiler``
-# (meshlint/engine/rules_compiled.py), installed by meshlint/engine/prebuilt.py only while that module
+# (meshlint/engine/rules_compiled/), installed by meshlint/engine/prebuilt.py only while that package
 # matches the rule files and this package; any other expression is interpreted
 COMPILED: dict = {}
+# [installer]: while some of those functions are not installed yet, ``installer(dialect)`` installs the ones of the
+# rules that run on ``dialect`` (None: all of them) and says whether all are in now (prebuilt.py)
+_PENDING: list = []
 
 
-def install_compiled(table: dict) -> None:
+def install_compiled(table: dict, pending=None) -> None:
     COMPILED.clear()
     COMPILED.update(table)
+    _PENDING[:] = [] if pending is None else [pending]
+
+
+def compiled_for(dialect: str | None) -> None:
+    """Install the compiled expressions of the rules that run on ``dialect`` (None: every one), if not yet in.
+
+    The engine asks before it runs a dialect's rules; an expression met before its part is in (a layout search
+    run before any check) installs them all first, so whatever is compiled is always evaluated compiled."""
+    if _PENDING and _PENDING[0](dialect):
+        _PENDING.clear()
+
+
+def _compiled(source: str):
+    hit = COMPILED.get(source)
+    if hit is None and _PENDING:
+        compiled_for(None)
+        hit = COMPILED.get(source)
+    return hit
 
 
 def compiled_expr(source: str) -> "Expr | None":
     """An expression compiled ahead of time (a built-in rule's), without parsing it; None if it is not one.
     Its tree is built only if something asks for it."""
-    hit = COMPILED.get(source)
+    hit = _compiled(source)
     if hit is None:
         return None
     expr = Expr(source, None, hit[1])
@@ -82,9 +103,11 @@ class Expr:
 
     def evaluate(self, env: "Env") -> Any:
         fn = self._fn
-        if fn is None and self.source in COMPILED:  # compiled to Python ahead of time (the built-in rules)
-            fn, self.size = COMPILED[self.source]
-            self._fn = fn
+        if fn is None:
+            hit = _compiled(self.source)
+            if hit is not None:  # compiled to Python ahead of time (the built-in rules)
+                fn, self.size = hit
+                self._fn = fn
         if fn is None:
             try:
                 fn = self._fn = _compile(self.root)
