@@ -18,6 +18,8 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   from a Megatron-LM checkout at core_v0.16.1 on sys.path): the data-parallel and virtual pipeline sizes,
   or the error. ``get_device_arch_version`` (it reads the GPU) answers 9 (Hopper): the one check that
   depends on it then asks for CUDA_DEVICE_MAX_CONNECTIONS=1, which this worker sets.
+- ``vargs``: as ``validate``, but any exception (SystemExit included) is a refusal, reported with the line of
+  validate_args' own frame where it raised (a helper's raise: the line calling it).
 """
 
 from __future__ import annotations
@@ -236,14 +238,50 @@ def _validate(cases: list) -> list:
     return out
 
 
+def _vargs(cases: list) -> list:
+    import argparse
+    import traceback
+
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    import megatron.training.arguments as arguments
+
+    arguments.get_device_arch_version = lambda: 9
+    out = []
+    for c in cases:
+        parser = arguments.add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
+        try:
+            with open(os.devnull, "w") as sink:
+                stderr, sys.stderr = sys.stderr, sink
+                try:
+                    args = parser.parse_args(c["argv"])
+                finally:
+                    sys.stderr = stderr
+        except SystemExit:
+            out.append({"error": "parser", "line": None})
+            continue
+        args.rank, args.world_size = 0, c["world"]
+        try:
+            with open(os.devnull, "w") as sink:
+                stdout, sys.stdout = sys.stdout, sink
+                try:
+                    arguments.validate_args(args, {"tokenizer_type": "GPT2BPETokenizer"})
+                finally:
+                    sys.stdout = stdout
+            out.append({"error": None, "line": None})
+        except BaseException as exc:  # noqa: B036 - exit() inside validate_args is a refusal too
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.name == "validate_args"]
+            out.append({"error": f"{type(exc).__name__}: {exc}"[:300], "line": frames[-1].lineno if frames else None})
+    return out
+
+
 def main() -> int:
     import warnings
 
     warnings.filterwarnings("ignore")
-    for line in sys.stdin:
+    for line in sys.stdin.read().splitlines():  # exit() in validate_args closes stdin
         request = json.loads(line)
         result = {"groups": _groups, "split": _split, "layout": _layout,
-                  "params": _params, "validate": _validate,
+                  "params": _params, "validate": _validate, "vargs": _vargs,
                   "config": _config}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0

@@ -21,7 +21,7 @@ import ast
 import sys
 from pathlib import Path
 
-from meshlint.frameworks.megatron import config_checks
+from meshlint.frameworks.megatron import config_checks, validate_checks
 from meshlint.generate import refusals as base
 
 VERSION = "megatron-0.16.1"
@@ -111,6 +111,8 @@ HAND = [
 ]
 OPEN = ("open", OPEN_WHY)
 GENERATED_WHY = "its condition, evaluated on the options (config_checks_0_16.json, generated from this source)"
+VALIDATE_WHY = ("its condition, evaluated on the options as validate_args has changed them by this line "
+                "(validate_checks_0_16.json, generated from this source)")
 
 
 def enumerate_sites(root: Path) -> list:
@@ -125,10 +127,14 @@ def enumerate_sites(root: Path) -> list:
 
 
 def classify(site, generated: bool = True) -> tuple:
-    """(verdict, why, basis); ``generated=False``: before config_checks_0_16.json (its generator asks so)."""
+    """(verdict, why, basis); ``generated=False``: before the generated tables (their generators ask so)."""
     verdict = _classify(site)
     if generated and verdict[0] == "open" and site.where in config_checks.sites():
         return "rule ML982", GENERATED_WHY, "generated"
+    if generated and verdict[0] == "open" and site.where in validate_checks.sites():
+        return "rule ML983", VALIDATE_WHY, "generated"
+    if generated and verdict[0] == "open" and site.where in validate_checks.skipped():
+        return "open", "ML983's generator cannot follow it: " + validate_checks.skipped()[site.where], "generated"
     return verdict
 
 
