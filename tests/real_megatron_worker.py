@@ -18,6 +18,10 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   from a Megatron-LM checkout at core_v0.16.1 on sys.path): the data-parallel and virtual pipeline sizes,
   or the error. ``get_device_arch_version`` (it reads the GPU) answers 9 (Hopper): the one check that
   depends on it then asks for CUDA_DEVICE_MAX_CONNECTIONS=1, which this worker sets.
+- ``rampup``: for each {ramp, gbs, mbs, dp, decrease, train_samples}, RampupBatchsizeNumMicroBatchesCalculator
+  built as global_vars.py:93 builds it, then update_train_iters' iteration count (training.py:1139-1156, driven
+  here with the real calculator) and every training iteration's update(consumed, consistency_check=True): the
+  first exception, its line in num_microbatches_calculator.py and the iteration, or none.
 - ``vargs``: as ``validate``, but any exception (SystemExit included) is a refusal, reported with the line of
   validate_args' own frame where it raised (a helper's raise: the line calling it).
 """
@@ -238,6 +242,37 @@ def _validate(cases: list) -> list:
     return out
 
 
+def _rampup(cases: list) -> list:
+    import traceback
+
+    from megatron.core.num_microbatches_calculator import RampupBatchsizeNumMicroBatchesCalculator as Ramp
+
+    out = []
+    for c in cases:
+        iteration = None
+        try:
+            calc = Ramp(c["gbs"], c["mbs"], c["dp"], c["decrease"], 1, *c["ramp"])
+            iterations, consumed = 0, 0   # update_train_iters, with the real calculator
+            while consumed <= c["ramp"][2] and consumed <= c["train_samples"]:
+                calc.update(consumed, consistency_check=False)
+                consumed += calc.get_current_global_batch_size()
+                iterations += 1
+            calc.update(0, consistency_check=False)
+            if c["train_samples"] > consumed:
+                iterations += (c["train_samples"] - consumed) // c["gbs"]
+            consumed = 0
+            for iteration in range(iterations):  # the training loop's consistency check
+                calc.update(consumed, consistency_check=True)
+                consumed += calc.get_current_running_global_batch_size()
+            out.append({"error": None, "line": None, "iteration": None, "iterations": iterations})
+        except Exception as exc:
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith(
+                "num_microbatches_calculator.py")]
+            out.append({"error": f"{type(exc).__name__}: {exc}", "line": frames[-1].lineno if frames else None,
+                        "iteration": iteration})
+    return out
+
+
 def _vargs(cases: list) -> list:
     import argparse
     import traceback
@@ -281,7 +316,7 @@ def main() -> int:
     for line in sys.stdin.read().splitlines():  # exit() in validate_args closes stdin
         request = json.loads(line)
         result = {"groups": _groups, "split": _split, "layout": _layout,
-                  "params": _params, "validate": _validate, "vargs": _vargs,
+                  "params": _params, "validate": _validate, "vargs": _vargs, "rampup": _rampup,
                   "config": _config}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0

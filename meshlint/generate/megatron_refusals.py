@@ -56,6 +56,8 @@ HAND = [
     R("open", "no-RoPE layer pattern: not modelled yet", text=r"no_rope"),
     R("open", "multi-token prediction: not modelled yet", text=r"mtp_num_layers|Multi-Token"),
     R("open", "--num-layers with --encoder-num-layers: not modelled yet", text=r"cannot have both num-layers"),
+    R("rule ML984", "--rampup-batch-size: the ramp-up calculator followed as it runs (frameworks/megatron/rampup.py)",
+      "*/num_microbatches_calculator.py", func=r"^RampupBatchsizeNumMicroBatchesCalculator\."),
     R("open", "the batch-decreasing calculator (not the default): not modelled yet",
       text=r"^decrease_batch_size_if_needed and"),
     R("rule ML972", "required options", ARGS, text=r"either num-layers or encoder-num-layers"),

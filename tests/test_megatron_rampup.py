@@ -1,0 +1,81 @@
+"""--rampup-batch-size (meshlint/frameworks/megatron/rampup.py, ML984) against Megatron-Core 0.16.1's own
+RampupBatchsizeNumMicroBatchesCalculator on seeded ramps: the same first refusal (line), at the same training
+iteration, and none where the real calculator runs the whole training through. The real class runs in a
+subprocess (tests/real_megatron_worker.py, mode ``rampup``) from the megatron-core wheel in .frameworks."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from meshlint.frameworks.megatron import rampup
+from tests.test_real_megatron import WHEEL, _absent_core, _run
+
+SEED = 20261129
+N = 600
+
+
+def _cases(n: int) -> list:
+    rng = random.Random(SEED)
+    out = []
+    for _ in range(n):
+        mbs, dp = rng.choice([1, 1, 2, 4]), rng.choice([1, 2, 3, 4, 8])
+        unit = mbs * dp
+        start = rng.choice([unit, 2 * unit, unit + rng.choice([0, 1, 2]), rng.randint(-1, 64)])
+        incr = rng.choice([unit, 2 * unit, rng.randint(0, 24)])
+        k = rng.randint(0, 6)
+        gbs = start + k * incr + rng.choice([0, 0, 0, rng.randint(-3, 3)])
+        samples = rng.choice([0, rng.randint(1, 50), rng.randint(50, 3000), -1])
+        out.append({"ramp": [start, incr, samples], "gbs": gbs, "mbs": mbs, "dp": dp,
+                    "decrease": rng.random() < 0.1, "train_samples": rng.randint(0, 6000)})
+    return out
+
+
+def test_rampup_refusals_match_the_real_calculator():
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    cases = _cases(N)
+    real = _run("rampup", cases, [WHEEL])
+    refused = training = 0
+    for case, got in zip(cases, real):
+        mine = rampup.refusal(case["ramp"], case["gbs"], case["mbs"], case["dp"], case["decrease"],
+                              case["train_samples"])
+        if got["error"] is None:
+            assert mine is None, (case, mine, got)
+            continue
+        assert mine is not None, (case, got)
+        assert mine["site"] == f"num_microbatches_calculator.py:{got['line']}", (case, mine, got)
+        assert mine["iteration"] == got["iteration"], (case, mine, got)
+        refused += 1
+        training += got["iteration"] is not None
+    print(f"rampup vs the real calculator: {refused} refused at the same line and iteration ({training} during "
+          f"training), {N - refused} accepted by both")
+    assert refused >= N // 4 and training >= 20 and N - refused >= N // 10, (refused, training)
+
+
+def test_the_cited_lines_are_the_releases():
+    """The lines rampup.py names hold the statements it models, in the wheel's source."""
+    source = WHEEL / "megatron" / "core" / "num_microbatches_calculator.py"
+    if not source.is_file():
+        pytest.skip(_absent_core() or "no wheel")
+    lines = source.read_text(encoding="utf-8").splitlines()
+    expect = {398: "global_batch_size > 0", 401: "start_global_batch_size > 0", 404: "batch_size_increment > 0",
+              407: "ramup_samples >= 0", 421: "micro_batch_times_data_parallel_size > 0",
+              425: "diff_batch_size >= 0", 429: "diff_batch_size % batch_size_increment == 0",
+              436: "self.ramup_samples / num_increments", 456: "consumed_samples / self.rampup_samples_per_increment",
+              476: "self.current_global_batch_size % self.micro_batch_times_data_parallel_size == 0"}
+    for line, text in expect.items():
+        assert text in lines[line - 1], (line, lines[line - 1])
+    assert re.search(r"def refusal", (rampup.__file__ and open(rampup.__file__).read()))
+
+
+def test_a_long_ramp_is_followed_by_segments():
+    """GPT-3's ramp (32 -> 1536 by 16 over 4.9M samples... here 300M samples): answered without iterating."""
+    assert rampup.refusal([32, 32, 300_000_000], 4096, 1, 32, False, 1_000_000_000) is None
+    bad = rampup.refusal([32, 32, 300_000_000], 4096, 1, 64, False, 1_000_000_000)
+    assert bad["site"].endswith(":476") and bad["iteration"] == 0
+    odd = rampup.refusal([64, 32, 300_000], 4096, 1, 64, False, 1_000_000_000)
+    assert odd["site"].endswith(":476") and "batch size 96" in odd["message"] and odd["iteration"] > 0
