@@ -206,3 +206,40 @@ def test_megatron_lm_example_scripts_gain_no_ML983_finding():
         fired = [f"{f.line}: {f.message}" for f in report.findings if f.code == "ML983"]
         assert not fired, f"{path}: {fired}"
     assert checked >= 5, checked
+
+
+def _sites(world=8, unknown=(), **options) -> list:
+    args = {**flags.defaults(), "num_layers": 8, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 128,
+            "max_position_embeddings": 128, "micro_batch_size": 1, **options}
+    return [int(r["site"].rsplit(":", 1)[1]) for r in validate_checks.refusals(args, unknown, options, world)]
+
+
+def test_checks_see_the_values_validate_args_has_set_by_their_line():
+    # --recompute-activations becomes --recompute-granularity selective (arguments.py:430-431), which refuses
+    # a recompute method at :900
+    assert _sites(recompute_activations=True, recompute_method="uniform") == [900]
+    assert _sites(recompute_method="uniform") == []
+    # --enable-cuda-graph becomes --cuda-graph-impl local (:442-446): with ep > 1 that asks for padded experts (:1159)
+    assert 1159 in _sites(enable_cuda_graph=True, expert_model_parallel_size=2, num_experts=4)
+    assert 1159 not in _sites(expert_model_parallel_size=2, num_experts=4)
+    # the global batch validate_args derives from micro batch x dp (:497-498) needs the world
+    assert _sites(micro_batch_size=0, world=8) == [496, 500]
+    assert _sites(micro_batch_size=0, world=None) == [496]
+
+
+def test_what_cannot_be_known_is_never_guessed():
+    assert _sites(save="/ckpt") == [838]
+    assert _sites(save="/ckpt", unknown=["save_interval"]) == []
+    assert _sites(save="/ckpt", yaml_cfg="run.yaml") == []   # validate_yaml runs instead (initialize.py:89-92)
+    # --checkpoint-activations exits before every later check: those hold only where it is not given
+    assert _sites(save="/ckpt", checkpoint_activations=True) == []
+
+
+def test_the_generated_table_is_the_checkouts():
+    root = os.environ.get("MEGATRON_LM_ROOT")
+    if not root or not (Path(root) / "megatron" / "training" / "arguments.py").is_file():
+        pytest.skip("the table is generated from megatron/training of a checkout at core_v0.16.1: set MEGATRON_LM_ROOT")
+    from meshlint.generate import megatron_validate_checks as generator
+
+    built = json.loads(json.dumps(generator.build(Path(root)), sort_keys=True))
+    assert built == _table(), "validate_checks_0_16.json is stale: python -m meshlint.generate.megatron_validate_checks ROOT"
