@@ -213,20 +213,25 @@ def _params(cases: list) -> list:
     return out
 
 
-def _validate(cases: list) -> list:
+def _validated(cases: list):
+    """(case, args or None where the parser refuses, the exception validate_args raised or None) per case."""
     import argparse
 
     os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
     import megatron.training.arguments as arguments
 
     arguments.get_device_arch_version = lambda: 9  # the GPU's compute capability: Hopper
-    out = []
     for c in cases:
         parser = arguments.add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
         try:
-            args = parser.parse_args(c["argv"])
+            with open(os.devnull, "w") as sink:
+                stderr, sys.stderr = sys.stderr, sink
+                try:
+                    args = parser.parse_args(c["argv"])
+                finally:
+                    sys.stderr = stderr
         except SystemExit:
-            out.append({"error": "parser", "dp": None, "vp": None})
+            yield c, None, None
             continue
         args.rank, args.world_size = 0, c["world"]
         try:
@@ -236,9 +241,22 @@ def _validate(cases: list) -> list:
                     arguments.validate_args(args, {"tokenizer_type": "GPT2BPETokenizer"})
                 finally:
                     sys.stdout = stdout
+            yield c, args, None
+        except BaseException as exc:  # noqa: B036 - exit() inside validate_args is a refusal too
+            yield c, args, exc
+
+
+def _validate(cases: list) -> list:
+    out = []
+    for _, args, exc in _validated(cases):
+        if args is None:
+            out.append({"error": "parser", "dp": None, "vp": None})
+        elif exc is None:
             out.append({"error": None, "dp": args.data_parallel_size, "vp": args.virtual_pipeline_model_parallel_size})
-        except (AssertionError, ValueError, RuntimeError) as exc:
+        elif isinstance(exc, (AssertionError, ValueError, RuntimeError)):
             out.append({"error": f"{type(exc).__name__}: {exc}", "dp": None, "vp": None})
+        else:
+            raise exc
     return out
 
 
@@ -274,38 +292,15 @@ def _rampup(cases: list) -> list:
 
 
 def _vargs(cases: list) -> list:
-    import argparse
     import traceback
 
-    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
-    import megatron.training.arguments as arguments
-
-    arguments.get_device_arch_version = lambda: 9
     out = []
-    for c in cases:
-        parser = arguments.add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
-        try:
-            with open(os.devnull, "w") as sink:
-                stderr, sys.stderr = sys.stderr, sink
-                try:
-                    args = parser.parse_args(c["argv"])
-                finally:
-                    sys.stderr = stderr
-        except SystemExit:
-            out.append({"error": "parser", "line": None})
+    for _, args, exc in _validated(cases):
+        if args is None or exc is None:
+            out.append({"error": None if args else "parser", "line": None})
             continue
-        args.rank, args.world_size = 0, c["world"]
-        try:
-            with open(os.devnull, "w") as sink:
-                stdout, sys.stdout = sys.stdout, sink
-                try:
-                    arguments.validate_args(args, {"tokenizer_type": "GPT2BPETokenizer"})
-                finally:
-                    sys.stdout = stdout
-            out.append({"error": None, "line": None})
-        except BaseException as exc:  # noqa: B036 - exit() inside validate_args is a refusal too
-            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.name == "validate_args"]
-            out.append({"error": f"{type(exc).__name__}: {exc}"[:300], "line": frames[-1].lineno if frames else None})
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.name == "validate_args"]
+        out.append({"error": f"{type(exc).__name__}: {exc}"[:300], "line": frames[-1].lineno if frames else None})
     return out
 
 
