@@ -67,10 +67,20 @@ class _Walk:
         if expr is None:
             return None
         fn, param = ctx["fn"], ctx["args"]
+        keys = self.default_keys() if ctx.get("defaults") else ()
         bound = {n.id for g in ast.walk(expr) if isinstance(g, ast.comprehension) for n in ast.walk(g.target)
                  if isinstance(n, ast.Name)}
 
         class R(ast.NodeTransformer):
+            def visit_Call(self, n):
+                # ``defaults.get(K, D)`` of the entry's args_defaults: D where no entry script passes K
+                f = n.func
+                if isinstance(f, ast.Attribute) and f.attr == "get" and isinstance(f.value, ast.Name) \
+                        and f.value.id == ctx.get("defaults") and n.args and isinstance(n.args[0], ast.Constant) \
+                        and n.args[0].value not in keys:
+                    return n.args[1] if len(n.args) > 1 else ast.Constant(None)
+                return self.generic_visit(n)
+
             def visit_Name(self, n):
                 if n.id == param:
                     return ast.copy_location(ast.Name("args", ast.Load()), n)
@@ -192,7 +202,7 @@ class _Walk:
                     continue
                 if name in ("getattr", "hasattr", "vars", "print", "isinstance"):
                     continue
-                helper = self.helper(name)
+                helper = self.helper(name) if ctx.get("inline", True) else None
                 if helper is None or ctx["depth"] > 3:
                     self.step(call.lineno, "args.*", guards, None, f"{ast.unparse(f)}(args) is not followed", ctx)
                     continue
@@ -211,6 +221,8 @@ class _Walk:
                       "the entry script's args_defaults", ctx)
 
     def default_keys(self) -> list:
+        if getattr(self, "_default_keys", None) is not None:
+            return self._default_keys
         keys: set = set()
         for path in sorted(self.root.rglob("*.py")):
             text = path.read_text(encoding="utf-8", errors="replace")
@@ -223,7 +235,8 @@ class _Walk:
             for node in ast.walk(tree):
                 if isinstance(node, ast.keyword) and node.arg == "args_defaults" and isinstance(node.value, ast.Dict):
                     keys |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
-        return sorted(keys)
+        self._default_keys = sorted(keys)
+        return self._default_keys
 
     def helper(self, name):
         if name in self.functions:
@@ -300,6 +313,23 @@ def _bound(expr, name: str) -> bool:
                for n in ast.walk(g.target))
 
 
+def _entry(walk: _Walk, root: Path) -> None:
+    """initialize_megatron's statements before its validate_args call (initialize.py:64-87), walked first: what
+    they write to args (--use-checkpoint-args loads options from a checkpoint: any may change) is a step too."""
+    tree = ast.parse((root / INIT).read_text(encoding="utf-8"))
+    for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        for i, node in enumerate(func.body):
+            if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == FUNCTION
+                   for c in ast.walk(node)):
+                names = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                params = [a.arg for a in func.args.args]
+                ctx = {"fn": func.name, "args": "args", "locals": names - {"args"}, "depth": 0, "at": None,
+                       "own": False, "inline": False,
+                       "defaults": next((p for p in params if p == "args_defaults"), None)}
+                walk.body(func.body[:i], [], None, ctx)
+                return
+
+
 def _entry_guard(root: Path) -> list:
     """The tests under which initialize_megatron calls validate_args (not validate_yaml): [[test, polarity]]."""
     tree = ast.parse((root / INIT).read_text(encoding="utf-8"))
@@ -349,10 +379,45 @@ def _slice(walk: _Walk, guards: list, reads: set, seq: int) -> tuple[list, list]
     return sorted(need_guards), sorted(need_steps)
 
 
+def _check(walk: _Walk, site, dests: set) -> tuple[dict, str | None]:
+    """A site's check (its condition, guards, the slice it depends on, the options it names), or why not."""
+    found = walk.sites.get(site.line)
+    if found is None or found.get("why"):
+        return {}, "not found by the walk" if found is None else found["why"]
+    own = [walk.guards[g]["test"] for g, _ in found["guards"]] + ([found["test"]] if found["test"] else [])
+    why = next((w for w in map(_supported, own) if w), None)
+    if why:
+        return {}, why
+    reads = _reads(found["test"])
+    gids, sids = _slice(walk, found["guards"], reads, found["seq"])
+    read_all = reads | {v for g in gids for v in _reads(walk.guards[g]["test"])} | {
+        v for i in sids for v in _reads(walk.steps[i]["value"])}
+    written = {walk.steps[i]["target"] for i in sids}
+    for v in sorted(read_all - written):
+        name = v[5:] if v.startswith("args.") else None
+        if name is None:
+            return {}, f"reads {v.split('__', 2)[2]}, which nothing before it sets"
+        if name not in dests and name not in RUNTIME:
+            return {}, f"reads args.{name}, which the parser does not set"
+    # a value not followed that is always written where the site's own guards hold: never decidable
+    held = {tuple(g) for g in found["guards"]}
+    always = [walk.steps[i] for i in sids if walk.steps[i]["value"] is None
+              and {tuple(g) for g in walk.steps[i]["guards"]} <= held]
+    if always:
+        s = always[0]
+        return {}, f"validate_args sets {s['target']} at line {s['line']} in a way not followed ({s['why']})"
+    named = [v for g, _ in found["guards"] if g not in walk.exits for v in _ordered_reads(walk.guards[g]["test"])]
+    named += _ordered_reads(found["test"])
+    return {"condition": f"not ({found['test']})" if found["test"] else "True", "end_line": found["end_line"],
+            "guards": found["guards"], "needs_guards": gids, "needs_steps": sids,
+            "options": list(dict.fromkeys(v[5:] for v in named if v.startswith("args.") and v[5:] in dests))}, None
+
+
 def build(root: Path) -> dict:
     root = Path(root)
     tree = ast.parse((root / ARGS).read_text(encoding="utf-8"))
     walk = _Walk(root, tree)
+    _entry(walk, root)
     walk.walk_function(walk.functions[FUNCTION], "args", [], None, 0)
     dests = set(flags.defaults())
     checks, skipped = [], []
@@ -360,42 +425,11 @@ def build(root: Path) -> dict:
         if site.function != FUNCTION or site.file != ARGS or refusals.classify(site, generated=False)[0] != "open":
             continue
         row = {"site": site.where, "line": site.line, "message": site.message, "shown": site.condition}
-        found = walk.sites.get(site.line)
-        why = "not found by the walk" if found is None else found.get("why")
-        if why is None:
-            own = [walk.guards[g]["test"] for g, _ in found["guards"]] + ([found["test"]] if found["test"] else [])
-            why = next((w for w in map(_supported, own) if w), None)
-        if why is None:
-            test = f"not ({found['test']})" if found["test"] else "True"
-            reads = _reads(found["test"])
-            gids, sids = _slice(walk, found["guards"], reads, found["seq"])
-            read_all = reads | {v for g in gids for v in _reads(walk.guards[g]["test"])} | {
-                v for i in sids for v in _reads(walk.steps[i]["value"])}
-            written = {walk.steps[i]["target"] for i in sids}
-            for v in sorted(read_all):
-                name = v[5:] if v.startswith("args.") else None
-                if name is not None and name not in dests and name not in RUNTIME and v not in written:
-                    why = f"reads args.{name}, which the parser does not set"
-                elif name is None and v not in written:
-                    why = f"reads {v.split('__', 2)[2]}, which nothing before it sets"
-                if why:
-                    break
-            # a value not followed that is always written where the site's own guards hold: never decidable
-            own = {tuple(g) for g in found["guards"]}
-            always = [walk.steps[i] for i in sids if walk.steps[i]["value"] is None
-                      and {tuple(g) for g in walk.steps[i]["guards"]} <= own]
-            if why is None and always:
-                s = always[0]
-                why = f"validate_args sets {s['target']} at line {s['line']} in a way not followed ({s['why']})"
+        check, why = _check(walk, site, dests)
         if why:
             skipped.append({**row, "why": _plain(why)})
-            continue
-        own_reads = [v for g, _ in found["guards"] if g not in walk.exits for v in _ordered_reads(walk.guards[g]["test"])]
-        own_reads += _ordered_reads(found["test"])
-        options = list(dict.fromkeys(v[5:] for v in own_reads if v.startswith("args.") and v[5:] in dests))
-        row.update(condition=test, end_line=found["end_line"], guards=found["guards"], options=options,
-                   needs_guards=gids, needs_steps=sids)
-        checks.append(row)
+        else:
+            checks.append({**row, **check})
     used_g = sorted({g for c in checks for g in c["needs_guards"]})
     used_s = sorted({s for c in checks for s in c["needs_steps"]})
     commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
