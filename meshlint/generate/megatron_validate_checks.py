@@ -33,6 +33,7 @@ FUNCTION = "validate_args"
 RUNTIME = {"world_size": "WORLD_SIZE (the launch's world)", "rank": "RANK (differs per process)"}
 EXITS = ("exit", "quit")
 LOCAL = "L__"
+ENTRY_DEFAULTS = "ENTRY_DEFAULTS"  # the launch's entry script's args_defaults keys, given at run time
 
 
 def local(function: str, name: str) -> str:
@@ -212,11 +213,12 @@ class _Walk:
     def defaults_loop(self, call: ast.Call, ctx: dict) -> None:
         """validate_args' ``for key in defaults: ... setattr(args, key, defaults[key])`` (arguments.py:457-466):
         the entry script's ``args_defaults`` fill the options still None. Which keys: every ``args_defaults``
-        dict an entry script of the checkout passes; each may be set where that option is None."""
+        dict a script of the checkout passes; each is set where that option is None and the launch's entry script
+        passes it (``ENTRY_DEFAULTS``: the entry's keys, from ``entry_defaults``; unknown for another entry)."""
         for key in self.default_keys():
             gid = len(self.guards)
             self.guards.append({"id": gid, "seq": self.next_seq(), "line": call.lineno,
-                                "test": f"args.{key} is None"})
+                                "test": f"args.{key} is None and {key!r} in {ENTRY_DEFAULTS}"})
             self.step(call.lineno, "args." + key, ctx["loop_guards"] + [[gid, True]], None,
                       "the entry script's args_defaults", ctx)
 
@@ -330,6 +332,22 @@ def _entry(walk: _Walk, root: Path) -> None:
                 return
 
 
+def _entry_defaults(root: Path) -> dict:
+    """entry script (a top-level script of the checkout that calls pretrain or initialize_megatron) -> the keys of
+    the args_defaults dict it passes ([] where it passes none); a script passing something else is left out."""
+    out: dict = {}
+    for path in sorted(root.glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                 and n.func.id in ("pretrain", "initialize_megatron")]
+        if not calls:
+            continue
+        given = [k.value for c in calls for k in c.keywords if k.arg == "args_defaults"]
+        if all(isinstance(v, ast.Dict) and all(isinstance(k, ast.Constant) for k in v.keys) for v in given):
+            out[path.name] = sorted({k.value for v in given for k in v.keys})
+    return out
+
+
 def _entry_guard(root: Path) -> list:
     """The tests under which initialize_megatron calls validate_args (not validate_yaml): [[test, polarity]]."""
     tree = ast.parse((root / INIT).read_text(encoding="utf-8"))
@@ -435,7 +453,7 @@ def build(root: Path) -> dict:
     commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     return {"framework": "megatron", "version": "0.16.1", "tag": "core_v0.16.1", "commit": commit or None,
             "generated_by": "python -m meshlint.generate.megatron_validate_checks",
-            "entry_guard": _entry_guard(root), "runtime": sorted(RUNTIME),
+            "entry_guard": _entry_guard(root), "entry_defaults": _entry_defaults(root), "runtime": sorted(RUNTIME),
             "guards": {str(g): walk.guards[g] for g in used_g},
             "steps": {str(s): walk.steps[s] for s in used_s},
             "checks": checks, "skipped": skipped}

@@ -94,6 +94,7 @@ def read(source) -> Spec:
                                        for r in parsed.refusals]
     spec.extra["notes"] = list(parsed.notes) + list(getattr(source.launch, "notes", []) or [])
     spec.extra["parsed"] = dict(args)  # as the parser leaves them: what validate_args starts from (ML983)
+    spec.extra["entry"] = getattr(source.launch, "entry", None)  # pretrain_gpt.py: its args_defaults (ML983)
     args.update(derived_options(args))
     for name, dest in DEGREE_DESTS.items():
         spec.degrees[name] = args.get(dest)
@@ -452,7 +453,7 @@ def megatron_facts(spec: Spec, res: Resolution) -> dict:
         # a Megatron-Bridge recipe builds its configs without validate_args
         "validate_refusals": [] if a.get("bridge_recipe") else validate_checks.refusals(
             spec.extra.get("parsed", a), spec.extra.get("unknown", ()), spec.extra.get("given", ()),
-            None if res.world_implied else world),
+            None if res.world_implied else world, spec.extra.get("entry")),
         "rampup": None if a.get("bridge_recipe") else rampup.refusal(
             a.get("rampup_batch_size"), a.get("global_batch_size"), a.get("micro_batch_size"),
             None if res.world_implied else d.get("dp_shard"), bool(a.get("decrease_batch_size_if_needed")),

@@ -33,7 +33,8 @@ def table() -> dict:
     steps = {int(k): {**s, "expr": parse(s["value"])} for k, s in data["steps"].items()}
     checks = tuple({**c, "expr": parse(c["condition"])} for c in data["checks"])
     entry = [(parse(test), polarity) for test, polarity in data["entry_guard"]]
-    return {"guards": guards, "steps": steps, "checks": checks, "entry": entry, "runtime": set(data["runtime"])}
+    return {"guards": guards, "steps": steps, "checks": checks, "entry": entry, "runtime": set(data["runtime"]),
+            "entry_defaults": data["entry_defaults"]}
 
 
 @lru_cache(maxsize=1)
@@ -62,8 +63,9 @@ def skipped() -> dict:
 class _State:
     """args and validate_args' locals at one point of its walk."""
 
-    def __init__(self, args: dict, unknown: set, given: set, world):
+    def __init__(self, args: dict, unknown: set, given: set, world, defaults):
         self.args, self.unknown, self.given, self.world = args, unknown, given, world
+        self.defaults = defaults  # the keys of the entry script's args_defaults, None: not known
         self.written: dict = {}
         self.all_unknown = False
         self.read: list = []
@@ -75,6 +77,8 @@ class _State:
             return {"True": True, "False": False, "None": None}[node.id]
         if isinstance(node, ast.Name) and node.id.startswith("L__"):
             return self.value(node.id)
+        if isinstance(node, ast.Name) and node.id == "ENTRY_DEFAULTS" and self.defaults is not None:
+            return self.defaults
         raise Undecided(ast.unparse(node))
 
     def value(self, var: str):
@@ -109,17 +113,19 @@ def _truth(expr, state: _State):
         return None
 
 
-def refusals(args: dict, unknown=(), given=(), world: int | None = None) -> list:
-    """Each check whose refusal fires for these options, as the parser left them (before validate_args):
-    site, message, key (the first option it reads that the launch gives), options, condition."""
+def refusals(args: dict, unknown=(), given=(), world: int | None = None, entry: str | None = None) -> list:
+    """Each check whose refusal fires for these options, as the parser left them (before validate_args), run by
+    the entry script ``entry`` (pretrain_gpt.py; None: any): site, message, key (the first option it reads that
+    the launch gives), options, condition."""
     t = table()
     unknown, given = set(unknown), set(given)
-    probe = _State(args, unknown, given, world)
+    defaults = t["entry_defaults"].get(entry)
+    probe = _State(args, unknown, given, world, defaults)
     if any(_truth(expr, probe) is not polarity for expr, polarity in t["entry"]):
         return []  # validate_yaml runs instead, or the entry cannot be decided
     out = []
     for c in t["checks"]:
-        fired = _fires(c, t, _State(args, unknown, given, world))
+        fired = _fires(c, t, _State(args, unknown, given, world, defaults))
         if fired is None:
             continue
         options = c["options"] or list(dict.fromkeys(fired.read))
