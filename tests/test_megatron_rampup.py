@@ -79,3 +79,11 @@ def test_a_long_ramp_is_followed_by_segments():
     assert bad["site"].endswith(":476") and bad["iteration"] == 0
     odd = rampup.refusal([64, 32, 300_000], 4096, 1, 64, False, 1_000_000_000)
     assert odd["site"].endswith(":476") and "batch size 96" in odd["message"] and odd["iteration"] > 0
+
+
+def test_a_ramp_of_many_increments_is_followed_to_its_first_indivisible_batch():
+    # a million increments of 1 over 10^12 samples: batch 3 (odd, on dp 2) comes after 10^6 / 2 samples
+    bad = rampup.refusal([2, 1, 10**12], 10**6 + 2, 1, 2, False, 10**13)
+    assert bad["site"].endswith(":476") and "batch size 3 " in bad["message"]
+    # a million increments of 2: every batch size divides, nothing to follow
+    assert rampup.refusal([2, 2, 10**12], 2 * 10**6 + 2, 1, 2, False, 10**13) is None

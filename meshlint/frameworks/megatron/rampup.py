@@ -12,6 +12,11 @@ The iterations run are update_train_iters' count (training.py:1128-1156). The ra
 from __future__ import annotations
 
 SOURCE = "num_microbatches_calculator.py"
+MAX_SEGMENTS = 20_000  # batch sizes followed at most (a ramp of more increments is left undecided: no finding)
+
+
+class _TooLong(Exception):
+    """The ramp has more batch sizes than meshlint follows."""
 
 
 def refusal(ramp, gbs, mbs, dp, decrease: bool, train_samples) -> dict | None:
@@ -51,10 +56,25 @@ def refusal(ramp, gbs, mbs, dp, decrease: bool, train_samples) -> dict | None:
     if decrease or not isinstance(mbs, int) or not isinstance(dp, int) or not isinstance(train_samples, int):
         return None
     unit = mbs * dp
-    iterations = _train_iters(start, incr, samples, gbs, per, train_samples)
-    for first, consumed, batch, _ in _segments(start, incr, samples, gbs, per, max_iterations=iterations):
-        if batch % unit:
-            return _found(476, f"AssertionError at training iteration {first} ({consumed} samples consumed): the ramp's "
+    if start % unit == 0 and incr % unit == 0 and gbs % unit == 0:
+        return None  # every batch size of the ramp divides
+    try:
+        return _first_indivisible(start, incr, samples, gbs, per, train_samples, mbs, dp)
+    except _TooLong:
+        return None
+
+
+def _first_indivisible(start, incr, samples, gbs, per, train_samples, mbs, dp) -> dict | None:
+    """The first batch size of the ramp training reaches that does not divide by mbs x dp."""
+    unit = mbs * dp
+    for first, consumed, batch, _ in _segments(start, incr, samples, gbs, per):
+        if batch % unit == 0:
+            continue
+        # update_train_iters counts every iteration starting at <= both limits; past them, count them all
+        if consumed > min(samples, train_samples) and first >= _train_iters(start, incr, samples, gbs, per,
+                                                                             train_samples):
+            return None
+        return _found(476, f"AssertionError at training iteration {first} ({consumed} samples consumed): the ramp's "
                                f"batch size {batch} is not divisible by micro batch size ({mbs}) times data parallel "
                                f"size ({dp}) = {unit}", "rampup_batch_size", iteration=first)
     return None
@@ -75,11 +95,15 @@ def _segments(start, incr, samples, gbs, per, limit=None, max_iterations=None):
     """(first iteration, consumed samples then, batch size, iterations) of each run of iterations with one batch
     size, the consumed samples growing by the batch each iteration, while fewer than ``max_iterations`` have run
     and the consumed samples stay <= ``limit`` (update_train_iters' loop)."""
-    consumed, iteration = 0, 0
+    consumed, iteration, count = 0, 0, 0
     while (max_iterations is None or iteration < max_iterations) and (limit is None or consumed <= limit):
+        count += 1
+        if count > MAX_SEGMENTS:
+            raise _TooLong
         batch = _batch(consumed, start, incr, samples, gbs, per)
-        if consumed > samples:
-            n = (max_iterations - iteration) if max_iterations is not None else (limit - consumed) // batch + 1
+        if consumed > samples:  # the full batch from here on: one last segment (of no end without a limit)
+            n = max_iterations - iteration if max_iterations is not None else (
+                (limit - consumed) // batch + 1 if limit is not None else None)
             yield iteration, consumed, batch, n
             return
         steps = (batch - start) // incr
