@@ -22,6 +22,7 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   built as global_vars.py:93 builds it, then update_train_iters' iteration count (training.py:1139-1156, driven
   here with the real calculator) and every training iteration's update(consumed, consistency_check=True): the
   first exception, its line in num_microbatches_calculator.py and the iteration, or none.
+- ``constant``: for each {gbs, mbs, dp, decrease}, ConstantNumMicroBatchesCalculator: the line it raises at, or none.
 - ``vargs``: as ``validate``, but any exception (SystemExit included) is a refusal, reported with the line of
   validate_args' own frame where it raised (a helper's raise: the line calling it).
 """
@@ -291,6 +292,22 @@ def _rampup(cases: list) -> list:
     return out
 
 
+def _constant(cases: list) -> list:
+    import traceback
+
+    from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
+
+    out = []
+    for c in cases:
+        try:
+            ConstantNumMicroBatchesCalculator(c["gbs"], c["mbs"], c["dp"], c["decrease"], 1)
+            out.append({"error": None, "line": None})
+        except Exception as exc:
+            frames = traceback.extract_tb(exc.__traceback__)
+            out.append({"error": f"{type(exc).__name__}: {exc}", "line": frames[-1].lineno})
+    return out
+
+
 def _vargs(cases: list) -> list:
     import traceback
 
@@ -311,7 +328,7 @@ def main() -> int:
     for line in sys.stdin.read().splitlines():  # exit() in validate_args closes stdin
         request = json.loads(line)
         result = {"groups": _groups, "split": _split, "layout": _layout,
-                  "params": _params, "validate": _validate, "vargs": _vargs, "rampup": _rampup,
+                  "params": _params, "validate": _validate, "vargs": _vargs, "rampup": _rampup, "constant": _constant,
                   "config": _config}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0

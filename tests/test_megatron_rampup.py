@@ -87,3 +87,45 @@ def test_a_ramp_of_many_increments_is_followed_to_its_first_indivisible_batch():
     assert bad["site"].endswith(":476") and "batch size 3 " in bad["message"]
     # a million increments of 2: every batch size divides, nothing to follow
     assert rampup.refusal([2, 2, 10**12], 2 * 10**6 + 2, 1, 2, False, 10**13) is None
+
+
+def test_ML964_matches_the_constant_calculator_with_and_without_decreasing():
+    """ML964 (a launch's global batch, micro batch and dp, --decrease-batch-size-if-needed or not) fires exactly
+    where Megatron-Core's ConstantNumMicroBatchesCalculator raises, at the line its message names."""
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    from meshlint.engine.check import Options, run_checks
+    from meshlint.engine.ruleset import load_rules
+    from meshlint.engine.units import analyse_launch
+    from meshlint.inputs.launch import parse_launch_args
+
+    rng = random.Random(SEED + 1)
+    cases = [{"gbs": rng.randint(1, 40), "mbs": rng.choice([1, 2, 4]), "dp": rng.choice([1, 2, 4, 8]),
+              "decrease": rng.random() < 0.5} for _ in range(120)]
+    real = _run("constant", cases, [WHEEL])
+    options = Options(rules=[r for r in load_rules() if r.code == "ML964"])
+    refused = 0
+    for case, got in zip(cases, real):
+        argv = ["torchrun", f"--nproc_per_node={case['dp']}", "pretrain_gpt.py", "--num-layers", "8", "--hidden-size",
+                "256", "--num-attention-heads", "8", "--seq-length", "128", "--max-position-embeddings", "128",
+                "--micro-batch-size", str(case["mbs"]), "--global-batch-size", str(case["gbs"])]
+        argv += ["--decrease-batch-size-if-needed"] if case["decrease"] else []
+        report = run_checks(analyse_launch(parse_launch_args(argv), options), options)
+        found = [f.message for f in report.findings if f.code == "ML964"]
+        if got["error"] is None:
+            assert not found, (case, found)
+            continue
+        refused += 1
+        line = _statement(got["line"])
+        assert len(found) == 1 and f"num_microbatches_calculator.py:{line})" in found[0], (case, found, got)
+    assert 20 <= refused <= 100, refused
+
+
+def _statement(line: int) -> int:
+    """The first line of the wheel's assert/raise statement holding ``line`` (a traceback names the failing part)."""
+    import ast
+
+    tree = ast.parse((WHEEL / "megatron" / "core" / "num_microbatches_calculator.py").read_text(encoding="utf-8"))
+    return next(n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Assert, ast.Raise))
+                and n.lineno <= line <= n.end_lineno)

@@ -9,7 +9,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 957, 2315313668, 1645425928), ('engine/expr/tokens.py', 2969, 769763914, 1407123367), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13317, 1028170482, 629448646), ('engine/expr/functions.py', 11033, 1100965247, 1929063556), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6539, 2587489950, 2509496979), ('engine/expr/expression.py', 7179, 2172858070, 2940063346), ('engine/expr/template.py', 4398, 1908083484, 3262964823), ('engine/expr/treecode.py', 6735, 3166550188, 1516434065), ('engine/expr/compiler.py', 12664, 1185830189, 3624730646), ('engine/rules.py', 13473, 1216579768, 2551162725), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 4958, 559095885, 795540557)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3599, 3921800272, 3461412981), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 1729661343, 2444016552), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2074, 2371888430, 949075214), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2504, 2943688325, 1142434782), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 1924, 874858418, 1152876846), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 957, 2315313668, 1645425928), ('engine/expr/tokens.py', 2969, 769763914, 1407123367), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13317, 1028170482, 629448646), ('engine/expr/functions.py', 11033, 1100965247, 1929063556), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6539, 2587489950, 2509496979), ('engine/expr/expression.py', 7179, 2172858070, 2940063346), ('engine/expr/template.py', 4398, 1908083484, 3262964823), ('engine/expr/treecode.py', 6735, 3166550188, 1516434065), ('engine/expr/compiler.py', 12664, 1185830189, 3624730646), ('engine/rules.py', 13473, 1216579768, 2551162725), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 4958, 559095885, 795540557)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3599, 3921800272, 3461412981), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 1729661343, 2444016552), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2909, 1123176589, 3537624237), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2504, 2943688325, 1142434782), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 1924, 874858418, 1152876846), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -31834,47 +31834,112 @@ def e896(env):
         if t2 is None: t2 = Missing('megatron.args')
     else:
         t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'global_batch_size' in t2:
-        t3 = t2['global_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.global_batch_size')
+    if t2.__class__ is dict and 'decrease_batch_size_if_needed' in t2:
+        t3 = t2['decrease_batch_size_if_needed']
+        if t3 is None: t3 = Missing('megatron.args.decrease_batch_size_if_needed')
     else:
-        t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('megatron')
-    if t4 is None: t4 = Missing('megatron')
-    if t4.__class__ is dict and 'args' in t4:
-        t5 = t4['args']
-        if t5 is None: t5 = Missing('megatron.args')
+        t3 = attr_value(t2, 'decrease_batch_size_if_needed', 'megatron.args.decrease_batch_size_if_needed')
+    t5 = (True)
+    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == t5
     else:
-        t5 = attr_value(t4, 'args', 'megatron.args')
-    if t5.__class__ is dict and 'micro_batch_size' in t5:
-        t6 = t5['micro_batch_size']
-        if t6 is None: t6 = Missing('megatron.args.micro_batch_size')
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('==', t3, t5)
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t7 = env.lookup('megatron')
+        if t7 is None: t7 = Missing('megatron')
+        if t7.__class__ is dict and 'args' in t7:
+            t8 = t7['args']
+            if t8 is None: t8 = Missing('megatron.args')
+        else:
+            t8 = attr_value(t7, 'args', 'megatron.args')
+        if t8.__class__ is dict and 'global_batch_size' in t8:
+            t9 = t8['global_batch_size']
+            if t9 is None: t9 = Missing('megatron.args.global_batch_size')
+        else:
+            t9 = attr_value(t8, 'global_batch_size', 'megatron.args.global_batch_size')
+        t11 = env.lookup('megatron')
+        if t11 is None: t11 = Missing('megatron')
+        if t11.__class__ is dict and 'args' in t11:
+            t12 = t11['args']
+            if t12 is None: t12 = Missing('megatron.args')
+        else:
+            t12 = attr_value(t11, 'args', 'megatron.args')
+        if t12.__class__ is dict and 'micro_batch_size' in t12:
+            t13 = t12['micro_batch_size']
+            if t13 is None: t13 = Missing('megatron.args.micro_batch_size')
+        else:
+            t13 = attr_value(t12, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = env.lookup('megatron')
+        if t14 is None: t14 = Missing('megatron')
+        if t14.__class__ is dict and 'dp' in t14:
+            t15 = t14['dp']
+            if t15 is None: t15 = Missing('megatron.dp')
+        else:
+            t15 = attr_value(t14, 'dp', 'megatron.dp')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if t13.__class__ is int and t15.__class__ is int:
+            t16 = t13 * t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('*', t13, t15, env)
+        if t9.__class__ is t16.__class__ and (t9.__class__ is int or t9.__class__ is str):
+            t10 = t9 >= t16
+        else:
+            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t9, t16)
+            t10 = _compare('>=', t9, t16)
+        t6 = t10
     else:
-        t6 = attr_value(t5, 'micro_batch_size', 'megatron.args.micro_batch_size')
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = env.lookup('megatron')
-    if t7 is None: t7 = Missing('megatron')
-    if t7.__class__ is dict and 'dp' in t7:
-        t8 = t7['dp']
-        if t8 is None: t8 = Missing('megatron.dp')
-    else:
-        t8 = attr_value(t7, 'dp', 'megatron.dp')
-    if t8 is None or t8.__class__ is Missing: _need(t8)
-    if t6.__class__ is int and t8.__class__ is int:
-        t9 = t6 * t8
-        if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-    else:
-        t9 = _binop('*', t6, t8, env)
-    if t9 is None or t9.__class__ is Missing: _need(t9)
-    t10 = _binop('%', t3, t9, env)
-    t12 = (0)
-    if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-        t11 = t10 == t12
-    else:
-        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-        t11 = _compare('==', t10, t12)
-    return t11
+        t17 = env.lookup('megatron')
+        if t17 is None: t17 = Missing('megatron')
+        if t17.__class__ is dict and 'args' in t17:
+            t18 = t17['args']
+            if t18 is None: t18 = Missing('megatron.args')
+        else:
+            t18 = attr_value(t17, 'args', 'megatron.args')
+        if t18.__class__ is dict and 'global_batch_size' in t18:
+            t19 = t18['global_batch_size']
+            if t19 is None: t19 = Missing('megatron.args.global_batch_size')
+        else:
+            t19 = attr_value(t18, 'global_batch_size', 'megatron.args.global_batch_size')
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        t20 = env.lookup('megatron')
+        if t20 is None: t20 = Missing('megatron')
+        if t20.__class__ is dict and 'args' in t20:
+            t21 = t20['args']
+            if t21 is None: t21 = Missing('megatron.args')
+        else:
+            t21 = attr_value(t20, 'args', 'megatron.args')
+        if t21.__class__ is dict and 'micro_batch_size' in t21:
+            t22 = t21['micro_batch_size']
+            if t22 is None: t22 = Missing('megatron.args.micro_batch_size')
+        else:
+            t22 = attr_value(t21, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        t23 = env.lookup('megatron')
+        if t23 is None: t23 = Missing('megatron')
+        if t23.__class__ is dict and 'dp' in t23:
+            t24 = t23['dp']
+            if t24 is None: t24 = Missing('megatron.dp')
+        else:
+            t24 = attr_value(t23, 'dp', 'megatron.dp')
+        if t24 is None or t24.__class__ is Missing: _need(t24)
+        if t22.__class__ is int and t24.__class__ is int:
+            t25 = t22 * t24
+            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+        else:
+            t25 = _binop('*', t22, t24, env)
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        t26 = _binop('%', t19, t25, env)
+        t28 = (0)
+        if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
+            t27 = t26 == t28
+        else:
+            if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, t26, t28)
+            t27 = _compare('==', t26, t28)
+        t6 = t27
+    return t6
 
 def e897(env):
     t1 = env.lookup('framework')
@@ -32002,29 +32067,184 @@ def e898(env):
         if t2 is None: t2 = Missing('megatron.args')
     else:
         t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'global_batch_size' in t2:
-        t3 = t2['global_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.global_batch_size')
+    if t2.__class__ is dict and 'decrease_batch_size_if_needed' in t2:
+        t3 = t2['decrease_batch_size_if_needed']
+        if t3 is None: t3 = Missing('megatron.args.decrease_batch_size_if_needed')
     else:
-        t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
-    return t3
+        t3 = attr_value(t2, 'decrease_batch_size_if_needed', 'megatron.args.decrease_batch_size_if_needed')
+    t5 = (True)
+    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == t5
+    else:
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('==', t3, t5)
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t7 = ('--decrease-batch-size-if-needed rounds the global batch size (')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = env.lookup('megatron')
+        if t8 is None: t8 = Missing('megatron')
+        if t8.__class__ is dict and 'args' in t8:
+            t9 = t8['args']
+            if t9 is None: t9 = Missing('megatron.args')
+        else:
+            t9 = attr_value(t8, 'args', 'megatron.args')
+        if t9.__class__ is dict and 'global_batch_size' in t9:
+            t10 = t9['global_batch_size']
+            if t10 is None: t10 = Missing('megatron.args.global_batch_size')
+        else:
+            t10 = attr_value(t9, 'global_batch_size', 'megatron.args.global_batch_size')
+        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t7.__class__ is int and t11.__class__ is int:
+            t12 = t7 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        else:
+            t12 = _binop('+', t7, t11, env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = (') down to a multiple of micro batch size (')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t12.__class__ is int and t13.__class__ is int:
+            t14 = t12 + t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        else:
+            t14 = _binop('+', t12, t13, env)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = env.lookup('megatron')
+        if t15 is None: t15 = Missing('megatron')
+        if t15.__class__ is dict and 'args' in t15:
+            t16 = t15['args']
+            if t16 is None: t16 = Missing('megatron.args')
+        else:
+            t16 = attr_value(t15, 'args', 'megatron.args')
+        if t16.__class__ is dict and 'micro_batch_size' in t16:
+            t17 = t16['micro_batch_size']
+            if t17 is None: t17 = Missing('megatron.args.micro_batch_size')
+        else:
+            t17 = attr_value(t16, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t18 = call_value(env, F_str.fn, F_str.cost, True, [t17])
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        if t14.__class__ is int and t18.__class__ is int:
+            t19 = t14 + t18
+            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+        else:
+            t19 = _binop('+', t14, t18, env)
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        t20 = (') times data parallel size (')
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        if t19.__class__ is int and t20.__class__ is int:
+            t21 = t19 + t20
+            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+        else:
+            t21 = _binop('+', t19, t20, env)
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        t22 = env.lookup('megatron')
+        if t22 is None: t22 = Missing('megatron')
+        if t22.__class__ is dict and 'dp' in t22:
+            t23 = t22['dp']
+            if t23 is None: t23 = Missing('megatron.dp')
+        else:
+            t23 = attr_value(t22, 'dp', 'megatron.dp')
+        t24 = call_value(env, F_str.fn, F_str.cost, True, [t23])
+        if t24 is None or t24.__class__ is Missing: _need(t24)
+        if t21.__class__ is int and t24.__class__ is int:
+            t25 = t21 + t24
+            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+        else:
+            t25 = _binop('+', t21, t24, env)
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        t26 = ('): 0 microbatches, refused (num_microbatches_calculator.py:348)')
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        if t25.__class__ is int and t26.__class__ is int:
+            t27 = t25 + t26
+            if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
+        else:
+            t27 = _binop('+', t25, t26, env)
+        t6 = t27
+    else:
+        t28 = ('global batch size (')
+        if t28 is None or t28.__class__ is Missing: _need(t28)
+        t29 = env.lookup('megatron')
+        if t29 is None: t29 = Missing('megatron')
+        if t29.__class__ is dict and 'args' in t29:
+            t30 = t29['args']
+            if t30 is None: t30 = Missing('megatron.args')
+        else:
+            t30 = attr_value(t29, 'args', 'megatron.args')
+        if t30.__class__ is dict and 'global_batch_size' in t30:
+            t31 = t30['global_batch_size']
+            if t31 is None: t31 = Missing('megatron.args.global_batch_size')
+        else:
+            t31 = attr_value(t30, 'global_batch_size', 'megatron.args.global_batch_size')
+        t32 = call_value(env, F_str.fn, F_str.cost, True, [t31])
+        if t32 is None or t32.__class__ is Missing: _need(t32)
+        if t28.__class__ is int and t32.__class__ is int:
+            t33 = t28 + t32
+            if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
+        else:
+            t33 = _binop('+', t28, t32, env)
+        if t33 is None or t33.__class__ is Missing: _need(t33)
+        t34 = (') is not divisible by micro batch size (')
+        if t34 is None or t34.__class__ is Missing: _need(t34)
+        if t33.__class__ is int and t34.__class__ is int:
+            t35 = t33 + t34
+            if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
+        else:
+            t35 = _binop('+', t33, t34, env)
+        if t35 is None or t35.__class__ is Missing: _need(t35)
+        t36 = env.lookup('megatron')
+        if t36 is None: t36 = Missing('megatron')
+        if t36.__class__ is dict and 'args' in t36:
+            t37 = t36['args']
+            if t37 is None: t37 = Missing('megatron.args')
+        else:
+            t37 = attr_value(t36, 'args', 'megatron.args')
+        if t37.__class__ is dict and 'micro_batch_size' in t37:
+            t38 = t37['micro_batch_size']
+            if t38 is None: t38 = Missing('megatron.args.micro_batch_size')
+        else:
+            t38 = attr_value(t37, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t39 = call_value(env, F_str.fn, F_str.cost, True, [t38])
+        if t39 is None or t39.__class__ is Missing: _need(t39)
+        if t35.__class__ is int and t39.__class__ is int:
+            t40 = t35 + t39
+            if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
+        else:
+            t40 = _binop('+', t35, t39, env)
+        if t40 is None or t40.__class__ is Missing: _need(t40)
+        t41 = (') times data parallel size (')
+        if t41 is None or t41.__class__ is Missing: _need(t41)
+        if t40.__class__ is int and t41.__class__ is int:
+            t42 = t40 + t41
+            if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
+        else:
+            t42 = _binop('+', t40, t41, env)
+        if t42 is None or t42.__class__ is Missing: _need(t42)
+        t43 = env.lookup('megatron')
+        if t43 is None: t43 = Missing('megatron')
+        if t43.__class__ is dict and 'dp' in t43:
+            t44 = t43['dp']
+            if t44 is None: t44 = Missing('megatron.dp')
+        else:
+            t44 = attr_value(t43, 'dp', 'megatron.dp')
+        t45 = call_value(env, F_str.fn, F_str.cost, True, [t44])
+        if t45 is None or t45.__class__ is Missing: _need(t45)
+        if t42.__class__ is int and t45.__class__ is int:
+            t46 = t42 + t45
+            if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
+        else:
+            t46 = _binop('+', t42, t45, env)
+        if t46 is None or t46.__class__ is Missing: _need(t46)
+        t47 = (') (num_microbatches_calculator.py:340)')
+        if t47 is None or t47.__class__ is Missing: _need(t47)
+        if t46.__class__ is int and t47.__class__ is int:
+            t48 = t46 + t47
+            if not -MAX_INT <= t48 <= MAX_INT: _check_value(t48)
+        else:
+            t48 = _binop('+', t46, t47, env)
+        t6 = t48
+    return t6
 
 def e899(env):
-    t1 = env.lookup('megatron')
-    if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'micro_batch_size' in t2:
-        t3 = t2['micro_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.micro_batch_size')
-    else:
-        t3 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
-    return t3
-
-def e900(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -32053,7 +32273,7 @@ def e900(env):
         t6 = _binop('*', t3, t5, env)
     return t6
 
-def e901(env):
+def e900(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -32132,7 +32352,7 @@ def e901(env):
         t19 = _binop('*', t6, t18, env)
     return t19
 
-def e902(env):
+def e901(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -32140,84 +32360,145 @@ def e902(env):
         if t2 is None: t2 = Missing('megatron.args')
     else:
         t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'micro_batch_size' in t2:
-        t3 = t2['micro_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.micro_batch_size')
+    if t2.__class__ is dict and 'global_batch_size' in t2:
+        t3 = t2['global_batch_size']
+        if t3 is None: t3 = Missing('megatron.args.global_batch_size')
     else:
-        t3 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('megatron')
     if t4 is None: t4 = Missing('megatron')
-    if t4.__class__ is dict and 'dp' in t4:
-        t5 = t4['dp']
-        if t5 is None: t5 = Missing('megatron.dp')
+    if t4.__class__ is dict and 'args' in t4:
+        t5 = t4['args']
+        if t5 is None: t5 = Missing('megatron.args')
     else:
-        t5 = attr_value(t4, 'dp', 'megatron.dp')
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t3.__class__ is int and t5.__class__ is int:
-        t6 = t3 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        t5 = attr_value(t4, 'args', 'megatron.args')
+    if t5.__class__ is dict and 'micro_batch_size' in t5:
+        t6 = t5['micro_batch_size']
+        if t6 is None: t6 = Missing('megatron.args.micro_batch_size')
     else:
-        t6 = _binop('*', t3, t5, env)
+        t6 = attr_value(t5, 'micro_batch_size', 'megatron.args.micro_batch_size')
     if t6 is None or t6.__class__ is Missing: _need(t6)
     t7 = env.lookup('megatron')
     if t7 is None: t7 = Missing('megatron')
-    if t7.__class__ is dict and 'args' in t7:
-        t8 = t7['args']
-        if t8 is None: t8 = Missing('megatron.args')
+    if t7.__class__ is dict and 'dp' in t7:
+        t8 = t7['dp']
+        if t8 is None: t8 = Missing('megatron.dp')
     else:
-        t8 = attr_value(t7, 'args', 'megatron.args')
-    if t8.__class__ is dict and 'global_batch_size' in t8:
-        t9 = t8['global_batch_size']
-        if t9 is None: t9 = Missing('megatron.args.global_batch_size')
+        t8 = attr_value(t7, 'dp', 'megatron.dp')
+    if t8 is None or t8.__class__ is Missing: _need(t8)
+    if t6.__class__ is int and t8.__class__ is int:
+        t9 = t6 * t8
+        if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
     else:
-        t9 = attr_value(t8, 'global_batch_size', 'megatron.args.global_batch_size')
+        t9 = _binop('*', t6, t8, env)
     if t9 is None or t9.__class__ is Missing: _need(t9)
-    t10 = env.lookup('megatron')
-    if t10 is None: t10 = Missing('megatron')
-    if t10.__class__ is dict and 'args' in t10:
-        t11 = t10['args']
-        if t11 is None: t11 = Missing('megatron.args')
+    t10 = _binop('//', t3, t9, env)
+    t12 = (0)
+    if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+        t11 = t10 > t12
     else:
-        t11 = attr_value(t10, 'args', 'megatron.args')
-    if t11.__class__ is dict and 'micro_batch_size' in t11:
-        t12 = t11['micro_batch_size']
-        if t12 is None: t12 = Missing('megatron.args.micro_batch_size')
+        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
+        t11 = _compare('>', t10, t12)
+    if (t11 if t11.__class__ is bool else _truth(t11)):
+        t14 = (' or ')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = env.lookup('megatron')
+        if t15 is None: t15 = Missing('megatron')
+        if t15.__class__ is dict and 'args' in t15:
+            t16 = t15['args']
+            if t16 is None: t16 = Missing('megatron.args')
+        else:
+            t16 = attr_value(t15, 'args', 'megatron.args')
+        if t16.__class__ is dict and 'micro_batch_size' in t16:
+            t17 = t16['micro_batch_size']
+            if t17 is None: t17 = Missing('megatron.args.micro_batch_size')
+        else:
+            t17 = attr_value(t16, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = env.lookup('megatron')
+        if t18 is None: t18 = Missing('megatron')
+        if t18.__class__ is dict and 'dp' in t18:
+            t19 = t18['dp']
+            if t19 is None: t19 = Missing('megatron.dp')
+        else:
+            t19 = attr_value(t18, 'dp', 'megatron.dp')
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        if t17.__class__ is int and t19.__class__ is int:
+            t20 = t17 * t19
+            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+        else:
+            t20 = _binop('*', t17, t19, env)
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        t21 = env.lookup('megatron')
+        if t21 is None: t21 = Missing('megatron')
+        if t21.__class__ is dict and 'args' in t21:
+            t22 = t21['args']
+            if t22 is None: t22 = Missing('megatron.args')
+        else:
+            t22 = attr_value(t21, 'args', 'megatron.args')
+        if t22.__class__ is dict and 'global_batch_size' in t22:
+            t23 = t22['global_batch_size']
+            if t23 is None: t23 = Missing('megatron.args.global_batch_size')
+        else:
+            t23 = attr_value(t22, 'global_batch_size', 'megatron.args.global_batch_size')
+        if t23 is None or t23.__class__ is Missing: _need(t23)
+        t24 = env.lookup('megatron')
+        if t24 is None: t24 = Missing('megatron')
+        if t24.__class__ is dict and 'args' in t24:
+            t25 = t24['args']
+            if t25 is None: t25 = Missing('megatron.args')
+        else:
+            t25 = attr_value(t24, 'args', 'megatron.args')
+        if t25.__class__ is dict and 'micro_batch_size' in t25:
+            t26 = t25['micro_batch_size']
+            if t26 is None: t26 = Missing('megatron.args.micro_batch_size')
+        else:
+            t26 = attr_value(t25, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        t27 = env.lookup('megatron')
+        if t27 is None: t27 = Missing('megatron')
+        if t27.__class__ is dict and 'dp' in t27:
+            t28 = t27['dp']
+            if t28 is None: t28 = Missing('megatron.dp')
+        else:
+            t28 = attr_value(t27, 'dp', 'megatron.dp')
+        if t28 is None or t28.__class__ is Missing: _need(t28)
+        if t26.__class__ is int and t28.__class__ is int:
+            t29 = t26 * t28
+            if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
+        else:
+            t29 = _binop('*', t26, t28, env)
+        if t29 is None or t29.__class__ is Missing: _need(t29)
+        t30 = _binop('//', t23, t29, env)
+        if t30 is None or t30.__class__ is Missing: _need(t30)
+        t31 = (1)
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        if t30.__class__ is int and t31.__class__ is int:
+            t32 = t30 + t31
+            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
+        else:
+            t32 = _binop('+', t30, t31, env)
+        if t32 is None or t32.__class__ is Missing: _need(t32)
+        if t20.__class__ is int and t32.__class__ is int:
+            t33 = t20 * t32
+            if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
+        else:
+            t33 = _binop('*', t20, t32, env)
+        t34 = call_value(env, F_str.fn, F_str.cost, True, [t33])
+        if t34 is None or t34.__class__ is Missing: _need(t34)
+        if t14.__class__ is int and t34.__class__ is int:
+            t35 = t14 + t34
+            if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
+        else:
+            t35 = _binop('+', t14, t34, env)
+        t13 = t35
     else:
-        t12 = attr_value(t11, 'micro_batch_size', 'megatron.args.micro_batch_size')
-    if t12 is None or t12.__class__ is Missing: _need(t12)
-    t13 = env.lookup('megatron')
-    if t13 is None: t13 = Missing('megatron')
-    if t13.__class__ is dict and 'dp' in t13:
-        t14 = t13['dp']
-        if t14 is None: t14 = Missing('megatron.dp')
-    else:
-        t14 = attr_value(t13, 'dp', 'megatron.dp')
-    if t14 is None or t14.__class__ is Missing: _need(t14)
-    if t12.__class__ is int and t14.__class__ is int:
-        t15 = t12 * t14
-        if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-    else:
-        t15 = _binop('*', t12, t14, env)
-    if t15 is None or t15.__class__ is Missing: _need(t15)
-    t16 = _binop('//', t9, t15, env)
-    if t16 is None or t16.__class__ is Missing: _need(t16)
-    t17 = (1)
-    if t17 is None or t17.__class__ is Missing: _need(t17)
-    if t16.__class__ is int and t17.__class__ is int:
-        t18 = t16 + t17
-        if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-    else:
-        t18 = _binop('+', t16, t17, env)
-    if t18 is None or t18.__class__ is Missing: _need(t18)
-    if t6.__class__ is int and t18.__class__ is int:
-        t19 = t6 * t18
-        if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-    else:
-        t19 = _binop('*', t6, t18, env)
-    return t19
+        t36 = ('')
+        t13 = t36
+    return t13
 
-def e903(env):
+def e902(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_kv_heads' in t1:
@@ -32260,7 +32541,7 @@ def e903(env):
         t7 = True
     return t7
 
-def e904(env):
+def e903(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -32319,7 +32600,7 @@ def e904(env):
         t5 = False
     return t5
 
-def e905(env):
+def e904(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_kv_heads_defaulted' in t1:
@@ -32342,7 +32623,7 @@ def e905(env):
         t4 = t7
     return t4
 
-def e906(env):
+def e905(env):
     t1 = []
     t3 = env.lookup('model')
     if t3 is None: t3 = Missing('model')
@@ -32420,7 +32701,7 @@ def e906(env):
     t26 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t26
 
-def e907(env):
+def e906(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'ffn_hidden_dim' in t1:
@@ -32441,7 +32722,7 @@ def e907(env):
         t5 = _compare('==', t4, t6)
     return t5
 
-def e908(env):
+def e907(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -32483,7 +32764,7 @@ def e908(env):
         t5 = False
     return t5
 
-def e909(env):
+def e908(env):
     t1 = []
     t3 = env.lookup('choices')
     if t3 is None: t3 = Missing('choices')
@@ -32673,7 +32954,7 @@ def e909(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e910(env):
+def e909(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'ffn_hidden_dim' in t1:
@@ -32683,7 +32964,7 @@ def e910(env):
         t2 = attr_value(t1, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
     return t2
 
-def e911(env):
+def e910(env):
     t1 = ('ffn_hidden_size')
     t3 = env.lookup('megatron')
     if t3 is None: t3 = Missing('megatron')
@@ -32702,7 +32983,7 @@ def e911(env):
         t5 = t7
     return t5
 
-def e912(env):
+def e911(env):
     t1 = ('ffn_hidden_size')
     t3 = env.lookup('megatron')
     if t3 is None: t3 = Missing('megatron')
@@ -32727,7 +33008,7 @@ def e912(env):
         t5 = t8
     return t5
 
-def e913(env):
+def e912(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -32884,7 +33165,7 @@ def e913(env):
         t5 = t45
     return t5
 
-def e914(env):
+def e913(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'dim' in t1:
@@ -32910,7 +33191,7 @@ def e914(env):
         t6 = _compare('==', t5, t7)
     return t6
 
-def e915(env):
+def e914(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -32996,7 +33277,7 @@ def e915(env):
         t5 = False
     return t5
 
-def e916(env):
+def e915(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -33009,7 +33290,7 @@ def e916(env):
     t3 = _compare('in', t2, t4)
     return t3
 
-def e917(env):
+def e916(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'parser_refusals' in t1:
@@ -33019,7 +33300,7 @@ def e917(env):
         t2 = attr_value(t1, 'parser_refusals', 'megatron.parser_refusals')
     return t2
 
-def e918(env):
+def e917(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'col' in t1:
@@ -33029,7 +33310,7 @@ def e918(env):
         t2 = attr_value(t1, 'col', 'item.col')
     return t2
 
-def e919(env):
+def e918(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'num_experts' in t1:
@@ -33045,7 +33326,7 @@ def e919(env):
         t3 = _compare('!=', t2, t4)
     return t3
 
-def e920(env):
+def e919(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -33081,7 +33362,7 @@ def e920(env):
         t5 = False
     return t5
 
-def e921(env):
+def e920(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -33115,7 +33396,7 @@ def e921(env):
         t8 = _compare('==', t7, t9)
     return t8
 
-def e922(env):
+def e921(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -33162,7 +33443,7 @@ def e922(env):
         t5 = False
     return t5
 
-def e923(env):
+def e922(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -33177,7 +33458,7 @@ def e923(env):
         t3 = attr_value(t2, 'seq_length', 'megatron.args.seq_length')
     return t3
 
-def e924(env):
+def e923(env):
     t1 = (2)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('cp')
@@ -33190,7 +33471,7 @@ def e924(env):
         t3 = _binop('*', t1, t2, env)
     return t3
 
-def e925(env):
+def e924(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'max_seq_len' in t1:
@@ -33217,7 +33498,7 @@ def e925(env):
         t3 = _compare('>=', t2, t6)
     return t3
 
-def e926(env):
+def e925(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -33269,7 +33550,7 @@ def e926(env):
         t5 = False
     return t5
 
-def e927(env):
+def e926(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -33281,7 +33562,7 @@ def e927(env):
         t3 = _compare('==', t2, t4)
     return t3
 
-def e928(env):
+def e927(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -33306,7 +33587,7 @@ def e928(env):
         t5 = False
     return t5
 
-def e929(env):
+def e928(env):
     t1 = []
     t3 = K214
     t4 = K215
@@ -33387,7 +33668,7 @@ def e929(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e930(env):
+def e929(env):
     t1 = []
     t3 = env.lookup('missing')
     if t3 is None: t3 = Missing('missing')
@@ -33410,7 +33691,7 @@ def e930(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, t9])
     return t10
 
-def e931(env):
+def e930(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -33428,7 +33709,7 @@ def e931(env):
         t5 = t7
     return t5
 
-def e932(env):
+def e931(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -33446,7 +33727,7 @@ def e932(env):
         t5 = t7
     return t5
 
-def e933(env):
+def e932(env):
     t1 = []
     t3 = env.lookup('missing')
     if t3 is None: t3 = Missing('missing')
@@ -33477,7 +33758,7 @@ def e933(env):
     t12 = call_value(env, F_join.fn, F_join.cost, False, [t1, t11])
     return t12
 
-def e934(env):
+def e933(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -33489,7 +33770,7 @@ def e934(env):
         t3 = _compare('==', t2, t4)
     return t3
 
-def e935(env):
+def e934(env):
     t1 = []
     t3 = K219
     t4 = K220
@@ -33530,7 +33811,7 @@ def e935(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e936(env):
+def e935(env):
     t1 = []
     t3 = env.lookup('removed')
     if t3 is None: t3 = Missing('removed')
@@ -33581,7 +33862,7 @@ def e936(env):
     t18 = call_value(env, F_join.fn, F_join.cost, False, [t1, t17])
     return t18
 
-def e937(env):
+def e936(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
     t1 = _need(t1)
@@ -33592,7 +33873,7 @@ def e937(env):
     t5 = index_value(t3, _need(t4), '?')
     return t5
 
-def e938(env):
+def e937(env):
     t1 = []
     t3 = env.lookup('removed')
     if t3 is None: t3 = Missing('removed')
@@ -33635,7 +33916,7 @@ def e938(env):
     t16 = call_value(env, F_join.fn, F_join.cost, False, [t1, t15])
     return t16
 
-def e939(env):
+def e938(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -33656,7 +33937,7 @@ def e939(env):
         t4 = _compare('==', t3, t5)
     return t4
 
-def e940(env):
+def e939(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -33713,7 +33994,7 @@ def e940(env):
         t5 = False
     return t5
 
-def e941(env):
+def e940(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -33728,7 +34009,7 @@ def e941(env):
         t3 = attr_value(t2, 'train_iters', 'megatron.args.train_iters')
     return t3
 
-def e942(env):
+def e941(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -33749,7 +34030,7 @@ def e942(env):
         t4 = _compare('!=', t3, t5)
     return t4
 
-def e943(env):
+def e942(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -33784,7 +34065,7 @@ def e943(env):
         t5 = False
     return t5
 
-def e944(env):
+def e943(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -33831,7 +34112,7 @@ def e944(env):
         t8 = False
     return t8
 
-def e945(env):
+def e944(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -33866,7 +34147,7 @@ def e945(env):
         t5 = False
     return t5
 
-def e946(env):
+def e945(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -33904,7 +34185,7 @@ def e946(env):
         t9 = t11
     return t9
 
-def e947(env):
+def e946(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -33942,7 +34223,7 @@ def e947(env):
         t9 = t11
     return t9
 
-def e948(env):
+def e947(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -33997,7 +34278,7 @@ def e948(env):
         t14 = t16
     return t14
 
-def e949(env):
+def e948(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -34019,7 +34300,7 @@ def e949(env):
         t5 = t7
     return t5
 
-def e950(env):
+def e949(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -34040,7 +34321,7 @@ def e950(env):
         t4 = _compare('==', t3, t5)
     return t4
 
-def e951(env):
+def e950(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -34075,7 +34356,7 @@ def e951(env):
         t5 = False
     return t5
 
-def e952(env):
+def e951(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
@@ -34092,7 +34373,7 @@ def e952(env):
         t4 = t6
     return t4
 
-def e953(env):
+def e952(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
@@ -34109,7 +34390,7 @@ def e953(env):
         t4 = t6
     return t4
 
-def e954(env):
+def e953(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'dp' in t1:
@@ -34198,7 +34479,7 @@ def e954(env):
         t11 = False
     return t11
 
-def e955(env):
+def e954(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -34278,7 +34559,7 @@ def e955(env):
         t5 = False
     return t5
 
-def e956(env):
+def e955(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -34293,7 +34574,7 @@ def e956(env):
         t3 = attr_value(t2, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
     return t3
 
-def e957(env):
+def e956(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'dp' in t1:
@@ -34312,7 +34593,7 @@ def e957(env):
         t4 = _binop('*', t2, t3, env)
     return t4
 
-def e958(env):
+def e957(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'dp' in t1:
@@ -34356,7 +34637,7 @@ def e958(env):
     t12 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t4, t11])
     return t12
 
-def e959(env):
+def e958(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'env' in t1:
@@ -34377,7 +34658,7 @@ def e959(env):
         t4 = _compare('==', t3, t5)
     return t4
 
-def e960(env):
+def e959(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -34537,7 +34818,7 @@ def e960(env):
         t5 = False
     return t5
 
-def e961(env):
+def e960(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'env' in t1:
@@ -34578,7 +34859,7 @@ def e961(env):
         t5 = t11
     return t5
 
-def e962(env):
+def e961(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
@@ -34615,7 +34896,7 @@ def e962(env):
         t4 = t12
     return t4
 
-def e963(env):
+def e962(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
@@ -34644,7 +34925,7 @@ def e963(env):
         t4 = t8
     return t4
 
-def e964(env):
+def e963(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -34665,7 +34946,7 @@ def e964(env):
         t4 = _compare('!=', t3, t5)
     return t4
 
-def e965(env):
+def e964(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -34712,7 +34993,7 @@ def e965(env):
         t5 = False
     return t5
 
-def e966(env):
+def e965(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'layout_error' in t1:
@@ -34728,7 +35009,7 @@ def e966(env):
         t3 = _compare('==', t2, t4)
     return t3
 
-def e967(env):
+def e966(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -34758,7 +35039,7 @@ def e967(env):
         t5 = False
     return t5
 
-def e968(env):
+def e967(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'layout' in t1:
@@ -34768,7 +35049,7 @@ def e968(env):
         t2 = attr_value(t1, 'layout', 'megatron.layout')
     return t2
 
-def e969(env):
+def e968(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'layout_error' in t1:
@@ -34778,7 +35059,7 @@ def e969(env):
         t2 = attr_value(t1, 'layout_error', 'megatron.layout_error')
     return t2
 
-def e970(env):
+def e969(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -34833,7 +35114,7 @@ def e970(env):
         t6 = t15
     return t6
 
-def e971(env):
+def e970(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'split_pps' in t1:
@@ -34879,7 +35160,7 @@ def e971(env):
         t6 = t14
     return t6
 
-def e972(env):
+def e971(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'core_refusals' in t1:
@@ -34889,7 +35170,7 @@ def e972(env):
         t2 = attr_value(t1, 'core_refusals', 'megatron.core_refusals')
     return t2
 
-def e973(env):
+def e972(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'site' in t1:
@@ -34899,7 +35180,7 @@ def e973(env):
         t2 = attr_value(t1, 'site', 'item.site')
     return t2
 
-def e974(env):
+def e973(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'condition' in t1:
@@ -34909,7 +35190,7 @@ def e974(env):
         t2 = attr_value(t1, 'condition', 'item.condition')
     return t2
 
-def e975(env):
+def e974(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'options' in t1:
@@ -34919,7 +35200,7 @@ def e975(env):
         t2 = attr_value(t1, 'options', 'item.options')
     return t2
 
-def e976(env):
+def e975(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'validate_refusals' in t1:
@@ -34929,7 +35210,7 @@ def e976(env):
         t2 = attr_value(t1, 'validate_refusals', 'megatron.validate_refusals')
     return t2
 
-def e977(env):
+def e976(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'rampup' in t1:
@@ -34945,7 +35226,7 @@ def e977(env):
         t3 = _compare('==', t2, t4)
     return t3
 
-def e978(env):
+def e977(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -34980,7 +35261,7 @@ def e978(env):
         t5 = False
     return t5
 
-def e979(env):
+def e978(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -34997,7 +35278,7 @@ def e979(env):
     t5 = call_value(env, F_join.fn, F_join.cost, False, [t3, t4])
     return t5
 
-def e980(env):
+def e979(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -35035,7 +35316,7 @@ def e980(env):
         t6 = t10
     return t6
 
-def e981(env):
+def e980(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'rampup' in t1:
@@ -35062,7 +35343,7 @@ def e981(env):
         t6 = t8
     return t6
 
-def e982(env):
+def e981(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'rampup' in t1:
@@ -35077,7 +35358,7 @@ def e982(env):
         t3 = attr_value(t2, 'message', 'megatron.rampup.message')
     return t3
 
-def e983(env):
+def e982(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'rampup' in t1:
@@ -35092,7 +35373,7 @@ def e983(env):
         t3 = attr_value(t2, 'site', 'megatron.rampup.site')
     return t3
 
-def e984(env):
+def e983(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'rampup' in t1:
@@ -35107,7 +35388,7 @@ def e984(env):
         t3 = attr_value(t2, 'key', 'megatron.rampup.key')
     return t3
 
-def e985(env):
+def e984(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'dp' in t1:
@@ -36090,94 +36371,93 @@ COMPILED = {
     'megatron.split_key': (e893, 2),
     "': pp in ' + join(megatron.split_pps) + (' (each also divides the world with tp·cp)' if world_known else '') if len(megatron.split_pps) > 0 else ''": (e894, 17),
     "'model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage' if megatron.args.bridge_recipe == true else '--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers'": (e895, 8),
-    'megatron.args.global_batch_size % (megatron.args.micro_batch_size * megatron.dp) == 0': (e896, 12),
+    'megatron.args.global_batch_size >= megatron.args.micro_batch_size * megatron.dp if megatron.args.decrease_batch_size_if_needed == true else megatron.args.global_batch_size % (megatron.args.micro_batch_size * megatron.dp) == 0': (e896, 28),
     "framework.id in ['megatron@0.16.1'] and (megatron.dp != null and megatron.args.micro_batch_size != null and megatron.args.global_batch_size != null and megatron.args.rampup_batch_size == null and megatron.args.micro_batch_size > 0)": (e897, 34),
-    'megatron.args.global_batch_size': (e898, 3),
-    'megatron.args.micro_batch_size': (e899, 3),
-    'megatron.args.micro_batch_size * megatron.dp': (e900, 6),
-    'megatron.args.micro_batch_size * megatron.dp * max(1, megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp))': (e901, 19),
-    'megatron.args.micro_batch_size * megatron.dp * (megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) + 1)': (e902, 19),
-    'model.n_kv_heads % tp == 0 or tp % model.n_kv_heads == 0': (e903, 13),
-    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.n_kv_heads != null and model.n_kv_heads > 0)": (e904, 19),
-    "'num_query_groups' if not model.n_kv_heads_defaulted else keys.tp": (e905, 7),
-    'join([t for t in divisors(model.n_heads) if t > 1 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)])': (e906, 23),
-    'model.ffn_hidden_dim % tp == 0': (e907, 6),
-    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.ffn_hidden_dim != null)": (e908, 14),
-    '[t for t in (choices.tp if choices != null else divisors(gcd(model.ffn_hidden_dim, model.n_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.ffn_hidden_dim % t == 0 and model.n_heads % t == 0 and (model.n_kv_heads == null or model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)]': (e909, 58),
-    'model.ffn_hidden_dim': (e910, 2),
-    "', derived from --hidden-size' if 'ffn_hidden_size' not in megatron.given else ''": (e911, 7),
-    "'ffn_hidden_size' if 'ffn_hidden_size' in megatron.given else keys.tp": (e912, 8),
-    "'use tp in ' + join(tps) + ' (each divides the ' + str(model.ffn_hidden_dim) + ' FFN columns and the ' + str(model.n_heads) + ' heads), keeping the model as it is' if len(tps) > 0 else 'no tp above 1 divides the ' + str(model.ffn_hidden_dim) + ' FFN columns and the ' + str(model.n_heads) + ' heads' + (' on this world' if choices != null else '') + ': use tp = 1, keeping the model as it is'": (e913, 45),
-    'model.dim % model.n_heads == 0': (e914, 7),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.kv_channels == null and model.n_heads != null and model.dim != null and model.n_heads > 0)": (e915, 26),
-    "framework.id in ['megatron@0.16.1']": (e916, 5),
-    'megatron.parser_refusals': (e917, 2),
-    'item.col': (e918, 2),
-    'model.num_experts != null': (e919, 4),
-    "framework.id in ['megatron@0.16.1'] and (ep > 1 and model.known)": (e920, 12),
-    'megatron.args.seq_length % (2 * cp) == 0': (e921, 9),
-    "framework.id in ['megatron@0.16.1'] and (cp > 1 and megatron.args.seq_length != null)": (e922, 15),
-    'megatron.args.seq_length': (e923, 3),
-    '2 * cp': (e924, 3),
-    'model.max_seq_len >= megatron.args.seq_length': (e925, 6),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.seq_length != null and model.max_seq_len != null)": (e926, 16),
-    'len(missing) == 0': (e927, 4),
-    "framework.id in ['megatron@0.16.1'] and (not megatron.incomplete)": (e928, 9),
-    "[m for m in [['num_layers', '--num-layers'], ['hidden_size', '--hidden-size'], ['num_attention_heads', '--num-attention-heads'], ['max_position_embeddings', '--max-position-embeddings'], ['micro_batch_size', '--micro-batch-size']] if megatron.args[m[0]] == null and not (m[0] == 'num_layers' and megatron.args.encoder_num_layers != null)]": (e929, 39),
-    "join([m[1] for m in missing], ', ')": (e930, 7),
-    "'is' if len(missing) == 1 else 'are'": (e931, 7),
-    "'it is' if len(missing) == 1 else 'they are'": (e932, 7),
-    "join([m[1] + ' N' for m in missing], ' ')": (e933, 9),
-    'len(removed) == 0': (e934, 4),
-    "[r for r in [['batch_size', '--micro-batch-size', '--batch-size'], ['warmup', '--lr-warmup-fraction', '--warmup'], ['model_parallel_size', '--tensor-model-parallel-size', '--model-parallel-size']] if megatron.args[r[0]] != null]": (e935, 23),
-    "join([r[2] + ' is no longer valid, use ' + r[1] + ' instead' for r in removed], '; ')": (e936, 15),
-    'removed[0][0]': (e937, 5),
-    "join([r[2] + ' with ' + r[1] for r in removed], ', ')": (e938, 13),
-    'megatron.args.rampup_batch_size == null': (e939, 5),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.train_iters != null and megatron.args.train_iters != 0)": (e940, 17),
-    'megatron.args.train_iters': (e941, 3),
-    'megatron.args.bf16 != true': (e942, 5),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.fp16 == true)": (e943, 11),
-    '(megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and megatron.args.overlap_grad_reduce': (e944, 11),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.overlap_param_gather == true)": (e945, 11),
-    "'is only supported with distributed optimizer or megatron fsdp' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else 'must be used with --overlap-grad-reduce'": (e946, 11),
-    "'--use-distributed-optimizer' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else ''": (e947, 11),
-    "' and ' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and not megatron.args.overlap_grad_reduce else ''": (e948, 16),
-    "'--overlap-grad-reduce' if not megatron.args.overlap_grad_reduce else ''": (e949, 7),
-    'megatron.args.sequence_parallel == true': (e950, 5),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.tp_comm_overlap == true)": (e951, 11),
-    "' (switched off at tp = 1)' if tp == 1 else ''": (e952, 6),
-    "'add --sequence-parallel' if tp > 1 else 'drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)'": (e953, 6),
-    '(megatron.dp * cp) % megatron.args.num_distributed_optimizer_instances == 0 and (megatron.edp == null or megatron.edp % megatron.args.num_distributed_optimizer_instances == 0)': (e954, 24),
-    "framework.id in ['megatron@0.16.1'] and (world_known and megatron.dp != null and megatron.args.num_distributed_optimizer_instances != null and megatron.args.num_distributed_optimizer_instances > 1)": (e955, 24),
-    'megatron.args.num_distributed_optimizer_instances': (e956, 3),
-    'megatron.dp * cp': (e957, 4),
-    'gcd(megatron.dp * cp, coalesce(megatron.edp, megatron.dp * cp))': (e958, 12),
-    "megatron.env.cuda_device_max_connections == '1'": (e959, 5),
-    "framework.id in ['megatron@0.16.1'] and (megatron.env != null and megatron.env.known and (tp > 1 or cp > 1) and not megatron.args.use_torch_fsdp2 and not megatron.args.use_megatron_fsdp and not megatron.args.overlap_moe_expert_parallel_comm and not (megatron.env.cuda_device_max_connections_set and megatron.env.cuda_device_max_connections == null))": (e960, 48),
-    "'the script does not set CUDA_DEVICE_MAX_CONNECTIONS' if not megatron.env.cuda_device_max_connections_set else 'the script sets CUDA_DEVICE_MAX_CONNECTIONS=' + megatron.env.cuda_device_max_connections": (e961, 11),
-    "'tp = ' + str(tp) if tp > 1 else 'cp = ' + str(cp)": (e962, 12),
-    'keys.tp if tp > 1 else keys.cp': (e963, 8),
-    'megatron.args.bridge_sequence_parallel != true': (e964, 5),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and tp == 1)": (e965, 15),
-    'megatron.layout_error == null': (e966, 4),
-    "framework.id in ['megatron@0.16.1'] and (megatron.layout != null)": (e967, 10),
-    'megatron.layout': (e968, 2),
-    'megatron.layout_error': (e969, 2),
-    "' (' + str(megatron.args.mtp_num_layers) + ' MTP layers m after them)' if megatron.args.mtp_num_layers != null else ''": (e970, 15),
-    "' (with this layout, pp in ' + join(megatron.split_pps) + ' would start)' if len(megatron.split_pps) > 0 else ''": (e971, 14),
-    'megatron.core_refusals': (e972, 2),
-    'item.site': (e973, 2),
-    'item.condition': (e974, 2),
-    'item.options': (e975, 2),
-    'megatron.validate_refusals': (e976, 2),
-    'megatron.rampup == null': (e977, 4),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.rampup_batch_size != null)": (e978, 11),
-    "join(megatron.args.rampup_batch_size, ' ')": (e979, 5),
-    "megatron.args.global_batch_size if megatron.args.global_batch_size != null else 'unset'": (e980, 10),
-    "'fails at start-up' if megatron.rampup.iteration == null else 'fails during training'": (e981, 8),
-    'megatron.rampup.message': (e982, 3),
-    'megatron.rampup.site': (e983, 3),
-    'megatron.rampup.key': (e984, 3),
-    "' (' + str(megatron.args.micro_batch_size * megatron.dp) + ')' if megatron.dp != null and megatron.args.micro_batch_size != null else ''": (e985, 23),
+    "'--decrease-batch-size-if-needed rounds the global batch size (' + str(megatron.args.global_batch_size) + ') down to a multiple of micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + '): 0 microbatches, refused (num_microbatches_calculator.py:348)' if megatron.args.decrease_batch_size_if_needed == true else 'global batch size (' + str(megatron.args.global_batch_size) + ') is not divisible by micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + ') (num_microbatches_calculator.py:340)'": (e898, 48),
+    'megatron.args.micro_batch_size * megatron.dp': (e899, 6),
+    'megatron.args.micro_batch_size * megatron.dp * max(1, megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp))': (e900, 19),
+    "' or ' + str(megatron.args.micro_batch_size * megatron.dp * (megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) + 1)) if megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) > 0 else ''": (e901, 36),
+    'model.n_kv_heads % tp == 0 or tp % model.n_kv_heads == 0': (e902, 13),
+    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.n_kv_heads != null and model.n_kv_heads > 0)": (e903, 19),
+    "'num_query_groups' if not model.n_kv_heads_defaulted else keys.tp": (e904, 7),
+    'join([t for t in divisors(model.n_heads) if t > 1 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)])': (e905, 23),
+    'model.ffn_hidden_dim % tp == 0': (e906, 6),
+    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.ffn_hidden_dim != null)": (e907, 14),
+    '[t for t in (choices.tp if choices != null else divisors(gcd(model.ffn_hidden_dim, model.n_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.ffn_hidden_dim % t == 0 and model.n_heads % t == 0 and (model.n_kv_heads == null or model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)]': (e908, 58),
+    'model.ffn_hidden_dim': (e909, 2),
+    "', derived from --hidden-size' if 'ffn_hidden_size' not in megatron.given else ''": (e910, 7),
+    "'ffn_hidden_size' if 'ffn_hidden_size' in megatron.given else keys.tp": (e911, 8),
+    "'use tp in ' + join(tps) + ' (each divides the ' + str(model.ffn_hidden_dim) + ' FFN columns and the ' + str(model.n_heads) + ' heads), keeping the model as it is' if len(tps) > 0 else 'no tp above 1 divides the ' + str(model.ffn_hidden_dim) + ' FFN columns and the ' + str(model.n_heads) + ' heads' + (' on this world' if choices != null else '') + ': use tp = 1, keeping the model as it is'": (e912, 45),
+    'model.dim % model.n_heads == 0': (e913, 7),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.kv_channels == null and model.n_heads != null and model.dim != null and model.n_heads > 0)": (e914, 26),
+    "framework.id in ['megatron@0.16.1']": (e915, 5),
+    'megatron.parser_refusals': (e916, 2),
+    'item.col': (e917, 2),
+    'model.num_experts != null': (e918, 4),
+    "framework.id in ['megatron@0.16.1'] and (ep > 1 and model.known)": (e919, 12),
+    'megatron.args.seq_length % (2 * cp) == 0': (e920, 9),
+    "framework.id in ['megatron@0.16.1'] and (cp > 1 and megatron.args.seq_length != null)": (e921, 15),
+    'megatron.args.seq_length': (e922, 3),
+    '2 * cp': (e923, 3),
+    'model.max_seq_len >= megatron.args.seq_length': (e924, 6),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.seq_length != null and model.max_seq_len != null)": (e925, 16),
+    'len(missing) == 0': (e926, 4),
+    "framework.id in ['megatron@0.16.1'] and (not megatron.incomplete)": (e927, 9),
+    "[m for m in [['num_layers', '--num-layers'], ['hidden_size', '--hidden-size'], ['num_attention_heads', '--num-attention-heads'], ['max_position_embeddings', '--max-position-embeddings'], ['micro_batch_size', '--micro-batch-size']] if megatron.args[m[0]] == null and not (m[0] == 'num_layers' and megatron.args.encoder_num_layers != null)]": (e928, 39),
+    "join([m[1] for m in missing], ', ')": (e929, 7),
+    "'is' if len(missing) == 1 else 'are'": (e930, 7),
+    "'it is' if len(missing) == 1 else 'they are'": (e931, 7),
+    "join([m[1] + ' N' for m in missing], ' ')": (e932, 9),
+    'len(removed) == 0': (e933, 4),
+    "[r for r in [['batch_size', '--micro-batch-size', '--batch-size'], ['warmup', '--lr-warmup-fraction', '--warmup'], ['model_parallel_size', '--tensor-model-parallel-size', '--model-parallel-size']] if megatron.args[r[0]] != null]": (e934, 23),
+    "join([r[2] + ' is no longer valid, use ' + r[1] + ' instead' for r in removed], '; ')": (e935, 15),
+    'removed[0][0]': (e936, 5),
+    "join([r[2] + ' with ' + r[1] for r in removed], ', ')": (e937, 13),
+    'megatron.args.rampup_batch_size == null': (e938, 5),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.train_iters != null and megatron.args.train_iters != 0)": (e939, 17),
+    'megatron.args.train_iters': (e940, 3),
+    'megatron.args.bf16 != true': (e941, 5),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.fp16 == true)": (e942, 11),
+    '(megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and megatron.args.overlap_grad_reduce': (e943, 11),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.overlap_param_gather == true)": (e944, 11),
+    "'is only supported with distributed optimizer or megatron fsdp' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else 'must be used with --overlap-grad-reduce'": (e945, 11),
+    "'--use-distributed-optimizer' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else ''": (e946, 11),
+    "' and ' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and not megatron.args.overlap_grad_reduce else ''": (e947, 16),
+    "'--overlap-grad-reduce' if not megatron.args.overlap_grad_reduce else ''": (e948, 7),
+    'megatron.args.sequence_parallel == true': (e949, 5),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.tp_comm_overlap == true)": (e950, 11),
+    "' (switched off at tp = 1)' if tp == 1 else ''": (e951, 6),
+    "'add --sequence-parallel' if tp > 1 else 'drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)'": (e952, 6),
+    '(megatron.dp * cp) % megatron.args.num_distributed_optimizer_instances == 0 and (megatron.edp == null or megatron.edp % megatron.args.num_distributed_optimizer_instances == 0)': (e953, 24),
+    "framework.id in ['megatron@0.16.1'] and (world_known and megatron.dp != null and megatron.args.num_distributed_optimizer_instances != null and megatron.args.num_distributed_optimizer_instances > 1)": (e954, 24),
+    'megatron.args.num_distributed_optimizer_instances': (e955, 3),
+    'megatron.dp * cp': (e956, 4),
+    'gcd(megatron.dp * cp, coalesce(megatron.edp, megatron.dp * cp))': (e957, 12),
+    "megatron.env.cuda_device_max_connections == '1'": (e958, 5),
+    "framework.id in ['megatron@0.16.1'] and (megatron.env != null and megatron.env.known and (tp > 1 or cp > 1) and not megatron.args.use_torch_fsdp2 and not megatron.args.use_megatron_fsdp and not megatron.args.overlap_moe_expert_parallel_comm and not (megatron.env.cuda_device_max_connections_set and megatron.env.cuda_device_max_connections == null))": (e959, 48),
+    "'the script does not set CUDA_DEVICE_MAX_CONNECTIONS' if not megatron.env.cuda_device_max_connections_set else 'the script sets CUDA_DEVICE_MAX_CONNECTIONS=' + megatron.env.cuda_device_max_connections": (e960, 11),
+    "'tp = ' + str(tp) if tp > 1 else 'cp = ' + str(cp)": (e961, 12),
+    'keys.tp if tp > 1 else keys.cp': (e962, 8),
+    'megatron.args.bridge_sequence_parallel != true': (e963, 5),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and tp == 1)": (e964, 15),
+    'megatron.layout_error == null': (e965, 4),
+    "framework.id in ['megatron@0.16.1'] and (megatron.layout != null)": (e966, 10),
+    'megatron.layout': (e967, 2),
+    'megatron.layout_error': (e968, 2),
+    "' (' + str(megatron.args.mtp_num_layers) + ' MTP layers m after them)' if megatron.args.mtp_num_layers != null else ''": (e969, 15),
+    "' (with this layout, pp in ' + join(megatron.split_pps) + ' would start)' if len(megatron.split_pps) > 0 else ''": (e970, 14),
+    'megatron.core_refusals': (e971, 2),
+    'item.site': (e972, 2),
+    'item.condition': (e973, 2),
+    'item.options': (e974, 2),
+    'megatron.validate_refusals': (e975, 2),
+    'megatron.rampup == null': (e976, 4),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.rampup_batch_size != null)": (e977, 11),
+    "join(megatron.args.rampup_batch_size, ' ')": (e978, 5),
+    "megatron.args.global_batch_size if megatron.args.global_batch_size != null else 'unset'": (e979, 10),
+    "'fails at start-up' if megatron.rampup.iteration == null else 'fails during training'": (e980, 8),
+    'megatron.rampup.message': (e981, 3),
+    'megatron.rampup.site': (e982, 3),
+    'megatron.rampup.key': (e983, 3),
+    "' (' + str(megatron.args.micro_batch_size * megatron.dp) + ')' if megatron.dp != null and megatron.args.micro_batch_size != null else ''": (e984, 23),
 }
