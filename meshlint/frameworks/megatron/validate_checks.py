@@ -31,7 +31,9 @@ def table() -> dict:
         return None if source is None else ast.parse(source, mode="eval").body
     guards = {int(k): {**g, "expr": parse(g["test"])} for k, g in data["guards"].items()}
     steps = {int(k): {**s, "expr": parse(s["value"])} for k, s in data["steps"].items()}
-    checks = tuple({**c, "expr": parse(c["condition"])} for c in data["checks"])
+    checks = tuple({**c, "expr": parse(c["condition"]), "items": sorted(  # the slice in validate_args' order
+        [("g", guards[g]) for g in c["needs_guards"]] + [("s", steps[s]) for s in c["needs_steps"]],
+        key=lambda pair: pair[1]["seq"])} for c in data["checks"])
     entry = [(parse(test), polarity) for test, polarity in data["entry_guard"]]
     return {"guards": guards, "steps": steps, "checks": checks, "entry": entry, "runtime": set(data["runtime"]),
             "entry_defaults": data["entry_defaults"]}
@@ -125,7 +127,7 @@ def refusals(args: dict, unknown=(), given=(), world: int | None = None, entry: 
         return []  # validate_yaml runs instead, or the entry cannot be decided
     out = []
     for c in t["checks"]:
-        fired = _fires(c, t, _State(args, unknown, given, world, defaults))
+        fired = _fires(c, _State(args, unknown, given, world, defaults))
         if fired is None:
             continue
         options = c["options"] or list(dict.fromkeys(fired.read))
@@ -136,12 +138,11 @@ def refusals(args: dict, unknown=(), given=(), world: int | None = None, entry: 
     return out
 
 
-def _fires(check: dict, t: dict, state: _State):
+def _fires(check: dict, state: _State):
     """The state after replaying the check's slice where its refusal fires; None where it does not or where
     that is undecided."""
-    items = [("g", t["guards"][g]) for g in check["needs_guards"]] + [("s", t["steps"][s]) for s in check["needs_steps"]]
     memo: dict = {}
-    for kind, item in sorted(items, key=lambda pair: pair[1]["seq"]):
+    for kind, item in check["items"]:
         if kind == "g":
             memo[item["id"]] = _truth(item["expr"], state)
             continue
