@@ -9,7 +9,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 957, 2315313668, 1645425928), ('engine/expr/tokens.py', 2969, 769763914, 1407123367), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13317, 1028170482, 629448646), ('engine/expr/functions.py', 11033, 1100965247, 1929063556), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6539, 2587489950, 2509496979), ('engine/expr/expression.py', 7179, 2172858070, 2940063346), ('engine/expr/template.py', 4398, 1908083484, 3262964823), ('engine/expr/treecode.py', 6735, 3166550188, 1516434065), ('engine/expr/compiler.py', 12664, 1185830189, 3624730646), ('engine/rules.py', 13473, 1216579768, 2551162725), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 4958, 559095885, 795540557)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3599, 3921800272, 3461412981), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 1729661343, 2444016552), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2909, 1123176589, 3537624237), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 1924, 874858418, 1152876846), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 957, 2315313668, 1645425928), ('engine/expr/tokens.py', 2969, 769763914, 1407123367), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13317, 1028170482, 629448646), ('engine/expr/functions.py', 11033, 1100965247, 1929063556), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6539, 2587489950, 2509496979), ('engine/expr/expression.py', 7179, 2172858070, 2940063346), ('engine/expr/template.py', 4398, 1908083484, 3262964823), ('engine/expr/treecode.py', 6735, 3166550188, 1516434065), ('engine/expr/compiler.py', 12664, 1185830189, 3624730646), ('engine/rules.py', 13473, 1216579768, 2551162725), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 4958, 559095885, 795540557)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3599, 3921800272, 3461412981), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 1729661343, 2444016552), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 1924, 874858418, 1152876846), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -31829,68 +31829,70 @@ def e895(env):
 def e896(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
+    if t1.__class__ is dict and 'decrease_batch' in t1:
+        t2 = t1['decrease_batch']
+        if t2 is None: t2 = Missing('megatron.decrease_batch')
     else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'decrease_batch_size_if_needed' in t2:
-        t3 = t2['decrease_batch_size_if_needed']
-        if t3 is None: t3 = Missing('megatron.args.decrease_batch_size_if_needed')
-    else:
-        t3 = attr_value(t2, 'decrease_batch_size_if_needed', 'megatron.args.decrease_batch_size_if_needed')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('==', t3, t5)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('megatron')
-        if t7 is None: t7 = Missing('megatron')
-        if t7.__class__ is dict and 'args' in t7:
-            t8 = t7['args']
-            if t8 is None: t8 = Missing('megatron.args')
+        t2 = attr_value(t1, 'decrease_batch', 'megatron.decrease_batch')
+    if (t2 if t2.__class__ is bool else _truth(t2)):
+        t4 = env.lookup('megatron')
+        if t4 is None: t4 = Missing('megatron')
+        if t4.__class__ is dict and 'args' in t4:
+            t5 = t4['args']
+            if t5 is None: t5 = Missing('megatron.args')
         else:
-            t8 = attr_value(t7, 'args', 'megatron.args')
-        if t8.__class__ is dict and 'global_batch_size' in t8:
-            t9 = t8['global_batch_size']
-            if t9 is None: t9 = Missing('megatron.args.global_batch_size')
+            t5 = attr_value(t4, 'args', 'megatron.args')
+        if t5.__class__ is dict and 'global_batch_size' in t5:
+            t6 = t5['global_batch_size']
+            if t6 is None: t6 = Missing('megatron.args.global_batch_size')
         else:
-            t9 = attr_value(t8, 'global_batch_size', 'megatron.args.global_batch_size')
+            t6 = attr_value(t5, 'global_batch_size', 'megatron.args.global_batch_size')
+        t8 = env.lookup('megatron')
+        if t8 is None: t8 = Missing('megatron')
+        if t8.__class__ is dict and 'args' in t8:
+            t9 = t8['args']
+            if t9 is None: t9 = Missing('megatron.args')
+        else:
+            t9 = attr_value(t8, 'args', 'megatron.args')
+        if t9.__class__ is dict and 'micro_batch_size' in t9:
+            t10 = t9['micro_batch_size']
+            if t10 is None: t10 = Missing('megatron.args.micro_batch_size')
+        else:
+            t10 = attr_value(t9, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = env.lookup('megatron')
         if t11 is None: t11 = Missing('megatron')
-        if t11.__class__ is dict and 'args' in t11:
-            t12 = t11['args']
-            if t12 is None: t12 = Missing('megatron.args')
+        if t11.__class__ is dict and 'dp' in t11:
+            t12 = t11['dp']
+            if t12 is None: t12 = Missing('megatron.dp')
         else:
-            t12 = attr_value(t11, 'args', 'megatron.args')
-        if t12.__class__ is dict and 'micro_batch_size' in t12:
-            t13 = t12['micro_batch_size']
-            if t13 is None: t13 = Missing('megatron.args.micro_batch_size')
+            t12 = attr_value(t11, 'dp', 'megatron.dp')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t10.__class__ is int and t12.__class__ is int:
+            t13 = t10 * t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t13 = attr_value(t12, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
+            t13 = _binop('*', t10, t12, env)
+        if t6.__class__ is t13.__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 >= t13
+        else:
+            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t6, t13)
+            t7 = _compare('>=', t6, t13)
+        t3 = t7
+    else:
         t14 = env.lookup('megatron')
         if t14 is None: t14 = Missing('megatron')
-        if t14.__class__ is dict and 'dp' in t14:
-            t15 = t14['dp']
-            if t15 is None: t15 = Missing('megatron.dp')
+        if t14.__class__ is dict and 'args' in t14:
+            t15 = t14['args']
+            if t15 is None: t15 = Missing('megatron.args')
         else:
-            t15 = attr_value(t14, 'dp', 'megatron.dp')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13.__class__ is int and t15.__class__ is int:
-            t16 = t13 * t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+            t15 = attr_value(t14, 'args', 'megatron.args')
+        if t15.__class__ is dict and 'global_batch_size' in t15:
+            t16 = t15['global_batch_size']
+            if t16 is None: t16 = Missing('megatron.args.global_batch_size')
         else:
-            t16 = _binop('*', t13, t15, env)
-        if t9.__class__ is t16.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 >= t16
-        else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t9, t16)
-            t10 = _compare('>=', t9, t16)
-        t6 = t10
-    else:
+            t16 = attr_value(t15, 'global_batch_size', 'megatron.args.global_batch_size')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
         t17 = env.lookup('megatron')
         if t17 is None: t17 = Missing('megatron')
         if t17.__class__ is dict and 'args' in t17:
@@ -31898,48 +31900,35 @@ def e896(env):
             if t18 is None: t18 = Missing('megatron.args')
         else:
             t18 = attr_value(t17, 'args', 'megatron.args')
-        if t18.__class__ is dict and 'global_batch_size' in t18:
-            t19 = t18['global_batch_size']
-            if t19 is None: t19 = Missing('megatron.args.global_batch_size')
+        if t18.__class__ is dict and 'micro_batch_size' in t18:
+            t19 = t18['micro_batch_size']
+            if t19 is None: t19 = Missing('megatron.args.micro_batch_size')
         else:
-            t19 = attr_value(t18, 'global_batch_size', 'megatron.args.global_batch_size')
+            t19 = attr_value(t18, 'micro_batch_size', 'megatron.args.micro_batch_size')
         if t19 is None or t19.__class__ is Missing: _need(t19)
         t20 = env.lookup('megatron')
         if t20 is None: t20 = Missing('megatron')
-        if t20.__class__ is dict and 'args' in t20:
-            t21 = t20['args']
-            if t21 is None: t21 = Missing('megatron.args')
+        if t20.__class__ is dict and 'dp' in t20:
+            t21 = t20['dp']
+            if t21 is None: t21 = Missing('megatron.dp')
         else:
-            t21 = attr_value(t20, 'args', 'megatron.args')
-        if t21.__class__ is dict and 'micro_batch_size' in t21:
-            t22 = t21['micro_batch_size']
-            if t22 is None: t22 = Missing('megatron.args.micro_batch_size')
+            t21 = attr_value(t20, 'dp', 'megatron.dp')
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        if t19.__class__ is int and t21.__class__ is int:
+            t22 = t19 * t21
+            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
         else:
-            t22 = attr_value(t21, 'micro_batch_size', 'megatron.args.micro_batch_size')
+            t22 = _binop('*', t19, t21, env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = env.lookup('megatron')
-        if t23 is None: t23 = Missing('megatron')
-        if t23.__class__ is dict and 'dp' in t23:
-            t24 = t23['dp']
-            if t24 is None: t24 = Missing('megatron.dp')
+        t23 = _binop('%', t16, t22, env)
+        t25 = (0)
+        if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+            t24 = t23 == t25
         else:
-            t24 = attr_value(t23, 'dp', 'megatron.dp')
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t22.__class__ is int and t24.__class__ is int:
-            t25 = t22 * t24
-            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
-        else:
-            t25 = _binop('*', t22, t24, env)
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        t26 = _binop('%', t19, t25, env)
-        t28 = (0)
-        if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
-            t27 = t26 == t28
-        else:
-            if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, t26, t28)
-            t27 = _compare('==', t26, t28)
-        t6 = t27
-    return t6
+            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
+            t24 = _compare('==', t23, t25)
+        t3 = t24
+    return t3
 
 def e897(env):
     t1 = env.lookup('framework')
@@ -32062,187 +32051,176 @@ def e897(env):
 def e898(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
+    if t1.__class__ is dict and 'decrease_batch' in t1:
+        t2 = t1['decrease_batch']
+        if t2 is None: t2 = Missing('megatron.decrease_batch')
     else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'decrease_batch_size_if_needed' in t2:
-        t3 = t2['decrease_batch_size_if_needed']
-        if t3 is None: t3 = Missing('megatron.args.decrease_batch_size_if_needed')
-    else:
-        t3 = attr_value(t2, 'decrease_batch_size_if_needed', 'megatron.args.decrease_batch_size_if_needed')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('==', t3, t5)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('--decrease-batch-size-if-needed rounds the global batch size (')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('megatron')
-        if t8 is None: t8 = Missing('megatron')
-        if t8.__class__ is dict and 'args' in t8:
-            t9 = t8['args']
-            if t9 is None: t9 = Missing('megatron.args')
+        t2 = attr_value(t1, 'decrease_batch', 'megatron.decrease_batch')
+    if (t2 if t2.__class__ is bool else _truth(t2)):
+        t4 = ('--decrease-batch-size-if-needed rounds the global batch size (')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('megatron')
+        if t5 is None: t5 = Missing('megatron')
+        if t5.__class__ is dict and 'args' in t5:
+            t6 = t5['args']
+            if t6 is None: t6 = Missing('megatron.args')
         else:
-            t9 = attr_value(t8, 'args', 'megatron.args')
-        if t9.__class__ is dict and 'global_batch_size' in t9:
-            t10 = t9['global_batch_size']
-            if t10 is None: t10 = Missing('megatron.args.global_batch_size')
+            t6 = attr_value(t5, 'args', 'megatron.args')
+        if t6.__class__ is dict and 'global_batch_size' in t6:
+            t7 = t6['global_batch_size']
+            if t7 is None: t7 = Missing('megatron.args.global_batch_size')
         else:
-            t10 = attr_value(t9, 'global_batch_size', 'megatron.args.global_batch_size')
-        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
+            t7 = attr_value(t6, 'global_batch_size', 'megatron.args.global_batch_size')
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t4.__class__ is int and t8.__class__ is int:
+            t9 = t4 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t4, t8, env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = (') down to a multiple of micro batch size (')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('+', t9, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t7.__class__ is int and t11.__class__ is int:
-            t12 = t7 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        t12 = env.lookup('megatron')
+        if t12 is None: t12 = Missing('megatron')
+        if t12.__class__ is dict and 'args' in t12:
+            t13 = t12['args']
+            if t13 is None: t13 = Missing('megatron.args')
         else:
-            t12 = _binop('+', t7, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = (') down to a multiple of micro batch size (')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+            t13 = attr_value(t12, 'args', 'megatron.args')
+        if t13.__class__ is dict and 'micro_batch_size' in t13:
+            t14 = t13['micro_batch_size']
+            if t14 is None: t14 = Missing('megatron.args.micro_batch_size')
         else:
-            t14 = _binop('+', t12, t13, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = env.lookup('megatron')
-        if t15 is None: t15 = Missing('megatron')
-        if t15.__class__ is dict and 'args' in t15:
-            t16 = t15['args']
-            if t16 is None: t16 = Missing('megatron.args')
+            t14 = attr_value(t13, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if t11.__class__ is int and t15.__class__ is int:
+            t16 = t11 + t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t16 = attr_value(t15, 'args', 'megatron.args')
-        if t16.__class__ is dict and 'micro_batch_size' in t16:
-            t17 = t16['micro_batch_size']
-            if t17 is None: t17 = Missing('megatron.args.micro_batch_size')
+            t16 = _binop('+', t11, t15, env)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = (') times data parallel size (')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        if t16.__class__ is int and t17.__class__ is int:
+            t18 = t16 + t17
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
         else:
-            t17 = attr_value(t16, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        t18 = call_value(env, F_str.fn, F_str.cost, True, [t17])
+            t18 = _binop('+', t16, t17, env)
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t14.__class__ is int and t18.__class__ is int:
-            t19 = t14 + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+        t19 = env.lookup('megatron')
+        if t19 is None: t19 = Missing('megatron')
+        if t19.__class__ is dict and 'dp' in t19:
+            t20 = t19['dp']
+            if t20 is None: t20 = Missing('megatron.dp')
         else:
-            t19 = _binop('+', t14, t18, env)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = (') times data parallel size (')
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t19.__class__ is int and t20.__class__ is int:
-            t21 = t19 + t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('+', t19, t20, env)
+            t20 = attr_value(t19, 'dp', 'megatron.dp')
+        t21 = call_value(env, F_str.fn, F_str.cost, True, [t20])
         if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = env.lookup('megatron')
-        if t22 is None: t22 = Missing('megatron')
-        if t22.__class__ is dict and 'dp' in t22:
-            t23 = t22['dp']
-            if t23 is None: t23 = Missing('megatron.dp')
+        if t18.__class__ is int and t21.__class__ is int:
+            t22 = t18 + t21
+            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
         else:
-            t23 = attr_value(t22, 'dp', 'megatron.dp')
-        t24 = call_value(env, F_str.fn, F_str.cost, True, [t23])
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t21.__class__ is int and t24.__class__ is int:
-            t25 = t21 + t24
-            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+            t22 = _binop('+', t18, t21, env)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        t23 = ('): 0 microbatches, refused (num_microbatches_calculator.py:348)')
+        if t23 is None or t23.__class__ is Missing: _need(t23)
+        if t22.__class__ is int and t23.__class__ is int:
+            t24 = t22 + t23
+            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
         else:
-            t25 = _binop('+', t21, t24, env)
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        t26 = ('): 0 microbatches, refused (num_microbatches_calculator.py:348)')
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        if t25.__class__ is int and t26.__class__ is int:
-            t27 = t25 + t26
-            if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
-        else:
-            t27 = _binop('+', t25, t26, env)
-        t6 = t27
+            t24 = _binop('+', t22, t23, env)
+        t3 = t24
     else:
-        t28 = ('global batch size (')
-        if t28 is None or t28.__class__ is Missing: _need(t28)
-        t29 = env.lookup('megatron')
-        if t29 is None: t29 = Missing('megatron')
-        if t29.__class__ is dict and 'args' in t29:
-            t30 = t29['args']
-            if t30 is None: t30 = Missing('megatron.args')
+        t25 = ('global batch size (')
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        t26 = env.lookup('megatron')
+        if t26 is None: t26 = Missing('megatron')
+        if t26.__class__ is dict and 'args' in t26:
+            t27 = t26['args']
+            if t27 is None: t27 = Missing('megatron.args')
         else:
-            t30 = attr_value(t29, 'args', 'megatron.args')
-        if t30.__class__ is dict and 'global_batch_size' in t30:
-            t31 = t30['global_batch_size']
-            if t31 is None: t31 = Missing('megatron.args.global_batch_size')
+            t27 = attr_value(t26, 'args', 'megatron.args')
+        if t27.__class__ is dict and 'global_batch_size' in t27:
+            t28 = t27['global_batch_size']
+            if t28 is None: t28 = Missing('megatron.args.global_batch_size')
         else:
-            t31 = attr_value(t30, 'global_batch_size', 'megatron.args.global_batch_size')
-        t32 = call_value(env, F_str.fn, F_str.cost, True, [t31])
+            t28 = attr_value(t27, 'global_batch_size', 'megatron.args.global_batch_size')
+        t29 = call_value(env, F_str.fn, F_str.cost, True, [t28])
+        if t29 is None or t29.__class__ is Missing: _need(t29)
+        if t25.__class__ is int and t29.__class__ is int:
+            t30 = t25 + t29
+            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+        else:
+            t30 = _binop('+', t25, t29, env)
+        if t30 is None or t30.__class__ is Missing: _need(t30)
+        t31 = (') is not divisible by micro batch size (')
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        if t30.__class__ is int and t31.__class__ is int:
+            t32 = t30 + t31
+            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
+        else:
+            t32 = _binop('+', t30, t31, env)
         if t32 is None or t32.__class__ is Missing: _need(t32)
-        if t28.__class__ is int and t32.__class__ is int:
-            t33 = t28 + t32
-            if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
+        t33 = env.lookup('megatron')
+        if t33 is None: t33 = Missing('megatron')
+        if t33.__class__ is dict and 'args' in t33:
+            t34 = t33['args']
+            if t34 is None: t34 = Missing('megatron.args')
         else:
-            t33 = _binop('+', t28, t32, env)
-        if t33 is None or t33.__class__ is Missing: _need(t33)
-        t34 = (') is not divisible by micro batch size (')
-        if t34 is None or t34.__class__ is Missing: _need(t34)
-        if t33.__class__ is int and t34.__class__ is int:
-            t35 = t33 + t34
-            if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
+            t34 = attr_value(t33, 'args', 'megatron.args')
+        if t34.__class__ is dict and 'micro_batch_size' in t34:
+            t35 = t34['micro_batch_size']
+            if t35 is None: t35 = Missing('megatron.args.micro_batch_size')
         else:
-            t35 = _binop('+', t33, t34, env)
-        if t35 is None or t35.__class__ is Missing: _need(t35)
-        t36 = env.lookup('megatron')
-        if t36 is None: t36 = Missing('megatron')
-        if t36.__class__ is dict and 'args' in t36:
-            t37 = t36['args']
-            if t37 is None: t37 = Missing('megatron.args')
+            t35 = attr_value(t34, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t36 = call_value(env, F_str.fn, F_str.cost, True, [t35])
+        if t36 is None or t36.__class__ is Missing: _need(t36)
+        if t32.__class__ is int and t36.__class__ is int:
+            t37 = t32 + t36
+            if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
         else:
-            t37 = attr_value(t36, 'args', 'megatron.args')
-        if t37.__class__ is dict and 'micro_batch_size' in t37:
-            t38 = t37['micro_batch_size']
-            if t38 is None: t38 = Missing('megatron.args.micro_batch_size')
+            t37 = _binop('+', t32, t36, env)
+        if t37 is None or t37.__class__ is Missing: _need(t37)
+        t38 = (') times data parallel size (')
+        if t38 is None or t38.__class__ is Missing: _need(t38)
+        if t37.__class__ is int and t38.__class__ is int:
+            t39 = t37 + t38
+            if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
         else:
-            t38 = attr_value(t37, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        t39 = call_value(env, F_str.fn, F_str.cost, True, [t38])
+            t39 = _binop('+', t37, t38, env)
         if t39 is None or t39.__class__ is Missing: _need(t39)
-        if t35.__class__ is int and t39.__class__ is int:
-            t40 = t35 + t39
-            if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
+        t40 = env.lookup('megatron')
+        if t40 is None: t40 = Missing('megatron')
+        if t40.__class__ is dict and 'dp' in t40:
+            t41 = t40['dp']
+            if t41 is None: t41 = Missing('megatron.dp')
         else:
-            t40 = _binop('+', t35, t39, env)
-        if t40 is None or t40.__class__ is Missing: _need(t40)
-        t41 = (') times data parallel size (')
-        if t41 is None or t41.__class__ is Missing: _need(t41)
-        if t40.__class__ is int and t41.__class__ is int:
-            t42 = t40 + t41
-            if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
-        else:
-            t42 = _binop('+', t40, t41, env)
+            t41 = attr_value(t40, 'dp', 'megatron.dp')
+        t42 = call_value(env, F_str.fn, F_str.cost, True, [t41])
         if t42 is None or t42.__class__ is Missing: _need(t42)
-        t43 = env.lookup('megatron')
-        if t43 is None: t43 = Missing('megatron')
-        if t43.__class__ is dict and 'dp' in t43:
-            t44 = t43['dp']
-            if t44 is None: t44 = Missing('megatron.dp')
+        if t39.__class__ is int and t42.__class__ is int:
+            t43 = t39 + t42
+            if not -MAX_INT <= t43 <= MAX_INT: _check_value(t43)
         else:
-            t44 = attr_value(t43, 'dp', 'megatron.dp')
-        t45 = call_value(env, F_str.fn, F_str.cost, True, [t44])
-        if t45 is None or t45.__class__ is Missing: _need(t45)
-        if t42.__class__ is int and t45.__class__ is int:
-            t46 = t42 + t45
-            if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
+            t43 = _binop('+', t39, t42, env)
+        if t43 is None or t43.__class__ is Missing: _need(t43)
+        t44 = (') (num_microbatches_calculator.py:340)')
+        if t44 is None or t44.__class__ is Missing: _need(t44)
+        if t43.__class__ is int and t44.__class__ is int:
+            t45 = t43 + t44
+            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
         else:
-            t46 = _binop('+', t42, t45, env)
-        if t46 is None or t46.__class__ is Missing: _need(t46)
-        t47 = (') (num_microbatches_calculator.py:340)')
-        if t47 is None or t47.__class__ is Missing: _need(t47)
-        if t46.__class__ is int and t47.__class__ is int:
-            t48 = t46 + t47
-            if not -MAX_INT <= t48 <= MAX_INT: _check_value(t48)
-        else:
-            t48 = _binop('+', t46, t47, env)
-        t6 = t48
-    return t6
+            t45 = _binop('+', t43, t44, env)
+        t3 = t45
+    return t3
 
 def e899(env):
     t1 = env.lookup('megatron')
@@ -36419,9 +36397,9 @@ COMPILED = {
     'megatron.split_key': (e893, 2),
     "': pp in ' + join(megatron.split_pps) + (' (each also divides the world with tp·cp)' if world_known else '') if len(megatron.split_pps) > 0 else ''": (e894, 17),
     "'model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage' if megatron.args.bridge_recipe == true else '--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers'": (e895, 8),
-    'megatron.args.global_batch_size >= megatron.args.micro_batch_size * megatron.dp if megatron.args.decrease_batch_size_if_needed == true else megatron.args.global_batch_size % (megatron.args.micro_batch_size * megatron.dp) == 0': (e896, 28),
+    'megatron.args.global_batch_size >= megatron.args.micro_batch_size * megatron.dp if megatron.decrease_batch else megatron.args.global_batch_size % (megatron.args.micro_batch_size * megatron.dp) == 0': (e896, 25),
     "framework.id in ['megatron@0.16.1'] and (megatron.dp != null and megatron.args.micro_batch_size != null and megatron.args.global_batch_size != null and megatron.args.rampup_batch_size == null and megatron.args.micro_batch_size > 0)": (e897, 34),
-    "'--decrease-batch-size-if-needed rounds the global batch size (' + str(megatron.args.global_batch_size) + ') down to a multiple of micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + '): 0 microbatches, refused (num_microbatches_calculator.py:348)' if megatron.args.decrease_batch_size_if_needed == true else 'global batch size (' + str(megatron.args.global_batch_size) + ') is not divisible by micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + ') (num_microbatches_calculator.py:340)'": (e898, 48),
+    "'--decrease-batch-size-if-needed rounds the global batch size (' + str(megatron.args.global_batch_size) + ') down to a multiple of micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + '): 0 microbatches, refused (num_microbatches_calculator.py:348)' if megatron.decrease_batch else 'global batch size (' + str(megatron.args.global_batch_size) + ') is not divisible by micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + ') (num_microbatches_calculator.py:340)'": (e898, 45),
     'megatron.args.micro_batch_size * megatron.dp': (e899, 6),
     'megatron.args.micro_batch_size * megatron.dp * max(1, megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp))': (e900, 19),
     "' or ' + str(megatron.args.micro_batch_size * megatron.dp * (megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) + 1)) if megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) > 0 else ''": (e901, 36),

@@ -454,6 +454,7 @@ def megatron_facts(spec: Spec, res: Resolution) -> dict:
         "validate_refusals": [] if a.get("bridge_recipe") else validate_checks.refusals(
             spec.extra.get("parsed", a), spec.extra.get("unknown", ()), spec.extra.get("given", ()),
             None if res.world_implied else world, spec.extra.get("entry")),
+        "decrease_batch": bool(a.get("decrease_batch_size_if_needed")),  # (not read from a Bridge recipe: False)
         "rampup": None if a.get("bridge_recipe") else rampup.refusal(
             a.get("rampup_batch_size"), a.get("global_batch_size"), a.get("micro_batch_size"),
             None if res.world_implied else d.get("dp_shard"), bool(a.get("decrease_batch_size_if_needed")),
