@@ -15,7 +15,7 @@ rank that hook
 
 Each collective is converted to the bytes a rank sends under ring algorithms (all-reduce 2(n-1)/n S,
 all-gather/reduce-scatter (n-1)/n S, all-to-all the bytes that leave the rank, send S) and attributed to a
-parallelism by the mesh dims its group spans. ``meshlint.solve.cost.Model`` prices the same layouts of the
+parallelism by the mesh dims its group spans. ``meshlint.estimate.cost.Model`` prices the same layouts of the
 same tiny model (exact parameter count and shapes, fp32, no recomputation) on a "cpu-gloo" cluster profile
 whose link is fitted here (alpha, beta) from a gloo all-reduce sweep. Reported: bytes per kind measured vs
 modelled, modelled communication time vs measured step time and vs measured in-collective time, and
@@ -306,7 +306,7 @@ def tiny_shape(kind: str, degrees: dict) -> dict:
 
 
 def workload(kind: str, degrees: dict):
-    from meshlint.solve.cost import Workload
+    from meshlint.estimate.cost import Workload
 
     c = tiny_shape(kind, degrees)
     d, L, V, E = c["dim"], c["n_layers"], c["vocab"], c["n_experts"]
@@ -324,7 +324,7 @@ def workload(kind: str, degrees: dict):
 
 def predict(kind: str, degrees: dict, world: int, link) -> dict:
     """The model's communication per kind on the cpu-gloo profile: seconds, ring bytes per rank, alpha steps."""
-    from meshlint.solve.cost import Cluster, Link, Model
+    from meshlint.estimate.cost import Cluster, Link, Model
 
     full = {k: degrees.get(k, 1) for k in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep")}
     full["etp"] = 1

@@ -76,8 +76,8 @@ def phases(rounds: int) -> dict:
     sys.path.insert(0, str(ROOT))
     from meshlint.engine.check import analyse
     from meshlint.cli.settings import CliSettings, Planner
-    from meshlint.solve import cost
-    from meshlint.solve.valid import Solver, degree_choices
+    from meshlint.estimate import cost
+    from meshlint.engine.search.valid import Solver, degree_choices
     from meshlint.solve.suggest import search
 
     planner = Planner(CliSettings(world_size=4096, gpus_per_node=8, torchtitan_version="main@b5bcd76c6"))
@@ -196,7 +196,7 @@ def kendall(a: list, b: list) -> float:
 def _estimate(text: str, name: str, world: int, gpn: int, node: str, fabric: str, tmp: Path, degrees: dict):
     from meshlint.engine.check import analyse
     from meshlint.cli.settings import CliSettings, Planner
-    from meshlint.solve import cost
+    from meshlint.estimate import cost
 
     path = tmp / name
     path.write_text(text)

@@ -86,7 +86,7 @@ def predicted(world: int, ac: str, accum: int):
     sys.path.insert(0, str(ROOT))
     from meshlint.engine.check import analyse
     from meshlint.cli.settings import CliSettings, Planner
-    from meshlint.solve import cost
+    from meshlint.estimate import cost
 
     text = "[model]\n" + "".join(f"{k} = {v}\n" for k, v in MODEL.items()) + (
         f"[train]\nbatch_size = {BATCH}\nseq_len = {SEQ}\ngrad_accum_steps = {accum}\n"

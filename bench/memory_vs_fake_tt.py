@@ -137,7 +137,7 @@ def predicted(run: dict, tmp: Path):
     sys.path.insert(0, str(ROOT))
     from meshlint.engine.check import analyse
     from meshlint.cli.settings import CliSettings, Planner
-    from meshlint.solve import cost
+    from meshlint.estimate import cost
 
     path = tmp / "config.toml"
     path.write_text(run["config"])

@@ -62,7 +62,7 @@ SHOWN = ("params", "grads", "optimizer", "unsharded_grads", "fsdp_unsharded", "r
 def peak_of(text: str, name: str, world: int, gpn: int, degrees: dict, tmp: Path):
     from meshlint.engine.check import analyse
     from meshlint.cli.settings import CliSettings, Planner
-    from meshlint.solve import cost
+    from meshlint.estimate import cost
 
     path = tmp / name
     path.write_text(text)

@@ -13,7 +13,8 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   ``TransformerConfig(pipeline_model_parallel_layout=...)`` and the layout's ``get_num_layers_to_build`` for
   every pp rank and virtual stage, or the error.
 - ``config``: for each {kw}, ``TransformerConfig(**kw)``: where in megatron/core it raises, or that it does not.
-- ``params``: Megatron-Core's GPTModel (local spec) built on the meta device for each pp stage: its parameters.
+- ``params``: Megatron-Core's GPTModel (local spec) built on the meta device for each pp stage: its parameters
+  (with ``mla`` {q_lora, kv_lora, qk, pe, v, qk_norm}: an MLATransformerConfig and multi-latent attention).
 - ``validate``: for each {argv, world}, Megatron-LM's parser and ``validate_args`` (needs megatron.training,
   from a Megatron-LM checkout at core_v0.16.1 on sys.path): the data-parallel and virtual pipeline sizes,
   or the error. ``get_device_arch_version`` (it reads the GPU) answers 9 (Hopper): the one check that
@@ -169,11 +170,24 @@ def _params(cases: list) -> list:
     from megatron.core.models.gpt import GPTModel
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed  # noqa: F401
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
 
     # a tied last stage's copy of the embedding is all-reduced from the first at build, on the GPU: skipped here
     # (the parameter exists before it)
     LanguageModule._is_in_embd_group = lambda self: False
+
+    class NoParameters(torch.nn.Module):
+        def __init__(self, *args, **kwargs):
+            super().__init__()
+    # MLASelfAttention's RotaryEmbedding asks for the GPU's index (multi_latent_attention.py:130, no CPU flag): its
+    # inverse frequencies are a buffer, not a parameter, so the CPU stands in
+    torch.cuda.current_device = lambda: "cpu"
+    # without Transformer Engine its import there succeeds with a mock for TELinear (HAVE_TE True), which
+    # multi_latent_attention.py:185 then hands to isinstance: TE is absent, so say so
+    import megatron.core.transformer.multi_latent_attention as mla_module
+
+    if not isinstance(mla_module.TELinear, type):
+        mla_module.HAVE_TE = False
     out = []
     for c in cases:
         per_stage = []
@@ -187,8 +201,12 @@ def _params(cases: list) -> list:
             ps.initialize_model_parallel(c["tp"], c["pp"], expert_model_parallel_size=c["ep"],
                                          expert_tensor_parallel_size=1,
                                          create_gloo_process_groups=False)
-            config = TransformerConfig(
-                num_layers=c["layers"], hidden_size=c["hidden"], ffn_hidden_size=c["ffn"],
+            mla = c.get("mla")
+            extra = dict(q_lora_rank=mla["q_lora"] or None, kv_lora_rank=mla["kv_lora"], qk_head_dim=mla["qk"],
+                         qk_pos_emb_head_dim=mla["pe"], v_head_dim=mla["v"], qk_layernorm=mla["qk_norm"],
+                         rope_type="rope") if mla else {}
+            config = (MLATransformerConfig if mla else TransformerConfig)(
+                **extra, num_layers=c["layers"], hidden_size=c["hidden"], ffn_hidden_size=c["ffn"],
                 num_attention_heads=c["heads"], num_query_groups=c["groups"], gated_linear_unit=c["swiglu"],
                 activation_func=torch.nn.functional.silu if c["swiglu"] else torch.nn.functional.gelu,
                 add_bias_linear=c["bias"], normalization="RMSNorm" if c["rmsnorm"] else "LayerNorm",
@@ -199,8 +217,13 @@ def _params(cases: list) -> list:
                 moe_router_topk=c["topk"], pipeline_dtype=torch.bfloat16, use_cpu_initialization=True,
                 perform_initialization=False, bf16=True, params_dtype=torch.bfloat16)
             with torch.device("meta"):
-                model = GPTModel(config, get_gpt_layer_local_spec(c["experts"] or None, normalization=(
-                    "RMSNorm" if c["rmsnorm"] else "LayerNorm")), vocab_size=c["vocab"],
+                spec = get_gpt_layer_local_spec(
+                    c["experts"] or None, normalization="RMSNorm" if c["rmsnorm"] else "LayerNorm",
+                    multi_latent_attention=bool(mla), qk_layernorm=bool(mla and mla["qk_norm"]))
+                if mla:   # the local DotProductAttention takes no k_channels (MLA passes them): it holds no
+                    # parameters, so a stand-in without any takes its place
+                    spec.submodules.self_attention.submodules.core_attention = NoParameters
+                model = GPTModel(config, spec, vocab_size=c["vocab"],
                     max_sequence_length=c["positions"] or 4096,
                     position_embedding_type="learned_absolute" if c["positions"] else "rope",
                     share_embeddings_and_output_weights=not c["untie"],

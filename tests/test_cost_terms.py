@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from meshlint.solve import cost
+from meshlint.estimate import cost
 
 # The smoke's tiny decoder as bench/bench_cost_vs_smoke.py fixes it: d 256, 16 heads x 16, 8 KV heads,
 # 4 layers, vocab 512, 256-token sequences, fp32; one microbatch without pp, max(pp, 2) with 1F1B.

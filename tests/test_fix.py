@@ -15,7 +15,7 @@ from meshlint.cli.commands import main
 from meshlint.cli.suggest import fix_cmd, suggest_cmd
 from meshlint.solve.fix import FixError, apply_plan, fix_report, parse_set, plan, unambiguous, write_atomic
 from meshlint.cli.settings import CliSettings, Planner
-from meshlint.solve.valid import Solver
+from meshlint.engine.search.valid import Solver
 
 ROOT = Path(__file__).resolve().parent.parent
 SUGGEST = ROOT / "fixtures" / "suggest"

@@ -14,7 +14,7 @@ from meshlint.cli.settings import CliSettings, Planner
 from meshlint.engine.check import analyse_all, check_all
 from meshlint.solve.fix import FixError, plan
 from meshlint.solve.suggest import search
-from meshlint.solve.valid import Solver
+from meshlint.engine.search.valid import Solver
 from tests.test_fix import run
 
 DENSE = """\

@@ -23,8 +23,9 @@ LAYERS = (
     ("mesh", ("meshlint.mesh",)),  # pure arithmetic
     ("frameworks", ("meshlint.frameworks", "meshlint.schema_compiled")),  # one package per framework
     ("inputs", ("meshlint.inputs",)),  # what the user has -> a parsed source (launch lines know the frameworks)
-    ("engine", ("meshlint.engine",)),  # the rule language, facts, rules, caches, one config through them
-    ("solve", ("meshlint.solve",)),  # layouts; suggest and fix
+    ("estimate", ("meshlint.estimate",)),  # the price of a layout: whole-peak memory, communication cost
+    ("engine", ("meshlint.engine",)),  # the rule language, facts, rules, caches, the layout search, one config
+    ("solve", ("meshlint.solve",)),  # suggest and fix: layouts ranked, proposed, written back
     ("report", ("meshlint.report",)),  # text, json, sarif, github, svg, explain, diff
     ("generate", ("meshlint.generate",)),  # build-time generators of the frameworks' facts
     ("smoke", ("meshlint.smoke",)),  # the only path that imports torch
@@ -32,10 +33,7 @@ LAYERS = (
 )
 
 # (importer, imported): imports that still run upward; each one is a debt, never a precedent
-KNOWN_BACK_EDGES = {
-    ("meshlint.engine.check", "meshlint.solve.memory_check"),
-    ("meshlint.engine.check", "meshlint.solve.valid"),
-}
+KNOWN_BACK_EDGES: set = set()
 # strongly connected components (sorted module lists) the graph still has
 KNOWN_CYCLES = [
 ]

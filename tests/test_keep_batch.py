@@ -139,3 +139,15 @@ def test_plan_keeps_the_global_batch_or_refuses():
     assert p.microbatch_tokens == 4 * 8192 and p.microbatches == 4
     assert {c["key"]: c["new"] for c in p.changes} == {"training.local_batch_size": 4,
                                                        "training.global_batch_size": 64}
+
+
+def test_megatron_keeps_its_written_global_batch_when_its_own_layout_is_refused():
+    # tp 8 · pp 16 = 128 on 8 GPUs: the launch's own layout has no dp, yet --global-batch-size is written, so the
+    # layouts suggest offers keep it (only the microbatch count changes), rather than a batch that moves with dp
+    bad = "fixtures/rules/ML960-megatron-world-not-divisible-by-model-size/bad_8gpu.sh"
+    doc = suggest_json(bad, "--top", "5")
+    assert doc["global_batch"] == {"sequences": 64, "tokens": 64 * 4096, "kept": True}
+    assert doc["alternatives"]
+    for alt in doc["alternatives"]:
+        assert alt["estimate"]["global_batch"] == {"sequences": 64, "tokens": 64 * 4096}
+        assert "global_batch_size" not in {c["key"] for c in alt["changes"]}

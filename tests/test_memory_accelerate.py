@@ -1,4 +1,4 @@
-"""The whole-peak memory of an Accelerate run (meshlint/solve/memory_accelerate.py): the parameters of known Hugging
+"""The whole-peak memory of an Accelerate run (meshlint/estimate/memory_accelerate.py): the parameters of known Hugging
 Face models from their config.json, the dtypes and sharding of Accelerate 1.15.0's FSDP2, FSDP1 and DDP paths, the
 lower bound where the batch is the script's, the report (files[].memory, ML504/ML505), and the formula against the
 fake-tensor measurement of Accelerate's own FSDP2 (bench/memory_vs_fake_accelerate.py, saved numbers)."""
@@ -14,7 +14,7 @@ import pytest
 
 from meshlint.engine.check import Options, check_file
 from meshlint.engine.ruleset import load_rules
-from meshlint.solve.memory_accelerate import model_shape, strategy
+from meshlint.estimate.memory_accelerate import model_shape, strategy
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 2 ** 30
@@ -182,3 +182,30 @@ def test_within_10_percent_of_the_fake_tensor_measurement_of_accelerates_fsdp2()
             # so the previous unit's reduce-scatter input, which the formula keeps in a layer's backward, is unseen)
             assert want["allocated_gib"] >= measured * 0.99, layout[0]
             assert want["allocated_gib"] - want["unseen_gib"] == pytest.approx(measured, rel=0.10), layout[0]
+
+
+def test_suggest_prices_each_layout_with_the_same_estimate_as_check(tmp_path):
+    # suggest's cost model sizes an Accelerate run from the same config.json and settings as check's ML504
+    # (memory_accelerate.sized): the config's own layout (no ParallelismConfig: FSDP2 over all 8 ranks, which also
+    # read 8 batches) gets check's peak, and every alternative has a whole peak, not "memory: unknown"
+    from click.testing import CliRunner
+
+    from meshlint.cli.commands import main
+    from meshlint.cli.suggest import suggest_cmd
+
+    if "suggest" not in main.commands:
+        main.add_command(suggest_cmd)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(LLAMA3_8B))
+    script = tmp_path / "run.sh"
+    script.write_text(f"accelerate launch {FSDP2} train.py --model_name_or_path m {BATCH}\n")
+    checked = check_file(str(script), Options(rules=RULES)).memory
+    result = CliRunner().invoke(main, ["suggest", str(script), "--format", "json", "--top", "4"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    current = doc["current"]["estimate"]
+    assert current["memory"]["peak_gib"] == pytest.approx(checked["peak_gib"], rel=1e-6)
+    assert current["tokens_per_iteration"] == 8 * 4096  # each of the 8 FSDP ranks reads its own batch
+    assert doc["alternatives"]
+    for alt in doc["alternatives"]:
+        assert alt["estimate"]["memory"]["peak_gib"] > 0 and alt["estimate"]["memory"]["fits"] is not None

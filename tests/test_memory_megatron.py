@@ -140,7 +140,11 @@ def _param_cases(n: int) -> list:
 
 
 def _args(c: dict) -> dict:
-    return dict(num_layers=c["layers"], hidden_size=c["hidden"], ffn_hidden_size=c["ffn"],
+    mla = c.get("mla")   # built with the local spec: its down projections column-parallel (transformer_impl local)
+    extra = {"multi_latent_attention": True, "q_lora_rank": mla["q_lora"] or None, "kv_lora_rank": mla["kv_lora"],
+             "qk_head_dim": mla["qk"], "qk_pos_emb_head_dim": mla["pe"], "v_head_dim": mla["v"],
+             "qk_layernorm": mla["qk_norm"], "transformer_impl": "local"} if mla else {}
+    return dict(**extra, num_layers=c["layers"], hidden_size=c["hidden"], ffn_hidden_size=c["ffn"],
                 num_attention_heads=c["heads"], group_query_attention=True, num_query_groups=c["groups"],
                 swiglu=c["swiglu"], add_bias_linear=c["bias"], normalization="RMSNorm" if c["rmsnorm"] else "LayerNorm",
                 num_experts=c["experts"] or None, moe_ffn_hidden_size=c["moe_ffn"], moe_router_topk=c["topk"],
@@ -149,11 +153,11 @@ def _args(c: dict) -> dict:
                 untie_embeddings_and_output_weights=c["untie"], seq_length=64, micro_batch_size=1, bf16=True)
 
 
-def test_parameters_per_stage_match_megatron_cores_gpt_model():
+def _params_match_megatron_core(cases: list) -> None:
+    """Each pp stage's parameters in the estimate equal those of Megatron-Core's GPTModel built for the case."""
     why = _absent_core()
     if why:
         pytest.skip(why)
-    cases = _param_cases(24)
     real = _run("params", cases, [WHEEL])
     for case, stages in zip(cases, real):
         a = _args(case)
@@ -161,6 +165,38 @@ def test_parameters_per_stage_match_megatron_cores_gpt_model():
                                       dp_shard=1), layer_split(a, case["pp"]), 1)
         for got, stage in zip(stages, peak.stages):
             assert stage.terms["params"] / 2 == pytest.approx(got["dense"] + got["experts"]), (case, got)
+
+
+def test_parameters_per_stage_match_megatron_cores_gpt_model():
+    _params_match_megatron_core(_param_cases(24))
+
+
+def _mla_cases(n: int) -> list:
+    """Seeded models with multi-latent attention: with and without query compression and q/k norms."""
+    rng = random.Random(1616)
+    out = []
+    for case in _param_cases(n):
+        out.append({**case, "groups": case["heads"], "positions": 0,
+                    "mla": {"q_lora": rng.choice([0, 32, 96]), "kv_lora": rng.choice([16, 64]),
+                            "qk": rng.choice([16, 32]), "pe": rng.choice([8, 16]), "v": rng.choice([16, 48]),
+                            "qk_norm": rng.random() < 0.5}})
+    return out
+
+
+def test_mla_parameters_per_stage_match_megatron_cores_gpt_model():
+    """MLASelfAttention's projections and norms (local spec: the down projections column-parallel, ÷ tp)."""
+    _params_match_megatron_core(_mla_cases(12))
+
+
+def test_mla_with_transformer_engine_keeps_the_down_projections_whole():
+    """TE's spec builds the down projections as TELinear(parallel_mode='duplicated') (gpt_layer_specs.py:119,121):
+    the same parameters at tp 1, each tp rank the whole of them at tp > 1."""
+    a = dict(num_layers=2, hidden_size=256, num_attention_heads=8, ffn_hidden_size=512, multi_latent_attention=True,
+             q_lora_rank=64, kv_lora_rank=32, qk_head_dim=16, qk_pos_emb_head_dim=8, v_head_dim=16,
+             padded_vocab_size=1024, seq_length=64, micro_batch_size=1, bf16=True)
+    te, local = (mm.sizes({**a, "transformer_impl": impl}, 4) for impl in ("transformer_engine", "local"))
+    assert mm.attention_params(te, 1) == mm.attention_params(local._replace(mla=local.mla._replace(down_tp=1)), 1)
+    assert mm.attention_params(te, 4) - mm.attention_params(local, 4) == 256 * (64 + 32 + 8) * (1 - 1 / 4)
 
 
 # ----------------------------------------------------------------------------- the report

@@ -18,9 +18,9 @@ import pytest
 from meshlint.engine.check import FileReport, analyse, run_checks
 from meshlint.engine.facts import FACT_DOCS, build_facts
 from meshlint.cli.settings import CliSettings, Planner
-from meshlint.solve import prune
-from meshlint.solve.space import Target, assignments, count_factorizations, divisors, space_for
-from meshlint.solve.valid import Solver, degree_choices, valid_layouts
+from meshlint.engine.search import prune
+from meshlint.engine.search.space import Target, assignments, count_factorizations, divisors, space_for
+from meshlint.engine.search.valid import Solver, degree_choices, valid_layouts
 
 ROOT = Path(__file__).resolve().parent.parent
 SUGGEST = ROOT / "fixtures" / "suggest"
@@ -62,7 +62,7 @@ def _setup(path: str, version: str | None, gpn: int, world: int | None = None):
 def _error_options(options, report=None):
     """The check's options with only the error rules that can report on this config (a warning cannot make
     a layout invalid; a rule limited to other framework versions never reports): the same verdicts, faster."""
-    from meshlint.solve.valid import _framework_id, memory_rule
+    from meshlint.engine.search.valid import _framework_id, memory_rule
 
     fid = _framework_id(report.spec) if report is not None and report.spec is not None else None
     rules = [r for r in options.rules if (options.severity.get(r.code) or r.severity) == "error"
@@ -162,7 +162,7 @@ def brute_force(solver: Solver, options, world: int) -> set:
 def test_etp_without_ep_is_one_layout():
     """A v0.2.x layout with ep = 1 and etp > 1 that check accepts is accepted with etp = 1 too, and the
     estimates (time, memory) do not depend on that etp."""
-    from meshlint.solve import cost
+    from meshlint.estimate import cost
 
     path, version, gpn = next(p for p in PRIMARY if "etp" in p[0])
     report, options = _setup(path, version, gpn)
@@ -291,7 +291,7 @@ def test_every_fact_is_classified():
                "valid_world_kind", "valid_world_n", "declared", "dp_shard_inferred", "degree_values", "pipeline",
                "native", "megatron", "skipped", "unused_suppressions"}
     unclassified = set(FACT_DOCS) - prune.STATIC - dynamic
-    assert not unclassified, f"classify these facts in meshlint/solve/prune.py STATIC or here: {unclassified}"
+    assert not unclassified, f"classify these facts in meshlint/engine/search/prune.py STATIC or here: {unclassified}"
     assert not (prune.STATIC & dynamic)
 
 

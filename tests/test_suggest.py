@@ -13,9 +13,9 @@ from meshlint.engine.check import analyse
 from meshlint.cli.commands import main
 from meshlint.cli.suggest import fix_cmd, suggest_cmd
 from meshlint.cli.settings import CliSettings, Planner
-from meshlint.solve import cost
-from meshlint.solve.space import Target
-from meshlint.solve.valid import Solver
+from meshlint.estimate import cost
+from meshlint.engine.search.space import Target
+from meshlint.engine.search.valid import Solver
 from meshlint.solve.suggest import search
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -208,7 +208,7 @@ def _parse(section, path: str, text: str, prefix: tuple) -> ProjectConfig:
                                                        f"({', '.join(versions.ids('torchtitan'))})")
     cluster = section.get("cluster") or {}
     if cluster:
-        from meshlint.solve.cost import check_cluster
+        from meshlint.estimate.cost import check_cluster
 
         problem = check_cluster(cluster)
         if problem:

@@ -107,7 +107,7 @@ def _gpu_memory(cli: CliSettings, cfg) -> dict:
         return {"gpu_memory_gib": float(cluster["gpu_memory_gib"]),
                 "gpu_memory_source": f"{cfg.path}: [cluster] gpu_memory_gib"}
     if cluster.get("node"):
-        from meshlint.solve.cost import NODES
+        from meshlint.estimate.cost import NODES
 
         preset = NODES.get(cluster["node"])
         if preset:

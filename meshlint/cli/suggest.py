@@ -67,7 +67,7 @@ def _analysed(path, dialect, world_size, nodes, gpus_per_node, placement, torcht
 
 
 def _profile(planner, path, node_type, fabric, gpus_per_node):
-    from meshlint.solve import cost
+    from meshlint.estimate import cost
 
     settings = dict(getattr(planner.config_for(path.split("::", 1)[0]), "cluster", None) or {})
     if node_type:
@@ -200,7 +200,7 @@ def fix_cmd(path, dialect, world_size, nodes, gpus_per_node, placement, torchtit
             options = options._replace(gpu_memory_gib=round(profile.gpu_memory_gib, 2),
                                        gpu_memory_source=f"--node {node_type}")
         if set_text:
-            from meshlint.solve.space import space_for
+            from meshlint.engine.search.space import space_for
 
             fixed = parse_set(set_text, space_for(report.spec).names)
             target = target._replace(fixed=tuple(fixed.items()))

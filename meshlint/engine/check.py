@@ -110,7 +110,7 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
     if launch_notes and report.resolution is not None:  # how the launch line was read: JSON notes, explain
         report.resolution.notes[:0] = [f"launch: {n}" for n in launch_notes
                                        if f"launch: {n}" not in report.resolution.notes]
-    from meshlint.solve.memory_check import file_memory, rule_facts
+    from meshlint.estimate.memory_check import file_memory, rule_facts
 
     report.memory = file_memory(report, options)
     facts["memory"].update(rule_facts(report.memory))
@@ -170,12 +170,12 @@ CHOICES_BUDGET_S = 0.25  # the search behind `choices`; past it, help lines use 
 def degree_choices(report: FileReport, options: Options) -> dict | None:
     """``{degree: values}`` that appear in some layout passing every error rule on this config's
     own world; None when the world is unknown, the search cannot start, or it runs out of time."""
-    if report.topology.world_size is None or report.dialect == "megatron":  # solve/ has no Megatron layout space
+    if report.topology.world_size is None or report.dialect == "megatron":  # the search has no Megatron layout space
         return None
     import time
 
     from meshlint.errors import MeshlintError
-    from meshlint.solve.valid import degree_choices as search
+    from meshlint.engine.search.valid import degree_choices as search
 
     deadline = time.perf_counter() + CHOICES_BUDGET_S
     try:

@@ -28,7 +28,10 @@ FIELDS = ("num_layers", "hidden_size", "num_attention_heads", "num_query_groups"
           "normalization", "add_bias_linear", "add_qkv_bias", "make_vocab_size_divisible_by", "should_pad_vocab",
           "position_embedding_type", "moe_shared_expert_intermediate_size", "moe_layer_freq", "hidden_dropout",
           "attention_dropout", "bf16", "fp16", "recompute_granularity", "recompute_method", "recompute_num_layers",
-          "recompute_modules", "distribute_saved_activations")
+          "recompute_modules", "distribute_saved_activations",
+          # multi-latent attention's shapes (MLATransformerConfig) and the q/k norms
+          "multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
+          "qk_layernorm")
 
 
 def provider_modules(src: str) -> list:
@@ -74,7 +77,10 @@ def generate(src: str) -> dict:
                     unreadable.append(field)
                     continue
                 plain = val.v
-                if isinstance(plain, (bool, int, float, str)) or plain is None:
+                if isinstance(plain, E.Lst):   # moe_layer_freq's per-layer list (a default_factory)
+                    items = [getattr(x, "v", x) for x in plain.items]
+                    plain = items if all(isinstance(x, int) for x in items) else object()
+                if isinstance(plain, (bool, int, float, str, list)) or plain is None:
                     fields[field] = plain
                     origins[field] = f"{owner.mod.rel}:{entry[2]}"
                 else:

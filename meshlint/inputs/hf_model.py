@@ -109,6 +109,6 @@ def attach_model(spec, source) -> None:
         if value is not None:
             spec.values[f"model.{key}"] = value
     spec.values["model.source"] = how
-    spec.extra["model_config_path"] = path  # the memory estimate reads its sizes (solve/memory_accelerate.py)
+    spec.extra["model_config_path"] = path  # the memory estimate reads its sizes (estimate/memory_accelerate.py)
     spec.values["model.called"] = f"{ref} "
     spec.values["model.known"] = model.get("n_heads") is not None

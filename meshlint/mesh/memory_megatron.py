@@ -70,6 +70,20 @@ class Sizes(NamedTuple):
     shared_ffn: int
     topk: int
     moe_layers: tuple          # 1 per MoE layer, 0 per dense one
+    mla: "MLA | None" = None   # multi-latent attention's shapes, None for standard attention
+
+
+class MLA(NamedTuple):
+    """Multi-latent attention (megatron/core/transformer/multi_latent_attention.py MLASelfAttention, 0.16.1)."""
+
+    q_lora: int                # 0: no query compression (linear_q_proj)
+    kv_lora: int
+    qk: int                    # qk_head_dim
+    pe: int                    # qk_pos_emb_head_dim
+    v: int                     # v_head_dim
+    qk_norm: bool              # q_layernorm / kv_layernorm (qk_layernorm), else IdentityOp
+    down_tp: int               # the down projections' tp shards: TELinear 'duplicated' (1); the local spec's
+                               # ColumnParallelLinear (tp)
 
 
 def _int(v) -> int | None:
@@ -81,6 +95,8 @@ def moe_pattern(value, layers: int) -> tuple | None:
     string is a Python list expression such as ``([1]*3+[0]*1)*3``, evaluated here without ``eval``."""
     if isinstance(value, int) and not isinstance(value, bool):
         return tuple(1 if value > 0 and i % value == 0 else 0 for i in range(layers))
+    if isinstance(value, (list, tuple)):   # a Megatron-Bridge provider's own per-layer list
+        return tuple(1 if x else 0 for x in value) if len(value) == layers else None
     if isinstance(value, str):
         text = value.strip()
         if text.isdigit():
@@ -145,16 +161,47 @@ def sizes(a: dict, tp: int) -> Sizes | None:
         positions=positions if a.get("position_embedding_type", "learned_absolute") == "learned_absolute" else 0,
         tied=not a.get("untie_embeddings_and_output_weights"), experts=experts,
         moe_ffn=_int(a.get("moe_ffn_hidden_size")) or ffn, shared_ffn=_int(a.get("moe_shared_expert_intermediate_size"))
-        or 0, topk=_int(a.get("moe_router_topk")) or 2, moe_layers=pattern or (1,) * L)
+        or 0, topk=_int(a.get("moe_router_topk")) or 2, moe_layers=pattern or (1,) * L, mla=mla(a, tp))
+
+
+def mla(a: dict, tp: int) -> MLA | None:
+    """--multi-latent-attention's shapes (arguments.py defaults: --q-lora-rank None, --kv-lora-rank 32,
+    --qk-head-dim 128, --qk-pos-emb-head-dim 64, --v-head-dim 128), or None without it."""
+    if not a.get("multi_latent_attention"):
+        return None
+    local = a.get("transformer_impl") == "local"
+    return MLA(q_lora=_int(a.get("q_lora_rank")) or 0, kv_lora=_int(a.get("kv_lora_rank")) or 32,
+               qk=_int(a.get("qk_head_dim")) or 128, pe=_int(a.get("qk_pos_emb_head_dim")) or 64,
+               v=_int(a.get("v_head_dim")) or 128, qk_norm=bool(a.get("qk_layernorm")), down_tp=tp if local else 1)
+
+
+def attention_params(m: Sizes, tp: int) -> float:
+    """One layer's attention parameters on one tp rank, its input norm excluded. Standard: QKV and the projection
+    (column- and row-parallel) and their biases. MLA (no biases but the projection's): the query and key-value
+    down projections (whole on every tp rank with Transformer Engine), their norms (whole), the up projections to
+    heads·(qk + pe) and heads·(qk + v), and the projection from heads·v (÷ tp)."""
+    h = m.hidden
+    if m.mla is None:
+        q, kv = m.heads * m.kv_channels, m.groups * m.kv_channels
+        return (h * (q + 2 * kv) + (q + 2 * kv if m.bias or m.qkv_bias else 0) + q * h) / tp + (h if m.bias else 0)
+    c = m.mla
+    q_head = c.qk + c.pe
+    if c.q_lora:
+        query = h * c.q_lora / c.down_tp + c.q_lora * m.heads * q_head / tp + (m.norm * c.q_lora if c.qk_norm else 0)
+    else:
+        query = h * m.heads * q_head / tp
+    kv = h * (c.kv_lora + c.pe) / c.down_tp + c.kv_lora * m.heads * (c.qk + c.v) / tp + \
+        (m.norm * c.kv_lora if c.qk_norm else 0)
+    return query + kv + m.heads * c.v * h / tp + (h if m.bias else 0)
 
 
 def layer_params(m: Sizes, tp: int = 1) -> tuple:
     """(dense layer, MoE layer without its routed experts, one MoE layer's routed experts) parameters on one tp
     rank: the column- and row-parallel weights and the column-parallel biases ÷ tp; the norms, the row-parallel
     biases and the router whole on every rank (megatron/core/tensor_parallel/layers.py)."""
-    h, q, kv = m.hidden, m.heads * m.kv_channels, m.groups * m.kv_channels
+    h = m.hidden
     gate = 2 if m.swiglu else 1
-    attn = (h * (q + 2 * kv) + (q + 2 * kv if m.bias or m.qkv_bias else 0) + q * h) / tp + (h if m.bias else 0)
+    attn = attention_params(m, tp)
     norms = 2 * m.norm * h
     mlp = lambda f, t: (h * f * gate + f * h + (f * gate if m.bias else 0)) / t + (h if m.bias else 0)  # noqa: E731
     dense = attn + norms + mlp(m.ffn, tp)
@@ -228,6 +275,12 @@ def layer_bytes_per_token(m: Sizes, r: Recipe, tp: int, etp: int, seq: int, moe:
     norms_out = 0 if "layernorm" in mods else 2 * x * h   # QKV's and FC1's input
     replicated = norms_in + norms_out + masks     # Korthikanti's 10·sbh: sharded only with sequence parallelism
     sharded = x * (q + 2 * kv) + x * q            # Q, K, V and the attention output (the projection's input)
+    if m.mla is not None:
+        c = m.mla
+        # the compressed query and key-value (and their norms' outputs), whole on each tp rank; Q and K of
+        # heads·(qk + pe), V and the attention output of heads·v, ÷ tp
+        replicated += x * ((c.q_lora * (2 if c.qk_norm else 1)) + c.kv_lora + c.pe + (c.kv_lora if c.qk_norm else 0))
+        sharded = x * m.heads * (2 * (c.qk + c.pe) + 2 * c.v)
     if "core_attn" not in mods:
         if r.unfused:   # the softmax's output, its dropout mask and output: Korthikanti's 5·a·s per token
             sharded += m.heads * seq * (x + ((1 + x) if r.attention_dropout else 0))
@@ -274,8 +327,6 @@ def estimate(a: dict, degrees: dict, split: dict, microbatches: int | None, deta
     notes = []
     if a.get("use_torch_fsdp2") or a.get("use_megatron_fsdp"):
         return None, ["FSDP (--use-torch-fsdp2 / --use-megatron-fsdp) is not modelled for Megatron yet"]
-    if a.get("multi_latent_attention"):
-        return None, ["multi-latent attention (--multi-latent-attention) is not modelled yet"]
     if m.vocab is None:
         notes.append("the vocabulary comes from the tokenizer (give --vocab-size): embedding and logits not counted")
     if a.get("mtp_num_layers"):

@@ -133,7 +133,7 @@ def render(report: FileReport, view: RankView | None = None) -> str:
     if res.framework_error:
         row("framework", f"FAILS: {res.framework_error}")
     elif res.primary is None:
-        row("framework", "builds no mesh" if res.world_used == 1 else "mesh not resolved (world size unknown)")
+        row("framework", "builds no mesh" if res.world_used else "mesh not resolved (world size unknown)")
     else:
         mesh = res.meshes[res.primary]
         row("framework", f'builds {_call(report.dialect, mesh)}')

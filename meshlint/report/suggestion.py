@@ -4,10 +4,10 @@ The search and its arithmetic live in the solve layer; this is only their render
 
 from __future__ import annotations
 
-from meshlint.solve import cost
-from meshlint.solve.space import SolveError
+from meshlint.estimate import cost
+from meshlint.engine.search.space import SolveError
 from meshlint.solve.suggest import SCHEMA_VERSION, Suggestion, alternative_report, degrees_text
-from meshlint.solve.valid import Solver
+from meshlint.engine.search.valid import Solver
 
 LINK_WORDS = {"intra": "NVLink", "inter": "network"}
 
@@ -135,7 +135,11 @@ def render_text(s: Suggestion) -> str:
 def _recipe_lines(s: Suggestion) -> list:
     r, skipped = s.recipe, s.stats.get("skipped") or {}
     out = []
-    if r is None:
+    if r is None and s.report.spec is not None and s.report.spec.dialect == "accelerate":
+        out.append("  note: the global batch is the training script's (its per-device batch and gradient accumulation "
+                   "are script arguments meshlint does not rewrite): layouts keep each rank's batch, so the global "
+                   "batch changes with the data-parallel degree")
+    elif r is None:
         out.append("  note: the global batch is unknown (no batch size or sequence length): layouts keep each rank's "
                    "batch as written, so the global batch changes with the data-parallel degree")
     elif s.keep_batch:

@@ -1,16 +1,14 @@
-"""Searching the parallel layouts of a config: every degree assignment meshlint's error rules accept, ranked.
+"""Proposing and applying layouts: ``suggest`` ranks the layouts the rule engine's search finds
+(``meshlint.engine.search``) by the cost model (``meshlint.estimate.cost``), keeping the training recipe
+(``batch``); ``fix`` and ``fix_launch`` write the chosen degrees back into the user's config or launch line,
+atomically (``edits``).
 
-``space`` enumerates the degree assignments of a framework version for a target world in closed
-form (divisor combinations), ``prune`` cuts them with the rules' own verdicts on the degrees each
-rule reads, ``valid`` gives the final verdict with the real rules on the real resolution, and
-``cost`` ranks what is left. ``valid.valid_layouts`` and ``valid.degree_choices`` are the public
-entry points; ``meshlint suggest`` and ``meshlint fix`` are built on them.
+``Target``, ``Solver``, ``degree_choices`` and ``valid_layouts`` are re-exported from the search, lazily, so that
+importing this package loads nothing.
 """
 
-# Exported lazily: `check` prices a config's memory with solve.cost, which must not load the search (valid, copy,
-# suppress) on the way.
-_EXPORTS = {"Target": "meshlint.solve.space", "Solver": "meshlint.solve.valid",
-            "degree_choices": "meshlint.solve.valid", "valid_layouts": "meshlint.solve.valid"}
+_EXPORTS = {"Target": "meshlint.engine.search.space", "Solver": "meshlint.engine.search.valid",
+            "degree_choices": "meshlint.engine.search.valid", "valid_layouts": "meshlint.engine.search.valid"}
 
 
 def __getattr__(name: str):

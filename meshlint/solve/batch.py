@@ -43,11 +43,10 @@ def _int(v) -> int | None:
 
 
 def recipe(spec, dp: int | None) -> Recipe | None:
-    """The config's global batch on its own layout (``dp``: its data-parallel degree), or None where unknown."""
-    if not dp:
-        return None
+    """The config's global batch on its own layout (``dp``: its data-parallel degree, None where the layout does not
+    resolve), or None where unknown."""
     v = spec.values
-    if spec.dialect == "kempnerforge":
+    if spec.dialect == "kempnerforge" and dp:
         b, s = _int(v.get("train.batch_size")), _int(v.get("train.seq_len"))
         a = _int(v.get("train.grad_accum_steps")) or 1
         if not b or not s:
@@ -61,9 +60,11 @@ def recipe(spec, dp: int | None) -> Recipe | None:
         mbs, s = _int(a.get("micro_batch_size")), _int(a.get("seq_length"))
         if not mbs or not s or a.get("rampup_batch_size"):
             return None
-        gbs = _int(a.get("global_batch_size")) or mbs * dp
+        gbs = _int(a.get("global_batch_size")) or (mbs * dp if dp else None)  # written: no layout needed
+        if not gbs:
+            return None
         return Recipe("megatron", gbs, gbs * s, s, mbs, 1, {"local": ("micro_batch_size", mbs)})
-    if spec.dialect != "torchtitan":
+    if spec.dialect != "torchtitan" or not dp:
         return None
     version = (getattr(spec, "framework", None) or {}).get("version") or "0.2.x"
     if version.startswith("main"):

@@ -499,7 +499,7 @@ class FixResult(NamedTuple):
 def single_change_layouts(report, options, degrees: tuple | None = None, limit: int = 50) -> list:
     """[(degree, layout)]: the valid layouts that change exactly one of ``degrees`` (default: any degree),
     every other degree as the config has it."""
-    from meshlint.solve.valid import Solver
+    from meshlint.engine.search.valid import Solver
 
     base = Solver(report, options)
     names = base.space.names
@@ -529,7 +529,7 @@ def unambiguous(report, options, findings: list | None = None) -> tuple:
     model size) or two ways out are left to the user (``meshlint fix --set``, ``meshlint suggest``).
     """
     from meshlint.engine.check import run_checks
-    from meshlint.solve.space import space_for
+    from meshlint.engine.search.space import space_for
 
     if findings is None:
         findings = run_checks(report, options).findings
@@ -551,7 +551,7 @@ def unambiguous(report, options, findings: list | None = None) -> tuple:
 def fix_report(report, options, write: bool = True) -> FixResult:
     """``check --fix`` for one analysed report: apply its unambiguous fix, if it has errors and one."""
     from meshlint.engine.check import run_checks
-    from meshlint.solve.valid import Solver
+    from meshlint.engine.search.valid import Solver
 
     if report.status != "checked":
         return FixResult(report.path, False, None, "not checked")

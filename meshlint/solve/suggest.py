@@ -2,7 +2,7 @@
 
 The search (``meshlint.solve``) lists every degree assignment of the framework
 version for the target world in closed form, cuts it with the rules' own verdicts,
-ranks the survivors by the documented cost model (``meshlint.solve.cost``,
+ranks the survivors by the documented cost model (``meshlint.estimate.cost``,
 docs/cost-model.md) and verifies them with the full error rules in rank order until
 the top N are found, so every layout shown passes ``meshlint check``. When none
 fits it says why: which rules rejected the most layouts, and which values each
@@ -15,9 +15,10 @@ import heapq
 import time
 from typing import NamedTuple
 
-from meshlint.solve import batch, cost
-from meshlint.solve.space import SolveError, Target
-from meshlint.solve.valid import Solver, Verdict
+from meshlint.estimate import cost
+from meshlint.solve import batch
+from meshlint.engine.search.space import SolveError, Target
+from meshlint.engine.search.valid import Solver, Verdict
 
 SCHEMA_VERSION = 1
 MAX_RANKED = 500_000     # layouts the ranking holds at once (~10 s); past it, narrow with --keep / --vary
@@ -221,7 +222,7 @@ def _current_failures(solver: Solver, values: dict, world: int) -> tuple:
 def _role_degrees(space, values: dict) -> dict:
     if space.framework != "native":
         return values
-    from meshlint.solve.space import role_values
+    from meshlint.engine.search.space import role_values
 
     return {k: v for k, v in role_values(space, values).items() if v is not None}
 
@@ -229,7 +230,7 @@ def _role_degrees(space, values: dict) -> dict:
 def _space_size(solver: Solver) -> int | None:
     """Layouts before any rule: ordered factorizations of the world (times the borrowed degrees' choices,
     not counted here)."""
-    from meshlint.solve.space import count_factorizations
+    from meshlint.engine.search.space import count_factorizations
 
     return count_factorizations(solver.world, len(solver.space.factors))
 

@@ -271,6 +271,12 @@ def resolve(spec: Spec, world: int | None) -> Resolution:
     if not v.get("accelerate.section_present", True):
         res.notes.append("no parallelism_config in the file: accelerate launch sets no PARALLELISM_CONFIG_* variables "
                          "(a script may still pass its own ParallelismConfig)")
+        if v.get("accelerate.distributed_type") == "FSDP" and world > 1:
+            # fsdp2_prepare_model passes mesh=None without a mesh (fully_shard then spans the world); FSDP1 gets
+            # no process group: both shard over the default group, whatever the degrees above say
+            version = 2 if v.get("accelerate.is_fsdp2") else 1
+            res.notes.append(f"FSDP{version} without a ParallelismConfig shards over the default process group: "
+                             f"all {world} ranks" + (" (HYBRID_SHARD strategies: within each node)" if version == 1 else ""))
     if error:
         res.framework_error, res.error_stage = error, "resolve"
     elif total == 1 and world > 1 and _multi_device(v, world):

@@ -35,12 +35,12 @@ from meshlint.inputs.pyregistry.interp import Interp
 from meshlint.inputs.pyregistry.pytext import decode_python, scan_py_comments
 from meshlint.inputs.pyregistry.reader import (RegistryFile, _read_text, clear_caches, find_config_module, read_function,
                                                read_registry)
-from meshlint.inputs.pyregistry.values import (BUDGET_BASE, BUDGET_PER_BYTE, ClassRef, FuncRef, Obj, Sym, U, _Limit,
-                                               _Raise, _Return)
+from meshlint.inputs.pyregistry.values import (BUDGET_BASE, BUDGET_PER_BYTE, Builtin, ClassRef, FuncRef, Obj, Sym, U,
+                                               _Limit, _Raise, _Return)
 
 # the entry points, and the interpreter's parts a reader built on it (inputs/bridge_recipe.py) uses as one
 # namespace
-__all__ = ["BUDGET_BASE", "BUDGET_PER_BYTE", "Checkout", "ClassRef", "Frame", "FuncRef", "Interp", "Module", "Obj",
-           "Reader", "RegistryFile", "Sym", "U", "_Limit", "_Raise", "_Return", "_Uncertain", "_dotted_of",
+__all__ = ["BUDGET_BASE", "BUDGET_PER_BYTE", "Builtin", "Checkout", "ClassRef", "Frame", "FuncRef", "Interp", "Module",
+           "Obj", "Reader", "RegistryFile", "Sym", "U", "_Limit", "_Raise", "_Return", "_Uncertain", "_dotted_of",
            "_parse_text", "_read_text", "clear_caches", "decode_python", "find_config_module", "infer_root",
            "read_function", "read_registry", "scan_py_comments"]

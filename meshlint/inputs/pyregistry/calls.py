@@ -216,14 +216,19 @@ class Calls:
             for i, arg in enumerate(args):
                 name = positional[i] if i < len(positional) else (fdef.args.vararg.arg if fdef.args.vararg else "")
                 if name in mutated:
-                    self.poison(arg, unc.unknown)
+                    self.poison_param(fref, name, arg, unc.unknown)
             for name, arg in kwargs.items():
                 if name in mutated or (fdef.args.kwarg is not None and fdef.args.kwarg.arg in mutated):
-                    self.poison(arg, unc.unknown)
+                    self.poison_param(fref, name, arg, unc.unknown)
         finally:
             self.depth, self.site = saved
             self.stack.discard(key)
         return value
+
+    def poison_param(self, fref: FuncRef, param: str, value, why: U) -> None:
+        """``value``, handed to ``fref`` as ``param``, after the function stopped where it is not known: all of it
+        unknown (a reader that knows which fields the function may write narrows this)."""
+        self.poison(value, why)
 
     def mutated_params(self, fref: FuncRef, depth: int = 0) -> set:
         """Parameters a function may write into (syntactically; calls it cannot see count as writes)."""

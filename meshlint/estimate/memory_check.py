@@ -23,7 +23,7 @@ def file_memory(report, options) -> dict | None:
     if report.spec is not None and res is not None and report.spec.dialect == "megatron":
         return _megatron(report, res, options)
     if report.spec is not None and res is not None and report.spec.dialect == "accelerate":
-        from meshlint.solve import memory_accelerate
+        from meshlint.estimate import memory_accelerate
 
         return memory_accelerate.file_memory(report, res, options, _finish)
     if report.spec is None or res is None or report.spec.dialect not in ("kempnerforge", "torchtitan"):
@@ -36,7 +36,7 @@ def file_memory(report, options) -> dict | None:
         return None  # a degree the world decides (dp_shard = -1) with the world unknown: no layout to size
     degrees = {k: v for k, v in raw.items() if isinstance(v, int) and v > 0}
     try:
-        from meshlint.solve import cost
+        from meshlint.estimate import cost
 
         topo = report.topology
         gpn = getattr(topo, "gpus_per_node", None)
@@ -77,10 +77,12 @@ def _megatron(report, res, options) -> dict | None:
     if a.get("bridge_recipe") and why:
         # a Megatron-Bridge recipe whose precision, optimizer or recomputation is not known: Megatron-Core's
         # defaults in its place (no distributed optimizer, fp32) would overstate the peak
-        note = f"memory: not estimated for this Megatron-Bridge recipe ({why})"
-        if note not in res.notes:
-            res.notes.append(note)
-        return None
+        return _bridge_unsized(res, why)
+    if a.get("bridge_recipe") and not isinstance(a.get("num_layers"), int):
+        # a recipe's model not known: why (a Hugging Face config not cached ...), not which flags to add
+        sizes = next((u["reason"] for u in spec.unreadable if u.get("key") == "num_layers"),
+                     "the model's sizes are not read")
+        return _bridge_unsized(res, sizes)
     if res.framework_error or res.world_implied or any(
             not (isinstance(d.get(k), int) and d[k] > 0) for k in ("tp", "pp", "cp", "ep", "etp", "dp_shard")):
         return None
@@ -94,7 +96,7 @@ def _megatron(report, res, options) -> dict | None:
     except (ArithmeticError, TypeError, ValueError):
         return None
     if peak is None:
-        return None
+        return _bridge_unsized(res, notes[0]) if a.get("bridge_recipe") and notes else None
     ac = a.get("recompute_granularity") or "none"
     if ac == "full":
         ac = f"full, {a.get('recompute_method') or 'uniform'} every {a.get('recompute_num_layers') or 1} layer(s)"
@@ -106,6 +108,14 @@ def _megatron(report, res, options) -> dict | None:
     if out["lower_bound"]:
         out["summary"] += " (without the embedding and logits: the vocabulary is the tokenizer's)"
     return out
+
+
+def _bridge_unsized(res, why: str) -> None:
+    """Say in the notes why a Megatron-Bridge recipe's peak is not estimated (a recipe has no flags to add)."""
+    note = f"memory: not estimated for this Megatron-Bridge recipe ({why})"
+    if note not in res.notes:
+        res.notes.append(note)
+    return None
 
 
 def rule_facts(memory: dict | None) -> dict:

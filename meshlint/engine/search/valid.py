@@ -30,8 +30,8 @@ from meshlint.frameworks.base import DEGREES, Resolution, degree_items
 from meshlint.frameworks.versions import module_for_spec
 from meshlint.engine.facts import ROLE_OF, _mesh_fact, _valid_worlds_text, build_facts
 from meshlint.mesh.devmesh import place
-from meshlint.solve import prune
-from meshlint.solve.space import SolveError, Target, assignments, current, divisors, role_values, space_for
+from meshlint.engine.search import prune
+from meshlint.engine.search.space import SolveError, Target, assignments, current, divisors, role_values, space_for
 from meshlint.mesh.topology import CliTopology
 
 MAX_DIAGNOSE = 20_000   # layouts tallied when explaining why none fits

@@ -164,27 +164,22 @@ def layout(st: dict, degrees: dict, world: int | None, gpus_per_node: int | None
     return None, f"distributed_type {dtype} is not sized yet (FSDP, FSDP2 and DDP are)"
 
 
-def file_memory(report, res, options, finish) -> dict | None:
-    """``files[].memory`` of an Accelerate config (``finish``: memory_check's common tail); None, with a note on the
-    resolution saying why, where the model, the world or the distributed type leaves nothing to size."""
+def sized(report) -> tuple:
+    """(Shape, settings, (note on the model or None, note on the dtypes or None)) of an Accelerate run's model as
+    Accelerate trains it (dtypes, sharding kind, checkpointing), or (None, settings, why) where there is nothing to size: no model config, offload, an
+    unreadable or unrecognised config.json. Shared by the check's estimate and suggest's cost model."""
     from meshlint.inputs.hf_model import load_config
 
-    path = report.spec.extra.get("model_config_path")
-    if not path or res.framework_error:
-        return None
     st = settings(report)
-
-    def skip(why: str) -> None:
-        note = f"memory: not estimated ({why})"
-        if note not in res.notes:
-            res.notes.append(note)
-
+    path = report.spec.extra.get("model_config_path")
+    if not path:
+        return None, st, "the launch names no model whose config.json meshlint can read"
     if st["offload"]:
-        return skip("fsdp_offload_params keeps the parameters, gradients and optimizer states on the CPU")
+        return None, st, "fsdp_offload_params keeps the parameters, gradients and optimizer states on the CPU"
     try:
         cfg = load_config(path)
     except InputError as exc:
-        return skip(exc.message)
+        return None, st, exc.message
     fsdp = st["distributed_type"] == "FSDP"
     fsdp2 = fsdp and st["fsdp_version"] == "2"
     mp = st["mixed_precision"]
@@ -204,31 +199,57 @@ def file_memory(report, res, options, finish) -> dict | None:
     ac = "full" if (fsdp and st["fsdp_ac"]) or st["script_ac"] else "none"
     shape, note = model_shape(cfg, ac, compute, state, reduce, reshard, fsdp and st["accumulation"] > 1)
     if shape is None:
-        return skip(note)
+        return None, st, note
+    dtypes = None
+    if not upcast:
+        dtypes = (f"parameters, gradients and AdamW moments in {'fp32' if state == 4 else 'the 16-bit dtype'} of "
+                     "config.json (from_pretrained's dtype='auto'; Accelerate upcasts to fp32 only under FSDP with "
+                     "mixed precision): a script that loads the model in another dtype changes them")
+    return shape, st, (note, dtypes)
+
+
+def tokens(st: dict) -> int | None:
+    """Tokens of one microbatch on one rank (the script's per-device batch × sequence), or None where not given."""
+    return st["batch"] * st["seq"] if st["batch"] and st["seq"] else None
+
+
+def file_memory(report, res, options, finish) -> dict | None:
+    """``files[].memory`` of an Accelerate config (``finish``: memory_check's common tail); None, with a note on the
+    resolution saying why, where the model, the world or the distributed type leaves nothing to size."""
+    if not report.spec.extra.get("model_config_path") or res.framework_error:
+        return None
+
+    def skip(why: str) -> None:
+        note = f"memory: not estimated ({why})"
+        if note not in res.notes:
+            res.notes.append(note)
+
+    shape, st, found = sized(report)
+    if shape is None:
+        return skip(found)
     topo = report.topology
     degrees, why = layout(st, res.degrees or {}, getattr(topo, "world_size", None) or res.world_used,
                           getattr(topo, "gpus_per_node", None))
     if degrees is None:
         return skip(why)
-    tokens = st["batch"] * st["seq"] if st["batch"] and st["seq"] else None
+    mb_tokens = tokens(st)
     try:
-        peak = memory.estimate(shape, degrees, tokens, st["accumulation"], None)
+        peak = memory.estimate(shape, degrees, mb_tokens, st["accumulation"], None)
     except (ArithmeticError, TypeError, ValueError):
         return None
     if peak is None:
         return None
-    out = finish(peak, options, ac)
-    notes = [note] if note else []
-    out["lower_bound"] = tokens is None
-    if tokens is None:
+    out = finish(peak, options, shape.ac)
+    model_note, dtype_note = found
+    notes = [model_note] if model_note else []
+    out["lower_bound"] = mb_tokens is None
+    if mb_tokens is None:
         notes.append("the batch and sequence are the training script's (no --per_device_train_batch_size and "
                      "--max_seq_length/--block_size on the launch line): model states and buffers only, a lower bound")
         out["summary"] += " (a lower bound: no activations, the batch and sequence are the training script's)"
         if out.get("fits") is True:
             out["fits"] = None  # under the capacity says nothing without the activations
-    if not upcast:
-        notes.append(f"parameters, gradients and AdamW moments in {'fp32' if state == 4 else 'the 16-bit dtype'} of "
-                     "config.json (from_pretrained's dtype='auto'; Accelerate upcasts to fp32 only under FSDP with "
-                     "mixed precision): a script that loads the model in another dtype changes them")
+    if dtype_note:
+        notes.append(dtype_note)
     out["notes"] = notes
     return out

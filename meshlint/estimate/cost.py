@@ -188,6 +188,10 @@ def workload(report, options, profile: Cluster) -> Workload:
     spec = report.spec
     if spec.dialect == "megatron":
         return _megatron_workload(report, profile)
+    if spec.dialect == "accelerate":
+        sized = _accelerate_workload(report, spec)
+        if sized is not None:
+            return sized
     v = spec.values
     fw = (getattr(spec, "framework", None) or {}).get("version")
     framework = "kempnerforge" if spec.dialect == "kempnerforge" else (
@@ -233,6 +237,43 @@ def workload(report, options, profile: Cluster) -> Workload:
                     heads * head_dim if heads and head_dim else None, kv * head_dim if kv and head_dim else None,
                     top_k, _int(v.get("model.vocab_size")), seq, batch, schedule, _bytes_per_param(spec), param_bytes, ac, ac_from,
                     tuple(notes), mem)
+
+
+class AccelerateShape(NamedTuple):
+    """What Model.memory_peak prices an Accelerate run with: the model as Accelerate trains it and the settings
+    that decide which ranks each state is sharded over (meshlint.estimate.memory_accelerate.layout)."""
+
+    shape: object                 # meshlint.mesh.memory.Shape
+    settings: dict
+
+    @property
+    def num_experts(self) -> int:
+        return self.shape.num_experts
+
+
+def _accelerate_workload(report, spec) -> Workload | None:
+    """An Accelerate run whose model config.json meshlint reads (memory_accelerate.sized): its sizes, and the batch
+    from the training script's arguments (per-device batch × sequence, gradient accumulation steps); None where
+    the model is not sized (the generic path then says what is unknown)."""
+    from meshlint.estimate import memory_accelerate
+
+    shape, st, found = memory_accelerate.sized(report)
+    if shape is None:
+        return None
+    notes = [n for n in found if n]
+    tokens = memory_accelerate.tokens(st)
+    if tokens is None:
+        notes.append("no --per_device_train_batch_size and --max_seq_length on the launch line (the training "
+                     "script's): activations, per-token times and the memory of each layout are not estimated")
+    accum = st["accumulation"]
+    active = shape.params - shape.expert_params + (shape.expert_params * shape.top_k // shape.num_experts
+                                                   if shape.num_experts else 0)
+    fw = (getattr(spec, "framework", None) or {}).get("version")
+    return Workload(f"accelerate@{fw}", shape.params, shape.expert_params, active, shape.n_layers, shape.moe_layers,
+                    shape.dim, shape.n_heads * shape.head_dim, shape.n_kv_heads * shape.head_dim, shape.top_k,
+                    shape.vocab, st["seq"], ((tokens, accum), (tokens, accum)), None, None, shape.compute_bytes,
+                    shape.ac, "fsdp_activation_checkpointing / --gradient_checkpointing", tuple(notes),
+                    AccelerateShape(shape, st))
 
 
 class MegatronShape(NamedTuple):
@@ -469,8 +510,9 @@ class Model:
     def estimate(self, d: dict, batch: tuple | None = None, global_batch: dict | None = None) -> Estimate:
         """The full estimate of one layout (``score`` is the ranking's cheap form of it); ``batch`` replaces the
         workload's ((microbatch tokens, microbatches) with pp, (the same) without) when the layout changes it."""
-        pp, dr, ds, cp, tp, ep = (d.get(n, 1) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"))
-        etp = d.get("etp", 1) or 1
+        r = self._ranks_of(d)
+        pp, dr, ds, cp, tp, ep = (r.get(n, 1) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"))
+        etp = r.get("etp", 1) or 1
         crit = self._critical(pp, tp, cp, ep, etp, batch)
         compute, raw_crit, links_crit, tokens_dp, m, mb_tokens, flops_token = crit
         raw = dict(raw_crit)
@@ -499,8 +541,9 @@ class Model:
     def score(self, d: dict, batch: tuple | None = None, memory: bool = True) -> tuple:
         """(does not fit, time per token): what the ranking sorts by, without building an Estimate (``memory``
         False: the fit is not estimated and reads as None)."""
-        pp, dr, ds, cp, tp, ep = (d.get(n, 1) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"))
-        etp = d.get("etp", 1) or 1
+        r = self._ranks_of(d)
+        pp, dr, ds, cp, tp, ep = (r.get(n, 1) or 1 for n in ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"))
+        etp = r.get("etp", 1) or 1
         compute, raw_crit, _links, tokens_dp, m, mb_tokens, _f = self._critical(pp, tp, cp, ep, etp, batch)
         raw: dict = {}
         dp_raw = self._data_parallel(pp, dr, ds, cp, tp, ep, etp, m, raw, {})
@@ -514,6 +557,17 @@ class Model:
         time = busy + max(0.0, dp_raw - self.c.overlap * compute) + bubble
         return fits is False, time / (tokens_dp * dr * ds)
 
+    def _ranks_of(self, d: dict) -> dict:
+        """The layout as the ranks each state is sharded over and each batch is read by: an Accelerate run's
+        ParallelismConfig sizes mapped as Accelerate applies them (none: FSDP over the whole world, or DDP over
+        it; memory_accelerate.layout); any other framework's layout as it is."""
+        if not isinstance(self.w.shape, AccelerateShape):
+            return d
+        from meshlint.estimate.memory_accelerate import layout
+
+        ranks, _why = layout(self.w.shape.settings, d, self.world, self.gpn)
+        return d if ranks is None else {**d, **ranks}
+
     def memory_peak(self, d: dict, batch: tuple | None = None, ends_only: bool = False):
         """The whole per-GPU peak of every pipeline stage (meshlint.mesh.memory.Peak), or None (model size unknown)."""
         from meshlint.mesh import memory
@@ -525,6 +579,8 @@ class Model:
         mb_tokens, m = both[0] if pp > 1 else both[1]
         if isinstance(self.w.shape, MegatronShape):
             return self._megatron_peak(d, mb_tokens, m)
+        if isinstance(self.w.shape, AccelerateShape):
+            return self._accelerate_peak(d, mb_tokens, m, ends_only)
         # dp_replicate changes the peak only by turning FSDP2 on (memory.estimate's `sharded`): one entry for all > 1
         key = (pp, (d.get("dp_replicate") or 1) > 1, d.get("dp_shard") or 1, d.get("cp") or 1, d.get("tp") or 1,
                d.get("ep") or 1, d.get("etp") or 1, mb_tokens, m, ends_only)
@@ -533,6 +589,26 @@ class Model:
             if len(self._peaks) > 100_000:  # a search over many layouts: stay bounded
                 self._peaks.clear()
             hit = self._peaks[key] = memory.estimate(self.w.shape, d, mb_tokens, m or 1, self.w.schedule, ends_only)
+        return hit
+
+    def _accelerate_peak(self, d: dict, mb_tokens: int | None, m: int | None, ends_only: bool):
+        """An Accelerate layout's peak: its ParallelismConfig sizes mapped to the ranks each state is sharded over as
+        Accelerate would (FSDP2 over the mesh or the whole world, FSDP1's strategy, DDP), then meshlint.mesh.memory."""
+        from meshlint.estimate.memory_accelerate import layout
+        from meshlint.mesh import memory
+
+        key = ("accelerate",) + tuple(d.get(n) or 1 for n in ("dp_replicate", "dp_shard", "cp", "tp")) + (
+            mb_tokens, m, ends_only)
+        if not mb_tokens:  # the script's batch: a states-only bound would read as "fits"; say unknown instead
+            return None
+        hit = self._peaks.get(key, False)
+        if hit is False:
+            if len(self._peaks) > 100_000:
+                self._peaks.clear()
+            degrees, _why = layout(self.w.shape.settings, d, self.world, self.gpn)
+            hit = None if degrees is None else memory.estimate(self.w.shape.shape, degrees, mb_tokens, m or 1, None,
+                                                               ends_only)
+            self._peaks[key] = hit
         return hit
 
     def _megatron_peak(self, d: dict, mb_tokens: int | None, m: int | None):
