@@ -19,6 +19,13 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   from a Megatron-LM checkout at core_v0.16.1 on sys.path): the data-parallel and virtual pipeline sizes,
   or the error. ``get_device_arch_version`` (it reads the GPU) answers 9 (Hopper): the one check that
   depends on it then asks for CUDA_DEVICE_MAX_CONNECTIONS=1, which this worker sets.
+- ``rampup``: for each {ramp, gbs, mbs, dp, decrease, train_samples}, RampupBatchsizeNumMicroBatchesCalculator
+  built as global_vars.py:93 builds it, then update_train_iters' iteration count (training.py:1139-1156, driven
+  here with the real calculator) and every training iteration's update(consumed, consistency_check=True): the
+  first exception, its line in num_microbatches_calculator.py and the iteration, or none.
+- ``constant``: for each {gbs, mbs, dp, decrease}, ConstantNumMicroBatchesCalculator: the line it raises at, or none.
+- ``vargs``: as ``validate``, but any exception (SystemExit included) is a refusal, reported with the line of
+  validate_args' own frame where it raised (a helper's raise: the line calling it).
 """
 
 from __future__ import annotations
@@ -230,20 +237,25 @@ def _params(cases: list) -> list:
     return out
 
 
-def _validate(cases: list) -> list:
+def _validated(cases: list):
+    """(case, args or None where the parser refuses, the exception validate_args raised or None) per case."""
     import argparse
 
     os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
     import megatron.training.arguments as arguments
 
     arguments.get_device_arch_version = lambda: 9  # the GPU's compute capability: Hopper
-    out = []
     for c in cases:
         parser = arguments.add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
         try:
-            args = parser.parse_args(c["argv"])
+            with open(os.devnull, "w") as sink:
+                stderr, sys.stderr = sys.stderr, sink
+                try:
+                    args = parser.parse_args(c["argv"])
+                finally:
+                    sys.stderr = stderr
         except SystemExit:
-            out.append({"error": "parser", "dp": None, "vp": None})
+            yield c, None, None
             continue
         args.rank, args.world_size = 0, c["world"]
         try:
@@ -253,9 +265,82 @@ def _validate(cases: list) -> list:
                     arguments.validate_args(args, {"tokenizer_type": "GPT2BPETokenizer"})
                 finally:
                     sys.stdout = stdout
+            yield c, args, None
+        except BaseException as exc:  # noqa: B036 - exit() inside validate_args is a refusal too
+            yield c, args, exc
+
+
+def _validate(cases: list) -> list:
+    out = []
+    for _, args, exc in _validated(cases):
+        if args is None:
+            out.append({"error": "parser", "dp": None, "vp": None})
+        elif exc is None:
             out.append({"error": None, "dp": args.data_parallel_size, "vp": args.virtual_pipeline_model_parallel_size})
-        except (AssertionError, ValueError, RuntimeError) as exc:
+        elif isinstance(exc, (AssertionError, ValueError, RuntimeError)):
             out.append({"error": f"{type(exc).__name__}: {exc}", "dp": None, "vp": None})
+        else:
+            raise exc
+    return out
+
+
+def _rampup(cases: list) -> list:
+    import traceback
+
+    from megatron.core.num_microbatches_calculator import RampupBatchsizeNumMicroBatchesCalculator as Ramp
+
+    out = []
+    for c in cases:
+        iteration = None
+        try:
+            calc = Ramp(c["gbs"], c["mbs"], c["dp"], c["decrease"], 1, *c["ramp"])
+            iterations, consumed = 0, 0   # update_train_iters, with the real calculator
+            while consumed <= c["ramp"][2] and consumed <= c["train_samples"]:
+                calc.update(consumed, consistency_check=False)
+                consumed += calc.get_current_global_batch_size()
+                iterations += 1
+            calc.update(0, consistency_check=False)
+            if c["train_samples"] > consumed:
+                iterations += (c["train_samples"] - consumed) // c["gbs"]
+            consumed = 0
+            for iteration in range(iterations):  # the training loop's consistency check
+                calc.update(consumed, consistency_check=True)
+                consumed += calc.get_current_running_global_batch_size()
+            out.append({"error": None, "line": None, "iteration": None, "iterations": iterations})
+        except Exception as exc:
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith(
+                "num_microbatches_calculator.py")]
+            out.append({"error": f"{type(exc).__name__}: {exc}", "line": frames[-1].lineno if frames else None,
+                        "iteration": iteration})
+    return out
+
+
+def _constant(cases: list) -> list:
+    import traceback
+
+    from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
+
+    out = []
+    for c in cases:
+        try:
+            ConstantNumMicroBatchesCalculator(c["gbs"], c["mbs"], c["dp"], c["decrease"], 1)
+            out.append({"error": None, "line": None})
+        except Exception as exc:
+            frames = traceback.extract_tb(exc.__traceback__)
+            out.append({"error": f"{type(exc).__name__}: {exc}", "line": frames[-1].lineno})
+    return out
+
+
+def _vargs(cases: list) -> list:
+    import traceback
+
+    out = []
+    for _, args, exc in _validated(cases):
+        if args is None or exc is None:
+            out.append({"error": None if args else "parser", "line": None})
+            continue
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.name == "validate_args"]
+        out.append({"error": f"{type(exc).__name__}: {exc}"[:300], "line": frames[-1].lineno if frames else None})
     return out
 
 
@@ -263,10 +348,10 @@ def main() -> int:
     import warnings
 
     warnings.filterwarnings("ignore")
-    for line in sys.stdin:
+    for line in sys.stdin.read().splitlines():  # exit() in validate_args closes stdin
         request = json.loads(line)
         result = {"groups": _groups, "split": _split, "layout": _layout,
-                  "params": _params, "validate": _validate,
+                  "params": _params, "validate": _validate, "vargs": _vargs, "rampup": _rampup, "constant": _constant,
                   "config": _config}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0

@@ -137,7 +137,10 @@ FACT_DOCS = {
                 "launch, whose exports meshlint reads; cuda_device_max_connections: the value it exports, null when "
                 "unset or unknown; cuda_device_max_connections_set}), core_refusals (list of {site, message, key, "
                 "options, condition}: the checks of ModelParallelConfig/TransformerConfig.__post_init__ the options "
-                "trigger, from config_checks_0_16.json)",
+                "trigger, from config_checks_0_16.json), validate_refusals (the same for Megatron-LM's validate_args, from "
+                "validate_checks_0_16.json: each check replayed on the options as validate_args has changed them by "
+                "its line), decrease_batch (--decrease-batch-size-if-needed), rampup (the first refusal of --rampup-batch-size by Megatron-Core's ramp-up calculator, at start-up "
+                "or at a training iteration: {site, message, key, iteration}; null: none, or not decidable)",
     "topology_conflicts": "list of {what, kept, kept_value, other, other_value, explicit}: explicit when the kept "
                           "value is the user's own word to meshlint (the command line or a '# meshlint:' directive)",
     "world_candidates": "the world sizes the file's launch-line comments name when they name several and nothing "
@@ -192,7 +195,7 @@ GROUP_FIELDS = {
                    "section_present", "keys", "model_config", "ignored_flags", "keys_ignored"),
     "megatron": ("args", "given", "order", "dp", "edp", "vp", "model_size", "expert_size", "split_error",
                  "split_source", "split_key", "layout_error", "layout", "split_pps", "layer_counts", "parser_refusals", "world_implied",
-                 "incomplete", "env", "core_refusals"),
+                 "incomplete", "env", "core_refusals", "validate_refusals", "rampup", "decrease_batch"),
 }
 
 ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_cp": "dp",

@@ -21,7 +21,7 @@ import ast
 import sys
 from pathlib import Path
 
-from meshlint.frameworks.megatron import config_checks
+from meshlint.frameworks.megatron import config_checks, validate_checks
 from meshlint.generate import refusals as base
 
 VERSION = "megatron-0.16.1"
@@ -56,8 +56,10 @@ HAND = [
     R("open", "no-RoPE layer pattern: not modelled yet", text=r"no_rope"),
     R("open", "multi-token prediction: not modelled yet", text=r"mtp_num_layers|Multi-Token"),
     R("open", "--num-layers with --encoder-num-layers: not modelled yet", text=r"cannot have both num-layers"),
-    R("open", "the batch-decreasing calculator (not the default): not modelled yet",
-      text=r"^decrease_batch_size_if_needed and"),
+    R("rule ML984", "--rampup-batch-size: the ramp-up calculator followed as it runs (frameworks/megatron/rampup.py)",
+      "*/num_microbatches_calculator.py", func=r"^RampupBatchsizeNumMicroBatchesCalculator\."),
+    R("internal", "--decrease-batch-size-if-needed: _round makes the running batch a multiple (:261-263)",
+      "*/num_microbatches_calculator.py", text=r"^decrease_batch_size_if_needed and"),
     R("rule ML972", "required options", ARGS, text=r"either num-layers or encoder-num-layers"),
     R("rule ML960", "world ÷ tp·pp·cp", ARGS, text=r"total_model_size"),
     R("rule ML960", "world ÷ tp·pp·cp", PS, text=r"world_size % model_size"),
@@ -73,8 +75,9 @@ HAND = [
       text=r"virtual_pipeline_model_parallel_size is not None"),
     R("rule ML964", "global batch ÷ micro batch · dp", "*/num_microbatches_calculator.py",
       func="ConstantNumMicroBatchesCalculator", text=r"global_batch_size % micro_batch_times"),
-    R("internal", "at least one microbatch: implied by the divisibility above and a positive global batch",
-      "*/num_microbatches_calculator.py", func="ConstantNumMicroBatchesCalculator", text=r"num_micro_batches >= 1"),
+    R("rule ML964", "at least one microbatch: with --decrease-batch-size-if-needed a global batch below micro batch · dp "
+      "leaves none", "*/num_microbatches_calculator.py", func="ConstantNumMicroBatchesCalculator",
+      text=r"num_micro_batches >= 1"),
     R("rule ML304", "heads ÷ tp", TC, text=r"num_attention_heads % self.tensor_model_parallel_size"),
     R("rule ML965", "query groups vs tp", TC, text=r"num_query_groups"),
     R("rule ML967", "hidden ÷ heads", ARGS, text=r"hidden_size % args.num_attention_heads"),
@@ -111,6 +114,8 @@ HAND = [
 ]
 OPEN = ("open", OPEN_WHY)
 GENERATED_WHY = "its condition, evaluated on the options (config_checks_0_16.json, generated from this source)"
+VALIDATE_WHY = ("its condition, evaluated on the options as validate_args has changed them by this line "
+                "(validate_checks_0_16.json, generated from this source)")
 
 
 def enumerate_sites(root: Path) -> list:
@@ -125,10 +130,14 @@ def enumerate_sites(root: Path) -> list:
 
 
 def classify(site, generated: bool = True) -> tuple:
-    """(verdict, why, basis); ``generated=False``: before config_checks_0_16.json (its generator asks so)."""
+    """(verdict, why, basis); ``generated=False``: before the generated tables (their generators ask so)."""
     verdict = _classify(site)
     if generated and verdict[0] == "open" and site.where in config_checks.sites():
         return "rule ML982", GENERATED_WHY, "generated"
+    if generated and verdict[0] == "open" and site.where in validate_checks.sites():
+        return "rule ML983", VALIDATE_WHY, "generated"
+    if generated and verdict[0] == "open" and site.where in validate_checks.skipped():
+        return "open", "ML983's generator cannot follow it: " + validate_checks.skipped()[site.where], "generated"
     return verdict
 
 

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 957, 2315313668, 1645425928), ('engine/expr/tokens.py', 2969, 769763914, 1407123367), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13317, 1028170482, 629448646), ('engine/expr/functions.py', 11033, 1100965247, 1929063556), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6539, 2587489950, 2509496979), ('engine/expr/expression.py', 8131, 622559749, 2898330031), ('engine/expr/template.py', 4398, 1908083484, 3262964823), ('engine/expr/treecode.py', 6735, 3166550188, 1516434065), ('engine/expr/compiler.py', 12664, 3552542311, 792592366), ('engine/rules.py', 13473, 1216579768, 2551162725), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 4958, 559095885, 795540557)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 1729661343, 2444016552), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2074, 2371888430, 949075214), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 1806, 4003104662, 3789180137), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 1924, 874858418, 1152876846)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 957, 2315313668, 1645425928), ('engine/expr/tokens.py', 2969, 769763914, 1407123367), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13317, 1028170482, 629448646), ('engine/expr/functions.py', 11033, 1100965247, 1929063556), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6539, 2587489950, 2509496979), ('engine/expr/expression.py', 8131, 622559749, 2898330031), ('engine/expr/template.py', 4398, 1908083484, 3262964823), ('engine/expr/treecode.py', 6735, 3166550188, 1516434065), ('engine/expr/compiler.py', 12664, 3552542311, 792592366), ('engine/rules.py', 13473, 1216579768, 2551162725), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 4958, 559095885, 795540557)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 1729661343, 2444016552), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 1924, 874858418, 1152876846), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -67,6 +67,7 @@ K27 = [('megatron@0.16.1'), ]
 K28 = [('megatron@0.16.1'), ]
 K29 = [('megatron@0.16.1'), ]
 K30 = [('megatron@0.16.1'), ]
+K31 = [('megatron@0.16.1'), ]
 
 
 def e0(env):
@@ -1229,52 +1230,106 @@ def e30(env):
 def e31(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
+    if t1.__class__ is dict and 'decrease_batch' in t1:
+        t2 = t1['decrease_batch']
+        if t2 is None: t2 = Missing('megatron.decrease_batch')
     else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'global_batch_size' in t2:
-        t3 = t2['global_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.global_batch_size')
+        t2 = attr_value(t1, 'decrease_batch', 'megatron.decrease_batch')
+    if (t2 if t2.__class__ is bool else _truth(t2)):
+        t4 = env.lookup('megatron')
+        if t4 is None: t4 = Missing('megatron')
+        if t4.__class__ is dict and 'args' in t4:
+            t5 = t4['args']
+            if t5 is None: t5 = Missing('megatron.args')
+        else:
+            t5 = attr_value(t4, 'args', 'megatron.args')
+        if t5.__class__ is dict and 'global_batch_size' in t5:
+            t6 = t5['global_batch_size']
+            if t6 is None: t6 = Missing('megatron.args.global_batch_size')
+        else:
+            t6 = attr_value(t5, 'global_batch_size', 'megatron.args.global_batch_size')
+        t8 = env.lookup('megatron')
+        if t8 is None: t8 = Missing('megatron')
+        if t8.__class__ is dict and 'args' in t8:
+            t9 = t8['args']
+            if t9 is None: t9 = Missing('megatron.args')
+        else:
+            t9 = attr_value(t8, 'args', 'megatron.args')
+        if t9.__class__ is dict and 'micro_batch_size' in t9:
+            t10 = t9['micro_batch_size']
+            if t10 is None: t10 = Missing('megatron.args.micro_batch_size')
+        else:
+            t10 = attr_value(t9, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = env.lookup('megatron')
+        if t11 is None: t11 = Missing('megatron')
+        if t11.__class__ is dict and 'dp' in t11:
+            t12 = t11['dp']
+            if t12 is None: t12 = Missing('megatron.dp')
+        else:
+            t12 = attr_value(t11, 'dp', 'megatron.dp')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t10.__class__ is int and t12.__class__ is int:
+            t13 = t10 * t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+        else:
+            t13 = _binop('*', t10, t12, env)
+        if t6.__class__ is t13.__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 >= t13
+        else:
+            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t6, t13)
+            t7 = _compare('>=', t6, t13)
+        t3 = t7
     else:
-        t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('megatron')
-    if t4 is None: t4 = Missing('megatron')
-    if t4.__class__ is dict and 'args' in t4:
-        t5 = t4['args']
-        if t5 is None: t5 = Missing('megatron.args')
-    else:
-        t5 = attr_value(t4, 'args', 'megatron.args')
-    if t5.__class__ is dict and 'micro_batch_size' in t5:
-        t6 = t5['micro_batch_size']
-        if t6 is None: t6 = Missing('megatron.args.micro_batch_size')
-    else:
-        t6 = attr_value(t5, 'micro_batch_size', 'megatron.args.micro_batch_size')
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = env.lookup('megatron')
-    if t7 is None: t7 = Missing('megatron')
-    if t7.__class__ is dict and 'dp' in t7:
-        t8 = t7['dp']
-        if t8 is None: t8 = Missing('megatron.dp')
-    else:
-        t8 = attr_value(t7, 'dp', 'megatron.dp')
-    if t8 is None or t8.__class__ is Missing: _need(t8)
-    if t6.__class__ is int and t8.__class__ is int:
-        t9 = t6 * t8
-        if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-    else:
-        t9 = _binop('*', t6, t8, env)
-    if t9 is None or t9.__class__ is Missing: _need(t9)
-    t10 = _binop('%', t3, t9, env)
-    t12 = (0)
-    if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-        t11 = t10 == t12
-    else:
-        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-        t11 = _compare('==', t10, t12)
-    return t11
+        t14 = env.lookup('megatron')
+        if t14 is None: t14 = Missing('megatron')
+        if t14.__class__ is dict and 'args' in t14:
+            t15 = t14['args']
+            if t15 is None: t15 = Missing('megatron.args')
+        else:
+            t15 = attr_value(t14, 'args', 'megatron.args')
+        if t15.__class__ is dict and 'global_batch_size' in t15:
+            t16 = t15['global_batch_size']
+            if t16 is None: t16 = Missing('megatron.args.global_batch_size')
+        else:
+            t16 = attr_value(t15, 'global_batch_size', 'megatron.args.global_batch_size')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = env.lookup('megatron')
+        if t17 is None: t17 = Missing('megatron')
+        if t17.__class__ is dict and 'args' in t17:
+            t18 = t17['args']
+            if t18 is None: t18 = Missing('megatron.args')
+        else:
+            t18 = attr_value(t17, 'args', 'megatron.args')
+        if t18.__class__ is dict and 'micro_batch_size' in t18:
+            t19 = t18['micro_batch_size']
+            if t19 is None: t19 = Missing('megatron.args.micro_batch_size')
+        else:
+            t19 = attr_value(t18, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        t20 = env.lookup('megatron')
+        if t20 is None: t20 = Missing('megatron')
+        if t20.__class__ is dict and 'dp' in t20:
+            t21 = t20['dp']
+            if t21 is None: t21 = Missing('megatron.dp')
+        else:
+            t21 = attr_value(t20, 'dp', 'megatron.dp')
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        if t19.__class__ is int and t21.__class__ is int:
+            t22 = t19 * t21
+            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+        else:
+            t22 = _binop('*', t19, t21, env)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        t23 = _binop('%', t16, t22, env)
+        t25 = (0)
+        if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+            t24 = t23 == t25
+        else:
+            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
+            t24 = _compare('==', t23, t25)
+        t3 = t24
+    return t3
 
 def e32(env):
     t1 = env.lookup('framework')
@@ -1397,34 +1452,178 @@ def e32(env):
 def e33(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
+    if t1.__class__ is dict and 'decrease_batch' in t1:
+        t2 = t1['decrease_batch']
+        if t2 is None: t2 = Missing('megatron.decrease_batch')
     else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'global_batch_size' in t2:
-        t3 = t2['global_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.global_batch_size')
+        t2 = attr_value(t1, 'decrease_batch', 'megatron.decrease_batch')
+    if (t2 if t2.__class__ is bool else _truth(t2)):
+        t4 = ('--decrease-batch-size-if-needed rounds the global batch size (')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('megatron')
+        if t5 is None: t5 = Missing('megatron')
+        if t5.__class__ is dict and 'args' in t5:
+            t6 = t5['args']
+            if t6 is None: t6 = Missing('megatron.args')
+        else:
+            t6 = attr_value(t5, 'args', 'megatron.args')
+        if t6.__class__ is dict and 'global_batch_size' in t6:
+            t7 = t6['global_batch_size']
+            if t7 is None: t7 = Missing('megatron.args.global_batch_size')
+        else:
+            t7 = attr_value(t6, 'global_batch_size', 'megatron.args.global_batch_size')
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t4.__class__ is int and t8.__class__ is int:
+            t9 = t4 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t4, t8, env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = (') down to a multiple of micro batch size (')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('+', t9, t10, env)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = env.lookup('megatron')
+        if t12 is None: t12 = Missing('megatron')
+        if t12.__class__ is dict and 'args' in t12:
+            t13 = t12['args']
+            if t13 is None: t13 = Missing('megatron.args')
+        else:
+            t13 = attr_value(t12, 'args', 'megatron.args')
+        if t13.__class__ is dict and 'micro_batch_size' in t13:
+            t14 = t13['micro_batch_size']
+            if t14 is None: t14 = Missing('megatron.args.micro_batch_size')
+        else:
+            t14 = attr_value(t13, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if t11.__class__ is int and t15.__class__ is int:
+            t16 = t11 + t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('+', t11, t15, env)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = (') times data parallel size (')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        if t16.__class__ is int and t17.__class__ is int:
+            t18 = t16 + t17
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+        else:
+            t18 = _binop('+', t16, t17, env)
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = env.lookup('megatron')
+        if t19 is None: t19 = Missing('megatron')
+        if t19.__class__ is dict and 'dp' in t19:
+            t20 = t19['dp']
+            if t20 is None: t20 = Missing('megatron.dp')
+        else:
+            t20 = attr_value(t19, 'dp', 'megatron.dp')
+        t21 = call_value(env, F_str.fn, F_str.cost, True, [t20])
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        if t18.__class__ is int and t21.__class__ is int:
+            t22 = t18 + t21
+            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+        else:
+            t22 = _binop('+', t18, t21, env)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        t23 = ('): 0 microbatches, refused (num_microbatches_calculator.py:348)')
+        if t23 is None or t23.__class__ is Missing: _need(t23)
+        if t22.__class__ is int and t23.__class__ is int:
+            t24 = t22 + t23
+            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+        else:
+            t24 = _binop('+', t22, t23, env)
+        t3 = t24
     else:
-        t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
+        t25 = ('global batch size (')
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        t26 = env.lookup('megatron')
+        if t26 is None: t26 = Missing('megatron')
+        if t26.__class__ is dict and 'args' in t26:
+            t27 = t26['args']
+            if t27 is None: t27 = Missing('megatron.args')
+        else:
+            t27 = attr_value(t26, 'args', 'megatron.args')
+        if t27.__class__ is dict and 'global_batch_size' in t27:
+            t28 = t27['global_batch_size']
+            if t28 is None: t28 = Missing('megatron.args.global_batch_size')
+        else:
+            t28 = attr_value(t27, 'global_batch_size', 'megatron.args.global_batch_size')
+        t29 = call_value(env, F_str.fn, F_str.cost, True, [t28])
+        if t29 is None or t29.__class__ is Missing: _need(t29)
+        if t25.__class__ is int and t29.__class__ is int:
+            t30 = t25 + t29
+            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+        else:
+            t30 = _binop('+', t25, t29, env)
+        if t30 is None or t30.__class__ is Missing: _need(t30)
+        t31 = (') is not divisible by micro batch size (')
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        if t30.__class__ is int and t31.__class__ is int:
+            t32 = t30 + t31
+            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
+        else:
+            t32 = _binop('+', t30, t31, env)
+        if t32 is None or t32.__class__ is Missing: _need(t32)
+        t33 = env.lookup('megatron')
+        if t33 is None: t33 = Missing('megatron')
+        if t33.__class__ is dict and 'args' in t33:
+            t34 = t33['args']
+            if t34 is None: t34 = Missing('megatron.args')
+        else:
+            t34 = attr_value(t33, 'args', 'megatron.args')
+        if t34.__class__ is dict and 'micro_batch_size' in t34:
+            t35 = t34['micro_batch_size']
+            if t35 is None: t35 = Missing('megatron.args.micro_batch_size')
+        else:
+            t35 = attr_value(t34, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t36 = call_value(env, F_str.fn, F_str.cost, True, [t35])
+        if t36 is None or t36.__class__ is Missing: _need(t36)
+        if t32.__class__ is int and t36.__class__ is int:
+            t37 = t32 + t36
+            if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
+        else:
+            t37 = _binop('+', t32, t36, env)
+        if t37 is None or t37.__class__ is Missing: _need(t37)
+        t38 = (') times data parallel size (')
+        if t38 is None or t38.__class__ is Missing: _need(t38)
+        if t37.__class__ is int and t38.__class__ is int:
+            t39 = t37 + t38
+            if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
+        else:
+            t39 = _binop('+', t37, t38, env)
+        if t39 is None or t39.__class__ is Missing: _need(t39)
+        t40 = env.lookup('megatron')
+        if t40 is None: t40 = Missing('megatron')
+        if t40.__class__ is dict and 'dp' in t40:
+            t41 = t40['dp']
+            if t41 is None: t41 = Missing('megatron.dp')
+        else:
+            t41 = attr_value(t40, 'dp', 'megatron.dp')
+        t42 = call_value(env, F_str.fn, F_str.cost, True, [t41])
+        if t42 is None or t42.__class__ is Missing: _need(t42)
+        if t39.__class__ is int and t42.__class__ is int:
+            t43 = t39 + t42
+            if not -MAX_INT <= t43 <= MAX_INT: _check_value(t43)
+        else:
+            t43 = _binop('+', t39, t42, env)
+        if t43 is None or t43.__class__ is Missing: _need(t43)
+        t44 = (') (num_microbatches_calculator.py:340)')
+        if t44 is None or t44.__class__ is Missing: _need(t44)
+        if t43.__class__ is int and t44.__class__ is int:
+            t45 = t43 + t44
+            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
+        else:
+            t45 = _binop('+', t43, t44, env)
+        t3 = t45
     return t3
 
 def e34(env):
-    t1 = env.lookup('megatron')
-    if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'micro_batch_size' in t2:
-        t3 = t2['micro_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.micro_batch_size')
-    else:
-        t3 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
-    return t3
-
-def e35(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -1453,7 +1652,7 @@ def e35(env):
         t6 = _binop('*', t3, t5, env)
     return t6
 
-def e36(env):
+def e35(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -1532,7 +1731,7 @@ def e36(env):
         t19 = _binop('*', t6, t18, env)
     return t19
 
-def e37(env):
+def e36(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -1540,84 +1739,145 @@ def e37(env):
         if t2 is None: t2 = Missing('megatron.args')
     else:
         t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'micro_batch_size' in t2:
-        t3 = t2['micro_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.micro_batch_size')
+    if t2.__class__ is dict and 'global_batch_size' in t2:
+        t3 = t2['global_batch_size']
+        if t3 is None: t3 = Missing('megatron.args.global_batch_size')
     else:
-        t3 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('megatron')
     if t4 is None: t4 = Missing('megatron')
-    if t4.__class__ is dict and 'dp' in t4:
-        t5 = t4['dp']
-        if t5 is None: t5 = Missing('megatron.dp')
+    if t4.__class__ is dict and 'args' in t4:
+        t5 = t4['args']
+        if t5 is None: t5 = Missing('megatron.args')
     else:
-        t5 = attr_value(t4, 'dp', 'megatron.dp')
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t3.__class__ is int and t5.__class__ is int:
-        t6 = t3 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        t5 = attr_value(t4, 'args', 'megatron.args')
+    if t5.__class__ is dict and 'micro_batch_size' in t5:
+        t6 = t5['micro_batch_size']
+        if t6 is None: t6 = Missing('megatron.args.micro_batch_size')
     else:
-        t6 = _binop('*', t3, t5, env)
+        t6 = attr_value(t5, 'micro_batch_size', 'megatron.args.micro_batch_size')
     if t6 is None or t6.__class__ is Missing: _need(t6)
     t7 = env.lookup('megatron')
     if t7 is None: t7 = Missing('megatron')
-    if t7.__class__ is dict and 'args' in t7:
-        t8 = t7['args']
-        if t8 is None: t8 = Missing('megatron.args')
+    if t7.__class__ is dict and 'dp' in t7:
+        t8 = t7['dp']
+        if t8 is None: t8 = Missing('megatron.dp')
     else:
-        t8 = attr_value(t7, 'args', 'megatron.args')
-    if t8.__class__ is dict and 'global_batch_size' in t8:
-        t9 = t8['global_batch_size']
-        if t9 is None: t9 = Missing('megatron.args.global_batch_size')
+        t8 = attr_value(t7, 'dp', 'megatron.dp')
+    if t8 is None or t8.__class__ is Missing: _need(t8)
+    if t6.__class__ is int and t8.__class__ is int:
+        t9 = t6 * t8
+        if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
     else:
-        t9 = attr_value(t8, 'global_batch_size', 'megatron.args.global_batch_size')
+        t9 = _binop('*', t6, t8, env)
     if t9 is None or t9.__class__ is Missing: _need(t9)
-    t10 = env.lookup('megatron')
-    if t10 is None: t10 = Missing('megatron')
-    if t10.__class__ is dict and 'args' in t10:
-        t11 = t10['args']
-        if t11 is None: t11 = Missing('megatron.args')
+    t10 = _binop('//', t3, t9, env)
+    t12 = (0)
+    if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+        t11 = t10 > t12
     else:
-        t11 = attr_value(t10, 'args', 'megatron.args')
-    if t11.__class__ is dict and 'micro_batch_size' in t11:
-        t12 = t11['micro_batch_size']
-        if t12 is None: t12 = Missing('megatron.args.micro_batch_size')
+        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
+        t11 = _compare('>', t10, t12)
+    if (t11 if t11.__class__ is bool else _truth(t11)):
+        t14 = (' or ')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = env.lookup('megatron')
+        if t15 is None: t15 = Missing('megatron')
+        if t15.__class__ is dict and 'args' in t15:
+            t16 = t15['args']
+            if t16 is None: t16 = Missing('megatron.args')
+        else:
+            t16 = attr_value(t15, 'args', 'megatron.args')
+        if t16.__class__ is dict and 'micro_batch_size' in t16:
+            t17 = t16['micro_batch_size']
+            if t17 is None: t17 = Missing('megatron.args.micro_batch_size')
+        else:
+            t17 = attr_value(t16, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = env.lookup('megatron')
+        if t18 is None: t18 = Missing('megatron')
+        if t18.__class__ is dict and 'dp' in t18:
+            t19 = t18['dp']
+            if t19 is None: t19 = Missing('megatron.dp')
+        else:
+            t19 = attr_value(t18, 'dp', 'megatron.dp')
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        if t17.__class__ is int and t19.__class__ is int:
+            t20 = t17 * t19
+            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+        else:
+            t20 = _binop('*', t17, t19, env)
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        t21 = env.lookup('megatron')
+        if t21 is None: t21 = Missing('megatron')
+        if t21.__class__ is dict and 'args' in t21:
+            t22 = t21['args']
+            if t22 is None: t22 = Missing('megatron.args')
+        else:
+            t22 = attr_value(t21, 'args', 'megatron.args')
+        if t22.__class__ is dict and 'global_batch_size' in t22:
+            t23 = t22['global_batch_size']
+            if t23 is None: t23 = Missing('megatron.args.global_batch_size')
+        else:
+            t23 = attr_value(t22, 'global_batch_size', 'megatron.args.global_batch_size')
+        if t23 is None or t23.__class__ is Missing: _need(t23)
+        t24 = env.lookup('megatron')
+        if t24 is None: t24 = Missing('megatron')
+        if t24.__class__ is dict and 'args' in t24:
+            t25 = t24['args']
+            if t25 is None: t25 = Missing('megatron.args')
+        else:
+            t25 = attr_value(t24, 'args', 'megatron.args')
+        if t25.__class__ is dict and 'micro_batch_size' in t25:
+            t26 = t25['micro_batch_size']
+            if t26 is None: t26 = Missing('megatron.args.micro_batch_size')
+        else:
+            t26 = attr_value(t25, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        t27 = env.lookup('megatron')
+        if t27 is None: t27 = Missing('megatron')
+        if t27.__class__ is dict and 'dp' in t27:
+            t28 = t27['dp']
+            if t28 is None: t28 = Missing('megatron.dp')
+        else:
+            t28 = attr_value(t27, 'dp', 'megatron.dp')
+        if t28 is None or t28.__class__ is Missing: _need(t28)
+        if t26.__class__ is int and t28.__class__ is int:
+            t29 = t26 * t28
+            if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
+        else:
+            t29 = _binop('*', t26, t28, env)
+        if t29 is None or t29.__class__ is Missing: _need(t29)
+        t30 = _binop('//', t23, t29, env)
+        if t30 is None or t30.__class__ is Missing: _need(t30)
+        t31 = (1)
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        if t30.__class__ is int and t31.__class__ is int:
+            t32 = t30 + t31
+            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
+        else:
+            t32 = _binop('+', t30, t31, env)
+        if t32 is None or t32.__class__ is Missing: _need(t32)
+        if t20.__class__ is int and t32.__class__ is int:
+            t33 = t20 * t32
+            if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
+        else:
+            t33 = _binop('*', t20, t32, env)
+        t34 = call_value(env, F_str.fn, F_str.cost, True, [t33])
+        if t34 is None or t34.__class__ is Missing: _need(t34)
+        if t14.__class__ is int and t34.__class__ is int:
+            t35 = t14 + t34
+            if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
+        else:
+            t35 = _binop('+', t14, t34, env)
+        t13 = t35
     else:
-        t12 = attr_value(t11, 'micro_batch_size', 'megatron.args.micro_batch_size')
-    if t12 is None or t12.__class__ is Missing: _need(t12)
-    t13 = env.lookup('megatron')
-    if t13 is None: t13 = Missing('megatron')
-    if t13.__class__ is dict and 'dp' in t13:
-        t14 = t13['dp']
-        if t14 is None: t14 = Missing('megatron.dp')
-    else:
-        t14 = attr_value(t13, 'dp', 'megatron.dp')
-    if t14 is None or t14.__class__ is Missing: _need(t14)
-    if t12.__class__ is int and t14.__class__ is int:
-        t15 = t12 * t14
-        if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-    else:
-        t15 = _binop('*', t12, t14, env)
-    if t15 is None or t15.__class__ is Missing: _need(t15)
-    t16 = _binop('//', t9, t15, env)
-    if t16 is None or t16.__class__ is Missing: _need(t16)
-    t17 = (1)
-    if t17 is None or t17.__class__ is Missing: _need(t17)
-    if t16.__class__ is int and t17.__class__ is int:
-        t18 = t16 + t17
-        if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-    else:
-        t18 = _binop('+', t16, t17, env)
-    if t18 is None or t18.__class__ is Missing: _need(t18)
-    if t6.__class__ is int and t18.__class__ is int:
-        t19 = t6 * t18
-        if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-    else:
-        t19 = _binop('*', t6, t18, env)
-    return t19
+        t36 = ('')
+        t13 = t36
+    return t13
 
-def e38(env):
+def e37(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_kv_heads' in t1:
@@ -1660,7 +1920,7 @@ def e38(env):
         t7 = True
     return t7
 
-def e39(env):
+def e38(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1719,7 +1979,7 @@ def e39(env):
         t5 = False
     return t5
 
-def e40(env):
+def e39(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_kv_heads_defaulted' in t1:
@@ -1742,7 +2002,7 @@ def e40(env):
         t4 = t7
     return t4
 
-def e41(env):
+def e40(env):
     t1 = []
     t3 = env.lookup('model')
     if t3 is None: t3 = Missing('model')
@@ -1820,7 +2080,7 @@ def e41(env):
     t26 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t26
 
-def e42(env):
+def e41(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'ffn_hidden_dim' in t1:
@@ -1841,7 +2101,7 @@ def e42(env):
         t5 = _compare('==', t4, t6)
     return t5
 
-def e43(env):
+def e42(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1882,6 +2142,238 @@ def e43(env):
     else:
         t5 = False
     return t5
+
+def e43(env):
+    t1 = []
+    t3 = env.lookup('choices')
+    if t3 is None: t3 = Missing('choices')
+    t5 = (None)
+    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 != t5
+    else:
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('!=', t3, t5)
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t7 = env.lookup('choices')
+        if t7 is None: t7 = Missing('choices')
+        if t7.__class__ is dict and 'tp' in t7:
+            t8 = t7['tp']
+            if t8 is None: t8 = Missing('choices.tp')
+        else:
+            t8 = attr_value(t7, 'tp', 'choices.tp')
+        t6 = t8
+    else:
+        t9 = env.lookup('model')
+        if t9 is None: t9 = Missing('model')
+        if t9.__class__ is dict and 'ffn_hidden_dim' in t9:
+            t10 = t9['ffn_hidden_dim']
+            if t10 is None: t10 = Missing('model.ffn_hidden_dim')
+        else:
+            t10 = attr_value(t9, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+        t11 = env.lookup('model')
+        if t11 is None: t11 = Missing('model')
+        if t11.__class__ is dict and 'n_heads' in t11:
+            t12 = t11['n_heads']
+            if t12 is None: t12 = Missing('model.n_heads')
+        else:
+            t12 = attr_value(t11, 'n_heads', 'model.n_heads')
+        t13 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t10, t12])
+        t14 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t13])
+        t6 = t14
+    t2 = loop_items(t6)
+    t15 = Env({}, None, env.budget, env)
+    for t16 in t2:
+        _charge(env, 71)
+        t15.values['t'] = t16
+        t15.let_cache = None
+        t17 = t16
+        if t17 is None: t17 = Missing('t')
+        t19 = (1)
+        if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
+            t18 = t17 > t19
+        else:
+            if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t15, t17, t19)
+            t18 = _compare('>', t17, t19)
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t21 = t15.lookup('gpus_per_node')
+            if t21 is None: t21 = Missing('gpus_per_node')
+            t23 = (None)
+            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
+                t22 = t21 == t23
+            else:
+                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t15, t21, t23)
+                t22 = _compare('==', t21, t23)
+            if not (t22 if t22.__class__ is bool else _truth(t22)):
+                t25 = t16
+                if t25 is None: t25 = Missing('t')
+                t27 = t15.lookup('gpus_per_node')
+                if t27 is None: t27 = Missing('gpus_per_node')
+                if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
+                    t26 = t25 <= t27
+                else:
+                    if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t15, t25, t27)
+                    t26 = _compare('<=', t25, t27)
+                t24 = (t26 if t26.__class__ is bool else _truth(t26))
+            else:
+                t24 = True
+            t20 = (t24 if t24.__class__ is bool else _truth(t24))
+        else:
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t29 = t15.lookup('model')
+            if t29 is None: t29 = Missing('model')
+            if t29.__class__ is dict and 'ffn_hidden_dim' in t29:
+                t30 = t29['ffn_hidden_dim']
+                if t30 is None: t30 = Missing('model.ffn_hidden_dim')
+            else:
+                t30 = attr_value(t29, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+            if t30 is None or t30.__class__ is Missing: _need(t30)
+            t31 = t16
+            if t31 is None: t31 = Missing('t')
+            if t31 is None or t31.__class__ is Missing: _need(t31)
+            t32 = _binop('%', t30, t31, t15)
+            t34 = (0)
+            if t32.__class__ is t34.__class__ and (t32.__class__ is int or t32.__class__ is str):
+                t33 = t32 == t34
+            else:
+                if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(t15, t32, t34)
+                t33 = _compare('==', t32, t34)
+            t28 = (t33 if t33.__class__ is bool else _truth(t33))
+        else:
+            t28 = False
+        if (t28 if t28.__class__ is bool else _truth(t28)):
+            t36 = t15.lookup('model')
+            if t36 is None: t36 = Missing('model')
+            if t36.__class__ is dict and 'n_heads' in t36:
+                t37 = t36['n_heads']
+                if t37 is None: t37 = Missing('model.n_heads')
+            else:
+                t37 = attr_value(t36, 'n_heads', 'model.n_heads')
+            if t37 is None or t37.__class__ is Missing: _need(t37)
+            t38 = t16
+            if t38 is None: t38 = Missing('t')
+            if t38 is None or t38.__class__ is Missing: _need(t38)
+            t39 = _binop('%', t37, t38, t15)
+            t41 = (0)
+            if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
+                t40 = t39 == t41
+            else:
+                if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t15, t39, t41)
+                t40 = _compare('==', t39, t41)
+            t35 = (t40 if t40.__class__ is bool else _truth(t40))
+        else:
+            t35 = False
+        if (t35 if t35.__class__ is bool else _truth(t35)):
+            t43 = t15.lookup('model')
+            if t43 is None: t43 = Missing('model')
+            if t43.__class__ is dict and 'n_kv_heads' in t43:
+                t44 = t43['n_kv_heads']
+                if t44 is None: t44 = Missing('model.n_kv_heads')
+            else:
+                t44 = attr_value(t43, 'n_kv_heads', 'model.n_kv_heads')
+            t46 = (None)
+            if t44.__class__ is t46.__class__ and (t44.__class__ is int or t44.__class__ is str):
+                t45 = t44 == t46
+            else:
+                if t46.__class__ is list or t46.__class__ is dict or t46.__class__ is str: _charge_operands(t15, t44, t46)
+                t45 = _compare('==', t44, t46)
+            if not (t45 if t45.__class__ is bool else _truth(t45)):
+                t48 = t15.lookup('model')
+                if t48 is None: t48 = Missing('model')
+                if t48.__class__ is dict and 'n_kv_heads' in t48:
+                    t49 = t48['n_kv_heads']
+                    if t49 is None: t49 = Missing('model.n_kv_heads')
+                else:
+                    t49 = attr_value(t48, 'n_kv_heads', 'model.n_kv_heads')
+                if t49 is None or t49.__class__ is Missing: _need(t49)
+                t50 = t16
+                if t50 is None: t50 = Missing('t')
+                if t50 is None or t50.__class__ is Missing: _need(t50)
+                t51 = _binop('%', t49, t50, t15)
+                t53 = (0)
+                if t51.__class__ is t53.__class__ and (t51.__class__ is int or t51.__class__ is str):
+                    t52 = t51 == t53
+                else:
+                    if t53.__class__ is list or t53.__class__ is dict or t53.__class__ is str: _charge_operands(t15, t51, t53)
+                    t52 = _compare('==', t51, t53)
+                t47 = (t52 if t52.__class__ is bool else _truth(t52))
+            else:
+                t47 = True
+            if not (t47 if t47.__class__ is bool else _truth(t47)):
+                t55 = t16
+                if t55 is None: t55 = Missing('t')
+                if t55 is None or t55.__class__ is Missing: _need(t55)
+                t56 = t15.lookup('model')
+                if t56 is None: t56 = Missing('model')
+                if t56.__class__ is dict and 'n_kv_heads' in t56:
+                    t57 = t56['n_kv_heads']
+                    if t57 is None: t57 = Missing('model.n_kv_heads')
+                else:
+                    t57 = attr_value(t56, 'n_kv_heads', 'model.n_kv_heads')
+                if t57 is None or t57.__class__ is Missing: _need(t57)
+                t58 = _binop('%', t55, t57, t15)
+                t60 = (0)
+                if t58.__class__ is t60.__class__ and (t58.__class__ is int or t58.__class__ is str):
+                    t59 = t58 == t60
+                else:
+                    if t60.__class__ is list or t60.__class__ is dict or t60.__class__ is str: _charge_operands(t15, t58, t60)
+                    t59 = _compare('==', t58, t60)
+                t54 = (t59 if t59.__class__ is bool else _truth(t59))
+            else:
+                t54 = True
+            t42 = (t54 if t54.__class__ is bool else _truth(t54))
+        else:
+            t42 = False
+        if (t42 if t42.__class__ is bool else _truth(t42)):
+            t62 = t15.lookup('world_known')
+            if t62 is None: t62 = Missing('world_known')
+            t63 = not (t62 if t62.__class__ is bool else _truth(t62))
+            if not (t63 if t63.__class__ is bool else _truth(t63)):
+                t65 = t15.lookup('world_size')
+                if t65 is None: t65 = Missing('world_size')
+                if t65 is None or t65.__class__ is Missing: _need(t65)
+                t66 = t16
+                if t66 is None: t66 = Missing('t')
+                if t66 is None or t66.__class__ is Missing: _need(t66)
+                t67 = t15.lookup('pp')
+                if t67 is None: t67 = Missing('pp')
+                if t67 is None or t67.__class__ is Missing: _need(t67)
+                if t66.__class__ is int and t67.__class__ is int:
+                    t68 = t66 * t67
+                    if not -MAX_INT <= t68 <= MAX_INT: _check_value(t68)
+                else:
+                    t68 = _binop('*', t66, t67, t15)
+                if t68 is None or t68.__class__ is Missing: _need(t68)
+                t69 = t15.lookup('cp')
+                if t69 is None: t69 = Missing('cp')
+                if t69 is None or t69.__class__ is Missing: _need(t69)
+                if t68.__class__ is int and t69.__class__ is int:
+                    t70 = t68 * t69
+                    if not -MAX_INT <= t70 <= MAX_INT: _check_value(t70)
+                else:
+                    t70 = _binop('*', t68, t69, t15)
+                if t70 is None or t70.__class__ is Missing: _need(t70)
+                t71 = _binop('%', t65, t70, t15)
+                t73 = (0)
+                if t71.__class__ is t73.__class__ and (t71.__class__ is int or t71.__class__ is str):
+                    t72 = t71 == t73
+                else:
+                    if t73.__class__ is list or t73.__class__ is dict or t73.__class__ is str: _charge_operands(t15, t71, t73)
+                    t72 = _compare('==', t71, t73)
+                t64 = (t72 if t72.__class__ is bool else _truth(t72))
+            else:
+                t64 = True
+            t61 = (t64 if t64.__class__ is bool else _truth(t64))
+        else:
+            t61 = False
+        if (t61 if t61.__class__ is bool else _truth(t61)):
+            t74 = t16
+            if t74 is None: t74 = Missing('t')
+            t1.append(t74)
+            t15.budget.mem -= 1
+            if t15.budget.mem < 0: _charge_mem(env, 0)
+            if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    return t1
 
 def e44(env):
     t1 = env.lookup('model')
@@ -1938,36 +2430,167 @@ def e46(env):
     return t5
 
 def e47(env):
-    t1 = env.lookup('model')
-    if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'ffn_hidden_dim' in t1:
-        t2 = t1['ffn_hidden_dim']
-        if t2 is None: t2 = Missing('model.ffn_hidden_dim')
+    t1 = env.lookup('tps')
+    if t1 is None: t1 = Missing('tps')
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t4 = (0)
+    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 > t4
     else:
-        t2 = attr_value(t1, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('tp')
-    if t3 is None: t3 = Missing('tp')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('//', t2, t3, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = (1)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t4.__class__ is int and t5.__class__ is int:
-        t6 = t4 + t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('>', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = ('use tp in ')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = env.lookup('tps')
+        if t7 is None: t7 = Missing('tps')
+        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t6.__class__ is int and t8.__class__ is int:
+            t9 = t6 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t6, t8, env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = (' (each divides the ')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('+', t9, t10, env)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = env.lookup('model')
+        if t12 is None: t12 = Missing('model')
+        if t12.__class__ is dict and 'ffn_hidden_dim' in t12:
+            t13 = t12['ffn_hidden_dim']
+            if t13 is None: t13 = Missing('model.ffn_hidden_dim')
+        else:
+            t13 = attr_value(t12, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t11.__class__ is int and t14.__class__ is int:
+            t15 = t11 + t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('+', t11, t14, env)
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = (' FFN columns and the ')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        if t15.__class__ is int and t16.__class__ is int:
+            t17 = t15 + t16
+            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        else:
+            t17 = _binop('+', t15, t16, env)
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = env.lookup('model')
+        if t18 is None: t18 = Missing('model')
+        if t18.__class__ is dict and 'n_heads' in t18:
+            t19 = t18['n_heads']
+            if t19 is None: t19 = Missing('model.n_heads')
+        else:
+            t19 = attr_value(t18, 'n_heads', 'model.n_heads')
+        t20 = call_value(env, F_str.fn, F_str.cost, True, [t19])
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        if t17.__class__ is int and t20.__class__ is int:
+            t21 = t17 + t20
+            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+        else:
+            t21 = _binop('+', t17, t20, env)
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        t22 = (' heads), keeping the model as it is')
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t21.__class__ is int and t22.__class__ is int:
+            t23 = t21 + t22
+            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+        else:
+            t23 = _binop('+', t21, t22, env)
+        t5 = t23
     else:
-        t6 = _binop('+', t4, t5, env)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = env.lookup('tp')
-    if t7 is None: t7 = Missing('tp')
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    if t6.__class__ is int and t7.__class__ is int:
-        t8 = t6 * t7
-        if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-    else:
-        t8 = _binop('*', t6, t7, env)
-    return t8
+        t24 = ('no tp above 1 divides the ')
+        if t24 is None or t24.__class__ is Missing: _need(t24)
+        t25 = env.lookup('model')
+        if t25 is None: t25 = Missing('model')
+        if t25.__class__ is dict and 'ffn_hidden_dim' in t25:
+            t26 = t25['ffn_hidden_dim']
+            if t26 is None: t26 = Missing('model.ffn_hidden_dim')
+        else:
+            t26 = attr_value(t25, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+        t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
+        if t27 is None or t27.__class__ is Missing: _need(t27)
+        if t24.__class__ is int and t27.__class__ is int:
+            t28 = t24 + t27
+            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
+        else:
+            t28 = _binop('+', t24, t27, env)
+        if t28 is None or t28.__class__ is Missing: _need(t28)
+        t29 = (' FFN columns and the ')
+        if t29 is None or t29.__class__ is Missing: _need(t29)
+        if t28.__class__ is int and t29.__class__ is int:
+            t30 = t28 + t29
+            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+        else:
+            t30 = _binop('+', t28, t29, env)
+        if t30 is None or t30.__class__ is Missing: _need(t30)
+        t31 = env.lookup('model')
+        if t31 is None: t31 = Missing('model')
+        if t31.__class__ is dict and 'n_heads' in t31:
+            t32 = t31['n_heads']
+            if t32 is None: t32 = Missing('model.n_heads')
+        else:
+            t32 = attr_value(t31, 'n_heads', 'model.n_heads')
+        t33 = call_value(env, F_str.fn, F_str.cost, True, [t32])
+        if t33 is None or t33.__class__ is Missing: _need(t33)
+        if t30.__class__ is int and t33.__class__ is int:
+            t34 = t30 + t33
+            if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+        else:
+            t34 = _binop('+', t30, t33, env)
+        if t34 is None or t34.__class__ is Missing: _need(t34)
+        t35 = (' heads')
+        if t35 is None or t35.__class__ is Missing: _need(t35)
+        if t34.__class__ is int and t35.__class__ is int:
+            t36 = t34 + t35
+            if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
+        else:
+            t36 = _binop('+', t34, t35, env)
+        if t36 is None or t36.__class__ is Missing: _need(t36)
+        t37 = env.lookup('choices')
+        if t37 is None: t37 = Missing('choices')
+        t39 = (None)
+        if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
+            t38 = t37 != t39
+        else:
+            if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(env, t37, t39)
+            t38 = _compare('!=', t37, t39)
+        if not (t38 if t38.__class__ is bool else _truth(t38)):
+            t41 = env.lookup('world_known')
+            if t41 is None: t41 = Missing('world_known')
+            t40 = (t41 if t41.__class__ is bool else _truth(t41))
+        else:
+            t40 = True
+        if (t40 if t40.__class__ is bool else _truth(t40)):
+            t43 = (' on this world')
+            t42 = t43
+        else:
+            t44 = ('')
+            t42 = t44
+        if t42 is None or t42.__class__ is Missing: _need(t42)
+        if t36.__class__ is int and t42.__class__ is int:
+            t45 = t36 + t42
+            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
+        else:
+            t45 = _binop('+', t36, t42, env)
+        if t45 is None or t45.__class__ is Missing: _need(t45)
+        t46 = (': use tp = 1, keeping the model as it is')
+        if t46 is None or t46.__class__ is Missing: _need(t46)
+        if t45.__class__ is int and t46.__class__ is int:
+            t47 = t45 + t46
+            if not -MAX_INT <= t47 <= MAX_INT: _check_value(t47)
+        else:
+            t47 = _binop('+', t45, t46, env)
+        t5 = t47
+    return t5
 
 def e48(env):
     t1 = env.lookup('model')
@@ -4004,6 +4627,280 @@ def e109(env):
         t2 = attr_value(t1, 'options', 'item.options')
     return t2
 
+def e110(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'validate_refusals' in t1:
+        t2 = t1['validate_refusals']
+        if t2 is None: t2 = Missing('megatron.validate_refusals')
+    else:
+        t2 = attr_value(t1, 'validate_refusals', 'megatron.validate_refusals')
+    return t2
+
+def e111(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'rampup' in t1:
+        t2 = t1['rampup']
+        if t2 is None: t2 = Missing('megatron.rampup')
+    else:
+        t2 = attr_value(t1, 'rampup', 'megatron.rampup')
+    t4 = (None)
+    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 == t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('==', t2, t4)
+    return t3
+
+def e112(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K31
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('megatron')
+        if t6 is None: t6 = Missing('megatron')
+        if t6.__class__ is dict and 'args' in t6:
+            t7 = t6['args']
+            if t7 is None: t7 = Missing('megatron.args')
+        else:
+            t7 = attr_value(t6, 'args', 'megatron.args')
+        if t7.__class__ is dict and 'rampup_batch_size' in t7:
+            t8 = t7['rampup_batch_size']
+            if t8 is None: t8 = Missing('megatron.args.rampup_batch_size')
+        else:
+            t8 = attr_value(t7, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
+        t10 = (None)
+        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 != t10
+        else:
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
+            t9 = _compare('!=', t8, t10)
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+    else:
+        t5 = False
+    return t5
+
+def e113(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'args' in t1:
+        t2 = t1['args']
+        if t2 is None: t2 = Missing('megatron.args')
+    else:
+        t2 = attr_value(t1, 'args', 'megatron.args')
+    if t2.__class__ is dict and 'rampup_batch_size' in t2:
+        t3 = t2['rampup_batch_size']
+        if t3 is None: t3 = Missing('megatron.args.rampup_batch_size')
+    else:
+        t3 = attr_value(t2, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
+    t4 = (' ')
+    t5 = call_value(env, F_join.fn, F_join.cost, False, [t3, t4])
+    return t5
+
+def e114(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'args' in t1:
+        t2 = t1['args']
+        if t2 is None: t2 = Missing('megatron.args')
+    else:
+        t2 = attr_value(t1, 'args', 'megatron.args')
+    if t2.__class__ is dict and 'global_batch_size' in t2:
+        t3 = t2['global_batch_size']
+        if t3 is None: t3 = Missing('megatron.args.global_batch_size')
+    else:
+        t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
+    t5 = (None)
+    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 != t5
+    else:
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('!=', t3, t5)
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t7 = env.lookup('megatron')
+        if t7 is None: t7 = Missing('megatron')
+        if t7.__class__ is dict and 'args' in t7:
+            t8 = t7['args']
+            if t8 is None: t8 = Missing('megatron.args')
+        else:
+            t8 = attr_value(t7, 'args', 'megatron.args')
+        if t8.__class__ is dict and 'global_batch_size' in t8:
+            t9 = t8['global_batch_size']
+            if t9 is None: t9 = Missing('megatron.args.global_batch_size')
+        else:
+            t9 = attr_value(t8, 'global_batch_size', 'megatron.args.global_batch_size')
+        t6 = t9
+    else:
+        t10 = ('unset')
+        t6 = t10
+    return t6
+
+def e115(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'rampup' in t1:
+        t2 = t1['rampup']
+        if t2 is None: t2 = Missing('megatron.rampup')
+    else:
+        t2 = attr_value(t1, 'rampup', 'megatron.rampup')
+    if t2.__class__ is dict and 'iteration' in t2:
+        t3 = t2['iteration']
+        if t3 is None: t3 = Missing('megatron.rampup.iteration')
+    else:
+        t3 = attr_value(t2, 'iteration', 'megatron.rampup.iteration')
+    t5 = (None)
+    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == t5
+    else:
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('==', t3, t5)
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t7 = ('fails at start-up')
+        t6 = t7
+    else:
+        t8 = ('fails during training')
+        t6 = t8
+    return t6
+
+def e116(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'rampup' in t1:
+        t2 = t1['rampup']
+        if t2 is None: t2 = Missing('megatron.rampup')
+    else:
+        t2 = attr_value(t1, 'rampup', 'megatron.rampup')
+    if t2.__class__ is dict and 'message' in t2:
+        t3 = t2['message']
+        if t3 is None: t3 = Missing('megatron.rampup.message')
+    else:
+        t3 = attr_value(t2, 'message', 'megatron.rampup.message')
+    return t3
+
+def e117(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'rampup' in t1:
+        t2 = t1['rampup']
+        if t2 is None: t2 = Missing('megatron.rampup')
+    else:
+        t2 = attr_value(t1, 'rampup', 'megatron.rampup')
+    if t2.__class__ is dict and 'site' in t2:
+        t3 = t2['site']
+        if t3 is None: t3 = Missing('megatron.rampup.site')
+    else:
+        t3 = attr_value(t2, 'site', 'megatron.rampup.site')
+    return t3
+
+def e118(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'rampup' in t1:
+        t2 = t1['rampup']
+        if t2 is None: t2 = Missing('megatron.rampup')
+    else:
+        t2 = attr_value(t1, 'rampup', 'megatron.rampup')
+    if t2.__class__ is dict and 'key' in t2:
+        t3 = t2['key']
+        if t3 is None: t3 = Missing('megatron.rampup.key')
+    else:
+        t3 = attr_value(t2, 'key', 'megatron.rampup.key')
+    return t3
+
+def e119(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'dp' in t1:
+        t2 = t1['dp']
+        if t2 is None: t2 = Missing('megatron.dp')
+    else:
+        t2 = attr_value(t1, 'dp', 'megatron.dp')
+    t4 = (None)
+    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 != t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('!=', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('megatron')
+        if t6 is None: t6 = Missing('megatron')
+        if t6.__class__ is dict and 'args' in t6:
+            t7 = t6['args']
+            if t7 is None: t7 = Missing('megatron.args')
+        else:
+            t7 = attr_value(t6, 'args', 'megatron.args')
+        if t7.__class__ is dict and 'micro_batch_size' in t7:
+            t8 = t7['micro_batch_size']
+            if t8 is None: t8 = Missing('megatron.args.micro_batch_size')
+        else:
+            t8 = attr_value(t7, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t10 = (None)
+        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 != t10
+        else:
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
+            t9 = _compare('!=', t8, t10)
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+    else:
+        t5 = False
+    if (t5 if t5.__class__ is bool else _truth(t5)):
+        t12 = (' (')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = env.lookup('megatron')
+        if t13 is None: t13 = Missing('megatron')
+        if t13.__class__ is dict and 'args' in t13:
+            t14 = t13['args']
+            if t14 is None: t14 = Missing('megatron.args')
+        else:
+            t14 = attr_value(t13, 'args', 'megatron.args')
+        if t14.__class__ is dict and 'micro_batch_size' in t14:
+            t15 = t14['micro_batch_size']
+            if t15 is None: t15 = Missing('megatron.args.micro_batch_size')
+        else:
+            t15 = attr_value(t14, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = env.lookup('megatron')
+        if t16 is None: t16 = Missing('megatron')
+        if t16.__class__ is dict and 'dp' in t16:
+            t17 = t16['dp']
+            if t17 is None: t17 = Missing('megatron.dp')
+        else:
+            t17 = attr_value(t16, 'dp', 'megatron.dp')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        if t15.__class__ is int and t17.__class__ is int:
+            t18 = t15 * t17
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+        else:
+            t18 = _binop('*', t15, t17, env)
+        t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        if t12.__class__ is int and t19.__class__ is int:
+            t20 = t12 + t19
+            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+        else:
+            t20 = _binop('+', t12, t19, env)
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        t21 = (')')
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        if t20.__class__ is int and t21.__class__ is int:
+            t22 = t20 + t21
+            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+        else:
+            t22 = _binop('+', t20, t21, env)
+        t11 = t22
+    else:
+        t23 = ('')
+        t11 = t23
+    return t11
+
 COMPILED = {
     'world_size % megatron.model_size == 0': (e0, 6),
     "framework.id in ['megatron@0.16.1'] and (world_known and megatron.model_size != null)": (e1, 12),
@@ -4036,23 +4933,23 @@ COMPILED = {
     'megatron.split_key': (e28, 2),
     "': pp in ' + join(megatron.split_pps) + (' (each also divides the world with tp·cp)' if world_known else '') if len(megatron.split_pps) > 0 else ''": (e29, 17),
     "'model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage' if megatron.args.bridge_recipe == true else '--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers'": (e30, 8),
-    'megatron.args.global_batch_size % (megatron.args.micro_batch_size * megatron.dp) == 0': (e31, 12),
+    'megatron.args.global_batch_size >= megatron.args.micro_batch_size * megatron.dp if megatron.decrease_batch else megatron.args.global_batch_size % (megatron.args.micro_batch_size * megatron.dp) == 0': (e31, 25),
     "framework.id in ['megatron@0.16.1'] and (megatron.dp != null and megatron.args.micro_batch_size != null and megatron.args.global_batch_size != null and megatron.args.rampup_batch_size == null and megatron.args.micro_batch_size > 0)": (e32, 34),
-    'megatron.args.global_batch_size': (e33, 3),
-    'megatron.args.micro_batch_size': (e34, 3),
-    'megatron.args.micro_batch_size * megatron.dp': (e35, 6),
-    'megatron.args.micro_batch_size * megatron.dp * max(1, megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp))': (e36, 19),
-    'megatron.args.micro_batch_size * megatron.dp * (megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) + 1)': (e37, 19),
-    'model.n_kv_heads % tp == 0 or tp % model.n_kv_heads == 0': (e38, 13),
-    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.n_kv_heads != null and model.n_kv_heads > 0)": (e39, 19),
-    "'num_query_groups' if not model.n_kv_heads_defaulted else keys.tp": (e40, 7),
-    'join([t for t in divisors(model.n_heads) if t > 1 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)])': (e41, 23),
-    'model.ffn_hidden_dim % tp == 0': (e42, 6),
-    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.ffn_hidden_dim != null)": (e43, 14),
+    "'--decrease-batch-size-if-needed rounds the global batch size (' + str(megatron.args.global_batch_size) + ') down to a multiple of micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + '): 0 microbatches, refused (num_microbatches_calculator.py:348)' if megatron.decrease_batch else 'global batch size (' + str(megatron.args.global_batch_size) + ') is not divisible by micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + ') (num_microbatches_calculator.py:340)'": (e33, 45),
+    'megatron.args.micro_batch_size * megatron.dp': (e34, 6),
+    'megatron.args.micro_batch_size * megatron.dp * max(1, megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp))': (e35, 19),
+    "' or ' + str(megatron.args.micro_batch_size * megatron.dp * (megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) + 1)) if megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) > 0 else ''": (e36, 36),
+    'model.n_kv_heads % tp == 0 or tp % model.n_kv_heads == 0': (e37, 13),
+    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.n_kv_heads != null and model.n_kv_heads > 0)": (e38, 19),
+    "'num_query_groups' if not model.n_kv_heads_defaulted else keys.tp": (e39, 7),
+    'join([t for t in divisors(model.n_heads) if t > 1 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)])': (e40, 23),
+    'model.ffn_hidden_dim % tp == 0': (e41, 6),
+    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.ffn_hidden_dim != null)": (e42, 14),
+    '[t for t in (choices.tp if choices != null else divisors(gcd(model.ffn_hidden_dim, model.n_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.ffn_hidden_dim % t == 0 and model.n_heads % t == 0 and (model.n_kv_heads == null or model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0) and (not world_known or world_size % (t * pp * cp) == 0)]': (e43, 71),
     'model.ffn_hidden_dim': (e44, 2),
     "', derived from --hidden-size' if 'ffn_hidden_size' not in megatron.given else ''": (e45, 7),
     "'ffn_hidden_size' if 'ffn_hidden_size' in megatron.given else keys.tp": (e46, 8),
-    '(model.ffn_hidden_dim // tp + 1) * tp': (e47, 8),
+    "'use tp in ' + join(tps) + ' (each divides the ' + str(model.ffn_hidden_dim) + ' FFN columns and the ' + str(model.n_heads) + ' heads), keeping the model as it is' if len(tps) > 0 else 'no tp above 1 divides the ' + str(model.ffn_hidden_dim) + ' FFN columns and the ' + str(model.n_heads) + ' heads' + (' on this world' if choices != null or world_known else '') + ': use tp = 1, keeping the model as it is'": (e47, 47),
     'model.dim % model.n_heads == 0': (e48, 7),
     "framework.id in ['megatron@0.16.1'] and (megatron.args.kv_channels == null and model.n_heads != null and model.dim != null and model.n_heads > 0)": (e49, 26),
     "framework.id in ['megatron@0.16.1']": (e50, 5),
@@ -4115,4 +5012,14 @@ COMPILED = {
     'item.site': (e107, 2),
     'item.condition': (e108, 2),
     'item.options': (e109, 2),
+    'megatron.validate_refusals': (e110, 2),
+    'megatron.rampup == null': (e111, 4),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.rampup_batch_size != null)": (e112, 11),
+    "join(megatron.args.rampup_batch_size, ' ')": (e113, 5),
+    "megatron.args.global_batch_size if megatron.args.global_batch_size != null else 'unset'": (e114, 10),
+    "'fails at start-up' if megatron.rampup.iteration == null else 'fails during training'": (e115, 8),
+    'megatron.rampup.message': (e116, 3),
+    'megatron.rampup.site': (e117, 3),
+    'megatron.rampup.key': (e118, 3),
+    "' (' + str(megatron.args.micro_batch_size * megatron.dp) + ')' if megatron.dp != null and megatron.args.micro_batch_size != null else ''": (e119, 23),
 }

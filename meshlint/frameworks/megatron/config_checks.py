@@ -10,66 +10,24 @@ from __future__ import annotations
 
 import ast
 import json
-import operator
 import re
 from functools import lru_cache
 from pathlib import Path
 
+from meshlint.frameworks.megatron import pyexpr
+from meshlint.frameworks.megatron.pyexpr import Undecided
+
 TABLE = Path(__file__).resolve().parent / "config_checks_0_16.json"
-
-
-class Undecided(Exception):
-    """The condition cannot be decided from these options."""
-
-
-_CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-        ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-        ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
-_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod}
+_LEN = frozenset({"len"})  # the generator keeps conditions over fields, literals and len only
 
 
 def evaluate(node: ast.AST, field):
     """The value of ``node``; ``field(name)`` gives ``self.name`` or raises Undecided."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        return field(node.attr)
-    if isinstance(node, ast.BoolOp):  # Python's short circuit: an operand not reached is not read
-        value = None
-        for operand in node.values:
-            value = evaluate(operand, field)
-            if (not value) if isinstance(node.op, ast.And) else value:
-                return value
-        return value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
-        value = evaluate(node.operand, field)
-        return (not value) if isinstance(node.op, ast.Not) else _apply(operator.neg, value)
-    if isinstance(node, ast.BinOp) and type(node.op) in _BIN:
-        return _apply(_BIN[type(node.op)], evaluate(node.left, field), evaluate(node.right, field))
-    if isinstance(node, ast.Compare):
-        left = evaluate(node.left, field)
-        for op, right_node in zip(node.ops, node.comparators):
-            if type(op) not in _CMP:
-                raise Undecided(ast.unparse(node))
-            right = evaluate(right_node, field)
-            if not _apply(_CMP[type(op)], left, right):
-                return False
-            left = right
-        return True
-    if isinstance(node, (ast.List, ast.Tuple)):
-        return [evaluate(e, field) for e in node.elts]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" \
-            and len(node.args) == 1 and not node.keywords:
-        return _apply(len, evaluate(node.args[0], field))
-    raise Undecided(ast.unparse(node))
-
-
-def _apply(fn, *values):
-    try:
-        return fn(*values)
-    except Exception as e:  # a TypeError or ZeroDivisionError here is Megatron's crash, not this refusal
-        raise Undecided(str(e)) from None
+    def read(n):
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+            return field(n.attr)
+        raise Undecided(ast.unparse(n))
+    return pyexpr.evaluate(node, read, allowed=_LEN)
 
 
 @lru_cache(maxsize=1)

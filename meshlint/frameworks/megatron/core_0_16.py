@@ -11,7 +11,7 @@ sequence parallelism switched off at tp = 1, num_query_groups only with --group-
 from __future__ import annotations
 
 from meshlint.frameworks.base import Resolution, Spec
-from meshlint.frameworks.megatron import config_checks, ranks
+from meshlint.frameworks.megatron import config_checks, rampup, ranks, validate_checks
 
 NAME = "megatron"
 SECTION = None              # no TOML section: Megatron configs are launch lines
@@ -93,6 +93,8 @@ def read(source) -> Spec:
     spec.extra["refused_by_parser"] = [{"message": r.message, "line": r.line, "col": r.col}
                                        for r in parsed.refusals]
     spec.extra["notes"] = list(parsed.notes) + list(getattr(source.launch, "notes", []) or [])
+    spec.extra["parsed"] = dict(args)  # as the parser leaves them: what validate_args starts from (ML983)
+    spec.extra["entry"] = getattr(source.launch, "entry", None)  # pretrain_gpt.py: its args_defaults (ML983)
     args.update(derived_options(args))
     for name, dest in DEGREE_DESTS.items():
         spec.degrees[name] = args.get(dest)
@@ -448,6 +450,15 @@ def megatron_facts(spec: Spec, res: Resolution) -> dict:
         "world_implied": res.world_implied, "incomplete": spec.extra.get("incomplete", False),
         "env": spec.extra.get("env"),
         "core_refusals": config_checks.refusals(a, spec.extra.get("unknown", ()), spec.extra.get("given", ())),
+        # a Megatron-Bridge recipe builds its configs without validate_args
+        "validate_refusals": [] if a.get("bridge_recipe") else validate_checks.refusals(
+            spec.extra.get("parsed", a), spec.extra.get("unknown", ()), spec.extra.get("given", ()),
+            None if res.world_implied else world, spec.extra.get("entry")),
+        "decrease_batch": bool(a.get("decrease_batch_size_if_needed")),  # (not read from a Bridge recipe: False)
+        "rampup": None if a.get("bridge_recipe") else rampup.refusal(
+            a.get("rampup_batch_size"), a.get("global_batch_size"), a.get("micro_batch_size"),
+            None if res.world_implied else d.get("dp_shard"), bool(a.get("decrease_batch_size_if_needed")),
+            a.get("train_samples")),
     }
 
 
