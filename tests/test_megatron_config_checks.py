@@ -166,7 +166,9 @@ def test_evaluator_refuses_to_guess():
     assert ev("self.a % 2 == 1 and self.b is None and 'x' in self.l and len(self.l) == 1")
     assert ev("self.s not in ['alltoall', 'flex']") is False
     assert ev("self.b is not None and self.unknown > 0") is False  # short circuit: never read
-    for text in ("self.unknown", "self.a > self.b", "F.gelu == self.a", "isinstance(self.a, int)", "self.a / 0"):
+    assert ev("isinstance(self.l, list) and all(isinstance(x, str) for x in self.l)")
+    for text in ("self.unknown", "self.a > self.b", "F.gelu == self.a", "isinstance(self.a, Fp8Recipe)",
+                 "self.a / 0", "str(self.a)"):
         with pytest.raises(Undecided):
             ev(text)
 

@@ -50,7 +50,7 @@ def _reads(source: str | None) -> list:
 def _varied(table: dict) -> dict:
     """check site -> the options it and the statements it depends on read, that a case may set."""
     entries = _entries()
-    converted, no_default = validate_checks._unmodelled()
+    converted, no_default = validate_checks.unmodelled()
     out = {}
     for c in table["checks"]:
         names = _reads(c["condition"]) + [r for g in c["needs_guards"] for r in _reads(table["guards"][str(g)]["test"])]

@@ -8,7 +8,10 @@ For each raise/assert of ModelParallelConfig/TransformerConfig.__post_init__ tha
 ``self.<field>`` and literals, and every field read is copied unchanged from the Megatron-LM
 option of the same name: not overridden by core_transformer_config_from_args (``kw_args['x'] = ...``), not set
 by validate_args (``args.x = ...``), not reassigned by either __post_init__ before the site. A field with no
-option takes its dataclass default when that is a literal. Every other site is listed as skipped with why.
+option takes its dataclass default when that is a literal. A member of a ``str`` enum the release defines
+(``Fp8Recipe.delayed``) is its string (equal to it, hashed alike); the condition may call the evaluator's pure
+builtins (pyexpr.py: isinstance on builtin types, len, any/all over a generator). Every other site is listed as
+skipped with why.
 """
 
 from __future__ import annotations
@@ -19,16 +22,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from meshlint.frameworks.megatron import flags
+from meshlint.frameworks.megatron import flags, pyexpr
 from meshlint.generate import megatron_refusals as refusals
 
-OUT = Path(__file__).resolve().parent / "config_checks_0_16.json"
+OUT = Path(__file__).resolve().parent.parent / "frameworks" / "megatron" / "config_checks_0_16.json"
 ARGS = "megatron/training/arguments.py"
 CLASSES = {"ModelParallelConfig.__post_init__": ("megatron/core/model_parallel_config.py",),
            "TransformerConfig.__post_init__": ("megatron/core/model_parallel_config.py",
                                                "megatron/core/transformer/transformer_config.py")}
 CONFIG_FILES = ("megatron/core/model_parallel_config.py", "megatron/core/transformer/transformer_config.py")
-ALLOWED_NAMES = {"len", "True", "False", "None"}
+ALLOWED_NAMES = {"True", "False", "None"} | pyexpr.BUILTINS
 
 
 def _function(tree: ast.AST, qualname: str):
@@ -115,18 +118,51 @@ def _conditions(func) -> tuple[dict, dict]:
                    ast.Constant(True)) for line, c in out.items()}, ends
 
 
+def _str_enums(root: Path, tree: ast.Module) -> dict:
+    """``Cls.member`` -> its string, for each ``class Cls(str, enum.Enum)`` of megatron the module imports whose
+    body is only string members (no method that could change how it compares)."""
+    out: dict = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("megatron.")):
+            continue
+        path = root / (node.module.replace(".", "/") + ".py")
+        if not path.is_file():
+            continue
+        names = {a.name for a in node.names if a.asname is None}
+        for cls in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not (isinstance(cls, ast.ClassDef) and cls.name in names and len(cls.bases) == 2
+                    and ast.unparse(cls.bases[0]) == "str" and ast.unparse(cls.bases[1]) in ("enum.Enum", "Enum")):
+                continue
+            body = [b for b in cls.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            if all(isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Name)
+                   and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str) for b in body):
+                out.update({f"{cls.name}.{b.targets[0].id}": b.value.value for b in body})
+    return out
+
+
+def _enum_values(expr: ast.AST, enums: dict) -> ast.AST:
+    """The expression with each known ``str`` enum member replaced by its string."""
+    class R(ast.NodeTransformer):
+        def visit_Attribute(self, n):
+            text = ast.unparse(n)
+            return ast.copy_location(ast.Constant(enums[text]), n) if text in enums else self.generic_visit(n)
+    return R().visit(ast.parse(ast.unparse(expr), mode="eval").body)
+
+
 def _fields(expr: ast.AST) -> tuple[set, str | None]:
     """The ``self.x`` fields an expression reads, or why it cannot be evaluated from fields alone."""
     fields = set()
+    bound = {n.id for g in ast.walk(expr) if isinstance(g, ast.comprehension) for n in ast.walk(g.target)
+             if isinstance(n, ast.Name)}
     for node in ast.walk(expr):
         if isinstance(node, ast.Attribute):
             if isinstance(node.value, ast.Name) and node.value.id == "self":
                 fields.add(node.attr)
             else:
                 return fields, f"reads {ast.unparse(node)}"
-        elif isinstance(node, ast.Name) and node.id not in ALLOWED_NAMES and node.id != "self":
+        elif isinstance(node, ast.Name) and node.id not in ALLOWED_NAMES | bound and node.id != "self":
             return fields, f"reads the local {node.id}"
-        elif isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id == "len"):
+        elif isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in pyexpr.BUILTINS):
             return fields, f"calls {ast.unparse(node.func)}"
     return fields, None
 
@@ -140,6 +176,7 @@ def build(root: Path) -> dict:
     dests = flags.defaults()
     defaults = _defaults([trees[r] for r in CONFIG_FILES])
     conditions = {q: _conditions(_function(trees[CLASSES[q][-1]], q)) for q in CLASSES}
+    enums = {k: v for rel in CONFIG_FILES for k, v in _str_enums(root, trees[rel]).items()}
     checks, skipped = [], []
     for site in refusals.enumerate_sites(root):
         if site.function not in CLASSES or refusals.classify(site, generated=False)[0] != "open":
@@ -158,6 +195,7 @@ def build(root: Path) -> dict:
         if expr is None:
             fields, why = set(), "a loop, try or early return decides whether it runs"
         else:
+            expr = _enum_values(expr, enums)
             fields, why = _fields(expr)
             row["condition"] = ast.unparse(expr)
         mapping, constants = {}, {}

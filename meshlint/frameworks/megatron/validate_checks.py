@@ -40,7 +40,7 @@ def table() -> dict:
 
 
 @lru_cache(maxsize=1)
-def _unmodelled() -> tuple:
+def unmodelled() -> tuple:
     """(dests whose given value meshlint keeps as written, not converted; dests whose default it lacks)."""
     converted, no_default = set(), set()
     for entry in flags.table()["flags"].values():
@@ -93,7 +93,7 @@ class _State:
         name = var[5:]
         if name == "world_size" and isinstance(self.world, int):
             return self.world
-        converted, no_default = _unmodelled()
+        converted, no_default = unmodelled()
         if name in self.unknown or name not in self.args or name in no_default or (
                 name in converted and name in self.given):
             raise Undecided(var)
