@@ -180,3 +180,17 @@ def test_an_unknown_option_leaves_its_checks_undecided():
     assert config_checks.refusals(args, unknown=["pipeline_model_parallel_size"]) == []
     assert config_checks.refusals(args, given=["defer_embedding_wgrad_compute"])[0]["key"] == \
         "defer_embedding_wgrad_compute"
+
+
+def test_the_generated_table_is_the_checkouts():
+    import os
+    from pathlib import Path
+
+    from meshlint.generate import megatron_config_checks as generator
+
+    root = os.environ.get("MEGATRON_LM_ROOT")
+    if not root or not (Path(root) / generator.ARGS).is_file():
+        pytest.skip("the table reads megatron/training of a checkout at core_v0.16.1 too: set MEGATRON_LM_ROOT")
+    built, committed = json.loads(json.dumps(generator.build(Path(root)), default=repr)), _table()
+    assert {**built, "commit": None} == {**committed, "commit": None}, \
+        "config_checks_0_16.json is stale: python -m meshlint.generate.megatron_config_checks ROOT"

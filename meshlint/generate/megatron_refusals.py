@@ -138,6 +138,8 @@ def classify(site, generated: bool = True) -> tuple:
         return "rule ML983", VALIDATE_WHY, "generated"
     if generated and verdict[0] == "open" and site.where in validate_checks.skipped():
         return "open", "ML983's generator cannot follow it: " + validate_checks.skipped()[site.where], "generated"
+    if generated and verdict[:2] == OPEN and site.where in config_checks.skipped():
+        return "open", "ML982's generator leaves it: " + config_checks.skipped()[site.where], "generated"
     return verdict
 
 
