@@ -141,6 +141,9 @@ def test_ml982_verdicts_equal_the_real_config_classes(verdicts):
     # the seeded cases exercise both sides, most of them decided on the same site
     assert agreed_refused >= N // 10 and agreed_clean >= N // 10, (fired, agreed_refused, agreed_clean)
     assert len(sites & modelled) >= len(modelled) // 2, sorted(modelled - sites)
+    # the checks replayed over the slice of __post_init__ before them are among those agreed on
+    replayed = {_where(c["site"]) for c in table["checks"] if c.get("replay")}
+    assert len(sites & replayed) >= len(replayed) // 2, sorted(replayed - sites)
 
 
 def test_every_site_the_table_decides_is_open_or_ml982_in_the_inventory():

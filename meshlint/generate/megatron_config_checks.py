@@ -10,8 +10,11 @@ option of the same name: not overridden by core_transformer_config_from_args (``
 by validate_args (``args.x = ...``), not reassigned by either __post_init__ before the site. A field with no
 option takes its dataclass default when that is a literal. A member of a ``str`` enum the release defines
 (``Fp8Recipe.delayed``) is its string (equal to it, hashed alike); the condition may call the evaluator's pure
-builtins (pyexpr.py: isinstance on builtin types, len, any/all over a generator). Every other site is listed as
-skipped with why.
+builtins (pyexpr.py: isinstance on builtin types, len, any/all over a generator). A site that reads what
+__post_init__ wrote or computed before it is walked by ML983's walker (megatron_validate_checks.py, ``self`` as
+``args``, ``super().__post_init__()`` inlined) and kept with the slice of earlier guards and writes it depends
+on (``replay``), where every field that slice reads as given is an option as above. Every other site is listed
+as skipped with why.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from meshlint.frameworks.megatron import flags, pyexpr
 from meshlint.generate import megatron_refusals as refusals
+from meshlint.generate import megatron_validate_checks as replay
 
 OUT = Path(__file__).resolve().parent.parent / "frameworks" / "megatron" / "config_checks_0_16.json"
 ARGS = "megatron/training/arguments.py"
@@ -167,6 +171,60 @@ def _fields(expr: ast.AST) -> tuple[set, str | None]:
     return fields, None
 
 
+def _sources(fields, why, sources) -> tuple[dict, dict, str | None]:
+    """(field -> the option it is copied from, field -> its literal default, why not) for the fields a check reads
+    that nothing before it in __post_init__ writes."""
+    overridden, set_by_validate, dests, defaults = sources
+    mapping, constants = {}, {}
+    for f in sorted(fields):
+        if why:
+            break
+        if f in overridden:
+            why = f"core_transformer_config_from_args sets {f} from other options"
+        elif f in set_by_validate:  # an option or not: the config gets args.f as validate_args leaves it
+            why = f"validate_args changes args.{f}"
+        elif f in dests:
+            mapping[f] = f
+        elif f in defaults and defaults[f] is not ...:
+            constants[f] = defaults[f]
+        else:
+            why = f"{f} has no option and no literal default"
+    return mapping, constants, why
+
+
+def _walks(root: Path, trees: dict) -> dict:
+    """Each __post_init__ walked in source order by ML983's walker (``self`` as ``args``; TransformerConfig's
+    ``super().__post_init__()`` inlined): its guards, writes and sites."""
+    mpc = _function(trees[CONFIG_FILES[0]], "ModelParallelConfig.__post_init__")
+    out = {}
+    for q, rel, supers in (("ModelParallelConfig.__post_init__", CONFIG_FILES[0], {}),
+                           ("TransformerConfig.__post_init__", CONFIG_FILES[1], {"__post_init__": mpc})):
+        walk = replay._Walk(root, trees[rel], function="__post_init__", supers=supers)
+        walk.walk_function(_function(trees[rel], q), "self", [], None, 0)
+        out[q] = walk
+    return out
+
+
+def _replayed(walk, site, sources) -> tuple[dict, str | None]:
+    """A site's check with the slice of __post_init__ before it that its reads depend on, or why not."""
+    overridden, set_by_validate, dests, defaults = sources
+    check, why = replay._check(walk, site, set(defaults) | set(dests))
+    if why:
+        return {}, replay._plain(why.replace("validate_args sets", "__post_init__ sets"))
+    reads = replay._reads(check["condition"]) | {v for g in check["needs_guards"] for v in
+                                                 replay._reads(walk.guards[g]["test"])}
+    reads |= {v for i in check["needs_steps"] for v in replay._reads(walk.steps[i]["value"])}
+    # a field written only under some guard is read as given where the guard fails: its option must be plain
+    written = {walk.steps[i]["target"] for i in check["needs_steps"] if not walk.steps[i]["guards"]}
+    fields = {v[5:] for v in reads - written if v.startswith("args.")}
+    mapping, constants, why = _sources(fields, None, sources)
+    if why:
+        return {}, why
+    return {"condition": check["condition"], "end_line": check["end_line"], "guards": check["guards"],
+            "needs_guards": check["needs_guards"], "needs_steps": check["needs_steps"], "replay": site.function,
+            "args": mapping, "constants": constants}, None
+
+
 def build(root: Path) -> dict:
     root = Path(root)
     trees = {rel: ast.parse((root / rel).read_text(encoding="utf-8")) for rel in CONFIG_FILES + (ARGS,)}
@@ -176,6 +234,8 @@ def build(root: Path) -> dict:
     dests = flags.defaults()
     defaults = _defaults([trees[r] for r in CONFIG_FILES])
     conditions = {q: _conditions(_function(trees[CLASSES[q][-1]], q)) for q in CLASSES}
+    sources = (overridden, set_by_validate, dests, defaults)
+    walks = _walks(root, trees)
     enums = {k: v for rel in CONFIG_FILES for k, v in _str_enums(root, trees[rel]).items()}
     checks, skipped = [], []
     for site in refusals.enumerate_sites(root):
@@ -198,30 +258,29 @@ def build(root: Path) -> dict:
             expr = _enum_values(expr, enums)
             fields, why = _fields(expr)
             row["condition"] = ast.unparse(expr)
-        mapping, constants = {}, {}
-        for f in sorted(fields):
-            if why:
-                break
-            if f in reassigned:
-                why = f"__post_init__ sets self.{f} first"
-            elif f in overridden:
-                why = f"core_transformer_config_from_args sets {f} from other options"
-            elif f in dests:
-                if f in set_by_validate:
-                    why = f"validate_args changes args.{f}"
-                mapping[f] = f
-            elif f in defaults and defaults[f] is not ...:
-                constants[f] = defaults[f]
-            else:
-                why = f"{f} has no option and no literal default"
+        reassigned_read = next((f for f in sorted(fields) if f in reassigned), None) if not why else None
+        if reassigned_read:
+            why = f"__post_init__ sets self.{reassigned_read} first"
+        mapping, constants, why = _sources(fields, why, sources)
+        if why and (why.startswith("__post_init__ sets") or why.startswith("reads the local")):
+            check, replay_why = _replayed(walks[site.function], site, sources)
+            if replay_why is None:
+                checks.append({**row, **check})
+                continue
+            why = f"{why}; replayed: {replay_why}"
         if why:
             skipped.append({**row, "why": why})
         else:
             checks.append({**row, "args": mapping, "constants": constants})
     commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    replays = {}
+    for q, walk in walks.items():  # each walk's guards and steps that a replayed check needs
+        mine = [c for c in checks if c.get("replay") == q]
+        replays[q] = {"guards": {str(g): walk.guards[g] for g in sorted({g for c in mine for g in c["needs_guards"]})},
+                      "steps": {str(i): walk.steps[i] for i in sorted({i for c in mine for i in c["needs_steps"]})}}
     return {"framework": "megatron", "version": "0.16.1", "tag": "core_v0.16.1", "commit": commit or None,
             "generated_by": "python -m meshlint.generate.megatron_config_checks",
-            "checks": checks, "skipped": skipped,
+            "checks": checks, "skipped": skipped, "replays": replays,
             # what tests/test_megatron_config_checks.py needs to build the config as Megatron-LM does
             "config_fields": sorted(defaults), "overridden": sorted(overridden)}
 

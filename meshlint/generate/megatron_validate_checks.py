@@ -44,8 +44,10 @@ def local(function: str, name: str) -> str:
 class _Walk:
     """validate_args in source order: guards, steps and the sites' conditions."""
 
-    def __init__(self, root: Path, tree: ast.Module):
+    def __init__(self, root: Path, tree: ast.Module, function: str = FUNCTION, supers: dict | None = None):
         self.root, self.tree = root, tree
+        self.function = function  # whose asserts/raises are sites (megatron_config_checks walks __post_init__)
+        self.supers = supers or {}  # method -> the base class's FunctionDef ``super().method()`` runs (inlined)
         self.guards: list = []   # {id, line, test (source)}
         self.steps: list = []    # {line, target, guards: [[id, polarity]], value (source) | None, why}
         self.sites: dict = {}    # line -> {guards, test, end_line} or {why}
@@ -95,12 +97,12 @@ class _Walk:
         return self.seq
 
     def walk_function(self, func: ast.FunctionDef, param: str, guards: list, opaque: str | None, depth: int,
-                      at: int | None = None):
+                      at: int | None = None, name: str | None = None):
         local_names = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         local_names |= {a.asname or a.name.split(".")[0] for n in ast.walk(func) if isinstance(n, (ast.Import, ast.ImportFrom))
                         for a in n.names}
-        ctx = {"fn": func.name, "args": param, "locals": local_names, "depth": depth, "at": at,
-               "own": func.name == FUNCTION and depth == 0}
+        ctx = {"fn": name or func.name, "args": param, "locals": local_names, "depth": depth, "at": at,
+               "own": func.name == self.function and depth == 0}
         self.body(func.body, guards, opaque, ctx)
 
     def body(self, stmts: list, guards: list, opaque: str | None, ctx: dict) -> None:
@@ -180,6 +182,16 @@ class _Walk:
         for part in scan:
             for call in (n for n in ast.walk(part) if isinstance(n, ast.Call)):
                 f = call.func
+                if isinstance(f, ast.Attribute) and (_is_name(f.value, ctx["args"]) or (
+                        isinstance(f.value, ast.Call) and _is_name(f.value.func, "super"))):
+                    # a method of the object itself: the base class's, walked inline where known, else not followed
+                    inline = self.supers.get(f.attr) if isinstance(f.value, ast.Call) else None
+                    if inline is None or ctx["depth"] > 3:
+                        self.step(call.lineno, "args.*", guards, None, f"{ast.unparse(f)}() is not followed", ctx)
+                    else:
+                        self.walk_function(inline, inline.args.args[0].arg, guards, opaque, ctx["depth"] + 1,
+                                           ctx["at"] or call.lineno, name="super")
+                    continue
                 if isinstance(f, ast.Attribute):
                     base = f.value
                     while isinstance(base, (ast.Attribute, ast.Subscript)):
@@ -196,7 +208,7 @@ class _Walk:
                     key = call.args[1] if len(call.args) > 1 else None
                     if isinstance(key, ast.Constant):
                         self.step(call.lineno, "args." + key.value, guards, None, "setattr", ctx)
-                    elif "loop_guards" in ctx and ctx["own"]:
+                    elif "loop_guards" in ctx and ctx["own"] and self.function == FUNCTION:
                         self.defaults_loop(call, ctx)
                     else:
                         self.step(call.lineno, "args.*", guards, None, f"setattr(args, {ast.unparse(key)}, ...)", ctx)
@@ -251,6 +263,10 @@ class _Walk:
             return None
         tree = ast.parse(path.read_text(encoding="utf-8"))
         return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+
+def _is_name(node, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
 
 
 def _terminates(body: list) -> bool:

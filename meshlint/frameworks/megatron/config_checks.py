@@ -33,8 +33,13 @@ def evaluate(node: ast.AST, field):
 
 @lru_cache(maxsize=1)
 def checks() -> tuple:
+    """The table's checks in source order; a replayed one (``replay``: its __post_init__) with its slice."""
     data = json.loads(TABLE.read_text(encoding="utf-8"))
-    return tuple({**c, "expr": ast.parse(c["condition"], mode="eval").body} for c in data["checks"])
+    replayed = {q: {c["site"]: c for c in validate_checks.replayable(
+        r["guards"], r["steps"], [c for c in data["checks"] if c.get("replay") == q])[2]}
+        for q, r in data.get("replays", {}).items()}
+    return tuple(replayed[c["replay"]][c["site"]] if c.get("replay") else
+                 {**c, "expr": ast.parse(c["condition"], mode="eval").body} for c in data["checks"])
 
 
 def sites() -> set:
@@ -68,11 +73,17 @@ def refusals(args: dict, unknown=(), given=()) -> list:
             read.append(dest)
             return args[dest]
 
-        try:
-            if not evaluate(c["expr"], field):
+        if c.get("replay"):  # the slice of __post_init__ before it, replayed as ML983 replays validate_args
+            state = validate_checks.State({**args, **c["constants"]}, unknown | (converted & given), given, None, None)
+            if validate_checks.fires(c, state) is None:
                 continue
-        except Undecided:
-            continue
+            read += [n for n in state.read if n in c["args"]]
+        else:
+            try:
+                if not evaluate(c["expr"], field):
+                    continue
+            except Undecided:
+                continue
         options = list(dict.fromkeys(read))
         key = next((o for o in options if o in given), options[0] if options else "")
         message = _HOLE.sub(lambda m: str(args.get(c["args"].get(m.group(1)), c["constants"].get(m.group(1), m.group(0))))

@@ -23,18 +23,24 @@ _PLAIN = (None, "str", "int", "float", "bool")  # the flag types whose parsed va
 _UNDECIDED = object()
 
 
+def _parse(source):
+    return None if source is None else ast.parse(source, mode="eval").body
+
+
+def replayable(guards: dict, steps: dict, checks: list) -> tuple:
+    """A generated table's guards, steps and checks (JSON) parsed, each check with its slice in walk order."""
+    guards = {int(k): {**g, "expr": _parse(g["test"])} for k, g in guards.items()}
+    steps = {int(k): {**s, "expr": _parse(s["value"])} for k, s in steps.items()}
+    return guards, steps, tuple({**c, "expr": _parse(c["condition"]), "items": sorted(
+        [("g", guards[g]) for g in c["needs_guards"]] + [("s", steps[s]) for s in c["needs_steps"]],
+        key=lambda pair: pair[1]["seq"])} for c in checks)
+
+
 @lru_cache(maxsize=1)
 def table() -> dict:
     data = json.loads(TABLE.read_text(encoding="utf-8"))
-
-    def parse(source):
-        return None if source is None else ast.parse(source, mode="eval").body
-    guards = {int(k): {**g, "expr": parse(g["test"])} for k, g in data["guards"].items()}
-    steps = {int(k): {**s, "expr": parse(s["value"])} for k, s in data["steps"].items()}
-    checks = tuple({**c, "expr": parse(c["condition"]), "items": sorted(  # the slice in validate_args' order
-        [("g", guards[g]) for g in c["needs_guards"]] + [("s", steps[s]) for s in c["needs_steps"]],
-        key=lambda pair: pair[1]["seq"])} for c in data["checks"])
-    entry = [(parse(test), polarity) for test, polarity in data["entry_guard"]]
+    guards, steps, checks = replayable(data["guards"], data["steps"], data["checks"])
+    entry = [(_parse(test), polarity) for test, polarity in data["entry_guard"]]
     return {"guards": guards, "steps": steps, "checks": checks, "entry": entry, "runtime": set(data["runtime"]),
             "entry_defaults": data["entry_defaults"]}
 
@@ -62,7 +68,7 @@ def skipped() -> dict:
     return {row["site"]: row["why"] for row in data["skipped"]}
 
 
-class _State:
+class State:
     """args and validate_args' locals at one point of its walk."""
 
     def __init__(self, args: dict, unknown: set, given: set, world, defaults):
@@ -107,7 +113,7 @@ def _flag(dest: str) -> str:
     return plain if plain in flags.table()["flags"] else flags.canonical_flag(dest)
 
 
-def _truth(expr, state: _State):
+def _truth(expr, state: State):
     """True/False, or None where undecided."""
     try:
         return bool(pyexpr.evaluate(expr, state.read_node))
@@ -122,12 +128,12 @@ def refusals(args: dict, unknown=(), given=(), world: int | None = None, entry: 
     t = table()
     unknown, given = set(unknown), set(given)
     defaults = t["entry_defaults"].get(entry)
-    probe = _State(args, unknown, given, world, defaults)
+    probe = State(args, unknown, given, world, defaults)
     if any(_truth(expr, probe) is not polarity for expr, polarity in t["entry"]):
         return []  # validate_yaml runs instead, or the entry cannot be decided
     out = []
     for c in t["checks"]:
-        fired = _fires(c, _State(args, unknown, given, world, defaults))
+        fired = fires(c, State(args, unknown, given, world, defaults))
         if fired is None:
             continue
         options = c["options"] or list(dict.fromkeys(fired.read))
@@ -138,7 +144,7 @@ def refusals(args: dict, unknown=(), given=(), world: int | None = None, entry: 
     return out
 
 
-def _fires(check: dict, state: _State):
+def fires(check: dict, state: State):
     """The state after replaying the check's slice where its refusal fires; None where it does not or where
     that is undecided."""
     memo: dict = {}
