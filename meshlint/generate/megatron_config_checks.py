@@ -214,9 +214,9 @@ def _replayed(walk, site, sources) -> tuple[dict, str | None]:
     reads = replay._reads(check["condition"]) | {v for g in check["needs_guards"] for v in
                                                  replay._reads(walk.guards[g]["test"])}
     reads |= {v for i in check["needs_steps"] for v in replay._reads(walk.steps[i]["value"])}
-    # a field written only under some guard is read as given where the guard fails: its option must be plain
-    written = {walk.steps[i]["target"] for i in check["needs_steps"] if not walk.steps[i]["guards"]}
-    fields = {v[5:] for v in reads - written if v.startswith("args.")}
+    # every field the slice reads, written before or not: where a write's guard fails, or before the write (a step
+    # reading the field it writes), the value is the one the config was given, so its source must be the option's
+    fields = {v[5:] for v in reads if v.startswith("args.")}
     mapping, constants, why = _sources(fields, None, sources)
     if why:
         return {}, why
