@@ -37,20 +37,27 @@ import os
 import sys
 
 
-def _groups(cases: list) -> list:
+def _fake_world(world: int, current: int | None) -> int:
+    """Rank 0 of torch's fake process group of ``world`` ranks (a new one only when the size changes)."""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if current != world:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+    return world
+
+
+def _groups(cases: list) -> list:
+    import torch.distributed as dist
 
     import megatron.core.parallel_state as ps
 
     out = []
     current = None
     for c in cases:
-        if current != c["world"]:
-            if dist.is_initialized():
-                dist.destroy_process_group()
-            dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=c["world"])
-            current = c["world"]
+        current = _fake_world(c["world"], current)
         order = "tp-cp-ep-pp-dp" if c["mapping"] else "tp-cp-ep-dp-pp"
         entry = {"error": None, "rank0": None, "dense": None, "expert": None}
         try:
@@ -355,7 +362,6 @@ def _pstate(cases: list) -> list:
 
     import torch
     import torch.distributed as dist
-    from torch.testing._internal.distributed.fake_pg import FakeStore
 
     import megatron.core.parallel_state as ps
 
@@ -364,11 +370,7 @@ def _pstate(cases: list) -> list:
     torch.cuda.synchronize = lambda *args, **kwargs: None
     out, current = [], None
     for c in cases:
-        if current != c["world"]:
-            if dist.is_initialized():
-                dist.destroy_process_group()
-            dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=c["world"])
-            current = c["world"]
+        current = _fake_world(c["world"], current)
         try:
             ps.initialize_model_parallel(
                 c["tp"], c["pp"], None, pipeline_model_parallel_comm_backend=c["backend"], use_sharp=c["use_sharp"],
