@@ -24,6 +24,8 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   here with the real calculator) and every training iteration's update(consumed, consistency_check=True): the
   first exception, its line in num_microbatches_calculator.py and the iteration, or none.
 - ``constant``: for each {gbs, mbs, dp, decrease}, ConstantNumMicroBatchesCalculator: the line it raises at, or none.
+- ``pstate``: for each {tp, pp, cp, world, use_sharp, sharp_enabled_group, instances, hybrid, hierarchical,
+  backend}, ``initialize_model_parallel`` with those options: the line of parallel_state.py it raises at, or none.
 - ``vargs``: as ``validate``, but any exception (SystemExit included) is a refusal, reported with the line of
   validate_args' own frame where it raised (a helper's raise: the line calling it).
 """
@@ -35,20 +37,27 @@ import os
 import sys
 
 
-def _groups(cases: list) -> list:
+def _fake_world(world: int, current: int | None) -> int:
+    """Rank 0 of torch's fake process group of ``world`` ranks (a new one only when the size changes)."""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if current != world:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world)
+    return world
+
+
+def _groups(cases: list) -> list:
+    import torch.distributed as dist
 
     import megatron.core.parallel_state as ps
 
     out = []
     current = None
     for c in cases:
-        if current != c["world"]:
-            if dist.is_initialized():
-                dist.destroy_process_group()
-            dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=c["world"])
-            current = c["world"]
+        current = _fake_world(c["world"], current)
         order = "tp-cp-ep-pp-dp" if c["mapping"] else "tp-cp-ep-dp-pp"
         entry = {"error": None, "rank0": None, "dense": None, "expert": None}
         try:
@@ -344,6 +353,41 @@ def _vargs(cases: list) -> list:
     return out
 
 
+def _pstate(cases: list) -> list:
+    """For each {tp, pp, cp, world, use_sharp, sharp_enabled_group, instances, hybrid, hierarchical, backend},
+    ``initialize_model_parallel`` with them (as Megatron-LM's initialize.py:364-386 passes them) on the fake
+    process group as rank 0: {error, line} with the line of parallel_state.py where it raised, or {error: None}.
+    SHARP's barriers (parallel_state.py:929, 1314) talk to the GPU: communication, not a check, so they are skipped."""
+    import traceback
+
+    import torch
+    import torch.distributed as dist
+
+    import megatron.core.parallel_state as ps
+
+    dist.barrier = lambda *args, **kwargs: None
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.synchronize = lambda *args, **kwargs: None
+    out, current = [], None
+    for c in cases:
+        current = _fake_world(c["world"], current)
+        try:
+            ps.initialize_model_parallel(
+                c["tp"], c["pp"], None, pipeline_model_parallel_comm_backend=c["backend"], use_sharp=c["use_sharp"],
+                context_parallel_size=c["cp"], hierarchical_context_parallel_sizes=c["hierarchical"],
+                hybrid_context_parallel=c["hybrid"], num_distributed_optimizer_instances=c["instances"],
+                create_gloo_process_groups=False, sharp_enabled_group=c["sharp_enabled_group"])
+            out.append({"error": None, "line": None})
+        except Exception as exc:  # noqa: BLE001 - any refusal, reported where parallel_state raised it
+            lines = [f.lineno for f in traceback.extract_tb(exc.__traceback__)
+                     if f.filename.replace(os.sep, "/").endswith("megatron/core/parallel_state.py")]
+            out.append({"error": f"{type(exc).__name__}: {exc}", "line": lines[-1] if lines else None})
+        finally:
+            ps.destroy_model_parallel()
+            ps._HYBRID_DP_CP_GROUPS.clear()
+    return out
+
+
 def main() -> int:
     import warnings
 
@@ -352,7 +396,7 @@ def main() -> int:
         request = json.loads(line)
         result = {"groups": _groups, "split": _split, "layout": _layout,
                   "params": _params, "validate": _validate, "vargs": _vargs, "rampup": _rampup, "constant": _constant,
-                  "config": _config}[request["mode"]](request["cases"])
+                  "config": _config, "pstate": _pstate}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0
 

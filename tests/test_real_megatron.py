@@ -352,3 +352,84 @@ def test_refusal_inventory_names_rules_that_exist():
     assert named and named <= codes, sorted(named - codes)
     for rule in refusals.HAND:
         assert rule.verdict.split()[0] in ("rule", "partial", "open", "runtime", "internal"), rule
+
+
+# ----------------------------------------------------------------------------- initialize_model_parallel's option checks
+
+# the assert statements (first line .. the line a traceback names) of the checks ML985 and argparse's choices answer
+PSTATE_SITES = {718: range(718, 719), 720: range(720, 722), 724: range(724, 726), 941: range(941, 943),
+                984: range(984, 985), 1107: range(1107, 1111)}
+PSTATE_BASE = ["--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--micro-batch-size", "1",
+               "--seq-length", "64", "--max-position-embeddings", "64"]
+
+
+def _pstate_cases(n: int) -> list:
+    """Valid degrees (world = tp·pp·cp·dp, ep 1) with SHARP, hybrid and hierarchical CP and the PP backend mixed.
+    --pipeline-model-parallel-comm-backend nccl and ucc are left out: this CPU torch has neither (a runtime
+    refusal before the check at :1107), so the backend is the default or one argparse refuses."""
+    rng = random.Random(SEED + 7)
+    out = []
+    for _ in range(n):
+        tp, pp, cp, dp = rng.choice([1, 2]), rng.choice([1, 1, 2]), rng.choice([1, 2, 3, 4]), rng.choice([1, 2, 3])
+        instances = rng.choice([1] + [d for d in range(2, dp * cp + 1) if dp * cp % d == 0])
+        group = rng.choice([None, None, "dp", "dp_replica", "dp_replica"] + (["tp"] if rng.random() < 0.3 else []))
+        hierarchical = None
+        if rng.random() < 0.3:  # a factorisation of cp or, half the time, any short list
+            hierarchical = rng.choice([[cp], [1, cp], [2, cp // 2]] if cp % 2 == 0 else [[cp], [cp, 1]]) \
+                if rng.random() < 0.5 else [rng.choice([1, 2, 3, 4]) for _ in range(rng.randint(1, 3))]
+        out.append({"tp": tp, "pp": pp, "cp": cp, "world": tp * pp * cp * dp, "use_sharp": rng.random() < 0.5,
+                    "sharp_enabled_group": group, "instances": instances, "hybrid": rng.random() < 0.35,
+                    "hierarchical": hierarchical, "backend": rng.choice([None, None, None, "gloo"])})
+    return sorted(out, key=lambda c: c["world"])  # one fake process group per world size
+
+
+def _pstate_argv(c: dict) -> list:
+    argv = [*PSTATE_BASE, "--tensor-model-parallel-size", str(c["tp"]), "--pipeline-model-parallel-size",
+            str(c["pp"]), "--context-parallel-size", str(c["cp"]),
+            "--num-distributed-optimizer-instances", str(c["instances"])]
+    argv += ["--use-sharp"] if c["use_sharp"] else []
+    argv += ["--sharp-enabled-group", c["sharp_enabled_group"]] if c["sharp_enabled_group"] else []
+    argv += ["--hybrid-context-parallel"] if c["hybrid"] else []
+    argv += ["--hierarchical-context-parallel-sizes", *map(str, c["hierarchical"])] if c["hierarchical"] else []
+    argv += ["--pipeline-model-parallel-comm-backend", c["backend"]] if c["backend"] else []
+    return argv
+
+
+def test_initialize_model_parallel_option_checks_match_the_release():
+    """ML985 (and argparse's choices, ML968) against the real initialize_model_parallel, options as
+    Megatron-LM's initialize.py passes them: refused or not, and at the same line."""
+    import re
+
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    from meshlint.engine.check import Options, run_checks
+    from meshlint.engine.ruleset import load_rules
+    from meshlint.engine.units import analyse_launch
+    from meshlint.inputs.launch import parse_launch_args
+
+    rules = [r for r in load_rules() if r.code in ("ML985", "ML968")]
+    cases = _pstate_cases(160)
+    real = _run("pstate", cases, [WHEEL])
+    seen: dict = {}
+    for case, got in zip(cases, real):
+        launch = parse_launch_args(["torchrun", f"--nproc_per_node={case['world']}", "pretrain_gpt.py",
+                                    *_pstate_argv(case)])
+        report = run_checks(analyse_launch(launch, Options(rules=rules)), Options(rules=rules))
+        parser = [f.message for f in report.findings if f.code == "ML968"]
+        mine = core_0_16.megatron_facts(report.spec, report.resolution)["pstate_refusals"]
+        assert bool(mine) == any(f.code == "ML985" for f in report.findings), case
+        site = next((s for s, lines in PSTATE_SITES.items() if got["line"] in lines), None)
+        seen[site] = seen.get(site, 0) + 1
+        refused_options = [o for o, bad in (("sharp-enabled-group", case["sharp_enabled_group"] == "tp"),
+                                            ("pipeline-model-parallel-comm-backend", case["backend"] == "gloo")) if bad]
+        if refused_options:  # argparse's choices refuse the value before initialize_model_parallel runs
+            assert got["error"] and all(any(o in m for m in parser) for o in refused_options), (case, got, parser)
+        elif site is not None:
+            assert site not in (718, 1107) and mine and not parser, (case, got)
+            assert re.findall(r"parallel_state\.py:(\d+)", mine[0]["site"]) == [str(site)], (case, got, mine)
+        else:  # past every check (einops is imported by create_hierarchical_groups, after :984)
+            assert got["error"] is None or "einops is not installed" in got["error"], (case, got)
+            assert not mine and not parser, (case, got, mine, parser)
+    # every check is exercised, each both ways
+    assert all(seen.get(s, 0) >= 4 for s in (718, 720, 724, 941, 984)) and seen.get(None, 0) >= 30, seen

@@ -139,7 +139,8 @@ FACT_DOCS = {
                 "options, condition}: the checks of ModelParallelConfig/TransformerConfig.__post_init__ the options "
                 "trigger, from config_checks_0_16.json), validate_refusals (the same for Megatron-LM's validate_args, from "
                 "validate_checks_0_16.json: each check replayed on the options as validate_args has changed them by "
-                "its line), decrease_batch (--decrease-batch-size-if-needed), rampup (the first refusal of --rampup-batch-size by Megatron-Core's ramp-up calculator, at start-up "
+                "its line), pstate_refusals (the same for initialize_model_parallel's checks of --use-sharp, "
+                "--sharp-enabled-group, --hybrid-context-parallel and --hierarchical-context-parallel-sizes), decrease_batch (--decrease-batch-size-if-needed), rampup (the first refusal of --rampup-batch-size by Megatron-Core's ramp-up calculator, at start-up "
                 "or at a training iteration: {site, message, key, iteration}; null: none, or not decidable)",
     "topology_conflicts": "list of {what, kept, kept_value, other, other_value, explicit}: explicit when the kept "
                           "value is the user's own word to meshlint (the command line or a '# meshlint:' directive)",
@@ -195,7 +196,7 @@ GROUP_FIELDS = {
                    "section_present", "keys", "model_config", "ignored_flags", "keys_ignored"),
     "megatron": ("args", "given", "order", "dp", "edp", "vp", "model_size", "expert_size", "split_error",
                  "split_source", "split_key", "layout_error", "layout", "split_pps", "layer_counts", "parser_refusals", "world_implied",
-                 "incomplete", "env", "core_refusals", "validate_refusals", "rampup", "decrease_batch"),
+                 "incomplete", "env", "core_refusals", "validate_refusals", "pstate_refusals", "rampup", "decrease_batch"),
 }
 
 ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_cp": "dp",

@@ -11,7 +11,7 @@ sequence parallelism switched off at tp = 1, num_query_groups only with --group-
 from __future__ import annotations
 
 from meshlint.frameworks.base import Resolution, Spec
-from meshlint.frameworks.megatron import config_checks, rampup, ranks, validate_checks
+from meshlint.frameworks.megatron import config_checks, pstate, rampup, ranks, validate_checks
 
 NAME = "megatron"
 SECTION = None              # no TOML section: Megatron configs are launch lines
@@ -454,6 +454,8 @@ def megatron_facts(spec: Spec, res: Resolution) -> dict:
         "validate_refusals": [] if a.get("bridge_recipe") else validate_checks.refusals(
             spec.extra.get("parsed", a), spec.extra.get("unknown", ()), spec.extra.get("given", ()),
             None if res.world_implied else world, spec.extra.get("entry")),
+        "pstate_refusals": [] if a.get("bridge_recipe") else pstate.refusals(
+            a, spec.extra.get("unknown", ()), None if res.world_implied else d.get("dp_shard"), d.get("cp")),
         "decrease_batch": bool(a.get("decrease_batch_size_if_needed")),  # (not read from a Bridge recipe: False)
         "rampup": None if a.get("bridge_recipe") else rampup.refusal(
             a.get("rampup_batch_size"), a.get("global_batch_size"), a.get("micro_batch_size"),
