@@ -70,6 +70,12 @@ def _f_divisors(n):
         raise EvalError("divisors() needs a positive integer")
     if n > 2**64:
         raise EvalError("divisors() argument too large")
+    return divisors(n)
+
+
+def divisors(n: int) -> list[int]:
+    """Sorted divisors of a positive ``n`` (trial division to sqrt(n): 4,096 steps for the largest world); the
+    rule language's ``divisors()`` and the layout search (engine/search/space.py) share it."""
     small, large = [], []
     d = 1
     while d * d <= n:

@@ -114,27 +114,7 @@ def fails(rule, facts: dict) -> bool:
     """Whether ``rule`` reports a finding on ``facts``: the engine's evaluation (meshlint/engine/run.py
     run_rules), without rendering messages. A rule that reads an unknown fact is skipped (passes);
     one that cannot be evaluated is reported as an error by the engine, so it fails here."""
-    shared = expr.Env(facts, budget=0)
-    env = expr.Env({"params": rule.params}, rule.lets, parent=shared)
-    try:
-        items = rule.foreach.evaluate(env) if rule.foreach else [None]
-        if not isinstance(items, list):
-            return True
-        for item in items:
-            scope = env.child({"item": item}) if rule.foreach else env
-            try:
-                if rule.when is not None and not _truth(rule.when.evaluate(scope)):
-                    continue
-                if not _truth(rule.check.evaluate(scope)):
-                    return True
-            except expr.NeedFact:
-                if not rule.foreach:
-                    raise
-    except expr.NeedFact:
-        return False
-    except expr.EvalError:
-        return True
-    return False
+    return failing_scope(rule, facts) is not None
 
 
 def failing_scope(rule, facts: dict):

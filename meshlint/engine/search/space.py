@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, NamedTuple
 
+from meshlint.engine.expr.functions import divisors  # noqa: F401 - also imported from here (valid, tests)
 from meshlint.errors import MeshlintError
 
 KF_FACTORS = ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep")
@@ -138,19 +139,6 @@ def role_values(space: Space, values: dict) -> dict:
     for role in unknown:
         out[role] = None
     return out
-
-
-def divisors(n: int) -> list[int]:
-    """Sorted divisors of ``n`` (trial division to sqrt(n): 4,096 steps for the largest world)."""
-    small, large = [], []
-    i = 1
-    while i * i <= n:
-        if n % i == 0:
-            small.append(i)
-            if i * i != n:
-                large.append(n // i)
-        i += 1
-    return small + large[::-1]
 
 
 Check = Callable[[str, dict], bool]  # (degree just assigned, the assignment so far) -> keep going
