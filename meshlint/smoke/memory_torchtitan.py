@@ -25,9 +25,11 @@ import sys
 _ENV: dict = {}
 
 
-def prepare(root: str) -> str | None:
+def prepare(root: str, device: str = "fake") -> str | None:
     """Import torchtitan v0.2 from ``root`` (a checkout, or the folder holding the installed package) and install
-    the corrections; returns why not, or None."""
+    the corrections; returns why not, or None. ``device="cuda"``: for ``measure`` of jobs on this host's GPU (real
+    tensors, a one-rank nccl world), which the fake-tensor measurement is checked against
+    (bench/memory_vs_cuda.py)."""
     from meshlint.smoke.tt_import import import_torchtitan_v02
 
     imported = import_torchtitan_v02(root)
@@ -39,9 +41,10 @@ def prepare(root: str) -> str | None:
 
     stood_in, pdm, config_manager, get_train_spec = imported
     logging.disable(logging.WARNING)
-    pdm.device_type = "cpu"
-    memtrack.meshes_outside_fake_mode()
-    _ENV.update(stood_in=sorted(stood_in), pdm=pdm, ConfigManager=config_manager, get_train_spec=get_train_spec)
+    pdm.device_type = "cuda" if device == "cuda" else "cpu"
+    if device != "cuda":
+        memtrack.meshes_outside_fake_mode()
+    _ENV.update(device=device, stood_in=sorted(stood_in), pdm=pdm, ConfigManager=config_manager, get_train_spec=get_train_spec)
     return None
 
 
@@ -63,13 +66,20 @@ def _measure(job: dict, result: dict) -> None:
 
     from meshlint.smoke import memtrack
 
+    cuda = _ENV.get("device") == "cuda"
     pdm = _ENV["pdm"]
     jc = _ENV["ConfigManager"]().parse_args(["--job.config_file", job["path"], *job.get("cli", [])])
     jc.compile.enable = False
     p = jc.parallelism
     if dist.is_initialized():
         dist.destroy_process_group()
-    dist.init_process_group("fake", store=FakeStore(), rank=job.get("rank", 0), world_size=job["world"])
+    if cuda:  # one real rank on this host's GPU: the world the job names must be 1
+        if job["world"] != 1:
+            raise ValueError(f"a CUDA measurement runs one rank on one GPU: world {job['world']} is not 1")
+        torch.cuda.set_device(0)
+        dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    else:
+        dist.init_process_group("fake", store=FakeStore(), rank=job.get("rank", 0), world_size=job["world"])
     try:
         dims = pdm.ParallelDims(dp_shard=p.data_parallel_shard_degree, dp_replicate=p.data_parallel_replicate_degree,
                                 cp=p.context_parallel_degree, tp=p.tensor_parallel_degree,
@@ -78,26 +88,29 @@ def _measure(job: dict, result: dict) -> None:
         result["stage"] = "build_mesh"
         dims.build_mesh()  # outside fake mode: DTensor's meshes must be real objects
         spec = _ENV["get_train_spec"](jc.model.name)
-        _sdpa_saved_as_on_gpu()  # after the lookup: the model's parallelize module is imported
+        if not cuda:
+            _sdpa_saved_as_on_gpu()  # after the lookup: the model's parallelize module is imported
         args = spec.model_args[jc.model.flavor]
         args.update_from_config(jc)
         result["stage"] = "build"
-        with FakeTensorMode(allow_non_fake_inputs=True):
+        with torch.device("cuda") if cuda else FakeTensorMode(allow_non_fake_inputs=True):
             model = spec.model_cls(args)
             result["stage"] = "parallelize_fn"
             model = spec.parallelize_fn(model, dims, jc) or model
             result["stage"] = "optimizer"
-            optimizer = memtrack.for_loop_adamw(model.parameters(), lr=jc.optimizer.lr, eps=jc.optimizer.eps,
-                                                weight_decay=jc.optimizer.weight_decay,
-                                                betas=(jc.optimizer.beta1, jc.optimizer.beta2))
+            adamw = dict(lr=jc.optimizer.lr, eps=jc.optimizer.eps, weight_decay=jc.optimizer.weight_decay,
+                         betas=(jc.optimizer.beta1, jc.optimizer.beta2))
+            fused = cuda and job.get("fused", False)  # on a GPU, the fused step the framework would run, if asked
+            optimizer = torch.optim.AdamW(model.parameters(), fused=True, **adamw) if fused else \
+                memtrack.for_loop_adamw(model.parameters(), **adamw)
             loss_fn = spec.build_loss_fn(jc)
             batch, seq = jc.training.local_batch_size, jc.training.seq_len
-            tokens = torch.randint(0, args.vocab_size, (batch, seq))
+            tokens = torch.randint(0, args.vocab_size, (batch, seq))  # on the GPU under torch.device("cuda")
             labels = torch.randint(0, args.vocab_size, (batch, seq))
             from torchtitan.distributed import utils as dist_utils
 
             train_context = dist_utils.get_train_context(dims.tp_enabled and not p.disable_loss_parallel)
-            amp = dist_utils.maybe_enable_amp(dims, jc.training.mixed_precision_param, "cpu")
+            amp = dist_utils.maybe_enable_amp(dims, jc.training.mixed_precision_param, "cuda" if cuda else "cpu")
             result["stage"] = "step"
             marking: dict = {"meter": None}
 
@@ -122,10 +135,14 @@ def _measure(job: dict, result: dict) -> None:
                     loss.backward()
                 return "layers_backward" if meter is not None and "loss_backward" in meter.phases else "backward"
 
-            result.update(memtrack.run_steps(model, optimizer, (tokens, labels), forward_backward))
+            if cuda:
+                result.update(memtrack.run_steps_cuda(model, optimizer, forward_backward))
+            else:
+                result.update(memtrack.run_steps(model, optimizer, (tokens, labels), forward_backward))
     finally:
         dist.destroy_process_group()
-    result.update(stage="done", optimizer="AdamW for-loop (the framework: " + jc.optimizer.implementation + ")")
+    result.update(stage="done", optimizer=("AdamW fused" if fused else "AdamW for-loop") +
+                  " (the framework: " + jc.optimizer.implementation + ")")
 
 
 
@@ -143,11 +160,13 @@ def _sdpa_saved_as_on_gpu() -> None:
 
 
 def main(argv: list) -> int:
-    """``python -m meshlint.smoke.memory_torchtitan ROOT`` < job JSON: one line of JSON, the result or {"why"}."""
+    """``python -m meshlint.smoke.memory_torchtitan ROOT`` < job JSON: one line of JSON, the result or {"why"}.
+    A job with ``"device": "cuda"`` is measured on this host's GPU."""
     import json
 
-    why = prepare(argv[0])
-    print(json.dumps({"why": why} if why else measure(json.load(sys.stdin))))
+    job = json.load(sys.stdin)
+    why = prepare(argv[0], job.get("device", "fake"))
+    print(json.dumps({"why": why} if why else measure(job)))
     return 0
 
 

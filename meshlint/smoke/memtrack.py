@@ -86,6 +86,46 @@ def run_steps(model, optimizer, inputs: tuple, forward_backward) -> dict:
             "by_category": {k: v for k, v in meter.phases[worst].items() if k != "Total"}, "phases": meter.phases}
 
 
+class CudaMeter:
+    """PhaseMeter's measure on a real GPU: the caching allocator's own peak (``max_memory_allocated``) of each
+    phase, its peak statistic reset at each boundary. Only totals: the allocator keeps no categories."""
+
+    def __init__(self):
+        import torch
+
+        self.cuda = torch.cuda
+        self.phases: dict = {}
+
+    def close(self, name: str | None) -> None:
+        self.cuda.synchronize()
+        if name is not None:
+            self.phases[name] = {"Total": int(self.cuda.max_memory_allocated())}
+        self.cuda.reset_peak_memory_stats()
+
+    def worst(self) -> str:
+        return max(self.phases, key=lambda n: self.phases[n]["Total"])
+
+
+def run_steps_cuda(model, optimizer, forward_backward) -> dict:
+    """``run_steps`` on a real GPU: the same two steps, the second measured by the allocator itself, phase by
+    phase (what the fake-tensor measurement and the static estimate are checked against)."""
+    meter = CudaMeter()
+    for step in (1, 2):
+        measuring = meter if step == 2 else None
+        if measuring is not None:
+            meter.close(None)
+        last = forward_backward(measuring, None)
+        if measuring is not None:
+            meter.close(last)
+        optimizer.step()
+        if measuring is not None:
+            meter.close("optimizer")
+        optimizer.zero_grad()
+    worst = meter.worst()
+    return {"peak_bytes": meter.phases[worst]["Total"], "peak_phase": worst, "by_category": {},
+            "phases": meter.phases}
+
+
 def for_loop_adamw(params, **options):
     """AdamW's for-loop implementation: a fused or foreach step on DTensors under fake mode allocates its
     temporaries at the parameters' global size, which a real (CUDA, fused) step never does; the for-loop's own
