@@ -20,6 +20,7 @@ from meshlint.frameworks.megatron import pyexpr, validate_checks
 from meshlint.frameworks.megatron.pyexpr import Undecided
 
 TABLE = Path(__file__).resolve().parent / "config_checks_0_16.json"
+PIPELINE = "pipeline"  # a check replayed from the parsed options over validate_args and the config's build
 
 
 def evaluate(node: ast.AST, field):
@@ -47,6 +48,11 @@ def sites() -> set:
     return {c["site"] for c in checks()}
 
 
+def pipelined() -> set:
+    """file:line of the checks replayed from the parsed options over the whole build."""
+    return {c["site"] for c in checks() if c.get("replay") == PIPELINE}
+
+
 def skipped() -> dict:
     """file:line -> why, of the config classes' open checks the generator leaves out."""
     return {row["site"]: row["why"] for row in json.loads(TABLE.read_text(encoding="utf-8"))["skipped"]}
@@ -55,14 +61,24 @@ def skipped() -> dict:
 _HOLE = re.compile(r"\{self\.(\w+)\}")
 
 
-def refusals(args: dict, unknown=(), given=()) -> list:
+def refusals(args: dict, unknown=(), given=(), parsed: dict | None = None, world: int | None = None,
+             entry: str | None = None) -> list:
     """Each check whose refusal fires for these options (as validate_args leaves them): site, message, key
-    (the option to change: the first one the condition reads that the launch gives), options, condition."""
+    (the option to change: the first one the condition reads that the launch gives), options, condition.
+    ``parsed`` (the options as the parser left them), ``world`` and ``entry`` (the entry script) feed the checks
+    replayed over the whole walk from validate_args on (``replay: pipeline``); without ``parsed`` they are left
+    undecided (a Megatron-Bridge recipe builds its config without validate_args)."""
     unknown, given = set(unknown), set(given)
     converted = validate_checks.unmodelled()[0]
+    fresh = None if parsed is None else validate_checks.states(parsed, unknown, given, world, entry)
     out = []
     for c in checks():
         read: list = []
+        if c.get("replay") == PIPELINE:
+            fired = None if fresh is None else validate_checks.fires(c, fresh())
+            if fired is not None:
+                out.append(_finding(c, fired, given))
+            continue
 
         def field(name, c=c, read=read):
             if name in c["constants"]:
@@ -91,3 +107,18 @@ def refusals(args: dict, unknown=(), given=()) -> list:
         out.append({"site": c["site"], "message": message.strip() or c["condition"], "key": key,
                     "options": ", ".join("--" + o.replace("_", "-") for o in options), "condition": c["condition"]})
     return out
+
+
+def _finding(c: dict, state, given: set) -> dict:
+    """A pipeline check's finding: the options it names (its guards' and test's), its message's holes filled
+    from the values at the check."""
+    options = c["options"] or list(dict.fromkeys(state.read))
+    key = next((o for o in options if o in given), options[0] if options else "")
+
+    def hole(m):
+        try:
+            return str(state.value("args." + m.group(1)))
+        except Undecided:
+            return m.group(0)
+    return {"site": c["site"], "message": _HOLE.sub(hole, c["message"]).strip() or c["condition"], "key": key,
+            "options": ", ".join(validate_checks.flag(o) for o in options), "condition": c["condition"]}
