@@ -3,12 +3,12 @@
 The config's checks see the options as validate_args left them and as core_transformer_config_from_args
 translated them, not as the launch wrote them. This walks, in order and with ML983's walker
 (megatron_validate_checks.py): the config fields' dataclass defaults (for the fields no option sets),
-initialize_megatron's statements before validate_args, validate_args to its end, core_transformer_config_from_args
+parse_args after its parser ran (its yaml check), initialize_megatron's statements before validate_args, validate_args to its end, core_transformer_config_from_args
 (its ``kw_args['x'] = ...`` are writes to the field x; the copy of every same-named option changes nothing, as
 the config's fields and the options share the names ``args.x`` here), then TransformerConfig.__post_init__
 (ModelParallelConfig's inlined where it calls it) under the guard that the class built is not the heterogeneous
 one. Names of the release that compare by identity (enum members, activation functions) are tokens
-(megatron_symbols.py). The asserts/raises of core_transformer_config_from_args and both __post_init__ are the
+(megatron_symbols.py). The asserts/raises of parse_args, core_transformer_config_from_args and both __post_init__ are the
 walk's sites, keyed ``file:line``; megatron_config_checks.py makes checks of them with the slice they depend on.
 """
 
@@ -25,7 +25,8 @@ MPC = "megatron/core/model_parallel_config.py"
 TC = "megatron/core/transformer/transformer_config.py"
 BUILD = "core_transformer_config_from_args"
 RECORD = "kw_args"  # the dict core_transformer_config_from_args passes to the class as keyword arguments
-FUNCTIONS = {BUILD: ARGS, "ModelParallelConfig.__post_init__": MPC, "TransformerConfig.__post_init__": TC}
+PARSE = "parse_args"
+FUNCTIONS = {PARSE: ARGS, BUILD: ARGS, "ModelParallelConfig.__post_init__": MPC, "TransformerConfig.__post_init__": TC}
 
 
 def _method(tree: ast.Module, cls: str, name: str):
@@ -51,8 +52,9 @@ def walk(root: Path, dests: set) -> replay._Walk:
     build = next(n for n in trees[ARGS].body if isinstance(n, ast.FunctionDef) and n.name == BUILD)
     mpc, tc = _method(trees[MPC], "ModelParallelConfig", "__post_init__"), _method(trees[TC], "TransformerConfig",
                                                                                   "__post_init__")
+    parse = next(n for n in trees[ARGS].body if isinstance(n, ast.FunctionDef) and n.name == PARSE)
     w = replay._Walk(root, trees[ARGS], function=replay.FUNCTION, supers={"__post_init__": mpc},
-                     owners={build: ARGS, mpc: MPC, tc: TC}, symbols=symbols.merged(root, (ARGS, MPC, TC)))
+                     owners={build: ARGS, mpc: MPC, tc: TC, parse: ARGS}, symbols=symbols.merged(root, (ARGS, MPC, TC)))
     # a field no option sets (hasattr(args, f) is false unless validate_args sets it) keeps its class default
     ctx = {"fn": "defaults", "args": "self", "locals": set(), "depth": 0, "at": None, "own": False}
     for _, name, line, default in _fields(trees):
@@ -68,6 +70,11 @@ def walk(root: Path, dests: set) -> replay._Walk:
                    None if value is not None else "a default_factory", ctx)
         else:
             w.step(line, "args." + name, [], w.rename(default, ctx), None, ctx)
+    # parse_args up to its last statement holding a check (the yaml one): what follows sets rank and world size
+    # from the environment, which the checks after it read as the launch's
+    last = max(i for i, node in enumerate(parse.body) if any(isinstance(n, (ast.Assert, ast.Raise)) for n in ast.walk(node)))
+    parse_ctx = {"fn": PARSE, "args": "args", "locals": set(), "depth": 0, "at": None, "own": ARGS, "record": None}
+    w.body(parse.body[:last + 1], [], None, parse_ctx)
     replay._entry(w, root)
     w.walk_function(w.functions[replay.FUNCTION], "args", [], None, 0)
     first = len(w.guards)

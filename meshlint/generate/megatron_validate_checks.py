@@ -170,6 +170,15 @@ class _Walk:
                 for a in node.names:
                     self.step(node.lineno, local(ctx["fn"], a.asname or a.name.split(".")[0]), guards, None,
                               "an import", ctx)
+            elif ctx["own"] and not opaque and _search(node):
+                # ``for x in xs: if test: raise``: a pure search, the site's condition is any(test for x in xs)
+                check = node.body[0]
+                found = ast.Call(ast.Name("any", ast.Load()), [ast.GeneratorExp(check.test, [ast.comprehension(
+                    node.target, node.iter, [], 0)])], [])
+                raised = check.body[0]
+                key = raised.lineno if ctx["own"] is True else f"{ctx['own']}:{raised.lineno}"
+                self.sites[key] = {"guards": guards, "end_line": raised.end_lineno, "seq": self.next_seq(),
+                                   "test": ast.unparse(self.rename(ast.UnaryOp(ast.Not(), found), ctx))}
             elif isinstance(node, (ast.For, ast.While, ast.AsyncFor, ast.Try, ast.With, ast.AsyncWith, ast.Match)):
                 why = opaque or f"inside a {type(node).__name__.lower()} (line {node.lineno})"
                 if isinstance(node, (ast.For, ast.AsyncFor)):
@@ -311,6 +320,13 @@ class _Walk:
             return None
         tree = ast.parse(path.read_text(encoding="utf-8"))
         return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+
+def _search(node) -> bool:
+    """Whether ``node`` is ``for x in xs: if test: raise ...`` (nothing else: no write, no else)."""
+    return isinstance(node, ast.For) and not node.orelse and isinstance(node.target, ast.Name) \
+        and len(node.body) == 1 and isinstance(node.body[0], ast.If) and not node.body[0].orelse \
+        and len(node.body[0].body) == 1 and isinstance(node.body[0].body[0], ast.Raise)
 
 
 def _expr(source: str) -> ast.AST:

@@ -71,11 +71,13 @@ def refusals(args: dict, unknown=(), given=(), parsed: dict | None = None, world
     unknown, given = set(unknown), set(given)
     converted = validate_checks.unmodelled()[0]
     fresh = None if parsed is None else validate_checks.states(parsed, unknown, given, world, entry)
+    parsing = None if parsed is None else validate_checks.states(parsed, unknown, given, world, entry, True)
     out = []
     for c in checks():
         read: list = []
         if c.get("replay") == PIPELINE:
-            fired = None if fresh is None else validate_checks.fires(c, fresh())
+            start = parsing if c["function"] == "parse_args" else fresh  # parse_args runs before either entry
+            fired = None if start is None else validate_checks.fires(c, start())
             if fired is not None:
                 out.append(_finding(c, fired, given))
             continue

@@ -177,13 +177,15 @@ def refusals(args: dict, unknown=(), given=(), world: int | None = None, entry: 
     return out
 
 
-def states(args: dict, unknown=(), given=(), world: int | None = None, entry: str | None = None):
+def states(args: dict, unknown=(), given=(), world: int | None = None, entry: str | None = None,
+           parsing: bool = False):
     """A maker of fresh States of the parsed options, as validate_args starts from them, or None where
-    initialize_megatron does not call validate_args (validate_yaml runs instead) or that is undecided."""
+    initialize_megatron does not call validate_args (validate_yaml runs instead) or that is undecided;
+    ``parsing``: for a check of parse_args itself, which runs whichever follows."""
     t = table()
     unknown, given = set(unknown), set(given)
     defaults = t["entry_defaults"].get(entry)
-    if any(_truth(expr, State(args, unknown, given, world, defaults)) is not polarity for expr, polarity in t["entry"]):
+    if not parsing and any(_truth(expr, State(args, unknown, given, world, defaults)) is not polarity for expr, polarity in t["entry"]):
         return None
     return lambda: State(args, unknown, given, world, defaults)
 
