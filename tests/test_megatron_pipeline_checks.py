@@ -156,6 +156,26 @@ def test_pipeline_verdicts_match_the_real_build():
     assert len(reached) >= len(pipelined) // 3, sorted(pipelined - set(sites))
 
 
+def test_megatron_lm_example_scripts_gain_no_ML982_finding():
+    """Megatron-LM's own example launch scripts (examples/ of the checkout) build their config: no ML982 finding."""
+    from pathlib import Path
+
+    root = os.environ.get("MEGATRON_LM_ROOT")
+    if not root or not (Path(root) / "examples").is_dir():
+        pytest.skip("Megatron-LM's examples are in the checkout, not in the wheel: set MEGATRON_LM_ROOT")
+    from meshlint.engine.check import Options, check_file
+    from meshlint.engine.ruleset import load_rules
+
+    options = Options(rules=[r for r in load_rules() if r.code == "ML982"])
+    checked = 0
+    for path in sorted((Path(root) / "examples").rglob("*.sh")):
+        report = check_file(str(path), options)
+        checked += report.status == "checked"
+        fired = [f"{f.line}: {f.message}" for f in report.findings if f.code == "ML982"]
+        assert not fired, f"{path}: {fired}"
+    assert checked >= 5, checked
+
+
 # ----------------------------------------------------------------------------- without the checkout
 
 def _sites(world=8, **options) -> list:

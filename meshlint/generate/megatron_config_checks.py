@@ -234,7 +234,7 @@ def _pipelined(whole, site, row: dict, dests: dict, checks: list, skipped: list,
     up to it), or skipped with why (the options-only path's reason first, where it had one)."""
     check, whole_why = replay._check(whole, site, set(dests), key=site.where)
     if whole_why is None:
-        checks.append({**row, "condition": check["condition"], "end_line": check["end_line"],
+        checks.append({**row, "shown": row["condition"], "condition": check["condition"], "end_line": check["end_line"],
                        "guards": check["guards"], "needs_guards": check["needs_guards"],
                        "needs_steps": check["needs_steps"], "options": check["options"], "replay": PIPELINE,
                        "args": {}, "constants": {}})

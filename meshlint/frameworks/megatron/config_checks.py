@@ -123,4 +123,4 @@ def _finding(c: dict, state, given: set) -> dict:
         except Undecided:
             return m.group(0)
     return {"site": c["site"], "message": _HOLE.sub(hole, c["message"]).strip() or c["condition"], "key": key,
-            "options": ", ".join(validate_checks.flag(o) for o in options), "condition": c["condition"]}
+            "options": ", ".join(validate_checks.flag(o) for o in options), "condition": c["shown"]}
