@@ -19,7 +19,8 @@ import re
 import pytest
 
 from meshlint.frameworks.megatron import config_checks, flags, pyexpr, validate_checks
-from tests.test_megatron_validate_checks import NOT_VARIED, _entries, _literals, _reads, _words
+from tests.test_megatron_validate_checks import (NOT_VARIED, _entries, _literals, _reads, examples_gain_no,
+                                                launches)
 from tests.test_real_megatron import _absent_lm, _run
 
 SEED = 20261129
@@ -60,29 +61,17 @@ def _cases(n: int) -> list:
     rng = random.Random(SEED)
     table = _table()
     walk = table["replays"][config_checks.PIPELINE]
-    varied, entries = _varied(table), _entries()
+    varied = _varied(table)
     literals = _literals({"checks": _pipeline(table), "guards": walk["guards"]})
     conv = _converters()
     for dest, cls in [*conv["enums"].items(), *((d, next((c for c in conv["members"] if c in lam["body"]), None))
                                                for d, lam in conv["lambdas"].items())]:
         literals.setdefault(dest, set()).update(conv["members"].get(cls, ()))  # the enum's members by name
-    sites = [s for s, names in varied.items() if names]
-    out = []
-    while len(out) < n:
-        tp, pp = rng.choice([1, 1, 2, 4]), rng.choice([1, 1, 2, 4])
-        words = {**BASE, "--tensor-model-parallel-size": [str(tp)], "--pipeline-model-parallel-size": [str(pp)]}
+
+    def no_rope_fusion(words, rng):
         if rng.random() < 0.7:  # the fused RoPE needs Transformer Engine, which this CPU run has not (:1550)
             words["--no-rope-fusion"] = []
-        focused = len(out) % 2 == 1  # every other case aims at one check: its options mostly set, to reach it
-        for site in rng.sample(sites, 1 if focused else rng.randint(1, 4)):
-            for dest in varied[site]:
-                if rng.random() < (0.9 if focused else 0.6):
-                    got = _words(dest, rng, literals, entries, 0.75 if focused else 0.35)
-                    if got:
-                        words[got[0]] = got[1:]
-        argv = [w for flag, values in words.items() for w in (flag, *values)]
-        out.append({"argv": argv, "world": tp * pp * rng.choice([1, 2])})
-    return out
+    return launches(n, rng, varied, literals, BASE, 0.6, no_rope_fusion)
 
 
 def _fired(case: dict, rules) -> tuple[list, list]:
@@ -157,23 +146,8 @@ def test_pipeline_verdicts_match_the_real_build():
 
 
 def test_megatron_lm_example_scripts_gain_no_ML982_finding():
-    """Megatron-LM's own example launch scripts (examples/ of the checkout) build their config: no ML982 finding."""
-    from pathlib import Path
-
-    root = os.environ.get("MEGATRON_LM_ROOT")
-    if not root or not (Path(root) / "examples").is_dir():
-        pytest.skip("Megatron-LM's examples are in the checkout, not in the wheel: set MEGATRON_LM_ROOT")
-    from meshlint.engine.check import Options, check_file
-    from meshlint.engine.ruleset import load_rules
-
-    options = Options(rules=[r for r in load_rules() if r.code == "ML982"])
-    checked = 0
-    for path in sorted((Path(root) / "examples").rglob("*.sh")):
-        report = check_file(str(path), options)
-        checked += report.status == "checked"
-        fired = [f"{f.line}: {f.message}" for f in report.findings if f.code == "ML982"]
-        assert not fired, f"{path}: {fired}"
-    assert checked >= 5, checked
+    """Megatron-LM's own example launch scripts build their config: no ML982 finding."""
+    examples_gain_no("ML982")
 
 
 # ----------------------------------------------------------------------------- without the checkout
