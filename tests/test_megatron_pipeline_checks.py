@@ -195,3 +195,24 @@ def test_tokens_compare_by_identity():
     assert ev(f"isinstance(x, {enum})", x=pyexpr.Symbol(enum + "__mlp"))
     assert not ev(f"isinstance(x, {enum})", x="mlp") and not ev("isinstance(x, str)", x=pyexpr.Symbol(enum + "__mlp"))
     assert ev("S__torch__nn__functional__gelu != S__torch__nn__functional__silu")
+
+
+def test_torch_dtypes_and_local_lambdas_are_followed():
+    """--main-grads-dtype is mapped to a torch dtype by a local dict and lambda (arguments.py:645-650): the
+    generator inlines the lambda, torch.float32 is a token, so ML983 decides :717."""
+    args = {**flags.defaults(), "num_layers": 8, "hidden_size": 256, "num_attention_heads": 8, "seq_length": 128,
+            "max_position_embeddings": 128, "micro_batch_size": 1, "bf16": True,
+            "accumulate_allreduce_grads_in_fp32": True}
+
+    def sites(**options):
+        a = {**args, **options}
+        return [r["site"] for r in validate_checks.refusals(a, (), [*options, "bf16"], 8, "pretrain_gpt.py")]
+    assert "megatron/training/arguments.py:717" in sites(main_grads_dtype="bf16")
+    assert "megatron/training/arguments.py:717" not in sites(main_grads_dtype="fp32")
+    args["accumulate_allreduce_grads_in_fp32"] = False
+    assert "megatron/training/arguments.py:717" not in sites(main_grads_dtype="bf16")
+    lookup = ast.parse("{'fp32': S__torch__dtype__float32}[x]", mode="eval").body
+    assert pyexpr.evaluate(lookup, lambda n: "fp32") == pyexpr.Symbol("S__torch__dtype__float32")
+    with pytest.raises(pyexpr.Undecided):  # a key the dict has not: the parser's choices refuse it first
+        pyexpr.evaluate(lookup, lambda n: "fp64")
+

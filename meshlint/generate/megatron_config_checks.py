@@ -13,8 +13,10 @@ option takes its dataclass default when that is a literal. A member of a ``str``
 builtins (pyexpr.py: isinstance on builtin types, len, any/all over a generator). A site that reads what
 __post_init__ wrote or computed before it is walked by ML983's walker (megatron_validate_checks.py, ``self`` as
 ``args``, ``super().__post_init__()`` inlined) and kept with the slice of earlier guards and writes it depends
-on (``replay``), where every field that slice reads as given is an option as above. Every other site is listed
-as skipped with why.
+on (``replay``), where every field that slice reads as given is an option as above. Every other site, and
+core_transformer_config_from_args' and parse_args' own, is replayed from the parsed options over the whole
+build (``replay: pipeline``, megatron_pipeline.py: validate_args to its end, core_transformer_config_from_args,
+__post_init__ up to the site); one even that cannot follow is listed as skipped with why.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 A member of a ``str`` enum the release defines is its string (equal to it, hashed alike). A member of a plain
 ``enum.Enum`` (``CudaGraphScope.moe``, ``AttnBackend.flash``) and a module-level function (``quick_gelu``,
-``squared_relu``, torch's ``F.gelu``) compare by identity: each becomes a token, ``S__<qualified name>``, that
+``squared_relu``, torch's ``F.gelu``) and a torch dtype (``torch.float``, the same object as ``torch.float32``:
+the installed torch names it) compare by identity: each becomes a token, ``S__<qualified name>``, that
 pyexpr.py evaluates to a Symbol equal only to itself (``isinstance(x, S__<enum class>)`` holds for its members).
 Names are resolved through the file's imports (relative ones included) to the module that defines them, in the
 checkout; torch's functions from torch/nn/functional.py's source where torch is installed (never imported).
@@ -54,8 +55,8 @@ def _imports(tree: ast.Module, module: str, package: bool = False) -> dict:
                 out[a.asname or a.name] = (base, a.name)
         elif isinstance(node, ast.Import):
             for a in node.names:
-                if a.asname:
-                    out[a.asname] = (a.name, None)
+                if a.asname or "." not in a.name:
+                    out[a.asname or a.name] = (a.name, None)
     return out
 
 
@@ -75,6 +76,17 @@ def _definition(root: Path, module: str, name: str, depth: int = 0):
     if target and target[1]:
         return _definition(root, target[0], target[1], depth + 1)
     return None
+
+
+def _torch_dtype(name: str) -> str | None:
+    """The canonical name of ``torch.<name>`` where it is a dtype (torch.float -> float32: aliases are one
+    object), from the installed torch (imported here, at build time only), else None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    value = getattr(torch, name, None)
+    return str(value).removeprefix("torch.") if isinstance(value, torch.dtype) else None
 
 
 def _enum(cls: ast.ClassDef) -> tuple[str, list] | None:
@@ -102,6 +114,13 @@ def table(root: Path, rel: str) -> dict:
         if name is None:  # ``import torch.nn.functional as F``: F.x for each x the file reads
             for node in ast.walk(tree):
                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == local:
+                    if mod == "torch" and node.attr == "dtype" and _torch_dtype("float32"):
+                        out[f"{local}.dtype"] = token("torch.dtype")  # the class: isinstance(x, torch.dtype)
+                        continue
+                    dtype = _torch_dtype(node.attr) if mod == "torch" else None
+                    if dtype:
+                        out[f"{local}.{node.attr}"] = token(f"torch.dtype.{dtype}")
+                        continue
                     found = _definition(root, mod, node.attr)
                     if found and isinstance(found[1], (ast.FunctionDef, ast.Assign)):
                         out[f"{local}.{node.attr}"] = token(f"{mod}.{node.attr}")

@@ -10,7 +10,12 @@ to ``args.X`` or a local (a step: its guards and the value's source, or ``null``
 the value: a loop, a try, a call, ``del``, a method call on ``args.X``). Each assert/raise of validate_args the
 inventory (megatron_refusals.py) classifies ``open`` becomes a check: its guards and test, and the slice of
 earlier guards and steps its reads depend on. A site inside a loop or try, whose own condition needs more than
-the evaluator (pyexpr.py) takes, or that reads a value no step can give, is listed as skipped with why.
+the evaluator (pyexpr.py) takes, or that reads a value no step can give, is listed as skipped with why; a loop
+that only searches (``for x in xs: if test: raise``) is the site ``any(test for x in xs)``. Names of the release
+that compare by identity (enum members, functions, torch dtypes: megatron_symbols.py, which asks the installed
+torch which names are dtypes) are tokens; a call to a local lambda is its body on the call's arguments;
+``args.X.append(v)`` is ``args.X + [v]``. The parser's converters of options it holds as release objects (an
+enum by member name, a ``type=lambda``) are in the table's ``converters``.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ class _Walk:
         self.owners = owners
         # source text -> the expression it stands for: a str enum member's string, an identity token (S__...)
         self.symbols = symbols or {}
+        self.lambdas: dict = {}  # local -> (its Lambda, the walk's context there): calls to it are inlined
         # a combined walk: "args.X" -> the source of the config field X's class default, what ``del args.X``
         # leaves it at (no reader of args.X follows in validate_args: it would fail there)
         self.deleted: dict = {}
@@ -82,7 +88,7 @@ class _Walk:
         bound = {n.id for g in ast.walk(expr) if isinstance(g, ast.comprehension) for n in ast.walk(g.target)
                  if isinstance(n, ast.Name)}
 
-        symbols = self.symbols
+        symbols, lambdas, walk = self.symbols, self.lambdas, self
 
         class R(ast.NodeTransformer):
             def visit_Attribute(self, n):
@@ -90,8 +96,19 @@ class _Walk:
                 return ast.copy_location(_expr(symbols[text]), n) if text in symbols else self.generic_visit(n)
 
             def visit_Call(self, n):
-                # ``defaults.get(K, D)`` of the entry's args_defaults: D where no entry script passes K
                 f = n.func
+                if isinstance(f, ast.Name) and f.id in ctx["locals"] and local(fn, f.id) in lambdas and not n.keywords:
+                    lam, at = lambdas[local(fn, f.id)]  # a local lambda: its body on the call's arguments
+                    params = [a.arg for a in lam.args.args]
+                    if len(params) == len(n.args) and not (lam.args.vararg or lam.args.kwarg or lam.args.kwonlyargs):
+                        body = walk.rename(lam.body, {**at, "locals": at["locals"] - set(params)})
+                        values = {p: self.visit(a) for p, a in zip(params, n.args)}
+
+                        class Bind(ast.NodeTransformer):
+                            def visit_Name(self, m):
+                                return values[m.id] if m.id in values else m
+                        return Bind().visit(body)
+                # ``defaults.get(K, D)`` of the entry's args_defaults: D where no entry script passes K
                 if isinstance(f, ast.Attribute) and f.attr == "get" and isinstance(f.value, ast.Name) \
                         and f.value.id == ctx.get("defaults") and n.args and isinstance(n.args[0], ast.Constant) \
                         and n.args[0].value not in keys:
@@ -158,6 +175,9 @@ class _Walk:
                                 self.step(node.lineno, v, guards, None, "written in part", ctx)
                         continue
                     why = opaque or (None if len(targets) == 1 and value is not None else "assigned in a chain")
+                    if isinstance(value, ast.Lambda) and not why and var.startswith(LOCAL):
+                        # a local lambda: its calls are inlined (rename), once the walk has passed this line
+                        self.lambdas[var] = (value, ctx)
                     self.step(node.lineno, var, guards, None if why else self.rename(value, ctx), why, ctx)
             elif isinstance(node, ast.Delete):
                 for t in node.targets:
@@ -388,7 +408,7 @@ def _supported(source: str) -> str | None:
             return f"reads {node.id}"
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in pyexpr.BUILTINS):
             return f"calls {ast.unparse(node.func)}"
-        if isinstance(node, (ast.JoinedStr, ast.Lambda, ast.Dict, ast.DictComp, ast.SetComp,
+        if isinstance(node, (ast.JoinedStr, ast.Lambda, ast.DictComp, ast.SetComp,
                              ast.Starred, ast.NamedExpr, ast.Await, ast.Slice)):
             return f"holds {type(node).__name__}"
     return None

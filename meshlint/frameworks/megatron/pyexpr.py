@@ -1,10 +1,11 @@
 """A safe evaluator of the Python expressions Megatron's generated check tables hold (ML982, ML983).
 
 It evaluates literals, names and attributes (through a callback), and/or/not with Python's short circuit,
-comparisons (``in``, ``is``), arithmetic, conditional expressions, constant subscripts, ``any``/``all`` over a
-generator, one-loop list comprehensions, set displays, and a few pure builtins (len, int, bool, set, isinstance on builtin types, min, max, sum, abs).
+comparisons (``in``, ``is``), arithmetic, conditional expressions, ``any``/``all`` over a generator, one-loop
+list comprehensions, set and dict displays, subscripts by a str or int, and a few pure builtins (len, int, bool,
+set, isinstance on builtin types, min, max, sum, abs).
 A name ``S__<qualified name>`` is an identity token (Symbol): an enum member or a function of the release that
-the generator resolved (``CudaGraphScope.moe``, ``F.gelu``); tokens are equal only to themselves, and
+the generator resolved (``CudaGraphScope.moe``, ``F.gelu``, ``torch.bfloat16`` as S__torch__dtype__bfloat16); tokens are equal only to themselves, and
 ``isinstance(x, S__<enum class>)`` holds for the class's members.
 Anything else, a value the callback cannot give, or an operation that fails raises Undecided: never a guess.
 """
@@ -97,6 +98,8 @@ def evaluate(node: ast.AST, read, scope: dict | None = None, allowed: frozenset 
         return values if isinstance(node, ast.List) else tuple(values)
     if isinstance(node, ast.ListComp):
         return [value for value in _generate(node, read, scope)]
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return _apply(dict, [(evaluate(k, read, scope), evaluate(v, read, scope)) for k, v in zip(node.keys, node.values)])
     if isinstance(node, ast.Set):
         return _apply(frozenset, [evaluate(e, read, scope) for e in node.elts])
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id.startswith(SYMBOL):
@@ -104,8 +107,11 @@ def evaluate(node: ast.AST, read, scope: dict | None = None, allowed: frozenset 
         if not (isinstance(member, str) and member.isidentifier()):
             raise Undecided(ast.unparse(node))
         return Symbol(f"{node.value.id}__{member}")
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
-        return _apply(operator.getitem, evaluate(node.value, read, scope), node.slice.value)
+    if isinstance(node, ast.Subscript) and not isinstance(node.slice, ast.Slice):
+        key = evaluate(node.slice, read, scope)
+        if not isinstance(key, (str, int, Symbol)) or isinstance(key, bool):
+            raise Undecided(ast.unparse(node))
+        return _apply(operator.getitem, evaluate(node.value, read, scope), key)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords \
             and node.func.id not in scope and node.func.id in scope[_ALLOWED]:
         return _call(node, read, scope)
