@@ -25,6 +25,7 @@ from tests.test_real_megatron import _absent_lm, _run
 
 SEED = 20261129
 N = 600
+TRIES = 60
 BASE = {"--num-layers": ["8"], "--hidden-size": ["256"], "--num-attention-heads": ["8"], "--seq-length": ["128"],
         "--max-position-embeddings": ["128"], "--micro-batch-size": ["1"], "--global-batch-size": ["16"]}
 SITE = re.compile(r"\((megatron/[\w/]+\.py:\d+): `")
@@ -58,7 +59,44 @@ def _converters() -> dict:
 
 
 def _cases(n: int) -> list:
+    """n seeded launch lines, most aimed at one pipeline check, then for each pipeline check meshlint has not
+    seen refuse first among them, the first of up to TRIES more lines aimed at it that meshlint says it refuses
+    (the real build then says whether that is right)."""
     rng = random.Random(SEED)
+    varied, literals, extra = _pools()
+    cases = launches(n, rng, varied, literals, BASE, 0.6, extra, every=4)
+    seen = {first for first in map(_first, cases) if first}
+    for site in sorted(set(varied) - seen):
+        if not varied[site]:
+            continue
+        for _ in range(TRIES):
+            case = launches(1, rng, {site: varied[site]}, literals, BASE, 0.6, extra, every=1)[0]
+            if _first(case) == site:
+                cases.append(case)
+                break
+    return cases
+
+
+def _first(case: dict) -> str | None:
+    """The first ML982 site meshlint reports for the case where validate_args (ML983) refuses nothing."""
+    from meshlint.engine.check import Options
+    from meshlint.engine.units import analyse_launch
+    from meshlint.inputs.launch import parse_launch_args
+
+    launch = parse_launch_args(["torchrun", f"--nproc_per_node={case['world']}", "pretrain_gpt.py", *case["argv"]])
+    spec = analyse_launch(launch, Options(rules=[])).spec
+    if spec is None:
+        return None
+    e = spec.extra
+    if validate_checks.refusals(e["parsed"], e["unknown"], e["given"], case["world"], e["entry"]):
+        return None
+    fired = config_checks.refusals(e["args"], e["unknown"], e["given"], e["parsed"], case["world"], e["entry"])
+    order = _table()["order"]
+    return min((r["site"] for r in fired), key=lambda s: order.get(s, 0), default=None)
+
+
+def _pools() -> tuple:
+    """(check site -> the options its slice reads, option -> literals worth trying, an extra for each line)."""
     table = _table()
     walk = table["replays"][config_checks.PIPELINE]
     varied = _varied(table)
@@ -71,7 +109,7 @@ def _cases(n: int) -> list:
     def no_rope_fusion(words, rng):
         if rng.random() < 0.7:  # the fused RoPE needs Transformer Engine, which this CPU run has not (:1550)
             words["--no-rope-fusion"] = []
-    return launches(n, rng, varied, literals, BASE, 0.6, no_rope_fusion)
+    return varied, literals, no_rope_fusion
 
 
 def _fired(case: dict, rules) -> tuple[list, list]:

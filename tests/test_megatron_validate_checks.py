@@ -121,9 +121,10 @@ def _cases(n: int) -> list:
 
 
 def launches(n: int, rng: random.Random, varied: dict, literals: dict, base: dict, p_other: float = 0.7,
-             extra=None) -> list:
-    """n launch lines (argv, world): a small valid model (``base``) on tp and pp, then for one check (every other
-    case) or a few, the options ``varied`` names for it, drawn by _words; ``extra(words, rng)`` adds more."""
+             extra=None, every: int = 2) -> list:
+    """n launch lines (argv, world): a small valid model (``base``) on tp and pp, then for one check (all cases
+    but every ``every``-th; all of them where ``every`` is 1) or a few, the options ``varied`` names for it, drawn by _words; ``extra(words, rng)``
+    adds more."""
     entries = _entries()
     sites = [s for s, names in varied.items() if names]
     out = []
@@ -133,7 +134,7 @@ def launches(n: int, rng: random.Random, varied: dict, literals: dict, base: dic
         words = {k: v if isinstance(v, list) else [v] for k, v in words.items()}
         if extra:
             extra(words, rng)
-        focused = len(out) % 2 == 1  # every other case aims at one check: its flags mostly on, to reach it
+        focused = every == 1 or len(out) % every != 0  # a case aimed at one check: its flags mostly on, to reach it
         for site in rng.sample(sites, 1 if focused else rng.randint(1, 4)):
             for dest in varied[site]:
                 if rng.random() < (0.9 if focused else p_other):

@@ -98,11 +98,9 @@ def _picks_other_class(node: ast.If, trees: dict, root: Path) -> bool:
 
 
 def _calls_super_first(cls: str, root: Path) -> bool:
-    from meshlint.generate.megatron_symbols import _definition, _imports
-
     module = ARGS[:-3].replace("/", ".")
-    target = _imports(ast.parse((root / ARGS).read_text(encoding="utf-8")), module).get(cls)
-    found = _definition(root, *target) if target and target[1] else None
+    target = symbols.imports(ast.parse((root / ARGS).read_text(encoding="utf-8")), module).get(cls)
+    found = symbols.definition(root, *target) if target and target[1] else None
     if not found or not isinstance(found[1], ast.ClassDef):
         return False
     post = next((i for i in found[1].body if isinstance(i, ast.FunctionDef) and i.name == "__post_init__"), None)

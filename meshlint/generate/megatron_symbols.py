@@ -6,7 +6,8 @@ A member of a ``str`` enum the release defines is its string (equal to it, hashe
 the installed torch names it) compare by identity: each becomes a token, ``S__<qualified name>``, that
 pyexpr.py evaluates to a Symbol equal only to itself (``isinstance(x, S__<enum class>)`` holds for its members).
 Names are resolved through the file's imports (relative ones included) to the module that defines them, in the
-checkout; torch's functions from torch/nn/functional.py's source where torch is installed (never imported).
+checkout; torch's functions from torch/nn/functional.py's source (found, not imported), its dtypes from the installed
+torch (imported by this build-time tool only).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _module_file(root: Path, module: str) -> Path | None:
     return None
 
 
-def _imports(tree: ast.Module, module: str, package: bool = False) -> dict:
+def imports(tree: ast.Module, module: str, package: bool = False) -> dict:
     """local name -> (module, name or None for the module itself) of the file's imports (``package``: the file
     is the package's __init__.py, which relative imports start from)."""
     out: dict = {}
@@ -60,7 +61,7 @@ def _imports(tree: ast.Module, module: str, package: bool = False) -> dict:
     return out
 
 
-def _definition(root: Path, module: str, name: str, depth: int = 0):
+def definition(root: Path, module: str, name: str, depth: int = 0):
     """(qualified module, the top-level node defining ``name``) following re-exports, or None."""
     path = _module_file(root, module)
     if path is None or depth > 4:
@@ -72,9 +73,9 @@ def _definition(root: Path, module: str, name: str, depth: int = 0):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets) \
                 and module in _TORCH_FUNCTIONS:
             return module, node  # torch's functions are builtins given a docstring (gelu = _add_docstr(...))
-    target = _imports(tree, module, path.name == "__init__.py").get(name)
+    target = imports(tree, module, path.name == "__init__.py").get(name)
     if target and target[1]:
-        return _definition(root, target[0], target[1], depth + 1)
+        return definition(root, target[0], target[1], depth + 1)
     return None
 
 
@@ -108,9 +109,9 @@ def table(root: Path, rel: str) -> dict:
     root = Path(root)
     tree = ast.parse((root / rel).read_text(encoding="utf-8"))
     module = rel[:-3].replace("/", ".")
-    imports = _imports(tree, module)
+    imported = imports(tree, module)
     out: dict = {}
-    for local, (mod, name) in imports.items():
+    for local, (mod, name) in imported.items():
         if name is None:  # ``import torch.nn.functional as F``: F.x for each x the file reads
             for node in ast.walk(tree):
                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == local:
@@ -121,11 +122,11 @@ def table(root: Path, rel: str) -> dict:
                     if dtype:
                         out[f"{local}.{node.attr}"] = token(f"torch.dtype.{dtype}")
                         continue
-                    found = _definition(root, mod, node.attr)
+                    found = definition(root, mod, node.attr)
                     if found and isinstance(found[1], (ast.FunctionDef, ast.Assign)):
                         out[f"{local}.{node.attr}"] = token(f"{mod}.{node.attr}")
             continue
-        found = _definition(root, mod, name)
+        found = definition(root, mod, name)
         if found is None:
             continue
         where, node = found
