@@ -159,7 +159,7 @@ def test_every_site_the_table_decides_is_open_or_ml982_in_the_inventory():
     doc = refusals.DOC.read_text(encoding="utf-8")
     for c in _table()["checks"]:
         row = next(line for line in doc.splitlines() if line.startswith(f"| `{c['site']}` |"))
-        assert "| rule ML982 |" in row, row
+        assert "| rule ML982 |" in row or "| partial ML982 |" in row, row
 
 
 def test_evaluator_refuses_to_guess():

@@ -5,7 +5,10 @@ source over ``self.<field>``; this module evaluates it with a small interpreter 
 class sees them: literals, fields, and/or/not, comparisons (``in``, ``is``), arithmetic and pyexpr.py's pure
 builtins (len, isinstance on builtin types, any/all). Anything else, a value it cannot read (unknown, or given to
 an option whose type converter meshlint does not model), or an operation that fails leaves that check
-undecided: never a guess.
+undecided: never a guess. A check marked ``replay: pipeline`` (its fields are changed by validate_args or
+translated by core_transformer_config_from_args, or it is one of that function's own asserts) is replayed
+from the options as the parser left them, like ML983's (validate_checks.py), over the slice of validate_args,
+core_transformer_config_from_args and __post_init__ before it that it depends on.
 """
 
 from __future__ import annotations
@@ -51,6 +54,23 @@ def sites() -> set:
 def pipelined() -> set:
     """file:line of the checks replayed from the parsed options over the whole build."""
     return {c["site"] for c in checks() if c.get("replay") == PIPELINE}
+
+
+def partial() -> dict:
+    """file:line -> the options whose given value leaves a pipeline check undecided: its slice reads them and
+    their type converter is not modelled (the check decides where the launch does not give them)."""
+    converted, _ = validate_checks.unmodelled()
+    conv = validate_checks.table()["converters"]
+    unmodelled = converted - set(conv["lambdas"]) - set(conv["enums"])
+    out = {}
+    for c in checks():
+        if c.get("replay") == PIPELINE:
+            nodes = [c["expr"]] + [item["expr"] for _, item in c["items"] if item["expr"] is not None]
+            names = sorted({n.attr for e in nodes for n in ast.walk(e) if isinstance(n, ast.Attribute)
+                            and isinstance(n.value, ast.Name) and n.value.id == "args" and n.attr in unmodelled})
+            if names:
+                out[c["site"]] = names
+    return out
 
 
 def skipped() -> dict:
