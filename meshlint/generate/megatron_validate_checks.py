@@ -97,7 +97,7 @@ class _Walk:
 
             def visit_Call(self, n):
                 f = n.func
-                if isinstance(f, ast.Name) and f.id in ctx["locals"] and local(fn, f.id) in lambdas and not n.keywords:
+                if isinstance(f, ast.Name) and f.id in ctx["locals"] and lambdas.get(local(fn, f.id)) and not n.keywords:
                     lam, at = lambdas[local(fn, f.id)]  # a local lambda: its body on the call's arguments
                     params = [a.arg for a in lam.args.args]
                     if len(params) == len(n.args) and not (lam.args.vararg or lam.args.kwarg or lam.args.kwonlyargs):
@@ -175,17 +175,19 @@ class _Walk:
                                 self.step(node.lineno, v, guards, None, "written in part", ctx)
                         continue
                     why = opaque or (None if len(targets) == 1 and value is not None else "assigned in a chain")
-                    if isinstance(value, ast.Lambda) and not why and var.startswith(LOCAL):
-                        # a local lambda: its calls are inlined (rename), once the walk has passed this line
-                        self.lambdas[var] = (value, ctx)
+                    if var in self.lambdas or isinstance(value, ast.Lambda):
+                        # a local assigned a lambda once and nothing else: its calls after this line are inlined
+                        # (rename); a second assignment leaves every later call not followed
+                        once = var not in self.lambdas and not why and var.startswith(LOCAL)
+                        self.lambdas[var] = (value, ctx) if once else None
                     self.step(node.lineno, var, guards, None if why else self.rename(value, ctx), why, ctx)
             elif isinstance(node, ast.Delete):
                 for t in node.targets:
                     var = self.var(t, ctx)
                     if var:  # a combined walk: a deleted option leaves its config field at the class default
                         default = self.deleted.get(var)
-                        self.step(node.lineno, var, guards, None if default is None else _expr(default),
-                                  opaque if default is not None else "deleted", ctx)
+                        self.step(node.lineno, var, guards, None if default is None or opaque else _expr(default),
+                                  opaque or (None if default is not None else "deleted"), ctx)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for a in node.names:
                     self.step(node.lineno, local(ctx["fn"], a.asname or a.name.split(".")[0]), guards, None,
