@@ -28,6 +28,9 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   backend}, ``initialize_model_parallel`` with those options: the line of parallel_state.py it raises at, or none.
 - ``vargs``: as ``validate``, but any exception (SystemExit included) is a refusal, reported with the line of
   validate_args' own frame where it raised (a helper's raise: the line calling it).
+- ``build``: as ``vargs``, then, where validate_args accepts, ``core_transformer_config_from_args(args)`` (the
+  TransformerConfig's __post_init__ runs in it): {stage: parser | validate | config | None, line, and for the
+  config the file:line of the deepest frame in core_transformer_config_from_args or a config class}.
 """
 
 from __future__ import annotations
@@ -263,7 +266,7 @@ def _validated(cases: list):
                     args = parser.parse_args(c["argv"])
                 finally:
                     sys.stderr = stderr
-        except SystemExit:
+        except (SystemExit, KeyError):  # a type converter's KeyError (an enum member by name) escapes argparse
             yield c, None, None
             continue
         args.rank, args.world_size = 0, c["world"]
@@ -353,6 +356,39 @@ def _vargs(cases: list) -> list:
     return out
 
 
+_BUILD_FILES = ("megatron/training/arguments.py", "megatron/core/model_parallel_config.py",
+                "megatron/core/transformer/transformer_config.py")
+
+
+def _build(cases: list) -> list:
+    import traceback
+
+    from megatron.training.arguments import core_transformer_config_from_args
+
+    out = []
+    for _, args, exc in _validated(cases):
+        if args is None:
+            out.append({"stage": "parser", "site": None, "error": None})
+            continue
+        if exc is not None:
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.name == "validate_args"]
+            out.append({"stage": "validate", "site": frames[-1].lineno if frames else None,
+                        "error": f"{type(exc).__name__}: {exc}"[:300]})
+            continue
+        try:
+            core_transformer_config_from_args(args)
+            out.append({"stage": None, "site": None, "error": None})
+        except Exception as exc:  # noqa: BLE001 - any refusal, reported where the build or the class raised it
+            frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                      if f.filename.replace(os.sep, "/").endswith(_BUILD_FILES)]
+            where = None
+            if frames:
+                rel = frames[-1].filename.replace(os.sep, "/")
+                where = "megatron/" + rel.rsplit("/megatron/", 1)[1] + f":{frames[-1].lineno}"
+            out.append({"stage": "config", "site": where, "error": f"{type(exc).__name__}: {exc}"[:300]})
+    return out
+
+
 def _pstate(cases: list) -> list:
     """For each {tp, pp, cp, world, use_sharp, sharp_enabled_group, instances, hybrid, hierarchical, backend},
     ``initialize_model_parallel`` with them (as Megatron-LM's initialize.py:364-386 passes them) on the fake
@@ -396,7 +432,7 @@ def main() -> int:
         request = json.loads(line)
         result = {"groups": _groups, "split": _split, "layout": _layout,
                   "params": _params, "validate": _validate, "vargs": _vargs, "rampup": _rampup, "constant": _constant,
-                  "config": _config, "pstate": _pstate}[request["mode"]](request["cases"])
+                  "config": _config, "pstate": _pstate, "build": _build}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0
 

@@ -117,17 +117,27 @@ def _words(dest: str, rng: random.Random, literals: dict, entries: dict, p_flag:
 def _cases(n: int) -> list:
     rng = random.Random(SEED)
     table = _table()
-    varied, literals, entries = _varied(table), _literals(table), _entries()
+    return launches(n, rng, _varied(table), _literals(table), BASE)
+
+
+def launches(n: int, rng: random.Random, varied: dict, literals: dict, base: dict, p_other: float = 0.7,
+             extra=None, every: int = 2) -> list:
+    """n launch lines (argv, world): a small valid model (``base``) on tp and pp, then for one check (all cases
+    but every ``every``-th; all of them where ``every`` is 1) or a few, the options ``varied`` names for it, drawn by _words; ``extra(words, rng)``
+    adds more."""
+    entries = _entries()
     sites = [s for s, names in varied.items() if names]
     out = []
     while len(out) < n:
         tp, pp = rng.choice([1, 1, 2, 4]), rng.choice([1, 1, 2, 4])
-        words: dict = {**BASE, "--tensor-model-parallel-size": [str(tp)], "--pipeline-model-parallel-size": [str(pp)]}
+        words: dict = {**base, "--tensor-model-parallel-size": [str(tp)], "--pipeline-model-parallel-size": [str(pp)]}
         words = {k: v if isinstance(v, list) else [v] for k, v in words.items()}
-        focused = len(out) % 2 == 1  # every other case aims at one check: its flags mostly on, to reach it
+        if extra:
+            extra(words, rng)
+        focused = every == 1 or len(out) % every != 0  # a case aimed at one check: its flags mostly on, to reach it
         for site in rng.sample(sites, 1 if focused else rng.randint(1, 4)):
             for dest in varied[site]:
-                if rng.random() < (0.9 if focused else 0.7):
+                if rng.random() < (0.9 if focused else p_other):
                     got = _words(dest, rng, literals, entries, 0.75 if focused else 0.35)
                     if got:
                         words[got[0]] = got[1:]
@@ -193,23 +203,28 @@ def test_every_check_is_in_the_inventory_as_ML983():
         assert "| rule ML983 |" in row, row
 
 
-def test_megatron_lm_example_scripts_gain_no_ML983_finding():
-    """Megatron-LM's own example launch scripts (examples/ of the checkout) pass validate_args' checks ML983
-    decides (none of them is refused by validate_args at a check ML983 holds)."""
+def examples_gain_no(code: str) -> None:
+    """Megatron-LM's own example launch scripts (examples/ of the checkout) get no ``code`` finding."""
     root = os.environ.get("MEGATRON_LM_ROOT")
     if not root or not (Path(root) / "examples").is_dir():
         pytest.skip("Megatron-LM's examples are in the checkout, not in the wheel: set MEGATRON_LM_ROOT")
     from meshlint.engine.check import Options, check_file
     from meshlint.engine.ruleset import load_rules
 
-    options = Options(rules=[r for r in load_rules() if r.code == "ML983"])
+    options = Options(rules=[r for r in load_rules() if r.code == code])
     checked = 0
     for path in sorted((Path(root) / "examples").rglob("*.sh")):
         report = check_file(str(path), options)
         checked += report.status == "checked"
-        fired = [f"{f.line}: {f.message}" for f in report.findings if f.code == "ML983"]
+        fired = [f"{f.line}: {f.message}" for f in report.findings if f.code == code]
         assert not fired, f"{path}: {fired}"
     assert checked >= 5, checked
+
+
+def test_megatron_lm_example_scripts_gain_no_ML983_finding():
+    """Megatron-LM's own example launch scripts pass validate_args' checks ML983 decides (none of them is
+    refused by validate_args at a check ML983 holds)."""
+    examples_gain_no("ML983")
 
 
 def _sites(world=8, unknown=(), entry=None, **options) -> list:

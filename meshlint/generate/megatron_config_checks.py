@@ -13,8 +13,10 @@ option takes its dataclass default when that is a literal. A member of a ``str``
 builtins (pyexpr.py: isinstance on builtin types, len, any/all over a generator). A site that reads what
 __post_init__ wrote or computed before it is walked by ML983's walker (megatron_validate_checks.py, ``self`` as
 ``args``, ``super().__post_init__()`` inlined) and kept with the slice of earlier guards and writes it depends
-on (``replay``), where every field that slice reads as given is an option as above. Every other site is listed
-as skipped with why.
+on (``replay``), where every field that slice reads as given is an option as above. Every other site, and
+core_transformer_config_from_args' and parse_args' own, is replayed from the parsed options over the whole
+build (``replay: pipeline``, megatron_pipeline.py: validate_args to its end, core_transformer_config_from_args,
+__post_init__ up to the site); one even that cannot follow is listed as skipped with why.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sys
 from pathlib import Path
 
 from meshlint.frameworks.megatron import flags, pyexpr
+from meshlint.generate import megatron_pipeline as pipeline
 from meshlint.generate import megatron_refusals as refusals
 from meshlint.generate import megatron_validate_checks as replay
 
@@ -225,6 +228,23 @@ def _replayed(walk, site, sources) -> tuple[dict, str | None]:
             "args": mapping, "constants": constants}, None
 
 
+PIPELINE = "pipeline"  # a check replayed over the whole walk, from the parsed options (megatron_pipeline.py)
+
+
+def _pipelined(whole, site, row: dict, dests: dict, checks: list, skipped: list, why: str) -> None:
+    """The site as a check of the whole walk (validate_args, core_transformer_config_from_args, __post_init__
+    up to it), or skipped with why (the options-only path's reason first, where it had one)."""
+    check, whole_why = replay._check(whole, site, set(dests), key=site.where)
+    if whole_why is None:
+        checks.append({**row, "shown": row["condition"], "condition": check["condition"], "end_line": check["end_line"],
+                       "guards": check["guards"], "needs_guards": check["needs_guards"],
+                       "needs_steps": check["needs_steps"], "options": check["options"], "replay": PIPELINE,
+                       "args": {}, "constants": {}})
+    else:
+        whole_why = replay._plain(whole_why.replace("validate_args sets", "the walk sets"))
+        skipped.append({**row, "why": f"{why}; from the parsed options: {whole_why}" if why else whole_why})
+
+
 def build(root: Path) -> dict:
     root = Path(root)
     trees = {rel: ast.parse((root / rel).read_text(encoding="utf-8")) for rel in CONFIG_FILES + (ARGS,)}
@@ -238,11 +258,15 @@ def build(root: Path) -> dict:
     walks = _walks(root, trees)
     enums = {k: v for rel in CONFIG_FILES for k, v in _str_enums(root, trees[rel]).items()}
     checks, skipped = [], []
+    whole = pipeline.walk(root, set(dests))
     for site in refusals.enumerate_sites(root):
-        if site.function not in CLASSES or refusals.classify(site, generated=False)[0] != "open":
+        if site.function not in pipeline.FUNCTIONS or refusals.classify(site, generated=False)[0] != "open":
             continue
         row = {"site": site.where, "function": site.function, "condition": site.condition,
                "message": site.message}
+        if site.function not in CLASSES:  # core_transformer_config_from_args' own: only the whole walk reaches it
+            _pipelined(whole, site, row, dests, checks, skipped, "")
+            continue
         expr = conditions[site.function][0].get(site.line)
         row["end_line"] = conditions[site.function][1].get(site.line, site.line)
         reassigned: dict = {}
@@ -269,18 +293,20 @@ def build(root: Path) -> dict:
                 continue
             why = f"{why}; replayed: {replay_why}"
         if why:
-            skipped.append({**row, "why": why})
+            _pipelined(whole, site, row, dests, checks, skipped, why)
         else:
             checks.append({**row, "args": mapping, "constants": constants})
     commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     replays = {}
-    for q, walk in walks.items():  # each walk's guards and steps that a replayed check needs
+    for q, walk in {**walks, PIPELINE: whole}.items():  # each walk's guards and steps that a replayed check needs
         mine = [c for c in checks if c.get("replay") == q]
         replays[q] = {"guards": {str(g): walk.guards[g] for g in sorted({g for c in mine for g in c["needs_guards"]})},
                       "steps": {str(i): walk.steps[i] for i in sorted({i for c in mine for i in c["needs_steps"]})}}
     return {"framework": "megatron", "version": "0.16.1", "tag": "core_v0.16.1", "commit": commit or None,
             "generated_by": "python -m meshlint.generate.megatron_config_checks",
             "checks": checks, "skipped": skipped, "replays": replays,
+            # the order in which the whole walk reaches each site of the config's build (tests compare the first)
+            "order": {k: v["seq"] for k, v in whole.sites.items() if isinstance(k, str) and "seq" in v},
             # what tests/test_megatron_config_checks.py needs to build the config as Megatron-LM does
             "config_fields": sorted(defaults), "overridden": sorted(overridden)}
 

@@ -10,7 +10,12 @@ to ``args.X`` or a local (a step: its guards and the value's source, or ``null``
 the value: a loop, a try, a call, ``del``, a method call on ``args.X``). Each assert/raise of validate_args the
 inventory (megatron_refusals.py) classifies ``open`` becomes a check: its guards and test, and the slice of
 earlier guards and steps its reads depend on. A site inside a loop or try, whose own condition needs more than
-the evaluator (pyexpr.py) takes, or that reads a value no step can give, is listed as skipped with why.
+the evaluator (pyexpr.py) takes, or that reads a value no step can give, is listed as skipped with why; a loop
+that only searches (``for x in xs: if test: raise``) is the site ``any(test for x in xs)``. Names of the release
+that compare by identity (enum members, functions, torch dtypes: megatron_symbols.py, which asks the installed
+torch which names are dtypes) are tokens; a call to a local lambda is its body on the call's arguments;
+``args.X.append(v)`` is ``args.X + [v]``. The parser's converters of options it holds as release objects (an
+enum by member name, a ``type=lambda``) are in the table's ``converters``.
 """
 
 from __future__ import annotations
@@ -44,8 +49,17 @@ def local(function: str, name: str) -> str:
 class _Walk:
     """validate_args in source order: guards, steps and the sites' conditions."""
 
-    def __init__(self, root: Path, tree: ast.Module, function: str = FUNCTION, supers: dict | None = None):
+    def __init__(self, root: Path, tree: ast.Module, function: str = FUNCTION, supers: dict | None = None,
+                 owners: dict | None = None, symbols: dict | None = None):
         self.root, self.tree = root, tree
+        # a combined walk (megatron_pipeline.py): FunctionDef -> the prefix of its sites' keys ("file:line")
+        self.owners = owners
+        # source text -> the expression it stands for: a str enum member's string, an identity token (S__...)
+        self.symbols = symbols or {}
+        self.lambdas: dict = {}  # local -> (its Lambda, the walk's context there): calls to it are inlined
+        # a combined walk: "args.X" -> the source of the config field X's class default, what ``del args.X``
+        # leaves it at (no reader of args.X follows in validate_args: it would fail there)
+        self.deleted: dict = {}
         self.function = function  # whose asserts/raises are sites (megatron_config_checks walks __post_init__)
         self.supers = supers or {}  # method -> the base class's FunctionDef ``super().method()`` runs (inlined)
         self.guards: list = []   # {id, line, test (source)}
@@ -74,10 +88,27 @@ class _Walk:
         bound = {n.id for g in ast.walk(expr) if isinstance(g, ast.comprehension) for n in ast.walk(g.target)
                  if isinstance(n, ast.Name)}
 
+        symbols, lambdas, walk = self.symbols, self.lambdas, self
+
         class R(ast.NodeTransformer):
+            def visit_Attribute(self, n):
+                text = ast.unparse(n)
+                return ast.copy_location(_expr(symbols[text]), n) if text in symbols else self.generic_visit(n)
+
             def visit_Call(self, n):
-                # ``defaults.get(K, D)`` of the entry's args_defaults: D where no entry script passes K
                 f = n.func
+                if isinstance(f, ast.Name) and f.id in ctx["locals"] and lambdas.get(local(fn, f.id)) and not n.keywords:
+                    lam, at = lambdas[local(fn, f.id)]  # a local lambda: its body on the call's arguments
+                    params = [a.arg for a in lam.args.args]
+                    if len(params) == len(n.args) and not (lam.args.vararg or lam.args.kwarg or lam.args.kwonlyargs):
+                        body = walk.rename(lam.body, {**at, "locals": at["locals"] - set(params)})
+                        values = {p: self.visit(a) for p, a in zip(params, n.args)}
+
+                        class Bind(ast.NodeTransformer):
+                            def visit_Name(self, m):
+                                return values[m.id] if m.id in values else m
+                        return Bind().visit(body)
+                # ``defaults.get(K, D)`` of the entry's args_defaults: D where no entry script passes K
                 if isinstance(f, ast.Attribute) and f.attr == "get" and isinstance(f.value, ast.Name) \
                         and f.value.id == ctx.get("defaults") and n.args and isinstance(n.args[0], ast.Constant) \
                         and n.args[0].value not in keys:
@@ -85,6 +116,8 @@ class _Walk:
                 return self.generic_visit(n)
 
             def visit_Name(self, n):
+                if n.id in symbols and n.id not in ctx["locals"]:
+                    return ast.copy_location(_expr(symbols[n.id]), n)
                 if n.id == param:
                     return ast.copy_location(ast.Name("args", ast.Load()), n)
                 if n.id in bound or n.id in pyexpr.BUILTINS or n.id not in ctx["locals"]:
@@ -97,12 +130,13 @@ class _Walk:
         return self.seq
 
     def walk_function(self, func: ast.FunctionDef, param: str, guards: list, opaque: str | None, depth: int,
-                      at: int | None = None, name: str | None = None):
+                      at: int | None = None, name: str | None = None, record: str | None = None):
         local_names = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         local_names |= {a.asname or a.name.split(".")[0] for n in ast.walk(func) if isinstance(n, (ast.Import, ast.ImportFrom))
                         for a in n.names}
-        ctx = {"fn": name or func.name, "args": param, "locals": local_names, "depth": depth, "at": at,
-               "own": func.name == self.function and depth == 0}
+        own = (func.name == self.function and depth == 0) if self.owners is None else self.owners.get(func, False)
+        ctx = {"fn": name or func.name, "args": param, "locals": local_names, "depth": depth, "at": at, "own": own,
+               "record": record}
         self.body(func.body, guards, opaque, ctx)
 
     def body(self, stmts: list, guards: list, opaque: str | None, ctx: dict) -> None:
@@ -118,11 +152,12 @@ class _Walk:
                     guards = guards + [[gid, False]]  # what follows runs only where the test was false
                     self.exits.add(gid)
             elif isinstance(node, (ast.Assert, ast.Raise)) and ctx["own"]:
+                key = node.lineno if ctx["own"] is True else f"{ctx['own']}:{node.lineno}"
                 if opaque:
-                    self.sites[node.lineno] = {"why": opaque}
+                    self.sites[key] = {"why": opaque}
                 else:
                     test = ast.unparse(self.rename(node.test, ctx)) if isinstance(node, ast.Assert) else None
-                    self.sites[node.lineno] = {"guards": guards, "test": test, "end_line": node.end_lineno,
+                    self.sites[key] = {"guards": guards, "test": test, "end_line": node.end_lineno,
                                                "seq": self.next_seq()}
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -130,6 +165,8 @@ class _Walk:
                 if isinstance(node, ast.AugAssign):
                     value = ast.BinOp(node.target, node.op, node.value)
                 for t in targets:
+                    if self.record(node, t, value, guards, opaque, ctx):
+                        continue
                     var = self.var(t, ctx)
                     if var is None:
                         for sub in ast.walk(t):  # args.X[...] = ..., a, b = ...: what it writes is not followed
@@ -138,16 +175,32 @@ class _Walk:
                                 self.step(node.lineno, v, guards, None, "written in part", ctx)
                         continue
                     why = opaque or (None if len(targets) == 1 and value is not None else "assigned in a chain")
+                    if var in self.lambdas or isinstance(value, ast.Lambda):
+                        # a local assigned a lambda once and nothing else: its calls after this line are inlined
+                        # (rename); a second assignment leaves every later call not followed
+                        once = var not in self.lambdas and not why and var.startswith(LOCAL)
+                        self.lambdas[var] = (value, ctx) if once else None
                     self.step(node.lineno, var, guards, None if why else self.rename(value, ctx), why, ctx)
             elif isinstance(node, ast.Delete):
                 for t in node.targets:
                     var = self.var(t, ctx)
-                    if var:
-                        self.step(node.lineno, var, guards, None, "deleted", ctx)
+                    if var:  # a combined walk: a deleted option leaves its config field at the class default
+                        default = self.deleted.get(var)
+                        self.step(node.lineno, var, guards, None if default is None or opaque else _expr(default),
+                                  opaque or (None if default is not None else "deleted"), ctx)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 for a in node.names:
                     self.step(node.lineno, local(ctx["fn"], a.asname or a.name.split(".")[0]), guards, None,
                               "an import", ctx)
+            elif ctx["own"] and not opaque and _search(node):
+                # ``for x in xs: if test: raise``: a pure search, the site's condition is any(test for x in xs)
+                check = node.body[0]
+                found = ast.Call(ast.Name("any", ast.Load()), [ast.GeneratorExp(check.test, [ast.comprehension(
+                    node.target, node.iter, [], 0)])], [])
+                raised = check.body[0]
+                key = raised.lineno if ctx["own"] is True else f"{ctx['own']}:{raised.lineno}"
+                self.sites[key] = {"guards": guards, "end_line": raised.end_lineno, "seq": self.next_seq(),
+                                   "test": ast.unparse(self.rename(ast.UnaryOp(ast.Not(), found), ctx))}
             elif isinstance(node, (ast.For, ast.While, ast.AsyncFor, ast.Try, ast.With, ast.AsyncWith, ast.Match)):
                 why = opaque or f"inside a {type(node).__name__.lower()} (line {node.lineno})"
                 if isinstance(node, (ast.For, ast.AsyncFor)):
@@ -167,6 +220,20 @@ class _Walk:
                 opaque = opaque or f"after an early {type(node).__name__.lower()} (line {node.lineno})"
             elif isinstance(node, ast.FunctionDef):
                 self.step(node.lineno, local(ctx["fn"], node.name), guards, None, "a nested function", ctx)
+
+    def record(self, node, target, value, guards, opaque, ctx) -> bool:
+        """A write into the dict ``ctx["record"]`` names (core_transformer_config_from_args' ``kw_args``: the
+        config's fields, which a combined walk keeps as ``args.X``): ``d['x'] = v`` writes args.x; the copy
+        ``d[f.name] = getattr(args, f.name)`` changes nothing; any other key may write any field."""
+        if not (isinstance(target, ast.Subscript) and _is_name(target.value, ctx.get("record") or "")):
+            return False
+        key = target.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(node, ast.Assign):
+            self.step(node.lineno, "args." + key.value, guards, None if opaque else self.rename(value, ctx), opaque, ctx)
+        elif not (isinstance(value, ast.Call) and _is_name(value.func, "getattr") and len(value.args) == 2
+                  and _is_name(value.args[0], ctx["args"]) and ast.unparse(value.args[1]) == ast.unparse(key)):
+            self.step(node.lineno, "args.*", guards, None, f"{ast.unparse(target)} = ... is not followed", ctx)
+        return True
 
     def step(self, line, var, guards, value, why, ctx):
         if value is not None and _supported(ast.unparse(value)):
@@ -192,10 +259,22 @@ class _Walk:
                         self.walk_function(inline, inline.args.args[0].arg, guards, opaque, ctx["depth"] + 1,
                                            ctx["at"] or call.lineno, name="super")
                     continue
+                if isinstance(f, ast.Attribute) and ctx.get("record") and _is_name(f.value, ctx["record"]):
+                    key = call.args[0] if call.args else None
+                    if f.attr == "pop" and isinstance(key, ast.Constant):  # the field keeps its class default
+                        self.step(call.lineno, "args." + key.value, guards, None, f"{ctx['record']}.pop", ctx)
+                    elif f.attr not in ("get", "keys", "items", "values"):
+                        self.step(call.lineno, "args.*", guards, None, f"{ast.unparse(f)}() is not followed", ctx)
+                    continue
                 if isinstance(f, ast.Attribute):
                     base = f.value
                     while isinstance(base, (ast.Attribute, ast.Subscript)):
                         var = self.var(base, ctx) if isinstance(base, ast.Attribute) else None
+                        if var and var.startswith("args.") and base is f.value and f.attr == "append" \
+                                and len(call.args) == 1 and not call.keywords:  # the list with one more item
+                            grown = ast.BinOp(base, ast.Add(), ast.List([call.args[0]], ast.Load()))
+                            self.step(call.lineno, var, guards, None if opaque else self.rename(grown, ctx), opaque, ctx)
+                            break
                         if var and var.startswith("args."):
                             self.step(call.lineno, var, guards, None, f"{ast.unparse(f)}() may change it", ctx)
                             break
@@ -208,7 +287,7 @@ class _Walk:
                     key = call.args[1] if len(call.args) > 1 else None
                     if isinstance(key, ast.Constant):
                         self.step(call.lineno, "args." + key.value, guards, None, "setattr", ctx)
-                    elif "loop_guards" in ctx and ctx["own"] and self.function == FUNCTION:
+                    elif "loop_guards" in ctx and ctx["fn"] == FUNCTION and ctx["depth"] == 0:
                         self.defaults_loop(call, ctx)
                     else:
                         self.step(call.lineno, "args.*", guards, None, f"setattr(args, {ast.unparse(key)}, ...)", ctx)
@@ -265,6 +344,17 @@ class _Walk:
         return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
 
 
+def _search(node) -> bool:
+    """Whether ``node`` is ``for x in xs: if test: raise ...`` (nothing else: no write, no else)."""
+    return isinstance(node, ast.For) and not node.orelse and isinstance(node.target, ast.Name) \
+        and len(node.body) == 1 and isinstance(node.body[0], ast.If) and not node.body[0].orelse \
+        and len(node.body[0].body) == 1 and isinstance(node.body[0].body[0], ast.Raise)
+
+
+def _expr(source: str) -> ast.AST:
+    return ast.parse(source, mode="eval").body
+
+
 def _is_name(node, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
@@ -315,12 +405,12 @@ def _supported(source: str) -> str | None:
             return f"writes {ast.unparse(node)}"
         if isinstance(node, ast.Attribute) and not (isinstance(node.value, ast.Name) and node.value.id == "args"):
             return f"reads {ast.unparse(node)}"
-        if isinstance(node, ast.Name) and not node.id.startswith(LOCAL) and node.id not in pyexpr.BUILTINS and node.id not in (
+        if isinstance(node, ast.Name) and not node.id.startswith((LOCAL, pyexpr.SYMBOL)) and node.id not in pyexpr.BUILTINS and node.id not in (
                 "args", "True", "False", "None") and not _bound(expr, node.id):
             return f"reads {node.id}"
         if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in pyexpr.BUILTINS):
             return f"calls {ast.unparse(node.func)}"
-        if isinstance(node, (ast.JoinedStr, ast.Lambda, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp,
+        if isinstance(node, (ast.JoinedStr, ast.Lambda, ast.DictComp, ast.SetComp,
                              ast.Starred, ast.NamedExpr, ast.Await, ast.Slice)):
             return f"holds {type(node).__name__}"
     return None
@@ -413,9 +503,10 @@ def _slice(walk: _Walk, guards: list, reads: set, seq: int) -> tuple[list, list]
     return sorted(need_guards), sorted(need_steps)
 
 
-def _check(walk: _Walk, site, dests: set) -> tuple[dict, str | None]:
-    """A site's check (its condition, guards, the slice it depends on, the options it names), or why not."""
-    found = walk.sites.get(site.line)
+def _check(walk: _Walk, site, dests: set, key=None) -> tuple[dict, str | None]:
+    """A site's check (its condition, guards, the slice it depends on, the options it names), or why not;
+    ``key``: the site's key in a combined walk (default: its line)."""
+    found = walk.sites.get(site.line if key is None else key)
     if found is None or found.get("why"):
         return {}, "not found by the walk" if found is None else found["why"]
     own = [walk.guards[g]["test"] for g, _ in found["guards"]] + ([found["test"]] if found["test"] else [])
@@ -447,10 +538,52 @@ def _check(walk: _Walk, site, dests: set) -> tuple[dict, str | None]:
             "options": list(dict.fromkeys(v[5:] for v in named if v.startswith("args.") and v[5:] in dests))}, None
 
 
+def _converters(root: Path, tree: ast.Module, symbols: dict) -> dict:
+    """What the parser makes of a word for the options whose type converts it to an object of the release:
+    {"lambdas": {dest: {param, body}}: a ``type=lambda x: ...`` of arguments.py pyexpr evaluates (symbols as
+    tokens), "enums": {dest: enum token}: an option argument_utils.py builds from an Enum field
+    (``enum_type_handler``: ``config_type[cli_arg]``), "defaults": {dest: token}: an enum member default,
+    "members": {enum token: [member names]}}."""
+    table = flags.table()["flags"]
+    out: dict = {"lambdas": {}, "enums": {}, "defaults": {}, "members": {}}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in table):
+            continue
+        kind = next((k.value for k in node.keywords if k.arg == "type"), None)
+        if isinstance(kind, ast.Lambda) and len(kind.args.args) == 1:
+            param = kind.args.args[0].arg
+            body = ast.unparse(_Walk(root, tree, symbols=symbols).rename(kind.body, {
+                "fn": "lambda", "args": "args", "locals": set()}))
+            names = {n.id for n in ast.walk(_expr(body)) if isinstance(n, ast.Name)}
+            if all(n == param or n.startswith(pyexpr.SYMBOL) for n in names) and not _supported(
+                    body.replace(param, "args.x")):
+                out["lambdas"][table[node.args[0].value]["dest"]] = {"param": param, "body": body}
+    handler = (root / "megatron/training/argument_utils.py").read_text(encoding="utf-8")
+    enum_handler = re.search(r"def enum_type_handler\(cli_arg\):\s*return config_type\[cli_arg\]", handler)
+    for entry in table.values():
+        default = entry["default"]
+        member = re.fullmatch(r"<(\w+)\.(\w+): .*>", default.get("repr", "")) if isinstance(default, dict) else None
+        if member and symbols.get(member.group(1), "").startswith(pyexpr.SYMBOL) \
+                and f"{member.group(1)}.{member.group(2)}" in symbols:
+            out["defaults"][entry["dest"]] = symbols[f"{member.group(1)}.{member.group(2)}"]
+            if entry["type"] == "enum_type_handler" and enum_handler:
+                out["enums"][entry["dest"]] = symbols[member.group(1)]
+    for text, value in symbols.items():  # the members of each enum a converter or a default names
+        cls = value.rpartition("__")[0]
+        if "." in text and value.startswith(pyexpr.SYMBOL) and (
+                cls in out["enums"].values() or any(cls in c["body"] for c in out["lambdas"].values())):
+            out["members"].setdefault(cls, []).append(text.split(".", 1)[1])
+    return out
+
+
 def build(root: Path) -> dict:
     root = Path(root)
     tree = ast.parse((root / ARGS).read_text(encoding="utf-8"))
-    walk = _Walk(root, tree)
+    from meshlint.generate import megatron_symbols  # (it imports nothing of this module)
+
+    symbols = megatron_symbols.table(root, ARGS)
+    walk = _Walk(root, tree, symbols=symbols)
     _entry(walk, root)
     walk.walk_function(walk.functions[FUNCTION], "args", [], None, 0)
     dests = set(flags.defaults())
@@ -470,6 +603,7 @@ def build(root: Path) -> dict:
     return {"framework": "megatron", "version": "0.16.1", "tag": "core_v0.16.1", "commit": commit or None,
             "generated_by": "python -m meshlint.generate.megatron_validate_checks",
             "entry_guard": _entry_guard(root), "entry_defaults": _entry_defaults(root), "runtime": sorted(RUNTIME),
+            "converters": _converters(root, tree, symbols),
             "guards": {str(g): walk.guards[g] for g in used_g},
             "steps": {str(s): walk.steps[s] for s in used_s},
             "checks": checks, "skipped": skipped}

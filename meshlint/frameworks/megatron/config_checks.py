@@ -5,7 +5,10 @@ source over ``self.<field>``; this module evaluates it with a small interpreter 
 class sees them: literals, fields, and/or/not, comparisons (``in``, ``is``), arithmetic and pyexpr.py's pure
 builtins (len, isinstance on builtin types, any/all). Anything else, a value it cannot read (unknown, or given to
 an option whose type converter meshlint does not model), or an operation that fails leaves that check
-undecided: never a guess.
+undecided: never a guess. A check marked ``replay: pipeline`` (its fields are changed by validate_args or
+translated by core_transformer_config_from_args, or it is one of that function's own asserts) is replayed
+from the options as the parser left them, like ML983's (validate_checks.py), over the slice of validate_args,
+core_transformer_config_from_args and __post_init__ before it that it depends on.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from meshlint.frameworks.megatron import pyexpr, validate_checks
 from meshlint.frameworks.megatron.pyexpr import Undecided
 
 TABLE = Path(__file__).resolve().parent / "config_checks_0_16.json"
+PIPELINE = "pipeline"  # a check replayed from the parsed options over validate_args and the config's build
 
 
 def evaluate(node: ast.AST, field):
@@ -47,6 +51,28 @@ def sites() -> set:
     return {c["site"] for c in checks()}
 
 
+def pipelined() -> set:
+    """file:line of the checks replayed from the parsed options over the whole build."""
+    return {c["site"] for c in checks() if c.get("replay") == PIPELINE}
+
+
+def partial() -> dict:
+    """file:line -> the options whose given value leaves a pipeline check undecided: its slice reads them and
+    their type converter is not modelled (the check decides where the launch does not give them)."""
+    converted, _ = validate_checks.unmodelled()
+    conv = validate_checks.table()["converters"]
+    unmodelled = converted - set(conv["lambdas"]) - set(conv["enums"])
+    out = {}
+    for c in checks():
+        if c.get("replay") == PIPELINE:
+            nodes = [c["expr"]] + [item["expr"] for _, item in c["items"] if item["expr"] is not None]
+            names = sorted({n.attr for e in nodes for n in ast.walk(e) if isinstance(n, ast.Attribute)
+                            and isinstance(n.value, ast.Name) and n.value.id == "args" and n.attr in unmodelled})
+            if names:
+                out[c["site"]] = names
+    return out
+
+
 def skipped() -> dict:
     """file:line -> why, of the config classes' open checks the generator leaves out."""
     return {row["site"]: row["why"] for row in json.loads(TABLE.read_text(encoding="utf-8"))["skipped"]}
@@ -55,14 +81,26 @@ def skipped() -> dict:
 _HOLE = re.compile(r"\{self\.(\w+)\}")
 
 
-def refusals(args: dict, unknown=(), given=()) -> list:
+def refusals(args: dict, unknown=(), given=(), parsed: dict | None = None, world: int | None = None,
+             entry: str | None = None) -> list:
     """Each check whose refusal fires for these options (as validate_args leaves them): site, message, key
-    (the option to change: the first one the condition reads that the launch gives), options, condition."""
+    (the option to change: the first one the condition reads that the launch gives), options, condition.
+    ``parsed`` (the options as the parser left them), ``world`` and ``entry`` (the entry script) feed the checks
+    replayed over the whole walk from validate_args on (``replay: pipeline``); without ``parsed`` they are left
+    undecided (a Megatron-Bridge recipe builds its config without validate_args)."""
     unknown, given = set(unknown), set(given)
     converted = validate_checks.unmodelled()[0]
+    fresh = None if parsed is None else validate_checks.states(parsed, unknown, given, world, entry)
+    parsing = None if parsed is None else validate_checks.states(parsed, unknown, given, world, entry, True)
     out = []
     for c in checks():
         read: list = []
+        if c.get("replay") == PIPELINE:
+            start = parsing if c["function"] == "parse_args" else fresh  # parse_args runs before either entry
+            fired = None if start is None else validate_checks.fires(c, start())
+            if fired is not None:
+                out.append(_finding(c, fired, given))
+            continue
 
         def field(name, c=c, read=read):
             if name in c["constants"]:
@@ -91,3 +129,18 @@ def refusals(args: dict, unknown=(), given=()) -> list:
         out.append({"site": c["site"], "message": message.strip() or c["condition"], "key": key,
                     "options": ", ".join("--" + o.replace("_", "-") for o in options), "condition": c["condition"]})
     return out
+
+
+def _finding(c: dict, state, given: set) -> dict:
+    """A pipeline check's finding: the options it names (its guards' and test's), its message's holes filled
+    from the values at the check."""
+    options = c["options"] or list(dict.fromkeys(state.read))
+    key = next((o for o in options if o in given), options[0] if options else "")
+
+    def hole(m):
+        try:
+            return str(state.value("args." + m.group(1)))
+        except Undecided:
+            return m.group(0)
+    return {"site": c["site"], "message": _HOLE.sub(hole, c["message"]).strip() or c["condition"], "key": key,
+            "options": ", ".join(validate_checks.flag(o) for o in options), "condition": c["shown"]}

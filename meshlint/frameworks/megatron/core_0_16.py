@@ -449,7 +449,11 @@ def megatron_facts(spec: Spec, res: Resolution) -> dict:
         "layer_counts": split.get("counts"), "parser_refusals": spec.extra.get("refused_by_parser", []),
         "world_implied": res.world_implied, "incomplete": spec.extra.get("incomplete", False),
         "env": spec.extra.get("env"),
-        "core_refusals": config_checks.refusals(a, spec.extra.get("unknown", ()), spec.extra.get("given", ())),
+        # a Megatron-Bridge recipe builds its configs without validate_args: only the options-only checks
+        "core_refusals": config_checks.refusals(
+            a, spec.extra.get("unknown", ()), spec.extra.get("given", ()),
+            None if a.get("bridge_recipe") else spec.extra.get("parsed", a), None if res.world_implied else world,
+            spec.extra.get("entry")),
         # a Megatron-Bridge recipe builds its configs without validate_args
         "validate_refusals": [] if a.get("bridge_recipe") else validate_checks.refusals(
             spec.extra.get("parsed", a), spec.extra.get("unknown", ()), spec.extra.get("given", ()),

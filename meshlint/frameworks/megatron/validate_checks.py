@@ -42,7 +42,7 @@ def table() -> dict:
     guards, steps, checks = replayable(data["guards"], data["steps"], data["checks"])
     entry = [(_parse(test), polarity) for test, polarity in data["entry_guard"]]
     return {"guards": guards, "steps": steps, "checks": checks, "entry": entry, "runtime": set(data["runtime"]),
-            "entry_defaults": data["entry_defaults"]}
+            "entry_defaults": data["entry_defaults"], "converters": data["converters"]}
 
 
 @lru_cache(maxsize=1)
@@ -100,14 +100,49 @@ class State:
         if name == "world_size" and isinstance(self.world, int):
             return self.world
         converted, no_default = unmodelled()
-        if name in self.unknown or name not in self.args or name in no_default or (
-                name in converted and name in self.given):
+        if name in self.unknown or name not in self.args:
             raise Undecided(var)
+        if name in converted and name in self.given:
+            value = convert(name, self.args[name])
+        elif name in no_default:
+            if name in self.given or name not in table()["converters"]["defaults"]:
+                raise Undecided(var)
+            value = pyexpr.Symbol(table()["converters"]["defaults"][name])
+        else:
+            value = self.args[name]
         self.read.append(name)
-        return self.args[name]
+        return value
 
 
-def _flag(dest: str) -> str:
+def convert(dest: str, given):
+    """What the parser's type converter makes of the words given to ``dest`` (a list for nargs): an enum member
+    by name as a token (argument_utils' enum options; a ``type=lambda`` the table holds, evaluated), or Undecided
+    where meshlint does not model the converter or a word names no member."""
+    conv = table()["converters"]
+    members = conv["members"]
+
+    def one(word):
+        if dest in conv["enums"]:
+            value = pyexpr.Symbol(f"{conv['enums'][dest]}__{word}")
+        elif dest in conv["lambdas"]:
+            lam = conv["lambdas"][dest]
+            value = pyexpr.evaluate(_parse(lam["body"]), _no_read, {lam["param"]: word})
+        else:
+            raise Undecided(dest)
+        if isinstance(value, pyexpr.Symbol) and value.name.rpartition("__")[2] not in members.get(
+                value.name.rpartition("__")[0], ()):
+            raise Undecided(f"{dest}: {word}")  # not a member: the parser refuses the word
+        return value
+    if not isinstance(given, (str, list)) or (isinstance(given, list) and not all(isinstance(w, str) for w in given)):
+        raise Undecided(dest)
+    return [one(w) for w in given] if isinstance(given, list) else one(given)
+
+
+def _no_read(node):
+    raise Undecided(ast.unparse(node))
+
+
+def flag(dest: str) -> str:
     """The option string a user writes for ``dest``: the one spelled like it where the parser has it."""
     plain = "--" + dest.replace("_", "-")
     return plain if plain in flags.table()["flags"] else flags.canonical_flag(dest)
@@ -126,22 +161,33 @@ def refusals(args: dict, unknown=(), given=(), world: int | None = None, entry: 
     the entry script ``entry`` (pretrain_gpt.py; None: any): site, message, key (the first option it reads that
     the launch gives), options, condition."""
     t = table()
-    unknown, given = set(unknown), set(given)
-    defaults = t["entry_defaults"].get(entry)
-    probe = State(args, unknown, given, world, defaults)
-    if any(_truth(expr, probe) is not polarity for expr, polarity in t["entry"]):
+    fresh = states(args, unknown, given, world, entry)
+    if fresh is None:
         return []  # validate_yaml runs instead, or the entry cannot be decided
     out = []
     for c in t["checks"]:
-        fired = fires(c, State(args, unknown, given, world, defaults))
+        fired = fires(c, fresh())
         if fired is None:
             continue
         options = c["options"] or list(dict.fromkeys(fired.read))
         key = next((o for o in options if o in given), options[0] if options else "")
         out.append({"site": c["site"], "message": c["message"].strip() or "an assert with no message", "key": key,
-                    "options": ", ".join(_flag(o) for o in options),
+                    "options": ", ".join(flag(o) for o in options),
                     "condition": c["shown"]})
     return out
+
+
+def states(args: dict, unknown=(), given=(), world: int | None = None, entry: str | None = None,
+           parsing: bool = False):
+    """A maker of fresh States of the parsed options, as validate_args starts from them, or None where
+    initialize_megatron does not call validate_args (validate_yaml runs instead) or that is undecided;
+    ``parsing``: for a check of parse_args itself, which runs whichever follows."""
+    t = table()
+    unknown, given = set(unknown), set(given)
+    defaults = t["entry_defaults"].get(entry)
+    if not parsing and any(_truth(expr, State(args, unknown, given, world, defaults)) is not polarity for expr, polarity in t["entry"]):
+        return None
+    return lambda: State(args, unknown, given, world, defaults)
 
 
 def fires(check: dict, state: State):
