@@ -234,7 +234,8 @@ def precision(s: Shape, sharded: bool, tp: int, pp: int) -> str:
         return "autocast"
     if not s.ddp_replicate:
         return "param"
-    return "fp32" if tp > 1 or pp > 1 else "autocast"
+    # autocast to fp32 (mixed_precision_param = "float32") casts nothing
+    return "fp32" if tp > 1 or pp > 1 or s.compute_bytes >= 4 else "autocast"
 
 
 def stage_at_peak(index: int, layers: int, held: float, parts: dict, names: tuple, detail: bool) -> Stage:
