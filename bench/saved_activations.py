@@ -59,7 +59,7 @@ def _saved(spec, flavor: str, layers: int, device: str, mode: str) -> tuple:
     return seen, args
 
 
-def _static(name: str, args) -> float:
+def _static(name: str, args, mode: str) -> float:
     from meshlint.mesh.memory import Shape, layer_bytes_per_token
 
     head_dim = getattr(args, "head_dim", None) or args.dim // args.n_heads
@@ -74,7 +74,8 @@ def _static(name: str, args) -> float:
     s = Shape(framework="torchtitan", params=None, n_layers=args.n_layers, dim=args.dim, ffn_hidden=hidden,
               n_heads=args.n_heads, n_kv_heads=args.n_kv_heads or args.n_heads, head_dim=head_dim,
               vocab=args.vocab_size, tied=False, **extra)
-    return layer_bytes_per_token(s, "none", 1, False)
+    # the static model's regime for the mode (memory.precision); autocast's weight copies are per layer, not counted
+    return layer_bytes_per_token(s, "none", 1, False, "autocast" if mode == "autocast" else "param")
 
 
 def main() -> int:
@@ -108,7 +109,7 @@ def main() -> int:
                 key = f"{list(shape)} {dtype}"
                 counted[key] = counted.get(key, 0) + sign
         counted = {k: n for k, n in sorted(counted.items(), key=lambda kv: -kv[1]) if n}
-        static = _static(name, args)
+        static = _static(name, args, opts.mode)
         results["models"][f"{name} {flavor}"] = {"measured_bytes_per_token_layer": per_layer,
                                                  "static_bytes_per_token_layer": static,
                                                  "one_layer_saved": counted}

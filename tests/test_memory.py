@@ -90,7 +90,8 @@ def test_pipeline_stages_differ_at_the_ends():
     peak = _peak(LLAMA8._replace(ac="full"), tokens=8192, m=8, schedule="1F1B", pp=4, dp_shard=2)
     first, last = peak.stages[0], peak.stages[-1]
     assert first.microbatches_held == 4 and last.microbatches_held == 1
-    final = (8 * 4096 + 2 * 4096) * 8192  # the last stage's final norm and output-projection input
+    # the last stage's final norm (the fused kernel's bf16 input and fp32 rstd) and output-projection input
+    final = (2 * 4096 + 4 + 2 * 4096) * 8192
     assert first.terms["activations"] == pytest.approx(4 * (last.terms["activations"] - final))
     assert last.terms["logits_loss"] > 0 and first.terms["logits_loss"] == 0
     gpipe = _peak(LLAMA8._replace(ac="full"), tokens=8192, m=8, schedule="GPipe", pp=4, dp_shard=2)

@@ -57,6 +57,7 @@ FIELDS = {"n_layers": int, "n_heads": int, "n_kv_heads": int, "dim": int, "head_
           "shared_hidden_dim": int,       # a shared expert whose width is not a multiple of moe_hidden_dim
           "moe_layer_ids": str,           # which layers are MoE, as ranges: "1-26", "1,3,5"
           "linear_attention_layers": int, "linear_key_heads": int, "linear_value_heads": int,  # gated DeltaNet
+          "qk_norm": bool,                # a norm over each head's q and k (qwen3)
           "vision_n_heads": int,          # the vision tower's heads (tp must divide them too)
           "attn_type": str,               # 0.2.x: the flavor's attention implementation (sdpa, flex, varlen)
           "attn_masks": str,              # registry era: get_attention_masks under flex gives a "block_mask" or a "dict"

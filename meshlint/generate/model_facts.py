@@ -59,3 +59,12 @@ def _ranges(ids: list) -> str:
             out.append(f"{start}" if start == prev else f"{start}-{prev}")
             start = prev = i
     return ",".join(out)
+
+
+def put_qk_norm(facts: Facts, norms: list, also: tuple | list = ()) -> None:
+    """``qk_norm = true`` when every attention layer has a q_norm and a k_norm module (``norms``: the layers' q_norm
+    and k_norm values; ``also``: values whose origins cite them too): a norm over each head's q and k, which keeps
+    its own input for the backward (docs/cost-model.md, "Memory"). Absent from the table means none (MLA's q_norm
+    normalises the latent instead)."""
+    if norms and all(isinstance(n.v, (P.Obj, P.Leaf)) for n in norms):
+        facts.put("qk_norm", V(True, union_all(norms) | union_all(also)))

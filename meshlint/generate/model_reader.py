@@ -6,7 +6,7 @@ import ast
 import os
 
 from meshlint.generate import pyeval as P
-from meshlint.generate.model_facts import Facts, _ranges, union_all
+from meshlint.generate.model_facts import Facts, _ranges, put_qk_norm, union_all
 from meshlint.generate.model_refusals import _refusals_in
 from meshlint.generate.pyeval import EMPTY, V
 
@@ -497,6 +497,13 @@ class Reader:
                     val = self.attr(qkv, "head_dim")
             hd.append(val)
         self.same(facts, "head_dim", hd)
+        # the attention config's qk_norm (Attention.Config: one RMSNorm.Config builds q_norm and k_norm), or a
+        # config with q_norm and k_norm of its own; cited by the norms' widths (a config object has no line)
+        norms = [self.attr(a, n) if self.has(a, n) else V(None) for _, a in attn
+                 for n in (("qk_norm",) if self.has(a, "qk_norm") else ("q_norm", "k_norm"))]
+        widths = [self.attr(n, w) for n in norms if isinstance(n.v, P.Obj)
+                  for w in ("normalized_shape", "dim") if self.has(n, w)]
+        put_qk_norm(facts, norms, widths)
         # the first full-attention layer's RoPE bounds the training sequence (Decoder.Config.max_context_length;
         # 0.3.0 names it max_seq_len)
         first = attn[0][1]

@@ -34,7 +34,7 @@ from meshlint.generate.model_reader import Reader
 from meshlint.generate.model_refusals import converters, refusals
 
 ORDER = ("n_layers", "n_heads", "n_kv_heads", "dim", "head_dim", "vocab_size", "ffn_hidden_dim", "tied",
-         "attention", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+         "attention", "qk_norm", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
          "num_experts", "top_k", "shared_experts", "shared_hidden_dim", "moe_hidden_dim", "moe_layers",
          "moe_layer_ids", "linear_attention_layers", "linear_key_heads", "linear_value_heads", "vision_n_heads",
          "rope_max_len", "attn_type", "attn_masks", "attn_mask_keys", "params", "pipelining", "validator", "tp1_only", "pp1_only", "refuses_cp", "spec_name", "module",

@@ -17,7 +17,7 @@ import ast
 import os
 
 from meshlint.generate import pyeval as P
-from meshlint.generate.model_facts import Facts, _ranges, union_all
+from meshlint.generate.model_facts import Facts, _ranges, put_qk_norm, union_all
 from meshlint.generate.pyeval import EMPTY, V
 
 _FACTORIES = ("empty", "zeros", "ones", "randn", "rand", "full")
@@ -357,6 +357,7 @@ class V02Reader:
         facts.values["attention"] = "gqa"
         self.same(facts, "n_kv_heads", [self.attr(a, "n_kv_heads") for a in attn])
         self.same(facts, "head_dim", [self.attr(a, "head_dim") for a in attn])
+        put_qk_norm(facts, [self.attr(a, n) for a in attn for n in ("q_norm", "k_norm")])
 
     def same(self, facts: Facts, name: str, vals: list, why_none: str = "") -> None:
         if not vals:

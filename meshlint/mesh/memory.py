@@ -58,6 +58,7 @@ class Shape(NamedTuple):
     reshard_after_forward: bool = True  # False: every FSDP unit stays gathered from its forward to its backward
     sequence_parallel: bool = True  # False (Accelerate's TP: Transformers' tp_plan): norms whole on every tp rank
     norm_bytes: int = 8          # bytes per element an RMSNorm keeps besides its output (fp32 input and normalised)
+    qk_norm: bool = False        # a norm over each head's q and k (the model table's qk_norm: qwen3)
 
 
 class Stage(NamedTuple):
@@ -93,35 +94,43 @@ class Peak(NamedTuple):
         return out
 
 
-def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool, resid: int | None = None) -> float:
-    """Bytes one layer keeps for its backward, per token of the microbatch (before the cp split). ``resid``: the
-    bytes of an element of the residual stream (the block input), the compute dtype's unless given."""
+def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool, precision: str = "param") -> float:
+    """Bytes one layer keeps for its backward, per token of the microbatch (before the cp split). ``precision``:
+    how the step computes (``PRECISIONS``)."""
     d, F = s.dim or 0, s.ffn_hidden or 0
     hq = (s.n_heads or 0) * (s.head_dim or 0) or d             # query (and attention output) width
     kv = (s.n_kv_heads or s.n_heads or 0) * (s.head_dim or 0) or d
-    a = s.compute_bytes
+    a = 4 if precision == "fp32" else s.compute_bytes
+    r = _resid_bytes(s, precision)
+    tt = s.framework == "torchtitan"
+    autocast = tt and precision == "autocast"
     sp = tp if s.sequence_parallel else 1  # sequence parallel with tp: norm inputs are sequence-sharded
     # KempnerForge repeats K and V to every query head before SDPA (model/attention.py:174-175); torchtitan passes
     # enable_gqa (models/llama3/model/model.py:201)
     kv_saved = hq if s.framework == "kempnerforge" else kv
     heads = s.n_heads or 0
-    # RMSNorm in fp32 (torch's nn.RMSNorm and KempnerForge's model/norm.py:22-27 both upcast): it keeps the fp32
-    # input and the fp32 normalised tensor, 8 bytes per element whatever the compute dtype, on the sequence shard
-    norm = s.norm_bytes * d / sp
+    norm = norm_per_token(s, precision, tp)
+    # under autocast each projection keeps its own cast of the (fp32) norm output: wq, wk, wv; w1, w3 (measured)
+    attn_in, mlp_in = (3 * a * d, (1 if moe else 2) * a * d) if autocast else (a * d, a * d)
+    qk = 0.0
+    if s.qk_norm:
+        # the q and k norms over each head: the fused kernel's input and rstd per head; under autocast their input
+        # is bf16 (wq's output) and their weight fp32, so the norm decomposes: fp32 input and normalised
+        qk = ((8 if autocast else a) * (hq + kv) + 4 * (heads + (s.n_kv_heads or heads))) / tp
     # attention: its norm, the gathered norm output (QKV input), q, k, v, the SDPA output (o-proj input) and
     # SDPA's fp32 logsumexp per head (tests/memory_fake_worker.py measured each of these on torchtitan's block)
-    attn = norm + a * (d + (hq + 2 * kv_saved + hq) / tp) + 4 * heads / tp
+    attn = norm + attn_in + a * (hq + 2 * kv_saved + hq) / tp + 4 * heads / tp + qk
     if moe and s.moe_hidden:
         # routed: each token's top_k copies (permuted input, hidden of SwiGLU ×4, output), shared experts, router
         Fm = s.moe_hidden
         mlp_hidden = a * (s.top_k * (2 * d + 4 * Fm) + s.shared_experts * 4 * Fm) / tp + 4 * (s.num_experts or 0) / tp
     else:
         mlp_hidden = a * 4 * F / tp            # w1 out, w3 out, silu out, the product (w2 input)
-    mlp = norm + a * d + mlp_hidden
+    mlp = norm + mlp_in + mlp_hidden
     none = attn + mlp
     if ac == "none":
         return none
-    full = (resid or a) * d / sp               # the block input
+    full = r * d / sp                          # the block input
     if ac == "full":
         return full
     if ac == "memory_budget":
@@ -136,6 +145,24 @@ def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool, resid: int | No
     hidden = s.top_k * s.moe_hidden if moe and s.moe_hidden else F
     mm = a * (hq / tp + kv / tp + hidden / tp + d)
     return full + mm + a * hq / tp + 4 * heads / tp + (a * 2 * d / tp if tp > 1 else 0.0)
+
+
+def _resid_bytes(s: Shape, precision: str) -> int:
+    """The bytes of an element of the residual stream: fp32 unless the parameters are in the compute dtype (the
+    residual adds are no autocast op, and the embedding's output is in the parameters' dtype)."""
+    return s.compute_bytes if precision == "param" else 4
+
+
+def norm_per_token(s: Shape, precision: str, tp: int) -> float:
+    """Bytes an RMSNorm over the model's width keeps for its backward, per token."""
+    sp = tp if s.sequence_parallel else 1  # sequence parallel with tp: norm inputs are sequence-sharded
+    if s.framework == "torchtitan":
+        # torch's nn.RMSNorm, input and weight of one dtype: on a GPU the fused kernel, which keeps its input in
+        # its own dtype and an fp32 rstd per row (measured on an H100, bench/saved_activations_h100_*.json)
+        return (_resid_bytes(s, precision) * (s.dim or 0) + 4) / sp
+    # KempnerForge's model/norm.py:22-27 and Transformers' LlamaRMSNorm upcast in Python: the fp32 input and the
+    # normalised tensor (norm_bytes per element) whatever the compute dtype, on the sequence shard
+    return s.norm_bytes * (s.dim or 0) / sp
 
 
 def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatches: int, schedule: str | None,
@@ -166,13 +193,10 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
     expert_layer = experts / s.moe_layers if s.moe_layers else 0.0
     moe_every = L / s.moe_layers if s.moe_layers else 0
     tokens = (microbatch_tokens or 0) / (1 if kf else cp)   # KempnerForge does not split sequences over cp
-    a = s.compute_bytes
     stages = []
     per = [L // pp + (1 if i < L % pp else 0) for i in range(pp)]
-    # torchtitan without FSDP2 computes under autocast with fp32 parameters (distributed/utils.py
-    # maybe_enable_amp): the embedding's output, hence the residual stream and every block input, stays fp32
-    # (measured: debug model, no data-parallel dim)
-    per_token = _per_token(s, tp, 4 if not kf and not sharded else s.compute_bytes)
+    regime = precision(s, sharded, tp, pp)
+    per_token = _per_token(s, tp, regime)
     for i in (sorted({0, pp - 1}) if ends_only else range(pp)):
         layers = per[i]
         moe_n = round(layers / moe_every) if moe_every else 0
@@ -184,10 +208,34 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
         unsharded = p_dense / tp + p_exp / (ep * etp)                   # this stage's parameters, gathered
         unit = dense_layer / tp + expert_layer / (ep * etp) if moe_n else dense_layer / tp
         held = _held(pp, microbatches, schedule, i) if tokens else 0
+        # autocast keeps the bf16 copy of every matmul weight it cast (the output projection's too, tied or not;
+        # the embedding is no autocast op) for the backward (measured: a·layer_params per layer)
+        copies = (dense_layer * layers + p_exp + (V * d if last else 0)) * s.compute_bytes \
+            if regime == "autocast" and s.framework == "torchtitan" else 0.0
         parts = _parts(s, kf, sharded, pp, tp, ep, first, last, layers, moe_n, local, unsharded, unit, embed, out_w,
-                       tokens, held, microbatches, per_token, ddp)
+                       tokens, held, microbatches, per_token, ddp, regime, copies)
         stages.append(stage_at_peak(i, layers, held, parts, TERMS, detail))
     return Peak(tuple(stages), max(stages, key=lambda st: st.total))
+
+
+PRECISIONS = ("param", "autocast", "fp32")
+
+
+def precision(s: Shape, sharded: bool, tp: int, pp: int) -> str:
+    """How a step computes (``PRECISIONS``): "param" in the parameters' dtype (FSDP2's MixedPrecisionPolicy casts
+    them to the compute dtype; KempnerForge stores them in it); "autocast": fp32 parameters under autocast to the
+    compute dtype, whose residual stream stays fp32 (torchtitan 0.2.x without FSDP2: one GPU, or dp_replicate
+    alone, DDP; distributed/utils.py maybe_enable_amp; Accelerate without FSDP); "fp32": no mixed precision at all
+    (torchtitan 0.2.x without FSDP2 but with tp or pp: maybe_enable_amp returns a nullcontext). The registry
+    versions of torchtitan always apply FSDP2, so compute in the parameters' dtype even at one GPU."""
+    if s.framework == "kempnerforge" or sharded:
+        return "param"
+    if s.framework != "torchtitan":
+        return "autocast"
+    if not s.ddp_replicate:
+        return "param"
+    # autocast to fp32 (mixed_precision_param = "float32") casts nothing
+    return "fp32" if tp > 1 or pp > 1 or s.compute_bytes >= 4 else "autocast"
 
 
 def stage_at_peak(index: int, layers: int, held: float, parts: dict, names: tuple, detail: bool) -> Stage:
@@ -205,7 +253,8 @@ def stage_at_peak(index: int, layers: int, held: float, parts: dict, names: tupl
 
 def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: bool, last: bool, layers: int,
            moe_n: int, local: float, unsharded: float, unit: float, embed: float, out_w: float, tokens: float,
-           held: float, microbatches: int, per_token: dict, ddp: bool = False) -> dict:
+           held: float, microbatches: int, per_token: dict, ddp: bool = False, regime: str = "param",
+           copies: float = 0.0) -> dict:
     """What one stage holds at each moment of a step where its peak can fall: {phase: {term: bytes}}.
 
     The moments (docs/cost-model.md, "Memory": the phases; each measured on torchtitan's own step by
@@ -213,8 +262,10 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
     with every layer's activations still held ("loss_backward"), the backward of the stage's last layer (every
     layer's activations, the layer recomputed, its gradients, two units gathered, the reduce-scatter buffers:
     "layer_backward") and of its first (the gradients all produced, one layer's activations left:
-    "first_layer_backward"), and the optimizer step ("optimizer")."""
-    a, d, V = s.compute_bytes, s.dim or 0, s.vocab or 0
+    "first_layer_backward"), and the optimizer step ("optimizer"). ``regime``: ``precision``'s; ``copies``: the
+    bytes of the weights' autocast copies, held through the forward (autocast's cache, until the forward's
+    autocast region exits) and, without checkpointing, through the backward (saved by their matmuls)."""
+    a, d, V = 4 if regime == "fp32" else s.compute_bytes, s.dim or 0, s.vocab or 0
     states = {"params": local * s.state_bytes, "optimizer": 2 * local * s.state_bytes}
     grads = local * s.state_bytes
     accumulating = microbatches > 1
@@ -266,11 +317,13 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
         none = per_token["none", moe_n > 0] * tokens
         work = none - one_layer + a * (2 * d + 2 * (s.ffn_hidden or 0)) / tp * tokens
         moe = {"moe_dispatch": 2 * tokens / tp * s.top_k * d * a} if moe_n and ep > 1 else {}
-        fwd = {**states, **carried, "fsdp_unsharded": gathered_fwd, "activations": acts, **moe,
+        # the weights' autocast copies past the forward: those of the layers whose matmuls keep their inputs
+        kept = copies * _uncheckpointed(s)
+        fwd = {**states, **carried, "fsdp_unsharded": gathered_fwd, "activations": acts + copies, **moe,
                **({"reduce_buffers": reduce} if ddp else {})}
         if last and V:
-            # the final norm (fp32 input and normalised) and the output projection's gathered input
-            fwd["activations"] += (s.norm_bytes * d / (tp if s.sequence_parallel else 1) + a * d) * tokens
+            # the final norm and the output projection's (gathered) input
+            fwd["activations"] += (norm_per_token(s, regime, tp) + a * d) * tokens
             # the logits and the loss, by the elements of the logits this GPU computes (U: their fp32 bytes)
             if kf:
                 # bf16 cross-entropy on logits gathered to the full vocabulary (output ColwiseParallel with
@@ -287,20 +340,24 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
                 lp = s.loss_parallel and tp > 1
                 u = tokens * V * 4 / (tp if lp else 1)
                 forward_loss, backward_loss = (3.5 * u, 4 * u) if lp else (2.5 * u, 3 * u)
+                if a == 4:  # fp32 logits: the loss's .float() copies nothing, and they are u, not u/2
+                    forward_loss -= 0.5 * u
                 if s.framework == "accelerate":
                     # the training loop of Accelerate's examples keeps ``outputs`` (its bf16 logits) through backward
                     backward_loss += 0.5 * u
             phases["forward"] = {**fwd, "logits_loss": forward_loss}
-            phases["loss_backward"] = {**fwd, "logits_loss": backward_loss}
+            phases["loss_backward"] = {**fwd, "activations": fwd["activations"] - copies + kept,
+                                       "logits_loss": backward_loss}
         else:
             phases["forward"] = fwd
         bwd = {**states, **carried, "fsdp_unsharded": gathered_bwd, "reduce_buffers": reduce, **moe}
-        phases["layer_backward"] = {**bwd, "activations": acts, "recompute": work}
+        phases["layer_backward"] = {**bwd, "activations": acts + kept, "recompute": work}
         # the stage's first layer: every gradient produced (sharded unless sync is off), one layer's activations of
         # this microbatch left, the other microbatches' the stage holds
         rest = acts * (held - 1) / held if held else 0.0
         done = {"unsharded_grads": unsharded * s.reduce_bytes} if no_sync else {"grads": grads}
-        phases["first_layer_backward"] = {**bwd, **done, "activations": rest + one_layer, "recompute": work}
+        phases["first_layer_backward"] = {**bwd, **done, "activations": rest + one_layer + kept / max(1, layers),
+                                          "recompute": work}
     else:
         phases["forward"] = {**states, **carried, "fsdp_unsharded": gathered_fwd,
                              **({"reduce_buffers": reduce} if ddp else {})}
@@ -311,10 +368,21 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
     return phases
 
 
+def _uncheckpointed(s: Shape) -> float:
+    """The share of a stage's layers whose forward keeps everything for the backward (no checkpointing)."""
+    if s.ac == "none":
+        return 1.0
+    if s.ac == "memory_budget":
+        return max(0.0, min(1.0, s.memory_budget))
+    if s.ac == "selective" and s.ac_option.isdigit():
+        return 1 - 1 / max(1, int(s.ac_option))
+    return 0.0
+
+
 @lru_cache(maxsize=256)
-def _per_token(s: Shape, tp: int, resid: int) -> dict:
+def _per_token(s: Shape, tp: int, regime: str) -> dict:
     """Bytes per token per layer for the shape's AC mode and with none (the recomputed layer), dense and MoE."""
-    return {(ac, moe): layer_bytes_per_token(s, ac, tp, moe, resid)
+    return {(ac, moe): layer_bytes_per_token(s, ac, tp, moe, regime)
             for ac, moe in ((s.ac, False), (s.ac, True), ("none", False), ("none", True))}
 
 

@@ -79,7 +79,7 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
                  num_experts=experts, moe_layers=moe_layers, moe_hidden=moe_hidden, top_k=top_k if experts else 0,
                  shared_experts=shared, expert_params=expert_params, ac=ac, ac_option=option, memory_budget=budget,
                  state_bytes=state, compute_bytes=compute, foreach_optimizer=foreach, accumulate_unsharded=accumulate,
-                 loss_parallel=loss_parallel,
+                 loss_parallel=loss_parallel, qk_norm=not kf and e.get("qk_norm") is True,
                  # 0.2.x TOML (no registry types): parallelize.py applies DDP to dp_replicate alone; the registry
                  # versions always apply FSDP2 (apply_fsdp_to_decoder, "with shard_degree=1 ... still installs")
                  ddp_replicate=not kf and getattr(report.source, "types", None) is None)

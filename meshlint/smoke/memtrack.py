@@ -2,14 +2,16 @@
 
 ``smoke --memory`` (and the tests' sweep) run a framework's real training step under FakeTensorMode and the
 fake process group, where nothing is stored or computed; the trackers (MemTracker, FSDPMemTracker) count
-every tensor's bytes as the caching allocator would see them. Four things differ from a GPU run and are
+every tensor's bytes as the caching allocator would see them. Five things differ from a GPU run and are
 corrected here, each where it is done: DeviceMeshes built outside fake mode (``meshes_outside_fake_mode``);
-DTensor's sharding propagation and loss parallel's kernels (``tracker_class``); and phases, as the trackers
-have no reset of their peak (``PhaseMeter``).
+DTensor's sharding propagation and loss parallel's kernels (``tracker_class``); torch's rms_norm, fused on a GPU
+and decomposed on CPU (``rms_norm_as_on_gpu``); and phases, as the trackers have no reset of their peak
+(``PhaseMeter``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 _DTENSOR_STATE: dict = {"propagating": 0, "tracker": None}
@@ -67,7 +69,7 @@ def run_steps(model, optimizer, inputs: tuple, forward_backward) -> dict:
 
     tracker = make_tracker(model, optimizer, inputs)
     meter = PhaseMeter(tracker)
-    with tracker:
+    with tracker, rms_norm_as_on_gpu():
         for step in (1, 2):
             measuring = meter if step == 2 else None
             if measuring is not None:
@@ -214,3 +216,72 @@ def meshes_outside_fake_mode() -> None:
 
     DeviceMesh.__init__ = real(DeviceMesh.__init__)
     DeviceMesh._concatenate = staticmethod(real(DeviceMesh._concatenate))
+
+
+@contextlib.contextmanager
+def rms_norm_as_on_gpu():
+    """While measuring, torch's ``F.rms_norm`` (nn.RMSNorm's) saves for its backward what it saves on a GPU.
+
+    On CUDA, rms_norm with the input and the weight of one dtype runs the fused kernel, which keeps its input in
+    its own dtype and an fp32 rstd per row; on CPU the same call decomposes and keeps the fp32 input and the fp32
+    normalised tensor (8 bytes an element, measured on an H100 against CPU: bench/saved_activations.py). With the
+    dtypes matching, the call here is ``_FusedRMSNorm``, which saves what the fused kernel saves; with them
+    mismatched (a bf16 input and an fp32 weight under autocast) CUDA decomposes too, so the call is left alone."""
+    import torch.nn.functional as F
+
+    original = F.rms_norm
+    fused = _fused_rms_norm_class()
+
+    def rms_norm(input, normalized_shape, weight=None, eps=None):
+        if weight is not None and weight.dtype != input.dtype:
+            return original(input, normalized_shape, weight, eps)
+        dims = tuple(range(-len(normalized_shape), 0))
+        return fused.apply(input, weight, dims, _eps(input, eps))
+
+    F.rms_norm = rms_norm
+    try:
+        yield
+    finally:
+        F.rms_norm = original
+
+
+def _eps(input, eps):
+    import torch
+
+    return torch.finfo(input.dtype).eps if eps is None else eps
+
+
+@functools.lru_cache(maxsize=1)
+def _fused_rms_norm_class():
+    """An autograd Function computing rms_norm as CUDA's fused kernel does: fp32 arithmetic (fp64 for fp64), the
+    output in the input's dtype, the input and the rstd saved; its backward is the norm's gradient from them."""
+    import torch
+
+    class _FusedRMSNorm(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight, dims, eps):
+            acc = torch.promote_types(x.dtype, torch.float32)  # the kernel's accumulation type
+            rstd = torch.rsqrt(x.to(acc).pow(2).mean(dims, keepdim=True) + eps)
+            out = x.to(acc) * rstd
+            if weight is not None:
+                out = out * weight.to(acc)
+            ctx.dims = dims
+            ctx.save_for_backward(x, weight, rstd)
+            return out.to(x.dtype)
+
+        @staticmethod
+        def backward(ctx, grad):
+            x, weight, rstd = ctx.saved_tensors
+            normed = x.to(rstd.dtype) * rstd
+            g = grad.to(rstd.dtype)
+            gw = g * weight.to(rstd.dtype) if weight is not None else g
+            # d/dx of x·rstd·w: rstd·(g·w − x̂·mean(g·w·x̂)) over the normalised dims
+            dx = rstd * (gw - normed * (gw * normed).mean(ctx.dims, keepdim=True))
+            dw = None
+            if weight is not None and ctx.needs_input_grad[1]:
+                lead = tuple(range(x.dim() - weight.dim()))
+                dw = ((g * normed).sum(lead) if lead else g * normed).to(weight.dtype)
+            return dx.to(x.dtype), dw, None, None
+
+    return _FusedRMSNorm
+
