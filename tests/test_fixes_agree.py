@@ -102,3 +102,18 @@ def test_the_issue_example_agrees(tmp_path):
     assert {"ML103", "ML304", "ML305"} <= codes
     for _code, values in offered["tp"]:
         assert values <= {1, 2, 4, 8}
+
+
+def test_the_search_is_bounded_by_work_not_by_time():
+    """check's help lines must not depend on the machine's load: the search stops after a count of layouts, and
+    the same count gives the same answer however slow the machine."""
+    from meshlint.engine.search.valid import degree_choices as search
+
+    report = check_file(str(ROOT / "fixtures/rules/ML309-experts-not-divisible-by-ep/bad_torchtitan_24gpu.toml"),
+                        OPTIONS)
+    errors = OPTIONS._replace(rules=[r for r in RULES if r.severity == "error"])
+    whole = search(report, errors)
+    assert whole and search(report, errors, budget=(10 ** 6, 10 ** 6)) == whole
+    assert search(report, errors, budget=(3, 10 ** 6)) is None    # too few layouts enumerated
+    assert search(report, errors, budget=(10 ** 6, 1)) is None    # too few verified
+    assert degree_choices(report, OPTIONS) == whole               # check's own budget covers the fixtures' searches

@@ -105,7 +105,6 @@ def fixture_runs(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MESHLINT_CACHE_DIR", str(tmp_path_factory.mktemp("results-cache")))
         mp.delenv("MESHLINT_NO_CACHE", raising=False)
-        mp.setattr(check_module, "CHOICES_BUDGET_S", 600.0)
         mp.setattr(check_module, "check_all", memoized)
         uncached = {fmt: _run(files, fmt, cache=False) for fmt in FORMATS}
         cold = _run(files, "json")  # every TOML config misses, and is stored with its JSON entry

@@ -94,7 +94,7 @@ FACT_DOCS = {
     "problems": "list of invalid values: {key, expected, actual, value, note}",
     "choices": "help lines only: {degree: [values]} that appear in some layout passing every error rule at once "
                "on this config's world (one shared search, so findings never propose contradictory degrees); null "
-               "until a config has an error, and when the world is unknown or the search runs out of time",
+               "until a config has an error, and when the world is unknown or the search spends its budget of work",
     "config": "the whole config as the framework will use it, by section as its schema names them "
               "(config.checkpoint.enable, config.optimizer.param_groups[0].optimizer_name): the value the file or a "
               "launch override sets, else the schema's literal default; null where meshlint cannot read the value "

@@ -20,7 +20,6 @@ Public API:
 
 from __future__ import annotations
 
-import time
 
 import copy
 from typing import Iterator, NamedTuple
@@ -447,24 +446,29 @@ def valid_layouts(report, options, target: Target | None = None) -> Iterator[dic
     yield from Solver(report, options, target).layouts()
 
 
-def degree_choices(report, options, target: Target | None = None, deadline: float | None = None) -> dict | None:
+def degree_choices(report, options, target: Target | None = None, budget: tuple | None = None) -> dict | None:
     """``{degree: sorted values}``: the values of each degree that appear in some fully valid layout,
     the other degrees free (within ``target``'s --keep/--vary). The one computation every help line
     that proposes degrees should draw on, so no two findings of a config contradict each other.
     A degree with no valid value anywhere maps to []; the config's world unknown raises SolveError.
-    With ``deadline`` (a time.perf_counter() value) it gives up, returning None, once past it."""
+    With ``budget`` = (candidates, verifications) it gives up, returning None, once either count is spent: a
+    count of work, not a clock, so the answer never depends on how loaded the machine is."""
     solver = Solver(report, options, target)
     names = solver.space.names
     allowed = solver.allowed  # each degree's values that survive the single-degree rules (a superset)
     covered: dict = {n: set() for n in names}
-    clock = 0
+    candidates, verifications = budget or (None, None)
     for values in solver.candidates():
-        if deadline is not None:
-            clock += 1
-            if clock % 64 == 0 and time.perf_counter() > deadline:
+        if candidates is not None:
+            candidates -= 1
+            if candidates < 0:
                 return None  # over budget: the caller falls back to what it knows without the search
         if all(values[n] in covered[n] for n in names):
             continue
+        if verifications is not None:
+            verifications -= 1
+            if verifications < 0:
+                return None
         if solver.verify(values).ok:
             for n in names:
                 covered[n].add(values[n])
