@@ -30,15 +30,9 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import sys
 from typing import NamedTuple
 
 from meshlint.errors import MeshlintError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 FAIL_ON = ("error", "warning", "info", "never")
 TOPOLOGY_KEYS = {"world_size": int, "nodes": int, "gpus_per_node": int, "placement": str, "dialect": str}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import sys
 from functools import cached_property
 
 from meshlint.errors import InputError
@@ -17,12 +16,8 @@ from meshlint.fileread import read_upto
 from meshlint.keys import small_int as _small_int
 from meshlint.keys import split_key  # noqa: F401 - read from here by the readers too
 from meshlint.limits import MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_KEYS, MAX_LINE_CHARS, MAX_NESTING
+from meshlint import tomlfast
 from meshlint.inputs.tomlpos import Positions, scan, scan_comments
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on Python 3.10
-    import tomli as tomllib
 
 MAX_BYTES = MAX_FILE_BYTES  # the old name, for callers that read it
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -138,14 +133,21 @@ def parse_toml(text: str) -> dict:
     if len(text) > MAX_FILE_BYTES:  # characters <= bytes: only then can the UTF-8 be over the limit
         raise _too_large(len(text.encode("utf-8", "surrogatepass")), MAX_FILE_BYTES)
     check_text_limits(text)
+    data = tomlfast.loads(text)  # exactly tomllib's table, or None: then tomllib reads it (and words any error)
+    if data is None:
+        data = _tomllib_loads(text)
+    check_data_limits(text, data)
+    return data
+
+
+def _tomllib_loads(text: str) -> dict:
+    tomllib = tomlfast.tomllib_module()
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _toml_error(text, str(exc)) from None
     except (ValueError, RecursionError, MemoryError) as exc:  # the limits above should make these unreachable
         raise InputError("ML003", f"invalid TOML: {type(exc).__name__}: {str(exc)[:200]}") from None
-    check_data_limits(text, data)
-    return data
 
 
 def load_toml_file(path: str) -> dict:
