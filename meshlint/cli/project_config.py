@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from typing import NamedTuple
 
+from meshlint.record import record
 from meshlint.errors import MeshlintError
 
 FAIL_ON = ("error", "warning", "info", "never")
@@ -51,12 +51,14 @@ class ConfigError(MeshlintError):
     """An invalid project configuration (exit 2)."""
 
 
-class PerFile(NamedTuple):
+@record
+class PerFile:
     pattern: str
     settings: dict
 
 
-class ProjectConfig(NamedTuple):
+@record
+class ProjectConfig:
     path: str | None                    # the file it came from (None: no configuration found)
     root: str                           # directory that relative paths are resolved against
     topology: dict = {}                 # world_size / nodes / gpus_per_node / placement / dialect

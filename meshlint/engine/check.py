@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, NamedTuple
 
+from meshlint.record import record
 from meshlint.errors import InputError
 from meshlint.engine.filereport import (  # noqa: F401 - where they always were: imported from here by many modules
     REGISTRY_FILE,
@@ -20,6 +20,8 @@ from meshlint.engine.findings import Finding
 from meshlint.engine.resolve import analyse_parsed
 from meshlint.mesh.topology import CliTopology, Hint
 
+TYPE_CHECKING = False
+
 if TYPE_CHECKING:  # the pipeline's modules are imported where they run: a run answered from the
     # results cache (meshlint/cli/results_cache.py) imports this module for FileReport and never needs them
     from meshlint.frameworks.base import Resolution
@@ -27,7 +29,8 @@ if TYPE_CHECKING:  # the pipeline's modules are imported where they run: a run a
     from meshlint.engine.rules import Rule
 
 
-class Options(NamedTuple):
+@record
+class Options:
     """Everything that decides how one file is checked (see settings.Planner for how it is built)."""
 
     rules: list

@@ -8,10 +8,12 @@ imported by meshlint/frameworks/dialects.py (the dialects) and versions.module()
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from meshlint.record import record
 
 
-class Framework(NamedTuple):
+
+@record
+class Framework:
     name: str               # the dialect name: --dialect, a rule's ``dialects = [...]``, the JSON report
     module: str | None      # its dialect module, which detects its files by their section (None: read from
                             # launch lines only, by its version module: Megatron-LM)
@@ -28,7 +30,8 @@ FRAMEWORKS = (
 )
 
 
-class Entry(NamedTuple):
+@record
+class Entry:
     framework: str
     version: str            # the id: "0.2.x", "0.3.0", "main@b5bcd76c6"
     module: str             # the dialect module that models it
@@ -66,7 +69,8 @@ VERSIONS = (
 )
 
 
-class InputForm(NamedTuple):
+@record
+class InputForm:
     """Another framework's configs read as one version's (resolved by that version's module)."""
     framework: str
     name: str               # spec.framework["input"]
