@@ -21,18 +21,28 @@ from hypothesis import strategies as st
 from tomlsame import same, verdict
 
 from meshlint import tomlfast
+from meshlint.inputs.tomlpos import quick_scan, scan
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS = ROOT.parent / "shared" / "frameworks"
 
 
 def _both_ways(text: str) -> str:
-    """The verdict with the reader's line caches empty, then again with them filled by the same text."""
+    """The verdict with the reader's line caches empty, then again with them filled by the same text;
+    and on a document tomllib accepts, the line-at-a-time key positions are the full scan's or None."""
     tomlfast._KEYS.clear(), tomlfast._VALUES.clear(), tomlfast._HEADERS.clear()
     first = verdict(text)
     second = verdict(text)
     assert first == second, (first, second, text)
+    if _valid(text):
+        quick = quick_scan(text)
+        assert quick is None or _same_positions(quick, scan(text)), text
     return first
+
+
+def _same_positions(a, b) -> bool:
+    return (list(a.keys.items()) == list(b.keys.items()) and list(a.tables.items()) == list(b.tables.items())
+            and a.comments == b.comments and a.duplicates == b.duplicates)
 
 
 def _toml_files(root: Path):
@@ -54,7 +64,7 @@ def test_every_toml_file_at_hand_reads_as_tomllib_reads_it(where):
             text = path.read_bytes().decode()
         except (OSError, UnicodeDecodeError):
             continue
-        result = verdict(text)
+        result = _both_ways(text)
         assert not result.startswith("WRONG"), (path, result)
         counts[result] = counts.get(result, 0) + 1
     assert counts.get("accepted", 0) > 0, counts
@@ -68,6 +78,7 @@ def test_every_kempnerforge_and_torchtitan_config_takes_the_fast_path():
     readable = [t for t in texts if _valid(t) and '"""' not in t and "'''" not in t]
     assert len(readable) > 30
     assert [t for t in readable if _both_ways(t) != "accepted"] == []
+    assert sum(quick_scan(t) is not None for t in readable) > len(readable) // 2  # positions without the full scan
 
 
 def _valid(text: str) -> bool:
@@ -201,3 +212,18 @@ def test_the_line_caches_stay_bounded():
     text = "".join(f"[t{i}]\nk{i} = {i}\n" for i in range(tomlfast._CACHED + 50))
     assert same(tomlfast.loads(text), tomllib.loads(text))
     assert max(map(len, (tomlfast._KEYS, tomlfast._VALUES, tomlfast._HEADERS))) <= tomlfast._CACHED
+
+
+@pytest.mark.parametrize("text", [
+    "a = 1\n[t]\nb.c = 2\n  d = [1, 2 ,  3,]\n[[x]]\ny = 1\n[[x]]\n[x.z]\nw = []\n[[x.q]]\n# c\nk = 'v' # c2\n",
+    "[ a . b ]\nc = [ ]\n[a]\nd = [ 1 ]\n\t e = true\n",
+])
+def test_positions_line_at_a_time_are_the_full_scan_s(text):
+    quick = quick_scan(text)
+    assert quick is not None and _same_positions(quick, scan(text))
+
+
+@pytest.mark.parametrize("text", ['a = """x\ny"""\n', "a = {b = 1}\n", '"k" = 1\n', "a = [\n1]\n", "a = ['x,y']\n",
+                                  "a = [[1]]\n", "a = 1\r\n"])
+def test_positions_of_other_shapes_are_left_to_the_full_scan(text):
+    assert quick_scan(text) is None

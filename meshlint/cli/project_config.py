@@ -28,7 +28,6 @@ Command-line flags override everything here.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 
 from meshlint.record import record
@@ -80,6 +79,8 @@ class ProjectConfig:
         """Per-file settings that apply to ``path`` (later patterns override earlier ones)."""
         merged: dict = {}
         rel = os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
+        if self.per_file:
+            import fnmatch  # only for per-file patterns: it imports re
         for entry in self.per_file:
             if rel == entry.pattern or fnmatch.fnmatch(rel, entry.pattern) or \
                     fnmatch.fnmatch(os.path.basename(path), entry.pattern):

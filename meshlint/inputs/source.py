@@ -17,7 +17,7 @@ from meshlint.keys import small_int as _small_int
 from meshlint.keys import split_key  # noqa: F401 - read from here by the readers too
 from meshlint.limits import MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_KEYS, MAX_LINE_CHARS, MAX_NESTING
 from meshlint import tomlfast
-from meshlint.inputs.tomlpos import Positions, scan, scan_comments
+from meshlint.inputs.tomlpos import Positions, quick_scan, scan, scan_comments
 
 MAX_BYTES = MAX_FILE_BYTES  # the old name, for callers that read it
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
@@ -36,7 +36,7 @@ class Source:
 
     @cached_property
     def positions(self) -> Positions:
-        return scan(self.text)
+        return quick_scan(self.text) or scan(self.text)
 
     @cached_property
     def comments(self) -> list:
