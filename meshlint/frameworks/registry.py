@@ -18,13 +18,15 @@ class Framework:
     module: str | None      # its dialect module, which detects its files by their section (None: read from
                             # launch lines only, by its version module: Megatron-LM)
     cli_choice: bool        # offered by ``--dialect`` (Accelerate files are YAML, told apart by their keys)
+    section: str | None = None  # the table that tells its TOML files apart (its module's SECTION; None: never
+                                # detected in a TOML file), so detection imports no dialect module
 
 
 # in detection order
 FRAMEWORKS = (
-    Framework("kempnerforge", "meshlint.frameworks.kempnerforge.v5666d0d", True),
-    Framework("torchtitan", "meshlint.frameworks.torchtitan.v0_2", True),
-    Framework("native", "meshlint.frameworks.native.dialect", True),
+    Framework("kempnerforge", "meshlint.frameworks.kempnerforge.v5666d0d", True, "distributed"),
+    Framework("torchtitan", "meshlint.frameworks.torchtitan.v0_2", True, "parallelism"),
+    Framework("native", "meshlint.frameworks.native.dialect", True, "mesh"),
     Framework("accelerate", "meshlint.frameworks.accelerate", False),
     Framework("megatron", None, False),
 )
