@@ -11,6 +11,7 @@ is bench/bench_tomlfast.py.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from tomlsame import same, verdict
 
 from meshlint import tomlfast
+from meshlint.inputs import tomlpos
 from meshlint.inputs.tomlpos import quick_scan, scan
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,10 +36,20 @@ def _both_ways(text: str) -> str:
     first = verdict(text)
     second = verdict(text)
     assert first == second, (first, second, text)
+    _same_comments(text)
     if _valid(text):
         quick = quick_scan(text)
         assert quick is None or _same_positions(quick, scan(text)), text
     return first
+
+
+_COMMENTS = re.compile(tomlpos._STRINGS_OR_COMMENT_PATTERN, re.S)
+
+
+def _same_comments(text: str) -> None:
+    """The comments found a line at a time are the strings-or-comment pattern's (or left to it)."""
+    quick = tomlpos._line_comments(text)
+    assert quick is None or quick == tomlpos.comments_by(_COMMENTS, text), text
 
 
 def _same_positions(a, b) -> bool:
@@ -227,3 +239,25 @@ def test_positions_line_at_a_time_are_the_full_scan_s(text):
                                   "a = [[1]]\n", "a = 1\r\n"])
 def test_positions_of_other_shapes_are_left_to_the_full_scan(text):
     assert quick_scan(text) is None
+
+
+def test_comments_a_line_at_a_time_on_every_text_file_here():
+    """Python, shell and Markdown too: quotes, '#' in strings and unclosed quotes of every kind."""
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        dirnames[:] = [d for d in dirnames if d not in (".git", ".frameworks", "__pycache__")]
+        for name in filenames:
+            if name.endswith((".toml", ".py", ".sh", ".md")):
+                try:
+                    text = (Path(dirpath) / name).read_bytes().decode()
+                except (OSError, UnicodeDecodeError):
+                    continue
+                _same_comments(text)
+                count += tomlpos._line_comments(text) is not None
+    assert count > 200
+
+
+@pytest.mark.parametrize("text", ['a = "x # y" # z\n', "a = 'it''s' # c\n", 'a = "q\\"#" # c\n', 'a = "open # c\n',
+                                  "a = 'open # c\n", '# "\n"x" # c', "#\n#\r\n# é", 'a = "\\\\" # c'])
+def test_comments_a_line_at_a_time_tricky_lines(text):
+    assert tomlpos._line_comments(text) == tomlpos.comments_by(_COMMENTS, text)

@@ -22,7 +22,7 @@ from meshlint.inputs.tomlpos import Positions, quick_scan, scan, scan_comments
 MAX_BYTES = MAX_FILE_BYTES  # the old name, for callers that read it
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_NOCTTY = getattr(os, "O_NOCTTY", 0)
-_TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
+_TOML_AT = r"\(at line (\d+), column (\d+)\)"  # in tomllib's messages (an error path: re compiles it there)
 
 
 class Source:
@@ -167,7 +167,13 @@ _STRUCTURE_PATTERN = (
     r"|(?<![A-Za-z0-9_\-.])[+-]?[0-9][0-9A-Za-z_]{%d,}" % MAX_INT_DIGITS
 )
 _STRUCTURE: list = []  # compiled on first need (~0.4 ms): a typical config never needs the full scan
-_LONG_NUMBER = re.compile(r"[0-9][0-9A-Za-z_]{%d,}" % MAX_INT_DIGITS)
+_LONG_NUMBER = r"[0-9][0-9A-Za-z_]{%d,}" % MAX_INT_DIGITS  # searched only where a word is that long
+
+
+def _long_number(text: str) -> bool:
+    """Whether ``text`` has a number literal over the digit limit: such a run has no blank in it, so only a text
+    with a word that long is searched (compiling the pattern costs a run ~1 M instructions)."""
+    return max(map(len, text.split()), default=0) > MAX_INT_DIGITS and re.search(_LONG_NUMBER, text) is not None
 
 
 def check_text_limits(text: str) -> None:
@@ -186,7 +192,7 @@ def check_text_limits(text: str) -> None:
                                       f"{MAX_LINE_CHARS:,}", line, MAX_LINE_CHARS + 1, help=_HELP)
     if text.count(".") > MAX_NESTING:
         _check_dotted_keys(text)
-    if text.count("[") + text.count("{") <= MAX_NESTING and not _LONG_NUMBER.search(text):
+    if text.count("[") + text.count("{") <= MAX_NESTING and not _long_number(text):
         return
     if not _STRUCTURE:
         _STRUCTURE.append(re.compile(_STRUCTURE_PATTERN, re.S))
@@ -212,7 +218,7 @@ def check_text_limits(text: str) -> None:
 # One key segment (bare or quoted), and a chain of more of them than the nesting limit allows, in a key's place:
 # at the start of a line, after a table header's [ or [[, or after an inline table's { or ,
 _SEGMENT = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
-_DEEP_KEY = re.compile(r"(?:^|[\[{,])[ \t]*(%s(?:[ \t]*\.[ \t]*%s){%d,})" % (_SEGMENT, _SEGMENT, MAX_NESTING))
+_DEEP_KEY = r"(?:^|[\[{,])[ \t]*(%s(?:[ \t]*\.[ \t]*%s){%d,})" % (_SEGMENT, _SEGMENT, MAX_NESTING)
 
 
 def _check_dotted_keys(text: str) -> None:
@@ -223,7 +229,7 @@ def _check_dotted_keys(text: str) -> None:
     offset = 0
     for line in text.split("\n"):
         if line.count(".") >= MAX_NESTING:
-            match = _DEEP_KEY.search(line)
+            match = re.search(_DEEP_KEY, line)
             if match is not None and not _inside_string(text, offset + match.start(1)):
                 segments = len(re.findall(_SEGMENT, match.group(1)))
                 raise InputError("ML007", f"tables nested more than {MAX_NESTING} deep (dotted keys): a key of "
@@ -282,7 +288,7 @@ def _most_dots(text: str) -> int:
 
 def _toml_error(text: str, message: str) -> InputError:
     line, col = text.count("\n") + 1, 1  # "(at end of document)"
-    match = _TOML_AT.search(message)
+    match = re.search(_TOML_AT, message)
     if match:
         line, col = int(match.group(1)), int(match.group(2))
     message = re.sub(r"\s*\(at [^)]*\)$", "", message)
