@@ -37,12 +37,20 @@ def _targets(quick: bool) -> list:
     return out
 
 
-def _run(tree: str, args: list, cache: str) -> tuple:
+def _run(tree: str, args: list, cache: str, cwd: str) -> tuple:
+    # cwd: a directory of neither tree (``python -m`` puts the working directory first on sys.path, before
+    # PYTHONPATH), the same for both sides; the paths checked are absolute
     env = dict(os.environ, PYTHONPATH=tree, MESHLINT_CACHE_DIR=cache, NO_COLOR="1")
     env.pop("MESHLINT_NO_CACHE", None)
-    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", *args], capture_output=True, cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "check", *args], capture_output=True, cwd=cwd,
                           env=env, timeout=600)
     return proc.returncode, proc.stdout, proc.stderr
+
+
+def _which(tree: str, cwd: str) -> str:
+    env = dict(os.environ, PYTHONPATH=tree)
+    return subprocess.run([sys.executable, "-c", "import meshlint; print(meshlint.__file__)"], capture_output=True,
+                          text=True, cwd=cwd, env=env).stdout.strip()
 
 
 def main() -> int:
@@ -52,6 +60,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="each fixture directory as one run")
     args = parser.parse_args()
     scratch = tempfile.mkdtemp(prefix="meshlint-compare-")
+    args.before, args.after = os.path.abspath(args.before), os.path.abspath(args.after)
+    for tree in (args.before, args.after):
+        found = _which(tree, scratch)
+        if not found.startswith(os.path.join(tree, "meshlint") + os.sep):
+            sys.exit(f"{tree}: its meshlint is not the one imported ({found})")
     runs = differ = 0
     try:
         for n, target in enumerate(_targets(args.quick)):
@@ -61,7 +74,7 @@ def main() -> int:
                     got = {}
                     for side, tree in (("before", args.before), ("after", args.after)):
                         os.makedirs(caches[side], exist_ok=True)
-                        got[side] = _run(tree, ["--format", fmt, *target], caches[side])
+                        got[side] = _run(tree, ["--format", fmt, *target], caches[side], scratch)
                     runs += 1
                     if got["before"] != got["after"]:
                         differ += 1
