@@ -56,7 +56,10 @@ def _new(cls: type, fields: tuple, defaults: tuple):
     if template is None:
         args = ", ".join(f"a{i}" for i in range(len(fields)))
         template = _NEW[len(fields)] = eval(f"lambda _cls, {args}: _tuple_new(_cls, ({args},))", _GLOBALS).__code__
-    code = template.replace(co_varnames=("_cls", *fields), co_name="__new__", co_qualname=f"{cls.__qualname__}.__new__")
+    names = {"co_varnames": ("_cls", *fields), "co_name": "__new__"}
+    if hasattr(template, "co_qualname"):  # Python 3.11+: the name its errors give
+        names["co_qualname"] = f"{cls.__qualname__}.__new__"
+    code = template.replace(**names)
     fn = _function(code, _GLOBALS, "__new__", defaults or None)
     fn.__doc__ = f"Create new instance of {cls.__name__}({', '.join(fields)})"
     return fn
