@@ -34,9 +34,9 @@ the framework's command line does).
 
 from __future__ import annotations
 
-import json
 import os
 
+from meshlint import jsonfast
 from meshlint.errors import MeshlintError
 
 DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "schema")
@@ -89,7 +89,7 @@ class Schema:
     def data(self) -> dict:
         if self._data is None:
             with open(self.path, encoding="utf-8") as f:
-                self._data = json.load(f)
+                self._data = jsonfast.loads(f.read())
             _COMPILED.update(_prewritten(self.framework, self.version))
         return self._data
 
