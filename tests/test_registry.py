@@ -16,6 +16,8 @@ def test_every_registered_framework_is_a_dialect_module_of_that_name():
     for f in registry.FRAMEWORKS:
         if f.module:
             assert DIALECTS[f.name].NAME == f.name
+            module = DIALECTS[f.name]  # detection reads the registry's section, never the module
+            assert f.section == (module.SECTION if getattr(module, "TOML", True) else None)
             assert f.module.startswith(f"meshlint.frameworks.{f.name}")
 
 

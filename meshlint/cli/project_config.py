@@ -28,17 +28,10 @@ Command-line flags override everything here.
 
 from __future__ import annotations
 
-import fnmatch
 import os
-import sys
-from typing import NamedTuple
 
+from meshlint.record import record
 from meshlint.errors import MeshlintError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 FAIL_ON = ("error", "warning", "info", "never")
 TOPOLOGY_KEYS = {"world_size": int, "nodes": int, "gpus_per_node": int, "placement": str, "dialect": str}
@@ -57,12 +50,14 @@ class ConfigError(MeshlintError):
     """An invalid project configuration (exit 2)."""
 
 
-class PerFile(NamedTuple):
+@record
+class PerFile:
     pattern: str
     settings: dict
 
 
-class ProjectConfig(NamedTuple):
+@record
+class ProjectConfig:
     path: str | None                    # the file it came from (None: no configuration found)
     root: str                           # directory that relative paths are resolved against
     topology: dict = {}                 # world_size / nodes / gpus_per_node / placement / dialect
@@ -84,6 +79,8 @@ class ProjectConfig(NamedTuple):
         """Per-file settings that apply to ``path`` (later patterns override earlier ones)."""
         merged: dict = {}
         rel = os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
+        if self.per_file:
+            import fnmatch  # only for per-file patterns: it imports re
         for entry in self.per_file:
             if rel == entry.pattern or fnmatch.fnmatch(rel, entry.pattern) or \
                     fnmatch.fnmatch(os.path.basename(path), entry.pattern):

@@ -282,9 +282,9 @@ class ResultsCache:
         if raw is None:
             return None
         try:
-            import json
+            from meshlint import jsonfast
 
-            doc = json.loads(raw)
+            doc = jsonfast.loads(raw)
             return _decode(doc, key, path, need_json)
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError, _Bad):
             return None  # truncated, malformed, foreign or hostile: checked again and overwritten
@@ -297,9 +297,9 @@ class ResultsCache:
             return
         try:
             doc = _encode(key, report, fail_on, piece)
-            import json
+            from meshlint import jsonfast
 
-            text = json.dumps(doc, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+            text = jsonfast.dumps_compact(doc)  # json.dumps(doc, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
         except (_Bad, ValueError, TypeError, RecursionError):
             return  # something JSON cannot hold exactly (NaN, an integer past 4,300 digits): not cached
         data = text.encode("utf-8", "surrogatepass")

@@ -295,12 +295,12 @@ def _datasets(version: str | None) -> dict | None:
     """The generated dataset-name facts of a torchtitan version (read once per process), or None."""
     if not _DATASETS:
         import os
-        import tomllib
+
+        from meshlint import tomlfast
 
         path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "datasets.toml")
         try:
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
+            data = tomlfast.load(path)
         except (OSError, ValueError):
             data = {}
         for v, table in data.items():

@@ -13,22 +13,17 @@ so a typo fails at load time, naming the file and the field.
 from __future__ import annotations
 
 import os
-import sys
-from typing import NamedTuple
 
+from meshlint.record import record
 from meshlint.engine import expr
 from meshlint.errors import RuleFileError
 from meshlint.engine.facts import BOUND_NAMES, FACT_DOCS, GROUP_FIELDS
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema", "rule-v1.schema.json")
 
 
-class Rule(NamedTuple):
+@record
+class Rule:
     """One loaded rule; immutable (and picklable, for the rule cache)."""
 
     code: str

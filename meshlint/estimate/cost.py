@@ -26,20 +26,21 @@ Nothing here imports torch; all of it is arithmetic on the config's facts.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from meshlint.record import record
 from meshlint.mesh.devmesh import Axis, place
 
 GIB = 2 ** 30
 DEFAULT_OVERLAP = 0.5       # FSDP traffic hides behind half the compute time (docs/cost-model.md: calibration)
 
 
-class Link(NamedTuple):
+@record
+class Link:
     bandwidth: float     # GB/s per GPU, one direction (what a ring moves per GPU per second)
     latency_us: float    # per ring step (alpha)
 
 
-class Cluster(NamedTuple):
+@record
+class Cluster:
     """A node type on a fabric (the seed's HardwareTopology, with the numbers an alpha-beta model needs)."""
 
     node: str
@@ -157,7 +158,8 @@ def check_cluster(table) -> str | None:
 
 # ----------------------------------------------------------------------------- the workload
 
-class Workload(NamedTuple):
+@record
+class Workload:
     """The config's model and batch, as the cost model needs them (None: unknown)."""
 
     framework: str
@@ -239,7 +241,8 @@ def workload(report, options, profile: Cluster) -> Workload:
                     tuple(notes), mem)
 
 
-class AccelerateShape(NamedTuple):
+@record
+class AccelerateShape:
     """What Model.memory_peak prices an Accelerate run with: the model as Accelerate trains it and the settings
     that decide which ranks each state is sharded over (meshlint.estimate.memory_accelerate.layout)."""
 
@@ -276,7 +279,8 @@ def _accelerate_workload(report, spec) -> Workload | None:
                     AccelerateShape(shape, st))
 
 
-class MegatronShape(NamedTuple):
+@record
+class MegatronShape:
     """What Model.memory_peak hands meshlint.mesh.memory_megatron for a Megatron-LM launch: its options."""
 
     args: dict
@@ -415,7 +419,8 @@ def _int(value) -> int | None:
 
 # ----------------------------------------------------------------------------- the estimate
 
-class Estimate(NamedTuple):
+@record
+class Estimate:
     """One layout's estimate; times in seconds per iteration, memory in GiB per GPU."""
 
     time: float | None            # iteration time (None: no batch known)

@@ -10,15 +10,19 @@ A dialect module provides:
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
-
+from meshlint.record import record
 from meshlint.mesh.devmesh import Axis, Mesh
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs a first run ~17 M instructions
+    from typing import Any, Callable
 
 DEGREES = ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "etp")
 MAX_DEGREE = 1 << 24  # 16,777,216: larger than any cluster; bigger is a typo
 
 
-class Key(NamedTuple):
+@record
+class Key:
     path: str                    # dotted config path, e.g. "distributed.tp"
     type: str                    # int | bool | str | float | table
     default: Any = None
@@ -123,7 +127,8 @@ _TYPE_WORDS = {"int": "an integer", "bool": "true or false", "str": "a string", 
                "table": "a table", "array": "an array"}
 
 # A coercion policy: (key, raw value) -> (value the framework ends up with or None, note for the user)
-Coerce = Callable[[Key, Any], tuple]
+if TYPE_CHECKING:
+    Coerce = Callable[[Key, Any], tuple]
 
 
 def no_coercion(framework: str) -> Coerce:

@@ -3,11 +3,33 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 
 from meshlint.errors import InputError
 from meshlint.frameworks.registry import FRAMEWORKS
 
-DIALECTS = {f.name: importlib.import_module(f.module) for f in FRAMEWORKS if f.module}  # name -> dialect module
+
+class _Dialects(Mapping):
+    """name -> dialect module, each imported on first use: a KempnerForge run never imports the others."""
+
+    def __init__(self) -> None:
+        self._modules = {f.name: f.module for f in FRAMEWORKS if f.module}
+        self._loaded: dict = {}
+
+    def __getitem__(self, name: str):
+        module = self._loaded.get(name)
+        if module is None:
+            module = self._loaded[name] = importlib.import_module(self._modules[name])
+        return module
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+
+DIALECTS = _Dialects()
 NAMES = tuple(DIALECTS)
 
 
@@ -16,7 +38,7 @@ def detect(data: dict) -> str | None:
 
     A file with sections of two dialects is an error, not a guess.
     """
-    found = [name for name, module in DIALECTS.items() if getattr(module, "TOML", True) and module.SECTION in data]
+    found = [f.name for f in FRAMEWORKS if f.module and f.section is not None and f.section in data]
     if len(found) > 1:
         sections = " and ".join(f"[{DIALECTS[n].SECTION}] ({n})" for n in found)
         raise InputError("ML004", f"file has both {sections} sections; cannot tell which framework reads it",

@@ -28,16 +28,10 @@ version: generate its file into ``meshlint/data/`` and add a line to
 from __future__ import annotations
 
 import os
-import sys
 
-from meshlint import cachestore
+from meshlint import cachestore, tomlfast
 from meshlint.errors import MeshlintError
 from meshlint.limits import MAX_TOML_INT
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
 BUILTIN = os.path.join(DATA, "models.toml")
@@ -322,9 +316,8 @@ def load_builtin_file(path: str, aliases: bool = True) -> dict:
     """A shipped table file, whole (``sources`` included): its ``[_generated]`` header dropped, and
     (``aliases``) each generated entry also filed under its ModelSpec name and its module."""
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = tomlfast.load(path)
+    except (OSError, ValueError) as exc:  # tomllib's TOMLDecodeError is a ValueError
         raise ModelTableError(f"{path}: cannot read the model table: {exc}") from None
     data.pop("_generated", None)
     table = parse_table(data, path)
@@ -358,8 +351,7 @@ def sources_of(version: str, name: str, flavor: str) -> dict:
 def generated_header(version: str) -> dict:
     """The ``[_generated]`` table of a version's file: version, commit, command, unreadable."""
     path = os.path.join(DATA, VERSIONS[resolve_version(version)])
-    with open(path, "rb") as f:
-        return tomllib.load(f).get("_generated", {})
+    return tomlfast.load(path).get("_generated", {})
 
 
 _REGISTERED: dict = {}
@@ -378,7 +370,7 @@ def registered(version: str = DEFAULT_VERSION) -> frozenset | None:
                     if line.startswith("[") and not line.startswith("[_generated]"):
                         break
                     head.append(line)
-            found = tomllib.loads("".join(head)).get("_generated", {}).get("registered")
+            found = tomlfast.parse("".join(head)).get("_generated", {}).get("registered")
             if isinstance(found, list) and found and all(isinstance(n, str) for n in found):
                 names = frozenset(found)
         except (OSError, ValueError, KeyError):
@@ -404,7 +396,7 @@ def converters(version: str) -> dict:
                     if line.startswith("[") and not line.startswith("[_generated]"):
                         break
                     head.append(line)
-            for entry in tomllib.loads("".join(head)).get("_generated", {}).get("converters") or []:
+            for entry in tomlfast.parse("".join(head)).get("_generated", {}).get("converters") or []:
                 if isinstance(entry, dict) and isinstance(entry.get("name"), str):
                     found[entry["name"]] = {k: entry.get(k) for k in ("kind", "pads_dispatcher", "source")}
         except (OSError, ValueError, KeyError):

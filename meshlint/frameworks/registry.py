@@ -8,27 +8,32 @@ imported by meshlint/frameworks/dialects.py (the dialects) and versions.module()
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from meshlint.record import record
 
 
-class Framework(NamedTuple):
+
+@record
+class Framework:
     name: str               # the dialect name: --dialect, a rule's ``dialects = [...]``, the JSON report
     module: str | None      # its dialect module, which detects its files by their section (None: read from
                             # launch lines only, by its version module: Megatron-LM)
     cli_choice: bool        # offered by ``--dialect`` (Accelerate files are YAML, told apart by their keys)
+    section: str | None = None  # the table that tells its TOML files apart (its module's SECTION; None: never
+                                # detected in a TOML file), so detection imports no dialect module
 
 
 # in detection order
 FRAMEWORKS = (
-    Framework("kempnerforge", "meshlint.frameworks.kempnerforge.v5666d0d", True),
-    Framework("torchtitan", "meshlint.frameworks.torchtitan.v0_2", True),
-    Framework("native", "meshlint.frameworks.native.dialect", True),
+    Framework("kempnerforge", "meshlint.frameworks.kempnerforge.v5666d0d", True, "distributed"),
+    Framework("torchtitan", "meshlint.frameworks.torchtitan.v0_2", True, "parallelism"),
+    Framework("native", "meshlint.frameworks.native.dialect", True, "mesh"),
     Framework("accelerate", "meshlint.frameworks.accelerate", False),
     Framework("megatron", None, False),
 )
 
 
-class Entry(NamedTuple):
+@record
+class Entry:
     framework: str
     version: str            # the id: "0.2.x", "0.3.0", "main@b5bcd76c6"
     module: str             # the dialect module that models it
@@ -66,7 +71,8 @@ VERSIONS = (
 )
 
 
-class InputForm(NamedTuple):
+@record
+class InputForm:
     """Another framework's configs read as one version's (resolved by that version's module)."""
     framework: str
     name: str               # spec.framework["input"]

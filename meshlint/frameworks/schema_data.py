@@ -34,9 +34,9 @@ the framework's command line does).
 
 from __future__ import annotations
 
-import json
 import os
 
+from meshlint import jsonfast
 from meshlint.errors import MeshlintError
 
 DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "schema")
@@ -89,7 +89,7 @@ class Schema:
     def data(self) -> dict:
         if self._data is None:
             with open(self.path, encoding="utf-8") as f:
-                self._data = json.load(f)
+                self._data = jsonfast.loads(f.read())
             _COMPILED.update(_prewritten(self.framework, self.version))
         return self._data
 
@@ -884,7 +884,10 @@ def _cond(text: str) -> tuple:
     meshlint does not evaluate it. Prepared once per process."""
     out = _CONDS.get(text)
     if out is None:
-        if text.startswith("for "):
+        quick = _for_shape(text) if text.startswith("for ") else None
+        if quick is not None:
+            out = ("for", quick[0], _COMPILED[quick[1]])
+        elif text.startswith("for "):
             loop = _parsed(text)
             out = ("for", loop.target if loop is not None else None,
                    _compiled(_iter_text(text, loop)) if loop is not None else None)
@@ -892,6 +895,42 @@ def _cond(text: str) -> tuple:
             out = ("if", _compiled(text))
         _CONDS[text] = out
     return out
+
+
+class _Name:
+    """A ``for`` target's name, read by _bind as the parser's ``Name`` node is (``id``)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, name: str):
+        self.id = name
+
+
+class _Tuple:
+    """A ``for`` target's ``(a, b)``, read by _bind as the parser's ``Tuple`` node is (``elts``)."""
+
+    __slots__ = ("elts",)
+
+    def __init__(self, elts: list):
+        self.elts = elts
+
+
+_Name.__name__, _Tuple.__name__ = "Name", "Tuple"  # _bind dispatches on the node class's name
+
+
+def _for_shape(text: str) -> tuple | None:
+    """(target, iterable text) of ``for a in ...`` / ``for (a, b) in ...`` whose iterable is a prewritten
+    text, read without the parser (importing _ast costs ~10 M instructions); None for any other header."""
+    target, sep, iterable = text[4:].partition(" in ")
+    if not sep or iterable not in _COMPILED or iterable != iterable.strip() or "\n" in iterable:
+        return None
+    if _plain_name(target):
+        return _Name(target), iterable
+    if target[:1] == "(" and target[-1:] == ")":
+        names = target[1:-1].split(", ")
+        if len(names) > 1 and all(map(_plain_name, names)):
+            return _Tuple([_Name(n) for n in names]), iterable
+    return None
 
 
 _PARSED: dict = {}
@@ -1137,6 +1176,13 @@ def _seed(step: dict, members) -> tuple:
     resolved (the registered names), binding a local name to them so the message can show them."""
     if members is None:
         return step["condition"], {}
+    shape = _seed_shape(step["condition"])
+    if shape is not None:  # the usual shapes, read without the parser: importing _ast costs ~10 M instructions
+        attr, name = shape
+        local = {"__members__": list(members)}
+        if name is not None:
+            local[name] = list(members)
+        return f"self.{attr} not in __members__", local
     # ast.parse(text, mode="eval") is this compile() call; the node classes are _ast's own (ast.py re-exports
     # them): a check of the common path then never imports ast.py (~3 ms)
     import _ast
@@ -1151,6 +1197,31 @@ def _seed(step: dict, members) -> tuple:
     if isinstance(node.comparators[0], _ast.Name):
         local[node.comparators[0].id] = list(members)
     return f"self.{node.left.attr} not in __members__", local
+
+
+def _seed_shape(condition: str) -> tuple | None:
+    """(attr, name) of ``self.<attr> not in <name>`` - name None where the right side is a call
+    ``a.b()`` or a tuple or set of plain 'strings' - exactly as _seed's parse reads them; None for any other text."""
+    left, sep, right = condition.partition(" not in ")
+    if not sep or left[:5] != "self." or not _plain_name(left[5:]):
+        return None
+    if _plain_name(right):
+        return left[5:], right
+    if right.endswith("()") and all(map(_plain_name, right[:-2].split("."))):
+        return left[5:], None
+    if (right[:2], right[-2:]) in (("('", "')"), ("{'", "'}")):
+        items = right[1:-1].split(", ")
+        if all(len(i) >= 2 and i[0] == i[-1] == "'" and i[1:-1].isprintable() and not any(c in i[1:-1] for c in "'\\")
+               for i in items):
+            return left[5:], None
+    return None
+
+
+def _plain_name(text: str) -> bool:
+    """An ASCII identifier that is not a keyword: the parser reads it as a Name (or an attribute) as written."""
+    from keyword import iskeyword
+
+    return text.isascii() and text.isidentifier() and not iskeyword(text)
 
 
 _NAMES: dict = {}

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import sys
 from functools import cached_property
 
 from meshlint.errors import InputError
@@ -17,17 +16,13 @@ from meshlint.fileread import read_upto
 from meshlint.keys import small_int as _small_int
 from meshlint.keys import split_key  # noqa: F401 - read from here by the readers too
 from meshlint.limits import MAX_FILE_BYTES, MAX_INT_DIGITS, MAX_KEYS, MAX_LINE_CHARS, MAX_NESTING
-from meshlint.inputs.tomlpos import Positions, scan, scan_comments
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised only on Python 3.10
-    import tomli as tomllib
+from meshlint import tomlfast
+from meshlint.inputs.tomlpos import Positions, quick_scan, scan, scan_comments
 
 MAX_BYTES = MAX_FILE_BYTES  # the old name, for callers that read it
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_NOCTTY = getattr(os, "O_NOCTTY", 0)
-_TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
+_TOML_AT = r"\(at line (\d+), column (\d+)\)"  # in tomllib's messages (an error path: re compiles it there)
 
 
 class Source:
@@ -41,7 +36,7 @@ class Source:
 
     @cached_property
     def positions(self) -> Positions:
-        return scan(self.text)
+        return quick_scan(self.text) or scan(self.text)
 
     @cached_property
     def comments(self) -> list:
@@ -138,14 +133,21 @@ def parse_toml(text: str) -> dict:
     if len(text) > MAX_FILE_BYTES:  # characters <= bytes: only then can the UTF-8 be over the limit
         raise _too_large(len(text.encode("utf-8", "surrogatepass")), MAX_FILE_BYTES)
     check_text_limits(text)
+    data = tomlfast.loads(text)  # exactly tomllib's table, or None: then tomllib reads it (and words any error)
+    if data is None:
+        data = _tomllib_loads(text)
+    check_data_limits(text, data)
+    return data
+
+
+def _tomllib_loads(text: str) -> dict:
+    tomllib = tomlfast.tomllib_module()
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise _toml_error(text, str(exc)) from None
     except (ValueError, RecursionError, MemoryError) as exc:  # the limits above should make these unreachable
         raise InputError("ML003", f"invalid TOML: {type(exc).__name__}: {str(exc)[:200]}") from None
-    check_data_limits(text, data)
-    return data
 
 
 def load_toml_file(path: str) -> dict:
@@ -165,7 +167,13 @@ _STRUCTURE_PATTERN = (
     r"|(?<![A-Za-z0-9_\-.])[+-]?[0-9][0-9A-Za-z_]{%d,}" % MAX_INT_DIGITS
 )
 _STRUCTURE: list = []  # compiled on first need (~0.4 ms): a typical config never needs the full scan
-_LONG_NUMBER = re.compile(r"[0-9][0-9A-Za-z_]{%d,}" % MAX_INT_DIGITS)
+_LONG_NUMBER = r"[0-9][0-9A-Za-z_]{%d,}" % MAX_INT_DIGITS  # searched only where a word is that long
+
+
+def _long_number(text: str) -> bool:
+    """Whether ``text`` has a number literal over the digit limit: such a run has no blank in it, so only a text
+    with a word that long is searched (compiling the pattern costs a run ~1 M instructions)."""
+    return max(map(len, text.split()), default=0) > MAX_INT_DIGITS and re.search(_LONG_NUMBER, text) is not None
 
 
 def check_text_limits(text: str) -> None:
@@ -184,7 +192,7 @@ def check_text_limits(text: str) -> None:
                                       f"{MAX_LINE_CHARS:,}", line, MAX_LINE_CHARS + 1, help=_HELP)
     if text.count(".") > MAX_NESTING:
         _check_dotted_keys(text)
-    if text.count("[") + text.count("{") <= MAX_NESTING and not _LONG_NUMBER.search(text):
+    if text.count("[") + text.count("{") <= MAX_NESTING and not _long_number(text):
         return
     if not _STRUCTURE:
         _STRUCTURE.append(re.compile(_STRUCTURE_PATTERN, re.S))
@@ -210,7 +218,7 @@ def check_text_limits(text: str) -> None:
 # One key segment (bare or quoted), and a chain of more of them than the nesting limit allows, in a key's place:
 # at the start of a line, after a table header's [ or [[, or after an inline table's { or ,
 _SEGMENT = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
-_DEEP_KEY = re.compile(r"(?:^|[\[{,])[ \t]*(%s(?:[ \t]*\.[ \t]*%s){%d,})" % (_SEGMENT, _SEGMENT, MAX_NESTING))
+_DEEP_KEY = r"(?:^|[\[{,])[ \t]*(%s(?:[ \t]*\.[ \t]*%s){%d,})" % (_SEGMENT, _SEGMENT, MAX_NESTING)
 
 
 def _check_dotted_keys(text: str) -> None:
@@ -221,7 +229,7 @@ def _check_dotted_keys(text: str) -> None:
     offset = 0
     for line in text.split("\n"):
         if line.count(".") >= MAX_NESTING:
-            match = _DEEP_KEY.search(line)
+            match = re.search(_DEEP_KEY, line)
             if match is not None and not _inside_string(text, offset + match.start(1)):
                 segments = len(re.findall(_SEGMENT, match.group(1)))
                 raise InputError("ML007", f"tables nested more than {MAX_NESTING} deep (dotted keys): a key of "
@@ -280,7 +288,7 @@ def _most_dots(text: str) -> int:
 
 def _toml_error(text: str, message: str) -> InputError:
     line, col = text.count("\n") + 1, 1  # "(at end of document)"
-    match = _TOML_AT.search(message)
+    match = re.search(_TOML_AT, message)
     if match:
         line, col = int(match.group(1)), int(match.group(2))
     message = re.sub(r"\s*\(at [^)]*\)$", "", message)

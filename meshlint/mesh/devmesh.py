@@ -11,12 +11,13 @@ it) is ``{base + k*t : k < s}``. Everything here is O(number of dims), O(log)
 from __future__ import annotations
 
 from math import gcd, prod
-from typing import NamedTuple
 
+from meshlint.record import record
 from meshlint.limits import MAX_EXAMPLE_MEMBERS
 
 
-class Mesh(NamedTuple):
+@record
+class Mesh:
     name: str
     dims: tuple
     sizes: tuple
@@ -63,7 +64,8 @@ class Mesh(NamedTuple):
                 "ranks": self.size}
 
 
-class Axis(NamedTuple):
+@record
+class Axis:
     """A 1-D family of groups: ``size`` ranks ``stride`` apart, inside a mesh of ``span`` ranks."""
 
     name: str
@@ -96,7 +98,8 @@ class Axis(NamedTuple):
         return (rank // self.stride) % self.size
 
 
-class Placement(NamedTuple):
+@record
+class Placement:
     """How an axis's groups sit on nodes."""
 
     intra_node: bool        # every group inside one node

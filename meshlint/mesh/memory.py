@@ -14,7 +14,8 @@ own step measures them (bench/memory_vs_fake_tt.py). Nothing here imports torch.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import NamedTuple
+
+from meshlint.record import record
 
 GIB = 2 ** 30
 # Caching allocator: reserved over allocated at the peak (torchtitan's published max reserved against the allocated
@@ -26,7 +27,8 @@ TERMS = ("params", "grads", "optimizer", "unsharded_grads", "fsdp_unsharded", "r
          "recompute", "logits_loss", "moe_dispatch", "optimizer_step", "allocator_reserve", "cuda_context")
 
 
-class Shape(NamedTuple):
+@record
+class Shape:
     """The model and the recipe, as the memory arithmetic needs them (None: unknown)."""
 
     framework: str               # "kempnerforge" | "torchtitan" | "accelerate" (torchtitan's FSDP2 arithmetic)
@@ -61,7 +63,8 @@ class Shape(NamedTuple):
     qk_norm: bool = False        # a norm over each head's q and k (the model table's qk_norm: qwen3)
 
 
-class Stage(NamedTuple):
+@record
+class Stage:
     index: int
     layers: int
     microbatches_held: int
@@ -73,7 +76,8 @@ class Stage(NamedTuple):
     phase_terms: dict | None = None  # phase -> {term: bytes}, with estimate(..., detail=True)
 
 
-class Peak(NamedTuple):
+@record
+class Peak:
     stages: tuple                # Stage per pipeline stage (one without pp)
     peak: Stage                  # the largest
 

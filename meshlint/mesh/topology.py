@@ -16,8 +16,8 @@ Nothing is ever defaulted: a value no source gives stays unknown.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
+from meshlint.record import record
 from meshlint.limits import MAX_WORLD  # 16,777,216 ranks: larger than any cluster; bigger is a typo
 
 # Compiled on first use (~2 ms at import otherwise): a run answered from the results cache never needs them.
@@ -59,7 +59,8 @@ def _plain_run(text: str) -> bool:
 DIRECTIVE_KEYS = {"world_size", "gpus_per_node", "nodes"}
 
 
-class Hint(NamedTuple):
+@record
+class Hint:
     """One statement about the topology from one source."""
 
     source: str                 # human-readable, e.g. 'file name "70b_32gpu_tp4.toml"'
@@ -88,7 +89,8 @@ class Topology:
         return -(-self.world_size // self.gpus_per_node)
 
 
-class CliTopology(NamedTuple):
+@record
+class CliTopology:
     world_size: int | None = None
     nodes: int | None = None
     gpus_per_node: int | None = None

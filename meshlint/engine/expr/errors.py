@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from meshlint.record import record
+
 
 
 class ExprError(Exception):
@@ -29,7 +30,8 @@ class NeedFact(Exception):
         self.path = path
 
 
-class Missing(NamedTuple):
+@record
+class Missing:
     """The value of an unknown fact, remembering which fact it was."""
 
     path: str

@@ -4,18 +4,23 @@ the text form of a value in messages."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple
 
+from meshlint.record import record
 from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.values import (MAX_LIST, MAX_STR, _check_value, _deep_size, _int, _is_null, _need, _num,
                                          _truth, type_name)
 from meshlint.limits import MAX_ROUND_DIGITS, MAX_VALUE_DEPTH
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: importing typing costs a first run ~17 M instructions
+    from typing import Any, Callable
 from meshlint.mesh.devmesh import compact_ranks  # `ranks()` in messages
 
 
 # --------------------------------------------------------------------------- functions
 
-class FuncSpec(NamedTuple):
+@record
+class FuncSpec:
     fn: Callable[..., Any]
     min_args: int
     max_args: int

@@ -59,11 +59,11 @@ def encode_tree(node) -> list:
 def decode_tree(tree) -> tuple:
     """(root node, node count) of a cached expression tree (its JSON text); raises when it is not
     one the parser builds (``Expr._build`` then parses the expression's source instead)."""
-    import json
+    from meshlint import jsonfast
 
     if tree.__class__ is not str:
         raise BadTree("tree")
-    return _decode_node(json.loads(tree), 1)
+    return _decode_node(jsonfast.loads(tree), 1)
 
 
 def _decode_node(data, level: int) -> tuple:

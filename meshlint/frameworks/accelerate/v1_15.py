@@ -69,10 +69,10 @@ def facts() -> dict:
     """The generated facts of this release (facts-1.15.0.toml), read once."""
     if not _FACTS:
         import os
-        import tomllib
 
-        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), f"facts-{VERSION}.toml"), "rb") as f:
-            _FACTS.append(tomllib.load(f))
+        from meshlint import tomlfast
+
+        _FACTS.append(tomlfast.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), f"facts-{VERSION}.toml")))
     return _FACTS[0]
 
 

@@ -1,0 +1,70 @@
+"""@record classes behave as the named tuples they replace (collections.namedtuple, typing.NamedTuple)."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from collections import namedtuple
+
+import pytest
+
+from meshlint.mesh.devmesh import Mesh
+from meshlint.record import record
+
+
+@record
+class Point:
+    """A point."""
+
+    x: int
+    y: int = 0
+    label: str = "p"
+
+    def norm1(self) -> int:
+        return abs(self.x) + abs(self.y)
+
+
+Plain = namedtuple("Point", "x y label", defaults=(0, "p"))
+
+
+def _both(make):
+    return make(Point), make(Plain)
+
+
+@pytest.mark.parametrize("make", [lambda c: c(1), lambda c: c(1, 2), lambda c: c(x=3, label="q"),
+                                  lambda c: c._make([4, 5, "r"]), lambda c: c(1)._replace(y=9)])
+def test_the_same_values_repr_and_dict_as_namedtuple(make):
+    ours, theirs = _both(make)
+    assert tuple(ours) == tuple(theirs) and repr(ours) == repr(theirs) and ours._asdict() == theirs._asdict()
+    assert ours == theirs and hash(ours) == hash(theirs)
+
+
+def test_the_same_class_attributes_and_errors():
+    assert Point._fields == Plain._fields and Point._field_defaults == Plain._field_defaults
+    assert Point.__match_args__ == Plain.__match_args__ and Point.__slots__ == ()
+    assert Point.__new__.__defaults__ == Plain.__new__.__defaults__
+    for bad in (lambda c: c(), lambda c: c(1, 2, 3, 4), lambda c: c(z=1), lambda c: c._make([1]),
+                lambda c: c(1)._replace(z=2)):
+        errors = []
+        for cls in (Point, Plain):
+            with pytest.raises((TypeError, ValueError)) as exc:
+                bad(cls)
+            errors.append((type(exc.value), str(exc.value).replace(".__new__", "")))
+        assert errors[0] == errors[1]
+
+
+def test_members_pickling_and_copies():
+    p = Point(1, -2)
+    assert p.norm1() == 3 and Point.__doc__ == "A point." and Point.__qualname__ == "Point"
+    assert pickle.loads(pickle.dumps(p)) == p and type(pickle.loads(pickle.dumps(p))) is Point
+    assert copy.copy(p) == p and copy.deepcopy(p) == p and isinstance(p, tuple)
+    mesh = Mesh("m", ("dp",), (8,))  # a module-level record of the package: pickled by its name
+    assert type(pickle.loads(pickle.dumps(mesh))) is Mesh and pickle.loads(pickle.dumps(mesh)) == mesh
+
+
+def test_a_field_without_default_after_one_with_is_refused():
+    with pytest.raises(TypeError):
+        @record
+        class Bad:
+            a: int = 1
+            b: int
