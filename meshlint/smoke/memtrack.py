@@ -68,21 +68,27 @@ def run_steps(model, optimizer, inputs: tuple, forward_backward) -> dict:
     from torch.distributed.fsdp import FSDPModule
 
     tracker = make_tracker(model, optimizer, inputs)
-    meter = PhaseMeter(tracker)
+    # MemTracker refuses a module's second call unless its module stats are reset; FSDPMemTracker resets its own
+    reset = None if isinstance(model, FSDPModule) else tracker.reset_mod_stats
     with tracker, rms_norm_as_on_gpu():
-        for step in (1, 2):
-            measuring = meter if step == 2 else None
-            if measuring is not None:
-                if not isinstance(model, FSDPModule):
-                    tracker.reset_mod_stats()  # MemTracker refuses a module's second call otherwise
-                meter.close(None)
-            last = forward_backward(measuring, tracker)
-            if measuring is not None:
-                meter.close(last)
-            optimizer.step()
-            if measuring is not None:
-                meter.close("optimizer")
-            optimizer.zero_grad()
+        return _two_steps(PhaseMeter(tracker), optimizer, forward_backward, tracker, reset)
+
+
+def _two_steps(meter, optimizer, forward_backward, tracker=None, before_measured=None) -> dict:
+    """The two steps of ``run_steps`` (and ``run_steps_cuda``), the second measured phase by phase by ``meter``."""
+    for step in (1, 2):
+        measuring = meter if step == 2 else None
+        if measuring is not None:
+            if before_measured is not None:
+                before_measured()
+            meter.close(None)
+        last = forward_backward(measuring, tracker)
+        if measuring is not None:
+            meter.close(last)
+        optimizer.step()
+        if measuring is not None:
+            meter.close("optimizer")
+        optimizer.zero_grad()
     worst = meter.worst()
     return {"peak_bytes": meter.phases[worst]["Total"], "peak_phase": worst,
             "by_category": {k: v for k, v in meter.phases[worst].items() if k != "Total"}, "phases": meter.phases}
@@ -111,21 +117,7 @@ class CudaMeter:
 def run_steps_cuda(model, optimizer, forward_backward) -> dict:
     """``run_steps`` on a real GPU: the same two steps, the second measured by the allocator itself, phase by
     phase (what the fake-tensor measurement and the static estimate are checked against)."""
-    meter = CudaMeter()
-    for step in (1, 2):
-        measuring = meter if step == 2 else None
-        if measuring is not None:
-            meter.close(None)
-        last = forward_backward(measuring, None)
-        if measuring is not None:
-            meter.close(last)
-        optimizer.step()
-        if measuring is not None:
-            meter.close("optimizer")
-        optimizer.zero_grad()
-    worst = meter.worst()
-    return {"peak_bytes": meter.phases[worst]["Total"], "peak_phase": worst, "by_category": {},
-            "phases": meter.phases}
+    return _two_steps(CudaMeter(), optimizer, forward_backward)
 
 
 def for_loop_adamw(params, **options):
