@@ -48,7 +48,8 @@ def _varied(table: dict) -> dict:
     for c in _pipeline(table):
         names = _reads(c["condition"]) + [r for g in c["needs_guards"] for r in _reads(walk["guards"][str(g)]["test"])]
         names += [r for s in c["needs_steps"] for r in _reads(walk["steps"][str(s)]["value"])]
-        modelled = set(_converters()["lambdas"]) | set(_converters()["enums"])  # words the table converts
+        conv = _converters()  # words the table converts
+        modelled = set(conv["lambdas"]) | set(conv["enums"]) | set(conv.get("patterns", ()))
         out[c["site"]] = sorted({n for n in names if n in entries and n not in NOT_VARIED and (
             n in modelled or (n not in converted and n not in no_default))})
     return out
@@ -75,6 +76,19 @@ def _cases(n: int) -> list:
                 cases.append(case)
                 break
     return cases
+
+
+def _pattern_cases() -> list:
+    """Lines at the per-layer pattern options' checks (:1966, :1975 no-RoPE; :1760 MoE layers and the mlp CUDA
+    graph), which the seeded lines seldom reach first: ints, list expressions of right and wrong lengths, words
+    the parser refuses."""
+    base = ["--num-layers", "12", "--hidden-size", "256", "--num-attention-heads", "8", "--seq-length", "128",
+            "--max-position-embeddings", "128", "--micro-batch-size", "1", "--no-rope-fusion"]
+    rope = ["5", "4", "3", "0", "[1]+[0]*11", "[1]+[0]*10", "([0]*3+[1])*3", "([0]*3+[1])*2", "(1,0)*6", "[1] * 12"]
+    moe = ["1", "2", "[1]*12", "[0]+[1]*11"]
+    return [{"world": 8, "argv": base + ["--no-rope-freq", w]} for w in rope] + [
+        {"world": 8, "argv": base + ["--num-experts", "4", "--moe-layer-freq", w, "--cuda-graph-impl", "local",
+                                     "--cuda-graph-scope", "mlp"]} for w in moe]
 
 
 def _first(case: dict) -> str | None:
@@ -105,6 +119,9 @@ def _pools() -> tuple:
     for dest, cls in [*conv["enums"].items(), *((d, next((c for c in conv["members"] if c in lam["body"]), None))
                                                for d, lam in conv["lambdas"].items())]:
         literals.setdefault(dest, set()).update(conv["members"].get(cls, ()))  # the enum's members by name
+
+    for dest in conv.get("patterns", ()):  # per-layer patterns: an int, or a list expression of some length
+        literals.setdefault(dest, set()).update({"2", "3", "4", "5", "[0,1]*4", "([0]*3+[1])*2", "[1]+[0]*7"})
 
     def no_rope_fusion(words, rng):
         if rng.random() < 0.7:  # the fused RoPE needs Transformer Engine, which this CPU run has not (:1550)
@@ -147,7 +164,7 @@ def test_pipeline_verdicts_match_the_real_build():
     table = _table()
     order, modelled = table["order"], {c["site"] for c in table["checks"]}
     pipelined = {c["site"] for c in _pipeline(table)}
-    cases = _cases(N)
+    cases = _cases(N) + _pattern_cases()
     path = [os.environ["MEGATRON_LM_ROOT"]] + ([os.environ["MEGATRON_LM_DEPS"]] if os.environ.get("MEGATRON_LM_DEPS")
                                                else [])
     real = _run("build", cases, path)
@@ -254,3 +271,18 @@ def test_torch_dtypes_and_local_lambdas_are_followed():
     with pytest.raises(pyexpr.Undecided):  # a key the dict has not: the parser's choices refuse it first
         pyexpr.evaluate(lookup, lambda n: "fp64")
 
+
+def test_per_layer_patterns_are_converted_as_the_parser_does():
+    """--no-rope-freq and --moe-layer-freq go through arguments.py's _eval_pattern converters: an int, or a list
+    expression (no eval here); a word the parser would refuse, or a tuple, leaves the checks undecided."""
+    tc = "megatron/core/transformer/transformer_config.py:"
+    assert validate_checks.convert("no_rope_freq", "4") == 4
+    assert validate_checks.convert("no_rope_freq", "([0]*3+[1])*2") == [0, 0, 0, 1] * 2
+    for word in ("(1,0)*4", "[1] * 8", "__import__('os')", "4_0", "x"):
+        with pytest.raises(validate_checks.Undecided):
+            validate_checks.convert("no_rope_freq", word)
+    assert tc + "1966" in _sites(no_rope_freq="3")               # 8 layers, every 3rd: not divisible
+    assert tc + "1966" not in _sites(no_rope_freq="4")
+    assert tc + "1975" in _sites(no_rope_freq="[1]+[0]*6")        # 7 entries for 8 layers
+    assert not {tc + "1966", tc + "1975"} & set(_sites(no_rope_freq="[1]+[0]*7"))
+    assert not {tc + "1966", tc + "1975"} & set(_sites(no_rope_freq="[1] + [0]*6"))  # refused by the parser first

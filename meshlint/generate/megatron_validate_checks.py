@@ -543,9 +543,14 @@ def _converters(root: Path, tree: ast.Module, symbols: dict) -> dict:
     {"lambdas": {dest: {param, body}}: a ``type=lambda x: ...`` of arguments.py pyexpr evaluates (symbols as
     tokens), "enums": {dest: enum token}: an option argument_utils.py builds from an Enum field
     (``enum_type_handler``: ``config_type[cli_arg]``), "defaults": {dest: token}: an enum member default,
-    "members": {enum token: [member names]}}."""
+    "members": {enum token: [member names]}, "patterns": {dest: converter}: a converter that hands a word holding
+    ``[`` to ``_eval_pattern`` (a list expression of ints) and any other word to ``int``}."""
     table = flags.table()["flags"]
-    out: dict = {"lambdas": {}, "enums": {}, "defaults": {}, "members": {}}
+    out: dict = {"lambdas": {}, "enums": {}, "defaults": {}, "members": {}, "patterns": {}}
+    pattern_types = _pattern_converters(tree)
+    for entry in table.values():
+        if entry["type"] in pattern_types:
+            out["patterns"][entry["dest"]] = entry["type"]
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
                 and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in table):
@@ -574,6 +579,21 @@ def _converters(root: Path, tree: ast.Module, symbols: dict) -> dict:
         if "." in text and value.startswith(pyexpr.SYMBOL) and (
                 cls in out["enums"].values() or any(cls in c["body"] for c in out["lambdas"].values())):
             out["members"].setdefault(cls, []).append(text.split(".", 1)[1])
+    return out
+
+
+def _pattern_converters(tree: ast.Module) -> set:
+    """The converter functions of arguments.py of the one shape meshlint models: an int passes, a str holding
+    ``[`` returns ``_eval_pattern(x)`` (its characters checked, then evaluated), any other str returns ``int(x)``."""
+    out = set()
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef) or len(fn.args.args) != 1:
+            continue
+        x = fn.args.args[0].arg
+        returns = [ast.unparse(n.value) for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
+        if sorted(returns) == sorted([x, f"_eval_pattern({x})", f"int({x})"]) and \
+                f"'[' in {x}" in ast.unparse(fn):
+            out.add(fn.name)
     return out
 
 

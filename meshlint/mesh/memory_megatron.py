@@ -101,12 +101,20 @@ def moe_pattern(value, layers: int) -> tuple | None:
         text = value.strip()
         if text.isdigit():
             return moe_pattern(int(text), layers)
-        try:
-            got = _list_expr(ast.parse(text, mode="eval").body)
-        except (SyntaxError, ValueError, TypeError, RecursionError):
-            return None
-        return tuple(1 if x else 0 for x in got) if len(got) == layers else None
+        got = pattern_list(text)
+        return tuple(1 if x else 0 for x in got) if got is not None and len(got) == layers else None
     return None
+
+
+def pattern_list(text: str) -> list | None:
+    """A per-layer pattern written as a Python list expression (``([1]*3+[0]*1)*3``: what arguments.py's
+    _eval_pattern accepts for --moe-layer-freq and --no-rope-freq), evaluated without ``eval``; None for anything
+    else (a tuple, a name, a call, a list of millions)."""
+    try:
+        got = _list_expr(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+        return None
+    return got if isinstance(got, list) else None
 
 
 def _list_expr(node):

@@ -61,7 +61,7 @@ def partial() -> dict:
     their type converter is not modelled (the check decides where the launch does not give them)."""
     converted, _ = validate_checks.unmodelled()
     conv = validate_checks.table()["converters"]
-    unmodelled = converted - set(conv["lambdas"]) - set(conv["enums"])
+    unmodelled = converted - set(conv["lambdas"]) - set(conv["enums"]) - set(conv.get("patterns", ()))
     out = {}
     for c in checks():
         if c.get("replay") == PIPELINE:
@@ -79,6 +79,7 @@ def skipped() -> dict:
 
 
 _HOLE = re.compile(r"\{self\.(\w+)\}")
+_LEN_HOLE = re.compile(r"\{len\(self\.(\w+)\)\}")  # a pipeline check's message may show a list's length
 
 
 def refusals(args: dict, unknown=(), given=(), parsed: dict | None = None, world: int | None = None,
@@ -139,8 +140,10 @@ def _finding(c: dict, state, given: set) -> dict:
 
     def hole(m):
         try:
-            return str(state.value("args." + m.group(1)))
-        except Undecided:
+            value = state.value("args." + m.group(1))
+            return str(len(value) if m.re is _LEN_HOLE else value)
+        except (Undecided, TypeError):
             return m.group(0)
-    return {"site": c["site"], "message": _HOLE.sub(hole, c["message"]).strip() or c["condition"], "key": key,
+    message = _LEN_HOLE.sub(hole, _HOLE.sub(hole, c["message"]))
+    return {"site": c["site"], "message": message.strip() or c["condition"], "key": key,
             "options": ", ".join(validate_checks.flag(o) for o in options), "condition": c["shown"]}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -114,6 +115,22 @@ class State:
         return value
 
 
+def _pattern(dest: str, word: str):
+    """A per-layer pattern option's converter (moe_freq_type, no_rope_freq_type): ``int(word)``, or with ``[`` in
+    it the list _eval_pattern makes (only ``,0-9[]()+*`` allowed; evaluated without eval). Undecided where the
+    parser would refuse the word or the expression is not a plain list of ints."""
+    if "[" not in word:
+        if not re.fullmatch(r"\s*[+-]?\d+\s*", word):   # int() takes these; '_' digit groups are left undecided
+            raise Undecided(f"{dest}: {word}")
+        return int(word)
+    from meshlint.mesh.memory_megatron import pattern_list
+
+    got = pattern_list(word) if re.fullmatch(r"[,\d\[\]()+*]+", word) else None
+    if got is None or not all(isinstance(v, int) for v in got):
+        raise Undecided(f"{dest}: {word}")
+    return got
+
+
 def convert(dest: str, given):
     """What the parser's type converter makes of the words given to ``dest`` (a list for nargs): an enum member
     by name as a token (argument_utils' enum options; a ``type=lambda`` the table holds, evaluated), or Undecided
@@ -127,6 +144,8 @@ def convert(dest: str, given):
         elif dest in conv["lambdas"]:
             lam = conv["lambdas"][dest]
             value = pyexpr.evaluate(_parse(lam["body"]), _no_read, {lam["param"]: word})
+        elif dest in conv.get("patterns", ()):
+            value = _pattern(dest, word)
         else:
             raise Undecided(dest)
         if isinstance(value, pyexpr.Symbol) and value.name.rpartition("__")[2] not in members.get(
