@@ -328,10 +328,23 @@ def _variants(d: Path) -> list:
     return rows
 
 
-def variants(pattern: str | None) -> int:
+def run_smoke(args: list, env: dict, tmp: str, timeout: float) -> tuple:
+    """``meshlint smoke ARGS --format json`` in a process of its own, its TMPDIR ``tmp``: (the finished process,
+    its wall seconds, its JSON report or None when it printed none)."""
     import json
     import subprocess
 
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "meshlint", "smoke", *args, "--format", "json"], cwd=ROOT,
+                          env={**os.environ, **env, "TMPDIR": tmp}, capture_output=True, text=True, timeout=timeout)
+    seconds = time.perf_counter() - start
+    try:
+        return proc, seconds, json.loads(proc.stdout)
+    except ValueError:
+        return proc, seconds, None
+
+
+def variants(pattern: str | None) -> int:
     bad = 0
     with tempfile.TemporaryDirectory(prefix="mlb-var-") as tmp:
         d = Path(tmp)
@@ -341,14 +354,8 @@ def variants(pattern: str | None) -> int:
         for name, args, env, expected in _variants(d):
             if pattern and pattern.lower() not in name.lower():
                 continue
-            start = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "meshlint", "smoke", *args, "--format", "json"], cwd=ROOT,
-                                  env={**os.environ, **env, "TMPDIR": tmp}, capture_output=True, text=True,
-                                  timeout=900)
-            seconds = time.perf_counter() - start
-            try:
-                doc = json.loads(proc.stdout)
-            except ValueError:
+            proc, seconds, doc = run_smoke(args, env, tmp, 900)
+            if doc is None:
                 bad += 1
                 print(f"| {name} | | | {proc.returncode} | no report | | | | {seconds:.1f} | NO: "
                       f"{proc.stderr.strip()[-300:]!r} |", flush=True)

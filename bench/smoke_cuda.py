@@ -18,13 +18,12 @@ Exit 1 when any run did not end as expected.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench_smoke import run_smoke  # this folder is on the path when a script in it runs
 
 ROOT = Path(__file__).resolve().parents[1]
 MEGATRON = ROOT / ".frameworks" / "megatron-core-0.16.1"
@@ -94,17 +93,12 @@ def main() -> int:
         for i, (name, smoke_args, env, expected) in enumerate(_cases(Path(tmp), world)):
             if args.pattern and args.pattern.lower() not in name.lower():
                 continue
-            start = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-m", "meshlint", "smoke", *smoke_args, "--device", args.device,
-                                   "--format", "json", "-q", "--timeout", "240"], cwd=ROOT,
-                                  env={**os.environ, **env, "TMPDIR": tmp}, capture_output=True, text=True, timeout=600)
-            seconds = time.perf_counter() - start
+            proc, seconds, doc = run_smoke([*smoke_args, "--device", args.device, "-q", "--timeout", "240"], env,
+                                           tmp, 600)
             if args.out:
                 (args.out / f"run{i:02d}.json").write_text(proc.stdout)
                 (args.out / f"run{i:02d}.stderr").write_text(proc.stderr)
-            try:
-                doc = json.loads(proc.stdout)
-            except ValueError:
+            if doc is None:
                 bad += 1
                 print(f"| {name} | {proc.returncode} | no report | | | | | | {seconds:.1f} | NO: "
                       f"{proc.stderr.strip()[-300:]!r} |", flush=True)

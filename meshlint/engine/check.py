@@ -25,7 +25,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # the pipeline's modules are imported where they run: a run answered from the
     # results cache (meshlint/cli/results_cache.py) imports this module for FileReport and never needs them
     from meshlint.frameworks.base import Resolution
-    from meshlint.engine.run import Skip
     from meshlint.engine.rules import Rule
 
 
@@ -257,13 +256,3 @@ def _override(finding: Finding, severity: dict) -> Finding:
     level = severity.get(finding.code) or severity.get(finding.name)
     return finding._replace(severity=level) if level and level != finding.severity else finding
 
-
-def rules_by_code(rules: list[Rule]) -> dict:
-    return {r.code: r for r in rules}
-
-
-def skip_summary(skips: list[Skip]) -> dict:
-    out: dict[str, list[str]] = {}
-    for s in skips:
-        out.setdefault(s.needs, []).append(s.code)
-    return out

@@ -98,12 +98,6 @@ class Env:
 _NO_LETS: dict = {}
 
 
-def _null_path(v: Any) -> str | None:
-    if isinstance(v, Missing):
-        return v.path
-    return None
-
-
 def _need(v: Any) -> Any:
     if v is None:
         raise NeedFact("null")
