@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-from collections import namedtuple  # not typing.NamedTuple: importing typing costs a cached run ~4 ms
+from meshlint.record import record  # not typing.NamedTuple or collections.namedtuple: their imports cost every run
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
-class Finding(namedtuple("Finding", "code name severity message help key line col file skip",
-                         defaults=(None, False))):
+@record
+class Finding:
     """code, name, severity, message, help (or None), key (or None), line, col; file: the file the line
     is in, when not the report's own path (registry configs); skip: the rule is a skip note (it says what
     was not checked), which the text and github reports fold into one summary line."""
 
-    __slots__ = ()
+    code: str
+    name: str
+    severity: str
+    message: str
+    help: str | None
+    key: str | None
+    line: int
+    col: int
+    file: str | None = None
+    skip: bool = False
 
     def sort_key(self) -> tuple:
         return (self.line, self.col, -SEVERITY_RANK[self.severity], self.code)

@@ -119,15 +119,14 @@ def _install_compiled(fingerprint: tuple) -> None:
 
 
 def _install_part(part: str, fingerprint: tuple) -> None:
-    import importlib
-
     from meshlint.engine.expr.expression import COMPILED
+    from meshlint.modules import import_module
 
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules_compiled")
     if not _bytecode_ready(os.path.join(here, part + ".py")):
         return
     try:
-        module = importlib.import_module(f"meshlint.engine.rules_compiled.{part}")
+        module = import_module(f"meshlint.engine.rules_compiled.{part}")
     except ImportError:
         return
     if getattr(module, "FINGERPRINT", None) == fingerprint:
@@ -145,8 +144,11 @@ def _bytecode_ready(source: str) -> bool:
     """
     if not sys.dont_write_bytecode:
         return True
-    from importlib._bootstrap_external import MAGIC_NUMBER, cache_from_source
-
+    # importlib's path machinery, as loaded at start-up (the importlib package would cost ~2 M instructions)
+    external = sys.modules.get("_frozen_importlib_external")
+    if external is None:
+        import importlib._bootstrap_external as external
+    MAGIC_NUMBER, cache_from_source = external.MAGIC_NUMBER, external.cache_from_source
     try:
         with open(cache_from_source(source), "rb") as f:
             head = f.read(16)

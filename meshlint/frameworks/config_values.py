@@ -20,10 +20,10 @@ worked out once per process.
 
 from __future__ import annotations
 
-import re
+from meshlint import fastre
 
 _TEMPLATES: dict = {}  # (schema path, class qn) -> (defaults of the plain keys, {name: key} of table keys)
-_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+_PART = fastre.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
 def build(spec, data: dict, schema, unknown_of=None, types: dict | None = None, unknown=None) -> dict:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 
-from meshlint import jsonfast
+from meshlint import fastre, jsonfast
 from meshlint.errors import MeshlintError
 
 DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "schema")
@@ -947,10 +947,10 @@ def _prewritten(framework: str, version: str) -> dict:
     """text -> function (or None: not evaluated) for every text of the schema, imported from its prewritten
     module (Python's own bytecode cache makes that far cheaper than parsing and compiling each text here);
     {} when there is none. tests/test_schema_generated.py checks each module is what its schema gives now."""
-    import importlib
+    from meshlint.modules import import_module
 
     try:
-        return importlib.import_module(compiled_module(framework, version)).COMPILED
+        return import_module(compiled_module(framework, version)).COMPILED
     except ImportError:
         return {}
 
@@ -1161,10 +1161,8 @@ def _bind(target, item, local: dict):
 
 def _deepest(step: dict, values: "_Section"):
     """("section.key", value) of the first ``self.section.key`` the check reads that the config writes."""
-    import re
-
     text = step["condition"] + " " + " ".join(step.get("when", []))
-    for section, key in re.findall(r"\bself\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)", text):
+    for section, key in fastre.compile(r"\bself\.([A-Za-z_]\w*)\.([A-Za-z_]\w*)").findall(text):
         table = values.written.get(section)
         if isinstance(table, dict) and key in table:
             return f"{section}.{key}", table[key]
@@ -1227,12 +1225,14 @@ def _plain_name(text: str) -> bool:
 _NAMES: dict = {}
 
 
+def _self_field():  # ``self.name`` in a check's text
+    return fastre.compile(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)")
+
+
 def _self_names(text: str) -> set:
     names = _NAMES.get(text)
     if names is None:
-        import re
-
-        names = _NAMES[text] = set(re.findall(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)", text))
+        names = _NAMES[text] = set(_self_field().findall(text))
     return names
 
 
@@ -1241,17 +1241,12 @@ def _self_order(step: dict) -> list:
     text = step["condition"] + " " + " ".join(step.get("when", []))
     order = _NAMES.get(("order", text))
     if order is None:
-        import re
-
-        order = _NAMES[("order", text)] = list(dict.fromkeys(re.findall(r"\bself\.([A-Za-z_][A-Za-z0-9_]*)", text)))
+        order = _NAMES[("order", text)] = list(dict.fromkeys(_self_field().findall(text)))
     return order
 
 
 def _fill(message: str, values: _Section, local: dict) -> str:
     """A message template with f-string holes filled in where meshlint can (``...`` where it cannot)."""
-    import ast
-    import re
-
     def hole(m):
         expr, conv = m.group(1), m.group(2)
         fn = _compiled(expr)
@@ -1265,7 +1260,7 @@ def _fill(message: str, values: _Section, local: dict) -> str:
             return "..."
         return repr(value) if conv == "r" else str(value)
 
-    return re.sub(r"\{([^{}!:]+)(?:!([rsa]))?(?::[^{}]*)?\}", hole, message)
+    return fastre.compile(r"\{([^{}!:]+)(?:!([rsa]))?(?::[^{}]*)?\}").sub(hole, message)
 
 
 def _kempnerforge(typ: dict, raw):

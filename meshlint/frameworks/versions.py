@@ -23,7 +23,6 @@ Adding the next torchtitan version (say main at a later commit):
 from __future__ import annotations
 
 import os
-import re
 
 from meshlint.errors import MeshlintError
 
@@ -69,7 +68,7 @@ def canonical(framework: str, value: str | None, strict: bool = True) -> str | N
         if low in (a.lower() for a in e.aliases) or low == e.version.lower():
             return e.version
     sha = low.split("@", 1)[-1]
-    if len(sha) >= 7 and re.fullmatch(r"[0-9a-f]+", sha):
+    if len(sha) >= 7 and all(c in "0123456789abcdef" for c in sha):
         for e in rows:
             if e.commit.startswith(sha) or (len(e.commit) >= 7 and sha.startswith(e.commit)):
                 return e.version
@@ -78,9 +77,9 @@ def canonical(framework: str, value: str | None, strict: bool = True) -> str | N
 
 def module(framework: str, version: str):
     """The dialect module that models ``framework`` at ``version`` (imported on first use)."""
-    import importlib
+    from meshlint.modules import import_module
 
-    return importlib.import_module(entry(framework, version).module)
+    return import_module(entry(framework, version).module)
 
 
 def module_for_spec(spec):
@@ -152,7 +151,7 @@ def _scan(pkg: str) -> dict:
             except OSError:
                 texts[rel] = None
         text = texts[rel]
-        match = re.search(pattern, text, re.MULTILINE) if text else None
+        match = _search_lines(pattern, text) if text else None
         found[name] = (rel, text.count("\n", 0, match.start()) + 1) if match else None
     return found
 
@@ -217,9 +216,16 @@ def _has_registry_configs(pkg: str) -> bool:
         return False
     for name in names[:64]:
         text = _read_text(os.path.join(config, name))
-        if text and re.search(r"^class ParallelismConfig\b", text, re.MULTILINE):
+        if text and _search_lines(r"^class ParallelismConfig\b", text):
             return True
     return False
+
+
+def _search_lines(pattern: str, text: str):
+    """``re.search`` with ``re.MULTILINE``; re is imported here, not by every run that imports this module."""
+    import re
+
+    return re.search(pattern, text, re.MULTILINE)
 
 
 def _read_text(path: str) -> str | None:

@@ -7,9 +7,7 @@ that names the problem and, where there is one, the line and column.
 from __future__ import annotations
 
 import os
-import re
 import stat
-from functools import cached_property
 
 from meshlint.errors import InputError
 from meshlint.fileread import read_upto
@@ -25,6 +23,20 @@ _O_NOCTTY = getattr(os, "O_NOCTTY", 0)
 _TOML_AT = r"\(at line (\d+), column (\d+)\)"  # in tomllib's messages (an error path: re compiles it there)
 
 
+class _cached:
+    """``functools.cached_property`` without importing functools (with collections, ~10 M instructions a first
+    run): computed on first read and kept in the instance, which later reads find first; assignable."""
+
+    def __init__(self, fn):
+        self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
+
+
 class Source:
     """One parsed config file."""
 
@@ -34,11 +46,11 @@ class Source:
         self.data = data
         self.name = name    # file name, for the _<N>gpu convention
 
-    @cached_property
+    @_cached
     def positions(self) -> Positions:
         return quick_scan(self.text) or scan(self.text)
 
-    @cached_property
+    @_cached
     def comments(self) -> list:
         # every file needs its comments (directives, topology hints); only files
         # with findings need the full key scan behind ``positions``
@@ -173,7 +185,11 @@ _LONG_NUMBER = r"[0-9][0-9A-Za-z_]{%d,}" % MAX_INT_DIGITS  # searched only where
 def _long_number(text: str) -> bool:
     """Whether ``text`` has a number literal over the digit limit: such a run has no blank in it, so only a text
     with a word that long is searched (compiling the pattern costs a run ~1 M instructions)."""
-    return max(map(len, text.split()), default=0) > MAX_INT_DIGITS and re.search(_LONG_NUMBER, text) is not None
+    if max(map(len, text.split()), default=0) <= MAX_INT_DIGITS:
+        return False
+    import re  # only here: a first run's ~25 M instructions of re, enum and functools are paid only when asked
+
+    return re.search(_LONG_NUMBER, text) is not None
 
 
 def check_text_limits(text: str) -> None:
@@ -195,6 +211,8 @@ def check_text_limits(text: str) -> None:
     if text.count("[") + text.count("{") <= MAX_NESTING and not _long_number(text):
         return
     if not _STRUCTURE:
+        import re
+
         _STRUCTURE.append(re.compile(_STRUCTURE_PATTERN, re.S))
     depth = 0
     for match in _STRUCTURE[0].finditer(text):
@@ -229,6 +247,8 @@ def _check_dotted_keys(text: str) -> None:
     offset = 0
     for line in text.split("\n"):
         if line.count(".") >= MAX_NESTING:
+            import re  # only for a line that may be such a key
+
             match = re.search(_DEEP_KEY, line)
             if match is not None and not _inside_string(text, offset + match.start(1)):
                 segments = len(re.findall(_SEGMENT, match.group(1)))
@@ -243,6 +263,8 @@ def _inside_string(text: str, pos: int) -> bool:
     if '"""' not in text[:pos] and "'''" not in text[:pos] and "#" not in text[:pos]:
         return False
     if not _STRUCTURE:
+        import re
+
         _STRUCTURE.append(re.compile(_STRUCTURE_PATTERN, re.S))
     for match in _STRUCTURE[0].finditer(text):
         if match.start() > pos:
@@ -287,6 +309,8 @@ def _most_dots(text: str) -> int:
 
 
 def _toml_error(text: str, message: str) -> InputError:
+    import re  # an error path
+
     line, col = text.count("\n") + 1, 1  # "(at end of document)"
     match = re.search(_TOML_AT, message)
     if match:

@@ -13,11 +13,11 @@ the plan``). A suppression that suppresses nothing is reported by ML901 when ask
 
 from __future__ import annotations
 
-import re
+from meshlint import fastre
 from typing import NamedTuple
 
-_SUPPRESS = re.compile(r"\b(ignore-file|ignore)\b(?:\[([^\]]*)\])?")
-_PREFIX = re.compile(r"^\s*meshlint\s*:")
+_SUPPRESS = fastre.compile(r"\b(ignore-file|ignore)\b(?:\[([^\]]*)\])?")
+_PREFIX = fastre.compile(r"^\s*meshlint\s*:")
 
 
 class Suppression(NamedTuple):

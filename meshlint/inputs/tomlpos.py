@@ -11,8 +11,8 @@ array of tables (``[[mesh.dims]]``) or of an inline array.
 
 from __future__ import annotations
 
-import re
 
+from meshlint import fastre
 from meshlint.limits import MAX_NESTING
 
 Pos = tuple  # (line, col), both 1-based
@@ -310,8 +310,8 @@ class _Scanner:
 def scan(text: str) -> Positions:
     global _BARE_RUN, _PLAIN_VALUE, _STRING_RUN
     if _BARE_RUN is None:
-        _BARE_RUN, _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_\-]*"), re.compile(r"[^,\]}\n\r#]*")
-        _STRING_RUN = re.compile(r'[^"\\\n]+')
+        _BARE_RUN, _PLAIN_VALUE = fastre.compile(r"[A-Za-z0-9_\-]*"), fastre.compile(r"[^,\]}\n\r#]*")
+        _STRING_RUN = fastre.compile(r'[^"\\\n]+')
     scanner = _Scanner(text)
     try:
         scanner.document()
@@ -338,7 +338,7 @@ def scan_comments(text: str) -> list:
     if quick is not None:
         return quick
     if not _STRINGS_OR_COMMENT:
-        _STRINGS_OR_COMMENT.append(re.compile(_STRINGS_OR_COMMENT_PATTERN, re.S))
+        _STRINGS_OR_COMMENT.append(fastre.compile(_STRINGS_OR_COMMENT_PATTERN, fastre.S))
     return comments_by(_STRINGS_OR_COMMENT[0], text)
 
 

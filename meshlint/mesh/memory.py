@@ -13,8 +13,6 @@ own step measures them (bench/memory_vs_fake_tt.py). Nothing here imports torch.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from meshlint.record import record
 
 GIB = 2 ** 30
@@ -383,11 +381,19 @@ def _uncheckpointed(s: Shape) -> float:
     return 0.0
 
 
-@lru_cache(maxsize=256)
+_PER_TOKEN: dict = {}  # (shape, tp, regime) -> _per_token's answer; a dict, not functools (its import costs a run)
+
+
 def _per_token(s: Shape, tp: int, regime: str) -> dict:
     """Bytes per token per layer for the shape's AC mode and with none (the recomputed layer), dense and MoE."""
-    return {(ac, moe): layer_bytes_per_token(s, ac, tp, moe, regime)
-            for ac, moe in ((s.ac, False), (s.ac, True), ("none", False), ("none", True))}
+    key = (s, tp, regime)
+    hit = _PER_TOKEN.get(key)
+    if hit is None:
+        if len(_PER_TOKEN) >= 256:  # a layout search asks for many shapes: keep the cache bounded
+            _PER_TOKEN.clear()
+        hit = _PER_TOKEN[key] = {(ac, moe): layer_bytes_per_token(s, ac, tp, moe, regime)
+                                 for ac, moe in ((s.ac, False), (s.ac, True), ("none", False), ("none", True))}
+    return hit
 
 
 LOOPED = ("Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble")

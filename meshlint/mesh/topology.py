@@ -15,30 +15,30 @@ Nothing is ever defaulted: a value no source gives stays unknown.
 
 from __future__ import annotations
 
-import re
-
+from meshlint import fastre
 from meshlint.record import record
 from meshlint.limits import MAX_WORLD  # 16,777,216 ranks: larger than any cluster; bigger is a typo
 
-# Compiled on first use (~2 ms at import otherwise): a run answered from the results cache never needs them.
+# Compiled on first use: a run answered from the results cache never needs them (fastre: precompiled, no re)
 _PATTERNS = {
-    "directive": (r"^\s*meshlint\s*:\s*(.*)$", 0),
+    "directive": lambda: fastre.compile(r"^\s*meshlint\s*:\s*(.*)$"),
     # ASCII digits only ([0-9], not \d: int() of other Unicode digits may fail or surprise), and the
     # number is taken whole, then range-checked by _count(): never int() of thousands of digits
-    "filename_gpus": (r"(?:^|[_\-.])([0-9]+)gpus?(?=[_\-.]|$)", re.IGNORECASE),
-    "shape": (r"\b([0-9]+)\s*(?:nodes?|hosts?)\s*(?:[x×*]|by)\s*([0-9]+)\b", re.IGNORECASE),
-    "flag": (r"--(nproc[_-]per[_-]node|nnodes|nodes|ntasks[_-]per[_-]node|gpus[_-]per[_-]node|ntasks)"
-             r"[= ]([0-9]+)\b", 0),
-    "plain_run": (r"^\W*(?:[\w ]+:)?\s*python3?\s+\S+\.py\b", 0),  # "Single GPU:  python scripts/train.py"
-    "launcher": (r"\b(torchrun|srun|sbatch|salloc|mpirun)\b", 0),
+    "filename_gpus": lambda: fastre.compile(r"(?:^|[_\-.])([0-9]+)gpus?(?=[_\-.]|$)", fastre.IGNORECASE),
+    "shape": lambda: fastre.compile(r"\b([0-9]+)\s*(?:nodes?|hosts?)\s*(?:[x×*]|by)\s*([0-9]+)\b", fastre.IGNORECASE),
+    "flag": lambda: fastre.compile(r"--(nproc[_-]per[_-]node|nnodes|nodes|ntasks[_-]per[_-]node|gpus[_-]per[_-]node"
+                                   r"|ntasks)[= ]([0-9]+)\b"),
+    # "Single GPU:  python scripts/train.py"
+    "plain_run": lambda: fastre.compile(r"^\W*(?:[\w ]+:)?\s*python3?\s+\S+\.py\b"),
+    "launcher": lambda: fastre.compile(r"\b(torchrun|srun|sbatch|salloc|mpirun)\b"),
 }
 _COMPILED: dict = {}
 
 
-def _re(name: str) -> re.Pattern:
+def _re(name: str):
     pattern = _COMPILED.get(name)
     if pattern is None:
-        pattern = _COMPILED[name] = re.compile(*_PATTERNS[name])
+        pattern = _COMPILED[name] = _PATTERNS[name]()
     return pattern
 
 

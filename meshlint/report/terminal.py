@@ -10,17 +10,19 @@ and GitHub output stay exact (they have their own escaping).
 
 from __future__ import annotations
 
-import re
 import sys
+
+from meshlint import fastre
 
 # C0 controls but tab (and newline where layout needs it), DEL, C1 controls, the Arabic letter
 # mark, zero-width space, LRM/RLM, line/paragraph separators, bidi embeddings, overrides and
 # isolates, and the BOM. (Zero-width joiners stay: scripts and emoji need them.)
-_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff"
+_UNSAFE = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]"
+_UNSAFE_OR_NEWLINE = "[\n\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028-\u202e\u2066-\u2069\ufeff]"
 _PATTERNS: dict = {}  # compiled on first need: most text is printable and never needs them
 
 
-def _escape(match: re.Match) -> str:
+def _escape(match) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
@@ -31,7 +33,7 @@ def safe(text: str, newlines: bool = False) -> str:
         return text
     pattern = _PATTERNS.get(newlines)
     if pattern is None:
-        pattern = _PATTERNS[newlines] = re.compile(f"[{_UNSAFE}]" if newlines else f"[\n{_UNSAFE}]")
+        pattern = _PATTERNS[newlines] = fastre.compile(_UNSAFE) if newlines else fastre.compile(_UNSAFE_OR_NEWLINE)
     return pattern.sub(_escape, text)
 
 

@@ -20,9 +20,9 @@ Facts mirrored from KempnerForge's own code (shared/DIALECTS.md):
 from __future__ import annotations
 
 import math
-import re
 from math import prod
 
+from meshlint import fastre
 from meshlint.frameworks.base import (
     Key,
     Resolution,
@@ -330,9 +330,9 @@ def _str(table: dict, key: str, default: str):
 # ``--``: ``--distributed.tp 4`` passes tp = "true" and drops the 4.
 SECTIONS = ("model", "train", "optimizer", "scheduler", "data", "eval", "distributed", "checkpoint", "metrics",
             "profiling", "vision_encoder", "adapter", "vlm", "video")  # JobConfig's fields (config/job.py:42-55)
-_SPACE_FORM = re.compile(r"(?<![\w=.-])--([A-Za-z_]\w*(?:\.[A-Za-z_][\w-]*)+)[ \t]+(?![-\\])(\S+)")
+_SPACE_FORM = fastre.compile(r"(?<![\w=.-])--([A-Za-z_]\w*(?:\.[A-Za-z_][\w-]*)+)[ \t]+(?![-\\])(\S+)")
 _COMMAND_WORDS = ("train.py", "torchrun", "srun ", "sbatch ", "python ", "uv run", ".sh ", "--nproc")
-_VALUE_LIKE = re.compile(r"""^(?:[-+]?\.?[0-9][\w.+-]*|true|false|True|False|yes|no"""
+_VALUE_LIKE = fastre.compile(r"""^(?:[-+]?\.?[0-9][\w.+-]*|true|false|True|False|yes|no"""
                          r"""|"[^"]*"|'[^']*'|\[.*|<.*>|\S*/\S*)$""")
 def _fits(typ: dict | None, word: str) -> bool:
     """Whether ``word`` reads as a value of the key's type (outside a command line, only such words count)."""
@@ -344,14 +344,14 @@ def _fits(typ: dict | None, word: str) -> bool:
     if kind == "bool":
         return word in ("true", "false", "True", "False", "1", "0", "yes", "no")
     if kind in ("int", "float"):
-        return bool(re.match(r"^[-+]?\.?[0-9][0-9_.eE+-]*$", word))
+        return bool(fastre.compile(r"^[-+]?\.?[0-9][0-9_.eE+-]*$").match(word))
     if kind == "str":
-        return bool(re.match(r"""^(?:\S*[/<>"'.]\S*)$""", word))
+        return bool(fastre.compile(r"""^(?:\S*[/<>"'.]\S*)$""").match(word))
     return bool(_VALUE_LIKE.match(word))
 
 
-_EQUALS_FORM = re.compile(r"--[A-Za-z_]\w*\.[\w.-]+=")
-_EQUALS_OVERRIDE = re.compile(r"(?<![\w=.-])--([A-Za-z_]\w*(?:\.[A-Za-z_][\w-]*)+)=(\S*)")
+_EQUALS_FORM = fastre.compile(r"--[A-Za-z_]\w*\.[\w.-]+=")
+_EQUALS_OVERRIDE = fastre.compile(r"(?<![\w=.-])--([A-Za-z_]\w*(?:\.[A-Za-z_][\w-]*)+)=(\S*)")
 
 
 def equals_overrides(comments: list) -> list:
