@@ -120,9 +120,9 @@ def load(key: str | None):
     if raw is None:
         return None
     try:
-        import json
+        from meshlint import jsonfast  # json's own C scanner, without json's import (and re's)
 
-        doc = json.loads(raw)
+        doc = jsonfast.loads(raw)
         if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("key") != key:
             return None
         return decode(doc.get("kind"), doc.get("value"))
@@ -139,21 +139,32 @@ def store(key: str | None, value) -> None:
     except Bad:
         return  # something JSON cannot hold (a date in a rule's params): just not cached
     try:
-        import json
-        import tempfile
+        from meshlint import jsonfast
 
-        text = json.dumps({"format": FORMAT, "meshlint": __version__, "key": key, "kind": kind, "value": encoded},
-                          separators=(",", ":"), allow_nan=False)
+        text = jsonfast.dumps_compact({"format": FORMAT, "meshlint": __version__, "key": key, "kind": kind,
+                                       "value": encoded})
         os.makedirs(directory, mode=0o700, exist_ok=True)
         if not _trusted_dir(directory):
             return  # a directory others can write: never used, so never written either
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".rules-", suffix=".tmp")  # mode 0600
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, _file_for(directory, key))
+        write_private(_file_for(directory, key), text.encode("utf-8", "surrogatepass"))
         _prune(directory, keep=KEEP)
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, TypeError, RecursionError):
         pass  # a read-only home is fine: the cache is only an optimisation
+
+
+def write_private(final: str, data: bytes) -> None:
+    """``data`` as the file ``final``, readable by its owner only, whole or not at all: written to a new
+    temporary file beside it (never following a link, never an existing file), then renamed over it.
+    Raises OSError; leaves no temporary file behind."""
+    tmp = f"{final}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, final)
+    except BaseException:
+        _unlink(tmp)
+        raise
 
 
 def _prune(directory: str, keep: int) -> None:

@@ -316,16 +316,9 @@ class ResultsCache:
                 os.mkdir(self.directory, 0o700)
             if not self._dir_usable():
                 return  # a directory others can write: never read, so never written either
-            final = os.path.join(self.directory, key + ".json")
-            tmp = f"{final}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, final)
-            except BaseException:
-                _unlink(tmp)
-                raise
+            from meshlint.cachestore import write_private
+
+            write_private(os.path.join(self.directory, key + ".json"), data)
             self.stored += 1
             self.used.add(key)
         except (OSError, ValueError):

@@ -14,13 +14,14 @@ the plan``). A suppression that suppresses nothing is reported by ML901 when ask
 from __future__ import annotations
 
 from meshlint import fastre
-from typing import NamedTuple
+from meshlint.record import record
 
 _SUPPRESS = fastre.compile(r"\b(ignore-file|ignore)\b(?:\[([^\]]*)\])?")
 _PREFIX = fastre.compile(r"^\s*meshlint\s*:")
 
 
-class Suppression(NamedTuple):
+@record
+class Suppression:
     line: int             # where the comment is
     lines: tuple          # the finding lines it covers (empty: the whole file)
     selectors: tuple      # codes or names; empty: every rule
