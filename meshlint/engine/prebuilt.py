@@ -2,18 +2,20 @@
 
 Parsing the built-in rule files (TOML, then every expression) costs a first run, with no rule cache
 yet, about as much as checking 30 configs. ``python -m meshlint.generate.rules_prebuilt`` writes the
-parsed rules into the package as data made for loading: one tuple of constants per rule, in Rule's
-field order (``entry``), which Python loads as one constant from the module's bytecode and ``_rules``
-turns back into rules in one pass; expressions stay their source and their tree's JSON text, the tree
-rebuilt from the parser's node types only when first used (``treecode.decode_tree``), as from the rule
-cache. So the module holds data, never code, and nothing in it is evaluated.
+parsed rules into the package as data made for loading: one tuple per rule, in Rule's field order
+(``entry``), of strings, tuples and the rule's own params and doc dicts, all of it what
+``ast.literal_eval`` reads, so the module holds data, never code. ``_rules`` builds the rules back in
+one pass, without the rule cache's per-field checks (which guard a cache directory others might write,
+not the package's own module). An expression stays its source and its tree's JSON text, the tree rebuilt
+from the parser's node types only when first used (``treecode.decode_tree``), as from the rule cache.
 
-The module is used only while its fingerprint matches what it was made from: each rule file's name,
-size and CRC-32, and the same of the modules that parse, encode and build rules. At run time the
-fingerprint is taken again from the files themselves (no mtime, so it holds in a wheel too, where the
-rules are ``meshlint/_rules``); anything that differs, a rule file added, removed or edited, or a
-changed parser, means the prebuilt module is not used and the rules are parsed as before (the rule
-cache, then the files). tests/test_rules_prebuilt.py regenerates the module and fails when it is stale.
+The module is used only while its fingerprint matches what it was made from: meshlint's version and a
+CRC-32 over the rule files' names and contents, and another over the modules that parse, encode and build
+rules (``_digest``). At run time the fingerprint is taken again from the files themselves (no mtime, so
+it holds in a wheel too, where the rules are ``meshlint/_rules``); anything that differs, a rule file
+added, removed or edited, or a changed parser, means the prebuilt module is not used and the rules are
+parsed as before (the rule cache, then the files), as when the module is damaged or does not import.
+tests/test_rules_prebuilt.py regenerates the module and fails when it is stale.
 
 Beside it, meshlint/engine/rules_compiled/ holds the same rules' expressions compiled to Python
 functions (meshlint/engine/expr/compiler.py), with the same fingerprint in its index and in each of its
@@ -56,13 +58,13 @@ def fingerprint(directory: str, version: str) -> tuple | None:
     """What the parsed rules of ``directory`` depend on, from the files' content; None if one is unreadable:
     meshlint's version and, for the builders and for the rule files, their number and one CRC-32 over each
     file's name and content in turn (``_digest``)."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        return (version,) + _digest(here, builder_files()) + _digest(directory, rule_files(directory))
+        return (version,) + _digest(_PACKAGE, builder_files()) + _digest(directory, rule_files(directory))
     except OSError:
         return None
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the meshlint package: the builders' root
 _CHUNK = 1 << 16  # larger than any rule file or builder: one read each
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 _AT = os.open in os.supports_dir_fd

@@ -36,8 +36,8 @@ def module_source(directory: str | None = None) -> str:
     entries = [prebuilt.entry(r._replace(path=os.path.basename(r.path))) for r in _parsed(directory)]
     lines = [
         '"""The built-in rules, parsed (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt;',
-        'do not edit). Used by meshlint/engine/prebuilt.py only while FINGERPRINT matches the files. RULES holds',
-        'constants only (one tuple per rule, fields as prebuilt.FIELDS): Python loads it as one constant."""',
+        'do not edit). Used by meshlint/engine/prebuilt.py only while FINGERPRINT matches the files. RULES is',
+        'literal data: one tuple per rule, its fields in the order of prebuilt.FIELDS (see prebuilt.entry)."""',
         "",
         f"FORMAT = {prebuilt.FORMAT!r}",
         f"FINGERPRINT = {prebuilt.fingerprint(directory, __version__)!r}",
