@@ -161,15 +161,20 @@ def _rules(entries: tuple, directory: str) -> list:
     prefix = os.path.join(directory, "")  # + a file's name: os.path.join(directory, name)
     new = tuple.__new__  # Rule._make without its call and length check: each entry unpacks to exactly FIELDS
     out = []
+    # plain loops, not comprehensions: each comprehension is a call of its own (before Python 3.12), for
+    # every rule
     for (code, name, severity, summary, check, message, path, origin, dialects, params, lets, foreach, when, key,
          help_, doc, frameworks, fallback, skip_note) in entries:
+        bound = {}
+        for let, e in lets:
+            bound[let] = Expr(e[0], None, 0, e[1])
+        helps = []
+        for cond, text in help_:
+            helps.append((None if cond is None else Expr(cond[0], None, 0, cond[1]), Template(text)))
         out.append(new(Rule, (
             code, name, severity, summary, Expr(check[0], None, 0, check[1]), Template(message), prefix + path,
-            origin, dialects, params, {n: Expr(e[0], None, 0, e[1]) for n, e in lets} if lets else {},
-            None if foreach is None else Expr(foreach[0], None, 0, foreach[1]),
-            None if when is None else Expr(when[0], None, 0, when[1]),
-            None if key is None else Template(key),
-            [(None if c is None else Expr(c[0], None, 0, c[1]), Template(t)) for c, t in help_],
+            origin, dialects, params, bound, None if foreach is None else Expr(foreach[0], None, 0, foreach[1]),
+            None if when is None else Expr(when[0], None, 0, when[1]), None if key is None else Template(key), helps,
             doc, frameworks, fallback, skip_note)))
     return out
 
