@@ -156,3 +156,17 @@ def test_a_module_that_does_not_import_falls_back_to_parsing(tmp_path, monkeypat
     monkeypatch.setattr(engine, "__path__", [str(tmp_path), *engine.__path__])
     assert prebuilt.load(rules.builtin_rules_dir()) is None
     assert len(ruleset.load_rules()) == len(prebuilt.rule_files(rules.builtin_rules_dir()))
+
+
+@pytest.mark.parametrize("size", [0, 1, prebuilt._CHUNK - 1, prebuilt._CHUNK, prebuilt._CHUNK + 1, 3 * prebuilt._CHUNK])
+@pytest.mark.parametrize("at", [True, False])  # files opened relative to the directory, or by their joined path
+def test_the_digest_reads_every_byte(tmp_path, monkeypatch, size, at):
+    import zlib
+
+    monkeypatch.setattr(prebuilt, "_AT", at and prebuilt._AT)
+
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    (tmp_path / "a.toml").write_bytes(data)
+    (tmp_path / "b.toml").write_bytes(b"tail")
+    expected = zlib.crc32(b"tail", zlib.crc32(b"b.toml", zlib.crc32(data, zlib.crc32(b"a.toml"))))
+    assert prebuilt._digest(str(tmp_path), ["a.toml", "b.toml"]) == (2, expected)
