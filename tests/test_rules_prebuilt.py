@@ -170,3 +170,12 @@ def test_the_digest_reads_every_byte(tmp_path, monkeypatch, size, at):
     (tmp_path / "b.toml").write_bytes(b"tail")
     expected = zlib.crc32(b"tail", zlib.crc32(b"b.toml", zlib.crc32(data, zlib.crc32(b"a.toml"))))
     assert prebuilt._digest(str(tmp_path), ["a.toml", "b.toml"]) == (2, expected)
+
+
+def test_a_rule_whose_data_is_not_literal_is_refused_by_the_generator():
+    import datetime
+
+    rule = rules.load_rule_file(str(ROOT / "rules" / "ML101-invalid-value.toml"), "builtin")
+    assert prebuilt.entry(rule)[0] == "ML101"
+    with pytest.raises(ValueError, match="ML101"):
+        prebuilt.entry(rule._replace(params={"since": datetime.date(2026, 1, 1)}))  # TOML has dates; JSON has not

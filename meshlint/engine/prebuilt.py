@@ -126,11 +126,12 @@ def entry(rule) -> tuple:
 
     An expression is (source, tree as JSON text) or None, a template its text; ``lets`` is ((name, expression),
     ...), ``help`` ((condition, text), ...); ``params`` and ``doc`` are the rule's own dicts (TOML data). All of it
-    is what ``ast.literal_eval`` reads. Raises ValueError for a rule that cannot be written so.
+    is what ``ast.literal_eval`` reads. Raises ValueError for a rule that cannot be written so (its data not
+    TOML's, an expression whose tree cannot be stored).
     """
     import ast
 
-    from meshlint.cachestore import plain
+    from meshlint.cachestore import Bad, plain
     from meshlint.engine.rule_cache import _encode_expr
 
     if rule._fields != FIELDS:
@@ -139,12 +140,15 @@ def entry(rule) -> tuple:
     def expression(e):
         return None if e is None else tuple(_encode_expr(e))
 
-    out = (rule.code, rule.name, rule.severity, rule.summary, expression(rule.check), rule.message.source,
-           rule.path, rule.origin, rule.dialects, plain(rule.params),
-           tuple((name, expression(e)) for name, e in rule.lets.items()), expression(rule.foreach),
-           expression(rule.when), None if rule.key is None else rule.key.source,
-           tuple((expression(c), t.source) for c, t in rule.help), plain(rule.doc), rule.frameworks, rule.fallback,
-           rule.skip_note)
+    try:
+        out = (rule.code, rule.name, rule.severity, rule.summary, expression(rule.check), rule.message.source,
+               rule.path, rule.origin, rule.dialects, plain(rule.params),
+               tuple((name, expression(e)) for name, e in rule.lets.items()), expression(rule.foreach),
+               expression(rule.when), None if rule.key is None else rule.key.source,
+               tuple((expression(c), t.source) for c, t in rule.help), plain(rule.doc), rule.frameworks,
+               rule.fallback, rule.skip_note)
+    except Bad as exc:
+        raise ValueError(f"{rule.code}: {exc}") from None
     if ast.literal_eval(repr(out)) != out:
         raise ValueError(f"{rule.code}: not literal data")
     return out
