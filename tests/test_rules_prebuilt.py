@@ -62,17 +62,120 @@ def test_a_changed_parser_or_version_is_never_answered_from_it(monkeypatch):
     from meshlint.engine import rules_prebuilt
 
     directory = rules.builtin_rules_dir()
-    version, builders, files = rules_prebuilt.FINGERPRINT
-    changed = ((builders[0][0], builders[0][1] + 1) + builders[0][2:],) + builders[1:]
-    monkeypatch.setattr(rules_prebuilt, "FINGERPRINT", (version, changed, files))
+    version, *digests = rules_prebuilt.FINGERPRINT
+    assert prebuilt.load(directory) is not None
+    monkeypatch.setattr(rules_prebuilt, "FINGERPRINT", (version, digests[0], digests[1] ^ 1, *digests[2:]))
     assert prebuilt.load(directory) is None
-    monkeypatch.setattr(rules_prebuilt, "FINGERPRINT", ("0.0.0", builders, files))
+    monkeypatch.setattr(rules_prebuilt, "FINGERPRINT", ("0.0.0", *digests))
     assert prebuilt.load(directory) is None
 
 
-def test_a_damaged_module_falls_back_to_parsing(monkeypatch):
+def test_the_fingerprint_sees_a_changed_builder(tmp_path, monkeypatch):
+    # the builders' digest is taken from the package's files: a parser edited since generation is a stale module
+    package = tmp_path / "meshlint"
+    for name in prebuilt.builder_files():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / "meshlint" / name, package / name)
+    directory = rules.builtin_rules_dir()
+    current = prebuilt.fingerprint(directory, "1")
+    monkeypatch.setattr(prebuilt, "_PACKAGE", str(package))
+    same = prebuilt.fingerprint(directory, "1")
+    assert same == current
+    parser = package / "engine" / "expr" / "parser.py"
+    parser.write_bytes(parser.read_bytes().replace(b"def ", b"def  ", 1))
+    assert prebuilt.fingerprint(directory, "1")[1:3] != same[1:3]
+    parser.unlink()
+    assert prebuilt.fingerprint(directory, "1") is None  # unreadable: parsed as without a module
+
+
+def test_text_moved_between_two_rule_files_is_a_change(copy):
+    # the same bytes in all, the same file names: only the boundary moved
+    first, second = sorted(copy.glob("ML10*.toml"))[:2]
+    a, b = first.read_bytes(), second.read_bytes()
+    first.write_bytes(a[:-1])
+    second.write_bytes(a[-1:] + b)
+    assert prebuilt.load(str(copy)) is None
+
+
+def test_the_module_is_literal_data():
+    # nothing in it runs: every statement assigns what ast.literal_eval reads (no call, no name, no eval)
+    import ast
+
+    tree = ast.parse(generate.OUT.read_text(encoding="utf-8"))
+    body = [node for node in tree.body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
+    assert [node.targets[0].id for node in body] == ["FORMAT", "FINGERPRINT", "RULES"]
     from meshlint.engine import rules_prebuilt
 
-    monkeypatch.setattr(rules_prebuilt, "RULES", [{"check": ["expr", "not a pair"]}])
+    for node in body:
+        assert ast.literal_eval(node.value) == getattr(rules_prebuilt, node.targets[0].id)
+    assert all(len(entry) == len(prebuilt.FIELDS) for entry in rules_prebuilt.RULES)
+
+
+def test_the_entries_follow_rules_fields():
+    # _rules builds a Rule from an entry by position: FIELDS must be Rule's fields, in order
+    from meshlint.engine.rules import Rule
+
+    assert prebuilt.FIELDS == Rule._fields
+
+
+@pytest.mark.parametrize("damage", [
+    {"RULES": [{"check": ["expr", "not a pair"]}]},  # the old encoding
+    {"RULES": (("ML101", "invalid-value"),)},  # an entry too short
+    {"RULES": None},
+    {"FORMAT": 3},
+])
+def test_a_damaged_module_falls_back_to_parsing(monkeypatch, damage):
+    from meshlint.engine import rules_prebuilt
+
+    for name, value in damage.items():
+        monkeypatch.setattr(rules_prebuilt, name, value)
     assert prebuilt.load(rules.builtin_rules_dir()) is None
     assert len(ruleset.load_rules()) == len(prebuilt.rule_files(rules.builtin_rules_dir()))
+
+
+def test_a_rule_with_other_fields_is_parsed_and_not_written(monkeypatch):
+    from meshlint.engine import rules_prebuilt
+
+    monkeypatch.setattr(prebuilt, "FIELDS", prebuilt.FIELDS[:-1])
+    assert prebuilt.load(rules.builtin_rules_dir()) is None
+    with pytest.raises(ValueError, match="make prebuilt.FIELDS"):
+        prebuilt.entry(rules.load_rule_file(str(ROOT / "rules" / "ML101-invalid-value.toml"), "builtin"))
+    assert rules_prebuilt.FORMAT == prebuilt.FORMAT
+
+
+@pytest.mark.parametrize("text", ["RULES = (\n", "\0", "raise ImportError('gone')\n"])
+def test_a_module_that_does_not_import_falls_back_to_parsing(tmp_path, monkeypatch, text):
+    # a bad merge or a truncated file: not Python, or not importable
+    import sys
+
+    import meshlint.engine as engine
+
+    (tmp_path / "rules_prebuilt.py").write_text(text)
+    monkeypatch.delitem(sys.modules, "meshlint.engine.rules_prebuilt", raising=False)
+    monkeypatch.delattr(engine, "rules_prebuilt", raising=False)
+    monkeypatch.setattr(engine, "__path__", [str(tmp_path), *engine.__path__])
+    assert prebuilt.load(rules.builtin_rules_dir()) is None
+    assert len(ruleset.load_rules()) == len(prebuilt.rule_files(rules.builtin_rules_dir()))
+
+
+@pytest.mark.parametrize("size", [0, 1, prebuilt._CHUNK - 1, prebuilt._CHUNK, prebuilt._CHUNK + 1, 3 * prebuilt._CHUNK])
+@pytest.mark.parametrize("at", [True, False])  # files opened relative to the directory, or by their joined path
+def test_the_digest_reads_every_byte(tmp_path, monkeypatch, size, at):
+    import zlib
+
+    monkeypatch.setattr(prebuilt, "_AT", at and prebuilt._AT)
+
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    (tmp_path / "a.toml").write_bytes(data)
+    (tmp_path / "b.toml").write_bytes(b"tail")
+    expected = zlib.crc32(b"tail", zlib.crc32(b"b.toml", zlib.crc32(data, zlib.crc32(b"a.toml"))))
+    assert prebuilt._digest(str(tmp_path), ["a.toml", "b.toml"]) == (2, expected)
+
+
+def test_a_rule_whose_data_is_not_literal_is_refused_by_the_generator():
+    import datetime
+
+    rule = rules.load_rule_file(str(ROOT / "rules" / "ML101-invalid-value.toml"), "builtin")
+    assert prebuilt.entry(rule)[0] == "ML101"
+    with pytest.raises(ValueError, match="ML101"):
+        prebuilt.entry(rule._replace(params={"since": datetime.date(2026, 1, 1)}))  # TOML has dates; JSON has not

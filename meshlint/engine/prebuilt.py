@@ -1,15 +1,20 @@
 """The built-in rules parsed ahead of time (meshlint/engine/rules_prebuilt.py), used only while they match the rule files.
 
-Parsing the 154 built-in rule files (TOML, then every expression) costs a first run, with no rule
-cache yet, about as much as checking 30 configs. ``python -m meshlint.generate.rules_prebuilt``
-writes the parsed rules into the package, in the rule cache's own encoding, with a fingerprint of
-what they were parsed from: each rule file's name, size and content checksums, and the same of the
-modules that parse and encode rules. At run time the fingerprint is taken again from the files
-themselves (reading them costs ~2 ms; no mtime, so it holds in a wheel too, where the rules are
-``meshlint/_rules``); anything that differs, a rule file added, removed or edited, or a changed
-parser, means the prebuilt module is not used and the rules are parsed as before (the rule cache,
-then the files). The encoded rules are decoded by the rule cache's own checks, so a prebuilt
-module holds data, never code, and its trees are rebuilt from the parser's node types only.
+Parsing the built-in rule files (TOML, then every expression) costs a first run, with no rule cache
+yet, about as much as checking 30 configs. ``python -m meshlint.generate.rules_prebuilt`` writes the
+parsed rules into the package as data made for loading: one tuple per rule, in Rule's field order
+(``entry``), of strings, tuples and the rule's own params and doc dicts, all of it what
+``ast.literal_eval`` reads, so the module holds data, never code. ``_rules`` builds the rules back in
+one pass, without the rule cache's per-field checks (which guard a cache directory others might write,
+not the package's own module). An expression stays its source and its tree's JSON text, the tree rebuilt
+from the parser's node types only when first used (``treecode.decode_tree``), as from the rule cache.
+
+The module is used only while its fingerprint matches what it was made from: meshlint's version and a
+CRC-32 over the rule files' names and contents, and another over the modules that parse, encode and build
+rules (``_digest``). At run time the fingerprint is taken again from the files themselves (no mtime, so
+it holds in a wheel too, where the rules are ``meshlint/_rules``); anything that differs, a rule file
+added, removed or edited, or a changed parser, means the prebuilt module is not used and the rules are
+parsed as before (the rule cache, then the files), as when the module is damaged or does not import.
 tests/test_rules_prebuilt.py regenerates the module and fails when it is stale.
 
 Beside it, meshlint/engine/rules_compiled/ holds the same rules' expressions compiled to Python
@@ -26,32 +31,22 @@ import os
 import sys
 import zlib
 
+FORMAT = 4  # of rules_prebuilt.RULES: one tuple per rule (``entry``); 3 and below were the rule cache's encoding
+
+# Rule's fields, in the order an entry holds them: ``_rules`` builds a Rule from them by position, so a Rule
+# with other fields is parsed from the rule files (and the generator refuses) until this line follows it
+FIELDS = ("code", "name", "severity", "summary", "check", "message", "path", "origin", "dialects", "params", "lets",
+          "foreach", "when", "key", "help", "doc", "frameworks", "fallback", "skip_note")
+
 
 def builder_files() -> tuple:
-    """The modules whose code decides what a rule file parses to (relative to the meshlint package)."""
+    """The modules whose code decides what a rule file parses to and how it is stored here (relative to the
+    meshlint package, "/"-separated)."""
     from meshlint.engine.expr import MODULES
 
-    return tuple(os.path.join("engine", "expr", name) for name in MODULES) + (
-        os.path.join("engine", "rules.py"), os.path.join("engine", "rule_cache.py"), "cachestore.py", "limits.py",
-        os.path.join("frameworks", "versions.py"), os.path.join("frameworks", "registry.py"))
-
-
-def _stamp(path: str) -> tuple:
-    # size and two checksums (64 bits): against edits, not attacks (whoever can write the rule files
-    # beside the package can write its code too), and without hashlib's ~3 ms import
-    # os.read, not open(): a file object costs more than the checksums of these small files (170 of them a run)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    return (len(data), zlib.crc32(data), zlib.adler32(data))
+    return tuple(f"engine/expr/{name}" for name in MODULES) + (
+        "engine/rules.py", "engine/rule_cache.py", "engine/prebuilt.py", "cachestore.py", "limits.py",
+        "frameworks/versions.py", "frameworks/registry.py")
 
 
 def rule_files(directory: str) -> list:
@@ -60,35 +55,132 @@ def rule_files(directory: str) -> list:
 
 
 def fingerprint(directory: str, version: str) -> tuple | None:
-    """What the parsed rules of ``directory`` depend on, from the files' content; None if one is unreadable."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    """What the parsed rules of ``directory`` depend on, from the files' content; None if one is unreadable:
+    meshlint's version and, for the builders and for the rule files, their number and one CRC-32 over each
+    file's name and content in turn (``_digest``)."""
     try:
-        builders = tuple((name.replace(os.sep, "/"),) + _stamp(os.path.join(here, name)) for name in builder_files())
-        files = tuple((name,) + _stamp(os.path.join(directory, name)) for name in rule_files(directory))
+        return (version,) + _digest(_PACKAGE, builder_files()) + _digest(directory, rule_files(directory))
     except OSError:
         return None
-    return (version, builders, files)
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the meshlint package: the builders' root
+_CHUNK = 1 << 16  # larger than any rule file or builder: one read each
+_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_AT = os.open in os.supports_dir_fd
+
+
+def _digest(directory: str, names) -> tuple:
+    """(number of files, CRC-32 of each file's name and content in turn) of ``names`` (paths relative to
+    ``directory``).
+
+    Against edits, not attacks (whoever can write the rule files beside the package can write its code too):
+    a CRC-32 sees every change within 32 consecutive bits, and misses any other with a chance of 2**-32 per
+    edit, a chance that adding a second 32-bit checksum (Adler-32, as before) only lowers from negligible to
+    smaller at twice the cost. os.open and os.read, relative to the directory where the system can: a file
+    object or a joined path costs more than the checksum of these small files (~210 a run); no hashlib (~3 ms
+    to import).
+    """
+    dir_fd = os.open(directory, _FLAGS) if _AT else None
+    crc = 0
+    try:
+        for name in names:
+            fd = os.open(name if _AT else os.path.join(directory, name), _FLAGS, dir_fd=dir_fd)
+            try:
+                data = os.read(fd, _CHUNK)
+                if len(data) == _CHUNK:  # a larger file: the rest (a shorter read is the end of a file)
+                    chunks = [data]
+                    while chunks[-1]:
+                        chunks.append(os.read(fd, _CHUNK))
+                    data = b"".join(chunks)
+            finally:
+                os.close(fd)
+            crc = zlib.crc32(data, zlib.crc32(name.encode(), crc))  # each name between two files' contents
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
+    return (len(names), crc)
 
 
 def load(directory: str) -> list | None:
-    """The built-in rules of ``directory`` from the prebuilt module, or None when it is missing or stale."""
+    """The built-in rules of ``directory`` from the prebuilt module, or None when it is missing, stale or damaged."""
     from meshlint import __version__
 
     try:
         from meshlint.engine import rules_prebuilt as built
-    except ImportError:
+    except Exception:  # noqa: BLE001 - missing, or not even Python (a bad merge): parse the rule files
         return None
-    from meshlint.engine import rule_cache
-
-    if built.FORMAT != rule_cache.FORMAT or built.FINGERPRINT != fingerprint(directory, __version__):
+    if getattr(built, "FORMAT", None) != FORMAT or getattr(built, "FINGERPRINT", None) != fingerprint(directory, __version__):
         return None
     try:
-        rules = rule_cache._decode_value("rules", built.RULES)
+        rules = _rules(built.RULES, directory)
     except Exception:  # noqa: BLE001 - a damaged module: parse the rule files as without one
         return None
     _install_compiled(built.FINGERPRINT)
-    # stored with the file's name as its path: the path a rule is reported with is where it is now
-    return [rule._replace(path=os.path.join(directory, rule.path)) for rule in rules]
+    return rules
+
+
+def entry(rule) -> tuple:
+    """A parsed rule as one tuple of literal data, in Rule's field order (FIELDS): what the generator writes into
+    rules_prebuilt.RULES and ``_rules`` builds back.
+
+    An expression is (source, tree as JSON text) or None, a template its text; ``lets`` is ((name, expression),
+    ...), ``help`` ((condition, text), ...); ``params`` and ``doc`` are the rule's own dicts (TOML data). All of it
+    is what ``ast.literal_eval`` reads. Raises ValueError for a rule that cannot be written so (its data not
+    TOML's, an expression whose tree cannot be stored).
+    """
+    import ast
+
+    from meshlint.cachestore import Bad, plain
+    from meshlint.engine.rule_cache import _encode_expr
+
+    if rule._fields != FIELDS:
+        raise ValueError(f"Rule's fields are {rule._fields}: make prebuilt.FIELDS, entry and _rules follow them")
+
+    def expression(e):
+        return None if e is None else tuple(_encode_expr(e))
+
+    try:
+        out = (rule.code, rule.name, rule.severity, rule.summary, expression(rule.check), rule.message.source,
+               rule.path, rule.origin, rule.dialects, plain(rule.params),
+               tuple((name, expression(e)) for name, e in rule.lets.items()), expression(rule.foreach),
+               expression(rule.when), None if rule.key is None else rule.key.source,
+               tuple((expression(c), t.source) for c, t in rule.help), plain(rule.doc), rule.frameworks,
+               rule.fallback, rule.skip_note)
+    except Bad as exc:
+        raise ValueError(f"{rule.code}: {exc}") from None
+    if ast.literal_eval(repr(out)) != out:
+        raise ValueError(f"{rule.code}: not literal data")
+    return out
+
+
+def _rules(entries: tuple, directory: str) -> list:
+    """The rules ``entry`` wrote, each with its file's path in ``directory`` (where it is now, not where it was
+    generated). A wrong shape raises (the module is then not used)."""
+    from meshlint.engine.expr import Expr, Template
+    from meshlint.engine.rules import Rule
+
+    if Rule._fields != FIELDS:
+        raise ValueError("Rule's fields changed")
+    prefix = os.path.join(directory, "")  # + a file's name: os.path.join(directory, name)
+    new = tuple.__new__  # Rule._make without its call and length check: each entry unpacks to exactly FIELDS
+    out = []
+    # plain loops, not comprehensions: each comprehension is a call of its own (before Python 3.12), for
+    # every rule
+    for (code, name, severity, summary, check, message, path, origin, dialects, params, lets, foreach, when, key,
+         help_, doc, frameworks, fallback, skip_note) in entries:
+        bound = {}
+        for let, e in lets:
+            bound[let] = Expr(e[0], None, 0, e[1])
+        helps = []
+        for cond, text in help_:
+            helps.append((None if cond is None else Expr(cond[0], None, 0, cond[1]), Template(text)))
+        out.append(new(Rule, (
+            code, name, severity, summary, Expr(check[0], None, 0, check[1]), Template(message), prefix + path,
+            origin, dialects, params, bound, None if foreach is None else Expr(foreach[0], None, 0, foreach[1]),
+            None if when is None else Expr(when[0], None, 0, when[1]), None if key is None else Template(key), helps,
+            doc, frameworks, fallback, skip_note)))
+    return out
 
 
 def _install_compiled(fingerprint: tuple) -> None:

@@ -4,8 +4,8 @@ to Python into meshlint/engine/rules_compiled/ (see meshlint/engine/prebuilt.py)
     python -m meshlint.generate.rules_prebuilt           # rewrite both modules
     python -m meshlint.generate.rules_prebuilt --check   # exit 1 if either differs
 
-The parsed rules are derived from rules/*.toml by the ordinary loader (``rules.load_rule_file``) and the
-rule cache's encoding only, so they are data, not a second implementation of either; the compiled
+The parsed rules are derived from rules/*.toml by the ordinary loader (``rules.load_rule_file``) and written
+as prebuilt.entry stores them, so they are data, not a second implementation of the loader; the compiled
 expressions are written by meshlint/engine/expr/compiler.py from the same parsed rules.
 tests/test_rules_prebuilt.py regenerates and compares both.
 """
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from meshlint import __version__
-from meshlint.engine import expr, prebuilt, rule_cache, rules
+from meshlint.engine import expr, prebuilt, rules
 from meshlint.engine.expr import compiler
 
 OUT = Path(prebuilt.__file__).resolve().parent / "rules_prebuilt.py"
@@ -32,19 +32,19 @@ def _parsed(directory: str) -> list:
 
 def module_source(directory: str | None = None) -> str:
     directory = directory or rules.builtin_rules_dir()
-    parsed = _parsed(directory)
-    kind, encoded = rule_cache._encode_value([r._replace(path=os.path.basename(r.path)) for r in parsed])
-    assert kind == "rules"
+    # stored with the file's name as its path: the loader joins it to where the rule files are at run time
+    entries = [prebuilt.entry(r._replace(path=os.path.basename(r.path))) for r in _parsed(directory)]
     lines = [
         '"""The built-in rules, parsed (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt;',
-        'do not edit). Used by meshlint/engine/prebuilt.py only while FINGERPRINT matches the files."""',
+        'do not edit). Used by meshlint/engine/prebuilt.py only while FINGERPRINT matches the files. RULES is',
+        'literal data: one tuple per rule, its fields in the order of prebuilt.FIELDS (see prebuilt.entry)."""',
         "",
-        f"FORMAT = {rule_cache.FORMAT!r}",
+        f"FORMAT = {prebuilt.FORMAT!r}",
         f"FINGERPRINT = {prebuilt.fingerprint(directory, __version__)!r}",
-        "RULES = [",
+        "RULES = (",
     ]
-    lines += [f"    {rule!r}," for rule in encoded]
-    lines += ["]", ""]
+    lines += [f"    {e!r}," for e in entries]
+    lines += [")", ""]
     return "\n".join(lines)
 
 
