@@ -277,8 +277,10 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
                        else None, "gpu_gib": topo.gpu_memory_gib}
     if hasattr(module, "megatron_facts"):
         facts["megatron"] = module.megatron_facts(spec, res)
-    for group, fields in GROUP_FIELDS.items():
-        facts[group] = {**dict.fromkeys(fields), **facts.get(group, {})}
+    for group, blank in _BLANK_GROUPS.items():  # every field of a group present (null when unknown), in this order
+        table = blank.copy()
+        table.update(facts.get(group, ()))
+        facts[group] = table
     for path, value in spec.values.items():
         head, _, tail = path.partition(".")
         if tail:
@@ -288,6 +290,7 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
     return facts
 
 
+_BLANK_GROUPS = {group: dict.fromkeys(fields) for group, fields in GROUP_FIELDS.items()}  # copied per config
 _DATASETS: dict = {}
 
 

@@ -354,18 +354,18 @@ class Schema:
                 continue
             if names.isdisjoint(written) or not names.isdisjoint(stopped):
                 continue
-            mine = [n for n in order if n in written]
             state, local, error = _holds(conds, values, dict(seed))
+            if state is not True and state != "raises":
+                continue  # the usual case: the check passes (or cannot be decided)
+            mine = [n for n in order if n in written]
             if state is True:
                 text = f"{step['exception']}: {_fill(step['message'], values, local)}"
                 culprits = _culprits(step["condition"], values, local)  # `a <= 0 or b <= 0`: point at the one
                 culprits = culprits or _loop_culprits(local)  # `for name, val in [...]`: the item that failed
                 if culprits:
                     mine = [n for n in mine if n in culprits] or mine
-            elif state == "raises":
-                text = f"{error} (while checking {step['condition']})"
             else:
-                continue
+                text = f"{error} (while checking {step['condition']})"
             section = f"[{where}]" if where else "the top level"
             does = f"refuses the config when it builds {section} (__post_init__ at {step['source']}): {text}"
             name = next((n for n in mine if n in typed), mine[0])

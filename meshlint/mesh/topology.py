@@ -52,6 +52,13 @@ def _flags(text: str) -> dict:
     return {k.replace("-", "_"): _count(v) for k, v in _re("flag").findall(text)} if "--" in text else {}
 
 
+def _may_be_shape(text: str) -> bool:
+    # the "shape" pattern cannot match without "node" or "host" in some case; of their letters only s has a
+    # non-ASCII partner under IGNORECASE (U+017F, its own lower case)
+    low = text.lower()
+    return "node" in low or "host" in low or "ho\u017ft" in low
+
+
 def _plain_run(text: str) -> bool:
     return "python" in text and _re("plain_run").match(text) is not None and not _re("launcher").search(text)
 
@@ -185,6 +192,8 @@ def comment_hints(comments: list) -> list[Hint]:
                     world = gpn  # torchrun defaults to --nnodes 1
             if world or gpn:
                 launch.append(Hint(f"launch command on line {line}", world, gpn, nodes))
+            continue
+        if not _may_be_shape(text):
             continue
         match = _re("shape").search(text)
         if match:
