@@ -13,6 +13,7 @@ from __future__ import annotations
 from meshlint.record import record
 from meshlint.engine import expr
 from meshlint.engine.expr.expression import compiled_for
+from meshlint.engine.expr.values import DEFAULT_BUDGET, Budget, Env
 from meshlint.engine.findings import Finding
 from meshlint.engine.rules import Rule
 
@@ -35,8 +36,8 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
     skips: list[Skip] = []
     shared = expr.Env(facts, budget=0)  # facts only; each rule scope below brings its own budget
     compiled_for(facts["dialect"])  # the built-in rules' functions for this dialect, imported on first use
-    for rule in _for_dialect(rules, facts["dialect"]):
-        env = expr.Env({"params": rule.params}, rule.lets, parent=shared)
+    for rule, params in _for_dialect(rules, facts["dialect"]):
+        env = Env(params, rule.lets, Budget(DEFAULT_BUDGET), shared)
         try:
             items = rule.foreach.evaluate(env) if rule.foreach else [None]
             if not isinstance(items, list):
@@ -90,14 +91,15 @@ def _keys(rule: Rule, scope: expr.Env) -> set:
 _BY_DIALECT: dict[tuple, tuple] = {}
 
 
-def _for_dialect(rules: list[Rule], dialect: str) -> list[Rule]:
-    """The rules that apply to a dialect, filtered once per rule list."""
+def _for_dialect(rules: list[Rule], dialect: str) -> list[tuple[Rule, dict]]:
+    """The rules that apply to a dialect, each with its scope's own names (``params``), once per rule list:
+    no evaluation changes a scope's names (loops and ``item`` bind theirs in scopes of their own)."""
     key = (id(rules), dialect)
     hit = _BY_DIALECT.get(key)
     if hit is None or hit[0] is not rules:
         if len(_BY_DIALECT) >= 12:  # a long-lived process loads many rule lists: keep the cache bounded
             _BY_DIALECT.clear()
-        hit = _BY_DIALECT[key] = (rules, [r for r in rules if r.applies_to(dialect)])
+        hit = _BY_DIALECT[key] = (rules, [(r, {"params": r.params}) for r in rules if r.applies_to(dialect)])
     return hit[1]
 
 

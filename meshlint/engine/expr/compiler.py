@@ -82,10 +82,11 @@ class _Writer:
             return t
         if kind is Index:
             obj = self.expr(node.obj, env, bound)
-            self.emit(f"{obj} = _need({obj})")
+            self.emit(f"if {obj} is None or {obj}.__class__ is Missing: _need({obj})")  # raises
             idx = self.expr(node.index, env, bound)
             t = self.temp()
-            self.emit(f"{t} = index_value({obj}, _need({idx}), {(_path_of(node.obj) or '?')!r})")
+            self.emit(f"if {idx} is None or {idx}.__class__ is Missing: _need({idx})")
+            self.emit(f"{t} = index_value({obj}, {idx}, {(_path_of(node.obj) or '?')!r})")
             return t
         if kind is Call:
             args = [self.expr(a, env, bound) for a in node.args]

@@ -54,7 +54,7 @@ class Env:
                  budget: Budget | int = DEFAULT_BUDGET, parent: "Env | None" = None):
         self.values = values
         self.lets = lets or _NO_LETS
-        self.budget = budget if isinstance(budget, Budget) else Budget(budget)
+        self.budget = budget if budget.__class__ is Budget else Budget(budget)
         self.parent = parent
         self.let_cache: dict[str, Any] | None = None
         self.let_active: set[str] | None = None
@@ -318,7 +318,7 @@ def attr_value(obj: Any, attr: str, path: str) -> Any:
     if isinstance(obj, dict):
         if attr not in obj:
             raise EvalError(f"no field {attr!r} (fields: {', '.join(sorted(obj))})")
-        value = obj[attr]
+        value = dict.__getitem__(obj, attr)  # a table that fills itself on first read has done so for ``in``
         return Missing(path) if value is None else value
     if isinstance(obj, Missing):
         raise NeedFact(obj.path)
@@ -348,13 +348,25 @@ def call_value(env: "Env", fn, cost, null_ok: bool, args: list) -> Any:
     """A whitelisted function called on its evaluated arguments, charged by its cost and what it built."""
     if not null_ok:
         for a in args:
-            if a is None or isinstance(a, Missing):
+            if a is None or a.__class__ is Missing:
                 _need(a)
-    _charge(env, cost(args))
-    result = _check_value(fn(*args))
+    budget = env.budget
+    budget.left -= cost(args)
+    if budget.left < 0:
+        _charge(env, 0)  # raises
+    result = fn(*args)
     cls = result.__class__
-    if cls is str or cls is list:  # what a function built counts against the memory budget
-        _charge_mem(env, len(result))
+    if cls is str or cls is list:  # what a function built counts against the memory budget (_check_value first)
+        n = len(result)
+        if n > (MAX_STR if cls is str else MAX_LIST):
+            _check_value(result)  # raises
+        budget.mem -= n
+        if budget.mem < 0:
+            _charge_mem(env, 0)  # raises
+    elif cls is not bool and cls is not int:
+        result = _check_value(result)
+    elif cls is int and not -MAX_INT <= result <= MAX_INT:
+        _check_value(result)  # raises
     return result
 
 
