@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13328, 4221306175, 1504749014), ('engine/expr/functions.py', 11438, 2327514613, 974697528), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 12664, 3552542311, 792592366), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13859, 4203978419, 2593997431), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 12794, 3258504645, 3987680024), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -776,7 +776,7 @@ def e26(env):
                         if t38 is None: t38 = Missing('v')
                         t40 = t21.lookup('choices')
                         if t40 is None: t40 = Missing('choices')
-                        t40 = _need(t40)
+                        if t40 is None or t40.__class__ is Missing: _need(t40)
                         t41 = t5
                         if t41 is None: t41 = Missing('f')
                         if t41.__class__ is dict and 'name' in t41:
@@ -784,7 +784,8 @@ def e26(env):
                             if t42 is None: t42 = Missing('f.name')
                         else:
                             t42 = attr_value(t41, 'name', 'f.name')
-                        t43 = index_value(t40, _need(t42), 'choices')
+                        if t42 is None or t42.__class__ is Missing: _need(t42)
+                        t43 = index_value(t40, t42, 'choices')
                         if t43.__class__ is list or t43.__class__ is dict or t43.__class__ is str: _charge_operands(t21, t38, t43)
                         t39 = _compare('in', t38, t43)
                         t37 = (t39 if t39.__class__ is bool else _truth(t39))
@@ -1123,9 +1124,10 @@ def e41(env):
         t4.let_cache = None
         t6 = t5
         if t6 is None: t6 = Missing('p')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (1)
-        t8 = index_value(t6, _need(t7), 'p')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'p')
         t9 = call_value(t4, F_len.fn, F_len.cost, False, [t8])
         t11 = (0)
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
@@ -1136,9 +1138,10 @@ def e41(env):
         if (t10 if t10.__class__ is bool else _truth(t10)):
             t12 = t5
             if t12 is None: t12 = Missing('p')
-            t12 = _need(t12)
+            if t12 is None or t12.__class__ is Missing: _need(t12)
             t13 = (0)
-            t14 = index_value(t12, _need(t13), 'p')
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            t14 = index_value(t12, t13, 'p')
             if t14 is None or t14.__class__ is Missing: _need(t14)
             t15 = (' in {')
             if t15 is None or t15.__class__ is Missing: _need(t15)
@@ -1150,9 +1153,10 @@ def e41(env):
             if t16 is None or t16.__class__ is Missing: _need(t16)
             t17 = t5
             if t17 is None: t17 = Missing('p')
-            t17 = _need(t17)
+            if t17 is None or t17.__class__ is Missing: _need(t17)
             t18 = (1)
-            t19 = index_value(t17, _need(t18), 'p')
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = index_value(t17, t18, 'p')
             t20 = call_value(t4, F_join.fn, F_join.cost, False, [t19])
             if t20 is None or t20.__class__ is Missing: _need(t20)
             if t16.__class__ is int and t20.__class__ is int:
@@ -1318,9 +1322,10 @@ def e45(env):
             t4.budget.mem -= 1
             if t4.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t10 = (0)
-    t11 = index_value(t1, _need(t10), '?')
+    if t10 is None or t10.__class__ is Missing: _need(t10)
+    t11 = index_value(t1, t10, '?')
     return t11
 
 def e46(env):
@@ -1490,9 +1495,10 @@ def e52(env):
                 t11.budget.mem -= 1
                 if t11.budget.mem < 0: _charge_mem(env, 0)
                 if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t7 = _need(t7)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
         t20 = (0)
-        t21 = index_value(t7, _need(t20), '?')
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        t21 = index_value(t7, t20, '?')
         t4 = t21
     return t4
 
@@ -2236,9 +2242,10 @@ def e85(env):
 def e86(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'unreadable')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'unreadable')
     if t3.__class__ is dict and 'key' in t3:
         t4 = t3['key']
         if t4 is None: t4 = Missing('key')
@@ -2253,9 +2260,10 @@ def e86(env):
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = env.lookup('unreadable')
         if t8 is None: t8 = Missing('unreadable')
-        t8 = _need(t8)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = (0)
-        t10 = index_value(t8, _need(t9), 'unreadable')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'unreadable')
         if t10.__class__ is dict and 'key' in t10:
             t11 = t10['key']
             if t11 is None: t11 = Missing('key')
@@ -2267,9 +2275,10 @@ def e86(env):
         if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = env.lookup('unreadable')
         if t13 is None: t13 = Missing('unreadable')
-        t13 = _need(t13)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = (0)
-        t15 = index_value(t13, _need(t14), 'unreadable')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = index_value(t13, t14, 'unreadable')
         if t15.__class__ is dict and 'line' in t15:
             t16 = t15['line']
             if t16 is None: t16 = Missing('line')
@@ -2293,9 +2302,10 @@ def e86(env):
         if t20 is None or t20.__class__ is Missing: _need(t20)
         t21 = env.lookup('unreadable')
         if t21 is None: t21 = Missing('unreadable')
-        t21 = _need(t21)
+        if t21 is None or t21.__class__ is Missing: _need(t21)
         t22 = (0)
-        t23 = index_value(t21, _need(t22), 'unreadable')
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        t23 = index_value(t21, t22, 'unreadable')
         if t23.__class__ is dict and 'col' in t23:
             t24 = t23['col']
             if t24 is None: t24 = Missing('col')
@@ -2828,7 +2838,7 @@ def e116(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('keys')
         if t6 is None: t6 = Missing('keys')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = env.lookup('item')
         if t7 is None: t7 = Missing('item')
         if t7.__class__ is dict and 'role' in t7:
@@ -2836,7 +2846,8 @@ def e116(env):
             if t8 is None: t8 = Missing('item.role')
         else:
             t8 = attr_value(t7, 'role', 'item.role')
-        t9 = index_value(t6, _need(t8), 'keys')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = index_value(t6, t8, 'keys')
         t5 = t9
     else:
         t10 = env.lookup('keys')
@@ -2944,7 +2955,7 @@ def e120(env):
 def e121(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('item')
     if t2 is None: t2 = Missing('item')
     if t2.__class__ is dict and 'role' in t2:
@@ -2952,7 +2963,8 @@ def e121(env):
         if t3 is None: t3 = Missing('item.role')
     else:
         t3 = attr_value(t2, 'role', 'item.role')
-    t4 = index_value(t1, _need(t3), 'keys')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t1, t3, 'keys')
     return t4
 
 def e122(env):
@@ -3588,9 +3600,10 @@ def e155(env):
         t12.let_cache = None
         t14 = t13
         if t14 is None: t14 = Missing('p')
-        t14 = _need(t14)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = (1)
-        t16 = index_value(t14, _need(t15), 'p')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = index_value(t14, t15, 'p')
         t18 = (None)
         if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
             t17 = t16 != t18
@@ -3600,9 +3613,10 @@ def e155(env):
         if (t17 if t17.__class__ is bool else _truth(t17)):
             t20 = t13
             if t20 is None: t20 = Missing('p')
-            t20 = _need(t20)
+            if t20 is None or t20.__class__ is Missing: _need(t20)
             t21 = (1)
-            t22 = index_value(t20, _need(t21), 'p')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = index_value(t20, t21, 'p')
             if t22 is None or t22.__class__ is Missing: _need(t22)
             t23 = t12.lookup('tp')
             if t23 is None: t23 = Missing('tp')
@@ -3659,9 +3673,10 @@ def e156(env):
                 t16.let_cache = None
                 t18 = t17
                 if t18 is None: t18 = Missing('u')
-                t18 = _need(t18)
+                if t18 is None or t18.__class__ is Missing: _need(t18)
                 t19 = (1)
-                t20 = index_value(t18, _need(t19), 'u')
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                t20 = index_value(t18, t19, 'u')
                 if t20 is None or t20.__class__ is Missing: _need(t20)
                 t21 = t8
                 if t21 is None: t21 = Missing('t')
@@ -3803,9 +3818,10 @@ def e160(env):
         t4.let_cache = None
         t6 = t5
         if t6 is None: t6 = Missing('u')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (0)
-        t8 = index_value(t6, _need(t7), 'u')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = (' ')
         if t9 is None or t9.__class__ is Missing: _need(t9)
@@ -3817,9 +3833,10 @@ def e160(env):
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = t5
         if t11 is None: t11 = Missing('u')
-        t11 = _need(t11)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = (1)
-        t13 = index_value(t11, _need(t12), 'u')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = index_value(t11, t12, 'u')
         t14 = call_value(t4, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
         if t10.__class__ is int and t14.__class__ is int:
@@ -3847,9 +3864,10 @@ def e161(env):
         t4.let_cache = None
         t6 = t5
         if t6 is None: t6 = Missing('u')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (0)
-        t8 = index_value(t6, _need(t7), 'u')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = (': ')
         if t9 is None or t9.__class__ is Missing: _need(t9)
@@ -3861,9 +3879,10 @@ def e161(env):
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = t5
         if t11 is None: t11 = Missing('u')
-        t11 = _need(t11)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = (1)
-        t13 = index_value(t11, _need(t12), 'u')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = index_value(t11, t12, 'u')
         if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = t4.lookup('tp')
         if t14 is None: t14 = Missing('tp')
@@ -3895,9 +3914,10 @@ def e161(env):
         if t21 is None or t21.__class__ is Missing: _need(t21)
         t22 = t5
         if t22 is None: t22 = Missing('u')
-        t22 = _need(t22)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
         t23 = (1)
-        t24 = index_value(t22, _need(t23), 'u')
+        if t23 is None or t23.__class__ is Missing: _need(t23)
+        t24 = index_value(t22, t23, 'u')
         if t24 is None or t24.__class__ is Missing: _need(t24)
         t25 = t4.lookup('tp')
         if t25 is None: t25 = Missing('tp')
@@ -3930,9 +3950,10 @@ def e162(env):
         t4.let_cache = None
         t6 = t5
         if t6 is None: t6 = Missing('u')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (0)
-        t8 = index_value(t6, _need(t7), 'u')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = (' up to ')
         if t9 is None or t9.__class__ is Missing: _need(t9)
@@ -3944,9 +3965,10 @@ def e162(env):
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = t5
         if t11 is None: t11 = Missing('u')
-        t11 = _need(t11)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = (1)
-        t13 = index_value(t11, _need(t12), 'u')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = index_value(t11, t12, 'u')
         if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = t4.lookup('tp')
         if t14 is None: t14 = Missing('tp')
@@ -4030,9 +4052,10 @@ def e165(env):
         t4.let_cache = None
         t6 = t5
         if t6 is None: t6 = Missing('u')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (0)
-        t8 = index_value(t6, _need(t7), 'u')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'u')
         t1.append(t8)
         t4.budget.mem -= 1
         if t4.budget.mem < 0: _charge_mem(env, 0)
@@ -5443,33 +5466,37 @@ def e220(env):
 def e221(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e222(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (1)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e223(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (3)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e224(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e225(env):

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13328, 4221306175, 1504749014), ('engine/expr/functions.py', 11438, 2327514613, 974697528), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 12664, 3552542311, 792592366), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13859, 4203978419, 2593997431), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 12794, 3258504645, 3987680024), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -1633,14 +1633,16 @@ def e61(env):
 def e62(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (1)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t5 = env.lookup('item')
     if t5 is None: t5 = Missing('item')
-    t5 = _need(t5)
+    if t5 is None or t5.__class__ is Missing: _need(t5)
     t6 = (2)
-    t7 = index_value(t5, _need(t6), 'item')
+    if t6 is None or t6.__class__ is Missing: _need(t6)
+    t7 = index_value(t5, t6, 'item')
     if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t3, t7)
     t4 = _compare('in', t3, t7)
     return t4
@@ -1659,9 +1661,10 @@ def e63(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('item')
         if t6 is None: t6 = Missing('item')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (1)
-        t8 = index_value(t6, _need(t7), 'item')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'item')
         t10 = (None)
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 != t10
@@ -1777,9 +1780,10 @@ def e64(env):
 def e65(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t4 = (', ')
     t5 = call_value(env, F_join.fn, F_join.cost, False, [t3, t4])
     return t5
@@ -2428,13 +2432,14 @@ def e78(env):
             t41.let_cache = None
             t43 = t41.lookup('steps')
             if t43 is None: t43 = Missing('steps')
-            t43 = _need(t43)
+            if t43 is None or t43.__class__ is Missing: _need(t43)
             t44 = t42
             if t44 is None: t44 = Missing('i')
-            t45 = index_value(t43, _need(t44), 'steps')
+            if t44 is None or t44.__class__ is Missing: _need(t44)
+            t45 = index_value(t43, t44, 'steps')
             t47 = t41.lookup('steps')
             if t47 is None: t47 = Missing('steps')
-            t47 = _need(t47)
+            if t47 is None or t47.__class__ is Missing: _need(t47)
             t48 = t42
             if t48 is None: t48 = Missing('i')
             if t48 is None or t48.__class__ is Missing: _need(t48)
@@ -2445,7 +2450,8 @@ def e78(env):
                 if not -MAX_INT <= t50 <= MAX_INT: _check_value(t50)
             else:
                 t50 = _binop('+', t48, t49, t41)
-            t51 = index_value(t47, _need(t50), 'steps')
+            if t50 is None or t50.__class__ is Missing: _need(t50)
+            t51 = index_value(t47, t50, 'steps')
             if t45.__class__ is t51.__class__ and (t45.__class__ is int or t45.__class__ is str):
                 t46 = t45 >= t51
             else:
@@ -2564,10 +2570,11 @@ def e78(env):
                     if t93 is None: t93 = Missing('p.dataset_weights')
                 else:
                     t93 = attr_value(t92, 'dataset_weights', 'p.dataset_weights')
-                t93 = _need(t93)
+                if t93 is None or t93.__class__ is Missing: _need(t93)
                 t94 = t91
                 if t94 is None: t94 = Missing('k')
-                t95 = index_value(t93, _need(t94), 'p.dataset_weights')
+                if t94 is None or t94.__class__ is Missing: _need(t94)
+                t95 = index_value(t93, t94, 'p.dataset_weights')
                 t96 = call_value(t90, F_type.fn, F_type.cost, True, [t95])
                 t98 = K12
                 if t98.__class__ is list or t98.__class__ is dict or t98.__class__ is str: _charge_operands(t90, t96, t98)
@@ -2580,10 +2587,11 @@ def e78(env):
                         if t101 is None: t101 = Missing('p.dataset_weights')
                     else:
                         t101 = attr_value(t100, 'dataset_weights', 'p.dataset_weights')
-                    t101 = _need(t101)
+                    if t101 is None or t101.__class__ is Missing: _need(t101)
                     t102 = t91
                     if t102 is None: t102 = Missing('k')
-                    t103 = index_value(t101, _need(t102), 'p.dataset_weights')
+                    if t102 is None or t102.__class__ is Missing: _need(t102)
+                    t103 = index_value(t101, t102, 'p.dataset_weights')
                     t105 = (0)
                     if t103.__class__ is t105.__class__ and (t103.__class__ is int or t103.__class__ is str):
                         t104 = t103 < t105
@@ -2723,9 +2731,10 @@ def e78(env):
         if (t145 if t145.__class__ is bool else _truth(t145)):
             t148 = env.lookup('anneal_negative')
             if t148 is None: t148 = Missing('anneal_negative')
-            t148 = _need(t148)
+            if t148 is None or t148.__class__ is Missing: _need(t148)
             t149 = (0)
-            t150 = index_value(t148, _need(t149), 'anneal_negative')
+            if t149 is None or t149.__class__ is Missing: _need(t149)
+            t150 = index_value(t148, t149, 'anneal_negative')
             t147 = t150
         else:
             t151 = ('')
@@ -2955,10 +2964,11 @@ def e81(env):
                 if t18 is None: t18 = Missing('config.data.anneal_weights')
             else:
                 t18 = attr_value(t17, 'anneal_weights', 'config.data.anneal_weights')
-            t18 = _need(t18)
+            if t18 is None or t18.__class__ is Missing: _need(t18)
             t19 = t15
             if t19 is None: t19 = Missing('k')
-            t20 = index_value(t18, _need(t19), 'config.data.anneal_weights')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = index_value(t18, t19, 'config.data.anneal_weights')
             t21 = call_value(t14, F_type.fn, F_type.cost, True, [t20])
             t23 = K16
             if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t14, t21, t23)
@@ -2976,10 +2986,11 @@ def e81(env):
                     if t27 is None: t27 = Missing('config.data.anneal_weights')
                 else:
                     t27 = attr_value(t26, 'anneal_weights', 'config.data.anneal_weights')
-                t27 = _need(t27)
+                if t27 is None or t27.__class__ is Missing: _need(t27)
                 t28 = t15
                 if t28 is None: t28 = Missing('k')
-                t29 = index_value(t27, _need(t28), 'config.data.anneal_weights')
+                if t28 is None or t28.__class__ is Missing: _need(t28)
+                t29 = index_value(t27, t28, 'config.data.anneal_weights')
                 t31 = (0)
                 if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
                     t30 = t29 < t31
@@ -3015,9 +3026,10 @@ def e82(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('item')
         if t6 is None: t6 = Missing('item')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (4)
-        t8 = index_value(t6, _need(t7), 'item')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'item')
         t5 = t8
     else:
         t9 = ('when it loads it (DataConfig / TrainingPhase __post_init__)')
@@ -3057,9 +3069,10 @@ def e83(env):
                 if t12 is None: t12 = Missing('config.vlm')
             else:
                 t12 = attr_value(t11, 'vlm', 'config.vlm')
-            t12 = _need(t12)
+            if t12 is None or t12.__class__ is Missing: _need(t12)
             t13 = ('class')
-            t14 = index_value(t12, _need(t13), 'config.vlm')
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            t14 = index_value(t12, t13, 'config.vlm')
             t16 = ('MoMaConfig')
             if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
                 t15 = t14 == t16
@@ -3166,13 +3179,14 @@ def e84(env):
                 t18.let_cache = None
                 t20 = t18.lookup('steps')
                 if t20 is None: t20 = Missing('steps')
-                t20 = _need(t20)
+                if t20 is None or t20.__class__ is Missing: _need(t20)
                 t21 = t19
                 if t21 is None: t21 = Missing('i')
-                t22 = index_value(t20, _need(t21), 'steps')
+                if t21 is None or t21.__class__ is Missing: _need(t21)
+                t22 = index_value(t20, t21, 'steps')
                 t24 = t18.lookup('steps')
                 if t24 is None: t24 = Missing('steps')
-                t24 = _need(t24)
+                if t24 is None or t24.__class__ is Missing: _need(t24)
                 t25 = t19
                 if t25 is None: t25 = Missing('i')
                 if t25 is None or t25.__class__ is Missing: _need(t25)
@@ -3183,7 +3197,8 @@ def e84(env):
                     if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
                 else:
                     t27 = _binop('+', t25, t26, t18)
-                t28 = index_value(t24, _need(t27), 'steps')
+                if t27 is None or t27.__class__ is Missing: _need(t27)
+                t28 = index_value(t24, t27, 'steps')
                 if t22.__class__ is t28.__class__ and (t22.__class__ is int or t22.__class__ is str):
                     t23 = t22 >= t28
                 else:
@@ -3551,9 +3566,10 @@ def e84(env):
             if (t151 if t151.__class__ is bool else _truth(t151)):
                 t154 = env.lookup('nonpositive')
                 if t154 is None: t154 = Missing('nonpositive')
-                t154 = _need(t154)
+                if t154 is None or t154.__class__ is Missing: _need(t154)
                 t155 = (0)
-                t156 = index_value(t154, _need(t155), 'nonpositive')
+                if t155 is None or t155.__class__ is Missing: _need(t155)
+                t156 = index_value(t154, t155, 'nonpositive')
                 t153 = t156
             else:
                 t157 = ('')
@@ -3589,9 +3605,10 @@ def e84(env):
                 if t167 is None or t167.__class__ is Missing: _need(t167)
                 t168 = env.lookup('nonpositive')
                 if t168 is None: t168 = Missing('nonpositive')
-                t168 = _need(t168)
+                if t168 is None or t168.__class__ is Missing: _need(t168)
                 t169 = (0)
-                t170 = index_value(t168, _need(t169), 'nonpositive')
+                if t169 is None or t169.__class__ is Missing: _need(t169)
+                t170 = index_value(t168, t169, 'nonpositive')
                 if t170 is None or t170.__class__ is Missing: _need(t170)
                 if t167.__class__ is int and t170.__class__ is int:
                     t171 = t167 + t170
@@ -3618,13 +3635,15 @@ def e84(env):
                 if t175 is None or t175.__class__ is Missing: _need(t175)
                 t176 = env.lookup('epm')
                 if t176 is None: t176 = Missing('epm')
-                t176 = _need(t176)
+                if t176 is None or t176.__class__ is Missing: _need(t176)
                 t177 = env.lookup('nonpositive')
                 if t177 is None: t177 = Missing('nonpositive')
-                t177 = _need(t177)
+                if t177 is None or t177.__class__ is Missing: _need(t177)
                 t178 = (0)
-                t179 = index_value(t177, _need(t178), 'nonpositive')
-                t180 = index_value(t176, _need(t179), 'epm')
+                if t178 is None or t178.__class__ is Missing: _need(t178)
+                t179 = index_value(t177, t178, 'nonpositive')
+                if t179 is None or t179.__class__ is Missing: _need(t179)
+                t180 = index_value(t176, t179, 'epm')
                 t181 = call_value(env, F_str.fn, F_str.cost, True, [t180])
                 if t181 is None or t181.__class__ is Missing: _need(t181)
                 if t175.__class__ is int and t181.__class__ is int:
@@ -3738,9 +3757,10 @@ def e86(env):
         if t2 is None: t2 = Missing('config.vlm')
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = ('class')
-    t4 = index_value(t2, _need(t3), 'config.vlm')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'config.vlm')
     t6 = ('MoMaConfig')
     if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
         t5 = t4 == t6
@@ -3862,16 +3882,18 @@ def e88(env):
                 t30.let_cache = None
                 t32 = t30.lookup('mods')
                 if t32 is None: t32 = Missing('mods')
-                t32 = _need(t32)
+                if t32 is None or t32.__class__ is Missing: _need(t32)
                 t33 = t22
                 if t33 is None: t33 = Missing('i')
-                t34 = index_value(t32, _need(t33), 'mods')
+                if t33 is None or t33.__class__ is Missing: _need(t33)
+                t34 = index_value(t32, t33, 'mods')
                 t36 = t30.lookup('mods')
                 if t36 is None: t36 = Missing('mods')
-                t36 = _need(t36)
+                if t36 is None or t36.__class__ is Missing: _need(t36)
                 t37 = t31
                 if t37 is None: t37 = Missing('j')
-                t38 = index_value(t36, _need(t37), 'mods')
+                if t37 is None or t37.__class__ is Missing: _need(t37)
+                t38 = index_value(t36, t37, 'mods')
                 if t34.__class__ is t38.__class__ and (t34.__class__ is int or t34.__class__ is str):
                     t35 = t34 == t38
                 else:
@@ -4035,10 +4057,11 @@ def e92(env):
             t9.let_cache = None
             t11 = t9.lookup('epm')
             if t11 is None: t11 = Missing('epm')
-            t11 = _need(t11)
+            if t11 is None or t11.__class__ is Missing: _need(t11)
             t12 = t10
             if t12 is None: t12 = Missing('k')
-            t13 = index_value(t11, _need(t12), 'epm')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = index_value(t11, t12, 'epm')
             t14 = call_value(t9, F_type.fn, F_type.cost, True, [t13])
             t16 = K27
             if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t9, t14, t16)
@@ -4046,10 +4069,11 @@ def e92(env):
             if (t15 if t15.__class__ is bool else _truth(t15)):
                 t18 = t9.lookup('epm')
                 if t18 is None: t18 = Missing('epm')
-                t18 = _need(t18)
+                if t18 is None or t18.__class__ is Missing: _need(t18)
                 t19 = t10
                 if t19 is None: t19 = Missing('k')
-                t20 = index_value(t18, _need(t19), 'epm')
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                t20 = index_value(t18, t19, 'epm')
                 t22 = (0)
                 if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
                     t21 = t20 <= t22
@@ -4133,9 +4157,10 @@ def e94(env):
         if t2 is None: t2 = Missing('config.vlm')
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = ('class')
-    t4 = index_value(t2, _need(t3), 'config.vlm')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'config.vlm')
     return t4
 
 def e95(env):
@@ -4206,9 +4231,10 @@ def e96(env):
                 if t12 is None: t12 = Missing('config.vlm')
             else:
                 t12 = attr_value(t11, 'vlm', 'config.vlm')
-            t12 = _need(t12)
+            if t12 is None or t12.__class__ is Missing: _need(t12)
             t13 = ('class')
-            t14 = index_value(t12, _need(t13), 'config.vlm')
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            t14 = index_value(t12, t13, 'config.vlm')
             t16 = ('MoTConfig')
             if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
                 t15 = t14 == t16
@@ -5074,9 +5100,10 @@ def e120(env):
 def e121(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'lacking')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'lacking')
     return t3
 
 def e122(env):
@@ -5250,9 +5277,10 @@ def e125(env):
         t4.let_cache = None
         t6 = t5
         if t6 is None: t6 = Missing('p')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (0)
-        t8 = index_value(t6, _need(t7), 'p')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'p')
         t9 = (1)
         t10 = call_value(t4, F_max.fn, F_max.cost, False, [t8, t9])
         t12 = t4.lookup('config')
@@ -5286,22 +5314,25 @@ def e125(env):
                 if t21 is None: t21 = Missing('n')
                 t23 = t5
                 if t23 is None: t23 = Missing('p')
-                t23 = _need(t23)
+                if t23 is None or t23.__class__ is Missing: _need(t23)
                 t24 = (1)
-                t25 = index_value(t23, _need(t24), 'p')
+                if t24 is None or t24.__class__ is Missing: _need(t24)
+                t25 = index_value(t23, t24, 'p')
                 t26 = call_value(t19, F_keys.fn, F_keys.cost, False, [t25])
                 if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t19, t21, t26)
                 t22 = _compare('in', t21, t26)
                 if (t22 if t22.__class__ is bool else _truth(t22)):
                     t28 = t5
                     if t28 is None: t28 = Missing('p')
-                    t28 = _need(t28)
+                    if t28 is None or t28.__class__ is Missing: _need(t28)
                     t29 = (1)
-                    t30 = index_value(t28, _need(t29), 'p')
-                    t30 = _need(t30)
+                    if t29 is None or t29.__class__ is Missing: _need(t29)
+                    t30 = index_value(t28, t29, 'p')
+                    if t30 is None or t30.__class__ is Missing: _need(t30)
                     t31 = t20
                     if t31 is None: t31 = Missing('n')
-                    t32 = index_value(t30, _need(t31), '?')
+                    if t31 is None or t31.__class__ is Missing: _need(t31)
+                    t32 = index_value(t30, t31, '?')
                     t33 = call_value(t19, F_type.fn, F_type.cost, True, [t32])
                     t35 = K37
                     if t35.__class__ is list or t35.__class__ is dict or t35.__class__ is str: _charge_operands(t19, t33, t35)
@@ -5312,13 +5343,15 @@ def e125(env):
                 if (t27 if t27.__class__ is bool else _truth(t27)):
                     t37 = t5
                     if t37 is None: t37 = Missing('p')
-                    t37 = _need(t37)
+                    if t37 is None or t37.__class__ is Missing: _need(t37)
                     t38 = (1)
-                    t39 = index_value(t37, _need(t38), 'p')
-                    t39 = _need(t39)
+                    if t38 is None or t38.__class__ is Missing: _need(t38)
+                    t39 = index_value(t37, t38, 'p')
+                    if t39 is None or t39.__class__ is Missing: _need(t39)
                     t40 = t20
                     if t40 is None: t40 = Missing('n')
-                    t41 = index_value(t39, _need(t40), '?')
+                    if t40 is None or t40.__class__ is Missing: _need(t40)
+                    t41 = index_value(t39, t40, '?')
                     t43 = (0)
                     if t41.__class__ is t43.__class__ and (t41.__class__ is int or t41.__class__ is str):
                         t42 = t41 == t43
@@ -5542,10 +5575,11 @@ def e128(env):
                 if t20 is None: t20 = Missing('config.data.phases')
             else:
                 t20 = attr_value(t19, 'phases', 'config.data.phases')
-            t20 = _need(t20)
+            if t20 is None or t20.__class__ is Missing: _need(t20)
             t21 = t16
             if t21 is None: t21 = Missing('i')
-            t22 = index_value(t20, _need(t21), 'config.data.phases')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = index_value(t20, t21, 'config.data.phases')
             t23 = [t22]
             t17 = loop_items(t23)
             t24 = Env({}, None, t15.budget, t15)
@@ -5805,9 +5839,10 @@ def e129(env):
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = env.lookup('item')
         if t9 is None: t9 = Missing('item')
-        t9 = _need(t9)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = (0)
-        t11 = index_value(t9, _need(t10), 'item')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = index_value(t9, t10, 'item')
         t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
         if t12 is None or t12.__class__ is Missing: _need(t12)
         if t8.__class__ is int and t12.__class__ is int:
@@ -5821,9 +5856,10 @@ def e129(env):
         if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = env.lookup('item')
         if t15 is None: t15 = Missing('item')
-        t15 = _need(t15)
+        if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = (0)
-        t17 = index_value(t15, _need(t16), 'item')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = index_value(t15, t16, 'item')
         t18 = call_value(env, F_str.fn, F_str.cost, True, [t17])
         if t18 is None or t18.__class__ is Missing: _need(t18)
         if t14.__class__ is int and t18.__class__ is int:
@@ -5851,9 +5887,10 @@ def e130(env):
 def e131(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t4 = (1)
     t5 = call_value(env, F_max.fn, F_max.cost, False, [t3, t4])
     t6 = ('step')
@@ -5872,13 +5909,15 @@ def e132(env):
         t4.let_cache = None
         t6 = t4.lookup('item')
         if t6 is None: t6 = Missing('item')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (1)
-        t8 = index_value(t6, _need(t7), 'item')
-        t8 = _need(t8)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'item')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = t5
         if t9 is None: t9 = Missing('n')
-        t10 = index_value(t8, _need(t9), '?')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, '?')
         t11 = call_value(t4, F_str.fn, F_str.cost, True, [t10])
         t1.append(t11)
         t4.budget.mem -= 1
@@ -6432,9 +6471,10 @@ def e139(env):
 def e140(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t5 = ('base')
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
@@ -6449,9 +6489,10 @@ def e140(env):
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = env.lookup('item')
         if t9 is None: t9 = Missing('item')
-        t9 = _need(t9)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = (1)
-        t11 = index_value(t9, _need(t10), 'item')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = index_value(t9, t10, 'item')
         t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
         if t12 is None or t12.__class__ is Missing: _need(t12)
         if t8.__class__ is int and t12.__class__ is int:
@@ -6475,9 +6516,10 @@ def e142(env):
 def e143(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (1)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t4 = (1)
     t5 = call_value(env, F_max.fn, F_max.cost, False, [t3, t4])
     return t5
@@ -6492,9 +6534,10 @@ def e144(env):
 def e145(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t5 = K43
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13328, 4221306175, 1504749014), ('engine/expr/functions.py', 11438, 2327514613, 974697528), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 12664, 3552542311, 792592366), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13859, 4203978419, 2593997431), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 12794, 3258504645, 3987680024), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -3751,10 +3751,11 @@ def e156(env):
         if t3 is None: t3 = Missing('config.optimizer.param_groups')
     else:
         t3 = attr_value(t2, 'param_groups', 'config.optimizer.param_groups')
-    t3 = _need(t3)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('item')
     if t4 is None: t4 = Missing('item')
-    t5 = index_value(t3, _need(t4), 'config.optimizer.param_groups')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t3, t4, 'config.optimizer.param_groups')
     if t5.__class__ is dict and 'optimizer_name' in t5:
         t6 = t5['optimizer_name']
         if t6 is None: t6 = Missing('optimizer_name')
@@ -3789,10 +3790,11 @@ def e157(env):
             if t8 is None: t8 = Missing('config.optimizer.param_groups')
         else:
             t8 = attr_value(t7, 'param_groups', 'config.optimizer.param_groups')
-        t8 = _need(t8)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = env.lookup('item')
         if t9 is None: t9 = Missing('item')
-        t10 = index_value(t8, _need(t9), 'config.optimizer.param_groups')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'config.optimizer.param_groups')
         if t10.__class__ is dict and 'optimizer_name' in t10:
             t11 = t10['optimizer_name']
             if t11 is None: t11 = Missing('optimizer_name')
@@ -3886,10 +3888,11 @@ def e159(env):
         if t3 is None: t3 = Missing('config.optimizer.param_groups')
     else:
         t3 = attr_value(t2, 'param_groups', 'config.optimizer.param_groups')
-    t3 = _need(t3)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('item')
     if t4 is None: t4 = Missing('item')
-    t5 = index_value(t3, _need(t4), 'config.optimizer.param_groups')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t3, t4, 'config.optimizer.param_groups')
     if t5.__class__ is dict and 'pattern' in t5:
         t6 = t5['pattern']
         if t6 is None: t6 = Missing('pattern')
@@ -3910,10 +3913,11 @@ def e160(env):
         if t3 is None: t3 = Missing('config.optimizer.param_groups')
     else:
         t3 = attr_value(t2, 'param_groups', 'config.optimizer.param_groups')
-    t3 = _need(t3)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('item')
     if t4 is None: t4 = Missing('item')
-    t5 = index_value(t3, _need(t4), 'config.optimizer.param_groups')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t3, t4, 'config.optimizer.param_groups')
     if t5.__class__ is dict and 'optimizer_name' in t5:
         t6 = t5['optimizer_name']
         if t6 is None: t6 = Missing('optimizer_name')
@@ -4077,9 +4081,10 @@ def e165(env):
                 if t10 is None: t10 = Missing('config.activation_checkpoint')
             else:
                 t10 = attr_value(t9, 'activation_checkpoint', 'config.activation_checkpoint')
-            t10 = _need(t10)
+            if t10 is None or t10.__class__ is Missing: _need(t10)
             t11 = ('class')
-            t12 = index_value(t10, _need(t11), 'config.activation_checkpoint')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = index_value(t10, t11, 'config.activation_checkpoint')
             t14 = ('MemoryBudgetAC.Config')
             if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
                 t13 = t12 == t14
@@ -5516,9 +5521,10 @@ def e206(env):
                 if t13 is None: t13 = Missing('config.checkpoint')
             else:
                 t13 = attr_value(t12, 'checkpoint', 'config.checkpoint')
-            t13 = _need(t13)
+            if t13 is None or t13.__class__ is Missing: _need(t13)
             t14 = ('class')
-            t15 = index_value(t13, _need(t14), 'config.checkpoint')
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = index_value(t13, t14, 'config.checkpoint')
             t17 = (None)
             if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
                 t16 = t15 != t17
@@ -5972,9 +5978,10 @@ def e207(env):
         t147.let_cache = None
         t149 = t148
         if t149 is None: t149 = Missing('x')
-        t149 = _need(t149)
+        if t149 is None or t149.__class__ is Missing: _need(t149)
         t150 = (0)
-        t151 = index_value(t149, _need(t150), 'x')
+        if t150 is None or t150.__class__ is Missing: _need(t150)
+        t151 = index_value(t149, t150, 'x')
         if (t151 if t151.__class__ is bool else _truth(t151)):
             t152 = t148
             if t152 is None: t152 = Missing('x')
@@ -5987,9 +5994,10 @@ def e207(env):
 def e208(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (4)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e209(env):
@@ -7103,9 +7111,10 @@ def e234(env):
         if t2 is None: t2 = Missing('config.activation_checkpoint')
     else:
         t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = ('class')
-    t4 = index_value(t2, _need(t3), 'config.activation_checkpoint')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'config.activation_checkpoint')
     t6 = ('SelectiveAC.Config')
     if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
         t5 = t4 != t6
@@ -7199,9 +7208,10 @@ def e236(env):
         if t2 is None: t2 = Missing('config.activation_checkpoint')
     else:
         t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = ('class')
-    t4 = index_value(t2, _need(t3), 'config.activation_checkpoint')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'config.activation_checkpoint')
     t6 = ('FullAC.Config')
     if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
         t5 = t4 == t6
@@ -7333,9 +7343,10 @@ def e238(env):
         if t2 is None: t2 = Missing('config.activation_checkpoint')
     else:
         t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = ('class')
-    t4 = index_value(t2, _need(t3), 'config.activation_checkpoint')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'config.activation_checkpoint')
     t5 = ('none')
     t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t4, t5])
     return t6
@@ -8655,9 +8666,10 @@ def e271(env):
                 if t10 is None: t10 = Missing('config.compile')
             else:
                 t10 = attr_value(t9, 'compile', 'config.compile')
-            t10 = _need(t10)
+            if t10 is None or t10.__class__ is Missing: _need(t10)
             t11 = ('class')
-            t12 = index_value(t10, _need(t11), 'config.compile')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = index_value(t10, t11, 'config.compile')
             t14 = ('CompileConfig')
             if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
                 t13 = t12 == t14
@@ -9334,9 +9346,10 @@ def e291(env):
                 if t15 is None: t15 = Missing('v')
                 t17 = t13.lookup('infinite')
                 if t17 is None: t17 = Missing('infinite')
-                t17 = _need(t17)
+                if t17 is None or t17.__class__ is Missing: _need(t17)
                 t18 = (0)
-                t19 = index_value(t17, _need(t18), 'infinite')
+                if t18 is None or t18.__class__ is Missing: _need(t18)
+                t19 = index_value(t17, t18, 'infinite')
                 if t15.__class__ is t19.__class__ and (t15.__class__ is int or t15.__class__ is str):
                     t16 = t15 != t19
                 else:
@@ -9399,10 +9412,11 @@ def e291(env):
             t35.let_cache = None
             t37 = t35.lookup('names')
             if t37 is None: t37 = Missing('names')
-            t37 = _need(t37)
+            if t37 is None or t37.__class__ is Missing: _need(t37)
             t38 = t36
             if t38 is None: t38 = Missing('i')
-            t39 = index_value(t37, _need(t38), 'names')
+            if t38 is None or t38.__class__ is Missing: _need(t38)
+            t39 = index_value(t37, t38, 'names')
             if t39 is None or t39.__class__ is Missing: _need(t39)
             t40 = (': infinite=')
             if t40 is None or t40.__class__ is Missing: _need(t40)
@@ -9414,10 +9428,11 @@ def e291(env):
             if t41 is None or t41.__class__ is Missing: _need(t41)
             t42 = t35.lookup('infinite')
             if t42 is None: t42 = Missing('infinite')
-            t42 = _need(t42)
+            if t42 is None or t42.__class__ is Missing: _need(t42)
             t43 = t36
             if t43 is None: t43 = Missing('i')
-            t44 = index_value(t42, _need(t43), 'infinite')
+            if t43 is None or t43.__class__ is Missing: _need(t43)
+            t44 = index_value(t42, t43, 'infinite')
             if (t44 if t44.__class__ is bool else _truth(t44)):
                 t46 = ('True')
                 t45 = t46
@@ -9799,9 +9814,10 @@ def e291(env):
         t174.let_cache = None
         t176 = t175
         if t176 is None: t176 = Missing('x')
-        t176 = _need(t176)
+        if t176 is None or t176.__class__ is Missing: _need(t176)
         t177 = (0)
-        t178 = index_value(t176, _need(t177), 'x')
+        if t177 is None or t177.__class__ is Missing: _need(t177)
+        t178 = index_value(t176, t177, 'x')
         if (t178 if t178.__class__ is bool else _truth(t178)):
             t179 = t175
             if t179 is None: t179 = Missing('x')
@@ -10245,9 +10261,10 @@ def e309(env):
 def e310(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'unknown')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'unknown')
     return t3
 
 def e311(env):
@@ -10365,9 +10382,10 @@ def e312(env):
             t40.let_cache = None
             t42 = t41
             if t42 is None: t42 = Missing('x')
-            t42 = _need(t42)
+            if t42 is None or t42.__class__ is Missing: _need(t42)
             t43 = (1)
-            t44 = index_value(t42, _need(t43), 'x')
+            if t43 is None or t43.__class__ is Missing: _need(t43)
+            t44 = index_value(t42, t43, 'x')
             t45 = call_value(t40, F_type.fn, F_type.cost, True, [t44])
             t47 = ('string')
             if t45.__class__ is t47.__class__ and (t45.__class__ is int or t45.__class__ is str):
@@ -10378,9 +10396,10 @@ def e312(env):
             if (t46 if t46.__class__ is bool else _truth(t46)):
                 t49 = t41
                 if t49 is None: t49 = Missing('x')
-                t49 = _need(t49)
+                if t49 is None or t49.__class__ is Missing: _need(t49)
                 t50 = (1)
-                t51 = index_value(t49, _need(t50), 'x')
+                if t50 is None or t50.__class__ is Missing: _need(t50)
+                t51 = index_value(t49, t50, 'x')
                 t53 = ('')
                 if t51.__class__ is t53.__class__ and (t51.__class__ is int or t51.__class__ is str):
                     t52 = t51 != t53
@@ -10394,9 +10413,10 @@ def e312(env):
                 t55 = ('://')
                 t57 = t41
                 if t57 is None: t57 = Missing('x')
-                t57 = _need(t57)
+                if t57 is None or t57.__class__ is Missing: _need(t57)
                 t58 = (1)
-                t59 = index_value(t57, _need(t58), 'x')
+                if t58 is None or t58.__class__ is Missing: _need(t58)
+                t59 = index_value(t57, t58, 'x')
                 if t59.__class__ is list or t59.__class__ is dict or t59.__class__ is str: _charge_operands(t40, t55, t59)
                 t56 = _compare('in', t55, t59)
                 t54 = (t56 if t56.__class__ is bool else _truth(t56))
@@ -10619,9 +10639,10 @@ def e314(env):
 def e315(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t5 = ('checkpoint.initial_load_path')
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
@@ -10693,13 +10714,15 @@ def e317(env):
             if t13 is None: t13 = Missing('datasets.registries')
         else:
             t13 = attr_value(t12, 'registries', 'datasets.registries')
-        t13 = _need(t13)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = t11
         if t14 is None: t14 = Missing('x')
-        t14 = _need(t14)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = (2)
-        t16 = index_value(t14, _need(t15), 'x')
-        t17 = index_value(t13, _need(t16), 'datasets.registries')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = index_value(t14, t15, 'x')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = index_value(t13, t16, 'datasets.registries')
         if t17.__class__ is dict and 'lowercased' in t17:
             t18 = t17['lowercased']
             if t18 is None: t18 = Missing('lowercased')
@@ -10708,17 +10731,19 @@ def e317(env):
         if (t18 if t18.__class__ is bool else _truth(t18)):
             t20 = t11
             if t20 is None: t20 = Missing('x')
-            t20 = _need(t20)
+            if t20 is None or t20.__class__ is Missing: _need(t20)
             t21 = (1)
-            t22 = index_value(t20, _need(t21), 'x')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = index_value(t20, t21, 'x')
             t23 = call_value(t10, F_lower.fn, F_lower.cost, False, [t22])
             t19 = t23
         else:
             t24 = t11
             if t24 is None: t24 = Missing('x')
-            t24 = _need(t24)
+            if t24 is None or t24.__class__ is Missing: _need(t24)
             t25 = (1)
-            t26 = index_value(t24, _need(t25), 'x')
+            if t25 is None or t25.__class__ is Missing: _need(t25)
+            t26 = index_value(t24, t25, 'x')
             t19 = t26
         t28 = t10.lookup('datasets')
         if t28 is None: t28 = Missing('datasets')
@@ -10727,13 +10752,15 @@ def e317(env):
             if t29 is None: t29 = Missing('datasets.registries')
         else:
             t29 = attr_value(t28, 'registries', 'datasets.registries')
-        t29 = _need(t29)
+        if t29 is None or t29.__class__ is Missing: _need(t29)
         t30 = t11
         if t30 is None: t30 = Missing('x')
-        t30 = _need(t30)
+        if t30 is None or t30.__class__ is Missing: _need(t30)
         t31 = (2)
-        t32 = index_value(t30, _need(t31), 'x')
-        t33 = index_value(t29, _need(t32), 'datasets.registries')
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        t32 = index_value(t30, t31, 'x')
+        if t32 is None or t32.__class__ is Missing: _need(t32)
+        t33 = index_value(t29, t32, 'datasets.registries')
         if t33.__class__ is dict and 'names' in t33:
             t34 = t33['names']
             if t34 is None: t34 = Missing('names')
@@ -10744,29 +10771,34 @@ def e317(env):
         if (t27 if t27.__class__ is bool else _truth(t27)):
             t35 = t11
             if t35 is None: t35 = Missing('x')
-            t35 = _need(t35)
+            if t35 is None or t35.__class__ is Missing: _need(t35)
             t36 = (0)
-            t37 = index_value(t35, _need(t36), 'x')
+            if t36 is None or t36.__class__ is Missing: _need(t36)
+            t37 = index_value(t35, t36, 'x')
             t38 = t11
             if t38 is None: t38 = Missing('x')
-            t38 = _need(t38)
+            if t38 is None or t38.__class__ is Missing: _need(t38)
             t39 = (1)
-            t40 = index_value(t38, _need(t39), 'x')
+            if t39 is None or t39.__class__ is Missing: _need(t39)
+            t40 = index_value(t38, t39, 'x')
             t41 = t11
             if t41 is None: t41 = Missing('x')
-            t41 = _need(t41)
+            if t41 is None or t41.__class__ is Missing: _need(t41)
             t42 = (2)
-            t43 = index_value(t41, _need(t42), 'x')
+            if t42 is None or t42.__class__ is Missing: _need(t42)
+            t43 = index_value(t41, t42, 'x')
             t44 = t11
             if t44 is None: t44 = Missing('x')
-            t44 = _need(t44)
+            if t44 is None or t44.__class__ is Missing: _need(t44)
             t45 = (3)
-            t46 = index_value(t44, _need(t45), 'x')
+            if t45 is None or t45.__class__ is Missing: _need(t45)
+            t46 = index_value(t44, t45, 'x')
             t47 = t11
             if t47 is None: t47 = Missing('x')
-            t47 = _need(t47)
+            if t47 is None or t47.__class__ is Missing: _need(t47)
             t48 = (4)
-            t49 = index_value(t47, _need(t48), 'x')
+            if t48 is None or t48.__class__ is Missing: _need(t48)
+            t49 = index_value(t47, t48, 'x')
             t50 = t10.lookup('datasets')
             if t50 is None: t50 = Missing('datasets')
             if t50.__class__ is dict and 'registries' in t50:
@@ -10774,13 +10806,15 @@ def e317(env):
                 if t51 is None: t51 = Missing('datasets.registries')
             else:
                 t51 = attr_value(t50, 'registries', 'datasets.registries')
-            t51 = _need(t51)
+            if t51 is None or t51.__class__ is Missing: _need(t51)
             t52 = t11
             if t52 is None: t52 = Missing('x')
-            t52 = _need(t52)
+            if t52 is None or t52.__class__ is Missing: _need(t52)
             t53 = (2)
-            t54 = index_value(t52, _need(t53), 'x')
-            t55 = index_value(t51, _need(t54), 'datasets.registries')
+            if t53 is None or t53.__class__ is Missing: _need(t53)
+            t54 = index_value(t52, t53, 'x')
+            if t54 is None or t54.__class__ is Missing: _need(t54)
+            t55 = index_value(t51, t54, 'datasets.registries')
             if t55.__class__ is dict and 'lowercased' in t55:
                 t56 = t55['lowercased']
                 if t56 is None: t56 = Missing('lowercased')
@@ -10789,17 +10823,19 @@ def e317(env):
             if (t56 if t56.__class__ is bool else _truth(t56)):
                 t58 = t11
                 if t58 is None: t58 = Missing('x')
-                t58 = _need(t58)
+                if t58 is None or t58.__class__ is Missing: _need(t58)
                 t59 = (1)
-                t60 = index_value(t58, _need(t59), 'x')
+                if t59 is None or t59.__class__ is Missing: _need(t59)
+                t60 = index_value(t58, t59, 'x')
                 t61 = call_value(t10, F_lower.fn, F_lower.cost, False, [t60])
                 t57 = t61
             else:
                 t62 = t11
                 if t62 is None: t62 = Missing('x')
-                t62 = _need(t62)
+                if t62 is None or t62.__class__ is Missing: _need(t62)
                 t63 = (1)
-                t64 = index_value(t62, _need(t63), 'x')
+                if t63 is None or t63.__class__ is Missing: _need(t63)
+                t64 = index_value(t62, t63, 'x')
                 t57 = t64
             t65 = [t37, t40, t43, t46, t49, t57]
             t1.append(t65)
@@ -10910,7 +10946,7 @@ def e319(env):
             if t23 is None: t23 = Missing('datasets.loaders')
         else:
             t23 = attr_value(t22, 'loaders', 'datasets.loaders')
-        t23 = _need(t23)
+        if t23 is None or t23.__class__ is Missing: _need(t23)
         t24 = env.lookup('config')
         if t24 is None: t24 = Missing('config')
         if t24.__class__ is dict and 'dataloader' in t24:
@@ -10923,7 +10959,8 @@ def e319(env):
             if t26 is None: t26 = Missing('config.dataloader.class')
         else:
             t26 = attr_value(t25, 'class', 'config.dataloader.class')
-        t27 = index_value(t23, _need(t26), 'datasets.loaders')
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        t27 = index_value(t23, t26, 'datasets.loaders')
         t28 = env.lookup('config')
         if t28 is None: t28 = Missing('config')
         if t28.__class__ is dict and 'dataloader' in t28:
@@ -11012,10 +11049,11 @@ def e320(env):
             t24.let_cache = None
             t26 = t24.lookup('s')
             if t26 is None: t26 = Missing('s')
-            t26 = _need(t26)
+            if t26 is None or t26.__class__ is Missing: _need(t26)
             t27 = t25
             if t27 is None: t27 = Missing('i')
-            t28 = index_value(t26, _need(t27), 's')
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = index_value(t26, t27, 's')
             t29 = call_value(t24, F_type.fn, F_type.cost, True, [t28])
             t31 = ('table')
             if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
@@ -11026,10 +11064,11 @@ def e320(env):
             if (t30 if t30.__class__ is bool else _truth(t30)):
                 t33 = t24.lookup('s')
                 if t33 is None: t33 = Missing('s')
-                t33 = _need(t33)
+                if t33 is None or t33.__class__ is Missing: _need(t33)
                 t34 = t25
                 if t34 is None: t34 = Missing('i')
-                t35 = index_value(t33, _need(t34), 's')
+                if t34 is None or t34.__class__ is Missing: _need(t34)
+                t35 = index_value(t33, t34, 's')
                 if t35.__class__ is dict and 'dataset' in t35:
                     t36 = t35['dataset']
                     if t36 is None: t36 = Missing('dataset')
@@ -11049,10 +11088,11 @@ def e320(env):
                 t40 = ('dataloader.sources')
                 t41 = t24.lookup('s')
                 if t41 is None: t41 = Missing('s')
-                t41 = _need(t41)
+                if t41 is None or t41.__class__ is Missing: _need(t41)
                 t42 = t25
                 if t42 is None: t42 = Missing('i')
-                t43 = index_value(t41, _need(t42), 's')
+                if t42 is None or t42.__class__ is Missing: _need(t42)
+                t43 = index_value(t41, t42, 's')
                 if t43.__class__ is dict and 'dataset' in t43:
                     t44 = t43['dataset']
                     if t44 is None: t44 = Missing('dataset')
@@ -11065,7 +11105,7 @@ def e320(env):
                     if t46 is None: t46 = Missing('datasets.source_loaders')
                 else:
                     t46 = attr_value(t45, 'source_loaders', 'datasets.source_loaders')
-                t46 = _need(t46)
+                if t46 is None or t46.__class__ is Missing: _need(t46)
                 t47 = t24.lookup('config')
                 if t47 is None: t47 = Missing('config')
                 if t47.__class__ is dict and 'dataloader' in t47:
@@ -11078,7 +11118,8 @@ def e320(env):
                     if t49 is None: t49 = Missing('config.dataloader.class')
                 else:
                     t49 = attr_value(t48, 'class', 'config.dataloader.class')
-                t50 = index_value(t46, _need(t49), 'datasets.source_loaders')
+                if t49 is None or t49.__class__ is Missing: _need(t49)
+                t50 = index_value(t46, t49, 'datasets.source_loaders')
                 t51 = t24.lookup('config')
                 if t51 is None: t51 = Missing('config')
                 if t51.__class__ is dict and 'dataloader' in t51:
@@ -11278,7 +11319,7 @@ def e321(env):
             if t47 is None: t47 = Missing('datasets.loaders')
         else:
             t47 = attr_value(t46, 'loaders', 'datasets.loaders')
-        t47 = _need(t47)
+        if t47 is None or t47.__class__ is Missing: _need(t47)
         t48 = env.lookup('config')
         if t48 is None: t48 = Missing('config')
         if t48.__class__ is dict and 'validator' in t48:
@@ -11296,7 +11337,8 @@ def e321(env):
             if t51 is None: t51 = Missing('config.validator.dataloader.class')
         else:
             t51 = attr_value(t50, 'class', 'config.validator.dataloader.class')
-        t52 = index_value(t47, _need(t51), 'datasets.loaders')
+        if t51 is None or t51.__class__ is Missing: _need(t51)
+        t52 = index_value(t47, t51, 'datasets.loaders')
         t53 = env.lookup('config')
         if t53 is None: t53 = Missing('config')
         if t53.__class__ is dict and 'validator' in t53:
@@ -11433,7 +11475,7 @@ def e322(env):
             if t32 is None: t32 = Missing('datasets.models')
         else:
             t32 = attr_value(t31, 'models', 'datasets.models')
-        t32 = _need(t32)
+        if t32 is None or t32.__class__ is Missing: _need(t32)
         t33 = env.lookup('config')
         if t33 is None: t33 = Missing('config')
         if t33.__class__ is dict and 'model' in t33:
@@ -11446,7 +11488,8 @@ def e322(env):
             if t35 is None: t35 = Missing('config.model.name')
         else:
             t35 = attr_value(t34, 'name', 'config.model.name')
-        t36 = index_value(t32, _need(t35), 'datasets.models')
+        if t35 is None or t35.__class__ is Missing: _need(t35)
+        t36 = index_value(t32, t35, 'datasets.models')
         t37 = ('model ')
         if t37 is None or t37.__class__ is Missing: _need(t37)
         t38 = env.lookup('config')
@@ -11489,13 +11532,15 @@ def e324(env):
         if t2 is None: t2 = Missing('datasets.registries')
     else:
         t2 = attr_value(t1, 'registries', 'datasets.registries')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('item')
     if t3 is None: t3 = Missing('item')
-    t3 = _need(t3)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = (2)
-    t5 = index_value(t3, _need(t4), 'item')
-    t6 = index_value(t2, _need(t5), 'datasets.registries')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t3, t4, 'item')
+    if t5 is None or t5.__class__ is Missing: _need(t5)
+    t6 = index_value(t2, t5, 'datasets.registries')
     if t6.__class__ is dict and 'names' in t6:
         t7 = t6['names']
         if t7 is None: t7 = Missing('names')
@@ -11508,9 +11553,10 @@ def e324(env):
 def e325(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (5)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e326(env):
@@ -11660,9 +11706,10 @@ def e326(env):
                 if (t55 if t55.__class__ is bool else _truth(t55)):
                     t58 = t40
                     if t58 is None: t58 = Missing('n')
-                    t58 = _need(t58)
+                    if t58 is None or t58.__class__ is Missing: _need(t58)
                     t59 = ('class')
-                    t60 = index_value(t58, _need(t59), 'n')
+                    if t59 is None or t59.__class__ is Missing: _need(t59)
+                    t60 = index_value(t58, t59, 'n')
                     t62 = ('DatasetMixConfig')
                     if t60.__class__ is t62.__class__ and (t60.__class__ is int or t60.__class__ is str):
                         t61 = t60 == t62
@@ -11934,9 +11981,10 @@ def e326(env):
             if (t153 if t153.__class__ is bool else _truth(t153)):
                 t160 = t142
                 if t160 is None: t160 = Missing('n')
-                t160 = _need(t160)
+                if t160 is None or t160.__class__ is Missing: _need(t160)
                 t161 = ('class')
-                t162 = index_value(t160, _need(t161), 'n')
+                if t161 is None or t161.__class__ is Missing: _need(t161)
+                t162 = index_value(t160, t161, 'n')
                 t164 = ('DatasetConcatConfig')
                 if t162.__class__ is t164.__class__ and (t162.__class__ is int or t162.__class__ is str):
                     t163 = t162 == t164
@@ -12600,9 +12648,10 @@ def e332(env):
                 t27.budget.mem -= 1
                 if t27.budget.mem < 0: _charge_mem(env, 0)
                 if len(t24) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t24 = _need(t24)
+        if t24 is None or t24.__class__ is Missing: _need(t24)
         t41 = (0)
-        t42 = index_value(t24, _need(t41), '?')
+        if t41 is None or t41.__class__ is Missing: _need(t41)
+        t42 = index_value(t24, t41, '?')
         t23 = t42
     else:
         t43 = K120
@@ -13565,9 +13614,10 @@ def e351(env):
 def e352(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'bad')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'bad')
     if t3.__class__ is dict and 'class' in t3:
         t4 = t3['class']
         if t4 is None: t4 = Missing('class')
@@ -13578,9 +13628,10 @@ def e352(env):
 def e353(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'bad')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'bad')
     if t3.__class__ is dict and 'rank' in t3:
         t4 = t3['rank']
         if t4 is None: t4 = Missing('rank')
@@ -13624,10 +13675,11 @@ def e356(env):
         t6.let_cache = None
         t8 = t6.lookup('conv')
         if t8 is None: t8 = Missing('conv')
-        t8 = _need(t8)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = t7
         if t9 is None: t9 = Missing('i')
-        t10 = index_value(t8, _need(t9), 'conv')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'conv')
         if t10.__class__ is dict and 'kind' in t10:
             t11 = t10['kind']
             if t11 is None: t11 = Missing('kind')
@@ -13674,9 +13726,10 @@ def e357(env):
             if t13 is None: t13 = Missing('i')
             t15 = t6.lookup('loras')
             if t15 is None: t15 = Missing('loras')
-            t15 = _need(t15)
+            if t15 is None or t15.__class__ is Missing: _need(t15)
             t16 = (0)
-            t17 = index_value(t15, _need(t16), 'loras')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = index_value(t15, t16, 'loras')
             if t13.__class__ is t17.__class__ and (t13.__class__ is int or t13.__class__ is str):
                 t14 = t13 > t17
             else:
@@ -13688,10 +13741,11 @@ def e357(env):
         if (t12 if t12.__class__ is bool else _truth(t12)):
             t19 = t6.lookup('conv')
             if t19 is None: t19 = Missing('conv')
-            t19 = _need(t19)
+            if t19 is None or t19.__class__ is Missing: _need(t19)
             t20 = t7
             if t20 is None: t20 = Missing('i')
-            t21 = index_value(t19, _need(t20), 'conv')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = index_value(t19, t20, 'conv')
             if t21.__class__ is dict and 'kind' in t21:
                 t22 = t21['kind']
                 if t22 is None: t22 = Missing('kind')
@@ -13709,10 +13763,11 @@ def e357(env):
         if (t18 if t18.__class__ is bool else _truth(t18)):
             t25 = t6.lookup('conv')
             if t25 is None: t25 = Missing('conv')
-            t25 = _need(t25)
+            if t25 is None or t25.__class__ is Missing: _need(t25)
             t26 = t7
             if t26 is None: t26 = Missing('i')
-            t27 = index_value(t25, _need(t26), 'conv')
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            t27 = index_value(t25, t26, 'conv')
             t1.append(t27)
             t6.budget.mem -= 1
             if t6.budget.mem < 0: _charge_mem(env, 0)
@@ -13722,9 +13777,10 @@ def e357(env):
 def e358(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'late')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'late')
     if t3.__class__ is dict and 'class' in t3:
         t4 = t3['class']
         if t4 is None: t4 = Missing('class')
@@ -13735,13 +13791,15 @@ def e358(env):
 def e359(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('loras')
     if t2 is None: t2 = Missing('loras')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = (0)
-    t4 = index_value(t2, _need(t3), 'loras')
-    t5 = index_value(t1, _need(t4), 'conv')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'loras')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t1, t4, 'conv')
     if t5.__class__ is dict and 'class' in t5:
         t6 = t5['class']
         if t6 is None: t6 = Missing('class')
@@ -13927,9 +13985,10 @@ def e363(env):
 def e364(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'padding')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'padding')
     if t3.__class__ is dict and 'class' in t3:
         t4 = t3['class']
         if t4 is None: t4 = Missing('class')
@@ -13940,9 +13999,10 @@ def e364(env):
 def e365(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'padding')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'padding')
     if t3.__class__ is dict and 'name' in t3:
         t4 = t3['name']
         if t4 is None: t4 = Missing('name')
@@ -14577,10 +14637,11 @@ def e381(env):
                 if t16 is None: t16 = Missing('model.converters')
             else:
                 t16 = attr_value(t15, 'converters', 'model.converters')
-            t16 = _need(t16)
+            if t16 is None or t16.__class__ is Missing: _need(t16)
             t17 = t14
             if t17 is None: t17 = Missing('i')
-            t18 = index_value(t16, _need(t17), 'model.converters')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = index_value(t16, t17, 'model.converters')
             if t18.__class__ is dict and 'name' in t18:
                 t19 = t18['name']
                 if t19 is None: t19 = Missing('name')
@@ -14619,10 +14680,11 @@ def e382(env):
         if t2 is None: t2 = Missing('model.converters')
     else:
         t2 = attr_value(t1, 'converters', 'model.converters')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('item')
     if t3 is None: t3 = Missing('item')
-    t4 = index_value(t2, _need(t3), 'model.converters')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'model.converters')
     return t4
 
 def e383(env):
@@ -14885,10 +14947,11 @@ def e387(env):
                         if t26 is None: t26 = Missing('e.fqns')
                     else:
                         t26 = attr_value(t25, 'fqns', 'e.fqns')
-                    t26 = _need(t26)
+                    if t26 is None or t26.__class__ is Missing: _need(t26)
                     t27 = t12
                     if t27 is None: t27 = Missing('k')
-                    t28 = index_value(t26, _need(t27), 'e.fqns')
+                    if t27 is None or t27.__class__ is Missing: _need(t27)
+                    t28 = index_value(t26, t27, 'e.fqns')
                     if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t21, t23, t28)
                     t24 = _compare('in', t23, t28)
                     t18.append(t24)
@@ -14907,10 +14970,11 @@ def e387(env):
                     if t31 is None: t31 = Missing('e.order')
                 else:
                     t31 = attr_value(t30, 'order', 'e.order')
-                t31 = _need(t31)
+                if t31 is None or t31.__class__ is Missing: _need(t31)
                 t32 = t12
                 if t32 is None: t32 = Missing('k')
-                t33 = index_value(t31, _need(t32), 'e.order')
+                if t32 is None or t32.__class__ is Missing: _need(t32)
+                t33 = index_value(t31, t32, 'e.order')
                 t34 = t5
                 if t34 is None: t34 = Missing('e')
                 if t34.__class__ is dict and 'fqns' in t34:
@@ -14918,10 +14982,11 @@ def e387(env):
                     if t35 is None: t35 = Missing('e.fqns')
                 else:
                     t35 = attr_value(t34, 'fqns', 'e.fqns')
-                t35 = _need(t35)
+                if t35 is None or t35.__class__ is Missing: _need(t35)
                 t36 = t12
                 if t36 is None: t36 = Missing('k')
-                t37 = index_value(t35, _need(t36), 'e.fqns')
+                if t36 is None or t36.__class__ is Missing: _need(t36)
+                t37 = index_value(t35, t36, 'e.fqns')
                 t38 = t5
                 if t38 is None: t38 = Missing('e')
                 if t38.__class__ is dict and 'in_features' in t38:
@@ -14962,9 +15027,10 @@ def e388(env):
         t4.let_cache = None
         t6 = t5
         if t6 is None: t6 = Missing('h')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (0)
-        t8 = index_value(t6, _need(t7), 'h')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'h')
         t1.append(t8)
         t4.budget.mem -= 1
         if t4.budget.mem < 0: _charge_mem(env, 0)
@@ -14984,9 +15050,10 @@ def e389(env):
         t4.let_cache = None
         t6 = t5
         if t6 is None: t6 = Missing('h')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (0)
-        t8 = index_value(t6, _need(t7), 'h')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'h')
         t10 = t4.lookup('first_at')
         if t10 is None: t10 = Missing('first_at')
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
@@ -15001,17 +15068,19 @@ def e389(env):
             t4.budget.mem -= 1
             if t4.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t12 = (0)
-    t13 = index_value(t1, _need(t12), '?')
+    if t12 is None or t12.__class__ is Missing: _need(t12)
+    t13 = index_value(t1, t12, '?')
     return t13
 
 def e390(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'first')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'first')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('params')
     if t4 is None: t4 = Missing('params')
@@ -15057,9 +15126,10 @@ def e391(env):
             t9.let_cache = None
             t11 = t10
             if t11 is None: t11 = Missing('h')
-            t11 = _need(t11)
+            if t11 is None or t11.__class__ is Missing: _need(t11)
             t12 = (4)
-            t13 = index_value(t11, _need(t12), 'h')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = index_value(t11, t12, 'h')
             t15 = t5
             if t15 is None: t15 = Missing('e')
             if t15.__class__ is dict and 'fqn' in t15:
@@ -15110,10 +15180,11 @@ def e392(env):
             if t8 is None: t8 = Missing('model.converters')
         else:
             t8 = attr_value(t7, 'converters', 'model.converters')
-        t8 = _need(t8)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = t6
         if t9 is None: t9 = Missing('j')
-        t10 = index_value(t8, _need(t9), 'model.converters')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'model.converters')
         if t10.__class__ is dict and 'kind' in t10:
             t11 = t10['kind']
             if t11 is None: t11 = Missing('kind')
@@ -15154,9 +15225,10 @@ def e393(env):
             t9.let_cache = None
             t11 = t10
             if t11 is None: t11 = Missing('h')
-            t11 = _need(t11)
+            if t11 is None or t11.__class__ is Missing: _need(t11)
             t12 = (1)
-            t13 = index_value(t11, _need(t12), 'h')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = index_value(t11, t12, 'h')
             t15 = ('lm_head')
             if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
                 t14 = t13 == t15
@@ -15183,9 +15255,10 @@ def e393(env):
             t21.let_cache = None
             t23 = t22
             if t23 is None: t23 = Missing('h')
-            t23 = _need(t23)
+            if t23 is None or t23.__class__ is Missing: _need(t23)
             t24 = (1)
-            t25 = index_value(t23, _need(t24), 'h')
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            t25 = index_value(t23, t24, 'h')
             t27 = ('lm_head')
             if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
                 t26 = t25 != t27
@@ -15407,25 +15480,28 @@ def e399(env):
 def e400(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (1)
-    t3 = index_value(t1, _need(t2), 'first')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'first')
     return t3
 
 def e401(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'first')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'first')
     return t3
 
 def e402(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (3)
-    t3 = index_value(t1, _need(t2), 'first')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'first')
     return t3
 
 def e403(env):
@@ -15445,16 +15521,18 @@ def e404(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('first')
         if t5 is None: t5 = Missing('first')
-        t5 = _need(t5)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = (2)
-        t7 = index_value(t5, _need(t6), 'first')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = index_value(t5, t6, 'first')
         t4 = t7
     else:
         t8 = env.lookup('first')
         if t8 is None: t8 = Missing('first')
-        t8 = _need(t8)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = (3)
-        t10 = index_value(t8, _need(t9), 'first')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'first')
         t4 = t10
     return t4
 
@@ -15530,10 +15608,11 @@ def e407(env):
                 if t16 is None: t16 = Missing('model.converters')
             else:
                 t16 = attr_value(t15, 'converters', 'model.converters')
-            t16 = _need(t16)
+            if t16 is None or t16.__class__ is Missing: _need(t16)
             t17 = t14
             if t17 is None: t17 = Missing('i')
-            t18 = index_value(t16, _need(t17), 'model.converters')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = index_value(t16, t17, 'model.converters')
             if t18.__class__ is dict and 'name' in t18:
                 t19 = t18['name']
                 if t19 is None: t19 = Missing('name')
@@ -15559,10 +15638,11 @@ def e407(env):
                     if t25 is None: t25 = Missing('model.converters')
                 else:
                     t25 = attr_value(t24, 'converters', 'model.converters')
-                t25 = _need(t25)
+                if t25 is None or t25.__class__ is Missing: _need(t25)
                 t26 = t14
                 if t26 is None: t26 = Missing('i')
-                t27 = index_value(t25, _need(t26), 'model.converters')
+                if t26 is None or t26.__class__ is Missing: _need(t26)
+                t27 = index_value(t25, t26, 'model.converters')
                 if t27.__class__ is dict and 'fqns_call' in t27:
                     t28 = t27['fqns_call']
                     if t28 is None: t28 = Missing('fqns_call')
@@ -15598,10 +15678,11 @@ def e408(env):
         if t2 is None: t2 = Missing('model.converters')
     else:
         t2 = attr_value(t1, 'converters', 'model.converters')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('item')
     if t3 is None: t3 = Missing('item')
-    t4 = index_value(t2, _need(t3), 'model.converters')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'model.converters')
     if t4.__class__ is dict and 'fqns_call' in t4:
         t5 = t4['fqns_call']
         if t5 is None: t5 = Missing('fqns_call')
@@ -15710,10 +15791,11 @@ def e415(env):
         if t2 is None: t2 = Missing('model.converters')
     else:
         t2 = attr_value(t1, 'converters', 'model.converters')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('item')
     if t3 is None: t3 = Missing('item')
-    t4 = index_value(t2, _need(t3), 'model.converters')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'model.converters')
     if t4.__class__ is dict and 'class' in t4:
         t5 = t4['class']
         if t5 is None: t5 = Missing('class')
