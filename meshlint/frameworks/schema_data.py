@@ -84,6 +84,7 @@ class Schema:
         self.framework, self.version, self.path = framework, version, path
         self._data: dict | None = None
         self._merged: dict = {}
+        self._walked: dict = {}  # a section's problems by its text, for the next config that writes it the same
 
     @property
     def data(self) -> dict:
@@ -161,6 +162,26 @@ class Schema:
         return problems
 
     def _walk(self, ctx, pattern: str, where: str, table: dict, problems: list, implied: str | None = None) -> None:
+        if not where or "." in where or "[" in where or ctx.types is not None or ctx.unknown_names \
+                or ctx.origin != "file":  # (nested tables are part of their section's text)
+            self._walk_table(ctx, pattern, where, table, problems, implied)
+            return
+        # A section's verdict depends only on what it holds (and where, and the job's custom module): the configs of
+        # a project repeat most of theirs ([checkpoint], [train], ...). Keyed by the TOML values' repr, which tells
+        # their types apart (1, 1.0, true); the problems are handed out as copies (callers add to them).
+        key = (pattern, where, implied, ctx.custom_module, repr(table))
+        found = self._walked.get(key)
+        if found is None:
+            found = []
+            self._walk_table(ctx, pattern, where, table, found, implied)
+            if len(self._walked) >= _WALKED_MAX:
+                self._walked.clear()
+            self._walked[key] = found
+        if found:
+            problems.extend(_fresh(p) for p in found)
+
+    def _walk_table(self, ctx, pattern: str, where: str, table: dict, problems: list,
+                    implied: str | None = None) -> None:
         entry = self._data["tables"].get(pattern)
         if entry is None:
             return
@@ -527,6 +548,19 @@ def _fast_test(typ: dict, model: str):
     if kind in ("any", "other", "initvar", "classvar"):
         return lambda v: True
     return None
+
+
+_WALKED_MAX = 2048  # sections remembered per schema (a long-lived process checks many configs)
+
+
+def _fresh(value):
+    """A copy of a problem (dicts and lists copied all the way down), so no caller changes the remembered one."""
+    cls = value.__class__
+    if cls is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if cls is list:
+        return [_fresh(v) for v in value]
+    return value
 
 
 class _Context:
