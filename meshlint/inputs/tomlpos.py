@@ -464,9 +464,12 @@ def quick_scan(text: str, comments: list | None = None) -> Positions | None:
         key, eq, value = line.partition("=")
         if not eq or '"' in key or "'" in key:
             return None
-        path = current + tuple(p.strip(" \t") for p in key.split("."))
-        for cut in range(len(current) + 1, len(path)):
-            tables.setdefault(path[:cut], at)  # dotted keys define tables
+        if "." in key:
+            path = current + tuple(p.strip(" \t") for p in key.split("."))
+            for cut in range(len(current) + 1, len(path)):
+                tables.setdefault(path[:cut], at)  # dotted keys define tables
+        else:  # the usual plain key
+            path = current + (key.strip(" \t"),)
         if path in keys:
             duplicates.append((path, keys[path], at))
         else:

@@ -171,15 +171,31 @@ def filename_hint(name: str) -> Hint | None:
     return Hint(f'file name "{name}"', world_size=world)
 
 
-def comment_hints(comments: list) -> list[Hint]:
-    """Launch lines and node shapes written in the file's own comments."""
-    launch, shapes = [], []
+_READ: list = [None, None, None]  # the comments list read last, its _readable() and its comment_worlds()
+
+
+def _readable(comments: list) -> list:
+    """``(line, text, flags)`` of each comment that is no directive and whose counts can all be trusted (a 0 or an
+    absurd count is not a launch line meshlint can trust: the comment is ignored); read once per comments list,
+    which comment_hints and comment_worlds (called twice) each walk."""
+    if _READ[0] is comments:
+        return _READ[1]
+    out = []
     for line, _col, text in comments:
         if _directive(text):
             continue
         flags = _flags(text)
-        if any(v is None for v in flags.values()):
-            continue  # a 0 or an absurd count is not a launch line meshlint can trust: ignore the comment
+        if flags and any(v is None for v in flags.values()):
+            continue
+        out.append((line, text, flags))
+    _READ[:] = [comments, out, None]
+    return out
+
+
+def comment_hints(comments: list) -> list[Hint]:
+    """Launch lines and node shapes written in the file's own comments."""
+    launch, shapes = [], []
+    for line, text, flags in _readable(comments):
         if flags:
             gpn = flags.get("nproc_per_node") or flags.get("ntasks_per_node") or flags.get("gpus_per_node")
             nodes = flags.get("nnodes") or flags.get("nodes")
@@ -210,18 +226,16 @@ def comment_hints(comments: list) -> list[Hint]:
 def comment_worlds(comments: list) -> list:
     """The runs the file's comments describe, when they describe several different ones:
     [(source, world or None, words)] (empty when they agree, or name at most one)."""
+    readable = _readable(comments)
+    if _READ[2] is not None:
+        return list(_READ[2])  # a copy: the caller keeps it
     found = []
-    for line, _col, text in comments:
-        if _directive(text):
-            continue
-        flags = _flags(text)
-        if any(v is None for v in flags.values()):
-            continue
-        source = f"launch command on line {line}"
+    for line, text, flags in readable:
         if not flags:
             if _plain_run(text):
-                found.append((source, 1, "1 GPU (a plain python run)"))
+                found.append((f"launch command on line {line}", 1, "1 GPU (a plain python run)"))
             continue
+        source = f"launch command on line {line}"
         gpn = flags.get("nproc_per_node") or flags.get("ntasks_per_node") or flags.get("gpus_per_node")
         nodes = flags.get("nnodes") or flags.get("nodes")
         world = flags.get("ntasks")
@@ -234,7 +248,8 @@ def comment_worlds(comments: list) -> list:
             found.append((source, world, f"{world} GPUs"))
         elif nodes:
             found.append((source, None, f"{nodes} nodes of an unstated size"))
-    return found if len({(w, words) for _, w, words in found}) > 1 else []
+    _READ[2] = found if len({(w, words) for _, w, words in found}) > 1 else []
+    return list(_READ[2])
 
 
 def resolve_topology(hints: list[Hint | None], placement: str = "block") -> Topology:

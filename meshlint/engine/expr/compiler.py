@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from meshlint.engine.expr.functions import FUNCTIONS
+from meshlint.engine.expr.functions import FUNCTIONS, FuncSpec, _cost_len, _f_len, _f_type
 from meshlint.engine.expr.nodes import (Attr, BinOp, BoolOp, Call, Compare, Cond, Const, Index, ListComp, ListLit,
                                         Name, Node, Unary, _count, _path_of)
 from meshlint.engine.expr.values import _FAST_COMPARE
@@ -29,7 +29,7 @@ PRELUDE = """from meshlint.engine.expr.errors import EvalError, Missing, NeedFac
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 """
 _ARITH_FAST = ("+", "-", "*")  # on two ints these never raise; the rest go through _binop's checks
 
@@ -92,8 +92,26 @@ class _Writer:
             args = [self.expr(a, env, bound) for a in node.args]
             spec = FUNCTIONS[node.func]
             t = self.temp()
-            self.emit(f"{t} = call_value({env}, F_{node.func}.fn, F_{node.func}.cost, {spec.null_ok!r}, "
-                      f"[{', '.join(args)}])")
+            call = f"call_value({env}, F_{node.func}.fn, F_{node.func}.cost, {spec.null_ok!r}, [{', '.join(args)}])"
+            if node.func == "len" and len(args) == 1 and spec.fn is _f_len and spec.cost is _cost_len:
+                # call_value's work for a list, string or table, inline: charged its length (at least 1)
+                a = args[0]
+                self.emit(f"if {a}.__class__ is list or {a}.__class__ is str or {a}.__class__ is dict:")
+                self.emit(f"    {t} = len({a})")
+                self.emit(f"    {env}.budget.left -= {t} if {t} > 1 else 1")
+                self.emit(f"    if {env}.budget.left < 0: _charge({env}, 0)")
+                self.emit("else:")
+                self.emit(f"    {t} = {call}")
+            elif node.func == "type" and len(args) == 1 and spec.fn is _f_type \
+                    and spec.cost is FuncSpec._field_defaults["cost"]:
+                # call_value's work inline: one step, then the name's characters to the memory budget
+                self.emit(f"{env}.budget.left -= 1")
+                self.emit(f"if {env}.budget.left < 0: _charge({env}, 0)")
+                self.emit(f"{t} = type_name({args[0]})")
+                self.emit(f"{env}.budget.mem -= len({t})")
+                self.emit(f"if {env}.budget.mem < 0: _charge_mem({env}, 0)")
+            else:
+                self.emit(f"{t} = {call}")
             return t
         if kind is Unary:
             operand = self.expr(node.operand, env, bound)
@@ -162,6 +180,10 @@ class _Writer:
         t = self.temp()
         if len(node.rest) == 1:  # interp's compare1: equal ints or strings directly, else charged and checked
             op, right_node = node.rest[0]
+            if op in ("==", "!=") and right_node.__class__ is Const and right_node.value is None:
+                # ``x == null``: what _compare gives (nothing charged: null is no container): whether x is unknown
+                self.emit(f"{t} = {'' if op == '==' else 'not '}({first} is None or {first}.__class__ is Missing)")
+                return t
             right = self.expr(right_node, env, bound)
             if op in _FAST_COMPARE:
                 self.emit(f"if {first}.__class__ is {right}.__class__ and ({first}.__class__ is int "

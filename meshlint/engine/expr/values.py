@@ -48,7 +48,7 @@ class Env:
     against the same step limit as its check.
     """
 
-    __slots__ = ("values", "lets", "budget", "parent", "let_cache", "let_active")
+    __slots__ = ("values", "lets", "budget", "parent", "let_cache", "let_active", "let_replay")
 
     def __init__(self, values: dict[str, Any], lets: dict | None = None,
                  budget: Budget | int = DEFAULT_BUDGET, parent: "Env | None" = None):
@@ -58,6 +58,9 @@ class Env:
         self.parent = parent
         self.let_cache: dict[str, Any] | None = None
         self.let_active: set[str] | None = None
+        # a loop's scope (made empty, rebound per item, its let cache emptied each time): name -> what evaluating
+        # that let from an empty cache did, for the next item, where the let cannot read the loop variable
+        self.let_replay: dict | None = {} if not values else None
 
     def child(self, extra: dict[str, Any]) -> "Env":
         return Env(extra, None, self.budget, self)
@@ -69,13 +72,19 @@ class Env:
             if name in values:
                 return values[name]
             if name in env.lets:
-                return self._let(name, env.lets[name])
+                return self._let(name, env.lets[name], env.lets)
             env = env.parent
         raise EvalError(f"unknown name {name!r}")
 
-    def _let(self, name: str, definition) -> Any:  # definition: an Expr
+    def _let(self, name: str, definition, lets: dict) -> Any:  # definition: an Expr, one of ``lets``
         # Evaluated in the asking scope (a let may read a loop's ``item``), cached there.
+        replay = None
         if self.let_cache is None:
+            replay = self.let_replay
+            if replay is not None:
+                done = replay.get(name)
+                if done is not None and _replayed(self, done):
+                    return done[0]
             self.let_cache, self.let_active = {}, set()
         elif name in self.let_cache:
             return self.let_cache[name]
@@ -86,16 +95,65 @@ class Env:
             raise EvalError(f"'let' bindings chained more than {MAX_LET_DEPTH} deep (at {name!r})")
         budget.lets += 1
         self.let_active.add(name)
+        left, mem = budget.left, budget.mem
         try:
             value = definition.evaluate(self)
         finally:
             self.let_active.discard(name)
             budget.lets -= 1
         self.let_cache[name] = value
+        if replay is not None:
+            reads = _reads(name, lets)
+            if reads is not None and reads.isdisjoint(self.values):
+                replay[name] = (value, left - budget.left, mem - budget.mem, budget.lets, dict(self.let_cache))
         return value
 
 
 _NO_LETS: dict = {}
+
+
+def _replayed(env: Env, done: tuple) -> bool:
+    """Give a loop scope, its let cache empty, what evaluating a let that reads no loop variable did at an earlier
+    item from an empty cache: the same value, the same lets cached on the way, the same steps and memory charged.
+    The evaluation would run exactly as then (same names, same cache, same let depth); the budget only ever
+    shrinks, so where it covers the whole charge no step of it could have run out. Otherwise it is evaluated."""
+    value, steps, mem, depth, cached = done
+    budget = env.budget
+    if budget.lets != depth or budget.left < steps or budget.mem < mem:
+        return False
+    budget.left -= steps
+    budget.mem -= mem
+    env.let_cache, env.let_active = dict(cached), set()
+    return True
+
+
+_READS: dict = {}  # (id of a lets table, name) -> (the table, every name its evaluation may read)
+
+
+def _reads(name: str, lets: dict) -> frozenset | None:
+    """The names evaluating let ``name`` of ``lets`` may read: its own, and those of the lets it reads, all the way
+    (None: not known)."""
+    hit = _READS.get((id(lets), name))
+    if hit is not None and hit[0] is lets:
+        return hit[1]
+    out: set = set()
+    seen, stack = set(), [name]
+    try:
+        while stack:
+            n = stack.pop()
+            if n in seen or n not in lets:
+                continue
+            seen.add(n)
+            names = lets[n].free_names()
+            out |= names
+            stack.extend(names)
+    except Exception:  # noqa: BLE001 - a tree that cannot be rebuilt: not known (never replayed)
+        out = None
+    if len(_READS) >= 4096:  # a long-lived process loads many rule lists: keep the cache bounded
+        _READS.clear()
+    found = None if out is None else frozenset(out)
+    _READS[(id(lets), name)] = (lets, found)
+    return found
 
 
 def _need(v: Any) -> Any:
@@ -273,21 +331,27 @@ def _compare(op: str, a: Any, b: Any) -> bool:
     ta, tb = a.__class__, b.__class__
     if (ta is tb and (ta is int or ta is str)) and op in _FAST_COMPARE:
         return _FAST_COMPARE[op](a, b)  # the common case: two ints or two strings
-    if op in ("==", "!="):
+    if op == "==" or op == "!=":
         # An unknown fact compared with a value is itself unknown: only the
         # literal ``null`` tests for "is unknown" (``world_size == null``).
-        if isinstance(a, Missing) and b is not None:
-            raise NeedFact(a.path)
-        if isinstance(b, Missing) and a is not None:
+        # (Missing and bool have no subclasses: their class tells what isinstance would.)
+        if ta is Missing:
+            if b is not None:
+                raise NeedFact(a.path)
+        elif tb is Missing and a is not None:
             raise NeedFact(b.path)
-        if _is_null(a) or _is_null(b):
-            same = _is_null(a) and _is_null(b)
-        elif isinstance(a, bool) != isinstance(b, bool):
+        a_null, b_null = a is None or ta is Missing, b is None or tb is Missing
+        if a_null or b_null:
+            same = a_null and b_null
+        elif (ta is bool) != (tb is bool):
             same = False
         else:
             same = a == b
         return same if op == "==" else not same
-    a, b = _need(a), _need(b)
+    if a is None or ta is Missing or b is None or tb is Missing:
+        a, b = _need(a), _need(b)
+    if tb is list and (op == "in" or op == "not in"):  # the usual 'in': a value in a list
+        return (a in b) if op == "in" else (a not in b)
     if op in ("in", "not in"):
         if isinstance(b, dict) and isinstance(a, (list, dict)):
             raise EvalError("a list or table is never a key of a table")
@@ -327,6 +391,9 @@ def attr_value(obj: Any, attr: str, path: str) -> Any:
 
 def index_value(obj: Any, idx: Any, base: str) -> Any:
     """``obj[idx]`` of two known values; ``base`` names ``obj`` for an unknown (null) item."""
+    if obj.__class__ is list and idx.__class__ is int and -len(obj) <= idx < len(obj):  # the usual case
+        value = obj[idx]
+        return Missing(f"{base}[{idx!r}]") if value is None else value
     if isinstance(obj, list):
         if isinstance(idx, bool) or not isinstance(idx, int):
             raise EvalError("list index must be an integer")
