@@ -6,9 +6,9 @@ from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13859, 4203978419, 2593997431), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 12794, 3258504645, 3987680024), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 17119, 3763625098, 1504128504), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 14423, 91822, 548996857), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -98,33 +98,23 @@ def e1(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('cp')
             if t9 is None: t9 = Missing('cp')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 != t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('!=', t9, t11)
+            t10 = not (t9 is None or t9.__class__ is Missing)
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t13 = env.lookup('accelerate')
-            if t13 is None: t13 = Missing('accelerate')
-            if t13.__class__ is dict and 'sp' in t13:
-                t14 = t13['sp']
-                if t14 is None: t14 = Missing('accelerate.sp')
+            t12 = env.lookup('accelerate')
+            if t12 is None: t12 = Missing('accelerate')
+            if t12.__class__ is dict and 'sp' in t12:
+                t13 = t12['sp']
+                if t13 is None: t13 = Missing('accelerate.sp')
             else:
-                t14 = attr_value(t13, 'sp', 'accelerate.sp')
-            t16 = (None)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('!=', t14, t16)
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+                t13 = attr_value(t12, 'sp', 'accelerate.sp')
+            t14 = not (t13 is None or t13.__class__ is Missing)
+            t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+            t11 = False
+        t5 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
         t5 = False
     return t5
@@ -202,98 +192,78 @@ def e6(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('tp')
             if t9 is None: t9 = Missing('tp')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 != t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('!=', t9, t11)
+            t10 = not (t9 is None or t9.__class__ is Missing)
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t13 = env.lookup('cp')
-            if t13 is None: t13 = Missing('cp')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = env.lookup('cp')
+            if t12 is None: t12 = Missing('cp')
+            t13 = not (t12 is None or t12.__class__ is Missing)
+            t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t17 = env.lookup('declared')
-            if t17 is None: t17 = Missing('declared')
-            if t17.__class__ is dict and 'dp_replicate' in t17:
-                t18 = t17['dp_replicate']
-                if t18 is None: t18 = Missing('declared.dp_replicate')
+            t11 = False
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t15 = env.lookup('declared')
+            if t15 is None: t15 = Missing('declared')
+            if t15.__class__ is dict and 'dp_replicate' in t15:
+                t16 = t15['dp_replicate']
+                if t16 is None: t16 = Missing('declared.dp_replicate')
             else:
-                t18 = attr_value(t17, 'dp_replicate', 'declared.dp_replicate')
-            t20 = (None)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 != t20
-            else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                t19 = _compare('!=', t18, t20)
-            t16 = (t19 if t19.__class__ is bool else _truth(t19))
+                t16 = attr_value(t15, 'dp_replicate', 'declared.dp_replicate')
+            t17 = not (t16 is None or t16.__class__ is Missing)
+            t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t22 = env.lookup('dp_shard')
-            if t22 is None: t22 = Missing('dp_shard')
-            t24 = (None)
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t19 = env.lookup('dp_shard')
+            if t19 is None: t19 = Missing('dp_shard')
+            t20 = not (t19 is None or t19.__class__ is Missing)
+            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+        else:
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t22 = env.lookup('tp')
+            if t22 is None: t22 = Missing('tp')
+            t24 = (1)
             if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 != t24
+                t23 = t22 > t24
             else:
                 if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
-                t23 = _compare('!=', t22, t24)
-            t21 = (t23 if t23.__class__ is bool else _truth(t23))
+                t23 = _compare('>', t22, t24)
+            if not (t23 if t23.__class__ is bool else _truth(t23)):
+                t26 = env.lookup('cp')
+                if t26 is None: t26 = Missing('cp')
+                t28 = (1)
+                if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
+                    t27 = t26 > t28
+                else:
+                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, t26, t28)
+                    t27 = _compare('>', t26, t28)
+                t25 = (t27 if t27.__class__ is bool else _truth(t27))
+            else:
+                t25 = True
+            t21 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
             t21 = False
         if (t21 if t21.__class__ is bool else _truth(t21)):
-            t26 = env.lookup('tp')
-            if t26 is None: t26 = Missing('tp')
-            t28 = (1)
-            if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
-                t27 = t26 > t28
+            t30 = env.lookup('declared')
+            if t30 is None: t30 = Missing('declared')
+            if t30.__class__ is dict and 'dp_replicate' in t30:
+                t31 = t30['dp_replicate']
+                if t31 is None: t31 = Missing('declared.dp_replicate')
             else:
-                if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, t26, t28)
-                t27 = _compare('>', t26, t28)
-            if not (t27 if t27.__class__ is bool else _truth(t27)):
-                t30 = env.lookup('cp')
-                if t30 is None: t30 = Missing('cp')
-                t32 = (1)
-                if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-                    t31 = t30 > t32
-                else:
-                    if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(env, t30, t32)
-                    t31 = _compare('>', t30, t32)
-                t29 = (t31 if t31.__class__ is bool else _truth(t31))
+                t31 = attr_value(t30, 'dp_replicate', 'declared.dp_replicate')
+            t33 = (1)
+            if t31.__class__ is t33.__class__ and (t31.__class__ is int or t31.__class__ is str):
+                t32 = t31 > t33
             else:
-                t29 = True
-            t25 = (t29 if t29.__class__ is bool else _truth(t29))
+                if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
+                t32 = _compare('>', t31, t33)
+            t29 = (t32 if t32.__class__ is bool else _truth(t32))
         else:
-            t25 = False
-        if (t25 if t25.__class__ is bool else _truth(t25)):
-            t34 = env.lookup('declared')
-            if t34 is None: t34 = Missing('declared')
-            if t34.__class__ is dict and 'dp_replicate' in t34:
-                t35 = t34['dp_replicate']
-                if t35 is None: t35 = Missing('declared.dp_replicate')
-            else:
-                t35 = attr_value(t34, 'dp_replicate', 'declared.dp_replicate')
-            t37 = (1)
-            if t35.__class__ is t37.__class__ and (t35.__class__ is int or t35.__class__ is str):
-                t36 = t35 > t37
-            else:
-                if t37.__class__ is list or t37.__class__ is dict or t37.__class__ is str: _charge_operands(env, t35, t37)
-                t36 = _compare('>', t35, t37)
-            t33 = (t36 if t36.__class__ is bool else _truth(t36))
-        else:
-            t33 = False
-        t5 = (t33 if t33.__class__ is bool else _truth(t33))
+            t29 = False
+        t5 = (t29 if t29.__class__ is bool else _truth(t29))
     else:
         t5 = False
     return t5
@@ -430,84 +400,79 @@ def e12(env):
                 t17 = (1)
                 if t17 is None or t17.__class__ is Missing: _need(t17)
                 t18 = index_value(t16, t17, 's')
-                t20 = (None)
-                if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                    t19 = t18 != t20
-                else:
-                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t14, t18, t20)
-                    t19 = _compare('!=', t18, t20)
+                t19 = not (t18 is None or t18.__class__ is Missing)
                 if (t19 if t19.__class__ is bool else _truth(t19)):
-                    t22 = t15
-                    if t22 is None: t22 = Missing('s')
+                    t21 = t15
+                    if t21 is None: t21 = Missing('s')
+                    if t21 is None or t21.__class__ is Missing: _need(t21)
+                    t22 = (1)
                     if t22 is None or t22.__class__ is Missing: _need(t22)
-                    t23 = (1)
-                    if t23 is None or t23.__class__ is Missing: _need(t23)
-                    t24 = index_value(t22, t23, 's')
-                    t26 = (1)
-                    if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
-                        t25 = t24 >= t26
+                    t23 = index_value(t21, t22, 's')
+                    t25 = (1)
+                    if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+                        t24 = t23 >= t25
                     else:
-                        if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t14, t24, t26)
-                        t25 = _compare('>=', t24, t26)
-                    t21 = (t25 if t25.__class__ is bool else _truth(t25))
+                        if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t14, t23, t25)
+                        t24 = _compare('>=', t23, t25)
+                    t20 = (t24 if t24.__class__ is bool else _truth(t24))
                 else:
-                    t21 = False
-                t11.append(t21)
+                    t20 = False
+                t11.append(t20)
                 t14.budget.mem -= 1
                 if t14.budget.mem < 0: _charge_mem(env, 0)
                 if len(t11) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t27 = call_value(env, F_all.fn, F_all.cost, False, [t11])
-            t10 = (t27 if t27.__class__ is bool else _truth(t27))
+            t26 = call_value(env, F_all.fn, F_all.cost, False, [t11])
+            t10 = (t26 if t26.__class__ is bool else _truth(t26))
         else:
             t10 = False
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t29 = env.lookup('total')
-            if t29 is None: t29 = Missing('total')
-            t31 = (1)
-            if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
-                t30 = t29 > t31
+            t28 = env.lookup('total')
+            if t28 is None: t28 = Missing('total')
+            t30 = (1)
+            if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
+                t29 = t28 > t30
             else:
-                if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(env, t29, t31)
-                t30 = _compare('>', t29, t31)
-            t28 = (t30 if t30.__class__ is bool else _truth(t30))
+                if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t28, t30)
+                t29 = _compare('>', t28, t30)
+            t27 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
-            t28 = False
-        if (t28 if t28.__class__ is bool else _truth(t28)):
-            t33 = env.lookup('accelerate')
-            if t33 is None: t33 = Missing('accelerate')
-            if t33.__class__ is dict and 'sp_backend' in t33:
-                t34 = t33['sp_backend']
-                if t34 is None: t34 = Missing('accelerate.sp_backend')
+            t27 = False
+        if (t27 if t27.__class__ is bool else _truth(t27)):
+            t32 = env.lookup('accelerate')
+            if t32 is None: t32 = Missing('accelerate')
+            if t32.__class__ is dict and 'sp_backend' in t32:
+                t33 = t32['sp_backend']
+                if t33 is None: t33 = Missing('accelerate.sp_backend')
             else:
-                t34 = attr_value(t33, 'sp_backend', 'accelerate.sp_backend')
-            t36 = ('deepspeed')
-            if t34.__class__ is t36.__class__ and (t34.__class__ is int or t34.__class__ is str):
-                t35 = t34 == t36
+                t33 = attr_value(t32, 'sp_backend', 'accelerate.sp_backend')
+            t35 = ('deepspeed')
+            if t33.__class__ is t35.__class__ and (t33.__class__ is int or t33.__class__ is str):
+                t34 = t33 == t35
             else:
-                if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(env, t34, t36)
-                t35 = _compare('==', t34, t36)
-            if (t35 if t35.__class__ is bool else _truth(t35)):
-                t38 = env.lookup('accelerate')
-                if t38 is None: t38 = Missing('accelerate')
-                if t38.__class__ is dict and 'sp' in t38:
-                    t39 = t38['sp']
-                    if t39 is None: t39 = Missing('accelerate.sp')
+                if t35.__class__ is list or t35.__class__ is dict or t35.__class__ is str: _charge_operands(env, t33, t35)
+                t34 = _compare('==', t33, t35)
+            if (t34 if t34.__class__ is bool else _truth(t34)):
+                t37 = env.lookup('accelerate')
+                if t37 is None: t37 = Missing('accelerate')
+                if t37.__class__ is dict and 'sp' in t37:
+                    t38 = t37['sp']
+                    if t38 is None: t38 = Missing('accelerate.sp')
                 else:
-                    t39 = attr_value(t38, 'sp', 'accelerate.sp')
-                t41 = (1)
-                if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
-                    t40 = t39 > t41
+                    t38 = attr_value(t37, 'sp', 'accelerate.sp')
+                t40 = (1)
+                if t38.__class__ is t40.__class__ and (t38.__class__ is int or t38.__class__ is str):
+                    t39 = t38 > t40
                 else:
-                    if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(env, t39, t41)
-                    t40 = _compare('>', t39, t41)
-                t37 = (t40 if t40.__class__ is bool else _truth(t40))
+                    if t40.__class__ is list or t40.__class__ is dict or t40.__class__ is str: _charge_operands(env, t38, t40)
+                    t39 = _compare('>', t38, t40)
+                t36 = (t39 if t39.__class__ is bool else _truth(t39))
             else:
-                t37 = False
-            t42 = not (t37 if t37.__class__ is bool else _truth(t37))
-            t32 = (t42 if t42.__class__ is bool else _truth(t42))
+                t36 = False
+            t41 = not (t36 if t36.__class__ is bool else _truth(t36))
+            t31 = (t41 if t41.__class__ is bool else _truth(t41))
         else:
-            t32 = False
-        t5 = (t32 if t32.__class__ is bool else _truth(t32))
+            t31 = False
+        t5 = (t31 if t31.__class__ is bool else _truth(t31))
     else:
         t5 = False
     return t5
@@ -680,57 +645,52 @@ def e17(env):
         if t2 is None: t2 = Missing('accelerate.num_machines')
     else:
         t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('accelerate')
-        if t6 is None: t6 = Missing('accelerate')
-        if t6.__class__ is dict and 'num_machines' in t6:
-            t7 = t6['num_machines']
-            if t7 is None: t7 = Missing('accelerate.num_machines')
+        t5 = env.lookup('accelerate')
+        if t5 is None: t5 = Missing('accelerate')
+        if t5.__class__ is dict and 'num_machines' in t5:
+            t6 = t5['num_machines']
+            if t6 is None: t6 = Missing('accelerate.num_machines')
         else:
-            t7 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-        t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 > t9
+            t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
+        t8 = (1)
+        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 > t8
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('>', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+            t7 = _compare('>', t6, t8)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('total')
-        if t11 is None: t11 = Missing('total')
-        t13 = env.lookup('world_size')
-        if t13 is None: t13 = Missing('world_size')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('accelerate')
-        if t14 is None: t14 = Missing('accelerate')
-        if t14.__class__ is dict and 'num_machines' in t14:
-            t15 = t14['num_machines']
-            if t15 is None: t15 = Missing('accelerate.num_machines')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t10 = env.lookup('total')
+        if t10 is None: t10 = Missing('total')
+        t12 = env.lookup('world_size')
+        if t12 is None: t12 = Missing('world_size')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = env.lookup('accelerate')
+        if t13 is None: t13 = Missing('accelerate')
+        if t13.__class__ is dict and 'num_machines' in t13:
+            t14 = t13['num_machines']
+            if t14 is None: t14 = Missing('accelerate.num_machines')
         else:
-            t15 = attr_value(t14, 'num_machines', 'accelerate.num_machines')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13.__class__ is int and t15.__class__ is int:
-            t16 = t13 * t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+            t14 = attr_value(t13, 'num_machines', 'accelerate.num_machines')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t12.__class__ is int and t14.__class__ is int:
+            t15 = t12 * t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t16 = _binop('*', t13, t15, env)
-        if t11.__class__ is t16.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 == t16
+            t15 = _binop('*', t12, t14, env)
+        if t10.__class__ is t15.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t15
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t11, t16)
-            t12 = _compare('==', t11, t16)
-        t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t10, t15)
+            t11 = _compare('==', t10, t15)
+        t9 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t10 = False
-    return t10
+        t9 = False
+    return t9
 
 def e18(env):
     t1 = env.lookup('accelerate')
@@ -740,75 +700,70 @@ def e18(env):
         if t2 is None: t2 = Missing('accelerate.num_machines')
     else:
         t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('accelerate')
-        if t6 is None: t6 = Missing('accelerate')
-        if t6.__class__ is dict and 'num_machines' in t6:
-            t7 = t6['num_machines']
-            if t7 is None: t7 = Missing('accelerate.num_machines')
+        t5 = env.lookup('accelerate')
+        if t5 is None: t5 = Missing('accelerate')
+        if t5.__class__ is dict and 'num_machines' in t5:
+            t6 = t5['num_machines']
+            if t6 is None: t6 = Missing('accelerate.num_machines')
         else:
-            t7 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-        t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 > t9
+            t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
+        t8 = (1)
+        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 > t8
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('>', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+            t7 = _compare('>', t6, t8)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('total')
-        if t11 is None: t11 = Missing('total')
-        t13 = env.lookup('world_size')
-        if t13 is None: t13 = Missing('world_size')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('accelerate')
-        if t14 is None: t14 = Missing('accelerate')
-        if t14.__class__ is dict and 'num_machines' in t14:
-            t15 = t14['num_machines']
-            if t15 is None: t15 = Missing('accelerate.num_machines')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t10 = env.lookup('total')
+        if t10 is None: t10 = Missing('total')
+        t12 = env.lookup('world_size')
+        if t12 is None: t12 = Missing('world_size')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = env.lookup('accelerate')
+        if t13 is None: t13 = Missing('accelerate')
+        if t13.__class__ is dict and 'num_machines' in t13:
+            t14 = t13['num_machines']
+            if t14 is None: t14 = Missing('accelerate.num_machines')
         else:
-            t15 = attr_value(t14, 'num_machines', 'accelerate.num_machines')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13.__class__ is int and t15.__class__ is int:
-            t16 = t13 * t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+            t14 = attr_value(t13, 'num_machines', 'accelerate.num_machines')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t12.__class__ is int and t14.__class__ is int:
+            t15 = t12 * t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t16 = _binop('*', t13, t15, env)
-        if t11.__class__ is t16.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 == t16
+            t15 = _binop('*', t12, t14, env)
+        if t10.__class__ is t15.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t15
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t11, t16)
-            t12 = _compare('==', t11, t16)
-        t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t10, t15)
+            t11 = _compare('==', t10, t15)
+        t9 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t10 = False
-    t17 = not (t10 if t10.__class__ is bool else _truth(t10))
-    if (t17 if t17.__class__ is bool else _truth(t17)):
-        t19 = env.lookup('world_size')
-        if t19 is None: t19 = Missing('world_size')
+        t9 = False
+    t16 = not (t9 if t9.__class__ is bool else _truth(t9))
+    if (t16 if t16.__class__ is bool else _truth(t16)):
+        t18 = env.lookup('world_size')
+        if t18 is None: t18 = Missing('world_size')
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = env.lookup('others')
+        if t19 is None: t19 = Missing('others')
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = env.lookup('others')
-        if t20 is None: t20 = Missing('others')
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = _binop('%', t19, t20, env)
-        t23 = (0)
-        if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-            t22 = t21 == t23
+        t20 = _binop('%', t18, t19, env)
+        t22 = (0)
+        if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+            t21 = t20 == t22
         else:
-            if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-            t22 = _compare('==', t21, t23)
-        t18 = (t22 if t22.__class__ is bool else _truth(t22))
+            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
+            t21 = _compare('==', t20, t22)
+        t17 = (t21 if t21.__class__ is bool else _truth(t21))
     else:
-        t18 = False
-    return t18
+        t17 = False
+    return t17
 
 def e19(env):
     t1 = env.lookup('accelerate')
@@ -818,75 +773,70 @@ def e19(env):
         if t2 is None: t2 = Missing('accelerate.num_machines')
     else:
         t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('accelerate')
-        if t6 is None: t6 = Missing('accelerate')
-        if t6.__class__ is dict and 'num_machines' in t6:
-            t7 = t6['num_machines']
-            if t7 is None: t7 = Missing('accelerate.num_machines')
+        t5 = env.lookup('accelerate')
+        if t5 is None: t5 = Missing('accelerate')
+        if t5.__class__ is dict and 'num_machines' in t5:
+            t6 = t5['num_machines']
+            if t6 is None: t6 = Missing('accelerate.num_machines')
         else:
-            t7 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-        t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 > t9
+            t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
+        t8 = (1)
+        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 > t8
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('>', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+            t7 = _compare('>', t6, t8)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('total')
-        if t11 is None: t11 = Missing('total')
-        t13 = env.lookup('world_size')
-        if t13 is None: t13 = Missing('world_size')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('accelerate')
-        if t14 is None: t14 = Missing('accelerate')
-        if t14.__class__ is dict and 'num_machines' in t14:
-            t15 = t14['num_machines']
-            if t15 is None: t15 = Missing('accelerate.num_machines')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t10 = env.lookup('total')
+        if t10 is None: t10 = Missing('total')
+        t12 = env.lookup('world_size')
+        if t12 is None: t12 = Missing('world_size')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = env.lookup('accelerate')
+        if t13 is None: t13 = Missing('accelerate')
+        if t13.__class__ is dict and 'num_machines' in t13:
+            t14 = t13['num_machines']
+            if t14 is None: t14 = Missing('accelerate.num_machines')
         else:
-            t15 = attr_value(t14, 'num_machines', 'accelerate.num_machines')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13.__class__ is int and t15.__class__ is int:
-            t16 = t13 * t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+            t14 = attr_value(t13, 'num_machines', 'accelerate.num_machines')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t12.__class__ is int and t14.__class__ is int:
+            t15 = t12 * t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t16 = _binop('*', t13, t15, env)
-        if t11.__class__ is t16.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 == t16
+            t15 = _binop('*', t12, t14, env)
+        if t10.__class__ is t15.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t15
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t11, t16)
-            t12 = _compare('==', t11, t16)
-        t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t10, t15)
+            t11 = _compare('==', t10, t15)
+        t9 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t10 = False
-    t17 = not (t10 if t10.__class__ is bool else _truth(t10))
-    if (t17 if t17.__class__ is bool else _truth(t17)):
-        t19 = env.lookup('world_size')
-        if t19 is None: t19 = Missing('world_size')
+        t9 = False
+    t16 = not (t9 if t9.__class__ is bool else _truth(t9))
+    if (t16 if t16.__class__ is bool else _truth(t16)):
+        t18 = env.lookup('world_size')
+        if t18 is None: t18 = Missing('world_size')
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = env.lookup('others')
+        if t19 is None: t19 = Missing('others')
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = env.lookup('others')
-        if t20 is None: t20 = Missing('others')
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = _binop('%', t19, t20, env)
-        t23 = (0)
-        if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-            t22 = t21 != t23
+        t20 = _binop('%', t18, t19, env)
+        t22 = (0)
+        if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+            t21 = t20 != t22
         else:
-            if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-            t22 = _compare('!=', t21, t23)
-        t18 = (t22 if t22.__class__ is bool else _truth(t22))
+            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
+            t21 = _compare('!=', t20, t22)
+        t17 = (t21 if t21.__class__ is bool else _truth(t21))
     else:
-        t18 = False
-    return t18
+        t17 = False
+    return t17
 
 def e20(env):
     t1 = env.lookup('total')
@@ -973,41 +923,36 @@ def e21(env):
         if t3 is None: t3 = Missing('accelerate.keys.dp_shard')
     else:
         t3 = attr_value(t2, 'dp_shard', 'accelerate.keys.dp_shard')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('accelerate')
-        if t7 is None: t7 = Missing('accelerate')
-        if t7.__class__ is dict and 'keys' in t7:
-            t8 = t7['keys']
-            if t8 is None: t8 = Missing('accelerate.keys')
+        t6 = env.lookup('accelerate')
+        if t6 is None: t6 = Missing('accelerate')
+        if t6.__class__ is dict and 'keys' in t6:
+            t7 = t6['keys']
+            if t7 is None: t7 = Missing('accelerate.keys')
         else:
-            t8 = attr_value(t7, 'keys', 'accelerate.keys')
-        if t8.__class__ is dict and 'dp_shard' in t8:
-            t9 = t8['dp_shard']
-            if t9 is None: t9 = Missing('accelerate.keys.dp_shard')
+            t7 = attr_value(t6, 'keys', 'accelerate.keys')
+        if t7.__class__ is dict and 'dp_shard' in t7:
+            t8 = t7['dp_shard']
+            if t8 is None: t8 = Missing('accelerate.keys.dp_shard')
         else:
-            t9 = attr_value(t8, 'dp_shard', 'accelerate.keys.dp_shard')
-        t6 = t9
+            t8 = attr_value(t7, 'dp_shard', 'accelerate.keys.dp_shard')
+        t5 = t8
     else:
-        t10 = env.lookup('accelerate')
-        if t10 is None: t10 = Missing('accelerate')
-        if t10.__class__ is dict and 'keys' in t10:
-            t11 = t10['keys']
-            if t11 is None: t11 = Missing('accelerate.keys')
+        t9 = env.lookup('accelerate')
+        if t9 is None: t9 = Missing('accelerate')
+        if t9.__class__ is dict and 'keys' in t9:
+            t10 = t9['keys']
+            if t10 is None: t10 = Missing('accelerate.keys')
         else:
-            t11 = attr_value(t10, 'keys', 'accelerate.keys')
-        if t11.__class__ is dict and 'num_processes' in t11:
-            t12 = t11['num_processes']
-            if t12 is None: t12 = Missing('accelerate.keys.num_processes')
+            t10 = attr_value(t9, 'keys', 'accelerate.keys')
+        if t10.__class__ is dict and 'num_processes' in t10:
+            t11 = t10['num_processes']
+            if t11 is None: t11 = Missing('accelerate.keys.num_processes')
         else:
-            t12 = attr_value(t11, 'num_processes', 'accelerate.keys.num_processes')
-        t6 = t12
-    return t6
+            t11 = attr_value(t10, 'num_processes', 'accelerate.keys.num_processes')
+        t5 = t11
+    return t5
 
 def e22(env):
     t1 = env.lookup('accelerate')
@@ -1095,81 +1040,56 @@ def e25(env):
                 if t13 is None: t13 = Missing('declared.dp_replicate')
             else:
                 t13 = attr_value(t12, 'dp_replicate', 'declared.dp_replicate')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
+            t14 = not (t13 is None or t13.__class__ is Missing)
             t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
             t11 = False
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t17 = env.lookup('dp_shard')
-            if t17 is None: t17 = Missing('dp_shard')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 != t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('!=', t17, t19)
-            t16 = (t18 if t18.__class__ is bool else _truth(t18))
+            t16 = env.lookup('dp_shard')
+            if t16 is None: t16 = Missing('dp_shard')
+            t17 = not (t16 is None or t16.__class__ is Missing)
+            t15 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t21 = env.lookup('tp')
-            if t21 is None: t21 = Missing('tp')
-            t23 = (None)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 != t23
-            else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('!=', t21, t23)
-            t20 = (t22 if t22.__class__ is bool else _truth(t22))
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t19 = env.lookup('tp')
+            if t19 is None: t19 = Missing('tp')
+            t20 = not (t19 is None or t19.__class__ is Missing)
+            t18 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t25 = env.lookup('cp')
-            if t25 is None: t25 = Missing('cp')
-            t27 = (None)
-            if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-                t26 = t25 != t27
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t22 = env.lookup('cp')
+            if t22 is None: t22 = Missing('cp')
+            t23 = not (t22 is None or t22.__class__ is Missing)
+            t21 = (t23 if t23.__class__ is bool else _truth(t23))
+        else:
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            t25 = env.lookup('accelerate')
+            if t25 is None: t25 = Missing('accelerate')
+            if t25.__class__ is dict and 'sp' in t25:
+                t26 = t25['sp']
+                if t26 is None: t26 = Missing('accelerate.sp')
             else:
-                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
-                t26 = _compare('!=', t25, t27)
-            t24 = (t26 if t26.__class__ is bool else _truth(t26))
+                t26 = attr_value(t25, 'sp', 'accelerate.sp')
+            t27 = not (t26 is None or t26.__class__ is Missing)
+            t24 = (t27 if t27.__class__ is bool else _truth(t27))
         else:
             t24 = False
         if (t24 if t24.__class__ is bool else _truth(t24)):
-            t29 = env.lookup('accelerate')
-            if t29 is None: t29 = Missing('accelerate')
-            if t29.__class__ is dict and 'sp' in t29:
-                t30 = t29['sp']
-                if t30 is None: t30 = Missing('accelerate.sp')
+            t29 = env.lookup('total')
+            if t29 is None: t29 = Missing('total')
+            t31 = (1)
+            if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
+                t30 = t29 > t31
             else:
-                t30 = attr_value(t29, 'sp', 'accelerate.sp')
-            t32 = (None)
-            if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-                t31 = t30 != t32
-            else:
-                if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(env, t30, t32)
-                t31 = _compare('!=', t30, t32)
-            t28 = (t31 if t31.__class__ is bool else _truth(t31))
+                if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(env, t29, t31)
+                t30 = _compare('>', t29, t31)
+            t28 = (t30 if t30.__class__ is bool else _truth(t30))
         else:
             t28 = False
-        if (t28 if t28.__class__ is bool else _truth(t28)):
-            t34 = env.lookup('total')
-            if t34 is None: t34 = Missing('total')
-            t36 = (1)
-            if t34.__class__ is t36.__class__ and (t34.__class__ is int or t34.__class__ is str):
-                t35 = t34 > t36
-            else:
-                if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(env, t34, t36)
-                t35 = _compare('>', t34, t36)
-            t33 = (t35 if t35.__class__ is bool else _truth(t35))
-        else:
-            t33 = False
-        t5 = (t33 if t33.__class__ is bool else _truth(t33))
+        t5 = (t28 if t28.__class__ is bool else _truth(t28))
     else:
         t5 = False
     return t5
@@ -1402,60 +1322,50 @@ def e29(env):
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t14 = env.lookup('world_size')
             if t14 is None: t14 = Missing('world_size')
-            t16 = (None)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('!=', t14, t16)
+            t15 = not (t14 is None or t14.__class__ is Missing)
             t13 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
             t13 = False
         if (t13 if t13.__class__ is bool else _truth(t13)):
-            t18 = env.lookup('world_size')
-            if t18 is None: t18 = Missing('world_size')
-            t20 = (1)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 > t20
+            t17 = env.lookup('world_size')
+            if t17 is None: t17 = Missing('world_size')
+            t19 = (1)
+            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
+                t18 = t17 > t19
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                t19 = _compare('>', t18, t20)
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
+                t18 = _compare('>', t17, t19)
+            t16 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t17 = False
-        t8 = (t17 if t17.__class__ is bool else _truth(t17))
+            t16 = False
+        t8 = (t16 if t16.__class__ is bool else _truth(t16))
     else:
         t8 = True
     if not (t8 if t8.__class__ is bool else _truth(t8)):
-        t22 = env.lookup('accelerate')
-        if t22 is None: t22 = Missing('accelerate')
-        if t22.__class__ is dict and 'distributed_type' in t22:
-            t23 = t22['distributed_type']
-            if t23 is None: t23 = Missing('accelerate.distributed_type')
+        t21 = env.lookup('accelerate')
+        if t21 is None: t21 = Missing('accelerate')
+        if t21.__class__ is dict and 'distributed_type' in t21:
+            t22 = t21['distributed_type']
+            if t22 is None: t22 = Missing('accelerate.distributed_type')
         else:
-            t23 = attr_value(t22, 'distributed_type', 'accelerate.distributed_type')
-        t25 = ('FSDP')
-        if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-            t24 = t23 != t25
+            t22 = attr_value(t21, 'distributed_type', 'accelerate.distributed_type')
+        t24 = ('FSDP')
+        if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
+            t23 = t22 != t24
         else:
-            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-            t24 = _compare('!=', t23, t25)
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t27 = env.lookup('world_size')
-            if t27 is None: t27 = Missing('world_size')
-            t29 = (None)
-            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                t28 = t27 == t29
-            else:
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
-                t28 = _compare('==', t27, t29)
-            t26 = (t28 if t28.__class__ is bool else _truth(t28))
+            if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
+            t23 = _compare('!=', t22, t24)
+        if (t23 if t23.__class__ is bool else _truth(t23)):
+            t26 = env.lookup('world_size')
+            if t26 is None: t26 = Missing('world_size')
+            t27 = (t26 is None or t26.__class__ is Missing)
+            t25 = (t27 if t27.__class__ is bool else _truth(t27))
         else:
-            t26 = False
-        t21 = (t26 if t26.__class__ is bool else _truth(t26))
+            t25 = False
+        t20 = (t25 if t25.__class__ is bool else _truth(t25))
     else:
-        t21 = True
-    return t21
+        t20 = True
+    return t20
 
 def e30(env):
     t1 = env.lookup('framework')
@@ -1501,81 +1411,56 @@ def e30(env):
                 if t15 is None: t15 = Missing('declared.dp_replicate')
             else:
                 t15 = attr_value(t14, 'dp_replicate', 'declared.dp_replicate')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
+            t16 = not (t15 is None or t15.__class__ is Missing)
             t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
             t13 = False
         if (t13 if t13.__class__ is bool else _truth(t13)):
-            t19 = env.lookup('dp_shard')
-            if t19 is None: t19 = Missing('dp_shard')
-            t21 = (None)
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 != t21
-            else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
-                t20 = _compare('!=', t19, t21)
-            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+            t18 = env.lookup('dp_shard')
+            if t18 is None: t18 = Missing('dp_shard')
+            t19 = not (t18 is None or t18.__class__ is Missing)
+            t17 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t23 = env.lookup('tp')
-            if t23 is None: t23 = Missing('tp')
-            t25 = (None)
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 != t25
-            else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-                t24 = _compare('!=', t23, t25)
-            t22 = (t24 if t24.__class__ is bool else _truth(t24))
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t21 = env.lookup('tp')
+            if t21 is None: t21 = Missing('tp')
+            t22 = not (t21 is None or t21.__class__ is Missing)
+            t20 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t22 = False
-        if (t22 if t22.__class__ is bool else _truth(t22)):
-            t27 = env.lookup('cp')
-            if t27 is None: t27 = Missing('cp')
-            t29 = (None)
-            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                t28 = t27 != t29
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t24 = env.lookup('cp')
+            if t24 is None: t24 = Missing('cp')
+            t25 = not (t24 is None or t24.__class__ is Missing)
+            t23 = (t25 if t25.__class__ is bool else _truth(t25))
+        else:
+            t23 = False
+        if (t23 if t23.__class__ is bool else _truth(t23)):
+            t27 = env.lookup('accelerate')
+            if t27 is None: t27 = Missing('accelerate')
+            if t27.__class__ is dict and 'sp' in t27:
+                t28 = t27['sp']
+                if t28 is None: t28 = Missing('accelerate.sp')
             else:
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
-                t28 = _compare('!=', t27, t29)
-            t26 = (t28 if t28.__class__ is bool else _truth(t28))
+                t28 = attr_value(t27, 'sp', 'accelerate.sp')
+            t29 = not (t28 is None or t28.__class__ is Missing)
+            t26 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
             t26 = False
         if (t26 if t26.__class__ is bool else _truth(t26)):
-            t31 = env.lookup('accelerate')
-            if t31 is None: t31 = Missing('accelerate')
-            if t31.__class__ is dict and 'sp' in t31:
-                t32 = t31['sp']
-                if t32 is None: t32 = Missing('accelerate.sp')
+            t31 = env.lookup('total')
+            if t31 is None: t31 = Missing('total')
+            t33 = (1)
+            if t31.__class__ is t33.__class__ and (t31.__class__ is int or t31.__class__ is str):
+                t32 = t31 > t33
             else:
-                t32 = attr_value(t31, 'sp', 'accelerate.sp')
-            t34 = (None)
-            if t32.__class__ is t34.__class__ and (t32.__class__ is int or t32.__class__ is str):
-                t33 = t32 != t34
-            else:
-                if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(env, t32, t34)
-                t33 = _compare('!=', t32, t34)
-            t30 = (t33 if t33.__class__ is bool else _truth(t33))
+                if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
+                t32 = _compare('>', t31, t33)
+            t30 = (t32 if t32.__class__ is bool else _truth(t32))
         else:
             t30 = False
-        if (t30 if t30.__class__ is bool else _truth(t30)):
-            t36 = env.lookup('total')
-            if t36 is None: t36 = Missing('total')
-            t38 = (1)
-            if t36.__class__ is t38.__class__ and (t36.__class__ is int or t36.__class__ is str):
-                t37 = t36 > t38
-            else:
-                if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(env, t36, t38)
-                t37 = _compare('>', t36, t38)
-            t35 = (t37 if t37.__class__ is bool else _truth(t37))
-        else:
-            t35 = False
-        t5 = (t35 if t35.__class__ is bool else _truth(t35))
+        t5 = (t30 if t30.__class__ is bool else _truth(t30))
     else:
         t5 = False
     return t5
@@ -1742,12 +1627,7 @@ def e35(env):
                 if t10 is None: t10 = Missing('accelerate.distributed_type')
             else:
                 t10 = attr_value(t9, 'distributed_type', 'accelerate.distributed_type')
-            t12 = (None)
-            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-                t11 = t10 != t12
-            else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-                t11 = _compare('!=', t10, t12)
+            t11 = not (t10 is None or t10.__class__ is Missing)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
@@ -1826,64 +1706,54 @@ def e39(env):
             if t7 is None: t7 = Missing('accelerate.num_processes')
         else:
             t7 = attr_value(t6, 'num_processes', 'accelerate.num_processes')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('accelerate')
-            if t11 is None: t11 = Missing('accelerate')
-            if t11.__class__ is dict and 'num_machines' in t11:
-                t12 = t11['num_machines']
-                if t12 is None: t12 = Missing('accelerate.num_machines')
+            t10 = env.lookup('accelerate')
+            if t10 is None: t10 = Missing('accelerate')
+            if t10.__class__ is dict and 'num_machines' in t10:
+                t11 = t10['num_machines']
+                if t11 is None: t11 = Missing('accelerate.num_machines')
             else:
-                t12 = attr_value(t11, 'num_machines', 'accelerate.num_machines')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'num_machines', 'accelerate.num_machines')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('accelerate')
-            if t16 is None: t16 = Missing('accelerate')
-            if t16.__class__ is dict and 'num_machines' in t16:
-                t17 = t16['num_machines']
-                if t17 is None: t17 = Missing('accelerate.num_machines')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t14 = env.lookup('accelerate')
+            if t14 is None: t14 = Missing('accelerate')
+            if t14.__class__ is dict and 'num_machines' in t14:
+                t15 = t14['num_machines']
+                if t15 is None: t15 = Missing('accelerate.num_machines')
             else:
-                t17 = attr_value(t16, 'num_machines', 'accelerate.num_machines')
-            t19 = (1)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 > t19
+                t15 = attr_value(t14, 'num_machines', 'accelerate.num_machines')
+            t17 = (1)
+            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+                t16 = t15 > t17
             else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('>', t17, t19)
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
+                t16 = _compare('>', t15, t17)
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t21 = env.lookup('accelerate')
-            if t21 is None: t21 = Missing('accelerate')
-            if t21.__class__ is dict and 'num_processes' in t21:
-                t22 = t21['num_processes']
-                if t22 is None: t22 = Missing('accelerate.num_processes')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t19 = env.lookup('accelerate')
+            if t19 is None: t19 = Missing('accelerate')
+            if t19.__class__ is dict and 'num_processes' in t19:
+                t20 = t19['num_processes']
+                if t20 is None: t20 = Missing('accelerate.num_processes')
             else:
-                t22 = attr_value(t21, 'num_processes', 'accelerate.num_processes')
-            t24 = (1)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 >= t24
+                t20 = attr_value(t19, 'num_processes', 'accelerate.num_processes')
+            t22 = (1)
+            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                t21 = t20 >= t22
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
-                t23 = _compare('>=', t22, t24)
-            t20 = (t23 if t23.__class__ is bool else _truth(t23))
+                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
+                t21 = _compare('>=', t20, t22)
+            t18 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t20 = False
-        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
         t5 = False
     return t5
@@ -2022,52 +1892,42 @@ def e44(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('tp')
             if t12 is None: t12 = Missing('tp')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t11 = False
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = env.lookup('dp_shard')
-            if t16 is None: t16 = Missing('dp_shard')
-            t18 = (None)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 != t18
-            else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('!=', t16, t18)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+            t15 = env.lookup('dp_shard')
+            if t15 is None: t15 = Missing('dp_shard')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = env.lookup('tp')
-            if t20 is None: t20 = Missing('tp')
-            t22 = (1)
-            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-                t21 = t20 > t22
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t18 = env.lookup('tp')
+            if t18 is None: t18 = Missing('tp')
+            t20 = (1)
+            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
+                t19 = t18 > t20
             else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
-                t21 = _compare('>', t20, t22)
-            t19 = (t21 if t21.__class__ is bool else _truth(t21))
+                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
+                t19 = _compare('>', t18, t20)
+            t17 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t24 = env.lookup('dp_shard')
-            if t24 is None: t24 = Missing('dp_shard')
-            t26 = (1)
-            if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
-                t25 = t24 > t26
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t22 = env.lookup('dp_shard')
+            if t22 is None: t22 = Missing('dp_shard')
+            t24 = (1)
+            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
+                t23 = t22 > t24
             else:
-                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(env, t24, t26)
-                t25 = _compare('>', t24, t26)
-            t23 = (t25 if t25.__class__ is bool else _truth(t25))
+                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
+                t23 = _compare('>', t22, t24)
+            t21 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t23 = False
-        t5 = (t23 if t23.__class__ is bool else _truth(t23))
+            t21 = False
+        t5 = (t21 if t21.__class__ is bool else _truth(t21))
     else:
         t5 = False
     return t5
@@ -2095,7 +1955,12 @@ def e46(env):
         if t2 is None: t2 = Missing('accelerate.ignored_flags')
     else:
         t2 = attr_value(t1, 'ignored_flags', 'accelerate.ignored_flags')
-    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
+        t3 = len(t2)
+        env.budget.left -= t3 if t3 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
     t5 = (0)
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
@@ -2123,12 +1988,7 @@ def e47(env):
             if t7 is None: t7 = Missing('accelerate.ignored_flags')
         else:
             t7 = attr_value(t6, 'ignored_flags', 'accelerate.ignored_flags')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False

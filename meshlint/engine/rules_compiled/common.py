@@ -6,9 +6,9 @@ from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13859, 4203978419, 2593997431), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 12794, 3258504645, 3987680024), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 17119, 3763625098, 1504128504), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 14423, 91822, 548996857), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -322,12 +322,7 @@ def e13(env):
         if t2 is None: t2 = Missing('item.value')
     else:
         t2 = attr_value(t1, 'value', 'item.value')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e14(env):
@@ -527,7 +522,12 @@ def e22(env):
 def e23(env):
     t1 = env.lookup('world_factors')
     if t1 is None: t1 = Missing('world_factors')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -577,35 +577,30 @@ def e23(env):
                 if t22 is None: t22 = Missing('f.value')
             else:
                 t22 = attr_value(t21, 'value', 'f.value')
-            t24 = (None)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 != t24
-            else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t19, t22, t24)
-                t23 = _compare('!=', t22, t24)
+            t23 = not (t22 is None or t22.__class__ is Missing)
             if (t23 if t23.__class__ is bool else _truth(t23)):
-                t26 = t20
-                if t26 is None: t26 = Missing('f')
-                if t26.__class__ is dict and 'value' in t26:
-                    t27 = t26['value']
-                    if t27 is None: t27 = Missing('f.value')
+                t25 = t20
+                if t25 is None: t25 = Missing('f')
+                if t25.__class__ is dict and 'value' in t25:
+                    t26 = t25['value']
+                    if t26 is None: t26 = Missing('f.value')
                 else:
-                    t27 = attr_value(t26, 'value', 'f.value')
-                t29 = (1)
-                if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                    t28 = t27 >= t29
+                    t26 = attr_value(t25, 'value', 'f.value')
+                t28 = (1)
+                if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
+                    t27 = t26 >= t28
                 else:
-                    if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t19, t27, t29)
-                    t28 = _compare('>=', t27, t29)
-                t25 = (t28 if t28.__class__ is bool else _truth(t28))
+                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t19, t26, t28)
+                    t27 = _compare('>=', t26, t28)
+                t24 = (t27 if t27.__class__ is bool else _truth(t27))
             else:
-                t25 = False
-            t16.append(t25)
+                t24 = False
+            t16.append(t24)
             t19.budget.mem -= 1
             if t19.budget.mem < 0: _charge_mem(env, 0)
             if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t30 = call_value(env, F_all.fn, F_all.cost, False, [t16])
-        t15 = (t30 if t30.__class__ is bool else _truth(t30))
+        t29 = call_value(env, F_all.fn, F_all.cost, False, [t16])
+        t15 = (t29 if t29.__class__ is bool else _truth(t29))
     else:
         t15 = False
     return t15
@@ -765,44 +760,39 @@ def e26(env):
                 if (t31 if t31.__class__ is bool else _truth(t31)):
                     t34 = t21.lookup('choices')
                     if t34 is None: t34 = Missing('choices')
-                    t36 = (None)
-                    if t34.__class__ is t36.__class__ and (t34.__class__ is int or t34.__class__ is str):
-                        t35 = t34 == t36
-                    else:
-                        if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(t21, t34, t36)
-                        t35 = _compare('==', t34, t36)
+                    t35 = (t34 is None or t34.__class__ is Missing)
                     if not (t35 if t35.__class__ is bool else _truth(t35)):
-                        t38 = t22
-                        if t38 is None: t38 = Missing('v')
-                        t40 = t21.lookup('choices')
-                        if t40 is None: t40 = Missing('choices')
-                        if t40 is None or t40.__class__ is Missing: _need(t40)
-                        t41 = t5
-                        if t41 is None: t41 = Missing('f')
-                        if t41.__class__ is dict and 'name' in t41:
-                            t42 = t41['name']
-                            if t42 is None: t42 = Missing('f.name')
+                        t37 = t22
+                        if t37 is None: t37 = Missing('v')
+                        t39 = t21.lookup('choices')
+                        if t39 is None: t39 = Missing('choices')
+                        if t39 is None or t39.__class__ is Missing: _need(t39)
+                        t40 = t5
+                        if t40 is None: t40 = Missing('f')
+                        if t40.__class__ is dict and 'name' in t40:
+                            t41 = t40['name']
+                            if t41 is None: t41 = Missing('f.name')
                         else:
-                            t42 = attr_value(t41, 'name', 'f.name')
-                        if t42 is None or t42.__class__ is Missing: _need(t42)
-                        t43 = index_value(t40, t42, 'choices')
-                        if t43.__class__ is list or t43.__class__ is dict or t43.__class__ is str: _charge_operands(t21, t38, t43)
-                        t39 = _compare('in', t38, t43)
-                        t37 = (t39 if t39.__class__ is bool else _truth(t39))
+                            t41 = attr_value(t40, 'name', 'f.name')
+                        if t41 is None or t41.__class__ is Missing: _need(t41)
+                        t42 = index_value(t39, t41, 'choices')
+                        if t42.__class__ is list or t42.__class__ is dict or t42.__class__ is str: _charge_operands(t21, t37, t42)
+                        t38 = _compare('in', t37, t42)
+                        t36 = (t38 if t38.__class__ is bool else _truth(t38))
                     else:
-                        t37 = True
-                    t33 = (t37 if t37.__class__ is bool else _truth(t37))
+                        t36 = True
+                    t33 = (t36 if t36.__class__ is bool else _truth(t36))
                 else:
                     t33 = False
                 if (t33 if t33.__class__ is bool else _truth(t33)):
-                    t44 = t22
-                    if t44 is None: t44 = Missing('v')
-                    t17.append(t44)
+                    t43 = t22
+                    if t43 is None: t43 = Missing('v')
+                    t17.append(t43)
                     t21.budget.mem -= 1
                     if t21.budget.mem < 0: _charge_mem(t4, 0)
                     if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t45 = [t16, t17]
-            t1.append(t45)
+            t44 = [t16, t17]
+            t1.append(t44)
             t4.budget.mem -= 1
             if t4.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -1128,7 +1118,12 @@ def e41(env):
         t7 = (1)
         if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = index_value(t6, t7, 'p')
-        t9 = call_value(t4, F_len.fn, F_len.cost, False, [t8])
+        if t8.__class__ is list or t8.__class__ is str or t8.__class__ is dict:
+            t9 = len(t8)
+            t4.budget.left -= t9 if t9 > 1 else 1
+            if t4.budget.left < 0: _charge(t4, 0)
+        else:
+            t9 = call_value(t4, F_len.fn, F_len.cost, False, [t8])
         t11 = (0)
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 > t11
@@ -1593,7 +1588,12 @@ def e56(env):
 def e57(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -1605,7 +1605,12 @@ def e57(env):
 def e58(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -1642,7 +1647,12 @@ def e58(env):
 def e59(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -1678,7 +1688,12 @@ def e59(env):
 def e60(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -1760,7 +1775,12 @@ def e61(env):
 def e62(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = ('rule')
     t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3])
     return t4
@@ -1768,7 +1788,12 @@ def e62(env):
 def e63(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -1916,12 +1941,7 @@ def e74(env):
         if t2 is None: t2 = Missing('item.suggestion')
     else:
         t2 = attr_value(t1, 'suggestion', 'item.suggestion')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e75(env):
@@ -1932,12 +1952,7 @@ def e75(env):
         if t2 is None: t2 = Missing('item.suggestion')
     else:
         t2 = attr_value(t1, 'suggestion', 'item.suggestion')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e76(env):
@@ -1958,41 +1973,36 @@ def e77(env):
         if t2 is None: t2 = Missing('item.suggestion')
     else:
         t2 = attr_value(t1, 'suggestion', 'item.suggestion')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' (did you mean ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('item')
-        if t7 is None: t7 = Missing('item')
-        if t7.__class__ is dict and 'suggestion' in t7:
-            t8 = t7['suggestion']
-            if t8 is None: t8 = Missing('item.suggestion')
+        t5 = (' (did you mean ')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('item')
+        if t6 is None: t6 = Missing('item')
+        if t6.__class__ is dict and 'suggestion' in t6:
+            t7 = t6['suggestion']
+            if t7 is None: t7 = Missing('item.suggestion')
         else:
-            t8 = attr_value(t7, 'suggestion', 'item.suggestion')
+            t7 = attr_value(t6, 'suggestion', 'item.suggestion')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t5.__class__ is int and t7.__class__ is int:
+            t8 = t5 + t7
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        else:
+            t8 = _binop('+', t5, t7, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t6, t8, env)
+        t9 = ('?)')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = ('?)')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        if t8.__class__ is int and t9.__class__ is int:
+            t10 = t8 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t11 = _binop('+', t9, t10, env)
-        t5 = t11
+            t10 = _binop('+', t8, t9, env)
+        t4 = t10
     else:
-        t12 = ('')
-        t5 = t12
-    return t5
+        t11 = ('')
+        t4 = t11
+    return t4
 
 def e78(env):
     t1 = env.lookup('item')
@@ -2002,51 +2012,46 @@ def e78(env):
         if t2 is None: t2 = Missing('item.framework')
     else:
         t2 = attr_value(t1, 'framework', 'item.framework')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6.__class__ is dict and 'framework' in t6:
-            t7 = t6['framework']
-            if t7 is None: t7 = Missing('item.framework')
+        t5 = env.lookup('item')
+        if t5 is None: t5 = Missing('item')
+        if t5.__class__ is dict and 'framework' in t5:
+            t6 = t5['framework']
+            if t6 is None: t6 = Missing('item.framework')
         else:
-            t7 = attr_value(t6, 'framework', 'item.framework')
-        t5 = t7
+            t6 = attr_value(t5, 'framework', 'item.framework')
+        t4 = t6
     else:
-        t8 = env.lookup('dialect')
-        if t8 is None: t8 = Missing('dialect')
-        t10 = ('kempnerforge')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        t7 = env.lookup('dialect')
+        if t7 is None: t7 = Missing('dialect')
+        t9 = ('kempnerforge')
+        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+            t8 = t7 == t9
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('==', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)')
-            t11 = t12
+            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
+            t8 = _compare('==', t7, t9)
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t11 = ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)')
+            t10 = t11
         else:
-            t13 = env.lookup('dialect')
-            if t13 is None: t13 = Missing('dialect')
-            t15 = ('torchtitan')
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 == t15
+            t12 = env.lookup('dialect')
+            if t12 is None: t12 = Missing('dialect')
+            t14 = ('torchtitan')
+            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+                t13 = t12 == t14
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('==', t13, t15)
-            if (t14 if t14.__class__ is bool else _truth(t14)):
-                t17 = ('torchtitan does not know it')
-                t16 = t17
+                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
+                t13 = _compare('==', t12, t14)
+            if (t13 if t13.__class__ is bool else _truth(t13)):
+                t16 = ('torchtitan does not know it')
+                t15 = t16
             else:
-                t18 = ('meshlint does not know it')
-                t16 = t18
-            t11 = t16
-        t5 = t11
-    return t5
+                t17 = ('meshlint does not know it')
+                t15 = t17
+            t10 = t15
+        t4 = t10
+    return t4
 
 def e79(env):
     t1 = env.lookup('item')
@@ -2061,12 +2066,7 @@ def e79(env):
 def e80(env):
     t1 = env.lookup('gpus_per_node')
     if t1 is None: t1 = Missing('gpus_per_node')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     return t2
 
 def e81(env):
@@ -2126,7 +2126,12 @@ def e82(env):
 def e83(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = ('placement rule')
     t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3])
     return t4
@@ -2134,7 +2139,12 @@ def e83(env):
 def e84(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -2454,45 +2464,40 @@ def e95(env):
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = t6.lookup('choices')
             if t12 is None: t12 = Missing('choices')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 == t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t6, t12, t14)
-                t13 = _compare('==', t12, t14)
+            t13 = (t12 is None or t12.__class__ is Missing)
             if not (t13 if t13.__class__ is bool else _truth(t13)):
-                t16 = t7
-                if t16 is None: t16 = Missing('t')
-                t18 = t6.lookup('choices')
-                if t18 is None: t18 = Missing('choices')
-                if t18.__class__ is dict and 'tp' in t18:
-                    t19 = t18['tp']
-                    if t19 is None: t19 = Missing('choices.tp')
+                t15 = t7
+                if t15 is None: t15 = Missing('t')
+                t17 = t6.lookup('choices')
+                if t17 is None: t17 = Missing('choices')
+                if t17.__class__ is dict and 'tp' in t17:
+                    t18 = t17['tp']
+                    if t18 is None: t18 = Missing('choices.tp')
                 else:
-                    t19 = attr_value(t18, 'tp', 'choices.tp')
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t6, t16, t19)
-                t17 = _compare('in', t16, t19)
-                t15 = (t17 if t17.__class__ is bool else _truth(t17))
+                    t18 = attr_value(t17, 'tp', 'choices.tp')
+                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t6, t15, t18)
+                t16 = _compare('in', t15, t18)
+                t14 = (t16 if t16.__class__ is bool else _truth(t16))
             else:
-                t15 = True
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = True
+            t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
             t11 = False
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t20 = t7
-            if t20 is None: t20 = Missing('t')
-            t2.append(t20)
+            t19 = t7
+            if t19 is None: t19 = Missing('t')
+            t2.append(t19)
             t6.budget.mem -= 1
             if t6.budget.mem < 0: _charge_mem(env, 0)
             if len(t2) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     if t1.__class__ is int and t2.__class__ is int:
-        t21 = t1 + t2
-        if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+        t20 = t1 + t2
+        if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
     else:
-        t21 = _binop('+', t1, t2, env)
-    t22 = call_value(env, F_max.fn, F_max.cost, False, [t21])
-    return t22
+        t20 = _binop('+', t1, t2, env)
+    t21 = call_value(env, F_max.fn, F_max.cost, False, [t20])
+    return t21
 
 def e96(env):
     t1 = env.lookup('tp')
@@ -3127,128 +3132,118 @@ def e135(env):
     t1 = []
     t3 = env.lookup('choices')
     if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'tp' in t7:
-            t8 = t7['tp']
-            if t8 is None: t8 = Missing('choices.tp')
+        t6 = env.lookup('choices')
+        if t6 is None: t6 = Missing('choices')
+        if t6.__class__ is dict and 'tp' in t6:
+            t7 = t6['tp']
+            if t7 is None: t7 = Missing('choices.tp')
         else:
-            t8 = attr_value(t7, 'tp', 'choices.tp')
-        t6 = t8
+            t7 = attr_value(t6, 'tp', 'choices.tp')
+        t5 = t7
     else:
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'n_heads' in t9:
-            t10 = t9['n_heads']
-            if t10 is None: t10 = Missing('model.n_heads')
+        t8 = env.lookup('model')
+        if t8 is None: t8 = Missing('model')
+        if t8.__class__ is dict and 'n_heads' in t8:
+            t9 = t8['n_heads']
+            if t9 is None: t9 = Missing('model.n_heads')
         else:
-            t10 = attr_value(t9, 'n_heads', 'model.n_heads')
-        t11 = env.lookup('model')
-        if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'n_kv_heads' in t11:
-            t12 = t11['n_kv_heads']
-            if t12 is None: t12 = Missing('model.n_kv_heads')
+            t9 = attr_value(t8, 'n_heads', 'model.n_heads')
+        t10 = env.lookup('model')
+        if t10 is None: t10 = Missing('model')
+        if t10.__class__ is dict and 'n_kv_heads' in t10:
+            t11 = t10['n_kv_heads']
+            if t11 is None: t11 = Missing('model.n_kv_heads')
         else:
-            t12 = attr_value(t11, 'n_kv_heads', 'model.n_kv_heads')
-        t13 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t10, t12])
-        t14 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t13])
-        t6 = t14
-    t2 = loop_items(t6)
-    t15 = Env({}, None, env.budget, env)
-    for t16 in t2:
+            t11 = attr_value(t10, 'n_kv_heads', 'model.n_kv_heads')
+        t12 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t9, t11])
+        t13 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t12])
+        t5 = t13
+    t2 = loop_items(t5)
+    t14 = Env({}, None, env.budget, env)
+    for t15 in t2:
         _charge(env, 39)
-        t15.values['t'] = t16
-        t15.let_cache = None
-        t17 = t16
-        if t17 is None: t17 = Missing('t')
-        t19 = (1)
-        if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-            t18 = t17 > t19
+        t14.values['t'] = t15
+        t14.let_cache = None
+        t16 = t15
+        if t16 is None: t16 = Missing('t')
+        t18 = (1)
+        if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
+            t17 = t16 > t18
         else:
-            if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t15, t17, t19)
-            t18 = _compare('>', t17, t19)
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t21 = t15.lookup('gpus_per_node')
-            if t21 is None: t21 = Missing('gpus_per_node')
-            t23 = (None)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
-            else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t15, t21, t23)
-                t22 = _compare('==', t21, t23)
-            if not (t22 if t22.__class__ is bool else _truth(t22)):
-                t25 = t16
-                if t25 is None: t25 = Missing('t')
-                t27 = t15.lookup('gpus_per_node')
-                if t27 is None: t27 = Missing('gpus_per_node')
-                if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-                    t26 = t25 <= t27
+            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t14, t16, t18)
+            t17 = _compare('>', t16, t18)
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t20 = t14.lookup('gpus_per_node')
+            if t20 is None: t20 = Missing('gpus_per_node')
+            t21 = (t20 is None or t20.__class__ is Missing)
+            if not (t21 if t21.__class__ is bool else _truth(t21)):
+                t23 = t15
+                if t23 is None: t23 = Missing('t')
+                t25 = t14.lookup('gpus_per_node')
+                if t25 is None: t25 = Missing('gpus_per_node')
+                if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+                    t24 = t23 <= t25
                 else:
-                    if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t15, t25, t27)
-                    t26 = _compare('<=', t25, t27)
-                t24 = (t26 if t26.__class__ is bool else _truth(t26))
+                    if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t14, t23, t25)
+                    t24 = _compare('<=', t23, t25)
+                t22 = (t24 if t24.__class__ is bool else _truth(t24))
             else:
-                t24 = True
-            t20 = (t24 if t24.__class__ is bool else _truth(t24))
+                t22 = True
+            t19 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t29 = t15.lookup('model')
-            if t29 is None: t29 = Missing('model')
-            if t29.__class__ is dict and 'n_heads' in t29:
-                t30 = t29['n_heads']
-                if t30 is None: t30 = Missing('model.n_heads')
+            t19 = False
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t27 = t14.lookup('model')
+            if t27 is None: t27 = Missing('model')
+            if t27.__class__ is dict and 'n_heads' in t27:
+                t28 = t27['n_heads']
+                if t28 is None: t28 = Missing('model.n_heads')
             else:
-                t30 = attr_value(t29, 'n_heads', 'model.n_heads')
-            if t30 is None or t30.__class__ is Missing: _need(t30)
-            t31 = t16
-            if t31 is None: t31 = Missing('t')
-            if t31 is None or t31.__class__ is Missing: _need(t31)
-            t32 = _binop('%', t30, t31, t15)
-            t34 = (0)
-            if t32.__class__ is t34.__class__ and (t32.__class__ is int or t32.__class__ is str):
-                t33 = t32 == t34
+                t28 = attr_value(t27, 'n_heads', 'model.n_heads')
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            t29 = t15
+            if t29 is None: t29 = Missing('t')
+            if t29 is None or t29.__class__ is Missing: _need(t29)
+            t30 = _binop('%', t28, t29, t14)
+            t32 = (0)
+            if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
+                t31 = t30 == t32
             else:
-                if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(t15, t32, t34)
-                t33 = _compare('==', t32, t34)
-            t28 = (t33 if t33.__class__ is bool else _truth(t33))
+                if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t14, t30, t32)
+                t31 = _compare('==', t30, t32)
+            t26 = (t31 if t31.__class__ is bool else _truth(t31))
         else:
-            t28 = False
-        if (t28 if t28.__class__ is bool else _truth(t28)):
-            t36 = t15.lookup('model')
-            if t36 is None: t36 = Missing('model')
-            if t36.__class__ is dict and 'n_kv_heads' in t36:
-                t37 = t36['n_kv_heads']
-                if t37 is None: t37 = Missing('model.n_kv_heads')
+            t26 = False
+        if (t26 if t26.__class__ is bool else _truth(t26)):
+            t34 = t14.lookup('model')
+            if t34 is None: t34 = Missing('model')
+            if t34.__class__ is dict and 'n_kv_heads' in t34:
+                t35 = t34['n_kv_heads']
+                if t35 is None: t35 = Missing('model.n_kv_heads')
             else:
-                t37 = attr_value(t36, 'n_kv_heads', 'model.n_kv_heads')
-            if t37 is None or t37.__class__ is Missing: _need(t37)
-            t38 = t16
-            if t38 is None: t38 = Missing('t')
-            if t38 is None or t38.__class__ is Missing: _need(t38)
-            t39 = _binop('%', t37, t38, t15)
-            t41 = (0)
-            if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
-                t40 = t39 == t41
+                t35 = attr_value(t34, 'n_kv_heads', 'model.n_kv_heads')
+            if t35 is None or t35.__class__ is Missing: _need(t35)
+            t36 = t15
+            if t36 is None: t36 = Missing('t')
+            if t36 is None or t36.__class__ is Missing: _need(t36)
+            t37 = _binop('%', t35, t36, t14)
+            t39 = (0)
+            if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
+                t38 = t37 == t39
             else:
-                if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t15, t39, t41)
-                t40 = _compare('==', t39, t41)
-            t35 = (t40 if t40.__class__ is bool else _truth(t40))
+                if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(t14, t37, t39)
+                t38 = _compare('==', t37, t39)
+            t33 = (t38 if t38.__class__ is bool else _truth(t38))
         else:
-            t35 = False
-        if (t35 if t35.__class__ is bool else _truth(t35)):
-            t42 = t16
-            if t42 is None: t42 = Missing('t')
-            t1.append(t42)
-            t15.budget.mem -= 1
-            if t15.budget.mem < 0: _charge_mem(env, 0)
+            t33 = False
+        if (t33 if t33.__class__ is bool else _truth(t33)):
+            t40 = t15
+            if t40 is None: t40 = Missing('t')
+            t1.append(t40)
+            t14.budget.mem -= 1
+            if t14.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -3275,7 +3270,12 @@ def e137(env):
 def e138(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -3451,80 +3451,80 @@ def e150(env):
     t1 = []
     t3 = env.lookup('choices')
     if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'ep' in t7:
-            t8 = t7['ep']
-            if t8 is None: t8 = Missing('choices.ep')
+        t6 = env.lookup('choices')
+        if t6 is None: t6 = Missing('choices')
+        if t6.__class__ is dict and 'ep' in t6:
+            t7 = t6['ep']
+            if t7 is None: t7 = Missing('choices.ep')
         else:
-            t8 = attr_value(t7, 'ep', 'choices.ep')
-        t6 = t8
+            t7 = attr_value(t6, 'ep', 'choices.ep')
+        t5 = t7
     else:
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'num_experts' in t9:
-            t10 = t9['num_experts']
-            if t10 is None: t10 = Missing('model.num_experts')
+        t8 = env.lookup('model')
+        if t8 is None: t8 = Missing('model')
+        if t8.__class__ is dict and 'num_experts' in t8:
+            t9 = t8['num_experts']
+            if t9 is None: t9 = Missing('model.num_experts')
         else:
-            t10 = attr_value(t9, 'num_experts', 'model.num_experts')
-        t11 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t10])
-        t6 = t11
-    t2 = loop_items(t6)
-    t12 = Env({}, None, env.budget, env)
-    for t13 in t2:
+            t9 = attr_value(t8, 'num_experts', 'model.num_experts')
+        t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
+        t5 = t10
+    t2 = loop_items(t5)
+    t11 = Env({}, None, env.budget, env)
+    for t12 in t2:
         _charge(env, 21)
-        t12.values['e'] = t13
-        t12.let_cache = None
-        t14 = t13
-        if t14 is None: t14 = Missing('e')
-        t16 = (1)
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-            t15 = t14 > t16
+        t11.values['e'] = t12
+        t11.let_cache = None
+        t13 = t12
+        if t13 is None: t13 = Missing('e')
+        t15 = (1)
+        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+            t14 = t13 > t15
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t12, t14, t16)
-            t15 = _compare('>', t14, t16)
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t18 = t12.lookup('model')
-            if t18 is None: t18 = Missing('model')
-            if t18.__class__ is dict and 'num_experts' in t18:
-                t19 = t18['num_experts']
-                if t19 is None: t19 = Missing('model.num_experts')
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t11, t13, t15)
+            t14 = _compare('>', t13, t15)
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t17 = t11.lookup('model')
+            if t17 is None: t17 = Missing('model')
+            if t17.__class__ is dict and 'num_experts' in t17:
+                t18 = t17['num_experts']
+                if t18 is None: t18 = Missing('model.num_experts')
             else:
-                t19 = attr_value(t18, 'num_experts', 'model.num_experts')
+                t18 = attr_value(t17, 'num_experts', 'model.num_experts')
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = t12
+            if t19 is None: t19 = Missing('e')
             if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = t13
-            if t20 is None: t20 = Missing('e')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = _binop('%', t19, t20, t12)
-            t23 = (0)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
+            t20 = _binop('%', t18, t19, t11)
+            t22 = (0)
+            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                t21 = t20 == t22
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t12, t21, t23)
-                t22 = _compare('==', t21, t23)
-            t17 = (t22 if t22.__class__ is bool else _truth(t22))
+                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t11, t20, t22)
+                t21 = _compare('==', t20, t22)
+            t16 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t24 = t13
-            if t24 is None: t24 = Missing('e')
-            t1.append(t24)
-            t12.budget.mem -= 1
-            if t12.budget.mem < 0: _charge_mem(env, 0)
+            t16 = False
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t23 = t12
+            if t23 is None: t23 = Missing('e')
+            t1.append(t23)
+            t11.budget.mem -= 1
+            if t11.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e151(env):
     t1 = env.lookup('eps')
     if t1 is None: t1 = Missing('eps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -3562,7 +3562,12 @@ def e153(env):
 def e154(env):
     t1 = env.lookup('uneven')
     if t1 is None: t1 = Missing('uneven')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -3604,37 +3609,32 @@ def e155(env):
         t15 = (1)
         if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = index_value(t14, t15, 'p')
-        t18 = (None)
-        if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-            t17 = t16 != t18
-        else:
-            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t12, t16, t18)
-            t17 = _compare('!=', t16, t18)
+        t17 = not (t16 is None or t16.__class__ is Missing)
         if (t17 if t17.__class__ is bool else _truth(t17)):
-            t20 = t13
-            if t20 is None: t20 = Missing('p')
+            t19 = t13
+            if t19 is None: t19 = Missing('p')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = (1)
             if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = (1)
+            t21 = index_value(t19, t20, 'p')
             if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = index_value(t20, t21, 'p')
+            t22 = t12.lookup('tp')
+            if t22 is None: t22 = Missing('tp')
             if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = t12.lookup('tp')
-            if t23 is None: t23 = Missing('tp')
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = _binop('%', t22, t23, t12)
-            t26 = (0)
-            if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
-                t25 = t24 != t26
+            t23 = _binop('%', t21, t22, t12)
+            t25 = (0)
+            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+                t24 = t23 != t25
             else:
-                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t12, t24, t26)
-                t25 = _compare('!=', t24, t26)
-            t19 = (t25 if t25.__class__ is bool else _truth(t25))
+                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t12, t23, t25)
+                t24 = _compare('!=', t23, t25)
+            t18 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t27 = t13
-            if t27 is None: t27 = Missing('p')
-            t1.append(t27)
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t26 = t13
+            if t26 is None: t26 = Missing('p')
+            t1.append(t26)
             t12.budget.mem -= 1
             if t12.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3699,34 +3699,29 @@ def e156(env):
         if (t12 if t12.__class__ is bool else _truth(t12)):
             t27 = t7.lookup('choices')
             if t27 is None: t27 = Missing('choices')
-            t29 = (None)
-            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                t28 = t27 == t29
-            else:
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t7, t27, t29)
-                t28 = _compare('==', t27, t29)
+            t28 = (t27 is None or t27.__class__ is Missing)
             if not (t28 if t28.__class__ is bool else _truth(t28)):
-                t31 = t8
-                if t31 is None: t31 = Missing('t')
-                t33 = t7.lookup('choices')
-                if t33 is None: t33 = Missing('choices')
-                if t33.__class__ is dict and 'tp' in t33:
-                    t34 = t33['tp']
-                    if t34 is None: t34 = Missing('choices.tp')
+                t30 = t8
+                if t30 is None: t30 = Missing('t')
+                t32 = t7.lookup('choices')
+                if t32 is None: t32 = Missing('choices')
+                if t32.__class__ is dict and 'tp' in t32:
+                    t33 = t32['tp']
+                    if t33 is None: t33 = Missing('choices.tp')
                 else:
-                    t34 = attr_value(t33, 'tp', 'choices.tp')
-                if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(t7, t31, t34)
-                t32 = _compare('in', t31, t34)
-                t30 = (t32 if t32.__class__ is bool else _truth(t32))
+                    t33 = attr_value(t32, 'tp', 'choices.tp')
+                if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(t7, t30, t33)
+                t31 = _compare('in', t30, t33)
+                t29 = (t31 if t31.__class__ is bool else _truth(t31))
             else:
-                t30 = True
-            t26 = (t30 if t30.__class__ is bool else _truth(t30))
+                t29 = True
+            t26 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
             t26 = False
         if (t26 if t26.__class__ is bool else _truth(t26)):
-            t35 = t8
-            if t35 is None: t35 = Missing('t')
-            t1.append(t35)
+            t34 = t8
+            if t34 is None: t34 = Missing('t')
+            t1.append(t34)
             t7.budget.mem -= 1
             if t7.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3765,7 +3760,12 @@ def e158(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('fits')
         if t6 is None: t6 = Missing('fits')
-        t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
+        if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
+            t7 = len(t6)
+            env.budget.left -= t7 if t7 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
         t9 = (0)
         if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
             t8 = t7 > t9
@@ -3794,7 +3794,12 @@ def e159(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('fits')
         if t6 is None: t6 = Missing('fits')
-        t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
+        if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
+            t7 = len(t6)
+            env.budget.left -= t7 if t7 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
         t9 = (0)
         if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
             t8 = t7 == t9
@@ -4009,7 +4014,12 @@ def e162(env):
 def e163(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -4333,12 +4343,7 @@ def e179(env):
         if t2 is None: t2 = Missing('pipeline.split_error')
     else:
         t2 = attr_value(t1, 'split_error', 'pipeline.split_error')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e180(env):
@@ -4356,81 +4361,76 @@ def e181(env):
     t1 = []
     t3 = env.lookup('choices')
     if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'pp' in t7:
-            t8 = t7['pp']
-            if t8 is None: t8 = Missing('choices.pp')
+        t6 = env.lookup('choices')
+        if t6 is None: t6 = Missing('choices')
+        if t6.__class__ is dict and 'pp' in t6:
+            t7 = t6['pp']
+            if t7 is None: t7 = Missing('choices.pp')
         else:
-            t8 = attr_value(t7, 'pp', 'choices.pp')
-        t6 = t8
+            t7 = attr_value(t6, 'pp', 'choices.pp')
+        t5 = t7
     else:
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'n_layers' in t9:
-            t10 = t9['n_layers']
-            if t10 is None: t10 = Missing('model.n_layers')
+        t8 = env.lookup('model')
+        if t8 is None: t8 = Missing('model')
+        if t8.__class__ is dict and 'n_layers' in t8:
+            t9 = t8['n_layers']
+            if t9 is None: t9 = Missing('model.n_layers')
         else:
-            t10 = attr_value(t9, 'n_layers', 'model.n_layers')
-        t11 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t10])
-        t6 = t11
-    t2 = loop_items(t6)
-    t12 = Env({}, None, env.budget, env)
-    for t13 in t2:
+            t9 = attr_value(t8, 'n_layers', 'model.n_layers')
+        t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
+        t5 = t10
+    t2 = loop_items(t5)
+    t11 = Env({}, None, env.budget, env)
+    for t12 in t2:
         _charge(env, 23)
-        t12.values['p'] = t13
-        t12.let_cache = None
-        t14 = t13
-        if t14 is None: t14 = Missing('p')
-        t16 = (1)
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-            t15 = t14 > t16
+        t11.values['p'] = t12
+        t11.let_cache = None
+        t13 = t12
+        if t13 is None: t13 = Missing('p')
+        t15 = (1)
+        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+            t14 = t13 > t15
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t12, t14, t16)
-            t15 = _compare('>', t14, t16)
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t18 = t13
-            if t18 is None: t18 = Missing('p')
-            t20 = (64)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 <= t20
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t11, t13, t15)
+            t14 = _compare('>', t13, t15)
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t17 = t12
+            if t17 is None: t17 = Missing('p')
+            t19 = (64)
+            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
+                t18 = t17 <= t19
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t12, t18, t20)
-                t19 = _compare('<=', t18, t20)
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t11, t17, t19)
+                t18 = _compare('<=', t17, t19)
+            t16 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t22 = t13
-            if t22 is None: t22 = Missing('p')
-            t24 = t12.lookup('model')
-            if t24 is None: t24 = Missing('model')
-            if t24.__class__ is dict and 'n_layers' in t24:
-                t25 = t24['n_layers']
-                if t25 is None: t25 = Missing('model.n_layers')
+            t16 = False
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t21 = t12
+            if t21 is None: t21 = Missing('p')
+            t23 = t11.lookup('model')
+            if t23 is None: t23 = Missing('model')
+            if t23.__class__ is dict and 'n_layers' in t23:
+                t24 = t23['n_layers']
+                if t24 is None: t24 = Missing('model.n_layers')
             else:
-                t25 = attr_value(t24, 'n_layers', 'model.n_layers')
-            if t22.__class__ is t25.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 <= t25
+                t24 = attr_value(t23, 'n_layers', 'model.n_layers')
+            if t21.__class__ is t24.__class__ and (t21.__class__ is int or t21.__class__ is str):
+                t22 = t21 <= t24
             else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t12, t22, t25)
-                t23 = _compare('<=', t22, t25)
-            t21 = (t23 if t23.__class__ is bool else _truth(t23))
+                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t11, t21, t24)
+                t22 = _compare('<=', t21, t24)
+            t20 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t26 = t13
-            if t26 is None: t26 = Missing('p')
-            t1.append(t26)
-            t12.budget.mem -= 1
-            if t12.budget.mem < 0: _charge_mem(env, 0)
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t25 = t12
+            if t25 is None: t25 = Missing('p')
+            t1.append(t25)
+            t11.budget.mem -= 1
+            if t11.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -4442,26 +4442,21 @@ def e182(env):
         if t2 is None: t2 = Missing('pipeline.stages')
     else:
         t2 = attr_value(t1, 'stages', 'pipeline.stages')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('pipeline')
-        if t6 is None: t6 = Missing('pipeline')
-        if t6.__class__ is dict and 'stages' in t6:
-            t7 = t6['stages']
-            if t7 is None: t7 = Missing('pipeline.stages')
+        t5 = env.lookup('pipeline')
+        if t5 is None: t5 = Missing('pipeline')
+        if t5.__class__ is dict and 'stages' in t5:
+            t6 = t5['stages']
+            if t6 is None: t6 = Missing('pipeline.stages')
         else:
-            t7 = attr_value(t6, 'stages', 'pipeline.stages')
-        t5 = t7
+            t6 = attr_value(t5, 'stages', 'pipeline.stages')
+        t4 = t6
     else:
-        t8 = env.lookup('pp')
-        if t8 is None: t8 = Missing('pp')
-        t5 = t8
-    return t5
+        t7 = env.lookup('pp')
+        if t7 is None: t7 = Missing('pp')
+        t4 = t7
+    return t4
 
 def e183(env):
     t1 = env.lookup('model')
@@ -4511,7 +4506,12 @@ def e185(env):
 def e186(env):
     t1 = env.lookup('pps')
     if t1 is None: t1 = Missing('pps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -4577,12 +4577,7 @@ def e188(env):
             if t6 is None: t6 = Missing('pipeline.effective_counts')
         else:
             t6 = attr_value(t5, 'effective_counts', 'pipeline.effective_counts')
-        t8 = (None)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 != t8
-        else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-            t7 = _compare('!=', t6, t8)
+        t7 = not (t6 is None or t6.__class__ is Missing)
         t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t4 = False
@@ -5034,12 +5029,7 @@ def e206(env):
         if t2 is None: t2 = Missing('pipeline.schedule_error')
     else:
         t2 = attr_value(t1, 'schedule_error', 'pipeline.schedule_error')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e207(env):
@@ -5270,33 +5260,23 @@ def e212(env):
             if t6 is None: t6 = Missing('pipeline.schedule_error')
         else:
             t6 = attr_value(t5, 'schedule_error', 'pipeline.schedule_error')
-        t8 = (None)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 == t8
-        else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-            t7 = _compare('==', t6, t8)
+        t7 = (t6 is None or t6.__class__ is Missing)
         t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t4 = False
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t10 = env.lookup('pipeline')
-        if t10 is None: t10 = Missing('pipeline')
-        if t10.__class__ is dict and 'n_microbatches' in t10:
-            t11 = t10['n_microbatches']
-            if t11 is None: t11 = Missing('pipeline.n_microbatches')
+        t9 = env.lookup('pipeline')
+        if t9 is None: t9 = Missing('pipeline')
+        if t9.__class__ is dict and 'n_microbatches' in t9:
+            t10 = t9['n_microbatches']
+            if t10 is None: t10 = Missing('pipeline.n_microbatches')
         else:
-            t11 = attr_value(t10, 'n_microbatches', 'pipeline.n_microbatches')
-        t13 = (None)
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 != t13
-        else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-            t12 = _compare('!=', t11, t13)
-        t9 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = attr_value(t9, 'n_microbatches', 'pipeline.n_microbatches')
+        t11 = not (t10 is None or t10.__class__ is Missing)
+        t8 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t9 = False
-    return t9
+        t8 = False
+    return t8
 
 def e213(env):
     t1 = env.lookup('pipeline')
@@ -5516,33 +5496,28 @@ def e227(env):
         if t2 is None: t2 = Missing('item.selector')
     else:
         t2 = attr_value(t1, 'selector', 'item.selector')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' of ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('item')
-        if t7 is None: t7 = Missing('item')
-        if t7.__class__ is dict and 'selector' in t7:
-            t8 = t7['selector']
-            if t8 is None: t8 = Missing('item.selector')
+        t5 = (' of ')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('item')
+        if t6 is None: t6 = Missing('item')
+        if t6.__class__ is dict and 'selector' in t6:
+            t7 = t6['selector']
+            if t7 is None: t7 = Missing('item.selector')
         else:
-            t8 = attr_value(t7, 'selector', 'item.selector')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+            t7 = attr_value(t6, 'selector', 'item.selector')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t5.__class__ is int and t7.__class__ is int:
+            t8 = t5 + t7
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t9 = _binop('+', t6, t8, env)
-        t5 = t9
+            t8 = _binop('+', t5, t7, env)
+        t4 = t8
     else:
-        t10 = ('')
-        t5 = t10
-    return t5
+        t9 = ('')
+        t4 = t9
+    return t4
 
 def e228(env):
     t1 = env.lookup('item')
@@ -5562,41 +5537,36 @@ def e229(env):
         if t2 is None: t2 = Missing('item.selector')
     else:
         t2 = attr_value(t1, 'selector', 'item.selector')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('the ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('item')
-        if t7 is None: t7 = Missing('item')
-        if t7.__class__ is dict and 'selector' in t7:
-            t8 = t7['selector']
-            if t8 is None: t8 = Missing('item.selector')
+        t5 = ('the ')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('item')
+        if t6 is None: t6 = Missing('item')
+        if t6.__class__ is dict and 'selector' in t6:
+            t7 = t6['selector']
+            if t7 is None: t7 = Missing('item.selector')
         else:
-            t8 = attr_value(t7, 'selector', 'item.selector')
+            t7 = attr_value(t6, 'selector', 'item.selector')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t5.__class__ is int and t7.__class__ is int:
+            t8 = t5 + t7
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        else:
+            t8 = _binop('+', t5, t7, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t6, t8, env)
+        t9 = (' entry from')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (' entry from')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        if t8.__class__ is int and t9.__class__ is int:
+            t10 = t8 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t11 = _binop('+', t9, t10, env)
-        t5 = t11
+            t10 = _binop('+', t8, t9, env)
+        t4 = t10
     else:
-        t12 = ('')
-        t5 = t12
-    return t5
+        t11 = ('')
+        t4 = t11
+    return t4
 
 COMPILED = {
     'false': (e0, 1),

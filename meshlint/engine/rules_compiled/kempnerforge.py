@@ -6,9 +6,9 @@ from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13859, 4203978419, 2593997431), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 12794, 3258504645, 3987680024), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 17119, 3763625098, 1504128504), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 14423, 91822, 548996857), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -105,302 +105,287 @@ def e2(env):
 def e3(env):
     t1 = env.lookup('outside')
     if t1 is None: t1 = Missing('outside')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('the mesh ')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('mesh')
-        if t6 is None: t6 = Missing('mesh')
-        if t6.__class__ is dict and 'dims' in t6:
-            t7 = t6['dims']
-            if t7 is None: t7 = Missing('mesh.dims')
+        t4 = ('the mesh ')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('mesh')
+        if t5 is None: t5 = Missing('mesh')
+        if t5.__class__ is dict and 'dims' in t5:
+            t6 = t5['dims']
+            if t6 is None: t6 = Missing('mesh.dims')
         else:
-            t7 = attr_value(t6, 'dims', 'mesh.dims')
-        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+            t6 = attr_value(t5, 'dims', 'mesh.dims')
+        t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t4.__class__ is int and t7.__class__ is int:
+            t8 = t4 + t7
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        else:
+            t8 = _binop('+', t4, t7, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t5.__class__ is int and t8.__class__ is int:
-            t9 = t5 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t5, t8, env)
+        t9 = (' ')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (' ')
+        if t8.__class__ is int and t9.__class__ is int:
+            t10 = t8 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t8, t9, env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        t11 = env.lookup('mesh')
+        if t11 is None: t11 = Missing('mesh')
+        if t11.__class__ is dict and 'sizes' in t11:
+            t12 = t11['sizes']
+            if t12 is None: t12 = Missing('mesh.sizes')
         else:
-            t11 = _binop('+', t9, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('mesh')
-        if t12 is None: t12 = Missing('mesh')
-        if t12.__class__ is dict and 'sizes' in t12:
-            t13 = t12['sizes']
-            if t13 is None: t13 = Missing('mesh.sizes')
+            t12 = attr_value(t11, 'sizes', 'mesh.sizes')
+        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t10.__class__ is int and t13.__class__ is int:
+            t14 = t10 + t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t13 = attr_value(t12, 'sizes', 'mesh.sizes')
-        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
+            t14 = _binop('+', t10, t13, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t11.__class__ is int and t14.__class__ is int:
-            t15 = t11 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t11, t14, env)
+        t15 = (' covers only ranks 0-')
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = (' covers only ranks 0-')
+        if t14.__class__ is int and t15.__class__ is int:
+            t16 = t14 + t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('+', t14, t15, env)
         if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t15.__class__ is int and t16.__class__ is int:
-            t17 = t15 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        t17 = env.lookup('outside')
+        if t17 is None: t17 = Missing('outside')
+        if t17.__class__ is dict and 'first' in t17:
+            t18 = t17['first']
+            if t18 is None: t18 = Missing('outside.first')
         else:
-            t17 = _binop('+', t15, t16, env)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = env.lookup('outside')
-        if t18 is None: t18 = Missing('outside')
-        if t18.__class__ is dict and 'first' in t18:
-            t19 = t18['first']
-            if t19 is None: t19 = Missing('outside.first')
-        else:
-            t19 = attr_value(t18, 'first', 'outside.first')
+            t18 = attr_value(t17, 'first', 'outside.first')
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = (1)
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = (1)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t19.__class__ is int and t20.__class__ is int:
-            t21 = t19 - t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+        if t18.__class__ is int and t19.__class__ is int:
+            t20 = t18 - t19
+            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
         else:
-            t21 = _binop('-', t19, t20, env)
-        t22 = call_value(env, F_str.fn, F_str.cost, True, [t21])
+            t20 = _binop('-', t18, t19, env)
+        t21 = call_value(env, F_str.fn, F_str.cost, True, [t20])
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        if t16.__class__ is int and t21.__class__ is int:
+            t22 = t16 + t21
+            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+        else:
+            t22 = _binop('+', t16, t21, env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t17.__class__ is int and t22.__class__ is int:
-            t23 = t17 + t22
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
-        else:
-            t23 = _binop('+', t17, t22, env)
+        t23 = (', so ranks ')
         if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = (', so ranks ')
+        if t22.__class__ is int and t23.__class__ is int:
+            t24 = t22 + t23
+            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+        else:
+            t24 = _binop('+', t22, t23, env)
         if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t23.__class__ is int and t24.__class__ is int:
-            t25 = t23 + t24
-            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+        t25 = env.lookup('outside')
+        if t25 is None: t25 = Missing('outside')
+        if t25.__class__ is dict and 'first' in t25:
+            t26 = t25['first']
+            if t26 is None: t26 = Missing('outside.first')
         else:
-            t25 = _binop('+', t23, t24, env)
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        t26 = env.lookup('outside')
-        if t26 is None: t26 = Missing('outside')
-        if t26.__class__ is dict and 'first' in t26:
-            t27 = t26['first']
-            if t27 is None: t27 = Missing('outside.first')
+            t26 = attr_value(t25, 'first', 'outside.first')
+        t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
+        if t27 is None or t27.__class__ is Missing: _need(t27)
+        if t24.__class__ is int and t27.__class__ is int:
+            t28 = t24 + t27
+            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
         else:
-            t27 = attr_value(t26, 'first', 'outside.first')
-        t28 = call_value(env, F_str.fn, F_str.cost, True, [t27])
+            t28 = _binop('+', t24, t27, env)
         if t28 is None or t28.__class__ is Missing: _need(t28)
-        if t25.__class__ is int and t28.__class__ is int:
-            t29 = t25 + t28
-            if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
-        else:
-            t29 = _binop('+', t25, t28, env)
+        t29 = ('-')
         if t29 is None or t29.__class__ is Missing: _need(t29)
-        t30 = ('-')
+        if t28.__class__ is int and t29.__class__ is int:
+            t30 = t28 + t29
+            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+        else:
+            t30 = _binop('+', t28, t29, env)
         if t30 is None or t30.__class__ is Missing: _need(t30)
-        if t29.__class__ is int and t30.__class__ is int:
-            t31 = t29 + t30
-            if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
+        t31 = env.lookup('outside')
+        if t31 is None: t31 = Missing('outside')
+        if t31.__class__ is dict and 'last' in t31:
+            t32 = t31['last']
+            if t32 is None: t32 = Missing('outside.last')
         else:
-            t31 = _binop('+', t29, t30, env)
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        t32 = env.lookup('outside')
-        if t32 is None: t32 = Missing('outside')
-        if t32.__class__ is dict and 'last' in t32:
-            t33 = t32['last']
-            if t33 is None: t33 = Missing('outside.last')
+            t32 = attr_value(t31, 'last', 'outside.last')
+        t33 = call_value(env, F_str.fn, F_str.cost, True, [t32])
+        if t33 is None or t33.__class__ is Missing: _need(t33)
+        if t30.__class__ is int and t33.__class__ is int:
+            t34 = t30 + t33
+            if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
         else:
-            t33 = attr_value(t32, 'last', 'outside.last')
-        t34 = call_value(env, F_str.fn, F_str.cost, True, [t33])
+            t34 = _binop('+', t30, t33, env)
         if t34 is None or t34.__class__ is Missing: _need(t34)
-        if t31.__class__ is int and t34.__class__ is int:
-            t35 = t31 + t34
-            if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
-        else:
-            t35 = _binop('+', t31, t34, env)
+        t35 = (' (')
         if t35 is None or t35.__class__ is Missing: _need(t35)
-        t36 = (' (')
+        if t34.__class__ is int and t35.__class__ is int:
+            t36 = t34 + t35
+            if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
+        else:
+            t36 = _binop('+', t34, t35, env)
         if t36 is None or t36.__class__ is Missing: _need(t36)
-        if t35.__class__ is int and t36.__class__ is int:
-            t37 = t35 + t36
-            if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
+        t37 = env.lookup('outside')
+        if t37 is None: t37 = Missing('outside')
+        if t37.__class__ is dict and 'count' in t37:
+            t38 = t37['count']
+            if t38 is None: t38 = Missing('outside.count')
         else:
-            t37 = _binop('+', t35, t36, env)
-        if t37 is None or t37.__class__ is Missing: _need(t37)
-        t38 = env.lookup('outside')
-        if t38 is None: t38 = Missing('outside')
-        if t38.__class__ is dict and 'count' in t38:
-            t39 = t38['count']
-            if t39 is None: t39 = Missing('outside.count')
+            t38 = attr_value(t37, 'count', 'outside.count')
+        t39 = call_value(env, F_str.fn, F_str.cost, True, [t38])
+        if t39 is None or t39.__class__ is Missing: _need(t39)
+        if t36.__class__ is int and t39.__class__ is int:
+            t40 = t36 + t39
+            if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
         else:
-            t39 = attr_value(t38, 'count', 'outside.count')
-        t40 = call_value(env, F_str.fn, F_str.cost, True, [t39])
+            t40 = _binop('+', t36, t39, env)
         if t40 is None or t40.__class__ is Missing: _need(t40)
-        if t37.__class__ is int and t40.__class__ is int:
-            t41 = t37 + t40
-            if not -MAX_INT <= t41 <= MAX_INT: _check_value(t41)
-        else:
-            t41 = _binop('+', t37, t40, env)
+        t41 = (' of ')
         if t41 is None or t41.__class__ is Missing: _need(t41)
-        t42 = (' of ')
+        if t40.__class__ is int and t41.__class__ is int:
+            t42 = t40 + t41
+            if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
+        else:
+            t42 = _binop('+', t40, t41, env)
         if t42 is None or t42.__class__ is Missing: _need(t42)
-        if t41.__class__ is int and t42.__class__ is int:
-            t43 = t41 + t42
-            if not -MAX_INT <= t43 <= MAX_INT: _check_value(t43)
+        t43 = env.lookup('world_size')
+        if t43 is None: t43 = Missing('world_size')
+        t44 = call_value(env, F_str.fn, F_str.cost, True, [t43])
+        if t44 is None or t44.__class__ is Missing: _need(t44)
+        if t42.__class__ is int and t44.__class__ is int:
+            t45 = t42 + t44
+            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
         else:
-            t43 = _binop('+', t41, t42, env)
-        if t43 is None or t43.__class__ is Missing: _need(t43)
-        t44 = env.lookup('world_size')
-        if t44 is None: t44 = Missing('world_size')
-        t45 = call_value(env, F_str.fn, F_str.cost, True, [t44])
+            t45 = _binop('+', t42, t44, env)
         if t45 is None or t45.__class__ is Missing: _need(t45)
-        if t43.__class__ is int and t45.__class__ is int:
-            t46 = t43 + t45
-            if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
-        else:
-            t46 = _binop('+', t43, t45, env)
+        t46 = (') sit outside it')
         if t46 is None or t46.__class__ is Missing: _need(t46)
-        t47 = (') sit outside it')
-        if t47 is None or t47.__class__ is Missing: _need(t47)
-        if t46.__class__ is int and t47.__class__ is int:
-            t48 = t46 + t47
-            if not -MAX_INT <= t48 <= MAX_INT: _check_value(t48)
+        if t45.__class__ is int and t46.__class__ is int:
+            t47 = t45 + t46
+            if not -MAX_INT <= t47 <= MAX_INT: _check_value(t47)
         else:
-            t48 = _binop('+', t46, t47, env)
-        t4 = t48
+            t47 = _binop('+', t45, t46, env)
+        t3 = t47
     else:
-        t49 = env.lookup('mesh')
-        if t49 is None: t49 = Missing('mesh')
-        t51 = (None)
-        if t49.__class__ is t51.__class__ and (t49.__class__ is int or t49.__class__ is str):
-            t50 = t49 != t51
+        t48 = env.lookup('mesh')
+        if t48 is None: t48 = Missing('mesh')
+        t49 = not (t48 is None or t48.__class__ is Missing)
+        if (t49 if t49.__class__ is bool else _truth(t49)):
+            t51 = env.lookup('mesh')
+            if t51 is None: t51 = Missing('mesh')
+            if t51.__class__ is dict and 'dims' in t51:
+                t52 = t51['dims']
+                if t52 is None: t52 = Missing('mesh.dims')
+            else:
+                t52 = attr_value(t51, 'dims', 'mesh.dims')
+            t54 = K0
+            if t52.__class__ is t54.__class__ and (t52.__class__ is int or t52.__class__ is str):
+                t53 = t52 == t54
+            else:
+                if t54.__class__ is list or t54.__class__ is dict or t54.__class__ is str: _charge_operands(env, t52, t54)
+                t53 = _compare('==', t52, t54)
+            t50 = (t53 if t53.__class__ is bool else _truth(t53))
         else:
-            if t51.__class__ is list or t51.__class__ is dict or t51.__class__ is str: _charge_operands(env, t49, t51)
-            t50 = _compare('!=', t49, t51)
+            t50 = False
         if (t50 if t50.__class__ is bool else _truth(t50)):
-            t53 = env.lookup('mesh')
-            if t53 is None: t53 = Missing('mesh')
-            if t53.__class__ is dict and 'dims' in t53:
-                t54 = t53['dims']
-                if t54 is None: t54 = Missing('mesh.dims')
+            t56 = env.lookup('dp_shard')
+            if t56 is None: t56 = Missing('dp_shard')
+            t58 = (1)
+            if t56.__class__ is t58.__class__ and (t56.__class__ is int or t56.__class__ is str):
+                t57 = t56 == t58
             else:
-                t54 = attr_value(t53, 'dims', 'mesh.dims')
-            t56 = K0
-            if t54.__class__ is t56.__class__ and (t54.__class__ is int or t54.__class__ is str):
-                t55 = t54 == t56
-            else:
-                if t56.__class__ is list or t56.__class__ is dict or t56.__class__ is str: _charge_operands(env, t54, t56)
-                t55 = _compare('==', t54, t56)
-            t52 = (t55 if t55.__class__ is bool else _truth(t55))
+                if t58.__class__ is list or t58.__class__ is dict or t58.__class__ is str: _charge_operands(env, t56, t58)
+                t57 = _compare('==', t56, t58)
+            t55 = (t57 if t57.__class__ is bool else _truth(t57))
         else:
-            t52 = False
-        if (t52 if t52.__class__ is bool else _truth(t52)):
-            t58 = env.lookup('dp_shard')
-            if t58 is None: t58 = Missing('dp_shard')
-            t60 = (1)
-            if t58.__class__ is t60.__class__ and (t58.__class__ is int or t58.__class__ is str):
-                t59 = t58 == t60
+            t55 = False
+        if (t55 if t55.__class__ is bool else _truth(t55)):
+            t60 = ('every other degree is 1, so the mesh falls back to a flat dp_shard of all ')
+            if t60 is None or t60.__class__ is Missing: _need(t60)
+            t61 = env.lookup('mesh')
+            if t61 is None: t61 = Missing('mesh')
+            if t61.__class__ is dict and 'size' in t61:
+                t62 = t61['size']
+                if t62 is None: t62 = Missing('mesh.size')
             else:
-                if t60.__class__ is list or t60.__class__ is dict or t60.__class__ is str: _charge_operands(env, t58, t60)
-                t59 = _compare('==', t58, t60)
-            t57 = (t59 if t59.__class__ is bool else _truth(t59))
-        else:
-            t57 = False
-        if (t57 if t57.__class__ is bool else _truth(t57)):
-            t62 = ('every other degree is 1, so the mesh falls back to a flat dp_shard of all ')
-            if t62 is None or t62.__class__ is Missing: _need(t62)
-            t63 = env.lookup('mesh')
-            if t63 is None: t63 = Missing('mesh')
-            if t63.__class__ is dict and 'size' in t63:
-                t64 = t63['size']
-                if t64 is None: t64 = Missing('mesh.size')
+                t62 = attr_value(t61, 'size', 'mesh.size')
+            t63 = call_value(env, F_str.fn, F_str.cost, True, [t62])
+            if t63 is None or t63.__class__ is Missing: _need(t63)
+            if t60.__class__ is int and t63.__class__ is int:
+                t64 = t60 + t63
+                if not -MAX_INT <= t64 <= MAX_INT: _check_value(t64)
             else:
-                t64 = attr_value(t63, 'size', 'mesh.size')
-            t65 = call_value(env, F_str.fn, F_str.cost, True, [t64])
+                t64 = _binop('+', t60, t63, env)
+            if t64 is None or t64.__class__ is Missing: _need(t64)
+            t65 = (' ranks and the cp ranks silently become FSDP ranks')
             if t65 is None or t65.__class__ is Missing: _need(t65)
-            if t62.__class__ is int and t65.__class__ is int:
-                t66 = t62 + t65
+            if t64.__class__ is int and t65.__class__ is int:
+                t66 = t64 + t65
                 if not -MAX_INT <= t66 <= MAX_INT: _check_value(t66)
             else:
-                t66 = _binop('+', t62, t65, env)
-            if t66 is None or t66.__class__ is Missing: _need(t66)
-            t67 = (' ranks and the cp ranks silently become FSDP ranks')
-            if t67 is None or t67.__class__ is Missing: _need(t67)
-            if t66.__class__ is int and t67.__class__ is int:
-                t68 = t66 + t67
-                if not -MAX_INT <= t68 <= MAX_INT: _check_value(t68)
-            else:
-                t68 = _binop('+', t66, t67, env)
-            t61 = t68
+                t66 = _binop('+', t64, t65, env)
+            t59 = t66
         else:
-            t69 = ('the mesh covers only world_size / ')
+            t67 = ('the mesh covers only world_size / ')
+            if t67 is None or t67.__class__ is Missing: _need(t67)
+            t68 = env.lookup('cp')
+            if t68 is None: t68 = Missing('cp')
+            t69 = call_value(env, F_str.fn, F_str.cost, True, [t68])
             if t69 is None or t69.__class__ is Missing: _need(t69)
-            t70 = env.lookup('cp')
-            if t70 is None: t70 = Missing('cp')
-            t71 = call_value(env, F_str.fn, F_str.cost, True, [t70])
+            if t67.__class__ is int and t69.__class__ is int:
+                t70 = t67 + t69
+                if not -MAX_INT <= t70 <= MAX_INT: _check_value(t70)
+            else:
+                t70 = _binop('+', t67, t69, env)
+            if t70 is None or t70.__class__ is Missing: _need(t70)
+            t71 = (' ranks and the rest sit outside it')
             if t71 is None or t71.__class__ is Missing: _need(t71)
-            if t69.__class__ is int and t71.__class__ is int:
-                t72 = t69 + t71
+            if t70.__class__ is int and t71.__class__ is int:
+                t72 = t70 + t71
                 if not -MAX_INT <= t72 <= MAX_INT: _check_value(t72)
             else:
-                t72 = _binop('+', t69, t71, env)
-            if t72 is None or t72.__class__ is Missing: _need(t72)
-            t73 = (' ranks and the rest sit outside it')
-            if t73 is None or t73.__class__ is Missing: _need(t73)
-            if t72.__class__ is int and t73.__class__ is int:
-                t74 = t72 + t73
-                if not -MAX_INT <= t74 <= MAX_INT: _check_value(t74)
-            else:
-                t74 = _binop('+', t72, t73, env)
-            t61 = t74
-        t4 = t61
-    return t4
+                t72 = _binop('+', t70, t71, env)
+            t59 = t72
+        t3 = t59
+    return t3
 
 def e4(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('; the mesh then becomes dp_shard = ')
+        t4 = ('; the mesh then becomes dp_shard = ')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('dp_shard')
+        if t5 is None: t5 = Missing('dp_shard')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('dp_shard')
-        if t6 is None: t6 = Missing('dp_shard')
+        t6 = env.lookup('cp')
+        if t6 is None: t6 = Missing('cp')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('cp')
-        if t7 is None: t7 = Missing('cp')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t6.__class__ is int and t7.__class__ is int:
-            t8 = t6 * t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        if t5.__class__ is int and t6.__class__ is int:
+            t7 = t5 * t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t8 = _binop('*', t6, t7, env)
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t5.__class__ is int and t9.__class__ is int:
-            t10 = t5 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+            t7 = _binop('*', t5, t6, env)
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t4.__class__ is int and t8.__class__ is int:
+            t9 = t4 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
         else:
-            t10 = _binop('+', t5, t9, env)
-        t4 = t10
+            t9 = _binop('+', t4, t8, env)
+        t3 = t9
     else:
-        t11 = ('')
-        t4 = t11
-    return t4
+        t10 = ('')
+        t3 = t10
+    return t3
 
 def e5(env):
     t1 = env.lookup('train')
@@ -702,12 +687,7 @@ def e17(env):
             if t10 is None: t10 = Missing('vlm.pool_error')
         else:
             t10 = attr_value(t9, 'pool_error', 'vlm.pool_error')
-        t12 = (None)
-        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-            t11 = t10 == t12
-        else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-            t11 = _compare('==', t10, t12)
+        t11 = (t10 is None or t10.__class__ is Missing)
         t8 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
         t8 = False
@@ -917,33 +897,23 @@ def e28(env):
             if t5 is None: t5 = Missing('vlm.num_tokens_from')
         else:
             t5 = attr_value(t4, 'num_tokens_from', 'vlm.num_tokens_from')
-        t7 = (None)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 != t7
-        else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('!=', t5, t7)
+        t6 = not (t5 is None or t5.__class__ is Missing)
         t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t9 = env.lookup('vlm')
-        if t9 is None: t9 = Missing('vlm')
-        if t9.__class__ is dict and 'pool_error' in t9:
-            t10 = t9['pool_error']
-            if t10 is None: t10 = Missing('vlm.pool_error')
+        t8 = env.lookup('vlm')
+        if t8 is None: t8 = Missing('vlm')
+        if t8.__class__ is dict and 'pool_error' in t8:
+            t9 = t8['pool_error']
+            if t9 is None: t9 = Missing('vlm.pool_error')
         else:
-            t10 = attr_value(t9, 'pool_error', 'vlm.pool_error')
-        t12 = (None)
-        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-            t11 = t10 == t12
-        else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-            t11 = _compare('==', t10, t12)
-        t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = attr_value(t8, 'pool_error', 'vlm.pool_error')
+        t10 = (t9 is None or t9.__class__ is Missing)
+        t7 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t8 = False
-    return t8
+        t7 = False
+    return t7
 
 def e29(env):
     t1 = env.lookup('vlm')
@@ -1086,12 +1056,7 @@ def e37(env):
         if t2 is None: t2 = Missing('vlm.pool_error')
     else:
         t2 = attr_value(t1, 'pool_error', 'vlm.pool_error')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e38(env):
@@ -1281,47 +1246,37 @@ def e48(env):
         if t2 is None: t2 = Missing('model.n_heads')
     else:
         t2 = attr_value(t1, 'n_heads', 'model.n_heads')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('model')
-        if t6 is None: t6 = Missing('model')
-        if t6.__class__ is dict and 'n_kv_heads' in t6:
-            t7 = t6['n_kv_heads']
-            if t7 is None: t7 = Missing('model.n_kv_heads')
+        t5 = env.lookup('model')
+        if t5 is None: t5 = Missing('model')
+        if t5.__class__ is dict and 'n_kv_heads' in t5:
+            t6 = t5['n_kv_heads']
+            if t6 is None: t6 = Missing('model.n_kv_heads')
         else:
-            t7 = attr_value(t6, 'n_kv_heads', 'model.n_kv_heads')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t6 = attr_value(t5, 'n_kv_heads', 'model.n_kv_heads')
+        t7 = not (t6 is None or t6.__class__ is Missing)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('model')
-        if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'n_kv_heads' in t11:
-            t12 = t11['n_kv_heads']
-            if t12 is None: t12 = Missing('model.n_kv_heads')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t9 = env.lookup('model')
+        if t9 is None: t9 = Missing('model')
+        if t9.__class__ is dict and 'n_kv_heads' in t9:
+            t10 = t9['n_kv_heads']
+            if t10 is None: t10 = Missing('model.n_kv_heads')
         else:
-            t12 = attr_value(t11, 'n_kv_heads', 'model.n_kv_heads')
-        t14 = (0)
-        if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-            t13 = t12 > t14
+            t10 = attr_value(t9, 'n_kv_heads', 'model.n_kv_heads')
+        t12 = (0)
+        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 > t12
         else:
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-            t13 = _compare('>', t12, t14)
-        t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
+            t11 = _compare('>', t10, t12)
+        t8 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t10 = False
-    return t10
+        t8 = False
+    return t8
 
 def e49(env):
     t1 = env.lookup('model')
@@ -1453,74 +1408,64 @@ def e55(env):
             if t7 is None: t7 = Missing('model.dim')
         else:
             t7 = attr_value(t6, 'dim', 'model.dim')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('model')
-            if t11 is None: t11 = Missing('model')
-            if t11.__class__ is dict and 'n_heads' in t11:
-                t12 = t11['n_heads']
-                if t12 is None: t12 = Missing('model.n_heads')
+            t10 = env.lookup('model')
+            if t10 is None: t10 = Missing('model')
+            if t10.__class__ is dict and 'n_heads' in t10:
+                t11 = t10['n_heads']
+                if t11 is None: t11 = Missing('model.n_heads')
             else:
-                t12 = attr_value(t11, 'n_heads', 'model.n_heads')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'n_heads', 'model.n_heads')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('model')
-            if t16 is None: t16 = Missing('model')
-            if t16.__class__ is dict and 'n_heads' in t16:
-                t17 = t16['n_heads']
-                if t17 is None: t17 = Missing('model.n_heads')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t14 = env.lookup('model')
+            if t14 is None: t14 = Missing('model')
+            if t14.__class__ is dict and 'n_heads' in t14:
+                t15 = t14['n_heads']
+                if t15 is None: t15 = Missing('model.n_heads')
             else:
-                t17 = attr_value(t16, 'n_heads', 'model.n_heads')
-            t19 = (0)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 > t19
+                t15 = attr_value(t14, 'n_heads', 'model.n_heads')
+            t17 = (0)
+            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+                t16 = t15 > t17
             else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('>', t17, t19)
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
+                t16 = _compare('>', t15, t17)
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t19 = env.lookup('model')
+            if t19 is None: t19 = Missing('model')
+            if t19.__class__ is dict and 'dim' in t19:
+                t20 = t19['dim']
+                if t20 is None: t20 = Missing('model.dim')
+            else:
+                t20 = attr_value(t19, 'dim', 'model.dim')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
             t21 = env.lookup('model')
             if t21 is None: t21 = Missing('model')
-            if t21.__class__ is dict and 'dim' in t21:
-                t22 = t21['dim']
-                if t22 is None: t22 = Missing('model.dim')
+            if t21.__class__ is dict and 'n_heads' in t21:
+                t22 = t21['n_heads']
+                if t22 is None: t22 = Missing('model.n_heads')
             else:
-                t22 = attr_value(t21, 'dim', 'model.dim')
+                t22 = attr_value(t21, 'n_heads', 'model.n_heads')
             if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = env.lookup('model')
-            if t23 is None: t23 = Missing('model')
-            if t23.__class__ is dict and 'n_heads' in t23:
-                t24 = t23['n_heads']
-                if t24 is None: t24 = Missing('model.n_heads')
+            t23 = _binop('%', t20, t22, env)
+            t25 = (0)
+            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+                t24 = t23 == t25
             else:
-                t24 = attr_value(t23, 'n_heads', 'model.n_heads')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = _binop('%', t22, t24, env)
-            t27 = (0)
-            if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-                t26 = t25 == t27
-            else:
-                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
-                t26 = _compare('==', t25, t27)
-            t20 = (t26 if t26.__class__ is bool else _truth(t26))
+                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
+                t24 = _compare('==', t23, t25)
+            t18 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
-            t20 = False
-        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
         t5 = False
     return t5
@@ -1665,12 +1610,7 @@ def e63(env):
         t7 = (1)
         if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = index_value(t6, t7, 'item')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -1826,35 +1766,30 @@ def e67(env):
         if t3 is None: t3 = Missing('config.data.tokenizer_path')
     else:
         t3 = attr_value(t2, 'tokenizer_path', 'config.data.tokenizer_path')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'data' in t7:
-            t8 = t7['data']
-            if t8 is None: t8 = Missing('config.data')
+        t6 = env.lookup('config')
+        if t6 is None: t6 = Missing('config')
+        if t6.__class__ is dict and 'data' in t6:
+            t7 = t6['data']
+            if t7 is None: t7 = Missing('config.data')
         else:
-            t8 = attr_value(t7, 'data', 'config.data')
-        if t8.__class__ is dict and 'tokenizer_path' in t8:
-            t9 = t8['tokenizer_path']
-            if t9 is None: t9 = Missing('config.data.tokenizer_path')
+            t7 = attr_value(t6, 'data', 'config.data')
+        if t7.__class__ is dict and 'tokenizer_path' in t7:
+            t8 = t7['tokenizer_path']
+            if t8 is None: t8 = Missing('config.data.tokenizer_path')
         else:
-            t9 = attr_value(t8, 'tokenizer_path', 'config.data.tokenizer_path')
-        t11 = ('')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 != t11
+            t8 = attr_value(t7, 'tokenizer_path', 'config.data.tokenizer_path')
+        t10 = ('')
+        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 != t10
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-            t10 = _compare('!=', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
+            t9 = _compare('!=', t8, t10)
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t6 = False
-    return t6
+        t5 = False
+    return t5
 
 def e68(env):
     t1 = env.lookup('config')
@@ -1869,35 +1804,30 @@ def e68(env):
         if t3 is None: t3 = Missing('config.data.hf_dataset_name')
     else:
         t3 = attr_value(t2, 'hf_dataset_name', 'config.data.hf_dataset_name')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'data' in t7:
-            t8 = t7['data']
-            if t8 is None: t8 = Missing('config.data')
+        t6 = env.lookup('config')
+        if t6 is None: t6 = Missing('config')
+        if t6.__class__ is dict and 'data' in t6:
+            t7 = t6['data']
+            if t7 is None: t7 = Missing('config.data')
         else:
-            t8 = attr_value(t7, 'data', 'config.data')
-        if t8.__class__ is dict and 'hf_dataset_name' in t8:
-            t9 = t8['hf_dataset_name']
-            if t9 is None: t9 = Missing('config.data.hf_dataset_name')
+            t7 = attr_value(t6, 'data', 'config.data')
+        if t7.__class__ is dict and 'hf_dataset_name' in t7:
+            t8 = t7['hf_dataset_name']
+            if t8 is None: t8 = Missing('config.data.hf_dataset_name')
         else:
-            t9 = attr_value(t8, 'hf_dataset_name', 'config.data.hf_dataset_name')
-        t11 = ('')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 != t11
+            t8 = attr_value(t7, 'hf_dataset_name', 'config.data.hf_dataset_name')
+        t10 = ('')
+        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 != t10
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-            t10 = _compare('!=', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
+            t9 = _compare('!=', t8, t10)
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t6 = False
-    return t6
+        t5 = False
+    return t5
 
 def e69(env):
     t1 = env.lookup('config')
@@ -1912,89 +1842,88 @@ def e69(env):
         if t3 is None: t3 = Missing('config.data.dataset_path')
     else:
         t3 = attr_value(t2, 'dataset_path', 'config.data.dataset_path')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'data' in t7:
-            t8 = t7['data']
-            if t8 is None: t8 = Missing('config.data')
+        t6 = env.lookup('config')
+        if t6 is None: t6 = Missing('config')
+        if t6.__class__ is dict and 'data' in t6:
+            t7 = t6['data']
+            if t7 is None: t7 = Missing('config.data')
         else:
-            t8 = attr_value(t7, 'data', 'config.data')
-        if t8.__class__ is dict and 'dataset_path' in t8:
-            t9 = t8['dataset_path']
-            if t9 is None: t9 = Missing('config.data.dataset_path')
+            t7 = attr_value(t6, 'data', 'config.data')
+        if t7.__class__ is dict and 'dataset_path' in t7:
+            t8 = t7['dataset_path']
+            if t8 is None: t8 = Missing('config.data.dataset_path')
         else:
-            t9 = attr_value(t8, 'dataset_path', 'config.data.dataset_path')
-        t11 = ('')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 != t11
+            t8 = attr_value(t7, 'dataset_path', 'config.data.dataset_path')
+        t10 = ('')
+        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 != t10
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-            t10 = _compare('!=', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
+            t9 = _compare('!=', t8, t10)
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t6 = False
-    if not (t6 if t6.__class__ is bool else _truth(t6)):
-        t13 = []
-        t15 = env.lookup('config')
-        if t15 is None: t15 = Missing('config')
-        if t15.__class__ is dict and 'data' in t15:
-            t16 = t15['data']
-            if t16 is None: t16 = Missing('config.data')
+        t5 = False
+    if not (t5 if t5.__class__ is bool else _truth(t5)):
+        t12 = []
+        t14 = env.lookup('config')
+        if t14 is None: t14 = Missing('config')
+        if t14.__class__ is dict and 'data' in t14:
+            t15 = t14['data']
+            if t15 is None: t15 = Missing('config.data')
         else:
-            t16 = attr_value(t15, 'data', 'config.data')
-        if t16.__class__ is dict and 'datasets' in t16:
-            t17 = t16['datasets']
-            if t17 is None: t17 = Missing('config.data.datasets')
+            t15 = attr_value(t14, 'data', 'config.data')
+        if t15.__class__ is dict and 'datasets' in t15:
+            t16 = t15['datasets']
+            if t16 is None: t16 = Missing('config.data.datasets')
         else:
-            t17 = attr_value(t16, 'datasets', 'config.data.datasets')
-        t14 = loop_items(t17)
-        t18 = Env({}, None, env.budget, env)
-        for t19 in t14:
+            t16 = attr_value(t15, 'datasets', 'config.data.datasets')
+        t13 = loop_items(t16)
+        t17 = Env({}, None, env.budget, env)
+        for t18 in t13:
             _charge(env, 13)
-            t18.values['s'] = t19
-            t18.let_cache = None
-            t20 = t19
-            if t20 is None: t20 = Missing('s')
-            t21 = call_value(t18, F_type.fn, F_type.cost, True, [t20])
-            t23 = ('table')
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
+            t17.values['s'] = t18
+            t17.let_cache = None
+            t19 = t18
+            if t19 is None: t19 = Missing('s')
+            t17.budget.left -= 1
+            if t17.budget.left < 0: _charge(t17, 0)
+            t20 = type_name(t19)
+            t17.budget.mem -= len(t20)
+            if t17.budget.mem < 0: _charge_mem(t17, 0)
+            t22 = ('table')
+            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                t21 = t20 == t22
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t18, t21, t23)
-                t22 = _compare('==', t21, t23)
-            if (t22 if t22.__class__ is bool else _truth(t22)):
-                t25 = t19
-                if t25 is None: t25 = Missing('s')
-                if t25.__class__ is dict and 'path' in t25:
-                    t26 = t25['path']
-                    if t26 is None: t26 = Missing('s.path')
+                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t17, t20, t22)
+                t21 = _compare('==', t20, t22)
+            if (t21 if t21.__class__ is bool else _truth(t21)):
+                t24 = t18
+                if t24 is None: t24 = Missing('s')
+                if t24.__class__ is dict and 'path' in t24:
+                    t25 = t24['path']
+                    if t25 is None: t25 = Missing('s.path')
                 else:
-                    t26 = attr_value(t25, 'path', 's.path')
-                t28 = ('')
-                if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
-                    t27 = t26 != t28
+                    t25 = attr_value(t24, 'path', 's.path')
+                t27 = ('')
+                if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
+                    t26 = t25 != t27
                 else:
-                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t18, t26, t28)
-                    t27 = _compare('!=', t26, t28)
-                t24 = (t27 if t27.__class__ is bool else _truth(t27))
+                    if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t17, t25, t27)
+                    t26 = _compare('!=', t25, t27)
+                t23 = (t26 if t26.__class__ is bool else _truth(t26))
             else:
-                t24 = False
-            t13.append(t24)
-            t18.budget.mem -= 1
-            if t18.budget.mem < 0: _charge_mem(env, 0)
-            if len(t13) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t29 = call_value(env, F_any.fn, F_any.cost, False, [t13])
-        t12 = (t29 if t29.__class__ is bool else _truth(t29))
+                t23 = False
+            t12.append(t23)
+            t17.budget.mem -= 1
+            if t17.budget.mem < 0: _charge_mem(env, 0)
+            if len(t12) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t28 = call_value(env, F_any.fn, F_any.cost, False, [t12])
+        t11 = (t28 if t28.__class__ is bool else _truth(t28))
     else:
-        t12 = True
-    return t12
+        t11 = True
+    return t11
 
 def e70(env):
     t1 = []
@@ -2018,7 +1947,11 @@ def e70(env):
         t6.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
-        t9 = call_value(t6, F_type.fn, F_type.cost, True, [t8])
+        t6.budget.left -= 1
+        if t6.budget.left < 0: _charge(t6, 0)
+        t9 = type_name(t8)
+        t6.budget.mem -= len(t9)
+        if t6.budget.mem < 0: _charge_mem(t6, 0)
         t11 = ('table')
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -2115,139 +2048,149 @@ def e71(env):
                 if t14 is None: t14 = Missing('config.vlm')
             else:
                 t14 = attr_value(t13, 'vlm', 'config.vlm')
-            t16 = (None)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('!=', t14, t16)
+            t15 = not (t14 is None or t14.__class__ is Missing)
             if (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = ('')
-                t17 = t18
+                t17 = ('')
+                t16 = t17
             else:
-                t19 = env.lookup('config')
-                if t19 is None: t19 = Missing('config')
-                if t19.__class__ is dict and 'data' in t19:
-                    t20 = t19['data']
-                    if t20 is None: t20 = Missing('config.data')
+                t18 = env.lookup('config')
+                if t18 is None: t18 = Missing('config')
+                if t18.__class__ is dict and 'data' in t18:
+                    t19 = t18['data']
+                    if t19 is None: t19 = Missing('config.data')
                 else:
-                    t20 = attr_value(t19, 'data', 'config.data')
-                if t20.__class__ is dict and 'datasets' in t20:
-                    t21 = t20['datasets']
-                    if t21 is None: t21 = Missing('config.data.datasets')
+                    t19 = attr_value(t18, 'data', 'config.data')
+                if t19.__class__ is dict and 'datasets' in t19:
+                    t20 = t19['datasets']
+                    if t20 is None: t20 = Missing('config.data.datasets')
                 else:
-                    t21 = attr_value(t20, 'datasets', 'config.data.datasets')
-                t22 = call_value(env, F_len.fn, F_len.cost, False, [t21])
-                t24 = (0)
-                if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 > t24
+                    t20 = attr_value(t19, 'datasets', 'config.data.datasets')
+                if t20.__class__ is list or t20.__class__ is str or t20.__class__ is dict:
+                    t21 = len(t20)
+                    env.budget.left -= t21 if t21 > 1 else 1
+                    if env.budget.left < 0: _charge(env, 0)
                 else:
-                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
-                    t23 = _compare('>', t22, t24)
-                if (t23 if t23.__class__ is bool else _truth(t23)):
-                    t26 = env.lookup('hf_sources')
-                    if t26 is None: t26 = Missing('hf_sources')
-                    t27 = call_value(env, F_len.fn, F_len.cost, False, [t26])
-                    t29 = (0)
-                    if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                        t28 = t27 > t29
-                    else:
-                        if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
-                        t28 = _compare('>', t27, t29)
-                    t25 = (t28 if t28.__class__ is bool else _truth(t28))
+                    t21 = call_value(env, F_len.fn, F_len.cost, False, [t20])
+                t23 = (0)
+                if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
+                    t22 = t21 > t23
                 else:
-                    t25 = False
-                if (t25 if t25.__class__ is bool else _truth(t25)):
-                    t31 = ('the [[data.datasets]] source with hf_name ')
-                    if t31 is None or t31.__class__ is Missing: _need(t31)
-                    t32 = env.lookup('hf_sources')
-                    if t32 is None: t32 = Missing('hf_sources')
-                    t33 = (', ')
-                    t34 = call_value(env, F_join.fn, F_join.cost, False, [t32, t33])
-                    if t34 is None or t34.__class__ is Missing: _need(t34)
-                    if t31.__class__ is int and t34.__class__ is int:
-                        t35 = t31 + t34
-                        if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
+                    if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
+                    t22 = _compare('>', t21, t23)
+                if (t22 if t22.__class__ is bool else _truth(t22)):
+                    t25 = env.lookup('hf_sources')
+                    if t25 is None: t25 = Missing('hf_sources')
+                    if t25.__class__ is list or t25.__class__ is str or t25.__class__ is dict:
+                        t26 = len(t25)
+                        env.budget.left -= t26 if t26 > 1 else 1
+                        if env.budget.left < 0: _charge(env, 0)
                     else:
-                        t35 = _binop('+', t31, t34, env)
-                    t30 = t35
+                        t26 = call_value(env, F_len.fn, F_len.cost, False, [t25])
+                    t28 = (0)
+                    if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
+                        t27 = t26 > t28
+                    else:
+                        if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, t26, t28)
+                        t27 = _compare('>', t26, t28)
+                    t24 = (t27 if t27.__class__ is bool else _truth(t27))
                 else:
-                    t36 = env.lookup('config')
-                    if t36 is None: t36 = Missing('config')
-                    if t36.__class__ is dict and 'data' in t36:
-                        t37 = t36['data']
-                        if t37 is None: t37 = Missing('config.data')
+                    t24 = False
+                if (t24 if t24.__class__ is bool else _truth(t24)):
+                    t30 = ('the [[data.datasets]] source with hf_name ')
+                    if t30 is None or t30.__class__ is Missing: _need(t30)
+                    t31 = env.lookup('hf_sources')
+                    if t31 is None: t31 = Missing('hf_sources')
+                    t32 = (', ')
+                    t33 = call_value(env, F_join.fn, F_join.cost, False, [t31, t32])
+                    if t33 is None or t33.__class__ is Missing: _need(t33)
+                    if t30.__class__ is int and t33.__class__ is int:
+                        t34 = t30 + t33
+                        if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
                     else:
-                        t37 = attr_value(t36, 'data', 'config.data')
-                    if t37.__class__ is dict and 'datasets' in t37:
-                        t38 = t37['datasets']
-                        if t38 is None: t38 = Missing('config.data.datasets')
+                        t34 = _binop('+', t30, t33, env)
+                    t29 = t34
+                else:
+                    t35 = env.lookup('config')
+                    if t35 is None: t35 = Missing('config')
+                    if t35.__class__ is dict and 'data' in t35:
+                        t36 = t35['data']
+                        if t36 is None: t36 = Missing('config.data')
                     else:
-                        t38 = attr_value(t37, 'datasets', 'config.data.datasets')
-                    t39 = call_value(env, F_len.fn, F_len.cost, False, [t38])
-                    t41 = (0)
-                    if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
-                        t40 = t39 == t41
+                        t36 = attr_value(t35, 'data', 'config.data')
+                    if t36.__class__ is dict and 'datasets' in t36:
+                        t37 = t36['datasets']
+                        if t37 is None: t37 = Missing('config.data.datasets')
                     else:
-                        if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(env, t39, t41)
-                        t40 = _compare('==', t39, t41)
-                    if (t40 if t40.__class__ is bool else _truth(t40)):
-                        t43 = env.lookup('config')
-                        if t43 is None: t43 = Missing('config')
-                        if t43.__class__ is dict and 'data' in t43:
-                            t44 = t43['data']
-                            if t44 is None: t44 = Missing('config.data')
-                        else:
-                            t44 = attr_value(t43, 'data', 'config.data')
-                        if t44.__class__ is dict and 'dataset_path' in t44:
-                            t45 = t44['dataset_path']
-                            if t45 is None: t45 = Missing('config.data.dataset_path')
-                        else:
-                            t45 = attr_value(t44, 'dataset_path', 'config.data.dataset_path')
-                        t47 = ('')
-                        if t45.__class__ is t47.__class__ and (t45.__class__ is int or t45.__class__ is str):
-                            t46 = t45 == t47
-                        else:
-                            if t47.__class__ is list or t47.__class__ is dict or t47.__class__ is str: _charge_operands(env, t45, t47)
-                            t46 = _compare('==', t45, t47)
-                        t42 = (t46 if t46.__class__ is bool else _truth(t46))
+                        t37 = attr_value(t36, 'datasets', 'config.data.datasets')
+                    if t37.__class__ is list or t37.__class__ is str or t37.__class__ is dict:
+                        t38 = len(t37)
+                        env.budget.left -= t38 if t38 > 1 else 1
+                        if env.budget.left < 0: _charge(env, 0)
                     else:
-                        t42 = False
-                    if (t42 if t42.__class__ is bool else _truth(t42)):
-                        t49 = env.lookup('hf')
-                        if t49 is None: t49 = Missing('hf')
-                        t48 = (t49 if t49.__class__ is bool else _truth(t49))
+                        t38 = call_value(env, F_len.fn, F_len.cost, False, [t37])
+                    t40 = (0)
+                    if t38.__class__ is t40.__class__ and (t38.__class__ is int or t38.__class__ is str):
+                        t39 = t38 == t40
                     else:
-                        t48 = False
-                    if (t48 if t48.__class__ is bool else _truth(t48)):
-                        t51 = ('data.hf_dataset_name = ')
-                        if t51 is None or t51.__class__ is Missing: _need(t51)
-                        t52 = env.lookup('config')
-                        if t52 is None: t52 = Missing('config')
-                        if t52.__class__ is dict and 'data' in t52:
-                            t53 = t52['data']
-                            if t53 is None: t53 = Missing('config.data')
+                        if t40.__class__ is list or t40.__class__ is dict or t40.__class__ is str: _charge_operands(env, t38, t40)
+                        t39 = _compare('==', t38, t40)
+                    if (t39 if t39.__class__ is bool else _truth(t39)):
+                        t42 = env.lookup('config')
+                        if t42 is None: t42 = Missing('config')
+                        if t42.__class__ is dict and 'data' in t42:
+                            t43 = t42['data']
+                            if t43 is None: t43 = Missing('config.data')
                         else:
-                            t53 = attr_value(t52, 'data', 'config.data')
-                        if t53.__class__ is dict and 'hf_dataset_name' in t53:
-                            t54 = t53['hf_dataset_name']
-                            if t54 is None: t54 = Missing('config.data.hf_dataset_name')
+                            t43 = attr_value(t42, 'data', 'config.data')
+                        if t43.__class__ is dict and 'dataset_path' in t43:
+                            t44 = t43['dataset_path']
+                            if t44 is None: t44 = Missing('config.data.dataset_path')
                         else:
-                            t54 = attr_value(t53, 'hf_dataset_name', 'config.data.hf_dataset_name')
-                        t55 = call_value(env, F_str.fn, F_str.cost, True, [t54])
-                        if t55 is None or t55.__class__ is Missing: _need(t55)
-                        if t51.__class__ is int and t55.__class__ is int:
-                            t56 = t51 + t55
-                            if not -MAX_INT <= t56 <= MAX_INT: _check_value(t56)
+                            t44 = attr_value(t43, 'dataset_path', 'config.data.dataset_path')
+                        t46 = ('')
+                        if t44.__class__ is t46.__class__ and (t44.__class__ is int or t44.__class__ is str):
+                            t45 = t44 == t46
                         else:
-                            t56 = _binop('+', t51, t55, env)
-                        t50 = t56
+                            if t46.__class__ is list or t46.__class__ is dict or t46.__class__ is str: _charge_operands(env, t44, t46)
+                            t45 = _compare('==', t44, t46)
+                        t41 = (t45 if t45.__class__ is bool else _truth(t45))
                     else:
-                        t57 = ('')
-                        t50 = t57
-                    t30 = t50
-                t17 = t30
-            t11 = t17
+                        t41 = False
+                    if (t41 if t41.__class__ is bool else _truth(t41)):
+                        t48 = env.lookup('hf')
+                        if t48 is None: t48 = Missing('hf')
+                        t47 = (t48 if t48.__class__ is bool else _truth(t48))
+                    else:
+                        t47 = False
+                    if (t47 if t47.__class__ is bool else _truth(t47)):
+                        t50 = ('data.hf_dataset_name = ')
+                        if t50 is None or t50.__class__ is Missing: _need(t50)
+                        t51 = env.lookup('config')
+                        if t51 is None: t51 = Missing('config')
+                        if t51.__class__ is dict and 'data' in t51:
+                            t52 = t51['data']
+                            if t52 is None: t52 = Missing('config.data')
+                        else:
+                            t52 = attr_value(t51, 'data', 'config.data')
+                        if t52.__class__ is dict and 'hf_dataset_name' in t52:
+                            t53 = t52['hf_dataset_name']
+                            if t53 is None: t53 = Missing('config.data.hf_dataset_name')
+                        else:
+                            t53 = attr_value(t52, 'hf_dataset_name', 'config.data.hf_dataset_name')
+                        t54 = call_value(env, F_str.fn, F_str.cost, True, [t53])
+                        if t54 is None or t54.__class__ is Missing: _need(t54)
+                        if t50.__class__ is int and t54.__class__ is int:
+                            t55 = t50 + t54
+                            if not -MAX_INT <= t55 <= MAX_INT: _check_value(t55)
+                        else:
+                            t55 = _binop('+', t50, t54, env)
+                        t49 = t55
+                    else:
+                        t56 = ('')
+                        t49 = t56
+                    t29 = t49
+                t16 = t29
+            t11 = t16
         t2 = t11
     return t2
 
@@ -2276,7 +2219,12 @@ def e72(env):
             if t8 is None: t8 = Missing('config.data.datasets')
         else:
             t8 = attr_value(t7, 'datasets', 'config.data.datasets')
-        t9 = call_value(env, F_len.fn, F_len.cost, False, [t8])
+        if t8.__class__ is list or t8.__class__ is str or t8.__class__ is dict:
+            t9 = len(t8)
+            env.budget.left -= t9 if t9 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t9 = call_value(env, F_len.fn, F_len.cost, False, [t8])
         t11 = (0)
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -2327,7 +2275,12 @@ def e77(env):
 def e78(env):
     t1 = env.lookup('bad_sources')
     if t1 is None: t1 = Missing('bad_sources')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -2403,7 +2356,12 @@ def e78(env):
     if t5 is None or t5.__class__ is Missing: _need(t5)
     t29 = env.lookup('steps')
     if t29 is None: t29 = Missing('steps')
-    t30 = call_value(env, F_len.fn, F_len.cost, False, [t29])
+    if t29.__class__ is list or t29.__class__ is str or t29.__class__ is dict:
+        t30 = len(t29)
+        env.budget.left -= t30 if t30 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t30 = call_value(env, F_len.fn, F_len.cost, False, [t29])
     t32 = (1)
     if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
         t31 = t30 > t32
@@ -2414,7 +2372,12 @@ def e78(env):
         t34 = []
         t36 = env.lookup('steps')
         if t36 is None: t36 = Missing('steps')
-        t37 = call_value(env, F_len.fn, F_len.cost, False, [t36])
+        if t36.__class__ is list or t36.__class__ is str or t36.__class__ is dict:
+            t37 = len(t36)
+            env.budget.left -= t37 if t37 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t37 = call_value(env, F_len.fn, F_len.cost, False, [t36])
         if t37 is None or t37.__class__ is Missing: _need(t37)
         t38 = (1)
         if t38 is None or t38.__class__ is Missing: _need(t38)
@@ -2522,7 +2485,11 @@ def e78(env):
         t72.let_cache = None
         t74 = t73
         if t74 is None: t74 = Missing('p')
-        t75 = call_value(t72, F_type.fn, F_type.cost, True, [t74])
+        t72.budget.left -= 1
+        if t72.budget.left < 0: _charge(t72, 0)
+        t75 = type_name(t74)
+        t72.budget.mem -= len(t75)
+        if t72.budget.mem < 0: _charge_mem(t72, 0)
         t77 = ('table')
         if t75.__class__ is t77.__class__ and (t75.__class__ is int or t75.__class__ is str):
             t76 = t75 == t77
@@ -2537,7 +2504,11 @@ def e78(env):
                 if t80 is None: t80 = Missing('p.dataset_weights')
             else:
                 t80 = attr_value(t79, 'dataset_weights', 'p.dataset_weights')
-            t81 = call_value(t72, F_type.fn, F_type.cost, True, [t80])
+            t72.budget.left -= 1
+            if t72.budget.left < 0: _charge(t72, 0)
+            t81 = type_name(t80)
+            t72.budget.mem -= len(t81)
+            if t72.budget.mem < 0: _charge_mem(t72, 0)
             t83 = ('table')
             if t81.__class__ is t83.__class__ and (t81.__class__ is int or t81.__class__ is str):
                 t82 = t81 == t83
@@ -2575,7 +2546,11 @@ def e78(env):
                 if t94 is None: t94 = Missing('k')
                 if t94 is None or t94.__class__ is Missing: _need(t94)
                 t95 = index_value(t93, t94, 'p.dataset_weights')
-                t96 = call_value(t90, F_type.fn, F_type.cost, True, [t95])
+                t90.budget.left -= 1
+                if t90.budget.left < 0: _charge(t90, 0)
+                t96 = type_name(t95)
+                t90.budget.mem -= len(t96)
+                if t90.budget.mem < 0: _charge_mem(t90, 0)
                 t98 = K12
                 if t98.__class__ is list or t98.__class__ is dict or t98.__class__ is str: _charge_operands(t90, t96, t98)
                 t97 = _compare('in', t96, t98)
@@ -2640,7 +2615,12 @@ def e78(env):
         if t115 is None: t115 = Missing('config.data.phases')
     else:
         t115 = attr_value(t114, 'phases', 'config.data.phases')
-    t116 = call_value(env, F_len.fn, F_len.cost, False, [t115])
+    if t115.__class__ is list or t115.__class__ is str or t115.__class__ is dict:
+        t116 = len(t115)
+        env.budget.left -= t116 if t116 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t116 = call_value(env, F_len.fn, F_len.cost, False, [t115])
     t118 = (0)
     if t116.__class__ is t118.__class__ and (t116.__class__ is int or t116.__class__ is str):
         t117 = t116 == t118
@@ -2660,7 +2640,11 @@ def e78(env):
             if t122 is None: t122 = Missing('config.data.anneal_start_step')
         else:
             t122 = attr_value(t121, 'anneal_start_step', 'config.data.anneal_start_step')
-        t123 = call_value(env, F_type.fn, F_type.cost, True, [t122])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t123 = type_name(t122)
+        env.budget.mem -= len(t123)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t125 = ('int')
         if t123.__class__ is t125.__class__ and (t123.__class__ is int or t123.__class__ is str):
             t124 = t123 == t125
@@ -2695,7 +2679,12 @@ def e78(env):
     if (t126 if t126.__class__ is bool else _truth(t126)):
         t133 = env.lookup('anneal_negative')
         if t133 is None: t133 = Missing('anneal_negative')
-        t134 = call_value(env, F_len.fn, F_len.cost, False, [t133])
+        if t133.__class__ is list or t133.__class__ is str or t133.__class__ is dict:
+            t134 = len(t133)
+            env.budget.left -= t134 if t134 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t134 = call_value(env, F_len.fn, F_len.cost, False, [t133])
         t136 = (0)
         if t134.__class__ is t136.__class__ and (t134.__class__ is int or t134.__class__ is str):
             t135 = t134 > t136
@@ -2721,7 +2710,12 @@ def e78(env):
         if t142 is None or t142.__class__ is Missing: _need(t142)
         t143 = env.lookup('anneal_negative')
         if t143 is None: t143 = Missing('anneal_negative')
-        t144 = call_value(env, F_len.fn, F_len.cost, False, [t143])
+        if t143.__class__ is list or t143.__class__ is str or t143.__class__ is dict:
+            t144 = len(t143)
+            env.budget.left -= t144 if t144 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t144 = call_value(env, F_len.fn, F_len.cost, False, [t143])
         t146 = (0)
         if t144.__class__ is t146.__class__ and (t144.__class__ is int or t144.__class__ is str):
             t145 = t144 > t146
@@ -2800,7 +2794,11 @@ def e79(env):
         t6.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
-        t9 = call_value(t6, F_type.fn, F_type.cost, True, [t8])
+        t6.budget.left -= 1
+        if t6.budget.left < 0: _charge(t6, 0)
+        t9 = type_name(t8)
+        t6.budget.mem -= len(t9)
+        if t6.budget.mem < 0: _charge_mem(t6, 0)
         t11 = ('table')
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -2872,7 +2870,11 @@ def e80(env):
         t6.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('p')
-        t9 = call_value(t6, F_type.fn, F_type.cost, True, [t8])
+        t6.budget.left -= 1
+        if t6.budget.left < 0: _charge(t6, 0)
+        t9 = type_name(t8)
+        t6.budget.mem -= len(t9)
+        if t6.budget.mem < 0: _charge_mem(t6, 0)
         t11 = ('table')
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -2887,7 +2889,11 @@ def e80(env):
                 if t14 is None: t14 = Missing('p.start_step')
             else:
                 t14 = attr_value(t13, 'start_step', 'p.start_step')
-            t15 = call_value(t6, F_type.fn, F_type.cost, True, [t14])
+            t6.budget.left -= 1
+            if t6.budget.left < 0: _charge(t6, 0)
+            t15 = type_name(t14)
+            t6.budget.mem -= len(t15)
+            if t6.budget.mem < 0: _charge_mem(t6, 0)
             t17 = ('int')
             if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
                 t16 = t15 == t17
@@ -2924,7 +2930,11 @@ def e81(env):
         if t3 is None: t3 = Missing('config.data.anneal_weights')
     else:
         t3 = attr_value(t2, 'anneal_weights', 'config.data.anneal_weights')
-    t4 = call_value(env, F_type.fn, F_type.cost, True, [t3])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t4 = type_name(t3)
+    env.budget.mem -= len(t4)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t6 = ('table')
     if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
         t5 = t4 == t6
@@ -2969,7 +2979,11 @@ def e81(env):
             if t19 is None: t19 = Missing('k')
             if t19 is None or t19.__class__ is Missing: _need(t19)
             t20 = index_value(t18, t19, 'config.data.anneal_weights')
-            t21 = call_value(t14, F_type.fn, F_type.cost, True, [t20])
+            t14.budget.left -= 1
+            if t14.budget.left < 0: _charge(t14, 0)
+            t21 = type_name(t20)
+            t14.budget.mem -= len(t21)
+            if t14.budget.mem < 0: _charge_mem(t14, 0)
             t23 = K16
             if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t14, t21, t23)
             t22 = _compare('in', t21, t23)
@@ -3016,7 +3030,12 @@ def e81(env):
 def e82(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (4)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -3055,80 +3074,84 @@ def e83(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('config')
-            if t11 is None: t11 = Missing('config')
-            if t11.__class__ is dict and 'vlm' in t11:
-                t12 = t11['vlm']
-                if t12 is None: t12 = Missing('config.vlm')
+            t10 = env.lookup('config')
+            if t10 is None: t10 = Missing('config')
+            if t10.__class__ is dict and 'vlm' in t10:
+                t11 = t10['vlm']
+                if t11 is None: t11 = Missing('config.vlm')
             else:
-                t12 = attr_value(t11, 'vlm', 'config.vlm')
+                t11 = attr_value(t10, 'vlm', 'config.vlm')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = ('class')
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = ('class')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = index_value(t12, t13, 'config.vlm')
-            t16 = ('MoMaConfig')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t16
+            t13 = index_value(t11, t12, 'config.vlm')
+            t15 = ('MoMaConfig')
+            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+                t14 = t13 == t15
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('==', t14, t16)
-            if not (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = env.lookup('config')
-                if t18 is None: t18 = Missing('config')
-                if t18.__class__ is dict and 'vlm' in t18:
-                    t19 = t18['vlm']
-                    if t19 is None: t19 = Missing('config.vlm')
+                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
+                t14 = _compare('==', t13, t15)
+            if not (t14 if t14.__class__ is bool else _truth(t14)):
+                t17 = env.lookup('config')
+                if t17 is None: t17 = Missing('config')
+                if t17.__class__ is dict and 'vlm' in t17:
+                    t18 = t17['vlm']
+                    if t18 is None: t18 = Missing('config.vlm')
                 else:
-                    t19 = attr_value(t18, 'vlm', 'config.vlm')
-                if t19.__class__ is dict and 'freeze_schedule' in t19:
-                    t20 = t19['freeze_schedule']
-                    if t20 is None: t20 = Missing('config.vlm.freeze_schedule')
+                    t18 = attr_value(t17, 'vlm', 'config.vlm')
+                if t18.__class__ is dict and 'freeze_schedule' in t18:
+                    t19 = t18['freeze_schedule']
+                    if t19 is None: t19 = Missing('config.vlm.freeze_schedule')
                 else:
-                    t20 = attr_value(t19, 'freeze_schedule', 'config.vlm.freeze_schedule')
-                t21 = call_value(env, F_type.fn, F_type.cost, True, [t20])
-                t23 = ('list')
-                if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                    t22 = t21 == t23
+                    t19 = attr_value(t18, 'freeze_schedule', 'config.vlm.freeze_schedule')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t20 = type_name(t19)
+                env.budget.mem -= len(t20)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                t22 = ('list')
+                if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                    t21 = t20 == t22
                 else:
-                    if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                    t22 = _compare('==', t21, t23)
-                if (t22 if t22.__class__ is bool else _truth(t22)):
-                    t25 = env.lookup('config')
-                    if t25 is None: t25 = Missing('config')
-                    if t25.__class__ is dict and 'vlm' in t25:
-                        t26 = t25['vlm']
-                        if t26 is None: t26 = Missing('config.vlm')
+                    if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
+                    t21 = _compare('==', t20, t22)
+                if (t21 if t21.__class__ is bool else _truth(t21)):
+                    t24 = env.lookup('config')
+                    if t24 is None: t24 = Missing('config')
+                    if t24.__class__ is dict and 'vlm' in t24:
+                        t25 = t24['vlm']
+                        if t25 is None: t25 = Missing('config.vlm')
                     else:
-                        t26 = attr_value(t25, 'vlm', 'config.vlm')
-                    if t26.__class__ is dict and 'freeze_schedule' in t26:
-                        t27 = t26['freeze_schedule']
-                        if t27 is None: t27 = Missing('config.vlm.freeze_schedule')
+                        t25 = attr_value(t24, 'vlm', 'config.vlm')
+                    if t25.__class__ is dict and 'freeze_schedule' in t25:
+                        t26 = t25['freeze_schedule']
+                        if t26 is None: t26 = Missing('config.vlm.freeze_schedule')
                     else:
-                        t27 = attr_value(t26, 'freeze_schedule', 'config.vlm.freeze_schedule')
-                    t28 = call_value(env, F_len.fn, F_len.cost, False, [t27])
-                    t30 = (1)
-                    if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
-                        t29 = t28 > t30
+                        t26 = attr_value(t25, 'freeze_schedule', 'config.vlm.freeze_schedule')
+                    if t26.__class__ is list or t26.__class__ is str or t26.__class__ is dict:
+                        t27 = len(t26)
+                        env.budget.left -= t27 if t27 > 1 else 1
+                        if env.budget.left < 0: _charge(env, 0)
                     else:
-                        if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t28, t30)
-                        t29 = _compare('>', t28, t30)
-                    t24 = (t29 if t29.__class__ is bool else _truth(t29))
+                        t27 = call_value(env, F_len.fn, F_len.cost, False, [t26])
+                    t29 = (1)
+                    if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
+                        t28 = t27 > t29
+                    else:
+                        if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
+                        t28 = _compare('>', t27, t29)
+                    t23 = (t28 if t28.__class__ is bool else _truth(t28))
                 else:
-                    t24 = False
-                t17 = (t24 if t24.__class__ is bool else _truth(t24))
+                    t23 = False
+                t16 = (t23 if t23.__class__ is bool else _truth(t23))
             else:
-                t17 = True
-            t10 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = True
+            t9 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = False
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
     return t5
@@ -3141,552 +3164,587 @@ def e84(env):
         if t2 is None: t2 = Missing('config.vlm')
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('steps')
-        if t6 is None: t6 = Missing('steps')
-        t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
-        t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 > t9
+        t5 = env.lookup('steps')
+        if t5 is None: t5 = Missing('steps')
+        if t5.__class__ is list or t5.__class__ is str or t5.__class__ is dict:
+            t6 = len(t5)
+            env.budget.left -= t6 if t6 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('>', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = []
-            t13 = env.lookup('steps')
-            if t13 is None: t13 = Missing('steps')
-            t14 = call_value(env, F_len.fn, F_len.cost, False, [t13])
+            t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        t8 = (1)
+        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 > t8
+        else:
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+            t7 = _compare('>', t6, t8)
+        if (t7 if t7.__class__ is bool else _truth(t7)):
+            t10 = []
+            t12 = env.lookup('steps')
+            if t12 is None: t12 = Missing('steps')
+            if t12.__class__ is list or t12.__class__ is str or t12.__class__ is dict:
+                t13 = len(t12)
+                env.budget.left -= t13 if t13 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
+            else:
+                t13 = call_value(env, F_len.fn, F_len.cost, False, [t12])
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            t14 = (1)
             if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = (1)
-            if t15 is None or t15.__class__ is Missing: _need(t15)
-            if t14.__class__ is int and t15.__class__ is int:
-                t16 = t14 - t15
-                if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+            if t13.__class__ is int and t14.__class__ is int:
+                t15 = t13 - t14
+                if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
             else:
-                t16 = _binop('-', t14, t15, env)
-            t17 = call_value(env, F_range.fn, F_range.cost, False, [t16])
-            t12 = loop_items(t17)
-            t18 = Env({}, None, env.budget, env)
-            for t19 in t12:
+                t15 = _binop('-', t13, t14, env)
+            t16 = call_value(env, F_range.fn, F_range.cost, False, [t15])
+            t11 = loop_items(t16)
+            t17 = Env({}, None, env.budget, env)
+            for t18 in t11:
                 _charge(env, 15)
-                t18.values['i'] = t19
-                t18.let_cache = None
-                t20 = t18.lookup('steps')
-                if t20 is None: t20 = Missing('steps')
+                t17.values['i'] = t18
+                t17.let_cache = None
+                t19 = t17.lookup('steps')
+                if t19 is None: t19 = Missing('steps')
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                t20 = t18
+                if t20 is None: t20 = Missing('i')
                 if t20 is None or t20.__class__ is Missing: _need(t20)
-                t21 = t19
-                if t21 is None: t21 = Missing('i')
-                if t21 is None or t21.__class__ is Missing: _need(t21)
-                t22 = index_value(t20, t21, 'steps')
-                t24 = t18.lookup('steps')
-                if t24 is None: t24 = Missing('steps')
+                t21 = index_value(t19, t20, 'steps')
+                t23 = t17.lookup('steps')
+                if t23 is None: t23 = Missing('steps')
+                if t23 is None or t23.__class__ is Missing: _need(t23)
+                t24 = t18
+                if t24 is None: t24 = Missing('i')
                 if t24 is None or t24.__class__ is Missing: _need(t24)
-                t25 = t19
-                if t25 is None: t25 = Missing('i')
+                t25 = (1)
                 if t25 is None or t25.__class__ is Missing: _need(t25)
-                t26 = (1)
+                if t24.__class__ is int and t25.__class__ is int:
+                    t26 = t24 + t25
+                    if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
+                else:
+                    t26 = _binop('+', t24, t25, t17)
                 if t26 is None or t26.__class__ is Missing: _need(t26)
-                if t25.__class__ is int and t26.__class__ is int:
-                    t27 = t25 + t26
-                    if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
+                t27 = index_value(t23, t26, 'steps')
+                if t21.__class__ is t27.__class__ and (t21.__class__ is int or t21.__class__ is str):
+                    t22 = t21 >= t27
                 else:
-                    t27 = _binop('+', t25, t26, t18)
-                if t27 is None or t27.__class__ is Missing: _need(t27)
-                t28 = index_value(t24, t27, 'steps')
-                if t22.__class__ is t28.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 >= t28
-                else:
-                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t18, t22, t28)
-                    t23 = _compare('>=', t22, t28)
-                t11.append(t23)
-                t18.budget.mem -= 1
-                if t18.budget.mem < 0: _charge_mem(env, 0)
-                if len(t11) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t29 = call_value(env, F_any.fn, F_any.cost, False, [t11])
-            t10 = (t29 if t29.__class__ is bool else _truth(t29))
+                    if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t17, t21, t27)
+                    t22 = _compare('>=', t21, t27)
+                t10.append(t22)
+                t17.budget.mem -= 1
+                if t17.budget.mem < 0: _charge_mem(env, 0)
+                if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t28 = call_value(env, F_any.fn, F_any.cost, False, [t10])
+            t9 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t31 = (True)
-            t32 = ('vlm.freeze_schedule|vlm')
-            t33 = ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps [')
-            if t33 is None or t33.__class__ is Missing: _need(t33)
-            t34 = []
-            t36 = env.lookup('steps')
-            if t36 is None: t36 = Missing('steps')
-            t35 = loop_items(t36)
-            t37 = Env({}, None, env.budget, env)
-            for t38 in t35:
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t30 = (True)
+            t31 = ('vlm.freeze_schedule|vlm')
+            t32 = ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps [')
+            if t32 is None or t32.__class__ is Missing: _need(t32)
+            t33 = []
+            t35 = env.lookup('steps')
+            if t35 is None: t35 = Missing('steps')
+            t34 = loop_items(t35)
+            t36 = Env({}, None, env.budget, env)
+            for t37 in t34:
                 _charge(env, 4)
-                t37.values['s'] = t38
-                t37.let_cache = None
-                t39 = t38
-                if t39 is None: t39 = Missing('s')
-                t40 = call_value(t37, F_str.fn, F_str.cost, True, [t39])
-                t34.append(t40)
-                t37.budget.mem -= 1
-                if t37.budget.mem < 0: _charge_mem(env, 0)
-                if len(t34) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t41 = call_value(env, F_join.fn, F_join.cost, False, [t34])
+                t36.values['s'] = t37
+                t36.let_cache = None
+                t38 = t37
+                if t38 is None: t38 = Missing('s')
+                t39 = call_value(t36, F_str.fn, F_str.cost, True, [t38])
+                t33.append(t39)
+                t36.budget.mem -= 1
+                if t36.budget.mem < 0: _charge_mem(env, 0)
+                if len(t33) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t40 = call_value(env, F_join.fn, F_join.cost, False, [t33])
+            if t40 is None or t40.__class__ is Missing: _need(t40)
+            if t32.__class__ is int and t40.__class__ is int:
+                t41 = t32 + t40
+                if not -MAX_INT <= t41 <= MAX_INT: _check_value(t41)
+            else:
+                t41 = _binop('+', t32, t40, env)
             if t41 is None or t41.__class__ is Missing: _need(t41)
-            if t33.__class__ is int and t41.__class__ is int:
-                t42 = t33 + t41
-                if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
-            else:
-                t42 = _binop('+', t33, t41, env)
+            t42 = ('])')
             if t42 is None or t42.__class__ is Missing: _need(t42)
-            t43 = ('])')
-            if t43 is None or t43.__class__ is Missing: _need(t43)
-            if t42.__class__ is int and t43.__class__ is int:
-                t44 = t42 + t43
-                if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
+            if t41.__class__ is int and t42.__class__ is int:
+                t43 = t41 + t42
+                if not -MAX_INT <= t43 <= MAX_INT: _check_value(t43)
             else:
-                t44 = _binop('+', t42, t43, env)
-            t45 = ('order the vlm.freeze_schedule stages by start_step, each later than the one before (merge two stages that share a step)')
-            t46 = [t31, t32, t44, t45]
-            t47 = [t46]
-            t30 = t47
+                t43 = _binop('+', t41, t42, env)
+            t44 = ('order the vlm.freeze_schedule stages by start_step, each later than the one before (merge two stages that share a step)')
+            t45 = [t30, t31, t43, t44]
+            t46 = [t45]
+            t29 = t46
         else:
-            t48 = K19
-            t30 = t48
-        if t30 is None or t30.__class__ is Missing: _need(t30)
-        t49 = env.lookup('missing')
-        if t49 is None: t49 = Missing('missing')
-        t50 = call_value(env, F_len.fn, F_len.cost, False, [t49])
-        t52 = (0)
-        if t50.__class__ is t52.__class__ and (t50.__class__ is int or t50.__class__ is str):
-            t51 = t50 > t52
+            t47 = K19
+            t29 = t47
+        if t29 is None or t29.__class__ is Missing: _need(t29)
+        t48 = env.lookup('missing')
+        if t48 is None: t48 = Missing('missing')
+        if t48.__class__ is list or t48.__class__ is str or t48.__class__ is dict:
+            t49 = len(t48)
+            env.budget.left -= t49 if t49 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            if t52.__class__ is list or t52.__class__ is dict or t52.__class__ is str: _charge_operands(env, t50, t52)
-            t51 = _compare('>', t50, t52)
-        if (t51 if t51.__class__ is bool else _truth(t51)):
-            t54 = (True)
-            t55 = ('vlm.moma_experts_per_modality|vlm.moma_modalities|vlm')
-            t56 = ('ValueError: vlm.moma_experts_per_modality missing entries for [')
-            if t56 is None or t56.__class__ is Missing: _need(t56)
-            t57 = []
-            t59 = env.lookup('missing')
-            if t59 is None: t59 = Missing('missing')
-            t58 = loop_items(t59)
-            t60 = Env({}, None, env.budget, env)
-            for t61 in t58:
+            t49 = call_value(env, F_len.fn, F_len.cost, False, [t48])
+        t51 = (0)
+        if t49.__class__ is t51.__class__ and (t49.__class__ is int or t49.__class__ is str):
+            t50 = t49 > t51
+        else:
+            if t51.__class__ is list or t51.__class__ is dict or t51.__class__ is str: _charge_operands(env, t49, t51)
+            t50 = _compare('>', t49, t51)
+        if (t50 if t50.__class__ is bool else _truth(t50)):
+            t53 = (True)
+            t54 = ('vlm.moma_experts_per_modality|vlm.moma_modalities|vlm')
+            t55 = ('ValueError: vlm.moma_experts_per_modality missing entries for [')
+            if t55 is None or t55.__class__ is Missing: _need(t55)
+            t56 = []
+            t58 = env.lookup('missing')
+            if t58 is None: t58 = Missing('missing')
+            t57 = loop_items(t58)
+            t59 = Env({}, None, env.budget, env)
+            for t60 in t57:
                 _charge(env, 7)
-                t60.values['m'] = t61
-                t60.let_cache = None
-                t62 = t60.lookup('q')
-                if t62 is None: t62 = Missing('q')
+                t59.values['m'] = t60
+                t59.let_cache = None
+                t61 = t59.lookup('q')
+                if t61 is None: t61 = Missing('q')
+                if t61 is None or t61.__class__ is Missing: _need(t61)
+                t62 = t60
+                if t62 is None: t62 = Missing('m')
                 if t62 is None or t62.__class__ is Missing: _need(t62)
-                t63 = t61
-                if t63 is None: t63 = Missing('m')
+                if t61.__class__ is int and t62.__class__ is int:
+                    t63 = t61 + t62
+                    if not -MAX_INT <= t63 <= MAX_INT: _check_value(t63)
+                else:
+                    t63 = _binop('+', t61, t62, t59)
                 if t63 is None or t63.__class__ is Missing: _need(t63)
-                if t62.__class__ is int and t63.__class__ is int:
-                    t64 = t62 + t63
-                    if not -MAX_INT <= t64 <= MAX_INT: _check_value(t64)
-                else:
-                    t64 = _binop('+', t62, t63, t60)
+                t64 = t59.lookup('q')
+                if t64 is None: t64 = Missing('q')
                 if t64 is None or t64.__class__ is Missing: _need(t64)
-                t65 = t60.lookup('q')
-                if t65 is None: t65 = Missing('q')
-                if t65 is None or t65.__class__ is Missing: _need(t65)
-                if t64.__class__ is int and t65.__class__ is int:
-                    t66 = t64 + t65
-                    if not -MAX_INT <= t66 <= MAX_INT: _check_value(t66)
+                if t63.__class__ is int and t64.__class__ is int:
+                    t65 = t63 + t64
+                    if not -MAX_INT <= t65 <= MAX_INT: _check_value(t65)
                 else:
-                    t66 = _binop('+', t64, t65, t60)
-                t57.append(t66)
-                t60.budget.mem -= 1
-                if t60.budget.mem < 0: _charge_mem(env, 0)
-                if len(t57) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t67 = call_value(env, F_join.fn, F_join.cost, False, [t57])
+                    t65 = _binop('+', t63, t64, t59)
+                t56.append(t65)
+                t59.budget.mem -= 1
+                if t59.budget.mem < 0: _charge_mem(env, 0)
+                if len(t56) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t66 = call_value(env, F_join.fn, F_join.cost, False, [t56])
+            if t66 is None or t66.__class__ is Missing: _need(t66)
+            if t55.__class__ is int and t66.__class__ is int:
+                t67 = t55 + t66
+                if not -MAX_INT <= t67 <= MAX_INT: _check_value(t67)
+            else:
+                t67 = _binop('+', t55, t66, env)
             if t67 is None or t67.__class__ is Missing: _need(t67)
-            if t56.__class__ is int and t67.__class__ is int:
-                t68 = t56 + t67
-                if not -MAX_INT <= t68 <= MAX_INT: _check_value(t68)
-            else:
-                t68 = _binop('+', t56, t67, env)
+            t68 = ('] (need keys for all moma_modalities ')
             if t68 is None or t68.__class__ is Missing: _need(t68)
-            t69 = ('] (need keys for all moma_modalities ')
+            if t67.__class__ is int and t68.__class__ is int:
+                t69 = t67 + t68
+                if not -MAX_INT <= t69 <= MAX_INT: _check_value(t69)
+            else:
+                t69 = _binop('+', t67, t68, env)
             if t69 is None or t69.__class__ is Missing: _need(t69)
-            if t68.__class__ is int and t69.__class__ is int:
-                t70 = t68 + t69
-                if not -MAX_INT <= t70 <= MAX_INT: _check_value(t70)
-            else:
-                t70 = _binop('+', t68, t69, env)
+            t70 = env.lookup('listed')
+            if t70 is None: t70 = Missing('listed')
             if t70 is None or t70.__class__ is Missing: _need(t70)
-            t71 = env.lookup('listed')
-            if t71 is None: t71 = Missing('listed')
+            if t69.__class__ is int and t70.__class__ is int:
+                t71 = t69 + t70
+                if not -MAX_INT <= t71 <= MAX_INT: _check_value(t71)
+            else:
+                t71 = _binop('+', t69, t70, env)
             if t71 is None or t71.__class__ is Missing: _need(t71)
-            if t70.__class__ is int and t71.__class__ is int:
-                t72 = t70 + t71
-                if not -MAX_INT <= t72 <= MAX_INT: _check_value(t72)
-            else:
-                t72 = _binop('+', t70, t71, env)
+            t72 = (')')
             if t72 is None or t72.__class__ is Missing: _need(t72)
-            t73 = (')')
-            if t73 is None or t73.__class__ is Missing: _need(t73)
-            if t72.__class__ is int and t73.__class__ is int:
-                t74 = t72 + t73
-                if not -MAX_INT <= t74 <= MAX_INT: _check_value(t74)
+            if t71.__class__ is int and t72.__class__ is int:
+                t73 = t71 + t72
+                if not -MAX_INT <= t73 <= MAX_INT: _check_value(t73)
             else:
-                t74 = _binop('+', t72, t73, env)
-            t75 = ('add an expert count for ')
-            if t75 is None or t75.__class__ is Missing: _need(t75)
-            t76 = env.lookup('missing')
-            if t76 is None: t76 = Missing('missing')
-            t77 = call_value(env, F_join.fn, F_join.cost, False, [t76])
+                t73 = _binop('+', t71, t72, env)
+            t74 = ('add an expert count for ')
+            if t74 is None or t74.__class__ is Missing: _need(t74)
+            t75 = env.lookup('missing')
+            if t75 is None: t75 = Missing('missing')
+            t76 = call_value(env, F_join.fn, F_join.cost, False, [t75])
+            if t76 is None or t76.__class__ is Missing: _need(t76)
+            if t74.__class__ is int and t76.__class__ is int:
+                t77 = t74 + t76
+                if not -MAX_INT <= t77 <= MAX_INT: _check_value(t77)
+            else:
+                t77 = _binop('+', t74, t76, env)
             if t77 is None or t77.__class__ is Missing: _need(t77)
-            if t75.__class__ is int and t77.__class__ is int:
-                t78 = t75 + t77
-                if not -MAX_INT <= t78 <= MAX_INT: _check_value(t78)
-            else:
-                t78 = _binop('+', t75, t77, env)
+            t78 = (' to [vlm.moma_experts_per_modality]')
             if t78 is None or t78.__class__ is Missing: _need(t78)
-            t79 = (' to [vlm.moma_experts_per_modality]')
-            if t79 is None or t79.__class__ is Missing: _need(t79)
-            if t78.__class__ is int and t79.__class__ is int:
-                t80 = t78 + t79
-                if not -MAX_INT <= t80 <= MAX_INT: _check_value(t80)
+            if t77.__class__ is int and t78.__class__ is int:
+                t79 = t77 + t78
+                if not -MAX_INT <= t79 <= MAX_INT: _check_value(t79)
             else:
-                t80 = _binop('+', t78, t79, env)
-            t81 = [t54, t55, t74, t80]
-            t82 = [t81]
-            t53 = t82
+                t79 = _binop('+', t77, t78, env)
+            t80 = [t53, t54, t73, t79]
+            t81 = [t80]
+            t52 = t81
         else:
-            t83 = K20
-            t53 = t83
-        if t53 is None or t53.__class__ is Missing: _need(t53)
-        if t30.__class__ is int and t53.__class__ is int:
-            t84 = t30 + t53
-            if not -MAX_INT <= t84 <= MAX_INT: _check_value(t84)
+            t82 = K20
+            t52 = t82
+        if t52 is None or t52.__class__ is Missing: _need(t52)
+        if t29.__class__ is int and t52.__class__ is int:
+            t83 = t29 + t52
+            if not -MAX_INT <= t83 <= MAX_INT: _check_value(t83)
         else:
-            t84 = _binop('+', t30, t53, env)
-        if t84 is None or t84.__class__ is Missing: _need(t84)
-        t85 = env.lookup('extra')
-        if t85 is None: t85 = Missing('extra')
-        t86 = call_value(env, F_len.fn, F_len.cost, False, [t85])
-        t88 = (0)
-        if t86.__class__ is t88.__class__ and (t86.__class__ is int or t86.__class__ is str):
-            t87 = t86 > t88
+            t83 = _binop('+', t29, t52, env)
+        if t83 is None or t83.__class__ is Missing: _need(t83)
+        t84 = env.lookup('extra')
+        if t84 is None: t84 = Missing('extra')
+        if t84.__class__ is list or t84.__class__ is str or t84.__class__ is dict:
+            t85 = len(t84)
+            env.budget.left -= t85 if t85 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            if t88.__class__ is list or t88.__class__ is dict or t88.__class__ is str: _charge_operands(env, t86, t88)
-            t87 = _compare('>', t86, t88)
-        if (t87 if t87.__class__ is bool else _truth(t87)):
-            t90 = (True)
-            t91 = ('vlm.moma_experts_per_modality|vlm')
-            t92 = ('ValueError: vlm.moma_experts_per_modality has unknown modality keys [')
-            if t92 is None or t92.__class__ is Missing: _need(t92)
-            t93 = []
-            t95 = env.lookup('extra')
-            if t95 is None: t95 = Missing('extra')
-            t94 = loop_items(t95)
-            t96 = Env({}, None, env.budget, env)
-            for t97 in t94:
+            t85 = call_value(env, F_len.fn, F_len.cost, False, [t84])
+        t87 = (0)
+        if t85.__class__ is t87.__class__ and (t85.__class__ is int or t85.__class__ is str):
+            t86 = t85 > t87
+        else:
+            if t87.__class__ is list or t87.__class__ is dict or t87.__class__ is str: _charge_operands(env, t85, t87)
+            t86 = _compare('>', t85, t87)
+        if (t86 if t86.__class__ is bool else _truth(t86)):
+            t89 = (True)
+            t90 = ('vlm.moma_experts_per_modality|vlm')
+            t91 = ('ValueError: vlm.moma_experts_per_modality has unknown modality keys [')
+            if t91 is None or t91.__class__ is Missing: _need(t91)
+            t92 = []
+            t94 = env.lookup('extra')
+            if t94 is None: t94 = Missing('extra')
+            t93 = loop_items(t94)
+            t95 = Env({}, None, env.budget, env)
+            for t96 in t93:
                 _charge(env, 7)
-                t96.values['k'] = t97
-                t96.let_cache = None
-                t98 = t96.lookup('q')
-                if t98 is None: t98 = Missing('q')
+                t95.values['k'] = t96
+                t95.let_cache = None
+                t97 = t95.lookup('q')
+                if t97 is None: t97 = Missing('q')
+                if t97 is None or t97.__class__ is Missing: _need(t97)
+                t98 = t96
+                if t98 is None: t98 = Missing('k')
                 if t98 is None or t98.__class__ is Missing: _need(t98)
-                t99 = t97
-                if t99 is None: t99 = Missing('k')
+                if t97.__class__ is int and t98.__class__ is int:
+                    t99 = t97 + t98
+                    if not -MAX_INT <= t99 <= MAX_INT: _check_value(t99)
+                else:
+                    t99 = _binop('+', t97, t98, t95)
                 if t99 is None or t99.__class__ is Missing: _need(t99)
-                if t98.__class__ is int and t99.__class__ is int:
-                    t100 = t98 + t99
-                    if not -MAX_INT <= t100 <= MAX_INT: _check_value(t100)
-                else:
-                    t100 = _binop('+', t98, t99, t96)
+                t100 = t95.lookup('q')
+                if t100 is None: t100 = Missing('q')
                 if t100 is None or t100.__class__ is Missing: _need(t100)
-                t101 = t96.lookup('q')
-                if t101 is None: t101 = Missing('q')
-                if t101 is None or t101.__class__ is Missing: _need(t101)
-                if t100.__class__ is int and t101.__class__ is int:
-                    t102 = t100 + t101
-                    if not -MAX_INT <= t102 <= MAX_INT: _check_value(t102)
+                if t99.__class__ is int and t100.__class__ is int:
+                    t101 = t99 + t100
+                    if not -MAX_INT <= t101 <= MAX_INT: _check_value(t101)
                 else:
-                    t102 = _binop('+', t100, t101, t96)
-                t93.append(t102)
-                t96.budget.mem -= 1
-                if t96.budget.mem < 0: _charge_mem(env, 0)
-                if len(t93) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t103 = call_value(env, F_join.fn, F_join.cost, False, [t93])
+                    t101 = _binop('+', t99, t100, t95)
+                t92.append(t101)
+                t95.budget.mem -= 1
+                if t95.budget.mem < 0: _charge_mem(env, 0)
+                if len(t92) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t102 = call_value(env, F_join.fn, F_join.cost, False, [t92])
+            if t102 is None or t102.__class__ is Missing: _need(t102)
+            if t91.__class__ is int and t102.__class__ is int:
+                t103 = t91 + t102
+                if not -MAX_INT <= t103 <= MAX_INT: _check_value(t103)
+            else:
+                t103 = _binop('+', t91, t102, env)
             if t103 is None or t103.__class__ is Missing: _need(t103)
-            if t92.__class__ is int and t103.__class__ is int:
-                t104 = t92 + t103
-                if not -MAX_INT <= t104 <= MAX_INT: _check_value(t104)
-            else:
-                t104 = _binop('+', t92, t103, env)
+            t104 = ('] (allowed: [')
             if t104 is None or t104.__class__ is Missing: _need(t104)
-            t105 = ('] (allowed: [')
+            if t103.__class__ is int and t104.__class__ is int:
+                t105 = t103 + t104
+                if not -MAX_INT <= t105 <= MAX_INT: _check_value(t105)
+            else:
+                t105 = _binop('+', t103, t104, env)
             if t105 is None or t105.__class__ is Missing: _need(t105)
-            if t104.__class__ is int and t105.__class__ is int:
-                t106 = t104 + t105
-                if not -MAX_INT <= t106 <= MAX_INT: _check_value(t106)
-            else:
-                t106 = _binop('+', t104, t105, env)
-            if t106 is None or t106.__class__ is Missing: _need(t106)
-            t107 = []
-            t109 = env.lookup('mods')
-            if t109 is None: t109 = Missing('mods')
-            t110 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t109])
-            t108 = loop_items(t110)
-            t111 = Env({}, None, env.budget, env)
-            for t112 in t108:
+            t106 = []
+            t108 = env.lookup('mods')
+            if t108 is None: t108 = Missing('mods')
+            t109 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t108])
+            t107 = loop_items(t109)
+            t110 = Env({}, None, env.budget, env)
+            for t111 in t107:
                 _charge(env, 8)
-                t111.values['m'] = t112
-                t111.let_cache = None
-                t113 = t111.lookup('q')
-                if t113 is None: t113 = Missing('q')
+                t110.values['m'] = t111
+                t110.let_cache = None
+                t112 = t110.lookup('q')
+                if t112 is None: t112 = Missing('q')
+                if t112 is None or t112.__class__ is Missing: _need(t112)
+                t113 = t111
+                if t113 is None: t113 = Missing('m')
                 if t113 is None or t113.__class__ is Missing: _need(t113)
-                t114 = t112
-                if t114 is None: t114 = Missing('m')
+                if t112.__class__ is int and t113.__class__ is int:
+                    t114 = t112 + t113
+                    if not -MAX_INT <= t114 <= MAX_INT: _check_value(t114)
+                else:
+                    t114 = _binop('+', t112, t113, t110)
                 if t114 is None or t114.__class__ is Missing: _need(t114)
-                if t113.__class__ is int and t114.__class__ is int:
-                    t115 = t113 + t114
-                    if not -MAX_INT <= t115 <= MAX_INT: _check_value(t115)
-                else:
-                    t115 = _binop('+', t113, t114, t111)
+                t115 = t110.lookup('q')
+                if t115 is None: t115 = Missing('q')
                 if t115 is None or t115.__class__ is Missing: _need(t115)
-                t116 = t111.lookup('q')
-                if t116 is None: t116 = Missing('q')
-                if t116 is None or t116.__class__ is Missing: _need(t116)
-                if t115.__class__ is int and t116.__class__ is int:
-                    t117 = t115 + t116
-                    if not -MAX_INT <= t117 <= MAX_INT: _check_value(t117)
+                if t114.__class__ is int and t115.__class__ is int:
+                    t116 = t114 + t115
+                    if not -MAX_INT <= t116 <= MAX_INT: _check_value(t116)
                 else:
-                    t117 = _binop('+', t115, t116, t111)
-                t107.append(t117)
-                t111.budget.mem -= 1
-                if t111.budget.mem < 0: _charge_mem(env, 0)
-                if len(t107) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t118 = call_value(env, F_join.fn, F_join.cost, False, [t107])
+                    t116 = _binop('+', t114, t115, t110)
+                t106.append(t116)
+                t110.budget.mem -= 1
+                if t110.budget.mem < 0: _charge_mem(env, 0)
+                if len(t106) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t117 = call_value(env, F_join.fn, F_join.cost, False, [t106])
+            if t117 is None or t117.__class__ is Missing: _need(t117)
+            if t105.__class__ is int and t117.__class__ is int:
+                t118 = t105 + t117
+                if not -MAX_INT <= t118 <= MAX_INT: _check_value(t118)
+            else:
+                t118 = _binop('+', t105, t117, env)
             if t118 is None or t118.__class__ is Missing: _need(t118)
-            if t106.__class__ is int and t118.__class__ is int:
-                t119 = t106 + t118
-                if not -MAX_INT <= t119 <= MAX_INT: _check_value(t119)
-            else:
-                t119 = _binop('+', t106, t118, env)
+            t119 = ('])')
             if t119 is None or t119.__class__ is Missing: _need(t119)
-            t120 = ('])')
-            if t120 is None or t120.__class__ is Missing: _need(t120)
-            if t119.__class__ is int and t120.__class__ is int:
-                t121 = t119 + t120
-                if not -MAX_INT <= t121 <= MAX_INT: _check_value(t121)
+            if t118.__class__ is int and t119.__class__ is int:
+                t120 = t118 + t119
+                if not -MAX_INT <= t120 <= MAX_INT: _check_value(t120)
             else:
-                t121 = _binop('+', t119, t120, env)
-            t122 = ('remove ')
-            if t122 is None or t122.__class__ is Missing: _need(t122)
-            t123 = env.lookup('extra')
-            if t123 is None: t123 = Missing('extra')
-            t124 = call_value(env, F_join.fn, F_join.cost, False, [t123])
+                t120 = _binop('+', t118, t119, env)
+            t121 = ('remove ')
+            if t121 is None or t121.__class__ is Missing: _need(t121)
+            t122 = env.lookup('extra')
+            if t122 is None: t122 = Missing('extra')
+            t123 = call_value(env, F_join.fn, F_join.cost, False, [t122])
+            if t123 is None or t123.__class__ is Missing: _need(t123)
+            if t121.__class__ is int and t123.__class__ is int:
+                t124 = t121 + t123
+                if not -MAX_INT <= t124 <= MAX_INT: _check_value(t124)
+            else:
+                t124 = _binop('+', t121, t123, env)
             if t124 is None or t124.__class__ is Missing: _need(t124)
-            if t122.__class__ is int and t124.__class__ is int:
-                t125 = t122 + t124
-                if not -MAX_INT <= t125 <= MAX_INT: _check_value(t125)
-            else:
-                t125 = _binop('+', t122, t124, env)
+            t125 = (' from [vlm.moma_experts_per_modality], or add ')
             if t125 is None or t125.__class__ is Missing: _need(t125)
-            t126 = (' from [vlm.moma_experts_per_modality], or add ')
+            if t124.__class__ is int and t125.__class__ is int:
+                t126 = t124 + t125
+                if not -MAX_INT <= t126 <= MAX_INT: _check_value(t126)
+            else:
+                t126 = _binop('+', t124, t125, env)
             if t126 is None or t126.__class__ is Missing: _need(t126)
-            if t125.__class__ is int and t126.__class__ is int:
-                t127 = t125 + t126
-                if not -MAX_INT <= t127 <= MAX_INT: _check_value(t127)
+            t127 = env.lookup('extra')
+            if t127 is None: t127 = Missing('extra')
+            if t127.__class__ is list or t127.__class__ is str or t127.__class__ is dict:
+                t128 = len(t127)
+                env.budget.left -= t128 if t128 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
             else:
-                t127 = _binop('+', t125, t126, env)
-            if t127 is None or t127.__class__ is Missing: _need(t127)
-            t128 = env.lookup('extra')
-            if t128 is None: t128 = Missing('extra')
-            t129 = call_value(env, F_len.fn, F_len.cost, False, [t128])
-            t131 = (1)
-            if t129.__class__ is t131.__class__ and (t129.__class__ is int or t129.__class__ is str):
-                t130 = t129 == t131
+                t128 = call_value(env, F_len.fn, F_len.cost, False, [t127])
+            t130 = (1)
+            if t128.__class__ is t130.__class__ and (t128.__class__ is int or t128.__class__ is str):
+                t129 = t128 == t130
             else:
-                if t131.__class__ is list or t131.__class__ is dict or t131.__class__ is str: _charge_operands(env, t129, t131)
-                t130 = _compare('==', t129, t131)
-            if (t130 if t130.__class__ is bool else _truth(t130)):
-                t133 = ('it')
-                t132 = t133
+                if t130.__class__ is list or t130.__class__ is dict or t130.__class__ is str: _charge_operands(env, t128, t130)
+                t129 = _compare('==', t128, t130)
+            if (t129 if t129.__class__ is bool else _truth(t129)):
+                t132 = ('it')
+                t131 = t132
             else:
-                t134 = ('them')
-                t132 = t134
-            if t132 is None or t132.__class__ is Missing: _need(t132)
-            if t127.__class__ is int and t132.__class__ is int:
-                t135 = t127 + t132
-                if not -MAX_INT <= t135 <= MAX_INT: _check_value(t135)
+                t133 = ('them')
+                t131 = t133
+            if t131 is None or t131.__class__ is Missing: _need(t131)
+            if t126.__class__ is int and t131.__class__ is int:
+                t134 = t126 + t131
+                if not -MAX_INT <= t134 <= MAX_INT: _check_value(t134)
             else:
-                t135 = _binop('+', t127, t132, env)
+                t134 = _binop('+', t126, t131, env)
+            if t134 is None or t134.__class__ is Missing: _need(t134)
+            t135 = (' to vlm.moma_modalities')
             if t135 is None or t135.__class__ is Missing: _need(t135)
-            t136 = (' to vlm.moma_modalities')
-            if t136 is None or t136.__class__ is Missing: _need(t136)
-            if t135.__class__ is int and t136.__class__ is int:
-                t137 = t135 + t136
-                if not -MAX_INT <= t137 <= MAX_INT: _check_value(t137)
+            if t134.__class__ is int and t135.__class__ is int:
+                t136 = t134 + t135
+                if not -MAX_INT <= t136 <= MAX_INT: _check_value(t136)
             else:
-                t137 = _binop('+', t135, t136, env)
-            t138 = [t90, t91, t121, t137]
-            t139 = [t138]
-            t89 = t139
+                t136 = _binop('+', t134, t135, env)
+            t137 = [t89, t90, t120, t136]
+            t138 = [t137]
+            t88 = t138
         else:
-            t140 = K21
-            t89 = t140
-        if t89 is None or t89.__class__ is Missing: _need(t89)
-        if t84.__class__ is int and t89.__class__ is int:
-            t141 = t84 + t89
-            if not -MAX_INT <= t141 <= MAX_INT: _check_value(t141)
+            t139 = K21
+            t88 = t139
+        if t88 is None or t88.__class__ is Missing: _need(t88)
+        if t83.__class__ is int and t88.__class__ is int:
+            t140 = t83 + t88
+            if not -MAX_INT <= t140 <= MAX_INT: _check_value(t140)
         else:
-            t141 = _binop('+', t84, t89, env)
-        if t141 is None or t141.__class__ is Missing: _need(t141)
-        t142 = env.lookup('nonpositive')
-        if t142 is None: t142 = Missing('nonpositive')
-        t143 = call_value(env, F_len.fn, F_len.cost, False, [t142])
-        t145 = (0)
-        if t143.__class__ is t145.__class__ and (t143.__class__ is int or t143.__class__ is str):
-            t144 = t143 > t145
+            t140 = _binop('+', t83, t88, env)
+        if t140 is None or t140.__class__ is Missing: _need(t140)
+        t141 = env.lookup('nonpositive')
+        if t141 is None: t141 = Missing('nonpositive')
+        if t141.__class__ is list or t141.__class__ is str or t141.__class__ is dict:
+            t142 = len(t141)
+            env.budget.left -= t142 if t142 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            if t145.__class__ is list or t145.__class__ is dict or t145.__class__ is str: _charge_operands(env, t143, t145)
-            t144 = _compare('>', t143, t145)
-        if (t144 if t144.__class__ is bool else _truth(t144)):
-            t147 = (True)
-            t148 = ('vlm.moma_experts_per_modality.')
-            if t148 is None or t148.__class__ is Missing: _need(t148)
-            t149 = env.lookup('nonpositive')
-            if t149 is None: t149 = Missing('nonpositive')
-            t150 = call_value(env, F_len.fn, F_len.cost, False, [t149])
-            t152 = (0)
-            if t150.__class__ is t152.__class__ and (t150.__class__ is int or t150.__class__ is str):
-                t151 = t150 > t152
+            t142 = call_value(env, F_len.fn, F_len.cost, False, [t141])
+        t144 = (0)
+        if t142.__class__ is t144.__class__ and (t142.__class__ is int or t142.__class__ is str):
+            t143 = t142 > t144
+        else:
+            if t144.__class__ is list or t144.__class__ is dict or t144.__class__ is str: _charge_operands(env, t142, t144)
+            t143 = _compare('>', t142, t144)
+        if (t143 if t143.__class__ is bool else _truth(t143)):
+            t146 = (True)
+            t147 = ('vlm.moma_experts_per_modality.')
+            if t147 is None or t147.__class__ is Missing: _need(t147)
+            t148 = env.lookup('nonpositive')
+            if t148 is None: t148 = Missing('nonpositive')
+            if t148.__class__ is list or t148.__class__ is str or t148.__class__ is dict:
+                t149 = len(t148)
+                env.budget.left -= t149 if t149 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
             else:
-                if t152.__class__ is list or t152.__class__ is dict or t152.__class__ is str: _charge_operands(env, t150, t152)
-                t151 = _compare('>', t150, t152)
-            if (t151 if t151.__class__ is bool else _truth(t151)):
-                t154 = env.lookup('nonpositive')
-                if t154 is None: t154 = Missing('nonpositive')
+                t149 = call_value(env, F_len.fn, F_len.cost, False, [t148])
+            t151 = (0)
+            if t149.__class__ is t151.__class__ and (t149.__class__ is int or t149.__class__ is str):
+                t150 = t149 > t151
+            else:
+                if t151.__class__ is list or t151.__class__ is dict or t151.__class__ is str: _charge_operands(env, t149, t151)
+                t150 = _compare('>', t149, t151)
+            if (t150 if t150.__class__ is bool else _truth(t150)):
+                t153 = env.lookup('nonpositive')
+                if t153 is None: t153 = Missing('nonpositive')
+                if t153 is None or t153.__class__ is Missing: _need(t153)
+                t154 = (0)
                 if t154 is None or t154.__class__ is Missing: _need(t154)
-                t155 = (0)
-                if t155 is None or t155.__class__ is Missing: _need(t155)
-                t156 = index_value(t154, t155, 'nonpositive')
-                t153 = t156
+                t155 = index_value(t153, t154, 'nonpositive')
+                t152 = t155
             else:
-                t157 = ('')
-                t153 = t157
-            if t153 is None or t153.__class__ is Missing: _need(t153)
-            if t148.__class__ is int and t153.__class__ is int:
-                t158 = t148 + t153
-                if not -MAX_INT <= t158 <= MAX_INT: _check_value(t158)
+                t156 = ('')
+                t152 = t156
+            if t152 is None or t152.__class__ is Missing: _need(t152)
+            if t147.__class__ is int and t152.__class__ is int:
+                t157 = t147 + t152
+                if not -MAX_INT <= t157 <= MAX_INT: _check_value(t157)
             else:
-                t158 = _binop('+', t148, t153, env)
+                t157 = _binop('+', t147, t152, env)
+            if t157 is None or t157.__class__ is Missing: _need(t157)
+            t158 = ('|vlm.moma_experts_per_modality|vlm')
             if t158 is None or t158.__class__ is Missing: _need(t158)
-            t159 = ('|vlm.moma_experts_per_modality|vlm')
-            if t159 is None or t159.__class__ is Missing: _need(t159)
-            if t158.__class__ is int and t159.__class__ is int:
-                t160 = t158 + t159
-                if not -MAX_INT <= t160 <= MAX_INT: _check_value(t160)
+            if t157.__class__ is int and t158.__class__ is int:
+                t159 = t157 + t158
+                if not -MAX_INT <= t159 <= MAX_INT: _check_value(t159)
             else:
-                t160 = _binop('+', t158, t159, env)
-            t161 = ('ValueError: vlm.moma_experts_per_modality[')
-            if t161 is None or t161.__class__ is Missing: _need(t161)
-            t162 = env.lookup('nonpositive')
-            if t162 is None: t162 = Missing('nonpositive')
-            t163 = call_value(env, F_len.fn, F_len.cost, False, [t162])
-            t165 = (0)
-            if t163.__class__ is t165.__class__ and (t163.__class__ is int or t163.__class__ is str):
-                t164 = t163 > t165
+                t159 = _binop('+', t157, t158, env)
+            t160 = ('ValueError: vlm.moma_experts_per_modality[')
+            if t160 is None or t160.__class__ is Missing: _need(t160)
+            t161 = env.lookup('nonpositive')
+            if t161 is None: t161 = Missing('nonpositive')
+            if t161.__class__ is list or t161.__class__ is str or t161.__class__ is dict:
+                t162 = len(t161)
+                env.budget.left -= t162 if t162 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
             else:
-                if t165.__class__ is list or t165.__class__ is dict or t165.__class__ is str: _charge_operands(env, t163, t165)
-                t164 = _compare('>', t163, t165)
-            if (t164 if t164.__class__ is bool else _truth(t164)):
-                t167 = env.lookup('q')
-                if t167 is None: t167 = Missing('q')
+                t162 = call_value(env, F_len.fn, F_len.cost, False, [t161])
+            t164 = (0)
+            if t162.__class__ is t164.__class__ and (t162.__class__ is int or t162.__class__ is str):
+                t163 = t162 > t164
+            else:
+                if t164.__class__ is list or t164.__class__ is dict or t164.__class__ is str: _charge_operands(env, t162, t164)
+                t163 = _compare('>', t162, t164)
+            if (t163 if t163.__class__ is bool else _truth(t163)):
+                t166 = env.lookup('q')
+                if t166 is None: t166 = Missing('q')
+                if t166 is None or t166.__class__ is Missing: _need(t166)
+                t167 = env.lookup('nonpositive')
+                if t167 is None: t167 = Missing('nonpositive')
                 if t167 is None or t167.__class__ is Missing: _need(t167)
-                t168 = env.lookup('nonpositive')
-                if t168 is None: t168 = Missing('nonpositive')
+                t168 = (0)
                 if t168 is None or t168.__class__ is Missing: _need(t168)
-                t169 = (0)
+                t169 = index_value(t167, t168, 'nonpositive')
                 if t169 is None or t169.__class__ is Missing: _need(t169)
-                t170 = index_value(t168, t169, 'nonpositive')
+                if t166.__class__ is int and t169.__class__ is int:
+                    t170 = t166 + t169
+                    if not -MAX_INT <= t170 <= MAX_INT: _check_value(t170)
+                else:
+                    t170 = _binop('+', t166, t169, env)
                 if t170 is None or t170.__class__ is Missing: _need(t170)
-                if t167.__class__ is int and t170.__class__ is int:
-                    t171 = t167 + t170
-                    if not -MAX_INT <= t171 <= MAX_INT: _check_value(t171)
-                else:
-                    t171 = _binop('+', t167, t170, env)
+                t171 = env.lookup('q')
+                if t171 is None: t171 = Missing('q')
                 if t171 is None or t171.__class__ is Missing: _need(t171)
-                t172 = env.lookup('q')
-                if t172 is None: t172 = Missing('q')
+                if t170.__class__ is int and t171.__class__ is int:
+                    t172 = t170 + t171
+                    if not -MAX_INT <= t172 <= MAX_INT: _check_value(t172)
+                else:
+                    t172 = _binop('+', t170, t171, env)
                 if t172 is None or t172.__class__ is Missing: _need(t172)
-                if t171.__class__ is int and t172.__class__ is int:
-                    t173 = t171 + t172
-                    if not -MAX_INT <= t173 <= MAX_INT: _check_value(t173)
-                else:
-                    t173 = _binop('+', t171, t172, env)
+                t173 = ('] must be positive (got ')
                 if t173 is None or t173.__class__ is Missing: _need(t173)
-                t174 = ('] must be positive (got ')
+                if t172.__class__ is int and t173.__class__ is int:
+                    t174 = t172 + t173
+                    if not -MAX_INT <= t174 <= MAX_INT: _check_value(t174)
+                else:
+                    t174 = _binop('+', t172, t173, env)
                 if t174 is None or t174.__class__ is Missing: _need(t174)
-                if t173.__class__ is int and t174.__class__ is int:
-                    t175 = t173 + t174
-                    if not -MAX_INT <= t175 <= MAX_INT: _check_value(t175)
-                else:
-                    t175 = _binop('+', t173, t174, env)
+                t175 = env.lookup('epm')
+                if t175 is None: t175 = Missing('epm')
                 if t175 is None or t175.__class__ is Missing: _need(t175)
-                t176 = env.lookup('epm')
-                if t176 is None: t176 = Missing('epm')
+                t176 = env.lookup('nonpositive')
+                if t176 is None: t176 = Missing('nonpositive')
                 if t176 is None or t176.__class__ is Missing: _need(t176)
-                t177 = env.lookup('nonpositive')
-                if t177 is None: t177 = Missing('nonpositive')
+                t177 = (0)
                 if t177 is None or t177.__class__ is Missing: _need(t177)
-                t178 = (0)
+                t178 = index_value(t176, t177, 'nonpositive')
                 if t178 is None or t178.__class__ is Missing: _need(t178)
-                t179 = index_value(t177, t178, 'nonpositive')
-                if t179 is None or t179.__class__ is Missing: _need(t179)
-                t180 = index_value(t176, t179, 'epm')
-                t181 = call_value(env, F_str.fn, F_str.cost, True, [t180])
+                t179 = index_value(t175, t178, 'epm')
+                t180 = call_value(env, F_str.fn, F_str.cost, True, [t179])
+                if t180 is None or t180.__class__ is Missing: _need(t180)
+                if t174.__class__ is int and t180.__class__ is int:
+                    t181 = t174 + t180
+                    if not -MAX_INT <= t181 <= MAX_INT: _check_value(t181)
+                else:
+                    t181 = _binop('+', t174, t180, env)
                 if t181 is None or t181.__class__ is Missing: _need(t181)
-                if t175.__class__ is int and t181.__class__ is int:
-                    t182 = t175 + t181
-                    if not -MAX_INT <= t182 <= MAX_INT: _check_value(t182)
-                else:
-                    t182 = _binop('+', t175, t181, env)
+                t182 = (')')
                 if t182 is None or t182.__class__ is Missing: _need(t182)
-                t183 = (')')
-                if t183 is None or t183.__class__ is Missing: _need(t183)
-                if t182.__class__ is int and t183.__class__ is int:
-                    t184 = t182 + t183
-                    if not -MAX_INT <= t184 <= MAX_INT: _check_value(t184)
+                if t181.__class__ is int and t182.__class__ is int:
+                    t183 = t181 + t182
+                    if not -MAX_INT <= t183 <= MAX_INT: _check_value(t183)
                 else:
-                    t184 = _binop('+', t182, t183, env)
-                t166 = t184
+                    t183 = _binop('+', t181, t182, env)
+                t165 = t183
             else:
-                t185 = ('')
-                t166 = t185
-            if t166 is None or t166.__class__ is Missing: _need(t166)
-            if t161.__class__ is int and t166.__class__ is int:
-                t186 = t161 + t166
-                if not -MAX_INT <= t186 <= MAX_INT: _check_value(t186)
+                t184 = ('')
+                t165 = t184
+            if t165 is None or t165.__class__ is Missing: _need(t165)
+            if t160.__class__ is int and t165.__class__ is int:
+                t185 = t160 + t165
+                if not -MAX_INT <= t185 <= MAX_INT: _check_value(t185)
             else:
-                t186 = _binop('+', t161, t166, env)
-            t187 = ('give every modality at least one expert; for a dense per-modality FFN use arch = "mot" instead')
-            t188 = [t147, t160, t186, t187]
-            t189 = [t188]
-            t146 = t189
+                t185 = _binop('+', t160, t165, env)
+            t186 = ('give every modality at least one expert; for a dense per-modality FFN use arch = "mot" instead')
+            t187 = [t146, t159, t185, t186]
+            t188 = [t187]
+            t145 = t188
         else:
-            t190 = K22
-            t146 = t190
-        if t146 is None or t146.__class__ is Missing: _need(t146)
-        if t141.__class__ is int and t146.__class__ is int:
-            t191 = t141 + t146
-            if not -MAX_INT <= t191 <= MAX_INT: _check_value(t191)
+            t189 = K22
+            t145 = t189
+        if t145 is None or t145.__class__ is Missing: _need(t145)
+        if t140.__class__ is int and t145.__class__ is int:
+            t190 = t140 + t145
+            if not -MAX_INT <= t190 <= MAX_INT: _check_value(t190)
         else:
-            t191 = _binop('+', t141, t146, env)
-        t5 = t191
+            t190 = _binop('+', t140, t145, env)
+        t4 = t190
     else:
-        t192 = K23
-        t5 = t192
-    return t5
+        t191 = K23
+        t4 = t191
+    return t4
 
 def e85(env):
     t1 = []
@@ -3710,7 +3768,11 @@ def e85(env):
         t6.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
-        t9 = call_value(t6, F_type.fn, F_type.cost, True, [t8])
+        t6.budget.left -= 1
+        if t6.budget.left < 0: _charge(t6, 0)
+        t9 = type_name(t8)
+        t6.budget.mem -= len(t9)
+        if t6.budget.mem < 0: _charge_mem(t6, 0)
         t11 = ('table')
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -3725,7 +3787,11 @@ def e85(env):
                 if t14 is None: t14 = Missing('s.start_step')
             else:
                 t14 = attr_value(t13, 'start_step', 's.start_step')
-            t15 = call_value(t6, F_type.fn, F_type.cost, True, [t14])
+            t6.budget.left -= 1
+            if t6.budget.left < 0: _charge(t6, 0)
+            t15 = type_name(t14)
+            t6.budget.mem -= len(t15)
+            if t6.budget.mem < 0: _charge_mem(t6, 0)
             t17 = ('int')
             if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
                 t16 = t15 == t17
@@ -3794,7 +3860,11 @@ def e87(env):
             t8.let_cache = None
             t10 = t9
             if t10 is None: t10 = Missing('m')
-            t11 = call_value(t8, F_type.fn, F_type.cost, True, [t10])
+            t8.budget.left -= 1
+            if t8.budget.left < 0: _charge(t8, 0)
+            t11 = type_name(t10)
+            t8.budget.mem -= len(t11)
+            if t8.budget.mem < 0: _charge_mem(t8, 0)
             t13 = ('string')
             if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
                 t12 = t11 == t13
@@ -3820,7 +3890,12 @@ def e88(env):
     if (t1 if t1.__class__ is bool else _truth(t1)):
         t3 = env.lookup('mods')
         if t3 is None: t3 = Missing('mods')
-        t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+        if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
+            t4 = len(t3)
+            env.budget.left -= t4 if t4 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
         t6 = (2)
         if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
             t5 = t4 >= t6
@@ -3852,7 +3927,12 @@ def e88(env):
         t16 = []
         t18 = env.lookup('mods')
         if t18 is None: t18 = Missing('mods')
-        t19 = call_value(env, F_len.fn, F_len.cost, False, [t18])
+        if t18.__class__ is list or t18.__class__ is str or t18.__class__ is dict:
+            t19 = len(t18)
+            env.budget.left -= t19 if t19 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t19 = call_value(env, F_len.fn, F_len.cost, False, [t18])
         t20 = call_value(env, F_range.fn, F_range.cost, False, [t19])
         t17 = loop_items(t20)
         t21 = Env({}, None, env.budget, env)
@@ -3872,7 +3952,12 @@ def e88(env):
                 t26 = _binop('+', t24, t25, t21)
             t27 = t21.lookup('mods')
             if t27 is None: t27 = Missing('mods')
-            t28 = call_value(t21, F_len.fn, F_len.cost, False, [t27])
+            if t27.__class__ is list or t27.__class__ is str or t27.__class__ is dict:
+                t28 = len(t27)
+                t21.budget.left -= t28 if t28 > 1 else 1
+                if t21.budget.left < 0: _charge(t21, 0)
+            else:
+                t28 = call_value(t21, F_len.fn, F_len.cost, False, [t27])
             t29 = call_value(t21, F_range.fn, F_range.cost, False, [t26, t28])
             t23 = loop_items(t29)
             t30 = Env({}, None, t21.budget, t21)
@@ -3926,7 +4011,11 @@ def e89(env):
             if t5 is None: t5 = Missing('config.vlm.moma_experts_per_modality')
         else:
             t5 = attr_value(t4, 'moma_experts_per_modality', 'config.vlm.moma_experts_per_modality')
-        t6 = call_value(env, F_type.fn, F_type.cost, True, [t5])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t6 = type_name(t5)
+        env.budget.mem -= len(t6)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t8 = ('table')
         if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
             t7 = t6 == t8
@@ -3958,143 +4047,132 @@ def e89(env):
 def e90(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = []
-        t7 = env.lookup('mods')
-        if t7 is None: t7 = Missing('mods')
-        t6 = loop_items(t7)
-        t8 = Env({}, None, env.budget, env)
-        for t9 in t6:
+        t4 = []
+        t6 = env.lookup('mods')
+        if t6 is None: t6 = Missing('mods')
+        t5 = loop_items(t6)
+        t7 = Env({}, None, env.budget, env)
+        for t8 in t5:
             _charge(env, 7)
-            t8.values['m'] = t9
-            t8.let_cache = None
-            t10 = t9
-            if t10 is None: t10 = Missing('m')
-            t12 = t8.lookup('epm')
-            if t12 is None: t12 = Missing('epm')
-            t13 = call_value(t8, F_keys.fn, F_keys.cost, False, [t12])
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t8, t10, t13)
-            t11 = _compare('not in', t10, t13)
-            if (t11 if t11.__class__ is bool else _truth(t11)):
-                t14 = t9
-                if t14 is None: t14 = Missing('m')
-                t5.append(t14)
-                t8.budget.mem -= 1
-                if t8.budget.mem < 0: _charge_mem(env, 0)
-                if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t15 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t5])
-        t4 = t15
+            t7.values['m'] = t8
+            t7.let_cache = None
+            t9 = t8
+            if t9 is None: t9 = Missing('m')
+            t11 = t7.lookup('epm')
+            if t11 is None: t11 = Missing('epm')
+            t12 = call_value(t7, F_keys.fn, F_keys.cost, False, [t11])
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, t9, t12)
+            t10 = _compare('not in', t9, t12)
+            if (t10 if t10.__class__ is bool else _truth(t10)):
+                t13 = t8
+                if t13 is None: t13 = Missing('m')
+                t4.append(t13)
+                t7.budget.mem -= 1
+                if t7.budget.mem < 0: _charge_mem(env, 0)
+                if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t14 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
+        t3 = t14
     else:
-        t16 = K25
-        t4 = t16
-    return t4
+        t15 = K25
+        t3 = t15
+    return t3
 
 def e91(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = []
-        t7 = env.lookup('epm')
-        if t7 is None: t7 = Missing('epm')
-        t8 = call_value(env, F_keys.fn, F_keys.cost, False, [t7])
-        t6 = loop_items(t8)
-        t9 = Env({}, None, env.budget, env)
-        for t10 in t6:
+        t4 = []
+        t6 = env.lookup('epm')
+        if t6 is None: t6 = Missing('epm')
+        t7 = call_value(env, F_keys.fn, F_keys.cost, False, [t6])
+        t5 = loop_items(t7)
+        t8 = Env({}, None, env.budget, env)
+        for t9 in t5:
             _charge(env, 7)
-            t9.values['k'] = t10
-            t9.let_cache = None
-            t11 = t10
-            if t11 is None: t11 = Missing('k')
-            t13 = t9.lookup('mods')
-            if t13 is None: t13 = Missing('mods')
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t9, t11, t13)
-            t12 = _compare('not in', t11, t13)
-            if (t12 if t12.__class__ is bool else _truth(t12)):
-                t14 = t10
-                if t14 is None: t14 = Missing('k')
-                t5.append(t14)
-                t9.budget.mem -= 1
-                if t9.budget.mem < 0: _charge_mem(env, 0)
-                if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t15 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t5])
-        t4 = t15
+            t8.values['k'] = t9
+            t8.let_cache = None
+            t10 = t9
+            if t10 is None: t10 = Missing('k')
+            t12 = t8.lookup('mods')
+            if t12 is None: t12 = Missing('mods')
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t8, t10, t12)
+            t11 = _compare('not in', t10, t12)
+            if (t11 if t11.__class__ is bool else _truth(t11)):
+                t13 = t9
+                if t13 is None: t13 = Missing('k')
+                t4.append(t13)
+                t8.budget.mem -= 1
+                if t8.budget.mem < 0: _charge_mem(env, 0)
+                if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t14 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
+        t3 = t14
     else:
-        t16 = K26
-        t4 = t16
-    return t4
+        t15 = K26
+        t3 = t15
+    return t3
 
 def e92(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = []
-        t7 = env.lookup('epm')
-        if t7 is None: t7 = Missing('epm')
-        t8 = call_value(env, F_keys.fn, F_keys.cost, False, [t7])
-        t6 = loop_items(t8)
-        t9 = Env({}, None, env.budget, env)
-        for t10 in t6:
+        t4 = []
+        t6 = env.lookup('epm')
+        if t6 is None: t6 = Missing('epm')
+        t7 = call_value(env, F_keys.fn, F_keys.cost, False, [t6])
+        t5 = loop_items(t7)
+        t8 = Env({}, None, env.budget, env)
+        for t9 in t5:
             _charge(env, 18)
-            t9.values['k'] = t10
-            t9.let_cache = None
-            t11 = t9.lookup('epm')
-            if t11 is None: t11 = Missing('epm')
+            t8.values['k'] = t9
+            t8.let_cache = None
+            t10 = t8.lookup('epm')
+            if t10 is None: t10 = Missing('epm')
+            if t10 is None or t10.__class__ is Missing: _need(t10)
+            t11 = t9
+            if t11 is None: t11 = Missing('k')
             if t11 is None or t11.__class__ is Missing: _need(t11)
-            t12 = t10
-            if t12 is None: t12 = Missing('k')
-            if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = index_value(t11, t12, 'epm')
-            t14 = call_value(t9, F_type.fn, F_type.cost, True, [t13])
-            t16 = K27
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t9, t14, t16)
-            t15 = _compare('in', t14, t16)
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = t9.lookup('epm')
-                if t18 is None: t18 = Missing('epm')
+            t12 = index_value(t10, t11, 'epm')
+            t8.budget.left -= 1
+            if t8.budget.left < 0: _charge(t8, 0)
+            t13 = type_name(t12)
+            t8.budget.mem -= len(t13)
+            if t8.budget.mem < 0: _charge_mem(t8, 0)
+            t15 = K27
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t8, t13, t15)
+            t14 = _compare('in', t13, t15)
+            if (t14 if t14.__class__ is bool else _truth(t14)):
+                t17 = t8.lookup('epm')
+                if t17 is None: t17 = Missing('epm')
+                if t17 is None or t17.__class__ is Missing: _need(t17)
+                t18 = t9
+                if t18 is None: t18 = Missing('k')
                 if t18 is None or t18.__class__ is Missing: _need(t18)
-                t19 = t10
-                if t19 is None: t19 = Missing('k')
-                if t19 is None or t19.__class__ is Missing: _need(t19)
-                t20 = index_value(t18, t19, 'epm')
-                t22 = (0)
-                if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-                    t21 = t20 <= t22
+                t19 = index_value(t17, t18, 'epm')
+                t21 = (0)
+                if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
+                    t20 = t19 <= t21
                 else:
-                    if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t9, t20, t22)
-                    t21 = _compare('<=', t20, t22)
-                t17 = (t21 if t21.__class__ is bool else _truth(t21))
+                    if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t8, t19, t21)
+                    t20 = _compare('<=', t19, t21)
+                t16 = (t20 if t20.__class__ is bool else _truth(t20))
             else:
-                t17 = False
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t23 = t10
-                if t23 is None: t23 = Missing('k')
-                t5.append(t23)
-                t9.budget.mem -= 1
-                if t9.budget.mem < 0: _charge_mem(env, 0)
-                if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t4 = t5
+                t16 = False
+            if (t16 if t16.__class__ is bool else _truth(t16)):
+                t22 = t9
+                if t22 is None: t22 = Missing('k')
+                t4.append(t22)
+                t8.budget.mem -= 1
+                if t8.budget.mem < 0: _charge_mem(env, 0)
+                if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t3 = t4
     else:
-        t24 = K28
-        t4 = t24
-    return t4
+        t23 = K28
+        t3 = t23
+    return t3
 
 def e93(env):
     t1 = ('[')
@@ -4217,124 +4295,127 @@ def e96(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('config')
-            if t11 is None: t11 = Missing('config')
-            if t11.__class__ is dict and 'vlm' in t11:
-                t12 = t11['vlm']
-                if t12 is None: t12 = Missing('config.vlm')
+            t10 = env.lookup('config')
+            if t10 is None: t10 = Missing('config')
+            if t10.__class__ is dict and 'vlm' in t10:
+                t11 = t10['vlm']
+                if t11 is None: t11 = Missing('config.vlm')
             else:
-                t12 = attr_value(t11, 'vlm', 'config.vlm')
+                t11 = attr_value(t10, 'vlm', 'config.vlm')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = ('class')
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = ('class')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = index_value(t12, t13, 'config.vlm')
-            t16 = ('MoTConfig')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t16
+            t13 = index_value(t11, t12, 'config.vlm')
+            t15 = ('MoTConfig')
+            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+                t14 = t13 == t15
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('==', t14, t16)
-            t10 = (t15 if t15.__class__ is bool else _truth(t15))
+                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
+                t14 = _compare('==', t13, t15)
+            t9 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t18 = env.lookup('config')
-            if t18 is None: t18 = Missing('config')
-            if t18.__class__ is dict and 'vlm' in t18:
-                t19 = t18['vlm']
-                if t19 is None: t19 = Missing('config.vlm')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t17 = env.lookup('config')
+            if t17 is None: t17 = Missing('config')
+            if t17.__class__ is dict and 'vlm' in t17:
+                t18 = t17['vlm']
+                if t18 is None: t18 = Missing('config.vlm')
             else:
-                t19 = attr_value(t18, 'vlm', 'config.vlm')
-            if t19.__class__ is dict and 'mot_image_n_heads' in t19:
-                t20 = t19['mot_image_n_heads']
-                if t20 is None: t20 = Missing('config.vlm.mot_image_n_heads')
+                t18 = attr_value(t17, 'vlm', 'config.vlm')
+            if t18.__class__ is dict and 'mot_image_n_heads' in t18:
+                t19 = t18['mot_image_n_heads']
+                if t19 is None: t19 = Missing('config.vlm.mot_image_n_heads')
             else:
-                t20 = attr_value(t19, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
-            t21 = call_value(env, F_type.fn, F_type.cost, True, [t20])
-            t23 = ('int')
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
+                t19 = attr_value(t18, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t20 = type_name(t19)
+            env.budget.mem -= len(t20)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t22 = ('int')
+            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                t21 = t20 == t22
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('==', t21, t23)
-            t17 = (t22 if t22.__class__ is bool else _truth(t22))
+                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
+                t21 = _compare('==', t20, t22)
+            t16 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t25 = env.lookup('config')
-            if t25 is None: t25 = Missing('config')
-            if t25.__class__ is dict and 'vlm' in t25:
-                t26 = t25['vlm']
-                if t26 is None: t26 = Missing('config.vlm')
+            t16 = False
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t24 = env.lookup('config')
+            if t24 is None: t24 = Missing('config')
+            if t24.__class__ is dict and 'vlm' in t24:
+                t25 = t24['vlm']
+                if t25 is None: t25 = Missing('config.vlm')
             else:
-                t26 = attr_value(t25, 'vlm', 'config.vlm')
-            if t26.__class__ is dict and 'mot_image_n_kv_heads' in t26:
-                t27 = t26['mot_image_n_kv_heads']
-                if t27 is None: t27 = Missing('config.vlm.mot_image_n_kv_heads')
+                t25 = attr_value(t24, 'vlm', 'config.vlm')
+            if t25.__class__ is dict and 'mot_image_n_kv_heads' in t25:
+                t26 = t25['mot_image_n_kv_heads']
+                if t26 is None: t26 = Missing('config.vlm.mot_image_n_kv_heads')
             else:
-                t27 = attr_value(t26, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
-            t28 = call_value(env, F_type.fn, F_type.cost, True, [t27])
-            t30 = ('int')
-            if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
-                t29 = t28 == t30
+                t26 = attr_value(t25, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t27 = type_name(t26)
+            env.budget.mem -= len(t27)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t29 = ('int')
+            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
+                t28 = t27 == t29
             else:
-                if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t28, t30)
-                t29 = _compare('==', t28, t30)
-            t24 = (t29 if t29.__class__ is bool else _truth(t29))
+                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
+                t28 = _compare('==', t27, t29)
+            t23 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
-            t24 = False
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t32 = env.lookup('config')
-            if t32 is None: t32 = Missing('config')
-            if t32.__class__ is dict and 'vlm' in t32:
-                t33 = t32['vlm']
-                if t33 is None: t33 = Missing('config.vlm')
+            t23 = False
+        if (t23 if t23.__class__ is bool else _truth(t23)):
+            t31 = env.lookup('config')
+            if t31 is None: t31 = Missing('config')
+            if t31.__class__ is dict and 'vlm' in t31:
+                t32 = t31['vlm']
+                if t32 is None: t32 = Missing('config.vlm')
             else:
-                t33 = attr_value(t32, 'vlm', 'config.vlm')
-            if t33.__class__ is dict and 'mot_image_n_heads' in t33:
-                t34 = t33['mot_image_n_heads']
-                if t34 is None: t34 = Missing('config.vlm.mot_image_n_heads')
+                t32 = attr_value(t31, 'vlm', 'config.vlm')
+            if t32.__class__ is dict and 'mot_image_n_heads' in t32:
+                t33 = t32['mot_image_n_heads']
+                if t33 is None: t33 = Missing('config.vlm.mot_image_n_heads')
             else:
-                t34 = attr_value(t33, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
-            t36 = (0)
-            if t34.__class__ is t36.__class__ and (t34.__class__ is int or t34.__class__ is str):
-                t35 = t34 >= t36
+                t33 = attr_value(t32, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
+            t35 = (0)
+            if t33.__class__ is t35.__class__ and (t33.__class__ is int or t33.__class__ is str):
+                t34 = t33 >= t35
             else:
-                if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(env, t34, t36)
-                t35 = _compare('>=', t34, t36)
-            t31 = (t35 if t35.__class__ is bool else _truth(t35))
+                if t35.__class__ is list or t35.__class__ is dict or t35.__class__ is str: _charge_operands(env, t33, t35)
+                t34 = _compare('>=', t33, t35)
+            t30 = (t34 if t34.__class__ is bool else _truth(t34))
         else:
-            t31 = False
-        if (t31 if t31.__class__ is bool else _truth(t31)):
-            t38 = env.lookup('config')
-            if t38 is None: t38 = Missing('config')
-            if t38.__class__ is dict and 'vlm' in t38:
-                t39 = t38['vlm']
-                if t39 is None: t39 = Missing('config.vlm')
+            t30 = False
+        if (t30 if t30.__class__ is bool else _truth(t30)):
+            t37 = env.lookup('config')
+            if t37 is None: t37 = Missing('config')
+            if t37.__class__ is dict and 'vlm' in t37:
+                t38 = t37['vlm']
+                if t38 is None: t38 = Missing('config.vlm')
             else:
-                t39 = attr_value(t38, 'vlm', 'config.vlm')
-            if t39.__class__ is dict and 'mot_image_n_kv_heads' in t39:
-                t40 = t39['mot_image_n_kv_heads']
-                if t40 is None: t40 = Missing('config.vlm.mot_image_n_kv_heads')
+                t38 = attr_value(t37, 'vlm', 'config.vlm')
+            if t38.__class__ is dict and 'mot_image_n_kv_heads' in t38:
+                t39 = t38['mot_image_n_kv_heads']
+                if t39 is None: t39 = Missing('config.vlm.mot_image_n_kv_heads')
             else:
-                t40 = attr_value(t39, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
-            t42 = (0)
-            if t40.__class__ is t42.__class__ and (t40.__class__ is int or t40.__class__ is str):
-                t41 = t40 >= t42
+                t39 = attr_value(t38, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
+            t41 = (0)
+            if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
+                t40 = t39 >= t41
             else:
-                if t42.__class__ is list or t42.__class__ is dict or t42.__class__ is str: _charge_operands(env, t40, t42)
-                t41 = _compare('>=', t40, t42)
-            t37 = (t41 if t41.__class__ is bool else _truth(t41))
+                if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(env, t39, t41)
+                t40 = _compare('>=', t39, t41)
+            t36 = (t40 if t40.__class__ is bool else _truth(t40))
         else:
-            t37 = False
-        t5 = (t37 if t37.__class__ is bool else _truth(t37))
+            t36 = False
+        t5 = (t36 if t36.__class__ is bool else _truth(t36))
     else:
         t5 = False
     return t5
@@ -4569,159 +4650,152 @@ def e106(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('config')
-            if t11 is None: t11 = Missing('config')
-            if t11.__class__ is dict and 'adapter' in t11:
-                t12 = t11['adapter']
-                if t12 is None: t12 = Missing('config.adapter')
+            t10 = env.lookup('config')
+            if t10 is None: t10 = Missing('config')
+            if t10.__class__ is dict and 'adapter' in t10:
+                t11 = t10['adapter']
+                if t11 is None: t11 = Missing('config.adapter')
             else:
-                t12 = attr_value(t11, 'adapter', 'config.adapter')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'adapter', 'config.adapter')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('config')
-            if t16 is None: t16 = Missing('config')
-            if t16.__class__ is dict and 'vision_encoder' in t16:
-                t17 = t16['vision_encoder']
-                if t17 is None: t17 = Missing('config.vision_encoder')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t14 = env.lookup('config')
+            if t14 is None: t14 = Missing('config')
+            if t14.__class__ is dict and 'vision_encoder' in t14:
+                t15 = t14['vision_encoder']
+                if t15 is None: t15 = Missing('config.vision_encoder')
             else:
-                t17 = attr_value(t16, 'vision_encoder', 'config.vision_encoder')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 != t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('!=', t17, t19)
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+                t15 = attr_value(t14, 'vision_encoder', 'config.vision_encoder')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t21 = env.lookup('config')
-            if t21 is None: t21 = Missing('config')
-            if t21.__class__ is dict and 'adapter' in t21:
-                t22 = t21['adapter']
-                if t22 is None: t22 = Missing('config.adapter')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t18 = env.lookup('config')
+            if t18 is None: t18 = Missing('config')
+            if t18.__class__ is dict and 'adapter' in t18:
+                t19 = t18['adapter']
+                if t19 is None: t19 = Missing('config.adapter')
             else:
-                t22 = attr_value(t21, 'adapter', 'config.adapter')
-            if t22.__class__ is dict and 'type' in t22:
-                t23 = t22['type']
-                if t23 is None: t23 = Missing('config.adapter.type')
+                t19 = attr_value(t18, 'adapter', 'config.adapter')
+            if t19.__class__ is dict and 'type' in t19:
+                t20 = t19['type']
+                if t20 is None: t20 = Missing('config.adapter.type')
             else:
-                t23 = attr_value(t22, 'type', 'config.adapter.type')
-            t25 = ('attentional_pool')
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 == t25
+                t20 = attr_value(t19, 'type', 'config.adapter.type')
+            t22 = ('attentional_pool')
+            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                t21 = t20 == t22
             else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-                t24 = _compare('==', t23, t25)
-            t20 = (t24 if t24.__class__ is bool else _truth(t24))
+                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
+                t21 = _compare('==', t20, t22)
+            t17 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t27 = env.lookup('config')
-            if t27 is None: t27 = Missing('config')
-            if t27.__class__ is dict and 'vision_encoder' in t27:
-                t28 = t27['vision_encoder']
-                if t28 is None: t28 = Missing('config.vision_encoder')
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t24 = env.lookup('config')
+            if t24 is None: t24 = Missing('config')
+            if t24.__class__ is dict and 'vision_encoder' in t24:
+                t25 = t24['vision_encoder']
+                if t25 is None: t25 = Missing('config.vision_encoder')
             else:
-                t28 = attr_value(t27, 'vision_encoder', 'config.vision_encoder')
-            if t28.__class__ is dict and 'feature_dim' in t28:
-                t29 = t28['feature_dim']
-                if t29 is None: t29 = Missing('config.vision_encoder.feature_dim')
+                t25 = attr_value(t24, 'vision_encoder', 'config.vision_encoder')
+            if t25.__class__ is dict and 'feature_dim' in t25:
+                t26 = t25['feature_dim']
+                if t26 is None: t26 = Missing('config.vision_encoder.feature_dim')
             else:
-                t29 = attr_value(t28, 'feature_dim', 'config.vision_encoder.feature_dim')
-            t30 = call_value(env, F_type.fn, F_type.cost, True, [t29])
-            t32 = ('int')
-            if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-                t31 = t30 == t32
+                t26 = attr_value(t25, 'feature_dim', 'config.vision_encoder.feature_dim')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t27 = type_name(t26)
+            env.budget.mem -= len(t27)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t29 = ('int')
+            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
+                t28 = t27 == t29
             else:
-                if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(env, t30, t32)
-                t31 = _compare('==', t30, t32)
-            t26 = (t31 if t31.__class__ is bool else _truth(t31))
+                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
+                t28 = _compare('==', t27, t29)
+            t23 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
-            t26 = False
-        if (t26 if t26.__class__ is bool else _truth(t26)):
-            t34 = env.lookup('config')
-            if t34 is None: t34 = Missing('config')
-            if t34.__class__ is dict and 'vision_encoder' in t34:
-                t35 = t34['vision_encoder']
-                if t35 is None: t35 = Missing('config.vision_encoder')
+            t23 = False
+        if (t23 if t23.__class__ is bool else _truth(t23)):
+            t31 = env.lookup('config')
+            if t31 is None: t31 = Missing('config')
+            if t31.__class__ is dict and 'vision_encoder' in t31:
+                t32 = t31['vision_encoder']
+                if t32 is None: t32 = Missing('config.vision_encoder')
             else:
-                t35 = attr_value(t34, 'vision_encoder', 'config.vision_encoder')
-            if t35.__class__ is dict and 'feature_dim' in t35:
-                t36 = t35['feature_dim']
-                if t36 is None: t36 = Missing('config.vision_encoder.feature_dim')
+                t32 = attr_value(t31, 'vision_encoder', 'config.vision_encoder')
+            if t32.__class__ is dict and 'feature_dim' in t32:
+                t33 = t32['feature_dim']
+                if t33 is None: t33 = Missing('config.vision_encoder.feature_dim')
             else:
-                t36 = attr_value(t35, 'feature_dim', 'config.vision_encoder.feature_dim')
-            t38 = (0)
-            if t36.__class__ is t38.__class__ and (t36.__class__ is int or t36.__class__ is str):
-                t37 = t36 > t38
+                t33 = attr_value(t32, 'feature_dim', 'config.vision_encoder.feature_dim')
+            t35 = (0)
+            if t33.__class__ is t35.__class__ and (t33.__class__ is int or t33.__class__ is str):
+                t34 = t33 > t35
             else:
-                if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(env, t36, t38)
-                t37 = _compare('>', t36, t38)
-            t33 = (t37 if t37.__class__ is bool else _truth(t37))
+                if t35.__class__ is list or t35.__class__ is dict or t35.__class__ is str: _charge_operands(env, t33, t35)
+                t34 = _compare('>', t33, t35)
+            t30 = (t34 if t34.__class__ is bool else _truth(t34))
         else:
-            t33 = False
-        if (t33 if t33.__class__ is bool else _truth(t33)):
-            t40 = env.lookup('config')
-            if t40 is None: t40 = Missing('config')
-            if t40.__class__ is dict and 'adapter' in t40:
-                t41 = t40['adapter']
-                if t41 is None: t41 = Missing('config.adapter')
+            t30 = False
+        if (t30 if t30.__class__ is bool else _truth(t30)):
+            t37 = env.lookup('config')
+            if t37 is None: t37 = Missing('config')
+            if t37.__class__ is dict and 'adapter' in t37:
+                t38 = t37['adapter']
+                if t38 is None: t38 = Missing('config.adapter')
             else:
-                t41 = attr_value(t40, 'adapter', 'config.adapter')
-            if t41.__class__ is dict and 'pool_heads' in t41:
-                t42 = t41['pool_heads']
-                if t42 is None: t42 = Missing('config.adapter.pool_heads')
+                t38 = attr_value(t37, 'adapter', 'config.adapter')
+            if t38.__class__ is dict and 'pool_heads' in t38:
+                t39 = t38['pool_heads']
+                if t39 is None: t39 = Missing('config.adapter.pool_heads')
             else:
-                t42 = attr_value(t41, 'pool_heads', 'config.adapter.pool_heads')
-            t43 = call_value(env, F_type.fn, F_type.cost, True, [t42])
-            t45 = ('int')
-            if t43.__class__ is t45.__class__ and (t43.__class__ is int or t43.__class__ is str):
-                t44 = t43 == t45
+                t39 = attr_value(t38, 'pool_heads', 'config.adapter.pool_heads')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t40 = type_name(t39)
+            env.budget.mem -= len(t40)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t42 = ('int')
+            if t40.__class__ is t42.__class__ and (t40.__class__ is int or t40.__class__ is str):
+                t41 = t40 == t42
             else:
-                if t45.__class__ is list or t45.__class__ is dict or t45.__class__ is str: _charge_operands(env, t43, t45)
-                t44 = _compare('==', t43, t45)
-            t39 = (t44 if t44.__class__ is bool else _truth(t44))
+                if t42.__class__ is list or t42.__class__ is dict or t42.__class__ is str: _charge_operands(env, t40, t42)
+                t41 = _compare('==', t40, t42)
+            t36 = (t41 if t41.__class__ is bool else _truth(t41))
         else:
-            t39 = False
-        if (t39 if t39.__class__ is bool else _truth(t39)):
-            t47 = env.lookup('config')
-            if t47 is None: t47 = Missing('config')
-            if t47.__class__ is dict and 'adapter' in t47:
-                t48 = t47['adapter']
-                if t48 is None: t48 = Missing('config.adapter')
+            t36 = False
+        if (t36 if t36.__class__ is bool else _truth(t36)):
+            t44 = env.lookup('config')
+            if t44 is None: t44 = Missing('config')
+            if t44.__class__ is dict and 'adapter' in t44:
+                t45 = t44['adapter']
+                if t45 is None: t45 = Missing('config.adapter')
             else:
-                t48 = attr_value(t47, 'adapter', 'config.adapter')
-            if t48.__class__ is dict and 'pool_heads' in t48:
-                t49 = t48['pool_heads']
-                if t49 is None: t49 = Missing('config.adapter.pool_heads')
+                t45 = attr_value(t44, 'adapter', 'config.adapter')
+            if t45.__class__ is dict and 'pool_heads' in t45:
+                t46 = t45['pool_heads']
+                if t46 is None: t46 = Missing('config.adapter.pool_heads')
             else:
-                t49 = attr_value(t48, 'pool_heads', 'config.adapter.pool_heads')
-            t51 = (0)
-            if t49.__class__ is t51.__class__ and (t49.__class__ is int or t49.__class__ is str):
-                t50 = t49 > t51
+                t46 = attr_value(t45, 'pool_heads', 'config.adapter.pool_heads')
+            t48 = (0)
+            if t46.__class__ is t48.__class__ and (t46.__class__ is int or t46.__class__ is str):
+                t47 = t46 > t48
             else:
-                if t51.__class__ is list or t51.__class__ is dict or t51.__class__ is str: _charge_operands(env, t49, t51)
-                t50 = _compare('>', t49, t51)
-            t46 = (t50 if t50.__class__ is bool else _truth(t50))
+                if t48.__class__ is list or t48.__class__ is dict or t48.__class__ is str: _charge_operands(env, t46, t48)
+                t47 = _compare('>', t46, t48)
+            t43 = (t47 if t47.__class__ is bool else _truth(t47))
         else:
-            t46 = False
-        t5 = (t46 if t46.__class__ is bool else _truth(t46))
+            t43 = False
+        t5 = (t43 if t43.__class__ is bool else _truth(t43))
     else:
         t5 = False
     return t5
@@ -4825,26 +4899,26 @@ def e110(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('lacking')
-            if t11 is None: t11 = Missing('lacking')
-            t12 = call_value(env, F_len.fn, F_len.cost, False, [t11])
-            t14 = (0)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 > t14
+            t10 = env.lookup('lacking')
+            if t10 is None: t10 = Missing('lacking')
+            if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
+                t11 = len(t10)
+                env.budget.left -= t11 if t11 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('>', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
+            t13 = (0)
+            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 > t13
+            else:
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
+                t12 = _compare('>', t11, t13)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = False
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
     return t5
@@ -4885,12 +4959,7 @@ def e112(env):
         if t2 is None: t2 = Missing('config.video')
     else:
         t2 = attr_value(t1, 'video', 'config.video')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e113(env):
@@ -4906,44 +4975,39 @@ def e113(env):
         if t3 is None: t3 = Missing('config.data.tokenizer_path')
     else:
         t3 = attr_value(t2, 'tokenizer_path', 'config.data.tokenizer_path')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('==', t3, t5)
+    t4 = (t3 is None or t3.__class__ is Missing)
     if not (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'data' in t7:
-            t8 = t7['data']
-            if t8 is None: t8 = Missing('config.data')
+        t6 = env.lookup('config')
+        if t6 is None: t6 = Missing('config')
+        if t6.__class__ is dict and 'data' in t6:
+            t7 = t6['data']
+            if t7 is None: t7 = Missing('config.data')
         else:
-            t8 = attr_value(t7, 'data', 'config.data')
-        if t8.__class__ is dict and 'tokenizer_path' in t8:
-            t9 = t8['tokenizer_path']
-            if t9 is None: t9 = Missing('config.data.tokenizer_path')
+            t7 = attr_value(t6, 'data', 'config.data')
+        if t7.__class__ is dict and 'tokenizer_path' in t7:
+            t8 = t7['tokenizer_path']
+            if t8 is None: t8 = Missing('config.data.tokenizer_path')
         else:
-            t9 = attr_value(t8, 'tokenizer_path', 'config.data.tokenizer_path')
-        t11 = ('')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
+            t8 = attr_value(t7, 'tokenizer_path', 'config.data.tokenizer_path')
+        t10 = ('')
+        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == t10
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-            t10 = _compare('==', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
+            t9 = _compare('==', t8, t10)
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t6 = True
-    if (t6 if t6.__class__ is bool else _truth(t6)):
-        t13 = ('data.tokenizer_path')
-        t15 = env.lookup('cli')
-        if t15 is None: t15 = Missing('cli')
-        if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-        t14 = _compare('not in', t13, t15)
-        t12 = (t14 if t14.__class__ is bool else _truth(t14))
+        t5 = True
+    if (t5 if t5.__class__ is bool else _truth(t5)):
+        t12 = ('data.tokenizer_path')
+        t14 = env.lookup('cli')
+        if t14 is None: t14 = Missing('cli')
+        if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
+        t13 = _compare('not in', t12, t14)
+        t11 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
-        t12 = False
-    return t12
+        t11 = False
+    return t11
 
 def e114(env):
     t1 = env.lookup('video')
@@ -4962,47 +5026,42 @@ def e114(env):
             if t6 is None: t6 = Missing('config.data.hf_dataset_name')
         else:
             t6 = attr_value(t5, 'hf_dataset_name', 'config.data.hf_dataset_name')
-        t8 = (None)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 == t8
-        else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-            t7 = _compare('==', t6, t8)
+        t7 = (t6 is None or t6.__class__ is Missing)
         if not (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('config')
-            if t10 is None: t10 = Missing('config')
-            if t10.__class__ is dict and 'data' in t10:
-                t11 = t10['data']
-                if t11 is None: t11 = Missing('config.data')
+            t9 = env.lookup('config')
+            if t9 is None: t9 = Missing('config')
+            if t9.__class__ is dict and 'data' in t9:
+                t10 = t9['data']
+                if t10 is None: t10 = Missing('config.data')
             else:
-                t11 = attr_value(t10, 'data', 'config.data')
-            if t11.__class__ is dict and 'hf_dataset_name' in t11:
-                t12 = t11['hf_dataset_name']
-                if t12 is None: t12 = Missing('config.data.hf_dataset_name')
+                t10 = attr_value(t9, 'data', 'config.data')
+            if t10.__class__ is dict and 'hf_dataset_name' in t10:
+                t11 = t10['hf_dataset_name']
+                if t11 is None: t11 = Missing('config.data.hf_dataset_name')
             else:
-                t12 = attr_value(t11, 'hf_dataset_name', 'config.data.hf_dataset_name')
-            t14 = ('')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 == t14
+                t11 = attr_value(t10, 'hf_dataset_name', 'config.data.hf_dataset_name')
+            t13 = ('')
+            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 == t13
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('==', t12, t14)
-            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
+                t12 = _compare('==', t11, t13)
+            t8 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t9 = True
-        t3 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = True
+        t3 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t16 = ('data.hf_dataset_name')
-        t18 = env.lookup('cli')
-        if t18 is None: t18 = Missing('cli')
-        if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-        t17 = _compare('not in', t16, t18)
-        t15 = (t17 if t17.__class__ is bool else _truth(t17))
+        t15 = ('data.hf_dataset_name')
+        t17 = env.lookup('cli')
+        if t17 is None: t17 = Missing('cli')
+        if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
+        t16 = _compare('not in', t15, t17)
+        t14 = (t16 if t16.__class__ is bool else _truth(t16))
     else:
-        t15 = False
-    return t15
+        t14 = False
+    return t14
 
 def e115(env):
     t1 = env.lookup('no_hf')
@@ -5053,7 +5112,12 @@ def e117(env):
 def e118(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -5071,7 +5135,12 @@ def e118(env):
 def e119(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -5218,49 +5287,53 @@ def e124(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 == t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('==', t7, t9)
+        t8 = (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('names')
-            if t11 is None: t11 = Missing('names')
-            t12 = call_value(env, F_len.fn, F_len.cost, False, [t11])
-            t14 = (0)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 > t14
+            t10 = env.lookup('names')
+            if t10 is None: t10 = Missing('names')
+            if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
+                t11 = len(t10)
+                env.budget.left -= t11 if t11 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('>', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
+            t13 = (0)
+            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 > t13
+            else:
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
+                t12 = _compare('>', t11, t13)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('config')
-            if t16 is None: t16 = Missing('config')
-            if t16.__class__ is dict and 'train' in t16:
-                t17 = t16['train']
-                if t17 is None: t17 = Missing('config.train')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t15 = env.lookup('config')
+            if t15 is None: t15 = Missing('config')
+            if t15.__class__ is dict and 'train' in t15:
+                t16 = t15['train']
+                if t16 is None: t16 = Missing('config.train')
             else:
-                t17 = attr_value(t16, 'train', 'config.train')
-            if t17.__class__ is dict and 'max_steps' in t17:
-                t18 = t17['max_steps']
-                if t18 is None: t18 = Missing('config.train.max_steps')
+                t16 = attr_value(t15, 'train', 'config.train')
+            if t16.__class__ is dict and 'max_steps' in t16:
+                t17 = t16['max_steps']
+                if t17 is None: t17 = Missing('config.train.max_steps')
             else:
-                t18 = attr_value(t17, 'max_steps', 'config.train.max_steps')
-            t19 = call_value(env, F_type.fn, F_type.cost, True, [t18])
-            t21 = ('int')
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 == t21
+                t17 = attr_value(t16, 'max_steps', 'config.train.max_steps')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t18 = type_name(t17)
+            env.budget.mem -= len(t18)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t20 = ('int')
+            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
+                t19 = t18 == t20
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
-                t20 = _compare('==', t19, t21)
-            t15 = (t20 if t20.__class__ is bool else _truth(t20))
+                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
+                t19 = _compare('==', t18, t20)
+            t14 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t14 = False
+        t5 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
         t5 = False
     return t5
@@ -5333,7 +5406,11 @@ def e125(env):
                     if t31 is None: t31 = Missing('n')
                     if t31 is None or t31.__class__ is Missing: _need(t31)
                     t32 = index_value(t30, t31, '?')
-                    t33 = call_value(t19, F_type.fn, F_type.cost, True, [t32])
+                    t19.budget.left -= 1
+                    if t19.budget.left < 0: _charge(t19, 0)
+                    t33 = type_name(t32)
+                    t19.budget.mem -= len(t33)
+                    if t19.budget.mem < 0: _charge_mem(t19, 0)
                     t35 = K37
                     if t35.__class__ is list or t35.__class__ is dict or t35.__class__ is str: _charge_operands(t19, t33, t35)
                     t34 = _compare('in', t33, t35)
@@ -5400,7 +5477,11 @@ def e126(env):
         t6.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('s')
-        t9 = call_value(t6, F_type.fn, F_type.cost, True, [t8])
+        t6.budget.left -= 1
+        if t6.budget.left < 0: _charge(t6, 0)
+        t9 = type_name(t8)
+        t6.budget.mem -= len(t9)
+        if t6.budget.mem < 0: _charge_mem(t6, 0)
         t11 = ('table')
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -5534,7 +5615,12 @@ def e128(env):
         if t3 is None: t3 = Missing('config.data.phases')
     else:
         t3 = attr_value(t2, 'phases', 'config.data.phases')
-    t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+    if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
+        t4 = len(t3)
+        env.budget.left -= t4 if t4 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
     t6 = (0)
     if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
         t5 = t4 > t6
@@ -5555,7 +5641,12 @@ def e128(env):
             if t12 is None: t12 = Missing('config.data.phases')
         else:
             t12 = attr_value(t11, 'phases', 'config.data.phases')
-        t13 = call_value(env, F_len.fn, F_len.cost, False, [t12])
+        if t12.__class__ is list or t12.__class__ is str or t12.__class__ is dict:
+            t13 = len(t12)
+            env.budget.left -= t13 if t13 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t13 = call_value(env, F_len.fn, F_len.cost, False, [t12])
         t14 = call_value(env, F_range.fn, F_range.cost, False, [t13])
         t9 = loop_items(t14)
         t15 = Env({}, None, env.budget, env)
@@ -5589,7 +5680,11 @@ def e128(env):
                 t24.let_cache = None
                 t26 = t25
                 if t26 is None: t26 = Missing('p')
-                t27 = call_value(t24, F_type.fn, F_type.cost, True, [t26])
+                t24.budget.left -= 1
+                if t24.budget.left < 0: _charge(t24, 0)
+                t27 = type_name(t26)
+                t24.budget.mem -= len(t27)
+                if t24.budget.mem < 0: _charge_mem(t24, 0)
                 t29 = ('table')
                 if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
                     t28 = t27 == t29
@@ -5604,7 +5699,11 @@ def e128(env):
                         if t32 is None: t32 = Missing('p.start_step')
                     else:
                         t32 = attr_value(t31, 'start_step', 'p.start_step')
-                    t33 = call_value(t24, F_type.fn, F_type.cost, True, [t32])
+                    t24.budget.left -= 1
+                    if t24.budget.left < 0: _charge(t24, 0)
+                    t33 = type_name(t32)
+                    t24.budget.mem -= len(t33)
+                    if t24.budget.mem < 0: _charge_mem(t24, 0)
                     t35 = ('int')
                     if t33.__class__ is t35.__class__ and (t33.__class__ is int or t33.__class__ is str):
                         t34 = t33 == t35
@@ -5622,7 +5721,11 @@ def e128(env):
                         if t38 is None: t38 = Missing('p.dataset_weights')
                     else:
                         t38 = attr_value(t37, 'dataset_weights', 'p.dataset_weights')
-                    t39 = call_value(t24, F_type.fn, F_type.cost, True, [t38])
+                    t24.budget.left -= 1
+                    if t24.budget.left < 0: _charge(t24, 0)
+                    t39 = type_name(t38)
+                    t24.budget.mem -= len(t39)
+                    if t24.budget.mem < 0: _charge_mem(t24, 0)
                     t41 = ('table')
                     if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
                         t40 = t39 == t41
@@ -5703,7 +5806,11 @@ def e128(env):
             if t60 is None: t60 = Missing('config.data.anneal_start_step')
         else:
             t60 = attr_value(t59, 'anneal_start_step', 'config.data.anneal_start_step')
-        t61 = call_value(env, F_type.fn, F_type.cost, True, [t60])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t61 = type_name(t60)
+        env.budget.mem -= len(t61)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t63 = ('int')
         if t61.__class__ is t63.__class__ and (t61.__class__ is int or t61.__class__ is str):
             t62 = t61 == t63
@@ -5745,7 +5852,11 @@ def e128(env):
                 if t73 is None: t73 = Missing('config.data.anneal_weights')
             else:
                 t73 = attr_value(t72, 'anneal_weights', 'config.data.anneal_weights')
-            t74 = call_value(env, F_type.fn, F_type.cost, True, [t73])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t74 = type_name(t73)
+            env.budget.mem -= len(t74)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t76 = ('table')
             if t74.__class__ is t76.__class__ and (t74.__class__ is int or t74.__class__ is str):
                 t75 = t74 == t76
@@ -5769,7 +5880,12 @@ def e128(env):
             else:
                 t80 = attr_value(t79, 'anneal_weights', 'config.data.anneal_weights')
             t81 = call_value(env, F_keys.fn, F_keys.cost, False, [t80])
-            t82 = call_value(env, F_len.fn, F_len.cost, False, [t81])
+            if t81.__class__ is list or t81.__class__ is str or t81.__class__ is dict:
+                t82 = len(t81)
+                env.budget.left -= t82 if t82 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
+            else:
+                t82 = call_value(env, F_len.fn, F_len.cost, False, [t81])
             t84 = (0)
             if t82.__class__ is t84.__class__ and (t82.__class__ is int or t82.__class__ is str):
                 t83 = t82 > t84
@@ -5827,7 +5943,12 @@ def e129(env):
         if t3 is None: t3 = Missing('config.data.phases')
     else:
         t3 = attr_value(t2, 'phases', 'config.data.phases')
-    t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+    if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
+        t4 = len(t3)
+        env.budget.left -= t4 if t4 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
     t6 = (0)
     if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
         t5 = t4 > t6
@@ -5945,81 +6066,84 @@ def e133(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('config')
-            if t11 is None: t11 = Missing('config')
-            if t11.__class__ is dict and 'vlm' in t11:
-                t12 = t11['vlm']
-                if t12 is None: t12 = Missing('config.vlm')
+            t10 = env.lookup('config')
+            if t10 is None: t10 = Missing('config')
+            if t10.__class__ is dict and 'vlm' in t10:
+                t11 = t10['vlm']
+                if t11 is None: t11 = Missing('config.vlm')
             else:
-                t12 = attr_value(t11, 'vlm', 'config.vlm')
-            if t12.__class__ is dict and 'module_patterns' in t12:
-                t13 = t12['module_patterns']
-                if t13 is None: t13 = Missing('config.vlm.module_patterns')
+                t11 = attr_value(t10, 'vlm', 'config.vlm')
+            if t11.__class__ is dict and 'module_patterns' in t11:
+                t12 = t11['module_patterns']
+                if t12 is None: t12 = Missing('config.vlm.module_patterns')
             else:
-                t13 = attr_value(t12, 'module_patterns', 'config.vlm.module_patterns')
-            t14 = call_value(env, F_type.fn, F_type.cost, True, [t13])
-            t16 = ('table')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t16
+                t12 = attr_value(t11, 'module_patterns', 'config.vlm.module_patterns')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t13 = type_name(t12)
+            env.budget.mem -= len(t13)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t15 = ('table')
+            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+                t14 = t13 == t15
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('==', t14, t16)
-            t10 = (t15 if t15.__class__ is bool else _truth(t15))
+                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
+                t14 = _compare('==', t13, t15)
+            t9 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t18 = env.lookup('config')
-            if t18 is None: t18 = Missing('config')
-            if t18.__class__ is dict and 'train' in t18:
-                t19 = t18['train']
-                if t19 is None: t19 = Missing('config.train')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t17 = env.lookup('config')
+            if t17 is None: t17 = Missing('config')
+            if t17.__class__ is dict and 'train' in t17:
+                t18 = t17['train']
+                if t18 is None: t18 = Missing('config.train')
             else:
-                t19 = attr_value(t18, 'train', 'config.train')
-            if t19.__class__ is dict and 'max_steps' in t19:
-                t20 = t19['max_steps']
-                if t20 is None: t20 = Missing('config.train.max_steps')
+                t18 = attr_value(t17, 'train', 'config.train')
+            if t18.__class__ is dict and 'max_steps' in t18:
+                t19 = t18['max_steps']
+                if t19 is None: t19 = Missing('config.train.max_steps')
             else:
-                t20 = attr_value(t19, 'max_steps', 'config.train.max_steps')
-            t21 = call_value(env, F_type.fn, F_type.cost, True, [t20])
-            t23 = ('int')
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
+                t19 = attr_value(t18, 'max_steps', 'config.train.max_steps')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t20 = type_name(t19)
+            env.budget.mem -= len(t20)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t22 = ('int')
+            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                t21 = t20 == t22
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('==', t21, t23)
-            t17 = (t22 if t22.__class__ is bool else _truth(t22))
+                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
+                t21 = _compare('==', t20, t22)
+            t16 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t25 = env.lookup('config')
-            if t25 is None: t25 = Missing('config')
-            if t25.__class__ is dict and 'train' in t25:
-                t26 = t25['train']
-                if t26 is None: t26 = Missing('config.train')
+            t16 = False
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t24 = env.lookup('config')
+            if t24 is None: t24 = Missing('config')
+            if t24.__class__ is dict and 'train' in t24:
+                t25 = t24['train']
+                if t25 is None: t25 = Missing('config.train')
             else:
-                t26 = attr_value(t25, 'train', 'config.train')
-            if t26.__class__ is dict and 'max_steps' in t26:
-                t27 = t26['max_steps']
-                if t27 is None: t27 = Missing('config.train.max_steps')
+                t25 = attr_value(t24, 'train', 'config.train')
+            if t25.__class__ is dict and 'max_steps' in t25:
+                t26 = t25['max_steps']
+                if t26 is None: t26 = Missing('config.train.max_steps')
             else:
-                t27 = attr_value(t26, 'max_steps', 'config.train.max_steps')
-            t29 = (1)
-            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                t28 = t27 >= t29
+                t26 = attr_value(t25, 'max_steps', 'config.train.max_steps')
+            t28 = (1)
+            if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
+                t27 = t26 >= t28
             else:
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
-                t28 = _compare('>=', t27, t29)
-            t24 = (t28 if t28.__class__ is bool else _truth(t28))
+                if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, t26, t28)
+                t27 = _compare('>=', t26, t28)
+            t23 = (t27 if t27.__class__ is bool else _truth(t27))
         else:
-            t24 = False
-        t5 = (t24 if t24.__class__ is bool else _truth(t24))
+            t23 = False
+        t5 = (t23 if t23.__class__ is bool else _truth(t23))
     else:
         t5 = False
     return t5
@@ -6032,29 +6156,24 @@ def e134(env):
         if t2 is None: t2 = Missing('config.vlm')
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('base')
-        if t6 is None: t6 = Missing('base')
+        t5 = env.lookup('base')
+        if t5 is None: t5 = Missing('base')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('staged')
+        if t6 is None: t6 = Missing('staged')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('staged')
-        if t7 is None: t7 = Missing('staged')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t6.__class__ is int and t7.__class__ is int:
-            t8 = t6 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        if t5.__class__ is int and t6.__class__ is int:
+            t7 = t5 + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t8 = _binop('+', t6, t7, env)
-        t5 = t8
+            t7 = _binop('+', t5, t6, env)
+        t4 = t7
     else:
-        t9 = K40
-        t5 = t9
-    return t5
+        t8 = K40
+        t4 = t8
+    return t4
 
 def e135(env):
     t1 = env.lookup('config')
@@ -6085,7 +6204,11 @@ def e136(env):
         if t3 is None: t3 = Missing('config.vlm.freeze')
     else:
         t3 = attr_value(t2, 'freeze', 'config.vlm.freeze')
-    t4 = call_value(env, F_type.fn, F_type.cost, True, [t3])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t4 = type_name(t3)
+    env.budget.mem -= len(t4)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t6 = ('list')
     if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
         t5 = t4 == t6
@@ -6114,7 +6237,11 @@ def e136(env):
             t13.let_cache = None
             t15 = t14
             if t15 is None: t15 = Missing('s')
-            t16 = call_value(t13, F_type.fn, F_type.cost, True, [t15])
+            t13.budget.left -= 1
+            if t13.budget.left < 0: _charge(t13, 0)
+            t16 = type_name(t15)
+            t13.budget.mem -= len(t16)
+            if t13.budget.mem < 0: _charge_mem(t13, 0)
             t18 = ('table')
             if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
                 t17 = t16 == t18
@@ -6129,7 +6256,11 @@ def e136(env):
                     if t21 is None: t21 = Missing('s.module')
                 else:
                     t21 = attr_value(t20, 'module', 's.module')
-                t22 = call_value(t13, F_type.fn, F_type.cost, True, [t21])
+                t13.budget.left -= 1
+                if t13.budget.left < 0: _charge(t13, 0)
+                t22 = type_name(t21)
+                t13.budget.mem -= len(t22)
+                if t13.budget.mem < 0: _charge_mem(t13, 0)
                 t24 = ('string')
                 if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
                     t23 = t22 == t24
@@ -6189,7 +6320,11 @@ def e137(env):
         if t3 is None: t3 = Missing('config.vlm.freeze_schedule')
     else:
         t3 = attr_value(t2, 'freeze_schedule', 'config.vlm.freeze_schedule')
-    t4 = call_value(env, F_type.fn, F_type.cost, True, [t3])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t4 = type_name(t3)
+    env.budget.mem -= len(t4)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t6 = ('list')
     if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
         t5 = t4 == t6
@@ -6218,7 +6353,11 @@ def e137(env):
             t13.let_cache = None
             t15 = t14
             if t15 is None: t15 = Missing('st')
-            t16 = call_value(t13, F_type.fn, F_type.cost, True, [t15])
+            t13.budget.left -= 1
+            if t13.budget.left < 0: _charge(t13, 0)
+            t16 = type_name(t15)
+            t13.budget.mem -= len(t16)
+            if t13.budget.mem < 0: _charge_mem(t13, 0)
             t18 = ('table')
             if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
                 t17 = t16 == t18
@@ -6233,7 +6372,11 @@ def e137(env):
                     if t21 is None: t21 = Missing('st.start_step')
                 else:
                     t21 = attr_value(t20, 'start_step', 'st.start_step')
-                t22 = call_value(t13, F_type.fn, F_type.cost, True, [t21])
+                t13.budget.left -= 1
+                if t13.budget.left < 0: _charge(t13, 0)
+                t22 = type_name(t21)
+                t13.budget.mem -= len(t22)
+                if t13.budget.mem < 0: _charge_mem(t13, 0)
                 t24 = ('int')
                 if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
                     t23 = t22 == t24
@@ -6279,7 +6422,11 @@ def e137(env):
                     if t34 is None: t34 = Missing('st.specs')
                 else:
                     t34 = attr_value(t33, 'specs', 'st.specs')
-                t35 = call_value(t13, F_type.fn, F_type.cost, True, [t34])
+                t13.budget.left -= 1
+                if t13.budget.left < 0: _charge(t13, 0)
+                t35 = type_name(t34)
+                t13.budget.mem -= len(t35)
+                if t13.budget.mem < 0: _charge_mem(t13, 0)
                 t37 = ('list')
                 if t35.__class__ is t37.__class__ and (t35.__class__ is int or t35.__class__ is str):
                     t36 = t35 == t37
@@ -6327,7 +6474,11 @@ def e138(env):
             t9.let_cache = None
             t11 = t10
             if t11 is None: t11 = Missing('s')
-            t12 = call_value(t9, F_type.fn, F_type.cost, True, [t11])
+            t9.budget.left -= 1
+            if t9.budget.left < 0: _charge(t9, 0)
+            t12 = type_name(t11)
+            t9.budget.mem -= len(t12)
+            if t9.budget.mem < 0: _charge_mem(t9, 0)
             t14 = ('table')
             if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
                 t13 = t12 == t14
@@ -6342,7 +6493,11 @@ def e138(env):
                     if t17 is None: t17 = Missing('s.module')
                 else:
                     t17 = attr_value(t16, 'module', 's.module')
-                t18 = call_value(t9, F_type.fn, F_type.cost, True, [t17])
+                t9.budget.left -= 1
+                if t9.budget.left < 0: _charge(t9, 0)
+                t18 = type_name(t17)
+                t9.budget.mem -= len(t18)
+                if t9.budget.mem < 0: _charge_mem(t9, 0)
                 t20 = ('string')
                 if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
                     t19 = t18 == t20

@@ -6,9 +6,9 @@ from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13859, 4203978419, 2593997431), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 12794, 3258504645, 3987680024), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 17119, 3763625098, 1504128504), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 14423, 91822, 548996857), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -113,12 +113,7 @@ def e1(env):
                 if t9 is None: t9 = Missing('megatron.model_size')
             else:
                 t9 = attr_value(t8, 'model_size', 'megatron.model_size')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 != t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('!=', t9, t11)
+            t10 = not (t9 is None or t9.__class__ is Missing)
             t7 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t7 = False
@@ -228,38 +223,33 @@ def e5(env):
                 if t9 is None: t9 = Missing('megatron.expert_size')
             else:
                 t9 = attr_value(t8, 'expert_size', 'megatron.expert_size')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 != t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('!=', t9, t11)
+            t10 = not (t9 is None or t9.__class__ is Missing)
             t7 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t7 = False
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t13 = env.lookup('world_size')
-            if t13 is None: t13 = Missing('world_size')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = env.lookup('megatron')
-            if t14 is None: t14 = Missing('megatron')
-            if t14.__class__ is dict and 'model_size' in t14:
-                t15 = t14['model_size']
-                if t15 is None: t15 = Missing('megatron.model_size')
+            t12 = env.lookup('world_size')
+            if t12 is None: t12 = Missing('world_size')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = env.lookup('megatron')
+            if t13 is None: t13 = Missing('megatron')
+            if t13.__class__ is dict and 'model_size' in t13:
+                t14 = t13['model_size']
+                if t14 is None: t14 = Missing('megatron.model_size')
             else:
-                t15 = attr_value(t14, 'model_size', 'megatron.model_size')
-            if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = _binop('%', t13, t15, env)
-            t18 = (0)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 == t18
+                t14 = attr_value(t13, 'model_size', 'megatron.model_size')
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = _binop('%', t12, t14, env)
+            t17 = (0)
+            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+                t16 = t15 == t17
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('==', t16, t18)
-            t12 = (t17 if t17.__class__ is bool else _truth(t17))
+                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
+                t16 = _compare('==', t15, t17)
+            t11 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+            t11 = False
+        t5 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
         t5 = False
     return t5
@@ -352,83 +342,78 @@ def e7(env):
                 if t20 is None: t20 = Missing('model.num_experts')
             else:
                 t20 = attr_value(t19, 'num_experts', 'model.num_experts')
-            t22 = (None)
-            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-                t21 = t20 == t22
-            else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t17, t20, t22)
-                t21 = _compare('==', t20, t22)
+            t21 = (t20 is None or t20.__class__ is Missing)
             if not (t21 if t21.__class__ is bool else _truth(t21)):
-                t24 = t17.lookup('model')
-                if t24 is None: t24 = Missing('model')
-                if t24.__class__ is dict and 'num_experts' in t24:
-                    t25 = t24['num_experts']
-                    if t25 is None: t25 = Missing('model.num_experts')
+                t23 = t17.lookup('model')
+                if t23 is None: t23 = Missing('model')
+                if t23.__class__ is dict and 'num_experts' in t23:
+                    t24 = t23['num_experts']
+                    if t24 is None: t24 = Missing('model.num_experts')
                 else:
-                    t25 = attr_value(t24, 'num_experts', 'model.num_experts')
+                    t24 = attr_value(t23, 'num_experts', 'model.num_experts')
+                if t24 is None or t24.__class__ is Missing: _need(t24)
+                t25 = t18
+                if t25 is None: t25 = Missing('e')
                 if t25 is None or t25.__class__ is Missing: _need(t25)
-                t26 = t18
-                if t26 is None: t26 = Missing('e')
-                if t26 is None or t26.__class__ is Missing: _need(t26)
-                t27 = _binop('%', t25, t26, t17)
-                t29 = (0)
-                if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                    t28 = t27 == t29
+                t26 = _binop('%', t24, t25, t17)
+                t28 = (0)
+                if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
+                    t27 = t26 == t28
                 else:
-                    if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t17, t27, t29)
-                    t28 = _compare('==', t27, t29)
-                t23 = (t28 if t28.__class__ is bool else _truth(t28))
+                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t17, t26, t28)
+                    t27 = _compare('==', t26, t28)
+                t22 = (t27 if t27.__class__ is bool else _truth(t27))
             else:
-                t23 = True
-            if (t23 if t23.__class__ is bool else _truth(t23)):
-                t31 = t17.lookup('mapped')
-                if t31 is None: t31 = Missing('mapped')
-                t32 = not (t31 if t31.__class__ is bool else _truth(t31))
-                if not (t32 if t32.__class__ is bool else _truth(t32)):
-                    t34 = t17.lookup('etp')
-                    if t34 is None: t34 = Missing('etp')
+                t22 = True
+            if (t22 if t22.__class__ is bool else _truth(t22)):
+                t30 = t17.lookup('mapped')
+                if t30 is None: t30 = Missing('mapped')
+                t31 = not (t30 if t30.__class__ is bool else _truth(t30))
+                if not (t31 if t31.__class__ is bool else _truth(t31)):
+                    t33 = t17.lookup('etp')
+                    if t33 is None: t33 = Missing('etp')
+                    if t33 is None or t33.__class__ is Missing: _need(t33)
+                    t34 = t18
+                    if t34 is None: t34 = Missing('e')
                     if t34 is None or t34.__class__ is Missing: _need(t34)
-                    t35 = t18
-                    if t35 is None: t35 = Missing('e')
-                    if t35 is None or t35.__class__ is Missing: _need(t35)
-                    if t34.__class__ is int and t35.__class__ is int:
-                        t36 = t34 * t35
-                        if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
+                    if t33.__class__ is int and t34.__class__ is int:
+                        t35 = t33 * t34
+                        if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
                     else:
-                        t36 = _binop('*', t34, t35, t17)
-                    t38 = t17.lookup('tp')
-                    if t38 is None: t38 = Missing('tp')
+                        t35 = _binop('*', t33, t34, t17)
+                    t37 = t17.lookup('tp')
+                    if t37 is None: t37 = Missing('tp')
+                    if t37 is None or t37.__class__ is Missing: _need(t37)
+                    t38 = t17.lookup('cp')
+                    if t38 is None: t38 = Missing('cp')
                     if t38 is None or t38.__class__ is Missing: _need(t38)
-                    t39 = t17.lookup('cp')
-                    if t39 is None: t39 = Missing('cp')
-                    if t39 is None or t39.__class__ is Missing: _need(t39)
-                    if t38.__class__ is int and t39.__class__ is int:
-                        t40 = t38 * t39
-                        if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
+                    if t37.__class__ is int and t38.__class__ is int:
+                        t39 = t37 * t38
+                        if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
                     else:
-                        t40 = _binop('*', t38, t39, t17)
-                    if t36.__class__ is t40.__class__ and (t36.__class__ is int or t36.__class__ is str):
-                        t37 = t36 == t40
+                        t39 = _binop('*', t37, t38, t17)
+                    if t35.__class__ is t39.__class__ and (t35.__class__ is int or t35.__class__ is str):
+                        t36 = t35 == t39
                     else:
-                        if t40.__class__ is list or t40.__class__ is dict or t40.__class__ is str: _charge_operands(t17, t36, t40)
-                        t37 = _compare('==', t36, t40)
-                    t33 = (t37 if t37.__class__ is bool else _truth(t37))
+                        if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(t17, t35, t39)
+                        t36 = _compare('==', t35, t39)
+                    t32 = (t36 if t36.__class__ is bool else _truth(t36))
                 else:
-                    t33 = True
-                t30 = (t33 if t33.__class__ is bool else _truth(t33))
+                    t32 = True
+                t29 = (t32 if t32.__class__ is bool else _truth(t32))
             else:
-                t30 = False
-            if (t30 if t30.__class__ is bool else _truth(t30)):
-                t41 = t18
-                if t41 is None: t41 = Missing('e')
-                t9.append(t41)
+                t29 = False
+            if (t29 if t29.__class__ is bool else _truth(t29)):
+                t40 = t18
+                if t40 is None: t40 = Missing('e')
+                t9.append(t40)
                 t17.budget.mem -= 1
                 if t17.budget.mem < 0: _charge_mem(env, 0)
                 if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t8 = t9
     else:
-        t42 = K2
-        t8 = t42
+        t41 = K2
+        t8 = t41
     return t8
 
 def e8(env):
@@ -586,7 +571,12 @@ def e11(env):
 def e12(env):
     t1 = env.lookup('eps')
     if t1 is None: t1 = Missing('eps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -645,93 +635,93 @@ def e12(env):
             if t20 is None: t20 = Missing('model.num_experts')
         else:
             t20 = attr_value(t19, 'num_experts', 'model.num_experts')
-        t22 = (None)
-        if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-            t21 = t20 != t22
-        else:
-            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
-            t21 = _compare('!=', t20, t22)
+        t21 = not (t20 is None or t20.__class__ is Missing)
         if (t21 if t21.__class__ is bool else _truth(t21)):
-            t24 = (' and the ')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = env.lookup('model')
-            if t25 is None: t25 = Missing('model')
-            if t25.__class__ is dict and 'num_experts' in t25:
-                t26 = t25['num_experts']
-                if t26 is None: t26 = Missing('model.num_experts')
+            t23 = (' and the ')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = env.lookup('model')
+            if t24 is None: t24 = Missing('model')
+            if t24.__class__ is dict and 'num_experts' in t24:
+                t25 = t24['num_experts']
+                if t25 is None: t25 = Missing('model.num_experts')
             else:
-                t26 = attr_value(t25, 'num_experts', 'model.num_experts')
-            t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
+                t25 = attr_value(t24, 'num_experts', 'model.num_experts')
+            t26 = call_value(env, F_str.fn, F_str.cost, True, [t25])
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            if t23.__class__ is int and t26.__class__ is int:
+                t27 = t23 + t26
+                if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
+            else:
+                t27 = _binop('+', t23, t26, env)
             if t27 is None or t27.__class__ is Missing: _need(t27)
-            if t24.__class__ is int and t27.__class__ is int:
-                t28 = t24 + t27
-                if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
-            else:
-                t28 = _binop('+', t24, t27, env)
+            t28 = (' experts')
             if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = (' experts')
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            if t28.__class__ is int and t29.__class__ is int:
-                t30 = t28 + t29
-                if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+            if t27.__class__ is int and t28.__class__ is int:
+                t29 = t27 + t28
+                if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
             else:
-                t30 = _binop('+', t28, t29, env)
-            t23 = t30
+                t29 = _binop('+', t27, t28, env)
+            t22 = t29
         else:
-            t31 = ('')
-            t23 = t31
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t18.__class__ is int and t23.__class__ is int:
-            t32 = t18 + t23
-            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
+            t30 = ('')
+            t22 = t30
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t18.__class__ is int and t22.__class__ is int:
+            t31 = t18 + t22
+            if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
         else:
-            t32 = _binop('+', t18, t23, env)
+            t31 = _binop('+', t18, t22, env)
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        t32 = (')')
         if t32 is None or t32.__class__ is Missing: _need(t32)
-        t33 = (')')
-        if t33 is None or t33.__class__ is Missing: _need(t33)
-        if t32.__class__ is int and t33.__class__ is int:
-            t34 = t32 + t33
-            if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+        if t31.__class__ is int and t32.__class__ is int:
+            t33 = t31 + t32
+            if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
         else:
-            t34 = _binop('+', t32, t33, env)
-        t5 = t34
+            t33 = _binop('+', t31, t32, env)
+        t5 = t33
     else:
-        t35 = ('no ep does with etp = ')
-        if t35 is None or t35.__class__ is Missing: _need(t35)
-        t36 = env.lookup('etp')
-        if t36 is None: t36 = Missing('etp')
-        t37 = call_value(env, F_str.fn, F_str.cost, True, [t36])
+        t34 = ('no ep does with etp = ')
+        if t34 is None or t34.__class__ is Missing: _need(t34)
+        t35 = env.lookup('etp')
+        if t35 is None: t35 = Missing('etp')
+        t36 = call_value(env, F_str.fn, F_str.cost, True, [t35])
+        if t36 is None or t36.__class__ is Missing: _need(t36)
+        if t34.__class__ is int and t36.__class__ is int:
+            t37 = t34 + t36
+            if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
+        else:
+            t37 = _binop('+', t34, t36, env)
         if t37 is None or t37.__class__ is Missing: _need(t37)
-        if t35.__class__ is int and t37.__class__ is int:
-            t38 = t35 + t37
-            if not -MAX_INT <= t38 <= MAX_INT: _check_value(t38)
-        else:
-            t38 = _binop('+', t35, t37, env)
+        t38 = (' and pp = ')
         if t38 is None or t38.__class__ is Missing: _need(t38)
-        t39 = (' and pp = ')
+        if t37.__class__ is int and t38.__class__ is int:
+            t39 = t37 + t38
+            if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
+        else:
+            t39 = _binop('+', t37, t38, env)
         if t39 is None or t39.__class__ is Missing: _need(t39)
-        if t38.__class__ is int and t39.__class__ is int:
-            t40 = t38 + t39
-            if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
+        t40 = env.lookup('pp')
+        if t40 is None: t40 = Missing('pp')
+        t41 = call_value(env, F_str.fn, F_str.cost, True, [t40])
+        if t41 is None or t41.__class__ is Missing: _need(t41)
+        if t39.__class__ is int and t41.__class__ is int:
+            t42 = t39 + t41
+            if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
         else:
-            t40 = _binop('+', t38, t39, env)
-        if t40 is None or t40.__class__ is Missing: _need(t40)
-        t41 = env.lookup('pp')
-        if t41 is None: t41 = Missing('pp')
-        t42 = call_value(env, F_str.fn, F_str.cost, True, [t41])
-        if t42 is None or t42.__class__ is Missing: _need(t42)
-        if t40.__class__ is int and t42.__class__ is int:
-            t43 = t40 + t42
-            if not -MAX_INT <= t43 <= MAX_INT: _check_value(t43)
-        else:
-            t43 = _binop('+', t40, t42, env)
-        t5 = t43
+            t42 = _binop('+', t39, t41, env)
+        t5 = t42
     return t5
 
 def e13(env):
     t1 = env.lookup('etps')
     if t1 is None: t1 = Missing('etps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -937,42 +927,32 @@ def e18(env):
             if t7 is None: t7 = Missing('megatron.order')
         else:
             t7 = attr_value(t6, 'order', 'megatron.order')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('megatron')
-            if t11 is None: t11 = Missing('megatron')
-            if t11.__class__ is dict and 'edp' in t11:
-                t12 = t11['edp']
-                if t12 is None: t12 = Missing('megatron.edp')
+            t10 = env.lookup('megatron')
+            if t10 is None: t10 = Missing('megatron')
+            if t10.__class__ is dict and 'edp' in t10:
+                t11 = t10['edp']
+                if t11 is None: t11 = Missing('megatron.edp')
             else:
-                t12 = attr_value(t11, 'edp', 'megatron.edp')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'edp', 'megatron.edp')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('pp')
-            if t16 is None: t16 = Missing('pp')
-            t18 = (1)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 > t18
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t14 = env.lookup('pp')
+            if t14 is None: t14 = Missing('pp')
+            t16 = (1)
+            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+                t15 = t14 > t16
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('>', t16, t18)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
+                t15 = _compare('>', t14, t16)
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
         t5 = False
     return t5
@@ -1029,12 +1009,7 @@ def e23(env):
         if t2 is None: t2 = Missing('megatron.split_error')
     else:
         t2 = attr_value(t1, 'split_error', 'megatron.split_error')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e24(env):
@@ -1061,12 +1036,7 @@ def e24(env):
             if t8 is None: t8 = Missing('megatron.args.num_layers')
         else:
             t8 = attr_value(t7, 'num_layers', 'megatron.args.num_layers')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -1080,42 +1050,37 @@ def e25(env):
         if t2 is None: t2 = Missing('megatron.vp')
     else:
         t2 = attr_value(t1, 'vp', 'megatron.vp')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' with ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('megatron')
-        if t7 is None: t7 = Missing('megatron')
-        if t7.__class__ is dict and 'vp' in t7:
-            t8 = t7['vp']
-            if t8 is None: t8 = Missing('megatron.vp')
+        t5 = (' with ')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('megatron')
+        if t6 is None: t6 = Missing('megatron')
+        if t6.__class__ is dict and 'vp' in t6:
+            t7 = t6['vp']
+            if t7 is None: t7 = Missing('megatron.vp')
         else:
-            t8 = attr_value(t7, 'vp', 'megatron.vp')
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
+            t7 = attr_value(t6, 'vp', 'megatron.vp')
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t5.__class__ is int and t8.__class__ is int:
+            t9 = t5 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t5, t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t6.__class__ is int and t9.__class__ is int:
-            t10 = t6 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t6, t9, env)
+        t10 = (' virtual stages per rank')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' virtual stages per rank')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t12 = _binop('+', t10, t11, env)
-        t5 = t12
+            t11 = _binop('+', t9, t10, env)
+        t4 = t11
     else:
-        t13 = ('')
-        t5 = t13
-    return t5
+        t12 = ('')
+        t4 = t12
+    return t4
 
 def e26(env):
     t1 = env.lookup('megatron')
@@ -1155,7 +1120,12 @@ def e29(env):
         if t2 is None: t2 = Missing('megatron.split_pps')
     else:
         t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
-    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
+        t3 = len(t2)
+        env.budget.left -= t3 if t3 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
     t5 = (0)
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 > t5
@@ -1350,101 +1320,81 @@ def e32(env):
             if t7 is None: t7 = Missing('megatron.dp')
         else:
             t7 = attr_value(t6, 'dp', 'megatron.dp')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('megatron')
-            if t11 is None: t11 = Missing('megatron')
-            if t11.__class__ is dict and 'args' in t11:
-                t12 = t11['args']
-                if t12 is None: t12 = Missing('megatron.args')
+            t10 = env.lookup('megatron')
+            if t10 is None: t10 = Missing('megatron')
+            if t10.__class__ is dict and 'args' in t10:
+                t11 = t10['args']
+                if t11 is None: t11 = Missing('megatron.args')
             else:
-                t12 = attr_value(t11, 'args', 'megatron.args')
-            if t12.__class__ is dict and 'micro_batch_size' in t12:
-                t13 = t12['micro_batch_size']
-                if t13 is None: t13 = Missing('megatron.args.micro_batch_size')
+                t11 = attr_value(t10, 'args', 'megatron.args')
+            if t11.__class__ is dict and 'micro_batch_size' in t11:
+                t12 = t11['micro_batch_size']
+                if t12 is None: t12 = Missing('megatron.args.micro_batch_size')
             else:
-                t13 = attr_value(t12, 'micro_batch_size', 'megatron.args.micro_batch_size')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
-            t10 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = attr_value(t11, 'micro_batch_size', 'megatron.args.micro_batch_size')
+            t13 = not (t12 is None or t12.__class__ is Missing)
+            t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t17 = env.lookup('megatron')
-            if t17 is None: t17 = Missing('megatron')
-            if t17.__class__ is dict and 'args' in t17:
-                t18 = t17['args']
-                if t18 is None: t18 = Missing('megatron.args')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t15 = env.lookup('megatron')
+            if t15 is None: t15 = Missing('megatron')
+            if t15.__class__ is dict and 'args' in t15:
+                t16 = t15['args']
+                if t16 is None: t16 = Missing('megatron.args')
             else:
-                t18 = attr_value(t17, 'args', 'megatron.args')
-            if t18.__class__ is dict and 'global_batch_size' in t18:
-                t19 = t18['global_batch_size']
-                if t19 is None: t19 = Missing('megatron.args.global_batch_size')
+                t16 = attr_value(t15, 'args', 'megatron.args')
+            if t16.__class__ is dict and 'global_batch_size' in t16:
+                t17 = t16['global_batch_size']
+                if t17 is None: t17 = Missing('megatron.args.global_batch_size')
             else:
-                t19 = attr_value(t18, 'global_batch_size', 'megatron.args.global_batch_size')
-            t21 = (None)
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 != t21
-            else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
-                t20 = _compare('!=', t19, t21)
-            t16 = (t20 if t20.__class__ is bool else _truth(t20))
+                t17 = attr_value(t16, 'global_batch_size', 'megatron.args.global_batch_size')
+            t18 = not (t17 is None or t17.__class__ is Missing)
+            t14 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t23 = env.lookup('megatron')
-            if t23 is None: t23 = Missing('megatron')
-            if t23.__class__ is dict and 'args' in t23:
-                t24 = t23['args']
-                if t24 is None: t24 = Missing('megatron.args')
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t20 = env.lookup('megatron')
+            if t20 is None: t20 = Missing('megatron')
+            if t20.__class__ is dict and 'args' in t20:
+                t21 = t20['args']
+                if t21 is None: t21 = Missing('megatron.args')
             else:
-                t24 = attr_value(t23, 'args', 'megatron.args')
-            if t24.__class__ is dict and 'rampup_batch_size' in t24:
-                t25 = t24['rampup_batch_size']
-                if t25 is None: t25 = Missing('megatron.args.rampup_batch_size')
+                t21 = attr_value(t20, 'args', 'megatron.args')
+            if t21.__class__ is dict and 'rampup_batch_size' in t21:
+                t22 = t21['rampup_batch_size']
+                if t22 is None: t22 = Missing('megatron.args.rampup_batch_size')
             else:
-                t25 = attr_value(t24, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
-            t27 = (None)
-            if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-                t26 = t25 == t27
-            else:
-                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
-                t26 = _compare('==', t25, t27)
-            t22 = (t26 if t26.__class__ is bool else _truth(t26))
+                t22 = attr_value(t21, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
+            t23 = (t22 is None or t22.__class__ is Missing)
+            t19 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t22 = False
-        if (t22 if t22.__class__ is bool else _truth(t22)):
-            t29 = env.lookup('megatron')
-            if t29 is None: t29 = Missing('megatron')
-            if t29.__class__ is dict and 'args' in t29:
-                t30 = t29['args']
-                if t30 is None: t30 = Missing('megatron.args')
+            t19 = False
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t25 = env.lookup('megatron')
+            if t25 is None: t25 = Missing('megatron')
+            if t25.__class__ is dict and 'args' in t25:
+                t26 = t25['args']
+                if t26 is None: t26 = Missing('megatron.args')
             else:
-                t30 = attr_value(t29, 'args', 'megatron.args')
-            if t30.__class__ is dict and 'micro_batch_size' in t30:
-                t31 = t30['micro_batch_size']
-                if t31 is None: t31 = Missing('megatron.args.micro_batch_size')
+                t26 = attr_value(t25, 'args', 'megatron.args')
+            if t26.__class__ is dict and 'micro_batch_size' in t26:
+                t27 = t26['micro_batch_size']
+                if t27 is None: t27 = Missing('megatron.args.micro_batch_size')
             else:
-                t31 = attr_value(t30, 'micro_batch_size', 'megatron.args.micro_batch_size')
-            t33 = (0)
-            if t31.__class__ is t33.__class__ and (t31.__class__ is int or t31.__class__ is str):
-                t32 = t31 > t33
+                t27 = attr_value(t26, 'micro_batch_size', 'megatron.args.micro_batch_size')
+            t29 = (0)
+            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
+                t28 = t27 > t29
             else:
-                if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
-                t32 = _compare('>', t31, t33)
-            t28 = (t32 if t32.__class__ is bool else _truth(t32))
+                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
+                t28 = _compare('>', t27, t29)
+            t24 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
-            t28 = False
-        t5 = (t28 if t28.__class__ is bool else _truth(t28))
+            t24 = False
+        t5 = (t24 if t24.__class__ is bool else _truth(t24))
     else:
         t5 = False
     return t5
@@ -1948,33 +1898,28 @@ def e38(env):
                 if t11 is None: t11 = Missing('model.n_kv_heads')
             else:
                 t11 = attr_value(t10, 'n_kv_heads', 'model.n_kv_heads')
-            t13 = (None)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 != t13
-            else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-                t12 = _compare('!=', t11, t13)
+            t12 = not (t11 is None or t11.__class__ is Missing)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t15 = env.lookup('model')
-            if t15 is None: t15 = Missing('model')
-            if t15.__class__ is dict and 'n_kv_heads' in t15:
-                t16 = t15['n_kv_heads']
-                if t16 is None: t16 = Missing('model.n_kv_heads')
+            t14 = env.lookup('model')
+            if t14 is None: t14 = Missing('model')
+            if t14.__class__ is dict and 'n_kv_heads' in t14:
+                t15 = t14['n_kv_heads']
+                if t15 is None: t15 = Missing('model.n_kv_heads')
             else:
-                t16 = attr_value(t15, 'n_kv_heads', 'model.n_kv_heads')
-            t18 = (0)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 > t18
+                t15 = attr_value(t14, 'n_kv_heads', 'model.n_kv_heads')
+            t17 = (0)
+            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+                t16 = t15 > t17
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('>', t16, t18)
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
+                t16 = _compare('>', t15, t17)
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t14 = False
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
         t5 = False
     return t5
@@ -2129,12 +2074,7 @@ def e42(env):
                 if t11 is None: t11 = Missing('model.ffn_hidden_dim')
             else:
                 t11 = attr_value(t10, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-            t13 = (None)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 != t13
-            else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-                t12 = _compare('!=', t11, t13)
+            t12 = not (t11 is None or t11.__class__ is Missing)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
@@ -2147,231 +2087,216 @@ def e43(env):
     t1 = []
     t3 = env.lookup('choices')
     if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'tp' in t7:
-            t8 = t7['tp']
-            if t8 is None: t8 = Missing('choices.tp')
+        t6 = env.lookup('choices')
+        if t6 is None: t6 = Missing('choices')
+        if t6.__class__ is dict and 'tp' in t6:
+            t7 = t6['tp']
+            if t7 is None: t7 = Missing('choices.tp')
         else:
-            t8 = attr_value(t7, 'tp', 'choices.tp')
-        t6 = t8
+            t7 = attr_value(t6, 'tp', 'choices.tp')
+        t5 = t7
     else:
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'ffn_hidden_dim' in t9:
-            t10 = t9['ffn_hidden_dim']
-            if t10 is None: t10 = Missing('model.ffn_hidden_dim')
+        t8 = env.lookup('model')
+        if t8 is None: t8 = Missing('model')
+        if t8.__class__ is dict and 'ffn_hidden_dim' in t8:
+            t9 = t8['ffn_hidden_dim']
+            if t9 is None: t9 = Missing('model.ffn_hidden_dim')
         else:
-            t10 = attr_value(t9, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-        t11 = env.lookup('model')
-        if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'n_heads' in t11:
-            t12 = t11['n_heads']
-            if t12 is None: t12 = Missing('model.n_heads')
+            t9 = attr_value(t8, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+        t10 = env.lookup('model')
+        if t10 is None: t10 = Missing('model')
+        if t10.__class__ is dict and 'n_heads' in t10:
+            t11 = t10['n_heads']
+            if t11 is None: t11 = Missing('model.n_heads')
         else:
-            t12 = attr_value(t11, 'n_heads', 'model.n_heads')
-        t13 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t10, t12])
-        t14 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t13])
-        t6 = t14
-    t2 = loop_items(t6)
-    t15 = Env({}, None, env.budget, env)
-    for t16 in t2:
+            t11 = attr_value(t10, 'n_heads', 'model.n_heads')
+        t12 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t9, t11])
+        t13 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t12])
+        t5 = t13
+    t2 = loop_items(t5)
+    t14 = Env({}, None, env.budget, env)
+    for t15 in t2:
         _charge(env, 71)
-        t15.values['t'] = t16
-        t15.let_cache = None
-        t17 = t16
-        if t17 is None: t17 = Missing('t')
-        t19 = (1)
-        if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-            t18 = t17 > t19
+        t14.values['t'] = t15
+        t14.let_cache = None
+        t16 = t15
+        if t16 is None: t16 = Missing('t')
+        t18 = (1)
+        if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
+            t17 = t16 > t18
         else:
-            if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t15, t17, t19)
-            t18 = _compare('>', t17, t19)
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t21 = t15.lookup('gpus_per_node')
-            if t21 is None: t21 = Missing('gpus_per_node')
-            t23 = (None)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
-            else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t15, t21, t23)
-                t22 = _compare('==', t21, t23)
-            if not (t22 if t22.__class__ is bool else _truth(t22)):
-                t25 = t16
-                if t25 is None: t25 = Missing('t')
-                t27 = t15.lookup('gpus_per_node')
-                if t27 is None: t27 = Missing('gpus_per_node')
-                if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-                    t26 = t25 <= t27
+            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t14, t16, t18)
+            t17 = _compare('>', t16, t18)
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t20 = t14.lookup('gpus_per_node')
+            if t20 is None: t20 = Missing('gpus_per_node')
+            t21 = (t20 is None or t20.__class__ is Missing)
+            if not (t21 if t21.__class__ is bool else _truth(t21)):
+                t23 = t15
+                if t23 is None: t23 = Missing('t')
+                t25 = t14.lookup('gpus_per_node')
+                if t25 is None: t25 = Missing('gpus_per_node')
+                if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+                    t24 = t23 <= t25
                 else:
-                    if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t15, t25, t27)
-                    t26 = _compare('<=', t25, t27)
-                t24 = (t26 if t26.__class__ is bool else _truth(t26))
+                    if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t14, t23, t25)
+                    t24 = _compare('<=', t23, t25)
+                t22 = (t24 if t24.__class__ is bool else _truth(t24))
             else:
-                t24 = True
-            t20 = (t24 if t24.__class__ is bool else _truth(t24))
+                t22 = True
+            t19 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t29 = t15.lookup('model')
-            if t29 is None: t29 = Missing('model')
-            if t29.__class__ is dict and 'ffn_hidden_dim' in t29:
-                t30 = t29['ffn_hidden_dim']
-                if t30 is None: t30 = Missing('model.ffn_hidden_dim')
+            t19 = False
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t27 = t14.lookup('model')
+            if t27 is None: t27 = Missing('model')
+            if t27.__class__ is dict and 'ffn_hidden_dim' in t27:
+                t28 = t27['ffn_hidden_dim']
+                if t28 is None: t28 = Missing('model.ffn_hidden_dim')
             else:
-                t30 = attr_value(t29, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-            if t30 is None or t30.__class__ is Missing: _need(t30)
-            t31 = t16
-            if t31 is None: t31 = Missing('t')
-            if t31 is None or t31.__class__ is Missing: _need(t31)
-            t32 = _binop('%', t30, t31, t15)
-            t34 = (0)
-            if t32.__class__ is t34.__class__ and (t32.__class__ is int or t32.__class__ is str):
-                t33 = t32 == t34
+                t28 = attr_value(t27, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            t29 = t15
+            if t29 is None: t29 = Missing('t')
+            if t29 is None or t29.__class__ is Missing: _need(t29)
+            t30 = _binop('%', t28, t29, t14)
+            t32 = (0)
+            if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
+                t31 = t30 == t32
             else:
-                if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(t15, t32, t34)
-                t33 = _compare('==', t32, t34)
-            t28 = (t33 if t33.__class__ is bool else _truth(t33))
+                if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t14, t30, t32)
+                t31 = _compare('==', t30, t32)
+            t26 = (t31 if t31.__class__ is bool else _truth(t31))
         else:
-            t28 = False
-        if (t28 if t28.__class__ is bool else _truth(t28)):
-            t36 = t15.lookup('model')
-            if t36 is None: t36 = Missing('model')
-            if t36.__class__ is dict and 'n_heads' in t36:
-                t37 = t36['n_heads']
-                if t37 is None: t37 = Missing('model.n_heads')
+            t26 = False
+        if (t26 if t26.__class__ is bool else _truth(t26)):
+            t34 = t14.lookup('model')
+            if t34 is None: t34 = Missing('model')
+            if t34.__class__ is dict and 'n_heads' in t34:
+                t35 = t34['n_heads']
+                if t35 is None: t35 = Missing('model.n_heads')
             else:
-                t37 = attr_value(t36, 'n_heads', 'model.n_heads')
-            if t37 is None or t37.__class__ is Missing: _need(t37)
-            t38 = t16
-            if t38 is None: t38 = Missing('t')
-            if t38 is None or t38.__class__ is Missing: _need(t38)
-            t39 = _binop('%', t37, t38, t15)
-            t41 = (0)
-            if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
-                t40 = t39 == t41
+                t35 = attr_value(t34, 'n_heads', 'model.n_heads')
+            if t35 is None or t35.__class__ is Missing: _need(t35)
+            t36 = t15
+            if t36 is None: t36 = Missing('t')
+            if t36 is None or t36.__class__ is Missing: _need(t36)
+            t37 = _binop('%', t35, t36, t14)
+            t39 = (0)
+            if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
+                t38 = t37 == t39
             else:
-                if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t15, t39, t41)
-                t40 = _compare('==', t39, t41)
-            t35 = (t40 if t40.__class__ is bool else _truth(t40))
+                if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(t14, t37, t39)
+                t38 = _compare('==', t37, t39)
+            t33 = (t38 if t38.__class__ is bool else _truth(t38))
         else:
-            t35 = False
-        if (t35 if t35.__class__ is bool else _truth(t35)):
-            t43 = t15.lookup('model')
-            if t43 is None: t43 = Missing('model')
-            if t43.__class__ is dict and 'n_kv_heads' in t43:
-                t44 = t43['n_kv_heads']
-                if t44 is None: t44 = Missing('model.n_kv_heads')
+            t33 = False
+        if (t33 if t33.__class__ is bool else _truth(t33)):
+            t41 = t14.lookup('model')
+            if t41 is None: t41 = Missing('model')
+            if t41.__class__ is dict and 'n_kv_heads' in t41:
+                t42 = t41['n_kv_heads']
+                if t42 is None: t42 = Missing('model.n_kv_heads')
             else:
-                t44 = attr_value(t43, 'n_kv_heads', 'model.n_kv_heads')
-            t46 = (None)
-            if t44.__class__ is t46.__class__ and (t44.__class__ is int or t44.__class__ is str):
-                t45 = t44 == t46
+                t42 = attr_value(t41, 'n_kv_heads', 'model.n_kv_heads')
+            t43 = (t42 is None or t42.__class__ is Missing)
+            if not (t43 if t43.__class__ is bool else _truth(t43)):
+                t45 = t14.lookup('model')
+                if t45 is None: t45 = Missing('model')
+                if t45.__class__ is dict and 'n_kv_heads' in t45:
+                    t46 = t45['n_kv_heads']
+                    if t46 is None: t46 = Missing('model.n_kv_heads')
+                else:
+                    t46 = attr_value(t45, 'n_kv_heads', 'model.n_kv_heads')
+                if t46 is None or t46.__class__ is Missing: _need(t46)
+                t47 = t15
+                if t47 is None: t47 = Missing('t')
+                if t47 is None or t47.__class__ is Missing: _need(t47)
+                t48 = _binop('%', t46, t47, t14)
+                t50 = (0)
+                if t48.__class__ is t50.__class__ and (t48.__class__ is int or t48.__class__ is str):
+                    t49 = t48 == t50
+                else:
+                    if t50.__class__ is list or t50.__class__ is dict or t50.__class__ is str: _charge_operands(t14, t48, t50)
+                    t49 = _compare('==', t48, t50)
+                t44 = (t49 if t49.__class__ is bool else _truth(t49))
             else:
-                if t46.__class__ is list or t46.__class__ is dict or t46.__class__ is str: _charge_operands(t15, t44, t46)
-                t45 = _compare('==', t44, t46)
-            if not (t45 if t45.__class__ is bool else _truth(t45)):
-                t48 = t15.lookup('model')
-                if t48 is None: t48 = Missing('model')
-                if t48.__class__ is dict and 'n_kv_heads' in t48:
-                    t49 = t48['n_kv_heads']
-                    if t49 is None: t49 = Missing('model.n_kv_heads')
+                t44 = True
+            if not (t44 if t44.__class__ is bool else _truth(t44)):
+                t52 = t15
+                if t52 is None: t52 = Missing('t')
+                if t52 is None or t52.__class__ is Missing: _need(t52)
+                t53 = t14.lookup('model')
+                if t53 is None: t53 = Missing('model')
+                if t53.__class__ is dict and 'n_kv_heads' in t53:
+                    t54 = t53['n_kv_heads']
+                    if t54 is None: t54 = Missing('model.n_kv_heads')
                 else:
-                    t49 = attr_value(t48, 'n_kv_heads', 'model.n_kv_heads')
-                if t49 is None or t49.__class__ is Missing: _need(t49)
-                t50 = t16
-                if t50 is None: t50 = Missing('t')
-                if t50 is None or t50.__class__ is Missing: _need(t50)
-                t51 = _binop('%', t49, t50, t15)
-                t53 = (0)
-                if t51.__class__ is t53.__class__ and (t51.__class__ is int or t51.__class__ is str):
-                    t52 = t51 == t53
+                    t54 = attr_value(t53, 'n_kv_heads', 'model.n_kv_heads')
+                if t54 is None or t54.__class__ is Missing: _need(t54)
+                t55 = _binop('%', t52, t54, t14)
+                t57 = (0)
+                if t55.__class__ is t57.__class__ and (t55.__class__ is int or t55.__class__ is str):
+                    t56 = t55 == t57
                 else:
-                    if t53.__class__ is list or t53.__class__ is dict or t53.__class__ is str: _charge_operands(t15, t51, t53)
-                    t52 = _compare('==', t51, t53)
-                t47 = (t52 if t52.__class__ is bool else _truth(t52))
+                    if t57.__class__ is list or t57.__class__ is dict or t57.__class__ is str: _charge_operands(t14, t55, t57)
+                    t56 = _compare('==', t55, t57)
+                t51 = (t56 if t56.__class__ is bool else _truth(t56))
             else:
-                t47 = True
-            if not (t47 if t47.__class__ is bool else _truth(t47)):
-                t55 = t16
-                if t55 is None: t55 = Missing('t')
-                if t55 is None or t55.__class__ is Missing: _need(t55)
-                t56 = t15.lookup('model')
-                if t56 is None: t56 = Missing('model')
-                if t56.__class__ is dict and 'n_kv_heads' in t56:
-                    t57 = t56['n_kv_heads']
-                    if t57 is None: t57 = Missing('model.n_kv_heads')
-                else:
-                    t57 = attr_value(t56, 'n_kv_heads', 'model.n_kv_heads')
-                if t57 is None or t57.__class__ is Missing: _need(t57)
-                t58 = _binop('%', t55, t57, t15)
-                t60 = (0)
-                if t58.__class__ is t60.__class__ and (t58.__class__ is int or t58.__class__ is str):
-                    t59 = t58 == t60
-                else:
-                    if t60.__class__ is list or t60.__class__ is dict or t60.__class__ is str: _charge_operands(t15, t58, t60)
-                    t59 = _compare('==', t58, t60)
-                t54 = (t59 if t59.__class__ is bool else _truth(t59))
-            else:
-                t54 = True
-            t42 = (t54 if t54.__class__ is bool else _truth(t54))
+                t51 = True
+            t40 = (t51 if t51.__class__ is bool else _truth(t51))
         else:
-            t42 = False
-        if (t42 if t42.__class__ is bool else _truth(t42)):
-            t62 = t15.lookup('world_known')
-            if t62 is None: t62 = Missing('world_known')
-            t63 = not (t62 if t62.__class__ is bool else _truth(t62))
-            if not (t63 if t63.__class__ is bool else _truth(t63)):
-                t65 = t15.lookup('world_size')
-                if t65 is None: t65 = Missing('world_size')
+            t40 = False
+        if (t40 if t40.__class__ is bool else _truth(t40)):
+            t59 = t14.lookup('world_known')
+            if t59 is None: t59 = Missing('world_known')
+            t60 = not (t59 if t59.__class__ is bool else _truth(t59))
+            if not (t60 if t60.__class__ is bool else _truth(t60)):
+                t62 = t14.lookup('world_size')
+                if t62 is None: t62 = Missing('world_size')
+                if t62 is None or t62.__class__ is Missing: _need(t62)
+                t63 = t15
+                if t63 is None: t63 = Missing('t')
+                if t63 is None or t63.__class__ is Missing: _need(t63)
+                t64 = t14.lookup('pp')
+                if t64 is None: t64 = Missing('pp')
+                if t64 is None or t64.__class__ is Missing: _need(t64)
+                if t63.__class__ is int and t64.__class__ is int:
+                    t65 = t63 * t64
+                    if not -MAX_INT <= t65 <= MAX_INT: _check_value(t65)
+                else:
+                    t65 = _binop('*', t63, t64, t14)
                 if t65 is None or t65.__class__ is Missing: _need(t65)
-                t66 = t16
-                if t66 is None: t66 = Missing('t')
+                t66 = t14.lookup('cp')
+                if t66 is None: t66 = Missing('cp')
                 if t66 is None or t66.__class__ is Missing: _need(t66)
-                t67 = t15.lookup('pp')
-                if t67 is None: t67 = Missing('pp')
+                if t65.__class__ is int and t66.__class__ is int:
+                    t67 = t65 * t66
+                    if not -MAX_INT <= t67 <= MAX_INT: _check_value(t67)
+                else:
+                    t67 = _binop('*', t65, t66, t14)
                 if t67 is None or t67.__class__ is Missing: _need(t67)
-                if t66.__class__ is int and t67.__class__ is int:
-                    t68 = t66 * t67
-                    if not -MAX_INT <= t68 <= MAX_INT: _check_value(t68)
+                t68 = _binop('%', t62, t67, t14)
+                t70 = (0)
+                if t68.__class__ is t70.__class__ and (t68.__class__ is int or t68.__class__ is str):
+                    t69 = t68 == t70
                 else:
-                    t68 = _binop('*', t66, t67, t15)
-                if t68 is None or t68.__class__ is Missing: _need(t68)
-                t69 = t15.lookup('cp')
-                if t69 is None: t69 = Missing('cp')
-                if t69 is None or t69.__class__ is Missing: _need(t69)
-                if t68.__class__ is int and t69.__class__ is int:
-                    t70 = t68 * t69
-                    if not -MAX_INT <= t70 <= MAX_INT: _check_value(t70)
-                else:
-                    t70 = _binop('*', t68, t69, t15)
-                if t70 is None or t70.__class__ is Missing: _need(t70)
-                t71 = _binop('%', t65, t70, t15)
-                t73 = (0)
-                if t71.__class__ is t73.__class__ and (t71.__class__ is int or t71.__class__ is str):
-                    t72 = t71 == t73
-                else:
-                    if t73.__class__ is list or t73.__class__ is dict or t73.__class__ is str: _charge_operands(t15, t71, t73)
-                    t72 = _compare('==', t71, t73)
-                t64 = (t72 if t72.__class__ is bool else _truth(t72))
+                    if t70.__class__ is list or t70.__class__ is dict or t70.__class__ is str: _charge_operands(t14, t68, t70)
+                    t69 = _compare('==', t68, t70)
+                t61 = (t69 if t69.__class__ is bool else _truth(t69))
             else:
-                t64 = True
-            t61 = (t64 if t64.__class__ is bool else _truth(t64))
+                t61 = True
+            t58 = (t61 if t61.__class__ is bool else _truth(t61))
         else:
-            t61 = False
-        if (t61 if t61.__class__ is bool else _truth(t61)):
-            t74 = t16
-            if t74 is None: t74 = Missing('t')
-            t1.append(t74)
-            t15.budget.mem -= 1
-            if t15.budget.mem < 0: _charge_mem(env, 0)
+            t58 = False
+        if (t58 if t58.__class__ is bool else _truth(t58)):
+            t71 = t15
+            if t71 is None: t71 = Missing('t')
+            t1.append(t71)
+            t14.budget.mem -= 1
+            if t14.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -2432,7 +2357,12 @@ def e46(env):
 def e47(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -2557,39 +2487,34 @@ def e47(env):
         if t36 is None or t36.__class__ is Missing: _need(t36)
         t37 = env.lookup('choices')
         if t37 is None: t37 = Missing('choices')
-        t39 = (None)
-        if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
-            t38 = t37 != t39
-        else:
-            if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(env, t37, t39)
-            t38 = _compare('!=', t37, t39)
+        t38 = not (t37 is None or t37.__class__ is Missing)
         if not (t38 if t38.__class__ is bool else _truth(t38)):
-            t41 = env.lookup('world_known')
-            if t41 is None: t41 = Missing('world_known')
-            t40 = (t41 if t41.__class__ is bool else _truth(t41))
+            t40 = env.lookup('world_known')
+            if t40 is None: t40 = Missing('world_known')
+            t39 = (t40 if t40.__class__ is bool else _truth(t40))
         else:
-            t40 = True
-        if (t40 if t40.__class__ is bool else _truth(t40)):
-            t43 = (' on this world')
-            t42 = t43
+            t39 = True
+        if (t39 if t39.__class__ is bool else _truth(t39)):
+            t42 = (' on this world')
+            t41 = t42
         else:
-            t44 = ('')
-            t42 = t44
-        if t42 is None or t42.__class__ is Missing: _need(t42)
-        if t36.__class__ is int and t42.__class__ is int:
-            t45 = t36 + t42
-            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
+            t43 = ('')
+            t41 = t43
+        if t41 is None or t41.__class__ is Missing: _need(t41)
+        if t36.__class__ is int and t41.__class__ is int:
+            t44 = t36 + t41
+            if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
         else:
-            t45 = _binop('+', t36, t42, env)
+            t44 = _binop('+', t36, t41, env)
+        if t44 is None or t44.__class__ is Missing: _need(t44)
+        t45 = (': use tp = 1, keeping the model as it is')
         if t45 is None or t45.__class__ is Missing: _need(t45)
-        t46 = (': use tp = 1, keeping the model as it is')
-        if t46 is None or t46.__class__ is Missing: _need(t46)
-        if t45.__class__ is int and t46.__class__ is int:
-            t47 = t45 + t46
-            if not -MAX_INT <= t47 <= MAX_INT: _check_value(t47)
+        if t44.__class__ is int and t45.__class__ is int:
+            t46 = t44 + t45
+            if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
         else:
-            t47 = _binop('+', t45, t46, env)
-        t5 = t47
+            t46 = _binop('+', t44, t45, env)
+        t5 = t46
     return t5
 
 def e48(env):
@@ -2642,64 +2567,49 @@ def e49(env):
             if t8 is None: t8 = Missing('megatron.args.kv_channels')
         else:
             t8 = attr_value(t7, 'kv_channels', 'megatron.args.kv_channels')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('==', t8, t10)
+        t9 = (t8 is None or t8.__class__ is Missing)
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('model')
-            if t12 is None: t12 = Missing('model')
-            if t12.__class__ is dict and 'n_heads' in t12:
-                t13 = t12['n_heads']
-                if t13 is None: t13 = Missing('model.n_heads')
+            t11 = env.lookup('model')
+            if t11 is None: t11 = Missing('model')
+            if t11.__class__ is dict and 'n_heads' in t11:
+                t12 = t11['n_heads']
+                if t12 is None: t12 = Missing('model.n_heads')
             else:
-                t13 = attr_value(t12, 'n_heads', 'model.n_heads')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = attr_value(t11, 'n_heads', 'model.n_heads')
+            t13 = not (t12 is None or t12.__class__ is Missing)
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t17 = env.lookup('model')
-            if t17 is None: t17 = Missing('model')
-            if t17.__class__ is dict and 'dim' in t17:
-                t18 = t17['dim']
-                if t18 is None: t18 = Missing('model.dim')
+            t10 = False
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t15 = env.lookup('model')
+            if t15 is None: t15 = Missing('model')
+            if t15.__class__ is dict and 'dim' in t15:
+                t16 = t15['dim']
+                if t16 is None: t16 = Missing('model.dim')
             else:
-                t18 = attr_value(t17, 'dim', 'model.dim')
-            t20 = (None)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 != t20
-            else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                t19 = _compare('!=', t18, t20)
-            t16 = (t19 if t19.__class__ is bool else _truth(t19))
+                t16 = attr_value(t15, 'dim', 'model.dim')
+            t17 = not (t16 is None or t16.__class__ is Missing)
+            t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t22 = env.lookup('model')
-            if t22 is None: t22 = Missing('model')
-            if t22.__class__ is dict and 'n_heads' in t22:
-                t23 = t22['n_heads']
-                if t23 is None: t23 = Missing('model.n_heads')
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t19 = env.lookup('model')
+            if t19 is None: t19 = Missing('model')
+            if t19.__class__ is dict and 'n_heads' in t19:
+                t20 = t19['n_heads']
+                if t20 is None: t20 = Missing('model.n_heads')
             else:
-                t23 = attr_value(t22, 'n_heads', 'model.n_heads')
-            t25 = (0)
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 > t25
+                t20 = attr_value(t19, 'n_heads', 'model.n_heads')
+            t22 = (0)
+            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                t21 = t20 > t22
             else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-                t24 = _compare('>', t23, t25)
-            t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
+                t21 = _compare('>', t20, t22)
+            t18 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t21 = False
-        t5 = (t21 if t21.__class__ is bool else _truth(t21))
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
         t5 = False
     return t5
@@ -2745,12 +2655,7 @@ def e53(env):
         if t2 is None: t2 = Missing('model.num_experts')
     else:
         t2 = attr_value(t1, 'num_experts', 'model.num_experts')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e54(env):
@@ -2856,12 +2761,7 @@ def e56(env):
                 if t12 is None: t12 = Missing('megatron.args.seq_length')
             else:
                 t12 = attr_value(t11, 'seq_length', 'megatron.args.seq_length')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t9 = False
@@ -2949,30 +2849,20 @@ def e60(env):
             if t8 is None: t8 = Missing('megatron.args.seq_length')
         else:
             t8 = attr_value(t7, 'seq_length', 'megatron.args.seq_length')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('model')
-            if t12 is None: t12 = Missing('model')
-            if t12.__class__ is dict and 'max_seq_len' in t12:
-                t13 = t12['max_seq_len']
-                if t13 is None: t13 = Missing('model.max_seq_len')
+            t11 = env.lookup('model')
+            if t11 is None: t11 = Missing('model')
+            if t11.__class__ is dict and 'max_seq_len' in t11:
+                t12 = t11['max_seq_len']
+                if t12 is None: t12 = Missing('model.max_seq_len')
             else:
-                t13 = attr_value(t12, 'max_seq_len', 'model.max_seq_len')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = attr_value(t11, 'max_seq_len', 'model.max_seq_len')
+            t13 = not (t12 is None or t12.__class__ is Missing)
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -2980,7 +2870,12 @@ def e60(env):
 def e61(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -3044,55 +2939,45 @@ def e63(env):
         t15 = index_value(t13, t14, 'm')
         if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = index_value(t12, t15, 'megatron.args')
-        t18 = (None)
-        if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-            t17 = t16 == t18
-        else:
-            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t9, t16, t18)
-            t17 = _compare('==', t16, t18)
+        t17 = (t16 is None or t16.__class__ is Missing)
         if (t17 if t17.__class__ is bool else _truth(t17)):
-            t20 = t10
-            if t20 is None: t20 = Missing('m')
+            t19 = t10
+            if t19 is None: t19 = Missing('m')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = (0)
             if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = (0)
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = index_value(t20, t21, 'm')
-            t24 = ('num_layers')
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 == t24
+            t21 = index_value(t19, t20, 'm')
+            t23 = ('num_layers')
+            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
+                t22 = t21 == t23
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t9, t22, t24)
-                t23 = _compare('==', t22, t24)
-            if (t23 if t23.__class__ is bool else _truth(t23)):
-                t26 = t9.lookup('megatron')
-                if t26 is None: t26 = Missing('megatron')
-                if t26.__class__ is dict and 'args' in t26:
-                    t27 = t26['args']
-                    if t27 is None: t27 = Missing('megatron.args')
+                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t9, t21, t23)
+                t22 = _compare('==', t21, t23)
+            if (t22 if t22.__class__ is bool else _truth(t22)):
+                t25 = t9.lookup('megatron')
+                if t25 is None: t25 = Missing('megatron')
+                if t25.__class__ is dict and 'args' in t25:
+                    t26 = t25['args']
+                    if t26 is None: t26 = Missing('megatron.args')
                 else:
-                    t27 = attr_value(t26, 'args', 'megatron.args')
-                if t27.__class__ is dict and 'encoder_num_layers' in t27:
-                    t28 = t27['encoder_num_layers']
-                    if t28 is None: t28 = Missing('megatron.args.encoder_num_layers')
+                    t26 = attr_value(t25, 'args', 'megatron.args')
+                if t26.__class__ is dict and 'encoder_num_layers' in t26:
+                    t27 = t26['encoder_num_layers']
+                    if t27 is None: t27 = Missing('megatron.args.encoder_num_layers')
                 else:
-                    t28 = attr_value(t27, 'encoder_num_layers', 'megatron.args.encoder_num_layers')
-                t30 = (None)
-                if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
-                    t29 = t28 != t30
-                else:
-                    if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t9, t28, t30)
-                    t29 = _compare('!=', t28, t30)
-                t25 = (t29 if t29.__class__ is bool else _truth(t29))
+                    t27 = attr_value(t26, 'encoder_num_layers', 'megatron.args.encoder_num_layers')
+                t28 = not (t27 is None or t27.__class__ is Missing)
+                t24 = (t28 if t28.__class__ is bool else _truth(t28))
             else:
-                t25 = False
-            t31 = not (t25 if t25.__class__ is bool else _truth(t25))
-            t19 = (t31 if t31.__class__ is bool else _truth(t31))
+                t24 = False
+            t29 = not (t24 if t24.__class__ is bool else _truth(t24))
+            t18 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t32 = t10
-            if t32 is None: t32 = Missing('m')
-            t1.append(t32)
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t30 = t10
+            if t30 is None: t30 = Missing('m')
+            t1.append(t30)
             t9.budget.mem -= 1
             if t9.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3125,7 +3010,12 @@ def e64(env):
 def e65(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -3143,7 +3033,12 @@ def e65(env):
 def e66(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -3193,7 +3088,12 @@ def e67(env):
 def e68(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -3230,16 +3130,11 @@ def e69(env):
         t13 = index_value(t11, t12, 'r')
         if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = index_value(t10, t13, 'megatron.args')
-        t16 = (None)
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-            t15 = t14 != t16
-        else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t7, t14, t16)
-            t15 = _compare('!=', t14, t16)
+        t15 = not (t14 is None or t14.__class__ is Missing)
         if (t15 if t15.__class__ is bool else _truth(t15)):
-            t17 = t8
-            if t17 is None: t17 = Missing('r')
-            t1.append(t17)
+            t16 = t8
+            if t16 is None: t16 = Missing('r')
+            t1.append(t16)
             t7.budget.mem -= 1
             if t7.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3369,12 +3264,7 @@ def e73(env):
         if t3 is None: t3 = Missing('megatron.args.rampup_batch_size')
     else:
         t3 = attr_value(t2, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('==', t3, t5)
+    t4 = (t3 is None or t3.__class__ is Missing)
     return t4
 
 def e74(env):
@@ -3401,35 +3291,30 @@ def e74(env):
             if t8 is None: t8 = Missing('megatron.args.train_iters')
         else:
             t8 = attr_value(t7, 'train_iters', 'megatron.args.train_iters')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('megatron')
-            if t12 is None: t12 = Missing('megatron')
-            if t12.__class__ is dict and 'args' in t12:
-                t13 = t12['args']
-                if t13 is None: t13 = Missing('megatron.args')
+            t11 = env.lookup('megatron')
+            if t11 is None: t11 = Missing('megatron')
+            if t11.__class__ is dict and 'args' in t11:
+                t12 = t11['args']
+                if t12 is None: t12 = Missing('megatron.args')
             else:
-                t13 = attr_value(t12, 'args', 'megatron.args')
-            if t13.__class__ is dict and 'train_iters' in t13:
-                t14 = t13['train_iters']
-                if t14 is None: t14 = Missing('megatron.args.train_iters')
+                t12 = attr_value(t11, 'args', 'megatron.args')
+            if t12.__class__ is dict and 'train_iters' in t12:
+                t13 = t12['train_iters']
+                if t13 is None: t13 = Missing('megatron.args.train_iters')
             else:
-                t14 = attr_value(t13, 'train_iters', 'megatron.args.train_iters')
-            t16 = (0)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
+                t13 = attr_value(t12, 'train_iters', 'megatron.args.train_iters')
+            t15 = (0)
+            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+                t14 = t13 != t15
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('!=', t14, t16)
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
+                t14 = _compare('!=', t13, t15)
+            t10 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -3876,45 +3761,40 @@ def e88(env):
             if t13 is None: t13 = Missing('megatron.edp')
         else:
             t13 = attr_value(t12, 'edp', 'megatron.edp')
-        t15 = (None)
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-            t14 = t13 == t15
-        else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-            t14 = _compare('==', t13, t15)
+        t14 = (t13 is None or t13.__class__ is Missing)
         if not (t14 if t14.__class__ is bool else _truth(t14)):
-            t17 = env.lookup('megatron')
-            if t17 is None: t17 = Missing('megatron')
-            if t17.__class__ is dict and 'edp' in t17:
-                t18 = t17['edp']
-                if t18 is None: t18 = Missing('megatron.edp')
+            t16 = env.lookup('megatron')
+            if t16 is None: t16 = Missing('megatron')
+            if t16.__class__ is dict and 'edp' in t16:
+                t17 = t16['edp']
+                if t17 is None: t17 = Missing('megatron.edp')
             else:
-                t18 = attr_value(t17, 'edp', 'megatron.edp')
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = env.lookup('megatron')
-            if t19 is None: t19 = Missing('megatron')
-            if t19.__class__ is dict and 'args' in t19:
-                t20 = t19['args']
-                if t20 is None: t20 = Missing('megatron.args')
+                t17 = attr_value(t16, 'edp', 'megatron.edp')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = env.lookup('megatron')
+            if t18 is None: t18 = Missing('megatron')
+            if t18.__class__ is dict and 'args' in t18:
+                t19 = t18['args']
+                if t19 is None: t19 = Missing('megatron.args')
             else:
-                t20 = attr_value(t19, 'args', 'megatron.args')
-            if t20.__class__ is dict and 'num_distributed_optimizer_instances' in t20:
-                t21 = t20['num_distributed_optimizer_instances']
-                if t21 is None: t21 = Missing('megatron.args.num_distributed_optimizer_instances')
+                t19 = attr_value(t18, 'args', 'megatron.args')
+            if t19.__class__ is dict and 'num_distributed_optimizer_instances' in t19:
+                t20 = t19['num_distributed_optimizer_instances']
+                if t20 is None: t20 = Missing('megatron.args.num_distributed_optimizer_instances')
             else:
-                t21 = attr_value(t20, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = _binop('%', t18, t21, env)
-            t24 = (0)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 == t24
+                t20 = attr_value(t19, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = _binop('%', t17, t20, env)
+            t23 = (0)
+            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
+                t22 = t21 == t23
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
-                t23 = _compare('==', t22, t24)
-            t16 = (t23 if t23.__class__ is bool else _truth(t23))
+                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
+                t22 = _compare('==', t21, t23)
+            t15 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t16 = True
-        t11 = (t16 if t16.__class__ is bool else _truth(t16))
+            t15 = True
+        t11 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
         t11 = False
     return t11
@@ -3941,60 +3821,50 @@ def e89(env):
                 if t9 is None: t9 = Missing('megatron.dp')
             else:
                 t9 = attr_value(t8, 'dp', 'megatron.dp')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 != t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('!=', t9, t11)
+            t10 = not (t9 is None or t9.__class__ is Missing)
             t7 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t7 = False
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t13 = env.lookup('megatron')
-            if t13 is None: t13 = Missing('megatron')
-            if t13.__class__ is dict and 'args' in t13:
-                t14 = t13['args']
-                if t14 is None: t14 = Missing('megatron.args')
+            t12 = env.lookup('megatron')
+            if t12 is None: t12 = Missing('megatron')
+            if t12.__class__ is dict and 'args' in t12:
+                t13 = t12['args']
+                if t13 is None: t13 = Missing('megatron.args')
             else:
-                t14 = attr_value(t13, 'args', 'megatron.args')
-            if t14.__class__ is dict and 'num_distributed_optimizer_instances' in t14:
-                t15 = t14['num_distributed_optimizer_instances']
-                if t15 is None: t15 = Missing('megatron.args.num_distributed_optimizer_instances')
+                t13 = attr_value(t12, 'args', 'megatron.args')
+            if t13.__class__ is dict and 'num_distributed_optimizer_instances' in t13:
+                t14 = t13['num_distributed_optimizer_instances']
+                if t14 is None: t14 = Missing('megatron.args.num_distributed_optimizer_instances')
             else:
-                t15 = attr_value(t14, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
-            t12 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = attr_value(t13, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
+            t15 = not (t14 is None or t14.__class__ is Missing)
+            t11 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t19 = env.lookup('megatron')
-            if t19 is None: t19 = Missing('megatron')
-            if t19.__class__ is dict and 'args' in t19:
-                t20 = t19['args']
-                if t20 is None: t20 = Missing('megatron.args')
+            t11 = False
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t17 = env.lookup('megatron')
+            if t17 is None: t17 = Missing('megatron')
+            if t17.__class__ is dict and 'args' in t17:
+                t18 = t17['args']
+                if t18 is None: t18 = Missing('megatron.args')
             else:
-                t20 = attr_value(t19, 'args', 'megatron.args')
-            if t20.__class__ is dict and 'num_distributed_optimizer_instances' in t20:
-                t21 = t20['num_distributed_optimizer_instances']
-                if t21 is None: t21 = Missing('megatron.args.num_distributed_optimizer_instances')
+                t18 = attr_value(t17, 'args', 'megatron.args')
+            if t18.__class__ is dict and 'num_distributed_optimizer_instances' in t18:
+                t19 = t18['num_distributed_optimizer_instances']
+                if t19 is None: t19 = Missing('megatron.args.num_distributed_optimizer_instances')
             else:
-                t21 = attr_value(t20, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
-            t23 = (1)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 > t23
+                t19 = attr_value(t18, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
+            t21 = (1)
+            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
+                t20 = t19 > t21
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('>', t21, t23)
-            t18 = (t22 if t22.__class__ is bool else _truth(t22))
+                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
+                t20 = _compare('>', t19, t21)
+            t16 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+            t16 = False
+        t5 = (t16 if t16.__class__ is bool else _truth(t16))
     else:
         t5 = False
     return t5
@@ -4117,143 +3987,133 @@ def e94(env):
             if t7 is None: t7 = Missing('megatron.env')
         else:
             t7 = attr_value(t6, 'env', 'megatron.env')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('megatron')
-            if t11 is None: t11 = Missing('megatron')
-            if t11.__class__ is dict and 'env' in t11:
-                t12 = t11['env']
-                if t12 is None: t12 = Missing('megatron.env')
+            t10 = env.lookup('megatron')
+            if t10 is None: t10 = Missing('megatron')
+            if t10.__class__ is dict and 'env' in t10:
+                t11 = t10['env']
+                if t11 is None: t11 = Missing('megatron.env')
             else:
-                t12 = attr_value(t11, 'env', 'megatron.env')
-            if t12.__class__ is dict and 'known' in t12:
-                t13 = t12['known']
-                if t13 is None: t13 = Missing('megatron.env.known')
+                t11 = attr_value(t10, 'env', 'megatron.env')
+            if t11.__class__ is dict and 'known' in t11:
+                t12 = t11['known']
+                if t12 is None: t12 = Missing('megatron.env.known')
             else:
-                t13 = attr_value(t12, 'known', 'megatron.env.known')
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t12 = attr_value(t11, 'known', 'megatron.env.known')
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t15 = env.lookup('tp')
-            if t15 is None: t15 = Missing('tp')
-            t17 = (1)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 > t17
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t14 = env.lookup('tp')
+            if t14 is None: t14 = Missing('tp')
+            t16 = (1)
+            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+                t15 = t14 > t16
             else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('>', t15, t17)
-            if not (t16 if t16.__class__ is bool else _truth(t16)):
-                t19 = env.lookup('cp')
-                if t19 is None: t19 = Missing('cp')
-                t21 = (1)
-                if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                    t20 = t19 > t21
+                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
+                t15 = _compare('>', t14, t16)
+            if not (t15 if t15.__class__ is bool else _truth(t15)):
+                t18 = env.lookup('cp')
+                if t18 is None: t18 = Missing('cp')
+                t20 = (1)
+                if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
+                    t19 = t18 > t20
                 else:
-                    if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
-                    t20 = _compare('>', t19, t21)
-                t18 = (t20 if t20.__class__ is bool else _truth(t20))
+                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
+                    t19 = _compare('>', t18, t20)
+                t17 = (t19 if t19.__class__ is bool else _truth(t19))
             else:
-                t18 = True
-            t14 = (t18 if t18.__class__ is bool else _truth(t18))
+                t17 = True
+            t13 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t23 = env.lookup('megatron')
-            if t23 is None: t23 = Missing('megatron')
-            if t23.__class__ is dict and 'args' in t23:
-                t24 = t23['args']
-                if t24 is None: t24 = Missing('megatron.args')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t22 = env.lookup('megatron')
+            if t22 is None: t22 = Missing('megatron')
+            if t22.__class__ is dict and 'args' in t22:
+                t23 = t22['args']
+                if t23 is None: t23 = Missing('megatron.args')
             else:
-                t24 = attr_value(t23, 'args', 'megatron.args')
-            if t24.__class__ is dict and 'use_torch_fsdp2' in t24:
-                t25 = t24['use_torch_fsdp2']
-                if t25 is None: t25 = Missing('megatron.args.use_torch_fsdp2')
+                t23 = attr_value(t22, 'args', 'megatron.args')
+            if t23.__class__ is dict and 'use_torch_fsdp2' in t23:
+                t24 = t23['use_torch_fsdp2']
+                if t24 is None: t24 = Missing('megatron.args.use_torch_fsdp2')
             else:
-                t25 = attr_value(t24, 'use_torch_fsdp2', 'megatron.args.use_torch_fsdp2')
-            t26 = not (t25 if t25.__class__ is bool else _truth(t25))
-            t22 = (t26 if t26.__class__ is bool else _truth(t26))
+                t24 = attr_value(t23, 'use_torch_fsdp2', 'megatron.args.use_torch_fsdp2')
+            t25 = not (t24 if t24.__class__ is bool else _truth(t24))
+            t21 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
-            t22 = False
-        if (t22 if t22.__class__ is bool else _truth(t22)):
-            t28 = env.lookup('megatron')
-            if t28 is None: t28 = Missing('megatron')
-            if t28.__class__ is dict and 'args' in t28:
-                t29 = t28['args']
-                if t29 is None: t29 = Missing('megatron.args')
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            t27 = env.lookup('megatron')
+            if t27 is None: t27 = Missing('megatron')
+            if t27.__class__ is dict and 'args' in t27:
+                t28 = t27['args']
+                if t28 is None: t28 = Missing('megatron.args')
             else:
-                t29 = attr_value(t28, 'args', 'megatron.args')
-            if t29.__class__ is dict and 'use_megatron_fsdp' in t29:
-                t30 = t29['use_megatron_fsdp']
-                if t30 is None: t30 = Missing('megatron.args.use_megatron_fsdp')
+                t28 = attr_value(t27, 'args', 'megatron.args')
+            if t28.__class__ is dict and 'use_megatron_fsdp' in t28:
+                t29 = t28['use_megatron_fsdp']
+                if t29 is None: t29 = Missing('megatron.args.use_megatron_fsdp')
             else:
-                t30 = attr_value(t29, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
-            t31 = not (t30 if t30.__class__ is bool else _truth(t30))
-            t27 = (t31 if t31.__class__ is bool else _truth(t31))
+                t29 = attr_value(t28, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
+            t30 = not (t29 if t29.__class__ is bool else _truth(t29))
+            t26 = (t30 if t30.__class__ is bool else _truth(t30))
         else:
-            t27 = False
-        if (t27 if t27.__class__ is bool else _truth(t27)):
-            t33 = env.lookup('megatron')
-            if t33 is None: t33 = Missing('megatron')
-            if t33.__class__ is dict and 'args' in t33:
-                t34 = t33['args']
-                if t34 is None: t34 = Missing('megatron.args')
+            t26 = False
+        if (t26 if t26.__class__ is bool else _truth(t26)):
+            t32 = env.lookup('megatron')
+            if t32 is None: t32 = Missing('megatron')
+            if t32.__class__ is dict and 'args' in t32:
+                t33 = t32['args']
+                if t33 is None: t33 = Missing('megatron.args')
             else:
-                t34 = attr_value(t33, 'args', 'megatron.args')
-            if t34.__class__ is dict and 'overlap_moe_expert_parallel_comm' in t34:
-                t35 = t34['overlap_moe_expert_parallel_comm']
-                if t35 is None: t35 = Missing('megatron.args.overlap_moe_expert_parallel_comm')
+                t33 = attr_value(t32, 'args', 'megatron.args')
+            if t33.__class__ is dict and 'overlap_moe_expert_parallel_comm' in t33:
+                t34 = t33['overlap_moe_expert_parallel_comm']
+                if t34 is None: t34 = Missing('megatron.args.overlap_moe_expert_parallel_comm')
             else:
-                t35 = attr_value(t34, 'overlap_moe_expert_parallel_comm', 'megatron.args.overlap_moe_expert_parallel_comm')
-            t36 = not (t35 if t35.__class__ is bool else _truth(t35))
-            t32 = (t36 if t36.__class__ is bool else _truth(t36))
+                t34 = attr_value(t33, 'overlap_moe_expert_parallel_comm', 'megatron.args.overlap_moe_expert_parallel_comm')
+            t35 = not (t34 if t34.__class__ is bool else _truth(t34))
+            t31 = (t35 if t35.__class__ is bool else _truth(t35))
         else:
-            t32 = False
-        if (t32 if t32.__class__ is bool else _truth(t32)):
-            t38 = env.lookup('megatron')
-            if t38 is None: t38 = Missing('megatron')
-            if t38.__class__ is dict and 'env' in t38:
-                t39 = t38['env']
-                if t39 is None: t39 = Missing('megatron.env')
+            t31 = False
+        if (t31 if t31.__class__ is bool else _truth(t31)):
+            t37 = env.lookup('megatron')
+            if t37 is None: t37 = Missing('megatron')
+            if t37.__class__ is dict and 'env' in t37:
+                t38 = t37['env']
+                if t38 is None: t38 = Missing('megatron.env')
             else:
-                t39 = attr_value(t38, 'env', 'megatron.env')
-            if t39.__class__ is dict and 'cuda_device_max_connections_set' in t39:
-                t40 = t39['cuda_device_max_connections_set']
-                if t40 is None: t40 = Missing('megatron.env.cuda_device_max_connections_set')
+                t38 = attr_value(t37, 'env', 'megatron.env')
+            if t38.__class__ is dict and 'cuda_device_max_connections_set' in t38:
+                t39 = t38['cuda_device_max_connections_set']
+                if t39 is None: t39 = Missing('megatron.env.cuda_device_max_connections_set')
             else:
-                t40 = attr_value(t39, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
-            if (t40 if t40.__class__ is bool else _truth(t40)):
-                t42 = env.lookup('megatron')
-                if t42 is None: t42 = Missing('megatron')
-                if t42.__class__ is dict and 'env' in t42:
-                    t43 = t42['env']
-                    if t43 is None: t43 = Missing('megatron.env')
+                t39 = attr_value(t38, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
+            if (t39 if t39.__class__ is bool else _truth(t39)):
+                t41 = env.lookup('megatron')
+                if t41 is None: t41 = Missing('megatron')
+                if t41.__class__ is dict and 'env' in t41:
+                    t42 = t41['env']
+                    if t42 is None: t42 = Missing('megatron.env')
                 else:
-                    t43 = attr_value(t42, 'env', 'megatron.env')
-                if t43.__class__ is dict and 'cuda_device_max_connections' in t43:
-                    t44 = t43['cuda_device_max_connections']
-                    if t44 is None: t44 = Missing('megatron.env.cuda_device_max_connections')
+                    t42 = attr_value(t41, 'env', 'megatron.env')
+                if t42.__class__ is dict and 'cuda_device_max_connections' in t42:
+                    t43 = t42['cuda_device_max_connections']
+                    if t43 is None: t43 = Missing('megatron.env.cuda_device_max_connections')
                 else:
-                    t44 = attr_value(t43, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
-                t46 = (None)
-                if t44.__class__ is t46.__class__ and (t44.__class__ is int or t44.__class__ is str):
-                    t45 = t44 == t46
-                else:
-                    if t46.__class__ is list or t46.__class__ is dict or t46.__class__ is str: _charge_operands(env, t44, t46)
-                    t45 = _compare('==', t44, t46)
-                t41 = (t45 if t45.__class__ is bool else _truth(t45))
+                    t43 = attr_value(t42, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
+                t44 = (t43 is None or t43.__class__ is Missing)
+                t40 = (t44 if t44.__class__ is bool else _truth(t44))
             else:
-                t41 = False
-            t47 = not (t41 if t41.__class__ is bool else _truth(t41))
-            t37 = (t47 if t47.__class__ is bool else _truth(t47))
+                t40 = False
+            t45 = not (t40 if t40.__class__ is bool else _truth(t40))
+            t36 = (t45 if t45.__class__ is bool else _truth(t45))
         else:
-            t37 = False
-        t5 = (t37 if t37.__class__ is bool else _truth(t37))
+            t36 = False
+        t5 = (t36 if t36.__class__ is bool else _truth(t36))
     else:
         t5 = False
     return t5
@@ -4441,12 +4301,7 @@ def e100(env):
         if t2 is None: t2 = Missing('megatron.layout_error')
     else:
         t2 = attr_value(t1, 'layout_error', 'megatron.layout_error')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e101(env):
@@ -4468,12 +4323,7 @@ def e101(env):
             if t7 is None: t7 = Missing('megatron.layout')
         else:
             t7 = attr_value(t6, 'layout', 'megatron.layout')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
@@ -4512,47 +4362,42 @@ def e104(env):
         if t3 is None: t3 = Missing('megatron.args.mtp_num_layers')
     else:
         t3 = attr_value(t2, 'mtp_num_layers', 'megatron.args.mtp_num_layers')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = (' (')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('megatron')
-        if t8 is None: t8 = Missing('megatron')
-        if t8.__class__ is dict and 'args' in t8:
-            t9 = t8['args']
-            if t9 is None: t9 = Missing('megatron.args')
+        t6 = (' (')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = env.lookup('megatron')
+        if t7 is None: t7 = Missing('megatron')
+        if t7.__class__ is dict and 'args' in t7:
+            t8 = t7['args']
+            if t8 is None: t8 = Missing('megatron.args')
         else:
-            t9 = attr_value(t8, 'args', 'megatron.args')
-        if t9.__class__ is dict and 'mtp_num_layers' in t9:
-            t10 = t9['mtp_num_layers']
-            if t10 is None: t10 = Missing('megatron.args.mtp_num_layers')
+            t8 = attr_value(t7, 'args', 'megatron.args')
+        if t8.__class__ is dict and 'mtp_num_layers' in t8:
+            t9 = t8['mtp_num_layers']
+            if t9 is None: t9 = Missing('megatron.args.mtp_num_layers')
         else:
-            t10 = attr_value(t9, 'mtp_num_layers', 'megatron.args.mtp_num_layers')
-        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
+            t9 = attr_value(t8, 'mtp_num_layers', 'megatron.args.mtp_num_layers')
+        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t6.__class__ is int and t10.__class__ is int:
+            t11 = t6 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('+', t6, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t7.__class__ is int and t11.__class__ is int:
-            t12 = t7 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t7, t11, env)
+        t12 = (' MTP layers m after them)')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = (' MTP layers m after them)')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        if t11.__class__ is int and t12.__class__ is int:
+            t13 = t11 + t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t14 = _binop('+', t12, t13, env)
-        t6 = t14
+            t13 = _binop('+', t11, t12, env)
+        t5 = t13
     else:
-        t15 = ('')
-        t6 = t15
-    return t6
+        t14 = ('')
+        t5 = t14
+    return t5
 
 def e105(env):
     t1 = env.lookup('megatron')
@@ -4562,7 +4407,12 @@ def e105(env):
         if t2 is None: t2 = Missing('megatron.split_pps')
     else:
         t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
-    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
+        t3 = len(t2)
+        env.budget.left -= t3 if t3 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
     t5 = (0)
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 > t5
@@ -4658,12 +4508,7 @@ def e111(env):
         if t2 is None: t2 = Missing('megatron.rampup')
     else:
         t2 = attr_value(t1, 'rampup', 'megatron.rampup')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e112(env):
@@ -4690,12 +4535,7 @@ def e112(env):
             if t8 is None: t8 = Missing('megatron.args.rampup_batch_size')
         else:
             t8 = attr_value(t7, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -4731,30 +4571,25 @@ def e114(env):
         if t3 is None: t3 = Missing('megatron.args.global_batch_size')
     else:
         t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('megatron')
-        if t7 is None: t7 = Missing('megatron')
-        if t7.__class__ is dict and 'args' in t7:
-            t8 = t7['args']
-            if t8 is None: t8 = Missing('megatron.args')
+        t6 = env.lookup('megatron')
+        if t6 is None: t6 = Missing('megatron')
+        if t6.__class__ is dict and 'args' in t6:
+            t7 = t6['args']
+            if t7 is None: t7 = Missing('megatron.args')
         else:
-            t8 = attr_value(t7, 'args', 'megatron.args')
-        if t8.__class__ is dict and 'global_batch_size' in t8:
-            t9 = t8['global_batch_size']
-            if t9 is None: t9 = Missing('megatron.args.global_batch_size')
+            t7 = attr_value(t6, 'args', 'megatron.args')
+        if t7.__class__ is dict and 'global_batch_size' in t7:
+            t8 = t7['global_batch_size']
+            if t8 is None: t8 = Missing('megatron.args.global_batch_size')
         else:
-            t9 = attr_value(t8, 'global_batch_size', 'megatron.args.global_batch_size')
-        t6 = t9
+            t8 = attr_value(t7, 'global_batch_size', 'megatron.args.global_batch_size')
+        t5 = t8
     else:
-        t10 = ('unset')
-        t6 = t10
-    return t6
+        t9 = ('unset')
+        t5 = t9
+    return t5
 
 def e115(env):
     t1 = env.lookup('megatron')
@@ -4769,19 +4604,14 @@ def e115(env):
         if t3 is None: t3 = Missing('megatron.rampup.iteration')
     else:
         t3 = attr_value(t2, 'iteration', 'megatron.rampup.iteration')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('==', t3, t5)
+    t4 = (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('fails at start-up')
-        t6 = t7
+        t6 = ('fails at start-up')
+        t5 = t6
     else:
-        t8 = ('fails during training')
-        t6 = t8
-    return t6
+        t7 = ('fails during training')
+        t5 = t7
+    return t5
 
 def e116(env):
     t1 = env.lookup('megatron')
@@ -4836,83 +4666,73 @@ def e119(env):
         if t2 is None: t2 = Missing('megatron.dp')
     else:
         t2 = attr_value(t1, 'dp', 'megatron.dp')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('megatron')
-        if t6 is None: t6 = Missing('megatron')
-        if t6.__class__ is dict and 'args' in t6:
-            t7 = t6['args']
-            if t7 is None: t7 = Missing('megatron.args')
+        t5 = env.lookup('megatron')
+        if t5 is None: t5 = Missing('megatron')
+        if t5.__class__ is dict and 'args' in t5:
+            t6 = t5['args']
+            if t6 is None: t6 = Missing('megatron.args')
         else:
-            t7 = attr_value(t6, 'args', 'megatron.args')
-        if t7.__class__ is dict and 'micro_batch_size' in t7:
-            t8 = t7['micro_batch_size']
-            if t8 is None: t8 = Missing('megatron.args.micro_batch_size')
+            t6 = attr_value(t5, 'args', 'megatron.args')
+        if t6.__class__ is dict and 'micro_batch_size' in t6:
+            t7 = t6['micro_batch_size']
+            if t7 is None: t7 = Missing('megatron.args.micro_batch_size')
         else:
-            t8 = attr_value(t7, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t7 = attr_value(t6, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t8 = not (t7 is None or t7.__class__ is Missing)
+        t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t12 = (' (')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('megatron')
-        if t13 is None: t13 = Missing('megatron')
-        if t13.__class__ is dict and 'args' in t13:
-            t14 = t13['args']
-            if t14 is None: t14 = Missing('megatron.args')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t10 = (' (')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = env.lookup('megatron')
+        if t11 is None: t11 = Missing('megatron')
+        if t11.__class__ is dict and 'args' in t11:
+            t12 = t11['args']
+            if t12 is None: t12 = Missing('megatron.args')
         else:
-            t14 = attr_value(t13, 'args', 'megatron.args')
-        if t14.__class__ is dict and 'micro_batch_size' in t14:
-            t15 = t14['micro_batch_size']
-            if t15 is None: t15 = Missing('megatron.args.micro_batch_size')
+            t12 = attr_value(t11, 'args', 'megatron.args')
+        if t12.__class__ is dict and 'micro_batch_size' in t12:
+            t13 = t12['micro_batch_size']
+            if t13 is None: t13 = Missing('megatron.args.micro_batch_size')
         else:
-            t15 = attr_value(t14, 'micro_batch_size', 'megatron.args.micro_batch_size')
+            t13 = attr_value(t12, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = env.lookup('megatron')
+        if t14 is None: t14 = Missing('megatron')
+        if t14.__class__ is dict and 'dp' in t14:
+            t15 = t14['dp']
+            if t15 is None: t15 = Missing('megatron.dp')
+        else:
+            t15 = attr_value(t14, 'dp', 'megatron.dp')
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = env.lookup('megatron')
-        if t16 is None: t16 = Missing('megatron')
-        if t16.__class__ is dict and 'dp' in t16:
-            t17 = t16['dp']
-            if t17 is None: t17 = Missing('megatron.dp')
+        if t13.__class__ is int and t15.__class__ is int:
+            t16 = t13 * t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t17 = attr_value(t16, 'dp', 'megatron.dp')
+            t16 = _binop('*', t13, t15, env)
+        t17 = call_value(env, F_str.fn, F_str.cost, True, [t16])
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t15.__class__ is int and t17.__class__ is int:
-            t18 = t15 * t17
+        if t10.__class__ is int and t17.__class__ is int:
+            t18 = t10 + t17
             if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
         else:
-            t18 = _binop('*', t15, t17, env)
-        t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
+            t18 = _binop('+', t10, t17, env)
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = (')')
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t12.__class__ is int and t19.__class__ is int:
-            t20 = t12 + t19
+        if t18.__class__ is int and t19.__class__ is int:
+            t20 = t18 + t19
             if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
         else:
-            t20 = _binop('+', t12, t19, env)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = (')')
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t20.__class__ is int and t21.__class__ is int:
-            t22 = t20 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
-        else:
-            t22 = _binop('+', t20, t21, env)
-        t11 = t22
+            t20 = _binop('+', t18, t19, env)
+        t9 = t20
     else:
-        t23 = ('')
-        t11 = t23
-    return t11
+        t21 = ('')
+        t9 = t21
+    return t9
 
 def e120(env):
     t1 = env.lookup('megatron')

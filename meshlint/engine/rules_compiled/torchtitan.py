@@ -6,9 +6,9 @@ from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 13859, 4203978419, 2593997431), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 12794, 3258504645, 3987680024), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 17119, 3763625098, 1504128504), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 14423, 91822, 548996857), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -729,12 +729,7 @@ def e26(env):
         if t2 is None: t2 = Missing('model.name')
     else:
         t2 = attr_value(t1, 'name', 'model.name')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e27(env):
@@ -745,25 +740,20 @@ def e27(env):
         if t2 is None: t2 = Missing('model.flavor')
     else:
         t2 = attr_value(t1, 'flavor', 'model.flavor')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('model')
-        if t6 is None: t6 = Missing('model')
-        if t6.__class__ is dict and 'flavor' in t6:
-            t7 = t6['flavor']
-            if t7 is None: t7 = Missing('model.flavor')
+        t5 = env.lookup('model')
+        if t5 is None: t5 = Missing('model')
+        if t5.__class__ is dict and 'flavor' in t5:
+            t6 = t5['flavor']
+            if t6 is None: t6 = Missing('model.flavor')
         else:
-            t7 = attr_value(t6, 'flavor', 'model.flavor')
-        t5 = t7
+            t6 = attr_value(t5, 'flavor', 'model.flavor')
+        t4 = t6
     else:
-        t8 = ('(none)')
-        t5 = t8
-    return t5
+        t7 = ('(none)')
+        t4 = t7
+    return t4
 
 def e28(env):
     t1 = env.lookup('model')
@@ -773,25 +763,20 @@ def e28(env):
         if t2 is None: t2 = Missing('model.flavor')
     else:
         t2 = attr_value(t1, 'flavor', 'model.flavor')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('model')
-        if t6 is None: t6 = Missing('model')
-        if t6.__class__ is dict and 'flavor' in t6:
-            t7 = t6['flavor']
-            if t7 is None: t7 = Missing('model.flavor')
+        t5 = env.lookup('model')
+        if t5 is None: t5 = Missing('model')
+        if t5.__class__ is dict and 'flavor' in t5:
+            t6 = t5['flavor']
+            if t6 is None: t6 = Missing('model.flavor')
         else:
-            t7 = attr_value(t6, 'flavor', 'model.flavor')
-        t5 = t7
+            t6 = attr_value(t5, 'flavor', 'model.flavor')
+        t4 = t6
     else:
-        t8 = ('<flavor>')
-        t5 = t8
-    return t5
+        t7 = ('<flavor>')
+        t4 = t7
+    return t4
 
 def e29(env):
     t1 = env.lookup('model')
@@ -1578,63 +1563,58 @@ def e69(env):
     t1 = []
     t3 = env.lookup('choices')
     if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'ep' in t7:
-            t8 = t7['ep']
-            if t8 is None: t8 = Missing('choices.ep')
+        t6 = env.lookup('choices')
+        if t6 is None: t6 = Missing('choices')
+        if t6.__class__ is dict and 'ep' in t6:
+            t7 = t6['ep']
+            if t7 is None: t7 = Missing('choices.ep')
         else:
-            t8 = attr_value(t7, 'ep', 'choices.ep')
-        t6 = t8
+            t7 = attr_value(t6, 'ep', 'choices.ep')
+        t5 = t7
     else:
-        t9 = env.lookup('region')
-        if t9 is None: t9 = Missing('region')
-        t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
-        t6 = t10
-    t2 = loop_items(t6)
-    t11 = Env({}, None, env.budget, env)
-    for t12 in t2:
+        t8 = env.lookup('region')
+        if t8 is None: t8 = Missing('region')
+        t9 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t8])
+        t5 = t9
+    t2 = loop_items(t5)
+    t10 = Env({}, None, env.budget, env)
+    for t11 in t2:
         _charge(env, 19)
-        t11.values['e'] = t12
-        t11.let_cache = None
-        t13 = t12
-        if t13 is None: t13 = Missing('e')
-        t15 = (1)
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-            t14 = t13 > t15
+        t10.values['e'] = t11
+        t10.let_cache = None
+        t12 = t11
+        if t12 is None: t12 = Missing('e')
+        t14 = (1)
+        if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            t13 = t12 > t14
         else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t11, t13, t15)
-            t14 = _compare('>', t13, t15)
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t17 = t11.lookup('region')
-            if t17 is None: t17 = Missing('region')
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t10, t12, t14)
+            t13 = _compare('>', t12, t14)
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t16 = t10.lookup('region')
+            if t16 is None: t16 = Missing('region')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = t11
+            if t17 is None: t17 = Missing('e')
             if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = t12
-            if t18 is None: t18 = Missing('e')
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = _binop('%', t17, t18, t11)
-            t21 = (0)
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 == t21
+            t18 = _binop('%', t16, t17, t10)
+            t20 = (0)
+            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
+                t19 = t18 == t20
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t11, t19, t21)
-                t20 = _compare('==', t19, t21)
-            t16 = (t20 if t20.__class__ is bool else _truth(t20))
+                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t10, t18, t20)
+                t19 = _compare('==', t18, t20)
+            t15 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t22 = t12
-            if t22 is None: t22 = Missing('e')
-            t1.append(t22)
-            t11.budget.mem -= 1
-            if t11.budget.mem < 0: _charge_mem(env, 0)
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t21 = t11
+            if t21 is None: t21 = Missing('e')
+            t1.append(t21)
+            t10.budget.mem -= 1
+            if t10.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -1663,45 +1643,45 @@ def e71(env):
 def e72(env):
     t1 = env.lookup('framework_error')
     if t1 is None: t1 = Missing('framework_error')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('error_stage')
-        if t5 is None: t5 = Missing('error_stage')
-        t7 = ('load')
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 != t7
+        t4 = env.lookup('error_stage')
+        if t4 is None: t4 = Missing('error_stage')
+        t6 = ('load')
+        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+            t5 = t4 != t6
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('!=', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
+            t5 = _compare('!=', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = (': ')
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = (': ')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = env.lookup('framework_error')
+        if t9 is None: t9 = Missing('framework_error')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('framework_error')
-        if t10 is None: t10 = Missing('framework_error')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        if t8.__class__ is int and t9.__class__ is int:
+            t10 = t8 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t11 = _binop('+', t9, t10, env)
-        t8 = t11
+            t10 = _binop('+', t8, t9, env)
+        t7 = t10
     else:
-        t12 = ('')
-        t8 = t12
-    return t8
+        t11 = ('')
+        t7 = t11
+    return t7
 
 def e73(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 > t4
@@ -1818,12 +1798,7 @@ def e76(env):
                 if t14 is None: t14 = Missing('model.non_blocking_capacity_factor')
             else:
                 t14 = attr_value(t13, 'non_blocking_capacity_factor', 'model.non_blocking_capacity_factor')
-            t16 = (None)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('!=', t14, t16)
+            t15 = not (t14 is None or t14.__class__ is Missing)
             t12 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
             t12 = False
@@ -2985,12 +2960,7 @@ def e125(env):
                 if t11 is None: t11 = Missing('parallelism.context_parallel_load_balancer')
             else:
                 t11 = attr_value(t10, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
-            t13 = (None)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 != t13
-            else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-                t12 = _compare('!=', t11, t13)
+            t12 = not (t11 is None or t11.__class__ is Missing)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
@@ -3292,12 +3262,7 @@ def e140(env):
                 if t12 is None: t12 = Missing('model.attn_backend')
             else:
                 t12 = attr_value(t11, 'attn_backend', 'model.attn_backend')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t10 = False
@@ -3382,12 +3347,7 @@ def e143(env):
                 if t10 is None: t10 = Missing('model.moe_comm_backend')
             else:
                 t10 = attr_value(t9, 'moe_comm_backend', 'model.moe_comm_backend')
-            t12 = (None)
-            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-                t11 = t10 != t12
-            else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-                t11 = _compare('!=', t10, t12)
+            t11 = not (t10 is None or t10.__class__ is Missing)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
@@ -3450,12 +3410,7 @@ def e146(env):
                 if t11 is None: t11 = Missing('pipeline.schedule')
             else:
                 t11 = attr_value(t10, 'schedule', 'pipeline.schedule')
-            t13 = (None)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 != t13
-            else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-                t12 = _compare('!=', t11, t13)
+            t12 = not (t11 is None or t11.__class__ is Missing)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
@@ -3493,12 +3448,7 @@ def e148(env):
             if t7 is None: t7 = Missing('parallelism.spmd_backend')
         else:
             t7 = attr_value(t6, 'spmd_backend', 'parallelism.spmd_backend')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
@@ -3712,12 +3662,7 @@ def e154(env):
             if t8 is None: t8 = Missing('config.optimizer.name')
         else:
             t8 = attr_value(t7, 'name', 'config.optimizer.name')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -3800,12 +3745,7 @@ def e157(env):
             if t11 is None: t11 = Missing('optimizer_name')
         else:
             t11 = attr_value(t10, 'optimizer_name', 'optimizer_name')
-        t13 = (None)
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 != t13
-        else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-            t12 = _compare('!=', t11, t13)
+        t12 = not (t11 is None or t11.__class__ is Missing)
         t5 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
         t5 = False
@@ -3844,7 +3784,11 @@ def e158(env):
             if t12 is None: t12 = Missing('config.optimizer.param_groups')
         else:
             t12 = attr_value(t11, 'param_groups', 'config.optimizer.param_groups')
-        t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t13 = type_name(t12)
+        env.budget.mem -= len(t13)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t15 = ('list')
         if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
             t14 = t13 == t15
@@ -3867,7 +3811,12 @@ def e158(env):
             if t19 is None: t19 = Missing('config.optimizer.param_groups')
         else:
             t19 = attr_value(t18, 'param_groups', 'config.optimizer.param_groups')
-        t20 = call_value(env, F_len.fn, F_len.cost, False, [t19])
+        if t19.__class__ is list or t19.__class__ is str or t19.__class__ is dict:
+            t20 = len(t19)
+            env.budget.left -= t20 if t20 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t20 = call_value(env, F_len.fn, F_len.cost, False, [t19])
         t21 = call_value(env, F_range.fn, F_range.cost, False, [t20])
         t16 = t21
     else:
@@ -4174,47 +4123,42 @@ def e169(env):
             if t8 is None: t8 = Missing('config.checkpoint.keep_latest_k')
         else:
             t8 = attr_value(t7, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('framework_version')
-            if t12 is None: t12 = Missing('framework_version')
-            t14 = ('0.2.x')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
+            t11 = env.lookup('framework_version')
+            if t11 is None: t11 = Missing('framework_version')
+            t13 = ('0.2.x')
+            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 != t13
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            if not (t13 if t13.__class__ is bool else _truth(t13)):
-                t16 = env.lookup('config')
-                if t16 is None: t16 = Missing('config')
-                if t16.__class__ is dict and 'checkpoint' in t16:
-                    t17 = t16['checkpoint']
-                    if t17 is None: t17 = Missing('config.checkpoint')
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
+                t12 = _compare('!=', t11, t13)
+            if not (t12 if t12.__class__ is bool else _truth(t12)):
+                t15 = env.lookup('config')
+                if t15 is None: t15 = Missing('config')
+                if t15.__class__ is dict and 'checkpoint' in t15:
+                    t16 = t15['checkpoint']
+                    if t16 is None: t16 = Missing('config.checkpoint')
                 else:
-                    t17 = attr_value(t16, 'checkpoint', 'config.checkpoint')
-                if t17.__class__ is dict and 'enable' in t17:
-                    t18 = t17['enable']
-                    if t18 is None: t18 = Missing('config.checkpoint.enable')
+                    t16 = attr_value(t15, 'checkpoint', 'config.checkpoint')
+                if t16.__class__ is dict and 'enable' in t16:
+                    t17 = t16['enable']
+                    if t17 is None: t17 = Missing('config.checkpoint.enable')
                 else:
-                    t18 = attr_value(t17, 'enable', 'config.checkpoint.enable')
-                t20 = (True)
-                if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                    t19 = t18 == t20
+                    t17 = attr_value(t16, 'enable', 'config.checkpoint.enable')
+                t19 = (True)
+                if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
+                    t18 = t17 == t19
                 else:
-                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                    t19 = _compare('==', t18, t20)
-                t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                    if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
+                    t18 = _compare('==', t17, t19)
+                t14 = (t18 if t18.__class__ is bool else _truth(t18))
             else:
-                t15 = True
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = True
+            t10 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -4578,7 +4522,11 @@ def e178(env):
             if t8 is None: t8 = Missing('config.checkpoint.async_mode')
         else:
             t8 = attr_value(t7, 'async_mode', 'config.checkpoint.async_mode')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('string')
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -4697,7 +4645,11 @@ def e181(env):
             if t8 is None: t8 = Missing('config.checkpoint.exclude_from_loading')
         else:
             t8 = attr_value(t7, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('list')
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -4980,7 +4932,11 @@ def e192(env):
             if t8 is None: t8 = Missing('config.model.converters')
         else:
             t8 = attr_value(t7, 'converters', 'config.model.converters')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('list')
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -5029,12 +4985,7 @@ def e192(env):
                 if t23 is None: t23 = Missing('config.quantize.linear.float8.recipe_name')
             else:
                 t23 = attr_value(t22, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
-            t25 = (None)
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 != t25
-            else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-                t24 = _compare('!=', t23, t25)
+            t24 = not (t23 is None or t23.__class__ is Missing)
             t18 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
             t18 = False
@@ -5115,7 +5066,11 @@ def e195(env):
             if t8 is None: t8 = Missing('config.model.converters')
         else:
             t8 = attr_value(t7, 'converters', 'config.model.converters')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('list')
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -5252,7 +5207,11 @@ def e200(env):
             if t8 is None: t8 = Missing('config.model.converters')
         else:
             t8 = attr_value(t7, 'converters', 'config.model.converters')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('list')
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -5414,7 +5373,11 @@ def e202(env):
             if t8 is None: t8 = Missing('config.model.converters')
         else:
             t8 = attr_value(t7, 'converters', 'config.model.converters')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('list')
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
@@ -5506,7 +5469,11 @@ def e206(env):
             if t7 is None: t7 = Missing('config.checkpoint')
         else:
             t7 = attr_value(t6, 'checkpoint', 'config.checkpoint')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('table')
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
@@ -5525,12 +5492,7 @@ def e206(env):
             t14 = ('class')
             if t14 is None or t14.__class__ is Missing: _need(t14)
             t15 = index_value(t13, t14, 'config.checkpoint')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
+            t16 = not (t15 is None or t15.__class__ is Missing)
             t11 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
             t11 = False
@@ -5588,406 +5550,391 @@ def e207(env):
         if t18 is None: t18 = Missing('config.checkpoint.initial_load_path')
     else:
         t18 = attr_value(t17, 'initial_load_path', 'config.checkpoint.initial_load_path')
-    t20 = (None)
-    if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-        t19 = t18 != t20
-    else:
-        if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-        t19 = _compare('!=', t18, t20)
+    t19 = not (t18 is None or t18.__class__ is Missing)
     if (t19 if t19.__class__ is bool else _truth(t19)):
-        t22 = env.lookup('config')
-        if t22 is None: t22 = Missing('config')
-        if t22.__class__ is dict and 'checkpoint' in t22:
-            t23 = t22['checkpoint']
-            if t23 is None: t23 = Missing('config.checkpoint')
+        t21 = env.lookup('config')
+        if t21 is None: t21 = Missing('config')
+        if t21.__class__ is dict and 'checkpoint' in t21:
+            t22 = t21['checkpoint']
+            if t22 is None: t22 = Missing('config.checkpoint')
         else:
-            t23 = attr_value(t22, 'checkpoint', 'config.checkpoint')
-        if t23.__class__ is dict and 'initial_load_path' in t23:
-            t24 = t23['initial_load_path']
-            if t24 is None: t24 = Missing('config.checkpoint.initial_load_path')
+            t22 = attr_value(t21, 'checkpoint', 'config.checkpoint')
+        if t22.__class__ is dict and 'initial_load_path' in t22:
+            t23 = t22['initial_load_path']
+            if t23 is None: t23 = Missing('config.checkpoint.initial_load_path')
         else:
-            t24 = attr_value(t23, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        t26 = ('')
-        if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
-            t25 = t24 != t26
+            t23 = attr_value(t22, 'initial_load_path', 'config.checkpoint.initial_load_path')
+        t25 = ('')
+        if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+            t24 = t23 != t25
         else:
-            if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(env, t24, t26)
-            t25 = _compare('!=', t24, t26)
-        t21 = (t25 if t25.__class__ is bool else _truth(t25))
+            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
+            t24 = _compare('!=', t23, t25)
+        t20 = (t24 if t24.__class__ is bool else _truth(t24))
     else:
-        t21 = False
-    if (t21 if t21.__class__ is bool else _truth(t21)):
-        t28 = env.lookup('config')
-        if t28 is None: t28 = Missing('config')
-        if t28.__class__ is dict and 'checkpoint' in t28:
-            t29 = t28['checkpoint']
-            if t29 is None: t29 = Missing('config.checkpoint')
+        t20 = False
+    if (t20 if t20.__class__ is bool else _truth(t20)):
+        t27 = env.lookup('config')
+        if t27 is None: t27 = Missing('config')
+        if t27.__class__ is dict and 'checkpoint' in t27:
+            t28 = t27['checkpoint']
+            if t28 is None: t28 = Missing('config.checkpoint')
         else:
-            t29 = attr_value(t28, 'checkpoint', 'config.checkpoint')
-        if t29.__class__ is dict and 'initial_load_path' in t29:
-            t30 = t29['initial_load_path']
-            if t30 is None: t30 = Missing('config.checkpoint.initial_load_path')
+            t28 = attr_value(t27, 'checkpoint', 'config.checkpoint')
+        if t28.__class__ is dict and 'initial_load_path' in t28:
+            t29 = t28['initial_load_path']
+            if t29 is None: t29 = Missing('config.checkpoint.initial_load_path')
         else:
-            t30 = attr_value(t29, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        t31 = call_value(env, F_strip.fn, F_strip.cost, False, [t30])
-        t32 = ('/')
-        t33 = call_value(env, F_startswith.fn, F_startswith.cost, False, [t31, t32])
-        t34 = not (t33 if t33.__class__ is bool else _truth(t33))
-        t27 = (t34 if t34.__class__ is bool else _truth(t34))
+            t29 = attr_value(t28, 'initial_load_path', 'config.checkpoint.initial_load_path')
+        t30 = call_value(env, F_strip.fn, F_strip.cost, False, [t29])
+        t31 = ('/')
+        t32 = call_value(env, F_startswith.fn, F_startswith.cost, False, [t30, t31])
+        t33 = not (t32 if t32.__class__ is bool else _truth(t32))
+        t26 = (t33 if t33.__class__ is bool else _truth(t33))
     else:
-        t27 = False
-    if (t27 if t27.__class__ is bool else _truth(t27)):
-        t36 = ('://')
-        t38 = env.lookup('config')
-        if t38 is None: t38 = Missing('config')
-        if t38.__class__ is dict and 'checkpoint' in t38:
-            t39 = t38['checkpoint']
-            if t39 is None: t39 = Missing('config.checkpoint')
+        t26 = False
+    if (t26 if t26.__class__ is bool else _truth(t26)):
+        t35 = ('://')
+        t37 = env.lookup('config')
+        if t37 is None: t37 = Missing('config')
+        if t37.__class__ is dict and 'checkpoint' in t37:
+            t38 = t37['checkpoint']
+            if t38 is None: t38 = Missing('config.checkpoint')
         else:
-            t39 = attr_value(t38, 'checkpoint', 'config.checkpoint')
-        if t39.__class__ is dict and 'initial_load_path' in t39:
-            t40 = t39['initial_load_path']
-            if t40 is None: t40 = Missing('config.checkpoint.initial_load_path')
+            t38 = attr_value(t37, 'checkpoint', 'config.checkpoint')
+        if t38.__class__ is dict and 'initial_load_path' in t38:
+            t39 = t38['initial_load_path']
+            if t39 is None: t39 = Missing('config.checkpoint.initial_load_path')
         else:
-            t40 = attr_value(t39, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        if t40.__class__ is list or t40.__class__ is dict or t40.__class__ is str: _charge_operands(env, t36, t40)
-        t37 = _compare('in', t36, t40)
-        t41 = not (t37 if t37.__class__ is bool else _truth(t37))
-        t35 = (t41 if t41.__class__ is bool else _truth(t41))
+            t39 = attr_value(t38, 'initial_load_path', 'config.checkpoint.initial_load_path')
+        if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(env, t35, t39)
+        t36 = _compare('in', t35, t39)
+        t40 = not (t36 if t36.__class__ is bool else _truth(t36))
+        t34 = (t40 if t40.__class__ is bool else _truth(t40))
     else:
-        t35 = False
-    t42 = ('checkpoint.initial_load_path')
-    t43 = ('ValueError: initial_load_path must be an absolute path or a remote URI (e.g. gs://...)')
-    t44 = ('write an absolute path (/...) or a remote URI (gs://..., s3://...)')
-    t45 = env.lookup('config')
-    if t45 is None: t45 = Missing('config')
-    if t45.__class__ is dict and 'checkpoint' in t45:
-        t46 = t45['checkpoint']
-        if t46 is None: t46 = Missing('config.checkpoint')
+        t34 = False
+    t41 = ('checkpoint.initial_load_path')
+    t42 = ('ValueError: initial_load_path must be an absolute path or a remote URI (e.g. gs://...)')
+    t43 = ('write an absolute path (/...) or a remote URI (gs://..., s3://...)')
+    t44 = env.lookup('config')
+    if t44 is None: t44 = Missing('config')
+    if t44.__class__ is dict and 'checkpoint' in t44:
+        t45 = t44['checkpoint']
+        if t45 is None: t45 = Missing('config.checkpoint')
     else:
-        t46 = attr_value(t45, 'checkpoint', 'config.checkpoint')
-    if t46.__class__ is dict and 'initial_load_path' in t46:
-        t47 = t46['initial_load_path']
-        if t47 is None: t47 = Missing('config.checkpoint.initial_load_path')
+        t45 = attr_value(t44, 'checkpoint', 'config.checkpoint')
+    if t45.__class__ is dict and 'initial_load_path' in t45:
+        t46 = t45['initial_load_path']
+        if t46 is None: t46 = Missing('config.checkpoint.initial_load_path')
     else:
-        t47 = attr_value(t46, 'initial_load_path', 'config.checkpoint.initial_load_path')
-    t48 = [t35, t42, t43, t44, t47]
-    t49 = env.lookup('config')
-    if t49 is None: t49 = Missing('config')
-    if t49.__class__ is dict and 'checkpoint' in t49:
-        t50 = t49['checkpoint']
-        if t50 is None: t50 = Missing('config.checkpoint')
+        t46 = attr_value(t45, 'initial_load_path', 'config.checkpoint.initial_load_path')
+    t47 = [t34, t41, t42, t43, t46]
+    t48 = env.lookup('config')
+    if t48 is None: t48 = Missing('config')
+    if t48.__class__ is dict and 'checkpoint' in t48:
+        t49 = t48['checkpoint']
+        if t49 is None: t49 = Missing('config.checkpoint')
     else:
-        t50 = attr_value(t49, 'checkpoint', 'config.checkpoint')
-    if t50.__class__ is dict and 'interval' in t50:
-        t51 = t50['interval']
-        if t51 is None: t51 = Missing('config.checkpoint.interval')
+        t49 = attr_value(t48, 'checkpoint', 'config.checkpoint')
+    if t49.__class__ is dict and 'interval' in t49:
+        t50 = t49['interval']
+        if t50 is None: t50 = Missing('config.checkpoint.interval')
     else:
-        t51 = attr_value(t50, 'interval', 'config.checkpoint.interval')
-    t53 = (1)
-    if t51.__class__ is t53.__class__ and (t51.__class__ is int or t51.__class__ is str):
-        t52 = t51 < t53
+        t50 = attr_value(t49, 'interval', 'config.checkpoint.interval')
+    t52 = (1)
+    if t50.__class__ is t52.__class__ and (t50.__class__ is int or t50.__class__ is str):
+        t51 = t50 < t52
     else:
-        if t53.__class__ is list or t53.__class__ is dict or t53.__class__ is str: _charge_operands(env, t51, t53)
-        t52 = _compare('<', t51, t53)
-    t54 = ('checkpoint.interval')
-    t55 = ('ValueError: Checkpoint interval needs to be at least 1 step.')
-    t56 = ('use interval >= 1')
-    t57 = env.lookup('config')
-    if t57 is None: t57 = Missing('config')
-    if t57.__class__ is dict and 'checkpoint' in t57:
-        t58 = t57['checkpoint']
-        if t58 is None: t58 = Missing('config.checkpoint')
+        if t52.__class__ is list or t52.__class__ is dict or t52.__class__ is str: _charge_operands(env, t50, t52)
+        t51 = _compare('<', t50, t52)
+    t53 = ('checkpoint.interval')
+    t54 = ('ValueError: Checkpoint interval needs to be at least 1 step.')
+    t55 = ('use interval >= 1')
+    t56 = env.lookup('config')
+    if t56 is None: t56 = Missing('config')
+    if t56.__class__ is dict and 'checkpoint' in t56:
+        t57 = t56['checkpoint']
+        if t57 is None: t57 = Missing('config.checkpoint')
     else:
-        t58 = attr_value(t57, 'checkpoint', 'config.checkpoint')
-    if t58.__class__ is dict and 'interval' in t58:
-        t59 = t58['interval']
-        if t59 is None: t59 = Missing('config.checkpoint.interval')
+        t57 = attr_value(t56, 'checkpoint', 'config.checkpoint')
+    if t57.__class__ is dict and 'interval' in t57:
+        t58 = t57['interval']
+        if t58 is None: t58 = Missing('config.checkpoint.interval')
     else:
-        t59 = attr_value(t58, 'interval', 'config.checkpoint.interval')
-    t60 = [t52, t54, t55, t56, t59]
-    t61 = env.lookup('config')
-    if t61 is None: t61 = Missing('config')
-    if t61.__class__ is dict and 'checkpoint' in t61:
-        t62 = t61['checkpoint']
-        if t62 is None: t62 = Missing('config.checkpoint')
+        t58 = attr_value(t57, 'interval', 'config.checkpoint.interval')
+    t59 = [t51, t53, t54, t55, t58]
+    t60 = env.lookup('config')
+    if t60 is None: t60 = Missing('config')
+    if t60.__class__ is dict and 'checkpoint' in t60:
+        t61 = t60['checkpoint']
+        if t61 is None: t61 = Missing('config.checkpoint')
     else:
-        t62 = attr_value(t61, 'checkpoint', 'config.checkpoint')
-    if t62.__class__ is dict and 'keep_latest_k' in t62:
-        t63 = t62['keep_latest_k']
-        if t63 is None: t63 = Missing('config.checkpoint.keep_latest_k')
+        t61 = attr_value(t60, 'checkpoint', 'config.checkpoint')
+    if t61.__class__ is dict and 'keep_latest_k' in t61:
+        t62 = t61['keep_latest_k']
+        if t62 is None: t62 = Missing('config.checkpoint.keep_latest_k')
     else:
-        t63 = attr_value(t62, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
-    t65 = (0)
-    if t63.__class__ is t65.__class__ and (t63.__class__ is int or t63.__class__ is str):
-        t64 = t63 < t65
+        t62 = attr_value(t61, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
+    t64 = (0)
+    if t62.__class__ is t64.__class__ and (t62.__class__ is int or t62.__class__ is str):
+        t63 = t62 < t64
     else:
-        if t65.__class__ is list or t65.__class__ is dict or t65.__class__ is str: _charge_operands(env, t63, t65)
-        t64 = _compare('<', t63, t65)
-    t66 = ('checkpoint.keep_latest_k')
-    t67 = ('ValueError: keep_latest_k cannot be negative.')
-    t68 = ('use keep_latest_k = 0 (keep all) or >= 2')
-    t69 = env.lookup('config')
-    if t69 is None: t69 = Missing('config')
-    if t69.__class__ is dict and 'checkpoint' in t69:
-        t70 = t69['checkpoint']
-        if t70 is None: t70 = Missing('config.checkpoint')
+        if t64.__class__ is list or t64.__class__ is dict or t64.__class__ is str: _charge_operands(env, t62, t64)
+        t63 = _compare('<', t62, t64)
+    t65 = ('checkpoint.keep_latest_k')
+    t66 = ('ValueError: keep_latest_k cannot be negative.')
+    t67 = ('use keep_latest_k = 0 (keep all) or >= 2')
+    t68 = env.lookup('config')
+    if t68 is None: t68 = Missing('config')
+    if t68.__class__ is dict and 'checkpoint' in t68:
+        t69 = t68['checkpoint']
+        if t69 is None: t69 = Missing('config.checkpoint')
     else:
-        t70 = attr_value(t69, 'checkpoint', 'config.checkpoint')
-    if t70.__class__ is dict and 'keep_latest_k' in t70:
-        t71 = t70['keep_latest_k']
-        if t71 is None: t71 = Missing('config.checkpoint.keep_latest_k')
+        t69 = attr_value(t68, 'checkpoint', 'config.checkpoint')
+    if t69.__class__ is dict and 'keep_latest_k' in t69:
+        t70 = t69['keep_latest_k']
+        if t70 is None: t70 = Missing('config.checkpoint.keep_latest_k')
     else:
-        t71 = attr_value(t70, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
-    t72 = [t64, t66, t67, t68, t71]
-    t73 = env.lookup('config')
-    if t73 is None: t73 = Missing('config')
-    if t73.__class__ is dict and 'checkpoint' in t73:
-        t74 = t73['checkpoint']
-        if t74 is None: t74 = Missing('config.checkpoint')
+        t70 = attr_value(t69, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
+    t71 = [t63, t65, t66, t67, t70]
+    t72 = env.lookup('config')
+    if t72 is None: t72 = Missing('config')
+    if t72.__class__ is dict and 'checkpoint' in t72:
+        t73 = t72['checkpoint']
+        if t73 is None: t73 = Missing('config.checkpoint')
     else:
-        t74 = attr_value(t73, 'checkpoint', 'config.checkpoint')
-    if t74.__class__ is dict and 'initial_load_in_hf_quantized' in t74:
-        t75 = t74['initial_load_in_hf_quantized']
-        if t75 is None: t75 = Missing('config.checkpoint.initial_load_in_hf_quantized')
+        t73 = attr_value(t72, 'checkpoint', 'config.checkpoint')
+    if t73.__class__ is dict and 'initial_load_in_hf_quantized' in t73:
+        t74 = t73['initial_load_in_hf_quantized']
+        if t74 is None: t74 = Missing('config.checkpoint.initial_load_in_hf_quantized')
     else:
-        t75 = attr_value(t74, 'initial_load_in_hf_quantized', 'config.checkpoint.initial_load_in_hf_quantized')
-    t77 = (True)
-    if t75.__class__ is t77.__class__ and (t75.__class__ is int or t75.__class__ is str):
-        t76 = t75 == t77
+        t74 = attr_value(t73, 'initial_load_in_hf_quantized', 'config.checkpoint.initial_load_in_hf_quantized')
+    t76 = (True)
+    if t74.__class__ is t76.__class__ and (t74.__class__ is int or t74.__class__ is str):
+        t75 = t74 == t76
     else:
-        if t77.__class__ is list or t77.__class__ is dict or t77.__class__ is str: _charge_operands(env, t75, t77)
-        t76 = _compare('==', t75, t77)
-    if (t76 if t76.__class__ is bool else _truth(t76)):
-        t79 = env.lookup('config')
-        if t79 is None: t79 = Missing('config')
-        if t79.__class__ is dict and 'checkpoint' in t79:
-            t80 = t79['checkpoint']
-            if t80 is None: t80 = Missing('config.checkpoint')
+        if t76.__class__ is list or t76.__class__ is dict or t76.__class__ is str: _charge_operands(env, t74, t76)
+        t75 = _compare('==', t74, t76)
+    if (t75 if t75.__class__ is bool else _truth(t75)):
+        t78 = env.lookup('config')
+        if t78 is None: t78 = Missing('config')
+        if t78.__class__ is dict and 'checkpoint' in t78:
+            t79 = t78['checkpoint']
+            if t79 is None: t79 = Missing('config.checkpoint')
         else:
-            t80 = attr_value(t79, 'checkpoint', 'config.checkpoint')
-        if t80.__class__ is dict and 'initial_load_in_hf' in t80:
-            t81 = t80['initial_load_in_hf']
-            if t81 is None: t81 = Missing('config.checkpoint.initial_load_in_hf')
+            t79 = attr_value(t78, 'checkpoint', 'config.checkpoint')
+        if t79.__class__ is dict and 'initial_load_in_hf' in t79:
+            t80 = t79['initial_load_in_hf']
+            if t80 is None: t80 = Missing('config.checkpoint.initial_load_in_hf')
         else:
-            t81 = attr_value(t80, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
-        t83 = (True)
-        if t81.__class__ is t83.__class__ and (t81.__class__ is int or t81.__class__ is str):
-            t82 = t81 == t83
+            t80 = attr_value(t79, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
+        t82 = (True)
+        if t80.__class__ is t82.__class__ and (t80.__class__ is int or t80.__class__ is str):
+            t81 = t80 == t82
         else:
-            if t83.__class__ is list or t83.__class__ is dict or t83.__class__ is str: _charge_operands(env, t81, t83)
-            t82 = _compare('==', t81, t83)
-        if (t82 if t82.__class__ is bool else _truth(t82)):
-            t85 = env.lookup('config')
-            if t85 is None: t85 = Missing('config')
-            if t85.__class__ is dict and 'checkpoint' in t85:
-                t86 = t85['checkpoint']
-                if t86 is None: t86 = Missing('config.checkpoint')
+            if t82.__class__ is list or t82.__class__ is dict or t82.__class__ is str: _charge_operands(env, t80, t82)
+            t81 = _compare('==', t80, t82)
+        if (t81 if t81.__class__ is bool else _truth(t81)):
+            t84 = env.lookup('config')
+            if t84 is None: t84 = Missing('config')
+            if t84.__class__ is dict and 'checkpoint' in t84:
+                t85 = t84['checkpoint']
+                if t85 is None: t85 = Missing('config.checkpoint')
             else:
-                t86 = attr_value(t85, 'checkpoint', 'config.checkpoint')
-            if t86.__class__ is dict and 'initial_load_path' in t86:
-                t87 = t86['initial_load_path']
-                if t87 is None: t87 = Missing('config.checkpoint.initial_load_path')
+                t85 = attr_value(t84, 'checkpoint', 'config.checkpoint')
+            if t85.__class__ is dict and 'initial_load_path' in t85:
+                t86 = t85['initial_load_path']
+                if t86 is None: t86 = Missing('config.checkpoint.initial_load_path')
             else:
-                t87 = attr_value(t86, 'initial_load_path', 'config.checkpoint.initial_load_path')
-            t89 = (None)
-            if t87.__class__ is t89.__class__ and (t87.__class__ is int or t87.__class__ is str):
-                t88 = t87 != t89
-            else:
-                if t89.__class__ is list or t89.__class__ is dict or t89.__class__ is str: _charge_operands(env, t87, t89)
-                t88 = _compare('!=', t87, t89)
-            t84 = (t88 if t88.__class__ is bool else _truth(t88))
+                t86 = attr_value(t85, 'initial_load_path', 'config.checkpoint.initial_load_path')
+            t87 = not (t86 is None or t86.__class__ is Missing)
+            t83 = (t87 if t87.__class__ is bool else _truth(t87))
         else:
-            t84 = False
-        if (t84 if t84.__class__ is bool else _truth(t84)):
-            t91 = env.lookup('config')
-            if t91 is None: t91 = Missing('config')
-            if t91.__class__ is dict and 'checkpoint' in t91:
-                t92 = t91['checkpoint']
-                if t92 is None: t92 = Missing('config.checkpoint')
+            t83 = False
+        if (t83 if t83.__class__ is bool else _truth(t83)):
+            t89 = env.lookup('config')
+            if t89 is None: t89 = Missing('config')
+            if t89.__class__ is dict and 'checkpoint' in t89:
+                t90 = t89['checkpoint']
+                if t90 is None: t90 = Missing('config.checkpoint')
             else:
-                t92 = attr_value(t91, 'checkpoint', 'config.checkpoint')
-            if t92.__class__ is dict and 'initial_load_path' in t92:
-                t93 = t92['initial_load_path']
-                if t93 is None: t93 = Missing('config.checkpoint.initial_load_path')
+                t90 = attr_value(t89, 'checkpoint', 'config.checkpoint')
+            if t90.__class__ is dict and 'initial_load_path' in t90:
+                t91 = t90['initial_load_path']
+                if t91 is None: t91 = Missing('config.checkpoint.initial_load_path')
             else:
-                t93 = attr_value(t92, 'initial_load_path', 'config.checkpoint.initial_load_path')
-            t95 = ('')
-            if t93.__class__ is t95.__class__ and (t93.__class__ is int or t93.__class__ is str):
-                t94 = t93 != t95
+                t91 = attr_value(t90, 'initial_load_path', 'config.checkpoint.initial_load_path')
+            t93 = ('')
+            if t91.__class__ is t93.__class__ and (t91.__class__ is int or t91.__class__ is str):
+                t92 = t91 != t93
             else:
-                if t95.__class__ is list or t95.__class__ is dict or t95.__class__ is str: _charge_operands(env, t93, t95)
-                t94 = _compare('!=', t93, t95)
-            t90 = (t94 if t94.__class__ is bool else _truth(t94))
+                if t93.__class__ is list or t93.__class__ is dict or t93.__class__ is str: _charge_operands(env, t91, t93)
+                t92 = _compare('!=', t91, t93)
+            t88 = (t92 if t92.__class__ is bool else _truth(t92))
         else:
-            t90 = False
-        t96 = not (t90 if t90.__class__ is bool else _truth(t90))
-        t78 = (t96 if t96.__class__ is bool else _truth(t96))
+            t88 = False
+        t94 = not (t88 if t88.__class__ is bool else _truth(t88))
+        t77 = (t94 if t94.__class__ is bool else _truth(t94))
     else:
-        t78 = False
-    t97 = ('checkpoint.initial_load_in_hf_quantized')
-    t98 = ('ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.')
-    t99 = ('set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized')
-    t100 = env.lookup('config')
-    if t100 is None: t100 = Missing('config')
-    if t100.__class__ is dict and 'checkpoint' in t100:
-        t101 = t100['checkpoint']
-        if t101 is None: t101 = Missing('config.checkpoint')
+        t77 = False
+    t95 = ('checkpoint.initial_load_in_hf_quantized')
+    t96 = ('ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.')
+    t97 = ('set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized')
+    t98 = env.lookup('config')
+    if t98 is None: t98 = Missing('config')
+    if t98.__class__ is dict and 'checkpoint' in t98:
+        t99 = t98['checkpoint']
+        if t99 is None: t99 = Missing('config.checkpoint')
     else:
-        t101 = attr_value(t100, 'checkpoint', 'config.checkpoint')
-    if t101.__class__ is dict and 'initial_load_in_hf_quantized' in t101:
-        t102 = t101['initial_load_in_hf_quantized']
-        if t102 is None: t102 = Missing('config.checkpoint.initial_load_in_hf_quantized')
+        t99 = attr_value(t98, 'checkpoint', 'config.checkpoint')
+    if t99.__class__ is dict and 'initial_load_in_hf_quantized' in t99:
+        t100 = t99['initial_load_in_hf_quantized']
+        if t100 is None: t100 = Missing('config.checkpoint.initial_load_in_hf_quantized')
     else:
-        t102 = attr_value(t101, 'initial_load_in_hf_quantized', 'config.checkpoint.initial_load_in_hf_quantized')
-    t103 = [t78, t97, t98, t99, t102]
-    t104 = env.lookup('config')
-    if t104 is None: t104 = Missing('config')
-    if t104.__class__ is dict and 'checkpoint' in t104:
-        t105 = t104['checkpoint']
-        if t105 is None: t105 = Missing('config.checkpoint')
+        t100 = attr_value(t99, 'initial_load_in_hf_quantized', 'config.checkpoint.initial_load_in_hf_quantized')
+    t101 = [t77, t95, t96, t97, t100]
+    t102 = env.lookup('config')
+    if t102 is None: t102 = Missing('config')
+    if t102.__class__ is dict and 'checkpoint' in t102:
+        t103 = t102['checkpoint']
+        if t103 is None: t103 = Missing('config.checkpoint')
     else:
-        t105 = attr_value(t104, 'checkpoint', 'config.checkpoint')
-    if t105.__class__ is dict and 'last_save_in_hf' in t105:
-        t106 = t105['last_save_in_hf']
-        if t106 is None: t106 = Missing('config.checkpoint.last_save_in_hf')
+        t103 = attr_value(t102, 'checkpoint', 'config.checkpoint')
+    if t103.__class__ is dict and 'last_save_in_hf' in t103:
+        t104 = t103['last_save_in_hf']
+        if t104 is None: t104 = Missing('config.checkpoint.last_save_in_hf')
     else:
-        t106 = attr_value(t105, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
-    t108 = (True)
-    if t106.__class__ is t108.__class__ and (t106.__class__ is int or t106.__class__ is str):
-        t107 = t106 == t108
+        t104 = attr_value(t103, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
+    t106 = (True)
+    if t104.__class__ is t106.__class__ and (t104.__class__ is int or t104.__class__ is str):
+        t105 = t104 == t106
     else:
-        if t108.__class__ is list or t108.__class__ is dict or t108.__class__ is str: _charge_operands(env, t106, t108)
-        t107 = _compare('==', t106, t108)
-    if (t107 if t107.__class__ is bool else _truth(t107)):
-        t110 = ('://')
-        t112 = env.lookup('config')
-        if t112 is None: t112 = Missing('config')
-        if t112.__class__ is dict and 'checkpoint' in t112:
-            t113 = t112['checkpoint']
-            if t113 is None: t113 = Missing('config.checkpoint')
+        if t106.__class__ is list or t106.__class__ is dict or t106.__class__ is str: _charge_operands(env, t104, t106)
+        t105 = _compare('==', t104, t106)
+    if (t105 if t105.__class__ is bool else _truth(t105)):
+        t108 = ('://')
+        t110 = env.lookup('config')
+        if t110 is None: t110 = Missing('config')
+        if t110.__class__ is dict and 'checkpoint' in t110:
+            t111 = t110['checkpoint']
+            if t111 is None: t111 = Missing('config.checkpoint')
         else:
-            t113 = attr_value(t112, 'checkpoint', 'config.checkpoint')
-        if t113.__class__ is dict and 'folder' in t113:
-            t114 = t113['folder']
-            if t114 is None: t114 = Missing('config.checkpoint.folder')
+            t111 = attr_value(t110, 'checkpoint', 'config.checkpoint')
+        if t111.__class__ is dict and 'folder' in t111:
+            t112 = t111['folder']
+            if t112 is None: t112 = Missing('config.checkpoint.folder')
         else:
-            t114 = attr_value(t113, 'folder', 'config.checkpoint.folder')
-        if t114.__class__ is list or t114.__class__ is dict or t114.__class__ is str: _charge_operands(env, t110, t114)
-        t111 = _compare('in', t110, t114)
-        t109 = (t111 if t111.__class__ is bool else _truth(t111))
+            t112 = attr_value(t111, 'folder', 'config.checkpoint.folder')
+        if t112.__class__ is list or t112.__class__ is dict or t112.__class__ is str: _charge_operands(env, t108, t112)
+        t109 = _compare('in', t108, t112)
+        t107 = (t109 if t109.__class__ is bool else _truth(t109))
     else:
-        t109 = False
-    t115 = ('checkpoint.folder|checkpoint.last_save_in_hf')
-    t116 = ('ValueError: last_save_in_hf is not supported with a remote checkpoint.folder')
-    t117 = ('save in DCP format to a remote folder, or in Hugging Face format to a local one')
-    t118 = env.lookup('config')
-    if t118 is None: t118 = Missing('config')
-    if t118.__class__ is dict and 'checkpoint' in t118:
-        t119 = t118['checkpoint']
-        if t119 is None: t119 = Missing('config.checkpoint')
+        t107 = False
+    t113 = ('checkpoint.folder|checkpoint.last_save_in_hf')
+    t114 = ('ValueError: last_save_in_hf is not supported with a remote checkpoint.folder')
+    t115 = ('save in DCP format to a remote folder, or in Hugging Face format to a local one')
+    t116 = env.lookup('config')
+    if t116 is None: t116 = Missing('config')
+    if t116.__class__ is dict and 'checkpoint' in t116:
+        t117 = t116['checkpoint']
+        if t117 is None: t117 = Missing('config.checkpoint')
     else:
-        t119 = attr_value(t118, 'checkpoint', 'config.checkpoint')
-    if t119.__class__ is dict and 'folder' in t119:
-        t120 = t119['folder']
-        if t120 is None: t120 = Missing('config.checkpoint.folder')
+        t117 = attr_value(t116, 'checkpoint', 'config.checkpoint')
+    if t117.__class__ is dict and 'folder' in t117:
+        t118 = t117['folder']
+        if t118 is None: t118 = Missing('config.checkpoint.folder')
     else:
-        t120 = attr_value(t119, 'folder', 'config.checkpoint.folder')
-    t121 = [t109, t115, t116, t117, t120]
-    t122 = env.lookup('config')
-    if t122 is None: t122 = Missing('config')
-    if t122.__class__ is dict and 'checkpoint' in t122:
-        t123 = t122['checkpoint']
-        if t123 is None: t123 = Missing('config.checkpoint')
+        t118 = attr_value(t117, 'folder', 'config.checkpoint.folder')
+    t119 = [t107, t113, t114, t115, t118]
+    t120 = env.lookup('config')
+    if t120 is None: t120 = Missing('config')
+    if t120.__class__ is dict and 'checkpoint' in t120:
+        t121 = t120['checkpoint']
+        if t121 is None: t121 = Missing('config.checkpoint')
     else:
-        t123 = attr_value(t122, 'checkpoint', 'config.checkpoint')
-    if t123.__class__ is dict and 'initial_load_in_hf' in t123:
-        t124 = t123['initial_load_in_hf']
-        if t124 is None: t124 = Missing('config.checkpoint.initial_load_in_hf')
+        t121 = attr_value(t120, 'checkpoint', 'config.checkpoint')
+    if t121.__class__ is dict and 'initial_load_in_hf' in t121:
+        t122 = t121['initial_load_in_hf']
+        if t122 is None: t122 = Missing('config.checkpoint.initial_load_in_hf')
     else:
-        t124 = attr_value(t123, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
-    t126 = (True)
-    if t124.__class__ is t126.__class__ and (t124.__class__ is int or t124.__class__ is str):
-        t125 = t124 == t126
+        t122 = attr_value(t121, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
+    t124 = (True)
+    if t122.__class__ is t124.__class__ and (t122.__class__ is int or t122.__class__ is str):
+        t123 = t122 == t124
     else:
-        if t126.__class__ is list or t126.__class__ is dict or t126.__class__ is str: _charge_operands(env, t124, t126)
-        t125 = _compare('==', t124, t126)
+        if t124.__class__ is list or t124.__class__ is dict or t124.__class__ is str: _charge_operands(env, t122, t124)
+        t123 = _compare('==', t122, t124)
+    if (t123 if t123.__class__ is bool else _truth(t123)):
+        t126 = env.lookup('config')
+        if t126 is None: t126 = Missing('config')
+        if t126.__class__ is dict and 'checkpoint' in t126:
+            t127 = t126['checkpoint']
+            if t127 is None: t127 = Missing('config.checkpoint')
+        else:
+            t127 = attr_value(t126, 'checkpoint', 'config.checkpoint')
+        if t127.__class__ is dict and 'initial_load_path' in t127:
+            t128 = t127['initial_load_path']
+            if t128 is None: t128 = Missing('config.checkpoint.initial_load_path')
+        else:
+            t128 = attr_value(t127, 'initial_load_path', 'config.checkpoint.initial_load_path')
+        t129 = not (t128 is None or t128.__class__ is Missing)
+        t125 = (t129 if t129.__class__ is bool else _truth(t129))
+    else:
+        t125 = False
     if (t125 if t125.__class__ is bool else _truth(t125)):
-        t128 = env.lookup('config')
-        if t128 is None: t128 = Missing('config')
-        if t128.__class__ is dict and 'checkpoint' in t128:
-            t129 = t128['checkpoint']
-            if t129 is None: t129 = Missing('config.checkpoint')
+        t131 = ('://')
+        t133 = env.lookup('config')
+        if t133 is None: t133 = Missing('config')
+        if t133.__class__ is dict and 'checkpoint' in t133:
+            t134 = t133['checkpoint']
+            if t134 is None: t134 = Missing('config.checkpoint')
         else:
-            t129 = attr_value(t128, 'checkpoint', 'config.checkpoint')
-        if t129.__class__ is dict and 'initial_load_path' in t129:
-            t130 = t129['initial_load_path']
-            if t130 is None: t130 = Missing('config.checkpoint.initial_load_path')
+            t134 = attr_value(t133, 'checkpoint', 'config.checkpoint')
+        if t134.__class__ is dict and 'initial_load_path' in t134:
+            t135 = t134['initial_load_path']
+            if t135 is None: t135 = Missing('config.checkpoint.initial_load_path')
         else:
-            t130 = attr_value(t129, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        t132 = (None)
-        if t130.__class__ is t132.__class__ and (t130.__class__ is int or t130.__class__ is str):
-            t131 = t130 != t132
-        else:
-            if t132.__class__ is list or t132.__class__ is dict or t132.__class__ is str: _charge_operands(env, t130, t132)
-            t131 = _compare('!=', t130, t132)
-        t127 = (t131 if t131.__class__ is bool else _truth(t131))
+            t135 = attr_value(t134, 'initial_load_path', 'config.checkpoint.initial_load_path')
+        if t135.__class__ is list or t135.__class__ is dict or t135.__class__ is str: _charge_operands(env, t131, t135)
+        t132 = _compare('in', t131, t135)
+        t130 = (t132 if t132.__class__ is bool else _truth(t132))
     else:
-        t127 = False
-    if (t127 if t127.__class__ is bool else _truth(t127)):
-        t134 = ('://')
-        t136 = env.lookup('config')
-        if t136 is None: t136 = Missing('config')
-        if t136.__class__ is dict and 'checkpoint' in t136:
-            t137 = t136['checkpoint']
-            if t137 is None: t137 = Missing('config.checkpoint')
-        else:
-            t137 = attr_value(t136, 'checkpoint', 'config.checkpoint')
-        if t137.__class__ is dict and 'initial_load_path' in t137:
-            t138 = t137['initial_load_path']
-            if t138 is None: t138 = Missing('config.checkpoint.initial_load_path')
-        else:
-            t138 = attr_value(t137, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        if t138.__class__ is list or t138.__class__ is dict or t138.__class__ is str: _charge_operands(env, t134, t138)
-        t135 = _compare('in', t134, t138)
-        t133 = (t135 if t135.__class__ is bool else _truth(t135))
+        t130 = False
+    t136 = ('checkpoint.initial_load_path')
+    t137 = ('ValueError: initial_load_in_hf is not supported with a remote initial_load_path')
+    t138 = ('copy the Hugging Face checkpoint to a local path')
+    t139 = env.lookup('config')
+    if t139 is None: t139 = Missing('config')
+    if t139.__class__ is dict and 'checkpoint' in t139:
+        t140 = t139['checkpoint']
+        if t140 is None: t140 = Missing('config.checkpoint')
     else:
-        t133 = False
-    t139 = ('checkpoint.initial_load_path')
-    t140 = ('ValueError: initial_load_in_hf is not supported with a remote initial_load_path')
-    t141 = ('copy the Hugging Face checkpoint to a local path')
-    t142 = env.lookup('config')
-    if t142 is None: t142 = Missing('config')
-    if t142.__class__ is dict and 'checkpoint' in t142:
-        t143 = t142['checkpoint']
-        if t143 is None: t143 = Missing('config.checkpoint')
+        t140 = attr_value(t139, 'checkpoint', 'config.checkpoint')
+    if t140.__class__ is dict and 'initial_load_path' in t140:
+        t141 = t140['initial_load_path']
+        if t141 is None: t141 = Missing('config.checkpoint.initial_load_path')
     else:
-        t143 = attr_value(t142, 'checkpoint', 'config.checkpoint')
-    if t143.__class__ is dict and 'initial_load_path' in t143:
-        t144 = t143['initial_load_path']
-        if t144 is None: t144 = Missing('config.checkpoint.initial_load_path')
-    else:
-        t144 = attr_value(t143, 'initial_load_path', 'config.checkpoint.initial_load_path')
-    t145 = [t133, t139, t140, t141, t144]
-    t146 = [t15, t48, t60, t72, t103, t121, t145]
-    t2 = loop_items(t146)
-    t147 = Env({}, None, env.budget, env)
-    for t148 in t2:
+        t141 = attr_value(t140, 'initial_load_path', 'config.checkpoint.initial_load_path')
+    t142 = [t130, t136, t137, t138, t141]
+    t143 = [t15, t47, t59, t71, t101, t119, t142]
+    t2 = loop_items(t143)
+    t144 = Env({}, None, env.budget, env)
+    for t145 in t2:
         _charge(env, 149)
-        t147.values['x'] = t148
-        t147.let_cache = None
-        t149 = t148
-        if t149 is None: t149 = Missing('x')
-        if t149 is None or t149.__class__ is Missing: _need(t149)
-        t150 = (0)
-        if t150 is None or t150.__class__ is Missing: _need(t150)
-        t151 = index_value(t149, t150, 'x')
-        if (t151 if t151.__class__ is bool else _truth(t151)):
-            t152 = t148
-            if t152 is None: t152 = Missing('x')
-            t1.append(t152)
-            t147.budget.mem -= 1
-            if t147.budget.mem < 0: _charge_mem(env, 0)
+        t144.values['x'] = t145
+        t144.let_cache = None
+        t146 = t145
+        if t146 is None: t146 = Missing('x')
+        if t146 is None or t146.__class__ is Missing: _need(t146)
+        t147 = (0)
+        if t147 is None or t147.__class__ is Missing: _need(t147)
+        t148 = index_value(t146, t147, 'x')
+        if (t148 if t148.__class__ is bool else _truth(t148)):
+            t149 = t145
+            if t149 is None: t149 = Missing('x')
+            t1.append(t149)
+            t144.budget.mem -= 1
+            if t144.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -6081,47 +6028,42 @@ def e210(env):
             if t8 is None: t8 = Missing('config.checkpoint.keep_latest_k')
         else:
             t8 = attr_value(t7, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('framework_version')
-            if t12 is None: t12 = Missing('framework_version')
-            t14 = ('0.2.x')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
+            t11 = env.lookup('framework_version')
+            if t11 is None: t11 = Missing('framework_version')
+            t13 = ('0.2.x')
+            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 != t13
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            if not (t13 if t13.__class__ is bool else _truth(t13)):
-                t16 = env.lookup('config')
-                if t16 is None: t16 = Missing('config')
-                if t16.__class__ is dict and 'checkpoint' in t16:
-                    t17 = t16['checkpoint']
-                    if t17 is None: t17 = Missing('config.checkpoint')
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
+                t12 = _compare('!=', t11, t13)
+            if not (t12 if t12.__class__ is bool else _truth(t12)):
+                t15 = env.lookup('config')
+                if t15 is None: t15 = Missing('config')
+                if t15.__class__ is dict and 'checkpoint' in t15:
+                    t16 = t15['checkpoint']
+                    if t16 is None: t16 = Missing('config.checkpoint')
                 else:
-                    t17 = attr_value(t16, 'checkpoint', 'config.checkpoint')
-                if t17.__class__ is dict and 'enable' in t17:
-                    t18 = t17['enable']
-                    if t18 is None: t18 = Missing('config.checkpoint.enable')
+                    t16 = attr_value(t15, 'checkpoint', 'config.checkpoint')
+                if t16.__class__ is dict and 'enable' in t16:
+                    t17 = t16['enable']
+                    if t17 is None: t17 = Missing('config.checkpoint.enable')
                 else:
-                    t18 = attr_value(t17, 'enable', 'config.checkpoint.enable')
-                t20 = (True)
-                if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                    t19 = t18 == t20
+                    t17 = attr_value(t16, 'enable', 'config.checkpoint.enable')
+                t19 = (True)
+                if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
+                    t18 = t17 == t19
                 else:
-                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                    t19 = _compare('==', t18, t20)
-                t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                    if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
+                    t18 = _compare('==', t17, t19)
+                t14 = (t18 if t18.__class__ is bool else _truth(t18))
             else:
-                t15 = True
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = True
+            t10 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -6549,49 +6491,39 @@ def e220(env):
 def e221(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('ep')
-        if t5 is None: t5 = Missing('ep')
-        t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 > t7
+        t4 = env.lookup('ep')
+        if t4 is None: t4 = Missing('ep')
+        t6 = (1)
+        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+            t5 = t4 > t6
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('>', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
+            t5 = _compare('>', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = env.lookup('etp')
-        if t9 is None: t9 = Missing('etp')
-        t11 = (None)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
-        else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-            t10 = _compare('==', t9, t11)
-        if not (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = env.lookup('etp')
-            if t13 is None: t13 = Missing('etp')
-            t15 = (1)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 <= t15
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = env.lookup('etp')
+        if t8 is None: t8 = Missing('etp')
+        t9 = (t8 is None or t8.__class__ is Missing)
+        if not (t9 if t9.__class__ is bool else _truth(t9)):
+            t11 = env.lookup('etp')
+            if t11 is None: t11 = Missing('etp')
+            t13 = (1)
+            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 <= t13
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('<=', t13, t15)
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
+                t12 = _compare('<=', t11, t13)
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t12 = True
-        t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = True
+        t7 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t8 = False
-    return t8
+        t7 = False
+    return t7
 
 def e222(env):
     t1 = env.lookup('framework')
@@ -6650,51 +6582,46 @@ def e222(env):
 def e223(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 == t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('==', t1, t3)
+    t2 = (t1 is None or t1.__class__ is Missing)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('ep')
-        if t5 is None: t5 = Missing('ep')
-        t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 <= t7
+        t4 = env.lookup('ep')
+        if t4 is None: t4 = Missing('ep')
+        t6 = (1)
+        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+            t5 = t4 <= t6
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('<=', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
+            t5 = _compare('<=', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = True
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = ('expert_parallel_degree = ')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('ep')
-        if t10 is None: t10 = Missing('ep')
-        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t9.__class__ is int and t11.__class__ is int:
-            t12 = t9 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        t3 = True
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = ('expert_parallel_degree = ')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = env.lookup('ep')
+        if t9 is None: t9 = Missing('ep')
+        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t8.__class__ is int and t10.__class__ is int:
+            t11 = t8 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t12 = _binop('+', t9, t11, env)
-        t8 = t12
+            t11 = _binop('+', t8, t10, env)
+        t7 = t11
     else:
-        t13 = ('expert_tensor_parallel_degree = ')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('etp')
-        if t14 is None: t14 = Missing('etp')
-        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13.__class__ is int and t15.__class__ is int:
-            t16 = t13 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        t12 = ('expert_tensor_parallel_degree = ')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = env.lookup('etp')
+        if t13 is None: t13 = Missing('etp')
+        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t12.__class__ is int and t14.__class__ is int:
+            t15 = t12 + t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t16 = _binop('+', t13, t15, env)
-        t8 = t16
-    return t8
+            t15 = _binop('+', t12, t14, env)
+        t7 = t15
+    return t7
 
 def e224(env):
     t1 = env.lookup('config')
@@ -6714,60 +6641,50 @@ def e224(env):
 def e225(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 == t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('==', t1, t3)
+    t2 = (t1 is None or t1.__class__ is Missing)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('ep')
-        if t5 is None: t5 = Missing('ep')
-        t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 <= t7
+        t4 = env.lookup('ep')
+        if t4 is None: t4 = Missing('ep')
+        t6 = (1)
+        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+            t5 = t4 <= t6
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('<=', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
+            t5 = _compare('<=', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = True
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = ('ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.')
-        t8 = t9
+        t3 = True
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = ('ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.')
+        t7 = t8
     else:
-        t10 = ('NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.')
-        t8 = t10
-    return t8
+        t9 = ('NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.')
+        t7 = t9
+    return t7
 
 def e226(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 == t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('==', t1, t3)
+    t2 = (t1 is None or t1.__class__ is Missing)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('ep')
-        if t5 is None: t5 = Missing('ep')
-        t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 <= t7
+        t4 = env.lookup('ep')
+        if t4 is None: t4 = Missing('ep')
+        t6 = (1)
+        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+            t5 = t4 <= t6
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('<=', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
+            t5 = _compare('<=', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = True
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = ('set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"')
-        t8 = t9
+        t3 = True
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = ('set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"')
+        t7 = t8
     else:
-        t10 = ('set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"')
-        t8 = t10
-    return t8
+        t9 = ('set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"')
+        t7 = t9
+    return t7
 
 def e227(env):
     t1 = env.lookup('config')
@@ -6832,70 +6749,69 @@ def e228(env):
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('tp')
             if t12 is None: t12 = Missing('tp')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t11 = False
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = env.lookup('tp')
-            if t16 is None: t16 = Missing('tp')
-            t18 = (1)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 > t18
+            t15 = env.lookup('tp')
+            if t15 is None: t15 = Missing('tp')
+            t17 = (1)
+            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+                t16 = t15 > t17
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('>', t16, t18)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
+                t16 = _compare('>', t15, t17)
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = env.lookup('config')
-            if t20 is None: t20 = Missing('config')
-            if t20.__class__ is dict and 'model' in t20:
-                t21 = t20['model']
-                if t21 is None: t21 = Missing('config.model')
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t19 = env.lookup('config')
+            if t19 is None: t19 = Missing('config')
+            if t19.__class__ is dict and 'model' in t19:
+                t20 = t19['model']
+                if t20 is None: t20 = Missing('config.model')
             else:
-                t21 = attr_value(t20, 'model', 'config.model')
-            if t21.__class__ is dict and 'converters' in t21:
-                t22 = t21['converters']
-                if t22 is None: t22 = Missing('config.model.converters')
+                t20 = attr_value(t19, 'model', 'config.model')
+            if t20.__class__ is dict and 'converters' in t20:
+                t21 = t20['converters']
+                if t21 is None: t21 = Missing('config.model.converters')
             else:
-                t22 = attr_value(t21, 'converters', 'config.model.converters')
-            t23 = call_value(env, F_type.fn, F_type.cost, True, [t22])
-            t25 = ('list')
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 == t25
+                t21 = attr_value(t20, 'converters', 'config.model.converters')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t22 = type_name(t21)
+            env.budget.mem -= len(t22)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t24 = ('list')
+            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
+                t23 = t22 == t24
             else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-                t24 = _compare('==', t23, t25)
-            t19 = (t24 if t24.__class__ is bool else _truth(t24))
+                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
+                t23 = _compare('==', t22, t24)
+            t18 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t27 = ('float8')
-            t29 = env.lookup('config')
-            if t29 is None: t29 = Missing('config')
-            if t29.__class__ is dict and 'model' in t29:
-                t30 = t29['model']
-                if t30 is None: t30 = Missing('config.model')
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t26 = ('float8')
+            t28 = env.lookup('config')
+            if t28 is None: t28 = Missing('config')
+            if t28.__class__ is dict and 'model' in t28:
+                t29 = t28['model']
+                if t29 is None: t29 = Missing('config.model')
             else:
-                t30 = attr_value(t29, 'model', 'config.model')
-            if t30.__class__ is dict and 'converters' in t30:
-                t31 = t30['converters']
-                if t31 is None: t31 = Missing('config.model.converters')
+                t29 = attr_value(t28, 'model', 'config.model')
+            if t29.__class__ is dict and 'converters' in t29:
+                t30 = t29['converters']
+                if t30 is None: t30 = Missing('config.model.converters')
             else:
-                t31 = attr_value(t30, 'converters', 'config.model.converters')
-            if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(env, t27, t31)
-            t28 = _compare('in', t27, t31)
-            t26 = (t28 if t28.__class__ is bool else _truth(t28))
+                t30 = attr_value(t29, 'converters', 'config.model.converters')
+            if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t26, t30)
+            t27 = _compare('in', t26, t30)
+            t25 = (t27 if t27.__class__ is bool else _truth(t27))
         else:
-            t26 = False
-        t5 = (t26 if t26.__class__ is bool else _truth(t26))
+            t25 = False
+        t5 = (t25 if t25.__class__ is bool else _truth(t25))
     else:
         t5 = False
     return t5
@@ -6978,97 +6894,87 @@ def e231(env):
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('ep')
             if t12 is None: t12 = Missing('ep')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t11 = False
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = env.lookup('ep')
-            if t16 is None: t16 = Missing('ep')
-            t18 = (1)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 > t18
+            t15 = env.lookup('ep')
+            if t15 is None: t15 = Missing('ep')
+            t17 = (1)
+            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+                t16 = t15 > t17
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('>', t16, t18)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
+                t16 = _compare('>', t15, t17)
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = env.lookup('pp')
-            if t20 is None: t20 = Missing('pp')
-            t22 = (None)
-            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-                t21 = t20 != t22
-            else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
-                t21 = _compare('!=', t20, t22)
-            t19 = (t21 if t21.__class__ is bool else _truth(t21))
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t19 = env.lookup('pp')
+            if t19 is None: t19 = Missing('pp')
+            t20 = not (t19 is None or t19.__class__ is Missing)
+            t18 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t24 = env.lookup('pp')
-            if t24 is None: t24 = Missing('pp')
-            t26 = (1)
-            if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
-                t25 = t24 > t26
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t22 = env.lookup('pp')
+            if t22 is None: t22 = Missing('pp')
+            t24 = (1)
+            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
+                t23 = t22 > t24
             else:
-                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(env, t24, t26)
-                t25 = _compare('>', t24, t26)
-            t23 = (t25 if t25.__class__ is bool else _truth(t25))
+                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
+                t23 = _compare('>', t22, t24)
+            t21 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t23 = False
-        if (t23 if t23.__class__ is bool else _truth(t23)):
-            t28 = env.lookup('config')
-            if t28 is None: t28 = Missing('config')
-            if t28.__class__ is dict and 'parallelism' in t28:
-                t29 = t28['parallelism']
-                if t29 is None: t29 = Missing('config.parallelism')
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            t26 = env.lookup('config')
+            if t26 is None: t26 = Missing('config')
+            if t26.__class__ is dict and 'parallelism' in t26:
+                t27 = t26['parallelism']
+                if t27 is None: t27 = Missing('config.parallelism')
             else:
-                t29 = attr_value(t28, 'parallelism', 'config.parallelism')
-            if t29.__class__ is dict and 'pipeline_parallel_expert_parallel_overlap' in t29:
-                t30 = t29['pipeline_parallel_expert_parallel_overlap']
-                if t30 is None: t30 = Missing('config.parallelism.pipeline_parallel_expert_parallel_overlap')
+                t27 = attr_value(t26, 'parallelism', 'config.parallelism')
+            if t27.__class__ is dict and 'pipeline_parallel_expert_parallel_overlap' in t27:
+                t28 = t27['pipeline_parallel_expert_parallel_overlap']
+                if t28 is None: t28 = Missing('config.parallelism.pipeline_parallel_expert_parallel_overlap')
             else:
-                t30 = attr_value(t29, 'pipeline_parallel_expert_parallel_overlap', 'config.parallelism.pipeline_parallel_expert_parallel_overlap')
-            t32 = (True)
-            if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-                t31 = t30 == t32
+                t28 = attr_value(t27, 'pipeline_parallel_expert_parallel_overlap', 'config.parallelism.pipeline_parallel_expert_parallel_overlap')
+            t30 = (True)
+            if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
+                t29 = t28 == t30
             else:
-                if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(env, t30, t32)
-                t31 = _compare('==', t30, t32)
-            t27 = (t31 if t31.__class__ is bool else _truth(t31))
+                if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t28, t30)
+                t29 = _compare('==', t28, t30)
+            t25 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
-            t27 = False
-        if (t27 if t27.__class__ is bool else _truth(t27)):
-            t34 = env.lookup('config')
-            if t34 is None: t34 = Missing('config')
-            if t34.__class__ is dict and 'parallelism' in t34:
-                t35 = t34['parallelism']
-                if t35 is None: t35 = Missing('config.parallelism')
+            t25 = False
+        if (t25 if t25.__class__ is bool else _truth(t25)):
+            t32 = env.lookup('config')
+            if t32 is None: t32 = Missing('config')
+            if t32.__class__ is dict and 'parallelism' in t32:
+                t33 = t32['parallelism']
+                if t33 is None: t33 = Missing('config.parallelism')
             else:
-                t35 = attr_value(t34, 'parallelism', 'config.parallelism')
-            if t35.__class__ is dict and 'pipeline_parallel_schedule' in t35:
-                t36 = t35['pipeline_parallel_schedule']
-                if t36 is None: t36 = Missing('config.parallelism.pipeline_parallel_schedule')
+                t33 = attr_value(t32, 'parallelism', 'config.parallelism')
+            if t33.__class__ is dict and 'pipeline_parallel_schedule' in t33:
+                t34 = t33['pipeline_parallel_schedule']
+                if t34 is None: t34 = Missing('config.parallelism.pipeline_parallel_schedule')
             else:
-                t36 = attr_value(t35, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
-            t37 = call_value(env, F_lower.fn, F_lower.cost, False, [t36])
-            t39 = ('dualpipev')
-            if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
-                t38 = t37 == t39
+                t34 = attr_value(t33, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
+            t35 = call_value(env, F_lower.fn, F_lower.cost, False, [t34])
+            t37 = ('dualpipev')
+            if t35.__class__ is t37.__class__ and (t35.__class__ is int or t35.__class__ is str):
+                t36 = t35 == t37
             else:
-                if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(env, t37, t39)
-                t38 = _compare('==', t37, t39)
-            t33 = (t38 if t38.__class__ is bool else _truth(t38))
+                if t37.__class__ is list or t37.__class__ is dict or t37.__class__ is str: _charge_operands(env, t35, t37)
+                t36 = _compare('==', t35, t37)
+            t31 = (t36 if t36.__class__ is bool else _truth(t36))
         else:
-            t33 = False
-        t5 = (t33 if t33.__class__ is bool else _truth(t33))
+            t31 = False
+        t5 = (t31 if t31.__class__ is bool else _truth(t31))
     else:
         t5 = False
     return t5
@@ -7309,28 +7215,23 @@ def e237(env):
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t17 = env.lookup('ep')
             if t17 is None: t17 = Missing('ep')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 != t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('!=', t17, t19)
+            t18 = not (t17 is None or t17.__class__ is Missing)
             t16 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
             t16 = False
         if (t16 if t16.__class__ is bool else _truth(t16)):
-            t21 = env.lookup('ep')
-            if t21 is None: t21 = Missing('ep')
-            t23 = (1)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 > t23
+            t20 = env.lookup('ep')
+            if t20 is None: t20 = Missing('ep')
+            t22 = (1)
+            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                t21 = t20 > t22
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('>', t21, t23)
-            t20 = (t22 if t22.__class__ is bool else _truth(t22))
+                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
+                t21 = _compare('>', t20, t22)
+            t19 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t20 = False
-        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+            t19 = False
+        t5 = (t19 if t19.__class__ is bool else _truth(t19))
     else:
         t5 = False
     return t5
@@ -7631,38 +7532,33 @@ def e247(env):
                 if t12 is None: t12 = Missing('config.parallelism.context_parallel_load_balancer')
             else:
                 t12 = attr_value(t11, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t16 = env.lookup('config')
-            if t16 is None: t16 = Missing('config')
-            if t16.__class__ is dict and 'parallelism' in t16:
-                t17 = t16['parallelism']
-                if t17 is None: t17 = Missing('config.parallelism')
+            t15 = env.lookup('config')
+            if t15 is None: t15 = Missing('config')
+            if t15.__class__ is dict and 'parallelism' in t15:
+                t16 = t15['parallelism']
+                if t16 is None: t16 = Missing('config.parallelism')
             else:
-                t17 = attr_value(t16, 'parallelism', 'config.parallelism')
-            if t17.__class__ is dict and 'context_parallel_load_balancer' in t17:
-                t18 = t17['context_parallel_load_balancer']
-                if t18 is None: t18 = Missing('config.parallelism.context_parallel_load_balancer')
+                t16 = attr_value(t15, 'parallelism', 'config.parallelism')
+            if t16.__class__ is dict and 'context_parallel_load_balancer' in t16:
+                t17 = t16['context_parallel_load_balancer']
+                if t17 is None: t17 = Missing('config.parallelism.context_parallel_load_balancer')
             else:
-                t18 = attr_value(t17, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-            t20 = ('')
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 != t20
+                t17 = attr_value(t16, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
+            t19 = ('')
+            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
+                t18 = t17 != t19
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                t19 = _compare('!=', t18, t20)
-            t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
+                t18 = _compare('!=', t17, t19)
+            t14 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t14 = False
+        t5 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
         t5 = False
     return t5
@@ -7750,38 +7646,33 @@ def e251(env):
             if t7 is None: t7 = Missing('model.vision_n_heads')
         else:
             t7 = attr_value(t6, 'vision_n_heads', 'model.vision_n_heads')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('model')
-        if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'vision_n_heads' in t11:
-            t12 = t11['vision_n_heads']
-            if t12 is None: t12 = Missing('model.vision_n_heads')
+        t10 = env.lookup('model')
+        if t10 is None: t10 = Missing('model')
+        if t10.__class__ is dict and 'vision_n_heads' in t10:
+            t11 = t10['vision_n_heads']
+            if t11 is None: t11 = Missing('model.vision_n_heads')
         else:
-            t12 = attr_value(t11, 'vision_n_heads', 'model.vision_n_heads')
+            t11 = attr_value(t10, 'vision_n_heads', 'model.vision_n_heads')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = env.lookup('tp')
+        if t12 is None: t12 = Missing('tp')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('tp')
-        if t13 is None: t13 = Missing('tp')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('%', t12, t13, env)
-        t16 = (0)
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-            t15 = t14 != t16
+        t13 = _binop('%', t11, t12, env)
+        t15 = (0)
+        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+            t14 = t13 != t15
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-            t15 = _compare('!=', t14, t16)
-        t10 = (t15 if t15.__class__ is bool else _truth(t15))
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
+            t14 = _compare('!=', t13, t15)
+        t9 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
-        t10 = False
-    return t10
+        t9 = False
+    return t9
 
 def e252(env):
     t1 = env.lookup('model')
@@ -7791,74 +7682,64 @@ def e252(env):
         if t2 is None: t2 = Missing('model.linear_key_heads')
     else:
         t2 = attr_value(t1, 'linear_key_heads', 'model.linear_key_heads')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('model')
-        if t6 is None: t6 = Missing('model')
-        if t6.__class__ is dict and 'linear_value_heads' in t6:
-            t7 = t6['linear_value_heads']
-            if t7 is None: t7 = Missing('model.linear_value_heads')
+        t5 = env.lookup('model')
+        if t5 is None: t5 = Missing('model')
+        if t5.__class__ is dict and 'linear_value_heads' in t5:
+            t6 = t5['linear_value_heads']
+            if t6 is None: t6 = Missing('model.linear_value_heads')
         else:
-            t7 = attr_value(t6, 'linear_value_heads', 'model.linear_value_heads')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t6 = attr_value(t5, 'linear_value_heads', 'model.linear_value_heads')
+        t7 = not (t6 is None or t6.__class__ is Missing)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('model')
-        if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'linear_key_heads' in t11:
-            t12 = t11['linear_key_heads']
-            if t12 is None: t12 = Missing('model.linear_key_heads')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t9 = env.lookup('model')
+        if t9 is None: t9 = Missing('model')
+        if t9.__class__ is dict and 'linear_key_heads' in t9:
+            t10 = t9['linear_key_heads']
+            if t10 is None: t10 = Missing('model.linear_key_heads')
         else:
-            t12 = attr_value(t11, 'linear_key_heads', 'model.linear_key_heads')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('tp')
-        if t13 is None: t13 = Missing('tp')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('%', t12, t13, env)
-        t16 = (0)
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-            t15 = t14 != t16
+            t10 = attr_value(t9, 'linear_key_heads', 'model.linear_key_heads')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = env.lookup('tp')
+        if t11 is None: t11 = Missing('tp')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('%', t10, t11, env)
+        t14 = (0)
+        if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            t13 = t12 != t14
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-            t15 = _compare('!=', t14, t16)
-        if not (t15 if t15.__class__ is bool else _truth(t15)):
-            t18 = env.lookup('model')
-            if t18 is None: t18 = Missing('model')
-            if t18.__class__ is dict and 'linear_value_heads' in t18:
-                t19 = t18['linear_value_heads']
-                if t19 is None: t19 = Missing('model.linear_value_heads')
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
+            t13 = _compare('!=', t12, t14)
+        if not (t13 if t13.__class__ is bool else _truth(t13)):
+            t16 = env.lookup('model')
+            if t16 is None: t16 = Missing('model')
+            if t16.__class__ is dict and 'linear_value_heads' in t16:
+                t17 = t16['linear_value_heads']
+                if t17 is None: t17 = Missing('model.linear_value_heads')
             else:
-                t19 = attr_value(t18, 'linear_value_heads', 'model.linear_value_heads')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = env.lookup('tp')
-            if t20 is None: t20 = Missing('tp')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = _binop('%', t19, t20, env)
-            t23 = (0)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 != t23
+                t17 = attr_value(t16, 'linear_value_heads', 'model.linear_value_heads')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = env.lookup('tp')
+            if t18 is None: t18 = Missing('tp')
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = _binop('%', t17, t18, env)
+            t21 = (0)
+            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
+                t20 = t19 != t21
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('!=', t21, t23)
-            t17 = (t22 if t22.__class__ is bool else _truth(t22))
+                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
+                t20 = _compare('!=', t19, t21)
+            t15 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t17 = True
-        t10 = (t17 if t17.__class__ is bool else _truth(t17))
+            t15 = True
+        t8 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
-        t10 = False
-    return t10
+        t8 = False
+    return t8
 
 def e253(env):
     t1 = env.lookup('bad_vision')
@@ -7895,88 +7776,78 @@ def e254(env):
     t1 = []
     t3 = env.lookup('choices')
     if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'tp' in t7:
-            t8 = t7['tp']
-            if t8 is None: t8 = Missing('choices.tp')
+        t6 = env.lookup('choices')
+        if t6 is None: t6 = Missing('choices')
+        if t6.__class__ is dict and 'tp' in t6:
+            t7 = t6['tp']
+            if t7 is None: t7 = Missing('choices.tp')
         else:
-            t8 = attr_value(t7, 'tp', 'choices.tp')
-        t6 = t8
+            t7 = attr_value(t6, 'tp', 'choices.tp')
+        t5 = t7
     else:
-        t9 = env.lookup('limit')
-        if t9 is None: t9 = Missing('limit')
-        t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
-        t6 = t10
-    t2 = loop_items(t6)
-    t11 = Env({}, None, env.budget, env)
-    for t12 in t2:
+        t8 = env.lookup('limit')
+        if t8 is None: t8 = Missing('limit')
+        t9 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t8])
+        t5 = t9
+    t2 = loop_items(t5)
+    t10 = Env({}, None, env.budget, env)
+    for t11 in t2:
         _charge(env, 27)
-        t11.values['t'] = t12
-        t11.let_cache = None
-        t13 = t12
-        if t13 is None: t13 = Missing('t')
-        t15 = (1)
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-            t14 = t13 > t15
+        t10.values['t'] = t11
+        t10.let_cache = None
+        t12 = t11
+        if t12 is None: t12 = Missing('t')
+        t14 = (1)
+        if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            t13 = t12 > t14
         else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t11, t13, t15)
-            t14 = _compare('>', t13, t15)
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t17 = t11.lookup('gpus_per_node')
-            if t17 is None: t17 = Missing('gpus_per_node')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 == t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t11, t17, t19)
-                t18 = _compare('==', t17, t19)
-            if not (t18 if t18.__class__ is bool else _truth(t18)):
-                t21 = t12
-                if t21 is None: t21 = Missing('t')
-                t23 = t11.lookup('gpus_per_node')
-                if t23 is None: t23 = Missing('gpus_per_node')
-                if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                    t22 = t21 <= t23
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t10, t12, t14)
+            t13 = _compare('>', t12, t14)
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t16 = t10.lookup('gpus_per_node')
+            if t16 is None: t16 = Missing('gpus_per_node')
+            t17 = (t16 is None or t16.__class__ is Missing)
+            if not (t17 if t17.__class__ is bool else _truth(t17)):
+                t19 = t11
+                if t19 is None: t19 = Missing('t')
+                t21 = t10.lookup('gpus_per_node')
+                if t21 is None: t21 = Missing('gpus_per_node')
+                if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
+                    t20 = t19 <= t21
                 else:
-                    if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t11, t21, t23)
-                    t22 = _compare('<=', t21, t23)
-                t20 = (t22 if t22.__class__ is bool else _truth(t22))
+                    if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t10, t19, t21)
+                    t20 = _compare('<=', t19, t21)
+                t18 = (t20 if t20.__class__ is bool else _truth(t20))
             else:
-                t20 = True
-            t16 = (t20 if t20.__class__ is bool else _truth(t20))
+                t18 = True
+            t15 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t25 = t11.lookup('limit')
-            if t25 is None: t25 = Missing('limit')
-            if t25 is None or t25.__class__ is Missing: _need(t25)
-            t26 = t12
-            if t26 is None: t26 = Missing('t')
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = _binop('%', t25, t26, t11)
-            t29 = (0)
-            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                t28 = t27 == t29
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t23 = t10.lookup('limit')
+            if t23 is None: t23 = Missing('limit')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = t11
+            if t24 is None: t24 = Missing('t')
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            t25 = _binop('%', t23, t24, t10)
+            t27 = (0)
+            if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
+                t26 = t25 == t27
             else:
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t11, t27, t29)
-                t28 = _compare('==', t27, t29)
-            t24 = (t28 if t28.__class__ is bool else _truth(t28))
+                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t10, t25, t27)
+                t26 = _compare('==', t25, t27)
+            t22 = (t26 if t26.__class__ is bool else _truth(t26))
         else:
-            t24 = False
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t30 = t12
-            if t30 is None: t30 = Missing('t')
-            t1.append(t30)
-            t11.budget.mem -= 1
-            if t11.budget.mem < 0: _charge_mem(env, 0)
+            t22 = False
+        if (t22 if t22.__class__ is bool else _truth(t22)):
+            t28 = t11
+            if t28 is None: t28 = Missing('t')
+            t1.append(t28)
+            t10.budget.mem -= 1
+            if t10.budget.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -8290,33 +8161,23 @@ def e258(env):
                 if t10 is None: t10 = Missing('model.rope_max_len')
             else:
                 t10 = attr_value(t9, 'rope_max_len', 'model.rope_max_len')
-            t12 = (None)
-            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-                t11 = t10 != t12
-            else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-                t11 = _compare('!=', t10, t12)
+            t11 = not (t10 is None or t10.__class__ is Missing)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t14 = env.lookup('training')
-            if t14 is None: t14 = Missing('training')
-            if t14.__class__ is dict and 'max_context_length' in t14:
-                t15 = t14['max_context_length']
-                if t15 is None: t15 = Missing('training.max_context_length')
+            t13 = env.lookup('training')
+            if t13 is None: t13 = Missing('training')
+            if t13.__class__ is dict and 'max_context_length' in t13:
+                t14 = t13['max_context_length']
+                if t14 is None: t14 = Missing('training.max_context_length')
             else:
-                t15 = attr_value(t14, 'max_context_length', 'training.max_context_length')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = attr_value(t13, 'max_context_length', 'training.max_context_length')
+            t15 = not (t14 is None or t14.__class__ is Missing)
+            t12 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+            t12 = False
+        t5 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
         t5 = False
     return t5
@@ -8390,33 +8251,23 @@ def e262(env):
                 if t10 is None: t10 = Missing('model.rope_max_len')
             else:
                 t10 = attr_value(t9, 'rope_max_len', 'model.rope_max_len')
-            t12 = (None)
-            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-                t11 = t10 != t12
-            else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-                t11 = _compare('!=', t10, t12)
+            t11 = not (t10 is None or t10.__class__ is Missing)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t14 = env.lookup('training')
-            if t14 is None: t14 = Missing('training')
-            if t14.__class__ is dict and 'seq_len' in t14:
-                t15 = t14['seq_len']
-                if t15 is None: t15 = Missing('training.seq_len')
+            t13 = env.lookup('training')
+            if t13 is None: t13 = Missing('training')
+            if t13.__class__ is dict and 'seq_len' in t13:
+                t14 = t13['seq_len']
+                if t14 is None: t14 = Missing('training.seq_len')
             else:
-                t15 = attr_value(t14, 'seq_len', 'training.seq_len')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = attr_value(t13, 'seq_len', 'training.seq_len')
+            t15 = not (t14 is None or t14.__class__ is Missing)
+            t12 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+            t12 = False
+        t5 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
         t5 = False
     return t5
@@ -8475,12 +8326,7 @@ def e264(env):
                 if t13 is None: t13 = Missing('model.validator')
             else:
                 t13 = attr_value(t12, 'validator', 'model.validator')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
+            t14 = not (t13 is None or t13.__class__ is Missing)
             t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
             t11 = False
@@ -8508,30 +8354,25 @@ def e265(env):
             if t7 is None: t7 = Missing('model.num_mtp_layers')
         else:
             t7 = attr_value(t6, 'num_mtp_layers', 'model.num_mtp_layers')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('model')
-            if t11 is None: t11 = Missing('model')
-            if t11.__class__ is dict and 'num_mtp_layers' in t11:
-                t12 = t11['num_mtp_layers']
-                if t12 is None: t12 = Missing('model.num_mtp_layers')
+            t10 = env.lookup('model')
+            if t10 is None: t10 = Missing('model')
+            if t10.__class__ is dict and 'num_mtp_layers' in t10:
+                t11 = t10['num_mtp_layers']
+                if t11 is None: t11 = Missing('model.num_mtp_layers')
             else:
-                t12 = attr_value(t11, 'num_mtp_layers', 'model.num_mtp_layers')
-            t14 = (0)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 > t14
+                t11 = attr_value(t10, 'num_mtp_layers', 'model.num_mtp_layers')
+            t13 = (0)
+            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 > t13
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('>', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
+                t12 = _compare('>', t11, t13)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = False
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
     return t5
@@ -8714,7 +8555,11 @@ def e271(env):
                 if t24 is None: t24 = Missing('config.compile.components')
             else:
                 t24 = attr_value(t23, 'components', 'config.compile.components')
-            t25 = call_value(env, F_type.fn, F_type.cost, True, [t24])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t25 = type_name(t24)
+            env.budget.mem -= len(t25)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t27 = ('list')
             if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
                 t26 = t25 == t27
@@ -8770,12 +8615,7 @@ def e271(env):
                 if t42 is None: t42 = Missing('config.compile.backend')
             else:
                 t42 = attr_value(t41, 'backend', 'config.compile.backend')
-            t44 = (None)
-            if t42.__class__ is t44.__class__ and (t42.__class__ is int or t42.__class__ is str):
-                t43 = t42 != t44
-            else:
-                if t44.__class__ is list or t44.__class__ is dict or t44.__class__ is str: _charge_operands(env, t42, t44)
-                t43 = _compare('!=', t42, t44)
+            t43 = not (t42 is None or t42.__class__ is Missing)
             t39 = (t43 if t43.__class__ is bool else _truth(t43))
         else:
             t39 = False
@@ -8865,33 +8705,23 @@ def e274(env):
                 if t12 is None: t12 = Missing('parallelism.spmd_backend')
             else:
                 t12 = attr_value(t11, 'spmd_backend', 'parallelism.spmd_backend')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t10 = False
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('parallelism')
-            if t16 is None: t16 = Missing('parallelism')
-            if t16.__class__ is dict and 'enable_sequence_parallel' in t16:
-                t17 = t16['enable_sequence_parallel']
-                if t17 is None: t17 = Missing('parallelism.enable_sequence_parallel')
+            t15 = env.lookup('parallelism')
+            if t15 is None: t15 = Missing('parallelism')
+            if t15.__class__ is dict and 'enable_sequence_parallel' in t15:
+                t16 = t15['enable_sequence_parallel']
+                if t16 is None: t16 = Missing('parallelism.enable_sequence_parallel')
             else:
-                t17 = attr_value(t16, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 != t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('!=', t17, t19)
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+                t16 = attr_value(t15, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
+            t17 = not (t16 is None or t16.__class__ is Missing)
+            t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t14 = False
+        t5 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
         t5 = False
     return t5
@@ -9066,12 +8896,7 @@ def e280(env):
                 if t15 is None: t15 = Missing('parallelism.spmd_backend')
             else:
                 t15 = attr_value(t14, 'spmd_backend', 'parallelism.spmd_backend')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
+            t16 = not (t15 is None or t15.__class__ is Missing)
             t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
             t13 = False
@@ -9115,35 +8940,30 @@ def e282(env):
             if t7 is None: t7 = Missing('model.registered')
         else:
             t7 = attr_value(t6, 'registered', 'model.registered')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('config')
-            if t11 is None: t11 = Missing('config')
-            if t11.__class__ is dict and 'experimental' in t11:
-                t12 = t11['experimental']
-                if t12 is None: t12 = Missing('config.experimental')
+            t10 = env.lookup('config')
+            if t10 is None: t10 = Missing('config')
+            if t10.__class__ is dict and 'experimental' in t10:
+                t11 = t10['experimental']
+                if t11 is None: t11 = Missing('config.experimental')
             else:
-                t12 = attr_value(t11, 'experimental', 'config.experimental')
-            if t12.__class__ is dict and 'custom_import' in t12:
-                t13 = t12['custom_import']
-                if t13 is None: t13 = Missing('config.experimental.custom_import')
+                t11 = attr_value(t10, 'experimental', 'config.experimental')
+            if t11.__class__ is dict and 'custom_import' in t11:
+                t12 = t11['custom_import']
+                if t12 is None: t12 = Missing('config.experimental.custom_import')
             else:
-                t13 = attr_value(t12, 'custom_import', 'config.experimental.custom_import')
-            t15 = ('')
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 == t15
+                t12 = attr_value(t11, 'custom_import', 'config.experimental.custom_import')
+            t14 = ('')
+            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+                t13 = t12 == t14
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('==', t13, t15)
-            t10 = (t14 if t14.__class__ is bool else _truth(t14))
+                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
+                t13 = _compare('==', t12, t14)
+            t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = False
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
     return t5
@@ -9221,28 +9041,23 @@ def e284(env):
                 if t11 is None: t11 = Missing('model.attn_type')
             else:
                 t11 = attr_value(t10, 'attn_type', 'model.attn_type')
-            t13 = (None)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 != t13
-            else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-                t12 = _compare('!=', t11, t13)
+            t12 = not (t11 is None or t11.__class__ is Missing)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t15 = env.lookup('sdpa_only')
-            if t15 is None: t15 = Missing('sdpa_only')
-            if not (t15 if t15.__class__ is bool else _truth(t15)):
-                t17 = env.lookup('llama3_args')
-                if t17 is None: t17 = Missing('llama3_args')
-                t16 = (t17 if t17.__class__ is bool else _truth(t17))
+            t14 = env.lookup('sdpa_only')
+            if t14 is None: t14 = Missing('sdpa_only')
+            if not (t14 if t14.__class__ is bool else _truth(t14)):
+                t16 = env.lookup('llama3_args')
+                if t16 is None: t16 = Missing('llama3_args')
+                t15 = (t16 if t16.__class__ is bool else _truth(t16))
             else:
-                t16 = True
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+                t15 = True
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t14 = False
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
         t5 = False
     return t5
@@ -9325,7 +9140,12 @@ def e291(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t5 = env.lookup('sources')
         if t5 is None: t5 = Missing('sources')
-        t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        if t5.__class__ is list or t5.__class__ is str or t5.__class__ is dict:
+            t6 = len(t5)
+            env.budget.left -= t6 if t6 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
         t8 = (0)
         if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
             t7 = t6 > t8
@@ -9402,7 +9222,12 @@ def e291(env):
         t30 = []
         t32 = env.lookup('sources')
         if t32 is None: t32 = Missing('sources')
-        t33 = call_value(env, F_len.fn, F_len.cost, False, [t32])
+        if t32.__class__ is list or t32.__class__ is str or t32.__class__ is dict:
+            t33 = len(t32)
+            env.budget.left -= t33 if t33 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t33 = call_value(env, F_len.fn, F_len.cost, False, [t32])
         t34 = call_value(env, F_range.fn, F_range.cost, False, [t33])
         t31 = loop_items(t34)
         t35 = Env({}, None, env.budget, env)
@@ -9480,7 +9305,11 @@ def e291(env):
             t60.let_cache = None
             t62 = t61
             if t62 is None: t62 = Missing('w')
-            t63 = call_value(t60, F_type.fn, F_type.cost, True, [t62])
+            t60.budget.left -= 1
+            if t60.budget.left < 0: _charge(t60, 0)
+            t63 = type_name(t62)
+            t60.budget.mem -= len(t63)
+            if t60.budget.mem < 0: _charge_mem(t60, 0)
             t65 = K102
             if t65.__class__ is list or t65.__class__ is dict or t65.__class__ is str: _charge_operands(t60, t63, t65)
             t64 = _compare('in', t63, t65)
@@ -9558,7 +9387,12 @@ def e291(env):
         t90 = [t70, t83, t88, t89]
         t91 = env.lookup('sources')
         if t91 is None: t91 = Missing('sources')
-        t92 = call_value(env, F_len.fn, F_len.cost, False, [t91])
+        if t91.__class__ is list or t91.__class__ is str or t91.__class__ is dict:
+            t92 = len(t91)
+            env.budget.left -= t92 if t92 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t92 = call_value(env, F_len.fn, F_len.cost, False, [t91])
         t94 = (0)
         if t92.__class__ is t94.__class__ and (t92.__class__ is int or t92.__class__ is str):
             t93 = t92 > t94
@@ -9577,7 +9411,11 @@ def e291(env):
                 t99.let_cache = None
                 t101 = t100
                 if t101 is None: t101 = Missing('w')
-                t102 = call_value(t99, F_type.fn, F_type.cost, True, [t101])
+                t99.budget.left -= 1
+                if t99.budget.left < 0: _charge(t99, 0)
+                t102 = type_name(t101)
+                t99.budget.mem -= len(t102)
+                if t99.budget.mem < 0: _charge_mem(t99, 0)
                 t104 = K103
                 if t104.__class__ is list or t104.__class__ is dict or t104.__class__ is str: _charge_operands(t99, t102, t104)
                 t103 = _compare('in', t102, t104)
@@ -9664,7 +9502,11 @@ def e291(env):
             if t133 is None: t133 = Missing('config.dataloader.stopping_strategy')
         else:
             t133 = attr_value(t132, 'stopping_strategy', 'config.dataloader.stopping_strategy')
-        t134 = call_value(env, F_type.fn, F_type.cost, True, [t133])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t134 = type_name(t133)
+        env.budget.mem -= len(t134)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t136 = ('string')
         if t134.__class__ is t136.__class__ and (t134.__class__ is int or t134.__class__ is str):
             t135 = t134 == t136
@@ -9986,7 +9828,11 @@ def e298(env):
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t12 = env.lookup('sources')
         if t12 is None: t12 = Missing('sources')
-        t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t13 = type_name(t12)
+        env.budget.mem -= len(t13)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t15 = ('list')
         if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
             t14 = t13 == t15
@@ -10008,7 +9854,11 @@ def e298(env):
             t20.let_cache = None
             t22 = t21
             if t22 is None: t22 = Missing('s')
-            t23 = call_value(t20, F_type.fn, F_type.cost, True, [t22])
+            t20.budget.left -= 1
+            if t20.budget.left < 0: _charge(t20, 0)
+            t23 = type_name(t22)
+            t20.budget.mem -= len(t23)
+            if t20.budget.mem < 0: _charge_mem(t20, 0)
             t25 = ('table')
             if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
                 t24 = t23 == t25
@@ -10050,7 +9900,12 @@ def e300(env):
 def e301(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -10102,7 +9957,11 @@ def e302(env):
                 if t14 is None: t14 = Missing('config.checkpoint.exclude_from_loading')
             else:
                 t14 = attr_value(t13, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-            t15 = call_value(env, F_type.fn, F_type.cost, True, [t14])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t15 = type_name(t14)
+            env.budget.mem -= len(t15)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t17 = ('list')
             if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
                 t16 = t15 == t17
@@ -10236,7 +10095,12 @@ def e307(env):
 def e308(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -10386,7 +10250,11 @@ def e312(env):
             t43 = (1)
             if t43 is None or t43.__class__ is Missing: _need(t43)
             t44 = index_value(t42, t43, 'x')
-            t45 = call_value(t40, F_type.fn, F_type.cost, True, [t44])
+            t40.budget.left -= 1
+            if t40.budget.left < 0: _charge(t40, 0)
+            t45 = type_name(t44)
+            t40.budget.mem -= len(t45)
+            if t40.budget.mem < 0: _charge_mem(t40, 0)
             t47 = ('string')
             if t45.__class__ is t47.__class__ and (t45.__class__ is int or t45.__class__ is str):
                 t46 = t45 == t47
@@ -10606,7 +10474,11 @@ def e314(env):
             if t20 is None: t20 = Missing('config.checkpoint.folder')
         else:
             t20 = attr_value(t19, 'folder', 'config.checkpoint.folder')
-        t21 = call_value(env, F_type.fn, F_type.cost, True, [t20])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t21 = type_name(t20)
+        env.budget.mem -= len(t21)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t23 = ('string')
         if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
             t22 = t21 == t23
@@ -10624,7 +10496,11 @@ def e314(env):
             if t26 is None: t26 = Missing('config.dump_folder')
         else:
             t26 = attr_value(t25, 'dump_folder', 'config.dump_folder')
-        t27 = call_value(env, F_type.fn, F_type.cost, True, [t26])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t27 = type_name(t26)
+        env.budget.mem -= len(t27)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t29 = ('string')
         if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
             t28 = t27 == t29
@@ -10861,7 +10737,11 @@ def e318(env):
             if t6 is None: t6 = Missing('config.dataloader')
         else:
             t6 = attr_value(t5, 'dataloader', 'config.dataloader')
-        t7 = call_value(env, F_type.fn, F_type.cost, True, [t6])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t7 = type_name(t6)
+        env.budget.mem -= len(t7)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t9 = ('table')
         if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
             t8 = t7 == t9
@@ -10915,7 +10795,11 @@ def e319(env):
             if t13 is None: t13 = Missing('config.dataloader.dataset')
         else:
             t13 = attr_value(t12, 'dataset', 'config.dataloader.dataset')
-        t14 = call_value(env, F_type.fn, F_type.cost, True, [t13])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t14 = type_name(t13)
+        env.budget.mem -= len(t14)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t16 = ('string')
         if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
             t15 = t14 == t16
@@ -11024,7 +10908,11 @@ def e320(env):
             if t13 is None: t13 = Missing('config.dataloader.sources')
         else:
             t13 = attr_value(t12, 'sources', 'config.dataloader.sources')
-        t14 = call_value(env, F_type.fn, F_type.cost, True, [t13])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t14 = type_name(t13)
+        env.budget.mem -= len(t14)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t16 = ('list')
         if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
             t15 = t14 == t16
@@ -11039,7 +10927,12 @@ def e320(env):
         t20 = (0)
         t21 = env.lookup('s')
         if t21 is None: t21 = Missing('s')
-        t22 = call_value(env, F_len.fn, F_len.cost, False, [t21])
+        if t21.__class__ is list or t21.__class__ is str or t21.__class__ is dict:
+            t22 = len(t21)
+            env.budget.left -= t22 if t22 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t22 = call_value(env, F_len.fn, F_len.cost, False, [t21])
         t23 = call_value(env, F_range.fn, F_range.cost, False, [t20, t22])
         t19 = loop_items(t23)
         t24 = Env({}, None, env.budget, env)
@@ -11054,7 +10947,11 @@ def e320(env):
             if t27 is None: t27 = Missing('i')
             if t27 is None or t27.__class__ is Missing: _need(t27)
             t28 = index_value(t26, t27, 's')
-            t29 = call_value(t24, F_type.fn, F_type.cost, True, [t28])
+            t24.budget.left -= 1
+            if t24.budget.left < 0: _charge(t24, 0)
+            t29 = type_name(t28)
+            t24.budget.mem -= len(t29)
+            if t24.budget.mem < 0: _charge_mem(t24, 0)
             t31 = ('table')
             if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
                 t30 = t29 == t31
@@ -11074,7 +10971,11 @@ def e320(env):
                     if t36 is None: t36 = Missing('dataset')
                 else:
                     t36 = attr_value(t35, 'dataset', 'dataset')
-                t37 = call_value(t24, F_type.fn, F_type.cost, True, [t36])
+                t24.budget.left -= 1
+                if t24.budget.left < 0: _charge(t24, 0)
+                t37 = type_name(t36)
+                t24.budget.mem -= len(t37)
+                if t24.budget.mem < 0: _charge_mem(t24, 0)
                 t39 = ('string')
                 if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
                     t38 = t37 == t39
@@ -11179,7 +11080,11 @@ def e321(env):
             if t6 is None: t6 = Missing('config.validator')
         else:
             t6 = attr_value(t5, 'validator', 'config.validator')
-        t7 = call_value(env, F_type.fn, F_type.cost, True, [t6])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t7 = type_name(t6)
+        env.budget.mem -= len(t7)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t9 = ('table')
         if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
             t8 = t7 == t9
@@ -11224,7 +11129,11 @@ def e321(env):
             if t19 is None: t19 = Missing('config.validator.dataloader')
         else:
             t19 = attr_value(t18, 'dataloader', 'config.validator.dataloader')
-        t20 = call_value(env, F_type.fn, F_type.cost, True, [t19])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t20 = type_name(t19)
+        env.budget.mem -= len(t20)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t22 = ('table')
         if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
             t21 = t20 == t22
@@ -11283,7 +11192,11 @@ def e321(env):
             if t36 is None: t36 = Missing('config.validator.dataloader.dataset')
         else:
             t36 = attr_value(t35, 'dataset', 'config.validator.dataloader.dataset')
-        t37 = call_value(env, F_type.fn, F_type.cost, True, [t36])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t37 = type_name(t36)
+        env.budget.mem -= len(t37)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t39 = ('string')
         if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
             t38 = t37 == t39
@@ -11395,7 +11308,11 @@ def e322(env):
             if t7 is None: t7 = Missing('config.model.name')
         else:
             t7 = attr_value(t6, 'name', 'config.model.name')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('string')
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
@@ -11444,7 +11361,11 @@ def e322(env):
             if t22 is None: t22 = Missing('config.training.dataset')
         else:
             t22 = attr_value(t21, 'dataset', 'config.training.dataset')
-        t23 = call_value(env, F_type.fn, F_type.cost, True, [t22])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t23 = type_name(t22)
+        env.budget.mem -= len(t23)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t25 = ('string')
         if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
             t24 = t23 == t25
@@ -11595,7 +11516,11 @@ def e326(env):
                     if t17 is None: t17 = Missing('n.num_packing_bins')
                 else:
                     t17 = attr_value(t16, 'num_packing_bins', 'n.num_packing_bins')
-                t18 = call_value(t9, F_type.fn, F_type.cost, True, [t17])
+                t9.budget.left -= 1
+                if t9.budget.left < 0: _charge(t9, 0)
+                t18 = type_name(t17)
+                t9.budget.mem -= len(t18)
+                if t9.budget.mem < 0: _charge_mem(t9, 0)
                 t20 = ('int')
                 if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
                     t19 = t18 == t20
@@ -11678,7 +11603,11 @@ def e326(env):
                     if t47 is None: t47 = Missing('n.datasets')
                 else:
                     t47 = attr_value(t46, 'datasets', 'n.datasets')
-                t48 = call_value(t39, F_type.fn, F_type.cost, True, [t47])
+                t39.budget.left -= 1
+                if t39.budget.left < 0: _charge(t39, 0)
+                t48 = type_name(t47)
+                t39.budget.mem -= len(t48)
+                if t39.budget.mem < 0: _charge_mem(t39, 0)
                 t50 = ('list')
                 if t48.__class__ is t50.__class__ and (t48.__class__ is int or t48.__class__ is str):
                     t49 = t48 == t50
@@ -11696,7 +11625,12 @@ def e326(env):
                     if t53 is None: t53 = Missing('n.datasets')
                 else:
                     t53 = attr_value(t52, 'datasets', 'n.datasets')
-                t54 = call_value(t39, F_len.fn, F_len.cost, False, [t53])
+                if t53.__class__ is list or t53.__class__ is str or t53.__class__ is dict:
+                    t54 = len(t53)
+                    t39.budget.left -= t54 if t54 > 1 else 1
+                    if t39.budget.left < 0: _charge(t39, 0)
+                else:
+                    t54 = call_value(t39, F_len.fn, F_len.cost, False, [t53])
                 t56 = (0)
                 if t54.__class__ is t56.__class__ and (t54.__class__ is int or t54.__class__ is str):
                     t55 = t54 == t56
@@ -11736,7 +11670,11 @@ def e326(env):
                         t68.let_cache = None
                         t70 = t69
                         if t70 is None: t70 = Missing('d')
-                        t71 = call_value(t68, F_type.fn, F_type.cost, True, [t70])
+                        t68.budget.left -= 1
+                        if t68.budget.left < 0: _charge(t68, 0)
+                        t71 = type_name(t70)
+                        t68.budget.mem -= len(t71)
+                        if t68.budget.mem < 0: _charge_mem(t68, 0)
                         t73 = ('table')
                         if t71.__class__ is t73.__class__ and (t71.__class__ is int or t71.__class__ is str):
                             t72 = t71 == t73
@@ -11761,7 +11699,11 @@ def e326(env):
                                 if t81 is None: t81 = Missing('d.weight')
                             else:
                                 t81 = attr_value(t80, 'weight', 'd.weight')
-                            t82 = call_value(t68, F_type.fn, F_type.cost, True, [t81])
+                            t68.budget.left -= 1
+                            if t68.budget.left < 0: _charge(t68, 0)
+                            t82 = type_name(t81)
+                            t68.budget.mem -= len(t82)
+                            if t68.budget.mem < 0: _charge_mem(t68, 0)
                             t84 = K117
                             if t84.__class__ is list or t84.__class__ is dict or t84.__class__ is str: _charge_operands(t68, t82, t84)
                             t83 = _compare('in', t82, t84)
@@ -11821,7 +11763,12 @@ def e326(env):
                     if t99 is None: t99 = Missing('n.datasets')
                 else:
                     t99 = attr_value(t98, 'datasets', 'n.datasets')
-                t100 = call_value(t39, F_len.fn, F_len.cost, False, [t99])
+                if t99.__class__ is list or t99.__class__ is str or t99.__class__ is dict:
+                    t100 = len(t99)
+                    t39.budget.left -= t100 if t100 > 1 else 1
+                    if t39.budget.left < 0: _charge(t39, 0)
+                else:
+                    t100 = call_value(t39, F_len.fn, F_len.cost, False, [t99])
                 t102 = (0)
                 if t100.__class__ is t102.__class__ and (t100.__class__ is int or t100.__class__ is str):
                     t101 = t100 == t102
@@ -11902,7 +11849,12 @@ def e326(env):
                     if t129 is None: t129 = Missing('n.datasets')
                 else:
                     t129 = attr_value(t128, 'datasets', 'n.datasets')
-                t130 = call_value(t39, F_len.fn, F_len.cost, False, [t129])
+                if t129.__class__ is list or t129.__class__ is str or t129.__class__ is dict:
+                    t130 = len(t129)
+                    t39.budget.left -= t130 if t130 > 1 else 1
+                    if t39.budget.left < 0: _charge(t39, 0)
+                else:
+                    t130 = call_value(t39, F_len.fn, F_len.cost, False, [t129])
                 t132 = (0)
                 if t130.__class__ is t132.__class__ and (t130.__class__ is int or t130.__class__ is str):
                     t131 = t130 == t132
@@ -11950,7 +11902,11 @@ def e326(env):
                     if t149 is None: t149 = Missing('n.datasets')
                 else:
                     t149 = attr_value(t148, 'datasets', 'n.datasets')
-                t150 = call_value(t141, F_type.fn, F_type.cost, True, [t149])
+                t141.budget.left -= 1
+                if t141.budget.left < 0: _charge(t141, 0)
+                t150 = type_name(t149)
+                t141.budget.mem -= len(t150)
+                if t141.budget.mem < 0: _charge_mem(t141, 0)
                 t152 = ('list')
                 if t150.__class__ is t152.__class__ and (t150.__class__ is int or t150.__class__ is str):
                     t151 = t150 == t152
@@ -11968,7 +11924,12 @@ def e326(env):
                     if t155 is None: t155 = Missing('n.datasets')
                 else:
                     t155 = attr_value(t154, 'datasets', 'n.datasets')
-                t156 = call_value(t141, F_len.fn, F_len.cost, False, [t155])
+                if t155.__class__ is list or t155.__class__ is str or t155.__class__ is dict:
+                    t156 = len(t155)
+                    t141.budget.left -= t156 if t156 > 1 else 1
+                    if t141.budget.left < 0: _charge(t141, 0)
+                else:
+                    t156 = call_value(t141, F_len.fn, F_len.cost, False, [t155])
                 t158 = (0)
                 if t156.__class__ is t158.__class__ and (t156.__class__ is int or t156.__class__ is str):
                     t157 = t156 == t158
@@ -12030,7 +11991,11 @@ def e326(env):
                     if t178 is None: t178 = Missing('n.source')
                 else:
                     t178 = attr_value(t177, 'source', 'n.source')
-                t179 = call_value(t170, F_type.fn, F_type.cost, True, [t178])
+                t170.budget.left -= 1
+                if t170.budget.left < 0: _charge(t170, 0)
+                t179 = type_name(t178)
+                t170.budget.mem -= len(t179)
+                if t170.budget.mem < 0: _charge_mem(t170, 0)
                 t181 = ('table')
                 if t179.__class__ is t181.__class__ and (t179.__class__ is int or t179.__class__ is str):
                     t180 = t179 == t181
@@ -12068,7 +12033,11 @@ def e326(env):
                     if t191 is None: t191 = Missing('n.source.load_dataset_kwargs')
                 else:
                     t191 = attr_value(t190, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t192 = call_value(t170, F_type.fn, F_type.cost, True, [t191])
+                t170.budget.left -= 1
+                if t170.budget.left < 0: _charge(t170, 0)
+                t192 = type_name(t191)
+                t170.budget.mem -= len(t192)
+                if t170.budget.mem < 0: _charge_mem(t170, 0)
                 t194 = ('table')
                 if t192.__class__ is t194.__class__ and (t192.__class__ is int or t192.__class__ is str):
                     t193 = t192 == t194
@@ -12293,7 +12262,11 @@ def e327(env):
         if t2 is None: t2 = Missing('config.dataloader')
     else:
         t2 = attr_value(t1, 'dataloader', 'config.dataloader')
-    t3 = call_value(env, F_type.fn, F_type.cost, True, [t2])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t3 = type_name(t2)
+    env.budget.mem -= len(t3)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t5 = ('table')
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
@@ -12328,7 +12301,11 @@ def e327(env):
             if t15 is None: t15 = Missing('config.dataloader.dataset')
         else:
             t15 = attr_value(t14, 'dataset', 'config.dataloader.dataset')
-        t16 = call_value(env, F_type.fn, F_type.cost, True, [t15])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t16 = type_name(t15)
+        env.budget.mem -= len(t16)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t18 = ('table')
         if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
             t17 = t16 == t18
@@ -12360,7 +12337,11 @@ def e327(env):
 def e328(env):
     t1 = env.lookup('d')
     if t1 is None: t1 = Missing('d')
-    t2 = call_value(env, F_type.fn, F_type.cost, True, [t1])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t2 = type_name(t1)
+    env.budget.mem -= len(t2)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t4 = ('table')
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -12385,7 +12366,11 @@ def e328(env):
             if t12 is None: t12 = Missing('d.dataset')
         else:
             t12 = attr_value(t11, 'dataset', 'd.dataset')
-        t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t13 = type_name(t12)
+        env.budget.mem -= len(t13)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t15 = ('table')
         if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
             t14 = t13 == t15
@@ -12412,7 +12397,11 @@ def e328(env):
 def e329(env):
     t1 = env.lookup('d2')
     if t1 is None: t1 = Missing('d2')
-    t2 = call_value(env, F_type.fn, F_type.cost, True, [t1])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t2 = type_name(t1)
+    env.budget.mem -= len(t2)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t4 = ('table')
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -12437,7 +12426,11 @@ def e329(env):
             if t12 is None: t12 = Missing('d2.dataset')
         else:
             t12 = attr_value(t11, 'dataset', 'd2.dataset')
-        t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t13 = type_name(t12)
+        env.budget.mem -= len(t13)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t15 = ('table')
         if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
             t14 = t13 == t15
@@ -12464,7 +12457,11 @@ def e329(env):
 def e330(env):
     t1 = env.lookup('d3')
     if t1 is None: t1 = Missing('d3')
-    t2 = call_value(env, F_type.fn, F_type.cost, True, [t1])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t2 = type_name(t1)
+    env.budget.mem -= len(t2)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t4 = ('table')
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -12489,7 +12486,11 @@ def e330(env):
             if t12 is None: t12 = Missing('d3.dataset')
         else:
             t12 = attr_value(t11, 'dataset', 'd3.dataset')
-        t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t13 = type_name(t12)
+        env.budget.mem -= len(t13)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t15 = ('table')
         if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
             t14 = t13 == t15
@@ -12532,7 +12533,11 @@ def e331(env):
         t8.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('c')
-        t11 = call_value(t8, F_type.fn, F_type.cost, True, [t10])
+        t8.budget.left -= 1
+        if t8.budget.left < 0: _charge(t8, 0)
+        t11 = type_name(t10)
+        t8.budget.mem -= len(t11)
+        if t8.budget.mem < 0: _charge_mem(t8, 0)
         t13 = ('table')
         if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
             t12 = t11 == t13
@@ -12573,7 +12578,11 @@ def e332(env):
                 if t14 is None: t14 = Missing('c.datasets')
             else:
                 t14 = attr_value(t13, 'datasets', 'c.datasets')
-            t15 = call_value(t6, F_type.fn, F_type.cost, True, [t14])
+            t6.budget.left -= 1
+            if t6.budget.left < 0: _charge(t6, 0)
+            t15 = type_name(t14)
+            t6.budget.mem -= len(t15)
+            if t6.budget.mem < 0: _charge_mem(t6, 0)
             t17 = ('list')
             if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
                 t16 = t15 == t17
@@ -12595,7 +12604,12 @@ def e332(env):
             t6.budget.mem -= 1
             if t6.budget.mem < 0: _charge_mem(env, 0)
             if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t20 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+    if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
+        t20 = len(t3)
+        env.budget.left -= t20 if t20 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t20 = call_value(env, F_len.fn, F_len.cost, False, [t3])
     t22 = (0)
     if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
         t21 = t20 > t22
@@ -12626,7 +12640,11 @@ def e332(env):
                     if t35 is None: t35 = Missing('c.datasets')
                 else:
                     t35 = attr_value(t34, 'datasets', 'c.datasets')
-                t36 = call_value(t27, F_type.fn, F_type.cost, True, [t35])
+                t27.budget.left -= 1
+                if t27.budget.left < 0: _charge(t27, 0)
+                t36 = type_name(t35)
+                t27.budget.mem -= len(t36)
+                if t27.budget.mem < 0: _charge_mem(t27, 0)
                 t38 = ('list')
                 if t36.__class__ is t38.__class__ and (t36.__class__ is int or t36.__class__ is str):
                     t37 = t36 == t38
@@ -12664,7 +12682,11 @@ def e332(env):
         t44.let_cache = None
         t46 = t45
         if t46 is None: t46 = Missing('x')
-        t47 = call_value(t44, F_type.fn, F_type.cost, True, [t46])
+        t44.budget.left -= 1
+        if t44.budget.left < 0: _charge(t44, 0)
+        t47 = type_name(t46)
+        t44.budget.mem -= len(t47)
+        if t44.budget.mem < 0: _charge_mem(t44, 0)
         t49 = ('table')
         if t47.__class__ is t49.__class__ and (t47.__class__ is int or t47.__class__ is str):
             t48 = t47 == t49
@@ -12716,7 +12738,11 @@ def e333(env):
                 if t15 is None: t15 = Missing('x.dataset')
             else:
                 t15 = attr_value(t14, 'dataset', 'x.dataset')
-            t16 = call_value(t7, F_type.fn, F_type.cost, True, [t15])
+            t7.budget.left -= 1
+            if t7.budget.left < 0: _charge(t7, 0)
+            t16 = type_name(t15)
+            t7.budget.mem -= len(t16)
+            if t7.budget.mem < 0: _charge_mem(t7, 0)
             t18 = ('table')
             if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
                 t17 = t16 == t18
@@ -12769,7 +12795,11 @@ def e333(env):
                 if t35 is None: t35 = Missing('x.dataset')
             else:
                 t35 = attr_value(t34, 'dataset', 'x.dataset')
-            t36 = call_value(t27, F_type.fn, F_type.cost, True, [t35])
+            t27.budget.left -= 1
+            if t27.budget.left < 0: _charge(t27, 0)
+            t36 = type_name(t35)
+            t27.budget.mem -= len(t36)
+            if t27.budget.mem < 0: _charge_mem(t27, 0)
             t38 = ('table')
             if t36.__class__ is t38.__class__ and (t36.__class__ is int or t36.__class__ is str):
                 t37 = t36 == t38
@@ -12811,7 +12841,11 @@ def e333(env):
                 if t49 is None: t49 = Missing('y.dataset')
             else:
                 t49 = attr_value(t48, 'dataset', 'y.dataset')
-            t50 = call_value(t41, F_type.fn, F_type.cost, True, [t49])
+            t41.budget.left -= 1
+            if t41.budget.left < 0: _charge(t41, 0)
+            t50 = type_name(t49)
+            t41.budget.mem -= len(t50)
+            if t41.budget.mem < 0: _charge_mem(t41, 0)
             t52 = ('table')
             if t50.__class__ is t52.__class__ and (t50.__class__ is int or t50.__class__ is str):
                 t51 = t50 == t52
@@ -12891,7 +12925,11 @@ def e336(env):
             if t7 is None: t7 = Missing('config.dataloader')
         else:
             t7 = attr_value(t6, 'dataloader', 'config.dataloader')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('table')
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
@@ -12901,7 +12939,11 @@ def e336(env):
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('order')
             if t12 is None: t12 = Missing('order')
-            t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t13 = type_name(t12)
+            env.budget.mem -= len(t13)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t15 = ('string')
             if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
                 t14 = t13 == t15
@@ -12914,7 +12956,11 @@ def e336(env):
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t17 = env.lookup('mrope')
             if t17 is None: t17 = Missing('mrope')
-            t18 = call_value(env, F_type.fn, F_type.cost, True, [t17])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t18 = type_name(t17)
+            env.budget.mem -= len(t18)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t20 = ('bool')
             if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
                 t19 = t18 == t20
@@ -12977,7 +13023,11 @@ def e337(env):
 def e338(env):
     t1 = env.lookup('c')
     if t1 is None: t1 = Missing('c')
-    t2 = call_value(env, F_type.fn, F_type.cost, True, [t1])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t2 = type_name(t1)
+    env.budget.mem -= len(t2)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t4 = ('table')
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -12999,37 +13049,36 @@ def e338(env):
                 if t12 is None: t12 = Missing('c.patch_order')
             else:
                 t12 = attr_value(t11, 'patch_order', 'c.patch_order')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t10 = False
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('c')
-            if t16 is None: t16 = Missing('c')
-            if t16.__class__ is dict and 'patch_order' in t16:
-                t17 = t16['patch_order']
-                if t17 is None: t17 = Missing('c.patch_order')
+            t15 = env.lookup('c')
+            if t15 is None: t15 = Missing('c')
+            if t15.__class__ is dict and 'patch_order' in t15:
+                t16 = t15['patch_order']
+                if t16 is None: t16 = Missing('c.patch_order')
             else:
-                t17 = attr_value(t16, 'patch_order', 'c.patch_order')
-            t15 = t17
+                t16 = attr_value(t15, 'patch_order', 'c.patch_order')
+            t14 = t16
         else:
-            t18 = ('block')
-            t15 = t18
-        t5 = t15
+            t17 = ('block')
+            t14 = t17
+        t5 = t14
     else:
-        t19 = (None)
-        t5 = t19
+        t18 = (None)
+        t5 = t18
     return t5
 
 def e339(env):
     t1 = env.lookup('c')
     if t1 is None: t1 = Missing('c')
-    t2 = call_value(env, F_type.fn, F_type.cost, True, [t1])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t2 = type_name(t1)
+    env.budget.mem -= len(t2)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t4 = ('table')
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -13051,31 +13100,26 @@ def e339(env):
                 if t12 is None: t12 = Missing('c.build_mrope_positions')
             else:
                 t12 = attr_value(t11, 'build_mrope_positions', 'c.build_mrope_positions')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t10 = False
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('c')
-            if t16 is None: t16 = Missing('c')
-            if t16.__class__ is dict and 'build_mrope_positions' in t16:
-                t17 = t16['build_mrope_positions']
-                if t17 is None: t17 = Missing('c.build_mrope_positions')
+            t15 = env.lookup('c')
+            if t15 is None: t15 = Missing('c')
+            if t15.__class__ is dict and 'build_mrope_positions' in t15:
+                t16 = t15['build_mrope_positions']
+                if t16 is None: t16 = Missing('c.build_mrope_positions')
             else:
-                t17 = attr_value(t16, 'build_mrope_positions', 'c.build_mrope_positions')
-            t15 = t17
+                t16 = attr_value(t15, 'build_mrope_positions', 'c.build_mrope_positions')
+            t14 = t16
         else:
-            t18 = (False)
-            t15 = t18
-        t5 = t15
+            t17 = (False)
+            t14 = t17
+        t5 = t14
     else:
-        t19 = (None)
-        t5 = t19
+        t18 = (None)
+        t5 = t18
     return t5
 
 def e340(env):
@@ -13306,7 +13350,11 @@ def e346(env):
             if t7 is None: t7 = Missing('config.dataloader')
         else:
             t7 = attr_value(t6, 'dataloader', 'config.dataloader')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('table')
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
@@ -13316,7 +13364,11 @@ def e346(env):
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('order')
             if t12 is None: t12 = Missing('order')
-            t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t13 = type_name(t12)
+            env.budget.mem -= len(t13)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t15 = ('string')
             if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
                 t14 = t13 == t15
@@ -13329,7 +13381,11 @@ def e346(env):
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t17 = env.lookup('mrope')
             if t17 is None: t17 = Missing('mrope')
-            t18 = call_value(env, F_type.fn, F_type.cost, True, [t17])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t18 = type_name(t17)
+            env.budget.mem -= len(t18)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t20 = ('bool')
             if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
                 t19 = t18 == t20
@@ -13381,7 +13437,11 @@ def e347(env):
             if t13 is None: t13 = Missing('config.dataloader.collator')
         else:
             t13 = attr_value(t12, 'collator', 'config.dataloader.collator')
-        t14 = call_value(env, F_type.fn, F_type.cost, True, [t13])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t14 = type_name(t13)
+        env.budget.mem -= len(t14)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t16 = ('table')
         if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
             t15 = t14 == t16
@@ -13457,7 +13517,12 @@ def e348(env):
 def e349(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -13485,7 +13550,11 @@ def e350(env):
             if t7 is None: t7 = Missing('model.converters')
         else:
             t7 = attr_value(t6, 'converters', 'model.converters')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('list')
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
@@ -13578,7 +13647,11 @@ def e351(env):
                 if t17 is None: t17 = Missing('c.rank')
             else:
                 t17 = attr_value(t16, 'rank', 'c.rank')
-            t18 = call_value(t5, F_type.fn, F_type.cost, True, [t17])
+            t5.budget.left -= 1
+            if t5.budget.left < 0: _charge(t5, 0)
+            t18 = type_name(t17)
+            t5.budget.mem -= len(t18)
+            if t5.budget.mem < 0: _charge_mem(t5, 0)
             t20 = K128
             if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t5, t18, t20)
             t19 = _compare('in', t18, t20)
@@ -13642,7 +13715,12 @@ def e353(env):
 def e354(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -13665,7 +13743,12 @@ def e356(env):
     t1 = []
     t3 = env.lookup('conv')
     if t3 is None: t3 = Missing('conv')
-    t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+    if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
+        t4 = len(t3)
+        env.budget.left -= t4 if t4 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
     t5 = call_value(env, F_range.fn, F_range.cost, False, [t4])
     t2 = loop_items(t5)
     t6 = Env({}, None, env.budget, env)
@@ -13704,7 +13787,12 @@ def e357(env):
     t1 = []
     t3 = env.lookup('conv')
     if t3 is None: t3 = Missing('conv')
-    t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+    if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
+        t4 = len(t3)
+        env.budget.left -= t4 if t4 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
     t5 = call_value(env, F_range.fn, F_range.cost, False, [t4])
     t2 = loop_items(t5)
     t6 = Env({}, None, env.budget, env)
@@ -13714,7 +13802,12 @@ def e357(env):
         t6.let_cache = None
         t8 = t6.lookup('loras')
         if t8 is None: t8 = Missing('loras')
-        t9 = call_value(t6, F_len.fn, F_len.cost, False, [t8])
+        if t8.__class__ is list or t8.__class__ is str or t8.__class__ is dict:
+            t9 = len(t8)
+            t6.budget.left -= t9 if t9 > 1 else 1
+            if t6.budget.left < 0: _charge(t6, 0)
+        else:
+            t9 = call_value(t6, F_len.fn, F_len.cost, False, [t8])
         t11 = (0)
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 > t11
@@ -13863,7 +13956,11 @@ def e362(env):
             if t7 is None: t7 = Missing('model.converters')
         else:
             t7 = attr_value(t6, 'converters', 'model.converters')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('list')
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
@@ -13895,52 +13992,47 @@ def e362(env):
                 if t18 is None: t18 = Missing('model.moe_comm_backend')
             else:
                 t18 = attr_value(t17, 'moe_comm_backend', 'model.moe_comm_backend')
-            t20 = (None)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 != t20
-            else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                t19 = _compare('!=', t18, t20)
+            t19 = not (t18 is None or t18.__class__ is Missing)
             t16 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
             t16 = False
         if (t16 if t16.__class__ is bool else _truth(t16)):
-            t22 = []
-            t24 = env.lookup('model')
-            if t24 is None: t24 = Missing('model')
-            if t24.__class__ is dict and 'converters' in t24:
-                t25 = t24['converters']
-                if t25 is None: t25 = Missing('model.converters')
+            t21 = []
+            t23 = env.lookup('model')
+            if t23 is None: t23 = Missing('model')
+            if t23.__class__ is dict and 'converters' in t23:
+                t24 = t23['converters']
+                if t24 is None: t24 = Missing('model.converters')
             else:
-                t25 = attr_value(t24, 'converters', 'model.converters')
-            t23 = loop_items(t25)
-            t26 = Env({}, None, env.budget, env)
-            for t27 in t23:
+                t24 = attr_value(t23, 'converters', 'model.converters')
+            t22 = loop_items(t24)
+            t25 = Env({}, None, env.budget, env)
+            for t26 in t22:
                 _charge(env, 7)
-                t26.values['c'] = t27
-                t26.let_cache = None
-                t28 = t27
-                if t28 is None: t28 = Missing('c')
-                if t28.__class__ is dict and 'pads_dispatcher' in t28:
-                    t29 = t28['pads_dispatcher']
-                    if t29 is None: t29 = Missing('c.pads_dispatcher')
+                t25.values['c'] = t26
+                t25.let_cache = None
+                t27 = t26
+                if t27 is None: t27 = Missing('c')
+                if t27.__class__ is dict and 'pads_dispatcher' in t27:
+                    t28 = t27['pads_dispatcher']
+                    if t28 is None: t28 = Missing('c.pads_dispatcher')
                 else:
-                    t29 = attr_value(t28, 'pads_dispatcher', 'c.pads_dispatcher')
-                t31 = (True)
-                if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
-                    t30 = t29 == t31
+                    t28 = attr_value(t27, 'pads_dispatcher', 'c.pads_dispatcher')
+                t30 = (True)
+                if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
+                    t29 = t28 == t30
                 else:
-                    if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t26, t29, t31)
-                    t30 = _compare('==', t29, t31)
-                t22.append(t30)
-                t26.budget.mem -= 1
-                if t26.budget.mem < 0: _charge_mem(env, 0)
-                if len(t22) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t32 = call_value(env, F_any.fn, F_any.cost, False, [t22])
-            t21 = (t32 if t32.__class__ is bool else _truth(t32))
+                    if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t25, t28, t30)
+                    t29 = _compare('==', t28, t30)
+                t21.append(t29)
+                t25.budget.mem -= 1
+                if t25.budget.mem < 0: _charge_mem(env, 0)
+                if len(t21) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t31 = call_value(env, F_any.fn, F_any.cost, False, [t21])
+            t20 = (t31 if t31.__class__ is bool else _truth(t31))
         else:
-            t21 = False
-        t5 = (t21 if t21.__class__ is bool else _truth(t21))
+            t20 = False
+        t5 = (t20 if t20.__class__ is bool else _truth(t20))
     else:
         t5 = False
     return t5
@@ -14201,63 +14293,48 @@ def e369(env):
 def e370(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 == t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('==', t1, t3)
+    t2 = (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('key_unread')
-        if t5 is None: t5 = Missing('key_unread')
-        t6 = not (t5 if t5.__class__ is bool else _truth(t5))
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = env.lookup('key_unread')
+        if t4 is None: t4 = Missing('key_unread')
+        t5 = not (t4 if t4.__class__ is bool else _truth(t4))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    return t4
+        t3 = False
+    return t3
 
 def e371(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('model')
-        if t5 is None: t5 = Missing('model')
-        if t5.__class__ is dict and 'attn_mask_keys' in t5:
-            t6 = t5['attn_mask_keys']
-            if t6 is None: t6 = Missing('model.attn_mask_keys')
+        t4 = env.lookup('model')
+        if t4 is None: t4 = Missing('model')
+        if t4.__class__ is dict and 'attn_mask_keys' in t4:
+            t5 = t4['attn_mask_keys']
+            if t5 is None: t5 = Missing('model.attn_mask_keys')
         else:
-            t6 = attr_value(t5, 'attn_mask_keys', 'model.attn_mask_keys')
-        t8 = (None)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 != t8
-        else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-            t7 = _compare('!=', t6, t8)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t4, 'attn_mask_keys', 'model.attn_mask_keys')
+        t6 = not (t5 is None or t5.__class__ is Missing)
+        t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t10 = env.lookup('mask_key')
-        if t10 is None: t10 = Missing('mask_key')
-        t12 = env.lookup('model')
-        if t12 is None: t12 = Missing('model')
-        if t12.__class__ is dict and 'attn_mask_keys' in t12:
-            t13 = t12['attn_mask_keys']
-            if t13 is None: t13 = Missing('model.attn_mask_keys')
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = env.lookup('mask_key')
+        if t8 is None: t8 = Missing('mask_key')
+        t10 = env.lookup('model')
+        if t10 is None: t10 = Missing('model')
+        if t10.__class__ is dict and 'attn_mask_keys' in t10:
+            t11 = t10['attn_mask_keys']
+            if t11 is None: t11 = Missing('model.attn_mask_keys')
         else:
-            t13 = attr_value(t12, 'attn_mask_keys', 'model.attn_mask_keys')
-        if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t10, t13)
-        t11 = _compare('not in', t10, t13)
-        t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t11 = attr_value(t10, 'attn_mask_keys', 'model.attn_mask_keys')
+        if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t8, t11)
+        t9 = _compare('not in', t8, t11)
+        t7 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t9 = False
-    return t9
+        t7 = False
+    return t7
 
 def e372(env):
     t1 = env.lookup('missing')
@@ -14295,42 +14372,37 @@ def e373(env):
         if t2 is None: t2 = Missing('model.attn_mask_keys')
     else:
         t2 = attr_value(t1, 'attn_mask_keys', 'model.attn_mask_keys')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' (')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('model')
-        if t7 is None: t7 = Missing('model')
-        if t7.__class__ is dict and 'attn_mask_keys' in t7:
-            t8 = t7['attn_mask_keys']
-            if t8 is None: t8 = Missing('model.attn_mask_keys')
+        t5 = (' (')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('model')
+        if t6 is None: t6 = Missing('model')
+        if t6.__class__ is dict and 'attn_mask_keys' in t6:
+            t7 = t6['attn_mask_keys']
+            if t7 is None: t7 = Missing('model.attn_mask_keys')
         else:
-            t8 = attr_value(t7, 'attn_mask_keys', 'model.attn_mask_keys')
-        t9 = call_value(env, F_join.fn, F_join.cost, False, [t8])
+            t7 = attr_value(t6, 'attn_mask_keys', 'model.attn_mask_keys')
+        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t5.__class__ is int and t8.__class__ is int:
+            t9 = t5 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t5, t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t6.__class__ is int and t9.__class__ is int:
-            t10 = t6 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t6, t9, env)
+        t10 = (')')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (')')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t12 = _binop('+', t10, t11, env)
-        t5 = t12
+            t11 = _binop('+', t9, t10, env)
+        t4 = t11
     else:
-        t13 = ('')
-        t5 = t13
-    return t5
+        t12 = ('')
+        t4 = t12
+    return t4
 
 def e374(env):
     t1 = env.lookup('missing')
@@ -14400,66 +14472,61 @@ def e376(env):
             if t5 is None: t5 = Missing('model.attn_mask_keys')
         else:
             t5 = attr_value(t4, 'attn_mask_keys', 'model.attn_mask_keys')
-        t7 = (None)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 != t7
-        else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('!=', t5, t7)
+        t6 = not (t5 is None or t5.__class__ is Missing)
         if (t6 if t6.__class__ is bool else _truth(t6)):
-            t9 = (' (')
-            if t9 is None or t9.__class__ is Missing: _need(t9)
-            t10 = env.lookup('model')
-            if t10 is None: t10 = Missing('model')
-            if t10.__class__ is dict and 'attn_mask_keys' in t10:
-                t11 = t10['attn_mask_keys']
-                if t11 is None: t11 = Missing('model.attn_mask_keys')
+            t8 = (' (')
+            if t8 is None or t8.__class__ is Missing: _need(t8)
+            t9 = env.lookup('model')
+            if t9 is None: t9 = Missing('model')
+            if t9.__class__ is dict and 'attn_mask_keys' in t9:
+                t10 = t9['attn_mask_keys']
+                if t10 is None: t10 = Missing('model.attn_mask_keys')
             else:
-                t11 = attr_value(t10, 'attn_mask_keys', 'model.attn_mask_keys')
-            t12 = call_value(env, F_join.fn, F_join.cost, False, [t11])
+                t10 = attr_value(t9, 'attn_mask_keys', 'model.attn_mask_keys')
+            t11 = call_value(env, F_join.fn, F_join.cost, False, [t10])
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            if t8.__class__ is int and t11.__class__ is int:
+                t12 = t8 + t11
+                if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+            else:
+                t12 = _binop('+', t8, t11, env)
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            if t9.__class__ is int and t12.__class__ is int:
-                t13 = t9 + t12
-                if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-            else:
-                t13 = _binop('+', t9, t12, env)
+            t13 = (')')
             if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = (')')
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            if t13.__class__ is int and t14.__class__ is int:
-                t15 = t13 + t14
-                if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+            if t12.__class__ is int and t13.__class__ is int:
+                t14 = t12 + t13
+                if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
             else:
-                t15 = _binop('+', t13, t14, env)
-            t8 = t15
+                t14 = _binop('+', t12, t13, env)
+            t7 = t14
         else:
-            t16 = ('')
-            t8 = t16
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t3.__class__ is int and t8.__class__ is int:
-            t17 = t3 + t8
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+            t15 = ('')
+            t7 = t15
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t3.__class__ is int and t7.__class__ is int:
+            t16 = t3 + t7
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t17 = _binop('+', t3, t8, env)
-        t2 = t17
+            t16 = _binop('+', t3, t7, env)
+        t2 = t16
     else:
-        t18 = ('name one of the masks the model builds: ')
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = env.lookup('model')
-        if t19 is None: t19 = Missing('model')
-        if t19.__class__ is dict and 'attn_mask_keys' in t19:
-            t20 = t19['attn_mask_keys']
-            if t20 is None: t20 = Missing('model.attn_mask_keys')
+        t17 = ('name one of the masks the model builds: ')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = env.lookup('model')
+        if t18 is None: t18 = Missing('model')
+        if t18.__class__ is dict and 'attn_mask_keys' in t18:
+            t19 = t18['attn_mask_keys']
+            if t19 is None: t19 = Missing('model.attn_mask_keys')
         else:
-            t20 = attr_value(t19, 'attn_mask_keys', 'model.attn_mask_keys')
-        t21 = call_value(env, F_join.fn, F_join.cost, False, [t20])
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t18.__class__ is int and t21.__class__ is int:
-            t22 = t18 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+            t19 = attr_value(t18, 'attn_mask_keys', 'model.attn_mask_keys')
+        t20 = call_value(env, F_join.fn, F_join.cost, False, [t19])
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        if t17.__class__ is int and t20.__class__ is int:
+            t21 = t17 + t20
+            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
         else:
-            t22 = _binop('+', t18, t21, env)
-        t2 = t22
+            t21 = _binop('+', t17, t20, env)
+        t2 = t21
     return t2
 
 def e377(env):
@@ -14528,12 +14595,7 @@ def e378(env):
                 if t17 is None: t17 = Missing('model.attn_type')
             else:
                 t17 = attr_value(t16, 'attn_type', 'model.attn_type')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 != t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('!=', t17, t19)
+            t18 = not (t17 is None or t17.__class__ is Missing)
             t15 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
             t15 = False
@@ -14545,7 +14607,12 @@ def e378(env):
 def e379(env):
     t1 = env.lookup('hits')
     if t1 is None: t1 = Missing('hits')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -14572,25 +14639,20 @@ def e380(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('call')
             if t9 is None: t9 = Missing('call')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 == t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('==', t9, t11)
+            t10 = (t9 is None or t9.__class__ is Missing)
             if not (t10 if t10.__class__ is bool else _truth(t10)):
-                t13 = env.lookup('upto')
-                if t13 is None: t13 = Missing('upto')
-                t15 = (0)
-                if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                    t14 = t13 > t15
+                t12 = env.lookup('upto')
+                if t12 is None: t12 = Missing('upto')
+                t14 = (0)
+                if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+                    t13 = t12 > t14
                 else:
-                    if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                    t14 = _compare('>', t13, t15)
-                t12 = (t14 if t14.__class__ is bool else _truth(t14))
+                    if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
+                    t13 = _compare('>', t12, t14)
+                t11 = (t13 if t13.__class__ is bool else _truth(t13))
             else:
-                t12 = True
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+                t11 = True
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
@@ -14606,7 +14668,11 @@ def e381(env):
         if t2 is None: t2 = Missing('model.converters')
     else:
         t2 = attr_value(t1, 'converters', 'model.converters')
-    t3 = call_value(env, F_type.fn, F_type.cost, True, [t2])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t3 = type_name(t2)
+    env.budget.mem -= len(t3)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t5 = ('list')
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
@@ -14622,7 +14688,12 @@ def e381(env):
             if t10 is None: t10 = Missing('model.converters')
         else:
             t10 = attr_value(t9, 'converters', 'model.converters')
-        t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
+        if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
+            t11 = len(t10)
+            env.budget.left -= t11 if t11 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
         t12 = call_value(env, F_range.fn, F_range.cost, False, [t11])
         t8 = loop_items(t12)
         t13 = Env({}, None, env.budget, env)
@@ -14700,60 +14771,55 @@ def e383(env):
 def e384(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('call')
-        if t5 is None: t5 = Missing('call')
-        if t5.__class__ is dict and 'num_layers' in t5:
-            t6 = t5['num_layers']
-            if t6 is None: t6 = Missing('call.num_layers')
+        t4 = env.lookup('call')
+        if t4 is None: t4 = Missing('call')
+        if t4.__class__ is dict and 'num_layers' in t4:
+            t5 = t4['num_layers']
+            if t5 is None: t5 = Missing('call.num_layers')
         else:
-            t6 = attr_value(t5, 'num_layers', 'call.num_layers')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('call')
-        if t7 is None: t7 = Missing('call')
-        if t7.__class__ is dict and 'num_layers' in t7:
-            t8 = t7['num_layers']
-            if t8 is None: t8 = Missing('call.num_layers')
+            t5 = attr_value(t4, 'num_layers', 'call.num_layers')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('call')
+        if t6 is None: t6 = Missing('call')
+        if t6.__class__ is dict and 'num_layers' in t6:
+            t7 = t6['num_layers']
+            if t7 is None: t7 = Missing('call.num_layers')
         else:
-            t8 = attr_value(t7, 'num_layers', 'call.num_layers')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = env.lookup('call')
-        if t9 is None: t9 = Missing('call')
-        if t9.__class__ is dict and 'bf16_tail_fraction' in t9:
-            t10 = t9['bf16_tail_fraction']
-            if t10 is None: t10 = Missing('call.bf16_tail_fraction')
+            t7 = attr_value(t6, 'num_layers', 'call.num_layers')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = env.lookup('call')
+        if t8 is None: t8 = Missing('call')
+        if t8.__class__ is dict and 'bf16_tail_fraction' in t8:
+            t9 = t8['bf16_tail_fraction']
+            if t9 is None: t9 = Missing('call.bf16_tail_fraction')
         else:
-            t10 = attr_value(t9, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t8.__class__ is int and t10.__class__ is int:
-            t11 = t8 * t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+            t9 = attr_value(t8, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t7.__class__ is int and t9.__class__ is int:
+            t10 = t7 * t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t11 = _binop('*', t8, t10, env)
-        t12 = _check_value(-_num(t11, '-'))
+            t10 = _binop('*', t7, t9, env)
+        t11 = _check_value(-_num(t10, '-'))
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = (1)
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = (1)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('//', t12, t13, env)
-        t15 = _check_value(-_num(t14, '-'))
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t6.__class__ is int and t15.__class__ is int:
-            t16 = t6 - t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        t13 = _binop('//', t11, t12, env)
+        t14 = _check_value(-_num(t13, '-'))
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t5.__class__ is int and t14.__class__ is int:
+            t15 = t5 - t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t16 = _binop('-', t6, t15, env)
-        t17 = call_value(env, F_int.fn, F_int.cost, False, [t16])
-        t4 = t17
+            t15 = _binop('-', t5, t14, env)
+        t16 = call_value(env, F_int.fn, F_int.cost, False, [t15])
+        t3 = t16
     else:
-        t18 = (0)
-        t4 = t18
-    return t4
+        t17 = (0)
+        t3 = t17
+    return t3
 
 def e385(env):
     t1 = ('fqns')
@@ -14764,60 +14830,55 @@ def e385(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('call')
         if t5 is None: t5 = Missing('call')
-        t7 = (None)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 != t7
-        else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('!=', t5, t7)
+        t6 = not (t5 is None or t5.__class__ is Missing)
         if (t6 if t6.__class__ is bool else _truth(t6)):
-            t9 = []
-            t11 = env.lookup('upto')
-            if t11 is None: t11 = Missing('upto')
-            t12 = call_value(env, F_range.fn, F_range.cost, False, [t11])
-            t10 = loop_items(t12)
-            t13 = Env({}, None, env.budget, env)
-            for t14 in t10:
+            t8 = []
+            t10 = env.lookup('upto')
+            if t10 is None: t10 = Missing('upto')
+            t11 = call_value(env, F_range.fn, F_range.cost, False, [t10])
+            t9 = loop_items(t11)
+            t12 = Env({}, None, env.budget, env)
+            for t13 in t9:
                 _charge(env, 9)
-                t13.values['i'] = t14
-                t13.let_cache = None
-                t15 = ('layers.')
-                if t15 is None or t15.__class__ is Missing: _need(t15)
-                t16 = t14
-                if t16 is None: t16 = Missing('i')
-                t17 = call_value(t13, F_str.fn, F_str.cost, True, [t16])
+                t12.values['i'] = t13
+                t12.let_cache = None
+                t14 = ('layers.')
+                if t14 is None or t14.__class__ is Missing: _need(t14)
+                t15 = t13
+                if t15 is None: t15 = Missing('i')
+                t16 = call_value(t12, F_str.fn, F_str.cost, True, [t15])
+                if t16 is None or t16.__class__ is Missing: _need(t16)
+                if t14.__class__ is int and t16.__class__ is int:
+                    t17 = t14 + t16
+                    if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+                else:
+                    t17 = _binop('+', t14, t16, t12)
                 if t17 is None or t17.__class__ is Missing: _need(t17)
-                if t15.__class__ is int and t17.__class__ is int:
-                    t18 = t15 + t17
-                    if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-                else:
-                    t18 = _binop('+', t15, t17, t13)
+                t18 = ('.')
                 if t18 is None or t18.__class__ is Missing: _need(t18)
-                t19 = ('.')
-                if t19 is None or t19.__class__ is Missing: _need(t19)
-                if t18.__class__ is int and t19.__class__ is int:
-                    t20 = t18 + t19
-                    if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+                if t17.__class__ is int and t18.__class__ is int:
+                    t19 = t17 + t18
+                    if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
                 else:
-                    t20 = _binop('+', t18, t19, t13)
-                t9.append(t20)
-                t13.budget.mem -= 1
-                if t13.budget.mem < 0: _charge_mem(env, 0)
-                if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t8 = t9
+                    t19 = _binop('+', t17, t18, t12)
+                t8.append(t19)
+                t12.budget.mem -= 1
+                if t12.budget.mem < 0: _charge_mem(env, 0)
+                if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t7 = t8
         else:
-            t21 = env.lookup('conv')
-            if t21 is None: t21 = Missing('conv')
-            if t21.__class__ is dict and 'fqns' in t21:
-                t22 = t21['fqns']
-                if t22 is None: t22 = Missing('conv.fqns')
+            t20 = env.lookup('conv')
+            if t20 is None: t20 = Missing('conv')
+            if t20.__class__ is dict and 'fqns' in t20:
+                t21 = t20['fqns']
+                if t21 is None: t21 = Missing('conv.fqns')
             else:
-                t22 = attr_value(t21, 'fqns', 'conv.fqns')
-            t8 = t22
-        t4 = t8
+                t21 = attr_value(t20, 'fqns', 'conv.fqns')
+            t7 = t21
+        t4 = t7
     else:
-        t23 = K136
-        t4 = t23
+        t22 = K136
+        t4 = t22
     return t4
 
 def e386(env):
@@ -14911,7 +14972,12 @@ def e387(env):
             if t8 is None: t8 = Missing('e.fqns')
         else:
             t8 = attr_value(t7, 'fqns', 'e.fqns')
-        t9 = call_value(t4, F_len.fn, F_len.cost, False, [t8])
+        if t8.__class__ is list or t8.__class__ is str or t8.__class__ is dict:
+            t9 = len(t8)
+            t4.budget.left -= t9 if t9 > 1 else 1
+            if t4.budget.left < 0: _charge(t4, 0)
+        else:
+            t9 = call_value(t4, F_len.fn, F_len.cost, False, [t8])
         t10 = call_value(t4, F_range.fn, F_range.cost, False, [t9])
         t6 = loop_items(t10)
         t11 = Env({}, None, t4.budget, t4)
@@ -14921,7 +14987,12 @@ def e387(env):
             t11.let_cache = None
             t13 = t11.lookup('targets')
             if t13 is None: t13 = Missing('targets')
-            t14 = call_value(t11, F_len.fn, F_len.cost, False, [t13])
+            if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
+                t14 = len(t13)
+                t11.budget.left -= t14 if t14 > 1 else 1
+                if t11.budget.left < 0: _charge(t11, 0)
+            else:
+                t14 = call_value(t11, F_len.fn, F_len.cost, False, [t13])
             t16 = (0)
             if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
                 t15 = t14 == t16
@@ -15206,7 +15277,12 @@ def e392(env):
 def e393(env):
     t1 = env.lookup('targets')
     if t1 is None: t1 = Missing('targets')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
@@ -15272,7 +15348,12 @@ def e393(env):
                 t21.budget.mem -= 1
                 if t21.budget.mem < 0: _charge_mem(env, 0)
                 if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t29 = call_value(env, F_len.fn, F_len.cost, False, [t18])
+        if t18.__class__ is list or t18.__class__ is str or t18.__class__ is dict:
+            t29 = len(t18)
+            env.budget.left -= t29 if t29 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t29 = call_value(env, F_len.fn, F_len.cost, False, [t18])
         t31 = (0)
         if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
             t30 = t29 == t31
@@ -15301,162 +15382,157 @@ def e395(env):
 def e396(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 == t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('==', t1, t3)
+    t2 = (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('fqns')
-        t7 = env.lookup('conv')
-        if t7 is None: t7 = Missing('conv')
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-        t6 = _compare('in', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = ('fqns')
+        t6 = env.lookup('conv')
+        if t6 is None: t6 = Missing('conv')
+        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
+        t5 = _compare('in', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = ('fqns=[')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = []
-        t12 = env.lookup('conv')
-        if t12 is None: t12 = Missing('conv')
-        if t12.__class__ is dict and 'fqns' in t12:
-            t13 = t12['fqns']
-            if t13 is None: t13 = Missing('conv.fqns')
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = ('fqns=[')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = []
+        t11 = env.lookup('conv')
+        if t11 is None: t11 = Missing('conv')
+        if t11.__class__ is dict and 'fqns' in t11:
+            t12 = t11['fqns']
+            if t12 is None: t12 = Missing('conv.fqns')
         else:
-            t13 = attr_value(t12, 'fqns', 'conv.fqns')
-        t11 = loop_items(t13)
-        t14 = Env({}, None, env.budget, env)
-        for t15 in t11:
+            t12 = attr_value(t11, 'fqns', 'conv.fqns')
+        t10 = loop_items(t12)
+        t13 = Env({}, None, env.budget, env)
+        for t14 in t10:
             _charge(env, 8)
-            t14.values['t'] = t15
-            t14.let_cache = None
-            t16 = ('"')
+            t13.values['t'] = t14
+            t13.let_cache = None
+            t15 = ('"')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t16 = t14
+            if t16 is None: t16 = Missing('t')
             if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = t15
-            if t17 is None: t17 = Missing('t')
+            if t15.__class__ is int and t16.__class__ is int:
+                t17 = t15 + t16
+                if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+            else:
+                t17 = _binop('+', t15, t16, t13)
             if t17 is None or t17.__class__ is Missing: _need(t17)
-            if t16.__class__ is int and t17.__class__ is int:
-                t18 = t16 + t17
-                if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-            else:
-                t18 = _binop('+', t16, t17, t14)
+            t18 = ('"')
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = ('"')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            if t18.__class__ is int and t19.__class__ is int:
-                t20 = t18 + t19
-                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+            if t17.__class__ is int and t18.__class__ is int:
+                t19 = t17 + t18
+                if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
             else:
-                t20 = _binop('+', t18, t19, t14)
-            t10.append(t20)
-            t14.budget.mem -= 1
-            if t14.budget.mem < 0: _charge_mem(env, 0)
-            if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t21 = call_value(env, F_join.fn, F_join.cost, False, [t10])
+                t19 = _binop('+', t17, t18, t13)
+            t9.append(t19)
+            t13.budget.mem -= 1
+            if t13.budget.mem < 0: _charge_mem(env, 0)
+            if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t20 = call_value(env, F_join.fn, F_join.cost, False, [t9])
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        if t8.__class__ is int and t20.__class__ is int:
+            t21 = t8 + t20
+            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+        else:
+            t21 = _binop('+', t8, t20, env)
         if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t9.__class__ is int and t21.__class__ is int:
-            t22 = t9 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
-        else:
-            t22 = _binop('+', t9, t21, env)
+        t22 = (']')
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = (']')
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t22.__class__ is int and t23.__class__ is int:
-            t24 = t22 + t23
-            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+        if t21.__class__ is int and t22.__class__ is int:
+            t23 = t21 + t22
+            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
         else:
-            t24 = _binop('+', t22, t23, env)
-        t8 = t24
+            t23 = _binop('+', t21, t22, env)
+        t7 = t23
     else:
-        t25 = env.lookup('call')
-        if t25 is None: t25 = Missing('call')
-        t27 = (None)
-        if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-            t26 = t25 != t27
-        else:
-            if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
-            t26 = _compare('!=', t25, t27)
-        if (t26 if t26.__class__ is bool else _truth(t26)):
-            t29 = ('fqns=nvfp4_bf16_tail_fqns(')
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            t30 = env.lookup('call')
-            if t30 is None: t30 = Missing('call')
-            if t30.__class__ is dict and 'num_layers' in t30:
-                t31 = t30['num_layers']
-                if t31 is None: t31 = Missing('call.num_layers')
+        t24 = env.lookup('call')
+        if t24 is None: t24 = Missing('call')
+        t25 = not (t24 is None or t24.__class__ is Missing)
+        if (t25 if t25.__class__ is bool else _truth(t25)):
+            t27 = ('fqns=nvfp4_bf16_tail_fqns(')
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = env.lookup('call')
+            if t28 is None: t28 = Missing('call')
+            if t28.__class__ is dict and 'num_layers' in t28:
+                t29 = t28['num_layers']
+                if t29 is None: t29 = Missing('call.num_layers')
             else:
-                t31 = attr_value(t30, 'num_layers', 'call.num_layers')
-            t32 = call_value(env, F_str.fn, F_str.cost, True, [t31])
+                t29 = attr_value(t28, 'num_layers', 'call.num_layers')
+            t30 = call_value(env, F_str.fn, F_str.cost, True, [t29])
+            if t30 is None or t30.__class__ is Missing: _need(t30)
+            if t27.__class__ is int and t30.__class__ is int:
+                t31 = t27 + t30
+                if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
+            else:
+                t31 = _binop('+', t27, t30, env)
+            if t31 is None or t31.__class__ is Missing: _need(t31)
+            t32 = (', ')
             if t32 is None or t32.__class__ is Missing: _need(t32)
-            if t29.__class__ is int and t32.__class__ is int:
-                t33 = t29 + t32
+            if t31.__class__ is int and t32.__class__ is int:
+                t33 = t31 + t32
                 if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
             else:
-                t33 = _binop('+', t29, t32, env)
+                t33 = _binop('+', t31, t32, env)
             if t33 is None or t33.__class__ is Missing: _need(t33)
-            t34 = (', ')
-            if t34 is None or t34.__class__ is Missing: _need(t34)
-            if t33.__class__ is int and t34.__class__ is int:
-                t35 = t33 + t34
-                if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
+            t34 = env.lookup('call')
+            if t34 is None: t34 = Missing('call')
+            if t34.__class__ is dict and 'bf16_tail_fraction' in t34:
+                t35 = t34['bf16_tail_fraction']
+                if t35 is None: t35 = Missing('call.bf16_tail_fraction')
             else:
-                t35 = _binop('+', t33, t34, env)
-            if t35 is None or t35.__class__ is Missing: _need(t35)
-            t36 = env.lookup('call')
-            if t36 is None: t36 = Missing('call')
-            if t36.__class__ is dict and 'bf16_tail_fraction' in t36:
-                t37 = t36['bf16_tail_fraction']
-                if t37 is None: t37 = Missing('call.bf16_tail_fraction')
+                t35 = attr_value(t34, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
+            t36 = call_value(env, F_str.fn, F_str.cost, True, [t35])
+            if t36 is None or t36.__class__ is Missing: _need(t36)
+            if t33.__class__ is int and t36.__class__ is int:
+                t37 = t33 + t36
+                if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
             else:
-                t37 = attr_value(t36, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
-            t38 = call_value(env, F_str.fn, F_str.cost, True, [t37])
+                t37 = _binop('+', t33, t36, env)
+            if t37 is None or t37.__class__ is Missing: _need(t37)
+            t38 = ('): layers 0-')
             if t38 is None or t38.__class__ is Missing: _need(t38)
-            if t35.__class__ is int and t38.__class__ is int:
-                t39 = t35 + t38
+            if t37.__class__ is int and t38.__class__ is int:
+                t39 = t37 + t38
                 if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
             else:
-                t39 = _binop('+', t35, t38, env)
+                t39 = _binop('+', t37, t38, env)
             if t39 is None or t39.__class__ is Missing: _need(t39)
-            t40 = ('): layers 0-')
+            t40 = env.lookup('upto')
+            if t40 is None: t40 = Missing('upto')
             if t40 is None or t40.__class__ is Missing: _need(t40)
-            if t39.__class__ is int and t40.__class__ is int:
-                t41 = t39 + t40
-                if not -MAX_INT <= t41 <= MAX_INT: _check_value(t41)
-            else:
-                t41 = _binop('+', t39, t40, env)
+            t41 = (1)
             if t41 is None or t41.__class__ is Missing: _need(t41)
-            t42 = env.lookup('upto')
-            if t42 is None: t42 = Missing('upto')
-            if t42 is None or t42.__class__ is Missing: _need(t42)
-            t43 = (1)
+            if t40.__class__ is int and t41.__class__ is int:
+                t42 = t40 - t41
+                if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
+            else:
+                t42 = _binop('-', t40, t41, env)
+            t43 = call_value(env, F_str.fn, F_str.cost, True, [t42])
             if t43 is None or t43.__class__ is Missing: _need(t43)
-            if t42.__class__ is int and t43.__class__ is int:
-                t44 = t42 - t43
+            if t39.__class__ is int and t43.__class__ is int:
+                t44 = t39 + t43
                 if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
             else:
-                t44 = _binop('-', t42, t43, env)
-            t45 = call_value(env, F_str.fn, F_str.cost, True, [t44])
-            if t45 is None or t45.__class__ is Missing: _need(t45)
-            if t41.__class__ is int and t45.__class__ is int:
-                t46 = t41 + t45
-                if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
-            else:
-                t46 = _binop('+', t41, t45, env)
-            t28 = t46
+                t44 = _binop('+', t39, t43, env)
+            t26 = t44
         else:
-            t47 = ('no fqns: every Linear')
-            t28 = t47
-        t8 = t28
-    return t8
+            t45 = ('no fqns: every Linear')
+            t26 = t45
+        t7 = t26
+    return t7
 
 def e397(env):
     t1 = env.lookup('hits')
     if t1 is None: t1 = Missing('hits')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = ('Linear')
     t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3])
     return t4
@@ -15577,7 +15653,11 @@ def e407(env):
         if t2 is None: t2 = Missing('model.converters')
     else:
         t2 = attr_value(t1, 'converters', 'model.converters')
-    t3 = call_value(env, F_type.fn, F_type.cost, True, [t2])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t3 = type_name(t2)
+    env.budget.mem -= len(t3)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t5 = ('list')
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
@@ -15593,7 +15673,12 @@ def e407(env):
             if t10 is None: t10 = Missing('model.converters')
         else:
             t10 = attr_value(t9, 'converters', 'model.converters')
-        t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
+        if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
+            t11 = len(t10)
+            env.budget.left -= t11 if t11 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
         t12 = call_value(env, F_range.fn, F_range.cost, False, [t11])
         t8 = loop_items(t12)
         t13 = Env({}, None, env.budget, env)
@@ -15648,26 +15733,21 @@ def e407(env):
                     if t28 is None: t28 = Missing('fqns_call')
                 else:
                     t28 = attr_value(t27, 'fqns_call', 'fqns_call')
-                t30 = (None)
-                if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
-                    t29 = t28 != t30
-                else:
-                    if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t13, t28, t30)
-                    t29 = _compare('!=', t28, t30)
+                t29 = not (t28 is None or t28.__class__ is Missing)
                 t23 = (t29 if t29.__class__ is bool else _truth(t29))
             else:
                 t23 = False
             if (t23 if t23.__class__ is bool else _truth(t23)):
-                t31 = t14
-                if t31 is None: t31 = Missing('i')
-                t7.append(t31)
+                t30 = t14
+                if t30 is None: t30 = Missing('i')
+                t7.append(t30)
                 t13.budget.mem -= 1
                 if t13.budget.mem < 0: _charge_mem(env, 0)
                 if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t6 = t7
     else:
-        t32 = K138
-        t6 = t32
+        t31 = K138
+        t6 = t31
     return t6
 
 def e408(env):
@@ -15738,7 +15818,11 @@ def e412(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('f')
     if t3 is None: t3 = Missing('f')
-    t4 = call_value(env, F_type.fn, F_type.cost, True, [t3])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t4 = type_name(t3)
+    env.budget.mem -= len(t4)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t6 = ('float')
     if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
         t5 = t4 == t6
@@ -15816,65 +15900,60 @@ def e417(env):
         if t2 is None: t2 = Missing('call.layers_of')
     else:
         t2 = attr_value(t1, 'layers_of', 'call.layers_of')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' of ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('call')
-        if t7 is None: t7 = Missing('call')
-        if t7.__class__ is dict and 'layers_of' in t7:
-            t8 = t7['layers_of']
-            if t8 is None: t8 = Missing('call.layers_of')
+        t5 = (' of ')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('call')
+        if t6 is None: t6 = Missing('call')
+        if t6.__class__ is dict and 'layers_of' in t6:
+            t7 = t6['layers_of']
+            if t7 is None: t7 = Missing('call.layers_of')
         else:
-            t8 = attr_value(t7, 'layers_of', 'call.layers_of')
-        if t8.__class__ is dict and 'name' in t8:
-            t9 = t8['name']
-            if t9 is None: t9 = Missing('call.layers_of.name')
+            t7 = attr_value(t6, 'layers_of', 'call.layers_of')
+        if t7.__class__ is dict and 'name' in t7:
+            t8 = t7['name']
+            if t8 is None: t8 = Missing('call.layers_of.name')
         else:
-            t9 = attr_value(t8, 'name', 'call.layers_of.name')
+            t8 = attr_value(t7, 'name', 'call.layers_of.name')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t5.__class__ is int and t8.__class__ is int:
+            t9 = t5 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t5, t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t6.__class__ is int and t9.__class__ is int:
-            t10 = t6 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t6, t9, env)
+        t10 = (' ')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' ')
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('+', t9, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        t12 = env.lookup('call')
+        if t12 is None: t12 = Missing('call')
+        if t12.__class__ is dict and 'layers_of' in t12:
+            t13 = t12['layers_of']
+            if t13 is None: t13 = Missing('call.layers_of')
         else:
-            t12 = _binop('+', t10, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('call')
-        if t13 is None: t13 = Missing('call')
-        if t13.__class__ is dict and 'layers_of' in t13:
-            t14 = t13['layers_of']
-            if t14 is None: t14 = Missing('call.layers_of')
+            t13 = attr_value(t12, 'layers_of', 'call.layers_of')
+        if t13.__class__ is dict and 'flavor' in t13:
+            t14 = t13['flavor']
+            if t14 is None: t14 = Missing('call.layers_of.flavor')
         else:
-            t14 = attr_value(t13, 'layers_of', 'call.layers_of')
-        if t14.__class__ is dict and 'flavor' in t14:
-            t15 = t14['flavor']
-            if t15 is None: t15 = Missing('call.layers_of.flavor')
+            t14 = attr_value(t13, 'flavor', 'call.layers_of.flavor')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t11.__class__ is int and t14.__class__ is int:
+            t15 = t11 + t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t15 = attr_value(t14, 'flavor', 'call.layers_of.flavor')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t12.__class__ is int and t15.__class__ is int:
-            t16 = t12 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t12, t15, env)
-        t5 = t16
+            t15 = _binop('+', t11, t14, env)
+        t4 = t15
     else:
-        t17 = ('')
-        t5 = t17
-    return t5
+        t16 = ('')
+        t4 = t16
+    return t4
 
 def e418(env):
     t1 = env.lookup('call')
