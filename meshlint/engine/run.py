@@ -36,8 +36,13 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
     skips: list[Skip] = []
     shared = expr.Env(facts, budget=0)  # facts only; each rule scope below brings its own budget
     compiled_for(facts["dialect"])  # the built-in rules' functions for this dialect, imported on first use
+    spare = None  # the last rule's scope, when no failure kept it: renewed for the next (a new one costs more)
     for rule, params in _for_dialect(rules, facts["dialect"]):
-        env = Env(params, rule.lets, Budget(DEFAULT_BUDGET), shared)
+        if spare is None:
+            env = Env(params, rule.lets, Budget(DEFAULT_BUDGET), shared)
+        else:
+            env, spare = spare.renew(params, rule.lets, DEFAULT_BUDGET), None
+        kept = len(failures)
         try:
             items = rule.foreach.evaluate(env) if rule.foreach else [None]
             if not isinstance(items, list):
@@ -58,6 +63,8 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
         except expr.EvalError as exc:
             errors.append(Finding(rule.code, rule.name, "error", f"rule could not be evaluated: {exc}",
                                   f"fix the rule file {rule.path}", None, 1, 1))
+        if len(failures) == kept:  # its scopes are referenced by nothing now
+            spare = env
     if any(rule.fallback for rule, _ in failures):
         failures = _without_covered_fallbacks(failures)
     skips = _unique(skips)  # a foreach rule may skip once per item

@@ -62,6 +62,17 @@ class Env:
         # that let from an empty cache did, for the next item, where the let cannot read the loop variable
         self.let_replay: dict | None = {} if not values else None
 
+    def renew(self, values: dict[str, Any], lets: dict | None, steps: int) -> "Env":
+        """This scope made as ``Env(values, lets, Budget(steps), its parent)`` makes one (a fresh budget, no let
+        evaluated): for the next rule, where nothing kept this one (no finding of the last rule points at it)."""
+        self.values = values
+        self.lets = lets or _NO_LETS
+        self.let_cache = self.let_active = None
+        self.let_replay = {} if not values else None
+        budget = self.budget
+        budget.left, budget.mem, budget.lets = steps, MAX_RULE_MEMORY, 0
+        return self
+
     def child(self, extra: dict[str, Any]) -> "Env":
         return Env(extra, None, self.budget, self)
 
