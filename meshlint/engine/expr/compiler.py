@@ -184,15 +184,24 @@ class _Writer:
                 # ``x == null``: what _compare gives (nothing charged: null is no container): whether x is unknown
                 self.emit(f"{t} = {'' if op == '==' else 'not '}({first} is None or {first}.__class__ is Missing)")
                 return t
+            constant = right_node.value.__class__ if right_node.__class__ is Const else None
             right = self.expr(right_node, env, bound)
-            if op in _FAST_COMPARE:
+            if op in _FAST_COMPARE and constant in (int, str):  # ``x >= 1``, ``x == 'tp'``: the constant's type known
+                self.emit(f"if {first}.__class__ is {constant.__name__}:")
+                self.emit(f"    {t} = {first} {op} {right}")
+                self.emit("else:")
+                self.level += 1
+            elif op in _FAST_COMPARE:
                 self.emit(f"if {first}.__class__ is {right}.__class__ and ({first}.__class__ is int "
                           f"or {first}.__class__ is str):")
                 self.emit(f"    {t} = {first} {op} {right}")
                 self.emit("else:")
                 self.level += 1
-            self.emit(f"if {right}.__class__ is list or {right}.__class__ is dict or {right}.__class__ is str: "
-                      f"_charge_operands({env}, {first}, {right})")
+            if constant is None:
+                self.emit(f"if {right}.__class__ is list or {right}.__class__ is dict or {right}.__class__ is str: "
+                          f"_charge_operands({env}, {first}, {right})")
+            elif constant is str and len(right_node.value) > 64:  # what _charge_operands charges for it
+                self.emit(f"_charge_operands({env}, {first}, {right})")
             self.emit(f"{t} = _compare({op!r}, {first}, {right})")
             if op in _FAST_COMPARE:
                 self.level -= 1
@@ -213,19 +222,22 @@ class _Writer:
         return t
 
     def listcomp(self, node: ListComp, env: str, bound: dict) -> str:
-        out = self.temp()
+        out, budget = self.temp(), self.temp()
         per_item = _count(node)
         self.emit(f"{out} = []")
+        self.emit(f"{budget} = {env}.budget")  # every scope of an evaluation shares its one Budget
         outer_level, scope, inner_bound = self.level, env, dict(bound)
         for var, iterable in node.loops:
             items = self.temp()
             self.emit(f"{items} = loop_items({self.expr(iterable, scope, inner_bound)})")
-            inner, value = self.temp(), self.temp()
-            self.emit(f"{inner} = Env({{}}, None, {scope}.budget, {scope})")  # one scope per level, rebound per item
+            inner, names, value = self.temp(), self.temp(), self.temp()
+            self.emit(f"{inner} = Env({{}}, None, {budget}, {scope})")  # one scope per level, rebound per item
+            self.emit(f"{names} = {inner}.values")
             self.emit(f"for {value} in {items}:")
             self.level += 1
-            self.emit(f"_charge({env}, {per_item})")
-            self.emit(f"{inner}.values[{var!r}] = {value}")
+            self.emit(f"{budget}.left -= {per_item}")  # _charge, inline
+            self.emit(f"if {budget}.left < 0: _charge({env}, 0)")
+            self.emit(f"{names}[{var!r}] = {value}")
             self.emit(f"{inner}.let_cache = None")  # a let read here may depend on the loop variable
             scope = inner
             inner_bound[var] = value
@@ -235,8 +247,8 @@ class _Writer:
             self.level += 1
         elt = self.expr(node.elt, scope, inner_bound)
         self.emit(f"{out}.append({elt})")
-        self.emit(f"{scope}.budget.mem -= 1")
-        self.emit(f"if {scope}.budget.mem < 0: _charge_mem({env}, 0)")
+        self.emit(f"{budget}.mem -= 1")
+        self.emit(f"if {budget}.mem < 0: _charge_mem({env}, 0)")
         self.emit(f"if len({out}) > MAX_LIST: raise EvalError(f'list longer than {{MAX_LIST}} items')")
         self.level = outer_level
         return out

@@ -33,7 +33,8 @@ def _list_arg(v: Any, fname: str) -> list:
     if not isinstance(v, list):
         raise EvalError(f"{fname}() needs a list, got {type_name(v)}")
     for item in v:
-        _need(item)
+        if item is None or item.__class__ is Missing:
+            _need(item)  # raises
     return v
 
 
@@ -215,11 +216,19 @@ def _f_keys(v):
 
 
 def _f_any(v):
-    return any(_truth(x) for x in _list_arg(v, "any")) if v else False
+    if not v:
+        return False
+    for x in _list_arg(v, "any"):  # every item known (checked first), then the first true one ends it
+        if x is True or (x.__class__ is not bool and _truth(x)):
+            return True
+    return False
 
 
 def _f_all(v):
-    return all(_truth(x) for x in _list_arg(v, "all"))
+    for x in _list_arg(v, "all"):
+        if x is False or (x.__class__ is not bool and not _truth(x)):
+            return False
+    return True
 
 
 def _cost_n(args) -> int:
