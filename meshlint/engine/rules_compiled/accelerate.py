@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 17721, 3215920673, 696511168), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 14423, 91822, 548996857), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 17721, 3215920673, 696511168), ('engine/expr/functions.py', 11960, 4276052651, 3919858794), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 15311, 2026345316, 221844054), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -51,10 +51,9 @@ def e0(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('accelerate')
@@ -65,10 +64,9 @@ def e0(env):
         else:
             t6 = attr_value(t5, 'sp', 'accelerate.sp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -163,10 +161,9 @@ def e5(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     return t2
 
@@ -226,19 +223,17 @@ def e6(env):
             t22 = env.lookup('tp')
             if t22 is None: t22 = Missing('tp')
             t24 = (1)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
+            if t22.__class__ is int:
                 t23 = t22 > t24
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
                 t23 = _compare('>', t22, t24)
             if not (t23 if t23.__class__ is bool else _truth(t23)):
                 t26 = env.lookup('cp')
                 if t26 is None: t26 = Missing('cp')
                 t28 = (1)
-                if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
+                if t26.__class__ is int:
                     t27 = t26 > t28
                 else:
-                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, t26, t28)
                     t27 = _compare('>', t26, t28)
                 t25 = (t27 if t27.__class__ is bool else _truth(t27))
             else:
@@ -255,10 +250,9 @@ def e6(env):
             else:
                 t31 = attr_value(t30, 'dp_replicate', 'declared.dp_replicate')
             t33 = (1)
-            if t31.__class__ is t33.__class__ and (t31.__class__ is int or t31.__class__ is str):
+            if t31.__class__ is int:
                 t32 = t31 > t33
             else:
-                if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
                 t32 = _compare('>', t31, t33)
             t29 = (t32 if t32.__class__ is bool else _truth(t32))
         else:
@@ -282,10 +276,9 @@ def e8(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('tp_size = ')
@@ -334,10 +327,9 @@ def e10(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('TP')
@@ -386,93 +378,92 @@ def e12(env):
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t11 = []
-            t13 = env.lookup('sizes')
-            if t13 is None: t13 = Missing('sizes')
-            t12 = loop_items(t13)
-            t14 = Env({}, None, env.budget, env)
-            for t15 in t12:
-                _charge(env, 13)
-                t14.values['s'] = t15
-                t14.let_cache = None
-                t16 = t15
-                if t16 is None: t16 = Missing('s')
-                if t16 is None or t16.__class__ is Missing: _need(t16)
-                t17 = (1)
-                if t17 is None or t17.__class__ is Missing: _need(t17)
-                t18 = index_value(t16, t17, 's')
-                t19 = not (t18 is None or t18.__class__ is Missing)
-                if (t19 if t19.__class__ is bool else _truth(t19)):
-                    t21 = t15
-                    if t21 is None: t21 = Missing('s')
-                    if t21 is None or t21.__class__ is Missing: _need(t21)
-                    t22 = (1)
-                    if t22 is None or t22.__class__ is Missing: _need(t22)
-                    t23 = index_value(t21, t22, 's')
-                    t25 = (1)
-                    if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                        t24 = t23 >= t25
+            t12 = env.budget
+            t14 = env.lookup('sizes')
+            if t14 is None: t14 = Missing('sizes')
+            t13 = loop_items(t14)
+            t15 = Env({}, None, t12, env)
+            t16 = t15.values
+            for t17 in t13:
+                t12.left -= 13
+                if t12.left < 0: _charge(env, 0)
+                t16['s'] = t17
+                t15.let_cache = None
+                t18 = t17
+                if t18 is None: t18 = Missing('s')
+                if t18 is None or t18.__class__ is Missing: _need(t18)
+                t19 = (1)
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                t20 = index_value(t18, t19, 's')
+                t21 = not (t20 is None or t20.__class__ is Missing)
+                if (t21 if t21.__class__ is bool else _truth(t21)):
+                    t23 = t17
+                    if t23 is None: t23 = Missing('s')
+                    if t23 is None or t23.__class__ is Missing: _need(t23)
+                    t24 = (1)
+                    if t24 is None or t24.__class__ is Missing: _need(t24)
+                    t25 = index_value(t23, t24, 's')
+                    t27 = (1)
+                    if t25.__class__ is int:
+                        t26 = t25 >= t27
                     else:
-                        if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t14, t23, t25)
-                        t24 = _compare('>=', t23, t25)
-                    t20 = (t24 if t24.__class__ is bool else _truth(t24))
+                        t26 = _compare('>=', t25, t27)
+                    t22 = (t26 if t26.__class__ is bool else _truth(t26))
                 else:
-                    t20 = False
-                t11.append(t20)
-                t14.budget.mem -= 1
-                if t14.budget.mem < 0: _charge_mem(env, 0)
+                    t22 = False
+                t11.append(t22)
+                t12.mem -= 1
+                if t12.mem < 0: _charge_mem(env, 0)
                 if len(t11) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t26 = call_value(env, F_all.fn, F_all.cost, False, [t11])
-            t10 = (t26 if t26.__class__ is bool else _truth(t26))
+            t28 = call_value(env, F_all.fn, F_all.cost, False, [t11])
+            t10 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
             t10 = False
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t28 = env.lookup('total')
-            if t28 is None: t28 = Missing('total')
-            t30 = (1)
-            if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
-                t29 = t28 > t30
+            t30 = env.lookup('total')
+            if t30 is None: t30 = Missing('total')
+            t32 = (1)
+            if t30.__class__ is int:
+                t31 = t30 > t32
             else:
-                if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t28, t30)
-                t29 = _compare('>', t28, t30)
-            t27 = (t29 if t29.__class__ is bool else _truth(t29))
+                t31 = _compare('>', t30, t32)
+            t29 = (t31 if t31.__class__ is bool else _truth(t31))
         else:
-            t27 = False
-        if (t27 if t27.__class__ is bool else _truth(t27)):
-            t32 = env.lookup('accelerate')
-            if t32 is None: t32 = Missing('accelerate')
-            if t32.__class__ is dict and 'sp_backend' in t32:
-                t33 = t32['sp_backend']
-                if t33 is None: t33 = Missing('accelerate.sp_backend')
+            t29 = False
+        if (t29 if t29.__class__ is bool else _truth(t29)):
+            t34 = env.lookup('accelerate')
+            if t34 is None: t34 = Missing('accelerate')
+            if t34.__class__ is dict and 'sp_backend' in t34:
+                t35 = t34['sp_backend']
+                if t35 is None: t35 = Missing('accelerate.sp_backend')
             else:
-                t33 = attr_value(t32, 'sp_backend', 'accelerate.sp_backend')
-            t35 = ('deepspeed')
-            if t33.__class__ is t35.__class__ and (t33.__class__ is int or t33.__class__ is str):
-                t34 = t33 == t35
+                t35 = attr_value(t34, 'sp_backend', 'accelerate.sp_backend')
+            t37 = ('deepspeed')
+            if t35.__class__ is str:
+                t36 = t35 == t37
             else:
-                if t35.__class__ is list or t35.__class__ is dict or t35.__class__ is str: _charge_operands(env, t33, t35)
-                t34 = _compare('==', t33, t35)
-            if (t34 if t34.__class__ is bool else _truth(t34)):
-                t37 = env.lookup('accelerate')
-                if t37 is None: t37 = Missing('accelerate')
-                if t37.__class__ is dict and 'sp' in t37:
-                    t38 = t37['sp']
-                    if t38 is None: t38 = Missing('accelerate.sp')
+                t36 = _compare('==', t35, t37)
+            if (t36 if t36.__class__ is bool else _truth(t36)):
+                t39 = env.lookup('accelerate')
+                if t39 is None: t39 = Missing('accelerate')
+                if t39.__class__ is dict and 'sp' in t39:
+                    t40 = t39['sp']
+                    if t40 is None: t40 = Missing('accelerate.sp')
                 else:
-                    t38 = attr_value(t37, 'sp', 'accelerate.sp')
-                t40 = (1)
-                if t38.__class__ is t40.__class__ and (t38.__class__ is int or t38.__class__ is str):
-                    t39 = t38 > t40
+                    t40 = attr_value(t39, 'sp', 'accelerate.sp')
+                t42 = (1)
+                if t40.__class__ is int:
+                    t41 = t40 > t42
                 else:
-                    if t40.__class__ is list or t40.__class__ is dict or t40.__class__ is str: _charge_operands(env, t38, t40)
-                    t39 = _compare('>', t38, t40)
-                t36 = (t39 if t39.__class__ is bool else _truth(t39))
+                    t41 = _compare('>', t40, t42)
+                t38 = (t41 if t41.__class__ is bool else _truth(t41))
             else:
-                t36 = False
-            t41 = not (t36 if t36.__class__ is bool else _truth(t36))
-            t31 = (t41 if t41.__class__ is bool else _truth(t41))
+                t38 = False
+            t43 = not (t38 if t38.__class__ is bool else _truth(t38))
+            t33 = (t43 if t43.__class__ is bool else _truth(t43))
         else:
-            t31 = False
-        t5 = (t31 if t31.__class__ is bool else _truth(t31))
+            t33 = False
+        t5 = (t33 if t33.__class__ is bool else _truth(t33))
     else:
         t5 = False
     return t5
@@ -513,129 +504,136 @@ def e13(env):
 
 def e14(env):
     t1 = []
-    t3 = env.lookup('sizes')
-    if t3 is None: t3 = Missing('sizes')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 5)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (1)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = index_value(t6, t7, 's')
-        t1.append(t8)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+    t2 = env.budget
+    t4 = env.lookup('sizes')
+    if t4 is None: t4 = Missing('sizes')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 5
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('s')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (1)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 's')
+        t1.append(t10)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t9 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t9
+    t11 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t11
 
 def e15(env):
     t1 = []
-    t3 = env.lookup('sizes')
-    if t3 is None: t3 = Missing('sizes')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 10)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (0)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = index_value(t6, t7, 's')
-        t10 = ('dp_shard')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
+    t2 = env.budget
+    t4 = env.lookup('sizes')
+    if t4 is None: t4 = Missing('sizes')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 10
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('s')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (0)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 's')
+        t12 = ('dp_shard')
+        if t10.__class__ is str:
+            t11 = t10 != t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t4, t8, t10)
-            t9 = _compare('!=', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t5
-            if t11 is None: t11 = Missing('s')
-            if t11 is None or t11.__class__ is Missing: _need(t11)
-            t12 = (1)
-            if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = index_value(t11, t12, 's')
-            t1.append(t13)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+            t11 = _compare('!=', t10, t12)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t7
+            if t13 is None: t13 = Missing('s')
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            t14 = (1)
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = index_value(t13, t14, 's')
+            t1.append(t15)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t14 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t14
+    t16 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t16
 
 def e16(env):
     t1 = []
-    t3 = env.lookup('sizes')
-    if t3 is None: t3 = Missing('sizes')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 19)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (1)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = index_value(t6, t7, 's')
-        t10 = (1)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
+    t2 = env.budget
+    t4 = env.lookup('sizes')
+    if t4 is None: t4 = Missing('sizes')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 19
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('s')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (1)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 's')
+        t12 = (1)
+        if t10.__class__ is int:
+            t11 = t10 != t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t4, t8, t10)
-            t9 = _compare('!=', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t5
-            if t11 is None: t11 = Missing('s')
-            if t11 is None or t11.__class__ is Missing: _need(t11)
-            t12 = (0)
-            if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = index_value(t11, t12, 's')
+            t11 = _compare('!=', t10, t12)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t7
+            if t13 is None: t13 = Missing('s')
             if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = ('(')
+            t14 = (0)
             if t14 is None or t14.__class__ is Missing: _need(t14)
-            if t13.__class__ is int and t14.__class__ is int:
-                t15 = t13 + t14
-                if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-            else:
-                t15 = _binop('+', t13, t14, t4)
+            t15 = index_value(t13, t14, 's')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = t5
-            if t16 is None: t16 = Missing('s')
+            t16 = ('(')
             if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = (1)
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = index_value(t16, t17, 's')
-            t19 = call_value(t4, F_str.fn, F_str.cost, True, [t18])
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            if t15.__class__ is int and t19.__class__ is int:
-                t20 = t15 + t19
-                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+            if t15.__class__ is int and t16.__class__ is int:
+                t17 = t15 + t16
+                if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
             else:
-                t20 = _binop('+', t15, t19, t4)
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = (')')
+                t17 = _binop('+', t15, t16, t5)
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = t7
+            if t18 is None: t18 = Missing('s')
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = (1)
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = index_value(t18, t19, 's')
+            t21 = call_value(t5, F_str.fn, F_str.cost, True, [t20])
             if t21 is None or t21.__class__ is Missing: _need(t21)
-            if t20.__class__ is int and t21.__class__ is int:
-                t22 = t20 + t21
+            if t17.__class__ is int and t21.__class__ is int:
+                t22 = t17 + t21
                 if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
             else:
-                t22 = _binop('+', t20, t21, t4)
-            t1.append(t22)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                t22 = _binop('+', t17, t21, t5)
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = (')')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            if t22.__class__ is int and t23.__class__ is int:
+                t24 = t22 + t23
+                if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+            else:
+                t24 = _binop('+', t22, t23, t5)
+            t1.append(t24)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t23 = (' × ')
-    t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, t23])
-    return t24
+    t25 = (' × ')
+    t26 = call_value(env, F_join.fn, F_join.cost, False, [t1, t25])
+    return t26
 
 def e17(env):
     t1 = env.lookup('accelerate')
@@ -655,10 +653,9 @@ def e17(env):
         else:
             t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -710,10 +707,9 @@ def e18(env):
         else:
             t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -755,10 +751,9 @@ def e18(env):
         if t19 is None or t19.__class__ is Missing: _need(t19)
         t20 = _binop('%', t18, t19, env)
         t22 = (0)
-        if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+        if t20.__class__ is int:
             t21 = t20 == t22
         else:
-            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
             t21 = _compare('==', t20, t22)
         t17 = (t21 if t21.__class__ is bool else _truth(t21))
     else:
@@ -783,10 +778,9 @@ def e19(env):
         else:
             t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -828,10 +822,9 @@ def e19(env):
         if t19 is None or t19.__class__ is Missing: _need(t19)
         t20 = _binop('%', t18, t19, env)
         t22 = (0)
-        if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+        if t20.__class__ is int:
             t21 = t20 != t22
         else:
-            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
             t21 = _compare('!=', t20, t22)
         t17 = (t21 if t21.__class__ is bool else _truth(t21))
     else:
@@ -983,19 +976,17 @@ def e24(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('cp')
         if t5 is None: t5 = Missing('cp')
         t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is int:
             t6 = t5 > t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('>', t5, t7)
         t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -1081,10 +1072,9 @@ def e25(env):
             t29 = env.lookup('total')
             if t29 is None: t29 = Missing('total')
             t31 = (1)
-            if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
+            if t29.__class__ is int:
                 t30 = t29 > t31
             else:
-                if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(env, t29, t31)
                 t30 = _compare('>', t29, t31)
             t28 = (t30 if t30.__class__ is bool else _truth(t30))
         else:
@@ -1147,92 +1137,93 @@ def e26(env):
 
 def e27(env):
     t1 = []
-    t3 = ('dp_replicate')
-    t4 = env.lookup('declared')
-    if t4 is None: t4 = Missing('declared')
-    if t4.__class__ is dict and 'dp_replicate' in t4:
-        t5 = t4['dp_replicate']
-        if t5 is None: t5 = Missing('declared.dp_replicate')
+    t2 = env.budget
+    t4 = ('dp_replicate')
+    t5 = env.lookup('declared')
+    if t5 is None: t5 = Missing('declared')
+    if t5.__class__ is dict and 'dp_replicate' in t5:
+        t6 = t5['dp_replicate']
+        if t6 is None: t6 = Missing('declared.dp_replicate')
     else:
-        t5 = attr_value(t4, 'dp_replicate', 'declared.dp_replicate')
-    t6 = [t3, t5]
-    t7 = ('tp')
-    t8 = env.lookup('tp')
-    if t8 is None: t8 = Missing('tp')
-    t9 = [t7, t8]
-    t10 = ('sp')
-    t11 = env.lookup('accelerate')
-    if t11 is None: t11 = Missing('accelerate')
-    if t11.__class__ is dict and 'sp' in t11:
-        t12 = t11['sp']
-        if t12 is None: t12 = Missing('accelerate.sp')
+        t6 = attr_value(t5, 'dp_replicate', 'declared.dp_replicate')
+    t7 = [t4, t6]
+    t8 = ('tp')
+    t9 = env.lookup('tp')
+    if t9 is None: t9 = Missing('tp')
+    t10 = [t8, t9]
+    t11 = ('sp')
+    t12 = env.lookup('accelerate')
+    if t12 is None: t12 = Missing('accelerate')
+    if t12.__class__ is dict and 'sp' in t12:
+        t13 = t12['sp']
+        if t13 is None: t13 = Missing('accelerate.sp')
     else:
-        t12 = attr_value(t11, 'sp', 'accelerate.sp')
-    t13 = [t10, t12]
-    t14 = [t6, t9, t13]
-    t2 = loop_items(t14)
-    t15 = Env({}, None, env.budget, env)
-    for t16 in t2:
-        _charge(env, 28)
-        t15.values['p'] = t16
-        t15.let_cache = None
-        t17 = t16
-        if t17 is None: t17 = Missing('p')
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = (1)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = index_value(t17, t18, 'p')
-        t21 = (1)
-        if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-            t20 = t19 > t21
+        t13 = attr_value(t12, 'sp', 'accelerate.sp')
+    t14 = [t11, t13]
+    t15 = [t7, t10, t14]
+    t3 = loop_items(t15)
+    t16 = Env({}, None, t2, env)
+    t17 = t16.values
+    for t18 in t3:
+        t2.left -= 28
+        if t2.left < 0: _charge(env, 0)
+        t17['p'] = t18
+        t16.let_cache = None
+        t19 = t18
+        if t19 is None: t19 = Missing('p')
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        t20 = (1)
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        t21 = index_value(t19, t20, 'p')
+        t23 = (1)
+        if t21.__class__ is int:
+            t22 = t21 > t23
         else:
-            if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t15, t19, t21)
-            t20 = _compare('>', t19, t21)
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t22 = t16
-            if t22 is None: t22 = Missing('p')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = (0)
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = index_value(t22, t23, 'p')
+            t22 = _compare('>', t21, t23)
+        if (t22 if t22.__class__ is bool else _truth(t22)):
+            t24 = t18
+            if t24 is None: t24 = Missing('p')
             if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = ('=')
+            t25 = (0)
             if t25 is None or t25.__class__ is Missing: _need(t25)
-            if t24.__class__ is int and t25.__class__ is int:
-                t26 = t24 + t25
-                if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
-            else:
-                t26 = _binop('+', t24, t25, t15)
+            t26 = index_value(t24, t25, 'p')
             if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = t16
-            if t27 is None: t27 = Missing('p')
+            t27 = ('=')
             if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = (1)
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = index_value(t27, t28, 'p')
-            t30 = call_value(t15, F_str.fn, F_str.cost, True, [t29])
-            if t30 is None or t30.__class__ is Missing: _need(t30)
-            if t26.__class__ is int and t30.__class__ is int:
-                t31 = t26 + t30
-                if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
+            if t26.__class__ is int and t27.__class__ is int:
+                t28 = t26 + t27
+                if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
             else:
-                t31 = _binop('+', t26, t30, t15)
-            t1.append(t31)
-            t15.budget.mem -= 1
-            if t15.budget.mem < 0: _charge_mem(env, 0)
+                t28 = _binop('+', t26, t27, t16)
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            t29 = t18
+            if t29 is None: t29 = Missing('p')
+            if t29 is None or t29.__class__ is Missing: _need(t29)
+            t30 = (1)
+            if t30 is None or t30.__class__ is Missing: _need(t30)
+            t31 = index_value(t29, t30, 'p')
+            t32 = call_value(t16, F_str.fn, F_str.cost, True, [t31])
+            if t32 is None or t32.__class__ is Missing: _need(t32)
+            if t28.__class__ is int and t32.__class__ is int:
+                t33 = t28 + t32
+                if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
+            else:
+                t33 = _binop('+', t28, t32, t16)
+            t1.append(t33)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t32 = (', ')
-    t33 = call_value(env, F_join.fn, F_join.cost, False, [t1, t32])
-    return t33
+    t34 = (', ')
+    t35 = call_value(env, F_join.fn, F_join.cost, False, [t1, t34])
+    return t35
 
 def e28(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('tp')
@@ -1242,10 +1233,9 @@ def e28(env):
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('%', t5, t6, env)
         t9 = (0)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -1297,10 +1287,9 @@ def e29(env):
         else:
             t5 = attr_value(t4, 'distributed_type', 'accelerate.distributed_type')
         t7 = ('DEEPSPEED')
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is str:
             t6 = t5 == t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('==', t5, t7)
         t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -1314,10 +1303,9 @@ def e29(env):
         else:
             t10 = attr_value(t9, 'distributed_type', 'accelerate.distributed_type')
         t12 = ('FSDP')
-        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+        if t10.__class__ is str:
             t11 = t10 != t12
         else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
             t11 = _compare('!=', t10, t12)
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t14 = env.lookup('world_size')
@@ -1330,10 +1318,9 @@ def e29(env):
             t17 = env.lookup('world_size')
             if t17 is None: t17 = Missing('world_size')
             t19 = (1)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
+            if t17.__class__ is int:
                 t18 = t17 > t19
             else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
                 t18 = _compare('>', t17, t19)
             t16 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
@@ -1350,10 +1337,9 @@ def e29(env):
         else:
             t22 = attr_value(t21, 'distributed_type', 'accelerate.distributed_type')
         t24 = ('FSDP')
-        if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
+        if t22.__class__ is str:
             t23 = t22 != t24
         else:
-            if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
             t23 = _compare('!=', t22, t24)
         if (t23 if t23.__class__ is bool else _truth(t23)):
             t26 = env.lookup('world_size')
@@ -1398,7 +1384,6 @@ def e30(env):
             if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
                 t11 = t10 == t12
             else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
                 t11 = _compare('==', t10, t12)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
@@ -1452,10 +1437,9 @@ def e30(env):
             t31 = env.lookup('total')
             if t31 is None: t31 = Missing('total')
             t33 = (1)
-            if t31.__class__ is t33.__class__ and (t31.__class__ is int or t31.__class__ is str):
+            if t31.__class__ is int:
                 t32 = t31 > t33
             else:
-                if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
                 t32 = _compare('>', t31, t33)
             t30 = (t32 if t32.__class__ is bool else _truth(t32))
         else:
@@ -1474,10 +1458,9 @@ def e31(env):
     else:
         t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
     t4 = ('FSDP')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('FSDP version ')
@@ -1533,10 +1516,9 @@ def e32(env):
     else:
         t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
     t4 = ('FSDP')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('accelerate')
@@ -1577,10 +1559,9 @@ def e33(env):
     else:
         t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
     t4 = ('FSDP')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('set fsdp_config.fsdp_version: 2')
@@ -1680,10 +1661,9 @@ def e38(env):
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t2, t4, env)
     t7 = (0)
-    if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+    if t5.__class__ is int:
         t6 = t5 == t7
     else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
         t6 = _compare('==', t5, t7)
     return t6
 
@@ -1728,10 +1708,9 @@ def e39(env):
             else:
                 t15 = attr_value(t14, 'num_machines', 'accelerate.num_machines')
             t17 = (1)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+            if t15.__class__ is int:
                 t16 = t15 > t17
             else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
                 t16 = _compare('>', t15, t17)
             t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
@@ -1745,10 +1724,9 @@ def e39(env):
             else:
                 t20 = attr_value(t19, 'num_processes', 'accelerate.num_processes')
             t22 = (1)
-            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+            if t20.__class__ is int:
                 t21 = t20 >= t22
             else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
                 t21 = _compare('>=', t20, t22)
             t18 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
@@ -1907,10 +1885,9 @@ def e44(env):
             t18 = env.lookup('tp')
             if t18 is None: t18 = Missing('tp')
             t20 = (1)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
+            if t18.__class__ is int:
                 t19 = t18 > t20
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
                 t19 = _compare('>', t18, t20)
             t17 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
@@ -1919,10 +1896,9 @@ def e44(env):
             t22 = env.lookup('dp_shard')
             if t22 is None: t22 = Missing('dp_shard')
             t24 = (1)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
+            if t22.__class__ is int:
                 t23 = t22 > t24
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
                 t23 = _compare('>', t22, t24)
             t21 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
@@ -1962,10 +1938,9 @@ def e46(env):
     else:
         t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 17721, 3215920673, 696511168), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 14423, 91822, 548996857), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 17721, 3215920673, 696511168), ('engine/expr/functions.py', 11960, 4276052651, 3919858794), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 15311, 2026345316, 221844054), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -84,10 +84,9 @@ def e0(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t1, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -136,10 +135,9 @@ def e3(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('keys')
@@ -154,10 +152,9 @@ def e3(env):
         t7 = env.lookup('tp')
         if t7 is None: t7 = Missing('tp')
         t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 > t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('>', t7, t9)
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t11 = env.lookup('keys')
@@ -194,10 +191,9 @@ def e4(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t1, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -241,10 +237,9 @@ def e5(env):
             if t14 is None or t14.__class__ is Missing: _need(t14)
             t15 = _binop('%', t12, t14, env)
             t17 = (0)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+            if t15.__class__ is int:
                 t16 = t15 == t17
             else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
                 t16 = _compare('==', t15, t17)
             t11 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
@@ -271,16 +266,14 @@ def e6(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('pp')
         if t7 is None: t7 = Missing('pp')
         t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 > t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('>', t7, t9)
         t6 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -305,115 +298,116 @@ def e7(env):
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t1, t4, env)
     t7 = (0)
-    if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+    if t5.__class__ is int:
         t6 = t5 == t7
     else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
         t6 = _compare('==', t5, t7)
     if (t6 if t6.__class__ is bool else _truth(t6)):
         t9 = []
-        t11 = env.lookup('world_size')
-        if t11 is None: t11 = Missing('world_size')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('etp')
-        if t12 is None: t12 = Missing('etp')
+        t10 = env.budget
+        t12 = env.lookup('world_size')
+        if t12 is None: t12 = Missing('world_size')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('pp')
-        if t13 is None: t13 = Missing('pp')
+        t13 = env.lookup('etp')
+        if t13 is None: t13 = Missing('etp')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 * t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('*', t12, t13, env)
+        t14 = env.lookup('pp')
+        if t14 is None: t14 = Missing('pp')
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('//', t11, t14, env)
-        t16 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t15])
-        t10 = loop_items(t16)
-        t17 = Env({}, None, env.budget, env)
-        for t18 in t10:
-            _charge(env, 30)
-            t17.values['e'] = t18
-            t17.let_cache = None
-            t19 = t17.lookup('model')
-            if t19 is None: t19 = Missing('model')
-            if t19.__class__ is dict and 'num_experts' in t19:
-                t20 = t19['num_experts']
-                if t20 is None: t20 = Missing('model.num_experts')
+        if t13.__class__ is int and t14.__class__ is int:
+            t15 = t13 * t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('*', t13, t14, env)
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = _binop('//', t12, t15, env)
+        t17 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t16])
+        t11 = loop_items(t17)
+        t18 = Env({}, None, t10, env)
+        t19 = t18.values
+        for t20 in t11:
+            t10.left -= 30
+            if t10.left < 0: _charge(env, 0)
+            t19['e'] = t20
+            t18.let_cache = None
+            t21 = t18.lookup('model')
+            if t21 is None: t21 = Missing('model')
+            if t21.__class__ is dict and 'num_experts' in t21:
+                t22 = t21['num_experts']
+                if t22 is None: t22 = Missing('model.num_experts')
             else:
-                t20 = attr_value(t19, 'num_experts', 'model.num_experts')
-            t21 = (t20 is None or t20.__class__ is Missing)
-            if not (t21 if t21.__class__ is bool else _truth(t21)):
-                t23 = t17.lookup('model')
-                if t23 is None: t23 = Missing('model')
-                if t23.__class__ is dict and 'num_experts' in t23:
-                    t24 = t23['num_experts']
-                    if t24 is None: t24 = Missing('model.num_experts')
+                t22 = attr_value(t21, 'num_experts', 'model.num_experts')
+            t23 = (t22 is None or t22.__class__ is Missing)
+            if not (t23 if t23.__class__ is bool else _truth(t23)):
+                t25 = t18.lookup('model')
+                if t25 is None: t25 = Missing('model')
+                if t25.__class__ is dict and 'num_experts' in t25:
+                    t26 = t25['num_experts']
+                    if t26 is None: t26 = Missing('model.num_experts')
                 else:
-                    t24 = attr_value(t23, 'num_experts', 'model.num_experts')
-                if t24 is None or t24.__class__ is Missing: _need(t24)
-                t25 = t18
-                if t25 is None: t25 = Missing('e')
-                if t25 is None or t25.__class__ is Missing: _need(t25)
-                t26 = _binop('%', t24, t25, t17)
-                t28 = (0)
-                if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
-                    t27 = t26 == t28
+                    t26 = attr_value(t25, 'num_experts', 'model.num_experts')
+                if t26 is None or t26.__class__ is Missing: _need(t26)
+                t27 = t20
+                if t27 is None: t27 = Missing('e')
+                if t27 is None or t27.__class__ is Missing: _need(t27)
+                t28 = _binop('%', t26, t27, t18)
+                t30 = (0)
+                if t28.__class__ is int:
+                    t29 = t28 == t30
                 else:
-                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t17, t26, t28)
-                    t27 = _compare('==', t26, t28)
-                t22 = (t27 if t27.__class__ is bool else _truth(t27))
+                    t29 = _compare('==', t28, t30)
+                t24 = (t29 if t29.__class__ is bool else _truth(t29))
             else:
-                t22 = True
-            if (t22 if t22.__class__ is bool else _truth(t22)):
-                t30 = t17.lookup('mapped')
-                if t30 is None: t30 = Missing('mapped')
-                t31 = not (t30 if t30.__class__ is bool else _truth(t30))
-                if not (t31 if t31.__class__ is bool else _truth(t31)):
-                    t33 = t17.lookup('etp')
-                    if t33 is None: t33 = Missing('etp')
-                    if t33 is None or t33.__class__ is Missing: _need(t33)
-                    t34 = t18
-                    if t34 is None: t34 = Missing('e')
-                    if t34 is None or t34.__class__ is Missing: _need(t34)
-                    if t33.__class__ is int and t34.__class__ is int:
-                        t35 = t33 * t34
-                        if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
+                t24 = True
+            if (t24 if t24.__class__ is bool else _truth(t24)):
+                t32 = t18.lookup('mapped')
+                if t32 is None: t32 = Missing('mapped')
+                t33 = not (t32 if t32.__class__ is bool else _truth(t32))
+                if not (t33 if t33.__class__ is bool else _truth(t33)):
+                    t35 = t18.lookup('etp')
+                    if t35 is None: t35 = Missing('etp')
+                    if t35 is None or t35.__class__ is Missing: _need(t35)
+                    t36 = t20
+                    if t36 is None: t36 = Missing('e')
+                    if t36 is None or t36.__class__ is Missing: _need(t36)
+                    if t35.__class__ is int and t36.__class__ is int:
+                        t37 = t35 * t36
+                        if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
                     else:
-                        t35 = _binop('*', t33, t34, t17)
-                    t37 = t17.lookup('tp')
-                    if t37 is None: t37 = Missing('tp')
-                    if t37 is None or t37.__class__ is Missing: _need(t37)
-                    t38 = t17.lookup('cp')
-                    if t38 is None: t38 = Missing('cp')
-                    if t38 is None or t38.__class__ is Missing: _need(t38)
-                    if t37.__class__ is int and t38.__class__ is int:
-                        t39 = t37 * t38
-                        if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
+                        t37 = _binop('*', t35, t36, t18)
+                    t39 = t18.lookup('tp')
+                    if t39 is None: t39 = Missing('tp')
+                    if t39 is None or t39.__class__ is Missing: _need(t39)
+                    t40 = t18.lookup('cp')
+                    if t40 is None: t40 = Missing('cp')
+                    if t40 is None or t40.__class__ is Missing: _need(t40)
+                    if t39.__class__ is int and t40.__class__ is int:
+                        t41 = t39 * t40
+                        if not -MAX_INT <= t41 <= MAX_INT: _check_value(t41)
                     else:
-                        t39 = _binop('*', t37, t38, t17)
-                    if t35.__class__ is t39.__class__ and (t35.__class__ is int or t35.__class__ is str):
-                        t36 = t35 == t39
+                        t41 = _binop('*', t39, t40, t18)
+                    if t37.__class__ is t41.__class__ and (t37.__class__ is int or t37.__class__ is str):
+                        t38 = t37 == t41
                     else:
-                        if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(t17, t35, t39)
-                        t36 = _compare('==', t35, t39)
-                    t32 = (t36 if t36.__class__ is bool else _truth(t36))
+                        if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t18, t37, t41)
+                        t38 = _compare('==', t37, t41)
+                    t34 = (t38 if t38.__class__ is bool else _truth(t38))
                 else:
-                    t32 = True
-                t29 = (t32 if t32.__class__ is bool else _truth(t32))
+                    t34 = True
+                t31 = (t34 if t34.__class__ is bool else _truth(t34))
             else:
-                t29 = False
-            if (t29 if t29.__class__ is bool else _truth(t29)):
-                t40 = t18
-                if t40 is None: t40 = Missing('e')
-                t9.append(t40)
-                t17.budget.mem -= 1
-                if t17.budget.mem < 0: _charge_mem(env, 0)
+                t31 = False
+            if (t31 if t31.__class__ is bool else _truth(t31)):
+                t42 = t20
+                if t42 is None: t42 = Missing('e')
+                t9.append(t42)
+                t10.mem -= 1
+                if t10.mem < 0: _charge_mem(env, 0)
                 if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t8 = t9
     else:
-        t41 = K2
-        t8 = t41
+        t43 = K2
+        t8 = t43
     return t8
 
 def e8(env):
@@ -434,81 +428,83 @@ def e8(env):
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t1, t4, env)
     t7 = (0)
-    if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+    if t5.__class__ is int:
         t6 = t5 == t7
     else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
         t6 = _compare('==', t5, t7)
     if (t6 if t6.__class__ is bool else _truth(t6)):
         t9 = []
-        t11 = env.lookup('world_size')
-        if t11 is None: t11 = Missing('world_size')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('ep')
-        if t12 is None: t12 = Missing('ep')
+        t10 = env.budget
+        t12 = env.lookup('world_size')
+        if t12 is None: t12 = Missing('world_size')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('pp')
-        if t13 is None: t13 = Missing('pp')
+        t13 = env.lookup('ep')
+        if t13 is None: t13 = Missing('ep')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 * t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('*', t12, t13, env)
+        t14 = env.lookup('pp')
+        if t14 is None: t14 = Missing('pp')
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('//', t11, t14, env)
-        t16 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t15])
-        t10 = loop_items(t16)
-        t17 = Env({}, None, env.budget, env)
-        for t18 in t10:
-            _charge(env, 18)
-            t17.values['e'] = t18
-            t17.let_cache = None
-            t19 = t17.lookup('mapped')
-            if t19 is None: t19 = Missing('mapped')
-            t20 = not (t19 if t19.__class__ is bool else _truth(t19))
-            if not (t20 if t20.__class__ is bool else _truth(t20)):
-                t22 = t18
-                if t22 is None: t22 = Missing('e')
-                if t22 is None or t22.__class__ is Missing: _need(t22)
-                t23 = t17.lookup('ep')
-                if t23 is None: t23 = Missing('ep')
-                if t23 is None or t23.__class__ is Missing: _need(t23)
-                if t22.__class__ is int and t23.__class__ is int:
-                    t24 = t22 * t23
-                    if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+        if t13.__class__ is int and t14.__class__ is int:
+            t15 = t13 * t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('*', t13, t14, env)
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = _binop('//', t12, t15, env)
+        t17 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t16])
+        t11 = loop_items(t17)
+        t18 = Env({}, None, t10, env)
+        t19 = t18.values
+        for t20 in t11:
+            t10.left -= 18
+            if t10.left < 0: _charge(env, 0)
+            t19['e'] = t20
+            t18.let_cache = None
+            t21 = t18.lookup('mapped')
+            if t21 is None: t21 = Missing('mapped')
+            t22 = not (t21 if t21.__class__ is bool else _truth(t21))
+            if not (t22 if t22.__class__ is bool else _truth(t22)):
+                t24 = t20
+                if t24 is None: t24 = Missing('e')
+                if t24 is None or t24.__class__ is Missing: _need(t24)
+                t25 = t18.lookup('ep')
+                if t25 is None: t25 = Missing('ep')
+                if t25 is None or t25.__class__ is Missing: _need(t25)
+                if t24.__class__ is int and t25.__class__ is int:
+                    t26 = t24 * t25
+                    if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
                 else:
-                    t24 = _binop('*', t22, t23, t17)
-                t26 = t17.lookup('tp')
-                if t26 is None: t26 = Missing('tp')
-                if t26 is None or t26.__class__ is Missing: _need(t26)
-                t27 = t17.lookup('cp')
-                if t27 is None: t27 = Missing('cp')
-                if t27 is None or t27.__class__ is Missing: _need(t27)
-                if t26.__class__ is int and t27.__class__ is int:
-                    t28 = t26 * t27
-                    if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
+                    t26 = _binop('*', t24, t25, t18)
+                t28 = t18.lookup('tp')
+                if t28 is None: t28 = Missing('tp')
+                if t28 is None or t28.__class__ is Missing: _need(t28)
+                t29 = t18.lookup('cp')
+                if t29 is None: t29 = Missing('cp')
+                if t29 is None or t29.__class__ is Missing: _need(t29)
+                if t28.__class__ is int and t29.__class__ is int:
+                    t30 = t28 * t29
+                    if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
                 else:
-                    t28 = _binop('*', t26, t27, t17)
-                if t24.__class__ is t28.__class__ and (t24.__class__ is int or t24.__class__ is str):
-                    t25 = t24 == t28
+                    t30 = _binop('*', t28, t29, t18)
+                if t26.__class__ is t30.__class__ and (t26.__class__ is int or t26.__class__ is str):
+                    t27 = t26 == t30
                 else:
-                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t17, t24, t28)
-                    t25 = _compare('==', t24, t28)
-                t21 = (t25 if t25.__class__ is bool else _truth(t25))
+                    if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t18, t26, t30)
+                    t27 = _compare('==', t26, t30)
+                t23 = (t27 if t27.__class__ is bool else _truth(t27))
             else:
-                t21 = True
-            if (t21 if t21.__class__ is bool else _truth(t21)):
-                t29 = t18
-                if t29 is None: t29 = Missing('e')
-                t9.append(t29)
-                t17.budget.mem -= 1
-                if t17.budget.mem < 0: _charge_mem(env, 0)
+                t23 = True
+            if (t23 if t23.__class__ is bool else _truth(t23)):
+                t31 = t20
+                if t31 is None: t31 = Missing('e')
+                t9.append(t31)
+                t10.mem -= 1
+                if t10.mem < 0: _charge_mem(env, 0)
                 if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t8 = t9
     else:
-        t30 = K3
-        t8 = t30
+        t32 = K3
+        t8 = t32
     return t8
 
 def e9(env):
@@ -543,10 +539,9 @@ def e11(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('keys')
@@ -578,10 +573,9 @@ def e12(env):
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('ep in ')
@@ -723,10 +717,9 @@ def e13(env):
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = (', or etp in ')
@@ -944,10 +937,9 @@ def e18(env):
             t14 = env.lookup('pp')
             if t14 is None: t14 = Missing('pp')
             t16 = (1)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+            if t14.__class__ is int:
                 t15 = t14 > t16
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
                 t15 = _compare('>', t14, t16)
             t13 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
@@ -1127,10 +1119,9 @@ def e29(env):
     else:
         t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 > t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('>', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = (': pp in ')
@@ -1187,7 +1178,6 @@ def e30(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = ('model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage')
@@ -1293,10 +1283,9 @@ def e31(env):
         if t22 is None or t22.__class__ is Missing: _need(t22)
         t23 = _binop('%', t16, t22, env)
         t25 = (0)
-        if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+        if t23.__class__ is int:
             t24 = t23 == t25
         else:
-            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
             t24 = _compare('==', t23, t25)
         t3 = t24
     return t3
@@ -1386,10 +1375,9 @@ def e32(env):
             else:
                 t27 = attr_value(t26, 'micro_batch_size', 'megatron.args.micro_batch_size')
             t29 = (0)
-            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
+            if t27.__class__ is int:
                 t28 = t27 > t29
             else:
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
                 t28 = _compare('>', t27, t29)
             t24 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
@@ -1724,10 +1712,9 @@ def e36(env):
     if t9 is None or t9.__class__ is Missing: _need(t9)
     t10 = _binop('//', t3, t9, env)
     t12 = (0)
-    if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+    if t10.__class__ is int:
         t11 = t10 > t12
     else:
-        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
         t11 = _compare('>', t10, t12)
     if (t11 if t11.__class__ is bool else _truth(t11)):
         t14 = (' or ')
@@ -1841,10 +1828,9 @@ def e37(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     if not (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = env.lookup('tp')
@@ -1860,10 +1846,9 @@ def e37(env):
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('%', t8, t10, env)
         t13 = (0)
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+        if t11.__class__ is int:
             t12 = t11 == t13
         else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
             t12 = _compare('==', t11, t13)
         t7 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
@@ -1885,10 +1870,9 @@ def e38(env):
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('model')
@@ -1911,10 +1895,9 @@ def e38(env):
             else:
                 t15 = attr_value(t14, 'n_kv_heads', 'model.n_kv_heads')
             t17 = (0)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+            if t15.__class__ is int:
                 t16 = t15 > t17
             else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
                 t16 = _compare('>', t15, t17)
             t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
@@ -1949,81 +1932,81 @@ def e39(env):
 
 def e40(env):
     t1 = []
-    t3 = env.lookup('model')
-    if t3 is None: t3 = Missing('model')
-    if t3.__class__ is dict and 'n_heads' in t3:
-        t4 = t3['n_heads']
-        if t4 is None: t4 = Missing('model.n_heads')
+    t2 = env.budget
+    t4 = env.lookup('model')
+    if t4 is None: t4 = Missing('model')
+    if t4.__class__ is dict and 'n_heads' in t4:
+        t5 = t4['n_heads']
+        if t5 is None: t5 = Missing('model.n_heads')
     else:
-        t4 = attr_value(t3, 'n_heads', 'model.n_heads')
-    t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 22)
-        t6.values['t'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('t')
-        t10 = (1)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 > t10
+        t5 = attr_value(t4, 'n_heads', 'model.n_heads')
+    t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 22
+        if t2.left < 0: _charge(env, 0)
+        t8['t'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('t')
+        t12 = (1)
+        if t10.__class__ is int:
+            t11 = t10 > t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t6, t8, t10)
-            t9 = _compare('>', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = t6.lookup('model')
-            if t12 is None: t12 = Missing('model')
-            if t12.__class__ is dict and 'n_kv_heads' in t12:
-                t13 = t12['n_kv_heads']
-                if t13 is None: t13 = Missing('model.n_kv_heads')
-            else:
-                t13 = attr_value(t12, 'n_kv_heads', 'model.n_kv_heads')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = t7
-            if t14 is None: t14 = Missing('t')
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = _binop('%', t13, t14, t6)
-            t17 = (0)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 == t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t6, t15, t17)
-                t16 = _compare('==', t15, t17)
-            if not (t16 if t16.__class__ is bool else _truth(t16)):
-                t19 = t7
-                if t19 is None: t19 = Missing('t')
-                if t19 is None or t19.__class__ is Missing: _need(t19)
-                t20 = t6.lookup('model')
-                if t20 is None: t20 = Missing('model')
-                if t20.__class__ is dict and 'n_kv_heads' in t20:
-                    t21 = t20['n_kv_heads']
-                    if t21 is None: t21 = Missing('model.n_kv_heads')
-                else:
-                    t21 = attr_value(t20, 'n_kv_heads', 'model.n_kv_heads')
-                if t21 is None or t21.__class__ is Missing: _need(t21)
-                t22 = _binop('%', t19, t21, t6)
-                t24 = (0)
-                if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 == t24
-                else:
-                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t6, t22, t24)
-                    t23 = _compare('==', t22, t24)
-                t18 = (t23 if t23.__class__ is bool else _truth(t23))
-            else:
-                t18 = True
-            t11 = (t18 if t18.__class__ is bool else _truth(t18))
-        else:
-            t11 = False
+            t11 = _compare('>', t10, t12)
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t25 = t7
-            if t25 is None: t25 = Missing('t')
-            t1.append(t25)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
+            t14 = t7.lookup('model')
+            if t14 is None: t14 = Missing('model')
+            if t14.__class__ is dict and 'n_kv_heads' in t14:
+                t15 = t14['n_kv_heads']
+                if t15 is None: t15 = Missing('model.n_kv_heads')
+            else:
+                t15 = attr_value(t14, 'n_kv_heads', 'model.n_kv_heads')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t16 = t9
+            if t16 is None: t16 = Missing('t')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = _binop('%', t15, t16, t7)
+            t19 = (0)
+            if t17.__class__ is int:
+                t18 = t17 == t19
+            else:
+                t18 = _compare('==', t17, t19)
+            if not (t18 if t18.__class__ is bool else _truth(t18)):
+                t21 = t9
+                if t21 is None: t21 = Missing('t')
+                if t21 is None or t21.__class__ is Missing: _need(t21)
+                t22 = t7.lookup('model')
+                if t22 is None: t22 = Missing('model')
+                if t22.__class__ is dict and 'n_kv_heads' in t22:
+                    t23 = t22['n_kv_heads']
+                    if t23 is None: t23 = Missing('model.n_kv_heads')
+                else:
+                    t23 = attr_value(t22, 'n_kv_heads', 'model.n_kv_heads')
+                if t23 is None or t23.__class__ is Missing: _need(t23)
+                t24 = _binop('%', t21, t23, t7)
+                t26 = (0)
+                if t24.__class__ is int:
+                    t25 = t24 == t26
+                else:
+                    t25 = _compare('==', t24, t26)
+                t20 = (t25 if t25.__class__ is bool else _truth(t25))
+            else:
+                t20 = True
+            t13 = (t20 if t20.__class__ is bool else _truth(t20))
+        else:
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t27 = t9
+            if t27 is None: t27 = Missing('t')
+            t1.append(t27)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t26 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t26
+    t28 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t28
 
 def e41(env):
     t1 = env.lookup('model')
@@ -2039,10 +2022,9 @@ def e41(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -2061,10 +2043,9 @@ def e42(env):
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('model')
@@ -2085,218 +2066,215 @@ def e42(env):
 
 def e43(env):
     t1 = []
-    t3 = env.lookup('choices')
-    if t3 is None: t3 = Missing('choices')
-    t4 = not (t3 is None or t3.__class__ is Missing)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = env.lookup('choices')
-        if t6 is None: t6 = Missing('choices')
-        if t6.__class__ is dict and 'tp' in t6:
-            t7 = t6['tp']
-            if t7 is None: t7 = Missing('choices.tp')
+    t2 = env.budget
+    t4 = env.lookup('choices')
+    if t4 is None: t4 = Missing('choices')
+    t5 = not (t4 is None or t4.__class__ is Missing)
+    if (t5 if t5.__class__ is bool else _truth(t5)):
+        t7 = env.lookup('choices')
+        if t7 is None: t7 = Missing('choices')
+        if t7.__class__ is dict and 'tp' in t7:
+            t8 = t7['tp']
+            if t8 is None: t8 = Missing('choices.tp')
         else:
-            t7 = attr_value(t6, 'tp', 'choices.tp')
-        t5 = t7
+            t8 = attr_value(t7, 'tp', 'choices.tp')
+        t6 = t8
     else:
-        t8 = env.lookup('model')
-        if t8 is None: t8 = Missing('model')
-        if t8.__class__ is dict and 'ffn_hidden_dim' in t8:
-            t9 = t8['ffn_hidden_dim']
-            if t9 is None: t9 = Missing('model.ffn_hidden_dim')
+        t9 = env.lookup('model')
+        if t9 is None: t9 = Missing('model')
+        if t9.__class__ is dict and 'ffn_hidden_dim' in t9:
+            t10 = t9['ffn_hidden_dim']
+            if t10 is None: t10 = Missing('model.ffn_hidden_dim')
         else:
-            t9 = attr_value(t8, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-        t10 = env.lookup('model')
-        if t10 is None: t10 = Missing('model')
-        if t10.__class__ is dict and 'n_heads' in t10:
-            t11 = t10['n_heads']
-            if t11 is None: t11 = Missing('model.n_heads')
+            t10 = attr_value(t9, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+        t11 = env.lookup('model')
+        if t11 is None: t11 = Missing('model')
+        if t11.__class__ is dict and 'n_heads' in t11:
+            t12 = t11['n_heads']
+            if t12 is None: t12 = Missing('model.n_heads')
         else:
-            t11 = attr_value(t10, 'n_heads', 'model.n_heads')
-        t12 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t9, t11])
-        t13 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t12])
-        t5 = t13
-    t2 = loop_items(t5)
-    t14 = Env({}, None, env.budget, env)
-    for t15 in t2:
-        _charge(env, 71)
-        t14.values['t'] = t15
-        t14.let_cache = None
-        t16 = t15
-        if t16 is None: t16 = Missing('t')
-        t18 = (1)
-        if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-            t17 = t16 > t18
+            t12 = attr_value(t11, 'n_heads', 'model.n_heads')
+        t13 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t10, t12])
+        t14 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t13])
+        t6 = t14
+    t3 = loop_items(t6)
+    t15 = Env({}, None, t2, env)
+    t16 = t15.values
+    for t17 in t3:
+        t2.left -= 71
+        if t2.left < 0: _charge(env, 0)
+        t16['t'] = t17
+        t15.let_cache = None
+        t18 = t17
+        if t18 is None: t18 = Missing('t')
+        t20 = (1)
+        if t18.__class__ is int:
+            t19 = t18 > t20
         else:
-            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t14, t16, t18)
-            t17 = _compare('>', t16, t18)
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t20 = t14.lookup('gpus_per_node')
-            if t20 is None: t20 = Missing('gpus_per_node')
-            t21 = (t20 is None or t20.__class__ is Missing)
-            if not (t21 if t21.__class__ is bool else _truth(t21)):
-                t23 = t15
-                if t23 is None: t23 = Missing('t')
-                t25 = t14.lookup('gpus_per_node')
-                if t25 is None: t25 = Missing('gpus_per_node')
-                if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                    t24 = t23 <= t25
-                else:
-                    if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t14, t23, t25)
-                    t24 = _compare('<=', t23, t25)
-                t22 = (t24 if t24.__class__ is bool else _truth(t24))
-            else:
-                t22 = True
-            t19 = (t22 if t22.__class__ is bool else _truth(t22))
-        else:
-            t19 = False
+            t19 = _compare('>', t18, t20)
         if (t19 if t19.__class__ is bool else _truth(t19)):
-            t27 = t14.lookup('model')
-            if t27 is None: t27 = Missing('model')
-            if t27.__class__ is dict and 'ffn_hidden_dim' in t27:
-                t28 = t27['ffn_hidden_dim']
-                if t28 is None: t28 = Missing('model.ffn_hidden_dim')
+            t22 = t15.lookup('gpus_per_node')
+            if t22 is None: t22 = Missing('gpus_per_node')
+            t23 = (t22 is None or t22.__class__ is Missing)
+            if not (t23 if t23.__class__ is bool else _truth(t23)):
+                t25 = t17
+                if t25 is None: t25 = Missing('t')
+                t27 = t15.lookup('gpus_per_node')
+                if t27 is None: t27 = Missing('gpus_per_node')
+                if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
+                    t26 = t25 <= t27
+                else:
+                    if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t15, t25, t27)
+                    t26 = _compare('<=', t25, t27)
+                t24 = (t26 if t26.__class__ is bool else _truth(t26))
             else:
-                t28 = attr_value(t27, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = t15
-            if t29 is None: t29 = Missing('t')
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            t30 = _binop('%', t28, t29, t14)
-            t32 = (0)
-            if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-                t31 = t30 == t32
-            else:
-                if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t14, t30, t32)
-                t31 = _compare('==', t30, t32)
-            t26 = (t31 if t31.__class__ is bool else _truth(t31))
+                t24 = True
+            t21 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
-            t26 = False
-        if (t26 if t26.__class__ is bool else _truth(t26)):
-            t34 = t14.lookup('model')
-            if t34 is None: t34 = Missing('model')
-            if t34.__class__ is dict and 'n_heads' in t34:
-                t35 = t34['n_heads']
-                if t35 is None: t35 = Missing('model.n_heads')
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            t29 = t15.lookup('model')
+            if t29 is None: t29 = Missing('model')
+            if t29.__class__ is dict and 'ffn_hidden_dim' in t29:
+                t30 = t29['ffn_hidden_dim']
+                if t30 is None: t30 = Missing('model.ffn_hidden_dim')
             else:
-                t35 = attr_value(t34, 'n_heads', 'model.n_heads')
-            if t35 is None or t35.__class__ is Missing: _need(t35)
-            t36 = t15
-            if t36 is None: t36 = Missing('t')
-            if t36 is None or t36.__class__ is Missing: _need(t36)
-            t37 = _binop('%', t35, t36, t14)
-            t39 = (0)
-            if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
-                t38 = t37 == t39
+                t30 = attr_value(t29, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+            if t30 is None or t30.__class__ is Missing: _need(t30)
+            t31 = t17
+            if t31 is None: t31 = Missing('t')
+            if t31 is None or t31.__class__ is Missing: _need(t31)
+            t32 = _binop('%', t30, t31, t15)
+            t34 = (0)
+            if t32.__class__ is int:
+                t33 = t32 == t34
             else:
-                if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(t14, t37, t39)
-                t38 = _compare('==', t37, t39)
-            t33 = (t38 if t38.__class__ is bool else _truth(t38))
+                t33 = _compare('==', t32, t34)
+            t28 = (t33 if t33.__class__ is bool else _truth(t33))
         else:
-            t33 = False
-        if (t33 if t33.__class__ is bool else _truth(t33)):
-            t41 = t14.lookup('model')
-            if t41 is None: t41 = Missing('model')
-            if t41.__class__ is dict and 'n_kv_heads' in t41:
-                t42 = t41['n_kv_heads']
-                if t42 is None: t42 = Missing('model.n_kv_heads')
+            t28 = False
+        if (t28 if t28.__class__ is bool else _truth(t28)):
+            t36 = t15.lookup('model')
+            if t36 is None: t36 = Missing('model')
+            if t36.__class__ is dict and 'n_heads' in t36:
+                t37 = t36['n_heads']
+                if t37 is None: t37 = Missing('model.n_heads')
             else:
-                t42 = attr_value(t41, 'n_kv_heads', 'model.n_kv_heads')
-            t43 = (t42 is None or t42.__class__ is Missing)
-            if not (t43 if t43.__class__ is bool else _truth(t43)):
-                t45 = t14.lookup('model')
-                if t45 is None: t45 = Missing('model')
-                if t45.__class__ is dict and 'n_kv_heads' in t45:
-                    t46 = t45['n_kv_heads']
-                    if t46 is None: t46 = Missing('model.n_kv_heads')
-                else:
-                    t46 = attr_value(t45, 'n_kv_heads', 'model.n_kv_heads')
-                if t46 is None or t46.__class__ is Missing: _need(t46)
-                t47 = t15
-                if t47 is None: t47 = Missing('t')
-                if t47 is None or t47.__class__ is Missing: _need(t47)
-                t48 = _binop('%', t46, t47, t14)
-                t50 = (0)
-                if t48.__class__ is t50.__class__ and (t48.__class__ is int or t48.__class__ is str):
-                    t49 = t48 == t50
-                else:
-                    if t50.__class__ is list or t50.__class__ is dict or t50.__class__ is str: _charge_operands(t14, t48, t50)
-                    t49 = _compare('==', t48, t50)
-                t44 = (t49 if t49.__class__ is bool else _truth(t49))
+                t37 = attr_value(t36, 'n_heads', 'model.n_heads')
+            if t37 is None or t37.__class__ is Missing: _need(t37)
+            t38 = t17
+            if t38 is None: t38 = Missing('t')
+            if t38 is None or t38.__class__ is Missing: _need(t38)
+            t39 = _binop('%', t37, t38, t15)
+            t41 = (0)
+            if t39.__class__ is int:
+                t40 = t39 == t41
             else:
-                t44 = True
-            if not (t44 if t44.__class__ is bool else _truth(t44)):
-                t52 = t15
-                if t52 is None: t52 = Missing('t')
-                if t52 is None or t52.__class__ is Missing: _need(t52)
-                t53 = t14.lookup('model')
-                if t53 is None: t53 = Missing('model')
-                if t53.__class__ is dict and 'n_kv_heads' in t53:
-                    t54 = t53['n_kv_heads']
-                    if t54 is None: t54 = Missing('model.n_kv_heads')
+                t40 = _compare('==', t39, t41)
+            t35 = (t40 if t40.__class__ is bool else _truth(t40))
+        else:
+            t35 = False
+        if (t35 if t35.__class__ is bool else _truth(t35)):
+            t43 = t15.lookup('model')
+            if t43 is None: t43 = Missing('model')
+            if t43.__class__ is dict and 'n_kv_heads' in t43:
+                t44 = t43['n_kv_heads']
+                if t44 is None: t44 = Missing('model.n_kv_heads')
+            else:
+                t44 = attr_value(t43, 'n_kv_heads', 'model.n_kv_heads')
+            t45 = (t44 is None or t44.__class__ is Missing)
+            if not (t45 if t45.__class__ is bool else _truth(t45)):
+                t47 = t15.lookup('model')
+                if t47 is None: t47 = Missing('model')
+                if t47.__class__ is dict and 'n_kv_heads' in t47:
+                    t48 = t47['n_kv_heads']
+                    if t48 is None: t48 = Missing('model.n_kv_heads')
                 else:
-                    t54 = attr_value(t53, 'n_kv_heads', 'model.n_kv_heads')
+                    t48 = attr_value(t47, 'n_kv_heads', 'model.n_kv_heads')
+                if t48 is None or t48.__class__ is Missing: _need(t48)
+                t49 = t17
+                if t49 is None: t49 = Missing('t')
+                if t49 is None or t49.__class__ is Missing: _need(t49)
+                t50 = _binop('%', t48, t49, t15)
+                t52 = (0)
+                if t50.__class__ is int:
+                    t51 = t50 == t52
+                else:
+                    t51 = _compare('==', t50, t52)
+                t46 = (t51 if t51.__class__ is bool else _truth(t51))
+            else:
+                t46 = True
+            if not (t46 if t46.__class__ is bool else _truth(t46)):
+                t54 = t17
+                if t54 is None: t54 = Missing('t')
                 if t54 is None or t54.__class__ is Missing: _need(t54)
-                t55 = _binop('%', t52, t54, t14)
-                t57 = (0)
-                if t55.__class__ is t57.__class__ and (t55.__class__ is int or t55.__class__ is str):
-                    t56 = t55 == t57
+                t55 = t15.lookup('model')
+                if t55 is None: t55 = Missing('model')
+                if t55.__class__ is dict and 'n_kv_heads' in t55:
+                    t56 = t55['n_kv_heads']
+                    if t56 is None: t56 = Missing('model.n_kv_heads')
                 else:
-                    if t57.__class__ is list or t57.__class__ is dict or t57.__class__ is str: _charge_operands(t14, t55, t57)
-                    t56 = _compare('==', t55, t57)
-                t51 = (t56 if t56.__class__ is bool else _truth(t56))
+                    t56 = attr_value(t55, 'n_kv_heads', 'model.n_kv_heads')
+                if t56 is None or t56.__class__ is Missing: _need(t56)
+                t57 = _binop('%', t54, t56, t15)
+                t59 = (0)
+                if t57.__class__ is int:
+                    t58 = t57 == t59
+                else:
+                    t58 = _compare('==', t57, t59)
+                t53 = (t58 if t58.__class__ is bool else _truth(t58))
             else:
-                t51 = True
-            t40 = (t51 if t51.__class__ is bool else _truth(t51))
+                t53 = True
+            t42 = (t53 if t53.__class__ is bool else _truth(t53))
         else:
-            t40 = False
-        if (t40 if t40.__class__ is bool else _truth(t40)):
-            t59 = t14.lookup('world_known')
-            if t59 is None: t59 = Missing('world_known')
-            t60 = not (t59 if t59.__class__ is bool else _truth(t59))
-            if not (t60 if t60.__class__ is bool else _truth(t60)):
-                t62 = t14.lookup('world_size')
-                if t62 is None: t62 = Missing('world_size')
-                if t62 is None or t62.__class__ is Missing: _need(t62)
-                t63 = t15
-                if t63 is None: t63 = Missing('t')
-                if t63 is None or t63.__class__ is Missing: _need(t63)
-                t64 = t14.lookup('pp')
-                if t64 is None: t64 = Missing('pp')
+            t42 = False
+        if (t42 if t42.__class__ is bool else _truth(t42)):
+            t61 = t15.lookup('world_known')
+            if t61 is None: t61 = Missing('world_known')
+            t62 = not (t61 if t61.__class__ is bool else _truth(t61))
+            if not (t62 if t62.__class__ is bool else _truth(t62)):
+                t64 = t15.lookup('world_size')
+                if t64 is None: t64 = Missing('world_size')
                 if t64 is None or t64.__class__ is Missing: _need(t64)
-                if t63.__class__ is int and t64.__class__ is int:
-                    t65 = t63 * t64
-                    if not -MAX_INT <= t65 <= MAX_INT: _check_value(t65)
-                else:
-                    t65 = _binop('*', t63, t64, t14)
+                t65 = t17
+                if t65 is None: t65 = Missing('t')
                 if t65 is None or t65.__class__ is Missing: _need(t65)
-                t66 = t14.lookup('cp')
-                if t66 is None: t66 = Missing('cp')
+                t66 = t15.lookup('pp')
+                if t66 is None: t66 = Missing('pp')
                 if t66 is None or t66.__class__ is Missing: _need(t66)
                 if t65.__class__ is int and t66.__class__ is int:
                     t67 = t65 * t66
                     if not -MAX_INT <= t67 <= MAX_INT: _check_value(t67)
                 else:
-                    t67 = _binop('*', t65, t66, t14)
+                    t67 = _binop('*', t65, t66, t15)
                 if t67 is None or t67.__class__ is Missing: _need(t67)
-                t68 = _binop('%', t62, t67, t14)
-                t70 = (0)
-                if t68.__class__ is t70.__class__ and (t68.__class__ is int or t68.__class__ is str):
-                    t69 = t68 == t70
+                t68 = t15.lookup('cp')
+                if t68 is None: t68 = Missing('cp')
+                if t68 is None or t68.__class__ is Missing: _need(t68)
+                if t67.__class__ is int and t68.__class__ is int:
+                    t69 = t67 * t68
+                    if not -MAX_INT <= t69 <= MAX_INT: _check_value(t69)
                 else:
-                    if t70.__class__ is list or t70.__class__ is dict or t70.__class__ is str: _charge_operands(t14, t68, t70)
-                    t69 = _compare('==', t68, t70)
-                t61 = (t69 if t69.__class__ is bool else _truth(t69))
+                    t69 = _binop('*', t67, t68, t15)
+                if t69 is None or t69.__class__ is Missing: _need(t69)
+                t70 = _binop('%', t64, t69, t15)
+                t72 = (0)
+                if t70.__class__ is int:
+                    t71 = t70 == t72
+                else:
+                    t71 = _compare('==', t70, t72)
+                t63 = (t71 if t71.__class__ is bool else _truth(t71))
             else:
-                t61 = True
-            t58 = (t61 if t61.__class__ is bool else _truth(t61))
+                t63 = True
+            t60 = (t63 if t63.__class__ is bool else _truth(t63))
         else:
-            t58 = False
-        if (t58 if t58.__class__ is bool else _truth(t58)):
-            t71 = t15
-            if t71 is None: t71 = Missing('t')
-            t1.append(t71)
-            t14.budget.mem -= 1
-            if t14.budget.mem < 0: _charge_mem(env, 0)
+            t60 = False
+        if (t60 if t60.__class__ is bool else _truth(t60)):
+            t73 = t17
+            if t73 is None: t73 = Missing('t')
+            t1.append(t73)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -2364,10 +2342,9 @@ def e47(env):
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('use tp in ')
@@ -2536,10 +2513,9 @@ def e48(env):
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t2, t4, env)
     t7 = (0)
-    if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+    if t5.__class__ is int:
         t6 = t5 == t7
     else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
         t6 = _compare('==', t5, t7)
     return t6
 
@@ -2601,10 +2577,9 @@ def e49(env):
             else:
                 t20 = attr_value(t19, 'n_heads', 'model.n_heads')
             t22 = (0)
-            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+            if t20.__class__ is int:
                 t21 = t20 > t22
             else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
                 t21 = _compare('>', t20, t22)
             t18 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
@@ -2673,10 +2648,9 @@ def e54(env):
         t6 = env.lookup('ep')
         if t6 is None: t6 = Missing('ep')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('model')
@@ -2721,10 +2695,9 @@ def e55(env):
     if t6 is None or t6.__class__ is Missing: _need(t6)
     t7 = _binop('%', t3, t6, env)
     t9 = (0)
-    if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+    if t7.__class__ is int:
         t8 = t7 == t9
     else:
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
         t8 = _compare('==', t7, t9)
     return t8
 
@@ -2743,10 +2716,9 @@ def e56(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('megatron')
@@ -2877,10 +2849,9 @@ def e61(env):
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -2911,101 +2882,106 @@ def e62(env):
 
 def e63(env):
     t1 = []
-    t3 = K15
-    t4 = K16
-    t5 = K17
-    t6 = K18
-    t7 = K19
-    t8 = [t3, t4, t5, t6, t7]
-    t2 = loop_items(t8)
-    t9 = Env({}, None, env.budget, env)
-    for t10 in t2:
-        _charge(env, 39)
-        t9.values['m'] = t10
-        t9.let_cache = None
-        t11 = t9.lookup('megatron')
-        if t11 is None: t11 = Missing('megatron')
-        if t11.__class__ is dict and 'args' in t11:
-            t12 = t11['args']
-            if t12 is None: t12 = Missing('megatron.args')
+    t2 = env.budget
+    t4 = K15
+    t5 = K16
+    t6 = K17
+    t7 = K18
+    t8 = K19
+    t9 = [t4, t5, t6, t7, t8]
+    t3 = loop_items(t9)
+    t10 = Env({}, None, t2, env)
+    t11 = t10.values
+    for t12 in t3:
+        t2.left -= 39
+        if t2.left < 0: _charge(env, 0)
+        t11['m'] = t12
+        t10.let_cache = None
+        t13 = t10.lookup('megatron')
+        if t13 is None: t13 = Missing('megatron')
+        if t13.__class__ is dict and 'args' in t13:
+            t14 = t13['args']
+            if t14 is None: t14 = Missing('megatron.args')
         else:
-            t12 = attr_value(t11, 'args', 'megatron.args')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = t10
-        if t13 is None: t13 = Missing('m')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = (0)
+            t14 = attr_value(t13, 'args', 'megatron.args')
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = index_value(t13, t14, 'm')
+        t15 = t12
+        if t15 is None: t15 = Missing('m')
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = index_value(t12, t15, 'megatron.args')
-        t17 = (t16 is None or t16.__class__ is Missing)
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t19 = t10
-            if t19 is None: t19 = Missing('m')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = (0)
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = index_value(t19, t20, 'm')
-            t23 = ('num_layers')
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
+        t16 = (0)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = index_value(t15, t16, 'm')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = index_value(t14, t17, 'megatron.args')
+        t19 = (t18 is None or t18.__class__ is Missing)
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t21 = t12
+            if t21 is None: t21 = Missing('m')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = (0)
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = index_value(t21, t22, 'm')
+            t25 = ('num_layers')
+            if t23.__class__ is str:
+                t24 = t23 == t25
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t9, t21, t23)
-                t22 = _compare('==', t21, t23)
-            if (t22 if t22.__class__ is bool else _truth(t22)):
-                t25 = t9.lookup('megatron')
-                if t25 is None: t25 = Missing('megatron')
-                if t25.__class__ is dict and 'args' in t25:
-                    t26 = t25['args']
-                    if t26 is None: t26 = Missing('megatron.args')
+                t24 = _compare('==', t23, t25)
+            if (t24 if t24.__class__ is bool else _truth(t24)):
+                t27 = t10.lookup('megatron')
+                if t27 is None: t27 = Missing('megatron')
+                if t27.__class__ is dict and 'args' in t27:
+                    t28 = t27['args']
+                    if t28 is None: t28 = Missing('megatron.args')
                 else:
-                    t26 = attr_value(t25, 'args', 'megatron.args')
-                if t26.__class__ is dict and 'encoder_num_layers' in t26:
-                    t27 = t26['encoder_num_layers']
-                    if t27 is None: t27 = Missing('megatron.args.encoder_num_layers')
+                    t28 = attr_value(t27, 'args', 'megatron.args')
+                if t28.__class__ is dict and 'encoder_num_layers' in t28:
+                    t29 = t28['encoder_num_layers']
+                    if t29 is None: t29 = Missing('megatron.args.encoder_num_layers')
                 else:
-                    t27 = attr_value(t26, 'encoder_num_layers', 'megatron.args.encoder_num_layers')
-                t28 = not (t27 is None or t27.__class__ is Missing)
-                t24 = (t28 if t28.__class__ is bool else _truth(t28))
+                    t29 = attr_value(t28, 'encoder_num_layers', 'megatron.args.encoder_num_layers')
+                t30 = not (t29 is None or t29.__class__ is Missing)
+                t26 = (t30 if t30.__class__ is bool else _truth(t30))
             else:
-                t24 = False
-            t29 = not (t24 if t24.__class__ is bool else _truth(t24))
-            t18 = (t29 if t29.__class__ is bool else _truth(t29))
+                t26 = False
+            t31 = not (t26 if t26.__class__ is bool else _truth(t26))
+            t20 = (t31 if t31.__class__ is bool else _truth(t31))
         else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t30 = t10
-            if t30 is None: t30 = Missing('m')
-            t1.append(t30)
-            t9.budget.mem -= 1
-            if t9.budget.mem < 0: _charge_mem(env, 0)
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t32 = t12
+            if t32 is None: t32 = Missing('m')
+            t1.append(t32)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e64(env):
     t1 = []
-    t3 = env.lookup('missing')
-    if t3 is None: t3 = Missing('missing')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 5)
-        t4.values['m'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('m')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (1)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = index_value(t6, t7, 'm')
-        t1.append(t8)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+    t2 = env.budget
+    t4 = env.lookup('missing')
+    if t4 is None: t4 = Missing('missing')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 5
+        if t2.left < 0: _charge(env, 0)
+        t6['m'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('m')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (1)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'm')
+        t1.append(t10)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t9 = (', ')
-    t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, t9])
-    return t10
+    t11 = (', ')
+    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1, t11])
+    return t12
 
 def e65(env):
     t1 = env.lookup('missing')
@@ -3017,10 +2993,9 @@ def e65(env):
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('is')
@@ -3040,10 +3015,9 @@ def e66(env):
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('it is')
@@ -3055,35 +3029,38 @@ def e66(env):
 
 def e67(env):
     t1 = []
-    t3 = env.lookup('missing')
-    if t3 is None: t3 = Missing('missing')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 7)
-        t4.values['m'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('m')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (1)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = index_value(t6, t7, 'm')
+    t2 = env.budget
+    t4 = env.lookup('missing')
+    if t4 is None: t4 = Missing('missing')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 7
+        if t2.left < 0: _charge(env, 0)
+        t6['m'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('m')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' N')
+        t9 = (1)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        t10 = index_value(t8, t9, 'm')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = (' N')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t10.__class__ is int and t11.__class__ is int:
+            t12 = t10 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t10 = _binop('+', t8, t9, t4)
-        t1.append(t10)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t12 = _binop('+', t10, t11, t5)
+        t1.append(t12)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t11 = (' ')
-    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1, t11])
-    return t12
+    t13 = (' ')
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, t13])
+    return t14
 
 def e68(env):
     t1 = env.lookup('removed')
@@ -3095,103 +3072,108 @@ def e68(env):
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
 def e69(env):
     t1 = []
-    t3 = K20
-    t4 = K21
-    t5 = K22
-    t6 = [t3, t4, t5]
-    t2 = loop_items(t6)
-    t7 = Env({}, None, env.budget, env)
-    for t8 in t2:
-        _charge(env, 23)
-        t7.values['r'] = t8
-        t7.let_cache = None
-        t9 = t7.lookup('megatron')
-        if t9 is None: t9 = Missing('megatron')
-        if t9.__class__ is dict and 'args' in t9:
-            t10 = t9['args']
-            if t10 is None: t10 = Missing('megatron.args')
+    t2 = env.budget
+    t4 = K20
+    t5 = K21
+    t6 = K22
+    t7 = [t4, t5, t6]
+    t3 = loop_items(t7)
+    t8 = Env({}, None, t2, env)
+    t9 = t8.values
+    for t10 in t3:
+        t2.left -= 23
+        if t2.left < 0: _charge(env, 0)
+        t9['r'] = t10
+        t8.let_cache = None
+        t11 = t8.lookup('megatron')
+        if t11 is None: t11 = Missing('megatron')
+        if t11.__class__ is dict and 'args' in t11:
+            t12 = t11['args']
+            if t12 is None: t12 = Missing('megatron.args')
         else:
-            t10 = attr_value(t9, 'args', 'megatron.args')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t8
-        if t11 is None: t11 = Missing('r')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = (0)
+            t12 = attr_value(t11, 'args', 'megatron.args')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = index_value(t11, t12, 'r')
+        t13 = t10
+        if t13 is None: t13 = Missing('r')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = index_value(t10, t13, 'megatron.args')
-        t15 = not (t14 is None or t14.__class__ is Missing)
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t16 = t8
-            if t16 is None: t16 = Missing('r')
-            t1.append(t16)
-            t7.budget.mem -= 1
-            if t7.budget.mem < 0: _charge_mem(env, 0)
+        t14 = (0)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = index_value(t13, t14, 'r')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = index_value(t12, t15, 'megatron.args')
+        t17 = not (t16 is None or t16.__class__ is Missing)
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t18 = t10
+            if t18 is None: t18 = Missing('r')
+            t1.append(t18)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e70(env):
     t1 = []
-    t3 = env.lookup('removed')
-    if t3 is None: t3 = Missing('removed')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 13)
-        t4.values['r'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('r')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (2)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = index_value(t6, t7, 'r')
+    t2 = env.budget
+    t4 = env.lookup('removed')
+    if t4 is None: t4 = Missing('removed')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 13
+        if t2.left < 0: _charge(env, 0)
+        t6['r'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('r')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' is no longer valid, use ')
+        t9 = (2)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, t4)
+        t10 = index_value(t8, t9, 'r')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t5
-        if t11 is None: t11 = Missing('r')
+        t11 = (' is no longer valid, use ')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = (1)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = index_value(t11, t12, 'r')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t10.__class__ is int and t13.__class__ is int:
-            t14 = t10 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        if t10.__class__ is int and t11.__class__ is int:
+            t12 = t10 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t14 = _binop('+', t10, t13, t4)
+            t12 = _binop('+', t10, t11, t5)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = t7
+        if t13 is None: t13 = Missing('r')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = (1)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = (' instead')
+        t15 = index_value(t13, t14, 'r')
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t14.__class__ is int and t15.__class__ is int:
-            t16 = t14 + t15
+        if t12.__class__ is int and t15.__class__ is int:
+            t16 = t12 + t15
             if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t16 = _binop('+', t14, t15, t4)
-        t1.append(t16)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t16 = _binop('+', t12, t15, t5)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = (' instead')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        if t16.__class__ is int and t17.__class__ is int:
+            t18 = t16 + t17
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+        else:
+            t18 = _binop('+', t16, t17, t5)
+        t1.append(t18)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t17 = ('; ')
-    t18 = call_value(env, F_join.fn, F_join.cost, False, [t1, t17])
-    return t18
+    t19 = ('; ')
+    t20 = call_value(env, F_join.fn, F_join.cost, False, [t1, t19])
+    return t20
 
 def e71(env):
     t1 = env.lookup('removed')
@@ -3208,48 +3190,51 @@ def e71(env):
 
 def e72(env):
     t1 = []
-    t3 = env.lookup('removed')
-    if t3 is None: t3 = Missing('removed')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 11)
-        t4.values['r'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('r')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (2)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = index_value(t6, t7, 'r')
+    t2 = env.budget
+    t4 = env.lookup('removed')
+    if t4 is None: t4 = Missing('removed')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 11
+        if t2.left < 0: _charge(env, 0)
+        t6['r'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('r')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' with ')
+        t9 = (2)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, t4)
+        t10 = index_value(t8, t9, 'r')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t5
-        if t11 is None: t11 = Missing('r')
+        t11 = (' with ')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = (1)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = index_value(t11, t12, 'r')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t10.__class__ is int and t13.__class__ is int:
-            t14 = t10 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        if t10.__class__ is int and t11.__class__ is int:
+            t12 = t10 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t14 = _binop('+', t10, t13, t4)
-        t1.append(t14)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t12 = _binop('+', t10, t11, t5)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = t7
+        if t13 is None: t13 = Missing('r')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = (1)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = index_value(t13, t14, 'r')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if t12.__class__ is int and t15.__class__ is int:
+            t16 = t12 + t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('+', t12, t15, t5)
+        t1.append(t16)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t15 = (', ')
-    t16 = call_value(env, F_join.fn, F_join.cost, False, [t1, t15])
-    return t16
+    t17 = (', ')
+    t18 = call_value(env, F_join.fn, F_join.cost, False, [t1, t17])
+    return t18
 
 def e73(env):
     t1 = env.lookup('megatron')
@@ -3306,10 +3291,9 @@ def e74(env):
             else:
                 t13 = attr_value(t12, 'train_iters', 'megatron.args.train_iters')
             t15 = (0)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+            if t13.__class__ is int:
                 t14 = t13 != t15
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
                 t14 = _compare('!=', t13, t15)
             t10 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
@@ -3351,7 +3335,6 @@ def e76(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 != t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('!=', t3, t5)
     return t4
 
@@ -3383,7 +3366,6 @@ def e77(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -3465,7 +3447,6 @@ def e79(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -3642,7 +3623,6 @@ def e84(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -3674,7 +3654,6 @@ def e85(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -3685,10 +3664,9 @@ def e86(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = (' (switched off at tp = 1)')
@@ -3702,10 +3680,9 @@ def e87(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('add --sequence-parallel')
@@ -3748,10 +3725,9 @@ def e88(env):
     if t7 is None or t7.__class__ is Missing: _need(t7)
     t8 = _binop('%', t4, t7, env)
     t10 = (0)
-    if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+    if t8.__class__ is int:
         t9 = t8 == t10
     else:
-        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
         t9 = _compare('==', t8, t10)
     if (t9 if t9.__class__ is bool else _truth(t9)):
         t12 = env.lookup('megatron')
@@ -3786,10 +3762,9 @@ def e88(env):
             if t20 is None or t20.__class__ is Missing: _need(t20)
             t21 = _binop('%', t17, t20, env)
             t23 = (0)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
+            if t21.__class__ is int:
                 t22 = t21 == t23
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
                 t22 = _compare('==', t21, t23)
             t15 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
@@ -3856,10 +3831,9 @@ def e89(env):
             else:
                 t19 = attr_value(t18, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
             t21 = (1)
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
+            if t19.__class__ is int:
                 t20 = t19 > t21
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
                 t20 = _compare('>', t19, t21)
             t16 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
@@ -3961,10 +3935,9 @@ def e93(env):
     else:
         t3 = attr_value(t2, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
     t5 = ('1')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -4008,19 +3981,17 @@ def e94(env):
             t14 = env.lookup('tp')
             if t14 is None: t14 = Missing('tp')
             t16 = (1)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+            if t14.__class__ is int:
                 t15 = t14 > t16
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
                 t15 = _compare('>', t14, t16)
             if not (t15 if t15.__class__ is bool else _truth(t15)):
                 t18 = env.lookup('cp')
                 if t18 is None: t18 = Missing('cp')
                 t20 = (1)
-                if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
+                if t18.__class__ is int:
                     t19 = t18 > t20
                 else:
-                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
                     t19 = _compare('>', t18, t20)
                 t17 = (t19 if t19.__class__ is bool else _truth(t19))
             else:
@@ -4163,10 +4134,9 @@ def e96(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('tp = ')
@@ -4200,10 +4170,9 @@ def e97(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('keys')
@@ -4242,7 +4211,6 @@ def e98(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 != t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('!=', t3, t5)
     return t4
 
@@ -4274,16 +4242,14 @@ def e99(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('tp')
             if t12 is None: t12 = Missing('tp')
             t14 = (1)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            if t12.__class__ is int:
                 t13 = t12 == t14
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
                 t13 = _compare('==', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
@@ -4414,10 +4380,9 @@ def e105(env):
     else:
         t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 > t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('>', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = (' (with this layout, pp in ')

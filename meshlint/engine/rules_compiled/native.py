@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 17721, 3215920673, 696511168), ('engine/expr/functions.py', 11629, 218818483, 3925666507), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 14423, 91822, 548996857), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
+FINGERPRINT = ('0.1.0', (('engine/expr/errors.py', 959, 823243238, 1018705313), ('engine/expr/tokens.py', 3107, 2442155112, 2626694783), ('engine/expr/nodes.py', 4291, 2318939222, 684460370), ('engine/expr/values.py', 17721, 3215920673, 696511168), ('engine/expr/functions.py', 11960, 4276052651, 3919858794), ('engine/expr/parser.py', 8205, 2246865342, 222418737), ('engine/expr/interp.py', 6658, 1231641514, 1810762196), ('engine/expr/expression.py', 8217, 1184216633, 3840679848), ('engine/expr/template.py', 4517, 1827738001, 2673413016), ('engine/expr/treecode.py', 6757, 3669463737, 3437165381), ('engine/expr/compiler.py', 15311, 2026345316, 221844054), ('engine/rules.py', 13357, 2037275638, 1433895425), ('engine/rule_cache.py', 8286, 2459928148, 3595060533), ('cachestore.py', 8384, 560390405, 657205816), ('limits.py', 4906, 1706790301, 3961367315), ('frameworks/versions.py', 12817, 3886821424, 239075761), ('frameworks/registry.py', 5200, 453126035, 212551154)), (('ML101-invalid-value.toml', 1784, 4204485484, 3746125175), ('ML102-degree-out-of-range.toml', 1610, 738804318, 2538410337), ('ML103-degree-product-mismatch.toml', 2574, 1693207650, 769745979), ('ML104-inferred-degree-indivisible.toml', 1839, 1347614851, 2088070337), ('ML105-world-size-unknown.toml', 2219, 3889620541, 744221781), ('ML106-topology-sources-disagree.toml', 1335, 1915114343, 428066957), ('ML107-invalid-directive.toml', 850, 2905419785, 4034339655), ('ML108-unknown-key.toml', 1739, 1314648657, 1020222013), ('ML109-gpus-per-node-unknown.toml', 1329, 2315648607, 2094645464), ('ML111-value-not-readable.toml', 2266, 188801927, 3301313530), ('ML112-framework-refuses-value.toml', 1461, 3319803695, 3735877434), ('ML113-comment-disagrees-with-explicit-topology.toml', 1316, 3637054463, 2572339647), ('ML114-value-kept-unchecked.toml', 2846, 2532542901, 524673378), ('ML115-framework-code-unmodelled.toml', 2699, 3543946585, 27833369), ('ML201-tp-larger-than-node.toml', 1227, 429042227, 3662191915), ('ML202-tp-group-crosses-nodes.toml', 1855, 2670038355, 2295104255), ('ML203-ep-cp-group-crosses-nodes.toml', 1678, 4087939222, 3148563740), ('ML204-dim-order-unusual.toml', 1819, 2111597349, 543185768), ('ML205-partial-last-node.toml', 955, 1121222345, 3483257501), ('ML206-duplicate-dim-name.toml', 848, 376048576, 3985053497), ('ML207-dim-without-role.toml', 942, 4084577508, 3200264995), ('ML208-several-fill-dims.toml', 882, 3310731411, 1366433496), ('ML301-cp-has-no-effect.toml', 1972, 3527635310, 994154468), ('ML302-seq-len-exceeds-max.toml', 855, 4007700768, 1379738300), ('ML303-tied-embeddings-with-pp.toml', 869, 1411015705, 2744724109), ('ML304-heads-not-divisible-by-tp.toml', 1283, 1446639832, 979349153), ('ML305-kv-heads-not-divisible-by-tp.toml', 1448, 3299585747, 3166756777), ('ML306-fp8-with-tp.toml', 822, 2607115941, 39194977), ('ML307-moe-with-pp.toml', 767, 2522115866, 3547988326), ('ML308-ep-without-moe.toml', 750, 2340306793, 906360392), ('ML309-experts-not-divisible-by-ep.toml', 1116, 4005556355, 1171093340), ('ML310-vlm-with-pp.toml', 731, 1841936645, 2539057890), ('ML311-moma-with-ep.toml', 739, 3039807988, 1313993358), ('ML312-moe-with-compile.toml', 878, 3869441296, 70856306), ('ML313-moma-with-experts.toml', 1385, 569986714, 4232306721), ('ML314-vlm-seq-len-too-short.toml', 2215, 3340648832, 3867675629), ('ML315-vlm-max-seq-len-too-short.toml', 2576, 590996497, 4063790108), ('ML316-eval-without-data.toml', 1161, 3973225417, 434475123), ('ML317-space-form-override-refused.toml', 1478, 1961671772, 3387358046), ('ML318-space-form-override-misread.toml', 1397, 2936267735, 3293897590), ('ML319-adapter-pool-grid.toml', 2064, 716607946, 1973997956), ('ML320-heads-not-divisible-by-kv-heads.toml', 1679, 4281605822, 4138220246), ('ML401-etp-not-tp-or-one.toml', 1002, 4063092477, 219304870), ('ML402-sparse-mesh-not-whole.toml', 1480, 237352938, 3697607956), ('ML403-etp-without-ep.toml', 908, 1664149940, 3401660465), ('ML404-ddp-with-tp-or-pp.toml', 2715, 1082557979, 2321589050), ('ML405-ep-without-fsdp.toml', 2254, 853860907, 4238281469), ('ML501-unknown-model-flavor.toml', 1541, 2274835736, 1260590585), ('ML502-ep-on-dense-model.toml', 935, 1257456308, 1542274210), ('ML503-tp-shards-uneven.toml', 2277, 1410404843, 3640321323), ('ML504-peak-memory-exceeds-gpu-memory.toml', 3602, 1340516803, 1142553000), ('ML505-peak-memory-near-gpu-memory.toml', 2036, 4181795201, 2466036649), ('ML601-pipeline-cannot-be-split.toml', 1659, 824915703, 3635627268), ('ML602-uneven-pipeline-stages.toml', 2358, 1997014270, 544157488), ('ML603-unknown-pipeline-schedule.toml', 1087, 196390744, 369393635), ('ML604-microbatch-size-indivisible.toml', 1244, 3492309155, 1429716115), ('ML605-schedule-rejects-microbatches.toml', 1956, 3180419395, 1683598189), ('ML606-pipeline-bubble.toml', 1795, 3323738653, 1145137962), ('ML607-interleaved-schedule-unsupported.toml', 1157, 3660389239, 3790310321), ('ML608-global-batch-not-multiple.toml', 1806, 1362820832, 194543891), ('ML609-seq-len-indivisible-for-cp.toml', 1239, 1284864981, 1913696334), ('ML610-async-tp-without-tp.toml', 948, 256891165, 2716355929), ('ML611-async-tp-without-compile.toml', 965, 3168536452, 1755533712), ('ML612-cp-with-short-sequences.toml', 1483, 847167088, 2303263944), ('ML613-pipeline-unsupported-by-model.toml', 1510, 2717372419, 2515864272), ('ML614-seq-len-indivisible-without-cp.toml', 2243, 2132911993, 4177130914), ('ML701-ep-does-not-divide-sparse-region.toml', 2504, 4259900024, 2763083292), ('ML702-cuda-graphs-with-pp.toml', 1930, 2672091013, 567845568), ('ML703-cuda-graphs-with-ep.toml', 2644, 1071119130, 783065262), ('ML704-tokens-indivisible-for-sp-cp.toml', 2542, 589833832, 3314646614), ('ML705-seq-len-indivisible-for-sp-cp.toml', 2219, 3886415904, 2184967557), ('ML706-token-budget-not-multiple.toml', 2739, 1454762474, 811846286), ('ML707-cp-needs-spmd-types.toml', 1663, 907673128, 3650111736), ('ML708-cp-needs-flex-attention.toml', 2984, 3713994743, 3926662396), ('ML709-kimi-needs-tp-1.toml', 2223, 1171889788, 1264912004), ('ML710-kimi-needs-pp-1.toml', 2183, 129652453, 3322411174), ('ML711-model-cannot-pipeline.toml', 1876, 796682332, 548638820), ('ML712-tied-weights-with-pp.toml', 1797, 3603193378, 1228696807), ('ML713-async-tp-needs-compile.toml', 2046, 3723520998, 2310063925), ('ML714-async-tp-flag-without-tp.toml', 1523, 4126604936, 2060849982), ('ML715-ep-dispatcher-without-ep.toml', 2207, 2929439603, 110034489), ('ML801-cp-load-balancer-unknown.toml', 2491, 430420217, 2577623690), ('ML802-cp-unsupported-by-model.toml', 2546, 3493910253, 3683347227), ('ML803-flux-gradient-accumulation.toml', 2513, 2652399523, 1262582723), ('ML804-attention-backend-refused.toml', 2291, 4054593545, 704257175), ('ML805-moe-comm-backend-unknown.toml', 1941, 3570241409, 2350358257), ('ML806-pipeline-schedule-abstract.toml', 2442, 370956783, 3880606371), ('ML807-rope-odd-head-dim.toml', 1604, 3734021197, 603134702), ('ML808-spmd-backend-unsupported-by-model.toml', 2247, 3742097838, 757860635), ('ML809-gpt-oss-refuses-cp.toml', 1269, 23866211, 381859579), ('ML810-flux-refuses-gradient-accumulation.toml', 2067, 854708794, 3907700755), ('ML811-optimizer-name-unknown.toml', 1501, 3419206333, 4032954566), ('ML812-param-group-optimizer-unknown.toml', 3246, 4175744033, 136084818), ('ML813-seed-checkpoint-needs-checkpointing.toml', 2304, 400212013, 1638999375), ('ML814-seed-checkpoint-needs-one-rank.toml', 2319, 50167228, 3090948387), ('ML815-memory-budget-ac-needs-compile.toml', 2841, 4111017217, 2016274538), ('ML816-checkpoint-keep-latest-k-one.toml', 2315, 3598898372, 524491714), ('ML817-checkpoint-hf-needs-model-only.toml', 3384, 3146065503, 3931352696), ('ML818-checkpoint-async-mode-unknown.toml', 2507, 2747646493, 4068827658), ('ML819-checkpoint-excludes-model.toml', 3045, 593541156, 1018377427), ('ML820-kempnerforge-registry-name-unknown.toml', 2618, 1101063053, 2990507101), ('ML821-optimizer-in-backward-with-ep-or-pp.toml', 1784, 4180997117, 541879654), ('ML822-float8-recipe-with-fsdp-all-gather.toml', 2083, 402462737, 1802035772), ('ML823-float8-moe-with-pp-or-cp.toml', 1777, 3275122610, 2880135561), ('ML824-mxfp8-compile-with-tp.toml', 1701, 2682067328, 899107253), ('ML825-converters-mix-quantization.toml', 1692, 503944085, 3767685648), ('ML826-dataloader-no-repeat-with-dp.toml', 2348, 2855172060, 614938009), ('ML827-kempnerforge-data-needs-tokenizer.toml', 3099, 3736798696, 273882972), ('ML828-checkpoint-config-refused.toml', 4849, 2648445864, 3573917322), ('ML829-kempnerforge-data-config-refused.toml', 3869, 3694804802, 3567396577), ('ML830-seed-checkpoint-needs-checkpointing-v02.toml', 1692, 1262748219, 3027193587), ('ML831-seed-checkpoint-needs-one-rank-v02.toml', 1656, 4286026392, 2796042500), ('ML832-checkpoint-keep-latest-k-one-v02.toml', 1697, 2738062079, 385499326), ('ML833-checkpoint-hf-needs-model-only-v02.toml', 2796, 1069697159, 2474697270), ('ML834-memory-budget-ac-needs-compile-v02.toml', 2624, 2135994286, 31299392), ('ML835-selective-ac-option-invalid-v02.toml', 2062, 1027439757, 3857962217), ('ML836-quantized-hf-load-needs-hf-v02.toml', 2012, 2662878333, 430163112), ('ML837-deepep-needs-ep-v02.toml', 2446, 3897992695, 1244744398), ('ML838-float8-tensorwise-tp-deepseek-v02.toml', 2097, 1350794031, 891609123), ('ML839-dualpipev-ep-with-ac-v02.toml', 2739, 1503543110, 2851458954), ('ML840-spmd-typechecking-sac-flex.toml', 3356, 2634400142, 2506530556), ('ML841-minimal-async-ep-needs-full-ac.toml', 3563, 2452943215, 2887443462), ('ML842-ep-dispatcher-tokens-indivisible.toml', 3961, 2123003413, 1626368790), ('ML843-ep-dispatcher-seq-len-indivisible.toml', 3610, 2446948697, 3129536110), ('ML844-cp-load-balancer-unknown-v02.toml', 2316, 1015921797, 1687694256), ('ML845-tp-divides-vision-and-deltanet-heads.toml', 3938, 1880090591, 4293804927), ('ML846-context-exceeds-rope-length.toml', 2968, 271223819, 444597714), ('ML847-seq-len-exceeds-rope-length.toml', 2534, 1637575984, 95056045), ('ML848-validation-without-validator-v02.toml', 1908, 1713934489, 429235214), ('ML849-mtp-with-pp-or-cp.toml', 2938, 1526341329, 516357175), ('ML850-flex-compile-backend.toml', 3096, 1398732635, 1290287867), ('ML851-dist-gemm-needs-sp-and-spmd-types.toml', 3422, 3631383332, 3439507937), ('ML852-minimal-async-ep-full-dtensor.toml', 3122, 2093234200, 1302546499), ('ML853-model-not-registered-v02.toml', 1960, 3319363263, 590917300), ('ML854-cp-attention-type-v02.toml', 2578, 390301327, 3493755815), ('ML855-kempnerforge-vlm-config-refused.toml', 4803, 2750836986, 3688525281), ('ML856-kempnerforge-mot-unequal-heads.toml', 2982, 965144154, 43519315), ('ML857-kempnerforge-attentional-pool-heads.toml', 2812, 500768250, 3606569413), ('ML858-kempnerforge-vlm-data-missing.toml', 3205, 2245370223, 3976613488), ('ML859-kempnerforge-phase-weights-all-zero.toml', 3954, 600509869, 798246081), ('ML860-kempnerforge-freeze-module-unknown.toml', 4077, 3021272180, 89488739), ('ML870-interleaved-dataloader-refused.toml', 4951, 2409622982, 897624705), ('ML871-checkpoint-excludes-unknown-state.toml', 3382, 2778783697, 3509032942), ('ML872-torch-checkpointing-remote-uri.toml', 3721, 4024777056, 4163380291), ('ML873-dataset-not-registered.toml', 5401, 109948276, 3537330619), ('ML874-data-config-refused.toml', 7118, 2774584814, 1544914728), ('ML875-patch-order-refused.toml', 3519, 214218193, 2329655228), ('ML876-collator-patch-order-refused.toml', 4444, 2010273486, 697046178), ('ML901-unused-suppression.toml', 1149, 50469763, 2584316347), ('ML910-lora-rank-not-positive.toml', 3025, 948998853, 657392591), ('ML911-quantization-after-lora.toml', 3719, 4196143954, 88142741), ('ML912-moe-quantization-dispatcher-cannot-pad.toml', 4443, 1497853045, 680859718), ('ML913-ptrr-needs-mask-key.toml', 5137, 1363557401, 3277717997), ('ML914-ptrr-needs-flex-v02.toml', 2541, 2804148629, 555316623), ('ML915-nvfp4-linear-not-block-aligned.toml', 6499, 1833433762, 1065656747), ('ML916-nvfp4-bf16-tail-keeps-every-layer.toml', 4824, 3634741862, 643329705), ('ML920-accelerate-cp-with-sp.toml', 1355, 2558672743, 2848773028), ('ML921-accelerate-tp-cp-with-pure-dp.toml', 1715, 3387777322, 2033337568), ('ML922-accelerate-total-size-mismatch.toml', 3323, 3371487395, 3180234200), ('ML923-accelerate-fsdp2-nothing-to-shard.toml', 2020, 2289738223, 2047321976), ('ML924-accelerate-fsdp1-with-parallelism-config.toml', 1968, 3449172745, 3727535596), ('ML925-accelerate-parallelism-config-ignored.toml', 1478, 3983788260, 1041696722), ('ML926-accelerate-processes-not-per-machine.toml', 1509, 2653606638, 1211439471), ('ML927-accelerate-tp-with-fsdp2-optimizer.toml', 2090, 4024372580, 591518963), ('ML928-accelerate-parallelism-flags-ignored.toml', 1549, 2432546208, 3593872358), ('ML960-megatron-world-not-divisible-by-model-size.toml', 1852, 3186385740, 2063297731), ('ML961-megatron-world-not-divisible-by-expert-size.toml', 2868, 3205092616, 2258483258), ('ML962-megatron-expert-grid-disagrees-with-pp-mapping.toml', 2051, 83657129, 2957291516), ('ML963-megatron-layers-do-not-split.toml', 2465, 1169136960, 1917468685), ('ML964-megatron-global-batch-not-divisible.toml', 2853, 3999153122, 270059499), ('ML965-megatron-query-groups-vs-tp.toml', 1847, 2626807395, 2268094801), ('ML966-megatron-ffn-not-divisible-by-tp.toml', 2626, 1127135895, 4038022545), ('ML967-megatron-hidden-not-divisible-by-heads.toml', 1574, 1245384386, 3731227121), ('ML968-megatron-option-refused-by-parser.toml', 1533, 682929632, 985724259), ('ML969-megatron-ep-without-experts.toml', 1423, 2882664238, 2838744305), ('ML970-megatron-seq-length-indivisible-for-cp.toml', 1459, 3573572601, 2492258000), ('ML971-megatron-seq-length-exceeds-positions.toml', 1493, 353841311, 2865819085), ('ML972-megatron-required-option-missing.toml', 1875, 1045892396, 2032558799), ('ML973-megatron-removed-option.toml', 1587, 2665691757, 3666802920), ('ML974-megatron-rampup-with-train-iters.toml', 1652, 717406208, 4179237866), ('ML975-megatron-fp16-and-bf16.toml', 1257, 1116869421, 10388139), ('ML976-megatron-overlap-param-gather-needs.toml', 2114, 3597628899, 4027240413), ('ML977-megatron-tp-comm-overlap-needs-sp.toml', 1654, 2119115236, 3763739901), ('ML978-megatron-optimizer-instances-indivisible.toml', 1972, 3951458984, 2178916401), ('ML979-megatron-cuda-device-max-connections.toml', 2486, 3087261477, 3874504127), ('ML980-megatron-bridge-sequence-parallel-without-tp.toml', 1891, 2387655657, 3432877748), ('ML981-megatron-pipeline-layout-refused.toml', 2798, 986833244, 2979050380), ('ML982-megatron-config-class-refuses.toml', 2435, 4068970325, 114048601), ('ML983-megatron-validate-args-refuses.toml', 2209, 2607370864, 2302732760), ('ML984-megatron-rampup-batch-size-refused.toml', 3140, 3831791455, 19670042), ('ML985-megatron-initialize-model-parallel-refuses.toml', 2348, 1302320101, 305339562)))
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -50,10 +50,9 @@ def e0(env):
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -64,236 +63,249 @@ def e1(env):
 
 def e2(env):
     t1 = []
-    t3 = env.lookup('native')
-    if t3 is None: t3 = Missing('native')
-    if t3.__class__ is dict and 'dims' in t3:
-        t4 = t3['dims']
-        if t4 is None: t4 = Missing('native.dims')
+    t2 = env.budget
+    t4 = env.lookup('native')
+    if t4 is None: t4 = Missing('native')
+    if t4.__class__ is dict and 'dims' in t4:
+        t5 = t4['dims']
+        if t5 is None: t5 = Missing('native.dims')
     else:
-        t4 = attr_value(t3, 'dims', 'native.dims')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 13)
-        t5.values['d'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('d')
-        if t7.__class__ is dict and 'role' in t7:
-            t8 = t7['role']
-            if t8 is None: t8 = Missing('d.role')
+        t5 = attr_value(t4, 'dims', 'native.dims')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 13
+        if t2.left < 0: _charge(env, 0)
+        t7['d'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('d')
+        if t9.__class__ is dict and 'role' in t9:
+            t10 = t9['role']
+            if t10 is None: t10 = Missing('d.role')
         else:
-            t8 = attr_value(t7, 'role', 'd.role')
-        t9 = not (t8 is None or t8.__class__ is Missing)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t6
-            if t11 is None: t11 = Missing('d')
-            if t11.__class__ is dict and 'size' in t11:
-                t12 = t11['size']
-                if t12 is None: t12 = Missing('d.size')
+            t10 = attr_value(t9, 'role', 'd.role')
+        t11 = not (t10 is None or t10.__class__ is Missing)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t8
+            if t13 is None: t13 = Missing('d')
+            if t13.__class__ is dict and 'size' in t13:
+                t14 = t13['size']
+                if t14 is None: t14 = Missing('d.size')
             else:
-                t12 = attr_value(t11, 'size', 'd.size')
-            t14 = (1)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
+                t14 = attr_value(t13, 'size', 'd.size')
+            t16 = (1)
+            if t14.__class__ is int:
+                t15 = t14 != t16
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t5, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t15 = _compare('!=', t14, t16)
+            t12 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t15 = t6
-            if t15 is None: t15 = Missing('d')
-            t1.append(t15)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t17 = t8
+            if t17 is None: t17 = Missing('d')
+            t1.append(t17)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e3(env):
     t1 = []
-    t3 = env.lookup('dims')
-    if t3 is None: t3 = Missing('dims')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 20)
-        t4.values['d'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('d')
-        if t6.__class__ is dict and 'index' in t6:
-            t7 = t6['index']
-            if t7 is None: t7 = Missing('d.index')
+    t2 = env.budget
+    t4 = env.lookup('dims')
+    if t4 is None: t4 = Missing('dims')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 20
+        if t2.left < 0: _charge(env, 0)
+        t6['d'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('d')
+        if t8.__class__ is dict and 'index' in t8:
+            t9 = t8['index']
+            if t9 is None: t9 = Missing('d.index')
         else:
-            t7 = attr_value(t6, 'index', 'd.index')
-        t9 = t4.lookup('item')
-        if t9 is None: t9 = Missing('item')
-        if t9.__class__ is dict and 'index' in t9:
-            t10 = t9['index']
-            if t10 is None: t10 = Missing('item.index')
+            t9 = attr_value(t8, 'index', 'd.index')
+        t11 = t5.lookup('item')
+        if t11 is None: t11 = Missing('item')
+        if t11.__class__ is dict and 'index' in t11:
+            t12 = t11['index']
+            if t12 is None: t12 = Missing('item.index')
         else:
-            t10 = attr_value(t9, 'index', 'item.index')
-        if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 > t10
+            t12 = attr_value(t11, 'index', 'item.index')
+        if t9.__class__ is t12.__class__ and (t9.__class__ is int or t9.__class__ is str):
+            t10 = t9 > t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t4, t7, t10)
-            t8 = _compare('>', t7, t10)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t12 = t4.lookup('params')
-            if t12 is None: t12 = Missing('params')
-            if t12.__class__ is dict and 'rank' in t12:
-                t13 = t12['rank']
-                if t13 is None: t13 = Missing('params.rank')
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t5, t9, t12)
+            t10 = _compare('>', t9, t12)
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t14 = t5.lookup('params')
+            if t14 is None: t14 = Missing('params')
+            if t14.__class__ is dict and 'rank' in t14:
+                t15 = t14['rank']
+                if t15 is None: t15 = Missing('params.rank')
             else:
-                t13 = attr_value(t12, 'rank', 'params.rank')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = t5
+                t15 = attr_value(t14, 'rank', 'params.rank')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t16 = t7
+            if t16 is None: t16 = Missing('d')
+            if t16.__class__ is dict and 'role' in t16:
+                t17 = t16['role']
+                if t17 is None: t17 = Missing('d.role')
+            else:
+                t17 = attr_value(t16, 'role', 'd.role')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = index_value(t15, t17, 'params.rank')
+            t20 = t5.lookup('params')
+            if t20 is None: t20 = Missing('params')
+            if t20.__class__ is dict and 'rank' in t20:
+                t21 = t20['rank']
+                if t21 is None: t21 = Missing('params.rank')
+            else:
+                t21 = attr_value(t20, 'rank', 'params.rank')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = t5.lookup('item')
+            if t22 is None: t22 = Missing('item')
+            if t22.__class__ is dict and 'role' in t22:
+                t23 = t22['role']
+                if t23 is None: t23 = Missing('item.role')
+            else:
+                t23 = attr_value(t22, 'role', 'item.role')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = index_value(t21, t23, 'params.rank')
+            if t18.__class__ is t24.__class__ and (t18.__class__ is int or t18.__class__ is str):
+                t19 = t18 < t24
+            else:
+                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t5, t18, t24)
+                t19 = _compare('<', t18, t24)
+            t13 = (t19 if t19.__class__ is bool else _truth(t19))
+        else:
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t25 = t7
+            if t25 is None: t25 = Missing('d')
+            t1.append(t25)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
+            if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    return t1
+
+def e4(env):
+    t1 = []
+    t2 = env.budget
+    t4 = K0
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 21
+        if t2.left < 0: _charge(env, 0)
+        t6['r'] = t7
+        t5.let_cache = None
+        t9 = t5.lookup('native')
+        if t9 is None: t9 = Missing('native')
+        if t9.__class__ is dict and 'dims' in t9:
+            t10 = t9['dims']
+            if t10 is None: t10 = Missing('native.dims')
+        else:
+            t10 = attr_value(t9, 'dims', 'native.dims')
+        t8 = loop_items(t10)
+        t11 = Env({}, None, t2, t5)
+        t12 = t11.values
+        for t13 in t8:
+            t2.left -= 21
+            if t2.left < 0: _charge(env, 0)
+            t12['d'] = t13
+            t11.let_cache = None
+            t14 = t13
             if t14 is None: t14 = Missing('d')
             if t14.__class__ is dict and 'role' in t14:
                 t15 = t14['role']
                 if t15 is None: t15 = Missing('d.role')
             else:
                 t15 = attr_value(t14, 'role', 'd.role')
-            if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = index_value(t13, t15, 'params.rank')
-            t18 = t4.lookup('params')
-            if t18 is None: t18 = Missing('params')
-            if t18.__class__ is dict and 'rank' in t18:
-                t19 = t18['rank']
-                if t19 is None: t19 = Missing('params.rank')
-            else:
-                t19 = attr_value(t18, 'rank', 'params.rank')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = t4.lookup('item')
-            if t20 is None: t20 = Missing('item')
-            if t20.__class__ is dict and 'role' in t20:
-                t21 = t20['role']
-                if t21 is None: t21 = Missing('item.role')
-            else:
-                t21 = attr_value(t20, 'role', 'item.role')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = index_value(t19, t21, 'params.rank')
-            if t16.__class__ is t22.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 < t22
-            else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t4, t16, t22)
-                t17 = _compare('<', t16, t22)
-            t11 = (t17 if t17.__class__ is bool else _truth(t17))
-        else:
-            t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t23 = t5
-            if t23 is None: t23 = Missing('d')
-            t1.append(t23)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
-            if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    return t1
-
-def e4(env):
-    t1 = []
-    t3 = K0
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 21)
-        t4.values['r'] = t5
-        t4.let_cache = None
-        t7 = t4.lookup('native')
-        if t7 is None: t7 = Missing('native')
-        if t7.__class__ is dict and 'dims' in t7:
-            t8 = t7['dims']
-            if t8 is None: t8 = Missing('native.dims')
-        else:
-            t8 = attr_value(t7, 'dims', 'native.dims')
-        t6 = loop_items(t8)
-        t9 = Env({}, None, t4.budget, t4)
-        for t10 in t6:
-            _charge(env, 21)
-            t9.values['d'] = t10
-            t9.let_cache = None
-            t11 = t10
-            if t11 is None: t11 = Missing('d')
-            if t11.__class__ is dict and 'role' in t11:
-                t12 = t11['role']
-                if t12 is None: t12 = Missing('d.role')
-            else:
-                t12 = attr_value(t11, 'role', 'd.role')
-            t13 = not (t12 is None or t12.__class__ is Missing)
-            if (t13 if t13.__class__ is bool else _truth(t13)):
-                t15 = t9.lookup('params')
-                if t15 is None: t15 = Missing('params')
-                if t15.__class__ is dict and 'rank' in t15:
-                    t16 = t15['rank']
-                    if t16 is None: t16 = Missing('params.rank')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            if (t16 if t16.__class__ is bool else _truth(t16)):
+                t18 = t11.lookup('params')
+                if t18 is None: t18 = Missing('params')
+                if t18.__class__ is dict and 'rank' in t18:
+                    t19 = t18['rank']
+                    if t19 is None: t19 = Missing('params.rank')
                 else:
-                    t16 = attr_value(t15, 'rank', 'params.rank')
-                if t16 is None or t16.__class__ is Missing: _need(t16)
-                t17 = t10
-                if t17 is None: t17 = Missing('d')
-                if t17.__class__ is dict and 'role' in t17:
-                    t18 = t17['role']
-                    if t18 is None: t18 = Missing('d.role')
+                    t19 = attr_value(t18, 'rank', 'params.rank')
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                t20 = t13
+                if t20 is None: t20 = Missing('d')
+                if t20.__class__ is dict and 'role' in t20:
+                    t21 = t20['role']
+                    if t21 is None: t21 = Missing('d.role')
                 else:
-                    t18 = attr_value(t17, 'role', 'd.role')
-                if t18 is None or t18.__class__ is Missing: _need(t18)
-                t19 = index_value(t16, t18, 'params.rank')
-                t21 = t5
-                if t21 is None: t21 = Missing('r')
-                if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                    t20 = t19 == t21
+                    t21 = attr_value(t20, 'role', 'd.role')
+                if t21 is None or t21.__class__ is Missing: _need(t21)
+                t22 = index_value(t19, t21, 'params.rank')
+                t24 = t7
+                if t24 is None: t24 = Missing('r')
+                if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
+                    t23 = t22 == t24
                 else:
-                    if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t9, t19, t21)
-                    t20 = _compare('==', t19, t21)
-                t14 = (t20 if t20.__class__ is bool else _truth(t20))
+                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t11, t22, t24)
+                    t23 = _compare('==', t22, t24)
+                t17 = (t23 if t23.__class__ is bool else _truth(t23))
             else:
-                t14 = False
-            if (t14 if t14.__class__ is bool else _truth(t14)):
-                t22 = t10
-                if t22 is None: t22 = Missing('d')
-                t1.append(t22)
-                t9.budget.mem -= 1
-                if t9.budget.mem < 0: _charge_mem(env, 0)
+                t17 = False
+            if (t17 if t17.__class__ is bool else _truth(t17)):
+                t25 = t13
+                if t25 is None: t25 = Missing('d')
+                t1.append(t25)
+                t2.mem -= 1
+                if t2.mem < 0: _charge_mem(env, 0)
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t23 = []
-    t25 = env.lookup('native')
-    if t25 is None: t25 = Missing('native')
-    if t25.__class__ is dict and 'dims' in t25:
-        t26 = t25['dims']
-        if t26 is None: t26 = Missing('native.dims')
+    t26 = []
+    t27 = env.budget
+    t29 = env.lookup('native')
+    if t29 is None: t29 = Missing('native')
+    if t29.__class__ is dict and 'dims' in t29:
+        t30 = t29['dims']
+        if t30 is None: t30 = Missing('native.dims')
     else:
-        t26 = attr_value(t25, 'dims', 'native.dims')
-    t24 = loop_items(t26)
-    t27 = Env({}, None, env.budget, env)
-    for t28 in t24:
-        _charge(env, 8)
-        t27.values['d'] = t28
-        t27.let_cache = None
-        t29 = t28
-        if t29 is None: t29 = Missing('d')
-        if t29.__class__ is dict and 'role' in t29:
-            t30 = t29['role']
-            if t30 is None: t30 = Missing('d.role')
+        t30 = attr_value(t29, 'dims', 'native.dims')
+    t28 = loop_items(t30)
+    t31 = Env({}, None, t27, env)
+    t32 = t31.values
+    for t33 in t28:
+        t27.left -= 8
+        if t27.left < 0: _charge(env, 0)
+        t32['d'] = t33
+        t31.let_cache = None
+        t34 = t33
+        if t34 is None: t34 = Missing('d')
+        if t34.__class__ is dict and 'role' in t34:
+            t35 = t34['role']
+            if t35 is None: t35 = Missing('d.role')
         else:
-            t30 = attr_value(t29, 'role', 'd.role')
-        t31 = (t30 is None or t30.__class__ is Missing)
-        if (t31 if t31.__class__ is bool else _truth(t31)):
-            t32 = t28
-            if t32 is None: t32 = Missing('d')
-            t23.append(t32)
-            t27.budget.mem -= 1
-            if t27.budget.mem < 0: _charge_mem(env, 0)
-            if len(t23) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    if t23 is None or t23.__class__ is Missing: _need(t23)
-    if t1.__class__ is int and t23.__class__ is int:
-        t33 = t1 + t23
-        if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
+            t35 = attr_value(t34, 'role', 'd.role')
+        t36 = (t35 is None or t35.__class__ is Missing)
+        if (t36 if t36.__class__ is bool else _truth(t36)):
+            t37 = t33
+            if t37 is None: t37 = Missing('d')
+            t26.append(t37)
+            t27.mem -= 1
+            if t27.mem < 0: _charge_mem(env, 0)
+            if len(t26) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    if t26 is None or t26.__class__ is Missing: _need(t26)
+    if t1.__class__ is int and t26.__class__ is int:
+        t38 = t1 + t26
+        if not -MAX_INT <= t38 <= MAX_INT: _check_value(t38)
     else:
-        t33 = _binop('+', t1, t23, env)
-    return t33
+        t38 = _binop('+', t1, t26, env)
+    return t38
 
 def e5(env):
     t1 = env.lookup('item')
@@ -307,57 +319,60 @@ def e5(env):
 
 def e6(env):
     t1 = []
-    t3 = env.lookup('inner')
-    if t3 is None: t3 = Missing('inner')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 11)
-        t4.values['d'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('d')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('d.name')
+    t2 = env.budget
+    t4 = env.lookup('inner')
+    if t4 is None: t4 = Missing('inner')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 11
+        if t2.left < 0: _charge(env, 0)
+        t6['d'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('d')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('d.name')
         else:
-            t7 = attr_value(t6, 'name', 'd.name')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = (' (')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t7.__class__ is int and t8.__class__ is int:
-            t9 = t7 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t7, t8, t4)
+            t9 = attr_value(t8, 'name', 'd.name')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = t5
-        if t10 is None: t10 = Missing('d')
-        if t10.__class__ is dict and 'role' in t10:
-            t11 = t10['role']
-            if t11 is None: t11 = Missing('d.role')
+        t10 = (' (')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t11 = attr_value(t10, 'role', 'd.role')
+            t11 = _binop('+', t9, t10, t5)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t9.__class__ is int and t11.__class__ is int:
-            t12 = t9 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        t12 = t7
+        if t12 is None: t12 = Missing('d')
+        if t12.__class__ is dict and 'role' in t12:
+            t13 = t12['role']
+            if t13 is None: t13 = Missing('d.role')
         else:
-            t12 = _binop('+', t9, t11, t4)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = (')')
+            t13 = attr_value(t12, 'role', 'd.role')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 + t13
+        if t11.__class__ is int and t13.__class__ is int:
+            t14 = t11 + t13
             if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t14 = _binop('+', t12, t13, t4)
-        t1.append(t14)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t14 = _binop('+', t11, t13, t5)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = (')')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if t14.__class__ is int and t15.__class__ is int:
+            t16 = t14 + t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('+', t14, t15, t5)
+        t1.append(t16)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t15
+    t17 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t17
 
 def e7(env):
     t1 = env.lookup('item')
@@ -380,27 +395,30 @@ def e7(env):
 
 def e8(env):
     t1 = []
-    t3 = env.lookup('sorted_dims')
-    if t3 is None: t3 = Missing('sorted_dims')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 4)
-        t4.values['d'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('d')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('d.name')
+    t2 = env.budget
+    t4 = env.lookup('sorted_dims')
+    if t4 is None: t4 = Missing('sorted_dims')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 4
+        if t2.left < 0: _charge(env, 0)
+        t6['d'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('d')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('d.name')
         else:
-            t7 = attr_value(t6, 'name', 'd.name')
-        t1.append(t7)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'name', 'd.name')
+        t1.append(t9)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t8 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t8
+    t10 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t10
 
 def e9(env):
     t1 = env.lookup('native')
@@ -414,94 +432,100 @@ def e9(env):
 
 def e10(env):
     t1 = []
-    t3 = env.lookup('native')
-    if t3 is None: t3 = Missing('native')
-    if t3.__class__ is dict and 'dims' in t3:
-        t4 = t3['dims']
-        if t4 is None: t4 = Missing('native.dims')
+    t2 = env.budget
+    t4 = env.lookup('native')
+    if t4 is None: t4 = Missing('native')
+    if t4.__class__ is dict and 'dims' in t4:
+        t5 = t4['dims']
+        if t5 is None: t5 = Missing('native.dims')
     else:
-        t4 = attr_value(t3, 'dims', 'native.dims')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 8)
-        t5.values['d'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('d')
-        if t7.__class__ is dict and 'name' in t7:
-            t8 = t7['name']
-            if t8 is None: t8 = Missing('d.name')
+        t5 = attr_value(t4, 'dims', 'native.dims')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t7['d'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('d')
+        if t9.__class__ is dict and 'name' in t9:
+            t10 = t9['name']
+            if t10 is None: t10 = Missing('d.name')
         else:
-            t8 = attr_value(t7, 'name', 'd.name')
-        t10 = t5.lookup('item')
-        if t10 is None: t10 = Missing('item')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+            t10 = attr_value(t9, 'name', 'd.name')
+        t12 = t6.lookup('item')
+        if t12 is None: t12 = Missing('item')
+        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t5, t8, t10)
-            t9 = _compare('==', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t6
-            if t11 is None: t11 = Missing('d')
-            t1.append(t11)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t6, t10, t12)
+            t11 = _compare('==', t10, t12)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t8
+            if t13 is None: t13 = Missing('d')
+            t1.append(t13)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t12 = len(t1)
-        env.budget.left -= t12 if t12 > 1 else 1
+        t14 = len(t1)
+        env.budget.left -= t14 if t14 > 1 else 1
         if env.budget.left < 0: _charge(env, 0)
     else:
-        t12 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    return t12
+        t14 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    return t14
 
 def e11(env):
     t1 = []
-    t3 = env.lookup('native')
-    if t3 is None: t3 = Missing('native')
-    if t3.__class__ is dict and 'dims' in t3:
-        t4 = t3['dims']
-        if t4 is None: t4 = Missing('native.dims')
+    t2 = env.budget
+    t4 = env.lookup('native')
+    if t4 is None: t4 = Missing('native')
+    if t4.__class__ is dict and 'dims' in t4:
+        t5 = t4['dims']
+        if t5 is None: t5 = Missing('native.dims')
     else:
-        t4 = attr_value(t3, 'dims', 'native.dims')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 9)
-        t5.values['d'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('d')
-        if t7.__class__ is dict and 'name' in t7:
-            t8 = t7['name']
-            if t8 is None: t8 = Missing('d.name')
+        t5 = attr_value(t4, 'dims', 'native.dims')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 9
+        if t2.left < 0: _charge(env, 0)
+        t7['d'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('d')
+        if t9.__class__ is dict and 'name' in t9:
+            t10 = t9['name']
+            if t10 is None: t10 = Missing('d.name')
         else:
-            t8 = attr_value(t7, 'name', 'd.name')
-        t10 = t5.lookup('item')
-        if t10 is None: t10 = Missing('item')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+            t10 = attr_value(t9, 'name', 'd.name')
+        t12 = t6.lookup('item')
+        if t12 is None: t12 = Missing('item')
+        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t5, t8, t10)
-            t9 = _compare('==', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t6
-            if t11 is None: t11 = Missing('d')
-            if t11.__class__ is dict and 'key' in t11:
-                t12 = t11['key']
-                if t12 is None: t12 = Missing('d.key')
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t6, t10, t12)
+            t11 = _compare('==', t10, t12)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t8
+            if t13 is None: t13 = Missing('d')
+            if t13.__class__ is dict and 'key' in t13:
+                t14 = t13['key']
+                if t14 is None: t14 = Missing('d.key')
             else:
-                t12 = attr_value(t11, 'key', 'd.key')
-            t1.append(t12)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+                t14 = attr_value(t13, 'key', 'd.key')
+            t1.append(t14)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t13 = (1)
-    if t13 is None or t13.__class__ is Missing: _need(t13)
-    t14 = index_value(t1, t13, '?')
-    return t14
+    t15 = (1)
+    if t15 is None or t15.__class__ is Missing: _need(t15)
+    t16 = index_value(t1, t15, '?')
+    return t16
 
 def e12(env):
     t1 = env.lookup('item')
@@ -516,33 +540,36 @@ def e12(env):
 
 def e13(env):
     t1 = []
-    t3 = env.lookup('native')
-    if t3 is None: t3 = Missing('native')
-    if t3.__class__ is dict and 'dims' in t3:
-        t4 = t3['dims']
-        if t4 is None: t4 = Missing('native.dims')
+    t2 = env.budget
+    t4 = env.lookup('native')
+    if t4 is None: t4 = Missing('native')
+    if t4.__class__ is dict and 'dims' in t4:
+        t5 = t4['dims']
+        if t5 is None: t5 = Missing('native.dims')
     else:
-        t4 = attr_value(t3, 'dims', 'native.dims')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 8)
-        t5.values['d'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('d')
-        if t7.__class__ is dict and 'name' in t7:
-            t8 = t7['name']
-            if t8 is None: t8 = Missing('d.name')
+        t5 = attr_value(t4, 'dims', 'native.dims')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t7['d'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('d')
+        if t9.__class__ is dict and 'name' in t9:
+            t10 = t9['name']
+            if t10 is None: t10 = Missing('d.name')
         else:
-            t8 = attr_value(t7, 'name', 'd.name')
-        t9 = not (t8 is None or t8.__class__ is Missing)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t10 = t6
-            if t10 is None: t10 = Missing('d')
-            t1.append(t10)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            t10 = attr_value(t9, 'name', 'd.name')
+        t11 = not (t10 is None or t10.__class__ is Missing)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t12 = t8
+            if t12 is None: t12 = Missing('d')
+            t1.append(t12)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -556,48 +583,50 @@ def e14(env):
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 <= t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('<=', t2, t4)
     return t3
 
 def e15(env):
     t1 = []
-    t3 = env.lookup('native')
-    if t3 is None: t3 = Missing('native')
-    if t3.__class__ is dict and 'dims' in t3:
-        t4 = t3['dims']
-        if t4 is None: t4 = Missing('native.dims')
+    t2 = env.budget
+    t4 = env.lookup('native')
+    if t4 is None: t4 = Missing('native')
+    if t4.__class__ is dict and 'dims' in t4:
+        t5 = t4['dims']
+        if t5 is None: t5 = Missing('native.dims')
     else:
-        t4 = attr_value(t3, 'dims', 'native.dims')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 9)
-        t5.values['d'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('d')
-        if t7.__class__ is dict and 'size' in t7:
-            t8 = t7['size']
-            if t8 is None: t8 = Missing('d.size')
+        t5 = attr_value(t4, 'dims', 'native.dims')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 9
+        if t2.left < 0: _charge(env, 0)
+        t7['d'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('d')
+        if t9.__class__ is dict and 'size' in t9:
+            t10 = t9['size']
+            if t10 is None: t10 = Missing('d.size')
         else:
-            t8 = attr_value(t7, 'size', 'd.size')
-        t10 = (1)
-        t11 = _check_value(-_num(t10, '-'))
-        if t8.__class__ is t11.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t11
+            t10 = attr_value(t9, 'size', 'd.size')
+        t12 = (1)
+        t13 = _check_value(-_num(t12, '-'))
+        if t10.__class__ is t13.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t13
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t5, t8, t11)
-            t9 = _compare('==', t8, t11)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = t6
-            if t12 is None: t12 = Missing('d')
-            t1.append(t12)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t6, t10, t13)
+            t11 = _compare('==', t10, t13)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t14 = t8
+            if t14 is None: t14 = Missing('d')
+            t1.append(t14)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -614,27 +643,30 @@ def e16(env):
 
 def e17(env):
     t1 = []
-    t3 = env.lookup('fills')
-    if t3 is None: t3 = Missing('fills')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 4)
-        t4.values['d'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('d')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('d.name')
+    t2 = env.budget
+    t4 = env.lookup('fills')
+    if t4 is None: t4 = Missing('fills')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 4
+        if t2.left < 0: _charge(env, 0)
+        t6['d'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('d')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('d.name')
         else:
-            t7 = attr_value(t6, 'name', 'd.name')
-        t1.append(t7)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'name', 'd.name')
+        t1.append(t9)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t8 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t8
+    t10 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t10
 
 def e18(env):
     t1 = env.lookup('fills')
