@@ -43,21 +43,26 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
         else:
             env, spare = spare.renew(params, rule.lets, DEFAULT_BUDGET), None
         kept = len(failures)
+        foreach = rule.foreach
         try:
-            items = rule.foreach.evaluate(env) if rule.foreach else [None]
-            if not isinstance(items, list):
-                raise expr.EvalError(f"'foreach' must give a list, got {expr.type_name(items)}")
-            for item in items:
-                scope = env.child({"item": item}) if rule.foreach else env
-                try:
-                    if rule.when is not None and not _truth(rule.when.evaluate(scope)):
-                        continue
-                    if not _truth(rule.check.evaluate(scope)):
-                        failures.append((rule, scope))
-                except expr.NeedFact as need:
-                    if not rule.foreach:
-                        raise
-                    skips.append(Skip(rule.code, rule.name, need.path.split(".")[0].split("[")[0]))
+            if foreach is None:  # most rules: one scope, an unknown fact skips the rule
+                when = rule.when
+                if when is None or _truth(when.evaluate(env)):
+                    if not _truth(rule.check.evaluate(env)):
+                        failures.append((rule, env))
+            else:
+                items = foreach.evaluate(env)
+                if not isinstance(items, list):
+                    raise expr.EvalError(f"'foreach' must give a list, got {expr.type_name(items)}")
+                for item in items:
+                    scope = env.child({"item": item})
+                    try:
+                        if rule.when is not None and not _truth(rule.when.evaluate(scope)):
+                            continue
+                        if not _truth(rule.check.evaluate(scope)):
+                            failures.append((rule, scope))
+                    except expr.NeedFact as need:  # an unknown fact skips this item
+                        skips.append(Skip(rule.code, rule.name, need.path.split(".")[0].split("[")[0]))
         except expr.NeedFact as need:
             skips.append(Skip(rule.code, rule.name, need.path.split(".")[0].split("[")[0]))
         except expr.EvalError as exc:
@@ -111,6 +116,8 @@ def _for_dialect(rules: list[Rule], dialect: str) -> list[tuple[Rule, dict]]:
 
 
 def _truth(value) -> bool:
+    if value is True or value is False:
+        return value
     if isinstance(value, expr.Missing):
         raise expr.NeedFact(value.path)
     return bool(value)
