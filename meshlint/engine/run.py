@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from meshlint.record import record
 from meshlint.engine import expr
-from meshlint.engine.expr.expression import compiled_for
-from meshlint.engine.expr.values import DEFAULT_BUDGET, Budget, Env
+from meshlint.engine.expr.expression import NET, compiled_for, evaluation_error
+from meshlint.engine.expr.values import DEFAULT_BUDGET, Budget, Env, _charge
 from meshlint.engine.findings import Finding
 from meshlint.engine.rules import Rule
 
@@ -46,10 +46,8 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
         foreach = rule.foreach
         try:
             if foreach is None:  # most rules: one scope, an unknown fact skips the rule
-                when = rule.when
-                if when is None or _truth(when.evaluate(env)):
-                    if not _truth(rule.check.evaluate(env)):
-                        failures.append((rule, env))
+                if not _passes(rule.when, rule.check, env):
+                    failures.append((rule, env))
             else:
                 items = foreach.evaluate(env)
                 if not isinstance(items, list):
@@ -57,9 +55,7 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
                 for item in items:
                     scope = env.child({"item": item})
                     try:
-                        if rule.when is not None and not _truth(rule.when.evaluate(scope)):
-                            continue
-                        if not _truth(rule.check.evaluate(scope)):
+                        if not _passes(rule.when, rule.check, scope):
                             failures.append((rule, scope))
                     except expr.NeedFact as need:  # an unknown fact skips this item
                         skips.append(Skip(rule.code, rule.name, need.path.split(".")[0].split("[")[0]))
@@ -113,6 +109,39 @@ def _for_dialect(rules: list[Rule], dialect: str) -> list[tuple[Rule, dict]]:
             _BY_DIALECT.clear()
         hit = _BY_DIALECT[key] = (rules, [(r, {"params": r.params}) for r in rules if r.applies_to(dialect)])
     return hit[1]
+
+
+def _passes(when, check, env) -> bool:
+    """Whether a scope passes a rule: its ``when`` false, or its ``check`` true: ``_truth(e.evaluate(env))`` of
+    each, with ``Expr.evaluate`` inline where the expression's function is built (its size charged up front, the
+    same net): this runs for every rule of every config."""
+    budget = env.budget
+    if when is not None:
+        fn = when._fn
+        if fn is None:
+            verdict = when.evaluate(env)
+        else:
+            budget.left -= when.size
+            if budget.left < 0:
+                _charge(env, 0)  # raises
+            try:
+                verdict = fn(env)
+            except NET as exc:
+                raise evaluation_error(exc) from None
+        if verdict is not True and (verdict is False or not _truth(verdict)):
+            return True
+    fn = check._fn
+    if fn is None:
+        verdict = check.evaluate(env)
+    else:
+        budget.left -= check.size
+        if budget.left < 0:
+            _charge(env, 0)  # raises
+        try:
+            verdict = fn(env)
+        except NET as exc:
+            raise evaluation_error(exc) from None
+    return verdict is True or (verdict is not False and _truth(verdict))
 
 
 def _truth(value) -> bool:

@@ -34,6 +34,7 @@ the framework's command line does).
 
 from __future__ import annotations
 
+import marshal
 import os
 
 from meshlint import jsonfast
@@ -167,9 +168,14 @@ class Schema:
             self._walk_table(ctx, pattern, where, table, problems, implied)
             return
         # A section's verdict depends only on what it holds (and where, and the job's custom module): the configs of
-        # a project repeat most of theirs ([checkpoint], [train], ...). Keyed by the TOML values' repr, which tells
-        # their types apart (1, 1.0, true); the problems are handed out as copies (callers add to them).
-        key = (pattern, where, implied, ctx.custom_module, repr(table))
+        # a project repeat most of theirs ([checkpoint], [train], ...). Keyed by the values' marshal bytes (repr for a
+        # date), which tell their types apart (1, 1.0, true) and give equal bytes only for equal values; the problems
+        # are handed out as copies (callers add to them).
+        try:
+            text = marshal.dumps(table, 2)  # version 2: no back-references, so equal tables give equal bytes
+        except ValueError:
+            text = repr(table)
+        key = (pattern, where, implied, ctx.custom_module, text)
         found = self._walked.get(key)
         if found is None:
             found = []

@@ -120,12 +120,21 @@ class Expr:
             raise EvalError(f"step budget exceeded ({MAX_RULE_STEPS:,} steps per rule and config)")
         try:
             return fn(env)
-        except RecursionError:
-            raise EvalError("evaluation nested too deeply (let bindings or values)") from None
-        except MemoryError:
-            raise EvalError("out of memory") from None
-        except (TypeError, ValueError, ArithmeticError) as exc:  # the net under the checks of each operation
-            raise EvalError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        except NET as exc:
+            raise evaluation_error(exc) from None
+
+
+# What may escape an expression's function and how ``Expr.evaluate`` words it (the net under the checks of each
+# operation); engine/run.py evaluates a rule's when and check with the same net.
+NET = (RecursionError, MemoryError, TypeError, ValueError, ArithmeticError)
+
+
+def evaluation_error(exc: BaseException) -> EvalError:
+    if isinstance(exc, RecursionError):
+        return EvalError("evaluation nested too deeply (let bindings or values)")
+    if isinstance(exc, MemoryError):
+        return EvalError("out of memory")
+    return EvalError(f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
 def parse(src: str) -> Expr:
