@@ -726,6 +726,7 @@ class _Unknown(Exception):
 
 
 _UNKNOWN = object()
+_ABSENT = object()  # a name a _Section holds no value for
 _BUILTINS = {"len": len, "set": set, "sorted": sorted, "list": list, "tuple": tuple, "min": min, "max": max,
              "abs": abs}
 
@@ -740,12 +741,21 @@ class _Section:
         self.assigned: dict = {}
 
     def get(self, name: str):
-        for source in (self.assigned, self.written, self.base):
-            if name in source:
-                value = source[name]
-                if value is _UNKNOWN:
-                    raise _Unknown(name)
-                return self._wrap(name, value)
+        if name in self.assigned:  # what __post_init__ set, over what the file writes, over the default instance
+            value = self.assigned[name]
+        elif name in self.written:
+            value = self.written[name]
+        elif name in self.base:
+            value = self.base[name]
+        else:
+            value = _ABSENT
+        if value is not _ABSENT:
+            if value is _UNKNOWN:
+                raise _Unknown(name)
+            cls = value.__class__
+            if cls is int or cls is str or cls is float or cls is bool or value is None:
+                return value  # what _wrap gives a plain value
+            return self._wrap(name, value)
         key = self.keys.get(name)
         if key is None:
             raise _Unknown(name)  # a property or method, not a field

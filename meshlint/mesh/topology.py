@@ -123,7 +123,7 @@ def directive_hints(comments: list) -> tuple[list[Hint], list]:
     """``# meshlint: world_size=32 gpus_per_node=4`` comments -> hints and problems."""
     hints, problems = [], []
     for line, col, text in comments:
-        match = _directive(text)
+        match = _directive(text) if "meshlint" in text else None
         if not match:
             continue
         values: dict[str, int] = {}
@@ -182,9 +182,10 @@ def _readable(comments: list) -> list:
         return _READ[1]
     out = []
     for line, _col, text in comments:
-        if _directive(text):
+        # _directive and _flags, each tried only where its literal text is (most comments are prose)
+        if "meshlint" in text and _directive(text):
             continue
-        flags = _flags(text)
+        flags = _flags(text) if "--" in text else {}
         if flags and any(v is None for v in flags.values()):
             continue
         out.append((line, text, flags))
