@@ -233,7 +233,7 @@ def comment_worlds(comments: list) -> list:
     found = []
     for line, text, flags in readable:
         if not flags:
-            if _plain_run(text):
+            if "python" in text and _plain_run(text):  # (its literal first: most comments are prose)
                 found.append((f"launch command on line {line}", 1, "1 GPU (a plain python run)"))
             continue
         source = f"launch command on line {line}"

@@ -77,7 +77,13 @@ class Env:
         return Env(extra, None, self.budget, self)
 
     def lookup(self, name: str) -> Any:
-        env: Env | None = self
+        values = self.values  # this scope first, outside the loop: most names are found here or one scope up
+        if name in values:
+            return values[name]
+        lets = self.lets
+        if name in lets:
+            return self._let(name, lets[name], lets)
+        env: Env | None = self.parent
         while env is not None:
             values = env.values
             if name in values:
