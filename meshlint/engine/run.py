@@ -53,7 +53,7 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
                 if not isinstance(items, list):
                     raise expr.EvalError(f"'foreach' must give a list, got {expr.type_name(items)}")
                 for item in items:
-                    scope = env.child({"item": item})
+                    scope = Env({"item": item}, None, env.budget, env)  # env.child, without the call
                     try:
                         if not _passes(rule.when, rule.check, scope):
                             failures.append((rule, scope))

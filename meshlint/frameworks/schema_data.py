@@ -230,10 +230,13 @@ class Schema:
         typed: dict = {}      # name -> its type problem, where a later refusal is merged in
         stopped: set = set()  # names whose value already stopped the framework
         pseudo = self.loader.get("pseudo_sections", {}) if where == "" else {}
+        exact = plan.exact if ctx.origin == "file" else {}
         for name, raw in table.items():
+            if exact.get(name) is raw.__class__:
+                continue  # the common case: a plain value of the declared type (its fast test, without the call)
             ok = fast.get(name)
             if ok is not None and ok(raw):
-                continue  # the common case: a plain value of the declared type
+                continue
             lookup = name.replace("-", "_") if ctx.origin == "cli" and isinstance(name, str) else name
             key = keys.get(lookup)
             if key is None:
@@ -510,11 +513,13 @@ class Schema:
 class _Plan:
     """A table's keys, its fast type tests, its class and the fields its checks read (None: no checks)."""
 
-    __slots__ = ("keys", "fast", "qn", "class_name", "check_names", "ambiguous")
+    __slots__ = ("keys", "fast", "exact", "qn", "class_name", "check_names", "ambiguous")
 
     def __init__(self, keys: dict, fast: dict, qn: str, class_name: str, check_names, ambiguous: bool):
         self.keys, self.fast, self.qn, self.class_name = keys, fast, qn, class_name
         self.check_names, self.ambiguous = check_names, ambiguous
+        # name -> the one class its fast test passes (the exact type tests: int, float, bool, str)
+        self.exact = {name: _EXACT[test] for name, test in fast.items() if test in _EXACT}
 
 
 def _is_int(v) -> bool:
@@ -534,6 +539,7 @@ def _is_str(v) -> bool:
 
 
 _FAST = {"int": _is_int, "float": _is_float, "bool": _is_bool, "str": _is_str}
+_EXACT = {_is_int: int, _is_float: float, _is_bool: bool, _is_str: str}
 
 
 def _fast_test(typ: dict, model: str):

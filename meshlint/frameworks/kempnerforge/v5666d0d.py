@@ -394,7 +394,7 @@ def space_overrides(comments: list, data: dict | None = None) -> list:
     found, continued = [], set()
     for line, col, text in comments:
         if "--" not in text:
-            if text.rstrip().endswith("\\"):
+            if "\\" in text and text.rstrip().endswith("\\"):  # (most comments have no backslash at all)
                 continued.add(line + 1)
             continue
         command = (line in continued or text.lstrip().startswith(("--", "...")) or _EQUALS_FORM.search(text)
