@@ -35,6 +35,9 @@ SOURCES = [
     "[words for s in strs]", "[bad for x in xs]", "[[k, uses_x] for x in xs]", "[uses_x for y in xs]",
     "sum([len(both) for x in range(50)])", "[len(words) for x in range(30)]", "[[k for y in ys] for x in xs]",
     "[ys for x in nested]", "[both[i] for i in range(len(both))]",
+    "[[uses_x for y in ys] for x in xs]", "[[uses_x + k for y in strs] for x in xs]",  # x bound a scope up
+    "[[k + y for y in ys] for x in xs] + [k]", "[[len(both) for y in range(x)] for x in xs]",
+    "[k for y in xs] + [k for n in xs]", "[[k for n in xs] for y in xs]",  # a loop variable n hides the fact k reads
 ]
 
 

@@ -48,7 +48,7 @@ class Env:
     against the same step limit as its check.
     """
 
-    __slots__ = ("values", "lets", "budget", "parent", "let_cache", "let_active", "let_replay")
+    __slots__ = ("values", "lets", "budget", "parent", "let_cache", "let_active", "let_replay", "loop")
 
     def __init__(self, values: dict[str, Any], lets: dict | None = None,
                  budget: Budget | int = DEFAULT_BUDGET, parent: "Env | None" = None):
@@ -58,17 +58,19 @@ class Env:
         self.parent = parent
         self.let_cache: dict[str, Any] | None = None
         self.let_active: set[str] | None = None
-        # a loop's scope (made empty, rebound per item, its let cache emptied each time): name -> what evaluating
-        # that let from an empty cache did, for the next item, where the let cannot read the loop variable
-        self.let_replay: dict | None = {} if not values else None
+        # in the scope that holds the lets: name -> what evaluating that let from an empty cache did in a loop's scope
+        # (made empty, rebound per item, its let cache emptied each time), for each later scope asking with an empty
+        # cache where no scope on the way binds a name the let reads (see _let)
+        self.let_replay: dict | None = None
+        self.loop = not values
 
     def renew(self, values: dict[str, Any], lets: dict | None, steps: int) -> "Env":
         """This scope made as ``Env(values, lets, Budget(steps), its parent)`` makes one (a fresh budget, no let
         evaluated): for the next rule, where nothing kept this one (no finding of the last rule points at it)."""
         self.values = values
         self.lets = lets or _NO_LETS
-        self.let_cache = self.let_active = None
-        self.let_replay = {} if not values else None
+        self.let_cache = self.let_active = self.let_replay = None
+        self.loop = not values
         budget = self.budget
         budget.left, budget.mem, budget.lets = steps, MAX_RULE_MEMORY, 0
         return self
@@ -80,27 +82,27 @@ class Env:
         values = self.values  # this scope first, outside the loop: most names are found here or one scope up
         if name in values:
             return values[name]
-        lets = self.lets
-        if name in lets:
-            return self._let(name, lets[name], lets)
+        if name in self.lets:
+            return self._let(name, self)
         env: Env | None = self.parent
         while env is not None:
             values = env.values
             if name in values:
                 return values[name]
             if name in env.lets:
-                return self._let(name, env.lets[name], env.lets)
+                return self._let(name, env)
             env = env.parent
         raise EvalError(f"unknown name {name!r}")
 
-    def _let(self, name: str, definition, lets: dict) -> Any:  # definition: an Expr, one of ``lets``
+    def _let(self, name: str, owner: "Env") -> Any:  # owner: the scope whose lets hold ``name``
         # Evaluated in the asking scope (a let may read a loop's ``item``), cached there.
-        replay = None
-        if self.let_cache is None:
-            replay = self.let_replay
+        definition = owner.lets[name]
+        fresh = self.let_cache is None
+        if fresh:
+            replay = owner.let_replay
             if replay is not None:
                 done = replay.get(name)
-                if done is not None and _replayed(self, done):
+                if done is not None and _reads_none_below(self, owner, done[5]) and _replayed(self, done):
                     return done[0]
             self.let_cache, self.let_active = {}, set()
         elif name in self.let_cache:
@@ -119,22 +121,36 @@ class Env:
             self.let_active.discard(name)
             budget.lets -= 1
         self.let_cache[name] = value
-        if replay is not None:
-            reads = _reads(name, lets)
-            if reads is not None and reads.isdisjoint(self.values):
-                replay[name] = (value, left - budget.left, mem - budget.mem, budget.lets, dict(self.let_cache))
+        if fresh and self.loop:
+            reads = _reads(name, owner.lets)
+            if reads is not None and _reads_none_below(self, owner, reads):
+                if owner.let_replay is None:
+                    owner.let_replay = {}
+                owner.let_replay[name] = (value, left - budget.left, mem - budget.mem, budget.lets,
+                                          dict(self.let_cache), reads)
         return value
 
 
 _NO_LETS: dict = {}
 
 
+def _reads_none_below(env: Env, owner: Env, reads: frozenset) -> bool:
+    """Whether no scope from ``env`` up to (not including) ``owner`` binds a name of ``reads``: then every name the
+    let reads is found where it would be from ``owner`` itself (only the scope of a rule holds lets)."""
+    while env is not owner:
+        if not reads.isdisjoint(env.values):
+            return False
+        env = env.parent
+    return True
+
+
 def _replayed(env: Env, done: tuple) -> bool:
-    """Give a loop scope, its let cache empty, what evaluating a let that reads no loop variable did at an earlier
-    item from an empty cache: the same value, the same lets cached on the way, the same steps and memory charged.
-    The evaluation would run exactly as then (same names, same cache, same let depth); the budget only ever
-    shrinks, so where it covers the whole charge no step of it could have run out. Otherwise it is evaluated."""
-    value, steps, mem, depth, cached = done
+    """Give a scope, its let cache empty, what evaluating a let that reads no name bound below its rule's scope did
+    before in a loop's scope, also from an empty cache: the same value, the same lets cached on the way, the same
+    steps and memory charged. The evaluation would run exactly as then (the same names found, the same empty cache,
+    the same let depth); the budget only ever shrinks, so where it covers the whole charge no step of it could
+    have run out. Otherwise it is evaluated."""
+    value, steps, mem, depth, cached, _reads = done
     budget = env.budget
     if budget.lets != depth or budget.left < steps or budget.mem < mem:
         return False
