@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from meshlint.record import record
 from meshlint.engine import expr
-from meshlint.engine.expr.expression import NET, compiled_for, evaluation_error
+from meshlint.engine.expr.errors import NET, evaluation_error
+from meshlint.engine.expr.expression import compiled_for
 from meshlint.engine.expr.values import DEFAULT_BUDGET, Budget, Env, _charge
 from meshlint.engine.findings import Finding
 from meshlint.engine.rules import Rule

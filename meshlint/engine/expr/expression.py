@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meshlint.engine.expr.errors import EvalError, ExprError
+from meshlint.engine.expr.errors import NET, EvalError, ExprError, evaluation_error
 from meshlint.engine.expr.nodes import MAX_DEPTH, Attr, ListComp, Name, Node, _children, _count, _free, depth
 from meshlint.engine.expr.interp import _compile
 from meshlint.engine.expr.parser import _Parser
@@ -123,18 +123,6 @@ class Expr:
         except NET as exc:
             raise evaluation_error(exc) from None
 
-
-# What may escape an expression's function and how ``Expr.evaluate`` words it (the net under the checks of each
-# operation); engine/run.py evaluates a rule's when and check with the same net.
-NET = (RecursionError, MemoryError, TypeError, ValueError, ArithmeticError)
-
-
-def evaluation_error(exc: BaseException) -> EvalError:
-    if isinstance(exc, RecursionError):
-        return EvalError("evaluation nested too deeply (let bindings or values)")
-    if isinstance(exc, MemoryError):
-        return EvalError("out of memory")
-    return EvalError(f"{type(exc).__name__}: {str(exc)[:200]}")
 
 
 def parse(src: str) -> Expr:
