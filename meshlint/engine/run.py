@@ -117,12 +117,13 @@ def _passes(when, check, env) -> bool:
     each, with ``Expr.evaluate`` inline where the expression's function is built (its size charged up front, the
     same net): this runs for every rule of every config."""
     budget = env.budget
-    if when is not None:
-        fn = when._fn
+    is_when = when is not None
+    for e in (when, check) if is_when else (check,):
+        fn = e._fn
         if fn is None:
-            verdict = when.evaluate(env)
+            verdict = e.evaluate(env)
         else:
-            budget.left -= when.size
+            budget.left -= e.size
             if budget.left < 0:
                 _charge(env, 0)  # raises
             try:
@@ -130,19 +131,9 @@ def _passes(when, check, env) -> bool:
             except NET as exc:
                 raise evaluation_error(exc) from None
         if verdict is not True and (verdict is False or not _truth(verdict)):
-            return True
-    fn = check._fn
-    if fn is None:
-        verdict = check.evaluate(env)
-    else:
-        budget.left -= check.size
-        if budget.left < 0:
-            _charge(env, 0)  # raises
-        try:
-            verdict = fn(env)
-        except NET as exc:
-            raise evaluation_error(exc) from None
-    return verdict is True or (verdict is not False and _truth(verdict))
+            return is_when  # a false when passes; a false check fails
+        is_when = False
+    return True
 
 
 def _truth(value) -> bool:

@@ -23,7 +23,7 @@ class EvalError(Exception):
 
 
 # What may escape an expression's function and how ``Expr.evaluate`` words it (the net under the checks of each
-# operation); a let's evaluation (values.Env) and a rule's when and check (engine/run.py) use the same net.
+# operation); a rule's when and check, evaluated inline by engine/run.py, use the same net.
 NET = (RecursionError, MemoryError, TypeError, ValueError, ArithmeticError)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from meshlint.engine.expr.errors import NET, EvalError, Missing, NeedFact, evaluation_error
+from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.limits import (MAX_EXPR_INT_BITS, MAX_EXPR_LIST, MAX_EXPR_STR, MAX_LET_DEPTH, MAX_RULE_MEMORY,
                              MAX_RULE_STEPS, MAX_VALUE_DEPTH)
 
@@ -116,17 +116,7 @@ class Env:
         self.let_active.add(name)
         left, mem = budget.left, budget.mem
         try:
-            fn = definition._fn
-            if fn is None:
-                value = definition.evaluate(self)
-            else:  # Expr.evaluate, inline: its size charged up front, the same net
-                budget.left -= definition.size
-                if budget.left < 0:
-                    _charge(self, 0)  # raises
-                try:
-                    value = fn(self)
-                except NET as exc:
-                    raise evaluation_error(exc) from None
+            value = definition.evaluate(self)
         finally:
             self.let_active.discard(name)
             budget.lets -= 1
