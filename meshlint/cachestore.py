@@ -159,8 +159,12 @@ def write_private(final: str, data: bytes) -> None:
     tmp = f"{final}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        try:  # os.write, not a file object (building one costs more than a results entry's whole store)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
         os.replace(tmp, final)
     except BaseException:
         _unlink(tmp)

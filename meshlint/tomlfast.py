@@ -181,7 +181,11 @@ class _Reader:
 
     def _frozen(self, path: tuple) -> bool:
         frozen = self.frozen
-        return bool(frozen) and any(path[:i] in frozen for i in range(1, len(path) + 1))
+        if frozen:  # a loop, not any() over a generator: every header of a document with an inline array asks
+            for i in range(1, len(path) + 1):
+                if path[:i] in frozen:
+                    return True
+        return False
 
     def _nest(self, path: tuple) -> dict:
         """tomllib's ``get_or_create_nest``: through the last element of arrays of tables."""

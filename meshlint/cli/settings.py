@@ -26,6 +26,7 @@ class Planner:
         self._models: dict[tuple, dict] = {}
         self._checked_selectors: set = set()
         self._selected: dict[tuple, list] = {}
+        self._plain: dict = {}  # id(project config) -> (it, the Options of every file under it): see options_for
 
     def config_for(self, path: str) -> project.ProjectConfig:
         return self.finder.for_path(path) if self.finder else project.NO_CONFIG
@@ -33,6 +34,18 @@ class Planner:
     def options_for(self, path: str) -> Options:
         path = path.split("::", 1)[0]  # a registry config (file.py::function) is governed by its file
         cli, cfg = self.cli, self.config_for(path)
+        # no configuration file and no rule directory: nothing below depends on the file, and Options is immutable
+        plain = not cfg.path and not cfg.rules and not cli.rule_dirs
+        if plain:
+            hit = self._plain.get(id(cfg))
+            if hit is not None and hit[0] is cfg:
+                return hit[1]
+        options = self._options(path, cli, cfg)
+        if plain:
+            self._plain[id(cfg)] = (cfg, options)
+        return options
+
+    def _options(self, path: str, cli: CliSettings, cfg) -> Options:
         per_file = cfg.for_file(path) if cfg.path else {}
         rule_dirs = cfg.rules + tuple(cli.rule_dirs)
         all_rules = self._load(rule_dirs)

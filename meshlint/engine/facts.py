@@ -277,17 +277,40 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
                        else None, "gpu_gib": topo.gpu_memory_gib}
     if hasattr(module, "megatron_facts"):
         facts["megatron"] = module.megatron_facts(spec, res)
-    for group, fields in GROUP_FIELDS.items():
-        facts[group] = {**dict.fromkeys(fields), **facts.get(group, {})}
-    for path, value in spec.values.items():
-        head, _, tail = path.partition(".")
-        if tail:
-            facts.setdefault(head, {})[tail] = value
-        else:
-            facts["parallelism"][head] = value
+    for group, blank in _BLANK_GROUPS.items():  # every field of a group present (null when unknown), in this order
+        table = blank.copy()
+        table.update(facts.get(group, ()))
+        facts[group] = table
+    values = spec.values
+    for head, fields in _value_groups(tuple(values)):  # "model.dim" -> facts["model"]["dim"]; "tp" -> parallelism
+        table = facts.setdefault(head, {})
+        for path, tail in fields:
+            table[tail] = values[path]
     return facts
 
 
+_GROUPS: dict = {}  # the keys of a spec's values -> their grouping by fact (one per reader and version, in practice)
+
+
+def _value_groups(paths: tuple) -> list:
+    """``[(head, [(path, tail), ...])]``: each dotted path under its head, a plain one under ``parallelism``, heads
+    in the order they first come and paths in theirs (the order a path at a time would give each table)."""
+    hit = _GROUPS.get(paths)
+    if hit is None:
+        groups: dict = {}
+        for path in paths:
+            head, _, tail = path.partition(".")
+            if tail:
+                groups.setdefault(head, []).append((path, tail))
+            else:
+                groups.setdefault("parallelism", []).append((path, head))
+        if len(_GROUPS) >= 256:  # a long-lived process reads many kinds of config: keep the cache bounded
+            _GROUPS.clear()
+        hit = _GROUPS[paths] = list(groups.items())
+    return hit
+
+
+_BLANK_GROUPS = {group: dict.fromkeys(fields) for group, fields in GROUP_FIELDS.items()}  # copied per config
 _DATASETS: dict = {}
 
 

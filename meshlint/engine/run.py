@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from meshlint.record import record
 from meshlint.engine import expr
+from meshlint.engine.expr.errors import NET, evaluation_error
 from meshlint.engine.expr.expression import compiled_for
+from meshlint.engine.expr.values import DEFAULT_BUDGET, Budget, Env, _charge
 from meshlint.engine.findings import Finding
 from meshlint.engine.rules import Rule
 
@@ -35,28 +37,36 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
     skips: list[Skip] = []
     shared = expr.Env(facts, budget=0)  # facts only; each rule scope below brings its own budget
     compiled_for(facts["dialect"])  # the built-in rules' functions for this dialect, imported on first use
-    for rule in _for_dialect(rules, facts["dialect"]):
-        env = expr.Env({"params": rule.params}, rule.lets, parent=shared)
+    spare = None  # the last rule's scope, when no failure kept it: renewed for the next (a new one costs more)
+    for rule, params in _for_dialect(rules, facts["dialect"]):
+        if spare is None:
+            env = Env(params, rule.lets, Budget(DEFAULT_BUDGET), shared)
+        else:
+            env, spare = spare.renew(params, rule.lets, DEFAULT_BUDGET), None
+        kept = len(failures)
+        foreach = rule.foreach
         try:
-            items = rule.foreach.evaluate(env) if rule.foreach else [None]
-            if not isinstance(items, list):
-                raise expr.EvalError(f"'foreach' must give a list, got {expr.type_name(items)}")
-            for item in items:
-                scope = env.child({"item": item}) if rule.foreach else env
-                try:
-                    if rule.when is not None and not _truth(rule.when.evaluate(scope)):
-                        continue
-                    if not _truth(rule.check.evaluate(scope)):
-                        failures.append((rule, scope))
-                except expr.NeedFact as need:
-                    if not rule.foreach:
-                        raise
-                    skips.append(Skip(rule.code, rule.name, need.path.split(".")[0].split("[")[0]))
+            if foreach is None:  # most rules: one scope, an unknown fact skips the rule
+                if not _passes(rule.when, rule.check, env):
+                    failures.append((rule, env))
+            else:
+                items = foreach.evaluate(env)
+                if not isinstance(items, list):
+                    raise expr.EvalError(f"'foreach' must give a list, got {expr.type_name(items)}")
+                for item in items:
+                    scope = Env({"item": item}, None, env.budget, env)  # env.child, without the call
+                    try:
+                        if not _passes(rule.when, rule.check, scope):
+                            failures.append((rule, scope))
+                    except expr.NeedFact as need:  # an unknown fact skips this item
+                        skips.append(Skip(rule.code, rule.name, need.path.split(".")[0].split("[")[0]))
         except expr.NeedFact as need:
             skips.append(Skip(rule.code, rule.name, need.path.split(".")[0].split("[")[0]))
         except expr.EvalError as exc:
             errors.append(Finding(rule.code, rule.name, "error", f"rule could not be evaluated: {exc}",
                                   f"fix the rule file {rule.path}", None, 1, 1))
+        if len(failures) == kept:  # its scopes are referenced by nothing now
+            spare = env
     if any(rule.fallback for rule, _ in failures):
         failures = _without_covered_fallbacks(failures)
     skips = _unique(skips)  # a foreach rule may skip once per item
@@ -90,18 +100,45 @@ def _keys(rule: Rule, scope: expr.Env) -> set:
 _BY_DIALECT: dict[tuple, tuple] = {}
 
 
-def _for_dialect(rules: list[Rule], dialect: str) -> list[Rule]:
-    """The rules that apply to a dialect, filtered once per rule list."""
+def _for_dialect(rules: list[Rule], dialect: str) -> list[tuple[Rule, dict]]:
+    """The rules that apply to a dialect, each with its scope's own names (``params``), once per rule list:
+    no evaluation changes a scope's names (loops and ``item`` bind theirs in scopes of their own)."""
     key = (id(rules), dialect)
     hit = _BY_DIALECT.get(key)
     if hit is None or hit[0] is not rules:
         if len(_BY_DIALECT) >= 12:  # a long-lived process loads many rule lists: keep the cache bounded
             _BY_DIALECT.clear()
-        hit = _BY_DIALECT[key] = (rules, [r for r in rules if r.applies_to(dialect)])
+        hit = _BY_DIALECT[key] = (rules, [(r, {"params": r.params}) for r in rules if r.applies_to(dialect)])
     return hit[1]
 
 
+def _passes(when, check, env) -> bool:
+    """Whether a scope passes a rule: its ``when`` false, or its ``check`` true: ``_truth(e.evaluate(env))`` of
+    each, with ``Expr.evaluate`` inline where the expression's function is built (its size charged up front, the
+    same net): this runs for every rule of every config."""
+    budget = env.budget
+    is_when = when is not None
+    for e in (when, check) if is_when else (check,):
+        fn = e._fn
+        if fn is None:
+            verdict = e.evaluate(env)
+        else:
+            budget.left -= e.size
+            if budget.left < 0:
+                _charge(env, 0)  # raises
+            try:
+                verdict = fn(env)
+            except NET as exc:
+                raise evaluation_error(exc) from None
+        if verdict is not True and (verdict is False or not _truth(verdict)):
+            return is_when  # a false when passes; a false check fails
+        is_when = False
+    return True
+
+
 def _truth(value) -> bool:
+    if value is True or value is False:
+        return value
     if isinstance(value, expr.Missing):
         raise expr.NeedFact(value.path)
     return bool(value)

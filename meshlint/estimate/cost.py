@@ -118,7 +118,19 @@ def cluster(settings: dict | None = None, gpus_per_node: int | None = None) -> C
 
     ``settings`` is ``[tool.meshlint.cluster]`` (already checked by meshlint.cli.project_config).
     """
-    s = dict(settings or {})
+    if not settings:  # the defaults: one immutable profile per node size, built once per process
+        hit = _DEFAULT_CLUSTERS.get(gpus_per_node)
+        if hit is None:
+            hit = _DEFAULT_CLUSTERS[gpus_per_node] = _cluster({}, gpus_per_node)
+        return hit
+    return _cluster(settings, gpus_per_node)
+
+
+_DEFAULT_CLUSTERS: dict = {}
+
+
+def _cluster(settings: dict, gpus_per_node: int | None) -> Cluster:
+    s = dict(settings)
     node = s.get("node") or default_node(s.get("gpus_per_node") or gpus_per_node)
     fabric = s.get("fabric") or DEFAULT_FABRIC
     merged = {**NODES.get(node, NODES["8xH100"]), **FABRICS.get(fabric, FABRICS[DEFAULT_FABRIC])}

@@ -103,8 +103,7 @@ class LazyTable(dict):
 
     __slots__ = ("_make",)
 
-    def __init__(self, make):
-        super().__init__()
+    def __init__(self, make):  # dict.__new__ made it empty already: no dict.__init__ to call
         self._make = make
 
     def _fill(self):
@@ -114,11 +113,16 @@ class LazyTable(dict):
             dict.update(self, make())
         return self
 
+    # the two reads a rule makes of a field: filled here without a call once built
     def __getitem__(self, k):
-        return dict.__getitem__(self._fill(), k)
+        if self._make is not None:
+            self._fill()
+        return dict.__getitem__(self, k)
 
     def __contains__(self, k):
-        return dict.__contains__(self._fill(), k)
+        if self._make is not None:
+            self._fill()
+        return dict.__contains__(self, k)
 
     def __iter__(self):
         return dict.__iter__(self._fill())
@@ -240,9 +244,14 @@ def _table(ctx: _Ctx, pattern: str, written: dict, path: str, forced: str | None
         return _blank_unknown(ctx, out, path)
     keys, tables = _template(ctx, pattern, qn)
     out = dict(keys)
-    for name, value in written.items():
-        if name in keys:
-            out[name] = _classed(ctx, value, f"{path}.{name}" if path else name)
+    if ctx.types:
+        for name, value in written.items():
+            if name in keys:
+                out[name] = _classed(ctx, value, f"{path}.{name}" if path else name)
+    else:  # no class was built below here (not a registry config): _classed keeps every value as it is
+        for name, value in written.items():
+            if name in keys:
+                out[name] = value
     for name, key in tables.items():
         out[name] = _section(ctx, key, f"{path}.{name}", written.get(name, _ABSENT))
     out["class"] = _short(ctx, qn)

@@ -34,6 +34,7 @@ the framework's command line does).
 
 from __future__ import annotations
 
+import marshal
 import os
 
 from meshlint import fastre, jsonfast
@@ -84,6 +85,7 @@ class Schema:
         self.framework, self.version, self.path = framework, version, path
         self._data: dict | None = None
         self._merged: dict = {}
+        self._walked: dict = {}  # a section's problems by its text, for the next config that writes it the same
 
     @property
     def data(self) -> dict:
@@ -161,6 +163,31 @@ class Schema:
         return problems
 
     def _walk(self, ctx, pattern: str, where: str, table: dict, problems: list, implied: str | None = None) -> None:
+        if not where or "." in where or "[" in where or ctx.types is not None or ctx.unknown_names \
+                or ctx.origin != "file":  # (nested tables are part of their section's text)
+            self._walk_table(ctx, pattern, where, table, problems, implied)
+            return
+        # A section's verdict depends only on what it holds (and where, and the job's custom module): the configs of
+        # a project repeat most of theirs ([checkpoint], [train], ...). Keyed by the values' marshal bytes (repr for a
+        # date), which tell their types apart (1, 1.0, true) and give equal bytes only for equal values; the problems
+        # are handed out as copies (callers add to them).
+        try:
+            text = marshal.dumps(table, 2)  # version 2: no back-references, so equal tables give equal bytes
+        except ValueError:
+            text = repr(table)
+        key = (pattern, where, implied, ctx.custom_module, text)
+        found = self._walked.get(key)
+        if found is None:
+            found = []
+            self._walk_table(ctx, pattern, where, table, found, implied)
+            if len(self._walked) >= _WALKED_MAX:
+                self._walked.clear()
+            self._walked[key] = found
+        if found:
+            problems.extend(_fresh(p) for p in found)
+
+    def _walk_table(self, ctx, pattern: str, where: str, table: dict, problems: list,
+                    implied: str | None = None) -> None:
         entry = self._data["tables"].get(pattern)
         if entry is None:
             return
@@ -203,10 +230,13 @@ class Schema:
         typed: dict = {}      # name -> its type problem, where a later refusal is merged in
         stopped: set = set()  # names whose value already stopped the framework
         pseudo = self.loader.get("pseudo_sections", {}) if where == "" else {}
+        exact = plan.exact if ctx.origin == "file" else {}
         for name, raw in table.items():
+            if exact.get(name) is raw.__class__:
+                continue  # the common case: a plain value of the declared type (its fast test, without the call)
             ok = fast.get(name)
             if ok is not None and ok(raw):
-                continue  # the common case: a plain value of the declared type
+                continue
             lookup = name.replace("-", "_") if ctx.origin == "cli" and isinstance(name, str) else name
             key = keys.get(lookup)
             if key is None:
@@ -354,18 +384,18 @@ class Schema:
                 continue
             if names.isdisjoint(written) or not names.isdisjoint(stopped):
                 continue
-            mine = [n for n in order if n in written]
             state, local, error = _holds(conds, values, dict(seed))
+            if state is not True and state != "raises":
+                continue  # the usual case: the check passes (or cannot be decided)
+            mine = [n for n in order if n in written]
             if state is True:
                 text = f"{step['exception']}: {_fill(step['message'], values, local)}"
                 culprits = _culprits(step["condition"], values, local)  # `a <= 0 or b <= 0`: point at the one
                 culprits = culprits or _loop_culprits(local)  # `for name, val in [...]`: the item that failed
                 if culprits:
                     mine = [n for n in mine if n in culprits] or mine
-            elif state == "raises":
-                text = f"{error} (while checking {step['condition']})"
             else:
-                continue
+                text = f"{error} (while checking {step['condition']})"
             section = f"[{where}]" if where else "the top level"
             does = f"refuses the config when it builds {section} (__post_init__ at {step['source']}): {text}"
             name = next((n for n in mine if n in typed), mine[0])
@@ -483,11 +513,13 @@ class Schema:
 class _Plan:
     """A table's keys, its fast type tests, its class and the fields its checks read (None: no checks)."""
 
-    __slots__ = ("keys", "fast", "qn", "class_name", "check_names", "ambiguous")
+    __slots__ = ("keys", "fast", "exact", "qn", "class_name", "check_names", "ambiguous")
 
     def __init__(self, keys: dict, fast: dict, qn: str, class_name: str, check_names, ambiguous: bool):
         self.keys, self.fast, self.qn, self.class_name = keys, fast, qn, class_name
         self.check_names, self.ambiguous = check_names, ambiguous
+        # name -> the one class its fast test passes (the exact type tests: int, float, bool, str)
+        self.exact = {name: _EXACT[test] for name, test in fast.items() if test in _EXACT}
 
 
 def _is_int(v) -> bool:
@@ -507,6 +539,7 @@ def _is_str(v) -> bool:
 
 
 _FAST = {"int": _is_int, "float": _is_float, "bool": _is_bool, "str": _is_str}
+_EXACT = {_is_int: int, _is_float: float, _is_bool: bool, _is_str: str}
 
 
 def _fast_test(typ: dict, model: str):
@@ -527,6 +560,19 @@ def _fast_test(typ: dict, model: str):
     if kind in ("any", "other", "initvar", "classvar"):
         return lambda v: True
     return None
+
+
+_WALKED_MAX = 2048  # sections remembered per schema (a long-lived process checks many configs)
+
+
+def _fresh(value):
+    """A copy of a problem (dicts and lists copied all the way down), so no caller changes the remembered one."""
+    cls = value.__class__
+    if cls is dict:
+        return {k: _fresh(v) for k, v in value.items()}
+    if cls is list:
+        return [_fresh(v) for v in value]
+    return value
 
 
 class _Context:
@@ -686,6 +732,7 @@ class _Unknown(Exception):
 
 
 _UNKNOWN = object()
+_ABSENT = object()  # a name a _Section holds no value for
 _BUILTINS = {"len": len, "set": set, "sorted": sorted, "list": list, "tuple": tuple, "min": min, "max": max,
              "abs": abs}
 
@@ -700,12 +747,21 @@ class _Section:
         self.assigned: dict = {}
 
     def get(self, name: str):
-        for source in (self.assigned, self.written, self.base):
-            if name in source:
-                value = source[name]
-                if value is _UNKNOWN:
-                    raise _Unknown(name)
-                return self._wrap(name, value)
+        if name in self.assigned:  # what __post_init__ set, over what the file writes, over the default instance
+            value = self.assigned[name]
+        elif name in self.written:
+            value = self.written[name]
+        elif name in self.base:
+            value = self.base[name]
+        else:
+            value = _ABSENT
+        if value is not _ABSENT:
+            if value is _UNKNOWN:
+                raise _Unknown(name)
+            cls = value.__class__
+            if cls is int or cls is str or cls is float or cls is bool or value is None:
+                return value  # what _wrap gives a plain value
+            return self._wrap(name, value)
         key = self.keys.get(name)
         if key is None:
             raise _Unknown(name)  # a property or method, not a field

@@ -423,11 +423,12 @@ def comments_by(pattern, text: str) -> list:
     return out
 
 
-def quick_scan(text: str) -> Positions | None:
+def quick_scan(text: str, comments: list | None = None) -> Positions | None:
     """``scan(text)``'s positions a line at a time, for a document tomllib accepted whose every statement
     fits on its line: keys and headers without quotes, values without inline tables, arrays of plain
     values (no strings, nested arrays, inline tables or comments in them). None for anything else: ``scan`` reads it.
-    A config with findings needs its positions; this costs a tenth of the character scan."""
+    A config with findings needs its positions; this costs a tenth of the character scan. ``comments``: the text's
+    ``scan_comments``, where the caller has them already."""
     if "\r" in text or '"""' in text or "'''" in text:
         return None
     out = Positions()
@@ -463,9 +464,12 @@ def quick_scan(text: str) -> Positions | None:
         key, eq, value = line.partition("=")
         if not eq or '"' in key or "'" in key:
             return None
-        path = current + tuple(p.strip(" \t") for p in key.split("."))
-        for cut in range(len(current) + 1, len(path)):
-            tables.setdefault(path[:cut], at)  # dotted keys define tables
+        if "." in key:
+            path = current + tuple(p.strip(" \t") for p in key.split("."))
+            for cut in range(len(current) + 1, len(path)):
+                tables.setdefault(path[:cut], at)  # dotted keys define tables
+        else:  # the usual plain key
+            path = current + (key.strip(" \t"),)
         if path in keys:
             duplicates.append((path, keys[path], at))
         else:
@@ -486,5 +490,5 @@ def quick_scan(text: str) -> Positions | None:
                 elif index < inner.count(","):
                     return None  # an empty element before a comma: not valid TOML, nothing to mirror
                 col += len(element) + 1
-    out.comments = scan_comments(text)
+    out.comments = scan_comments(text) if comments is None else comments
     return out

@@ -52,6 +52,13 @@ def _flags(text: str) -> dict:
     return {k.replace("-", "_"): _count(v) for k, v in _re("flag").findall(text)} if "--" in text else {}
 
 
+def _may_be_shape(text: str) -> bool:
+    # the "shape" pattern cannot match without "node" or "host" in some case; of their letters only s has a
+    # non-ASCII partner under IGNORECASE (U+017F, its own lower case)
+    low = text.lower()
+    return "node" in low or "host" in low or "ho\u017ft" in low
+
+
 def _plain_run(text: str) -> bool:
     return "python" in text and _re("plain_run").match(text) is not None and not _re("launcher").search(text)
 
@@ -116,7 +123,7 @@ def directive_hints(comments: list) -> tuple[list[Hint], list]:
     """``# meshlint: world_size=32 gpus_per_node=4`` comments -> hints and problems."""
     hints, problems = [], []
     for line, col, text in comments:
-        match = _directive(text)
+        match = _directive(text) if "meshlint" in text else None
         if not match:
             continue
         values: dict[str, int] = {}
@@ -164,15 +171,32 @@ def filename_hint(name: str) -> Hint | None:
     return Hint(f'file name "{name}"', world_size=world)
 
 
+_READ: list = [None, None, None]  # the comments list read last, its _readable() and its comment_worlds()
+
+
+def _readable(comments: list) -> list:
+    """``(line, text, flags)`` of each comment that is no directive and whose counts can all be trusted (a 0 or an
+    absurd count is not a launch line meshlint can trust: the comment is ignored); read once per comments list,
+    which comment_hints and comment_worlds (called twice) each walk."""
+    if _READ[0] is comments:
+        return _READ[1]
+    out = []
+    for line, _col, text in comments:
+        # _directive and _flags, each tried only where its literal text is (most comments are prose)
+        if "meshlint" in text and _directive(text):
+            continue
+        flags = _flags(text) if "--" in text else {}
+        if flags and any(v is None for v in flags.values()):
+            continue
+        out.append((line, text, flags))
+    _READ[:] = [comments, out, None]
+    return out
+
+
 def comment_hints(comments: list) -> list[Hint]:
     """Launch lines and node shapes written in the file's own comments."""
     launch, shapes = [], []
-    for line, _col, text in comments:
-        if _directive(text):
-            continue
-        flags = _flags(text)
-        if any(v is None for v in flags.values()):
-            continue  # a 0 or an absurd count is not a launch line meshlint can trust: ignore the comment
+    for line, text, flags in _readable(comments):
         if flags:
             gpn = flags.get("nproc_per_node") or flags.get("ntasks_per_node") or flags.get("gpus_per_node")
             nodes = flags.get("nnodes") or flags.get("nodes")
@@ -185,6 +209,8 @@ def comment_hints(comments: list) -> list[Hint]:
                     world = gpn  # torchrun defaults to --nnodes 1
             if world or gpn:
                 launch.append(Hint(f"launch command on line {line}", world, gpn, nodes))
+            continue
+        if not _may_be_shape(text):
             continue
         match = _re("shape").search(text)
         if match:
@@ -201,18 +227,16 @@ def comment_hints(comments: list) -> list[Hint]:
 def comment_worlds(comments: list) -> list:
     """The runs the file's comments describe, when they describe several different ones:
     [(source, world or None, words)] (empty when they agree, or name at most one)."""
+    readable = _readable(comments)
+    if _READ[2] is not None:
+        return list(_READ[2])  # a copy: the caller keeps it
     found = []
-    for line, _col, text in comments:
-        if _directive(text):
-            continue
-        flags = _flags(text)
-        if any(v is None for v in flags.values()):
+    for line, text, flags in readable:
+        if not flags:
+            if "python" in text and _plain_run(text):  # (its literal first: most comments are prose)
+                found.append((f"launch command on line {line}", 1, "1 GPU (a plain python run)"))
             continue
         source = f"launch command on line {line}"
-        if not flags:
-            if _plain_run(text):
-                found.append((source, 1, "1 GPU (a plain python run)"))
-            continue
         gpn = flags.get("nproc_per_node") or flags.get("ntasks_per_node") or flags.get("gpus_per_node")
         nodes = flags.get("nnodes") or flags.get("nodes")
         world = flags.get("ntasks")
@@ -225,7 +249,8 @@ def comment_worlds(comments: list) -> list:
             found.append((source, world, f"{world} GPUs"))
         elif nodes:
             found.append((source, None, f"{nodes} nodes of an unstated size"))
-    return found if len({(w, words) for _, w, words in found}) > 1 else []
+    _READ[2] = found if len({(w, words) for _, w, words in found}) > 1 else []
+    return list(_READ[2])
 
 
 def resolve_topology(hints: list[Hint | None], placement: str = "block") -> Topology:

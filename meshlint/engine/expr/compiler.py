@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from meshlint.engine.expr.functions import FUNCTIONS
+from meshlint.engine.expr.functions import FUNCTIONS, FuncSpec, _cost_len, _f_len, _f_type
 from meshlint.engine.expr.nodes import (Attr, BinOp, BoolOp, Call, Compare, Cond, Const, Index, ListComp, ListLit,
                                         Name, Node, Unary, _count, _path_of)
 from meshlint.engine.expr.values import _FAST_COMPARE
@@ -29,7 +29,7 @@ PRELUDE = """from meshlint.engine.expr.errors import EvalError, Missing, NeedFac
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 """
 _ARITH_FAST = ("+", "-", "*")  # on two ints these never raise; the rest go through _binop's checks
 
@@ -82,17 +82,36 @@ class _Writer:
             return t
         if kind is Index:
             obj = self.expr(node.obj, env, bound)
-            self.emit(f"{obj} = _need({obj})")
+            self.emit(f"if {obj} is None or {obj}.__class__ is Missing: _need({obj})")  # raises
             idx = self.expr(node.index, env, bound)
             t = self.temp()
-            self.emit(f"{t} = index_value({obj}, _need({idx}), {(_path_of(node.obj) or '?')!r})")
+            self.emit(f"if {idx} is None or {idx}.__class__ is Missing: _need({idx})")
+            self.emit(f"{t} = index_value({obj}, {idx}, {(_path_of(node.obj) or '?')!r})")
             return t
         if kind is Call:
             args = [self.expr(a, env, bound) for a in node.args]
             spec = FUNCTIONS[node.func]
             t = self.temp()
-            self.emit(f"{t} = call_value({env}, F_{node.func}.fn, F_{node.func}.cost, {spec.null_ok!r}, "
-                      f"[{', '.join(args)}])")
+            call = f"call_value({env}, F_{node.func}.fn, F_{node.func}.cost, {spec.null_ok!r}, [{', '.join(args)}])"
+            if node.func == "len" and len(args) == 1 and spec.fn is _f_len and spec.cost is _cost_len:
+                # call_value's work for a list, string or table, inline: charged its length (at least 1)
+                a = args[0]
+                self.emit(f"if {a}.__class__ is list or {a}.__class__ is str or {a}.__class__ is dict:")
+                self.emit(f"    {t} = len({a})")
+                self.emit(f"    {env}.budget.left -= {t} if {t} > 1 else 1")
+                self.emit(f"    if {env}.budget.left < 0: _charge({env}, 0)")
+                self.emit("else:")
+                self.emit(f"    {t} = {call}")
+            elif node.func == "type" and len(args) == 1 and spec.fn is _f_type \
+                    and spec.cost is FuncSpec._field_defaults["cost"]:
+                # call_value's work inline: one step, then the name's characters to the memory budget
+                self.emit(f"{env}.budget.left -= 1")
+                self.emit(f"if {env}.budget.left < 0: _charge({env}, 0)")
+                self.emit(f"{t} = type_name({args[0]})")
+                self.emit(f"{env}.budget.mem -= len({t})")
+                self.emit(f"if {env}.budget.mem < 0: _charge_mem({env}, 0)")
+            else:
+                self.emit(f"{t} = {call}")
             return t
         if kind is Unary:
             operand = self.expr(node.operand, env, bound)
@@ -161,15 +180,28 @@ class _Writer:
         t = self.temp()
         if len(node.rest) == 1:  # interp's compare1: equal ints or strings directly, else charged and checked
             op, right_node = node.rest[0]
+            if op in ("==", "!=") and right_node.__class__ is Const and right_node.value is None:
+                # ``x == null``: what _compare gives (nothing charged: null is no container): whether x is unknown
+                self.emit(f"{t} = {'' if op == '==' else 'not '}({first} is None or {first}.__class__ is Missing)")
+                return t
+            constant = right_node.value.__class__ if right_node.__class__ is Const else None
             right = self.expr(right_node, env, bound)
-            if op in _FAST_COMPARE:
+            if op in _FAST_COMPARE and constant in (int, str):  # ``x >= 1``, ``x == 'tp'``: the constant's type known
+                self.emit(f"if {first}.__class__ is {constant.__name__}:")
+                self.emit(f"    {t} = {first} {op} {right}")
+                self.emit("else:")
+                self.level += 1
+            elif op in _FAST_COMPARE:
                 self.emit(f"if {first}.__class__ is {right}.__class__ and ({first}.__class__ is int "
                           f"or {first}.__class__ is str):")
                 self.emit(f"    {t} = {first} {op} {right}")
                 self.emit("else:")
                 self.level += 1
-            self.emit(f"if {right}.__class__ is list or {right}.__class__ is dict or {right}.__class__ is str: "
-                      f"_charge_operands({env}, {first}, {right})")
+            if constant is None:
+                self.emit(f"if {right}.__class__ is list or {right}.__class__ is dict or {right}.__class__ is str: "
+                          f"_charge_operands({env}, {first}, {right})")
+            elif constant is str and len(right_node.value) > 64:  # what _charge_operands charges for it
+                self.emit(f"_charge_operands({env}, {first}, {right})")
             self.emit(f"{t} = _compare({op!r}, {first}, {right})")
             if op in _FAST_COMPARE:
                 self.level -= 1
@@ -190,19 +222,22 @@ class _Writer:
         return t
 
     def listcomp(self, node: ListComp, env: str, bound: dict) -> str:
-        out = self.temp()
+        out, budget = self.temp(), self.temp()
         per_item = _count(node)
         self.emit(f"{out} = []")
+        self.emit(f"{budget} = {env}.budget")  # every scope of an evaluation shares its one Budget
         outer_level, scope, inner_bound = self.level, env, dict(bound)
         for var, iterable in node.loops:
             items = self.temp()
             self.emit(f"{items} = loop_items({self.expr(iterable, scope, inner_bound)})")
-            inner, value = self.temp(), self.temp()
-            self.emit(f"{inner} = Env({{}}, None, {scope}.budget, {scope})")  # one scope per level, rebound per item
+            inner, names, value = self.temp(), self.temp(), self.temp()
+            self.emit(f"{inner} = Env({{}}, None, {budget}, {scope})")  # one scope per level, rebound per item
+            self.emit(f"{names} = {inner}.values")
             self.emit(f"for {value} in {items}:")
             self.level += 1
-            self.emit(f"_charge({env}, {per_item})")
-            self.emit(f"{inner}.values[{var!r}] = {value}")
+            self.emit(f"{budget}.left -= {per_item}")  # _charge, inline
+            self.emit(f"if {budget}.left < 0: _charge({env}, 0)")
+            self.emit(f"{names}[{var!r}] = {value}")
             self.emit(f"{inner}.let_cache = None")  # a let read here may depend on the loop variable
             scope = inner
             inner_bound[var] = value
@@ -212,8 +247,8 @@ class _Writer:
             self.level += 1
         elt = self.expr(node.elt, scope, inner_bound)
         self.emit(f"{out}.append({elt})")
-        self.emit(f"{scope}.budget.mem -= 1")
-        self.emit(f"if {scope}.budget.mem < 0: _charge_mem({env}, 0)")
+        self.emit(f"{budget}.mem -= 1")
+        self.emit(f"if {budget}.mem < 0: _charge_mem({env}, 0)")
         self.emit(f"if len({out}) > MAX_LIST: raise EvalError(f'list longer than {{MAX_LIST}} items')")
         self.level = outer_level
         return out

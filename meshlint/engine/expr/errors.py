@@ -22,6 +22,19 @@ class EvalError(Exception):
     """A runtime error: bad operand types, a bound or the step budget exceeded."""
 
 
+# What may escape an expression's function and how ``Expr.evaluate`` words it (the net under the checks of each
+# operation); a rule's when and check, evaluated inline by engine/run.py, use the same net.
+NET = (RecursionError, MemoryError, TypeError, ValueError, ArithmeticError)
+
+
+def evaluation_error(exc: BaseException) -> EvalError:
+    if isinstance(exc, RecursionError):
+        return EvalError("evaluation nested too deeply (let bindings or values)")
+    if isinstance(exc, MemoryError):
+        return EvalError("out of memory")
+    return EvalError(f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
 class NeedFact(Exception):
     """Evaluation touched an unknown fact; ``path`` names it (e.g. ``world_size``)."""
 

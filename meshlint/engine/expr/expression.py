@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meshlint.engine.expr.errors import EvalError, ExprError
+from meshlint.engine.expr.errors import NET, EvalError, ExprError, evaluation_error
 from meshlint.engine.expr.nodes import MAX_DEPTH, Attr, ListComp, Name, Node, _children, _count, _free, depth
 from meshlint.engine.expr.interp import _compile
 from meshlint.engine.expr.parser import _Parser
@@ -120,12 +120,9 @@ class Expr:
             raise EvalError(f"step budget exceeded ({MAX_RULE_STEPS:,} steps per rule and config)")
         try:
             return fn(env)
-        except RecursionError:
-            raise EvalError("evaluation nested too deeply (let bindings or values)") from None
-        except MemoryError:
-            raise EvalError("out of memory") from None
-        except (TypeError, ValueError, ArithmeticError) as exc:  # the net under the checks of each operation
-            raise EvalError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        except NET as exc:
+            raise evaluation_error(exc) from None
+
 
 
 def parse(src: str) -> Expr:

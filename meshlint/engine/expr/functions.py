@@ -33,7 +33,8 @@ def _list_arg(v: Any, fname: str) -> list:
     if not isinstance(v, list):
         raise EvalError(f"{fname}() needs a list, got {type_name(v)}")
     for item in v:
-        _need(item)
+        if item is None or item.__class__ is Missing:
+            _need(item)  # raises
     return v
 
 
@@ -215,11 +216,19 @@ def _f_keys(v):
 
 
 def _f_any(v):
-    return any(_truth(x) for x in _list_arg(v, "any")) if v else False
+    if not v:
+        return False
+    for x in _list_arg(v, "any"):  # every item known (checked first), then the first true one ends it
+        if x is True or (x.__class__ is not bool and _truth(x)):
+            return True
+    return False
 
 
 def _f_all(v):
-    return all(_truth(x) for x in _list_arg(v, "all"))
+    for x in _list_arg(v, "all"):
+        if x is False or (x.__class__ is not bool and not _truth(x)):
+            return False
+    return True
 
 
 def _cost_n(args) -> int:
@@ -228,7 +237,12 @@ def _cost_n(args) -> int:
 
 
 def _cost_len(args) -> int:
-    return max(1, sum(len(a) for a in args if isinstance(a, (list, str, dict))))
+    n = 0
+    for a in args:  # a loop, not sum() over a generator: this runs for most calls of a check
+        cls = a.__class__
+        if cls is list or cls is str or cls is dict or isinstance(a, (list, str, dict)):
+            n += len(a)
+    return n if n > 1 else 1
 
 
 def _cost_deep(args) -> int:

@@ -48,34 +48,62 @@ class Env:
     against the same step limit as its check.
     """
 
-    __slots__ = ("values", "lets", "budget", "parent", "let_cache", "let_active")
+    __slots__ = ("values", "lets", "budget", "parent", "let_cache", "let_active", "let_replay", "loop")
 
     def __init__(self, values: dict[str, Any], lets: dict | None = None,
                  budget: Budget | int = DEFAULT_BUDGET, parent: "Env | None" = None):
         self.values = values
         self.lets = lets or _NO_LETS
-        self.budget = budget if isinstance(budget, Budget) else Budget(budget)
+        self.budget = budget if budget.__class__ is Budget else Budget(budget)
         self.parent = parent
         self.let_cache: dict[str, Any] | None = None
         self.let_active: set[str] | None = None
+        # in the scope that holds the lets: name -> what evaluating that let from an empty cache did in a loop's scope
+        # (made empty, rebound per item, its let cache emptied each time), for each later scope asking with an empty
+        # cache where no scope on the way binds a name the let reads (see _let)
+        self.let_replay: dict | None = None
+        self.loop = not values
+
+    def renew(self, values: dict[str, Any], lets: dict | None, steps: int) -> "Env":
+        """This scope made as ``Env(values, lets, Budget(steps), its parent)`` makes one (a fresh budget, no let
+        evaluated): for the next rule, where nothing kept this one (no finding of the last rule points at it)."""
+        self.values = values
+        self.lets = lets or _NO_LETS
+        self.let_cache = self.let_active = self.let_replay = None
+        self.loop = not values
+        budget = self.budget
+        budget.left, budget.mem, budget.lets = steps, MAX_RULE_MEMORY, 0
+        return self
 
     def child(self, extra: dict[str, Any]) -> "Env":
         return Env(extra, None, self.budget, self)
 
     def lookup(self, name: str) -> Any:
-        env: Env | None = self
+        values = self.values  # this scope first, outside the loop: most names are found here or one scope up
+        if name in values:
+            return values[name]
+        if name in self.lets:
+            return self._let(name, self)
+        env: Env | None = self.parent
         while env is not None:
             values = env.values
             if name in values:
                 return values[name]
             if name in env.lets:
-                return self._let(name, env.lets[name])
+                return self._let(name, env)
             env = env.parent
         raise EvalError(f"unknown name {name!r}")
 
-    def _let(self, name: str, definition) -> Any:  # definition: an Expr
+    def _let(self, name: str, owner: "Env") -> Any:  # owner: the scope whose lets hold ``name``
         # Evaluated in the asking scope (a let may read a loop's ``item``), cached there.
-        if self.let_cache is None:
+        definition = owner.lets[name]
+        fresh = self.let_cache is None
+        if fresh:
+            replay = owner.let_replay
+            if replay is not None:
+                done = replay.get(name)
+                if done is not None and _reads_none_below(self, owner, done[5]) and _replayed(self, done):
+                    return done[0]
             self.let_cache, self.let_active = {}, set()
         elif name in self.let_cache:
             return self.let_cache[name]
@@ -86,16 +114,79 @@ class Env:
             raise EvalError(f"'let' bindings chained more than {MAX_LET_DEPTH} deep (at {name!r})")
         budget.lets += 1
         self.let_active.add(name)
+        left, mem = budget.left, budget.mem
         try:
             value = definition.evaluate(self)
         finally:
             self.let_active.discard(name)
             budget.lets -= 1
         self.let_cache[name] = value
+        if fresh and self.loop:
+            reads = _reads(name, owner.lets)
+            if reads is not None and _reads_none_below(self, owner, reads):
+                if owner.let_replay is None:
+                    owner.let_replay = {}
+                owner.let_replay[name] = (value, left - budget.left, mem - budget.mem, budget.lets,
+                                          dict(self.let_cache), reads)
         return value
 
 
 _NO_LETS: dict = {}
+
+
+def _reads_none_below(env: Env, owner: Env, reads: frozenset) -> bool:
+    """Whether no scope from ``env`` up to (not including) ``owner`` binds a name of ``reads``: then every name the
+    let reads is found where it would be from ``owner`` itself (only the scope of a rule holds lets)."""
+    while env is not owner:
+        if not reads.isdisjoint(env.values):
+            return False
+        env = env.parent
+    return True
+
+
+def _replayed(env: Env, done: tuple) -> bool:
+    """Give a scope, its let cache empty, what evaluating a let that reads no name bound below its rule's scope did
+    before in a loop's scope, also from an empty cache: the same value, the same lets cached on the way, the same
+    steps and memory charged. The evaluation would run exactly as then (the same names found, the same empty cache,
+    the same let depth); the budget only ever shrinks, so where it covers the whole charge no step of it could
+    have run out. Otherwise it is evaluated."""
+    value, steps, mem, depth, cached, _reads = done
+    budget = env.budget
+    if budget.lets != depth or budget.left < steps or budget.mem < mem:
+        return False
+    budget.left -= steps
+    budget.mem -= mem
+    env.let_cache, env.let_active = dict(cached), set()
+    return True
+
+
+_READS: dict = {}  # (id of a lets table, name) -> (the table, every name its evaluation may read)
+
+
+def _reads(name: str, lets: dict) -> frozenset | None:
+    """The names evaluating let ``name`` of ``lets`` may read: its own, and those of the lets it reads, all the way
+    (None: not known)."""
+    hit = _READS.get((id(lets), name))
+    if hit is not None and hit[0] is lets:
+        return hit[1]
+    out: set = set()
+    seen, stack = set(), [name]
+    try:
+        while stack:
+            n = stack.pop()
+            if n in seen or n not in lets:
+                continue
+            seen.add(n)
+            names = lets[n].free_names()
+            out |= names
+            stack.extend(names)
+    except Exception:  # noqa: BLE001 - a tree that cannot be rebuilt: not known (never replayed)
+        out = None
+    if len(_READS) >= 4096:  # a long-lived process loads many rule lists: keep the cache bounded
+        _READS.clear()
+    found = None if out is None else frozenset(out)
+    _READS[(id(lets), name)] = (lets, found)
+    return found
 
 
 def _need(v: Any) -> Any:
@@ -273,21 +364,27 @@ def _compare(op: str, a: Any, b: Any) -> bool:
     ta, tb = a.__class__, b.__class__
     if (ta is tb and (ta is int or ta is str)) and op in _FAST_COMPARE:
         return _FAST_COMPARE[op](a, b)  # the common case: two ints or two strings
-    if op in ("==", "!="):
+    if op == "==" or op == "!=":
         # An unknown fact compared with a value is itself unknown: only the
         # literal ``null`` tests for "is unknown" (``world_size == null``).
-        if isinstance(a, Missing) and b is not None:
-            raise NeedFact(a.path)
-        if isinstance(b, Missing) and a is not None:
+        # (Missing and bool have no subclasses: their class tells what isinstance would.)
+        if ta is Missing:
+            if b is not None:
+                raise NeedFact(a.path)
+        elif tb is Missing and a is not None:
             raise NeedFact(b.path)
-        if _is_null(a) or _is_null(b):
-            same = _is_null(a) and _is_null(b)
-        elif isinstance(a, bool) != isinstance(b, bool):
+        a_null, b_null = a is None or ta is Missing, b is None or tb is Missing
+        if a_null or b_null:
+            same = a_null and b_null
+        elif (ta is bool) != (tb is bool):
             same = False
         else:
             same = a == b
         return same if op == "==" else not same
-    a, b = _need(a), _need(b)
+    if a is None or ta is Missing or b is None or tb is Missing:
+        a, b = _need(a), _need(b)
+    if tb is list and (op == "in" or op == "not in"):  # the usual 'in': a value in a list
+        return (a in b) if op == "in" else (a not in b)
     if op in ("in", "not in"):
         if isinstance(b, dict) and isinstance(a, (list, dict)):
             raise EvalError("a list or table is never a key of a table")
@@ -318,7 +415,7 @@ def attr_value(obj: Any, attr: str, path: str) -> Any:
     if isinstance(obj, dict):
         if attr not in obj:
             raise EvalError(f"no field {attr!r} (fields: {', '.join(sorted(obj))})")
-        value = obj[attr]
+        value = dict.__getitem__(obj, attr)  # a table that fills itself on first read has done so for ``in``
         return Missing(path) if value is None else value
     if isinstance(obj, Missing):
         raise NeedFact(obj.path)
@@ -327,6 +424,9 @@ def attr_value(obj: Any, attr: str, path: str) -> Any:
 
 def index_value(obj: Any, idx: Any, base: str) -> Any:
     """``obj[idx]`` of two known values; ``base`` names ``obj`` for an unknown (null) item."""
+    if obj.__class__ is list and idx.__class__ is int and -len(obj) <= idx < len(obj):  # the usual case
+        value = obj[idx]
+        return Missing(f"{base}[{idx!r}]") if value is None else value
     if isinstance(obj, list):
         if isinstance(idx, bool) or not isinstance(idx, int):
             raise EvalError("list index must be an integer")
@@ -348,13 +448,25 @@ def call_value(env: "Env", fn, cost, null_ok: bool, args: list) -> Any:
     """A whitelisted function called on its evaluated arguments, charged by its cost and what it built."""
     if not null_ok:
         for a in args:
-            if a is None or isinstance(a, Missing):
+            if a is None or a.__class__ is Missing:
                 _need(a)
-    _charge(env, cost(args))
-    result = _check_value(fn(*args))
+    budget = env.budget
+    budget.left -= cost(args)
+    if budget.left < 0:
+        _charge(env, 0)  # raises
+    result = fn(*args)
     cls = result.__class__
-    if cls is str or cls is list:  # what a function built counts against the memory budget
-        _charge_mem(env, len(result))
+    if cls is str or cls is list:  # what a function built counts against the memory budget (_check_value first)
+        n = len(result)
+        if n > (MAX_STR if cls is str else MAX_LIST):
+            _check_value(result)  # raises
+        budget.mem -= n
+        if budget.mem < 0:
+            _charge_mem(env, 0)  # raises
+    elif cls is not bool and cls is not int:
+        result = _check_value(result)
+    elif cls is int and not -MAX_INT <= result <= MAX_INT:
+        _check_value(result)  # raises
     return result
 
 

@@ -6,9 +6,9 @@ from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 1149735595, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3541784848, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -51,10 +51,9 @@ def e0(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('accelerate')
@@ -65,10 +64,9 @@ def e0(env):
         else:
             t6 = attr_value(t5, 'sp', 'accelerate.sp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -98,33 +96,23 @@ def e1(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('cp')
             if t9 is None: t9 = Missing('cp')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 != t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('!=', t9, t11)
+            t10 = not (t9 is None or t9.__class__ is Missing)
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t13 = env.lookup('accelerate')
-            if t13 is None: t13 = Missing('accelerate')
-            if t13.__class__ is dict and 'sp' in t13:
-                t14 = t13['sp']
-                if t14 is None: t14 = Missing('accelerate.sp')
+            t12 = env.lookup('accelerate')
+            if t12 is None: t12 = Missing('accelerate')
+            if t12.__class__ is dict and 'sp' in t12:
+                t13 = t12['sp']
+                if t13 is None: t13 = Missing('accelerate.sp')
             else:
-                t14 = attr_value(t13, 'sp', 'accelerate.sp')
-            t16 = (None)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('!=', t14, t16)
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+                t13 = attr_value(t12, 'sp', 'accelerate.sp')
+            t14 = not (t13 is None or t13.__class__ is Missing)
+            t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+            t11 = False
+        t5 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
         t5 = False
     return t5
@@ -173,10 +161,9 @@ def e5(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     return t2
 
@@ -202,98 +189,75 @@ def e6(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('tp')
             if t9 is None: t9 = Missing('tp')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 != t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('!=', t9, t11)
+            t10 = not (t9 is None or t9.__class__ is Missing)
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t13 = env.lookup('cp')
-            if t13 is None: t13 = Missing('cp')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = env.lookup('cp')
+            if t12 is None: t12 = Missing('cp')
+            t13 = not (t12 is None or t12.__class__ is Missing)
+            t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t17 = env.lookup('declared')
-            if t17 is None: t17 = Missing('declared')
-            if t17.__class__ is dict and 'dp_replicate' in t17:
-                t18 = t17['dp_replicate']
-                if t18 is None: t18 = Missing('declared.dp_replicate')
+            t11 = False
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t15 = env.lookup('declared')
+            if t15 is None: t15 = Missing('declared')
+            if t15.__class__ is dict and 'dp_replicate' in t15:
+                t16 = t15['dp_replicate']
+                if t16 is None: t16 = Missing('declared.dp_replicate')
             else:
-                t18 = attr_value(t17, 'dp_replicate', 'declared.dp_replicate')
-            t20 = (None)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 != t20
-            else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                t19 = _compare('!=', t18, t20)
-            t16 = (t19 if t19.__class__ is bool else _truth(t19))
+                t16 = attr_value(t15, 'dp_replicate', 'declared.dp_replicate')
+            t17 = not (t16 is None or t16.__class__ is Missing)
+            t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t22 = env.lookup('dp_shard')
-            if t22 is None: t22 = Missing('dp_shard')
-            t24 = (None)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 != t24
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t19 = env.lookup('dp_shard')
+            if t19 is None: t19 = Missing('dp_shard')
+            t20 = not (t19 is None or t19.__class__ is Missing)
+            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+        else:
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t22 = env.lookup('tp')
+            if t22 is None: t22 = Missing('tp')
+            t24 = (1)
+            if t22.__class__ is int:
+                t23 = t22 > t24
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
-                t23 = _compare('!=', t22, t24)
-            t21 = (t23 if t23.__class__ is bool else _truth(t23))
+                t23 = _compare('>', t22, t24)
+            if not (t23 if t23.__class__ is bool else _truth(t23)):
+                t26 = env.lookup('cp')
+                if t26 is None: t26 = Missing('cp')
+                t28 = (1)
+                if t26.__class__ is int:
+                    t27 = t26 > t28
+                else:
+                    t27 = _compare('>', t26, t28)
+                t25 = (t27 if t27.__class__ is bool else _truth(t27))
+            else:
+                t25 = True
+            t21 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
             t21 = False
         if (t21 if t21.__class__ is bool else _truth(t21)):
-            t26 = env.lookup('tp')
-            if t26 is None: t26 = Missing('tp')
-            t28 = (1)
-            if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
-                t27 = t26 > t28
+            t30 = env.lookup('declared')
+            if t30 is None: t30 = Missing('declared')
+            if t30.__class__ is dict and 'dp_replicate' in t30:
+                t31 = t30['dp_replicate']
+                if t31 is None: t31 = Missing('declared.dp_replicate')
             else:
-                if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, t26, t28)
-                t27 = _compare('>', t26, t28)
-            if not (t27 if t27.__class__ is bool else _truth(t27)):
-                t30 = env.lookup('cp')
-                if t30 is None: t30 = Missing('cp')
-                t32 = (1)
-                if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-                    t31 = t30 > t32
-                else:
-                    if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(env, t30, t32)
-                    t31 = _compare('>', t30, t32)
-                t29 = (t31 if t31.__class__ is bool else _truth(t31))
+                t31 = attr_value(t30, 'dp_replicate', 'declared.dp_replicate')
+            t33 = (1)
+            if t31.__class__ is int:
+                t32 = t31 > t33
             else:
-                t29 = True
-            t25 = (t29 if t29.__class__ is bool else _truth(t29))
+                t32 = _compare('>', t31, t33)
+            t29 = (t32 if t32.__class__ is bool else _truth(t32))
         else:
-            t25 = False
-        if (t25 if t25.__class__ is bool else _truth(t25)):
-            t34 = env.lookup('declared')
-            if t34 is None: t34 = Missing('declared')
-            if t34.__class__ is dict and 'dp_replicate' in t34:
-                t35 = t34['dp_replicate']
-                if t35 is None: t35 = Missing('declared.dp_replicate')
-            else:
-                t35 = attr_value(t34, 'dp_replicate', 'declared.dp_replicate')
-            t37 = (1)
-            if t35.__class__ is t37.__class__ and (t35.__class__ is int or t35.__class__ is str):
-                t36 = t35 > t37
-            else:
-                if t37.__class__ is list or t37.__class__ is dict or t37.__class__ is str: _charge_operands(env, t35, t37)
-                t36 = _compare('>', t35, t37)
-            t33 = (t36 if t36.__class__ is bool else _truth(t36))
-        else:
-            t33 = False
-        t5 = (t33 if t33.__class__ is bool else _truth(t33))
+            t29 = False
+        t5 = (t29 if t29.__class__ is bool else _truth(t29))
     else:
         t5 = False
     return t5
@@ -312,10 +276,9 @@ def e8(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('tp_size = ')
@@ -364,10 +327,9 @@ def e10(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('TP')
@@ -416,96 +378,92 @@ def e12(env):
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t11 = []
-            t13 = env.lookup('sizes')
-            if t13 is None: t13 = Missing('sizes')
-            t12 = loop_items(t13)
-            t14 = Env({}, None, env.budget, env)
-            for t15 in t12:
-                _charge(env, 13)
-                t14.values['s'] = t15
-                t14.let_cache = None
-                t16 = t15
-                if t16 is None: t16 = Missing('s')
-                t16 = _need(t16)
-                t17 = (1)
-                t18 = index_value(t16, _need(t17), 's')
-                t20 = (None)
-                if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                    t19 = t18 != t20
-                else:
-                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t14, t18, t20)
-                    t19 = _compare('!=', t18, t20)
-                if (t19 if t19.__class__ is bool else _truth(t19)):
-                    t22 = t15
-                    if t22 is None: t22 = Missing('s')
-                    t22 = _need(t22)
-                    t23 = (1)
-                    t24 = index_value(t22, _need(t23), 's')
-                    t26 = (1)
-                    if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
-                        t25 = t24 >= t26
+            t12 = env.budget
+            t14 = env.lookup('sizes')
+            if t14 is None: t14 = Missing('sizes')
+            t13 = loop_items(t14)
+            t15 = Env({}, None, t12, env)
+            t16 = t15.values
+            for t17 in t13:
+                t12.left -= 13
+                if t12.left < 0: _charge(env, 0)
+                t16['s'] = t17
+                t15.let_cache = None
+                t18 = t17
+                if t18 is None: t18 = Missing('s')
+                if t18 is None or t18.__class__ is Missing: _need(t18)
+                t19 = (1)
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                t20 = index_value(t18, t19, 's')
+                t21 = not (t20 is None or t20.__class__ is Missing)
+                if (t21 if t21.__class__ is bool else _truth(t21)):
+                    t23 = t17
+                    if t23 is None: t23 = Missing('s')
+                    if t23 is None or t23.__class__ is Missing: _need(t23)
+                    t24 = (1)
+                    if t24 is None or t24.__class__ is Missing: _need(t24)
+                    t25 = index_value(t23, t24, 's')
+                    t27 = (1)
+                    if t25.__class__ is int:
+                        t26 = t25 >= t27
                     else:
-                        if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t14, t24, t26)
-                        t25 = _compare('>=', t24, t26)
-                    t21 = (t25 if t25.__class__ is bool else _truth(t25))
+                        t26 = _compare('>=', t25, t27)
+                    t22 = (t26 if t26.__class__ is bool else _truth(t26))
                 else:
-                    t21 = False
-                t11.append(t21)
-                t14.budget.mem -= 1
-                if t14.budget.mem < 0: _charge_mem(env, 0)
+                    t22 = False
+                t11.append(t22)
+                t12.mem -= 1
+                if t12.mem < 0: _charge_mem(env, 0)
                 if len(t11) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t27 = call_value(env, F_all.fn, F_all.cost, False, [t11])
-            t10 = (t27 if t27.__class__ is bool else _truth(t27))
+            t28 = call_value(env, F_all.fn, F_all.cost, False, [t11])
+            t10 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
             t10 = False
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t29 = env.lookup('total')
-            if t29 is None: t29 = Missing('total')
-            t31 = (1)
-            if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
-                t30 = t29 > t31
+            t30 = env.lookup('total')
+            if t30 is None: t30 = Missing('total')
+            t32 = (1)
+            if t30.__class__ is int:
+                t31 = t30 > t32
             else:
-                if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(env, t29, t31)
-                t30 = _compare('>', t29, t31)
-            t28 = (t30 if t30.__class__ is bool else _truth(t30))
+                t31 = _compare('>', t30, t32)
+            t29 = (t31 if t31.__class__ is bool else _truth(t31))
         else:
-            t28 = False
-        if (t28 if t28.__class__ is bool else _truth(t28)):
-            t33 = env.lookup('accelerate')
-            if t33 is None: t33 = Missing('accelerate')
-            if t33.__class__ is dict and 'sp_backend' in t33:
-                t34 = t33['sp_backend']
-                if t34 is None: t34 = Missing('accelerate.sp_backend')
+            t29 = False
+        if (t29 if t29.__class__ is bool else _truth(t29)):
+            t34 = env.lookup('accelerate')
+            if t34 is None: t34 = Missing('accelerate')
+            if t34.__class__ is dict and 'sp_backend' in t34:
+                t35 = t34['sp_backend']
+                if t35 is None: t35 = Missing('accelerate.sp_backend')
             else:
-                t34 = attr_value(t33, 'sp_backend', 'accelerate.sp_backend')
-            t36 = ('deepspeed')
-            if t34.__class__ is t36.__class__ and (t34.__class__ is int or t34.__class__ is str):
-                t35 = t34 == t36
+                t35 = attr_value(t34, 'sp_backend', 'accelerate.sp_backend')
+            t37 = ('deepspeed')
+            if t35.__class__ is str:
+                t36 = t35 == t37
             else:
-                if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(env, t34, t36)
-                t35 = _compare('==', t34, t36)
-            if (t35 if t35.__class__ is bool else _truth(t35)):
-                t38 = env.lookup('accelerate')
-                if t38 is None: t38 = Missing('accelerate')
-                if t38.__class__ is dict and 'sp' in t38:
-                    t39 = t38['sp']
-                    if t39 is None: t39 = Missing('accelerate.sp')
+                t36 = _compare('==', t35, t37)
+            if (t36 if t36.__class__ is bool else _truth(t36)):
+                t39 = env.lookup('accelerate')
+                if t39 is None: t39 = Missing('accelerate')
+                if t39.__class__ is dict and 'sp' in t39:
+                    t40 = t39['sp']
+                    if t40 is None: t40 = Missing('accelerate.sp')
                 else:
-                    t39 = attr_value(t38, 'sp', 'accelerate.sp')
-                t41 = (1)
-                if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
-                    t40 = t39 > t41
+                    t40 = attr_value(t39, 'sp', 'accelerate.sp')
+                t42 = (1)
+                if t40.__class__ is int:
+                    t41 = t40 > t42
                 else:
-                    if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(env, t39, t41)
-                    t40 = _compare('>', t39, t41)
-                t37 = (t40 if t40.__class__ is bool else _truth(t40))
+                    t41 = _compare('>', t40, t42)
+                t38 = (t41 if t41.__class__ is bool else _truth(t41))
             else:
-                t37 = False
-            t42 = not (t37 if t37.__class__ is bool else _truth(t37))
-            t32 = (t42 if t42.__class__ is bool else _truth(t42))
+                t38 = False
+            t43 = not (t38 if t38.__class__ is bool else _truth(t38))
+            t33 = (t43 if t43.__class__ is bool else _truth(t43))
         else:
-            t32 = False
-        t5 = (t32 if t32.__class__ is bool else _truth(t32))
+            t33 = False
+        t5 = (t33 if t33.__class__ is bool else _truth(t33))
     else:
         t5 = False
     return t5
@@ -546,123 +504,136 @@ def e13(env):
 
 def e14(env):
     t1 = []
-    t3 = env.lookup('sizes')
-    if t3 is None: t3 = Missing('sizes')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 5)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        t6 = _need(t6)
-        t7 = (1)
-        t8 = index_value(t6, _need(t7), 's')
-        t1.append(t8)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+    t2 = env.budget
+    t4 = env.lookup('sizes')
+    if t4 is None: t4 = Missing('sizes')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 5
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('s')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (1)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 's')
+        t1.append(t10)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t9 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t9
+    t11 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t11
 
 def e15(env):
     t1 = []
-    t3 = env.lookup('sizes')
-    if t3 is None: t3 = Missing('sizes')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 10)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        t6 = _need(t6)
-        t7 = (0)
-        t8 = index_value(t6, _need(t7), 's')
-        t10 = ('dp_shard')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
+    t2 = env.budget
+    t4 = env.lookup('sizes')
+    if t4 is None: t4 = Missing('sizes')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 10
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('s')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (0)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 's')
+        t12 = ('dp_shard')
+        if t10.__class__ is str:
+            t11 = t10 != t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t4, t8, t10)
-            t9 = _compare('!=', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t5
-            if t11 is None: t11 = Missing('s')
-            t11 = _need(t11)
-            t12 = (1)
-            t13 = index_value(t11, _need(t12), 's')
-            t1.append(t13)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+            t11 = _compare('!=', t10, t12)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t7
+            if t13 is None: t13 = Missing('s')
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            t14 = (1)
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = index_value(t13, t14, 's')
+            t1.append(t15)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t14 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t14
+    t16 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t16
 
 def e16(env):
     t1 = []
-    t3 = env.lookup('sizes')
-    if t3 is None: t3 = Missing('sizes')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 19)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        t6 = _need(t6)
-        t7 = (1)
-        t8 = index_value(t6, _need(t7), 's')
-        t10 = (1)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
+    t2 = env.budget
+    t4 = env.lookup('sizes')
+    if t4 is None: t4 = Missing('sizes')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 19
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('s')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (1)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 's')
+        t12 = (1)
+        if t10.__class__ is int:
+            t11 = t10 != t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t4, t8, t10)
-            t9 = _compare('!=', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t5
-            if t11 is None: t11 = Missing('s')
-            t11 = _need(t11)
-            t12 = (0)
-            t13 = index_value(t11, _need(t12), 's')
+            t11 = _compare('!=', t10, t12)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t7
+            if t13 is None: t13 = Missing('s')
             if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = ('(')
+            t14 = (0)
             if t14 is None or t14.__class__ is Missing: _need(t14)
-            if t13.__class__ is int and t14.__class__ is int:
-                t15 = t13 + t14
-                if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-            else:
-                t15 = _binop('+', t13, t14, t4)
+            t15 = index_value(t13, t14, 's')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = t5
-            if t16 is None: t16 = Missing('s')
-            t16 = _need(t16)
-            t17 = (1)
-            t18 = index_value(t16, _need(t17), 's')
-            t19 = call_value(t4, F_str.fn, F_str.cost, True, [t18])
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            if t15.__class__ is int and t19.__class__ is int:
-                t20 = t15 + t19
-                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+            t16 = ('(')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t15.__class__ is int and t16.__class__ is int:
+                t17 = t15 + t16
+                if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
             else:
-                t20 = _binop('+', t15, t19, t4)
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = (')')
+                t17 = _binop('+', t15, t16, t5)
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = t7
+            if t18 is None: t18 = Missing('s')
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = (1)
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = index_value(t18, t19, 's')
+            t21 = call_value(t5, F_str.fn, F_str.cost, True, [t20])
             if t21 is None or t21.__class__ is Missing: _need(t21)
-            if t20.__class__ is int and t21.__class__ is int:
-                t22 = t20 + t21
+            if t17.__class__ is int and t21.__class__ is int:
+                t22 = t17 + t21
                 if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
             else:
-                t22 = _binop('+', t20, t21, t4)
-            t1.append(t22)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                t22 = _binop('+', t17, t21, t5)
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = (')')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            if t22.__class__ is int and t23.__class__ is int:
+                t24 = t22 + t23
+                if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+            else:
+                t24 = _binop('+', t22, t23, t5)
+            t1.append(t24)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t23 = (' × ')
-    t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, t23])
-    return t24
+    t25 = (' × ')
+    t26 = call_value(env, F_join.fn, F_join.cost, False, [t1, t25])
+    return t26
 
 def e17(env):
     t1 = env.lookup('accelerate')
@@ -672,57 +643,51 @@ def e17(env):
         if t2 is None: t2 = Missing('accelerate.num_machines')
     else:
         t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('accelerate')
-        if t6 is None: t6 = Missing('accelerate')
-        if t6.__class__ is dict and 'num_machines' in t6:
-            t7 = t6['num_machines']
-            if t7 is None: t7 = Missing('accelerate.num_machines')
+        t5 = env.lookup('accelerate')
+        if t5 is None: t5 = Missing('accelerate')
+        if t5.__class__ is dict and 'num_machines' in t5:
+            t6 = t5['num_machines']
+            if t6 is None: t6 = Missing('accelerate.num_machines')
         else:
-            t7 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-        t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 > t9
+            t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
+        t8 = (1)
+        if t6.__class__ is int:
+            t7 = t6 > t8
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('>', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('>', t6, t8)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('total')
-        if t11 is None: t11 = Missing('total')
-        t13 = env.lookup('world_size')
-        if t13 is None: t13 = Missing('world_size')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('accelerate')
-        if t14 is None: t14 = Missing('accelerate')
-        if t14.__class__ is dict and 'num_machines' in t14:
-            t15 = t14['num_machines']
-            if t15 is None: t15 = Missing('accelerate.num_machines')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t10 = env.lookup('total')
+        if t10 is None: t10 = Missing('total')
+        t12 = env.lookup('world_size')
+        if t12 is None: t12 = Missing('world_size')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = env.lookup('accelerate')
+        if t13 is None: t13 = Missing('accelerate')
+        if t13.__class__ is dict and 'num_machines' in t13:
+            t14 = t13['num_machines']
+            if t14 is None: t14 = Missing('accelerate.num_machines')
         else:
-            t15 = attr_value(t14, 'num_machines', 'accelerate.num_machines')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13.__class__ is int and t15.__class__ is int:
-            t16 = t13 * t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+            t14 = attr_value(t13, 'num_machines', 'accelerate.num_machines')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t12.__class__ is int and t14.__class__ is int:
+            t15 = t12 * t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t16 = _binop('*', t13, t15, env)
-        if t11.__class__ is t16.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 == t16
+            t15 = _binop('*', t12, t14, env)
+        if t10.__class__ is t15.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t15
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t11, t16)
-            t12 = _compare('==', t11, t16)
-        t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t10, t15)
+            t11 = _compare('==', t10, t15)
+        t9 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t10 = False
-    return t10
+        t9 = False
+    return t9
 
 def e18(env):
     t1 = env.lookup('accelerate')
@@ -732,75 +697,68 @@ def e18(env):
         if t2 is None: t2 = Missing('accelerate.num_machines')
     else:
         t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('accelerate')
-        if t6 is None: t6 = Missing('accelerate')
-        if t6.__class__ is dict and 'num_machines' in t6:
-            t7 = t6['num_machines']
-            if t7 is None: t7 = Missing('accelerate.num_machines')
+        t5 = env.lookup('accelerate')
+        if t5 is None: t5 = Missing('accelerate')
+        if t5.__class__ is dict and 'num_machines' in t5:
+            t6 = t5['num_machines']
+            if t6 is None: t6 = Missing('accelerate.num_machines')
         else:
-            t7 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-        t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 > t9
+            t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
+        t8 = (1)
+        if t6.__class__ is int:
+            t7 = t6 > t8
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('>', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('>', t6, t8)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('total')
-        if t11 is None: t11 = Missing('total')
-        t13 = env.lookup('world_size')
-        if t13 is None: t13 = Missing('world_size')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('accelerate')
-        if t14 is None: t14 = Missing('accelerate')
-        if t14.__class__ is dict and 'num_machines' in t14:
-            t15 = t14['num_machines']
-            if t15 is None: t15 = Missing('accelerate.num_machines')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t10 = env.lookup('total')
+        if t10 is None: t10 = Missing('total')
+        t12 = env.lookup('world_size')
+        if t12 is None: t12 = Missing('world_size')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = env.lookup('accelerate')
+        if t13 is None: t13 = Missing('accelerate')
+        if t13.__class__ is dict and 'num_machines' in t13:
+            t14 = t13['num_machines']
+            if t14 is None: t14 = Missing('accelerate.num_machines')
         else:
-            t15 = attr_value(t14, 'num_machines', 'accelerate.num_machines')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13.__class__ is int and t15.__class__ is int:
-            t16 = t13 * t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+            t14 = attr_value(t13, 'num_machines', 'accelerate.num_machines')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t12.__class__ is int and t14.__class__ is int:
+            t15 = t12 * t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t16 = _binop('*', t13, t15, env)
-        if t11.__class__ is t16.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 == t16
+            t15 = _binop('*', t12, t14, env)
+        if t10.__class__ is t15.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t15
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t11, t16)
-            t12 = _compare('==', t11, t16)
-        t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t10, t15)
+            t11 = _compare('==', t10, t15)
+        t9 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t10 = False
-    t17 = not (t10 if t10.__class__ is bool else _truth(t10))
-    if (t17 if t17.__class__ is bool else _truth(t17)):
-        t19 = env.lookup('world_size')
-        if t19 is None: t19 = Missing('world_size')
+        t9 = False
+    t16 = not (t9 if t9.__class__ is bool else _truth(t9))
+    if (t16 if t16.__class__ is bool else _truth(t16)):
+        t18 = env.lookup('world_size')
+        if t18 is None: t18 = Missing('world_size')
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = env.lookup('others')
+        if t19 is None: t19 = Missing('others')
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = env.lookup('others')
-        if t20 is None: t20 = Missing('others')
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = _binop('%', t19, t20, env)
-        t23 = (0)
-        if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-            t22 = t21 == t23
+        t20 = _binop('%', t18, t19, env)
+        t22 = (0)
+        if t20.__class__ is int:
+            t21 = t20 == t22
         else:
-            if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-            t22 = _compare('==', t21, t23)
-        t18 = (t22 if t22.__class__ is bool else _truth(t22))
+            t21 = _compare('==', t20, t22)
+        t17 = (t21 if t21.__class__ is bool else _truth(t21))
     else:
-        t18 = False
-    return t18
+        t17 = False
+    return t17
 
 def e19(env):
     t1 = env.lookup('accelerate')
@@ -810,75 +768,68 @@ def e19(env):
         if t2 is None: t2 = Missing('accelerate.num_machines')
     else:
         t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('accelerate')
-        if t6 is None: t6 = Missing('accelerate')
-        if t6.__class__ is dict and 'num_machines' in t6:
-            t7 = t6['num_machines']
-            if t7 is None: t7 = Missing('accelerate.num_machines')
+        t5 = env.lookup('accelerate')
+        if t5 is None: t5 = Missing('accelerate')
+        if t5.__class__ is dict and 'num_machines' in t5:
+            t6 = t5['num_machines']
+            if t6 is None: t6 = Missing('accelerate.num_machines')
         else:
-            t7 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-        t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 > t9
+            t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
+        t8 = (1)
+        if t6.__class__ is int:
+            t7 = t6 > t8
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('>', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('>', t6, t8)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('total')
-        if t11 is None: t11 = Missing('total')
-        t13 = env.lookup('world_size')
-        if t13 is None: t13 = Missing('world_size')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('accelerate')
-        if t14 is None: t14 = Missing('accelerate')
-        if t14.__class__ is dict and 'num_machines' in t14:
-            t15 = t14['num_machines']
-            if t15 is None: t15 = Missing('accelerate.num_machines')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t10 = env.lookup('total')
+        if t10 is None: t10 = Missing('total')
+        t12 = env.lookup('world_size')
+        if t12 is None: t12 = Missing('world_size')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = env.lookup('accelerate')
+        if t13 is None: t13 = Missing('accelerate')
+        if t13.__class__ is dict and 'num_machines' in t13:
+            t14 = t13['num_machines']
+            if t14 is None: t14 = Missing('accelerate.num_machines')
         else:
-            t15 = attr_value(t14, 'num_machines', 'accelerate.num_machines')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13.__class__ is int and t15.__class__ is int:
-            t16 = t13 * t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+            t14 = attr_value(t13, 'num_machines', 'accelerate.num_machines')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t12.__class__ is int and t14.__class__ is int:
+            t15 = t12 * t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t16 = _binop('*', t13, t15, env)
-        if t11.__class__ is t16.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 == t16
+            t15 = _binop('*', t12, t14, env)
+        if t10.__class__ is t15.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t15
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t11, t16)
-            t12 = _compare('==', t11, t16)
-        t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t10, t15)
+            t11 = _compare('==', t10, t15)
+        t9 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t10 = False
-    t17 = not (t10 if t10.__class__ is bool else _truth(t10))
-    if (t17 if t17.__class__ is bool else _truth(t17)):
-        t19 = env.lookup('world_size')
-        if t19 is None: t19 = Missing('world_size')
+        t9 = False
+    t16 = not (t9 if t9.__class__ is bool else _truth(t9))
+    if (t16 if t16.__class__ is bool else _truth(t16)):
+        t18 = env.lookup('world_size')
+        if t18 is None: t18 = Missing('world_size')
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = env.lookup('others')
+        if t19 is None: t19 = Missing('others')
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = env.lookup('others')
-        if t20 is None: t20 = Missing('others')
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = _binop('%', t19, t20, env)
-        t23 = (0)
-        if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-            t22 = t21 != t23
+        t20 = _binop('%', t18, t19, env)
+        t22 = (0)
+        if t20.__class__ is int:
+            t21 = t20 != t22
         else:
-            if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-            t22 = _compare('!=', t21, t23)
-        t18 = (t22 if t22.__class__ is bool else _truth(t22))
+            t21 = _compare('!=', t20, t22)
+        t17 = (t21 if t21.__class__ is bool else _truth(t21))
     else:
-        t18 = False
-    return t18
+        t17 = False
+    return t17
 
 def e20(env):
     t1 = env.lookup('total')
@@ -965,41 +916,36 @@ def e21(env):
         if t3 is None: t3 = Missing('accelerate.keys.dp_shard')
     else:
         t3 = attr_value(t2, 'dp_shard', 'accelerate.keys.dp_shard')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('accelerate')
-        if t7 is None: t7 = Missing('accelerate')
-        if t7.__class__ is dict and 'keys' in t7:
-            t8 = t7['keys']
-            if t8 is None: t8 = Missing('accelerate.keys')
+        t6 = env.lookup('accelerate')
+        if t6 is None: t6 = Missing('accelerate')
+        if t6.__class__ is dict and 'keys' in t6:
+            t7 = t6['keys']
+            if t7 is None: t7 = Missing('accelerate.keys')
         else:
-            t8 = attr_value(t7, 'keys', 'accelerate.keys')
-        if t8.__class__ is dict and 'dp_shard' in t8:
-            t9 = t8['dp_shard']
-            if t9 is None: t9 = Missing('accelerate.keys.dp_shard')
+            t7 = attr_value(t6, 'keys', 'accelerate.keys')
+        if t7.__class__ is dict and 'dp_shard' in t7:
+            t8 = t7['dp_shard']
+            if t8 is None: t8 = Missing('accelerate.keys.dp_shard')
         else:
-            t9 = attr_value(t8, 'dp_shard', 'accelerate.keys.dp_shard')
-        t6 = t9
+            t8 = attr_value(t7, 'dp_shard', 'accelerate.keys.dp_shard')
+        t5 = t8
     else:
-        t10 = env.lookup('accelerate')
-        if t10 is None: t10 = Missing('accelerate')
-        if t10.__class__ is dict and 'keys' in t10:
-            t11 = t10['keys']
-            if t11 is None: t11 = Missing('accelerate.keys')
+        t9 = env.lookup('accelerate')
+        if t9 is None: t9 = Missing('accelerate')
+        if t9.__class__ is dict and 'keys' in t9:
+            t10 = t9['keys']
+            if t10 is None: t10 = Missing('accelerate.keys')
         else:
-            t11 = attr_value(t10, 'keys', 'accelerate.keys')
-        if t11.__class__ is dict and 'num_processes' in t11:
-            t12 = t11['num_processes']
-            if t12 is None: t12 = Missing('accelerate.keys.num_processes')
+            t10 = attr_value(t9, 'keys', 'accelerate.keys')
+        if t10.__class__ is dict and 'num_processes' in t10:
+            t11 = t10['num_processes']
+            if t11 is None: t11 = Missing('accelerate.keys.num_processes')
         else:
-            t12 = attr_value(t11, 'num_processes', 'accelerate.keys.num_processes')
-        t6 = t12
-    return t6
+            t11 = attr_value(t10, 'num_processes', 'accelerate.keys.num_processes')
+        t5 = t11
+    return t5
 
 def e22(env):
     t1 = env.lookup('accelerate')
@@ -1030,19 +976,17 @@ def e24(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('cp')
         if t5 is None: t5 = Missing('cp')
         t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is int:
             t6 = t5 > t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('>', t5, t7)
         t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -1087,81 +1031,55 @@ def e25(env):
                 if t13 is None: t13 = Missing('declared.dp_replicate')
             else:
                 t13 = attr_value(t12, 'dp_replicate', 'declared.dp_replicate')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
+            t14 = not (t13 is None or t13.__class__ is Missing)
             t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
             t11 = False
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t17 = env.lookup('dp_shard')
-            if t17 is None: t17 = Missing('dp_shard')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 != t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('!=', t17, t19)
-            t16 = (t18 if t18.__class__ is bool else _truth(t18))
+            t16 = env.lookup('dp_shard')
+            if t16 is None: t16 = Missing('dp_shard')
+            t17 = not (t16 is None or t16.__class__ is Missing)
+            t15 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t21 = env.lookup('tp')
-            if t21 is None: t21 = Missing('tp')
-            t23 = (None)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 != t23
-            else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('!=', t21, t23)
-            t20 = (t22 if t22.__class__ is bool else _truth(t22))
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t19 = env.lookup('tp')
+            if t19 is None: t19 = Missing('tp')
+            t20 = not (t19 is None or t19.__class__ is Missing)
+            t18 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t25 = env.lookup('cp')
-            if t25 is None: t25 = Missing('cp')
-            t27 = (None)
-            if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-                t26 = t25 != t27
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t22 = env.lookup('cp')
+            if t22 is None: t22 = Missing('cp')
+            t23 = not (t22 is None or t22.__class__ is Missing)
+            t21 = (t23 if t23.__class__ is bool else _truth(t23))
+        else:
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            t25 = env.lookup('accelerate')
+            if t25 is None: t25 = Missing('accelerate')
+            if t25.__class__ is dict and 'sp' in t25:
+                t26 = t25['sp']
+                if t26 is None: t26 = Missing('accelerate.sp')
             else:
-                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
-                t26 = _compare('!=', t25, t27)
-            t24 = (t26 if t26.__class__ is bool else _truth(t26))
+                t26 = attr_value(t25, 'sp', 'accelerate.sp')
+            t27 = not (t26 is None or t26.__class__ is Missing)
+            t24 = (t27 if t27.__class__ is bool else _truth(t27))
         else:
             t24 = False
         if (t24 if t24.__class__ is bool else _truth(t24)):
-            t29 = env.lookup('accelerate')
-            if t29 is None: t29 = Missing('accelerate')
-            if t29.__class__ is dict and 'sp' in t29:
-                t30 = t29['sp']
-                if t30 is None: t30 = Missing('accelerate.sp')
+            t29 = env.lookup('total')
+            if t29 is None: t29 = Missing('total')
+            t31 = (1)
+            if t29.__class__ is int:
+                t30 = t29 > t31
             else:
-                t30 = attr_value(t29, 'sp', 'accelerate.sp')
-            t32 = (None)
-            if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-                t31 = t30 != t32
-            else:
-                if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(env, t30, t32)
-                t31 = _compare('!=', t30, t32)
-            t28 = (t31 if t31.__class__ is bool else _truth(t31))
+                t30 = _compare('>', t29, t31)
+            t28 = (t30 if t30.__class__ is bool else _truth(t30))
         else:
             t28 = False
-        if (t28 if t28.__class__ is bool else _truth(t28)):
-            t34 = env.lookup('total')
-            if t34 is None: t34 = Missing('total')
-            t36 = (1)
-            if t34.__class__ is t36.__class__ and (t34.__class__ is int or t34.__class__ is str):
-                t35 = t34 > t36
-            else:
-                if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(env, t34, t36)
-                t35 = _compare('>', t34, t36)
-            t33 = (t35 if t35.__class__ is bool else _truth(t35))
-        else:
-            t33 = False
-        t5 = (t33 if t33.__class__ is bool else _truth(t33))
+        t5 = (t28 if t28.__class__ is bool else _truth(t28))
     else:
         t5 = False
     return t5
@@ -1219,89 +1137,93 @@ def e26(env):
 
 def e27(env):
     t1 = []
-    t3 = ('dp_replicate')
-    t4 = env.lookup('declared')
-    if t4 is None: t4 = Missing('declared')
-    if t4.__class__ is dict and 'dp_replicate' in t4:
-        t5 = t4['dp_replicate']
-        if t5 is None: t5 = Missing('declared.dp_replicate')
+    t2 = env.budget
+    t4 = ('dp_replicate')
+    t5 = env.lookup('declared')
+    if t5 is None: t5 = Missing('declared')
+    if t5.__class__ is dict and 'dp_replicate' in t5:
+        t6 = t5['dp_replicate']
+        if t6 is None: t6 = Missing('declared.dp_replicate')
     else:
-        t5 = attr_value(t4, 'dp_replicate', 'declared.dp_replicate')
-    t6 = [t3, t5]
-    t7 = ('tp')
-    t8 = env.lookup('tp')
-    if t8 is None: t8 = Missing('tp')
-    t9 = [t7, t8]
-    t10 = ('sp')
-    t11 = env.lookup('accelerate')
-    if t11 is None: t11 = Missing('accelerate')
-    if t11.__class__ is dict and 'sp' in t11:
-        t12 = t11['sp']
-        if t12 is None: t12 = Missing('accelerate.sp')
+        t6 = attr_value(t5, 'dp_replicate', 'declared.dp_replicate')
+    t7 = [t4, t6]
+    t8 = ('tp')
+    t9 = env.lookup('tp')
+    if t9 is None: t9 = Missing('tp')
+    t10 = [t8, t9]
+    t11 = ('sp')
+    t12 = env.lookup('accelerate')
+    if t12 is None: t12 = Missing('accelerate')
+    if t12.__class__ is dict and 'sp' in t12:
+        t13 = t12['sp']
+        if t13 is None: t13 = Missing('accelerate.sp')
     else:
-        t12 = attr_value(t11, 'sp', 'accelerate.sp')
-    t13 = [t10, t12]
-    t14 = [t6, t9, t13]
-    t2 = loop_items(t14)
-    t15 = Env({}, None, env.budget, env)
-    for t16 in t2:
-        _charge(env, 28)
-        t15.values['p'] = t16
-        t15.let_cache = None
-        t17 = t16
-        if t17 is None: t17 = Missing('p')
-        t17 = _need(t17)
-        t18 = (1)
-        t19 = index_value(t17, _need(t18), 'p')
-        t21 = (1)
-        if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-            t20 = t19 > t21
+        t13 = attr_value(t12, 'sp', 'accelerate.sp')
+    t14 = [t11, t13]
+    t15 = [t7, t10, t14]
+    t3 = loop_items(t15)
+    t16 = Env({}, None, t2, env)
+    t17 = t16.values
+    for t18 in t3:
+        t2.left -= 28
+        if t2.left < 0: _charge(env, 0)
+        t17['p'] = t18
+        t16.let_cache = None
+        t19 = t18
+        if t19 is None: t19 = Missing('p')
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        t20 = (1)
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        t21 = index_value(t19, t20, 'p')
+        t23 = (1)
+        if t21.__class__ is int:
+            t22 = t21 > t23
         else:
-            if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t15, t19, t21)
-            t20 = _compare('>', t19, t21)
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t22 = t16
-            if t22 is None: t22 = Missing('p')
-            t22 = _need(t22)
-            t23 = (0)
-            t24 = index_value(t22, _need(t23), 'p')
+            t22 = _compare('>', t21, t23)
+        if (t22 if t22.__class__ is bool else _truth(t22)):
+            t24 = t18
+            if t24 is None: t24 = Missing('p')
             if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = ('=')
+            t25 = (0)
             if t25 is None or t25.__class__ is Missing: _need(t25)
-            if t24.__class__ is int and t25.__class__ is int:
-                t26 = t24 + t25
-                if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
-            else:
-                t26 = _binop('+', t24, t25, t15)
+            t26 = index_value(t24, t25, 'p')
             if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = t16
-            if t27 is None: t27 = Missing('p')
-            t27 = _need(t27)
-            t28 = (1)
-            t29 = index_value(t27, _need(t28), 'p')
-            t30 = call_value(t15, F_str.fn, F_str.cost, True, [t29])
-            if t30 is None or t30.__class__ is Missing: _need(t30)
-            if t26.__class__ is int and t30.__class__ is int:
-                t31 = t26 + t30
-                if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
+            t27 = ('=')
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            if t26.__class__ is int and t27.__class__ is int:
+                t28 = t26 + t27
+                if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
             else:
-                t31 = _binop('+', t26, t30, t15)
-            t1.append(t31)
-            t15.budget.mem -= 1
-            if t15.budget.mem < 0: _charge_mem(env, 0)
+                t28 = _binop('+', t26, t27, t16)
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            t29 = t18
+            if t29 is None: t29 = Missing('p')
+            if t29 is None or t29.__class__ is Missing: _need(t29)
+            t30 = (1)
+            if t30 is None or t30.__class__ is Missing: _need(t30)
+            t31 = index_value(t29, t30, 'p')
+            t32 = call_value(t16, F_str.fn, F_str.cost, True, [t31])
+            if t32 is None or t32.__class__ is Missing: _need(t32)
+            if t28.__class__ is int and t32.__class__ is int:
+                t33 = t28 + t32
+                if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
+            else:
+                t33 = _binop('+', t28, t32, t16)
+            t1.append(t33)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t32 = (', ')
-    t33 = call_value(env, F_join.fn, F_join.cost, False, [t1, t32])
-    return t33
+    t34 = (', ')
+    t35 = call_value(env, F_join.fn, F_join.cost, False, [t1, t34])
+    return t35
 
 def e28(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('tp')
@@ -1311,10 +1233,9 @@ def e28(env):
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('%', t5, t6, env)
         t9 = (0)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -1366,10 +1287,9 @@ def e29(env):
         else:
             t5 = attr_value(t4, 'distributed_type', 'accelerate.distributed_type')
         t7 = ('DEEPSPEED')
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is str:
             t6 = t5 == t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('==', t5, t7)
         t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -1383,68 +1303,55 @@ def e29(env):
         else:
             t10 = attr_value(t9, 'distributed_type', 'accelerate.distributed_type')
         t12 = ('FSDP')
-        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+        if t10.__class__ is str:
             t11 = t10 != t12
         else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
             t11 = _compare('!=', t10, t12)
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t14 = env.lookup('world_size')
             if t14 is None: t14 = Missing('world_size')
-            t16 = (None)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('!=', t14, t16)
+            t15 = not (t14 is None or t14.__class__ is Missing)
             t13 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
             t13 = False
         if (t13 if t13.__class__ is bool else _truth(t13)):
-            t18 = env.lookup('world_size')
-            if t18 is None: t18 = Missing('world_size')
-            t20 = (1)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 > t20
+            t17 = env.lookup('world_size')
+            if t17 is None: t17 = Missing('world_size')
+            t19 = (1)
+            if t17.__class__ is int:
+                t18 = t17 > t19
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                t19 = _compare('>', t18, t20)
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+                t18 = _compare('>', t17, t19)
+            t16 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t17 = False
-        t8 = (t17 if t17.__class__ is bool else _truth(t17))
+            t16 = False
+        t8 = (t16 if t16.__class__ is bool else _truth(t16))
     else:
         t8 = True
     if not (t8 if t8.__class__ is bool else _truth(t8)):
-        t22 = env.lookup('accelerate')
-        if t22 is None: t22 = Missing('accelerate')
-        if t22.__class__ is dict and 'distributed_type' in t22:
-            t23 = t22['distributed_type']
-            if t23 is None: t23 = Missing('accelerate.distributed_type')
+        t21 = env.lookup('accelerate')
+        if t21 is None: t21 = Missing('accelerate')
+        if t21.__class__ is dict and 'distributed_type' in t21:
+            t22 = t21['distributed_type']
+            if t22 is None: t22 = Missing('accelerate.distributed_type')
         else:
-            t23 = attr_value(t22, 'distributed_type', 'accelerate.distributed_type')
-        t25 = ('FSDP')
-        if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-            t24 = t23 != t25
+            t22 = attr_value(t21, 'distributed_type', 'accelerate.distributed_type')
+        t24 = ('FSDP')
+        if t22.__class__ is str:
+            t23 = t22 != t24
         else:
-            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-            t24 = _compare('!=', t23, t25)
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t27 = env.lookup('world_size')
-            if t27 is None: t27 = Missing('world_size')
-            t29 = (None)
-            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                t28 = t27 == t29
-            else:
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
-                t28 = _compare('==', t27, t29)
-            t26 = (t28 if t28.__class__ is bool else _truth(t28))
+            t23 = _compare('!=', t22, t24)
+        if (t23 if t23.__class__ is bool else _truth(t23)):
+            t26 = env.lookup('world_size')
+            if t26 is None: t26 = Missing('world_size')
+            t27 = (t26 is None or t26.__class__ is Missing)
+            t25 = (t27 if t27.__class__ is bool else _truth(t27))
         else:
-            t26 = False
-        t21 = (t26 if t26.__class__ is bool else _truth(t26))
+            t25 = False
+        t20 = (t25 if t25.__class__ is bool else _truth(t25))
     else:
-        t21 = True
-    return t21
+        t20 = True
+    return t20
 
 def e30(env):
     t1 = env.lookup('framework')
@@ -1477,7 +1384,6 @@ def e30(env):
             if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
                 t11 = t10 == t12
             else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
                 t11 = _compare('==', t10, t12)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
@@ -1490,81 +1396,55 @@ def e30(env):
                 if t15 is None: t15 = Missing('declared.dp_replicate')
             else:
                 t15 = attr_value(t14, 'dp_replicate', 'declared.dp_replicate')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
+            t16 = not (t15 is None or t15.__class__ is Missing)
             t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
             t13 = False
         if (t13 if t13.__class__ is bool else _truth(t13)):
-            t19 = env.lookup('dp_shard')
-            if t19 is None: t19 = Missing('dp_shard')
-            t21 = (None)
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 != t21
-            else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
-                t20 = _compare('!=', t19, t21)
-            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+            t18 = env.lookup('dp_shard')
+            if t18 is None: t18 = Missing('dp_shard')
+            t19 = not (t18 is None or t18.__class__ is Missing)
+            t17 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t23 = env.lookup('tp')
-            if t23 is None: t23 = Missing('tp')
-            t25 = (None)
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 != t25
-            else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-                t24 = _compare('!=', t23, t25)
-            t22 = (t24 if t24.__class__ is bool else _truth(t24))
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t21 = env.lookup('tp')
+            if t21 is None: t21 = Missing('tp')
+            t22 = not (t21 is None or t21.__class__ is Missing)
+            t20 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t22 = False
-        if (t22 if t22.__class__ is bool else _truth(t22)):
-            t27 = env.lookup('cp')
-            if t27 is None: t27 = Missing('cp')
-            t29 = (None)
-            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                t28 = t27 != t29
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t24 = env.lookup('cp')
+            if t24 is None: t24 = Missing('cp')
+            t25 = not (t24 is None or t24.__class__ is Missing)
+            t23 = (t25 if t25.__class__ is bool else _truth(t25))
+        else:
+            t23 = False
+        if (t23 if t23.__class__ is bool else _truth(t23)):
+            t27 = env.lookup('accelerate')
+            if t27 is None: t27 = Missing('accelerate')
+            if t27.__class__ is dict and 'sp' in t27:
+                t28 = t27['sp']
+                if t28 is None: t28 = Missing('accelerate.sp')
             else:
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
-                t28 = _compare('!=', t27, t29)
-            t26 = (t28 if t28.__class__ is bool else _truth(t28))
+                t28 = attr_value(t27, 'sp', 'accelerate.sp')
+            t29 = not (t28 is None or t28.__class__ is Missing)
+            t26 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
             t26 = False
         if (t26 if t26.__class__ is bool else _truth(t26)):
-            t31 = env.lookup('accelerate')
-            if t31 is None: t31 = Missing('accelerate')
-            if t31.__class__ is dict and 'sp' in t31:
-                t32 = t31['sp']
-                if t32 is None: t32 = Missing('accelerate.sp')
+            t31 = env.lookup('total')
+            if t31 is None: t31 = Missing('total')
+            t33 = (1)
+            if t31.__class__ is int:
+                t32 = t31 > t33
             else:
-                t32 = attr_value(t31, 'sp', 'accelerate.sp')
-            t34 = (None)
-            if t32.__class__ is t34.__class__ and (t32.__class__ is int or t32.__class__ is str):
-                t33 = t32 != t34
-            else:
-                if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(env, t32, t34)
-                t33 = _compare('!=', t32, t34)
-            t30 = (t33 if t33.__class__ is bool else _truth(t33))
+                t32 = _compare('>', t31, t33)
+            t30 = (t32 if t32.__class__ is bool else _truth(t32))
         else:
             t30 = False
-        if (t30 if t30.__class__ is bool else _truth(t30)):
-            t36 = env.lookup('total')
-            if t36 is None: t36 = Missing('total')
-            t38 = (1)
-            if t36.__class__ is t38.__class__ and (t36.__class__ is int or t36.__class__ is str):
-                t37 = t36 > t38
-            else:
-                if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(env, t36, t38)
-                t37 = _compare('>', t36, t38)
-            t35 = (t37 if t37.__class__ is bool else _truth(t37))
-        else:
-            t35 = False
-        t5 = (t35 if t35.__class__ is bool else _truth(t35))
+        t5 = (t30 if t30.__class__ is bool else _truth(t30))
     else:
         t5 = False
     return t5
@@ -1578,10 +1458,9 @@ def e31(env):
     else:
         t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
     t4 = ('FSDP')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('FSDP version ')
@@ -1637,10 +1516,9 @@ def e32(env):
     else:
         t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
     t4 = ('FSDP')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('accelerate')
@@ -1681,10 +1559,9 @@ def e33(env):
     else:
         t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
     t4 = ('FSDP')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('set fsdp_config.fsdp_version: 2')
@@ -1731,12 +1608,7 @@ def e35(env):
                 if t10 is None: t10 = Missing('accelerate.distributed_type')
             else:
                 t10 = attr_value(t9, 'distributed_type', 'accelerate.distributed_type')
-            t12 = (None)
-            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-                t11 = t10 != t12
-            else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-                t11 = _compare('!=', t10, t12)
+            t11 = not (t10 is None or t10.__class__ is Missing)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
@@ -1789,10 +1661,9 @@ def e38(env):
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t2, t4, env)
     t7 = (0)
-    if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+    if t5.__class__ is int:
         t6 = t5 == t7
     else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
         t6 = _compare('==', t5, t7)
     return t6
 
@@ -1815,64 +1686,52 @@ def e39(env):
             if t7 is None: t7 = Missing('accelerate.num_processes')
         else:
             t7 = attr_value(t6, 'num_processes', 'accelerate.num_processes')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('accelerate')
-            if t11 is None: t11 = Missing('accelerate')
-            if t11.__class__ is dict and 'num_machines' in t11:
-                t12 = t11['num_machines']
-                if t12 is None: t12 = Missing('accelerate.num_machines')
+            t10 = env.lookup('accelerate')
+            if t10 is None: t10 = Missing('accelerate')
+            if t10.__class__ is dict and 'num_machines' in t10:
+                t11 = t10['num_machines']
+                if t11 is None: t11 = Missing('accelerate.num_machines')
             else:
-                t12 = attr_value(t11, 'num_machines', 'accelerate.num_machines')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'num_machines', 'accelerate.num_machines')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('accelerate')
-            if t16 is None: t16 = Missing('accelerate')
-            if t16.__class__ is dict and 'num_machines' in t16:
-                t17 = t16['num_machines']
-                if t17 is None: t17 = Missing('accelerate.num_machines')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t14 = env.lookup('accelerate')
+            if t14 is None: t14 = Missing('accelerate')
+            if t14.__class__ is dict and 'num_machines' in t14:
+                t15 = t14['num_machines']
+                if t15 is None: t15 = Missing('accelerate.num_machines')
             else:
-                t17 = attr_value(t16, 'num_machines', 'accelerate.num_machines')
-            t19 = (1)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 > t19
+                t15 = attr_value(t14, 'num_machines', 'accelerate.num_machines')
+            t17 = (1)
+            if t15.__class__ is int:
+                t16 = t15 > t17
             else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('>', t17, t19)
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+                t16 = _compare('>', t15, t17)
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t21 = env.lookup('accelerate')
-            if t21 is None: t21 = Missing('accelerate')
-            if t21.__class__ is dict and 'num_processes' in t21:
-                t22 = t21['num_processes']
-                if t22 is None: t22 = Missing('accelerate.num_processes')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t19 = env.lookup('accelerate')
+            if t19 is None: t19 = Missing('accelerate')
+            if t19.__class__ is dict and 'num_processes' in t19:
+                t20 = t19['num_processes']
+                if t20 is None: t20 = Missing('accelerate.num_processes')
             else:
-                t22 = attr_value(t21, 'num_processes', 'accelerate.num_processes')
-            t24 = (1)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 >= t24
+                t20 = attr_value(t19, 'num_processes', 'accelerate.num_processes')
+            t22 = (1)
+            if t20.__class__ is int:
+                t21 = t20 >= t22
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
-                t23 = _compare('>=', t22, t24)
-            t20 = (t23 if t23.__class__ is bool else _truth(t23))
+                t21 = _compare('>=', t20, t22)
+            t18 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t20 = False
-        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
         t5 = False
     return t5
@@ -2011,52 +1870,40 @@ def e44(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('tp')
             if t12 is None: t12 = Missing('tp')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t11 = False
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = env.lookup('dp_shard')
-            if t16 is None: t16 = Missing('dp_shard')
-            t18 = (None)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 != t18
-            else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('!=', t16, t18)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+            t15 = env.lookup('dp_shard')
+            if t15 is None: t15 = Missing('dp_shard')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = env.lookup('tp')
-            if t20 is None: t20 = Missing('tp')
-            t22 = (1)
-            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-                t21 = t20 > t22
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t18 = env.lookup('tp')
+            if t18 is None: t18 = Missing('tp')
+            t20 = (1)
+            if t18.__class__ is int:
+                t19 = t18 > t20
             else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
-                t21 = _compare('>', t20, t22)
-            t19 = (t21 if t21.__class__ is bool else _truth(t21))
+                t19 = _compare('>', t18, t20)
+            t17 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t24 = env.lookup('dp_shard')
-            if t24 is None: t24 = Missing('dp_shard')
-            t26 = (1)
-            if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
-                t25 = t24 > t26
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t22 = env.lookup('dp_shard')
+            if t22 is None: t22 = Missing('dp_shard')
+            t24 = (1)
+            if t22.__class__ is int:
+                t23 = t22 > t24
             else:
-                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(env, t24, t26)
-                t25 = _compare('>', t24, t26)
-            t23 = (t25 if t25.__class__ is bool else _truth(t25))
+                t23 = _compare('>', t22, t24)
+            t21 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t23 = False
-        t5 = (t23 if t23.__class__ is bool else _truth(t23))
+            t21 = False
+        t5 = (t21 if t21.__class__ is bool else _truth(t21))
     else:
         t5 = False
     return t5
@@ -2084,12 +1931,16 @@ def e46(env):
         if t2 is None: t2 = Missing('accelerate.ignored_flags')
     else:
         t2 = attr_value(t1, 'ignored_flags', 'accelerate.ignored_flags')
-    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
+        t3 = len(t2)
+        env.budget.left -= t3 if t3 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -2112,12 +1963,7 @@ def e47(env):
             if t7 is None: t7 = Missing('accelerate.ignored_flags')
         else:
             t7 = attr_value(t6, 'ignored_flags', 'accelerate.ignored_flags')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False

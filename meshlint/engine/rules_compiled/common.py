@@ -6,9 +6,9 @@ from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 1149735595, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3541784848, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -61,10 +61,9 @@ def e2(env):
     else:
         t2 = attr_value(t1, 'expected', 'item.expected')
     t4 = ('an integer')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('item')
@@ -75,10 +74,9 @@ def e2(env):
         else:
             t7 = attr_value(t6, 'actual', 'item.actual')
         t9 = ('string')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -94,10 +92,9 @@ def e3(env):
     else:
         t2 = attr_value(t1, 'expected', 'item.expected')
     t4 = ('an integer')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('item')
@@ -108,10 +105,9 @@ def e3(env):
         else:
             t7 = attr_value(t6, 'actual', 'item.actual')
         t9 = ('float')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -127,10 +123,9 @@ def e4(env):
     else:
         t2 = attr_value(t1, 'expected', 'item.expected')
     t4 = ('an integer')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('item')
@@ -141,10 +136,9 @@ def e4(env):
         else:
             t7 = attr_value(t6, 'actual', 'item.actual')
         t9 = ('bool')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -160,10 +154,9 @@ def e5(env):
     else:
         t2 = attr_value(t1, 'expected', 'item.expected')
     t4 = ('a table')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -219,10 +212,9 @@ def e10(env):
     else:
         t2 = attr_value(t1, 'value', 'item.value')
     t4 = ('')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = (' ')
@@ -265,10 +257,9 @@ def e12(env):
     else:
         t2 = attr_value(t1, 'value', 'item.value')
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 >= t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>=', t2, t4)
     if not (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('item')
@@ -322,12 +313,7 @@ def e13(env):
         if t2 is None: t2 = Missing('item.value')
     else:
         t2 = attr_value(t1, 'value', 'item.value')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e14(env):
@@ -344,19 +330,17 @@ def e15(env):
     else:
         t2 = attr_value(t1, 'name', 'item.name')
     t4 = ('dp_shard')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('dialect')
         if t6 is None: t6 = Missing('dialect')
         t8 = ('accelerate')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 != t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('!=', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -365,10 +349,9 @@ def e15(env):
         t10 = env.lookup('dialect')
         if t10 is None: t10 = Missing('dialect')
         t12 = ('native')
-        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+        if t10.__class__ is str:
             t11 = t10 == t12
         else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
             t11 = _compare('==', t10, t12)
         t9 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
@@ -384,10 +367,9 @@ def e16(env):
     else:
         t2 = attr_value(t1, 'value', 'item.value')
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 < t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('<', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('fill_ok')
@@ -406,10 +388,9 @@ def e17(env):
     else:
         t2 = attr_value(t1, 'value', 'item.value')
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 < t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('<', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('fill_ok')
@@ -466,10 +447,9 @@ def e21(env):
     else:
         t2 = attr_value(t1, 'value', 'item.value')
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 < t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('<', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('a degree must be at least 1')
@@ -527,350 +507,360 @@ def e22(env):
 def e23(env):
     t1 = env.lookup('world_factors')
     if t1 is None: t1 = Missing('world_factors')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = []
-        t8 = env.lookup('world_factors')
-        if t8 is None: t8 = Missing('world_factors')
-        t7 = loop_items(t8)
-        t9 = Env({}, None, env.budget, env)
-        for t10 in t7:
-            _charge(env, 4)
-            t9.values['f'] = t10
-            t9.let_cache = None
-            t11 = t10
-            if t11 is None: t11 = Missing('f')
-            if t11.__class__ is dict and 'inferred' in t11:
-                t12 = t11['inferred']
-                if t12 is None: t12 = Missing('f.inferred')
+        t7 = env.budget
+        t9 = env.lookup('world_factors')
+        if t9 is None: t9 = Missing('world_factors')
+        t8 = loop_items(t9)
+        t10 = Env({}, None, t7, env)
+        t11 = t10.values
+        for t12 in t8:
+            t7.left -= 4
+            if t7.left < 0: _charge(env, 0)
+            t11['f'] = t12
+            t10.let_cache = None
+            t13 = t12
+            if t13 is None: t13 = Missing('f')
+            if t13.__class__ is dict and 'inferred' in t13:
+                t14 = t13['inferred']
+                if t14 is None: t14 = Missing('f.inferred')
             else:
-                t12 = attr_value(t11, 'inferred', 'f.inferred')
-            t6.append(t12)
-            t9.budget.mem -= 1
-            if t9.budget.mem < 0: _charge_mem(env, 0)
+                t14 = attr_value(t13, 'inferred', 'f.inferred')
+            t6.append(t14)
+            t7.mem -= 1
+            if t7.mem < 0: _charge_mem(env, 0)
             if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t13 = call_value(env, F_any.fn, F_any.cost, False, [t6])
-        t14 = not (t13 if t13.__class__ is bool else _truth(t13))
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+        t15 = call_value(env, F_any.fn, F_any.cost, False, [t6])
+        t16 = not (t15 if t15.__class__ is bool else _truth(t15))
+        t5 = (t16 if t16.__class__ is bool else _truth(t16))
     else:
         t5 = False
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t16 = []
-        t18 = env.lookup('world_factors')
-        if t18 is None: t18 = Missing('world_factors')
-        t17 = loop_items(t18)
-        t19 = Env({}, None, env.budget, env)
-        for t20 in t17:
-            _charge(env, 11)
-            t19.values['f'] = t20
-            t19.let_cache = None
-            t21 = t20
-            if t21 is None: t21 = Missing('f')
-            if t21.__class__ is dict and 'value' in t21:
-                t22 = t21['value']
-                if t22 is None: t22 = Missing('f.value')
+        t18 = []
+        t19 = env.budget
+        t21 = env.lookup('world_factors')
+        if t21 is None: t21 = Missing('world_factors')
+        t20 = loop_items(t21)
+        t22 = Env({}, None, t19, env)
+        t23 = t22.values
+        for t24 in t20:
+            t19.left -= 11
+            if t19.left < 0: _charge(env, 0)
+            t23['f'] = t24
+            t22.let_cache = None
+            t25 = t24
+            if t25 is None: t25 = Missing('f')
+            if t25.__class__ is dict and 'value' in t25:
+                t26 = t25['value']
+                if t26 is None: t26 = Missing('f.value')
             else:
-                t22 = attr_value(t21, 'value', 'f.value')
-            t24 = (None)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 != t24
-            else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t19, t22, t24)
-                t23 = _compare('!=', t22, t24)
-            if (t23 if t23.__class__ is bool else _truth(t23)):
-                t26 = t20
-                if t26 is None: t26 = Missing('f')
-                if t26.__class__ is dict and 'value' in t26:
-                    t27 = t26['value']
-                    if t27 is None: t27 = Missing('f.value')
+                t26 = attr_value(t25, 'value', 'f.value')
+            t27 = not (t26 is None or t26.__class__ is Missing)
+            if (t27 if t27.__class__ is bool else _truth(t27)):
+                t29 = t24
+                if t29 is None: t29 = Missing('f')
+                if t29.__class__ is dict and 'value' in t29:
+                    t30 = t29['value']
+                    if t30 is None: t30 = Missing('f.value')
                 else:
-                    t27 = attr_value(t26, 'value', 'f.value')
-                t29 = (1)
-                if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                    t28 = t27 >= t29
+                    t30 = attr_value(t29, 'value', 'f.value')
+                t32 = (1)
+                if t30.__class__ is int:
+                    t31 = t30 >= t32
                 else:
-                    if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t19, t27, t29)
-                    t28 = _compare('>=', t27, t29)
-                t25 = (t28 if t28.__class__ is bool else _truth(t28))
+                    t31 = _compare('>=', t30, t32)
+                t28 = (t31 if t31.__class__ is bool else _truth(t31))
             else:
-                t25 = False
-            t16.append(t25)
-            t19.budget.mem -= 1
-            if t19.budget.mem < 0: _charge_mem(env, 0)
-            if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t30 = call_value(env, F_all.fn, F_all.cost, False, [t16])
-        t15 = (t30 if t30.__class__ is bool else _truth(t30))
+                t28 = False
+            t18.append(t28)
+            t19.mem -= 1
+            if t19.mem < 0: _charge_mem(env, 0)
+            if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t33 = call_value(env, F_all.fn, F_all.cost, False, [t18])
+        t17 = (t33 if t33.__class__ is bool else _truth(t33))
     else:
-        t15 = False
-    return t15
+        t17 = False
+    return t17
 
 def e24(env):
     t1 = []
-    t3 = env.lookup('world_factors')
-    if t3 is None: t3 = Missing('world_factors')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 4)
-        t4.values['f'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('f')
-        if t6.__class__ is dict and 'value' in t6:
-            t7 = t6['value']
-            if t7 is None: t7 = Missing('f.value')
+    t2 = env.budget
+    t4 = env.lookup('world_factors')
+    if t4 is None: t4 = Missing('world_factors')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 4
+        if t2.left < 0: _charge(env, 0)
+        t6['f'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('f')
+        if t8.__class__ is dict and 'value' in t8:
+            t9 = t8['value']
+            if t9 is None: t9 = Missing('f.value')
         else:
-            t7 = attr_value(t6, 'value', 'f.value')
-        t1.append(t7)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'value', 'f.value')
+        t1.append(t9)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t8 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t8
+    t10 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t10
 
 def e25(env):
     t1 = []
-    t3 = env.lookup('world_factors')
-    if t3 is None: t3 = Missing('world_factors')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 8)
-        t4.values['f'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('f')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('f.name')
+    t2 = env.budget
+    t4 = env.lookup('world_factors')
+    if t4 is None: t4 = Missing('world_factors')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t6['f'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('f')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('f.name')
         else:
-            t7 = attr_value(t6, 'name', 'f.name')
-        t9 = ('dp_shard')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
+            t9 = attr_value(t8, 'name', 'f.name')
+        t11 = ('dp_shard')
+        if t9.__class__ is str:
+            t10 = t9 != t11
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(t4, t7, t9)
-            t8 = _compare('!=', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = t5
-            if t10 is None: t10 = Missing('f')
-            if t10.__class__ is dict and 'value' in t10:
-                t11 = t10['value']
-                if t11 is None: t11 = Missing('f.value')
+            t10 = _compare('!=', t9, t11)
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t12 = t7
+            if t12 is None: t12 = Missing('f')
+            if t12.__class__ is dict and 'value' in t12:
+                t13 = t12['value']
+                if t13 is None: t13 = Missing('f.value')
             else:
-                t11 = attr_value(t10, 'value', 'f.value')
-            t1.append(t11)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                t13 = attr_value(t12, 'value', 'f.value')
+            t1.append(t13)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t12 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t12
+    t14 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t14
 
 def e26(env):
     t1 = []
-    t3 = env.lookup('world_factors')
-    if t3 is None: t3 = Missing('world_factors')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 39)
-        t4.values['f'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('f')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('f.name')
+    t2 = env.budget
+    t4 = env.lookup('world_factors')
+    if t4 is None: t4 = Missing('world_factors')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 39
+        if t2.left < 0: _charge(env, 0)
+        t6['f'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('f')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('f.name')
         else:
-            t7 = attr_value(t6, 'name', 'f.name')
-        t9 = ('dp_shard')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
+            t9 = attr_value(t8, 'name', 'f.name')
+        t11 = ('dp_shard')
+        if t9.__class__ is str:
+            t10 = t9 != t11
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(t4, t7, t9)
-            t8 = _compare('!=', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = t5
-            if t11 is None: t11 = Missing('f')
-            if t11.__class__ is dict and 'value' in t11:
-                t12 = t11['value']
-                if t12 is None: t12 = Missing('f.value')
-            else:
-                t12 = attr_value(t11, 'value', 'f.value')
-            t14 = (1)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 > t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t4, t12, t14)
-                t13 = _compare('>', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
-        else:
-            t10 = False
+            t10 = _compare('!=', t9, t11)
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t15 = t5
-            if t15 is None: t15 = Missing('f')
-            if t15.__class__ is dict and 'name' in t15:
-                t16 = t15['name']
-                if t16 is None: t16 = Missing('f.name')
+            t13 = t7
+            if t13 is None: t13 = Missing('f')
+            if t13.__class__ is dict and 'value' in t13:
+                t14 = t13['value']
+                if t14 is None: t14 = Missing('f.value')
             else:
-                t16 = attr_value(t15, 'name', 'f.name')
-            t17 = []
-            t19 = t4.lookup('world_size')
-            if t19 is None: t19 = Missing('world_size')
-            t20 = call_value(t4, F_divisors.fn, F_divisors.cost, False, [t19])
-            t18 = loop_items(t20)
-            t21 = Env({}, None, t4.budget, t4)
-            for t22 in t18:
-                _charge(t4, 25)
-                t21.values['v'] = t22
-                t21.let_cache = None
-                t23 = t21.lookup('world_size')
-                if t23 is None: t23 = Missing('world_size')
-                if t23 is None or t23.__class__ is Missing: _need(t23)
-                t24 = t22
-                if t24 is None: t24 = Missing('v')
-                if t24 is None or t24.__class__ is Missing: _need(t24)
-                t25 = t21.lookup('others')
-                if t25 is None: t25 = Missing('others')
-                if t25 is None or t25.__class__ is Missing: _need(t25)
-                t26 = t5
-                if t26 is None: t26 = Missing('f')
-                if t26.__class__ is dict and 'value' in t26:
-                    t27 = t26['value']
-                    if t27 is None: t27 = Missing('f.value')
-                else:
-                    t27 = attr_value(t26, 'value', 'f.value')
+                t14 = attr_value(t13, 'value', 'f.value')
+            t16 = (1)
+            if t14.__class__ is int:
+                t15 = t14 > t16
+            else:
+                t15 = _compare('>', t14, t16)
+            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+        else:
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t17 = t7
+            if t17 is None: t17 = Missing('f')
+            if t17.__class__ is dict and 'name' in t17:
+                t18 = t17['name']
+                if t18 is None: t18 = Missing('f.name')
+            else:
+                t18 = attr_value(t17, 'name', 'f.name')
+            t19 = []
+            t20 = t5.budget
+            t22 = t5.lookup('world_size')
+            if t22 is None: t22 = Missing('world_size')
+            t23 = call_value(t5, F_divisors.fn, F_divisors.cost, False, [t22])
+            t21 = loop_items(t23)
+            t24 = Env({}, None, t20, t5)
+            t25 = t24.values
+            for t26 in t21:
+                t20.left -= 25
+                if t20.left < 0: _charge(t5, 0)
+                t25['v'] = t26
+                t24.let_cache = None
+                t27 = t24.lookup('world_size')
+                if t27 is None: t27 = Missing('world_size')
                 if t27 is None or t27.__class__ is Missing: _need(t27)
-                t28 = _binop('//', t25, t27, t21)
+                t28 = t26
+                if t28 is None: t28 = Missing('v')
                 if t28 is None or t28.__class__ is Missing: _need(t28)
-                if t24.__class__ is int and t28.__class__ is int:
-                    t29 = t24 * t28
-                    if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
-                else:
-                    t29 = _binop('*', t24, t28, t21)
+                t29 = t24.lookup('others')
+                if t29 is None: t29 = Missing('others')
                 if t29 is None or t29.__class__ is Missing: _need(t29)
-                t30 = _binop('%', t23, t29, t21)
-                t32 = (0)
-                if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-                    t31 = t30 == t32
+                t30 = t7
+                if t30 is None: t30 = Missing('f')
+                if t30.__class__ is dict and 'value' in t30:
+                    t31 = t30['value']
+                    if t31 is None: t31 = Missing('f.value')
                 else:
-                    if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t21, t30, t32)
-                    t31 = _compare('==', t30, t32)
-                if (t31 if t31.__class__ is bool else _truth(t31)):
-                    t34 = t21.lookup('choices')
-                    if t34 is None: t34 = Missing('choices')
-                    t36 = (None)
-                    if t34.__class__ is t36.__class__ and (t34.__class__ is int or t34.__class__ is str):
-                        t35 = t34 == t36
-                    else:
-                        if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(t21, t34, t36)
-                        t35 = _compare('==', t34, t36)
-                    if not (t35 if t35.__class__ is bool else _truth(t35)):
-                        t38 = t22
-                        if t38 is None: t38 = Missing('v')
-                        t40 = t21.lookup('choices')
-                        if t40 is None: t40 = Missing('choices')
-                        t40 = _need(t40)
-                        t41 = t5
-                        if t41 is None: t41 = Missing('f')
-                        if t41.__class__ is dict and 'name' in t41:
-                            t42 = t41['name']
-                            if t42 is None: t42 = Missing('f.name')
+                    t31 = attr_value(t30, 'value', 'f.value')
+                if t31 is None or t31.__class__ is Missing: _need(t31)
+                t32 = _binop('//', t29, t31, t24)
+                if t32 is None or t32.__class__ is Missing: _need(t32)
+                if t28.__class__ is int and t32.__class__ is int:
+                    t33 = t28 * t32
+                    if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
+                else:
+                    t33 = _binop('*', t28, t32, t24)
+                if t33 is None or t33.__class__ is Missing: _need(t33)
+                t34 = _binop('%', t27, t33, t24)
+                t36 = (0)
+                if t34.__class__ is int:
+                    t35 = t34 == t36
+                else:
+                    t35 = _compare('==', t34, t36)
+                if (t35 if t35.__class__ is bool else _truth(t35)):
+                    t38 = t24.lookup('choices')
+                    if t38 is None: t38 = Missing('choices')
+                    t39 = (t38 is None or t38.__class__ is Missing)
+                    if not (t39 if t39.__class__ is bool else _truth(t39)):
+                        t41 = t26
+                        if t41 is None: t41 = Missing('v')
+                        t43 = t24.lookup('choices')
+                        if t43 is None: t43 = Missing('choices')
+                        if t43 is None or t43.__class__ is Missing: _need(t43)
+                        t44 = t7
+                        if t44 is None: t44 = Missing('f')
+                        if t44.__class__ is dict and 'name' in t44:
+                            t45 = t44['name']
+                            if t45 is None: t45 = Missing('f.name')
                         else:
-                            t42 = attr_value(t41, 'name', 'f.name')
-                        t43 = index_value(t40, _need(t42), 'choices')
-                        if t43.__class__ is list or t43.__class__ is dict or t43.__class__ is str: _charge_operands(t21, t38, t43)
-                        t39 = _compare('in', t38, t43)
-                        t37 = (t39 if t39.__class__ is bool else _truth(t39))
+                            t45 = attr_value(t44, 'name', 'f.name')
+                        if t45 is None or t45.__class__ is Missing: _need(t45)
+                        t46 = index_value(t43, t45, 'choices')
+                        if t46.__class__ is list or t46.__class__ is dict or t46.__class__ is str: _charge_operands(t24, t41, t46)
+                        t42 = _compare('in', t41, t46)
+                        t40 = (t42 if t42.__class__ is bool else _truth(t42))
                     else:
-                        t37 = True
-                    t33 = (t37 if t37.__class__ is bool else _truth(t37))
+                        t40 = True
+                    t37 = (t40 if t40.__class__ is bool else _truth(t40))
                 else:
-                    t33 = False
-                if (t33 if t33.__class__ is bool else _truth(t33)):
-                    t44 = t22
-                    if t44 is None: t44 = Missing('v')
-                    t17.append(t44)
-                    t21.budget.mem -= 1
-                    if t21.budget.mem < 0: _charge_mem(t4, 0)
-                    if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t45 = [t16, t17]
-            t1.append(t45)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                    t37 = False
+                if (t37 if t37.__class__ is bool else _truth(t37)):
+                    t47 = t26
+                    if t47 is None: t47 = Missing('v')
+                    t19.append(t47)
+                    t20.mem -= 1
+                    if t20.mem < 0: _charge_mem(t5, 0)
+                    if len(t19) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t48 = [t18, t19]
+            t1.append(t48)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e27(env):
     t1 = []
-    t3 = env.lookup('world_factors')
-    if t3 is None: t3 = Missing('world_factors')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 12)
-        t4.values['f'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('f')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('f.name')
+    t2 = env.budget
+    t4 = env.lookup('world_factors')
+    if t4 is None: t4 = Missing('world_factors')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 12
+        if t2.left < 0: _charge(env, 0)
+        t6['f'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('f')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('f.name')
         else:
-            t7 = attr_value(t6, 'name', 'f.name')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = ('(')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t7.__class__ is int and t8.__class__ is int:
-            t9 = t7 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t7, t8, t4)
+            t9 = attr_value(t8, 'name', 'f.name')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = t5
-        if t10 is None: t10 = Missing('f')
-        if t10.__class__ is dict and 'value' in t10:
-            t11 = t10['value']
-            if t11 is None: t11 = Missing('f.value')
+        t10 = ('(')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t11 = attr_value(t10, 'value', 'f.value')
-        t12 = call_value(t4, F_str.fn, F_str.cost, True, [t11])
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t9.__class__ is int and t12.__class__ is int:
-            t13 = t9 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+            t11 = _binop('+', t9, t10, t5)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = t7
+        if t12 is None: t12 = Missing('f')
+        if t12.__class__ is dict and 'value' in t12:
+            t13 = t12['value']
+            if t13 is None: t13 = Missing('f.value')
         else:
-            t13 = _binop('+', t9, t12, t4)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = (')')
+            t13 = attr_value(t12, 'value', 'f.value')
+        t14 = call_value(t5, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t13.__class__ is int and t14.__class__ is int:
-            t15 = t13 + t14
+        if t11.__class__ is int and t14.__class__ is int:
+            t15 = t11 + t14
             if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t15 = _binop('+', t13, t14, t4)
-        t1.append(t15)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t15 = _binop('+', t11, t14, t5)
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = (')')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        if t15.__class__ is int and t16.__class__ is int:
+            t17 = t15 + t16
+            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        else:
+            t17 = _binop('+', t15, t16, t5)
+        t1.append(t17)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t16 = (' × ')
-    t17 = call_value(env, F_join.fn, F_join.cost, False, [t1, t16])
-    return t17
+    t18 = (' × ')
+    t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, t18])
+    return t19
 
 def e28(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('native')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('world_size')
@@ -881,10 +871,9 @@ def e28(env):
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('%', t5, t6, env)
         t9 = (0)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -895,10 +884,9 @@ def e29(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('native')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('world_size')
@@ -909,10 +897,9 @@ def e29(env):
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = _binop('%', t5, t6, env)
         t9 = (0)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 != t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('!=', t7, t9)
         t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -923,10 +910,9 @@ def e30(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('native')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     return t2
 
@@ -954,10 +940,9 @@ def e35(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('native')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('product')
@@ -1028,10 +1013,9 @@ def e36(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('native')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('keys')
@@ -1069,42 +1053,44 @@ def e38(env):
 
 def e39(env):
     t1 = []
-    t3 = env.lookup('world_factors')
-    if t3 is None: t3 = Missing('world_factors')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 8)
-        t4.values['f'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('f')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('f.name')
+    t2 = env.budget
+    t4 = env.lookup('world_factors')
+    if t4 is None: t4 = Missing('world_factors')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t6['f'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('f')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('f.name')
         else:
-            t7 = attr_value(t6, 'name', 'f.name')
-        t9 = ('dp_shard')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
+            t9 = attr_value(t8, 'name', 'f.name')
+        t11 = ('dp_shard')
+        if t9.__class__ is str:
+            t10 = t9 != t11
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(t4, t7, t9)
-            t8 = _compare('!=', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = t5
-            if t10 is None: t10 = Missing('f')
-            if t10.__class__ is dict and 'name' in t10:
-                t11 = t10['name']
-                if t11 is None: t11 = Missing('f.name')
+            t10 = _compare('!=', t9, t11)
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t12 = t7
+            if t12 is None: t12 = Missing('f')
+            if t12.__class__ is dict and 'name' in t12:
+                t13 = t12['name']
+                if t13 is None: t13 = Missing('f.name')
             else:
-                t11 = attr_value(t10, 'name', 'f.name')
-            t1.append(t11)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                t13 = attr_value(t12, 'name', 'f.name')
+            t1.append(t13)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t12 = (' × ')
-    t13 = call_value(env, F_join.fn, F_join.cost, False, [t1, t12])
-    return t13
+    t14 = (' × ')
+    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, t14])
+    return t15
 
 def e40(env):
     t1 = env.lookup('others')
@@ -1113,68 +1099,78 @@ def e40(env):
 
 def e41(env):
     t1 = []
-    t3 = env.lookup('fits')
-    if t3 is None: t3 = Missing('fits')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 20)
-        t4.values['p'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('p')
-        t6 = _need(t6)
-        t7 = (1)
-        t8 = index_value(t6, _need(t7), 'p')
-        t9 = call_value(t4, F_len.fn, F_len.cost, False, [t8])
-        t11 = (0)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 > t11
+    t2 = env.budget
+    t4 = env.lookup('fits')
+    if t4 is None: t4 = Missing('fits')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 20
+        if t2.left < 0: _charge(env, 0)
+        t6['p'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('p')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (1)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'p')
+        if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
+            t11 = len(t10)
+            t5.budget.left -= t11 if t11 > 1 else 1
+            if t5.budget.left < 0: _charge(t5, 0)
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t4, t9, t11)
-            t10 = _compare('>', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t12 = t5
-            if t12 is None: t12 = Missing('p')
-            t12 = _need(t12)
-            t13 = (0)
-            t14 = index_value(t12, _need(t13), 'p')
+            t11 = call_value(t5, F_len.fn, F_len.cost, False, [t10])
+        t13 = (0)
+        if t11.__class__ is int:
+            t12 = t11 > t13
+        else:
+            t12 = _compare('>', t11, t13)
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t14 = t7
+            if t14 is None: t14 = Missing('p')
             if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = (' in {')
+            t15 = (0)
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            if t14.__class__ is int and t15.__class__ is int:
-                t16 = t14 + t15
-                if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-            else:
-                t16 = _binop('+', t14, t15, t4)
+            t16 = index_value(t14, t15, 'p')
             if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = t5
-            if t17 is None: t17 = Missing('p')
-            t17 = _need(t17)
-            t18 = (1)
-            t19 = index_value(t17, _need(t18), 'p')
-            t20 = call_value(t4, F_join.fn, F_join.cost, False, [t19])
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            if t16.__class__ is int and t20.__class__ is int:
-                t21 = t16 + t20
-                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+            t17 = (' in {')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            if t16.__class__ is int and t17.__class__ is int:
+                t18 = t16 + t17
+                if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
             else:
-                t21 = _binop('+', t16, t20, t4)
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = ('}')
+                t18 = _binop('+', t16, t17, t5)
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = t7
+            if t19 is None: t19 = Missing('p')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = (1)
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = index_value(t19, t20, 'p')
+            t22 = call_value(t5, F_join.fn, F_join.cost, False, [t21])
             if t22 is None or t22.__class__ is Missing: _need(t22)
-            if t21.__class__ is int and t22.__class__ is int:
-                t23 = t21 + t22
+            if t18.__class__ is int and t22.__class__ is int:
+                t23 = t18 + t22
                 if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
             else:
-                t23 = _binop('+', t21, t22, t4)
-            t1.append(t23)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                t23 = _binop('+', t18, t22, t5)
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = ('}')
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            if t23.__class__ is int and t24.__class__ is int:
+                t25 = t23 + t24
+                if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+            else:
+                t25 = _binop('+', t23, t24, t5)
+            t1.append(t25)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t24 = ('; ')
-    t25 = call_value(env, F_join.fn, F_join.cost, False, [t1, t24])
-    return t25
+    t26 = ('; ')
+    t27 = call_value(env, F_join.fn, F_join.cost, False, [t1, t26])
+    return t27
 
 def e42(env):
     t1 = env.lookup('world_size')
@@ -1185,177 +1181,191 @@ def e42(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
 def e43(env):
     t1 = []
-    t3 = env.lookup('world_factors')
-    if t3 is None: t3 = Missing('world_factors')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 4)
-        t4.values['f'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('f')
-        if t6.__class__ is dict and 'inferred' in t6:
-            t7 = t6['inferred']
-            if t7 is None: t7 = Missing('f.inferred')
+    t2 = env.budget
+    t4 = env.lookup('world_factors')
+    if t4 is None: t4 = Missing('world_factors')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 4
+        if t2.left < 0: _charge(env, 0)
+        t6['f'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('f')
+        if t8.__class__ is dict and 'inferred' in t8:
+            t9 = t8['inferred']
+            if t9 is None: t9 = Missing('f.inferred')
         else:
-            t7 = attr_value(t6, 'inferred', 'f.inferred')
-        t1.append(t7)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'inferred', 'f.inferred')
+        t1.append(t9)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t8 = call_value(env, F_any.fn, F_any.cost, False, [t1])
-    if (t8 if t8.__class__ is bool else _truth(t8)):
-        t10 = []
-        t12 = env.lookup('world_factors')
-        if t12 is None: t12 = Missing('world_factors')
-        t11 = loop_items(t12)
-        t13 = Env({}, None, env.budget, env)
-        for t14 in t11:
-            _charge(env, 9)
-            t13.values['f'] = t14
-            t13.let_cache = None
-            t15 = t14
-            if t15 is None: t15 = Missing('f')
-            if t15.__class__ is dict and 'inferred' in t15:
-                t16 = t15['inferred']
-                if t16 is None: t16 = Missing('f.inferred')
+    t10 = call_value(env, F_any.fn, F_any.cost, False, [t1])
+    if (t10 if t10.__class__ is bool else _truth(t10)):
+        t12 = []
+        t13 = env.budget
+        t15 = env.lookup('world_factors')
+        if t15 is None: t15 = Missing('world_factors')
+        t14 = loop_items(t15)
+        t16 = Env({}, None, t13, env)
+        t17 = t16.values
+        for t18 in t14:
+            t13.left -= 9
+            if t13.left < 0: _charge(env, 0)
+            t17['f'] = t18
+            t16.let_cache = None
+            t19 = t18
+            if t19 is None: t19 = Missing('f')
+            if t19.__class__ is dict and 'inferred' in t19:
+                t20 = t19['inferred']
+                if t20 is None: t20 = Missing('f.inferred')
             else:
-                t16 = attr_value(t15, 'inferred', 'f.inferred')
-            t17 = not (t16 if t16.__class__ is bool else _truth(t16))
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t18 = t14
-                if t18 is None: t18 = Missing('f')
-                if t18.__class__ is dict and 'value' in t18:
-                    t19 = t18['value']
-                    if t19 is None: t19 = Missing('f.value')
+                t20 = attr_value(t19, 'inferred', 'f.inferred')
+            t21 = not (t20 if t20.__class__ is bool else _truth(t20))
+            if (t21 if t21.__class__ is bool else _truth(t21)):
+                t22 = t18
+                if t22 is None: t22 = Missing('f')
+                if t22.__class__ is dict and 'value' in t22:
+                    t23 = t22['value']
+                    if t23 is None: t23 = Missing('f.value')
                 else:
-                    t19 = attr_value(t18, 'value', 'f.value')
-                t21 = (1)
-                if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                    t20 = t19 >= t21
+                    t23 = attr_value(t22, 'value', 'f.value')
+                t25 = (1)
+                if t23.__class__ is int:
+                    t24 = t23 >= t25
                 else:
-                    if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t13, t19, t21)
-                    t20 = _compare('>=', t19, t21)
-                t10.append(t20)
-                t13.budget.mem -= 1
-                if t13.budget.mem < 0: _charge_mem(env, 0)
-                if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t22 = call_value(env, F_all.fn, F_all.cost, False, [t10])
-        t9 = (t22 if t22.__class__ is bool else _truth(t22))
+                    t24 = _compare('>=', t23, t25)
+                t12.append(t24)
+                t13.mem -= 1
+                if t13.mem < 0: _charge_mem(env, 0)
+                if len(t12) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t26 = call_value(env, F_all.fn, F_all.cost, False, [t12])
+        t11 = (t26 if t26.__class__ is bool else _truth(t26))
     else:
-        t9 = False
-    return t9
+        t11 = False
+    return t11
 
 def e44(env):
     t1 = []
-    t3 = env.lookup('world_factors')
-    if t3 is None: t3 = Missing('world_factors')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 7)
-        t4.values['f'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('f')
-        if t6.__class__ is dict and 'inferred' in t6:
-            t7 = t6['inferred']
-            if t7 is None: t7 = Missing('f.inferred')
+    t2 = env.budget
+    t4 = env.lookup('world_factors')
+    if t4 is None: t4 = Missing('world_factors')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 7
+        if t2.left < 0: _charge(env, 0)
+        t6['f'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('f')
+        if t8.__class__ is dict and 'inferred' in t8:
+            t9 = t8['inferred']
+            if t9 is None: t9 = Missing('f.inferred')
         else:
-            t7 = attr_value(t6, 'inferred', 'f.inferred')
-        t8 = not (t7 if t7.__class__ is bool else _truth(t7))
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t9 = t5
-            if t9 is None: t9 = Missing('f')
-            if t9.__class__ is dict and 'value' in t9:
-                t10 = t9['value']
-                if t10 is None: t10 = Missing('f.value')
+            t9 = attr_value(t8, 'inferred', 'f.inferred')
+        t10 = not (t9 if t9.__class__ is bool else _truth(t9))
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t11 = t7
+            if t11 is None: t11 = Missing('f')
+            if t11.__class__ is dict and 'value' in t11:
+                t12 = t11['value']
+                if t12 is None: t12 = Missing('f.value')
             else:
-                t10 = attr_value(t9, 'value', 'f.value')
-            t1.append(t10)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                t12 = attr_value(t11, 'value', 'f.value')
+            t1.append(t12)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t11 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t11
+    t13 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t13
 
 def e45(env):
     t1 = []
-    t3 = env.lookup('world_factors')
-    if t3 is None: t3 = Missing('world_factors')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 6)
-        t4.values['f'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('f')
-        if t6.__class__ is dict and 'inferred' in t6:
-            t7 = t6['inferred']
-            if t7 is None: t7 = Missing('f.inferred')
+    t2 = env.budget
+    t4 = env.lookup('world_factors')
+    if t4 is None: t4 = Missing('world_factors')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 6
+        if t2.left < 0: _charge(env, 0)
+        t6['f'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('f')
+        if t8.__class__ is dict and 'inferred' in t8:
+            t9 = t8['inferred']
+            if t9 is None: t9 = Missing('f.inferred')
         else:
-            t7 = attr_value(t6, 'inferred', 'f.inferred')
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t8 = t5
-            if t8 is None: t8 = Missing('f')
-            if t8.__class__ is dict and 'name' in t8:
-                t9 = t8['name']
-                if t9 is None: t9 = Missing('f.name')
+            t9 = attr_value(t8, 'inferred', 'f.inferred')
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t10 = t7
+            if t10 is None: t10 = Missing('f')
+            if t10.__class__ is dict and 'name' in t10:
+                t11 = t10['name']
+                if t11 is None: t11 = Missing('f.name')
             else:
-                t9 = attr_value(t8, 'name', 'f.name')
-            t1.append(t9)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                t11 = attr_value(t10, 'name', 'f.name')
+            t1.append(t11)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t1 = _need(t1)
-    t10 = (0)
-    t11 = index_value(t1, _need(t10), '?')
-    return t11
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t12 = (0)
+    if t12 is None or t12.__class__ is Missing: _need(t12)
+    t13 = index_value(t1, t12, '?')
+    return t13
 
 def e46(env):
     t1 = []
-    t3 = env.lookup('world_factors')
-    if t3 is None: t3 = Missing('world_factors')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 7)
-        t4.values['f'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('f')
-        if t6.__class__ is dict and 'inferred' in t6:
-            t7 = t6['inferred']
-            if t7 is None: t7 = Missing('f.inferred')
+    t2 = env.budget
+    t4 = env.lookup('world_factors')
+    if t4 is None: t4 = Missing('world_factors')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 7
+        if t2.left < 0: _charge(env, 0)
+        t6['f'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('f')
+        if t8.__class__ is dict and 'inferred' in t8:
+            t9 = t8['inferred']
+            if t9 is None: t9 = Missing('f.inferred')
         else:
-            t7 = attr_value(t6, 'inferred', 'f.inferred')
-        t8 = not (t7 if t7.__class__ is bool else _truth(t7))
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t9 = t5
-            if t9 is None: t9 = Missing('f')
-            if t9.__class__ is dict and 'name' in t9:
-                t10 = t9['name']
-                if t10 is None: t10 = Missing('f.name')
+            t9 = attr_value(t8, 'inferred', 'f.inferred')
+        t10 = not (t9 if t9.__class__ is bool else _truth(t9))
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t11 = t7
+            if t11 is None: t11 = Missing('f')
+            if t11.__class__ is dict and 'name' in t11:
+                t12 = t11['name']
+                if t12 is None: t12 = Missing('f.name')
             else:
-                t10 = attr_value(t9, 'name', 'f.name')
-            t1.append(t10)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                t12 = attr_value(t11, 'name', 'f.name')
+            t1.append(t12)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t11 = (' × ')
-    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1, t11])
-    return t12
+    t13 = (' × ')
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, t13])
+    return t14
 
 def e47(env):
     t1 = env.lookup('world_size')
@@ -1395,10 +1405,9 @@ def e51(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('torchtitan')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('; torchtitan floors it to ')
@@ -1435,10 +1444,9 @@ def e52(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('native')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('keys')
@@ -1451,49 +1459,53 @@ def e52(env):
         t4 = t6
     else:
         t7 = []
-        t9 = env.lookup('native')
-        if t9 is None: t9 = Missing('native')
-        if t9.__class__ is dict and 'dims' in t9:
-            t10 = t9['dims']
-            if t10 is None: t10 = Missing('native.dims')
+        t8 = env.budget
+        t10 = env.lookup('native')
+        if t10 is None: t10 = Missing('native')
+        if t10.__class__ is dict and 'dims' in t10:
+            t11 = t10['dims']
+            if t11 is None: t11 = Missing('native.dims')
         else:
-            t10 = attr_value(t9, 'dims', 'native.dims')
-        t8 = loop_items(t10)
-        t11 = Env({}, None, env.budget, env)
-        for t12 in t8:
-            _charge(env, 10)
-            t11.values['d'] = t12
-            t11.let_cache = None
-            t13 = t12
-            if t13 is None: t13 = Missing('d')
-            if t13.__class__ is dict and 'size' in t13:
-                t14 = t13['size']
-                if t14 is None: t14 = Missing('d.size')
+            t11 = attr_value(t10, 'dims', 'native.dims')
+        t9 = loop_items(t11)
+        t12 = Env({}, None, t8, env)
+        t13 = t12.values
+        for t14 in t9:
+            t8.left -= 10
+            if t8.left < 0: _charge(env, 0)
+            t13['d'] = t14
+            t12.let_cache = None
+            t15 = t14
+            if t15 is None: t15 = Missing('d')
+            if t15.__class__ is dict and 'size' in t15:
+                t16 = t15['size']
+                if t16 is None: t16 = Missing('d.size')
             else:
-                t14 = attr_value(t13, 'size', 'd.size')
-            t16 = (1)
-            t17 = _check_value(-_num(t16, '-'))
-            if t14.__class__ is t17.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t17
+                t16 = attr_value(t15, 'size', 'd.size')
+            t18 = (1)
+            t19 = _check_value(-_num(t18, '-'))
+            if t16.__class__ is t19.__class__ and (t16.__class__ is int or t16.__class__ is str):
+                t17 = t16 == t19
             else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t11, t14, t17)
-                t15 = _compare('==', t14, t17)
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = t12
-                if t18 is None: t18 = Missing('d')
-                if t18.__class__ is dict and 'key' in t18:
-                    t19 = t18['key']
-                    if t19 is None: t19 = Missing('d.key')
+                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t12, t16, t19)
+                t17 = _compare('==', t16, t19)
+            if (t17 if t17.__class__ is bool else _truth(t17)):
+                t20 = t14
+                if t20 is None: t20 = Missing('d')
+                if t20.__class__ is dict and 'key' in t20:
+                    t21 = t20['key']
+                    if t21 is None: t21 = Missing('d.key')
                 else:
-                    t19 = attr_value(t18, 'key', 'd.key')
-                t7.append(t19)
-                t11.budget.mem -= 1
-                if t11.budget.mem < 0: _charge_mem(env, 0)
+                    t21 = attr_value(t20, 'key', 'd.key')
+                t7.append(t21)
+                t8.mem -= 1
+                if t8.mem < 0: _charge_mem(env, 0)
                 if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t7 = _need(t7)
-        t20 = (0)
-        t21 = index_value(t7, _need(t20), '?')
-        t4 = t21
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t22 = (0)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        t23 = index_value(t7, t22, '?')
+        t4 = t23
     return t4
 
 def e53(env):
@@ -1549,80 +1561,88 @@ def e55(env):
 
 def e56(env):
     t1 = []
-    t3 = env.lookup('skipped')
-    if t3 is None: t3 = Missing('skipped')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 8)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        if t6.__class__ is dict and 'needs' in t6:
-            t7 = t6['needs']
-            if t7 is None: t7 = Missing('s.needs')
+    t2 = env.budget
+    t4 = env.lookup('skipped')
+    if t4 is None: t4 = Missing('skipped')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('s')
+        if t8.__class__ is dict and 'needs' in t8:
+            t9 = t8['needs']
+            if t9 is None: t9 = Missing('s.needs')
         else:
-            t7 = attr_value(t6, 'needs', 's.needs')
-        t9 = ('world_size')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 == t9
+            t9 = attr_value(t8, 'needs', 's.needs')
+        t11 = ('world_size')
+        if t9.__class__ is str:
+            t10 = t9 == t11
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(t4, t7, t9)
-            t8 = _compare('==', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = t5
-            if t10 is None: t10 = Missing('s')
-            if t10.__class__ is dict and 'code' in t10:
-                t11 = t10['code']
-                if t11 is None: t11 = Missing('s.code')
+            t10 = _compare('==', t9, t11)
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t12 = t7
+            if t12 is None: t12 = Missing('s')
+            if t12.__class__ is dict and 'code' in t12:
+                t13 = t12['code']
+                if t13 is None: t13 = Missing('s.code')
             else:
-                t11 = attr_value(t10, 'code', 's.code')
-            t1.append(t11)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                t13 = attr_value(t12, 'code', 's.code')
+            t1.append(t13)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e57(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     return t3
 
 def e58(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('dialect')
         if t6 is None: t6 = Missing('dialect')
         t8 = ('torchtitan')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 == t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('framework_version')
             if t10 is None: t10 = Missing('framework_version')
             t12 = ('0.2.x')
-            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            if t10.__class__ is str:
                 t11 = t10 != t12
             else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
                 t11 = _compare('!=', t10, t12)
             t9 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
@@ -1636,21 +1656,24 @@ def e58(env):
 def e59(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('dialect')
         if t6 is None: t6 = Missing('dialect')
         t8 = ('torchtitan')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 == t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -1659,10 +1682,9 @@ def e59(env):
         t10 = env.lookup('framework_version')
         if t10 is None: t10 = Missing('framework_version')
         t12 = ('0.2.x')
-        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+        if t10.__class__ is str:
             t11 = t10 != t12
         else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
             t11 = _compare('!=', t10, t12)
         t9 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
@@ -1672,78 +1694,85 @@ def e59(env):
 def e60(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('the comments name several launches (')
         if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = []
-        t9 = env.lookup('world_candidates')
-        if t9 is None: t9 = Missing('world_candidates')
-        t8 = loop_items(t9)
-        t10 = Env({}, None, env.budget, env)
-        for t11 in t8:
-            _charge(env, 9)
-            t10.values['c'] = t11
-            t10.let_cache = None
-            t12 = t11
-            if t12 is None: t12 = Missing('c')
-            if t12.__class__ is dict and 'words' in t12:
-                t13 = t12['words']
-                if t13 is None: t13 = Missing('c.words')
+        t8 = env.budget
+        t10 = env.lookup('world_candidates')
+        if t10 is None: t10 = Missing('world_candidates')
+        t9 = loop_items(t10)
+        t11 = Env({}, None, t8, env)
+        t12 = t11.values
+        for t13 in t9:
+            t8.left -= 9
+            if t8.left < 0: _charge(env, 0)
+            t12['c'] = t13
+            t11.let_cache = None
+            t14 = t13
+            if t14 is None: t14 = Missing('c')
+            if t14.__class__ is dict and 'words' in t14:
+                t15 = t14['words']
+                if t15 is None: t15 = Missing('c.words')
             else:
-                t13 = attr_value(t12, 'words', 'c.words')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = (', ')
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            if t13.__class__ is int and t14.__class__ is int:
-                t15 = t13 + t14
-                if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-            else:
-                t15 = _binop('+', t13, t14, t10)
+                t15 = attr_value(t14, 'words', 'c.words')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = t11
-            if t16 is None: t16 = Missing('c')
-            if t16.__class__ is dict and 'source' in t16:
-                t17 = t16['source']
-                if t17 is None: t17 = Missing('c.source')
+            t16 = (', ')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t15.__class__ is int and t16.__class__ is int:
+                t17 = t15 + t16
+                if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
             else:
-                t17 = attr_value(t16, 'source', 'c.source')
+                t17 = _binop('+', t15, t16, t11)
             if t17 is None or t17.__class__ is Missing: _need(t17)
-            if t15.__class__ is int and t17.__class__ is int:
-                t18 = t15 + t17
-                if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+            t18 = t13
+            if t18 is None: t18 = Missing('c')
+            if t18.__class__ is dict and 'source' in t18:
+                t19 = t18['source']
+                if t19 is None: t19 = Missing('c.source')
             else:
-                t18 = _binop('+', t15, t17, t10)
-            t7.append(t18)
-            t10.budget.mem -= 1
-            if t10.budget.mem < 0: _charge_mem(env, 0)
+                t19 = attr_value(t18, 'source', 'c.source')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            if t17.__class__ is int and t19.__class__ is int:
+                t20 = t17 + t19
+                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+            else:
+                t20 = _binop('+', t17, t19, t11)
+            t7.append(t20)
+            t8.mem -= 1
+            if t8.mem < 0: _charge_mem(env, 0)
             if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t19 = ('; ')
-        t20 = call_value(env, F_join.fn, F_join.cost, False, [t7, t19])
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t6.__class__ is int and t20.__class__ is int:
-            t21 = t6 + t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('+', t6, t20, env)
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = (') and none is chosen; ')
+        t21 = ('; ')
+        t22 = call_value(env, F_join.fn, F_join.cost, False, [t7, t21])
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t21.__class__ is int and t22.__class__ is int:
-            t23 = t21 + t22
+        if t6.__class__ is int and t22.__class__ is int:
+            t23 = t6 + t22
             if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
         else:
-            t23 = _binop('+', t21, t22, env)
-        t5 = t23
+            t23 = _binop('+', t6, t22, env)
+        if t23 is None or t23.__class__ is Missing: _need(t23)
+        t24 = (') and none is chosen; ')
+        if t24 is None or t24.__class__ is Missing: _need(t24)
+        if t23.__class__ is int and t24.__class__ is int:
+            t25 = t23 + t24
+            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+        else:
+            t25 = _binop('+', t23, t24, env)
+        t5 = t25
     else:
-        t24 = ('')
-        t5 = t24
+        t26 = ('')
+        t5 = t26
     return t5
 
 def e61(env):
@@ -1754,7 +1783,12 @@ def e61(env):
 def e62(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = ('rule')
     t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3])
     return t4
@@ -1762,12 +1796,16 @@ def e62(env):
 def e63(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = (' (')
@@ -1797,28 +1835,31 @@ def e63(env):
 
 def e64(env):
     t1 = []
-    t3 = env.lookup('topology_conflicts')
-    if t3 is None: t3 = Missing('topology_conflicts')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 6)
-        t4.values['c'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('c')
-        if t6.__class__ is dict and 'explicit' in t6:
-            t7 = t6['explicit']
-            if t7 is None: t7 = Missing('c.explicit')
+    t2 = env.budget
+    t4 = env.lookup('topology_conflicts')
+    if t4 is None: t4 = Missing('topology_conflicts')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 6
+        if t2.left < 0: _charge(env, 0)
+        t6['c'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('c')
+        if t8.__class__ is dict and 'explicit' in t8:
+            t9 = t8['explicit']
+            if t9 is None: t9 = Missing('c.explicit')
         else:
-            t7 = attr_value(t6, 'explicit', 'c.explicit')
-        t8 = not (t7 if t7.__class__ is bool else _truth(t7))
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t9 = t5
-            if t9 is None: t9 = Missing('c')
-            t1.append(t9)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'explicit', 'c.explicit')
+        t10 = not (t9 if t9.__class__ is bool else _truth(t9))
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t11 = t7
+            if t11 is None: t11 = Missing('c')
+            t1.append(t11)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -1910,12 +1951,7 @@ def e74(env):
         if t2 is None: t2 = Missing('item.suggestion')
     else:
         t2 = attr_value(t1, 'suggestion', 'item.suggestion')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e75(env):
@@ -1926,12 +1962,7 @@ def e75(env):
         if t2 is None: t2 = Missing('item.suggestion')
     else:
         t2 = attr_value(t1, 'suggestion', 'item.suggestion')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e76(env):
@@ -1952,41 +1983,36 @@ def e77(env):
         if t2 is None: t2 = Missing('item.suggestion')
     else:
         t2 = attr_value(t1, 'suggestion', 'item.suggestion')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' (did you mean ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('item')
-        if t7 is None: t7 = Missing('item')
-        if t7.__class__ is dict and 'suggestion' in t7:
-            t8 = t7['suggestion']
-            if t8 is None: t8 = Missing('item.suggestion')
+        t5 = (' (did you mean ')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('item')
+        if t6 is None: t6 = Missing('item')
+        if t6.__class__ is dict and 'suggestion' in t6:
+            t7 = t6['suggestion']
+            if t7 is None: t7 = Missing('item.suggestion')
         else:
-            t8 = attr_value(t7, 'suggestion', 'item.suggestion')
+            t7 = attr_value(t6, 'suggestion', 'item.suggestion')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t5.__class__ is int and t7.__class__ is int:
+            t8 = t5 + t7
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        else:
+            t8 = _binop('+', t5, t7, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t6, t8, env)
+        t9 = ('?)')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = ('?)')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        if t8.__class__ is int and t9.__class__ is int:
+            t10 = t8 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t11 = _binop('+', t9, t10, env)
-        t5 = t11
+            t10 = _binop('+', t8, t9, env)
+        t4 = t10
     else:
-        t12 = ('')
-        t5 = t12
-    return t5
+        t11 = ('')
+        t4 = t11
+    return t4
 
 def e78(env):
     t1 = env.lookup('item')
@@ -1996,51 +2022,44 @@ def e78(env):
         if t2 is None: t2 = Missing('item.framework')
     else:
         t2 = attr_value(t1, 'framework', 'item.framework')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6.__class__ is dict and 'framework' in t6:
-            t7 = t6['framework']
-            if t7 is None: t7 = Missing('item.framework')
+        t5 = env.lookup('item')
+        if t5 is None: t5 = Missing('item')
+        if t5.__class__ is dict and 'framework' in t5:
+            t6 = t5['framework']
+            if t6 is None: t6 = Missing('item.framework')
         else:
-            t7 = attr_value(t6, 'framework', 'item.framework')
-        t5 = t7
+            t6 = attr_value(t5, 'framework', 'item.framework')
+        t4 = t6
     else:
-        t8 = env.lookup('dialect')
-        if t8 is None: t8 = Missing('dialect')
-        t10 = ('kempnerforge')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        t7 = env.lookup('dialect')
+        if t7 is None: t7 = Missing('dialect')
+        t9 = ('kempnerforge')
+        if t7.__class__ is str:
+            t8 = t7 == t9
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('==', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)')
-            t11 = t12
+            t8 = _compare('==', t7, t9)
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t11 = ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)')
+            t10 = t11
         else:
-            t13 = env.lookup('dialect')
-            if t13 is None: t13 = Missing('dialect')
-            t15 = ('torchtitan')
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 == t15
+            t12 = env.lookup('dialect')
+            if t12 is None: t12 = Missing('dialect')
+            t14 = ('torchtitan')
+            if t12.__class__ is str:
+                t13 = t12 == t14
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('==', t13, t15)
-            if (t14 if t14.__class__ is bool else _truth(t14)):
-                t17 = ('torchtitan does not know it')
-                t16 = t17
+                t13 = _compare('==', t12, t14)
+            if (t13 if t13.__class__ is bool else _truth(t13)):
+                t16 = ('torchtitan does not know it')
+                t15 = t16
             else:
-                t18 = ('meshlint does not know it')
-                t16 = t18
-            t11 = t16
-        t5 = t11
-    return t5
+                t17 = ('meshlint does not know it')
+                t15 = t17
+            t10 = t15
+        t4 = t10
+    return t4
 
 def e79(env):
     t1 = env.lookup('item')
@@ -2055,12 +2074,7 @@ def e79(env):
 def e80(env):
     t1 = env.lookup('gpus_per_node')
     if t1 is None: t1 = Missing('gpus_per_node')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     return t2
 
 def e81(env):
@@ -2070,10 +2084,9 @@ def e81(env):
         t3 = env.lookup('world_size')
         if t3 is None: t3 = Missing('world_size')
         t5 = (1)
-        if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+        if t3.__class__ is int:
             t4 = t3 > t5
         else:
-            if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
             t4 = _compare('>', t3, t5)
         t2 = (t4 if t4.__class__ is bool else _truth(t4))
     else:
@@ -2082,45 +2095,52 @@ def e81(env):
 
 def e82(env):
     t1 = []
-    t3 = env.lookup('skipped')
-    if t3 is None: t3 = Missing('skipped')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 8)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        if t6.__class__ is dict and 'needs' in t6:
-            t7 = t6['needs']
-            if t7 is None: t7 = Missing('s.needs')
+    t2 = env.budget
+    t4 = env.lookup('skipped')
+    if t4 is None: t4 = Missing('skipped')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('s')
+        if t8.__class__ is dict and 'needs' in t8:
+            t9 = t8['needs']
+            if t9 is None: t9 = Missing('s.needs')
         else:
-            t7 = attr_value(t6, 'needs', 's.needs')
-        t9 = ('gpus_per_node')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 == t9
+            t9 = attr_value(t8, 'needs', 's.needs')
+        t11 = ('gpus_per_node')
+        if t9.__class__ is str:
+            t10 = t9 == t11
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(t4, t7, t9)
-            t8 = _compare('==', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = t5
-            if t10 is None: t10 = Missing('s')
-            if t10.__class__ is dict and 'code' in t10:
-                t11 = t10['code']
-                if t11 is None: t11 = Missing('s.code')
+            t10 = _compare('==', t9, t11)
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t12 = t7
+            if t12 is None: t12 = Missing('s')
+            if t12.__class__ is dict and 'code' in t12:
+                t13 = t12['code']
+                if t13 is None: t13 = Missing('s.code')
             else:
-                t11 = attr_value(t10, 'code', 's.code')
-            t1.append(t11)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                t13 = attr_value(t12, 'code', 's.code')
+            t1.append(t13)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e83(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = ('placement rule')
     t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3])
     return t4
@@ -2128,134 +2148,141 @@ def e83(env):
 def e84(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     return t3
 
 def e85(env):
     t1 = []
-    t3 = env.lookup('unreadable')
-    if t3 is None: t3 = Missing('unreadable')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 23)
-        t4.values['u'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('u')
-        if t6.__class__ is dict and 'key' in t6:
-            t7 = t6['key']
-            if t7 is None: t7 = Missing('u.key')
+    t2 = env.budget
+    t4 = env.lookup('unreadable')
+    if t4 is None: t4 = Missing('unreadable')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 23
+        if t2.left < 0: _charge(env, 0)
+        t6['u'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('u')
+        if t8.__class__ is dict and 'key' in t8:
+            t9 = t8['key']
+            if t9 is None: t9 = Missing('u.key')
         else:
-            t7 = attr_value(t6, 'key', 'u.key')
-        t9 = ('')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
+            t9 = attr_value(t8, 'key', 'u.key')
+        t11 = ('')
+        if t9.__class__ is str:
+            t10 = t9 != t11
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(t4, t7, t9)
-            t8 = _compare('!=', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = t5
-            if t11 is None: t11 = Missing('u')
-            if t11.__class__ is dict and 'key' in t11:
-                t12 = t11['key']
-                if t12 is None: t12 = Missing('u.key')
+            t10 = _compare('!=', t9, t11)
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t13 = t7
+            if t13 is None: t13 = Missing('u')
+            if t13.__class__ is dict and 'key' in t13:
+                t14 = t13['key']
+                if t14 is None: t14 = Missing('u.key')
             else:
-                t12 = attr_value(t11, 'key', 'u.key')
-            t10 = t12
+                t14 = attr_value(t13, 'key', 'u.key')
+            t12 = t14
         else:
-            t13 = ('options')
-            t10 = t13
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t14 = (' (line ')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t10.__class__ is int and t14.__class__ is int:
-            t15 = t10 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+            t15 = ('options')
+            t12 = t15
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t16 = (' (line ')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        if t12.__class__ is int and t16.__class__ is int:
+            t17 = t12 + t16
+            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
         else:
-            t15 = _binop('+', t10, t14, t4)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = t5
-        if t16 is None: t16 = Missing('u')
-        if t16.__class__ is dict and 'line' in t16:
-            t17 = t16['line']
-            if t17 is None: t17 = Missing('u.line')
+            t17 = _binop('+', t12, t16, t5)
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = t7
+        if t18 is None: t18 = Missing('u')
+        if t18.__class__ is dict and 'line' in t18:
+            t19 = t18['line']
+            if t19 is None: t19 = Missing('u.line')
         else:
-            t17 = attr_value(t16, 'line', 'u.line')
-        t18 = call_value(t4, F_str.fn, F_str.cost, True, [t17])
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t15.__class__ is int and t18.__class__ is int:
-            t19 = t15 + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-        else:
-            t19 = _binop('+', t15, t18, t4)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = (': ')
+            t19 = attr_value(t18, 'line', 'u.line')
+        t20 = call_value(t5, F_str.fn, F_str.cost, True, [t19])
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t19.__class__ is int and t20.__class__ is int:
-            t21 = t19 + t20
+        if t17.__class__ is int and t20.__class__ is int:
+            t21 = t17 + t20
             if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
         else:
-            t21 = _binop('+', t19, t20, t4)
+            t21 = _binop('+', t17, t20, t5)
         if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = t5
-        if t22 is None: t22 = Missing('u')
-        if t22.__class__ is dict and 'reason' in t22:
-            t23 = t22['reason']
-            if t23 is None: t23 = Missing('u.reason')
+        t22 = (': ')
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t21.__class__ is int and t22.__class__ is int:
+            t23 = t21 + t22
+            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
         else:
-            t23 = attr_value(t22, 'reason', 'u.reason')
+            t23 = _binop('+', t21, t22, t5)
         if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t21.__class__ is int and t23.__class__ is int:
-            t24 = t21 + t23
-            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+        t24 = t7
+        if t24 is None: t24 = Missing('u')
+        if t24.__class__ is dict and 'reason' in t24:
+            t25 = t24['reason']
+            if t25 is None: t25 = Missing('u.reason')
         else:
-            t24 = _binop('+', t21, t23, t4)
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        t25 = (')')
+            t25 = attr_value(t24, 'reason', 'u.reason')
         if t25 is None or t25.__class__ is Missing: _need(t25)
-        if t24.__class__ is int and t25.__class__ is int:
-            t26 = t24 + t25
+        if t23.__class__ is int and t25.__class__ is int:
+            t26 = t23 + t25
             if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
         else:
-            t26 = _binop('+', t24, t25, t4)
-        t1.append(t26)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t26 = _binop('+', t23, t25, t5)
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        t27 = (')')
+        if t27 is None or t27.__class__ is Missing: _need(t27)
+        if t26.__class__ is int and t27.__class__ is int:
+            t28 = t26 + t27
+            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
+        else:
+            t28 = _binop('+', t26, t27, t5)
+        t1.append(t28)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t27 = ('; ')
-    t28 = call_value(env, F_join.fn, F_join.cost, False, [t1, t27])
-    return t28
+    t29 = ('; ')
+    t30 = call_value(env, F_join.fn, F_join.cost, False, [t1, t29])
+    return t30
 
 def e86(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'unreadable')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'unreadable')
     if t3.__class__ is dict and 'key' in t3:
         t4 = t3['key']
         if t4 is None: t4 = Missing('key')
     else:
         t4 = attr_value(t3, 'key', 'key')
     t6 = ('')
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is str:
         t5 = t4 != t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('!=', t4, t6)
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = env.lookup('unreadable')
         if t8 is None: t8 = Missing('unreadable')
-        t8 = _need(t8)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = (0)
-        t10 = index_value(t8, _need(t9), 'unreadable')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'unreadable')
         if t10.__class__ is dict and 'key' in t10:
             t11 = t10['key']
             if t11 is None: t11 = Missing('key')
@@ -2267,9 +2294,10 @@ def e86(env):
         if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = env.lookup('unreadable')
         if t13 is None: t13 = Missing('unreadable')
-        t13 = _need(t13)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = (0)
-        t15 = index_value(t13, _need(t14), 'unreadable')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = index_value(t13, t14, 'unreadable')
         if t15.__class__ is dict and 'line' in t15:
             t16 = t15['line']
             if t16 is None: t16 = Missing('line')
@@ -2293,9 +2321,10 @@ def e86(env):
         if t20 is None or t20.__class__ is Missing: _need(t20)
         t21 = env.lookup('unreadable')
         if t21 is None: t21 = Missing('unreadable')
-        t21 = _need(t21)
+        if t21 is None or t21.__class__ is Missing: _need(t21)
         t22 = (0)
-        t23 = index_value(t21, _need(t22), 'unreadable')
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        t23 = index_value(t21, t22, 'unreadable')
         if t23.__class__ is dict and 'col' in t23:
             t24 = t23['col']
             if t24 is None: t24 = Missing('col')
@@ -2315,10 +2344,9 @@ def e87(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('megatron')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('set the variables the launch line uses outside if/case blocks (or pass the options on the launch line itself), so the script determines them')
@@ -2327,10 +2355,9 @@ def e87(env):
         t6 = env.lookup('dialect')
         if t6 is None: t6 = Missing('dialect')
         t8 = ('kempnerforge')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 == t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = ('set the variable in the script (or write the value on the launch line, --distributed.tp=4)')
@@ -2378,27 +2405,30 @@ def e91(env):
 
 def e92(env):
     t1 = []
-    t3 = env.lookup('topology_conflicts')
-    if t3 is None: t3 = Missing('topology_conflicts')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 5)
-        t4.values['c'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('c')
-        if t6.__class__ is dict and 'explicit' in t6:
-            t7 = t6['explicit']
-            if t7 is None: t7 = Missing('c.explicit')
+    t2 = env.budget
+    t4 = env.lookup('topology_conflicts')
+    if t4 is None: t4 = Missing('topology_conflicts')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 5
+        if t2.left < 0: _charge(env, 0)
+        t6['c'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('c')
+        if t8.__class__ is dict and 'explicit' in t8:
+            t9 = t8['explicit']
+            if t9 is None: t9 = Missing('c.explicit')
         else:
-            t7 = attr_value(t6, 'explicit', 'c.explicit')
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t8 = t5
-            if t8 is None: t8 = Missing('c')
-            t1.append(t8)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'explicit', 'c.explicit')
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t10 = t7
+            if t10 is None: t10 = Missing('c')
+            t1.append(t10)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -2423,66 +2453,64 @@ def e95(env):
     t1 = K0
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = []
-    t4 = env.lookup('gpus_per_node')
-    if t4 is None: t4 = Missing('gpus_per_node')
-    t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
-    t3 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t3:
-        _charge(env, 16)
-        t6.values['t'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('t')
-        t10 = t6.lookup('tp')
-        if t10 is None: t10 = Missing('tp')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 <= t10
+    t3 = env.budget
+    t5 = env.lookup('gpus_per_node')
+    if t5 is None: t5 = Missing('gpus_per_node')
+    t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
+    t4 = loop_items(t6)
+    t7 = Env({}, None, t3, env)
+    t8 = t7.values
+    for t9 in t4:
+        t3.left -= 16
+        if t3.left < 0: _charge(env, 0)
+        t8['t'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('t')
+        t12 = t7.lookup('tp')
+        if t12 is None: t12 = Missing('tp')
+        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 <= t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t6, t8, t10)
-            t9 = _compare('<=', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = t6.lookup('choices')
-            if t12 is None: t12 = Missing('choices')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 == t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t6, t12, t14)
-                t13 = _compare('==', t12, t14)
-            if not (t13 if t13.__class__ is bool else _truth(t13)):
-                t16 = t7
-                if t16 is None: t16 = Missing('t')
-                t18 = t6.lookup('choices')
-                if t18 is None: t18 = Missing('choices')
-                if t18.__class__ is dict and 'tp' in t18:
-                    t19 = t18['tp']
-                    if t19 is None: t19 = Missing('choices.tp')
-                else:
-                    t19 = attr_value(t18, 'tp', 'choices.tp')
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t6, t16, t19)
-                t17 = _compare('in', t16, t19)
-                t15 = (t17 if t17.__class__ is bool else _truth(t17))
-            else:
-                t15 = True
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
-        else:
-            t11 = False
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, t10, t12)
+            t11 = _compare('<=', t10, t12)
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t20 = t7
-            if t20 is None: t20 = Missing('t')
-            t2.append(t20)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
+            t14 = t7.lookup('choices')
+            if t14 is None: t14 = Missing('choices')
+            t15 = (t14 is None or t14.__class__ is Missing)
+            if not (t15 if t15.__class__ is bool else _truth(t15)):
+                t17 = t9
+                if t17 is None: t17 = Missing('t')
+                t19 = t7.lookup('choices')
+                if t19 is None: t19 = Missing('choices')
+                if t19.__class__ is dict and 'tp' in t19:
+                    t20 = t19['tp']
+                    if t20 is None: t20 = Missing('choices.tp')
+                else:
+                    t20 = attr_value(t19, 'tp', 'choices.tp')
+                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t7, t17, t20)
+                t18 = _compare('in', t17, t20)
+                t16 = (t18 if t18.__class__ is bool else _truth(t18))
+            else:
+                t16 = True
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+        else:
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t21 = t9
+            if t21 is None: t21 = Missing('t')
+            t2.append(t21)
+            t3.mem -= 1
+            if t3.mem < 0: _charge_mem(env, 0)
             if len(t2) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     if t1.__class__ is int and t2.__class__ is int:
-        t21 = t1 + t2
-        if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+        t22 = t1 + t2
+        if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
     else:
-        t21 = _binop('+', t1, t2, env)
-    t22 = call_value(env, F_max.fn, F_max.cost, False, [t21])
-    return t22
+        t22 = _binop('+', t1, t2, env)
+    t23 = call_value(env, F_max.fn, F_max.cost, False, [t22])
+    return t23
 
 def e96(env):
     t1 = env.lookup('tp')
@@ -2508,10 +2536,9 @@ def e99(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('tp')
@@ -2565,10 +2592,9 @@ def e102(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('tp')
@@ -2642,10 +2668,9 @@ def e104(env):
         else:
             t7 = attr_value(t6, 'size', 'item.size')
         t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 > t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('>', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -2679,10 +2704,9 @@ def e106(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     t3 = ('cyclic')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     return t2
 
@@ -2690,10 +2714,9 @@ def e107(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     t3 = ('cyclic')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('item')
@@ -2704,10 +2727,9 @@ def e107(env):
         else:
             t6 = attr_value(t5, 'stride', 'item.stride')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -2718,10 +2740,9 @@ def e108(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     t3 = ('cyclic')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('item')
@@ -2732,10 +2753,9 @@ def e108(env):
         else:
             t6 = attr_value(t5, 'stride', 'item.stride')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 == t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
         t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -2828,7 +2848,7 @@ def e116(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('keys')
         if t6 is None: t6 = Missing('keys')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = env.lookup('item')
         if t7 is None: t7 = Missing('item')
         if t7.__class__ is dict and 'role' in t7:
@@ -2836,7 +2856,8 @@ def e116(env):
             if t8 is None: t8 = Missing('item.role')
         else:
             t8 = attr_value(t7, 'role', 'item.role')
-        t9 = index_value(t6, _need(t8), 'keys')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = index_value(t6, t8, 'keys')
         t5 = t9
     else:
         t10 = env.lookup('keys')
@@ -2851,32 +2872,34 @@ def e116(env):
 
 def e117(env):
     t1 = []
-    t3 = env.lookup('gpus_per_node')
-    if t3 is None: t3 = Missing('gpus_per_node')
-    t4 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t3])
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 7)
-        t5.values['t'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('t')
-        t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 > t9
+    t2 = env.budget
+    t4 = env.lookup('gpus_per_node')
+    if t4 is None: t4 = Missing('gpus_per_node')
+    t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 7
+        if t2.left < 0: _charge(env, 0)
+        t7['t'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('t')
+        t11 = (1)
+        if t9.__class__ is int:
+            t10 = t9 > t11
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(t5, t7, t9)
-            t8 = _compare('>', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = t6
-            if t10 is None: t10 = Missing('t')
-            t1.append(t10)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            t10 = _compare('>', t9, t11)
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t12 = t8
+            if t12 is None: t12 = Missing('t')
+            t1.append(t12)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t11 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t11
+    t13 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t13
 
 def e118(env):
     t1 = env.lookup('item')
@@ -2898,10 +2921,9 @@ def e118(env):
         else:
             t7 = attr_value(t6, 'size', 'item.size')
         t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 > t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('>', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -2912,10 +2934,9 @@ def e119(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
     t3 = ('cyclic')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     return t2
 
@@ -2928,10 +2949,9 @@ def e120(env):
     else:
         t2 = attr_value(t1, 'role', 'item.role')
     t4 = ('ep')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('all-to-all token dispatch')
@@ -2944,7 +2964,7 @@ def e120(env):
 def e121(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('item')
     if t2 is None: t2 = Missing('item')
     if t2.__class__ is dict and 'role' in t2:
@@ -2952,7 +2972,8 @@ def e121(env):
         if t3 is None: t3 = Missing('item.role')
     else:
         t3 = attr_value(t2, 'role', 'item.role')
-    t4 = index_value(t1, _need(t3), 'keys')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t1, t3, 'keys')
     return t4
 
 def e122(env):
@@ -2964,10 +2985,9 @@ def e122(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -3093,10 +3113,9 @@ def e133(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -3104,24 +3123,19 @@ def e134(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     return t2
 
 def e135(env):
     t1 = []
-    t3 = env.lookup('choices')
-    if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    t2 = env.budget
+    t4 = env.lookup('choices')
+    if t4 is None: t4 = Missing('choices')
+    t5 = not (t4 is None or t4.__class__ is Missing)
+    if (t5 if t5.__class__ is bool else _truth(t5)):
         t7 = env.lookup('choices')
         if t7 is None: t7 = Missing('choices')
         if t7.__class__ is dict and 'tp' in t7:
@@ -3148,31 +3162,27 @@ def e135(env):
         t13 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t10, t12])
         t14 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t13])
         t6 = t14
-    t2 = loop_items(t6)
-    t15 = Env({}, None, env.budget, env)
-    for t16 in t2:
-        _charge(env, 39)
-        t15.values['t'] = t16
+    t3 = loop_items(t6)
+    t15 = Env({}, None, t2, env)
+    t16 = t15.values
+    for t17 in t3:
+        t2.left -= 39
+        if t2.left < 0: _charge(env, 0)
+        t16['t'] = t17
         t15.let_cache = None
-        t17 = t16
-        if t17 is None: t17 = Missing('t')
-        t19 = (1)
-        if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-            t18 = t17 > t19
+        t18 = t17
+        if t18 is None: t18 = Missing('t')
+        t20 = (1)
+        if t18.__class__ is int:
+            t19 = t18 > t20
         else:
-            if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t15, t17, t19)
-            t18 = _compare('>', t17, t19)
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t21 = t15.lookup('gpus_per_node')
-            if t21 is None: t21 = Missing('gpus_per_node')
-            t23 = (None)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
-            else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t15, t21, t23)
-                t22 = _compare('==', t21, t23)
-            if not (t22 if t22.__class__ is bool else _truth(t22)):
-                t25 = t16
+            t19 = _compare('>', t18, t20)
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t22 = t15.lookup('gpus_per_node')
+            if t22 is None: t22 = Missing('gpus_per_node')
+            t23 = (t22 is None or t22.__class__ is Missing)
+            if not (t23 if t23.__class__ is bool else _truth(t23)):
+                t25 = t17
                 if t25 is None: t25 = Missing('t')
                 t27 = t15.lookup('gpus_per_node')
                 if t27 is None: t27 = Missing('gpus_per_node')
@@ -3184,10 +3194,10 @@ def e135(env):
                 t24 = (t26 if t26.__class__ is bool else _truth(t26))
             else:
                 t24 = True
-            t20 = (t24 if t24.__class__ is bool else _truth(t24))
+            t21 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
             t29 = t15.lookup('model')
             if t29 is None: t29 = Missing('model')
             if t29.__class__ is dict and 'n_heads' in t29:
@@ -3196,15 +3206,14 @@ def e135(env):
             else:
                 t30 = attr_value(t29, 'n_heads', 'model.n_heads')
             if t30 is None or t30.__class__ is Missing: _need(t30)
-            t31 = t16
+            t31 = t17
             if t31 is None: t31 = Missing('t')
             if t31 is None or t31.__class__ is Missing: _need(t31)
             t32 = _binop('%', t30, t31, t15)
             t34 = (0)
-            if t32.__class__ is t34.__class__ and (t32.__class__ is int or t32.__class__ is str):
+            if t32.__class__ is int:
                 t33 = t32 == t34
             else:
-                if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(t15, t32, t34)
                 t33 = _compare('==', t32, t34)
             t28 = (t33 if t33.__class__ is bool else _truth(t33))
         else:
@@ -3218,25 +3227,24 @@ def e135(env):
             else:
                 t37 = attr_value(t36, 'n_kv_heads', 'model.n_kv_heads')
             if t37 is None or t37.__class__ is Missing: _need(t37)
-            t38 = t16
+            t38 = t17
             if t38 is None: t38 = Missing('t')
             if t38 is None or t38.__class__ is Missing: _need(t38)
             t39 = _binop('%', t37, t38, t15)
             t41 = (0)
-            if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
+            if t39.__class__ is int:
                 t40 = t39 == t41
             else:
-                if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t15, t39, t41)
                 t40 = _compare('==', t39, t41)
             t35 = (t40 if t40.__class__ is bool else _truth(t40))
         else:
             t35 = False
         if (t35 if t35.__class__ is bool else _truth(t35)):
-            t42 = t16
+            t42 = t17
             if t42 is None: t42 = Missing('t')
             t1.append(t42)
-            t15.budget.mem -= 1
-            if t15.budget.mem < 0: _charge_mem(env, 0)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -3263,12 +3271,16 @@ def e137(env):
 def e138(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('use tp in ')
@@ -3312,10 +3324,9 @@ def e140(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -3323,10 +3334,9 @@ def e141(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('kempnerforge')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = (', or more KV heads')
@@ -3370,10 +3380,9 @@ def e145(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     return t2
 
@@ -3406,10 +3415,9 @@ def e148(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -3417,10 +3425,9 @@ def e149(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('model')
@@ -3437,15 +3444,11 @@ def e149(env):
 
 def e150(env):
     t1 = []
-    t3 = env.lookup('choices')
-    if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    t2 = env.budget
+    t4 = env.lookup('choices')
+    if t4 is None: t4 = Missing('choices')
+    t5 = not (t4 is None or t4.__class__ is Missing)
+    if (t5 if t5.__class__ is bool else _truth(t5)):
         t7 = env.lookup('choices')
         if t7 is None: t7 = Missing('choices')
         if t7.__class__ is dict and 'ep' in t7:
@@ -3464,60 +3467,64 @@ def e150(env):
             t10 = attr_value(t9, 'num_experts', 'model.num_experts')
         t11 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t10])
         t6 = t11
-    t2 = loop_items(t6)
-    t12 = Env({}, None, env.budget, env)
-    for t13 in t2:
-        _charge(env, 21)
-        t12.values['e'] = t13
+    t3 = loop_items(t6)
+    t12 = Env({}, None, t2, env)
+    t13 = t12.values
+    for t14 in t3:
+        t2.left -= 21
+        if t2.left < 0: _charge(env, 0)
+        t13['e'] = t14
         t12.let_cache = None
-        t14 = t13
-        if t14 is None: t14 = Missing('e')
-        t16 = (1)
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-            t15 = t14 > t16
+        t15 = t14
+        if t15 is None: t15 = Missing('e')
+        t17 = (1)
+        if t15.__class__ is int:
+            t16 = t15 > t17
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t12, t14, t16)
-            t15 = _compare('>', t14, t16)
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t18 = t12.lookup('model')
-            if t18 is None: t18 = Missing('model')
-            if t18.__class__ is dict and 'num_experts' in t18:
-                t19 = t18['num_experts']
-                if t19 is None: t19 = Missing('model.num_experts')
+            t16 = _compare('>', t15, t17)
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t19 = t12.lookup('model')
+            if t19 is None: t19 = Missing('model')
+            if t19.__class__ is dict and 'num_experts' in t19:
+                t20 = t19['num_experts']
+                if t20 is None: t20 = Missing('model.num_experts')
             else:
-                t19 = attr_value(t18, 'num_experts', 'model.num_experts')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = t13
-            if t20 is None: t20 = Missing('e')
+                t20 = attr_value(t19, 'num_experts', 'model.num_experts')
             if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = _binop('%', t19, t20, t12)
-            t23 = (0)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
+            t21 = t14
+            if t21 is None: t21 = Missing('e')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = _binop('%', t20, t21, t12)
+            t24 = (0)
+            if t22.__class__ is int:
+                t23 = t22 == t24
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t12, t21, t23)
-                t22 = _compare('==', t21, t23)
-            t17 = (t22 if t22.__class__ is bool else _truth(t22))
+                t23 = _compare('==', t22, t24)
+            t18 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t24 = t13
-            if t24 is None: t24 = Missing('e')
-            t1.append(t24)
-            t12.budget.mem -= 1
-            if t12.budget.mem < 0: _charge_mem(env, 0)
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t25 = t14
+            if t25 is None: t25 = Missing('e')
+            t1.append(t25)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e151(env):
     t1 = env.lookup('eps')
     if t1 is None: t1 = Missing('eps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('use ep in ')
@@ -3550,170 +3557,173 @@ def e153(env):
 def e154(env):
     t1 = env.lookup('uneven')
     if t1 is None: t1 = Missing('uneven')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
 def e155(env):
     t1 = []
-    t3 = ('ffn_hidden_dim')
-    t4 = env.lookup('model')
-    if t4 is None: t4 = Missing('model')
-    if t4.__class__ is dict and 'ffn_hidden_dim' in t4:
-        t5 = t4['ffn_hidden_dim']
-        if t5 is None: t5 = Missing('model.ffn_hidden_dim')
+    t2 = env.budget
+    t4 = ('ffn_hidden_dim')
+    t5 = env.lookup('model')
+    if t5 is None: t5 = Missing('model')
+    if t5.__class__ is dict and 'ffn_hidden_dim' in t5:
+        t6 = t5['ffn_hidden_dim']
+        if t6 is None: t6 = Missing('model.ffn_hidden_dim')
     else:
-        t5 = attr_value(t4, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-    t6 = [t3, t5]
-    t7 = ('vocab_size')
-    t8 = env.lookup('model')
-    if t8 is None: t8 = Missing('model')
-    if t8.__class__ is dict and 'vocab_size' in t8:
-        t9 = t8['vocab_size']
-        if t9 is None: t9 = Missing('model.vocab_size')
+        t6 = attr_value(t5, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+    t7 = [t4, t6]
+    t8 = ('vocab_size')
+    t9 = env.lookup('model')
+    if t9 is None: t9 = Missing('model')
+    if t9.__class__ is dict and 'vocab_size' in t9:
+        t10 = t9['vocab_size']
+        if t10 is None: t10 = Missing('model.vocab_size')
     else:
-        t9 = attr_value(t8, 'vocab_size', 'model.vocab_size')
-    t10 = [t7, t9]
-    t11 = [t6, t10]
-    t2 = loop_items(t11)
-    t12 = Env({}, None, env.budget, env)
-    for t13 in t2:
-        _charge(env, 24)
-        t12.values['p'] = t13
-        t12.let_cache = None
-        t14 = t13
-        if t14 is None: t14 = Missing('p')
-        t14 = _need(t14)
-        t15 = (1)
-        t16 = index_value(t14, _need(t15), 'p')
-        t18 = (None)
-        if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-            t17 = t16 != t18
-        else:
-            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t12, t16, t18)
-            t17 = _compare('!=', t16, t18)
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t20 = t13
-            if t20 is None: t20 = Missing('p')
-            t20 = _need(t20)
-            t21 = (1)
-            t22 = index_value(t20, _need(t21), 'p')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = t12.lookup('tp')
-            if t23 is None: t23 = Missing('tp')
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = _binop('%', t22, t23, t12)
-            t26 = (0)
-            if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
-                t25 = t24 != t26
-            else:
-                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t12, t24, t26)
-                t25 = _compare('!=', t24, t26)
-            t19 = (t25 if t25.__class__ is bool else _truth(t25))
-        else:
-            t19 = False
+        t10 = attr_value(t9, 'vocab_size', 'model.vocab_size')
+    t11 = [t8, t10]
+    t12 = [t7, t11]
+    t3 = loop_items(t12)
+    t13 = Env({}, None, t2, env)
+    t14 = t13.values
+    for t15 in t3:
+        t2.left -= 24
+        if t2.left < 0: _charge(env, 0)
+        t14['p'] = t15
+        t13.let_cache = None
+        t16 = t15
+        if t16 is None: t16 = Missing('p')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = (1)
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = index_value(t16, t17, 'p')
+        t19 = not (t18 is None or t18.__class__ is Missing)
         if (t19 if t19.__class__ is bool else _truth(t19)):
-            t27 = t13
-            if t27 is None: t27 = Missing('p')
-            t1.append(t27)
-            t12.budget.mem -= 1
-            if t12.budget.mem < 0: _charge_mem(env, 0)
+            t21 = t15
+            if t21 is None: t21 = Missing('p')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = (1)
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = index_value(t21, t22, 'p')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = t13.lookup('tp')
+            if t24 is None: t24 = Missing('tp')
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            t25 = _binop('%', t23, t24, t13)
+            t27 = (0)
+            if t25.__class__ is int:
+                t26 = t25 != t27
+            else:
+                t26 = _compare('!=', t25, t27)
+            t20 = (t26 if t26.__class__ is bool else _truth(t26))
+        else:
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t28 = t15
+            if t28 is None: t28 = Missing('p')
+            t1.append(t28)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e156(env):
     t1 = []
-    t3 = env.lookup('gpus_per_node')
-    if t3 is None: t3 = Missing('gpus_per_node')
-    t4 = (8)
-    t5 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t3, t4])
-    t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
-    t2 = loop_items(t6)
-    t7 = Env({}, None, env.budget, env)
-    for t8 in t2:
-        _charge(env, 29)
-        t7.values['t'] = t8
-        t7.let_cache = None
-        t9 = t8
-        if t9 is None: t9 = Missing('t')
-        t11 = (1)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 > t11
+    t2 = env.budget
+    t4 = env.lookup('gpus_per_node')
+    if t4 is None: t4 = Missing('gpus_per_node')
+    t5 = (8)
+    t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t4, t5])
+    t7 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t6])
+    t3 = loop_items(t7)
+    t8 = Env({}, None, t2, env)
+    t9 = t8.values
+    for t10 in t3:
+        t2.left -= 29
+        if t2.left < 0: _charge(env, 0)
+        t9['t'] = t10
+        t8.let_cache = None
+        t11 = t10
+        if t11 is None: t11 = Missing('t')
+        t13 = (1)
+        if t11.__class__ is int:
+            t12 = t11 > t13
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t7, t9, t11)
-            t10 = _compare('>', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = []
-            t15 = t7.lookup('uneven')
-            if t15 is None: t15 = Missing('uneven')
-            t14 = loop_items(t15)
-            t16 = Env({}, None, t7.budget, t7)
-            for t17 in t14:
-                _charge(t7, 9)
-                t16.values['u'] = t17
-                t16.let_cache = None
-                t18 = t17
-                if t18 is None: t18 = Missing('u')
-                t18 = _need(t18)
-                t19 = (1)
-                t20 = index_value(t18, _need(t19), 'u')
-                if t20 is None or t20.__class__ is Missing: _need(t20)
-                t21 = t8
-                if t21 is None: t21 = Missing('t')
-                if t21 is None or t21.__class__ is Missing: _need(t21)
-                t22 = _binop('%', t20, t21, t16)
-                t24 = (0)
-                if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 == t24
-                else:
-                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t16, t22, t24)
-                    t23 = _compare('==', t22, t24)
-                t13.append(t23)
-                t16.budget.mem -= 1
-                if t16.budget.mem < 0: _charge_mem(t7, 0)
-                if len(t13) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t25 = call_value(t7, F_all.fn, F_all.cost, False, [t13])
-            t12 = (t25 if t25.__class__ is bool else _truth(t25))
-        else:
-            t12 = False
+            t12 = _compare('>', t11, t13)
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t27 = t7.lookup('choices')
-            if t27 is None: t27 = Missing('choices')
-            t29 = (None)
-            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                t28 = t27 == t29
-            else:
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t7, t27, t29)
-                t28 = _compare('==', t27, t29)
-            if not (t28 if t28.__class__ is bool else _truth(t28)):
-                t31 = t8
-                if t31 is None: t31 = Missing('t')
-                t33 = t7.lookup('choices')
-                if t33 is None: t33 = Missing('choices')
-                if t33.__class__ is dict and 'tp' in t33:
-                    t34 = t33['tp']
-                    if t34 is None: t34 = Missing('choices.tp')
+            t15 = []
+            t16 = t8.budget
+            t18 = t8.lookup('uneven')
+            if t18 is None: t18 = Missing('uneven')
+            t17 = loop_items(t18)
+            t19 = Env({}, None, t16, t8)
+            t20 = t19.values
+            for t21 in t17:
+                t16.left -= 9
+                if t16.left < 0: _charge(t8, 0)
+                t20['u'] = t21
+                t19.let_cache = None
+                t22 = t21
+                if t22 is None: t22 = Missing('u')
+                if t22 is None or t22.__class__ is Missing: _need(t22)
+                t23 = (1)
+                if t23 is None or t23.__class__ is Missing: _need(t23)
+                t24 = index_value(t22, t23, 'u')
+                if t24 is None or t24.__class__ is Missing: _need(t24)
+                t25 = t10
+                if t25 is None: t25 = Missing('t')
+                if t25 is None or t25.__class__ is Missing: _need(t25)
+                t26 = _binop('%', t24, t25, t19)
+                t28 = (0)
+                if t26.__class__ is int:
+                    t27 = t26 == t28
                 else:
-                    t34 = attr_value(t33, 'tp', 'choices.tp')
-                if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(t7, t31, t34)
-                t32 = _compare('in', t31, t34)
-                t30 = (t32 if t32.__class__ is bool else _truth(t32))
-            else:
-                t30 = True
-            t26 = (t30 if t30.__class__ is bool else _truth(t30))
+                    t27 = _compare('==', t26, t28)
+                t15.append(t27)
+                t16.mem -= 1
+                if t16.mem < 0: _charge_mem(t8, 0)
+                if len(t15) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t29 = call_value(t8, F_all.fn, F_all.cost, False, [t15])
+            t14 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
-            t26 = False
-        if (t26 if t26.__class__ is bool else _truth(t26)):
-            t35 = t8
-            if t35 is None: t35 = Missing('t')
-            t1.append(t35)
-            t7.budget.mem -= 1
-            if t7.budget.mem < 0: _charge_mem(env, 0)
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t31 = t8.lookup('choices')
+            if t31 is None: t31 = Missing('choices')
+            t32 = (t31 is None or t31.__class__ is Missing)
+            if not (t32 if t32.__class__ is bool else _truth(t32)):
+                t34 = t10
+                if t34 is None: t34 = Missing('t')
+                t36 = t8.lookup('choices')
+                if t36 is None: t36 = Missing('choices')
+                if t36.__class__ is dict and 'tp' in t36:
+                    t37 = t36['tp']
+                    if t37 is None: t37 = Missing('choices.tp')
+                else:
+                    t37 = attr_value(t36, 'tp', 'choices.tp')
+                if t37.__class__ is list or t37.__class__ is dict or t37.__class__ is str: _charge_operands(t8, t34, t37)
+                t35 = _compare('in', t34, t37)
+                t33 = (t35 if t35.__class__ is bool else _truth(t35))
+            else:
+                t33 = True
+            t30 = (t33 if t33.__class__ is bool else _truth(t33))
+        else:
+            t30 = False
+        if (t30 if t30.__class__ is bool else _truth(t30)):
+            t38 = t10
+            if t38 is None: t38 = Missing('t')
+            t1.append(t38)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -3726,10 +3736,9 @@ def e157(env):
     else:
         t2 = attr_value(t1, 'called', 'model.called')
     t4 = ('model.')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -3742,20 +3751,23 @@ def e158(env):
     else:
         t2 = attr_value(t1, 'called', 'model.called')
     t4 = ('model.')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('fits')
         if t6 is None: t6 = Missing('fits')
-        t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
+        if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
+            t7 = len(t6)
+            env.budget.left -= t7 if t7 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
         t9 = (0)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 > t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('>', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -3771,20 +3783,23 @@ def e159(env):
     else:
         t2 = attr_value(t1, 'called', 'model.called')
     t4 = ('model.')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('fits')
         if t6 is None: t6 = Missing('fits')
-        t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
+        if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
+            t7 = len(t6)
+            env.budget.left -= t7 if t7 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
         t9 = (0)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -3793,206 +3808,226 @@ def e159(env):
 
 def e160(env):
     t1 = []
-    t3 = env.lookup('uneven')
-    if t3 is None: t3 = Missing('uneven')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 12)
-        t4.values['u'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('u')
-        t6 = _need(t6)
-        t7 = (0)
-        t8 = index_value(t6, _need(t7), 'u')
+    t2 = env.budget
+    t4 = env.lookup('uneven')
+    if t4 is None: t4 = Missing('uneven')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 12
+        if t2.left < 0: _charge(env, 0)
+        t6['u'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' ')
+        t9 = (0)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, t4)
+        t10 = index_value(t8, t9, 'u')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t5
-        if t11 is None: t11 = Missing('u')
-        t11 = _need(t11)
-        t12 = (1)
-        t13 = index_value(t11, _need(t12), 'u')
-        t14 = call_value(t4, F_str.fn, F_str.cost, True, [t13])
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t10.__class__ is int and t14.__class__ is int:
-            t15 = t10 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        t11 = (' ')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t10.__class__ is int and t11.__class__ is int:
+            t12 = t10 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t15 = _binop('+', t10, t14, t4)
-        t1.append(t15)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t12 = _binop('+', t10, t11, t5)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = t7
+        if t13 is None: t13 = Missing('u')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = (1)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = index_value(t13, t14, 'u')
+        t16 = call_value(t5, F_str.fn, F_str.cost, True, [t15])
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        if t12.__class__ is int and t16.__class__ is int:
+            t17 = t12 + t16
+            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        else:
+            t17 = _binop('+', t12, t16, t5)
+        t1.append(t17)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t16 = (' or ')
-    t17 = call_value(env, F_join.fn, F_join.cost, False, [t1, t16])
-    return t17
+    t18 = (' or ')
+    t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, t18])
+    return t19
 
 def e161(env):
     t1 = []
-    t3 = env.lookup('uneven')
-    if t3 is None: t3 = Missing('uneven')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 25)
-        t4.values['u'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('u')
-        t6 = _need(t6)
-        t7 = (0)
-        t8 = index_value(t6, _need(t7), 'u')
+    t2 = env.budget
+    t4 = env.lookup('uneven')
+    if t4 is None: t4 = Missing('uneven')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 25
+        if t2.left < 0: _charge(env, 0)
+        t6['u'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (': ')
+        t9 = (0)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, t4)
+        t10 = index_value(t8, t9, 'u')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t5
-        if t11 is None: t11 = Missing('u')
-        t11 = _need(t11)
-        t12 = (1)
-        t13 = index_value(t11, _need(t12), 'u')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = t4.lookup('tp')
-        if t14 is None: t14 = Missing('tp')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('//', t13, t14, t4)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = (1)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t15.__class__ is int and t16.__class__ is int:
-            t17 = t15 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        t11 = (': ')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t10.__class__ is int and t11.__class__ is int:
+            t12 = t10 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t17 = _binop('+', t15, t16, t4)
-        t18 = call_value(t4, F_str.fn, F_str.cost, True, [t17])
+            t12 = _binop('+', t10, t11, t5)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = t7
+        if t13 is None: t13 = Missing('u')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = (1)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = index_value(t13, t14, 'u')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = t5.lookup('tp')
+        if t16 is None: t16 = Missing('tp')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = _binop('//', t15, t16, t5)
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = (1)
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t10.__class__ is int and t18.__class__ is int:
-            t19 = t10 + t18
+        if t17.__class__ is int and t18.__class__ is int:
+            t19 = t17 + t18
             if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
         else:
-            t19 = _binop('+', t10, t18, t4)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = (' vs ')
+            t19 = _binop('+', t17, t18, t5)
+        t20 = call_value(t5, F_str.fn, F_str.cost, True, [t19])
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t19.__class__ is int and t20.__class__ is int:
-            t21 = t19 + t20
+        if t12.__class__ is int and t20.__class__ is int:
+            t21 = t12 + t20
             if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
         else:
-            t21 = _binop('+', t19, t20, t4)
+            t21 = _binop('+', t12, t20, t5)
         if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = t5
-        if t22 is None: t22 = Missing('u')
-        t22 = _need(t22)
-        t23 = (1)
-        t24 = index_value(t22, _need(t23), 'u')
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        t25 = t4.lookup('tp')
-        if t25 is None: t25 = Missing('tp')
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        t26 = _binop('//', t24, t25, t4)
-        t27 = call_value(t4, F_str.fn, F_str.cost, True, [t26])
-        if t27 is None or t27.__class__ is Missing: _need(t27)
-        if t21.__class__ is int and t27.__class__ is int:
-            t28 = t21 + t27
-            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
+        t22 = (' vs ')
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t21.__class__ is int and t22.__class__ is int:
+            t23 = t21 + t22
+            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
         else:
-            t28 = _binop('+', t21, t27, t4)
-        t1.append(t28)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t23 = _binop('+', t21, t22, t5)
+        if t23 is None or t23.__class__ is Missing: _need(t23)
+        t24 = t7
+        if t24 is None: t24 = Missing('u')
+        if t24 is None or t24.__class__ is Missing: _need(t24)
+        t25 = (1)
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        t26 = index_value(t24, t25, 'u')
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        t27 = t5.lookup('tp')
+        if t27 is None: t27 = Missing('tp')
+        if t27 is None or t27.__class__ is Missing: _need(t27)
+        t28 = _binop('//', t26, t27, t5)
+        t29 = call_value(t5, F_str.fn, F_str.cost, True, [t28])
+        if t29 is None or t29.__class__ is Missing: _need(t29)
+        if t23.__class__ is int and t29.__class__ is int:
+            t30 = t23 + t29
+            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+        else:
+            t30 = _binop('+', t23, t29, t5)
+        t1.append(t30)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t29 = ('; ')
-    t30 = call_value(env, F_join.fn, F_join.cost, False, [t1, t29])
-    return t30
+    t31 = ('; ')
+    t32 = call_value(env, F_join.fn, F_join.cost, False, [t1, t31])
+    return t32
 
 def e162(env):
     t1 = []
-    t3 = env.lookup('uneven')
-    if t3 is None: t3 = Missing('uneven')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 18)
-        t4.values['u'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('u')
-        t6 = _need(t6)
-        t7 = (0)
-        t8 = index_value(t6, _need(t7), 'u')
+    t2 = env.budget
+    t4 = env.lookup('uneven')
+    if t4 is None: t4 = Missing('uneven')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 18
+        if t2.left < 0: _charge(env, 0)
+        t6['u'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' up to ')
+        t9 = (0)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, t4)
+        t10 = index_value(t8, t9, 'u')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t5
-        if t11 is None: t11 = Missing('u')
-        t11 = _need(t11)
-        t12 = (1)
-        t13 = index_value(t11, _need(t12), 'u')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = t4.lookup('tp')
-        if t14 is None: t14 = Missing('tp')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('//', t13, t14, t4)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = (1)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t15.__class__ is int and t16.__class__ is int:
-            t17 = t15 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        t11 = (' up to ')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t10.__class__ is int and t11.__class__ is int:
+            t12 = t10 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t17 = _binop('+', t15, t16, t4)
+            t12 = _binop('+', t10, t11, t5)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = t7
+        if t13 is None: t13 = Missing('u')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = (1)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = index_value(t13, t14, 'u')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = t5.lookup('tp')
+        if t16 is None: t16 = Missing('tp')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = _binop('//', t15, t16, t5)
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = t4.lookup('tp')
-        if t18 is None: t18 = Missing('tp')
+        t18 = (1)
         if t18 is None or t18.__class__ is Missing: _need(t18)
         if t17.__class__ is int and t18.__class__ is int:
-            t19 = t17 * t18
+            t19 = t17 + t18
             if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
         else:
-            t19 = _binop('*', t17, t18, t4)
-        t20 = call_value(t4, F_str.fn, F_str.cost, True, [t19])
+            t19 = _binop('+', t17, t18, t5)
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        t20 = t5.lookup('tp')
+        if t20 is None: t20 = Missing('tp')
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t10.__class__ is int and t20.__class__ is int:
-            t21 = t10 + t20
+        if t19.__class__ is int and t20.__class__ is int:
+            t21 = t19 * t20
             if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
         else:
-            t21 = _binop('+', t10, t20, t4)
-        t1.append(t21)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t21 = _binop('*', t19, t20, t5)
+        t22 = call_value(t5, F_str.fn, F_str.cost, True, [t21])
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t12.__class__ is int and t22.__class__ is int:
+            t23 = t12 + t22
+            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+        else:
+            t23 = _binop('+', t12, t22, t5)
+        t1.append(t23)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t22 = (' and ')
-    t23 = call_value(env, F_join.fn, F_join.cost, False, [t1, t22])
-    return t23
+    t24 = (' and ')
+    t25 = call_value(env, F_join.fn, F_join.cost, False, [t1, t24])
+    return t25
 
 def e163(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = (', or use tp in ')
@@ -4020,26 +4055,30 @@ def e164(env):
 
 def e165(env):
     t1 = []
-    t3 = env.lookup('uneven')
-    if t3 is None: t3 = Missing('uneven')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 5)
-        t4.values['u'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('u')
-        t6 = _need(t6)
-        t7 = (0)
-        t8 = index_value(t6, _need(t7), 'u')
-        t1.append(t8)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+    t2 = env.budget
+    t4 = env.lookup('uneven')
+    if t4 is None: t4 = Missing('uneven')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 5
+        if t2.left < 0: _charge(env, 0)
+        t6['u'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('u')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (0)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'u')
+        t1.append(t10)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t9 = (' and ')
-    t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, t9])
-    return t10
+    t11 = (' and ')
+    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1, t11])
+    return t12
 
 def e166(env):
     t1 = env.lookup('memory')
@@ -4084,10 +4123,9 @@ def e168(env):
     else:
         t2 = attr_value(t1, 'stages', 'memory.stages')
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = (' on pipeline stage ')
@@ -4146,10 +4184,9 @@ def e172(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('megatron')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('keys')
@@ -4188,10 +4225,9 @@ def e174(env):
         t6 = env.lookup('dialect')
         if t6 is None: t6 = Missing('dialect')
         t8 = ('accelerate')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 == t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = ('shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)')
@@ -4288,10 +4324,9 @@ def e178(env):
         t6 = env.lookup('dialect')
         if t6 is None: t6 = Missing('dialect')
         t8 = ('accelerate')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 == t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = ('sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing')
@@ -4310,36 +4345,26 @@ def e179(env):
         if t2 is None: t2 = Missing('pipeline.split_error')
     else:
         t2 = attr_value(t1, 'split_error', 'pipeline.split_error')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e180(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     return t2
 
 def e181(env):
     t1 = []
-    t3 = env.lookup('choices')
-    if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    t2 = env.budget
+    t4 = env.lookup('choices')
+    if t4 is None: t4 = Missing('choices')
+    t5 = not (t4 is None or t4.__class__ is Missing)
+    if (t5 if t5.__class__ is bool else _truth(t5)):
         t7 = env.lookup('choices')
         if t7 is None: t7 = Missing('choices')
         if t7.__class__ is dict and 'pp' in t7:
@@ -4358,56 +4383,56 @@ def e181(env):
             t10 = attr_value(t9, 'n_layers', 'model.n_layers')
         t11 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t10])
         t6 = t11
-    t2 = loop_items(t6)
-    t12 = Env({}, None, env.budget, env)
-    for t13 in t2:
-        _charge(env, 23)
-        t12.values['p'] = t13
+    t3 = loop_items(t6)
+    t12 = Env({}, None, t2, env)
+    t13 = t12.values
+    for t14 in t3:
+        t2.left -= 23
+        if t2.left < 0: _charge(env, 0)
+        t13['p'] = t14
         t12.let_cache = None
-        t14 = t13
-        if t14 is None: t14 = Missing('p')
-        t16 = (1)
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-            t15 = t14 > t16
+        t15 = t14
+        if t15 is None: t15 = Missing('p')
+        t17 = (1)
+        if t15.__class__ is int:
+            t16 = t15 > t17
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t12, t14, t16)
-            t15 = _compare('>', t14, t16)
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t18 = t13
-            if t18 is None: t18 = Missing('p')
-            t20 = (64)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 <= t20
+            t16 = _compare('>', t15, t17)
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t19 = t14
+            if t19 is None: t19 = Missing('p')
+            t21 = (64)
+            if t19.__class__ is int:
+                t20 = t19 <= t21
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t12, t18, t20)
-                t19 = _compare('<=', t18, t20)
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+                t20 = _compare('<=', t19, t21)
+            t18 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t22 = t13
-            if t22 is None: t22 = Missing('p')
-            t24 = t12.lookup('model')
-            if t24 is None: t24 = Missing('model')
-            if t24.__class__ is dict and 'n_layers' in t24:
-                t25 = t24['n_layers']
-                if t25 is None: t25 = Missing('model.n_layers')
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t23 = t14
+            if t23 is None: t23 = Missing('p')
+            t25 = t12.lookup('model')
+            if t25 is None: t25 = Missing('model')
+            if t25.__class__ is dict and 'n_layers' in t25:
+                t26 = t25['n_layers']
+                if t26 is None: t26 = Missing('model.n_layers')
             else:
-                t25 = attr_value(t24, 'n_layers', 'model.n_layers')
-            if t22.__class__ is t25.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 <= t25
+                t26 = attr_value(t25, 'n_layers', 'model.n_layers')
+            if t23.__class__ is t26.__class__ and (t23.__class__ is int or t23.__class__ is str):
+                t24 = t23 <= t26
             else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t12, t22, t25)
-                t23 = _compare('<=', t22, t25)
-            t21 = (t23 if t23.__class__ is bool else _truth(t23))
+                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t12, t23, t26)
+                t24 = _compare('<=', t23, t26)
+            t22 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
-            t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t26 = t13
-            if t26 is None: t26 = Missing('p')
-            t1.append(t26)
-            t12.budget.mem -= 1
-            if t12.budget.mem < 0: _charge_mem(env, 0)
+            t22 = False
+        if (t22 if t22.__class__ is bool else _truth(t22)):
+            t27 = t14
+            if t27 is None: t27 = Missing('p')
+            t1.append(t27)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -4419,26 +4444,21 @@ def e182(env):
         if t2 is None: t2 = Missing('pipeline.stages')
     else:
         t2 = attr_value(t1, 'stages', 'pipeline.stages')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('pipeline')
-        if t6 is None: t6 = Missing('pipeline')
-        if t6.__class__ is dict and 'stages' in t6:
-            t7 = t6['stages']
-            if t7 is None: t7 = Missing('pipeline.stages')
+        t5 = env.lookup('pipeline')
+        if t5 is None: t5 = Missing('pipeline')
+        if t5.__class__ is dict and 'stages' in t5:
+            t6 = t5['stages']
+            if t6 is None: t6 = Missing('pipeline.stages')
         else:
-            t7 = attr_value(t6, 'stages', 'pipeline.stages')
-        t5 = t7
+            t6 = attr_value(t5, 'stages', 'pipeline.stages')
+        t4 = t6
     else:
-        t8 = env.lookup('pp')
-        if t8 is None: t8 = Missing('pp')
-        t5 = t8
-    return t5
+        t7 = env.lookup('pp')
+        if t7 is None: t7 = Missing('pp')
+        t4 = t7
+    return t4
 
 def e183(env):
     t1 = env.lookup('model')
@@ -4488,12 +4508,16 @@ def e185(env):
 def e186(env):
     t1 = env.lookup('pps')
     if t1 is None: t1 = Missing('pps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('pp in ')
@@ -4541,10 +4565,9 @@ def e188(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('pipeline')
@@ -4554,12 +4577,7 @@ def e188(env):
             if t6 is None: t6 = Missing('pipeline.effective_counts')
         else:
             t6 = attr_value(t5, 'effective_counts', 'pipeline.effective_counts')
-        t8 = (None)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 != t8
-        else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-            t7 = _compare('!=', t6, t8)
+        t7 = not (t6 is None or t6.__class__ is Missing)
         t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t4 = False
@@ -4569,10 +4587,9 @@ def e189(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('torchtitan')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('parallelism')
@@ -4592,10 +4609,9 @@ def e190(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('torchtitan')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('parallelism')
@@ -4694,10 +4710,9 @@ def e193(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('torchtitan')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     return t2
 
@@ -4705,10 +4720,9 @@ def e194(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('torchtitan')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     return t2
 
@@ -4748,10 +4762,9 @@ def e197(env):
     else:
         t3 = _binop('+', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = ('')
@@ -4840,49 +4853,50 @@ def e197(env):
 
 def e198(env):
     t1 = []
-    t3 = env.lookup('model')
-    if t3 is None: t3 = Missing('model')
-    if t3.__class__ is dict and 'n_layers' in t3:
-        t4 = t3['n_layers']
-        if t4 is None: t4 = Missing('model.n_layers')
+    t2 = env.budget
+    t4 = env.lookup('model')
+    if t4 is None: t4 = Missing('model')
+    if t4.__class__ is dict and 'n_layers' in t4:
+        t5 = t4['n_layers']
+        if t5 is None: t5 = Missing('model.n_layers')
     else:
-        t4 = attr_value(t3, 'n_layers', 'model.n_layers')
-    t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 12)
-        t6.values['p'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('p')
-        t10 = (1)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 > t10
+        t5 = attr_value(t4, 'n_layers', 'model.n_layers')
+    t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 12
+        if t2.left < 0: _charge(env, 0)
+        t8['p'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('p')
+        t12 = (1)
+        if t10.__class__ is int:
+            t11 = t10 > t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t6, t8, t10)
-            t9 = _compare('>', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = t7
-            if t12 is None: t12 = Missing('p')
-            t14 = (64)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 <= t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t6, t12, t14)
-                t13 = _compare('<=', t12, t14)
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
-        else:
-            t11 = False
+            t11 = _compare('>', t10, t12)
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t15 = t7
-            if t15 is None: t15 = Missing('p')
-            t1.append(t15)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
+            t14 = t9
+            if t14 is None: t14 = Missing('p')
+            t16 = (64)
+            if t14.__class__ is int:
+                t15 = t14 <= t16
+            else:
+                t15 = _compare('<=', t14, t16)
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+        else:
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t17 = t9
+            if t17 is None: t17 = Missing('p')
+            t1.append(t17)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t16 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t16
+    t18 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t18
 
 def e199(env):
     t1 = env.lookup('pipeline')
@@ -5011,22 +5025,16 @@ def e206(env):
         if t2 is None: t2 = Missing('pipeline.schedule_error')
     else:
         t2 = attr_value(t1, 'schedule_error', 'pipeline.schedule_error')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e207(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('pipeline')
@@ -5044,10 +5052,9 @@ def e207(env):
         t9 = env.lookup('dialect')
         if t9 is None: t9 = Missing('dialect')
         t11 = ('kempnerforge')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+        if t9.__class__ is str:
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         if (t10 if t10.__class__ is bool else _truth(t10)):
             t13 = env.lookup('pipeline')
@@ -5058,10 +5065,9 @@ def e207(env):
             else:
                 t14 = attr_value(t13, 'schedule', 'pipeline.schedule')
             t16 = ('Interleaved1F1B')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+            if t14.__class__ is str:
                 t15 = t14 == t16
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
                 t15 = _compare('==', t14, t16)
             t12 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
@@ -5089,10 +5095,9 @@ def e209(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('kempnerforge')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('train.grad_accum_steps')
@@ -5114,10 +5119,9 @@ def e210(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('kempnerforge')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('raise train.grad_accum_steps (the microbatch count) to at least ')
@@ -5143,10 +5147,9 @@ def e210(env):
         t11 = ('')
         t12 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t10, t11])
         t14 = ('parallelism.num_pp_microbatches')
-        if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+        if t12.__class__ is str:
             t13 = t12 == t14
         else:
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
             t13 = _compare('==', t12, t14)
         if (t13 if t13.__class__ is bool else _truth(t13)):
             t16 = ('make num_pp_microbatches at least ')
@@ -5178,10 +5181,9 @@ def e210(env):
         else:
             t23 = attr_value(t22, 'style', 'pipeline.style')
         t25 = ('loop')
-        if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+        if t23.__class__ is str:
             t24 = t23 == t25
         else:
-            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
             t24 = _compare('==', t23, t25)
         if (t24 if t24.__class__ is bool else _truth(t24)):
             t27 = (' and a multiple of ')
@@ -5234,10 +5236,9 @@ def e212(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('pipeline')
@@ -5247,33 +5248,23 @@ def e212(env):
             if t6 is None: t6 = Missing('pipeline.schedule_error')
         else:
             t6 = attr_value(t5, 'schedule_error', 'pipeline.schedule_error')
-        t8 = (None)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 == t8
-        else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-            t7 = _compare('==', t6, t8)
+        t7 = (t6 is None or t6.__class__ is Missing)
         t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t4 = False
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t10 = env.lookup('pipeline')
-        if t10 is None: t10 = Missing('pipeline')
-        if t10.__class__ is dict and 'n_microbatches' in t10:
-            t11 = t10['n_microbatches']
-            if t11 is None: t11 = Missing('pipeline.n_microbatches')
+        t9 = env.lookup('pipeline')
+        if t9 is None: t9 = Missing('pipeline')
+        if t9.__class__ is dict and 'n_microbatches' in t9:
+            t10 = t9['n_microbatches']
+            if t10 is None: t10 = Missing('pipeline.n_microbatches')
         else:
-            t11 = attr_value(t10, 'n_microbatches', 'pipeline.n_microbatches')
-        t13 = (None)
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 != t13
-        else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-            t12 = _compare('!=', t11, t13)
-        t9 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = attr_value(t9, 'n_microbatches', 'pipeline.n_microbatches')
+        t11 = not (t10 is None or t10.__class__ is Missing)
+        t8 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t9 = False
-    return t9
+        t8 = False
+    return t8
 
 def e213(env):
     t1 = env.lookup('pipeline')
@@ -5312,10 +5303,9 @@ def e216(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = ('kempnerforge')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('train.grad_accum_steps')
@@ -5324,10 +5314,9 @@ def e216(env):
         t6 = env.lookup('dialect')
         if t6 is None: t6 = Missing('dialect')
         t8 = ('megatron')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 == t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = ('--global-batch-size / (--micro-batch-size × dp)')
@@ -5343,10 +5332,9 @@ def e216(env):
             t13 = ('')
             t14 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t12, t13])
             t16 = ('parallelism.num_pp_microbatches')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+            if t14.__class__ is str:
                 t15 = t14 == t16
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
                 t15 = _compare('==', t14, t16)
             if (t15 if t15.__class__ is bool else _truth(t15)):
                 t18 = ('num_pp_microbatches')
@@ -5443,33 +5431,37 @@ def e220(env):
 def e221(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e222(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (1)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e223(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (3)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e224(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e225(env):
@@ -5489,33 +5481,28 @@ def e227(env):
         if t2 is None: t2 = Missing('item.selector')
     else:
         t2 = attr_value(t1, 'selector', 'item.selector')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' of ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('item')
-        if t7 is None: t7 = Missing('item')
-        if t7.__class__ is dict and 'selector' in t7:
-            t8 = t7['selector']
-            if t8 is None: t8 = Missing('item.selector')
+        t5 = (' of ')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('item')
+        if t6 is None: t6 = Missing('item')
+        if t6.__class__ is dict and 'selector' in t6:
+            t7 = t6['selector']
+            if t7 is None: t7 = Missing('item.selector')
         else:
-            t8 = attr_value(t7, 'selector', 'item.selector')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+            t7 = attr_value(t6, 'selector', 'item.selector')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t5.__class__ is int and t7.__class__ is int:
+            t8 = t5 + t7
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t9 = _binop('+', t6, t8, env)
-        t5 = t9
+            t8 = _binop('+', t5, t7, env)
+        t4 = t8
     else:
-        t10 = ('')
-        t5 = t10
-    return t5
+        t9 = ('')
+        t4 = t9
+    return t4
 
 def e228(env):
     t1 = env.lookup('item')
@@ -5535,41 +5522,36 @@ def e229(env):
         if t2 is None: t2 = Missing('item.selector')
     else:
         t2 = attr_value(t1, 'selector', 'item.selector')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('the ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('item')
-        if t7 is None: t7 = Missing('item')
-        if t7.__class__ is dict and 'selector' in t7:
-            t8 = t7['selector']
-            if t8 is None: t8 = Missing('item.selector')
+        t5 = ('the ')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('item')
+        if t6 is None: t6 = Missing('item')
+        if t6.__class__ is dict and 'selector' in t6:
+            t7 = t6['selector']
+            if t7 is None: t7 = Missing('item.selector')
         else:
-            t8 = attr_value(t7, 'selector', 'item.selector')
+            t7 = attr_value(t6, 'selector', 'item.selector')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t5.__class__ is int and t7.__class__ is int:
+            t8 = t5 + t7
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        else:
+            t8 = _binop('+', t5, t7, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t6, t8, env)
+        t9 = (' entry from')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (' entry from')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        if t8.__class__ is int and t9.__class__ is int:
+            t10 = t8 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t11 = _binop('+', t9, t10, env)
-        t5 = t11
+            t10 = _binop('+', t8, t9, env)
+        t4 = t10
     else:
-        t12 = ('')
-        t5 = t12
-    return t5
+        t11 = ('')
+        t4 = t11
+    return t4
 
 COMPILED = {
     'false': (e0, 1),

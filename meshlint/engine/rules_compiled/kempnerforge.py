@@ -6,9 +6,9 @@ from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 1149735595, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3541784848, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -86,10 +86,9 @@ def e0(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     return t2
 
@@ -105,302 +104,286 @@ def e2(env):
 def e3(env):
     t1 = env.lookup('outside')
     if t1 is None: t1 = Missing('outside')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('the mesh ')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('mesh')
-        if t6 is None: t6 = Missing('mesh')
-        if t6.__class__ is dict and 'dims' in t6:
-            t7 = t6['dims']
-            if t7 is None: t7 = Missing('mesh.dims')
+        t4 = ('the mesh ')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('mesh')
+        if t5 is None: t5 = Missing('mesh')
+        if t5.__class__ is dict and 'dims' in t5:
+            t6 = t5['dims']
+            if t6 is None: t6 = Missing('mesh.dims')
         else:
-            t7 = attr_value(t6, 'dims', 'mesh.dims')
-        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+            t6 = attr_value(t5, 'dims', 'mesh.dims')
+        t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t4.__class__ is int and t7.__class__ is int:
+            t8 = t4 + t7
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        else:
+            t8 = _binop('+', t4, t7, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t5.__class__ is int and t8.__class__ is int:
-            t9 = t5 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t5, t8, env)
+        t9 = (' ')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (' ')
+        if t8.__class__ is int and t9.__class__ is int:
+            t10 = t8 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t8, t9, env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        t11 = env.lookup('mesh')
+        if t11 is None: t11 = Missing('mesh')
+        if t11.__class__ is dict and 'sizes' in t11:
+            t12 = t11['sizes']
+            if t12 is None: t12 = Missing('mesh.sizes')
         else:
-            t11 = _binop('+', t9, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('mesh')
-        if t12 is None: t12 = Missing('mesh')
-        if t12.__class__ is dict and 'sizes' in t12:
-            t13 = t12['sizes']
-            if t13 is None: t13 = Missing('mesh.sizes')
+            t12 = attr_value(t11, 'sizes', 'mesh.sizes')
+        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t10.__class__ is int and t13.__class__ is int:
+            t14 = t10 + t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t13 = attr_value(t12, 'sizes', 'mesh.sizes')
-        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
+            t14 = _binop('+', t10, t13, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t11.__class__ is int and t14.__class__ is int:
-            t15 = t11 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t11, t14, env)
+        t15 = (' covers only ranks 0-')
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = (' covers only ranks 0-')
+        if t14.__class__ is int and t15.__class__ is int:
+            t16 = t14 + t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('+', t14, t15, env)
         if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t15.__class__ is int and t16.__class__ is int:
-            t17 = t15 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        t17 = env.lookup('outside')
+        if t17 is None: t17 = Missing('outside')
+        if t17.__class__ is dict and 'first' in t17:
+            t18 = t17['first']
+            if t18 is None: t18 = Missing('outside.first')
         else:
-            t17 = _binop('+', t15, t16, env)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = env.lookup('outside')
-        if t18 is None: t18 = Missing('outside')
-        if t18.__class__ is dict and 'first' in t18:
-            t19 = t18['first']
-            if t19 is None: t19 = Missing('outside.first')
-        else:
-            t19 = attr_value(t18, 'first', 'outside.first')
+            t18 = attr_value(t17, 'first', 'outside.first')
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = (1)
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = (1)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t19.__class__ is int and t20.__class__ is int:
-            t21 = t19 - t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+        if t18.__class__ is int and t19.__class__ is int:
+            t20 = t18 - t19
+            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
         else:
-            t21 = _binop('-', t19, t20, env)
-        t22 = call_value(env, F_str.fn, F_str.cost, True, [t21])
+            t20 = _binop('-', t18, t19, env)
+        t21 = call_value(env, F_str.fn, F_str.cost, True, [t20])
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        if t16.__class__ is int and t21.__class__ is int:
+            t22 = t16 + t21
+            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+        else:
+            t22 = _binop('+', t16, t21, env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t17.__class__ is int and t22.__class__ is int:
-            t23 = t17 + t22
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
-        else:
-            t23 = _binop('+', t17, t22, env)
+        t23 = (', so ranks ')
         if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = (', so ranks ')
+        if t22.__class__ is int and t23.__class__ is int:
+            t24 = t22 + t23
+            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+        else:
+            t24 = _binop('+', t22, t23, env)
         if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t23.__class__ is int and t24.__class__ is int:
-            t25 = t23 + t24
-            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+        t25 = env.lookup('outside')
+        if t25 is None: t25 = Missing('outside')
+        if t25.__class__ is dict and 'first' in t25:
+            t26 = t25['first']
+            if t26 is None: t26 = Missing('outside.first')
         else:
-            t25 = _binop('+', t23, t24, env)
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        t26 = env.lookup('outside')
-        if t26 is None: t26 = Missing('outside')
-        if t26.__class__ is dict and 'first' in t26:
-            t27 = t26['first']
-            if t27 is None: t27 = Missing('outside.first')
+            t26 = attr_value(t25, 'first', 'outside.first')
+        t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
+        if t27 is None or t27.__class__ is Missing: _need(t27)
+        if t24.__class__ is int and t27.__class__ is int:
+            t28 = t24 + t27
+            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
         else:
-            t27 = attr_value(t26, 'first', 'outside.first')
-        t28 = call_value(env, F_str.fn, F_str.cost, True, [t27])
+            t28 = _binop('+', t24, t27, env)
         if t28 is None or t28.__class__ is Missing: _need(t28)
-        if t25.__class__ is int and t28.__class__ is int:
-            t29 = t25 + t28
-            if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
-        else:
-            t29 = _binop('+', t25, t28, env)
+        t29 = ('-')
         if t29 is None or t29.__class__ is Missing: _need(t29)
-        t30 = ('-')
+        if t28.__class__ is int and t29.__class__ is int:
+            t30 = t28 + t29
+            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+        else:
+            t30 = _binop('+', t28, t29, env)
         if t30 is None or t30.__class__ is Missing: _need(t30)
-        if t29.__class__ is int and t30.__class__ is int:
-            t31 = t29 + t30
-            if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
+        t31 = env.lookup('outside')
+        if t31 is None: t31 = Missing('outside')
+        if t31.__class__ is dict and 'last' in t31:
+            t32 = t31['last']
+            if t32 is None: t32 = Missing('outside.last')
         else:
-            t31 = _binop('+', t29, t30, env)
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        t32 = env.lookup('outside')
-        if t32 is None: t32 = Missing('outside')
-        if t32.__class__ is dict and 'last' in t32:
-            t33 = t32['last']
-            if t33 is None: t33 = Missing('outside.last')
+            t32 = attr_value(t31, 'last', 'outside.last')
+        t33 = call_value(env, F_str.fn, F_str.cost, True, [t32])
+        if t33 is None or t33.__class__ is Missing: _need(t33)
+        if t30.__class__ is int and t33.__class__ is int:
+            t34 = t30 + t33
+            if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
         else:
-            t33 = attr_value(t32, 'last', 'outside.last')
-        t34 = call_value(env, F_str.fn, F_str.cost, True, [t33])
+            t34 = _binop('+', t30, t33, env)
         if t34 is None or t34.__class__ is Missing: _need(t34)
-        if t31.__class__ is int and t34.__class__ is int:
-            t35 = t31 + t34
-            if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
-        else:
-            t35 = _binop('+', t31, t34, env)
+        t35 = (' (')
         if t35 is None or t35.__class__ is Missing: _need(t35)
-        t36 = (' (')
+        if t34.__class__ is int and t35.__class__ is int:
+            t36 = t34 + t35
+            if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
+        else:
+            t36 = _binop('+', t34, t35, env)
         if t36 is None or t36.__class__ is Missing: _need(t36)
-        if t35.__class__ is int and t36.__class__ is int:
-            t37 = t35 + t36
-            if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
+        t37 = env.lookup('outside')
+        if t37 is None: t37 = Missing('outside')
+        if t37.__class__ is dict and 'count' in t37:
+            t38 = t37['count']
+            if t38 is None: t38 = Missing('outside.count')
         else:
-            t37 = _binop('+', t35, t36, env)
-        if t37 is None or t37.__class__ is Missing: _need(t37)
-        t38 = env.lookup('outside')
-        if t38 is None: t38 = Missing('outside')
-        if t38.__class__ is dict and 'count' in t38:
-            t39 = t38['count']
-            if t39 is None: t39 = Missing('outside.count')
+            t38 = attr_value(t37, 'count', 'outside.count')
+        t39 = call_value(env, F_str.fn, F_str.cost, True, [t38])
+        if t39 is None or t39.__class__ is Missing: _need(t39)
+        if t36.__class__ is int and t39.__class__ is int:
+            t40 = t36 + t39
+            if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
         else:
-            t39 = attr_value(t38, 'count', 'outside.count')
-        t40 = call_value(env, F_str.fn, F_str.cost, True, [t39])
+            t40 = _binop('+', t36, t39, env)
         if t40 is None or t40.__class__ is Missing: _need(t40)
-        if t37.__class__ is int and t40.__class__ is int:
-            t41 = t37 + t40
-            if not -MAX_INT <= t41 <= MAX_INT: _check_value(t41)
-        else:
-            t41 = _binop('+', t37, t40, env)
+        t41 = (' of ')
         if t41 is None or t41.__class__ is Missing: _need(t41)
-        t42 = (' of ')
+        if t40.__class__ is int and t41.__class__ is int:
+            t42 = t40 + t41
+            if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
+        else:
+            t42 = _binop('+', t40, t41, env)
         if t42 is None or t42.__class__ is Missing: _need(t42)
-        if t41.__class__ is int and t42.__class__ is int:
-            t43 = t41 + t42
-            if not -MAX_INT <= t43 <= MAX_INT: _check_value(t43)
+        t43 = env.lookup('world_size')
+        if t43 is None: t43 = Missing('world_size')
+        t44 = call_value(env, F_str.fn, F_str.cost, True, [t43])
+        if t44 is None or t44.__class__ is Missing: _need(t44)
+        if t42.__class__ is int and t44.__class__ is int:
+            t45 = t42 + t44
+            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
         else:
-            t43 = _binop('+', t41, t42, env)
-        if t43 is None or t43.__class__ is Missing: _need(t43)
-        t44 = env.lookup('world_size')
-        if t44 is None: t44 = Missing('world_size')
-        t45 = call_value(env, F_str.fn, F_str.cost, True, [t44])
+            t45 = _binop('+', t42, t44, env)
         if t45 is None or t45.__class__ is Missing: _need(t45)
-        if t43.__class__ is int and t45.__class__ is int:
-            t46 = t43 + t45
-            if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
-        else:
-            t46 = _binop('+', t43, t45, env)
+        t46 = (') sit outside it')
         if t46 is None or t46.__class__ is Missing: _need(t46)
-        t47 = (') sit outside it')
-        if t47 is None or t47.__class__ is Missing: _need(t47)
-        if t46.__class__ is int and t47.__class__ is int:
-            t48 = t46 + t47
-            if not -MAX_INT <= t48 <= MAX_INT: _check_value(t48)
+        if t45.__class__ is int and t46.__class__ is int:
+            t47 = t45 + t46
+            if not -MAX_INT <= t47 <= MAX_INT: _check_value(t47)
         else:
-            t48 = _binop('+', t46, t47, env)
-        t4 = t48
+            t47 = _binop('+', t45, t46, env)
+        t3 = t47
     else:
-        t49 = env.lookup('mesh')
-        if t49 is None: t49 = Missing('mesh')
-        t51 = (None)
-        if t49.__class__ is t51.__class__ and (t49.__class__ is int or t49.__class__ is str):
-            t50 = t49 != t51
+        t48 = env.lookup('mesh')
+        if t48 is None: t48 = Missing('mesh')
+        t49 = not (t48 is None or t48.__class__ is Missing)
+        if (t49 if t49.__class__ is bool else _truth(t49)):
+            t51 = env.lookup('mesh')
+            if t51 is None: t51 = Missing('mesh')
+            if t51.__class__ is dict and 'dims' in t51:
+                t52 = t51['dims']
+                if t52 is None: t52 = Missing('mesh.dims')
+            else:
+                t52 = attr_value(t51, 'dims', 'mesh.dims')
+            t54 = K0
+            if t52.__class__ is t54.__class__ and (t52.__class__ is int or t52.__class__ is str):
+                t53 = t52 == t54
+            else:
+                if t54.__class__ is list or t54.__class__ is dict or t54.__class__ is str: _charge_operands(env, t52, t54)
+                t53 = _compare('==', t52, t54)
+            t50 = (t53 if t53.__class__ is bool else _truth(t53))
         else:
-            if t51.__class__ is list or t51.__class__ is dict or t51.__class__ is str: _charge_operands(env, t49, t51)
-            t50 = _compare('!=', t49, t51)
+            t50 = False
         if (t50 if t50.__class__ is bool else _truth(t50)):
-            t53 = env.lookup('mesh')
-            if t53 is None: t53 = Missing('mesh')
-            if t53.__class__ is dict and 'dims' in t53:
-                t54 = t53['dims']
-                if t54 is None: t54 = Missing('mesh.dims')
+            t56 = env.lookup('dp_shard')
+            if t56 is None: t56 = Missing('dp_shard')
+            t58 = (1)
+            if t56.__class__ is int:
+                t57 = t56 == t58
             else:
-                t54 = attr_value(t53, 'dims', 'mesh.dims')
-            t56 = K0
-            if t54.__class__ is t56.__class__ and (t54.__class__ is int or t54.__class__ is str):
-                t55 = t54 == t56
-            else:
-                if t56.__class__ is list or t56.__class__ is dict or t56.__class__ is str: _charge_operands(env, t54, t56)
-                t55 = _compare('==', t54, t56)
-            t52 = (t55 if t55.__class__ is bool else _truth(t55))
+                t57 = _compare('==', t56, t58)
+            t55 = (t57 if t57.__class__ is bool else _truth(t57))
         else:
-            t52 = False
-        if (t52 if t52.__class__ is bool else _truth(t52)):
-            t58 = env.lookup('dp_shard')
-            if t58 is None: t58 = Missing('dp_shard')
-            t60 = (1)
-            if t58.__class__ is t60.__class__ and (t58.__class__ is int or t58.__class__ is str):
-                t59 = t58 == t60
+            t55 = False
+        if (t55 if t55.__class__ is bool else _truth(t55)):
+            t60 = ('every other degree is 1, so the mesh falls back to a flat dp_shard of all ')
+            if t60 is None or t60.__class__ is Missing: _need(t60)
+            t61 = env.lookup('mesh')
+            if t61 is None: t61 = Missing('mesh')
+            if t61.__class__ is dict and 'size' in t61:
+                t62 = t61['size']
+                if t62 is None: t62 = Missing('mesh.size')
             else:
-                if t60.__class__ is list or t60.__class__ is dict or t60.__class__ is str: _charge_operands(env, t58, t60)
-                t59 = _compare('==', t58, t60)
-            t57 = (t59 if t59.__class__ is bool else _truth(t59))
-        else:
-            t57 = False
-        if (t57 if t57.__class__ is bool else _truth(t57)):
-            t62 = ('every other degree is 1, so the mesh falls back to a flat dp_shard of all ')
-            if t62 is None or t62.__class__ is Missing: _need(t62)
-            t63 = env.lookup('mesh')
-            if t63 is None: t63 = Missing('mesh')
-            if t63.__class__ is dict and 'size' in t63:
-                t64 = t63['size']
-                if t64 is None: t64 = Missing('mesh.size')
+                t62 = attr_value(t61, 'size', 'mesh.size')
+            t63 = call_value(env, F_str.fn, F_str.cost, True, [t62])
+            if t63 is None or t63.__class__ is Missing: _need(t63)
+            if t60.__class__ is int and t63.__class__ is int:
+                t64 = t60 + t63
+                if not -MAX_INT <= t64 <= MAX_INT: _check_value(t64)
             else:
-                t64 = attr_value(t63, 'size', 'mesh.size')
-            t65 = call_value(env, F_str.fn, F_str.cost, True, [t64])
+                t64 = _binop('+', t60, t63, env)
+            if t64 is None or t64.__class__ is Missing: _need(t64)
+            t65 = (' ranks and the cp ranks silently become FSDP ranks')
             if t65 is None or t65.__class__ is Missing: _need(t65)
-            if t62.__class__ is int and t65.__class__ is int:
-                t66 = t62 + t65
+            if t64.__class__ is int and t65.__class__ is int:
+                t66 = t64 + t65
                 if not -MAX_INT <= t66 <= MAX_INT: _check_value(t66)
             else:
-                t66 = _binop('+', t62, t65, env)
-            if t66 is None or t66.__class__ is Missing: _need(t66)
-            t67 = (' ranks and the cp ranks silently become FSDP ranks')
-            if t67 is None or t67.__class__ is Missing: _need(t67)
-            if t66.__class__ is int and t67.__class__ is int:
-                t68 = t66 + t67
-                if not -MAX_INT <= t68 <= MAX_INT: _check_value(t68)
-            else:
-                t68 = _binop('+', t66, t67, env)
-            t61 = t68
+                t66 = _binop('+', t64, t65, env)
+            t59 = t66
         else:
-            t69 = ('the mesh covers only world_size / ')
+            t67 = ('the mesh covers only world_size / ')
+            if t67 is None or t67.__class__ is Missing: _need(t67)
+            t68 = env.lookup('cp')
+            if t68 is None: t68 = Missing('cp')
+            t69 = call_value(env, F_str.fn, F_str.cost, True, [t68])
             if t69 is None or t69.__class__ is Missing: _need(t69)
-            t70 = env.lookup('cp')
-            if t70 is None: t70 = Missing('cp')
-            t71 = call_value(env, F_str.fn, F_str.cost, True, [t70])
+            if t67.__class__ is int and t69.__class__ is int:
+                t70 = t67 + t69
+                if not -MAX_INT <= t70 <= MAX_INT: _check_value(t70)
+            else:
+                t70 = _binop('+', t67, t69, env)
+            if t70 is None or t70.__class__ is Missing: _need(t70)
+            t71 = (' ranks and the rest sit outside it')
             if t71 is None or t71.__class__ is Missing: _need(t71)
-            if t69.__class__ is int and t71.__class__ is int:
-                t72 = t69 + t71
+            if t70.__class__ is int and t71.__class__ is int:
+                t72 = t70 + t71
                 if not -MAX_INT <= t72 <= MAX_INT: _check_value(t72)
             else:
-                t72 = _binop('+', t69, t71, env)
-            if t72 is None or t72.__class__ is Missing: _need(t72)
-            t73 = (' ranks and the rest sit outside it')
-            if t73 is None or t73.__class__ is Missing: _need(t73)
-            if t72.__class__ is int and t73.__class__ is int:
-                t74 = t72 + t73
-                if not -MAX_INT <= t74 <= MAX_INT: _check_value(t74)
-            else:
-                t74 = _binop('+', t72, t73, env)
-            t61 = t74
-        t4 = t61
-    return t4
+                t72 = _binop('+', t70, t71, env)
+            t59 = t72
+        t3 = t59
+    return t3
 
 def e4(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('; the mesh then becomes dp_shard = ')
+        t4 = ('; the mesh then becomes dp_shard = ')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('dp_shard')
+        if t5 is None: t5 = Missing('dp_shard')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('dp_shard')
-        if t6 is None: t6 = Missing('dp_shard')
+        t6 = env.lookup('cp')
+        if t6 is None: t6 = Missing('cp')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('cp')
-        if t7 is None: t7 = Missing('cp')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t6.__class__ is int and t7.__class__ is int:
-            t8 = t6 * t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        if t5.__class__ is int and t6.__class__ is int:
+            t7 = t5 * t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t8 = _binop('*', t6, t7, env)
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t5.__class__ is int and t9.__class__ is int:
-            t10 = t5 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+            t7 = _binop('*', t5, t6, env)
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t4.__class__ is int and t8.__class__ is int:
+            t9 = t4 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
         else:
-            t10 = _binop('+', t5, t9, env)
-        t4 = t10
+            t9 = _binop('+', t4, t8, env)
+        t3 = t9
     else:
-        t11 = ('')
-        t4 = t11
-    return t4
+        t10 = ('')
+        t3 = t10
+    return t3
 
 def e5(env):
     t1 = env.lookup('train')
@@ -446,10 +429,9 @@ def e7(env):
         t4 = env.lookup('pp')
         if t4 is None: t4 = Missing('pp')
         t6 = (1)
-        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+        if t4.__class__ is int:
             t5 = t4 > t6
         else:
-            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('>', t4, t6)
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
@@ -466,19 +448,17 @@ def e8(env):
     else:
         t2 = attr_value(t1, 'mixed_precision', 'train.mixed_precision')
     t4 = ('fp8')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -498,10 +478,9 @@ def e9(env):
         t4 = env.lookup('pp')
         if t4 is None: t4 = Missing('pp')
         t6 = (1)
-        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+        if t4.__class__ is int:
             t5 = t4 > t6
         else:
-            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('>', t4, t6)
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
@@ -521,10 +500,9 @@ def e10(env):
         t4 = env.lookup('pp')
         if t4 is None: t4 = Missing('pp')
         t6 = (1)
-        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+        if t4.__class__ is int:
             t5 = t4 > t6
         else:
-            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('>', t4, t6)
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
@@ -559,10 +537,9 @@ def e12(env):
         else:
             t5 = attr_value(t4, 'arch', 'vlm.arch')
         t7 = ('moma')
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is str:
             t6 = t5 == t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('==', t5, t7)
         t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -571,10 +548,9 @@ def e12(env):
         t9 = env.lookup('ep')
         if t9 is None: t9 = Missing('ep')
         t11 = (1)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+        if t9.__class__ is int:
             t10 = t9 > t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('>', t9, t11)
         t8 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
@@ -613,10 +589,9 @@ def e14(env):
     else:
         t2 = attr_value(t1, 'num_experts', 'model.num_experts')
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 <= t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('<=', t2, t4)
     return t3
 
@@ -637,10 +612,9 @@ def e15(env):
         else:
             t5 = attr_value(t4, 'arch', 'vlm.arch')
         t7 = ('moma')
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is str:
             t6 = t5 == t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('==', t5, t7)
         t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -686,10 +660,9 @@ def e17(env):
         else:
             t5 = attr_value(t4, 'num_tokens_from', 'vlm.num_tokens_from')
         t7 = ('config')
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is str:
             t6 = t5 == t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('==', t5, t7)
         t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -702,12 +675,7 @@ def e17(env):
             if t10 is None: t10 = Missing('vlm.pool_error')
         else:
             t10 = attr_value(t9, 'pool_error', 'vlm.pool_error')
-        t12 = (None)
-        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-            t11 = t10 == t12
-        else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-            t11 = _compare('==', t10, t12)
+        t11 = (t10 is None or t10.__class__ is Missing)
         t8 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
         t8 = False
@@ -742,10 +710,9 @@ def e20(env):
     else:
         t2 = attr_value(t1, 'frames', 'vlm.frames')
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('frame')
@@ -824,10 +791,9 @@ def e23(env):
     else:
         t2 = attr_value(t1, 'arch', 'vlm.arch')
     t4 = ('cross_attention')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = (', none with cross_attention')
@@ -866,10 +832,9 @@ def e26(env):
     else:
         t2 = attr_value(t1, 'frames', 'vlm.frames')
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = (', video.max_frames')
@@ -917,33 +882,23 @@ def e28(env):
             if t5 is None: t5 = Missing('vlm.num_tokens_from')
         else:
             t5 = attr_value(t4, 'num_tokens_from', 'vlm.num_tokens_from')
-        t7 = (None)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 != t7
-        else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('!=', t5, t7)
+        t6 = not (t5 is None or t5.__class__ is Missing)
         t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t9 = env.lookup('vlm')
-        if t9 is None: t9 = Missing('vlm')
-        if t9.__class__ is dict and 'pool_error' in t9:
-            t10 = t9['pool_error']
-            if t10 is None: t10 = Missing('vlm.pool_error')
+        t8 = env.lookup('vlm')
+        if t8 is None: t8 = Missing('vlm')
+        if t8.__class__ is dict and 'pool_error' in t8:
+            t9 = t8['pool_error']
+            if t9 is None: t9 = Missing('vlm.pool_error')
         else:
-            t10 = attr_value(t9, 'pool_error', 'vlm.pool_error')
-        t12 = (None)
-        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-            t11 = t10 == t12
-        else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-            t11 = _compare('==', t10, t12)
-        t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = attr_value(t8, 'pool_error', 'vlm.pool_error')
+        t10 = (t9 is None or t9.__class__ is Missing)
+        t7 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t8 = False
-    return t8
+        t7 = False
+    return t7
 
 def e29(env):
     t1 = env.lookup('vlm')
@@ -954,10 +909,9 @@ def e29(env):
     else:
         t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
     t4 = ('config')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('when it loads the config')
@@ -1012,7 +966,6 @@ def e31(env):
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -1028,7 +981,6 @@ def e32(env):
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -1064,7 +1016,6 @@ def e35(env):
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -1086,12 +1037,7 @@ def e37(env):
         if t2 is None: t2 = Missing('vlm.pool_error')
     else:
         t2 = attr_value(t1, 'pool_error', 'vlm.pool_error')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e38(env):
@@ -1133,10 +1079,9 @@ def e41(env):
     else:
         t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
     t4 = ('config')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('(vision_encoder.num_tokens)')
@@ -1175,10 +1120,9 @@ def e44(env):
     else:
         t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
     t4 = ('config')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('when it loads the config')
@@ -1197,10 +1141,9 @@ def e45(env):
     else:
         t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
     t4 = ('attentional_pool')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = (' whose side divides by ')
@@ -1234,10 +1177,9 @@ def e46(env):
     else:
         t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
     t4 = ('attentional_pool')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('or adapter.type = "avgpool" (it pools ragged edges)')
@@ -1266,10 +1208,9 @@ def e47(env):
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t2, t4, env)
     t7 = (0)
-    if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+    if t5.__class__ is int:
         t6 = t5 == t7
     else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
         t6 = _compare('==', t5, t7)
     return t6
 
@@ -1281,47 +1222,36 @@ def e48(env):
         if t2 is None: t2 = Missing('model.n_heads')
     else:
         t2 = attr_value(t1, 'n_heads', 'model.n_heads')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('model')
-        if t6 is None: t6 = Missing('model')
-        if t6.__class__ is dict and 'n_kv_heads' in t6:
-            t7 = t6['n_kv_heads']
-            if t7 is None: t7 = Missing('model.n_kv_heads')
+        t5 = env.lookup('model')
+        if t5 is None: t5 = Missing('model')
+        if t5.__class__ is dict and 'n_kv_heads' in t5:
+            t6 = t5['n_kv_heads']
+            if t6 is None: t6 = Missing('model.n_kv_heads')
         else:
-            t7 = attr_value(t6, 'n_kv_heads', 'model.n_kv_heads')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t6 = attr_value(t5, 'n_kv_heads', 'model.n_kv_heads')
+        t7 = not (t6 is None or t6.__class__ is Missing)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('model')
-        if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'n_kv_heads' in t11:
-            t12 = t11['n_kv_heads']
-            if t12 is None: t12 = Missing('model.n_kv_heads')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t9 = env.lookup('model')
+        if t9 is None: t9 = Missing('model')
+        if t9.__class__ is dict and 'n_kv_heads' in t9:
+            t10 = t9['n_kv_heads']
+            if t10 is None: t10 = Missing('model.n_kv_heads')
         else:
-            t12 = attr_value(t11, 'n_kv_heads', 'model.n_kv_heads')
-        t14 = (0)
-        if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-            t13 = t12 > t14
+            t10 = attr_value(t9, 'n_kv_heads', 'model.n_kv_heads')
+        t12 = (0)
+        if t10.__class__ is int:
+            t11 = t10 > t12
         else:
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-            t13 = _compare('>', t12, t14)
-        t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            t11 = _compare('>', t10, t12)
+        t8 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t10 = False
-    return t10
+        t8 = False
+    return t8
 
 def e49(env):
     t1 = env.lookup('model')
@@ -1412,10 +1342,9 @@ def e53(env):
     else:
         t2 = attr_value(t1, 'schedule', 'pipeline.schedule')
     t4 = ('Interleaved1F1B')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     return t3
 
@@ -1427,10 +1356,9 @@ def e54(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -1453,74 +1381,62 @@ def e55(env):
             if t7 is None: t7 = Missing('model.dim')
         else:
             t7 = attr_value(t6, 'dim', 'model.dim')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('model')
-            if t11 is None: t11 = Missing('model')
-            if t11.__class__ is dict and 'n_heads' in t11:
-                t12 = t11['n_heads']
-                if t12 is None: t12 = Missing('model.n_heads')
+            t10 = env.lookup('model')
+            if t10 is None: t10 = Missing('model')
+            if t10.__class__ is dict and 'n_heads' in t10:
+                t11 = t10['n_heads']
+                if t11 is None: t11 = Missing('model.n_heads')
             else:
-                t12 = attr_value(t11, 'n_heads', 'model.n_heads')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'n_heads', 'model.n_heads')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('model')
-            if t16 is None: t16 = Missing('model')
-            if t16.__class__ is dict and 'n_heads' in t16:
-                t17 = t16['n_heads']
-                if t17 is None: t17 = Missing('model.n_heads')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t14 = env.lookup('model')
+            if t14 is None: t14 = Missing('model')
+            if t14.__class__ is dict and 'n_heads' in t14:
+                t15 = t14['n_heads']
+                if t15 is None: t15 = Missing('model.n_heads')
             else:
-                t17 = attr_value(t16, 'n_heads', 'model.n_heads')
-            t19 = (0)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 > t19
+                t15 = attr_value(t14, 'n_heads', 'model.n_heads')
+            t17 = (0)
+            if t15.__class__ is int:
+                t16 = t15 > t17
             else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('>', t17, t19)
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+                t16 = _compare('>', t15, t17)
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t19 = env.lookup('model')
+            if t19 is None: t19 = Missing('model')
+            if t19.__class__ is dict and 'dim' in t19:
+                t20 = t19['dim']
+                if t20 is None: t20 = Missing('model.dim')
+            else:
+                t20 = attr_value(t19, 'dim', 'model.dim')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
             t21 = env.lookup('model')
             if t21 is None: t21 = Missing('model')
-            if t21.__class__ is dict and 'dim' in t21:
-                t22 = t21['dim']
-                if t22 is None: t22 = Missing('model.dim')
+            if t21.__class__ is dict and 'n_heads' in t21:
+                t22 = t21['n_heads']
+                if t22 is None: t22 = Missing('model.n_heads')
             else:
-                t22 = attr_value(t21, 'dim', 'model.dim')
+                t22 = attr_value(t21, 'n_heads', 'model.n_heads')
             if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = env.lookup('model')
-            if t23 is None: t23 = Missing('model')
-            if t23.__class__ is dict and 'n_heads' in t23:
-                t24 = t23['n_heads']
-                if t24 is None: t24 = Missing('model.n_heads')
+            t23 = _binop('%', t20, t22, env)
+            t25 = (0)
+            if t23.__class__ is int:
+                t24 = t23 == t25
             else:
-                t24 = attr_value(t23, 'n_heads', 'model.n_heads')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = _binop('%', t22, t24, env)
-            t27 = (0)
-            if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-                t26 = t25 == t27
-            else:
-                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
-                t26 = _compare('==', t25, t27)
-            t20 = (t26 if t26.__class__ is bool else _truth(t26))
+                t24 = _compare('==', t23, t25)
+            t18 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
-            t20 = False
-        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
         t5 = False
     return t5
@@ -1633,14 +1549,16 @@ def e61(env):
 def e62(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (1)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t5 = env.lookup('item')
     if t5 is None: t5 = Missing('item')
-    t5 = _need(t5)
+    if t5 is None or t5.__class__ is Missing: _need(t5)
     t6 = (2)
-    t7 = index_value(t5, _need(t6), 'item')
+    if t6 is None or t6.__class__ is Missing: _need(t6)
+    t7 = index_value(t5, t6, 'item')
     if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t3, t7)
     t4 = _compare('in', t3, t7)
     return t4
@@ -1659,15 +1577,11 @@ def e63(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('item')
         if t6 is None: t6 = Missing('item')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (1)
-        t8 = index_value(t6, _need(t7), 'item')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'item')
+        t9 = not (t8 is None or t8.__class__ is Missing)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -1742,10 +1656,9 @@ def e64(env):
         else:
             t29 = attr_value(t28, 'num_experts', 'config.model.num_experts')
         t31 = (0)
-        if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
+        if t29.__class__ is int:
             t30 = t29 > t31
         else:
-            if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(env, t29, t31)
             t30 = _compare('>', t29, t31)
         if (t30 if t30.__class__ is bool else _truth(t30)):
             t33 = env.lookup('config')
@@ -1777,9 +1690,10 @@ def e64(env):
 def e65(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t4 = (', ')
     t5 = call_value(env, F_join.fn, F_join.cost, False, [t3, t4])
     return t5
@@ -1799,10 +1713,9 @@ def e66(env):
         t6 = env.lookup('failure')
         if t6 is None: t6 = Missing('failure')
         t8 = ('')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 != t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('!=', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -1822,35 +1735,29 @@ def e67(env):
         if t3 is None: t3 = Missing('config.data.tokenizer_path')
     else:
         t3 = attr_value(t2, 'tokenizer_path', 'config.data.tokenizer_path')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'data' in t7:
-            t8 = t7['data']
-            if t8 is None: t8 = Missing('config.data')
+        t6 = env.lookup('config')
+        if t6 is None: t6 = Missing('config')
+        if t6.__class__ is dict and 'data' in t6:
+            t7 = t6['data']
+            if t7 is None: t7 = Missing('config.data')
         else:
-            t8 = attr_value(t7, 'data', 'config.data')
-        if t8.__class__ is dict and 'tokenizer_path' in t8:
-            t9 = t8['tokenizer_path']
-            if t9 is None: t9 = Missing('config.data.tokenizer_path')
+            t7 = attr_value(t6, 'data', 'config.data')
+        if t7.__class__ is dict and 'tokenizer_path' in t7:
+            t8 = t7['tokenizer_path']
+            if t8 is None: t8 = Missing('config.data.tokenizer_path')
         else:
-            t9 = attr_value(t8, 'tokenizer_path', 'config.data.tokenizer_path')
-        t11 = ('')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 != t11
+            t8 = attr_value(t7, 'tokenizer_path', 'config.data.tokenizer_path')
+        t10 = ('')
+        if t8.__class__ is str:
+            t9 = t8 != t10
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-            t10 = _compare('!=', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = _compare('!=', t8, t10)
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t6 = False
-    return t6
+        t5 = False
+    return t5
 
 def e68(env):
     t1 = env.lookup('config')
@@ -1865,35 +1772,29 @@ def e68(env):
         if t3 is None: t3 = Missing('config.data.hf_dataset_name')
     else:
         t3 = attr_value(t2, 'hf_dataset_name', 'config.data.hf_dataset_name')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'data' in t7:
-            t8 = t7['data']
-            if t8 is None: t8 = Missing('config.data')
+        t6 = env.lookup('config')
+        if t6 is None: t6 = Missing('config')
+        if t6.__class__ is dict and 'data' in t6:
+            t7 = t6['data']
+            if t7 is None: t7 = Missing('config.data')
         else:
-            t8 = attr_value(t7, 'data', 'config.data')
-        if t8.__class__ is dict and 'hf_dataset_name' in t8:
-            t9 = t8['hf_dataset_name']
-            if t9 is None: t9 = Missing('config.data.hf_dataset_name')
+            t7 = attr_value(t6, 'data', 'config.data')
+        if t7.__class__ is dict and 'hf_dataset_name' in t7:
+            t8 = t7['hf_dataset_name']
+            if t8 is None: t8 = Missing('config.data.hf_dataset_name')
         else:
-            t9 = attr_value(t8, 'hf_dataset_name', 'config.data.hf_dataset_name')
-        t11 = ('')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 != t11
+            t8 = attr_value(t7, 'hf_dataset_name', 'config.data.hf_dataset_name')
+        t10 = ('')
+        if t8.__class__ is str:
+            t9 = t8 != t10
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-            t10 = _compare('!=', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = _compare('!=', t8, t10)
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t6 = False
-    return t6
+        t5 = False
+    return t5
 
 def e69(env):
     t1 = env.lookup('config')
@@ -1908,36 +1809,31 @@ def e69(env):
         if t3 is None: t3 = Missing('config.data.dataset_path')
     else:
         t3 = attr_value(t2, 'dataset_path', 'config.data.dataset_path')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'data' in t7:
-            t8 = t7['data']
-            if t8 is None: t8 = Missing('config.data')
+        t6 = env.lookup('config')
+        if t6 is None: t6 = Missing('config')
+        if t6.__class__ is dict and 'data' in t6:
+            t7 = t6['data']
+            if t7 is None: t7 = Missing('config.data')
         else:
-            t8 = attr_value(t7, 'data', 'config.data')
-        if t8.__class__ is dict and 'dataset_path' in t8:
-            t9 = t8['dataset_path']
-            if t9 is None: t9 = Missing('config.data.dataset_path')
+            t7 = attr_value(t6, 'data', 'config.data')
+        if t7.__class__ is dict and 'dataset_path' in t7:
+            t8 = t7['dataset_path']
+            if t8 is None: t8 = Missing('config.data.dataset_path')
         else:
-            t9 = attr_value(t8, 'dataset_path', 'config.data.dataset_path')
-        t11 = ('')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 != t11
+            t8 = attr_value(t7, 'dataset_path', 'config.data.dataset_path')
+        t10 = ('')
+        if t8.__class__ is str:
+            t9 = t8 != t10
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-            t10 = _compare('!=', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = _compare('!=', t8, t10)
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t6 = False
-    if not (t6 if t6.__class__ is bool else _truth(t6)):
-        t13 = []
+        t5 = False
+    if not (t5 if t5.__class__ is bool else _truth(t5)):
+        t12 = []
+        t13 = env.budget
         t15 = env.lookup('config')
         if t15 is None: t15 = Missing('config')
         if t15.__class__ is dict and 'data' in t15:
@@ -1951,121 +1847,129 @@ def e69(env):
         else:
             t17 = attr_value(t16, 'datasets', 'config.data.datasets')
         t14 = loop_items(t17)
-        t18 = Env({}, None, env.budget, env)
-        for t19 in t14:
-            _charge(env, 13)
-            t18.values['s'] = t19
+        t18 = Env({}, None, t13, env)
+        t19 = t18.values
+        for t20 in t14:
+            t13.left -= 13
+            if t13.left < 0: _charge(env, 0)
+            t19['s'] = t20
             t18.let_cache = None
-            t20 = t19
-            if t20 is None: t20 = Missing('s')
-            t21 = call_value(t18, F_type.fn, F_type.cost, True, [t20])
-            t23 = ('table')
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
+            t21 = t20
+            if t21 is None: t21 = Missing('s')
+            t18.budget.left -= 1
+            if t18.budget.left < 0: _charge(t18, 0)
+            t22 = type_name(t21)
+            t18.budget.mem -= len(t22)
+            if t18.budget.mem < 0: _charge_mem(t18, 0)
+            t24 = ('table')
+            if t22.__class__ is str:
+                t23 = t22 == t24
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t18, t21, t23)
-                t22 = _compare('==', t21, t23)
-            if (t22 if t22.__class__ is bool else _truth(t22)):
-                t25 = t19
-                if t25 is None: t25 = Missing('s')
-                if t25.__class__ is dict and 'path' in t25:
-                    t26 = t25['path']
-                    if t26 is None: t26 = Missing('s.path')
+                t23 = _compare('==', t22, t24)
+            if (t23 if t23.__class__ is bool else _truth(t23)):
+                t26 = t20
+                if t26 is None: t26 = Missing('s')
+                if t26.__class__ is dict and 'path' in t26:
+                    t27 = t26['path']
+                    if t27 is None: t27 = Missing('s.path')
                 else:
-                    t26 = attr_value(t25, 'path', 's.path')
-                t28 = ('')
-                if t26.__class__ is t28.__class__ and (t26.__class__ is int or t26.__class__ is str):
-                    t27 = t26 != t28
+                    t27 = attr_value(t26, 'path', 's.path')
+                t29 = ('')
+                if t27.__class__ is str:
+                    t28 = t27 != t29
                 else:
-                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t18, t26, t28)
-                    t27 = _compare('!=', t26, t28)
-                t24 = (t27 if t27.__class__ is bool else _truth(t27))
+                    t28 = _compare('!=', t27, t29)
+                t25 = (t28 if t28.__class__ is bool else _truth(t28))
             else:
-                t24 = False
-            t13.append(t24)
-            t18.budget.mem -= 1
-            if t18.budget.mem < 0: _charge_mem(env, 0)
-            if len(t13) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t29 = call_value(env, F_any.fn, F_any.cost, False, [t13])
-        t12 = (t29 if t29.__class__ is bool else _truth(t29))
+                t25 = False
+            t12.append(t25)
+            t13.mem -= 1
+            if t13.mem < 0: _charge_mem(env, 0)
+            if len(t12) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t30 = call_value(env, F_any.fn, F_any.cost, False, [t12])
+        t11 = (t30 if t30.__class__ is bool else _truth(t30))
     else:
-        t12 = True
-    return t12
+        t11 = True
+    return t11
 
 def e70(env):
     t1 = []
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'data' in t3:
-        t4 = t3['data']
-        if t4 is None: t4 = Missing('config.data')
+    t2 = env.budget
+    t4 = env.lookup('config')
+    if t4 is None: t4 = Missing('config')
+    if t4.__class__ is dict and 'data' in t4:
+        t5 = t4['data']
+        if t5 is None: t5 = Missing('config.data')
     else:
-        t4 = attr_value(t3, 'data', 'config.data')
-    if t4.__class__ is dict and 'datasets' in t4:
-        t5 = t4['datasets']
-        if t5 is None: t5 = Missing('config.data.datasets')
+        t5 = attr_value(t4, 'data', 'config.data')
+    if t5.__class__ is dict and 'datasets' in t5:
+        t6 = t5['datasets']
+        if t6 is None: t6 = Missing('config.data.datasets')
     else:
-        t5 = attr_value(t4, 'datasets', 'config.data.datasets')
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 20)
-        t6.values['s'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('s')
-        t9 = call_value(t6, F_type.fn, F_type.cost, True, [t8])
-        t11 = ('table')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
+        t6 = attr_value(t5, 'datasets', 'config.data.datasets')
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 20
+        if t2.left < 0: _charge(env, 0)
+        t8['s'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('s')
+        t7.budget.left -= 1
+        if t7.budget.left < 0: _charge(t7, 0)
+        t11 = type_name(t10)
+        t7.budget.mem -= len(t11)
+        if t7.budget.mem < 0: _charge_mem(t7, 0)
+        t13 = ('table')
+        if t11.__class__ is str:
+            t12 = t11 == t13
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t6, t9, t11)
-            t10 = _compare('==', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = t7
-            if t13 is None: t13 = Missing('s')
-            if t13.__class__ is dict and 'path' in t13:
-                t14 = t13['path']
-                if t14 is None: t14 = Missing('s.path')
-            else:
-                t14 = attr_value(t13, 'path', 's.path')
-            t16 = ('')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t6, t14, t16)
-                t15 = _compare('==', t14, t16)
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
-        else:
-            t12 = False
+            t12 = _compare('==', t11, t13)
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t18 = t7
-            if t18 is None: t18 = Missing('s')
-            if t18.__class__ is dict and 'hf_name' in t18:
-                t19 = t18['hf_name']
-                if t19 is None: t19 = Missing('s.hf_name')
+            t15 = t9
+            if t15 is None: t15 = Missing('s')
+            if t15.__class__ is dict and 'path' in t15:
+                t16 = t15['path']
+                if t16 is None: t16 = Missing('s.path')
             else:
-                t19 = attr_value(t18, 'hf_name', 's.hf_name')
-            t21 = ('')
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 != t21
+                t16 = attr_value(t15, 'path', 's.path')
+            t18 = ('')
+            if t16.__class__ is str:
+                t17 = t16 == t18
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t6, t19, t21)
-                t20 = _compare('!=', t19, t21)
-            t17 = (t20 if t20.__class__ is bool else _truth(t20))
+                t17 = _compare('==', t16, t18)
+            t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t22 = t7
-            if t22 is None: t22 = Missing('s')
-            if t22.__class__ is dict and 'hf_name' in t22:
-                t23 = t22['hf_name']
-                if t23 is None: t23 = Missing('s.hf_name')
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t20 = t9
+            if t20 is None: t20 = Missing('s')
+            if t20.__class__ is dict and 'hf_name' in t20:
+                t21 = t20['hf_name']
+                if t21 is None: t21 = Missing('s.hf_name')
             else:
-                t23 = attr_value(t22, 'hf_name', 's.hf_name')
-            t1.append(t23)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
+                t21 = attr_value(t20, 'hf_name', 's.hf_name')
+            t23 = ('')
+            if t21.__class__ is str:
+                t22 = t21 != t23
+            else:
+                t22 = _compare('!=', t21, t23)
+            t19 = (t22 if t22.__class__ is bool else _truth(t22))
+        else:
+            t19 = False
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t24 = t9
+            if t24 is None: t24 = Missing('s')
+            if t24.__class__ is dict and 'hf_name' in t24:
+                t25 = t24['hf_name']
+                if t25 is None: t25 = Missing('s.hf_name')
+            else:
+                t25 = attr_value(t24, 'hf_name', 's.hf_name')
+            t1.append(t25)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -2092,7 +1996,6 @@ def e71(env):
         if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
             t7 = t6 == t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('mmap')
@@ -2111,139 +2014,145 @@ def e71(env):
                 if t14 is None: t14 = Missing('config.vlm')
             else:
                 t14 = attr_value(t13, 'vlm', 'config.vlm')
-            t16 = (None)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('!=', t14, t16)
+            t15 = not (t14 is None or t14.__class__ is Missing)
             if (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = ('')
-                t17 = t18
+                t17 = ('')
+                t16 = t17
             else:
-                t19 = env.lookup('config')
-                if t19 is None: t19 = Missing('config')
-                if t19.__class__ is dict and 'data' in t19:
-                    t20 = t19['data']
-                    if t20 is None: t20 = Missing('config.data')
+                t18 = env.lookup('config')
+                if t18 is None: t18 = Missing('config')
+                if t18.__class__ is dict and 'data' in t18:
+                    t19 = t18['data']
+                    if t19 is None: t19 = Missing('config.data')
                 else:
-                    t20 = attr_value(t19, 'data', 'config.data')
-                if t20.__class__ is dict and 'datasets' in t20:
-                    t21 = t20['datasets']
-                    if t21 is None: t21 = Missing('config.data.datasets')
+                    t19 = attr_value(t18, 'data', 'config.data')
+                if t19.__class__ is dict and 'datasets' in t19:
+                    t20 = t19['datasets']
+                    if t20 is None: t20 = Missing('config.data.datasets')
                 else:
-                    t21 = attr_value(t20, 'datasets', 'config.data.datasets')
-                t22 = call_value(env, F_len.fn, F_len.cost, False, [t21])
-                t24 = (0)
-                if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 > t24
+                    t20 = attr_value(t19, 'datasets', 'config.data.datasets')
+                if t20.__class__ is list or t20.__class__ is str or t20.__class__ is dict:
+                    t21 = len(t20)
+                    env.budget.left -= t21 if t21 > 1 else 1
+                    if env.budget.left < 0: _charge(env, 0)
                 else:
-                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
-                    t23 = _compare('>', t22, t24)
-                if (t23 if t23.__class__ is bool else _truth(t23)):
-                    t26 = env.lookup('hf_sources')
-                    if t26 is None: t26 = Missing('hf_sources')
-                    t27 = call_value(env, F_len.fn, F_len.cost, False, [t26])
-                    t29 = (0)
-                    if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                        t28 = t27 > t29
-                    else:
-                        if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
-                        t28 = _compare('>', t27, t29)
-                    t25 = (t28 if t28.__class__ is bool else _truth(t28))
+                    t21 = call_value(env, F_len.fn, F_len.cost, False, [t20])
+                t23 = (0)
+                if t21.__class__ is int:
+                    t22 = t21 > t23
                 else:
-                    t25 = False
-                if (t25 if t25.__class__ is bool else _truth(t25)):
-                    t31 = ('the [[data.datasets]] source with hf_name ')
-                    if t31 is None or t31.__class__ is Missing: _need(t31)
-                    t32 = env.lookup('hf_sources')
-                    if t32 is None: t32 = Missing('hf_sources')
-                    t33 = (', ')
-                    t34 = call_value(env, F_join.fn, F_join.cost, False, [t32, t33])
-                    if t34 is None or t34.__class__ is Missing: _need(t34)
-                    if t31.__class__ is int and t34.__class__ is int:
-                        t35 = t31 + t34
-                        if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
+                    t22 = _compare('>', t21, t23)
+                if (t22 if t22.__class__ is bool else _truth(t22)):
+                    t25 = env.lookup('hf_sources')
+                    if t25 is None: t25 = Missing('hf_sources')
+                    if t25.__class__ is list or t25.__class__ is str or t25.__class__ is dict:
+                        t26 = len(t25)
+                        env.budget.left -= t26 if t26 > 1 else 1
+                        if env.budget.left < 0: _charge(env, 0)
                     else:
-                        t35 = _binop('+', t31, t34, env)
-                    t30 = t35
+                        t26 = call_value(env, F_len.fn, F_len.cost, False, [t25])
+                    t28 = (0)
+                    if t26.__class__ is int:
+                        t27 = t26 > t28
+                    else:
+                        t27 = _compare('>', t26, t28)
+                    t24 = (t27 if t27.__class__ is bool else _truth(t27))
                 else:
-                    t36 = env.lookup('config')
-                    if t36 is None: t36 = Missing('config')
-                    if t36.__class__ is dict and 'data' in t36:
-                        t37 = t36['data']
-                        if t37 is None: t37 = Missing('config.data')
+                    t24 = False
+                if (t24 if t24.__class__ is bool else _truth(t24)):
+                    t30 = ('the [[data.datasets]] source with hf_name ')
+                    if t30 is None or t30.__class__ is Missing: _need(t30)
+                    t31 = env.lookup('hf_sources')
+                    if t31 is None: t31 = Missing('hf_sources')
+                    t32 = (', ')
+                    t33 = call_value(env, F_join.fn, F_join.cost, False, [t31, t32])
+                    if t33 is None or t33.__class__ is Missing: _need(t33)
+                    if t30.__class__ is int and t33.__class__ is int:
+                        t34 = t30 + t33
+                        if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
                     else:
-                        t37 = attr_value(t36, 'data', 'config.data')
-                    if t37.__class__ is dict and 'datasets' in t37:
-                        t38 = t37['datasets']
-                        if t38 is None: t38 = Missing('config.data.datasets')
+                        t34 = _binop('+', t30, t33, env)
+                    t29 = t34
+                else:
+                    t35 = env.lookup('config')
+                    if t35 is None: t35 = Missing('config')
+                    if t35.__class__ is dict and 'data' in t35:
+                        t36 = t35['data']
+                        if t36 is None: t36 = Missing('config.data')
                     else:
-                        t38 = attr_value(t37, 'datasets', 'config.data.datasets')
-                    t39 = call_value(env, F_len.fn, F_len.cost, False, [t38])
-                    t41 = (0)
-                    if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
-                        t40 = t39 == t41
+                        t36 = attr_value(t35, 'data', 'config.data')
+                    if t36.__class__ is dict and 'datasets' in t36:
+                        t37 = t36['datasets']
+                        if t37 is None: t37 = Missing('config.data.datasets')
                     else:
-                        if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(env, t39, t41)
-                        t40 = _compare('==', t39, t41)
-                    if (t40 if t40.__class__ is bool else _truth(t40)):
-                        t43 = env.lookup('config')
-                        if t43 is None: t43 = Missing('config')
-                        if t43.__class__ is dict and 'data' in t43:
-                            t44 = t43['data']
-                            if t44 is None: t44 = Missing('config.data')
-                        else:
-                            t44 = attr_value(t43, 'data', 'config.data')
-                        if t44.__class__ is dict and 'dataset_path' in t44:
-                            t45 = t44['dataset_path']
-                            if t45 is None: t45 = Missing('config.data.dataset_path')
-                        else:
-                            t45 = attr_value(t44, 'dataset_path', 'config.data.dataset_path')
-                        t47 = ('')
-                        if t45.__class__ is t47.__class__ and (t45.__class__ is int or t45.__class__ is str):
-                            t46 = t45 == t47
-                        else:
-                            if t47.__class__ is list or t47.__class__ is dict or t47.__class__ is str: _charge_operands(env, t45, t47)
-                            t46 = _compare('==', t45, t47)
-                        t42 = (t46 if t46.__class__ is bool else _truth(t46))
+                        t37 = attr_value(t36, 'datasets', 'config.data.datasets')
+                    if t37.__class__ is list or t37.__class__ is str or t37.__class__ is dict:
+                        t38 = len(t37)
+                        env.budget.left -= t38 if t38 > 1 else 1
+                        if env.budget.left < 0: _charge(env, 0)
                     else:
-                        t42 = False
-                    if (t42 if t42.__class__ is bool else _truth(t42)):
-                        t49 = env.lookup('hf')
-                        if t49 is None: t49 = Missing('hf')
-                        t48 = (t49 if t49.__class__ is bool else _truth(t49))
+                        t38 = call_value(env, F_len.fn, F_len.cost, False, [t37])
+                    t40 = (0)
+                    if t38.__class__ is int:
+                        t39 = t38 == t40
                     else:
-                        t48 = False
-                    if (t48 if t48.__class__ is bool else _truth(t48)):
-                        t51 = ('data.hf_dataset_name = ')
-                        if t51 is None or t51.__class__ is Missing: _need(t51)
-                        t52 = env.lookup('config')
-                        if t52 is None: t52 = Missing('config')
-                        if t52.__class__ is dict and 'data' in t52:
-                            t53 = t52['data']
-                            if t53 is None: t53 = Missing('config.data')
+                        t39 = _compare('==', t38, t40)
+                    if (t39 if t39.__class__ is bool else _truth(t39)):
+                        t42 = env.lookup('config')
+                        if t42 is None: t42 = Missing('config')
+                        if t42.__class__ is dict and 'data' in t42:
+                            t43 = t42['data']
+                            if t43 is None: t43 = Missing('config.data')
                         else:
-                            t53 = attr_value(t52, 'data', 'config.data')
-                        if t53.__class__ is dict and 'hf_dataset_name' in t53:
-                            t54 = t53['hf_dataset_name']
-                            if t54 is None: t54 = Missing('config.data.hf_dataset_name')
+                            t43 = attr_value(t42, 'data', 'config.data')
+                        if t43.__class__ is dict and 'dataset_path' in t43:
+                            t44 = t43['dataset_path']
+                            if t44 is None: t44 = Missing('config.data.dataset_path')
                         else:
-                            t54 = attr_value(t53, 'hf_dataset_name', 'config.data.hf_dataset_name')
-                        t55 = call_value(env, F_str.fn, F_str.cost, True, [t54])
-                        if t55 is None or t55.__class__ is Missing: _need(t55)
-                        if t51.__class__ is int and t55.__class__ is int:
-                            t56 = t51 + t55
-                            if not -MAX_INT <= t56 <= MAX_INT: _check_value(t56)
+                            t44 = attr_value(t43, 'dataset_path', 'config.data.dataset_path')
+                        t46 = ('')
+                        if t44.__class__ is str:
+                            t45 = t44 == t46
                         else:
-                            t56 = _binop('+', t51, t55, env)
-                        t50 = t56
+                            t45 = _compare('==', t44, t46)
+                        t41 = (t45 if t45.__class__ is bool else _truth(t45))
                     else:
-                        t57 = ('')
-                        t50 = t57
-                    t30 = t50
-                t17 = t30
-            t11 = t17
+                        t41 = False
+                    if (t41 if t41.__class__ is bool else _truth(t41)):
+                        t48 = env.lookup('hf')
+                        if t48 is None: t48 = Missing('hf')
+                        t47 = (t48 if t48.__class__ is bool else _truth(t48))
+                    else:
+                        t47 = False
+                    if (t47 if t47.__class__ is bool else _truth(t47)):
+                        t50 = ('data.hf_dataset_name = ')
+                        if t50 is None or t50.__class__ is Missing: _need(t50)
+                        t51 = env.lookup('config')
+                        if t51 is None: t51 = Missing('config')
+                        if t51.__class__ is dict and 'data' in t51:
+                            t52 = t51['data']
+                            if t52 is None: t52 = Missing('config.data')
+                        else:
+                            t52 = attr_value(t51, 'data', 'config.data')
+                        if t52.__class__ is dict and 'hf_dataset_name' in t52:
+                            t53 = t52['hf_dataset_name']
+                            if t53 is None: t53 = Missing('config.data.hf_dataset_name')
+                        else:
+                            t53 = attr_value(t52, 'hf_dataset_name', 'config.data.hf_dataset_name')
+                        t54 = call_value(env, F_str.fn, F_str.cost, True, [t53])
+                        if t54 is None or t54.__class__ is Missing: _need(t54)
+                        if t50.__class__ is int and t54.__class__ is int:
+                            t55 = t50 + t54
+                            if not -MAX_INT <= t55 <= MAX_INT: _check_value(t55)
+                        else:
+                            t55 = _binop('+', t50, t54, env)
+                        t49 = t55
+                    else:
+                        t56 = ('')
+                        t49 = t56
+                    t29 = t49
+                t16 = t29
+            t11 = t16
         t2 = t11
     return t2
 
@@ -2251,10 +2160,9 @@ def e72(env):
     t1 = env.lookup('failure')
     if t1 is None: t1 = Missing('failure')
     t3 = ('pack_sequences = true with memory-mapped data')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('data.tokenizer_path is required when pack_sequences=True')
@@ -2272,12 +2180,16 @@ def e72(env):
             if t8 is None: t8 = Missing('config.data.datasets')
         else:
             t8 = attr_value(t7, 'datasets', 'config.data.datasets')
-        t9 = call_value(env, F_len.fn, F_len.cost, False, [t8])
+        if t8.__class__ is list or t8.__class__ is str or t8.__class__ is dict:
+            t9 = len(t8)
+            env.budget.left -= t9 if t9 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t9 = call_value(env, F_len.fn, F_len.cost, False, [t8])
         t11 = (0)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+        if t9.__class__ is int:
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         if (t10 if t10.__class__ is bool else _truth(t10)):
             t13 = ('data.tokenizer_path is required for HuggingFace datasets')
@@ -2323,12 +2235,16 @@ def e77(env):
 def e78(env):
     t1 = env.lookup('bad_sources')
     if t1 is None: t1 = Missing('bad_sources')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = (True)
@@ -2336,569 +2252,631 @@ def e78(env):
         t8 = ('ValueError: DatasetSource ')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = []
-        t11 = env.lookup('bad_sources')
-        if t11 is None: t11 = Missing('bad_sources')
-        t10 = loop_items(t11)
-        t12 = Env({}, None, env.budget, env)
-        for t13 in t10:
-            _charge(env, 8)
-            t12.values['s'] = t13
-            t12.let_cache = None
-            t14 = t12.lookup('chr_q')
-            if t14 is None: t14 = Missing('chr_q')
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = t13
-            if t15 is None: t15 = Missing('s')
-            if t15.__class__ is dict and 'name' in t15:
-                t16 = t15['name']
-                if t16 is None: t16 = Missing('s.name')
-            else:
-                t16 = attr_value(t15, 'name', 's.name')
+        t10 = env.budget
+        t12 = env.lookup('bad_sources')
+        if t12 is None: t12 = Missing('bad_sources')
+        t11 = loop_items(t12)
+        t13 = Env({}, None, t10, env)
+        t14 = t13.values
+        for t15 in t11:
+            t10.left -= 8
+            if t10.left < 0: _charge(env, 0)
+            t14['s'] = t15
+            t13.let_cache = None
+            t16 = t13.lookup('chr_q')
+            if t16 is None: t16 = Missing('chr_q')
             if t16 is None or t16.__class__ is Missing: _need(t16)
-            if t14.__class__ is int and t16.__class__ is int:
-                t17 = t14 + t16
-                if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+            t17 = t15
+            if t17 is None: t17 = Missing('s')
+            if t17.__class__ is dict and 'name' in t17:
+                t18 = t17['name']
+                if t18 is None: t18 = Missing('s.name')
             else:
-                t17 = _binop('+', t14, t16, t12)
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = t12.lookup('chr_q')
-            if t18 is None: t18 = Missing('chr_q')
+                t18 = attr_value(t17, 'name', 's.name')
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            if t17.__class__ is int and t18.__class__ is int:
-                t19 = t17 + t18
+            if t16.__class__ is int and t18.__class__ is int:
+                t19 = t16 + t18
                 if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
             else:
-                t19 = _binop('+', t17, t18, t12)
-            t9.append(t19)
-            t12.budget.mem -= 1
-            if t12.budget.mem < 0: _charge_mem(env, 0)
+                t19 = _binop('+', t16, t18, t13)
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = t13.lookup('chr_q')
+            if t20 is None: t20 = Missing('chr_q')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            if t19.__class__ is int and t20.__class__ is int:
+                t21 = t19 + t20
+                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+            else:
+                t21 = _binop('+', t19, t20, t13)
+            t9.append(t21)
+            t10.mem -= 1
+            if t10.mem < 0: _charge_mem(env, 0)
             if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t20 = (', ')
-        t21 = call_value(env, F_join.fn, F_join.cost, False, [t9, t20])
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t8.__class__ is int and t21.__class__ is int:
-            t22 = t8 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
-        else:
-            t22 = _binop('+', t8, t21, env)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = (' must have either path or hf_name')
+        t22 = (', ')
+        t23 = call_value(env, F_join.fn, F_join.cost, False, [t9, t22])
         if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t22.__class__ is int and t23.__class__ is int:
-            t24 = t22 + t23
+        if t8.__class__ is int and t23.__class__ is int:
+            t24 = t8 + t23
             if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
         else:
-            t24 = _binop('+', t22, t23, env)
-        t25 = ('give each [[data.datasets]] entry a path (tokenized .bin/.npy files) or an hf_name')
-        t26 = [t6, t7, t24, t25]
-        t27 = [t26]
-        t5 = t27
-    else:
-        t28 = K10
-        t5 = t28
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t29 = env.lookup('steps')
-    if t29 is None: t29 = Missing('steps')
-    t30 = call_value(env, F_len.fn, F_len.cost, False, [t29])
-    t32 = (1)
-    if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-        t31 = t30 > t32
-    else:
-        if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(env, t30, t32)
-        t31 = _compare('>', t30, t32)
-    if (t31 if t31.__class__ is bool else _truth(t31)):
-        t34 = []
-        t36 = env.lookup('steps')
-        if t36 is None: t36 = Missing('steps')
-        t37 = call_value(env, F_len.fn, F_len.cost, False, [t36])
-        if t37 is None or t37.__class__ is Missing: _need(t37)
-        t38 = (1)
-        if t38 is None or t38.__class__ is Missing: _need(t38)
-        if t37.__class__ is int and t38.__class__ is int:
-            t39 = t37 - t38
-            if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
+            t24 = _binop('+', t8, t23, env)
+        if t24 is None or t24.__class__ is Missing: _need(t24)
+        t25 = (' must have either path or hf_name')
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        if t24.__class__ is int and t25.__class__ is int:
+            t26 = t24 + t25
+            if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
         else:
-            t39 = _binop('-', t37, t38, env)
-        t40 = call_value(env, F_range.fn, F_range.cost, False, [t39])
-        t35 = loop_items(t40)
-        t41 = Env({}, None, env.budget, env)
-        for t42 in t35:
-            _charge(env, 15)
-            t41.values['i'] = t42
-            t41.let_cache = None
-            t43 = t41.lookup('steps')
-            if t43 is None: t43 = Missing('steps')
-            t43 = _need(t43)
-            t44 = t42
-            if t44 is None: t44 = Missing('i')
-            t45 = index_value(t43, _need(t44), 'steps')
-            t47 = t41.lookup('steps')
+            t26 = _binop('+', t24, t25, env)
+        t27 = ('give each [[data.datasets]] entry a path (tokenized .bin/.npy files) or an hf_name')
+        t28 = [t6, t7, t26, t27]
+        t29 = [t28]
+        t5 = t29
+    else:
+        t30 = K10
+        t5 = t30
+    if t5 is None or t5.__class__ is Missing: _need(t5)
+    t31 = env.lookup('steps')
+    if t31 is None: t31 = Missing('steps')
+    if t31.__class__ is list or t31.__class__ is str or t31.__class__ is dict:
+        t32 = len(t31)
+        env.budget.left -= t32 if t32 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t32 = call_value(env, F_len.fn, F_len.cost, False, [t31])
+    t34 = (1)
+    if t32.__class__ is int:
+        t33 = t32 > t34
+    else:
+        t33 = _compare('>', t32, t34)
+    if (t33 if t33.__class__ is bool else _truth(t33)):
+        t36 = []
+        t37 = env.budget
+        t39 = env.lookup('steps')
+        if t39 is None: t39 = Missing('steps')
+        if t39.__class__ is list or t39.__class__ is str or t39.__class__ is dict:
+            t40 = len(t39)
+            env.budget.left -= t40 if t40 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t40 = call_value(env, F_len.fn, F_len.cost, False, [t39])
+        if t40 is None or t40.__class__ is Missing: _need(t40)
+        t41 = (1)
+        if t41 is None or t41.__class__ is Missing: _need(t41)
+        if t40.__class__ is int and t41.__class__ is int:
+            t42 = t40 - t41
+            if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
+        else:
+            t42 = _binop('-', t40, t41, env)
+        t43 = call_value(env, F_range.fn, F_range.cost, False, [t42])
+        t38 = loop_items(t43)
+        t44 = Env({}, None, t37, env)
+        t45 = t44.values
+        for t46 in t38:
+            t37.left -= 15
+            if t37.left < 0: _charge(env, 0)
+            t45['i'] = t46
+            t44.let_cache = None
+            t47 = t44.lookup('steps')
             if t47 is None: t47 = Missing('steps')
-            t47 = _need(t47)
-            t48 = t42
+            if t47 is None or t47.__class__ is Missing: _need(t47)
+            t48 = t46
             if t48 is None: t48 = Missing('i')
             if t48 is None or t48.__class__ is Missing: _need(t48)
-            t49 = (1)
-            if t49 is None or t49.__class__ is Missing: _need(t49)
-            if t48.__class__ is int and t49.__class__ is int:
-                t50 = t48 + t49
-                if not -MAX_INT <= t50 <= MAX_INT: _check_value(t50)
+            t49 = index_value(t47, t48, 'steps')
+            t51 = t44.lookup('steps')
+            if t51 is None: t51 = Missing('steps')
+            if t51 is None or t51.__class__ is Missing: _need(t51)
+            t52 = t46
+            if t52 is None: t52 = Missing('i')
+            if t52 is None or t52.__class__ is Missing: _need(t52)
+            t53 = (1)
+            if t53 is None or t53.__class__ is Missing: _need(t53)
+            if t52.__class__ is int and t53.__class__ is int:
+                t54 = t52 + t53
+                if not -MAX_INT <= t54 <= MAX_INT: _check_value(t54)
             else:
-                t50 = _binop('+', t48, t49, t41)
-            t51 = index_value(t47, _need(t50), 'steps')
-            if t45.__class__ is t51.__class__ and (t45.__class__ is int or t45.__class__ is str):
-                t46 = t45 >= t51
+                t54 = _binop('+', t52, t53, t44)
+            if t54 is None or t54.__class__ is Missing: _need(t54)
+            t55 = index_value(t51, t54, 'steps')
+            if t49.__class__ is t55.__class__ and (t49.__class__ is int or t49.__class__ is str):
+                t50 = t49 >= t55
             else:
-                if t51.__class__ is list or t51.__class__ is dict or t51.__class__ is str: _charge_operands(t41, t45, t51)
-                t46 = _compare('>=', t45, t51)
-            t34.append(t46)
-            t41.budget.mem -= 1
-            if t41.budget.mem < 0: _charge_mem(env, 0)
-            if len(t34) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t52 = call_value(env, F_any.fn, F_any.cost, False, [t34])
-        t33 = (t52 if t52.__class__ is bool else _truth(t52))
+                if t55.__class__ is list or t55.__class__ is dict or t55.__class__ is str: _charge_operands(t44, t49, t55)
+                t50 = _compare('>=', t49, t55)
+            t36.append(t50)
+            t37.mem -= 1
+            if t37.mem < 0: _charge_mem(env, 0)
+            if len(t36) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t56 = call_value(env, F_any.fn, F_any.cost, False, [t36])
+        t35 = (t56 if t56.__class__ is bool else _truth(t56))
     else:
-        t33 = False
-    if (t33 if t33.__class__ is bool else _truth(t33)):
-        t54 = (True)
-        t55 = ('data.phases')
-        t56 = ('ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps ')
-        if t56 is None or t56.__class__ is Missing: _need(t56)
-        t57 = env.lookup('steps')
-        if t57 is None: t57 = Missing('steps')
-        t58 = call_value(env, F_str.fn, F_str.cost, True, [t57])
-        if t58 is None or t58.__class__ is Missing: _need(t58)
-        if t56.__class__ is int and t58.__class__ is int:
-            t59 = t56 + t58
-            if not -MAX_INT <= t59 <= MAX_INT: _check_value(t59)
-        else:
-            t59 = _binop('+', t56, t58, env)
-        if t59 is None or t59.__class__ is Missing: _need(t59)
-        t60 = (')')
+        t35 = False
+    if (t35 if t35.__class__ is bool else _truth(t35)):
+        t58 = (True)
+        t59 = ('data.phases')
+        t60 = ('ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps ')
         if t60 is None or t60.__class__ is Missing: _need(t60)
-        if t59.__class__ is int and t60.__class__ is int:
-            t61 = t59 + t60
-            if not -MAX_INT <= t61 <= MAX_INT: _check_value(t61)
+        t61 = env.lookup('steps')
+        if t61 is None: t61 = Missing('steps')
+        t62 = call_value(env, F_str.fn, F_str.cost, True, [t61])
+        if t62 is None or t62.__class__ is Missing: _need(t62)
+        if t60.__class__ is int and t62.__class__ is int:
+            t63 = t60 + t62
+            if not -MAX_INT <= t63 <= MAX_INT: _check_value(t63)
         else:
-            t61 = _binop('+', t59, t60, env)
-        t62 = ('order the [[data.phases]] entries by start_step, each later than the one before')
-        t63 = [t54, t55, t61, t62]
-        t64 = [t63]
-        t53 = t64
-    else:
-        t65 = K11
-        t53 = t65
-    if t53 is None or t53.__class__ is Missing: _need(t53)
-    if t5.__class__ is int and t53.__class__ is int:
-        t66 = t5 + t53
-        if not -MAX_INT <= t66 <= MAX_INT: _check_value(t66)
-    else:
-        t66 = _binop('+', t5, t53, env)
-    if t66 is None or t66.__class__ is Missing: _need(t66)
-    t67 = []
-    t69 = env.lookup('config')
-    if t69 is None: t69 = Missing('config')
-    if t69.__class__ is dict and 'data' in t69:
-        t70 = t69['data']
-        if t70 is None: t70 = Missing('config.data')
-    else:
-        t70 = attr_value(t69, 'data', 'config.data')
-    if t70.__class__ is dict and 'phases' in t70:
-        t71 = t70['phases']
-        if t71 is None: t71 = Missing('config.data.phases')
-    else:
-        t71 = attr_value(t70, 'phases', 'config.data.phases')
-    t68 = loop_items(t71)
-    t72 = Env({}, None, env.budget, env)
-    for t73 in t68:
-        _charge(env, 36)
-        t72.values['p'] = t73
-        t72.let_cache = None
-        t74 = t73
-        if t74 is None: t74 = Missing('p')
-        t75 = call_value(t72, F_type.fn, F_type.cost, True, [t74])
-        t77 = ('table')
-        if t75.__class__ is t77.__class__ and (t75.__class__ is int or t75.__class__ is str):
-            t76 = t75 == t77
+            t63 = _binop('+', t60, t62, env)
+        if t63 is None or t63.__class__ is Missing: _need(t63)
+        t64 = (')')
+        if t64 is None or t64.__class__ is Missing: _need(t64)
+        if t63.__class__ is int and t64.__class__ is int:
+            t65 = t63 + t64
+            if not -MAX_INT <= t65 <= MAX_INT: _check_value(t65)
         else:
-            if t77.__class__ is list or t77.__class__ is dict or t77.__class__ is str: _charge_operands(t72, t75, t77)
-            t76 = _compare('==', t75, t77)
-        if (t76 if t76.__class__ is bool else _truth(t76)):
-            t79 = t73
-            if t79 is None: t79 = Missing('p')
-            if t79.__class__ is dict and 'dataset_weights' in t79:
-                t80 = t79['dataset_weights']
-                if t80 is None: t80 = Missing('p.dataset_weights')
-            else:
-                t80 = attr_value(t79, 'dataset_weights', 'p.dataset_weights')
-            t81 = call_value(t72, F_type.fn, F_type.cost, True, [t80])
-            t83 = ('table')
-            if t81.__class__ is t83.__class__ and (t81.__class__ is int or t81.__class__ is str):
-                t82 = t81 == t83
-            else:
-                if t83.__class__ is list or t83.__class__ is dict or t83.__class__ is str: _charge_operands(t72, t81, t83)
-                t82 = _compare('==', t81, t83)
-            t78 = (t82 if t82.__class__ is bool else _truth(t82))
+            t65 = _binop('+', t63, t64, env)
+        t66 = ('order the [[data.phases]] entries by start_step, each later than the one before')
+        t67 = [t58, t59, t65, t66]
+        t68 = [t67]
+        t57 = t68
+    else:
+        t69 = K11
+        t57 = t69
+    if t57 is None or t57.__class__ is Missing: _need(t57)
+    if t5.__class__ is int and t57.__class__ is int:
+        t70 = t5 + t57
+        if not -MAX_INT <= t70 <= MAX_INT: _check_value(t70)
+    else:
+        t70 = _binop('+', t5, t57, env)
+    if t70 is None or t70.__class__ is Missing: _need(t70)
+    t71 = []
+    t72 = env.budget
+    t74 = env.lookup('config')
+    if t74 is None: t74 = Missing('config')
+    if t74.__class__ is dict and 'data' in t74:
+        t75 = t74['data']
+        if t75 is None: t75 = Missing('config.data')
+    else:
+        t75 = attr_value(t74, 'data', 'config.data')
+    if t75.__class__ is dict and 'phases' in t75:
+        t76 = t75['phases']
+        if t76 is None: t76 = Missing('config.data.phases')
+    else:
+        t76 = attr_value(t75, 'phases', 'config.data.phases')
+    t73 = loop_items(t76)
+    t77 = Env({}, None, t72, env)
+    t78 = t77.values
+    for t79 in t73:
+        t72.left -= 36
+        if t72.left < 0: _charge(env, 0)
+        t78['p'] = t79
+        t77.let_cache = None
+        t80 = t79
+        if t80 is None: t80 = Missing('p')
+        t77.budget.left -= 1
+        if t77.budget.left < 0: _charge(t77, 0)
+        t81 = type_name(t80)
+        t77.budget.mem -= len(t81)
+        if t77.budget.mem < 0: _charge_mem(t77, 0)
+        t83 = ('table')
+        if t81.__class__ is str:
+            t82 = t81 == t83
         else:
-            t78 = False
-        if (t78 if t78.__class__ is bool else _truth(t78)):
-            t85 = []
-            t87 = t73
-            if t87 is None: t87 = Missing('p')
-            if t87.__class__ is dict and 'dataset_weights' in t87:
-                t88 = t87['dataset_weights']
-                if t88 is None: t88 = Missing('p.dataset_weights')
+            t82 = _compare('==', t81, t83)
+        if (t82 if t82.__class__ is bool else _truth(t82)):
+            t85 = t79
+            if t85 is None: t85 = Missing('p')
+            if t85.__class__ is dict and 'dataset_weights' in t85:
+                t86 = t85['dataset_weights']
+                if t86 is None: t86 = Missing('p.dataset_weights')
             else:
-                t88 = attr_value(t87, 'dataset_weights', 'p.dataset_weights')
-            t89 = call_value(t72, F_keys.fn, F_keys.cost, False, [t88])
-            t86 = loop_items(t89)
-            t90 = Env({}, None, t72.budget, t72)
-            for t91 in t86:
-                _charge(t72, 20)
-                t90.values['k'] = t91
-                t90.let_cache = None
-                t92 = t73
-                if t92 is None: t92 = Missing('p')
-                if t92.__class__ is dict and 'dataset_weights' in t92:
-                    t93 = t92['dataset_weights']
-                    if t93 is None: t93 = Missing('p.dataset_weights')
-                else:
-                    t93 = attr_value(t92, 'dataset_weights', 'p.dataset_weights')
-                t93 = _need(t93)
-                t94 = t91
-                if t94 is None: t94 = Missing('k')
-                t95 = index_value(t93, _need(t94), 'p.dataset_weights')
-                t96 = call_value(t90, F_type.fn, F_type.cost, True, [t95])
-                t98 = K12
-                if t98.__class__ is list or t98.__class__ is dict or t98.__class__ is str: _charge_operands(t90, t96, t98)
-                t97 = _compare('in', t96, t98)
-                if (t97 if t97.__class__ is bool else _truth(t97)):
-                    t100 = t73
-                    if t100 is None: t100 = Missing('p')
-                    if t100.__class__ is dict and 'dataset_weights' in t100:
-                        t101 = t100['dataset_weights']
-                        if t101 is None: t101 = Missing('p.dataset_weights')
-                    else:
-                        t101 = attr_value(t100, 'dataset_weights', 'p.dataset_weights')
-                    t101 = _need(t101)
-                    t102 = t91
-                    if t102 is None: t102 = Missing('k')
-                    t103 = index_value(t101, _need(t102), 'p.dataset_weights')
-                    t105 = (0)
-                    if t103.__class__ is t105.__class__ and (t103.__class__ is int or t103.__class__ is str):
-                        t104 = t103 < t105
-                    else:
-                        if t105.__class__ is list or t105.__class__ is dict or t105.__class__ is str: _charge_operands(t90, t103, t105)
-                        t104 = _compare('<', t103, t105)
-                    t99 = (t104 if t104.__class__ is bool else _truth(t104))
-                else:
-                    t99 = False
-                t85.append(t99)
-                t90.budget.mem -= 1
-                if t90.budget.mem < 0: _charge_mem(t72, 0)
-                if len(t85) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t106 = call_value(t72, F_any.fn, F_any.cost, False, [t85])
-            t84 = (t106 if t106.__class__ is bool else _truth(t106))
+                t86 = attr_value(t85, 'dataset_weights', 'p.dataset_weights')
+            t77.budget.left -= 1
+            if t77.budget.left < 0: _charge(t77, 0)
+            t87 = type_name(t86)
+            t77.budget.mem -= len(t87)
+            if t77.budget.mem < 0: _charge_mem(t77, 0)
+            t89 = ('table')
+            if t87.__class__ is str:
+                t88 = t87 == t89
+            else:
+                t88 = _compare('==', t87, t89)
+            t84 = (t88 if t88.__class__ is bool else _truth(t88))
         else:
             t84 = False
-        t67.append(t84)
-        t72.budget.mem -= 1
-        if t72.budget.mem < 0: _charge_mem(env, 0)
-        if len(t67) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t107 = call_value(env, F_any.fn, F_any.cost, False, [t67])
-    if (t107 if t107.__class__ is bool else _truth(t107)):
-        t109 = K13
-        t110 = [t109]
-        t108 = t110
+        if (t84 if t84.__class__ is bool else _truth(t84)):
+            t91 = []
+            t92 = t77.budget
+            t94 = t79
+            if t94 is None: t94 = Missing('p')
+            if t94.__class__ is dict and 'dataset_weights' in t94:
+                t95 = t94['dataset_weights']
+                if t95 is None: t95 = Missing('p.dataset_weights')
+            else:
+                t95 = attr_value(t94, 'dataset_weights', 'p.dataset_weights')
+            t96 = call_value(t77, F_keys.fn, F_keys.cost, False, [t95])
+            t93 = loop_items(t96)
+            t97 = Env({}, None, t92, t77)
+            t98 = t97.values
+            for t99 in t93:
+                t92.left -= 20
+                if t92.left < 0: _charge(t77, 0)
+                t98['k'] = t99
+                t97.let_cache = None
+                t100 = t79
+                if t100 is None: t100 = Missing('p')
+                if t100.__class__ is dict and 'dataset_weights' in t100:
+                    t101 = t100['dataset_weights']
+                    if t101 is None: t101 = Missing('p.dataset_weights')
+                else:
+                    t101 = attr_value(t100, 'dataset_weights', 'p.dataset_weights')
+                if t101 is None or t101.__class__ is Missing: _need(t101)
+                t102 = t99
+                if t102 is None: t102 = Missing('k')
+                if t102 is None or t102.__class__ is Missing: _need(t102)
+                t103 = index_value(t101, t102, 'p.dataset_weights')
+                t97.budget.left -= 1
+                if t97.budget.left < 0: _charge(t97, 0)
+                t104 = type_name(t103)
+                t97.budget.mem -= len(t104)
+                if t97.budget.mem < 0: _charge_mem(t97, 0)
+                t106 = K12
+                if t106.__class__ is list or t106.__class__ is dict or t106.__class__ is str: _charge_operands(t97, t104, t106)
+                t105 = _compare('in', t104, t106)
+                if (t105 if t105.__class__ is bool else _truth(t105)):
+                    t108 = t79
+                    if t108 is None: t108 = Missing('p')
+                    if t108.__class__ is dict and 'dataset_weights' in t108:
+                        t109 = t108['dataset_weights']
+                        if t109 is None: t109 = Missing('p.dataset_weights')
+                    else:
+                        t109 = attr_value(t108, 'dataset_weights', 'p.dataset_weights')
+                    if t109 is None or t109.__class__ is Missing: _need(t109)
+                    t110 = t99
+                    if t110 is None: t110 = Missing('k')
+                    if t110 is None or t110.__class__ is Missing: _need(t110)
+                    t111 = index_value(t109, t110, 'p.dataset_weights')
+                    t113 = (0)
+                    if t111.__class__ is int:
+                        t112 = t111 < t113
+                    else:
+                        t112 = _compare('<', t111, t113)
+                    t107 = (t112 if t112.__class__ is bool else _truth(t112))
+                else:
+                    t107 = False
+                t91.append(t107)
+                t92.mem -= 1
+                if t92.mem < 0: _charge_mem(t77, 0)
+                if len(t91) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t114 = call_value(t77, F_any.fn, F_any.cost, False, [t91])
+            t90 = (t114 if t114.__class__ is bool else _truth(t114))
+        else:
+            t90 = False
+        t71.append(t90)
+        t72.mem -= 1
+        if t72.mem < 0: _charge_mem(env, 0)
+        if len(t71) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    t115 = call_value(env, F_any.fn, F_any.cost, False, [t71])
+    if (t115 if t115.__class__ is bool else _truth(t115)):
+        t117 = K13
+        t118 = [t117]
+        t116 = t118
     else:
-        t111 = K14
-        t108 = t111
-    if t108 is None or t108.__class__ is Missing: _need(t108)
-    if t66.__class__ is int and t108.__class__ is int:
-        t112 = t66 + t108
-        if not -MAX_INT <= t112 <= MAX_INT: _check_value(t112)
+        t119 = K14
+        t116 = t119
+    if t116 is None or t116.__class__ is Missing: _need(t116)
+    if t70.__class__ is int and t116.__class__ is int:
+        t120 = t70 + t116
+        if not -MAX_INT <= t120 <= MAX_INT: _check_value(t120)
     else:
-        t112 = _binop('+', t66, t108, env)
-    if t112 is None or t112.__class__ is Missing: _need(t112)
-    t113 = env.lookup('config')
-    if t113 is None: t113 = Missing('config')
-    if t113.__class__ is dict and 'data' in t113:
-        t114 = t113['data']
-        if t114 is None: t114 = Missing('config.data')
+        t120 = _binop('+', t70, t116, env)
+    if t120 is None or t120.__class__ is Missing: _need(t120)
+    t121 = env.lookup('config')
+    if t121 is None: t121 = Missing('config')
+    if t121.__class__ is dict and 'data' in t121:
+        t122 = t121['data']
+        if t122 is None: t122 = Missing('config.data')
     else:
-        t114 = attr_value(t113, 'data', 'config.data')
-    if t114.__class__ is dict and 'phases' in t114:
-        t115 = t114['phases']
-        if t115 is None: t115 = Missing('config.data.phases')
+        t122 = attr_value(t121, 'data', 'config.data')
+    if t122.__class__ is dict and 'phases' in t122:
+        t123 = t122['phases']
+        if t123 is None: t123 = Missing('config.data.phases')
     else:
-        t115 = attr_value(t114, 'phases', 'config.data.phases')
-    t116 = call_value(env, F_len.fn, F_len.cost, False, [t115])
-    t118 = (0)
-    if t116.__class__ is t118.__class__ and (t116.__class__ is int or t116.__class__ is str):
-        t117 = t116 == t118
+        t123 = attr_value(t122, 'phases', 'config.data.phases')
+    if t123.__class__ is list or t123.__class__ is str or t123.__class__ is dict:
+        t124 = len(t123)
+        env.budget.left -= t124 if t124 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
     else:
-        if t118.__class__ is list or t118.__class__ is dict or t118.__class__ is str: _charge_operands(env, t116, t118)
-        t117 = _compare('==', t116, t118)
-    if (t117 if t117.__class__ is bool else _truth(t117)):
-        t120 = env.lookup('config')
-        if t120 is None: t120 = Missing('config')
-        if t120.__class__ is dict and 'data' in t120:
-            t121 = t120['data']
-            if t121 is None: t121 = Missing('config.data')
-        else:
-            t121 = attr_value(t120, 'data', 'config.data')
-        if t121.__class__ is dict and 'anneal_start_step' in t121:
-            t122 = t121['anneal_start_step']
-            if t122 is None: t122 = Missing('config.data.anneal_start_step')
-        else:
-            t122 = attr_value(t121, 'anneal_start_step', 'config.data.anneal_start_step')
-        t123 = call_value(env, F_type.fn, F_type.cost, True, [t122])
-        t125 = ('int')
-        if t123.__class__ is t125.__class__ and (t123.__class__ is int or t123.__class__ is str):
-            t124 = t123 == t125
-        else:
-            if t125.__class__ is list or t125.__class__ is dict or t125.__class__ is str: _charge_operands(env, t123, t125)
-            t124 = _compare('==', t123, t125)
-        t119 = (t124 if t124.__class__ is bool else _truth(t124))
+        t124 = call_value(env, F_len.fn, F_len.cost, False, [t123])
+    t126 = (0)
+    if t124.__class__ is int:
+        t125 = t124 == t126
     else:
-        t119 = False
-    if (t119 if t119.__class__ is bool else _truth(t119)):
-        t127 = env.lookup('config')
-        if t127 is None: t127 = Missing('config')
-        if t127.__class__ is dict and 'data' in t127:
-            t128 = t127['data']
-            if t128 is None: t128 = Missing('config.data')
+        t125 = _compare('==', t124, t126)
+    if (t125 if t125.__class__ is bool else _truth(t125)):
+        t128 = env.lookup('config')
+        if t128 is None: t128 = Missing('config')
+        if t128.__class__ is dict and 'data' in t128:
+            t129 = t128['data']
+            if t129 is None: t129 = Missing('config.data')
         else:
-            t128 = attr_value(t127, 'data', 'config.data')
-        if t128.__class__ is dict and 'anneal_start_step' in t128:
-            t129 = t128['anneal_start_step']
-            if t129 is None: t129 = Missing('config.data.anneal_start_step')
+            t129 = attr_value(t128, 'data', 'config.data')
+        if t129.__class__ is dict and 'anneal_start_step' in t129:
+            t130 = t129['anneal_start_step']
+            if t130 is None: t130 = Missing('config.data.anneal_start_step')
         else:
-            t129 = attr_value(t128, 'anneal_start_step', 'config.data.anneal_start_step')
-        t131 = (0)
-        if t129.__class__ is t131.__class__ and (t129.__class__ is int or t129.__class__ is str):
-            t130 = t129 > t131
+            t130 = attr_value(t129, 'anneal_start_step', 'config.data.anneal_start_step')
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t131 = type_name(t130)
+        env.budget.mem -= len(t131)
+        if env.budget.mem < 0: _charge_mem(env, 0)
+        t133 = ('int')
+        if t131.__class__ is str:
+            t132 = t131 == t133
         else:
-            if t131.__class__ is list or t131.__class__ is dict or t131.__class__ is str: _charge_operands(env, t129, t131)
-            t130 = _compare('>', t129, t131)
-        t126 = (t130 if t130.__class__ is bool else _truth(t130))
+            t132 = _compare('==', t131, t133)
+        t127 = (t132 if t132.__class__ is bool else _truth(t132))
     else:
-        t126 = False
-    if (t126 if t126.__class__ is bool else _truth(t126)):
-        t133 = env.lookup('anneal_negative')
-        if t133 is None: t133 = Missing('anneal_negative')
-        t134 = call_value(env, F_len.fn, F_len.cost, False, [t133])
-        t136 = (0)
-        if t134.__class__ is t136.__class__ and (t134.__class__ is int or t134.__class__ is str):
-            t135 = t134 > t136
+        t127 = False
+    if (t127 if t127.__class__ is bool else _truth(t127)):
+        t135 = env.lookup('config')
+        if t135 is None: t135 = Missing('config')
+        if t135.__class__ is dict and 'data' in t135:
+            t136 = t135['data']
+            if t136 is None: t136 = Missing('config.data')
         else:
-            if t136.__class__ is list or t136.__class__ is dict or t136.__class__ is str: _charge_operands(env, t134, t136)
-            t135 = _compare('>', t134, t136)
-        t132 = (t135 if t135.__class__ is bool else _truth(t135))
+            t136 = attr_value(t135, 'data', 'config.data')
+        if t136.__class__ is dict and 'anneal_start_step' in t136:
+            t137 = t136['anneal_start_step']
+            if t137 is None: t137 = Missing('config.data.anneal_start_step')
+        else:
+            t137 = attr_value(t136, 'anneal_start_step', 'config.data.anneal_start_step')
+        t139 = (0)
+        if t137.__class__ is int:
+            t138 = t137 > t139
+        else:
+            t138 = _compare('>', t137, t139)
+        t134 = (t138 if t138.__class__ is bool else _truth(t138))
     else:
-        t132 = False
-    if (t132 if t132.__class__ is bool else _truth(t132)):
-        t138 = (True)
-        t139 = ('data.anneal_weights')
-        t140 = ('ValueError: TrainingPhase.dataset_weights[')
-        if t140 is None or t140.__class__ is Missing: _need(t140)
-        t141 = env.lookup('chr_q')
-        if t141 is None: t141 = Missing('chr_q')
-        if t141 is None or t141.__class__ is Missing: _need(t141)
-        if t140.__class__ is int and t141.__class__ is int:
-            t142 = t140 + t141
-            if not -MAX_INT <= t142 <= MAX_INT: _check_value(t142)
+        t134 = False
+    if (t134 if t134.__class__ is bool else _truth(t134)):
+        t141 = env.lookup('anneal_negative')
+        if t141 is None: t141 = Missing('anneal_negative')
+        if t141.__class__ is list or t141.__class__ is str or t141.__class__ is dict:
+            t142 = len(t141)
+            env.budget.left -= t142 if t142 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            t142 = _binop('+', t140, t141, env)
-        if t142 is None or t142.__class__ is Missing: _need(t142)
-        t143 = env.lookup('anneal_negative')
-        if t143 is None: t143 = Missing('anneal_negative')
-        t144 = call_value(env, F_len.fn, F_len.cost, False, [t143])
-        t146 = (0)
-        if t144.__class__ is t146.__class__ and (t144.__class__ is int or t144.__class__ is str):
-            t145 = t144 > t146
+            t142 = call_value(env, F_len.fn, F_len.cost, False, [t141])
+        t144 = (0)
+        if t142.__class__ is int:
+            t143 = t142 > t144
         else:
-            if t146.__class__ is list or t146.__class__ is dict or t146.__class__ is str: _charge_operands(env, t144, t146)
-            t145 = _compare('>', t144, t146)
-        if (t145 if t145.__class__ is bool else _truth(t145)):
-            t148 = env.lookup('anneal_negative')
-            if t148 is None: t148 = Missing('anneal_negative')
-            t148 = _need(t148)
-            t149 = (0)
-            t150 = index_value(t148, _need(t149), 'anneal_negative')
-            t147 = t150
+            t143 = _compare('>', t142, t144)
+        t140 = (t143 if t143.__class__ is bool else _truth(t143))
+    else:
+        t140 = False
+    if (t140 if t140.__class__ is bool else _truth(t140)):
+        t146 = (True)
+        t147 = ('data.anneal_weights')
+        t148 = ('ValueError: TrainingPhase.dataset_weights[')
+        if t148 is None or t148.__class__ is Missing: _need(t148)
+        t149 = env.lookup('chr_q')
+        if t149 is None: t149 = Missing('chr_q')
+        if t149 is None or t149.__class__ is Missing: _need(t149)
+        if t148.__class__ is int and t149.__class__ is int:
+            t150 = t148 + t149
+            if not -MAX_INT <= t150 <= MAX_INT: _check_value(t150)
         else:
-            t151 = ('')
-            t147 = t151
-        if t147 is None or t147.__class__ is Missing: _need(t147)
-        if t142.__class__ is int and t147.__class__ is int:
-            t152 = t142 + t147
-            if not -MAX_INT <= t152 <= MAX_INT: _check_value(t152)
+            t150 = _binop('+', t148, t149, env)
+        if t150 is None or t150.__class__ is Missing: _need(t150)
+        t151 = env.lookup('anneal_negative')
+        if t151 is None: t151 = Missing('anneal_negative')
+        if t151.__class__ is list or t151.__class__ is str or t151.__class__ is dict:
+            t152 = len(t151)
+            env.budget.left -= t152 if t152 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            t152 = _binop('+', t142, t147, env)
-        if t152 is None or t152.__class__ is Missing: _need(t152)
-        t153 = env.lookup('chr_q')
-        if t153 is None: t153 = Missing('chr_q')
-        if t153 is None or t153.__class__ is Missing: _need(t153)
-        if t152.__class__ is int and t153.__class__ is int:
-            t154 = t152 + t153
-            if not -MAX_INT <= t154 <= MAX_INT: _check_value(t154)
+            t152 = call_value(env, F_len.fn, F_len.cost, False, [t151])
+        t154 = (0)
+        if t152.__class__ is int:
+            t153 = t152 > t154
         else:
-            t154 = _binop('+', t152, t153, env)
-        if t154 is None or t154.__class__ is Missing: _need(t154)
-        t155 = ('] must be non-negative (data.anneal_weights)')
+            t153 = _compare('>', t152, t154)
+        if (t153 if t153.__class__ is bool else _truth(t153)):
+            t156 = env.lookup('anneal_negative')
+            if t156 is None: t156 = Missing('anneal_negative')
+            if t156 is None or t156.__class__ is Missing: _need(t156)
+            t157 = (0)
+            if t157 is None or t157.__class__ is Missing: _need(t157)
+            t158 = index_value(t156, t157, 'anneal_negative')
+            t155 = t158
+        else:
+            t159 = ('')
+            t155 = t159
         if t155 is None or t155.__class__ is Missing: _need(t155)
-        if t154.__class__ is int and t155.__class__ is int:
-            t156 = t154 + t155
-            if not -MAX_INT <= t156 <= MAX_INT: _check_value(t156)
+        if t150.__class__ is int and t155.__class__ is int:
+            t160 = t150 + t155
+            if not -MAX_INT <= t160 <= MAX_INT: _check_value(t160)
         else:
-            t156 = _binop('+', t154, t155, env)
-        t157 = ('use data.anneal_weights >= 0 (at least one positive)')
-        t158 = ('when scripts/train.py turns data.anneal_weights into a TrainingPhase, before the first step')
-        t159 = [t138, t139, t156, t157, t158]
-        t160 = [t159]
-        t137 = t160
+            t160 = _binop('+', t150, t155, env)
+        if t160 is None or t160.__class__ is Missing: _need(t160)
+        t161 = env.lookup('chr_q')
+        if t161 is None: t161 = Missing('chr_q')
+        if t161 is None or t161.__class__ is Missing: _need(t161)
+        if t160.__class__ is int and t161.__class__ is int:
+            t162 = t160 + t161
+            if not -MAX_INT <= t162 <= MAX_INT: _check_value(t162)
+        else:
+            t162 = _binop('+', t160, t161, env)
+        if t162 is None or t162.__class__ is Missing: _need(t162)
+        t163 = ('] must be non-negative (data.anneal_weights)')
+        if t163 is None or t163.__class__ is Missing: _need(t163)
+        if t162.__class__ is int and t163.__class__ is int:
+            t164 = t162 + t163
+            if not -MAX_INT <= t164 <= MAX_INT: _check_value(t164)
+        else:
+            t164 = _binop('+', t162, t163, env)
+        t165 = ('use data.anneal_weights >= 0 (at least one positive)')
+        t166 = ('when scripts/train.py turns data.anneal_weights into a TrainingPhase, before the first step')
+        t167 = [t146, t147, t164, t165, t166]
+        t168 = [t167]
+        t145 = t168
     else:
-        t161 = K15
-        t137 = t161
-    if t137 is None or t137.__class__ is Missing: _need(t137)
-    if t112.__class__ is int and t137.__class__ is int:
-        t162 = t112 + t137
-        if not -MAX_INT <= t162 <= MAX_INT: _check_value(t162)
+        t169 = K15
+        t145 = t169
+    if t145 is None or t145.__class__ is Missing: _need(t145)
+    if t120.__class__ is int and t145.__class__ is int:
+        t170 = t120 + t145
+        if not -MAX_INT <= t170 <= MAX_INT: _check_value(t170)
     else:
-        t162 = _binop('+', t112, t137, env)
-    return t162
+        t170 = _binop('+', t120, t145, env)
+    return t170
 
 def e79(env):
     t1 = []
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'data' in t3:
-        t4 = t3['data']
-        if t4 is None: t4 = Missing('config.data')
+    t2 = env.budget
+    t4 = env.lookup('config')
+    if t4 is None: t4 = Missing('config')
+    if t4.__class__ is dict and 'data' in t4:
+        t5 = t4['data']
+        if t5 is None: t5 = Missing('config.data')
     else:
-        t4 = attr_value(t3, 'data', 'config.data')
-    if t4.__class__ is dict and 'datasets' in t4:
-        t5 = t4['datasets']
-        if t5 is None: t5 = Missing('config.data.datasets')
+        t5 = attr_value(t4, 'data', 'config.data')
+    if t5.__class__ is dict and 'datasets' in t5:
+        t6 = t5['datasets']
+        if t6 is None: t6 = Missing('config.data.datasets')
     else:
-        t5 = attr_value(t4, 'datasets', 'config.data.datasets')
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 19)
-        t6.values['s'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('s')
-        t9 = call_value(t6, F_type.fn, F_type.cost, True, [t8])
-        t11 = ('table')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
+        t6 = attr_value(t5, 'datasets', 'config.data.datasets')
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 19
+        if t2.left < 0: _charge(env, 0)
+        t8['s'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('s')
+        t7.budget.left -= 1
+        if t7.budget.left < 0: _charge(t7, 0)
+        t11 = type_name(t10)
+        t7.budget.mem -= len(t11)
+        if t7.budget.mem < 0: _charge_mem(t7, 0)
+        t13 = ('table')
+        if t11.__class__ is str:
+            t12 = t11 == t13
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t6, t9, t11)
-            t10 = _compare('==', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = t7
-            if t13 is None: t13 = Missing('s')
-            if t13.__class__ is dict and 'path' in t13:
-                t14 = t13['path']
-                if t14 is None: t14 = Missing('s.path')
-            else:
-                t14 = attr_value(t13, 'path', 's.path')
-            t16 = ('')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t6, t14, t16)
-                t15 = _compare('==', t14, t16)
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
-        else:
-            t12 = False
+            t12 = _compare('==', t11, t13)
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t18 = t7
-            if t18 is None: t18 = Missing('s')
-            if t18.__class__ is dict and 'hf_name' in t18:
-                t19 = t18['hf_name']
-                if t19 is None: t19 = Missing('s.hf_name')
+            t15 = t9
+            if t15 is None: t15 = Missing('s')
+            if t15.__class__ is dict and 'path' in t15:
+                t16 = t15['path']
+                if t16 is None: t16 = Missing('s.path')
             else:
-                t19 = attr_value(t18, 'hf_name', 's.hf_name')
-            t21 = ('')
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 == t21
+                t16 = attr_value(t15, 'path', 's.path')
+            t18 = ('')
+            if t16.__class__ is str:
+                t17 = t16 == t18
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t6, t19, t21)
-                t20 = _compare('==', t19, t21)
-            t17 = (t20 if t20.__class__ is bool else _truth(t20))
+                t17 = _compare('==', t16, t18)
+            t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t22 = t7
-            if t22 is None: t22 = Missing('s')
-            t1.append(t22)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t20 = t9
+            if t20 is None: t20 = Missing('s')
+            if t20.__class__ is dict and 'hf_name' in t20:
+                t21 = t20['hf_name']
+                if t21 is None: t21 = Missing('s.hf_name')
+            else:
+                t21 = attr_value(t20, 'hf_name', 's.hf_name')
+            t23 = ('')
+            if t21.__class__ is str:
+                t22 = t21 == t23
+            else:
+                t22 = _compare('==', t21, t23)
+            t19 = (t22 if t22.__class__ is bool else _truth(t22))
+        else:
+            t19 = False
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t24 = t9
+            if t24 is None: t24 = Missing('s')
+            t1.append(t24)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e80(env):
     t1 = []
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'data' in t3:
-        t4 = t3['data']
-        if t4 is None: t4 = Missing('config.data')
+    t2 = env.budget
+    t4 = env.lookup('config')
+    if t4 is None: t4 = Missing('config')
+    if t4.__class__ is dict and 'data' in t4:
+        t5 = t4['data']
+        if t5 is None: t5 = Missing('config.data')
     else:
-        t4 = attr_value(t3, 'data', 'config.data')
-    if t4.__class__ is dict and 'phases' in t4:
-        t5 = t4['phases']
-        if t5 is None: t5 = Missing('config.data.phases')
+        t5 = attr_value(t4, 'data', 'config.data')
+    if t5.__class__ is dict and 'phases' in t5:
+        t6 = t5['phases']
+        if t6 is None: t6 = Missing('config.data.phases')
     else:
-        t5 = attr_value(t4, 'phases', 'config.data.phases')
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 16)
-        t6.values['p'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('p')
-        t9 = call_value(t6, F_type.fn, F_type.cost, True, [t8])
-        t11 = ('table')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
+        t6 = attr_value(t5, 'phases', 'config.data.phases')
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 16
+        if t2.left < 0: _charge(env, 0)
+        t8['p'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('p')
+        t7.budget.left -= 1
+        if t7.budget.left < 0: _charge(t7, 0)
+        t11 = type_name(t10)
+        t7.budget.mem -= len(t11)
+        if t7.budget.mem < 0: _charge_mem(t7, 0)
+        t13 = ('table')
+        if t11.__class__ is str:
+            t12 = t11 == t13
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t6, t9, t11)
-            t10 = _compare('==', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = t7
-            if t13 is None: t13 = Missing('p')
-            if t13.__class__ is dict and 'start_step' in t13:
-                t14 = t13['start_step']
-                if t14 is None: t14 = Missing('p.start_step')
-            else:
-                t14 = attr_value(t13, 'start_step', 'p.start_step')
-            t15 = call_value(t6, F_type.fn, F_type.cost, True, [t14])
-            t17 = ('int')
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 == t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t6, t15, t17)
-                t16 = _compare('==', t15, t17)
-            t12 = (t16 if t16.__class__ is bool else _truth(t16))
-        else:
-            t12 = False
+            t12 = _compare('==', t11, t13)
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t18 = t7
-            if t18 is None: t18 = Missing('p')
-            if t18.__class__ is dict and 'start_step' in t18:
-                t19 = t18['start_step']
-                if t19 is None: t19 = Missing('p.start_step')
+            t15 = t9
+            if t15 is None: t15 = Missing('p')
+            if t15.__class__ is dict and 'start_step' in t15:
+                t16 = t15['start_step']
+                if t16 is None: t16 = Missing('p.start_step')
             else:
-                t19 = attr_value(t18, 'start_step', 'p.start_step')
-            t1.append(t19)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
+                t16 = attr_value(t15, 'start_step', 'p.start_step')
+            t7.budget.left -= 1
+            if t7.budget.left < 0: _charge(t7, 0)
+            t17 = type_name(t16)
+            t7.budget.mem -= len(t17)
+            if t7.budget.mem < 0: _charge_mem(t7, 0)
+            t19 = ('int')
+            if t17.__class__ is str:
+                t18 = t17 == t19
+            else:
+                t18 = _compare('==', t17, t19)
+            t14 = (t18 if t18.__class__ is bool else _truth(t18))
+        else:
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t20 = t9
+            if t20 is None: t20 = Missing('p')
+            if t20.__class__ is dict and 'start_step' in t20:
+                t21 = t20['start_step']
+                if t21 is None: t21 = Missing('p.start_step')
+            else:
+                t21 = attr_value(t20, 'start_step', 'p.start_step')
+            t1.append(t21)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -2915,109 +2893,125 @@ def e81(env):
         if t3 is None: t3 = Missing('config.data.anneal_weights')
     else:
         t3 = attr_value(t2, 'anneal_weights', 'config.data.anneal_weights')
-    t4 = call_value(env, F_type.fn, F_type.cost, True, [t3])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t4 = type_name(t3)
+    env.budget.mem -= len(t4)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t6 = ('table')
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is str:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = []
-        t10 = env.lookup('config')
-        if t10 is None: t10 = Missing('config')
-        if t10.__class__ is dict and 'data' in t10:
-            t11 = t10['data']
-            if t11 is None: t11 = Missing('config.data')
+        t9 = env.budget
+        t11 = env.lookup('config')
+        if t11 is None: t11 = Missing('config')
+        if t11.__class__ is dict and 'data' in t11:
+            t12 = t11['data']
+            if t12 is None: t12 = Missing('config.data')
         else:
-            t11 = attr_value(t10, 'data', 'config.data')
-        if t11.__class__ is dict and 'anneal_weights' in t11:
-            t12 = t11['anneal_weights']
-            if t12 is None: t12 = Missing('config.data.anneal_weights')
+            t12 = attr_value(t11, 'data', 'config.data')
+        if t12.__class__ is dict and 'anneal_weights' in t12:
+            t13 = t12['anneal_weights']
+            if t13 is None: t13 = Missing('config.data.anneal_weights')
         else:
-            t12 = attr_value(t11, 'anneal_weights', 'config.data.anneal_weights')
-        t13 = call_value(env, F_keys.fn, F_keys.cost, False, [t12])
-        t9 = loop_items(t13)
-        t14 = Env({}, None, env.budget, env)
-        for t15 in t9:
-            _charge(env, 24)
-            t14.values['k'] = t15
-            t14.let_cache = None
-            t16 = t14.lookup('config')
-            if t16 is None: t16 = Missing('config')
-            if t16.__class__ is dict and 'data' in t16:
-                t17 = t16['data']
-                if t17 is None: t17 = Missing('config.data')
+            t13 = attr_value(t12, 'anneal_weights', 'config.data.anneal_weights')
+        t14 = call_value(env, F_keys.fn, F_keys.cost, False, [t13])
+        t10 = loop_items(t14)
+        t15 = Env({}, None, t9, env)
+        t16 = t15.values
+        for t17 in t10:
+            t9.left -= 24
+            if t9.left < 0: _charge(env, 0)
+            t16['k'] = t17
+            t15.let_cache = None
+            t18 = t15.lookup('config')
+            if t18 is None: t18 = Missing('config')
+            if t18.__class__ is dict and 'data' in t18:
+                t19 = t18['data']
+                if t19 is None: t19 = Missing('config.data')
             else:
-                t17 = attr_value(t16, 'data', 'config.data')
-            if t17.__class__ is dict and 'anneal_weights' in t17:
-                t18 = t17['anneal_weights']
-                if t18 is None: t18 = Missing('config.data.anneal_weights')
+                t19 = attr_value(t18, 'data', 'config.data')
+            if t19.__class__ is dict and 'anneal_weights' in t19:
+                t20 = t19['anneal_weights']
+                if t20 is None: t20 = Missing('config.data.anneal_weights')
             else:
-                t18 = attr_value(t17, 'anneal_weights', 'config.data.anneal_weights')
-            t18 = _need(t18)
-            t19 = t15
-            if t19 is None: t19 = Missing('k')
-            t20 = index_value(t18, _need(t19), 'config.data.anneal_weights')
-            t21 = call_value(t14, F_type.fn, F_type.cost, True, [t20])
-            t23 = K16
-            if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t14, t21, t23)
-            t22 = _compare('in', t21, t23)
-            if (t22 if t22.__class__ is bool else _truth(t22)):
-                t25 = t14.lookup('config')
-                if t25 is None: t25 = Missing('config')
-                if t25.__class__ is dict and 'data' in t25:
-                    t26 = t25['data']
-                    if t26 is None: t26 = Missing('config.data')
-                else:
-                    t26 = attr_value(t25, 'data', 'config.data')
-                if t26.__class__ is dict and 'anneal_weights' in t26:
-                    t27 = t26['anneal_weights']
-                    if t27 is None: t27 = Missing('config.data.anneal_weights')
-                else:
-                    t27 = attr_value(t26, 'anneal_weights', 'config.data.anneal_weights')
-                t27 = _need(t27)
-                t28 = t15
-                if t28 is None: t28 = Missing('k')
-                t29 = index_value(t27, _need(t28), 'config.data.anneal_weights')
-                t31 = (0)
-                if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
-                    t30 = t29 < t31
-                else:
-                    if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t14, t29, t31)
-                    t30 = _compare('<', t29, t31)
-                t24 = (t30 if t30.__class__ is bool else _truth(t30))
-            else:
-                t24 = False
+                t20 = attr_value(t19, 'anneal_weights', 'config.data.anneal_weights')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = t17
+            if t21 is None: t21 = Missing('k')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = index_value(t20, t21, 'config.data.anneal_weights')
+            t15.budget.left -= 1
+            if t15.budget.left < 0: _charge(t15, 0)
+            t23 = type_name(t22)
+            t15.budget.mem -= len(t23)
+            if t15.budget.mem < 0: _charge_mem(t15, 0)
+            t25 = K16
+            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t15, t23, t25)
+            t24 = _compare('in', t23, t25)
             if (t24 if t24.__class__ is bool else _truth(t24)):
-                t32 = t15
-                if t32 is None: t32 = Missing('k')
-                t8.append(t32)
-                t14.budget.mem -= 1
-                if t14.budget.mem < 0: _charge_mem(env, 0)
+                t27 = t15.lookup('config')
+                if t27 is None: t27 = Missing('config')
+                if t27.__class__ is dict and 'data' in t27:
+                    t28 = t27['data']
+                    if t28 is None: t28 = Missing('config.data')
+                else:
+                    t28 = attr_value(t27, 'data', 'config.data')
+                if t28.__class__ is dict and 'anneal_weights' in t28:
+                    t29 = t28['anneal_weights']
+                    if t29 is None: t29 = Missing('config.data.anneal_weights')
+                else:
+                    t29 = attr_value(t28, 'anneal_weights', 'config.data.anneal_weights')
+                if t29 is None or t29.__class__ is Missing: _need(t29)
+                t30 = t17
+                if t30 is None: t30 = Missing('k')
+                if t30 is None or t30.__class__ is Missing: _need(t30)
+                t31 = index_value(t29, t30, 'config.data.anneal_weights')
+                t33 = (0)
+                if t31.__class__ is int:
+                    t32 = t31 < t33
+                else:
+                    t32 = _compare('<', t31, t33)
+                t26 = (t32 if t32.__class__ is bool else _truth(t32))
+            else:
+                t26 = False
+            if (t26 if t26.__class__ is bool else _truth(t26)):
+                t34 = t17
+                if t34 is None: t34 = Missing('k')
+                t8.append(t34)
+                t9.mem -= 1
+                if t9.mem < 0: _charge_mem(env, 0)
                 if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t7 = t8
     else:
-        t33 = K17
-        t7 = t33
+        t35 = K17
+        t7 = t35
     return t7
 
 def e82(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (4)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('item')
         if t6 is None: t6 = Missing('item')
-        t6 = _need(t6)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
         t7 = (4)
-        t8 = index_value(t6, _need(t7), 'item')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = index_value(t6, t7, 'item')
         t5 = t8
     else:
         t9 = ('when it loads it (DataConfig / TrainingPhase __post_init__)')
@@ -3043,79 +3037,81 @@ def e83(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('config')
-            if t11 is None: t11 = Missing('config')
-            if t11.__class__ is dict and 'vlm' in t11:
-                t12 = t11['vlm']
-                if t12 is None: t12 = Missing('config.vlm')
+            t10 = env.lookup('config')
+            if t10 is None: t10 = Missing('config')
+            if t10.__class__ is dict and 'vlm' in t10:
+                t11 = t10['vlm']
+                if t11 is None: t11 = Missing('config.vlm')
             else:
-                t12 = attr_value(t11, 'vlm', 'config.vlm')
-            t12 = _need(t12)
-            t13 = ('class')
-            t14 = index_value(t12, _need(t13), 'config.vlm')
-            t16 = ('MoMaConfig')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t16
+                t11 = attr_value(t10, 'vlm', 'config.vlm')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = ('class')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = index_value(t11, t12, 'config.vlm')
+            t15 = ('MoMaConfig')
+            if t13.__class__ is str:
+                t14 = t13 == t15
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('==', t14, t16)
-            if not (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = env.lookup('config')
-                if t18 is None: t18 = Missing('config')
-                if t18.__class__ is dict and 'vlm' in t18:
-                    t19 = t18['vlm']
-                    if t19 is None: t19 = Missing('config.vlm')
+                t14 = _compare('==', t13, t15)
+            if not (t14 if t14.__class__ is bool else _truth(t14)):
+                t17 = env.lookup('config')
+                if t17 is None: t17 = Missing('config')
+                if t17.__class__ is dict and 'vlm' in t17:
+                    t18 = t17['vlm']
+                    if t18 is None: t18 = Missing('config.vlm')
                 else:
-                    t19 = attr_value(t18, 'vlm', 'config.vlm')
-                if t19.__class__ is dict and 'freeze_schedule' in t19:
-                    t20 = t19['freeze_schedule']
-                    if t20 is None: t20 = Missing('config.vlm.freeze_schedule')
+                    t18 = attr_value(t17, 'vlm', 'config.vlm')
+                if t18.__class__ is dict and 'freeze_schedule' in t18:
+                    t19 = t18['freeze_schedule']
+                    if t19 is None: t19 = Missing('config.vlm.freeze_schedule')
                 else:
-                    t20 = attr_value(t19, 'freeze_schedule', 'config.vlm.freeze_schedule')
-                t21 = call_value(env, F_type.fn, F_type.cost, True, [t20])
-                t23 = ('list')
-                if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                    t22 = t21 == t23
+                    t19 = attr_value(t18, 'freeze_schedule', 'config.vlm.freeze_schedule')
+                env.budget.left -= 1
+                if env.budget.left < 0: _charge(env, 0)
+                t20 = type_name(t19)
+                env.budget.mem -= len(t20)
+                if env.budget.mem < 0: _charge_mem(env, 0)
+                t22 = ('list')
+                if t20.__class__ is str:
+                    t21 = t20 == t22
                 else:
-                    if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                    t22 = _compare('==', t21, t23)
-                if (t22 if t22.__class__ is bool else _truth(t22)):
-                    t25 = env.lookup('config')
-                    if t25 is None: t25 = Missing('config')
-                    if t25.__class__ is dict and 'vlm' in t25:
-                        t26 = t25['vlm']
-                        if t26 is None: t26 = Missing('config.vlm')
+                    t21 = _compare('==', t20, t22)
+                if (t21 if t21.__class__ is bool else _truth(t21)):
+                    t24 = env.lookup('config')
+                    if t24 is None: t24 = Missing('config')
+                    if t24.__class__ is dict and 'vlm' in t24:
+                        t25 = t24['vlm']
+                        if t25 is None: t25 = Missing('config.vlm')
                     else:
-                        t26 = attr_value(t25, 'vlm', 'config.vlm')
-                    if t26.__class__ is dict and 'freeze_schedule' in t26:
-                        t27 = t26['freeze_schedule']
-                        if t27 is None: t27 = Missing('config.vlm.freeze_schedule')
+                        t25 = attr_value(t24, 'vlm', 'config.vlm')
+                    if t25.__class__ is dict and 'freeze_schedule' in t25:
+                        t26 = t25['freeze_schedule']
+                        if t26 is None: t26 = Missing('config.vlm.freeze_schedule')
                     else:
-                        t27 = attr_value(t26, 'freeze_schedule', 'config.vlm.freeze_schedule')
-                    t28 = call_value(env, F_len.fn, F_len.cost, False, [t27])
-                    t30 = (1)
-                    if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
-                        t29 = t28 > t30
+                        t26 = attr_value(t25, 'freeze_schedule', 'config.vlm.freeze_schedule')
+                    if t26.__class__ is list or t26.__class__ is str or t26.__class__ is dict:
+                        t27 = len(t26)
+                        env.budget.left -= t27 if t27 > 1 else 1
+                        if env.budget.left < 0: _charge(env, 0)
                     else:
-                        if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t28, t30)
-                        t29 = _compare('>', t28, t30)
-                    t24 = (t29 if t29.__class__ is bool else _truth(t29))
+                        t27 = call_value(env, F_len.fn, F_len.cost, False, [t26])
+                    t29 = (1)
+                    if t27.__class__ is int:
+                        t28 = t27 > t29
+                    else:
+                        t28 = _compare('>', t27, t29)
+                    t23 = (t28 if t28.__class__ is bool else _truth(t28))
                 else:
-                    t24 = False
-                t17 = (t24 if t24.__class__ is bool else _truth(t24))
+                    t23 = False
+                t16 = (t23 if t23.__class__ is bool else _truth(t23))
             else:
-                t17 = True
-            t10 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = True
+            t9 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = False
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
     return t5
@@ -3128,27 +3124,32 @@ def e84(env):
         if t2 is None: t2 = Missing('config.vlm')
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('steps')
-        if t6 is None: t6 = Missing('steps')
-        t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
-        t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 > t9
+        t5 = env.lookup('steps')
+        if t5 is None: t5 = Missing('steps')
+        if t5.__class__ is list or t5.__class__ is str or t5.__class__ is dict:
+            t6 = len(t5)
+            env.budget.left -= t6 if t6 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('>', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = []
+            t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        t8 = (1)
+        if t6.__class__ is int:
+            t7 = t6 > t8
+        else:
+            t7 = _compare('>', t6, t8)
+        if (t7 if t7.__class__ is bool else _truth(t7)):
+            t10 = []
+            t11 = env.budget
             t13 = env.lookup('steps')
             if t13 is None: t13 = Missing('steps')
-            t14 = call_value(env, F_len.fn, F_len.cost, False, [t13])
+            if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
+                t14 = len(t13)
+                env.budget.left -= t14 if t14 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
+            else:
+                t14 = call_value(env, F_len.fn, F_len.cost, False, [t13])
             if t14 is None or t14.__class__ is Missing: _need(t14)
             t15 = (1)
             if t15 is None or t15.__class__ is Missing: _need(t15)
@@ -3159,574 +3160,627 @@ def e84(env):
                 t16 = _binop('-', t14, t15, env)
             t17 = call_value(env, F_range.fn, F_range.cost, False, [t16])
             t12 = loop_items(t17)
-            t18 = Env({}, None, env.budget, env)
-            for t19 in t12:
-                _charge(env, 15)
-                t18.values['i'] = t19
+            t18 = Env({}, None, t11, env)
+            t19 = t18.values
+            for t20 in t12:
+                t11.left -= 15
+                if t11.left < 0: _charge(env, 0)
+                t19['i'] = t20
                 t18.let_cache = None
-                t20 = t18.lookup('steps')
-                if t20 is None: t20 = Missing('steps')
-                t20 = _need(t20)
-                t21 = t19
-                if t21 is None: t21 = Missing('i')
-                t22 = index_value(t20, _need(t21), 'steps')
-                t24 = t18.lookup('steps')
-                if t24 is None: t24 = Missing('steps')
-                t24 = _need(t24)
-                t25 = t19
-                if t25 is None: t25 = Missing('i')
+                t21 = t18.lookup('steps')
+                if t21 is None: t21 = Missing('steps')
+                if t21 is None or t21.__class__ is Missing: _need(t21)
+                t22 = t20
+                if t22 is None: t22 = Missing('i')
+                if t22 is None or t22.__class__ is Missing: _need(t22)
+                t23 = index_value(t21, t22, 'steps')
+                t25 = t18.lookup('steps')
+                if t25 is None: t25 = Missing('steps')
                 if t25 is None or t25.__class__ is Missing: _need(t25)
-                t26 = (1)
+                t26 = t20
+                if t26 is None: t26 = Missing('i')
                 if t26 is None or t26.__class__ is Missing: _need(t26)
-                if t25.__class__ is int and t26.__class__ is int:
-                    t27 = t25 + t26
-                    if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
+                t27 = (1)
+                if t27 is None or t27.__class__ is Missing: _need(t27)
+                if t26.__class__ is int and t27.__class__ is int:
+                    t28 = t26 + t27
+                    if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
                 else:
-                    t27 = _binop('+', t25, t26, t18)
-                t28 = index_value(t24, _need(t27), 'steps')
-                if t22.__class__ is t28.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 >= t28
+                    t28 = _binop('+', t26, t27, t18)
+                if t28 is None or t28.__class__ is Missing: _need(t28)
+                t29 = index_value(t25, t28, 'steps')
+                if t23.__class__ is t29.__class__ and (t23.__class__ is int or t23.__class__ is str):
+                    t24 = t23 >= t29
                 else:
-                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t18, t22, t28)
-                    t23 = _compare('>=', t22, t28)
-                t11.append(t23)
-                t18.budget.mem -= 1
-                if t18.budget.mem < 0: _charge_mem(env, 0)
-                if len(t11) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t29 = call_value(env, F_any.fn, F_any.cost, False, [t11])
-            t10 = (t29 if t29.__class__ is bool else _truth(t29))
+                    if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t18, t23, t29)
+                    t24 = _compare('>=', t23, t29)
+                t10.append(t24)
+                t11.mem -= 1
+                if t11.mem < 0: _charge_mem(env, 0)
+                if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t30 = call_value(env, F_any.fn, F_any.cost, False, [t10])
+            t9 = (t30 if t30.__class__ is bool else _truth(t30))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t31 = (True)
-            t32 = ('vlm.freeze_schedule|vlm')
-            t33 = ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps [')
-            if t33 is None or t33.__class__ is Missing: _need(t33)
-            t34 = []
-            t36 = env.lookup('steps')
-            if t36 is None: t36 = Missing('steps')
-            t35 = loop_items(t36)
-            t37 = Env({}, None, env.budget, env)
-            for t38 in t35:
-                _charge(env, 4)
-                t37.values['s'] = t38
-                t37.let_cache = None
-                t39 = t38
-                if t39 is None: t39 = Missing('s')
-                t40 = call_value(t37, F_str.fn, F_str.cost, True, [t39])
-                t34.append(t40)
-                t37.budget.mem -= 1
-                if t37.budget.mem < 0: _charge_mem(env, 0)
-                if len(t34) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t41 = call_value(env, F_join.fn, F_join.cost, False, [t34])
-            if t41 is None or t41.__class__ is Missing: _need(t41)
-            if t33.__class__ is int and t41.__class__ is int:
-                t42 = t33 + t41
-                if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t32 = (True)
+            t33 = ('vlm.freeze_schedule|vlm')
+            t34 = ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps [')
+            if t34 is None or t34.__class__ is Missing: _need(t34)
+            t35 = []
+            t36 = env.budget
+            t38 = env.lookup('steps')
+            if t38 is None: t38 = Missing('steps')
+            t37 = loop_items(t38)
+            t39 = Env({}, None, t36, env)
+            t40 = t39.values
+            for t41 in t37:
+                t36.left -= 4
+                if t36.left < 0: _charge(env, 0)
+                t40['s'] = t41
+                t39.let_cache = None
+                t42 = t41
+                if t42 is None: t42 = Missing('s')
+                t43 = call_value(t39, F_str.fn, F_str.cost, True, [t42])
+                t35.append(t43)
+                t36.mem -= 1
+                if t36.mem < 0: _charge_mem(env, 0)
+                if len(t35) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t44 = call_value(env, F_join.fn, F_join.cost, False, [t35])
+            if t44 is None or t44.__class__ is Missing: _need(t44)
+            if t34.__class__ is int and t44.__class__ is int:
+                t45 = t34 + t44
+                if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
             else:
-                t42 = _binop('+', t33, t41, env)
-            if t42 is None or t42.__class__ is Missing: _need(t42)
-            t43 = ('])')
-            if t43 is None or t43.__class__ is Missing: _need(t43)
-            if t42.__class__ is int and t43.__class__ is int:
-                t44 = t42 + t43
-                if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
+                t45 = _binop('+', t34, t44, env)
+            if t45 is None or t45.__class__ is Missing: _need(t45)
+            t46 = ('])')
+            if t46 is None or t46.__class__ is Missing: _need(t46)
+            if t45.__class__ is int and t46.__class__ is int:
+                t47 = t45 + t46
+                if not -MAX_INT <= t47 <= MAX_INT: _check_value(t47)
             else:
-                t44 = _binop('+', t42, t43, env)
-            t45 = ('order the vlm.freeze_schedule stages by start_step, each later than the one before (merge two stages that share a step)')
-            t46 = [t31, t32, t44, t45]
-            t47 = [t46]
-            t30 = t47
+                t47 = _binop('+', t45, t46, env)
+            t48 = ('order the vlm.freeze_schedule stages by start_step, each later than the one before (merge two stages that share a step)')
+            t49 = [t32, t33, t47, t48]
+            t50 = [t49]
+            t31 = t50
         else:
-            t48 = K19
-            t30 = t48
-        if t30 is None or t30.__class__ is Missing: _need(t30)
-        t49 = env.lookup('missing')
-        if t49 is None: t49 = Missing('missing')
-        t50 = call_value(env, F_len.fn, F_len.cost, False, [t49])
-        t52 = (0)
-        if t50.__class__ is t52.__class__ and (t50.__class__ is int or t50.__class__ is str):
-            t51 = t50 > t52
+            t51 = K19
+            t31 = t51
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        t52 = env.lookup('missing')
+        if t52 is None: t52 = Missing('missing')
+        if t52.__class__ is list or t52.__class__ is str or t52.__class__ is dict:
+            t53 = len(t52)
+            env.budget.left -= t53 if t53 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            if t52.__class__ is list or t52.__class__ is dict or t52.__class__ is str: _charge_operands(env, t50, t52)
-            t51 = _compare('>', t50, t52)
-        if (t51 if t51.__class__ is bool else _truth(t51)):
-            t54 = (True)
-            t55 = ('vlm.moma_experts_per_modality|vlm.moma_modalities|vlm')
-            t56 = ('ValueError: vlm.moma_experts_per_modality missing entries for [')
-            if t56 is None or t56.__class__ is Missing: _need(t56)
-            t57 = []
-            t59 = env.lookup('missing')
-            if t59 is None: t59 = Missing('missing')
-            t58 = loop_items(t59)
-            t60 = Env({}, None, env.budget, env)
-            for t61 in t58:
-                _charge(env, 7)
-                t60.values['m'] = t61
-                t60.let_cache = None
-                t62 = t60.lookup('q')
-                if t62 is None: t62 = Missing('q')
-                if t62 is None or t62.__class__ is Missing: _need(t62)
-                t63 = t61
-                if t63 is None: t63 = Missing('m')
-                if t63 is None or t63.__class__ is Missing: _need(t63)
-                if t62.__class__ is int and t63.__class__ is int:
-                    t64 = t62 + t63
-                    if not -MAX_INT <= t64 <= MAX_INT: _check_value(t64)
+            t53 = call_value(env, F_len.fn, F_len.cost, False, [t52])
+        t55 = (0)
+        if t53.__class__ is int:
+            t54 = t53 > t55
+        else:
+            t54 = _compare('>', t53, t55)
+        if (t54 if t54.__class__ is bool else _truth(t54)):
+            t57 = (True)
+            t58 = ('vlm.moma_experts_per_modality|vlm.moma_modalities|vlm')
+            t59 = ('ValueError: vlm.moma_experts_per_modality missing entries for [')
+            if t59 is None or t59.__class__ is Missing: _need(t59)
+            t60 = []
+            t61 = env.budget
+            t63 = env.lookup('missing')
+            if t63 is None: t63 = Missing('missing')
+            t62 = loop_items(t63)
+            t64 = Env({}, None, t61, env)
+            t65 = t64.values
+            for t66 in t62:
+                t61.left -= 7
+                if t61.left < 0: _charge(env, 0)
+                t65['m'] = t66
+                t64.let_cache = None
+                t67 = t64.lookup('q')
+                if t67 is None: t67 = Missing('q')
+                if t67 is None or t67.__class__ is Missing: _need(t67)
+                t68 = t66
+                if t68 is None: t68 = Missing('m')
+                if t68 is None or t68.__class__ is Missing: _need(t68)
+                if t67.__class__ is int and t68.__class__ is int:
+                    t69 = t67 + t68
+                    if not -MAX_INT <= t69 <= MAX_INT: _check_value(t69)
                 else:
-                    t64 = _binop('+', t62, t63, t60)
-                if t64 is None or t64.__class__ is Missing: _need(t64)
-                t65 = t60.lookup('q')
-                if t65 is None: t65 = Missing('q')
-                if t65 is None or t65.__class__ is Missing: _need(t65)
-                if t64.__class__ is int and t65.__class__ is int:
-                    t66 = t64 + t65
-                    if not -MAX_INT <= t66 <= MAX_INT: _check_value(t66)
+                    t69 = _binop('+', t67, t68, t64)
+                if t69 is None or t69.__class__ is Missing: _need(t69)
+                t70 = t64.lookup('q')
+                if t70 is None: t70 = Missing('q')
+                if t70 is None or t70.__class__ is Missing: _need(t70)
+                if t69.__class__ is int and t70.__class__ is int:
+                    t71 = t69 + t70
+                    if not -MAX_INT <= t71 <= MAX_INT: _check_value(t71)
                 else:
-                    t66 = _binop('+', t64, t65, t60)
-                t57.append(t66)
-                t60.budget.mem -= 1
-                if t60.budget.mem < 0: _charge_mem(env, 0)
-                if len(t57) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t67 = call_value(env, F_join.fn, F_join.cost, False, [t57])
-            if t67 is None or t67.__class__ is Missing: _need(t67)
-            if t56.__class__ is int and t67.__class__ is int:
-                t68 = t56 + t67
-                if not -MAX_INT <= t68 <= MAX_INT: _check_value(t68)
-            else:
-                t68 = _binop('+', t56, t67, env)
-            if t68 is None or t68.__class__ is Missing: _need(t68)
-            t69 = ('] (need keys for all moma_modalities ')
-            if t69 is None or t69.__class__ is Missing: _need(t69)
-            if t68.__class__ is int and t69.__class__ is int:
-                t70 = t68 + t69
-                if not -MAX_INT <= t70 <= MAX_INT: _check_value(t70)
-            else:
-                t70 = _binop('+', t68, t69, env)
-            if t70 is None or t70.__class__ is Missing: _need(t70)
-            t71 = env.lookup('listed')
-            if t71 is None: t71 = Missing('listed')
-            if t71 is None or t71.__class__ is Missing: _need(t71)
-            if t70.__class__ is int and t71.__class__ is int:
-                t72 = t70 + t71
-                if not -MAX_INT <= t72 <= MAX_INT: _check_value(t72)
-            else:
-                t72 = _binop('+', t70, t71, env)
+                    t71 = _binop('+', t69, t70, t64)
+                t60.append(t71)
+                t61.mem -= 1
+                if t61.mem < 0: _charge_mem(env, 0)
+                if len(t60) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t72 = call_value(env, F_join.fn, F_join.cost, False, [t60])
             if t72 is None or t72.__class__ is Missing: _need(t72)
-            t73 = (')')
+            if t59.__class__ is int and t72.__class__ is int:
+                t73 = t59 + t72
+                if not -MAX_INT <= t73 <= MAX_INT: _check_value(t73)
+            else:
+                t73 = _binop('+', t59, t72, env)
             if t73 is None or t73.__class__ is Missing: _need(t73)
-            if t72.__class__ is int and t73.__class__ is int:
-                t74 = t72 + t73
-                if not -MAX_INT <= t74 <= MAX_INT: _check_value(t74)
+            t74 = ('] (need keys for all moma_modalities ')
+            if t74 is None or t74.__class__ is Missing: _need(t74)
+            if t73.__class__ is int and t74.__class__ is int:
+                t75 = t73 + t74
+                if not -MAX_INT <= t75 <= MAX_INT: _check_value(t75)
             else:
-                t74 = _binop('+', t72, t73, env)
-            t75 = ('add an expert count for ')
+                t75 = _binop('+', t73, t74, env)
             if t75 is None or t75.__class__ is Missing: _need(t75)
-            t76 = env.lookup('missing')
-            if t76 is None: t76 = Missing('missing')
-            t77 = call_value(env, F_join.fn, F_join.cost, False, [t76])
+            t76 = env.lookup('listed')
+            if t76 is None: t76 = Missing('listed')
+            if t76 is None or t76.__class__ is Missing: _need(t76)
+            if t75.__class__ is int and t76.__class__ is int:
+                t77 = t75 + t76
+                if not -MAX_INT <= t77 <= MAX_INT: _check_value(t77)
+            else:
+                t77 = _binop('+', t75, t76, env)
             if t77 is None or t77.__class__ is Missing: _need(t77)
-            if t75.__class__ is int and t77.__class__ is int:
-                t78 = t75 + t77
-                if not -MAX_INT <= t78 <= MAX_INT: _check_value(t78)
-            else:
-                t78 = _binop('+', t75, t77, env)
+            t78 = (')')
             if t78 is None or t78.__class__ is Missing: _need(t78)
-            t79 = (' to [vlm.moma_experts_per_modality]')
-            if t79 is None or t79.__class__ is Missing: _need(t79)
-            if t78.__class__ is int and t79.__class__ is int:
-                t80 = t78 + t79
-                if not -MAX_INT <= t80 <= MAX_INT: _check_value(t80)
+            if t77.__class__ is int and t78.__class__ is int:
+                t79 = t77 + t78
+                if not -MAX_INT <= t79 <= MAX_INT: _check_value(t79)
             else:
-                t80 = _binop('+', t78, t79, env)
-            t81 = [t54, t55, t74, t80]
-            t82 = [t81]
-            t53 = t82
+                t79 = _binop('+', t77, t78, env)
+            t80 = ('add an expert count for ')
+            if t80 is None or t80.__class__ is Missing: _need(t80)
+            t81 = env.lookup('missing')
+            if t81 is None: t81 = Missing('missing')
+            t82 = call_value(env, F_join.fn, F_join.cost, False, [t81])
+            if t82 is None or t82.__class__ is Missing: _need(t82)
+            if t80.__class__ is int and t82.__class__ is int:
+                t83 = t80 + t82
+                if not -MAX_INT <= t83 <= MAX_INT: _check_value(t83)
+            else:
+                t83 = _binop('+', t80, t82, env)
+            if t83 is None or t83.__class__ is Missing: _need(t83)
+            t84 = (' to [vlm.moma_experts_per_modality]')
+            if t84 is None or t84.__class__ is Missing: _need(t84)
+            if t83.__class__ is int and t84.__class__ is int:
+                t85 = t83 + t84
+                if not -MAX_INT <= t85 <= MAX_INT: _check_value(t85)
+            else:
+                t85 = _binop('+', t83, t84, env)
+            t86 = [t57, t58, t79, t85]
+            t87 = [t86]
+            t56 = t87
         else:
-            t83 = K20
-            t53 = t83
-        if t53 is None or t53.__class__ is Missing: _need(t53)
-        if t30.__class__ is int and t53.__class__ is int:
-            t84 = t30 + t53
-            if not -MAX_INT <= t84 <= MAX_INT: _check_value(t84)
+            t88 = K20
+            t56 = t88
+        if t56 is None or t56.__class__ is Missing: _need(t56)
+        if t31.__class__ is int and t56.__class__ is int:
+            t89 = t31 + t56
+            if not -MAX_INT <= t89 <= MAX_INT: _check_value(t89)
         else:
-            t84 = _binop('+', t30, t53, env)
-        if t84 is None or t84.__class__ is Missing: _need(t84)
-        t85 = env.lookup('extra')
-        if t85 is None: t85 = Missing('extra')
-        t86 = call_value(env, F_len.fn, F_len.cost, False, [t85])
-        t88 = (0)
-        if t86.__class__ is t88.__class__ and (t86.__class__ is int or t86.__class__ is str):
-            t87 = t86 > t88
-        else:
-            if t88.__class__ is list or t88.__class__ is dict or t88.__class__ is str: _charge_operands(env, t86, t88)
-            t87 = _compare('>', t86, t88)
-        if (t87 if t87.__class__ is bool else _truth(t87)):
-            t90 = (True)
-            t91 = ('vlm.moma_experts_per_modality|vlm')
-            t92 = ('ValueError: vlm.moma_experts_per_modality has unknown modality keys [')
-            if t92 is None or t92.__class__ is Missing: _need(t92)
-            t93 = []
-            t95 = env.lookup('extra')
-            if t95 is None: t95 = Missing('extra')
-            t94 = loop_items(t95)
-            t96 = Env({}, None, env.budget, env)
-            for t97 in t94:
-                _charge(env, 7)
-                t96.values['k'] = t97
-                t96.let_cache = None
-                t98 = t96.lookup('q')
-                if t98 is None: t98 = Missing('q')
-                if t98 is None or t98.__class__ is Missing: _need(t98)
-                t99 = t97
-                if t99 is None: t99 = Missing('k')
-                if t99 is None or t99.__class__ is Missing: _need(t99)
-                if t98.__class__ is int and t99.__class__ is int:
-                    t100 = t98 + t99
-                    if not -MAX_INT <= t100 <= MAX_INT: _check_value(t100)
-                else:
-                    t100 = _binop('+', t98, t99, t96)
-                if t100 is None or t100.__class__ is Missing: _need(t100)
-                t101 = t96.lookup('q')
-                if t101 is None: t101 = Missing('q')
-                if t101 is None or t101.__class__ is Missing: _need(t101)
-                if t100.__class__ is int and t101.__class__ is int:
-                    t102 = t100 + t101
-                    if not -MAX_INT <= t102 <= MAX_INT: _check_value(t102)
-                else:
-                    t102 = _binop('+', t100, t101, t96)
-                t93.append(t102)
-                t96.budget.mem -= 1
-                if t96.budget.mem < 0: _charge_mem(env, 0)
-                if len(t93) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t103 = call_value(env, F_join.fn, F_join.cost, False, [t93])
-            if t103 is None or t103.__class__ is Missing: _need(t103)
-            if t92.__class__ is int and t103.__class__ is int:
-                t104 = t92 + t103
-                if not -MAX_INT <= t104 <= MAX_INT: _check_value(t104)
-            else:
-                t104 = _binop('+', t92, t103, env)
-            if t104 is None or t104.__class__ is Missing: _need(t104)
-            t105 = ('] (allowed: [')
-            if t105 is None or t105.__class__ is Missing: _need(t105)
-            if t104.__class__ is int and t105.__class__ is int:
-                t106 = t104 + t105
-                if not -MAX_INT <= t106 <= MAX_INT: _check_value(t106)
-            else:
-                t106 = _binop('+', t104, t105, env)
-            if t106 is None or t106.__class__ is Missing: _need(t106)
-            t107 = []
-            t109 = env.lookup('mods')
-            if t109 is None: t109 = Missing('mods')
-            t110 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t109])
-            t108 = loop_items(t110)
-            t111 = Env({}, None, env.budget, env)
-            for t112 in t108:
-                _charge(env, 8)
-                t111.values['m'] = t112
-                t111.let_cache = None
-                t113 = t111.lookup('q')
-                if t113 is None: t113 = Missing('q')
-                if t113 is None or t113.__class__ is Missing: _need(t113)
-                t114 = t112
-                if t114 is None: t114 = Missing('m')
-                if t114 is None or t114.__class__ is Missing: _need(t114)
-                if t113.__class__ is int and t114.__class__ is int:
-                    t115 = t113 + t114
-                    if not -MAX_INT <= t115 <= MAX_INT: _check_value(t115)
-                else:
-                    t115 = _binop('+', t113, t114, t111)
-                if t115 is None or t115.__class__ is Missing: _need(t115)
-                t116 = t111.lookup('q')
-                if t116 is None: t116 = Missing('q')
-                if t116 is None or t116.__class__ is Missing: _need(t116)
-                if t115.__class__ is int and t116.__class__ is int:
-                    t117 = t115 + t116
-                    if not -MAX_INT <= t117 <= MAX_INT: _check_value(t117)
-                else:
-                    t117 = _binop('+', t115, t116, t111)
-                t107.append(t117)
-                t111.budget.mem -= 1
-                if t111.budget.mem < 0: _charge_mem(env, 0)
-                if len(t107) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t118 = call_value(env, F_join.fn, F_join.cost, False, [t107])
-            if t118 is None or t118.__class__ is Missing: _need(t118)
-            if t106.__class__ is int and t118.__class__ is int:
-                t119 = t106 + t118
-                if not -MAX_INT <= t119 <= MAX_INT: _check_value(t119)
-            else:
-                t119 = _binop('+', t106, t118, env)
-            if t119 is None or t119.__class__ is Missing: _need(t119)
-            t120 = ('])')
-            if t120 is None or t120.__class__ is Missing: _need(t120)
-            if t119.__class__ is int and t120.__class__ is int:
-                t121 = t119 + t120
-                if not -MAX_INT <= t121 <= MAX_INT: _check_value(t121)
-            else:
-                t121 = _binop('+', t119, t120, env)
-            t122 = ('remove ')
-            if t122 is None or t122.__class__ is Missing: _need(t122)
-            t123 = env.lookup('extra')
-            if t123 is None: t123 = Missing('extra')
-            t124 = call_value(env, F_join.fn, F_join.cost, False, [t123])
-            if t124 is None or t124.__class__ is Missing: _need(t124)
-            if t122.__class__ is int and t124.__class__ is int:
-                t125 = t122 + t124
-                if not -MAX_INT <= t125 <= MAX_INT: _check_value(t125)
-            else:
-                t125 = _binop('+', t122, t124, env)
-            if t125 is None or t125.__class__ is Missing: _need(t125)
-            t126 = (' from [vlm.moma_experts_per_modality], or add ')
-            if t126 is None or t126.__class__ is Missing: _need(t126)
-            if t125.__class__ is int and t126.__class__ is int:
-                t127 = t125 + t126
-                if not -MAX_INT <= t127 <= MAX_INT: _check_value(t127)
-            else:
-                t127 = _binop('+', t125, t126, env)
-            if t127 is None or t127.__class__ is Missing: _need(t127)
-            t128 = env.lookup('extra')
-            if t128 is None: t128 = Missing('extra')
-            t129 = call_value(env, F_len.fn, F_len.cost, False, [t128])
-            t131 = (1)
-            if t129.__class__ is t131.__class__ and (t129.__class__ is int or t129.__class__ is str):
-                t130 = t129 == t131
-            else:
-                if t131.__class__ is list or t131.__class__ is dict or t131.__class__ is str: _charge_operands(env, t129, t131)
-                t130 = _compare('==', t129, t131)
-            if (t130 if t130.__class__ is bool else _truth(t130)):
-                t133 = ('it')
-                t132 = t133
-            else:
-                t134 = ('them')
-                t132 = t134
-            if t132 is None or t132.__class__ is Missing: _need(t132)
-            if t127.__class__ is int and t132.__class__ is int:
-                t135 = t127 + t132
-                if not -MAX_INT <= t135 <= MAX_INT: _check_value(t135)
-            else:
-                t135 = _binop('+', t127, t132, env)
-            if t135 is None or t135.__class__ is Missing: _need(t135)
-            t136 = (' to vlm.moma_modalities')
-            if t136 is None or t136.__class__ is Missing: _need(t136)
-            if t135.__class__ is int and t136.__class__ is int:
-                t137 = t135 + t136
-                if not -MAX_INT <= t137 <= MAX_INT: _check_value(t137)
-            else:
-                t137 = _binop('+', t135, t136, env)
-            t138 = [t90, t91, t121, t137]
-            t139 = [t138]
-            t89 = t139
-        else:
-            t140 = K21
-            t89 = t140
+            t89 = _binop('+', t31, t56, env)
         if t89 is None or t89.__class__ is Missing: _need(t89)
-        if t84.__class__ is int and t89.__class__ is int:
-            t141 = t84 + t89
-            if not -MAX_INT <= t141 <= MAX_INT: _check_value(t141)
+        t90 = env.lookup('extra')
+        if t90 is None: t90 = Missing('extra')
+        if t90.__class__ is list or t90.__class__ is str or t90.__class__ is dict:
+            t91 = len(t90)
+            env.budget.left -= t91 if t91 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            t141 = _binop('+', t84, t89, env)
-        if t141 is None or t141.__class__ is Missing: _need(t141)
-        t142 = env.lookup('nonpositive')
-        if t142 is None: t142 = Missing('nonpositive')
-        t143 = call_value(env, F_len.fn, F_len.cost, False, [t142])
-        t145 = (0)
-        if t143.__class__ is t145.__class__ and (t143.__class__ is int or t143.__class__ is str):
-            t144 = t143 > t145
+            t91 = call_value(env, F_len.fn, F_len.cost, False, [t90])
+        t93 = (0)
+        if t91.__class__ is int:
+            t92 = t91 > t93
         else:
-            if t145.__class__ is list or t145.__class__ is dict or t145.__class__ is str: _charge_operands(env, t143, t145)
-            t144 = _compare('>', t143, t145)
-        if (t144 if t144.__class__ is bool else _truth(t144)):
-            t147 = (True)
-            t148 = ('vlm.moma_experts_per_modality.')
-            if t148 is None or t148.__class__ is Missing: _need(t148)
-            t149 = env.lookup('nonpositive')
-            if t149 is None: t149 = Missing('nonpositive')
-            t150 = call_value(env, F_len.fn, F_len.cost, False, [t149])
-            t152 = (0)
-            if t150.__class__ is t152.__class__ and (t150.__class__ is int or t150.__class__ is str):
-                t151 = t150 > t152
-            else:
-                if t152.__class__ is list or t152.__class__ is dict or t152.__class__ is str: _charge_operands(env, t150, t152)
-                t151 = _compare('>', t150, t152)
-            if (t151 if t151.__class__ is bool else _truth(t151)):
-                t154 = env.lookup('nonpositive')
-                if t154 is None: t154 = Missing('nonpositive')
-                t154 = _need(t154)
-                t155 = (0)
-                t156 = index_value(t154, _need(t155), 'nonpositive')
-                t153 = t156
-            else:
-                t157 = ('')
-                t153 = t157
-            if t153 is None or t153.__class__ is Missing: _need(t153)
-            if t148.__class__ is int and t153.__class__ is int:
-                t158 = t148 + t153
-                if not -MAX_INT <= t158 <= MAX_INT: _check_value(t158)
-            else:
-                t158 = _binop('+', t148, t153, env)
-            if t158 is None or t158.__class__ is Missing: _need(t158)
-            t159 = ('|vlm.moma_experts_per_modality|vlm')
-            if t159 is None or t159.__class__ is Missing: _need(t159)
-            if t158.__class__ is int and t159.__class__ is int:
-                t160 = t158 + t159
-                if not -MAX_INT <= t160 <= MAX_INT: _check_value(t160)
-            else:
-                t160 = _binop('+', t158, t159, env)
-            t161 = ('ValueError: vlm.moma_experts_per_modality[')
-            if t161 is None or t161.__class__ is Missing: _need(t161)
-            t162 = env.lookup('nonpositive')
-            if t162 is None: t162 = Missing('nonpositive')
-            t163 = call_value(env, F_len.fn, F_len.cost, False, [t162])
-            t165 = (0)
-            if t163.__class__ is t165.__class__ and (t163.__class__ is int or t163.__class__ is str):
-                t164 = t163 > t165
-            else:
-                if t165.__class__ is list or t165.__class__ is dict or t165.__class__ is str: _charge_operands(env, t163, t165)
-                t164 = _compare('>', t163, t165)
-            if (t164 if t164.__class__ is bool else _truth(t164)):
-                t167 = env.lookup('q')
-                if t167 is None: t167 = Missing('q')
-                if t167 is None or t167.__class__ is Missing: _need(t167)
-                t168 = env.lookup('nonpositive')
-                if t168 is None: t168 = Missing('nonpositive')
-                t168 = _need(t168)
-                t169 = (0)
-                t170 = index_value(t168, _need(t169), 'nonpositive')
-                if t170 is None or t170.__class__ is Missing: _need(t170)
-                if t167.__class__ is int and t170.__class__ is int:
-                    t171 = t167 + t170
-                    if not -MAX_INT <= t171 <= MAX_INT: _check_value(t171)
+            t92 = _compare('>', t91, t93)
+        if (t92 if t92.__class__ is bool else _truth(t92)):
+            t95 = (True)
+            t96 = ('vlm.moma_experts_per_modality|vlm')
+            t97 = ('ValueError: vlm.moma_experts_per_modality has unknown modality keys [')
+            if t97 is None or t97.__class__ is Missing: _need(t97)
+            t98 = []
+            t99 = env.budget
+            t101 = env.lookup('extra')
+            if t101 is None: t101 = Missing('extra')
+            t100 = loop_items(t101)
+            t102 = Env({}, None, t99, env)
+            t103 = t102.values
+            for t104 in t100:
+                t99.left -= 7
+                if t99.left < 0: _charge(env, 0)
+                t103['k'] = t104
+                t102.let_cache = None
+                t105 = t102.lookup('q')
+                if t105 is None: t105 = Missing('q')
+                if t105 is None or t105.__class__ is Missing: _need(t105)
+                t106 = t104
+                if t106 is None: t106 = Missing('k')
+                if t106 is None or t106.__class__ is Missing: _need(t106)
+                if t105.__class__ is int and t106.__class__ is int:
+                    t107 = t105 + t106
+                    if not -MAX_INT <= t107 <= MAX_INT: _check_value(t107)
                 else:
-                    t171 = _binop('+', t167, t170, env)
-                if t171 is None or t171.__class__ is Missing: _need(t171)
-                t172 = env.lookup('q')
-                if t172 is None: t172 = Missing('q')
-                if t172 is None or t172.__class__ is Missing: _need(t172)
-                if t171.__class__ is int and t172.__class__ is int:
-                    t173 = t171 + t172
-                    if not -MAX_INT <= t173 <= MAX_INT: _check_value(t173)
+                    t107 = _binop('+', t105, t106, t102)
+                if t107 is None or t107.__class__ is Missing: _need(t107)
+                t108 = t102.lookup('q')
+                if t108 is None: t108 = Missing('q')
+                if t108 is None or t108.__class__ is Missing: _need(t108)
+                if t107.__class__ is int and t108.__class__ is int:
+                    t109 = t107 + t108
+                    if not -MAX_INT <= t109 <= MAX_INT: _check_value(t109)
                 else:
-                    t173 = _binop('+', t171, t172, env)
-                if t173 is None or t173.__class__ is Missing: _need(t173)
-                t174 = ('] must be positive (got ')
-                if t174 is None or t174.__class__ is Missing: _need(t174)
-                if t173.__class__ is int and t174.__class__ is int:
-                    t175 = t173 + t174
-                    if not -MAX_INT <= t175 <= MAX_INT: _check_value(t175)
+                    t109 = _binop('+', t107, t108, t102)
+                t98.append(t109)
+                t99.mem -= 1
+                if t99.mem < 0: _charge_mem(env, 0)
+                if len(t98) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t110 = call_value(env, F_join.fn, F_join.cost, False, [t98])
+            if t110 is None or t110.__class__ is Missing: _need(t110)
+            if t97.__class__ is int and t110.__class__ is int:
+                t111 = t97 + t110
+                if not -MAX_INT <= t111 <= MAX_INT: _check_value(t111)
+            else:
+                t111 = _binop('+', t97, t110, env)
+            if t111 is None or t111.__class__ is Missing: _need(t111)
+            t112 = ('] (allowed: [')
+            if t112 is None or t112.__class__ is Missing: _need(t112)
+            if t111.__class__ is int and t112.__class__ is int:
+                t113 = t111 + t112
+                if not -MAX_INT <= t113 <= MAX_INT: _check_value(t113)
+            else:
+                t113 = _binop('+', t111, t112, env)
+            if t113 is None or t113.__class__ is Missing: _need(t113)
+            t114 = []
+            t115 = env.budget
+            t117 = env.lookup('mods')
+            if t117 is None: t117 = Missing('mods')
+            t118 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t117])
+            t116 = loop_items(t118)
+            t119 = Env({}, None, t115, env)
+            t120 = t119.values
+            for t121 in t116:
+                t115.left -= 8
+                if t115.left < 0: _charge(env, 0)
+                t120['m'] = t121
+                t119.let_cache = None
+                t122 = t119.lookup('q')
+                if t122 is None: t122 = Missing('q')
+                if t122 is None or t122.__class__ is Missing: _need(t122)
+                t123 = t121
+                if t123 is None: t123 = Missing('m')
+                if t123 is None or t123.__class__ is Missing: _need(t123)
+                if t122.__class__ is int and t123.__class__ is int:
+                    t124 = t122 + t123
+                    if not -MAX_INT <= t124 <= MAX_INT: _check_value(t124)
                 else:
-                    t175 = _binop('+', t173, t174, env)
-                if t175 is None or t175.__class__ is Missing: _need(t175)
-                t176 = env.lookup('epm')
-                if t176 is None: t176 = Missing('epm')
-                t176 = _need(t176)
+                    t124 = _binop('+', t122, t123, t119)
+                if t124 is None or t124.__class__ is Missing: _need(t124)
+                t125 = t119.lookup('q')
+                if t125 is None: t125 = Missing('q')
+                if t125 is None or t125.__class__ is Missing: _need(t125)
+                if t124.__class__ is int and t125.__class__ is int:
+                    t126 = t124 + t125
+                    if not -MAX_INT <= t126 <= MAX_INT: _check_value(t126)
+                else:
+                    t126 = _binop('+', t124, t125, t119)
+                t114.append(t126)
+                t115.mem -= 1
+                if t115.mem < 0: _charge_mem(env, 0)
+                if len(t114) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t127 = call_value(env, F_join.fn, F_join.cost, False, [t114])
+            if t127 is None or t127.__class__ is Missing: _need(t127)
+            if t113.__class__ is int and t127.__class__ is int:
+                t128 = t113 + t127
+                if not -MAX_INT <= t128 <= MAX_INT: _check_value(t128)
+            else:
+                t128 = _binop('+', t113, t127, env)
+            if t128 is None or t128.__class__ is Missing: _need(t128)
+            t129 = ('])')
+            if t129 is None or t129.__class__ is Missing: _need(t129)
+            if t128.__class__ is int and t129.__class__ is int:
+                t130 = t128 + t129
+                if not -MAX_INT <= t130 <= MAX_INT: _check_value(t130)
+            else:
+                t130 = _binop('+', t128, t129, env)
+            t131 = ('remove ')
+            if t131 is None or t131.__class__ is Missing: _need(t131)
+            t132 = env.lookup('extra')
+            if t132 is None: t132 = Missing('extra')
+            t133 = call_value(env, F_join.fn, F_join.cost, False, [t132])
+            if t133 is None or t133.__class__ is Missing: _need(t133)
+            if t131.__class__ is int and t133.__class__ is int:
+                t134 = t131 + t133
+                if not -MAX_INT <= t134 <= MAX_INT: _check_value(t134)
+            else:
+                t134 = _binop('+', t131, t133, env)
+            if t134 is None or t134.__class__ is Missing: _need(t134)
+            t135 = (' from [vlm.moma_experts_per_modality], or add ')
+            if t135 is None or t135.__class__ is Missing: _need(t135)
+            if t134.__class__ is int and t135.__class__ is int:
+                t136 = t134 + t135
+                if not -MAX_INT <= t136 <= MAX_INT: _check_value(t136)
+            else:
+                t136 = _binop('+', t134, t135, env)
+            if t136 is None or t136.__class__ is Missing: _need(t136)
+            t137 = env.lookup('extra')
+            if t137 is None: t137 = Missing('extra')
+            if t137.__class__ is list or t137.__class__ is str or t137.__class__ is dict:
+                t138 = len(t137)
+                env.budget.left -= t138 if t138 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
+            else:
+                t138 = call_value(env, F_len.fn, F_len.cost, False, [t137])
+            t140 = (1)
+            if t138.__class__ is int:
+                t139 = t138 == t140
+            else:
+                t139 = _compare('==', t138, t140)
+            if (t139 if t139.__class__ is bool else _truth(t139)):
+                t142 = ('it')
+                t141 = t142
+            else:
+                t143 = ('them')
+                t141 = t143
+            if t141 is None or t141.__class__ is Missing: _need(t141)
+            if t136.__class__ is int and t141.__class__ is int:
+                t144 = t136 + t141
+                if not -MAX_INT <= t144 <= MAX_INT: _check_value(t144)
+            else:
+                t144 = _binop('+', t136, t141, env)
+            if t144 is None or t144.__class__ is Missing: _need(t144)
+            t145 = (' to vlm.moma_modalities')
+            if t145 is None or t145.__class__ is Missing: _need(t145)
+            if t144.__class__ is int and t145.__class__ is int:
+                t146 = t144 + t145
+                if not -MAX_INT <= t146 <= MAX_INT: _check_value(t146)
+            else:
+                t146 = _binop('+', t144, t145, env)
+            t147 = [t95, t96, t130, t146]
+            t148 = [t147]
+            t94 = t148
+        else:
+            t149 = K21
+            t94 = t149
+        if t94 is None or t94.__class__ is Missing: _need(t94)
+        if t89.__class__ is int and t94.__class__ is int:
+            t150 = t89 + t94
+            if not -MAX_INT <= t150 <= MAX_INT: _check_value(t150)
+        else:
+            t150 = _binop('+', t89, t94, env)
+        if t150 is None or t150.__class__ is Missing: _need(t150)
+        t151 = env.lookup('nonpositive')
+        if t151 is None: t151 = Missing('nonpositive')
+        if t151.__class__ is list or t151.__class__ is str or t151.__class__ is dict:
+            t152 = len(t151)
+            env.budget.left -= t152 if t152 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t152 = call_value(env, F_len.fn, F_len.cost, False, [t151])
+        t154 = (0)
+        if t152.__class__ is int:
+            t153 = t152 > t154
+        else:
+            t153 = _compare('>', t152, t154)
+        if (t153 if t153.__class__ is bool else _truth(t153)):
+            t156 = (True)
+            t157 = ('vlm.moma_experts_per_modality.')
+            if t157 is None or t157.__class__ is Missing: _need(t157)
+            t158 = env.lookup('nonpositive')
+            if t158 is None: t158 = Missing('nonpositive')
+            if t158.__class__ is list or t158.__class__ is str or t158.__class__ is dict:
+                t159 = len(t158)
+                env.budget.left -= t159 if t159 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
+            else:
+                t159 = call_value(env, F_len.fn, F_len.cost, False, [t158])
+            t161 = (0)
+            if t159.__class__ is int:
+                t160 = t159 > t161
+            else:
+                t160 = _compare('>', t159, t161)
+            if (t160 if t160.__class__ is bool else _truth(t160)):
+                t163 = env.lookup('nonpositive')
+                if t163 is None: t163 = Missing('nonpositive')
+                if t163 is None or t163.__class__ is Missing: _need(t163)
+                t164 = (0)
+                if t164 is None or t164.__class__ is Missing: _need(t164)
+                t165 = index_value(t163, t164, 'nonpositive')
+                t162 = t165
+            else:
+                t166 = ('')
+                t162 = t166
+            if t162 is None or t162.__class__ is Missing: _need(t162)
+            if t157.__class__ is int and t162.__class__ is int:
+                t167 = t157 + t162
+                if not -MAX_INT <= t167 <= MAX_INT: _check_value(t167)
+            else:
+                t167 = _binop('+', t157, t162, env)
+            if t167 is None or t167.__class__ is Missing: _need(t167)
+            t168 = ('|vlm.moma_experts_per_modality|vlm')
+            if t168 is None or t168.__class__ is Missing: _need(t168)
+            if t167.__class__ is int and t168.__class__ is int:
+                t169 = t167 + t168
+                if not -MAX_INT <= t169 <= MAX_INT: _check_value(t169)
+            else:
+                t169 = _binop('+', t167, t168, env)
+            t170 = ('ValueError: vlm.moma_experts_per_modality[')
+            if t170 is None or t170.__class__ is Missing: _need(t170)
+            t171 = env.lookup('nonpositive')
+            if t171 is None: t171 = Missing('nonpositive')
+            if t171.__class__ is list or t171.__class__ is str or t171.__class__ is dict:
+                t172 = len(t171)
+                env.budget.left -= t172 if t172 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
+            else:
+                t172 = call_value(env, F_len.fn, F_len.cost, False, [t171])
+            t174 = (0)
+            if t172.__class__ is int:
+                t173 = t172 > t174
+            else:
+                t173 = _compare('>', t172, t174)
+            if (t173 if t173.__class__ is bool else _truth(t173)):
+                t176 = env.lookup('q')
+                if t176 is None: t176 = Missing('q')
+                if t176 is None or t176.__class__ is Missing: _need(t176)
                 t177 = env.lookup('nonpositive')
                 if t177 is None: t177 = Missing('nonpositive')
-                t177 = _need(t177)
+                if t177 is None or t177.__class__ is Missing: _need(t177)
                 t178 = (0)
-                t179 = index_value(t177, _need(t178), 'nonpositive')
-                t180 = index_value(t176, _need(t179), 'epm')
-                t181 = call_value(env, F_str.fn, F_str.cost, True, [t180])
+                if t178 is None or t178.__class__ is Missing: _need(t178)
+                t179 = index_value(t177, t178, 'nonpositive')
+                if t179 is None or t179.__class__ is Missing: _need(t179)
+                if t176.__class__ is int and t179.__class__ is int:
+                    t180 = t176 + t179
+                    if not -MAX_INT <= t180 <= MAX_INT: _check_value(t180)
+                else:
+                    t180 = _binop('+', t176, t179, env)
+                if t180 is None or t180.__class__ is Missing: _need(t180)
+                t181 = env.lookup('q')
+                if t181 is None: t181 = Missing('q')
                 if t181 is None or t181.__class__ is Missing: _need(t181)
-                if t175.__class__ is int and t181.__class__ is int:
-                    t182 = t175 + t181
+                if t180.__class__ is int and t181.__class__ is int:
+                    t182 = t180 + t181
                     if not -MAX_INT <= t182 <= MAX_INT: _check_value(t182)
                 else:
-                    t182 = _binop('+', t175, t181, env)
+                    t182 = _binop('+', t180, t181, env)
                 if t182 is None or t182.__class__ is Missing: _need(t182)
-                t183 = (')')
+                t183 = ('] must be positive (got ')
                 if t183 is None or t183.__class__ is Missing: _need(t183)
                 if t182.__class__ is int and t183.__class__ is int:
                     t184 = t182 + t183
                     if not -MAX_INT <= t184 <= MAX_INT: _check_value(t184)
                 else:
                     t184 = _binop('+', t182, t183, env)
-                t166 = t184
+                if t184 is None or t184.__class__ is Missing: _need(t184)
+                t185 = env.lookup('epm')
+                if t185 is None: t185 = Missing('epm')
+                if t185 is None or t185.__class__ is Missing: _need(t185)
+                t186 = env.lookup('nonpositive')
+                if t186 is None: t186 = Missing('nonpositive')
+                if t186 is None or t186.__class__ is Missing: _need(t186)
+                t187 = (0)
+                if t187 is None or t187.__class__ is Missing: _need(t187)
+                t188 = index_value(t186, t187, 'nonpositive')
+                if t188 is None or t188.__class__ is Missing: _need(t188)
+                t189 = index_value(t185, t188, 'epm')
+                t190 = call_value(env, F_str.fn, F_str.cost, True, [t189])
+                if t190 is None or t190.__class__ is Missing: _need(t190)
+                if t184.__class__ is int and t190.__class__ is int:
+                    t191 = t184 + t190
+                    if not -MAX_INT <= t191 <= MAX_INT: _check_value(t191)
+                else:
+                    t191 = _binop('+', t184, t190, env)
+                if t191 is None or t191.__class__ is Missing: _need(t191)
+                t192 = (')')
+                if t192 is None or t192.__class__ is Missing: _need(t192)
+                if t191.__class__ is int and t192.__class__ is int:
+                    t193 = t191 + t192
+                    if not -MAX_INT <= t193 <= MAX_INT: _check_value(t193)
+                else:
+                    t193 = _binop('+', t191, t192, env)
+                t175 = t193
             else:
-                t185 = ('')
-                t166 = t185
-            if t166 is None or t166.__class__ is Missing: _need(t166)
-            if t161.__class__ is int and t166.__class__ is int:
-                t186 = t161 + t166
-                if not -MAX_INT <= t186 <= MAX_INT: _check_value(t186)
+                t194 = ('')
+                t175 = t194
+            if t175 is None or t175.__class__ is Missing: _need(t175)
+            if t170.__class__ is int and t175.__class__ is int:
+                t195 = t170 + t175
+                if not -MAX_INT <= t195 <= MAX_INT: _check_value(t195)
             else:
-                t186 = _binop('+', t161, t166, env)
-            t187 = ('give every modality at least one expert; for a dense per-modality FFN use arch = "mot" instead')
-            t188 = [t147, t160, t186, t187]
-            t189 = [t188]
-            t146 = t189
+                t195 = _binop('+', t170, t175, env)
+            t196 = ('give every modality at least one expert; for a dense per-modality FFN use arch = "mot" instead')
+            t197 = [t156, t169, t195, t196]
+            t198 = [t197]
+            t155 = t198
         else:
-            t190 = K22
-            t146 = t190
-        if t146 is None or t146.__class__ is Missing: _need(t146)
-        if t141.__class__ is int and t146.__class__ is int:
-            t191 = t141 + t146
-            if not -MAX_INT <= t191 <= MAX_INT: _check_value(t191)
+            t199 = K22
+            t155 = t199
+        if t155 is None or t155.__class__ is Missing: _need(t155)
+        if t150.__class__ is int and t155.__class__ is int:
+            t200 = t150 + t155
+            if not -MAX_INT <= t200 <= MAX_INT: _check_value(t200)
         else:
-            t191 = _binop('+', t141, t146, env)
-        t5 = t191
+            t200 = _binop('+', t150, t155, env)
+        t4 = t200
     else:
-        t192 = K23
-        t5 = t192
-    return t5
+        t201 = K23
+        t4 = t201
+    return t4
 
 def e85(env):
     t1 = []
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'vlm' in t3:
-        t4 = t3['vlm']
-        if t4 is None: t4 = Missing('config.vlm')
+    t2 = env.budget
+    t4 = env.lookup('config')
+    if t4 is None: t4 = Missing('config')
+    if t4.__class__ is dict and 'vlm' in t4:
+        t5 = t4['vlm']
+        if t5 is None: t5 = Missing('config.vlm')
     else:
-        t4 = attr_value(t3, 'vlm', 'config.vlm')
-    if t4.__class__ is dict and 'freeze_schedule' in t4:
-        t5 = t4['freeze_schedule']
-        if t5 is None: t5 = Missing('config.vlm.freeze_schedule')
+        t5 = attr_value(t4, 'vlm', 'config.vlm')
+    if t5.__class__ is dict and 'freeze_schedule' in t5:
+        t6 = t5['freeze_schedule']
+        if t6 is None: t6 = Missing('config.vlm.freeze_schedule')
     else:
-        t5 = attr_value(t4, 'freeze_schedule', 'config.vlm.freeze_schedule')
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 16)
-        t6.values['s'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('s')
-        t9 = call_value(t6, F_type.fn, F_type.cost, True, [t8])
-        t11 = ('table')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
+        t6 = attr_value(t5, 'freeze_schedule', 'config.vlm.freeze_schedule')
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 16
+        if t2.left < 0: _charge(env, 0)
+        t8['s'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('s')
+        t7.budget.left -= 1
+        if t7.budget.left < 0: _charge(t7, 0)
+        t11 = type_name(t10)
+        t7.budget.mem -= len(t11)
+        if t7.budget.mem < 0: _charge_mem(t7, 0)
+        t13 = ('table')
+        if t11.__class__ is str:
+            t12 = t11 == t13
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t6, t9, t11)
-            t10 = _compare('==', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = t7
-            if t13 is None: t13 = Missing('s')
-            if t13.__class__ is dict and 'start_step' in t13:
-                t14 = t13['start_step']
-                if t14 is None: t14 = Missing('s.start_step')
-            else:
-                t14 = attr_value(t13, 'start_step', 's.start_step')
-            t15 = call_value(t6, F_type.fn, F_type.cost, True, [t14])
-            t17 = ('int')
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 == t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t6, t15, t17)
-                t16 = _compare('==', t15, t17)
-            t12 = (t16 if t16.__class__ is bool else _truth(t16))
-        else:
-            t12 = False
+            t12 = _compare('==', t11, t13)
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t18 = t7
-            if t18 is None: t18 = Missing('s')
-            if t18.__class__ is dict and 'start_step' in t18:
-                t19 = t18['start_step']
-                if t19 is None: t19 = Missing('s.start_step')
+            t15 = t9
+            if t15 is None: t15 = Missing('s')
+            if t15.__class__ is dict and 'start_step' in t15:
+                t16 = t15['start_step']
+                if t16 is None: t16 = Missing('s.start_step')
             else:
-                t19 = attr_value(t18, 'start_step', 's.start_step')
-            t1.append(t19)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
+                t16 = attr_value(t15, 'start_step', 's.start_step')
+            t7.budget.left -= 1
+            if t7.budget.left < 0: _charge(t7, 0)
+            t17 = type_name(t16)
+            t7.budget.mem -= len(t17)
+            if t7.budget.mem < 0: _charge_mem(t7, 0)
+            t19 = ('int')
+            if t17.__class__ is str:
+                t18 = t17 == t19
+            else:
+                t18 = _compare('==', t17, t19)
+            t14 = (t18 if t18.__class__ is bool else _truth(t18))
+        else:
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t20 = t9
+            if t20 is None: t20 = Missing('s')
+            if t20.__class__ is dict and 'start_step' in t20:
+                t21 = t20['start_step']
+                if t21 is None: t21 = Missing('s.start_step')
+            else:
+                t21 = attr_value(t20, 'start_step', 's.start_step')
+            t1.append(t21)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -3738,14 +3792,14 @@ def e86(env):
         if t2 is None: t2 = Missing('config.vlm')
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = ('class')
-    t4 = index_value(t2, _need(t3), 'config.vlm')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'config.vlm')
     t6 = ('MoMaConfig')
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is str:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -3754,44 +3808,50 @@ def e87(env):
     if t1 is None: t1 = Missing('moma')
     if (t1 if t1.__class__ is bool else _truth(t1)):
         t3 = []
-        t5 = env.lookup('config')
-        if t5 is None: t5 = Missing('config')
-        if t5.__class__ is dict and 'vlm' in t5:
-            t6 = t5['vlm']
-            if t6 is None: t6 = Missing('config.vlm')
+        t4 = env.budget
+        t6 = env.lookup('config')
+        if t6 is None: t6 = Missing('config')
+        if t6.__class__ is dict and 'vlm' in t6:
+            t7 = t6['vlm']
+            if t7 is None: t7 = Missing('config.vlm')
         else:
-            t6 = attr_value(t5, 'vlm', 'config.vlm')
-        if t6.__class__ is dict and 'moma_modalities' in t6:
-            t7 = t6['moma_modalities']
-            if t7 is None: t7 = Missing('config.vlm.moma_modalities')
+            t7 = attr_value(t6, 'vlm', 'config.vlm')
+        if t7.__class__ is dict and 'moma_modalities' in t7:
+            t8 = t7['moma_modalities']
+            if t8 is None: t8 = Missing('config.vlm.moma_modalities')
         else:
-            t7 = attr_value(t6, 'moma_modalities', 'config.vlm.moma_modalities')
-        t4 = loop_items(t7)
-        t8 = Env({}, None, env.budget, env)
-        for t9 in t4:
-            _charge(env, 9)
-            t8.values['m'] = t9
-            t8.let_cache = None
-            t10 = t9
-            if t10 is None: t10 = Missing('m')
-            t11 = call_value(t8, F_type.fn, F_type.cost, True, [t10])
-            t13 = ('string')
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 == t13
+            t8 = attr_value(t7, 'moma_modalities', 'config.vlm.moma_modalities')
+        t5 = loop_items(t8)
+        t9 = Env({}, None, t4, env)
+        t10 = t9.values
+        for t11 in t5:
+            t4.left -= 9
+            if t4.left < 0: _charge(env, 0)
+            t10['m'] = t11
+            t9.let_cache = None
+            t12 = t11
+            if t12 is None: t12 = Missing('m')
+            t9.budget.left -= 1
+            if t9.budget.left < 0: _charge(t9, 0)
+            t13 = type_name(t12)
+            t9.budget.mem -= len(t13)
+            if t9.budget.mem < 0: _charge_mem(t9, 0)
+            t15 = ('string')
+            if t13.__class__ is str:
+                t14 = t13 == t15
             else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t8, t11, t13)
-                t12 = _compare('==', t11, t13)
-            if (t12 if t12.__class__ is bool else _truth(t12)):
-                t14 = t9
-                if t14 is None: t14 = Missing('m')
-                t3.append(t14)
-                t8.budget.mem -= 1
-                if t8.budget.mem < 0: _charge_mem(env, 0)
+                t14 = _compare('==', t13, t15)
+            if (t14 if t14.__class__ is bool else _truth(t14)):
+                t16 = t11
+                if t16 is None: t16 = Missing('m')
+                t3.append(t16)
+                t4.mem -= 1
+                if t4.mem < 0: _charge_mem(env, 0)
                 if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t2 = t3
     else:
-        t15 = K24
-        t2 = t15
+        t17 = K24
+        t2 = t17
     return t2
 
 def e88(env):
@@ -3800,12 +3860,16 @@ def e88(env):
     if (t1 if t1.__class__ is bool else _truth(t1)):
         t3 = env.lookup('mods')
         if t3 is None: t3 = Missing('mods')
-        t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+        if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
+            t4 = len(t3)
+            env.budget.left -= t4 if t4 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
         t6 = (2)
-        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+        if t4.__class__ is int:
             t5 = t4 >= t6
         else:
-            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('>=', t4, t6)
         t2 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
@@ -3830,60 +3894,77 @@ def e88(env):
         t11 = False
     if (t11 if t11.__class__ is bool else _truth(t11)):
         t16 = []
-        t18 = env.lookup('mods')
-        if t18 is None: t18 = Missing('mods')
-        t19 = call_value(env, F_len.fn, F_len.cost, False, [t18])
-        t20 = call_value(env, F_range.fn, F_range.cost, False, [t19])
-        t17 = loop_items(t20)
-        t21 = Env({}, None, env.budget, env)
-        for t22 in t17:
-            _charge(env, 17)
-            t21.values['i'] = t22
-            t21.let_cache = None
-            t24 = t22
-            if t24 is None: t24 = Missing('i')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = (1)
-            if t25 is None or t25.__class__ is Missing: _need(t25)
-            if t24.__class__ is int and t25.__class__ is int:
-                t26 = t24 + t25
-                if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
+        t17 = env.budget
+        t19 = env.lookup('mods')
+        if t19 is None: t19 = Missing('mods')
+        if t19.__class__ is list or t19.__class__ is str or t19.__class__ is dict:
+            t20 = len(t19)
+            env.budget.left -= t20 if t20 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t20 = call_value(env, F_len.fn, F_len.cost, False, [t19])
+        t21 = call_value(env, F_range.fn, F_range.cost, False, [t20])
+        t18 = loop_items(t21)
+        t22 = Env({}, None, t17, env)
+        t23 = t22.values
+        for t24 in t18:
+            t17.left -= 17
+            if t17.left < 0: _charge(env, 0)
+            t23['i'] = t24
+            t22.let_cache = None
+            t26 = t24
+            if t26 is None: t26 = Missing('i')
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            t27 = (1)
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            if t26.__class__ is int and t27.__class__ is int:
+                t28 = t26 + t27
+                if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
             else:
-                t26 = _binop('+', t24, t25, t21)
-            t27 = t21.lookup('mods')
-            if t27 is None: t27 = Missing('mods')
-            t28 = call_value(t21, F_len.fn, F_len.cost, False, [t27])
-            t29 = call_value(t21, F_range.fn, F_range.cost, False, [t26, t28])
-            t23 = loop_items(t29)
-            t30 = Env({}, None, t21.budget, t21)
-            for t31 in t23:
-                _charge(env, 17)
-                t30.values['j'] = t31
-                t30.let_cache = None
-                t32 = t30.lookup('mods')
-                if t32 is None: t32 = Missing('mods')
-                t32 = _need(t32)
-                t33 = t22
-                if t33 is None: t33 = Missing('i')
-                t34 = index_value(t32, _need(t33), 'mods')
-                t36 = t30.lookup('mods')
-                if t36 is None: t36 = Missing('mods')
-                t36 = _need(t36)
-                t37 = t31
-                if t37 is None: t37 = Missing('j')
-                t38 = index_value(t36, _need(t37), 'mods')
-                if t34.__class__ is t38.__class__ and (t34.__class__ is int or t34.__class__ is str):
-                    t35 = t34 == t38
+                t28 = _binop('+', t26, t27, t22)
+            t29 = t22.lookup('mods')
+            if t29 is None: t29 = Missing('mods')
+            if t29.__class__ is list or t29.__class__ is str or t29.__class__ is dict:
+                t30 = len(t29)
+                t22.budget.left -= t30 if t30 > 1 else 1
+                if t22.budget.left < 0: _charge(t22, 0)
+            else:
+                t30 = call_value(t22, F_len.fn, F_len.cost, False, [t29])
+            t31 = call_value(t22, F_range.fn, F_range.cost, False, [t28, t30])
+            t25 = loop_items(t31)
+            t32 = Env({}, None, t17, t22)
+            t33 = t32.values
+            for t34 in t25:
+                t17.left -= 17
+                if t17.left < 0: _charge(env, 0)
+                t33['j'] = t34
+                t32.let_cache = None
+                t35 = t32.lookup('mods')
+                if t35 is None: t35 = Missing('mods')
+                if t35 is None or t35.__class__ is Missing: _need(t35)
+                t36 = t24
+                if t36 is None: t36 = Missing('i')
+                if t36 is None or t36.__class__ is Missing: _need(t36)
+                t37 = index_value(t35, t36, 'mods')
+                t39 = t32.lookup('mods')
+                if t39 is None: t39 = Missing('mods')
+                if t39 is None or t39.__class__ is Missing: _need(t39)
+                t40 = t34
+                if t40 is None: t40 = Missing('j')
+                if t40 is None or t40.__class__ is Missing: _need(t40)
+                t41 = index_value(t39, t40, 'mods')
+                if t37.__class__ is t41.__class__ and (t37.__class__ is int or t37.__class__ is str):
+                    t38 = t37 == t41
                 else:
-                    if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(t30, t34, t38)
-                    t35 = _compare('==', t34, t38)
-                t16.append(t35)
-                t30.budget.mem -= 1
-                if t30.budget.mem < 0: _charge_mem(env, 0)
+                    if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t32, t37, t41)
+                    t38 = _compare('==', t37, t41)
+                t16.append(t38)
+                t17.mem -= 1
+                if t17.mem < 0: _charge_mem(env, 0)
                 if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t39 = call_value(env, F_any.fn, F_any.cost, False, [t16])
-        t40 = not (t39 if t39.__class__ is bool else _truth(t39))
-        t15 = (t40 if t40.__class__ is bool else _truth(t40))
+        t42 = call_value(env, F_any.fn, F_any.cost, False, [t16])
+        t43 = not (t42 if t42.__class__ is bool else _truth(t42))
+        t15 = (t43 if t43.__class__ is bool else _truth(t43))
     else:
         t15 = False
     return t15
@@ -3904,12 +3985,15 @@ def e89(env):
             if t5 is None: t5 = Missing('config.vlm.moma_experts_per_modality')
         else:
             t5 = attr_value(t4, 'moma_experts_per_modality', 'config.vlm.moma_experts_per_modality')
-        t6 = call_value(env, F_type.fn, F_type.cost, True, [t5])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t6 = type_name(t5)
+        env.budget.mem -= len(t6)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t8 = ('table')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 == t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
         t2 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -3936,194 +4020,196 @@ def e89(env):
 def e90(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = []
+        t4 = []
+        t5 = env.budget
         t7 = env.lookup('mods')
         if t7 is None: t7 = Missing('mods')
         t6 = loop_items(t7)
-        t8 = Env({}, None, env.budget, env)
-        for t9 in t6:
-            _charge(env, 7)
-            t8.values['m'] = t9
+        t8 = Env({}, None, t5, env)
+        t9 = t8.values
+        for t10 in t6:
+            t5.left -= 7
+            if t5.left < 0: _charge(env, 0)
+            t9['m'] = t10
             t8.let_cache = None
-            t10 = t9
-            if t10 is None: t10 = Missing('m')
-            t12 = t8.lookup('epm')
-            if t12 is None: t12 = Missing('epm')
-            t13 = call_value(t8, F_keys.fn, F_keys.cost, False, [t12])
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t8, t10, t13)
-            t11 = _compare('not in', t10, t13)
-            if (t11 if t11.__class__ is bool else _truth(t11)):
-                t14 = t9
-                if t14 is None: t14 = Missing('m')
-                t5.append(t14)
-                t8.budget.mem -= 1
-                if t8.budget.mem < 0: _charge_mem(env, 0)
-                if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t15 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t5])
-        t4 = t15
+            t11 = t10
+            if t11 is None: t11 = Missing('m')
+            t13 = t8.lookup('epm')
+            if t13 is None: t13 = Missing('epm')
+            t14 = call_value(t8, F_keys.fn, F_keys.cost, False, [t13])
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t8, t11, t14)
+            t12 = _compare('not in', t11, t14)
+            if (t12 if t12.__class__ is bool else _truth(t12)):
+                t15 = t10
+                if t15 is None: t15 = Missing('m')
+                t4.append(t15)
+                t5.mem -= 1
+                if t5.mem < 0: _charge_mem(env, 0)
+                if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t16 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
+        t3 = t16
     else:
-        t16 = K25
-        t4 = t16
-    return t4
+        t17 = K25
+        t3 = t17
+    return t3
 
 def e91(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = []
+        t4 = []
+        t5 = env.budget
         t7 = env.lookup('epm')
         if t7 is None: t7 = Missing('epm')
         t8 = call_value(env, F_keys.fn, F_keys.cost, False, [t7])
         t6 = loop_items(t8)
-        t9 = Env({}, None, env.budget, env)
-        for t10 in t6:
-            _charge(env, 7)
-            t9.values['k'] = t10
+        t9 = Env({}, None, t5, env)
+        t10 = t9.values
+        for t11 in t6:
+            t5.left -= 7
+            if t5.left < 0: _charge(env, 0)
+            t10['k'] = t11
             t9.let_cache = None
-            t11 = t10
-            if t11 is None: t11 = Missing('k')
-            t13 = t9.lookup('mods')
-            if t13 is None: t13 = Missing('mods')
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t9, t11, t13)
-            t12 = _compare('not in', t11, t13)
-            if (t12 if t12.__class__ is bool else _truth(t12)):
-                t14 = t10
-                if t14 is None: t14 = Missing('k')
-                t5.append(t14)
-                t9.budget.mem -= 1
-                if t9.budget.mem < 0: _charge_mem(env, 0)
-                if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t15 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t5])
-        t4 = t15
+            t12 = t11
+            if t12 is None: t12 = Missing('k')
+            t14 = t9.lookup('mods')
+            if t14 is None: t14 = Missing('mods')
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t9, t12, t14)
+            t13 = _compare('not in', t12, t14)
+            if (t13 if t13.__class__ is bool else _truth(t13)):
+                t15 = t11
+                if t15 is None: t15 = Missing('k')
+                t4.append(t15)
+                t5.mem -= 1
+                if t5.mem < 0: _charge_mem(env, 0)
+                if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t16 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
+        t3 = t16
     else:
-        t16 = K26
-        t4 = t16
-    return t4
+        t17 = K26
+        t3 = t17
+    return t3
 
 def e92(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = []
+        t4 = []
+        t5 = env.budget
         t7 = env.lookup('epm')
         if t7 is None: t7 = Missing('epm')
         t8 = call_value(env, F_keys.fn, F_keys.cost, False, [t7])
         t6 = loop_items(t8)
-        t9 = Env({}, None, env.budget, env)
-        for t10 in t6:
-            _charge(env, 18)
-            t9.values['k'] = t10
+        t9 = Env({}, None, t5, env)
+        t10 = t9.values
+        for t11 in t6:
+            t5.left -= 18
+            if t5.left < 0: _charge(env, 0)
+            t10['k'] = t11
             t9.let_cache = None
-            t11 = t9.lookup('epm')
-            if t11 is None: t11 = Missing('epm')
-            t11 = _need(t11)
-            t12 = t10
-            if t12 is None: t12 = Missing('k')
-            t13 = index_value(t11, _need(t12), 'epm')
-            t14 = call_value(t9, F_type.fn, F_type.cost, True, [t13])
-            t16 = K27
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t9, t14, t16)
-            t15 = _compare('in', t14, t16)
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = t9.lookup('epm')
-                if t18 is None: t18 = Missing('epm')
-                t18 = _need(t18)
-                t19 = t10
-                if t19 is None: t19 = Missing('k')
-                t20 = index_value(t18, _need(t19), 'epm')
-                t22 = (0)
-                if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-                    t21 = t20 <= t22
+            t12 = t9.lookup('epm')
+            if t12 is None: t12 = Missing('epm')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = t11
+            if t13 is None: t13 = Missing('k')
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            t14 = index_value(t12, t13, 'epm')
+            t9.budget.left -= 1
+            if t9.budget.left < 0: _charge(t9, 0)
+            t15 = type_name(t14)
+            t9.budget.mem -= len(t15)
+            if t9.budget.mem < 0: _charge_mem(t9, 0)
+            t17 = K27
+            if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t9, t15, t17)
+            t16 = _compare('in', t15, t17)
+            if (t16 if t16.__class__ is bool else _truth(t16)):
+                t19 = t9.lookup('epm')
+                if t19 is None: t19 = Missing('epm')
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                t20 = t11
+                if t20 is None: t20 = Missing('k')
+                if t20 is None or t20.__class__ is Missing: _need(t20)
+                t21 = index_value(t19, t20, 'epm')
+                t23 = (0)
+                if t21.__class__ is int:
+                    t22 = t21 <= t23
                 else:
-                    if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t9, t20, t22)
-                    t21 = _compare('<=', t20, t22)
-                t17 = (t21 if t21.__class__ is bool else _truth(t21))
+                    t22 = _compare('<=', t21, t23)
+                t18 = (t22 if t22.__class__ is bool else _truth(t22))
             else:
-                t17 = False
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t23 = t10
-                if t23 is None: t23 = Missing('k')
-                t5.append(t23)
-                t9.budget.mem -= 1
-                if t9.budget.mem < 0: _charge_mem(env, 0)
-                if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t4 = t5
+                t18 = False
+            if (t18 if t18.__class__ is bool else _truth(t18)):
+                t24 = t11
+                if t24 is None: t24 = Missing('k')
+                t4.append(t24)
+                t5.mem -= 1
+                if t5.mem < 0: _charge_mem(env, 0)
+                if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t3 = t4
     else:
-        t24 = K28
-        t4 = t24
-    return t4
+        t25 = K28
+        t3 = t25
+    return t3
 
 def e93(env):
     t1 = ('[')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = []
-    t4 = env.lookup('mods')
-    if t4 is None: t4 = Missing('mods')
-    t3 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t3:
-        _charge(env, 7)
-        t5.values['m'] = t6
-        t5.let_cache = None
-        t7 = t5.lookup('q')
-        if t7 is None: t7 = Missing('q')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = t6
-        if t8 is None: t8 = Missing('m')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t7.__class__ is int and t8.__class__ is int:
-            t9 = t7 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t7, t8, t5)
+    t3 = env.budget
+    t5 = env.lookup('mods')
+    if t5 is None: t5 = Missing('mods')
+    t4 = loop_items(t5)
+    t6 = Env({}, None, t3, env)
+    t7 = t6.values
+    for t8 in t4:
+        t3.left -= 7
+        if t3.left < 0: _charge(env, 0)
+        t7['m'] = t8
+        t6.let_cache = None
+        t9 = t6.lookup('q')
+        if t9 is None: t9 = Missing('q')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = t5.lookup('q')
-        if t10 is None: t10 = Missing('q')
+        t10 = t8
+        if t10 is None: t10 = Missing('m')
         if t10 is None or t10.__class__ is Missing: _need(t10)
         if t9.__class__ is int and t10.__class__ is int:
             t11 = t9 + t10
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t11 = _binop('+', t9, t10, t5)
-        t2.append(t11)
-        t5.budget.mem -= 1
-        if t5.budget.mem < 0: _charge_mem(env, 0)
+            t11 = _binop('+', t9, t10, t6)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = t6.lookup('q')
+        if t12 is None: t12 = Missing('q')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t11.__class__ is int and t12.__class__ is int:
+            t13 = t11 + t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+        else:
+            t13 = _binop('+', t11, t12, t6)
+        t2.append(t13)
+        t3.mem -= 1
+        if t3.mem < 0: _charge_mem(env, 0)
         if len(t2) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t12 = call_value(env, F_join.fn, F_join.cost, False, [t2])
-    if t12 is None or t12.__class__ is Missing: _need(t12)
-    if t1.__class__ is int and t12.__class__ is int:
-        t13 = t1 + t12
-        if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-    else:
-        t13 = _binop('+', t1, t12, env)
-    if t13 is None or t13.__class__ is Missing: _need(t13)
-    t14 = (']')
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t2])
     if t14 is None or t14.__class__ is Missing: _need(t14)
-    if t13.__class__ is int and t14.__class__ is int:
-        t15 = t13 + t14
+    if t1.__class__ is int and t14.__class__ is int:
+        t15 = t1 + t14
         if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
     else:
-        t15 = _binop('+', t13, t14, env)
-    return t15
+        t15 = _binop('+', t1, t14, env)
+    if t15 is None or t15.__class__ is Missing: _need(t15)
+    t16 = (']')
+    if t16 is None or t16.__class__ is Missing: _need(t16)
+    if t15.__class__ is int and t16.__class__ is int:
+        t17 = t15 + t16
+        if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+    else:
+        t17 = _binop('+', t15, t16, env)
+    return t17
 
 def e94(env):
     t1 = env.lookup('config')
@@ -4133,9 +4219,10 @@ def e94(env):
         if t2 is None: t2 = Missing('config.vlm')
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = ('class')
-    t4 = index_value(t2, _need(t3), 'config.vlm')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'config.vlm')
     return t4
 
 def e95(env):
@@ -4192,123 +4279,122 @@ def e96(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('config')
-            if t11 is None: t11 = Missing('config')
-            if t11.__class__ is dict and 'vlm' in t11:
-                t12 = t11['vlm']
-                if t12 is None: t12 = Missing('config.vlm')
+            t10 = env.lookup('config')
+            if t10 is None: t10 = Missing('config')
+            if t10.__class__ is dict and 'vlm' in t10:
+                t11 = t10['vlm']
+                if t11 is None: t11 = Missing('config.vlm')
             else:
-                t12 = attr_value(t11, 'vlm', 'config.vlm')
-            t12 = _need(t12)
-            t13 = ('class')
-            t14 = index_value(t12, _need(t13), 'config.vlm')
-            t16 = ('MoTConfig')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t16
+                t11 = attr_value(t10, 'vlm', 'config.vlm')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = ('class')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = index_value(t11, t12, 'config.vlm')
+            t15 = ('MoTConfig')
+            if t13.__class__ is str:
+                t14 = t13 == t15
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('==', t14, t16)
-            t10 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = _compare('==', t13, t15)
+            t9 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t18 = env.lookup('config')
-            if t18 is None: t18 = Missing('config')
-            if t18.__class__ is dict and 'vlm' in t18:
-                t19 = t18['vlm']
-                if t19 is None: t19 = Missing('config.vlm')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t17 = env.lookup('config')
+            if t17 is None: t17 = Missing('config')
+            if t17.__class__ is dict and 'vlm' in t17:
+                t18 = t17['vlm']
+                if t18 is None: t18 = Missing('config.vlm')
             else:
-                t19 = attr_value(t18, 'vlm', 'config.vlm')
-            if t19.__class__ is dict and 'mot_image_n_heads' in t19:
-                t20 = t19['mot_image_n_heads']
-                if t20 is None: t20 = Missing('config.vlm.mot_image_n_heads')
+                t18 = attr_value(t17, 'vlm', 'config.vlm')
+            if t18.__class__ is dict and 'mot_image_n_heads' in t18:
+                t19 = t18['mot_image_n_heads']
+                if t19 is None: t19 = Missing('config.vlm.mot_image_n_heads')
             else:
-                t20 = attr_value(t19, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
-            t21 = call_value(env, F_type.fn, F_type.cost, True, [t20])
-            t23 = ('int')
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
+                t19 = attr_value(t18, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t20 = type_name(t19)
+            env.budget.mem -= len(t20)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t22 = ('int')
+            if t20.__class__ is str:
+                t21 = t20 == t22
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('==', t21, t23)
-            t17 = (t22 if t22.__class__ is bool else _truth(t22))
+                t21 = _compare('==', t20, t22)
+            t16 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t25 = env.lookup('config')
-            if t25 is None: t25 = Missing('config')
-            if t25.__class__ is dict and 'vlm' in t25:
-                t26 = t25['vlm']
-                if t26 is None: t26 = Missing('config.vlm')
+            t16 = False
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t24 = env.lookup('config')
+            if t24 is None: t24 = Missing('config')
+            if t24.__class__ is dict and 'vlm' in t24:
+                t25 = t24['vlm']
+                if t25 is None: t25 = Missing('config.vlm')
             else:
-                t26 = attr_value(t25, 'vlm', 'config.vlm')
-            if t26.__class__ is dict and 'mot_image_n_kv_heads' in t26:
-                t27 = t26['mot_image_n_kv_heads']
-                if t27 is None: t27 = Missing('config.vlm.mot_image_n_kv_heads')
+                t25 = attr_value(t24, 'vlm', 'config.vlm')
+            if t25.__class__ is dict and 'mot_image_n_kv_heads' in t25:
+                t26 = t25['mot_image_n_kv_heads']
+                if t26 is None: t26 = Missing('config.vlm.mot_image_n_kv_heads')
             else:
-                t27 = attr_value(t26, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
-            t28 = call_value(env, F_type.fn, F_type.cost, True, [t27])
-            t30 = ('int')
-            if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
-                t29 = t28 == t30
+                t26 = attr_value(t25, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t27 = type_name(t26)
+            env.budget.mem -= len(t27)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t29 = ('int')
+            if t27.__class__ is str:
+                t28 = t27 == t29
             else:
-                if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t28, t30)
-                t29 = _compare('==', t28, t30)
-            t24 = (t29 if t29.__class__ is bool else _truth(t29))
+                t28 = _compare('==', t27, t29)
+            t23 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
-            t24 = False
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t32 = env.lookup('config')
-            if t32 is None: t32 = Missing('config')
-            if t32.__class__ is dict and 'vlm' in t32:
-                t33 = t32['vlm']
-                if t33 is None: t33 = Missing('config.vlm')
+            t23 = False
+        if (t23 if t23.__class__ is bool else _truth(t23)):
+            t31 = env.lookup('config')
+            if t31 is None: t31 = Missing('config')
+            if t31.__class__ is dict and 'vlm' in t31:
+                t32 = t31['vlm']
+                if t32 is None: t32 = Missing('config.vlm')
             else:
-                t33 = attr_value(t32, 'vlm', 'config.vlm')
-            if t33.__class__ is dict and 'mot_image_n_heads' in t33:
-                t34 = t33['mot_image_n_heads']
-                if t34 is None: t34 = Missing('config.vlm.mot_image_n_heads')
+                t32 = attr_value(t31, 'vlm', 'config.vlm')
+            if t32.__class__ is dict and 'mot_image_n_heads' in t32:
+                t33 = t32['mot_image_n_heads']
+                if t33 is None: t33 = Missing('config.vlm.mot_image_n_heads')
             else:
-                t34 = attr_value(t33, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
-            t36 = (0)
-            if t34.__class__ is t36.__class__ and (t34.__class__ is int or t34.__class__ is str):
-                t35 = t34 >= t36
+                t33 = attr_value(t32, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
+            t35 = (0)
+            if t33.__class__ is int:
+                t34 = t33 >= t35
             else:
-                if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(env, t34, t36)
-                t35 = _compare('>=', t34, t36)
-            t31 = (t35 if t35.__class__ is bool else _truth(t35))
+                t34 = _compare('>=', t33, t35)
+            t30 = (t34 if t34.__class__ is bool else _truth(t34))
         else:
-            t31 = False
-        if (t31 if t31.__class__ is bool else _truth(t31)):
-            t38 = env.lookup('config')
-            if t38 is None: t38 = Missing('config')
-            if t38.__class__ is dict and 'vlm' in t38:
-                t39 = t38['vlm']
-                if t39 is None: t39 = Missing('config.vlm')
+            t30 = False
+        if (t30 if t30.__class__ is bool else _truth(t30)):
+            t37 = env.lookup('config')
+            if t37 is None: t37 = Missing('config')
+            if t37.__class__ is dict and 'vlm' in t37:
+                t38 = t37['vlm']
+                if t38 is None: t38 = Missing('config.vlm')
             else:
-                t39 = attr_value(t38, 'vlm', 'config.vlm')
-            if t39.__class__ is dict and 'mot_image_n_kv_heads' in t39:
-                t40 = t39['mot_image_n_kv_heads']
-                if t40 is None: t40 = Missing('config.vlm.mot_image_n_kv_heads')
+                t38 = attr_value(t37, 'vlm', 'config.vlm')
+            if t38.__class__ is dict and 'mot_image_n_kv_heads' in t38:
+                t39 = t38['mot_image_n_kv_heads']
+                if t39 is None: t39 = Missing('config.vlm.mot_image_n_kv_heads')
             else:
-                t40 = attr_value(t39, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
-            t42 = (0)
-            if t40.__class__ is t42.__class__ and (t40.__class__ is int or t40.__class__ is str):
-                t41 = t40 >= t42
+                t39 = attr_value(t38, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
+            t41 = (0)
+            if t39.__class__ is int:
+                t40 = t39 >= t41
             else:
-                if t42.__class__ is list or t42.__class__ is dict or t42.__class__ is str: _charge_operands(env, t40, t42)
-                t41 = _compare('>=', t40, t42)
-            t37 = (t41 if t41.__class__ is bool else _truth(t41))
+                t40 = _compare('>=', t39, t41)
+            t36 = (t40 if t40.__class__ is bool else _truth(t40))
         else:
-            t37 = False
-        t5 = (t37 if t37.__class__ is bool else _truth(t37))
+            t36 = False
+        t5 = (t36 if t36.__class__ is bool else _truth(t36))
     else:
         t5 = False
     return t5
@@ -4327,10 +4413,9 @@ def e97(env):
     else:
         t3 = attr_value(t2, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 > t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('>', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('config')
@@ -4371,10 +4456,9 @@ def e98(env):
     else:
         t3 = attr_value(t2, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 > t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('>', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('config')
@@ -4455,7 +4539,6 @@ def e103(env):
     if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = (' (model.n_kv_heads unset: KempnerForge keeps 32)')
@@ -4517,10 +4600,9 @@ def e105(env):
     if t6 is None or t6.__class__ is Missing: _need(t6)
     t7 = _binop('%', t3, t6, env)
     t9 = (0)
-    if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+    if t7.__class__ is int:
         t8 = t7 == t9
     else:
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
         t8 = _compare('==', t7, t9)
     return t8
 
@@ -4543,159 +4625,147 @@ def e106(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('config')
-            if t11 is None: t11 = Missing('config')
-            if t11.__class__ is dict and 'adapter' in t11:
-                t12 = t11['adapter']
-                if t12 is None: t12 = Missing('config.adapter')
+            t10 = env.lookup('config')
+            if t10 is None: t10 = Missing('config')
+            if t10.__class__ is dict and 'adapter' in t10:
+                t11 = t10['adapter']
+                if t11 is None: t11 = Missing('config.adapter')
             else:
-                t12 = attr_value(t11, 'adapter', 'config.adapter')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'adapter', 'config.adapter')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('config')
-            if t16 is None: t16 = Missing('config')
-            if t16.__class__ is dict and 'vision_encoder' in t16:
-                t17 = t16['vision_encoder']
-                if t17 is None: t17 = Missing('config.vision_encoder')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t14 = env.lookup('config')
+            if t14 is None: t14 = Missing('config')
+            if t14.__class__ is dict and 'vision_encoder' in t14:
+                t15 = t14['vision_encoder']
+                if t15 is None: t15 = Missing('config.vision_encoder')
             else:
-                t17 = attr_value(t16, 'vision_encoder', 'config.vision_encoder')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 != t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('!=', t17, t19)
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+                t15 = attr_value(t14, 'vision_encoder', 'config.vision_encoder')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t21 = env.lookup('config')
-            if t21 is None: t21 = Missing('config')
-            if t21.__class__ is dict and 'adapter' in t21:
-                t22 = t21['adapter']
-                if t22 is None: t22 = Missing('config.adapter')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t18 = env.lookup('config')
+            if t18 is None: t18 = Missing('config')
+            if t18.__class__ is dict and 'adapter' in t18:
+                t19 = t18['adapter']
+                if t19 is None: t19 = Missing('config.adapter')
             else:
-                t22 = attr_value(t21, 'adapter', 'config.adapter')
-            if t22.__class__ is dict and 'type' in t22:
-                t23 = t22['type']
-                if t23 is None: t23 = Missing('config.adapter.type')
+                t19 = attr_value(t18, 'adapter', 'config.adapter')
+            if t19.__class__ is dict and 'type' in t19:
+                t20 = t19['type']
+                if t20 is None: t20 = Missing('config.adapter.type')
             else:
-                t23 = attr_value(t22, 'type', 'config.adapter.type')
-            t25 = ('attentional_pool')
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 == t25
+                t20 = attr_value(t19, 'type', 'config.adapter.type')
+            t22 = ('attentional_pool')
+            if t20.__class__ is str:
+                t21 = t20 == t22
             else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-                t24 = _compare('==', t23, t25)
-            t20 = (t24 if t24.__class__ is bool else _truth(t24))
+                t21 = _compare('==', t20, t22)
+            t17 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t27 = env.lookup('config')
-            if t27 is None: t27 = Missing('config')
-            if t27.__class__ is dict and 'vision_encoder' in t27:
-                t28 = t27['vision_encoder']
-                if t28 is None: t28 = Missing('config.vision_encoder')
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t24 = env.lookup('config')
+            if t24 is None: t24 = Missing('config')
+            if t24.__class__ is dict and 'vision_encoder' in t24:
+                t25 = t24['vision_encoder']
+                if t25 is None: t25 = Missing('config.vision_encoder')
             else:
-                t28 = attr_value(t27, 'vision_encoder', 'config.vision_encoder')
-            if t28.__class__ is dict and 'feature_dim' in t28:
-                t29 = t28['feature_dim']
-                if t29 is None: t29 = Missing('config.vision_encoder.feature_dim')
+                t25 = attr_value(t24, 'vision_encoder', 'config.vision_encoder')
+            if t25.__class__ is dict and 'feature_dim' in t25:
+                t26 = t25['feature_dim']
+                if t26 is None: t26 = Missing('config.vision_encoder.feature_dim')
             else:
-                t29 = attr_value(t28, 'feature_dim', 'config.vision_encoder.feature_dim')
-            t30 = call_value(env, F_type.fn, F_type.cost, True, [t29])
-            t32 = ('int')
-            if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-                t31 = t30 == t32
+                t26 = attr_value(t25, 'feature_dim', 'config.vision_encoder.feature_dim')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t27 = type_name(t26)
+            env.budget.mem -= len(t27)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t29 = ('int')
+            if t27.__class__ is str:
+                t28 = t27 == t29
             else:
-                if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(env, t30, t32)
-                t31 = _compare('==', t30, t32)
-            t26 = (t31 if t31.__class__ is bool else _truth(t31))
+                t28 = _compare('==', t27, t29)
+            t23 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
-            t26 = False
-        if (t26 if t26.__class__ is bool else _truth(t26)):
-            t34 = env.lookup('config')
-            if t34 is None: t34 = Missing('config')
-            if t34.__class__ is dict and 'vision_encoder' in t34:
-                t35 = t34['vision_encoder']
-                if t35 is None: t35 = Missing('config.vision_encoder')
+            t23 = False
+        if (t23 if t23.__class__ is bool else _truth(t23)):
+            t31 = env.lookup('config')
+            if t31 is None: t31 = Missing('config')
+            if t31.__class__ is dict and 'vision_encoder' in t31:
+                t32 = t31['vision_encoder']
+                if t32 is None: t32 = Missing('config.vision_encoder')
             else:
-                t35 = attr_value(t34, 'vision_encoder', 'config.vision_encoder')
-            if t35.__class__ is dict and 'feature_dim' in t35:
-                t36 = t35['feature_dim']
-                if t36 is None: t36 = Missing('config.vision_encoder.feature_dim')
+                t32 = attr_value(t31, 'vision_encoder', 'config.vision_encoder')
+            if t32.__class__ is dict and 'feature_dim' in t32:
+                t33 = t32['feature_dim']
+                if t33 is None: t33 = Missing('config.vision_encoder.feature_dim')
             else:
-                t36 = attr_value(t35, 'feature_dim', 'config.vision_encoder.feature_dim')
-            t38 = (0)
-            if t36.__class__ is t38.__class__ and (t36.__class__ is int or t36.__class__ is str):
-                t37 = t36 > t38
+                t33 = attr_value(t32, 'feature_dim', 'config.vision_encoder.feature_dim')
+            t35 = (0)
+            if t33.__class__ is int:
+                t34 = t33 > t35
             else:
-                if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(env, t36, t38)
-                t37 = _compare('>', t36, t38)
-            t33 = (t37 if t37.__class__ is bool else _truth(t37))
+                t34 = _compare('>', t33, t35)
+            t30 = (t34 if t34.__class__ is bool else _truth(t34))
         else:
-            t33 = False
-        if (t33 if t33.__class__ is bool else _truth(t33)):
-            t40 = env.lookup('config')
-            if t40 is None: t40 = Missing('config')
-            if t40.__class__ is dict and 'adapter' in t40:
-                t41 = t40['adapter']
-                if t41 is None: t41 = Missing('config.adapter')
+            t30 = False
+        if (t30 if t30.__class__ is bool else _truth(t30)):
+            t37 = env.lookup('config')
+            if t37 is None: t37 = Missing('config')
+            if t37.__class__ is dict and 'adapter' in t37:
+                t38 = t37['adapter']
+                if t38 is None: t38 = Missing('config.adapter')
             else:
-                t41 = attr_value(t40, 'adapter', 'config.adapter')
-            if t41.__class__ is dict and 'pool_heads' in t41:
-                t42 = t41['pool_heads']
-                if t42 is None: t42 = Missing('config.adapter.pool_heads')
+                t38 = attr_value(t37, 'adapter', 'config.adapter')
+            if t38.__class__ is dict and 'pool_heads' in t38:
+                t39 = t38['pool_heads']
+                if t39 is None: t39 = Missing('config.adapter.pool_heads')
             else:
-                t42 = attr_value(t41, 'pool_heads', 'config.adapter.pool_heads')
-            t43 = call_value(env, F_type.fn, F_type.cost, True, [t42])
-            t45 = ('int')
-            if t43.__class__ is t45.__class__ and (t43.__class__ is int or t43.__class__ is str):
-                t44 = t43 == t45
+                t39 = attr_value(t38, 'pool_heads', 'config.adapter.pool_heads')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t40 = type_name(t39)
+            env.budget.mem -= len(t40)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t42 = ('int')
+            if t40.__class__ is str:
+                t41 = t40 == t42
             else:
-                if t45.__class__ is list or t45.__class__ is dict or t45.__class__ is str: _charge_operands(env, t43, t45)
-                t44 = _compare('==', t43, t45)
-            t39 = (t44 if t44.__class__ is bool else _truth(t44))
+                t41 = _compare('==', t40, t42)
+            t36 = (t41 if t41.__class__ is bool else _truth(t41))
         else:
-            t39 = False
-        if (t39 if t39.__class__ is bool else _truth(t39)):
-            t47 = env.lookup('config')
-            if t47 is None: t47 = Missing('config')
-            if t47.__class__ is dict and 'adapter' in t47:
-                t48 = t47['adapter']
-                if t48 is None: t48 = Missing('config.adapter')
+            t36 = False
+        if (t36 if t36.__class__ is bool else _truth(t36)):
+            t44 = env.lookup('config')
+            if t44 is None: t44 = Missing('config')
+            if t44.__class__ is dict and 'adapter' in t44:
+                t45 = t44['adapter']
+                if t45 is None: t45 = Missing('config.adapter')
             else:
-                t48 = attr_value(t47, 'adapter', 'config.adapter')
-            if t48.__class__ is dict and 'pool_heads' in t48:
-                t49 = t48['pool_heads']
-                if t49 is None: t49 = Missing('config.adapter.pool_heads')
+                t45 = attr_value(t44, 'adapter', 'config.adapter')
+            if t45.__class__ is dict and 'pool_heads' in t45:
+                t46 = t45['pool_heads']
+                if t46 is None: t46 = Missing('config.adapter.pool_heads')
             else:
-                t49 = attr_value(t48, 'pool_heads', 'config.adapter.pool_heads')
-            t51 = (0)
-            if t49.__class__ is t51.__class__ and (t49.__class__ is int or t49.__class__ is str):
-                t50 = t49 > t51
+                t46 = attr_value(t45, 'pool_heads', 'config.adapter.pool_heads')
+            t48 = (0)
+            if t46.__class__ is int:
+                t47 = t46 > t48
             else:
-                if t51.__class__ is list or t51.__class__ is dict or t51.__class__ is str: _charge_operands(env, t49, t51)
-                t50 = _compare('>', t49, t51)
-            t46 = (t50 if t50.__class__ is bool else _truth(t50))
+                t47 = _compare('>', t46, t48)
+            t43 = (t47 if t47.__class__ is bool else _truth(t47))
         else:
-            t46 = False
-        t5 = (t46 if t46.__class__ is bool else _truth(t46))
+            t43 = False
+        t5 = (t43 if t43.__class__ is bool else _truth(t43))
     else:
         t5 = False
     return t5
@@ -4732,53 +4802,56 @@ def e108(env):
 
 def e109(env):
     t1 = []
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'vision_encoder' in t3:
-        t4 = t3['vision_encoder']
-        if t4 is None: t4 = Missing('config.vision_encoder')
+    t2 = env.budget
+    t4 = env.lookup('config')
+    if t4 is None: t4 = Missing('config')
+    if t4.__class__ is dict and 'vision_encoder' in t4:
+        t5 = t4['vision_encoder']
+        if t5 is None: t5 = Missing('config.vision_encoder')
     else:
-        t4 = attr_value(t3, 'vision_encoder', 'config.vision_encoder')
-    if t4.__class__ is dict and 'feature_dim' in t4:
-        t5 = t4['feature_dim']
-        if t5 is None: t5 = Missing('config.vision_encoder.feature_dim')
+        t5 = attr_value(t4, 'vision_encoder', 'config.vision_encoder')
+    if t5.__class__ is dict and 'feature_dim' in t5:
+        t6 = t5['feature_dim']
+        if t6 is None: t6 = Missing('config.vision_encoder.feature_dim')
     else:
-        t5 = attr_value(t4, 'feature_dim', 'config.vision_encoder.feature_dim')
-    t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
-    t2 = loop_items(t6)
-    t7 = Env({}, None, env.budget, env)
-    for t8 in t2:
-        _charge(env, 11)
-        t7.values['d'] = t8
-        t7.let_cache = None
-        t9 = t8
-        if t9 is None: t9 = Missing('d')
-        t11 = t7.lookup('config')
-        if t11 is None: t11 = Missing('config')
-        if t11.__class__ is dict and 'adapter' in t11:
-            t12 = t11['adapter']
-            if t12 is None: t12 = Missing('config.adapter')
+        t6 = attr_value(t5, 'feature_dim', 'config.vision_encoder.feature_dim')
+    t7 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t6])
+    t3 = loop_items(t7)
+    t8 = Env({}, None, t2, env)
+    t9 = t8.values
+    for t10 in t3:
+        t2.left -= 11
+        if t2.left < 0: _charge(env, 0)
+        t9['d'] = t10
+        t8.let_cache = None
+        t11 = t10
+        if t11 is None: t11 = Missing('d')
+        t13 = t8.lookup('config')
+        if t13 is None: t13 = Missing('config')
+        if t13.__class__ is dict and 'adapter' in t13:
+            t14 = t13['adapter']
+            if t14 is None: t14 = Missing('config.adapter')
         else:
-            t12 = attr_value(t11, 'adapter', 'config.adapter')
-        if t12.__class__ is dict and 'pool_heads' in t12:
-            t13 = t12['pool_heads']
-            if t13 is None: t13 = Missing('config.adapter.pool_heads')
+            t14 = attr_value(t13, 'adapter', 'config.adapter')
+        if t14.__class__ is dict and 'pool_heads' in t14:
+            t15 = t14['pool_heads']
+            if t15 is None: t15 = Missing('config.adapter.pool_heads')
         else:
-            t13 = attr_value(t12, 'pool_heads', 'config.adapter.pool_heads')
-        if t9.__class__ is t13.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 <= t13
+            t15 = attr_value(t14, 'pool_heads', 'config.adapter.pool_heads')
+        if t11.__class__ is t15.__class__ and (t11.__class__ is int or t11.__class__ is str):
+            t12 = t11 <= t15
         else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t7, t9, t13)
-            t10 = _compare('<=', t9, t13)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t14 = t8
-            if t14 is None: t14 = Missing('d')
-            t1.append(t14)
-            t7.budget.mem -= 1
-            if t7.budget.mem < 0: _charge_mem(env, 0)
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t8, t11, t15)
+            t12 = _compare('<=', t11, t15)
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t16 = t10
+            if t16 is None: t16 = Missing('d')
+            t1.append(t16)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t15 = call_value(env, F_max.fn, F_max.cost, False, [t1])
-    return t15
+    t17 = call_value(env, F_max.fn, F_max.cost, False, [t1])
+    return t17
 
 def e110(env):
     t1 = env.lookup('framework')
@@ -4799,55 +4872,57 @@ def e110(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('lacking')
-            if t11 is None: t11 = Missing('lacking')
-            t12 = call_value(env, F_len.fn, F_len.cost, False, [t11])
-            t14 = (0)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 > t14
+            t10 = env.lookup('lacking')
+            if t10 is None: t10 = Missing('lacking')
+            if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
+                t11 = len(t10)
+                env.budget.left -= t11 if t11 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('>', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
+            t13 = (0)
+            if t11.__class__ is int:
+                t12 = t11 > t13
+            else:
+                t12 = _compare('>', t11, t13)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = False
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
     return t5
 
 def e111(env):
     t1 = []
-    t3 = env.lookup('launch')
-    if t3 is None: t3 = Missing('launch')
-    if t3.__class__ is dict and 'overrides' in t3:
-        t4 = t3['overrides']
-        if t4 is None: t4 = Missing('launch.overrides')
+    t2 = env.budget
+    t4 = env.lookup('launch')
+    if t4 is None: t4 = Missing('launch')
+    if t4.__class__ is dict and 'overrides' in t4:
+        t5 = t4['overrides']
+        if t5 is None: t5 = Missing('launch.overrides')
     else:
-        t4 = attr_value(t3, 'overrides', 'launch.overrides')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 5)
-        t5.values['o'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('o')
-        if t7.__class__ is dict and 'key' in t7:
-            t8 = t7['key']
-            if t8 is None: t8 = Missing('o.key')
+        t5 = attr_value(t4, 'overrides', 'launch.overrides')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 5
+        if t2.left < 0: _charge(env, 0)
+        t7['o'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('o')
+        if t9.__class__ is dict and 'key' in t9:
+            t10 = t9['key']
+            if t10 is None: t10 = Missing('o.key')
         else:
-            t8 = attr_value(t7, 'key', 'o.key')
-        t1.append(t8)
-        t5.budget.mem -= 1
-        if t5.budget.mem < 0: _charge_mem(env, 0)
+            t10 = attr_value(t9, 'key', 'o.key')
+        t1.append(t10)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -4859,12 +4934,7 @@ def e112(env):
         if t2 is None: t2 = Missing('config.video')
     else:
         t2 = attr_value(t1, 'video', 'config.video')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e113(env):
@@ -4880,44 +4950,38 @@ def e113(env):
         if t3 is None: t3 = Missing('config.data.tokenizer_path')
     else:
         t3 = attr_value(t2, 'tokenizer_path', 'config.data.tokenizer_path')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('==', t3, t5)
+    t4 = (t3 is None or t3.__class__ is Missing)
     if not (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'data' in t7:
-            t8 = t7['data']
-            if t8 is None: t8 = Missing('config.data')
+        t6 = env.lookup('config')
+        if t6 is None: t6 = Missing('config')
+        if t6.__class__ is dict and 'data' in t6:
+            t7 = t6['data']
+            if t7 is None: t7 = Missing('config.data')
         else:
-            t8 = attr_value(t7, 'data', 'config.data')
-        if t8.__class__ is dict and 'tokenizer_path' in t8:
-            t9 = t8['tokenizer_path']
-            if t9 is None: t9 = Missing('config.data.tokenizer_path')
+            t7 = attr_value(t6, 'data', 'config.data')
+        if t7.__class__ is dict and 'tokenizer_path' in t7:
+            t8 = t7['tokenizer_path']
+            if t8 is None: t8 = Missing('config.data.tokenizer_path')
         else:
-            t9 = attr_value(t8, 'tokenizer_path', 'config.data.tokenizer_path')
-        t11 = ('')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
+            t8 = attr_value(t7, 'tokenizer_path', 'config.data.tokenizer_path')
+        t10 = ('')
+        if t8.__class__ is str:
+            t9 = t8 == t10
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-            t10 = _compare('==', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = _compare('==', t8, t10)
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t6 = True
-    if (t6 if t6.__class__ is bool else _truth(t6)):
-        t13 = ('data.tokenizer_path')
-        t15 = env.lookup('cli')
-        if t15 is None: t15 = Missing('cli')
-        if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-        t14 = _compare('not in', t13, t15)
-        t12 = (t14 if t14.__class__ is bool else _truth(t14))
+        t5 = True
+    if (t5 if t5.__class__ is bool else _truth(t5)):
+        t12 = ('data.tokenizer_path')
+        t14 = env.lookup('cli')
+        if t14 is None: t14 = Missing('cli')
+        if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
+        t13 = _compare('not in', t12, t14)
+        t11 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
-        t12 = False
-    return t12
+        t11 = False
+    return t11
 
 def e114(env):
     t1 = env.lookup('video')
@@ -4936,47 +5000,41 @@ def e114(env):
             if t6 is None: t6 = Missing('config.data.hf_dataset_name')
         else:
             t6 = attr_value(t5, 'hf_dataset_name', 'config.data.hf_dataset_name')
-        t8 = (None)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 == t8
-        else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-            t7 = _compare('==', t6, t8)
+        t7 = (t6 is None or t6.__class__ is Missing)
         if not (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('config')
-            if t10 is None: t10 = Missing('config')
-            if t10.__class__ is dict and 'data' in t10:
-                t11 = t10['data']
-                if t11 is None: t11 = Missing('config.data')
+            t9 = env.lookup('config')
+            if t9 is None: t9 = Missing('config')
+            if t9.__class__ is dict and 'data' in t9:
+                t10 = t9['data']
+                if t10 is None: t10 = Missing('config.data')
             else:
-                t11 = attr_value(t10, 'data', 'config.data')
-            if t11.__class__ is dict and 'hf_dataset_name' in t11:
-                t12 = t11['hf_dataset_name']
-                if t12 is None: t12 = Missing('config.data.hf_dataset_name')
+                t10 = attr_value(t9, 'data', 'config.data')
+            if t10.__class__ is dict and 'hf_dataset_name' in t10:
+                t11 = t10['hf_dataset_name']
+                if t11 is None: t11 = Missing('config.data.hf_dataset_name')
             else:
-                t12 = attr_value(t11, 'hf_dataset_name', 'config.data.hf_dataset_name')
-            t14 = ('')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 == t14
+                t11 = attr_value(t10, 'hf_dataset_name', 'config.data.hf_dataset_name')
+            t13 = ('')
+            if t11.__class__ is str:
+                t12 = t11 == t13
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('==', t12, t14)
-            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+                t12 = _compare('==', t11, t13)
+            t8 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t9 = True
-        t3 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = True
+        t3 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t16 = ('data.hf_dataset_name')
-        t18 = env.lookup('cli')
-        if t18 is None: t18 = Missing('cli')
-        if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-        t17 = _compare('not in', t16, t18)
-        t15 = (t17 if t17.__class__ is bool else _truth(t17))
+        t15 = ('data.hf_dataset_name')
+        t17 = env.lookup('cli')
+        if t17 is None: t17 = Missing('cli')
+        if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
+        t16 = _compare('not in', t15, t17)
+        t14 = (t16 if t16.__class__ is bool else _truth(t16))
     else:
-        t15 = False
-    return t15
+        t14 = False
+    return t14
 
 def e115(env):
     t1 = env.lookup('no_hf')
@@ -5027,12 +5085,16 @@ def e117(env):
 def e118(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('is')
@@ -5045,12 +5107,16 @@ def e118(env):
 def e119(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('it')
@@ -5074,103 +5140,109 @@ def e120(env):
 def e121(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'lacking')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'lacking')
     return t3
 
 def e122(env):
     t1 = []
-    t3 = env.lookup('lacking')
-    if t3 is None: t3 = Missing('lacking')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 14)
-        t4.values['k'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('k')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (' = "<')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t6.__class__ is int and t7.__class__ is int:
-            t8 = t6 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t6, t7, t4)
+    t2 = env.budget
+    t4 = env.lookup('lacking')
+    if t4 is None: t4 = Missing('lacking')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 14
+        if t2.left < 0: _charge(env, 0)
+        t6['k'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('k')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = t5
-        if t9 is None: t9 = Missing('k')
-        t11 = ('data.tokenizer_path')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
-        else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t4, t9, t11)
-            t10 = _compare('==', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = ('the Hugging Face tokenizer name or local path')
-            t12 = t13
-        else:
-            t14 = ('a Hugging Face image-text dataset')
-            t12 = t14
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t8.__class__ is int and t12.__class__ is int:
-            t15 = t8 + t12
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t8, t12, t4)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = ('>"')
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t15.__class__ is int and t16.__class__ is int:
-            t17 = t15 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
-        else:
-            t17 = _binop('+', t15, t16, t4)
-        t1.append(t17)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
-        if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t18 = (' and ')
-    t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, t18])
-    return t19
-
-def e123(env):
-    t1 = []
-    t3 = env.lookup('lacking')
-    if t3 is None: t3 = Missing('lacking')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 7)
-        t4.values['k'] = t5
-        t4.let_cache = None
-        t6 = ('--')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = t5
-        if t7 is None: t7 = Missing('k')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t6.__class__ is int and t7.__class__ is int:
-            t8 = t6 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t6, t7, t4)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = ('=...')
+        t9 = (' = "<')
         if t9 is None or t9.__class__ is Missing: _need(t9)
         if t8.__class__ is int and t9.__class__ is int:
             t10 = t8 + t9
             if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t10 = _binop('+', t8, t9, t4)
-        t1.append(t10)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t10 = _binop('+', t8, t9, t5)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = t7
+        if t11 is None: t11 = Missing('k')
+        t13 = ('data.tokenizer_path')
+        if t11.__class__ is str:
+            t12 = t11 == t13
+        else:
+            t12 = _compare('==', t11, t13)
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t15 = ('the Hugging Face tokenizer name or local path')
+            t14 = t15
+        else:
+            t16 = ('a Hugging Face image-text dataset')
+            t14 = t16
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t10.__class__ is int and t14.__class__ is int:
+            t17 = t10 + t14
+            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        else:
+            t17 = _binop('+', t10, t14, t5)
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = ('>"')
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        if t17.__class__ is int and t18.__class__ is int:
+            t19 = t17 + t18
+            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+        else:
+            t19 = _binop('+', t17, t18, t5)
+        t1.append(t19)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t11 = (' ')
-    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1, t11])
-    return t12
+    t20 = (' and ')
+    t21 = call_value(env, F_join.fn, F_join.cost, False, [t1, t20])
+    return t21
+
+def e123(env):
+    t1 = []
+    t2 = env.budget
+    t4 = env.lookup('lacking')
+    if t4 is None: t4 = Missing('lacking')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 7
+        if t2.left < 0: _charge(env, 0)
+        t6['k'] = t7
+        t5.let_cache = None
+        t8 = ('--')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = t7
+        if t9 is None: t9 = Missing('k')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t8.__class__ is int and t9.__class__ is int:
+            t10 = t8 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t8, t9, t5)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = ('=...')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t10.__class__ is int and t11.__class__ is int:
+            t12 = t10 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        else:
+            t12 = _binop('+', t10, t11, t5)
+        t1.append(t12)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
+        if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    t13 = (' ')
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, t13])
+    return t14
 
 def e124(env):
     t1 = env.lookup('framework')
@@ -5191,300 +5263,322 @@ def e124(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 == t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('==', t7, t9)
+        t8 = (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('names')
-            if t11 is None: t11 = Missing('names')
-            t12 = call_value(env, F_len.fn, F_len.cost, False, [t11])
-            t14 = (0)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 > t14
+            t10 = env.lookup('names')
+            if t10 is None: t10 = Missing('names')
+            if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
+                t11 = len(t10)
+                env.budget.left -= t11 if t11 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('>', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
+            t13 = (0)
+            if t11.__class__ is int:
+                t12 = t11 > t13
+            else:
+                t12 = _compare('>', t11, t13)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('config')
-            if t16 is None: t16 = Missing('config')
-            if t16.__class__ is dict and 'train' in t16:
-                t17 = t16['train']
-                if t17 is None: t17 = Missing('config.train')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t15 = env.lookup('config')
+            if t15 is None: t15 = Missing('config')
+            if t15.__class__ is dict and 'train' in t15:
+                t16 = t15['train']
+                if t16 is None: t16 = Missing('config.train')
             else:
-                t17 = attr_value(t16, 'train', 'config.train')
-            if t17.__class__ is dict and 'max_steps' in t17:
-                t18 = t17['max_steps']
-                if t18 is None: t18 = Missing('config.train.max_steps')
+                t16 = attr_value(t15, 'train', 'config.train')
+            if t16.__class__ is dict and 'max_steps' in t16:
+                t17 = t16['max_steps']
+                if t17 is None: t17 = Missing('config.train.max_steps')
             else:
-                t18 = attr_value(t17, 'max_steps', 'config.train.max_steps')
-            t19 = call_value(env, F_type.fn, F_type.cost, True, [t18])
-            t21 = ('int')
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 == t21
+                t17 = attr_value(t16, 'max_steps', 'config.train.max_steps')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t18 = type_name(t17)
+            env.budget.mem -= len(t18)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t20 = ('int')
+            if t18.__class__ is str:
+                t19 = t18 == t20
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
-                t20 = _compare('==', t19, t21)
-            t15 = (t20 if t20.__class__ is bool else _truth(t20))
+                t19 = _compare('==', t18, t20)
+            t14 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t14 = False
+        t5 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
         t5 = False
     return t5
 
 def e125(env):
     t1 = []
-    t3 = env.lookup('phases')
-    if t3 is None: t3 = Missing('phases')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 41)
-        t4.values['p'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('p')
-        t6 = _need(t6)
-        t7 = (0)
-        t8 = index_value(t6, _need(t7), 'p')
-        t9 = (1)
-        t10 = call_value(t4, F_max.fn, F_max.cost, False, [t8, t9])
-        t12 = t4.lookup('config')
-        if t12 is None: t12 = Missing('config')
-        if t12.__class__ is dict and 'train' in t12:
-            t13 = t12['train']
-            if t13 is None: t13 = Missing('config.train')
+    t2 = env.budget
+    t4 = env.lookup('phases')
+    if t4 is None: t4 = Missing('phases')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 41
+        if t2.left < 0: _charge(env, 0)
+        t6['p'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('p')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (0)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'p')
+        t11 = (1)
+        t12 = call_value(t5, F_max.fn, F_max.cost, False, [t10, t11])
+        t14 = t5.lookup('config')
+        if t14 is None: t14 = Missing('config')
+        if t14.__class__ is dict and 'train' in t14:
+            t15 = t14['train']
+            if t15 is None: t15 = Missing('config.train')
         else:
-            t13 = attr_value(t12, 'train', 'config.train')
-        if t13.__class__ is dict and 'max_steps' in t13:
-            t14 = t13['max_steps']
-            if t14 is None: t14 = Missing('config.train.max_steps')
+            t15 = attr_value(t14, 'train', 'config.train')
+        if t15.__class__ is dict and 'max_steps' in t15:
+            t16 = t15['max_steps']
+            if t16 is None: t16 = Missing('config.train.max_steps')
         else:
-            t14 = attr_value(t13, 'max_steps', 'config.train.max_steps')
-        if t10.__class__ is t14.__class__ and (t10.__class__ is int or t10.__class__ is str):
-            t11 = t10 <= t14
+            t16 = attr_value(t15, 'max_steps', 'config.train.max_steps')
+        if t12.__class__ is t16.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            t13 = t12 <= t16
         else:
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t4, t10, t14)
-            t11 = _compare('<=', t10, t14)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = []
-            t18 = t4.lookup('names')
-            if t18 is None: t18 = Missing('names')
-            t17 = loop_items(t18)
-            t19 = Env({}, None, t4.budget, t4)
-            for t20 in t17:
-                _charge(t4, 27)
-                t19.values['n'] = t20
-                t19.let_cache = None
-                t21 = t20
-                if t21 is None: t21 = Missing('n')
-                t23 = t5
-                if t23 is None: t23 = Missing('p')
-                t23 = _need(t23)
-                t24 = (1)
-                t25 = index_value(t23, _need(t24), 'p')
-                t26 = call_value(t19, F_keys.fn, F_keys.cost, False, [t25])
-                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t19, t21, t26)
-                t22 = _compare('in', t21, t26)
-                if (t22 if t22.__class__ is bool else _truth(t22)):
-                    t28 = t5
-                    if t28 is None: t28 = Missing('p')
-                    t28 = _need(t28)
-                    t29 = (1)
-                    t30 = index_value(t28, _need(t29), 'p')
-                    t30 = _need(t30)
-                    t31 = t20
-                    if t31 is None: t31 = Missing('n')
-                    t32 = index_value(t30, _need(t31), '?')
-                    t33 = call_value(t19, F_type.fn, F_type.cost, True, [t32])
-                    t35 = K37
-                    if t35.__class__ is list or t35.__class__ is dict or t35.__class__ is str: _charge_operands(t19, t33, t35)
-                    t34 = _compare('in', t33, t35)
-                    t27 = (t34 if t34.__class__ is bool else _truth(t34))
+            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t5, t12, t16)
+            t13 = _compare('<=', t12, t16)
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t18 = []
+            t19 = t5.budget
+            t21 = t5.lookup('names')
+            if t21 is None: t21 = Missing('names')
+            t20 = loop_items(t21)
+            t22 = Env({}, None, t19, t5)
+            t23 = t22.values
+            for t24 in t20:
+                t19.left -= 27
+                if t19.left < 0: _charge(t5, 0)
+                t23['n'] = t24
+                t22.let_cache = None
+                t25 = t24
+                if t25 is None: t25 = Missing('n')
+                t27 = t7
+                if t27 is None: t27 = Missing('p')
+                if t27 is None or t27.__class__ is Missing: _need(t27)
+                t28 = (1)
+                if t28 is None or t28.__class__ is Missing: _need(t28)
+                t29 = index_value(t27, t28, 'p')
+                t30 = call_value(t22, F_keys.fn, F_keys.cost, False, [t29])
+                if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t22, t25, t30)
+                t26 = _compare('in', t25, t30)
+                if (t26 if t26.__class__ is bool else _truth(t26)):
+                    t32 = t7
+                    if t32 is None: t32 = Missing('p')
+                    if t32 is None or t32.__class__ is Missing: _need(t32)
+                    t33 = (1)
+                    if t33 is None or t33.__class__ is Missing: _need(t33)
+                    t34 = index_value(t32, t33, 'p')
+                    if t34 is None or t34.__class__ is Missing: _need(t34)
+                    t35 = t24
+                    if t35 is None: t35 = Missing('n')
+                    if t35 is None or t35.__class__ is Missing: _need(t35)
+                    t36 = index_value(t34, t35, '?')
+                    t22.budget.left -= 1
+                    if t22.budget.left < 0: _charge(t22, 0)
+                    t37 = type_name(t36)
+                    t22.budget.mem -= len(t37)
+                    if t22.budget.mem < 0: _charge_mem(t22, 0)
+                    t39 = K37
+                    if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(t22, t37, t39)
+                    t38 = _compare('in', t37, t39)
+                    t31 = (t38 if t38.__class__ is bool else _truth(t38))
                 else:
-                    t27 = False
-                if (t27 if t27.__class__ is bool else _truth(t27)):
-                    t37 = t5
-                    if t37 is None: t37 = Missing('p')
-                    t37 = _need(t37)
-                    t38 = (1)
-                    t39 = index_value(t37, _need(t38), 'p')
-                    t39 = _need(t39)
-                    t40 = t20
-                    if t40 is None: t40 = Missing('n')
-                    t41 = index_value(t39, _need(t40), '?')
-                    t43 = (0)
-                    if t41.__class__ is t43.__class__ and (t41.__class__ is int or t41.__class__ is str):
-                        t42 = t41 == t43
+                    t31 = False
+                if (t31 if t31.__class__ is bool else _truth(t31)):
+                    t41 = t7
+                    if t41 is None: t41 = Missing('p')
+                    if t41 is None or t41.__class__ is Missing: _need(t41)
+                    t42 = (1)
+                    if t42 is None or t42.__class__ is Missing: _need(t42)
+                    t43 = index_value(t41, t42, 'p')
+                    if t43 is None or t43.__class__ is Missing: _need(t43)
+                    t44 = t24
+                    if t44 is None: t44 = Missing('n')
+                    if t44 is None or t44.__class__ is Missing: _need(t44)
+                    t45 = index_value(t43, t44, '?')
+                    t47 = (0)
+                    if t45.__class__ is int:
+                        t46 = t45 == t47
                     else:
-                        if t43.__class__ is list or t43.__class__ is dict or t43.__class__ is str: _charge_operands(t19, t41, t43)
-                        t42 = _compare('==', t41, t43)
-                    t36 = (t42 if t42.__class__ is bool else _truth(t42))
+                        t46 = _compare('==', t45, t47)
+                    t40 = (t46 if t46.__class__ is bool else _truth(t46))
                 else:
-                    t36 = False
-                t16.append(t36)
-                t19.budget.mem -= 1
-                if t19.budget.mem < 0: _charge_mem(t4, 0)
-                if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t44 = call_value(t4, F_all.fn, F_all.cost, False, [t16])
-            t15 = (t44 if t44.__class__ is bool else _truth(t44))
+                    t40 = False
+                t18.append(t40)
+                t19.mem -= 1
+                if t19.mem < 0: _charge_mem(t5, 0)
+                if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t48 = call_value(t5, F_all.fn, F_all.cost, False, [t18])
+            t17 = (t48 if t48.__class__ is bool else _truth(t48))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t45 = t5
-            if t45 is None: t45 = Missing('p')
-            t1.append(t45)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t49 = t7
+            if t49 is None: t49 = Missing('p')
+            t1.append(t49)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e126(env):
     t1 = []
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'data' in t3:
-        t4 = t3['data']
-        if t4 is None: t4 = Missing('config.data')
+    t2 = env.budget
+    t4 = env.lookup('config')
+    if t4 is None: t4 = Missing('config')
+    if t4.__class__ is dict and 'data' in t4:
+        t5 = t4['data']
+        if t5 is None: t5 = Missing('config.data')
     else:
-        t4 = attr_value(t3, 'data', 'config.data')
-    if t4.__class__ is dict and 'datasets' in t4:
-        t5 = t4['datasets']
-        if t5 is None: t5 = Missing('config.data.datasets')
+        t5 = attr_value(t4, 'data', 'config.data')
+    if t5.__class__ is dict and 'datasets' in t5:
+        t6 = t5['datasets']
+        if t6 is None: t6 = Missing('config.data.datasets')
     else:
-        t5 = attr_value(t4, 'datasets', 'config.data.datasets')
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 19)
-        t6.values['s'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('s')
-        t9 = call_value(t6, F_type.fn, F_type.cost, True, [t8])
-        t11 = ('table')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
+        t6 = attr_value(t5, 'datasets', 'config.data.datasets')
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 19
+        if t2.left < 0: _charge(env, 0)
+        t8['s'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('s')
+        t7.budget.left -= 1
+        if t7.budget.left < 0: _charge(t7, 0)
+        t11 = type_name(t10)
+        t7.budget.mem -= len(t11)
+        if t7.budget.mem < 0: _charge_mem(t7, 0)
+        t13 = ('table')
+        if t11.__class__ is str:
+            t12 = t11 == t13
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t6, t9, t11)
-            t10 = _compare('==', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = t7
-            if t13 is None: t13 = Missing('s')
-            if t13.__class__ is dict and 'path' in t13:
-                t14 = t13['path']
-                if t14 is None: t14 = Missing('s.path')
-            else:
-                t14 = attr_value(t13, 'path', 's.path')
-            t16 = ('')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t6, t14, t16)
-                t15 = _compare('!=', t14, t16)
-            if not (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = t7
-                if t18 is None: t18 = Missing('s')
-                if t18.__class__ is dict and 'hf_name' in t18:
-                    t19 = t18['hf_name']
-                    if t19 is None: t19 = Missing('s.hf_name')
-                else:
-                    t19 = attr_value(t18, 'hf_name', 's.hf_name')
-                t21 = ('')
-                if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                    t20 = t19 != t21
-                else:
-                    if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t6, t19, t21)
-                    t20 = _compare('!=', t19, t21)
-                t17 = (t20 if t20.__class__ is bool else _truth(t20))
-            else:
-                t17 = True
-            t12 = (t17 if t17.__class__ is bool else _truth(t17))
-        else:
-            t12 = False
+            t12 = _compare('==', t11, t13)
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t22 = t7
-            if t22 is None: t22 = Missing('s')
-            t1.append(t22)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
-            if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    return t1
-
-def e127(env):
-    t1 = []
-    t3 = env.lookup('sources')
-    if t3 is None: t3 = Missing('sources')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 18)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('s.name')
-        else:
-            t7 = attr_value(t6, 'name', 's.name')
-        t9 = ('')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(t4, t7, t9)
-            t8 = _compare('!=', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = t5
-            if t11 is None: t11 = Missing('s')
-            if t11.__class__ is dict and 'name' in t11:
-                t12 = t11['name']
-                if t12 is None: t12 = Missing('s.name')
+            t15 = t9
+            if t15 is None: t15 = Missing('s')
+            if t15.__class__ is dict and 'path' in t15:
+                t16 = t15['path']
+                if t16 is None: t16 = Missing('s.path')
             else:
-                t12 = attr_value(t11, 'name', 's.name')
-            t10 = t12
-        else:
-            t13 = t5
-            if t13 is None: t13 = Missing('s')
-            if t13.__class__ is dict and 'path' in t13:
-                t14 = t13['path']
-                if t14 is None: t14 = Missing('s.path')
+                t16 = attr_value(t15, 'path', 's.path')
+            t18 = ('')
+            if t16.__class__ is str:
+                t17 = t16 != t18
             else:
-                t14 = attr_value(t13, 'path', 's.path')
-            t16 = ('')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t4, t14, t16)
-                t15 = _compare('!=', t14, t16)
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = t5
-                if t18 is None: t18 = Missing('s')
-                if t18.__class__ is dict and 'path' in t18:
-                    t19 = t18['path']
-                    if t19 is None: t19 = Missing('s.path')
-                else:
-                    t19 = attr_value(t18, 'path', 's.path')
-                t17 = t19
-            else:
-                t20 = t5
+                t17 = _compare('!=', t16, t18)
+            if not (t17 if t17.__class__ is bool else _truth(t17)):
+                t20 = t9
                 if t20 is None: t20 = Missing('s')
                 if t20.__class__ is dict and 'hf_name' in t20:
                     t21 = t20['hf_name']
                     if t21 is None: t21 = Missing('s.hf_name')
                 else:
                     t21 = attr_value(t20, 'hf_name', 's.hf_name')
-                t17 = t21
-            t10 = t17
-        t1.append(t10)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+                t23 = ('')
+                if t21.__class__ is str:
+                    t22 = t21 != t23
+                else:
+                    t22 = _compare('!=', t21, t23)
+                t19 = (t22 if t22.__class__ is bool else _truth(t22))
+            else:
+                t19 = True
+            t14 = (t19 if t19.__class__ is bool else _truth(t19))
+        else:
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t24 = t9
+            if t24 is None: t24 = Missing('s')
+            t1.append(t24)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
+            if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    return t1
+
+def e127(env):
+    t1 = []
+    t2 = env.budget
+    t4 = env.lookup('sources')
+    if t4 is None: t4 = Missing('sources')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 18
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('s')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('s.name')
+        else:
+            t9 = attr_value(t8, 'name', 's.name')
+        t11 = ('')
+        if t9.__class__ is str:
+            t10 = t9 != t11
+        else:
+            t10 = _compare('!=', t9, t11)
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t13 = t7
+            if t13 is None: t13 = Missing('s')
+            if t13.__class__ is dict and 'name' in t13:
+                t14 = t13['name']
+                if t14 is None: t14 = Missing('s.name')
+            else:
+                t14 = attr_value(t13, 'name', 's.name')
+            t12 = t14
+        else:
+            t15 = t7
+            if t15 is None: t15 = Missing('s')
+            if t15.__class__ is dict and 'path' in t15:
+                t16 = t15['path']
+                if t16 is None: t16 = Missing('s.path')
+            else:
+                t16 = attr_value(t15, 'path', 's.path')
+            t18 = ('')
+            if t16.__class__ is str:
+                t17 = t16 != t18
+            else:
+                t17 = _compare('!=', t16, t18)
+            if (t17 if t17.__class__ is bool else _truth(t17)):
+                t20 = t7
+                if t20 is None: t20 = Missing('s')
+                if t20.__class__ is dict and 'path' in t20:
+                    t21 = t20['path']
+                    if t21 is None: t21 = Missing('s.path')
+                else:
+                    t21 = attr_value(t20, 'path', 's.path')
+                t19 = t21
+            else:
+                t22 = t7
+                if t22 is None: t22 = Missing('s')
+                if t22.__class__ is dict and 'hf_name' in t22:
+                    t23 = t22['hf_name']
+                    if t23 is None: t23 = Missing('s.hf_name')
+                else:
+                    t23 = attr_value(t22, 'hf_name', 's.hf_name')
+                t19 = t23
+            t12 = t19
+        t1.append(t12)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -5501,263 +5595,284 @@ def e128(env):
         if t3 is None: t3 = Missing('config.data.phases')
     else:
         t3 = attr_value(t2, 'phases', 'config.data.phases')
-    t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+    if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
+        t4 = len(t3)
+        env.budget.left -= t4 if t4 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 > t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('>', t4, t6)
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = []
-        t10 = env.lookup('config')
-        if t10 is None: t10 = Missing('config')
-        if t10.__class__ is dict and 'data' in t10:
-            t11 = t10['data']
-            if t11 is None: t11 = Missing('config.data')
+        t9 = env.budget
+        t11 = env.lookup('config')
+        if t11 is None: t11 = Missing('config')
+        if t11.__class__ is dict and 'data' in t11:
+            t12 = t11['data']
+            if t12 is None: t12 = Missing('config.data')
         else:
-            t11 = attr_value(t10, 'data', 'config.data')
-        if t11.__class__ is dict and 'phases' in t11:
-            t12 = t11['phases']
-            if t12 is None: t12 = Missing('config.data.phases')
+            t12 = attr_value(t11, 'data', 'config.data')
+        if t12.__class__ is dict and 'phases' in t12:
+            t13 = t12['phases']
+            if t13 is None: t13 = Missing('config.data.phases')
         else:
-            t12 = attr_value(t11, 'phases', 'config.data.phases')
-        t13 = call_value(env, F_len.fn, F_len.cost, False, [t12])
-        t14 = call_value(env, F_range.fn, F_range.cost, False, [t13])
-        t9 = loop_items(t14)
-        t15 = Env({}, None, env.budget, env)
-        for t16 in t9:
-            _charge(env, 44)
-            t15.values['i'] = t16
-            t15.let_cache = None
-            t18 = t15.lookup('config')
-            if t18 is None: t18 = Missing('config')
-            if t18.__class__ is dict and 'data' in t18:
-                t19 = t18['data']
-                if t19 is None: t19 = Missing('config.data')
+            t13 = attr_value(t12, 'phases', 'config.data.phases')
+        if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
+            t14 = len(t13)
+            env.budget.left -= t14 if t14 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t14 = call_value(env, F_len.fn, F_len.cost, False, [t13])
+        t15 = call_value(env, F_range.fn, F_range.cost, False, [t14])
+        t10 = loop_items(t15)
+        t16 = Env({}, None, t9, env)
+        t17 = t16.values
+        for t18 in t10:
+            t9.left -= 44
+            if t9.left < 0: _charge(env, 0)
+            t17['i'] = t18
+            t16.let_cache = None
+            t20 = t16.lookup('config')
+            if t20 is None: t20 = Missing('config')
+            if t20.__class__ is dict and 'data' in t20:
+                t21 = t20['data']
+                if t21 is None: t21 = Missing('config.data')
             else:
-                t19 = attr_value(t18, 'data', 'config.data')
-            if t19.__class__ is dict and 'phases' in t19:
-                t20 = t19['phases']
-                if t20 is None: t20 = Missing('config.data.phases')
+                t21 = attr_value(t20, 'data', 'config.data')
+            if t21.__class__ is dict and 'phases' in t21:
+                t22 = t21['phases']
+                if t22 is None: t22 = Missing('config.data.phases')
             else:
-                t20 = attr_value(t19, 'phases', 'config.data.phases')
-            t20 = _need(t20)
-            t21 = t16
-            if t21 is None: t21 = Missing('i')
-            t22 = index_value(t20, _need(t21), 'config.data.phases')
-            t23 = [t22]
-            t17 = loop_items(t23)
-            t24 = Env({}, None, t15.budget, t15)
-            for t25 in t17:
-                _charge(env, 44)
-                t24.values['p'] = t25
-                t24.let_cache = None
-                t26 = t25
-                if t26 is None: t26 = Missing('p')
-                t27 = call_value(t24, F_type.fn, F_type.cost, True, [t26])
-                t29 = ('table')
-                if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                    t28 = t27 == t29
+                t22 = attr_value(t21, 'phases', 'config.data.phases')
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = t18
+            if t23 is None: t23 = Missing('i')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = index_value(t22, t23, 'config.data.phases')
+            t25 = [t24]
+            t19 = loop_items(t25)
+            t26 = Env({}, None, t9, t16)
+            t27 = t26.values
+            for t28 in t19:
+                t9.left -= 44
+                if t9.left < 0: _charge(env, 0)
+                t27['p'] = t28
+                t26.let_cache = None
+                t29 = t28
+                if t29 is None: t29 = Missing('p')
+                t26.budget.left -= 1
+                if t26.budget.left < 0: _charge(t26, 0)
+                t30 = type_name(t29)
+                t26.budget.mem -= len(t30)
+                if t26.budget.mem < 0: _charge_mem(t26, 0)
+                t32 = ('table')
+                if t30.__class__ is str:
+                    t31 = t30 == t32
                 else:
-                    if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t24, t27, t29)
-                    t28 = _compare('==', t27, t29)
-                if (t28 if t28.__class__ is bool else _truth(t28)):
-                    t31 = t25
-                    if t31 is None: t31 = Missing('p')
-                    if t31.__class__ is dict and 'start_step' in t31:
-                        t32 = t31['start_step']
-                        if t32 is None: t32 = Missing('p.start_step')
+                    t31 = _compare('==', t30, t32)
+                if (t31 if t31.__class__ is bool else _truth(t31)):
+                    t34 = t28
+                    if t34 is None: t34 = Missing('p')
+                    if t34.__class__ is dict and 'start_step' in t34:
+                        t35 = t34['start_step']
+                        if t35 is None: t35 = Missing('p.start_step')
                     else:
-                        t32 = attr_value(t31, 'start_step', 'p.start_step')
-                    t33 = call_value(t24, F_type.fn, F_type.cost, True, [t32])
-                    t35 = ('int')
-                    if t33.__class__ is t35.__class__ and (t33.__class__ is int or t33.__class__ is str):
-                        t34 = t33 == t35
+                        t35 = attr_value(t34, 'start_step', 'p.start_step')
+                    t26.budget.left -= 1
+                    if t26.budget.left < 0: _charge(t26, 0)
+                    t36 = type_name(t35)
+                    t26.budget.mem -= len(t36)
+                    if t26.budget.mem < 0: _charge_mem(t26, 0)
+                    t38 = ('int')
+                    if t36.__class__ is str:
+                        t37 = t36 == t38
                     else:
-                        if t35.__class__ is list or t35.__class__ is dict or t35.__class__ is str: _charge_operands(t24, t33, t35)
-                        t34 = _compare('==', t33, t35)
-                    t30 = (t34 if t34.__class__ is bool else _truth(t34))
+                        t37 = _compare('==', t36, t38)
+                    t33 = (t37 if t37.__class__ is bool else _truth(t37))
                 else:
-                    t30 = False
-                if (t30 if t30.__class__ is bool else _truth(t30)):
-                    t37 = t25
-                    if t37 is None: t37 = Missing('p')
-                    if t37.__class__ is dict and 'dataset_weights' in t37:
-                        t38 = t37['dataset_weights']
-                        if t38 is None: t38 = Missing('p.dataset_weights')
+                    t33 = False
+                if (t33 if t33.__class__ is bool else _truth(t33)):
+                    t40 = t28
+                    if t40 is None: t40 = Missing('p')
+                    if t40.__class__ is dict and 'dataset_weights' in t40:
+                        t41 = t40['dataset_weights']
+                        if t41 is None: t41 = Missing('p.dataset_weights')
                     else:
-                        t38 = attr_value(t37, 'dataset_weights', 'p.dataset_weights')
-                    t39 = call_value(t24, F_type.fn, F_type.cost, True, [t38])
-                    t41 = ('table')
-                    if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
-                        t40 = t39 == t41
+                        t41 = attr_value(t40, 'dataset_weights', 'p.dataset_weights')
+                    t26.budget.left -= 1
+                    if t26.budget.left < 0: _charge(t26, 0)
+                    t42 = type_name(t41)
+                    t26.budget.mem -= len(t42)
+                    if t26.budget.mem < 0: _charge_mem(t26, 0)
+                    t44 = ('table')
+                    if t42.__class__ is str:
+                        t43 = t42 == t44
                     else:
-                        if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t24, t39, t41)
-                        t40 = _compare('==', t39, t41)
-                    t36 = (t40 if t40.__class__ is bool else _truth(t40))
+                        t43 = _compare('==', t42, t44)
+                    t39 = (t43 if t43.__class__ is bool else _truth(t43))
                 else:
-                    t36 = False
-                if (t36 if t36.__class__ is bool else _truth(t36)):
-                    t42 = t25
-                    if t42 is None: t42 = Missing('p')
-                    if t42.__class__ is dict and 'start_step' in t42:
-                        t43 = t42['start_step']
-                        if t43 is None: t43 = Missing('p.start_step')
+                    t39 = False
+                if (t39 if t39.__class__ is bool else _truth(t39)):
+                    t45 = t28
+                    if t45 is None: t45 = Missing('p')
+                    if t45.__class__ is dict and 'start_step' in t45:
+                        t46 = t45['start_step']
+                        if t46 is None: t46 = Missing('p.start_step')
                     else:
-                        t43 = attr_value(t42, 'start_step', 'p.start_step')
-                    t44 = t25
-                    if t44 is None: t44 = Missing('p')
-                    if t44.__class__ is dict and 'dataset_weights' in t44:
-                        t45 = t44['dataset_weights']
-                        if t45 is None: t45 = Missing('p.dataset_weights')
+                        t46 = attr_value(t45, 'start_step', 'p.start_step')
+                    t47 = t28
+                    if t47 is None: t47 = Missing('p')
+                    if t47.__class__ is dict and 'dataset_weights' in t47:
+                        t48 = t47['dataset_weights']
+                        if t48 is None: t48 = Missing('p.dataset_weights')
                     else:
-                        t45 = attr_value(t44, 'dataset_weights', 'p.dataset_weights')
-                    t46 = ('data.phases[')
-                    if t46 is None or t46.__class__ is Missing: _need(t46)
-                    t47 = t16
-                    if t47 is None: t47 = Missing('i')
-                    t48 = call_value(t24, F_str.fn, F_str.cost, True, [t47])
-                    if t48 is None or t48.__class__ is Missing: _need(t48)
-                    if t46.__class__ is int and t48.__class__ is int:
-                        t49 = t46 + t48
-                        if not -MAX_INT <= t49 <= MAX_INT: _check_value(t49)
-                    else:
-                        t49 = _binop('+', t46, t48, t24)
+                        t48 = attr_value(t47, 'dataset_weights', 'p.dataset_weights')
+                    t49 = ('data.phases[')
                     if t49 is None or t49.__class__ is Missing: _need(t49)
-                    t50 = ('].dataset_weights|data.phases[')
-                    if t50 is None or t50.__class__ is Missing: _need(t50)
-                    if t49.__class__ is int and t50.__class__ is int:
-                        t51 = t49 + t50
-                        if not -MAX_INT <= t51 <= MAX_INT: _check_value(t51)
-                    else:
-                        t51 = _binop('+', t49, t50, t24)
+                    t50 = t18
+                    if t50 is None: t50 = Missing('i')
+                    t51 = call_value(t26, F_str.fn, F_str.cost, True, [t50])
                     if t51 is None or t51.__class__ is Missing: _need(t51)
-                    t52 = t16
-                    if t52 is None: t52 = Missing('i')
-                    t53 = call_value(t24, F_str.fn, F_str.cost, True, [t52])
+                    if t49.__class__ is int and t51.__class__ is int:
+                        t52 = t49 + t51
+                        if not -MAX_INT <= t52 <= MAX_INT: _check_value(t52)
+                    else:
+                        t52 = _binop('+', t49, t51, t26)
+                    if t52 is None or t52.__class__ is Missing: _need(t52)
+                    t53 = ('].dataset_weights|data.phases[')
                     if t53 is None or t53.__class__ is Missing: _need(t53)
-                    if t51.__class__ is int and t53.__class__ is int:
-                        t54 = t51 + t53
+                    if t52.__class__ is int and t53.__class__ is int:
+                        t54 = t52 + t53
                         if not -MAX_INT <= t54 <= MAX_INT: _check_value(t54)
                     else:
-                        t54 = _binop('+', t51, t53, t24)
+                        t54 = _binop('+', t52, t53, t26)
                     if t54 is None or t54.__class__ is Missing: _need(t54)
-                    t55 = (']|data.phases')
-                    if t55 is None or t55.__class__ is Missing: _need(t55)
-                    if t54.__class__ is int and t55.__class__ is int:
-                        t56 = t54 + t55
-                        if not -MAX_INT <= t56 <= MAX_INT: _check_value(t56)
+                    t55 = t18
+                    if t55 is None: t55 = Missing('i')
+                    t56 = call_value(t26, F_str.fn, F_str.cost, True, [t55])
+                    if t56 is None or t56.__class__ is Missing: _need(t56)
+                    if t54.__class__ is int and t56.__class__ is int:
+                        t57 = t54 + t56
+                        if not -MAX_INT <= t57 <= MAX_INT: _check_value(t57)
                     else:
-                        t56 = _binop('+', t54, t55, t24)
-                    t57 = [t43, t45, t56]
-                    t8.append(t57)
-                    t24.budget.mem -= 1
-                    if t24.budget.mem < 0: _charge_mem(env, 0)
+                        t57 = _binop('+', t54, t56, t26)
+                    if t57 is None or t57.__class__ is Missing: _need(t57)
+                    t58 = (']|data.phases')
+                    if t58 is None or t58.__class__ is Missing: _need(t58)
+                    if t57.__class__ is int and t58.__class__ is int:
+                        t59 = t57 + t58
+                        if not -MAX_INT <= t59 <= MAX_INT: _check_value(t59)
+                    else:
+                        t59 = _binop('+', t57, t58, t26)
+                    t60 = [t46, t48, t59]
+                    t8.append(t60)
+                    t9.mem -= 1
+                    if t9.mem < 0: _charge_mem(env, 0)
                     if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t7 = t8
     else:
-        t58 = env.lookup('config')
-        if t58 is None: t58 = Missing('config')
-        if t58.__class__ is dict and 'data' in t58:
-            t59 = t58['data']
-            if t59 is None: t59 = Missing('config.data')
+        t61 = env.lookup('config')
+        if t61 is None: t61 = Missing('config')
+        if t61.__class__ is dict and 'data' in t61:
+            t62 = t61['data']
+            if t62 is None: t62 = Missing('config.data')
         else:
-            t59 = attr_value(t58, 'data', 'config.data')
-        if t59.__class__ is dict and 'anneal_start_step' in t59:
-            t60 = t59['anneal_start_step']
-            if t60 is None: t60 = Missing('config.data.anneal_start_step')
+            t62 = attr_value(t61, 'data', 'config.data')
+        if t62.__class__ is dict and 'anneal_start_step' in t62:
+            t63 = t62['anneal_start_step']
+            if t63 is None: t63 = Missing('config.data.anneal_start_step')
         else:
-            t60 = attr_value(t59, 'anneal_start_step', 'config.data.anneal_start_step')
-        t61 = call_value(env, F_type.fn, F_type.cost, True, [t60])
-        t63 = ('int')
-        if t61.__class__ is t63.__class__ and (t61.__class__ is int or t61.__class__ is str):
-            t62 = t61 == t63
+            t63 = attr_value(t62, 'anneal_start_step', 'config.data.anneal_start_step')
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t64 = type_name(t63)
+        env.budget.mem -= len(t64)
+        if env.budget.mem < 0: _charge_mem(env, 0)
+        t66 = ('int')
+        if t64.__class__ is str:
+            t65 = t64 == t66
         else:
-            if t63.__class__ is list or t63.__class__ is dict or t63.__class__ is str: _charge_operands(env, t61, t63)
-            t62 = _compare('==', t61, t63)
-        if (t62 if t62.__class__ is bool else _truth(t62)):
-            t65 = env.lookup('config')
-            if t65 is None: t65 = Missing('config')
-            if t65.__class__ is dict and 'data' in t65:
-                t66 = t65['data']
-                if t66 is None: t66 = Missing('config.data')
+            t65 = _compare('==', t64, t66)
+        if (t65 if t65.__class__ is bool else _truth(t65)):
+            t68 = env.lookup('config')
+            if t68 is None: t68 = Missing('config')
+            if t68.__class__ is dict and 'data' in t68:
+                t69 = t68['data']
+                if t69 is None: t69 = Missing('config.data')
             else:
-                t66 = attr_value(t65, 'data', 'config.data')
-            if t66.__class__ is dict and 'anneal_start_step' in t66:
-                t67 = t66['anneal_start_step']
-                if t67 is None: t67 = Missing('config.data.anneal_start_step')
+                t69 = attr_value(t68, 'data', 'config.data')
+            if t69.__class__ is dict and 'anneal_start_step' in t69:
+                t70 = t69['anneal_start_step']
+                if t70 is None: t70 = Missing('config.data.anneal_start_step')
             else:
-                t67 = attr_value(t66, 'anneal_start_step', 'config.data.anneal_start_step')
-            t69 = (0)
-            if t67.__class__ is t69.__class__ and (t67.__class__ is int or t67.__class__ is str):
-                t68 = t67 > t69
+                t70 = attr_value(t69, 'anneal_start_step', 'config.data.anneal_start_step')
+            t72 = (0)
+            if t70.__class__ is int:
+                t71 = t70 > t72
             else:
-                if t69.__class__ is list or t69.__class__ is dict or t69.__class__ is str: _charge_operands(env, t67, t69)
-                t68 = _compare('>', t67, t69)
-            t64 = (t68 if t68.__class__ is bool else _truth(t68))
+                t71 = _compare('>', t70, t72)
+            t67 = (t71 if t71.__class__ is bool else _truth(t71))
         else:
-            t64 = False
-        if (t64 if t64.__class__ is bool else _truth(t64)):
-            t71 = env.lookup('config')
-            if t71 is None: t71 = Missing('config')
-            if t71.__class__ is dict and 'data' in t71:
-                t72 = t71['data']
-                if t72 is None: t72 = Missing('config.data')
+            t67 = False
+        if (t67 if t67.__class__ is bool else _truth(t67)):
+            t74 = env.lookup('config')
+            if t74 is None: t74 = Missing('config')
+            if t74.__class__ is dict and 'data' in t74:
+                t75 = t74['data']
+                if t75 is None: t75 = Missing('config.data')
             else:
-                t72 = attr_value(t71, 'data', 'config.data')
-            if t72.__class__ is dict and 'anneal_weights' in t72:
-                t73 = t72['anneal_weights']
-                if t73 is None: t73 = Missing('config.data.anneal_weights')
+                t75 = attr_value(t74, 'data', 'config.data')
+            if t75.__class__ is dict and 'anneal_weights' in t75:
+                t76 = t75['anneal_weights']
+                if t76 is None: t76 = Missing('config.data.anneal_weights')
             else:
-                t73 = attr_value(t72, 'anneal_weights', 'config.data.anneal_weights')
-            t74 = call_value(env, F_type.fn, F_type.cost, True, [t73])
-            t76 = ('table')
-            if t74.__class__ is t76.__class__ and (t74.__class__ is int or t74.__class__ is str):
-                t75 = t74 == t76
+                t76 = attr_value(t75, 'anneal_weights', 'config.data.anneal_weights')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t77 = type_name(t76)
+            env.budget.mem -= len(t77)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t79 = ('table')
+            if t77.__class__ is str:
+                t78 = t77 == t79
             else:
-                if t76.__class__ is list or t76.__class__ is dict or t76.__class__ is str: _charge_operands(env, t74, t76)
-                t75 = _compare('==', t74, t76)
-            t70 = (t75 if t75.__class__ is bool else _truth(t75))
+                t78 = _compare('==', t77, t79)
+            t73 = (t78 if t78.__class__ is bool else _truth(t78))
         else:
-            t70 = False
-        if (t70 if t70.__class__ is bool else _truth(t70)):
-            t78 = env.lookup('config')
-            if t78 is None: t78 = Missing('config')
-            if t78.__class__ is dict and 'data' in t78:
-                t79 = t78['data']
-                if t79 is None: t79 = Missing('config.data')
+            t73 = False
+        if (t73 if t73.__class__ is bool else _truth(t73)):
+            t81 = env.lookup('config')
+            if t81 is None: t81 = Missing('config')
+            if t81.__class__ is dict and 'data' in t81:
+                t82 = t81['data']
+                if t82 is None: t82 = Missing('config.data')
             else:
-                t79 = attr_value(t78, 'data', 'config.data')
-            if t79.__class__ is dict and 'anneal_weights' in t79:
-                t80 = t79['anneal_weights']
-                if t80 is None: t80 = Missing('config.data.anneal_weights')
+                t82 = attr_value(t81, 'data', 'config.data')
+            if t82.__class__ is dict and 'anneal_weights' in t82:
+                t83 = t82['anneal_weights']
+                if t83 is None: t83 = Missing('config.data.anneal_weights')
             else:
-                t80 = attr_value(t79, 'anneal_weights', 'config.data.anneal_weights')
-            t81 = call_value(env, F_keys.fn, F_keys.cost, False, [t80])
-            t82 = call_value(env, F_len.fn, F_len.cost, False, [t81])
-            t84 = (0)
-            if t82.__class__ is t84.__class__ and (t82.__class__ is int or t82.__class__ is str):
-                t83 = t82 > t84
+                t83 = attr_value(t82, 'anneal_weights', 'config.data.anneal_weights')
+            t84 = call_value(env, F_keys.fn, F_keys.cost, False, [t83])
+            if t84.__class__ is list or t84.__class__ is str or t84.__class__ is dict:
+                t85 = len(t84)
+                env.budget.left -= t85 if t85 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
             else:
-                if t84.__class__ is list or t84.__class__ is dict or t84.__class__ is str: _charge_operands(env, t82, t84)
-                t83 = _compare('>', t82, t84)
-            t77 = (t83 if t83.__class__ is bool else _truth(t83))
+                t85 = call_value(env, F_len.fn, F_len.cost, False, [t84])
+            t87 = (0)
+            if t85.__class__ is int:
+                t86 = t85 > t87
+            else:
+                t86 = _compare('>', t85, t87)
+            t80 = (t86 if t86.__class__ is bool else _truth(t86))
         else:
-            t77 = False
-        if (t77 if t77.__class__ is bool else _truth(t77)):
-            t86 = env.lookup('config')
-            if t86 is None: t86 = Missing('config')
-            if t86.__class__ is dict and 'data' in t86:
-                t87 = t86['data']
-                if t87 is None: t87 = Missing('config.data')
-            else:
-                t87 = attr_value(t86, 'data', 'config.data')
-            if t87.__class__ is dict and 'anneal_start_step' in t87:
-                t88 = t87['anneal_start_step']
-                if t88 is None: t88 = Missing('config.data.anneal_start_step')
-            else:
-                t88 = attr_value(t87, 'anneal_start_step', 'config.data.anneal_start_step')
+            t80 = False
+        if (t80 if t80.__class__ is bool else _truth(t80)):
             t89 = env.lookup('config')
             if t89 is None: t89 = Missing('config')
             if t89.__class__ is dict and 'data' in t89:
@@ -5765,19 +5880,31 @@ def e128(env):
                 if t90 is None: t90 = Missing('config.data')
             else:
                 t90 = attr_value(t89, 'data', 'config.data')
-            if t90.__class__ is dict and 'anneal_weights' in t90:
-                t91 = t90['anneal_weights']
-                if t91 is None: t91 = Missing('config.data.anneal_weights')
+            if t90.__class__ is dict and 'anneal_start_step' in t90:
+                t91 = t90['anneal_start_step']
+                if t91 is None: t91 = Missing('config.data.anneal_start_step')
             else:
-                t91 = attr_value(t90, 'anneal_weights', 'config.data.anneal_weights')
-            t92 = ('data.anneal_weights|data.anneal_start_step')
-            t93 = [t88, t91, t92]
-            t94 = [t93]
-            t85 = t94
+                t91 = attr_value(t90, 'anneal_start_step', 'config.data.anneal_start_step')
+            t92 = env.lookup('config')
+            if t92 is None: t92 = Missing('config')
+            if t92.__class__ is dict and 'data' in t92:
+                t93 = t92['data']
+                if t93 is None: t93 = Missing('config.data')
+            else:
+                t93 = attr_value(t92, 'data', 'config.data')
+            if t93.__class__ is dict and 'anneal_weights' in t93:
+                t94 = t93['anneal_weights']
+                if t94 is None: t94 = Missing('config.data.anneal_weights')
+            else:
+                t94 = attr_value(t93, 'anneal_weights', 'config.data.anneal_weights')
+            t95 = ('data.anneal_weights|data.anneal_start_step')
+            t96 = [t91, t94, t95]
+            t97 = [t96]
+            t88 = t97
         else:
-            t95 = K38
-            t85 = t95
-        t7 = t85
+            t98 = K38
+            t88 = t98
+        t7 = t88
     return t7
 
 def e129(env):
@@ -5793,21 +5920,26 @@ def e129(env):
         if t3 is None: t3 = Missing('config.data.phases')
     else:
         t3 = attr_value(t2, 'phases', 'config.data.phases')
-    t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+    if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
+        t4 = len(t3)
+        env.budget.left -= t4 if t4 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 > t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('>', t4, t6)
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = ('the [[data.phases]] entry starting at step ')
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = env.lookup('item')
         if t9 is None: t9 = Missing('item')
-        t9 = _need(t9)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = (0)
-        t11 = index_value(t9, _need(t10), 'item')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = index_value(t9, t10, 'item')
         t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
         if t12 is None or t12.__class__ is Missing: _need(t12)
         if t8.__class__ is int and t12.__class__ is int:
@@ -5821,9 +5953,10 @@ def e129(env):
         if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = env.lookup('item')
         if t15 is None: t15 = Missing('item')
-        t15 = _need(t15)
+        if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = (0)
-        t17 = index_value(t15, _need(t16), 'item')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = index_value(t15, t16, 'item')
         t18 = call_value(env, F_str.fn, F_str.cost, True, [t17])
         if t18 is None or t18.__class__ is Missing: _need(t18)
         if t14.__class__ is int and t18.__class__ is int:
@@ -5851,9 +5984,10 @@ def e130(env):
 def e131(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t4 = (1)
     t5 = call_value(env, F_max.fn, F_max.cost, False, [t3, t4])
     t6 = ('step')
@@ -5862,30 +5996,35 @@ def e131(env):
 
 def e132(env):
     t1 = []
-    t3 = env.lookup('names')
-    if t3 is None: t3 = Missing('names')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 8)
-        t4.values['n'] = t5
-        t4.let_cache = None
-        t6 = t4.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        t6 = _need(t6)
-        t7 = (1)
-        t8 = index_value(t6, _need(t7), 'item')
-        t8 = _need(t8)
-        t9 = t5
-        if t9 is None: t9 = Missing('n')
-        t10 = index_value(t8, _need(t9), '?')
-        t11 = call_value(t4, F_str.fn, F_str.cost, True, [t10])
-        t1.append(t11)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+    t2 = env.budget
+    t4 = env.lookup('names')
+    if t4 is None: t4 = Missing('names')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t6['n'] = t7
+        t5.let_cache = None
+        t8 = t5.lookup('item')
+        if t8 is None: t8 = Missing('item')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (1)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'item')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = t7
+        if t11 is None: t11 = Missing('n')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = index_value(t10, t11, '?')
+        t13 = call_value(t5, F_str.fn, F_str.cost, True, [t12])
+        t1.append(t13)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t12
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t14
 
 def e133(env):
     t1 = env.lookup('framework')
@@ -5906,81 +6045,81 @@ def e133(env):
             if t7 is None: t7 = Missing('config.vlm')
         else:
             t7 = attr_value(t6, 'vlm', 'config.vlm')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('config')
-            if t11 is None: t11 = Missing('config')
-            if t11.__class__ is dict and 'vlm' in t11:
-                t12 = t11['vlm']
-                if t12 is None: t12 = Missing('config.vlm')
+            t10 = env.lookup('config')
+            if t10 is None: t10 = Missing('config')
+            if t10.__class__ is dict and 'vlm' in t10:
+                t11 = t10['vlm']
+                if t11 is None: t11 = Missing('config.vlm')
             else:
-                t12 = attr_value(t11, 'vlm', 'config.vlm')
-            if t12.__class__ is dict and 'module_patterns' in t12:
-                t13 = t12['module_patterns']
-                if t13 is None: t13 = Missing('config.vlm.module_patterns')
+                t11 = attr_value(t10, 'vlm', 'config.vlm')
+            if t11.__class__ is dict and 'module_patterns' in t11:
+                t12 = t11['module_patterns']
+                if t12 is None: t12 = Missing('config.vlm.module_patterns')
             else:
-                t13 = attr_value(t12, 'module_patterns', 'config.vlm.module_patterns')
-            t14 = call_value(env, F_type.fn, F_type.cost, True, [t13])
-            t16 = ('table')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t16
+                t12 = attr_value(t11, 'module_patterns', 'config.vlm.module_patterns')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t13 = type_name(t12)
+            env.budget.mem -= len(t13)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t15 = ('table')
+            if t13.__class__ is str:
+                t14 = t13 == t15
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('==', t14, t16)
-            t10 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = _compare('==', t13, t15)
+            t9 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t18 = env.lookup('config')
-            if t18 is None: t18 = Missing('config')
-            if t18.__class__ is dict and 'train' in t18:
-                t19 = t18['train']
-                if t19 is None: t19 = Missing('config.train')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t17 = env.lookup('config')
+            if t17 is None: t17 = Missing('config')
+            if t17.__class__ is dict and 'train' in t17:
+                t18 = t17['train']
+                if t18 is None: t18 = Missing('config.train')
             else:
-                t19 = attr_value(t18, 'train', 'config.train')
-            if t19.__class__ is dict and 'max_steps' in t19:
-                t20 = t19['max_steps']
-                if t20 is None: t20 = Missing('config.train.max_steps')
+                t18 = attr_value(t17, 'train', 'config.train')
+            if t18.__class__ is dict and 'max_steps' in t18:
+                t19 = t18['max_steps']
+                if t19 is None: t19 = Missing('config.train.max_steps')
             else:
-                t20 = attr_value(t19, 'max_steps', 'config.train.max_steps')
-            t21 = call_value(env, F_type.fn, F_type.cost, True, [t20])
-            t23 = ('int')
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
+                t19 = attr_value(t18, 'max_steps', 'config.train.max_steps')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t20 = type_name(t19)
+            env.budget.mem -= len(t20)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t22 = ('int')
+            if t20.__class__ is str:
+                t21 = t20 == t22
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('==', t21, t23)
-            t17 = (t22 if t22.__class__ is bool else _truth(t22))
+                t21 = _compare('==', t20, t22)
+            t16 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t25 = env.lookup('config')
-            if t25 is None: t25 = Missing('config')
-            if t25.__class__ is dict and 'train' in t25:
-                t26 = t25['train']
-                if t26 is None: t26 = Missing('config.train')
+            t16 = False
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t24 = env.lookup('config')
+            if t24 is None: t24 = Missing('config')
+            if t24.__class__ is dict and 'train' in t24:
+                t25 = t24['train']
+                if t25 is None: t25 = Missing('config.train')
             else:
-                t26 = attr_value(t25, 'train', 'config.train')
-            if t26.__class__ is dict and 'max_steps' in t26:
-                t27 = t26['max_steps']
-                if t27 is None: t27 = Missing('config.train.max_steps')
+                t25 = attr_value(t24, 'train', 'config.train')
+            if t25.__class__ is dict and 'max_steps' in t25:
+                t26 = t25['max_steps']
+                if t26 is None: t26 = Missing('config.train.max_steps')
             else:
-                t27 = attr_value(t26, 'max_steps', 'config.train.max_steps')
-            t29 = (1)
-            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                t28 = t27 >= t29
+                t26 = attr_value(t25, 'max_steps', 'config.train.max_steps')
+            t28 = (1)
+            if t26.__class__ is int:
+                t27 = t26 >= t28
             else:
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
-                t28 = _compare('>=', t27, t29)
-            t24 = (t28 if t28.__class__ is bool else _truth(t28))
+                t27 = _compare('>=', t26, t28)
+            t23 = (t27 if t27.__class__ is bool else _truth(t27))
         else:
-            t24 = False
-        t5 = (t24 if t24.__class__ is bool else _truth(t24))
+            t23 = False
+        t5 = (t23 if t23.__class__ is bool else _truth(t23))
     else:
         t5 = False
     return t5
@@ -5993,29 +6132,24 @@ def e134(env):
         if t2 is None: t2 = Missing('config.vlm')
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('base')
-        if t6 is None: t6 = Missing('base')
+        t5 = env.lookup('base')
+        if t5 is None: t5 = Missing('base')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('staged')
+        if t6 is None: t6 = Missing('staged')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('staged')
-        if t7 is None: t7 = Missing('staged')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t6.__class__ is int and t7.__class__ is int:
-            t8 = t6 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        if t5.__class__ is int and t6.__class__ is int:
+            t7 = t5 + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t8 = _binop('+', t6, t7, env)
-        t5 = t8
+            t7 = _binop('+', t5, t6, env)
+        t4 = t7
     else:
-        t9 = K40
-        t5 = t9
-    return t5
+        t8 = K40
+        t4 = t8
+    return t4
 
 def e135(env):
     t1 = env.lookup('config')
@@ -6046,95 +6180,107 @@ def e136(env):
         if t3 is None: t3 = Missing('config.vlm.freeze')
     else:
         t3 = attr_value(t2, 'freeze', 'config.vlm.freeze')
-    t4 = call_value(env, F_type.fn, F_type.cost, True, [t3])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t4 = type_name(t3)
+    env.budget.mem -= len(t4)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t6 = ('list')
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is str:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = []
-        t10 = env.lookup('config')
-        if t10 is None: t10 = Missing('config')
-        if t10.__class__ is dict and 'vlm' in t10:
-            t11 = t10['vlm']
-            if t11 is None: t11 = Missing('config.vlm')
+        t9 = env.budget
+        t11 = env.lookup('config')
+        if t11 is None: t11 = Missing('config')
+        if t11.__class__ is dict and 'vlm' in t11:
+            t12 = t11['vlm']
+            if t12 is None: t12 = Missing('config.vlm')
         else:
-            t11 = attr_value(t10, 'vlm', 'config.vlm')
-        if t11.__class__ is dict and 'freeze' in t11:
-            t12 = t11['freeze']
-            if t12 is None: t12 = Missing('config.vlm.freeze')
+            t12 = attr_value(t11, 'vlm', 'config.vlm')
+        if t12.__class__ is dict and 'freeze' in t12:
+            t13 = t12['freeze']
+            if t13 is None: t13 = Missing('config.vlm.freeze')
         else:
-            t12 = attr_value(t11, 'freeze', 'config.vlm.freeze')
-        t9 = loop_items(t12)
-        t13 = Env({}, None, env.budget, env)
-        for t14 in t9:
-            _charge(env, 25)
-            t13.values['s'] = t14
-            t13.let_cache = None
-            t15 = t14
-            if t15 is None: t15 = Missing('s')
-            t16 = call_value(t13, F_type.fn, F_type.cost, True, [t15])
-            t18 = ('table')
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 == t18
+            t13 = attr_value(t12, 'freeze', 'config.vlm.freeze')
+        t10 = loop_items(t13)
+        t14 = Env({}, None, t9, env)
+        t15 = t14.values
+        for t16 in t10:
+            t9.left -= 25
+            if t9.left < 0: _charge(env, 0)
+            t15['s'] = t16
+            t14.let_cache = None
+            t17 = t16
+            if t17 is None: t17 = Missing('s')
+            t14.budget.left -= 1
+            if t14.budget.left < 0: _charge(t14, 0)
+            t18 = type_name(t17)
+            t14.budget.mem -= len(t18)
+            if t14.budget.mem < 0: _charge_mem(t14, 0)
+            t20 = ('table')
+            if t18.__class__ is str:
+                t19 = t18 == t20
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t13, t16, t18)
-                t17 = _compare('==', t16, t18)
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t20 = t14
-                if t20 is None: t20 = Missing('s')
-                if t20.__class__ is dict and 'module' in t20:
-                    t21 = t20['module']
-                    if t21 is None: t21 = Missing('s.module')
-                else:
-                    t21 = attr_value(t20, 'module', 's.module')
-                t22 = call_value(t13, F_type.fn, F_type.cost, True, [t21])
-                t24 = ('string')
-                if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 == t24
-                else:
-                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t13, t22, t24)
-                    t23 = _compare('==', t22, t24)
-                t19 = (t23 if t23.__class__ is bool else _truth(t23))
-            else:
-                t19 = False
+                t19 = _compare('==', t18, t20)
             if (t19 if t19.__class__ is bool else _truth(t19)):
-                t26 = t14
-                if t26 is None: t26 = Missing('s')
-                if t26.__class__ is dict and 'module' in t26:
-                    t27 = t26['module']
-                    if t27 is None: t27 = Missing('s.module')
+                t22 = t16
+                if t22 is None: t22 = Missing('s')
+                if t22.__class__ is dict and 'module' in t22:
+                    t23 = t22['module']
+                    if t23 is None: t23 = Missing('s.module')
                 else:
-                    t27 = attr_value(t26, 'module', 's.module')
-                t29 = t13.lookup('aliases')
-                if t29 is None: t29 = Missing('aliases')
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t13, t27, t29)
-                t28 = _compare('not in', t27, t29)
-                t25 = (t28 if t28.__class__ is bool else _truth(t28))
+                    t23 = attr_value(t22, 'module', 's.module')
+                t14.budget.left -= 1
+                if t14.budget.left < 0: _charge(t14, 0)
+                t24 = type_name(t23)
+                t14.budget.mem -= len(t24)
+                if t14.budget.mem < 0: _charge_mem(t14, 0)
+                t26 = ('string')
+                if t24.__class__ is str:
+                    t25 = t24 == t26
+                else:
+                    t25 = _compare('==', t24, t26)
+                t21 = (t25 if t25.__class__ is bool else _truth(t25))
             else:
-                t25 = False
-            if (t25 if t25.__class__ is bool else _truth(t25)):
-                t30 = t14
-                if t30 is None: t30 = Missing('s')
-                if t30.__class__ is dict and 'module' in t30:
-                    t31 = t30['module']
-                    if t31 is None: t31 = Missing('s.module')
+                t21 = False
+            if (t21 if t21.__class__ is bool else _truth(t21)):
+                t28 = t16
+                if t28 is None: t28 = Missing('s')
+                if t28.__class__ is dict and 'module' in t28:
+                    t29 = t28['module']
+                    if t29 is None: t29 = Missing('s.module')
                 else:
-                    t31 = attr_value(t30, 'module', 's.module')
-                t32 = (0)
-                t33 = ('base')
-                t34 = ('vlm.freeze|vlm')
-                t35 = [t31, t32, t33, t34]
-                t8.append(t35)
-                t13.budget.mem -= 1
-                if t13.budget.mem < 0: _charge_mem(env, 0)
+                    t29 = attr_value(t28, 'module', 's.module')
+                t31 = t14.lookup('aliases')
+                if t31 is None: t31 = Missing('aliases')
+                if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t14, t29, t31)
+                t30 = _compare('not in', t29, t31)
+                t27 = (t30 if t30.__class__ is bool else _truth(t30))
+            else:
+                t27 = False
+            if (t27 if t27.__class__ is bool else _truth(t27)):
+                t32 = t16
+                if t32 is None: t32 = Missing('s')
+                if t32.__class__ is dict and 'module' in t32:
+                    t33 = t32['module']
+                    if t33 is None: t33 = Missing('s.module')
+                else:
+                    t33 = attr_value(t32, 'module', 's.module')
+                t34 = (0)
+                t35 = ('base')
+                t36 = ('vlm.freeze|vlm')
+                t37 = [t33, t34, t35, t36]
+                t8.append(t37)
+                t9.mem -= 1
+                if t9.mem < 0: _charge_mem(env, 0)
                 if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t7 = t8
     else:
-        t36 = K41
-        t7 = t36
+        t38 = K41
+        t7 = t38
     return t7
 
 def e137(env):
@@ -6150,228 +6296,254 @@ def e137(env):
         if t3 is None: t3 = Missing('config.vlm.freeze_schedule')
     else:
         t3 = attr_value(t2, 'freeze_schedule', 'config.vlm.freeze_schedule')
-    t4 = call_value(env, F_type.fn, F_type.cost, True, [t3])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t4 = type_name(t3)
+    env.budget.mem -= len(t4)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t6 = ('list')
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is str:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = []
-        t10 = env.lookup('config')
-        if t10 is None: t10 = Missing('config')
-        if t10.__class__ is dict and 'vlm' in t10:
-            t11 = t10['vlm']
-            if t11 is None: t11 = Missing('config.vlm')
+        t9 = env.budget
+        t11 = env.lookup('config')
+        if t11 is None: t11 = Missing('config')
+        if t11.__class__ is dict and 'vlm' in t11:
+            t12 = t11['vlm']
+            if t12 is None: t12 = Missing('config.vlm')
         else:
-            t11 = attr_value(t10, 'vlm', 'config.vlm')
-        if t11.__class__ is dict and 'freeze_schedule' in t11:
-            t12 = t11['freeze_schedule']
-            if t12 is None: t12 = Missing('config.vlm.freeze_schedule')
+            t12 = attr_value(t11, 'vlm', 'config.vlm')
+        if t12.__class__ is dict and 'freeze_schedule' in t12:
+            t13 = t12['freeze_schedule']
+            if t13 is None: t13 = Missing('config.vlm.freeze_schedule')
         else:
-            t12 = attr_value(t11, 'freeze_schedule', 'config.vlm.freeze_schedule')
-        t9 = loop_items(t12)
-        t13 = Env({}, None, env.budget, env)
-        for t14 in t9:
-            _charge(env, 28)
-            t13.values['st'] = t14
-            t13.let_cache = None
-            t15 = t14
-            if t15 is None: t15 = Missing('st')
-            t16 = call_value(t13, F_type.fn, F_type.cost, True, [t15])
-            t18 = ('table')
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 == t18
+            t13 = attr_value(t12, 'freeze_schedule', 'config.vlm.freeze_schedule')
+        t10 = loop_items(t13)
+        t14 = Env({}, None, t9, env)
+        t15 = t14.values
+        for t16 in t10:
+            t9.left -= 28
+            if t9.left < 0: _charge(env, 0)
+            t15['st'] = t16
+            t14.let_cache = None
+            t17 = t16
+            if t17 is None: t17 = Missing('st')
+            t14.budget.left -= 1
+            if t14.budget.left < 0: _charge(t14, 0)
+            t18 = type_name(t17)
+            t14.budget.mem -= len(t18)
+            if t14.budget.mem < 0: _charge_mem(t14, 0)
+            t20 = ('table')
+            if t18.__class__ is str:
+                t19 = t18 == t20
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t13, t16, t18)
-                t17 = _compare('==', t16, t18)
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t20 = t14
-                if t20 is None: t20 = Missing('st')
-                if t20.__class__ is dict and 'start_step' in t20:
-                    t21 = t20['start_step']
-                    if t21 is None: t21 = Missing('st.start_step')
-                else:
-                    t21 = attr_value(t20, 'start_step', 'st.start_step')
-                t22 = call_value(t13, F_type.fn, F_type.cost, True, [t21])
-                t24 = ('int')
-                if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 == t24
-                else:
-                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t13, t22, t24)
-                    t23 = _compare('==', t22, t24)
-                t19 = (t23 if t23.__class__ is bool else _truth(t23))
-            else:
-                t19 = False
+                t19 = _compare('==', t18, t20)
             if (t19 if t19.__class__ is bool else _truth(t19)):
-                t26 = t14
-                if t26 is None: t26 = Missing('st')
-                if t26.__class__ is dict and 'start_step' in t26:
-                    t27 = t26['start_step']
-                    if t27 is None: t27 = Missing('st.start_step')
+                t22 = t16
+                if t22 is None: t22 = Missing('st')
+                if t22.__class__ is dict and 'start_step' in t22:
+                    t23 = t22['start_step']
+                    if t23 is None: t23 = Missing('st.start_step')
                 else:
-                    t27 = attr_value(t26, 'start_step', 'st.start_step')
-                t29 = t13.lookup('config')
-                if t29 is None: t29 = Missing('config')
-                if t29.__class__ is dict and 'train' in t29:
-                    t30 = t29['train']
-                    if t30 is None: t30 = Missing('config.train')
+                    t23 = attr_value(t22, 'start_step', 'st.start_step')
+                t14.budget.left -= 1
+                if t14.budget.left < 0: _charge(t14, 0)
+                t24 = type_name(t23)
+                t14.budget.mem -= len(t24)
+                if t14.budget.mem < 0: _charge_mem(t14, 0)
+                t26 = ('int')
+                if t24.__class__ is str:
+                    t25 = t24 == t26
                 else:
-                    t30 = attr_value(t29, 'train', 'config.train')
-                if t30.__class__ is dict and 'max_steps' in t30:
-                    t31 = t30['max_steps']
-                    if t31 is None: t31 = Missing('config.train.max_steps')
-                else:
-                    t31 = attr_value(t30, 'max_steps', 'config.train.max_steps')
-                if t27.__class__ is t31.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                    t28 = t27 <= t31
-                else:
-                    if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t13, t27, t31)
-                    t28 = _compare('<=', t27, t31)
-                t25 = (t28 if t28.__class__ is bool else _truth(t28))
-            else:
-                t25 = False
-            if (t25 if t25.__class__ is bool else _truth(t25)):
-                t33 = t14
-                if t33 is None: t33 = Missing('st')
-                if t33.__class__ is dict and 'specs' in t33:
-                    t34 = t33['specs']
-                    if t34 is None: t34 = Missing('st.specs')
-                else:
-                    t34 = attr_value(t33, 'specs', 'st.specs')
-                t35 = call_value(t13, F_type.fn, F_type.cost, True, [t34])
-                t37 = ('list')
-                if t35.__class__ is t37.__class__ and (t35.__class__ is int or t35.__class__ is str):
-                    t36 = t35 == t37
-                else:
-                    if t37.__class__ is list or t37.__class__ is dict or t37.__class__ is str: _charge_operands(t13, t35, t37)
-                    t36 = _compare('==', t35, t37)
-                t32 = (t36 if t36.__class__ is bool else _truth(t36))
-            else:
-                t32 = False
-            if (t32 if t32.__class__ is bool else _truth(t32)):
-                t38 = t14
-                if t38 is None: t38 = Missing('st')
-                t8.append(t38)
-                t13.budget.mem -= 1
-                if t13.budget.mem < 0: _charge_mem(env, 0)
-                if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t7 = t8
-    else:
-        t39 = K42
-        t7 = t39
-    return t7
-
-def e138(env):
-    t1 = []
-    t3 = env.lookup('stages')
-    if t3 is None: t3 = Missing('stages')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 32)
-        t4.values['st'] = t5
-        t4.let_cache = None
-        t7 = t5
-        if t7 is None: t7 = Missing('st')
-        if t7.__class__ is dict and 'specs' in t7:
-            t8 = t7['specs']
-            if t8 is None: t8 = Missing('st.specs')
-        else:
-            t8 = attr_value(t7, 'specs', 'st.specs')
-        t6 = loop_items(t8)
-        t9 = Env({}, None, t4.budget, t4)
-        for t10 in t6:
-            _charge(env, 32)
-            t9.values['s'] = t10
-            t9.let_cache = None
-            t11 = t10
-            if t11 is None: t11 = Missing('s')
-            t12 = call_value(t9, F_type.fn, F_type.cost, True, [t11])
-            t14 = ('table')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 == t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t9, t12, t14)
-                t13 = _compare('==', t12, t14)
-            if (t13 if t13.__class__ is bool else _truth(t13)):
-                t16 = t10
-                if t16 is None: t16 = Missing('s')
-                if t16.__class__ is dict and 'module' in t16:
-                    t17 = t16['module']
-                    if t17 is None: t17 = Missing('s.module')
-                else:
-                    t17 = attr_value(t16, 'module', 's.module')
-                t18 = call_value(t9, F_type.fn, F_type.cost, True, [t17])
-                t20 = ('string')
-                if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                    t19 = t18 == t20
-                else:
-                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t9, t18, t20)
-                    t19 = _compare('==', t18, t20)
-                t15 = (t19 if t19.__class__ is bool else _truth(t19))
-            else:
-                t15 = False
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t22 = t10
-                if t22 is None: t22 = Missing('s')
-                if t22.__class__ is dict and 'module' in t22:
-                    t23 = t22['module']
-                    if t23 is None: t23 = Missing('s.module')
-                else:
-                    t23 = attr_value(t22, 'module', 's.module')
-                t25 = t9.lookup('aliases')
-                if t25 is None: t25 = Missing('aliases')
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t9, t23, t25)
-                t24 = _compare('not in', t23, t25)
-                t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                    t25 = _compare('==', t24, t26)
+                t21 = (t25 if t25.__class__ is bool else _truth(t25))
             else:
                 t21 = False
             if (t21 if t21.__class__ is bool else _truth(t21)):
-                t26 = t10
-                if t26 is None: t26 = Missing('s')
-                if t26.__class__ is dict and 'module' in t26:
-                    t27 = t26['module']
-                    if t27 is None: t27 = Missing('s.module')
-                else:
-                    t27 = attr_value(t26, 'module', 's.module')
-                t28 = t5
+                t28 = t16
                 if t28 is None: t28 = Missing('st')
                 if t28.__class__ is dict and 'start_step' in t28:
                     t29 = t28['start_step']
                     if t29 is None: t29 = Missing('st.start_step')
                 else:
                     t29 = attr_value(t28, 'start_step', 'st.start_step')
-                t30 = ('FreezeStage(start_step=')
-                if t30 is None or t30.__class__ is Missing: _need(t30)
-                t31 = t5
+                t31 = t14.lookup('config')
+                if t31 is None: t31 = Missing('config')
+                if t31.__class__ is dict and 'train' in t31:
+                    t32 = t31['train']
+                    if t32 is None: t32 = Missing('config.train')
+                else:
+                    t32 = attr_value(t31, 'train', 'config.train')
+                if t32.__class__ is dict and 'max_steps' in t32:
+                    t33 = t32['max_steps']
+                    if t33 is None: t33 = Missing('config.train.max_steps')
+                else:
+                    t33 = attr_value(t32, 'max_steps', 'config.train.max_steps')
+                if t29.__class__ is t33.__class__ and (t29.__class__ is int or t29.__class__ is str):
+                    t30 = t29 <= t33
+                else:
+                    if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(t14, t29, t33)
+                    t30 = _compare('<=', t29, t33)
+                t27 = (t30 if t30.__class__ is bool else _truth(t30))
+            else:
+                t27 = False
+            if (t27 if t27.__class__ is bool else _truth(t27)):
+                t35 = t16
+                if t35 is None: t35 = Missing('st')
+                if t35.__class__ is dict and 'specs' in t35:
+                    t36 = t35['specs']
+                    if t36 is None: t36 = Missing('st.specs')
+                else:
+                    t36 = attr_value(t35, 'specs', 'st.specs')
+                t14.budget.left -= 1
+                if t14.budget.left < 0: _charge(t14, 0)
+                t37 = type_name(t36)
+                t14.budget.mem -= len(t37)
+                if t14.budget.mem < 0: _charge_mem(t14, 0)
+                t39 = ('list')
+                if t37.__class__ is str:
+                    t38 = t37 == t39
+                else:
+                    t38 = _compare('==', t37, t39)
+                t34 = (t38 if t38.__class__ is bool else _truth(t38))
+            else:
+                t34 = False
+            if (t34 if t34.__class__ is bool else _truth(t34)):
+                t40 = t16
+                if t40 is None: t40 = Missing('st')
+                t8.append(t40)
+                t9.mem -= 1
+                if t9.mem < 0: _charge_mem(env, 0)
+                if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t7 = t8
+    else:
+        t41 = K42
+        t7 = t41
+    return t7
+
+def e138(env):
+    t1 = []
+    t2 = env.budget
+    t4 = env.lookup('stages')
+    if t4 is None: t4 = Missing('stages')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 32
+        if t2.left < 0: _charge(env, 0)
+        t6['st'] = t7
+        t5.let_cache = None
+        t9 = t7
+        if t9 is None: t9 = Missing('st')
+        if t9.__class__ is dict and 'specs' in t9:
+            t10 = t9['specs']
+            if t10 is None: t10 = Missing('st.specs')
+        else:
+            t10 = attr_value(t9, 'specs', 'st.specs')
+        t8 = loop_items(t10)
+        t11 = Env({}, None, t2, t5)
+        t12 = t11.values
+        for t13 in t8:
+            t2.left -= 32
+            if t2.left < 0: _charge(env, 0)
+            t12['s'] = t13
+            t11.let_cache = None
+            t14 = t13
+            if t14 is None: t14 = Missing('s')
+            t11.budget.left -= 1
+            if t11.budget.left < 0: _charge(t11, 0)
+            t15 = type_name(t14)
+            t11.budget.mem -= len(t15)
+            if t11.budget.mem < 0: _charge_mem(t11, 0)
+            t17 = ('table')
+            if t15.__class__ is str:
+                t16 = t15 == t17
+            else:
+                t16 = _compare('==', t15, t17)
+            if (t16 if t16.__class__ is bool else _truth(t16)):
+                t19 = t13
+                if t19 is None: t19 = Missing('s')
+                if t19.__class__ is dict and 'module' in t19:
+                    t20 = t19['module']
+                    if t20 is None: t20 = Missing('s.module')
+                else:
+                    t20 = attr_value(t19, 'module', 's.module')
+                t11.budget.left -= 1
+                if t11.budget.left < 0: _charge(t11, 0)
+                t21 = type_name(t20)
+                t11.budget.mem -= len(t21)
+                if t11.budget.mem < 0: _charge_mem(t11, 0)
+                t23 = ('string')
+                if t21.__class__ is str:
+                    t22 = t21 == t23
+                else:
+                    t22 = _compare('==', t21, t23)
+                t18 = (t22 if t22.__class__ is bool else _truth(t22))
+            else:
+                t18 = False
+            if (t18 if t18.__class__ is bool else _truth(t18)):
+                t25 = t13
+                if t25 is None: t25 = Missing('s')
+                if t25.__class__ is dict and 'module' in t25:
+                    t26 = t25['module']
+                    if t26 is None: t26 = Missing('s.module')
+                else:
+                    t26 = attr_value(t25, 'module', 's.module')
+                t28 = t11.lookup('aliases')
+                if t28 is None: t28 = Missing('aliases')
+                if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t11, t26, t28)
+                t27 = _compare('not in', t26, t28)
+                t24 = (t27 if t27.__class__ is bool else _truth(t27))
+            else:
+                t24 = False
+            if (t24 if t24.__class__ is bool else _truth(t24)):
+                t29 = t13
+                if t29 is None: t29 = Missing('s')
+                if t29.__class__ is dict and 'module' in t29:
+                    t30 = t29['module']
+                    if t30 is None: t30 = Missing('s.module')
+                else:
+                    t30 = attr_value(t29, 'module', 's.module')
+                t31 = t7
                 if t31 is None: t31 = Missing('st')
                 if t31.__class__ is dict and 'start_step' in t31:
                     t32 = t31['start_step']
                     if t32 is None: t32 = Missing('st.start_step')
                 else:
                     t32 = attr_value(t31, 'start_step', 'st.start_step')
-                t33 = call_value(t9, F_str.fn, F_str.cost, True, [t32])
+                t33 = ('FreezeStage(start_step=')
                 if t33 is None or t33.__class__ is Missing: _need(t33)
-                if t30.__class__ is int and t33.__class__ is int:
-                    t34 = t30 + t33
-                    if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+                t34 = t7
+                if t34 is None: t34 = Missing('st')
+                if t34.__class__ is dict and 'start_step' in t34:
+                    t35 = t34['start_step']
+                    if t35 is None: t35 = Missing('st.start_step')
                 else:
-                    t34 = _binop('+', t30, t33, t9)
-                if t34 is None or t34.__class__ is Missing: _need(t34)
-                t35 = (')')
-                if t35 is None or t35.__class__ is Missing: _need(t35)
-                if t34.__class__ is int and t35.__class__ is int:
-                    t36 = t34 + t35
-                    if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
+                    t35 = attr_value(t34, 'start_step', 'st.start_step')
+                t36 = call_value(t11, F_str.fn, F_str.cost, True, [t35])
+                if t36 is None or t36.__class__ is Missing: _need(t36)
+                if t33.__class__ is int and t36.__class__ is int:
+                    t37 = t33 + t36
+                    if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
                 else:
-                    t36 = _binop('+', t34, t35, t9)
-                t37 = ('vlm.freeze_schedule|vlm')
-                t38 = [t27, t29, t36, t37]
-                t1.append(t38)
-                t9.budget.mem -= 1
-                if t9.budget.mem < 0: _charge_mem(env, 0)
+                    t37 = _binop('+', t33, t36, t11)
+                if t37 is None or t37.__class__ is Missing: _need(t37)
+                t38 = (')')
+                if t38 is None or t38.__class__ is Missing: _need(t38)
+                if t37.__class__ is int and t38.__class__ is int:
+                    t39 = t37 + t38
+                    if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
+                else:
+                    t39 = _binop('+', t37, t38, t11)
+                t40 = ('vlm.freeze_schedule|vlm')
+                t41 = [t30, t32, t39, t40]
+                t1.append(t41)
+                t2.mem -= 1
+                if t2.mem < 0: _charge_mem(env, 0)
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -6379,67 +6551,70 @@ def e139(env):
     t1 = ('[')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = []
-    t4 = env.lookup('aliases')
-    if t4 is None: t4 = Missing('aliases')
-    t5 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
-    t3 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t3:
-        _charge(env, 8)
-        t6.values['a'] = t7
-        t6.let_cache = None
-        t8 = t6.lookup('q')
-        if t8 is None: t8 = Missing('q')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = t7
-        if t9 is None: t9 = Missing('a')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, t6)
+    t3 = env.budget
+    t5 = env.lookup('aliases')
+    if t5 is None: t5 = Missing('aliases')
+    t6 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t5])
+    t4 = loop_items(t6)
+    t7 = Env({}, None, t3, env)
+    t8 = t7.values
+    for t9 in t4:
+        t3.left -= 8
+        if t3.left < 0: _charge(env, 0)
+        t8['a'] = t9
+        t7.let_cache = None
+        t10 = t7.lookup('q')
+        if t10 is None: t10 = Missing('q')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t6.lookup('q')
-        if t11 is None: t11 = Missing('q')
+        t11 = t9
+        if t11 is None: t11 = Missing('a')
         if t11 is None or t11.__class__ is Missing: _need(t11)
         if t10.__class__ is int and t11.__class__ is int:
             t12 = t10 + t11
             if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t12 = _binop('+', t10, t11, t6)
-        t2.append(t12)
-        t6.budget.mem -= 1
-        if t6.budget.mem < 0: _charge_mem(env, 0)
+            t12 = _binop('+', t10, t11, t7)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = t7.lookup('q')
+        if t13 is None: t13 = Missing('q')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t12.__class__ is int and t13.__class__ is int:
+            t14 = t12 + t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        else:
+            t14 = _binop('+', t12, t13, t7)
+        t2.append(t14)
+        t3.mem -= 1
+        if t3.mem < 0: _charge_mem(env, 0)
         if len(t2) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t13 = call_value(env, F_join.fn, F_join.cost, False, [t2])
-    if t13 is None or t13.__class__ is Missing: _need(t13)
-    if t1.__class__ is int and t13.__class__ is int:
-        t14 = t1 + t13
-        if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-    else:
-        t14 = _binop('+', t1, t13, env)
-    if t14 is None or t14.__class__ is Missing: _need(t14)
-    t15 = (']')
+    t15 = call_value(env, F_join.fn, F_join.cost, False, [t2])
     if t15 is None or t15.__class__ is Missing: _need(t15)
-    if t14.__class__ is int and t15.__class__ is int:
-        t16 = t14 + t15
+    if t1.__class__ is int and t15.__class__ is int:
+        t16 = t1 + t15
         if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
     else:
-        t16 = _binop('+', t14, t15, env)
-    return t16
+        t16 = _binop('+', t1, t15, env)
+    if t16 is None or t16.__class__ is Missing: _need(t16)
+    t17 = (']')
+    if t17 is None or t17.__class__ is Missing: _need(t17)
+    if t16.__class__ is int and t17.__class__ is int:
+        t18 = t16 + t17
+        if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+    else:
+        t18 = _binop('+', t16, t17, env)
+    return t18
 
 def e140(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t5 = ('base')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = ('vlm.freeze')
@@ -6449,9 +6624,10 @@ def e140(env):
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = env.lookup('item')
         if t9 is None: t9 = Missing('item')
-        t9 = _need(t9)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = (1)
-        t11 = index_value(t9, _need(t10), 'item')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = index_value(t9, t10, 'item')
         t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
         if t12 is None or t12.__class__ is Missing: _need(t12)
         if t8.__class__ is int and t12.__class__ is int:
@@ -6475,9 +6651,10 @@ def e142(env):
 def e143(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (1)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t4 = (1)
     t5 = call_value(env, F_max.fn, F_max.cost, False, [t3, t4])
     return t5
@@ -6492,9 +6669,10 @@ def e144(env):
 def e145(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t5 = K43
     if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
     t4 = _compare('in', t3, t5)

@@ -6,9 +6,9 @@ from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 1149735595, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3541784848, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -84,10 +84,9 @@ def e0(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t1, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -113,12 +112,7 @@ def e1(env):
                 if t9 is None: t9 = Missing('megatron.model_size')
             else:
                 t9 = attr_value(t8, 'model_size', 'megatron.model_size')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 != t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('!=', t9, t11)
+            t10 = not (t9 is None or t9.__class__ is Missing)
             t7 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t7 = False
@@ -141,10 +135,9 @@ def e3(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('keys')
@@ -159,10 +152,9 @@ def e3(env):
         t7 = env.lookup('tp')
         if t7 is None: t7 = Missing('tp')
         t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 > t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('>', t7, t9)
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t11 = env.lookup('keys')
@@ -199,10 +191,9 @@ def e4(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t1, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -228,38 +219,32 @@ def e5(env):
                 if t9 is None: t9 = Missing('megatron.expert_size')
             else:
                 t9 = attr_value(t8, 'expert_size', 'megatron.expert_size')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 != t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('!=', t9, t11)
+            t10 = not (t9 is None or t9.__class__ is Missing)
             t7 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t7 = False
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t13 = env.lookup('world_size')
-            if t13 is None: t13 = Missing('world_size')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = env.lookup('megatron')
-            if t14 is None: t14 = Missing('megatron')
-            if t14.__class__ is dict and 'model_size' in t14:
-                t15 = t14['model_size']
-                if t15 is None: t15 = Missing('megatron.model_size')
+            t12 = env.lookup('world_size')
+            if t12 is None: t12 = Missing('world_size')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = env.lookup('megatron')
+            if t13 is None: t13 = Missing('megatron')
+            if t13.__class__ is dict and 'model_size' in t13:
+                t14 = t13['model_size']
+                if t14 is None: t14 = Missing('megatron.model_size')
             else:
-                t15 = attr_value(t14, 'model_size', 'megatron.model_size')
-            if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = _binop('%', t13, t15, env)
-            t18 = (0)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 == t18
+                t14 = attr_value(t13, 'model_size', 'megatron.model_size')
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = _binop('%', t12, t14, env)
+            t17 = (0)
+            if t15.__class__ is int:
+                t16 = t15 == t17
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('==', t16, t18)
-            t12 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('==', t15, t17)
+            t11 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+            t11 = False
+        t5 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
         t5 = False
     return t5
@@ -281,16 +266,14 @@ def e6(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('pp')
         if t7 is None: t7 = Missing('pp')
         t9 = (1)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is int:
             t8 = t7 > t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('>', t7, t9)
         t6 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -315,120 +298,116 @@ def e7(env):
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t1, t4, env)
     t7 = (0)
-    if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+    if t5.__class__ is int:
         t6 = t5 == t7
     else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
         t6 = _compare('==', t5, t7)
     if (t6 if t6.__class__ is bool else _truth(t6)):
         t9 = []
-        t11 = env.lookup('world_size')
-        if t11 is None: t11 = Missing('world_size')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('etp')
-        if t12 is None: t12 = Missing('etp')
+        t10 = env.budget
+        t12 = env.lookup('world_size')
+        if t12 is None: t12 = Missing('world_size')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('pp')
-        if t13 is None: t13 = Missing('pp')
+        t13 = env.lookup('etp')
+        if t13 is None: t13 = Missing('etp')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 * t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('*', t12, t13, env)
+        t14 = env.lookup('pp')
+        if t14 is None: t14 = Missing('pp')
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('//', t11, t14, env)
-        t16 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t15])
-        t10 = loop_items(t16)
-        t17 = Env({}, None, env.budget, env)
-        for t18 in t10:
-            _charge(env, 30)
-            t17.values['e'] = t18
-            t17.let_cache = None
-            t19 = t17.lookup('model')
-            if t19 is None: t19 = Missing('model')
-            if t19.__class__ is dict and 'num_experts' in t19:
-                t20 = t19['num_experts']
-                if t20 is None: t20 = Missing('model.num_experts')
+        if t13.__class__ is int and t14.__class__ is int:
+            t15 = t13 * t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('*', t13, t14, env)
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = _binop('//', t12, t15, env)
+        t17 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t16])
+        t11 = loop_items(t17)
+        t18 = Env({}, None, t10, env)
+        t19 = t18.values
+        for t20 in t11:
+            t10.left -= 30
+            if t10.left < 0: _charge(env, 0)
+            t19['e'] = t20
+            t18.let_cache = None
+            t21 = t18.lookup('model')
+            if t21 is None: t21 = Missing('model')
+            if t21.__class__ is dict and 'num_experts' in t21:
+                t22 = t21['num_experts']
+                if t22 is None: t22 = Missing('model.num_experts')
             else:
-                t20 = attr_value(t19, 'num_experts', 'model.num_experts')
-            t22 = (None)
-            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-                t21 = t20 == t22
-            else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t17, t20, t22)
-                t21 = _compare('==', t20, t22)
-            if not (t21 if t21.__class__ is bool else _truth(t21)):
-                t24 = t17.lookup('model')
-                if t24 is None: t24 = Missing('model')
-                if t24.__class__ is dict and 'num_experts' in t24:
-                    t25 = t24['num_experts']
-                    if t25 is None: t25 = Missing('model.num_experts')
+                t22 = attr_value(t21, 'num_experts', 'model.num_experts')
+            t23 = (t22 is None or t22.__class__ is Missing)
+            if not (t23 if t23.__class__ is bool else _truth(t23)):
+                t25 = t18.lookup('model')
+                if t25 is None: t25 = Missing('model')
+                if t25.__class__ is dict and 'num_experts' in t25:
+                    t26 = t25['num_experts']
+                    if t26 is None: t26 = Missing('model.num_experts')
                 else:
-                    t25 = attr_value(t24, 'num_experts', 'model.num_experts')
-                if t25 is None or t25.__class__ is Missing: _need(t25)
-                t26 = t18
-                if t26 is None: t26 = Missing('e')
+                    t26 = attr_value(t25, 'num_experts', 'model.num_experts')
                 if t26 is None or t26.__class__ is Missing: _need(t26)
-                t27 = _binop('%', t25, t26, t17)
-                t29 = (0)
-                if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
-                    t28 = t27 == t29
+                t27 = t20
+                if t27 is None: t27 = Missing('e')
+                if t27 is None or t27.__class__ is Missing: _need(t27)
+                t28 = _binop('%', t26, t27, t18)
+                t30 = (0)
+                if t28.__class__ is int:
+                    t29 = t28 == t30
                 else:
-                    if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t17, t27, t29)
-                    t28 = _compare('==', t27, t29)
-                t23 = (t28 if t28.__class__ is bool else _truth(t28))
+                    t29 = _compare('==', t28, t30)
+                t24 = (t29 if t29.__class__ is bool else _truth(t29))
             else:
-                t23 = True
-            if (t23 if t23.__class__ is bool else _truth(t23)):
-                t31 = t17.lookup('mapped')
-                if t31 is None: t31 = Missing('mapped')
-                t32 = not (t31 if t31.__class__ is bool else _truth(t31))
-                if not (t32 if t32.__class__ is bool else _truth(t32)):
-                    t34 = t17.lookup('etp')
-                    if t34 is None: t34 = Missing('etp')
-                    if t34 is None or t34.__class__ is Missing: _need(t34)
-                    t35 = t18
-                    if t35 is None: t35 = Missing('e')
+                t24 = True
+            if (t24 if t24.__class__ is bool else _truth(t24)):
+                t32 = t18.lookup('mapped')
+                if t32 is None: t32 = Missing('mapped')
+                t33 = not (t32 if t32.__class__ is bool else _truth(t32))
+                if not (t33 if t33.__class__ is bool else _truth(t33)):
+                    t35 = t18.lookup('etp')
+                    if t35 is None: t35 = Missing('etp')
                     if t35 is None or t35.__class__ is Missing: _need(t35)
-                    if t34.__class__ is int and t35.__class__ is int:
-                        t36 = t34 * t35
-                        if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
+                    t36 = t20
+                    if t36 is None: t36 = Missing('e')
+                    if t36 is None or t36.__class__ is Missing: _need(t36)
+                    if t35.__class__ is int and t36.__class__ is int:
+                        t37 = t35 * t36
+                        if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
                     else:
-                        t36 = _binop('*', t34, t35, t17)
-                    t38 = t17.lookup('tp')
-                    if t38 is None: t38 = Missing('tp')
-                    if t38 is None or t38.__class__ is Missing: _need(t38)
-                    t39 = t17.lookup('cp')
-                    if t39 is None: t39 = Missing('cp')
+                        t37 = _binop('*', t35, t36, t18)
+                    t39 = t18.lookup('tp')
+                    if t39 is None: t39 = Missing('tp')
                     if t39 is None or t39.__class__ is Missing: _need(t39)
-                    if t38.__class__ is int and t39.__class__ is int:
-                        t40 = t38 * t39
-                        if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
+                    t40 = t18.lookup('cp')
+                    if t40 is None: t40 = Missing('cp')
+                    if t40 is None or t40.__class__ is Missing: _need(t40)
+                    if t39.__class__ is int and t40.__class__ is int:
+                        t41 = t39 * t40
+                        if not -MAX_INT <= t41 <= MAX_INT: _check_value(t41)
                     else:
-                        t40 = _binop('*', t38, t39, t17)
-                    if t36.__class__ is t40.__class__ and (t36.__class__ is int or t36.__class__ is str):
-                        t37 = t36 == t40
+                        t41 = _binop('*', t39, t40, t18)
+                    if t37.__class__ is t41.__class__ and (t37.__class__ is int or t37.__class__ is str):
+                        t38 = t37 == t41
                     else:
-                        if t40.__class__ is list or t40.__class__ is dict or t40.__class__ is str: _charge_operands(t17, t36, t40)
-                        t37 = _compare('==', t36, t40)
-                    t33 = (t37 if t37.__class__ is bool else _truth(t37))
+                        if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t18, t37, t41)
+                        t38 = _compare('==', t37, t41)
+                    t34 = (t38 if t38.__class__ is bool else _truth(t38))
                 else:
-                    t33 = True
-                t30 = (t33 if t33.__class__ is bool else _truth(t33))
+                    t34 = True
+                t31 = (t34 if t34.__class__ is bool else _truth(t34))
             else:
-                t30 = False
-            if (t30 if t30.__class__ is bool else _truth(t30)):
-                t41 = t18
-                if t41 is None: t41 = Missing('e')
-                t9.append(t41)
-                t17.budget.mem -= 1
-                if t17.budget.mem < 0: _charge_mem(env, 0)
+                t31 = False
+            if (t31 if t31.__class__ is bool else _truth(t31)):
+                t42 = t20
+                if t42 is None: t42 = Missing('e')
+                t9.append(t42)
+                t10.mem -= 1
+                if t10.mem < 0: _charge_mem(env, 0)
                 if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t8 = t9
     else:
-        t42 = K2
-        t8 = t42
+        t43 = K2
+        t8 = t43
     return t8
 
 def e8(env):
@@ -449,81 +428,83 @@ def e8(env):
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t1, t4, env)
     t7 = (0)
-    if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+    if t5.__class__ is int:
         t6 = t5 == t7
     else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
         t6 = _compare('==', t5, t7)
     if (t6 if t6.__class__ is bool else _truth(t6)):
         t9 = []
-        t11 = env.lookup('world_size')
-        if t11 is None: t11 = Missing('world_size')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('ep')
-        if t12 is None: t12 = Missing('ep')
+        t10 = env.budget
+        t12 = env.lookup('world_size')
+        if t12 is None: t12 = Missing('world_size')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('pp')
-        if t13 is None: t13 = Missing('pp')
+        t13 = env.lookup('ep')
+        if t13 is None: t13 = Missing('ep')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 * t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('*', t12, t13, env)
+        t14 = env.lookup('pp')
+        if t14 is None: t14 = Missing('pp')
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = _binop('//', t11, t14, env)
-        t16 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t15])
-        t10 = loop_items(t16)
-        t17 = Env({}, None, env.budget, env)
-        for t18 in t10:
-            _charge(env, 18)
-            t17.values['e'] = t18
-            t17.let_cache = None
-            t19 = t17.lookup('mapped')
-            if t19 is None: t19 = Missing('mapped')
-            t20 = not (t19 if t19.__class__ is bool else _truth(t19))
-            if not (t20 if t20.__class__ is bool else _truth(t20)):
-                t22 = t18
-                if t22 is None: t22 = Missing('e')
-                if t22 is None or t22.__class__ is Missing: _need(t22)
-                t23 = t17.lookup('ep')
-                if t23 is None: t23 = Missing('ep')
-                if t23 is None or t23.__class__ is Missing: _need(t23)
-                if t22.__class__ is int and t23.__class__ is int:
-                    t24 = t22 * t23
-                    if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+        if t13.__class__ is int and t14.__class__ is int:
+            t15 = t13 * t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('*', t13, t14, env)
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = _binop('//', t12, t15, env)
+        t17 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t16])
+        t11 = loop_items(t17)
+        t18 = Env({}, None, t10, env)
+        t19 = t18.values
+        for t20 in t11:
+            t10.left -= 18
+            if t10.left < 0: _charge(env, 0)
+            t19['e'] = t20
+            t18.let_cache = None
+            t21 = t18.lookup('mapped')
+            if t21 is None: t21 = Missing('mapped')
+            t22 = not (t21 if t21.__class__ is bool else _truth(t21))
+            if not (t22 if t22.__class__ is bool else _truth(t22)):
+                t24 = t20
+                if t24 is None: t24 = Missing('e')
+                if t24 is None or t24.__class__ is Missing: _need(t24)
+                t25 = t18.lookup('ep')
+                if t25 is None: t25 = Missing('ep')
+                if t25 is None or t25.__class__ is Missing: _need(t25)
+                if t24.__class__ is int and t25.__class__ is int:
+                    t26 = t24 * t25
+                    if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
                 else:
-                    t24 = _binop('*', t22, t23, t17)
-                t26 = t17.lookup('tp')
-                if t26 is None: t26 = Missing('tp')
-                if t26 is None or t26.__class__ is Missing: _need(t26)
-                t27 = t17.lookup('cp')
-                if t27 is None: t27 = Missing('cp')
-                if t27 is None or t27.__class__ is Missing: _need(t27)
-                if t26.__class__ is int and t27.__class__ is int:
-                    t28 = t26 * t27
-                    if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
+                    t26 = _binop('*', t24, t25, t18)
+                t28 = t18.lookup('tp')
+                if t28 is None: t28 = Missing('tp')
+                if t28 is None or t28.__class__ is Missing: _need(t28)
+                t29 = t18.lookup('cp')
+                if t29 is None: t29 = Missing('cp')
+                if t29 is None or t29.__class__ is Missing: _need(t29)
+                if t28.__class__ is int and t29.__class__ is int:
+                    t30 = t28 * t29
+                    if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
                 else:
-                    t28 = _binop('*', t26, t27, t17)
-                if t24.__class__ is t28.__class__ and (t24.__class__ is int or t24.__class__ is str):
-                    t25 = t24 == t28
+                    t30 = _binop('*', t28, t29, t18)
+                if t26.__class__ is t30.__class__ and (t26.__class__ is int or t26.__class__ is str):
+                    t27 = t26 == t30
                 else:
-                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t17, t24, t28)
-                    t25 = _compare('==', t24, t28)
-                t21 = (t25 if t25.__class__ is bool else _truth(t25))
+                    if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t18, t26, t30)
+                    t27 = _compare('==', t26, t30)
+                t23 = (t27 if t27.__class__ is bool else _truth(t27))
             else:
-                t21 = True
-            if (t21 if t21.__class__ is bool else _truth(t21)):
-                t29 = t18
-                if t29 is None: t29 = Missing('e')
-                t9.append(t29)
-                t17.budget.mem -= 1
-                if t17.budget.mem < 0: _charge_mem(env, 0)
+                t23 = True
+            if (t23 if t23.__class__ is bool else _truth(t23)):
+                t31 = t20
+                if t31 is None: t31 = Missing('e')
+                t9.append(t31)
+                t10.mem -= 1
+                if t10.mem < 0: _charge_mem(env, 0)
                 if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t8 = t9
     else:
-        t30 = K3
-        t8 = t30
+        t32 = K3
+        t8 = t32
     return t8
 
 def e9(env):
@@ -558,10 +539,9 @@ def e11(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('keys')
@@ -586,12 +566,16 @@ def e11(env):
 def e12(env):
     t1 = env.lookup('eps')
     if t1 is None: t1 = Missing('eps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('ep in ')
@@ -645,98 +629,97 @@ def e12(env):
             if t20 is None: t20 = Missing('model.num_experts')
         else:
             t20 = attr_value(t19, 'num_experts', 'model.num_experts')
-        t22 = (None)
-        if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-            t21 = t20 != t22
-        else:
-            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
-            t21 = _compare('!=', t20, t22)
+        t21 = not (t20 is None or t20.__class__ is Missing)
         if (t21 if t21.__class__ is bool else _truth(t21)):
-            t24 = (' and the ')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = env.lookup('model')
-            if t25 is None: t25 = Missing('model')
-            if t25.__class__ is dict and 'num_experts' in t25:
-                t26 = t25['num_experts']
-                if t26 is None: t26 = Missing('model.num_experts')
+            t23 = (' and the ')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = env.lookup('model')
+            if t24 is None: t24 = Missing('model')
+            if t24.__class__ is dict and 'num_experts' in t24:
+                t25 = t24['num_experts']
+                if t25 is None: t25 = Missing('model.num_experts')
             else:
-                t26 = attr_value(t25, 'num_experts', 'model.num_experts')
-            t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
+                t25 = attr_value(t24, 'num_experts', 'model.num_experts')
+            t26 = call_value(env, F_str.fn, F_str.cost, True, [t25])
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            if t23.__class__ is int and t26.__class__ is int:
+                t27 = t23 + t26
+                if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
+            else:
+                t27 = _binop('+', t23, t26, env)
             if t27 is None or t27.__class__ is Missing: _need(t27)
-            if t24.__class__ is int and t27.__class__ is int:
-                t28 = t24 + t27
-                if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
-            else:
-                t28 = _binop('+', t24, t27, env)
+            t28 = (' experts')
             if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = (' experts')
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            if t28.__class__ is int and t29.__class__ is int:
-                t30 = t28 + t29
-                if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+            if t27.__class__ is int and t28.__class__ is int:
+                t29 = t27 + t28
+                if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
             else:
-                t30 = _binop('+', t28, t29, env)
-            t23 = t30
+                t29 = _binop('+', t27, t28, env)
+            t22 = t29
         else:
-            t31 = ('')
-            t23 = t31
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t18.__class__ is int and t23.__class__ is int:
-            t32 = t18 + t23
-            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
+            t30 = ('')
+            t22 = t30
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t18.__class__ is int and t22.__class__ is int:
+            t31 = t18 + t22
+            if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
         else:
-            t32 = _binop('+', t18, t23, env)
+            t31 = _binop('+', t18, t22, env)
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        t32 = (')')
         if t32 is None or t32.__class__ is Missing: _need(t32)
-        t33 = (')')
-        if t33 is None or t33.__class__ is Missing: _need(t33)
-        if t32.__class__ is int and t33.__class__ is int:
-            t34 = t32 + t33
-            if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+        if t31.__class__ is int and t32.__class__ is int:
+            t33 = t31 + t32
+            if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
         else:
-            t34 = _binop('+', t32, t33, env)
-        t5 = t34
+            t33 = _binop('+', t31, t32, env)
+        t5 = t33
     else:
-        t35 = ('no ep does with etp = ')
-        if t35 is None or t35.__class__ is Missing: _need(t35)
-        t36 = env.lookup('etp')
-        if t36 is None: t36 = Missing('etp')
-        t37 = call_value(env, F_str.fn, F_str.cost, True, [t36])
+        t34 = ('no ep does with etp = ')
+        if t34 is None or t34.__class__ is Missing: _need(t34)
+        t35 = env.lookup('etp')
+        if t35 is None: t35 = Missing('etp')
+        t36 = call_value(env, F_str.fn, F_str.cost, True, [t35])
+        if t36 is None or t36.__class__ is Missing: _need(t36)
+        if t34.__class__ is int and t36.__class__ is int:
+            t37 = t34 + t36
+            if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
+        else:
+            t37 = _binop('+', t34, t36, env)
         if t37 is None or t37.__class__ is Missing: _need(t37)
-        if t35.__class__ is int and t37.__class__ is int:
-            t38 = t35 + t37
-            if not -MAX_INT <= t38 <= MAX_INT: _check_value(t38)
-        else:
-            t38 = _binop('+', t35, t37, env)
+        t38 = (' and pp = ')
         if t38 is None or t38.__class__ is Missing: _need(t38)
-        t39 = (' and pp = ')
+        if t37.__class__ is int and t38.__class__ is int:
+            t39 = t37 + t38
+            if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
+        else:
+            t39 = _binop('+', t37, t38, env)
         if t39 is None or t39.__class__ is Missing: _need(t39)
-        if t38.__class__ is int and t39.__class__ is int:
-            t40 = t38 + t39
-            if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
+        t40 = env.lookup('pp')
+        if t40 is None: t40 = Missing('pp')
+        t41 = call_value(env, F_str.fn, F_str.cost, True, [t40])
+        if t41 is None or t41.__class__ is Missing: _need(t41)
+        if t39.__class__ is int and t41.__class__ is int:
+            t42 = t39 + t41
+            if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
         else:
-            t40 = _binop('+', t38, t39, env)
-        if t40 is None or t40.__class__ is Missing: _need(t40)
-        t41 = env.lookup('pp')
-        if t41 is None: t41 = Missing('pp')
-        t42 = call_value(env, F_str.fn, F_str.cost, True, [t41])
-        if t42 is None or t42.__class__ is Missing: _need(t42)
-        if t40.__class__ is int and t42.__class__ is int:
-            t43 = t40 + t42
-            if not -MAX_INT <= t43 <= MAX_INT: _check_value(t43)
-        else:
-            t43 = _binop('+', t40, t42, env)
-        t5 = t43
+            t42 = _binop('+', t39, t41, env)
+        t5 = t42
     return t5
 
 def e13(env):
     t1 = env.lookup('etps')
     if t1 is None: t1 = Missing('etps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = (', or etp in ')
@@ -937,42 +920,31 @@ def e18(env):
             if t7 is None: t7 = Missing('megatron.order')
         else:
             t7 = attr_value(t6, 'order', 'megatron.order')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('megatron')
-            if t11 is None: t11 = Missing('megatron')
-            if t11.__class__ is dict and 'edp' in t11:
-                t12 = t11['edp']
-                if t12 is None: t12 = Missing('megatron.edp')
+            t10 = env.lookup('megatron')
+            if t10 is None: t10 = Missing('megatron')
+            if t10.__class__ is dict and 'edp' in t10:
+                t11 = t10['edp']
+                if t11 is None: t11 = Missing('megatron.edp')
             else:
-                t12 = attr_value(t11, 'edp', 'megatron.edp')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'edp', 'megatron.edp')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('pp')
-            if t16 is None: t16 = Missing('pp')
-            t18 = (1)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 > t18
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t14 = env.lookup('pp')
+            if t14 is None: t14 = Missing('pp')
+            t16 = (1)
+            if t14.__class__ is int:
+                t15 = t14 > t16
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('>', t16, t18)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+                t15 = _compare('>', t14, t16)
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
         t5 = False
     return t5
@@ -1029,12 +1001,7 @@ def e23(env):
         if t2 is None: t2 = Missing('megatron.split_error')
     else:
         t2 = attr_value(t1, 'split_error', 'megatron.split_error')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e24(env):
@@ -1061,12 +1028,7 @@ def e24(env):
             if t8 is None: t8 = Missing('megatron.args.num_layers')
         else:
             t8 = attr_value(t7, 'num_layers', 'megatron.args.num_layers')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -1080,42 +1042,37 @@ def e25(env):
         if t2 is None: t2 = Missing('megatron.vp')
     else:
         t2 = attr_value(t1, 'vp', 'megatron.vp')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' with ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('megatron')
-        if t7 is None: t7 = Missing('megatron')
-        if t7.__class__ is dict and 'vp' in t7:
-            t8 = t7['vp']
-            if t8 is None: t8 = Missing('megatron.vp')
+        t5 = (' with ')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('megatron')
+        if t6 is None: t6 = Missing('megatron')
+        if t6.__class__ is dict and 'vp' in t6:
+            t7 = t6['vp']
+            if t7 is None: t7 = Missing('megatron.vp')
         else:
-            t8 = attr_value(t7, 'vp', 'megatron.vp')
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
+            t7 = attr_value(t6, 'vp', 'megatron.vp')
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t5.__class__ is int and t8.__class__ is int:
+            t9 = t5 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t5, t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t6.__class__ is int and t9.__class__ is int:
-            t10 = t6 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t6, t9, env)
+        t10 = (' virtual stages per rank')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' virtual stages per rank')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t12 = _binop('+', t10, t11, env)
-        t5 = t12
+            t11 = _binop('+', t9, t10, env)
+        t4 = t11
     else:
-        t13 = ('')
-        t5 = t13
-    return t5
+        t12 = ('')
+        t4 = t12
+    return t4
 
 def e26(env):
     t1 = env.lookup('megatron')
@@ -1155,12 +1112,16 @@ def e29(env):
         if t2 is None: t2 = Missing('megatron.split_pps')
     else:
         t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
-    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
+        t3 = len(t2)
+        env.budget.left -= t3 if t3 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 > t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('>', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = (': pp in ')
@@ -1217,7 +1178,6 @@ def e30(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = ('model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage')
@@ -1323,10 +1283,9 @@ def e31(env):
         if t22 is None or t22.__class__ is Missing: _need(t22)
         t23 = _binop('%', t16, t22, env)
         t25 = (0)
-        if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+        if t23.__class__ is int:
             t24 = t23 == t25
         else:
-            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
             t24 = _compare('==', t23, t25)
         t3 = t24
     return t3
@@ -1350,101 +1309,80 @@ def e32(env):
             if t7 is None: t7 = Missing('megatron.dp')
         else:
             t7 = attr_value(t6, 'dp', 'megatron.dp')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('megatron')
-            if t11 is None: t11 = Missing('megatron')
-            if t11.__class__ is dict and 'args' in t11:
-                t12 = t11['args']
-                if t12 is None: t12 = Missing('megatron.args')
+            t10 = env.lookup('megatron')
+            if t10 is None: t10 = Missing('megatron')
+            if t10.__class__ is dict and 'args' in t10:
+                t11 = t10['args']
+                if t11 is None: t11 = Missing('megatron.args')
             else:
-                t12 = attr_value(t11, 'args', 'megatron.args')
-            if t12.__class__ is dict and 'micro_batch_size' in t12:
-                t13 = t12['micro_batch_size']
-                if t13 is None: t13 = Missing('megatron.args.micro_batch_size')
+                t11 = attr_value(t10, 'args', 'megatron.args')
+            if t11.__class__ is dict and 'micro_batch_size' in t11:
+                t12 = t11['micro_batch_size']
+                if t12 is None: t12 = Missing('megatron.args.micro_batch_size')
             else:
-                t13 = attr_value(t12, 'micro_batch_size', 'megatron.args.micro_batch_size')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
-            t10 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = attr_value(t11, 'micro_batch_size', 'megatron.args.micro_batch_size')
+            t13 = not (t12 is None or t12.__class__ is Missing)
+            t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t17 = env.lookup('megatron')
-            if t17 is None: t17 = Missing('megatron')
-            if t17.__class__ is dict and 'args' in t17:
-                t18 = t17['args']
-                if t18 is None: t18 = Missing('megatron.args')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t15 = env.lookup('megatron')
+            if t15 is None: t15 = Missing('megatron')
+            if t15.__class__ is dict and 'args' in t15:
+                t16 = t15['args']
+                if t16 is None: t16 = Missing('megatron.args')
             else:
-                t18 = attr_value(t17, 'args', 'megatron.args')
-            if t18.__class__ is dict and 'global_batch_size' in t18:
-                t19 = t18['global_batch_size']
-                if t19 is None: t19 = Missing('megatron.args.global_batch_size')
+                t16 = attr_value(t15, 'args', 'megatron.args')
+            if t16.__class__ is dict and 'global_batch_size' in t16:
+                t17 = t16['global_batch_size']
+                if t17 is None: t17 = Missing('megatron.args.global_batch_size')
             else:
-                t19 = attr_value(t18, 'global_batch_size', 'megatron.args.global_batch_size')
-            t21 = (None)
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 != t21
-            else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
-                t20 = _compare('!=', t19, t21)
-            t16 = (t20 if t20.__class__ is bool else _truth(t20))
+                t17 = attr_value(t16, 'global_batch_size', 'megatron.args.global_batch_size')
+            t18 = not (t17 is None or t17.__class__ is Missing)
+            t14 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t23 = env.lookup('megatron')
-            if t23 is None: t23 = Missing('megatron')
-            if t23.__class__ is dict and 'args' in t23:
-                t24 = t23['args']
-                if t24 is None: t24 = Missing('megatron.args')
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t20 = env.lookup('megatron')
+            if t20 is None: t20 = Missing('megatron')
+            if t20.__class__ is dict and 'args' in t20:
+                t21 = t20['args']
+                if t21 is None: t21 = Missing('megatron.args')
             else:
-                t24 = attr_value(t23, 'args', 'megatron.args')
-            if t24.__class__ is dict and 'rampup_batch_size' in t24:
-                t25 = t24['rampup_batch_size']
-                if t25 is None: t25 = Missing('megatron.args.rampup_batch_size')
+                t21 = attr_value(t20, 'args', 'megatron.args')
+            if t21.__class__ is dict and 'rampup_batch_size' in t21:
+                t22 = t21['rampup_batch_size']
+                if t22 is None: t22 = Missing('megatron.args.rampup_batch_size')
             else:
-                t25 = attr_value(t24, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
-            t27 = (None)
-            if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-                t26 = t25 == t27
-            else:
-                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
-                t26 = _compare('==', t25, t27)
-            t22 = (t26 if t26.__class__ is bool else _truth(t26))
+                t22 = attr_value(t21, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
+            t23 = (t22 is None or t22.__class__ is Missing)
+            t19 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t22 = False
-        if (t22 if t22.__class__ is bool else _truth(t22)):
-            t29 = env.lookup('megatron')
-            if t29 is None: t29 = Missing('megatron')
-            if t29.__class__ is dict and 'args' in t29:
-                t30 = t29['args']
-                if t30 is None: t30 = Missing('megatron.args')
+            t19 = False
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t25 = env.lookup('megatron')
+            if t25 is None: t25 = Missing('megatron')
+            if t25.__class__ is dict and 'args' in t25:
+                t26 = t25['args']
+                if t26 is None: t26 = Missing('megatron.args')
             else:
-                t30 = attr_value(t29, 'args', 'megatron.args')
-            if t30.__class__ is dict and 'micro_batch_size' in t30:
-                t31 = t30['micro_batch_size']
-                if t31 is None: t31 = Missing('megatron.args.micro_batch_size')
+                t26 = attr_value(t25, 'args', 'megatron.args')
+            if t26.__class__ is dict and 'micro_batch_size' in t26:
+                t27 = t26['micro_batch_size']
+                if t27 is None: t27 = Missing('megatron.args.micro_batch_size')
             else:
-                t31 = attr_value(t30, 'micro_batch_size', 'megatron.args.micro_batch_size')
-            t33 = (0)
-            if t31.__class__ is t33.__class__ and (t31.__class__ is int or t31.__class__ is str):
-                t32 = t31 > t33
+                t27 = attr_value(t26, 'micro_batch_size', 'megatron.args.micro_batch_size')
+            t29 = (0)
+            if t27.__class__ is int:
+                t28 = t27 > t29
             else:
-                if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
-                t32 = _compare('>', t31, t33)
-            t28 = (t32 if t32.__class__ is bool else _truth(t32))
+                t28 = _compare('>', t27, t29)
+            t24 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
-            t28 = False
-        t5 = (t28 if t28.__class__ is bool else _truth(t28))
+            t24 = False
+        t5 = (t24 if t24.__class__ is bool else _truth(t24))
     else:
         t5 = False
     return t5
@@ -1774,10 +1712,9 @@ def e36(env):
     if t9 is None or t9.__class__ is Missing: _need(t9)
     t10 = _binop('//', t3, t9, env)
     t12 = (0)
-    if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+    if t10.__class__ is int:
         t11 = t10 > t12
     else:
-        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
         t11 = _compare('>', t10, t12)
     if (t11 if t11.__class__ is bool else _truth(t11)):
         t14 = (' or ')
@@ -1891,10 +1828,9 @@ def e37(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     if not (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = env.lookup('tp')
@@ -1910,10 +1846,9 @@ def e37(env):
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = _binop('%', t8, t10, env)
         t13 = (0)
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+        if t11.__class__ is int:
             t12 = t11 == t13
         else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
             t12 = _compare('==', t11, t13)
         t7 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
@@ -1935,10 +1870,9 @@ def e38(env):
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('model')
@@ -1948,33 +1882,27 @@ def e38(env):
                 if t11 is None: t11 = Missing('model.n_kv_heads')
             else:
                 t11 = attr_value(t10, 'n_kv_heads', 'model.n_kv_heads')
-            t13 = (None)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 != t13
-            else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-                t12 = _compare('!=', t11, t13)
+            t12 = not (t11 is None or t11.__class__ is Missing)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t15 = env.lookup('model')
-            if t15 is None: t15 = Missing('model')
-            if t15.__class__ is dict and 'n_kv_heads' in t15:
-                t16 = t15['n_kv_heads']
-                if t16 is None: t16 = Missing('model.n_kv_heads')
+            t14 = env.lookup('model')
+            if t14 is None: t14 = Missing('model')
+            if t14.__class__ is dict and 'n_kv_heads' in t14:
+                t15 = t14['n_kv_heads']
+                if t15 is None: t15 = Missing('model.n_kv_heads')
             else:
-                t16 = attr_value(t15, 'n_kv_heads', 'model.n_kv_heads')
-            t18 = (0)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 > t18
+                t15 = attr_value(t14, 'n_kv_heads', 'model.n_kv_heads')
+            t17 = (0)
+            if t15.__class__ is int:
+                t16 = t15 > t17
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('>', t16, t18)
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('>', t15, t17)
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t14 = False
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
         t5 = False
     return t5
@@ -2004,81 +1932,81 @@ def e39(env):
 
 def e40(env):
     t1 = []
-    t3 = env.lookup('model')
-    if t3 is None: t3 = Missing('model')
-    if t3.__class__ is dict and 'n_heads' in t3:
-        t4 = t3['n_heads']
-        if t4 is None: t4 = Missing('model.n_heads')
+    t2 = env.budget
+    t4 = env.lookup('model')
+    if t4 is None: t4 = Missing('model')
+    if t4.__class__ is dict and 'n_heads' in t4:
+        t5 = t4['n_heads']
+        if t5 is None: t5 = Missing('model.n_heads')
     else:
-        t4 = attr_value(t3, 'n_heads', 'model.n_heads')
-    t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 22)
-        t6.values['t'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('t')
-        t10 = (1)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 > t10
+        t5 = attr_value(t4, 'n_heads', 'model.n_heads')
+    t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 22
+        if t2.left < 0: _charge(env, 0)
+        t8['t'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('t')
+        t12 = (1)
+        if t10.__class__ is int:
+            t11 = t10 > t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t6, t8, t10)
-            t9 = _compare('>', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = t6.lookup('model')
-            if t12 is None: t12 = Missing('model')
-            if t12.__class__ is dict and 'n_kv_heads' in t12:
-                t13 = t12['n_kv_heads']
-                if t13 is None: t13 = Missing('model.n_kv_heads')
-            else:
-                t13 = attr_value(t12, 'n_kv_heads', 'model.n_kv_heads')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = t7
-            if t14 is None: t14 = Missing('t')
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = _binop('%', t13, t14, t6)
-            t17 = (0)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 == t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t6, t15, t17)
-                t16 = _compare('==', t15, t17)
-            if not (t16 if t16.__class__ is bool else _truth(t16)):
-                t19 = t7
-                if t19 is None: t19 = Missing('t')
-                if t19 is None or t19.__class__ is Missing: _need(t19)
-                t20 = t6.lookup('model')
-                if t20 is None: t20 = Missing('model')
-                if t20.__class__ is dict and 'n_kv_heads' in t20:
-                    t21 = t20['n_kv_heads']
-                    if t21 is None: t21 = Missing('model.n_kv_heads')
-                else:
-                    t21 = attr_value(t20, 'n_kv_heads', 'model.n_kv_heads')
-                if t21 is None or t21.__class__ is Missing: _need(t21)
-                t22 = _binop('%', t19, t21, t6)
-                t24 = (0)
-                if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                    t23 = t22 == t24
-                else:
-                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t6, t22, t24)
-                    t23 = _compare('==', t22, t24)
-                t18 = (t23 if t23.__class__ is bool else _truth(t23))
-            else:
-                t18 = True
-            t11 = (t18 if t18.__class__ is bool else _truth(t18))
-        else:
-            t11 = False
+            t11 = _compare('>', t10, t12)
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t25 = t7
-            if t25 is None: t25 = Missing('t')
-            t1.append(t25)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
+            t14 = t7.lookup('model')
+            if t14 is None: t14 = Missing('model')
+            if t14.__class__ is dict and 'n_kv_heads' in t14:
+                t15 = t14['n_kv_heads']
+                if t15 is None: t15 = Missing('model.n_kv_heads')
+            else:
+                t15 = attr_value(t14, 'n_kv_heads', 'model.n_kv_heads')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t16 = t9
+            if t16 is None: t16 = Missing('t')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = _binop('%', t15, t16, t7)
+            t19 = (0)
+            if t17.__class__ is int:
+                t18 = t17 == t19
+            else:
+                t18 = _compare('==', t17, t19)
+            if not (t18 if t18.__class__ is bool else _truth(t18)):
+                t21 = t9
+                if t21 is None: t21 = Missing('t')
+                if t21 is None or t21.__class__ is Missing: _need(t21)
+                t22 = t7.lookup('model')
+                if t22 is None: t22 = Missing('model')
+                if t22.__class__ is dict and 'n_kv_heads' in t22:
+                    t23 = t22['n_kv_heads']
+                    if t23 is None: t23 = Missing('model.n_kv_heads')
+                else:
+                    t23 = attr_value(t22, 'n_kv_heads', 'model.n_kv_heads')
+                if t23 is None or t23.__class__ is Missing: _need(t23)
+                t24 = _binop('%', t21, t23, t7)
+                t26 = (0)
+                if t24.__class__ is int:
+                    t25 = t24 == t26
+                else:
+                    t25 = _compare('==', t24, t26)
+                t20 = (t25 if t25.__class__ is bool else _truth(t25))
+            else:
+                t20 = True
+            t13 = (t20 if t20.__class__ is bool else _truth(t20))
+        else:
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t27 = t9
+            if t27 is None: t27 = Missing('t')
+            t1.append(t27)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t26 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t26
+    t28 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t28
 
 def e41(env):
     t1 = env.lookup('model')
@@ -2094,10 +2022,9 @@ def e41(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -2116,10 +2043,9 @@ def e42(env):
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('model')
@@ -2129,12 +2055,7 @@ def e42(env):
                 if t11 is None: t11 = Missing('model.ffn_hidden_dim')
             else:
                 t11 = attr_value(t10, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-            t13 = (None)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 != t13
-            else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-                t12 = _compare('!=', t11, t13)
+            t12 = not (t11 is None or t11.__class__ is Missing)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
@@ -2145,15 +2066,11 @@ def e42(env):
 
 def e43(env):
     t1 = []
-    t3 = env.lookup('choices')
-    if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    t2 = env.budget
+    t4 = env.lookup('choices')
+    if t4 is None: t4 = Missing('choices')
+    t5 = not (t4 is None or t4.__class__ is Missing)
+    if (t5 if t5.__class__ is bool else _truth(t5)):
         t7 = env.lookup('choices')
         if t7 is None: t7 = Missing('choices')
         if t7.__class__ is dict and 'tp' in t7:
@@ -2180,31 +2097,27 @@ def e43(env):
         t13 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t10, t12])
         t14 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t13])
         t6 = t14
-    t2 = loop_items(t6)
-    t15 = Env({}, None, env.budget, env)
-    for t16 in t2:
-        _charge(env, 71)
-        t15.values['t'] = t16
+    t3 = loop_items(t6)
+    t15 = Env({}, None, t2, env)
+    t16 = t15.values
+    for t17 in t3:
+        t2.left -= 71
+        if t2.left < 0: _charge(env, 0)
+        t16['t'] = t17
         t15.let_cache = None
-        t17 = t16
-        if t17 is None: t17 = Missing('t')
-        t19 = (1)
-        if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-            t18 = t17 > t19
+        t18 = t17
+        if t18 is None: t18 = Missing('t')
+        t20 = (1)
+        if t18.__class__ is int:
+            t19 = t18 > t20
         else:
-            if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t15, t17, t19)
-            t18 = _compare('>', t17, t19)
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t21 = t15.lookup('gpus_per_node')
-            if t21 is None: t21 = Missing('gpus_per_node')
-            t23 = (None)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
-            else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t15, t21, t23)
-                t22 = _compare('==', t21, t23)
-            if not (t22 if t22.__class__ is bool else _truth(t22)):
-                t25 = t16
+            t19 = _compare('>', t18, t20)
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t22 = t15.lookup('gpus_per_node')
+            if t22 is None: t22 = Missing('gpus_per_node')
+            t23 = (t22 is None or t22.__class__ is Missing)
+            if not (t23 if t23.__class__ is bool else _truth(t23)):
+                t25 = t17
                 if t25 is None: t25 = Missing('t')
                 t27 = t15.lookup('gpus_per_node')
                 if t27 is None: t27 = Missing('gpus_per_node')
@@ -2216,10 +2129,10 @@ def e43(env):
                 t24 = (t26 if t26.__class__ is bool else _truth(t26))
             else:
                 t24 = True
-            t20 = (t24 if t24.__class__ is bool else _truth(t24))
+            t21 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
             t29 = t15.lookup('model')
             if t29 is None: t29 = Missing('model')
             if t29.__class__ is dict and 'ffn_hidden_dim' in t29:
@@ -2228,15 +2141,14 @@ def e43(env):
             else:
                 t30 = attr_value(t29, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
             if t30 is None or t30.__class__ is Missing: _need(t30)
-            t31 = t16
+            t31 = t17
             if t31 is None: t31 = Missing('t')
             if t31 is None or t31.__class__ is Missing: _need(t31)
             t32 = _binop('%', t30, t31, t15)
             t34 = (0)
-            if t32.__class__ is t34.__class__ and (t32.__class__ is int or t32.__class__ is str):
+            if t32.__class__ is int:
                 t33 = t32 == t34
             else:
-                if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(t15, t32, t34)
                 t33 = _compare('==', t32, t34)
             t28 = (t33 if t33.__class__ is bool else _truth(t33))
         else:
@@ -2250,15 +2162,14 @@ def e43(env):
             else:
                 t37 = attr_value(t36, 'n_heads', 'model.n_heads')
             if t37 is None or t37.__class__ is Missing: _need(t37)
-            t38 = t16
+            t38 = t17
             if t38 is None: t38 = Missing('t')
             if t38 is None or t38.__class__ is Missing: _need(t38)
             t39 = _binop('%', t37, t38, t15)
             t41 = (0)
-            if t39.__class__ is t41.__class__ and (t39.__class__ is int or t39.__class__ is str):
+            if t39.__class__ is int:
                 t40 = t39 == t41
             else:
-                if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t15, t39, t41)
                 t40 = _compare('==', t39, t41)
             t35 = (t40 if t40.__class__ is bool else _truth(t40))
         else:
@@ -2271,107 +2182,99 @@ def e43(env):
                 if t44 is None: t44 = Missing('model.n_kv_heads')
             else:
                 t44 = attr_value(t43, 'n_kv_heads', 'model.n_kv_heads')
-            t46 = (None)
-            if t44.__class__ is t46.__class__ and (t44.__class__ is int or t44.__class__ is str):
-                t45 = t44 == t46
-            else:
-                if t46.__class__ is list or t46.__class__ is dict or t46.__class__ is str: _charge_operands(t15, t44, t46)
-                t45 = _compare('==', t44, t46)
+            t45 = (t44 is None or t44.__class__ is Missing)
             if not (t45 if t45.__class__ is bool else _truth(t45)):
-                t48 = t15.lookup('model')
-                if t48 is None: t48 = Missing('model')
-                if t48.__class__ is dict and 'n_kv_heads' in t48:
-                    t49 = t48['n_kv_heads']
-                    if t49 is None: t49 = Missing('model.n_kv_heads')
+                t47 = t15.lookup('model')
+                if t47 is None: t47 = Missing('model')
+                if t47.__class__ is dict and 'n_kv_heads' in t47:
+                    t48 = t47['n_kv_heads']
+                    if t48 is None: t48 = Missing('model.n_kv_heads')
                 else:
-                    t49 = attr_value(t48, 'n_kv_heads', 'model.n_kv_heads')
+                    t48 = attr_value(t47, 'n_kv_heads', 'model.n_kv_heads')
+                if t48 is None or t48.__class__ is Missing: _need(t48)
+                t49 = t17
+                if t49 is None: t49 = Missing('t')
                 if t49 is None or t49.__class__ is Missing: _need(t49)
-                t50 = t16
-                if t50 is None: t50 = Missing('t')
-                if t50 is None or t50.__class__ is Missing: _need(t50)
-                t51 = _binop('%', t49, t50, t15)
-                t53 = (0)
-                if t51.__class__ is t53.__class__ and (t51.__class__ is int or t51.__class__ is str):
-                    t52 = t51 == t53
+                t50 = _binop('%', t48, t49, t15)
+                t52 = (0)
+                if t50.__class__ is int:
+                    t51 = t50 == t52
                 else:
-                    if t53.__class__ is list or t53.__class__ is dict or t53.__class__ is str: _charge_operands(t15, t51, t53)
-                    t52 = _compare('==', t51, t53)
-                t47 = (t52 if t52.__class__ is bool else _truth(t52))
+                    t51 = _compare('==', t50, t52)
+                t46 = (t51 if t51.__class__ is bool else _truth(t51))
             else:
-                t47 = True
-            if not (t47 if t47.__class__ is bool else _truth(t47)):
-                t55 = t16
-                if t55 is None: t55 = Missing('t')
-                if t55 is None or t55.__class__ is Missing: _need(t55)
-                t56 = t15.lookup('model')
-                if t56 is None: t56 = Missing('model')
-                if t56.__class__ is dict and 'n_kv_heads' in t56:
-                    t57 = t56['n_kv_heads']
-                    if t57 is None: t57 = Missing('model.n_kv_heads')
+                t46 = True
+            if not (t46 if t46.__class__ is bool else _truth(t46)):
+                t54 = t17
+                if t54 is None: t54 = Missing('t')
+                if t54 is None or t54.__class__ is Missing: _need(t54)
+                t55 = t15.lookup('model')
+                if t55 is None: t55 = Missing('model')
+                if t55.__class__ is dict and 'n_kv_heads' in t55:
+                    t56 = t55['n_kv_heads']
+                    if t56 is None: t56 = Missing('model.n_kv_heads')
                 else:
-                    t57 = attr_value(t56, 'n_kv_heads', 'model.n_kv_heads')
-                if t57 is None or t57.__class__ is Missing: _need(t57)
-                t58 = _binop('%', t55, t57, t15)
-                t60 = (0)
-                if t58.__class__ is t60.__class__ and (t58.__class__ is int or t58.__class__ is str):
-                    t59 = t58 == t60
+                    t56 = attr_value(t55, 'n_kv_heads', 'model.n_kv_heads')
+                if t56 is None or t56.__class__ is Missing: _need(t56)
+                t57 = _binop('%', t54, t56, t15)
+                t59 = (0)
+                if t57.__class__ is int:
+                    t58 = t57 == t59
                 else:
-                    if t60.__class__ is list or t60.__class__ is dict or t60.__class__ is str: _charge_operands(t15, t58, t60)
-                    t59 = _compare('==', t58, t60)
-                t54 = (t59 if t59.__class__ is bool else _truth(t59))
+                    t58 = _compare('==', t57, t59)
+                t53 = (t58 if t58.__class__ is bool else _truth(t58))
             else:
-                t54 = True
-            t42 = (t54 if t54.__class__ is bool else _truth(t54))
+                t53 = True
+            t42 = (t53 if t53.__class__ is bool else _truth(t53))
         else:
             t42 = False
         if (t42 if t42.__class__ is bool else _truth(t42)):
-            t62 = t15.lookup('world_known')
-            if t62 is None: t62 = Missing('world_known')
-            t63 = not (t62 if t62.__class__ is bool else _truth(t62))
-            if not (t63 if t63.__class__ is bool else _truth(t63)):
-                t65 = t15.lookup('world_size')
-                if t65 is None: t65 = Missing('world_size')
+            t61 = t15.lookup('world_known')
+            if t61 is None: t61 = Missing('world_known')
+            t62 = not (t61 if t61.__class__ is bool else _truth(t61))
+            if not (t62 if t62.__class__ is bool else _truth(t62)):
+                t64 = t15.lookup('world_size')
+                if t64 is None: t64 = Missing('world_size')
+                if t64 is None or t64.__class__ is Missing: _need(t64)
+                t65 = t17
+                if t65 is None: t65 = Missing('t')
                 if t65 is None or t65.__class__ is Missing: _need(t65)
-                t66 = t16
-                if t66 is None: t66 = Missing('t')
+                t66 = t15.lookup('pp')
+                if t66 is None: t66 = Missing('pp')
                 if t66 is None or t66.__class__ is Missing: _need(t66)
-                t67 = t15.lookup('pp')
-                if t67 is None: t67 = Missing('pp')
+                if t65.__class__ is int and t66.__class__ is int:
+                    t67 = t65 * t66
+                    if not -MAX_INT <= t67 <= MAX_INT: _check_value(t67)
+                else:
+                    t67 = _binop('*', t65, t66, t15)
                 if t67 is None or t67.__class__ is Missing: _need(t67)
-                if t66.__class__ is int and t67.__class__ is int:
-                    t68 = t66 * t67
-                    if not -MAX_INT <= t68 <= MAX_INT: _check_value(t68)
-                else:
-                    t68 = _binop('*', t66, t67, t15)
+                t68 = t15.lookup('cp')
+                if t68 is None: t68 = Missing('cp')
                 if t68 is None or t68.__class__ is Missing: _need(t68)
-                t69 = t15.lookup('cp')
-                if t69 is None: t69 = Missing('cp')
+                if t67.__class__ is int and t68.__class__ is int:
+                    t69 = t67 * t68
+                    if not -MAX_INT <= t69 <= MAX_INT: _check_value(t69)
+                else:
+                    t69 = _binop('*', t67, t68, t15)
                 if t69 is None or t69.__class__ is Missing: _need(t69)
-                if t68.__class__ is int and t69.__class__ is int:
-                    t70 = t68 * t69
-                    if not -MAX_INT <= t70 <= MAX_INT: _check_value(t70)
+                t70 = _binop('%', t64, t69, t15)
+                t72 = (0)
+                if t70.__class__ is int:
+                    t71 = t70 == t72
                 else:
-                    t70 = _binop('*', t68, t69, t15)
-                if t70 is None or t70.__class__ is Missing: _need(t70)
-                t71 = _binop('%', t65, t70, t15)
-                t73 = (0)
-                if t71.__class__ is t73.__class__ and (t71.__class__ is int or t71.__class__ is str):
-                    t72 = t71 == t73
-                else:
-                    if t73.__class__ is list or t73.__class__ is dict or t73.__class__ is str: _charge_operands(t15, t71, t73)
-                    t72 = _compare('==', t71, t73)
-                t64 = (t72 if t72.__class__ is bool else _truth(t72))
+                    t71 = _compare('==', t70, t72)
+                t63 = (t71 if t71.__class__ is bool else _truth(t71))
             else:
-                t64 = True
-            t61 = (t64 if t64.__class__ is bool else _truth(t64))
+                t63 = True
+            t60 = (t63 if t63.__class__ is bool else _truth(t63))
         else:
-            t61 = False
-        if (t61 if t61.__class__ is bool else _truth(t61)):
-            t74 = t16
-            if t74 is None: t74 = Missing('t')
-            t1.append(t74)
-            t15.budget.mem -= 1
-            if t15.budget.mem < 0: _charge_mem(env, 0)
+            t60 = False
+        if (t60 if t60.__class__ is bool else _truth(t60)):
+            t73 = t17
+            if t73 is None: t73 = Missing('t')
+            t1.append(t73)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -2432,12 +2335,16 @@ def e46(env):
 def e47(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('use tp in ')
@@ -2557,39 +2464,34 @@ def e47(env):
         if t36 is None or t36.__class__ is Missing: _need(t36)
         t37 = env.lookup('choices')
         if t37 is None: t37 = Missing('choices')
-        t39 = (None)
-        if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
-            t38 = t37 != t39
-        else:
-            if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(env, t37, t39)
-            t38 = _compare('!=', t37, t39)
+        t38 = not (t37 is None or t37.__class__ is Missing)
         if not (t38 if t38.__class__ is bool else _truth(t38)):
-            t41 = env.lookup('world_known')
-            if t41 is None: t41 = Missing('world_known')
-            t40 = (t41 if t41.__class__ is bool else _truth(t41))
+            t40 = env.lookup('world_known')
+            if t40 is None: t40 = Missing('world_known')
+            t39 = (t40 if t40.__class__ is bool else _truth(t40))
         else:
-            t40 = True
-        if (t40 if t40.__class__ is bool else _truth(t40)):
-            t43 = (' on this world')
-            t42 = t43
+            t39 = True
+        if (t39 if t39.__class__ is bool else _truth(t39)):
+            t42 = (' on this world')
+            t41 = t42
         else:
-            t44 = ('')
-            t42 = t44
-        if t42 is None or t42.__class__ is Missing: _need(t42)
-        if t36.__class__ is int and t42.__class__ is int:
-            t45 = t36 + t42
-            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
+            t43 = ('')
+            t41 = t43
+        if t41 is None or t41.__class__ is Missing: _need(t41)
+        if t36.__class__ is int and t41.__class__ is int:
+            t44 = t36 + t41
+            if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
         else:
-            t45 = _binop('+', t36, t42, env)
+            t44 = _binop('+', t36, t41, env)
+        if t44 is None or t44.__class__ is Missing: _need(t44)
+        t45 = (': use tp = 1, keeping the model as it is')
         if t45 is None or t45.__class__ is Missing: _need(t45)
-        t46 = (': use tp = 1, keeping the model as it is')
-        if t46 is None or t46.__class__ is Missing: _need(t46)
-        if t45.__class__ is int and t46.__class__ is int:
-            t47 = t45 + t46
-            if not -MAX_INT <= t47 <= MAX_INT: _check_value(t47)
+        if t44.__class__ is int and t45.__class__ is int:
+            t46 = t44 + t45
+            if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
         else:
-            t47 = _binop('+', t45, t46, env)
-        t5 = t47
+            t46 = _binop('+', t44, t45, env)
+        t5 = t46
     return t5
 
 def e48(env):
@@ -2611,10 +2513,9 @@ def e48(env):
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t2, t4, env)
     t7 = (0)
-    if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+    if t5.__class__ is int:
         t6 = t5 == t7
     else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
         t6 = _compare('==', t5, t7)
     return t6
 
@@ -2642,64 +2543,48 @@ def e49(env):
             if t8 is None: t8 = Missing('megatron.args.kv_channels')
         else:
             t8 = attr_value(t7, 'kv_channels', 'megatron.args.kv_channels')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('==', t8, t10)
+        t9 = (t8 is None or t8.__class__ is Missing)
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('model')
-            if t12 is None: t12 = Missing('model')
-            if t12.__class__ is dict and 'n_heads' in t12:
-                t13 = t12['n_heads']
-                if t13 is None: t13 = Missing('model.n_heads')
+            t11 = env.lookup('model')
+            if t11 is None: t11 = Missing('model')
+            if t11.__class__ is dict and 'n_heads' in t11:
+                t12 = t11['n_heads']
+                if t12 is None: t12 = Missing('model.n_heads')
             else:
-                t13 = attr_value(t12, 'n_heads', 'model.n_heads')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = attr_value(t11, 'n_heads', 'model.n_heads')
+            t13 = not (t12 is None or t12.__class__ is Missing)
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t17 = env.lookup('model')
-            if t17 is None: t17 = Missing('model')
-            if t17.__class__ is dict and 'dim' in t17:
-                t18 = t17['dim']
-                if t18 is None: t18 = Missing('model.dim')
+            t10 = False
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t15 = env.lookup('model')
+            if t15 is None: t15 = Missing('model')
+            if t15.__class__ is dict and 'dim' in t15:
+                t16 = t15['dim']
+                if t16 is None: t16 = Missing('model.dim')
             else:
-                t18 = attr_value(t17, 'dim', 'model.dim')
-            t20 = (None)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 != t20
-            else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                t19 = _compare('!=', t18, t20)
-            t16 = (t19 if t19.__class__ is bool else _truth(t19))
+                t16 = attr_value(t15, 'dim', 'model.dim')
+            t17 = not (t16 is None or t16.__class__ is Missing)
+            t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t22 = env.lookup('model')
-            if t22 is None: t22 = Missing('model')
-            if t22.__class__ is dict and 'n_heads' in t22:
-                t23 = t22['n_heads']
-                if t23 is None: t23 = Missing('model.n_heads')
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t19 = env.lookup('model')
+            if t19 is None: t19 = Missing('model')
+            if t19.__class__ is dict and 'n_heads' in t19:
+                t20 = t19['n_heads']
+                if t20 is None: t20 = Missing('model.n_heads')
             else:
-                t23 = attr_value(t22, 'n_heads', 'model.n_heads')
-            t25 = (0)
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 > t25
+                t20 = attr_value(t19, 'n_heads', 'model.n_heads')
+            t22 = (0)
+            if t20.__class__ is int:
+                t21 = t20 > t22
             else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-                t24 = _compare('>', t23, t25)
-            t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                t21 = _compare('>', t20, t22)
+            t18 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t21 = False
-        t5 = (t21 if t21.__class__ is bool else _truth(t21))
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
         t5 = False
     return t5
@@ -2745,12 +2630,7 @@ def e53(env):
         if t2 is None: t2 = Missing('model.num_experts')
     else:
         t2 = attr_value(t1, 'num_experts', 'model.num_experts')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e54(env):
@@ -2768,10 +2648,9 @@ def e54(env):
         t6 = env.lookup('ep')
         if t6 is None: t6 = Missing('ep')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('model')
@@ -2816,10 +2695,9 @@ def e55(env):
     if t6 is None or t6.__class__ is Missing: _need(t6)
     t7 = _binop('%', t3, t6, env)
     t9 = (0)
-    if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+    if t7.__class__ is int:
         t8 = t7 == t9
     else:
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
         t8 = _compare('==', t7, t9)
     return t8
 
@@ -2838,10 +2716,9 @@ def e56(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('megatron')
@@ -2856,12 +2733,7 @@ def e56(env):
                 if t12 is None: t12 = Missing('megatron.args.seq_length')
             else:
                 t12 = attr_value(t11, 'seq_length', 'megatron.args.seq_length')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t9 = False
@@ -2949,30 +2821,20 @@ def e60(env):
             if t8 is None: t8 = Missing('megatron.args.seq_length')
         else:
             t8 = attr_value(t7, 'seq_length', 'megatron.args.seq_length')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('model')
-            if t12 is None: t12 = Missing('model')
-            if t12.__class__ is dict and 'max_seq_len' in t12:
-                t13 = t12['max_seq_len']
-                if t13 is None: t13 = Missing('model.max_seq_len')
+            t11 = env.lookup('model')
+            if t11 is None: t11 = Missing('model')
+            if t11.__class__ is dict and 'max_seq_len' in t11:
+                t12 = t11['max_seq_len']
+                if t12 is None: t12 = Missing('model.max_seq_len')
             else:
-                t13 = attr_value(t12, 'max_seq_len', 'model.max_seq_len')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = attr_value(t11, 'max_seq_len', 'model.max_seq_len')
+            t13 = not (t12 is None or t12.__class__ is Missing)
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -2980,12 +2842,16 @@ def e60(env):
 def e61(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -3016,117 +2882,120 @@ def e62(env):
 
 def e63(env):
     t1 = []
-    t3 = K15
-    t4 = K16
-    t5 = K17
-    t6 = K18
-    t7 = K19
-    t8 = [t3, t4, t5, t6, t7]
-    t2 = loop_items(t8)
-    t9 = Env({}, None, env.budget, env)
-    for t10 in t2:
-        _charge(env, 39)
-        t9.values['m'] = t10
-        t9.let_cache = None
-        t11 = t9.lookup('megatron')
-        if t11 is None: t11 = Missing('megatron')
-        if t11.__class__ is dict and 'args' in t11:
-            t12 = t11['args']
-            if t12 is None: t12 = Missing('megatron.args')
+    t2 = env.budget
+    t4 = K15
+    t5 = K16
+    t6 = K17
+    t7 = K18
+    t8 = K19
+    t9 = [t4, t5, t6, t7, t8]
+    t3 = loop_items(t9)
+    t10 = Env({}, None, t2, env)
+    t11 = t10.values
+    for t12 in t3:
+        t2.left -= 39
+        if t2.left < 0: _charge(env, 0)
+        t11['m'] = t12
+        t10.let_cache = None
+        t13 = t10.lookup('megatron')
+        if t13 is None: t13 = Missing('megatron')
+        if t13.__class__ is dict and 'args' in t13:
+            t14 = t13['args']
+            if t14 is None: t14 = Missing('megatron.args')
         else:
-            t12 = attr_value(t11, 'args', 'megatron.args')
-        t12 = _need(t12)
-        t13 = t10
-        if t13 is None: t13 = Missing('m')
-        t13 = _need(t13)
-        t14 = (0)
-        t15 = index_value(t13, _need(t14), 'm')
-        t16 = index_value(t12, _need(t15), 'megatron.args')
-        t18 = (None)
-        if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-            t17 = t16 == t18
-        else:
-            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t9, t16, t18)
-            t17 = _compare('==', t16, t18)
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t20 = t10
-            if t20 is None: t20 = Missing('m')
-            t20 = _need(t20)
-            t21 = (0)
-            t22 = index_value(t20, _need(t21), 'm')
-            t24 = ('num_layers')
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 == t24
-            else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t9, t22, t24)
-                t23 = _compare('==', t22, t24)
-            if (t23 if t23.__class__ is bool else _truth(t23)):
-                t26 = t9.lookup('megatron')
-                if t26 is None: t26 = Missing('megatron')
-                if t26.__class__ is dict and 'args' in t26:
-                    t27 = t26['args']
-                    if t27 is None: t27 = Missing('megatron.args')
-                else:
-                    t27 = attr_value(t26, 'args', 'megatron.args')
-                if t27.__class__ is dict and 'encoder_num_layers' in t27:
-                    t28 = t27['encoder_num_layers']
-                    if t28 is None: t28 = Missing('megatron.args.encoder_num_layers')
-                else:
-                    t28 = attr_value(t27, 'encoder_num_layers', 'megatron.args.encoder_num_layers')
-                t30 = (None)
-                if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
-                    t29 = t28 != t30
-                else:
-                    if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t9, t28, t30)
-                    t29 = _compare('!=', t28, t30)
-                t25 = (t29 if t29.__class__ is bool else _truth(t29))
-            else:
-                t25 = False
-            t31 = not (t25 if t25.__class__ is bool else _truth(t25))
-            t19 = (t31 if t31.__class__ is bool else _truth(t31))
-        else:
-            t19 = False
+            t14 = attr_value(t13, 'args', 'megatron.args')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = t12
+        if t15 is None: t15 = Missing('m')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = (0)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = index_value(t15, t16, 'm')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = index_value(t14, t17, 'megatron.args')
+        t19 = (t18 is None or t18.__class__ is Missing)
         if (t19 if t19.__class__ is bool else _truth(t19)):
-            t32 = t10
+            t21 = t12
+            if t21 is None: t21 = Missing('m')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = (0)
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = index_value(t21, t22, 'm')
+            t25 = ('num_layers')
+            if t23.__class__ is str:
+                t24 = t23 == t25
+            else:
+                t24 = _compare('==', t23, t25)
+            if (t24 if t24.__class__ is bool else _truth(t24)):
+                t27 = t10.lookup('megatron')
+                if t27 is None: t27 = Missing('megatron')
+                if t27.__class__ is dict and 'args' in t27:
+                    t28 = t27['args']
+                    if t28 is None: t28 = Missing('megatron.args')
+                else:
+                    t28 = attr_value(t27, 'args', 'megatron.args')
+                if t28.__class__ is dict and 'encoder_num_layers' in t28:
+                    t29 = t28['encoder_num_layers']
+                    if t29 is None: t29 = Missing('megatron.args.encoder_num_layers')
+                else:
+                    t29 = attr_value(t28, 'encoder_num_layers', 'megatron.args.encoder_num_layers')
+                t30 = not (t29 is None or t29.__class__ is Missing)
+                t26 = (t30 if t30.__class__ is bool else _truth(t30))
+            else:
+                t26 = False
+            t31 = not (t26 if t26.__class__ is bool else _truth(t26))
+            t20 = (t31 if t31.__class__ is bool else _truth(t31))
+        else:
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t32 = t12
             if t32 is None: t32 = Missing('m')
             t1.append(t32)
-            t9.budget.mem -= 1
-            if t9.budget.mem < 0: _charge_mem(env, 0)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e64(env):
     t1 = []
-    t3 = env.lookup('missing')
-    if t3 is None: t3 = Missing('missing')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 5)
-        t4.values['m'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('m')
-        t6 = _need(t6)
-        t7 = (1)
-        t8 = index_value(t6, _need(t7), 'm')
-        t1.append(t8)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+    t2 = env.budget
+    t4 = env.lookup('missing')
+    if t4 is None: t4 = Missing('missing')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 5
+        if t2.left < 0: _charge(env, 0)
+        t6['m'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('m')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (1)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'm')
+        t1.append(t10)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t9 = (', ')
-    t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, t9])
-    return t10
+    t11 = (', ')
+    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1, t11])
+    return t12
 
 def e65(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('is')
@@ -3139,12 +3008,16 @@ def e65(env):
 def e66(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('it is')
@@ -3156,192 +3029,212 @@ def e66(env):
 
 def e67(env):
     t1 = []
-    t3 = env.lookup('missing')
-    if t3 is None: t3 = Missing('missing')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 7)
-        t4.values['m'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('m')
-        t6 = _need(t6)
-        t7 = (1)
-        t8 = index_value(t6, _need(t7), 'm')
+    t2 = env.budget
+    t4 = env.lookup('missing')
+    if t4 is None: t4 = Missing('missing')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 7
+        if t2.left < 0: _charge(env, 0)
+        t6['m'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('m')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' N')
+        t9 = (1)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        t10 = index_value(t8, t9, 'm')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = (' N')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t10.__class__ is int and t11.__class__ is int:
+            t12 = t10 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t10 = _binop('+', t8, t9, t4)
-        t1.append(t10)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t12 = _binop('+', t10, t11, t5)
+        t1.append(t12)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t11 = (' ')
-    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1, t11])
-    return t12
+    t13 = (' ')
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, t13])
+    return t14
 
 def e68(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
 def e69(env):
     t1 = []
-    t3 = K20
-    t4 = K21
-    t5 = K22
-    t6 = [t3, t4, t5]
-    t2 = loop_items(t6)
-    t7 = Env({}, None, env.budget, env)
-    for t8 in t2:
-        _charge(env, 23)
-        t7.values['r'] = t8
-        t7.let_cache = None
-        t9 = t7.lookup('megatron')
-        if t9 is None: t9 = Missing('megatron')
-        if t9.__class__ is dict and 'args' in t9:
-            t10 = t9['args']
-            if t10 is None: t10 = Missing('megatron.args')
+    t2 = env.budget
+    t4 = K20
+    t5 = K21
+    t6 = K22
+    t7 = [t4, t5, t6]
+    t3 = loop_items(t7)
+    t8 = Env({}, None, t2, env)
+    t9 = t8.values
+    for t10 in t3:
+        t2.left -= 23
+        if t2.left < 0: _charge(env, 0)
+        t9['r'] = t10
+        t8.let_cache = None
+        t11 = t8.lookup('megatron')
+        if t11 is None: t11 = Missing('megatron')
+        if t11.__class__ is dict and 'args' in t11:
+            t12 = t11['args']
+            if t12 is None: t12 = Missing('megatron.args')
         else:
-            t10 = attr_value(t9, 'args', 'megatron.args')
-        t10 = _need(t10)
-        t11 = t8
-        if t11 is None: t11 = Missing('r')
-        t11 = _need(t11)
-        t12 = (0)
-        t13 = index_value(t11, _need(t12), 'r')
-        t14 = index_value(t10, _need(t13), 'megatron.args')
-        t16 = (None)
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-            t15 = t14 != t16
-        else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t7, t14, t16)
-            t15 = _compare('!=', t14, t16)
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t17 = t8
-            if t17 is None: t17 = Missing('r')
-            t1.append(t17)
-            t7.budget.mem -= 1
-            if t7.budget.mem < 0: _charge_mem(env, 0)
+            t12 = attr_value(t11, 'args', 'megatron.args')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = t10
+        if t13 is None: t13 = Missing('r')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = (0)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = index_value(t13, t14, 'r')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = index_value(t12, t15, 'megatron.args')
+        t17 = not (t16 is None or t16.__class__ is Missing)
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t18 = t10
+            if t18 is None: t18 = Missing('r')
+            t1.append(t18)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e70(env):
     t1 = []
-    t3 = env.lookup('removed')
-    if t3 is None: t3 = Missing('removed')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 13)
-        t4.values['r'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('r')
-        t6 = _need(t6)
-        t7 = (2)
-        t8 = index_value(t6, _need(t7), 'r')
+    t2 = env.budget
+    t4 = env.lookup('removed')
+    if t4 is None: t4 = Missing('removed')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 13
+        if t2.left < 0: _charge(env, 0)
+        t6['r'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('r')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' is no longer valid, use ')
+        t9 = (2)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, t4)
+        t10 = index_value(t8, t9, 'r')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t5
-        if t11 is None: t11 = Missing('r')
-        t11 = _need(t11)
-        t12 = (1)
-        t13 = index_value(t11, _need(t12), 'r')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t10.__class__ is int and t13.__class__ is int:
-            t14 = t10 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        t11 = (' is no longer valid, use ')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t10.__class__ is int and t11.__class__ is int:
+            t12 = t10 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t14 = _binop('+', t10, t13, t4)
+            t12 = _binop('+', t10, t11, t5)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = t7
+        if t13 is None: t13 = Missing('r')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = (1)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = (' instead')
+        t15 = index_value(t13, t14, 'r')
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t14.__class__ is int and t15.__class__ is int:
-            t16 = t14 + t15
+        if t12.__class__ is int and t15.__class__ is int:
+            t16 = t12 + t15
             if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t16 = _binop('+', t14, t15, t4)
-        t1.append(t16)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t16 = _binop('+', t12, t15, t5)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = (' instead')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        if t16.__class__ is int and t17.__class__ is int:
+            t18 = t16 + t17
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+        else:
+            t18 = _binop('+', t16, t17, t5)
+        t1.append(t18)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t17 = ('; ')
-    t18 = call_value(env, F_join.fn, F_join.cost, False, [t1, t17])
-    return t18
+    t19 = ('; ')
+    t20 = call_value(env, F_join.fn, F_join.cost, False, [t1, t19])
+    return t20
 
 def e71(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'removed')
-    t3 = _need(t3)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'removed')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = (0)
-    t5 = index_value(t3, _need(t4), '?')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t3, t4, '?')
     return t5
 
 def e72(env):
     t1 = []
-    t3 = env.lookup('removed')
-    if t3 is None: t3 = Missing('removed')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 11)
-        t4.values['r'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('r')
-        t6 = _need(t6)
-        t7 = (2)
-        t8 = index_value(t6, _need(t7), 'r')
+    t2 = env.budget
+    t4 = env.lookup('removed')
+    if t4 is None: t4 = Missing('removed')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 11
+        if t2.left < 0: _charge(env, 0)
+        t6['r'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('r')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' with ')
+        t9 = (2)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, t4)
+        t10 = index_value(t8, t9, 'r')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t5
-        if t11 is None: t11 = Missing('r')
-        t11 = _need(t11)
-        t12 = (1)
-        t13 = index_value(t11, _need(t12), 'r')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t10.__class__ is int and t13.__class__ is int:
-            t14 = t10 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        t11 = (' with ')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t10.__class__ is int and t11.__class__ is int:
+            t12 = t10 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t14 = _binop('+', t10, t13, t4)
-        t1.append(t14)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t12 = _binop('+', t10, t11, t5)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = t7
+        if t13 is None: t13 = Missing('r')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = (1)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = index_value(t13, t14, 'r')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if t12.__class__ is int and t15.__class__ is int:
+            t16 = t12 + t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('+', t12, t15, t5)
+        t1.append(t16)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t15 = (', ')
-    t16 = call_value(env, F_join.fn, F_join.cost, False, [t1, t15])
-    return t16
+    t17 = (', ')
+    t18 = call_value(env, F_join.fn, F_join.cost, False, [t1, t17])
+    return t18
 
 def e73(env):
     t1 = env.lookup('megatron')
@@ -3356,12 +3249,7 @@ def e73(env):
         if t3 is None: t3 = Missing('megatron.args.rampup_batch_size')
     else:
         t3 = attr_value(t2, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('==', t3, t5)
+    t4 = (t3 is None or t3.__class__ is Missing)
     return t4
 
 def e74(env):
@@ -3388,35 +3276,29 @@ def e74(env):
             if t8 is None: t8 = Missing('megatron.args.train_iters')
         else:
             t8 = attr_value(t7, 'train_iters', 'megatron.args.train_iters')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('megatron')
-            if t12 is None: t12 = Missing('megatron')
-            if t12.__class__ is dict and 'args' in t12:
-                t13 = t12['args']
-                if t13 is None: t13 = Missing('megatron.args')
+            t11 = env.lookup('megatron')
+            if t11 is None: t11 = Missing('megatron')
+            if t11.__class__ is dict and 'args' in t11:
+                t12 = t11['args']
+                if t12 is None: t12 = Missing('megatron.args')
             else:
-                t13 = attr_value(t12, 'args', 'megatron.args')
-            if t13.__class__ is dict and 'train_iters' in t13:
-                t14 = t13['train_iters']
-                if t14 is None: t14 = Missing('megatron.args.train_iters')
+                t12 = attr_value(t11, 'args', 'megatron.args')
+            if t12.__class__ is dict and 'train_iters' in t12:
+                t13 = t12['train_iters']
+                if t13 is None: t13 = Missing('megatron.args.train_iters')
             else:
-                t14 = attr_value(t13, 'train_iters', 'megatron.args.train_iters')
-            t16 = (0)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
+                t13 = attr_value(t12, 'train_iters', 'megatron.args.train_iters')
+            t15 = (0)
+            if t13.__class__ is int:
+                t14 = t13 != t15
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('!=', t14, t16)
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = _compare('!=', t13, t15)
+            t10 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -3453,7 +3335,6 @@ def e76(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 != t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('!=', t3, t5)
     return t4
 
@@ -3485,7 +3366,6 @@ def e77(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -3567,7 +3447,6 @@ def e79(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -3744,7 +3623,6 @@ def e84(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -3776,7 +3654,6 @@ def e85(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -3787,10 +3664,9 @@ def e86(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = (' (switched off at tp = 1)')
@@ -3804,10 +3680,9 @@ def e87(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('add --sequence-parallel')
@@ -3850,10 +3725,9 @@ def e88(env):
     if t7 is None or t7.__class__ is Missing: _need(t7)
     t8 = _binop('%', t4, t7, env)
     t10 = (0)
-    if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+    if t8.__class__ is int:
         t9 = t8 == t10
     else:
-        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
         t9 = _compare('==', t8, t10)
     if (t9 if t9.__class__ is bool else _truth(t9)):
         t12 = env.lookup('megatron')
@@ -3863,45 +3737,39 @@ def e88(env):
             if t13 is None: t13 = Missing('megatron.edp')
         else:
             t13 = attr_value(t12, 'edp', 'megatron.edp')
-        t15 = (None)
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-            t14 = t13 == t15
-        else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-            t14 = _compare('==', t13, t15)
+        t14 = (t13 is None or t13.__class__ is Missing)
         if not (t14 if t14.__class__ is bool else _truth(t14)):
-            t17 = env.lookup('megatron')
-            if t17 is None: t17 = Missing('megatron')
-            if t17.__class__ is dict and 'edp' in t17:
-                t18 = t17['edp']
-                if t18 is None: t18 = Missing('megatron.edp')
+            t16 = env.lookup('megatron')
+            if t16 is None: t16 = Missing('megatron')
+            if t16.__class__ is dict and 'edp' in t16:
+                t17 = t16['edp']
+                if t17 is None: t17 = Missing('megatron.edp')
             else:
-                t18 = attr_value(t17, 'edp', 'megatron.edp')
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = env.lookup('megatron')
-            if t19 is None: t19 = Missing('megatron')
-            if t19.__class__ is dict and 'args' in t19:
-                t20 = t19['args']
-                if t20 is None: t20 = Missing('megatron.args')
+                t17 = attr_value(t16, 'edp', 'megatron.edp')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = env.lookup('megatron')
+            if t18 is None: t18 = Missing('megatron')
+            if t18.__class__ is dict and 'args' in t18:
+                t19 = t18['args']
+                if t19 is None: t19 = Missing('megatron.args')
             else:
-                t20 = attr_value(t19, 'args', 'megatron.args')
-            if t20.__class__ is dict and 'num_distributed_optimizer_instances' in t20:
-                t21 = t20['num_distributed_optimizer_instances']
-                if t21 is None: t21 = Missing('megatron.args.num_distributed_optimizer_instances')
+                t19 = attr_value(t18, 'args', 'megatron.args')
+            if t19.__class__ is dict and 'num_distributed_optimizer_instances' in t19:
+                t20 = t19['num_distributed_optimizer_instances']
+                if t20 is None: t20 = Missing('megatron.args.num_distributed_optimizer_instances')
             else:
-                t21 = attr_value(t20, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = _binop('%', t18, t21, env)
-            t24 = (0)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 == t24
+                t20 = attr_value(t19, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = _binop('%', t17, t20, env)
+            t23 = (0)
+            if t21.__class__ is int:
+                t22 = t21 == t23
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
-                t23 = _compare('==', t22, t24)
-            t16 = (t23 if t23.__class__ is bool else _truth(t23))
+                t22 = _compare('==', t21, t23)
+            t15 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t16 = True
-        t11 = (t16 if t16.__class__ is bool else _truth(t16))
+            t15 = True
+        t11 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
         t11 = False
     return t11
@@ -3928,60 +3796,49 @@ def e89(env):
                 if t9 is None: t9 = Missing('megatron.dp')
             else:
                 t9 = attr_value(t8, 'dp', 'megatron.dp')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 != t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('!=', t9, t11)
+            t10 = not (t9 is None or t9.__class__ is Missing)
             t7 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t7 = False
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t13 = env.lookup('megatron')
-            if t13 is None: t13 = Missing('megatron')
-            if t13.__class__ is dict and 'args' in t13:
-                t14 = t13['args']
-                if t14 is None: t14 = Missing('megatron.args')
+            t12 = env.lookup('megatron')
+            if t12 is None: t12 = Missing('megatron')
+            if t12.__class__ is dict and 'args' in t12:
+                t13 = t12['args']
+                if t13 is None: t13 = Missing('megatron.args')
             else:
-                t14 = attr_value(t13, 'args', 'megatron.args')
-            if t14.__class__ is dict and 'num_distributed_optimizer_instances' in t14:
-                t15 = t14['num_distributed_optimizer_instances']
-                if t15 is None: t15 = Missing('megatron.args.num_distributed_optimizer_instances')
+                t13 = attr_value(t12, 'args', 'megatron.args')
+            if t13.__class__ is dict and 'num_distributed_optimizer_instances' in t13:
+                t14 = t13['num_distributed_optimizer_instances']
+                if t14 is None: t14 = Missing('megatron.args.num_distributed_optimizer_instances')
             else:
-                t15 = attr_value(t14, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
-            t12 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = attr_value(t13, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
+            t15 = not (t14 is None or t14.__class__ is Missing)
+            t11 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t19 = env.lookup('megatron')
-            if t19 is None: t19 = Missing('megatron')
-            if t19.__class__ is dict and 'args' in t19:
-                t20 = t19['args']
-                if t20 is None: t20 = Missing('megatron.args')
+            t11 = False
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t17 = env.lookup('megatron')
+            if t17 is None: t17 = Missing('megatron')
+            if t17.__class__ is dict and 'args' in t17:
+                t18 = t17['args']
+                if t18 is None: t18 = Missing('megatron.args')
             else:
-                t20 = attr_value(t19, 'args', 'megatron.args')
-            if t20.__class__ is dict and 'num_distributed_optimizer_instances' in t20:
-                t21 = t20['num_distributed_optimizer_instances']
-                if t21 is None: t21 = Missing('megatron.args.num_distributed_optimizer_instances')
+                t18 = attr_value(t17, 'args', 'megatron.args')
+            if t18.__class__ is dict and 'num_distributed_optimizer_instances' in t18:
+                t19 = t18['num_distributed_optimizer_instances']
+                if t19 is None: t19 = Missing('megatron.args.num_distributed_optimizer_instances')
             else:
-                t21 = attr_value(t20, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
-            t23 = (1)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 > t23
+                t19 = attr_value(t18, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
+            t21 = (1)
+            if t19.__class__ is int:
+                t20 = t19 > t21
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('>', t21, t23)
-            t18 = (t22 if t22.__class__ is bool else _truth(t22))
+                t20 = _compare('>', t19, t21)
+            t16 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+            t16 = False
+        t5 = (t16 if t16.__class__ is bool else _truth(t16))
     else:
         t5 = False
     return t5
@@ -4078,10 +3935,9 @@ def e93(env):
     else:
         t3 = attr_value(t2, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
     t5 = ('1')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -4104,143 +3960,131 @@ def e94(env):
             if t7 is None: t7 = Missing('megatron.env')
         else:
             t7 = attr_value(t6, 'env', 'megatron.env')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('megatron')
-            if t11 is None: t11 = Missing('megatron')
-            if t11.__class__ is dict and 'env' in t11:
-                t12 = t11['env']
-                if t12 is None: t12 = Missing('megatron.env')
+            t10 = env.lookup('megatron')
+            if t10 is None: t10 = Missing('megatron')
+            if t10.__class__ is dict and 'env' in t10:
+                t11 = t10['env']
+                if t11 is None: t11 = Missing('megatron.env')
             else:
-                t12 = attr_value(t11, 'env', 'megatron.env')
-            if t12.__class__ is dict and 'known' in t12:
-                t13 = t12['known']
-                if t13 is None: t13 = Missing('megatron.env.known')
+                t11 = attr_value(t10, 'env', 'megatron.env')
+            if t11.__class__ is dict and 'known' in t11:
+                t12 = t11['known']
+                if t12 is None: t12 = Missing('megatron.env.known')
             else:
-                t13 = attr_value(t12, 'known', 'megatron.env.known')
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t12 = attr_value(t11, 'known', 'megatron.env.known')
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t15 = env.lookup('tp')
-            if t15 is None: t15 = Missing('tp')
-            t17 = (1)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 > t17
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t14 = env.lookup('tp')
+            if t14 is None: t14 = Missing('tp')
+            t16 = (1)
+            if t14.__class__ is int:
+                t15 = t14 > t16
             else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('>', t15, t17)
-            if not (t16 if t16.__class__ is bool else _truth(t16)):
-                t19 = env.lookup('cp')
-                if t19 is None: t19 = Missing('cp')
-                t21 = (1)
-                if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                    t20 = t19 > t21
+                t15 = _compare('>', t14, t16)
+            if not (t15 if t15.__class__ is bool else _truth(t15)):
+                t18 = env.lookup('cp')
+                if t18 is None: t18 = Missing('cp')
+                t20 = (1)
+                if t18.__class__ is int:
+                    t19 = t18 > t20
                 else:
-                    if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
-                    t20 = _compare('>', t19, t21)
-                t18 = (t20 if t20.__class__ is bool else _truth(t20))
+                    t19 = _compare('>', t18, t20)
+                t17 = (t19 if t19.__class__ is bool else _truth(t19))
             else:
-                t18 = True
-            t14 = (t18 if t18.__class__ is bool else _truth(t18))
+                t17 = True
+            t13 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t23 = env.lookup('megatron')
-            if t23 is None: t23 = Missing('megatron')
-            if t23.__class__ is dict and 'args' in t23:
-                t24 = t23['args']
-                if t24 is None: t24 = Missing('megatron.args')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t22 = env.lookup('megatron')
+            if t22 is None: t22 = Missing('megatron')
+            if t22.__class__ is dict and 'args' in t22:
+                t23 = t22['args']
+                if t23 is None: t23 = Missing('megatron.args')
             else:
-                t24 = attr_value(t23, 'args', 'megatron.args')
-            if t24.__class__ is dict and 'use_torch_fsdp2' in t24:
-                t25 = t24['use_torch_fsdp2']
-                if t25 is None: t25 = Missing('megatron.args.use_torch_fsdp2')
+                t23 = attr_value(t22, 'args', 'megatron.args')
+            if t23.__class__ is dict and 'use_torch_fsdp2' in t23:
+                t24 = t23['use_torch_fsdp2']
+                if t24 is None: t24 = Missing('megatron.args.use_torch_fsdp2')
             else:
-                t25 = attr_value(t24, 'use_torch_fsdp2', 'megatron.args.use_torch_fsdp2')
-            t26 = not (t25 if t25.__class__ is bool else _truth(t25))
-            t22 = (t26 if t26.__class__ is bool else _truth(t26))
+                t24 = attr_value(t23, 'use_torch_fsdp2', 'megatron.args.use_torch_fsdp2')
+            t25 = not (t24 if t24.__class__ is bool else _truth(t24))
+            t21 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
-            t22 = False
-        if (t22 if t22.__class__ is bool else _truth(t22)):
-            t28 = env.lookup('megatron')
-            if t28 is None: t28 = Missing('megatron')
-            if t28.__class__ is dict and 'args' in t28:
-                t29 = t28['args']
-                if t29 is None: t29 = Missing('megatron.args')
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            t27 = env.lookup('megatron')
+            if t27 is None: t27 = Missing('megatron')
+            if t27.__class__ is dict and 'args' in t27:
+                t28 = t27['args']
+                if t28 is None: t28 = Missing('megatron.args')
             else:
-                t29 = attr_value(t28, 'args', 'megatron.args')
-            if t29.__class__ is dict and 'use_megatron_fsdp' in t29:
-                t30 = t29['use_megatron_fsdp']
-                if t30 is None: t30 = Missing('megatron.args.use_megatron_fsdp')
+                t28 = attr_value(t27, 'args', 'megatron.args')
+            if t28.__class__ is dict and 'use_megatron_fsdp' in t28:
+                t29 = t28['use_megatron_fsdp']
+                if t29 is None: t29 = Missing('megatron.args.use_megatron_fsdp')
             else:
-                t30 = attr_value(t29, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
-            t31 = not (t30 if t30.__class__ is bool else _truth(t30))
-            t27 = (t31 if t31.__class__ is bool else _truth(t31))
+                t29 = attr_value(t28, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
+            t30 = not (t29 if t29.__class__ is bool else _truth(t29))
+            t26 = (t30 if t30.__class__ is bool else _truth(t30))
         else:
-            t27 = False
-        if (t27 if t27.__class__ is bool else _truth(t27)):
-            t33 = env.lookup('megatron')
-            if t33 is None: t33 = Missing('megatron')
-            if t33.__class__ is dict and 'args' in t33:
-                t34 = t33['args']
-                if t34 is None: t34 = Missing('megatron.args')
+            t26 = False
+        if (t26 if t26.__class__ is bool else _truth(t26)):
+            t32 = env.lookup('megatron')
+            if t32 is None: t32 = Missing('megatron')
+            if t32.__class__ is dict and 'args' in t32:
+                t33 = t32['args']
+                if t33 is None: t33 = Missing('megatron.args')
             else:
-                t34 = attr_value(t33, 'args', 'megatron.args')
-            if t34.__class__ is dict and 'overlap_moe_expert_parallel_comm' in t34:
-                t35 = t34['overlap_moe_expert_parallel_comm']
-                if t35 is None: t35 = Missing('megatron.args.overlap_moe_expert_parallel_comm')
+                t33 = attr_value(t32, 'args', 'megatron.args')
+            if t33.__class__ is dict and 'overlap_moe_expert_parallel_comm' in t33:
+                t34 = t33['overlap_moe_expert_parallel_comm']
+                if t34 is None: t34 = Missing('megatron.args.overlap_moe_expert_parallel_comm')
             else:
-                t35 = attr_value(t34, 'overlap_moe_expert_parallel_comm', 'megatron.args.overlap_moe_expert_parallel_comm')
-            t36 = not (t35 if t35.__class__ is bool else _truth(t35))
-            t32 = (t36 if t36.__class__ is bool else _truth(t36))
+                t34 = attr_value(t33, 'overlap_moe_expert_parallel_comm', 'megatron.args.overlap_moe_expert_parallel_comm')
+            t35 = not (t34 if t34.__class__ is bool else _truth(t34))
+            t31 = (t35 if t35.__class__ is bool else _truth(t35))
         else:
-            t32 = False
-        if (t32 if t32.__class__ is bool else _truth(t32)):
-            t38 = env.lookup('megatron')
-            if t38 is None: t38 = Missing('megatron')
-            if t38.__class__ is dict and 'env' in t38:
-                t39 = t38['env']
-                if t39 is None: t39 = Missing('megatron.env')
+            t31 = False
+        if (t31 if t31.__class__ is bool else _truth(t31)):
+            t37 = env.lookup('megatron')
+            if t37 is None: t37 = Missing('megatron')
+            if t37.__class__ is dict and 'env' in t37:
+                t38 = t37['env']
+                if t38 is None: t38 = Missing('megatron.env')
             else:
-                t39 = attr_value(t38, 'env', 'megatron.env')
-            if t39.__class__ is dict and 'cuda_device_max_connections_set' in t39:
-                t40 = t39['cuda_device_max_connections_set']
-                if t40 is None: t40 = Missing('megatron.env.cuda_device_max_connections_set')
+                t38 = attr_value(t37, 'env', 'megatron.env')
+            if t38.__class__ is dict and 'cuda_device_max_connections_set' in t38:
+                t39 = t38['cuda_device_max_connections_set']
+                if t39 is None: t39 = Missing('megatron.env.cuda_device_max_connections_set')
             else:
-                t40 = attr_value(t39, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
-            if (t40 if t40.__class__ is bool else _truth(t40)):
-                t42 = env.lookup('megatron')
-                if t42 is None: t42 = Missing('megatron')
-                if t42.__class__ is dict and 'env' in t42:
-                    t43 = t42['env']
-                    if t43 is None: t43 = Missing('megatron.env')
+                t39 = attr_value(t38, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
+            if (t39 if t39.__class__ is bool else _truth(t39)):
+                t41 = env.lookup('megatron')
+                if t41 is None: t41 = Missing('megatron')
+                if t41.__class__ is dict and 'env' in t41:
+                    t42 = t41['env']
+                    if t42 is None: t42 = Missing('megatron.env')
                 else:
-                    t43 = attr_value(t42, 'env', 'megatron.env')
-                if t43.__class__ is dict and 'cuda_device_max_connections' in t43:
-                    t44 = t43['cuda_device_max_connections']
-                    if t44 is None: t44 = Missing('megatron.env.cuda_device_max_connections')
+                    t42 = attr_value(t41, 'env', 'megatron.env')
+                if t42.__class__ is dict and 'cuda_device_max_connections' in t42:
+                    t43 = t42['cuda_device_max_connections']
+                    if t43 is None: t43 = Missing('megatron.env.cuda_device_max_connections')
                 else:
-                    t44 = attr_value(t43, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
-                t46 = (None)
-                if t44.__class__ is t46.__class__ and (t44.__class__ is int or t44.__class__ is str):
-                    t45 = t44 == t46
-                else:
-                    if t46.__class__ is list or t46.__class__ is dict or t46.__class__ is str: _charge_operands(env, t44, t46)
-                    t45 = _compare('==', t44, t46)
-                t41 = (t45 if t45.__class__ is bool else _truth(t45))
+                    t43 = attr_value(t42, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
+                t44 = (t43 is None or t43.__class__ is Missing)
+                t40 = (t44 if t44.__class__ is bool else _truth(t44))
             else:
-                t41 = False
-            t47 = not (t41 if t41.__class__ is bool else _truth(t41))
-            t37 = (t47 if t47.__class__ is bool else _truth(t47))
+                t40 = False
+            t45 = not (t40 if t40.__class__ is bool else _truth(t40))
+            t36 = (t45 if t45.__class__ is bool else _truth(t45))
         else:
-            t37 = False
-        t5 = (t37 if t37.__class__ is bool else _truth(t37))
+            t36 = False
+        t5 = (t36 if t36.__class__ is bool else _truth(t36))
     else:
         t5 = False
     return t5
@@ -4290,10 +4134,9 @@ def e96(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('tp = ')
@@ -4327,10 +4170,9 @@ def e97(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('keys')
@@ -4369,7 +4211,6 @@ def e98(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 != t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('!=', t3, t5)
     return t4
 
@@ -4401,16 +4242,14 @@ def e99(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('tp')
             if t12 is None: t12 = Missing('tp')
             t14 = (1)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            if t12.__class__ is int:
                 t13 = t12 == t14
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
                 t13 = _compare('==', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
@@ -4428,12 +4267,7 @@ def e100(env):
         if t2 is None: t2 = Missing('megatron.layout_error')
     else:
         t2 = attr_value(t1, 'layout_error', 'megatron.layout_error')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e101(env):
@@ -4455,12 +4289,7 @@ def e101(env):
             if t7 is None: t7 = Missing('megatron.layout')
         else:
             t7 = attr_value(t6, 'layout', 'megatron.layout')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
@@ -4499,47 +4328,42 @@ def e104(env):
         if t3 is None: t3 = Missing('megatron.args.mtp_num_layers')
     else:
         t3 = attr_value(t2, 'mtp_num_layers', 'megatron.args.mtp_num_layers')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = (' (')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('megatron')
-        if t8 is None: t8 = Missing('megatron')
-        if t8.__class__ is dict and 'args' in t8:
-            t9 = t8['args']
-            if t9 is None: t9 = Missing('megatron.args')
+        t6 = (' (')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = env.lookup('megatron')
+        if t7 is None: t7 = Missing('megatron')
+        if t7.__class__ is dict and 'args' in t7:
+            t8 = t7['args']
+            if t8 is None: t8 = Missing('megatron.args')
         else:
-            t9 = attr_value(t8, 'args', 'megatron.args')
-        if t9.__class__ is dict and 'mtp_num_layers' in t9:
-            t10 = t9['mtp_num_layers']
-            if t10 is None: t10 = Missing('megatron.args.mtp_num_layers')
+            t8 = attr_value(t7, 'args', 'megatron.args')
+        if t8.__class__ is dict and 'mtp_num_layers' in t8:
+            t9 = t8['mtp_num_layers']
+            if t9 is None: t9 = Missing('megatron.args.mtp_num_layers')
         else:
-            t10 = attr_value(t9, 'mtp_num_layers', 'megatron.args.mtp_num_layers')
-        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
+            t9 = attr_value(t8, 'mtp_num_layers', 'megatron.args.mtp_num_layers')
+        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t6.__class__ is int and t10.__class__ is int:
+            t11 = t6 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('+', t6, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t7.__class__ is int and t11.__class__ is int:
-            t12 = t7 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t7, t11, env)
+        t12 = (' MTP layers m after them)')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = (' MTP layers m after them)')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        if t11.__class__ is int and t12.__class__ is int:
+            t13 = t11 + t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t14 = _binop('+', t12, t13, env)
-        t6 = t14
+            t13 = _binop('+', t11, t12, env)
+        t5 = t13
     else:
-        t15 = ('')
-        t6 = t15
-    return t6
+        t14 = ('')
+        t5 = t14
+    return t5
 
 def e105(env):
     t1 = env.lookup('megatron')
@@ -4549,12 +4373,16 @@ def e105(env):
         if t2 is None: t2 = Missing('megatron.split_pps')
     else:
         t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
-    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
+        t3 = len(t2)
+        env.budget.left -= t3 if t3 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 > t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('>', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = (' (with this layout, pp in ')
@@ -4645,12 +4473,7 @@ def e111(env):
         if t2 is None: t2 = Missing('megatron.rampup')
     else:
         t2 = attr_value(t1, 'rampup', 'megatron.rampup')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('==', t2, t4)
+    t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e112(env):
@@ -4677,12 +4500,7 @@ def e112(env):
             if t8 is None: t8 = Missing('megatron.args.rampup_batch_size')
         else:
             t8 = attr_value(t7, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -4718,30 +4536,25 @@ def e114(env):
         if t3 is None: t3 = Missing('megatron.args.global_batch_size')
     else:
         t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
+    t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('megatron')
-        if t7 is None: t7 = Missing('megatron')
-        if t7.__class__ is dict and 'args' in t7:
-            t8 = t7['args']
-            if t8 is None: t8 = Missing('megatron.args')
+        t6 = env.lookup('megatron')
+        if t6 is None: t6 = Missing('megatron')
+        if t6.__class__ is dict and 'args' in t6:
+            t7 = t6['args']
+            if t7 is None: t7 = Missing('megatron.args')
         else:
-            t8 = attr_value(t7, 'args', 'megatron.args')
-        if t8.__class__ is dict and 'global_batch_size' in t8:
-            t9 = t8['global_batch_size']
-            if t9 is None: t9 = Missing('megatron.args.global_batch_size')
+            t7 = attr_value(t6, 'args', 'megatron.args')
+        if t7.__class__ is dict and 'global_batch_size' in t7:
+            t8 = t7['global_batch_size']
+            if t8 is None: t8 = Missing('megatron.args.global_batch_size')
         else:
-            t9 = attr_value(t8, 'global_batch_size', 'megatron.args.global_batch_size')
-        t6 = t9
+            t8 = attr_value(t7, 'global_batch_size', 'megatron.args.global_batch_size')
+        t5 = t8
     else:
-        t10 = ('unset')
-        t6 = t10
-    return t6
+        t9 = ('unset')
+        t5 = t9
+    return t5
 
 def e115(env):
     t1 = env.lookup('megatron')
@@ -4756,19 +4569,14 @@ def e115(env):
         if t3 is None: t3 = Missing('megatron.rampup.iteration')
     else:
         t3 = attr_value(t2, 'iteration', 'megatron.rampup.iteration')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('==', t3, t5)
+    t4 = (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('fails at start-up')
-        t6 = t7
+        t6 = ('fails at start-up')
+        t5 = t6
     else:
-        t8 = ('fails during training')
-        t6 = t8
-    return t6
+        t7 = ('fails during training')
+        t5 = t7
+    return t5
 
 def e116(env):
     t1 = env.lookup('megatron')
@@ -4823,83 +4631,73 @@ def e119(env):
         if t2 is None: t2 = Missing('megatron.dp')
     else:
         t2 = attr_value(t1, 'dp', 'megatron.dp')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('megatron')
-        if t6 is None: t6 = Missing('megatron')
-        if t6.__class__ is dict and 'args' in t6:
-            t7 = t6['args']
-            if t7 is None: t7 = Missing('megatron.args')
+        t5 = env.lookup('megatron')
+        if t5 is None: t5 = Missing('megatron')
+        if t5.__class__ is dict and 'args' in t5:
+            t6 = t5['args']
+            if t6 is None: t6 = Missing('megatron.args')
         else:
-            t7 = attr_value(t6, 'args', 'megatron.args')
-        if t7.__class__ is dict and 'micro_batch_size' in t7:
-            t8 = t7['micro_batch_size']
-            if t8 is None: t8 = Missing('megatron.args.micro_batch_size')
+            t6 = attr_value(t5, 'args', 'megatron.args')
+        if t6.__class__ is dict and 'micro_batch_size' in t6:
+            t7 = t6['micro_batch_size']
+            if t7 is None: t7 = Missing('megatron.args.micro_batch_size')
         else:
-            t8 = attr_value(t7, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t7 = attr_value(t6, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t8 = not (t7 is None or t7.__class__ is Missing)
+        t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t12 = (' (')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('megatron')
-        if t13 is None: t13 = Missing('megatron')
-        if t13.__class__ is dict and 'args' in t13:
-            t14 = t13['args']
-            if t14 is None: t14 = Missing('megatron.args')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t10 = (' (')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = env.lookup('megatron')
+        if t11 is None: t11 = Missing('megatron')
+        if t11.__class__ is dict and 'args' in t11:
+            t12 = t11['args']
+            if t12 is None: t12 = Missing('megatron.args')
         else:
-            t14 = attr_value(t13, 'args', 'megatron.args')
-        if t14.__class__ is dict and 'micro_batch_size' in t14:
-            t15 = t14['micro_batch_size']
-            if t15 is None: t15 = Missing('megatron.args.micro_batch_size')
+            t12 = attr_value(t11, 'args', 'megatron.args')
+        if t12.__class__ is dict and 'micro_batch_size' in t12:
+            t13 = t12['micro_batch_size']
+            if t13 is None: t13 = Missing('megatron.args.micro_batch_size')
         else:
-            t15 = attr_value(t14, 'micro_batch_size', 'megatron.args.micro_batch_size')
+            t13 = attr_value(t12, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = env.lookup('megatron')
+        if t14 is None: t14 = Missing('megatron')
+        if t14.__class__ is dict and 'dp' in t14:
+            t15 = t14['dp']
+            if t15 is None: t15 = Missing('megatron.dp')
+        else:
+            t15 = attr_value(t14, 'dp', 'megatron.dp')
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = env.lookup('megatron')
-        if t16 is None: t16 = Missing('megatron')
-        if t16.__class__ is dict and 'dp' in t16:
-            t17 = t16['dp']
-            if t17 is None: t17 = Missing('megatron.dp')
+        if t13.__class__ is int and t15.__class__ is int:
+            t16 = t13 * t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t17 = attr_value(t16, 'dp', 'megatron.dp')
+            t16 = _binop('*', t13, t15, env)
+        t17 = call_value(env, F_str.fn, F_str.cost, True, [t16])
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t15.__class__ is int and t17.__class__ is int:
-            t18 = t15 * t17
+        if t10.__class__ is int and t17.__class__ is int:
+            t18 = t10 + t17
             if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
         else:
-            t18 = _binop('*', t15, t17, env)
-        t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
+            t18 = _binop('+', t10, t17, env)
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = (')')
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t12.__class__ is int and t19.__class__ is int:
-            t20 = t12 + t19
+        if t18.__class__ is int and t19.__class__ is int:
+            t20 = t18 + t19
             if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
         else:
-            t20 = _binop('+', t12, t19, env)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = (')')
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t20.__class__ is int and t21.__class__ is int:
-            t22 = t20 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
-        else:
-            t22 = _binop('+', t20, t21, env)
-        t11 = t22
+            t20 = _binop('+', t18, t19, env)
+        t9 = t20
     else:
-        t23 = ('')
-        t11 = t23
-    return t11
+        t21 = ('')
+        t9 = t21
+    return t9
 
 def e120(env):
     t1 = env.lookup('megatron')

@@ -6,9 +6,9 @@ from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 1149735595, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3541784848, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -43,12 +43,16 @@ K1 = [('tp'), ('etp'), ]
 def e0(env):
     t1 = env.lookup('inner')
     if t1 is None: t1 = Missing('inner')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -59,248 +63,249 @@ def e1(env):
 
 def e2(env):
     t1 = []
-    t3 = env.lookup('native')
-    if t3 is None: t3 = Missing('native')
-    if t3.__class__ is dict and 'dims' in t3:
-        t4 = t3['dims']
-        if t4 is None: t4 = Missing('native.dims')
+    t2 = env.budget
+    t4 = env.lookup('native')
+    if t4 is None: t4 = Missing('native')
+    if t4.__class__ is dict and 'dims' in t4:
+        t5 = t4['dims']
+        if t5 is None: t5 = Missing('native.dims')
     else:
-        t4 = attr_value(t3, 'dims', 'native.dims')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 13)
-        t5.values['d'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('d')
-        if t7.__class__ is dict and 'role' in t7:
-            t8 = t7['role']
-            if t8 is None: t8 = Missing('d.role')
+        t5 = attr_value(t4, 'dims', 'native.dims')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 13
+        if t2.left < 0: _charge(env, 0)
+        t7['d'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('d')
+        if t9.__class__ is dict and 'role' in t9:
+            t10 = t9['role']
+            if t10 is None: t10 = Missing('d.role')
         else:
-            t8 = attr_value(t7, 'role', 'd.role')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t5, t8, t10)
-            t9 = _compare('!=', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = t6
-            if t12 is None: t12 = Missing('d')
-            if t12.__class__ is dict and 'size' in t12:
-                t13 = t12['size']
-                if t13 is None: t13 = Missing('d.size')
-            else:
-                t13 = attr_value(t12, 'size', 'd.size')
-            t15 = (1)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t5, t13, t15)
-                t14 = _compare('!=', t13, t15)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
-        else:
-            t11 = False
+            t10 = attr_value(t9, 'role', 'd.role')
+        t11 = not (t10 is None or t10.__class__ is Missing)
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = t6
-            if t16 is None: t16 = Missing('d')
-            t1.append(t16)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            t13 = t8
+            if t13 is None: t13 = Missing('d')
+            if t13.__class__ is dict and 'size' in t13:
+                t14 = t13['size']
+                if t14 is None: t14 = Missing('d.size')
+            else:
+                t14 = attr_value(t13, 'size', 'd.size')
+            t16 = (1)
+            if t14.__class__ is int:
+                t15 = t14 != t16
+            else:
+                t15 = _compare('!=', t14, t16)
+            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+        else:
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t17 = t8
+            if t17 is None: t17 = Missing('d')
+            t1.append(t17)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e3(env):
     t1 = []
-    t3 = env.lookup('dims')
-    if t3 is None: t3 = Missing('dims')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 20)
-        t4.values['d'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('d')
-        if t6.__class__ is dict and 'index' in t6:
-            t7 = t6['index']
-            if t7 is None: t7 = Missing('d.index')
+    t2 = env.budget
+    t4 = env.lookup('dims')
+    if t4 is None: t4 = Missing('dims')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 20
+        if t2.left < 0: _charge(env, 0)
+        t6['d'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('d')
+        if t8.__class__ is dict and 'index' in t8:
+            t9 = t8['index']
+            if t9 is None: t9 = Missing('d.index')
         else:
-            t7 = attr_value(t6, 'index', 'd.index')
-        t9 = t4.lookup('item')
-        if t9 is None: t9 = Missing('item')
-        if t9.__class__ is dict and 'index' in t9:
-            t10 = t9['index']
-            if t10 is None: t10 = Missing('item.index')
+            t9 = attr_value(t8, 'index', 'd.index')
+        t11 = t5.lookup('item')
+        if t11 is None: t11 = Missing('item')
+        if t11.__class__ is dict and 'index' in t11:
+            t12 = t11['index']
+            if t12 is None: t12 = Missing('item.index')
         else:
-            t10 = attr_value(t9, 'index', 'item.index')
-        if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 > t10
+            t12 = attr_value(t11, 'index', 'item.index')
+        if t9.__class__ is t12.__class__ and (t9.__class__ is int or t9.__class__ is str):
+            t10 = t9 > t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t4, t7, t10)
-            t8 = _compare('>', t7, t10)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t12 = t4.lookup('params')
-            if t12 is None: t12 = Missing('params')
-            if t12.__class__ is dict and 'rank' in t12:
-                t13 = t12['rank']
-                if t13 is None: t13 = Missing('params.rank')
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t5, t9, t12)
+            t10 = _compare('>', t9, t12)
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t14 = t5.lookup('params')
+            if t14 is None: t14 = Missing('params')
+            if t14.__class__ is dict and 'rank' in t14:
+                t15 = t14['rank']
+                if t15 is None: t15 = Missing('params.rank')
             else:
-                t13 = attr_value(t12, 'rank', 'params.rank')
-            t13 = _need(t13)
-            t14 = t5
+                t15 = attr_value(t14, 'rank', 'params.rank')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t16 = t7
+            if t16 is None: t16 = Missing('d')
+            if t16.__class__ is dict and 'role' in t16:
+                t17 = t16['role']
+                if t17 is None: t17 = Missing('d.role')
+            else:
+                t17 = attr_value(t16, 'role', 'd.role')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = index_value(t15, t17, 'params.rank')
+            t20 = t5.lookup('params')
+            if t20 is None: t20 = Missing('params')
+            if t20.__class__ is dict and 'rank' in t20:
+                t21 = t20['rank']
+                if t21 is None: t21 = Missing('params.rank')
+            else:
+                t21 = attr_value(t20, 'rank', 'params.rank')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = t5.lookup('item')
+            if t22 is None: t22 = Missing('item')
+            if t22.__class__ is dict and 'role' in t22:
+                t23 = t22['role']
+                if t23 is None: t23 = Missing('item.role')
+            else:
+                t23 = attr_value(t22, 'role', 'item.role')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = index_value(t21, t23, 'params.rank')
+            if t18.__class__ is t24.__class__ and (t18.__class__ is int or t18.__class__ is str):
+                t19 = t18 < t24
+            else:
+                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t5, t18, t24)
+                t19 = _compare('<', t18, t24)
+            t13 = (t19 if t19.__class__ is bool else _truth(t19))
+        else:
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t25 = t7
+            if t25 is None: t25 = Missing('d')
+            t1.append(t25)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
+            if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    return t1
+
+def e4(env):
+    t1 = []
+    t2 = env.budget
+    t4 = K0
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 21
+        if t2.left < 0: _charge(env, 0)
+        t6['r'] = t7
+        t5.let_cache = None
+        t9 = t5.lookup('native')
+        if t9 is None: t9 = Missing('native')
+        if t9.__class__ is dict and 'dims' in t9:
+            t10 = t9['dims']
+            if t10 is None: t10 = Missing('native.dims')
+        else:
+            t10 = attr_value(t9, 'dims', 'native.dims')
+        t8 = loop_items(t10)
+        t11 = Env({}, None, t2, t5)
+        t12 = t11.values
+        for t13 in t8:
+            t2.left -= 21
+            if t2.left < 0: _charge(env, 0)
+            t12['d'] = t13
+            t11.let_cache = None
+            t14 = t13
             if t14 is None: t14 = Missing('d')
             if t14.__class__ is dict and 'role' in t14:
                 t15 = t14['role']
                 if t15 is None: t15 = Missing('d.role')
             else:
                 t15 = attr_value(t14, 'role', 'd.role')
-            t16 = index_value(t13, _need(t15), 'params.rank')
-            t18 = t4.lookup('params')
-            if t18 is None: t18 = Missing('params')
-            if t18.__class__ is dict and 'rank' in t18:
-                t19 = t18['rank']
-                if t19 is None: t19 = Missing('params.rank')
-            else:
-                t19 = attr_value(t18, 'rank', 'params.rank')
-            t19 = _need(t19)
-            t20 = t4.lookup('item')
-            if t20 is None: t20 = Missing('item')
-            if t20.__class__ is dict and 'role' in t20:
-                t21 = t20['role']
-                if t21 is None: t21 = Missing('item.role')
-            else:
-                t21 = attr_value(t20, 'role', 'item.role')
-            t22 = index_value(t19, _need(t21), 'params.rank')
-            if t16.__class__ is t22.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 < t22
-            else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t4, t16, t22)
-                t17 = _compare('<', t16, t22)
-            t11 = (t17 if t17.__class__ is bool else _truth(t17))
-        else:
-            t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t23 = t5
-            if t23 is None: t23 = Missing('d')
-            t1.append(t23)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
-            if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    return t1
-
-def e4(env):
-    t1 = []
-    t3 = K0
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 21)
-        t4.values['r'] = t5
-        t4.let_cache = None
-        t7 = t4.lookup('native')
-        if t7 is None: t7 = Missing('native')
-        if t7.__class__ is dict and 'dims' in t7:
-            t8 = t7['dims']
-            if t8 is None: t8 = Missing('native.dims')
-        else:
-            t8 = attr_value(t7, 'dims', 'native.dims')
-        t6 = loop_items(t8)
-        t9 = Env({}, None, t4.budget, t4)
-        for t10 in t6:
-            _charge(env, 21)
-            t9.values['d'] = t10
-            t9.let_cache = None
-            t11 = t10
-            if t11 is None: t11 = Missing('d')
-            if t11.__class__ is dict and 'role' in t11:
-                t12 = t11['role']
-                if t12 is None: t12 = Missing('d.role')
-            else:
-                t12 = attr_value(t11, 'role', 'd.role')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t9, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            if (t13 if t13.__class__ is bool else _truth(t13)):
-                t16 = t9.lookup('params')
-                if t16 is None: t16 = Missing('params')
-                if t16.__class__ is dict and 'rank' in t16:
-                    t17 = t16['rank']
-                    if t17 is None: t17 = Missing('params.rank')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            if (t16 if t16.__class__ is bool else _truth(t16)):
+                t18 = t11.lookup('params')
+                if t18 is None: t18 = Missing('params')
+                if t18.__class__ is dict and 'rank' in t18:
+                    t19 = t18['rank']
+                    if t19 is None: t19 = Missing('params.rank')
                 else:
-                    t17 = attr_value(t16, 'rank', 'params.rank')
-                t17 = _need(t17)
-                t18 = t10
-                if t18 is None: t18 = Missing('d')
-                if t18.__class__ is dict and 'role' in t18:
-                    t19 = t18['role']
-                    if t19 is None: t19 = Missing('d.role')
+                    t19 = attr_value(t18, 'rank', 'params.rank')
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                t20 = t13
+                if t20 is None: t20 = Missing('d')
+                if t20.__class__ is dict and 'role' in t20:
+                    t21 = t20['role']
+                    if t21 is None: t21 = Missing('d.role')
                 else:
-                    t19 = attr_value(t18, 'role', 'd.role')
-                t20 = index_value(t17, _need(t19), 'params.rank')
-                t22 = t5
-                if t22 is None: t22 = Missing('r')
-                if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-                    t21 = t20 == t22
+                    t21 = attr_value(t20, 'role', 'd.role')
+                if t21 is None or t21.__class__ is Missing: _need(t21)
+                t22 = index_value(t19, t21, 'params.rank')
+                t24 = t7
+                if t24 is None: t24 = Missing('r')
+                if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
+                    t23 = t22 == t24
                 else:
-                    if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t9, t20, t22)
-                    t21 = _compare('==', t20, t22)
-                t15 = (t21 if t21.__class__ is bool else _truth(t21))
+                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t11, t22, t24)
+                    t23 = _compare('==', t22, t24)
+                t17 = (t23 if t23.__class__ is bool else _truth(t23))
             else:
-                t15 = False
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t23 = t10
-                if t23 is None: t23 = Missing('d')
-                t1.append(t23)
-                t9.budget.mem -= 1
-                if t9.budget.mem < 0: _charge_mem(env, 0)
+                t17 = False
+            if (t17 if t17.__class__ is bool else _truth(t17)):
+                t25 = t13
+                if t25 is None: t25 = Missing('d')
+                t1.append(t25)
+                t2.mem -= 1
+                if t2.mem < 0: _charge_mem(env, 0)
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t24 = []
-    t26 = env.lookup('native')
-    if t26 is None: t26 = Missing('native')
-    if t26.__class__ is dict and 'dims' in t26:
-        t27 = t26['dims']
-        if t27 is None: t27 = Missing('native.dims')
+    t26 = []
+    t27 = env.budget
+    t29 = env.lookup('native')
+    if t29 is None: t29 = Missing('native')
+    if t29.__class__ is dict and 'dims' in t29:
+        t30 = t29['dims']
+        if t30 is None: t30 = Missing('native.dims')
     else:
-        t27 = attr_value(t26, 'dims', 'native.dims')
-    t25 = loop_items(t27)
-    t28 = Env({}, None, env.budget, env)
-    for t29 in t25:
-        _charge(env, 8)
-        t28.values['d'] = t29
-        t28.let_cache = None
-        t30 = t29
-        if t30 is None: t30 = Missing('d')
-        if t30.__class__ is dict and 'role' in t30:
-            t31 = t30['role']
-            if t31 is None: t31 = Missing('d.role')
+        t30 = attr_value(t29, 'dims', 'native.dims')
+    t28 = loop_items(t30)
+    t31 = Env({}, None, t27, env)
+    t32 = t31.values
+    for t33 in t28:
+        t27.left -= 8
+        if t27.left < 0: _charge(env, 0)
+        t32['d'] = t33
+        t31.let_cache = None
+        t34 = t33
+        if t34 is None: t34 = Missing('d')
+        if t34.__class__ is dict and 'role' in t34:
+            t35 = t34['role']
+            if t35 is None: t35 = Missing('d.role')
         else:
-            t31 = attr_value(t30, 'role', 'd.role')
-        t33 = (None)
-        if t31.__class__ is t33.__class__ and (t31.__class__ is int or t31.__class__ is str):
-            t32 = t31 == t33
-        else:
-            if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(t28, t31, t33)
-            t32 = _compare('==', t31, t33)
-        if (t32 if t32.__class__ is bool else _truth(t32)):
-            t34 = t29
-            if t34 is None: t34 = Missing('d')
-            t24.append(t34)
-            t28.budget.mem -= 1
-            if t28.budget.mem < 0: _charge_mem(env, 0)
-            if len(t24) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    if t24 is None or t24.__class__ is Missing: _need(t24)
-    if t1.__class__ is int and t24.__class__ is int:
-        t35 = t1 + t24
-        if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
+            t35 = attr_value(t34, 'role', 'd.role')
+        t36 = (t35 is None or t35.__class__ is Missing)
+        if (t36 if t36.__class__ is bool else _truth(t36)):
+            t37 = t33
+            if t37 is None: t37 = Missing('d')
+            t26.append(t37)
+            t27.mem -= 1
+            if t27.mem < 0: _charge_mem(env, 0)
+            if len(t26) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    if t26 is None or t26.__class__ is Missing: _need(t26)
+    if t1.__class__ is int and t26.__class__ is int:
+        t38 = t1 + t26
+        if not -MAX_INT <= t38 <= MAX_INT: _check_value(t38)
     else:
-        t35 = _binop('+', t1, t24, env)
-    return t35
+        t38 = _binop('+', t1, t26, env)
+    return t38
 
 def e5(env):
     t1 = env.lookup('item')
@@ -314,57 +319,60 @@ def e5(env):
 
 def e6(env):
     t1 = []
-    t3 = env.lookup('inner')
-    if t3 is None: t3 = Missing('inner')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 11)
-        t4.values['d'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('d')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('d.name')
+    t2 = env.budget
+    t4 = env.lookup('inner')
+    if t4 is None: t4 = Missing('inner')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 11
+        if t2.left < 0: _charge(env, 0)
+        t6['d'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('d')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('d.name')
         else:
-            t7 = attr_value(t6, 'name', 'd.name')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = (' (')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t7.__class__ is int and t8.__class__ is int:
-            t9 = t7 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t7, t8, t4)
+            t9 = attr_value(t8, 'name', 'd.name')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = t5
-        if t10 is None: t10 = Missing('d')
-        if t10.__class__ is dict and 'role' in t10:
-            t11 = t10['role']
-            if t11 is None: t11 = Missing('d.role')
+        t10 = (' (')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t11 = attr_value(t10, 'role', 'd.role')
+            t11 = _binop('+', t9, t10, t5)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t9.__class__ is int and t11.__class__ is int:
-            t12 = t9 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        t12 = t7
+        if t12 is None: t12 = Missing('d')
+        if t12.__class__ is dict and 'role' in t12:
+            t13 = t12['role']
+            if t13 is None: t13 = Missing('d.role')
         else:
-            t12 = _binop('+', t9, t11, t4)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = (')')
+            t13 = attr_value(t12, 'role', 'd.role')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 + t13
+        if t11.__class__ is int and t13.__class__ is int:
+            t14 = t11 + t13
             if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t14 = _binop('+', t12, t13, t4)
-        t1.append(t14)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t14 = _binop('+', t11, t13, t5)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = (')')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if t14.__class__ is int and t15.__class__ is int:
+            t16 = t14 + t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('+', t14, t15, t5)
+        t1.append(t16)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t15
+    t17 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t17
 
 def e7(env):
     t1 = env.lookup('item')
@@ -387,27 +395,30 @@ def e7(env):
 
 def e8(env):
     t1 = []
-    t3 = env.lookup('sorted_dims')
-    if t3 is None: t3 = Missing('sorted_dims')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 4)
-        t4.values['d'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('d')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('d.name')
+    t2 = env.budget
+    t4 = env.lookup('sorted_dims')
+    if t4 is None: t4 = Missing('sorted_dims')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 4
+        if t2.left < 0: _charge(env, 0)
+        t6['d'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('d')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('d.name')
         else:
-            t7 = attr_value(t6, 'name', 'd.name')
-        t1.append(t7)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'name', 'd.name')
+        t1.append(t9)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t8 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t8
+    t10 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t10
 
 def e9(env):
     t1 = env.lookup('native')
@@ -421,88 +432,100 @@ def e9(env):
 
 def e10(env):
     t1 = []
-    t3 = env.lookup('native')
-    if t3 is None: t3 = Missing('native')
-    if t3.__class__ is dict and 'dims' in t3:
-        t4 = t3['dims']
-        if t4 is None: t4 = Missing('native.dims')
+    t2 = env.budget
+    t4 = env.lookup('native')
+    if t4 is None: t4 = Missing('native')
+    if t4.__class__ is dict and 'dims' in t4:
+        t5 = t4['dims']
+        if t5 is None: t5 = Missing('native.dims')
     else:
-        t4 = attr_value(t3, 'dims', 'native.dims')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 8)
-        t5.values['d'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('d')
-        if t7.__class__ is dict and 'name' in t7:
-            t8 = t7['name']
-            if t8 is None: t8 = Missing('d.name')
+        t5 = attr_value(t4, 'dims', 'native.dims')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t7['d'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('d')
+        if t9.__class__ is dict and 'name' in t9:
+            t10 = t9['name']
+            if t10 is None: t10 = Missing('d.name')
         else:
-            t8 = attr_value(t7, 'name', 'd.name')
-        t10 = t5.lookup('item')
-        if t10 is None: t10 = Missing('item')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+            t10 = attr_value(t9, 'name', 'd.name')
+        t12 = t6.lookup('item')
+        if t12 is None: t12 = Missing('item')
+        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t5, t8, t10)
-            t9 = _compare('==', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t6
-            if t11 is None: t11 = Missing('d')
-            t1.append(t11)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t6, t10, t12)
+            t11 = _compare('==', t10, t12)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t8
+            if t13 is None: t13 = Missing('d')
+            t1.append(t13)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t12 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    return t12
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t14 = len(t1)
+        env.budget.left -= t14 if t14 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t14 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    return t14
 
 def e11(env):
     t1 = []
-    t3 = env.lookup('native')
-    if t3 is None: t3 = Missing('native')
-    if t3.__class__ is dict and 'dims' in t3:
-        t4 = t3['dims']
-        if t4 is None: t4 = Missing('native.dims')
+    t2 = env.budget
+    t4 = env.lookup('native')
+    if t4 is None: t4 = Missing('native')
+    if t4.__class__ is dict and 'dims' in t4:
+        t5 = t4['dims']
+        if t5 is None: t5 = Missing('native.dims')
     else:
-        t4 = attr_value(t3, 'dims', 'native.dims')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 9)
-        t5.values['d'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('d')
-        if t7.__class__ is dict and 'name' in t7:
-            t8 = t7['name']
-            if t8 is None: t8 = Missing('d.name')
+        t5 = attr_value(t4, 'dims', 'native.dims')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 9
+        if t2.left < 0: _charge(env, 0)
+        t7['d'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('d')
+        if t9.__class__ is dict and 'name' in t9:
+            t10 = t9['name']
+            if t10 is None: t10 = Missing('d.name')
         else:
-            t8 = attr_value(t7, 'name', 'd.name')
-        t10 = t5.lookup('item')
-        if t10 is None: t10 = Missing('item')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+            t10 = attr_value(t9, 'name', 'd.name')
+        t12 = t6.lookup('item')
+        if t12 is None: t12 = Missing('item')
+        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t5, t8, t10)
-            t9 = _compare('==', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t6
-            if t11 is None: t11 = Missing('d')
-            if t11.__class__ is dict and 'key' in t11:
-                t12 = t11['key']
-                if t12 is None: t12 = Missing('d.key')
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t6, t10, t12)
+            t11 = _compare('==', t10, t12)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t8
+            if t13 is None: t13 = Missing('d')
+            if t13.__class__ is dict and 'key' in t13:
+                t14 = t13['key']
+                if t14 is None: t14 = Missing('d.key')
             else:
-                t12 = attr_value(t11, 'key', 'd.key')
-            t1.append(t12)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+                t14 = attr_value(t13, 'key', 'd.key')
+            t1.append(t14)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t1 = _need(t1)
-    t13 = (1)
-    t14 = index_value(t1, _need(t13), '?')
-    return t14
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t15 = (1)
+    if t15 is None or t15.__class__ is Missing: _need(t15)
+    t16 = index_value(t1, t15, '?')
+    return t16
 
 def e12(env):
     t1 = env.lookup('item')
@@ -512,137 +535,146 @@ def e12(env):
         if t2 is None: t2 = Missing('item.role')
     else:
         t2 = attr_value(t1, 'role', 'item.role')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e13(env):
     t1 = []
-    t3 = env.lookup('native')
-    if t3 is None: t3 = Missing('native')
-    if t3.__class__ is dict and 'dims' in t3:
-        t4 = t3['dims']
-        if t4 is None: t4 = Missing('native.dims')
+    t2 = env.budget
+    t4 = env.lookup('native')
+    if t4 is None: t4 = Missing('native')
+    if t4.__class__ is dict and 'dims' in t4:
+        t5 = t4['dims']
+        if t5 is None: t5 = Missing('native.dims')
     else:
-        t4 = attr_value(t3, 'dims', 'native.dims')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 8)
-        t5.values['d'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('d')
-        if t7.__class__ is dict and 'name' in t7:
-            t8 = t7['name']
-            if t8 is None: t8 = Missing('d.name')
+        t5 = attr_value(t4, 'dims', 'native.dims')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t7['d'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('d')
+        if t9.__class__ is dict and 'name' in t9:
+            t10 = t9['name']
+            if t10 is None: t10 = Missing('d.name')
         else:
-            t8 = attr_value(t7, 'name', 'd.name')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t5, t8, t10)
-            t9 = _compare('!=', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t6
-            if t11 is None: t11 = Missing('d')
-            t1.append(t11)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            t10 = attr_value(t9, 'name', 'd.name')
+        t11 = not (t10 is None or t10.__class__ is Missing)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t12 = t8
+            if t12 is None: t12 = Missing('d')
+            t1.append(t12)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e14(env):
     t1 = env.lookup('fills')
     if t1 is None: t1 = Missing('fills')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 <= t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('<=', t2, t4)
     return t3
 
 def e15(env):
     t1 = []
-    t3 = env.lookup('native')
-    if t3 is None: t3 = Missing('native')
-    if t3.__class__ is dict and 'dims' in t3:
-        t4 = t3['dims']
-        if t4 is None: t4 = Missing('native.dims')
+    t2 = env.budget
+    t4 = env.lookup('native')
+    if t4 is None: t4 = Missing('native')
+    if t4.__class__ is dict and 'dims' in t4:
+        t5 = t4['dims']
+        if t5 is None: t5 = Missing('native.dims')
     else:
-        t4 = attr_value(t3, 'dims', 'native.dims')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 9)
-        t5.values['d'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('d')
-        if t7.__class__ is dict and 'size' in t7:
-            t8 = t7['size']
-            if t8 is None: t8 = Missing('d.size')
+        t5 = attr_value(t4, 'dims', 'native.dims')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 9
+        if t2.left < 0: _charge(env, 0)
+        t7['d'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('d')
+        if t9.__class__ is dict and 'size' in t9:
+            t10 = t9['size']
+            if t10 is None: t10 = Missing('d.size')
         else:
-            t8 = attr_value(t7, 'size', 'd.size')
-        t10 = (1)
-        t11 = _check_value(-_num(t10, '-'))
-        if t8.__class__ is t11.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t11
+            t10 = attr_value(t9, 'size', 'd.size')
+        t12 = (1)
+        t13 = _check_value(-_num(t12, '-'))
+        if t10.__class__ is t13.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t13
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t5, t8, t11)
-            t9 = _compare('==', t8, t11)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = t6
-            if t12 is None: t12 = Missing('d')
-            t1.append(t12)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t6, t10, t13)
+            t11 = _compare('==', t10, t13)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t14 = t8
+            if t14 is None: t14 = Missing('d')
+            t1.append(t14)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e16(env):
     t1 = env.lookup('fills')
     if t1 is None: t1 = Missing('fills')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     return t2
 
 def e17(env):
     t1 = []
-    t3 = env.lookup('fills')
-    if t3 is None: t3 = Missing('fills')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 4)
-        t4.values['d'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('d')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('d.name')
+    t2 = env.budget
+    t4 = env.lookup('fills')
+    if t4 is None: t4 = Missing('fills')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 4
+        if t2.left < 0: _charge(env, 0)
+        t6['d'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('d')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('d.name')
         else:
-            t7 = attr_value(t6, 'name', 'd.name')
-        t1.append(t7)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'name', 'd.name')
+        t1.append(t9)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t8 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t8
+    t10 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t10
 
 def e18(env):
     t1 = env.lookup('fills')
     if t1 is None: t1 = Missing('fills')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (1)
-    t3 = index_value(t1, _need(t2), 'fills')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'fills')
     if t3.__class__ is dict and 'key' in t3:
         t4 = t3['key']
         if t4 is None: t4 = Missing('key')

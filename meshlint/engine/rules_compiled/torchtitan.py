@@ -6,9 +6,9 @@ from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.functions import FUNCTIONS
 from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge, _charge_mem, _charge_operands,
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
-                                         index_value, loop_items)
+                                         index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 1149735595, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3541784848, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -226,10 +226,9 @@ def e4(env):
         t5 = env.lookup('etp')
         if t5 is None: t5 = Missing('etp')
         t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is int:
             t6 = t5 == t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('==', t5, t7)
         t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -251,10 +250,9 @@ def e5(env):
         t6 = env.lookup('ep')
         if t6 is None: t6 = Missing('ep')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -280,10 +278,9 @@ def e7(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -356,68 +353,68 @@ def e13(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = []
-        t9 = env.lookup('fsdp_tp')
-        if t9 is None: t9 = Missing('fsdp_tp')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('etp')
-        if t10 is None: t10 = Missing('etp')
+        t8 = env.budget
+        t10 = env.lookup('fsdp_tp')
+        if t10 is None: t10 = Missing('fsdp_tp')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = _binop('%', t9, t10, env)
-        t13 = (0)
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 == t13
+        t11 = env.lookup('etp')
+        if t11 is None: t11 = Missing('etp')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('%', t10, t11, env)
+        t14 = (0)
+        if t12.__class__ is int:
+            t13 = t12 == t14
         else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-            t12 = _compare('==', t11, t13)
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t15 = env.lookup('fsdp_tp')
-            if t15 is None: t15 = Missing('fsdp_tp')
-            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t13 = _compare('==', t12, t14)
+        if (t13 if t13.__class__ is bool else _truth(t13)):
             t16 = env.lookup('fsdp_tp')
             if t16 is None: t16 = Missing('fsdp_tp')
-            t17 = env.lookup('etp')
-            if t17 is None: t17 = Missing('etp')
-            t18 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t16, t17])
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = _binop('//', t15, t18, env)
-            t14 = t19
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = env.lookup('fsdp_tp')
+            if t17 is None: t17 = Missing('fsdp_tp')
+            t18 = env.lookup('etp')
+            if t18 is None: t18 = Missing('etp')
+            t19 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t17, t18])
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = _binop('//', t16, t19, env)
+            t15 = t20
         else:
-            t20 = (1)
-            t14 = t20
-        t21 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t14])
-        t8 = loop_items(t21)
-        t22 = Env({}, None, env.budget, env)
-        for t23 in t8:
-            _charge(env, 18)
-            t22.values['e'] = t23
-            t22.let_cache = None
-            t24 = t23
-            if t24 is None: t24 = Missing('e')
-            t26 = (1)
-            if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
-                t25 = t24 > t26
+            t21 = (1)
+            t15 = t21
+        t22 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t15])
+        t9 = loop_items(t22)
+        t23 = Env({}, None, t8, env)
+        t24 = t23.values
+        for t25 in t9:
+            t8.left -= 18
+            if t8.left < 0: _charge(env, 0)
+            t24['e'] = t25
+            t23.let_cache = None
+            t26 = t25
+            if t26 is None: t26 = Missing('e')
+            t28 = (1)
+            if t26.__class__ is int:
+                t27 = t26 > t28
             else:
-                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t22, t24, t26)
-                t25 = _compare('>', t24, t26)
-            if (t25 if t25.__class__ is bool else _truth(t25)):
-                t27 = t23
-                if t27 is None: t27 = Missing('e')
-                t7.append(t27)
-                t22.budget.mem -= 1
-                if t22.budget.mem < 0: _charge_mem(env, 0)
+                t27 = _compare('>', t26, t28)
+            if (t27 if t27.__class__ is bool else _truth(t27)):
+                t29 = t25
+                if t29 is None: t29 = Missing('e')
+                t7.append(t29)
+                t8.mem -= 1
+                if t8.mem < 0: _charge_mem(env, 0)
                 if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t28 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        t6 = t28
+        t30 = call_value(env, F_join.fn, F_join.cost, False, [t7])
+        t6 = t30
     else:
-        t29 = ('(none with this etp)')
-        t6 = t29
+        t31 = ('(none with this etp)')
+        t6 = t31
     return t6
 
 def e14(env):
@@ -435,10 +432,9 @@ def e14(env):
         t6 = env.lookup('etp')
         if t6 is None: t6 = Missing('etp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -458,10 +454,9 @@ def e15(env):
     else:
         t3 = _binop('*', t1, t2, env)
     t5 = (1)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -497,10 +492,9 @@ def e16(env):
             t12 = env.lookup('dp_replicate')
             if t12 is None: t12 = Missing('dp_replicate')
             t14 = (1)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            if t12.__class__ is int:
                 t13 = t12 > t14
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
                 t13 = _compare('>', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
@@ -509,10 +503,9 @@ def e16(env):
             t16 = env.lookup('dp_shard')
             if t16 is None: t16 = Missing('dp_shard')
             t18 = (1)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
+            if t16.__class__ is int:
                 t17 = t16 == t18
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
                 t17 = _compare('==', t16, t18)
             t15 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
@@ -521,10 +514,9 @@ def e16(env):
             t20 = env.lookup('cp')
             if t20 is None: t20 = Missing('cp')
             t22 = (1)
-            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+            if t20.__class__ is int:
                 t21 = t20 == t22
             else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
                 t21 = _compare('==', t20, t22)
             t19 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
@@ -538,19 +530,17 @@ def e16(env):
             else:
                 t25 = attr_value(t24, 'name', 'model.name')
             t27 = ('llama4')
-            if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
+            if t25.__class__ is str:
                 t26 = t25 == t27
             else:
-                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
                 t26 = _compare('==', t25, t27)
             if (t26 if t26.__class__ is bool else _truth(t26)):
                 t29 = env.lookup('ep')
                 if t29 is None: t29 = Missing('ep')
                 t31 = (1)
-                if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
+                if t29.__class__ is int:
                     t30 = t29 > t31
                 else:
-                    if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(env, t29, t31)
                     t30 = _compare('>', t29, t31)
                 t28 = (t30 if t30.__class__ is bool else _truth(t30))
             else:
@@ -625,10 +615,9 @@ def e21(env):
     else:
         t3 = _binop('*', t1, t2, env)
     t5 = (1)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 > t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('>', t3, t5)
     return t4
 
@@ -664,10 +653,9 @@ def e22(env):
             t12 = env.lookup('ep')
             if t12 is None: t12 = Missing('ep')
             t14 = (1)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            if t12.__class__ is int:
                 t13 = t12 > t14
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
                 t13 = _compare('>', t12, t14)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
@@ -681,10 +669,9 @@ def e23(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('dp_replicate, fsdp')
@@ -698,10 +685,9 @@ def e24(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ("['dp_replicate', 'fsdp']")
@@ -729,12 +715,7 @@ def e26(env):
         if t2 is None: t2 = Missing('model.name')
     else:
         t2 = attr_value(t1, 'name', 'model.name')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e27(env):
@@ -745,25 +726,20 @@ def e27(env):
         if t2 is None: t2 = Missing('model.flavor')
     else:
         t2 = attr_value(t1, 'flavor', 'model.flavor')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('model')
-        if t6 is None: t6 = Missing('model')
-        if t6.__class__ is dict and 'flavor' in t6:
-            t7 = t6['flavor']
-            if t7 is None: t7 = Missing('model.flavor')
+        t5 = env.lookup('model')
+        if t5 is None: t5 = Missing('model')
+        if t5.__class__ is dict and 'flavor' in t5:
+            t6 = t5['flavor']
+            if t6 is None: t6 = Missing('model.flavor')
         else:
-            t7 = attr_value(t6, 'flavor', 'model.flavor')
-        t5 = t7
+            t6 = attr_value(t5, 'flavor', 'model.flavor')
+        t4 = t6
     else:
-        t8 = ('(none)')
-        t5 = t8
-    return t5
+        t7 = ('(none)')
+        t4 = t7
+    return t4
 
 def e28(env):
     t1 = env.lookup('model')
@@ -773,25 +749,20 @@ def e28(env):
         if t2 is None: t2 = Missing('model.flavor')
     else:
         t2 = attr_value(t1, 'flavor', 'model.flavor')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('model')
-        if t6 is None: t6 = Missing('model')
-        if t6.__class__ is dict and 'flavor' in t6:
-            t7 = t6['flavor']
-            if t7 is None: t7 = Missing('model.flavor')
+        t5 = env.lookup('model')
+        if t5 is None: t5 = Missing('model')
+        if t5.__class__ is dict and 'flavor' in t5:
+            t6 = t5['flavor']
+            if t6 is None: t6 = Missing('model.flavor')
         else:
-            t7 = attr_value(t6, 'flavor', 'model.flavor')
-        t5 = t7
+            t6 = attr_value(t5, 'flavor', 'model.flavor')
+        t4 = t6
     else:
-        t8 = ('<flavor>')
-        t5 = t8
-    return t5
+        t7 = ('<flavor>')
+        t4 = t7
+    return t4
 
 def e29(env):
     t1 = env.lookup('model')
@@ -833,10 +804,9 @@ def e31(env):
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t2, t4, env)
     t7 = (0)
-    if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+    if t5.__class__ is int:
         t6 = t5 == t7
     else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
         t6 = _compare('==', t5, t7)
     return t6
 
@@ -855,10 +825,9 @@ def e32(env):
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('pipeline')
@@ -869,10 +838,9 @@ def e32(env):
             else:
                 t11 = attr_value(t10, 'microbatch_size', 'pipeline.microbatch_size')
             t13 = (0)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+            if t11.__class__ is int:
                 t12 = t11 != t13
             else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
                 t12 = _compare('!=', t11, t13)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
@@ -923,10 +891,9 @@ def e36(env):
     else:
         t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('training')
@@ -942,10 +909,9 @@ def e36(env):
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = _binop('%', t7, t8, env)
         t11 = (0)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+        if t9.__class__ is int:
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
@@ -1128,10 +1094,9 @@ def e46(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -1150,10 +1115,9 @@ def e47(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -1310,10 +1274,9 @@ def e55(env):
             t9 = env.lookup('tp')
             if t9 is None: t9 = Missing('tp')
             t11 = (1)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+            if t9.__class__ is int:
                 t10 = t9 > t11
             else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
                 t10 = _compare('>', t9, t11)
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
@@ -1360,10 +1323,9 @@ def e57(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -1439,10 +1401,9 @@ def e63(env):
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -1464,10 +1425,9 @@ def e64(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 == t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('model')
@@ -1542,10 +1502,9 @@ def e67(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -1564,10 +1523,9 @@ def e68(env):
         t6 = env.lookup('ep')
         if t6 is None: t6 = Missing('ep')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -1576,15 +1534,11 @@ def e68(env):
 
 def e69(env):
     t1 = []
-    t3 = env.lookup('choices')
-    if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    t2 = env.budget
+    t4 = env.lookup('choices')
+    if t4 is None: t4 = Missing('choices')
+    t5 = not (t4 is None or t4.__class__ is Missing)
+    if (t5 if t5.__class__ is bool else _truth(t5)):
         t7 = env.lookup('choices')
         if t7 is None: t7 = Missing('choices')
         if t7.__class__ is dict and 'ep' in t7:
@@ -1598,43 +1552,43 @@ def e69(env):
         if t9 is None: t9 = Missing('region')
         t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
         t6 = t10
-    t2 = loop_items(t6)
-    t11 = Env({}, None, env.budget, env)
-    for t12 in t2:
-        _charge(env, 19)
-        t11.values['e'] = t12
+    t3 = loop_items(t6)
+    t11 = Env({}, None, t2, env)
+    t12 = t11.values
+    for t13 in t3:
+        t2.left -= 19
+        if t2.left < 0: _charge(env, 0)
+        t12['e'] = t13
         t11.let_cache = None
-        t13 = t12
-        if t13 is None: t13 = Missing('e')
-        t15 = (1)
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-            t14 = t13 > t15
+        t14 = t13
+        if t14 is None: t14 = Missing('e')
+        t16 = (1)
+        if t14.__class__ is int:
+            t15 = t14 > t16
         else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t11, t13, t15)
-            t14 = _compare('>', t13, t15)
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t17 = t11.lookup('region')
-            if t17 is None: t17 = Missing('region')
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = t12
-            if t18 is None: t18 = Missing('e')
+            t15 = _compare('>', t14, t16)
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t18 = t11.lookup('region')
+            if t18 is None: t18 = Missing('region')
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = _binop('%', t17, t18, t11)
-            t21 = (0)
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 == t21
+            t19 = t13
+            if t19 is None: t19 = Missing('e')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = _binop('%', t18, t19, t11)
+            t22 = (0)
+            if t20.__class__ is int:
+                t21 = t20 == t22
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t11, t19, t21)
-                t20 = _compare('==', t19, t21)
-            t16 = (t20 if t20.__class__ is bool else _truth(t20))
+                t21 = _compare('==', t20, t22)
+            t17 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t22 = t12
-            if t22 is None: t22 = Missing('e')
-            t1.append(t22)
-            t11.budget.mem -= 1
-            if t11.budget.mem < 0: _charge_mem(env, 0)
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t23 = t13
+            if t23 is None: t23 = Missing('e')
+            t1.append(t23)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -1647,10 +1601,9 @@ def e71(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     t3 = ('0.3.0')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('torchtitan main raises in ParallelDims')
@@ -1663,50 +1616,48 @@ def e71(env):
 def e72(env):
     t1 = env.lookup('framework_error')
     if t1 is None: t1 = Missing('framework_error')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('error_stage')
-        if t5 is None: t5 = Missing('error_stage')
-        t7 = ('load')
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 != t7
+        t4 = env.lookup('error_stage')
+        if t4 is None: t4 = Missing('error_stage')
+        t6 = ('load')
+        if t4.__class__ is str:
+            t5 = t4 != t6
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('!=', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('!=', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = (': ')
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = (': ')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = env.lookup('framework_error')
+        if t9 is None: t9 = Missing('framework_error')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('framework_error')
-        if t10 is None: t10 = Missing('framework_error')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        if t8.__class__ is int and t9.__class__ is int:
+            t10 = t8 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t11 = _binop('+', t9, t10, env)
-        t8 = t11
+            t10 = _binop('+', t8, t9, env)
+        t7 = t10
     else:
-        t12 = ('')
-        t8 = t12
-    return t8
+        t11 = ('')
+        t7 = t11
+    return t7
 
 def e73(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 > t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('>', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('use ep in {')
@@ -1767,10 +1718,9 @@ def e75(env):
             t9 = env.lookup('pp')
             if t9 is None: t9 = Missing('pp')
             t11 = (1)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+            if t9.__class__ is int:
                 t10 = t9 > t11
             else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
                 t10 = _compare('>', t9, t11)
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
@@ -1793,10 +1743,9 @@ def e76(env):
         t5 = env.lookup('backend')
         if t5 is None: t5 = Missing('backend')
         t7 = ('minimal_async_ep')
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is str:
             t6 = t5 == t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('==', t5, t7)
         t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -1805,10 +1754,9 @@ def e76(env):
         t9 = env.lookup('backend')
         if t9 is None: t9 = Missing('backend')
         t11 = ('hybridep')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+        if t9.__class__ is str:
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         if (t10 if t10.__class__ is bool else _truth(t10)):
             t13 = env.lookup('model')
@@ -1818,12 +1766,7 @@ def e76(env):
                 if t14 is None: t14 = Missing('model.non_blocking_capacity_factor')
             else:
                 t14 = attr_value(t13, 'non_blocking_capacity_factor', 'model.non_blocking_capacity_factor')
-            t16 = (None)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 != t16
-            else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-                t15 = _compare('!=', t14, t16)
+            t15 = not (t14 is None or t14.__class__ is Missing)
             t12 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
             t12 = False
@@ -1855,10 +1798,9 @@ def e77(env):
             t9 = env.lookup('ep')
             if t9 is None: t9 = Missing('ep')
             t11 = (1)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+            if t9.__class__ is int:
                 t10 = t9 > t11
             else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
                 t10 = _compare('>', t9, t11)
             if (t10 if t10.__class__ is bool else _truth(t10)):
                 t13 = env.lookup('training')
@@ -1906,10 +1848,9 @@ def e80(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -1936,10 +1877,9 @@ def e81(env):
             t9 = env.lookup('divisor')
             if t9 is None: t9 = Missing('divisor')
             t11 = (1)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+            if t9.__class__ is int:
                 t10 = t9 > t11
             else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
                 t10 = _compare('>', t9, t11)
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
@@ -1968,10 +1908,9 @@ def e82(env):
     t6 = env.lookup('cp')
     if t6 is None: t6 = Missing('cp')
     t8 = (1)
-    if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+    if t6.__class__ is int:
         t7 = t6 > t8
     else:
-        if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
         t7 = _compare('>', t6, t8)
     if (t7 if t7.__class__ is bool else _truth(t7)):
         t10 = (2)
@@ -2023,10 +1962,9 @@ def e85(env):
         t4 = env.lookup('tp')
         if t4 is None: t4 = Missing('tp')
         t6 = (1)
-        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+        if t4.__class__ is int:
             t5 = t4 > t6
         else:
-            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('>', t4, t6)
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
@@ -2061,10 +1999,9 @@ def e86(env):
         t4 = env.lookup('tp')
         if t4 is None: t4 = Missing('tp')
         t6 = (1)
-        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+        if t4.__class__ is int:
             t5 = t4 > t6
         else:
-            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('>', t4, t6)
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
@@ -2073,10 +2010,9 @@ def e86(env):
         t8 = env.lookup('cp')
         if t8 is None: t8 = Missing('cp')
         t10 = (1)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is int:
             t9 = t8 > t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('>', t8, t10)
         t7 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -2093,10 +2029,9 @@ def e87(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('2·cp = ')
@@ -2128,10 +2063,9 @@ def e88(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('keys')
@@ -2224,10 +2158,9 @@ def e91(env):
             t9 = env.lookup('divisor')
             if t9 is None: t9 = Missing('divisor')
             t11 = (1)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+            if t9.__class__ is int:
                 t10 = t9 > t11
             else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
                 t10 = _compare('>', t9, t11)
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
@@ -2251,10 +2184,9 @@ def e92(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
     t6 = (0)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is int:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     return t5
 
@@ -2304,10 +2236,9 @@ def e94(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('parallelism')
@@ -2365,10 +2296,9 @@ def e97(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('num_pp_microbatches × ')
@@ -2382,10 +2312,9 @@ def e98(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('microbatches')
@@ -2496,10 +2425,9 @@ def e103(env):
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     t4 = ('spmd_types')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -2518,10 +2446,9 @@ def e104(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -2549,10 +2476,9 @@ def e106(env):
     t4 = env.lookup('framework_version')
     if t4 is None: t4 = Missing('framework_version')
     t6 = ('0.3.0')
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is str:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = K20
@@ -2579,10 +2505,9 @@ def e107(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('model')
@@ -2593,10 +2518,9 @@ def e107(env):
             else:
                 t11 = attr_value(t10, 'name', 'model.name')
             t13 = ('flux')
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+            if t11.__class__ is str:
                 t12 = t11 != t13
             else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
                 t12 = _compare('!=', t11, t13)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
@@ -2620,10 +2544,9 @@ def e109(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     t3 = ('0.3.0')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('torchtitan 0.3.0 refuses varlen attention with CP (NotImplementedError: Context Parallel only supports SDPA and FlexAttention. Varlen attention is not supported with CP., or the same in parallelize)')
@@ -2642,10 +2565,9 @@ def e110(env):
     else:
         t2 = attr_value(t1, 'family', 'model.family')
     t4 = ('kimi')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     return t3
 
@@ -2664,10 +2586,9 @@ def e111(env):
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -2678,10 +2599,9 @@ def e112(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     t3 = ('0.3.0')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = (' and pipeline_parallel_degree=1')
@@ -2706,10 +2626,9 @@ def e113(env):
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -2742,10 +2661,9 @@ def e115(env):
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -2873,10 +2791,9 @@ def e121(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('model')
@@ -2918,10 +2835,9 @@ def e123(env):
     t1 = env.lookup('backend')
     if t1 is None: t1 = Missing('backend')
     t3 = ('deepep')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('DeepEP')
@@ -2930,10 +2846,9 @@ def e123(env):
         t6 = env.lookup('backend')
         if t6 is None: t6 = Missing('backend')
         t8 = ('hybridep')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 == t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('==', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = ('HybridEP')
@@ -2972,10 +2887,9 @@ def e125(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('parallelism')
@@ -2985,12 +2899,7 @@ def e125(env):
                 if t11 is None: t11 = Missing('parallelism.context_parallel_load_balancer')
             else:
                 t11 = attr_value(t10, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
-            t13 = (None)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 != t13
-            else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-                t12 = _compare('!=', t11, t13)
+            t12 = not (t11 is None or t11.__class__ is Missing)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
@@ -3030,10 +2939,9 @@ def e128(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
@@ -3060,10 +2968,9 @@ def e129(env):
         else:
             t7 = attr_value(t6, 'family', 'model.family')
         t9 = ('muse_glimmer')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t11 = env.lookup('model')
@@ -3093,10 +3000,9 @@ def e130(env):
     else:
         t2 = attr_value(t1, 'family', 'model.family')
     t4 = ('kimi')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('Context Parallel is not yet supported for Kimi K2.5 (vision scatter needs the full sequence before CP would shard it).')
@@ -3110,10 +3016,9 @@ def e130(env):
         else:
             t8 = attr_value(t7, 'family', 'model.family')
         t10 = ('qwen3_5')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = ('Context Parallel is not yet supported for Qwen3.5. GatedDeltaNet (75% of layers) requires full-sequence allgather ...')
@@ -3138,10 +3043,9 @@ def e132(env):
     else:
         t2 = attr_value(t1, 'family', 'model.family')
     t4 = ('kimi')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = (', tensor')
@@ -3155,10 +3059,9 @@ def e133(env):
     t1 = env.lookup('steps')
     if t1 is None: t1 = Missing('steps')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 <= t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('<=', t1, t3)
     return t2
 
@@ -3182,10 +3085,9 @@ def e134(env):
         else:
             t7 = attr_value(t6, 'name', 'model.name')
         t9 = ('flux')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -3215,10 +3117,9 @@ def e136(env):
     t1 = env.lookup('total')
     if t1 is None: t1 = Missing('total')
     t3 = (0)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('total')
@@ -3292,12 +3193,7 @@ def e140(env):
                 if t12 is None: t12 = Missing('model.attn_backend')
             else:
                 t12 = attr_value(t11, 'attn_backend', 'model.attn_backend')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t10 = False
@@ -3315,10 +3211,9 @@ def e141(env):
     else:
         t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
     t4 = ('sdpa')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.')
@@ -3382,12 +3277,7 @@ def e143(env):
                 if t10 is None: t10 = Missing('model.moe_comm_backend')
             else:
                 t10 = attr_value(t9, 'moe_comm_backend', 'model.moe_comm_backend')
-            t12 = (None)
-            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-                t11 = t10 != t12
-            else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-                t11 = _compare('!=', t10, t12)
+            t11 = not (t10 is None or t10.__class__ is Missing)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
@@ -3415,10 +3305,9 @@ def e145(env):
     else:
         t2 = attr_value(t1, 'schedule', 'pipeline.schedule')
     t4 = ('PipelineScheduleSingle')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     return t3
 
@@ -3437,10 +3326,9 @@ def e146(env):
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('pipeline')
@@ -3450,12 +3338,7 @@ def e146(env):
                 if t11 is None: t11 = Missing('pipeline.schedule')
             else:
                 t11 = attr_value(t10, 'schedule', 'pipeline.schedule')
-            t13 = (None)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 != t13
-            else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-                t12 = _compare('!=', t11, t13)
+            t12 = not (t11 is None or t11.__class__ is Missing)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
@@ -3493,12 +3376,7 @@ def e148(env):
             if t7 is None: t7 = Missing('parallelism.spmd_backend')
         else:
             t7 = attr_value(t6, 'spmd_backend', 'parallelism.spmd_backend')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
@@ -3513,10 +3391,9 @@ def e149(env):
     else:
         t2 = attr_value(t1, 'family', 'model.family')
     t4 = ('muse_glimmer')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('parallelism')
@@ -3527,10 +3404,9 @@ def e149(env):
         else:
             t7 = attr_value(t6, 'spmd_backend', 'parallelism.spmd_backend')
         t9 = ('spmd_types')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 != t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('!=', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -3539,10 +3415,9 @@ def e149(env):
         t11 = env.lookup('framework_version')
         if t11 is None: t11 = Missing('framework_version')
         t13 = ('0.3.0')
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+        if t11.__class__ is str:
             t12 = t11 == t13
         else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
             t12 = _compare('==', t11, t13)
         if (t12 if t12.__class__ is bool else _truth(t12)):
             t15 = env.lookup('model')
@@ -3567,10 +3442,9 @@ def e149(env):
             else:
                 t21 = attr_value(t20, 'spmd_backend', 'parallelism.spmd_backend')
             t23 = ('full_dtensor')
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
+            if t21.__class__ is str:
                 t22 = t21 == t23
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
                 t22 = _compare('==', t21, t23)
             t19 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
@@ -3589,10 +3463,9 @@ def e150(env):
     else:
         t2 = attr_value(t1, 'family', 'model.family')
     t4 = ('muse_glimmer')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('Muse Glimmer only supports spmd_backend="spmd_types"; got "')
@@ -3633,10 +3506,9 @@ def e151(env):
     else:
         t2 = attr_value(t1, 'name', 'model.name')
     t4 = ('gpt_oss')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     return t3
 
@@ -3660,10 +3532,9 @@ def e152(env):
         else:
             t7 = attr_value(t6, 'name', 'model.name')
         t9 = ('flux')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -3712,12 +3583,7 @@ def e154(env):
             if t8 is None: t8 = Missing('config.optimizer.name')
         else:
             t8 = attr_value(t7, 'name', 'config.optimizer.name')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -3751,10 +3617,11 @@ def e156(env):
         if t3 is None: t3 = Missing('config.optimizer.param_groups')
     else:
         t3 = attr_value(t2, 'param_groups', 'config.optimizer.param_groups')
-    t3 = _need(t3)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('item')
     if t4 is None: t4 = Missing('item')
-    t5 = index_value(t3, _need(t4), 'config.optimizer.param_groups')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t3, t4, 'config.optimizer.param_groups')
     if t5.__class__ is dict and 'optimizer_name' in t5:
         t6 = t5['optimizer_name']
         if t6 is None: t6 = Missing('optimizer_name')
@@ -3789,21 +3656,17 @@ def e157(env):
             if t8 is None: t8 = Missing('config.optimizer.param_groups')
         else:
             t8 = attr_value(t7, 'param_groups', 'config.optimizer.param_groups')
-        t8 = _need(t8)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = env.lookup('item')
         if t9 is None: t9 = Missing('item')
-        t10 = index_value(t8, _need(t9), 'config.optimizer.param_groups')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'config.optimizer.param_groups')
         if t10.__class__ is dict and 'optimizer_name' in t10:
             t11 = t10['optimizer_name']
             if t11 is None: t11 = Missing('optimizer_name')
         else:
             t11 = attr_value(t10, 'optimizer_name', 'optimizer_name')
-        t13 = (None)
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 != t13
-        else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-            t12 = _compare('!=', t11, t13)
+        t12 = not (t11 is None or t11.__class__ is Missing)
         t5 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
         t5 = False
@@ -3842,12 +3705,15 @@ def e158(env):
             if t12 is None: t12 = Missing('config.optimizer.param_groups')
         else:
             t12 = attr_value(t11, 'param_groups', 'config.optimizer.param_groups')
-        t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t13 = type_name(t12)
+        env.budget.mem -= len(t13)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t15 = ('list')
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+        if t13.__class__ is str:
             t14 = t13 == t15
         else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
             t14 = _compare('==', t13, t15)
         t9 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
@@ -3865,7 +3731,12 @@ def e158(env):
             if t19 is None: t19 = Missing('config.optimizer.param_groups')
         else:
             t19 = attr_value(t18, 'param_groups', 'config.optimizer.param_groups')
-        t20 = call_value(env, F_len.fn, F_len.cost, False, [t19])
+        if t19.__class__ is list or t19.__class__ is str or t19.__class__ is dict:
+            t20 = len(t19)
+            env.budget.left -= t20 if t20 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t20 = call_value(env, F_len.fn, F_len.cost, False, [t19])
         t21 = call_value(env, F_range.fn, F_range.cost, False, [t20])
         t16 = t21
     else:
@@ -3886,10 +3757,11 @@ def e159(env):
         if t3 is None: t3 = Missing('config.optimizer.param_groups')
     else:
         t3 = attr_value(t2, 'param_groups', 'config.optimizer.param_groups')
-    t3 = _need(t3)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('item')
     if t4 is None: t4 = Missing('item')
-    t5 = index_value(t3, _need(t4), 'config.optimizer.param_groups')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t3, t4, 'config.optimizer.param_groups')
     if t5.__class__ is dict and 'pattern' in t5:
         t6 = t5['pattern']
         if t6 is None: t6 = Missing('pattern')
@@ -3910,10 +3782,11 @@ def e160(env):
         if t3 is None: t3 = Missing('config.optimizer.param_groups')
     else:
         t3 = attr_value(t2, 'param_groups', 'config.optimizer.param_groups')
-    t3 = _need(t3)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('item')
     if t4 is None: t4 = Missing('item')
-    t5 = index_value(t3, _need(t4), 'config.optimizer.param_groups')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t3, t4, 'config.optimizer.param_groups')
     if t5.__class__ is dict and 'optimizer_name' in t5:
         t6 = t5['optimizer_name']
         if t6 is None: t6 = Missing('optimizer_name')
@@ -3938,7 +3811,6 @@ def e161(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -3970,7 +3842,6 @@ def e162(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('config')
@@ -3986,10 +3857,9 @@ def e162(env):
             else:
                 t14 = attr_value(t13, 'mode', 'config.comm.mode')
             t16 = ('local_tensor')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+            if t14.__class__ is str:
                 t15 = t14 != t16
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
                 t15 = _compare('!=', t14, t16)
             t11 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
@@ -4003,10 +3873,9 @@ def e163(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     return t2
 
@@ -4027,7 +3896,6 @@ def e164(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = ('model')
@@ -4077,14 +3945,14 @@ def e165(env):
                 if t10 is None: t10 = Missing('config.activation_checkpoint')
             else:
                 t10 = attr_value(t9, 'activation_checkpoint', 'config.activation_checkpoint')
-            t10 = _need(t10)
+            if t10 is None or t10.__class__ is Missing: _need(t10)
             t11 = ('class')
-            t12 = index_value(t10, _need(t11), 'config.activation_checkpoint')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = index_value(t10, t11, 'config.activation_checkpoint')
             t14 = ('MemoryBudgetAC.Config')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            if t12.__class__ is str:
                 t13 = t12 == t14
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
                 t13 = _compare('==', t12, t14)
             t8 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
@@ -4138,10 +4006,9 @@ def e168(env):
     else:
         t3 = attr_value(t2, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
     t5 = (1)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 != t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('!=', t3, t5)
     return t4
 
@@ -4169,47 +4036,40 @@ def e169(env):
             if t8 is None: t8 = Missing('config.checkpoint.keep_latest_k')
         else:
             t8 = attr_value(t7, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('framework_version')
-            if t12 is None: t12 = Missing('framework_version')
-            t14 = ('0.2.x')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
+            t11 = env.lookup('framework_version')
+            if t11 is None: t11 = Missing('framework_version')
+            t13 = ('0.2.x')
+            if t11.__class__ is str:
+                t12 = t11 != t13
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            if not (t13 if t13.__class__ is bool else _truth(t13)):
-                t16 = env.lookup('config')
-                if t16 is None: t16 = Missing('config')
-                if t16.__class__ is dict and 'checkpoint' in t16:
-                    t17 = t16['checkpoint']
-                    if t17 is None: t17 = Missing('config.checkpoint')
+                t12 = _compare('!=', t11, t13)
+            if not (t12 if t12.__class__ is bool else _truth(t12)):
+                t15 = env.lookup('config')
+                if t15 is None: t15 = Missing('config')
+                if t15.__class__ is dict and 'checkpoint' in t15:
+                    t16 = t15['checkpoint']
+                    if t16 is None: t16 = Missing('config.checkpoint')
                 else:
-                    t17 = attr_value(t16, 'checkpoint', 'config.checkpoint')
-                if t17.__class__ is dict and 'enable' in t17:
-                    t18 = t17['enable']
-                    if t18 is None: t18 = Missing('config.checkpoint.enable')
+                    t16 = attr_value(t15, 'checkpoint', 'config.checkpoint')
+                if t16.__class__ is dict and 'enable' in t16:
+                    t17 = t16['enable']
+                    if t17 is None: t17 = Missing('config.checkpoint.enable')
                 else:
-                    t18 = attr_value(t17, 'enable', 'config.checkpoint.enable')
-                t20 = (True)
-                if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                    t19 = t18 == t20
+                    t17 = attr_value(t16, 'enable', 'config.checkpoint.enable')
+                t19 = (True)
+                if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
+                    t18 = t17 == t19
                 else:
-                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                    t19 = _compare('==', t18, t20)
-                t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                    t18 = _compare('==', t17, t19)
+                t14 = (t18 if t18.__class__ is bool else _truth(t18))
             else:
-                t15 = True
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = True
+            t10 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -4218,10 +4078,9 @@ def e170(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     t3 = ('0.2.x')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('when the config is built')
@@ -4248,7 +4107,6 @@ def e171(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('config')
@@ -4267,7 +4125,6 @@ def e171(env):
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         t6 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
@@ -4290,7 +4147,6 @@ def e171(env):
         if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
             t17 = t16 == t18
         else:
-            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
             t17 = _compare('==', t16, t18)
         if (t17 if t17.__class__ is bool else _truth(t17)):
             t20 = env.lookup('config')
@@ -4309,7 +4165,6 @@ def e171(env):
             if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
                 t23 = t22 == t24
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
                 t23 = _compare('==', t22, t24)
             t19 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
@@ -4335,10 +4190,9 @@ def e172(env):
         t6 = env.lookup('framework_version')
         if t6 is None: t6 = Missing('framework_version')
         t8 = ('0.2.x')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 != t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('!=', t6, t8)
         if not (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('config')
@@ -4357,7 +4211,6 @@ def e172(env):
             if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
                 t13 = t12 == t14
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
                 t13 = _compare('==', t12, t14)
             t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
@@ -4384,7 +4237,6 @@ def e173(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('config')
@@ -4403,7 +4255,6 @@ def e173(env):
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         t6 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
@@ -4420,10 +4271,9 @@ def e174(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     t3 = ('0.2.x')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('torchtitan refuses the config when it is built (BaseCheckpointManager.Config.__post_init__)')
@@ -4450,7 +4300,6 @@ def e175(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('config')
@@ -4469,7 +4318,6 @@ def e175(env):
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         t6 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
@@ -4499,7 +4347,6 @@ def e176(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('config')
@@ -4518,7 +4365,6 @@ def e176(env):
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         t6 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
@@ -4573,12 +4419,15 @@ def e178(env):
             if t8 is None: t8 = Missing('config.checkpoint.async_mode')
         else:
             t8 = attr_value(t7, 'async_mode', 'config.checkpoint.async_mode')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('string')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+        if t9.__class__ is str:
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
@@ -4620,10 +4469,9 @@ def e180(env):
         t7 = env.lookup('framework_version')
         if t7 is None: t7 = Missing('framework_version')
         t9 = ('main@b5bcd76c6')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 != t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('!=', t7, t9)
         if not (t8 if t8.__class__ is bool else _truth(t8)):
             t11 = ('optimizer')
@@ -4692,12 +4540,15 @@ def e181(env):
             if t8 is None: t8 = Missing('config.checkpoint.exclude_from_loading')
         else:
             t8 = attr_value(t7, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('list')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+        if t9.__class__ is str:
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
@@ -4795,19 +4646,17 @@ def e186(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('pp')
         if t5 is None: t5 = Missing('pp')
         t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is int:
             t6 = t5 == t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('==', t5, t7)
         t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -4842,7 +4691,6 @@ def e187(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -4853,10 +4701,9 @@ def e188(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('expert_parallel_degree = ')
@@ -4890,10 +4737,9 @@ def e189(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('Expert')
@@ -4907,10 +4753,9 @@ def e190(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('expert_parallel_degree')
@@ -4947,7 +4792,6 @@ def e191(env):
     if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
         t6 = t5 != t7
     else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
         t6 = _compare('!=', t5, t7)
     return t6
 
@@ -4975,12 +4819,15 @@ def e192(env):
             if t8 is None: t8 = Missing('config.model.converters')
         else:
             t8 = attr_value(t7, 'converters', 'config.model.converters')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('list')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+        if t9.__class__ is str:
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         if (t10 if t10.__class__ is bool else _truth(t10)):
             t13 = ('quantize.linear.float8')
@@ -5024,12 +4871,7 @@ def e192(env):
                 if t23 is None: t23 = Missing('config.quantize.linear.float8.recipe_name')
             else:
                 t23 = attr_value(t22, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
-            t25 = (None)
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 != t25
-            else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-                t24 = _compare('!=', t23, t25)
+            t24 = not (t23 is None or t23.__class__ is Missing)
             t18 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
             t18 = False
@@ -5067,19 +4909,17 @@ def e194(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('cp')
         if t5 is None: t5 = Missing('cp')
         t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is int:
             t6 = t5 == t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('==', t5, t7)
         t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -5110,12 +4950,15 @@ def e195(env):
             if t8 is None: t8 = Missing('config.model.converters')
         else:
             t8 = attr_value(t7, 'converters', 'config.model.converters')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('list')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+        if t9.__class__ is str:
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         if (t10 if t10.__class__ is bool else _truth(t10)):
             t13 = ('quantize.grouped_mm.float8')
@@ -5145,10 +4988,9 @@ def e196(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('pipeline_parallel_degree = ')
@@ -5182,10 +5024,9 @@ def e197(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('pipeline')
@@ -5199,10 +5040,9 @@ def e198(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('pipeline_parallel_degree')
@@ -5216,10 +5056,9 @@ def e199(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     return t2
 
@@ -5247,12 +5086,15 @@ def e200(env):
             if t8 is None: t8 = Missing('config.model.converters')
         else:
             t8 = attr_value(t7, 'converters', 'config.model.converters')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('list')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+        if t9.__class__ is str:
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         if (t10 if t10.__class__ is bool else _truth(t10)):
             t13 = ('quantize.linear.mx')
@@ -5290,7 +5132,6 @@ def e200(env):
             if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
                 t22 = t21 == t23
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
                 t22 = _compare('==', t21, t23)
             t18 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
@@ -5321,69 +5162,75 @@ def e200(env):
 
 def e201(env):
     t1 = []
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'model' in t3:
-        t4 = t3['model']
-        if t4 is None: t4 = Missing('config.model')
+    t2 = env.budget
+    t4 = env.lookup('config')
+    if t4 is None: t4 = Missing('config')
+    if t4.__class__ is dict and 'model' in t4:
+        t5 = t4['model']
+        if t5 is None: t5 = Missing('config.model')
     else:
-        t4 = attr_value(t3, 'model', 'config.model')
-    if t4.__class__ is dict and 'converters' in t4:
-        t5 = t4['converters']
-        if t5 is None: t5 = Missing('config.model.converters')
+        t5 = attr_value(t4, 'model', 'config.model')
+    if t5.__class__ is dict and 'converters' in t5:
+        t6 = t5['converters']
+        if t6 is None: t6 = Missing('config.model.converters')
     else:
-        t5 = attr_value(t4, 'converters', 'config.model.converters')
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 9)
-        t6.values['c'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('c')
-        t10 = K60
-        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t6, t8, t10)
-        t9 = _compare('in', t8, t10)
-        t1.append(t9)
-        t6.budget.mem -= 1
-        if t6.budget.mem < 0: _charge_mem(env, 0)
+        t6 = attr_value(t5, 'converters', 'config.model.converters')
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 9
+        if t2.left < 0: _charge(env, 0)
+        t8['c'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('c')
+        t12 = K60
+        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, t10, t12)
+        t11 = _compare('in', t10, t12)
+        t1.append(t11)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t11 = call_value(env, F_any.fn, F_any.cost, False, [t1])
-    if (t11 if t11.__class__ is bool else _truth(t11)):
-        t13 = []
-        t15 = env.lookup('config')
-        if t15 is None: t15 = Missing('config')
-        if t15.__class__ is dict and 'model' in t15:
-            t16 = t15['model']
-            if t16 is None: t16 = Missing('config.model')
+    t13 = call_value(env, F_any.fn, F_any.cost, False, [t1])
+    if (t13 if t13.__class__ is bool else _truth(t13)):
+        t15 = []
+        t16 = env.budget
+        t18 = env.lookup('config')
+        if t18 is None: t18 = Missing('config')
+        if t18.__class__ is dict and 'model' in t18:
+            t19 = t18['model']
+            if t19 is None: t19 = Missing('config.model')
         else:
-            t16 = attr_value(t15, 'model', 'config.model')
-        if t16.__class__ is dict and 'converters' in t16:
-            t17 = t16['converters']
-            if t17 is None: t17 = Missing('config.model.converters')
+            t19 = attr_value(t18, 'model', 'config.model')
+        if t19.__class__ is dict and 'converters' in t19:
+            t20 = t19['converters']
+            if t20 is None: t20 = Missing('config.model.converters')
         else:
-            t17 = attr_value(t16, 'converters', 'config.model.converters')
-        t14 = loop_items(t17)
-        t18 = Env({}, None, env.budget, env)
-        for t19 in t14:
-            _charge(env, 9)
-            t18.values['c'] = t19
-            t18.let_cache = None
-            t20 = t19
-            if t20 is None: t20 = Missing('c')
-            t22 = K61
-            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t18, t20, t22)
-            t21 = _compare('in', t20, t22)
-            t13.append(t21)
-            t18.budget.mem -= 1
-            if t18.budget.mem < 0: _charge_mem(env, 0)
-            if len(t13) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t23 = call_value(env, F_any.fn, F_any.cost, False, [t13])
-        t12 = (t23 if t23.__class__ is bool else _truth(t23))
+            t20 = attr_value(t19, 'converters', 'config.model.converters')
+        t17 = loop_items(t20)
+        t21 = Env({}, None, t16, env)
+        t22 = t21.values
+        for t23 in t17:
+            t16.left -= 9
+            if t16.left < 0: _charge(env, 0)
+            t22['c'] = t23
+            t21.let_cache = None
+            t24 = t23
+            if t24 is None: t24 = Missing('c')
+            t26 = K61
+            if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t21, t24, t26)
+            t25 = _compare('in', t24, t26)
+            t15.append(t25)
+            t16.mem -= 1
+            if t16.mem < 0: _charge_mem(env, 0)
+            if len(t15) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t27 = call_value(env, F_any.fn, F_any.cost, False, [t15])
+        t14 = (t27 if t27.__class__ is bool else _truth(t27))
     else:
-        t12 = False
-    t24 = not (t12 if t12.__class__ is bool else _truth(t12))
-    return t24
+        t14 = False
+    t28 = not (t14 if t14.__class__ is bool else _truth(t14))
+    return t28
 
 def e202(env):
     t1 = env.lookup('framework')
@@ -5409,12 +5256,15 @@ def e202(env):
             if t8 is None: t8 = Missing('config.model.converters')
         else:
             t8 = attr_value(t7, 'converters', 'config.model.converters')
-        t9 = call_value(env, F_type.fn, F_type.cost, True, [t8])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t11 = ('list')
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+        if t9.__class__ is str:
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
@@ -5440,10 +5290,9 @@ def e204(env):
     t1 = env.lookup('batch')
     if t1 is None: t1 = Missing('batch')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     return t2
 
@@ -5475,7 +5324,6 @@ def e205(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -5501,12 +5349,15 @@ def e206(env):
             if t7 is None: t7 = Missing('config.checkpoint')
         else:
             t7 = attr_value(t6, 'checkpoint', 'config.checkpoint')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('table')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('config')
@@ -5516,15 +5367,11 @@ def e206(env):
                 if t13 is None: t13 = Missing('config.checkpoint')
             else:
                 t13 = attr_value(t12, 'checkpoint', 'config.checkpoint')
-            t13 = _need(t13)
+            if t13 is None or t13.__class__ is Missing: _need(t13)
             t14 = ('class')
-            t15 = index_value(t13, _need(t14), 'config.checkpoint')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = index_value(t13, t14, 'config.checkpoint')
+            t16 = not (t15 is None or t15.__class__ is Missing)
             t11 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
             t11 = False
@@ -5535,60 +5382,55 @@ def e206(env):
 
 def e207(env):
     t1 = []
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'checkpoint' in t3:
-        t4 = t3['checkpoint']
-        if t4 is None: t4 = Missing('config.checkpoint')
+    t2 = env.budget
+    t4 = env.lookup('config')
+    if t4 is None: t4 = Missing('config')
+    if t4.__class__ is dict and 'checkpoint' in t4:
+        t5 = t4['checkpoint']
+        if t5 is None: t5 = Missing('config.checkpoint')
     else:
-        t4 = attr_value(t3, 'checkpoint', 'config.checkpoint')
-    if t4.__class__ is dict and 'folder' in t4:
-        t5 = t4['folder']
-        if t5 is None: t5 = Missing('config.checkpoint.folder')
+        t5 = attr_value(t4, 'checkpoint', 'config.checkpoint')
+    if t5.__class__ is dict and 'folder' in t5:
+        t6 = t5['folder']
+        if t6 is None: t6 = Missing('config.checkpoint.folder')
     else:
-        t5 = attr_value(t4, 'folder', 'config.checkpoint.folder')
-    t6 = call_value(env, F_strip.fn, F_strip.cost, False, [t5])
-    t8 = ('')
-    if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
-        t7 = t6 == t8
+        t6 = attr_value(t5, 'folder', 'config.checkpoint.folder')
+    t7 = call_value(env, F_strip.fn, F_strip.cost, False, [t6])
+    t9 = ('')
+    if t7.__class__ is str:
+        t8 = t7 == t9
     else:
-        if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-        t7 = _compare('==', t6, t8)
-    t9 = ('checkpoint.folder')
-    t10 = ("ValueError: The 'folder' field cannot be empty.")
-    t11 = ("name a folder (the default is 'checkpoint')")
-    t12 = env.lookup('config')
-    if t12 is None: t12 = Missing('config')
-    if t12.__class__ is dict and 'checkpoint' in t12:
-        t13 = t12['checkpoint']
-        if t13 is None: t13 = Missing('config.checkpoint')
+        t8 = _compare('==', t7, t9)
+    t10 = ('checkpoint.folder')
+    t11 = ("ValueError: The 'folder' field cannot be empty.")
+    t12 = ("name a folder (the default is 'checkpoint')")
+    t13 = env.lookup('config')
+    if t13 is None: t13 = Missing('config')
+    if t13.__class__ is dict and 'checkpoint' in t13:
+        t14 = t13['checkpoint']
+        if t14 is None: t14 = Missing('config.checkpoint')
     else:
-        t13 = attr_value(t12, 'checkpoint', 'config.checkpoint')
-    if t13.__class__ is dict and 'folder' in t13:
-        t14 = t13['folder']
-        if t14 is None: t14 = Missing('config.checkpoint.folder')
+        t14 = attr_value(t13, 'checkpoint', 'config.checkpoint')
+    if t14.__class__ is dict and 'folder' in t14:
+        t15 = t14['folder']
+        if t15 is None: t15 = Missing('config.checkpoint.folder')
     else:
-        t14 = attr_value(t13, 'folder', 'config.checkpoint.folder')
-    t15 = [t7, t9, t10, t11, t14]
-    t16 = env.lookup('config')
-    if t16 is None: t16 = Missing('config')
-    if t16.__class__ is dict and 'checkpoint' in t16:
-        t17 = t16['checkpoint']
-        if t17 is None: t17 = Missing('config.checkpoint')
+        t15 = attr_value(t14, 'folder', 'config.checkpoint.folder')
+    t16 = [t8, t10, t11, t12, t15]
+    t17 = env.lookup('config')
+    if t17 is None: t17 = Missing('config')
+    if t17.__class__ is dict and 'checkpoint' in t17:
+        t18 = t17['checkpoint']
+        if t18 is None: t18 = Missing('config.checkpoint')
     else:
-        t17 = attr_value(t16, 'checkpoint', 'config.checkpoint')
-    if t17.__class__ is dict and 'initial_load_path' in t17:
-        t18 = t17['initial_load_path']
-        if t18 is None: t18 = Missing('config.checkpoint.initial_load_path')
+        t18 = attr_value(t17, 'checkpoint', 'config.checkpoint')
+    if t18.__class__ is dict and 'initial_load_path' in t18:
+        t19 = t18['initial_load_path']
+        if t19 is None: t19 = Missing('config.checkpoint.initial_load_path')
     else:
-        t18 = attr_value(t17, 'initial_load_path', 'config.checkpoint.initial_load_path')
-    t20 = (None)
-    if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-        t19 = t18 != t20
-    else:
-        if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-        t19 = _compare('!=', t18, t20)
-    if (t19 if t19.__class__ is bool else _truth(t19)):
+        t19 = attr_value(t18, 'initial_load_path', 'config.checkpoint.initial_load_path')
+    t20 = not (t19 is None or t19.__class__ is Missing)
+    if (t20 if t20.__class__ is bool else _truth(t20)):
         t22 = env.lookup('config')
         if t22 is None: t22 = Missing('config')
         if t22.__class__ is dict and 'checkpoint' in t22:
@@ -5602,10 +5444,9 @@ def e207(env):
         else:
             t24 = attr_value(t23, 'initial_load_path', 'config.checkpoint.initial_load_path')
         t26 = ('')
-        if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
+        if t24.__class__ is str:
             t25 = t24 != t26
         else:
-            if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(env, t24, t26)
             t25 = _compare('!=', t24, t26)
         t21 = (t25 if t25.__class__ is bool else _truth(t25))
     else:
@@ -5679,10 +5520,9 @@ def e207(env):
     else:
         t51 = attr_value(t50, 'interval', 'config.checkpoint.interval')
     t53 = (1)
-    if t51.__class__ is t53.__class__ and (t51.__class__ is int or t51.__class__ is str):
+    if t51.__class__ is int:
         t52 = t51 < t53
     else:
-        if t53.__class__ is list or t53.__class__ is dict or t53.__class__ is str: _charge_operands(env, t51, t53)
         t52 = _compare('<', t51, t53)
     t54 = ('checkpoint.interval')
     t55 = ('ValueError: Checkpoint interval needs to be at least 1 step.')
@@ -5713,10 +5553,9 @@ def e207(env):
     else:
         t63 = attr_value(t62, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
     t65 = (0)
-    if t63.__class__ is t65.__class__ and (t63.__class__ is int or t63.__class__ is str):
+    if t63.__class__ is int:
         t64 = t63 < t65
     else:
-        if t65.__class__ is list or t65.__class__ is dict or t65.__class__ is str: _charge_operands(env, t63, t65)
         t64 = _compare('<', t63, t65)
     t66 = ('checkpoint.keep_latest_k')
     t67 = ('ValueError: keep_latest_k cannot be negative.')
@@ -5750,7 +5589,6 @@ def e207(env):
     if t75.__class__ is t77.__class__ and (t75.__class__ is int or t75.__class__ is str):
         t76 = t75 == t77
     else:
-        if t77.__class__ is list or t77.__class__ is dict or t77.__class__ is str: _charge_operands(env, t75, t77)
         t76 = _compare('==', t75, t77)
     if (t76 if t76.__class__ is bool else _truth(t76)):
         t79 = env.lookup('config')
@@ -5769,7 +5607,6 @@ def e207(env):
         if t81.__class__ is t83.__class__ and (t81.__class__ is int or t81.__class__ is str):
             t82 = t81 == t83
         else:
-            if t83.__class__ is list or t83.__class__ is dict or t83.__class__ is str: _charge_operands(env, t81, t83)
             t82 = _compare('==', t81, t83)
         if (t82 if t82.__class__ is bool else _truth(t82)):
             t85 = env.lookup('config')
@@ -5784,212 +5621,203 @@ def e207(env):
                 if t87 is None: t87 = Missing('config.checkpoint.initial_load_path')
             else:
                 t87 = attr_value(t86, 'initial_load_path', 'config.checkpoint.initial_load_path')
-            t89 = (None)
-            if t87.__class__ is t89.__class__ and (t87.__class__ is int or t87.__class__ is str):
-                t88 = t87 != t89
-            else:
-                if t89.__class__ is list or t89.__class__ is dict or t89.__class__ is str: _charge_operands(env, t87, t89)
-                t88 = _compare('!=', t87, t89)
+            t88 = not (t87 is None or t87.__class__ is Missing)
             t84 = (t88 if t88.__class__ is bool else _truth(t88))
         else:
             t84 = False
         if (t84 if t84.__class__ is bool else _truth(t84)):
-            t91 = env.lookup('config')
-            if t91 is None: t91 = Missing('config')
-            if t91.__class__ is dict and 'checkpoint' in t91:
-                t92 = t91['checkpoint']
-                if t92 is None: t92 = Missing('config.checkpoint')
+            t90 = env.lookup('config')
+            if t90 is None: t90 = Missing('config')
+            if t90.__class__ is dict and 'checkpoint' in t90:
+                t91 = t90['checkpoint']
+                if t91 is None: t91 = Missing('config.checkpoint')
             else:
-                t92 = attr_value(t91, 'checkpoint', 'config.checkpoint')
-            if t92.__class__ is dict and 'initial_load_path' in t92:
-                t93 = t92['initial_load_path']
-                if t93 is None: t93 = Missing('config.checkpoint.initial_load_path')
+                t91 = attr_value(t90, 'checkpoint', 'config.checkpoint')
+            if t91.__class__ is dict and 'initial_load_path' in t91:
+                t92 = t91['initial_load_path']
+                if t92 is None: t92 = Missing('config.checkpoint.initial_load_path')
             else:
-                t93 = attr_value(t92, 'initial_load_path', 'config.checkpoint.initial_load_path')
-            t95 = ('')
-            if t93.__class__ is t95.__class__ and (t93.__class__ is int or t93.__class__ is str):
-                t94 = t93 != t95
+                t92 = attr_value(t91, 'initial_load_path', 'config.checkpoint.initial_load_path')
+            t94 = ('')
+            if t92.__class__ is str:
+                t93 = t92 != t94
             else:
-                if t95.__class__ is list or t95.__class__ is dict or t95.__class__ is str: _charge_operands(env, t93, t95)
-                t94 = _compare('!=', t93, t95)
-            t90 = (t94 if t94.__class__ is bool else _truth(t94))
+                t93 = _compare('!=', t92, t94)
+            t89 = (t93 if t93.__class__ is bool else _truth(t93))
         else:
-            t90 = False
-        t96 = not (t90 if t90.__class__ is bool else _truth(t90))
-        t78 = (t96 if t96.__class__ is bool else _truth(t96))
+            t89 = False
+        t95 = not (t89 if t89.__class__ is bool else _truth(t89))
+        t78 = (t95 if t95.__class__ is bool else _truth(t95))
     else:
         t78 = False
-    t97 = ('checkpoint.initial_load_in_hf_quantized')
-    t98 = ('ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.')
-    t99 = ('set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized')
-    t100 = env.lookup('config')
-    if t100 is None: t100 = Missing('config')
-    if t100.__class__ is dict and 'checkpoint' in t100:
-        t101 = t100['checkpoint']
-        if t101 is None: t101 = Missing('config.checkpoint')
+    t96 = ('checkpoint.initial_load_in_hf_quantized')
+    t97 = ('ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.')
+    t98 = ('set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized')
+    t99 = env.lookup('config')
+    if t99 is None: t99 = Missing('config')
+    if t99.__class__ is dict and 'checkpoint' in t99:
+        t100 = t99['checkpoint']
+        if t100 is None: t100 = Missing('config.checkpoint')
     else:
-        t101 = attr_value(t100, 'checkpoint', 'config.checkpoint')
-    if t101.__class__ is dict and 'initial_load_in_hf_quantized' in t101:
-        t102 = t101['initial_load_in_hf_quantized']
-        if t102 is None: t102 = Missing('config.checkpoint.initial_load_in_hf_quantized')
+        t100 = attr_value(t99, 'checkpoint', 'config.checkpoint')
+    if t100.__class__ is dict and 'initial_load_in_hf_quantized' in t100:
+        t101 = t100['initial_load_in_hf_quantized']
+        if t101 is None: t101 = Missing('config.checkpoint.initial_load_in_hf_quantized')
     else:
-        t102 = attr_value(t101, 'initial_load_in_hf_quantized', 'config.checkpoint.initial_load_in_hf_quantized')
-    t103 = [t78, t97, t98, t99, t102]
-    t104 = env.lookup('config')
-    if t104 is None: t104 = Missing('config')
-    if t104.__class__ is dict and 'checkpoint' in t104:
-        t105 = t104['checkpoint']
-        if t105 is None: t105 = Missing('config.checkpoint')
+        t101 = attr_value(t100, 'initial_load_in_hf_quantized', 'config.checkpoint.initial_load_in_hf_quantized')
+    t102 = [t78, t96, t97, t98, t101]
+    t103 = env.lookup('config')
+    if t103 is None: t103 = Missing('config')
+    if t103.__class__ is dict and 'checkpoint' in t103:
+        t104 = t103['checkpoint']
+        if t104 is None: t104 = Missing('config.checkpoint')
     else:
-        t105 = attr_value(t104, 'checkpoint', 'config.checkpoint')
-    if t105.__class__ is dict and 'last_save_in_hf' in t105:
-        t106 = t105['last_save_in_hf']
-        if t106 is None: t106 = Missing('config.checkpoint.last_save_in_hf')
+        t104 = attr_value(t103, 'checkpoint', 'config.checkpoint')
+    if t104.__class__ is dict and 'last_save_in_hf' in t104:
+        t105 = t104['last_save_in_hf']
+        if t105 is None: t105 = Missing('config.checkpoint.last_save_in_hf')
     else:
-        t106 = attr_value(t105, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
-    t108 = (True)
-    if t106.__class__ is t108.__class__ and (t106.__class__ is int or t106.__class__ is str):
-        t107 = t106 == t108
+        t105 = attr_value(t104, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
+    t107 = (True)
+    if t105.__class__ is t107.__class__ and (t105.__class__ is int or t105.__class__ is str):
+        t106 = t105 == t107
     else:
-        if t108.__class__ is list or t108.__class__ is dict or t108.__class__ is str: _charge_operands(env, t106, t108)
-        t107 = _compare('==', t106, t108)
-    if (t107 if t107.__class__ is bool else _truth(t107)):
-        t110 = ('://')
-        t112 = env.lookup('config')
-        if t112 is None: t112 = Missing('config')
-        if t112.__class__ is dict and 'checkpoint' in t112:
-            t113 = t112['checkpoint']
-            if t113 is None: t113 = Missing('config.checkpoint')
+        t106 = _compare('==', t105, t107)
+    if (t106 if t106.__class__ is bool else _truth(t106)):
+        t109 = ('://')
+        t111 = env.lookup('config')
+        if t111 is None: t111 = Missing('config')
+        if t111.__class__ is dict and 'checkpoint' in t111:
+            t112 = t111['checkpoint']
+            if t112 is None: t112 = Missing('config.checkpoint')
         else:
-            t113 = attr_value(t112, 'checkpoint', 'config.checkpoint')
-        if t113.__class__ is dict and 'folder' in t113:
-            t114 = t113['folder']
-            if t114 is None: t114 = Missing('config.checkpoint.folder')
+            t112 = attr_value(t111, 'checkpoint', 'config.checkpoint')
+        if t112.__class__ is dict and 'folder' in t112:
+            t113 = t112['folder']
+            if t113 is None: t113 = Missing('config.checkpoint.folder')
         else:
-            t114 = attr_value(t113, 'folder', 'config.checkpoint.folder')
-        if t114.__class__ is list or t114.__class__ is dict or t114.__class__ is str: _charge_operands(env, t110, t114)
-        t111 = _compare('in', t110, t114)
-        t109 = (t111 if t111.__class__ is bool else _truth(t111))
+            t113 = attr_value(t112, 'folder', 'config.checkpoint.folder')
+        if t113.__class__ is list or t113.__class__ is dict or t113.__class__ is str: _charge_operands(env, t109, t113)
+        t110 = _compare('in', t109, t113)
+        t108 = (t110 if t110.__class__ is bool else _truth(t110))
     else:
-        t109 = False
-    t115 = ('checkpoint.folder|checkpoint.last_save_in_hf')
-    t116 = ('ValueError: last_save_in_hf is not supported with a remote checkpoint.folder')
-    t117 = ('save in DCP format to a remote folder, or in Hugging Face format to a local one')
-    t118 = env.lookup('config')
-    if t118 is None: t118 = Missing('config')
-    if t118.__class__ is dict and 'checkpoint' in t118:
-        t119 = t118['checkpoint']
-        if t119 is None: t119 = Missing('config.checkpoint')
+        t108 = False
+    t114 = ('checkpoint.folder|checkpoint.last_save_in_hf')
+    t115 = ('ValueError: last_save_in_hf is not supported with a remote checkpoint.folder')
+    t116 = ('save in DCP format to a remote folder, or in Hugging Face format to a local one')
+    t117 = env.lookup('config')
+    if t117 is None: t117 = Missing('config')
+    if t117.__class__ is dict and 'checkpoint' in t117:
+        t118 = t117['checkpoint']
+        if t118 is None: t118 = Missing('config.checkpoint')
     else:
-        t119 = attr_value(t118, 'checkpoint', 'config.checkpoint')
-    if t119.__class__ is dict and 'folder' in t119:
-        t120 = t119['folder']
-        if t120 is None: t120 = Missing('config.checkpoint.folder')
+        t118 = attr_value(t117, 'checkpoint', 'config.checkpoint')
+    if t118.__class__ is dict and 'folder' in t118:
+        t119 = t118['folder']
+        if t119 is None: t119 = Missing('config.checkpoint.folder')
     else:
-        t120 = attr_value(t119, 'folder', 'config.checkpoint.folder')
-    t121 = [t109, t115, t116, t117, t120]
-    t122 = env.lookup('config')
-    if t122 is None: t122 = Missing('config')
-    if t122.__class__ is dict and 'checkpoint' in t122:
-        t123 = t122['checkpoint']
-        if t123 is None: t123 = Missing('config.checkpoint')
+        t119 = attr_value(t118, 'folder', 'config.checkpoint.folder')
+    t120 = [t108, t114, t115, t116, t119]
+    t121 = env.lookup('config')
+    if t121 is None: t121 = Missing('config')
+    if t121.__class__ is dict and 'checkpoint' in t121:
+        t122 = t121['checkpoint']
+        if t122 is None: t122 = Missing('config.checkpoint')
     else:
-        t123 = attr_value(t122, 'checkpoint', 'config.checkpoint')
-    if t123.__class__ is dict and 'initial_load_in_hf' in t123:
-        t124 = t123['initial_load_in_hf']
-        if t124 is None: t124 = Missing('config.checkpoint.initial_load_in_hf')
+        t122 = attr_value(t121, 'checkpoint', 'config.checkpoint')
+    if t122.__class__ is dict and 'initial_load_in_hf' in t122:
+        t123 = t122['initial_load_in_hf']
+        if t123 is None: t123 = Missing('config.checkpoint.initial_load_in_hf')
     else:
-        t124 = attr_value(t123, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
-    t126 = (True)
-    if t124.__class__ is t126.__class__ and (t124.__class__ is int or t124.__class__ is str):
-        t125 = t124 == t126
+        t123 = attr_value(t122, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
+    t125 = (True)
+    if t123.__class__ is t125.__class__ and (t123.__class__ is int or t123.__class__ is str):
+        t124 = t123 == t125
     else:
-        if t126.__class__ is list or t126.__class__ is dict or t126.__class__ is str: _charge_operands(env, t124, t126)
-        t125 = _compare('==', t124, t126)
-    if (t125 if t125.__class__ is bool else _truth(t125)):
-        t128 = env.lookup('config')
-        if t128 is None: t128 = Missing('config')
-        if t128.__class__ is dict and 'checkpoint' in t128:
-            t129 = t128['checkpoint']
-            if t129 is None: t129 = Missing('config.checkpoint')
+        t124 = _compare('==', t123, t125)
+    if (t124 if t124.__class__ is bool else _truth(t124)):
+        t127 = env.lookup('config')
+        if t127 is None: t127 = Missing('config')
+        if t127.__class__ is dict and 'checkpoint' in t127:
+            t128 = t127['checkpoint']
+            if t128 is None: t128 = Missing('config.checkpoint')
         else:
-            t129 = attr_value(t128, 'checkpoint', 'config.checkpoint')
-        if t129.__class__ is dict and 'initial_load_path' in t129:
-            t130 = t129['initial_load_path']
-            if t130 is None: t130 = Missing('config.checkpoint.initial_load_path')
+            t128 = attr_value(t127, 'checkpoint', 'config.checkpoint')
+        if t128.__class__ is dict and 'initial_load_path' in t128:
+            t129 = t128['initial_load_path']
+            if t129 is None: t129 = Missing('config.checkpoint.initial_load_path')
         else:
-            t130 = attr_value(t129, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        t132 = (None)
-        if t130.__class__ is t132.__class__ and (t130.__class__ is int or t130.__class__ is str):
-            t131 = t130 != t132
+            t129 = attr_value(t128, 'initial_load_path', 'config.checkpoint.initial_load_path')
+        t130 = not (t129 is None or t129.__class__ is Missing)
+        t126 = (t130 if t130.__class__ is bool else _truth(t130))
+    else:
+        t126 = False
+    if (t126 if t126.__class__ is bool else _truth(t126)):
+        t132 = ('://')
+        t134 = env.lookup('config')
+        if t134 is None: t134 = Missing('config')
+        if t134.__class__ is dict and 'checkpoint' in t134:
+            t135 = t134['checkpoint']
+            if t135 is None: t135 = Missing('config.checkpoint')
         else:
-            if t132.__class__ is list or t132.__class__ is dict or t132.__class__ is str: _charge_operands(env, t130, t132)
-            t131 = _compare('!=', t130, t132)
-        t127 = (t131 if t131.__class__ is bool else _truth(t131))
-    else:
-        t127 = False
-    if (t127 if t127.__class__ is bool else _truth(t127)):
-        t134 = ('://')
-        t136 = env.lookup('config')
-        if t136 is None: t136 = Missing('config')
-        if t136.__class__ is dict and 'checkpoint' in t136:
-            t137 = t136['checkpoint']
-            if t137 is None: t137 = Missing('config.checkpoint')
+            t135 = attr_value(t134, 'checkpoint', 'config.checkpoint')
+        if t135.__class__ is dict and 'initial_load_path' in t135:
+            t136 = t135['initial_load_path']
+            if t136 is None: t136 = Missing('config.checkpoint.initial_load_path')
         else:
-            t137 = attr_value(t136, 'checkpoint', 'config.checkpoint')
-        if t137.__class__ is dict and 'initial_load_path' in t137:
-            t138 = t137['initial_load_path']
-            if t138 is None: t138 = Missing('config.checkpoint.initial_load_path')
-        else:
-            t138 = attr_value(t137, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        if t138.__class__ is list or t138.__class__ is dict or t138.__class__ is str: _charge_operands(env, t134, t138)
-        t135 = _compare('in', t134, t138)
-        t133 = (t135 if t135.__class__ is bool else _truth(t135))
+            t136 = attr_value(t135, 'initial_load_path', 'config.checkpoint.initial_load_path')
+        if t136.__class__ is list or t136.__class__ is dict or t136.__class__ is str: _charge_operands(env, t132, t136)
+        t133 = _compare('in', t132, t136)
+        t131 = (t133 if t133.__class__ is bool else _truth(t133))
     else:
-        t133 = False
-    t139 = ('checkpoint.initial_load_path')
-    t140 = ('ValueError: initial_load_in_hf is not supported with a remote initial_load_path')
-    t141 = ('copy the Hugging Face checkpoint to a local path')
-    t142 = env.lookup('config')
-    if t142 is None: t142 = Missing('config')
-    if t142.__class__ is dict and 'checkpoint' in t142:
-        t143 = t142['checkpoint']
-        if t143 is None: t143 = Missing('config.checkpoint')
+        t131 = False
+    t137 = ('checkpoint.initial_load_path')
+    t138 = ('ValueError: initial_load_in_hf is not supported with a remote initial_load_path')
+    t139 = ('copy the Hugging Face checkpoint to a local path')
+    t140 = env.lookup('config')
+    if t140 is None: t140 = Missing('config')
+    if t140.__class__ is dict and 'checkpoint' in t140:
+        t141 = t140['checkpoint']
+        if t141 is None: t141 = Missing('config.checkpoint')
     else:
-        t143 = attr_value(t142, 'checkpoint', 'config.checkpoint')
-    if t143.__class__ is dict and 'initial_load_path' in t143:
-        t144 = t143['initial_load_path']
-        if t144 is None: t144 = Missing('config.checkpoint.initial_load_path')
+        t141 = attr_value(t140, 'checkpoint', 'config.checkpoint')
+    if t141.__class__ is dict and 'initial_load_path' in t141:
+        t142 = t141['initial_load_path']
+        if t142 is None: t142 = Missing('config.checkpoint.initial_load_path')
     else:
-        t144 = attr_value(t143, 'initial_load_path', 'config.checkpoint.initial_load_path')
-    t145 = [t133, t139, t140, t141, t144]
-    t146 = [t15, t48, t60, t72, t103, t121, t145]
-    t2 = loop_items(t146)
-    t147 = Env({}, None, env.budget, env)
-    for t148 in t2:
-        _charge(env, 149)
-        t147.values['x'] = t148
-        t147.let_cache = None
-        t149 = t148
-        if t149 is None: t149 = Missing('x')
-        t149 = _need(t149)
-        t150 = (0)
-        t151 = index_value(t149, _need(t150), 'x')
-        if (t151 if t151.__class__ is bool else _truth(t151)):
-            t152 = t148
-            if t152 is None: t152 = Missing('x')
-            t1.append(t152)
-            t147.budget.mem -= 1
-            if t147.budget.mem < 0: _charge_mem(env, 0)
+        t142 = attr_value(t141, 'initial_load_path', 'config.checkpoint.initial_load_path')
+    t143 = [t131, t137, t138, t139, t142]
+    t144 = [t16, t48, t60, t72, t102, t120, t143]
+    t3 = loop_items(t144)
+    t145 = Env({}, None, t2, env)
+    t146 = t145.values
+    for t147 in t3:
+        t2.left -= 149
+        if t2.left < 0: _charge(env, 0)
+        t146['x'] = t147
+        t145.let_cache = None
+        t148 = t147
+        if t148 is None: t148 = Missing('x')
+        if t148 is None or t148.__class__ is Missing: _need(t148)
+        t149 = (0)
+        if t149 is None or t149.__class__ is Missing: _need(t149)
+        t150 = index_value(t148, t149, 'x')
+        if (t150 if t150.__class__ is bool else _truth(t150)):
+            t151 = t147
+            if t151 is None: t151 = Missing('x')
+            t1.append(t151)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e208(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (4)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e209(env):
@@ -6020,7 +5848,6 @@ def e209(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('config')
@@ -6036,10 +5863,9 @@ def e209(env):
             else:
                 t14 = attr_value(t13, 'mode', 'config.comm.mode')
             t16 = ('local_tensor')
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+            if t14.__class__ is str:
                 t15 = t14 != t16
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
                 t15 = _compare('!=', t14, t16)
             t11 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
@@ -6073,47 +5899,40 @@ def e210(env):
             if t8 is None: t8 = Missing('config.checkpoint.keep_latest_k')
         else:
             t8 = attr_value(t7, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
-        t10 = (None)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 != t10
-        else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-            t9 = _compare('!=', t8, t10)
+        t9 = not (t8 is None or t8.__class__ is Missing)
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('framework_version')
-            if t12 is None: t12 = Missing('framework_version')
-            t14 = ('0.2.x')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
+            t11 = env.lookup('framework_version')
+            if t11 is None: t11 = Missing('framework_version')
+            t13 = ('0.2.x')
+            if t11.__class__ is str:
+                t12 = t11 != t13
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
-            if not (t13 if t13.__class__ is bool else _truth(t13)):
-                t16 = env.lookup('config')
-                if t16 is None: t16 = Missing('config')
-                if t16.__class__ is dict and 'checkpoint' in t16:
-                    t17 = t16['checkpoint']
-                    if t17 is None: t17 = Missing('config.checkpoint')
+                t12 = _compare('!=', t11, t13)
+            if not (t12 if t12.__class__ is bool else _truth(t12)):
+                t15 = env.lookup('config')
+                if t15 is None: t15 = Missing('config')
+                if t15.__class__ is dict and 'checkpoint' in t15:
+                    t16 = t15['checkpoint']
+                    if t16 is None: t16 = Missing('config.checkpoint')
                 else:
-                    t17 = attr_value(t16, 'checkpoint', 'config.checkpoint')
-                if t17.__class__ is dict and 'enable' in t17:
-                    t18 = t17['enable']
-                    if t18 is None: t18 = Missing('config.checkpoint.enable')
+                    t16 = attr_value(t15, 'checkpoint', 'config.checkpoint')
+                if t16.__class__ is dict and 'enable' in t16:
+                    t17 = t16['enable']
+                    if t17 is None: t17 = Missing('config.checkpoint.enable')
                 else:
-                    t18 = attr_value(t17, 'enable', 'config.checkpoint.enable')
-                t20 = (True)
-                if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                    t19 = t18 == t20
+                    t17 = attr_value(t16, 'enable', 'config.checkpoint.enable')
+                t19 = (True)
+                if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
+                    t18 = t17 == t19
                 else:
-                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                    t19 = _compare('==', t18, t20)
-                t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                    t18 = _compare('==', t17, t19)
+                t14 = (t18 if t18.__class__ is bool else _truth(t18))
             else:
-                t15 = True
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = True
+            t10 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -6133,10 +5952,9 @@ def e211(env):
         t6 = env.lookup('framework_version')
         if t6 is None: t6 = Missing('framework_version')
         t8 = ('0.2.x')
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is str:
             t7 = t6 != t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('!=', t6, t8)
         if not (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('config')
@@ -6155,7 +5973,6 @@ def e211(env):
             if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
                 t13 = t12 == t14
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
                 t13 = _compare('==', t12, t14)
             t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
@@ -6179,10 +5996,9 @@ def e212(env):
     else:
         t3 = attr_value(t2, 'name', 'config.model.name')
     t5 = ('flux')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 != t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('!=', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('config')
@@ -6201,7 +6017,6 @@ def e212(env):
         if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
             t10 = t9 == t11
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
             t10 = _compare('==', t9, t11)
         t6 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
@@ -6252,10 +6067,9 @@ def e213(env):
         else:
             t8 = attr_value(t7, 'mode', 'config.activation_checkpoint.mode')
         t10 = ('memory_budget')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -6276,10 +6090,9 @@ def e214(env):
     else:
         t3 = attr_value(t2, 'name', 'config.model.name')
     t5 = ('flux')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = ('model flux (its parallelize never compiles the model for it)')
@@ -6359,10 +6172,9 @@ def e215(env):
     else:
         t3 = attr_value(t2, 'name', 'config.model.name')
     t5 = ('flux')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = ('use mode = "full" or "selective" on flux')
@@ -6386,10 +6198,9 @@ def e216(env):
     else:
         t3 = attr_value(t2, 'selective_ac_option', 'config.activation_checkpoint.selective_ac_option')
     t5 = ('op')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if not (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = env.lookup('config')
@@ -6435,10 +6246,9 @@ def e217(env):
         else:
             t8 = attr_value(t7, 'mode', 'config.activation_checkpoint.mode')
         t10 = ('selective')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -6477,7 +6287,6 @@ def e219(env):
     if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -6509,7 +6318,6 @@ def e220(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('config')
@@ -6528,7 +6336,6 @@ def e220(env):
             if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
                 t15 = t14 == t16
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
                 t15 = _compare('==', t14, t16)
             t11 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
@@ -6541,49 +6348,37 @@ def e220(env):
 def e221(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('ep')
-        if t5 is None: t5 = Missing('ep')
-        t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 > t7
+        t4 = env.lookup('ep')
+        if t4 is None: t4 = Missing('ep')
+        t6 = (1)
+        if t4.__class__ is int:
+            t5 = t4 > t6
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('>', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('>', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = env.lookup('etp')
-        if t9 is None: t9 = Missing('etp')
-        t11 = (None)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
-        else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-            t10 = _compare('==', t9, t11)
-        if not (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = env.lookup('etp')
-            if t13 is None: t13 = Missing('etp')
-            t15 = (1)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 <= t15
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = env.lookup('etp')
+        if t8 is None: t8 = Missing('etp')
+        t9 = (t8 is None or t8.__class__ is Missing)
+        if not (t9 if t9.__class__ is bool else _truth(t9)):
+            t11 = env.lookup('etp')
+            if t11 is None: t11 = Missing('etp')
+            t13 = (1)
+            if t11.__class__ is int:
+                t12 = t11 <= t13
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('<=', t13, t15)
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = _compare('<=', t11, t13)
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t12 = True
-        t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = True
+        t7 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t8 = False
-    return t8
+        t7 = False
+    return t7
 
 def e222(env):
     t1 = env.lookup('framework')
@@ -6610,10 +6405,9 @@ def e222(env):
         else:
             t8 = attr_value(t7, 'expert_parallel_comm_backend', 'config.parallelism.expert_parallel_comm_backend')
         t10 = ('deepep')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('config')
@@ -6642,51 +6436,45 @@ def e222(env):
 def e223(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 == t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('==', t1, t3)
+    t2 = (t1 is None or t1.__class__ is Missing)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('ep')
-        if t5 is None: t5 = Missing('ep')
-        t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 <= t7
+        t4 = env.lookup('ep')
+        if t4 is None: t4 = Missing('ep')
+        t6 = (1)
+        if t4.__class__ is int:
+            t5 = t4 <= t6
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('<=', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('<=', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = True
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = ('expert_parallel_degree = ')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('ep')
-        if t10 is None: t10 = Missing('ep')
-        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t9.__class__ is int and t11.__class__ is int:
-            t12 = t9 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        t3 = True
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = ('expert_parallel_degree = ')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = env.lookup('ep')
+        if t9 is None: t9 = Missing('ep')
+        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t8.__class__ is int and t10.__class__ is int:
+            t11 = t8 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t12 = _binop('+', t9, t11, env)
-        t8 = t12
+            t11 = _binop('+', t8, t10, env)
+        t7 = t11
     else:
-        t13 = ('expert_tensor_parallel_degree = ')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('etp')
-        if t14 is None: t14 = Missing('etp')
-        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13.__class__ is int and t15.__class__ is int:
-            t16 = t13 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        t12 = ('expert_tensor_parallel_degree = ')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = env.lookup('etp')
+        if t13 is None: t13 = Missing('etp')
+        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t12.__class__ is int and t14.__class__ is int:
+            t15 = t12 + t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t16 = _binop('+', t13, t15, env)
-        t8 = t16
-    return t8
+            t15 = _binop('+', t12, t14, env)
+        t7 = t15
+    return t7
 
 def e224(env):
     t1 = env.lookup('config')
@@ -6706,60 +6494,48 @@ def e224(env):
 def e225(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 == t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('==', t1, t3)
+    t2 = (t1 is None or t1.__class__ is Missing)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('ep')
-        if t5 is None: t5 = Missing('ep')
-        t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 <= t7
+        t4 = env.lookup('ep')
+        if t4 is None: t4 = Missing('ep')
+        t6 = (1)
+        if t4.__class__ is int:
+            t5 = t4 <= t6
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('<=', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('<=', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = True
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = ('ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.')
-        t8 = t9
+        t3 = True
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = ('ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.')
+        t7 = t8
     else:
-        t10 = ('NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.')
-        t8 = t10
-    return t8
+        t9 = ('NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.')
+        t7 = t9
+    return t7
 
 def e226(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 == t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('==', t1, t3)
+    t2 = (t1 is None or t1.__class__ is Missing)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('ep')
-        if t5 is None: t5 = Missing('ep')
-        t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 <= t7
+        t4 = env.lookup('ep')
+        if t4 is None: t4 = Missing('ep')
+        t6 = (1)
+        if t4.__class__ is int:
+            t5 = t4 <= t6
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('<=', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('<=', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = True
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = ('set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"')
-        t8 = t9
+        t3 = True
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = ('set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"')
+        t7 = t8
     else:
-        t10 = ('set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"')
-        t8 = t10
-    return t8
+        t9 = ('set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"')
+        t7 = t9
+    return t7
 
 def e227(env):
     t1 = env.lookup('config')
@@ -6816,78 +6592,74 @@ def e228(env):
         else:
             t8 = attr_value(t7, 'name', 'config.model.name')
         t10 = ('deepseek_v3')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('tp')
             if t12 is None: t12 = Missing('tp')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t11 = False
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = env.lookup('tp')
-            if t16 is None: t16 = Missing('tp')
-            t18 = (1)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 > t18
+            t15 = env.lookup('tp')
+            if t15 is None: t15 = Missing('tp')
+            t17 = (1)
+            if t15.__class__ is int:
+                t16 = t15 > t17
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('>', t16, t18)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('>', t15, t17)
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = env.lookup('config')
-            if t20 is None: t20 = Missing('config')
-            if t20.__class__ is dict and 'model' in t20:
-                t21 = t20['model']
-                if t21 is None: t21 = Missing('config.model')
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t19 = env.lookup('config')
+            if t19 is None: t19 = Missing('config')
+            if t19.__class__ is dict and 'model' in t19:
+                t20 = t19['model']
+                if t20 is None: t20 = Missing('config.model')
             else:
-                t21 = attr_value(t20, 'model', 'config.model')
-            if t21.__class__ is dict and 'converters' in t21:
-                t22 = t21['converters']
-                if t22 is None: t22 = Missing('config.model.converters')
+                t20 = attr_value(t19, 'model', 'config.model')
+            if t20.__class__ is dict and 'converters' in t20:
+                t21 = t20['converters']
+                if t21 is None: t21 = Missing('config.model.converters')
             else:
-                t22 = attr_value(t21, 'converters', 'config.model.converters')
-            t23 = call_value(env, F_type.fn, F_type.cost, True, [t22])
-            t25 = ('list')
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 == t25
+                t21 = attr_value(t20, 'converters', 'config.model.converters')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t22 = type_name(t21)
+            env.budget.mem -= len(t22)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            t24 = ('list')
+            if t22.__class__ is str:
+                t23 = t22 == t24
             else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
-                t24 = _compare('==', t23, t25)
-            t19 = (t24 if t24.__class__ is bool else _truth(t24))
+                t23 = _compare('==', t22, t24)
+            t18 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t27 = ('float8')
-            t29 = env.lookup('config')
-            if t29 is None: t29 = Missing('config')
-            if t29.__class__ is dict and 'model' in t29:
-                t30 = t29['model']
-                if t30 is None: t30 = Missing('config.model')
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t26 = ('float8')
+            t28 = env.lookup('config')
+            if t28 is None: t28 = Missing('config')
+            if t28.__class__ is dict and 'model' in t28:
+                t29 = t28['model']
+                if t29 is None: t29 = Missing('config.model')
             else:
-                t30 = attr_value(t29, 'model', 'config.model')
-            if t30.__class__ is dict and 'converters' in t30:
-                t31 = t30['converters']
-                if t31 is None: t31 = Missing('config.model.converters')
+                t29 = attr_value(t28, 'model', 'config.model')
+            if t29.__class__ is dict and 'converters' in t29:
+                t30 = t29['converters']
+                if t30 is None: t30 = Missing('config.model.converters')
             else:
-                t31 = attr_value(t30, 'converters', 'config.model.converters')
-            if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(env, t27, t31)
-            t28 = _compare('in', t27, t31)
-            t26 = (t28 if t28.__class__ is bool else _truth(t28))
+                t30 = attr_value(t29, 'converters', 'config.model.converters')
+            if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t26, t30)
+            t27 = _compare('in', t26, t30)
+            t25 = (t27 if t27.__class__ is bool else _truth(t27))
         else:
-            t26 = False
-        t5 = (t26 if t26.__class__ is bool else _truth(t26))
+            t25 = False
+        t5 = (t25 if t25.__class__ is bool else _truth(t25))
     else:
         t5 = False
     return t5
@@ -6933,10 +6705,9 @@ def e230(env):
     else:
         t3 = attr_value(t2, 'mode', 'config.activation_checkpoint.mode')
     t5 = ('none')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -6970,97 +6741,83 @@ def e231(env):
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('ep')
             if t12 is None: t12 = Missing('ep')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t11 = False
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = env.lookup('ep')
-            if t16 is None: t16 = Missing('ep')
-            t18 = (1)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 > t18
+            t15 = env.lookup('ep')
+            if t15 is None: t15 = Missing('ep')
+            t17 = (1)
+            if t15.__class__ is int:
+                t16 = t15 > t17
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-                t17 = _compare('>', t16, t18)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('>', t15, t17)
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = env.lookup('pp')
-            if t20 is None: t20 = Missing('pp')
-            t22 = (None)
-            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-                t21 = t20 != t22
-            else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
-                t21 = _compare('!=', t20, t22)
-            t19 = (t21 if t21.__class__ is bool else _truth(t21))
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t19 = env.lookup('pp')
+            if t19 is None: t19 = Missing('pp')
+            t20 = not (t19 is None or t19.__class__ is Missing)
+            t18 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t24 = env.lookup('pp')
-            if t24 is None: t24 = Missing('pp')
-            t26 = (1)
-            if t24.__class__ is t26.__class__ and (t24.__class__ is int or t24.__class__ is str):
-                t25 = t24 > t26
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t22 = env.lookup('pp')
+            if t22 is None: t22 = Missing('pp')
+            t24 = (1)
+            if t22.__class__ is int:
+                t23 = t22 > t24
             else:
-                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(env, t24, t26)
-                t25 = _compare('>', t24, t26)
-            t23 = (t25 if t25.__class__ is bool else _truth(t25))
+                t23 = _compare('>', t22, t24)
+            t21 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t23 = False
-        if (t23 if t23.__class__ is bool else _truth(t23)):
-            t28 = env.lookup('config')
-            if t28 is None: t28 = Missing('config')
-            if t28.__class__ is dict and 'parallelism' in t28:
-                t29 = t28['parallelism']
-                if t29 is None: t29 = Missing('config.parallelism')
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            t26 = env.lookup('config')
+            if t26 is None: t26 = Missing('config')
+            if t26.__class__ is dict and 'parallelism' in t26:
+                t27 = t26['parallelism']
+                if t27 is None: t27 = Missing('config.parallelism')
             else:
-                t29 = attr_value(t28, 'parallelism', 'config.parallelism')
-            if t29.__class__ is dict and 'pipeline_parallel_expert_parallel_overlap' in t29:
-                t30 = t29['pipeline_parallel_expert_parallel_overlap']
-                if t30 is None: t30 = Missing('config.parallelism.pipeline_parallel_expert_parallel_overlap')
+                t27 = attr_value(t26, 'parallelism', 'config.parallelism')
+            if t27.__class__ is dict and 'pipeline_parallel_expert_parallel_overlap' in t27:
+                t28 = t27['pipeline_parallel_expert_parallel_overlap']
+                if t28 is None: t28 = Missing('config.parallelism.pipeline_parallel_expert_parallel_overlap')
             else:
-                t30 = attr_value(t29, 'pipeline_parallel_expert_parallel_overlap', 'config.parallelism.pipeline_parallel_expert_parallel_overlap')
-            t32 = (True)
-            if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-                t31 = t30 == t32
+                t28 = attr_value(t27, 'pipeline_parallel_expert_parallel_overlap', 'config.parallelism.pipeline_parallel_expert_parallel_overlap')
+            t30 = (True)
+            if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
+                t29 = t28 == t30
             else:
-                if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(env, t30, t32)
-                t31 = _compare('==', t30, t32)
-            t27 = (t31 if t31.__class__ is bool else _truth(t31))
+                t29 = _compare('==', t28, t30)
+            t25 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
-            t27 = False
-        if (t27 if t27.__class__ is bool else _truth(t27)):
-            t34 = env.lookup('config')
-            if t34 is None: t34 = Missing('config')
-            if t34.__class__ is dict and 'parallelism' in t34:
-                t35 = t34['parallelism']
-                if t35 is None: t35 = Missing('config.parallelism')
+            t25 = False
+        if (t25 if t25.__class__ is bool else _truth(t25)):
+            t32 = env.lookup('config')
+            if t32 is None: t32 = Missing('config')
+            if t32.__class__ is dict and 'parallelism' in t32:
+                t33 = t32['parallelism']
+                if t33 is None: t33 = Missing('config.parallelism')
             else:
-                t35 = attr_value(t34, 'parallelism', 'config.parallelism')
-            if t35.__class__ is dict and 'pipeline_parallel_schedule' in t35:
-                t36 = t35['pipeline_parallel_schedule']
-                if t36 is None: t36 = Missing('config.parallelism.pipeline_parallel_schedule')
+                t33 = attr_value(t32, 'parallelism', 'config.parallelism')
+            if t33.__class__ is dict and 'pipeline_parallel_schedule' in t33:
+                t34 = t33['pipeline_parallel_schedule']
+                if t34 is None: t34 = Missing('config.parallelism.pipeline_parallel_schedule')
             else:
-                t36 = attr_value(t35, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
-            t37 = call_value(env, F_lower.fn, F_lower.cost, False, [t36])
-            t39 = ('dualpipev')
-            if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
-                t38 = t37 == t39
+                t34 = attr_value(t33, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
+            t35 = call_value(env, F_lower.fn, F_lower.cost, False, [t34])
+            t37 = ('dualpipev')
+            if t35.__class__ is str:
+                t36 = t35 == t37
             else:
-                if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(env, t37, t39)
-                t38 = _compare('==', t37, t39)
-            t33 = (t38 if t38.__class__ is bool else _truth(t38))
+                t36 = _compare('==', t35, t37)
+            t31 = (t36 if t36.__class__ is bool else _truth(t36))
         else:
-            t33 = False
-        t5 = (t33 if t33.__class__ is bool else _truth(t33))
+            t31 = False
+        t5 = (t31 if t31.__class__ is bool else _truth(t31))
     else:
         t5 = False
     return t5
@@ -7103,14 +6860,14 @@ def e234(env):
         if t2 is None: t2 = Missing('config.activation_checkpoint')
     else:
         t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = ('class')
-    t4 = index_value(t2, _need(t3), 'config.activation_checkpoint')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'config.activation_checkpoint')
     t6 = ('SelectiveAC.Config')
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is str:
         t5 = t4 != t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('!=', t4, t6)
     return t5
 
@@ -7150,7 +6907,6 @@ def e235(env):
             if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
                 t12 = t11 == t13
             else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
                 t12 = _compare('==', t11, t13)
             t8 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
@@ -7164,10 +6920,9 @@ def e235(env):
             else:
                 t16 = attr_value(t15, 'spmd_backend', 'parallelism.spmd_backend')
             t18 = ('spmd_types')
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
+            if t16.__class__ is str:
                 t17 = t16 == t18
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
                 t17 = _compare('==', t16, t18)
             t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
@@ -7199,14 +6954,14 @@ def e236(env):
         if t2 is None: t2 = Missing('config.activation_checkpoint')
     else:
         t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = ('class')
-    t4 = index_value(t2, _need(t3), 'config.activation_checkpoint')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'config.activation_checkpoint')
     t6 = ('FullAC.Config')
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is str:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     if not (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = ('memory_policy')
@@ -7236,10 +6991,9 @@ def e236(env):
             t17 = ('none')
             t18 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t16, t17])
             t20 = ('full')
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
+            if t18.__class__ is str:
                 t19 = t18 == t20
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
                 t19 = _compare('==', t18, t20)
             t13 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
@@ -7288,10 +7042,9 @@ def e237(env):
             else:
                 t13 = attr_value(t12, 'moe_comm_backend', 'model.moe_comm_backend')
             t15 = ('minimal_async_ep')
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+            if t13.__class__ is str:
                 t14 = t13 == t15
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
                 t14 = _compare('==', t13, t15)
             t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
@@ -7299,28 +7052,22 @@ def e237(env):
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t17 = env.lookup('ep')
             if t17 is None: t17 = Missing('ep')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 != t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('!=', t17, t19)
+            t18 = not (t17 is None or t17.__class__ is Missing)
             t16 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
             t16 = False
         if (t16 if t16.__class__ is bool else _truth(t16)):
-            t21 = env.lookup('ep')
-            if t21 is None: t21 = Missing('ep')
-            t23 = (1)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 > t23
+            t20 = env.lookup('ep')
+            if t20 is None: t20 = Missing('ep')
+            t22 = (1)
+            if t20.__class__ is int:
+                t21 = t20 > t22
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('>', t21, t23)
-            t20 = (t22 if t22.__class__ is bool else _truth(t22))
+                t21 = _compare('>', t20, t22)
+            t19 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t20 = False
-        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+            t19 = False
+        t5 = (t19 if t19.__class__ is bool else _truth(t19))
     else:
         t5 = False
     return t5
@@ -7333,9 +7080,10 @@ def e238(env):
         if t2 is None: t2 = Missing('config.activation_checkpoint')
     else:
         t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = ('class')
-    t4 = index_value(t2, _need(t3), 'config.activation_checkpoint')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'config.activation_checkpoint')
     t5 = ('none')
     t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t4, t5])
     return t6
@@ -7349,10 +7097,9 @@ def e239(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     return t4
 
@@ -7399,10 +7146,9 @@ def e240(env):
             t16 = env.lookup('shards')
             if t16 is None: t16 = Missing('shards')
             t18 = (1)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
+            if t16.__class__ is int:
                 t17 = t16 > t18
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
                 t17 = _compare('>', t16, t18)
             t15 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
@@ -7416,10 +7162,9 @@ def e240(env):
             if t21 is None or t21.__class__ is Missing: _need(t21)
             t22 = _binop('%', t20, t21, env)
             t24 = (0)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
+            if t22.__class__ is int:
                 t23 = t22 == t24
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
                 t23 = _compare('==', t22, t24)
             t19 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
@@ -7539,10 +7284,9 @@ def e245(env):
             t16 = env.lookup('shards')
             if t16 is None: t16 = Missing('shards')
             t18 = (1)
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
+            if t16.__class__ is int:
                 t17 = t16 > t18
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
                 t17 = _compare('>', t16, t18)
             t15 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
@@ -7556,10 +7300,9 @@ def e245(env):
             if t21 is None or t21.__class__ is Missing: _need(t21)
             t22 = _binop('%', t20, t21, env)
             t24 = (0)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
+            if t22.__class__ is int:
                 t23 = t22 == t24
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t22, t24)
                 t23 = _compare('==', t22, t24)
             t19 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
@@ -7602,10 +7345,9 @@ def e247(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('config')
@@ -7620,38 +7362,32 @@ def e247(env):
                 if t12 is None: t12 = Missing('config.parallelism.context_parallel_load_balancer')
             else:
                 t12 = attr_value(t11, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t16 = env.lookup('config')
-            if t16 is None: t16 = Missing('config')
-            if t16.__class__ is dict and 'parallelism' in t16:
-                t17 = t16['parallelism']
-                if t17 is None: t17 = Missing('config.parallelism')
+            t15 = env.lookup('config')
+            if t15 is None: t15 = Missing('config')
+            if t15.__class__ is dict and 'parallelism' in t15:
+                t16 = t15['parallelism']
+                if t16 is None: t16 = Missing('config.parallelism')
             else:
-                t17 = attr_value(t16, 'parallelism', 'config.parallelism')
-            if t17.__class__ is dict and 'context_parallel_load_balancer' in t17:
-                t18 = t17['context_parallel_load_balancer']
-                if t18 is None: t18 = Missing('config.parallelism.context_parallel_load_balancer')
+                t16 = attr_value(t15, 'parallelism', 'config.parallelism')
+            if t16.__class__ is dict and 'context_parallel_load_balancer' in t16:
+                t17 = t16['context_parallel_load_balancer']
+                if t17 is None: t17 = Missing('config.parallelism.context_parallel_load_balancer')
             else:
-                t18 = attr_value(t17, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-            t20 = ('')
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 != t20
+                t17 = attr_value(t16, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
+            t19 = ('')
+            if t17.__class__ is str:
+                t18 = t17 != t19
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                t19 = _compare('!=', t18, t20)
-            t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                t18 = _compare('!=', t17, t19)
+            t14 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t14 = False
+        t5 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
         t5 = False
     return t5
@@ -7707,10 +7443,9 @@ def e250(env):
             t9 = env.lookup('tp')
             if t9 is None: t9 = Missing('tp')
             t11 = (1)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+            if t9.__class__ is int:
                 t10 = t9 > t11
             else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
                 t10 = _compare('>', t9, t11)
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
@@ -7739,38 +7474,32 @@ def e251(env):
             if t7 is None: t7 = Missing('model.vision_n_heads')
         else:
             t7 = attr_value(t6, 'vision_n_heads', 'model.vision_n_heads')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('model')
-        if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'vision_n_heads' in t11:
-            t12 = t11['vision_n_heads']
-            if t12 is None: t12 = Missing('model.vision_n_heads')
+        t10 = env.lookup('model')
+        if t10 is None: t10 = Missing('model')
+        if t10.__class__ is dict and 'vision_n_heads' in t10:
+            t11 = t10['vision_n_heads']
+            if t11 is None: t11 = Missing('model.vision_n_heads')
         else:
-            t12 = attr_value(t11, 'vision_n_heads', 'model.vision_n_heads')
+            t11 = attr_value(t10, 'vision_n_heads', 'model.vision_n_heads')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = env.lookup('tp')
+        if t12 is None: t12 = Missing('tp')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('tp')
-        if t13 is None: t13 = Missing('tp')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('%', t12, t13, env)
-        t16 = (0)
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-            t15 = t14 != t16
+        t13 = _binop('%', t11, t12, env)
+        t15 = (0)
+        if t13.__class__ is int:
+            t14 = t13 != t15
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-            t15 = _compare('!=', t14, t16)
-        t10 = (t15 if t15.__class__ is bool else _truth(t15))
+            t14 = _compare('!=', t13, t15)
+        t9 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
-        t10 = False
-    return t10
+        t9 = False
+    return t9
 
 def e252(env):
     t1 = env.lookup('model')
@@ -7780,74 +7509,62 @@ def e252(env):
         if t2 is None: t2 = Missing('model.linear_key_heads')
     else:
         t2 = attr_value(t1, 'linear_key_heads', 'model.linear_key_heads')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('model')
-        if t6 is None: t6 = Missing('model')
-        if t6.__class__ is dict and 'linear_value_heads' in t6:
-            t7 = t6['linear_value_heads']
-            if t7 is None: t7 = Missing('model.linear_value_heads')
+        t5 = env.lookup('model')
+        if t5 is None: t5 = Missing('model')
+        if t5.__class__ is dict and 'linear_value_heads' in t5:
+            t6 = t5['linear_value_heads']
+            if t6 is None: t6 = Missing('model.linear_value_heads')
         else:
-            t7 = attr_value(t6, 'linear_value_heads', 'model.linear_value_heads')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t6 = attr_value(t5, 'linear_value_heads', 'model.linear_value_heads')
+        t7 = not (t6 is None or t6.__class__ is Missing)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('model')
-        if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'linear_key_heads' in t11:
-            t12 = t11['linear_key_heads']
-            if t12 is None: t12 = Missing('model.linear_key_heads')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t9 = env.lookup('model')
+        if t9 is None: t9 = Missing('model')
+        if t9.__class__ is dict and 'linear_key_heads' in t9:
+            t10 = t9['linear_key_heads']
+            if t10 is None: t10 = Missing('model.linear_key_heads')
         else:
-            t12 = attr_value(t11, 'linear_key_heads', 'model.linear_key_heads')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('tp')
-        if t13 is None: t13 = Missing('tp')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('%', t12, t13, env)
-        t16 = (0)
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-            t15 = t14 != t16
+            t10 = attr_value(t9, 'linear_key_heads', 'model.linear_key_heads')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = env.lookup('tp')
+        if t11 is None: t11 = Missing('tp')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('%', t10, t11, env)
+        t14 = (0)
+        if t12.__class__ is int:
+            t13 = t12 != t14
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-            t15 = _compare('!=', t14, t16)
-        if not (t15 if t15.__class__ is bool else _truth(t15)):
-            t18 = env.lookup('model')
-            if t18 is None: t18 = Missing('model')
-            if t18.__class__ is dict and 'linear_value_heads' in t18:
-                t19 = t18['linear_value_heads']
-                if t19 is None: t19 = Missing('model.linear_value_heads')
+            t13 = _compare('!=', t12, t14)
+        if not (t13 if t13.__class__ is bool else _truth(t13)):
+            t16 = env.lookup('model')
+            if t16 is None: t16 = Missing('model')
+            if t16.__class__ is dict and 'linear_value_heads' in t16:
+                t17 = t16['linear_value_heads']
+                if t17 is None: t17 = Missing('model.linear_value_heads')
             else:
-                t19 = attr_value(t18, 'linear_value_heads', 'model.linear_value_heads')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = env.lookup('tp')
-            if t20 is None: t20 = Missing('tp')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = _binop('%', t19, t20, env)
-            t23 = (0)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 != t23
+                t17 = attr_value(t16, 'linear_value_heads', 'model.linear_value_heads')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = env.lookup('tp')
+            if t18 is None: t18 = Missing('tp')
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = _binop('%', t17, t18, env)
+            t21 = (0)
+            if t19.__class__ is int:
+                t20 = t19 != t21
             else:
-                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-                t22 = _compare('!=', t21, t23)
-            t17 = (t22 if t22.__class__ is bool else _truth(t22))
+                t20 = _compare('!=', t19, t21)
+            t15 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t17 = True
-        t10 = (t17 if t17.__class__ is bool else _truth(t17))
+            t15 = True
+        t8 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
-        t10 = False
-    return t10
+        t8 = False
+    return t8
 
 def e253(env):
     t1 = env.lookup('bad_vision')
@@ -7882,15 +7599,11 @@ def e253(env):
 
 def e254(env):
     t1 = []
-    t3 = env.lookup('choices')
-    if t3 is None: t3 = Missing('choices')
-    t5 = (None)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
-    else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-        t4 = _compare('!=', t3, t5)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    t2 = env.budget
+    t4 = env.lookup('choices')
+    if t4 is None: t4 = Missing('choices')
+    t5 = not (t4 is None or t4.__class__ is Missing)
+    if (t5 if t5.__class__ is bool else _truth(t5)):
         t7 = env.lookup('choices')
         if t7 is None: t7 = Missing('choices')
         if t7.__class__ is dict and 'tp' in t7:
@@ -7904,31 +7617,27 @@ def e254(env):
         if t9 is None: t9 = Missing('limit')
         t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
         t6 = t10
-    t2 = loop_items(t6)
-    t11 = Env({}, None, env.budget, env)
-    for t12 in t2:
-        _charge(env, 27)
-        t11.values['t'] = t12
+    t3 = loop_items(t6)
+    t11 = Env({}, None, t2, env)
+    t12 = t11.values
+    for t13 in t3:
+        t2.left -= 27
+        if t2.left < 0: _charge(env, 0)
+        t12['t'] = t13
         t11.let_cache = None
-        t13 = t12
-        if t13 is None: t13 = Missing('t')
-        t15 = (1)
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-            t14 = t13 > t15
+        t14 = t13
+        if t14 is None: t14 = Missing('t')
+        t16 = (1)
+        if t14.__class__ is int:
+            t15 = t14 > t16
         else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t11, t13, t15)
-            t14 = _compare('>', t13, t15)
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t17 = t11.lookup('gpus_per_node')
-            if t17 is None: t17 = Missing('gpus_per_node')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 == t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t11, t17, t19)
-                t18 = _compare('==', t17, t19)
-            if not (t18 if t18.__class__ is bool else _truth(t18)):
-                t21 = t12
+            t15 = _compare('>', t14, t16)
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t18 = t11.lookup('gpus_per_node')
+            if t18 is None: t18 = Missing('gpus_per_node')
+            t19 = (t18 is None or t18.__class__ is Missing)
+            if not (t19 if t19.__class__ is bool else _truth(t19)):
+                t21 = t13
                 if t21 is None: t21 = Missing('t')
                 t23 = t11.lookup('gpus_per_node')
                 if t23 is None: t23 = Missing('gpus_per_node')
@@ -7940,32 +7649,31 @@ def e254(env):
                 t20 = (t22 if t22.__class__ is bool else _truth(t22))
             else:
                 t20 = True
-            t16 = (t20 if t20.__class__ is bool else _truth(t20))
+            t17 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
             t25 = t11.lookup('limit')
             if t25 is None: t25 = Missing('limit')
             if t25 is None or t25.__class__ is Missing: _need(t25)
-            t26 = t12
+            t26 = t13
             if t26 is None: t26 = Missing('t')
             if t26 is None or t26.__class__ is Missing: _need(t26)
             t27 = _binop('%', t25, t26, t11)
             t29 = (0)
-            if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
+            if t27.__class__ is int:
                 t28 = t27 == t29
             else:
-                if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t11, t27, t29)
                 t28 = _compare('==', t27, t29)
             t24 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
             t24 = False
         if (t24 if t24.__class__ is bool else _truth(t24)):
-            t30 = t12
+            t30 = t13
             if t30 is None: t30 = Missing('t')
             t1.append(t30)
-            t11.budget.mem -= 1
-            if t11.budget.mem < 0: _charge_mem(env, 0)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -8061,10 +7769,9 @@ def e256(env):
         else:
             t4 = attr_value(t3, 'family', 'model.family')
         t6 = ('muse_glimmer')
-        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+        if t4.__class__ is str:
             t5 = t4 == t6
         else:
-            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('==', t4, t6)
         t2 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
@@ -8279,33 +7986,23 @@ def e258(env):
                 if t10 is None: t10 = Missing('model.rope_max_len')
             else:
                 t10 = attr_value(t9, 'rope_max_len', 'model.rope_max_len')
-            t12 = (None)
-            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-                t11 = t10 != t12
-            else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-                t11 = _compare('!=', t10, t12)
+            t11 = not (t10 is None or t10.__class__ is Missing)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t14 = env.lookup('training')
-            if t14 is None: t14 = Missing('training')
-            if t14.__class__ is dict and 'max_context_length' in t14:
-                t15 = t14['max_context_length']
-                if t15 is None: t15 = Missing('training.max_context_length')
+            t13 = env.lookup('training')
+            if t13 is None: t13 = Missing('training')
+            if t13.__class__ is dict and 'max_context_length' in t13:
+                t14 = t13['max_context_length']
+                if t14 is None: t14 = Missing('training.max_context_length')
             else:
-                t15 = attr_value(t14, 'max_context_length', 'training.max_context_length')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = attr_value(t13, 'max_context_length', 'training.max_context_length')
+            t15 = not (t14 is None or t14.__class__ is Missing)
+            t12 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+            t12 = False
+        t5 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
         t5 = False
     return t5
@@ -8379,33 +8076,23 @@ def e262(env):
                 if t10 is None: t10 = Missing('model.rope_max_len')
             else:
                 t10 = attr_value(t9, 'rope_max_len', 'model.rope_max_len')
-            t12 = (None)
-            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-                t11 = t10 != t12
-            else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
-                t11 = _compare('!=', t10, t12)
+            t11 = not (t10 is None or t10.__class__ is Missing)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t14 = env.lookup('training')
-            if t14 is None: t14 = Missing('training')
-            if t14.__class__ is dict and 'seq_len' in t14:
-                t15 = t14['seq_len']
-                if t15 is None: t15 = Missing('training.seq_len')
+            t13 = env.lookup('training')
+            if t13 is None: t13 = Missing('training')
+            if t13.__class__ is dict and 'seq_len' in t13:
+                t14 = t13['seq_len']
+                if t14 is None: t14 = Missing('training.seq_len')
             else:
-                t15 = attr_value(t14, 'seq_len', 'training.seq_len')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = attr_value(t13, 'seq_len', 'training.seq_len')
+            t15 = not (t14 is None or t14.__class__ is Missing)
+            t12 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+            t12 = False
+        t5 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
         t5 = False
     return t5
@@ -8422,7 +8109,6 @@ def e263(env):
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -8454,7 +8140,6 @@ def e264(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('model')
@@ -8464,12 +8149,7 @@ def e264(env):
                 if t13 is None: t13 = Missing('model.validator')
             else:
                 t13 = attr_value(t12, 'validator', 'model.validator')
-            t15 = (None)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 != t15
-            else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('!=', t13, t15)
+            t14 = not (t13 is None or t13.__class__ is Missing)
             t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
             t11 = False
@@ -8497,30 +8177,24 @@ def e265(env):
             if t7 is None: t7 = Missing('model.num_mtp_layers')
         else:
             t7 = attr_value(t6, 'num_mtp_layers', 'model.num_mtp_layers')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('model')
-            if t11 is None: t11 = Missing('model')
-            if t11.__class__ is dict and 'num_mtp_layers' in t11:
-                t12 = t11['num_mtp_layers']
-                if t12 is None: t12 = Missing('model.num_mtp_layers')
+            t10 = env.lookup('model')
+            if t10 is None: t10 = Missing('model')
+            if t10.__class__ is dict and 'num_mtp_layers' in t10:
+                t11 = t10['num_mtp_layers']
+                if t11 is None: t11 = Missing('model.num_mtp_layers')
             else:
-                t12 = attr_value(t11, 'num_mtp_layers', 'model.num_mtp_layers')
-            t14 = (0)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 > t14
+                t11 = attr_value(t10, 'num_mtp_layers', 'model.num_mtp_layers')
+            t13 = (0)
+            if t11.__class__ is int:
+                t12 = t11 > t13
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('>', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t12 = _compare('>', t11, t13)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = False
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
     return t5
@@ -8539,10 +8213,9 @@ def e267(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('keys')
@@ -8568,10 +8241,9 @@ def e268(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('use pipeline_parallel_degree = 1')
@@ -8585,19 +8257,17 @@ def e269(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('cp')
         if t5 is None: t5 = Missing('cp')
         t7 = (1)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
+        if t5.__class__ is int:
             t6 = t5 > t7
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
             t6 = _compare('>', t5, t7)
         t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
@@ -8655,14 +8325,14 @@ def e271(env):
                 if t10 is None: t10 = Missing('config.compile')
             else:
                 t10 = attr_value(t9, 'compile', 'config.compile')
-            t10 = _need(t10)
+            if t10 is None or t10.__class__ is Missing: _need(t10)
             t11 = ('class')
-            t12 = index_value(t10, _need(t11), 'config.compile')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = index_value(t10, t11, 'config.compile')
             t14 = ('CompileConfig')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            if t12.__class__ is str:
                 t13 = t12 == t14
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
                 t13 = _compare('==', t12, t14)
             t8 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
@@ -8684,7 +8354,6 @@ def e271(env):
             if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
                 t19 = t18 == t20
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
                 t19 = _compare('==', t18, t20)
             t15 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
@@ -8702,12 +8371,15 @@ def e271(env):
                 if t24 is None: t24 = Missing('config.compile.components')
             else:
                 t24 = attr_value(t23, 'components', 'config.compile.components')
-            t25 = call_value(env, F_type.fn, F_type.cost, True, [t24])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t25 = type_name(t24)
+            env.budget.mem -= len(t25)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t27 = ('list')
-            if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
+            if t25.__class__ is str:
                 t26 = t25 == t27
             else:
-                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
                 t26 = _compare('==', t25, t27)
             t21 = (t26 if t26.__class__ is bool else _truth(t26))
         else:
@@ -8758,12 +8430,7 @@ def e271(env):
                 if t42 is None: t42 = Missing('config.compile.backend')
             else:
                 t42 = attr_value(t41, 'backend', 'config.compile.backend')
-            t44 = (None)
-            if t42.__class__ is t44.__class__ and (t42.__class__ is int or t42.__class__ is str):
-                t43 = t42 != t44
-            else:
-                if t44.__class__ is list or t44.__class__ is dict or t44.__class__ is str: _charge_operands(env, t42, t44)
-                t43 = _compare('!=', t42, t44)
+            t43 = not (t42 is None or t42.__class__ is Missing)
             t39 = (t43 if t43.__class__ is bool else _truth(t43))
         else:
             t39 = False
@@ -8796,10 +8463,9 @@ def e273(env):
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     t4 = ('spmd_types')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('parallelism')
@@ -8813,7 +8479,6 @@ def e273(env):
         if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -8840,10 +8505,9 @@ def e274(env):
         else:
             t7 = attr_value(t6, 'tp_gemm_backend', 'model.tp_gemm_backend')
         t9 = ('dist_gemm')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t11 = env.lookup('parallelism')
@@ -8853,33 +8517,23 @@ def e274(env):
                 if t12 is None: t12 = Missing('parallelism.spmd_backend')
             else:
                 t12 = attr_value(t11, 'spmd_backend', 'parallelism.spmd_backend')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t10 = False
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('parallelism')
-            if t16 is None: t16 = Missing('parallelism')
-            if t16.__class__ is dict and 'enable_sequence_parallel' in t16:
-                t17 = t16['enable_sequence_parallel']
-                if t17 is None: t17 = Missing('parallelism.enable_sequence_parallel')
+            t15 = env.lookup('parallelism')
+            if t15 is None: t15 = Missing('parallelism')
+            if t15.__class__ is dict and 'enable_sequence_parallel' in t15:
+                t16 = t15['enable_sequence_parallel']
+                if t16 is None: t16 = Missing('parallelism.enable_sequence_parallel')
             else:
-                t17 = attr_value(t16, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 != t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('!=', t17, t19)
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+                t16 = attr_value(t15, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
+            t17 = not (t16 is None or t16.__class__ is Missing)
+            t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t14 = False
+        t5 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
         t5 = False
     return t5
@@ -8893,10 +8547,9 @@ def e275(env):
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     t4 = ('spmd_types')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('spmd_backend = "')
@@ -8937,10 +8590,9 @@ def e276(env):
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     t4 = ('spmd_types')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('parallelism.spmd_backend=spmd_types')
@@ -8959,10 +8611,9 @@ def e277(env):
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     t4 = ('spmd_types')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('parallelism.spmd_backend')
@@ -8981,10 +8632,9 @@ def e278(env):
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     t4 = ('spmd_types')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('use spmd_backend = "spmd_types" (the default)')
@@ -9003,10 +8653,9 @@ def e279(env):
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     t4 = ('full_dtensor')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     return t3
 
@@ -9038,10 +8687,9 @@ def e280(env):
             else:
                 t10 = attr_value(t9, 'moe_comm_backend', 'model.moe_comm_backend')
             t12 = ('minimal_async_ep')
-            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            if t10.__class__ is str:
                 t11 = t10 == t12
             else:
-                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
                 t11 = _compare('==', t10, t12)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
@@ -9054,12 +8702,7 @@ def e280(env):
                 if t15 is None: t15 = Missing('parallelism.spmd_backend')
             else:
                 t15 = attr_value(t14, 'spmd_backend', 'parallelism.spmd_backend')
-            t17 = (None)
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 != t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-                t16 = _compare('!=', t15, t17)
+            t16 = not (t15 is None or t15.__class__ is Missing)
             t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
             t13 = False
@@ -9080,7 +8723,6 @@ def e281(env):
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -9103,35 +8745,29 @@ def e282(env):
             if t7 is None: t7 = Missing('model.registered')
         else:
             t7 = attr_value(t6, 'registered', 'model.registered')
-        t9 = (None)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
-        else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-            t8 = _compare('!=', t7, t9)
+        t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('config')
-            if t11 is None: t11 = Missing('config')
-            if t11.__class__ is dict and 'experimental' in t11:
-                t12 = t11['experimental']
-                if t12 is None: t12 = Missing('config.experimental')
+            t10 = env.lookup('config')
+            if t10 is None: t10 = Missing('config')
+            if t10.__class__ is dict and 'experimental' in t10:
+                t11 = t10['experimental']
+                if t11 is None: t11 = Missing('config.experimental')
             else:
-                t12 = attr_value(t11, 'experimental', 'config.experimental')
-            if t12.__class__ is dict and 'custom_import' in t12:
-                t13 = t12['custom_import']
-                if t13 is None: t13 = Missing('config.experimental.custom_import')
+                t11 = attr_value(t10, 'experimental', 'config.experimental')
+            if t11.__class__ is dict and 'custom_import' in t11:
+                t12 = t11['custom_import']
+                if t12 is None: t12 = Missing('config.experimental.custom_import')
             else:
-                t13 = attr_value(t12, 'custom_import', 'config.experimental.custom_import')
-            t15 = ('')
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 == t15
+                t12 = attr_value(t11, 'custom_import', 'config.experimental.custom_import')
+            t14 = ('')
+            if t12.__class__ is str:
+                t13 = t12 == t14
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                t14 = _compare('==', t13, t15)
-            t10 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('==', t12, t14)
+            t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+            t9 = False
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
     return t5
@@ -9148,10 +8784,9 @@ def e283(env):
         else:
             t4 = attr_value(t3, 'attn_type', 'model.attn_type')
         t6 = ('sdpa')
-        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+        if t4.__class__ is str:
             t5 = t4 == t6
         else:
-            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('==', t4, t6)
         t2 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
@@ -9168,10 +8803,9 @@ def e283(env):
             else:
                 t11 = attr_value(t10, 'attn_type', 'model.attn_type')
             t13 = ('varlen')
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+            if t11.__class__ is str:
                 t12 = t11 != t13
             else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
                 t12 = _compare('!=', t11, t13)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
@@ -9196,10 +8830,9 @@ def e284(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('model')
@@ -9209,28 +8842,23 @@ def e284(env):
                 if t11 is None: t11 = Missing('model.attn_type')
             else:
                 t11 = attr_value(t10, 'attn_type', 'model.attn_type')
-            t13 = (None)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 != t13
-            else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
-                t12 = _compare('!=', t11, t13)
+            t12 = not (t11 is None or t11.__class__ is Missing)
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t15 = env.lookup('sdpa_only')
-            if t15 is None: t15 = Missing('sdpa_only')
-            if not (t15 if t15.__class__ is bool else _truth(t15)):
-                t17 = env.lookup('llama3_args')
-                if t17 is None: t17 = Missing('llama3_args')
-                t16 = (t17 if t17.__class__ is bool else _truth(t17))
+            t14 = env.lookup('sdpa_only')
+            if t14 is None: t14 = Missing('sdpa_only')
+            if not (t14 if t14.__class__ is bool else _truth(t14)):
+                t16 = env.lookup('llama3_args')
+                if t16 is None: t16 = Missing('llama3_args')
+                t15 = (t16 if t16.__class__ is bool else _truth(t16))
             else:
-                t16 = True
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+                t15 = True
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t14 = False
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
         t5 = False
     return t5
@@ -9308,506 +8936,552 @@ def e290(env):
 
 def e291(env):
     t1 = []
-    t3 = env.lookup('readable')
-    if t3 is None: t3 = Missing('readable')
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('sources')
-        if t5 is None: t5 = Missing('sources')
-        t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
-        t8 = (0)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 > t8
+    t2 = env.budget
+    t4 = env.lookup('readable')
+    if t4 is None: t4 = Missing('readable')
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t6 = env.lookup('sources')
+        if t6 is None: t6 = Missing('sources')
+        if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
+            t7 = len(t6)
+            env.budget.left -= t7 if t7 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-            t7 = _compare('>', t6, t8)
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = []
-            t12 = env.lookup('infinite')
-            if t12 is None: t12 = Missing('infinite')
-            t11 = loop_items(t12)
-            t13 = Env({}, None, env.budget, env)
-            for t14 in t11:
-                _charge(env, 7)
-                t13.values['v'] = t14
-                t13.let_cache = None
-                t15 = t14
-                if t15 is None: t15 = Missing('v')
-                t17 = t13.lookup('infinite')
-                if t17 is None: t17 = Missing('infinite')
-                t17 = _need(t17)
-                t18 = (0)
-                t19 = index_value(t17, _need(t18), 'infinite')
-                if t15.__class__ is t19.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                    t16 = t15 != t19
+            t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
+        t9 = (0)
+        if t7.__class__ is int:
+            t8 = t7 > t9
+        else:
+            t8 = _compare('>', t7, t9)
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t11 = []
+            t12 = env.budget
+            t14 = env.lookup('infinite')
+            if t14 is None: t14 = Missing('infinite')
+            t13 = loop_items(t14)
+            t15 = Env({}, None, t12, env)
+            t16 = t15.values
+            for t17 in t13:
+                t12.left -= 7
+                if t12.left < 0: _charge(env, 0)
+                t16['v'] = t17
+                t15.let_cache = None
+                t18 = t17
+                if t18 is None: t18 = Missing('v')
+                t20 = t15.lookup('infinite')
+                if t20 is None: t20 = Missing('infinite')
+                if t20 is None or t20.__class__ is Missing: _need(t20)
+                t21 = (0)
+                if t21 is None or t21.__class__ is Missing: _need(t21)
+                t22 = index_value(t20, t21, 'infinite')
+                if t18.__class__ is t22.__class__ and (t18.__class__ is int or t18.__class__ is str):
+                    t19 = t18 != t22
                 else:
-                    if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t13, t15, t19)
-                    t16 = _compare('!=', t15, t19)
-                t10.append(t16)
-                t13.budget.mem -= 1
-                if t13.budget.mem < 0: _charge_mem(env, 0)
-                if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t20 = call_value(env, F_any.fn, F_any.cost, False, [t10])
-            t9 = (t20 if t20.__class__ is bool else _truth(t20))
+                    if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t15, t18, t22)
+                    t19 = _compare('!=', t18, t22)
+                t11.append(t19)
+                t12.mem -= 1
+                if t12.mem < 0: _charge_mem(env, 0)
+                if len(t11) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t23 = call_value(env, F_any.fn, F_any.cost, False, [t11])
+            t10 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t9 = False
-        t21 = ('ValueError: All data sources must have the same ')
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = env.lookup('chr_q')
-        if t22 is None: t22 = Missing('chr_q')
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t21.__class__ is int and t22.__class__ is int:
-            t23 = t21 + t22
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
-        else:
-            t23 = _binop('+', t21, t22, env)
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = ('infinite')
+            t10 = False
+        t24 = ('ValueError: All data sources must have the same ')
         if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t23.__class__ is int and t24.__class__ is int:
-            t25 = t23 + t24
-            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
-        else:
-            t25 = _binop('+', t23, t24, env)
+        t25 = env.lookup('chr_q')
+        if t25 is None: t25 = Missing('chr_q')
         if t25 is None or t25.__class__ is Missing: _need(t25)
-        t26 = env.lookup('chr_q')
-        if t26 is None: t26 = Missing('chr_q')
+        if t24.__class__ is int and t25.__class__ is int:
+            t26 = t24 + t25
+            if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
+        else:
+            t26 = _binop('+', t24, t25, env)
         if t26 is None or t26.__class__ is Missing: _need(t26)
-        if t25.__class__ is int and t26.__class__ is int:
-            t27 = t25 + t26
-            if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
-        else:
-            t27 = _binop('+', t25, t26, env)
+        t27 = ('infinite')
         if t27 is None or t27.__class__ is Missing: _need(t27)
-        t28 = (' setting (')
+        if t26.__class__ is int and t27.__class__ is int:
+            t28 = t26 + t27
+            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
+        else:
+            t28 = _binop('+', t26, t27, env)
         if t28 is None or t28.__class__ is Missing: _need(t28)
-        if t27.__class__ is int and t28.__class__ is int:
-            t29 = t27 + t28
-            if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
-        else:
-            t29 = _binop('+', t27, t28, env)
+        t29 = env.lookup('chr_q')
+        if t29 is None: t29 = Missing('chr_q')
         if t29 is None or t29.__class__ is Missing: _need(t29)
-        t30 = []
-        t32 = env.lookup('sources')
-        if t32 is None: t32 = Missing('sources')
-        t33 = call_value(env, F_len.fn, F_len.cost, False, [t32])
-        t34 = call_value(env, F_range.fn, F_range.cost, False, [t33])
-        t31 = loop_items(t34)
-        t35 = Env({}, None, env.budget, env)
-        for t36 in t31:
-            _charge(env, 16)
-            t35.values['i'] = t36
-            t35.let_cache = None
-            t37 = t35.lookup('names')
-            if t37 is None: t37 = Missing('names')
-            t37 = _need(t37)
-            t38 = t36
-            if t38 is None: t38 = Missing('i')
-            t39 = index_value(t37, _need(t38), 'names')
-            if t39 is None or t39.__class__ is Missing: _need(t39)
-            t40 = (': infinite=')
-            if t40 is None or t40.__class__ is Missing: _need(t40)
-            if t39.__class__ is int and t40.__class__ is int:
-                t41 = t39 + t40
-                if not -MAX_INT <= t41 <= MAX_INT: _check_value(t41)
-            else:
-                t41 = _binop('+', t39, t40, t35)
-            if t41 is None or t41.__class__ is Missing: _need(t41)
-            t42 = t35.lookup('infinite')
-            if t42 is None: t42 = Missing('infinite')
-            t42 = _need(t42)
-            t43 = t36
+        if t28.__class__ is int and t29.__class__ is int:
+            t30 = t28 + t29
+            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+        else:
+            t30 = _binop('+', t28, t29, env)
+        if t30 is None or t30.__class__ is Missing: _need(t30)
+        t31 = (' setting (')
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        if t30.__class__ is int and t31.__class__ is int:
+            t32 = t30 + t31
+            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
+        else:
+            t32 = _binop('+', t30, t31, env)
+        if t32 is None or t32.__class__ is Missing: _need(t32)
+        t33 = []
+        t34 = env.budget
+        t36 = env.lookup('sources')
+        if t36 is None: t36 = Missing('sources')
+        if t36.__class__ is list or t36.__class__ is str or t36.__class__ is dict:
+            t37 = len(t36)
+            env.budget.left -= t37 if t37 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t37 = call_value(env, F_len.fn, F_len.cost, False, [t36])
+        t38 = call_value(env, F_range.fn, F_range.cost, False, [t37])
+        t35 = loop_items(t38)
+        t39 = Env({}, None, t34, env)
+        t40 = t39.values
+        for t41 in t35:
+            t34.left -= 16
+            if t34.left < 0: _charge(env, 0)
+            t40['i'] = t41
+            t39.let_cache = None
+            t42 = t39.lookup('names')
+            if t42 is None: t42 = Missing('names')
+            if t42 is None or t42.__class__ is Missing: _need(t42)
+            t43 = t41
             if t43 is None: t43 = Missing('i')
-            t44 = index_value(t42, _need(t43), 'infinite')
-            if (t44 if t44.__class__ is bool else _truth(t44)):
-                t46 = ('True')
-                t45 = t46
-            else:
-                t47 = ('False')
-                t45 = t47
+            if t43 is None or t43.__class__ is Missing: _need(t43)
+            t44 = index_value(t42, t43, 'names')
+            if t44 is None or t44.__class__ is Missing: _need(t44)
+            t45 = (': infinite=')
             if t45 is None or t45.__class__ is Missing: _need(t45)
-            if t41.__class__ is int and t45.__class__ is int:
-                t48 = t41 + t45
-                if not -MAX_INT <= t48 <= MAX_INT: _check_value(t48)
+            if t44.__class__ is int and t45.__class__ is int:
+                t46 = t44 + t45
+                if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
             else:
-                t48 = _binop('+', t41, t45, t35)
-            t30.append(t48)
-            t35.budget.mem -= 1
-            if t35.budget.mem < 0: _charge_mem(env, 0)
-            if len(t30) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t49 = (', ')
-        t50 = call_value(env, F_join.fn, F_join.cost, False, [t30, t49])
-        if t50 is None or t50.__class__ is Missing: _need(t50)
-        if t29.__class__ is int and t50.__class__ is int:
-            t51 = t29 + t50
-            if not -MAX_INT <= t51 <= MAX_INT: _check_value(t51)
+                t46 = _binop('+', t44, t45, t39)
+            if t46 is None or t46.__class__ is Missing: _need(t46)
+            t47 = t39.lookup('infinite')
+            if t47 is None: t47 = Missing('infinite')
+            if t47 is None or t47.__class__ is Missing: _need(t47)
+            t48 = t41
+            if t48 is None: t48 = Missing('i')
+            if t48 is None or t48.__class__ is Missing: _need(t48)
+            t49 = index_value(t47, t48, 'infinite')
+            if (t49 if t49.__class__ is bool else _truth(t49)):
+                t51 = ('True')
+                t50 = t51
+            else:
+                t52 = ('False')
+                t50 = t52
+            if t50 is None or t50.__class__ is Missing: _need(t50)
+            if t46.__class__ is int and t50.__class__ is int:
+                t53 = t46 + t50
+                if not -MAX_INT <= t53 <= MAX_INT: _check_value(t53)
+            else:
+                t53 = _binop('+', t46, t50, t39)
+            t33.append(t53)
+            t34.mem -= 1
+            if t34.mem < 0: _charge_mem(env, 0)
+            if len(t33) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t54 = (', ')
+        t55 = call_value(env, F_join.fn, F_join.cost, False, [t33, t54])
+        if t55 is None or t55.__class__ is Missing: _need(t55)
+        if t32.__class__ is int and t55.__class__ is int:
+            t56 = t32 + t55
+            if not -MAX_INT <= t56 <= MAX_INT: _check_value(t56)
         else:
-            t51 = _binop('+', t29, t50, env)
-        if t51 is None or t51.__class__ is Missing: _need(t51)
-        t52 = (')')
-        if t52 is None or t52.__class__ is Missing: _need(t52)
-        if t51.__class__ is int and t52.__class__ is int:
-            t53 = t51 + t52
-            if not -MAX_INT <= t53 <= MAX_INT: _check_value(t53)
+            t56 = _binop('+', t32, t55, env)
+        if t56 is None or t56.__class__ is Missing: _need(t56)
+        t57 = (')')
+        if t57 is None or t57.__class__ is Missing: _need(t57)
+        if t56.__class__ is int and t57.__class__ is int:
+            t58 = t56 + t57
+            if not -MAX_INT <= t58 <= MAX_INT: _check_value(t58)
         else:
-            t53 = _binop('+', t51, t52, env)
-        t54 = ('give every source the same infinite= (the default is True)')
-        t55 = env.lookup('cfg')
-        if t55 is None: t55 = Missing('cfg')
-        t56 = [t9, t53, t54, t55]
-        t57 = []
-        t59 = env.lookup('weights')
-        if t59 is None: t59 = Missing('weights')
-        t58 = loop_items(t59)
-        t60 = Env({}, None, env.budget, env)
-        for t61 in t58:
-            _charge(env, 12)
-            t60.values['w'] = t61
-            t60.let_cache = None
-            t62 = t61
-            if t62 is None: t62 = Missing('w')
-            t63 = call_value(t60, F_type.fn, F_type.cost, True, [t62])
-            t65 = K102
-            if t65.__class__ is list or t65.__class__ is dict or t65.__class__ is str: _charge_operands(t60, t63, t65)
-            t64 = _compare('in', t63, t65)
-            if (t64 if t64.__class__ is bool else _truth(t64)):
-                t67 = t61
-                if t67 is None: t67 = Missing('w')
-                t69 = (0)
-                if t67.__class__ is t69.__class__ and (t67.__class__ is int or t67.__class__ is str):
-                    t68 = t67 < t69
+            t58 = _binop('+', t56, t57, env)
+        t59 = ('give every source the same infinite= (the default is True)')
+        t60 = env.lookup('cfg')
+        if t60 is None: t60 = Missing('cfg')
+        t61 = [t10, t58, t59, t60]
+        t62 = []
+        t63 = env.budget
+        t65 = env.lookup('weights')
+        if t65 is None: t65 = Missing('weights')
+        t64 = loop_items(t65)
+        t66 = Env({}, None, t63, env)
+        t67 = t66.values
+        for t68 in t64:
+            t63.left -= 12
+            if t63.left < 0: _charge(env, 0)
+            t67['w'] = t68
+            t66.let_cache = None
+            t69 = t68
+            if t69 is None: t69 = Missing('w')
+            t66.budget.left -= 1
+            if t66.budget.left < 0: _charge(t66, 0)
+            t70 = type_name(t69)
+            t66.budget.mem -= len(t70)
+            if t66.budget.mem < 0: _charge_mem(t66, 0)
+            t72 = K102
+            if t72.__class__ is list or t72.__class__ is dict or t72.__class__ is str: _charge_operands(t66, t70, t72)
+            t71 = _compare('in', t70, t72)
+            if (t71 if t71.__class__ is bool else _truth(t71)):
+                t74 = t68
+                if t74 is None: t74 = Missing('w')
+                t76 = (0)
+                if t74.__class__ is int:
+                    t75 = t74 < t76
                 else:
-                    if t69.__class__ is list or t69.__class__ is dict or t69.__class__ is str: _charge_operands(t60, t67, t69)
-                    t68 = _compare('<', t67, t69)
-                t66 = (t68 if t68.__class__ is bool else _truth(t68))
+                    t75 = _compare('<', t74, t76)
+                t73 = (t75 if t75.__class__ is bool else _truth(t75))
             else:
-                t66 = False
-            t57.append(t66)
-            t60.budget.mem -= 1
-            if t60.budget.mem < 0: _charge_mem(env, 0)
-            if len(t57) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t70 = call_value(env, F_any.fn, F_any.cost, False, [t57])
-        t71 = ('ValueError: All weights must be non-negative (weights [')
-        if t71 is None or t71.__class__ is Missing: _need(t71)
-        t72 = []
-        t74 = env.lookup('weights')
-        if t74 is None: t74 = Missing('weights')
-        t73 = loop_items(t74)
-        t75 = Env({}, None, env.budget, env)
-        for t76 in t73:
-            _charge(env, 4)
-            t75.values['w'] = t76
-            t75.let_cache = None
-            t77 = t76
-            if t77 is None: t77 = Missing('w')
-            t78 = call_value(t75, F_str.fn, F_str.cost, True, [t77])
-            t72.append(t78)
-            t75.budget.mem -= 1
-            if t75.budget.mem < 0: _charge_mem(env, 0)
-            if len(t72) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t79 = (', ')
-        t80 = call_value(env, F_join.fn, F_join.cost, False, [t72, t79])
-        if t80 is None or t80.__class__ is Missing: _need(t80)
-        if t71.__class__ is int and t80.__class__ is int:
-            t81 = t71 + t80
-            if not -MAX_INT <= t81 <= MAX_INT: _check_value(t81)
+                t73 = False
+            t62.append(t73)
+            t63.mem -= 1
+            if t63.mem < 0: _charge_mem(env, 0)
+            if len(t62) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t77 = call_value(env, F_any.fn, F_any.cost, False, [t62])
+        t78 = ('ValueError: All weights must be non-negative (weights [')
+        if t78 is None or t78.__class__ is Missing: _need(t78)
+        t79 = []
+        t80 = env.budget
+        t82 = env.lookup('weights')
+        if t82 is None: t82 = Missing('weights')
+        t81 = loop_items(t82)
+        t83 = Env({}, None, t80, env)
+        t84 = t83.values
+        for t85 in t81:
+            t80.left -= 4
+            if t80.left < 0: _charge(env, 0)
+            t84['w'] = t85
+            t83.let_cache = None
+            t86 = t85
+            if t86 is None: t86 = Missing('w')
+            t87 = call_value(t83, F_str.fn, F_str.cost, True, [t86])
+            t79.append(t87)
+            t80.mem -= 1
+            if t80.mem < 0: _charge_mem(env, 0)
+            if len(t79) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t88 = (', ')
+        t89 = call_value(env, F_join.fn, F_join.cost, False, [t79, t88])
+        if t89 is None or t89.__class__ is Missing: _need(t89)
+        if t78.__class__ is int and t89.__class__ is int:
+            t90 = t78 + t89
+            if not -MAX_INT <= t90 <= MAX_INT: _check_value(t90)
         else:
-            t81 = _binop('+', t71, t80, env)
-        if t81 is None or t81.__class__ is Missing: _need(t81)
-        t82 = ('])')
-        if t82 is None or t82.__class__ is Missing: _need(t82)
-        if t81.__class__ is int and t82.__class__ is int:
-            t83 = t81 + t82
-            if not -MAX_INT <= t83 <= MAX_INT: _check_value(t83)
+            t90 = _binop('+', t78, t89, env)
+        if t90 is None or t90.__class__ is Missing: _need(t90)
+        t91 = ('])')
+        if t91 is None or t91.__class__ is Missing: _need(t91)
+        if t90.__class__ is int and t91.__class__ is int:
+            t92 = t90 + t91
+            if not -MAX_INT <= t92 <= MAX_INT: _check_value(t92)
         else:
-            t83 = _binop('+', t81, t82, env)
-        t84 = ('use weights >= 0; a weight is a source')
-        if t84 is None or t84.__class__ is Missing: _need(t84)
-        t85 = env.lookup('chr_q')
-        if t85 is None: t85 = Missing('chr_q')
-        if t85 is None or t85.__class__ is Missing: _need(t85)
-        if t84.__class__ is int and t85.__class__ is int:
-            t86 = t84 + t85
-            if not -MAX_INT <= t86 <= MAX_INT: _check_value(t86)
+            t92 = _binop('+', t90, t91, env)
+        t93 = ('use weights >= 0; a weight is a source')
+        if t93 is None or t93.__class__ is Missing: _need(t93)
+        t94 = env.lookup('chr_q')
+        if t94 is None: t94 = Missing('chr_q')
+        if t94 is None or t94.__class__ is Missing: _need(t94)
+        if t93.__class__ is int and t94.__class__ is int:
+            t95 = t93 + t94
+            if not -MAX_INT <= t95 <= MAX_INT: _check_value(t95)
         else:
-            t86 = _binop('+', t84, t85, env)
-        if t86 is None or t86.__class__ is Missing: _need(t86)
-        t87 = ('s share of the tokens')
-        if t87 is None or t87.__class__ is Missing: _need(t87)
-        if t86.__class__ is int and t87.__class__ is int:
-            t88 = t86 + t87
-            if not -MAX_INT <= t88 <= MAX_INT: _check_value(t88)
+            t95 = _binop('+', t93, t94, env)
+        if t95 is None or t95.__class__ is Missing: _need(t95)
+        t96 = ('s share of the tokens')
+        if t96 is None or t96.__class__ is Missing: _need(t96)
+        if t95.__class__ is int and t96.__class__ is int:
+            t97 = t95 + t96
+            if not -MAX_INT <= t97 <= MAX_INT: _check_value(t97)
         else:
-            t88 = _binop('+', t86, t87, env)
-        t89 = env.lookup('build')
-        if t89 is None: t89 = Missing('build')
-        t90 = [t70, t83, t88, t89]
-        t91 = env.lookup('sources')
-        if t91 is None: t91 = Missing('sources')
-        t92 = call_value(env, F_len.fn, F_len.cost, False, [t91])
-        t94 = (0)
-        if t92.__class__ is t94.__class__ and (t92.__class__ is int or t92.__class__ is str):
-            t93 = t92 > t94
+            t97 = _binop('+', t95, t96, env)
+        t98 = env.lookup('build')
+        if t98 is None: t98 = Missing('build')
+        t99 = [t77, t92, t97, t98]
+        t100 = env.lookup('sources')
+        if t100 is None: t100 = Missing('sources')
+        if t100.__class__ is list or t100.__class__ is str or t100.__class__ is dict:
+            t101 = len(t100)
+            env.budget.left -= t101 if t101 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            if t94.__class__ is list or t94.__class__ is dict or t94.__class__ is str: _charge_operands(env, t92, t94)
-            t93 = _compare('>', t92, t94)
-        if (t93 if t93.__class__ is bool else _truth(t93)):
-            t96 = []
-            t98 = env.lookup('weights')
-            if t98 is None: t98 = Missing('weights')
-            t97 = loop_items(t98)
-            t99 = Env({}, None, env.budget, env)
-            for t100 in t97:
-                _charge(env, 12)
-                t99.values['w'] = t100
-                t99.let_cache = None
-                t101 = t100
-                if t101 is None: t101 = Missing('w')
-                t102 = call_value(t99, F_type.fn, F_type.cost, True, [t101])
-                t104 = K103
-                if t104.__class__ is list or t104.__class__ is dict or t104.__class__ is str: _charge_operands(t99, t102, t104)
-                t103 = _compare('in', t102, t104)
-                if (t103 if t103.__class__ is bool else _truth(t103)):
-                    t106 = t100
-                    if t106 is None: t106 = Missing('w')
-                    t108 = (0)
-                    if t106.__class__ is t108.__class__ and (t106.__class__ is int or t106.__class__ is str):
-                        t107 = t106 >= t108
+            t101 = call_value(env, F_len.fn, F_len.cost, False, [t100])
+        t103 = (0)
+        if t101.__class__ is int:
+            t102 = t101 > t103
+        else:
+            t102 = _compare('>', t101, t103)
+        if (t102 if t102.__class__ is bool else _truth(t102)):
+            t105 = []
+            t106 = env.budget
+            t108 = env.lookup('weights')
+            if t108 is None: t108 = Missing('weights')
+            t107 = loop_items(t108)
+            t109 = Env({}, None, t106, env)
+            t110 = t109.values
+            for t111 in t107:
+                t106.left -= 12
+                if t106.left < 0: _charge(env, 0)
+                t110['w'] = t111
+                t109.let_cache = None
+                t112 = t111
+                if t112 is None: t112 = Missing('w')
+                t109.budget.left -= 1
+                if t109.budget.left < 0: _charge(t109, 0)
+                t113 = type_name(t112)
+                t109.budget.mem -= len(t113)
+                if t109.budget.mem < 0: _charge_mem(t109, 0)
+                t115 = K103
+                if t115.__class__ is list or t115.__class__ is dict or t115.__class__ is str: _charge_operands(t109, t113, t115)
+                t114 = _compare('in', t113, t115)
+                if (t114 if t114.__class__ is bool else _truth(t114)):
+                    t117 = t111
+                    if t117 is None: t117 = Missing('w')
+                    t119 = (0)
+                    if t117.__class__ is int:
+                        t118 = t117 >= t119
                     else:
-                        if t108.__class__ is list or t108.__class__ is dict or t108.__class__ is str: _charge_operands(t99, t106, t108)
-                        t107 = _compare('>=', t106, t108)
-                    t105 = (t107 if t107.__class__ is bool else _truth(t107))
+                        t118 = _compare('>=', t117, t119)
+                    t116 = (t118 if t118.__class__ is bool else _truth(t118))
                 else:
-                    t105 = False
-                t96.append(t105)
-                t99.budget.mem -= 1
-                if t99.budget.mem < 0: _charge_mem(env, 0)
-                if len(t96) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t109 = call_value(env, F_all.fn, F_all.cost, False, [t96])
-            t95 = (t109 if t109.__class__ is bool else _truth(t109))
+                    t116 = False
+                t105.append(t116)
+                t106.mem -= 1
+                if t106.mem < 0: _charge_mem(env, 0)
+                if len(t105) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t120 = call_value(env, F_all.fn, F_all.cost, False, [t105])
+            t104 = (t120 if t120.__class__ is bool else _truth(t120))
         else:
-            t95 = False
-        if (t95 if t95.__class__ is bool else _truth(t95)):
-            t111 = env.lookup('weights')
-            if t111 is None: t111 = Missing('weights')
-            t112 = call_value(env, F_sum.fn, F_sum.cost, False, [t111])
-            t114 = (0)
-            if t112.__class__ is t114.__class__ and (t112.__class__ is int or t112.__class__ is str):
-                t113 = t112 == t114
+            t104 = False
+        if (t104 if t104.__class__ is bool else _truth(t104)):
+            t122 = env.lookup('weights')
+            if t122 is None: t122 = Missing('weights')
+            t123 = call_value(env, F_sum.fn, F_sum.cost, False, [t122])
+            t125 = (0)
+            if t123.__class__ is int:
+                t124 = t123 == t125
             else:
-                if t114.__class__ is list or t114.__class__ is dict or t114.__class__ is str: _charge_operands(env, t112, t114)
-                t113 = _compare('==', t112, t114)
-            t110 = (t113 if t113.__class__ is bool else _truth(t113))
+                t124 = _compare('==', t123, t125)
+            t121 = (t124 if t124.__class__ is bool else _truth(t124))
         else:
-            t110 = False
-        t115 = ('ValueError: Sum of weights must be positive (weights [')
-        if t115 is None or t115.__class__ is Missing: _need(t115)
-        t116 = []
-        t118 = env.lookup('weights')
-        if t118 is None: t118 = Missing('weights')
-        t117 = loop_items(t118)
-        t119 = Env({}, None, env.budget, env)
-        for t120 in t117:
-            _charge(env, 4)
-            t119.values['w'] = t120
-            t119.let_cache = None
-            t121 = t120
-            if t121 is None: t121 = Missing('w')
-            t122 = call_value(t119, F_str.fn, F_str.cost, True, [t121])
-            t116.append(t122)
-            t119.budget.mem -= 1
-            if t119.budget.mem < 0: _charge_mem(env, 0)
-            if len(t116) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t123 = (', ')
-        t124 = call_value(env, F_join.fn, F_join.cost, False, [t116, t123])
-        if t124 is None or t124.__class__ is Missing: _need(t124)
-        if t115.__class__ is int and t124.__class__ is int:
-            t125 = t115 + t124
-            if not -MAX_INT <= t125 <= MAX_INT: _check_value(t125)
-        else:
-            t125 = _binop('+', t115, t124, env)
-        if t125 is None or t125.__class__ is Missing: _need(t125)
-        t126 = ('])')
+            t121 = False
+        t126 = ('ValueError: Sum of weights must be positive (weights [')
         if t126 is None or t126.__class__ is Missing: _need(t126)
-        if t125.__class__ is int and t126.__class__ is int:
-            t127 = t125 + t126
-            if not -MAX_INT <= t127 <= MAX_INT: _check_value(t127)
+        t127 = []
+        t128 = env.budget
+        t130 = env.lookup('weights')
+        if t130 is None: t130 = Missing('weights')
+        t129 = loop_items(t130)
+        t131 = Env({}, None, t128, env)
+        t132 = t131.values
+        for t133 in t129:
+            t128.left -= 4
+            if t128.left < 0: _charge(env, 0)
+            t132['w'] = t133
+            t131.let_cache = None
+            t134 = t133
+            if t134 is None: t134 = Missing('w')
+            t135 = call_value(t131, F_str.fn, F_str.cost, True, [t134])
+            t127.append(t135)
+            t128.mem -= 1
+            if t128.mem < 0: _charge_mem(env, 0)
+            if len(t127) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t136 = (', ')
+        t137 = call_value(env, F_join.fn, F_join.cost, False, [t127, t136])
+        if t137 is None or t137.__class__ is Missing: _need(t137)
+        if t126.__class__ is int and t137.__class__ is int:
+            t138 = t126 + t137
+            if not -MAX_INT <= t138 <= MAX_INT: _check_value(t138)
         else:
-            t127 = _binop('+', t125, t126, env)
-        t128 = ('give at least one source a weight > 0')
-        t129 = env.lookup('build')
-        if t129 is None: t129 = Missing('build')
-        t130 = [t110, t127, t128, t129]
-        t131 = env.lookup('config')
-        if t131 is None: t131 = Missing('config')
-        if t131.__class__ is dict and 'dataloader' in t131:
-            t132 = t131['dataloader']
-            if t132 is None: t132 = Missing('config.dataloader')
+            t138 = _binop('+', t126, t137, env)
+        if t138 is None or t138.__class__ is Missing: _need(t138)
+        t139 = ('])')
+        if t139 is None or t139.__class__ is Missing: _need(t139)
+        if t138.__class__ is int and t139.__class__ is int:
+            t140 = t138 + t139
+            if not -MAX_INT <= t140 <= MAX_INT: _check_value(t140)
         else:
-            t132 = attr_value(t131, 'dataloader', 'config.dataloader')
-        if t132.__class__ is dict and 'stopping_strategy' in t132:
-            t133 = t132['stopping_strategy']
-            if t133 is None: t133 = Missing('config.dataloader.stopping_strategy')
+            t140 = _binop('+', t138, t139, env)
+        t141 = ('give at least one source a weight > 0')
+        t142 = env.lookup('build')
+        if t142 is None: t142 = Missing('build')
+        t143 = [t121, t140, t141, t142]
+        t144 = env.lookup('config')
+        if t144 is None: t144 = Missing('config')
+        if t144.__class__ is dict and 'dataloader' in t144:
+            t145 = t144['dataloader']
+            if t145 is None: t145 = Missing('config.dataloader')
         else:
-            t133 = attr_value(t132, 'stopping_strategy', 'config.dataloader.stopping_strategy')
-        t134 = call_value(env, F_type.fn, F_type.cost, True, [t133])
-        t136 = ('string')
-        if t134.__class__ is t136.__class__ and (t134.__class__ is int or t134.__class__ is str):
-            t135 = t134 == t136
+            t145 = attr_value(t144, 'dataloader', 'config.dataloader')
+        if t145.__class__ is dict and 'stopping_strategy' in t145:
+            t146 = t145['stopping_strategy']
+            if t146 is None: t146 = Missing('config.dataloader.stopping_strategy')
         else:
-            if t136.__class__ is list or t136.__class__ is dict or t136.__class__ is str: _charge_operands(env, t134, t136)
-            t135 = _compare('==', t134, t136)
-        if (t135 if t135.__class__ is bool else _truth(t135)):
-            t138 = env.lookup('config')
-            if t138 is None: t138 = Missing('config')
-            if t138.__class__ is dict and 'dataloader' in t138:
-                t139 = t138['dataloader']
-                if t139 is None: t139 = Missing('config.dataloader')
+            t146 = attr_value(t145, 'stopping_strategy', 'config.dataloader.stopping_strategy')
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t147 = type_name(t146)
+        env.budget.mem -= len(t147)
+        if env.budget.mem < 0: _charge_mem(env, 0)
+        t149 = ('string')
+        if t147.__class__ is str:
+            t148 = t147 == t149
+        else:
+            t148 = _compare('==', t147, t149)
+        if (t148 if t148.__class__ is bool else _truth(t148)):
+            t151 = env.lookup('config')
+            if t151 is None: t151 = Missing('config')
+            if t151.__class__ is dict and 'dataloader' in t151:
+                t152 = t151['dataloader']
+                if t152 is None: t152 = Missing('config.dataloader')
             else:
-                t139 = attr_value(t138, 'dataloader', 'config.dataloader')
-            if t139.__class__ is dict and 'stopping_strategy' in t139:
-                t140 = t139['stopping_strategy']
-                if t140 is None: t140 = Missing('config.dataloader.stopping_strategy')
+                t152 = attr_value(t151, 'dataloader', 'config.dataloader')
+            if t152.__class__ is dict and 'stopping_strategy' in t152:
+                t153 = t152['stopping_strategy']
+                if t153 is None: t153 = Missing('config.dataloader.stopping_strategy')
             else:
-                t140 = attr_value(t139, 'stopping_strategy', 'config.dataloader.stopping_strategy')
-            t142 = K104
-            if t142.__class__ is list or t142.__class__ is dict or t142.__class__ is str: _charge_operands(env, t140, t142)
-            t141 = _compare('not in', t140, t142)
-            t137 = (t141 if t141.__class__ is bool else _truth(t141))
+                t153 = attr_value(t152, 'stopping_strategy', 'config.dataloader.stopping_strategy')
+            t155 = K104
+            if t155.__class__ is list or t155.__class__ is dict or t155.__class__ is str: _charge_operands(env, t153, t155)
+            t154 = _compare('not in', t153, t155)
+            t150 = (t154 if t154.__class__ is bool else _truth(t154))
         else:
-            t137 = False
-        t143 = ('ValueError: stopping_strategy must be ')
-        if t143 is None or t143.__class__ is Missing: _need(t143)
-        t144 = env.lookup('chr_q')
-        if t144 is None: t144 = Missing('chr_q')
-        if t144 is None or t144.__class__ is Missing: _need(t144)
-        if t143.__class__ is int and t144.__class__ is int:
-            t145 = t143 + t144
-            if not -MAX_INT <= t145 <= MAX_INT: _check_value(t145)
-        else:
-            t145 = _binop('+', t143, t144, env)
-        if t145 is None or t145.__class__ is Missing: _need(t145)
-        t146 = ('on_first_exhausted')
-        if t146 is None or t146.__class__ is Missing: _need(t146)
-        if t145.__class__ is int and t146.__class__ is int:
-            t147 = t145 + t146
-            if not -MAX_INT <= t147 <= MAX_INT: _check_value(t147)
-        else:
-            t147 = _binop('+', t145, t146, env)
-        if t147 is None or t147.__class__ is Missing: _need(t147)
-        t148 = env.lookup('chr_q')
-        if t148 is None: t148 = Missing('chr_q')
-        if t148 is None or t148.__class__ is Missing: _need(t148)
-        if t147.__class__ is int and t148.__class__ is int:
-            t149 = t147 + t148
-            if not -MAX_INT <= t149 <= MAX_INT: _check_value(t149)
-        else:
-            t149 = _binop('+', t147, t148, env)
-        if t149 is None or t149.__class__ is Missing: _need(t149)
-        t150 = (' or ')
-        if t150 is None or t150.__class__ is Missing: _need(t150)
-        if t149.__class__ is int and t150.__class__ is int:
-            t151 = t149 + t150
-            if not -MAX_INT <= t151 <= MAX_INT: _check_value(t151)
-        else:
-            t151 = _binop('+', t149, t150, env)
-        if t151 is None or t151.__class__ is Missing: _need(t151)
-        t152 = env.lookup('chr_q')
-        if t152 is None: t152 = Missing('chr_q')
-        if t152 is None or t152.__class__ is Missing: _need(t152)
-        if t151.__class__ is int and t152.__class__ is int:
-            t153 = t151 + t152
-            if not -MAX_INT <= t153 <= MAX_INT: _check_value(t153)
-        else:
-            t153 = _binop('+', t151, t152, env)
-        if t153 is None or t153.__class__ is Missing: _need(t153)
-        t154 = ('all_exhausted')
-        if t154 is None or t154.__class__ is Missing: _need(t154)
-        if t153.__class__ is int and t154.__class__ is int:
-            t155 = t153 + t154
-            if not -MAX_INT <= t155 <= MAX_INT: _check_value(t155)
-        else:
-            t155 = _binop('+', t153, t154, env)
-        if t155 is None or t155.__class__ is Missing: _need(t155)
-        t156 = env.lookup('chr_q')
-        if t156 is None: t156 = Missing('chr_q')
+            t150 = False
+        t156 = ('ValueError: stopping_strategy must be ')
         if t156 is None or t156.__class__ is Missing: _need(t156)
-        if t155.__class__ is int and t156.__class__ is int:
-            t157 = t155 + t156
-            if not -MAX_INT <= t157 <= MAX_INT: _check_value(t157)
-        else:
-            t157 = _binop('+', t155, t156, env)
+        t157 = env.lookup('chr_q')
+        if t157 is None: t157 = Missing('chr_q')
         if t157 is None or t157.__class__ is Missing: _need(t157)
-        t158 = (', got ')
+        if t156.__class__ is int and t157.__class__ is int:
+            t158 = t156 + t157
+            if not -MAX_INT <= t158 <= MAX_INT: _check_value(t158)
+        else:
+            t158 = _binop('+', t156, t157, env)
         if t158 is None or t158.__class__ is Missing: _need(t158)
-        if t157.__class__ is int and t158.__class__ is int:
-            t159 = t157 + t158
-            if not -MAX_INT <= t159 <= MAX_INT: _check_value(t159)
-        else:
-            t159 = _binop('+', t157, t158, env)
+        t159 = ('on_first_exhausted')
         if t159 is None or t159.__class__ is Missing: _need(t159)
-        t160 = env.lookup('chr_q')
-        if t160 is None: t160 = Missing('chr_q')
+        if t158.__class__ is int and t159.__class__ is int:
+            t160 = t158 + t159
+            if not -MAX_INT <= t160 <= MAX_INT: _check_value(t160)
+        else:
+            t160 = _binop('+', t158, t159, env)
         if t160 is None or t160.__class__ is Missing: _need(t160)
-        if t159.__class__ is int and t160.__class__ is int:
-            t161 = t159 + t160
-            if not -MAX_INT <= t161 <= MAX_INT: _check_value(t161)
-        else:
-            t161 = _binop('+', t159, t160, env)
+        t161 = env.lookup('chr_q')
+        if t161 is None: t161 = Missing('chr_q')
         if t161 is None or t161.__class__ is Missing: _need(t161)
-        t162 = env.lookup('config')
-        if t162 is None: t162 = Missing('config')
-        if t162.__class__ is dict and 'dataloader' in t162:
-            t163 = t162['dataloader']
-            if t163 is None: t163 = Missing('config.dataloader')
+        if t160.__class__ is int and t161.__class__ is int:
+            t162 = t160 + t161
+            if not -MAX_INT <= t162 <= MAX_INT: _check_value(t162)
         else:
-            t163 = attr_value(t162, 'dataloader', 'config.dataloader')
-        if t163.__class__ is dict and 'stopping_strategy' in t163:
-            t164 = t163['stopping_strategy']
-            if t164 is None: t164 = Missing('config.dataloader.stopping_strategy')
+            t162 = _binop('+', t160, t161, env)
+        if t162 is None or t162.__class__ is Missing: _need(t162)
+        t163 = (' or ')
+        if t163 is None or t163.__class__ is Missing: _need(t163)
+        if t162.__class__ is int and t163.__class__ is int:
+            t164 = t162 + t163
+            if not -MAX_INT <= t164 <= MAX_INT: _check_value(t164)
         else:
-            t164 = attr_value(t163, 'stopping_strategy', 'config.dataloader.stopping_strategy')
-        t165 = call_value(env, F_str.fn, F_str.cost, True, [t164])
+            t164 = _binop('+', t162, t163, env)
+        if t164 is None or t164.__class__ is Missing: _need(t164)
+        t165 = env.lookup('chr_q')
+        if t165 is None: t165 = Missing('chr_q')
         if t165 is None or t165.__class__ is Missing: _need(t165)
-        if t161.__class__ is int and t165.__class__ is int:
-            t166 = t161 + t165
+        if t164.__class__ is int and t165.__class__ is int:
+            t166 = t164 + t165
             if not -MAX_INT <= t166 <= MAX_INT: _check_value(t166)
         else:
-            t166 = _binop('+', t161, t165, env)
+            t166 = _binop('+', t164, t165, env)
         if t166 is None or t166.__class__ is Missing: _need(t166)
-        t167 = env.lookup('chr_q')
-        if t167 is None: t167 = Missing('chr_q')
+        t167 = ('all_exhausted')
         if t167 is None or t167.__class__ is Missing: _need(t167)
         if t166.__class__ is int and t167.__class__ is int:
             t168 = t166 + t167
             if not -MAX_INT <= t168 <= MAX_INT: _check_value(t168)
         else:
             t168 = _binop('+', t166, t167, env)
-        t169 = ('use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"')
-        t170 = env.lookup('build')
-        if t170 is None: t170 = Missing('build')
-        t171 = [t137, t168, t169, t170]
-        t172 = [t56, t90, t130, t171]
-        t4 = t172
+        if t168 is None or t168.__class__ is Missing: _need(t168)
+        t169 = env.lookup('chr_q')
+        if t169 is None: t169 = Missing('chr_q')
+        if t169 is None or t169.__class__ is Missing: _need(t169)
+        if t168.__class__ is int and t169.__class__ is int:
+            t170 = t168 + t169
+            if not -MAX_INT <= t170 <= MAX_INT: _check_value(t170)
+        else:
+            t170 = _binop('+', t168, t169, env)
+        if t170 is None or t170.__class__ is Missing: _need(t170)
+        t171 = (', got ')
+        if t171 is None or t171.__class__ is Missing: _need(t171)
+        if t170.__class__ is int and t171.__class__ is int:
+            t172 = t170 + t171
+            if not -MAX_INT <= t172 <= MAX_INT: _check_value(t172)
+        else:
+            t172 = _binop('+', t170, t171, env)
+        if t172 is None or t172.__class__ is Missing: _need(t172)
+        t173 = env.lookup('chr_q')
+        if t173 is None: t173 = Missing('chr_q')
+        if t173 is None or t173.__class__ is Missing: _need(t173)
+        if t172.__class__ is int and t173.__class__ is int:
+            t174 = t172 + t173
+            if not -MAX_INT <= t174 <= MAX_INT: _check_value(t174)
+        else:
+            t174 = _binop('+', t172, t173, env)
+        if t174 is None or t174.__class__ is Missing: _need(t174)
+        t175 = env.lookup('config')
+        if t175 is None: t175 = Missing('config')
+        if t175.__class__ is dict and 'dataloader' in t175:
+            t176 = t175['dataloader']
+            if t176 is None: t176 = Missing('config.dataloader')
+        else:
+            t176 = attr_value(t175, 'dataloader', 'config.dataloader')
+        if t176.__class__ is dict and 'stopping_strategy' in t176:
+            t177 = t176['stopping_strategy']
+            if t177 is None: t177 = Missing('config.dataloader.stopping_strategy')
+        else:
+            t177 = attr_value(t176, 'stopping_strategy', 'config.dataloader.stopping_strategy')
+        t178 = call_value(env, F_str.fn, F_str.cost, True, [t177])
+        if t178 is None or t178.__class__ is Missing: _need(t178)
+        if t174.__class__ is int and t178.__class__ is int:
+            t179 = t174 + t178
+            if not -MAX_INT <= t179 <= MAX_INT: _check_value(t179)
+        else:
+            t179 = _binop('+', t174, t178, env)
+        if t179 is None or t179.__class__ is Missing: _need(t179)
+        t180 = env.lookup('chr_q')
+        if t180 is None: t180 = Missing('chr_q')
+        if t180 is None or t180.__class__ is Missing: _need(t180)
+        if t179.__class__ is int and t180.__class__ is int:
+            t181 = t179 + t180
+            if not -MAX_INT <= t181 <= MAX_INT: _check_value(t181)
+        else:
+            t181 = _binop('+', t179, t180, env)
+        t182 = ('use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"')
+        t183 = env.lookup('build')
+        if t183 is None: t183 = Missing('build')
+        t184 = [t150, t181, t182, t183]
+        t185 = [t61, t99, t143, t184]
+        t5 = t185
     else:
-        t173 = K105
-        t4 = t173
-    t2 = loop_items(t4)
-    t174 = Env({}, None, env.budget, env)
-    for t175 in t2:
-        _charge(env, 164)
-        t174.values['x'] = t175
-        t174.let_cache = None
-        t176 = t175
-        if t176 is None: t176 = Missing('x')
-        t176 = _need(t176)
-        t177 = (0)
-        t178 = index_value(t176, _need(t177), 'x')
-        if (t178 if t178.__class__ is bool else _truth(t178)):
-            t179 = t175
-            if t179 is None: t179 = Missing('x')
-            t1.append(t179)
-            t174.budget.mem -= 1
-            if t174.budget.mem < 0: _charge_mem(env, 0)
+        t186 = K105
+        t5 = t186
+    t3 = loop_items(t5)
+    t187 = Env({}, None, t2, env)
+    t188 = t187.values
+    for t189 in t3:
+        t2.left -= 164
+        if t2.left < 0: _charge(env, 0)
+        t188['x'] = t189
+        t187.let_cache = None
+        t190 = t189
+        if t190 is None: t190 = Missing('x')
+        if t190 is None or t190.__class__ is Missing: _need(t190)
+        t191 = (0)
+        if t191 is None or t191.__class__ is Missing: _need(t191)
+        t192 = index_value(t190, t191, 'x')
+        if (t192 if t192.__class__ is bool else _truth(t192)):
+            t193 = t189
+            if t193 is None: t193 = Missing('x')
+            t1.append(t193)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -9828,84 +9502,93 @@ def e292(env):
 
 def e293(env):
     t1 = []
-    t3 = env.lookup('sources')
-    if t3 is None: t3 = Missing('sources')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 6)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        if t6.__class__ is dict and 'weight' in t6:
-            t7 = t6['weight']
-            if t7 is None: t7 = Missing('s.weight')
+    t2 = env.budget
+    t4 = env.lookup('sources')
+    if t4 is None: t4 = Missing('sources')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 6
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('s')
+        if t8.__class__ is dict and 'weight' in t8:
+            t9 = t8['weight']
+            if t9 is None: t9 = Missing('s.weight')
         else:
-            t7 = attr_value(t6, 'weight', 's.weight')
-        t8 = (1)
-        t9 = call_value(t4, F_coalesce.fn, F_coalesce.cost, True, [t7, t8])
-        t1.append(t9)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'weight', 's.weight')
+        t10 = (1)
+        t11 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, t10])
+        t1.append(t11)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e294(env):
     t1 = []
-    t3 = env.lookup('sources')
-    if t3 is None: t3 = Missing('sources')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 6)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        if t6.__class__ is dict and 'infinite' in t6:
-            t7 = t6['infinite']
-            if t7 is None: t7 = Missing('s.infinite')
+    t2 = env.budget
+    t4 = env.lookup('sources')
+    if t4 is None: t4 = Missing('sources')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 6
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('s')
+        if t8.__class__ is dict and 'infinite' in t8:
+            t9 = t8['infinite']
+            if t9 is None: t9 = Missing('s.infinite')
         else:
-            t7 = attr_value(t6, 'infinite', 's.infinite')
-        t8 = (True)
-        t9 = call_value(t4, F_coalesce.fn, F_coalesce.cost, True, [t7, t8])
-        t1.append(t9)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'infinite', 's.infinite')
+        t10 = (True)
+        t11 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, t10])
+        t1.append(t11)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e295(env):
     t1 = []
-    t3 = env.lookup('sources')
-    if t3 is None: t3 = Missing('sources')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 9)
-        t4.values['s'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('s')
-        if t6.__class__ is dict and 'dataset' in t6:
-            t7 = t6['dataset']
-            if t7 is None: t7 = Missing('s.dataset')
-        else:
-            t7 = attr_value(t6, 'dataset', 's.dataset')
-        t8 = t5
+    t2 = env.budget
+    t4 = env.lookup('sources')
+    if t4 is None: t4 = Missing('sources')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 9
+        if t2.left < 0: _charge(env, 0)
+        t6['s'] = t7
+        t5.let_cache = None
+        t8 = t7
         if t8 is None: t8 = Missing('s')
-        if t8.__class__ is dict and 'dataset_path' in t8:
-            t9 = t8['dataset_path']
-            if t9 is None: t9 = Missing('s.dataset_path')
+        if t8.__class__ is dict and 'dataset' in t8:
+            t9 = t8['dataset']
+            if t9 is None: t9 = Missing('s.dataset')
         else:
-            t9 = attr_value(t8, 'dataset_path', 's.dataset_path')
-        t10 = ('')
-        t11 = call_value(t4, F_coalesce.fn, F_coalesce.cost, True, [t7, t9, t10])
-        t12 = call_value(t4, F_str.fn, F_str.cost, True, [t11])
-        t1.append(t12)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'dataset', 's.dataset')
+        t10 = t7
+        if t10 is None: t10 = Missing('s')
+        if t10.__class__ is dict and 'dataset_path' in t10:
+            t11 = t10['dataset_path']
+            if t11 is None: t11 = Missing('s.dataset_path')
+        else:
+            t11 = attr_value(t10, 'dataset_path', 's.dataset_path')
+        t12 = ('')
+        t13 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, t11, t12])
+        t14 = call_value(t5, F_str.fn, F_str.cost, True, [t13])
+        t1.append(t14)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -9943,10 +9626,9 @@ def e298(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = ('torchtitan@0.3.0')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('config')
@@ -9970,41 +9652,50 @@ def e298(env):
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t12 = env.lookup('sources')
         if t12 is None: t12 = Missing('sources')
-        t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t13 = type_name(t12)
+        env.budget.mem -= len(t13)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t15 = ('list')
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+        if t13.__class__ is str:
             t14 = t13 == t15
         else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
             t14 = _compare('==', t13, t15)
         t11 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
         t11 = False
     if (t11 if t11.__class__ is bool else _truth(t11)):
         t17 = []
-        t19 = env.lookup('sources')
-        if t19 is None: t19 = Missing('sources')
-        t18 = loop_items(t19)
-        t20 = Env({}, None, env.budget, env)
-        for t21 in t18:
-            _charge(env, 6)
-            t20.values['s'] = t21
-            t20.let_cache = None
-            t22 = t21
-            if t22 is None: t22 = Missing('s')
-            t23 = call_value(t20, F_type.fn, F_type.cost, True, [t22])
-            t25 = ('table')
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 == t25
+        t18 = env.budget
+        t20 = env.lookup('sources')
+        if t20 is None: t20 = Missing('sources')
+        t19 = loop_items(t20)
+        t21 = Env({}, None, t18, env)
+        t22 = t21.values
+        for t23 in t19:
+            t18.left -= 6
+            if t18.left < 0: _charge(env, 0)
+            t22['s'] = t23
+            t21.let_cache = None
+            t24 = t23
+            if t24 is None: t24 = Missing('s')
+            t21.budget.left -= 1
+            if t21.budget.left < 0: _charge(t21, 0)
+            t25 = type_name(t24)
+            t21.budget.mem -= len(t25)
+            if t21.budget.mem < 0: _charge_mem(t21, 0)
+            t27 = ('table')
+            if t25.__class__ is str:
+                t26 = t25 == t27
             else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t20, t23, t25)
-                t24 = _compare('==', t23, t25)
-            t17.append(t24)
-            t20.budget.mem -= 1
-            if t20.budget.mem < 0: _charge_mem(env, 0)
+                t26 = _compare('==', t25, t27)
+            t17.append(t26)
+            t18.mem -= 1
+            if t18.mem < 0: _charge_mem(env, 0)
             if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t26 = call_value(env, F_all.fn, F_all.cost, False, [t17])
-        t16 = (t26 if t26.__class__ is bool else _truth(t26))
+        t28 = call_value(env, F_all.fn, F_all.cost, False, [t17])
+        t16 = (t28 if t28.__class__ is bool else _truth(t28))
     else:
         t16 = False
     return t16
@@ -10034,12 +9725,16 @@ def e300(env):
 def e301(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -10071,7 +9766,6 @@ def e302(env):
         if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('config')
@@ -10086,12 +9780,15 @@ def e302(env):
                 if t14 is None: t14 = Missing('config.checkpoint.exclude_from_loading')
             else:
                 t14 = attr_value(t13, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-            t15 = call_value(env, F_type.fn, F_type.cost, True, [t14])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t15 = type_name(t14)
+            env.budget.mem -= len(t15)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t17 = ('list')
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+            if t15.__class__ is str:
                 t16 = t15 == t17
             else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
                 t16 = _compare('==', t15, t17)
             t11 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
@@ -10100,10 +9797,9 @@ def e302(env):
             t19 = env.lookup('framework_version')
             if t19 is None: t19 = Missing('framework_version')
             t21 = ('0.2.x')
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
+            if t19.__class__ is str:
                 t20 = t19 == t21
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
                 t20 = _compare('==', t19, t21)
             if not (t20 if t20.__class__ is bool else _truth(t20)):
                 t23 = env.lookup('config')
@@ -10119,10 +9815,9 @@ def e302(env):
                 else:
                     t25 = attr_value(t24, 'class', 'config.checkpoint.class')
                 t27 = ('CheckpointManager.Config')
-                if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
+                if t25.__class__ is str:
                     t26 = t25 == t27
                 else:
-                    if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
                     t26 = _compare('==', t25, t27)
                 t22 = (t26 if t26.__class__ is bool else _truth(t26))
             else:
@@ -10141,65 +9836,71 @@ def e303(env):
 
 def e304(env):
     t1 = []
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'checkpoint' in t3:
-        t4 = t3['checkpoint']
-        if t4 is None: t4 = Missing('config.checkpoint')
+    t2 = env.budget
+    t4 = env.lookup('config')
+    if t4 is None: t4 = Missing('config')
+    if t4.__class__ is dict and 'checkpoint' in t4:
+        t5 = t4['checkpoint']
+        if t5 is None: t5 = Missing('config.checkpoint')
     else:
-        t4 = attr_value(t3, 'checkpoint', 'config.checkpoint')
-    if t4.__class__ is dict and 'exclude_from_loading' in t4:
-        t5 = t4['exclude_from_loading']
-        if t5 is None: t5 = Missing('config.checkpoint.exclude_from_loading')
+        t5 = attr_value(t4, 'checkpoint', 'config.checkpoint')
+    if t5.__class__ is dict and 'exclude_from_loading' in t5:
+        t6 = t5['exclude_from_loading']
+        if t6 is None: t6 = Missing('config.checkpoint.exclude_from_loading')
     else:
-        t5 = attr_value(t4, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 8)
-        t6.values['k'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('k')
-        t10 = t6.lookup('states')
-        if t10 is None: t10 = Missing('states')
-        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t6, t8, t10)
-        t9 = _compare('not in', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t7
-            if t11 is None: t11 = Missing('k')
-            t1.append(t11)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
+        t6 = attr_value(t5, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t8['k'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('k')
+        t12 = t7.lookup('states')
+        if t12 is None: t12 = Missing('states')
+        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, t10, t12)
+        t11 = _compare('not in', t10, t12)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t9
+            if t13 is None: t13 = Missing('k')
+            t1.append(t13)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e305(env):
     t1 = []
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'checkpoint' in t3:
-        t4 = t3['checkpoint']
-        if t4 is None: t4 = Missing('config.checkpoint')
+    t2 = env.budget
+    t4 = env.lookup('config')
+    if t4 is None: t4 = Missing('config')
+    if t4.__class__ is dict and 'checkpoint' in t4:
+        t5 = t4['checkpoint']
+        if t5 is None: t5 = Missing('config.checkpoint')
     else:
-        t4 = attr_value(t3, 'checkpoint', 'config.checkpoint')
-    if t4.__class__ is dict and 'exclude_from_loading' in t4:
-        t5 = t4['exclude_from_loading']
-        if t5 is None: t5 = Missing('config.checkpoint.exclude_from_loading')
+        t5 = attr_value(t4, 'checkpoint', 'config.checkpoint')
+    if t5.__class__ is dict and 'exclude_from_loading' in t5:
+        t6 = t5['exclude_from_loading']
+        if t6 is None: t6 = Missing('config.checkpoint.exclude_from_loading')
     else:
-        t5 = attr_value(t4, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 6)
-        t6.values['k'] = t7
-        t6.let_cache = None
-        t8 = t7
-        if t8 is None: t8 = Missing('k')
-        t9 = call_value(t6, F_str.fn, F_str.cost, True, [t8])
-        t1.append(t9)
-        t6.budget.mem -= 1
-        if t6.budget.mem < 0: _charge_mem(env, 0)
+        t6 = attr_value(t5, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 6
+        if t2.left < 0: _charge(env, 0)
+        t8['k'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('k')
+        t11 = call_value(t7, F_str.fn, F_str.cost, True, [t10])
+        t1.append(t11)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -10220,12 +9921,16 @@ def e307(env):
 def e308(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (1)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('is not a state')
@@ -10245,9 +9950,10 @@ def e309(env):
 def e310(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'unknown')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'unknown')
     return t3
 
 def e311(env):
@@ -10268,151 +9974,159 @@ def e312(env):
     if t1 is None: t1 = Missing('applies')
     if (t1 if t1.__class__ is bool else _truth(t1)):
         t3 = []
-        t5 = ('://')
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'checkpoint' in t7:
-            t8 = t7['checkpoint']
-            if t8 is None: t8 = Missing('config.checkpoint')
+        t4 = env.budget
+        t6 = ('://')
+        t8 = env.lookup('config')
+        if t8 is None: t8 = Missing('config')
+        if t8.__class__ is dict and 'checkpoint' in t8:
+            t9 = t8['checkpoint']
+            if t9 is None: t9 = Missing('config.checkpoint')
         else:
-            t8 = attr_value(t7, 'checkpoint', 'config.checkpoint')
-        if t8.__class__ is dict and 'folder' in t8:
-            t9 = t8['folder']
-            if t9 is None: t9 = Missing('config.checkpoint.folder')
+            t9 = attr_value(t8, 'checkpoint', 'config.checkpoint')
+        if t9.__class__ is dict and 'folder' in t9:
+            t10 = t9['folder']
+            if t10 is None: t10 = Missing('config.checkpoint.folder')
         else:
-            t9 = attr_value(t8, 'folder', 'config.checkpoint.folder')
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t5, t9)
-        t6 = _compare('in', t5, t9)
-        if not (t6 if t6.__class__ is bool else _truth(t6)):
-            t11 = ('://')
-            t13 = env.lookup('config')
-            if t13 is None: t13 = Missing('config')
-            if t13.__class__ is dict and 'dump_folder' in t13:
-                t14 = t13['dump_folder']
-                if t14 is None: t14 = Missing('config.dump_folder')
+            t10 = attr_value(t9, 'folder', 'config.checkpoint.folder')
+        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t6, t10)
+        t7 = _compare('in', t6, t10)
+        if not (t7 if t7.__class__ is bool else _truth(t7)):
+            t12 = ('://')
+            t14 = env.lookup('config')
+            if t14 is None: t14 = Missing('config')
+            if t14.__class__ is dict and 'dump_folder' in t14:
+                t15 = t14['dump_folder']
+                if t15 is None: t15 = Missing('config.dump_folder')
             else:
-                t14 = attr_value(t13, 'dump_folder', 'config.dump_folder')
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t11, t14)
-            t12 = _compare('not in', t11, t14)
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+                t15 = attr_value(t14, 'dump_folder', 'config.dump_folder')
+            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t12, t15)
+            t13 = _compare('not in', t12, t15)
+            t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t10 = True
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = ('checkpoint.folder')
-            t15 = t16
+            t11 = True
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t17 = ('checkpoint.folder')
+            t16 = t17
         else:
-            t17 = ('checkpoint.folder (under dump_folder)')
-            t15 = t17
-        t18 = env.lookup('folder')
-        if t18 is None: t18 = Missing('folder')
-        t19 = ('://')
-        t21 = env.lookup('config')
-        if t21 is None: t21 = Missing('config')
-        if t21.__class__ is dict and 'checkpoint' in t21:
-            t22 = t21['checkpoint']
-            if t22 is None: t22 = Missing('config.checkpoint')
+            t18 = ('checkpoint.folder (under dump_folder)')
+            t16 = t18
+        t19 = env.lookup('folder')
+        if t19 is None: t19 = Missing('folder')
+        t20 = ('://')
+        t22 = env.lookup('config')
+        if t22 is None: t22 = Missing('config')
+        if t22.__class__ is dict and 'checkpoint' in t22:
+            t23 = t22['checkpoint']
+            if t23 is None: t23 = Missing('config.checkpoint')
         else:
-            t22 = attr_value(t21, 'checkpoint', 'config.checkpoint')
-        if t22.__class__ is dict and 'folder' in t22:
-            t23 = t22['folder']
-            if t23 is None: t23 = Missing('config.checkpoint.folder')
+            t23 = attr_value(t22, 'checkpoint', 'config.checkpoint')
+        if t23.__class__ is dict and 'folder' in t23:
+            t24 = t23['folder']
+            if t24 is None: t24 = Missing('config.checkpoint.folder')
         else:
-            t23 = attr_value(t22, 'folder', 'config.checkpoint.folder')
-        if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t19, t23)
-        t20 = _compare('in', t19, t23)
-        if not (t20 if t20.__class__ is bool else _truth(t20)):
-            t25 = ('://')
-            t27 = env.lookup('config')
-            if t27 is None: t27 = Missing('config')
-            if t27.__class__ is dict and 'dump_folder' in t27:
-                t28 = t27['dump_folder']
-                if t28 is None: t28 = Missing('config.dump_folder')
+            t24 = attr_value(t23, 'folder', 'config.checkpoint.folder')
+        if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t20, t24)
+        t21 = _compare('in', t20, t24)
+        if not (t21 if t21.__class__ is bool else _truth(t21)):
+            t26 = ('://')
+            t28 = env.lookup('config')
+            if t28 is None: t28 = Missing('config')
+            if t28.__class__ is dict and 'dump_folder' in t28:
+                t29 = t28['dump_folder']
+                if t29 is None: t29 = Missing('config.dump_folder')
             else:
-                t28 = attr_value(t27, 'dump_folder', 'config.dump_folder')
-            if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, t25, t28)
-            t26 = _compare('not in', t25, t28)
-            t24 = (t26 if t26.__class__ is bool else _truth(t26))
+                t29 = attr_value(t28, 'dump_folder', 'config.dump_folder')
+            if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t26, t29)
+            t27 = _compare('not in', t26, t29)
+            t25 = (t27 if t27.__class__ is bool else _truth(t27))
         else:
-            t24 = True
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t30 = ('checkpoint.folder')
-            t29 = t30
+            t25 = True
+        if (t25 if t25.__class__ is bool else _truth(t25)):
+            t31 = ('checkpoint.folder')
+            t30 = t31
         else:
-            t31 = ('dump_folder')
-            t29 = t31
-        t32 = [t15, t18, t29]
-        t33 = ('checkpoint.initial_load_path')
-        t34 = env.lookup('config')
-        if t34 is None: t34 = Missing('config')
-        if t34.__class__ is dict and 'checkpoint' in t34:
-            t35 = t34['checkpoint']
-            if t35 is None: t35 = Missing('config.checkpoint')
+            t32 = ('dump_folder')
+            t30 = t32
+        t33 = [t16, t19, t30]
+        t34 = ('checkpoint.initial_load_path')
+        t35 = env.lookup('config')
+        if t35 is None: t35 = Missing('config')
+        if t35.__class__ is dict and 'checkpoint' in t35:
+            t36 = t35['checkpoint']
+            if t36 is None: t36 = Missing('config.checkpoint')
         else:
-            t35 = attr_value(t34, 'checkpoint', 'config.checkpoint')
-        if t35.__class__ is dict and 'initial_load_path' in t35:
-            t36 = t35['initial_load_path']
-            if t36 is None: t36 = Missing('config.checkpoint.initial_load_path')
+            t36 = attr_value(t35, 'checkpoint', 'config.checkpoint')
+        if t36.__class__ is dict and 'initial_load_path' in t36:
+            t37 = t36['initial_load_path']
+            if t37 is None: t37 = Missing('config.checkpoint.initial_load_path')
         else:
-            t36 = attr_value(t35, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        t37 = ('checkpoint.initial_load_path')
-        t38 = [t33, t36, t37]
-        t39 = [t32, t38]
-        t4 = loop_items(t39)
-        t40 = Env({}, None, env.budget, env)
-        for t41 in t4:
-            _charge(env, 55)
-            t40.values['x'] = t41
-            t40.let_cache = None
-            t42 = t41
-            if t42 is None: t42 = Missing('x')
-            t42 = _need(t42)
-            t43 = (1)
-            t44 = index_value(t42, _need(t43), 'x')
-            t45 = call_value(t40, F_type.fn, F_type.cost, True, [t44])
-            t47 = ('string')
-            if t45.__class__ is t47.__class__ and (t45.__class__ is int or t45.__class__ is str):
-                t46 = t45 == t47
+            t37 = attr_value(t36, 'initial_load_path', 'config.checkpoint.initial_load_path')
+        t38 = ('checkpoint.initial_load_path')
+        t39 = [t34, t37, t38]
+        t40 = [t33, t39]
+        t5 = loop_items(t40)
+        t41 = Env({}, None, t4, env)
+        t42 = t41.values
+        for t43 in t5:
+            t4.left -= 55
+            if t4.left < 0: _charge(env, 0)
+            t42['x'] = t43
+            t41.let_cache = None
+            t44 = t43
+            if t44 is None: t44 = Missing('x')
+            if t44 is None or t44.__class__ is Missing: _need(t44)
+            t45 = (1)
+            if t45 is None or t45.__class__ is Missing: _need(t45)
+            t46 = index_value(t44, t45, 'x')
+            t41.budget.left -= 1
+            if t41.budget.left < 0: _charge(t41, 0)
+            t47 = type_name(t46)
+            t41.budget.mem -= len(t47)
+            if t41.budget.mem < 0: _charge_mem(t41, 0)
+            t49 = ('string')
+            if t47.__class__ is str:
+                t48 = t47 == t49
             else:
-                if t47.__class__ is list or t47.__class__ is dict or t47.__class__ is str: _charge_operands(t40, t45, t47)
-                t46 = _compare('==', t45, t47)
-            if (t46 if t46.__class__ is bool else _truth(t46)):
-                t49 = t41
-                if t49 is None: t49 = Missing('x')
-                t49 = _need(t49)
-                t50 = (1)
-                t51 = index_value(t49, _need(t50), 'x')
-                t53 = ('')
-                if t51.__class__ is t53.__class__ and (t51.__class__ is int or t51.__class__ is str):
-                    t52 = t51 != t53
-                else:
-                    if t53.__class__ is list or t53.__class__ is dict or t53.__class__ is str: _charge_operands(t40, t51, t53)
-                    t52 = _compare('!=', t51, t53)
-                t48 = (t52 if t52.__class__ is bool else _truth(t52))
-            else:
-                t48 = False
+                t48 = _compare('==', t47, t49)
             if (t48 if t48.__class__ is bool else _truth(t48)):
-                t55 = ('://')
-                t57 = t41
-                if t57 is None: t57 = Missing('x')
-                t57 = _need(t57)
-                t58 = (1)
-                t59 = index_value(t57, _need(t58), 'x')
-                if t59.__class__ is list or t59.__class__ is dict or t59.__class__ is str: _charge_operands(t40, t55, t59)
-                t56 = _compare('in', t55, t59)
-                t54 = (t56 if t56.__class__ is bool else _truth(t56))
+                t51 = t43
+                if t51 is None: t51 = Missing('x')
+                if t51 is None or t51.__class__ is Missing: _need(t51)
+                t52 = (1)
+                if t52 is None or t52.__class__ is Missing: _need(t52)
+                t53 = index_value(t51, t52, 'x')
+                t55 = ('')
+                if t53.__class__ is str:
+                    t54 = t53 != t55
+                else:
+                    t54 = _compare('!=', t53, t55)
+                t50 = (t54 if t54.__class__ is bool else _truth(t54))
             else:
-                t54 = False
-            if (t54 if t54.__class__ is bool else _truth(t54)):
-                t60 = t41
-                if t60 is None: t60 = Missing('x')
-                t3.append(t60)
-                t40.budget.mem -= 1
-                if t40.budget.mem < 0: _charge_mem(env, 0)
+                t50 = False
+            if (t50 if t50.__class__ is bool else _truth(t50)):
+                t57 = ('://')
+                t59 = t43
+                if t59 is None: t59 = Missing('x')
+                if t59 is None or t59.__class__ is Missing: _need(t59)
+                t60 = (1)
+                if t60 is None or t60.__class__ is Missing: _need(t60)
+                t61 = index_value(t59, t60, 'x')
+                if t61.__class__ is list or t61.__class__ is dict or t61.__class__ is str: _charge_operands(t41, t57, t61)
+                t58 = _compare('in', t57, t61)
+                t56 = (t58 if t58.__class__ is bool else _truth(t58))
+            else:
+                t56 = False
+            if (t56 if t56.__class__ is bool else _truth(t56)):
+                t62 = t43
+                if t62 is None: t62 = Missing('x')
+                t3.append(t62)
+                t4.mem -= 1
+                if t4.mem < 0: _charge_mem(env, 0)
                 if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t2 = t3
     else:
-        t61 = K110
-        t2 = t61
+        t63 = K110
+        t2 = t63
     return t2
 
 def e313(env):
@@ -10524,10 +10238,9 @@ def e314(env):
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
     t4 = ('torchtitan@main@b5bcd76c6')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('config')
@@ -10543,10 +10256,9 @@ def e314(env):
         else:
             t8 = attr_value(t7, 'class', 'config.checkpoint.class')
         t10 = ('TorchCheckpointingManager.Config')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -10568,7 +10280,6 @@ def e314(env):
         if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
             t15 = t14 == t16
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
             t15 = _compare('==', t14, t16)
         t11 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
@@ -10586,12 +10297,15 @@ def e314(env):
             if t20 is None: t20 = Missing('config.checkpoint.folder')
         else:
             t20 = attr_value(t19, 'folder', 'config.checkpoint.folder')
-        t21 = call_value(env, F_type.fn, F_type.cost, True, [t20])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t21 = type_name(t20)
+        env.budget.mem -= len(t21)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t23 = ('string')
-        if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
+        if t21.__class__ is str:
             t22 = t21 == t23
         else:
-            if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
             t22 = _compare('==', t21, t23)
         t17 = (t22 if t22.__class__ is bool else _truth(t22))
     else:
@@ -10604,12 +10318,15 @@ def e314(env):
             if t26 is None: t26 = Missing('config.dump_folder')
         else:
             t26 = attr_value(t25, 'dump_folder', 'config.dump_folder')
-        t27 = call_value(env, F_type.fn, F_type.cost, True, [t26])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t27 = type_name(t26)
+        env.budget.mem -= len(t27)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t29 = ('string')
-        if t27.__class__ is t29.__class__ and (t27.__class__ is int or t27.__class__ is str):
+        if t27.__class__ is str:
             t28 = t27 == t29
         else:
-            if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t27, t29)
             t28 = _compare('==', t27, t29)
         t24 = (t28 if t28.__class__ is bool else _truth(t28))
     else:
@@ -10619,14 +10336,14 @@ def e314(env):
 def e315(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     t5 = ('checkpoint.initial_load_path')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = ('checkpoint.initial_load_path')
@@ -10651,160 +10368,178 @@ def e316(env):
 
 def e317(env):
     t1 = []
-    t3 = env.lookup('plain')
-    if t3 is None: t3 = Missing('plain')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('srcs')
-    if t4 is None: t4 = Missing('srcs')
+    t2 = env.budget
+    t4 = env.lookup('plain')
+    if t4 is None: t4 = Missing('plain')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t5 = t3 + t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('+', t3, t4, env)
+    t5 = env.lookup('srcs')
+    if t5 is None: t5 = Missing('srcs')
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = env.lookup('val')
-    if t6 is None: t6 = Missing('val')
+    if t4.__class__ is int and t5.__class__ is int:
+        t6 = t4 + t5
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    else:
+        t6 = _binop('+', t4, t5, env)
     if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t5.__class__ is int and t6.__class__ is int:
-        t7 = t5 + t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-    else:
-        t7 = _binop('+', t5, t6, env)
+    t7 = env.lookup('val')
+    if t7 is None: t7 = Missing('val')
     if t7 is None or t7.__class__ is Missing: _need(t7)
-    t8 = env.lookup('v02')
-    if t8 is None: t8 = Missing('v02')
-    if t8 is None or t8.__class__ is Missing: _need(t8)
-    if t7.__class__ is int and t8.__class__ is int:
-        t9 = t7 + t8
-        if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+    if t6.__class__ is int and t7.__class__ is int:
+        t8 = t6 + t7
+        if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
     else:
-        t9 = _binop('+', t7, t8, env)
-    t2 = loop_items(t9)
-    t10 = Env({}, None, env.budget, env)
-    for t11 in t2:
-        _charge(env, 62)
-        t10.values['x'] = t11
-        t10.let_cache = None
-        t12 = t10.lookup('datasets')
-        if t12 is None: t12 = Missing('datasets')
-        if t12.__class__ is dict and 'registries' in t12:
-            t13 = t12['registries']
-            if t13 is None: t13 = Missing('datasets.registries')
+        t8 = _binop('+', t6, t7, env)
+    if t8 is None or t8.__class__ is Missing: _need(t8)
+    t9 = env.lookup('v02')
+    if t9 is None: t9 = Missing('v02')
+    if t9 is None or t9.__class__ is Missing: _need(t9)
+    if t8.__class__ is int and t9.__class__ is int:
+        t10 = t8 + t9
+        if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+    else:
+        t10 = _binop('+', t8, t9, env)
+    t3 = loop_items(t10)
+    t11 = Env({}, None, t2, env)
+    t12 = t11.values
+    for t13 in t3:
+        t2.left -= 62
+        if t2.left < 0: _charge(env, 0)
+        t12['x'] = t13
+        t11.let_cache = None
+        t14 = t11.lookup('datasets')
+        if t14 is None: t14 = Missing('datasets')
+        if t14.__class__ is dict and 'registries' in t14:
+            t15 = t14['registries']
+            if t15 is None: t15 = Missing('datasets.registries')
         else:
-            t13 = attr_value(t12, 'registries', 'datasets.registries')
-        t13 = _need(t13)
-        t14 = t11
-        if t14 is None: t14 = Missing('x')
-        t14 = _need(t14)
-        t15 = (2)
-        t16 = index_value(t14, _need(t15), 'x')
-        t17 = index_value(t13, _need(t16), 'datasets.registries')
-        if t17.__class__ is dict and 'lowercased' in t17:
-            t18 = t17['lowercased']
-            if t18 is None: t18 = Missing('lowercased')
+            t15 = attr_value(t14, 'registries', 'datasets.registries')
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = t13
+        if t16 is None: t16 = Missing('x')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = (2)
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = index_value(t16, t17, 'x')
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = index_value(t15, t18, 'datasets.registries')
+        if t19.__class__ is dict and 'lowercased' in t19:
+            t20 = t19['lowercased']
+            if t20 is None: t20 = Missing('lowercased')
         else:
-            t18 = attr_value(t17, 'lowercased', 'lowercased')
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t20 = t11
-            if t20 is None: t20 = Missing('x')
-            t20 = _need(t20)
-            t21 = (1)
-            t22 = index_value(t20, _need(t21), 'x')
-            t23 = call_value(t10, F_lower.fn, F_lower.cost, False, [t22])
-            t19 = t23
+            t20 = attr_value(t19, 'lowercased', 'lowercased')
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t22 = t13
+            if t22 is None: t22 = Missing('x')
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = (1)
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = index_value(t22, t23, 'x')
+            t25 = call_value(t11, F_lower.fn, F_lower.cost, False, [t24])
+            t21 = t25
         else:
-            t24 = t11
-            if t24 is None: t24 = Missing('x')
-            t24 = _need(t24)
-            t25 = (1)
-            t26 = index_value(t24, _need(t25), 'x')
-            t19 = t26
-        t28 = t10.lookup('datasets')
-        if t28 is None: t28 = Missing('datasets')
-        if t28.__class__ is dict and 'registries' in t28:
-            t29 = t28['registries']
-            if t29 is None: t29 = Missing('datasets.registries')
+            t26 = t13
+            if t26 is None: t26 = Missing('x')
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            t27 = (1)
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = index_value(t26, t27, 'x')
+            t21 = t28
+        t30 = t11.lookup('datasets')
+        if t30 is None: t30 = Missing('datasets')
+        if t30.__class__ is dict and 'registries' in t30:
+            t31 = t30['registries']
+            if t31 is None: t31 = Missing('datasets.registries')
         else:
-            t29 = attr_value(t28, 'registries', 'datasets.registries')
-        t29 = _need(t29)
-        t30 = t11
-        if t30 is None: t30 = Missing('x')
-        t30 = _need(t30)
-        t31 = (2)
-        t32 = index_value(t30, _need(t31), 'x')
-        t33 = index_value(t29, _need(t32), 'datasets.registries')
-        if t33.__class__ is dict and 'names' in t33:
-            t34 = t33['names']
-            if t34 is None: t34 = Missing('names')
+            t31 = attr_value(t30, 'registries', 'datasets.registries')
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        t32 = t13
+        if t32 is None: t32 = Missing('x')
+        if t32 is None or t32.__class__ is Missing: _need(t32)
+        t33 = (2)
+        if t33 is None or t33.__class__ is Missing: _need(t33)
+        t34 = index_value(t32, t33, 'x')
+        if t34 is None or t34.__class__ is Missing: _need(t34)
+        t35 = index_value(t31, t34, 'datasets.registries')
+        if t35.__class__ is dict and 'names' in t35:
+            t36 = t35['names']
+            if t36 is None: t36 = Missing('names')
         else:
-            t34 = attr_value(t33, 'names', 'names')
-        if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(t10, t19, t34)
-        t27 = _compare('not in', t19, t34)
-        if (t27 if t27.__class__ is bool else _truth(t27)):
-            t35 = t11
-            if t35 is None: t35 = Missing('x')
-            t35 = _need(t35)
-            t36 = (0)
-            t37 = index_value(t35, _need(t36), 'x')
-            t38 = t11
-            if t38 is None: t38 = Missing('x')
-            t38 = _need(t38)
-            t39 = (1)
-            t40 = index_value(t38, _need(t39), 'x')
-            t41 = t11
-            if t41 is None: t41 = Missing('x')
-            t41 = _need(t41)
-            t42 = (2)
-            t43 = index_value(t41, _need(t42), 'x')
-            t44 = t11
-            if t44 is None: t44 = Missing('x')
-            t44 = _need(t44)
-            t45 = (3)
-            t46 = index_value(t44, _need(t45), 'x')
-            t47 = t11
-            if t47 is None: t47 = Missing('x')
-            t47 = _need(t47)
-            t48 = (4)
-            t49 = index_value(t47, _need(t48), 'x')
-            t50 = t10.lookup('datasets')
-            if t50 is None: t50 = Missing('datasets')
-            if t50.__class__ is dict and 'registries' in t50:
-                t51 = t50['registries']
-                if t51 is None: t51 = Missing('datasets.registries')
+            t36 = attr_value(t35, 'names', 'names')
+        if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(t11, t21, t36)
+        t29 = _compare('not in', t21, t36)
+        if (t29 if t29.__class__ is bool else _truth(t29)):
+            t37 = t13
+            if t37 is None: t37 = Missing('x')
+            if t37 is None or t37.__class__ is Missing: _need(t37)
+            t38 = (0)
+            if t38 is None or t38.__class__ is Missing: _need(t38)
+            t39 = index_value(t37, t38, 'x')
+            t40 = t13
+            if t40 is None: t40 = Missing('x')
+            if t40 is None or t40.__class__ is Missing: _need(t40)
+            t41 = (1)
+            if t41 is None or t41.__class__ is Missing: _need(t41)
+            t42 = index_value(t40, t41, 'x')
+            t43 = t13
+            if t43 is None: t43 = Missing('x')
+            if t43 is None or t43.__class__ is Missing: _need(t43)
+            t44 = (2)
+            if t44 is None or t44.__class__ is Missing: _need(t44)
+            t45 = index_value(t43, t44, 'x')
+            t46 = t13
+            if t46 is None: t46 = Missing('x')
+            if t46 is None or t46.__class__ is Missing: _need(t46)
+            t47 = (3)
+            if t47 is None or t47.__class__ is Missing: _need(t47)
+            t48 = index_value(t46, t47, 'x')
+            t49 = t13
+            if t49 is None: t49 = Missing('x')
+            if t49 is None or t49.__class__ is Missing: _need(t49)
+            t50 = (4)
+            if t50 is None or t50.__class__ is Missing: _need(t50)
+            t51 = index_value(t49, t50, 'x')
+            t52 = t11.lookup('datasets')
+            if t52 is None: t52 = Missing('datasets')
+            if t52.__class__ is dict and 'registries' in t52:
+                t53 = t52['registries']
+                if t53 is None: t53 = Missing('datasets.registries')
             else:
-                t51 = attr_value(t50, 'registries', 'datasets.registries')
-            t51 = _need(t51)
-            t52 = t11
-            if t52 is None: t52 = Missing('x')
-            t52 = _need(t52)
-            t53 = (2)
-            t54 = index_value(t52, _need(t53), 'x')
-            t55 = index_value(t51, _need(t54), 'datasets.registries')
-            if t55.__class__ is dict and 'lowercased' in t55:
-                t56 = t55['lowercased']
-                if t56 is None: t56 = Missing('lowercased')
+                t53 = attr_value(t52, 'registries', 'datasets.registries')
+            if t53 is None or t53.__class__ is Missing: _need(t53)
+            t54 = t13
+            if t54 is None: t54 = Missing('x')
+            if t54 is None or t54.__class__ is Missing: _need(t54)
+            t55 = (2)
+            if t55 is None or t55.__class__ is Missing: _need(t55)
+            t56 = index_value(t54, t55, 'x')
+            if t56 is None or t56.__class__ is Missing: _need(t56)
+            t57 = index_value(t53, t56, 'datasets.registries')
+            if t57.__class__ is dict and 'lowercased' in t57:
+                t58 = t57['lowercased']
+                if t58 is None: t58 = Missing('lowercased')
             else:
-                t56 = attr_value(t55, 'lowercased', 'lowercased')
-            if (t56 if t56.__class__ is bool else _truth(t56)):
-                t58 = t11
-                if t58 is None: t58 = Missing('x')
-                t58 = _need(t58)
-                t59 = (1)
-                t60 = index_value(t58, _need(t59), 'x')
-                t61 = call_value(t10, F_lower.fn, F_lower.cost, False, [t60])
-                t57 = t61
+                t58 = attr_value(t57, 'lowercased', 'lowercased')
+            if (t58 if t58.__class__ is bool else _truth(t58)):
+                t60 = t13
+                if t60 is None: t60 = Missing('x')
+                if t60 is None or t60.__class__ is Missing: _need(t60)
+                t61 = (1)
+                if t61 is None or t61.__class__ is Missing: _need(t61)
+                t62 = index_value(t60, t61, 'x')
+                t63 = call_value(t11, F_lower.fn, F_lower.cost, False, [t62])
+                t59 = t63
             else:
-                t62 = t11
-                if t62 is None: t62 = Missing('x')
-                t62 = _need(t62)
-                t63 = (1)
-                t64 = index_value(t62, _need(t63), 'x')
-                t57 = t64
-            t65 = [t37, t40, t43, t46, t49, t57]
-            t1.append(t65)
-            t10.budget.mem -= 1
-            if t10.budget.mem < 0: _charge_mem(env, 0)
+                t64 = t13
+                if t64 is None: t64 = Missing('x')
+                if t64 is None or t64.__class__ is Missing: _need(t64)
+                t65 = (1)
+                if t65 is None or t65.__class__ is Missing: _need(t65)
+                t66 = index_value(t64, t65, 'x')
+                t59 = t66
+            t67 = [t39, t42, t45, t48, t51, t59]
+            t1.append(t67)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -10812,10 +10547,9 @@ def e318(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     t3 = ('0.3.0')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('config')
@@ -10825,12 +10559,15 @@ def e318(env):
             if t6 is None: t6 = Missing('config.dataloader')
         else:
             t6 = attr_value(t5, 'dataloader', 'config.dataloader')
-        t7 = call_value(env, F_type.fn, F_type.cost, True, [t6])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t7 = type_name(t6)
+        env.budget.mem -= len(t7)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t9 = ('table')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -10879,12 +10616,15 @@ def e319(env):
             if t13 is None: t13 = Missing('config.dataloader.dataset')
         else:
             t13 = attr_value(t12, 'dataset', 'config.dataloader.dataset')
-        t14 = call_value(env, F_type.fn, F_type.cost, True, [t13])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t14 = type_name(t13)
+        env.budget.mem -= len(t14)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t16 = ('string')
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+        if t14.__class__ is str:
             t15 = t14 == t16
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
             t15 = _compare('==', t14, t16)
         t10 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
@@ -10910,7 +10650,7 @@ def e319(env):
             if t23 is None: t23 = Missing('datasets.loaders')
         else:
             t23 = attr_value(t22, 'loaders', 'datasets.loaders')
-        t23 = _need(t23)
+        if t23 is None or t23.__class__ is Missing: _need(t23)
         t24 = env.lookup('config')
         if t24 is None: t24 = Missing('config')
         if t24.__class__ is dict and 'dataloader' in t24:
@@ -10923,7 +10663,8 @@ def e319(env):
             if t26 is None: t26 = Missing('config.dataloader.class')
         else:
             t26 = attr_value(t25, 'class', 'config.dataloader.class')
-        t27 = index_value(t23, _need(t26), 'datasets.loaders')
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        t27 = index_value(t23, t26, 'datasets.loaders')
         t28 = env.lookup('config')
         if t28 is None: t28 = Missing('config')
         if t28.__class__ is dict and 'dataloader' in t28:
@@ -10987,148 +10728,168 @@ def e320(env):
             if t13 is None: t13 = Missing('config.dataloader.sources')
         else:
             t13 = attr_value(t12, 'sources', 'config.dataloader.sources')
-        t14 = call_value(env, F_type.fn, F_type.cost, True, [t13])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t14 = type_name(t13)
+        env.budget.mem -= len(t14)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t16 = ('list')
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+        if t14.__class__ is str:
             t15 = t14 == t16
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
             t15 = _compare('==', t14, t16)
         t10 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
         t10 = False
     if (t10 if t10.__class__ is bool else _truth(t10)):
         t18 = []
-        t20 = (0)
-        t21 = env.lookup('s')
-        if t21 is None: t21 = Missing('s')
-        t22 = call_value(env, F_len.fn, F_len.cost, False, [t21])
-        t23 = call_value(env, F_range.fn, F_range.cost, False, [t20, t22])
-        t19 = loop_items(t23)
-        t24 = Env({}, None, env.budget, env)
-        for t25 in t19:
-            _charge(env, 40)
-            t24.values['i'] = t25
-            t24.let_cache = None
-            t26 = t24.lookup('s')
-            if t26 is None: t26 = Missing('s')
-            t26 = _need(t26)
-            t27 = t25
-            if t27 is None: t27 = Missing('i')
-            t28 = index_value(t26, _need(t27), 's')
-            t29 = call_value(t24, F_type.fn, F_type.cost, True, [t28])
-            t31 = ('table')
-            if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
-                t30 = t29 == t31
+        t19 = env.budget
+        t21 = (0)
+        t22 = env.lookup('s')
+        if t22 is None: t22 = Missing('s')
+        if t22.__class__ is list or t22.__class__ is str or t22.__class__ is dict:
+            t23 = len(t22)
+            env.budget.left -= t23 if t23 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t23 = call_value(env, F_len.fn, F_len.cost, False, [t22])
+        t24 = call_value(env, F_range.fn, F_range.cost, False, [t21, t23])
+        t20 = loop_items(t24)
+        t25 = Env({}, None, t19, env)
+        t26 = t25.values
+        for t27 in t20:
+            t19.left -= 40
+            if t19.left < 0: _charge(env, 0)
+            t26['i'] = t27
+            t25.let_cache = None
+            t28 = t25.lookup('s')
+            if t28 is None: t28 = Missing('s')
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            t29 = t27
+            if t29 is None: t29 = Missing('i')
+            if t29 is None or t29.__class__ is Missing: _need(t29)
+            t30 = index_value(t28, t29, 's')
+            t25.budget.left -= 1
+            if t25.budget.left < 0: _charge(t25, 0)
+            t31 = type_name(t30)
+            t25.budget.mem -= len(t31)
+            if t25.budget.mem < 0: _charge_mem(t25, 0)
+            t33 = ('table')
+            if t31.__class__ is str:
+                t32 = t31 == t33
             else:
-                if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t24, t29, t31)
-                t30 = _compare('==', t29, t31)
-            if (t30 if t30.__class__ is bool else _truth(t30)):
-                t33 = t24.lookup('s')
-                if t33 is None: t33 = Missing('s')
-                t33 = _need(t33)
-                t34 = t25
-                if t34 is None: t34 = Missing('i')
-                t35 = index_value(t33, _need(t34), 's')
-                if t35.__class__ is dict and 'dataset' in t35:
-                    t36 = t35['dataset']
-                    if t36 is None: t36 = Missing('dataset')
-                else:
-                    t36 = attr_value(t35, 'dataset', 'dataset')
-                t37 = call_value(t24, F_type.fn, F_type.cost, True, [t36])
-                t39 = ('string')
-                if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
-                    t38 = t37 == t39
-                else:
-                    if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(t24, t37, t39)
-                    t38 = _compare('==', t37, t39)
-                t32 = (t38 if t38.__class__ is bool else _truth(t38))
-            else:
-                t32 = False
+                t32 = _compare('==', t31, t33)
             if (t32 if t32.__class__ is bool else _truth(t32)):
-                t40 = ('dataloader.sources')
-                t41 = t24.lookup('s')
-                if t41 is None: t41 = Missing('s')
-                t41 = _need(t41)
-                t42 = t25
-                if t42 is None: t42 = Missing('i')
-                t43 = index_value(t41, _need(t42), 's')
-                if t43.__class__ is dict and 'dataset' in t43:
-                    t44 = t43['dataset']
-                    if t44 is None: t44 = Missing('dataset')
+                t35 = t25.lookup('s')
+                if t35 is None: t35 = Missing('s')
+                if t35 is None or t35.__class__ is Missing: _need(t35)
+                t36 = t27
+                if t36 is None: t36 = Missing('i')
+                if t36 is None or t36.__class__ is Missing: _need(t36)
+                t37 = index_value(t35, t36, 's')
+                if t37.__class__ is dict and 'dataset' in t37:
+                    t38 = t37['dataset']
+                    if t38 is None: t38 = Missing('dataset')
                 else:
-                    t44 = attr_value(t43, 'dataset', 'dataset')
-                t45 = t24.lookup('datasets')
-                if t45 is None: t45 = Missing('datasets')
-                if t45.__class__ is dict and 'source_loaders' in t45:
-                    t46 = t45['source_loaders']
-                    if t46 is None: t46 = Missing('datasets.source_loaders')
+                    t38 = attr_value(t37, 'dataset', 'dataset')
+                t25.budget.left -= 1
+                if t25.budget.left < 0: _charge(t25, 0)
+                t39 = type_name(t38)
+                t25.budget.mem -= len(t39)
+                if t25.budget.mem < 0: _charge_mem(t25, 0)
+                t41 = ('string')
+                if t39.__class__ is str:
+                    t40 = t39 == t41
                 else:
-                    t46 = attr_value(t45, 'source_loaders', 'datasets.source_loaders')
-                t46 = _need(t46)
-                t47 = t24.lookup('config')
-                if t47 is None: t47 = Missing('config')
-                if t47.__class__ is dict and 'dataloader' in t47:
-                    t48 = t47['dataloader']
-                    if t48 is None: t48 = Missing('config.dataloader')
+                    t40 = _compare('==', t39, t41)
+                t34 = (t40 if t40.__class__ is bool else _truth(t40))
+            else:
+                t34 = False
+            if (t34 if t34.__class__ is bool else _truth(t34)):
+                t42 = ('dataloader.sources')
+                t43 = t25.lookup('s')
+                if t43 is None: t43 = Missing('s')
+                if t43 is None or t43.__class__ is Missing: _need(t43)
+                t44 = t27
+                if t44 is None: t44 = Missing('i')
+                if t44 is None or t44.__class__ is Missing: _need(t44)
+                t45 = index_value(t43, t44, 's')
+                if t45.__class__ is dict and 'dataset' in t45:
+                    t46 = t45['dataset']
+                    if t46 is None: t46 = Missing('dataset')
                 else:
-                    t48 = attr_value(t47, 'dataloader', 'config.dataloader')
-                if t48.__class__ is dict and 'class' in t48:
-                    t49 = t48['class']
-                    if t49 is None: t49 = Missing('config.dataloader.class')
+                    t46 = attr_value(t45, 'dataset', 'dataset')
+                t47 = t25.lookup('datasets')
+                if t47 is None: t47 = Missing('datasets')
+                if t47.__class__ is dict and 'source_loaders' in t47:
+                    t48 = t47['source_loaders']
+                    if t48 is None: t48 = Missing('datasets.source_loaders')
                 else:
-                    t49 = attr_value(t48, 'class', 'config.dataloader.class')
-                t50 = index_value(t46, _need(t49), 'datasets.source_loaders')
-                t51 = t24.lookup('config')
-                if t51 is None: t51 = Missing('config')
-                if t51.__class__ is dict and 'dataloader' in t51:
-                    t52 = t51['dataloader']
-                    if t52 is None: t52 = Missing('config.dataloader')
+                    t48 = attr_value(t47, 'source_loaders', 'datasets.source_loaders')
+                if t48 is None or t48.__class__ is Missing: _need(t48)
+                t49 = t25.lookup('config')
+                if t49 is None: t49 = Missing('config')
+                if t49.__class__ is dict and 'dataloader' in t49:
+                    t50 = t49['dataloader']
+                    if t50 is None: t50 = Missing('config.dataloader')
                 else:
-                    t52 = attr_value(t51, 'dataloader', 'config.dataloader')
-                if t52.__class__ is dict and 'class' in t52:
-                    t53 = t52['class']
-                    if t53 is None: t53 = Missing('config.dataloader.class')
+                    t50 = attr_value(t49, 'dataloader', 'config.dataloader')
+                if t50.__class__ is dict and 'class' in t50:
+                    t51 = t50['class']
+                    if t51 is None: t51 = Missing('config.dataloader.class')
                 else:
-                    t53 = attr_value(t52, 'class', 'config.dataloader.class')
-                t54 = ('dataloader.sources[')
-                if t54 is None or t54.__class__ is Missing: _need(t54)
-                t55 = t25
-                if t55 is None: t55 = Missing('i')
-                t56 = call_value(t24, F_str.fn, F_str.cost, True, [t55])
+                    t51 = attr_value(t50, 'class', 'config.dataloader.class')
+                if t51 is None or t51.__class__ is Missing: _need(t51)
+                t52 = index_value(t48, t51, 'datasets.source_loaders')
+                t53 = t25.lookup('config')
+                if t53 is None: t53 = Missing('config')
+                if t53.__class__ is dict and 'dataloader' in t53:
+                    t54 = t53['dataloader']
+                    if t54 is None: t54 = Missing('config.dataloader')
+                else:
+                    t54 = attr_value(t53, 'dataloader', 'config.dataloader')
+                if t54.__class__ is dict and 'class' in t54:
+                    t55 = t54['class']
+                    if t55 is None: t55 = Missing('config.dataloader.class')
+                else:
+                    t55 = attr_value(t54, 'class', 'config.dataloader.class')
+                t56 = ('dataloader.sources[')
                 if t56 is None or t56.__class__ is Missing: _need(t56)
-                if t54.__class__ is int and t56.__class__ is int:
-                    t57 = t54 + t56
-                    if not -MAX_INT <= t57 <= MAX_INT: _check_value(t57)
-                else:
-                    t57 = _binop('+', t54, t56, t24)
-                if t57 is None or t57.__class__ is Missing: _need(t57)
-                t58 = ('].dataset')
+                t57 = t27
+                if t57 is None: t57 = Missing('i')
+                t58 = call_value(t25, F_str.fn, F_str.cost, True, [t57])
                 if t58 is None or t58.__class__ is Missing: _need(t58)
-                if t57.__class__ is int and t58.__class__ is int:
-                    t59 = t57 + t58
+                if t56.__class__ is int and t58.__class__ is int:
+                    t59 = t56 + t58
                     if not -MAX_INT <= t59 <= MAX_INT: _check_value(t59)
                 else:
-                    t59 = _binop('+', t57, t58, t24)
-                t60 = [t40, t44, t50, t53, t59]
-                t18.append(t60)
-                t24.budget.mem -= 1
-                if t24.budget.mem < 0: _charge_mem(env, 0)
+                    t59 = _binop('+', t56, t58, t25)
+                if t59 is None or t59.__class__ is Missing: _need(t59)
+                t60 = ('].dataset')
+                if t60 is None or t60.__class__ is Missing: _need(t60)
+                if t59.__class__ is int and t60.__class__ is int:
+                    t61 = t59 + t60
+                    if not -MAX_INT <= t61 <= MAX_INT: _check_value(t61)
+                else:
+                    t61 = _binop('+', t59, t60, t25)
+                t62 = [t42, t46, t52, t55, t61]
+                t18.append(t62)
+                t19.mem -= 1
+                if t19.mem < 0: _charge_mem(env, 0)
                 if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t17 = t18
     else:
-        t61 = K113
-        t17 = t61
+        t63 = K113
+        t17 = t63
     return t17
 
 def e321(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     t3 = ('0.3.0')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('config')
@@ -11138,12 +10899,15 @@ def e321(env):
             if t6 is None: t6 = Missing('config.validator')
         else:
             t6 = attr_value(t5, 'validator', 'config.validator')
-        t7 = call_value(env, F_type.fn, F_type.cost, True, [t6])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t7 = type_name(t6)
+        env.budget.mem -= len(t7)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t9 = ('table')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -11165,7 +10929,6 @@ def e321(env):
         if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
             t14 = t13 == t15
         else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
             t14 = _compare('==', t13, t15)
         t10 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
@@ -11183,12 +10946,15 @@ def e321(env):
             if t19 is None: t19 = Missing('config.validator.dataloader')
         else:
             t19 = attr_value(t18, 'dataloader', 'config.validator.dataloader')
-        t20 = call_value(env, F_type.fn, F_type.cost, True, [t19])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t20 = type_name(t19)
+        env.budget.mem -= len(t20)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t22 = ('table')
-        if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+        if t20.__class__ is str:
             t21 = t20 == t22
         else:
-            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
             t21 = _compare('==', t20, t22)
         t16 = (t21 if t21.__class__ is bool else _truth(t21))
     else:
@@ -11242,12 +11008,15 @@ def e321(env):
             if t36 is None: t36 = Missing('config.validator.dataloader.dataset')
         else:
             t36 = attr_value(t35, 'dataset', 'config.validator.dataloader.dataset')
-        t37 = call_value(env, F_type.fn, F_type.cost, True, [t36])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t37 = type_name(t36)
+        env.budget.mem -= len(t37)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t39 = ('string')
-        if t37.__class__ is t39.__class__ and (t37.__class__ is int or t37.__class__ is str):
+        if t37.__class__ is str:
             t38 = t37 == t39
         else:
-            if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(env, t37, t39)
             t38 = _compare('==', t37, t39)
         t32 = (t38 if t38.__class__ is bool else _truth(t38))
     else:
@@ -11278,7 +11047,7 @@ def e321(env):
             if t47 is None: t47 = Missing('datasets.loaders')
         else:
             t47 = attr_value(t46, 'loaders', 'datasets.loaders')
-        t47 = _need(t47)
+        if t47 is None or t47.__class__ is Missing: _need(t47)
         t48 = env.lookup('config')
         if t48 is None: t48 = Missing('config')
         if t48.__class__ is dict and 'validator' in t48:
@@ -11296,7 +11065,8 @@ def e321(env):
             if t51 is None: t51 = Missing('config.validator.dataloader.class')
         else:
             t51 = attr_value(t50, 'class', 'config.validator.dataloader.class')
-        t52 = index_value(t47, _need(t51), 'datasets.loaders')
+        if t51 is None or t51.__class__ is Missing: _need(t51)
+        t52 = index_value(t47, t51, 'datasets.loaders')
         t53 = env.lookup('config')
         if t53 is None: t53 = Missing('config')
         if t53.__class__ is dict and 'validator' in t53:
@@ -11335,10 +11105,9 @@ def e322(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     t3 = ('0.2.x')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('config')
@@ -11353,12 +11122,15 @@ def e322(env):
             if t7 is None: t7 = Missing('config.model.name')
         else:
             t7 = attr_value(t6, 'name', 'config.model.name')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('string')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         t4 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
@@ -11402,12 +11174,15 @@ def e322(env):
             if t22 is None: t22 = Missing('config.training.dataset')
         else:
             t22 = attr_value(t21, 'dataset', 'config.training.dataset')
-        t23 = call_value(env, F_type.fn, F_type.cost, True, [t22])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t23 = type_name(t22)
+        env.budget.mem -= len(t23)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t25 = ('string')
-        if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
+        if t23.__class__ is str:
             t24 = t23 == t25
         else:
-            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(env, t23, t25)
             t24 = _compare('==', t23, t25)
         t19 = (t24 if t24.__class__ is bool else _truth(t24))
     else:
@@ -11433,7 +11208,7 @@ def e322(env):
             if t32 is None: t32 = Missing('datasets.models')
         else:
             t32 = attr_value(t31, 'models', 'datasets.models')
-        t32 = _need(t32)
+        if t32 is None or t32.__class__ is Missing: _need(t32)
         t33 = env.lookup('config')
         if t33 is None: t33 = Missing('config')
         if t33.__class__ is dict and 'model' in t33:
@@ -11446,7 +11221,8 @@ def e322(env):
             if t35 is None: t35 = Missing('config.model.name')
         else:
             t35 = attr_value(t34, 'name', 'config.model.name')
-        t36 = index_value(t32, _need(t35), 'datasets.models')
+        if t35 is None or t35.__class__ is Missing: _need(t35)
+        t36 = index_value(t32, t35, 'datasets.models')
         t37 = ('model ')
         if t37 is None or t37.__class__ is Missing: _need(t37)
         t38 = env.lookup('config')
@@ -11489,13 +11265,15 @@ def e324(env):
         if t2 is None: t2 = Missing('datasets.registries')
     else:
         t2 = attr_value(t1, 'registries', 'datasets.registries')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('item')
     if t3 is None: t3 = Missing('item')
-    t3 = _need(t3)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = (2)
-    t5 = index_value(t3, _need(t4), 'item')
-    t6 = index_value(t2, _need(t5), 'datasets.registries')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t3, t4, 'item')
+    if t5 is None or t5.__class__ is Missing: _need(t5)
+    t6 = index_value(t2, t5, 'datasets.registries')
     if t6.__class__ is dict and 'names' in t6:
         t7 = t6['names']
         if t7 is None: t7 = Missing('names')
@@ -11508,568 +11286,586 @@ def e324(env):
 def e325(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (5)
-    t3 = index_value(t1, _need(t2), 'item')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'item')
     return t3
 
 def e326(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     t3 = ('main@b5bcd76c6')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 != t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('!=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = K116
         t4 = t5
     else:
         t6 = []
-        t8 = env.lookup('nodes')
-        if t8 is None: t8 = Missing('nodes')
-        t7 = loop_items(t8)
-        t9 = Env({}, None, env.budget, env)
-        for t10 in t7:
-            _charge(env, 27)
-            t9.values['n'] = t10
-            t9.let_cache = None
-            t11 = ('num_packing_bins')
-            t13 = t10
-            if t13 is None: t13 = Missing('n')
-            t14 = call_value(t9, F_keys.fn, F_keys.cost, False, [t13])
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t9, t11, t14)
-            t12 = _compare('in', t11, t14)
-            if (t12 if t12.__class__ is bool else _truth(t12)):
-                t16 = t10
-                if t16 is None: t16 = Missing('n')
-                if t16.__class__ is dict and 'num_packing_bins' in t16:
-                    t17 = t16['num_packing_bins']
-                    if t17 is None: t17 = Missing('n.num_packing_bins')
+        t7 = env.budget
+        t9 = env.lookup('nodes')
+        if t9 is None: t9 = Missing('nodes')
+        t8 = loop_items(t9)
+        t10 = Env({}, None, t7, env)
+        t11 = t10.values
+        for t12 in t8:
+            t7.left -= 27
+            if t7.left < 0: _charge(env, 0)
+            t11['n'] = t12
+            t10.let_cache = None
+            t13 = ('num_packing_bins')
+            t15 = t12
+            if t15 is None: t15 = Missing('n')
+            t16 = call_value(t10, F_keys.fn, F_keys.cost, False, [t15])
+            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t10, t13, t16)
+            t14 = _compare('in', t13, t16)
+            if (t14 if t14.__class__ is bool else _truth(t14)):
+                t18 = t12
+                if t18 is None: t18 = Missing('n')
+                if t18.__class__ is dict and 'num_packing_bins' in t18:
+                    t19 = t18['num_packing_bins']
+                    if t19 is None: t19 = Missing('n.num_packing_bins')
                 else:
-                    t17 = attr_value(t16, 'num_packing_bins', 'n.num_packing_bins')
-                t18 = call_value(t9, F_type.fn, F_type.cost, True, [t17])
-                t20 = ('int')
-                if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                    t19 = t18 == t20
+                    t19 = attr_value(t18, 'num_packing_bins', 'n.num_packing_bins')
+                t10.budget.left -= 1
+                if t10.budget.left < 0: _charge(t10, 0)
+                t20 = type_name(t19)
+                t10.budget.mem -= len(t20)
+                if t10.budget.mem < 0: _charge_mem(t10, 0)
+                t22 = ('int')
+                if t20.__class__ is str:
+                    t21 = t20 == t22
                 else:
-                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t9, t18, t20)
-                    t19 = _compare('==', t18, t20)
-                t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                    t21 = _compare('==', t20, t22)
+                t17 = (t21 if t21.__class__ is bool else _truth(t21))
             else:
-                t15 = False
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t22 = t10
-                if t22 is None: t22 = Missing('n')
-                if t22.__class__ is dict and 'num_packing_bins' in t22:
-                    t23 = t22['num_packing_bins']
-                    if t23 is None: t23 = Missing('n.num_packing_bins')
+                t17 = False
+            if (t17 if t17.__class__ is bool else _truth(t17)):
+                t24 = t12
+                if t24 is None: t24 = Missing('n')
+                if t24.__class__ is dict and 'num_packing_bins' in t24:
+                    t25 = t24['num_packing_bins']
+                    if t25 is None: t25 = Missing('n.num_packing_bins')
                 else:
-                    t23 = attr_value(t22, 'num_packing_bins', 'n.num_packing_bins')
-                t25 = (0)
-                if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                    t24 = t23 <= t25
+                    t25 = attr_value(t24, 'num_packing_bins', 'n.num_packing_bins')
+                t27 = (0)
+                if t25.__class__ is int:
+                    t26 = t25 <= t27
                 else:
-                    if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t9, t23, t25)
-                    t24 = _compare('<=', t23, t25)
-                t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                    t26 = _compare('<=', t25, t27)
+                t23 = (t26 if t26.__class__ is bool else _truth(t26))
             else:
-                t21 = False
-            if (t21 if t21.__class__ is bool else _truth(t21)):
-                t26 = ('ValueError: num_packing_bins must be positive (num_packing_bins = ')
-                if t26 is None or t26.__class__ is Missing: _need(t26)
-                t27 = t10
-                if t27 is None: t27 = Missing('n')
-                if t27.__class__ is dict and 'num_packing_bins' in t27:
-                    t28 = t27['num_packing_bins']
-                    if t28 is None: t28 = Missing('n.num_packing_bins')
+                t23 = False
+            if (t23 if t23.__class__ is bool else _truth(t23)):
+                t28 = ('ValueError: num_packing_bins must be positive (num_packing_bins = ')
+                if t28 is None or t28.__class__ is Missing: _need(t28)
+                t29 = t12
+                if t29 is None: t29 = Missing('n')
+                if t29.__class__ is dict and 'num_packing_bins' in t29:
+                    t30 = t29['num_packing_bins']
+                    if t30 is None: t30 = Missing('n.num_packing_bins')
                 else:
-                    t28 = attr_value(t27, 'num_packing_bins', 'n.num_packing_bins')
-                t29 = call_value(t9, F_str.fn, F_str.cost, True, [t28])
-                if t29 is None or t29.__class__ is Missing: _need(t29)
-                if t26.__class__ is int and t29.__class__ is int:
-                    t30 = t26 + t29
-                    if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
-                else:
-                    t30 = _binop('+', t26, t29, t9)
-                if t30 is None or t30.__class__ is Missing: _need(t30)
-                t31 = (')')
+                    t30 = attr_value(t29, 'num_packing_bins', 'n.num_packing_bins')
+                t31 = call_value(t10, F_str.fn, F_str.cost, True, [t30])
                 if t31 is None or t31.__class__ is Missing: _need(t31)
-                if t30.__class__ is int and t31.__class__ is int:
-                    t32 = t30 + t31
+                if t28.__class__ is int and t31.__class__ is int:
+                    t32 = t28 + t31
                     if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
                 else:
-                    t32 = _binop('+', t30, t31, t9)
-                t33 = ('when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)')
-                t34 = ('use num_packing_bins >= 1 (the default is 8)')
-                t35 = [t32, t33, t34]
-                t6.append(t35)
-                t9.budget.mem -= 1
-                if t9.budget.mem < 0: _charge_mem(env, 0)
+                    t32 = _binop('+', t28, t31, t10)
+                if t32 is None or t32.__class__ is Missing: _need(t32)
+                t33 = (')')
+                if t33 is None or t33.__class__ is Missing: _need(t33)
+                if t32.__class__ is int and t33.__class__ is int:
+                    t34 = t32 + t33
+                    if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+                else:
+                    t34 = _binop('+', t32, t33, t10)
+                t35 = ('when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)')
+                t36 = ('use num_packing_bins >= 1 (the default is 8)')
+                t37 = [t34, t35, t36]
+                t6.append(t37)
+                t7.mem -= 1
+                if t7.mem < 0: _charge_mem(env, 0)
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t36 = []
-        t38 = env.lookup('nodes')
-        if t38 is None: t38 = Missing('nodes')
-        t37 = loop_items(t38)
-        t39 = Env({}, None, env.budget, env)
-        for t40 in t37:
-            _charge(env, 97)
-            t39.values['n'] = t40
-            t39.let_cache = None
-            t41 = ('datasets')
-            t43 = t40
-            if t43 is None: t43 = Missing('n')
-            t44 = call_value(t39, F_keys.fn, F_keys.cost, False, [t43])
-            if t44.__class__ is list or t44.__class__ is dict or t44.__class__ is str: _charge_operands(t39, t41, t44)
-            t42 = _compare('in', t41, t44)
-            if (t42 if t42.__class__ is bool else _truth(t42)):
-                t46 = t40
-                if t46 is None: t46 = Missing('n')
-                if t46.__class__ is dict and 'datasets' in t46:
-                    t47 = t46['datasets']
-                    if t47 is None: t47 = Missing('n.datasets')
+        t38 = []
+        t39 = env.budget
+        t41 = env.lookup('nodes')
+        if t41 is None: t41 = Missing('nodes')
+        t40 = loop_items(t41)
+        t42 = Env({}, None, t39, env)
+        t43 = t42.values
+        for t44 in t40:
+            t39.left -= 97
+            if t39.left < 0: _charge(env, 0)
+            t43['n'] = t44
+            t42.let_cache = None
+            t45 = ('datasets')
+            t47 = t44
+            if t47 is None: t47 = Missing('n')
+            t48 = call_value(t42, F_keys.fn, F_keys.cost, False, [t47])
+            if t48.__class__ is list or t48.__class__ is dict or t48.__class__ is str: _charge_operands(t42, t45, t48)
+            t46 = _compare('in', t45, t48)
+            if (t46 if t46.__class__ is bool else _truth(t46)):
+                t50 = t44
+                if t50 is None: t50 = Missing('n')
+                if t50.__class__ is dict and 'datasets' in t50:
+                    t51 = t50['datasets']
+                    if t51 is None: t51 = Missing('n.datasets')
                 else:
-                    t47 = attr_value(t46, 'datasets', 'n.datasets')
-                t48 = call_value(t39, F_type.fn, F_type.cost, True, [t47])
-                t50 = ('list')
-                if t48.__class__ is t50.__class__ and (t48.__class__ is int or t48.__class__ is str):
-                    t49 = t48 == t50
+                    t51 = attr_value(t50, 'datasets', 'n.datasets')
+                t42.budget.left -= 1
+                if t42.budget.left < 0: _charge(t42, 0)
+                t52 = type_name(t51)
+                t42.budget.mem -= len(t52)
+                if t42.budget.mem < 0: _charge_mem(t42, 0)
+                t54 = ('list')
+                if t52.__class__ is str:
+                    t53 = t52 == t54
                 else:
-                    if t50.__class__ is list or t50.__class__ is dict or t50.__class__ is str: _charge_operands(t39, t48, t50)
-                    t49 = _compare('==', t48, t50)
-                t45 = (t49 if t49.__class__ is bool else _truth(t49))
+                    t53 = _compare('==', t52, t54)
+                t49 = (t53 if t53.__class__ is bool else _truth(t53))
             else:
-                t45 = False
-            if (t45 if t45.__class__ is bool else _truth(t45)):
-                t52 = t40
-                if t52 is None: t52 = Missing('n')
-                if t52.__class__ is dict and 'datasets' in t52:
-                    t53 = t52['datasets']
-                    if t53 is None: t53 = Missing('n.datasets')
+                t49 = False
+            if (t49 if t49.__class__ is bool else _truth(t49)):
+                t56 = t44
+                if t56 is None: t56 = Missing('n')
+                if t56.__class__ is dict and 'datasets' in t56:
+                    t57 = t56['datasets']
+                    if t57 is None: t57 = Missing('n.datasets')
                 else:
-                    t53 = attr_value(t52, 'datasets', 'n.datasets')
-                t54 = call_value(t39, F_len.fn, F_len.cost, False, [t53])
-                t56 = (0)
-                if t54.__class__ is t56.__class__ and (t54.__class__ is int or t54.__class__ is str):
-                    t55 = t54 == t56
+                    t57 = attr_value(t56, 'datasets', 'n.datasets')
+                if t57.__class__ is list or t57.__class__ is str or t57.__class__ is dict:
+                    t58 = len(t57)
+                    t42.budget.left -= t58 if t58 > 1 else 1
+                    if t42.budget.left < 0: _charge(t42, 0)
                 else:
-                    if t56.__class__ is list or t56.__class__ is dict or t56.__class__ is str: _charge_operands(t39, t54, t56)
-                    t55 = _compare('==', t54, t56)
-                if (t55 if t55.__class__ is bool else _truth(t55)):
-                    t58 = t40
-                    if t58 is None: t58 = Missing('n')
-                    t58 = _need(t58)
-                    t59 = ('class')
-                    t60 = index_value(t58, _need(t59), 'n')
-                    t62 = ('DatasetMixConfig')
-                    if t60.__class__ is t62.__class__ and (t60.__class__ is int or t60.__class__ is str):
-                        t61 = t60 == t62
+                    t58 = call_value(t42, F_len.fn, F_len.cost, False, [t57])
+                t60 = (0)
+                if t58.__class__ is int:
+                    t59 = t58 == t60
+                else:
+                    t59 = _compare('==', t58, t60)
+                if (t59 if t59.__class__ is bool else _truth(t59)):
+                    t62 = t44
+                    if t62 is None: t62 = Missing('n')
+                    if t62 is None or t62.__class__ is Missing: _need(t62)
+                    t63 = ('class')
+                    if t63 is None or t63.__class__ is Missing: _need(t63)
+                    t64 = index_value(t62, t63, 'n')
+                    t66 = ('DatasetMixConfig')
+                    if t64.__class__ is str:
+                        t65 = t64 == t66
                     else:
-                        if t62.__class__ is list or t62.__class__ is dict or t62.__class__ is str: _charge_operands(t39, t60, t62)
-                        t61 = _compare('==', t60, t62)
-                    t57 = (t61 if t61.__class__ is bool else _truth(t61))
+                        t65 = _compare('==', t64, t66)
+                    t61 = (t65 if t65.__class__ is bool else _truth(t65))
                 else:
-                    t57 = False
-                if not (t57 if t57.__class__ is bool else _truth(t57)):
-                    t64 = []
-                    t66 = t40
-                    if t66 is None: t66 = Missing('n')
-                    if t66.__class__ is dict and 'datasets' in t66:
-                        t67 = t66['datasets']
-                        if t67 is None: t67 = Missing('n.datasets')
+                    t61 = False
+                if not (t61 if t61.__class__ is bool else _truth(t61)):
+                    t68 = []
+                    t69 = t42.budget
+                    t71 = t44
+                    if t71 is None: t71 = Missing('n')
+                    if t71.__class__ is dict and 'datasets' in t71:
+                        t72 = t71['datasets']
+                        if t72 is None: t72 = Missing('n.datasets')
                     else:
-                        t67 = attr_value(t66, 'datasets', 'n.datasets')
-                    t65 = loop_items(t67)
-                    t68 = Env({}, None, t39.budget, t39)
-                    for t69 in t65:
-                        _charge(t39, 34)
-                        t68.values['d'] = t69
-                        t68.let_cache = None
-                        t70 = t69
-                        if t70 is None: t70 = Missing('d')
-                        t71 = call_value(t68, F_type.fn, F_type.cost, True, [t70])
-                        t73 = ('table')
-                        if t71.__class__ is t73.__class__ and (t71.__class__ is int or t71.__class__ is str):
-                            t72 = t71 == t73
+                        t72 = attr_value(t71, 'datasets', 'n.datasets')
+                    t70 = loop_items(t72)
+                    t73 = Env({}, None, t69, t42)
+                    t74 = t73.values
+                    for t75 in t70:
+                        t69.left -= 34
+                        if t69.left < 0: _charge(t42, 0)
+                        t74['d'] = t75
+                        t73.let_cache = None
+                        t76 = t75
+                        if t76 is None: t76 = Missing('d')
+                        t73.budget.left -= 1
+                        if t73.budget.left < 0: _charge(t73, 0)
+                        t77 = type_name(t76)
+                        t73.budget.mem -= len(t77)
+                        if t73.budget.mem < 0: _charge_mem(t73, 0)
+                        t79 = ('table')
+                        if t77.__class__ is str:
+                            t78 = t77 == t79
                         else:
-                            if t73.__class__ is list or t73.__class__ is dict or t73.__class__ is str: _charge_operands(t68, t71, t73)
-                            t72 = _compare('==', t71, t73)
-                        if (t72 if t72.__class__ is bool else _truth(t72)):
-                            t75 = ('weight')
-                            t77 = t69
-                            if t77 is None: t77 = Missing('d')
-                            t78 = call_value(t68, F_keys.fn, F_keys.cost, False, [t77])
-                            if t78.__class__ is list or t78.__class__ is dict or t78.__class__ is str: _charge_operands(t68, t75, t78)
-                            t76 = _compare('in', t75, t78)
-                            t74 = (t76 if t76.__class__ is bool else _truth(t76))
+                            t78 = _compare('==', t77, t79)
+                        if (t78 if t78.__class__ is bool else _truth(t78)):
+                            t81 = ('weight')
+                            t83 = t75
+                            if t83 is None: t83 = Missing('d')
+                            t84 = call_value(t73, F_keys.fn, F_keys.cost, False, [t83])
+                            if t84.__class__ is list or t84.__class__ is dict or t84.__class__ is str: _charge_operands(t73, t81, t84)
+                            t82 = _compare('in', t81, t84)
+                            t80 = (t82 if t82.__class__ is bool else _truth(t82))
                         else:
-                            t74 = False
-                        if (t74 if t74.__class__ is bool else _truth(t74)):
-                            t80 = t69
-                            if t80 is None: t80 = Missing('d')
-                            if t80.__class__ is dict and 'weight' in t80:
-                                t81 = t80['weight']
-                                if t81 is None: t81 = Missing('d.weight')
-                            else:
-                                t81 = attr_value(t80, 'weight', 'd.weight')
-                            t82 = call_value(t68, F_type.fn, F_type.cost, True, [t81])
-                            t84 = K117
-                            if t84.__class__ is list or t84.__class__ is dict or t84.__class__ is str: _charge_operands(t68, t82, t84)
-                            t83 = _compare('in', t82, t84)
-                            t79 = (t83 if t83.__class__ is bool else _truth(t83))
-                        else:
-                            t79 = False
-                        if (t79 if t79.__class__ is bool else _truth(t79)):
-                            t86 = t69
+                            t80 = False
+                        if (t80 if t80.__class__ is bool else _truth(t80)):
+                            t86 = t75
                             if t86 is None: t86 = Missing('d')
                             if t86.__class__ is dict and 'weight' in t86:
                                 t87 = t86['weight']
                                 if t87 is None: t87 = Missing('d.weight')
                             else:
                                 t87 = attr_value(t86, 'weight', 'd.weight')
-                            t88 = call_value(t68, F_str.fn, F_str.cost, True, [t87])
-                            t90 = K118
-                            if t90.__class__ is list or t90.__class__ is dict or t90.__class__ is str: _charge_operands(t68, t88, t90)
+                            t73.budget.left -= 1
+                            if t73.budget.left < 0: _charge(t73, 0)
+                            t88 = type_name(t87)
+                            t73.budget.mem -= len(t88)
+                            if t73.budget.mem < 0: _charge_mem(t73, 0)
+                            t90 = K117
+                            if t90.__class__ is list or t90.__class__ is dict or t90.__class__ is str: _charge_operands(t73, t88, t90)
                             t89 = _compare('in', t88, t90)
-                            if not (t89 if t89.__class__ is bool else _truth(t89)):
-                                t92 = t69
-                                if t92 is None: t92 = Missing('d')
-                                if t92.__class__ is dict and 'weight' in t92:
-                                    t93 = t92['weight']
-                                    if t93 is None: t93 = Missing('d.weight')
-                                else:
-                                    t93 = attr_value(t92, 'weight', 'd.weight')
-                                t95 = (0)
-                                if t93.__class__ is t95.__class__ and (t93.__class__ is int or t93.__class__ is str):
-                                    t94 = t93 <= t95
-                                else:
-                                    if t95.__class__ is list or t95.__class__ is dict or t95.__class__ is str: _charge_operands(t68, t93, t95)
-                                    t94 = _compare('<=', t93, t95)
-                                t91 = (t94 if t94.__class__ is bool else _truth(t94))
-                            else:
-                                t91 = True
-                            t85 = (t91 if t91.__class__ is bool else _truth(t91))
+                            t85 = (t89 if t89.__class__ is bool else _truth(t89))
                         else:
                             t85 = False
-                        t64.append(t85)
-                        t68.budget.mem -= 1
-                        if t68.budget.mem < 0: _charge_mem(t39, 0)
-                        if len(t64) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                    t96 = call_value(t39, F_any.fn, F_any.cost, False, [t64])
-                    t63 = (t96 if t96.__class__ is bool else _truth(t96))
-                else:
-                    t63 = True
-                t51 = (t63 if t63.__class__ is bool else _truth(t63))
-            else:
-                t51 = False
-            if (t51 if t51.__class__ is bool else _truth(t51)):
-                t97 = ('ValueError: DatasetMixConfig requires finite, positive-weight datasets (')
-                if t97 is None or t97.__class__ is Missing: _need(t97)
-                t98 = t40
-                if t98 is None: t98 = Missing('n')
-                if t98.__class__ is dict and 'datasets' in t98:
-                    t99 = t98['datasets']
-                    if t99 is None: t99 = Missing('n.datasets')
-                else:
-                    t99 = attr_value(t98, 'datasets', 'n.datasets')
-                t100 = call_value(t39, F_len.fn, F_len.cost, False, [t99])
-                t102 = (0)
-                if t100.__class__ is t102.__class__ and (t100.__class__ is int or t100.__class__ is str):
-                    t101 = t100 == t102
-                else:
-                    if t102.__class__ is list or t102.__class__ is dict or t102.__class__ is str: _charge_operands(t39, t100, t102)
-                    t101 = _compare('==', t100, t102)
-                if (t101 if t101.__class__ is bool else _truth(t101)):
-                    t104 = ('no datasets')
-                    t103 = t104
-                else:
-                    t105 = ('weights ')
-                    if t105 is None or t105.__class__ is Missing: _need(t105)
-                    t106 = []
-                    t108 = t40
-                    if t108 is None: t108 = Missing('n')
-                    if t108.__class__ is dict and 'datasets' in t108:
-                        t109 = t108['datasets']
-                        if t109 is None: t109 = Missing('n.datasets')
-                    else:
-                        t109 = attr_value(t108, 'datasets', 'n.datasets')
-                    t107 = loop_items(t109)
-                    t110 = Env({}, None, t39.budget, t39)
-                    for t111 in t107:
-                        _charge(t39, 12)
-                        t110.values['d'] = t111
-                        t110.let_cache = None
-                        t112 = ('weight')
-                        t114 = t111
-                        if t114 is None: t114 = Missing('d')
-                        t115 = call_value(t110, F_keys.fn, F_keys.cost, False, [t114])
-                        if t115.__class__ is list or t115.__class__ is dict or t115.__class__ is str: _charge_operands(t110, t112, t115)
-                        t113 = _compare('in', t112, t115)
-                        if (t113 if t113.__class__ is bool else _truth(t113)):
-                            t117 = t111
-                            if t117 is None: t117 = Missing('d')
-                            if t117.__class__ is dict and 'weight' in t117:
-                                t118 = t117['weight']
-                                if t118 is None: t118 = Missing('d.weight')
+                        if (t85 if t85.__class__ is bool else _truth(t85)):
+                            t92 = t75
+                            if t92 is None: t92 = Missing('d')
+                            if t92.__class__ is dict and 'weight' in t92:
+                                t93 = t92['weight']
+                                if t93 is None: t93 = Missing('d.weight')
                             else:
-                                t118 = attr_value(t117, 'weight', 'd.weight')
-                            t119 = call_value(t110, F_str.fn, F_str.cost, True, [t118])
-                            t116 = t119
+                                t93 = attr_value(t92, 'weight', 'd.weight')
+                            t94 = call_value(t73, F_str.fn, F_str.cost, True, [t93])
+                            t96 = K118
+                            if t96.__class__ is list or t96.__class__ is dict or t96.__class__ is str: _charge_operands(t73, t94, t96)
+                            t95 = _compare('in', t94, t96)
+                            if not (t95 if t95.__class__ is bool else _truth(t95)):
+                                t98 = t75
+                                if t98 is None: t98 = Missing('d')
+                                if t98.__class__ is dict and 'weight' in t98:
+                                    t99 = t98['weight']
+                                    if t99 is None: t99 = Missing('d.weight')
+                                else:
+                                    t99 = attr_value(t98, 'weight', 'd.weight')
+                                t101 = (0)
+                                if t99.__class__ is int:
+                                    t100 = t99 <= t101
+                                else:
+                                    t100 = _compare('<=', t99, t101)
+                                t97 = (t100 if t100.__class__ is bool else _truth(t100))
+                            else:
+                                t97 = True
+                            t91 = (t97 if t97.__class__ is bool else _truth(t97))
                         else:
-                            t120 = ('1.0')
-                            t116 = t120
-                        t106.append(t116)
-                        t110.budget.mem -= 1
-                        if t110.budget.mem < 0: _charge_mem(t39, 0)
-                        if len(t106) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                    t121 = (', ')
-                    t122 = call_value(t39, F_join.fn, F_join.cost, False, [t106, t121])
-                    if t122 is None or t122.__class__ is Missing: _need(t122)
-                    if t105.__class__ is int and t122.__class__ is int:
-                        t123 = t105 + t122
-                        if not -MAX_INT <= t123 <= MAX_INT: _check_value(t123)
-                    else:
-                        t123 = _binop('+', t105, t122, t39)
-                    t103 = t123
+                            t91 = False
+                        t68.append(t91)
+                        t69.mem -= 1
+                        if t69.mem < 0: _charge_mem(t42, 0)
+                        if len(t68) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                    t102 = call_value(t42, F_any.fn, F_any.cost, False, [t68])
+                    t67 = (t102 if t102.__class__ is bool else _truth(t102))
+                else:
+                    t67 = True
+                t55 = (t67 if t67.__class__ is bool else _truth(t67))
+            else:
+                t55 = False
+            if (t55 if t55.__class__ is bool else _truth(t55)):
+                t103 = ('ValueError: DatasetMixConfig requires finite, positive-weight datasets (')
                 if t103 is None or t103.__class__ is Missing: _need(t103)
-                if t97.__class__ is int and t103.__class__ is int:
-                    t124 = t97 + t103
-                    if not -MAX_INT <= t124 <= MAX_INT: _check_value(t124)
+                t104 = t44
+                if t104 is None: t104 = Missing('n')
+                if t104.__class__ is dict and 'datasets' in t104:
+                    t105 = t104['datasets']
+                    if t105 is None: t105 = Missing('n.datasets')
                 else:
-                    t124 = _binop('+', t97, t103, t39)
-                if t124 is None or t124.__class__ is Missing: _need(t124)
-                t125 = (')')
-                if t125 is None or t125.__class__ is Missing: _need(t125)
-                if t124.__class__ is int and t125.__class__ is int:
-                    t126 = t124 + t125
-                    if not -MAX_INT <= t126 <= MAX_INT: _check_value(t126)
+                    t105 = attr_value(t104, 'datasets', 'n.datasets')
+                if t105.__class__ is list or t105.__class__ is str or t105.__class__ is dict:
+                    t106 = len(t105)
+                    t42.budget.left -= t106 if t106 > 1 else 1
+                    if t42.budget.left < 0: _charge(t42, 0)
                 else:
-                    t126 = _binop('+', t124, t125, t39)
-                t127 = ('when the trainer builds the dataloader (DatasetMixConfig.build), before the first step')
-                t128 = t40
-                if t128 is None: t128 = Missing('n')
-                if t128.__class__ is dict and 'datasets' in t128:
-                    t129 = t128['datasets']
-                    if t129 is None: t129 = Missing('n.datasets')
+                    t106 = call_value(t42, F_len.fn, F_len.cost, False, [t105])
+                t108 = (0)
+                if t106.__class__ is int:
+                    t107 = t106 == t108
                 else:
-                    t129 = attr_value(t128, 'datasets', 'n.datasets')
-                t130 = call_value(t39, F_len.fn, F_len.cost, False, [t129])
-                t132 = (0)
-                if t130.__class__ is t132.__class__ and (t130.__class__ is int or t130.__class__ is str):
-                    t131 = t130 == t132
+                    t107 = _compare('==', t106, t108)
+                if (t107 if t107.__class__ is bool else _truth(t107)):
+                    t110 = ('no datasets')
+                    t109 = t110
                 else:
-                    if t132.__class__ is list or t132.__class__ is dict or t132.__class__ is str: _charge_operands(t39, t130, t132)
-                    t131 = _compare('==', t130, t132)
-                if (t131 if t131.__class__ is bool else _truth(t131)):
-                    t134 = ('give the mix at least one dataset')
-                    t133 = t134
+                    t111 = ('weights ')
+                    if t111 is None or t111.__class__ is Missing: _need(t111)
+                    t112 = []
+                    t113 = t42.budget
+                    t115 = t44
+                    if t115 is None: t115 = Missing('n')
+                    if t115.__class__ is dict and 'datasets' in t115:
+                        t116 = t115['datasets']
+                        if t116 is None: t116 = Missing('n.datasets')
+                    else:
+                        t116 = attr_value(t115, 'datasets', 'n.datasets')
+                    t114 = loop_items(t116)
+                    t117 = Env({}, None, t113, t42)
+                    t118 = t117.values
+                    for t119 in t114:
+                        t113.left -= 12
+                        if t113.left < 0: _charge(t42, 0)
+                        t118['d'] = t119
+                        t117.let_cache = None
+                        t120 = ('weight')
+                        t122 = t119
+                        if t122 is None: t122 = Missing('d')
+                        t123 = call_value(t117, F_keys.fn, F_keys.cost, False, [t122])
+                        if t123.__class__ is list or t123.__class__ is dict or t123.__class__ is str: _charge_operands(t117, t120, t123)
+                        t121 = _compare('in', t120, t123)
+                        if (t121 if t121.__class__ is bool else _truth(t121)):
+                            t125 = t119
+                            if t125 is None: t125 = Missing('d')
+                            if t125.__class__ is dict and 'weight' in t125:
+                                t126 = t125['weight']
+                                if t126 is None: t126 = Missing('d.weight')
+                            else:
+                                t126 = attr_value(t125, 'weight', 'd.weight')
+                            t127 = call_value(t117, F_str.fn, F_str.cost, True, [t126])
+                            t124 = t127
+                        else:
+                            t128 = ('1.0')
+                            t124 = t128
+                        t112.append(t124)
+                        t113.mem -= 1
+                        if t113.mem < 0: _charge_mem(t42, 0)
+                        if len(t112) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                    t129 = (', ')
+                    t130 = call_value(t42, F_join.fn, F_join.cost, False, [t112, t129])
+                    if t130 is None or t130.__class__ is Missing: _need(t130)
+                    if t111.__class__ is int and t130.__class__ is int:
+                        t131 = t111 + t130
+                        if not -MAX_INT <= t131 <= MAX_INT: _check_value(t131)
+                    else:
+                        t131 = _binop('+', t111, t130, t42)
+                    t109 = t131
+                if t109 is None or t109.__class__ is Missing: _need(t109)
+                if t103.__class__ is int and t109.__class__ is int:
+                    t132 = t103 + t109
+                    if not -MAX_INT <= t132 <= MAX_INT: _check_value(t132)
                 else:
-                    t135 = ('give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)')
-                    t133 = t135
-                t136 = [t126, t127, t133]
-                t36.append(t136)
-                t39.budget.mem -= 1
-                if t39.budget.mem < 0: _charge_mem(env, 0)
-                if len(t36) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t36 is None or t36.__class__ is Missing: _need(t36)
-        if t6.__class__ is int and t36.__class__ is int:
-            t137 = t6 + t36
-            if not -MAX_INT <= t137 <= MAX_INT: _check_value(t137)
+                    t132 = _binop('+', t103, t109, t42)
+                if t132 is None or t132.__class__ is Missing: _need(t132)
+                t133 = (')')
+                if t133 is None or t133.__class__ is Missing: _need(t133)
+                if t132.__class__ is int and t133.__class__ is int:
+                    t134 = t132 + t133
+                    if not -MAX_INT <= t134 <= MAX_INT: _check_value(t134)
+                else:
+                    t134 = _binop('+', t132, t133, t42)
+                t135 = ('when the trainer builds the dataloader (DatasetMixConfig.build), before the first step')
+                t136 = t44
+                if t136 is None: t136 = Missing('n')
+                if t136.__class__ is dict and 'datasets' in t136:
+                    t137 = t136['datasets']
+                    if t137 is None: t137 = Missing('n.datasets')
+                else:
+                    t137 = attr_value(t136, 'datasets', 'n.datasets')
+                if t137.__class__ is list or t137.__class__ is str or t137.__class__ is dict:
+                    t138 = len(t137)
+                    t42.budget.left -= t138 if t138 > 1 else 1
+                    if t42.budget.left < 0: _charge(t42, 0)
+                else:
+                    t138 = call_value(t42, F_len.fn, F_len.cost, False, [t137])
+                t140 = (0)
+                if t138.__class__ is int:
+                    t139 = t138 == t140
+                else:
+                    t139 = _compare('==', t138, t140)
+                if (t139 if t139.__class__ is bool else _truth(t139)):
+                    t142 = ('give the mix at least one dataset')
+                    t141 = t142
+                else:
+                    t143 = ('give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)')
+                    t141 = t143
+                t144 = [t134, t135, t141]
+                t38.append(t144)
+                t39.mem -= 1
+                if t39.mem < 0: _charge_mem(env, 0)
+                if len(t38) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t38 is None or t38.__class__ is Missing: _need(t38)
+        if t6.__class__ is int and t38.__class__ is int:
+            t145 = t6 + t38
+            if not -MAX_INT <= t145 <= MAX_INT: _check_value(t145)
         else:
-            t137 = _binop('+', t6, t36, env)
-        if t137 is None or t137.__class__ is Missing: _need(t137)
-        t138 = []
-        t140 = env.lookup('nodes')
-        if t140 is None: t140 = Missing('nodes')
-        t139 = loop_items(t140)
-        t141 = Env({}, None, env.budget, env)
-        for t142 in t139:
-            _charge(env, 28)
-            t141.values['n'] = t142
-            t141.let_cache = None
-            t143 = ('datasets')
-            t145 = t142
-            if t145 is None: t145 = Missing('n')
-            t146 = call_value(t141, F_keys.fn, F_keys.cost, False, [t145])
-            if t146.__class__ is list or t146.__class__ is dict or t146.__class__ is str: _charge_operands(t141, t143, t146)
-            t144 = _compare('in', t143, t146)
-            if (t144 if t144.__class__ is bool else _truth(t144)):
-                t148 = t142
-                if t148 is None: t148 = Missing('n')
-                if t148.__class__ is dict and 'datasets' in t148:
-                    t149 = t148['datasets']
-                    if t149 is None: t149 = Missing('n.datasets')
+            t145 = _binop('+', t6, t38, env)
+        if t145 is None or t145.__class__ is Missing: _need(t145)
+        t146 = []
+        t147 = env.budget
+        t149 = env.lookup('nodes')
+        if t149 is None: t149 = Missing('nodes')
+        t148 = loop_items(t149)
+        t150 = Env({}, None, t147, env)
+        t151 = t150.values
+        for t152 in t148:
+            t147.left -= 28
+            if t147.left < 0: _charge(env, 0)
+            t151['n'] = t152
+            t150.let_cache = None
+            t153 = ('datasets')
+            t155 = t152
+            if t155 is None: t155 = Missing('n')
+            t156 = call_value(t150, F_keys.fn, F_keys.cost, False, [t155])
+            if t156.__class__ is list or t156.__class__ is dict or t156.__class__ is str: _charge_operands(t150, t153, t156)
+            t154 = _compare('in', t153, t156)
+            if (t154 if t154.__class__ is bool else _truth(t154)):
+                t158 = t152
+                if t158 is None: t158 = Missing('n')
+                if t158.__class__ is dict and 'datasets' in t158:
+                    t159 = t158['datasets']
+                    if t159 is None: t159 = Missing('n.datasets')
                 else:
-                    t149 = attr_value(t148, 'datasets', 'n.datasets')
-                t150 = call_value(t141, F_type.fn, F_type.cost, True, [t149])
-                t152 = ('list')
-                if t150.__class__ is t152.__class__ and (t150.__class__ is int or t150.__class__ is str):
-                    t151 = t150 == t152
+                    t159 = attr_value(t158, 'datasets', 'n.datasets')
+                t150.budget.left -= 1
+                if t150.budget.left < 0: _charge(t150, 0)
+                t160 = type_name(t159)
+                t150.budget.mem -= len(t160)
+                if t150.budget.mem < 0: _charge_mem(t150, 0)
+                t162 = ('list')
+                if t160.__class__ is str:
+                    t161 = t160 == t162
                 else:
-                    if t152.__class__ is list or t152.__class__ is dict or t152.__class__ is str: _charge_operands(t141, t150, t152)
-                    t151 = _compare('==', t150, t152)
-                t147 = (t151 if t151.__class__ is bool else _truth(t151))
+                    t161 = _compare('==', t160, t162)
+                t157 = (t161 if t161.__class__ is bool else _truth(t161))
             else:
-                t147 = False
-            if (t147 if t147.__class__ is bool else _truth(t147)):
-                t154 = t142
-                if t154 is None: t154 = Missing('n')
-                if t154.__class__ is dict and 'datasets' in t154:
-                    t155 = t154['datasets']
-                    if t155 is None: t155 = Missing('n.datasets')
+                t157 = False
+            if (t157 if t157.__class__ is bool else _truth(t157)):
+                t164 = t152
+                if t164 is None: t164 = Missing('n')
+                if t164.__class__ is dict and 'datasets' in t164:
+                    t165 = t164['datasets']
+                    if t165 is None: t165 = Missing('n.datasets')
                 else:
-                    t155 = attr_value(t154, 'datasets', 'n.datasets')
-                t156 = call_value(t141, F_len.fn, F_len.cost, False, [t155])
-                t158 = (0)
-                if t156.__class__ is t158.__class__ and (t156.__class__ is int or t156.__class__ is str):
-                    t157 = t156 == t158
+                    t165 = attr_value(t164, 'datasets', 'n.datasets')
+                if t165.__class__ is list or t165.__class__ is str or t165.__class__ is dict:
+                    t166 = len(t165)
+                    t150.budget.left -= t166 if t166 > 1 else 1
+                    if t150.budget.left < 0: _charge(t150, 0)
                 else:
-                    if t158.__class__ is list or t158.__class__ is dict or t158.__class__ is str: _charge_operands(t141, t156, t158)
-                    t157 = _compare('==', t156, t158)
-                t153 = (t157 if t157.__class__ is bool else _truth(t157))
+                    t166 = call_value(t150, F_len.fn, F_len.cost, False, [t165])
+                t168 = (0)
+                if t166.__class__ is int:
+                    t167 = t166 == t168
+                else:
+                    t167 = _compare('==', t166, t168)
+                t163 = (t167 if t167.__class__ is bool else _truth(t167))
             else:
-                t153 = False
-            if (t153 if t153.__class__ is bool else _truth(t153)):
-                t160 = t142
-                if t160 is None: t160 = Missing('n')
-                t160 = _need(t160)
-                t161 = ('class')
-                t162 = index_value(t160, _need(t161), 'n')
-                t164 = ('DatasetConcatConfig')
-                if t162.__class__ is t164.__class__ and (t162.__class__ is int or t162.__class__ is str):
-                    t163 = t162 == t164
+                t163 = False
+            if (t163 if t163.__class__ is bool else _truth(t163)):
+                t170 = t152
+                if t170 is None: t170 = Missing('n')
+                if t170 is None or t170.__class__ is Missing: _need(t170)
+                t171 = ('class')
+                if t171 is None or t171.__class__ is Missing: _need(t171)
+                t172 = index_value(t170, t171, 'n')
+                t174 = ('DatasetConcatConfig')
+                if t172.__class__ is str:
+                    t173 = t172 == t174
                 else:
-                    if t164.__class__ is list or t164.__class__ is dict or t164.__class__ is str: _charge_operands(t141, t162, t164)
-                    t163 = _compare('==', t162, t164)
-                t159 = (t163 if t163.__class__ is bool else _truth(t163))
+                    t173 = _compare('==', t172, t174)
+                t169 = (t173 if t173.__class__ is bool else _truth(t173))
             else:
-                t159 = False
-            if (t159 if t159.__class__ is bool else _truth(t159)):
-                t165 = K119
-                t138.append(t165)
-                t141.budget.mem -= 1
-                if t141.budget.mem < 0: _charge_mem(env, 0)
-                if len(t138) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t138 is None or t138.__class__ is Missing: _need(t138)
-        if t137.__class__ is int and t138.__class__ is int:
-            t166 = t137 + t138
-            if not -MAX_INT <= t166 <= MAX_INT: _check_value(t166)
+                t169 = False
+            if (t169 if t169.__class__ is bool else _truth(t169)):
+                t175 = K119
+                t146.append(t175)
+                t147.mem -= 1
+                if t147.mem < 0: _charge_mem(env, 0)
+                if len(t146) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t146 is None or t146.__class__ is Missing: _need(t146)
+        if t145.__class__ is int and t146.__class__ is int:
+            t176 = t145 + t146
+            if not -MAX_INT <= t176 <= MAX_INT: _check_value(t176)
         else:
-            t166 = _binop('+', t137, t138, env)
-        if t166 is None or t166.__class__ is Missing: _need(t166)
-        t167 = []
-        t169 = env.lookup('nodes')
-        if t169 is None: t169 = Missing('nodes')
-        t168 = loop_items(t169)
-        t170 = Env({}, None, env.budget, env)
-        for t171 in t168:
-            _charge(env, 81)
-            t170.values['n'] = t171
-            t170.let_cache = None
-            t172 = ('source')
-            t174 = t171
-            if t174 is None: t174 = Missing('n')
-            t175 = call_value(t170, F_keys.fn, F_keys.cost, False, [t174])
-            if t175.__class__ is list or t175.__class__ is dict or t175.__class__ is str: _charge_operands(t170, t172, t175)
-            t173 = _compare('in', t172, t175)
-            if (t173 if t173.__class__ is bool else _truth(t173)):
-                t177 = t171
-                if t177 is None: t177 = Missing('n')
-                if t177.__class__ is dict and 'source' in t177:
-                    t178 = t177['source']
-                    if t178 is None: t178 = Missing('n.source')
-                else:
-                    t178 = attr_value(t177, 'source', 'n.source')
-                t179 = call_value(t170, F_type.fn, F_type.cost, True, [t178])
-                t181 = ('table')
-                if t179.__class__ is t181.__class__ and (t179.__class__ is int or t179.__class__ is str):
-                    t180 = t179 == t181
-                else:
-                    if t181.__class__ is list or t181.__class__ is dict or t181.__class__ is str: _charge_operands(t170, t179, t181)
-                    t180 = _compare('==', t179, t181)
-                t176 = (t180 if t180.__class__ is bool else _truth(t180))
-            else:
-                t176 = False
-            if (t176 if t176.__class__ is bool else _truth(t176)):
-                t183 = ('load_dataset_kwargs')
-                t185 = t171
-                if t185 is None: t185 = Missing('n')
-                if t185.__class__ is dict and 'source' in t185:
-                    t186 = t185['source']
-                    if t186 is None: t186 = Missing('n.source')
-                else:
-                    t186 = attr_value(t185, 'source', 'n.source')
-                t187 = call_value(t170, F_keys.fn, F_keys.cost, False, [t186])
-                if t187.__class__ is list or t187.__class__ is dict or t187.__class__ is str: _charge_operands(t170, t183, t187)
-                t184 = _compare('in', t183, t187)
-                t182 = (t184 if t184.__class__ is bool else _truth(t184))
-            else:
-                t182 = False
-            if (t182 if t182.__class__ is bool else _truth(t182)):
-                t189 = t171
+            t176 = _binop('+', t145, t146, env)
+        if t176 is None or t176.__class__ is Missing: _need(t176)
+        t177 = []
+        t178 = env.budget
+        t180 = env.lookup('nodes')
+        if t180 is None: t180 = Missing('nodes')
+        t179 = loop_items(t180)
+        t181 = Env({}, None, t178, env)
+        t182 = t181.values
+        for t183 in t179:
+            t178.left -= 81
+            if t178.left < 0: _charge(env, 0)
+            t182['n'] = t183
+            t181.let_cache = None
+            t184 = ('source')
+            t186 = t183
+            if t186 is None: t186 = Missing('n')
+            t187 = call_value(t181, F_keys.fn, F_keys.cost, False, [t186])
+            if t187.__class__ is list or t187.__class__ is dict or t187.__class__ is str: _charge_operands(t181, t184, t187)
+            t185 = _compare('in', t184, t187)
+            if (t185 if t185.__class__ is bool else _truth(t185)):
+                t189 = t183
                 if t189 is None: t189 = Missing('n')
                 if t189.__class__ is dict and 'source' in t189:
                     t190 = t189['source']
                     if t190 is None: t190 = Missing('n.source')
                 else:
                     t190 = attr_value(t189, 'source', 'n.source')
-                if t190.__class__ is dict and 'load_dataset_kwargs' in t190:
-                    t191 = t190['load_dataset_kwargs']
-                    if t191 is None: t191 = Missing('n.source.load_dataset_kwargs')
+                t181.budget.left -= 1
+                if t181.budget.left < 0: _charge(t181, 0)
+                t191 = type_name(t190)
+                t181.budget.mem -= len(t191)
+                if t181.budget.mem < 0: _charge_mem(t181, 0)
+                t193 = ('table')
+                if t191.__class__ is str:
+                    t192 = t191 == t193
                 else:
-                    t191 = attr_value(t190, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t192 = call_value(t170, F_type.fn, F_type.cost, True, [t191])
-                t194 = ('table')
-                if t192.__class__ is t194.__class__ and (t192.__class__ is int or t192.__class__ is str):
-                    t193 = t192 == t194
-                else:
-                    if t194.__class__ is list or t194.__class__ is dict or t194.__class__ is str: _charge_operands(t170, t192, t194)
-                    t193 = _compare('==', t192, t194)
-                t188 = (t193 if t193.__class__ is bool else _truth(t193))
+                    t192 = _compare('==', t191, t193)
+                t188 = (t192 if t192.__class__ is bool else _truth(t192))
             else:
                 t188 = False
             if (t188 if t188.__class__ is bool else _truth(t188)):
-                t196 = []
-                t198 = t171
-                if t198 is None: t198 = Missing('n')
-                if t198.__class__ is dict and 'source' in t198:
-                    t199 = t198['source']
-                    if t199 is None: t199 = Missing('n.source')
+                t195 = ('load_dataset_kwargs')
+                t197 = t183
+                if t197 is None: t197 = Missing('n')
+                if t197.__class__ is dict and 'source' in t197:
+                    t198 = t197['source']
+                    if t198 is None: t198 = Missing('n.source')
                 else:
-                    t199 = attr_value(t198, 'source', 'n.source')
-                if t199.__class__ is dict and 'load_dataset_kwargs' in t199:
-                    t200 = t199['load_dataset_kwargs']
-                    if t200 is None: t200 = Missing('n.source.load_dataset_kwargs')
-                else:
-                    t200 = attr_value(t199, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t201 = call_value(t170, F_keys.fn, F_keys.cost, False, [t200])
-                t197 = loop_items(t201)
-                t202 = Env({}, None, t170.budget, t170)
-                for t203 in t197:
-                    _charge(t170, 8)
-                    t202.values['k'] = t203
-                    t202.let_cache = None
-                    t204 = t203
-                    if t204 is None: t204 = Missing('k')
-                    t206 = t202.lookup('hf')
-                    if t206 is None: t206 = Missing('hf')
-                    if t206.__class__ is list or t206.__class__ is dict or t206.__class__ is str: _charge_operands(t202, t204, t206)
-                    t205 = _compare('in', t204, t206)
-                    t196.append(t205)
-                    t202.budget.mem -= 1
-                    if t202.budget.mem < 0: _charge_mem(t170, 0)
-                    if len(t196) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t207 = call_value(t170, F_any.fn, F_any.cost, False, [t196])
-                t195 = (t207 if t207.__class__ is bool else _truth(t207))
+                    t198 = attr_value(t197, 'source', 'n.source')
+                t199 = call_value(t181, F_keys.fn, F_keys.cost, False, [t198])
+                if t199.__class__ is list or t199.__class__ is dict or t199.__class__ is str: _charge_operands(t181, t195, t199)
+                t196 = _compare('in', t195, t199)
+                t194 = (t196 if t196.__class__ is bool else _truth(t196))
             else:
-                t195 = False
-            if (t195 if t195.__class__ is bool else _truth(t195)):
-                t208 = ('ValueError: first-class Hugging Face fields repeated in kwargs: [')
-                if t208 is None or t208.__class__ is Missing: _need(t208)
-                t209 = []
-                t211 = t171
+                t194 = False
+            if (t194 if t194.__class__ is bool else _truth(t194)):
+                t201 = t183
+                if t201 is None: t201 = Missing('n')
+                if t201.__class__ is dict and 'source' in t201:
+                    t202 = t201['source']
+                    if t202 is None: t202 = Missing('n.source')
+                else:
+                    t202 = attr_value(t201, 'source', 'n.source')
+                if t202.__class__ is dict and 'load_dataset_kwargs' in t202:
+                    t203 = t202['load_dataset_kwargs']
+                    if t203 is None: t203 = Missing('n.source.load_dataset_kwargs')
+                else:
+                    t203 = attr_value(t202, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
+                t181.budget.left -= 1
+                if t181.budget.left < 0: _charge(t181, 0)
+                t204 = type_name(t203)
+                t181.budget.mem -= len(t204)
+                if t181.budget.mem < 0: _charge_mem(t181, 0)
+                t206 = ('table')
+                if t204.__class__ is str:
+                    t205 = t204 == t206
+                else:
+                    t205 = _compare('==', t204, t206)
+                t200 = (t205 if t205.__class__ is bool else _truth(t205))
+            else:
+                t200 = False
+            if (t200 if t200.__class__ is bool else _truth(t200)):
+                t208 = []
+                t209 = t181.budget
+                t211 = t183
                 if t211 is None: t211 = Missing('n')
                 if t211.__class__ is dict and 'source' in t211:
                     t212 = t211['source']
@@ -12081,160 +11877,205 @@ def e326(env):
                     if t213 is None: t213 = Missing('n.source.load_dataset_kwargs')
                 else:
                     t213 = attr_value(t212, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t214 = call_value(t170, F_keys.fn, F_keys.cost, False, [t213])
-                t215 = call_value(t170, F_sorted.fn, F_sorted.cost, False, [t214])
-                t210 = loop_items(t215)
-                t216 = Env({}, None, t170.budget, t170)
+                t214 = call_value(t181, F_keys.fn, F_keys.cost, False, [t213])
+                t210 = loop_items(t214)
+                t215 = Env({}, None, t209, t181)
+                t216 = t215.values
                 for t217 in t210:
-                    _charge(t170, 14)
-                    t216.values['k'] = t217
-                    t216.let_cache = None
+                    t209.left -= 8
+                    if t209.left < 0: _charge(t181, 0)
+                    t216['k'] = t217
+                    t215.let_cache = None
                     t218 = t217
                     if t218 is None: t218 = Missing('k')
-                    t220 = t216.lookup('hf')
+                    t220 = t215.lookup('hf')
                     if t220 is None: t220 = Missing('hf')
-                    if t220.__class__ is list or t220.__class__ is dict or t220.__class__ is str: _charge_operands(t216, t218, t220)
+                    if t220.__class__ is list or t220.__class__ is dict or t220.__class__ is str: _charge_operands(t215, t218, t220)
                     t219 = _compare('in', t218, t220)
-                    if (t219 if t219.__class__ is bool else _truth(t219)):
-                        t221 = t216.lookup('chr_q')
-                        if t221 is None: t221 = Missing('chr_q')
-                        if t221 is None or t221.__class__ is Missing: _need(t221)
-                        t222 = t217
-                        if t222 is None: t222 = Missing('k')
-                        if t222 is None or t222.__class__ is Missing: _need(t222)
-                        if t221.__class__ is int and t222.__class__ is int:
-                            t223 = t221 + t222
-                            if not -MAX_INT <= t223 <= MAX_INT: _check_value(t223)
+                    t208.append(t219)
+                    t209.mem -= 1
+                    if t209.mem < 0: _charge_mem(t181, 0)
+                    if len(t208) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                t221 = call_value(t181, F_any.fn, F_any.cost, False, [t208])
+                t207 = (t221 if t221.__class__ is bool else _truth(t221))
+            else:
+                t207 = False
+            if (t207 if t207.__class__ is bool else _truth(t207)):
+                t222 = ('ValueError: first-class Hugging Face fields repeated in kwargs: [')
+                if t222 is None or t222.__class__ is Missing: _need(t222)
+                t223 = []
+                t224 = t181.budget
+                t226 = t183
+                if t226 is None: t226 = Missing('n')
+                if t226.__class__ is dict and 'source' in t226:
+                    t227 = t226['source']
+                    if t227 is None: t227 = Missing('n.source')
+                else:
+                    t227 = attr_value(t226, 'source', 'n.source')
+                if t227.__class__ is dict and 'load_dataset_kwargs' in t227:
+                    t228 = t227['load_dataset_kwargs']
+                    if t228 is None: t228 = Missing('n.source.load_dataset_kwargs')
+                else:
+                    t228 = attr_value(t227, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
+                t229 = call_value(t181, F_keys.fn, F_keys.cost, False, [t228])
+                t230 = call_value(t181, F_sorted.fn, F_sorted.cost, False, [t229])
+                t225 = loop_items(t230)
+                t231 = Env({}, None, t224, t181)
+                t232 = t231.values
+                for t233 in t225:
+                    t224.left -= 14
+                    if t224.left < 0: _charge(t181, 0)
+                    t232['k'] = t233
+                    t231.let_cache = None
+                    t234 = t233
+                    if t234 is None: t234 = Missing('k')
+                    t236 = t231.lookup('hf')
+                    if t236 is None: t236 = Missing('hf')
+                    if t236.__class__ is list or t236.__class__ is dict or t236.__class__ is str: _charge_operands(t231, t234, t236)
+                    t235 = _compare('in', t234, t236)
+                    if (t235 if t235.__class__ is bool else _truth(t235)):
+                        t237 = t231.lookup('chr_q')
+                        if t237 is None: t237 = Missing('chr_q')
+                        if t237 is None or t237.__class__ is Missing: _need(t237)
+                        t238 = t233
+                        if t238 is None: t238 = Missing('k')
+                        if t238 is None or t238.__class__ is Missing: _need(t238)
+                        if t237.__class__ is int and t238.__class__ is int:
+                            t239 = t237 + t238
+                            if not -MAX_INT <= t239 <= MAX_INT: _check_value(t239)
                         else:
-                            t223 = _binop('+', t221, t222, t216)
-                        if t223 is None or t223.__class__ is Missing: _need(t223)
-                        t224 = t216.lookup('chr_q')
-                        if t224 is None: t224 = Missing('chr_q')
-                        if t224 is None or t224.__class__ is Missing: _need(t224)
-                        if t223.__class__ is int and t224.__class__ is int:
-                            t225 = t223 + t224
-                            if not -MAX_INT <= t225 <= MAX_INT: _check_value(t225)
+                            t239 = _binop('+', t237, t238, t231)
+                        if t239 is None or t239.__class__ is Missing: _need(t239)
+                        t240 = t231.lookup('chr_q')
+                        if t240 is None: t240 = Missing('chr_q')
+                        if t240 is None or t240.__class__ is Missing: _need(t240)
+                        if t239.__class__ is int and t240.__class__ is int:
+                            t241 = t239 + t240
+                            if not -MAX_INT <= t241 <= MAX_INT: _check_value(t241)
                         else:
-                            t225 = _binop('+', t223, t224, t216)
-                        t209.append(t225)
-                        t216.budget.mem -= 1
-                        if t216.budget.mem < 0: _charge_mem(t170, 0)
-                        if len(t209) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t226 = (', ')
-                t227 = call_value(t170, F_join.fn, F_join.cost, False, [t209, t226])
-                if t227 is None or t227.__class__ is Missing: _need(t227)
-                if t208.__class__ is int and t227.__class__ is int:
-                    t228 = t208 + t227
-                    if not -MAX_INT <= t228 <= MAX_INT: _check_value(t228)
+                            t241 = _binop('+', t239, t240, t231)
+                        t223.append(t241)
+                        t224.mem -= 1
+                        if t224.mem < 0: _charge_mem(t181, 0)
+                        if len(t223) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                t242 = (', ')
+                t243 = call_value(t181, F_join.fn, F_join.cost, False, [t223, t242])
+                if t243 is None or t243.__class__ is Missing: _need(t243)
+                if t222.__class__ is int and t243.__class__ is int:
+                    t244 = t222 + t243
+                    if not -MAX_INT <= t244 <= MAX_INT: _check_value(t244)
                 else:
-                    t228 = _binop('+', t208, t227, t170)
-                if t228 is None or t228.__class__ is Missing: _need(t228)
-                t229 = (']')
-                if t229 is None or t229.__class__ is Missing: _need(t229)
-                if t228.__class__ is int and t229.__class__ is int:
-                    t230 = t228 + t229
-                    if not -MAX_INT <= t230 <= MAX_INT: _check_value(t230)
+                    t244 = _binop('+', t222, t243, t181)
+                if t244 is None or t244.__class__ is Missing: _need(t244)
+                t245 = (']')
+                if t245 is None or t245.__class__ is Missing: _need(t245)
+                if t244.__class__ is int and t245.__class__ is int:
+                    t246 = t244 + t245
+                    if not -MAX_INT <= t246 <= MAX_INT: _check_value(t246)
                 else:
-                    t230 = _binop('+', t228, t229, t170)
-                t231 = ('when it builds the config (the Hugging Face source Config')
-                if t231 is None or t231.__class__ is Missing: _need(t231)
-                t232 = t170.lookup('chr_q')
-                if t232 is None: t232 = Missing('chr_q')
-                if t232 is None or t232.__class__ is Missing: _need(t232)
-                if t231.__class__ is int and t232.__class__ is int:
-                    t233 = t231 + t232
-                    if not -MAX_INT <= t233 <= MAX_INT: _check_value(t233)
+                    t246 = _binop('+', t244, t245, t181)
+                t247 = ('when it builds the config (the Hugging Face source Config')
+                if t247 is None or t247.__class__ is Missing: _need(t247)
+                t248 = t181.lookup('chr_q')
+                if t248 is None: t248 = Missing('chr_q')
+                if t248 is None or t248.__class__ is Missing: _need(t248)
+                if t247.__class__ is int and t248.__class__ is int:
+                    t249 = t247 + t248
+                    if not -MAX_INT <= t249 <= MAX_INT: _check_value(t249)
                 else:
-                    t233 = _binop('+', t231, t232, t170)
-                if t233 is None or t233.__class__ is Missing: _need(t233)
-                t234 = ('s __post_init__)')
-                if t234 is None or t234.__class__ is Missing: _need(t234)
-                if t233.__class__ is int and t234.__class__ is int:
-                    t235 = t233 + t234
-                    if not -MAX_INT <= t235 <= MAX_INT: _check_value(t235)
+                    t249 = _binop('+', t247, t248, t181)
+                if t249 is None or t249.__class__ is Missing: _need(t249)
+                t250 = ('s __post_init__)')
+                if t250 is None or t250.__class__ is Missing: _need(t250)
+                if t249.__class__ is int and t250.__class__ is int:
+                    t251 = t249 + t250
+                    if not -MAX_INT <= t251 <= MAX_INT: _check_value(t251)
                 else:
-                    t235 = _binop('+', t233, t234, t170)
-                t236 = ('pass ')
-                if t236 is None or t236.__class__ is Missing: _need(t236)
-                t237 = []
-                t239 = t171
-                if t239 is None: t239 = Missing('n')
-                if t239.__class__ is dict and 'source' in t239:
-                    t240 = t239['source']
-                    if t240 is None: t240 = Missing('n.source')
-                else:
-                    t240 = attr_value(t239, 'source', 'n.source')
-                if t240.__class__ is dict and 'load_dataset_kwargs' in t240:
-                    t241 = t240['load_dataset_kwargs']
-                    if t241 is None: t241 = Missing('n.source.load_dataset_kwargs')
-                else:
-                    t241 = attr_value(t240, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t242 = call_value(t170, F_keys.fn, F_keys.cost, False, [t241])
-                t243 = call_value(t170, F_sorted.fn, F_sorted.cost, False, [t242])
-                t238 = loop_items(t243)
-                t244 = Env({}, None, t170.budget, t170)
-                for t245 in t238:
-                    _charge(t170, 10)
-                    t244.values['k'] = t245
-                    t244.let_cache = None
-                    t246 = t245
-                    if t246 is None: t246 = Missing('k')
-                    t248 = t244.lookup('hf')
-                    if t248 is None: t248 = Missing('hf')
-                    if t248.__class__ is list or t248.__class__ is dict or t248.__class__ is str: _charge_operands(t244, t246, t248)
-                    t247 = _compare('in', t246, t248)
-                    if (t247 if t247.__class__ is bool else _truth(t247)):
-                        t249 = t245
-                        if t249 is None: t249 = Missing('k')
-                        t237.append(t249)
-                        t244.budget.mem -= 1
-                        if t244.budget.mem < 0: _charge_mem(t170, 0)
-                        if len(t237) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t250 = (', ')
-                t251 = call_value(t170, F_join.fn, F_join.cost, False, [t237, t250])
-                if t251 is None or t251.__class__ is Missing: _need(t251)
-                if t236.__class__ is int and t251.__class__ is int:
-                    t252 = t236 + t251
-                    if not -MAX_INT <= t252 <= MAX_INT: _check_value(t252)
-                else:
-                    t252 = _binop('+', t236, t251, t170)
+                    t251 = _binop('+', t249, t250, t181)
+                t252 = ('pass ')
                 if t252 is None or t252.__class__ is Missing: _need(t252)
-                t253 = (' as the source')
-                if t253 is None or t253.__class__ is Missing: _need(t253)
-                if t252.__class__ is int and t253.__class__ is int:
-                    t254 = t252 + t253
-                    if not -MAX_INT <= t254 <= MAX_INT: _check_value(t254)
+                t253 = []
+                t254 = t181.budget
+                t256 = t183
+                if t256 is None: t256 = Missing('n')
+                if t256.__class__ is dict and 'source' in t256:
+                    t257 = t256['source']
+                    if t257 is None: t257 = Missing('n.source')
                 else:
-                    t254 = _binop('+', t252, t253, t170)
-                if t254 is None or t254.__class__ is Missing: _need(t254)
-                t255 = t170.lookup('chr_q')
-                if t255 is None: t255 = Missing('chr_q')
-                if t255 is None or t255.__class__ is Missing: _need(t255)
-                if t254.__class__ is int and t255.__class__ is int:
-                    t256 = t254 + t255
-                    if not -MAX_INT <= t256 <= MAX_INT: _check_value(t256)
+                    t257 = attr_value(t256, 'source', 'n.source')
+                if t257.__class__ is dict and 'load_dataset_kwargs' in t257:
+                    t258 = t257['load_dataset_kwargs']
+                    if t258 is None: t258 = Missing('n.source.load_dataset_kwargs')
                 else:
-                    t256 = _binop('+', t254, t255, t170)
-                if t256 is None or t256.__class__ is Missing: _need(t256)
-                t257 = ('s own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself')
-                if t257 is None or t257.__class__ is Missing: _need(t257)
-                if t256.__class__ is int and t257.__class__ is int:
-                    t258 = t256 + t257
-                    if not -MAX_INT <= t258 <= MAX_INT: _check_value(t258)
+                    t258 = attr_value(t257, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
+                t259 = call_value(t181, F_keys.fn, F_keys.cost, False, [t258])
+                t260 = call_value(t181, F_sorted.fn, F_sorted.cost, False, [t259])
+                t255 = loop_items(t260)
+                t261 = Env({}, None, t254, t181)
+                t262 = t261.values
+                for t263 in t255:
+                    t254.left -= 10
+                    if t254.left < 0: _charge(t181, 0)
+                    t262['k'] = t263
+                    t261.let_cache = None
+                    t264 = t263
+                    if t264 is None: t264 = Missing('k')
+                    t266 = t261.lookup('hf')
+                    if t266 is None: t266 = Missing('hf')
+                    if t266.__class__ is list or t266.__class__ is dict or t266.__class__ is str: _charge_operands(t261, t264, t266)
+                    t265 = _compare('in', t264, t266)
+                    if (t265 if t265.__class__ is bool else _truth(t265)):
+                        t267 = t263
+                        if t267 is None: t267 = Missing('k')
+                        t253.append(t267)
+                        t254.mem -= 1
+                        if t254.mem < 0: _charge_mem(t181, 0)
+                        if len(t253) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                t268 = (', ')
+                t269 = call_value(t181, F_join.fn, F_join.cost, False, [t253, t268])
+                if t269 is None or t269.__class__ is Missing: _need(t269)
+                if t252.__class__ is int and t269.__class__ is int:
+                    t270 = t252 + t269
+                    if not -MAX_INT <= t270 <= MAX_INT: _check_value(t270)
                 else:
-                    t258 = _binop('+', t256, t257, t170)
-                t259 = [t230, t235, t258]
-                t167.append(t259)
-                t170.budget.mem -= 1
-                if t170.budget.mem < 0: _charge_mem(env, 0)
-                if len(t167) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t167 is None or t167.__class__ is Missing: _need(t167)
-        if t166.__class__ is int and t167.__class__ is int:
-            t260 = t166 + t167
-            if not -MAX_INT <= t260 <= MAX_INT: _check_value(t260)
+                    t270 = _binop('+', t252, t269, t181)
+                if t270 is None or t270.__class__ is Missing: _need(t270)
+                t271 = (' as the source')
+                if t271 is None or t271.__class__ is Missing: _need(t271)
+                if t270.__class__ is int and t271.__class__ is int:
+                    t272 = t270 + t271
+                    if not -MAX_INT <= t272 <= MAX_INT: _check_value(t272)
+                else:
+                    t272 = _binop('+', t270, t271, t181)
+                if t272 is None or t272.__class__ is Missing: _need(t272)
+                t273 = t181.lookup('chr_q')
+                if t273 is None: t273 = Missing('chr_q')
+                if t273 is None or t273.__class__ is Missing: _need(t273)
+                if t272.__class__ is int and t273.__class__ is int:
+                    t274 = t272 + t273
+                    if not -MAX_INT <= t274 <= MAX_INT: _check_value(t274)
+                else:
+                    t274 = _binop('+', t272, t273, t181)
+                if t274 is None or t274.__class__ is Missing: _need(t274)
+                t275 = ('s own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself')
+                if t275 is None or t275.__class__ is Missing: _need(t275)
+                if t274.__class__ is int and t275.__class__ is int:
+                    t276 = t274 + t275
+                    if not -MAX_INT <= t276 <= MAX_INT: _check_value(t276)
+                else:
+                    t276 = _binop('+', t274, t275, t181)
+                t277 = [t246, t251, t276]
+                t177.append(t277)
+                t178.mem -= 1
+                if t178.mem < 0: _charge_mem(env, 0)
+                if len(t177) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t177 is None or t177.__class__ is Missing: _need(t177)
+        if t176.__class__ is int and t177.__class__ is int:
+            t278 = t176 + t177
+            if not -MAX_INT <= t278 <= MAX_INT: _check_value(t278)
         else:
-            t260 = _binop('+', t166, t167, env)
-        t4 = t260
+            t278 = _binop('+', t176, t177, env)
+        t4 = t278
     return t4
 
 def e327(env):
@@ -12245,12 +12086,15 @@ def e327(env):
         if t2 is None: t2 = Missing('config.dataloader')
     else:
         t2 = attr_value(t1, 'dataloader', 'config.dataloader')
-    t3 = call_value(env, F_type.fn, F_type.cost, True, [t2])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t3 = type_name(t2)
+    env.budget.mem -= len(t3)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t5 = ('table')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = ('dataset')
@@ -12280,12 +12124,15 @@ def e327(env):
             if t15 is None: t15 = Missing('config.dataloader.dataset')
         else:
             t15 = attr_value(t14, 'dataset', 'config.dataloader.dataset')
-        t16 = call_value(env, F_type.fn, F_type.cost, True, [t15])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t16 = type_name(t15)
+        env.budget.mem -= len(t16)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t18 = ('table')
-        if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
+        if t16.__class__ is str:
             t17 = t16 == t18
         else:
-            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
             t17 = _compare('==', t16, t18)
         t12 = (t17 if t17.__class__ is bool else _truth(t17))
     else:
@@ -12312,12 +12159,15 @@ def e327(env):
 def e328(env):
     t1 = env.lookup('d')
     if t1 is None: t1 = Missing('d')
-    t2 = call_value(env, F_type.fn, F_type.cost, True, [t1])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t2 = type_name(t1)
+    env.budget.mem -= len(t2)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t4 = ('table')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('dataset')
@@ -12337,12 +12187,15 @@ def e328(env):
             if t12 is None: t12 = Missing('d.dataset')
         else:
             t12 = attr_value(t11, 'dataset', 'd.dataset')
-        t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t13 = type_name(t12)
+        env.budget.mem -= len(t13)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t15 = ('table')
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+        if t13.__class__ is str:
             t14 = t13 == t15
         else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
             t14 = _compare('==', t13, t15)
         t10 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
@@ -12364,12 +12217,15 @@ def e328(env):
 def e329(env):
     t1 = env.lookup('d2')
     if t1 is None: t1 = Missing('d2')
-    t2 = call_value(env, F_type.fn, F_type.cost, True, [t1])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t2 = type_name(t1)
+    env.budget.mem -= len(t2)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t4 = ('table')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('dataset')
@@ -12389,12 +12245,15 @@ def e329(env):
             if t12 is None: t12 = Missing('d2.dataset')
         else:
             t12 = attr_value(t11, 'dataset', 'd2.dataset')
-        t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t13 = type_name(t12)
+        env.budget.mem -= len(t13)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t15 = ('table')
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+        if t13.__class__ is str:
             t14 = t13 == t15
         else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
             t14 = _compare('==', t13, t15)
         t10 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
@@ -12416,12 +12275,15 @@ def e329(env):
 def e330(env):
     t1 = env.lookup('d3')
     if t1 is None: t1 = Missing('d3')
-    t2 = call_value(env, F_type.fn, F_type.cost, True, [t1])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t2 = type_name(t1)
+    env.budget.mem -= len(t2)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t4 = ('table')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('dataset')
@@ -12441,12 +12303,15 @@ def e330(env):
             if t12 is None: t12 = Missing('d3.dataset')
         else:
             t12 = attr_value(t11, 'dataset', 'd3.dataset')
-        t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t13 = type_name(t12)
+        env.budget.mem -= len(t13)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t15 = ('table')
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+        if t13.__class__ is str:
             t14 = t13 == t15
         else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
             t14 = _compare('==', t13, t15)
         t10 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
@@ -12467,167 +12332,196 @@ def e330(env):
 
 def e331(env):
     t1 = []
-    t3 = env.lookup('d')
-    if t3 is None: t3 = Missing('d')
-    t4 = env.lookup('d2')
-    if t4 is None: t4 = Missing('d2')
-    t5 = env.lookup('d3')
-    if t5 is None: t5 = Missing('d3')
-    t6 = env.lookup('d4')
-    if t6 is None: t6 = Missing('d4')
-    t7 = [t3, t4, t5, t6]
-    t2 = loop_items(t7)
-    t8 = Env({}, None, env.budget, env)
-    for t9 in t2:
-        _charge(env, 11)
-        t8.values['c'] = t9
-        t8.let_cache = None
-        t10 = t9
-        if t10 is None: t10 = Missing('c')
-        t11 = call_value(t8, F_type.fn, F_type.cost, True, [t10])
-        t13 = ('table')
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 == t13
+    t2 = env.budget
+    t4 = env.lookup('d')
+    if t4 is None: t4 = Missing('d')
+    t5 = env.lookup('d2')
+    if t5 is None: t5 = Missing('d2')
+    t6 = env.lookup('d3')
+    if t6 is None: t6 = Missing('d3')
+    t7 = env.lookup('d4')
+    if t7 is None: t7 = Missing('d4')
+    t8 = [t4, t5, t6, t7]
+    t3 = loop_items(t8)
+    t9 = Env({}, None, t2, env)
+    t10 = t9.values
+    for t11 in t3:
+        t2.left -= 11
+        if t2.left < 0: _charge(env, 0)
+        t10['c'] = t11
+        t9.let_cache = None
+        t12 = t11
+        if t12 is None: t12 = Missing('c')
+        t9.budget.left -= 1
+        if t9.budget.left < 0: _charge(t9, 0)
+        t13 = type_name(t12)
+        t9.budget.mem -= len(t13)
+        if t9.budget.mem < 0: _charge_mem(t9, 0)
+        t15 = ('table')
+        if t13.__class__ is str:
+            t14 = t13 == t15
         else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t8, t11, t13)
-            t12 = _compare('==', t11, t13)
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t14 = t9
-            if t14 is None: t14 = Missing('c')
-            t1.append(t14)
-            t8.budget.mem -= 1
-            if t8.budget.mem < 0: _charge_mem(env, 0)
+            t14 = _compare('==', t13, t15)
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t16 = t11
+            if t16 is None: t16 = Missing('c')
+            t1.append(t16)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e332(env):
     t1 = []
-    t3 = []
-    t5 = env.lookup('chain')
-    if t5 is None: t5 = Missing('chain')
-    t4 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t4:
-        _charge(env, 14)
-        t6.values['c'] = t7
-        t6.let_cache = None
-        t8 = ('datasets')
-        t10 = t7
-        if t10 is None: t10 = Missing('c')
-        t11 = call_value(t6, F_keys.fn, F_keys.cost, False, [t10])
-        if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t6, t8, t11)
-        t9 = _compare('in', t8, t11)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t13 = t7
-            if t13 is None: t13 = Missing('c')
-            if t13.__class__ is dict and 'datasets' in t13:
-                t14 = t13['datasets']
-                if t14 is None: t14 = Missing('c.datasets')
-            else:
-                t14 = attr_value(t13, 'datasets', 'c.datasets')
-            t15 = call_value(t6, F_type.fn, F_type.cost, True, [t14])
-            t17 = ('list')
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 == t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t6, t15, t17)
-                t16 = _compare('==', t15, t17)
-            t12 = (t16 if t16.__class__ is bool else _truth(t16))
-        else:
-            t12 = False
+    t2 = env.budget
+    t4 = []
+    t5 = env.budget
+    t7 = env.lookup('chain')
+    if t7 is None: t7 = Missing('chain')
+    t6 = loop_items(t7)
+    t8 = Env({}, None, t5, env)
+    t9 = t8.values
+    for t10 in t6:
+        t5.left -= 14
+        if t5.left < 0: _charge(env, 0)
+        t9['c'] = t10
+        t8.let_cache = None
+        t11 = ('datasets')
+        t13 = t10
+        if t13 is None: t13 = Missing('c')
+        t14 = call_value(t8, F_keys.fn, F_keys.cost, False, [t13])
+        if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t8, t11, t14)
+        t12 = _compare('in', t11, t14)
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t18 = t7
-            if t18 is None: t18 = Missing('c')
-            if t18.__class__ is dict and 'datasets' in t18:
-                t19 = t18['datasets']
-                if t19 is None: t19 = Missing('c.datasets')
+            t16 = t10
+            if t16 is None: t16 = Missing('c')
+            if t16.__class__ is dict and 'datasets' in t16:
+                t17 = t16['datasets']
+                if t17 is None: t17 = Missing('c.datasets')
             else:
-                t19 = attr_value(t18, 'datasets', 'c.datasets')
-            t3.append(t19)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
-            if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t20 = call_value(env, F_len.fn, F_len.cost, False, [t3])
-    t22 = (0)
-    if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
-        t21 = t20 > t22
+                t17 = attr_value(t16, 'datasets', 'c.datasets')
+            t8.budget.left -= 1
+            if t8.budget.left < 0: _charge(t8, 0)
+            t18 = type_name(t17)
+            t8.budget.mem -= len(t18)
+            if t8.budget.mem < 0: _charge_mem(t8, 0)
+            t20 = ('list')
+            if t18.__class__ is str:
+                t19 = t18 == t20
+            else:
+                t19 = _compare('==', t18, t20)
+            t15 = (t19 if t19.__class__ is bool else _truth(t19))
+        else:
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t21 = t10
+            if t21 is None: t21 = Missing('c')
+            if t21.__class__ is dict and 'datasets' in t21:
+                t22 = t21['datasets']
+                if t22 is None: t22 = Missing('c.datasets')
+            else:
+                t22 = attr_value(t21, 'datasets', 'c.datasets')
+            t4.append(t22)
+            t5.mem -= 1
+            if t5.mem < 0: _charge_mem(env, 0)
+            if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    if t4.__class__ is list or t4.__class__ is str or t4.__class__ is dict:
+        t23 = len(t4)
+        env.budget.left -= t23 if t23 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
     else:
-        if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
-        t21 = _compare('>', t20, t22)
-    if (t21 if t21.__class__ is bool else _truth(t21)):
-        t24 = []
-        t26 = env.lookup('chain')
-        if t26 is None: t26 = Missing('chain')
-        t25 = loop_items(t26)
-        t27 = Env({}, None, env.budget, env)
-        for t28 in t25:
-            _charge(env, 14)
-            t27.values['c'] = t28
-            t27.let_cache = None
-            t29 = ('datasets')
-            t31 = t28
-            if t31 is None: t31 = Missing('c')
-            t32 = call_value(t27, F_keys.fn, F_keys.cost, False, [t31])
-            if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t27, t29, t32)
-            t30 = _compare('in', t29, t32)
-            if (t30 if t30.__class__ is bool else _truth(t30)):
-                t34 = t28
-                if t34 is None: t34 = Missing('c')
-                if t34.__class__ is dict and 'datasets' in t34:
-                    t35 = t34['datasets']
-                    if t35 is None: t35 = Missing('c.datasets')
-                else:
-                    t35 = attr_value(t34, 'datasets', 'c.datasets')
-                t36 = call_value(t27, F_type.fn, F_type.cost, True, [t35])
-                t38 = ('list')
-                if t36.__class__ is t38.__class__ and (t36.__class__ is int or t36.__class__ is str):
-                    t37 = t36 == t38
-                else:
-                    if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(t27, t36, t38)
-                    t37 = _compare('==', t36, t38)
-                t33 = (t37 if t37.__class__ is bool else _truth(t37))
-            else:
-                t33 = False
-            if (t33 if t33.__class__ is bool else _truth(t33)):
-                t39 = t28
+        t23 = call_value(env, F_len.fn, F_len.cost, False, [t4])
+    t25 = (0)
+    if t23.__class__ is int:
+        t24 = t23 > t25
+    else:
+        t24 = _compare('>', t23, t25)
+    if (t24 if t24.__class__ is bool else _truth(t24)):
+        t27 = []
+        t28 = env.budget
+        t30 = env.lookup('chain')
+        if t30 is None: t30 = Missing('chain')
+        t29 = loop_items(t30)
+        t31 = Env({}, None, t28, env)
+        t32 = t31.values
+        for t33 in t29:
+            t28.left -= 14
+            if t28.left < 0: _charge(env, 0)
+            t32['c'] = t33
+            t31.let_cache = None
+            t34 = ('datasets')
+            t36 = t33
+            if t36 is None: t36 = Missing('c')
+            t37 = call_value(t31, F_keys.fn, F_keys.cost, False, [t36])
+            if t37.__class__ is list or t37.__class__ is dict or t37.__class__ is str: _charge_operands(t31, t34, t37)
+            t35 = _compare('in', t34, t37)
+            if (t35 if t35.__class__ is bool else _truth(t35)):
+                t39 = t33
                 if t39 is None: t39 = Missing('c')
                 if t39.__class__ is dict and 'datasets' in t39:
                     t40 = t39['datasets']
                     if t40 is None: t40 = Missing('c.datasets')
                 else:
                     t40 = attr_value(t39, 'datasets', 'c.datasets')
-                t24.append(t40)
-                t27.budget.mem -= 1
-                if t27.budget.mem < 0: _charge_mem(env, 0)
-                if len(t24) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t24 = _need(t24)
-        t41 = (0)
-        t42 = index_value(t24, _need(t41), '?')
-        t23 = t42
+                t31.budget.left -= 1
+                if t31.budget.left < 0: _charge(t31, 0)
+                t41 = type_name(t40)
+                t31.budget.mem -= len(t41)
+                if t31.budget.mem < 0: _charge_mem(t31, 0)
+                t43 = ('list')
+                if t41.__class__ is str:
+                    t42 = t41 == t43
+                else:
+                    t42 = _compare('==', t41, t43)
+                t38 = (t42 if t42.__class__ is bool else _truth(t42))
+            else:
+                t38 = False
+            if (t38 if t38.__class__ is bool else _truth(t38)):
+                t44 = t33
+                if t44 is None: t44 = Missing('c')
+                if t44.__class__ is dict and 'datasets' in t44:
+                    t45 = t44['datasets']
+                    if t45 is None: t45 = Missing('c.datasets')
+                else:
+                    t45 = attr_value(t44, 'datasets', 'c.datasets')
+                t27.append(t45)
+                t28.mem -= 1
+                if t28.mem < 0: _charge_mem(env, 0)
+                if len(t27) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t27 is None or t27.__class__ is Missing: _need(t27)
+        t46 = (0)
+        if t46 is None or t46.__class__ is Missing: _need(t46)
+        t47 = index_value(t27, t46, '?')
+        t26 = t47
     else:
-        t43 = K120
-        t23 = t43
-    t2 = loop_items(t23)
-    t44 = Env({}, None, env.budget, env)
-    for t45 in t2:
-        _charge(env, 41)
-        t44.values['x'] = t45
-        t44.let_cache = None
-        t46 = t45
-        if t46 is None: t46 = Missing('x')
-        t47 = call_value(t44, F_type.fn, F_type.cost, True, [t46])
-        t49 = ('table')
-        if t47.__class__ is t49.__class__ and (t47.__class__ is int or t47.__class__ is str):
-            t48 = t47 == t49
+        t48 = K120
+        t26 = t48
+    t3 = loop_items(t26)
+    t49 = Env({}, None, t2, env)
+    t50 = t49.values
+    for t51 in t3:
+        t2.left -= 41
+        if t2.left < 0: _charge(env, 0)
+        t50['x'] = t51
+        t49.let_cache = None
+        t52 = t51
+        if t52 is None: t52 = Missing('x')
+        t49.budget.left -= 1
+        if t49.budget.left < 0: _charge(t49, 0)
+        t53 = type_name(t52)
+        t49.budget.mem -= len(t53)
+        if t49.budget.mem < 0: _charge_mem(t49, 0)
+        t55 = ('table')
+        if t53.__class__ is str:
+            t54 = t53 == t55
         else:
-            if t49.__class__ is list or t49.__class__ is dict or t49.__class__ is str: _charge_operands(t44, t47, t49)
-            t48 = _compare('==', t47, t49)
-        if (t48 if t48.__class__ is bool else _truth(t48)):
-            t50 = t45
-            if t50 is None: t50 = Missing('x')
-            t1.append(t50)
-            t44.budget.mem -= 1
-            if t44.budget.mem < 0: _charge_mem(env, 0)
+            t54 = _compare('==', t53, t55)
+        if (t54 if t54.__class__ is bool else _truth(t54)):
+            t56 = t51
+            if t56 is None: t56 = Missing('x')
+            t1.append(t56)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
@@ -12645,152 +12539,170 @@ def e333(env):
         t3 = _binop('+', t1, t2, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = []
-    t6 = env.lookup('items')
-    if t6 is None: t6 = Missing('items')
-    t5 = loop_items(t6)
-    t7 = Env({}, None, env.budget, env)
-    for t8 in t5:
-        _charge(env, 14)
-        t7.values['x'] = t8
-        t7.let_cache = None
-        t9 = ('dataset')
-        t11 = t8
-        if t11 is None: t11 = Missing('x')
-        t12 = call_value(t7, F_keys.fn, F_keys.cost, False, [t11])
-        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, t9, t12)
-        t10 = _compare('in', t9, t12)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t14 = t8
-            if t14 is None: t14 = Missing('x')
-            if t14.__class__ is dict and 'dataset' in t14:
-                t15 = t14['dataset']
-                if t15 is None: t15 = Missing('x.dataset')
+    t5 = env.budget
+    t7 = env.lookup('items')
+    if t7 is None: t7 = Missing('items')
+    t6 = loop_items(t7)
+    t8 = Env({}, None, t5, env)
+    t9 = t8.values
+    for t10 in t6:
+        t5.left -= 14
+        if t5.left < 0: _charge(env, 0)
+        t9['x'] = t10
+        t8.let_cache = None
+        t11 = ('dataset')
+        t13 = t10
+        if t13 is None: t13 = Missing('x')
+        t14 = call_value(t8, F_keys.fn, F_keys.cost, False, [t13])
+        if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t8, t11, t14)
+        t12 = _compare('in', t11, t14)
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t16 = t10
+            if t16 is None: t16 = Missing('x')
+            if t16.__class__ is dict and 'dataset' in t16:
+                t17 = t16['dataset']
+                if t17 is None: t17 = Missing('x.dataset')
             else:
-                t15 = attr_value(t14, 'dataset', 'x.dataset')
-            t16 = call_value(t7, F_type.fn, F_type.cost, True, [t15])
-            t18 = ('table')
-            if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 == t18
+                t17 = attr_value(t16, 'dataset', 'x.dataset')
+            t8.budget.left -= 1
+            if t8.budget.left < 0: _charge(t8, 0)
+            t18 = type_name(t17)
+            t8.budget.mem -= len(t18)
+            if t8.budget.mem < 0: _charge_mem(t8, 0)
+            t20 = ('table')
+            if t18.__class__ is str:
+                t19 = t18 == t20
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t7, t16, t18)
-                t17 = _compare('==', t16, t18)
-            t13 = (t17 if t17.__class__ is bool else _truth(t17))
+                t19 = _compare('==', t18, t20)
+            t15 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t19 = t8
-            if t19 is None: t19 = Missing('x')
-            if t19.__class__ is dict and 'dataset' in t19:
-                t20 = t19['dataset']
-                if t20 is None: t20 = Missing('x.dataset')
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t21 = t10
+            if t21 is None: t21 = Missing('x')
+            if t21.__class__ is dict and 'dataset' in t21:
+                t22 = t21['dataset']
+                if t22 is None: t22 = Missing('x.dataset')
             else:
-                t20 = attr_value(t19, 'dataset', 'x.dataset')
-            t4.append(t20)
-            t7.budget.mem -= 1
-            if t7.budget.mem < 0: _charge_mem(env, 0)
+                t22 = attr_value(t21, 'dataset', 'x.dataset')
+            t4.append(t22)
+            t5.mem -= 1
+            if t5.mem < 0: _charge_mem(env, 0)
             if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t4 is None or t4.__class__ is Missing: _need(t4)
     if t3.__class__ is int and t4.__class__ is int:
-        t21 = t3 + t4
-        if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+        t23 = t3 + t4
+        if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
     else:
-        t21 = _binop('+', t3, t4, env)
-    if t21 is None or t21.__class__ is Missing: _need(t21)
-    t22 = []
+        t23 = _binop('+', t3, t4, env)
+    if t23 is None or t23.__class__ is Missing: _need(t23)
     t24 = []
-    t26 = env.lookup('items')
-    if t26 is None: t26 = Missing('items')
-    t25 = loop_items(t26)
-    t27 = Env({}, None, env.budget, env)
-    for t28 in t25:
-        _charge(env, 14)
-        t27.values['x'] = t28
-        t27.let_cache = None
-        t29 = ('dataset')
-        t31 = t28
-        if t31 is None: t31 = Missing('x')
-        t32 = call_value(t27, F_keys.fn, F_keys.cost, False, [t31])
-        if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t27, t29, t32)
-        t30 = _compare('in', t29, t32)
-        if (t30 if t30.__class__ is bool else _truth(t30)):
-            t34 = t28
-            if t34 is None: t34 = Missing('x')
-            if t34.__class__ is dict and 'dataset' in t34:
-                t35 = t34['dataset']
-                if t35 is None: t35 = Missing('x.dataset')
-            else:
-                t35 = attr_value(t34, 'dataset', 'x.dataset')
-            t36 = call_value(t27, F_type.fn, F_type.cost, True, [t35])
-            t38 = ('table')
-            if t36.__class__ is t38.__class__ and (t36.__class__ is int or t36.__class__ is str):
-                t37 = t36 == t38
-            else:
-                if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(t27, t36, t38)
-                t37 = _compare('==', t36, t38)
-            t33 = (t37 if t37.__class__ is bool else _truth(t37))
-        else:
-            t33 = False
-        if (t33 if t33.__class__ is bool else _truth(t33)):
-            t39 = t28
+    t25 = env.budget
+    t27 = []
+    t28 = env.budget
+    t30 = env.lookup('items')
+    if t30 is None: t30 = Missing('items')
+    t29 = loop_items(t30)
+    t31 = Env({}, None, t28, env)
+    t32 = t31.values
+    for t33 in t29:
+        t28.left -= 14
+        if t28.left < 0: _charge(env, 0)
+        t32['x'] = t33
+        t31.let_cache = None
+        t34 = ('dataset')
+        t36 = t33
+        if t36 is None: t36 = Missing('x')
+        t37 = call_value(t31, F_keys.fn, F_keys.cost, False, [t36])
+        if t37.__class__ is list or t37.__class__ is dict or t37.__class__ is str: _charge_operands(t31, t34, t37)
+        t35 = _compare('in', t34, t37)
+        if (t35 if t35.__class__ is bool else _truth(t35)):
+            t39 = t33
             if t39 is None: t39 = Missing('x')
             if t39.__class__ is dict and 'dataset' in t39:
                 t40 = t39['dataset']
                 if t40 is None: t40 = Missing('x.dataset')
             else:
                 t40 = attr_value(t39, 'dataset', 'x.dataset')
-            t24.append(t40)
-            t27.budget.mem -= 1
-            if t27.budget.mem < 0: _charge_mem(env, 0)
-            if len(t24) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t23 = loop_items(t24)
-    t41 = Env({}, None, env.budget, env)
-    for t42 in t23:
-        _charge(env, 27)
-        t41.values['y'] = t42
-        t41.let_cache = None
-        t43 = ('dataset')
-        t45 = t42
-        if t45 is None: t45 = Missing('y')
-        t46 = call_value(t41, F_keys.fn, F_keys.cost, False, [t45])
-        if t46.__class__ is list or t46.__class__ is dict or t46.__class__ is str: _charge_operands(t41, t43, t46)
-        t44 = _compare('in', t43, t46)
-        if (t44 if t44.__class__ is bool else _truth(t44)):
-            t48 = t42
-            if t48 is None: t48 = Missing('y')
-            if t48.__class__ is dict and 'dataset' in t48:
-                t49 = t48['dataset']
-                if t49 is None: t49 = Missing('y.dataset')
+            t31.budget.left -= 1
+            if t31.budget.left < 0: _charge(t31, 0)
+            t41 = type_name(t40)
+            t31.budget.mem -= len(t41)
+            if t31.budget.mem < 0: _charge_mem(t31, 0)
+            t43 = ('table')
+            if t41.__class__ is str:
+                t42 = t41 == t43
             else:
-                t49 = attr_value(t48, 'dataset', 'y.dataset')
-            t50 = call_value(t41, F_type.fn, F_type.cost, True, [t49])
-            t52 = ('table')
-            if t50.__class__ is t52.__class__ and (t50.__class__ is int or t50.__class__ is str):
-                t51 = t50 == t52
-            else:
-                if t52.__class__ is list or t52.__class__ is dict or t52.__class__ is str: _charge_operands(t41, t50, t52)
-                t51 = _compare('==', t50, t52)
-            t47 = (t51 if t51.__class__ is bool else _truth(t51))
+                t42 = _compare('==', t41, t43)
+            t38 = (t42 if t42.__class__ is bool else _truth(t42))
         else:
-            t47 = False
-        if (t47 if t47.__class__ is bool else _truth(t47)):
-            t53 = t42
-            if t53 is None: t53 = Missing('y')
-            if t53.__class__ is dict and 'dataset' in t53:
-                t54 = t53['dataset']
-                if t54 is None: t54 = Missing('y.dataset')
+            t38 = False
+        if (t38 if t38.__class__ is bool else _truth(t38)):
+            t44 = t33
+            if t44 is None: t44 = Missing('x')
+            if t44.__class__ is dict and 'dataset' in t44:
+                t45 = t44['dataset']
+                if t45 is None: t45 = Missing('x.dataset')
             else:
-                t54 = attr_value(t53, 'dataset', 'y.dataset')
-            t22.append(t54)
-            t41.budget.mem -= 1
-            if t41.budget.mem < 0: _charge_mem(env, 0)
-            if len(t22) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    if t22 is None or t22.__class__ is Missing: _need(t22)
-    if t21.__class__ is int and t22.__class__ is int:
-        t55 = t21 + t22
-        if not -MAX_INT <= t55 <= MAX_INT: _check_value(t55)
+                t45 = attr_value(t44, 'dataset', 'x.dataset')
+            t27.append(t45)
+            t28.mem -= 1
+            if t28.mem < 0: _charge_mem(env, 0)
+            if len(t27) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    t26 = loop_items(t27)
+    t46 = Env({}, None, t25, env)
+    t47 = t46.values
+    for t48 in t26:
+        t25.left -= 27
+        if t25.left < 0: _charge(env, 0)
+        t47['y'] = t48
+        t46.let_cache = None
+        t49 = ('dataset')
+        t51 = t48
+        if t51 is None: t51 = Missing('y')
+        t52 = call_value(t46, F_keys.fn, F_keys.cost, False, [t51])
+        if t52.__class__ is list or t52.__class__ is dict or t52.__class__ is str: _charge_operands(t46, t49, t52)
+        t50 = _compare('in', t49, t52)
+        if (t50 if t50.__class__ is bool else _truth(t50)):
+            t54 = t48
+            if t54 is None: t54 = Missing('y')
+            if t54.__class__ is dict and 'dataset' in t54:
+                t55 = t54['dataset']
+                if t55 is None: t55 = Missing('y.dataset')
+            else:
+                t55 = attr_value(t54, 'dataset', 'y.dataset')
+            t46.budget.left -= 1
+            if t46.budget.left < 0: _charge(t46, 0)
+            t56 = type_name(t55)
+            t46.budget.mem -= len(t56)
+            if t46.budget.mem < 0: _charge_mem(t46, 0)
+            t58 = ('table')
+            if t56.__class__ is str:
+                t57 = t56 == t58
+            else:
+                t57 = _compare('==', t56, t58)
+            t53 = (t57 if t57.__class__ is bool else _truth(t57))
+        else:
+            t53 = False
+        if (t53 if t53.__class__ is bool else _truth(t53)):
+            t59 = t48
+            if t59 is None: t59 = Missing('y')
+            if t59.__class__ is dict and 'dataset' in t59:
+                t60 = t59['dataset']
+                if t60 is None: t60 = Missing('y.dataset')
+            else:
+                t60 = attr_value(t59, 'dataset', 'y.dataset')
+            t24.append(t60)
+            t25.mem -= 1
+            if t25.mem < 0: _charge_mem(env, 0)
+            if len(t24) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    if t24 is None or t24.__class__ is Missing: _need(t24)
+    if t23.__class__ is int and t24.__class__ is int:
+        t61 = t23 + t24
+        if not -MAX_INT <= t61 <= MAX_INT: _check_value(t61)
     else:
-        t55 = _binop('+', t21, t22, env)
-    return t55
+        t61 = _binop('+', t23, t24, env)
+    return t61
 
 def e334(env):
     t1 = K121
@@ -12809,10 +12721,9 @@ def e335(env):
             t7 = env.lookup('order')
             if t7 is None: t7 = Missing('order')
             t9 = ('block')
-            if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+            if t7.__class__ is str:
                 t8 = t7 != t9
             else:
-                if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
                 t8 = _compare('!=', t7, t9)
             t6 = (t8 if t8.__class__ is bool else _truth(t8))
         else:
@@ -12842,22 +12753,28 @@ def e336(env):
             if t7 is None: t7 = Missing('config.dataloader')
         else:
             t7 = attr_value(t6, 'dataloader', 'config.dataloader')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('table')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('order')
             if t12 is None: t12 = Missing('order')
-            t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t13 = type_name(t12)
+            env.budget.mem -= len(t13)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t15 = ('string')
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+            if t13.__class__ is str:
                 t14 = t13 == t15
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
                 t14 = _compare('==', t13, t15)
             t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
@@ -12865,12 +12782,15 @@ def e336(env):
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t17 = env.lookup('mrope')
             if t17 is None: t17 = Missing('mrope')
-            t18 = call_value(env, F_type.fn, F_type.cost, True, [t17])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t18 = type_name(t17)
+            env.budget.mem -= len(t18)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t20 = ('bool')
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
+            if t18.__class__ is str:
                 t19 = t18 == t20
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
                 t19 = _compare('==', t18, t20)
             t16 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
@@ -12884,10 +12804,9 @@ def e337(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     t3 = ('0.3.0')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('config')
@@ -12903,10 +12822,9 @@ def e337(env):
         else:
             t7 = attr_value(t6, 'class', 'config.dataloader.class')
         t9 = ('MMDataLoader.Config')
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+        if t7.__class__ is str:
             t8 = t7 == t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('==', t7, t9)
         t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
@@ -12928,12 +12846,15 @@ def e337(env):
 def e338(env):
     t1 = env.lookup('c')
     if t1 is None: t1 = Missing('c')
-    t2 = call_value(env, F_type.fn, F_type.cost, True, [t1])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t2 = type_name(t1)
+    env.budget.mem -= len(t2)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t4 = ('table')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('patch_order')
@@ -12950,42 +12871,40 @@ def e338(env):
                 if t12 is None: t12 = Missing('c.patch_order')
             else:
                 t12 = attr_value(t11, 'patch_order', 'c.patch_order')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t10 = False
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('c')
-            if t16 is None: t16 = Missing('c')
-            if t16.__class__ is dict and 'patch_order' in t16:
-                t17 = t16['patch_order']
-                if t17 is None: t17 = Missing('c.patch_order')
+            t15 = env.lookup('c')
+            if t15 is None: t15 = Missing('c')
+            if t15.__class__ is dict and 'patch_order' in t15:
+                t16 = t15['patch_order']
+                if t16 is None: t16 = Missing('c.patch_order')
             else:
-                t17 = attr_value(t16, 'patch_order', 'c.patch_order')
-            t15 = t17
+                t16 = attr_value(t15, 'patch_order', 'c.patch_order')
+            t14 = t16
         else:
-            t18 = ('block')
-            t15 = t18
-        t5 = t15
+            t17 = ('block')
+            t14 = t17
+        t5 = t14
     else:
-        t19 = (None)
-        t5 = t19
+        t18 = (None)
+        t5 = t18
     return t5
 
 def e339(env):
     t1 = env.lookup('c')
     if t1 is None: t1 = Missing('c')
-    t2 = call_value(env, F_type.fn, F_type.cost, True, [t1])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t2 = type_name(t1)
+    env.budget.mem -= len(t2)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t4 = ('table')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = ('build_mrope_positions')
@@ -13002,31 +12921,26 @@ def e339(env):
                 if t12 is None: t12 = Missing('c.build_mrope_positions')
             else:
                 t12 = attr_value(t11, 'build_mrope_positions', 'c.build_mrope_positions')
-            t14 = (None)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 != t14
-            else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-                t13 = _compare('!=', t12, t14)
+            t13 = not (t12 is None or t12.__class__ is Missing)
             t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t10 = False
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = env.lookup('c')
-            if t16 is None: t16 = Missing('c')
-            if t16.__class__ is dict and 'build_mrope_positions' in t16:
-                t17 = t16['build_mrope_positions']
-                if t17 is None: t17 = Missing('c.build_mrope_positions')
+            t15 = env.lookup('c')
+            if t15 is None: t15 = Missing('c')
+            if t15.__class__ is dict and 'build_mrope_positions' in t15:
+                t16 = t15['build_mrope_positions']
+                if t16 is None: t16 = Missing('c.build_mrope_positions')
             else:
-                t17 = attr_value(t16, 'build_mrope_positions', 'c.build_mrope_positions')
-            t15 = t17
+                t16 = attr_value(t15, 'build_mrope_positions', 'c.build_mrope_positions')
+            t14 = t16
         else:
-            t18 = (False)
-            t15 = t18
-        t5 = t15
+            t17 = (False)
+            t14 = t17
+        t5 = t14
     else:
-        t19 = (None)
-        t5 = t19
+        t18 = (None)
+        t5 = t18
     return t5
 
 def e340(env):
@@ -13257,22 +13171,28 @@ def e346(env):
             if t7 is None: t7 = Missing('config.dataloader')
         else:
             t7 = attr_value(t6, 'dataloader', 'config.dataloader')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('table')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('order')
             if t12 is None: t12 = Missing('order')
-            t13 = call_value(env, F_type.fn, F_type.cost, True, [t12])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t13 = type_name(t12)
+            env.budget.mem -= len(t13)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t15 = ('string')
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
+            if t13.__class__ is str:
                 t14 = t13 == t15
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
                 t14 = _compare('==', t13, t15)
             t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
@@ -13280,12 +13200,15 @@ def e346(env):
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t17 = env.lookup('mrope')
             if t17 is None: t17 = Missing('mrope')
-            t18 = call_value(env, F_type.fn, F_type.cost, True, [t17])
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t18 = type_name(t17)
+            env.budget.mem -= len(t18)
+            if env.budget.mem < 0: _charge_mem(env, 0)
             t20 = ('bool')
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
+            if t18.__class__ is str:
                 t19 = t18 == t20
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
                 t19 = _compare('==', t18, t20)
             t16 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
@@ -13299,10 +13222,9 @@ def e347(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
     t3 = ('main@b5bcd76c6')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('collator')
@@ -13332,12 +13254,15 @@ def e347(env):
             if t13 is None: t13 = Missing('config.dataloader.collator')
         else:
             t13 = attr_value(t12, 'collator', 'config.dataloader.collator')
-        t14 = call_value(env, F_type.fn, F_type.cost, True, [t13])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t14 = type_name(t13)
+        env.budget.mem -= len(t14)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t16 = ('table')
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+        if t14.__class__ is str:
             t15 = t14 == t16
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
             t15 = _compare('==', t14, t16)
         t10 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
@@ -13408,12 +13333,16 @@ def e348(env):
 def e349(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -13436,47 +13365,52 @@ def e350(env):
             if t7 is None: t7 = Missing('model.converters')
         else:
             t7 = attr_value(t6, 'converters', 'model.converters')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('list')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = []
-            t14 = env.lookup('model')
-            if t14 is None: t14 = Missing('model')
-            if t14.__class__ is dict and 'converters' in t14:
-                t15 = t14['converters']
-                if t15 is None: t15 = Missing('model.converters')
+            t13 = env.budget
+            t15 = env.lookup('model')
+            if t15 is None: t15 = Missing('model')
+            if t15.__class__ is dict and 'converters' in t15:
+                t16 = t15['converters']
+                if t16 is None: t16 = Missing('model.converters')
             else:
-                t15 = attr_value(t14, 'converters', 'model.converters')
-            t13 = loop_items(t15)
-            t16 = Env({}, None, env.budget, env)
-            for t17 in t13:
-                _charge(env, 7)
-                t16.values['c'] = t17
-                t16.let_cache = None
-                t18 = t17
-                if t18 is None: t18 = Missing('c')
-                if t18.__class__ is dict and 'kind' in t18:
-                    t19 = t18['kind']
-                    if t19 is None: t19 = Missing('c.kind')
+                t16 = attr_value(t15, 'converters', 'model.converters')
+            t14 = loop_items(t16)
+            t17 = Env({}, None, t13, env)
+            t18 = t17.values
+            for t19 in t14:
+                t13.left -= 7
+                if t13.left < 0: _charge(env, 0)
+                t18['c'] = t19
+                t17.let_cache = None
+                t20 = t19
+                if t20 is None: t20 = Missing('c')
+                if t20.__class__ is dict and 'kind' in t20:
+                    t21 = t20['kind']
+                    if t21 is None: t21 = Missing('c.kind')
                 else:
-                    t19 = attr_value(t18, 'kind', 'c.kind')
-                t21 = ('lora')
-                if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                    t20 = t19 == t21
+                    t21 = attr_value(t20, 'kind', 'c.kind')
+                t23 = ('lora')
+                if t21.__class__ is str:
+                    t22 = t21 == t23
                 else:
-                    if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t16, t19, t21)
-                    t20 = _compare('==', t19, t21)
-                t12.append(t20)
-                t16.budget.mem -= 1
-                if t16.budget.mem < 0: _charge_mem(env, 0)
+                    t22 = _compare('==', t21, t23)
+                t12.append(t22)
+                t13.mem -= 1
+                if t13.mem < 0: _charge_mem(env, 0)
                 if len(t12) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t22 = call_value(env, F_any.fn, F_any.cost, False, [t12])
-            t11 = (t22 if t22.__class__ is bool else _truth(t22))
+            t24 = call_value(env, F_any.fn, F_any.cost, False, [t12])
+            t11 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
             t11 = False
         t5 = (t11 if t11.__class__ is bool else _truth(t11))
@@ -13486,88 +13420,94 @@ def e350(env):
 
 def e351(env):
     t1 = []
-    t3 = env.lookup('model')
-    if t3 is None: t3 = Missing('model')
-    if t3.__class__ is dict and 'converters' in t3:
-        t4 = t3['converters']
-        if t4 is None: t4 = Missing('model.converters')
+    t2 = env.budget
+    t4 = env.lookup('model')
+    if t4 is None: t4 = Missing('model')
+    if t4.__class__ is dict and 'converters' in t4:
+        t5 = t4['converters']
+        if t5 is None: t5 = Missing('model.converters')
     else:
-        t4 = attr_value(t3, 'converters', 'model.converters')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 26)
-        t5.values['c'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('c')
-        if t7.__class__ is dict and 'kind' in t7:
-            t8 = t7['kind']
-            if t8 is None: t8 = Missing('c.kind')
+        t5 = attr_value(t4, 'converters', 'model.converters')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 26
+        if t2.left < 0: _charge(env, 0)
+        t7['c'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('c')
+        if t9.__class__ is dict and 'kind' in t9:
+            t10 = t9['kind']
+            if t10 is None: t10 = Missing('c.kind')
         else:
-            t8 = attr_value(t7, 'kind', 'c.kind')
-        t10 = ('lora')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+            t10 = attr_value(t9, 'kind', 'c.kind')
+        t12 = ('lora')
+        if t10.__class__ is str:
+            t11 = t10 == t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t5, t8, t10)
-            t9 = _compare('==', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = ('rank')
-            t14 = t6
-            if t14 is None: t14 = Missing('c')
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t5, t12, t14)
-            t13 = _compare('in', t12, t14)
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
-        else:
-            t11 = False
+            t11 = _compare('==', t10, t12)
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = t6
+            t14 = ('rank')
+            t16 = t8
             if t16 is None: t16 = Missing('c')
-            if t16.__class__ is dict and 'rank' in t16:
-                t17 = t16['rank']
-                if t17 is None: t17 = Missing('c.rank')
-            else:
-                t17 = attr_value(t16, 'rank', 'c.rank')
-            t18 = call_value(t5, F_type.fn, F_type.cost, True, [t17])
-            t20 = K128
-            if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t5, t18, t20)
-            t19 = _compare('in', t18, t20)
-            t15 = (t19 if t19.__class__ is bool else _truth(t19))
+            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t6, t14, t16)
+            t15 = _compare('in', t14, t16)
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t22 = t6
-            if t22 is None: t22 = Missing('c')
-            if t22.__class__ is dict and 'rank' in t22:
-                t23 = t22['rank']
-                if t23 is None: t23 = Missing('c.rank')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t18 = t8
+            if t18 is None: t18 = Missing('c')
+            if t18.__class__ is dict and 'rank' in t18:
+                t19 = t18['rank']
+                if t19 is None: t19 = Missing('c.rank')
             else:
-                t23 = attr_value(t22, 'rank', 'c.rank')
-            t25 = (0)
-            if t23.__class__ is t25.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 <= t25
-            else:
-                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t5, t23, t25)
-                t24 = _compare('<=', t23, t25)
-            t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                t19 = attr_value(t18, 'rank', 'c.rank')
+            t6.budget.left -= 1
+            if t6.budget.left < 0: _charge(t6, 0)
+            t20 = type_name(t19)
+            t6.budget.mem -= len(t20)
+            if t6.budget.mem < 0: _charge_mem(t6, 0)
+            t22 = K128
+            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t6, t20, t22)
+            t21 = _compare('in', t20, t22)
+            t17 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t26 = t6
-            if t26 is None: t26 = Missing('c')
-            t1.append(t26)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t24 = t8
+            if t24 is None: t24 = Missing('c')
+            if t24.__class__ is dict and 'rank' in t24:
+                t25 = t24['rank']
+                if t25 is None: t25 = Missing('c.rank')
+            else:
+                t25 = attr_value(t24, 'rank', 'c.rank')
+            t27 = (0)
+            if t25.__class__ is int:
+                t26 = t25 <= t27
+            else:
+                t26 = _compare('<=', t25, t27)
+            t23 = (t26 if t26.__class__ is bool else _truth(t26))
+        else:
+            t23 = False
+        if (t23 if t23.__class__ is bool else _truth(t23)):
+            t28 = t8
+            if t28 is None: t28 = Missing('c')
+            t1.append(t28)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e352(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'bad')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'bad')
     if t3.__class__ is dict and 'class' in t3:
         t4 = t3['class']
         if t4 is None: t4 = Missing('class')
@@ -13578,9 +13518,10 @@ def e352(env):
 def e353(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'bad')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'bad')
     if t3.__class__ is dict and 'rank' in t3:
         t4 = t3['rank']
         if t4 is None: t4 = Missing('rank')
@@ -13591,12 +13532,16 @@ def e353(env):
 def e354(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -13612,119 +13557,142 @@ def e355(env):
 
 def e356(env):
     t1 = []
-    t3 = env.lookup('conv')
-    if t3 is None: t3 = Missing('conv')
-    t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
-    t5 = call_value(env, F_range.fn, F_range.cost, False, [t4])
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 11)
-        t6.values['i'] = t7
-        t6.let_cache = None
-        t8 = t6.lookup('conv')
-        if t8 is None: t8 = Missing('conv')
-        t8 = _need(t8)
-        t9 = t7
-        if t9 is None: t9 = Missing('i')
-        t10 = index_value(t8, _need(t9), 'conv')
-        if t10.__class__ is dict and 'kind' in t10:
-            t11 = t10['kind']
-            if t11 is None: t11 = Missing('kind')
+    t2 = env.budget
+    t4 = env.lookup('conv')
+    if t4 is None: t4 = Missing('conv')
+    if t4.__class__ is list or t4.__class__ is str or t4.__class__ is dict:
+        t5 = len(t4)
+        env.budget.left -= t5 if t5 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t5 = call_value(env, F_len.fn, F_len.cost, False, [t4])
+    t6 = call_value(env, F_range.fn, F_range.cost, False, [t5])
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 11
+        if t2.left < 0: _charge(env, 0)
+        t8['i'] = t9
+        t7.let_cache = None
+        t10 = t7.lookup('conv')
+        if t10 is None: t10 = Missing('conv')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = t9
+        if t11 is None: t11 = Missing('i')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = index_value(t10, t11, 'conv')
+        if t12.__class__ is dict and 'kind' in t12:
+            t13 = t12['kind']
+            if t13 is None: t13 = Missing('kind')
         else:
-            t11 = attr_value(t10, 'kind', 'kind')
-        t13 = ('lora')
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 == t13
+            t13 = attr_value(t12, 'kind', 'kind')
+        t15 = ('lora')
+        if t13.__class__ is str:
+            t14 = t13 == t15
         else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t6, t11, t13)
-            t12 = _compare('==', t11, t13)
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t14 = t7
-            if t14 is None: t14 = Missing('i')
-            t1.append(t14)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
+            t14 = _compare('==', t13, t15)
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t16 = t9
+            if t16 is None: t16 = Missing('i')
+            t1.append(t16)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e357(env):
     t1 = []
-    t3 = env.lookup('conv')
-    if t3 is None: t3 = Missing('conv')
-    t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
-    t5 = call_value(env, F_range.fn, F_range.cost, False, [t4])
-    t2 = loop_items(t5)
-    t6 = Env({}, None, env.budget, env)
-    for t7 in t2:
-        _charge(env, 24)
-        t6.values['i'] = t7
-        t6.let_cache = None
-        t8 = t6.lookup('loras')
-        if t8 is None: t8 = Missing('loras')
-        t9 = call_value(t6, F_len.fn, F_len.cost, False, [t8])
-        t11 = (0)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 > t11
+    t2 = env.budget
+    t4 = env.lookup('conv')
+    if t4 is None: t4 = Missing('conv')
+    if t4.__class__ is list or t4.__class__ is str or t4.__class__ is dict:
+        t5 = len(t4)
+        env.budget.left -= t5 if t5 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t5 = call_value(env, F_len.fn, F_len.cost, False, [t4])
+    t6 = call_value(env, F_range.fn, F_range.cost, False, [t5])
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
+        t2.left -= 24
+        if t2.left < 0: _charge(env, 0)
+        t8['i'] = t9
+        t7.let_cache = None
+        t10 = t7.lookup('loras')
+        if t10 is None: t10 = Missing('loras')
+        if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
+            t11 = len(t10)
+            t7.budget.left -= t11 if t11 > 1 else 1
+            if t7.budget.left < 0: _charge(t7, 0)
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t6, t9, t11)
-            t10 = _compare('>', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = t7
-            if t13 is None: t13 = Missing('i')
-            t15 = t6.lookup('loras')
-            if t15 is None: t15 = Missing('loras')
-            t15 = _need(t15)
-            t16 = (0)
-            t17 = index_value(t15, _need(t16), 'loras')
-            if t13.__class__ is t17.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 > t17
-            else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t6, t13, t17)
-                t14 = _compare('>', t13, t17)
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t11 = call_value(t7, F_len.fn, F_len.cost, False, [t10])
+        t13 = (0)
+        if t11.__class__ is int:
+            t12 = t11 > t13
         else:
-            t12 = False
+            t12 = _compare('>', t11, t13)
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t19 = t6.lookup('conv')
-            if t19 is None: t19 = Missing('conv')
-            t19 = _need(t19)
-            t20 = t7
-            if t20 is None: t20 = Missing('i')
-            t21 = index_value(t19, _need(t20), 'conv')
-            if t21.__class__ is dict and 'kind' in t21:
-                t22 = t21['kind']
-                if t22 is None: t22 = Missing('kind')
+            t15 = t9
+            if t15 is None: t15 = Missing('i')
+            t17 = t7.lookup('loras')
+            if t17 is None: t17 = Missing('loras')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = (0)
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = index_value(t17, t18, 'loras')
+            if t15.__class__ is t19.__class__ and (t15.__class__ is int or t15.__class__ is str):
+                t16 = t15 > t19
             else:
-                t22 = attr_value(t21, 'kind', 'kind')
-            t24 = ('quantization')
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 == t24
-            else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t6, t22, t24)
-                t23 = _compare('==', t22, t24)
-            t18 = (t23 if t23.__class__ is bool else _truth(t23))
+                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t7, t15, t19)
+                t16 = _compare('>', t15, t19)
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t25 = t6.lookup('conv')
-            if t25 is None: t25 = Missing('conv')
-            t25 = _need(t25)
-            t26 = t7
-            if t26 is None: t26 = Missing('i')
-            t27 = index_value(t25, _need(t26), 'conv')
-            t1.append(t27)
-            t6.budget.mem -= 1
-            if t6.budget.mem < 0: _charge_mem(env, 0)
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t21 = t7.lookup('conv')
+            if t21 is None: t21 = Missing('conv')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = t9
+            if t22 is None: t22 = Missing('i')
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = index_value(t21, t22, 'conv')
+            if t23.__class__ is dict and 'kind' in t23:
+                t24 = t23['kind']
+                if t24 is None: t24 = Missing('kind')
+            else:
+                t24 = attr_value(t23, 'kind', 'kind')
+            t26 = ('quantization')
+            if t24.__class__ is str:
+                t25 = t24 == t26
+            else:
+                t25 = _compare('==', t24, t26)
+            t20 = (t25 if t25.__class__ is bool else _truth(t25))
+        else:
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t27 = t7.lookup('conv')
+            if t27 is None: t27 = Missing('conv')
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = t9
+            if t28 is None: t28 = Missing('i')
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            t29 = index_value(t27, t28, 'conv')
+            t1.append(t29)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e358(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'late')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'late')
     if t3.__class__ is dict and 'class' in t3:
         t4 = t3['class']
         if t4 is None: t4 = Missing('class')
@@ -13735,13 +13703,15 @@ def e358(env):
 def e359(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('loras')
     if t2 is None: t2 = Missing('loras')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = (0)
-    t4 = index_value(t2, _need(t3), 'loras')
-    t5 = index_value(t1, _need(t4), 'conv')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'loras')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t1, t4, 'conv')
     if t5.__class__ is dict and 'class' in t5:
         t6 = t5['class']
         if t6 is None: t6 = Missing('class')
@@ -13751,27 +13721,30 @@ def e359(env):
 
 def e360(env):
     t1 = []
-    t3 = env.lookup('late')
-    if t3 is None: t3 = Missing('late')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 4)
-        t4.values['c'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('c')
-        if t6.__class__ is dict and 'class' in t6:
-            t7 = t6['class']
-            if t7 is None: t7 = Missing('c.class')
+    t2 = env.budget
+    t4 = env.lookup('late')
+    if t4 is None: t4 = Missing('late')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 4
+        if t2.left < 0: _charge(env, 0)
+        t6['c'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('c')
+        if t8.__class__ is dict and 'class' in t8:
+            t9 = t8['class']
+            if t9 is None: t9 = Missing('c.class')
         else:
-            t7 = attr_value(t6, 'class', 'c.class')
-        t1.append(t7)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t9 = attr_value(t8, 'class', 'c.class')
+        t1.append(t9)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t8 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t8
+    t10 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t10
 
 def e361(env):
     t1 = env.lookup('model')
@@ -13805,12 +13778,15 @@ def e362(env):
             if t7 is None: t7 = Missing('model.converters')
         else:
             t7 = attr_value(t6, 'converters', 'model.converters')
-        t8 = call_value(env, F_type.fn, F_type.cost, True, [t7])
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t8 = type_name(t7)
+        env.budget.mem -= len(t8)
+        if env.budget.mem < 0: _charge_mem(env, 0)
         t10 = ('list')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
+        if t8.__class__ is str:
             t9 = t8 == t10
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
             t9 = _compare('==', t8, t10)
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t12 = env.lookup('model')
@@ -13824,7 +13800,6 @@ def e362(env):
             if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
                 t14 = t13 == t15
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
                 t14 = _compare('==', t13, t15)
             t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
@@ -13837,17 +13812,13 @@ def e362(env):
                 if t18 is None: t18 = Missing('model.moe_comm_backend')
             else:
                 t18 = attr_value(t17, 'moe_comm_backend', 'model.moe_comm_backend')
-            t20 = (None)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 != t20
-            else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, t18, t20)
-                t19 = _compare('!=', t18, t20)
+            t19 = not (t18 is None or t18.__class__ is Missing)
             t16 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
             t16 = False
         if (t16 if t16.__class__ is bool else _truth(t16)):
-            t22 = []
+            t21 = []
+            t22 = env.budget
             t24 = env.lookup('model')
             if t24 is None: t24 = Missing('model')
             if t24.__class__ is dict and 'converters' in t24:
@@ -13856,80 +13827,84 @@ def e362(env):
             else:
                 t25 = attr_value(t24, 'converters', 'model.converters')
             t23 = loop_items(t25)
-            t26 = Env({}, None, env.budget, env)
-            for t27 in t23:
-                _charge(env, 7)
-                t26.values['c'] = t27
+            t26 = Env({}, None, t22, env)
+            t27 = t26.values
+            for t28 in t23:
+                t22.left -= 7
+                if t22.left < 0: _charge(env, 0)
+                t27['c'] = t28
                 t26.let_cache = None
-                t28 = t27
-                if t28 is None: t28 = Missing('c')
-                if t28.__class__ is dict and 'pads_dispatcher' in t28:
-                    t29 = t28['pads_dispatcher']
-                    if t29 is None: t29 = Missing('c.pads_dispatcher')
+                t29 = t28
+                if t29 is None: t29 = Missing('c')
+                if t29.__class__ is dict and 'pads_dispatcher' in t29:
+                    t30 = t29['pads_dispatcher']
+                    if t30 is None: t30 = Missing('c.pads_dispatcher')
                 else:
-                    t29 = attr_value(t28, 'pads_dispatcher', 'c.pads_dispatcher')
-                t31 = (True)
-                if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
-                    t30 = t29 == t31
+                    t30 = attr_value(t29, 'pads_dispatcher', 'c.pads_dispatcher')
+                t32 = (True)
+                if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
+                    t31 = t30 == t32
                 else:
-                    if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t26, t29, t31)
-                    t30 = _compare('==', t29, t31)
-                t22.append(t30)
-                t26.budget.mem -= 1
-                if t26.budget.mem < 0: _charge_mem(env, 0)
-                if len(t22) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t32 = call_value(env, F_any.fn, F_any.cost, False, [t22])
-            t21 = (t32 if t32.__class__ is bool else _truth(t32))
+                    t31 = _compare('==', t30, t32)
+                t21.append(t31)
+                t22.mem -= 1
+                if t22.mem < 0: _charge_mem(env, 0)
+                if len(t21) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t33 = call_value(env, F_any.fn, F_any.cost, False, [t21])
+            t20 = (t33 if t33.__class__ is bool else _truth(t33))
         else:
-            t21 = False
-        t5 = (t21 if t21.__class__ is bool else _truth(t21))
+            t20 = False
+        t5 = (t20 if t20.__class__ is bool else _truth(t20))
     else:
         t5 = False
     return t5
 
 def e363(env):
     t1 = []
-    t3 = env.lookup('model')
-    if t3 is None: t3 = Missing('model')
-    if t3.__class__ is dict and 'converters' in t3:
-        t4 = t3['converters']
-        if t4 is None: t4 = Missing('model.converters')
+    t2 = env.budget
+    t4 = env.lookup('model')
+    if t4 is None: t4 = Missing('model')
+    if t4.__class__ is dict and 'converters' in t4:
+        t5 = t4['converters']
+        if t5 is None: t5 = Missing('model.converters')
     else:
-        t4 = attr_value(t3, 'converters', 'model.converters')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 8)
-        t5.values['c'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('c')
-        if t7.__class__ is dict and 'pads_dispatcher' in t7:
-            t8 = t7['pads_dispatcher']
-            if t8 is None: t8 = Missing('c.pads_dispatcher')
+        t5 = attr_value(t4, 'converters', 'model.converters')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t7['c'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('c')
+        if t9.__class__ is dict and 'pads_dispatcher' in t9:
+            t10 = t9['pads_dispatcher']
+            if t10 is None: t10 = Missing('c.pads_dispatcher')
         else:
-            t8 = attr_value(t7, 'pads_dispatcher', 'c.pads_dispatcher')
-        t10 = (True)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+            t10 = attr_value(t9, 'pads_dispatcher', 'c.pads_dispatcher')
+        t12 = (True)
+        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t5, t8, t10)
-            t9 = _compare('==', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t6
-            if t11 is None: t11 = Missing('c')
-            t1.append(t11)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            t11 = _compare('==', t10, t12)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t8
+            if t13 is None: t13 = Missing('c')
+            t1.append(t13)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e364(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'padding')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'padding')
     if t3.__class__ is dict and 'class' in t3:
         t4 = t3['class']
         if t4 is None: t4 = Missing('class')
@@ -13940,9 +13915,10 @@ def e364(env):
 def e365(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (0)
-    t3 = index_value(t1, _need(t2), 'padding')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'padding')
     if t3.__class__ is dict and 'name' in t3:
         t4 = t3['name']
         if t4 is None: t4 = Missing('name')
@@ -13986,16 +13962,14 @@ def e367(env):
         if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
             t8 = t7 != t9
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
             t8 = _compare('!=', t7, t9)
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t11 = env.lookup('cp')
             if t11 is None: t11 = Missing('cp')
             t13 = (1)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
+            if t11.__class__ is int:
                 t12 = t11 > t13
             else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t11, t13)
                 t12 = _compare('>', t11, t13)
             t10 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
@@ -14004,10 +13978,9 @@ def e367(env):
             t15 = env.lookup('lb')
             if t15 is None: t15 = Missing('lb')
             t17 = ('ptrr')
-            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+            if t15.__class__ is str:
                 t16 = t15 == t17
             else:
-                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
                 t16 = _compare('==', t15, t17)
             t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
@@ -14021,10 +13994,9 @@ def e367(env):
             else:
                 t20 = attr_value(t19, 'attn_masks', 'model.attn_masks')
             t22 = ('dict')
-            if t20.__class__ is t22.__class__ and (t20.__class__ is int or t20.__class__ is str):
+            if t20.__class__ is str:
                 t21 = t20 == t22
             else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, t20, t22)
                 t21 = _compare('==', t20, t22)
             t18 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
@@ -14065,139 +14037,125 @@ def e368(env):
 
 def e369(env):
     t1 = []
-    t3 = env.lookup('unreadable')
-    if t3 is None: t3 = Missing('unreadable')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 21)
-        t4.values['u'] = t5
-        t4.let_cache = None
-        t6 = ('context_parallel_ptrr_mask_key')
-        t8 = t5
-        if t8 is None: t8 = Missing('u')
-        if t8.__class__ is dict and 'key' in t8:
-            t9 = t8['key']
-            if t9 is None: t9 = Missing('u.key')
+    t2 = env.budget
+    t4 = env.lookup('unreadable')
+    if t4 is None: t4 = Missing('unreadable')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 21
+        if t2.left < 0: _charge(env, 0)
+        t6['u'] = t7
+        t5.let_cache = None
+        t8 = ('context_parallel_ptrr_mask_key')
+        t10 = t7
+        if t10 is None: t10 = Missing('u')
+        if t10.__class__ is dict and 'key' in t10:
+            t11 = t10['key']
+            if t11 is None: t11 = Missing('u.key')
         else:
-            t9 = attr_value(t8, 'key', 'u.key')
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(t4, t6, t9)
-        t7 = _compare('in', t6, t9)
-        if not (t7 if t7.__class__ is bool else _truth(t7)):
-            t11 = t5
-            if t11 is None: t11 = Missing('u')
-            if t11.__class__ is dict and 'key' in t11:
-                t12 = t11['key']
-                if t12 is None: t12 = Missing('u.key')
+            t11 = attr_value(t10, 'key', 'u.key')
+        if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t5, t8, t11)
+        t9 = _compare('in', t8, t11)
+        if not (t9 if t9.__class__ is bool else _truth(t9)):
+            t13 = t7
+            if t13 is None: t13 = Missing('u')
+            if t13.__class__ is dict and 'key' in t13:
+                t14 = t13['key']
+                if t14 is None: t14 = Missing('u.key')
             else:
-                t12 = attr_value(t11, 'key', 'u.key')
-            t14 = ('parallelism')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 == t14
+                t14 = attr_value(t13, 'key', 'u.key')
+            t16 = ('parallelism')
+            if t14.__class__ is str:
+                t15 = t14 == t16
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t4, t12, t14)
-                t13 = _compare('==', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t15 = _compare('==', t14, t16)
+            t12 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t10 = True
-        if not (t10 if t10.__class__ is bool else _truth(t10)):
-            t16 = ('parallelism.*')
-            t18 = t5
-            if t18 is None: t18 = Missing('u')
-            if t18.__class__ is dict and 'key' in t18:
-                t19 = t18['key']
-                if t19 is None: t19 = Missing('u.key')
+            t12 = True
+        if not (t12 if t12.__class__ is bool else _truth(t12)):
+            t18 = ('parallelism.*')
+            t20 = t7
+            if t20 is None: t20 = Missing('u')
+            if t20.__class__ is dict and 'key' in t20:
+                t21 = t20['key']
+                if t21 is None: t21 = Missing('u.key')
             else:
-                t19 = attr_value(t18, 'key', 'u.key')
-            if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t4, t16, t19)
-            t17 = _compare('in', t16, t19)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+                t21 = attr_value(t20, 'key', 'u.key')
+            if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t5, t18, t21)
+            t19 = _compare('in', t18, t21)
+            t17 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t15 = True
-        if not (t15 if t15.__class__ is bool else _truth(t15)):
-            t21 = t5
-            if t21 is None: t21 = Missing('u')
-            if t21.__class__ is dict and 'key' in t21:
-                t22 = t21['key']
-                if t22 is None: t22 = Missing('u.key')
+            t17 = True
+        if not (t17 if t17.__class__ is bool else _truth(t17)):
+            t23 = t7
+            if t23 is None: t23 = Missing('u')
+            if t23.__class__ is dict and 'key' in t23:
+                t24 = t23['key']
+                if t24 is None: t24 = Missing('u.key')
             else:
-                t22 = attr_value(t21, 'key', 'u.key')
-            t24 = ('')
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 == t24
+                t24 = attr_value(t23, 'key', 'u.key')
+            t26 = ('')
+            if t24.__class__ is str:
+                t25 = t24 == t26
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t4, t22, t24)
-                t23 = _compare('==', t22, t24)
-            t20 = (t23 if t23.__class__ is bool else _truth(t23))
+                t25 = _compare('==', t24, t26)
+            t22 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
-            t20 = True
-        t1.append(t20)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+            t22 = True
+        t1.append(t22)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t25 = call_value(env, F_any.fn, F_any.cost, False, [t1])
-    return t25
+    t27 = call_value(env, F_any.fn, F_any.cost, False, [t1])
+    return t27
 
 def e370(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 == t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('==', t1, t3)
+    t2 = (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('key_unread')
-        if t5 is None: t5 = Missing('key_unread')
-        t6 = not (t5 if t5.__class__ is bool else _truth(t5))
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = env.lookup('key_unread')
+        if t4 is None: t4 = Missing('key_unread')
+        t5 = not (t4 if t4.__class__ is bool else _truth(t4))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    return t4
+        t3 = False
+    return t3
 
 def e371(env):
     t1 = env.lookup('mask_key')
     if t1 is None: t1 = Missing('mask_key')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('model')
-        if t5 is None: t5 = Missing('model')
-        if t5.__class__ is dict and 'attn_mask_keys' in t5:
-            t6 = t5['attn_mask_keys']
-            if t6 is None: t6 = Missing('model.attn_mask_keys')
+        t4 = env.lookup('model')
+        if t4 is None: t4 = Missing('model')
+        if t4.__class__ is dict and 'attn_mask_keys' in t4:
+            t5 = t4['attn_mask_keys']
+            if t5 is None: t5 = Missing('model.attn_mask_keys')
         else:
-            t6 = attr_value(t5, 'attn_mask_keys', 'model.attn_mask_keys')
-        t8 = (None)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 != t8
-        else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
-            t7 = _compare('!=', t6, t8)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t4, 'attn_mask_keys', 'model.attn_mask_keys')
+        t6 = not (t5 is None or t5.__class__ is Missing)
+        t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t10 = env.lookup('mask_key')
-        if t10 is None: t10 = Missing('mask_key')
-        t12 = env.lookup('model')
-        if t12 is None: t12 = Missing('model')
-        if t12.__class__ is dict and 'attn_mask_keys' in t12:
-            t13 = t12['attn_mask_keys']
-            if t13 is None: t13 = Missing('model.attn_mask_keys')
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = env.lookup('mask_key')
+        if t8 is None: t8 = Missing('mask_key')
+        t10 = env.lookup('model')
+        if t10 is None: t10 = Missing('model')
+        if t10.__class__ is dict and 'attn_mask_keys' in t10:
+            t11 = t10['attn_mask_keys']
+            if t11 is None: t11 = Missing('model.attn_mask_keys')
         else:
-            t13 = attr_value(t12, 'attn_mask_keys', 'model.attn_mask_keys')
-        if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t10, t13)
-        t11 = _compare('not in', t10, t13)
-        t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t11 = attr_value(t10, 'attn_mask_keys', 'model.attn_mask_keys')
+        if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t8, t11)
+        t9 = _compare('not in', t8, t11)
+        t7 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t9 = False
-    return t9
+        t7 = False
+    return t7
 
 def e372(env):
     t1 = env.lookup('missing')
@@ -14235,42 +14193,37 @@ def e373(env):
         if t2 is None: t2 = Missing('model.attn_mask_keys')
     else:
         t2 = attr_value(t1, 'attn_mask_keys', 'model.attn_mask_keys')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' (')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('model')
-        if t7 is None: t7 = Missing('model')
-        if t7.__class__ is dict and 'attn_mask_keys' in t7:
-            t8 = t7['attn_mask_keys']
-            if t8 is None: t8 = Missing('model.attn_mask_keys')
+        t5 = (' (')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('model')
+        if t6 is None: t6 = Missing('model')
+        if t6.__class__ is dict and 'attn_mask_keys' in t6:
+            t7 = t6['attn_mask_keys']
+            if t7 is None: t7 = Missing('model.attn_mask_keys')
         else:
-            t8 = attr_value(t7, 'attn_mask_keys', 'model.attn_mask_keys')
-        t9 = call_value(env, F_join.fn, F_join.cost, False, [t8])
+            t7 = attr_value(t6, 'attn_mask_keys', 'model.attn_mask_keys')
+        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t5.__class__ is int and t8.__class__ is int:
+            t9 = t5 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t5, t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t6.__class__ is int and t9.__class__ is int:
-            t10 = t6 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t6, t9, env)
+        t10 = (')')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (')')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t12 = _binop('+', t10, t11, env)
-        t5 = t12
+            t11 = _binop('+', t9, t10, env)
+        t4 = t11
     else:
-        t13 = ('')
-        t5 = t13
-    return t5
+        t12 = ('')
+        t4 = t12
+    return t4
 
 def e374(env):
     t1 = env.lookup('missing')
@@ -14340,66 +14293,61 @@ def e376(env):
             if t5 is None: t5 = Missing('model.attn_mask_keys')
         else:
             t5 = attr_value(t4, 'attn_mask_keys', 'model.attn_mask_keys')
-        t7 = (None)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 != t7
-        else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('!=', t5, t7)
+        t6 = not (t5 is None or t5.__class__ is Missing)
         if (t6 if t6.__class__ is bool else _truth(t6)):
-            t9 = (' (')
-            if t9 is None or t9.__class__ is Missing: _need(t9)
-            t10 = env.lookup('model')
-            if t10 is None: t10 = Missing('model')
-            if t10.__class__ is dict and 'attn_mask_keys' in t10:
-                t11 = t10['attn_mask_keys']
-                if t11 is None: t11 = Missing('model.attn_mask_keys')
+            t8 = (' (')
+            if t8 is None or t8.__class__ is Missing: _need(t8)
+            t9 = env.lookup('model')
+            if t9 is None: t9 = Missing('model')
+            if t9.__class__ is dict and 'attn_mask_keys' in t9:
+                t10 = t9['attn_mask_keys']
+                if t10 is None: t10 = Missing('model.attn_mask_keys')
             else:
-                t11 = attr_value(t10, 'attn_mask_keys', 'model.attn_mask_keys')
-            t12 = call_value(env, F_join.fn, F_join.cost, False, [t11])
+                t10 = attr_value(t9, 'attn_mask_keys', 'model.attn_mask_keys')
+            t11 = call_value(env, F_join.fn, F_join.cost, False, [t10])
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            if t8.__class__ is int and t11.__class__ is int:
+                t12 = t8 + t11
+                if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+            else:
+                t12 = _binop('+', t8, t11, env)
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            if t9.__class__ is int and t12.__class__ is int:
-                t13 = t9 + t12
-                if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-            else:
-                t13 = _binop('+', t9, t12, env)
+            t13 = (')')
             if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = (')')
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            if t13.__class__ is int and t14.__class__ is int:
-                t15 = t13 + t14
-                if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+            if t12.__class__ is int and t13.__class__ is int:
+                t14 = t12 + t13
+                if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
             else:
-                t15 = _binop('+', t13, t14, env)
-            t8 = t15
+                t14 = _binop('+', t12, t13, env)
+            t7 = t14
         else:
-            t16 = ('')
-            t8 = t16
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t3.__class__ is int and t8.__class__ is int:
-            t17 = t3 + t8
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+            t15 = ('')
+            t7 = t15
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t3.__class__ is int and t7.__class__ is int:
+            t16 = t3 + t7
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t17 = _binop('+', t3, t8, env)
-        t2 = t17
+            t16 = _binop('+', t3, t7, env)
+        t2 = t16
     else:
-        t18 = ('name one of the masks the model builds: ')
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = env.lookup('model')
-        if t19 is None: t19 = Missing('model')
-        if t19.__class__ is dict and 'attn_mask_keys' in t19:
-            t20 = t19['attn_mask_keys']
-            if t20 is None: t20 = Missing('model.attn_mask_keys')
+        t17 = ('name one of the masks the model builds: ')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = env.lookup('model')
+        if t18 is None: t18 = Missing('model')
+        if t18.__class__ is dict and 'attn_mask_keys' in t18:
+            t19 = t18['attn_mask_keys']
+            if t19 is None: t19 = Missing('model.attn_mask_keys')
         else:
-            t20 = attr_value(t19, 'attn_mask_keys', 'model.attn_mask_keys')
-        t21 = call_value(env, F_join.fn, F_join.cost, False, [t20])
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t18.__class__ is int and t21.__class__ is int:
-            t22 = t18 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+            t19 = attr_value(t18, 'attn_mask_keys', 'model.attn_mask_keys')
+        t20 = call_value(env, F_join.fn, F_join.cost, False, [t19])
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        if t17.__class__ is int and t20.__class__ is int:
+            t21 = t17 + t20
+            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
         else:
-            t22 = _binop('+', t18, t21, env)
-        t2 = t22
+            t21 = _binop('+', t17, t20, env)
+        t2 = t21
     return t2
 
 def e377(env):
@@ -14411,10 +14359,9 @@ def e377(env):
     else:
         t2 = attr_value(t1, 'attn_type', 'model.attn_type')
     t4 = ('sdpa')
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is str:
         t3 = t2 != t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
     return t3
 
@@ -14433,10 +14380,9 @@ def e378(env):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t8 = (1)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+        if t6.__class__ is int:
             t7 = t6 > t8
         else:
-            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
             t7 = _compare('>', t6, t8)
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t10 = env.lookup('config')
@@ -14452,10 +14398,9 @@ def e378(env):
             else:
                 t12 = attr_value(t11, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
             t14 = ('ptrr')
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+            if t12.__class__ is str:
                 t13 = t12 == t14
             else:
-                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
                 t13 = _compare('==', t12, t14)
             t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
@@ -14468,12 +14413,7 @@ def e378(env):
                 if t17 is None: t17 = Missing('model.attn_type')
             else:
                 t17 = attr_value(t16, 'attn_type', 'model.attn_type')
-            t19 = (None)
-            if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 != t19
-            else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, t17, t19)
-                t18 = _compare('!=', t17, t19)
+            t18 = not (t17 is None or t17.__class__ is Missing)
             t15 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
             t15 = False
@@ -14485,12 +14425,16 @@ def e378(env):
 def e379(env):
     t1 = env.lookup('hits')
     if t1 is None: t1 = Missing('hits')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     return t3
 
@@ -14512,25 +14456,19 @@ def e380(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('call')
             if t9 is None: t9 = Missing('call')
-            t11 = (None)
-            if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-                t10 = t9 == t11
-            else:
-                if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
-                t10 = _compare('==', t9, t11)
+            t10 = (t9 is None or t9.__class__ is Missing)
             if not (t10 if t10.__class__ is bool else _truth(t10)):
-                t13 = env.lookup('upto')
-                if t13 is None: t13 = Missing('upto')
-                t15 = (0)
-                if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                    t14 = t13 > t15
+                t12 = env.lookup('upto')
+                if t12 is None: t12 = Missing('upto')
+                t14 = (0)
+                if t12.__class__ is int:
+                    t13 = t12 > t14
                 else:
-                    if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t13, t15)
-                    t14 = _compare('>', t13, t15)
-                t12 = (t14 if t14.__class__ is bool else _truth(t14))
+                    t13 = _compare('>', t12, t14)
+                t11 = (t13 if t13.__class__ is bool else _truth(t13))
             else:
-                t12 = True
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+                t11 = True
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
@@ -14546,69 +14484,81 @@ def e381(env):
         if t2 is None: t2 = Missing('model.converters')
     else:
         t2 = attr_value(t1, 'converters', 'model.converters')
-    t3 = call_value(env, F_type.fn, F_type.cost, True, [t2])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t3 = type_name(t2)
+    env.budget.mem -= len(t3)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t5 = ('list')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = []
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'converters' in t9:
-            t10 = t9['converters']
-            if t10 is None: t10 = Missing('model.converters')
+        t8 = env.budget
+        t10 = env.lookup('model')
+        if t10 is None: t10 = Missing('model')
+        if t10.__class__ is dict and 'converters' in t10:
+            t11 = t10['converters']
+            if t11 is None: t11 = Missing('model.converters')
         else:
-            t10 = attr_value(t9, 'converters', 'model.converters')
-        t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
-        t12 = call_value(env, F_range.fn, F_range.cost, False, [t11])
-        t8 = loop_items(t12)
-        t13 = Env({}, None, env.budget, env)
-        for t14 in t8:
-            _charge(env, 14)
-            t13.values['i'] = t14
-            t13.let_cache = None
-            t15 = t13.lookup('model')
-            if t15 is None: t15 = Missing('model')
-            if t15.__class__ is dict and 'converters' in t15:
-                t16 = t15['converters']
-                if t16 is None: t16 = Missing('model.converters')
+            t11 = attr_value(t10, 'converters', 'model.converters')
+        if t11.__class__ is list or t11.__class__ is str or t11.__class__ is dict:
+            t12 = len(t11)
+            env.budget.left -= t12 if t12 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t12 = call_value(env, F_len.fn, F_len.cost, False, [t11])
+        t13 = call_value(env, F_range.fn, F_range.cost, False, [t12])
+        t9 = loop_items(t13)
+        t14 = Env({}, None, t8, env)
+        t15 = t14.values
+        for t16 in t9:
+            t8.left -= 14
+            if t8.left < 0: _charge(env, 0)
+            t15['i'] = t16
+            t14.let_cache = None
+            t17 = t14.lookup('model')
+            if t17 is None: t17 = Missing('model')
+            if t17.__class__ is dict and 'converters' in t17:
+                t18 = t17['converters']
+                if t18 is None: t18 = Missing('model.converters')
             else:
-                t16 = attr_value(t15, 'converters', 'model.converters')
-            t16 = _need(t16)
-            t17 = t14
-            if t17 is None: t17 = Missing('i')
-            t18 = index_value(t16, _need(t17), 'model.converters')
-            if t18.__class__ is dict and 'name' in t18:
-                t19 = t18['name']
-                if t19 is None: t19 = Missing('name')
+                t18 = attr_value(t17, 'converters', 'model.converters')
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = t16
+            if t19 is None: t19 = Missing('i')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = index_value(t18, t19, 'model.converters')
+            if t20.__class__ is dict and 'name' in t20:
+                t21 = t20['name']
+                if t21 is None: t21 = Missing('name')
             else:
-                t19 = attr_value(t18, 'name', 'name')
-            t21 = t13.lookup('params')
-            if t21 is None: t21 = Missing('params')
-            if t21.__class__ is dict and 'converter' in t21:
-                t22 = t21['converter']
-                if t22 is None: t22 = Missing('params.converter')
+                t21 = attr_value(t20, 'name', 'name')
+            t23 = t14.lookup('params')
+            if t23 is None: t23 = Missing('params')
+            if t23.__class__ is dict and 'converter' in t23:
+                t24 = t23['converter']
+                if t24 is None: t24 = Missing('params.converter')
             else:
-                t22 = attr_value(t21, 'converter', 'params.converter')
-            if t19.__class__ is t22.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 == t22
+                t24 = attr_value(t23, 'converter', 'params.converter')
+            if t21.__class__ is t24.__class__ and (t21.__class__ is int or t21.__class__ is str):
+                t22 = t21 == t24
             else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t13, t19, t22)
-                t20 = _compare('==', t19, t22)
-            if (t20 if t20.__class__ is bool else _truth(t20)):
-                t23 = t14
-                if t23 is None: t23 = Missing('i')
-                t7.append(t23)
-                t13.budget.mem -= 1
-                if t13.budget.mem < 0: _charge_mem(env, 0)
+                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t14, t21, t24)
+                t22 = _compare('==', t21, t24)
+            if (t22 if t22.__class__ is bool else _truth(t22)):
+                t25 = t16
+                if t25 is None: t25 = Missing('i')
+                t7.append(t25)
+                t8.mem -= 1
+                if t8.mem < 0: _charge_mem(env, 0)
                 if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t6 = t7
     else:
-        t24 = K135
-        t6 = t24
+        t26 = K135
+        t6 = t26
     return t6
 
 def e382(env):
@@ -14619,10 +14569,11 @@ def e382(env):
         if t2 is None: t2 = Missing('model.converters')
     else:
         t2 = attr_value(t1, 'converters', 'model.converters')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('item')
     if t3 is None: t3 = Missing('item')
-    t4 = index_value(t2, _need(t3), 'model.converters')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'model.converters')
     return t4
 
 def e383(env):
@@ -14638,60 +14589,55 @@ def e383(env):
 def e384(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 != t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('!=', t1, t3)
+    t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('call')
-        if t5 is None: t5 = Missing('call')
-        if t5.__class__ is dict and 'num_layers' in t5:
-            t6 = t5['num_layers']
-            if t6 is None: t6 = Missing('call.num_layers')
+        t4 = env.lookup('call')
+        if t4 is None: t4 = Missing('call')
+        if t4.__class__ is dict and 'num_layers' in t4:
+            t5 = t4['num_layers']
+            if t5 is None: t5 = Missing('call.num_layers')
         else:
-            t6 = attr_value(t5, 'num_layers', 'call.num_layers')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('call')
-        if t7 is None: t7 = Missing('call')
-        if t7.__class__ is dict and 'num_layers' in t7:
-            t8 = t7['num_layers']
-            if t8 is None: t8 = Missing('call.num_layers')
+            t5 = attr_value(t4, 'num_layers', 'call.num_layers')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('call')
+        if t6 is None: t6 = Missing('call')
+        if t6.__class__ is dict and 'num_layers' in t6:
+            t7 = t6['num_layers']
+            if t7 is None: t7 = Missing('call.num_layers')
         else:
-            t8 = attr_value(t7, 'num_layers', 'call.num_layers')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = env.lookup('call')
-        if t9 is None: t9 = Missing('call')
-        if t9.__class__ is dict and 'bf16_tail_fraction' in t9:
-            t10 = t9['bf16_tail_fraction']
-            if t10 is None: t10 = Missing('call.bf16_tail_fraction')
+            t7 = attr_value(t6, 'num_layers', 'call.num_layers')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = env.lookup('call')
+        if t8 is None: t8 = Missing('call')
+        if t8.__class__ is dict and 'bf16_tail_fraction' in t8:
+            t9 = t8['bf16_tail_fraction']
+            if t9 is None: t9 = Missing('call.bf16_tail_fraction')
         else:
-            t10 = attr_value(t9, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t8.__class__ is int and t10.__class__ is int:
-            t11 = t8 * t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+            t9 = attr_value(t8, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t7.__class__ is int and t9.__class__ is int:
+            t10 = t7 * t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t11 = _binop('*', t8, t10, env)
-        t12 = _check_value(-_num(t11, '-'))
+            t10 = _binop('*', t7, t9, env)
+        t11 = _check_value(-_num(t10, '-'))
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = (1)
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = (1)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('//', t12, t13, env)
-        t15 = _check_value(-_num(t14, '-'))
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t6.__class__ is int and t15.__class__ is int:
-            t16 = t6 - t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        t13 = _binop('//', t11, t12, env)
+        t14 = _check_value(-_num(t13, '-'))
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t5.__class__ is int and t14.__class__ is int:
+            t15 = t5 - t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t16 = _binop('-', t6, t15, env)
-        t17 = call_value(env, F_int.fn, F_int.cost, False, [t16])
-        t4 = t17
+            t15 = _binop('-', t5, t14, env)
+        t16 = call_value(env, F_int.fn, F_int.cost, False, [t15])
+        t3 = t16
     else:
-        t18 = (0)
-        t4 = t18
-    return t4
+        t17 = (0)
+        t3 = t17
+    return t3
 
 def e385(env):
     t1 = ('fqns')
@@ -14702,316 +14648,345 @@ def e385(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('call')
         if t5 is None: t5 = Missing('call')
-        t7 = (None)
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 != t7
-        else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('!=', t5, t7)
+        t6 = not (t5 is None or t5.__class__ is Missing)
         if (t6 if t6.__class__ is bool else _truth(t6)):
-            t9 = []
+            t8 = []
+            t9 = env.budget
             t11 = env.lookup('upto')
             if t11 is None: t11 = Missing('upto')
             t12 = call_value(env, F_range.fn, F_range.cost, False, [t11])
             t10 = loop_items(t12)
-            t13 = Env({}, None, env.budget, env)
-            for t14 in t10:
-                _charge(env, 9)
-                t13.values['i'] = t14
+            t13 = Env({}, None, t9, env)
+            t14 = t13.values
+            for t15 in t10:
+                t9.left -= 9
+                if t9.left < 0: _charge(env, 0)
+                t14['i'] = t15
                 t13.let_cache = None
-                t15 = ('layers.')
-                if t15 is None or t15.__class__ is Missing: _need(t15)
-                t16 = t14
-                if t16 is None: t16 = Missing('i')
-                t17 = call_value(t13, F_str.fn, F_str.cost, True, [t16])
-                if t17 is None or t17.__class__ is Missing: _need(t17)
-                if t15.__class__ is int and t17.__class__ is int:
-                    t18 = t15 + t17
-                    if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-                else:
-                    t18 = _binop('+', t15, t17, t13)
+                t16 = ('layers.')
+                if t16 is None or t16.__class__ is Missing: _need(t16)
+                t17 = t15
+                if t17 is None: t17 = Missing('i')
+                t18 = call_value(t13, F_str.fn, F_str.cost, True, [t17])
                 if t18 is None or t18.__class__ is Missing: _need(t18)
-                t19 = ('.')
-                if t19 is None or t19.__class__ is Missing: _need(t19)
-                if t18.__class__ is int and t19.__class__ is int:
-                    t20 = t18 + t19
-                    if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+                if t16.__class__ is int and t18.__class__ is int:
+                    t19 = t16 + t18
+                    if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
                 else:
-                    t20 = _binop('+', t18, t19, t13)
-                t9.append(t20)
-                t13.budget.mem -= 1
-                if t13.budget.mem < 0: _charge_mem(env, 0)
-                if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t8 = t9
+                    t19 = _binop('+', t16, t18, t13)
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                t20 = ('.')
+                if t20 is None or t20.__class__ is Missing: _need(t20)
+                if t19.__class__ is int and t20.__class__ is int:
+                    t21 = t19 + t20
+                    if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+                else:
+                    t21 = _binop('+', t19, t20, t13)
+                t8.append(t21)
+                t9.mem -= 1
+                if t9.mem < 0: _charge_mem(env, 0)
+                if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t7 = t8
         else:
-            t21 = env.lookup('conv')
-            if t21 is None: t21 = Missing('conv')
-            if t21.__class__ is dict and 'fqns' in t21:
-                t22 = t21['fqns']
-                if t22 is None: t22 = Missing('conv.fqns')
+            t22 = env.lookup('conv')
+            if t22 is None: t22 = Missing('conv')
+            if t22.__class__ is dict and 'fqns' in t22:
+                t23 = t22['fqns']
+                if t23 is None: t23 = Missing('conv.fqns')
             else:
-                t22 = attr_value(t21, 'fqns', 'conv.fqns')
-            t8 = t22
-        t4 = t8
+                t23 = attr_value(t22, 'fqns', 'conv.fqns')
+            t7 = t23
+        t4 = t7
     else:
-        t23 = K136
-        t4 = t23
+        t24 = K136
+        t4 = t24
     return t4
 
 def e386(env):
     t1 = []
-    t3 = env.lookup('model')
-    if t3 is None: t3 = Missing('model')
-    if t3.__class__ is dict and 'linears' in t3:
-        t4 = t3['linears']
-        if t4 is None: t4 = Missing('model.linears')
+    t2 = env.budget
+    t4 = env.lookup('model')
+    if t4 is None: t4 = Missing('model')
+    if t4.__class__ is dict and 'linears' in t4:
+        t5 = t4['linears']
+        if t5 is None: t5 = Missing('model.linears')
     else:
-        t4 = attr_value(t3, 'linears', 'model.linears')
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 19)
-        t5.values['e'] = t6
-        t5.let_cache = None
-        t7 = t6
-        if t7 is None: t7 = Missing('e')
-        if t7.__class__ is dict and 'in_features' in t7:
-            t8 = t7['in_features']
-            if t8 is None: t8 = Missing('e.in_features')
+        t5 = attr_value(t4, 'linears', 'model.linears')
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 19
+        if t2.left < 0: _charge(env, 0)
+        t7['e'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('e')
+        if t9.__class__ is dict and 'in_features' in t9:
+            t10 = t9['in_features']
+            if t10 is None: t10 = Missing('e.in_features')
         else:
-            t8 = attr_value(t7, 'in_features', 'e.in_features')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = t5.lookup('params')
-        if t9 is None: t9 = Missing('params')
-        if t9.__class__ is dict and 'block' in t9:
-            t10 = t9['block']
-            if t10 is None: t10 = Missing('params.block')
-        else:
-            t10 = attr_value(t9, 'block', 'params.block')
+            t10 = attr_value(t9, 'in_features', 'e.in_features')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = _binop('%', t8, t10, t5)
-        t13 = (0)
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 != t13
+        t11 = t6.lookup('params')
+        if t11 is None: t11 = Missing('params')
+        if t11.__class__ is dict and 'block' in t11:
+            t12 = t11['block']
+            if t12 is None: t12 = Missing('params.block')
         else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t5, t11, t13)
-            t12 = _compare('!=', t11, t13)
-        if not (t12 if t12.__class__ is bool else _truth(t12)):
-            t15 = t6
-            if t15 is None: t15 = Missing('e')
-            if t15.__class__ is dict and 'out_features' in t15:
-                t16 = t15['out_features']
-                if t16 is None: t16 = Missing('e.out_features')
+            t12 = attr_value(t11, 'block', 'params.block')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('%', t10, t12, t6)
+        t15 = (0)
+        if t13.__class__ is int:
+            t14 = t13 != t15
+        else:
+            t14 = _compare('!=', t13, t15)
+        if not (t14 if t14.__class__ is bool else _truth(t14)):
+            t17 = t8
+            if t17 is None: t17 = Missing('e')
+            if t17.__class__ is dict and 'out_features' in t17:
+                t18 = t17['out_features']
+                if t18 is None: t18 = Missing('e.out_features')
             else:
-                t16 = attr_value(t15, 'out_features', 'e.out_features')
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = t5.lookup('params')
-            if t17 is None: t17 = Missing('params')
-            if t17.__class__ is dict and 'block' in t17:
-                t18 = t17['block']
-                if t18 is None: t18 = Missing('params.block')
-            else:
-                t18 = attr_value(t17, 'block', 'params.block')
+                t18 = attr_value(t17, 'out_features', 'e.out_features')
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = _binop('%', t16, t18, t5)
-            t21 = (0)
-            if t19.__class__ is t21.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 != t21
+            t19 = t6.lookup('params')
+            if t19 is None: t19 = Missing('params')
+            if t19.__class__ is dict and 'block' in t19:
+                t20 = t19['block']
+                if t20 is None: t20 = Missing('params.block')
             else:
-                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t5, t19, t21)
-                t20 = _compare('!=', t19, t21)
-            t14 = (t20 if t20.__class__ is bool else _truth(t20))
+                t20 = attr_value(t19, 'block', 'params.block')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = _binop('%', t18, t20, t6)
+            t23 = (0)
+            if t21.__class__ is int:
+                t22 = t21 != t23
+            else:
+                t22 = _compare('!=', t21, t23)
+            t16 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t14 = True
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t22 = t6
-            if t22 is None: t22 = Missing('e')
-            t1.append(t22)
-            t5.budget.mem -= 1
-            if t5.budget.mem < 0: _charge_mem(env, 0)
+            t16 = True
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t24 = t8
+            if t24 is None: t24 = Missing('e')
+            t1.append(t24)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e387(env):
     t1 = []
-    t3 = env.lookup('bad')
-    if t3 is None: t3 = Missing('bad')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 35)
-        t4.values['e'] = t5
-        t4.let_cache = None
-        t7 = t5
-        if t7 is None: t7 = Missing('e')
-        if t7.__class__ is dict and 'fqns' in t7:
-            t8 = t7['fqns']
-            if t8 is None: t8 = Missing('e.fqns')
+    t2 = env.budget
+    t4 = env.lookup('bad')
+    if t4 is None: t4 = Missing('bad')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 35
+        if t2.left < 0: _charge(env, 0)
+        t6['e'] = t7
+        t5.let_cache = None
+        t9 = t7
+        if t9 is None: t9 = Missing('e')
+        if t9.__class__ is dict and 'fqns' in t9:
+            t10 = t9['fqns']
+            if t10 is None: t10 = Missing('e.fqns')
         else:
-            t8 = attr_value(t7, 'fqns', 'e.fqns')
-        t9 = call_value(t4, F_len.fn, F_len.cost, False, [t8])
-        t10 = call_value(t4, F_range.fn, F_range.cost, False, [t9])
-        t6 = loop_items(t10)
-        t11 = Env({}, None, t4.budget, t4)
-        for t12 in t6:
-            _charge(env, 35)
-            t11.values['k'] = t12
-            t11.let_cache = None
-            t13 = t11.lookup('targets')
-            if t13 is None: t13 = Missing('targets')
-            t14 = call_value(t11, F_len.fn, F_len.cost, False, [t13])
-            t16 = (0)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t16
+            t10 = attr_value(t9, 'fqns', 'e.fqns')
+        if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
+            t11 = len(t10)
+            t5.budget.left -= t11 if t11 > 1 else 1
+            if t5.budget.left < 0: _charge(t5, 0)
+        else:
+            t11 = call_value(t5, F_len.fn, F_len.cost, False, [t10])
+        t12 = call_value(t5, F_range.fn, F_range.cost, False, [t11])
+        t8 = loop_items(t12)
+        t13 = Env({}, None, t2, t5)
+        t14 = t13.values
+        for t15 in t8:
+            t2.left -= 35
+            if t2.left < 0: _charge(env, 0)
+            t14['k'] = t15
+            t13.let_cache = None
+            t16 = t13.lookup('targets')
+            if t16 is None: t16 = Missing('targets')
+            if t16.__class__ is list or t16.__class__ is str or t16.__class__ is dict:
+                t17 = len(t16)
+                t13.budget.left -= t17 if t17 > 1 else 1
+                if t13.budget.left < 0: _charge(t13, 0)
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t11, t14, t16)
-                t15 = _compare('==', t14, t16)
-            if not (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = []
-                t20 = t11.lookup('targets')
-                if t20 is None: t20 = Missing('targets')
-                t19 = loop_items(t20)
-                t21 = Env({}, None, t11.budget, t11)
-                for t22 in t19:
-                    _charge(t11, 8)
-                    t21.values['t'] = t22
-                    t21.let_cache = None
-                    t23 = t22
-                    if t23 is None: t23 = Missing('t')
-                    t25 = t5
-                    if t25 is None: t25 = Missing('e')
-                    if t25.__class__ is dict and 'fqns' in t25:
-                        t26 = t25['fqns']
-                        if t26 is None: t26 = Missing('e.fqns')
+                t17 = call_value(t13, F_len.fn, F_len.cost, False, [t16])
+            t19 = (0)
+            if t17.__class__ is int:
+                t18 = t17 == t19
+            else:
+                t18 = _compare('==', t17, t19)
+            if not (t18 if t18.__class__ is bool else _truth(t18)):
+                t21 = []
+                t22 = t13.budget
+                t24 = t13.lookup('targets')
+                if t24 is None: t24 = Missing('targets')
+                t23 = loop_items(t24)
+                t25 = Env({}, None, t22, t13)
+                t26 = t25.values
+                for t27 in t23:
+                    t22.left -= 8
+                    if t22.left < 0: _charge(t13, 0)
+                    t26['t'] = t27
+                    t25.let_cache = None
+                    t28 = t27
+                    if t28 is None: t28 = Missing('t')
+                    t30 = t7
+                    if t30 is None: t30 = Missing('e')
+                    if t30.__class__ is dict and 'fqns' in t30:
+                        t31 = t30['fqns']
+                        if t31 is None: t31 = Missing('e.fqns')
                     else:
-                        t26 = attr_value(t25, 'fqns', 'e.fqns')
-                    t26 = _need(t26)
-                    t27 = t12
-                    if t27 is None: t27 = Missing('k')
-                    t28 = index_value(t26, _need(t27), 'e.fqns')
-                    if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t21, t23, t28)
-                    t24 = _compare('in', t23, t28)
-                    t18.append(t24)
-                    t21.budget.mem -= 1
-                    if t21.budget.mem < 0: _charge_mem(t11, 0)
-                    if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t29 = call_value(t11, F_any.fn, F_any.cost, False, [t18])
-                t17 = (t29 if t29.__class__ is bool else _truth(t29))
+                        t31 = attr_value(t30, 'fqns', 'e.fqns')
+                    if t31 is None or t31.__class__ is Missing: _need(t31)
+                    t32 = t15
+                    if t32 is None: t32 = Missing('k')
+                    if t32 is None or t32.__class__ is Missing: _need(t32)
+                    t33 = index_value(t31, t32, 'e.fqns')
+                    if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(t25, t28, t33)
+                    t29 = _compare('in', t28, t33)
+                    t21.append(t29)
+                    t22.mem -= 1
+                    if t22.mem < 0: _charge_mem(t13, 0)
+                    if len(t21) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                t34 = call_value(t13, F_any.fn, F_any.cost, False, [t21])
+                t20 = (t34 if t34.__class__ is bool else _truth(t34))
             else:
-                t17 = True
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t30 = t5
-                if t30 is None: t30 = Missing('e')
-                if t30.__class__ is dict and 'order' in t30:
-                    t31 = t30['order']
-                    if t31 is None: t31 = Missing('e.order')
+                t20 = True
+            if (t20 if t20.__class__ is bool else _truth(t20)):
+                t35 = t7
+                if t35 is None: t35 = Missing('e')
+                if t35.__class__ is dict and 'order' in t35:
+                    t36 = t35['order']
+                    if t36 is None: t36 = Missing('e.order')
                 else:
-                    t31 = attr_value(t30, 'order', 'e.order')
-                t31 = _need(t31)
-                t32 = t12
-                if t32 is None: t32 = Missing('k')
-                t33 = index_value(t31, _need(t32), 'e.order')
-                t34 = t5
-                if t34 is None: t34 = Missing('e')
-                if t34.__class__ is dict and 'fqns' in t34:
-                    t35 = t34['fqns']
-                    if t35 is None: t35 = Missing('e.fqns')
+                    t36 = attr_value(t35, 'order', 'e.order')
+                if t36 is None or t36.__class__ is Missing: _need(t36)
+                t37 = t15
+                if t37 is None: t37 = Missing('k')
+                if t37 is None or t37.__class__ is Missing: _need(t37)
+                t38 = index_value(t36, t37, 'e.order')
+                t39 = t7
+                if t39 is None: t39 = Missing('e')
+                if t39.__class__ is dict and 'fqns' in t39:
+                    t40 = t39['fqns']
+                    if t40 is None: t40 = Missing('e.fqns')
                 else:
-                    t35 = attr_value(t34, 'fqns', 'e.fqns')
-                t35 = _need(t35)
-                t36 = t12
-                if t36 is None: t36 = Missing('k')
-                t37 = index_value(t35, _need(t36), 'e.fqns')
-                t38 = t5
-                if t38 is None: t38 = Missing('e')
-                if t38.__class__ is dict and 'in_features' in t38:
-                    t39 = t38['in_features']
-                    if t39 is None: t39 = Missing('e.in_features')
+                    t40 = attr_value(t39, 'fqns', 'e.fqns')
+                if t40 is None or t40.__class__ is Missing: _need(t40)
+                t41 = t15
+                if t41 is None: t41 = Missing('k')
+                if t41 is None or t41.__class__ is Missing: _need(t41)
+                t42 = index_value(t40, t41, 'e.fqns')
+                t43 = t7
+                if t43 is None: t43 = Missing('e')
+                if t43.__class__ is dict and 'in_features' in t43:
+                    t44 = t43['in_features']
+                    if t44 is None: t44 = Missing('e.in_features')
                 else:
-                    t39 = attr_value(t38, 'in_features', 'e.in_features')
-                t40 = t5
-                if t40 is None: t40 = Missing('e')
-                if t40.__class__ is dict and 'out_features' in t40:
-                    t41 = t40['out_features']
-                    if t41 is None: t41 = Missing('e.out_features')
+                    t44 = attr_value(t43, 'in_features', 'e.in_features')
+                t45 = t7
+                if t45 is None: t45 = Missing('e')
+                if t45.__class__ is dict and 'out_features' in t45:
+                    t46 = t45['out_features']
+                    if t46 is None: t46 = Missing('e.out_features')
                 else:
-                    t41 = attr_value(t40, 'out_features', 'e.out_features')
-                t42 = t5
-                if t42 is None: t42 = Missing('e')
-                if t42.__class__ is dict and 'fqn' in t42:
-                    t43 = t42['fqn']
-                    if t43 is None: t43 = Missing('e.fqn')
+                    t46 = attr_value(t45, 'out_features', 'e.out_features')
+                t47 = t7
+                if t47 is None: t47 = Missing('e')
+                if t47.__class__ is dict and 'fqn' in t47:
+                    t48 = t47['fqn']
+                    if t48 is None: t48 = Missing('e.fqn')
                 else:
-                    t43 = attr_value(t42, 'fqn', 'e.fqn')
-                t44 = [t33, t37, t39, t41, t43]
-                t1.append(t44)
-                t11.budget.mem -= 1
-                if t11.budget.mem < 0: _charge_mem(env, 0)
+                    t48 = attr_value(t47, 'fqn', 'e.fqn')
+                t49 = [t38, t42, t44, t46, t48]
+                t1.append(t49)
+                t2.mem -= 1
+                if t2.mem < 0: _charge_mem(env, 0)
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e388(env):
     t1 = []
-    t3 = env.lookup('hits')
-    if t3 is None: t3 = Missing('hits')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 5)
-        t4.values['h'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('h')
-        t6 = _need(t6)
-        t7 = (0)
-        t8 = index_value(t6, _need(t7), 'h')
-        t1.append(t8)
-        t4.budget.mem -= 1
-        if t4.budget.mem < 0: _charge_mem(env, 0)
+    t2 = env.budget
+    t4 = env.lookup('hits')
+    if t4 is None: t4 = Missing('hits')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 5
+        if t2.left < 0: _charge(env, 0)
+        t6['h'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('h')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (0)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'h')
+        t1.append(t10)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t9 = call_value(env, F_min.fn, F_min.cost, False, [t1])
-    return t9
+    t11 = call_value(env, F_min.fn, F_min.cost, False, [t1])
+    return t11
 
 def e389(env):
     t1 = []
-    t3 = env.lookup('hits')
-    if t3 is None: t3 = Missing('hits')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 8)
-        t4.values['h'] = t5
-        t4.let_cache = None
-        t6 = t5
-        if t6 is None: t6 = Missing('h')
-        t6 = _need(t6)
-        t7 = (0)
-        t8 = index_value(t6, _need(t7), 'h')
-        t10 = t4.lookup('first_at')
-        if t10 is None: t10 = Missing('first_at')
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+    t2 = env.budget
+    t4 = env.lookup('hits')
+    if t4 is None: t4 = Missing('hits')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t6['h'] = t7
+        t5.let_cache = None
+        t8 = t7
+        if t8 is None: t8 = Missing('h')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = (0)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'h')
+        t12 = t5.lookup('first_at')
+        if t12 is None: t12 = Missing('first_at')
+        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t12
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t4, t8, t10)
-            t9 = _compare('==', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = t5
-            if t11 is None: t11 = Missing('h')
-            t1.append(t11)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t5, t10, t12)
+            t11 = _compare('==', t10, t12)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = t7
+            if t13 is None: t13 = Missing('h')
+            t1.append(t13)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t1 = _need(t1)
-    t12 = (0)
-    t13 = index_value(t1, _need(t12), '?')
-    return t13
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t14 = (0)
+    if t14 is None or t14.__class__ is Missing: _need(t14)
+    t15 = index_value(t1, t14, '?')
+    return t15
 
 def e390(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'first')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'first')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('params')
     if t4 is None: t4 = Missing('params')
@@ -15023,10 +14998,9 @@ def e390(env):
     if t5 is None or t5.__class__ is Missing: _need(t5)
     t6 = _binop('%', t3, t5, env)
     t8 = (0)
-    if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+    if t6.__class__ is int:
         t7 = t6 != t8
     else:
-        if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
         t7 = _compare('!=', t6, t8)
     if (t7 if t7.__class__ is bool else _truth(t7)):
         t10 = ('in_features')
@@ -15038,178 +15012,202 @@ def e390(env):
 
 def e391(env):
     t1 = []
-    t3 = env.lookup('bad')
-    if t3 is None: t3 = Missing('bad')
-    t2 = loop_items(t3)
-    t4 = Env({}, None, env.budget, env)
-    for t5 in t2:
-        _charge(env, 13)
-        t4.values['e'] = t5
-        t4.let_cache = None
-        t6 = []
-        t8 = t4.lookup('hits')
-        if t8 is None: t8 = Missing('hits')
-        t7 = loop_items(t8)
-        t9 = Env({}, None, t4.budget, t4)
-        for t10 in t7:
-            _charge(t4, 8)
-            t9.values['h'] = t10
-            t9.let_cache = None
-            t11 = t10
-            if t11 is None: t11 = Missing('h')
-            t11 = _need(t11)
-            t12 = (4)
-            t13 = index_value(t11, _need(t12), 'h')
-            t15 = t5
-            if t15 is None: t15 = Missing('e')
-            if t15.__class__ is dict and 'fqn' in t15:
-                t16 = t15['fqn']
-                if t16 is None: t16 = Missing('e.fqn')
+    t2 = env.budget
+    t4 = env.lookup('bad')
+    if t4 is None: t4 = Missing('bad')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 13
+        if t2.left < 0: _charge(env, 0)
+        t6['e'] = t7
+        t5.let_cache = None
+        t8 = []
+        t9 = t5.budget
+        t11 = t5.lookup('hits')
+        if t11 is None: t11 = Missing('hits')
+        t10 = loop_items(t11)
+        t12 = Env({}, None, t9, t5)
+        t13 = t12.values
+        for t14 in t10:
+            t9.left -= 8
+            if t9.left < 0: _charge(t5, 0)
+            t13['h'] = t14
+            t12.let_cache = None
+            t15 = t14
+            if t15 is None: t15 = Missing('h')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t16 = (4)
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = index_value(t15, t16, 'h')
+            t19 = t7
+            if t19 is None: t19 = Missing('e')
+            if t19.__class__ is dict and 'fqn' in t19:
+                t20 = t19['fqn']
+                if t20 is None: t20 = Missing('e.fqn')
             else:
-                t16 = attr_value(t15, 'fqn', 'e.fqn')
-            if t13.__class__ is t16.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 == t16
+                t20 = attr_value(t19, 'fqn', 'e.fqn')
+            if t17.__class__ is t20.__class__ and (t17.__class__ is int or t17.__class__ is str):
+                t18 = t17 == t20
             else:
-                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t9, t13, t16)
-                t14 = _compare('==', t13, t16)
-            t6.append(t14)
-            t9.budget.mem -= 1
-            if t9.budget.mem < 0: _charge_mem(t4, 0)
-            if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t17 = call_value(t4, F_any.fn, F_any.cost, False, [t6])
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t18 = t5
-            if t18 is None: t18 = Missing('e')
-            if t18.__class__ is dict and 'fqn' in t18:
-                t19 = t18['fqn']
-                if t19 is None: t19 = Missing('e.fqn')
+                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t12, t17, t20)
+                t18 = _compare('==', t17, t20)
+            t8.append(t18)
+            t9.mem -= 1
+            if t9.mem < 0: _charge_mem(t5, 0)
+            if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t21 = call_value(t5, F_any.fn, F_any.cost, False, [t8])
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            t22 = t7
+            if t22 is None: t22 = Missing('e')
+            if t22.__class__ is dict and 'fqn' in t22:
+                t23 = t22['fqn']
+                if t23 is None: t23 = Missing('e.fqn')
             else:
-                t19 = attr_value(t18, 'fqn', 'e.fqn')
-            t1.append(t19)
-            t4.budget.mem -= 1
-            if t4.budget.mem < 0: _charge_mem(env, 0)
+                t23 = attr_value(t22, 'fqn', 'e.fqn')
+            t1.append(t23)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t20 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t1])
-    return t20
+    t24 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t1])
+    return t24
 
 def e392(env):
     t1 = []
-    t3 = env.lookup('item')
-    if t3 is None: t3 = Missing('item')
-    t4 = call_value(env, F_range.fn, F_range.cost, False, [t3])
-    t2 = loop_items(t4)
-    t5 = Env({}, None, env.budget, env)
-    for t6 in t2:
-        _charge(env, 10)
-        t5.values['j'] = t6
-        t5.let_cache = None
-        t7 = t5.lookup('model')
-        if t7 is None: t7 = Missing('model')
-        if t7.__class__ is dict and 'converters' in t7:
-            t8 = t7['converters']
-            if t8 is None: t8 = Missing('model.converters')
+    t2 = env.budget
+    t4 = env.lookup('item')
+    if t4 is None: t4 = Missing('item')
+    t5 = call_value(env, F_range.fn, F_range.cost, False, [t4])
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 10
+        if t2.left < 0: _charge(env, 0)
+        t7['j'] = t8
+        t6.let_cache = None
+        t9 = t6.lookup('model')
+        if t9 is None: t9 = Missing('model')
+        if t9.__class__ is dict and 'converters' in t9:
+            t10 = t9['converters']
+            if t10 is None: t10 = Missing('model.converters')
         else:
-            t8 = attr_value(t7, 'converters', 'model.converters')
-        t8 = _need(t8)
-        t9 = t6
-        if t9 is None: t9 = Missing('j')
-        t10 = index_value(t8, _need(t9), 'model.converters')
-        if t10.__class__ is dict and 'kind' in t10:
-            t11 = t10['kind']
-            if t11 is None: t11 = Missing('kind')
+            t10 = attr_value(t9, 'converters', 'model.converters')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = t8
+        if t11 is None: t11 = Missing('j')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = index_value(t10, t11, 'model.converters')
+        if t12.__class__ is dict and 'kind' in t12:
+            t13 = t12['kind']
+            if t13 is None: t13 = Missing('kind')
         else:
-            t11 = attr_value(t10, 'kind', 'kind')
-        t13 = ('lora')
-        if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-            t12 = t11 == t13
+            t13 = attr_value(t12, 'kind', 'kind')
+        t15 = ('lora')
+        if t13.__class__ is str:
+            t14 = t13 == t15
         else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t5, t11, t13)
-            t12 = _compare('==', t11, t13)
-        t1.append(t12)
-        t5.budget.mem -= 1
-        if t5.budget.mem < 0: _charge_mem(env, 0)
+            t14 = _compare('==', t13, t15)
+        t1.append(t14)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t14 = call_value(env, F_any.fn, F_any.cost, False, [t1])
-    return t14
+    t16 = call_value(env, F_any.fn, F_any.cost, False, [t1])
+    return t16
 
 def e393(env):
     t1 = env.lookup('targets')
     if t1 is None: t1 = Missing('targets')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t4 = (0)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+    if t2.__class__ is int:
         t3 = t2 == t4
     else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('==', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = []
-        t8 = env.lookup('hits')
-        if t8 is None: t8 = Missing('hits')
-        t7 = loop_items(t8)
-        t9 = Env({}, None, env.budget, env)
-        for t10 in t7:
-            _charge(env, 7)
-            t9.values['h'] = t10
-            t9.let_cache = None
-            t11 = t10
-            if t11 is None: t11 = Missing('h')
-            t11 = _need(t11)
-            t12 = (1)
-            t13 = index_value(t11, _need(t12), 'h')
-            t15 = ('lm_head')
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 == t15
+        t7 = env.budget
+        t9 = env.lookup('hits')
+        if t9 is None: t9 = Missing('hits')
+        t8 = loop_items(t9)
+        t10 = Env({}, None, t7, env)
+        t11 = t10.values
+        for t12 in t8:
+            t7.left -= 7
+            if t7.left < 0: _charge(env, 0)
+            t11['h'] = t12
+            t10.let_cache = None
+            t13 = t12
+            if t13 is None: t13 = Missing('h')
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            t14 = (1)
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = index_value(t13, t14, 'h')
+            t17 = ('lm_head')
+            if t15.__class__ is str:
+                t16 = t15 == t17
             else:
-                if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t9, t13, t15)
-                t14 = _compare('==', t13, t15)
-            t6.append(t14)
-            t9.budget.mem -= 1
-            if t9.budget.mem < 0: _charge_mem(env, 0)
+                t16 = _compare('==', t15, t17)
+            t6.append(t16)
+            t7.mem -= 1
+            if t7.mem < 0: _charge_mem(env, 0)
             if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t16 = call_value(env, F_any.fn, F_any.cost, False, [t6])
-        t5 = (t16 if t16.__class__ is bool else _truth(t16))
+        t18 = call_value(env, F_any.fn, F_any.cost, False, [t6])
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
         t5 = False
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t18 = []
-        t20 = env.lookup('hits')
-        if t20 is None: t20 = Missing('hits')
-        t19 = loop_items(t20)
-        t21 = Env({}, None, env.budget, env)
-        for t22 in t19:
-            _charge(env, 8)
-            t21.values['h'] = t22
-            t21.let_cache = None
-            t23 = t22
-            if t23 is None: t23 = Missing('h')
-            t23 = _need(t23)
-            t24 = (1)
-            t25 = index_value(t23, _need(t24), 'h')
-            t27 = ('lm_head')
-            if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-                t26 = t25 != t27
+        t20 = []
+        t21 = env.budget
+        t23 = env.lookup('hits')
+        if t23 is None: t23 = Missing('hits')
+        t22 = loop_items(t23)
+        t24 = Env({}, None, t21, env)
+        t25 = t24.values
+        for t26 in t22:
+            t21.left -= 8
+            if t21.left < 0: _charge(env, 0)
+            t25['h'] = t26
+            t24.let_cache = None
+            t27 = t26
+            if t27 is None: t27 = Missing('h')
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = (1)
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            t29 = index_value(t27, t28, 'h')
+            t31 = ('lm_head')
+            if t29.__class__ is str:
+                t30 = t29 != t31
             else:
-                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t21, t25, t27)
-                t26 = _compare('!=', t25, t27)
-            if (t26 if t26.__class__ is bool else _truth(t26)):
-                t28 = t22
-                if t28 is None: t28 = Missing('h')
-                t18.append(t28)
-                t21.budget.mem -= 1
-                if t21.budget.mem < 0: _charge_mem(env, 0)
-                if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t29 = call_value(env, F_len.fn, F_len.cost, False, [t18])
-        t31 = (0)
-        if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
-            t30 = t29 == t31
+                t30 = _compare('!=', t29, t31)
+            if (t30 if t30.__class__ is bool else _truth(t30)):
+                t32 = t26
+                if t32 is None: t32 = Missing('h')
+                t20.append(t32)
+                t21.mem -= 1
+                if t21.mem < 0: _charge_mem(env, 0)
+                if len(t20) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t20.__class__ is list or t20.__class__ is str or t20.__class__ is dict:
+            t33 = len(t20)
+            env.budget.left -= t33 if t33 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
         else:
-            if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(env, t29, t31)
-            t30 = _compare('==', t29, t31)
-        t17 = (t30 if t30.__class__ is bool else _truth(t30))
+            t33 = call_value(env, F_len.fn, F_len.cost, False, [t20])
+        t35 = (0)
+        if t33.__class__ is int:
+            t34 = t33 == t35
+        else:
+            t34 = _compare('==', t33, t35)
+        t19 = (t34 if t34.__class__ is bool else _truth(t34))
     else:
-        t17 = False
-    return t17
+        t19 = False
+    return t19
 
 def e394(env):
     t1 = (True)
@@ -15228,25 +15226,21 @@ def e395(env):
 def e396(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
-    t3 = (None)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
-        t2 = t1 == t3
-    else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-        t2 = _compare('==', t1, t3)
+    t2 = (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('fqns')
-        t7 = env.lookup('conv')
-        if t7 is None: t7 = Missing('conv')
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-        t6 = _compare('in', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = ('fqns')
+        t6 = env.lookup('conv')
+        if t6 is None: t6 = Missing('conv')
+        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
+        t5 = _compare('in', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = ('fqns=[')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = []
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = ('fqns=[')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = []
+        t10 = env.budget
         t12 = env.lookup('conv')
         if t12 is None: t12 = Missing('conv')
         if t12.__class__ is dict and 'fqns' in t12:
@@ -15255,59 +15249,56 @@ def e396(env):
         else:
             t13 = attr_value(t12, 'fqns', 'conv.fqns')
         t11 = loop_items(t13)
-        t14 = Env({}, None, env.budget, env)
-        for t15 in t11:
-            _charge(env, 8)
-            t14.values['t'] = t15
+        t14 = Env({}, None, t10, env)
+        t15 = t14.values
+        for t16 in t11:
+            t10.left -= 8
+            if t10.left < 0: _charge(env, 0)
+            t15['t'] = t16
             t14.let_cache = None
-            t16 = ('"')
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = t15
-            if t17 is None: t17 = Missing('t')
+            t17 = ('"')
             if t17 is None or t17.__class__ is Missing: _need(t17)
-            if t16.__class__ is int and t17.__class__ is int:
-                t18 = t16 + t17
-                if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-            else:
-                t18 = _binop('+', t16, t17, t14)
+            t18 = t16
+            if t18 is None: t18 = Missing('t')
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = ('"')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            if t18.__class__ is int and t19.__class__ is int:
-                t20 = t18 + t19
-                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+            if t17.__class__ is int and t18.__class__ is int:
+                t19 = t17 + t18
+                if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
             else:
-                t20 = _binop('+', t18, t19, t14)
-            t10.append(t20)
-            t14.budget.mem -= 1
-            if t14.budget.mem < 0: _charge_mem(env, 0)
-            if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t21 = call_value(env, F_join.fn, F_join.cost, False, [t10])
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t9.__class__ is int and t21.__class__ is int:
-            t22 = t9 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
-        else:
-            t22 = _binop('+', t9, t21, env)
+                t19 = _binop('+', t17, t18, t14)
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = ('"')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            if t19.__class__ is int and t20.__class__ is int:
+                t21 = t19 + t20
+                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+            else:
+                t21 = _binop('+', t19, t20, t14)
+            t9.append(t21)
+            t10.mem -= 1
+            if t10.mem < 0: _charge_mem(env, 0)
+            if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t22 = call_value(env, F_join.fn, F_join.cost, False, [t9])
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = (']')
+        if t8.__class__ is int and t22.__class__ is int:
+            t23 = t8 + t22
+            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+        else:
+            t23 = _binop('+', t8, t22, env)
         if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t22.__class__ is int and t23.__class__ is int:
-            t24 = t22 + t23
-            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+        t24 = (']')
+        if t24 is None or t24.__class__ is Missing: _need(t24)
+        if t23.__class__ is int and t24.__class__ is int:
+            t25 = t23 + t24
+            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
         else:
-            t24 = _binop('+', t22, t23, env)
-        t8 = t24
+            t25 = _binop('+', t23, t24, env)
+        t7 = t25
     else:
-        t25 = env.lookup('call')
-        if t25 is None: t25 = Missing('call')
-        t27 = (None)
-        if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-            t26 = t25 != t27
-        else:
-            if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
-            t26 = _compare('!=', t25, t27)
-        if (t26 if t26.__class__ is bool else _truth(t26)):
+        t26 = env.lookup('call')
+        if t26 is None: t26 = Missing('call')
+        t27 = not (t26 is None or t26.__class__ is Missing)
+        if (t27 if t27.__class__ is bool else _truth(t27)):
             t29 = ('fqns=nvfp4_bf16_tail_fqns(')
             if t29 is None or t29.__class__ is Missing: _need(t29)
             t30 = env.lookup('call')
@@ -15377,13 +15368,18 @@ def e396(env):
         else:
             t47 = ('no fqns: every Linear')
             t28 = t47
-        t8 = t28
-    return t8
+        t7 = t28
+    return t7
 
 def e397(env):
     t1 = env.lookup('hits')
     if t1 is None: t1 = Missing('hits')
-    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
+        t2 = len(t1)
+        env.budget.left -= t2 if t2 > 1 else 1
+        if env.budget.left < 0: _charge(env, 0)
+    else:
+        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = ('Linear')
     t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3])
     return t4
@@ -15407,25 +15403,28 @@ def e399(env):
 def e400(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (1)
-    t3 = index_value(t1, _need(t2), 'first')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'first')
     return t3
 
 def e401(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (2)
-    t3 = index_value(t1, _need(t2), 'first')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'first')
     return t3
 
 def e402(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
-    t1 = _need(t1)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = (3)
-    t3 = index_value(t1, _need(t2), 'first')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = index_value(t1, t2, 'first')
     return t3
 
 def e403(env):
@@ -15437,24 +15436,25 @@ def e404(env):
     t1 = env.lookup('which')
     if t1 is None: t1 = Missing('which')
     t3 = ('in_features')
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is str:
         t2 = t1 == t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = env.lookup('first')
         if t5 is None: t5 = Missing('first')
-        t5 = _need(t5)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
         t6 = (2)
-        t7 = index_value(t5, _need(t6), 'first')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = index_value(t5, t6, 'first')
         t4 = t7
     else:
         t8 = env.lookup('first')
         if t8 is None: t8 = Missing('first')
-        t8 = _need(t8)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = (3)
-        t10 = index_value(t8, _need(t9), 'first')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = index_value(t8, t9, 'first')
         t4 = t10
     return t4
 
@@ -15471,10 +15471,9 @@ def e405(env):
     else:
         t3 = _binop('-', t1, t2, env)
     t5 = (0)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is int:
         t4 = t3 > t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('>', t3, t5)
     return t4
 
@@ -15499,95 +15498,103 @@ def e407(env):
         if t2 is None: t2 = Missing('model.converters')
     else:
         t2 = attr_value(t1, 'converters', 'model.converters')
-    t3 = call_value(env, F_type.fn, F_type.cost, True, [t2])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t3 = type_name(t2)
+    env.budget.mem -= len(t3)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t5 = ('list')
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+    if t3.__class__ is str:
         t4 = t3 == t5
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
         t4 = _compare('==', t3, t5)
     if (t4 if t4.__class__ is bool else _truth(t4)):
         t7 = []
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'converters' in t9:
-            t10 = t9['converters']
-            if t10 is None: t10 = Missing('model.converters')
+        t8 = env.budget
+        t10 = env.lookup('model')
+        if t10 is None: t10 = Missing('model')
+        if t10.__class__ is dict and 'converters' in t10:
+            t11 = t10['converters']
+            if t11 is None: t11 = Missing('model.converters')
         else:
-            t10 = attr_value(t9, 'converters', 'model.converters')
-        t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
-        t12 = call_value(env, F_range.fn, F_range.cost, False, [t11])
-        t8 = loop_items(t12)
-        t13 = Env({}, None, env.budget, env)
-        for t14 in t8:
-            _charge(env, 22)
-            t13.values['i'] = t14
-            t13.let_cache = None
-            t15 = t13.lookup('model')
-            if t15 is None: t15 = Missing('model')
-            if t15.__class__ is dict and 'converters' in t15:
-                t16 = t15['converters']
-                if t16 is None: t16 = Missing('model.converters')
+            t11 = attr_value(t10, 'converters', 'model.converters')
+        if t11.__class__ is list or t11.__class__ is str or t11.__class__ is dict:
+            t12 = len(t11)
+            env.budget.left -= t12 if t12 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t12 = call_value(env, F_len.fn, F_len.cost, False, [t11])
+        t13 = call_value(env, F_range.fn, F_range.cost, False, [t12])
+        t9 = loop_items(t13)
+        t14 = Env({}, None, t8, env)
+        t15 = t14.values
+        for t16 in t9:
+            t8.left -= 22
+            if t8.left < 0: _charge(env, 0)
+            t15['i'] = t16
+            t14.let_cache = None
+            t17 = t14.lookup('model')
+            if t17 is None: t17 = Missing('model')
+            if t17.__class__ is dict and 'converters' in t17:
+                t18 = t17['converters']
+                if t18 is None: t18 = Missing('model.converters')
             else:
-                t16 = attr_value(t15, 'converters', 'model.converters')
-            t16 = _need(t16)
-            t17 = t14
-            if t17 is None: t17 = Missing('i')
-            t18 = index_value(t16, _need(t17), 'model.converters')
-            if t18.__class__ is dict and 'name' in t18:
-                t19 = t18['name']
-                if t19 is None: t19 = Missing('name')
+                t18 = attr_value(t17, 'converters', 'model.converters')
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = t16
+            if t19 is None: t19 = Missing('i')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = index_value(t18, t19, 'model.converters')
+            if t20.__class__ is dict and 'name' in t20:
+                t21 = t20['name']
+                if t21 is None: t21 = Missing('name')
             else:
-                t19 = attr_value(t18, 'name', 'name')
-            t21 = t13.lookup('params')
-            if t21 is None: t21 = Missing('params')
-            if t21.__class__ is dict and 'converter' in t21:
-                t22 = t21['converter']
-                if t22 is None: t22 = Missing('params.converter')
+                t21 = attr_value(t20, 'name', 'name')
+            t23 = t14.lookup('params')
+            if t23 is None: t23 = Missing('params')
+            if t23.__class__ is dict and 'converter' in t23:
+                t24 = t23['converter']
+                if t24 is None: t24 = Missing('params.converter')
             else:
-                t22 = attr_value(t21, 'converter', 'params.converter')
-            if t19.__class__ is t22.__class__ and (t19.__class__ is int or t19.__class__ is str):
-                t20 = t19 == t22
+                t24 = attr_value(t23, 'converter', 'params.converter')
+            if t21.__class__ is t24.__class__ and (t21.__class__ is int or t21.__class__ is str):
+                t22 = t21 == t24
             else:
-                if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t13, t19, t22)
-                t20 = _compare('==', t19, t22)
-            if (t20 if t20.__class__ is bool else _truth(t20)):
-                t24 = t13.lookup('model')
-                if t24 is None: t24 = Missing('model')
-                if t24.__class__ is dict and 'converters' in t24:
-                    t25 = t24['converters']
-                    if t25 is None: t25 = Missing('model.converters')
+                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t14, t21, t24)
+                t22 = _compare('==', t21, t24)
+            if (t22 if t22.__class__ is bool else _truth(t22)):
+                t26 = t14.lookup('model')
+                if t26 is None: t26 = Missing('model')
+                if t26.__class__ is dict and 'converters' in t26:
+                    t27 = t26['converters']
+                    if t27 is None: t27 = Missing('model.converters')
                 else:
-                    t25 = attr_value(t24, 'converters', 'model.converters')
-                t25 = _need(t25)
-                t26 = t14
-                if t26 is None: t26 = Missing('i')
-                t27 = index_value(t25, _need(t26), 'model.converters')
-                if t27.__class__ is dict and 'fqns_call' in t27:
-                    t28 = t27['fqns_call']
-                    if t28 is None: t28 = Missing('fqns_call')
+                    t27 = attr_value(t26, 'converters', 'model.converters')
+                if t27 is None or t27.__class__ is Missing: _need(t27)
+                t28 = t16
+                if t28 is None: t28 = Missing('i')
+                if t28 is None or t28.__class__ is Missing: _need(t28)
+                t29 = index_value(t27, t28, 'model.converters')
+                if t29.__class__ is dict and 'fqns_call' in t29:
+                    t30 = t29['fqns_call']
+                    if t30 is None: t30 = Missing('fqns_call')
                 else:
-                    t28 = attr_value(t27, 'fqns_call', 'fqns_call')
-                t30 = (None)
-                if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
-                    t29 = t28 != t30
-                else:
-                    if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t13, t28, t30)
-                    t29 = _compare('!=', t28, t30)
-                t23 = (t29 if t29.__class__ is bool else _truth(t29))
+                    t30 = attr_value(t29, 'fqns_call', 'fqns_call')
+                t31 = not (t30 is None or t30.__class__ is Missing)
+                t25 = (t31 if t31.__class__ is bool else _truth(t31))
             else:
-                t23 = False
-            if (t23 if t23.__class__ is bool else _truth(t23)):
-                t31 = t14
-                if t31 is None: t31 = Missing('i')
-                t7.append(t31)
-                t13.budget.mem -= 1
-                if t13.budget.mem < 0: _charge_mem(env, 0)
+                t25 = False
+            if (t25 if t25.__class__ is bool else _truth(t25)):
+                t32 = t16
+                if t32 is None: t32 = Missing('i')
+                t7.append(t32)
+                t8.mem -= 1
+                if t8.mem < 0: _charge_mem(env, 0)
                 if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t6 = t7
     else:
-        t32 = K138
-        t6 = t32
+        t33 = K138
+        t6 = t33
     return t6
 
 def e408(env):
@@ -15598,10 +15605,11 @@ def e408(env):
         if t2 is None: t2 = Missing('model.converters')
     else:
         t2 = attr_value(t1, 'converters', 'model.converters')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('item')
     if t3 is None: t3 = Missing('item')
-    t4 = index_value(t2, _need(t3), 'model.converters')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'model.converters')
     if t4.__class__ is dict and 'fqns_call' in t4:
         t5 = t4['fqns_call']
         if t5 is None: t5 = Missing('fqns_call')
@@ -15657,12 +15665,15 @@ def e412(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('f')
     if t3 is None: t3 = Missing('f')
-    t4 = call_value(env, F_type.fn, F_type.cost, True, [t3])
+    env.budget.left -= 1
+    if env.budget.left < 0: _charge(env, 0)
+    t4 = type_name(t3)
+    env.budget.mem -= len(t4)
+    if env.budget.mem < 0: _charge_mem(env, 0)
     t6 = ('float')
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+    if t4.__class__ is str:
         t5 = t4 == t6
     else:
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
         t5 = _compare('==', t4, t6)
     if (t5 if t5.__class__ is bool else _truth(t5)):
         t8 = env.lookup('f')
@@ -15710,10 +15721,11 @@ def e415(env):
         if t2 is None: t2 = Missing('model.converters')
     else:
         t2 = attr_value(t1, 'converters', 'model.converters')
-    t2 = _need(t2)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('item')
     if t3 is None: t3 = Missing('item')
-    t4 = index_value(t2, _need(t3), 'model.converters')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t2, t3, 'model.converters')
     if t4.__class__ is dict and 'class' in t4:
         t5 = t4['class']
         if t5 is None: t5 = Missing('class')
@@ -15734,65 +15746,60 @@ def e417(env):
         if t2 is None: t2 = Missing('call.layers_of')
     else:
         t2 = attr_value(t1, 'layers_of', 'call.layers_of')
-    t4 = (None)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t4
-    else:
-        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
-        t3 = _compare('!=', t2, t4)
+    t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' of ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('call')
-        if t7 is None: t7 = Missing('call')
-        if t7.__class__ is dict and 'layers_of' in t7:
-            t8 = t7['layers_of']
-            if t8 is None: t8 = Missing('call.layers_of')
+        t5 = (' of ')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = env.lookup('call')
+        if t6 is None: t6 = Missing('call')
+        if t6.__class__ is dict and 'layers_of' in t6:
+            t7 = t6['layers_of']
+            if t7 is None: t7 = Missing('call.layers_of')
         else:
-            t8 = attr_value(t7, 'layers_of', 'call.layers_of')
-        if t8.__class__ is dict and 'name' in t8:
-            t9 = t8['name']
-            if t9 is None: t9 = Missing('call.layers_of.name')
+            t7 = attr_value(t6, 'layers_of', 'call.layers_of')
+        if t7.__class__ is dict and 'name' in t7:
+            t8 = t7['name']
+            if t8 is None: t8 = Missing('call.layers_of.name')
         else:
-            t9 = attr_value(t8, 'name', 'call.layers_of.name')
+            t8 = attr_value(t7, 'name', 'call.layers_of.name')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t5.__class__ is int and t8.__class__ is int:
+            t9 = t5 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t5, t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t6.__class__ is int and t9.__class__ is int:
-            t10 = t6 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t6, t9, env)
+        t10 = (' ')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' ')
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('+', t9, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        t12 = env.lookup('call')
+        if t12 is None: t12 = Missing('call')
+        if t12.__class__ is dict and 'layers_of' in t12:
+            t13 = t12['layers_of']
+            if t13 is None: t13 = Missing('call.layers_of')
         else:
-            t12 = _binop('+', t10, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('call')
-        if t13 is None: t13 = Missing('call')
-        if t13.__class__ is dict and 'layers_of' in t13:
-            t14 = t13['layers_of']
-            if t14 is None: t14 = Missing('call.layers_of')
+            t13 = attr_value(t12, 'layers_of', 'call.layers_of')
+        if t13.__class__ is dict and 'flavor' in t13:
+            t14 = t13['flavor']
+            if t14 is None: t14 = Missing('call.layers_of.flavor')
         else:
-            t14 = attr_value(t13, 'layers_of', 'call.layers_of')
-        if t14.__class__ is dict and 'flavor' in t14:
-            t15 = t14['flavor']
-            if t15 is None: t15 = Missing('call.layers_of.flavor')
+            t14 = attr_value(t13, 'flavor', 'call.layers_of.flavor')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t11.__class__ is int and t14.__class__ is int:
+            t15 = t11 + t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t15 = attr_value(t14, 'flavor', 'call.layers_of.flavor')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t12.__class__ is int and t15.__class__ is int:
-            t16 = t12 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t12, t15, env)
-        t5 = t16
+            t15 = _binop('+', t11, t14, env)
+        t4 = t15
     else:
-        t17 = ('')
-        t5 = t17
-    return t5
+        t16 = ('')
+        t4 = t16
+    return t4
 
 def e418(env):
     t1 = env.lookup('call')
@@ -15808,10 +15815,9 @@ def e419(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
     t3 = (1)
-    if t1.__class__ is t3.__class__ and (t1.__class__ is int or t1.__class__ is str):
+    if t1.__class__ is int:
         t2 = t1 > t3
     else:
-        if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t5 = ('use a bf16_tail_fraction of at most ')

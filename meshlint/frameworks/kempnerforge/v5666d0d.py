@@ -152,7 +152,8 @@ def _derived_model_facts(v: dict, problems: list | None = None) -> None:
             problems.append(_range_problem("model.ffn_dim_multiplier", mult, "a number that keeps the FFN size finite",
                                            "KempnerForge's computed_ffn_hidden_dim overflows: int() of an infinite "
                                            "4 · dim · 2/3 · ffn_dim_multiplier"))
-    m = {k.split(".", 1)[1]: val for k, val in v.items() if k.startswith("model.")}
+    # the [model] facts the estimate reads (those set, as a dict of all of them would hold them)
+    m = {k: v[f] for k, f in _PARAMS_READS if f in v}
     m["moe_shared_experts"] = m.get("shared_experts")
     m["tie_embeddings"] = v.get("model.tie_embeddings")
     v["model.params"] = kempnerforge_params(m)
@@ -162,6 +163,12 @@ def _derived_model_facts(v: dict, problems: list | None = None) -> None:
     v["model.known"] = True
     v["model.source"] = "the config's [model] section"
     v["model.called"] = "model."
+
+
+# every [model] fact models.kempnerforge_params reads (shared_experts as moe_shared_experts; tie_embeddings set apart)
+_PARAMS_READS = tuple((k, "model." + k) for k in ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
+                                                  "ffn_hidden_dim", "num_experts", "moe_frequency",
+                                                  "moe_expert_ffn_multiplier", "shared_experts"))
 
 
 def _out_of_range(spec: Spec) -> None:
@@ -176,7 +183,12 @@ def _out_of_range(spec: Spec) -> None:
         if key.fact is None or key.fact in FACTORS:
             continue
         value = spec.values.get(key.fact)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        cls = value.__class__
+        if cls is int:
+            if -MAX_TOML_INT <= value <= MAX_TOML_INT:
+                continue  # the usual case, decided without the checks below
+        elif value is None or cls is bool or cls is str or isinstance(value, bool) \
+                or not isinstance(value, (int, float)):
             continue
         if isinstance(value, float) and not math.isfinite(value):
             spec.problems.append(_range_problem(key.path, value, "a finite number",
@@ -382,7 +394,7 @@ def space_overrides(comments: list, data: dict | None = None) -> list:
     found, continued = [], set()
     for line, col, text in comments:
         if "--" not in text:
-            if text.rstrip().endswith("\\"):
+            if "\\" in text and text.rstrip().endswith("\\"):  # (most comments have no backslash at all)
                 continued.add(line + 1)
             continue
         command = (line in continued or text.lstrip().startswith(("--", "...")) or _EQUALS_FORM.search(text)
