@@ -7,7 +7,7 @@ result depends on nothing but the inputs below); registries, launch scripts,
 saved configs, ``--fix``, ``--diff-base`` and launch lines always take the
 normal path.
 
-The key of a file is the SHA-256 of:
+The key of a file is the BLAKE2b (32 bytes) of:
 
 * the file's bytes (the very bytes then checked on a miss), its path as shown
   in reports, its absolute path and the working directory;
@@ -49,7 +49,7 @@ import sys
 from meshlint import __version__
 from meshlint.fileread import read_upto
 
-FORMAT = 2  # 2: a finding carries its skip-note flag
+FORMAT = 3  # 2: a finding carries its skip-note flag; 3: keys are BLAKE2b
 SUBDIR = "results"
 MAX_ENTRY_BYTES = 64 << 10   # a bigger result is simply not cached (a typical entry is 1-10 KiB)
 MAX_ENTRIES = 1000           # past this many (or twice the entries a run used), the oldest are deleted down to
@@ -108,7 +108,7 @@ def _code_key() -> str | None:
         return None  # a package that cannot be listed: no results cache
     files.sort()
     files.insert(0, f"meshlint {__version__}\0{sys.version}\0{sys.implementation.cache_tag}")
-    return _sha256()("\n".join(files).encode("utf-8", "surrogatepass")).hexdigest()
+    return _hasher()("\n".join(files).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def read_regular(path: str, limit: int = MAX_INPUT_BYTES) -> bytes | None:
@@ -133,25 +133,24 @@ def read_regular(path: str, limit: int = MAX_INPUT_BYTES) -> bytes | None:
     return None if len(raw) > limit else raw
 
 
-def _sha256():
-    """hashlib's SHA-256 without hashlib's import (~3 ms of OpenSSL set-up a cached run would pay for nothing)."""
-    if not _SHA256:
+def _hasher():
+    """BLAKE2b with a 32-byte digest, from its C module without hashlib's import (~3 ms of OpenSSL set-up a cached
+    run would pay for nothing). Not SHA-256: CPython's own SHA-256 costs ~52 instructions a byte, BLAKE2b ~18, and
+    a first run hashes every config and the package's file list (~100 KB for 30 configs)."""
+    if not _HASHER:
         try:
-            from _sha2 import sha256  # Python 3.12+
-        except ImportError:
-            try:
-                from _sha256 import sha256  # Python 3.11
-            except ImportError:  # pragma: no cover - a build without the built-in modules
-                from hashlib import sha256
-        _SHA256.append(sha256)
-    return _SHA256[0]
+            from _blake2 import blake2b
+        except ImportError:  # pragma: no cover - a build without the built-in module
+            from hashlib import blake2b
+        _HASHER.append(lambda data=b"": blake2b(data, digest_size=32))
+    return _HASHER[0]
 
 
-_SHA256: list = []
+_HASHER: list = []
 
 
-def _sha(data: bytes) -> str:
-    return _sha256()(data).hexdigest()
+def _digest(data: bytes) -> str:
+    return _hasher()(data).hexdigest()
 
 
 class ResultsCache:
@@ -177,7 +176,7 @@ class ResultsCache:
         project = self._project_key(path)
         if project is None:
             return None
-        h = _sha256()(self._run_key.encode("utf-8", "surrogatepass"))
+        h = _hasher()(self._run_key.encode("utf-8", "surrogatepass"))
         for part in (project, os.path.abspath(path), path):
             h.update(b"\0" + part.encode("utf-8", "surrogatepass"))
         h.update(b"\0" + raw)
@@ -212,7 +211,7 @@ class ResultsCache:
                     return None
                 if b"meshlint" in data or b"\\u" in data or b"\\U" in data:
                     return self._parsed_project_key(path, rule_dirs)
-                parts.append(f"{pyproject} {_sha(data)}")  # parsed by meshlint too: an invalid one is an error
+                parts.append(f"{pyproject} {_digest(data)}")  # parsed by meshlint too: an invalid one is an error
             if os.path.isdir(os.path.join(directory, ".git")):
                 break
             parent = os.path.dirname(directory)
@@ -236,7 +235,7 @@ class ResultsCache:
         data = read_regular(cfg.path)
         if data is None:
             return None
-        return self._with_packs(f"project {os.path.abspath(cfg.path)} {_sha(data)}", tuple(cfg.rules) + rule_dirs)
+        return self._with_packs(f"project {os.path.abspath(cfg.path)} {_digest(data)}", tuple(cfg.rules) + rule_dirs)
 
     def _with_packs(self, head: str, rule_dirs: tuple) -> str | None:
         if not rule_dirs:
@@ -395,7 +394,7 @@ def _packs_key(rule_dirs: tuple) -> str | None:
             data = read_regular(os.path.join(directory, name))
             if data is None:
                 return None
-            parts.append(f"{name} {_sha(data)}")
+            parts.append(f"{name} {_digest(data)}")
     return "\0".join(parts)
 
 
