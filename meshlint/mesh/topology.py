@@ -123,7 +123,7 @@ def directive_hints(comments: list) -> tuple[list[Hint], list]:
     """``# meshlint: world_size=32 gpus_per_node=4`` comments -> hints and problems."""
     hints, problems = [], []
     for line, col, text in comments:
-        match = _directive(text) if "meshlint" in text else None
+        match = _directive(text)
         if not match:
             continue
         values: dict[str, int] = {}
@@ -182,10 +182,9 @@ def _readable(comments: list) -> list:
         return _READ[1]
     out = []
     for line, _col, text in comments:
-        # _directive and _flags, each tried only where its literal text is (most comments are prose)
-        if "meshlint" in text and _directive(text):
+        if _directive(text):  # (_directive and _flags each try their pattern only where its literal text is)
             continue
-        flags = _flags(text) if "--" in text else {}
+        flags = _flags(text)
         if flags and any(v is None for v in flags.values()):
             continue
         out.append((line, text, flags))
@@ -233,7 +232,7 @@ def comment_worlds(comments: list) -> list:
     found = []
     for line, text, flags in readable:
         if not flags:
-            if "python" in text and _plain_run(text):  # (its literal first: most comments are prose)
+            if _plain_run(text):
                 found.append((f"launch command on line {line}", 1, "1 GPU (a plain python run)"))
             continue
         source = f"launch command on line {line}"

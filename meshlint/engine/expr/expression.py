@@ -6,7 +6,8 @@ from meshlint.engine.expr.errors import NET, EvalError, ExprError, evaluation_er
 from meshlint.engine.expr.nodes import MAX_DEPTH, Attr, ListComp, Name, Node, _children, _count, _free, depth
 from meshlint.engine.expr.interp import _compile
 from meshlint.engine.expr.parser import _Parser
-from meshlint.limits import MAX_LET_DEPTH, MAX_RULE_STEPS
+from meshlint.engine.expr.values import _charge
+from meshlint.limits import MAX_LET_DEPTH
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs a first run ~17 M instructions
@@ -117,12 +118,11 @@ class Expr:
         budget = env.budget
         budget.left -= self.size
         if budget.left < 0:
-            raise EvalError(f"step budget exceeded ({MAX_RULE_STEPS:,} steps per rule and config)")
+            _charge(env, 0)  # raises the budget's error
         try:
             return fn(env)
         except NET as exc:
             raise evaluation_error(exc) from None
-
 
 
 def parse(src: str) -> Expr:

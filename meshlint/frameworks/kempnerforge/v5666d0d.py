@@ -183,12 +183,9 @@ def _out_of_range(spec: Spec) -> None:
         if key.fact is None or key.fact in FACTORS:
             continue
         value = spec.values.get(key.fact)
-        cls = value.__class__
-        if cls is int:
-            if -MAX_TOML_INT <= value <= MAX_TOML_INT:
-                continue  # the usual case, decided without the checks below
-        elif value is None or cls is bool or cls is str or isinstance(value, bool) \
-                or not isinstance(value, (int, float)):
+        if value.__class__ is int and -MAX_TOML_INT <= value <= MAX_TOML_INT:
+            continue  # the usual case, decided without the checks below
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if isinstance(value, float) and not math.isfinite(value):
             spec.problems.append(_range_problem(key.path, value, "a finite number",
