@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from meshlint.record import record
 from meshlint.errors import InputError
 from meshlint.engine.filereport import (  # noqa: F401 - where they always were: imported from here by many modules

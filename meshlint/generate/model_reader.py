@@ -731,7 +731,7 @@ class Reader:
                     for d in dims:
                         n *= d
                     return V(_Shape(n))
-                return V(P.Unknown(f"a tensor of a shape not known statically", loc))
+                return V(P.Unknown("a tensor of a shape not known statically", loc))
             if tail == "Parameter" and fargs:
                 if isinstance(fargs[0].v, _Shape):
                     created[0] += fargs[0].v.numel
