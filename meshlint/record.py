@@ -2,8 +2,9 @@
 
 Importing ``typing`` costs every first run about 17 M instructions (and ``typing.NamedTuple`` compiles
 each field's annotation), and ``collections.namedtuple`` compiles a ``__new__`` for each class (~0.3 M
-instructions; a check builds some thirty). Here one ``__new__`` is compiled per number of fields and
-given each class's field names; the other methods are shared. The class body keeps its annotated
+instructions; a check builds some thirty). Here the ``__new__`` of each number of fields is compiled with
+this module and given each class's field names; the other methods are shared. Written ``class X(Record):``
+(one type built) or, as before, ``@record`` on a class. The class body keeps its annotated
 fields (with defaults, trailing), docstring, methods and constants; the result is a tuple subclass
 with ``__slots__ = ()`` and what a named tuple has: the fields by name, ``_fields``,
 ``_field_defaults``, ``_make``, ``_replace``, ``_asdict``, ``__match_args__``, its repr and pickling.
@@ -21,21 +22,42 @@ _GLOBALS = {"_tuple_new": tuple.__new__, "__builtins__": {}}
 _function = type(lambda: None)
 
 
+class _RecordType(type):
+    """The metaclass of :class:`Record`: a class statement deriving from Record becomes the named tuple type itself
+    (one type built, where a decorator gets a finished class and must build another: ~0.1 M instructions each)."""
+
+    def __new__(mcs, name: str, bases: tuple, body: dict):
+        if not bases:  # Record itself
+            return super().__new__(mcs, name, bases, body)
+        if bases != (Record,):
+            raise TypeError(f"{name}: a record derives from Record alone")
+        return _build(name, body.get("__qualname__", name), body)
+
+
+class Record(metaclass=_RecordType):
+    """``class Finding(Record):`` with annotated fields (defaults trailing): the class statement gives the named
+    tuple type (a subclass of tuple, not of Record)."""
+
+
 def record(cls: type) -> type:
-    """The named tuple type that ``cls``'s annotated fields describe, with ``cls``'s other members."""
-    body = cls.__dict__
+    """``@record`` on a class: the named tuple type its annotated fields describe, with its other members (a second
+    type; ``class X(Record)`` builds only the one)."""
+    return _build(cls.__name__, cls.__qualname__, cls.__dict__)
+
+
+def _build(name: str, qualname: str, body) -> type:
     fields = tuple(body.get("__annotations__", {}))
-    defaults = tuple(body[name] for name in fields if name in body)
-    if any(name in body for name in fields[:len(fields) - len(defaults)]):
-        raise TypeError(f"{cls.__name__}: a field without a default follows one with a default")
+    defaults = tuple(body[field] for field in fields if field in body)
+    if any(field in body for field in fields[:len(fields) - len(defaults)]):
+        raise TypeError(f"{name}: a field without a default follows one with a default")
     if not fields or any(not f.isidentifier() or f.startswith("_") for f in fields):
-        raise TypeError(f"{cls.__name__}: fields must be identifiers not starting with '_'")
+        raise TypeError(f"{name}: fields must be identifiers not starting with '_'")
     namespace = {
-        "__doc__": f"{cls.__name__}({', '.join(fields)})",
+        "__doc__": f"{name}({', '.join(fields)})",
         "__slots__": (),
         "_fields": fields,
         "_field_defaults": dict(zip(fields[len(fields) - len(defaults):], defaults)),
-        "__new__": _new(cls, fields, defaults),
+        "__new__": _new(name, qualname, fields, defaults),
         "_make": _make,
         "_replace": _replace,
         "__repr__": _repr,
@@ -43,26 +65,69 @@ def record(cls: type) -> type:
         "__getnewargs__": _getnewargs,
         "__match_args__": fields,
     }
-    for index, name in enumerate(fields):
-        namespace[name] = _tuplegetter(index, f"Alias for field number {index}")
+    for index, field in enumerate(fields):
+        namespace[field] = _tuplegetter(index, f"Alias for field number {index}")
     namespace.update((k, v) for k, v in body.items() if k not in fields and k not in _NOT_COPIED
                      and not (k == "__doc__" and v is None))
-    new = type(cls.__name__, (tuple,), namespace)
-    new.__qualname__ = cls.__qualname__
+    new = type(name, (tuple,), namespace)
+    new.__qualname__ = qualname
     return new
 
 
-def _new(cls: type, fields: tuple, defaults: tuple):
+# ``__new__`` for 1 to 32 fields, compiled with this module (a first run compiling them at run time paid ~0.4 M
+# instructions each); each class gets one with its own argument names (``code.replace``). More fields: compiled then.
+_tuple_new = tuple.__new__
+_TEMPLATES = (
+    lambda _cls, a0: _tuple_new(_cls, (a0,)),
+    lambda _cls, a0, a1: _tuple_new(_cls, (a0, a1,)),
+    lambda _cls, a0, a1, a2: _tuple_new(_cls, (a0, a1, a2,)),
+    lambda _cls, a0, a1, a2, a3: _tuple_new(_cls, (a0, a1, a2, a3,)),
+    lambda _cls, a0, a1, a2, a3, a4: _tuple_new(_cls, (a0, a1, a2, a3, a4,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30,)),
+    lambda _cls, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30, a31: _tuple_new(_cls, (a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30, a31,)),
+)
+
+
+def _new(name: str, qualname: str, fields: tuple, defaults: tuple):
     template = _NEW.get(len(fields))
     if template is None:
-        args = ", ".join(f"a{i}" for i in range(len(fields)))
-        template = _NEW[len(fields)] = eval(f"lambda _cls, {args}: _tuple_new(_cls, ({args},))", _GLOBALS).__code__
+        if len(fields) <= len(_TEMPLATES):
+            template = _TEMPLATES[len(fields) - 1].__code__
+        else:
+            args = ", ".join(f"a{i}" for i in range(len(fields)))
+            template = eval(f"lambda _cls, {args}: _tuple_new(_cls, ({args},))", _GLOBALS).__code__
+        _NEW[len(fields)] = template
     names = {"co_varnames": ("_cls", *fields), "co_name": "__new__"}
     if hasattr(template, "co_qualname"):  # Python 3.11+: the name its errors give
-        names["co_qualname"] = f"{cls.__qualname__}.__new__"
+        names["co_qualname"] = f"{qualname}.__new__"
     code = template.replace(**names)
     fn = _function(code, _GLOBALS, "__new__", defaults or None)
-    fn.__doc__ = f"Create new instance of {cls.__name__}({', '.join(fields)})"
+    fn.__doc__ = f"Create new instance of {name}({', '.join(fields)})"
     return fn
 
 

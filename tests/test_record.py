@@ -9,7 +9,7 @@ from collections import namedtuple
 import pytest
 
 from meshlint.mesh.devmesh import Mesh
-from meshlint.record import record
+from meshlint.record import Record, record
 
 
 @record
@@ -24,11 +24,51 @@ class Point:
         return abs(self.x) + abs(self.y)
 
 
+class PointR(Record):
+    """A point."""
+
+    x: int
+    y: int = 0
+    label: str = "p"
+
+    def norm1(self) -> int:
+        return abs(self.x) + abs(self.y)
+
+
 Plain = namedtuple("Point", "x y label", defaults=(0, "p"))
+PlainR = namedtuple("PointR", "x y label", defaults=(0, "p"))
 
 
 def _both(make):
     return make(Point), make(Plain)
+
+
+def test_a_class_statement_deriving_from_record_builds_the_same_named_tuple():
+    """``class X(Record)`` gives what ``@record`` gives: a tuple subclass, not a Record, built once."""
+    p = PointR(1, -2)
+    assert type(p).__mro__ == (PointR, tuple, object) and not isinstance(p, Record)
+    assert tuple(p) == (1, -2, "p") and repr(p) == repr(PlainR(1, -2)) and p.norm1() == 3
+    assert PointR._fields == Point._fields and PointR._field_defaults == Point._field_defaults
+    assert PointR.__doc__ == "A point." and PointR.__qualname__ == "PointR" and PointR.__module__ == __name__
+    assert pickle.loads(pickle.dumps(p)) == p and type(pickle.loads(pickle.dumps(p))) is PointR
+    assert p._replace(y=3) == PointR(1, 3) and PointR._make([4, 5, "r"]).label == "r"
+    with pytest.raises(TypeError) as ours:
+        PointR()
+    with pytest.raises(TypeError) as theirs:
+        PlainR()
+    assert str(ours.value).replace(".__new__", "") == str(theirs.value).replace(".__new__", "")
+
+
+def test_every_number_of_fields_has_a_working_constructor():
+    """The precompiled constructors (1 to 32 fields) and the one compiled for more: arguments by position and
+    by name land in their fields, defaults fill the rest."""
+    for n in (1, 2, 7, 31, 32, 33, 40):
+        names = [f"f{i}" for i in range(n)]
+        body = {"__annotations__": dict.fromkeys(names, "int"), names[-1]: -1, "__qualname__": f"R{n}"}
+        cls = type(Record)(f"R{n}", (Record,), body)
+        assert cls(*range(n)) == tuple(range(n))
+        assert cls(**{name: i for i, name in enumerate(names[:-1])}) == (*range(n - 1), -1)
+        assert cls.__new__.__code__.co_varnames == ("_cls", *names)
 
 
 @pytest.mark.parametrize("make", [lambda c: c(1), lambda c: c(1, 2), lambda c: c(x=3, label="q"),
@@ -66,5 +106,9 @@ def test_a_field_without_default_after_one_with_is_refused():
     with pytest.raises(TypeError):
         @record
         class Bad:
+            a: int = 1
+            b: int
+    with pytest.raises(TypeError):
+        class BadR(Record):
             a: int = 1
             b: int

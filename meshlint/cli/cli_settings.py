@@ -1,17 +1,16 @@
 """The settings a run takes from the command line (``CliSettings``), importable without the pipeline.
 
-A ``@record`` (meshlint/record.py) rather than ``typing.NamedTuple`` or ``collections.namedtuple``: a flagged
+A ``Record`` (meshlint/record.py) rather than ``typing.NamedTuple`` or ``collections.namedtuple``: a flagged
 ``meshlint check`` answered from the results cache builds one without importing ``typing``, ``collections``,
 the settings resolution or the checker (meshlint/cli/check_args.py).
 """
 
 from __future__ import annotations
 
-from meshlint.record import record
+from meshlint.record import Record
 
 
-@record
-class CliSettings:
+class CliSettings(Record):
     dialect: str | None = None
     world_size: int | None = None
     nodes: int | None = None

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 
-from meshlint.record import record
+from meshlint.record import Record
 from meshlint.errors import MeshlintError
 
 FAIL_ON = ("error", "warning", "info", "never")
@@ -50,14 +50,12 @@ class ConfigError(MeshlintError):
     """An invalid project configuration (exit 2)."""
 
 
-@record
-class PerFile:
+class PerFile(Record):
     pattern: str
     settings: dict
 
 
-@record
-class ProjectConfig:
+class ProjectConfig(Record):
     path: str | None                    # the file it came from (None: no configuration found)
     root: str                           # directory that relative paths are resolved against
     topology: dict = {}                 # world_size / nodes / gpus_per_node / placement / dialect

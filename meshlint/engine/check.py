@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meshlint.record import record
+from meshlint.record import Record
 from meshlint.errors import InputError
 from meshlint.engine.filereport import (  # noqa: F401 - where they always were: imported from here by many modules
     REGISTRY_FILE,
@@ -26,8 +26,7 @@ if TYPE_CHECKING:  # the pipeline's modules are imported where they run: a run a
     from meshlint.engine.rules import Rule
 
 
-@record
-class Options:
+class Options(Record):
     """Everything that decides how one file is checked (see settings.Planner for how it is built)."""
 
     rules: list

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from meshlint.record import record  # not typing.NamedTuple or collections.namedtuple: their imports cost every run
+from meshlint.record import Record  # not typing.NamedTuple or collections.namedtuple: their imports cost every run
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
 
 
-@record
-class Finding:
+class Finding(Record):
     """code, name, severity, message, help (or None), key (or None), line, col; file: the file the line
     is in, when not the report's own path (registry configs); skip: the rule is a skip note (it says what
     was not checked), which the text and github reports fold into one summary line."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from meshlint.record import record
+from meshlint.record import Record
 from meshlint.engine import expr
 from meshlint.errors import RuleFileError
 from meshlint.engine.facts import BOUND_NAMES, FACT_DOCS, GROUP_FIELDS
@@ -22,8 +22,7 @@ from meshlint.engine.facts import BOUND_NAMES, FACT_DOCS, GROUP_FIELDS
 SCHEMA_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "schema", "rule-v1.schema.json")
 
 
-@record
-class Rule:
+class Rule(Record):
     """One loaded rule; immutable (and picklable, for the rule cache)."""
 
     code: str

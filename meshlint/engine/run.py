@@ -10,7 +10,7 @@ the rules that were skipped.
 
 from __future__ import annotations
 
-from meshlint.record import record
+from meshlint.record import Record
 from meshlint.engine import expr
 from meshlint.engine.expr.errors import NET, evaluation_error
 from meshlint.engine.expr.expression import compiled_for
@@ -23,8 +23,7 @@ if TYPE_CHECKING:  # annotations only: importing typing costs a first run ~17 M 
     from typing import Callable
 
 
-@record
-class Skip:
+class Skip(Record):
     code: str
     name: str
     needs: str

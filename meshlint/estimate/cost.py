@@ -26,21 +26,19 @@ Nothing here imports torch; all of it is arithmetic on the config's facts.
 
 from __future__ import annotations
 
-from meshlint.record import record
+from meshlint.record import Record
 from meshlint.mesh.devmesh import Axis, place
 
 GIB = 2 ** 30
 DEFAULT_OVERLAP = 0.5       # FSDP traffic hides behind half the compute time (docs/cost-model.md: calibration)
 
 
-@record
-class Link:
+class Link(Record):
     bandwidth: float     # GB/s per GPU, one direction (what a ring moves per GPU per second)
     latency_us: float    # per ring step (alpha)
 
 
-@record
-class Cluster:
+class Cluster(Record):
     """A node type on a fabric (the seed's HardwareTopology, with the numbers an alpha-beta model needs)."""
 
     node: str
@@ -170,8 +168,7 @@ def check_cluster(table) -> str | None:
 
 # ----------------------------------------------------------------------------- the workload
 
-@record
-class Workload:
+class Workload(Record):
     """The config's model and batch, as the cost model needs them (None: unknown)."""
 
     framework: str
@@ -253,8 +250,7 @@ def workload(report, options, profile: Cluster) -> Workload:
                     tuple(notes), mem)
 
 
-@record
-class AccelerateShape:
+class AccelerateShape(Record):
     """What Model.memory_peak prices an Accelerate run with: the model as Accelerate trains it and the settings
     that decide which ranks each state is sharded over (meshlint.estimate.memory_accelerate.layout)."""
 
@@ -291,8 +287,7 @@ def _accelerate_workload(report, spec) -> Workload | None:
                     AccelerateShape(shape, st))
 
 
-@record
-class MegatronShape:
+class MegatronShape(Record):
     """What Model.memory_peak hands meshlint.mesh.memory_megatron for a Megatron-LM launch: its options."""
 
     args: dict
@@ -431,8 +426,7 @@ def _int(value) -> int | None:
 
 # ----------------------------------------------------------------------------- the estimate
 
-@record
-class Estimate:
+class Estimate(Record):
     """One layout's estimate; times in seconds per iteration, memory in GiB per GPU."""
 
     time: float | None            # iteration time (None: no batch known)

@@ -10,7 +10,7 @@ A dialect module provides:
 
 from __future__ import annotations
 
-from meshlint.record import record
+from meshlint.record import Record
 from meshlint.mesh.devmesh import Axis, Mesh
 
 TYPE_CHECKING = False
@@ -21,8 +21,7 @@ DEGREES = ("pp", "dp_replicate", "dp_shard", "cp", "tp", "ep", "etp")
 MAX_DEGREE = 1 << 24  # 16,777,216: larger than any cluster; bigger is a typo
 
 
-@record
-class Key:
+class Key(Record):
     path: str                    # dotted config path, e.g. "distributed.tp"
     type: str                    # int | bool | str | float | table
     default: Any = None

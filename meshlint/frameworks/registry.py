@@ -8,12 +8,11 @@ imported by meshlint/frameworks/dialects.py (the dialects) and versions.module()
 
 from __future__ import annotations
 
-from meshlint.record import record
+from meshlint.record import Record
 
 
 
-@record
-class Framework:
+class Framework(Record):
     name: str               # the dialect name: --dialect, a rule's ``dialects = [...]``, the JSON report
     module: str | None      # its dialect module, which detects its files by their section (None: read from
                             # launch lines only, by its version module: Megatron-LM)
@@ -32,8 +31,7 @@ FRAMEWORKS = (
 )
 
 
-@record
-class Entry:
+class Entry(Record):
     framework: str
     version: str            # the id: "0.2.x", "0.3.0", "main@b5bcd76c6"
     module: str             # the dialect module that models it
@@ -71,8 +69,7 @@ VERSIONS = (
 )
 
 
-@record
-class InputForm:
+class InputForm(Record):
     """Another framework's configs read as one version's (resolved by that version's module)."""
     framework: str
     name: str               # spec.framework["input"]

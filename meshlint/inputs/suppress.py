@@ -14,14 +14,13 @@ the plan``). A suppression that suppresses nothing is reported by ML901 when ask
 from __future__ import annotations
 
 from meshlint import fastre
-from meshlint.record import record
+from meshlint.record import Record
 
 _SUPPRESS = fastre.compile(r"\b(ignore-file|ignore)\b(?:\[([^\]]*)\])?")
 _PREFIX = fastre.compile(r"^\s*meshlint\s*:")
 
 
-@record
-class Suppression:
+class Suppression(Record):
     line: int             # where the comment is
     lines: tuple          # the finding lines it covers (empty: the whole file)
     selectors: tuple      # codes or names; empty: every rule

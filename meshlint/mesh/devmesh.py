@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from math import gcd, prod
 
-from meshlint.record import record
+from meshlint.record import Record
 from meshlint.limits import MAX_EXAMPLE_MEMBERS
 
 
-@record
-class Mesh:
+class Mesh(Record):
     name: str
     dims: tuple
     sizes: tuple
@@ -64,8 +63,7 @@ class Mesh:
                 "ranks": self.size}
 
 
-@record
-class Axis:
+class Axis(Record):
     """A 1-D family of groups: ``size`` ranks ``stride`` apart, inside a mesh of ``span`` ranks."""
 
     name: str
@@ -98,8 +96,7 @@ class Axis:
         return (rank // self.stride) % self.size
 
 
-@record
-class Placement:
+class Placement(Record):
     """How an axis's groups sit on nodes."""
 
     intra_node: bool        # every group inside one node

@@ -13,7 +13,7 @@ own step measures them (bench/memory_vs_fake_tt.py). Nothing here imports torch.
 
 from __future__ import annotations
 
-from meshlint.record import record
+from meshlint.record import Record
 
 GIB = 2 ** 30
 # Caching allocator: reserved over allocated at the peak (torchtitan's published max reserved against the allocated
@@ -25,8 +25,7 @@ TERMS = ("params", "grads", "optimizer", "unsharded_grads", "fsdp_unsharded", "r
          "recompute", "logits_loss", "moe_dispatch", "optimizer_step", "allocator_reserve", "cuda_context")
 
 
-@record
-class Shape:
+class Shape(Record):
     """The model and the recipe, as the memory arithmetic needs them (None: unknown)."""
 
     framework: str               # "kempnerforge" | "torchtitan" | "accelerate" (torchtitan's FSDP2 arithmetic)
@@ -61,8 +60,7 @@ class Shape:
     qk_norm: bool = False        # a norm over each head's q and k (the model table's qk_norm: qwen3)
 
 
-@record
-class Stage:
+class Stage(Record):
     index: int
     layers: int
     microbatches_held: int
@@ -74,8 +72,7 @@ class Stage:
     phase_terms: dict | None = None  # phase -> {term: bytes}, with estimate(..., detail=True)
 
 
-@record
-class Peak:
+class Peak(Record):
     stages: tuple                # Stage per pipeline stage (one without pp)
     peak: Stage                  # the largest
 

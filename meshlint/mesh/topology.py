@@ -16,7 +16,7 @@ Nothing is ever defaulted: a value no source gives stays unknown.
 from __future__ import annotations
 
 from meshlint import fastre
-from meshlint.record import record
+from meshlint.record import Record
 from meshlint.limits import MAX_WORLD  # 16,777,216 ranks: larger than any cluster; bigger is a typo
 
 # Compiled on first use: a run answered from the results cache never needs them (fastre: precompiled, no re)
@@ -66,8 +66,7 @@ def _plain_run(text: str) -> bool:
 DIRECTIVE_KEYS = {"world_size", "gpus_per_node", "nodes"}
 
 
-@record
-class Hint:
+class Hint(Record):
     """One statement about the topology from one source."""
 
     source: str                 # human-readable, e.g. 'file name "70b_32gpu_tp4.toml"'
@@ -96,8 +95,7 @@ class Topology:
         return -(-self.world_size // self.gpus_per_node)
 
 
-@record
-class CliTopology:
+class CliTopology(Record):
     world_size: int | None = None
     nodes: int | None = None
     gpus_per_node: int | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meshlint.record import record
+from meshlint.record import Record
 
 
 
@@ -43,8 +43,7 @@ class NeedFact(Exception):
         self.path = path
 
 
-@record
-class Missing:
+class Missing(Record):
     """The value of an unknown fact, remembering which fact it was."""
 
     path: str

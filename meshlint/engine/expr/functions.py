@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from meshlint.record import record
+from meshlint.record import Record
 from meshlint.engine.expr.errors import EvalError, Missing, NeedFact
 from meshlint.engine.expr.values import (MAX_LIST, MAX_STR, _check_value, _deep_size, _int, _is_null, _need, _num,
                                          _truth, type_name)
@@ -19,8 +19,7 @@ from meshlint.mesh.devmesh import compact_ranks  # `ranks()` in messages
 
 # --------------------------------------------------------------------------- functions
 
-@record
-class FuncSpec:
+class FuncSpec(Record):
     fn: Callable[..., Any]
     min_args: int
     max_args: int

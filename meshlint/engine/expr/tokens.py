@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meshlint.record import record
+from meshlint.record import Record
 from meshlint.engine.expr.errors import ExprError
 from meshlint.limits import MAX_EXPR_CHARS
 
@@ -20,8 +20,7 @@ _TWO_CHAR = {"==", "!=", "<=", ">=", "//", "**"}
 _ONE_CHAR = set("+-*/%<>()[],.")
 
 
-@record
-class Token:
+class Token(Record):
     kind: str  # INT FLOAT STR NAME OP EOF
     value: Any
     col: int
