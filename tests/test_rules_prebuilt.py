@@ -8,6 +8,7 @@ import pytest
 from conftest import ROOT
 
 from meshlint.engine import prebuilt, rule_cache, rules, ruleset
+from meshlint.engine.expr import Template
 from meshlint.generate import rules_prebuilt as generate
 
 
@@ -31,6 +32,30 @@ def test_prebuilt_rules_are_the_parsed_rules():
     assert _encoded(built) == _encoded(parsed)
     assert [r.path for r in built] == [r.path for r in parsed]
     assert _encoded(ruleset.load_rules()) == _encoded(built)  # what a run gets
+
+
+def _templates(rule) -> list:
+    return [rule.message, *([rule.key] if rule.key else []), *(t for _, t in rule.help)]
+
+
+def test_split_templates_are_the_parsed_templates():
+    """A prebuilt template comes split at its holes: its text joins back to the file's, and its parts (literal
+    texts, holes) are what parsing that text gives, braces unescaped the same way."""
+    directory = rules.builtin_rules_dir()
+    built = prebuilt.load(directory)
+    parsed = {r.code: r for r in (rules.load_rule_file(f"{directory}/{name}", "builtin", validate=False)
+                                  for name in prebuilt.rule_files(directory))}
+    seen = 0
+    for rule in built:
+        for ours, theirs in zip(_templates(rule), _templates(parsed[rule.code]), strict=True):
+            assert ours._source is None and ours._split is not None  # nothing joined until asked
+            assert ours.source == theirs.source
+            assert [p if isinstance(p, str) else ("hole", p.source) for p in ours.parts] == \
+                   [p if isinstance(p, str) else ("hole", p.source) for p in theirs.parts]
+            seen += 1
+    assert seen > 3 * len(built) // 2
+    braces = Template(None, None, ("a {literal} ", ("x",), " }"))
+    assert braces.source == "a {{literal}} {x} }}" and braces == Template("a {{literal}} {x} }}")
 
 
 @pytest.fixture

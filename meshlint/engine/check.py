@@ -115,7 +115,7 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
     facts["memory"].update(rule_facts(report.memory))
     first, late = _split_late(options.rules)
     findings, skips = run_rules(first, facts, report.source.locate)
-    if any(f.severity == "error" for f in findings) and _needs_choices(first, findings):
+    if any(f.severity == "error" for f in findings) and _needs_choices(first, findings, facts["dialect"]):
         # Help lines that propose degrees draw on one search of the layouts that pass every error
         # rule at once, so two findings of a config never propose contradictory values (issue 12).
         facts["choices"] = degree_choices(report, options)
@@ -187,23 +187,27 @@ def degree_choices(report: FileReport, options: Options) -> dict | None:
         return None
 
 
-_READERS: dict[int, tuple] = {}
+_READERS: dict[tuple, tuple] = {}
 
 
-def _needs_choices(rules: list, findings: list) -> bool:
+def _needs_choices(rules: list, findings: list, dialect: str) -> bool:
     """Whether the search behind ``choices`` can change what these findings say: a finding's rule reads
-    it in its help, or some rule might read it in what decides or words a finding (then always)."""
-    hit = _READERS.get(id(rules))
+    it in its help, or some rule that runs on the dialect might read it in what decides or words a finding
+    (then always). Worked out once per rule list and dialect, over the rules that apply to it."""
+    key = (id(rules), dialect)
+    hit = _READERS.get(key)
     if hit is None or hit[0] is not rules:
-        if len(_READERS) >= 4:  # a long-lived process loads many rule lists: keep the cache bounded
+        if len(_READERS) >= 12:  # a long-lived process loads many rule lists: keep the cache bounded
             _READERS.clear()
         helped, anywhere = set(), False
         for rule in rules:
+            if not rule.applies_to(dialect):
+                continue
             use = _reads_choices(rule)
             if use == "help":
                 helped.add(rule.code)
             anywhere = anywhere or use == "verdict"
-        hit = _READERS[id(rules)] = (rules, frozenset(helped), anywhere)
+        hit = _READERS[key] = (rules, frozenset(helped), anywhere)
     return hit[2] or any(f.code in hit[1] for f in findings)
 
 

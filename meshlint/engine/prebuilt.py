@@ -6,8 +6,9 @@ parsed rules into the package as data made for loading: one tuple per rule, in R
 (``entry``), of strings, tuples and the rule's own params and doc dicts, all of it what
 ``ast.literal_eval`` reads, so the module holds data, never code. ``_rules`` builds the rules back in
 one pass, without the rule cache's per-field checks (which guard a cache directory others might write,
-not the package's own module). An expression stays its source and its tree's JSON text, the tree rebuilt
-from the parser's node types only when first used (``treecode.decode_tree``), as from the rule cache.
+not the package's own module). A template is stored split at its holes (no run scans its text for them); an
+expression stays its source and its tree's JSON text, the tree rebuilt from the parser's node types only
+when first used (``treecode.decode_tree``), as from the rule cache.
 
 The module is used only while its fingerprint matches what it was made from: meshlint's version and a
 CRC-32 over the rule files' names and contents, and another over the modules that parse, encode and build
@@ -31,7 +32,7 @@ import os
 import sys
 import zlib
 
-FORMAT = 4  # of rules_prebuilt.RULES: one tuple per rule (``entry``); 3 and below were the rule cache's encoding
+FORMAT = 5  # of rules_prebuilt.RULES: one tuple per rule (``entry``); 5: templates split; 3 and below: the rule cache's
 
 # Rule's fields, in the order an entry holds them: ``_rules`` builds a Rule from them by position, so a Rule
 # with other fields is parsed from the rule files (and the generator refuses) until this line follows it
@@ -124,8 +125,9 @@ def entry(rule) -> tuple:
     """A parsed rule as one tuple of literal data, in Rule's field order (FIELDS): what the generator writes into
     rules_prebuilt.RULES and ``_rules`` builds back.
 
-    An expression is (source, tree as JSON text) or None, a template its text; ``lets`` is ((name, expression),
-    ...), ``help`` ((condition, text), ...); ``params`` and ``doc`` are the rule's own dicts (TOML data). All of it
+    An expression is (source, tree as JSON text) or None, a template its split (``Template.split``: literal texts
+    and holes' sources, so no run scans its text for holes again); ``lets`` is ((name, expression), ...), ``help``
+    ((condition, template), ...); ``params`` and ``doc`` are the rule's own dicts (TOML data). All of it
     is what ``ast.literal_eval`` reads. Raises ValueError for a rule that cannot be written so (its data not
     TOML's, an expression whose tree cannot be stored).
     """
@@ -141,11 +143,11 @@ def entry(rule) -> tuple:
         return None if e is None else tuple(_encode_expr(e))
 
     try:
-        out = (rule.code, rule.name, rule.severity, rule.summary, expression(rule.check), rule.message.source,
+        out = (rule.code, rule.name, rule.severity, rule.summary, expression(rule.check), rule.message.split(),
                rule.path, rule.origin, rule.dialects, plain(rule.params),
                tuple((name, expression(e)) for name, e in rule.lets.items()), expression(rule.foreach),
-               expression(rule.when), None if rule.key is None else rule.key.source,
-               tuple((expression(c), t.source) for c, t in rule.help), plain(rule.doc), rule.frameworks,
+               expression(rule.when), None if rule.key is None else rule.key.split(),
+               tuple((expression(c), t.split()) for c, t in rule.help), plain(rule.doc), rule.frameworks,
                rule.fallback, rule.skip_note)
     except Bad as exc:
         raise ValueError(f"{rule.code}: {exc}") from None
@@ -174,11 +176,13 @@ def _rules(entries: tuple, directory: str) -> list:
             bound[let] = Expr(e[0], None, 0, e[1])
         helps = []
         for cond, text in help_:
-            helps.append((None if cond is None else Expr(cond[0], None, 0, cond[1]), Template(text)))
+            helps.append((None if cond is None else Expr(cond[0], None, 0, cond[1]), Template(None, None, text)))
         out.append(new(Rule, (
-            code, name, severity, summary, Expr(check[0], None, 0, check[1]), Template(message), prefix + path,
-            origin, dialects, params, bound, None if foreach is None else Expr(foreach[0], None, 0, foreach[1]),
-            None if when is None else Expr(when[0], None, 0, when[1]), None if key is None else Template(key), helps,
+            code, name, severity, summary, Expr(check[0], None, 0, check[1]), Template(None, None, message),
+            prefix + path, origin, dialects, params, bound,
+            None if foreach is None else Expr(foreach[0], None, 0, foreach[1]),
+            None if when is None else Expr(when[0], None, 0, when[1]), None if key is None else Template(None, None, key),
+            helps,
             doc, frameworks, fallback, skip_note)))
     return out
 

@@ -17,14 +17,24 @@ class Template:
     """Text with ``{expression}`` holes; ``{{`` and ``}}`` are literal braces.
 
     The holes are parsed on first use and not pickled: a rule's message is
-    needed only when it fails, so the rule cache stores the text alone.
+    needed only when it fails, so the rule cache stores the text alone. A
+    built-in rule's template comes split already (``split``: its literal texts, and
+    each hole's source as a 1-tuple, in order, as the prebuilt rules store it):
+    its text is joined back only if something reads it.
     """
 
-    __slots__ = ("source", "_parts")
+    __slots__ = ("_source", "_parts", "_split")
 
-    def __init__(self, source: str, parts: tuple | None = None):
-        self.source = source
+    def __init__(self, source: str | None, parts: tuple | None = None, split: tuple | None = None):
+        self._source = source
         self._parts = parts
+        self._split = split
+
+    @property
+    def source(self) -> str:
+        if self._source is None:
+            self._source = join_split(self._split)
+        return self._source
 
     def __reduce__(self):
         return (Template, (self.source,))
@@ -41,8 +51,16 @@ class Template:
     @property
     def parts(self) -> tuple:  # str | Expr
         if self._parts is None:
-            self._parts = _template_parts(self.source)
+            split = self._split
+            if split is None:
+                self._parts = _template_parts(self._source)
+            else:
+                self._parts = tuple(p if p.__class__ is str else compiled_expr(p[0]) or parse(p[0]) for p in split)
         return self._parts
+
+    def split(self) -> tuple:
+        """Its literal texts and holes' sources (a hole as a 1-tuple), as ``Template(None, split=...)`` takes them."""
+        return tuple(p if isinstance(p, str) else (p.source,) for p in self.parts)
 
     def render(self, env: Env) -> str:
         out, room = [], MAX_STR
@@ -79,6 +97,12 @@ def parse_template(src: str) -> Template:
     if len(src) > MAX_TEMPLATE_CHARS:
         raise ExprError(f"template longer than {MAX_TEMPLATE_CHARS:,} characters")
     return Template(src, _template_parts(src))
+
+
+def join_split(split: tuple) -> str:
+    """The template text of a split (``Template.split``): literal braces doubled again, each hole in braces."""
+    return "".join(p.replace("{", "{{").replace("}", "}}") if p.__class__ is str else "{" + p[0] + "}"
+                   for p in split)
 
 
 def _template_parts(src: str) -> tuple:
