@@ -75,6 +75,41 @@ def test_an_expression_met_before_its_dialect_installs_every_part(monkeypatch):
     assert COMPILED == ALL_COMPILED and not expr.expression._PENDING
 
 
+def test_the_table_names_what_each_expression_reads():
+    """The compiled table's free names are what the tree gives: let replay reads them from there and never
+    builds a tree for a built-in rule."""
+    for source, hit in ALL_COMPILED.items():
+        assert set(hit[2]) == expr.parse(source).free_names(), source
+    let = next(e for rule in ruleset.load_rules() for e in rule.lets.values())
+    monkeypatched = expr.expression.COMPILED
+    try:
+        expr.expression.install_compiled(ALL_COMPILED)
+        assert let.free_names() == set(ALL_COMPILED[let.source][2]) and let._root is None  # no tree built
+    finally:
+        expr.expression.install_compiled(monkeypatched)
+
+
+def test_a_check_of_built_in_rules_never_imports_the_parser_or_the_tree(tmp_path):
+    """A check whose rules are all compiled runs without the tokenizer, parser, node types or tree codec."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom meshlint.cli.settings import CliSettings, Planner\nfrom meshlint.engine import check\n"
+            "for path in sys.argv[1:]:\n"
+            "    report = check.check_file(path, Planner(CliSettings()).options_for(path))\n"
+            "    assert report.status == 'checked' and report.findings, (path, report.status)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('meshlint.engine.expr.')))")
+    configs = [ROOT / "fixtures" / "kempnerforge" / "7b_32gpu_fsdp.toml",
+               ROOT / "fixtures" / "rules" / "ML820-kempnerforge-registry-name-unknown" / "bad_optimizer.toml"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MESHLINT_CACHE_DIR=str(tmp_path))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: the compiled modules may be imported
+    out = subprocess.run([sys.executable, "-c", code, *map(str, configs)], capture_output=True, text=True, env=env,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    loaded = {m.rsplit(".", 1)[1] for m in eval(out.stdout)}  # noqa: S307 - our own subprocess's list of names
+    assert loaded.isdisjoint({"tokens", "parser", "nodes", "treecode", "interp", "compiler"}), loaded
+
+
 def test_a_run_on_one_dialect_imports_only_its_part(tmp_path):
     import subprocess
     import sys
@@ -131,7 +166,7 @@ def _expr(source: str, mode: str) -> expr.Expr:
     """One Expr per source and way (evaluating keeps no state in it but the function it runs)."""
     fresh = expr.parse(source)
     if mode == "compiled":
-        fn, size = ALL_COMPILED[source]
+        fn, size, _ = ALL_COMPILED[source]
         assert size == fresh.size  # the budget charged up front is the interpreter's
         fresh._fn = fn
     else:

@@ -113,6 +113,9 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
 
     report.memory = file_memory(report, options)
     facts["memory"].update(rule_facts(report.memory))
+    from meshlint.engine.expr.expression import compiled_for
+
+    compiled_for(facts["dialect"])  # the dialect's compiled functions first: they answer _split_late's free_names
     first, late = _split_late(options.rules)
     findings, skips = run_rules(first, facts, report.source.locate)
     if any(f.severity == "error" for f in findings) and _needs_choices(first, findings, facts["dialect"]):

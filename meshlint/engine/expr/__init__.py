@@ -52,11 +52,25 @@ from __future__ import annotations
 from meshlint.engine.expr.errors import EvalError, ExprError, Missing, NeedFact
 from meshlint.engine.expr.expression import Expr, check_lets, field_reads, parse
 from meshlint.engine.expr.functions import FUNCTIONS, FuncSpec, render
-from meshlint.engine.expr.nodes import (MAX_DEPTH, Attr, BinOp, BoolOp, Call, Compare, Cond, Const, Index, ListComp,
-                                        ListLit, Name, Node, Unary, depth)
 from meshlint.engine.expr.template import Template, parse_template
-from meshlint.engine.expr.tokens import KEYWORDS, MAX_SOURCE, Token, tokenize
 from meshlint.engine.expr.values import DEFAULT_BUDGET, MAX_INT, MAX_LIST, MAX_STR, Budget, Env, type_name
+
+# The tree's node types and the tokenizer, imported on first use (PEP 562): a check of built-in rules runs their
+# compiled functions and never builds a tree (see expression.py).
+_LAZY = {**dict.fromkeys(("MAX_DEPTH", "Attr", "BinOp", "BoolOp", "Call", "Compare", "Cond", "Const", "Index",
+                          "ListComp", "ListLit", "Name", "Node", "Unary", "depth"), "nodes"),
+         **dict.fromkeys(("KEYWORDS", "MAX_SOURCE", "Token", "tokenize"), "tokens")}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from meshlint.modules import import_module
+
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
 
 # the package's modules, by file: what the rule cache and the prebuilt rules are keyed on (a changed one
 # means a stale cache); tests/test_expr_compiled.py checks it lists every module here

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 from meshlint.engine.expr.errors import NET, EvalError, ExprError, evaluation_error
-from meshlint.engine.expr.nodes import MAX_DEPTH, Attr, ListComp, Name, Node, _children, _count, _free, depth
-from meshlint.engine.expr.interp import _compile
-from meshlint.engine.expr.parser import _Parser
 from meshlint.engine.expr.values import _charge
+from meshlint.limits import MAX_EXPR_DEPTH as MAX_DEPTH
 from meshlint.limits import MAX_LET_DEPTH
+
+# The tree's modules (nodes, parser, interp, treecode) are imported where a tree is needed: a check of built-in rules
+# runs their compiled functions (COMPILED) and reads their free names from the same table, so it never builds one.
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: importing typing costs a first run ~17 M instructions
     from typing import Any
 
+    from meshlint.engine.expr.nodes import Node
     from meshlint.engine.expr.values import Env
 
 
-# source -> (function, node count): the built-in rules' expressions compiled to Python by ``compiler``
+# source -> (function, node count, the root names it reads): the built-in rules' expressions compiled to Python by
+# ``compiler``
 # (meshlint/engine/rules_compiled/), installed by meshlint/engine/prebuilt.py only while that package
 # matches the rule files and this package; any other expression is interpreted
 COMPILED: dict = {}
@@ -99,6 +102,12 @@ class Expr:
 
     def free_names(self) -> set[str]:
         """Root names the expression reads (loop variables excluded)."""
+        if self._root is None:
+            hit = COMPILED.get(self.source)  # not _compiled(): a miss must not install every dialect's functions
+            if hit is not None:
+                return set(hit[2])
+        from meshlint.engine.expr.nodes import _free
+
         out: set[str] = set()
         _free(self.root, frozenset(), out)
         return out
@@ -108,9 +117,11 @@ class Expr:
         if fn is None:
             hit = _compiled(self.source)
             if hit is not None:  # compiled to Python ahead of time (the built-in rules)
-                fn, self.size = hit
+                fn, self.size = hit[0], hit[1]
                 self._fn = fn
         if fn is None:
+            from meshlint.engine.expr.interp import _compile
+
             try:
                 fn = self._fn = _compile(self.root)
             except ExprError as exc:  # a cached expression neither the tree nor the source rebuilds
@@ -126,6 +137,9 @@ class Expr:
 
 
 def parse(src: str) -> Expr:
+    from meshlint.engine.expr.nodes import _count, depth
+    from meshlint.engine.expr.parser import _Parser
+
     if not isinstance(src, str):
         raise ExprError("an expression must be a string")
     try:
@@ -172,6 +186,8 @@ def check_lets(lets: dict) -> None:
 
 def field_reads(expression) -> set[tuple[str, str]]:  # an Expr or a Template
     """``(root, field)`` for every ``root.field`` read directly off a root name."""
+    from meshlint.engine.expr.nodes import Attr, ListComp, Name, _children
+
     roots = [expression.root] if isinstance(expression, Expr) else [p.root for p in expression.parts
                                                                     if isinstance(p, Expr)]  # a Template
     out: set[tuple[str, str]] = set()
