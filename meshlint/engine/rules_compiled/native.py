@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3628800550, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 546868816, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -683,23 +683,23 @@ def e18(env):
     return t4
 
 COMPILED = {
-    'len(inner) == 0': (e0, 4),
-    'dims': (e1, 1),
-    '[d for d in native.dims if d.role != null and d.size != 1]': (e2, 13),
-    '[d for d in dims if d.index > item.index and params.rank[d.role] < params.rank[item.role]]': (e3, 20),
-    '[d for r in [0, 1, 2, 3] for d in native.dims if d.role != null and params.rank[d.role] == r] + [d for d in native.dims if d.role == null]': (e4, 30),
-    'item.role': (e5, 2),
-    "join([d.name + ' (' + d.role + ')' for d in inner])": (e6, 12),
-    "'tp should be innermost so its groups are consecutive ranks on one node' if item.role in ['tp', 'etp'] else 'the usual order, outer to inner, is pp / dp_replicate, dp_shard, cp / ep, tp'": (e7, 9),
-    'join([d.name for d in sorted_dims])': (e8, 5),
-    'native.duplicates': (e9, 2),
-    'len([d for d in native.dims if d.name == item])': (e10, 9),
-    '[d.key for d in native.dims if d.name == item][1]': (e11, 11),
-    'item.role != null': (e12, 4),
-    '[d for d in native.dims if d.name != null]': (e13, 8),
-    'len(fills) <= 1': (e14, 4),
-    '[d for d in native.dims if d.size == -1]': (e15, 9),
-    'len(fills)': (e16, 2),
-    'join([d.name for d in fills])': (e17, 5),
-    'fills[1].key': (e18, 4),
+    'len(inner) == 0': (e0, 4, ('inner',)),
+    'dims': (e1, 1, ('dims',)),
+    '[d for d in native.dims if d.role != null and d.size != 1]': (e2, 13, ('native',)),
+    '[d for d in dims if d.index > item.index and params.rank[d.role] < params.rank[item.role]]': (e3, 20, ('dims', 'item', 'params')),
+    '[d for r in [0, 1, 2, 3] for d in native.dims if d.role != null and params.rank[d.role] == r] + [d for d in native.dims if d.role == null]': (e4, 30, ('native', 'params')),
+    'item.role': (e5, 2, ('item',)),
+    "join([d.name + ' (' + d.role + ')' for d in inner])": (e6, 12, ('inner',)),
+    "'tp should be innermost so its groups are consecutive ranks on one node' if item.role in ['tp', 'etp'] else 'the usual order, outer to inner, is pp / dp_replicate, dp_shard, cp / ep, tp'": (e7, 9, ('item',)),
+    'join([d.name for d in sorted_dims])': (e8, 5, ('sorted_dims',)),
+    'native.duplicates': (e9, 2, ('native',)),
+    'len([d for d in native.dims if d.name == item])': (e10, 9, ('item', 'native')),
+    '[d.key for d in native.dims if d.name == item][1]': (e11, 11, ('item', 'native')),
+    'item.role != null': (e12, 4, ('item',)),
+    '[d for d in native.dims if d.name != null]': (e13, 8, ('native',)),
+    'len(fills) <= 1': (e14, 4, ('fills',)),
+    '[d for d in native.dims if d.size == -1]': (e15, 9, ('native',)),
+    'len(fills)': (e16, 2, ('fills',)),
+    'join([d.name for d in fills])': (e17, 5, ('fills',)),
+    'fills[1].key': (e18, 4, ('fills',)),
 }
