@@ -169,6 +169,22 @@ def test_load_is_lazy_and_cached():
         assert schema_data.load(framework, version) is s and s.data is s._data
 
 
+def test_a_prewritten_module_without_data_reads_the_schema_file(monkeypatch):
+    """DATA is the schema file's content ahead of time; a module without it (or none at all) reads the file."""
+    framework, version = "kempnerforge", "5666d0d"
+    module = importlib.import_module(schema_data.compiled_module(framework, version))
+    expected = json.loads(Path(schema_data.load(framework, version).path).read_text(encoding="utf-8"))
+    for missing in ("DATA", "module"):
+        schema_data._SCHEMAS.clear()
+        if missing == "DATA":
+            monkeypatch.delattr(module, "DATA")
+        else:
+            monkeypatch.setattr(schema_data, "_prewritten", lambda *a: None)
+        assert schema_data.load(framework, version).data == expected
+        monkeypatch.undo()
+    schema_data._SCHEMAS.clear()
+
+
 def test_prewritten_conditions_are_current_and_translate_alike():
     # meshlint/schema_compiled/ holds each schema's texts compiled ahead of time: each module is what the
     # generator writes from the committed schema now, covers every text, and each function is the run-time
@@ -181,6 +197,7 @@ def test_prewritten_conditions_are_current_and_translate_alike():
     for framework, version in schema_data.available():
         module = importlib.import_module(schema_data.compiled_module(framework, version))
         data = json.loads(Path(schema_data.load(framework, version).path).read_text(encoding="utf-8"))
+        assert json.dumps(module.DATA) == json.dumps(data)  # the file's content, keys in the file's order
         texts = schema_compiled.texts(data)
         assert texts and set(texts) >= set(module.COMPILED)
         missing = [t for t in texts if t not in module.COMPILED]

@@ -90,9 +90,13 @@ class Schema:
     @property
     def data(self) -> dict:
         if self._data is None:
-            with open(self.path, encoding="utf-8") as f:
-                self._data = jsonfast.loads(f.read())
-            _COMPILED.update(_prewritten(self.framework, self.version))
+            module = _prewritten(self.framework, self.version)
+            data = getattr(module, "DATA", None)  # the file's content, generated with the module's functions
+            if type(data) is not dict:
+                with open(self.path, encoding="utf-8") as f:
+                    data = jsonfast.loads(f.read())
+            self._data = data
+            _COMPILED.update(getattr(module, "COMPILED", {}))
         return self._data
 
     @property
@@ -999,16 +1003,17 @@ def compiled_module(framework: str, version: str) -> str:
     return "meshlint.schema_compiled." + name
 
 
-def _prewritten(framework: str, version: str) -> dict:
-    """text -> function (or None: not evaluated) for every text of the schema, imported from its prewritten
-    module (Python's own bytecode cache makes that far cheaper than parsing and compiling each text here);
-    {} when there is none. tests/test_schema_generated.py checks each module is what its schema gives now."""
+def _prewritten(framework: str, version: str):
+    """The schema's prewritten module, or None: its ``COMPILED`` (text -> function, or None: not evaluated, for every
+    text of the schema; Python's own bytecode cache makes that far cheaper than parsing and compiling each text
+    here) and ``DATA`` (the schema file's content). tests/test_schema_generated.py checks each module is what its
+    schema gives now."""
     from meshlint.modules import import_module
 
     try:
-        return import_module(compiled_module(framework, version)).COMPILED
+        return import_module(compiled_module(framework, version))
     except ImportError:
-        return {}
+        return None
 
 
 def _parsed(text: str):
