@@ -18,7 +18,7 @@ import pytest
 from conftest import FIXTURES
 
 import meshlint.engine.check as check_module
-from meshlint.cli import results_cache
+from meshlint.cli import results_cache, results_store
 from meshlint.cli.lint import run
 
 FORMATS = ("text", "json", "sarif", "github")
@@ -46,9 +46,39 @@ def _settings(**kwargs):
     return CliSettings(**kwargs)
 
 
+def _results(cache_dir) -> str:
+    return os.path.join(cache_dir, results_cache.SUBDIR)
+
+
 def _entries(cache_dir) -> list:
-    results = os.path.join(cache_dir, results_cache.SUBDIR)
-    return sorted(n for n in os.listdir(results) if n.endswith(".json")) if os.path.isdir(results) else []
+    """The keys the index names (the entries a run can find)."""
+    return sorted(k.hex() for k in results_store.read_index(_results(cache_dir)))
+
+
+def _pack_of(cache_dir, key: str):
+    """(the pack file holding ``key``'s entry, its offset, its length)."""
+    pack, offset, length, _ = results_store.read_index(_results(cache_dir))[bytes.fromhex(key)]
+    return os.path.join(_results(cache_dir), pack.hex() + ".pack"), offset, length
+
+
+def _entry_bytes(cache_dir, key: str) -> bytes:
+    path, offset, length = _pack_of(cache_dir, key)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(length)
+
+
+def _plant(cache_dir, key: str, data: bytes) -> str:
+    """Make ``data`` what the index names as ``key``'s entry: its pack holds only it (the index record follows)."""
+    records = results_store.read_index(_results(cache_dir))
+    digest = bytes.fromhex(key)
+    pack, _, _, gen = records[digest]
+    path = os.path.join(_results(cache_dir), pack.hex() + ".pack")
+    with open(path, "wb") as f:
+        f.write(data)
+    records[digest] = (pack, 0, len(data), gen)
+    results_store.write_index(_results(cache_dir), records, gen)
+    return path
 
 
 def _fresh_cache(path) -> None:
@@ -289,32 +319,30 @@ def test_a_planted_entry_is_ignored_and_rewritten(cache_dir, write, tmp_path, mo
     expected = _run([path], cache=False)
     _run([path])
     (entry,) = _entries(cache_dir)
-    full = cache_dir / results_cache.SUBDIR / entry
-    good = full.read_bytes()
-    full.write_bytes(_planted(good, tmp_path)[plant])
+    good = _entry_bytes(cache_dir, entry)
+    _plant(cache_dir, entry, _planted(good, tmp_path)[plant])
     assert _run([path]) == expected
     assert not (tmp_path / "PWNED").exists()
-    assert full.read_bytes() == good  # checked again and overwritten with a valid entry
+    assert _entry_bytes(cache_dir, entry) == good  # checked again and stored again as a valid entry
     assert _run([path]) == expected
 
 
-@pytest.mark.parametrize("how", ["symlink", "group-writable"])
+@pytest.mark.parametrize("how", ["symlink", "group-writable", "index-group-writable"])
 def test_an_entry_someone_else_could_have_written_is_not_trusted(cache_dir, write, tmp_path, how, spy):
     path = write(KF, "cfg_8gpu.toml")
     expected = _run([path])
     (entry,) = _entries(cache_dir)
-    full = cache_dir / results_cache.SUBDIR / entry
-    doc = json.loads(full.read_bytes())
+    doc = json.loads(_entry_bytes(cache_dir, entry))
     doc["findings"] = []  # a forged "all clear"
-    forged = json.dumps(doc)
+    pack = _plant(cache_dir, entry, json.dumps(doc).encode())
     if how == "symlink":
-        target = tmp_path / "forged.json"
-        target.write_text(forged)
-        full.unlink()
-        full.symlink_to(target)
+        target = tmp_path / "forged.pack"
+        os.replace(pack, target)
+        os.symlink(target, pack)
+    elif how == "group-writable":
+        os.chmod(pack, 0o666)
     else:
-        full.write_text(forged)
-        os.chmod(full, 0o666)
+        os.chmod(os.path.join(_results(cache_dir), results_store.INDEX), 0o666)
     spy.clear()
     assert _run([path]) == expected
     assert spy == [str(path)]  # not a hit
@@ -342,6 +370,7 @@ def _writer(directory: str, key: str, rounds: int) -> None:
     report.findings = [Finding("ML105", "world-size-unknown", "warning", "m" * 2000, None, None, 1, 1)]
     for _ in range(rounds):
         cache.store(key, report, "error")
+    cache.close()  # publishes the run's pack in the index
 
 
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork")
@@ -355,30 +384,68 @@ def test_two_processes_writing_one_entry_leave_a_valid_one(cache_dir):
         w.join(30)
         assert w.exitcode == 0
     cache = results_cache.open_cache(None)
+    assert cache._dir_usable()
     report = cache._load(key, "cfg.toml", False)
     assert report is not None and report.findings[0].code == "ML105"
-    assert os.listdir(cache_dir / results_cache.SUBDIR) == [key + ".json"]  # no temporary file left
+    names = os.listdir(_results(cache_dir))
+    assert "index" in names and not [n for n in names if n.endswith(".tmp")]  # no temporary file left
+    assert 1 <= len([n for n in names if n.endswith(".pack")]) <= 2  # the loser's pack, if it lost a race
 
 
-def test_prune_keeps_the_newest(tmp_path):
+def _records(n: int, size: int = 100) -> dict:
+    return {i.to_bytes(32, "big"): (b"p" * 8, i * size, size, i) for i in range(n)}
+
+
+def test_prune_keeps_the_newest():
+    kept = results_store._newest(_records(12), set(), keep=5, most_bytes=1 << 20)
+    assert sorted(int.from_bytes(k, "big") for k in kept) == list(range(7, 12))
+
+
+def test_prune_keeps_what_the_run_used_and_stays_within_its_bytes():
+    used = {i.to_bytes(32, "big") for i in (0, 1)}  # the oldest two, read by this run: kept before newer ones
+    kept = results_store._newest(_records(12), used, keep=5, most_bytes=1 << 20)
+    assert sorted(int.from_bytes(k, "big") for k in kept) == [0, 1, 9, 10, 11]
+    kept = results_store._newest(_records(12), set(), keep=5, most_bytes=250)
+    assert sorted(int.from_bytes(k, "big") for k in kept) == [10, 11]
+
+
+def test_a_run_writes_two_files_however_many_configs_it_stores(tmp_path, cache_dir):
+    """A cold run's entries go into one pack, published with the index: not a file per config."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
     for i in range(12):
-        entry = tmp_path / f"{i:064x}.json"
-        entry.write_text("{}")
-        os.utime(entry, ns=(i * 10**9, i * 10**9))
-    results_cache.prune(str(tmp_path), keep=5, limit=10)
-    assert sorted(os.listdir(tmp_path)) == [f"{i:064x}.json" for i in range(7, 12)]
+        (tree / f"c{i}.toml").write_text(f"{KF}\n# config {i}\n")
+    expected = _run([tree], cache=False)
+    assert _run([tree]) == expected
+    assert sorted(n.rsplit(".", 1)[-1] for n in os.listdir(_results(cache_dir))) == ["index", "pack"]
+    assert len(_entries(cache_dir)) == 12 and _run([tree]) == expected
 
 
-def test_prune_keeps_what_the_run_used_and_stays_within_its_bytes(tmp_path):
-    for i in range(12):
-        entry = tmp_path / f"{i:064x}.json"
-        entry.write_text("{}" + " " * 98)  # 100 bytes
-        os.utime(entry, ns=(i * 10**9, i * 10**9))
-    used = {f"{i:064x}" for i in (0, 1)}  # the oldest two, read by this run: kept before newer ones
-    results_cache.prune(str(tmp_path), keep=5, limit=10, used=used)
-    assert sorted(os.listdir(tmp_path)) == [f"{i:064x}.json" for i in (0, 1, 9, 10, 11)]
-    results_cache.prune(str(tmp_path), keep=5, limit=1, most_bytes=250)
-    assert sorted(os.listdir(tmp_path)) == [f"{i:064x}.json" for i in (10, 11)]
+def test_edits_leave_the_packs_about_the_size_of_their_entries(tmp_path, cache_dir, monkeypatch):
+    """Entries replaced run after run leave dead bytes in old packs: past twice the live bytes (or too many packs)
+    the live entries are copied into one new pack and the old ones deleted."""
+    monkeypatch.setattr(results_store, "MAX_PACKS", 3)
+    path = tmp_path / "c.toml"
+    for i in range(8):
+        path.write_text(f"{KF}\n# edit {i}\n")
+        _run([path])
+        packs = [n for n in os.listdir(_results(cache_dir)) if n.endswith(".pack")]
+        assert len(packs) <= 3
+    assert len(_entries(cache_dir)) == 8
+    path.write_text(f"{KF}\n# edit 0\n")
+    assert _run([path]) == _run([path], cache=False)
+
+
+def test_a_damaged_index_is_a_miss_and_is_written_again(tmp_path, cache_dir, write, spy):
+    path = write(KF, "cfg_8gpu.toml")
+    expected = _run([path])
+    index = os.path.join(_results(cache_dir), results_store.INDEX)
+    with open(index, "r+b") as f:
+        f.truncate(os.path.getsize(index) - 7)
+    spy.clear()
+    assert _run([path]) == expected and spy == [str(path)]
+    spy.clear()
+    assert _run([path]) == expected and spy == []
 
 
 def test_the_cache_grows_to_the_tree_a_run_checks_and_stays_bounded(tmp_path, cache_dir, monkeypatch):

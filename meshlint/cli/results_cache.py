@@ -28,15 +28,15 @@ No environment variable changes a result (``NO_COLOR``, ``FORCE_COLOR`` and
 An entry holds what the reports need (status, dialect, note, input error,
 findings, suppressed findings, the file's ``--fail-on``, and for the JSON report
 the file's entry): JSON only, never pickle or anything that runs code. It is
-read only from a directory and a file that belong to the user and that no one
+read only from a directory and files that belong to the user and that no one
 else can write (meshlint/cachestore.py's trust rules), checked field by field, and used
 only if it carries this format and exactly the key asked for; anything else is
-ignored and rewritten. Writes go to a private temporary file renamed into place
-(atomic: two processes writing one entry leave a whole one). Entries of at most
-``MAX_ENTRY_BYTES`` each are kept up to ``MAX_ENTRIES``, or twice as many as the
-run used, whichever is more, but never past ``MOST_ENTRIES`` or ``MOST_BYTES``:
-the oldest go first, those the run read or wrote last, so a tree of 10,000
-configs is answered from the cache on its next run. ``--no-cache`` or ``MESHLINT_NO_CACHE=1`` turns it off; a directory
+ignored and rewritten. A run's entries go into one pack file, published with the
+index when the run ends (meshlint/cli/results_store.py: two files written for a run,
+not one per config). Entries of at most ``MAX_ENTRY_BYTES`` each are kept up to
+``MAX_ENTRIES``, or twice as many as the run used, whichever is more, but never past
+``MOST_ENTRIES`` or ``MOST_BYTES``: the oldest go first, those the run read or wrote
+last, so a tree of 10,000 configs is answered from the cache on its next run. ``--no-cache`` or ``MESHLINT_NO_CACHE=1`` turns it off; a directory
 that cannot be written just means no cache.
 """
 
@@ -49,7 +49,7 @@ import sys
 from meshlint import __version__
 from meshlint.fileread import read_upto
 
-FORMAT = 3  # 2: a finding carries its skip-note flag; 3: keys are BLAKE2b
+FORMAT = 4  # 2: a finding carries its skip-note flag; 3: keys are BLAKE2b; 4: entries in packs (results_store)
 SUBDIR = "results"
 MAX_ENTRY_BYTES = 64 << 10   # a bigger result is simply not cached (a typical entry is 1-10 KiB)
 MAX_ENTRIES = 1000           # past this many (or twice the entries a run used), the oldest are deleted down to
@@ -167,6 +167,7 @@ class ResultsCache:
         self._projects: dict = {}   # directory of a checked file -> key part of its project configuration
         self._packs: dict = {}      # rule directories -> key part of their contents
         self._finder = None
+        self._store = None          # results_store.PackStore, once the directory is known usable
         self._run_key = "\0".join(["meshlint-results", str(FORMAT), code, os.getcwd(), _settings_key(settings)])
 
     # ------------------------------------------------------------------------------- keys
@@ -272,12 +273,14 @@ class ResultsCache:
             if not os.path.isdir(self.directory):
                 return False  # not yet: store() creates it, then asks again
             self._usable = trusted_dir(self.base) and trusted_dir(self.directory)
+            if self._usable:
+                from meshlint.cli.results_store import PackStore
+
+                self._store = PackStore(self.directory, MAX_ENTRY_BYTES, MOST_ENTRIES, MOST_BYTES)
         return self._usable
 
     def _load(self, key: str, path: str, need_json: bool):
-        from meshlint.cachestore import read_private
-
-        raw = read_private(os.path.join(self.directory, key + ".json"), MAX_ENTRY_BYTES)
+        raw = self._store.get(key)
         if raw is None:
             return None
         try:
@@ -315,60 +318,23 @@ class ResultsCache:
                 os.mkdir(self.directory, 0o700)
             if not self._dir_usable():
                 return  # a directory others can write: never read, so never written either
-            from meshlint.cachestore import write_private
-
-            write_private(os.path.join(self.directory, key + ".json"), data)
+            self._store.put(key, data)
             self.stored += 1
             self.used.add(key)
         except (OSError, ValueError):
             self._failed = True  # a read-only or full disk: the cache is only an optimisation; stop trying
 
     def close(self) -> None:
-        """After a run that stored entries: keep the directory within its bounds, sized to this run's files
-        (a monorepo's 10,000 configs stay cached for its next run; entries this run used go last)."""
-        if self.stored:
-            used = len(self.used)
-            try:
-                prune(self.directory, keep=min(used + PRUNE_TO, MOST_ENTRIES),
-                      limit=min(max(MAX_ENTRIES, 2 * used), MOST_ENTRIES), used=self.used)
-            except OSError:
-                pass
-
-
-def prune(directory: str, keep: int = PRUNE_TO, limit: int = MAX_ENTRIES, used: set = frozenset(),
-          most_bytes: int = MOST_BYTES) -> None:
-    """Past ``limit`` entries, delete the oldest down to ``keep`` entries and ``most_bytes`` bytes, those in
-    ``used`` (keys) last (and temporary files left by killed runs)."""
-    import time
-
-    names = os.listdir(directory)
-    if len(names) <= limit:
-        return
-    entries = []
-    for name in names:
-        full = os.path.join(directory, name)
+        """Publish this run's entries, the cache kept within its bounds, sized to this run's files (a monorepo's
+        10,000 configs stay cached for its next run; entries this run used go last)."""
+        if self._store is None:
+            return
+        used = len(self.used)
         try:
-            st = os.lstat(full)
+            self._store.close(self.used, keep=min(used + PRUNE_TO, MOST_ENTRIES),
+                              limit=min(max(MAX_ENTRIES, 2 * used), MOST_ENTRIES))
         except OSError:
-            continue
-        if name.endswith(".tmp"):
-            if st.st_mtime < time.time() - 3600:
-                _unlink(full)
-        elif name.endswith(".json"):
-            entries.append((name[:-5] in used, st.st_mtime_ns, st.st_size, full))
-    entries.sort(reverse=True)
-    total = 0
-    for i, (_used, _mtime, size, full) in enumerate(entries):
-        total += size
-        if i >= keep or total > most_bytes:
-            _unlink(full)
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+            pass
 
 
 def _settings_key(settings) -> str:
