@@ -106,8 +106,8 @@ class PackStore:
             raise
         found = self._read_index()  # as it is now: another run may have published since this one began
         generation = (int.from_bytes(found[HEAD - 8:HEAD - 4], "little") + 1) if found else 1
-        published = _records(found)
-        records = dict(published)
+        records = _records(found)
+        published = {pack for pack, _, _, _ in records.values()} | {self._pack_id}
         marked = {bytes.fromhex(k) for k in used}
         for digest in marked.intersection(records):
             pack, offset, length, _ = records[digest]
@@ -118,8 +118,7 @@ class PackStore:
             records = _newest(records, marked, keep, self.most_bytes)
         records = self._repacked(records)
         write_index(self.directory, records, generation)
-        self._collect({pack for pack, _, _, _ in records.values()},
-                      {pack for pack, _, _, _ in published.values()} | {self._pack_id})
+        self._collect({pack for pack, _, _, _ in records.values()}, published)
 
     def _close_packs(self) -> None:
         for fd in self._packs.values():
@@ -200,11 +199,13 @@ def write_index(directory: str, records: dict, generation: int) -> None:
     """The index of ``records`` (digest -> (pack id, offset, length, generation)), written whole or not at all."""
     from meshlint.cachestore import write_private
 
-    parts = [MAGIC, generation.to_bytes(4, "little"), len(records).to_bytes(4, "little")]
-    for digest in sorted(records):
+    def record(digest: bytes) -> bytes:
         pack, offset, length, gen = records[digest]
-        parts += [digest, pack, offset.to_bytes(4, "little"), length.to_bytes(4, "little"), gen.to_bytes(4, "little")]
-    write_private(os.path.join(directory, INDEX), b"".join(parts))
+        return b"".join((digest, pack, offset.to_bytes(4, "little"), length.to_bytes(4, "little"),
+                         gen.to_bytes(4, "little")))
+
+    head = MAGIC + generation.to_bytes(4, "little") + len(records).to_bytes(4, "little")
+    write_private(os.path.join(directory, INDEX), head + b"".join(map(record, sorted(records))))
 
 
 def read_index(directory: str) -> dict:
