@@ -27,7 +27,6 @@ _PREFIX = "meshlint."
 _TAG = sys.implementation.cache_tag
 _MAGIC = _external.MAGIC_NUMBER
 _READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-_CHUNK = 4 << 20  # larger than any of meshlint's bytecode files: one read each
 
 
 class _Loader(_external.SourceFileLoader):
@@ -90,12 +89,13 @@ def _read(path: str) -> bytes | None:
     except (OSError, ValueError):
         return None
     try:
-        data = os.read(fd, _CHUNK)
-        if len(data) < _CHUNK:  # a short read of a regular file is its end
+        size = os.fstat(fd).st_size  # a buffer of that size: a larger one costs the system a mapping of its own
+        data = os.read(fd, size + 1)
+        if len(data) <= size:  # a short read of a regular file is its end
             return data
         chunks = [data]
         while chunks[-1]:
-            chunks.append(os.read(fd, _CHUNK))
+            chunks.append(os.read(fd, 1 << 16))
         return b"".join(chunks)
     except OSError:
         return None

@@ -11,12 +11,14 @@ import os
 def read_upto(fd: int, limit: int, expected: int = -1) -> bytes:
     """At most ``limit + 1`` bytes of ``fd``: more than ``limit`` means the file is (or grew) too large.
 
-    ``expected`` (the size ``fstat`` gave): once a first read returns exactly that many bytes, the read that
-    would only say end-of-file is spared (the usual case).
+    ``expected`` (the size ``fstat`` gave): the first read asks for one byte more than that (not ``limit + 1``:
+    a buffer that large costs the system a mapping of its own for every small file), and once it returns exactly
+    that many bytes, the read that would only say end-of-file is spared (the usual case).
     """
     chunks, size = [], 0
+    first = expected + 1 if 0 <= expected <= limit else limit + 1
     while size <= limit:
-        chunk = os.read(fd, limit + 1 - size)
+        chunk = os.read(fd, first if not chunks else limit + 1 - size)
         if not chunk:
             break
         chunks.append(chunk)

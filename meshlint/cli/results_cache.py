@@ -308,7 +308,7 @@ class ResultsCache:
         if len(data) > MAX_ENTRY_BYTES:
             return
         try:
-            if not os.path.isdir(self.directory):
+            if self._store is None and not os.path.isdir(self.directory):  # once known usable, it exists
                 from meshlint.cachestore import trusted_dir
 
                 os.makedirs(self.base, mode=0o700, exist_ok=True)
