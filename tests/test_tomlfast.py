@@ -235,6 +235,21 @@ def test_positions_line_at_a_time_are_the_full_scan_s(text):
     assert quick is not None and _same_positions(quick, scan(text))
 
 
+def test_a_line_read_before_stands_where_it_is_now():
+    """quick_scan keeps what each line's text says across documents (the same ``tp = 2`` in another table, on
+    another line, after a header of the same text): each document's positions are still its full scan's."""
+    import meshlint.inputs.tomlpos as tomlpos
+
+    documents = ["[a]\ntp = 2\n[[x]]\ny = [1, 2]\n", "tp = 2\n\n[b]\ntp = 2\n[[x]]\n[[x]]\ny = [1, 2]\n",
+                 "[[x]]\n# c\n  y = [1, 2]\n[a]\nb.tp = 2\ntp = 2\ntp = 2\n"]
+    for text in documents * 2:
+        quick = quick_scan(text)
+        assert quick is not None and _same_positions(quick, scan(text)), text
+        assert quick.duplicates == scan(text).duplicates
+    assert "tp = 2" in tomlpos._SHAPES and len(tomlpos._SHAPES) <= tomlpos._SHAPES_MAX
+    assert quick_scan("a = 1\nb = {c = 1}\n") is None and quick_scan("b = {c = 1}\n") is None  # declined again
+
+
 @pytest.mark.parametrize("text", ['a = """x\ny"""\n', "a = {b = 1}\n", '"k" = 1\n', "a = [\n1]\n", "a = ['x,y']\n",
                                   "a = [[1]]\n", "a = 1\r\n"])
 def test_positions_of_other_shapes_are_left_to_the_full_scan(text):

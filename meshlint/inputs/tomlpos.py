@@ -428,32 +428,36 @@ def quick_scan(text: str, comments: list | None = None) -> Positions | None:
     fits on its line: keys and headers without quotes, values without inline tables, arrays of plain
     values (no strings, nested arrays, inline tables or comments in them). None for anything else: ``scan`` reads it.
     A config with findings needs its positions; this costs a tenth of the character scan. ``comments``: the text's
-    ``scan_comments``, where the caller has them already."""
+    ``scan_comments``, where the caller has them already. What a line says depends on its text alone
+    (``_line_shape``, kept across documents: a project's configs repeat most of their lines); where it stands
+    (its table, array-of-tables indices, duplicates) is worked out here."""
     if "\r" in text or '"""' in text or "'''" in text:
         return None
     out = Positions()
     keys, tables, duplicates = out.keys, out.tables, out.duplicates
     aot_index: dict = {}
     current: tuple = ()
+    shapes = _SHAPES
     for number, raw in enumerate(text.split("\n"), 1):
-        line = raw.lstrip(" \t")
-        if not line or line[0] == "#":
+        shape = shapes.get(raw, _MISS)
+        if shape is _MISS:
+            shape = _line_shape(raw)
+            if len(shapes) < _SHAPES_MAX:
+                shapes[raw] = shape
+        if shape is None:
             continue
-        at = (number, len(raw) - len(line) + 1)
-        if line[0] == "[":
-            is_array = line.startswith("[[")
-            close = line.find("]")
-            inner = line[2 if is_array else 1:close]
-            if close < 0 or '"' in inner or "'" in inner:
-                return None
-            parts = [p.strip(" \t") for p in inner.split(".")]
+        if shape is _DECLINE:
+            return None
+        kind, col, parts, extra = shape
+        at = (number, col)
+        if kind == "[":  # a header; extra: whether it opens an array of tables
             path: tuple = ()
             for part in parts[:-1]:  # scan's resolve(): through the latest element of arrays of tables
                 path = path + (part,)
                 if path in aot_index:
                     path = path + (aot_index[path],)
             path = path + (parts[-1],)
-            if is_array:
+            if extra:
                 index = aot_index.get(path, -1) + 1
                 aot_index[path] = index
                 tables.setdefault(path, at)
@@ -461,34 +465,66 @@ def quick_scan(text: str, comments: list | None = None) -> Positions | None:
             tables.setdefault(path, at)
             current = path
             continue
-        key, eq, value = line.partition("=")
-        if not eq or '"' in key or "'" in key:
-            return None
-        if "." in key:
-            path = current + tuple(p.strip(" \t") for p in key.split("."))
+        path = current + parts  # a key; extra: its array's elements, (index, column) each, or None
+        if len(parts) > 1:
             for cut in range(len(current) + 1, len(path)):
                 tables.setdefault(path[:cut], at)  # dotted keys define tables
-        else:  # the usual plain key
-            path = current + (key.strip(" \t"),)
         if path in keys:
             duplicates.append((path, keys[path], at))
         else:
             keys[path] = at
-        stripped = value.lstrip(" \t")
-        if stripped[:1] == "{":
-            return None  # an inline table: its keys and their positions are the full scan's to find
-        if stripped[:1] == "[":
-            close = stripped.find("]")
-            inner = stripped[1:close]
-            if close < 0 or any(c in inner for c in "[{\"'#"):
-                return None
-            col = at[1] + len(key) + 1 + len(value) - len(stripped) + 1  # the first element's column
-            for index, element in enumerate(inner.split(",")):
-                blank = len(element) - len(element.lstrip(" \t"))
-                if element.strip(" \t"):
-                    keys.setdefault(path + (index,), (number, col + blank))
-                elif index < inner.count(","):
-                    return None  # an empty element before a comma: not valid TOML, nothing to mirror
-                col += len(element) + 1
+        if extra is not None:
+            for index, element_col in extra:
+                keys.setdefault(path + (index,), (number, element_col))
     out.comments = scan_comments(text) if comments is None else comments
     return out
+
+
+_MISS = object()
+_DECLINE = object()  # a line quick_scan does not read: the document goes to the full scan
+_SHAPES: dict = {}   # a line's text -> _line_shape's answer, across documents (bounded)
+_SHAPES_MAX = 8192
+
+
+def _line_shape(raw: str):
+    """What one line says, from its text alone: None (blank or a comment), _DECLINE, or (kind, column, key parts,
+    extra): a header ``("[", column, parts, opens an array of tables)`` or a key ``("=", column, parts, the columns
+    of its inline array's elements or None)``."""
+    line = raw.lstrip(" \t")
+    if not line or line[0] == "#":
+        return None
+    col = len(raw) - len(line) + 1
+    if line[0] == "[":
+        is_array = line.startswith("[[")
+        close = line.find("]")
+        inner = line[2 if is_array else 1:close]
+        if close < 0 or '"' in inner or "'" in inner:
+            return _DECLINE
+        return ("[", col, tuple(p.strip(" \t") for p in inner.split(".")), is_array)
+    key, eq, value = line.partition("=")
+    if not eq or '"' in key or "'" in key:
+        return _DECLINE
+    if "." in key:
+        parts = tuple(p.strip(" \t") for p in key.split("."))
+    else:  # the usual plain key
+        parts = (key.strip(" \t"),)
+    stripped = value.lstrip(" \t")
+    if stripped[:1] == "{":
+        return _DECLINE  # an inline table: its keys and their positions are the full scan's to find
+    elements = None
+    if stripped[:1] == "[":
+        close = stripped.find("]")
+        inner = stripped[1:close]
+        if close < 0 or any(c in inner for c in "[{\"'#"):
+            return _DECLINE
+        element_col = col + len(key) + 1 + len(value) - len(stripped) + 1  # the first element's column
+        elements = []
+        for index, element in enumerate(inner.split(",")):
+            blank = len(element) - len(element.lstrip(" \t"))
+            if element.strip(" \t"):
+                elements.append((index, element_col + blank))
+            elif index < inner.count(","):
+                return _DECLINE  # an empty element before a comma: not valid TOML, nothing to mirror
+            element_col += len(element) + 1
+        elements = tuple(elements)
+    return ("=", col, parts, elements)
