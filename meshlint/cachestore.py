@@ -15,6 +15,7 @@ import stat
 import zlib
 
 from meshlint import __version__
+from meshlint.fileread import read_upto
 
 FORMAT = 3                 # of the JSON entries; 1 was pickle (never read: old *.pickle files are deleted);
                            # 2 held trees as JSON lists (ignored now: rebuilt in format 3)
@@ -92,18 +93,33 @@ _O_PRIVATE = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLO
               | getattr(os, "O_NOCTTY", 0))
 
 
-def read_private(path: str, limit: int) -> bytes | None:
-    """The bytes of a cache entry, or None unless it is a regular file (not a link, FIFO or device) of at
-    most ``limit`` bytes that this user owns and no one else can write: the trust rule of both caches."""
+def open_private(path: str, limit: int) -> tuple | None:
+    """(a descriptor open for reading, the size) of a cache file, or None unless it is a regular file (not a link,
+    FIFO or device) of at most ``limit`` bytes that this user owns and no one else can write: the trust rule of
+    both caches. The caller closes the descriptor."""
     try:
         fd = os.open(path, _O_PRIVATE)
     except (OSError, ValueError):
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not _owned_private(st) or st.st_size > limit:
-            return None
-        raw = os.read(fd, limit + 1)
+    except OSError:
+        os.close(fd)
+        return None
+    if not stat.S_ISREG(st.st_mode) or not _owned_private(st) or st.st_size > limit:
+        os.close(fd)
+        return None
+    return fd, st.st_size
+
+
+def read_private(path: str, limit: int) -> bytes | None:
+    """The bytes of a cache file that ``open_private`` trusts, or None."""
+    opened = open_private(path, limit)
+    if opened is None:
+        return None
+    fd, size = opened
+    try:
+        raw = read_upto(fd, limit, size)
     except OSError:
         return None
     finally:

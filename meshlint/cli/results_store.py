@@ -23,7 +23,6 @@ index or pack is a miss.
 from __future__ import annotations
 
 import os
-import stat
 import time
 
 INDEX = "index"
@@ -268,23 +267,11 @@ def _newest(records: dict, used: set, keep: int, most_bytes: int) -> dict:
 # ----------------------------------------------------------------------------------- files
 
 def _open_private(path: str, limit: int) -> int | None:
-    """A descriptor of ``path`` for reading, or None unless it is a regular file of at most ``limit`` bytes that
-    this user owns and no one else can write (cachestore's trust rule), not a link."""
-    from meshlint.cachestore import _O_PRIVATE, _owned_private
+    """A descriptor of ``path`` for reading where cachestore trusts it (see ``cachestore.open_private``), or None."""
+    from meshlint.cachestore import open_private
 
-    try:
-        fd = os.open(path, _O_PRIVATE)
-    except (OSError, ValueError):
-        return None
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        os.close(fd)
-        return None
-    if not stat.S_ISREG(st.st_mode) or not _owned_private(st) or st.st_size > limit:
-        os.close(fd)
-        return None
-    return fd
+    opened = open_private(path, limit)
+    return None if opened is None else opened[0]
 
 
 def _older(path: str, than: float) -> bool:
