@@ -175,16 +175,22 @@ def write_private(final: str, data: bytes) -> None:
     tmp = f"{final}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
-        try:  # os.write, not a file object (building one costs more than a results entry's whole store)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+        try:
+            write_all(fd, data)
         finally:
             os.close(fd)
         os.replace(tmp, final)
     except BaseException:
         _unlink(tmp)
         raise
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd``: os.write, not a file object (building one costs more than a results entry's whole
+    store). Raises OSError."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _prune(directory: str, keep: int) -> None:

@@ -20,6 +20,8 @@ import marshal
 import os
 import sys
 
+from meshlint.fileread import read_upto
+
 _bootstrap = sys.modules["_frozen_importlib"]
 _external = sys.modules["_frozen_importlib_external"]
 _imp = sys.modules["_imp"]
@@ -27,6 +29,7 @@ _PREFIX = "meshlint."
 _TAG = sys.implementation.cache_tag
 _MAGIC = _external.MAGIC_NUMBER
 _READ = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_MOST = 1 << 30  # no bytecode file is near this: read_upto's bound, never reached
 
 
 class _Loader(_external.SourceFileLoader):
@@ -88,15 +91,8 @@ def _read(path: str) -> bytes | None:
         fd = os.open(path, _READ)
     except (OSError, ValueError):
         return None
-    try:
-        size = os.fstat(fd).st_size  # a buffer of that size: a larger one costs the system a mapping of its own
-        data = os.read(fd, size + 1)
-        if len(data) <= size:  # a short read of a regular file is its end
-            return data
-        chunks = [data]
-        while chunks[-1]:
-            chunks.append(os.read(fd, 1 << 16))
-        return b"".join(chunks)
+    try:  # a buffer of the file's size: a larger one costs the system a mapping of its own
+        return read_upto(fd, _MOST, os.fstat(fd).st_size)
     except OSError:
         return None
     finally:

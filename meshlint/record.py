@@ -1,10 +1,10 @@
-"""``@record``: a class written like a ``typing.NamedTuple``, built as ``collections.namedtuple`` builds one.
+"""``class X(Record)``: a class written like a ``typing.NamedTuple``, built as ``collections.namedtuple`` builds one.
 
 Importing ``typing`` costs every first run about 17 M instructions (and ``typing.NamedTuple`` compiles
 each field's annotation), and ``collections.namedtuple`` compiles a ``__new__`` for each class (~0.3 M
 instructions; a check builds some thirty). Here the ``__new__`` of each number of fields is compiled with
-this module and given each class's field names; the other methods are shared. Written ``class X(Record):``
-(one type built) or, as before, ``@record`` on a class. The class body keeps its annotated
+this module and given each class's field names; the other methods are shared; the class statement builds the
+named tuple type itself (a metaclass), not a class and then another. The class body keeps its annotated
 fields (with defaults, trailing), docstring, methods and constants; the result is a tuple subclass
 with ``__slots__ = ()`` and what a named tuple has: the fields by name, ``_fields``,
 ``_field_defaults``, ``_make``, ``_replace``, ``_asdict``, ``__match_args__``, its repr and pickling.
@@ -16,15 +16,13 @@ from __future__ import annotations
 # the C field accessor namedtuple uses, from its C module: importing collections costs a first run ~7 M instructions
 from _collections import _tuplegetter
 
-_NOT_COPIED = ("__dict__", "__weakref__", "__annotations__")
-_NEW: dict = {}  # number of fields -> a compiled ``__new__`` whose argument names are replaced per class
 _GLOBALS = {"_tuple_new": tuple.__new__, "__builtins__": {}}
 _function = type(lambda: None)
 
 
 class _RecordType(type):
     """The metaclass of :class:`Record`: a class statement deriving from Record becomes the named tuple type itself
-    (one type built, where a decorator gets a finished class and must build another: ~0.1 M instructions each)."""
+    (one type built, where a decorator would get a finished class and build another: ~0.1 M instructions each)."""
 
     def __new__(mcs, name: str, bases: tuple, body: dict):
         if not bases:  # Record itself
@@ -37,12 +35,6 @@ class _RecordType(type):
 class Record(metaclass=_RecordType):
     """``class Finding(Record):`` with annotated fields (defaults trailing): the class statement gives the named
     tuple type (a subclass of tuple, not of Record)."""
-
-
-def record(cls: type) -> type:
-    """``@record`` on a class: the named tuple type its annotated fields describe, with its other members (a second
-    type; ``class X(Record)`` builds only the one)."""
-    return _build(cls.__name__, cls.__qualname__, cls.__dict__)
 
 
 def _build(name: str, qualname: str, body) -> type:
@@ -67,7 +59,7 @@ def _build(name: str, qualname: str, body) -> type:
     }
     for index, field in enumerate(fields):
         namespace[field] = _tuplegetter(index, f"Alias for field number {index}")
-    namespace.update((k, v) for k, v in body.items() if k not in fields and k not in _NOT_COPIED
+    namespace.update((k, v) for k, v in body.items() if k not in fields and k != "__annotations__"
                      and not (k == "__doc__" and v is None))
     new = type(name, (tuple,), namespace)
     new.__qualname__ = qualname
@@ -114,14 +106,11 @@ _TEMPLATES = (
 
 
 def _new(name: str, qualname: str, fields: tuple, defaults: tuple):
-    template = _NEW.get(len(fields))
-    if template is None:
-        if len(fields) <= len(_TEMPLATES):
-            template = _TEMPLATES[len(fields) - 1].__code__
-        else:
-            args = ", ".join(f"a{i}" for i in range(len(fields)))
-            template = eval(f"lambda _cls, {args}: _tuple_new(_cls, ({args},))", _GLOBALS).__code__
-        _NEW[len(fields)] = template
+    if len(fields) <= len(_TEMPLATES):
+        template = _TEMPLATES[len(fields) - 1].__code__
+    else:
+        args = ", ".join(f"a{i}" for i in range(len(fields)))
+        template = eval(f"lambda _cls, {args}: _tuple_new(_cls, ({args},))", _GLOBALS).__code__
     names = {"co_varnames": ("_cls", *fields), "co_name": "__new__"}
     if hasattr(template, "co_qualname"):  # Python 3.11+: the name its errors give
         names["co_qualname"] = f"{qualname}.__new__"

@@ -89,7 +89,7 @@ def test_a_kempnerforge_check_imports_neither_ast_nor_copy(probe):
 
 def test_a_kempnerforge_check_imports_neither_tomllib_typing_nor_the_parser_s_nodes(probe):
     # a first run's imports: tomllib (with datetime) ~70 M instructions, typing ~17 M, _ast ~10 M; the
-    # configs are read by meshlint/tomlfast.py, the tuple classes are @record's, the schema's usual
+    # configs are read by meshlint/tomlfast.py, the tuple classes are Records, the schema's usual
     # conditions and for headers are read without the parser
     _, after_run, _, _ = probe
     assert {"tomllib", "typing", "datetime", "_ast", "fnmatch"} & after_run == set()
@@ -97,7 +97,7 @@ def test_a_kempnerforge_check_imports_neither_tomllib_typing_nor_the_parser_s_no
 
 def test_a_kempnerforge_check_imports_neither_re_nor_what_re_imports(probe):
     # re with enum, functools and collections, and compiling the check path's patterns: ~33 M instructions of a
-    # first run; the patterns come precompiled (meshlint/fastre.py), the tuple classes are @record's
+    # first run; the patterns come precompiled (meshlint/fastre.py), the tuple classes are Records
     _, after_run, _, _ = probe
     assert {"re", "enum", "functools", "collections", "collections.abc", "importlib", "json"} & after_run == set()
 

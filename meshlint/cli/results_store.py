@@ -44,10 +44,7 @@ class PackStore:
         self._index: bytes | None = None   # as read at the first lookup (b"": none usable)
         self._packs: dict = {}             # pack id -> an open file descriptor (None: unusable)
         self._new: dict = {}               # key bytes -> (offset, length) in the pack this run writes
-        self._pack_id: bytes | None = None
-        self._pack_fd: int | None = None
-        self._pack_tmp = ""
-        self._size = 0
+        self._pack: _Pack | None = None     # the pack this run writes, from its first entry
 
     # ------------------------------------------------------------------------------- reading
 
@@ -58,8 +55,7 @@ class PackStore:
         at = _find(index, digest)
         if at < 0:
             return None
-        pack = index[at + 32:at + 40]
-        offset, length = int.from_bytes(index[at + 40:at + 44], "little"), int.from_bytes(index[at + 44:at + 48], "little")
+        pack, offset, length, _ = _record(index, at)
         return self._entry(pack, offset, length) if length <= self.entry_limit else None
 
     def _read_index(self) -> bytes:
@@ -73,51 +69,38 @@ class PackStore:
 
     def put(self, key: str, data: bytes) -> None:
         """Append an entry to this run's pack (created at the first); raises OSError. Published by ``close``."""
-        if self._pack_fd is None:
-            self._pack_id = os.urandom(8)
-            self._pack_tmp = os.path.join(self.directory, f"{self._pack_id.hex()}.pack.{os.getpid()}.tmp")
-            self._pack_fd = os.open(self._pack_tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL
-                                    | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        if self._size + len(data) > self.most_bytes:
+        if self._pack is None:
+            self._pack = _Pack(self.directory)
+        if self._pack.size + len(data) > self.most_bytes:
             return
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._pack_fd, view):]
-        self._new[bytes.fromhex(key)] = (self._size, len(data))
-        self._size += len(data)
+        self._new[bytes.fromhex(key)] = (self._pack.size, len(data))
+        self._pack.append(data)
 
     def close(self, used: set, keep: int, limit: int) -> None:
         """Publish this run's entries: its pack renamed into place, then the index rewritten with them, the
         entries ``used`` (keys this run read or wrote) marked newest, and past ``limit`` entries only the
         newest ``keep`` (and at most ``most_bytes``) kept. Packs no index names any more are deleted."""
         self._close_packs()
-        if self._pack_fd is None:
+        pack, self._pack = self._pack, None
+        if pack is None:
             return
-        os.close(self._pack_fd)
-        self._pack_fd = None
-        try:
-            if not self._new:
-                _unlink(self._pack_tmp)
-                return
-            os.replace(self._pack_tmp, os.path.join(self.directory, self._pack_id.hex() + ".pack"))
-        except OSError:
-            _unlink(self._pack_tmp)
-            raise
+        pack.publish(keep=bool(self._new))
+        if not self._new:
+            return
         found = self._read_index()  # as it is now: another run may have published since this one began
         generation = (int.from_bytes(found[HEAD - 8:HEAD - 4], "little") + 1) if found else 1
         records = _records(found)
-        published = {pack for pack, _, _, _ in records.values()} | {self._pack_id}
+        published = {p for p, _, _, _ in records.values()} | {pack.id}
         marked = {bytes.fromhex(k) for k in used}
         for digest in marked.intersection(records):
-            pack, offset, length, _ = records[digest]
-            records[digest] = (pack, offset, length, generation)
+            records[digest] = records[digest][:3] + (generation,)
         for digest, (offset, length) in self._new.items():
-            records[digest] = (self._pack_id, offset, length, generation)
+            records[digest] = (pack.id, offset, length, generation)
         if len(records) > limit:
             records = _newest(records, marked, keep, self.most_bytes)
         records = self._repacked(records)
         write_index(self.directory, records, generation)
-        self._collect({pack for pack, _, _, _ in records.values()}, published)
+        self._collect({p for p, _, _, _ in records.values()}, published)
 
     def _close_packs(self) -> None:
         for fd in self._packs.values():
@@ -138,21 +121,17 @@ class PackStore:
                 pass
         if len(packs) <= MAX_PACKS and held <= 2 * live + (1 << 20):
             return records
-        pack_id = os.urandom(8)
-        final = os.path.join(self.directory, pack_id.hex() + ".pack")
+        new = _Pack(self.directory)
         out: dict = {}
-        chunks, size = [], 0
-        for digest, (pack, offset, length, gen) in sorted(records.items(), key=lambda kv: (kv[1][0], kv[1][1])):
-            data = self._entry(pack, offset, length)
-            if data is None:
-                continue  # unreadable now: dropped (a miss next time)
-            out[digest] = (pack_id, size, length, gen)
-            chunks.append(data)
-            size += length
-        self._close_packs()
-        from meshlint.cachestore import write_private
-
-        write_private(final, b"".join(chunks))
+        try:
+            for digest, (pack, offset, length, gen) in sorted(records.items(), key=lambda kv: (kv[1][0], kv[1][1])):
+                data = self._entry(pack, offset, length)
+                if data is not None:  # unreadable now: dropped (a miss next time)
+                    out[digest] = (new.id, new.size, length, gen)
+                    new.append(data)  # one entry in memory at a time, however large the cache
+        finally:
+            self._close_packs()
+        new.publish()
         return out
 
     def _entry(self, pack: bytes, offset: int, length: int) -> bytes | None:
@@ -190,6 +169,35 @@ class PackStore:
                 _unlink(full)
             elif name.endswith(".json") and len(name) == 69:  # an entry file of format 3 and before
                 _unlink(full)
+
+
+class _Pack:
+    """A pack being written: entries appended to a private temporary file, renamed into place by ``publish``."""
+
+    def __init__(self, directory: str):
+        self.id = os.urandom(8)
+        self.final = os.path.join(directory, self.id.hex() + ".pack")
+        self.tmp = f"{self.final}.{os.getpid()}.tmp"
+        self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        self.size = 0
+
+    def append(self, data: bytes) -> None:
+        from meshlint.cachestore import write_all
+
+        write_all(self.fd, data)
+        self.size += len(data)
+
+    def publish(self, keep: bool = True) -> None:
+        """Closed, then renamed into place (``keep``) or deleted; raises OSError, leaving no temporary file."""
+        try:
+            os.close(self.fd)
+            if keep:
+                os.replace(self.tmp, self.final)
+                return
+        except OSError:
+            _unlink(self.tmp)
+            raise
+        _unlink(self.tmp)
 
 
 # ----------------------------------------------------------------------------------- the index's bytes
@@ -244,12 +252,13 @@ def _find(index: bytes, digest: bytes) -> int:
 
 def _records(index: bytes) -> dict:
     """digest -> (pack id, offset, length, generation) of every record."""
-    out = {}
-    for at in range(HEAD, len(index), RECORD):
-        out[index[at:at + 32]] = (index[at + 32:at + 40], int.from_bytes(index[at + 40:at + 44], "little"),
-                                  int.from_bytes(index[at + 44:at + 48], "little"),
-                                  int.from_bytes(index[at + 48:at + 52], "little"))
-    return out
+    return {index[at:at + 32]: _record(index, at) for at in range(HEAD, len(index), RECORD)}
+
+
+def _record(index: bytes, at: int) -> tuple:
+    """(pack id, offset, length, generation) of the record at ``at``."""
+    return (index[at + 32:at + 40], int.from_bytes(index[at + 40:at + 44], "little"),
+            int.from_bytes(index[at + 44:at + 48], "little"), int.from_bytes(index[at + 48:at + 52], "little"))
 
 
 def _newest(records: dict, used: set, keep: int, most_bytes: int) -> dict:

@@ -219,7 +219,7 @@ def _reads_choices(rule: Rule) -> str | None:
     "verdict" (check, when, foreach, message or key, directly or through its lets), "help", or None."""
     lets = {name: e.source for name, e in rule.lets.items()}
     reading = {name for name, text in lets.items() if "choices" in text}
-    if not reading and not any(t.mentions("choices") or (c is not None and "choices" in c.source) for c, t in rule.help):
+    if not reading and not any("choices" in (t.source if c is None else c.source + t.source) for c, t in rule.help):
         return None
     grew = True
     while grew:  # lets that read lets that read choices

@@ -58,14 +58,6 @@ class Template:
                 self._parts = tuple(p if p.__class__ is str else compiled_expr(p[0]) or parse(p[0]) for p in split)
         return self._parts
 
-    def mentions(self, word: str) -> bool:
-        """Whether ``word`` is in the template's text (a split template's literal texts and holes hold all of it
-        but the braces: nothing is joined)."""
-        split = self._split
-        if split is None or "{" in word or "}" in word:
-            return word in self.source
-        return any(word in (p if p.__class__ is str else p[0]) for p in split)
-
     def split(self) -> tuple:
         """Its literal texts and holes' sources (a hole as a 1-tuple), as ``Template(None, split=...)`` takes them."""
         return tuple(p if isinstance(p, str) else (p.source,) for p in self.parts)
