@@ -38,12 +38,20 @@ class Record(metaclass=_RecordType):
 
 
 def _build(name: str, qualname: str, body) -> type:
-    fields = tuple(body.get("__annotations__", {}))
-    defaults = tuple(body[field] for field in fields if field in body)
-    if any(field in body for field in fields[:len(fields) - len(defaults)]):
-        raise TypeError(f"{name}: a field without a default follows one with a default")
-    if not fields or any(not f.isidentifier() or f.startswith("_") for f in fields):
+    # plain loops, not generator expressions: each is a frame of its own, and a check builds some thirty records
+    fields = tuple(body.get("__annotations__", ()))
+    if not fields:
         raise TypeError(f"{name}: fields must be identifiers not starting with '_'")
+    defaults = []
+    for field in fields:
+        if field in body:
+            defaults.append(body[field])
+        elif defaults:
+            raise TypeError(f"{name}: a field without a default follows one with a default")
+    for field in fields:
+        if not field.isidentifier() or field[0] == "_":
+            raise TypeError(f"{name}: fields must be identifiers not starting with '_'")
+    defaults = tuple(defaults)
     namespace = {
         "__doc__": f"{name}({', '.join(fields)})",
         "__slots__": (),
@@ -57,10 +65,13 @@ def _build(name: str, qualname: str, body) -> type:
         "__getnewargs__": _getnewargs,
         "__match_args__": fields,
     }
-    for index, field in enumerate(fields):
+    index = 0
+    for field in fields:
         namespace[field] = _tuplegetter(index, f"Alias for field number {index}")
-    namespace.update((k, v) for k, v in body.items() if k not in fields and k != "__annotations__"
-                     and not (k == "__doc__" and v is None))
+        index += 1
+    for k, v in body.items():
+        if k not in fields and k != "__annotations__" and not (k == "__doc__" and v is None):
+            namespace[k] = v
     new = type(name, (tuple,), namespace)
     new.__qualname__ = qualname
     return new

@@ -42,6 +42,19 @@ class _Writer:
         self.level = 1
         self.temps = 0
         self.consts = consts  # module-level constants (literal lists), shared by every function
+        # (scope, name) -> (the local holding what ``scope.lookup(name)`` gave, the block level it was set at): a
+        # name read twice in one evaluation is looked up once (no evaluation changes a scope's names, and a let's
+        # second read is its cached value, charged nothing), wherever the first read runs before the second;
+        # (local, ".field") the same for a field read off a value (pure: nothing charged, nothing changed)
+        self.names: dict = {}
+
+    def enter(self) -> None:
+        self.level += 1
+
+    def leave(self, level: int | None = None) -> None:
+        """Back out of blocks to ``level`` (one block: None): what was read inside them is not read on every way here."""
+        self.level = self.level - 1 if level is None else level
+        self.names = {k: v for k, v in self.names.items() if v[1] <= self.level}
 
     def emit(self, line: str) -> None:
         self.lines.append("    " * self.level + line)
@@ -50,6 +63,15 @@ class _Writer:
         self.temps += 1
         return f"t{self.temps}"
 
+    @staticmethod
+    def known(value: str) -> bool:
+        """Whether ``value`` is a literal other than null (never None, never Missing: no check of it needed)."""
+        return value.startswith("(") and value != "(None)"
+
+    def need(self, value: str) -> None:
+        if not self.known(value):
+            self.emit(f"if {value} is None or {value}.__class__ is Missing: _need({value})")  # raises
+
     def truth(self, value: str) -> str:
         # _truth(v): bool(v), NeedFact for an unknown; a bool is its own truth
         return f"({value} if {value}.__class__ is bool else _truth({value}))"
@@ -57,36 +79,53 @@ class _Writer:
     def expr(self, node: Node, env: str, bound: dict) -> str:
         """Statements computing ``node`` in scope ``env``; ``bound``: loop variable -> the local holding it."""
         kind = node.__class__
-        if kind is Const:
-            t = self.temp()
-            self.emit(f"{t} = {_literal(node.value)}")
-            return t
+        if kind is Const:  # the literal itself, bracketed: an operand like any local
+            return _literal(node.value)
         if kind is Name:
             t = self.temp()
             if node.name in bound:  # the innermost loop's scope holds it: what env.lookup would find first
                 self.emit(f"{t} = {bound[node.name]}")
             else:
+                seen = self.names.get((env, node.name))
+                if seen is not None:
+                    self.temps -= 1
+                    return seen[0]
                 self.emit(f"{t} = {env}.lookup({node.name!r})")
+                self.names[(env, node.name)] = (t, self.level)
             self.emit(f"if {t} is None: {t} = Missing({node.name!r})")
             return t
         if kind is Attr:
             obj = self.expr(node.obj, env, bound)
             base = _path_of(node.obj)
             path = f"{base}.{node.attr}" if base else node.attr
+            seen = self.names.get((obj, "." + node.attr))  # a field of a value read before: reading it is pure
+            if seen is not None and not self.known(obj):
+                return seen[0]
             t = self.temp()
             self.emit(f"if {obj}.__class__ is dict and {node.attr!r} in {obj}:")
             self.emit(f"    {t} = {obj}[{node.attr!r}]")
             self.emit(f"    if {t} is None: {t} = Missing({path!r})")
             self.emit("else:")
             self.emit(f"    {t} = attr_value({obj}, {node.attr!r}, {path!r})")
+            if not self.known(obj):
+                self.names[(obj, "." + node.attr)] = (t, self.level)
             return t
         if kind is Index:
             obj = self.expr(node.obj, env, bound)
-            self.emit(f"if {obj} is None or {obj}.__class__ is Missing: _need({obj})")  # raises
+            self.need(obj)
             idx = self.expr(node.index, env, bound)
             t = self.temp()
-            self.emit(f"if {idx} is None or {idx}.__class__ is Missing: _need({idx})")
-            self.emit(f"{t} = index_value({obj}, {idx}, {(_path_of(node.obj) or '?')!r})")
+            self.need(idx)
+            base = _path_of(node.obj) or "?"
+            if node.index.__class__ is Const and node.index.value.__class__ is int and node.index.value >= 0:
+                # index_value's usual case inline: a list long enough, a known item
+                self.emit(f"if {obj}.__class__ is list and len({obj}) > {node.index.value}:")
+                self.emit(f"    {t} = {obj}[{node.index.value}]")
+                self.emit(f"    if {t} is None: {t} = Missing({f'{base}[{node.index.value!r}]'!r})")
+                self.emit("else:")
+                self.emit(f"    {t} = index_value({obj}, {idx}, {base!r})")
+            else:
+                self.emit(f"{t} = index_value({obj}, {idx}, {base!r})")
             return t
         if kind is Call:
             args = [self.expr(a, env, bound) for a in node.args]
@@ -125,18 +164,18 @@ class _Writer:
             left = self.expr(node.left, env, bound)
             t = self.temp()
             self.emit(f"if {self.truth(left)}:" if node.op == "and" else f"if not {self.truth(left)}:")
-            self.level += 1
+            self.enter()
             right = self.expr(node.right, env, bound)
             self.emit(f"{t} = {self.truth(right)}")
-            self.level -= 1
+            self.leave()
             self.emit("else:")
             self.emit(f"    {t} = {node.op == 'or'!r}")
             return t
         if kind is BinOp:
             left = self.expr(node.left, env, bound)
-            self.emit(f"if {left} is None or {left}.__class__ is Missing: _need({left})")
+            self.need(left)
             right = self.expr(node.right, env, bound)
-            self.emit(f"if {right} is None or {right}.__class__ is Missing: _need({right})")
+            self.need(right)
             t = self.temp()
             if node.op in _ARITH_FAST:
                 self.emit(f"if {left}.__class__ is int and {right}.__class__ is int:")
@@ -153,13 +192,13 @@ class _Writer:
             test = self.expr(node.test, env, bound)
             t = self.temp()
             self.emit(f"if {self.truth(test)}:")
-            self.level += 1
+            self.enter()
             self.emit(f"{t} = {self.expr(node.then, env, bound)}")
-            self.level -= 1
+            self.leave()
             self.emit("else:")
-            self.level += 1
+            self.enter()
             self.emit(f"{t} = {self.expr(node.other, env, bound)}")
-            self.level -= 1
+            self.leave()
             return t
         if kind is ListLit:
             if all(i.__class__ is Const for i in node.items):  # one list, never mutated (as the interpreter's)
@@ -190,13 +229,13 @@ class _Writer:
                 self.emit(f"if {first}.__class__ is {constant.__name__}:")
                 self.emit(f"    {t} = {first} {op} {right}")
                 self.emit("else:")
-                self.level += 1
+                self.enter()
             elif op in _FAST_COMPARE:
                 self.emit(f"if {first}.__class__ is {right}.__class__ and ({first}.__class__ is int "
                           f"or {first}.__class__ is str):")
                 self.emit(f"    {t} = {first} {op} {right}")
                 self.emit("else:")
-                self.level += 1
+                self.enter()
             if constant is None:
                 self.emit(f"if {right}.__class__ is list or {right}.__class__ is dict or {right}.__class__ is str: "
                           f"_charge_operands({env}, {first}, {right})")
@@ -204,7 +243,7 @@ class _Writer:
                 self.emit(f"_charge_operands({env}, {first}, {right})")
             self.emit(f"{t} = _compare({op!r}, {first}, {right})")
             if op in _FAST_COMPARE:
-                self.level -= 1
+                self.leave()
             return t
         # a chain: each link charged and compared; the first false one ends it, later operands unevaluated
         left, depth = first, 0
@@ -214,11 +253,11 @@ class _Writer:
             self.emit(f"if not _compare({op!r}, {left}, {right}):")
             self.emit(f"    {t} = False")
             self.emit("else:")
-            self.level += 1
+            self.enter()
             depth += 1
             left = right
         self.emit(f"{t} = True")
-        self.level -= depth
+        self.leave(self.level - depth)
         return t
 
     def listcomp(self, node: ListComp, env: str, bound: dict) -> str:
@@ -234,7 +273,7 @@ class _Writer:
             self.emit(f"{inner} = Env({{}}, None, {budget}, {scope})")  # one scope per level, rebound per item
             self.emit(f"{names} = {inner}.values")
             self.emit(f"for {value} in {items}:")
-            self.level += 1
+            self.enter()
             self.emit(f"{budget}.left -= {per_item}")  # _charge, inline
             self.emit(f"if {budget}.left < 0: _charge({env}, 0)")
             self.emit(f"{names}[{var!r}] = {value}")
@@ -244,13 +283,13 @@ class _Writer:
         for cond in node.conds:  # all(...) of the conditions, stopping at the first false one
             c = self.expr(cond, scope, inner_bound)
             self.emit(f"if {self.truth(c)}:")
-            self.level += 1
+            self.enter()
         elt = self.expr(node.elt, scope, inner_bound)
         self.emit(f"{out}.append({elt})")
         self.emit(f"{budget}.mem -= 1")
         self.emit(f"if {budget}.mem < 0: _charge_mem({env}, 0)")
         self.emit(f"if len({out}) > MAX_LIST: raise EvalError(f'list longer than {{MAX_LIST}} items')")
-        self.level = outer_level
+        self.leave(outer_level)
         return out
 
 
