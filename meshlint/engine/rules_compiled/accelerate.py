@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3136773155, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3554535388, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -50,29 +50,27 @@ K8 = [('accelerate@1.15.0'), ]
 def e0(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('accelerate')
-        if t5 is None: t5 = Missing('accelerate')
-        if t5.__class__ is dict and 'sp' in t5:
-            t6 = t5['sp']
-            if t6 is None: t6 = Missing('accelerate.sp')
+        t4 = env.lookup('accelerate')
+        if t4 is None: t4 = Missing('accelerate')
+        if t4.__class__ is dict and 'sp' in t4:
+            t5 = t4['sp']
+            if t5 is None: t5 = Missing('accelerate.sp')
         else:
-            t6 = attr_value(t5, 'sp', 'accelerate.sp')
-        t8 = (1)
-        if t6.__class__ is int:
-            t7 = t6 > t8
+            t5 = attr_value(t4, 'sp', 'accelerate.sp')
+        if t5.__class__ is int:
+            t6 = t5 > (1)
         else:
-            t7 = _compare('>', t6, t8)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t6 = _compare('>', t5, (1))
+        t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t4 = False
-    t9 = not (t4 if t4.__class__ is bool else _truth(t4))
-    return t9
+        t3 = False
+    t7 = not (t3 if t3.__class__ is bool else _truth(t3))
+    return t7
 
 def e1(env):
     t1 = env.lookup('framework')
@@ -101,15 +99,13 @@ def e1(env):
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t12 = env.lookup('accelerate')
-            if t12 is None: t12 = Missing('accelerate')
-            if t12.__class__ is dict and 'sp' in t12:
-                t13 = t12['sp']
-                if t13 is None: t13 = Missing('accelerate.sp')
+            if t6.__class__ is dict and 'sp' in t6:
+                t12 = t6['sp']
+                if t12 is None: t12 = Missing('accelerate.sp')
             else:
-                t13 = attr_value(t12, 'sp', 'accelerate.sp')
-            t14 = not (t13 is None or t13.__class__ is Missing)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = attr_value(t6, 'sp', 'accelerate.sp')
+            t13 = not (t12 is None or t12.__class__ is Missing)
+            t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t11 = False
         t5 = (t11 if t11.__class__ is bool else _truth(t11))
@@ -160,11 +156,10 @@ def e4(env):
 def e5(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 != t3
+        t2 = t1 != (1)
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, (1))
     return t2
 
 def e6(env):
@@ -222,42 +217,39 @@ def e6(env):
         if (t18 if t18.__class__ is bool else _truth(t18)):
             t22 = env.lookup('tp')
             if t22 is None: t22 = Missing('tp')
-            t24 = (1)
             if t22.__class__ is int:
-                t23 = t22 > t24
+                t23 = t22 > (1)
             else:
-                t23 = _compare('>', t22, t24)
+                t23 = _compare('>', t22, (1))
             if not (t23 if t23.__class__ is bool else _truth(t23)):
-                t26 = env.lookup('cp')
-                if t26 is None: t26 = Missing('cp')
-                t28 = (1)
-                if t26.__class__ is int:
-                    t27 = t26 > t28
+                t25 = env.lookup('cp')
+                if t25 is None: t25 = Missing('cp')
+                if t25.__class__ is int:
+                    t26 = t25 > (1)
                 else:
-                    t27 = _compare('>', t26, t28)
-                t25 = (t27 if t27.__class__ is bool else _truth(t27))
+                    t26 = _compare('>', t25, (1))
+                t24 = (t26 if t26.__class__ is bool else _truth(t26))
             else:
-                t25 = True
-            t21 = (t25 if t25.__class__ is bool else _truth(t25))
+                t24 = True
+            t21 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
             t21 = False
         if (t21 if t21.__class__ is bool else _truth(t21)):
-            t30 = env.lookup('declared')
-            if t30 is None: t30 = Missing('declared')
-            if t30.__class__ is dict and 'dp_replicate' in t30:
-                t31 = t30['dp_replicate']
-                if t31 is None: t31 = Missing('declared.dp_replicate')
+            t28 = env.lookup('declared')
+            if t28 is None: t28 = Missing('declared')
+            if t28.__class__ is dict and 'dp_replicate' in t28:
+                t29 = t28['dp_replicate']
+                if t29 is None: t29 = Missing('declared.dp_replicate')
             else:
-                t31 = attr_value(t30, 'dp_replicate', 'declared.dp_replicate')
-            t33 = (1)
-            if t31.__class__ is int:
-                t32 = t31 > t33
+                t29 = attr_value(t28, 'dp_replicate', 'declared.dp_replicate')
+            if t29.__class__ is int:
+                t30 = t29 > (1)
             else:
-                t32 = _compare('>', t31, t33)
-            t29 = (t32 if t32.__class__ is bool else _truth(t32))
+                t30 = _compare('>', t29, (1))
+            t27 = (t30 if t30.__class__ is bool else _truth(t30))
         else:
-            t29 = False
-        t5 = (t29 if t29.__class__ is bool else _truth(t29))
+            t27 = False
+        t5 = (t27 if t27.__class__ is bool else _truth(t27))
     else:
         t5 = False
     return t5
@@ -275,38 +267,31 @@ def e7(env):
 def e8(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('tp_size = ')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('tp')
-        if t6 is None: t6 = Missing('tp')
+        t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if ('tp_size = ').__class__ is int and t4.__class__ is int:
+            t5 = ('tp_size = ') + t4
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+        else:
+            t5 = _binop('+', ('tp_size = '), t4, env)
+        t3 = t5
+    else:
+        t6 = env.lookup('cp')
+        if t6 is None: t6 = Missing('cp')
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t5.__class__ is int and t7.__class__ is int:
-            t8 = t5 + t7
+        if ('cp_size = ').__class__ is int and t7.__class__ is int:
+            t8 = ('cp_size = ') + t7
             if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t8 = _binop('+', t5, t7, env)
-        t4 = t8
-    else:
-        t9 = ('cp_size = ')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('cp')
-        if t10 is None: t10 = Missing('cp')
-        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t9.__class__ is int and t11.__class__ is int:
-            t12 = t9 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t9, t11, env)
-        t4 = t12
-    return t4
+            t8 = _binop('+', ('cp_size = '), t7, env)
+        t3 = t8
+    return t3
 
 def e9(env):
     t1 = env.lookup('accelerate')
@@ -326,18 +311,15 @@ def e9(env):
 def e10(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('TP')
-        t4 = t5
+        t3 = ('TP')
     else:
-        t6 = ('CP')
-        t4 = t6
-    return t4
+        t3 = ('CP')
+    return t3
 
 def e11(env):
     t1 = env.lookup('total')
@@ -392,115 +374,106 @@ def e12(env):
                 t18 = t17
                 if t18 is None: t18 = Missing('s')
                 if t18 is None or t18.__class__ is Missing: _need(t18)
-                t19 = (1)
-                if t19 is None or t19.__class__ is Missing: _need(t19)
-                t20 = index_value(t18, t19, 's')
-                t21 = not (t20 is None or t20.__class__ is Missing)
-                if (t21 if t21.__class__ is bool else _truth(t21)):
-                    t23 = t17
-                    if t23 is None: t23 = Missing('s')
-                    if t23 is None or t23.__class__ is Missing: _need(t23)
-                    t24 = (1)
-                    if t24 is None or t24.__class__ is Missing: _need(t24)
-                    t25 = index_value(t23, t24, 's')
-                    t27 = (1)
-                    if t25.__class__ is int:
-                        t26 = t25 >= t27
-                    else:
-                        t26 = _compare('>=', t25, t27)
-                    t22 = (t26 if t26.__class__ is bool else _truth(t26))
+                if t18.__class__ is list and len(t18) > 1:
+                    t19 = t18[1]
+                    if t19 is None: t19 = Missing('s[1]')
                 else:
-                    t22 = False
-                t11.append(t22)
+                    t19 = index_value(t18, (1), 's')
+                t20 = not (t19 is None or t19.__class__ is Missing)
+                if (t20 if t20.__class__ is bool else _truth(t20)):
+                    t22 = t17
+                    if t22 is None: t22 = Missing('s')
+                    if t22 is None or t22.__class__ is Missing: _need(t22)
+                    if t22.__class__ is list and len(t22) > 1:
+                        t23 = t22[1]
+                        if t23 is None: t23 = Missing('s[1]')
+                    else:
+                        t23 = index_value(t22, (1), 's')
+                    if t23.__class__ is int:
+                        t24 = t23 >= (1)
+                    else:
+                        t24 = _compare('>=', t23, (1))
+                    t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                else:
+                    t21 = False
+                t11.append(t21)
                 t12.mem -= 1
                 if t12.mem < 0: _charge_mem(env, 0)
                 if len(t11) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t28 = call_value(env, F_all.fn, F_all.cost, False, [t11])
-            t10 = (t28 if t28.__class__ is bool else _truth(t28))
+            t25 = call_value(env, F_all.fn, F_all.cost, False, [t11])
+            t10 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
             t10 = False
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t30 = env.lookup('total')
-            if t30 is None: t30 = Missing('total')
-            t32 = (1)
-            if t30.__class__ is int:
-                t31 = t30 > t32
+            t27 = env.lookup('total')
+            if t27 is None: t27 = Missing('total')
+            if t27.__class__ is int:
+                t28 = t27 > (1)
             else:
-                t31 = _compare('>', t30, t32)
-            t29 = (t31 if t31.__class__ is bool else _truth(t31))
+                t28 = _compare('>', t27, (1))
+            t26 = (t28 if t28.__class__ is bool else _truth(t28))
+        else:
+            t26 = False
+        if (t26 if t26.__class__ is bool else _truth(t26)):
+            if t6.__class__ is dict and 'sp_backend' in t6:
+                t30 = t6['sp_backend']
+                if t30 is None: t30 = Missing('accelerate.sp_backend')
+            else:
+                t30 = attr_value(t6, 'sp_backend', 'accelerate.sp_backend')
+            if t30.__class__ is str:
+                t31 = t30 == ('deepspeed')
+            else:
+                t31 = _compare('==', t30, ('deepspeed'))
+            if (t31 if t31.__class__ is bool else _truth(t31)):
+                if t6.__class__ is dict and 'sp' in t6:
+                    t33 = t6['sp']
+                    if t33 is None: t33 = Missing('accelerate.sp')
+                else:
+                    t33 = attr_value(t6, 'sp', 'accelerate.sp')
+                if t33.__class__ is int:
+                    t34 = t33 > (1)
+                else:
+                    t34 = _compare('>', t33, (1))
+                t32 = (t34 if t34.__class__ is bool else _truth(t34))
+            else:
+                t32 = False
+            t35 = not (t32 if t32.__class__ is bool else _truth(t32))
+            t29 = (t35 if t35.__class__ is bool else _truth(t35))
         else:
             t29 = False
-        if (t29 if t29.__class__ is bool else _truth(t29)):
-            t34 = env.lookup('accelerate')
-            if t34 is None: t34 = Missing('accelerate')
-            if t34.__class__ is dict and 'sp_backend' in t34:
-                t35 = t34['sp_backend']
-                if t35 is None: t35 = Missing('accelerate.sp_backend')
-            else:
-                t35 = attr_value(t34, 'sp_backend', 'accelerate.sp_backend')
-            t37 = ('deepspeed')
-            if t35.__class__ is str:
-                t36 = t35 == t37
-            else:
-                t36 = _compare('==', t35, t37)
-            if (t36 if t36.__class__ is bool else _truth(t36)):
-                t39 = env.lookup('accelerate')
-                if t39 is None: t39 = Missing('accelerate')
-                if t39.__class__ is dict and 'sp' in t39:
-                    t40 = t39['sp']
-                    if t40 is None: t40 = Missing('accelerate.sp')
-                else:
-                    t40 = attr_value(t39, 'sp', 'accelerate.sp')
-                t42 = (1)
-                if t40.__class__ is int:
-                    t41 = t40 > t42
-                else:
-                    t41 = _compare('>', t40, t42)
-                t38 = (t41 if t41.__class__ is bool else _truth(t41))
-            else:
-                t38 = False
-            t43 = not (t38 if t38.__class__ is bool else _truth(t38))
-            t33 = (t43 if t43.__class__ is bool else _truth(t43))
-        else:
-            t33 = False
-        t5 = (t33 if t33.__class__ is bool else _truth(t33))
+        t5 = (t29 if t29.__class__ is bool else _truth(t29))
     else:
         t5 = False
     return t5
 
 def e13(env):
-    t1 = ('dp_replicate')
-    t2 = env.lookup('declared')
-    if t2 is None: t2 = Missing('declared')
-    if t2.__class__ is dict and 'dp_replicate' in t2:
-        t3 = t2['dp_replicate']
-        if t3 is None: t3 = Missing('declared.dp_replicate')
+    t1 = env.lookup('declared')
+    if t1 is None: t1 = Missing('declared')
+    if t1.__class__ is dict and 'dp_replicate' in t1:
+        t2 = t1['dp_replicate']
+        if t2 is None: t2 = Missing('declared.dp_replicate')
     else:
-        t3 = attr_value(t2, 'dp_replicate', 'declared.dp_replicate')
-    t4 = [t1, t3]
-    t5 = ('dp_shard')
-    t6 = env.lookup('dp_shard')
-    if t6 is None: t6 = Missing('dp_shard')
-    t7 = [t5, t6]
-    t8 = ('tp')
-    t9 = env.lookup('tp')
-    if t9 is None: t9 = Missing('tp')
-    t10 = [t8, t9]
-    t11 = ('cp')
-    t12 = env.lookup('cp')
-    if t12 is None: t12 = Missing('cp')
-    t13 = [t11, t12]
-    t14 = ('sp')
-    t15 = env.lookup('accelerate')
-    if t15 is None: t15 = Missing('accelerate')
-    if t15.__class__ is dict and 'sp' in t15:
-        t16 = t15['sp']
-        if t16 is None: t16 = Missing('accelerate.sp')
+        t2 = attr_value(t1, 'dp_replicate', 'declared.dp_replicate')
+    t3 = [('dp_replicate'), t2]
+    t4 = env.lookup('dp_shard')
+    if t4 is None: t4 = Missing('dp_shard')
+    t5 = [('dp_shard'), t4]
+    t6 = env.lookup('tp')
+    if t6 is None: t6 = Missing('tp')
+    t7 = [('tp'), t6]
+    t8 = env.lookup('cp')
+    if t8 is None: t8 = Missing('cp')
+    t9 = [('cp'), t8]
+    t10 = env.lookup('accelerate')
+    if t10 is None: t10 = Missing('accelerate')
+    if t10.__class__ is dict and 'sp' in t10:
+        t11 = t10['sp']
+        if t11 is None: t11 = Missing('accelerate.sp')
     else:
-        t16 = attr_value(t15, 'sp', 'accelerate.sp')
-    t17 = [t14, t16]
-    t18 = [t4, t7, t10, t13, t17]
-    return t18
+        t11 = attr_value(t10, 'sp', 'accelerate.sp')
+    t12 = [('sp'), t11]
+    t13 = [t3, t5, t7, t9, t12]
+    return t13
 
 def e14(env):
     t1 = []
@@ -518,15 +491,17 @@ def e14(env):
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (1)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 's')
-        t1.append(t10)
+        if t8.__class__ is list and len(t8) > 1:
+            t9 = t8[1]
+            if t9 is None: t9 = Missing('s[1]')
+        else:
+            t9 = index_value(t8, (1), 's')
+        t1.append(t9)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t11 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t11
+    t10 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t10
 
 def e15(env):
     t1 = []
@@ -544,27 +519,30 @@ def e15(env):
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (0)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 's')
-        t12 = ('dp_shard')
-        if t10.__class__ is str:
-            t11 = t10 != t12
+        if t8.__class__ is list and len(t8) > 0:
+            t9 = t8[0]
+            if t9 is None: t9 = Missing('s[0]')
         else:
-            t11 = _compare('!=', t10, t12)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t13 = t7
-            if t13 is None: t13 = Missing('s')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = (1)
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = index_value(t13, t14, 's')
-            t1.append(t15)
+            t9 = index_value(t8, (0), 's')
+        if t9.__class__ is str:
+            t10 = t9 != ('dp_shard')
+        else:
+            t10 = _compare('!=', t9, ('dp_shard'))
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t11 = t7
+            if t11 is None: t11 = Missing('s')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            if t11.__class__ is list and len(t11) > 1:
+                t12 = t11[1]
+                if t12 is None: t12 = Missing('s[1]')
+            else:
+                t12 = index_value(t11, (1), 's')
+            t1.append(t12)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t16 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t16
+    t13 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t13
 
 def e16(env):
     t1 = []
@@ -582,58 +560,58 @@ def e16(env):
         t8 = t7
         if t8 is None: t8 = Missing('s')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (1)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 's')
-        t12 = (1)
-        if t10.__class__ is int:
-            t11 = t10 != t12
+        if t8.__class__ is list and len(t8) > 1:
+            t9 = t8[1]
+            if t9 is None: t9 = Missing('s[1]')
         else:
-            t11 = _compare('!=', t10, t12)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t13 = t7
-            if t13 is None: t13 = Missing('s')
+            t9 = index_value(t8, (1), 's')
+        if t9.__class__ is int:
+            t10 = t9 != (1)
+        else:
+            t10 = _compare('!=', t9, (1))
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t11 = t7
+            if t11 is None: t11 = Missing('s')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            if t11.__class__ is list and len(t11) > 0:
+                t12 = t11[0]
+                if t12 is None: t12 = Missing('s[0]')
+            else:
+                t12 = index_value(t11, (0), 's')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            if t12.__class__ is int and ('(').__class__ is int:
+                t13 = t12 + ('(')
+                if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+            else:
+                t13 = _binop('+', t12, ('('), t5)
             if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = (0)
+            t14 = t7
+            if t14 is None: t14 = Missing('s')
             if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = index_value(t13, t14, 's')
-            if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = ('(')
+            if t14.__class__ is list and len(t14) > 1:
+                t15 = t14[1]
+                if t15 is None: t15 = Missing('s[1]')
+            else:
+                t15 = index_value(t14, (1), 's')
+            t16 = call_value(t5, F_str.fn, F_str.cost, True, [t15])
             if t16 is None or t16.__class__ is Missing: _need(t16)
-            if t15.__class__ is int and t16.__class__ is int:
-                t17 = t15 + t16
+            if t13.__class__ is int and t16.__class__ is int:
+                t17 = t13 + t16
                 if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
             else:
-                t17 = _binop('+', t15, t16, t5)
+                t17 = _binop('+', t13, t16, t5)
             if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = t7
-            if t18 is None: t18 = Missing('s')
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = (1)
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = index_value(t18, t19, 's')
-            t21 = call_value(t5, F_str.fn, F_str.cost, True, [t20])
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            if t17.__class__ is int and t21.__class__ is int:
-                t22 = t17 + t21
-                if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+            if t17.__class__ is int and (')').__class__ is int:
+                t18 = t17 + (')')
+                if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
             else:
-                t22 = _binop('+', t17, t21, t5)
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = (')')
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            if t22.__class__ is int and t23.__class__ is int:
-                t24 = t22 + t23
-                if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
-            else:
-                t24 = _binop('+', t22, t23, t5)
-            t1.append(t24)
+                t18 = _binop('+', t17, (')'), t5)
+            t1.append(t18)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t25 = (' × ')
-    t26 = call_value(env, F_join.fn, F_join.cost, False, [t1, t25])
-    return t26
+    t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
+    return t19
 
 def e17(env):
     t1 = env.lookup('accelerate')
@@ -645,49 +623,34 @@ def e17(env):
         t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('accelerate')
-        if t5 is None: t5 = Missing('accelerate')
-        if t5.__class__ is dict and 'num_machines' in t5:
-            t6 = t5['num_machines']
-            if t6 is None: t6 = Missing('accelerate.num_machines')
+        if t2.__class__ is int:
+            t5 = t2 > (1)
         else:
-            t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
-        t8 = (1)
-        if t6.__class__ is int:
-            t7 = t6 > t8
-        else:
-            t7 = _compare('>', t6, t8)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = _compare('>', t2, (1))
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t4 = False
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t10 = env.lookup('total')
-        if t10 is None: t10 = Missing('total')
-        t12 = env.lookup('world_size')
-        if t12 is None: t12 = Missing('world_size')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('accelerate')
-        if t13 is None: t13 = Missing('accelerate')
-        if t13.__class__ is dict and 'num_machines' in t13:
-            t14 = t13['num_machines']
-            if t14 is None: t14 = Missing('accelerate.num_machines')
+        t7 = env.lookup('total')
+        if t7 is None: t7 = Missing('total')
+        t9 = env.lookup('world_size')
+        if t9 is None: t9 = Missing('world_size')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if t9.__class__ is int and t2.__class__ is int:
+            t10 = t9 * t2
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t14 = attr_value(t13, 'num_machines', 'accelerate.num_machines')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t12.__class__ is int and t14.__class__ is int:
-            t15 = t12 * t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+            t10 = _binop('*', t9, t2, env)
+        if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
+            t8 = t7 == t10
         else:
-            t15 = _binop('*', t12, t14, env)
-        if t10.__class__ is t15.__class__ and (t10.__class__ is int or t10.__class__ is str):
-            t11 = t10 == t15
-        else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t10, t15)
-            t11 = _compare('==', t10, t15)
-        t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
+            t8 = _compare('==', t7, t10)
+        t6 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t9 = False
-    return t9
+        t6 = False
+    return t6
 
 def e18(env):
     t1 = env.lookup('accelerate')
@@ -699,66 +662,50 @@ def e18(env):
         t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('accelerate')
-        if t5 is None: t5 = Missing('accelerate')
-        if t5.__class__ is dict and 'num_machines' in t5:
-            t6 = t5['num_machines']
-            if t6 is None: t6 = Missing('accelerate.num_machines')
+        if t2.__class__ is int:
+            t5 = t2 > (1)
         else:
-            t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
-        t8 = (1)
-        if t6.__class__ is int:
-            t7 = t6 > t8
-        else:
-            t7 = _compare('>', t6, t8)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = _compare('>', t2, (1))
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t4 = False
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t10 = env.lookup('total')
-        if t10 is None: t10 = Missing('total')
-        t12 = env.lookup('world_size')
-        if t12 is None: t12 = Missing('world_size')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('accelerate')
-        if t13 is None: t13 = Missing('accelerate')
-        if t13.__class__ is dict and 'num_machines' in t13:
-            t14 = t13['num_machines']
-            if t14 is None: t14 = Missing('accelerate.num_machines')
+        t7 = env.lookup('total')
+        if t7 is None: t7 = Missing('total')
+        t9 = env.lookup('world_size')
+        if t9 is None: t9 = Missing('world_size')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if t9.__class__ is int and t2.__class__ is int:
+            t10 = t9 * t2
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t14 = attr_value(t13, 'num_machines', 'accelerate.num_machines')
+            t10 = _binop('*', t9, t2, env)
+        if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
+            t8 = t7 == t10
+        else:
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
+            t8 = _compare('==', t7, t10)
+        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+    else:
+        t6 = False
+    t11 = not (t6 if t6.__class__ is bool else _truth(t6))
+    if (t11 if t11.__class__ is bool else _truth(t11)):
+        t13 = env.lookup('world_size')
+        if t13 is None: t13 = Missing('world_size')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = env.lookup('others')
+        if t14 is None: t14 = Missing('others')
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t12.__class__ is int and t14.__class__ is int:
-            t15 = t12 * t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        t15 = _binop('%', t13, t14, env)
+        if t15.__class__ is int:
+            t16 = t15 == (0)
         else:
-            t15 = _binop('*', t12, t14, env)
-        if t10.__class__ is t15.__class__ and (t10.__class__ is int or t10.__class__ is str):
-            t11 = t10 == t15
-        else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t10, t15)
-            t11 = _compare('==', t10, t15)
-        t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t16 = _compare('==', t15, (0))
+        t12 = (t16 if t16.__class__ is bool else _truth(t16))
     else:
-        t9 = False
-    t16 = not (t9 if t9.__class__ is bool else _truth(t9))
-    if (t16 if t16.__class__ is bool else _truth(t16)):
-        t18 = env.lookup('world_size')
-        if t18 is None: t18 = Missing('world_size')
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = env.lookup('others')
-        if t19 is None: t19 = Missing('others')
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = _binop('%', t18, t19, env)
-        t22 = (0)
-        if t20.__class__ is int:
-            t21 = t20 == t22
-        else:
-            t21 = _compare('==', t20, t22)
-        t17 = (t21 if t21.__class__ is bool else _truth(t21))
-    else:
-        t17 = False
-    return t17
+        t12 = False
+    return t12
 
 def e19(env):
     t1 = env.lookup('accelerate')
@@ -770,66 +717,50 @@ def e19(env):
         t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('accelerate')
-        if t5 is None: t5 = Missing('accelerate')
-        if t5.__class__ is dict and 'num_machines' in t5:
-            t6 = t5['num_machines']
-            if t6 is None: t6 = Missing('accelerate.num_machines')
+        if t2.__class__ is int:
+            t5 = t2 > (1)
         else:
-            t6 = attr_value(t5, 'num_machines', 'accelerate.num_machines')
-        t8 = (1)
-        if t6.__class__ is int:
-            t7 = t6 > t8
-        else:
-            t7 = _compare('>', t6, t8)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = _compare('>', t2, (1))
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t4 = False
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t10 = env.lookup('total')
-        if t10 is None: t10 = Missing('total')
-        t12 = env.lookup('world_size')
-        if t12 is None: t12 = Missing('world_size')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('accelerate')
-        if t13 is None: t13 = Missing('accelerate')
-        if t13.__class__ is dict and 'num_machines' in t13:
-            t14 = t13['num_machines']
-            if t14 is None: t14 = Missing('accelerate.num_machines')
+        t7 = env.lookup('total')
+        if t7 is None: t7 = Missing('total')
+        t9 = env.lookup('world_size')
+        if t9 is None: t9 = Missing('world_size')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if t9.__class__ is int and t2.__class__ is int:
+            t10 = t9 * t2
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t14 = attr_value(t13, 'num_machines', 'accelerate.num_machines')
+            t10 = _binop('*', t9, t2, env)
+        if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
+            t8 = t7 == t10
+        else:
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
+            t8 = _compare('==', t7, t10)
+        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+    else:
+        t6 = False
+    t11 = not (t6 if t6.__class__ is bool else _truth(t6))
+    if (t11 if t11.__class__ is bool else _truth(t11)):
+        t13 = env.lookup('world_size')
+        if t13 is None: t13 = Missing('world_size')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = env.lookup('others')
+        if t14 is None: t14 = Missing('others')
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t12.__class__ is int and t14.__class__ is int:
-            t15 = t12 * t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        t15 = _binop('%', t13, t14, env)
+        if t15.__class__ is int:
+            t16 = t15 != (0)
         else:
-            t15 = _binop('*', t12, t14, env)
-        if t10.__class__ is t15.__class__ and (t10.__class__ is int or t10.__class__ is str):
-            t11 = t10 == t15
-        else:
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t10, t15)
-            t11 = _compare('==', t10, t15)
-        t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t16 = _compare('!=', t15, (0))
+        t12 = (t16 if t16.__class__ is bool else _truth(t16))
     else:
-        t9 = False
-    t16 = not (t9 if t9.__class__ is bool else _truth(t9))
-    if (t16 if t16.__class__ is bool else _truth(t16)):
-        t18 = env.lookup('world_size')
-        if t18 is None: t18 = Missing('world_size')
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = env.lookup('others')
-        if t19 is None: t19 = Missing('others')
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = _binop('%', t18, t19, env)
-        t22 = (0)
-        if t20.__class__ is int:
-            t21 = t20 != t22
-        else:
-            t21 = _compare('!=', t20, t22)
-        t17 = (t21 if t21.__class__ is bool else _truth(t21))
-    else:
-        t17 = False
-    return t17
+        t12 = False
+    return t12
 
 def e20(env):
     t1 = env.lookup('total')
@@ -842,65 +773,49 @@ def e20(env):
         if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('torch refuses a mesh larger than the world (RuntimeError: Mesh should not be bigger than default world size ')
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t3])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('world_size')
-        if t6 is None: t6 = Missing('world_size')
-        t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t5.__class__ is int and t7.__class__ is int:
-            t8 = t5 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        if ('torch refuses a mesh larger than the world (RuntimeError: Mesh should not be bigger than default world size ').__class__ is int and t5.__class__ is int:
+            t6 = ('torch refuses a mesh larger than the world (RuntimeError: Mesh should not be bigger than default world size ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t8 = _binop('+', t5, t7, env)
+            t6 = _binop('+', ('torch refuses a mesh larger than the world (RuntimeError: Mesh should not be bigger than default world size '), t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if t6.__class__ is int and (')').__class__ is int:
+            t7 = t6 + (')')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', t6, (')'), env)
+        t4 = t7
+    else:
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (')')
+        if ('the Accelerator refuses it (ValueError: ParallelismConfig total_size (').__class__ is int and t8.__class__ is int:
+            t9 = ('the Accelerator refuses it (ValueError: ParallelismConfig total_size (') + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', ('the Accelerator refuses it (ValueError: ParallelismConfig total_size ('), t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
+        if t9.__class__ is int and (') does not match num_processes (').__class__ is int:
+            t10 = t9 + (') does not match num_processes (')
             if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t10 = _binop('+', t8, t9, env)
-        t4 = t10
-    else:
-        t11 = ('the Accelerator refuses it (ValueError: ParallelismConfig total_size (')
+            t10 = _binop('+', t9, (') does not match num_processes ('), env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = call_value(env, F_str.fn, F_str.cost, True, [t3])
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('total')
-        if t12 is None: t12 = Missing('total')
-        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t11.__class__ is int and t13.__class__ is int:
-            t14 = t11 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        if t10.__class__ is int and t11.__class__ is int:
+            t12 = t10 + t11
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t14 = _binop('+', t11, t13, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = (') does not match num_processes (')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t14.__class__ is int and t15.__class__ is int:
-            t16 = t14 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+            t12 = _binop('+', t10, t11, env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t12.__class__ is int and ('))').__class__ is int:
+            t13 = t12 + ('))')
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t16 = _binop('+', t14, t15, env)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = env.lookup('world_size')
-        if t17 is None: t17 = Missing('world_size')
-        t18 = call_value(env, F_str.fn, F_str.cost, True, [t17])
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t16.__class__ is int and t18.__class__ is int:
-            t19 = t16 + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-        else:
-            t19 = _binop('+', t16, t18, env)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = ('))')
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t19.__class__ is int and t20.__class__ is int:
-            t21 = t19 + t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('+', t19, t20, env)
-        t4 = t21
+            t13 = _binop('+', t12, ('))'), env)
+        t4 = t13
     return t4
 
 def e21(env):
@@ -918,33 +833,14 @@ def e21(env):
         t3 = attr_value(t2, 'dp_shard', 'accelerate.keys.dp_shard')
     t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = env.lookup('accelerate')
-        if t6 is None: t6 = Missing('accelerate')
-        if t6.__class__ is dict and 'keys' in t6:
-            t7 = t6['keys']
-            if t7 is None: t7 = Missing('accelerate.keys')
-        else:
-            t7 = attr_value(t6, 'keys', 'accelerate.keys')
-        if t7.__class__ is dict and 'dp_shard' in t7:
-            t8 = t7['dp_shard']
-            if t8 is None: t8 = Missing('accelerate.keys.dp_shard')
-        else:
-            t8 = attr_value(t7, 'dp_shard', 'accelerate.keys.dp_shard')
-        t5 = t8
+        t5 = t3
     else:
-        t9 = env.lookup('accelerate')
-        if t9 is None: t9 = Missing('accelerate')
-        if t9.__class__ is dict and 'keys' in t9:
-            t10 = t9['keys']
-            if t10 is None: t10 = Missing('accelerate.keys')
+        if t2.__class__ is dict and 'num_processes' in t2:
+            t6 = t2['num_processes']
+            if t6 is None: t6 = Missing('accelerate.keys.num_processes')
         else:
-            t10 = attr_value(t9, 'keys', 'accelerate.keys')
-        if t10.__class__ is dict and 'num_processes' in t10:
-            t11 = t10['num_processes']
-            if t11 is None: t11 = Missing('accelerate.keys.num_processes')
-        else:
-            t11 = attr_value(t10, 'num_processes', 'accelerate.keys.num_processes')
-        t5 = t11
+            t6 = attr_value(t2, 'num_processes', 'accelerate.keys.num_processes')
+        t5 = t6
     return t5
 
 def e22(env):
@@ -975,23 +871,21 @@ def e23(env):
 def e24(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('cp')
-        if t5 is None: t5 = Missing('cp')
-        t7 = (1)
-        if t5.__class__ is int:
-            t6 = t5 > t7
+        t4 = env.lookup('cp')
+        if t4 is None: t4 = Missing('cp')
+        if t4.__class__ is int:
+            t5 = t4 > (1)
         else:
-            t6 = _compare('>', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('>', t4, (1))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = True
-    return t4
+        t3 = True
+    return t3
 
 def e25(env):
     t1 = env.lookup('framework')
@@ -1013,73 +907,68 @@ def e25(env):
         else:
             t7 = attr_value(t6, 'section_present', 'accelerate.section_present')
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t9 = env.lookup('accelerate')
-            if t9 is None: t9 = Missing('accelerate')
-            if t9.__class__ is dict and 'is_fsdp2' in t9:
-                t10 = t9['is_fsdp2']
-                if t10 is None: t10 = Missing('accelerate.is_fsdp2')
+            if t6.__class__ is dict and 'is_fsdp2' in t6:
+                t9 = t6['is_fsdp2']
+                if t9 is None: t9 = Missing('accelerate.is_fsdp2')
             else:
-                t10 = attr_value(t9, 'is_fsdp2', 'accelerate.is_fsdp2')
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+                t9 = attr_value(t6, 'is_fsdp2', 'accelerate.is_fsdp2')
+            t8 = (t9 if t9.__class__ is bool else _truth(t9))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t12 = env.lookup('declared')
-            if t12 is None: t12 = Missing('declared')
-            if t12.__class__ is dict and 'dp_replicate' in t12:
-                t13 = t12['dp_replicate']
-                if t13 is None: t13 = Missing('declared.dp_replicate')
+            t11 = env.lookup('declared')
+            if t11 is None: t11 = Missing('declared')
+            if t11.__class__ is dict and 'dp_replicate' in t11:
+                t12 = t11['dp_replicate']
+                if t12 is None: t12 = Missing('declared.dp_replicate')
             else:
-                t13 = attr_value(t12, 'dp_replicate', 'declared.dp_replicate')
-            t14 = not (t13 is None or t13.__class__ is Missing)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = attr_value(t11, 'dp_replicate', 'declared.dp_replicate')
+            t13 = not (t12 is None or t12.__class__ is Missing)
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = env.lookup('dp_shard')
-            if t16 is None: t16 = Missing('dp_shard')
-            t17 = not (t16 is None or t16.__class__ is Missing)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+            t10 = False
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t15 = env.lookup('dp_shard')
+            if t15 is None: t15 = Missing('dp_shard')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t19 = env.lookup('tp')
-            if t19 is None: t19 = Missing('tp')
-            t20 = not (t19 is None or t19.__class__ is Missing)
-            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t18 = env.lookup('tp')
+            if t18 is None: t18 = Missing('tp')
+            t19 = not (t18 is None or t18.__class__ is Missing)
+            t17 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t22 = env.lookup('cp')
-            if t22 is None: t22 = Missing('cp')
-            t23 = not (t22 is None or t22.__class__ is Missing)
-            t21 = (t23 if t23.__class__ is bool else _truth(t23))
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t21 = env.lookup('cp')
+            if t21 is None: t21 = Missing('cp')
+            t22 = not (t21 is None or t21.__class__ is Missing)
+            t20 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t25 = env.lookup('accelerate')
-            if t25 is None: t25 = Missing('accelerate')
-            if t25.__class__ is dict and 'sp' in t25:
-                t26 = t25['sp']
-                if t26 is None: t26 = Missing('accelerate.sp')
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            if t6.__class__ is dict and 'sp' in t6:
+                t24 = t6['sp']
+                if t24 is None: t24 = Missing('accelerate.sp')
             else:
-                t26 = attr_value(t25, 'sp', 'accelerate.sp')
-            t27 = not (t26 is None or t26.__class__ is Missing)
-            t24 = (t27 if t27.__class__ is bool else _truth(t27))
+                t24 = attr_value(t6, 'sp', 'accelerate.sp')
+            t25 = not (t24 is None or t24.__class__ is Missing)
+            t23 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
-            t24 = False
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t29 = env.lookup('total')
-            if t29 is None: t29 = Missing('total')
-            t31 = (1)
-            if t29.__class__ is int:
-                t30 = t29 > t31
+            t23 = False
+        if (t23 if t23.__class__ is bool else _truth(t23)):
+            t27 = env.lookup('total')
+            if t27 is None: t27 = Missing('total')
+            if t27.__class__ is int:
+                t28 = t27 > (1)
             else:
-                t30 = _compare('>', t29, t31)
-            t28 = (t30 if t30.__class__ is bool else _truth(t30))
+                t28 = _compare('>', t27, (1))
+            t26 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
-            t28 = False
-        t5 = (t28 if t28.__class__ is bool else _truth(t28))
+            t26 = False
+        t5 = (t26 if t26.__class__ is bool else _truth(t26))
     else:
         t5 = False
     return t5
@@ -1138,137 +1027,121 @@ def e26(env):
 def e27(env):
     t1 = []
     t2 = env.budget
-    t4 = ('dp_replicate')
-    t5 = env.lookup('declared')
-    if t5 is None: t5 = Missing('declared')
-    if t5.__class__ is dict and 'dp_replicate' in t5:
-        t6 = t5['dp_replicate']
-        if t6 is None: t6 = Missing('declared.dp_replicate')
+    t4 = env.lookup('declared')
+    if t4 is None: t4 = Missing('declared')
+    if t4.__class__ is dict and 'dp_replicate' in t4:
+        t5 = t4['dp_replicate']
+        if t5 is None: t5 = Missing('declared.dp_replicate')
     else:
-        t6 = attr_value(t5, 'dp_replicate', 'declared.dp_replicate')
-    t7 = [t4, t6]
-    t8 = ('tp')
-    t9 = env.lookup('tp')
-    if t9 is None: t9 = Missing('tp')
-    t10 = [t8, t9]
-    t11 = ('sp')
-    t12 = env.lookup('accelerate')
-    if t12 is None: t12 = Missing('accelerate')
-    if t12.__class__ is dict and 'sp' in t12:
-        t13 = t12['sp']
-        if t13 is None: t13 = Missing('accelerate.sp')
+        t5 = attr_value(t4, 'dp_replicate', 'declared.dp_replicate')
+    t6 = [('dp_replicate'), t5]
+    t7 = env.lookup('tp')
+    if t7 is None: t7 = Missing('tp')
+    t8 = [('tp'), t7]
+    t9 = env.lookup('accelerate')
+    if t9 is None: t9 = Missing('accelerate')
+    if t9.__class__ is dict and 'sp' in t9:
+        t10 = t9['sp']
+        if t10 is None: t10 = Missing('accelerate.sp')
     else:
-        t13 = attr_value(t12, 'sp', 'accelerate.sp')
-    t14 = [t11, t13]
-    t15 = [t7, t10, t14]
-    t3 = loop_items(t15)
-    t16 = Env({}, None, t2, env)
-    t17 = t16.values
-    for t18 in t3:
+        t10 = attr_value(t9, 'sp', 'accelerate.sp')
+    t11 = [('sp'), t10]
+    t12 = [t6, t8, t11]
+    t3 = loop_items(t12)
+    t13 = Env({}, None, t2, env)
+    t14 = t13.values
+    for t15 in t3:
         t2.left -= 28
         if t2.left < 0: _charge(env, 0)
-        t17['p'] = t18
-        t16.let_cache = None
-        t19 = t18
-        if t19 is None: t19 = Missing('p')
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = (1)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = index_value(t19, t20, 'p')
-        t23 = (1)
-        if t21.__class__ is int:
-            t22 = t21 > t23
+        t14['p'] = t15
+        t13.let_cache = None
+        t16 = t15
+        if t16 is None: t16 = Missing('p')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        if t16.__class__ is list and len(t16) > 1:
+            t17 = t16[1]
+            if t17 is None: t17 = Missing('p[1]')
         else:
-            t22 = _compare('>', t21, t23)
-        if (t22 if t22.__class__ is bool else _truth(t22)):
-            t24 = t18
-            if t24 is None: t24 = Missing('p')
+            t17 = index_value(t16, (1), 'p')
+        if t17.__class__ is int:
+            t18 = t17 > (1)
+        else:
+            t18 = _compare('>', t17, (1))
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t19 = t15
+            if t19 is None: t19 = Missing('p')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            if t19.__class__ is list and len(t19) > 0:
+                t20 = t19[0]
+                if t20 is None: t20 = Missing('p[0]')
+            else:
+                t20 = index_value(t19, (0), 'p')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            if t20.__class__ is int and ('=').__class__ is int:
+                t21 = t20 + ('=')
+                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+            else:
+                t21 = _binop('+', t20, ('='), t13)
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            t22 = t15
+            if t22 is None: t22 = Missing('p')
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            if t22.__class__ is list and len(t22) > 1:
+                t23 = t22[1]
+                if t23 is None: t23 = Missing('p[1]')
+            else:
+                t23 = index_value(t22, (1), 'p')
+            t24 = call_value(t13, F_str.fn, F_str.cost, True, [t23])
             if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = (0)
-            if t25 is None or t25.__class__ is Missing: _need(t25)
-            t26 = index_value(t24, t25, 'p')
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = ('=')
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            if t26.__class__ is int and t27.__class__ is int:
-                t28 = t26 + t27
-                if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
+            if t21.__class__ is int and t24.__class__ is int:
+                t25 = t21 + t24
+                if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
             else:
-                t28 = _binop('+', t26, t27, t16)
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = t18
-            if t29 is None: t29 = Missing('p')
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            t30 = (1)
-            if t30 is None or t30.__class__ is Missing: _need(t30)
-            t31 = index_value(t29, t30, 'p')
-            t32 = call_value(t16, F_str.fn, F_str.cost, True, [t31])
-            if t32 is None or t32.__class__ is Missing: _need(t32)
-            if t28.__class__ is int and t32.__class__ is int:
-                t33 = t28 + t32
-                if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
-            else:
-                t33 = _binop('+', t28, t32, t16)
-            t1.append(t33)
+                t25 = _binop('+', t21, t24, t13)
+            t1.append(t25)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t34 = (', ')
-    t35 = call_value(env, F_join.fn, F_join.cost, False, [t1, t34])
-    return t35
+    t26 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
+    return t26
 
 def e28(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('tp')
-        if t5 is None: t5 = Missing('tp')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = (2)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = _binop('%', t5, t6, env)
-        t9 = (0)
-        if t7.__class__ is int:
-            t8 = t7 == t9
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        t4 = _binop('%', t1, (2), env)
+        if t4.__class__ is int:
+            t5 = t4 == (0)
         else:
-            t8 = _compare('==', t7, t9)
-        t4 = (t8 if t8.__class__ is bool else _truth(t8))
+            t5 = _compare('==', t4, (0))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t11 = ('leave ranks to FSDP: e.g. tp_size = ')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('tp')
-        if t12 is None: t12 = Missing('tp')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = (2)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('//', t12, t13, env)
-        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t11.__class__ is int and t15.__class__ is int:
-            t16 = t11 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        t7 = _binop('//', t1, (2), env)
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if ('leave ranks to FSDP: e.g. tp_size = ').__class__ is int and t8.__class__ is int:
+            t9 = ('leave ranks to FSDP: e.g. tp_size = ') + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
         else:
-            t16 = _binop('+', t11, t15, env)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = (' and dp_shard_size = 2')
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t16.__class__ is int and t17.__class__ is int:
-            t18 = t16 + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+            t9 = _binop('+', ('leave ranks to FSDP: e.g. tp_size = '), t8, env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t9.__class__ is int and (' and dp_shard_size = 2').__class__ is int:
+            t10 = t9 + (' and dp_shard_size = 2')
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t18 = _binop('+', t16, t17, env)
-        t10 = t18
+            t10 = _binop('+', t9, (' and dp_shard_size = 2'), env)
+        t6 = t10
     else:
-        t19 = ('give dp_shard_size a size above 1')
-        t10 = t19
-    return t10
+        t6 = ('give dp_shard_size a size above 1')
+    return t6
 
 def e29(env):
     t1 = env.lookup('accelerate')
@@ -1279,79 +1152,69 @@ def e29(env):
     else:
         t2 = attr_value(t1, 'is_fsdp2', 'accelerate.is_fsdp2')
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('accelerate')
-        if t4 is None: t4 = Missing('accelerate')
-        if t4.__class__ is dict and 'distributed_type' in t4:
-            t5 = t4['distributed_type']
-            if t5 is None: t5 = Missing('accelerate.distributed_type')
+        if t1.__class__ is dict and 'distributed_type' in t1:
+            t4 = t1['distributed_type']
+            if t4 is None: t4 = Missing('accelerate.distributed_type')
         else:
-            t5 = attr_value(t4, 'distributed_type', 'accelerate.distributed_type')
-        t7 = ('DEEPSPEED')
-        if t5.__class__ is str:
-            t6 = t5 == t7
+            t4 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
+        if t4.__class__ is str:
+            t5 = t4 == ('DEEPSPEED')
         else:
-            t6 = _compare('==', t5, t7)
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('==', t4, ('DEEPSPEED'))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = True
     if not (t3 if t3.__class__ is bool else _truth(t3)):
-        t9 = env.lookup('accelerate')
-        if t9 is None: t9 = Missing('accelerate')
-        if t9.__class__ is dict and 'distributed_type' in t9:
-            t10 = t9['distributed_type']
-            if t10 is None: t10 = Missing('accelerate.distributed_type')
+        if t1.__class__ is dict and 'distributed_type' in t1:
+            t7 = t1['distributed_type']
+            if t7 is None: t7 = Missing('accelerate.distributed_type')
         else:
-            t10 = attr_value(t9, 'distributed_type', 'accelerate.distributed_type')
-        t12 = ('FSDP')
-        if t10.__class__ is str:
-            t11 = t10 != t12
+            t7 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
+        if t7.__class__ is str:
+            t8 = t7 != ('FSDP')
         else:
-            t11 = _compare('!=', t10, t12)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t14 = env.lookup('world_size')
-            if t14 is None: t14 = Missing('world_size')
-            t15 = not (t14 is None or t14.__class__ is Missing)
-            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+            t8 = _compare('!=', t7, ('FSDP'))
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t10 = env.lookup('world_size')
+            if t10 is None: t10 = Missing('world_size')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
-            t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t17 = env.lookup('world_size')
-            if t17 is None: t17 = Missing('world_size')
-            t19 = (1)
-            if t17.__class__ is int:
-                t18 = t17 > t19
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t13 = env.lookup('world_size')
+            if t13 is None: t13 = Missing('world_size')
+            if t13.__class__ is int:
+                t14 = t13 > (1)
             else:
-                t18 = _compare('>', t17, t19)
-            t16 = (t18 if t18.__class__ is bool else _truth(t18))
+                t14 = _compare('>', t13, (1))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t16 = False
-        t8 = (t16 if t16.__class__ is bool else _truth(t16))
+            t12 = False
+        t6 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
-        t8 = True
-    if not (t8 if t8.__class__ is bool else _truth(t8)):
-        t21 = env.lookup('accelerate')
-        if t21 is None: t21 = Missing('accelerate')
-        if t21.__class__ is dict and 'distributed_type' in t21:
-            t22 = t21['distributed_type']
-            if t22 is None: t22 = Missing('accelerate.distributed_type')
+        t6 = True
+    if not (t6 if t6.__class__ is bool else _truth(t6)):
+        if t1.__class__ is dict and 'distributed_type' in t1:
+            t16 = t1['distributed_type']
+            if t16 is None: t16 = Missing('accelerate.distributed_type')
         else:
-            t22 = attr_value(t21, 'distributed_type', 'accelerate.distributed_type')
-        t24 = ('FSDP')
-        if t22.__class__ is str:
-            t23 = t22 != t24
+            t16 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
+        if t16.__class__ is str:
+            t17 = t16 != ('FSDP')
         else:
-            t23 = _compare('!=', t22, t24)
-        if (t23 if t23.__class__ is bool else _truth(t23)):
-            t26 = env.lookup('world_size')
-            if t26 is None: t26 = Missing('world_size')
-            t27 = (t26 is None or t26.__class__ is Missing)
-            t25 = (t27 if t27.__class__ is bool else _truth(t27))
+            t17 = _compare('!=', t16, ('FSDP'))
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t19 = env.lookup('world_size')
+            if t19 is None: t19 = Missing('world_size')
+            t20 = (t19 is None or t19.__class__ is Missing)
+            t18 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t25 = False
-        t20 = (t25 if t25.__class__ is bool else _truth(t25))
+            t18 = False
+        t15 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
-        t20 = True
-    return t20
+        t15 = True
+    return t15
 
 def e30(env):
     t1 = env.lookup('framework')
@@ -1373,78 +1236,72 @@ def e30(env):
         else:
             t7 = attr_value(t6, 'section_present', 'accelerate.section_present')
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t9 = env.lookup('accelerate')
-            if t9 is None: t9 = Missing('accelerate')
-            if t9.__class__ is dict and 'config_reaches_ranks' in t9:
-                t10 = t9['config_reaches_ranks']
-                if t10 is None: t10 = Missing('accelerate.config_reaches_ranks')
+            if t6.__class__ is dict and 'config_reaches_ranks' in t6:
+                t9 = t6['config_reaches_ranks']
+                if t9 is None: t9 = Missing('accelerate.config_reaches_ranks')
             else:
-                t10 = attr_value(t9, 'config_reaches_ranks', 'accelerate.config_reaches_ranks')
-            t12 = (True)
-            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-                t11 = t10 == t12
+                t9 = attr_value(t6, 'config_reaches_ranks', 'accelerate.config_reaches_ranks')
+            if t9.__class__ is (True).__class__ and (t9.__class__ is int or t9.__class__ is str):
+                t10 = t9 == (True)
             else:
-                t11 = _compare('==', t10, t12)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+                t10 = _compare('==', t9, (True))
+            t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t14 = env.lookup('declared')
-            if t14 is None: t14 = Missing('declared')
-            if t14.__class__ is dict and 'dp_replicate' in t14:
-                t15 = t14['dp_replicate']
-                if t15 is None: t15 = Missing('declared.dp_replicate')
+            t12 = env.lookup('declared')
+            if t12 is None: t12 = Missing('declared')
+            if t12.__class__ is dict and 'dp_replicate' in t12:
+                t13 = t12['dp_replicate']
+                if t13 is None: t13 = Missing('declared.dp_replicate')
             else:
-                t15 = attr_value(t14, 'dp_replicate', 'declared.dp_replicate')
-            t16 = not (t15 is None or t15.__class__ is Missing)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t13 = attr_value(t12, 'dp_replicate', 'declared.dp_replicate')
+            t14 = not (t13 is None or t13.__class__ is Missing)
+            t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t18 = env.lookup('dp_shard')
-            if t18 is None: t18 = Missing('dp_shard')
-            t19 = not (t18 is None or t18.__class__ is Missing)
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+            t11 = False
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t16 = env.lookup('dp_shard')
+            if t16 is None: t16 = Missing('dp_shard')
+            t17 = not (t16 is None or t16.__class__ is Missing)
+            t15 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t21 = env.lookup('tp')
-            if t21 is None: t21 = Missing('tp')
-            t22 = not (t21 is None or t21.__class__ is Missing)
-            t20 = (t22 if t22.__class__ is bool else _truth(t22))
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t19 = env.lookup('tp')
+            if t19 is None: t19 = Missing('tp')
+            t20 = not (t19 is None or t19.__class__ is Missing)
+            t18 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t24 = env.lookup('cp')
-            if t24 is None: t24 = Missing('cp')
-            t25 = not (t24 is None or t24.__class__ is Missing)
-            t23 = (t25 if t25.__class__ is bool else _truth(t25))
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t22 = env.lookup('cp')
+            if t22 is None: t22 = Missing('cp')
+            t23 = not (t22 is None or t22.__class__ is Missing)
+            t21 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t23 = False
-        if (t23 if t23.__class__ is bool else _truth(t23)):
-            t27 = env.lookup('accelerate')
-            if t27 is None: t27 = Missing('accelerate')
-            if t27.__class__ is dict and 'sp' in t27:
-                t28 = t27['sp']
-                if t28 is None: t28 = Missing('accelerate.sp')
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            if t6.__class__ is dict and 'sp' in t6:
+                t25 = t6['sp']
+                if t25 is None: t25 = Missing('accelerate.sp')
             else:
-                t28 = attr_value(t27, 'sp', 'accelerate.sp')
-            t29 = not (t28 is None or t28.__class__ is Missing)
-            t26 = (t29 if t29.__class__ is bool else _truth(t29))
+                t25 = attr_value(t6, 'sp', 'accelerate.sp')
+            t26 = not (t25 is None or t25.__class__ is Missing)
+            t24 = (t26 if t26.__class__ is bool else _truth(t26))
         else:
-            t26 = False
-        if (t26 if t26.__class__ is bool else _truth(t26)):
-            t31 = env.lookup('total')
-            if t31 is None: t31 = Missing('total')
-            t33 = (1)
-            if t31.__class__ is int:
-                t32 = t31 > t33
+            t24 = False
+        if (t24 if t24.__class__ is bool else _truth(t24)):
+            t28 = env.lookup('total')
+            if t28 is None: t28 = Missing('total')
+            if t28.__class__ is int:
+                t29 = t28 > (1)
             else:
-                t32 = _compare('>', t31, t33)
-            t30 = (t32 if t32.__class__ is bool else _truth(t32))
+                t29 = _compare('>', t28, (1))
+            t27 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
-            t30 = False
-        t5 = (t30 if t30.__class__ is bool else _truth(t30))
+            t27 = False
+        t5 = (t27 if t27.__class__ is bool else _truth(t27))
     else:
         t5 = False
     return t5
@@ -1457,55 +1314,39 @@ def e31(env):
         if t2 is None: t2 = Missing('accelerate.distributed_type')
     else:
         t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
-    t4 = ('FSDP')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('FSDP')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('FSDP'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('FSDP version ')
+        if t1.__class__ is dict and 'fsdp_version' in t1:
+            t5 = t1['fsdp_version']
+            if t5 is None: t5 = Missing('accelerate.fsdp_version')
+        else:
+            t5 = attr_value(t1, 'fsdp_version', 'accelerate.fsdp_version')
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('accelerate')
-        if t7 is None: t7 = Missing('accelerate')
-        if t7.__class__ is dict and 'fsdp_version' in t7:
-            t8 = t7['fsdp_version']
-            if t8 is None: t8 = Missing('accelerate.fsdp_version')
+        if ('FSDP version ').__class__ is int and t6.__class__ is int:
+            t7 = ('FSDP version ') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t8 = attr_value(t7, 'fsdp_version', 'accelerate.fsdp_version')
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t6.__class__ is int and t9.__class__ is int:
-            t10 = t6 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t6, t9, env)
-        t5 = t10
+            t7 = _binop('+', ('FSDP version '), t6, env)
+        t4 = t7
     else:
-        t11 = ('distributed_type ')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('accelerate')
-        if t12 is None: t12 = Missing('accelerate')
-        if t12.__class__ is dict and 'distributed_type' in t12:
-            t13 = t12['distributed_type']
-            if t13 is None: t13 = Missing('accelerate.distributed_type')
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if ('distributed_type ').__class__ is int and t2.__class__ is int:
+            t8 = ('distributed_type ') + t2
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t13 = attr_value(t12, 'distributed_type', 'accelerate.distributed_type')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t11.__class__ is int and t13.__class__ is int:
-            t14 = t11 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+            t8 = _binop('+', ('distributed_type '), t2, env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t8.__class__ is int and (' on one process').__class__ is int:
+            t9 = t8 + (' on one process')
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
         else:
-            t14 = _binop('+', t11, t13, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = (' on one process')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t14.__class__ is int and t15.__class__ is int:
-            t16 = t14 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t14, t15, env)
-        t5 = t16
-    return t5
+            t9 = _binop('+', t8, (' on one process'), env)
+        t4 = t9
+    return t4
 
 def e32(env):
     t1 = env.lookup('accelerate')
@@ -1515,40 +1356,35 @@ def e32(env):
         if t2 is None: t2 = Missing('accelerate.distributed_type')
     else:
         t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
-    t4 = ('FSDP')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('FSDP')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('FSDP'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('accelerate')
-        if t6 is None: t6 = Missing('accelerate')
-        if t6.__class__ is dict and 'keys' in t6:
-            t7 = t6['keys']
+        if t1.__class__ is dict and 'keys' in t1:
+            t5 = t1['keys']
+            if t5 is None: t5 = Missing('accelerate.keys')
+        else:
+            t5 = attr_value(t1, 'keys', 'accelerate.keys')
+        if t5.__class__ is dict and 'fsdp_version' in t5:
+            t6 = t5['fsdp_version']
+            if t6 is None: t6 = Missing('accelerate.keys.fsdp_version')
+        else:
+            t6 = attr_value(t5, 'fsdp_version', 'accelerate.keys.fsdp_version')
+        t4 = t6
+    else:
+        if t1.__class__ is dict and 'keys' in t1:
+            t7 = t1['keys']
             if t7 is None: t7 = Missing('accelerate.keys')
         else:
-            t7 = attr_value(t6, 'keys', 'accelerate.keys')
-        if t7.__class__ is dict and 'fsdp_version' in t7:
-            t8 = t7['fsdp_version']
-            if t8 is None: t8 = Missing('accelerate.keys.fsdp_version')
+            t7 = attr_value(t1, 'keys', 'accelerate.keys')
+        if t7.__class__ is dict and 'distributed_type' in t7:
+            t8 = t7['distributed_type']
+            if t8 is None: t8 = Missing('accelerate.keys.distributed_type')
         else:
-            t8 = attr_value(t7, 'fsdp_version', 'accelerate.keys.fsdp_version')
-        t5 = t8
-    else:
-        t9 = env.lookup('accelerate')
-        if t9 is None: t9 = Missing('accelerate')
-        if t9.__class__ is dict and 'keys' in t9:
-            t10 = t9['keys']
-            if t10 is None: t10 = Missing('accelerate.keys')
-        else:
-            t10 = attr_value(t9, 'keys', 'accelerate.keys')
-        if t10.__class__ is dict and 'distributed_type' in t10:
-            t11 = t10['distributed_type']
-            if t11 is None: t11 = Missing('accelerate.keys.distributed_type')
-        else:
-            t11 = attr_value(t10, 'distributed_type', 'accelerate.keys.distributed_type')
-        t5 = t11
-    return t5
+            t8 = attr_value(t7, 'distributed_type', 'accelerate.keys.distributed_type')
+        t4 = t8
+    return t4
 
 def e33(env):
     t1 = env.lookup('accelerate')
@@ -1558,18 +1394,15 @@ def e33(env):
         if t2 is None: t2 = Missing('accelerate.distributed_type')
     else:
         t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
-    t4 = ('FSDP')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('FSDP')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('FSDP'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('set fsdp_config.fsdp_version: 2')
-        t5 = t6
+        t4 = ('set fsdp_config.fsdp_version: 2')
     else:
-        t7 = ('launch several processes')
-        t5 = t7
-    return t5
+        t4 = ('launch several processes')
+    return t4
 
 def e34(env):
     t1 = env.lookup('accelerate')
@@ -1601,15 +1434,13 @@ def e35(env):
         else:
             t7 = attr_value(t6, 'section_present', 'accelerate.section_present')
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t9 = env.lookup('accelerate')
-            if t9 is None: t9 = Missing('accelerate')
-            if t9.__class__ is dict and 'distributed_type' in t9:
-                t10 = t9['distributed_type']
-                if t10 is None: t10 = Missing('accelerate.distributed_type')
+            if t6.__class__ is dict and 'distributed_type' in t6:
+                t9 = t6['distributed_type']
+                if t9 is None: t9 = Missing('accelerate.distributed_type')
             else:
-                t10 = attr_value(t9, 'distributed_type', 'accelerate.distributed_type')
-            t11 = not (t10 is None or t10.__class__ is Missing)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+                t9 = attr_value(t6, 'distributed_type', 'accelerate.distributed_type')
+            t10 = not (t9 is None or t9.__class__ is Missing)
+            t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
@@ -1651,21 +1482,18 @@ def e38(env):
     else:
         t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('accelerate')
-    if t3 is None: t3 = Missing('accelerate')
-    if t3.__class__ is dict and 'num_machines' in t3:
-        t4 = t3['num_machines']
-        if t4 is None: t4 = Missing('accelerate.num_machines')
+    if t1.__class__ is dict and 'num_machines' in t1:
+        t3 = t1['num_machines']
+        if t3 is None: t3 = Missing('accelerate.num_machines')
     else:
-        t4 = attr_value(t3, 'num_machines', 'accelerate.num_machines')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('%', t2, t4, env)
-    t7 = (0)
-    if t5.__class__ is int:
-        t6 = t5 == t7
+        t3 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('%', t2, t3, env)
+    if t4.__class__ is int:
+        t5 = t4 == (0)
     else:
-        t6 = _compare('==', t5, t7)
-    return t6
+        t5 = _compare('==', t4, (0))
+    return t5
 
 def e39(env):
     t1 = env.lookup('framework')
@@ -1688,50 +1516,37 @@ def e39(env):
             t7 = attr_value(t6, 'num_processes', 'accelerate.num_processes')
         t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = env.lookup('accelerate')
-            if t10 is None: t10 = Missing('accelerate')
-            if t10.__class__ is dict and 'num_machines' in t10:
-                t11 = t10['num_machines']
-                if t11 is None: t11 = Missing('accelerate.num_machines')
+            if t6.__class__ is dict and 'num_machines' in t6:
+                t10 = t6['num_machines']
+                if t10 is None: t10 = Missing('accelerate.num_machines')
             else:
-                t11 = attr_value(t10, 'num_machines', 'accelerate.num_machines')
-            t12 = not (t11 is None or t11.__class__ is Missing)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t10 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t14 = env.lookup('accelerate')
-            if t14 is None: t14 = Missing('accelerate')
-            if t14.__class__ is dict and 'num_machines' in t14:
-                t15 = t14['num_machines']
-                if t15 is None: t15 = Missing('accelerate.num_machines')
+            if t6.__class__ is dict and 'num_machines' in t6:
+                t13 = t6['num_machines']
+                if t13 is None: t13 = Missing('accelerate.num_machines')
             else:
-                t15 = attr_value(t14, 'num_machines', 'accelerate.num_machines')
-            t17 = (1)
-            if t15.__class__ is int:
-                t16 = t15 > t17
+                t13 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
+            if t13.__class__ is int:
+                t14 = t13 > (1)
             else:
-                t16 = _compare('>', t15, t17)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = _compare('>', t13, (1))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t19 = env.lookup('accelerate')
-            if t19 is None: t19 = Missing('accelerate')
-            if t19.__class__ is dict and 'num_processes' in t19:
-                t20 = t19['num_processes']
-                if t20 is None: t20 = Missing('accelerate.num_processes')
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            if t7.__class__ is int:
+                t16 = t7 >= (1)
             else:
-                t20 = attr_value(t19, 'num_processes', 'accelerate.num_processes')
-            t22 = (1)
-            if t20.__class__ is int:
-                t21 = t20 >= t22
-            else:
-                t21 = _compare('>=', t20, t22)
-            t18 = (t21 if t21.__class__ is bool else _truth(t21))
+                t16 = _compare('>=', t7, (1))
+            t15 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+            t15 = False
+        t5 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
         t5 = False
     return t5
@@ -1755,16 +1570,14 @@ def e41(env):
     else:
         t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('accelerate')
-    if t3 is None: t3 = Missing('accelerate')
-    if t3.__class__ is dict and 'num_machines' in t3:
-        t4 = t3['num_machines']
-        if t4 is None: t4 = Missing('accelerate.num_machines')
+    if t1.__class__ is dict and 'num_machines' in t1:
+        t3 = t1['num_machines']
+        if t3 is None: t3 = Missing('accelerate.num_machines')
     else:
-        t4 = attr_value(t3, 'num_machines', 'accelerate.num_machines')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t2, t4, env)
-    return t5
+        t3 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('//', t2, t3, env)
+    return t4
 
 def e42(env):
     t1 = env.lookup('accelerate')
@@ -1775,30 +1588,21 @@ def e42(env):
     else:
         t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('accelerate')
-    if t3 is None: t3 = Missing('accelerate')
-    if t3.__class__ is dict and 'num_machines' in t3:
-        t4 = t3['num_machines']
-        if t4 is None: t4 = Missing('accelerate.num_machines')
+    if t1.__class__ is dict and 'num_machines' in t1:
+        t3 = t1['num_machines']
+        if t3 is None: t3 = Missing('accelerate.num_machines')
     else:
-        t4 = attr_value(t3, 'num_machines', 'accelerate.num_machines')
+        t3 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('//', t2, t3, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t2, t4, env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = env.lookup('accelerate')
-    if t6 is None: t6 = Missing('accelerate')
-    if t6.__class__ is dict and 'num_machines' in t6:
-        t7 = t6['num_machines']
-        if t7 is None: t7 = Missing('accelerate.num_machines')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    if t4.__class__ is int and t3.__class__ is int:
+        t5 = t4 * t3
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t7 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    if t5.__class__ is int and t7.__class__ is int:
-        t8 = t5 * t7
-        if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-    else:
-        t8 = _binop('*', t5, t7, env)
-    return t8
+        t5 = _binop('*', t4, t3, env)
+    return t5
 
 def e43(env):
     t1 = env.lookup('accelerate')
@@ -1809,33 +1613,23 @@ def e43(env):
     else:
         t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = (1)
-    t4 = env.lookup('accelerate')
-    if t4 is None: t4 = Missing('accelerate')
-    if t4.__class__ is dict and 'num_processes' in t4:
-        t5 = t4['num_processes']
-        if t5 is None: t5 = Missing('accelerate.num_processes')
+    if t1.__class__ is dict and 'num_processes' in t1:
+        t3 = t1['num_processes']
+        if t3 is None: t3 = Missing('accelerate.num_processes')
     else:
-        t5 = attr_value(t4, 'num_processes', 'accelerate.num_processes')
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = env.lookup('accelerate')
-    if t6 is None: t6 = Missing('accelerate')
-    if t6.__class__ is dict and 'num_machines' in t6:
-        t7 = t6['num_machines']
-        if t7 is None: t7 = Missing('accelerate.num_machines')
+        t3 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t4 = _binop('//', t3, t2, env)
+    t5 = [(1), t4]
+    t6 = call_value(env, F_max.fn, F_max.cost, False, [t5])
+    if t6 is None or t6.__class__ is Missing: _need(t6)
+    if t2.__class__ is int and t6.__class__ is int:
+        t7 = t2 * t6
+        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
     else:
-        t7 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    t8 = _binop('//', t5, t7, env)
-    t9 = [t3, t8]
-    t10 = call_value(env, F_max.fn, F_max.cost, False, [t9])
-    if t10 is None or t10.__class__ is Missing: _need(t10)
-    if t2.__class__ is int and t10.__class__ is int:
-        t11 = t2 * t10
-        if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-    else:
-        t11 = _binop('*', t2, t10, env)
-    return t11
+        t7 = _binop('*', t2, t6, env)
+    return t7
 
 def e44(env):
     t1 = env.lookup('framework')
@@ -1857,53 +1651,49 @@ def e44(env):
         else:
             t7 = attr_value(t6, 'section_present', 'accelerate.section_present')
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t9 = env.lookup('accelerate')
-            if t9 is None: t9 = Missing('accelerate')
-            if t9.__class__ is dict and 'is_fsdp2' in t9:
-                t10 = t9['is_fsdp2']
-                if t10 is None: t10 = Missing('accelerate.is_fsdp2')
+            if t6.__class__ is dict and 'is_fsdp2' in t6:
+                t9 = t6['is_fsdp2']
+                if t9 is None: t9 = Missing('accelerate.is_fsdp2')
             else:
-                t10 = attr_value(t9, 'is_fsdp2', 'accelerate.is_fsdp2')
-            t8 = (t10 if t10.__class__ is bool else _truth(t10))
+                t9 = attr_value(t6, 'is_fsdp2', 'accelerate.is_fsdp2')
+            t8 = (t9 if t9.__class__ is bool else _truth(t9))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t12 = env.lookup('tp')
-            if t12 is None: t12 = Missing('tp')
-            t13 = not (t12 is None or t12.__class__ is Missing)
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
+            t11 = env.lookup('tp')
+            if t11 is None: t11 = Missing('tp')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t15 = env.lookup('dp_shard')
-            if t15 is None: t15 = Missing('dp_shard')
-            t16 = not (t15 is None or t15.__class__ is Missing)
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+            t10 = False
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t14 = env.lookup('dp_shard')
+            if t14 is None: t14 = Missing('dp_shard')
+            t15 = not (t14 is None or t14.__class__ is Missing)
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t18 = env.lookup('tp')
-            if t18 is None: t18 = Missing('tp')
-            t20 = (1)
-            if t18.__class__ is int:
-                t19 = t18 > t20
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t17 = env.lookup('tp')
+            if t17 is None: t17 = Missing('tp')
+            if t17.__class__ is int:
+                t18 = t17 > (1)
             else:
-                t19 = _compare('>', t18, t20)
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
+                t18 = _compare('>', t17, (1))
+            t16 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t22 = env.lookup('dp_shard')
-            if t22 is None: t22 = Missing('dp_shard')
-            t24 = (1)
-            if t22.__class__ is int:
-                t23 = t22 > t24
+            t16 = False
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t20 = env.lookup('dp_shard')
+            if t20 is None: t20 = Missing('dp_shard')
+            if t20.__class__ is int:
+                t21 = t20 > (1)
             else:
-                t23 = _compare('>', t22, t24)
-            t21 = (t23 if t23.__class__ is bool else _truth(t23))
+                t21 = _compare('>', t20, (1))
+            t19 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t21 = False
-        t5 = (t21 if t21.__class__ is bool else _truth(t21))
+            t19 = False
+        t5 = (t19 if t19.__class__ is bool else _truth(t19))
     else:
         t5 = False
     return t5
@@ -1937,11 +1727,10 @@ def e46(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (0)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (0))
     return t4
 
 def e47(env):
@@ -1977,9 +1766,8 @@ def e48(env):
         if t2 is None: t2 = Missing('accelerate.ignored_flags')
     else:
         t2 = attr_value(t1, 'ignored_flags', 'accelerate.ignored_flags')
-    t3 = (', ')
-    t4 = call_value(env, F_join.fn, F_join.cost, False, [t2, t3])
-    return t4
+    t3 = call_value(env, F_join.fn, F_join.cost, False, [t2, (', ')])
+    return t3
 
 def e49(env):
     t1 = env.lookup('accelerate')

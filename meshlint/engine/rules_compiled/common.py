@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3136773155, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3554535388, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -44,8 +44,7 @@ K4 = [('megatron'), ('accelerate'), ]
 
 
 def e0(env):
-    t1 = (False)
-    return t1
+    return (False)
 
 def e1(env):
     t1 = env.lookup('problems')
@@ -60,28 +59,24 @@ def e2(env):
         if t2 is None: t2 = Missing('item.expected')
     else:
         t2 = attr_value(t1, 'expected', 'item.expected')
-    t4 = ('an integer')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('an integer')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('an integer'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6.__class__ is dict and 'actual' in t6:
-            t7 = t6['actual']
-            if t7 is None: t7 = Missing('item.actual')
+        if t1.__class__ is dict and 'actual' in t1:
+            t5 = t1['actual']
+            if t5 is None: t5 = Missing('item.actual')
         else:
-            t7 = attr_value(t6, 'actual', 'item.actual')
-        t9 = ('string')
-        if t7.__class__ is str:
-            t8 = t7 == t9
+            t5 = attr_value(t1, 'actual', 'item.actual')
+        if t5.__class__ is str:
+            t6 = t5 == ('string')
         else:
-            t8 = _compare('==', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t6 = _compare('==', t5, ('string'))
+        t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t5 = False
-    return t5
+        t4 = False
+    return t4
 
 def e3(env):
     t1 = env.lookup('item')
@@ -91,28 +86,24 @@ def e3(env):
         if t2 is None: t2 = Missing('item.expected')
     else:
         t2 = attr_value(t1, 'expected', 'item.expected')
-    t4 = ('an integer')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('an integer')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('an integer'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6.__class__ is dict and 'actual' in t6:
-            t7 = t6['actual']
-            if t7 is None: t7 = Missing('item.actual')
+        if t1.__class__ is dict and 'actual' in t1:
+            t5 = t1['actual']
+            if t5 is None: t5 = Missing('item.actual')
         else:
-            t7 = attr_value(t6, 'actual', 'item.actual')
-        t9 = ('float')
-        if t7.__class__ is str:
-            t8 = t7 == t9
+            t5 = attr_value(t1, 'actual', 'item.actual')
+        if t5.__class__ is str:
+            t6 = t5 == ('float')
         else:
-            t8 = _compare('==', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t6 = _compare('==', t5, ('float'))
+        t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t5 = False
-    return t5
+        t4 = False
+    return t4
 
 def e4(env):
     t1 = env.lookup('item')
@@ -122,28 +113,24 @@ def e4(env):
         if t2 is None: t2 = Missing('item.expected')
     else:
         t2 = attr_value(t1, 'expected', 'item.expected')
-    t4 = ('an integer')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('an integer')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('an integer'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6.__class__ is dict and 'actual' in t6:
-            t7 = t6['actual']
-            if t7 is None: t7 = Missing('item.actual')
+        if t1.__class__ is dict and 'actual' in t1:
+            t5 = t1['actual']
+            if t5 is None: t5 = Missing('item.actual')
         else:
-            t7 = attr_value(t6, 'actual', 'item.actual')
-        t9 = ('bool')
-        if t7.__class__ is str:
-            t8 = t7 == t9
+            t5 = attr_value(t1, 'actual', 'item.actual')
+        if t5.__class__ is str:
+            t6 = t5 == ('bool')
         else:
-            t8 = _compare('==', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t6 = _compare('==', t5, ('bool'))
+        t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t5 = False
-    return t5
+        t4 = False
+    return t4
 
 def e5(env):
     t1 = env.lookup('item')
@@ -153,25 +140,23 @@ def e5(env):
         if t2 is None: t2 = Missing('item.expected')
     else:
         t2 = attr_value(t1, 'expected', 'item.expected')
-    t4 = ('a table')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('a table')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('a table'))
     return t3
 
 def e6(env):
-    t1 = ('one of')
-    t3 = env.lookup('item')
-    if t3 is None: t3 = Missing('item')
-    if t3.__class__ is dict and 'expected' in t3:
-        t4 = t3['expected']
-        if t4 is None: t4 = Missing('item.expected')
+    t2 = env.lookup('item')
+    if t2 is None: t2 = Missing('item')
+    if t2.__class__ is dict and 'expected' in t2:
+        t3 = t2['expected']
+        if t3 is None: t3 = Missing('item.expected')
     else:
-        t4 = attr_value(t3, 'expected', 'item.expected')
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t1, t4)
-    t2 = _compare('in', t1, t4)
-    return t2
+        t3 = attr_value(t2, 'expected', 'item.expected')
+    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('one of'), t3)
+    t1 = _compare('in', ('one of'), t3)
+    return t1
 
 def e7(env):
     t1 = env.lookup('item')
@@ -211,32 +196,21 @@ def e10(env):
         if t2 is None: t2 = Missing('item.value')
     else:
         t2 = attr_value(t1, 'value', 'item.value')
-    t4 = ('')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, (''))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('item')
-        if t7 is None: t7 = Missing('item')
-        if t7.__class__ is dict and 'value' in t7:
-            t8 = t7['value']
-            if t8 is None: t8 = Missing('item.value')
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if (' ').__class__ is int and t2.__class__ is int:
+            t5 = (' ') + t2
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
         else:
-            t8 = attr_value(t7, 'value', 'item.value')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t6, t8, env)
-        t5 = t9
+            t5 = _binop('+', (' '), t2, env)
+        t4 = t5
     else:
-        t10 = ('')
-        t5 = t10
-    return t5
+        t4 = ('')
+    return t4
 
 def e11(env):
     t1 = env.lookup('item')
@@ -256,54 +230,38 @@ def e12(env):
         if t2 is None: t2 = Missing('item.value')
     else:
         t2 = attr_value(t1, 'value', 'item.value')
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 >= t4
+        t3 = t2 >= (1)
     else:
-        t3 = _compare('>=', t2, t4)
+        t3 = _compare('>=', t2, (1))
     if not (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6.__class__ is dict and 'value' in t6:
-            t7 = t6['value']
-            if t7 is None: t7 = Missing('item.value')
+        t6 = _check_value(-_num((1), '-'))
+        if t2.__class__ is t6.__class__ and (t2.__class__ is int or t2.__class__ is str):
+            t5 = t2 == t6
         else:
-            t7 = attr_value(t6, 'value', 'item.value')
-        t9 = (1)
-        t10 = _check_value(-_num(t9, '-'))
-        if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 == t10
+            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t2, t6)
+            t5 = _compare('==', t2, t6)
+        if (t5 if t5.__class__ is bool else _truth(t5)):
+            t8 = env.lookup('fill_ok')
+            if t8 is None: t8 = Missing('fill_ok')
+            t7 = (t8 if t8.__class__ is bool else _truth(t8))
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
-            t8 = _compare('==', t7, t10)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t12 = env.lookup('fill_ok')
-            if t12 is None: t12 = Missing('fill_ok')
-            t11 = (t12 if t12.__class__ is bool else _truth(t12))
-        else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t7 = False
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = True
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t14 = env.lookup('item')
-        if t14 is None: t14 = Missing('item')
-        if t14.__class__ is dict and 'value' in t14:
-            t15 = t14['value']
-            if t15 is None: t15 = Missing('item.value')
+        t4 = True
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t11 = env.lookup('max_degree')
+        if t11 is None: t11 = Missing('max_degree')
+        if t2.__class__ is t11.__class__ and (t2.__class__ is int or t2.__class__ is str):
+            t10 = t2 <= t11
         else:
-            t15 = attr_value(t14, 'value', 'item.value')
-        t17 = env.lookup('max_degree')
-        if t17 is None: t17 = Missing('max_degree')
-        if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
-            t16 = t15 <= t17
-        else:
-            if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-            t16 = _compare('<=', t15, t17)
-        t13 = (t16 if t16.__class__ is bool else _truth(t16))
+            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t2, t11)
+            t10 = _compare('<=', t2, t11)
+        t9 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t13 = False
-    return t13
+        t9 = False
+    return t9
 
 def e13(env):
     t1 = env.lookup('item')
@@ -329,34 +287,31 @@ def e15(env):
         if t2 is None: t2 = Missing('item.name')
     else:
         t2 = attr_value(t1, 'name', 'item.name')
-    t4 = ('dp_shard')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('dp_shard')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('dp_shard'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('dialect')
-        if t6 is None: t6 = Missing('dialect')
-        t8 = ('accelerate')
-        if t6.__class__ is str:
-            t7 = t6 != t8
+        t5 = env.lookup('dialect')
+        if t5 is None: t5 = Missing('dialect')
+        if t5.__class__ is str:
+            t6 = t5 != ('accelerate')
         else:
-            t7 = _compare('!=', t6, t8)
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+            t6 = _compare('!=', t5, ('accelerate'))
+        t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t5 = False
-    if not (t5 if t5.__class__ is bool else _truth(t5)):
-        t10 = env.lookup('dialect')
-        if t10 is None: t10 = Missing('dialect')
-        t12 = ('native')
-        if t10.__class__ is str:
-            t11 = t10 == t12
+        t4 = False
+    if not (t4 if t4.__class__ is bool else _truth(t4)):
+        t8 = env.lookup('dialect')
+        if t8 is None: t8 = Missing('dialect')
+        if t8.__class__ is str:
+            t9 = t8 == ('native')
         else:
-            t11 = _compare('==', t10, t12)
-        t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = _compare('==', t8, ('native'))
+        t7 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t9 = True
-    return t9
+        t7 = True
+    return t7
 
 def e16(env):
     t1 = env.lookup('item')
@@ -366,18 +321,17 @@ def e16(env):
         if t2 is None: t2 = Missing('item.value')
     else:
         t2 = attr_value(t1, 'value', 'item.value')
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 < t4
+        t3 = t2 < (1)
     else:
-        t3 = _compare('<', t2, t4)
+        t3 = _compare('<', t2, (1))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('fill_ok')
-        if t6 is None: t6 = Missing('fill_ok')
-        t5 = (t6 if t6.__class__ is bool else _truth(t6))
+        t5 = env.lookup('fill_ok')
+        if t5 is None: t5 = Missing('fill_ok')
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t5 = False
-    return t5
+        t4 = False
+    return t4
 
 def e17(env):
     t1 = env.lookup('item')
@@ -387,19 +341,18 @@ def e17(env):
         if t2 is None: t2 = Missing('item.value')
     else:
         t2 = attr_value(t1, 'value', 'item.value')
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 < t4
+        t3 = t2 < (1)
     else:
-        t3 = _compare('<', t2, t4)
+        t3 = _compare('<', t2, (1))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('fill_ok')
-        if t6 is None: t6 = Missing('fill_ok')
-        t7 = not (t6 if t6.__class__ is bool else _truth(t6))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = env.lookup('fill_ok')
+        if t5 is None: t5 = Missing('fill_ok')
+        t6 = not (t5 if t5.__class__ is bool else _truth(t5))
+        t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t5 = False
-    return t5
+        t4 = False
+    return t4
 
 def e18(env):
     t1 = env.lookup('item')
@@ -446,51 +399,42 @@ def e21(env):
         if t2 is None: t2 = Missing('item.value')
     else:
         t2 = attr_value(t1, 'value', 'item.value')
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 < t4
+        t3 = t2 < (1)
     else:
-        t3 = _compare('<', t2, t4)
+        t3 = _compare('<', t2, (1))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('a degree must be at least 1')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('fill_ok')
-        if t7 is None: t7 = Missing('fill_ok')
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t9 = (', or -1 to fill the remaining ranks')
-            t8 = t9
+        t5 = env.lookup('fill_ok')
+        if t5 is None: t5 = Missing('fill_ok')
+        if (t5 if t5.__class__ is bool else _truth(t5)):
+            t6 = (', or -1 to fill the remaining ranks')
         else:
-            t10 = ('')
-            t8 = t10
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t11 = t6 + t8
+            t6 = ('')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if ('a degree must be at least 1').__class__ is int and t6.__class__ is int:
+            t7 = ('a degree must be at least 1') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', ('a degree must be at least 1'), t6, env)
+        t4 = t7
+    else:
+        t8 = env.lookup('max_degree')
+        if t8 is None: t8 = Missing('max_degree')
+        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if ('larger than any cluster (the limit is ').__class__ is int and t9.__class__ is int:
+            t10 = ('larger than any cluster (the limit is ') + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', ('larger than any cluster (the limit is '), t9, env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t10.__class__ is int and (' ranks)').__class__ is int:
+            t11 = t10 + (' ranks)')
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t11 = _binop('+', t6, t8, env)
-        t5 = t11
-    else:
-        t12 = ('larger than any cluster (the limit is ')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('max_degree')
-        if t13 is None: t13 = Missing('max_degree')
-        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t12.__class__ is int and t14.__class__ is int:
-            t15 = t12 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t12, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = (' ranks)')
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t15.__class__ is int and t16.__class__ is int:
-            t17 = t15 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
-        else:
-            t17 = _binop('+', t15, t16, env)
-        t5 = t17
-    return t5
+            t11 = _binop('+', t10, (' ranks)'), env)
+        t4 = t11
+    return t4
 
 def e22(env):
     t1 = env.lookup('product')
@@ -513,86 +457,80 @@ def e23(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = []
-        t7 = env.budget
-        t9 = env.lookup('world_factors')
-        if t9 is None: t9 = Missing('world_factors')
-        t8 = loop_items(t9)
-        t10 = Env({}, None, t7, env)
-        t11 = t10.values
-        for t12 in t8:
-            t7.left -= 4
-            if t7.left < 0: _charge(env, 0)
-            t11['f'] = t12
-            t10.let_cache = None
-            t13 = t12
-            if t13 is None: t13 = Missing('f')
-            if t13.__class__ is dict and 'inferred' in t13:
-                t14 = t13['inferred']
-                if t14 is None: t14 = Missing('f.inferred')
+        t5 = []
+        t6 = env.budget
+        t7 = loop_items(t1)
+        t8 = Env({}, None, t6, env)
+        t9 = t8.values
+        for t10 in t7:
+            t6.left -= 4
+            if t6.left < 0: _charge(env, 0)
+            t9['f'] = t10
+            t8.let_cache = None
+            t11 = t10
+            if t11 is None: t11 = Missing('f')
+            if t11.__class__ is dict and 'inferred' in t11:
+                t12 = t11['inferred']
+                if t12 is None: t12 = Missing('f.inferred')
             else:
-                t14 = attr_value(t13, 'inferred', 'f.inferred')
-            t6.append(t14)
-            t7.mem -= 1
-            if t7.mem < 0: _charge_mem(env, 0)
-            if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t15 = call_value(env, F_any.fn, F_any.cost, False, [t6])
-        t16 = not (t15 if t15.__class__ is bool else _truth(t15))
-        t5 = (t16 if t16.__class__ is bool else _truth(t16))
+                t12 = attr_value(t11, 'inferred', 'f.inferred')
+            t5.append(t12)
+            t6.mem -= 1
+            if t6.mem < 0: _charge_mem(env, 0)
+            if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t13 = call_value(env, F_any.fn, F_any.cost, False, [t5])
+        t14 = not (t13 if t13.__class__ is bool else _truth(t13))
+        t4 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t18 = []
-        t19 = env.budget
-        t21 = env.lookup('world_factors')
-        if t21 is None: t21 = Missing('world_factors')
-        t20 = loop_items(t21)
-        t22 = Env({}, None, t19, env)
-        t23 = t22.values
-        for t24 in t20:
-            t19.left -= 11
-            if t19.left < 0: _charge(env, 0)
-            t23['f'] = t24
-            t22.let_cache = None
-            t25 = t24
-            if t25 is None: t25 = Missing('f')
-            if t25.__class__ is dict and 'value' in t25:
-                t26 = t25['value']
-                if t26 is None: t26 = Missing('f.value')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t16 = []
+        t17 = env.budget
+        t18 = loop_items(t1)
+        t19 = Env({}, None, t17, env)
+        t20 = t19.values
+        for t21 in t18:
+            t17.left -= 11
+            if t17.left < 0: _charge(env, 0)
+            t20['f'] = t21
+            t19.let_cache = None
+            t22 = t21
+            if t22 is None: t22 = Missing('f')
+            if t22.__class__ is dict and 'value' in t22:
+                t23 = t22['value']
+                if t23 is None: t23 = Missing('f.value')
             else:
-                t26 = attr_value(t25, 'value', 'f.value')
-            t27 = not (t26 is None or t26.__class__ is Missing)
-            if (t27 if t27.__class__ is bool else _truth(t27)):
-                t29 = t24
-                if t29 is None: t29 = Missing('f')
-                if t29.__class__ is dict and 'value' in t29:
-                    t30 = t29['value']
-                    if t30 is None: t30 = Missing('f.value')
+                t23 = attr_value(t22, 'value', 'f.value')
+            t24 = not (t23 is None or t23.__class__ is Missing)
+            if (t24 if t24.__class__ is bool else _truth(t24)):
+                t26 = t21
+                if t26 is None: t26 = Missing('f')
+                if t26.__class__ is dict and 'value' in t26:
+                    t27 = t26['value']
+                    if t27 is None: t27 = Missing('f.value')
                 else:
-                    t30 = attr_value(t29, 'value', 'f.value')
-                t32 = (1)
-                if t30.__class__ is int:
-                    t31 = t30 >= t32
+                    t27 = attr_value(t26, 'value', 'f.value')
+                if t27.__class__ is int:
+                    t28 = t27 >= (1)
                 else:
-                    t31 = _compare('>=', t30, t32)
-                t28 = (t31 if t31.__class__ is bool else _truth(t31))
+                    t28 = _compare('>=', t27, (1))
+                t25 = (t28 if t28.__class__ is bool else _truth(t28))
             else:
-                t28 = False
-            t18.append(t28)
-            t19.mem -= 1
-            if t19.mem < 0: _charge_mem(env, 0)
-            if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t33 = call_value(env, F_all.fn, F_all.cost, False, [t18])
-        t17 = (t33 if t33.__class__ is bool else _truth(t33))
+                t25 = False
+            t16.append(t25)
+            t17.mem -= 1
+            if t17.mem < 0: _charge_mem(env, 0)
+            if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t29 = call_value(env, F_all.fn, F_all.cost, False, [t16])
+        t15 = (t29 if t29.__class__ is bool else _truth(t29))
     else:
-        t17 = False
-    return t17
+        t15 = False
+    return t15
 
 def e24(env):
     t1 = []
@@ -641,25 +579,24 @@ def e25(env):
             if t9 is None: t9 = Missing('f.name')
         else:
             t9 = attr_value(t8, 'name', 'f.name')
-        t11 = ('dp_shard')
         if t9.__class__ is str:
-            t10 = t9 != t11
+            t10 = t9 != ('dp_shard')
         else:
-            t10 = _compare('!=', t9, t11)
+            t10 = _compare('!=', t9, ('dp_shard'))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t12 = t7
-            if t12 is None: t12 = Missing('f')
-            if t12.__class__ is dict and 'value' in t12:
-                t13 = t12['value']
-                if t13 is None: t13 = Missing('f.value')
+            t11 = t7
+            if t11 is None: t11 = Missing('f')
+            if t11.__class__ is dict and 'value' in t11:
+                t12 = t11['value']
+                if t12 is None: t12 = Missing('f.value')
             else:
-                t13 = attr_value(t12, 'value', 'f.value')
-            t1.append(t13)
+                t12 = attr_value(t11, 'value', 'f.value')
+            t1.append(t12)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t14 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
-    return t14
+    t13 = call_value(env, F_prod.fn, F_prod.cost, False, [t1])
+    return t13
 
 def e26(env):
     t1 = []
@@ -681,115 +618,110 @@ def e26(env):
             if t9 is None: t9 = Missing('f.name')
         else:
             t9 = attr_value(t8, 'name', 'f.name')
-        t11 = ('dp_shard')
         if t9.__class__ is str:
-            t10 = t9 != t11
+            t10 = t9 != ('dp_shard')
         else:
-            t10 = _compare('!=', t9, t11)
+            t10 = _compare('!=', t9, ('dp_shard'))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = t7
-            if t13 is None: t13 = Missing('f')
-            if t13.__class__ is dict and 'value' in t13:
-                t14 = t13['value']
-                if t14 is None: t14 = Missing('f.value')
+            t12 = t7
+            if t12 is None: t12 = Missing('f')
+            if t12.__class__ is dict and 'value' in t12:
+                t13 = t12['value']
+                if t13 is None: t13 = Missing('f.value')
             else:
-                t14 = attr_value(t13, 'value', 'f.value')
-            t16 = (1)
-            if t14.__class__ is int:
-                t15 = t14 > t16
+                t13 = attr_value(t12, 'value', 'f.value')
+            if t13.__class__ is int:
+                t14 = t13 > (1)
             else:
-                t15 = _compare('>', t14, t16)
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = _compare('>', t13, (1))
+            t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t17 = t7
-            if t17 is None: t17 = Missing('f')
-            if t17.__class__ is dict and 'name' in t17:
-                t18 = t17['name']
-                if t18 is None: t18 = Missing('f.name')
+            t11 = False
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t15 = t7
+            if t15 is None: t15 = Missing('f')
+            if t15.__class__ is dict and 'name' in t15:
+                t16 = t15['name']
+                if t16 is None: t16 = Missing('f.name')
             else:
-                t18 = attr_value(t17, 'name', 'f.name')
-            t19 = []
-            t20 = t5.budget
-            t22 = t5.lookup('world_size')
-            if t22 is None: t22 = Missing('world_size')
-            t23 = call_value(t5, F_divisors.fn, F_divisors.cost, False, [t22])
-            t21 = loop_items(t23)
-            t24 = Env({}, None, t20, t5)
-            t25 = t24.values
-            for t26 in t21:
-                t20.left -= 25
-                if t20.left < 0: _charge(t5, 0)
-                t25['v'] = t26
-                t24.let_cache = None
-                t27 = t24.lookup('world_size')
-                if t27 is None: t27 = Missing('world_size')
+                t16 = attr_value(t15, 'name', 'f.name')
+            t17 = []
+            t18 = t5.budget
+            t20 = t5.lookup('world_size')
+            if t20 is None: t20 = Missing('world_size')
+            t21 = call_value(t5, F_divisors.fn, F_divisors.cost, False, [t20])
+            t19 = loop_items(t21)
+            t22 = Env({}, None, t18, t5)
+            t23 = t22.values
+            for t24 in t19:
+                t18.left -= 25
+                if t18.left < 0: _charge(t5, 0)
+                t23['v'] = t24
+                t22.let_cache = None
+                t25 = t22.lookup('world_size')
+                if t25 is None: t25 = Missing('world_size')
+                if t25 is None or t25.__class__ is Missing: _need(t25)
+                t26 = t24
+                if t26 is None: t26 = Missing('v')
+                if t26 is None or t26.__class__ is Missing: _need(t26)
+                t27 = t22.lookup('others')
+                if t27 is None: t27 = Missing('others')
                 if t27 is None or t27.__class__ is Missing: _need(t27)
-                t28 = t26
-                if t28 is None: t28 = Missing('v')
-                if t28 is None or t28.__class__ is Missing: _need(t28)
-                t29 = t24.lookup('others')
-                if t29 is None: t29 = Missing('others')
+                t28 = t7
+                if t28 is None: t28 = Missing('f')
+                if t28.__class__ is dict and 'value' in t28:
+                    t29 = t28['value']
+                    if t29 is None: t29 = Missing('f.value')
+                else:
+                    t29 = attr_value(t28, 'value', 'f.value')
                 if t29 is None or t29.__class__ is Missing: _need(t29)
-                t30 = t7
-                if t30 is None: t30 = Missing('f')
-                if t30.__class__ is dict and 'value' in t30:
-                    t31 = t30['value']
-                    if t31 is None: t31 = Missing('f.value')
+                t30 = _binop('//', t27, t29, t22)
+                if t30 is None or t30.__class__ is Missing: _need(t30)
+                if t26.__class__ is int and t30.__class__ is int:
+                    t31 = t26 * t30
+                    if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
                 else:
-                    t31 = attr_value(t30, 'value', 'f.value')
+                    t31 = _binop('*', t26, t30, t22)
                 if t31 is None or t31.__class__ is Missing: _need(t31)
-                t32 = _binop('//', t29, t31, t24)
-                if t32 is None or t32.__class__ is Missing: _need(t32)
-                if t28.__class__ is int and t32.__class__ is int:
-                    t33 = t28 * t32
-                    if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
+                t32 = _binop('%', t25, t31, t22)
+                if t32.__class__ is int:
+                    t33 = t32 == (0)
                 else:
-                    t33 = _binop('*', t28, t32, t24)
-                if t33 is None or t33.__class__ is Missing: _need(t33)
-                t34 = _binop('%', t27, t33, t24)
-                t36 = (0)
-                if t34.__class__ is int:
-                    t35 = t34 == t36
-                else:
-                    t35 = _compare('==', t34, t36)
-                if (t35 if t35.__class__ is bool else _truth(t35)):
-                    t38 = t24.lookup('choices')
-                    if t38 is None: t38 = Missing('choices')
-                    t39 = (t38 is None or t38.__class__ is Missing)
-                    if not (t39 if t39.__class__ is bool else _truth(t39)):
-                        t41 = t26
-                        if t41 is None: t41 = Missing('v')
-                        t43 = t24.lookup('choices')
-                        if t43 is None: t43 = Missing('choices')
-                        if t43 is None or t43.__class__ is Missing: _need(t43)
-                        t44 = t7
-                        if t44 is None: t44 = Missing('f')
-                        if t44.__class__ is dict and 'name' in t44:
-                            t45 = t44['name']
-                            if t45 is None: t45 = Missing('f.name')
+                    t33 = _compare('==', t32, (0))
+                if (t33 if t33.__class__ is bool else _truth(t33)):
+                    t35 = t22.lookup('choices')
+                    if t35 is None: t35 = Missing('choices')
+                    t36 = (t35 is None or t35.__class__ is Missing)
+                    if not (t36 if t36.__class__ is bool else _truth(t36)):
+                        t38 = t24
+                        if t38 is None: t38 = Missing('v')
+                        if t35 is None or t35.__class__ is Missing: _need(t35)
+                        t40 = t7
+                        if t40 is None: t40 = Missing('f')
+                        if t40.__class__ is dict and 'name' in t40:
+                            t41 = t40['name']
+                            if t41 is None: t41 = Missing('f.name')
                         else:
-                            t45 = attr_value(t44, 'name', 'f.name')
-                        if t45 is None or t45.__class__ is Missing: _need(t45)
-                        t46 = index_value(t43, t45, 'choices')
-                        if t46.__class__ is list or t46.__class__ is dict or t46.__class__ is str: _charge_operands(t24, t41, t46)
-                        t42 = _compare('in', t41, t46)
-                        t40 = (t42 if t42.__class__ is bool else _truth(t42))
+                            t41 = attr_value(t40, 'name', 'f.name')
+                        if t41 is None or t41.__class__ is Missing: _need(t41)
+                        t42 = index_value(t35, t41, 'choices')
+                        if t42.__class__ is list or t42.__class__ is dict or t42.__class__ is str: _charge_operands(t22, t38, t42)
+                        t39 = _compare('in', t38, t42)
+                        t37 = (t39 if t39.__class__ is bool else _truth(t39))
                     else:
-                        t40 = True
-                    t37 = (t40 if t40.__class__ is bool else _truth(t40))
+                        t37 = True
+                    t34 = (t37 if t37.__class__ is bool else _truth(t37))
                 else:
-                    t37 = False
-                if (t37 if t37.__class__ is bool else _truth(t37)):
-                    t47 = t26
-                    if t47 is None: t47 = Missing('v')
-                    t19.append(t47)
-                    t20.mem -= 1
-                    if t20.mem < 0: _charge_mem(t5, 0)
-                    if len(t19) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t48 = [t18, t19]
-            t1.append(t48)
+                    t34 = False
+                if (t34 if t34.__class__ is bool else _truth(t34)):
+                    t43 = t24
+                    if t43 is None: t43 = Missing('v')
+                    t17.append(t43)
+                    t18.mem -= 1
+                    if t18.mem < 0: _charge_mem(t5, 0)
+                    if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t44 = [t16, t17]
+            t1.append(t44)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -816,104 +748,94 @@ def e27(env):
         else:
             t9 = attr_value(t8, 'name', 'f.name')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = ('(')
+        if t9.__class__ is int and ('(').__class__ is int:
+            t10 = t9 + ('(')
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t9, ('('), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        t11 = t7
+        if t11 is None: t11 = Missing('f')
+        if t11.__class__ is dict and 'value' in t11:
+            t12 = t11['value']
+            if t12 is None: t12 = Missing('f.value')
         else:
-            t11 = _binop('+', t9, t10, t5)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = t7
-        if t12 is None: t12 = Missing('f')
-        if t12.__class__ is dict and 'value' in t12:
-            t13 = t12['value']
-            if t13 is None: t13 = Missing('f.value')
+            t12 = attr_value(t11, 'value', 'f.value')
+        t13 = call_value(t5, F_str.fn, F_str.cost, True, [t12])
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t10.__class__ is int and t13.__class__ is int:
+            t14 = t10 + t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t13 = attr_value(t12, 'value', 'f.value')
-        t14 = call_value(t5, F_str.fn, F_str.cost, True, [t13])
+            t14 = _binop('+', t10, t13, t5)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t11.__class__ is int and t14.__class__ is int:
-            t15 = t11 + t14
+        if t14.__class__ is int and (')').__class__ is int:
+            t15 = t14 + (')')
             if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t15 = _binop('+', t11, t14, t5)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = (')')
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t15.__class__ is int and t16.__class__ is int:
-            t17 = t15 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
-        else:
-            t17 = _binop('+', t15, t16, t5)
-        t1.append(t17)
+            t15 = _binop('+', t14, (')'), t5)
+        t1.append(t15)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t18 = (' × ')
-    t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, t18])
-    return t19
+    t16 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
+    return t16
 
 def e28(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('native')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('native')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('native'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('world_size')
-        if t5 is None: t5 = Missing('world_size')
+        t4 = env.lookup('world_size')
+        if t4 is None: t4 = Missing('world_size')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('others')
+        if t5 is None: t5 = Missing('others')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('others')
-        if t6 is None: t6 = Missing('others')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = _binop('%', t5, t6, env)
-        t9 = (0)
-        if t7.__class__ is int:
-            t8 = t7 == t9
+        t6 = _binop('%', t4, t5, env)
+        if t6.__class__ is int:
+            t7 = t6 == (0)
         else:
-            t8 = _compare('==', t7, t9)
-        t4 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('==', t6, (0))
+        t3 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t4 = False
-    return t4
+        t3 = False
+    return t3
 
 def e29(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('native')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('native')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('native'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('world_size')
-        if t5 is None: t5 = Missing('world_size')
+        t4 = env.lookup('world_size')
+        if t4 is None: t4 = Missing('world_size')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('others')
+        if t5 is None: t5 = Missing('others')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('others')
-        if t6 is None: t6 = Missing('others')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = _binop('%', t5, t6, env)
-        t9 = (0)
-        if t7.__class__ is int:
-            t8 = t7 != t9
+        t6 = _binop('%', t4, t5, env)
+        if t6.__class__ is int:
+            t7 = t6 != (0)
         else:
-            t8 = _compare('!=', t7, t9)
-        t4 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('!=', t6, (0))
+        t3 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t4 = False
-    return t4
+        t3 = False
+    return t3
 
 def e30(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('native')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('native')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('native'))
     return t2
 
 def e31(env):
@@ -939,97 +861,85 @@ def e34(env):
 def e35(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('native')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('native')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('native'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('product')
-        if t5 is None: t5 = Missing('product')
-        t7 = env.lookup('world_size')
-        if t7 is None: t7 = Missing('world_size')
-        if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-            t6 = t5 < t7
+        t4 = env.lookup('product')
+        if t4 is None: t4 = Missing('product')
+        t6 = env.lookup('world_size')
+        if t6 is None: t6 = Missing('world_size')
+        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+            t5 = t4 < t6
         else:
-            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t5, t7)
-            t6 = _compare('<', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
+            t5 = _compare('<', t4, t6)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = ('; ranks ')
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = env.lookup('product')
+        if t8 is None: t8 = Missing('product')
+        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('product')
-        if t10 is None: t10 = Missing('product')
-        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
+        if ('; ranks ').__class__ is int and t9.__class__ is int:
+            t10 = ('; ranks ') + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', ('; ranks '), t9, env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t10.__class__ is int and ('-').__class__ is int:
+            t11 = t10 + ('-')
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('+', t10, ('-'), env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t9.__class__ is int and t11.__class__ is int:
-            t12 = t9 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t9, t11, env)
+        t12 = env.lookup('world_size')
+        if t12 is None: t12 = Missing('world_size')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = ('-')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        if t12.__class__ is int and (1).__class__ is int:
+            t13 = t12 - (1)
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t14 = _binop('+', t12, t13, env)
+            t13 = _binop('-', t12, (1), env)
+        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = env.lookup('world_size')
-        if t15 is None: t15 = Missing('world_size')
+        if t11.__class__ is int and t14.__class__ is int:
+            t15 = t11 + t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('+', t11, t14, env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = (1)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t15.__class__ is int and t16.__class__ is int:
-            t17 = t15 - t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        if t15.__class__ is int and (' would sit outside the mesh').__class__ is int:
+            t16 = t15 + (' would sit outside the mesh')
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t17 = _binop('-', t15, t16, env)
-        t18 = call_value(env, F_str.fn, F_str.cost, True, [t17])
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t14.__class__ is int and t18.__class__ is int:
-            t19 = t14 + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-        else:
-            t19 = _binop('+', t14, t18, env)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = (' would sit outside the mesh')
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t19.__class__ is int and t20.__class__ is int:
-            t21 = t19 + t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('+', t19, t20, env)
-        t8 = t21
+            t16 = _binop('+', t15, (' would sit outside the mesh'), env)
+        t7 = t16
     else:
-        t22 = ('')
-        t8 = t22
-    return t8
+        t7 = ('')
+    return t7
 
 def e36(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('native')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('native')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('native'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('keys')
-        if t5 is None: t5 = Missing('keys')
-        if t5.__class__ is dict and 'dp_shard' in t5:
-            t6 = t5['dp_shard']
-            if t6 is None: t6 = Missing('keys.dp_shard')
+        t4 = env.lookup('keys')
+        if t4 is None: t4 = Missing('keys')
+        if t4.__class__ is dict and 'dp_shard' in t4:
+            t5 = t4['dp_shard']
+            if t5 is None: t5 = Missing('keys.dp_shard')
         else:
-            t6 = attr_value(t5, 'dp_shard', 'keys.dp_shard')
-        t4 = t6
+            t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
+        t3 = t5
     else:
-        t7 = ('mesh.dims')
-        t4 = t7
-    return t4
+        t3 = ('mesh.dims')
+    return t3
 
 def e37(env):
     t1 = env.lookup('keys')
@@ -1071,26 +981,24 @@ def e39(env):
             if t9 is None: t9 = Missing('f.name')
         else:
             t9 = attr_value(t8, 'name', 'f.name')
-        t11 = ('dp_shard')
         if t9.__class__ is str:
-            t10 = t9 != t11
+            t10 = t9 != ('dp_shard')
         else:
-            t10 = _compare('!=', t9, t11)
+            t10 = _compare('!=', t9, ('dp_shard'))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t12 = t7
-            if t12 is None: t12 = Missing('f')
-            if t12.__class__ is dict and 'name' in t12:
-                t13 = t12['name']
-                if t13 is None: t13 = Missing('f.name')
+            t11 = t7
+            if t11 is None: t11 = Missing('f')
+            if t11.__class__ is dict and 'name' in t11:
+                t12 = t11['name']
+                if t12 is None: t12 = Missing('f.name')
             else:
-                t13 = attr_value(t12, 'name', 'f.name')
-            t1.append(t13)
+                t12 = attr_value(t11, 'name', 'f.name')
+            t1.append(t12)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t14 = (' × ')
-    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, t14])
-    return t15
+    t13 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
+    return t13
 
 def e40(env):
     t1 = env.lookup('others')
@@ -1113,64 +1021,64 @@ def e41(env):
         t8 = t7
         if t8 is None: t8 = Missing('p')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (1)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'p')
-        if t10.__class__ is list or t10.__class__ is str or t10.__class__ is dict:
-            t11 = len(t10)
-            t5.budget.left -= t11 if t11 > 1 else 1
+        if t8.__class__ is list and len(t8) > 1:
+            t9 = t8[1]
+            if t9 is None: t9 = Missing('p[1]')
+        else:
+            t9 = index_value(t8, (1), 'p')
+        if t9.__class__ is list or t9.__class__ is str or t9.__class__ is dict:
+            t10 = len(t9)
+            t5.budget.left -= t10 if t10 > 1 else 1
             if t5.budget.left < 0: _charge(t5, 0)
         else:
-            t11 = call_value(t5, F_len.fn, F_len.cost, False, [t10])
-        t13 = (0)
-        if t11.__class__ is int:
-            t12 = t11 > t13
+            t10 = call_value(t5, F_len.fn, F_len.cost, False, [t9])
+        if t10.__class__ is int:
+            t11 = t10 > (0)
         else:
-            t12 = _compare('>', t11, t13)
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t14 = t7
-            if t14 is None: t14 = Missing('p')
+            t11 = _compare('>', t10, (0))
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t12 = t7
+            if t12 is None: t12 = Missing('p')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            if t12.__class__ is list and len(t12) > 0:
+                t13 = t12[0]
+                if t13 is None: t13 = Missing('p[0]')
+            else:
+                t13 = index_value(t12, (0), 'p')
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            if t13.__class__ is int and (' in {').__class__ is int:
+                t14 = t13 + (' in {')
+                if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+            else:
+                t14 = _binop('+', t13, (' in {'), t5)
             if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = (0)
+            t15 = t7
+            if t15 is None: t15 = Missing('p')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = index_value(t14, t15, 'p')
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = (' in {')
+            if t15.__class__ is list and len(t15) > 1:
+                t16 = t15[1]
+                if t16 is None: t16 = Missing('p[1]')
+            else:
+                t16 = index_value(t15, (1), 'p')
+            t17 = call_value(t5, F_join.fn, F_join.cost, False, [t16])
             if t17 is None or t17.__class__ is Missing: _need(t17)
-            if t16.__class__ is int and t17.__class__ is int:
-                t18 = t16 + t17
+            if t14.__class__ is int and t17.__class__ is int:
+                t18 = t14 + t17
                 if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
             else:
-                t18 = _binop('+', t16, t17, t5)
+                t18 = _binop('+', t14, t17, t5)
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = t7
-            if t19 is None: t19 = Missing('p')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = (1)
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = index_value(t19, t20, 'p')
-            t22 = call_value(t5, F_join.fn, F_join.cost, False, [t21])
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            if t18.__class__ is int and t22.__class__ is int:
-                t23 = t18 + t22
-                if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+            if t18.__class__ is int and ('}').__class__ is int:
+                t19 = t18 + ('}')
+                if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
             else:
-                t23 = _binop('+', t18, t22, t5)
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = ('}')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            if t23.__class__ is int and t24.__class__ is int:
-                t25 = t23 + t24
-                if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
-            else:
-                t25 = _binop('+', t23, t24, t5)
-            t1.append(t25)
+                t19 = _binop('+', t18, ('}'), t5)
+            t1.append(t19)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t26 = ('; ')
-    t27 = call_value(env, F_join.fn, F_join.cost, False, [t1, t26])
-    return t27
+    t20 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
+    return t20
 
 def e42(env):
     t1 = env.lookup('world_size')
@@ -1180,11 +1088,10 @@ def e42(env):
     if t2 is None: t2 = Missing('others')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (0)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (0))
     return t4
 
 def e43(env):
@@ -1215,43 +1122,40 @@ def e43(env):
     if (t10 if t10.__class__ is bool else _truth(t10)):
         t12 = []
         t13 = env.budget
-        t15 = env.lookup('world_factors')
-        if t15 is None: t15 = Missing('world_factors')
-        t14 = loop_items(t15)
-        t16 = Env({}, None, t13, env)
-        t17 = t16.values
-        for t18 in t14:
+        t14 = loop_items(t4)
+        t15 = Env({}, None, t13, env)
+        t16 = t15.values
+        for t17 in t14:
             t13.left -= 9
             if t13.left < 0: _charge(env, 0)
-            t17['f'] = t18
-            t16.let_cache = None
-            t19 = t18
-            if t19 is None: t19 = Missing('f')
-            if t19.__class__ is dict and 'inferred' in t19:
-                t20 = t19['inferred']
-                if t20 is None: t20 = Missing('f.inferred')
+            t16['f'] = t17
+            t15.let_cache = None
+            t18 = t17
+            if t18 is None: t18 = Missing('f')
+            if t18.__class__ is dict and 'inferred' in t18:
+                t19 = t18['inferred']
+                if t19 is None: t19 = Missing('f.inferred')
             else:
-                t20 = attr_value(t19, 'inferred', 'f.inferred')
-            t21 = not (t20 if t20.__class__ is bool else _truth(t20))
-            if (t21 if t21.__class__ is bool else _truth(t21)):
-                t22 = t18
-                if t22 is None: t22 = Missing('f')
-                if t22.__class__ is dict and 'value' in t22:
-                    t23 = t22['value']
-                    if t23 is None: t23 = Missing('f.value')
+                t19 = attr_value(t18, 'inferred', 'f.inferred')
+            t20 = not (t19 if t19.__class__ is bool else _truth(t19))
+            if (t20 if t20.__class__ is bool else _truth(t20)):
+                t21 = t17
+                if t21 is None: t21 = Missing('f')
+                if t21.__class__ is dict and 'value' in t21:
+                    t22 = t21['value']
+                    if t22 is None: t22 = Missing('f.value')
                 else:
-                    t23 = attr_value(t22, 'value', 'f.value')
-                t25 = (1)
-                if t23.__class__ is int:
-                    t24 = t23 >= t25
+                    t22 = attr_value(t21, 'value', 'f.value')
+                if t22.__class__ is int:
+                    t23 = t22 >= (1)
                 else:
-                    t24 = _compare('>=', t23, t25)
-                t12.append(t24)
+                    t23 = _compare('>=', t22, (1))
+                t12.append(t23)
                 t13.mem -= 1
                 if t13.mem < 0: _charge_mem(env, 0)
                 if len(t12) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t26 = call_value(env, F_all.fn, F_all.cost, False, [t12])
-        t11 = (t26 if t26.__class__ is bool else _truth(t26))
+        t24 = call_value(env, F_all.fn, F_all.cost, False, [t12])
+        t11 = (t24 if t24.__class__ is bool else _truth(t24))
     else:
         t11 = False
     return t11
@@ -1325,10 +1229,12 @@ def e45(env):
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t12 = (0)
-    if t12 is None or t12.__class__ is Missing: _need(t12)
-    t13 = index_value(t1, t12, '?')
-    return t13
+    if t1.__class__ is list and len(t1) > 0:
+        t12 = t1[0]
+        if t12 is None: t12 = Missing('?[0]')
+    else:
+        t12 = index_value(t1, (0), '?')
+    return t12
 
 def e46(env):
     t1 = []
@@ -1363,9 +1269,8 @@ def e46(env):
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t13 = (' × ')
-    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, t13])
-    return t14
+    t13 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' × ')])
+    return t13
 
 def e47(env):
     t1 = env.lookup('world_size')
@@ -1404,109 +1309,103 @@ def e50(env):
 def e51(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('torchtitan')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('torchtitan')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('torchtitan'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('; torchtitan floors it to ')
+        t4 = env.lookup('world_size')
+        if t4 is None: t4 = Missing('world_size')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = env.lookup('others')
+        if t5 is None: t5 = Missing('others')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('world_size')
-        if t6 is None: t6 = Missing('world_size')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('others')
-        if t7 is None: t7 = Missing('others')
+        t6 = _binop('//', t4, t5, env)
+        t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = _binop('//', t6, t7, env)
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t5.__class__ is int and t9.__class__ is int:
-            t10 = t5 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        if ('; torchtitan floors it to ').__class__ is int and t7.__class__ is int:
+            t8 = ('; torchtitan floors it to ') + t7
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t10 = _binop('+', t5, t9, env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' and then fails its product assert')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+            t8 = _binop('+', ('; torchtitan floors it to '), t7, env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t8.__class__ is int and (' and then fails its product assert').__class__ is int:
+            t9 = t8 + (' and then fails its product assert')
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
         else:
-            t12 = _binop('+', t10, t11, env)
-        t4 = t12
+            t9 = _binop('+', t8, (' and then fails its product assert'), env)
+        t3 = t9
     else:
-        t13 = ('')
-        t4 = t13
-    return t4
+        t3 = ('')
+    return t3
 
 def e52(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('native')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('native')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('native'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('keys')
-        if t5 is None: t5 = Missing('keys')
-        if t5.__class__ is dict and 'dp_shard' in t5:
-            t6 = t5['dp_shard']
-            if t6 is None: t6 = Missing('keys.dp_shard')
+        t4 = env.lookup('keys')
+        if t4 is None: t4 = Missing('keys')
+        if t4.__class__ is dict and 'dp_shard' in t4:
+            t5 = t4['dp_shard']
+            if t5 is None: t5 = Missing('keys.dp_shard')
         else:
-            t6 = attr_value(t5, 'dp_shard', 'keys.dp_shard')
-        t4 = t6
+            t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
+        t3 = t5
     else:
-        t7 = []
-        t8 = env.budget
-        t10 = env.lookup('native')
-        if t10 is None: t10 = Missing('native')
-        if t10.__class__ is dict and 'dims' in t10:
-            t11 = t10['dims']
-            if t11 is None: t11 = Missing('native.dims')
+        t6 = []
+        t7 = env.budget
+        t9 = env.lookup('native')
+        if t9 is None: t9 = Missing('native')
+        if t9.__class__ is dict and 'dims' in t9:
+            t10 = t9['dims']
+            if t10 is None: t10 = Missing('native.dims')
         else:
-            t11 = attr_value(t10, 'dims', 'native.dims')
-        t9 = loop_items(t11)
-        t12 = Env({}, None, t8, env)
-        t13 = t12.values
-        for t14 in t9:
-            t8.left -= 10
-            if t8.left < 0: _charge(env, 0)
-            t13['d'] = t14
-            t12.let_cache = None
-            t15 = t14
-            if t15 is None: t15 = Missing('d')
-            if t15.__class__ is dict and 'size' in t15:
-                t16 = t15['size']
-                if t16 is None: t16 = Missing('d.size')
+            t10 = attr_value(t9, 'dims', 'native.dims')
+        t8 = loop_items(t10)
+        t11 = Env({}, None, t7, env)
+        t12 = t11.values
+        for t13 in t8:
+            t7.left -= 10
+            if t7.left < 0: _charge(env, 0)
+            t12['d'] = t13
+            t11.let_cache = None
+            t14 = t13
+            if t14 is None: t14 = Missing('d')
+            if t14.__class__ is dict and 'size' in t14:
+                t15 = t14['size']
+                if t15 is None: t15 = Missing('d.size')
             else:
-                t16 = attr_value(t15, 'size', 'd.size')
-            t18 = (1)
-            t19 = _check_value(-_num(t18, '-'))
-            if t16.__class__ is t19.__class__ and (t16.__class__ is int or t16.__class__ is str):
-                t17 = t16 == t19
+                t15 = attr_value(t14, 'size', 'd.size')
+            t17 = _check_value(-_num((1), '-'))
+            if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
+                t16 = t15 == t17
             else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t12, t16, t19)
-                t17 = _compare('==', t16, t19)
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t20 = t14
-                if t20 is None: t20 = Missing('d')
-                if t20.__class__ is dict and 'key' in t20:
-                    t21 = t20['key']
-                    if t21 is None: t21 = Missing('d.key')
+                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t11, t15, t17)
+                t16 = _compare('==', t15, t17)
+            if (t16 if t16.__class__ is bool else _truth(t16)):
+                t18 = t13
+                if t18 is None: t18 = Missing('d')
+                if t18.__class__ is dict and 'key' in t18:
+                    t19 = t18['key']
+                    if t19 is None: t19 = Missing('d.key')
                 else:
-                    t21 = attr_value(t20, 'key', 'd.key')
-                t7.append(t21)
-                t8.mem -= 1
-                if t8.mem < 0: _charge_mem(env, 0)
-                if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t22 = (0)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = index_value(t7, t22, '?')
-        t4 = t23
-    return t4
+                    t19 = attr_value(t18, 'key', 'd.key')
+                t6.append(t19)
+                t7.mem -= 1
+                if t7.mem < 0: _charge_mem(env, 0)
+                if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if t6.__class__ is list and len(t6) > 0:
+            t20 = t6[0]
+            if t20 is None: t20 = Missing('?[0]')
+        else:
+            t20 = index_value(t6, (0), '?')
+        t3 = t20
+    return t3
 
 def e53(env):
     t1 = env.lookup('others')
@@ -1515,17 +1414,15 @@ def e53(env):
     t2 = env.lookup('world_size')
     if t2 is None: t2 = Missing('world_size')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('others')
-    if t3 is None: t3 = Missing('others')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t3 = _binop('//', t2, t1, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('//', t2, t3, env)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t1.__class__ is int and t4.__class__ is int:
-        t5 = t1 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    if t1.__class__ is int and t3.__class__ is int:
+        t4 = t1 * t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
     else:
-        t5 = _binop('*', t1, t4, env)
-    return t5
+        t4 = _binop('*', t1, t3, env)
+    return t4
 
 def e54(env):
     t1 = env.lookup('others')
@@ -1534,25 +1431,21 @@ def e54(env):
     t2 = env.lookup('world_size')
     if t2 is None: t2 = Missing('world_size')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('others')
-    if t3 is None: t3 = Missing('others')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t3 = _binop('//', t2, t1, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('//', t2, t3, env)
+    if t3.__class__ is int and (1).__class__ is int:
+        t4 = t3 + (1)
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = (1)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t4.__class__ is int and t5.__class__ is int:
-        t6 = t4 + t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    if t1.__class__ is int and t4.__class__ is int:
+        t5 = t1 * t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t6 = _binop('+', t4, t5, env)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t1.__class__ is int and t6.__class__ is int:
-        t7 = t1 * t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-    else:
-        t7 = _binop('*', t1, t6, env)
-    return t7
+        t5 = _binop('*', t1, t4, env)
+    return t5
 
 def e55(env):
     t1 = env.lookup('world_known')
@@ -1579,20 +1472,19 @@ def e56(env):
             if t9 is None: t9 = Missing('s.needs')
         else:
             t9 = attr_value(t8, 'needs', 's.needs')
-        t11 = ('world_size')
         if t9.__class__ is str:
-            t10 = t9 == t11
+            t10 = t9 == ('world_size')
         else:
-            t10 = _compare('==', t9, t11)
+            t10 = _compare('==', t9, ('world_size'))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t12 = t7
-            if t12 is None: t12 = Missing('s')
-            if t12.__class__ is dict and 'code' in t12:
-                t13 = t12['code']
-                if t13 is None: t13 = Missing('s.code')
+            t11 = t7
+            if t11 is None: t11 = Missing('s')
+            if t11.__class__ is dict and 'code' in t11:
+                t12 = t11['code']
+                if t12 is None: t12 = Missing('s.code')
             else:
-                t13 = attr_value(t12, 'code', 's.code')
-            t1.append(t13)
+                t12 = attr_value(t11, 'code', 's.code')
+            t1.append(t12)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -1607,11 +1499,10 @@ def e57(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     return t3
 
 def e58(env):
@@ -1623,35 +1514,32 @@ def e58(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (0)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('dialect')
-        if t6 is None: t6 = Missing('dialect')
-        t8 = ('torchtitan')
-        if t6.__class__ is str:
-            t7 = t6 == t8
+        t5 = env.lookup('dialect')
+        if t5 is None: t5 = Missing('dialect')
+        if t5.__class__ is str:
+            t6 = t5 == ('torchtitan')
         else:
-            t7 = _compare('==', t6, t8)
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('framework_version')
-            if t10 is None: t10 = Missing('framework_version')
-            t12 = ('0.2.x')
-            if t10.__class__ is str:
-                t11 = t10 != t12
+            t6 = _compare('==', t5, ('torchtitan'))
+        if (t6 if t6.__class__ is bool else _truth(t6)):
+            t8 = env.lookup('framework_version')
+            if t8 is None: t8 = Missing('framework_version')
+            if t8.__class__ is str:
+                t9 = t8 != ('0.2.x')
             else:
-                t11 = _compare('!=', t10, t12)
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+                t9 = _compare('!=', t8, ('0.2.x'))
+            t7 = (t9 if t9.__class__ is bool else _truth(t9))
         else:
-            t9 = False
-        t13 = not (t9 if t9.__class__ is bool else _truth(t9))
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+            t7 = False
+        t10 = not (t7 if t7.__class__ is bool else _truth(t7))
+        t4 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t5 = False
-    return t5
+        t4 = False
+    return t4
 
 def e59(env):
     t1 = env.lookup('world_candidates')
@@ -1662,34 +1550,31 @@ def e59(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (0)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('dialect')
-        if t6 is None: t6 = Missing('dialect')
-        t8 = ('torchtitan')
-        if t6.__class__ is str:
-            t7 = t6 == t8
+        t5 = env.lookup('dialect')
+        if t5 is None: t5 = Missing('dialect')
+        if t5.__class__ is str:
+            t6 = t5 == ('torchtitan')
         else:
-            t7 = _compare('==', t6, t8)
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+            t6 = _compare('==', t5, ('torchtitan'))
+        t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t10 = env.lookup('framework_version')
-        if t10 is None: t10 = Missing('framework_version')
-        t12 = ('0.2.x')
-        if t10.__class__ is str:
-            t11 = t10 != t12
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t8 = env.lookup('framework_version')
+        if t8 is None: t8 = Missing('framework_version')
+        if t8.__class__ is str:
+            t9 = t8 != ('0.2.x')
         else:
-            t11 = _compare('!=', t10, t12)
-        t9 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = _compare('!=', t8, ('0.2.x'))
+        t7 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t9 = False
-    return t9
+        t7 = False
+    return t7
 
 def e60(env):
     t1 = env.lookup('world_candidates')
@@ -1700,80 +1585,69 @@ def e60(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('the comments name several launches (')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = []
-        t8 = env.budget
-        t10 = env.lookup('world_candidates')
-        if t10 is None: t10 = Missing('world_candidates')
-        t9 = loop_items(t10)
-        t11 = Env({}, None, t8, env)
-        t12 = t11.values
-        for t13 in t9:
-            t8.left -= 9
-            if t8.left < 0: _charge(env, 0)
-            t12['c'] = t13
-            t11.let_cache = None
-            t14 = t13
+        t5 = []
+        t6 = env.budget
+        t7 = loop_items(t1)
+        t8 = Env({}, None, t6, env)
+        t9 = t8.values
+        for t10 in t7:
+            t6.left -= 9
+            if t6.left < 0: _charge(env, 0)
+            t9['c'] = t10
+            t8.let_cache = None
+            t11 = t10
+            if t11 is None: t11 = Missing('c')
+            if t11.__class__ is dict and 'words' in t11:
+                t12 = t11['words']
+                if t12 is None: t12 = Missing('c.words')
+            else:
+                t12 = attr_value(t11, 'words', 'c.words')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            if t12.__class__ is int and (', ').__class__ is int:
+                t13 = t12 + (', ')
+                if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+            else:
+                t13 = _binop('+', t12, (', '), t8)
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            t14 = t10
             if t14 is None: t14 = Missing('c')
-            if t14.__class__ is dict and 'words' in t14:
-                t15 = t14['words']
-                if t15 is None: t15 = Missing('c.words')
+            if t14.__class__ is dict and 'source' in t14:
+                t15 = t14['source']
+                if t15 is None: t15 = Missing('c.source')
             else:
-                t15 = attr_value(t14, 'words', 'c.words')
+                t15 = attr_value(t14, 'source', 'c.source')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = (', ')
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            if t15.__class__ is int and t16.__class__ is int:
-                t17 = t15 + t16
-                if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+            if t13.__class__ is int and t15.__class__ is int:
+                t16 = t13 + t15
+                if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
             else:
-                t17 = _binop('+', t15, t16, t11)
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = t13
-            if t18 is None: t18 = Missing('c')
-            if t18.__class__ is dict and 'source' in t18:
-                t19 = t18['source']
-                if t19 is None: t19 = Missing('c.source')
-            else:
-                t19 = attr_value(t18, 'source', 'c.source')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            if t17.__class__ is int and t19.__class__ is int:
-                t20 = t17 + t19
-                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-            else:
-                t20 = _binop('+', t17, t19, t11)
-            t7.append(t20)
-            t8.mem -= 1
-            if t8.mem < 0: _charge_mem(env, 0)
-            if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t21 = ('; ')
-        t22 = call_value(env, F_join.fn, F_join.cost, False, [t7, t21])
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t6.__class__ is int and t22.__class__ is int:
-            t23 = t6 + t22
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+                t16 = _binop('+', t13, t15, t8)
+            t5.append(t16)
+            t6.mem -= 1
+            if t6.mem < 0: _charge_mem(env, 0)
+            if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t17 = call_value(env, F_join.fn, F_join.cost, False, [t5, ('; ')])
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        if ('the comments name several launches (').__class__ is int and t17.__class__ is int:
+            t18 = ('the comments name several launches (') + t17
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
         else:
-            t23 = _binop('+', t6, t22, env)
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = (') and none is chosen; ')
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t23.__class__ is int and t24.__class__ is int:
-            t25 = t23 + t24
-            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+            t18 = _binop('+', ('the comments name several launches ('), t17, env)
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        if t18.__class__ is int and (') and none is chosen; ').__class__ is int:
+            t19 = t18 + (') and none is chosen; ')
+            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
         else:
-            t25 = _binop('+', t23, t24, env)
-        t5 = t25
+            t19 = _binop('+', t18, (') and none is chosen; '), env)
+        t4 = t19
     else:
-        t26 = ('')
-        t5 = t26
-    return t5
+        t4 = ('')
+    return t4
 
 def e61(env):
     t1 = env.lookup('valid_worlds')
@@ -1789,9 +1663,8 @@ def e62(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t3 = ('rule')
-    t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3])
-    return t4
+    t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('rule')])
+    return t3
 
 def e63(env):
     t1 = env.lookup('needing')
@@ -1802,36 +1675,28 @@ def e63(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' (')
+        t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if (' (').__class__ is int and t5.__class__ is int:
+            t6 = (' (') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('+', (' ('), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('needing')
-        if t7 is None: t7 = Missing('needing')
-        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        if t6.__class__ is int and (')').__class__ is int:
+            t7 = t6 + (')')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t9 = _binop('+', t6, t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (')')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t9, t10, env)
-        t5 = t11
+            t7 = _binop('+', t6, (')'), env)
+        t4 = t7
     else:
-        t12 = ('')
-        t5 = t12
-    return t5
+        t4 = ('')
+    return t4
 
 def e64(env):
     t1 = []
@@ -1985,33 +1850,21 @@ def e77(env):
         t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = (' (did you mean ')
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if (' (did you mean ').__class__ is int and t2.__class__ is int:
+            t5 = (' (did you mean ') + t2
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+        else:
+            t5 = _binop('+', (' (did you mean '), t2, env)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6.__class__ is dict and 'suggestion' in t6:
-            t7 = t6['suggestion']
-            if t7 is None: t7 = Missing('item.suggestion')
+        if t5.__class__ is int and ('?)').__class__ is int:
+            t6 = t5 + ('?)')
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t7 = attr_value(t6, 'suggestion', 'item.suggestion')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t5.__class__ is int and t7.__class__ is int:
-            t8 = t5 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t5, t7, env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = ('?)')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, env)
-        t4 = t10
+            t6 = _binop('+', t5, ('?)'), env)
+        t4 = t6
     else:
-        t11 = ('')
-        t4 = t11
+        t4 = ('')
     return t4
 
 def e78(env):
@@ -2024,41 +1877,27 @@ def e78(env):
         t2 = attr_value(t1, 'framework', 'item.framework')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('item')
-        if t5 is None: t5 = Missing('item')
-        if t5.__class__ is dict and 'framework' in t5:
-            t6 = t5['framework']
-            if t6 is None: t6 = Missing('item.framework')
-        else:
-            t6 = attr_value(t5, 'framework', 'item.framework')
-        t4 = t6
+        t4 = t2
     else:
-        t7 = env.lookup('dialect')
-        if t7 is None: t7 = Missing('dialect')
-        t9 = ('kempnerforge')
-        if t7.__class__ is str:
-            t8 = t7 == t9
+        t5 = env.lookup('dialect')
+        if t5 is None: t5 = Missing('dialect')
+        if t5.__class__ is str:
+            t6 = t5 == ('kempnerforge')
         else:
-            t8 = _compare('==', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)')
-            t10 = t11
+            t6 = _compare('==', t5, ('kempnerforge'))
+        if (t6 if t6.__class__ is bool else _truth(t6)):
+            t7 = ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)')
         else:
-            t12 = env.lookup('dialect')
-            if t12 is None: t12 = Missing('dialect')
-            t14 = ('torchtitan')
-            if t12.__class__ is str:
-                t13 = t12 == t14
+            if t5.__class__ is str:
+                t8 = t5 == ('torchtitan')
             else:
-                t13 = _compare('==', t12, t14)
-            if (t13 if t13.__class__ is bool else _truth(t13)):
-                t16 = ('torchtitan does not know it')
-                t15 = t16
+                t8 = _compare('==', t5, ('torchtitan'))
+            if (t8 if t8.__class__ is bool else _truth(t8)):
+                t9 = ('torchtitan does not know it')
             else:
-                t17 = ('meshlint does not know it')
-                t15 = t17
-            t10 = t15
-        t4 = t10
+                t9 = ('meshlint does not know it')
+            t7 = t9
+        t4 = t7
     return t4
 
 def e79(env):
@@ -2083,11 +1922,10 @@ def e81(env):
     if (t1 if t1.__class__ is bool else _truth(t1)):
         t3 = env.lookup('world_size')
         if t3 is None: t3 = Missing('world_size')
-        t5 = (1)
         if t3.__class__ is int:
-            t4 = t3 > t5
+            t4 = t3 > (1)
         else:
-            t4 = _compare('>', t3, t5)
+            t4 = _compare('>', t3, (1))
         t2 = (t4 if t4.__class__ is bool else _truth(t4))
     else:
         t2 = False
@@ -2113,20 +1951,19 @@ def e82(env):
             if t9 is None: t9 = Missing('s.needs')
         else:
             t9 = attr_value(t8, 'needs', 's.needs')
-        t11 = ('gpus_per_node')
         if t9.__class__ is str:
-            t10 = t9 == t11
+            t10 = t9 == ('gpus_per_node')
         else:
-            t10 = _compare('==', t9, t11)
+            t10 = _compare('==', t9, ('gpus_per_node'))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t12 = t7
-            if t12 is None: t12 = Missing('s')
-            if t12.__class__ is dict and 'code' in t12:
-                t13 = t12['code']
-                if t13 is None: t13 = Missing('s.code')
+            t11 = t7
+            if t11 is None: t11 = Missing('s')
+            if t11.__class__ is dict and 'code' in t11:
+                t12 = t11['code']
+                if t12 is None: t12 = Missing('s.code')
             else:
-                t13 = attr_value(t12, 'code', 's.code')
-            t1.append(t13)
+                t12 = attr_value(t11, 'code', 's.code')
+            t1.append(t12)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -2141,9 +1978,8 @@ def e83(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t3 = ('placement rule')
-    t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3])
-    return t4
+    t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('placement rule')])
+    return t3
 
 def e84(env):
     t1 = env.lookup('unreadable')
@@ -2154,11 +1990,10 @@ def e84(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     return t3
 
 def e85(env):
@@ -2181,192 +2016,173 @@ def e85(env):
             if t9 is None: t9 = Missing('u.key')
         else:
             t9 = attr_value(t8, 'key', 'u.key')
-        t11 = ('')
         if t9.__class__ is str:
-            t10 = t9 != t11
+            t10 = t9 != ('')
         else:
-            t10 = _compare('!=', t9, t11)
+            t10 = _compare('!=', t9, (''))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = t7
-            if t13 is None: t13 = Missing('u')
-            if t13.__class__ is dict and 'key' in t13:
-                t14 = t13['key']
-                if t14 is None: t14 = Missing('u.key')
+            t12 = t7
+            if t12 is None: t12 = Missing('u')
+            if t12.__class__ is dict and 'key' in t12:
+                t13 = t12['key']
+                if t13 is None: t13 = Missing('u.key')
             else:
-                t14 = attr_value(t13, 'key', 'u.key')
-            t12 = t14
+                t13 = attr_value(t12, 'key', 'u.key')
+            t11 = t13
         else:
-            t15 = ('options')
-            t12 = t15
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t16 = (' (line ')
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t12.__class__ is int and t16.__class__ is int:
-            t17 = t12 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+            t11 = ('options')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t11.__class__ is int and (' (line ').__class__ is int:
+            t14 = t11 + (' (line ')
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t17 = _binop('+', t12, t16, t5)
+            t14 = _binop('+', t11, (' (line '), t5)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = t7
+        if t15 is None: t15 = Missing('u')
+        if t15.__class__ is dict and 'line' in t15:
+            t16 = t15['line']
+            if t16 is None: t16 = Missing('u.line')
+        else:
+            t16 = attr_value(t15, 'line', 'u.line')
+        t17 = call_value(t5, F_str.fn, F_str.cost, True, [t16])
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = t7
-        if t18 is None: t18 = Missing('u')
-        if t18.__class__ is dict and 'line' in t18:
-            t19 = t18['line']
-            if t19 is None: t19 = Missing('u.line')
+        if t14.__class__ is int and t17.__class__ is int:
+            t18 = t14 + t17
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
         else:
-            t19 = attr_value(t18, 'line', 'u.line')
-        t20 = call_value(t5, F_str.fn, F_str.cost, True, [t19])
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t17.__class__ is int and t20.__class__ is int:
-            t21 = t17 + t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+            t18 = _binop('+', t14, t17, t5)
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        if t18.__class__ is int and (': ').__class__ is int:
+            t19 = t18 + (': ')
+            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
         else:
-            t21 = _binop('+', t17, t20, t5)
+            t19 = _binop('+', t18, (': '), t5)
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        t20 = t7
+        if t20 is None: t20 = Missing('u')
+        if t20.__class__ is dict and 'reason' in t20:
+            t21 = t20['reason']
+            if t21 is None: t21 = Missing('u.reason')
+        else:
+            t21 = attr_value(t20, 'reason', 'u.reason')
         if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = (': ')
+        if t19.__class__ is int and t21.__class__ is int:
+            t22 = t19 + t21
+            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+        else:
+            t22 = _binop('+', t19, t21, t5)
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t21.__class__ is int and t22.__class__ is int:
-            t23 = t21 + t22
+        if t22.__class__ is int and (')').__class__ is int:
+            t23 = t22 + (')')
             if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
         else:
-            t23 = _binop('+', t21, t22, t5)
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = t7
-        if t24 is None: t24 = Missing('u')
-        if t24.__class__ is dict and 'reason' in t24:
-            t25 = t24['reason']
-            if t25 is None: t25 = Missing('u.reason')
-        else:
-            t25 = attr_value(t24, 'reason', 'u.reason')
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        if t23.__class__ is int and t25.__class__ is int:
-            t26 = t23 + t25
-            if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
-        else:
-            t26 = _binop('+', t23, t25, t5)
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        t27 = (')')
-        if t27 is None or t27.__class__ is Missing: _need(t27)
-        if t26.__class__ is int and t27.__class__ is int:
-            t28 = t26 + t27
-            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
-        else:
-            t28 = _binop('+', t26, t27, t5)
-        t1.append(t28)
+            t23 = _binop('+', t22, (')'), t5)
+        t1.append(t23)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t29 = ('; ')
-    t30 = call_value(env, F_join.fn, F_join.cost, False, [t1, t29])
-    return t30
+    t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
+    return t24
 
 def e86(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'unreadable')
-    if t3.__class__ is dict and 'key' in t3:
-        t4 = t3['key']
-        if t4 is None: t4 = Missing('key')
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('unreadable[0]')
     else:
-        t4 = attr_value(t3, 'key', 'key')
-    t6 = ('')
-    if t4.__class__ is str:
-        t5 = t4 != t6
+        t2 = index_value(t1, (0), 'unreadable')
+    if t2.__class__ is dict and 'key' in t2:
+        t3 = t2['key']
+        if t3 is None: t3 = Missing('key')
     else:
-        t5 = _compare('!=', t4, t6)
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = env.lookup('unreadable')
-        if t8 is None: t8 = Missing('unreadable')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (0)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'unreadable')
-        if t10.__class__ is dict and 'key' in t10:
-            t11 = t10['key']
-            if t11 is None: t11 = Missing('key')
+        t3 = attr_value(t2, 'key', 'key')
+    if t3.__class__ is str:
+        t4 = t3 != ('')
+    else:
+        t4 = _compare('!=', t3, (''))
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t1.__class__ is list and len(t1) > 0:
+            t6 = t1[0]
+            if t6 is None: t6 = Missing('unreadable[0]')
         else:
-            t11 = attr_value(t10, 'key', 'key')
-        t7 = t11
+            t6 = index_value(t1, (0), 'unreadable')
+        if t6.__class__ is dict and 'key' in t6:
+            t7 = t6['key']
+            if t7 is None: t7 = Missing('key')
+        else:
+            t7 = attr_value(t6, 'key', 'key')
+        t5 = t7
     else:
-        t12 = ('#L')
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t1.__class__ is list and len(t1) > 0:
+            t8 = t1[0]
+            if t8 is None: t8 = Missing('unreadable[0]')
+        else:
+            t8 = index_value(t1, (0), 'unreadable')
+        if t8.__class__ is dict and 'line' in t8:
+            t9 = t8['line']
+            if t9 is None: t9 = Missing('line')
+        else:
+            t9 = attr_value(t8, 'line', 'line')
+        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if ('#L').__class__ is int and t10.__class__ is int:
+            t11 = ('#L') + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('+', ('#L'), t10, env)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t11.__class__ is int and (':').__class__ is int:
+            t12 = t11 + (':')
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        else:
+            t12 = _binop('+', t11, (':'), env)
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('unreadable')
-        if t13 is None: t13 = Missing('unreadable')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = (0)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = index_value(t13, t14, 'unreadable')
-        if t15.__class__ is dict and 'line' in t15:
-            t16 = t15['line']
-            if t16 is None: t16 = Missing('line')
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t1.__class__ is list and len(t1) > 0:
+            t13 = t1[0]
+            if t13 is None: t13 = Missing('unreadable[0]')
         else:
-            t16 = attr_value(t15, 'line', 'line')
-        t17 = call_value(env, F_str.fn, F_str.cost, True, [t16])
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t12.__class__ is int and t17.__class__ is int:
-            t18 = t12 + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+            t13 = index_value(t1, (0), 'unreadable')
+        if t13.__class__ is dict and 'col' in t13:
+            t14 = t13['col']
+            if t14 is None: t14 = Missing('col')
         else:
-            t18 = _binop('+', t12, t17, env)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = (':')
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t18.__class__ is int and t19.__class__ is int:
-            t20 = t18 + t19
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+            t14 = attr_value(t13, 'col', 'col')
+        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if t12.__class__ is int and t15.__class__ is int:
+            t16 = t12 + t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t20 = _binop('+', t18, t19, env)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = env.lookup('unreadable')
-        if t21 is None: t21 = Missing('unreadable')
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = (0)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = index_value(t21, t22, 'unreadable')
-        if t23.__class__ is dict and 'col' in t23:
-            t24 = t23['col']
-            if t24 is None: t24 = Missing('col')
-        else:
-            t24 = attr_value(t23, 'col', 'col')
-        t25 = call_value(env, F_str.fn, F_str.cost, True, [t24])
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        if t20.__class__ is int and t25.__class__ is int:
-            t26 = t20 + t25
-            if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
-        else:
-            t26 = _binop('+', t20, t25, env)
-        t7 = t26
-    return t7
+            t16 = _binop('+', t12, t15, env)
+        t5 = t16
+    return t5
 
 def e87(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('megatron')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('megatron')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('megatron'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('set the variables the launch line uses outside if/case blocks (or pass the options on the launch line itself), so the script determines them')
-        t4 = t5
+        t3 = ('set the variables the launch line uses outside if/case blocks (or pass the options on the launch line itself), so the script determines them')
     else:
-        t6 = env.lookup('dialect')
-        if t6 is None: t6 = Missing('dialect')
-        t8 = ('kempnerforge')
-        if t6.__class__ is str:
-            t7 = t6 == t8
+        if t1.__class__ is str:
+            t4 = t1 == ('kempnerforge')
         else:
-            t7 = _compare('==', t6, t8)
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = ('set the variable in the script (or write the value on the launch line, --distributed.tp=4)')
-            t9 = t10
+            t4 = _compare('==', t1, ('kempnerforge'))
+        if (t4 if t4.__class__ is bool else _truth(t4)):
+            t5 = ('set the variable in the script (or write the value on the launch line, --distributed.tp=4)')
         else:
-            t11 = ('write the value as a literal (or literal arithmetic) in the config function, or give it on the launch line (--parallelism.tensor_parallel_degree 8)')
-            t9 = t11
-        t4 = t9
-    return t4
+            t5 = ('write the value as a literal (or literal arithmetic) in the config function, or give it on the launch line (--parallelism.tensor_parallel_degree 8)')
+        t3 = t5
+    return t3
 
 def e88(env):
     t1 = env.lookup('refusals')
@@ -2481,15 +2297,13 @@ def e95(env):
             if not (t15 if t15.__class__ is bool else _truth(t15)):
                 t17 = t9
                 if t17 is None: t17 = Missing('t')
-                t19 = t7.lookup('choices')
-                if t19 is None: t19 = Missing('choices')
-                if t19.__class__ is dict and 'tp' in t19:
-                    t20 = t19['tp']
-                    if t20 is None: t20 = Missing('choices.tp')
+                if t14.__class__ is dict and 'tp' in t14:
+                    t19 = t14['tp']
+                    if t19 is None: t19 = Missing('choices.tp')
                 else:
-                    t20 = attr_value(t19, 'tp', 'choices.tp')
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t7, t17, t20)
-                t18 = _compare('in', t17, t20)
+                    t19 = attr_value(t14, 'tp', 'choices.tp')
+                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t7, t17, t19)
+                t18 = _compare('in', t17, t19)
                 t16 = (t18 if t18.__class__ is bool else _truth(t18))
             else:
                 t16 = True
@@ -2497,20 +2311,20 @@ def e95(env):
         else:
             t13 = False
         if (t13 if t13.__class__ is bool else _truth(t13)):
-            t21 = t9
-            if t21 is None: t21 = Missing('t')
-            t2.append(t21)
+            t20 = t9
+            if t20 is None: t20 = Missing('t')
+            t2.append(t20)
             t3.mem -= 1
             if t3.mem < 0: _charge_mem(env, 0)
             if len(t2) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     if t1.__class__ is int and t2.__class__ is int:
-        t22 = t1 + t2
-        if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+        t21 = t1 + t2
+        if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
     else:
-        t22 = _binop('+', t1, t2, env)
-    t23 = call_value(env, F_max.fn, F_max.cost, False, [t22])
-    return t23
+        t21 = _binop('+', t1, t2, env)
+    t22 = call_value(env, F_max.fn, F_max.cost, False, [t21])
+    return t22
 
 def e96(env):
     t1 = env.lookup('tp')
@@ -2535,38 +2349,27 @@ def e99(env):
     if t2 is None: t2 = Missing('gpus_per_node')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (0)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (0))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('tp')
-        if t7 is None: t7 = Missing('tp')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('gpus_per_node')
-        if t8 is None: t8 = Missing('gpus_per_node')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = _binop('//', t7, t8, env)
-        t6 = t9
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t6 = _binop('//', t1, t2, env)
+        t5 = t6
     else:
-        t10 = env.lookup('tp')
-        if t10 is None: t10 = Missing('tp')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = env.lookup('gpus_per_node')
-        if t11 is None: t11 = Missing('gpus_per_node')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = _binop('//', t10, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = (1)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t7 = _binop('//', t1, t2, env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t7.__class__ is int and (1).__class__ is int:
+            t8 = t7 + (1)
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t14 = _binop('+', t12, t13, env)
-        t6 = t14
-    return t6
+            t8 = _binop('+', t7, (1), env)
+        t5 = t8
+    return t5
 
 def e100(env):
     t1 = env.lookup('keys')
@@ -2591,52 +2394,39 @@ def e102(env):
     if t2 is None: t2 = Missing('best')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (0)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (0))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('tp')
-        if t7 is None: t7 = Missing('tp')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('best')
-        if t8 is None: t8 = Missing('best')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = _binop('//', t7, t8, env)
-        t6 = t9
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t6 = _binop('//', t1, t2, env)
+        t5 = t6
     else:
-        t10 = ('of ')
+        t7 = call_value(env, F_str.fn, F_str.cost, True, [t1])
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if ('of ').__class__ is int and t7.__class__ is int:
+            t8 = ('of ') + t7
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        else:
+            t8 = _binop('+', ('of '), t7, env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t8.__class__ is int and (' / ').__class__ is int:
+            t9 = t8 + (' / ')
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t8, (' / '), env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = call_value(env, F_str.fn, F_str.cost, True, [t2])
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = env.lookup('tp')
-        if t11 is None: t11 = Missing('tp')
-        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t10.__class__ is int and t12.__class__ is int:
-            t13 = t10 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t13 = _binop('+', t10, t12, env)
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = (' / ')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t13.__class__ is int and t14.__class__ is int:
-            t15 = t13 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t13, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = env.lookup('best')
-        if t16 is None: t16 = Missing('best')
-        t17 = call_value(env, F_str.fn, F_str.cost, True, [t16])
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t15.__class__ is int and t17.__class__ is int:
-            t18 = t15 + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-        else:
-            t18 = _binop('+', t15, t17, env)
-        t6 = t18
-    return t6
+            t11 = _binop('+', t9, t10, env)
+        t5 = t11
+    return t5
 
 def e103(env):
     t1 = env.lookup('item')
@@ -2660,40 +2450,35 @@ def e104(env):
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6.__class__ is dict and 'size' in t6:
-            t7 = t6['size']
-            if t7 is None: t7 = Missing('item.size')
+        if t1.__class__ is dict and 'size' in t1:
+            t6 = t1['size']
+            if t6 is None: t6 = Missing('item.size')
         else:
-            t7 = attr_value(t6, 'size', 'item.size')
-        t9 = (1)
-        if t7.__class__ is int:
-            t8 = t7 > t9
+            t6 = attr_value(t1, 'size', 'item.size')
+        if t6.__class__ is int:
+            t7 = t6 > (1)
         else:
-            t8 = _compare('>', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('>', t6, (1))
+        t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('item')
-        if t11 is None: t11 = Missing('item')
-        if t11.__class__ is dict and 'size' in t11:
-            t12 = t11['size']
-            if t12 is None: t12 = Missing('item.size')
+        if t1.__class__ is dict and 'size' in t1:
+            t9 = t1['size']
+            if t9 is None: t9 = Missing('item.size')
         else:
-            t12 = attr_value(t11, 'size', 'item.size')
-        t14 = env.lookup('gpus_per_node')
-        if t14 is None: t14 = Missing('gpus_per_node')
-        if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-            t13 = t12 <= t14
+            t9 = attr_value(t1, 'size', 'item.size')
+        t11 = env.lookup('gpus_per_node')
+        if t11 is None: t11 = Missing('gpus_per_node')
+        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+            t10 = t9 <= t11
         else:
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-            t13 = _compare('<=', t12, t14)
-        t10 = (t13 if t13.__class__ is bool else _truth(t13))
+            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t9, t11)
+            t10 = _compare('<=', t9, t11)
+        t8 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t10 = False
-    return t10
+        t8 = False
+    return t8
 
 def e105(env):
     t1 = env.lookup('axes')
@@ -2703,64 +2488,59 @@ def e105(env):
 def e106(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
-    t3 = ('cyclic')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('cyclic')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('cyclic'))
     return t2
 
 def e107(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
-    t3 = ('cyclic')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('cyclic')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('cyclic'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('item')
-        if t5 is None: t5 = Missing('item')
-        if t5.__class__ is dict and 'stride' in t5:
-            t6 = t5['stride']
-            if t6 is None: t6 = Missing('item.stride')
+        t4 = env.lookup('item')
+        if t4 is None: t4 = Missing('item')
+        if t4.__class__ is dict and 'stride' in t4:
+            t5 = t4['stride']
+            if t5 is None: t5 = Missing('item.stride')
         else:
-            t6 = attr_value(t5, 'stride', 'item.stride')
-        t8 = (1)
-        if t6.__class__ is int:
-            t7 = t6 > t8
+            t5 = attr_value(t4, 'stride', 'item.stride')
+        if t5.__class__ is int:
+            t6 = t5 > (1)
         else:
-            t7 = _compare('>', t6, t8)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t6 = _compare('>', t5, (1))
+        t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t4 = False
-    return t4
+        t3 = False
+    return t3
 
 def e108(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
-    t3 = ('cyclic')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('cyclic')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('cyclic'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('item')
-        if t5 is None: t5 = Missing('item')
-        if t5.__class__ is dict and 'stride' in t5:
-            t6 = t5['stride']
-            if t6 is None: t6 = Missing('item.stride')
+        t4 = env.lookup('item')
+        if t4 is None: t4 = Missing('item')
+        if t4.__class__ is dict and 'stride' in t4:
+            t5 = t4['stride']
+            if t5 is None: t5 = Missing('item.stride')
         else:
-            t6 = attr_value(t5, 'stride', 'item.stride')
-        t8 = (1)
-        if t6.__class__ is int:
-            t7 = t6 == t8
+            t5 = attr_value(t4, 'stride', 'item.stride')
+        if t5.__class__ is int:
+            t6 = t5 == (1)
         else:
-            t7 = _compare('==', t6, t8)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t6 = _compare('==', t5, (1))
+        t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t4 = False
-    return t4
+        t3 = False
+    return t3
 
 def e109(env):
     t1 = env.lookup('item')
@@ -2846,28 +2626,17 @@ def e116(env):
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('keys')
-        if t6 is None: t6 = Missing('keys')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('item')
-        if t7 is None: t7 = Missing('item')
-        if t7.__class__ is dict and 'role' in t7:
-            t8 = t7['role']
-            if t8 is None: t8 = Missing('item.role')
-        else:
-            t8 = attr_value(t7, 'role', 'item.role')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = index_value(t6, t8, 'keys')
-        t5 = t9
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t6 = index_value(t4, t2, 'keys')
+        t5 = t6
     else:
-        t10 = env.lookup('keys')
-        if t10 is None: t10 = Missing('keys')
-        if t10.__class__ is dict and 'tp' in t10:
-            t11 = t10['tp']
-            if t11 is None: t11 = Missing('keys.tp')
+        if t4.__class__ is dict and 'tp' in t4:
+            t7 = t4['tp']
+            if t7 is None: t7 = Missing('keys.tp')
         else:
-            t11 = attr_value(t10, 'tp', 'keys.tp')
-        t5 = t11
+            t7 = attr_value(t4, 'tp', 'keys.tp')
+        t5 = t7
     return t5
 
 def e117(env):
@@ -2886,20 +2655,19 @@ def e117(env):
         t6.let_cache = None
         t9 = t8
         if t9 is None: t9 = Missing('t')
-        t11 = (1)
         if t9.__class__ is int:
-            t10 = t9 > t11
+            t10 = t9 > (1)
         else:
-            t10 = _compare('>', t9, t11)
+            t10 = _compare('>', t9, (1))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t12 = t8
-            if t12 is None: t12 = Missing('t')
-            t1.append(t12)
+            t11 = t8
+            if t11 is None: t11 = Missing('t')
+            t1.append(t11)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t13 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t13
+    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t12
 
 def e118(env):
     t1 = env.lookup('item')
@@ -2913,19 +2681,16 @@ def e118(env):
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6.__class__ is dict and 'size' in t6:
-            t7 = t6['size']
-            if t7 is None: t7 = Missing('item.size')
+        if t1.__class__ is dict and 'size' in t1:
+            t6 = t1['size']
+            if t6 is None: t6 = Missing('item.size')
         else:
-            t7 = attr_value(t6, 'size', 'item.size')
-        t9 = (1)
-        if t7.__class__ is int:
-            t8 = t7 > t9
+            t6 = attr_value(t1, 'size', 'item.size')
+        if t6.__class__ is int:
+            t7 = t6 > (1)
         else:
-            t8 = _compare('>', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('>', t6, (1))
+        t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
     return t5
@@ -2933,11 +2698,10 @@ def e118(env):
 def e119(env):
     t1 = env.lookup('placement')
     if t1 is None: t1 = Missing('placement')
-    t3 = ('cyclic')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('cyclic')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('cyclic'))
     return t2
 
 def e120(env):
@@ -2948,18 +2712,15 @@ def e120(env):
         if t2 is None: t2 = Missing('item.role')
     else:
         t2 = attr_value(t1, 'role', 'item.role')
-    t4 = ('ep')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('ep')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('ep'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('all-to-all token dispatch')
-        t5 = t6
+        t4 = ('all-to-all token dispatch')
     else:
-        t7 = ('ring attention exchange')
-        t5 = t7
-    return t5
+        t4 = ('ring attention exchange')
+    return t4
 
 def e121(env):
     t1 = env.lookup('keys')
@@ -2984,11 +2745,10 @@ def e122(env):
     if t2 is None: t2 = Missing('gpus_per_node')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (0)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (0))
     return t4
 
 def e123(env):
@@ -3027,15 +2787,13 @@ def e126(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('//', t1, t2, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('gpus_per_node')
-    if t4 is None: t4 = Missing('gpus_per_node')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t5 = t3 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t3.__class__ is int and t2.__class__ is int:
+        t4 = t3 * t2
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
     else:
-        t5 = _binop('*', t3, t4, env)
-    return t5
+        t4 = _binop('*', t3, t2, env)
+    return t4
 
 def e127(env):
     t1 = env.lookup('world_size')
@@ -3046,23 +2804,19 @@ def e127(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('//', t1, t2, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = (1)
+    if t3.__class__ is int and (1).__class__ is int:
+        t4 = t3 + (1)
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t5 = t3 + t4
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t4.__class__ is int and t2.__class__ is int:
+        t5 = t4 * t2
         if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t5 = _binop('+', t3, t4, env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = env.lookup('gpus_per_node')
-    if t6 is None: t6 = Missing('gpus_per_node')
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t5.__class__ is int and t6.__class__ is int:
-        t7 = t5 * t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-    else:
-        t7 = _binop('*', t5, t6, env)
-    return t7
+        t5 = _binop('*', t4, t2, env)
+    return t5
 
 def e128(env):
     t1 = env.lookup('item')
@@ -3112,21 +2866,19 @@ def e133(env):
     if t3 is None: t3 = Missing('tp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
-    t6 = (0)
     if t4.__class__ is int:
-        t5 = t4 == t6
+        t5 = t4 == (0)
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, (0))
     return t5
 
 def e134(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     return t2
 
 def e135(env):
@@ -3136,113 +2888,104 @@ def e135(env):
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'tp' in t7:
-            t8 = t7['tp']
-            if t8 is None: t8 = Missing('choices.tp')
+        if t4.__class__ is dict and 'tp' in t4:
+            t7 = t4['tp']
+            if t7 is None: t7 = Missing('choices.tp')
         else:
-            t8 = attr_value(t7, 'tp', 'choices.tp')
-        t6 = t8
+            t7 = attr_value(t4, 'tp', 'choices.tp')
+        t6 = t7
     else:
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'n_heads' in t9:
-            t10 = t9['n_heads']
-            if t10 is None: t10 = Missing('model.n_heads')
+        t8 = env.lookup('model')
+        if t8 is None: t8 = Missing('model')
+        if t8.__class__ is dict and 'n_heads' in t8:
+            t9 = t8['n_heads']
+            if t9 is None: t9 = Missing('model.n_heads')
         else:
-            t10 = attr_value(t9, 'n_heads', 'model.n_heads')
-        t11 = env.lookup('model')
-        if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'n_kv_heads' in t11:
-            t12 = t11['n_kv_heads']
-            if t12 is None: t12 = Missing('model.n_kv_heads')
+            t9 = attr_value(t8, 'n_heads', 'model.n_heads')
+        if t8.__class__ is dict and 'n_kv_heads' in t8:
+            t10 = t8['n_kv_heads']
+            if t10 is None: t10 = Missing('model.n_kv_heads')
         else:
-            t12 = attr_value(t11, 'n_kv_heads', 'model.n_kv_heads')
-        t13 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t10, t12])
-        t14 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t13])
-        t6 = t14
+            t10 = attr_value(t8, 'n_kv_heads', 'model.n_kv_heads')
+        t11 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t9, t10])
+        t12 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t11])
+        t6 = t12
     t3 = loop_items(t6)
-    t15 = Env({}, None, t2, env)
-    t16 = t15.values
-    for t17 in t3:
+    t13 = Env({}, None, t2, env)
+    t14 = t13.values
+    for t15 in t3:
         t2.left -= 39
         if t2.left < 0: _charge(env, 0)
-        t16['t'] = t17
-        t15.let_cache = None
-        t18 = t17
-        if t18 is None: t18 = Missing('t')
-        t20 = (1)
-        if t18.__class__ is int:
-            t19 = t18 > t20
+        t14['t'] = t15
+        t13.let_cache = None
+        t16 = t15
+        if t16 is None: t16 = Missing('t')
+        if t16.__class__ is int:
+            t17 = t16 > (1)
         else:
-            t19 = _compare('>', t18, t20)
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t22 = t15.lookup('gpus_per_node')
-            if t22 is None: t22 = Missing('gpus_per_node')
-            t23 = (t22 is None or t22.__class__ is Missing)
-            if not (t23 if t23.__class__ is bool else _truth(t23)):
-                t25 = t17
-                if t25 is None: t25 = Missing('t')
-                t27 = t15.lookup('gpus_per_node')
-                if t27 is None: t27 = Missing('gpus_per_node')
-                if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-                    t26 = t25 <= t27
+            t17 = _compare('>', t16, (1))
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t19 = t13.lookup('gpus_per_node')
+            if t19 is None: t19 = Missing('gpus_per_node')
+            t20 = (t19 is None or t19.__class__ is Missing)
+            if not (t20 if t20.__class__ is bool else _truth(t20)):
+                t22 = t15
+                if t22 is None: t22 = Missing('t')
+                if t22.__class__ is t19.__class__ and (t22.__class__ is int or t22.__class__ is str):
+                    t23 = t22 <= t19
                 else:
-                    if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t15, t25, t27)
-                    t26 = _compare('<=', t25, t27)
-                t24 = (t26 if t26.__class__ is bool else _truth(t26))
+                    if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t13, t22, t19)
+                    t23 = _compare('<=', t22, t19)
+                t21 = (t23 if t23.__class__ is bool else _truth(t23))
             else:
-                t24 = True
-            t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                t21 = True
+            t18 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t29 = t15.lookup('model')
-            if t29 is None: t29 = Missing('model')
-            if t29.__class__ is dict and 'n_heads' in t29:
-                t30 = t29['n_heads']
-                if t30 is None: t30 = Missing('model.n_heads')
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t25 = t13.lookup('model')
+            if t25 is None: t25 = Missing('model')
+            if t25.__class__ is dict and 'n_heads' in t25:
+                t26 = t25['n_heads']
+                if t26 is None: t26 = Missing('model.n_heads')
             else:
-                t30 = attr_value(t29, 'n_heads', 'model.n_heads')
-            if t30 is None or t30.__class__ is Missing: _need(t30)
-            t31 = t17
-            if t31 is None: t31 = Missing('t')
-            if t31 is None or t31.__class__ is Missing: _need(t31)
-            t32 = _binop('%', t30, t31, t15)
-            t34 = (0)
-            if t32.__class__ is int:
-                t33 = t32 == t34
+                t26 = attr_value(t25, 'n_heads', 'model.n_heads')
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            t27 = t15
+            if t27 is None: t27 = Missing('t')
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = _binop('%', t26, t27, t13)
+            if t28.__class__ is int:
+                t29 = t28 == (0)
             else:
-                t33 = _compare('==', t32, t34)
-            t28 = (t33 if t33.__class__ is bool else _truth(t33))
+                t29 = _compare('==', t28, (0))
+            t24 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
-            t28 = False
-        if (t28 if t28.__class__ is bool else _truth(t28)):
-            t36 = t15.lookup('model')
-            if t36 is None: t36 = Missing('model')
-            if t36.__class__ is dict and 'n_kv_heads' in t36:
-                t37 = t36['n_kv_heads']
-                if t37 is None: t37 = Missing('model.n_kv_heads')
+            t24 = False
+        if (t24 if t24.__class__ is bool else _truth(t24)):
+            t31 = t13.lookup('model')
+            if t31 is None: t31 = Missing('model')
+            if t31.__class__ is dict and 'n_kv_heads' in t31:
+                t32 = t31['n_kv_heads']
+                if t32 is None: t32 = Missing('model.n_kv_heads')
             else:
-                t37 = attr_value(t36, 'n_kv_heads', 'model.n_kv_heads')
-            if t37 is None or t37.__class__ is Missing: _need(t37)
-            t38 = t17
-            if t38 is None: t38 = Missing('t')
-            if t38 is None or t38.__class__ is Missing: _need(t38)
-            t39 = _binop('%', t37, t38, t15)
-            t41 = (0)
-            if t39.__class__ is int:
-                t40 = t39 == t41
+                t32 = attr_value(t31, 'n_kv_heads', 'model.n_kv_heads')
+            if t32 is None or t32.__class__ is Missing: _need(t32)
+            t33 = t15
+            if t33 is None: t33 = Missing('t')
+            if t33 is None or t33.__class__ is Missing: _need(t33)
+            t34 = _binop('%', t32, t33, t13)
+            if t34.__class__ is int:
+                t35 = t34 == (0)
             else:
-                t40 = _compare('==', t39, t41)
-            t35 = (t40 if t40.__class__ is bool else _truth(t40))
+                t35 = _compare('==', t34, (0))
+            t30 = (t35 if t35.__class__ is bool else _truth(t35))
         else:
-            t35 = False
-        if (t35 if t35.__class__ is bool else _truth(t35)):
-            t42 = t17
-            if t42 is None: t42 = Missing('t')
-            t1.append(t42)
+            t30 = False
+        if (t30 if t30.__class__ is bool else _truth(t30)):
+            t36 = t15
+            if t36 is None: t36 = Missing('t')
+            t1.append(t36)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3277,28 +3020,22 @@ def e138(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('use tp in ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('tps')
-        if t7 is None: t7 = Missing('tps')
-        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if ('use tp in ').__class__ is int and t5.__class__ is int:
+            t6 = ('use tp in ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t9 = _binop('+', t6, t8, env)
-        t5 = t9
+            t6 = _binop('+', ('use tp in '), t5, env)
+        t4 = t6
     else:
-        t10 = ('no tp above 1 fits on this world: use tp = 1')
-        t5 = t10
-    return t5
+        t4 = ('no tp above 1 fits on this world: use tp = 1')
+    return t4
 
 def e139(env):
     t1 = env.lookup('model')
@@ -3323,28 +3060,24 @@ def e140(env):
     if t3 is None: t3 = Missing('tp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
-    t6 = (0)
     if t4.__class__ is int:
-        t5 = t4 == t6
+        t5 = t4 == (0)
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, (0))
     return t5
 
 def e141(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('kempnerforge')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('kempnerforge')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('kempnerforge'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = (', or more KV heads')
-        t4 = t5
+        t3 = (', or more KV heads')
     else:
-        t6 = ('')
-        t4 = t6
-    return t4
+        t3 = ('')
+    return t3
 
 def e142(env):
     t1 = env.lookup('model')
@@ -3379,11 +3112,10 @@ def e144(env):
 def e145(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     return t2
 
 def e146(env):
@@ -3414,33 +3146,31 @@ def e148(env):
     if t3 is None: t3 = Missing('ep')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
-    t6 = (0)
     if t4.__class__ is int:
-        t5 = t4 == t6
+        t5 = t4 == (0)
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, (0))
     return t5
 
 def e149(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('model')
-        if t5 is None: t5 = Missing('model')
-        if t5.__class__ is dict and 'is_moe' in t5:
-            t6 = t5['is_moe']
-            if t6 is None: t6 = Missing('model.is_moe')
+        t4 = env.lookup('model')
+        if t4 is None: t4 = Missing('model')
+        if t4.__class__ is dict and 'is_moe' in t4:
+            t5 = t4['is_moe']
+            if t5 is None: t5 = Missing('model.is_moe')
         else:
-            t6 = attr_value(t5, 'is_moe', 'model.is_moe')
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = attr_value(t4, 'is_moe', 'model.is_moe')
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    return t4
+        t3 = False
+    return t3
 
 def e150(env):
     t1 = []
@@ -3449,64 +3179,60 @@ def e150(env):
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'ep' in t7:
-            t8 = t7['ep']
-            if t8 is None: t8 = Missing('choices.ep')
+        if t4.__class__ is dict and 'ep' in t4:
+            t7 = t4['ep']
+            if t7 is None: t7 = Missing('choices.ep')
         else:
-            t8 = attr_value(t7, 'ep', 'choices.ep')
-        t6 = t8
+            t7 = attr_value(t4, 'ep', 'choices.ep')
+        t6 = t7
     else:
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'num_experts' in t9:
-            t10 = t9['num_experts']
-            if t10 is None: t10 = Missing('model.num_experts')
+        t8 = env.lookup('model')
+        if t8 is None: t8 = Missing('model')
+        if t8.__class__ is dict and 'num_experts' in t8:
+            t9 = t8['num_experts']
+            if t9 is None: t9 = Missing('model.num_experts')
         else:
-            t10 = attr_value(t9, 'num_experts', 'model.num_experts')
-        t11 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t10])
-        t6 = t11
+            t9 = attr_value(t8, 'num_experts', 'model.num_experts')
+        t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
+        t6 = t10
     t3 = loop_items(t6)
-    t12 = Env({}, None, t2, env)
-    t13 = t12.values
-    for t14 in t3:
+    t11 = Env({}, None, t2, env)
+    t12 = t11.values
+    for t13 in t3:
         t2.left -= 21
         if t2.left < 0: _charge(env, 0)
-        t13['e'] = t14
-        t12.let_cache = None
-        t15 = t14
-        if t15 is None: t15 = Missing('e')
-        t17 = (1)
-        if t15.__class__ is int:
-            t16 = t15 > t17
+        t12['e'] = t13
+        t11.let_cache = None
+        t14 = t13
+        if t14 is None: t14 = Missing('e')
+        if t14.__class__ is int:
+            t15 = t14 > (1)
         else:
-            t16 = _compare('>', t15, t17)
+            t15 = _compare('>', t14, (1))
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t17 = t11.lookup('model')
+            if t17 is None: t17 = Missing('model')
+            if t17.__class__ is dict and 'num_experts' in t17:
+                t18 = t17['num_experts']
+                if t18 is None: t18 = Missing('model.num_experts')
+            else:
+                t18 = attr_value(t17, 'num_experts', 'model.num_experts')
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = t13
+            if t19 is None: t19 = Missing('e')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = _binop('%', t18, t19, t11)
+            if t20.__class__ is int:
+                t21 = t20 == (0)
+            else:
+                t21 = _compare('==', t20, (0))
+            t16 = (t21 if t21.__class__ is bool else _truth(t21))
+        else:
+            t16 = False
         if (t16 if t16.__class__ is bool else _truth(t16)):
-            t19 = t12.lookup('model')
-            if t19 is None: t19 = Missing('model')
-            if t19.__class__ is dict and 'num_experts' in t19:
-                t20 = t19['num_experts']
-                if t20 is None: t20 = Missing('model.num_experts')
-            else:
-                t20 = attr_value(t19, 'num_experts', 'model.num_experts')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = t14
-            if t21 is None: t21 = Missing('e')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = _binop('%', t20, t21, t12)
-            t24 = (0)
-            if t22.__class__ is int:
-                t23 = t22 == t24
-            else:
-                t23 = _compare('==', t22, t24)
-            t18 = (t23 if t23.__class__ is bool else _truth(t23))
-        else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t25 = t14
-            if t25 is None: t25 = Missing('e')
-            t1.append(t25)
+            t22 = t13
+            if t22 is None: t22 = Missing('e')
+            t1.append(t22)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3521,28 +3247,22 @@ def e151(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('use ep in ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('eps')
-        if t7 is None: t7 = Missing('eps')
-        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if ('use ep in ').__class__ is int and t5.__class__ is int:
+            t6 = ('use ep in ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t9 = _binop('+', t6, t8, env)
-        t5 = t9
+            t6 = _binop('+', ('use ep in '), t5, env)
+        t4 = t6
     else:
-        t10 = ('no ep above 1 fits on this world: use ep = 1')
-        t5 = t10
-    return t5
+        t4 = ('no ep above 1 fits on this world: use ep = 1')
+    return t4
 
 def e152(env):
     t1 = env.lookup('etp')
@@ -3563,74 +3283,72 @@ def e154(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (0)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (0))
     return t3
 
 def e155(env):
     t1 = []
     t2 = env.budget
-    t4 = ('ffn_hidden_dim')
-    t5 = env.lookup('model')
-    if t5 is None: t5 = Missing('model')
-    if t5.__class__ is dict and 'ffn_hidden_dim' in t5:
-        t6 = t5['ffn_hidden_dim']
-        if t6 is None: t6 = Missing('model.ffn_hidden_dim')
+    t4 = env.lookup('model')
+    if t4 is None: t4 = Missing('model')
+    if t4.__class__ is dict and 'ffn_hidden_dim' in t4:
+        t5 = t4['ffn_hidden_dim']
+        if t5 is None: t5 = Missing('model.ffn_hidden_dim')
     else:
-        t6 = attr_value(t5, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-    t7 = [t4, t6]
-    t8 = ('vocab_size')
-    t9 = env.lookup('model')
-    if t9 is None: t9 = Missing('model')
-    if t9.__class__ is dict and 'vocab_size' in t9:
-        t10 = t9['vocab_size']
-        if t10 is None: t10 = Missing('model.vocab_size')
+        t5 = attr_value(t4, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+    t6 = [('ffn_hidden_dim'), t5]
+    if t4.__class__ is dict and 'vocab_size' in t4:
+        t7 = t4['vocab_size']
+        if t7 is None: t7 = Missing('model.vocab_size')
     else:
-        t10 = attr_value(t9, 'vocab_size', 'model.vocab_size')
-    t11 = [t8, t10]
-    t12 = [t7, t11]
-    t3 = loop_items(t12)
-    t13 = Env({}, None, t2, env)
-    t14 = t13.values
-    for t15 in t3:
+        t7 = attr_value(t4, 'vocab_size', 'model.vocab_size')
+    t8 = [('vocab_size'), t7]
+    t9 = [t6, t8]
+    t3 = loop_items(t9)
+    t10 = Env({}, None, t2, env)
+    t11 = t10.values
+    for t12 in t3:
         t2.left -= 24
         if t2.left < 0: _charge(env, 0)
-        t14['p'] = t15
-        t13.let_cache = None
-        t16 = t15
-        if t16 is None: t16 = Missing('p')
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = (1)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = index_value(t16, t17, 'p')
-        t19 = not (t18 is None or t18.__class__ is Missing)
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t21 = t15
-            if t21 is None: t21 = Missing('p')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = (1)
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = index_value(t21, t22, 'p')
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = t13.lookup('tp')
-            if t24 is None: t24 = Missing('tp')
-            if t24 is None or t24.__class__ is Missing: _need(t24)
-            t25 = _binop('%', t23, t24, t13)
-            t27 = (0)
-            if t25.__class__ is int:
-                t26 = t25 != t27
-            else:
-                t26 = _compare('!=', t25, t27)
-            t20 = (t26 if t26.__class__ is bool else _truth(t26))
+        t11['p'] = t12
+        t10.let_cache = None
+        t13 = t12
+        if t13 is None: t13 = Missing('p')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t13.__class__ is list and len(t13) > 1:
+            t14 = t13[1]
+            if t14 is None: t14 = Missing('p[1]')
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t28 = t15
-            if t28 is None: t28 = Missing('p')
-            t1.append(t28)
+            t14 = index_value(t13, (1), 'p')
+        t15 = not (t14 is None or t14.__class__ is Missing)
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t17 = t12
+            if t17 is None: t17 = Missing('p')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            if t17.__class__ is list and len(t17) > 1:
+                t18 = t17[1]
+                if t18 is None: t18 = Missing('p[1]')
+            else:
+                t18 = index_value(t17, (1), 'p')
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = t10.lookup('tp')
+            if t19 is None: t19 = Missing('tp')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = _binop('%', t18, t19, t10)
+            if t20.__class__ is int:
+                t21 = t20 != (0)
+            else:
+                t21 = _compare('!=', t20, (0))
+            t16 = (t21 if t21.__class__ is bool else _truth(t21))
+        else:
+            t16 = False
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t22 = t12
+            if t22 is None: t22 = Missing('p')
+            t1.append(t22)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3641,87 +3359,84 @@ def e156(env):
     t2 = env.budget
     t4 = env.lookup('gpus_per_node')
     if t4 is None: t4 = Missing('gpus_per_node')
-    t5 = (8)
-    t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t4, t5])
-    t7 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t6])
-    t3 = loop_items(t7)
-    t8 = Env({}, None, t2, env)
-    t9 = t8.values
-    for t10 in t3:
+    t5 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t4, (8)])
+    t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
+    t3 = loop_items(t6)
+    t7 = Env({}, None, t2, env)
+    t8 = t7.values
+    for t9 in t3:
         t2.left -= 29
         if t2.left < 0: _charge(env, 0)
-        t9['t'] = t10
-        t8.let_cache = None
-        t11 = t10
-        if t11 is None: t11 = Missing('t')
-        t13 = (1)
-        if t11.__class__ is int:
-            t12 = t11 > t13
+        t8['t'] = t9
+        t7.let_cache = None
+        t10 = t9
+        if t10 is None: t10 = Missing('t')
+        if t10.__class__ is int:
+            t11 = t10 > (1)
         else:
-            t12 = _compare('>', t11, t13)
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t15 = []
-            t16 = t8.budget
-            t18 = t8.lookup('uneven')
-            if t18 is None: t18 = Missing('uneven')
-            t17 = loop_items(t18)
-            t19 = Env({}, None, t16, t8)
-            t20 = t19.values
-            for t21 in t17:
-                t16.left -= 9
-                if t16.left < 0: _charge(t8, 0)
-                t20['u'] = t21
-                t19.let_cache = None
-                t22 = t21
-                if t22 is None: t22 = Missing('u')
+            t11 = _compare('>', t10, (1))
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t13 = []
+            t14 = t7.budget
+            t16 = t7.lookup('uneven')
+            if t16 is None: t16 = Missing('uneven')
+            t15 = loop_items(t16)
+            t17 = Env({}, None, t14, t7)
+            t18 = t17.values
+            for t19 in t15:
+                t14.left -= 9
+                if t14.left < 0: _charge(t7, 0)
+                t18['u'] = t19
+                t17.let_cache = None
+                t20 = t19
+                if t20 is None: t20 = Missing('u')
+                if t20 is None or t20.__class__ is Missing: _need(t20)
+                if t20.__class__ is list and len(t20) > 1:
+                    t21 = t20[1]
+                    if t21 is None: t21 = Missing('u[1]')
+                else:
+                    t21 = index_value(t20, (1), 'u')
+                if t21 is None or t21.__class__ is Missing: _need(t21)
+                t22 = t9
+                if t22 is None: t22 = Missing('t')
                 if t22 is None or t22.__class__ is Missing: _need(t22)
-                t23 = (1)
-                if t23 is None or t23.__class__ is Missing: _need(t23)
-                t24 = index_value(t22, t23, 'u')
-                if t24 is None or t24.__class__ is Missing: _need(t24)
-                t25 = t10
-                if t25 is None: t25 = Missing('t')
-                if t25 is None or t25.__class__ is Missing: _need(t25)
-                t26 = _binop('%', t24, t25, t19)
-                t28 = (0)
-                if t26.__class__ is int:
-                    t27 = t26 == t28
+                t23 = _binop('%', t21, t22, t17)
+                if t23.__class__ is int:
+                    t24 = t23 == (0)
                 else:
-                    t27 = _compare('==', t26, t28)
-                t15.append(t27)
-                t16.mem -= 1
-                if t16.mem < 0: _charge_mem(t8, 0)
-                if len(t15) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t29 = call_value(t8, F_all.fn, F_all.cost, False, [t15])
-            t14 = (t29 if t29.__class__ is bool else _truth(t29))
+                    t24 = _compare('==', t23, (0))
+                t13.append(t24)
+                t14.mem -= 1
+                if t14.mem < 0: _charge_mem(t7, 0)
+                if len(t13) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t25 = call_value(t7, F_all.fn, F_all.cost, False, [t13])
+            t12 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t31 = t8.lookup('choices')
-            if t31 is None: t31 = Missing('choices')
-            t32 = (t31 is None or t31.__class__ is Missing)
-            if not (t32 if t32.__class__ is bool else _truth(t32)):
-                t34 = t10
-                if t34 is None: t34 = Missing('t')
-                t36 = t8.lookup('choices')
-                if t36 is None: t36 = Missing('choices')
-                if t36.__class__ is dict and 'tp' in t36:
-                    t37 = t36['tp']
-                    if t37 is None: t37 = Missing('choices.tp')
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t27 = t7.lookup('choices')
+            if t27 is None: t27 = Missing('choices')
+            t28 = (t27 is None or t27.__class__ is Missing)
+            if not (t28 if t28.__class__ is bool else _truth(t28)):
+                t30 = t9
+                if t30 is None: t30 = Missing('t')
+                if t27.__class__ is dict and 'tp' in t27:
+                    t32 = t27['tp']
+                    if t32 is None: t32 = Missing('choices.tp')
                 else:
-                    t37 = attr_value(t36, 'tp', 'choices.tp')
-                if t37.__class__ is list or t37.__class__ is dict or t37.__class__ is str: _charge_operands(t8, t34, t37)
-                t35 = _compare('in', t34, t37)
-                t33 = (t35 if t35.__class__ is bool else _truth(t35))
+                    t32 = attr_value(t27, 'tp', 'choices.tp')
+                if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t7, t30, t32)
+                t31 = _compare('in', t30, t32)
+                t29 = (t31 if t31.__class__ is bool else _truth(t31))
             else:
-                t33 = True
-            t30 = (t33 if t33.__class__ is bool else _truth(t33))
+                t29 = True
+            t26 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
-            t30 = False
-        if (t30 if t30.__class__ is bool else _truth(t30)):
-            t38 = t10
-            if t38 is None: t38 = Missing('t')
-            t1.append(t38)
+            t26 = False
+        if (t26 if t26.__class__ is bool else _truth(t26)):
+            t33 = t9
+            if t33 is None: t33 = Missing('t')
+            t1.append(t33)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3735,11 +3450,10 @@ def e157(env):
         if t2 is None: t2 = Missing('model.called')
     else:
         t2 = attr_value(t1, 'called', 'model.called')
-    t4 = ('model.')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('model.')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('model.'))
     return t3
 
 def e158(env):
@@ -3750,29 +3464,27 @@ def e158(env):
         if t2 is None: t2 = Missing('model.called')
     else:
         t2 = attr_value(t1, 'called', 'model.called')
-    t4 = ('model.')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('model.')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('model.'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('fits')
-        if t6 is None: t6 = Missing('fits')
-        if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
-            t7 = len(t6)
-            env.budget.left -= t7 if t7 > 1 else 1
+        t5 = env.lookup('fits')
+        if t5 is None: t5 = Missing('fits')
+        if t5.__class__ is list or t5.__class__ is str or t5.__class__ is dict:
+            t6 = len(t5)
+            env.budget.left -= t6 if t6 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
-        t9 = (0)
-        if t7.__class__ is int:
-            t8 = t7 > t9
+            t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        if t6.__class__ is int:
+            t7 = t6 > (0)
         else:
-            t8 = _compare('>', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('>', t6, (0))
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    return t5
+        t4 = False
+    return t4
 
 def e159(env):
     t1 = env.lookup('model')
@@ -3782,29 +3494,27 @@ def e159(env):
         if t2 is None: t2 = Missing('model.called')
     else:
         t2 = attr_value(t1, 'called', 'model.called')
-    t4 = ('model.')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('model.')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('model.'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('fits')
-        if t6 is None: t6 = Missing('fits')
-        if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
-            t7 = len(t6)
-            env.budget.left -= t7 if t7 > 1 else 1
+        t5 = env.lookup('fits')
+        if t5 is None: t5 = Missing('fits')
+        if t5.__class__ is list or t5.__class__ is str or t5.__class__ is dict:
+            t6 = len(t5)
+            env.budget.left -= t6 if t6 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
-        t9 = (0)
-        if t7.__class__ is int:
-            t8 = t7 == t9
+            t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        if t6.__class__ is int:
+            t7 = t6 == (0)
         else:
-            t8 = _compare('==', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('==', t6, (0))
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    return t5
+        t4 = False
+    return t4
 
 def e160(env):
     t1 = []
@@ -3822,38 +3532,39 @@ def e160(env):
         t8 = t7
         if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (0)
+        if t8.__class__ is list and len(t8) > 0:
+            t9 = t8[0]
+            if t9 is None: t9 = Missing('u[0]')
+        else:
+            t9 = index_value(t8, (0), 'u')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'u')
+        if t9.__class__ is int and (' ').__class__ is int:
+            t10 = t9 + (' ')
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t9, (' '), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' ')
+        t11 = t7
+        if t11 is None: t11 = Missing('u')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        if t11.__class__ is list and len(t11) > 1:
+            t12 = t11[1]
+            if t12 is None: t12 = Missing('u[1]')
         else:
-            t12 = _binop('+', t10, t11, t5)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = t7
-        if t13 is None: t13 = Missing('u')
+            t12 = index_value(t11, (1), 'u')
+        t13 = call_value(t5, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = (1)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = index_value(t13, t14, 'u')
-        t16 = call_value(t5, F_str.fn, F_str.cost, True, [t15])
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t12.__class__ is int and t16.__class__ is int:
-            t17 = t12 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        if t10.__class__ is int and t13.__class__ is int:
+            t14 = t10 + t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t17 = _binop('+', t12, t16, t5)
-        t1.append(t17)
+            t14 = _binop('+', t10, t13, t5)
+        t1.append(t14)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t18 = (' or ')
-    t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, t18])
-    return t19
+    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
+    return t15
 
 def e161(env):
     t1 = []
@@ -3871,78 +3582,75 @@ def e161(env):
         t8 = t7
         if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (0)
+        if t8.__class__ is list and len(t8) > 0:
+            t9 = t8[0]
+            if t9 is None: t9 = Missing('u[0]')
+        else:
+            t9 = index_value(t8, (0), 'u')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'u')
+        if t9.__class__ is int and (': ').__class__ is int:
+            t10 = t9 + (': ')
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t9, (': '), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (': ')
+        t11 = t7
+        if t11 is None: t11 = Missing('u')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        if t11.__class__ is list and len(t11) > 1:
+            t12 = t11[1]
+            if t12 is None: t12 = Missing('u[1]')
         else:
-            t12 = _binop('+', t10, t11, t5)
+            t12 = index_value(t11, (1), 'u')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = t7
-        if t13 is None: t13 = Missing('u')
+        t13 = t5.lookup('tp')
+        if t13 is None: t13 = Missing('tp')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = (1)
+        t14 = _binop('//', t12, t13, t5)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = index_value(t13, t14, 'u')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = t5.lookup('tp')
-        if t16 is None: t16 = Missing('tp')
+        if t14.__class__ is int and (1).__class__ is int:
+            t15 = t14 + (1)
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('+', t14, (1), t5)
+        t16 = call_value(t5, F_str.fn, F_str.cost, True, [t15])
         if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = _binop('//', t15, t16, t5)
+        if t10.__class__ is int and t16.__class__ is int:
+            t17 = t10 + t16
+            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        else:
+            t17 = _binop('+', t10, t16, t5)
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = (1)
+        if t17.__class__ is int and (' vs ').__class__ is int:
+            t18 = t17 + (' vs ')
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+        else:
+            t18 = _binop('+', t17, (' vs '), t5)
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t17.__class__ is int and t18.__class__ is int:
-            t19 = t17 + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+        t19 = t7
+        if t19 is None: t19 = Missing('u')
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        if t19.__class__ is list and len(t19) > 1:
+            t20 = t19[1]
+            if t20 is None: t20 = Missing('u[1]')
         else:
-            t19 = _binop('+', t17, t18, t5)
-        t20 = call_value(t5, F_str.fn, F_str.cost, True, [t19])
+            t20 = index_value(t19, (1), 'u')
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t12.__class__ is int and t20.__class__ is int:
-            t21 = t12 + t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('+', t12, t20, t5)
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = (' vs ')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t21 = _binop('//', t20, t13, t5)
+        t22 = call_value(t5, F_str.fn, F_str.cost, True, [t21])
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t21.__class__ is int and t22.__class__ is int:
-            t23 = t21 + t22
+        if t18.__class__ is int and t22.__class__ is int:
+            t23 = t18 + t22
             if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
         else:
-            t23 = _binop('+', t21, t22, t5)
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = t7
-        if t24 is None: t24 = Missing('u')
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        t25 = (1)
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        t26 = index_value(t24, t25, 'u')
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        t27 = t5.lookup('tp')
-        if t27 is None: t27 = Missing('tp')
-        if t27 is None or t27.__class__ is Missing: _need(t27)
-        t28 = _binop('//', t26, t27, t5)
-        t29 = call_value(t5, F_str.fn, F_str.cost, True, [t28])
-        if t29 is None or t29.__class__ is Missing: _need(t29)
-        if t23.__class__ is int and t29.__class__ is int:
-            t30 = t23 + t29
-            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
-        else:
-            t30 = _binop('+', t23, t29, t5)
-        t1.append(t30)
+            t23 = _binop('+', t18, t22, t5)
+        t1.append(t23)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t31 = ('; ')
-    t32 = call_value(env, F_join.fn, F_join.cost, False, [t1, t31])
-    return t32
+    t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
+    return t24
 
 def e162(env):
     t1 = []
@@ -3960,60 +3668,57 @@ def e162(env):
         t8 = t7
         if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (0)
+        if t8.__class__ is list and len(t8) > 0:
+            t9 = t8[0]
+            if t9 is None: t9 = Missing('u[0]')
+        else:
+            t9 = index_value(t8, (0), 'u')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'u')
+        if t9.__class__ is int and (' up to ').__class__ is int:
+            t10 = t9 + (' up to ')
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t9, (' up to '), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' up to ')
+        t11 = t7
+        if t11 is None: t11 = Missing('u')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        if t11.__class__ is list and len(t11) > 1:
+            t12 = t11[1]
+            if t12 is None: t12 = Missing('u[1]')
         else:
-            t12 = _binop('+', t10, t11, t5)
+            t12 = index_value(t11, (1), 'u')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = t7
-        if t13 is None: t13 = Missing('u')
+        t13 = t5.lookup('tp')
+        if t13 is None: t13 = Missing('tp')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = (1)
+        t14 = _binop('//', t12, t13, t5)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = index_value(t13, t14, 'u')
+        if t14.__class__ is int and (1).__class__ is int:
+            t15 = t14 + (1)
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('+', t14, (1), t5)
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = t5.lookup('tp')
-        if t16 is None: t16 = Missing('tp')
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = _binop('//', t15, t16, t5)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t15.__class__ is int and t13.__class__ is int:
+            t16 = t15 * t13
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('*', t15, t13, t5)
+        t17 = call_value(t5, F_str.fn, F_str.cost, True, [t16])
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = (1)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t17.__class__ is int and t18.__class__ is int:
-            t19 = t17 + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+        if t10.__class__ is int and t17.__class__ is int:
+            t18 = t10 + t17
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
         else:
-            t19 = _binop('+', t17, t18, t5)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = t5.lookup('tp')
-        if t20 is None: t20 = Missing('tp')
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t19.__class__ is int and t20.__class__ is int:
-            t21 = t19 * t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('*', t19, t20, t5)
-        t22 = call_value(t5, F_str.fn, F_str.cost, True, [t21])
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t12.__class__ is int and t22.__class__ is int:
-            t23 = t12 + t22
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
-        else:
-            t23 = _binop('+', t12, t22, t5)
-        t1.append(t23)
+            t18 = _binop('+', t10, t17, t5)
+        t1.append(t18)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t24 = (' and ')
-    t25 = call_value(env, F_join.fn, F_join.cost, False, [t1, t24])
-    return t25
+    t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
+    return t19
 
 def e163(env):
     t1 = env.lookup('fits')
@@ -4024,28 +3729,22 @@ def e163(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (', or use tp in ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('fits')
-        if t7 is None: t7 = Missing('fits')
-        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if (', or use tp in ').__class__ is int and t5.__class__ is int:
+            t6 = (', or use tp in ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t9 = _binop('+', t6, t8, env)
-        t5 = t9
+            t6 = _binop('+', (', or use tp in '), t5, env)
+        t4 = t6
     else:
-        t10 = ('')
-        t5 = t10
-    return t5
+        t4 = ('')
+    return t4
 
 def e164(env):
     t1 = env.lookup('fits')
@@ -4069,16 +3768,17 @@ def e165(env):
         t8 = t7
         if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (0)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'u')
-        t1.append(t10)
+        if t8.__class__ is list and len(t8) > 0:
+            t9 = t8[0]
+            if t9 is None: t9 = Missing('u[0]')
+        else:
+            t9 = index_value(t8, (0), 'u')
+        t1.append(t9)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t11 = (' and ')
-    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1, t11])
-    return t12
+    t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
+    return t10
 
 def e166(env):
     t1 = env.lookup('memory')
@@ -4088,18 +3788,16 @@ def e166(env):
         if t2 is None: t2 = Missing('memory.peak_gib')
     else:
         t2 = attr_value(t1, 'peak_gib', 'memory.peak_gib')
-    t4 = env.lookup('memory')
-    if t4 is None: t4 = Missing('memory')
-    if t4.__class__ is dict and 'gpu_gib' in t4:
-        t5 = t4['gpu_gib']
-        if t5 is None: t5 = Missing('memory.gpu_gib')
+    if t1.__class__ is dict and 'gpu_gib' in t1:
+        t4 = t1['gpu_gib']
+        if t4 is None: t4 = Missing('memory.gpu_gib')
     else:
-        t5 = attr_value(t4, 'gpu_gib', 'memory.gpu_gib')
-    if t2.__class__ is t5.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 <= t5
+        t4 = attr_value(t1, 'gpu_gib', 'memory.gpu_gib')
+    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 <= t4
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t2, t5)
-        t3 = _compare('<=', t2, t5)
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('<=', t2, t4)
     return t3
 
 def e167(env):
@@ -4110,9 +3808,8 @@ def e167(env):
         if t2 is None: t2 = Missing('memory.peak_gib')
     else:
         t2 = attr_value(t1, 'peak_gib', 'memory.peak_gib')
-    t3 = (1)
-    t4 = call_value(env, F_round.fn, F_round.cost, False, [t2, t3])
-    return t4
+    t3 = call_value(env, F_round.fn, F_round.cost, False, [t2, (1)])
+    return t3
 
 def e168(env):
     t1 = env.lookup('memory')
@@ -4122,33 +3819,27 @@ def e168(env):
         if t2 is None: t2 = Missing('memory.stages')
     else:
         t2 = attr_value(t1, 'stages', 'memory.stages')
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (1)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (1))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' on pipeline stage ')
+        if t1.__class__ is dict and 'peak_stage' in t1:
+            t5 = t1['peak_stage']
+            if t5 is None: t5 = Missing('memory.peak_stage')
+        else:
+            t5 = attr_value(t1, 'peak_stage', 'memory.peak_stage')
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('memory')
-        if t7 is None: t7 = Missing('memory')
-        if t7.__class__ is dict and 'peak_stage' in t7:
-            t8 = t7['peak_stage']
-            if t8 is None: t8 = Missing('memory.peak_stage')
+        if (' on pipeline stage ').__class__ is int and t6.__class__ is int:
+            t7 = (' on pipeline stage ') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t8 = attr_value(t7, 'peak_stage', 'memory.peak_stage')
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t6.__class__ is int and t9.__class__ is int:
-            t10 = t6 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t6, t9, env)
-        t5 = t10
+            t7 = _binop('+', (' on pipeline stage '), t6, env)
+        t4 = t7
     else:
-        t11 = ('')
-        t5 = t11
-    return t5
+        t4 = ('')
+    return t4
 
 def e169(env):
     t1 = env.lookup('memory')
@@ -4183,24 +3874,22 @@ def e171(env):
 def e172(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('megatron')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('megatron')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('megatron'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('keys')
-        if t5 is None: t5 = Missing('keys')
-        if t5.__class__ is dict and 'dp_shard' in t5:
-            t6 = t5['dp_shard']
-            if t6 is None: t6 = Missing('keys.dp_shard')
+        t4 = env.lookup('keys')
+        if t4 is None: t4 = Missing('keys')
+        if t4.__class__ is dict and 'dp_shard' in t4:
+            t5 = t4['dp_shard']
+            if t5 is None: t5 = Missing('keys.dp_shard')
         else:
-            t6 = attr_value(t5, 'dp_shard', 'keys.dp_shard')
-        t4 = t6
+            t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
+        t3 = t5
     else:
-        t7 = ('micro_batch_size')
-        t4 = t7
-    return t4
+        t3 = ('micro_batch_size')
+    return t3
 
 def e173(env):
     t1 = env.lookup('memory')
@@ -4219,23 +3908,17 @@ def e174(env):
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations')
-        t4 = t5
+        t4 = ('shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations')
     else:
-        t6 = env.lookup('dialect')
-        if t6 is None: t6 = Missing('dialect')
-        t8 = ('accelerate')
-        if t6.__class__ is str:
-            t7 = t6 == t8
+        if t1.__class__ is str:
+            t5 = t1 == ('accelerate')
         else:
-            t7 = _compare('==', t6, t8)
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = ('shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)')
-            t9 = t10
+            t5 = _compare('==', t1, ('accelerate'))
+        if (t5 if t5.__class__ is bool else _truth(t5)):
+            t6 = ('shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)')
         else:
-            t11 = ('shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)')
-            t9 = t11
-        t4 = t9
+            t6 = ('shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)')
+        t4 = t6
     return t4
 
 def e175(env):
@@ -4256,40 +3939,34 @@ def e176(env):
         if t2 is None: t2 = Missing('memory.peak_gib')
     else:
         t2 = attr_value(t1, 'peak_gib', 'memory.peak_gib')
-    t4 = env.lookup('memory')
-    if t4 is None: t4 = Missing('memory')
-    if t4.__class__ is dict and 'gpu_gib' in t4:
-        t5 = t4['gpu_gib']
-        if t5 is None: t5 = Missing('memory.gpu_gib')
+    if t1.__class__ is dict and 'gpu_gib' in t1:
+        t4 = t1['gpu_gib']
+        if t4 is None: t4 = Missing('memory.gpu_gib')
     else:
-        t5 = attr_value(t4, 'gpu_gib', 'memory.gpu_gib')
+        t4 = attr_value(t1, 'gpu_gib', 'memory.gpu_gib')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    if t1.__class__ is dict and 'margin' in t1:
+        t5 = t1['margin']
+        if t5 is None: t5 = Missing('memory.margin')
+    else:
+        t5 = attr_value(t1, 'margin', 'memory.margin')
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = (1)
+    if (1).__class__ is int and t5.__class__ is int:
+        t6 = (1) - t5
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    else:
+        t6 = _binop('-', (1), t5, env)
     if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = env.lookup('memory')
-    if t7 is None: t7 = Missing('memory')
-    if t7.__class__ is dict and 'margin' in t7:
-        t8 = t7['margin']
-        if t8 is None: t8 = Missing('memory.margin')
+    if t4.__class__ is int and t6.__class__ is int:
+        t7 = t4 * t6
+        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
     else:
-        t8 = attr_value(t7, 'margin', 'memory.margin')
-    if t8 is None or t8.__class__ is Missing: _need(t8)
-    if t6.__class__ is int and t8.__class__ is int:
-        t9 = t6 - t8
-        if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        t7 = _binop('*', t4, t6, env)
+    if t2.__class__ is t7.__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 <= t7
     else:
-        t9 = _binop('-', t6, t8, env)
-    if t9 is None or t9.__class__ is Missing: _need(t9)
-    if t5.__class__ is int and t9.__class__ is int:
-        t10 = t5 * t9
-        if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-    else:
-        t10 = _binop('*', t5, t9, env)
-    if t2.__class__ is t10.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 <= t10
-    else:
-        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t2, t10)
-        t3 = _compare('<=', t2, t10)
+        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t2, t7)
+        t3 = _compare('<=', t2, t7)
     return t3
 
 def e177(env):
@@ -4301,15 +3978,13 @@ def e177(env):
     else:
         t2 = attr_value(t1, 'margin', 'memory.margin')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = (100)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t2.__class__ is int and t3.__class__ is int:
-        t4 = t2 * t3
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    if t2.__class__ is int and (100).__class__ is int:
+        t3 = t2 * (100)
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
     else:
-        t4 = _binop('*', t2, t3, env)
-    t5 = call_value(env, F_round.fn, F_round.cost, False, [t4])
-    return t5
+        t3 = _binop('*', t2, (100), env)
+    t4 = call_value(env, F_round.fn, F_round.cost, False, [t3])
+    return t4
 
 def e178(env):
     t1 = env.lookup('dialect')
@@ -4318,23 +3993,17 @@ def e178(env):
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing')
-        t4 = t5
+        t4 = ('sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing')
     else:
-        t6 = env.lookup('dialect')
-        if t6 is None: t6 = Missing('dialect')
-        t8 = ('accelerate')
-        if t6.__class__ is str:
-            t7 = t6 == t8
+        if t1.__class__ is str:
+            t5 = t1 == ('accelerate')
         else:
-            t7 = _compare('==', t6, t8)
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = ('sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing')
-            t9 = t10
+            t5 = _compare('==', t1, ('accelerate'))
+        if (t5 if t5.__class__ is bool else _truth(t5)):
+            t6 = ('sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing')
         else:
-            t11 = ('sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity')
-            t9 = t11
-        t4 = t9
+            t6 = ('sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity')
+        t4 = t6
     return t4
 
 def e179(env):
@@ -4351,11 +4020,10 @@ def e179(env):
 def e180(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     return t2
 
 def e181(env):
@@ -4365,72 +4033,68 @@ def e181(env):
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'pp' in t7:
-            t8 = t7['pp']
-            if t8 is None: t8 = Missing('choices.pp')
+        if t4.__class__ is dict and 'pp' in t4:
+            t7 = t4['pp']
+            if t7 is None: t7 = Missing('choices.pp')
         else:
-            t8 = attr_value(t7, 'pp', 'choices.pp')
-        t6 = t8
+            t7 = attr_value(t4, 'pp', 'choices.pp')
+        t6 = t7
     else:
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'n_layers' in t9:
-            t10 = t9['n_layers']
-            if t10 is None: t10 = Missing('model.n_layers')
+        t8 = env.lookup('model')
+        if t8 is None: t8 = Missing('model')
+        if t8.__class__ is dict and 'n_layers' in t8:
+            t9 = t8['n_layers']
+            if t9 is None: t9 = Missing('model.n_layers')
         else:
-            t10 = attr_value(t9, 'n_layers', 'model.n_layers')
-        t11 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t10])
-        t6 = t11
+            t9 = attr_value(t8, 'n_layers', 'model.n_layers')
+        t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
+        t6 = t10
     t3 = loop_items(t6)
-    t12 = Env({}, None, t2, env)
-    t13 = t12.values
-    for t14 in t3:
+    t11 = Env({}, None, t2, env)
+    t12 = t11.values
+    for t13 in t3:
         t2.left -= 23
         if t2.left < 0: _charge(env, 0)
-        t13['p'] = t14
-        t12.let_cache = None
-        t15 = t14
-        if t15 is None: t15 = Missing('p')
-        t17 = (1)
-        if t15.__class__ is int:
-            t16 = t15 > t17
+        t12['p'] = t13
+        t11.let_cache = None
+        t14 = t13
+        if t14 is None: t14 = Missing('p')
+        if t14.__class__ is int:
+            t15 = t14 > (1)
         else:
-            t16 = _compare('>', t15, t17)
+            t15 = _compare('>', t14, (1))
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t17 = t13
+            if t17 is None: t17 = Missing('p')
+            if t17.__class__ is int:
+                t18 = t17 <= (64)
+            else:
+                t18 = _compare('<=', t17, (64))
+            t16 = (t18 if t18.__class__ is bool else _truth(t18))
+        else:
+            t16 = False
         if (t16 if t16.__class__ is bool else _truth(t16)):
-            t19 = t14
-            if t19 is None: t19 = Missing('p')
-            t21 = (64)
-            if t19.__class__ is int:
-                t20 = t19 <= t21
+            t20 = t13
+            if t20 is None: t20 = Missing('p')
+            t22 = t11.lookup('model')
+            if t22 is None: t22 = Missing('model')
+            if t22.__class__ is dict and 'n_layers' in t22:
+                t23 = t22['n_layers']
+                if t23 is None: t23 = Missing('model.n_layers')
             else:
-                t20 = _compare('<=', t19, t21)
-            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+                t23 = attr_value(t22, 'n_layers', 'model.n_layers')
+            if t20.__class__ is t23.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                t21 = t20 <= t23
+            else:
+                if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t11, t20, t23)
+                t21 = _compare('<=', t20, t23)
+            t19 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t23 = t14
-            if t23 is None: t23 = Missing('p')
-            t25 = t12.lookup('model')
-            if t25 is None: t25 = Missing('model')
-            if t25.__class__ is dict and 'n_layers' in t25:
-                t26 = t25['n_layers']
-                if t26 is None: t26 = Missing('model.n_layers')
-            else:
-                t26 = attr_value(t25, 'n_layers', 'model.n_layers')
-            if t23.__class__ is t26.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                t24 = t23 <= t26
-            else:
-                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t12, t23, t26)
-                t24 = _compare('<=', t23, t26)
-            t22 = (t24 if t24.__class__ is bool else _truth(t24))
-        else:
-            t22 = False
-        if (t22 if t22.__class__ is bool else _truth(t22)):
-            t27 = t14
-            if t27 is None: t27 = Missing('p')
-            t1.append(t27)
+            t19 = False
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t24 = t13
+            if t24 is None: t24 = Missing('p')
+            t1.append(t24)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -4446,18 +4110,11 @@ def e182(env):
         t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('pipeline')
-        if t5 is None: t5 = Missing('pipeline')
-        if t5.__class__ is dict and 'stages' in t5:
-            t6 = t5['stages']
-            if t6 is None: t6 = Missing('pipeline.stages')
-        else:
-            t6 = attr_value(t5, 'stages', 'pipeline.stages')
-        t4 = t6
+        t4 = t2
     else:
-        t7 = env.lookup('pp')
-        if t7 is None: t7 = Missing('pp')
-        t4 = t7
+        t5 = env.lookup('pp')
+        if t5 is None: t5 = Missing('pp')
+        t4 = t5
     return t4
 
 def e183(env):
@@ -4481,29 +4138,27 @@ def e184(env):
     return t2
 
 def e185(env):
-    t1 = ('layers_per_stage')
-    t3 = env.lookup('pipeline')
-    if t3 is None: t3 = Missing('pipeline')
-    if t3.__class__ is dict and 'split_error' in t3:
-        t4 = t3['split_error']
-        if t4 is None: t4 = Missing('pipeline.split_error')
+    t2 = env.lookup('pipeline')
+    if t2 is None: t2 = Missing('pipeline')
+    if t2.__class__ is dict and 'split_error' in t2:
+        t3 = t2['split_error']
+        if t3 is None: t3 = Missing('pipeline.split_error')
     else:
-        t4 = attr_value(t3, 'split_error', 'pipeline.split_error')
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t1, t4)
-    t2 = _compare('not in', t1, t4)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t6 = env.lookup('keys')
-        if t6 is None: t6 = Missing('keys')
-        if t6.__class__ is dict and 'pp' in t6:
-            t7 = t6['pp']
-            if t7 is None: t7 = Missing('keys.pp')
+        t3 = attr_value(t2, 'split_error', 'pipeline.split_error')
+    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('layers_per_stage'), t3)
+    t1 = _compare('not in', ('layers_per_stage'), t3)
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t5 = env.lookup('keys')
+        if t5 is None: t5 = Missing('keys')
+        if t5.__class__ is dict and 'pp' in t5:
+            t6 = t5['pp']
+            if t6 is None: t6 = Missing('keys.pp')
         else:
-            t7 = attr_value(t6, 'pp', 'keys.pp')
-        t5 = t7
+            t6 = attr_value(t5, 'pp', 'keys.pp')
+        t4 = t6
     else:
-        t8 = ('parallelism.pipeline_parallel_layers_per_stage')
-        t5 = t8
-    return t5
+        t4 = ('parallelism.pipeline_parallel_layers_per_stage')
+    return t4
 
 def e186(env):
     t1 = env.lookup('pps')
@@ -4514,28 +4169,22 @@ def e186(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('pp in ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('pps')
-        if t7 is None: t7 = Missing('pps')
-        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if ('pp in ').__class__ is int and t5.__class__ is int:
+            t6 = ('pp in ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t9 = _binop('+', t6, t8, env)
-        t5 = t9
+            t6 = _binop('+', ('pp in '), t5, env)
+        t4 = t6
     else:
-        t10 = ('only pp = 1 on this world')
-        t5 = t10
-    return t5
+        t4 = ('only pp = 1 on this world')
+    return t4
 
 def e187(env):
     t1 = env.lookup('pipeline')
@@ -4546,86 +4195,74 @@ def e187(env):
     else:
         t2 = attr_value(t1, 'effective_counts', 'pipeline.effective_counts')
     t3 = call_value(env, F_min.fn, F_min.cost, False, [t2])
-    t5 = env.lookup('pipeline')
-    if t5 is None: t5 = Missing('pipeline')
-    if t5.__class__ is dict and 'effective_counts' in t5:
-        t6 = t5['effective_counts']
-        if t6 is None: t6 = Missing('pipeline.effective_counts')
+    t5 = call_value(env, F_max.fn, F_max.cost, False, [t2])
+    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == t5
     else:
-        t6 = attr_value(t5, 'effective_counts', 'pipeline.effective_counts')
-    t7 = call_value(env, F_max.fn, F_max.cost, False, [t6])
-    if t3.__class__ is t7.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t7
-    else:
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t3, t7)
-        t4 = _compare('==', t3, t7)
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('==', t3, t5)
     return t4
 
 def e188(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('pipeline')
-        if t5 is None: t5 = Missing('pipeline')
-        if t5.__class__ is dict and 'effective_counts' in t5:
-            t6 = t5['effective_counts']
-            if t6 is None: t6 = Missing('pipeline.effective_counts')
+        t4 = env.lookup('pipeline')
+        if t4 is None: t4 = Missing('pipeline')
+        if t4.__class__ is dict and 'effective_counts' in t4:
+            t5 = t4['effective_counts']
+            if t5 is None: t5 = Missing('pipeline.effective_counts')
         else:
-            t6 = attr_value(t5, 'effective_counts', 'pipeline.effective_counts')
-        t7 = not (t6 is None or t6.__class__ is Missing)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t4, 'effective_counts', 'pipeline.effective_counts')
+        t6 = not (t5 is None or t5.__class__ is Missing)
+        t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t4 = False
-    return t4
+        t3 = False
+    return t3
 
 def e189(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('torchtitan')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('torchtitan')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('torchtitan'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('parallelism')
-        if t5 is None: t5 = Missing('parallelism')
-        if t5.__class__ is dict and 'pp_first_stage_less_layers' in t5:
-            t6 = t5['pp_first_stage_less_layers']
-            if t6 is None: t6 = Missing('parallelism.pp_first_stage_less_layers')
+        t4 = env.lookup('parallelism')
+        if t4 is None: t4 = Missing('parallelism')
+        if t4.__class__ is dict and 'pp_first_stage_less_layers' in t4:
+            t5 = t4['pp_first_stage_less_layers']
+            if t5 is None: t5 = Missing('parallelism.pp_first_stage_less_layers')
         else:
-            t6 = attr_value(t5, 'pp_first_stage_less_layers', 'parallelism.pp_first_stage_less_layers')
-        t4 = t6
+            t5 = attr_value(t4, 'pp_first_stage_less_layers', 'parallelism.pp_first_stage_less_layers')
+        t3 = t5
     else:
-        t7 = (0)
-        t4 = t7
-    return t4
+        t3 = (0)
+    return t3
 
 def e190(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('torchtitan')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('torchtitan')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('torchtitan'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('parallelism')
-        if t5 is None: t5 = Missing('parallelism')
-        if t5.__class__ is dict and 'pp_last_stage_less_layers' in t5:
-            t6 = t5['pp_last_stage_less_layers']
-            if t6 is None: t6 = Missing('parallelism.pp_last_stage_less_layers')
+        t4 = env.lookup('parallelism')
+        if t4 is None: t4 = Missing('parallelism')
+        if t4.__class__ is dict and 'pp_last_stage_less_layers' in t4:
+            t5 = t4['pp_last_stage_less_layers']
+            if t5 is None: t5 = Missing('parallelism.pp_last_stage_less_layers')
         else:
-            t6 = attr_value(t5, 'pp_last_stage_less_layers', 'parallelism.pp_last_stage_less_layers')
-        t4 = t6
+            t5 = attr_value(t4, 'pp_last_stage_less_layers', 'parallelism.pp_last_stage_less_layers')
+        t3 = t5
     else:
-        t7 = (0)
-        t4 = t7
-    return t4
+        t3 = (0)
+    return t3
 
 def e191(env):
     t1 = env.lookup('model')
@@ -4667,63 +4304,45 @@ def e192(env):
     t3 = env.lookup('total')
     if t3 is None: t3 = Missing('total')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('pipeline')
-    if t4 is None: t4 = Missing('pipeline')
-    if t4.__class__ is dict and 'stages' in t4:
-        t5 = t4['stages']
-        if t5 is None: t5 = Missing('pipeline.stages')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t3.__class__ is int and t2.__class__ is int:
+        t4 = t3 + t2
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
     else:
-        t5 = attr_value(t4, 'stages', 'pipeline.stages')
+        t4 = _binop('+', t3, t2, env)
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    if t4.__class__ is int and (1).__class__ is int:
+        t5 = t4 - (1)
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('-', t4, (1), env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t3.__class__ is int and t5.__class__ is int:
-        t6 = t3 + t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('+', t3, t5, env)
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t6 = _binop('//', t5, t2, env)
     if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = (1)
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    if t6.__class__ is int and t7.__class__ is int:
-        t8 = t6 - t7
-        if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+    if t2.__class__ is int and t6.__class__ is int:
+        t7 = t2 * t6
+        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
     else:
-        t8 = _binop('-', t6, t7, env)
-    if t8 is None or t8.__class__ is Missing: _need(t8)
-    t9 = env.lookup('pipeline')
-    if t9 is None: t9 = Missing('pipeline')
-    if t9.__class__ is dict and 'stages' in t9:
-        t10 = t9['stages']
-        if t10 is None: t10 = Missing('pipeline.stages')
-    else:
-        t10 = attr_value(t9, 'stages', 'pipeline.stages')
-    if t10 is None or t10.__class__ is Missing: _need(t10)
-    t11 = _binop('//', t8, t10, env)
-    if t11 is None or t11.__class__ is Missing: _need(t11)
-    if t2.__class__ is int and t11.__class__ is int:
-        t12 = t2 * t11
-        if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-    else:
-        t12 = _binop('*', t2, t11, env)
-    return t12
+        t7 = _binop('*', t2, t6, env)
+    return t7
 
 def e193(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('torchtitan')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('torchtitan')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('torchtitan'))
     return t2
 
 def e194(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('torchtitan')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('torchtitan')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('torchtitan'))
     return t2
 
 def e195(env):
@@ -4734,9 +4353,8 @@ def e195(env):
         if t2 is None: t2 = Missing('pipeline.stages')
     else:
         t2 = attr_value(t1, 'stages', 'pipeline.stages')
-    t3 = ('stage')
-    t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3])
-    return t4
+    t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('stage')])
+    return t3
 
 def e196(env):
     t1 = env.lookup('pipeline')
@@ -4761,95 +4379,79 @@ def e197(env):
         if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
     else:
         t3 = _binop('+', t1, t2, env)
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (0)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (0))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('')
-        t6 = t7
+        t5 = ('')
     else:
-        t8 = (' (with the embedding and output weighted as ')
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t1])
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if (' (with the embedding and output weighted as ').__class__ is int and t6.__class__ is int:
+            t7 = (' (with the embedding and output weighted as ') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', (' (with the embedding and output weighted as '), t6, env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t7.__class__ is int and (' and ').__class__ is int:
+            t8 = t7 + (' and ')
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        else:
+            t8 = _binop('+', t7, (' and '), env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = env.lookup('first')
-        if t9 is None: t9 = Missing('first')
-        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
+        t9 = call_value(env, F_str.fn, F_str.cost, True, [t2])
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t8.__class__ is int and t9.__class__ is int:
+            t10 = t8 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t8, t9, env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t8.__class__ is int and t10.__class__ is int:
-            t11 = t8 + t10
+        if t10.__class__ is int and (' layers, ').__class__ is int:
+            t11 = t10 + (' layers, ')
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t11 = _binop('+', t8, t10, env)
+            t11 = _binop('+', t10, (' layers, '), env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = (' and ')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t11.__class__ is int and t12.__class__ is int:
-            t13 = t11 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t11, t12, env)
+        t12 = env.lookup('total')
+        if t12 is None: t12 = Missing('total')
+        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('last')
-        if t14 is None: t14 = Missing('last')
-        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
+        if t11.__class__ is int and t13.__class__ is int:
+            t14 = t11 + t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        else:
+            t14 = _binop('+', t11, t13, env)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t14.__class__ is int and (' effective layers: ').__class__ is int:
+            t15 = t14 + (' effective layers: ')
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('+', t14, (' effective layers: '), env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13.__class__ is int and t15.__class__ is int:
-            t16 = t13 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        t16 = env.lookup('pipeline')
+        if t16 is None: t16 = Missing('pipeline')
+        if t16.__class__ is dict and 'effective_counts' in t16:
+            t17 = t16['effective_counts']
+            if t17 is None: t17 = Missing('pipeline.effective_counts')
         else:
-            t16 = _binop('+', t13, t15, env)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = (' layers, ')
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t16.__class__ is int and t17.__class__ is int:
-            t18 = t16 + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-        else:
-            t18 = _binop('+', t16, t17, env)
+            t17 = attr_value(t16, 'effective_counts', 'pipeline.effective_counts')
+        t18 = call_value(env, F_join.fn, F_join.cost, False, [t17])
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = env.lookup('total')
-        if t19 is None: t19 = Missing('total')
-        t20 = call_value(env, F_str.fn, F_str.cost, True, [t19])
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t18.__class__ is int and t20.__class__ is int:
-            t21 = t18 + t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+        if t15.__class__ is int and t18.__class__ is int:
+            t19 = t15 + t18
+            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
         else:
-            t21 = _binop('+', t18, t20, env)
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = (' effective layers: ')
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t21.__class__ is int and t22.__class__ is int:
-            t23 = t21 + t22
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+            t19 = _binop('+', t15, t18, env)
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        if t19.__class__ is int and (')').__class__ is int:
+            t20 = t19 + (')')
+            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
         else:
-            t23 = _binop('+', t21, t22, env)
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = env.lookup('pipeline')
-        if t24 is None: t24 = Missing('pipeline')
-        if t24.__class__ is dict and 'effective_counts' in t24:
-            t25 = t24['effective_counts']
-            if t25 is None: t25 = Missing('pipeline.effective_counts')
-        else:
-            t25 = attr_value(t24, 'effective_counts', 'pipeline.effective_counts')
-        t26 = call_value(env, F_join.fn, F_join.cost, False, [t25])
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        if t23.__class__ is int and t26.__class__ is int:
-            t27 = t23 + t26
-            if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
-        else:
-            t27 = _binop('+', t23, t26, env)
-        if t27 is None or t27.__class__ is Missing: _need(t27)
-        t28 = (')')
-        if t28 is None or t28.__class__ is Missing: _need(t28)
-        if t27.__class__ is int and t28.__class__ is int:
-            t29 = t27 + t28
-            if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
-        else:
-            t29 = _binop('+', t27, t28, env)
-        t6 = t29
-    return t6
+            t20 = _binop('+', t19, (')'), env)
+        t5 = t20
+    return t5
 
 def e198(env):
     t1 = []
@@ -4872,31 +4474,29 @@ def e198(env):
         t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('p')
-        t12 = (1)
         if t10.__class__ is int:
-            t11 = t10 > t12
+            t11 = t10 > (1)
         else:
-            t11 = _compare('>', t10, t12)
+            t11 = _compare('>', t10, (1))
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t14 = t9
-            if t14 is None: t14 = Missing('p')
-            t16 = (64)
-            if t14.__class__ is int:
-                t15 = t14 <= t16
+            t13 = t9
+            if t13 is None: t13 = Missing('p')
+            if t13.__class__ is int:
+                t14 = t13 <= (64)
             else:
-                t15 = _compare('<=', t14, t16)
-            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = _compare('<=', t13, (64))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t17 = t9
-            if t17 is None: t17 = Missing('p')
-            t1.append(t17)
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t15 = t9
+            if t15 is None: t15 = Missing('p')
+            t1.append(t15)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t18 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t18
+    t16 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t16
 
 def e199(env):
     t1 = env.lookup('pipeline')
@@ -4926,10 +4526,8 @@ def e200(env):
     else:
         t4 = _binop('-', t1, t3, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = (2)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = _binop('//', t4, t5, env)
-    return t6
+    t5 = _binop('//', t4, (2), env)
+    return t5
 
 def e201(env):
     t1 = env.lookup('even_total')
@@ -4949,33 +4547,22 @@ def e201(env):
     else:
         t4 = _binop('-', t1, t3, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = env.lookup('even_total')
-    if t5 is None: t5 = Missing('even_total')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    if t1.__class__ is int and t3.__class__ is int:
+        t5 = t1 - t3
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('-', t1, t3, env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = env.lookup('model')
-    if t6 is None: t6 = Missing('model')
-    if t6.__class__ is dict and 'n_layers' in t6:
-        t7 = t6['n_layers']
-        if t7 is None: t7 = Missing('model.n_layers')
+    t6 = _binop('//', t5, (2), env)
+    if t6 is None or t6.__class__ is Missing: _need(t6)
+    if t4.__class__ is int and t6.__class__ is int:
+        t7 = t4 - t6
+        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
     else:
-        t7 = attr_value(t6, 'n_layers', 'model.n_layers')
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    if t5.__class__ is int and t7.__class__ is int:
-        t8 = t5 - t7
-        if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-    else:
-        t8 = _binop('-', t5, t7, env)
-    if t8 is None or t8.__class__ is Missing: _need(t8)
-    t9 = (2)
-    if t9 is None or t9.__class__ is Missing: _need(t9)
-    t10 = _binop('//', t8, t9, env)
-    if t10 is None or t10.__class__ is Missing: _need(t10)
-    if t4.__class__ is int and t10.__class__ is int:
-        t11 = t4 - t10
-        if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-    else:
-        t11 = _binop('-', t4, t10, env)
-    return t11
+        t7 = _binop('-', t4, t6, env)
+    return t7
 
 def e202(env):
     t1 = env.lookup('even_total')
@@ -5031,52 +4618,49 @@ def e206(env):
 def e207(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('pipeline')
-        if t5 is None: t5 = Missing('pipeline')
-        if t5.__class__ is dict and 'unknown_schedule' in t5:
-            t6 = t5['unknown_schedule']
-            if t6 is None: t6 = Missing('pipeline.unknown_schedule')
+        t4 = env.lookup('pipeline')
+        if t4 is None: t4 = Missing('pipeline')
+        if t4.__class__ is dict and 'unknown_schedule' in t4:
+            t5 = t4['unknown_schedule']
+            if t5 is None: t5 = Missing('pipeline.unknown_schedule')
         else:
-            t6 = attr_value(t5, 'unknown_schedule', 'pipeline.unknown_schedule')
-        t7 = not (t6 if t6.__class__ is bool else _truth(t6))
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t4, 'unknown_schedule', 'pipeline.unknown_schedule')
+        t6 = not (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = env.lookup('dialect')
-        if t9 is None: t9 = Missing('dialect')
-        t11 = ('kempnerforge')
-        if t9.__class__ is str:
-            t10 = t9 == t11
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = env.lookup('dialect')
+        if t8 is None: t8 = Missing('dialect')
+        if t8.__class__ is str:
+            t9 = t8 == ('kempnerforge')
         else:
-            t10 = _compare('==', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = env.lookup('pipeline')
-            if t13 is None: t13 = Missing('pipeline')
-            if t13.__class__ is dict and 'schedule' in t13:
-                t14 = t13['schedule']
-                if t14 is None: t14 = Missing('pipeline.schedule')
+            t9 = _compare('==', t8, ('kempnerforge'))
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t11 = env.lookup('pipeline')
+            if t11 is None: t11 = Missing('pipeline')
+            if t11.__class__ is dict and 'schedule' in t11:
+                t12 = t11['schedule']
+                if t12 is None: t12 = Missing('pipeline.schedule')
             else:
-                t14 = attr_value(t13, 'schedule', 'pipeline.schedule')
-            t16 = ('Interleaved1F1B')
-            if t14.__class__ is str:
-                t15 = t14 == t16
+                t12 = attr_value(t11, 'schedule', 'pipeline.schedule')
+            if t12.__class__ is str:
+                t13 = t12 == ('Interleaved1F1B')
             else:
-                t15 = _compare('==', t14, t16)
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+                t13 = _compare('==', t12, ('Interleaved1F1B'))
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t12 = False
-        t17 = not (t12 if t12.__class__ is bool else _truth(t12))
-        t8 = (t17 if t17.__class__ is bool else _truth(t17))
+            t10 = False
+        t14 = not (t10 if t10.__class__ is bool else _truth(t10))
+        t7 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
-        t8 = False
-    return t8
+        t7 = False
+    return t7
 
 def e208(env):
     t1 = env.lookup('pipeline')
@@ -5086,129 +4670,109 @@ def e208(env):
         if t2 is None: t2 = Missing('pipeline.n_microbatches')
     else:
         t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
-    t3 = ('microbatch')
-    t4 = ('microbatches')
-    t5 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3, t4])
-    return t5
+    t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('microbatch'), ('microbatches')])
+    return t3
 
 def e209(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('kempnerforge')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('kempnerforge')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('kempnerforge'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('train.grad_accum_steps')
-        t4 = t5
+        t3 = ('train.grad_accum_steps')
     else:
-        t6 = env.lookup('pipeline')
-        if t6 is None: t6 = Missing('pipeline')
-        if t6.__class__ is dict and 'microbatches_key' in t6:
-            t7 = t6['microbatches_key']
-            if t7 is None: t7 = Missing('pipeline.microbatches_key')
+        t4 = env.lookup('pipeline')
+        if t4 is None: t4 = Missing('pipeline')
+        if t4.__class__ is dict and 'microbatches_key' in t4:
+            t5 = t4['microbatches_key']
+            if t5 is None: t5 = Missing('pipeline.microbatches_key')
         else:
-            t7 = attr_value(t6, 'microbatches_key', 'pipeline.microbatches_key')
-        t8 = ('training.local_batch_size')
-        t9 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t7, t8])
-        t4 = t9
-    return t4
+            t5 = attr_value(t4, 'microbatches_key', 'pipeline.microbatches_key')
+        t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('training.local_batch_size')])
+        t3 = t6
+    return t3
 
 def e210(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('kempnerforge')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('kempnerforge')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('kempnerforge'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('raise train.grad_accum_steps (the microbatch count) to at least ')
+        t4 = env.lookup('pp')
+        if t4 is None: t4 = Missing('pp')
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('pp')
-        if t6 is None: t6 = Missing('pp')
-        t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t5.__class__ is int and t7.__class__ is int:
-            t8 = t5 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        if ('raise train.grad_accum_steps (the microbatch count) to at least ').__class__ is int and t5.__class__ is int:
+            t6 = ('raise train.grad_accum_steps (the microbatch count) to at least ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t8 = _binop('+', t5, t7, env)
-        t4 = t8
+            t6 = _binop('+', ('raise train.grad_accum_steps (the microbatch count) to at least '), t5, env)
+        t3 = t6
     else:
-        t9 = env.lookup('pipeline')
-        if t9 is None: t9 = Missing('pipeline')
-        if t9.__class__ is dict and 'microbatches_key' in t9:
-            t10 = t9['microbatches_key']
-            if t10 is None: t10 = Missing('pipeline.microbatches_key')
+        t7 = env.lookup('pipeline')
+        if t7 is None: t7 = Missing('pipeline')
+        if t7.__class__ is dict and 'microbatches_key' in t7:
+            t8 = t7['microbatches_key']
+            if t8 is None: t8 = Missing('pipeline.microbatches_key')
         else:
-            t10 = attr_value(t9, 'microbatches_key', 'pipeline.microbatches_key')
-        t11 = ('')
-        t12 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t10, t11])
-        t14 = ('parallelism.num_pp_microbatches')
-        if t12.__class__ is str:
-            t13 = t12 == t14
+            t8 = attr_value(t7, 'microbatches_key', 'pipeline.microbatches_key')
+        t9 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t8, ('')])
+        if t9.__class__ is str:
+            t10 = t9 == ('parallelism.num_pp_microbatches')
         else:
-            t13 = _compare('==', t12, t14)
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t16 = ('make num_pp_microbatches at least ')
-            t15 = t16
+            t10 = _compare('==', t9, ('parallelism.num_pp_microbatches'))
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t11 = ('make num_pp_microbatches at least ')
         else:
-            t17 = ('make local_batch_size / pipeline_parallel_microbatch_size at least ')
-            t15 = t17
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t18 = env.lookup('pipeline')
-        if t18 is None: t18 = Missing('pipeline')
-        if t18.__class__ is dict and 'stages' in t18:
-            t19 = t18['stages']
-            if t19 is None: t19 = Missing('pipeline.stages')
+            t11 = ('make local_batch_size / pipeline_parallel_microbatch_size at least ')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t7.__class__ is dict and 'stages' in t7:
+            t12 = t7['stages']
+            if t12 is None: t12 = Missing('pipeline.stages')
         else:
-            t19 = attr_value(t18, 'stages', 'pipeline.stages')
-        t20 = call_value(env, F_str.fn, F_str.cost, True, [t19])
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t15.__class__ is int and t20.__class__ is int:
-            t21 = t15 + t20
+            t12 = attr_value(t7, 'stages', 'pipeline.stages')
+        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t11.__class__ is int and t13.__class__ is int:
+            t14 = t11 + t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        else:
+            t14 = _binop('+', t11, t13, env)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t7.__class__ is dict and 'style' in t7:
+            t15 = t7['style']
+            if t15 is None: t15 = Missing('pipeline.style')
+        else:
+            t15 = attr_value(t7, 'style', 'pipeline.style')
+        if t15.__class__ is str:
+            t16 = t15 == ('loop')
+        else:
+            t16 = _compare('==', t15, ('loop'))
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t18 = env.lookup('pp')
+            if t18 is None: t18 = Missing('pp')
+            t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            if (' and a multiple of ').__class__ is int and t19.__class__ is int:
+                t20 = (' and a multiple of ') + t19
+                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+            else:
+                t20 = _binop('+', (' and a multiple of '), t19, env)
+            t17 = t20
+        else:
+            t17 = ('')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        if t14.__class__ is int and t17.__class__ is int:
+            t21 = t14 + t17
             if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
         else:
-            t21 = _binop('+', t15, t20, env)
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = env.lookup('pipeline')
-        if t22 is None: t22 = Missing('pipeline')
-        if t22.__class__ is dict and 'style' in t22:
-            t23 = t22['style']
-            if t23 is None: t23 = Missing('pipeline.style')
-        else:
-            t23 = attr_value(t22, 'style', 'pipeline.style')
-        t25 = ('loop')
-        if t23.__class__ is str:
-            t24 = t23 == t25
-        else:
-            t24 = _compare('==', t23, t25)
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t27 = (' and a multiple of ')
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = env.lookup('pp')
-            if t28 is None: t28 = Missing('pp')
-            t29 = call_value(env, F_str.fn, F_str.cost, True, [t28])
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            if t27.__class__ is int and t29.__class__ is int:
-                t30 = t27 + t29
-                if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
-            else:
-                t30 = _binop('+', t27, t29, env)
-            t26 = t30
-        else:
-            t31 = ('')
-            t26 = t31
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        if t21.__class__ is int and t26.__class__ is int:
-            t32 = t21 + t26
-            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
-        else:
-            t32 = _binop('+', t21, t26, env)
-        t4 = t32
-    return t4
+            t21 = _binop('+', t14, t17, env)
+        t3 = t21
+    return t3
 
 def e211(env):
     t1 = env.lookup('pipeline')
@@ -5218,53 +4782,50 @@ def e211(env):
         if t2 is None: t2 = Missing('pipeline.n_microbatches')
     else:
         t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
-    t4 = env.lookup('pipeline')
-    if t4 is None: t4 = Missing('pipeline')
-    if t4.__class__ is dict and 'stages' in t4:
-        t5 = t4['stages']
-        if t5 is None: t5 = Missing('pipeline.stages')
+    if t1.__class__ is dict and 'stages' in t1:
+        t4 = t1['stages']
+        if t4 is None: t4 = Missing('pipeline.stages')
     else:
-        t5 = attr_value(t4, 'stages', 'pipeline.stages')
-    if t2.__class__ is t5.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 >= t5
+        t4 = attr_value(t1, 'stages', 'pipeline.stages')
+    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 >= t4
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t2, t5)
-        t3 = _compare('>=', t2, t5)
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('>=', t2, t4)
     return t3
 
 def e212(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('pipeline')
-        if t5 is None: t5 = Missing('pipeline')
-        if t5.__class__ is dict and 'schedule_error' in t5:
-            t6 = t5['schedule_error']
-            if t6 is None: t6 = Missing('pipeline.schedule_error')
+        t4 = env.lookup('pipeline')
+        if t4 is None: t4 = Missing('pipeline')
+        if t4.__class__ is dict and 'schedule_error' in t4:
+            t5 = t4['schedule_error']
+            if t5 is None: t5 = Missing('pipeline.schedule_error')
         else:
-            t6 = attr_value(t5, 'schedule_error', 'pipeline.schedule_error')
-        t7 = (t6 is None or t6.__class__ is Missing)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t4, 'schedule_error', 'pipeline.schedule_error')
+        t6 = (t5 is None or t5.__class__ is Missing)
+        t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = env.lookup('pipeline')
-        if t9 is None: t9 = Missing('pipeline')
-        if t9.__class__ is dict and 'n_microbatches' in t9:
-            t10 = t9['n_microbatches']
-            if t10 is None: t10 = Missing('pipeline.n_microbatches')
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t8 = env.lookup('pipeline')
+        if t8 is None: t8 = Missing('pipeline')
+        if t8.__class__ is dict and 'n_microbatches' in t8:
+            t9 = t8['n_microbatches']
+            if t9 is None: t9 = Missing('pipeline.n_microbatches')
         else:
-            t10 = attr_value(t9, 'n_microbatches', 'pipeline.n_microbatches')
-        t11 = not (t10 is None or t10.__class__ is Missing)
-        t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = attr_value(t8, 'n_microbatches', 'pipeline.n_microbatches')
+        t10 = not (t9 is None or t9.__class__ is Missing)
+        t7 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t8 = False
-    return t8
+        t7 = False
+    return t7
 
 def e213(env):
     t1 = env.lookup('pipeline')
@@ -5274,9 +4835,8 @@ def e213(env):
         if t2 is None: t2 = Missing('pipeline.stages')
     else:
         t2 = attr_value(t1, 'stages', 'pipeline.stages')
-    t3 = ('pipeline stage')
-    t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3])
-    return t4
+    t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('pipeline stage')])
+    return t3
 
 def e214(env):
     t1 = env.lookup('pipeline')
@@ -5302,116 +4862,96 @@ def e215(env):
 def e216(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
-    t3 = ('kempnerforge')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('kempnerforge')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('kempnerforge'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('train.grad_accum_steps')
-        t4 = t5
+        t3 = ('train.grad_accum_steps')
     else:
-        t6 = env.lookup('dialect')
-        if t6 is None: t6 = Missing('dialect')
-        t8 = ('megatron')
-        if t6.__class__ is str:
-            t7 = t6 == t8
+        if t1.__class__ is str:
+            t4 = t1 == ('megatron')
         else:
-            t7 = _compare('==', t6, t8)
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = ('--global-batch-size / (--micro-batch-size × dp)')
-            t9 = t10
+            t4 = _compare('==', t1, ('megatron'))
+        if (t4 if t4.__class__ is bool else _truth(t4)):
+            t5 = ('--global-batch-size / (--micro-batch-size × dp)')
         else:
-            t11 = env.lookup('pipeline')
-            if t11 is None: t11 = Missing('pipeline')
-            if t11.__class__ is dict and 'microbatches_key' in t11:
-                t12 = t11['microbatches_key']
-                if t12 is None: t12 = Missing('pipeline.microbatches_key')
+            t6 = env.lookup('pipeline')
+            if t6 is None: t6 = Missing('pipeline')
+            if t6.__class__ is dict and 'microbatches_key' in t6:
+                t7 = t6['microbatches_key']
+                if t7 is None: t7 = Missing('pipeline.microbatches_key')
             else:
-                t12 = attr_value(t11, 'microbatches_key', 'pipeline.microbatches_key')
-            t13 = ('')
-            t14 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t12, t13])
-            t16 = ('parallelism.num_pp_microbatches')
-            if t14.__class__ is str:
-                t15 = t14 == t16
+                t7 = attr_value(t6, 'microbatches_key', 'pipeline.microbatches_key')
+            t8 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t7, ('')])
+            if t8.__class__ is str:
+                t9 = t8 == ('parallelism.num_pp_microbatches')
             else:
-                t15 = _compare('==', t14, t16)
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = ('num_pp_microbatches')
-                t17 = t18
+                t9 = _compare('==', t8, ('parallelism.num_pp_microbatches'))
+            if (t9 if t9.__class__ is bool else _truth(t9)):
+                t10 = ('num_pp_microbatches')
             else:
-                t19 = ('local_batch_size / pipeline_parallel_microbatch_size')
-                t17 = t19
-            t9 = t17
-        t4 = t9
-    return t4
+                t10 = ('local_batch_size / pipeline_parallel_microbatch_size')
+            t5 = t10
+        t3 = t5
+    return t3
 
 def e217(env):
-    t1 = (4)
-    if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = env.lookup('pipeline')
-    if t2 is None: t2 = Missing('pipeline')
-    if t2.__class__ is dict and 'stages' in t2:
-        t3 = t2['stages']
-        if t3 is None: t3 = Missing('pipeline.stages')
+    t1 = env.lookup('pipeline')
+    if t1 is None: t1 = Missing('pipeline')
+    if t1.__class__ is dict and 'stages' in t1:
+        t2 = t1['stages']
+        if t2 is None: t2 = Missing('pipeline.stages')
     else:
-        t3 = attr_value(t2, 'stages', 'pipeline.stages')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t1.__class__ is int and t3.__class__ is int:
-        t4 = t1 * t3
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+        t2 = attr_value(t1, 'stages', 'pipeline.stages')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if (4).__class__ is int and t2.__class__ is int:
+        t3 = (4) * t2
+        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
     else:
-        t4 = _binop('*', t1, t3, env)
-    return t4
+        t3 = _binop('*', (4), t2, env)
+    return t3
 
 def e218(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
+    if t1.__class__ is int and (1).__class__ is int:
+        t2 = t1 - (1)
+        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
+    else:
+        t2 = _binop('-', t1, (1), env)
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is int and t2.__class__ is int:
-        t3 = t1 - t2
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    t3 = env.lookup('pipeline')
+    if t3 is None: t3 = Missing('pipeline')
+    if t3.__class__ is dict and 'stages' in t3:
+        t4 = t3['stages']
+        if t4 is None: t4 = Missing('pipeline.stages')
     else:
-        t3 = _binop('-', t1, t2, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = (4)
+        t4 = attr_value(t3, 'stages', 'pipeline.stages')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = env.lookup('pipeline')
-    if t5 is None: t5 = Missing('pipeline')
-    if t5.__class__ is dict and 'stages' in t5:
-        t6 = t5['stages']
-        if t6 is None: t6 = Missing('pipeline.stages')
+    if (4).__class__ is int and t4.__class__ is int:
+        t5 = (4) * t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t6 = attr_value(t5, 'stages', 'pipeline.stages')
+        t5 = _binop('*', (4), t4, env)
+    if t5 is None or t5.__class__ is Missing: _need(t5)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    if t5.__class__ is int and t1.__class__ is int:
+        t6 = t5 + t1
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    else:
+        t6 = _binop('+', t5, t1, env)
     if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t4.__class__ is int and t6.__class__ is int:
-        t7 = t4 * t6
+    if t6.__class__ is int and (1).__class__ is int:
+        t7 = t6 - (1)
         if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
     else:
-        t7 = _binop('*', t4, t6, env)
+        t7 = _binop('-', t6, (1), env)
     if t7 is None or t7.__class__ is Missing: _need(t7)
-    t8 = env.lookup('pp')
-    if t8 is None: t8 = Missing('pp')
-    if t8 is None or t8.__class__ is Missing: _need(t8)
-    if t7.__class__ is int and t8.__class__ is int:
-        t9 = t7 + t8
-        if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-    else:
-        t9 = _binop('+', t7, t8, env)
-    if t9 is None or t9.__class__ is Missing: _need(t9)
-    t10 = (1)
-    if t10 is None or t10.__class__ is Missing: _need(t10)
-    if t9.__class__ is int and t10.__class__ is int:
-        t11 = t9 - t10
-        if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-    else:
-        t11 = _binop('-', t9, t10, env)
-    if t11 is None or t11.__class__ is Missing: _need(t11)
-    t12 = _binop('/', t3, t11, env)
-    t13 = call_value(env, F_percent.fn, F_percent.cost, False, [t12])
-    return t13
+    t8 = _binop('/', t2, t7, env)
+    t9 = call_value(env, F_percent.fn, F_percent.cost, False, [t8])
+    return t9
 
 def e219(env):
     t1 = env.lookup('total')
@@ -5432,41 +4972,48 @@ def e221(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    return t3
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('item[0]')
+    else:
+        t2 = index_value(t1, (0), 'item')
+    return t2
 
 def e222(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    return t3
+    if t1.__class__ is list and len(t1) > 1:
+        t2 = t1[1]
+        if t2 is None: t2 = Missing('item[1]')
+    else:
+        t2 = index_value(t1, (1), 'item')
+    return t2
 
 def e223(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (3)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    return t3
+    if t1.__class__ is list and len(t1) > 3:
+        t2 = t1[3]
+        if t2 is None: t2 = Missing('item[3]')
+    else:
+        t2 = index_value(t1, (3), 'item')
+    return t2
 
 def e224(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (2)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    return t3
+    if t1.__class__ is list and len(t1) > 2:
+        t2 = t1[2]
+        if t2 is None: t2 = Missing('item[2]')
+    else:
+        t2 = index_value(t1, (2), 'item')
+    return t2
 
 def e225(env):
-    t1 = ("'")
-    return t1
+    return ("'")
 
 def e226(env):
     t1 = env.lookup('unused_suppressions')
@@ -5483,25 +5030,15 @@ def e227(env):
         t2 = attr_value(t1, 'selector', 'item.selector')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = (' of ')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6.__class__ is dict and 'selector' in t6:
-            t7 = t6['selector']
-            if t7 is None: t7 = Missing('item.selector')
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if (' of ').__class__ is int and t2.__class__ is int:
+            t5 = (' of ') + t2
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
         else:
-            t7 = attr_value(t6, 'selector', 'item.selector')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t5.__class__ is int and t7.__class__ is int:
-            t8 = t5 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t5, t7, env)
-        t4 = t8
+            t5 = _binop('+', (' of '), t2, env)
+        t4 = t5
     else:
-        t9 = ('')
-        t4 = t9
+        t4 = ('')
     return t4
 
 def e228(env):
@@ -5524,33 +5061,21 @@ def e229(env):
         t2 = attr_value(t1, 'selector', 'item.selector')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = ('the ')
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if ('the ').__class__ is int and t2.__class__ is int:
+            t5 = ('the ') + t2
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+        else:
+            t5 = _binop('+', ('the '), t2, env)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6.__class__ is dict and 'selector' in t6:
-            t7 = t6['selector']
-            if t7 is None: t7 = Missing('item.selector')
+        if t5.__class__ is int and (' entry from').__class__ is int:
+            t6 = t5 + (' entry from')
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t7 = attr_value(t6, 'selector', 'item.selector')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t5.__class__ is int and t7.__class__ is int:
-            t8 = t5 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t5, t7, env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' entry from')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, env)
-        t4 = t10
+            t6 = _binop('+', t5, (' entry from'), env)
+        t4 = t6
     else:
-        t11 = ('')
-        t4 = t11
+        t4 = ('')
     return t4
 
 COMPILED = {

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3136773155, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3554535388, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -85,16 +85,14 @@ K43 = [('transformer'), ('vision_encoder'), ('adapter'), ]
 def e0(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 == t3
+        t2 = t1 == (1)
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, (1))
     return t2
 
 def e1(env):
-    t1 = ('KempnerForge declares cp but never applies context parallelism, and cp is not a DeviceMesh dim')
-    return t1
+    return ('KempnerForge declares cp but never applies context parallelism, and cp is not a DeviceMesh dim')
 
 def e2(env):
     t1 = env.lookup('what')
@@ -106,252 +104,206 @@ def e3(env):
     if t1 is None: t1 = Missing('outside')
     t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = ('the mesh ')
-        if t4 is None or t4.__class__ is Missing: _need(t4)
-        t5 = env.lookup('mesh')
-        if t5 is None: t5 = Missing('mesh')
-        if t5.__class__ is dict and 'dims' in t5:
-            t6 = t5['dims']
-            if t6 is None: t6 = Missing('mesh.dims')
+        t4 = env.lookup('mesh')
+        if t4 is None: t4 = Missing('mesh')
+        if t4.__class__ is dict and 'dims' in t4:
+            t5 = t4['dims']
+            if t5 is None: t5 = Missing('mesh.dims')
         else:
-            t6 = attr_value(t5, 'dims', 'mesh.dims')
-        t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
+            t5 = attr_value(t4, 'dims', 'mesh.dims')
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if ('the mesh ').__class__ is int and t6.__class__ is int:
+            t7 = ('the mesh ') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', ('the mesh '), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t4.__class__ is int and t7.__class__ is int:
-            t8 = t4 + t7
+        if t7.__class__ is int and (' ').__class__ is int:
+            t8 = t7 + (' ')
             if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t8 = _binop('+', t4, t7, env)
+            t8 = _binop('+', t7, (' '), env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' ')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        if t4.__class__ is dict and 'sizes' in t4:
+            t9 = t4['sizes']
+            if t9 is None: t9 = Missing('mesh.sizes')
         else:
-            t10 = _binop('+', t8, t9, env)
+            t9 = attr_value(t4, 'sizes', 'mesh.sizes')
+        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = env.lookup('mesh')
-        if t11 is None: t11 = Missing('mesh')
-        if t11.__class__ is dict and 'sizes' in t11:
-            t12 = t11['sizes']
-            if t12 is None: t12 = Missing('mesh.sizes')
+        if t8.__class__ is int and t10.__class__ is int:
+            t11 = t8 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t12 = attr_value(t11, 'sizes', 'mesh.sizes')
-        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
+            t11 = _binop('+', t8, t10, env)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t11.__class__ is int and (' covers only ranks 0-').__class__ is int:
+            t12 = t11 + (' covers only ranks 0-')
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        else:
+            t12 = _binop('+', t11, (' covers only ranks 0-'), env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t1.__class__ is dict and 'first' in t1:
+            t13 = t1['first']
+            if t13 is None: t13 = Missing('outside.first')
+        else:
+            t13 = attr_value(t1, 'first', 'outside.first')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t10.__class__ is int and t13.__class__ is int:
-            t14 = t10 + t13
+        if t13.__class__ is int and (1).__class__ is int:
+            t14 = t13 - (1)
             if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t14 = _binop('+', t10, t13, env)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = (' covers only ranks 0-')
+            t14 = _binop('-', t13, (1), env)
+        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t14.__class__ is int and t15.__class__ is int:
-            t16 = t14 + t15
+        if t12.__class__ is int and t15.__class__ is int:
+            t16 = t12 + t15
             if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t16 = _binop('+', t14, t15, env)
+            t16 = _binop('+', t12, t15, env)
         if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = env.lookup('outside')
-        if t17 is None: t17 = Missing('outside')
-        if t17.__class__ is dict and 'first' in t17:
-            t18 = t17['first']
-            if t18 is None: t18 = Missing('outside.first')
+        if t16.__class__ is int and (', so ranks ').__class__ is int:
+            t17 = t16 + (', so ranks ')
+            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
         else:
-            t18 = attr_value(t17, 'first', 'outside.first')
+            t17 = _binop('+', t16, (', so ranks '), env)
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = (1)
+        if t17.__class__ is int and t18.__class__ is int:
+            t19 = t17 + t18
+            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+        else:
+            t19 = _binop('+', t17, t18, env)
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t18.__class__ is int and t19.__class__ is int:
-            t20 = t18 - t19
+        if t19.__class__ is int and ('-').__class__ is int:
+            t20 = t19 + ('-')
             if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
         else:
-            t20 = _binop('-', t18, t19, env)
-        t21 = call_value(env, F_str.fn, F_str.cost, True, [t20])
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t16.__class__ is int and t21.__class__ is int:
-            t22 = t16 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+            t20 = _binop('+', t19, ('-'), env)
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        if t1.__class__ is dict and 'last' in t1:
+            t21 = t1['last']
+            if t21 is None: t21 = Missing('outside.last')
         else:
-            t22 = _binop('+', t16, t21, env)
+            t21 = attr_value(t1, 'last', 'outside.last')
+        t22 = call_value(env, F_str.fn, F_str.cost, True, [t21])
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = (', so ranks ')
+        if t20.__class__ is int and t22.__class__ is int:
+            t23 = t20 + t22
+            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+        else:
+            t23 = _binop('+', t20, t22, env)
         if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t22.__class__ is int and t23.__class__ is int:
-            t24 = t22 + t23
+        if t23.__class__ is int and (' (').__class__ is int:
+            t24 = t23 + (' (')
             if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
         else:
-            t24 = _binop('+', t22, t23, env)
+            t24 = _binop('+', t23, (' ('), env)
         if t24 is None or t24.__class__ is Missing: _need(t24)
-        t25 = env.lookup('outside')
-        if t25 is None: t25 = Missing('outside')
-        if t25.__class__ is dict and 'first' in t25:
-            t26 = t25['first']
-            if t26 is None: t26 = Missing('outside.first')
+        if t1.__class__ is dict and 'count' in t1:
+            t25 = t1['count']
+            if t25 is None: t25 = Missing('outside.count')
         else:
-            t26 = attr_value(t25, 'first', 'outside.first')
-        t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
+            t25 = attr_value(t1, 'count', 'outside.count')
+        t26 = call_value(env, F_str.fn, F_str.cost, True, [t25])
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        if t24.__class__ is int and t26.__class__ is int:
+            t27 = t24 + t26
+            if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
+        else:
+            t27 = _binop('+', t24, t26, env)
         if t27 is None or t27.__class__ is Missing: _need(t27)
-        if t24.__class__ is int and t27.__class__ is int:
-            t28 = t24 + t27
+        if t27.__class__ is int and (' of ').__class__ is int:
+            t28 = t27 + (' of ')
             if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
         else:
-            t28 = _binop('+', t24, t27, env)
+            t28 = _binop('+', t27, (' of '), env)
         if t28 is None or t28.__class__ is Missing: _need(t28)
-        t29 = ('-')
-        if t29 is None or t29.__class__ is Missing: _need(t29)
-        if t28.__class__ is int and t29.__class__ is int:
-            t30 = t28 + t29
-            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
-        else:
-            t30 = _binop('+', t28, t29, env)
+        t29 = env.lookup('world_size')
+        if t29 is None: t29 = Missing('world_size')
+        t30 = call_value(env, F_str.fn, F_str.cost, True, [t29])
         if t30 is None or t30.__class__ is Missing: _need(t30)
-        t31 = env.lookup('outside')
-        if t31 is None: t31 = Missing('outside')
-        if t31.__class__ is dict and 'last' in t31:
-            t32 = t31['last']
-            if t32 is None: t32 = Missing('outside.last')
+        if t28.__class__ is int and t30.__class__ is int:
+            t31 = t28 + t30
+            if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
         else:
-            t32 = attr_value(t31, 'last', 'outside.last')
-        t33 = call_value(env, F_str.fn, F_str.cost, True, [t32])
-        if t33 is None or t33.__class__ is Missing: _need(t33)
-        if t30.__class__ is int and t33.__class__ is int:
-            t34 = t30 + t33
-            if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+            t31 = _binop('+', t28, t30, env)
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        if t31.__class__ is int and (') sit outside it').__class__ is int:
+            t32 = t31 + (') sit outside it')
+            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
         else:
-            t34 = _binop('+', t30, t33, env)
-        if t34 is None or t34.__class__ is Missing: _need(t34)
-        t35 = (' (')
-        if t35 is None or t35.__class__ is Missing: _need(t35)
-        if t34.__class__ is int and t35.__class__ is int:
-            t36 = t34 + t35
-            if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
-        else:
-            t36 = _binop('+', t34, t35, env)
-        if t36 is None or t36.__class__ is Missing: _need(t36)
-        t37 = env.lookup('outside')
-        if t37 is None: t37 = Missing('outside')
-        if t37.__class__ is dict and 'count' in t37:
-            t38 = t37['count']
-            if t38 is None: t38 = Missing('outside.count')
-        else:
-            t38 = attr_value(t37, 'count', 'outside.count')
-        t39 = call_value(env, F_str.fn, F_str.cost, True, [t38])
-        if t39 is None or t39.__class__ is Missing: _need(t39)
-        if t36.__class__ is int and t39.__class__ is int:
-            t40 = t36 + t39
-            if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
-        else:
-            t40 = _binop('+', t36, t39, env)
-        if t40 is None or t40.__class__ is Missing: _need(t40)
-        t41 = (' of ')
-        if t41 is None or t41.__class__ is Missing: _need(t41)
-        if t40.__class__ is int and t41.__class__ is int:
-            t42 = t40 + t41
-            if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
-        else:
-            t42 = _binop('+', t40, t41, env)
-        if t42 is None or t42.__class__ is Missing: _need(t42)
-        t43 = env.lookup('world_size')
-        if t43 is None: t43 = Missing('world_size')
-        t44 = call_value(env, F_str.fn, F_str.cost, True, [t43])
-        if t44 is None or t44.__class__ is Missing: _need(t44)
-        if t42.__class__ is int and t44.__class__ is int:
-            t45 = t42 + t44
-            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
-        else:
-            t45 = _binop('+', t42, t44, env)
-        if t45 is None or t45.__class__ is Missing: _need(t45)
-        t46 = (') sit outside it')
-        if t46 is None or t46.__class__ is Missing: _need(t46)
-        if t45.__class__ is int and t46.__class__ is int:
-            t47 = t45 + t46
-            if not -MAX_INT <= t47 <= MAX_INT: _check_value(t47)
-        else:
-            t47 = _binop('+', t45, t46, env)
-        t3 = t47
+            t32 = _binop('+', t31, (') sit outside it'), env)
+        t3 = t32
     else:
-        t48 = env.lookup('mesh')
-        if t48 is None: t48 = Missing('mesh')
-        t49 = not (t48 is None or t48.__class__ is Missing)
-        if (t49 if t49.__class__ is bool else _truth(t49)):
-            t51 = env.lookup('mesh')
-            if t51 is None: t51 = Missing('mesh')
-            if t51.__class__ is dict and 'dims' in t51:
-                t52 = t51['dims']
-                if t52 is None: t52 = Missing('mesh.dims')
+        t33 = env.lookup('mesh')
+        if t33 is None: t33 = Missing('mesh')
+        t34 = not (t33 is None or t33.__class__ is Missing)
+        if (t34 if t34.__class__ is bool else _truth(t34)):
+            if t33.__class__ is dict and 'dims' in t33:
+                t36 = t33['dims']
+                if t36 is None: t36 = Missing('mesh.dims')
             else:
-                t52 = attr_value(t51, 'dims', 'mesh.dims')
-            t54 = K0
-            if t52.__class__ is t54.__class__ and (t52.__class__ is int or t52.__class__ is str):
-                t53 = t52 == t54
+                t36 = attr_value(t33, 'dims', 'mesh.dims')
+            t38 = K0
+            if t36.__class__ is t38.__class__ and (t36.__class__ is int or t36.__class__ is str):
+                t37 = t36 == t38
             else:
-                if t54.__class__ is list or t54.__class__ is dict or t54.__class__ is str: _charge_operands(env, t52, t54)
-                t53 = _compare('==', t52, t54)
-            t50 = (t53 if t53.__class__ is bool else _truth(t53))
+                if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(env, t36, t38)
+                t37 = _compare('==', t36, t38)
+            t35 = (t37 if t37.__class__ is bool else _truth(t37))
         else:
-            t50 = False
-        if (t50 if t50.__class__ is bool else _truth(t50)):
-            t56 = env.lookup('dp_shard')
-            if t56 is None: t56 = Missing('dp_shard')
-            t58 = (1)
-            if t56.__class__ is int:
-                t57 = t56 == t58
+            t35 = False
+        if (t35 if t35.__class__ is bool else _truth(t35)):
+            t40 = env.lookup('dp_shard')
+            if t40 is None: t40 = Missing('dp_shard')
+            if t40.__class__ is int:
+                t41 = t40 == (1)
             else:
-                t57 = _compare('==', t56, t58)
-            t55 = (t57 if t57.__class__ is bool else _truth(t57))
+                t41 = _compare('==', t40, (1))
+            t39 = (t41 if t41.__class__ is bool else _truth(t41))
         else:
-            t55 = False
-        if (t55 if t55.__class__ is bool else _truth(t55)):
-            t60 = ('every other degree is 1, so the mesh falls back to a flat dp_shard of all ')
-            if t60 is None or t60.__class__ is Missing: _need(t60)
-            t61 = env.lookup('mesh')
-            if t61 is None: t61 = Missing('mesh')
-            if t61.__class__ is dict and 'size' in t61:
-                t62 = t61['size']
-                if t62 is None: t62 = Missing('mesh.size')
+            t39 = False
+        if (t39 if t39.__class__ is bool else _truth(t39)):
+            if t33.__class__ is dict and 'size' in t33:
+                t43 = t33['size']
+                if t43 is None: t43 = Missing('mesh.size')
             else:
-                t62 = attr_value(t61, 'size', 'mesh.size')
-            t63 = call_value(env, F_str.fn, F_str.cost, True, [t62])
-            if t63 is None or t63.__class__ is Missing: _need(t63)
-            if t60.__class__ is int and t63.__class__ is int:
-                t64 = t60 + t63
-                if not -MAX_INT <= t64 <= MAX_INT: _check_value(t64)
+                t43 = attr_value(t33, 'size', 'mesh.size')
+            t44 = call_value(env, F_str.fn, F_str.cost, True, [t43])
+            if t44 is None or t44.__class__ is Missing: _need(t44)
+            if ('every other degree is 1, so the mesh falls back to a flat dp_shard of all ').__class__ is int and t44.__class__ is int:
+                t45 = ('every other degree is 1, so the mesh falls back to a flat dp_shard of all ') + t44
+                if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
             else:
-                t64 = _binop('+', t60, t63, env)
-            if t64 is None or t64.__class__ is Missing: _need(t64)
-            t65 = (' ranks and the cp ranks silently become FSDP ranks')
-            if t65 is None or t65.__class__ is Missing: _need(t65)
-            if t64.__class__ is int and t65.__class__ is int:
-                t66 = t64 + t65
-                if not -MAX_INT <= t66 <= MAX_INT: _check_value(t66)
+                t45 = _binop('+', ('every other degree is 1, so the mesh falls back to a flat dp_shard of all '), t44, env)
+            if t45 is None or t45.__class__ is Missing: _need(t45)
+            if t45.__class__ is int and (' ranks and the cp ranks silently become FSDP ranks').__class__ is int:
+                t46 = t45 + (' ranks and the cp ranks silently become FSDP ranks')
+                if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
             else:
-                t66 = _binop('+', t64, t65, env)
-            t59 = t66
+                t46 = _binop('+', t45, (' ranks and the cp ranks silently become FSDP ranks'), env)
+            t42 = t46
         else:
-            t67 = ('the mesh covers only world_size / ')
-            if t67 is None or t67.__class__ is Missing: _need(t67)
-            t68 = env.lookup('cp')
-            if t68 is None: t68 = Missing('cp')
-            t69 = call_value(env, F_str.fn, F_str.cost, True, [t68])
-            if t69 is None or t69.__class__ is Missing: _need(t69)
-            if t67.__class__ is int and t69.__class__ is int:
-                t70 = t67 + t69
-                if not -MAX_INT <= t70 <= MAX_INT: _check_value(t70)
+            t47 = env.lookup('cp')
+            if t47 is None: t47 = Missing('cp')
+            t48 = call_value(env, F_str.fn, F_str.cost, True, [t47])
+            if t48 is None or t48.__class__ is Missing: _need(t48)
+            if ('the mesh covers only world_size / ').__class__ is int and t48.__class__ is int:
+                t49 = ('the mesh covers only world_size / ') + t48
+                if not -MAX_INT <= t49 <= MAX_INT: _check_value(t49)
             else:
-                t70 = _binop('+', t67, t69, env)
-            if t70 is None or t70.__class__ is Missing: _need(t70)
-            t71 = (' ranks and the rest sit outside it')
-            if t71 is None or t71.__class__ is Missing: _need(t71)
-            if t70.__class__ is int and t71.__class__ is int:
-                t72 = t70 + t71
-                if not -MAX_INT <= t72 <= MAX_INT: _check_value(t72)
+                t49 = _binop('+', ('the mesh covers only world_size / '), t48, env)
+            if t49 is None or t49.__class__ is Missing: _need(t49)
+            if t49.__class__ is int and (' ranks and the rest sit outside it').__class__ is int:
+                t50 = t49 + (' ranks and the rest sit outside it')
+                if not -MAX_INT <= t50 <= MAX_INT: _check_value(t50)
             else:
-                t72 = _binop('+', t70, t71, env)
-            t59 = t72
-        t3 = t59
+                t50 = _binop('+', t49, (' ranks and the rest sit outside it'), env)
+            t42 = t50
+        t3 = t42
     return t3
 
 def e4(env):
@@ -359,30 +311,25 @@ def e4(env):
     if t1 is None: t1 = Missing('dp_shard')
     t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = ('; the mesh then becomes dp_shard = ')
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        t4 = env.lookup('cp')
+        if t4 is None: t4 = Missing('cp')
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        t5 = env.lookup('dp_shard')
-        if t5 is None: t5 = Missing('dp_shard')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('cp')
-        if t6 is None: t6 = Missing('cp')
+        if t1.__class__ is int and t4.__class__ is int:
+            t5 = t1 * t4
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+        else:
+            t5 = _binop('*', t1, t4, env)
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t5.__class__ is int and t6.__class__ is int:
-            t7 = t5 * t6
+        if ('; the mesh then becomes dp_shard = ').__class__ is int and t6.__class__ is int:
+            t7 = ('; the mesh then becomes dp_shard = ') + t6
             if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t7 = _binop('*', t5, t6, env)
-        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t4.__class__ is int and t8.__class__ is int:
-            t9 = t4 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t4, t8, env)
-        t3 = t9
+            t7 = _binop('+', ('; the mesh then becomes dp_shard = '), t6, env)
+        t3 = t7
     else:
-        t10 = ('')
-        t3 = t10
+        t3 = ('')
     return t3
 
 def e5(env):
@@ -428,16 +375,15 @@ def e7(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t4 = env.lookup('pp')
         if t4 is None: t4 = Missing('pp')
-        t6 = (1)
         if t4.__class__ is int:
-            t5 = t4 > t6
+            t5 = t4 > (1)
         else:
-            t5 = _compare('>', t4, t6)
+            t5 = _compare('>', t4, (1))
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
-    t7 = not (t3 if t3.__class__ is bool else _truth(t3))
-    return t7
+    t6 = not (t3 if t3.__class__ is bool else _truth(t3))
+    return t6
 
 def e8(env):
     t1 = env.lookup('train')
@@ -447,24 +393,22 @@ def e8(env):
         if t2 is None: t2 = Missing('train.mixed_precision')
     else:
         t2 = attr_value(t1, 'mixed_precision', 'train.mixed_precision')
-    t4 = ('fp8')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('fp8')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('fp8'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('tp')
-        if t6 is None: t6 = Missing('tp')
-        t8 = (1)
-        if t6.__class__ is int:
-            t7 = t6 > t8
+        t5 = env.lookup('tp')
+        if t5 is None: t5 = Missing('tp')
+        if t5.__class__ is int:
+            t6 = t5 > (1)
         else:
-            t7 = _compare('>', t6, t8)
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+            t6 = _compare('>', t5, (1))
+        t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t5 = False
-    t9 = not (t5 if t5.__class__ is bool else _truth(t5))
-    return t9
+        t4 = False
+    t7 = not (t4 if t4.__class__ is bool else _truth(t4))
+    return t7
 
 def e9(env):
     t1 = env.lookup('model')
@@ -477,16 +421,15 @@ def e9(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t4 = env.lookup('pp')
         if t4 is None: t4 = Missing('pp')
-        t6 = (1)
         if t4.__class__ is int:
-            t5 = t4 > t6
+            t5 = t4 > (1)
         else:
-            t5 = _compare('>', t4, t6)
+            t5 = _compare('>', t4, (1))
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
-    t7 = not (t3 if t3.__class__ is bool else _truth(t3))
-    return t7
+    t6 = not (t3 if t3.__class__ is bool else _truth(t3))
+    return t6
 
 def e10(env):
     t1 = env.lookup('vlm')
@@ -499,16 +442,15 @@ def e10(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t4 = env.lookup('pp')
         if t4 is None: t4 = Missing('pp')
-        t6 = (1)
         if t4.__class__ is int:
-            t5 = t4 > t6
+            t5 = t4 > (1)
         else:
-            t5 = _compare('>', t4, t6)
+            t5 = _compare('>', t4, (1))
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
-    t7 = not (t3 if t3.__class__ is bool else _truth(t3))
-    return t7
+    t6 = not (t3 if t3.__class__ is bool else _truth(t3))
+    return t6
 
 def e11(env):
     t1 = env.lookup('vlm')
@@ -529,34 +471,30 @@ def e12(env):
     else:
         t2 = attr_value(t1, 'present', 'vlm.present')
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('vlm')
-        if t4 is None: t4 = Missing('vlm')
-        if t4.__class__ is dict and 'arch' in t4:
-            t5 = t4['arch']
-            if t5 is None: t5 = Missing('vlm.arch')
+        if t1.__class__ is dict and 'arch' in t1:
+            t4 = t1['arch']
+            if t4 is None: t4 = Missing('vlm.arch')
         else:
-            t5 = attr_value(t4, 'arch', 'vlm.arch')
-        t7 = ('moma')
-        if t5.__class__ is str:
-            t6 = t5 == t7
+            t4 = attr_value(t1, 'arch', 'vlm.arch')
+        if t4.__class__ is str:
+            t5 = t4 == ('moma')
         else:
-            t6 = _compare('==', t5, t7)
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('==', t4, ('moma'))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t9 = env.lookup('ep')
-        if t9 is None: t9 = Missing('ep')
-        t11 = (1)
-        if t9.__class__ is int:
-            t10 = t9 > t11
+        t7 = env.lookup('ep')
+        if t7 is None: t7 = Missing('ep')
+        if t7.__class__ is int:
+            t8 = t7 > (1)
         else:
-            t10 = _compare('>', t9, t11)
-        t8 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = _compare('>', t7, (1))
+        t6 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t8 = False
-    t12 = not (t8 if t8.__class__ is bool else _truth(t8))
-    return t12
+        t6 = False
+    t9 = not (t6 if t6.__class__ is bool else _truth(t6))
+    return t9
 
 def e13(env):
     t1 = env.lookup('model')
@@ -588,11 +526,10 @@ def e14(env):
         if t2 is None: t2 = Missing('model.num_experts')
     else:
         t2 = attr_value(t1, 'num_experts', 'model.num_experts')
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 <= t4
+        t3 = t2 <= (0)
     else:
-        t3 = _compare('<=', t2, t4)
+        t3 = _compare('<=', t2, (0))
     return t3
 
 def e15(env):
@@ -604,19 +541,16 @@ def e15(env):
     else:
         t2 = attr_value(t1, 'present', 'vlm.present')
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('vlm')
-        if t4 is None: t4 = Missing('vlm')
-        if t4.__class__ is dict and 'arch' in t4:
-            t5 = t4['arch']
-            if t5 is None: t5 = Missing('vlm.arch')
+        if t1.__class__ is dict and 'arch' in t1:
+            t4 = t1['arch']
+            if t4 is None: t4 = Missing('vlm.arch')
         else:
-            t5 = attr_value(t4, 'arch', 'vlm.arch')
-        t7 = ('moma')
-        if t5.__class__ is str:
-            t6 = t5 == t7
+            t4 = attr_value(t1, 'arch', 'vlm.arch')
+        if t4.__class__ is str:
+            t5 = t4 == ('moma')
         else:
-            t6 = _compare('==', t5, t7)
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('==', t4, ('moma'))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
     return t3
@@ -652,34 +586,29 @@ def e17(env):
     else:
         t2 = attr_value(t1, 'present', 'vlm.present')
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('vlm')
-        if t4 is None: t4 = Missing('vlm')
-        if t4.__class__ is dict and 'num_tokens_from' in t4:
-            t5 = t4['num_tokens_from']
-            if t5 is None: t5 = Missing('vlm.num_tokens_from')
+        if t1.__class__ is dict and 'num_tokens_from' in t1:
+            t4 = t1['num_tokens_from']
+            if t4 is None: t4 = Missing('vlm.num_tokens_from')
         else:
-            t5 = attr_value(t4, 'num_tokens_from', 'vlm.num_tokens_from')
-        t7 = ('config')
-        if t5.__class__ is str:
-            t6 = t5 == t7
+            t4 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
+        if t4.__class__ is str:
+            t5 = t4 == ('config')
         else:
-            t6 = _compare('==', t5, t7)
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('==', t4, ('config'))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t9 = env.lookup('vlm')
-        if t9 is None: t9 = Missing('vlm')
-        if t9.__class__ is dict and 'pool_error' in t9:
-            t10 = t9['pool_error']
-            if t10 is None: t10 = Missing('vlm.pool_error')
+        if t1.__class__ is dict and 'pool_error' in t1:
+            t7 = t1['pool_error']
+            if t7 is None: t7 = Missing('vlm.pool_error')
         else:
-            t10 = attr_value(t9, 'pool_error', 'vlm.pool_error')
-        t11 = (t10 is None or t10.__class__ is Missing)
-        t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t7 = attr_value(t1, 'pool_error', 'vlm.pool_error')
+        t8 = (t7 is None or t7.__class__ is Missing)
+        t6 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t8 = False
-    return t8
+        t6 = False
+    return t6
 
 def e18(env):
     t1 = env.lookup('vlm')
@@ -709,18 +638,15 @@ def e20(env):
         if t2 is None: t2 = Missing('vlm.frames')
     else:
         t2 = attr_value(t1, 'frames', 'vlm.frames')
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (1)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (1))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('frame')
-        t5 = t6
+        t4 = ('frame')
     else:
-        t7 = ('frames')
-        t5 = t7
-    return t5
+        t4 = ('frames')
+    return t4
 
 def e21(env):
     t1 = env.lookup('vlm')
@@ -740,47 +666,38 @@ def e22(env):
         if t2 is None: t2 = Missing('vlm.tokens_per_frame')
     else:
         t2 = attr_value(t1, 'tokens_per_frame', 'vlm.tokens_per_frame')
-    t4 = env.lookup('vlm')
-    if t4 is None: t4 = Missing('vlm')
-    if t4.__class__ is dict and 'num_tokens' in t4:
-        t5 = t4['num_tokens']
-        if t5 is None: t5 = Missing('vlm.num_tokens')
+    if t1.__class__ is dict and 'num_tokens' in t1:
+        t4 = t1['num_tokens']
+        if t4 is None: t4 = Missing('vlm.num_tokens')
     else:
-        t5 = attr_value(t4, 'num_tokens', 'vlm.num_tokens')
-    if t2.__class__ is t5.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 != t5
+        t4 = attr_value(t1, 'num_tokens', 'vlm.num_tokens')
+    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 != t4
     else:
-        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t2, t5)
-        t3 = _compare('!=', t2, t5)
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('!=', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t7 = (' after the ')
+        if t1.__class__ is dict and 'adapter_type' in t1:
+            t6 = t1['adapter_type']
+            if t6 is None: t6 = Missing('vlm.adapter_type')
+        else:
+            t6 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if (' after the ').__class__ is int and t6.__class__ is int:
+            t7 = (' after the ') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', (' after the '), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('vlm')
-        if t8 is None: t8 = Missing('vlm')
-        if t8.__class__ is dict and 'adapter_type' in t8:
-            t9 = t8['adapter_type']
-            if t9 is None: t9 = Missing('vlm.adapter_type')
+        if t7.__class__ is int and (' adapter').__class__ is int:
+            t8 = t7 + (' adapter')
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t9 = attr_value(t8, 'adapter_type', 'vlm.adapter_type')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t7.__class__ is int and t9.__class__ is int:
-            t10 = t7 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t7, t9, env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' adapter')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t10, t11, env)
-        t6 = t12
+            t8 = _binop('+', t7, (' adapter'), env)
+        t5 = t8
     else:
-        t13 = ('')
-        t6 = t13
-    return t6
+        t5 = ('')
+    return t5
 
 def e23(env):
     t1 = env.lookup('vlm')
@@ -790,18 +707,15 @@ def e23(env):
         if t2 is None: t2 = Missing('vlm.arch')
     else:
         t2 = attr_value(t1, 'arch', 'vlm.arch')
-    t4 = ('cross_attention')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('cross_attention')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('cross_attention'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (', none with cross_attention')
-        t5 = t6
+        t4 = (', none with cross_attention')
     else:
-        t7 = ('')
-        t5 = t7
-    return t5
+        t4 = ('')
+    return t4
 
 def e24(env):
     t1 = env.lookup('vlm')
@@ -831,18 +745,15 @@ def e26(env):
         if t2 is None: t2 = Missing('vlm.frames')
     else:
         t2 = attr_value(t1, 'frames', 'vlm.frames')
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (1)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (1))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (', video.max_frames')
-        t5 = t6
+        t4 = (', video.max_frames')
     else:
-        t7 = ('')
-        t5 = t7
-    return t5
+        t4 = ('')
+    return t4
 
 def e27(env):
     t1 = env.lookup('model')
@@ -875,30 +786,26 @@ def e28(env):
     else:
         t2 = attr_value(t1, 'present', 'vlm.present')
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('vlm')
-        if t4 is None: t4 = Missing('vlm')
-        if t4.__class__ is dict and 'num_tokens_from' in t4:
-            t5 = t4['num_tokens_from']
-            if t5 is None: t5 = Missing('vlm.num_tokens_from')
+        if t1.__class__ is dict and 'num_tokens_from' in t1:
+            t4 = t1['num_tokens_from']
+            if t4 is None: t4 = Missing('vlm.num_tokens_from')
         else:
-            t5 = attr_value(t4, 'num_tokens_from', 'vlm.num_tokens_from')
-        t6 = not (t5 is None or t5.__class__ is Missing)
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+            t4 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
+        t5 = not (t4 is None or t4.__class__ is Missing)
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = env.lookup('vlm')
-        if t8 is None: t8 = Missing('vlm')
-        if t8.__class__ is dict and 'pool_error' in t8:
-            t9 = t8['pool_error']
-            if t9 is None: t9 = Missing('vlm.pool_error')
+        if t1.__class__ is dict and 'pool_error' in t1:
+            t7 = t1['pool_error']
+            if t7 is None: t7 = Missing('vlm.pool_error')
         else:
-            t9 = attr_value(t8, 'pool_error', 'vlm.pool_error')
-        t10 = (t9 is None or t9.__class__ is Missing)
-        t7 = (t10 if t10.__class__ is bool else _truth(t10))
+            t7 = attr_value(t1, 'pool_error', 'vlm.pool_error')
+        t8 = (t7 is None or t7.__class__ is Missing)
+        t6 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t7 = False
-    return t7
+        t6 = False
+    return t6
 
 def e29(env):
     t1 = env.lookup('vlm')
@@ -908,41 +815,33 @@ def e29(env):
         if t2 is None: t2 = Missing('vlm.num_tokens_from')
     else:
         t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
-    t4 = ('config')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('config')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('config'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('when it loads the config')
-        t5 = t6
+        t4 = ('when it loads the config')
     else:
-        t7 = ('when it builds the model (vision_encoder.num_tokens = 0 gives the random encoder its default of ')
+        if t1.__class__ is dict and 'num_tokens' in t1:
+            t5 = t1['num_tokens']
+            if t5 is None: t5 = Missing('vlm.num_tokens')
+        else:
+            t5 = attr_value(t1, 'num_tokens', 'vlm.num_tokens')
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if ('when it builds the model (vision_encoder.num_tokens = 0 gives the random encoder its default of ').__class__ is int and t6.__class__ is int:
+            t7 = ('when it builds the model (vision_encoder.num_tokens = 0 gives the random encoder its default of ') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', ('when it builds the model (vision_encoder.num_tokens = 0 gives the random encoder its default of '), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('vlm')
-        if t8 is None: t8 = Missing('vlm')
-        if t8.__class__ is dict and 'num_tokens' in t8:
-            t9 = t8['num_tokens']
-            if t9 is None: t9 = Missing('vlm.num_tokens')
+        if t7.__class__ is int and (' tokens per image)').__class__ is int:
+            t8 = t7 + (' tokens per image)')
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t9 = attr_value(t8, 'num_tokens', 'vlm.num_tokens')
-        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t7.__class__ is int and t10.__class__ is int:
-            t11 = t7 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t7, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = (' tokens per image)')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t11.__class__ is int and t12.__class__ is int:
-            t13 = t11 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t11, t12, env)
-        t5 = t13
-    return t5
+            t8 = _binop('+', t7, (' tokens per image)'), env)
+        t4 = t8
+    return t4
 
 def e30(env):
     t1 = env.lookup('eval')
@@ -962,11 +861,10 @@ def e31(env):
         if t2 is None: t2 = Missing('eval.enabled')
     else:
         t2 = attr_value(t1, 'enabled', 'eval.enabled')
-    t4 = (True)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
+    if t2.__class__ is (True).__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 == (True)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (True))
     return t3
 
 def e32(env):
@@ -977,11 +875,10 @@ def e32(env):
         if t2 is None: t2 = Missing('item.refused')
     else:
         t2 = attr_value(t1, 'refused', 'item.refused')
-    t4 = (True)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
+    if t2.__class__ is (True).__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 == (True)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (True))
     return t3
 
 def e33(env):
@@ -1012,11 +909,10 @@ def e35(env):
         if t2 is None: t2 = Missing('item.refused')
     else:
         t2 = attr_value(t1, 'refused', 'item.refused')
-    t4 = (False)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
+    if t2.__class__ is (False).__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 == (False)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (False))
     return t3
 
 def e36(env):
@@ -1078,18 +974,15 @@ def e41(env):
         if t2 is None: t2 = Missing('vlm.num_tokens_from')
     else:
         t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
-    t4 = ('config')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('config')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('config'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('(vision_encoder.num_tokens)')
-        t5 = t6
+        t4 = ('(vision_encoder.num_tokens)')
     else:
-        t7 = ('(the random encoder default)')
-        t5 = t7
-    return t5
+        t4 = ('(the random encoder default)')
+    return t4
 
 def e42(env):
     t1 = env.lookup('vlm')
@@ -1119,18 +1012,15 @@ def e44(env):
         if t2 is None: t2 = Missing('vlm.num_tokens_from')
     else:
         t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
-    t4 = ('config')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('config')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('config'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('when it loads the config')
-        t5 = t6
+        t4 = ('when it loads the config')
     else:
-        t7 = ('when it builds the model')
-        t5 = t7
-    return t5
+        t4 = ('when it builds the model')
+    return t4
 
 def e45(env):
     t1 = env.lookup('vlm')
@@ -1140,33 +1030,27 @@ def e45(env):
         if t2 is None: t2 = Missing('vlm.adapter_type')
     else:
         t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
-    t4 = ('attentional_pool')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('attentional_pool')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('attentional_pool'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (' whose side divides by ')
+        if t1.__class__ is dict and 'pool_window' in t1:
+            t5 = t1['pool_window']
+            if t5 is None: t5 = Missing('vlm.pool_window')
+        else:
+            t5 = attr_value(t1, 'pool_window', 'vlm.pool_window')
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('vlm')
-        if t7 is None: t7 = Missing('vlm')
-        if t7.__class__ is dict and 'pool_window' in t7:
-            t8 = t7['pool_window']
-            if t8 is None: t8 = Missing('vlm.pool_window')
+        if (' whose side divides by ').__class__ is int and t6.__class__ is int:
+            t7 = (' whose side divides by ') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t8 = attr_value(t7, 'pool_window', 'vlm.pool_window')
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t6.__class__ is int and t9.__class__ is int:
-            t10 = t6 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t6, t9, env)
-        t5 = t10
+            t7 = _binop('+', (' whose side divides by '), t6, env)
+        t4 = t7
     else:
-        t11 = ('')
-        t5 = t11
-    return t5
+        t4 = ('')
+    return t4
 
 def e46(env):
     t1 = env.lookup('vlm')
@@ -1176,18 +1060,15 @@ def e46(env):
         if t2 is None: t2 = Missing('vlm.adapter_type')
     else:
         t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
-    t4 = ('attentional_pool')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('attentional_pool')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('attentional_pool'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('or adapter.type = "avgpool" (it pools ragged edges)')
-        t5 = t6
+        t4 = ('or adapter.type = "avgpool" (it pools ragged edges)')
     else:
-        t7 = ('or a projection adapter (mlp_2layer, linear)')
-        t5 = t7
-    return t5
+        t4 = ('or a projection adapter (mlp_2layer, linear)')
+    return t4
 
 def e47(env):
     t1 = env.lookup('model')
@@ -1198,21 +1079,18 @@ def e47(env):
     else:
         t2 = attr_value(t1, 'n_heads', 'model.n_heads')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('model')
-    if t3 is None: t3 = Missing('model')
-    if t3.__class__ is dict and 'n_kv_heads' in t3:
-        t4 = t3['n_kv_heads']
-        if t4 is None: t4 = Missing('model.n_kv_heads')
+    if t1.__class__ is dict and 'n_kv_heads' in t1:
+        t3 = t1['n_kv_heads']
+        if t3 is None: t3 = Missing('model.n_kv_heads')
     else:
-        t4 = attr_value(t3, 'n_kv_heads', 'model.n_kv_heads')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('%', t2, t4, env)
-    t7 = (0)
-    if t5.__class__ is int:
-        t6 = t5 == t7
+        t3 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('%', t2, t3, env)
+    if t4.__class__ is int:
+        t5 = t4 == (0)
     else:
-        t6 = _compare('==', t5, t7)
-    return t6
+        t5 = _compare('==', t4, (0))
+    return t5
 
 def e48(env):
     t1 = env.lookup('model')
@@ -1224,34 +1102,29 @@ def e48(env):
         t2 = attr_value(t1, 'n_heads', 'model.n_heads')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('model')
-        if t5 is None: t5 = Missing('model')
-        if t5.__class__ is dict and 'n_kv_heads' in t5:
-            t6 = t5['n_kv_heads']
-            if t6 is None: t6 = Missing('model.n_kv_heads')
+        if t1.__class__ is dict and 'n_kv_heads' in t1:
+            t5 = t1['n_kv_heads']
+            if t5 is None: t5 = Missing('model.n_kv_heads')
         else:
-            t6 = attr_value(t5, 'n_kv_heads', 'model.n_kv_heads')
-        t7 = not (t6 is None or t6.__class__ is Missing)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
+        t6 = not (t5 is None or t5.__class__ is Missing)
+        t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
         t4 = False
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'n_kv_heads' in t9:
-            t10 = t9['n_kv_heads']
-            if t10 is None: t10 = Missing('model.n_kv_heads')
+        if t1.__class__ is dict and 'n_kv_heads' in t1:
+            t8 = t1['n_kv_heads']
+            if t8 is None: t8 = Missing('model.n_kv_heads')
         else:
-            t10 = attr_value(t9, 'n_kv_heads', 'model.n_kv_heads')
-        t12 = (0)
-        if t10.__class__ is int:
-            t11 = t10 > t12
+            t8 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
+        if t8.__class__ is int:
+            t9 = t8 > (0)
         else:
-            t11 = _compare('>', t10, t12)
-        t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = _compare('>', t8, (0))
+        t7 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t8 = False
-    return t8
+        t7 = False
+    return t7
 
 def e49(env):
     t1 = env.lookup('model')
@@ -1262,11 +1135,9 @@ def e49(env):
     else:
         t2 = attr_value(t1, 'n_kv_heads_defaulted', 'model.n_kv_heads_defaulted')
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = (', not written, so KempnerForge keeps the default config value 32')
-        t3 = t4
+        t3 = (', not written, so KempnerForge keeps the default config value 32')
     else:
-        t5 = ('')
-        t3 = t5
+        t3 = ('')
     return t3
 
 def e50(env):
@@ -1278,49 +1149,39 @@ def e50(env):
     else:
         t2 = attr_value(t1, 'n_kv_heads_defaulted', 'model.n_kv_heads_defaulted')
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = ('write n_kv_heads = ')
-        if t4 is None or t4.__class__ is Missing: _need(t4)
-        t5 = env.lookup('model')
-        if t5 is None: t5 = Missing('model')
-        if t5.__class__ is dict and 'n_heads' in t5:
-            t6 = t5['n_heads']
-            if t6 is None: t6 = Missing('model.n_heads')
+        if t1.__class__ is dict and 'n_heads' in t1:
+            t4 = t1['n_heads']
+            if t4 is None: t4 = Missing('model.n_heads')
         else:
-            t6 = attr_value(t5, 'n_heads', 'model.n_heads')
-        t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t4.__class__ is int and t7.__class__ is int:
-            t8 = t4 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+            t4 = attr_value(t1, 'n_heads', 'model.n_heads')
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if ('write n_kv_heads = ').__class__ is int and t5.__class__ is int:
+            t6 = ('write n_kv_heads = ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t8 = _binop('+', t4, t7, env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' (or another divisor of n_heads) in [model]')
+            t6 = _binop('+', ('write n_kv_heads = '), t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if t6.__class__ is int and (' (or another divisor of n_heads) in [model]').__class__ is int:
+            t7 = t6 + (' (or another divisor of n_heads) in [model]')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', t6, (' (or another divisor of n_heads) in [model]'), env)
+        t3 = t7
+    else:
+        if t1.__class__ is dict and 'n_heads' in t1:
+            t8 = t1['n_heads']
+            if t8 is None: t8 = Missing('model.n_heads')
+        else:
+            t8 = attr_value(t1, 'n_heads', 'model.n_heads')
+        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
+        if ('use an n_kv_heads that divides ').__class__ is int and t9.__class__ is int:
+            t10 = ('use an n_kv_heads that divides ') + t9
             if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t10 = _binop('+', t8, t9, env)
+            t10 = _binop('+', ('use an n_kv_heads that divides '), t9, env)
         t3 = t10
-    else:
-        t11 = ('use an n_kv_heads that divides ')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('model')
-        if t12 is None: t12 = Missing('model')
-        if t12.__class__ is dict and 'n_heads' in t12:
-            t13 = t12['n_heads']
-            if t13 is None: t13 = Missing('model.n_heads')
-        else:
-            t13 = attr_value(t12, 'n_heads', 'model.n_heads')
-        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t11.__class__ is int and t14.__class__ is int:
-            t15 = t11 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t11, t14, env)
-        t3 = t15
     return t3
 
 def e51(env):
@@ -1341,26 +1202,22 @@ def e53(env):
         if t2 is None: t2 = Missing('pipeline.schedule')
     else:
         t2 = attr_value(t1, 'schedule', 'pipeline.schedule')
-    t4 = ('Interleaved1F1B')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('Interleaved1F1B')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('Interleaved1F1B'))
     return t3
 
 def e54(env):
     t1 = env.lookup('head_dim')
     if t1 is None: t1 = Missing('head_dim')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (2)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = _binop('%', t1, t2, env)
-    t5 = (0)
-    if t3.__class__ is int:
-        t4 = t3 == t5
+    t2 = _binop('%', t1, (2), env)
+    if t2.__class__ is int:
+        t3 = t2 == (0)
     else:
-        t4 = _compare('==', t3, t5)
-    return t4
+        t3 = _compare('==', t2, (0))
+    return t3
 
 def e55(env):
     t1 = env.lookup('framework')
@@ -1383,60 +1240,45 @@ def e55(env):
             t7 = attr_value(t6, 'dim', 'model.dim')
         t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = env.lookup('model')
-            if t10 is None: t10 = Missing('model')
-            if t10.__class__ is dict and 'n_heads' in t10:
-                t11 = t10['n_heads']
-                if t11 is None: t11 = Missing('model.n_heads')
+            if t6.__class__ is dict and 'n_heads' in t6:
+                t10 = t6['n_heads']
+                if t10 is None: t10 = Missing('model.n_heads')
             else:
-                t11 = attr_value(t10, 'n_heads', 'model.n_heads')
-            t12 = not (t11 is None or t11.__class__ is Missing)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t10 = attr_value(t6, 'n_heads', 'model.n_heads')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t14 = env.lookup('model')
-            if t14 is None: t14 = Missing('model')
-            if t14.__class__ is dict and 'n_heads' in t14:
-                t15 = t14['n_heads']
-                if t15 is None: t15 = Missing('model.n_heads')
+            if t6.__class__ is dict and 'n_heads' in t6:
+                t13 = t6['n_heads']
+                if t13 is None: t13 = Missing('model.n_heads')
             else:
-                t15 = attr_value(t14, 'n_heads', 'model.n_heads')
-            t17 = (0)
-            if t15.__class__ is int:
-                t16 = t15 > t17
+                t13 = attr_value(t6, 'n_heads', 'model.n_heads')
+            if t13.__class__ is int:
+                t14 = t13 > (0)
             else:
-                t16 = _compare('>', t15, t17)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = _compare('>', t13, (0))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t19 = env.lookup('model')
-            if t19 is None: t19 = Missing('model')
-            if t19.__class__ is dict and 'dim' in t19:
-                t20 = t19['dim']
-                if t20 is None: t20 = Missing('model.dim')
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            if t7 is None or t7.__class__ is Missing: _need(t7)
+            if t6.__class__ is dict and 'n_heads' in t6:
+                t16 = t6['n_heads']
+                if t16 is None: t16 = Missing('model.n_heads')
             else:
-                t20 = attr_value(t19, 'dim', 'model.dim')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = env.lookup('model')
-            if t21 is None: t21 = Missing('model')
-            if t21.__class__ is dict and 'n_heads' in t21:
-                t22 = t21['n_heads']
-                if t22 is None: t22 = Missing('model.n_heads')
+                t16 = attr_value(t6, 'n_heads', 'model.n_heads')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = _binop('%', t7, t16, env)
+            if t17.__class__ is int:
+                t18 = t17 == (0)
             else:
-                t22 = attr_value(t21, 'n_heads', 'model.n_heads')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = _binop('%', t20, t22, env)
-            t25 = (0)
-            if t23.__class__ is int:
-                t24 = t23 == t25
-            else:
-                t24 = _compare('==', t23, t25)
-            t18 = (t24 if t24.__class__ is bool else _truth(t24))
+                t18 = _compare('==', t17, (0))
+            t15 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+            t15 = False
+        t5 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
         t5 = False
     return t5
@@ -1450,16 +1292,14 @@ def e56(env):
     else:
         t2 = attr_value(t1, 'dim', 'model.dim')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('model')
-    if t3 is None: t3 = Missing('model')
-    if t3.__class__ is dict and 'n_heads' in t3:
-        t4 = t3['n_heads']
-        if t4 is None: t4 = Missing('model.n_heads')
+    if t1.__class__ is dict and 'n_heads' in t1:
+        t3 = t1['n_heads']
+        if t3 is None: t3 = Missing('model.n_heads')
     else:
-        t4 = attr_value(t3, 'n_heads', 'model.n_heads')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t2, t4, env)
-    return t5
+        t3 = attr_value(t1, 'n_heads', 'model.n_heads')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('//', t2, t3, env)
+    return t4
 
 def e57(env):
     t1 = env.lookup('head_dim')
@@ -1478,20 +1318,18 @@ def e58(env):
     t3 = env.lookup('head_dim')
     if t3 is None: t3 = Missing('head_dim')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = (1)
+    if t3.__class__ is int and (1).__class__ is int:
+        t4 = t3 + (1)
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t5 = t3 + t4
+    if t2.__class__ is int and t4.__class__ is int:
+        t5 = t2 * t4
         if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t5 = _binop('+', t3, t4, env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t2.__class__ is int and t5.__class__ is int:
-        t6 = t2 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('*', t2, t5, env)
-    return t6
+        t5 = _binop('*', t2, t4, env)
+    return t5
 
 def e59(env):
     t1 = env.lookup('model')
@@ -1505,63 +1343,59 @@ def e59(env):
     t3 = env.lookup('head_dim')
     if t3 is None: t3 = Missing('head_dim')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = (1)
+    if t3.__class__ is int and (1).__class__ is int:
+        t4 = t3 - (1)
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('-', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t5 = t3 - t4
+    if t2.__class__ is int and t4.__class__ is int:
+        t5 = t2 * t4
         if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t5 = _binop('-', t3, t4, env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t2.__class__ is int and t5.__class__ is int:
-        t6 = t2 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('*', t2, t5, env)
-    return t6
+        t5 = _binop('*', t2, t4, env)
+    return t5
 
 def e60(env):
     t1 = env.lookup('head_dim')
     if t1 is None: t1 = Missing('head_dim')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is int and t2.__class__ is int:
-        t3 = t1 + t2
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    if t1.__class__ is int and (1).__class__ is int:
+        t2 = t1 + (1)
+        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
     else:
-        t3 = _binop('+', t1, t2, env)
-    return t3
+        t2 = _binop('+', t1, (1), env)
+    return t2
 
 def e61(env):
     t1 = env.lookup('head_dim')
     if t1 is None: t1 = Missing('head_dim')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is int and t2.__class__ is int:
-        t3 = t1 - t2
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    if t1.__class__ is int and (1).__class__ is int:
+        t2 = t1 - (1)
+        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
     else:
-        t3 = _binop('-', t1, t2, env)
-    return t3
+        t2 = _binop('-', t1, (1), env)
+    return t2
 
 def e62(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    t5 = env.lookup('item')
-    if t5 is None: t5 = Missing('item')
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = (2)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = index_value(t5, t6, 'item')
-    if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t3, t7)
-    t4 = _compare('in', t3, t7)
-    return t4
+    if t1.__class__ is list and len(t1) > 1:
+        t2 = t1[1]
+        if t2 is None: t2 = Missing('item[1]')
+    else:
+        t2 = index_value(t1, (1), 'item')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    if t1.__class__ is list and len(t1) > 2:
+        t4 = t1[2]
+        if t4 is None: t4 = Missing('item[2]')
+    else:
+        t4 = index_value(t1, (2), 'item')
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    return t3
 
 def e63(env):
     t1 = env.lookup('framework')
@@ -1578,125 +1412,97 @@ def e63(env):
         t6 = env.lookup('item')
         if t6 is None: t6 = Missing('item')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (1)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = index_value(t6, t7, 'item')
-        t9 = not (t8 is None or t8.__class__ is Missing)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+        if t6.__class__ is list and len(t6) > 1:
+            t7 = t6[1]
+            if t7 is None: t7 = Missing('item[1]')
+        else:
+            t7 = index_value(t6, (1), 'item')
+        t8 = not (t7 is None or t7.__class__ is Missing)
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     return t5
 
 def e64(env):
-    t1 = ('train')
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-    t2 = _compare('in', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('model.model_type')
-        t6 = env.lookup('config')
-        if t6 is None: t6 = Missing('config')
-        if t6.__class__ is dict and 'model' in t6:
-            t7 = t6['model']
-            if t7 is None: t7 = Missing('config.model')
+    t2 = env.lookup('config')
+    if t2 is None: t2 = Missing('config')
+    if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('train'), t2)
+    t1 = _compare('in', ('train'), t2)
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        if t2.__class__ is dict and 'model' in t2:
+            t4 = t2['model']
+            if t4 is None: t4 = Missing('config.model')
         else:
-            t7 = attr_value(t6, 'model', 'config.model')
-        if t7.__class__ is dict and 'model_type' in t7:
-            t8 = t7['model_type']
-            if t8 is None: t8 = Missing('config.model.model_type')
+            t4 = attr_value(t2, 'model', 'config.model')
+        if t4.__class__ is dict and 'model_type' in t4:
+            t5 = t4['model_type']
+            if t5 is None: t5 = Missing('config.model.model_type')
         else:
-            t8 = attr_value(t7, 'model_type', 'config.model.model_type')
-        t9 = K3
-        t10 = ('model')
-        t11 = [t5, t8, t9, t10]
-        t12 = ('optimizer.name')
-        t13 = env.lookup('config')
-        if t13 is None: t13 = Missing('config')
-        if t13.__class__ is dict and 'optimizer' in t13:
-            t14 = t13['optimizer']
-            if t14 is None: t14 = Missing('config.optimizer')
+            t5 = attr_value(t4, 'model_type', 'config.model.model_type')
+        t6 = K3
+        t7 = [('model.model_type'), t5, t6, ('model')]
+        if t2.__class__ is dict and 'optimizer' in t2:
+            t8 = t2['optimizer']
+            if t8 is None: t8 = Missing('config.optimizer')
         else:
-            t14 = attr_value(t13, 'optimizer', 'config.optimizer')
-        if t14.__class__ is dict and 'name' in t14:
-            t15 = t14['name']
-            if t15 is None: t15 = Missing('config.optimizer.name')
+            t8 = attr_value(t2, 'optimizer', 'config.optimizer')
+        if t8.__class__ is dict and 'name' in t8:
+            t9 = t8['name']
+            if t9 is None: t9 = Missing('config.optimizer.name')
         else:
-            t15 = attr_value(t14, 'name', 'config.optimizer.name')
-        t16 = K4
-        t17 = ('optimizer')
-        t18 = [t12, t15, t16, t17]
-        t19 = ('train.loss_fn')
-        t20 = env.lookup('config')
-        if t20 is None: t20 = Missing('config')
-        if t20.__class__ is dict and 'train' in t20:
-            t21 = t20['train']
-            if t21 is None: t21 = Missing('config.train')
+            t9 = attr_value(t8, 'name', 'config.optimizer.name')
+        t10 = K4
+        t11 = [('optimizer.name'), t9, t10, ('optimizer')]
+        if t2.__class__ is dict and 'train' in t2:
+            t12 = t2['train']
+            if t12 is None: t12 = Missing('config.train')
         else:
-            t21 = attr_value(t20, 'train', 'config.train')
-        if t21.__class__ is dict and 'loss_fn' in t21:
-            t22 = t21['loss_fn']
-            if t22 is None: t22 = Missing('config.train.loss_fn')
+            t12 = attr_value(t2, 'train', 'config.train')
+        if t12.__class__ is dict and 'loss_fn' in t12:
+            t13 = t12['loss_fn']
+            if t13 is None: t13 = Missing('config.train.loss_fn')
         else:
-            t22 = attr_value(t21, 'loss_fn', 'config.train.loss_fn')
-        t23 = K5
-        t24 = ('loss')
-        t25 = [t19, t22, t23, t24]
-        t26 = ('model.moe_router')
-        t27 = env.lookup('config')
-        if t27 is None: t27 = Missing('config')
-        if t27.__class__ is dict and 'model' in t27:
-            t28 = t27['model']
-            if t28 is None: t28 = Missing('config.model')
+            t13 = attr_value(t12, 'loss_fn', 'config.train.loss_fn')
+        t14 = K5
+        t15 = [('train.loss_fn'), t13, t14, ('loss')]
+        if t4.__class__ is dict and 'num_experts' in t4:
+            t16 = t4['num_experts']
+            if t16 is None: t16 = Missing('config.model.num_experts')
         else:
-            t28 = attr_value(t27, 'model', 'config.model')
-        if t28.__class__ is dict and 'num_experts' in t28:
-            t29 = t28['num_experts']
-            if t29 is None: t29 = Missing('config.model.num_experts')
+            t16 = attr_value(t4, 'num_experts', 'config.model.num_experts')
+        if t16.__class__ is int:
+            t17 = t16 > (0)
         else:
-            t29 = attr_value(t28, 'num_experts', 'config.model.num_experts')
-        t31 = (0)
-        if t29.__class__ is int:
-            t30 = t29 > t31
-        else:
-            t30 = _compare('>', t29, t31)
-        if (t30 if t30.__class__ is bool else _truth(t30)):
-            t33 = env.lookup('config')
-            if t33 is None: t33 = Missing('config')
-            if t33.__class__ is dict and 'model' in t33:
-                t34 = t33['model']
-                if t34 is None: t34 = Missing('config.model')
+            t17 = _compare('>', t16, (0))
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            if t4.__class__ is dict and 'moe_router' in t4:
+                t19 = t4['moe_router']
+                if t19 is None: t19 = Missing('config.model.moe_router')
             else:
-                t34 = attr_value(t33, 'model', 'config.model')
-            if t34.__class__ is dict and 'moe_router' in t34:
-                t35 = t34['moe_router']
-                if t35 is None: t35 = Missing('config.model.moe_router')
-            else:
-                t35 = attr_value(t34, 'moe_router', 'config.model.moe_router')
-            t32 = t35
+                t19 = attr_value(t4, 'moe_router', 'config.model.moe_router')
+            t18 = t19
         else:
-            t36 = (None)
-            t32 = t36
-        t37 = K6
-        t38 = ('router')
-        t39 = [t26, t32, t37, t38]
-        t40 = [t11, t18, t25, t39]
-        t4 = t40
+            t18 = (None)
+        t20 = K6
+        t21 = [('model.moe_router'), t18, t20, ('router')]
+        t22 = [t7, t11, t15, t21]
+        t3 = t22
     else:
-        t41 = K7
-        t4 = t41
-    return t4
+        t23 = K7
+        t3 = t23
+    return t3
 
 def e65(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (2)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    t4 = (', ')
-    t5 = call_value(env, F_join.fn, F_join.cost, False, [t3, t4])
-    return t5
+    if t1.__class__ is list and len(t1) > 2:
+        t2 = t1[2]
+        if t2 is None: t2 = Missing('item[2]')
+    else:
+        t2 = index_value(t1, (2), 'item')
+    t3 = call_value(env, F_join.fn, F_join.cost, False, [t2, (', ')])
+    return t3
 
 def e66(env):
     t1 = env.lookup('framework')
@@ -1712,11 +1518,10 @@ def e66(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('failure')
         if t6 is None: t6 = Missing('failure')
-        t8 = ('')
         if t6.__class__ is str:
-            t7 = t6 != t8
+            t7 = t6 != ('')
         else:
-            t7 = _compare('!=', t6, t8)
+            t7 = _compare('!=', t6, (''))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -1737,24 +1542,11 @@ def e67(env):
         t3 = attr_value(t2, 'tokenizer_path', 'config.data.tokenizer_path')
     t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = env.lookup('config')
-        if t6 is None: t6 = Missing('config')
-        if t6.__class__ is dict and 'data' in t6:
-            t7 = t6['data']
-            if t7 is None: t7 = Missing('config.data')
+        if t3.__class__ is str:
+            t6 = t3 != ('')
         else:
-            t7 = attr_value(t6, 'data', 'config.data')
-        if t7.__class__ is dict and 'tokenizer_path' in t7:
-            t8 = t7['tokenizer_path']
-            if t8 is None: t8 = Missing('config.data.tokenizer_path')
-        else:
-            t8 = attr_value(t7, 'tokenizer_path', 'config.data.tokenizer_path')
-        t10 = ('')
-        if t8.__class__ is str:
-            t9 = t8 != t10
-        else:
-            t9 = _compare('!=', t8, t10)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t6 = _compare('!=', t3, (''))
+        t5 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
         t5 = False
     return t5
@@ -1774,24 +1566,11 @@ def e68(env):
         t3 = attr_value(t2, 'hf_dataset_name', 'config.data.hf_dataset_name')
     t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = env.lookup('config')
-        if t6 is None: t6 = Missing('config')
-        if t6.__class__ is dict and 'data' in t6:
-            t7 = t6['data']
-            if t7 is None: t7 = Missing('config.data')
+        if t3.__class__ is str:
+            t6 = t3 != ('')
         else:
-            t7 = attr_value(t6, 'data', 'config.data')
-        if t7.__class__ is dict and 'hf_dataset_name' in t7:
-            t8 = t7['hf_dataset_name']
-            if t8 is None: t8 = Missing('config.data.hf_dataset_name')
-        else:
-            t8 = attr_value(t7, 'hf_dataset_name', 'config.data.hf_dataset_name')
-        t10 = ('')
-        if t8.__class__ is str:
-            t9 = t8 != t10
-        else:
-            t9 = _compare('!=', t8, t10)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t6 = _compare('!=', t3, (''))
+        t5 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
         t5 = False
     return t5
@@ -1811,86 +1590,64 @@ def e69(env):
         t3 = attr_value(t2, 'dataset_path', 'config.data.dataset_path')
     t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = env.lookup('config')
-        if t6 is None: t6 = Missing('config')
-        if t6.__class__ is dict and 'data' in t6:
-            t7 = t6['data']
-            if t7 is None: t7 = Missing('config.data')
+        if t3.__class__ is str:
+            t6 = t3 != ('')
         else:
-            t7 = attr_value(t6, 'data', 'config.data')
-        if t7.__class__ is dict and 'dataset_path' in t7:
-            t8 = t7['dataset_path']
-            if t8 is None: t8 = Missing('config.data.dataset_path')
-        else:
-            t8 = attr_value(t7, 'dataset_path', 'config.data.dataset_path')
-        t10 = ('')
-        if t8.__class__ is str:
-            t9 = t8 != t10
-        else:
-            t9 = _compare('!=', t8, t10)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t6 = _compare('!=', t3, (''))
+        t5 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
         t5 = False
     if not (t5 if t5.__class__ is bool else _truth(t5)):
-        t12 = []
-        t13 = env.budget
-        t15 = env.lookup('config')
-        if t15 is None: t15 = Missing('config')
-        if t15.__class__ is dict and 'data' in t15:
-            t16 = t15['data']
-            if t16 is None: t16 = Missing('config.data')
+        t8 = []
+        t9 = env.budget
+        if t2.__class__ is dict and 'datasets' in t2:
+            t11 = t2['datasets']
+            if t11 is None: t11 = Missing('config.data.datasets')
         else:
-            t16 = attr_value(t15, 'data', 'config.data')
-        if t16.__class__ is dict and 'datasets' in t16:
-            t17 = t16['datasets']
-            if t17 is None: t17 = Missing('config.data.datasets')
-        else:
-            t17 = attr_value(t16, 'datasets', 'config.data.datasets')
-        t14 = loop_items(t17)
-        t18 = Env({}, None, t13, env)
-        t19 = t18.values
-        for t20 in t14:
-            t13.left -= 13
-            if t13.left < 0: _charge(env, 0)
-            t19['s'] = t20
-            t18.let_cache = None
-            t21 = t20
-            if t21 is None: t21 = Missing('s')
-            t18.budget.left -= 1
-            if t18.budget.left < 0: _charge(t18, 0)
-            t22 = type_name(t21)
-            t18.budget.mem -= len(t22)
-            if t18.budget.mem < 0: _charge_mem(t18, 0)
-            t24 = ('table')
-            if t22.__class__ is str:
-                t23 = t22 == t24
+            t11 = attr_value(t2, 'datasets', 'config.data.datasets')
+        t10 = loop_items(t11)
+        t12 = Env({}, None, t9, env)
+        t13 = t12.values
+        for t14 in t10:
+            t9.left -= 13
+            if t9.left < 0: _charge(env, 0)
+            t13['s'] = t14
+            t12.let_cache = None
+            t15 = t14
+            if t15 is None: t15 = Missing('s')
+            t12.budget.left -= 1
+            if t12.budget.left < 0: _charge(t12, 0)
+            t16 = type_name(t15)
+            t12.budget.mem -= len(t16)
+            if t12.budget.mem < 0: _charge_mem(t12, 0)
+            if t16.__class__ is str:
+                t17 = t16 == ('table')
             else:
-                t23 = _compare('==', t22, t24)
-            if (t23 if t23.__class__ is bool else _truth(t23)):
-                t26 = t20
-                if t26 is None: t26 = Missing('s')
-                if t26.__class__ is dict and 'path' in t26:
-                    t27 = t26['path']
-                    if t27 is None: t27 = Missing('s.path')
+                t17 = _compare('==', t16, ('table'))
+            if (t17 if t17.__class__ is bool else _truth(t17)):
+                t19 = t14
+                if t19 is None: t19 = Missing('s')
+                if t19.__class__ is dict and 'path' in t19:
+                    t20 = t19['path']
+                    if t20 is None: t20 = Missing('s.path')
                 else:
-                    t27 = attr_value(t26, 'path', 's.path')
-                t29 = ('')
-                if t27.__class__ is str:
-                    t28 = t27 != t29
+                    t20 = attr_value(t19, 'path', 's.path')
+                if t20.__class__ is str:
+                    t21 = t20 != ('')
                 else:
-                    t28 = _compare('!=', t27, t29)
-                t25 = (t28 if t28.__class__ is bool else _truth(t28))
+                    t21 = _compare('!=', t20, (''))
+                t18 = (t21 if t21.__class__ is bool else _truth(t21))
             else:
-                t25 = False
-            t12.append(t25)
-            t13.mem -= 1
-            if t13.mem < 0: _charge_mem(env, 0)
-            if len(t12) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t30 = call_value(env, F_any.fn, F_any.cost, False, [t12])
-        t11 = (t30 if t30.__class__ is bool else _truth(t30))
+                t18 = False
+            t8.append(t18)
+            t9.mem -= 1
+            if t9.mem < 0: _charge_mem(env, 0)
+            if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t22 = call_value(env, F_any.fn, F_any.cost, False, [t8])
+        t7 = (t22 if t22.__class__ is bool else _truth(t22))
     else:
-        t11 = True
-    return t11
+        t7 = True
+    return t7
 
 def e70(env):
     t1 = []
@@ -1922,52 +1679,49 @@ def e70(env):
         t11 = type_name(t10)
         t7.budget.mem -= len(t11)
         if t7.budget.mem < 0: _charge_mem(t7, 0)
-        t13 = ('table')
         if t11.__class__ is str:
-            t12 = t11 == t13
+            t12 = t11 == ('table')
         else:
-            t12 = _compare('==', t11, t13)
+            t12 = _compare('==', t11, ('table'))
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t15 = t9
-            if t15 is None: t15 = Missing('s')
-            if t15.__class__ is dict and 'path' in t15:
-                t16 = t15['path']
-                if t16 is None: t16 = Missing('s.path')
+            t14 = t9
+            if t14 is None: t14 = Missing('s')
+            if t14.__class__ is dict and 'path' in t14:
+                t15 = t14['path']
+                if t15 is None: t15 = Missing('s.path')
             else:
-                t16 = attr_value(t15, 'path', 's.path')
-            t18 = ('')
-            if t16.__class__ is str:
-                t17 = t16 == t18
+                t15 = attr_value(t14, 'path', 's.path')
+            if t15.__class__ is str:
+                t16 = t15 == ('')
             else:
-                t17 = _compare('==', t16, t18)
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('==', t15, (''))
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t20 = t9
-            if t20 is None: t20 = Missing('s')
-            if t20.__class__ is dict and 'hf_name' in t20:
-                t21 = t20['hf_name']
-                if t21 is None: t21 = Missing('s.hf_name')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t18 = t9
+            if t18 is None: t18 = Missing('s')
+            if t18.__class__ is dict and 'hf_name' in t18:
+                t19 = t18['hf_name']
+                if t19 is None: t19 = Missing('s.hf_name')
             else:
-                t21 = attr_value(t20, 'hf_name', 's.hf_name')
-            t23 = ('')
-            if t21.__class__ is str:
-                t22 = t21 != t23
+                t19 = attr_value(t18, 'hf_name', 's.hf_name')
+            if t19.__class__ is str:
+                t20 = t19 != ('')
             else:
-                t22 = _compare('!=', t21, t23)
-            t19 = (t22 if t22.__class__ is bool else _truth(t22))
+                t20 = _compare('!=', t19, (''))
+            t17 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t24 = t9
-            if t24 is None: t24 = Missing('s')
-            if t24.__class__ is dict and 'hf_name' in t24:
-                t25 = t24['hf_name']
-                if t25 is None: t25 = Missing('s.hf_name')
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t21 = t9
+            if t21 is None: t21 = Missing('s')
+            if t21.__class__ is dict and 'hf_name' in t21:
+                t22 = t21['hf_name']
+                if t22 is None: t22 = Missing('s.hf_name')
             else:
-                t25 = attr_value(t24, 'hf_name', 's.hf_name')
-            t1.append(t25)
+                t22 = attr_value(t21, 'hf_name', 's.hf_name')
+            t1.append(t22)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -1977,8 +1731,145 @@ def e71(env):
     t1 = env.lookup('tok')
     if t1 is None: t1 = Missing('tok')
     if (t1 if t1.__class__ is bool else _truth(t1)):
-        t3 = ('')
-        t2 = t3
+        t2 = ('')
+    else:
+        t3 = env.lookup('config')
+        if t3 is None: t3 = Missing('config')
+        if t3.__class__ is dict and 'data' in t3:
+            t4 = t3['data']
+            if t4 is None: t4 = Missing('config.data')
+        else:
+            t4 = attr_value(t3, 'data', 'config.data')
+        if t4.__class__ is dict and 'pack_sequences' in t4:
+            t5 = t4['pack_sequences']
+            if t5 is None: t5 = Missing('config.data.pack_sequences')
+        else:
+            t5 = attr_value(t4, 'pack_sequences', 'config.data.pack_sequences')
+        if t5.__class__ is (True).__class__ and (t5.__class__ is int or t5.__class__ is str):
+            t6 = t5 == (True)
+        else:
+            t6 = _compare('==', t5, (True))
+        if (t6 if t6.__class__ is bool else _truth(t6)):
+            t8 = env.lookup('mmap')
+            if t8 is None: t8 = Missing('mmap')
+            t7 = (t8 if t8.__class__ is bool else _truth(t8))
+        else:
+            t7 = False
+        if (t7 if t7.__class__ is bool else _truth(t7)):
+            t9 = ('pack_sequences = true with memory-mapped data')
+        else:
+            if t3.__class__ is dict and 'vlm' in t3:
+                t10 = t3['vlm']
+                if t10 is None: t10 = Missing('config.vlm')
+            else:
+                t10 = attr_value(t3, 'vlm', 'config.vlm')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            if (t11 if t11.__class__ is bool else _truth(t11)):
+                t12 = ('')
+            else:
+                if t4.__class__ is dict and 'datasets' in t4:
+                    t13 = t4['datasets']
+                    if t13 is None: t13 = Missing('config.data.datasets')
+                else:
+                    t13 = attr_value(t4, 'datasets', 'config.data.datasets')
+                if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
+                    t14 = len(t13)
+                    env.budget.left -= t14 if t14 > 1 else 1
+                    if env.budget.left < 0: _charge(env, 0)
+                else:
+                    t14 = call_value(env, F_len.fn, F_len.cost, False, [t13])
+                if t14.__class__ is int:
+                    t15 = t14 > (0)
+                else:
+                    t15 = _compare('>', t14, (0))
+                if (t15 if t15.__class__ is bool else _truth(t15)):
+                    t17 = env.lookup('hf_sources')
+                    if t17 is None: t17 = Missing('hf_sources')
+                    if t17.__class__ is list or t17.__class__ is str or t17.__class__ is dict:
+                        t18 = len(t17)
+                        env.budget.left -= t18 if t18 > 1 else 1
+                        if env.budget.left < 0: _charge(env, 0)
+                    else:
+                        t18 = call_value(env, F_len.fn, F_len.cost, False, [t17])
+                    if t18.__class__ is int:
+                        t19 = t18 > (0)
+                    else:
+                        t19 = _compare('>', t18, (0))
+                    t16 = (t19 if t19.__class__ is bool else _truth(t19))
+                else:
+                    t16 = False
+                if (t16 if t16.__class__ is bool else _truth(t16)):
+                    t21 = env.lookup('hf_sources')
+                    if t21 is None: t21 = Missing('hf_sources')
+                    t22 = call_value(env, F_join.fn, F_join.cost, False, [t21, (', ')])
+                    if t22 is None or t22.__class__ is Missing: _need(t22)
+                    if ('the [[data.datasets]] source with hf_name ').__class__ is int and t22.__class__ is int:
+                        t23 = ('the [[data.datasets]] source with hf_name ') + t22
+                        if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+                    else:
+                        t23 = _binop('+', ('the [[data.datasets]] source with hf_name '), t22, env)
+                    t20 = t23
+                else:
+                    if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
+                        t24 = len(t13)
+                        env.budget.left -= t24 if t24 > 1 else 1
+                        if env.budget.left < 0: _charge(env, 0)
+                    else:
+                        t24 = call_value(env, F_len.fn, F_len.cost, False, [t13])
+                    if t24.__class__ is int:
+                        t25 = t24 == (0)
+                    else:
+                        t25 = _compare('==', t24, (0))
+                    if (t25 if t25.__class__ is bool else _truth(t25)):
+                        if t4.__class__ is dict and 'dataset_path' in t4:
+                            t27 = t4['dataset_path']
+                            if t27 is None: t27 = Missing('config.data.dataset_path')
+                        else:
+                            t27 = attr_value(t4, 'dataset_path', 'config.data.dataset_path')
+                        if t27.__class__ is str:
+                            t28 = t27 == ('')
+                        else:
+                            t28 = _compare('==', t27, (''))
+                        t26 = (t28 if t28.__class__ is bool else _truth(t28))
+                    else:
+                        t26 = False
+                    if (t26 if t26.__class__ is bool else _truth(t26)):
+                        t30 = env.lookup('hf')
+                        if t30 is None: t30 = Missing('hf')
+                        t29 = (t30 if t30.__class__ is bool else _truth(t30))
+                    else:
+                        t29 = False
+                    if (t29 if t29.__class__ is bool else _truth(t29)):
+                        if t4.__class__ is dict and 'hf_dataset_name' in t4:
+                            t32 = t4['hf_dataset_name']
+                            if t32 is None: t32 = Missing('config.data.hf_dataset_name')
+                        else:
+                            t32 = attr_value(t4, 'hf_dataset_name', 'config.data.hf_dataset_name')
+                        t33 = call_value(env, F_str.fn, F_str.cost, True, [t32])
+                        if t33 is None or t33.__class__ is Missing: _need(t33)
+                        if ('data.hf_dataset_name = ').__class__ is int and t33.__class__ is int:
+                            t34 = ('data.hf_dataset_name = ') + t33
+                            if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+                        else:
+                            t34 = _binop('+', ('data.hf_dataset_name = '), t33, env)
+                        t31 = t34
+                    else:
+                        t31 = ('')
+                    t20 = t31
+                t12 = t20
+            t9 = t12
+        t2 = t9
+    return t2
+
+def e72(env):
+    t1 = env.lookup('failure')
+    if t1 is None: t1 = Missing('failure')
+    if t1.__class__ is str:
+        t2 = t1 == ('pack_sequences = true with memory-mapped data')
+    else:
+        t2 = _compare('==', t1, ('pack_sequences = true with memory-mapped data'))
+    if (t2 if t2.__class__ is bool else _truth(t2)):
+        t3 = ('data.tokenizer_path is required when pack_sequences=True')
     else:
         t4 = env.lookup('config')
         if t4 is None: t4 = Missing('config')
@@ -1987,222 +1878,30 @@ def e71(env):
             if t5 is None: t5 = Missing('config.data')
         else:
             t5 = attr_value(t4, 'data', 'config.data')
-        if t5.__class__ is dict and 'pack_sequences' in t5:
-            t6 = t5['pack_sequences']
-            if t6 is None: t6 = Missing('config.data.pack_sequences')
+        if t5.__class__ is dict and 'datasets' in t5:
+            t6 = t5['datasets']
+            if t6 is None: t6 = Missing('config.data.datasets')
         else:
-            t6 = attr_value(t5, 'pack_sequences', 'config.data.pack_sequences')
-        t8 = (True)
-        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 == t8
-        else:
-            t7 = _compare('==', t6, t8)
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('mmap')
-            if t10 is None: t10 = Missing('mmap')
-            t9 = (t10 if t10.__class__ is bool else _truth(t10))
-        else:
-            t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = ('pack_sequences = true with memory-mapped data')
-            t11 = t12
-        else:
-            t13 = env.lookup('config')
-            if t13 is None: t13 = Missing('config')
-            if t13.__class__ is dict and 'vlm' in t13:
-                t14 = t13['vlm']
-                if t14 is None: t14 = Missing('config.vlm')
-            else:
-                t14 = attr_value(t13, 'vlm', 'config.vlm')
-            t15 = not (t14 is None or t14.__class__ is Missing)
-            if (t15 if t15.__class__ is bool else _truth(t15)):
-                t17 = ('')
-                t16 = t17
-            else:
-                t18 = env.lookup('config')
-                if t18 is None: t18 = Missing('config')
-                if t18.__class__ is dict and 'data' in t18:
-                    t19 = t18['data']
-                    if t19 is None: t19 = Missing('config.data')
-                else:
-                    t19 = attr_value(t18, 'data', 'config.data')
-                if t19.__class__ is dict and 'datasets' in t19:
-                    t20 = t19['datasets']
-                    if t20 is None: t20 = Missing('config.data.datasets')
-                else:
-                    t20 = attr_value(t19, 'datasets', 'config.data.datasets')
-                if t20.__class__ is list or t20.__class__ is str or t20.__class__ is dict:
-                    t21 = len(t20)
-                    env.budget.left -= t21 if t21 > 1 else 1
-                    if env.budget.left < 0: _charge(env, 0)
-                else:
-                    t21 = call_value(env, F_len.fn, F_len.cost, False, [t20])
-                t23 = (0)
-                if t21.__class__ is int:
-                    t22 = t21 > t23
-                else:
-                    t22 = _compare('>', t21, t23)
-                if (t22 if t22.__class__ is bool else _truth(t22)):
-                    t25 = env.lookup('hf_sources')
-                    if t25 is None: t25 = Missing('hf_sources')
-                    if t25.__class__ is list or t25.__class__ is str or t25.__class__ is dict:
-                        t26 = len(t25)
-                        env.budget.left -= t26 if t26 > 1 else 1
-                        if env.budget.left < 0: _charge(env, 0)
-                    else:
-                        t26 = call_value(env, F_len.fn, F_len.cost, False, [t25])
-                    t28 = (0)
-                    if t26.__class__ is int:
-                        t27 = t26 > t28
-                    else:
-                        t27 = _compare('>', t26, t28)
-                    t24 = (t27 if t27.__class__ is bool else _truth(t27))
-                else:
-                    t24 = False
-                if (t24 if t24.__class__ is bool else _truth(t24)):
-                    t30 = ('the [[data.datasets]] source with hf_name ')
-                    if t30 is None or t30.__class__ is Missing: _need(t30)
-                    t31 = env.lookup('hf_sources')
-                    if t31 is None: t31 = Missing('hf_sources')
-                    t32 = (', ')
-                    t33 = call_value(env, F_join.fn, F_join.cost, False, [t31, t32])
-                    if t33 is None or t33.__class__ is Missing: _need(t33)
-                    if t30.__class__ is int and t33.__class__ is int:
-                        t34 = t30 + t33
-                        if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
-                    else:
-                        t34 = _binop('+', t30, t33, env)
-                    t29 = t34
-                else:
-                    t35 = env.lookup('config')
-                    if t35 is None: t35 = Missing('config')
-                    if t35.__class__ is dict and 'data' in t35:
-                        t36 = t35['data']
-                        if t36 is None: t36 = Missing('config.data')
-                    else:
-                        t36 = attr_value(t35, 'data', 'config.data')
-                    if t36.__class__ is dict and 'datasets' in t36:
-                        t37 = t36['datasets']
-                        if t37 is None: t37 = Missing('config.data.datasets')
-                    else:
-                        t37 = attr_value(t36, 'datasets', 'config.data.datasets')
-                    if t37.__class__ is list or t37.__class__ is str or t37.__class__ is dict:
-                        t38 = len(t37)
-                        env.budget.left -= t38 if t38 > 1 else 1
-                        if env.budget.left < 0: _charge(env, 0)
-                    else:
-                        t38 = call_value(env, F_len.fn, F_len.cost, False, [t37])
-                    t40 = (0)
-                    if t38.__class__ is int:
-                        t39 = t38 == t40
-                    else:
-                        t39 = _compare('==', t38, t40)
-                    if (t39 if t39.__class__ is bool else _truth(t39)):
-                        t42 = env.lookup('config')
-                        if t42 is None: t42 = Missing('config')
-                        if t42.__class__ is dict and 'data' in t42:
-                            t43 = t42['data']
-                            if t43 is None: t43 = Missing('config.data')
-                        else:
-                            t43 = attr_value(t42, 'data', 'config.data')
-                        if t43.__class__ is dict and 'dataset_path' in t43:
-                            t44 = t43['dataset_path']
-                            if t44 is None: t44 = Missing('config.data.dataset_path')
-                        else:
-                            t44 = attr_value(t43, 'dataset_path', 'config.data.dataset_path')
-                        t46 = ('')
-                        if t44.__class__ is str:
-                            t45 = t44 == t46
-                        else:
-                            t45 = _compare('==', t44, t46)
-                        t41 = (t45 if t45.__class__ is bool else _truth(t45))
-                    else:
-                        t41 = False
-                    if (t41 if t41.__class__ is bool else _truth(t41)):
-                        t48 = env.lookup('hf')
-                        if t48 is None: t48 = Missing('hf')
-                        t47 = (t48 if t48.__class__ is bool else _truth(t48))
-                    else:
-                        t47 = False
-                    if (t47 if t47.__class__ is bool else _truth(t47)):
-                        t50 = ('data.hf_dataset_name = ')
-                        if t50 is None or t50.__class__ is Missing: _need(t50)
-                        t51 = env.lookup('config')
-                        if t51 is None: t51 = Missing('config')
-                        if t51.__class__ is dict and 'data' in t51:
-                            t52 = t51['data']
-                            if t52 is None: t52 = Missing('config.data')
-                        else:
-                            t52 = attr_value(t51, 'data', 'config.data')
-                        if t52.__class__ is dict and 'hf_dataset_name' in t52:
-                            t53 = t52['hf_dataset_name']
-                            if t53 is None: t53 = Missing('config.data.hf_dataset_name')
-                        else:
-                            t53 = attr_value(t52, 'hf_dataset_name', 'config.data.hf_dataset_name')
-                        t54 = call_value(env, F_str.fn, F_str.cost, True, [t53])
-                        if t54 is None or t54.__class__ is Missing: _need(t54)
-                        if t50.__class__ is int and t54.__class__ is int:
-                            t55 = t50 + t54
-                            if not -MAX_INT <= t55 <= MAX_INT: _check_value(t55)
-                        else:
-                            t55 = _binop('+', t50, t54, env)
-                        t49 = t55
-                    else:
-                        t56 = ('')
-                        t49 = t56
-                    t29 = t49
-                t16 = t29
-            t11 = t16
-        t2 = t11
-    return t2
-
-def e72(env):
-    t1 = env.lookup('failure')
-    if t1 is None: t1 = Missing('failure')
-    t3 = ('pack_sequences = true with memory-mapped data')
-    if t1.__class__ is str:
-        t2 = t1 == t3
-    else:
-        t2 = _compare('==', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('data.tokenizer_path is required when pack_sequences=True')
-        t4 = t5
-    else:
-        t6 = env.lookup('config')
-        if t6 is None: t6 = Missing('config')
-        if t6.__class__ is dict and 'data' in t6:
-            t7 = t6['data']
-            if t7 is None: t7 = Missing('config.data')
-        else:
-            t7 = attr_value(t6, 'data', 'config.data')
-        if t7.__class__ is dict and 'datasets' in t7:
-            t8 = t7['datasets']
-            if t8 is None: t8 = Missing('config.data.datasets')
-        else:
-            t8 = attr_value(t7, 'datasets', 'config.data.datasets')
-        if t8.__class__ is list or t8.__class__ is str or t8.__class__ is dict:
-            t9 = len(t8)
-            env.budget.left -= t9 if t9 > 1 else 1
+            t6 = attr_value(t5, 'datasets', 'config.data.datasets')
+        if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
+            t7 = len(t6)
+            env.budget.left -= t7 if t7 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t9 = call_value(env, F_len.fn, F_len.cost, False, [t8])
-        t11 = (0)
-        if t9.__class__ is int:
-            t10 = t9 == t11
+            t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
+        if t7.__class__ is int:
+            t8 = t7 == (0)
         else:
-            t10 = _compare('==', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = ('data.tokenizer_path is required for HuggingFace datasets')
-            t12 = t13
+            t8 = _compare('==', t7, (0))
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t9 = ('data.tokenizer_path is required for HuggingFace datasets')
         else:
-            t14 = ('data.tokenizer_path required for HF dataset ...')
-            t12 = t14
-        t4 = t12
-    return t4
+            t9 = ('data.tokenizer_path required for HF dataset ...')
+        t3 = t9
+    return t3
 
 def e73(env):
-    t1 = ('set data.tokenizer_path = "<the Hugging Face tokenizer name or local path>"')
-    return t1
+    return ('set data.tokenizer_path = "<the Hugging Face tokenizer name or local path>"')
 
 def e74(env):
     t1 = env.lookup('failure')
@@ -2241,498 +1940,422 @@ def e78(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (True)
-        t7 = ('data.datasets')
-        t8 = ('ValueError: DatasetSource ')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = []
-        t10 = env.budget
-        t12 = env.lookup('bad_sources')
-        if t12 is None: t12 = Missing('bad_sources')
-        t11 = loop_items(t12)
-        t13 = Env({}, None, t10, env)
-        t14 = t13.values
-        for t15 in t11:
-            t10.left -= 8
-            if t10.left < 0: _charge(env, 0)
-            t14['s'] = t15
-            t13.let_cache = None
-            t16 = t13.lookup('chr_q')
-            if t16 is None: t16 = Missing('chr_q')
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = t15
-            if t17 is None: t17 = Missing('s')
-            if t17.__class__ is dict and 'name' in t17:
-                t18 = t17['name']
-                if t18 is None: t18 = Missing('s.name')
+        t5 = []
+        t6 = env.budget
+        t7 = loop_items(t1)
+        t8 = Env({}, None, t6, env)
+        t9 = t8.values
+        for t10 in t7:
+            t6.left -= 8
+            if t6.left < 0: _charge(env, 0)
+            t9['s'] = t10
+            t8.let_cache = None
+            t11 = t8.lookup('chr_q')
+            if t11 is None: t11 = Missing('chr_q')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = t10
+            if t12 is None: t12 = Missing('s')
+            if t12.__class__ is dict and 'name' in t12:
+                t13 = t12['name']
+                if t13 is None: t13 = Missing('s.name')
             else:
-                t18 = attr_value(t17, 'name', 's.name')
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            if t16.__class__ is int and t18.__class__ is int:
-                t19 = t16 + t18
-                if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+                t13 = attr_value(t12, 'name', 's.name')
+            if t13 is None or t13.__class__ is Missing: _need(t13)
+            if t11.__class__ is int and t13.__class__ is int:
+                t14 = t11 + t13
+                if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
             else:
-                t19 = _binop('+', t16, t18, t13)
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = t13.lookup('chr_q')
-            if t20 is None: t20 = Missing('chr_q')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            if t19.__class__ is int and t20.__class__ is int:
-                t21 = t19 + t20
-                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+                t14 = _binop('+', t11, t13, t8)
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            if t14.__class__ is int and t11.__class__ is int:
+                t15 = t14 + t11
+                if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
             else:
-                t21 = _binop('+', t19, t20, t13)
-            t9.append(t21)
-            t10.mem -= 1
-            if t10.mem < 0: _charge_mem(env, 0)
-            if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t22 = (', ')
-        t23 = call_value(env, F_join.fn, F_join.cost, False, [t9, t22])
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t8.__class__ is int and t23.__class__ is int:
-            t24 = t8 + t23
-            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+                t15 = _binop('+', t14, t11, t8)
+            t5.append(t15)
+            t6.mem -= 1
+            if t6.mem < 0: _charge_mem(env, 0)
+            if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t16 = call_value(env, F_join.fn, F_join.cost, False, [t5, (', ')])
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        if ('ValueError: DatasetSource ').__class__ is int and t16.__class__ is int:
+            t17 = ('ValueError: DatasetSource ') + t16
+            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
         else:
-            t24 = _binop('+', t8, t23, env)
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        t25 = (' must have either path or hf_name')
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        if t24.__class__ is int and t25.__class__ is int:
-            t26 = t24 + t25
-            if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
+            t17 = _binop('+', ('ValueError: DatasetSource '), t16, env)
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        if t17.__class__ is int and (' must have either path or hf_name').__class__ is int:
+            t18 = t17 + (' must have either path or hf_name')
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
         else:
-            t26 = _binop('+', t24, t25, env)
-        t27 = ('give each [[data.datasets]] entry a path (tokenized .bin/.npy files) or an hf_name')
-        t28 = [t6, t7, t26, t27]
-        t29 = [t28]
-        t5 = t29
+            t18 = _binop('+', t17, (' must have either path or hf_name'), env)
+        t19 = [(True), ('data.datasets'), t18, ('give each [[data.datasets]] entry a path (tokenized .bin/.npy files) or an hf_name')]
+        t20 = [t19]
+        t4 = t20
     else:
-        t30 = K10
-        t5 = t30
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t31 = env.lookup('steps')
-    if t31 is None: t31 = Missing('steps')
-    if t31.__class__ is list or t31.__class__ is str or t31.__class__ is dict:
-        t32 = len(t31)
-        env.budget.left -= t32 if t32 > 1 else 1
+        t21 = K10
+        t4 = t21
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t22 = env.lookup('steps')
+    if t22 is None: t22 = Missing('steps')
+    if t22.__class__ is list or t22.__class__ is str or t22.__class__ is dict:
+        t23 = len(t22)
+        env.budget.left -= t23 if t23 > 1 else 1
         if env.budget.left < 0: _charge(env, 0)
     else:
-        t32 = call_value(env, F_len.fn, F_len.cost, False, [t31])
-    t34 = (1)
-    if t32.__class__ is int:
-        t33 = t32 > t34
+        t23 = call_value(env, F_len.fn, F_len.cost, False, [t22])
+    if t23.__class__ is int:
+        t24 = t23 > (1)
     else:
-        t33 = _compare('>', t32, t34)
-    if (t33 if t33.__class__ is bool else _truth(t33)):
-        t36 = []
-        t37 = env.budget
-        t39 = env.lookup('steps')
-        if t39 is None: t39 = Missing('steps')
-        if t39.__class__ is list or t39.__class__ is str or t39.__class__ is dict:
-            t40 = len(t39)
-            env.budget.left -= t40 if t40 > 1 else 1
+        t24 = _compare('>', t23, (1))
+    if (t24 if t24.__class__ is bool else _truth(t24)):
+        t26 = []
+        t27 = env.budget
+        if t22.__class__ is list or t22.__class__ is str or t22.__class__ is dict:
+            t29 = len(t22)
+            env.budget.left -= t29 if t29 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t40 = call_value(env, F_len.fn, F_len.cost, False, [t39])
-        if t40 is None or t40.__class__ is Missing: _need(t40)
-        t41 = (1)
-        if t41 is None or t41.__class__ is Missing: _need(t41)
-        if t40.__class__ is int and t41.__class__ is int:
-            t42 = t40 - t41
-            if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
+            t29 = call_value(env, F_len.fn, F_len.cost, False, [t22])
+        if t29 is None or t29.__class__ is Missing: _need(t29)
+        if t29.__class__ is int and (1).__class__ is int:
+            t30 = t29 - (1)
+            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
         else:
-            t42 = _binop('-', t40, t41, env)
-        t43 = call_value(env, F_range.fn, F_range.cost, False, [t42])
-        t38 = loop_items(t43)
-        t44 = Env({}, None, t37, env)
-        t45 = t44.values
-        for t46 in t38:
-            t37.left -= 15
-            if t37.left < 0: _charge(env, 0)
-            t45['i'] = t46
-            t44.let_cache = None
-            t47 = t44.lookup('steps')
-            if t47 is None: t47 = Missing('steps')
-            if t47 is None or t47.__class__ is Missing: _need(t47)
-            t48 = t46
-            if t48 is None: t48 = Missing('i')
-            if t48 is None or t48.__class__ is Missing: _need(t48)
-            t49 = index_value(t47, t48, 'steps')
-            t51 = t44.lookup('steps')
-            if t51 is None: t51 = Missing('steps')
-            if t51 is None or t51.__class__ is Missing: _need(t51)
-            t52 = t46
-            if t52 is None: t52 = Missing('i')
-            if t52 is None or t52.__class__ is Missing: _need(t52)
-            t53 = (1)
-            if t53 is None or t53.__class__ is Missing: _need(t53)
-            if t52.__class__ is int and t53.__class__ is int:
-                t54 = t52 + t53
-                if not -MAX_INT <= t54 <= MAX_INT: _check_value(t54)
+            t30 = _binop('-', t29, (1), env)
+        t31 = call_value(env, F_range.fn, F_range.cost, False, [t30])
+        t28 = loop_items(t31)
+        t32 = Env({}, None, t27, env)
+        t33 = t32.values
+        for t34 in t28:
+            t27.left -= 15
+            if t27.left < 0: _charge(env, 0)
+            t33['i'] = t34
+            t32.let_cache = None
+            t35 = t32.lookup('steps')
+            if t35 is None: t35 = Missing('steps')
+            if t35 is None or t35.__class__ is Missing: _need(t35)
+            t36 = t34
+            if t36 is None: t36 = Missing('i')
+            if t36 is None or t36.__class__ is Missing: _need(t36)
+            t37 = index_value(t35, t36, 'steps')
+            if t35 is None or t35.__class__ is Missing: _need(t35)
+            t39 = t34
+            if t39 is None: t39 = Missing('i')
+            if t39 is None or t39.__class__ is Missing: _need(t39)
+            if t39.__class__ is int and (1).__class__ is int:
+                t40 = t39 + (1)
+                if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
             else:
-                t54 = _binop('+', t52, t53, t44)
-            if t54 is None or t54.__class__ is Missing: _need(t54)
-            t55 = index_value(t51, t54, 'steps')
-            if t49.__class__ is t55.__class__ and (t49.__class__ is int or t49.__class__ is str):
-                t50 = t49 >= t55
+                t40 = _binop('+', t39, (1), t32)
+            if t40 is None or t40.__class__ is Missing: _need(t40)
+            t41 = index_value(t35, t40, 'steps')
+            if t37.__class__ is t41.__class__ and (t37.__class__ is int or t37.__class__ is str):
+                t38 = t37 >= t41
             else:
-                if t55.__class__ is list or t55.__class__ is dict or t55.__class__ is str: _charge_operands(t44, t49, t55)
-                t50 = _compare('>=', t49, t55)
-            t36.append(t50)
-            t37.mem -= 1
-            if t37.mem < 0: _charge_mem(env, 0)
-            if len(t36) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t56 = call_value(env, F_any.fn, F_any.cost, False, [t36])
-        t35 = (t56 if t56.__class__ is bool else _truth(t56))
+                if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t32, t37, t41)
+                t38 = _compare('>=', t37, t41)
+            t26.append(t38)
+            t27.mem -= 1
+            if t27.mem < 0: _charge_mem(env, 0)
+            if len(t26) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t42 = call_value(env, F_any.fn, F_any.cost, False, [t26])
+        t25 = (t42 if t42.__class__ is bool else _truth(t42))
     else:
-        t35 = False
-    if (t35 if t35.__class__ is bool else _truth(t35)):
-        t58 = (True)
-        t59 = ('data.phases')
-        t60 = ('ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps ')
-        if t60 is None or t60.__class__ is Missing: _need(t60)
-        t61 = env.lookup('steps')
-        if t61 is None: t61 = Missing('steps')
-        t62 = call_value(env, F_str.fn, F_str.cost, True, [t61])
-        if t62 is None or t62.__class__ is Missing: _need(t62)
-        if t60.__class__ is int and t62.__class__ is int:
-            t63 = t60 + t62
-            if not -MAX_INT <= t63 <= MAX_INT: _check_value(t63)
+        t25 = False
+    if (t25 if t25.__class__ is bool else _truth(t25)):
+        t44 = call_value(env, F_str.fn, F_str.cost, True, [t22])
+        if t44 is None or t44.__class__ is Missing: _need(t44)
+        if ('ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps ').__class__ is int and t44.__class__ is int:
+            t45 = ('ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps ') + t44
+            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
         else:
-            t63 = _binop('+', t60, t62, env)
-        if t63 is None or t63.__class__ is Missing: _need(t63)
-        t64 = (')')
-        if t64 is None or t64.__class__ is Missing: _need(t64)
-        if t63.__class__ is int and t64.__class__ is int:
-            t65 = t63 + t64
-            if not -MAX_INT <= t65 <= MAX_INT: _check_value(t65)
+            t45 = _binop('+', ('ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps '), t44, env)
+        if t45 is None or t45.__class__ is Missing: _need(t45)
+        if t45.__class__ is int and (')').__class__ is int:
+            t46 = t45 + (')')
+            if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
         else:
-            t65 = _binop('+', t63, t64, env)
-        t66 = ('order the [[data.phases]] entries by start_step, each later than the one before')
-        t67 = [t58, t59, t65, t66]
-        t68 = [t67]
-        t57 = t68
+            t46 = _binop('+', t45, (')'), env)
+        t47 = [(True), ('data.phases'), t46, ('order the [[data.phases]] entries by start_step, each later than the one before')]
+        t48 = [t47]
+        t43 = t48
     else:
-        t69 = K11
-        t57 = t69
-    if t57 is None or t57.__class__ is Missing: _need(t57)
-    if t5.__class__ is int and t57.__class__ is int:
-        t70 = t5 + t57
-        if not -MAX_INT <= t70 <= MAX_INT: _check_value(t70)
+        t49 = K11
+        t43 = t49
+    if t43 is None or t43.__class__ is Missing: _need(t43)
+    if t4.__class__ is int and t43.__class__ is int:
+        t50 = t4 + t43
+        if not -MAX_INT <= t50 <= MAX_INT: _check_value(t50)
     else:
-        t70 = _binop('+', t5, t57, env)
-    if t70 is None or t70.__class__ is Missing: _need(t70)
-    t71 = []
-    t72 = env.budget
-    t74 = env.lookup('config')
-    if t74 is None: t74 = Missing('config')
-    if t74.__class__ is dict and 'data' in t74:
-        t75 = t74['data']
-        if t75 is None: t75 = Missing('config.data')
+        t50 = _binop('+', t4, t43, env)
+    if t50 is None or t50.__class__ is Missing: _need(t50)
+    t51 = []
+    t52 = env.budget
+    t54 = env.lookup('config')
+    if t54 is None: t54 = Missing('config')
+    if t54.__class__ is dict and 'data' in t54:
+        t55 = t54['data']
+        if t55 is None: t55 = Missing('config.data')
     else:
-        t75 = attr_value(t74, 'data', 'config.data')
-    if t75.__class__ is dict and 'phases' in t75:
-        t76 = t75['phases']
-        if t76 is None: t76 = Missing('config.data.phases')
+        t55 = attr_value(t54, 'data', 'config.data')
+    if t55.__class__ is dict and 'phases' in t55:
+        t56 = t55['phases']
+        if t56 is None: t56 = Missing('config.data.phases')
     else:
-        t76 = attr_value(t75, 'phases', 'config.data.phases')
-    t73 = loop_items(t76)
-    t77 = Env({}, None, t72, env)
-    t78 = t77.values
-    for t79 in t73:
-        t72.left -= 36
-        if t72.left < 0: _charge(env, 0)
-        t78['p'] = t79
-        t77.let_cache = None
-        t80 = t79
-        if t80 is None: t80 = Missing('p')
-        t77.budget.left -= 1
-        if t77.budget.left < 0: _charge(t77, 0)
-        t81 = type_name(t80)
-        t77.budget.mem -= len(t81)
-        if t77.budget.mem < 0: _charge_mem(t77, 0)
-        t83 = ('table')
-        if t81.__class__ is str:
-            t82 = t81 == t83
+        t56 = attr_value(t55, 'phases', 'config.data.phases')
+    t53 = loop_items(t56)
+    t57 = Env({}, None, t52, env)
+    t58 = t57.values
+    for t59 in t53:
+        t52.left -= 36
+        if t52.left < 0: _charge(env, 0)
+        t58['p'] = t59
+        t57.let_cache = None
+        t60 = t59
+        if t60 is None: t60 = Missing('p')
+        t57.budget.left -= 1
+        if t57.budget.left < 0: _charge(t57, 0)
+        t61 = type_name(t60)
+        t57.budget.mem -= len(t61)
+        if t57.budget.mem < 0: _charge_mem(t57, 0)
+        if t61.__class__ is str:
+            t62 = t61 == ('table')
         else:
-            t82 = _compare('==', t81, t83)
-        if (t82 if t82.__class__ is bool else _truth(t82)):
-            t85 = t79
-            if t85 is None: t85 = Missing('p')
-            if t85.__class__ is dict and 'dataset_weights' in t85:
-                t86 = t85['dataset_weights']
-                if t86 is None: t86 = Missing('p.dataset_weights')
+            t62 = _compare('==', t61, ('table'))
+        if (t62 if t62.__class__ is bool else _truth(t62)):
+            t64 = t59
+            if t64 is None: t64 = Missing('p')
+            if t64.__class__ is dict and 'dataset_weights' in t64:
+                t65 = t64['dataset_weights']
+                if t65 is None: t65 = Missing('p.dataset_weights')
             else:
-                t86 = attr_value(t85, 'dataset_weights', 'p.dataset_weights')
-            t77.budget.left -= 1
-            if t77.budget.left < 0: _charge(t77, 0)
-            t87 = type_name(t86)
-            t77.budget.mem -= len(t87)
-            if t77.budget.mem < 0: _charge_mem(t77, 0)
-            t89 = ('table')
-            if t87.__class__ is str:
-                t88 = t87 == t89
+                t65 = attr_value(t64, 'dataset_weights', 'p.dataset_weights')
+            t57.budget.left -= 1
+            if t57.budget.left < 0: _charge(t57, 0)
+            t66 = type_name(t65)
+            t57.budget.mem -= len(t66)
+            if t57.budget.mem < 0: _charge_mem(t57, 0)
+            if t66.__class__ is str:
+                t67 = t66 == ('table')
             else:
-                t88 = _compare('==', t87, t89)
-            t84 = (t88 if t88.__class__ is bool else _truth(t88))
+                t67 = _compare('==', t66, ('table'))
+            t63 = (t67 if t67.__class__ is bool else _truth(t67))
         else:
-            t84 = False
-        if (t84 if t84.__class__ is bool else _truth(t84)):
-            t91 = []
-            t92 = t77.budget
-            t94 = t79
-            if t94 is None: t94 = Missing('p')
-            if t94.__class__ is dict and 'dataset_weights' in t94:
-                t95 = t94['dataset_weights']
-                if t95 is None: t95 = Missing('p.dataset_weights')
+            t63 = False
+        if (t63 if t63.__class__ is bool else _truth(t63)):
+            t69 = []
+            t70 = t57.budget
+            t72 = t59
+            if t72 is None: t72 = Missing('p')
+            if t72.__class__ is dict and 'dataset_weights' in t72:
+                t73 = t72['dataset_weights']
+                if t73 is None: t73 = Missing('p.dataset_weights')
             else:
-                t95 = attr_value(t94, 'dataset_weights', 'p.dataset_weights')
-            t96 = call_value(t77, F_keys.fn, F_keys.cost, False, [t95])
-            t93 = loop_items(t96)
-            t97 = Env({}, None, t92, t77)
-            t98 = t97.values
-            for t99 in t93:
-                t92.left -= 20
-                if t92.left < 0: _charge(t77, 0)
-                t98['k'] = t99
-                t97.let_cache = None
-                t100 = t79
-                if t100 is None: t100 = Missing('p')
-                if t100.__class__ is dict and 'dataset_weights' in t100:
-                    t101 = t100['dataset_weights']
-                    if t101 is None: t101 = Missing('p.dataset_weights')
+                t73 = attr_value(t72, 'dataset_weights', 'p.dataset_weights')
+            t74 = call_value(t57, F_keys.fn, F_keys.cost, False, [t73])
+            t71 = loop_items(t74)
+            t75 = Env({}, None, t70, t57)
+            t76 = t75.values
+            for t77 in t71:
+                t70.left -= 20
+                if t70.left < 0: _charge(t57, 0)
+                t76['k'] = t77
+                t75.let_cache = None
+                t78 = t59
+                if t78 is None: t78 = Missing('p')
+                if t78.__class__ is dict and 'dataset_weights' in t78:
+                    t79 = t78['dataset_weights']
+                    if t79 is None: t79 = Missing('p.dataset_weights')
                 else:
-                    t101 = attr_value(t100, 'dataset_weights', 'p.dataset_weights')
-                if t101 is None or t101.__class__ is Missing: _need(t101)
-                t102 = t99
-                if t102 is None: t102 = Missing('k')
-                if t102 is None or t102.__class__ is Missing: _need(t102)
-                t103 = index_value(t101, t102, 'p.dataset_weights')
-                t97.budget.left -= 1
-                if t97.budget.left < 0: _charge(t97, 0)
-                t104 = type_name(t103)
-                t97.budget.mem -= len(t104)
-                if t97.budget.mem < 0: _charge_mem(t97, 0)
-                t106 = K12
-                if t106.__class__ is list or t106.__class__ is dict or t106.__class__ is str: _charge_operands(t97, t104, t106)
-                t105 = _compare('in', t104, t106)
-                if (t105 if t105.__class__ is bool else _truth(t105)):
-                    t108 = t79
-                    if t108 is None: t108 = Missing('p')
-                    if t108.__class__ is dict and 'dataset_weights' in t108:
-                        t109 = t108['dataset_weights']
-                        if t109 is None: t109 = Missing('p.dataset_weights')
+                    t79 = attr_value(t78, 'dataset_weights', 'p.dataset_weights')
+                if t79 is None or t79.__class__ is Missing: _need(t79)
+                t80 = t77
+                if t80 is None: t80 = Missing('k')
+                if t80 is None or t80.__class__ is Missing: _need(t80)
+                t81 = index_value(t79, t80, 'p.dataset_weights')
+                t75.budget.left -= 1
+                if t75.budget.left < 0: _charge(t75, 0)
+                t82 = type_name(t81)
+                t75.budget.mem -= len(t82)
+                if t75.budget.mem < 0: _charge_mem(t75, 0)
+                t84 = K12
+                if t84.__class__ is list or t84.__class__ is dict or t84.__class__ is str: _charge_operands(t75, t82, t84)
+                t83 = _compare('in', t82, t84)
+                if (t83 if t83.__class__ is bool else _truth(t83)):
+                    t86 = t59
+                    if t86 is None: t86 = Missing('p')
+                    if t86.__class__ is dict and 'dataset_weights' in t86:
+                        t87 = t86['dataset_weights']
+                        if t87 is None: t87 = Missing('p.dataset_weights')
                     else:
-                        t109 = attr_value(t108, 'dataset_weights', 'p.dataset_weights')
-                    if t109 is None or t109.__class__ is Missing: _need(t109)
-                    t110 = t99
-                    if t110 is None: t110 = Missing('k')
-                    if t110 is None or t110.__class__ is Missing: _need(t110)
-                    t111 = index_value(t109, t110, 'p.dataset_weights')
-                    t113 = (0)
-                    if t111.__class__ is int:
-                        t112 = t111 < t113
+                        t87 = attr_value(t86, 'dataset_weights', 'p.dataset_weights')
+                    if t87 is None or t87.__class__ is Missing: _need(t87)
+                    t88 = t77
+                    if t88 is None: t88 = Missing('k')
+                    if t88 is None or t88.__class__ is Missing: _need(t88)
+                    t89 = index_value(t87, t88, 'p.dataset_weights')
+                    if t89.__class__ is int:
+                        t90 = t89 < (0)
                     else:
-                        t112 = _compare('<', t111, t113)
-                    t107 = (t112 if t112.__class__ is bool else _truth(t112))
+                        t90 = _compare('<', t89, (0))
+                    t85 = (t90 if t90.__class__ is bool else _truth(t90))
                 else:
-                    t107 = False
-                t91.append(t107)
-                t92.mem -= 1
-                if t92.mem < 0: _charge_mem(t77, 0)
-                if len(t91) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t114 = call_value(t77, F_any.fn, F_any.cost, False, [t91])
-            t90 = (t114 if t114.__class__ is bool else _truth(t114))
+                    t85 = False
+                t69.append(t85)
+                t70.mem -= 1
+                if t70.mem < 0: _charge_mem(t57, 0)
+                if len(t69) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t91 = call_value(t57, F_any.fn, F_any.cost, False, [t69])
+            t68 = (t91 if t91.__class__ is bool else _truth(t91))
         else:
-            t90 = False
-        t71.append(t90)
-        t72.mem -= 1
-        if t72.mem < 0: _charge_mem(env, 0)
-        if len(t71) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t115 = call_value(env, F_any.fn, F_any.cost, False, [t71])
-    if (t115 if t115.__class__ is bool else _truth(t115)):
-        t117 = K13
-        t118 = [t117]
-        t116 = t118
+            t68 = False
+        t51.append(t68)
+        t52.mem -= 1
+        if t52.mem < 0: _charge_mem(env, 0)
+        if len(t51) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    t92 = call_value(env, F_any.fn, F_any.cost, False, [t51])
+    if (t92 if t92.__class__ is bool else _truth(t92)):
+        t94 = K13
+        t95 = [t94]
+        t93 = t95
     else:
-        t119 = K14
-        t116 = t119
-    if t116 is None or t116.__class__ is Missing: _need(t116)
-    if t70.__class__ is int and t116.__class__ is int:
-        t120 = t70 + t116
-        if not -MAX_INT <= t120 <= MAX_INT: _check_value(t120)
+        t96 = K14
+        t93 = t96
+    if t93 is None or t93.__class__ is Missing: _need(t93)
+    if t50.__class__ is int and t93.__class__ is int:
+        t97 = t50 + t93
+        if not -MAX_INT <= t97 <= MAX_INT: _check_value(t97)
     else:
-        t120 = _binop('+', t70, t116, env)
-    if t120 is None or t120.__class__ is Missing: _need(t120)
-    t121 = env.lookup('config')
-    if t121 is None: t121 = Missing('config')
-    if t121.__class__ is dict and 'data' in t121:
-        t122 = t121['data']
-        if t122 is None: t122 = Missing('config.data')
-    else:
-        t122 = attr_value(t121, 'data', 'config.data')
-    if t122.__class__ is dict and 'phases' in t122:
-        t123 = t122['phases']
-        if t123 is None: t123 = Missing('config.data.phases')
-    else:
-        t123 = attr_value(t122, 'phases', 'config.data.phases')
-    if t123.__class__ is list or t123.__class__ is str or t123.__class__ is dict:
-        t124 = len(t123)
-        env.budget.left -= t124 if t124 > 1 else 1
+        t97 = _binop('+', t50, t93, env)
+    if t97 is None or t97.__class__ is Missing: _need(t97)
+    if t56.__class__ is list or t56.__class__ is str or t56.__class__ is dict:
+        t98 = len(t56)
+        env.budget.left -= t98 if t98 > 1 else 1
         if env.budget.left < 0: _charge(env, 0)
     else:
-        t124 = call_value(env, F_len.fn, F_len.cost, False, [t123])
-    t126 = (0)
-    if t124.__class__ is int:
-        t125 = t124 == t126
+        t98 = call_value(env, F_len.fn, F_len.cost, False, [t56])
+    if t98.__class__ is int:
+        t99 = t98 == (0)
     else:
-        t125 = _compare('==', t124, t126)
-    if (t125 if t125.__class__ is bool else _truth(t125)):
-        t128 = env.lookup('config')
-        if t128 is None: t128 = Missing('config')
-        if t128.__class__ is dict and 'data' in t128:
-            t129 = t128['data']
-            if t129 is None: t129 = Missing('config.data')
+        t99 = _compare('==', t98, (0))
+    if (t99 if t99.__class__ is bool else _truth(t99)):
+        if t55.__class__ is dict and 'anneal_start_step' in t55:
+            t101 = t55['anneal_start_step']
+            if t101 is None: t101 = Missing('config.data.anneal_start_step')
         else:
-            t129 = attr_value(t128, 'data', 'config.data')
-        if t129.__class__ is dict and 'anneal_start_step' in t129:
-            t130 = t129['anneal_start_step']
-            if t130 is None: t130 = Missing('config.data.anneal_start_step')
-        else:
-            t130 = attr_value(t129, 'anneal_start_step', 'config.data.anneal_start_step')
+            t101 = attr_value(t55, 'anneal_start_step', 'config.data.anneal_start_step')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t131 = type_name(t130)
-        env.budget.mem -= len(t131)
+        t102 = type_name(t101)
+        env.budget.mem -= len(t102)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t133 = ('int')
-        if t131.__class__ is str:
-            t132 = t131 == t133
+        if t102.__class__ is str:
+            t103 = t102 == ('int')
         else:
-            t132 = _compare('==', t131, t133)
-        t127 = (t132 if t132.__class__ is bool else _truth(t132))
+            t103 = _compare('==', t102, ('int'))
+        t100 = (t103 if t103.__class__ is bool else _truth(t103))
     else:
-        t127 = False
-    if (t127 if t127.__class__ is bool else _truth(t127)):
-        t135 = env.lookup('config')
-        if t135 is None: t135 = Missing('config')
-        if t135.__class__ is dict and 'data' in t135:
-            t136 = t135['data']
-            if t136 is None: t136 = Missing('config.data')
+        t100 = False
+    if (t100 if t100.__class__ is bool else _truth(t100)):
+        if t55.__class__ is dict and 'anneal_start_step' in t55:
+            t105 = t55['anneal_start_step']
+            if t105 is None: t105 = Missing('config.data.anneal_start_step')
         else:
-            t136 = attr_value(t135, 'data', 'config.data')
-        if t136.__class__ is dict and 'anneal_start_step' in t136:
-            t137 = t136['anneal_start_step']
-            if t137 is None: t137 = Missing('config.data.anneal_start_step')
+            t105 = attr_value(t55, 'anneal_start_step', 'config.data.anneal_start_step')
+        if t105.__class__ is int:
+            t106 = t105 > (0)
         else:
-            t137 = attr_value(t136, 'anneal_start_step', 'config.data.anneal_start_step')
-        t139 = (0)
-        if t137.__class__ is int:
-            t138 = t137 > t139
-        else:
-            t138 = _compare('>', t137, t139)
-        t134 = (t138 if t138.__class__ is bool else _truth(t138))
+            t106 = _compare('>', t105, (0))
+        t104 = (t106 if t106.__class__ is bool else _truth(t106))
     else:
-        t134 = False
-    if (t134 if t134.__class__ is bool else _truth(t134)):
-        t141 = env.lookup('anneal_negative')
-        if t141 is None: t141 = Missing('anneal_negative')
-        if t141.__class__ is list or t141.__class__ is str or t141.__class__ is dict:
-            t142 = len(t141)
-            env.budget.left -= t142 if t142 > 1 else 1
+        t104 = False
+    if (t104 if t104.__class__ is bool else _truth(t104)):
+        t108 = env.lookup('anneal_negative')
+        if t108 is None: t108 = Missing('anneal_negative')
+        if t108.__class__ is list or t108.__class__ is str or t108.__class__ is dict:
+            t109 = len(t108)
+            env.budget.left -= t109 if t109 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t142 = call_value(env, F_len.fn, F_len.cost, False, [t141])
-        t144 = (0)
-        if t142.__class__ is int:
-            t143 = t142 > t144
+            t109 = call_value(env, F_len.fn, F_len.cost, False, [t108])
+        if t109.__class__ is int:
+            t110 = t109 > (0)
         else:
-            t143 = _compare('>', t142, t144)
-        t140 = (t143 if t143.__class__ is bool else _truth(t143))
+            t110 = _compare('>', t109, (0))
+        t107 = (t110 if t110.__class__ is bool else _truth(t110))
     else:
-        t140 = False
-    if (t140 if t140.__class__ is bool else _truth(t140)):
-        t146 = (True)
-        t147 = ('data.anneal_weights')
-        t148 = ('ValueError: TrainingPhase.dataset_weights[')
-        if t148 is None or t148.__class__ is Missing: _need(t148)
-        t149 = env.lookup('chr_q')
-        if t149 is None: t149 = Missing('chr_q')
-        if t149 is None or t149.__class__ is Missing: _need(t149)
-        if t148.__class__ is int and t149.__class__ is int:
-            t150 = t148 + t149
-            if not -MAX_INT <= t150 <= MAX_INT: _check_value(t150)
+        t107 = False
+    if (t107 if t107.__class__ is bool else _truth(t107)):
+        t112 = env.lookup('chr_q')
+        if t112 is None: t112 = Missing('chr_q')
+        if t112 is None or t112.__class__ is Missing: _need(t112)
+        if ('ValueError: TrainingPhase.dataset_weights[').__class__ is int and t112.__class__ is int:
+            t113 = ('ValueError: TrainingPhase.dataset_weights[') + t112
+            if not -MAX_INT <= t113 <= MAX_INT: _check_value(t113)
         else:
-            t150 = _binop('+', t148, t149, env)
-        if t150 is None or t150.__class__ is Missing: _need(t150)
-        t151 = env.lookup('anneal_negative')
-        if t151 is None: t151 = Missing('anneal_negative')
-        if t151.__class__ is list or t151.__class__ is str or t151.__class__ is dict:
-            t152 = len(t151)
-            env.budget.left -= t152 if t152 > 1 else 1
+            t113 = _binop('+', ('ValueError: TrainingPhase.dataset_weights['), t112, env)
+        if t113 is None or t113.__class__ is Missing: _need(t113)
+        t114 = env.lookup('anneal_negative')
+        if t114 is None: t114 = Missing('anneal_negative')
+        if t114.__class__ is list or t114.__class__ is str or t114.__class__ is dict:
+            t115 = len(t114)
+            env.budget.left -= t115 if t115 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t152 = call_value(env, F_len.fn, F_len.cost, False, [t151])
-        t154 = (0)
-        if t152.__class__ is int:
-            t153 = t152 > t154
+            t115 = call_value(env, F_len.fn, F_len.cost, False, [t114])
+        if t115.__class__ is int:
+            t116 = t115 > (0)
         else:
-            t153 = _compare('>', t152, t154)
-        if (t153 if t153.__class__ is bool else _truth(t153)):
-            t156 = env.lookup('anneal_negative')
-            if t156 is None: t156 = Missing('anneal_negative')
-            if t156 is None or t156.__class__ is Missing: _need(t156)
-            t157 = (0)
-            if t157 is None or t157.__class__ is Missing: _need(t157)
-            t158 = index_value(t156, t157, 'anneal_negative')
-            t155 = t158
+            t116 = _compare('>', t115, (0))
+        if (t116 if t116.__class__ is bool else _truth(t116)):
+            if t114 is None or t114.__class__ is Missing: _need(t114)
+            if t114.__class__ is list and len(t114) > 0:
+                t118 = t114[0]
+                if t118 is None: t118 = Missing('anneal_negative[0]')
+            else:
+                t118 = index_value(t114, (0), 'anneal_negative')
+            t117 = t118
         else:
-            t159 = ('')
-            t155 = t159
-        if t155 is None or t155.__class__ is Missing: _need(t155)
-        if t150.__class__ is int and t155.__class__ is int:
-            t160 = t150 + t155
-            if not -MAX_INT <= t160 <= MAX_INT: _check_value(t160)
+            t117 = ('')
+        if t117 is None or t117.__class__ is Missing: _need(t117)
+        if t113.__class__ is int and t117.__class__ is int:
+            t119 = t113 + t117
+            if not -MAX_INT <= t119 <= MAX_INT: _check_value(t119)
         else:
-            t160 = _binop('+', t150, t155, env)
-        if t160 is None or t160.__class__ is Missing: _need(t160)
-        t161 = env.lookup('chr_q')
-        if t161 is None: t161 = Missing('chr_q')
-        if t161 is None or t161.__class__ is Missing: _need(t161)
-        if t160.__class__ is int and t161.__class__ is int:
-            t162 = t160 + t161
-            if not -MAX_INT <= t162 <= MAX_INT: _check_value(t162)
+            t119 = _binop('+', t113, t117, env)
+        if t119 is None or t119.__class__ is Missing: _need(t119)
+        if t112 is None or t112.__class__ is Missing: _need(t112)
+        if t119.__class__ is int and t112.__class__ is int:
+            t120 = t119 + t112
+            if not -MAX_INT <= t120 <= MAX_INT: _check_value(t120)
         else:
-            t162 = _binop('+', t160, t161, env)
-        if t162 is None or t162.__class__ is Missing: _need(t162)
-        t163 = ('] must be non-negative (data.anneal_weights)')
-        if t163 is None or t163.__class__ is Missing: _need(t163)
-        if t162.__class__ is int and t163.__class__ is int:
-            t164 = t162 + t163
-            if not -MAX_INT <= t164 <= MAX_INT: _check_value(t164)
+            t120 = _binop('+', t119, t112, env)
+        if t120 is None or t120.__class__ is Missing: _need(t120)
+        if t120.__class__ is int and ('] must be non-negative (data.anneal_weights)').__class__ is int:
+            t121 = t120 + ('] must be non-negative (data.anneal_weights)')
+            if not -MAX_INT <= t121 <= MAX_INT: _check_value(t121)
         else:
-            t164 = _binop('+', t162, t163, env)
-        t165 = ('use data.anneal_weights >= 0 (at least one positive)')
-        t166 = ('when scripts/train.py turns data.anneal_weights into a TrainingPhase, before the first step')
-        t167 = [t146, t147, t164, t165, t166]
-        t168 = [t167]
-        t145 = t168
+            t121 = _binop('+', t120, ('] must be non-negative (data.anneal_weights)'), env)
+        t122 = [(True), ('data.anneal_weights'), t121, ('use data.anneal_weights >= 0 (at least one positive)'), ('when scripts/train.py turns data.anneal_weights into a TrainingPhase, before the first step')]
+        t123 = [t122]
+        t111 = t123
     else:
-        t169 = K15
-        t145 = t169
-    if t145 is None or t145.__class__ is Missing: _need(t145)
-    if t120.__class__ is int and t145.__class__ is int:
-        t170 = t120 + t145
-        if not -MAX_INT <= t170 <= MAX_INT: _check_value(t170)
+        t124 = K15
+        t111 = t124
+    if t111 is None or t111.__class__ is Missing: _need(t111)
+    if t97.__class__ is int and t111.__class__ is int:
+        t125 = t97 + t111
+        if not -MAX_INT <= t125 <= MAX_INT: _check_value(t125)
     else:
-        t170 = _binop('+', t120, t145, env)
-    return t170
+        t125 = _binop('+', t97, t111, env)
+    return t125
 
 def e79(env):
     t1 = []
@@ -2764,47 +2387,44 @@ def e79(env):
         t11 = type_name(t10)
         t7.budget.mem -= len(t11)
         if t7.budget.mem < 0: _charge_mem(t7, 0)
-        t13 = ('table')
         if t11.__class__ is str:
-            t12 = t11 == t13
+            t12 = t11 == ('table')
         else:
-            t12 = _compare('==', t11, t13)
+            t12 = _compare('==', t11, ('table'))
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t15 = t9
-            if t15 is None: t15 = Missing('s')
-            if t15.__class__ is dict and 'path' in t15:
-                t16 = t15['path']
-                if t16 is None: t16 = Missing('s.path')
+            t14 = t9
+            if t14 is None: t14 = Missing('s')
+            if t14.__class__ is dict and 'path' in t14:
+                t15 = t14['path']
+                if t15 is None: t15 = Missing('s.path')
             else:
-                t16 = attr_value(t15, 'path', 's.path')
-            t18 = ('')
-            if t16.__class__ is str:
-                t17 = t16 == t18
+                t15 = attr_value(t14, 'path', 's.path')
+            if t15.__class__ is str:
+                t16 = t15 == ('')
             else:
-                t17 = _compare('==', t16, t18)
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('==', t15, (''))
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t20 = t9
-            if t20 is None: t20 = Missing('s')
-            if t20.__class__ is dict and 'hf_name' in t20:
-                t21 = t20['hf_name']
-                if t21 is None: t21 = Missing('s.hf_name')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t18 = t9
+            if t18 is None: t18 = Missing('s')
+            if t18.__class__ is dict and 'hf_name' in t18:
+                t19 = t18['hf_name']
+                if t19 is None: t19 = Missing('s.hf_name')
             else:
-                t21 = attr_value(t20, 'hf_name', 's.hf_name')
-            t23 = ('')
-            if t21.__class__ is str:
-                t22 = t21 == t23
+                t19 = attr_value(t18, 'hf_name', 's.hf_name')
+            if t19.__class__ is str:
+                t20 = t19 == ('')
             else:
-                t22 = _compare('==', t21, t23)
-            t19 = (t22 if t22.__class__ is bool else _truth(t22))
+                t20 = _compare('==', t19, (''))
+            t17 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t24 = t9
-            if t24 is None: t24 = Missing('s')
-            t1.append(t24)
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t21 = t9
+            if t21 is None: t21 = Missing('s')
+            t1.append(t21)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -2840,41 +2460,39 @@ def e80(env):
         t11 = type_name(t10)
         t7.budget.mem -= len(t11)
         if t7.budget.mem < 0: _charge_mem(t7, 0)
-        t13 = ('table')
         if t11.__class__ is str:
-            t12 = t11 == t13
+            t12 = t11 == ('table')
         else:
-            t12 = _compare('==', t11, t13)
+            t12 = _compare('==', t11, ('table'))
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t15 = t9
-            if t15 is None: t15 = Missing('p')
-            if t15.__class__ is dict and 'start_step' in t15:
-                t16 = t15['start_step']
-                if t16 is None: t16 = Missing('p.start_step')
+            t14 = t9
+            if t14 is None: t14 = Missing('p')
+            if t14.__class__ is dict and 'start_step' in t14:
+                t15 = t14['start_step']
+                if t15 is None: t15 = Missing('p.start_step')
             else:
-                t16 = attr_value(t15, 'start_step', 'p.start_step')
+                t15 = attr_value(t14, 'start_step', 'p.start_step')
             t7.budget.left -= 1
             if t7.budget.left < 0: _charge(t7, 0)
-            t17 = type_name(t16)
-            t7.budget.mem -= len(t17)
+            t16 = type_name(t15)
+            t7.budget.mem -= len(t16)
             if t7.budget.mem < 0: _charge_mem(t7, 0)
-            t19 = ('int')
-            if t17.__class__ is str:
-                t18 = t17 == t19
+            if t16.__class__ is str:
+                t17 = t16 == ('int')
             else:
-                t18 = _compare('==', t17, t19)
-            t14 = (t18 if t18.__class__ is bool else _truth(t18))
+                t17 = _compare('==', t16, ('int'))
+            t13 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t20 = t9
-            if t20 is None: t20 = Missing('p')
-            if t20.__class__ is dict and 'start_step' in t20:
-                t21 = t20['start_step']
-                if t21 is None: t21 = Missing('p.start_step')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t18 = t9
+            if t18 is None: t18 = Missing('p')
+            if t18.__class__ is dict and 'start_step' in t18:
+                t19 = t18['start_step']
+                if t19 is None: t19 = Missing('p.start_step')
             else:
-                t21 = attr_value(t20, 'start_step', 'p.start_step')
-            t1.append(t21)
+                t19 = attr_value(t18, 'start_step', 'p.start_step')
+            t1.append(t19)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -2898,98 +2516,72 @@ def e81(env):
     t4 = type_name(t3)
     env.budget.mem -= len(t4)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t6 = ('table')
     if t4.__class__ is str:
-        t5 = t4 == t6
+        t5 = t4 == ('table')
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, ('table'))
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = []
-        t9 = env.budget
-        t11 = env.lookup('config')
-        if t11 is None: t11 = Missing('config')
-        if t11.__class__ is dict and 'data' in t11:
-            t12 = t11['data']
-            if t12 is None: t12 = Missing('config.data')
-        else:
-            t12 = attr_value(t11, 'data', 'config.data')
-        if t12.__class__ is dict and 'anneal_weights' in t12:
-            t13 = t12['anneal_weights']
-            if t13 is None: t13 = Missing('config.data.anneal_weights')
-        else:
-            t13 = attr_value(t12, 'anneal_weights', 'config.data.anneal_weights')
-        t14 = call_value(env, F_keys.fn, F_keys.cost, False, [t13])
-        t10 = loop_items(t14)
-        t15 = Env({}, None, t9, env)
-        t16 = t15.values
-        for t17 in t10:
-            t9.left -= 24
-            if t9.left < 0: _charge(env, 0)
-            t16['k'] = t17
-            t15.let_cache = None
-            t18 = t15.lookup('config')
-            if t18 is None: t18 = Missing('config')
-            if t18.__class__ is dict and 'data' in t18:
-                t19 = t18['data']
-                if t19 is None: t19 = Missing('config.data')
+        t7 = []
+        t8 = env.budget
+        t10 = call_value(env, F_keys.fn, F_keys.cost, False, [t3])
+        t9 = loop_items(t10)
+        t11 = Env({}, None, t8, env)
+        t12 = t11.values
+        for t13 in t9:
+            t8.left -= 24
+            if t8.left < 0: _charge(env, 0)
+            t12['k'] = t13
+            t11.let_cache = None
+            t14 = t11.lookup('config')
+            if t14 is None: t14 = Missing('config')
+            if t14.__class__ is dict and 'data' in t14:
+                t15 = t14['data']
+                if t15 is None: t15 = Missing('config.data')
             else:
-                t19 = attr_value(t18, 'data', 'config.data')
-            if t19.__class__ is dict and 'anneal_weights' in t19:
-                t20 = t19['anneal_weights']
-                if t20 is None: t20 = Missing('config.data.anneal_weights')
+                t15 = attr_value(t14, 'data', 'config.data')
+            if t15.__class__ is dict and 'anneal_weights' in t15:
+                t16 = t15['anneal_weights']
+                if t16 is None: t16 = Missing('config.data.anneal_weights')
             else:
-                t20 = attr_value(t19, 'anneal_weights', 'config.data.anneal_weights')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = t17
-            if t21 is None: t21 = Missing('k')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = index_value(t20, t21, 'config.data.anneal_weights')
-            t15.budget.left -= 1
-            if t15.budget.left < 0: _charge(t15, 0)
-            t23 = type_name(t22)
-            t15.budget.mem -= len(t23)
-            if t15.budget.mem < 0: _charge_mem(t15, 0)
-            t25 = K16
-            if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t15, t23, t25)
-            t24 = _compare('in', t23, t25)
-            if (t24 if t24.__class__ is bool else _truth(t24)):
-                t27 = t15.lookup('config')
-                if t27 is None: t27 = Missing('config')
-                if t27.__class__ is dict and 'data' in t27:
-                    t28 = t27['data']
-                    if t28 is None: t28 = Missing('config.data')
+                t16 = attr_value(t15, 'anneal_weights', 'config.data.anneal_weights')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = t13
+            if t17 is None: t17 = Missing('k')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = index_value(t16, t17, 'config.data.anneal_weights')
+            t11.budget.left -= 1
+            if t11.budget.left < 0: _charge(t11, 0)
+            t19 = type_name(t18)
+            t11.budget.mem -= len(t19)
+            if t11.budget.mem < 0: _charge_mem(t11, 0)
+            t21 = K16
+            if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t11, t19, t21)
+            t20 = _compare('in', t19, t21)
+            if (t20 if t20.__class__ is bool else _truth(t20)):
+                if t16 is None or t16.__class__ is Missing: _need(t16)
+                t23 = t13
+                if t23 is None: t23 = Missing('k')
+                if t23 is None or t23.__class__ is Missing: _need(t23)
+                t24 = index_value(t16, t23, 'config.data.anneal_weights')
+                if t24.__class__ is int:
+                    t25 = t24 < (0)
                 else:
-                    t28 = attr_value(t27, 'data', 'config.data')
-                if t28.__class__ is dict and 'anneal_weights' in t28:
-                    t29 = t28['anneal_weights']
-                    if t29 is None: t29 = Missing('config.data.anneal_weights')
-                else:
-                    t29 = attr_value(t28, 'anneal_weights', 'config.data.anneal_weights')
-                if t29 is None or t29.__class__ is Missing: _need(t29)
-                t30 = t17
-                if t30 is None: t30 = Missing('k')
-                if t30 is None or t30.__class__ is Missing: _need(t30)
-                t31 = index_value(t29, t30, 'config.data.anneal_weights')
-                t33 = (0)
-                if t31.__class__ is int:
-                    t32 = t31 < t33
-                else:
-                    t32 = _compare('<', t31, t33)
-                t26 = (t32 if t32.__class__ is bool else _truth(t32))
+                    t25 = _compare('<', t24, (0))
+                t22 = (t25 if t25.__class__ is bool else _truth(t25))
             else:
-                t26 = False
-            if (t26 if t26.__class__ is bool else _truth(t26)):
-                t34 = t17
-                if t34 is None: t34 = Missing('k')
-                t8.append(t34)
-                t9.mem -= 1
-                if t9.mem < 0: _charge_mem(env, 0)
-                if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t7 = t8
+                t22 = False
+            if (t22 if t22.__class__ is bool else _truth(t22)):
+                t26 = t13
+                if t26 is None: t26 = Missing('k')
+                t7.append(t26)
+                t8.mem -= 1
+                if t8.mem < 0: _charge_mem(env, 0)
+                if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t6 = t7
     else:
-        t35 = K17
-        t7 = t35
-    return t7
+        t27 = K17
+        t6 = t27
+    return t6
 
 def e82(env):
     t1 = env.lookup('item')
@@ -3000,23 +2592,21 @@ def e82(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (4)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (4)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (4))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('item')
-        if t6 is None: t6 = Missing('item')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (4)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = index_value(t6, t7, 'item')
-        t5 = t8
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t1.__class__ is list and len(t1) > 4:
+            t5 = t1[4]
+            if t5 is None: t5 = Missing('item[4]')
+        else:
+            t5 = index_value(t1, (4), 'item')
+        t4 = t5
     else:
-        t9 = ('when it loads it (DataConfig / TrainingPhase __post_init__)')
-        t5 = t9
-    return t5
+        t4 = ('when it loads it (DataConfig / TrainingPhase __post_init__)')
+    return t4
 
 def e83(env):
     t1 = env.lookup('framework')
@@ -3039,76 +2629,45 @@ def e83(env):
             t7 = attr_value(t6, 'vlm', 'config.vlm')
         t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = env.lookup('config')
-            if t10 is None: t10 = Missing('config')
-            if t10.__class__ is dict and 'vlm' in t10:
-                t11 = t10['vlm']
-                if t11 is None: t11 = Missing('config.vlm')
+            if t7 is None or t7.__class__ is Missing: _need(t7)
+            t10 = index_value(t7, ('class'), 'config.vlm')
+            if t10.__class__ is str:
+                t11 = t10 == ('MoMaConfig')
             else:
-                t11 = attr_value(t10, 'vlm', 'config.vlm')
-            if t11 is None or t11.__class__ is Missing: _need(t11)
-            t12 = ('class')
-            if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = index_value(t11, t12, 'config.vlm')
-            t15 = ('MoMaConfig')
-            if t13.__class__ is str:
-                t14 = t13 == t15
-            else:
-                t14 = _compare('==', t13, t15)
-            if not (t14 if t14.__class__ is bool else _truth(t14)):
-                t17 = env.lookup('config')
-                if t17 is None: t17 = Missing('config')
-                if t17.__class__ is dict and 'vlm' in t17:
-                    t18 = t17['vlm']
-                    if t18 is None: t18 = Missing('config.vlm')
+                t11 = _compare('==', t10, ('MoMaConfig'))
+            if not (t11 if t11.__class__ is bool else _truth(t11)):
+                if t7.__class__ is dict and 'freeze_schedule' in t7:
+                    t13 = t7['freeze_schedule']
+                    if t13 is None: t13 = Missing('config.vlm.freeze_schedule')
                 else:
-                    t18 = attr_value(t17, 'vlm', 'config.vlm')
-                if t18.__class__ is dict and 'freeze_schedule' in t18:
-                    t19 = t18['freeze_schedule']
-                    if t19 is None: t19 = Missing('config.vlm.freeze_schedule')
-                else:
-                    t19 = attr_value(t18, 'freeze_schedule', 'config.vlm.freeze_schedule')
+                    t13 = attr_value(t7, 'freeze_schedule', 'config.vlm.freeze_schedule')
                 env.budget.left -= 1
                 if env.budget.left < 0: _charge(env, 0)
-                t20 = type_name(t19)
-                env.budget.mem -= len(t20)
+                t14 = type_name(t13)
+                env.budget.mem -= len(t14)
                 if env.budget.mem < 0: _charge_mem(env, 0)
-                t22 = ('list')
-                if t20.__class__ is str:
-                    t21 = t20 == t22
+                if t14.__class__ is str:
+                    t15 = t14 == ('list')
                 else:
-                    t21 = _compare('==', t20, t22)
-                if (t21 if t21.__class__ is bool else _truth(t21)):
-                    t24 = env.lookup('config')
-                    if t24 is None: t24 = Missing('config')
-                    if t24.__class__ is dict and 'vlm' in t24:
-                        t25 = t24['vlm']
-                        if t25 is None: t25 = Missing('config.vlm')
-                    else:
-                        t25 = attr_value(t24, 'vlm', 'config.vlm')
-                    if t25.__class__ is dict and 'freeze_schedule' in t25:
-                        t26 = t25['freeze_schedule']
-                        if t26 is None: t26 = Missing('config.vlm.freeze_schedule')
-                    else:
-                        t26 = attr_value(t25, 'freeze_schedule', 'config.vlm.freeze_schedule')
-                    if t26.__class__ is list or t26.__class__ is str or t26.__class__ is dict:
-                        t27 = len(t26)
-                        env.budget.left -= t27 if t27 > 1 else 1
+                    t15 = _compare('==', t14, ('list'))
+                if (t15 if t15.__class__ is bool else _truth(t15)):
+                    if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
+                        t17 = len(t13)
+                        env.budget.left -= t17 if t17 > 1 else 1
                         if env.budget.left < 0: _charge(env, 0)
                     else:
-                        t27 = call_value(env, F_len.fn, F_len.cost, False, [t26])
-                    t29 = (1)
-                    if t27.__class__ is int:
-                        t28 = t27 > t29
+                        t17 = call_value(env, F_len.fn, F_len.cost, False, [t13])
+                    if t17.__class__ is int:
+                        t18 = t17 > (1)
                     else:
-                        t28 = _compare('>', t27, t29)
-                    t23 = (t28 if t28.__class__ is bool else _truth(t28))
+                        t18 = _compare('>', t17, (1))
+                    t16 = (t18 if t18.__class__ is bool else _truth(t18))
                 else:
-                    t23 = False
-                t16 = (t23 if t23.__class__ is bool else _truth(t23))
+                    t16 = False
+                t12 = (t16 if t16.__class__ is bool else _truth(t16))
             else:
-                t16 = True
-            t9 = (t16 if t16.__class__ is bool else _truth(t16))
+                t12 = True
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
@@ -3134,584 +2693,496 @@ def e84(env):
             if env.budget.left < 0: _charge(env, 0)
         else:
             t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = []
-            t11 = env.budget
-            t13 = env.lookup('steps')
-            if t13 is None: t13 = Missing('steps')
-            if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
-                t14 = len(t13)
-                env.budget.left -= t14 if t14 > 1 else 1
+            t9 = []
+            t10 = env.budget
+            if t5.__class__ is list or t5.__class__ is str or t5.__class__ is dict:
+                t12 = len(t5)
+                env.budget.left -= t12 if t12 > 1 else 1
                 if env.budget.left < 0: _charge(env, 0)
             else:
-                t14 = call_value(env, F_len.fn, F_len.cost, False, [t13])
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = (1)
-            if t15 is None or t15.__class__ is Missing: _need(t15)
-            if t14.__class__ is int and t15.__class__ is int:
-                t16 = t14 - t15
-                if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+                t12 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            if t12.__class__ is int and (1).__class__ is int:
+                t13 = t12 - (1)
+                if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
             else:
-                t16 = _binop('-', t14, t15, env)
-            t17 = call_value(env, F_range.fn, F_range.cost, False, [t16])
-            t12 = loop_items(t17)
-            t18 = Env({}, None, t11, env)
-            t19 = t18.values
-            for t20 in t12:
-                t11.left -= 15
-                if t11.left < 0: _charge(env, 0)
-                t19['i'] = t20
-                t18.let_cache = None
-                t21 = t18.lookup('steps')
-                if t21 is None: t21 = Missing('steps')
-                if t21 is None or t21.__class__ is Missing: _need(t21)
-                t22 = t20
+                t13 = _binop('-', t12, (1), env)
+            t14 = call_value(env, F_range.fn, F_range.cost, False, [t13])
+            t11 = loop_items(t14)
+            t15 = Env({}, None, t10, env)
+            t16 = t15.values
+            for t17 in t11:
+                t10.left -= 15
+                if t10.left < 0: _charge(env, 0)
+                t16['i'] = t17
+                t15.let_cache = None
+                t18 = t15.lookup('steps')
+                if t18 is None: t18 = Missing('steps')
+                if t18 is None or t18.__class__ is Missing: _need(t18)
+                t19 = t17
+                if t19 is None: t19 = Missing('i')
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                t20 = index_value(t18, t19, 'steps')
+                if t18 is None or t18.__class__ is Missing: _need(t18)
+                t22 = t17
                 if t22 is None: t22 = Missing('i')
                 if t22 is None or t22.__class__ is Missing: _need(t22)
-                t23 = index_value(t21, t22, 'steps')
-                t25 = t18.lookup('steps')
-                if t25 is None: t25 = Missing('steps')
-                if t25 is None or t25.__class__ is Missing: _need(t25)
-                t26 = t20
-                if t26 is None: t26 = Missing('i')
-                if t26 is None or t26.__class__ is Missing: _need(t26)
-                t27 = (1)
-                if t27 is None or t27.__class__ is Missing: _need(t27)
-                if t26.__class__ is int and t27.__class__ is int:
-                    t28 = t26 + t27
-                    if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
+                if t22.__class__ is int and (1).__class__ is int:
+                    t23 = t22 + (1)
+                    if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
                 else:
-                    t28 = _binop('+', t26, t27, t18)
-                if t28 is None or t28.__class__ is Missing: _need(t28)
-                t29 = index_value(t25, t28, 'steps')
-                if t23.__class__ is t29.__class__ and (t23.__class__ is int or t23.__class__ is str):
-                    t24 = t23 >= t29
+                    t23 = _binop('+', t22, (1), t15)
+                if t23 is None or t23.__class__ is Missing: _need(t23)
+                t24 = index_value(t18, t23, 'steps')
+                if t20.__class__ is t24.__class__ and (t20.__class__ is int or t20.__class__ is str):
+                    t21 = t20 >= t24
                 else:
-                    if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(t18, t23, t29)
-                    t24 = _compare('>=', t23, t29)
-                t10.append(t24)
-                t11.mem -= 1
-                if t11.mem < 0: _charge_mem(env, 0)
-                if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t30 = call_value(env, F_any.fn, F_any.cost, False, [t10])
-            t9 = (t30 if t30.__class__ is bool else _truth(t30))
+                    if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t15, t20, t24)
+                    t21 = _compare('>=', t20, t24)
+                t9.append(t21)
+                t10.mem -= 1
+                if t10.mem < 0: _charge_mem(env, 0)
+                if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t25 = call_value(env, F_any.fn, F_any.cost, False, [t9])
+            t8 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
-            t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t32 = (True)
-            t33 = ('vlm.freeze_schedule|vlm')
-            t34 = ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps [')
-            if t34 is None or t34.__class__ is Missing: _need(t34)
-            t35 = []
-            t36 = env.budget
-            t38 = env.lookup('steps')
-            if t38 is None: t38 = Missing('steps')
-            t37 = loop_items(t38)
-            t39 = Env({}, None, t36, env)
-            t40 = t39.values
-            for t41 in t37:
-                t36.left -= 4
-                if t36.left < 0: _charge(env, 0)
-                t40['s'] = t41
-                t39.let_cache = None
-                t42 = t41
-                if t42 is None: t42 = Missing('s')
-                t43 = call_value(t39, F_str.fn, F_str.cost, True, [t42])
-                t35.append(t43)
-                t36.mem -= 1
-                if t36.mem < 0: _charge_mem(env, 0)
-                if len(t35) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t44 = call_value(env, F_join.fn, F_join.cost, False, [t35])
-            if t44 is None or t44.__class__ is Missing: _need(t44)
-            if t34.__class__ is int and t44.__class__ is int:
-                t45 = t34 + t44
-                if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
+            t8 = False
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t27 = []
+            t28 = env.budget
+            t29 = loop_items(t5)
+            t30 = Env({}, None, t28, env)
+            t31 = t30.values
+            for t32 in t29:
+                t28.left -= 4
+                if t28.left < 0: _charge(env, 0)
+                t31['s'] = t32
+                t30.let_cache = None
+                t33 = t32
+                if t33 is None: t33 = Missing('s')
+                t34 = call_value(t30, F_str.fn, F_str.cost, True, [t33])
+                t27.append(t34)
+                t28.mem -= 1
+                if t28.mem < 0: _charge_mem(env, 0)
+                if len(t27) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t35 = call_value(env, F_join.fn, F_join.cost, False, [t27])
+            if t35 is None or t35.__class__ is Missing: _need(t35)
+            if ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps [').__class__ is int and t35.__class__ is int:
+                t36 = ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps [') + t35
+                if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
             else:
-                t45 = _binop('+', t34, t44, env)
-            if t45 is None or t45.__class__ is Missing: _need(t45)
-            t46 = ('])')
-            if t46 is None or t46.__class__ is Missing: _need(t46)
-            if t45.__class__ is int and t46.__class__ is int:
-                t47 = t45 + t46
-                if not -MAX_INT <= t47 <= MAX_INT: _check_value(t47)
+                t36 = _binop('+', ('ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps ['), t35, env)
+            if t36 is None or t36.__class__ is Missing: _need(t36)
+            if t36.__class__ is int and ('])').__class__ is int:
+                t37 = t36 + ('])')
+                if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
             else:
-                t47 = _binop('+', t45, t46, env)
-            t48 = ('order the vlm.freeze_schedule stages by start_step, each later than the one before (merge two stages that share a step)')
-            t49 = [t32, t33, t47, t48]
-            t50 = [t49]
-            t31 = t50
+                t37 = _binop('+', t36, ('])'), env)
+            t38 = [(True), ('vlm.freeze_schedule|vlm'), t37, ('order the vlm.freeze_schedule stages by start_step, each later than the one before (merge two stages that share a step)')]
+            t39 = [t38]
+            t26 = t39
         else:
-            t51 = K19
-            t31 = t51
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        t52 = env.lookup('missing')
-        if t52 is None: t52 = Missing('missing')
-        if t52.__class__ is list or t52.__class__ is str or t52.__class__ is dict:
-            t53 = len(t52)
-            env.budget.left -= t53 if t53 > 1 else 1
+            t40 = K19
+            t26 = t40
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        t41 = env.lookup('missing')
+        if t41 is None: t41 = Missing('missing')
+        if t41.__class__ is list or t41.__class__ is str or t41.__class__ is dict:
+            t42 = len(t41)
+            env.budget.left -= t42 if t42 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t53 = call_value(env, F_len.fn, F_len.cost, False, [t52])
-        t55 = (0)
-        if t53.__class__ is int:
-            t54 = t53 > t55
+            t42 = call_value(env, F_len.fn, F_len.cost, False, [t41])
+        if t42.__class__ is int:
+            t43 = t42 > (0)
         else:
-            t54 = _compare('>', t53, t55)
-        if (t54 if t54.__class__ is bool else _truth(t54)):
-            t57 = (True)
-            t58 = ('vlm.moma_experts_per_modality|vlm.moma_modalities|vlm')
-            t59 = ('ValueError: vlm.moma_experts_per_modality missing entries for [')
+            t43 = _compare('>', t42, (0))
+        if (t43 if t43.__class__ is bool else _truth(t43)):
+            t45 = []
+            t46 = env.budget
+            t47 = loop_items(t41)
+            t48 = Env({}, None, t46, env)
+            t49 = t48.values
+            for t50 in t47:
+                t46.left -= 7
+                if t46.left < 0: _charge(env, 0)
+                t49['m'] = t50
+                t48.let_cache = None
+                t51 = t48.lookup('q')
+                if t51 is None: t51 = Missing('q')
+                if t51 is None or t51.__class__ is Missing: _need(t51)
+                t52 = t50
+                if t52 is None: t52 = Missing('m')
+                if t52 is None or t52.__class__ is Missing: _need(t52)
+                if t51.__class__ is int and t52.__class__ is int:
+                    t53 = t51 + t52
+                    if not -MAX_INT <= t53 <= MAX_INT: _check_value(t53)
+                else:
+                    t53 = _binop('+', t51, t52, t48)
+                if t53 is None or t53.__class__ is Missing: _need(t53)
+                if t51 is None or t51.__class__ is Missing: _need(t51)
+                if t53.__class__ is int and t51.__class__ is int:
+                    t54 = t53 + t51
+                    if not -MAX_INT <= t54 <= MAX_INT: _check_value(t54)
+                else:
+                    t54 = _binop('+', t53, t51, t48)
+                t45.append(t54)
+                t46.mem -= 1
+                if t46.mem < 0: _charge_mem(env, 0)
+                if len(t45) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t55 = call_value(env, F_join.fn, F_join.cost, False, [t45])
+            if t55 is None or t55.__class__ is Missing: _need(t55)
+            if ('ValueError: vlm.moma_experts_per_modality missing entries for [').__class__ is int and t55.__class__ is int:
+                t56 = ('ValueError: vlm.moma_experts_per_modality missing entries for [') + t55
+                if not -MAX_INT <= t56 <= MAX_INT: _check_value(t56)
+            else:
+                t56 = _binop('+', ('ValueError: vlm.moma_experts_per_modality missing entries for ['), t55, env)
+            if t56 is None or t56.__class__ is Missing: _need(t56)
+            if t56.__class__ is int and ('] (need keys for all moma_modalities ').__class__ is int:
+                t57 = t56 + ('] (need keys for all moma_modalities ')
+                if not -MAX_INT <= t57 <= MAX_INT: _check_value(t57)
+            else:
+                t57 = _binop('+', t56, ('] (need keys for all moma_modalities '), env)
+            if t57 is None or t57.__class__ is Missing: _need(t57)
+            t58 = env.lookup('listed')
+            if t58 is None: t58 = Missing('listed')
+            if t58 is None or t58.__class__ is Missing: _need(t58)
+            if t57.__class__ is int and t58.__class__ is int:
+                t59 = t57 + t58
+                if not -MAX_INT <= t59 <= MAX_INT: _check_value(t59)
+            else:
+                t59 = _binop('+', t57, t58, env)
             if t59 is None or t59.__class__ is Missing: _need(t59)
-            t60 = []
-            t61 = env.budget
-            t63 = env.lookup('missing')
-            if t63 is None: t63 = Missing('missing')
-            t62 = loop_items(t63)
-            t64 = Env({}, None, t61, env)
-            t65 = t64.values
-            for t66 in t62:
-                t61.left -= 7
-                if t61.left < 0: _charge(env, 0)
-                t65['m'] = t66
-                t64.let_cache = None
-                t67 = t64.lookup('q')
-                if t67 is None: t67 = Missing('q')
-                if t67 is None or t67.__class__ is Missing: _need(t67)
-                t68 = t66
-                if t68 is None: t68 = Missing('m')
-                if t68 is None or t68.__class__ is Missing: _need(t68)
-                if t67.__class__ is int and t68.__class__ is int:
-                    t69 = t67 + t68
-                    if not -MAX_INT <= t69 <= MAX_INT: _check_value(t69)
+            if t59.__class__ is int and (')').__class__ is int:
+                t60 = t59 + (')')
+                if not -MAX_INT <= t60 <= MAX_INT: _check_value(t60)
+            else:
+                t60 = _binop('+', t59, (')'), env)
+            t61 = call_value(env, F_join.fn, F_join.cost, False, [t41])
+            if t61 is None or t61.__class__ is Missing: _need(t61)
+            if ('add an expert count for ').__class__ is int and t61.__class__ is int:
+                t62 = ('add an expert count for ') + t61
+                if not -MAX_INT <= t62 <= MAX_INT: _check_value(t62)
+            else:
+                t62 = _binop('+', ('add an expert count for '), t61, env)
+            if t62 is None or t62.__class__ is Missing: _need(t62)
+            if t62.__class__ is int and (' to [vlm.moma_experts_per_modality]').__class__ is int:
+                t63 = t62 + (' to [vlm.moma_experts_per_modality]')
+                if not -MAX_INT <= t63 <= MAX_INT: _check_value(t63)
+            else:
+                t63 = _binop('+', t62, (' to [vlm.moma_experts_per_modality]'), env)
+            t64 = [(True), ('vlm.moma_experts_per_modality|vlm.moma_modalities|vlm'), t60, t63]
+            t65 = [t64]
+            t44 = t65
+        else:
+            t66 = K20
+            t44 = t66
+        if t44 is None or t44.__class__ is Missing: _need(t44)
+        if t26.__class__ is int and t44.__class__ is int:
+            t67 = t26 + t44
+            if not -MAX_INT <= t67 <= MAX_INT: _check_value(t67)
+        else:
+            t67 = _binop('+', t26, t44, env)
+        if t67 is None or t67.__class__ is Missing: _need(t67)
+        t68 = env.lookup('extra')
+        if t68 is None: t68 = Missing('extra')
+        if t68.__class__ is list or t68.__class__ is str or t68.__class__ is dict:
+            t69 = len(t68)
+            env.budget.left -= t69 if t69 > 1 else 1
+            if env.budget.left < 0: _charge(env, 0)
+        else:
+            t69 = call_value(env, F_len.fn, F_len.cost, False, [t68])
+        if t69.__class__ is int:
+            t70 = t69 > (0)
+        else:
+            t70 = _compare('>', t69, (0))
+        if (t70 if t70.__class__ is bool else _truth(t70)):
+            t72 = []
+            t73 = env.budget
+            t74 = loop_items(t68)
+            t75 = Env({}, None, t73, env)
+            t76 = t75.values
+            for t77 in t74:
+                t73.left -= 7
+                if t73.left < 0: _charge(env, 0)
+                t76['k'] = t77
+                t75.let_cache = None
+                t78 = t75.lookup('q')
+                if t78 is None: t78 = Missing('q')
+                if t78 is None or t78.__class__ is Missing: _need(t78)
+                t79 = t77
+                if t79 is None: t79 = Missing('k')
+                if t79 is None or t79.__class__ is Missing: _need(t79)
+                if t78.__class__ is int and t79.__class__ is int:
+                    t80 = t78 + t79
+                    if not -MAX_INT <= t80 <= MAX_INT: _check_value(t80)
                 else:
-                    t69 = _binop('+', t67, t68, t64)
-                if t69 is None or t69.__class__ is Missing: _need(t69)
-                t70 = t64.lookup('q')
-                if t70 is None: t70 = Missing('q')
-                if t70 is None or t70.__class__ is Missing: _need(t70)
-                if t69.__class__ is int and t70.__class__ is int:
-                    t71 = t69 + t70
-                    if not -MAX_INT <= t71 <= MAX_INT: _check_value(t71)
+                    t80 = _binop('+', t78, t79, t75)
+                if t80 is None or t80.__class__ is Missing: _need(t80)
+                if t78 is None or t78.__class__ is Missing: _need(t78)
+                if t80.__class__ is int and t78.__class__ is int:
+                    t81 = t80 + t78
+                    if not -MAX_INT <= t81 <= MAX_INT: _check_value(t81)
                 else:
-                    t71 = _binop('+', t69, t70, t64)
-                t60.append(t71)
-                t61.mem -= 1
-                if t61.mem < 0: _charge_mem(env, 0)
-                if len(t60) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t72 = call_value(env, F_join.fn, F_join.cost, False, [t60])
-            if t72 is None or t72.__class__ is Missing: _need(t72)
-            if t59.__class__ is int and t72.__class__ is int:
-                t73 = t59 + t72
-                if not -MAX_INT <= t73 <= MAX_INT: _check_value(t73)
-            else:
-                t73 = _binop('+', t59, t72, env)
-            if t73 is None or t73.__class__ is Missing: _need(t73)
-            t74 = ('] (need keys for all moma_modalities ')
-            if t74 is None or t74.__class__ is Missing: _need(t74)
-            if t73.__class__ is int and t74.__class__ is int:
-                t75 = t73 + t74
-                if not -MAX_INT <= t75 <= MAX_INT: _check_value(t75)
-            else:
-                t75 = _binop('+', t73, t74, env)
-            if t75 is None or t75.__class__ is Missing: _need(t75)
-            t76 = env.lookup('listed')
-            if t76 is None: t76 = Missing('listed')
-            if t76 is None or t76.__class__ is Missing: _need(t76)
-            if t75.__class__ is int and t76.__class__ is int:
-                t77 = t75 + t76
-                if not -MAX_INT <= t77 <= MAX_INT: _check_value(t77)
-            else:
-                t77 = _binop('+', t75, t76, env)
-            if t77 is None or t77.__class__ is Missing: _need(t77)
-            t78 = (')')
-            if t78 is None or t78.__class__ is Missing: _need(t78)
-            if t77.__class__ is int and t78.__class__ is int:
-                t79 = t77 + t78
-                if not -MAX_INT <= t79 <= MAX_INT: _check_value(t79)
-            else:
-                t79 = _binop('+', t77, t78, env)
-            t80 = ('add an expert count for ')
-            if t80 is None or t80.__class__ is Missing: _need(t80)
-            t81 = env.lookup('missing')
-            if t81 is None: t81 = Missing('missing')
-            t82 = call_value(env, F_join.fn, F_join.cost, False, [t81])
+                    t81 = _binop('+', t80, t78, t75)
+                t72.append(t81)
+                t73.mem -= 1
+                if t73.mem < 0: _charge_mem(env, 0)
+                if len(t72) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t82 = call_value(env, F_join.fn, F_join.cost, False, [t72])
             if t82 is None or t82.__class__ is Missing: _need(t82)
-            if t80.__class__ is int and t82.__class__ is int:
-                t83 = t80 + t82
+            if ('ValueError: vlm.moma_experts_per_modality has unknown modality keys [').__class__ is int and t82.__class__ is int:
+                t83 = ('ValueError: vlm.moma_experts_per_modality has unknown modality keys [') + t82
                 if not -MAX_INT <= t83 <= MAX_INT: _check_value(t83)
             else:
-                t83 = _binop('+', t80, t82, env)
+                t83 = _binop('+', ('ValueError: vlm.moma_experts_per_modality has unknown modality keys ['), t82, env)
             if t83 is None or t83.__class__ is Missing: _need(t83)
-            t84 = (' to [vlm.moma_experts_per_modality]')
-            if t84 is None or t84.__class__ is Missing: _need(t84)
-            if t83.__class__ is int and t84.__class__ is int:
-                t85 = t83 + t84
-                if not -MAX_INT <= t85 <= MAX_INT: _check_value(t85)
+            if t83.__class__ is int and ('] (allowed: [').__class__ is int:
+                t84 = t83 + ('] (allowed: [')
+                if not -MAX_INT <= t84 <= MAX_INT: _check_value(t84)
             else:
-                t85 = _binop('+', t83, t84, env)
-            t86 = [t57, t58, t79, t85]
-            t87 = [t86]
-            t56 = t87
+                t84 = _binop('+', t83, ('] (allowed: ['), env)
+            if t84 is None or t84.__class__ is Missing: _need(t84)
+            t85 = []
+            t86 = env.budget
+            t88 = env.lookup('mods')
+            if t88 is None: t88 = Missing('mods')
+            t89 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t88])
+            t87 = loop_items(t89)
+            t90 = Env({}, None, t86, env)
+            t91 = t90.values
+            for t92 in t87:
+                t86.left -= 8
+                if t86.left < 0: _charge(env, 0)
+                t91['m'] = t92
+                t90.let_cache = None
+                t93 = t90.lookup('q')
+                if t93 is None: t93 = Missing('q')
+                if t93 is None or t93.__class__ is Missing: _need(t93)
+                t94 = t92
+                if t94 is None: t94 = Missing('m')
+                if t94 is None or t94.__class__ is Missing: _need(t94)
+                if t93.__class__ is int and t94.__class__ is int:
+                    t95 = t93 + t94
+                    if not -MAX_INT <= t95 <= MAX_INT: _check_value(t95)
+                else:
+                    t95 = _binop('+', t93, t94, t90)
+                if t95 is None or t95.__class__ is Missing: _need(t95)
+                if t93 is None or t93.__class__ is Missing: _need(t93)
+                if t95.__class__ is int and t93.__class__ is int:
+                    t96 = t95 + t93
+                    if not -MAX_INT <= t96 <= MAX_INT: _check_value(t96)
+                else:
+                    t96 = _binop('+', t95, t93, t90)
+                t85.append(t96)
+                t86.mem -= 1
+                if t86.mem < 0: _charge_mem(env, 0)
+                if len(t85) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t97 = call_value(env, F_join.fn, F_join.cost, False, [t85])
+            if t97 is None or t97.__class__ is Missing: _need(t97)
+            if t84.__class__ is int and t97.__class__ is int:
+                t98 = t84 + t97
+                if not -MAX_INT <= t98 <= MAX_INT: _check_value(t98)
+            else:
+                t98 = _binop('+', t84, t97, env)
+            if t98 is None or t98.__class__ is Missing: _need(t98)
+            if t98.__class__ is int and ('])').__class__ is int:
+                t99 = t98 + ('])')
+                if not -MAX_INT <= t99 <= MAX_INT: _check_value(t99)
+            else:
+                t99 = _binop('+', t98, ('])'), env)
+            t100 = call_value(env, F_join.fn, F_join.cost, False, [t68])
+            if t100 is None or t100.__class__ is Missing: _need(t100)
+            if ('remove ').__class__ is int and t100.__class__ is int:
+                t101 = ('remove ') + t100
+                if not -MAX_INT <= t101 <= MAX_INT: _check_value(t101)
+            else:
+                t101 = _binop('+', ('remove '), t100, env)
+            if t101 is None or t101.__class__ is Missing: _need(t101)
+            if t101.__class__ is int and (' from [vlm.moma_experts_per_modality], or add ').__class__ is int:
+                t102 = t101 + (' from [vlm.moma_experts_per_modality], or add ')
+                if not -MAX_INT <= t102 <= MAX_INT: _check_value(t102)
+            else:
+                t102 = _binop('+', t101, (' from [vlm.moma_experts_per_modality], or add '), env)
+            if t102 is None or t102.__class__ is Missing: _need(t102)
+            if t68.__class__ is list or t68.__class__ is str or t68.__class__ is dict:
+                t103 = len(t68)
+                env.budget.left -= t103 if t103 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
+            else:
+                t103 = call_value(env, F_len.fn, F_len.cost, False, [t68])
+            if t103.__class__ is int:
+                t104 = t103 == (1)
+            else:
+                t104 = _compare('==', t103, (1))
+            if (t104 if t104.__class__ is bool else _truth(t104)):
+                t105 = ('it')
+            else:
+                t105 = ('them')
+            if t105 is None or t105.__class__ is Missing: _need(t105)
+            if t102.__class__ is int and t105.__class__ is int:
+                t106 = t102 + t105
+                if not -MAX_INT <= t106 <= MAX_INT: _check_value(t106)
+            else:
+                t106 = _binop('+', t102, t105, env)
+            if t106 is None or t106.__class__ is Missing: _need(t106)
+            if t106.__class__ is int and (' to vlm.moma_modalities').__class__ is int:
+                t107 = t106 + (' to vlm.moma_modalities')
+                if not -MAX_INT <= t107 <= MAX_INT: _check_value(t107)
+            else:
+                t107 = _binop('+', t106, (' to vlm.moma_modalities'), env)
+            t108 = [(True), ('vlm.moma_experts_per_modality|vlm'), t99, t107]
+            t109 = [t108]
+            t71 = t109
         else:
-            t88 = K20
-            t56 = t88
-        if t56 is None or t56.__class__ is Missing: _need(t56)
-        if t31.__class__ is int and t56.__class__ is int:
-            t89 = t31 + t56
-            if not -MAX_INT <= t89 <= MAX_INT: _check_value(t89)
+            t110 = K21
+            t71 = t110
+        if t71 is None or t71.__class__ is Missing: _need(t71)
+        if t67.__class__ is int and t71.__class__ is int:
+            t111 = t67 + t71
+            if not -MAX_INT <= t111 <= MAX_INT: _check_value(t111)
         else:
-            t89 = _binop('+', t31, t56, env)
-        if t89 is None or t89.__class__ is Missing: _need(t89)
-        t90 = env.lookup('extra')
-        if t90 is None: t90 = Missing('extra')
-        if t90.__class__ is list or t90.__class__ is str or t90.__class__ is dict:
-            t91 = len(t90)
-            env.budget.left -= t91 if t91 > 1 else 1
+            t111 = _binop('+', t67, t71, env)
+        if t111 is None or t111.__class__ is Missing: _need(t111)
+        t112 = env.lookup('nonpositive')
+        if t112 is None: t112 = Missing('nonpositive')
+        if t112.__class__ is list or t112.__class__ is str or t112.__class__ is dict:
+            t113 = len(t112)
+            env.budget.left -= t113 if t113 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t91 = call_value(env, F_len.fn, F_len.cost, False, [t90])
-        t93 = (0)
-        if t91.__class__ is int:
-            t92 = t91 > t93
+            t113 = call_value(env, F_len.fn, F_len.cost, False, [t112])
+        if t113.__class__ is int:
+            t114 = t113 > (0)
         else:
-            t92 = _compare('>', t91, t93)
-        if (t92 if t92.__class__ is bool else _truth(t92)):
-            t95 = (True)
-            t96 = ('vlm.moma_experts_per_modality|vlm')
-            t97 = ('ValueError: vlm.moma_experts_per_modality has unknown modality keys [')
-            if t97 is None or t97.__class__ is Missing: _need(t97)
-            t98 = []
-            t99 = env.budget
-            t101 = env.lookup('extra')
-            if t101 is None: t101 = Missing('extra')
-            t100 = loop_items(t101)
-            t102 = Env({}, None, t99, env)
-            t103 = t102.values
-            for t104 in t100:
-                t99.left -= 7
-                if t99.left < 0: _charge(env, 0)
-                t103['k'] = t104
-                t102.let_cache = None
-                t105 = t102.lookup('q')
-                if t105 is None: t105 = Missing('q')
-                if t105 is None or t105.__class__ is Missing: _need(t105)
-                t106 = t104
-                if t106 is None: t106 = Missing('k')
-                if t106 is None or t106.__class__ is Missing: _need(t106)
-                if t105.__class__ is int and t106.__class__ is int:
-                    t107 = t105 + t106
-                    if not -MAX_INT <= t107 <= MAX_INT: _check_value(t107)
-                else:
-                    t107 = _binop('+', t105, t106, t102)
-                if t107 is None or t107.__class__ is Missing: _need(t107)
-                t108 = t102.lookup('q')
-                if t108 is None: t108 = Missing('q')
-                if t108 is None or t108.__class__ is Missing: _need(t108)
-                if t107.__class__ is int and t108.__class__ is int:
-                    t109 = t107 + t108
-                    if not -MAX_INT <= t109 <= MAX_INT: _check_value(t109)
-                else:
-                    t109 = _binop('+', t107, t108, t102)
-                t98.append(t109)
-                t99.mem -= 1
-                if t99.mem < 0: _charge_mem(env, 0)
-                if len(t98) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t110 = call_value(env, F_join.fn, F_join.cost, False, [t98])
-            if t110 is None or t110.__class__ is Missing: _need(t110)
-            if t97.__class__ is int and t110.__class__ is int:
-                t111 = t97 + t110
-                if not -MAX_INT <= t111 <= MAX_INT: _check_value(t111)
+            t114 = _compare('>', t113, (0))
+        if (t114 if t114.__class__ is bool else _truth(t114)):
+            if t112.__class__ is list or t112.__class__ is str or t112.__class__ is dict:
+                t116 = len(t112)
+                env.budget.left -= t116 if t116 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
             else:
-                t111 = _binop('+', t97, t110, env)
-            if t111 is None or t111.__class__ is Missing: _need(t111)
-            t112 = ('] (allowed: [')
-            if t112 is None or t112.__class__ is Missing: _need(t112)
-            if t111.__class__ is int and t112.__class__ is int:
-                t113 = t111 + t112
-                if not -MAX_INT <= t113 <= MAX_INT: _check_value(t113)
+                t116 = call_value(env, F_len.fn, F_len.cost, False, [t112])
+            if t116.__class__ is int:
+                t117 = t116 > (0)
             else:
-                t113 = _binop('+', t111, t112, env)
-            if t113 is None or t113.__class__ is Missing: _need(t113)
-            t114 = []
-            t115 = env.budget
-            t117 = env.lookup('mods')
-            if t117 is None: t117 = Missing('mods')
-            t118 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t117])
-            t116 = loop_items(t118)
-            t119 = Env({}, None, t115, env)
-            t120 = t119.values
-            for t121 in t116:
-                t115.left -= 8
-                if t115.left < 0: _charge(env, 0)
-                t120['m'] = t121
-                t119.let_cache = None
-                t122 = t119.lookup('q')
-                if t122 is None: t122 = Missing('q')
-                if t122 is None or t122.__class__ is Missing: _need(t122)
-                t123 = t121
-                if t123 is None: t123 = Missing('m')
-                if t123 is None or t123.__class__ is Missing: _need(t123)
-                if t122.__class__ is int and t123.__class__ is int:
-                    t124 = t122 + t123
-                    if not -MAX_INT <= t124 <= MAX_INT: _check_value(t124)
+                t117 = _compare('>', t116, (0))
+            if (t117 if t117.__class__ is bool else _truth(t117)):
+                if t112 is None or t112.__class__ is Missing: _need(t112)
+                if t112.__class__ is list and len(t112) > 0:
+                    t119 = t112[0]
+                    if t119 is None: t119 = Missing('nonpositive[0]')
                 else:
-                    t124 = _binop('+', t122, t123, t119)
-                if t124 is None or t124.__class__ is Missing: _need(t124)
-                t125 = t119.lookup('q')
+                    t119 = index_value(t112, (0), 'nonpositive')
+                t118 = t119
+            else:
+                t118 = ('')
+            if t118 is None or t118.__class__ is Missing: _need(t118)
+            if ('vlm.moma_experts_per_modality.').__class__ is int and t118.__class__ is int:
+                t120 = ('vlm.moma_experts_per_modality.') + t118
+                if not -MAX_INT <= t120 <= MAX_INT: _check_value(t120)
+            else:
+                t120 = _binop('+', ('vlm.moma_experts_per_modality.'), t118, env)
+            if t120 is None or t120.__class__ is Missing: _need(t120)
+            if t120.__class__ is int and ('|vlm.moma_experts_per_modality|vlm').__class__ is int:
+                t121 = t120 + ('|vlm.moma_experts_per_modality|vlm')
+                if not -MAX_INT <= t121 <= MAX_INT: _check_value(t121)
+            else:
+                t121 = _binop('+', t120, ('|vlm.moma_experts_per_modality|vlm'), env)
+            if t112.__class__ is list or t112.__class__ is str or t112.__class__ is dict:
+                t122 = len(t112)
+                env.budget.left -= t122 if t122 > 1 else 1
+                if env.budget.left < 0: _charge(env, 0)
+            else:
+                t122 = call_value(env, F_len.fn, F_len.cost, False, [t112])
+            if t122.__class__ is int:
+                t123 = t122 > (0)
+            else:
+                t123 = _compare('>', t122, (0))
+            if (t123 if t123.__class__ is bool else _truth(t123)):
+                t125 = env.lookup('q')
                 if t125 is None: t125 = Missing('q')
                 if t125 is None or t125.__class__ is Missing: _need(t125)
-                if t124.__class__ is int and t125.__class__ is int:
-                    t126 = t124 + t125
-                    if not -MAX_INT <= t126 <= MAX_INT: _check_value(t126)
+                if t112 is None or t112.__class__ is Missing: _need(t112)
+                if t112.__class__ is list and len(t112) > 0:
+                    t126 = t112[0]
+                    if t126 is None: t126 = Missing('nonpositive[0]')
                 else:
-                    t126 = _binop('+', t124, t125, t119)
-                t114.append(t126)
-                t115.mem -= 1
-                if t115.mem < 0: _charge_mem(env, 0)
-                if len(t114) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t127 = call_value(env, F_join.fn, F_join.cost, False, [t114])
-            if t127 is None or t127.__class__ is Missing: _need(t127)
-            if t113.__class__ is int and t127.__class__ is int:
-                t128 = t113 + t127
-                if not -MAX_INT <= t128 <= MAX_INT: _check_value(t128)
+                    t126 = index_value(t112, (0), 'nonpositive')
+                if t126 is None or t126.__class__ is Missing: _need(t126)
+                if t125.__class__ is int and t126.__class__ is int:
+                    t127 = t125 + t126
+                    if not -MAX_INT <= t127 <= MAX_INT: _check_value(t127)
+                else:
+                    t127 = _binop('+', t125, t126, env)
+                if t127 is None or t127.__class__ is Missing: _need(t127)
+                if t125 is None or t125.__class__ is Missing: _need(t125)
+                if t127.__class__ is int and t125.__class__ is int:
+                    t128 = t127 + t125
+                    if not -MAX_INT <= t128 <= MAX_INT: _check_value(t128)
+                else:
+                    t128 = _binop('+', t127, t125, env)
+                if t128 is None or t128.__class__ is Missing: _need(t128)
+                if t128.__class__ is int and ('] must be positive (got ').__class__ is int:
+                    t129 = t128 + ('] must be positive (got ')
+                    if not -MAX_INT <= t129 <= MAX_INT: _check_value(t129)
+                else:
+                    t129 = _binop('+', t128, ('] must be positive (got '), env)
+                if t129 is None or t129.__class__ is Missing: _need(t129)
+                t130 = env.lookup('epm')
+                if t130 is None: t130 = Missing('epm')
+                if t130 is None or t130.__class__ is Missing: _need(t130)
+                if t112 is None or t112.__class__ is Missing: _need(t112)
+                if t112.__class__ is list and len(t112) > 0:
+                    t131 = t112[0]
+                    if t131 is None: t131 = Missing('nonpositive[0]')
+                else:
+                    t131 = index_value(t112, (0), 'nonpositive')
+                if t131 is None or t131.__class__ is Missing: _need(t131)
+                t132 = index_value(t130, t131, 'epm')
+                t133 = call_value(env, F_str.fn, F_str.cost, True, [t132])
+                if t133 is None or t133.__class__ is Missing: _need(t133)
+                if t129.__class__ is int and t133.__class__ is int:
+                    t134 = t129 + t133
+                    if not -MAX_INT <= t134 <= MAX_INT: _check_value(t134)
+                else:
+                    t134 = _binop('+', t129, t133, env)
+                if t134 is None or t134.__class__ is Missing: _need(t134)
+                if t134.__class__ is int and (')').__class__ is int:
+                    t135 = t134 + (')')
+                    if not -MAX_INT <= t135 <= MAX_INT: _check_value(t135)
+                else:
+                    t135 = _binop('+', t134, (')'), env)
+                t124 = t135
             else:
-                t128 = _binop('+', t113, t127, env)
-            if t128 is None or t128.__class__ is Missing: _need(t128)
-            t129 = ('])')
-            if t129 is None or t129.__class__ is Missing: _need(t129)
-            if t128.__class__ is int and t129.__class__ is int:
-                t130 = t128 + t129
-                if not -MAX_INT <= t130 <= MAX_INT: _check_value(t130)
-            else:
-                t130 = _binop('+', t128, t129, env)
-            t131 = ('remove ')
-            if t131 is None or t131.__class__ is Missing: _need(t131)
-            t132 = env.lookup('extra')
-            if t132 is None: t132 = Missing('extra')
-            t133 = call_value(env, F_join.fn, F_join.cost, False, [t132])
-            if t133 is None or t133.__class__ is Missing: _need(t133)
-            if t131.__class__ is int and t133.__class__ is int:
-                t134 = t131 + t133
-                if not -MAX_INT <= t134 <= MAX_INT: _check_value(t134)
-            else:
-                t134 = _binop('+', t131, t133, env)
-            if t134 is None or t134.__class__ is Missing: _need(t134)
-            t135 = (' from [vlm.moma_experts_per_modality], or add ')
-            if t135 is None or t135.__class__ is Missing: _need(t135)
-            if t134.__class__ is int and t135.__class__ is int:
-                t136 = t134 + t135
+                t124 = ('')
+            if t124 is None or t124.__class__ is Missing: _need(t124)
+            if ('ValueError: vlm.moma_experts_per_modality[').__class__ is int and t124.__class__ is int:
+                t136 = ('ValueError: vlm.moma_experts_per_modality[') + t124
                 if not -MAX_INT <= t136 <= MAX_INT: _check_value(t136)
             else:
-                t136 = _binop('+', t134, t135, env)
-            if t136 is None or t136.__class__ is Missing: _need(t136)
-            t137 = env.lookup('extra')
-            if t137 is None: t137 = Missing('extra')
-            if t137.__class__ is list or t137.__class__ is str or t137.__class__ is dict:
-                t138 = len(t137)
-                env.budget.left -= t138 if t138 > 1 else 1
-                if env.budget.left < 0: _charge(env, 0)
-            else:
-                t138 = call_value(env, F_len.fn, F_len.cost, False, [t137])
-            t140 = (1)
-            if t138.__class__ is int:
-                t139 = t138 == t140
-            else:
-                t139 = _compare('==', t138, t140)
-            if (t139 if t139.__class__ is bool else _truth(t139)):
-                t142 = ('it')
-                t141 = t142
-            else:
-                t143 = ('them')
-                t141 = t143
-            if t141 is None or t141.__class__ is Missing: _need(t141)
-            if t136.__class__ is int and t141.__class__ is int:
-                t144 = t136 + t141
-                if not -MAX_INT <= t144 <= MAX_INT: _check_value(t144)
-            else:
-                t144 = _binop('+', t136, t141, env)
-            if t144 is None or t144.__class__ is Missing: _need(t144)
-            t145 = (' to vlm.moma_modalities')
-            if t145 is None or t145.__class__ is Missing: _need(t145)
-            if t144.__class__ is int and t145.__class__ is int:
-                t146 = t144 + t145
-                if not -MAX_INT <= t146 <= MAX_INT: _check_value(t146)
-            else:
-                t146 = _binop('+', t144, t145, env)
-            t147 = [t95, t96, t130, t146]
-            t148 = [t147]
-            t94 = t148
+                t136 = _binop('+', ('ValueError: vlm.moma_experts_per_modality['), t124, env)
+            t137 = [(True), t121, t136, ('give every modality at least one expert; for a dense per-modality FFN use arch = "mot" instead')]
+            t138 = [t137]
+            t115 = t138
         else:
-            t149 = K21
-            t94 = t149
-        if t94 is None or t94.__class__ is Missing: _need(t94)
-        if t89.__class__ is int and t94.__class__ is int:
-            t150 = t89 + t94
-            if not -MAX_INT <= t150 <= MAX_INT: _check_value(t150)
+            t139 = K22
+            t115 = t139
+        if t115 is None or t115.__class__ is Missing: _need(t115)
+        if t111.__class__ is int and t115.__class__ is int:
+            t140 = t111 + t115
+            if not -MAX_INT <= t140 <= MAX_INT: _check_value(t140)
         else:
-            t150 = _binop('+', t89, t94, env)
-        if t150 is None or t150.__class__ is Missing: _need(t150)
-        t151 = env.lookup('nonpositive')
-        if t151 is None: t151 = Missing('nonpositive')
-        if t151.__class__ is list or t151.__class__ is str or t151.__class__ is dict:
-            t152 = len(t151)
-            env.budget.left -= t152 if t152 > 1 else 1
-            if env.budget.left < 0: _charge(env, 0)
-        else:
-            t152 = call_value(env, F_len.fn, F_len.cost, False, [t151])
-        t154 = (0)
-        if t152.__class__ is int:
-            t153 = t152 > t154
-        else:
-            t153 = _compare('>', t152, t154)
-        if (t153 if t153.__class__ is bool else _truth(t153)):
-            t156 = (True)
-            t157 = ('vlm.moma_experts_per_modality.')
-            if t157 is None or t157.__class__ is Missing: _need(t157)
-            t158 = env.lookup('nonpositive')
-            if t158 is None: t158 = Missing('nonpositive')
-            if t158.__class__ is list or t158.__class__ is str or t158.__class__ is dict:
-                t159 = len(t158)
-                env.budget.left -= t159 if t159 > 1 else 1
-                if env.budget.left < 0: _charge(env, 0)
-            else:
-                t159 = call_value(env, F_len.fn, F_len.cost, False, [t158])
-            t161 = (0)
-            if t159.__class__ is int:
-                t160 = t159 > t161
-            else:
-                t160 = _compare('>', t159, t161)
-            if (t160 if t160.__class__ is bool else _truth(t160)):
-                t163 = env.lookup('nonpositive')
-                if t163 is None: t163 = Missing('nonpositive')
-                if t163 is None or t163.__class__ is Missing: _need(t163)
-                t164 = (0)
-                if t164 is None or t164.__class__ is Missing: _need(t164)
-                t165 = index_value(t163, t164, 'nonpositive')
-                t162 = t165
-            else:
-                t166 = ('')
-                t162 = t166
-            if t162 is None or t162.__class__ is Missing: _need(t162)
-            if t157.__class__ is int and t162.__class__ is int:
-                t167 = t157 + t162
-                if not -MAX_INT <= t167 <= MAX_INT: _check_value(t167)
-            else:
-                t167 = _binop('+', t157, t162, env)
-            if t167 is None or t167.__class__ is Missing: _need(t167)
-            t168 = ('|vlm.moma_experts_per_modality|vlm')
-            if t168 is None or t168.__class__ is Missing: _need(t168)
-            if t167.__class__ is int and t168.__class__ is int:
-                t169 = t167 + t168
-                if not -MAX_INT <= t169 <= MAX_INT: _check_value(t169)
-            else:
-                t169 = _binop('+', t167, t168, env)
-            t170 = ('ValueError: vlm.moma_experts_per_modality[')
-            if t170 is None or t170.__class__ is Missing: _need(t170)
-            t171 = env.lookup('nonpositive')
-            if t171 is None: t171 = Missing('nonpositive')
-            if t171.__class__ is list or t171.__class__ is str or t171.__class__ is dict:
-                t172 = len(t171)
-                env.budget.left -= t172 if t172 > 1 else 1
-                if env.budget.left < 0: _charge(env, 0)
-            else:
-                t172 = call_value(env, F_len.fn, F_len.cost, False, [t171])
-            t174 = (0)
-            if t172.__class__ is int:
-                t173 = t172 > t174
-            else:
-                t173 = _compare('>', t172, t174)
-            if (t173 if t173.__class__ is bool else _truth(t173)):
-                t176 = env.lookup('q')
-                if t176 is None: t176 = Missing('q')
-                if t176 is None or t176.__class__ is Missing: _need(t176)
-                t177 = env.lookup('nonpositive')
-                if t177 is None: t177 = Missing('nonpositive')
-                if t177 is None or t177.__class__ is Missing: _need(t177)
-                t178 = (0)
-                if t178 is None or t178.__class__ is Missing: _need(t178)
-                t179 = index_value(t177, t178, 'nonpositive')
-                if t179 is None or t179.__class__ is Missing: _need(t179)
-                if t176.__class__ is int and t179.__class__ is int:
-                    t180 = t176 + t179
-                    if not -MAX_INT <= t180 <= MAX_INT: _check_value(t180)
-                else:
-                    t180 = _binop('+', t176, t179, env)
-                if t180 is None or t180.__class__ is Missing: _need(t180)
-                t181 = env.lookup('q')
-                if t181 is None: t181 = Missing('q')
-                if t181 is None or t181.__class__ is Missing: _need(t181)
-                if t180.__class__ is int and t181.__class__ is int:
-                    t182 = t180 + t181
-                    if not -MAX_INT <= t182 <= MAX_INT: _check_value(t182)
-                else:
-                    t182 = _binop('+', t180, t181, env)
-                if t182 is None or t182.__class__ is Missing: _need(t182)
-                t183 = ('] must be positive (got ')
-                if t183 is None or t183.__class__ is Missing: _need(t183)
-                if t182.__class__ is int and t183.__class__ is int:
-                    t184 = t182 + t183
-                    if not -MAX_INT <= t184 <= MAX_INT: _check_value(t184)
-                else:
-                    t184 = _binop('+', t182, t183, env)
-                if t184 is None or t184.__class__ is Missing: _need(t184)
-                t185 = env.lookup('epm')
-                if t185 is None: t185 = Missing('epm')
-                if t185 is None or t185.__class__ is Missing: _need(t185)
-                t186 = env.lookup('nonpositive')
-                if t186 is None: t186 = Missing('nonpositive')
-                if t186 is None or t186.__class__ is Missing: _need(t186)
-                t187 = (0)
-                if t187 is None or t187.__class__ is Missing: _need(t187)
-                t188 = index_value(t186, t187, 'nonpositive')
-                if t188 is None or t188.__class__ is Missing: _need(t188)
-                t189 = index_value(t185, t188, 'epm')
-                t190 = call_value(env, F_str.fn, F_str.cost, True, [t189])
-                if t190 is None or t190.__class__ is Missing: _need(t190)
-                if t184.__class__ is int and t190.__class__ is int:
-                    t191 = t184 + t190
-                    if not -MAX_INT <= t191 <= MAX_INT: _check_value(t191)
-                else:
-                    t191 = _binop('+', t184, t190, env)
-                if t191 is None or t191.__class__ is Missing: _need(t191)
-                t192 = (')')
-                if t192 is None or t192.__class__ is Missing: _need(t192)
-                if t191.__class__ is int and t192.__class__ is int:
-                    t193 = t191 + t192
-                    if not -MAX_INT <= t193 <= MAX_INT: _check_value(t193)
-                else:
-                    t193 = _binop('+', t191, t192, env)
-                t175 = t193
-            else:
-                t194 = ('')
-                t175 = t194
-            if t175 is None or t175.__class__ is Missing: _need(t175)
-            if t170.__class__ is int and t175.__class__ is int:
-                t195 = t170 + t175
-                if not -MAX_INT <= t195 <= MAX_INT: _check_value(t195)
-            else:
-                t195 = _binop('+', t170, t175, env)
-            t196 = ('give every modality at least one expert; for a dense per-modality FFN use arch = "mot" instead')
-            t197 = [t156, t169, t195, t196]
-            t198 = [t197]
-            t155 = t198
-        else:
-            t199 = K22
-            t155 = t199
-        if t155 is None or t155.__class__ is Missing: _need(t155)
-        if t150.__class__ is int and t155.__class__ is int:
-            t200 = t150 + t155
-            if not -MAX_INT <= t200 <= MAX_INT: _check_value(t200)
-        else:
-            t200 = _binop('+', t150, t155, env)
-        t4 = t200
+            t140 = _binop('+', t111, t115, env)
+        t4 = t140
     else:
-        t201 = K23
-        t4 = t201
+        t141 = K23
+        t4 = t141
     return t4
 
 def e85(env):
@@ -3744,41 +3215,39 @@ def e85(env):
         t11 = type_name(t10)
         t7.budget.mem -= len(t11)
         if t7.budget.mem < 0: _charge_mem(t7, 0)
-        t13 = ('table')
         if t11.__class__ is str:
-            t12 = t11 == t13
+            t12 = t11 == ('table')
         else:
-            t12 = _compare('==', t11, t13)
+            t12 = _compare('==', t11, ('table'))
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t15 = t9
-            if t15 is None: t15 = Missing('s')
-            if t15.__class__ is dict and 'start_step' in t15:
-                t16 = t15['start_step']
-                if t16 is None: t16 = Missing('s.start_step')
+            t14 = t9
+            if t14 is None: t14 = Missing('s')
+            if t14.__class__ is dict and 'start_step' in t14:
+                t15 = t14['start_step']
+                if t15 is None: t15 = Missing('s.start_step')
             else:
-                t16 = attr_value(t15, 'start_step', 's.start_step')
+                t15 = attr_value(t14, 'start_step', 's.start_step')
             t7.budget.left -= 1
             if t7.budget.left < 0: _charge(t7, 0)
-            t17 = type_name(t16)
-            t7.budget.mem -= len(t17)
+            t16 = type_name(t15)
+            t7.budget.mem -= len(t16)
             if t7.budget.mem < 0: _charge_mem(t7, 0)
-            t19 = ('int')
-            if t17.__class__ is str:
-                t18 = t17 == t19
+            if t16.__class__ is str:
+                t17 = t16 == ('int')
             else:
-                t18 = _compare('==', t17, t19)
-            t14 = (t18 if t18.__class__ is bool else _truth(t18))
+                t17 = _compare('==', t16, ('int'))
+            t13 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t20 = t9
-            if t20 is None: t20 = Missing('s')
-            if t20.__class__ is dict and 'start_step' in t20:
-                t21 = t20['start_step']
-                if t21 is None: t21 = Missing('s.start_step')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t18 = t9
+            if t18 is None: t18 = Missing('s')
+            if t18.__class__ is dict and 'start_step' in t18:
+                t19 = t18['start_step']
+                if t19 is None: t19 = Missing('s.start_step')
             else:
-                t21 = attr_value(t20, 'start_step', 's.start_step')
-            t1.append(t21)
+                t19 = attr_value(t18, 'start_step', 's.start_step')
+            t1.append(t19)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3793,15 +3262,12 @@ def e86(env):
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = ('class')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = index_value(t2, t3, 'config.vlm')
-    t6 = ('MoMaConfig')
-    if t4.__class__ is str:
-        t5 = t4 == t6
+    t3 = index_value(t2, ('class'), 'config.vlm')
+    if t3.__class__ is str:
+        t4 = t3 == ('MoMaConfig')
     else:
-        t5 = _compare('==', t4, t6)
-    return t5
+        t4 = _compare('==', t3, ('MoMaConfig'))
+    return t4
 
 def e87(env):
     t1 = env.lookup('moma')
@@ -3836,22 +3302,21 @@ def e87(env):
             t13 = type_name(t12)
             t9.budget.mem -= len(t13)
             if t9.budget.mem < 0: _charge_mem(t9, 0)
-            t15 = ('string')
             if t13.__class__ is str:
-                t14 = t13 == t15
+                t14 = t13 == ('string')
             else:
-                t14 = _compare('==', t13, t15)
+                t14 = _compare('==', t13, ('string'))
             if (t14 if t14.__class__ is bool else _truth(t14)):
-                t16 = t11
-                if t16 is None: t16 = Missing('m')
-                t3.append(t16)
+                t15 = t11
+                if t15 is None: t15 = Missing('m')
+                t3.append(t15)
                 t4.mem -= 1
                 if t4.mem < 0: _charge_mem(env, 0)
                 if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t2 = t3
     else:
-        t17 = K24
-        t2 = t17
+        t16 = K24
+        t2 = t16
     return t2
 
 def e88(env):
@@ -3866,108 +3331,101 @@ def e88(env):
             if env.budget.left < 0: _charge(env, 0)
         else:
             t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
-        t6 = (2)
         if t4.__class__ is int:
-            t5 = t4 >= t6
+            t5 = t4 >= (2)
         else:
-            t5 = _compare('>=', t4, t6)
+            t5 = _compare('>=', t4, (2))
         t2 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t2 = False
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t8 = ('text')
-        t10 = env.lookup('mods')
-        if t10 is None: t10 = Missing('mods')
-        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-        t9 = _compare('in', t8, t10)
-        t7 = (t9 if t9.__class__ is bool else _truth(t9))
+        t8 = env.lookup('mods')
+        if t8 is None: t8 = Missing('mods')
+        if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, ('text'), t8)
+        t7 = _compare('in', ('text'), t8)
+        t6 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t7 = False
-    if (t7 if t7.__class__ is bool else _truth(t7)):
-        t12 = ('image')
-        t14 = env.lookup('mods')
-        if t14 is None: t14 = Missing('mods')
-        if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-        t13 = _compare('in', t12, t14)
-        t11 = (t13 if t13.__class__ is bool else _truth(t13))
+        t6 = False
+    if (t6 if t6.__class__ is bool else _truth(t6)):
+        t11 = env.lookup('mods')
+        if t11 is None: t11 = Missing('mods')
+        if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, ('image'), t11)
+        t10 = _compare('in', ('image'), t11)
+        t9 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t11 = False
-    if (t11 if t11.__class__ is bool else _truth(t11)):
-        t16 = []
-        t17 = env.budget
-        t19 = env.lookup('mods')
-        if t19 is None: t19 = Missing('mods')
-        if t19.__class__ is list or t19.__class__ is str or t19.__class__ is dict:
-            t20 = len(t19)
-            env.budget.left -= t20 if t20 > 1 else 1
+        t9 = False
+    if (t9 if t9.__class__ is bool else _truth(t9)):
+        t13 = []
+        t14 = env.budget
+        t16 = env.lookup('mods')
+        if t16 is None: t16 = Missing('mods')
+        if t16.__class__ is list or t16.__class__ is str or t16.__class__ is dict:
+            t17 = len(t16)
+            env.budget.left -= t17 if t17 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t20 = call_value(env, F_len.fn, F_len.cost, False, [t19])
-        t21 = call_value(env, F_range.fn, F_range.cost, False, [t20])
-        t18 = loop_items(t21)
-        t22 = Env({}, None, t17, env)
-        t23 = t22.values
-        for t24 in t18:
-            t17.left -= 17
-            if t17.left < 0: _charge(env, 0)
-            t23['i'] = t24
-            t22.let_cache = None
-            t26 = t24
-            if t26 is None: t26 = Missing('i')
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = (1)
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            if t26.__class__ is int and t27.__class__ is int:
-                t28 = t26 + t27
-                if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
+            t17 = call_value(env, F_len.fn, F_len.cost, False, [t16])
+        t18 = call_value(env, F_range.fn, F_range.cost, False, [t17])
+        t15 = loop_items(t18)
+        t19 = Env({}, None, t14, env)
+        t20 = t19.values
+        for t21 in t15:
+            t14.left -= 17
+            if t14.left < 0: _charge(env, 0)
+            t20['i'] = t21
+            t19.let_cache = None
+            t23 = t21
+            if t23 is None: t23 = Missing('i')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            if t23.__class__ is int and (1).__class__ is int:
+                t24 = t23 + (1)
+                if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
             else:
-                t28 = _binop('+', t26, t27, t22)
-            t29 = t22.lookup('mods')
-            if t29 is None: t29 = Missing('mods')
-            if t29.__class__ is list or t29.__class__ is str or t29.__class__ is dict:
-                t30 = len(t29)
-                t22.budget.left -= t30 if t30 > 1 else 1
-                if t22.budget.left < 0: _charge(t22, 0)
+                t24 = _binop('+', t23, (1), t19)
+            t25 = t19.lookup('mods')
+            if t25 is None: t25 = Missing('mods')
+            if t25.__class__ is list or t25.__class__ is str or t25.__class__ is dict:
+                t26 = len(t25)
+                t19.budget.left -= t26 if t26 > 1 else 1
+                if t19.budget.left < 0: _charge(t19, 0)
             else:
-                t30 = call_value(t22, F_len.fn, F_len.cost, False, [t29])
-            t31 = call_value(t22, F_range.fn, F_range.cost, False, [t28, t30])
-            t25 = loop_items(t31)
-            t32 = Env({}, None, t17, t22)
-            t33 = t32.values
-            for t34 in t25:
-                t17.left -= 17
-                if t17.left < 0: _charge(env, 0)
-                t33['j'] = t34
-                t32.let_cache = None
-                t35 = t32.lookup('mods')
-                if t35 is None: t35 = Missing('mods')
+                t26 = call_value(t19, F_len.fn, F_len.cost, False, [t25])
+            t27 = call_value(t19, F_range.fn, F_range.cost, False, [t24, t26])
+            t22 = loop_items(t27)
+            t28 = Env({}, None, t14, t19)
+            t29 = t28.values
+            for t30 in t22:
+                t14.left -= 17
+                if t14.left < 0: _charge(env, 0)
+                t29['j'] = t30
+                t28.let_cache = None
+                t31 = t28.lookup('mods')
+                if t31 is None: t31 = Missing('mods')
+                if t31 is None or t31.__class__ is Missing: _need(t31)
+                t32 = t21
+                if t32 is None: t32 = Missing('i')
+                if t32 is None or t32.__class__ is Missing: _need(t32)
+                t33 = index_value(t31, t32, 'mods')
+                if t31 is None or t31.__class__ is Missing: _need(t31)
+                t35 = t30
+                if t35 is None: t35 = Missing('j')
                 if t35 is None or t35.__class__ is Missing: _need(t35)
-                t36 = t24
-                if t36 is None: t36 = Missing('i')
-                if t36 is None or t36.__class__ is Missing: _need(t36)
-                t37 = index_value(t35, t36, 'mods')
-                t39 = t32.lookup('mods')
-                if t39 is None: t39 = Missing('mods')
-                if t39 is None or t39.__class__ is Missing: _need(t39)
-                t40 = t34
-                if t40 is None: t40 = Missing('j')
-                if t40 is None or t40.__class__ is Missing: _need(t40)
-                t41 = index_value(t39, t40, 'mods')
-                if t37.__class__ is t41.__class__ and (t37.__class__ is int or t37.__class__ is str):
-                    t38 = t37 == t41
+                t36 = index_value(t31, t35, 'mods')
+                if t33.__class__ is t36.__class__ and (t33.__class__ is int or t33.__class__ is str):
+                    t34 = t33 == t36
                 else:
-                    if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t32, t37, t41)
-                    t38 = _compare('==', t37, t41)
-                t16.append(t38)
-                t17.mem -= 1
-                if t17.mem < 0: _charge_mem(env, 0)
-                if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t42 = call_value(env, F_any.fn, F_any.cost, False, [t16])
-        t43 = not (t42 if t42.__class__ is bool else _truth(t42))
-        t15 = (t43 if t43.__class__ is bool else _truth(t43))
+                    if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(t28, t33, t36)
+                    t34 = _compare('==', t33, t36)
+                t13.append(t34)
+                t14.mem -= 1
+                if t14.mem < 0: _charge_mem(env, 0)
+                if len(t13) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t37 = call_value(env, F_any.fn, F_any.cost, False, [t13])
+        t38 = not (t37 if t37.__class__ is bool else _truth(t37))
+        t12 = (t38 if t38.__class__ is bool else _truth(t38))
     else:
-        t15 = False
-    return t15
+        t12 = False
+    return t12
 
 def e89(env):
     t1 = env.lookup('mods_ok')
@@ -3990,32 +3448,30 @@ def e89(env):
         t6 = type_name(t5)
         env.budget.mem -= len(t6)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t8 = ('table')
         if t6.__class__ is str:
-            t7 = t6 == t8
+            t7 = t6 == ('table')
         else:
-            t7 = _compare('==', t6, t8)
+            t7 = _compare('==', t6, ('table'))
         t2 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t2 = False
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t10 = env.lookup('config')
-        if t10 is None: t10 = Missing('config')
-        if t10.__class__ is dict and 'vlm' in t10:
-            t11 = t10['vlm']
-            if t11 is None: t11 = Missing('config.vlm')
+        t9 = env.lookup('config')
+        if t9 is None: t9 = Missing('config')
+        if t9.__class__ is dict and 'vlm' in t9:
+            t10 = t9['vlm']
+            if t10 is None: t10 = Missing('config.vlm')
         else:
-            t11 = attr_value(t10, 'vlm', 'config.vlm')
-        if t11.__class__ is dict and 'moma_experts_per_modality' in t11:
-            t12 = t11['moma_experts_per_modality']
-            if t12 is None: t12 = Missing('config.vlm.moma_experts_per_modality')
+            t10 = attr_value(t9, 'vlm', 'config.vlm')
+        if t10.__class__ is dict and 'moma_experts_per_modality' in t10:
+            t11 = t10['moma_experts_per_modality']
+            if t11 is None: t11 = Missing('config.vlm.moma_experts_per_modality')
         else:
-            t12 = attr_value(t11, 'moma_experts_per_modality', 'config.vlm.moma_experts_per_modality')
-        t9 = t12
+            t11 = attr_value(t10, 'moma_experts_per_modality', 'config.vlm.moma_experts_per_modality')
+        t8 = t11
     else:
-        t13 = (None)
-        t9 = t13
-    return t9
+        t8 = (None)
+    return t8
 
 def e90(env):
     t1 = env.lookup('epm')
@@ -4062,35 +3518,33 @@ def e91(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t4 = []
         t5 = env.budget
-        t7 = env.lookup('epm')
-        if t7 is None: t7 = Missing('epm')
-        t8 = call_value(env, F_keys.fn, F_keys.cost, False, [t7])
-        t6 = loop_items(t8)
-        t9 = Env({}, None, t5, env)
-        t10 = t9.values
-        for t11 in t6:
+        t7 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
+        t6 = loop_items(t7)
+        t8 = Env({}, None, t5, env)
+        t9 = t8.values
+        for t10 in t6:
             t5.left -= 7
             if t5.left < 0: _charge(env, 0)
-            t10['k'] = t11
-            t9.let_cache = None
-            t12 = t11
-            if t12 is None: t12 = Missing('k')
-            t14 = t9.lookup('mods')
-            if t14 is None: t14 = Missing('mods')
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t9, t12, t14)
-            t13 = _compare('not in', t12, t14)
-            if (t13 if t13.__class__ is bool else _truth(t13)):
-                t15 = t11
-                if t15 is None: t15 = Missing('k')
-                t4.append(t15)
+            t9['k'] = t10
+            t8.let_cache = None
+            t11 = t10
+            if t11 is None: t11 = Missing('k')
+            t13 = t8.lookup('mods')
+            if t13 is None: t13 = Missing('mods')
+            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t8, t11, t13)
+            t12 = _compare('not in', t11, t13)
+            if (t12 if t12.__class__ is bool else _truth(t12)):
+                t14 = t10
+                if t14 is None: t14 = Missing('k')
+                t4.append(t14)
                 t5.mem -= 1
                 if t5.mem < 0: _charge_mem(env, 0)
                 if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t16 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
-        t3 = t16
+        t15 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
+        t3 = t15
     else:
-        t17 = K26
-        t3 = t17
+        t16 = K26
+        t3 = t16
     return t3
 
 def e92(env):
@@ -4100,116 +3554,105 @@ def e92(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t4 = []
         t5 = env.budget
-        t7 = env.lookup('epm')
-        if t7 is None: t7 = Missing('epm')
-        t8 = call_value(env, F_keys.fn, F_keys.cost, False, [t7])
-        t6 = loop_items(t8)
-        t9 = Env({}, None, t5, env)
-        t10 = t9.values
-        for t11 in t6:
+        t7 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
+        t6 = loop_items(t7)
+        t8 = Env({}, None, t5, env)
+        t9 = t8.values
+        for t10 in t6:
             t5.left -= 18
             if t5.left < 0: _charge(env, 0)
-            t10['k'] = t11
-            t9.let_cache = None
-            t12 = t9.lookup('epm')
-            if t12 is None: t12 = Missing('epm')
+            t9['k'] = t10
+            t8.let_cache = None
+            t11 = t8.lookup('epm')
+            if t11 is None: t11 = Missing('epm')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = t10
+            if t12 is None: t12 = Missing('k')
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = t11
-            if t13 is None: t13 = Missing('k')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = index_value(t12, t13, 'epm')
-            t9.budget.left -= 1
-            if t9.budget.left < 0: _charge(t9, 0)
-            t15 = type_name(t14)
-            t9.budget.mem -= len(t15)
-            if t9.budget.mem < 0: _charge_mem(t9, 0)
-            t17 = K27
-            if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t9, t15, t17)
-            t16 = _compare('in', t15, t17)
-            if (t16 if t16.__class__ is bool else _truth(t16)):
-                t19 = t9.lookup('epm')
-                if t19 is None: t19 = Missing('epm')
-                if t19 is None or t19.__class__ is Missing: _need(t19)
-                t20 = t11
-                if t20 is None: t20 = Missing('k')
-                if t20 is None or t20.__class__ is Missing: _need(t20)
-                t21 = index_value(t19, t20, 'epm')
-                t23 = (0)
-                if t21.__class__ is int:
-                    t22 = t21 <= t23
+            t13 = index_value(t11, t12, 'epm')
+            t8.budget.left -= 1
+            if t8.budget.left < 0: _charge(t8, 0)
+            t14 = type_name(t13)
+            t8.budget.mem -= len(t14)
+            if t8.budget.mem < 0: _charge_mem(t8, 0)
+            t16 = K27
+            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t8, t14, t16)
+            t15 = _compare('in', t14, t16)
+            if (t15 if t15.__class__ is bool else _truth(t15)):
+                if t11 is None or t11.__class__ is Missing: _need(t11)
+                t18 = t10
+                if t18 is None: t18 = Missing('k')
+                if t18 is None or t18.__class__ is Missing: _need(t18)
+                t19 = index_value(t11, t18, 'epm')
+                if t19.__class__ is int:
+                    t20 = t19 <= (0)
                 else:
-                    t22 = _compare('<=', t21, t23)
-                t18 = (t22 if t22.__class__ is bool else _truth(t22))
+                    t20 = _compare('<=', t19, (0))
+                t17 = (t20 if t20.__class__ is bool else _truth(t20))
             else:
-                t18 = False
-            if (t18 if t18.__class__ is bool else _truth(t18)):
-                t24 = t11
-                if t24 is None: t24 = Missing('k')
-                t4.append(t24)
+                t17 = False
+            if (t17 if t17.__class__ is bool else _truth(t17)):
+                t21 = t10
+                if t21 is None: t21 = Missing('k')
+                t4.append(t21)
                 t5.mem -= 1
                 if t5.mem < 0: _charge_mem(env, 0)
                 if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t3 = t4
     else:
-        t25 = K28
-        t3 = t25
+        t22 = K28
+        t3 = t22
     return t3
 
 def e93(env):
-    t1 = ('[')
-    if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = []
-    t3 = env.budget
-    t5 = env.lookup('mods')
-    if t5 is None: t5 = Missing('mods')
-    t4 = loop_items(t5)
-    t6 = Env({}, None, t3, env)
-    t7 = t6.values
-    for t8 in t4:
-        t3.left -= 7
-        if t3.left < 0: _charge(env, 0)
-        t7['m'] = t8
-        t6.let_cache = None
-        t9 = t6.lookup('q')
-        if t9 is None: t9 = Missing('q')
+    t1 = []
+    t2 = env.budget
+    t4 = env.lookup('mods')
+    if t4 is None: t4 = Missing('mods')
+    t3 = loop_items(t4)
+    t5 = Env({}, None, t2, env)
+    t6 = t5.values
+    for t7 in t3:
+        t2.left -= 7
+        if t2.left < 0: _charge(env, 0)
+        t6['m'] = t7
+        t5.let_cache = None
+        t8 = t5.lookup('q')
+        if t8 is None: t8 = Missing('q')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = t7
+        if t9 is None: t9 = Missing('m')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = t8
-        if t10 is None: t10 = Missing('m')
+        if t8.__class__ is int and t9.__class__ is int:
+            t10 = t8 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t8, t9, t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t10.__class__ is int and t8.__class__ is int:
+            t11 = t10 + t8
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t11 = _binop('+', t9, t10, t6)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = t6.lookup('q')
-        if t12 is None: t12 = Missing('q')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t11.__class__ is int and t12.__class__ is int:
-            t13 = t11 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t11, t12, t6)
-        t2.append(t13)
-        t3.mem -= 1
-        if t3.mem < 0: _charge_mem(env, 0)
-        if len(t2) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t14 = call_value(env, F_join.fn, F_join.cost, False, [t2])
-    if t14 is None or t14.__class__ is Missing: _need(t14)
-    if t1.__class__ is int and t14.__class__ is int:
-        t15 = t1 + t14
-        if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+            t11 = _binop('+', t10, t8, t5)
+        t1.append(t11)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
+        if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    if t12 is None or t12.__class__ is Missing: _need(t12)
+    if ('[').__class__ is int and t12.__class__ is int:
+        t13 = ('[') + t12
+        if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
     else:
-        t15 = _binop('+', t1, t14, env)
-    if t15 is None or t15.__class__ is Missing: _need(t15)
-    t16 = (']')
-    if t16 is None or t16.__class__ is Missing: _need(t16)
-    if t15.__class__ is int and t16.__class__ is int:
-        t17 = t15 + t16
-        if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        t13 = _binop('+', ('['), t12, env)
+    if t13 is None or t13.__class__ is Missing: _need(t13)
+    if t13.__class__ is int and (']').__class__ is int:
+        t14 = t13 + (']')
+        if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
     else:
-        t17 = _binop('+', t15, t16, env)
-    return t17
+        t14 = _binop('+', t13, (']'), env)
+    return t14
 
 def e94(env):
     t1 = env.lookup('config')
@@ -4220,10 +3663,8 @@ def e94(env):
     else:
         t2 = attr_value(t1, 'vlm', 'config.vlm')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = ('class')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = index_value(t2, t3, 'config.vlm')
-    return t4
+    t3 = index_value(t2, ('class'), 'config.vlm')
+    return t3
 
 def e95(env):
     t1 = env.lookup('img_heads')
@@ -4243,18 +3684,16 @@ def e95(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t6 = env.lookup('img_kv')
         if t6 is None: t6 = Missing('img_kv')
-        t8 = env.lookup('model')
-        if t8 is None: t8 = Missing('model')
-        if t8.__class__ is dict and 'n_kv_heads' in t8:
-            t9 = t8['n_kv_heads']
-            if t9 is None: t9 = Missing('model.n_kv_heads')
+        if t3.__class__ is dict and 'n_kv_heads' in t3:
+            t8 = t3['n_kv_heads']
+            if t8 is None: t8 = Missing('model.n_kv_heads')
         else:
-            t9 = attr_value(t8, 'n_kv_heads', 'model.n_kv_heads')
-        if t6.__class__ is t9.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 == t9
+            t8 = attr_value(t3, 'n_kv_heads', 'model.n_kv_heads')
+        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 == t8
         else:
-            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t6, t9)
-            t7 = _compare('==', t6, t9)
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+            t7 = _compare('==', t6, t8)
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -4281,120 +3720,78 @@ def e96(env):
             t7 = attr_value(t6, 'vlm', 'config.vlm')
         t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = env.lookup('config')
-            if t10 is None: t10 = Missing('config')
-            if t10.__class__ is dict and 'vlm' in t10:
-                t11 = t10['vlm']
-                if t11 is None: t11 = Missing('config.vlm')
+            if t7 is None or t7.__class__ is Missing: _need(t7)
+            t10 = index_value(t7, ('class'), 'config.vlm')
+            if t10.__class__ is str:
+                t11 = t10 == ('MoTConfig')
             else:
-                t11 = attr_value(t10, 'vlm', 'config.vlm')
-            if t11 is None or t11.__class__ is Missing: _need(t11)
-            t12 = ('class')
-            if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = index_value(t11, t12, 'config.vlm')
-            t15 = ('MoTConfig')
-            if t13.__class__ is str:
-                t14 = t13 == t15
-            else:
-                t14 = _compare('==', t13, t15)
-            t9 = (t14 if t14.__class__ is bool else _truth(t14))
+                t11 = _compare('==', t10, ('MoTConfig'))
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t17 = env.lookup('config')
-            if t17 is None: t17 = Missing('config')
-            if t17.__class__ is dict and 'vlm' in t17:
-                t18 = t17['vlm']
-                if t18 is None: t18 = Missing('config.vlm')
+            if t7.__class__ is dict and 'mot_image_n_heads' in t7:
+                t13 = t7['mot_image_n_heads']
+                if t13 is None: t13 = Missing('config.vlm.mot_image_n_heads')
             else:
-                t18 = attr_value(t17, 'vlm', 'config.vlm')
-            if t18.__class__ is dict and 'mot_image_n_heads' in t18:
-                t19 = t18['mot_image_n_heads']
-                if t19 is None: t19 = Missing('config.vlm.mot_image_n_heads')
-            else:
-                t19 = attr_value(t18, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
+                t13 = attr_value(t7, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t20 = type_name(t19)
-            env.budget.mem -= len(t20)
+            t14 = type_name(t13)
+            env.budget.mem -= len(t14)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t22 = ('int')
-            if t20.__class__ is str:
-                t21 = t20 == t22
+            if t14.__class__ is str:
+                t15 = t14 == ('int')
             else:
-                t21 = _compare('==', t20, t22)
-            t16 = (t21 if t21.__class__ is bool else _truth(t21))
+                t15 = _compare('==', t14, ('int'))
+            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+        else:
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            if t7.__class__ is dict and 'mot_image_n_kv_heads' in t7:
+                t17 = t7['mot_image_n_kv_heads']
+                if t17 is None: t17 = Missing('config.vlm.mot_image_n_kv_heads')
+            else:
+                t17 = attr_value(t7, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t18 = type_name(t17)
+            env.budget.mem -= len(t18)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t18.__class__ is str:
+                t19 = t18 == ('int')
+            else:
+                t19 = _compare('==', t18, ('int'))
+            t16 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
             t16 = False
         if (t16 if t16.__class__ is bool else _truth(t16)):
-            t24 = env.lookup('config')
-            if t24 is None: t24 = Missing('config')
-            if t24.__class__ is dict and 'vlm' in t24:
-                t25 = t24['vlm']
-                if t25 is None: t25 = Missing('config.vlm')
+            if t7.__class__ is dict and 'mot_image_n_heads' in t7:
+                t21 = t7['mot_image_n_heads']
+                if t21 is None: t21 = Missing('config.vlm.mot_image_n_heads')
             else:
-                t25 = attr_value(t24, 'vlm', 'config.vlm')
-            if t25.__class__ is dict and 'mot_image_n_kv_heads' in t25:
-                t26 = t25['mot_image_n_kv_heads']
-                if t26 is None: t26 = Missing('config.vlm.mot_image_n_kv_heads')
+                t21 = attr_value(t7, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
+            if t21.__class__ is int:
+                t22 = t21 >= (0)
             else:
-                t26 = attr_value(t25, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
-            env.budget.left -= 1
-            if env.budget.left < 0: _charge(env, 0)
-            t27 = type_name(t26)
-            env.budget.mem -= len(t27)
-            if env.budget.mem < 0: _charge_mem(env, 0)
-            t29 = ('int')
-            if t27.__class__ is str:
-                t28 = t27 == t29
+                t22 = _compare('>=', t21, (0))
+            t20 = (t22 if t22.__class__ is bool else _truth(t22))
+        else:
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            if t7.__class__ is dict and 'mot_image_n_kv_heads' in t7:
+                t24 = t7['mot_image_n_kv_heads']
+                if t24 is None: t24 = Missing('config.vlm.mot_image_n_kv_heads')
             else:
-                t28 = _compare('==', t27, t29)
-            t23 = (t28 if t28.__class__ is bool else _truth(t28))
+                t24 = attr_value(t7, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
+            if t24.__class__ is int:
+                t25 = t24 >= (0)
+            else:
+                t25 = _compare('>=', t24, (0))
+            t23 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
             t23 = False
-        if (t23 if t23.__class__ is bool else _truth(t23)):
-            t31 = env.lookup('config')
-            if t31 is None: t31 = Missing('config')
-            if t31.__class__ is dict and 'vlm' in t31:
-                t32 = t31['vlm']
-                if t32 is None: t32 = Missing('config.vlm')
-            else:
-                t32 = attr_value(t31, 'vlm', 'config.vlm')
-            if t32.__class__ is dict and 'mot_image_n_heads' in t32:
-                t33 = t32['mot_image_n_heads']
-                if t33 is None: t33 = Missing('config.vlm.mot_image_n_heads')
-            else:
-                t33 = attr_value(t32, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
-            t35 = (0)
-            if t33.__class__ is int:
-                t34 = t33 >= t35
-            else:
-                t34 = _compare('>=', t33, t35)
-            t30 = (t34 if t34.__class__ is bool else _truth(t34))
-        else:
-            t30 = False
-        if (t30 if t30.__class__ is bool else _truth(t30)):
-            t37 = env.lookup('config')
-            if t37 is None: t37 = Missing('config')
-            if t37.__class__ is dict and 'vlm' in t37:
-                t38 = t37['vlm']
-                if t38 is None: t38 = Missing('config.vlm')
-            else:
-                t38 = attr_value(t37, 'vlm', 'config.vlm')
-            if t38.__class__ is dict and 'mot_image_n_kv_heads' in t38:
-                t39 = t38['mot_image_n_kv_heads']
-                if t39 is None: t39 = Missing('config.vlm.mot_image_n_kv_heads')
-            else:
-                t39 = attr_value(t38, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
-            t41 = (0)
-            if t39.__class__ is int:
-                t40 = t39 >= t41
-            else:
-                t40 = _compare('>=', t39, t41)
-            t36 = (t40 if t40.__class__ is bool else _truth(t40))
-        else:
-            t36 = False
-        t5 = (t36 if t36.__class__ is bool else _truth(t36))
+        t5 = (t23 if t23.__class__ is bool else _truth(t23))
     else:
         t5 = False
     return t5
@@ -4412,35 +3809,22 @@ def e97(env):
         if t3 is None: t3 = Missing('config.vlm.mot_image_n_heads')
     else:
         t3 = attr_value(t2, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 > t5
+        t4 = t3 > (0)
     else:
-        t4 = _compare('>', t3, t5)
+        t4 = _compare('>', t3, (0))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'vlm' in t7:
-            t8 = t7['vlm']
-            if t8 is None: t8 = Missing('config.vlm')
-        else:
-            t8 = attr_value(t7, 'vlm', 'config.vlm')
-        if t8.__class__ is dict and 'mot_image_n_heads' in t8:
-            t9 = t8['mot_image_n_heads']
-            if t9 is None: t9 = Missing('config.vlm.mot_image_n_heads')
-        else:
-            t9 = attr_value(t8, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
-        t6 = t9
+        t5 = t3
     else:
-        t10 = env.lookup('model')
-        if t10 is None: t10 = Missing('model')
-        if t10.__class__ is dict and 'n_heads' in t10:
-            t11 = t10['n_heads']
-            if t11 is None: t11 = Missing('model.n_heads')
+        t6 = env.lookup('model')
+        if t6 is None: t6 = Missing('model')
+        if t6.__class__ is dict and 'n_heads' in t6:
+            t7 = t6['n_heads']
+            if t7 is None: t7 = Missing('model.n_heads')
         else:
-            t11 = attr_value(t10, 'n_heads', 'model.n_heads')
-        t6 = t11
-    return t6
+            t7 = attr_value(t6, 'n_heads', 'model.n_heads')
+        t5 = t7
+    return t5
 
 def e98(env):
     t1 = env.lookup('config')
@@ -4455,35 +3839,22 @@ def e98(env):
         if t3 is None: t3 = Missing('config.vlm.mot_image_n_kv_heads')
     else:
         t3 = attr_value(t2, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 > t5
+        t4 = t3 > (0)
     else:
-        t4 = _compare('>', t3, t5)
+        t4 = _compare('>', t3, (0))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'vlm' in t7:
-            t8 = t7['vlm']
-            if t8 is None: t8 = Missing('config.vlm')
-        else:
-            t8 = attr_value(t7, 'vlm', 'config.vlm')
-        if t8.__class__ is dict and 'mot_image_n_kv_heads' in t8:
-            t9 = t8['mot_image_n_kv_heads']
-            if t9 is None: t9 = Missing('config.vlm.mot_image_n_kv_heads')
-        else:
-            t9 = attr_value(t8, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
-        t6 = t9
+        t5 = t3
     else:
-        t10 = env.lookup('model')
-        if t10 is None: t10 = Missing('model')
-        if t10.__class__ is dict and 'n_kv_heads' in t10:
-            t11 = t10['n_kv_heads']
-            if t11 is None: t11 = Missing('model.n_kv_heads')
+        t6 = env.lookup('model')
+        if t6 is None: t6 = Missing('model')
+        if t6.__class__ is dict and 'n_kv_heads' in t6:
+            t7 = t6['n_kv_heads']
+            if t7 is None: t7 = Missing('model.n_kv_heads')
         else:
-            t11 = attr_value(t10, 'n_kv_heads', 'model.n_kv_heads')
-        t6 = t11
-    return t6
+            t7 = attr_value(t6, 'n_kv_heads', 'model.n_kv_heads')
+        t5 = t7
+    return t5
 
 def e99(env):
     t1 = env.lookup('config')
@@ -4533,20 +3904,16 @@ def e103(env):
         if t2 is None: t2 = Missing('model.n_kv_heads_defaulted')
     else:
         t2 = attr_value(t1, 'n_kv_heads_defaulted', 'model.n_kv_heads_defaulted')
-    t3 = (False)
-    t4 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t2, t3])
-    t6 = (True)
-    if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
-        t5 = t4 == t6
+    t3 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t2, (False)])
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
     else:
-        t5 = _compare('==', t4, t6)
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = (' (model.n_kv_heads unset: KempnerForge keeps 32)')
-        t7 = t8
+        t4 = _compare('==', t3, (True))
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t5 = (' (model.n_kv_heads unset: KempnerForge keeps 32)')
     else:
-        t9 = ('')
-        t7 = t9
-    return t7
+        t5 = ('')
+    return t5
 
 def e104(env):
     t1 = env.lookup('img_heads')
@@ -4564,11 +3931,9 @@ def e104(env):
         if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t1, t4)
         t2 = _compare('!=', t1, t4)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t6 = ('vlm.mot_image_n_heads')
-        t5 = t6
+        t5 = ('vlm.mot_image_n_heads')
     else:
-        t7 = ('vlm.mot_image_n_kv_heads')
-        t5 = t7
+        t5 = ('vlm.mot_image_n_kv_heads')
     return t5
 
 def e105(env):
@@ -4585,26 +3950,23 @@ def e105(env):
     else:
         t3 = attr_value(t2, 'feature_dim', 'config.vision_encoder.feature_dim')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('config')
-    if t4 is None: t4 = Missing('config')
-    if t4.__class__ is dict and 'adapter' in t4:
-        t5 = t4['adapter']
-        if t5 is None: t5 = Missing('config.adapter')
+    if t1.__class__ is dict and 'adapter' in t1:
+        t4 = t1['adapter']
+        if t4 is None: t4 = Missing('config.adapter')
     else:
-        t5 = attr_value(t4, 'adapter', 'config.adapter')
-    if t5.__class__ is dict and 'pool_heads' in t5:
-        t6 = t5['pool_heads']
-        if t6 is None: t6 = Missing('config.adapter.pool_heads')
+        t4 = attr_value(t1, 'adapter', 'config.adapter')
+    if t4.__class__ is dict and 'pool_heads' in t4:
+        t5 = t4['pool_heads']
+        if t5 is None: t5 = Missing('config.adapter.pool_heads')
     else:
-        t6 = attr_value(t5, 'pool_heads', 'config.adapter.pool_heads')
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = _binop('%', t3, t6, env)
-    t9 = (0)
-    if t7.__class__ is int:
-        t8 = t7 == t9
+        t5 = attr_value(t4, 'pool_heads', 'config.adapter.pool_heads')
+    if t5 is None or t5.__class__ is Missing: _need(t5)
+    t6 = _binop('%', t3, t5, env)
+    if t6.__class__ is int:
+        t7 = t6 == (0)
     else:
-        t8 = _compare('==', t7, t9)
-    return t8
+        t7 = _compare('==', t6, (0))
+    return t7
 
 def e106(env):
     t1 = env.lookup('framework')
@@ -4627,145 +3989,126 @@ def e106(env):
             t7 = attr_value(t6, 'vlm', 'config.vlm')
         t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = env.lookup('config')
-            if t10 is None: t10 = Missing('config')
-            if t10.__class__ is dict and 'adapter' in t10:
-                t11 = t10['adapter']
-                if t11 is None: t11 = Missing('config.adapter')
+            if t6.__class__ is dict and 'adapter' in t6:
+                t10 = t6['adapter']
+                if t10 is None: t10 = Missing('config.adapter')
             else:
-                t11 = attr_value(t10, 'adapter', 'config.adapter')
-            t12 = not (t11 is None or t11.__class__ is Missing)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t10 = attr_value(t6, 'adapter', 'config.adapter')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t14 = env.lookup('config')
-            if t14 is None: t14 = Missing('config')
-            if t14.__class__ is dict and 'vision_encoder' in t14:
-                t15 = t14['vision_encoder']
-                if t15 is None: t15 = Missing('config.vision_encoder')
+            if t6.__class__ is dict and 'vision_encoder' in t6:
+                t13 = t6['vision_encoder']
+                if t13 is None: t13 = Missing('config.vision_encoder')
             else:
-                t15 = attr_value(t14, 'vision_encoder', 'config.vision_encoder')
-            t16 = not (t15 is None or t15.__class__ is Missing)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t13 = attr_value(t6, 'vision_encoder', 'config.vision_encoder')
+            t14 = not (t13 is None or t13.__class__ is Missing)
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t18 = env.lookup('config')
-            if t18 is None: t18 = Missing('config')
-            if t18.__class__ is dict and 'adapter' in t18:
-                t19 = t18['adapter']
-                if t19 is None: t19 = Missing('config.adapter')
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            if t6.__class__ is dict and 'adapter' in t6:
+                t16 = t6['adapter']
+                if t16 is None: t16 = Missing('config.adapter')
             else:
-                t19 = attr_value(t18, 'adapter', 'config.adapter')
-            if t19.__class__ is dict and 'type' in t19:
-                t20 = t19['type']
-                if t20 is None: t20 = Missing('config.adapter.type')
+                t16 = attr_value(t6, 'adapter', 'config.adapter')
+            if t16.__class__ is dict and 'type' in t16:
+                t17 = t16['type']
+                if t17 is None: t17 = Missing('config.adapter.type')
             else:
-                t20 = attr_value(t19, 'type', 'config.adapter.type')
-            t22 = ('attentional_pool')
-            if t20.__class__ is str:
-                t21 = t20 == t22
+                t17 = attr_value(t16, 'type', 'config.adapter.type')
+            if t17.__class__ is str:
+                t18 = t17 == ('attentional_pool')
             else:
-                t21 = _compare('==', t20, t22)
-            t17 = (t21 if t21.__class__ is bool else _truth(t21))
+                t18 = _compare('==', t17, ('attentional_pool'))
+            t15 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t24 = env.lookup('config')
-            if t24 is None: t24 = Missing('config')
-            if t24.__class__ is dict and 'vision_encoder' in t24:
-                t25 = t24['vision_encoder']
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            if t6.__class__ is dict and 'vision_encoder' in t6:
+                t20 = t6['vision_encoder']
+                if t20 is None: t20 = Missing('config.vision_encoder')
+            else:
+                t20 = attr_value(t6, 'vision_encoder', 'config.vision_encoder')
+            if t20.__class__ is dict and 'feature_dim' in t20:
+                t21 = t20['feature_dim']
+                if t21 is None: t21 = Missing('config.vision_encoder.feature_dim')
+            else:
+                t21 = attr_value(t20, 'feature_dim', 'config.vision_encoder.feature_dim')
+            env.budget.left -= 1
+            if env.budget.left < 0: _charge(env, 0)
+            t22 = type_name(t21)
+            env.budget.mem -= len(t22)
+            if env.budget.mem < 0: _charge_mem(env, 0)
+            if t22.__class__ is str:
+                t23 = t22 == ('int')
+            else:
+                t23 = _compare('==', t22, ('int'))
+            t19 = (t23 if t23.__class__ is bool else _truth(t23))
+        else:
+            t19 = False
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            if t6.__class__ is dict and 'vision_encoder' in t6:
+                t25 = t6['vision_encoder']
                 if t25 is None: t25 = Missing('config.vision_encoder')
             else:
-                t25 = attr_value(t24, 'vision_encoder', 'config.vision_encoder')
+                t25 = attr_value(t6, 'vision_encoder', 'config.vision_encoder')
             if t25.__class__ is dict and 'feature_dim' in t25:
                 t26 = t25['feature_dim']
                 if t26 is None: t26 = Missing('config.vision_encoder.feature_dim')
             else:
                 t26 = attr_value(t25, 'feature_dim', 'config.vision_encoder.feature_dim')
+            if t26.__class__ is int:
+                t27 = t26 > (0)
+            else:
+                t27 = _compare('>', t26, (0))
+            t24 = (t27 if t27.__class__ is bool else _truth(t27))
+        else:
+            t24 = False
+        if (t24 if t24.__class__ is bool else _truth(t24)):
+            if t6.__class__ is dict and 'adapter' in t6:
+                t29 = t6['adapter']
+                if t29 is None: t29 = Missing('config.adapter')
+            else:
+                t29 = attr_value(t6, 'adapter', 'config.adapter')
+            if t29.__class__ is dict and 'pool_heads' in t29:
+                t30 = t29['pool_heads']
+                if t30 is None: t30 = Missing('config.adapter.pool_heads')
+            else:
+                t30 = attr_value(t29, 'pool_heads', 'config.adapter.pool_heads')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t27 = type_name(t26)
-            env.budget.mem -= len(t27)
+            t31 = type_name(t30)
+            env.budget.mem -= len(t31)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t29 = ('int')
-            if t27.__class__ is str:
-                t28 = t27 == t29
+            if t31.__class__ is str:
+                t32 = t31 == ('int')
             else:
-                t28 = _compare('==', t27, t29)
-            t23 = (t28 if t28.__class__ is bool else _truth(t28))
+                t32 = _compare('==', t31, ('int'))
+            t28 = (t32 if t32.__class__ is bool else _truth(t32))
         else:
-            t23 = False
-        if (t23 if t23.__class__ is bool else _truth(t23)):
-            t31 = env.lookup('config')
-            if t31 is None: t31 = Missing('config')
-            if t31.__class__ is dict and 'vision_encoder' in t31:
-                t32 = t31['vision_encoder']
-                if t32 is None: t32 = Missing('config.vision_encoder')
+            t28 = False
+        if (t28 if t28.__class__ is bool else _truth(t28)):
+            if t6.__class__ is dict and 'adapter' in t6:
+                t34 = t6['adapter']
+                if t34 is None: t34 = Missing('config.adapter')
             else:
-                t32 = attr_value(t31, 'vision_encoder', 'config.vision_encoder')
-            if t32.__class__ is dict and 'feature_dim' in t32:
-                t33 = t32['feature_dim']
-                if t33 is None: t33 = Missing('config.vision_encoder.feature_dim')
+                t34 = attr_value(t6, 'adapter', 'config.adapter')
+            if t34.__class__ is dict and 'pool_heads' in t34:
+                t35 = t34['pool_heads']
+                if t35 is None: t35 = Missing('config.adapter.pool_heads')
             else:
-                t33 = attr_value(t32, 'feature_dim', 'config.vision_encoder.feature_dim')
-            t35 = (0)
-            if t33.__class__ is int:
-                t34 = t33 > t35
+                t35 = attr_value(t34, 'pool_heads', 'config.adapter.pool_heads')
+            if t35.__class__ is int:
+                t36 = t35 > (0)
             else:
-                t34 = _compare('>', t33, t35)
-            t30 = (t34 if t34.__class__ is bool else _truth(t34))
+                t36 = _compare('>', t35, (0))
+            t33 = (t36 if t36.__class__ is bool else _truth(t36))
         else:
-            t30 = False
-        if (t30 if t30.__class__ is bool else _truth(t30)):
-            t37 = env.lookup('config')
-            if t37 is None: t37 = Missing('config')
-            if t37.__class__ is dict and 'adapter' in t37:
-                t38 = t37['adapter']
-                if t38 is None: t38 = Missing('config.adapter')
-            else:
-                t38 = attr_value(t37, 'adapter', 'config.adapter')
-            if t38.__class__ is dict and 'pool_heads' in t38:
-                t39 = t38['pool_heads']
-                if t39 is None: t39 = Missing('config.adapter.pool_heads')
-            else:
-                t39 = attr_value(t38, 'pool_heads', 'config.adapter.pool_heads')
-            env.budget.left -= 1
-            if env.budget.left < 0: _charge(env, 0)
-            t40 = type_name(t39)
-            env.budget.mem -= len(t40)
-            if env.budget.mem < 0: _charge_mem(env, 0)
-            t42 = ('int')
-            if t40.__class__ is str:
-                t41 = t40 == t42
-            else:
-                t41 = _compare('==', t40, t42)
-            t36 = (t41 if t41.__class__ is bool else _truth(t41))
-        else:
-            t36 = False
-        if (t36 if t36.__class__ is bool else _truth(t36)):
-            t44 = env.lookup('config')
-            if t44 is None: t44 = Missing('config')
-            if t44.__class__ is dict and 'adapter' in t44:
-                t45 = t44['adapter']
-                if t45 is None: t45 = Missing('config.adapter')
-            else:
-                t45 = attr_value(t44, 'adapter', 'config.adapter')
-            if t45.__class__ is dict and 'pool_heads' in t45:
-                t46 = t45['pool_heads']
-                if t46 is None: t46 = Missing('config.adapter.pool_heads')
-            else:
-                t46 = attr_value(t45, 'pool_heads', 'config.adapter.pool_heads')
-            t48 = (0)
-            if t46.__class__ is int:
-                t47 = t46 > t48
-            else:
-                t47 = _compare('>', t46, t48)
-            t43 = (t47 if t47.__class__ is bool else _truth(t47))
-        else:
-            t43 = False
-        t5 = (t43 if t43.__class__ is bool else _truth(t43))
+            t33 = False
+        t5 = (t33 if t33.__class__ is bool else _truth(t33))
     else:
         t5 = False
     return t5
@@ -4882,11 +4225,10 @@ def e110(env):
                 if env.budget.left < 0: _charge(env, 0)
             else:
                 t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
-            t13 = (0)
             if t11.__class__ is int:
-                t12 = t11 > t13
+                t12 = t11 > (0)
             else:
-                t12 = _compare('>', t11, t13)
+                t12 = _compare('>', t11, (0))
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
@@ -4952,36 +4294,22 @@ def e113(env):
         t3 = attr_value(t2, 'tokenizer_path', 'config.data.tokenizer_path')
     t4 = (t3 is None or t3.__class__ is Missing)
     if not (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = env.lookup('config')
-        if t6 is None: t6 = Missing('config')
-        if t6.__class__ is dict and 'data' in t6:
-            t7 = t6['data']
-            if t7 is None: t7 = Missing('config.data')
+        if t3.__class__ is str:
+            t6 = t3 == ('')
         else:
-            t7 = attr_value(t6, 'data', 'config.data')
-        if t7.__class__ is dict and 'tokenizer_path' in t7:
-            t8 = t7['tokenizer_path']
-            if t8 is None: t8 = Missing('config.data.tokenizer_path')
-        else:
-            t8 = attr_value(t7, 'tokenizer_path', 'config.data.tokenizer_path')
-        t10 = ('')
-        if t8.__class__ is str:
-            t9 = t8 == t10
-        else:
-            t9 = _compare('==', t8, t10)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t6 = _compare('==', t3, (''))
+        t5 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
         t5 = True
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t12 = ('data.tokenizer_path')
-        t14 = env.lookup('cli')
-        if t14 is None: t14 = Missing('cli')
-        if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-        t13 = _compare('not in', t12, t14)
-        t11 = (t13 if t13.__class__ is bool else _truth(t13))
+        t9 = env.lookup('cli')
+        if t9 is None: t9 = Missing('cli')
+        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, ('data.tokenizer_path'), t9)
+        t8 = _compare('not in', ('data.tokenizer_path'), t9)
+        t7 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t11 = False
-    return t11
+        t7 = False
+    return t7
 
 def e114(env):
     t1 = env.lookup('video')
@@ -5002,39 +4330,25 @@ def e114(env):
             t6 = attr_value(t5, 'hf_dataset_name', 'config.data.hf_dataset_name')
         t7 = (t6 is None or t6.__class__ is Missing)
         if not (t7 if t7.__class__ is bool else _truth(t7)):
-            t9 = env.lookup('config')
-            if t9 is None: t9 = Missing('config')
-            if t9.__class__ is dict and 'data' in t9:
-                t10 = t9['data']
-                if t10 is None: t10 = Missing('config.data')
+            if t6.__class__ is str:
+                t9 = t6 == ('')
             else:
-                t10 = attr_value(t9, 'data', 'config.data')
-            if t10.__class__ is dict and 'hf_dataset_name' in t10:
-                t11 = t10['hf_dataset_name']
-                if t11 is None: t11 = Missing('config.data.hf_dataset_name')
-            else:
-                t11 = attr_value(t10, 'hf_dataset_name', 'config.data.hf_dataset_name')
-            t13 = ('')
-            if t11.__class__ is str:
-                t12 = t11 == t13
-            else:
-                t12 = _compare('==', t11, t13)
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+                t9 = _compare('==', t6, (''))
+            t8 = (t9 if t9.__class__ is bool else _truth(t9))
         else:
             t8 = True
         t3 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t15 = ('data.hf_dataset_name')
-        t17 = env.lookup('cli')
-        if t17 is None: t17 = Missing('cli')
-        if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t15, t17)
-        t16 = _compare('not in', t15, t17)
-        t14 = (t16 if t16.__class__ is bool else _truth(t16))
+        t12 = env.lookup('cli')
+        if t12 is None: t12 = Missing('cli')
+        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, ('data.hf_dataset_name'), t12)
+        t11 = _compare('not in', ('data.hf_dataset_name'), t12)
+        t10 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t14 = False
-    return t14
+        t10 = False
+    return t10
 
 def e115(env):
     t1 = env.lookup('no_hf')
@@ -5068,19 +4382,16 @@ def e116(env):
     t1 = env.lookup('video')
     if t1 is None: t1 = Missing('video')
     if (t1 if t1.__class__ is bool else _truth(t1)):
-        t3 = ('a video VLM ([video]) needs data.tokenizer_path for its captions')
-        t2 = t3
+        t2 = ('a video VLM ([video]) needs data.tokenizer_path for its captions')
     else:
-        t4 = ('an image VLM ([vlm] without [video]) needs data.hf_dataset_name (its image-text pairs) and data.tokenizer_path')
-        t2 = t4
+        t2 = ('an image VLM ([vlm] without [video]) needs data.hf_dataset_name (its image-text pairs) and data.tokenizer_path')
     return t2
 
 def e117(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
-    t2 = (' and ')
-    t3 = call_value(env, F_join.fn, F_join.cost, False, [t1, t2])
-    return t3
+    t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
+    return t2
 
 def e118(env):
     t1 = env.lookup('lacking')
@@ -5091,18 +4402,15 @@ def e118(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (1)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (1))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('is')
-        t5 = t6
+        t4 = ('is')
     else:
-        t7 = ('are')
-        t5 = t7
-    return t5
+        t4 = ('are')
+    return t4
 
 def e119(env):
     t1 = env.lookup('lacking')
@@ -5113,38 +4421,35 @@ def e119(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (1)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (1))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('it')
-        t5 = t6
+        t4 = ('it')
     else:
-        t7 = ('them')
-        t5 = t7
-    return t5
+        t4 = ('them')
+    return t4
 
 def e120(env):
     t1 = env.lookup('video')
     if t1 is None: t1 = Missing('video')
     if (t1 if t1.__class__ is bool else _truth(t1)):
-        t3 = ('Video training requires data.tokenizer_path')
-        t2 = t3
+        t2 = ('Video training requires data.tokenizer_path')
     else:
-        t4 = ('VLM training requires data.hf_dataset_name and data.tokenizer_path')
-        t2 = t4
+        t2 = ('VLM training requires data.hf_dataset_name and data.tokenizer_path')
     return t2
 
 def e121(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'lacking')
-    return t3
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('lacking[0]')
+    else:
+        t2 = index_value(t1, (0), 'lacking')
+    return t2
 
 def e122(env):
     t1 = []
@@ -5162,48 +4467,40 @@ def e122(env):
         t8 = t7
         if t8 is None: t8 = Missing('k')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (' = "<')
+        if t8.__class__ is int and (' = "<').__class__ is int:
+            t9 = t8 + (' = "<')
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t8, (' = "<'), t5)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        t10 = t7
+        if t10 is None: t10 = Missing('k')
+        if t10.__class__ is str:
+            t11 = t10 == ('data.tokenizer_path')
         else:
-            t10 = _binop('+', t8, t9, t5)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t7
-        if t11 is None: t11 = Missing('k')
-        t13 = ('data.tokenizer_path')
-        if t11.__class__ is str:
-            t12 = t11 == t13
+            t11 = _compare('==', t10, ('data.tokenizer_path'))
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t12 = ('the Hugging Face tokenizer name or local path')
         else:
-            t12 = _compare('==', t11, t13)
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t15 = ('the Hugging Face tokenizer name or local path')
-            t14 = t15
+            t12 = ('a Hugging Face image-text dataset')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t9.__class__ is int and t12.__class__ is int:
+            t13 = t9 + t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t16 = ('a Hugging Face image-text dataset')
-            t14 = t16
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t10.__class__ is int and t14.__class__ is int:
-            t17 = t10 + t14
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+            t13 = _binop('+', t9, t12, t5)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t13.__class__ is int and ('>"').__class__ is int:
+            t14 = t13 + ('>"')
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t17 = _binop('+', t10, t14, t5)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = ('>"')
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t17.__class__ is int and t18.__class__ is int:
-            t19 = t17 + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-        else:
-            t19 = _binop('+', t17, t18, t5)
-        t1.append(t19)
+            t14 = _binop('+', t13, ('>"'), t5)
+        t1.append(t14)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t20 = (' and ')
-    t21 = call_value(env, F_join.fn, F_join.cost, False, [t1, t20])
-    return t21
+    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
+    return t15
 
 def e123(env):
     t1 = []
@@ -5218,31 +4515,26 @@ def e123(env):
         if t2.left < 0: _charge(env, 0)
         t6['k'] = t7
         t5.let_cache = None
-        t8 = ('--')
+        t8 = t7
+        if t8 is None: t8 = Missing('k')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = t7
-        if t9 is None: t9 = Missing('k')
+        if ('--').__class__ is int and t8.__class__ is int:
+            t9 = ('--') + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', ('--'), t8, t5)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
+        if t9.__class__ is int and ('=...').__class__ is int:
+            t10 = t9 + ('=...')
             if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t10 = _binop('+', t8, t9, t5)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = ('=...')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t10, t11, t5)
-        t1.append(t12)
+            t10 = _binop('+', t9, ('=...'), t5)
+        t1.append(t10)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t13 = (' ')
-    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, t13])
-    return t14
+    t11 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' ')])
+    return t11
 
 def e124(env):
     t1 = env.lookup('framework')
@@ -5273,41 +4565,37 @@ def e124(env):
                 if env.budget.left < 0: _charge(env, 0)
             else:
                 t11 = call_value(env, F_len.fn, F_len.cost, False, [t10])
-            t13 = (0)
             if t11.__class__ is int:
-                t12 = t11 > t13
+                t12 = t11 > (0)
             else:
-                t12 = _compare('>', t11, t13)
+                t12 = _compare('>', t11, (0))
             t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t15 = env.lookup('config')
-            if t15 is None: t15 = Missing('config')
-            if t15.__class__ is dict and 'train' in t15:
-                t16 = t15['train']
-                if t16 is None: t16 = Missing('config.train')
+            if t6.__class__ is dict and 'train' in t6:
+                t14 = t6['train']
+                if t14 is None: t14 = Missing('config.train')
             else:
-                t16 = attr_value(t15, 'train', 'config.train')
-            if t16.__class__ is dict and 'max_steps' in t16:
-                t17 = t16['max_steps']
-                if t17 is None: t17 = Missing('config.train.max_steps')
+                t14 = attr_value(t6, 'train', 'config.train')
+            if t14.__class__ is dict and 'max_steps' in t14:
+                t15 = t14['max_steps']
+                if t15 is None: t15 = Missing('config.train.max_steps')
             else:
-                t17 = attr_value(t16, 'max_steps', 'config.train.max_steps')
+                t15 = attr_value(t14, 'max_steps', 'config.train.max_steps')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t18 = type_name(t17)
-            env.budget.mem -= len(t18)
+            t16 = type_name(t15)
+            env.budget.mem -= len(t16)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t20 = ('int')
-            if t18.__class__ is str:
-                t19 = t18 == t20
+            if t16.__class__ is str:
+                t17 = t16 == ('int')
             else:
-                t19 = _compare('==', t18, t20)
-            t14 = (t19 if t19.__class__ is bool else _truth(t19))
+                t17 = _compare('==', t16, ('int'))
+            t13 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t14 = False
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
         t5 = False
     return t5
@@ -5328,107 +4616,113 @@ def e125(env):
         t8 = t7
         if t8 is None: t8 = Missing('p')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (0)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'p')
-        t11 = (1)
-        t12 = call_value(t5, F_max.fn, F_max.cost, False, [t10, t11])
-        t14 = t5.lookup('config')
-        if t14 is None: t14 = Missing('config')
-        if t14.__class__ is dict and 'train' in t14:
-            t15 = t14['train']
-            if t15 is None: t15 = Missing('config.train')
+        if t8.__class__ is list and len(t8) > 0:
+            t9 = t8[0]
+            if t9 is None: t9 = Missing('p[0]')
         else:
-            t15 = attr_value(t14, 'train', 'config.train')
-        if t15.__class__ is dict and 'max_steps' in t15:
-            t16 = t15['max_steps']
-            if t16 is None: t16 = Missing('config.train.max_steps')
+            t9 = index_value(t8, (0), 'p')
+        t10 = call_value(t5, F_max.fn, F_max.cost, False, [t9, (1)])
+        t12 = t5.lookup('config')
+        if t12 is None: t12 = Missing('config')
+        if t12.__class__ is dict and 'train' in t12:
+            t13 = t12['train']
+            if t13 is None: t13 = Missing('config.train')
         else:
-            t16 = attr_value(t15, 'max_steps', 'config.train.max_steps')
-        if t12.__class__ is t16.__class__ and (t12.__class__ is int or t12.__class__ is str):
-            t13 = t12 <= t16
+            t13 = attr_value(t12, 'train', 'config.train')
+        if t13.__class__ is dict and 'max_steps' in t13:
+            t14 = t13['max_steps']
+            if t14 is None: t14 = Missing('config.train.max_steps')
         else:
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t5, t12, t16)
-            t13 = _compare('<=', t12, t16)
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t18 = []
-            t19 = t5.budget
-            t21 = t5.lookup('names')
-            if t21 is None: t21 = Missing('names')
-            t20 = loop_items(t21)
-            t22 = Env({}, None, t19, t5)
-            t23 = t22.values
-            for t24 in t20:
-                t19.left -= 27
-                if t19.left < 0: _charge(t5, 0)
-                t23['n'] = t24
-                t22.let_cache = None
-                t25 = t24
-                if t25 is None: t25 = Missing('n')
-                t27 = t7
-                if t27 is None: t27 = Missing('p')
-                if t27 is None or t27.__class__ is Missing: _need(t27)
-                t28 = (1)
-                if t28 is None or t28.__class__ is Missing: _need(t28)
-                t29 = index_value(t27, t28, 'p')
-                t30 = call_value(t22, F_keys.fn, F_keys.cost, False, [t29])
-                if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t22, t25, t30)
-                t26 = _compare('in', t25, t30)
-                if (t26 if t26.__class__ is bool else _truth(t26)):
-                    t32 = t7
-                    if t32 is None: t32 = Missing('p')
-                    if t32 is None or t32.__class__ is Missing: _need(t32)
-                    t33 = (1)
-                    if t33 is None or t33.__class__ is Missing: _need(t33)
-                    t34 = index_value(t32, t33, 'p')
-                    if t34 is None or t34.__class__ is Missing: _need(t34)
-                    t35 = t24
-                    if t35 is None: t35 = Missing('n')
-                    if t35 is None or t35.__class__ is Missing: _need(t35)
-                    t36 = index_value(t34, t35, '?')
-                    t22.budget.left -= 1
-                    if t22.budget.left < 0: _charge(t22, 0)
-                    t37 = type_name(t36)
-                    t22.budget.mem -= len(t37)
-                    if t22.budget.mem < 0: _charge_mem(t22, 0)
-                    t39 = K37
-                    if t39.__class__ is list or t39.__class__ is dict or t39.__class__ is str: _charge_operands(t22, t37, t39)
-                    t38 = _compare('in', t37, t39)
-                    t31 = (t38 if t38.__class__ is bool else _truth(t38))
+            t14 = attr_value(t13, 'max_steps', 'config.train.max_steps')
+        if t10.__class__ is t14.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 <= t14
+        else:
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t5, t10, t14)
+            t11 = _compare('<=', t10, t14)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t16 = []
+            t17 = t5.budget
+            t19 = t5.lookup('names')
+            if t19 is None: t19 = Missing('names')
+            t18 = loop_items(t19)
+            t20 = Env({}, None, t17, t5)
+            t21 = t20.values
+            for t22 in t18:
+                t17.left -= 27
+                if t17.left < 0: _charge(t5, 0)
+                t21['n'] = t22
+                t20.let_cache = None
+                t23 = t22
+                if t23 is None: t23 = Missing('n')
+                t25 = t7
+                if t25 is None: t25 = Missing('p')
+                if t25 is None or t25.__class__ is Missing: _need(t25)
+                if t25.__class__ is list and len(t25) > 1:
+                    t26 = t25[1]
+                    if t26 is None: t26 = Missing('p[1]')
                 else:
-                    t31 = False
-                if (t31 if t31.__class__ is bool else _truth(t31)):
-                    t41 = t7
-                    if t41 is None: t41 = Missing('p')
-                    if t41 is None or t41.__class__ is Missing: _need(t41)
-                    t42 = (1)
-                    if t42 is None or t42.__class__ is Missing: _need(t42)
-                    t43 = index_value(t41, t42, 'p')
-                    if t43 is None or t43.__class__ is Missing: _need(t43)
-                    t44 = t24
-                    if t44 is None: t44 = Missing('n')
-                    if t44 is None or t44.__class__ is Missing: _need(t44)
-                    t45 = index_value(t43, t44, '?')
-                    t47 = (0)
-                    if t45.__class__ is int:
-                        t46 = t45 == t47
+                    t26 = index_value(t25, (1), 'p')
+                t27 = call_value(t20, F_keys.fn, F_keys.cost, False, [t26])
+                if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t20, t23, t27)
+                t24 = _compare('in', t23, t27)
+                if (t24 if t24.__class__ is bool else _truth(t24)):
+                    t29 = t7
+                    if t29 is None: t29 = Missing('p')
+                    if t29 is None or t29.__class__ is Missing: _need(t29)
+                    if t29.__class__ is list and len(t29) > 1:
+                        t30 = t29[1]
+                        if t30 is None: t30 = Missing('p[1]')
                     else:
-                        t46 = _compare('==', t45, t47)
-                    t40 = (t46 if t46.__class__ is bool else _truth(t46))
+                        t30 = index_value(t29, (1), 'p')
+                    if t30 is None or t30.__class__ is Missing: _need(t30)
+                    t31 = t22
+                    if t31 is None: t31 = Missing('n')
+                    if t31 is None or t31.__class__ is Missing: _need(t31)
+                    t32 = index_value(t30, t31, '?')
+                    t20.budget.left -= 1
+                    if t20.budget.left < 0: _charge(t20, 0)
+                    t33 = type_name(t32)
+                    t20.budget.mem -= len(t33)
+                    if t20.budget.mem < 0: _charge_mem(t20, 0)
+                    t35 = K37
+                    if t35.__class__ is list or t35.__class__ is dict or t35.__class__ is str: _charge_operands(t20, t33, t35)
+                    t34 = _compare('in', t33, t35)
+                    t28 = (t34 if t34.__class__ is bool else _truth(t34))
                 else:
-                    t40 = False
-                t18.append(t40)
-                t19.mem -= 1
-                if t19.mem < 0: _charge_mem(t5, 0)
-                if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t48 = call_value(t5, F_all.fn, F_all.cost, False, [t18])
-            t17 = (t48 if t48.__class__ is bool else _truth(t48))
+                    t28 = False
+                if (t28 if t28.__class__ is bool else _truth(t28)):
+                    t37 = t7
+                    if t37 is None: t37 = Missing('p')
+                    if t37 is None or t37.__class__ is Missing: _need(t37)
+                    if t37.__class__ is list and len(t37) > 1:
+                        t38 = t37[1]
+                        if t38 is None: t38 = Missing('p[1]')
+                    else:
+                        t38 = index_value(t37, (1), 'p')
+                    if t38 is None or t38.__class__ is Missing: _need(t38)
+                    t39 = t22
+                    if t39 is None: t39 = Missing('n')
+                    if t39 is None or t39.__class__ is Missing: _need(t39)
+                    t40 = index_value(t38, t39, '?')
+                    if t40.__class__ is int:
+                        t41 = t40 == (0)
+                    else:
+                        t41 = _compare('==', t40, (0))
+                    t36 = (t41 if t41.__class__ is bool else _truth(t41))
+                else:
+                    t36 = False
+                t16.append(t36)
+                t17.mem -= 1
+                if t17.mem < 0: _charge_mem(t5, 0)
+                if len(t16) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t42 = call_value(t5, F_all.fn, F_all.cost, False, [t16])
+            t15 = (t42 if t42.__class__ is bool else _truth(t42))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t49 = t7
-            if t49 is None: t49 = Missing('p')
-            t1.append(t49)
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t43 = t7
+            if t43 is None: t43 = Missing('p')
+            t1.append(t43)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -5464,47 +4758,44 @@ def e126(env):
         t11 = type_name(t10)
         t7.budget.mem -= len(t11)
         if t7.budget.mem < 0: _charge_mem(t7, 0)
-        t13 = ('table')
         if t11.__class__ is str:
-            t12 = t11 == t13
+            t12 = t11 == ('table')
         else:
-            t12 = _compare('==', t11, t13)
+            t12 = _compare('==', t11, ('table'))
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t15 = t9
-            if t15 is None: t15 = Missing('s')
-            if t15.__class__ is dict and 'path' in t15:
-                t16 = t15['path']
-                if t16 is None: t16 = Missing('s.path')
+            t14 = t9
+            if t14 is None: t14 = Missing('s')
+            if t14.__class__ is dict and 'path' in t14:
+                t15 = t14['path']
+                if t15 is None: t15 = Missing('s.path')
             else:
-                t16 = attr_value(t15, 'path', 's.path')
-            t18 = ('')
-            if t16.__class__ is str:
-                t17 = t16 != t18
+                t15 = attr_value(t14, 'path', 's.path')
+            if t15.__class__ is str:
+                t16 = t15 != ('')
             else:
-                t17 = _compare('!=', t16, t18)
-            if not (t17 if t17.__class__ is bool else _truth(t17)):
-                t20 = t9
-                if t20 is None: t20 = Missing('s')
-                if t20.__class__ is dict and 'hf_name' in t20:
-                    t21 = t20['hf_name']
-                    if t21 is None: t21 = Missing('s.hf_name')
+                t16 = _compare('!=', t15, (''))
+            if not (t16 if t16.__class__ is bool else _truth(t16)):
+                t18 = t9
+                if t18 is None: t18 = Missing('s')
+                if t18.__class__ is dict and 'hf_name' in t18:
+                    t19 = t18['hf_name']
+                    if t19 is None: t19 = Missing('s.hf_name')
                 else:
-                    t21 = attr_value(t20, 'hf_name', 's.hf_name')
-                t23 = ('')
-                if t21.__class__ is str:
-                    t22 = t21 != t23
+                    t19 = attr_value(t18, 'hf_name', 's.hf_name')
+                if t19.__class__ is str:
+                    t20 = t19 != ('')
                 else:
-                    t22 = _compare('!=', t21, t23)
-                t19 = (t22 if t22.__class__ is bool else _truth(t22))
+                    t20 = _compare('!=', t19, (''))
+                t17 = (t20 if t20.__class__ is bool else _truth(t20))
             else:
-                t19 = True
-            t14 = (t19 if t19.__class__ is bool else _truth(t19))
+                t17 = True
+            t13 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t24 = t9
-            if t24 is None: t24 = Missing('s')
-            t1.append(t24)
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t21 = t9
+            if t21 is None: t21 = Missing('s')
+            t1.append(t21)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -5530,53 +4821,51 @@ def e127(env):
             if t9 is None: t9 = Missing('s.name')
         else:
             t9 = attr_value(t8, 'name', 's.name')
-        t11 = ('')
         if t9.__class__ is str:
-            t10 = t9 != t11
+            t10 = t9 != ('')
         else:
-            t10 = _compare('!=', t9, t11)
+            t10 = _compare('!=', t9, (''))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = t7
-            if t13 is None: t13 = Missing('s')
-            if t13.__class__ is dict and 'name' in t13:
-                t14 = t13['name']
-                if t14 is None: t14 = Missing('s.name')
+            t12 = t7
+            if t12 is None: t12 = Missing('s')
+            if t12.__class__ is dict and 'name' in t12:
+                t13 = t12['name']
+                if t13 is None: t13 = Missing('s.name')
             else:
-                t14 = attr_value(t13, 'name', 's.name')
-            t12 = t14
+                t13 = attr_value(t12, 'name', 's.name')
+            t11 = t13
         else:
-            t15 = t7
-            if t15 is None: t15 = Missing('s')
-            if t15.__class__ is dict and 'path' in t15:
-                t16 = t15['path']
-                if t16 is None: t16 = Missing('s.path')
+            t14 = t7
+            if t14 is None: t14 = Missing('s')
+            if t14.__class__ is dict and 'path' in t14:
+                t15 = t14['path']
+                if t15 is None: t15 = Missing('s.path')
             else:
-                t16 = attr_value(t15, 'path', 's.path')
-            t18 = ('')
-            if t16.__class__ is str:
-                t17 = t16 != t18
+                t15 = attr_value(t14, 'path', 's.path')
+            if t15.__class__ is str:
+                t16 = t15 != ('')
             else:
-                t17 = _compare('!=', t16, t18)
-            if (t17 if t17.__class__ is bool else _truth(t17)):
+                t16 = _compare('!=', t15, (''))
+            if (t16 if t16.__class__ is bool else _truth(t16)):
+                t18 = t7
+                if t18 is None: t18 = Missing('s')
+                if t18.__class__ is dict and 'path' in t18:
+                    t19 = t18['path']
+                    if t19 is None: t19 = Missing('s.path')
+                else:
+                    t19 = attr_value(t18, 'path', 's.path')
+                t17 = t19
+            else:
                 t20 = t7
                 if t20 is None: t20 = Missing('s')
-                if t20.__class__ is dict and 'path' in t20:
-                    t21 = t20['path']
-                    if t21 is None: t21 = Missing('s.path')
+                if t20.__class__ is dict and 'hf_name' in t20:
+                    t21 = t20['hf_name']
+                    if t21 is None: t21 = Missing('s.hf_name')
                 else:
-                    t21 = attr_value(t20, 'path', 's.path')
-                t19 = t21
-            else:
-                t22 = t7
-                if t22 is None: t22 = Missing('s')
-                if t22.__class__ is dict and 'hf_name' in t22:
-                    t23 = t22['hf_name']
-                    if t23 is None: t23 = Missing('s.hf_name')
-                else:
-                    t23 = attr_value(t22, 'hf_name', 's.hf_name')
-                t19 = t23
-            t12 = t19
-        t1.append(t12)
+                    t21 = attr_value(t20, 'hf_name', 's.hf_name')
+                t17 = t21
+            t11 = t17
+        t1.append(t11)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -5601,311 +4890,232 @@ def e128(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
-    t6 = (0)
     if t4.__class__ is int:
-        t5 = t4 > t6
+        t5 = t4 > (0)
     else:
-        t5 = _compare('>', t4, t6)
+        t5 = _compare('>', t4, (0))
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = []
-        t9 = env.budget
-        t11 = env.lookup('config')
-        if t11 is None: t11 = Missing('config')
-        if t11.__class__ is dict and 'data' in t11:
-            t12 = t11['data']
-            if t12 is None: t12 = Missing('config.data')
-        else:
-            t12 = attr_value(t11, 'data', 'config.data')
-        if t12.__class__ is dict and 'phases' in t12:
-            t13 = t12['phases']
-            if t13 is None: t13 = Missing('config.data.phases')
-        else:
-            t13 = attr_value(t12, 'phases', 'config.data.phases')
-        if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
-            t14 = len(t13)
-            env.budget.left -= t14 if t14 > 1 else 1
+        t7 = []
+        t8 = env.budget
+        if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
+            t10 = len(t3)
+            env.budget.left -= t10 if t10 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t14 = call_value(env, F_len.fn, F_len.cost, False, [t13])
-        t15 = call_value(env, F_range.fn, F_range.cost, False, [t14])
-        t10 = loop_items(t15)
-        t16 = Env({}, None, t9, env)
-        t17 = t16.values
-        for t18 in t10:
-            t9.left -= 44
-            if t9.left < 0: _charge(env, 0)
-            t17['i'] = t18
-            t16.let_cache = None
-            t20 = t16.lookup('config')
-            if t20 is None: t20 = Missing('config')
-            if t20.__class__ is dict and 'data' in t20:
-                t21 = t20['data']
-                if t21 is None: t21 = Missing('config.data')
+            t10 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+        t11 = call_value(env, F_range.fn, F_range.cost, False, [t10])
+        t9 = loop_items(t11)
+        t12 = Env({}, None, t8, env)
+        t13 = t12.values
+        for t14 in t9:
+            t8.left -= 44
+            if t8.left < 0: _charge(env, 0)
+            t13['i'] = t14
+            t12.let_cache = None
+            t16 = t12.lookup('config')
+            if t16 is None: t16 = Missing('config')
+            if t16.__class__ is dict and 'data' in t16:
+                t17 = t16['data']
+                if t17 is None: t17 = Missing('config.data')
             else:
-                t21 = attr_value(t20, 'data', 'config.data')
-            if t21.__class__ is dict and 'phases' in t21:
-                t22 = t21['phases']
-                if t22 is None: t22 = Missing('config.data.phases')
+                t17 = attr_value(t16, 'data', 'config.data')
+            if t17.__class__ is dict and 'phases' in t17:
+                t18 = t17['phases']
+                if t18 is None: t18 = Missing('config.data.phases')
             else:
-                t22 = attr_value(t21, 'phases', 'config.data.phases')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = t18
-            if t23 is None: t23 = Missing('i')
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = index_value(t22, t23, 'config.data.phases')
-            t25 = [t24]
-            t19 = loop_items(t25)
-            t26 = Env({}, None, t9, t16)
-            t27 = t26.values
-            for t28 in t19:
-                t9.left -= 44
-                if t9.left < 0: _charge(env, 0)
-                t27['p'] = t28
-                t26.let_cache = None
-                t29 = t28
-                if t29 is None: t29 = Missing('p')
-                t26.budget.left -= 1
-                if t26.budget.left < 0: _charge(t26, 0)
-                t30 = type_name(t29)
-                t26.budget.mem -= len(t30)
-                if t26.budget.mem < 0: _charge_mem(t26, 0)
-                t32 = ('table')
-                if t30.__class__ is str:
-                    t31 = t30 == t32
+                t18 = attr_value(t17, 'phases', 'config.data.phases')
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            t19 = t14
+            if t19 is None: t19 = Missing('i')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = index_value(t18, t19, 'config.data.phases')
+            t21 = [t20]
+            t15 = loop_items(t21)
+            t22 = Env({}, None, t8, t12)
+            t23 = t22.values
+            for t24 in t15:
+                t8.left -= 44
+                if t8.left < 0: _charge(env, 0)
+                t23['p'] = t24
+                t22.let_cache = None
+                t25 = t24
+                if t25 is None: t25 = Missing('p')
+                t22.budget.left -= 1
+                if t22.budget.left < 0: _charge(t22, 0)
+                t26 = type_name(t25)
+                t22.budget.mem -= len(t26)
+                if t22.budget.mem < 0: _charge_mem(t22, 0)
+                if t26.__class__ is str:
+                    t27 = t26 == ('table')
                 else:
-                    t31 = _compare('==', t30, t32)
-                if (t31 if t31.__class__ is bool else _truth(t31)):
-                    t34 = t28
+                    t27 = _compare('==', t26, ('table'))
+                if (t27 if t27.__class__ is bool else _truth(t27)):
+                    t29 = t24
+                    if t29 is None: t29 = Missing('p')
+                    if t29.__class__ is dict and 'start_step' in t29:
+                        t30 = t29['start_step']
+                        if t30 is None: t30 = Missing('p.start_step')
+                    else:
+                        t30 = attr_value(t29, 'start_step', 'p.start_step')
+                    t22.budget.left -= 1
+                    if t22.budget.left < 0: _charge(t22, 0)
+                    t31 = type_name(t30)
+                    t22.budget.mem -= len(t31)
+                    if t22.budget.mem < 0: _charge_mem(t22, 0)
+                    if t31.__class__ is str:
+                        t32 = t31 == ('int')
+                    else:
+                        t32 = _compare('==', t31, ('int'))
+                    t28 = (t32 if t32.__class__ is bool else _truth(t32))
+                else:
+                    t28 = False
+                if (t28 if t28.__class__ is bool else _truth(t28)):
+                    t34 = t24
                     if t34 is None: t34 = Missing('p')
-                    if t34.__class__ is dict and 'start_step' in t34:
-                        t35 = t34['start_step']
-                        if t35 is None: t35 = Missing('p.start_step')
+                    if t34.__class__ is dict and 'dataset_weights' in t34:
+                        t35 = t34['dataset_weights']
+                        if t35 is None: t35 = Missing('p.dataset_weights')
                     else:
-                        t35 = attr_value(t34, 'start_step', 'p.start_step')
-                    t26.budget.left -= 1
-                    if t26.budget.left < 0: _charge(t26, 0)
+                        t35 = attr_value(t34, 'dataset_weights', 'p.dataset_weights')
+                    t22.budget.left -= 1
+                    if t22.budget.left < 0: _charge(t22, 0)
                     t36 = type_name(t35)
-                    t26.budget.mem -= len(t36)
-                    if t26.budget.mem < 0: _charge_mem(t26, 0)
-                    t38 = ('int')
+                    t22.budget.mem -= len(t36)
+                    if t22.budget.mem < 0: _charge_mem(t22, 0)
                     if t36.__class__ is str:
-                        t37 = t36 == t38
+                        t37 = t36 == ('table')
                     else:
-                        t37 = _compare('==', t36, t38)
+                        t37 = _compare('==', t36, ('table'))
                     t33 = (t37 if t37.__class__ is bool else _truth(t37))
                 else:
                     t33 = False
                 if (t33 if t33.__class__ is bool else _truth(t33)):
-                    t40 = t28
+                    t38 = t24
+                    if t38 is None: t38 = Missing('p')
+                    if t38.__class__ is dict and 'start_step' in t38:
+                        t39 = t38['start_step']
+                        if t39 is None: t39 = Missing('p.start_step')
+                    else:
+                        t39 = attr_value(t38, 'start_step', 'p.start_step')
+                    t40 = t24
                     if t40 is None: t40 = Missing('p')
                     if t40.__class__ is dict and 'dataset_weights' in t40:
                         t41 = t40['dataset_weights']
                         if t41 is None: t41 = Missing('p.dataset_weights')
                     else:
                         t41 = attr_value(t40, 'dataset_weights', 'p.dataset_weights')
-                    t26.budget.left -= 1
-                    if t26.budget.left < 0: _charge(t26, 0)
-                    t42 = type_name(t41)
-                    t26.budget.mem -= len(t42)
-                    if t26.budget.mem < 0: _charge_mem(t26, 0)
-                    t44 = ('table')
-                    if t42.__class__ is str:
-                        t43 = t42 == t44
+                    t42 = t14
+                    if t42 is None: t42 = Missing('i')
+                    t43 = call_value(t22, F_str.fn, F_str.cost, True, [t42])
+                    if t43 is None or t43.__class__ is Missing: _need(t43)
+                    if ('data.phases[').__class__ is int and t43.__class__ is int:
+                        t44 = ('data.phases[') + t43
+                        if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
                     else:
-                        t43 = _compare('==', t42, t44)
-                    t39 = (t43 if t43.__class__ is bool else _truth(t43))
-                else:
-                    t39 = False
-                if (t39 if t39.__class__ is bool else _truth(t39)):
-                    t45 = t28
-                    if t45 is None: t45 = Missing('p')
-                    if t45.__class__ is dict and 'start_step' in t45:
-                        t46 = t45['start_step']
-                        if t46 is None: t46 = Missing('p.start_step')
+                        t44 = _binop('+', ('data.phases['), t43, t22)
+                    if t44 is None or t44.__class__ is Missing: _need(t44)
+                    if t44.__class__ is int and ('].dataset_weights|data.phases[').__class__ is int:
+                        t45 = t44 + ('].dataset_weights|data.phases[')
+                        if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
                     else:
-                        t46 = attr_value(t45, 'start_step', 'p.start_step')
-                    t47 = t28
-                    if t47 is None: t47 = Missing('p')
-                    if t47.__class__ is dict and 'dataset_weights' in t47:
-                        t48 = t47['dataset_weights']
-                        if t48 is None: t48 = Missing('p.dataset_weights')
+                        t45 = _binop('+', t44, ('].dataset_weights|data.phases['), t22)
+                    if t45 is None or t45.__class__ is Missing: _need(t45)
+                    t46 = t14
+                    if t46 is None: t46 = Missing('i')
+                    t47 = call_value(t22, F_str.fn, F_str.cost, True, [t46])
+                    if t47 is None or t47.__class__ is Missing: _need(t47)
+                    if t45.__class__ is int and t47.__class__ is int:
+                        t48 = t45 + t47
+                        if not -MAX_INT <= t48 <= MAX_INT: _check_value(t48)
                     else:
-                        t48 = attr_value(t47, 'dataset_weights', 'p.dataset_weights')
-                    t49 = ('data.phases[')
-                    if t49 is None or t49.__class__ is Missing: _need(t49)
-                    t50 = t18
-                    if t50 is None: t50 = Missing('i')
-                    t51 = call_value(t26, F_str.fn, F_str.cost, True, [t50])
-                    if t51 is None or t51.__class__ is Missing: _need(t51)
-                    if t49.__class__ is int and t51.__class__ is int:
-                        t52 = t49 + t51
-                        if not -MAX_INT <= t52 <= MAX_INT: _check_value(t52)
+                        t48 = _binop('+', t45, t47, t22)
+                    if t48 is None or t48.__class__ is Missing: _need(t48)
+                    if t48.__class__ is int and (']|data.phases').__class__ is int:
+                        t49 = t48 + (']|data.phases')
+                        if not -MAX_INT <= t49 <= MAX_INT: _check_value(t49)
                     else:
-                        t52 = _binop('+', t49, t51, t26)
-                    if t52 is None or t52.__class__ is Missing: _need(t52)
-                    t53 = ('].dataset_weights|data.phases[')
-                    if t53 is None or t53.__class__ is Missing: _need(t53)
-                    if t52.__class__ is int and t53.__class__ is int:
-                        t54 = t52 + t53
-                        if not -MAX_INT <= t54 <= MAX_INT: _check_value(t54)
-                    else:
-                        t54 = _binop('+', t52, t53, t26)
-                    if t54 is None or t54.__class__ is Missing: _need(t54)
-                    t55 = t18
-                    if t55 is None: t55 = Missing('i')
-                    t56 = call_value(t26, F_str.fn, F_str.cost, True, [t55])
-                    if t56 is None or t56.__class__ is Missing: _need(t56)
-                    if t54.__class__ is int and t56.__class__ is int:
-                        t57 = t54 + t56
-                        if not -MAX_INT <= t57 <= MAX_INT: _check_value(t57)
-                    else:
-                        t57 = _binop('+', t54, t56, t26)
-                    if t57 is None or t57.__class__ is Missing: _need(t57)
-                    t58 = (']|data.phases')
-                    if t58 is None or t58.__class__ is Missing: _need(t58)
-                    if t57.__class__ is int and t58.__class__ is int:
-                        t59 = t57 + t58
-                        if not -MAX_INT <= t59 <= MAX_INT: _check_value(t59)
-                    else:
-                        t59 = _binop('+', t57, t58, t26)
-                    t60 = [t46, t48, t59]
-                    t8.append(t60)
-                    t9.mem -= 1
-                    if t9.mem < 0: _charge_mem(env, 0)
-                    if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t7 = t8
+                        t49 = _binop('+', t48, (']|data.phases'), t22)
+                    t50 = [t39, t41, t49]
+                    t7.append(t50)
+                    t8.mem -= 1
+                    if t8.mem < 0: _charge_mem(env, 0)
+                    if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t6 = t7
     else:
-        t61 = env.lookup('config')
-        if t61 is None: t61 = Missing('config')
-        if t61.__class__ is dict and 'data' in t61:
-            t62 = t61['data']
-            if t62 is None: t62 = Missing('config.data')
+        if t2.__class__ is dict and 'anneal_start_step' in t2:
+            t51 = t2['anneal_start_step']
+            if t51 is None: t51 = Missing('config.data.anneal_start_step')
         else:
-            t62 = attr_value(t61, 'data', 'config.data')
-        if t62.__class__ is dict and 'anneal_start_step' in t62:
-            t63 = t62['anneal_start_step']
-            if t63 is None: t63 = Missing('config.data.anneal_start_step')
-        else:
-            t63 = attr_value(t62, 'anneal_start_step', 'config.data.anneal_start_step')
+            t51 = attr_value(t2, 'anneal_start_step', 'config.data.anneal_start_step')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t64 = type_name(t63)
-        env.budget.mem -= len(t64)
+        t52 = type_name(t51)
+        env.budget.mem -= len(t52)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t66 = ('int')
-        if t64.__class__ is str:
-            t65 = t64 == t66
+        if t52.__class__ is str:
+            t53 = t52 == ('int')
         else:
-            t65 = _compare('==', t64, t66)
-        if (t65 if t65.__class__ is bool else _truth(t65)):
-            t68 = env.lookup('config')
-            if t68 is None: t68 = Missing('config')
-            if t68.__class__ is dict and 'data' in t68:
-                t69 = t68['data']
-                if t69 is None: t69 = Missing('config.data')
+            t53 = _compare('==', t52, ('int'))
+        if (t53 if t53.__class__ is bool else _truth(t53)):
+            if t51.__class__ is int:
+                t55 = t51 > (0)
             else:
-                t69 = attr_value(t68, 'data', 'config.data')
-            if t69.__class__ is dict and 'anneal_start_step' in t69:
-                t70 = t69['anneal_start_step']
-                if t70 is None: t70 = Missing('config.data.anneal_start_step')
-            else:
-                t70 = attr_value(t69, 'anneal_start_step', 'config.data.anneal_start_step')
-            t72 = (0)
-            if t70.__class__ is int:
-                t71 = t70 > t72
-            else:
-                t71 = _compare('>', t70, t72)
-            t67 = (t71 if t71.__class__ is bool else _truth(t71))
+                t55 = _compare('>', t51, (0))
+            t54 = (t55 if t55.__class__ is bool else _truth(t55))
         else:
-            t67 = False
-        if (t67 if t67.__class__ is bool else _truth(t67)):
-            t74 = env.lookup('config')
-            if t74 is None: t74 = Missing('config')
-            if t74.__class__ is dict and 'data' in t74:
-                t75 = t74['data']
-                if t75 is None: t75 = Missing('config.data')
+            t54 = False
+        if (t54 if t54.__class__ is bool else _truth(t54)):
+            if t2.__class__ is dict and 'anneal_weights' in t2:
+                t57 = t2['anneal_weights']
+                if t57 is None: t57 = Missing('config.data.anneal_weights')
             else:
-                t75 = attr_value(t74, 'data', 'config.data')
-            if t75.__class__ is dict and 'anneal_weights' in t75:
-                t76 = t75['anneal_weights']
-                if t76 is None: t76 = Missing('config.data.anneal_weights')
-            else:
-                t76 = attr_value(t75, 'anneal_weights', 'config.data.anneal_weights')
+                t57 = attr_value(t2, 'anneal_weights', 'config.data.anneal_weights')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t77 = type_name(t76)
-            env.budget.mem -= len(t77)
+            t58 = type_name(t57)
+            env.budget.mem -= len(t58)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t79 = ('table')
-            if t77.__class__ is str:
-                t78 = t77 == t79
+            if t58.__class__ is str:
+                t59 = t58 == ('table')
             else:
-                t78 = _compare('==', t77, t79)
-            t73 = (t78 if t78.__class__ is bool else _truth(t78))
+                t59 = _compare('==', t58, ('table'))
+            t56 = (t59 if t59.__class__ is bool else _truth(t59))
         else:
-            t73 = False
-        if (t73 if t73.__class__ is bool else _truth(t73)):
-            t81 = env.lookup('config')
-            if t81 is None: t81 = Missing('config')
-            if t81.__class__ is dict and 'data' in t81:
-                t82 = t81['data']
-                if t82 is None: t82 = Missing('config.data')
+            t56 = False
+        if (t56 if t56.__class__ is bool else _truth(t56)):
+            if t2.__class__ is dict and 'anneal_weights' in t2:
+                t61 = t2['anneal_weights']
+                if t61 is None: t61 = Missing('config.data.anneal_weights')
             else:
-                t82 = attr_value(t81, 'data', 'config.data')
-            if t82.__class__ is dict and 'anneal_weights' in t82:
-                t83 = t82['anneal_weights']
-                if t83 is None: t83 = Missing('config.data.anneal_weights')
-            else:
-                t83 = attr_value(t82, 'anneal_weights', 'config.data.anneal_weights')
-            t84 = call_value(env, F_keys.fn, F_keys.cost, False, [t83])
-            if t84.__class__ is list or t84.__class__ is str or t84.__class__ is dict:
-                t85 = len(t84)
-                env.budget.left -= t85 if t85 > 1 else 1
+                t61 = attr_value(t2, 'anneal_weights', 'config.data.anneal_weights')
+            t62 = call_value(env, F_keys.fn, F_keys.cost, False, [t61])
+            if t62.__class__ is list or t62.__class__ is str or t62.__class__ is dict:
+                t63 = len(t62)
+                env.budget.left -= t63 if t63 > 1 else 1
                 if env.budget.left < 0: _charge(env, 0)
             else:
-                t85 = call_value(env, F_len.fn, F_len.cost, False, [t84])
-            t87 = (0)
-            if t85.__class__ is int:
-                t86 = t85 > t87
+                t63 = call_value(env, F_len.fn, F_len.cost, False, [t62])
+            if t63.__class__ is int:
+                t64 = t63 > (0)
             else:
-                t86 = _compare('>', t85, t87)
-            t80 = (t86 if t86.__class__ is bool else _truth(t86))
+                t64 = _compare('>', t63, (0))
+            t60 = (t64 if t64.__class__ is bool else _truth(t64))
         else:
-            t80 = False
-        if (t80 if t80.__class__ is bool else _truth(t80)):
-            t89 = env.lookup('config')
-            if t89 is None: t89 = Missing('config')
-            if t89.__class__ is dict and 'data' in t89:
-                t90 = t89['data']
-                if t90 is None: t90 = Missing('config.data')
+            t60 = False
+        if (t60 if t60.__class__ is bool else _truth(t60)):
+            if t2.__class__ is dict and 'anneal_weights' in t2:
+                t66 = t2['anneal_weights']
+                if t66 is None: t66 = Missing('config.data.anneal_weights')
             else:
-                t90 = attr_value(t89, 'data', 'config.data')
-            if t90.__class__ is dict and 'anneal_start_step' in t90:
-                t91 = t90['anneal_start_step']
-                if t91 is None: t91 = Missing('config.data.anneal_start_step')
-            else:
-                t91 = attr_value(t90, 'anneal_start_step', 'config.data.anneal_start_step')
-            t92 = env.lookup('config')
-            if t92 is None: t92 = Missing('config')
-            if t92.__class__ is dict and 'data' in t92:
-                t93 = t92['data']
-                if t93 is None: t93 = Missing('config.data')
-            else:
-                t93 = attr_value(t92, 'data', 'config.data')
-            if t93.__class__ is dict and 'anneal_weights' in t93:
-                t94 = t93['anneal_weights']
-                if t94 is None: t94 = Missing('config.data.anneal_weights')
-            else:
-                t94 = attr_value(t93, 'anneal_weights', 'config.data.anneal_weights')
-            t95 = ('data.anneal_weights|data.anneal_start_step')
-            t96 = [t91, t94, t95]
-            t97 = [t96]
-            t88 = t97
+                t66 = attr_value(t2, 'anneal_weights', 'config.data.anneal_weights')
+            t67 = [t51, t66, ('data.anneal_weights|data.anneal_start_step')]
+            t68 = [t67]
+            t65 = t68
         else:
-            t98 = K38
-            t88 = t98
-        t7 = t88
-    return t7
+            t69 = K38
+            t65 = t69
+        t6 = t65
+    return t6
 
 def e129(env):
     t1 = env.lookup('config')
@@ -5926,54 +5136,51 @@ def e129(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
-    t6 = (0)
     if t4.__class__ is int:
-        t5 = t4 > t6
+        t5 = t4 > (0)
     else:
-        t5 = _compare('>', t4, t6)
+        t5 = _compare('>', t4, (0))
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = ('the [[data.phases]] entry starting at step ')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = env.lookup('item')
-        if t9 is None: t9 = Missing('item')
+        t7 = env.lookup('item')
+        if t7 is None: t7 = Missing('item')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t7.__class__ is list and len(t7) > 0:
+            t8 = t7[0]
+            if t8 is None: t8 = Missing('item[0]')
+        else:
+            t8 = index_value(t7, (0), 'item')
+        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (0)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = index_value(t9, t10, 'item')
-        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t8.__class__ is int and t12.__class__ is int:
-            t13 = t8 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+        if ('the [[data.phases]] entry starting at step ').__class__ is int and t9.__class__ is int:
+            t10 = ('the [[data.phases]] entry starting at step ') + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t13 = _binop('+', t8, t12, env)
-        t7 = t13
+            t10 = _binop('+', ('the [[data.phases]] entry starting at step '), t9, env)
+        t6 = t10
     else:
-        t14 = ('data.anneal_weights (from data.anneal_start_step = ')
+        t11 = env.lookup('item')
+        if t11 is None: t11 = Missing('item')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t11.__class__ is list and len(t11) > 0:
+            t12 = t11[0]
+            if t12 is None: t12 = Missing('item[0]')
+        else:
+            t12 = index_value(t11, (0), 'item')
+        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if ('data.anneal_weights (from data.anneal_start_step = ').__class__ is int and t13.__class__ is int:
+            t14 = ('data.anneal_weights (from data.anneal_start_step = ') + t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        else:
+            t14 = _binop('+', ('data.anneal_weights (from data.anneal_start_step = '), t13, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = env.lookup('item')
-        if t15 is None: t15 = Missing('item')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = (0)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = index_value(t15, t16, 'item')
-        t18 = call_value(env, F_str.fn, F_str.cost, True, [t17])
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t14.__class__ is int and t18.__class__ is int:
-            t19 = t14 + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+        if t14.__class__ is int and (')').__class__ is int:
+            t15 = t14 + (')')
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t19 = _binop('+', t14, t18, env)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = (')')
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t19.__class__ is int and t20.__class__ is int:
-            t21 = t19 + t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('+', t19, t20, env)
-        t7 = t21
-    return t7
+            t15 = _binop('+', t14, (')'), env)
+        t6 = t15
+    return t6
 
 def e130(env):
     t1 = env.lookup('names')
@@ -5985,14 +5192,14 @@ def e131(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    t4 = (1)
-    t5 = call_value(env, F_max.fn, F_max.cost, False, [t3, t4])
-    t6 = ('step')
-    t7 = call_value(env, F_plural.fn, F_plural.cost, False, [t5, t6])
-    return t7
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('item[0]')
+    else:
+        t2 = index_value(t1, (0), 'item')
+    t3 = call_value(env, F_max.fn, F_max.cost, False, [t2, (1)])
+    t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t3, ('step')])
+    return t4
 
 def e132(env):
     t1 = []
@@ -6010,21 +5217,23 @@ def e132(env):
         t8 = t5.lookup('item')
         if t8 is None: t8 = Missing('item')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (1)
+        if t8.__class__ is list and len(t8) > 1:
+            t9 = t8[1]
+            if t9 is None: t9 = Missing('item[1]')
+        else:
+            t9 = index_value(t8, (1), 'item')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'item')
+        t10 = t7
+        if t10 is None: t10 = Missing('n')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t7
-        if t11 is None: t11 = Missing('n')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = index_value(t10, t11, '?')
-        t13 = call_value(t5, F_str.fn, F_str.cost, True, [t12])
-        t1.append(t13)
+        t11 = index_value(t9, t10, '?')
+        t12 = call_value(t5, F_str.fn, F_str.cost, True, [t11])
+        t1.append(t12)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t14
+    t13 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t13
 
 def e133(env):
     t1 = env.lookup('framework')
@@ -6047,79 +5256,65 @@ def e133(env):
             t7 = attr_value(t6, 'vlm', 'config.vlm')
         t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = env.lookup('config')
-            if t10 is None: t10 = Missing('config')
-            if t10.__class__ is dict and 'vlm' in t10:
-                t11 = t10['vlm']
-                if t11 is None: t11 = Missing('config.vlm')
+            if t7.__class__ is dict and 'module_patterns' in t7:
+                t10 = t7['module_patterns']
+                if t10 is None: t10 = Missing('config.vlm.module_patterns')
             else:
-                t11 = attr_value(t10, 'vlm', 'config.vlm')
-            if t11.__class__ is dict and 'module_patterns' in t11:
-                t12 = t11['module_patterns']
-                if t12 is None: t12 = Missing('config.vlm.module_patterns')
-            else:
-                t12 = attr_value(t11, 'module_patterns', 'config.vlm.module_patterns')
+                t10 = attr_value(t7, 'module_patterns', 'config.vlm.module_patterns')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t13 = type_name(t12)
-            env.budget.mem -= len(t13)
+            t11 = type_name(t10)
+            env.budget.mem -= len(t11)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t15 = ('table')
-            if t13.__class__ is str:
-                t14 = t13 == t15
+            if t11.__class__ is str:
+                t12 = t11 == ('table')
             else:
-                t14 = _compare('==', t13, t15)
-            t9 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = _compare('==', t11, ('table'))
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t17 = env.lookup('config')
-            if t17 is None: t17 = Missing('config')
-            if t17.__class__ is dict and 'train' in t17:
-                t18 = t17['train']
-                if t18 is None: t18 = Missing('config.train')
+            if t6.__class__ is dict and 'train' in t6:
+                t14 = t6['train']
+                if t14 is None: t14 = Missing('config.train')
             else:
-                t18 = attr_value(t17, 'train', 'config.train')
-            if t18.__class__ is dict and 'max_steps' in t18:
-                t19 = t18['max_steps']
-                if t19 is None: t19 = Missing('config.train.max_steps')
+                t14 = attr_value(t6, 'train', 'config.train')
+            if t14.__class__ is dict and 'max_steps' in t14:
+                t15 = t14['max_steps']
+                if t15 is None: t15 = Missing('config.train.max_steps')
             else:
-                t19 = attr_value(t18, 'max_steps', 'config.train.max_steps')
+                t15 = attr_value(t14, 'max_steps', 'config.train.max_steps')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t20 = type_name(t19)
-            env.budget.mem -= len(t20)
+            t16 = type_name(t15)
+            env.budget.mem -= len(t16)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t22 = ('int')
-            if t20.__class__ is str:
-                t21 = t20 == t22
+            if t16.__class__ is str:
+                t17 = t16 == ('int')
             else:
-                t21 = _compare('==', t20, t22)
-            t16 = (t21 if t21.__class__ is bool else _truth(t21))
+                t17 = _compare('==', t16, ('int'))
+            t13 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t24 = env.lookup('config')
-            if t24 is None: t24 = Missing('config')
-            if t24.__class__ is dict and 'train' in t24:
-                t25 = t24['train']
-                if t25 is None: t25 = Missing('config.train')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            if t6.__class__ is dict and 'train' in t6:
+                t19 = t6['train']
+                if t19 is None: t19 = Missing('config.train')
             else:
-                t25 = attr_value(t24, 'train', 'config.train')
-            if t25.__class__ is dict and 'max_steps' in t25:
-                t26 = t25['max_steps']
-                if t26 is None: t26 = Missing('config.train.max_steps')
+                t19 = attr_value(t6, 'train', 'config.train')
+            if t19.__class__ is dict and 'max_steps' in t19:
+                t20 = t19['max_steps']
+                if t20 is None: t20 = Missing('config.train.max_steps')
             else:
-                t26 = attr_value(t25, 'max_steps', 'config.train.max_steps')
-            t28 = (1)
-            if t26.__class__ is int:
-                t27 = t26 >= t28
+                t20 = attr_value(t19, 'max_steps', 'config.train.max_steps')
+            if t20.__class__ is int:
+                t21 = t20 >= (1)
             else:
-                t27 = _compare('>=', t26, t28)
-            t23 = (t27 if t27.__class__ is bool else _truth(t27))
+                t21 = _compare('>=', t20, (1))
+            t18 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t23 = False
-        t5 = (t23 if t23.__class__ is bool else _truth(t23))
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
         t5 = False
     return t5
@@ -6185,103 +5380,85 @@ def e136(env):
     t4 = type_name(t3)
     env.budget.mem -= len(t4)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t6 = ('list')
     if t4.__class__ is str:
-        t5 = t4 == t6
+        t5 = t4 == ('list')
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, ('list'))
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = []
-        t9 = env.budget
-        t11 = env.lookup('config')
-        if t11 is None: t11 = Missing('config')
-        if t11.__class__ is dict and 'vlm' in t11:
-            t12 = t11['vlm']
-            if t12 is None: t12 = Missing('config.vlm')
-        else:
-            t12 = attr_value(t11, 'vlm', 'config.vlm')
-        if t12.__class__ is dict and 'freeze' in t12:
-            t13 = t12['freeze']
-            if t13 is None: t13 = Missing('config.vlm.freeze')
-        else:
-            t13 = attr_value(t12, 'freeze', 'config.vlm.freeze')
-        t10 = loop_items(t13)
-        t14 = Env({}, None, t9, env)
-        t15 = t14.values
-        for t16 in t10:
-            t9.left -= 25
-            if t9.left < 0: _charge(env, 0)
-            t15['s'] = t16
-            t14.let_cache = None
-            t17 = t16
-            if t17 is None: t17 = Missing('s')
-            t14.budget.left -= 1
-            if t14.budget.left < 0: _charge(t14, 0)
-            t18 = type_name(t17)
-            t14.budget.mem -= len(t18)
-            if t14.budget.mem < 0: _charge_mem(t14, 0)
-            t20 = ('table')
-            if t18.__class__ is str:
-                t19 = t18 == t20
+        t7 = []
+        t8 = env.budget
+        t9 = loop_items(t3)
+        t10 = Env({}, None, t8, env)
+        t11 = t10.values
+        for t12 in t9:
+            t8.left -= 25
+            if t8.left < 0: _charge(env, 0)
+            t11['s'] = t12
+            t10.let_cache = None
+            t13 = t12
+            if t13 is None: t13 = Missing('s')
+            t10.budget.left -= 1
+            if t10.budget.left < 0: _charge(t10, 0)
+            t14 = type_name(t13)
+            t10.budget.mem -= len(t14)
+            if t10.budget.mem < 0: _charge_mem(t10, 0)
+            if t14.__class__ is str:
+                t15 = t14 == ('table')
             else:
-                t19 = _compare('==', t18, t20)
-            if (t19 if t19.__class__ is bool else _truth(t19)):
-                t22 = t16
+                t15 = _compare('==', t14, ('table'))
+            if (t15 if t15.__class__ is bool else _truth(t15)):
+                t17 = t12
+                if t17 is None: t17 = Missing('s')
+                if t17.__class__ is dict and 'module' in t17:
+                    t18 = t17['module']
+                    if t18 is None: t18 = Missing('s.module')
+                else:
+                    t18 = attr_value(t17, 'module', 's.module')
+                t10.budget.left -= 1
+                if t10.budget.left < 0: _charge(t10, 0)
+                t19 = type_name(t18)
+                t10.budget.mem -= len(t19)
+                if t10.budget.mem < 0: _charge_mem(t10, 0)
+                if t19.__class__ is str:
+                    t20 = t19 == ('string')
+                else:
+                    t20 = _compare('==', t19, ('string'))
+                t16 = (t20 if t20.__class__ is bool else _truth(t20))
+            else:
+                t16 = False
+            if (t16 if t16.__class__ is bool else _truth(t16)):
+                t22 = t12
                 if t22 is None: t22 = Missing('s')
                 if t22.__class__ is dict and 'module' in t22:
                     t23 = t22['module']
                     if t23 is None: t23 = Missing('s.module')
                 else:
                     t23 = attr_value(t22, 'module', 's.module')
-                t14.budget.left -= 1
-                if t14.budget.left < 0: _charge(t14, 0)
-                t24 = type_name(t23)
-                t14.budget.mem -= len(t24)
-                if t14.budget.mem < 0: _charge_mem(t14, 0)
-                t26 = ('string')
-                if t24.__class__ is str:
-                    t25 = t24 == t26
-                else:
-                    t25 = _compare('==', t24, t26)
-                t21 = (t25 if t25.__class__ is bool else _truth(t25))
+                t25 = t10.lookup('aliases')
+                if t25 is None: t25 = Missing('aliases')
+                if t25.__class__ is list or t25.__class__ is dict or t25.__class__ is str: _charge_operands(t10, t23, t25)
+                t24 = _compare('not in', t23, t25)
+                t21 = (t24 if t24.__class__ is bool else _truth(t24))
             else:
                 t21 = False
             if (t21 if t21.__class__ is bool else _truth(t21)):
-                t28 = t16
-                if t28 is None: t28 = Missing('s')
-                if t28.__class__ is dict and 'module' in t28:
-                    t29 = t28['module']
-                    if t29 is None: t29 = Missing('s.module')
+                t26 = t12
+                if t26 is None: t26 = Missing('s')
+                if t26.__class__ is dict and 'module' in t26:
+                    t27 = t26['module']
+                    if t27 is None: t27 = Missing('s.module')
                 else:
-                    t29 = attr_value(t28, 'module', 's.module')
-                t31 = t14.lookup('aliases')
-                if t31 is None: t31 = Missing('aliases')
-                if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t14, t29, t31)
-                t30 = _compare('not in', t29, t31)
-                t27 = (t30 if t30.__class__ is bool else _truth(t30))
-            else:
-                t27 = False
-            if (t27 if t27.__class__ is bool else _truth(t27)):
-                t32 = t16
-                if t32 is None: t32 = Missing('s')
-                if t32.__class__ is dict and 'module' in t32:
-                    t33 = t32['module']
-                    if t33 is None: t33 = Missing('s.module')
-                else:
-                    t33 = attr_value(t32, 'module', 's.module')
-                t34 = (0)
-                t35 = ('base')
-                t36 = ('vlm.freeze|vlm')
-                t37 = [t33, t34, t35, t36]
-                t8.append(t37)
-                t9.mem -= 1
-                if t9.mem < 0: _charge_mem(env, 0)
-                if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t7 = t8
+                    t27 = attr_value(t26, 'module', 's.module')
+                t28 = [t27, (0), ('base'), ('vlm.freeze|vlm')]
+                t7.append(t28)
+                t8.mem -= 1
+                if t8.mem < 0: _charge_mem(env, 0)
+                if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t6 = t7
     else:
-        t38 = K41
-        t7 = t38
-    return t7
+        t29 = K41
+        t6 = t29
+    return t6
 
 def e137(env):
     t1 = env.lookup('config')
@@ -6301,128 +5478,112 @@ def e137(env):
     t4 = type_name(t3)
     env.budget.mem -= len(t4)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t6 = ('list')
     if t4.__class__ is str:
-        t5 = t4 == t6
+        t5 = t4 == ('list')
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, ('list'))
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = []
-        t9 = env.budget
-        t11 = env.lookup('config')
-        if t11 is None: t11 = Missing('config')
-        if t11.__class__ is dict and 'vlm' in t11:
-            t12 = t11['vlm']
-            if t12 is None: t12 = Missing('config.vlm')
-        else:
-            t12 = attr_value(t11, 'vlm', 'config.vlm')
-        if t12.__class__ is dict and 'freeze_schedule' in t12:
-            t13 = t12['freeze_schedule']
-            if t13 is None: t13 = Missing('config.vlm.freeze_schedule')
-        else:
-            t13 = attr_value(t12, 'freeze_schedule', 'config.vlm.freeze_schedule')
-        t10 = loop_items(t13)
-        t14 = Env({}, None, t9, env)
-        t15 = t14.values
-        for t16 in t10:
-            t9.left -= 28
-            if t9.left < 0: _charge(env, 0)
-            t15['st'] = t16
-            t14.let_cache = None
-            t17 = t16
-            if t17 is None: t17 = Missing('st')
-            t14.budget.left -= 1
-            if t14.budget.left < 0: _charge(t14, 0)
-            t18 = type_name(t17)
-            t14.budget.mem -= len(t18)
-            if t14.budget.mem < 0: _charge_mem(t14, 0)
-            t20 = ('table')
-            if t18.__class__ is str:
-                t19 = t18 == t20
+        t7 = []
+        t8 = env.budget
+        t9 = loop_items(t3)
+        t10 = Env({}, None, t8, env)
+        t11 = t10.values
+        for t12 in t9:
+            t8.left -= 28
+            if t8.left < 0: _charge(env, 0)
+            t11['st'] = t12
+            t10.let_cache = None
+            t13 = t12
+            if t13 is None: t13 = Missing('st')
+            t10.budget.left -= 1
+            if t10.budget.left < 0: _charge(t10, 0)
+            t14 = type_name(t13)
+            t10.budget.mem -= len(t14)
+            if t10.budget.mem < 0: _charge_mem(t10, 0)
+            if t14.__class__ is str:
+                t15 = t14 == ('table')
             else:
-                t19 = _compare('==', t18, t20)
-            if (t19 if t19.__class__ is bool else _truth(t19)):
-                t22 = t16
+                t15 = _compare('==', t14, ('table'))
+            if (t15 if t15.__class__ is bool else _truth(t15)):
+                t17 = t12
+                if t17 is None: t17 = Missing('st')
+                if t17.__class__ is dict and 'start_step' in t17:
+                    t18 = t17['start_step']
+                    if t18 is None: t18 = Missing('st.start_step')
+                else:
+                    t18 = attr_value(t17, 'start_step', 'st.start_step')
+                t10.budget.left -= 1
+                if t10.budget.left < 0: _charge(t10, 0)
+                t19 = type_name(t18)
+                t10.budget.mem -= len(t19)
+                if t10.budget.mem < 0: _charge_mem(t10, 0)
+                if t19.__class__ is str:
+                    t20 = t19 == ('int')
+                else:
+                    t20 = _compare('==', t19, ('int'))
+                t16 = (t20 if t20.__class__ is bool else _truth(t20))
+            else:
+                t16 = False
+            if (t16 if t16.__class__ is bool else _truth(t16)):
+                t22 = t12
                 if t22 is None: t22 = Missing('st')
                 if t22.__class__ is dict and 'start_step' in t22:
                     t23 = t22['start_step']
                     if t23 is None: t23 = Missing('st.start_step')
                 else:
                     t23 = attr_value(t22, 'start_step', 'st.start_step')
-                t14.budget.left -= 1
-                if t14.budget.left < 0: _charge(t14, 0)
-                t24 = type_name(t23)
-                t14.budget.mem -= len(t24)
-                if t14.budget.mem < 0: _charge_mem(t14, 0)
-                t26 = ('int')
-                if t24.__class__ is str:
-                    t25 = t24 == t26
+                t25 = t10.lookup('config')
+                if t25 is None: t25 = Missing('config')
+                if t25.__class__ is dict and 'train' in t25:
+                    t26 = t25['train']
+                    if t26 is None: t26 = Missing('config.train')
                 else:
-                    t25 = _compare('==', t24, t26)
-                t21 = (t25 if t25.__class__ is bool else _truth(t25))
+                    t26 = attr_value(t25, 'train', 'config.train')
+                if t26.__class__ is dict and 'max_steps' in t26:
+                    t27 = t26['max_steps']
+                    if t27 is None: t27 = Missing('config.train.max_steps')
+                else:
+                    t27 = attr_value(t26, 'max_steps', 'config.train.max_steps')
+                if t23.__class__ is t27.__class__ and (t23.__class__ is int or t23.__class__ is str):
+                    t24 = t23 <= t27
+                else:
+                    if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t10, t23, t27)
+                    t24 = _compare('<=', t23, t27)
+                t21 = (t24 if t24.__class__ is bool else _truth(t24))
             else:
                 t21 = False
             if (t21 if t21.__class__ is bool else _truth(t21)):
-                t28 = t16
-                if t28 is None: t28 = Missing('st')
-                if t28.__class__ is dict and 'start_step' in t28:
-                    t29 = t28['start_step']
-                    if t29 is None: t29 = Missing('st.start_step')
+                t29 = t12
+                if t29 is None: t29 = Missing('st')
+                if t29.__class__ is dict and 'specs' in t29:
+                    t30 = t29['specs']
+                    if t30 is None: t30 = Missing('st.specs')
                 else:
-                    t29 = attr_value(t28, 'start_step', 'st.start_step')
-                t31 = t14.lookup('config')
-                if t31 is None: t31 = Missing('config')
-                if t31.__class__ is dict and 'train' in t31:
-                    t32 = t31['train']
-                    if t32 is None: t32 = Missing('config.train')
+                    t30 = attr_value(t29, 'specs', 'st.specs')
+                t10.budget.left -= 1
+                if t10.budget.left < 0: _charge(t10, 0)
+                t31 = type_name(t30)
+                t10.budget.mem -= len(t31)
+                if t10.budget.mem < 0: _charge_mem(t10, 0)
+                if t31.__class__ is str:
+                    t32 = t31 == ('list')
                 else:
-                    t32 = attr_value(t31, 'train', 'config.train')
-                if t32.__class__ is dict and 'max_steps' in t32:
-                    t33 = t32['max_steps']
-                    if t33 is None: t33 = Missing('config.train.max_steps')
-                else:
-                    t33 = attr_value(t32, 'max_steps', 'config.train.max_steps')
-                if t29.__class__ is t33.__class__ and (t29.__class__ is int or t29.__class__ is str):
-                    t30 = t29 <= t33
-                else:
-                    if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(t14, t29, t33)
-                    t30 = _compare('<=', t29, t33)
-                t27 = (t30 if t30.__class__ is bool else _truth(t30))
+                    t32 = _compare('==', t31, ('list'))
+                t28 = (t32 if t32.__class__ is bool else _truth(t32))
             else:
-                t27 = False
-            if (t27 if t27.__class__ is bool else _truth(t27)):
-                t35 = t16
-                if t35 is None: t35 = Missing('st')
-                if t35.__class__ is dict and 'specs' in t35:
-                    t36 = t35['specs']
-                    if t36 is None: t36 = Missing('st.specs')
-                else:
-                    t36 = attr_value(t35, 'specs', 'st.specs')
-                t14.budget.left -= 1
-                if t14.budget.left < 0: _charge(t14, 0)
-                t37 = type_name(t36)
-                t14.budget.mem -= len(t37)
-                if t14.budget.mem < 0: _charge_mem(t14, 0)
-                t39 = ('list')
-                if t37.__class__ is str:
-                    t38 = t37 == t39
-                else:
-                    t38 = _compare('==', t37, t39)
-                t34 = (t38 if t38.__class__ is bool else _truth(t38))
-            else:
-                t34 = False
-            if (t34 if t34.__class__ is bool else _truth(t34)):
-                t40 = t16
-                if t40 is None: t40 = Missing('st')
-                t8.append(t40)
-                t9.mem -= 1
-                if t9.mem < 0: _charge_mem(env, 0)
-                if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t7 = t8
+                t28 = False
+            if (t28 if t28.__class__ is bool else _truth(t28)):
+                t33 = t12
+                if t33 is None: t33 = Missing('st')
+                t7.append(t33)
+                t8.mem -= 1
+                if t8.mem < 0: _charge_mem(env, 0)
+                if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t6 = t7
     else:
-        t41 = K42
-        t7 = t41
-    return t7
+        t34 = K42
+        t6 = t34
+    return t6
 
 def e138(env):
     t1 = []
@@ -6459,55 +5620,60 @@ def e138(env):
             t15 = type_name(t14)
             t11.budget.mem -= len(t15)
             if t11.budget.mem < 0: _charge_mem(t11, 0)
-            t17 = ('table')
             if t15.__class__ is str:
-                t16 = t15 == t17
+                t16 = t15 == ('table')
             else:
-                t16 = _compare('==', t15, t17)
+                t16 = _compare('==', t15, ('table'))
             if (t16 if t16.__class__ is bool else _truth(t16)):
-                t19 = t13
-                if t19 is None: t19 = Missing('s')
-                if t19.__class__ is dict and 'module' in t19:
-                    t20 = t19['module']
-                    if t20 is None: t20 = Missing('s.module')
+                t18 = t13
+                if t18 is None: t18 = Missing('s')
+                if t18.__class__ is dict and 'module' in t18:
+                    t19 = t18['module']
+                    if t19 is None: t19 = Missing('s.module')
                 else:
-                    t20 = attr_value(t19, 'module', 's.module')
+                    t19 = attr_value(t18, 'module', 's.module')
                 t11.budget.left -= 1
                 if t11.budget.left < 0: _charge(t11, 0)
-                t21 = type_name(t20)
-                t11.budget.mem -= len(t21)
+                t20 = type_name(t19)
+                t11.budget.mem -= len(t20)
                 if t11.budget.mem < 0: _charge_mem(t11, 0)
-                t23 = ('string')
-                if t21.__class__ is str:
-                    t22 = t21 == t23
+                if t20.__class__ is str:
+                    t21 = t20 == ('string')
                 else:
-                    t22 = _compare('==', t21, t23)
-                t18 = (t22 if t22.__class__ is bool else _truth(t22))
+                    t21 = _compare('==', t20, ('string'))
+                t17 = (t21 if t21.__class__ is bool else _truth(t21))
             else:
-                t18 = False
-            if (t18 if t18.__class__ is bool else _truth(t18)):
-                t25 = t13
-                if t25 is None: t25 = Missing('s')
-                if t25.__class__ is dict and 'module' in t25:
-                    t26 = t25['module']
-                    if t26 is None: t26 = Missing('s.module')
+                t17 = False
+            if (t17 if t17.__class__ is bool else _truth(t17)):
+                t23 = t13
+                if t23 is None: t23 = Missing('s')
+                if t23.__class__ is dict and 'module' in t23:
+                    t24 = t23['module']
+                    if t24 is None: t24 = Missing('s.module')
                 else:
-                    t26 = attr_value(t25, 'module', 's.module')
-                t28 = t11.lookup('aliases')
-                if t28 is None: t28 = Missing('aliases')
-                if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(t11, t26, t28)
-                t27 = _compare('not in', t26, t28)
-                t24 = (t27 if t27.__class__ is bool else _truth(t27))
+                    t24 = attr_value(t23, 'module', 's.module')
+                t26 = t11.lookup('aliases')
+                if t26 is None: t26 = Missing('aliases')
+                if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t11, t24, t26)
+                t25 = _compare('not in', t24, t26)
+                t22 = (t25 if t25.__class__ is bool else _truth(t25))
             else:
-                t24 = False
-            if (t24 if t24.__class__ is bool else _truth(t24)):
-                t29 = t13
-                if t29 is None: t29 = Missing('s')
-                if t29.__class__ is dict and 'module' in t29:
-                    t30 = t29['module']
-                    if t30 is None: t30 = Missing('s.module')
+                t22 = False
+            if (t22 if t22.__class__ is bool else _truth(t22)):
+                t27 = t13
+                if t27 is None: t27 = Missing('s')
+                if t27.__class__ is dict and 'module' in t27:
+                    t28 = t27['module']
+                    if t28 is None: t28 = Missing('s.module')
                 else:
-                    t30 = attr_value(t29, 'module', 's.module')
+                    t28 = attr_value(t27, 'module', 's.module')
+                t29 = t7
+                if t29 is None: t29 = Missing('st')
+                if t29.__class__ is dict and 'start_step' in t29:
+                    t30 = t29['start_step']
+                    if t30 is None: t30 = Missing('st.start_step')
+                else:
+                    t30 = attr_value(t29, 'start_step', 'st.start_step')
                 t31 = t7
                 if t31 is None: t31 = Missing('st')
                 if t31.__class__ is dict and 'start_step' in t31:
@@ -6515,128 +5681,108 @@ def e138(env):
                     if t32 is None: t32 = Missing('st.start_step')
                 else:
                     t32 = attr_value(t31, 'start_step', 'st.start_step')
-                t33 = ('FreezeStage(start_step=')
+                t33 = call_value(t11, F_str.fn, F_str.cost, True, [t32])
                 if t33 is None or t33.__class__ is Missing: _need(t33)
-                t34 = t7
-                if t34 is None: t34 = Missing('st')
-                if t34.__class__ is dict and 'start_step' in t34:
-                    t35 = t34['start_step']
-                    if t35 is None: t35 = Missing('st.start_step')
+                if ('FreezeStage(start_step=').__class__ is int and t33.__class__ is int:
+                    t34 = ('FreezeStage(start_step=') + t33
+                    if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
                 else:
-                    t35 = attr_value(t34, 'start_step', 'st.start_step')
-                t36 = call_value(t11, F_str.fn, F_str.cost, True, [t35])
-                if t36 is None or t36.__class__ is Missing: _need(t36)
-                if t33.__class__ is int and t36.__class__ is int:
-                    t37 = t33 + t36
-                    if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
+                    t34 = _binop('+', ('FreezeStage(start_step='), t33, t11)
+                if t34 is None or t34.__class__ is Missing: _need(t34)
+                if t34.__class__ is int and (')').__class__ is int:
+                    t35 = t34 + (')')
+                    if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
                 else:
-                    t37 = _binop('+', t33, t36, t11)
-                if t37 is None or t37.__class__ is Missing: _need(t37)
-                t38 = (')')
-                if t38 is None or t38.__class__ is Missing: _need(t38)
-                if t37.__class__ is int and t38.__class__ is int:
-                    t39 = t37 + t38
-                    if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
-                else:
-                    t39 = _binop('+', t37, t38, t11)
-                t40 = ('vlm.freeze_schedule|vlm')
-                t41 = [t30, t32, t39, t40]
-                t1.append(t41)
+                    t35 = _binop('+', t34, (')'), t11)
+                t36 = [t28, t30, t35, ('vlm.freeze_schedule|vlm')]
+                t1.append(t36)
                 t2.mem -= 1
                 if t2.mem < 0: _charge_mem(env, 0)
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e139(env):
-    t1 = ('[')
-    if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = []
-    t3 = env.budget
-    t5 = env.lookup('aliases')
-    if t5 is None: t5 = Missing('aliases')
-    t6 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t5])
-    t4 = loop_items(t6)
-    t7 = Env({}, None, t3, env)
-    t8 = t7.values
-    for t9 in t4:
-        t3.left -= 8
-        if t3.left < 0: _charge(env, 0)
-        t8['a'] = t9
-        t7.let_cache = None
-        t10 = t7.lookup('q')
-        if t10 is None: t10 = Missing('q')
+    t1 = []
+    t2 = env.budget
+    t4 = env.lookup('aliases')
+    if t4 is None: t4 = Missing('aliases')
+    t5 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t4])
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 8
+        if t2.left < 0: _charge(env, 0)
+        t7['a'] = t8
+        t6.let_cache = None
+        t9 = t6.lookup('q')
+        if t9 is None: t9 = Missing('q')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = t8
+        if t10 is None: t10 = Missing('a')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = t9
-        if t11 is None: t11 = Missing('a')
+        if t9.__class__ is int and t10.__class__ is int:
+            t11 = t9 + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('+', t9, t10, t6)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t11.__class__ is int and t9.__class__ is int:
+            t12 = t11 + t9
             if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t12 = _binop('+', t10, t11, t7)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = t7.lookup('q')
-        if t13 is None: t13 = Missing('q')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t12, t13, t7)
-        t2.append(t14)
-        t3.mem -= 1
-        if t3.mem < 0: _charge_mem(env, 0)
-        if len(t2) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t15 = call_value(env, F_join.fn, F_join.cost, False, [t2])
-    if t15 is None or t15.__class__ is Missing: _need(t15)
-    if t1.__class__ is int and t15.__class__ is int:
-        t16 = t1 + t15
-        if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+            t12 = _binop('+', t11, t9, t6)
+        t1.append(t12)
+        t2.mem -= 1
+        if t2.mem < 0: _charge_mem(env, 0)
+        if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    t13 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    if t13 is None or t13.__class__ is Missing: _need(t13)
+    if ('[').__class__ is int and t13.__class__ is int:
+        t14 = ('[') + t13
+        if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
     else:
-        t16 = _binop('+', t1, t15, env)
-    if t16 is None or t16.__class__ is Missing: _need(t16)
-    t17 = (']')
-    if t17 is None or t17.__class__ is Missing: _need(t17)
-    if t16.__class__ is int and t17.__class__ is int:
-        t18 = t16 + t17
-        if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+        t14 = _binop('+', ('['), t13, env)
+    if t14 is None or t14.__class__ is Missing: _need(t14)
+    if t14.__class__ is int and (']').__class__ is int:
+        t15 = t14 + (']')
+        if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
     else:
-        t18 = _binop('+', t16, t17, env)
-    return t18
+        t15 = _binop('+', t14, (']'), env)
+    return t15
 
 def e140(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (2)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    t5 = ('base')
-    if t3.__class__ is str:
-        t4 = t3 == t5
+    if t1.__class__ is list and len(t1) > 2:
+        t2 = t1[2]
+        if t2 is None: t2 = Missing('item[2]')
     else:
-        t4 = _compare('==', t3, t5)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('vlm.freeze')
-        t6 = t7
+        t2 = index_value(t1, (2), 'item')
+    if t2.__class__ is str:
+        t3 = t2 == ('base')
     else:
-        t8 = ('the vlm.freeze_schedule stage at step ')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = env.lookup('item')
-        if t9 is None: t9 = Missing('item')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (1)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = index_value(t9, t10, 'item')
-        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t8.__class__ is int and t12.__class__ is int:
-            t13 = t8 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+        t3 = _compare('==', t2, ('base'))
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t4 = ('vlm.freeze')
+    else:
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t1.__class__ is list and len(t1) > 1:
+            t5 = t1[1]
+            if t5 is None: t5 = Missing('item[1]')
         else:
-            t13 = _binop('+', t8, t12, env)
-        t6 = t13
-    return t6
+            t5 = index_value(t1, (1), 'item')
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if ('the vlm.freeze_schedule stage at step ').__class__ is int and t6.__class__ is int:
+            t7 = ('the vlm.freeze_schedule stage at step ') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', ('the vlm.freeze_schedule stage at step '), t6, env)
+        t4 = t7
+    return t4
 
 def e141(env):
     t1 = env.lookup('q')
@@ -6652,12 +5798,13 @@ def e143(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    t4 = (1)
-    t5 = call_value(env, F_max.fn, F_max.cost, False, [t3, t4])
-    return t5
+    if t1.__class__ is list and len(t1) > 1:
+        t2 = t1[1]
+        if t2 is None: t2 = Missing('item[1]')
+    else:
+        t2 = index_value(t1, (1), 'item')
+    t3 = call_value(env, F_max.fn, F_max.cost, False, [t2, (1)])
+    return t3
 
 def e144(env):
     t1 = env.lookup('aliases')
@@ -6670,19 +5817,19 @@ def e145(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    t5 = K43
-    if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
-    t4 = _compare('in', t3, t5)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('')
-        t6 = t7
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('item[0]')
     else:
-        t8 = (', or name its parameters under a new alias in [vlm.module_patterns] (the table replaces the default one: keep the aliases you use)')
-        t6 = t8
-    return t6
+        t2 = index_value(t1, (0), 'item')
+    t4 = K43
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t5 = ('')
+    else:
+        t5 = (', or name its parameters under a new alias in [vlm.module_patterns] (the table replaces the default one: keep the aliases you use)')
+    return t5
 
 COMPILED = {
     'cp == 1': (e0, 3, ('cp',)),

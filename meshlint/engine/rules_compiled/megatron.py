@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3136773155, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3554535388, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -83,11 +83,10 @@ def e0(env):
         t3 = attr_value(t2, 'model_size', 'megatron.model_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t1, t3, env)
-    t6 = (0)
     if t4.__class__ is int:
-        t5 = t4 == t6
+        t5 = t4 == (0)
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, (0))
     return t5
 
 def e1(env):
@@ -134,48 +133,46 @@ def e2(env):
 def e3(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('keys')
-        if t5 is None: t5 = Missing('keys')
-        if t5.__class__ is dict and 'pp' in t5:
-            t6 = t5['pp']
-            if t6 is None: t6 = Missing('keys.pp')
+        t4 = env.lookup('keys')
+        if t4 is None: t4 = Missing('keys')
+        if t4.__class__ is dict and 'pp' in t4:
+            t5 = t4['pp']
+            if t5 is None: t5 = Missing('keys.pp')
         else:
-            t6 = attr_value(t5, 'pp', 'keys.pp')
-        t4 = t6
+            t5 = attr_value(t4, 'pp', 'keys.pp')
+        t3 = t5
     else:
-        t7 = env.lookup('tp')
-        if t7 is None: t7 = Missing('tp')
-        t9 = (1)
-        if t7.__class__ is int:
-            t8 = t7 > t9
+        t6 = env.lookup('tp')
+        if t6 is None: t6 = Missing('tp')
+        if t6.__class__ is int:
+            t7 = t6 > (1)
         else:
-            t8 = _compare('>', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t7 = _compare('>', t6, (1))
+        if (t7 if t7.__class__ is bool else _truth(t7)):
+            t9 = env.lookup('keys')
+            if t9 is None: t9 = Missing('keys')
+            if t9.__class__ is dict and 'tp' in t9:
+                t10 = t9['tp']
+                if t10 is None: t10 = Missing('keys.tp')
+            else:
+                t10 = attr_value(t9, 'tp', 'keys.tp')
+            t8 = t10
+        else:
             t11 = env.lookup('keys')
             if t11 is None: t11 = Missing('keys')
-            if t11.__class__ is dict and 'tp' in t11:
-                t12 = t11['tp']
-                if t12 is None: t12 = Missing('keys.tp')
+            if t11.__class__ is dict and 'cp' in t11:
+                t12 = t11['cp']
+                if t12 is None: t12 = Missing('keys.cp')
             else:
-                t12 = attr_value(t11, 'tp', 'keys.tp')
-            t10 = t12
-        else:
-            t13 = env.lookup('keys')
-            if t13 is None: t13 = Missing('keys')
-            if t13.__class__ is dict and 'cp' in t13:
-                t14 = t13['cp']
-                if t14 is None: t14 = Missing('keys.cp')
-            else:
-                t14 = attr_value(t13, 'cp', 'keys.cp')
-            t10 = t14
-        t4 = t10
-    return t4
+                t12 = attr_value(t11, 'cp', 'keys.cp')
+            t8 = t12
+        t3 = t8
+    return t3
 
 def e4(env):
     t1 = env.lookup('world_size')
@@ -190,11 +187,10 @@ def e4(env):
         t3 = attr_value(t2, 'expert_size', 'megatron.expert_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t1, t3, env)
-    t6 = (0)
     if t4.__class__ is int:
-        t5 = t4 == t6
+        t5 = t4 == (0)
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, (0))
     return t5
 
 def e5(env):
@@ -236,11 +232,10 @@ def e5(env):
                 t14 = attr_value(t13, 'model_size', 'megatron.model_size')
             if t14 is None or t14.__class__ is Missing: _need(t14)
             t15 = _binop('%', t12, t14, env)
-            t17 = (0)
             if t15.__class__ is int:
-                t16 = t15 == t17
+                t16 = t15 == (0)
             else:
-                t16 = _compare('==', t15, t17)
+                t16 = _compare('==', t15, (0))
             t11 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
             t11 = False
@@ -262,23 +257,21 @@ def e6(env):
         if t3 is None: t3 = Missing('megatron.args.use_tp_pp_dp_mapping')
     else:
         t3 = attr_value(t2, 'use_tp_pp_dp_mapping', 'megatron.args.use_tp_pp_dp_mapping')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (True))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('pp')
-        if t7 is None: t7 = Missing('pp')
-        t9 = (1)
-        if t7.__class__ is int:
-            t8 = t7 > t9
+        t6 = env.lookup('pp')
+        if t6 is None: t6 = Missing('pp')
+        if t6.__class__ is int:
+            t7 = t6 > (1)
         else:
-            t8 = _compare('>', t7, t9)
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('>', t6, (1))
+        t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t6 = False
-    return t6
+        t5 = False
+    return t5
 
 def e7(env):
     t1 = env.lookup('world_size')
@@ -297,118 +290,103 @@ def e7(env):
         t4 = _binop('*', t2, t3, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t1, t4, env)
-    t7 = (0)
     if t5.__class__ is int:
-        t6 = t5 == t7
+        t6 = t5 == (0)
     else:
-        t6 = _compare('==', t5, t7)
+        t6 = _compare('==', t5, (0))
     if (t6 if t6.__class__ is bool else _truth(t6)):
-        t9 = []
-        t10 = env.budget
-        t12 = env.lookup('world_size')
-        if t12 is None: t12 = Missing('world_size')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('etp')
-        if t13 is None: t13 = Missing('etp')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('pp')
-        if t14 is None: t14 = Missing('pp')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t13.__class__ is int and t14.__class__ is int:
-            t15 = t13 * t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        t8 = []
+        t9 = env.budget
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        if t2.__class__ is int and t3.__class__ is int:
+            t11 = t2 * t3
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t15 = _binop('*', t13, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = _binop('//', t12, t15, env)
-        t17 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t16])
-        t11 = loop_items(t17)
-        t18 = Env({}, None, t10, env)
-        t19 = t18.values
-        for t20 in t11:
-            t10.left -= 30
-            if t10.left < 0: _charge(env, 0)
-            t19['e'] = t20
-            t18.let_cache = None
-            t21 = t18.lookup('model')
-            if t21 is None: t21 = Missing('model')
-            if t21.__class__ is dict and 'num_experts' in t21:
-                t22 = t21['num_experts']
-                if t22 is None: t22 = Missing('model.num_experts')
+            t11 = _binop('*', t2, t3, env)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('//', t1, t11, env)
+        t13 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t12])
+        t10 = loop_items(t13)
+        t14 = Env({}, None, t9, env)
+        t15 = t14.values
+        for t16 in t10:
+            t9.left -= 30
+            if t9.left < 0: _charge(env, 0)
+            t15['e'] = t16
+            t14.let_cache = None
+            t17 = t14.lookup('model')
+            if t17 is None: t17 = Missing('model')
+            if t17.__class__ is dict and 'num_experts' in t17:
+                t18 = t17['num_experts']
+                if t18 is None: t18 = Missing('model.num_experts')
             else:
-                t22 = attr_value(t21, 'num_experts', 'model.num_experts')
-            t23 = (t22 is None or t22.__class__ is Missing)
-            if not (t23 if t23.__class__ is bool else _truth(t23)):
-                t25 = t18.lookup('model')
-                if t25 is None: t25 = Missing('model')
-                if t25.__class__ is dict and 'num_experts' in t25:
-                    t26 = t25['num_experts']
-                    if t26 is None: t26 = Missing('model.num_experts')
+                t18 = attr_value(t17, 'num_experts', 'model.num_experts')
+            t19 = (t18 is None or t18.__class__ is Missing)
+            if not (t19 if t19.__class__ is bool else _truth(t19)):
+                if t18 is None or t18.__class__ is Missing: _need(t18)
+                t21 = t16
+                if t21 is None: t21 = Missing('e')
+                if t21 is None or t21.__class__ is Missing: _need(t21)
+                t22 = _binop('%', t18, t21, t14)
+                if t22.__class__ is int:
+                    t23 = t22 == (0)
                 else:
-                    t26 = attr_value(t25, 'num_experts', 'model.num_experts')
-                if t26 is None or t26.__class__ is Missing: _need(t26)
-                t27 = t20
-                if t27 is None: t27 = Missing('e')
-                if t27 is None or t27.__class__ is Missing: _need(t27)
-                t28 = _binop('%', t26, t27, t18)
-                t30 = (0)
-                if t28.__class__ is int:
-                    t29 = t28 == t30
-                else:
-                    t29 = _compare('==', t28, t30)
-                t24 = (t29 if t29.__class__ is bool else _truth(t29))
+                    t23 = _compare('==', t22, (0))
+                t20 = (t23 if t23.__class__ is bool else _truth(t23))
             else:
-                t24 = True
+                t20 = True
+            if (t20 if t20.__class__ is bool else _truth(t20)):
+                t25 = t14.lookup('mapped')
+                if t25 is None: t25 = Missing('mapped')
+                t26 = not (t25 if t25.__class__ is bool else _truth(t25))
+                if not (t26 if t26.__class__ is bool else _truth(t26)):
+                    t28 = t14.lookup('etp')
+                    if t28 is None: t28 = Missing('etp')
+                    if t28 is None or t28.__class__ is Missing: _need(t28)
+                    t29 = t16
+                    if t29 is None: t29 = Missing('e')
+                    if t29 is None or t29.__class__ is Missing: _need(t29)
+                    if t28.__class__ is int and t29.__class__ is int:
+                        t30 = t28 * t29
+                        if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+                    else:
+                        t30 = _binop('*', t28, t29, t14)
+                    t32 = t14.lookup('tp')
+                    if t32 is None: t32 = Missing('tp')
+                    if t32 is None or t32.__class__ is Missing: _need(t32)
+                    t33 = t14.lookup('cp')
+                    if t33 is None: t33 = Missing('cp')
+                    if t33 is None or t33.__class__ is Missing: _need(t33)
+                    if t32.__class__ is int and t33.__class__ is int:
+                        t34 = t32 * t33
+                        if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+                    else:
+                        t34 = _binop('*', t32, t33, t14)
+                    if t30.__class__ is t34.__class__ and (t30.__class__ is int or t30.__class__ is str):
+                        t31 = t30 == t34
+                    else:
+                        if t34.__class__ is list or t34.__class__ is dict or t34.__class__ is str: _charge_operands(t14, t30, t34)
+                        t31 = _compare('==', t30, t34)
+                    t27 = (t31 if t31.__class__ is bool else _truth(t31))
+                else:
+                    t27 = True
+                t24 = (t27 if t27.__class__ is bool else _truth(t27))
+            else:
+                t24 = False
             if (t24 if t24.__class__ is bool else _truth(t24)):
-                t32 = t18.lookup('mapped')
-                if t32 is None: t32 = Missing('mapped')
-                t33 = not (t32 if t32.__class__ is bool else _truth(t32))
-                if not (t33 if t33.__class__ is bool else _truth(t33)):
-                    t35 = t18.lookup('etp')
-                    if t35 is None: t35 = Missing('etp')
-                    if t35 is None or t35.__class__ is Missing: _need(t35)
-                    t36 = t20
-                    if t36 is None: t36 = Missing('e')
-                    if t36 is None or t36.__class__ is Missing: _need(t36)
-                    if t35.__class__ is int and t36.__class__ is int:
-                        t37 = t35 * t36
-                        if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
-                    else:
-                        t37 = _binop('*', t35, t36, t18)
-                    t39 = t18.lookup('tp')
-                    if t39 is None: t39 = Missing('tp')
-                    if t39 is None or t39.__class__ is Missing: _need(t39)
-                    t40 = t18.lookup('cp')
-                    if t40 is None: t40 = Missing('cp')
-                    if t40 is None or t40.__class__ is Missing: _need(t40)
-                    if t39.__class__ is int and t40.__class__ is int:
-                        t41 = t39 * t40
-                        if not -MAX_INT <= t41 <= MAX_INT: _check_value(t41)
-                    else:
-                        t41 = _binop('*', t39, t40, t18)
-                    if t37.__class__ is t41.__class__ and (t37.__class__ is int or t37.__class__ is str):
-                        t38 = t37 == t41
-                    else:
-                        if t41.__class__ is list or t41.__class__ is dict or t41.__class__ is str: _charge_operands(t18, t37, t41)
-                        t38 = _compare('==', t37, t41)
-                    t34 = (t38 if t38.__class__ is bool else _truth(t38))
-                else:
-                    t34 = True
-                t31 = (t34 if t34.__class__ is bool else _truth(t34))
-            else:
-                t31 = False
-            if (t31 if t31.__class__ is bool else _truth(t31)):
-                t42 = t20
-                if t42 is None: t42 = Missing('e')
-                t9.append(t42)
-                t10.mem -= 1
-                if t10.mem < 0: _charge_mem(env, 0)
-                if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t8 = t9
+                t35 = t16
+                if t35 is None: t35 = Missing('e')
+                t8.append(t35)
+                t9.mem -= 1
+                if t9.mem < 0: _charge_mem(env, 0)
+                if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t7 = t8
     else:
-        t43 = K2
-        t8 = t43
-    return t8
+        t36 = K2
+        t7 = t36
+    return t7
 
 def e8(env):
     t1 = env.lookup('world_size')
@@ -427,85 +405,78 @@ def e8(env):
         t4 = _binop('*', t2, t3, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t1, t4, env)
-    t7 = (0)
     if t5.__class__ is int:
-        t6 = t5 == t7
+        t6 = t5 == (0)
     else:
-        t6 = _compare('==', t5, t7)
+        t6 = _compare('==', t5, (0))
     if (t6 if t6.__class__ is bool else _truth(t6)):
-        t9 = []
-        t10 = env.budget
-        t12 = env.lookup('world_size')
-        if t12 is None: t12 = Missing('world_size')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('ep')
-        if t13 is None: t13 = Missing('ep')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('pp')
-        if t14 is None: t14 = Missing('pp')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t13.__class__ is int and t14.__class__ is int:
-            t15 = t13 * t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        t8 = []
+        t9 = env.budget
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        if t2.__class__ is int and t3.__class__ is int:
+            t11 = t2 * t3
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t15 = _binop('*', t13, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = _binop('//', t12, t15, env)
-        t17 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t16])
-        t11 = loop_items(t17)
-        t18 = Env({}, None, t10, env)
-        t19 = t18.values
-        for t20 in t11:
-            t10.left -= 18
-            if t10.left < 0: _charge(env, 0)
-            t19['e'] = t20
-            t18.let_cache = None
-            t21 = t18.lookup('mapped')
-            if t21 is None: t21 = Missing('mapped')
-            t22 = not (t21 if t21.__class__ is bool else _truth(t21))
-            if not (t22 if t22.__class__ is bool else _truth(t22)):
-                t24 = t20
-                if t24 is None: t24 = Missing('e')
+            t11 = _binop('*', t2, t3, env)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('//', t1, t11, env)
+        t13 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t12])
+        t10 = loop_items(t13)
+        t14 = Env({}, None, t9, env)
+        t15 = t14.values
+        for t16 in t10:
+            t9.left -= 18
+            if t9.left < 0: _charge(env, 0)
+            t15['e'] = t16
+            t14.let_cache = None
+            t17 = t14.lookup('mapped')
+            if t17 is None: t17 = Missing('mapped')
+            t18 = not (t17 if t17.__class__ is bool else _truth(t17))
+            if not (t18 if t18.__class__ is bool else _truth(t18)):
+                t20 = t16
+                if t20 is None: t20 = Missing('e')
+                if t20 is None or t20.__class__ is Missing: _need(t20)
+                t21 = t14.lookup('ep')
+                if t21 is None: t21 = Missing('ep')
+                if t21 is None or t21.__class__ is Missing: _need(t21)
+                if t20.__class__ is int and t21.__class__ is int:
+                    t22 = t20 * t21
+                    if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+                else:
+                    t22 = _binop('*', t20, t21, t14)
+                t24 = t14.lookup('tp')
+                if t24 is None: t24 = Missing('tp')
                 if t24 is None or t24.__class__ is Missing: _need(t24)
-                t25 = t18.lookup('ep')
-                if t25 is None: t25 = Missing('ep')
+                t25 = t14.lookup('cp')
+                if t25 is None: t25 = Missing('cp')
                 if t25 is None or t25.__class__ is Missing: _need(t25)
                 if t24.__class__ is int and t25.__class__ is int:
                     t26 = t24 * t25
                     if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
                 else:
-                    t26 = _binop('*', t24, t25, t18)
-                t28 = t18.lookup('tp')
-                if t28 is None: t28 = Missing('tp')
-                if t28 is None or t28.__class__ is Missing: _need(t28)
-                t29 = t18.lookup('cp')
-                if t29 is None: t29 = Missing('cp')
-                if t29 is None or t29.__class__ is Missing: _need(t29)
-                if t28.__class__ is int and t29.__class__ is int:
-                    t30 = t28 * t29
-                    if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+                    t26 = _binop('*', t24, t25, t14)
+                if t22.__class__ is t26.__class__ and (t22.__class__ is int or t22.__class__ is str):
+                    t23 = t22 == t26
                 else:
-                    t30 = _binop('*', t28, t29, t18)
-                if t26.__class__ is t30.__class__ and (t26.__class__ is int or t26.__class__ is str):
-                    t27 = t26 == t30
-                else:
-                    if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t18, t26, t30)
-                    t27 = _compare('==', t26, t30)
-                t23 = (t27 if t27.__class__ is bool else _truth(t27))
+                    if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t14, t22, t26)
+                    t23 = _compare('==', t22, t26)
+                t19 = (t23 if t23.__class__ is bool else _truth(t23))
             else:
-                t23 = True
-            if (t23 if t23.__class__ is bool else _truth(t23)):
-                t31 = t20
-                if t31 is None: t31 = Missing('e')
-                t9.append(t31)
-                t10.mem -= 1
-                if t10.mem < 0: _charge_mem(env, 0)
-                if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t8 = t9
+                t19 = True
+            if (t19 if t19.__class__ is bool else _truth(t19)):
+                t27 = t16
+                if t27 is None: t27 = Missing('e')
+                t8.append(t27)
+                t9.mem -= 1
+                if t9.mem < 0: _charge_mem(env, 0)
+                if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t7 = t8
     else:
-        t32 = K3
-        t8 = t32
-    return t8
+        t28 = K3
+        t7 = t28
+    return t7
 
 def e9(env):
     t1 = env.lookup('megatron')
@@ -515,15 +486,13 @@ def e9(env):
         if t2 is None: t2 = Missing('megatron.model_size')
     else:
         t2 = attr_value(t1, 'model_size', 'megatron.model_size')
-    t3 = env.lookup('megatron')
-    if t3 is None: t3 = Missing('megatron')
-    if t3.__class__ is dict and 'expert_size' in t3:
-        t4 = t3['expert_size']
-        if t4 is None: t4 = Missing('megatron.expert_size')
+    if t1.__class__ is dict and 'expert_size' in t1:
+        t3 = t1['expert_size']
+        if t3 is None: t3 = Missing('megatron.expert_size')
     else:
-        t4 = attr_value(t3, 'expert_size', 'megatron.expert_size')
-    t5 = call_value(env, F_lcm.fn, F_lcm.cost, False, [t2, t4])
-    return t5
+        t3 = attr_value(t1, 'expert_size', 'megatron.expert_size')
+    t4 = call_value(env, F_lcm.fn, F_lcm.cost, False, [t2, t3])
+    return t4
 
 def e10(env):
     t1 = env.lookup('megatron')
@@ -538,30 +507,29 @@ def e10(env):
 def e11(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('keys')
-        if t5 is None: t5 = Missing('keys')
-        if t5.__class__ is dict and 'ep' in t5:
-            t6 = t5['ep']
-            if t6 is None: t6 = Missing('keys.ep')
+        t4 = env.lookup('keys')
+        if t4 is None: t4 = Missing('keys')
+        if t4.__class__ is dict and 'ep' in t4:
+            t5 = t4['ep']
+            if t5 is None: t5 = Missing('keys.ep')
         else:
-            t6 = attr_value(t5, 'ep', 'keys.ep')
-        t4 = t6
+            t5 = attr_value(t4, 'ep', 'keys.ep')
+        t3 = t5
     else:
-        t7 = env.lookup('keys')
-        if t7 is None: t7 = Missing('keys')
-        if t7.__class__ is dict and 'etp' in t7:
-            t8 = t7['etp']
-            if t8 is None: t8 = Missing('keys.etp')
+        t6 = env.lookup('keys')
+        if t6 is None: t6 = Missing('keys')
+        if t6.__class__ is dict and 'etp' in t6:
+            t7 = t6['etp']
+            if t7 is None: t7 = Missing('keys.etp')
         else:
-            t8 = attr_value(t7, 'etp', 'keys.etp')
-        t4 = t8
-    return t4
+            t7 = attr_value(t6, 'etp', 'keys.etp')
+        t3 = t7
+    return t3
 
 def e12(env):
     t1 = env.lookup('eps')
@@ -572,140 +540,115 @@ def e12(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('ep in ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('eps')
-        if t7 is None: t7 = Missing('eps')
-        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if ('ep in ').__class__ is int and t5.__class__ is int:
+            t6 = ('ep in ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t9 = _binop('+', t6, t8, env)
+            t6 = _binop('+', ('ep in '), t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if t6.__class__ is int and (' (each divides world ÷ (etp·pp) = ').__class__ is int:
+            t7 = t6 + (' (each divides world ÷ (etp·pp) = ')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', t6, (' (each divides world ÷ (etp·pp) = '), env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = env.lookup('world_size')
+        if t8 is None: t8 = Missing('world_size')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = env.lookup('etp')
+        if t9 is None: t9 = Missing('etp')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (' (each divides world ÷ (etp·pp) = ')
+        t10 = env.lookup('pp')
+        if t10 is None: t10 = Missing('pp')
         if t10 is None or t10.__class__ is Missing: _need(t10)
         if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
+            t11 = t9 * t10
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t11 = _binop('+', t9, t10, env)
+            t11 = _binop('*', t9, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('world_size')
-        if t12 is None: t12 = Missing('world_size')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('etp')
-        if t13 is None: t13 = Missing('etp')
+        t12 = _binop('//', t8, t11, env)
+        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('pp')
-        if t14 is None: t14 = Missing('pp')
+        if t7.__class__ is int and t13.__class__ is int:
+            t14 = t7 + t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        else:
+            t14 = _binop('+', t7, t13, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t13.__class__ is int and t14.__class__ is int:
-            t15 = t13 * t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        t15 = env.lookup('model')
+        if t15 is None: t15 = Missing('model')
+        if t15.__class__ is dict and 'num_experts' in t15:
+            t16 = t15['num_experts']
+            if t16 is None: t16 = Missing('model.num_experts')
         else:
-            t15 = _binop('*', t13, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = _binop('//', t12, t15, env)
-        t17 = call_value(env, F_str.fn, F_str.cost, True, [t16])
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t11.__class__ is int and t17.__class__ is int:
-            t18 = t11 + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+            t16 = attr_value(t15, 'num_experts', 'model.num_experts')
+        t17 = not (t16 is None or t16.__class__ is Missing)
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t19 = call_value(env, F_str.fn, F_str.cost, True, [t16])
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            if (' and the ').__class__ is int and t19.__class__ is int:
+                t20 = (' and the ') + t19
+                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+            else:
+                t20 = _binop('+', (' and the '), t19, env)
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            if t20.__class__ is int and (' experts').__class__ is int:
+                t21 = t20 + (' experts')
+                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+            else:
+                t21 = _binop('+', t20, (' experts'), env)
+            t18 = t21
         else:
-            t18 = _binop('+', t11, t17, env)
+            t18 = ('')
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = env.lookup('model')
-        if t19 is None: t19 = Missing('model')
-        if t19.__class__ is dict and 'num_experts' in t19:
-            t20 = t19['num_experts']
-            if t20 is None: t20 = Missing('model.num_experts')
+        if t14.__class__ is int and t18.__class__ is int:
+            t22 = t14 + t18
+            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
         else:
-            t20 = attr_value(t19, 'num_experts', 'model.num_experts')
-        t21 = not (t20 is None or t20.__class__ is Missing)
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t23 = (' and the ')
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = env.lookup('model')
-            if t24 is None: t24 = Missing('model')
-            if t24.__class__ is dict and 'num_experts' in t24:
-                t25 = t24['num_experts']
-                if t25 is None: t25 = Missing('model.num_experts')
-            else:
-                t25 = attr_value(t24, 'num_experts', 'model.num_experts')
-            t26 = call_value(env, F_str.fn, F_str.cost, True, [t25])
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            if t23.__class__ is int and t26.__class__ is int:
-                t27 = t23 + t26
-                if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
-            else:
-                t27 = _binop('+', t23, t26, env)
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = (' experts')
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            if t27.__class__ is int and t28.__class__ is int:
-                t29 = t27 + t28
-                if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
-            else:
-                t29 = _binop('+', t27, t28, env)
-            t22 = t29
-        else:
-            t30 = ('')
-            t22 = t30
+            t22 = _binop('+', t14, t18, env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t18.__class__ is int and t22.__class__ is int:
-            t31 = t18 + t22
-            if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
+        if t22.__class__ is int and (')').__class__ is int:
+            t23 = t22 + (')')
+            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
         else:
-            t31 = _binop('+', t18, t22, env)
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        t32 = (')')
-        if t32 is None or t32.__class__ is Missing: _need(t32)
-        if t31.__class__ is int and t32.__class__ is int:
-            t33 = t31 + t32
-            if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
-        else:
-            t33 = _binop('+', t31, t32, env)
-        t5 = t33
+            t23 = _binop('+', t22, (')'), env)
+        t4 = t23
     else:
-        t34 = ('no ep does with etp = ')
-        if t34 is None or t34.__class__ is Missing: _need(t34)
-        t35 = env.lookup('etp')
-        if t35 is None: t35 = Missing('etp')
-        t36 = call_value(env, F_str.fn, F_str.cost, True, [t35])
-        if t36 is None or t36.__class__ is Missing: _need(t36)
-        if t34.__class__ is int and t36.__class__ is int:
-            t37 = t34 + t36
-            if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
+        t24 = env.lookup('etp')
+        if t24 is None: t24 = Missing('etp')
+        t25 = call_value(env, F_str.fn, F_str.cost, True, [t24])
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        if ('no ep does with etp = ').__class__ is int and t25.__class__ is int:
+            t26 = ('no ep does with etp = ') + t25
+            if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
         else:
-            t37 = _binop('+', t34, t36, env)
-        if t37 is None or t37.__class__ is Missing: _need(t37)
-        t38 = (' and pp = ')
-        if t38 is None or t38.__class__ is Missing: _need(t38)
-        if t37.__class__ is int and t38.__class__ is int:
-            t39 = t37 + t38
-            if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
+            t26 = _binop('+', ('no ep does with etp = '), t25, env)
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        if t26.__class__ is int and (' and pp = ').__class__ is int:
+            t27 = t26 + (' and pp = ')
+            if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
         else:
-            t39 = _binop('+', t37, t38, env)
-        if t39 is None or t39.__class__ is Missing: _need(t39)
-        t40 = env.lookup('pp')
-        if t40 is None: t40 = Missing('pp')
-        t41 = call_value(env, F_str.fn, F_str.cost, True, [t40])
-        if t41 is None or t41.__class__ is Missing: _need(t41)
-        if t39.__class__ is int and t41.__class__ is int:
-            t42 = t39 + t41
-            if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
+            t27 = _binop('+', t26, (' and pp = '), env)
+        if t27 is None or t27.__class__ is Missing: _need(t27)
+        t28 = env.lookup('pp')
+        if t28 is None: t28 = Missing('pp')
+        t29 = call_value(env, F_str.fn, F_str.cost, True, [t28])
+        if t29 is None or t29.__class__ is Missing: _need(t29)
+        if t27.__class__ is int and t29.__class__ is int:
+            t30 = t27 + t29
+            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
         else:
-            t42 = _binop('+', t39, t41, env)
-        t5 = t42
-    return t5
+            t30 = _binop('+', t27, t29, env)
+        t4 = t30
+    return t4
 
 def e13(env):
     t1 = env.lookup('etps')
@@ -716,46 +659,38 @@ def e13(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (', or etp in ')
+        t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if (', or etp in ').__class__ is int and t5.__class__ is int:
+            t6 = (', or etp in ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('+', (', or etp in '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('etps')
-        if t7 is None: t7 = Missing('etps')
-        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        if t6.__class__ is int and (' with ep = ').__class__ is int:
+            t7 = t6 + (' with ep = ')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t9 = _binop('+', t6, t8, env)
+            t7 = _binop('+', t6, (' with ep = '), env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = env.lookup('ep')
+        if t8 is None: t8 = Missing('ep')
+        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (' with ep = ')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        if t7.__class__ is int and t9.__class__ is int:
+            t10 = t7 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t11 = _binop('+', t9, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('ep')
-        if t12 is None: t12 = Missing('ep')
-        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t11.__class__ is int and t13.__class__ is int:
-            t14 = t11 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t11, t13, env)
-        t5 = t14
+            t10 = _binop('+', t7, t9, env)
+        t4 = t10
     else:
-        t15 = ('')
-        t5 = t15
-    return t5
+        t4 = ('')
+    return t4
 
 def e14(env):
     t1 = env.lookup('step')
@@ -773,35 +708,26 @@ def e15(env):
         if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>=', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('world_size')
-        if t5 is None: t5 = Missing('world_size')
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        t5 = _binop('//', t1, t3, env)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('step')
-        if t6 is None: t6 = Missing('step')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = _binop('//', t5, t6, env)
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        if t5.__class__ is int and t3.__class__ is int:
+            t6 = t5 * t3
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('*', t5, t3, env)
+        t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('step')
-        if t8 is None: t8 = Missing('step')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t7.__class__ is int and t8.__class__ is int:
-            t9 = t7 * t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        if t7.__class__ is int and (' or ').__class__ is int:
+            t8 = t7 + (' or ')
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t9 = _binop('*', t7, t8, env)
-        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' or ')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t10, t11, env)
-        t4 = t12
+            t8 = _binop('+', t7, (' or '), env)
+        t4 = t8
     else:
-        t13 = ('')
-        t4 = t13
+        t4 = ('')
     return t4
 
 def e16(env):
@@ -813,23 +739,19 @@ def e16(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('//', t1, t2, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = (1)
+    if t3.__class__ is int and (1).__class__ is int:
+        t4 = t3 + (1)
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t5 = t3 + t4
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t4.__class__ is int and t2.__class__ is int:
+        t5 = t4 * t2
         if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t5 = _binop('+', t3, t4, env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = env.lookup('step')
-    if t6 is None: t6 = Missing('step')
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t5.__class__ is int and t6.__class__ is int:
-        t7 = t5 * t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-    else:
-        t7 = _binop('*', t5, t6, env)
-    return t7
+        t5 = _binop('*', t4, t2, env)
+    return t5
 
 def e17(env):
     t1 = env.lookup('megatron')
@@ -846,57 +768,53 @@ def e17(env):
         t3 = attr_value(t2, 'use_tp_pp_dp_mapping', 'megatron.args.use_tp_pp_dp_mapping')
     t4 = not (t3 if t3.__class__ is bool else _truth(t3))
     if not (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = env.lookup('megatron')
-        if t6 is None: t6 = Missing('megatron')
-        if t6.__class__ is dict and 'edp' in t6:
-            t7 = t6['edp']
-            if t7 is None: t7 = Missing('megatron.edp')
+        if t1.__class__ is dict and 'edp' in t1:
+            t6 = t1['edp']
+            if t6 is None: t6 = Missing('megatron.edp')
         else:
-            t7 = attr_value(t6, 'edp', 'megatron.edp')
-        t9 = env.lookup('megatron')
-        if t9 is None: t9 = Missing('megatron')
-        if t9.__class__ is dict and 'dp' in t9:
-            t10 = t9['dp']
-            if t10 is None: t10 = Missing('megatron.dp')
+            t6 = attr_value(t1, 'edp', 'megatron.edp')
+        if t1.__class__ is dict and 'dp' in t1:
+            t8 = t1['dp']
+            if t8 is None: t8 = Missing('megatron.dp')
         else:
-            t10 = attr_value(t9, 'dp', 'megatron.dp')
-        if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 == t10
+            t8 = attr_value(t1, 'dp', 'megatron.dp')
+        if t6.__class__ is t8.__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 == t8
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
-            t8 = _compare('==', t7, t10)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t12 = env.lookup('etp')
-            if t12 is None: t12 = Missing('etp')
-            if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = env.lookup('ep')
-            if t13 is None: t13 = Missing('ep')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            if t12.__class__ is int and t13.__class__ is int:
-                t14 = t12 * t13
-                if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+            t7 = _compare('==', t6, t8)
+        if (t7 if t7.__class__ is bool else _truth(t7)):
+            t10 = env.lookup('etp')
+            if t10 is None: t10 = Missing('etp')
+            if t10 is None or t10.__class__ is Missing: _need(t10)
+            t11 = env.lookup('ep')
+            if t11 is None: t11 = Missing('ep')
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            if t10.__class__ is int and t11.__class__ is int:
+                t12 = t10 * t11
+                if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
             else:
-                t14 = _binop('*', t12, t13, env)
-            t16 = env.lookup('tp')
-            if t16 is None: t16 = Missing('tp')
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = env.lookup('cp')
-            if t17 is None: t17 = Missing('cp')
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            if t16.__class__ is int and t17.__class__ is int:
-                t18 = t16 * t17
-                if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+                t12 = _binop('*', t10, t11, env)
+            t14 = env.lookup('tp')
+            if t14 is None: t14 = Missing('tp')
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = env.lookup('cp')
+            if t15 is None: t15 = Missing('cp')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            if t14.__class__ is int and t15.__class__ is int:
+                t16 = t14 * t15
+                if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
             else:
-                t18 = _binop('*', t16, t17, env)
-            if t14.__class__ is t18.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t18
+                t16 = _binop('*', t14, t15, env)
+            if t12.__class__ is t16.__class__ and (t12.__class__ is int or t12.__class__ is str):
+                t13 = t12 == t16
             else:
-                if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t14, t18)
-                t15 = _compare('==', t14, t18)
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t12, t16)
+                t13 = _compare('==', t12, t16)
+            t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t9 = False
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = True
     return t5
@@ -922,29 +840,26 @@ def e18(env):
             t7 = attr_value(t6, 'order', 'megatron.order')
         t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = env.lookup('megatron')
-            if t10 is None: t10 = Missing('megatron')
-            if t10.__class__ is dict and 'edp' in t10:
-                t11 = t10['edp']
-                if t11 is None: t11 = Missing('megatron.edp')
+            if t6.__class__ is dict and 'edp' in t6:
+                t10 = t6['edp']
+                if t10 is None: t10 = Missing('megatron.edp')
             else:
-                t11 = attr_value(t10, 'edp', 'megatron.edp')
-            t12 = not (t11 is None or t11.__class__ is Missing)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t10 = attr_value(t6, 'edp', 'megatron.edp')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t14 = env.lookup('pp')
-            if t14 is None: t14 = Missing('pp')
-            t16 = (1)
-            if t14.__class__ is int:
-                t15 = t14 > t16
+            t13 = env.lookup('pp')
+            if t13 is None: t13 = Missing('pp')
+            if t13.__class__ is int:
+                t14 = t13 > (1)
             else:
-                t15 = _compare('>', t14, t16)
-            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = _compare('>', t13, (1))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+            t12 = False
+        t5 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
         t5 = False
     return t5
@@ -1044,34 +959,22 @@ def e25(env):
         t2 = attr_value(t1, 'vp', 'megatron.vp')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = (' with ')
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t2])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('megatron')
-        if t6 is None: t6 = Missing('megatron')
-        if t6.__class__ is dict and 'vp' in t6:
-            t7 = t6['vp']
-            if t7 is None: t7 = Missing('megatron.vp')
+        if (' with ').__class__ is int and t5.__class__ is int:
+            t6 = (' with ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t7 = attr_value(t6, 'vp', 'megatron.vp')
-        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t5.__class__ is int and t8.__class__ is int:
-            t9 = t5 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+            t6 = _binop('+', (' with '), t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if t6.__class__ is int and (' virtual stages per rank').__class__ is int:
+            t7 = t6 + (' virtual stages per rank')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t9 = _binop('+', t5, t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (' virtual stages per rank')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t9, t10, env)
-        t4 = t11
+            t7 = _binop('+', t6, (' virtual stages per rank'), env)
+        t4 = t7
     else:
-        t12 = ('')
-        t4 = t12
+        t4 = ('')
     return t4
 
 def e26(env):
@@ -1118,48 +1021,35 @@ def e29(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 > t5
+        t4 = t3 > (0)
     else:
-        t4 = _compare('>', t3, t5)
+        t4 = _compare('>', t3, (0))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = (': pp in ')
+        t6 = call_value(env, F_join.fn, F_join.cost, False, [t2])
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if (': pp in ').__class__ is int and t6.__class__ is int:
+            t7 = (': pp in ') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', (': pp in '), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('megatron')
-        if t8 is None: t8 = Missing('megatron')
-        if t8.__class__ is dict and 'split_pps' in t8:
-            t9 = t8['split_pps']
-            if t9 is None: t9 = Missing('megatron.split_pps')
+        t8 = env.lookup('world_known')
+        if t8 is None: t8 = Missing('world_known')
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t9 = (' (each also divides the world with tp·cp)')
         else:
-            t9 = attr_value(t8, 'split_pps', 'megatron.split_pps')
-        t10 = call_value(env, F_join.fn, F_join.cost, False, [t9])
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t7.__class__ is int and t10.__class__ is int:
-            t11 = t7 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+            t9 = ('')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t7.__class__ is int and t9.__class__ is int:
+            t10 = t7 + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t11 = _binop('+', t7, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('world_known')
-        if t12 is None: t12 = Missing('world_known')
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t14 = (' (each also divides the world with tp·cp)')
-            t13 = t14
-        else:
-            t15 = ('')
-            t13 = t15
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t11.__class__ is int and t13.__class__ is int:
-            t16 = t11 + t13
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t11, t13, env)
-        t6 = t16
+            t10 = _binop('+', t7, t9, env)
+        t5 = t10
     else:
-        t17 = ('')
-        t6 = t17
-    return t6
+        t5 = ('')
+    return t5
 
 def e30(env):
     t1 = env.lookup('megatron')
@@ -1174,18 +1064,15 @@ def e30(env):
         if t3 is None: t3 = Missing('megatron.args.bridge_recipe')
     else:
         t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (True))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage')
-        t6 = t7
+        t5 = ('model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage')
     else:
-        t8 = ('--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers')
-        t6 = t8
-    return t6
+        t5 = ('--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers')
+    return t5
 
 def e31(env):
     t1 = env.lookup('megatron')
@@ -1196,98 +1083,75 @@ def e31(env):
     else:
         t2 = attr_value(t1, 'decrease_batch', 'megatron.decrease_batch')
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('megatron')
-        if t4 is None: t4 = Missing('megatron')
-        if t4.__class__ is dict and 'args' in t4:
-            t5 = t4['args']
-            if t5 is None: t5 = Missing('megatron.args')
+        if t1.__class__ is dict and 'args' in t1:
+            t4 = t1['args']
+            if t4 is None: t4 = Missing('megatron.args')
         else:
-            t5 = attr_value(t4, 'args', 'megatron.args')
-        if t5.__class__ is dict and 'global_batch_size' in t5:
-            t6 = t5['global_batch_size']
-            if t6 is None: t6 = Missing('megatron.args.global_batch_size')
+            t4 = attr_value(t1, 'args', 'megatron.args')
+        if t4.__class__ is dict and 'global_batch_size' in t4:
+            t5 = t4['global_batch_size']
+            if t5 is None: t5 = Missing('megatron.args.global_batch_size')
         else:
-            t6 = attr_value(t5, 'global_batch_size', 'megatron.args.global_batch_size')
-        t8 = env.lookup('megatron')
-        if t8 is None: t8 = Missing('megatron')
-        if t8.__class__ is dict and 'args' in t8:
-            t9 = t8['args']
-            if t9 is None: t9 = Missing('megatron.args')
+            t5 = attr_value(t4, 'global_batch_size', 'megatron.args.global_batch_size')
+        if t4.__class__ is dict and 'micro_batch_size' in t4:
+            t7 = t4['micro_batch_size']
+            if t7 is None: t7 = Missing('megatron.args.micro_batch_size')
         else:
-            t9 = attr_value(t8, 'args', 'megatron.args')
-        if t9.__class__ is dict and 'micro_batch_size' in t9:
-            t10 = t9['micro_batch_size']
-            if t10 is None: t10 = Missing('megatron.args.micro_batch_size')
+            t7 = attr_value(t4, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t1.__class__ is dict and 'dp' in t1:
+            t8 = t1['dp']
+            if t8 is None: t8 = Missing('megatron.dp')
         else:
-            t10 = attr_value(t9, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = env.lookup('megatron')
-        if t11 is None: t11 = Missing('megatron')
-        if t11.__class__ is dict and 'dp' in t11:
-            t12 = t11['dp']
-            if t12 is None: t12 = Missing('megatron.dp')
+            t8 = attr_value(t1, 'dp', 'megatron.dp')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t7.__class__ is int and t8.__class__ is int:
+            t9 = t7 * t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
         else:
-            t12 = attr_value(t11, 'dp', 'megatron.dp')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t10.__class__ is int and t12.__class__ is int:
-            t13 = t10 * t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+            t9 = _binop('*', t7, t8, env)
+        if t5.__class__ is t9.__class__ and (t5.__class__ is int or t5.__class__ is str):
+            t6 = t5 >= t9
         else:
-            t13 = _binop('*', t10, t12, env)
-        if t6.__class__ is t13.__class__ and (t6.__class__ is int or t6.__class__ is str):
-            t7 = t6 >= t13
-        else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t6, t13)
-            t7 = _compare('>=', t6, t13)
-        t3 = t7
+            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t5, t9)
+            t6 = _compare('>=', t5, t9)
+        t3 = t6
     else:
-        t14 = env.lookup('megatron')
-        if t14 is None: t14 = Missing('megatron')
-        if t14.__class__ is dict and 'args' in t14:
-            t15 = t14['args']
-            if t15 is None: t15 = Missing('megatron.args')
+        if t1.__class__ is dict and 'args' in t1:
+            t10 = t1['args']
+            if t10 is None: t10 = Missing('megatron.args')
         else:
-            t15 = attr_value(t14, 'args', 'megatron.args')
-        if t15.__class__ is dict and 'global_batch_size' in t15:
-            t16 = t15['global_batch_size']
-            if t16 is None: t16 = Missing('megatron.args.global_batch_size')
+            t10 = attr_value(t1, 'args', 'megatron.args')
+        if t10.__class__ is dict and 'global_batch_size' in t10:
+            t11 = t10['global_batch_size']
+            if t11 is None: t11 = Missing('megatron.args.global_batch_size')
         else:
-            t16 = attr_value(t15, 'global_batch_size', 'megatron.args.global_batch_size')
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = env.lookup('megatron')
-        if t17 is None: t17 = Missing('megatron')
-        if t17.__class__ is dict and 'args' in t17:
-            t18 = t17['args']
-            if t18 is None: t18 = Missing('megatron.args')
+            t11 = attr_value(t10, 'global_batch_size', 'megatron.args.global_batch_size')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t10.__class__ is dict and 'micro_batch_size' in t10:
+            t12 = t10['micro_batch_size']
+            if t12 is None: t12 = Missing('megatron.args.micro_batch_size')
         else:
-            t18 = attr_value(t17, 'args', 'megatron.args')
-        if t18.__class__ is dict and 'micro_batch_size' in t18:
-            t19 = t18['micro_batch_size']
-            if t19 is None: t19 = Missing('megatron.args.micro_batch_size')
+            t12 = attr_value(t10, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t1.__class__ is dict and 'dp' in t1:
+            t13 = t1['dp']
+            if t13 is None: t13 = Missing('megatron.dp')
         else:
-            t19 = attr_value(t18, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = env.lookup('megatron')
-        if t20 is None: t20 = Missing('megatron')
-        if t20.__class__ is dict and 'dp' in t20:
-            t21 = t20['dp']
-            if t21 is None: t21 = Missing('megatron.dp')
+            t13 = attr_value(t1, 'dp', 'megatron.dp')
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t12.__class__ is int and t13.__class__ is int:
+            t14 = t12 * t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t21 = attr_value(t20, 'dp', 'megatron.dp')
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t19.__class__ is int and t21.__class__ is int:
-            t22 = t19 * t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+            t14 = _binop('*', t12, t13, env)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = _binop('%', t11, t14, env)
+        if t15.__class__ is int:
+            t16 = t15 == (0)
         else:
-            t22 = _binop('*', t19, t21, env)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = _binop('%', t16, t22, env)
-        t25 = (0)
-        if t23.__class__ is int:
-            t24 = t23 == t25
-        else:
-            t24 = _compare('==', t23, t25)
-        t3 = t24
+            t16 = _compare('==', t15, (0))
+        t3 = t16
     return t3
 
 def e32(env):
@@ -1311,78 +1175,69 @@ def e32(env):
             t7 = attr_value(t6, 'dp', 'megatron.dp')
         t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = env.lookup('megatron')
-            if t10 is None: t10 = Missing('megatron')
-            if t10.__class__ is dict and 'args' in t10:
-                t11 = t10['args']
-                if t11 is None: t11 = Missing('megatron.args')
+            if t6.__class__ is dict and 'args' in t6:
+                t10 = t6['args']
+                if t10 is None: t10 = Missing('megatron.args')
             else:
-                t11 = attr_value(t10, 'args', 'megatron.args')
-            if t11.__class__ is dict and 'micro_batch_size' in t11:
-                t12 = t11['micro_batch_size']
-                if t12 is None: t12 = Missing('megatron.args.micro_batch_size')
+                t10 = attr_value(t6, 'args', 'megatron.args')
+            if t10.__class__ is dict and 'micro_batch_size' in t10:
+                t11 = t10['micro_batch_size']
+                if t11 is None: t11 = Missing('megatron.args.micro_batch_size')
             else:
-                t12 = attr_value(t11, 'micro_batch_size', 'megatron.args.micro_batch_size')
-            t13 = not (t12 is None or t12.__class__ is Missing)
-            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'micro_batch_size', 'megatron.args.micro_batch_size')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t15 = env.lookup('megatron')
-            if t15 is None: t15 = Missing('megatron')
-            if t15.__class__ is dict and 'args' in t15:
-                t16 = t15['args']
-                if t16 is None: t16 = Missing('megatron.args')
+            if t6.__class__ is dict and 'args' in t6:
+                t14 = t6['args']
+                if t14 is None: t14 = Missing('megatron.args')
             else:
-                t16 = attr_value(t15, 'args', 'megatron.args')
-            if t16.__class__ is dict and 'global_batch_size' in t16:
-                t17 = t16['global_batch_size']
-                if t17 is None: t17 = Missing('megatron.args.global_batch_size')
+                t14 = attr_value(t6, 'args', 'megatron.args')
+            if t14.__class__ is dict and 'global_batch_size' in t14:
+                t15 = t14['global_batch_size']
+                if t15 is None: t15 = Missing('megatron.args.global_batch_size')
             else:
-                t17 = attr_value(t16, 'global_batch_size', 'megatron.args.global_batch_size')
-            t18 = not (t17 is None or t17.__class__ is Missing)
-            t14 = (t18 if t18.__class__ is bool else _truth(t18))
+                t15 = attr_value(t14, 'global_batch_size', 'megatron.args.global_batch_size')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t20 = env.lookup('megatron')
-            if t20 is None: t20 = Missing('megatron')
-            if t20.__class__ is dict and 'args' in t20:
-                t21 = t20['args']
-                if t21 is None: t21 = Missing('megatron.args')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            if t6.__class__ is dict and 'args' in t6:
+                t18 = t6['args']
+                if t18 is None: t18 = Missing('megatron.args')
             else:
-                t21 = attr_value(t20, 'args', 'megatron.args')
-            if t21.__class__ is dict and 'rampup_batch_size' in t21:
-                t22 = t21['rampup_batch_size']
-                if t22 is None: t22 = Missing('megatron.args.rampup_batch_size')
+                t18 = attr_value(t6, 'args', 'megatron.args')
+            if t18.__class__ is dict and 'rampup_batch_size' in t18:
+                t19 = t18['rampup_batch_size']
+                if t19 is None: t19 = Missing('megatron.args.rampup_batch_size')
             else:
-                t22 = attr_value(t21, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
-            t23 = (t22 is None or t22.__class__ is Missing)
-            t19 = (t23 if t23.__class__ is bool else _truth(t23))
+                t19 = attr_value(t18, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
+            t20 = (t19 is None or t19.__class__ is Missing)
+            t17 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t25 = env.lookup('megatron')
-            if t25 is None: t25 = Missing('megatron')
-            if t25.__class__ is dict and 'args' in t25:
-                t26 = t25['args']
-                if t26 is None: t26 = Missing('megatron.args')
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            if t6.__class__ is dict and 'args' in t6:
+                t22 = t6['args']
+                if t22 is None: t22 = Missing('megatron.args')
             else:
-                t26 = attr_value(t25, 'args', 'megatron.args')
-            if t26.__class__ is dict and 'micro_batch_size' in t26:
-                t27 = t26['micro_batch_size']
-                if t27 is None: t27 = Missing('megatron.args.micro_batch_size')
+                t22 = attr_value(t6, 'args', 'megatron.args')
+            if t22.__class__ is dict and 'micro_batch_size' in t22:
+                t23 = t22['micro_batch_size']
+                if t23 is None: t23 = Missing('megatron.args.micro_batch_size')
             else:
-                t27 = attr_value(t26, 'micro_batch_size', 'megatron.args.micro_batch_size')
-            t29 = (0)
-            if t27.__class__ is int:
-                t28 = t27 > t29
+                t23 = attr_value(t22, 'micro_batch_size', 'megatron.args.micro_batch_size')
+            if t23.__class__ is int:
+                t24 = t23 > (0)
             else:
-                t28 = _compare('>', t27, t29)
-            t24 = (t28 if t28.__class__ is bool else _truth(t28))
+                t24 = _compare('>', t23, (0))
+            t21 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
-            t24 = False
-        t5 = (t24 if t24.__class__ is bool else _truth(t24))
+            t21 = False
+        t5 = (t21 if t21.__class__ is bool else _truth(t21))
     else:
         t5 = False
     return t5
@@ -1396,169 +1251,131 @@ def e33(env):
     else:
         t2 = attr_value(t1, 'decrease_batch', 'megatron.decrease_batch')
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = ('--decrease-batch-size-if-needed rounds the global batch size (')
-        if t4 is None or t4.__class__ is Missing: _need(t4)
-        t5 = env.lookup('megatron')
-        if t5 is None: t5 = Missing('megatron')
-        if t5.__class__ is dict and 'args' in t5:
-            t6 = t5['args']
-            if t6 is None: t6 = Missing('megatron.args')
+        if t1.__class__ is dict and 'args' in t1:
+            t4 = t1['args']
+            if t4 is None: t4 = Missing('megatron.args')
         else:
-            t6 = attr_value(t5, 'args', 'megatron.args')
-        if t6.__class__ is dict and 'global_batch_size' in t6:
-            t7 = t6['global_batch_size']
-            if t7 is None: t7 = Missing('megatron.args.global_batch_size')
+            t4 = attr_value(t1, 'args', 'megatron.args')
+        if t4.__class__ is dict and 'global_batch_size' in t4:
+            t5 = t4['global_batch_size']
+            if t5 is None: t5 = Missing('megatron.args.global_batch_size')
         else:
-            t7 = attr_value(t6, 'global_batch_size', 'megatron.args.global_batch_size')
-        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+            t5 = attr_value(t4, 'global_batch_size', 'megatron.args.global_batch_size')
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if ('--decrease-batch-size-if-needed rounds the global batch size (').__class__ is int and t6.__class__ is int:
+            t7 = ('--decrease-batch-size-if-needed rounds the global batch size (') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', ('--decrease-batch-size-if-needed rounds the global batch size ('), t6, env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t7.__class__ is int and (') down to a multiple of micro batch size (').__class__ is int:
+            t8 = t7 + (') down to a multiple of micro batch size (')
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        else:
+            t8 = _binop('+', t7, (') down to a multiple of micro batch size ('), env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t4.__class__ is int and t8.__class__ is int:
-            t9 = t4 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        if t4.__class__ is dict and 'micro_batch_size' in t4:
+            t9 = t4['micro_batch_size']
+            if t9 is None: t9 = Missing('megatron.args.micro_batch_size')
         else:
-            t9 = _binop('+', t4, t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (') down to a multiple of micro batch size (')
+            t9 = attr_value(t4, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
+        if t8.__class__ is int and t10.__class__ is int:
+            t11 = t8 + t10
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t11 = _binop('+', t9, t10, env)
+            t11 = _binop('+', t8, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('megatron')
-        if t12 is None: t12 = Missing('megatron')
-        if t12.__class__ is dict and 'args' in t12:
-            t13 = t12['args']
-            if t13 is None: t13 = Missing('megatron.args')
+        if t11.__class__ is int and (') times data parallel size (').__class__ is int:
+            t12 = t11 + (') times data parallel size (')
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t13 = attr_value(t12, 'args', 'megatron.args')
-        if t13.__class__ is dict and 'micro_batch_size' in t13:
-            t14 = t13['micro_batch_size']
-            if t14 is None: t14 = Missing('megatron.args.micro_batch_size')
+            t12 = _binop('+', t11, (') times data parallel size ('), env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t1.__class__ is dict and 'dp' in t1:
+            t13 = t1['dp']
+            if t13 is None: t13 = Missing('megatron.dp')
         else:
-            t14 = attr_value(t13, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
+            t13 = attr_value(t1, 'dp', 'megatron.dp')
+        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        if t12.__class__ is int and t14.__class__ is int:
+            t15 = t12 + t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('+', t12, t14, env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t11.__class__ is int and t15.__class__ is int:
-            t16 = t11 + t15
+        if t15.__class__ is int and ('): 0 microbatches, refused (num_microbatches_calculator.py:348)').__class__ is int:
+            t16 = t15 + ('): 0 microbatches, refused (num_microbatches_calculator.py:348)')
             if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t16 = _binop('+', t11, t15, env)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = (') times data parallel size (')
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t16.__class__ is int and t17.__class__ is int:
-            t18 = t16 + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+            t16 = _binop('+', t15, ('): 0 microbatches, refused (num_microbatches_calculator.py:348)'), env)
+        t3 = t16
+    else:
+        if t1.__class__ is dict and 'args' in t1:
+            t17 = t1['args']
+            if t17 is None: t17 = Missing('megatron.args')
         else:
-            t18 = _binop('+', t16, t17, env)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = env.lookup('megatron')
-        if t19 is None: t19 = Missing('megatron')
-        if t19.__class__ is dict and 'dp' in t19:
-            t20 = t19['dp']
-            if t20 is None: t20 = Missing('megatron.dp')
+            t17 = attr_value(t1, 'args', 'megatron.args')
+        if t17.__class__ is dict and 'global_batch_size' in t17:
+            t18 = t17['global_batch_size']
+            if t18 is None: t18 = Missing('megatron.args.global_batch_size')
         else:
-            t20 = attr_value(t19, 'dp', 'megatron.dp')
-        t21 = call_value(env, F_str.fn, F_str.cost, True, [t20])
+            t18 = attr_value(t17, 'global_batch_size', 'megatron.args.global_batch_size')
+        t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        if ('global batch size (').__class__ is int and t19.__class__ is int:
+            t20 = ('global batch size (') + t19
+            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+        else:
+            t20 = _binop('+', ('global batch size ('), t19, env)
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        if t20.__class__ is int and (') is not divisible by micro batch size (').__class__ is int:
+            t21 = t20 + (') is not divisible by micro batch size (')
+            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+        else:
+            t21 = _binop('+', t20, (') is not divisible by micro batch size ('), env)
         if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t18.__class__ is int and t21.__class__ is int:
-            t22 = t18 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+        if t17.__class__ is dict and 'micro_batch_size' in t17:
+            t22 = t17['micro_batch_size']
+            if t22 is None: t22 = Missing('megatron.args.micro_batch_size')
         else:
-            t22 = _binop('+', t18, t21, env)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = ('): 0 microbatches, refused (num_microbatches_calculator.py:348)')
+            t22 = attr_value(t17, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t23 = call_value(env, F_str.fn, F_str.cost, True, [t22])
         if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t22.__class__ is int and t23.__class__ is int:
-            t24 = t22 + t23
+        if t21.__class__ is int and t23.__class__ is int:
+            t24 = t21 + t23
             if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
         else:
-            t24 = _binop('+', t22, t23, env)
-        t3 = t24
-    else:
-        t25 = ('global batch size (')
+            t24 = _binop('+', t21, t23, env)
+        if t24 is None or t24.__class__ is Missing: _need(t24)
+        if t24.__class__ is int and (') times data parallel size (').__class__ is int:
+            t25 = t24 + (') times data parallel size (')
+            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+        else:
+            t25 = _binop('+', t24, (') times data parallel size ('), env)
         if t25 is None or t25.__class__ is Missing: _need(t25)
-        t26 = env.lookup('megatron')
-        if t26 is None: t26 = Missing('megatron')
-        if t26.__class__ is dict and 'args' in t26:
-            t27 = t26['args']
-            if t27 is None: t27 = Missing('megatron.args')
+        if t1.__class__ is dict and 'dp' in t1:
+            t26 = t1['dp']
+            if t26 is None: t26 = Missing('megatron.dp')
         else:
-            t27 = attr_value(t26, 'args', 'megatron.args')
-        if t27.__class__ is dict and 'global_batch_size' in t27:
-            t28 = t27['global_batch_size']
-            if t28 is None: t28 = Missing('megatron.args.global_batch_size')
+            t26 = attr_value(t1, 'dp', 'megatron.dp')
+        t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
+        if t27 is None or t27.__class__ is Missing: _need(t27)
+        if t25.__class__ is int and t27.__class__ is int:
+            t28 = t25 + t27
+            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
         else:
-            t28 = attr_value(t27, 'global_batch_size', 'megatron.args.global_batch_size')
-        t29 = call_value(env, F_str.fn, F_str.cost, True, [t28])
-        if t29 is None or t29.__class__ is Missing: _need(t29)
-        if t25.__class__ is int and t29.__class__ is int:
-            t30 = t25 + t29
-            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+            t28 = _binop('+', t25, t27, env)
+        if t28 is None or t28.__class__ is Missing: _need(t28)
+        if t28.__class__ is int and (') (num_microbatches_calculator.py:340)').__class__ is int:
+            t29 = t28 + (') (num_microbatches_calculator.py:340)')
+            if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
         else:
-            t30 = _binop('+', t25, t29, env)
-        if t30 is None or t30.__class__ is Missing: _need(t30)
-        t31 = (') is not divisible by micro batch size (')
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        if t30.__class__ is int and t31.__class__ is int:
-            t32 = t30 + t31
-            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
-        else:
-            t32 = _binop('+', t30, t31, env)
-        if t32 is None or t32.__class__ is Missing: _need(t32)
-        t33 = env.lookup('megatron')
-        if t33 is None: t33 = Missing('megatron')
-        if t33.__class__ is dict and 'args' in t33:
-            t34 = t33['args']
-            if t34 is None: t34 = Missing('megatron.args')
-        else:
-            t34 = attr_value(t33, 'args', 'megatron.args')
-        if t34.__class__ is dict and 'micro_batch_size' in t34:
-            t35 = t34['micro_batch_size']
-            if t35 is None: t35 = Missing('megatron.args.micro_batch_size')
-        else:
-            t35 = attr_value(t34, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        t36 = call_value(env, F_str.fn, F_str.cost, True, [t35])
-        if t36 is None or t36.__class__ is Missing: _need(t36)
-        if t32.__class__ is int and t36.__class__ is int:
-            t37 = t32 + t36
-            if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
-        else:
-            t37 = _binop('+', t32, t36, env)
-        if t37 is None or t37.__class__ is Missing: _need(t37)
-        t38 = (') times data parallel size (')
-        if t38 is None or t38.__class__ is Missing: _need(t38)
-        if t37.__class__ is int and t38.__class__ is int:
-            t39 = t37 + t38
-            if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
-        else:
-            t39 = _binop('+', t37, t38, env)
-        if t39 is None or t39.__class__ is Missing: _need(t39)
-        t40 = env.lookup('megatron')
-        if t40 is None: t40 = Missing('megatron')
-        if t40.__class__ is dict and 'dp' in t40:
-            t41 = t40['dp']
-            if t41 is None: t41 = Missing('megatron.dp')
-        else:
-            t41 = attr_value(t40, 'dp', 'megatron.dp')
-        t42 = call_value(env, F_str.fn, F_str.cost, True, [t41])
-        if t42 is None or t42.__class__ is Missing: _need(t42)
-        if t39.__class__ is int and t42.__class__ is int:
-            t43 = t39 + t42
-            if not -MAX_INT <= t43 <= MAX_INT: _check_value(t43)
-        else:
-            t43 = _binop('+', t39, t42, env)
-        if t43 is None or t43.__class__ is Missing: _need(t43)
-        t44 = (') (num_microbatches_calculator.py:340)')
-        if t44 is None or t44.__class__ is Missing: _need(t44)
-        if t43.__class__ is int and t44.__class__ is int:
-            t45 = t43 + t44
-            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
-        else:
-            t45 = _binop('+', t43, t44, env)
-        t3 = t45
+            t29 = _binop('+', t28, (') (num_microbatches_calculator.py:340)'), env)
+        t3 = t29
     return t3
 
 def e34(env):
@@ -1575,20 +1392,18 @@ def e34(env):
     else:
         t3 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('megatron')
-    if t4 is None: t4 = Missing('megatron')
-    if t4.__class__ is dict and 'dp' in t4:
-        t5 = t4['dp']
-        if t5 is None: t5 = Missing('megatron.dp')
+    if t1.__class__ is dict and 'dp' in t1:
+        t4 = t1['dp']
+        if t4 is None: t4 = Missing('megatron.dp')
     else:
-        t5 = attr_value(t4, 'dp', 'megatron.dp')
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t3.__class__ is int and t5.__class__ is int:
-        t6 = t3 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        t4 = attr_value(t1, 'dp', 'megatron.dp')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    if t3.__class__ is int and t4.__class__ is int:
+        t5 = t3 * t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t6 = _binop('*', t3, t5, env)
-    return t6
+        t5 = _binop('*', t3, t4, env)
+    return t5
 
 def e35(env):
     t1 = env.lookup('megatron')
@@ -1604,70 +1419,41 @@ def e35(env):
     else:
         t3 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('megatron')
-    if t4 is None: t4 = Missing('megatron')
-    if t4.__class__ is dict and 'dp' in t4:
-        t5 = t4['dp']
-        if t5 is None: t5 = Missing('megatron.dp')
+    if t1.__class__ is dict and 'dp' in t1:
+        t4 = t1['dp']
+        if t4 is None: t4 = Missing('megatron.dp')
     else:
-        t5 = attr_value(t4, 'dp', 'megatron.dp')
+        t4 = attr_value(t1, 'dp', 'megatron.dp')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    if t3.__class__ is int and t4.__class__ is int:
+        t5 = t3 * t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('*', t3, t4, env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t3.__class__ is int and t5.__class__ is int:
-        t6 = t3 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    if t2.__class__ is dict and 'global_batch_size' in t2:
+        t6 = t2['global_batch_size']
+        if t6 is None: t6 = Missing('megatron.args.global_batch_size')
     else:
-        t6 = _binop('*', t3, t5, env)
+        t6 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
     if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = (1)
-    t8 = env.lookup('megatron')
-    if t8 is None: t8 = Missing('megatron')
-    if t8.__class__ is dict and 'args' in t8:
-        t9 = t8['args']
-        if t9 is None: t9 = Missing('megatron.args')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    if t3.__class__ is int and t4.__class__ is int:
+        t7 = t3 * t4
+        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
     else:
-        t9 = attr_value(t8, 'args', 'megatron.args')
-    if t9.__class__ is dict and 'global_batch_size' in t9:
-        t10 = t9['global_batch_size']
-        if t10 is None: t10 = Missing('megatron.args.global_batch_size')
+        t7 = _binop('*', t3, t4, env)
+    if t7 is None or t7.__class__ is Missing: _need(t7)
+    t8 = _binop('//', t6, t7, env)
+    t9 = call_value(env, F_max.fn, F_max.cost, False, [(1), t8])
+    if t9 is None or t9.__class__ is Missing: _need(t9)
+    if t5.__class__ is int and t9.__class__ is int:
+        t10 = t5 * t9
+        if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
     else:
-        t10 = attr_value(t9, 'global_batch_size', 'megatron.args.global_batch_size')
-    if t10 is None or t10.__class__ is Missing: _need(t10)
-    t11 = env.lookup('megatron')
-    if t11 is None: t11 = Missing('megatron')
-    if t11.__class__ is dict and 'args' in t11:
-        t12 = t11['args']
-        if t12 is None: t12 = Missing('megatron.args')
-    else:
-        t12 = attr_value(t11, 'args', 'megatron.args')
-    if t12.__class__ is dict and 'micro_batch_size' in t12:
-        t13 = t12['micro_batch_size']
-        if t13 is None: t13 = Missing('megatron.args.micro_batch_size')
-    else:
-        t13 = attr_value(t12, 'micro_batch_size', 'megatron.args.micro_batch_size')
-    if t13 is None or t13.__class__ is Missing: _need(t13)
-    t14 = env.lookup('megatron')
-    if t14 is None: t14 = Missing('megatron')
-    if t14.__class__ is dict and 'dp' in t14:
-        t15 = t14['dp']
-        if t15 is None: t15 = Missing('megatron.dp')
-    else:
-        t15 = attr_value(t14, 'dp', 'megatron.dp')
-    if t15 is None or t15.__class__ is Missing: _need(t15)
-    if t13.__class__ is int and t15.__class__ is int:
-        t16 = t13 * t15
-        if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-    else:
-        t16 = _binop('*', t13, t15, env)
-    if t16 is None or t16.__class__ is Missing: _need(t16)
-    t17 = _binop('//', t10, t16, env)
-    t18 = call_value(env, F_max.fn, F_max.cost, False, [t7, t17])
-    if t18 is None or t18.__class__ is Missing: _need(t18)
-    if t6.__class__ is int and t18.__class__ is int:
-        t19 = t6 * t18
-        if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-    else:
-        t19 = _binop('*', t6, t18, env)
-    return t19
+        t10 = _binop('*', t5, t9, env)
+    return t10
 
 def e36(env):
     t1 = env.lookup('megatron')
@@ -1683,136 +1469,71 @@ def e36(env):
     else:
         t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('megatron')
-    if t4 is None: t4 = Missing('megatron')
-    if t4.__class__ is dict and 'args' in t4:
-        t5 = t4['args']
-        if t5 is None: t5 = Missing('megatron.args')
+    if t2.__class__ is dict and 'micro_batch_size' in t2:
+        t4 = t2['micro_batch_size']
+        if t4 is None: t4 = Missing('megatron.args.micro_batch_size')
     else:
-        t5 = attr_value(t4, 'args', 'megatron.args')
-    if t5.__class__ is dict and 'micro_batch_size' in t5:
-        t6 = t5['micro_batch_size']
-        if t6 is None: t6 = Missing('megatron.args.micro_batch_size')
+        t4 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    if t1.__class__ is dict and 'dp' in t1:
+        t5 = t1['dp']
+        if t5 is None: t5 = Missing('megatron.dp')
     else:
-        t6 = attr_value(t5, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t5 = attr_value(t1, 'dp', 'megatron.dp')
+    if t5 is None or t5.__class__ is Missing: _need(t5)
+    if t4.__class__ is int and t5.__class__ is int:
+        t6 = t4 * t5
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    else:
+        t6 = _binop('*', t4, t5, env)
     if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = env.lookup('megatron')
-    if t7 is None: t7 = Missing('megatron')
-    if t7.__class__ is dict and 'dp' in t7:
-        t8 = t7['dp']
-        if t8 is None: t8 = Missing('megatron.dp')
+    t7 = _binop('//', t3, t6, env)
+    if t7.__class__ is int:
+        t8 = t7 > (0)
     else:
-        t8 = attr_value(t7, 'dp', 'megatron.dp')
-    if t8 is None or t8.__class__ is Missing: _need(t8)
-    if t6.__class__ is int and t8.__class__ is int:
-        t9 = t6 * t8
-        if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        t8 = _compare('>', t7, (0))
+    if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t4.__class__ is int and t5.__class__ is int:
+            t10 = t4 * t5
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('*', t4, t5, env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t4.__class__ is int and t5.__class__ is int:
+            t11 = t4 * t5
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('*', t4, t5, env)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('//', t3, t11, env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t12.__class__ is int and (1).__class__ is int:
+            t13 = t12 + (1)
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+        else:
+            t13 = _binop('+', t12, (1), env)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if t10.__class__ is int and t13.__class__ is int:
+            t14 = t10 * t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        else:
+            t14 = _binop('*', t10, t13, env)
+        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        if (' or ').__class__ is int and t15.__class__ is int:
+            t16 = (' or ') + t15
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        else:
+            t16 = _binop('+', (' or '), t15, env)
+        t9 = t16
     else:
-        t9 = _binop('*', t6, t8, env)
-    if t9 is None or t9.__class__ is Missing: _need(t9)
-    t10 = _binop('//', t3, t9, env)
-    t12 = (0)
-    if t10.__class__ is int:
-        t11 = t10 > t12
-    else:
-        t11 = _compare('>', t10, t12)
-    if (t11 if t11.__class__ is bool else _truth(t11)):
-        t14 = (' or ')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = env.lookup('megatron')
-        if t15 is None: t15 = Missing('megatron')
-        if t15.__class__ is dict and 'args' in t15:
-            t16 = t15['args']
-            if t16 is None: t16 = Missing('megatron.args')
-        else:
-            t16 = attr_value(t15, 'args', 'megatron.args')
-        if t16.__class__ is dict and 'micro_batch_size' in t16:
-            t17 = t16['micro_batch_size']
-            if t17 is None: t17 = Missing('megatron.args.micro_batch_size')
-        else:
-            t17 = attr_value(t16, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = env.lookup('megatron')
-        if t18 is None: t18 = Missing('megatron')
-        if t18.__class__ is dict and 'dp' in t18:
-            t19 = t18['dp']
-            if t19 is None: t19 = Missing('megatron.dp')
-        else:
-            t19 = attr_value(t18, 'dp', 'megatron.dp')
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t17.__class__ is int and t19.__class__ is int:
-            t20 = t17 * t19
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-        else:
-            t20 = _binop('*', t17, t19, env)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = env.lookup('megatron')
-        if t21 is None: t21 = Missing('megatron')
-        if t21.__class__ is dict and 'args' in t21:
-            t22 = t21['args']
-            if t22 is None: t22 = Missing('megatron.args')
-        else:
-            t22 = attr_value(t21, 'args', 'megatron.args')
-        if t22.__class__ is dict and 'global_batch_size' in t22:
-            t23 = t22['global_batch_size']
-            if t23 is None: t23 = Missing('megatron.args.global_batch_size')
-        else:
-            t23 = attr_value(t22, 'global_batch_size', 'megatron.args.global_batch_size')
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = env.lookup('megatron')
-        if t24 is None: t24 = Missing('megatron')
-        if t24.__class__ is dict and 'args' in t24:
-            t25 = t24['args']
-            if t25 is None: t25 = Missing('megatron.args')
-        else:
-            t25 = attr_value(t24, 'args', 'megatron.args')
-        if t25.__class__ is dict and 'micro_batch_size' in t25:
-            t26 = t25['micro_batch_size']
-            if t26 is None: t26 = Missing('megatron.args.micro_batch_size')
-        else:
-            t26 = attr_value(t25, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        t27 = env.lookup('megatron')
-        if t27 is None: t27 = Missing('megatron')
-        if t27.__class__ is dict and 'dp' in t27:
-            t28 = t27['dp']
-            if t28 is None: t28 = Missing('megatron.dp')
-        else:
-            t28 = attr_value(t27, 'dp', 'megatron.dp')
-        if t28 is None or t28.__class__ is Missing: _need(t28)
-        if t26.__class__ is int and t28.__class__ is int:
-            t29 = t26 * t28
-            if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
-        else:
-            t29 = _binop('*', t26, t28, env)
-        if t29 is None or t29.__class__ is Missing: _need(t29)
-        t30 = _binop('//', t23, t29, env)
-        if t30 is None or t30.__class__ is Missing: _need(t30)
-        t31 = (1)
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        if t30.__class__ is int and t31.__class__ is int:
-            t32 = t30 + t31
-            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
-        else:
-            t32 = _binop('+', t30, t31, env)
-        if t32 is None or t32.__class__ is Missing: _need(t32)
-        if t20.__class__ is int and t32.__class__ is int:
-            t33 = t20 * t32
-            if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
-        else:
-            t33 = _binop('*', t20, t32, env)
-        t34 = call_value(env, F_str.fn, F_str.cost, True, [t33])
-        if t34 is None or t34.__class__ is Missing: _need(t34)
-        if t14.__class__ is int and t34.__class__ is int:
-            t35 = t14 + t34
-            if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
-        else:
-            t35 = _binop('+', t14, t34, env)
-        t13 = t35
-    else:
-        t36 = ('')
-        t13 = t36
-    return t13
+        t9 = ('')
+    return t9
 
 def e37(env):
     t1 = env.lookup('model')
@@ -1827,33 +1548,22 @@ def e37(env):
     if t3 is None: t3 = Missing('tp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
-    t6 = (0)
     if t4.__class__ is int:
-        t5 = t4 == t6
+        t5 = t4 == (0)
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, (0))
     if not (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = env.lookup('tp')
-        if t8 is None: t8 = Missing('tp')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'n_kv_heads' in t9:
-            t10 = t9['n_kv_heads']
-            if t10 is None: t10 = Missing('model.n_kv_heads')
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t7 = _binop('%', t3, t2, env)
+        if t7.__class__ is int:
+            t8 = t7 == (0)
         else:
-            t10 = attr_value(t9, 'n_kv_heads', 'model.n_kv_heads')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = _binop('%', t8, t10, env)
-        t13 = (0)
-        if t11.__class__ is int:
-            t12 = t11 == t13
-        else:
-            t12 = _compare('==', t11, t13)
-        t7 = (t12 if t12.__class__ is bool else _truth(t12))
+            t8 = _compare('==', t7, (0))
+        t6 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t7 = True
-    return t7
+        t6 = True
+    return t6
 
 def e38(env):
     t1 = env.lookup('framework')
@@ -1869,40 +1579,38 @@ def e38(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('model')
-            if t10 is None: t10 = Missing('model')
-            if t10.__class__ is dict and 'n_kv_heads' in t10:
-                t11 = t10['n_kv_heads']
-                if t11 is None: t11 = Missing('model.n_kv_heads')
+            t9 = env.lookup('model')
+            if t9 is None: t9 = Missing('model')
+            if t9.__class__ is dict and 'n_kv_heads' in t9:
+                t10 = t9['n_kv_heads']
+                if t10 is None: t10 = Missing('model.n_kv_heads')
             else:
-                t11 = attr_value(t10, 'n_kv_heads', 'model.n_kv_heads')
-            t12 = not (t11 is None or t11.__class__ is Missing)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t10 = attr_value(t9, 'n_kv_heads', 'model.n_kv_heads')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
-            t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t14 = env.lookup('model')
-            if t14 is None: t14 = Missing('model')
-            if t14.__class__ is dict and 'n_kv_heads' in t14:
-                t15 = t14['n_kv_heads']
-                if t15 is None: t15 = Missing('model.n_kv_heads')
+            t8 = False
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t13 = env.lookup('model')
+            if t13 is None: t13 = Missing('model')
+            if t13.__class__ is dict and 'n_kv_heads' in t13:
+                t14 = t13['n_kv_heads']
+                if t14 is None: t14 = Missing('model.n_kv_heads')
             else:
-                t15 = attr_value(t14, 'n_kv_heads', 'model.n_kv_heads')
-            t17 = (0)
-            if t15.__class__ is int:
-                t16 = t15 > t17
+                t14 = attr_value(t13, 'n_kv_heads', 'model.n_kv_heads')
+            if t14.__class__ is int:
+                t15 = t14 > (0)
             else:
-                t16 = _compare('>', t15, t17)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t15 = _compare('>', t14, (0))
+            t12 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+            t12 = False
+        t5 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
         t5 = False
     return t5
@@ -1917,17 +1625,16 @@ def e39(env):
         t2 = attr_value(t1, 'n_kv_heads_defaulted', 'model.n_kv_heads_defaulted')
     t3 = not (t2 if t2.__class__ is bool else _truth(t2))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = ('num_query_groups')
-        t4 = t5
+        t4 = ('num_query_groups')
     else:
-        t6 = env.lookup('keys')
-        if t6 is None: t6 = Missing('keys')
-        if t6.__class__ is dict and 'tp' in t6:
-            t7 = t6['tp']
-            if t7 is None: t7 = Missing('keys.tp')
+        t5 = env.lookup('keys')
+        if t5 is None: t5 = Missing('keys')
+        if t5.__class__ is dict and 'tp' in t5:
+            t6 = t5['tp']
+            if t6 is None: t6 = Missing('keys.tp')
         else:
-            t7 = attr_value(t6, 'tp', 'keys.tp')
-        t4 = t7
+            t6 = attr_value(t5, 'tp', 'keys.tp')
+        t4 = t6
     return t4
 
 def e40(env):
@@ -1951,62 +1658,52 @@ def e40(env):
         t7.let_cache = None
         t10 = t9
         if t10 is None: t10 = Missing('t')
-        t12 = (1)
         if t10.__class__ is int:
-            t11 = t10 > t12
+            t11 = t10 > (1)
         else:
-            t11 = _compare('>', t10, t12)
+            t11 = _compare('>', t10, (1))
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t14 = t7.lookup('model')
-            if t14 is None: t14 = Missing('model')
-            if t14.__class__ is dict and 'n_kv_heads' in t14:
-                t15 = t14['n_kv_heads']
-                if t15 is None: t15 = Missing('model.n_kv_heads')
+            t13 = t7.lookup('model')
+            if t13 is None: t13 = Missing('model')
+            if t13.__class__ is dict and 'n_kv_heads' in t13:
+                t14 = t13['n_kv_heads']
+                if t14 is None: t14 = Missing('model.n_kv_heads')
             else:
-                t15 = attr_value(t14, 'n_kv_heads', 'model.n_kv_heads')
+                t14 = attr_value(t13, 'n_kv_heads', 'model.n_kv_heads')
+            if t14 is None or t14.__class__ is Missing: _need(t14)
+            t15 = t9
+            if t15 is None: t15 = Missing('t')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = t9
-            if t16 is None: t16 = Missing('t')
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = _binop('%', t15, t16, t7)
-            t19 = (0)
-            if t17.__class__ is int:
-                t18 = t17 == t19
+            t16 = _binop('%', t14, t15, t7)
+            if t16.__class__ is int:
+                t17 = t16 == (0)
             else:
-                t18 = _compare('==', t17, t19)
-            if not (t18 if t18.__class__ is bool else _truth(t18)):
-                t21 = t9
-                if t21 is None: t21 = Missing('t')
-                if t21 is None or t21.__class__ is Missing: _need(t21)
-                t22 = t7.lookup('model')
-                if t22 is None: t22 = Missing('model')
-                if t22.__class__ is dict and 'n_kv_heads' in t22:
-                    t23 = t22['n_kv_heads']
-                    if t23 is None: t23 = Missing('model.n_kv_heads')
+                t17 = _compare('==', t16, (0))
+            if not (t17 if t17.__class__ is bool else _truth(t17)):
+                t19 = t9
+                if t19 is None: t19 = Missing('t')
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                if t14 is None or t14.__class__ is Missing: _need(t14)
+                t20 = _binop('%', t19, t14, t7)
+                if t20.__class__ is int:
+                    t21 = t20 == (0)
                 else:
-                    t23 = attr_value(t22, 'n_kv_heads', 'model.n_kv_heads')
-                if t23 is None or t23.__class__ is Missing: _need(t23)
-                t24 = _binop('%', t21, t23, t7)
-                t26 = (0)
-                if t24.__class__ is int:
-                    t25 = t24 == t26
-                else:
-                    t25 = _compare('==', t24, t26)
-                t20 = (t25 if t25.__class__ is bool else _truth(t25))
+                    t21 = _compare('==', t20, (0))
+                t18 = (t21 if t21.__class__ is bool else _truth(t21))
             else:
-                t20 = True
-            t13 = (t20 if t20.__class__ is bool else _truth(t20))
+                t18 = True
+            t12 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t27 = t9
-            if t27 is None: t27 = Missing('t')
-            t1.append(t27)
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t22 = t9
+            if t22 is None: t22 = Missing('t')
+            t1.append(t22)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t28 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t28
+    t23 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t23
 
 def e41(env):
     t1 = env.lookup('model')
@@ -2021,11 +1718,10 @@ def e41(env):
     if t3 is None: t3 = Missing('tp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
-    t6 = (0)
     if t4.__class__ is int:
-        t5 = t4 == t6
+        t5 = t4 == (0)
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, (0))
     return t5
 
 def e42(env):
@@ -2042,24 +1738,23 @@ def e42(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('model')
-            if t10 is None: t10 = Missing('model')
-            if t10.__class__ is dict and 'ffn_hidden_dim' in t10:
-                t11 = t10['ffn_hidden_dim']
-                if t11 is None: t11 = Missing('model.ffn_hidden_dim')
+            t9 = env.lookup('model')
+            if t9 is None: t9 = Missing('model')
+            if t9.__class__ is dict and 'ffn_hidden_dim' in t9:
+                t10 = t9['ffn_hidden_dim']
+                if t10 is None: t10 = Missing('model.ffn_hidden_dim')
             else:
-                t11 = attr_value(t10, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-            t12 = not (t11 is None or t11.__class__ is Missing)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t10 = attr_value(t9, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
-            t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = False
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     return t5
@@ -2071,208 +1766,182 @@ def e43(env):
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'tp' in t7:
-            t8 = t7['tp']
-            if t8 is None: t8 = Missing('choices.tp')
+        if t4.__class__ is dict and 'tp' in t4:
+            t7 = t4['tp']
+            if t7 is None: t7 = Missing('choices.tp')
         else:
-            t8 = attr_value(t7, 'tp', 'choices.tp')
-        t6 = t8
+            t7 = attr_value(t4, 'tp', 'choices.tp')
+        t6 = t7
     else:
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'ffn_hidden_dim' in t9:
-            t10 = t9['ffn_hidden_dim']
-            if t10 is None: t10 = Missing('model.ffn_hidden_dim')
+        t8 = env.lookup('model')
+        if t8 is None: t8 = Missing('model')
+        if t8.__class__ is dict and 'ffn_hidden_dim' in t8:
+            t9 = t8['ffn_hidden_dim']
+            if t9 is None: t9 = Missing('model.ffn_hidden_dim')
         else:
-            t10 = attr_value(t9, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-        t11 = env.lookup('model')
-        if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'n_heads' in t11:
-            t12 = t11['n_heads']
-            if t12 is None: t12 = Missing('model.n_heads')
+            t9 = attr_value(t8, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+        if t8.__class__ is dict and 'n_heads' in t8:
+            t10 = t8['n_heads']
+            if t10 is None: t10 = Missing('model.n_heads')
         else:
-            t12 = attr_value(t11, 'n_heads', 'model.n_heads')
-        t13 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t10, t12])
-        t14 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t13])
-        t6 = t14
+            t10 = attr_value(t8, 'n_heads', 'model.n_heads')
+        t11 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t9, t10])
+        t12 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t11])
+        t6 = t12
     t3 = loop_items(t6)
-    t15 = Env({}, None, t2, env)
-    t16 = t15.values
-    for t17 in t3:
+    t13 = Env({}, None, t2, env)
+    t14 = t13.values
+    for t15 in t3:
         t2.left -= 71
         if t2.left < 0: _charge(env, 0)
-        t16['t'] = t17
-        t15.let_cache = None
-        t18 = t17
-        if t18 is None: t18 = Missing('t')
-        t20 = (1)
-        if t18.__class__ is int:
-            t19 = t18 > t20
+        t14['t'] = t15
+        t13.let_cache = None
+        t16 = t15
+        if t16 is None: t16 = Missing('t')
+        if t16.__class__ is int:
+            t17 = t16 > (1)
         else:
-            t19 = _compare('>', t18, t20)
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t22 = t15.lookup('gpus_per_node')
-            if t22 is None: t22 = Missing('gpus_per_node')
-            t23 = (t22 is None or t22.__class__ is Missing)
-            if not (t23 if t23.__class__ is bool else _truth(t23)):
-                t25 = t17
-                if t25 is None: t25 = Missing('t')
-                t27 = t15.lookup('gpus_per_node')
-                if t27 is None: t27 = Missing('gpus_per_node')
-                if t25.__class__ is t27.__class__ and (t25.__class__ is int or t25.__class__ is str):
-                    t26 = t25 <= t27
+            t17 = _compare('>', t16, (1))
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t19 = t13.lookup('gpus_per_node')
+            if t19 is None: t19 = Missing('gpus_per_node')
+            t20 = (t19 is None or t19.__class__ is Missing)
+            if not (t20 if t20.__class__ is bool else _truth(t20)):
+                t22 = t15
+                if t22 is None: t22 = Missing('t')
+                if t22.__class__ is t19.__class__ and (t22.__class__ is int or t22.__class__ is str):
+                    t23 = t22 <= t19
                 else:
-                    if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(t15, t25, t27)
-                    t26 = _compare('<=', t25, t27)
-                t24 = (t26 if t26.__class__ is bool else _truth(t26))
+                    if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t13, t22, t19)
+                    t23 = _compare('<=', t22, t19)
+                t21 = (t23 if t23.__class__ is bool else _truth(t23))
             else:
-                t24 = True
-            t21 = (t24 if t24.__class__ is bool else _truth(t24))
+                t21 = True
+            t18 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t29 = t15.lookup('model')
-            if t29 is None: t29 = Missing('model')
-            if t29.__class__ is dict and 'ffn_hidden_dim' in t29:
-                t30 = t29['ffn_hidden_dim']
-                if t30 is None: t30 = Missing('model.ffn_hidden_dim')
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t25 = t13.lookup('model')
+            if t25 is None: t25 = Missing('model')
+            if t25.__class__ is dict and 'ffn_hidden_dim' in t25:
+                t26 = t25['ffn_hidden_dim']
+                if t26 is None: t26 = Missing('model.ffn_hidden_dim')
             else:
-                t30 = attr_value(t29, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-            if t30 is None or t30.__class__ is Missing: _need(t30)
-            t31 = t17
-            if t31 is None: t31 = Missing('t')
-            if t31 is None or t31.__class__ is Missing: _need(t31)
-            t32 = _binop('%', t30, t31, t15)
-            t34 = (0)
-            if t32.__class__ is int:
-                t33 = t32 == t34
+                t26 = attr_value(t25, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            t27 = t15
+            if t27 is None: t27 = Missing('t')
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = _binop('%', t26, t27, t13)
+            if t28.__class__ is int:
+                t29 = t28 == (0)
             else:
-                t33 = _compare('==', t32, t34)
-            t28 = (t33 if t33.__class__ is bool else _truth(t33))
+                t29 = _compare('==', t28, (0))
+            t24 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
-            t28 = False
-        if (t28 if t28.__class__ is bool else _truth(t28)):
-            t36 = t15.lookup('model')
-            if t36 is None: t36 = Missing('model')
-            if t36.__class__ is dict and 'n_heads' in t36:
-                t37 = t36['n_heads']
-                if t37 is None: t37 = Missing('model.n_heads')
+            t24 = False
+        if (t24 if t24.__class__ is bool else _truth(t24)):
+            t31 = t13.lookup('model')
+            if t31 is None: t31 = Missing('model')
+            if t31.__class__ is dict and 'n_heads' in t31:
+                t32 = t31['n_heads']
+                if t32 is None: t32 = Missing('model.n_heads')
             else:
-                t37 = attr_value(t36, 'n_heads', 'model.n_heads')
-            if t37 is None or t37.__class__ is Missing: _need(t37)
-            t38 = t17
-            if t38 is None: t38 = Missing('t')
-            if t38 is None or t38.__class__ is Missing: _need(t38)
-            t39 = _binop('%', t37, t38, t15)
-            t41 = (0)
-            if t39.__class__ is int:
-                t40 = t39 == t41
+                t32 = attr_value(t31, 'n_heads', 'model.n_heads')
+            if t32 is None or t32.__class__ is Missing: _need(t32)
+            t33 = t15
+            if t33 is None: t33 = Missing('t')
+            if t33 is None or t33.__class__ is Missing: _need(t33)
+            t34 = _binop('%', t32, t33, t13)
+            if t34.__class__ is int:
+                t35 = t34 == (0)
             else:
-                t40 = _compare('==', t39, t41)
-            t35 = (t40 if t40.__class__ is bool else _truth(t40))
+                t35 = _compare('==', t34, (0))
+            t30 = (t35 if t35.__class__ is bool else _truth(t35))
         else:
-            t35 = False
-        if (t35 if t35.__class__ is bool else _truth(t35)):
-            t43 = t15.lookup('model')
-            if t43 is None: t43 = Missing('model')
-            if t43.__class__ is dict and 'n_kv_heads' in t43:
-                t44 = t43['n_kv_heads']
-                if t44 is None: t44 = Missing('model.n_kv_heads')
+            t30 = False
+        if (t30 if t30.__class__ is bool else _truth(t30)):
+            t37 = t13.lookup('model')
+            if t37 is None: t37 = Missing('model')
+            if t37.__class__ is dict and 'n_kv_heads' in t37:
+                t38 = t37['n_kv_heads']
+                if t38 is None: t38 = Missing('model.n_kv_heads')
             else:
-                t44 = attr_value(t43, 'n_kv_heads', 'model.n_kv_heads')
-            t45 = (t44 is None or t44.__class__ is Missing)
-            if not (t45 if t45.__class__ is bool else _truth(t45)):
-                t47 = t15.lookup('model')
-                if t47 is None: t47 = Missing('model')
-                if t47.__class__ is dict and 'n_kv_heads' in t47:
-                    t48 = t47['n_kv_heads']
-                    if t48 is None: t48 = Missing('model.n_kv_heads')
+                t38 = attr_value(t37, 'n_kv_heads', 'model.n_kv_heads')
+            t39 = (t38 is None or t38.__class__ is Missing)
+            if not (t39 if t39.__class__ is bool else _truth(t39)):
+                if t38 is None or t38.__class__ is Missing: _need(t38)
+                t41 = t15
+                if t41 is None: t41 = Missing('t')
+                if t41 is None or t41.__class__ is Missing: _need(t41)
+                t42 = _binop('%', t38, t41, t13)
+                if t42.__class__ is int:
+                    t43 = t42 == (0)
                 else:
-                    t48 = attr_value(t47, 'n_kv_heads', 'model.n_kv_heads')
-                if t48 is None or t48.__class__ is Missing: _need(t48)
-                t49 = t17
-                if t49 is None: t49 = Missing('t')
-                if t49 is None or t49.__class__ is Missing: _need(t49)
-                t50 = _binop('%', t48, t49, t15)
-                t52 = (0)
-                if t50.__class__ is int:
-                    t51 = t50 == t52
-                else:
-                    t51 = _compare('==', t50, t52)
-                t46 = (t51 if t51.__class__ is bool else _truth(t51))
+                    t43 = _compare('==', t42, (0))
+                t40 = (t43 if t43.__class__ is bool else _truth(t43))
             else:
-                t46 = True
-            if not (t46 if t46.__class__ is bool else _truth(t46)):
-                t54 = t17
-                if t54 is None: t54 = Missing('t')
+                t40 = True
+            if not (t40 if t40.__class__ is bool else _truth(t40)):
+                t45 = t15
+                if t45 is None: t45 = Missing('t')
+                if t45 is None or t45.__class__ is Missing: _need(t45)
+                if t38 is None or t38.__class__ is Missing: _need(t38)
+                t46 = _binop('%', t45, t38, t13)
+                if t46.__class__ is int:
+                    t47 = t46 == (0)
+                else:
+                    t47 = _compare('==', t46, (0))
+                t44 = (t47 if t47.__class__ is bool else _truth(t47))
+            else:
+                t44 = True
+            t36 = (t44 if t44.__class__ is bool else _truth(t44))
+        else:
+            t36 = False
+        if (t36 if t36.__class__ is bool else _truth(t36)):
+            t49 = t13.lookup('world_known')
+            if t49 is None: t49 = Missing('world_known')
+            t50 = not (t49 if t49.__class__ is bool else _truth(t49))
+            if not (t50 if t50.__class__ is bool else _truth(t50)):
+                t52 = t13.lookup('world_size')
+                if t52 is None: t52 = Missing('world_size')
+                if t52 is None or t52.__class__ is Missing: _need(t52)
+                t53 = t15
+                if t53 is None: t53 = Missing('t')
+                if t53 is None or t53.__class__ is Missing: _need(t53)
+                t54 = t13.lookup('pp')
+                if t54 is None: t54 = Missing('pp')
                 if t54 is None or t54.__class__ is Missing: _need(t54)
-                t55 = t15.lookup('model')
-                if t55 is None: t55 = Missing('model')
-                if t55.__class__ is dict and 'n_kv_heads' in t55:
-                    t56 = t55['n_kv_heads']
-                    if t56 is None: t56 = Missing('model.n_kv_heads')
+                if t53.__class__ is int and t54.__class__ is int:
+                    t55 = t53 * t54
+                    if not -MAX_INT <= t55 <= MAX_INT: _check_value(t55)
                 else:
-                    t56 = attr_value(t55, 'n_kv_heads', 'model.n_kv_heads')
+                    t55 = _binop('*', t53, t54, t13)
+                if t55 is None or t55.__class__ is Missing: _need(t55)
+                t56 = t13.lookup('cp')
+                if t56 is None: t56 = Missing('cp')
                 if t56 is None or t56.__class__ is Missing: _need(t56)
-                t57 = _binop('%', t54, t56, t15)
-                t59 = (0)
-                if t57.__class__ is int:
-                    t58 = t57 == t59
+                if t55.__class__ is int and t56.__class__ is int:
+                    t57 = t55 * t56
+                    if not -MAX_INT <= t57 <= MAX_INT: _check_value(t57)
                 else:
-                    t58 = _compare('==', t57, t59)
-                t53 = (t58 if t58.__class__ is bool else _truth(t58))
+                    t57 = _binop('*', t55, t56, t13)
+                if t57 is None or t57.__class__ is Missing: _need(t57)
+                t58 = _binop('%', t52, t57, t13)
+                if t58.__class__ is int:
+                    t59 = t58 == (0)
+                else:
+                    t59 = _compare('==', t58, (0))
+                t51 = (t59 if t59.__class__ is bool else _truth(t59))
             else:
-                t53 = True
-            t42 = (t53 if t53.__class__ is bool else _truth(t53))
+                t51 = True
+            t48 = (t51 if t51.__class__ is bool else _truth(t51))
         else:
-            t42 = False
-        if (t42 if t42.__class__ is bool else _truth(t42)):
-            t61 = t15.lookup('world_known')
-            if t61 is None: t61 = Missing('world_known')
-            t62 = not (t61 if t61.__class__ is bool else _truth(t61))
-            if not (t62 if t62.__class__ is bool else _truth(t62)):
-                t64 = t15.lookup('world_size')
-                if t64 is None: t64 = Missing('world_size')
-                if t64 is None or t64.__class__ is Missing: _need(t64)
-                t65 = t17
-                if t65 is None: t65 = Missing('t')
-                if t65 is None or t65.__class__ is Missing: _need(t65)
-                t66 = t15.lookup('pp')
-                if t66 is None: t66 = Missing('pp')
-                if t66 is None or t66.__class__ is Missing: _need(t66)
-                if t65.__class__ is int and t66.__class__ is int:
-                    t67 = t65 * t66
-                    if not -MAX_INT <= t67 <= MAX_INT: _check_value(t67)
-                else:
-                    t67 = _binop('*', t65, t66, t15)
-                if t67 is None or t67.__class__ is Missing: _need(t67)
-                t68 = t15.lookup('cp')
-                if t68 is None: t68 = Missing('cp')
-                if t68 is None or t68.__class__ is Missing: _need(t68)
-                if t67.__class__ is int and t68.__class__ is int:
-                    t69 = t67 * t68
-                    if not -MAX_INT <= t69 <= MAX_INT: _check_value(t69)
-                else:
-                    t69 = _binop('*', t67, t68, t15)
-                if t69 is None or t69.__class__ is Missing: _need(t69)
-                t70 = _binop('%', t64, t69, t15)
-                t72 = (0)
-                if t70.__class__ is int:
-                    t71 = t70 == t72
-                else:
-                    t71 = _compare('==', t70, t72)
-                t63 = (t71 if t71.__class__ is bool else _truth(t71))
-            else:
-                t63 = True
-            t60 = (t63 if t63.__class__ is bool else _truth(t63))
-        else:
-            t60 = False
-        if (t60 if t60.__class__ is bool else _truth(t60)):
-            t73 = t17
-            if t73 is None: t73 = Missing('t')
-            t1.append(t73)
+            t48 = False
+        if (t48 if t48.__class__ is bool else _truth(t48)):
+            t60 = t15
+            if t60 is None: t60 = Missing('t')
+            t1.append(t60)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -2289,48 +1958,43 @@ def e44(env):
     return t2
 
 def e45(env):
-    t1 = ('ffn_hidden_size')
-    t3 = env.lookup('megatron')
-    if t3 is None: t3 = Missing('megatron')
-    if t3.__class__ is dict and 'given' in t3:
-        t4 = t3['given']
-        if t4 is None: t4 = Missing('megatron.given')
+    t2 = env.lookup('megatron')
+    if t2 is None: t2 = Missing('megatron')
+    if t2.__class__ is dict and 'given' in t2:
+        t3 = t2['given']
+        if t3 is None: t3 = Missing('megatron.given')
     else:
-        t4 = attr_value(t3, 'given', 'megatron.given')
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t1, t4)
-    t2 = _compare('not in', t1, t4)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t6 = (', derived from --hidden-size')
-        t5 = t6
+        t3 = attr_value(t2, 'given', 'megatron.given')
+    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('ffn_hidden_size'), t3)
+    t1 = _compare('not in', ('ffn_hidden_size'), t3)
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t4 = (', derived from --hidden-size')
     else:
-        t7 = ('')
-        t5 = t7
-    return t5
+        t4 = ('')
+    return t4
 
 def e46(env):
-    t1 = ('ffn_hidden_size')
-    t3 = env.lookup('megatron')
-    if t3 is None: t3 = Missing('megatron')
-    if t3.__class__ is dict and 'given' in t3:
-        t4 = t3['given']
-        if t4 is None: t4 = Missing('megatron.given')
+    t2 = env.lookup('megatron')
+    if t2 is None: t2 = Missing('megatron')
+    if t2.__class__ is dict and 'given' in t2:
+        t3 = t2['given']
+        if t3 is None: t3 = Missing('megatron.given')
     else:
-        t4 = attr_value(t3, 'given', 'megatron.given')
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t1, t4)
-    t2 = _compare('in', t1, t4)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t6 = ('ffn_hidden_size')
-        t5 = t6
+        t3 = attr_value(t2, 'given', 'megatron.given')
+    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('ffn_hidden_size'), t3)
+    t1 = _compare('in', ('ffn_hidden_size'), t3)
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t4 = ('ffn_hidden_size')
     else:
-        t7 = env.lookup('keys')
-        if t7 is None: t7 = Missing('keys')
-        if t7.__class__ is dict and 'tp' in t7:
-            t8 = t7['tp']
-            if t8 is None: t8 = Missing('keys.tp')
+        t5 = env.lookup('keys')
+        if t5 is None: t5 = Missing('keys')
+        if t5.__class__ is dict and 'tp' in t5:
+            t6 = t5['tp']
+            if t6 is None: t6 = Missing('keys.tp')
         else:
-            t8 = attr_value(t7, 'tp', 'keys.tp')
-        t5 = t8
-    return t5
+            t6 = attr_value(t5, 'tp', 'keys.tp')
+        t4 = t6
+    return t4
 
 def e47(env):
     t1 = env.lookup('tps')
@@ -2341,158 +2005,133 @@ def e47(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('use tp in ')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('tps')
-        if t7 is None: t7 = Missing('tps')
-        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if ('use tp in ').__class__ is int and t5.__class__ is int:
+            t6 = ('use tp in ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t9 = _binop('+', t6, t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (' (each divides the ')
+            t6 = _binop('+', ('use tp in '), t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if t6.__class__ is int and (' (each divides the ').__class__ is int:
+            t7 = t6 + (' (each divides the ')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', t6, (' (each divides the '), env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = env.lookup('model')
+        if t8 is None: t8 = Missing('model')
+        if t8.__class__ is dict and 'ffn_hidden_dim' in t8:
+            t9 = t8['ffn_hidden_dim']
+            if t9 is None: t9 = Missing('model.ffn_hidden_dim')
+        else:
+            t9 = attr_value(t8, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
+        if t7.__class__ is int and t10.__class__ is int:
+            t11 = t7 + t10
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t11 = _binop('+', t9, t10, env)
+            t11 = _binop('+', t7, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('model')
-        if t12 is None: t12 = Missing('model')
-        if t12.__class__ is dict and 'ffn_hidden_dim' in t12:
-            t13 = t12['ffn_hidden_dim']
-            if t13 is None: t13 = Missing('model.ffn_hidden_dim')
+        if t11.__class__ is int and (' FFN columns and the ').__class__ is int:
+            t12 = t11 + (' FFN columns and the ')
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t13 = attr_value(t12, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+            t12 = _binop('+', t11, (' FFN columns and the '), env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t8.__class__ is dict and 'n_heads' in t8:
+            t13 = t8['n_heads']
+            if t13 is None: t13 = Missing('model.n_heads')
+        else:
+            t13 = attr_value(t8, 'n_heads', 'model.n_heads')
         t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t11.__class__ is int and t14.__class__ is int:
-            t15 = t11 + t14
+        if t12.__class__ is int and t14.__class__ is int:
+            t15 = t12 + t14
             if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t15 = _binop('+', t11, t14, env)
+            t15 = _binop('+', t12, t14, env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = (' FFN columns and the ')
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t15.__class__ is int and t16.__class__ is int:
-            t17 = t15 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        if t15.__class__ is int and (' heads), keeping the model as it is').__class__ is int:
+            t16 = t15 + (' heads), keeping the model as it is')
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t17 = _binop('+', t15, t16, env)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = env.lookup('model')
-        if t18 is None: t18 = Missing('model')
-        if t18.__class__ is dict and 'n_heads' in t18:
-            t19 = t18['n_heads']
-            if t19 is None: t19 = Missing('model.n_heads')
+            t16 = _binop('+', t15, (' heads), keeping the model as it is'), env)
+        t4 = t16
+    else:
+        t17 = env.lookup('model')
+        if t17 is None: t17 = Missing('model')
+        if t17.__class__ is dict and 'ffn_hidden_dim' in t17:
+            t18 = t17['ffn_hidden_dim']
+            if t18 is None: t18 = Missing('model.ffn_hidden_dim')
         else:
-            t19 = attr_value(t18, 'n_heads', 'model.n_heads')
-        t20 = call_value(env, F_str.fn, F_str.cost, True, [t19])
+            t18 = attr_value(t17, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+        t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        if ('no tp above 1 divides the ').__class__ is int and t19.__class__ is int:
+            t20 = ('no tp above 1 divides the ') + t19
+            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+        else:
+            t20 = _binop('+', ('no tp above 1 divides the '), t19, env)
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t17.__class__ is int and t20.__class__ is int:
-            t21 = t17 + t20
+        if t20.__class__ is int and (' FFN columns and the ').__class__ is int:
+            t21 = t20 + (' FFN columns and the ')
             if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
         else:
-            t21 = _binop('+', t17, t20, env)
+            t21 = _binop('+', t20, (' FFN columns and the '), env)
         if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = (' heads), keeping the model as it is')
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t21.__class__ is int and t22.__class__ is int:
-            t23 = t21 + t22
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+        if t17.__class__ is dict and 'n_heads' in t17:
+            t22 = t17['n_heads']
+            if t22 is None: t22 = Missing('model.n_heads')
         else:
-            t23 = _binop('+', t21, t22, env)
-        t5 = t23
-    else:
-        t24 = ('no tp above 1 divides the ')
+            t22 = attr_value(t17, 'n_heads', 'model.n_heads')
+        t23 = call_value(env, F_str.fn, F_str.cost, True, [t22])
+        if t23 is None or t23.__class__ is Missing: _need(t23)
+        if t21.__class__ is int and t23.__class__ is int:
+            t24 = t21 + t23
+            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+        else:
+            t24 = _binop('+', t21, t23, env)
         if t24 is None or t24.__class__ is Missing: _need(t24)
-        t25 = env.lookup('model')
-        if t25 is None: t25 = Missing('model')
-        if t25.__class__ is dict and 'ffn_hidden_dim' in t25:
-            t26 = t25['ffn_hidden_dim']
-            if t26 is None: t26 = Missing('model.ffn_hidden_dim')
+        if t24.__class__ is int and (' heads').__class__ is int:
+            t25 = t24 + (' heads')
+            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
         else:
-            t26 = attr_value(t25, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
-        t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
-        if t27 is None or t27.__class__ is Missing: _need(t27)
-        if t24.__class__ is int and t27.__class__ is int:
-            t28 = t24 + t27
-            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
+            t25 = _binop('+', t24, (' heads'), env)
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        t26 = env.lookup('choices')
+        if t26 is None: t26 = Missing('choices')
+        t27 = not (t26 is None or t26.__class__ is Missing)
+        if not (t27 if t27.__class__ is bool else _truth(t27)):
+            t29 = env.lookup('world_known')
+            if t29 is None: t29 = Missing('world_known')
+            t28 = (t29 if t29.__class__ is bool else _truth(t29))
         else:
-            t28 = _binop('+', t24, t27, env)
-        if t28 is None or t28.__class__ is Missing: _need(t28)
-        t29 = (' FFN columns and the ')
-        if t29 is None or t29.__class__ is Missing: _need(t29)
-        if t28.__class__ is int and t29.__class__ is int:
-            t30 = t28 + t29
-            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
+            t28 = True
+        if (t28 if t28.__class__ is bool else _truth(t28)):
+            t30 = (' on this world')
         else:
-            t30 = _binop('+', t28, t29, env)
+            t30 = ('')
         if t30 is None or t30.__class__ is Missing: _need(t30)
-        t31 = env.lookup('model')
-        if t31 is None: t31 = Missing('model')
-        if t31.__class__ is dict and 'n_heads' in t31:
-            t32 = t31['n_heads']
-            if t32 is None: t32 = Missing('model.n_heads')
+        if t25.__class__ is int and t30.__class__ is int:
+            t31 = t25 + t30
+            if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
         else:
-            t32 = attr_value(t31, 'n_heads', 'model.n_heads')
-        t33 = call_value(env, F_str.fn, F_str.cost, True, [t32])
-        if t33 is None or t33.__class__ is Missing: _need(t33)
-        if t30.__class__ is int and t33.__class__ is int:
-            t34 = t30 + t33
-            if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+            t31 = _binop('+', t25, t30, env)
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        if t31.__class__ is int and (': use tp = 1, keeping the model as it is').__class__ is int:
+            t32 = t31 + (': use tp = 1, keeping the model as it is')
+            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
         else:
-            t34 = _binop('+', t30, t33, env)
-        if t34 is None or t34.__class__ is Missing: _need(t34)
-        t35 = (' heads')
-        if t35 is None or t35.__class__ is Missing: _need(t35)
-        if t34.__class__ is int and t35.__class__ is int:
-            t36 = t34 + t35
-            if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
-        else:
-            t36 = _binop('+', t34, t35, env)
-        if t36 is None or t36.__class__ is Missing: _need(t36)
-        t37 = env.lookup('choices')
-        if t37 is None: t37 = Missing('choices')
-        t38 = not (t37 is None or t37.__class__ is Missing)
-        if not (t38 if t38.__class__ is bool else _truth(t38)):
-            t40 = env.lookup('world_known')
-            if t40 is None: t40 = Missing('world_known')
-            t39 = (t40 if t40.__class__ is bool else _truth(t40))
-        else:
-            t39 = True
-        if (t39 if t39.__class__ is bool else _truth(t39)):
-            t42 = (' on this world')
-            t41 = t42
-        else:
-            t43 = ('')
-            t41 = t43
-        if t41 is None or t41.__class__ is Missing: _need(t41)
-        if t36.__class__ is int and t41.__class__ is int:
-            t44 = t36 + t41
-            if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
-        else:
-            t44 = _binop('+', t36, t41, env)
-        if t44 is None or t44.__class__ is Missing: _need(t44)
-        t45 = (': use tp = 1, keeping the model as it is')
-        if t45 is None or t45.__class__ is Missing: _need(t45)
-        if t44.__class__ is int and t45.__class__ is int:
-            t46 = t44 + t45
-            if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
-        else:
-            t46 = _binop('+', t44, t45, env)
-        t5 = t46
-    return t5
+            t32 = _binop('+', t31, (': use tp = 1, keeping the model as it is'), env)
+        t4 = t32
+    return t4
 
 def e48(env):
     t1 = env.lookup('model')
@@ -2503,21 +2142,18 @@ def e48(env):
     else:
         t2 = attr_value(t1, 'dim', 'model.dim')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('model')
-    if t3 is None: t3 = Missing('model')
-    if t3.__class__ is dict and 'n_heads' in t3:
-        t4 = t3['n_heads']
-        if t4 is None: t4 = Missing('model.n_heads')
+    if t1.__class__ is dict and 'n_heads' in t1:
+        t3 = t1['n_heads']
+        if t3 is None: t3 = Missing('model.n_heads')
     else:
-        t4 = attr_value(t3, 'n_heads', 'model.n_heads')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('%', t2, t4, env)
-    t7 = (0)
-    if t5.__class__ is int:
-        t6 = t5 == t7
+        t3 = attr_value(t1, 'n_heads', 'model.n_heads')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('%', t2, t3, env)
+    if t4.__class__ is int:
+        t5 = t4 == (0)
     else:
-        t6 = _compare('==', t5, t7)
-    return t6
+        t5 = _compare('==', t4, (0))
+    return t5
 
 def e49(env):
     t1 = env.lookup('framework')
@@ -2576,11 +2212,10 @@ def e49(env):
                 if t20 is None: t20 = Missing('model.n_heads')
             else:
                 t20 = attr_value(t19, 'n_heads', 'model.n_heads')
-            t22 = (0)
             if t20.__class__ is int:
-                t21 = t20 > t22
+                t21 = t20 > (0)
             else:
-                t21 = _compare('>', t20, t22)
+                t21 = _compare('>', t20, (0))
             t18 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
             t18 = False
@@ -2647,23 +2282,22 @@ def e54(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('ep')
         if t6 is None: t6 = Missing('ep')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('model')
-            if t10 is None: t10 = Missing('model')
-            if t10.__class__ is dict and 'known' in t10:
-                t11 = t10['known']
-                if t11 is None: t11 = Missing('model.known')
+            t9 = env.lookup('model')
+            if t9 is None: t9 = Missing('model')
+            if t9.__class__ is dict and 'known' in t9:
+                t10 = t9['known']
+                if t10 is None: t10 = Missing('model.known')
             else:
-                t11 = attr_value(t10, 'known', 'model.known')
-            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+                t10 = attr_value(t9, 'known', 'model.known')
+            t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
-            t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = False
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     return t5
@@ -2682,24 +2316,21 @@ def e55(env):
     else:
         t3 = attr_value(t2, 'seq_length', 'megatron.args.seq_length')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = (2)
+    t4 = env.lookup('cp')
+    if t4 is None: t4 = Missing('cp')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = env.lookup('cp')
-    if t5 is None: t5 = Missing('cp')
+    if (2).__class__ is int and t4.__class__ is int:
+        t5 = (2) * t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('*', (2), t4, env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t4.__class__ is int and t5.__class__ is int:
-        t6 = t4 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    t6 = _binop('%', t3, t5, env)
+    if t6.__class__ is int:
+        t7 = t6 == (0)
     else:
-        t6 = _binop('*', t4, t5, env)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = _binop('%', t3, t6, env)
-    t9 = (0)
-    if t7.__class__ is int:
-        t8 = t7 == t9
-    else:
-        t8 = _compare('==', t7, t9)
-    return t8
+        t7 = _compare('==', t6, (0))
+    return t7
 
 def e56(env):
     t1 = env.lookup('framework')
@@ -2715,29 +2346,28 @@ def e56(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('megatron')
-            if t10 is None: t10 = Missing('megatron')
-            if t10.__class__ is dict and 'args' in t10:
-                t11 = t10['args']
-                if t11 is None: t11 = Missing('megatron.args')
+            t9 = env.lookup('megatron')
+            if t9 is None: t9 = Missing('megatron')
+            if t9.__class__ is dict and 'args' in t9:
+                t10 = t9['args']
+                if t10 is None: t10 = Missing('megatron.args')
             else:
-                t11 = attr_value(t10, 'args', 'megatron.args')
-            if t11.__class__ is dict and 'seq_length' in t11:
-                t12 = t11['seq_length']
-                if t12 is None: t12 = Missing('megatron.args.seq_length')
+                t10 = attr_value(t9, 'args', 'megatron.args')
+            if t10.__class__ is dict and 'seq_length' in t10:
+                t11 = t10['seq_length']
+                if t11 is None: t11 = Missing('megatron.args.seq_length')
             else:
-                t12 = attr_value(t11, 'seq_length', 'megatron.args.seq_length')
-            t13 = not (t12 is None or t12.__class__ is Missing)
-            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'seq_length', 'megatron.args.seq_length')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t8 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = False
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     return t5
@@ -2758,17 +2388,15 @@ def e57(env):
     return t3
 
 def e58(env):
-    t1 = (2)
+    t1 = env.lookup('cp')
+    if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = env.lookup('cp')
-    if t2 is None: t2 = Missing('cp')
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is int and t2.__class__ is int:
-        t3 = t1 * t2
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    if (2).__class__ is int and t1.__class__ is int:
+        t2 = (2) * t1
+        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
     else:
-        t3 = _binop('*', t1, t2, env)
-    return t3
+        t2 = _binop('*', (2), t1, env)
+    return t2
 
 def e59(env):
     t1 = env.lookup('model')
@@ -2848,11 +2476,10 @@ def e61(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (0)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (0))
     return t3
 
 def e62(env):
@@ -2908,49 +2535,45 @@ def e63(env):
         t15 = t12
         if t15 is None: t15 = Missing('m')
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = (0)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = index_value(t15, t16, 'm')
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = index_value(t14, t17, 'megatron.args')
-        t19 = (t18 is None or t18.__class__ is Missing)
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t21 = t12
-            if t21 is None: t21 = Missing('m')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = (0)
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = index_value(t21, t22, 'm')
-            t25 = ('num_layers')
-            if t23.__class__ is str:
-                t24 = t23 == t25
-            else:
-                t24 = _compare('==', t23, t25)
-            if (t24 if t24.__class__ is bool else _truth(t24)):
-                t27 = t10.lookup('megatron')
-                if t27 is None: t27 = Missing('megatron')
-                if t27.__class__ is dict and 'args' in t27:
-                    t28 = t27['args']
-                    if t28 is None: t28 = Missing('megatron.args')
-                else:
-                    t28 = attr_value(t27, 'args', 'megatron.args')
-                if t28.__class__ is dict and 'encoder_num_layers' in t28:
-                    t29 = t28['encoder_num_layers']
-                    if t29 is None: t29 = Missing('megatron.args.encoder_num_layers')
-                else:
-                    t29 = attr_value(t28, 'encoder_num_layers', 'megatron.args.encoder_num_layers')
-                t30 = not (t29 is None or t29.__class__ is Missing)
-                t26 = (t30 if t30.__class__ is bool else _truth(t30))
-            else:
-                t26 = False
-            t31 = not (t26 if t26.__class__ is bool else _truth(t26))
-            t20 = (t31 if t31.__class__ is bool else _truth(t31))
+        if t15.__class__ is list and len(t15) > 0:
+            t16 = t15[0]
+            if t16 is None: t16 = Missing('m[0]')
         else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t32 = t12
-            if t32 is None: t32 = Missing('m')
-            t1.append(t32)
+            t16 = index_value(t15, (0), 'm')
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = index_value(t14, t16, 'megatron.args')
+        t18 = (t17 is None or t17.__class__ is Missing)
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t20 = t12
+            if t20 is None: t20 = Missing('m')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            if t20.__class__ is list and len(t20) > 0:
+                t21 = t20[0]
+                if t21 is None: t21 = Missing('m[0]')
+            else:
+                t21 = index_value(t20, (0), 'm')
+            if t21.__class__ is str:
+                t22 = t21 == ('num_layers')
+            else:
+                t22 = _compare('==', t21, ('num_layers'))
+            if (t22 if t22.__class__ is bool else _truth(t22)):
+                if t14.__class__ is dict and 'encoder_num_layers' in t14:
+                    t24 = t14['encoder_num_layers']
+                    if t24 is None: t24 = Missing('megatron.args.encoder_num_layers')
+                else:
+                    t24 = attr_value(t14, 'encoder_num_layers', 'megatron.args.encoder_num_layers')
+                t25 = not (t24 is None or t24.__class__ is Missing)
+                t23 = (t25 if t25.__class__ is bool else _truth(t25))
+            else:
+                t23 = False
+            t26 = not (t23 if t23.__class__ is bool else _truth(t23))
+            t19 = (t26 if t26.__class__ is bool else _truth(t26))
+        else:
+            t19 = False
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t27 = t12
+            if t27 is None: t27 = Missing('m')
+            t1.append(t27)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -2972,16 +2595,17 @@ def e64(env):
         t8 = t7
         if t8 is None: t8 = Missing('m')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (1)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'm')
-        t1.append(t10)
+        if t8.__class__ is list and len(t8) > 1:
+            t9 = t8[1]
+            if t9 is None: t9 = Missing('m[1]')
+        else:
+            t9 = index_value(t8, (1), 'm')
+        t1.append(t9)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t11 = (', ')
-    t12 = call_value(env, F_join.fn, F_join.cost, False, [t1, t11])
-    return t12
+    t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
+    return t10
 
 def e65(env):
     t1 = env.lookup('missing')
@@ -2992,18 +2616,15 @@ def e65(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (1)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (1))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('is')
-        t5 = t6
+        t4 = ('is')
     else:
-        t7 = ('are')
-        t5 = t7
-    return t5
+        t4 = ('are')
+    return t4
 
 def e66(env):
     t1 = env.lookup('missing')
@@ -3014,18 +2635,15 @@ def e66(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (1)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (1))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('it is')
-        t5 = t6
+        t4 = ('it is')
     else:
-        t7 = ('they are')
-        t5 = t7
-    return t5
+        t4 = ('they are')
+    return t4
 
 def e67(env):
     t1 = []
@@ -3043,24 +2661,23 @@ def e67(env):
         t8 = t7
         if t8 is None: t8 = Missing('m')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (1)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'm')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' N')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        if t8.__class__ is list and len(t8) > 1:
+            t9 = t8[1]
+            if t9 is None: t9 = Missing('m[1]')
         else:
-            t12 = _binop('+', t10, t11, t5)
-        t1.append(t12)
+            t9 = index_value(t8, (1), 'm')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t9.__class__ is int and (' N').__class__ is int:
+            t10 = t9 + (' N')
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t9, (' N'), t5)
+        t1.append(t10)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t13 = (' ')
-    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, t13])
-    return t14
+    t11 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' ')])
+    return t11
 
 def e68(env):
     t1 = env.lookup('removed')
@@ -3071,11 +2688,10 @@ def e68(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (0)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (0))
     return t3
 
 def e69(env):
@@ -3104,16 +2720,18 @@ def e69(env):
         t13 = t10
         if t13 is None: t13 = Missing('r')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = (0)
+        if t13.__class__ is list and len(t13) > 0:
+            t14 = t13[0]
+            if t14 is None: t14 = Missing('r[0]')
+        else:
+            t14 = index_value(t13, (0), 'r')
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = index_value(t13, t14, 'r')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = index_value(t12, t15, 'megatron.args')
-        t17 = not (t16 is None or t16.__class__ is Missing)
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t18 = t10
-            if t18 is None: t18 = Missing('r')
-            t1.append(t18)
+        t15 = index_value(t12, t14, 'megatron.args')
+        t16 = not (t15 is None or t15.__class__ is Missing)
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t17 = t10
+            if t17 is None: t17 = Missing('r')
+            t1.append(t17)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -3135,58 +2753,61 @@ def e70(env):
         t8 = t7
         if t8 is None: t8 = Missing('r')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (2)
+        if t8.__class__ is list and len(t8) > 2:
+            t9 = t8[2]
+            if t9 is None: t9 = Missing('r[2]')
+        else:
+            t9 = index_value(t8, (2), 'r')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'r')
+        if t9.__class__ is int and (' is no longer valid, use ').__class__ is int:
+            t10 = t9 + (' is no longer valid, use ')
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t9, (' is no longer valid, use '), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' is no longer valid, use ')
+        t11 = t7
+        if t11 is None: t11 = Missing('r')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        if t11.__class__ is list and len(t11) > 1:
+            t12 = t11[1]
+            if t12 is None: t12 = Missing('r[1]')
         else:
-            t12 = _binop('+', t10, t11, t5)
+            t12 = index_value(t11, (1), 'r')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = t7
-        if t13 is None: t13 = Missing('r')
+        if t10.__class__ is int and t12.__class__ is int:
+            t13 = t10 + t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
+        else:
+            t13 = _binop('+', t10, t12, t5)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = (1)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = index_value(t13, t14, 'r')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t12.__class__ is int and t15.__class__ is int:
-            t16 = t12 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        if t13.__class__ is int and (' instead').__class__ is int:
+            t14 = t13 + (' instead')
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t16 = _binop('+', t12, t15, t5)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = (' instead')
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t16.__class__ is int and t17.__class__ is int:
-            t18 = t16 + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-        else:
-            t18 = _binop('+', t16, t17, t5)
-        t1.append(t18)
+            t14 = _binop('+', t13, (' instead'), t5)
+        t1.append(t14)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t19 = ('; ')
-    t20 = call_value(env, F_join.fn, F_join.cost, False, [t1, t19])
-    return t20
+    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
+    return t15
 
 def e71(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('removed[0]')
+    else:
+        t2 = index_value(t1, (0), 'removed')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'removed')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = (0)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = index_value(t3, t4, '?')
-    return t5
+    if t2.__class__ is list and len(t2) > 0:
+        t3 = t2[0]
+        if t3 is None: t3 = Missing('?[0]')
+    else:
+        t3 = index_value(t2, (0), '?')
+    return t3
 
 def e72(env):
     t1 = []
@@ -3204,37 +2825,38 @@ def e72(env):
         t8 = t7
         if t8 is None: t8 = Missing('r')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (2)
+        if t8.__class__ is list and len(t8) > 2:
+            t9 = t8[2]
+            if t9 is None: t9 = Missing('r[2]')
+        else:
+            t9 = index_value(t8, (2), 'r')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'r')
+        if t9.__class__ is int and (' with ').__class__ is int:
+            t10 = t9 + (' with ')
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t9, (' with '), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' with ')
+        t11 = t7
+        if t11 is None: t11 = Missing('r')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        if t11.__class__ is list and len(t11) > 1:
+            t12 = t11[1]
+            if t12 is None: t12 = Missing('r[1]')
         else:
-            t12 = _binop('+', t10, t11, t5)
+            t12 = index_value(t11, (1), 'r')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = t7
-        if t13 is None: t13 = Missing('r')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = (1)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = index_value(t13, t14, 'r')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t12.__class__ is int and t15.__class__ is int:
-            t16 = t12 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+        if t10.__class__ is int and t12.__class__ is int:
+            t13 = t10 + t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t16 = _binop('+', t12, t15, t5)
-        t1.append(t16)
+            t13 = _binop('+', t10, t12, t5)
+        t1.append(t13)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t17 = (', ')
-    t18 = call_value(env, F_join.fn, F_join.cost, False, [t1, t17])
-    return t18
+    t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
+    return t14
 
 def e73(env):
     t1 = env.lookup('megatron')
@@ -3278,24 +2900,11 @@ def e74(env):
             t8 = attr_value(t7, 'train_iters', 'megatron.args.train_iters')
         t9 = not (t8 is None or t8.__class__ is Missing)
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = env.lookup('megatron')
-            if t11 is None: t11 = Missing('megatron')
-            if t11.__class__ is dict and 'args' in t11:
-                t12 = t11['args']
-                if t12 is None: t12 = Missing('megatron.args')
+            if t8.__class__ is int:
+                t11 = t8 != (0)
             else:
-                t12 = attr_value(t11, 'args', 'megatron.args')
-            if t12.__class__ is dict and 'train_iters' in t12:
-                t13 = t12['train_iters']
-                if t13 is None: t13 = Missing('megatron.args.train_iters')
-            else:
-                t13 = attr_value(t12, 'train_iters', 'megatron.args.train_iters')
-            t15 = (0)
-            if t13.__class__ is int:
-                t14 = t13 != t15
-            else:
-                t14 = _compare('!=', t13, t15)
-            t10 = (t14 if t14.__class__ is bool else _truth(t14))
+                t11 = _compare('!=', t8, (0))
+            t10 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t10 = False
         t5 = (t10 if t10.__class__ is bool else _truth(t10))
@@ -3331,11 +2940,10 @@ def e76(env):
         if t3 is None: t3 = Missing('megatron.args.bf16')
     else:
         t3 = attr_value(t2, 'bf16', 'megatron.args.bf16')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 != (True)
     else:
-        t4 = _compare('!=', t3, t5)
+        t4 = _compare('!=', t3, (True))
     return t4
 
 def e77(env):
@@ -3362,11 +2970,10 @@ def e77(env):
             if t8 is None: t8 = Missing('megatron.args.fp16')
         else:
             t8 = attr_value(t7, 'fp16', 'megatron.args.fp16')
-        t10 = (True)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (True)
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, (True))
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -3386,38 +2993,24 @@ def e78(env):
     else:
         t3 = attr_value(t2, 'use_distributed_optimizer', 'megatron.args.use_distributed_optimizer')
     if not (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('megatron')
-        if t5 is None: t5 = Missing('megatron')
-        if t5.__class__ is dict and 'args' in t5:
-            t6 = t5['args']
-            if t6 is None: t6 = Missing('megatron.args')
+        if t2.__class__ is dict and 'use_megatron_fsdp' in t2:
+            t5 = t2['use_megatron_fsdp']
+            if t5 is None: t5 = Missing('megatron.args.use_megatron_fsdp')
         else:
-            t6 = attr_value(t5, 'args', 'megatron.args')
-        if t6.__class__ is dict and 'use_megatron_fsdp' in t6:
-            t7 = t6['use_megatron_fsdp']
-            if t7 is None: t7 = Missing('megatron.args.use_megatron_fsdp')
-        else:
-            t7 = attr_value(t6, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t2, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t4 = True
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = env.lookup('megatron')
-        if t9 is None: t9 = Missing('megatron')
-        if t9.__class__ is dict and 'args' in t9:
-            t10 = t9['args']
-            if t10 is None: t10 = Missing('megatron.args')
+        if t2.__class__ is dict and 'overlap_grad_reduce' in t2:
+            t7 = t2['overlap_grad_reduce']
+            if t7 is None: t7 = Missing('megatron.args.overlap_grad_reduce')
         else:
-            t10 = attr_value(t9, 'args', 'megatron.args')
-        if t10.__class__ is dict and 'overlap_grad_reduce' in t10:
-            t11 = t10['overlap_grad_reduce']
-            if t11 is None: t11 = Missing('megatron.args.overlap_grad_reduce')
-        else:
-            t11 = attr_value(t10, 'overlap_grad_reduce', 'megatron.args.overlap_grad_reduce')
-        t8 = (t11 if t11.__class__ is bool else _truth(t11))
+            t7 = attr_value(t2, 'overlap_grad_reduce', 'megatron.args.overlap_grad_reduce')
+        t6 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t8 = False
-    return t8
+        t6 = False
+    return t6
 
 def e79(env):
     t1 = env.lookup('framework')
@@ -3443,11 +3036,10 @@ def e79(env):
             if t8 is None: t8 = Missing('megatron.args.overlap_param_gather')
         else:
             t8 = attr_value(t7, 'overlap_param_gather', 'megatron.args.overlap_param_gather')
-        t10 = (True)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (True)
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, (True))
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -3467,29 +3059,20 @@ def e80(env):
     else:
         t3 = attr_value(t2, 'use_distributed_optimizer', 'megatron.args.use_distributed_optimizer')
     if not (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('megatron')
-        if t5 is None: t5 = Missing('megatron')
-        if t5.__class__ is dict and 'args' in t5:
-            t6 = t5['args']
-            if t6 is None: t6 = Missing('megatron.args')
+        if t2.__class__ is dict and 'use_megatron_fsdp' in t2:
+            t5 = t2['use_megatron_fsdp']
+            if t5 is None: t5 = Missing('megatron.args.use_megatron_fsdp')
         else:
-            t6 = attr_value(t5, 'args', 'megatron.args')
-        if t6.__class__ is dict and 'use_megatron_fsdp' in t6:
-            t7 = t6['use_megatron_fsdp']
-            if t7 is None: t7 = Missing('megatron.args.use_megatron_fsdp')
-        else:
-            t7 = attr_value(t6, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t2, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t4 = True
-    t8 = not (t4 if t4.__class__ is bool else _truth(t4))
-    if (t8 if t8.__class__ is bool else _truth(t8)):
-        t10 = ('is only supported with distributed optimizer or megatron fsdp')
-        t9 = t10
+    t6 = not (t4 if t4.__class__ is bool else _truth(t4))
+    if (t6 if t6.__class__ is bool else _truth(t6)):
+        t7 = ('is only supported with distributed optimizer or megatron fsdp')
     else:
-        t11 = ('must be used with --overlap-grad-reduce')
-        t9 = t11
-    return t9
+        t7 = ('must be used with --overlap-grad-reduce')
+    return t7
 
 def e81(env):
     t1 = env.lookup('megatron')
@@ -3505,29 +3088,20 @@ def e81(env):
     else:
         t3 = attr_value(t2, 'use_distributed_optimizer', 'megatron.args.use_distributed_optimizer')
     if not (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('megatron')
-        if t5 is None: t5 = Missing('megatron')
-        if t5.__class__ is dict and 'args' in t5:
-            t6 = t5['args']
-            if t6 is None: t6 = Missing('megatron.args')
+        if t2.__class__ is dict and 'use_megatron_fsdp' in t2:
+            t5 = t2['use_megatron_fsdp']
+            if t5 is None: t5 = Missing('megatron.args.use_megatron_fsdp')
         else:
-            t6 = attr_value(t5, 'args', 'megatron.args')
-        if t6.__class__ is dict and 'use_megatron_fsdp' in t6:
-            t7 = t6['use_megatron_fsdp']
-            if t7 is None: t7 = Missing('megatron.args.use_megatron_fsdp')
-        else:
-            t7 = attr_value(t6, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t2, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t4 = True
-    t8 = not (t4 if t4.__class__ is bool else _truth(t4))
-    if (t8 if t8.__class__ is bool else _truth(t8)):
-        t10 = ('--use-distributed-optimizer')
-        t9 = t10
+    t6 = not (t4 if t4.__class__ is bool else _truth(t4))
+    if (t6 if t6.__class__ is bool else _truth(t6)):
+        t7 = ('--use-distributed-optimizer')
     else:
-        t11 = ('')
-        t9 = t11
-    return t9
+        t7 = ('')
+    return t7
 
 def e82(env):
     t1 = env.lookup('megatron')
@@ -3543,46 +3117,30 @@ def e82(env):
     else:
         t3 = attr_value(t2, 'use_distributed_optimizer', 'megatron.args.use_distributed_optimizer')
     if not (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('megatron')
-        if t5 is None: t5 = Missing('megatron')
-        if t5.__class__ is dict and 'args' in t5:
-            t6 = t5['args']
-            if t6 is None: t6 = Missing('megatron.args')
+        if t2.__class__ is dict and 'use_megatron_fsdp' in t2:
+            t5 = t2['use_megatron_fsdp']
+            if t5 is None: t5 = Missing('megatron.args.use_megatron_fsdp')
         else:
-            t6 = attr_value(t5, 'args', 'megatron.args')
-        if t6.__class__ is dict and 'use_megatron_fsdp' in t6:
-            t7 = t6['use_megatron_fsdp']
-            if t7 is None: t7 = Missing('megatron.args.use_megatron_fsdp')
-        else:
-            t7 = attr_value(t6, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t2, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t4 = True
-    t8 = not (t4 if t4.__class__ is bool else _truth(t4))
-    if (t8 if t8.__class__ is bool else _truth(t8)):
-        t10 = env.lookup('megatron')
-        if t10 is None: t10 = Missing('megatron')
-        if t10.__class__ is dict and 'args' in t10:
-            t11 = t10['args']
-            if t11 is None: t11 = Missing('megatron.args')
+    t6 = not (t4 if t4.__class__ is bool else _truth(t4))
+    if (t6 if t6.__class__ is bool else _truth(t6)):
+        if t2.__class__ is dict and 'overlap_grad_reduce' in t2:
+            t8 = t2['overlap_grad_reduce']
+            if t8 is None: t8 = Missing('megatron.args.overlap_grad_reduce')
         else:
-            t11 = attr_value(t10, 'args', 'megatron.args')
-        if t11.__class__ is dict and 'overlap_grad_reduce' in t11:
-            t12 = t11['overlap_grad_reduce']
-            if t12 is None: t12 = Missing('megatron.args.overlap_grad_reduce')
-        else:
-            t12 = attr_value(t11, 'overlap_grad_reduce', 'megatron.args.overlap_grad_reduce')
-        t13 = not (t12 if t12.__class__ is bool else _truth(t12))
-        t9 = (t13 if t13.__class__ is bool else _truth(t13))
+            t8 = attr_value(t2, 'overlap_grad_reduce', 'megatron.args.overlap_grad_reduce')
+        t9 = not (t8 if t8.__class__ is bool else _truth(t8))
+        t7 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t9 = False
-    if (t9 if t9.__class__ is bool else _truth(t9)):
-        t15 = (' and ')
-        t14 = t15
+        t7 = False
+    if (t7 if t7.__class__ is bool else _truth(t7)):
+        t10 = (' and ')
     else:
-        t16 = ('')
-        t14 = t16
-    return t14
+        t10 = ('')
+    return t10
 
 def e83(env):
     t1 = env.lookup('megatron')
@@ -3599,11 +3157,9 @@ def e83(env):
         t3 = attr_value(t2, 'overlap_grad_reduce', 'megatron.args.overlap_grad_reduce')
     t4 = not (t3 if t3.__class__ is bool else _truth(t3))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = ('--overlap-grad-reduce')
-        t5 = t6
+        t5 = ('--overlap-grad-reduce')
     else:
-        t7 = ('')
-        t5 = t7
+        t5 = ('')
     return t5
 
 def e84(env):
@@ -3619,11 +3175,10 @@ def e84(env):
         if t3 is None: t3 = Missing('megatron.args.sequence_parallel')
     else:
         t3 = attr_value(t2, 'sequence_parallel', 'megatron.args.sequence_parallel')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (True))
     return t4
 
 def e85(env):
@@ -3650,11 +3205,10 @@ def e85(env):
             if t8 is None: t8 = Missing('megatron.args.tp_comm_overlap')
         else:
             t8 = attr_value(t7, 'tp_comm_overlap', 'megatron.args.tp_comm_overlap')
-        t10 = (True)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (True)
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, (True))
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -3663,34 +3217,28 @@ def e85(env):
 def e86(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 == t3
+        t2 = t1 == (1)
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = (' (switched off at tp = 1)')
-        t4 = t5
+        t3 = (' (switched off at tp = 1)')
     else:
-        t6 = ('')
-        t4 = t6
-    return t4
+        t3 = ('')
+    return t3
 
 def e87(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('add --sequence-parallel')
-        t4 = t5
+        t3 = ('add --sequence-parallel')
     else:
-        t6 = ('drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)')
-        t4 = t6
-    return t4
+        t3 = ('drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)')
+    return t3
 
 def e88(env):
     t1 = env.lookup('megatron')
@@ -3710,69 +3258,44 @@ def e88(env):
     else:
         t4 = _binop('*', t2, t3, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = env.lookup('megatron')
-    if t5 is None: t5 = Missing('megatron')
-    if t5.__class__ is dict and 'args' in t5:
-        t6 = t5['args']
-        if t6 is None: t6 = Missing('megatron.args')
+    if t1.__class__ is dict and 'args' in t1:
+        t5 = t1['args']
+        if t5 is None: t5 = Missing('megatron.args')
     else:
-        t6 = attr_value(t5, 'args', 'megatron.args')
-    if t6.__class__ is dict and 'num_distributed_optimizer_instances' in t6:
-        t7 = t6['num_distributed_optimizer_instances']
-        if t7 is None: t7 = Missing('megatron.args.num_distributed_optimizer_instances')
+        t5 = attr_value(t1, 'args', 'megatron.args')
+    if t5.__class__ is dict and 'num_distributed_optimizer_instances' in t5:
+        t6 = t5['num_distributed_optimizer_instances']
+        if t6 is None: t6 = Missing('megatron.args.num_distributed_optimizer_instances')
     else:
-        t7 = attr_value(t6, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    t8 = _binop('%', t4, t7, env)
-    t10 = (0)
-    if t8.__class__ is int:
-        t9 = t8 == t10
+        t6 = attr_value(t5, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
+    if t6 is None or t6.__class__ is Missing: _need(t6)
+    t7 = _binop('%', t4, t6, env)
+    if t7.__class__ is int:
+        t8 = t7 == (0)
     else:
-        t9 = _compare('==', t8, t10)
-    if (t9 if t9.__class__ is bool else _truth(t9)):
-        t12 = env.lookup('megatron')
-        if t12 is None: t12 = Missing('megatron')
-        if t12.__class__ is dict and 'edp' in t12:
-            t13 = t12['edp']
-            if t13 is None: t13 = Missing('megatron.edp')
+        t8 = _compare('==', t7, (0))
+    if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t1.__class__ is dict and 'edp' in t1:
+            t10 = t1['edp']
+            if t10 is None: t10 = Missing('megatron.edp')
         else:
-            t13 = attr_value(t12, 'edp', 'megatron.edp')
-        t14 = (t13 is None or t13.__class__ is Missing)
-        if not (t14 if t14.__class__ is bool else _truth(t14)):
-            t16 = env.lookup('megatron')
-            if t16 is None: t16 = Missing('megatron')
-            if t16.__class__ is dict and 'edp' in t16:
-                t17 = t16['edp']
-                if t17 is None: t17 = Missing('megatron.edp')
+            t10 = attr_value(t1, 'edp', 'megatron.edp')
+        t11 = (t10 is None or t10.__class__ is Missing)
+        if not (t11 if t11.__class__ is bool else _truth(t11)):
+            if t10 is None or t10.__class__ is Missing: _need(t10)
+            if t6 is None or t6.__class__ is Missing: _need(t6)
+            t13 = _binop('%', t10, t6, env)
+            if t13.__class__ is int:
+                t14 = t13 == (0)
             else:
-                t17 = attr_value(t16, 'edp', 'megatron.edp')
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = env.lookup('megatron')
-            if t18 is None: t18 = Missing('megatron')
-            if t18.__class__ is dict and 'args' in t18:
-                t19 = t18['args']
-                if t19 is None: t19 = Missing('megatron.args')
-            else:
-                t19 = attr_value(t18, 'args', 'megatron.args')
-            if t19.__class__ is dict and 'num_distributed_optimizer_instances' in t19:
-                t20 = t19['num_distributed_optimizer_instances']
-                if t20 is None: t20 = Missing('megatron.args.num_distributed_optimizer_instances')
-            else:
-                t20 = attr_value(t19, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = _binop('%', t17, t20, env)
-            t23 = (0)
-            if t21.__class__ is int:
-                t22 = t21 == t23
-            else:
-                t22 = _compare('==', t21, t23)
-            t15 = (t22 if t22.__class__ is bool else _truth(t22))
+                t14 = _compare('==', t13, (0))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t15 = True
-        t11 = (t15 if t15.__class__ is bool else _truth(t15))
+            t12 = True
+        t9 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
-        t11 = False
-    return t11
+        t9 = False
+    return t9
 
 def e89(env):
     t1 = env.lookup('framework')
@@ -3830,11 +3353,10 @@ def e89(env):
                 if t19 is None: t19 = Missing('megatron.args.num_distributed_optimizer_instances')
             else:
                 t19 = attr_value(t18, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
-            t21 = (1)
             if t19.__class__ is int:
-                t20 = t19 > t21
+                t20 = t19 > (1)
             else:
-                t20 = _compare('>', t19, t21)
+                t20 = _compare('>', t19, (1))
             t16 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
             t16 = False
@@ -3894,32 +3416,21 @@ def e92(env):
         if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
     else:
         t4 = _binop('*', t2, t3, env)
-    t5 = env.lookup('megatron')
-    if t5 is None: t5 = Missing('megatron')
-    if t5.__class__ is dict and 'edp' in t5:
-        t6 = t5['edp']
-        if t6 is None: t6 = Missing('megatron.edp')
+    if t1.__class__ is dict and 'edp' in t1:
+        t5 = t1['edp']
+        if t5 is None: t5 = Missing('megatron.edp')
     else:
-        t6 = attr_value(t5, 'edp', 'megatron.edp')
-    t7 = env.lookup('megatron')
-    if t7 is None: t7 = Missing('megatron')
-    if t7.__class__ is dict and 'dp' in t7:
-        t8 = t7['dp']
-        if t8 is None: t8 = Missing('megatron.dp')
+        t5 = attr_value(t1, 'edp', 'megatron.edp')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    if t2.__class__ is int and t3.__class__ is int:
+        t6 = t2 * t3
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
     else:
-        t8 = attr_value(t7, 'dp', 'megatron.dp')
-    if t8 is None or t8.__class__ is Missing: _need(t8)
-    t9 = env.lookup('cp')
-    if t9 is None: t9 = Missing('cp')
-    if t9 is None or t9.__class__ is Missing: _need(t9)
-    if t8.__class__ is int and t9.__class__ is int:
-        t10 = t8 * t9
-        if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-    else:
-        t10 = _binop('*', t8, t9, env)
-    t11 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t6, t10])
-    t12 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t4, t11])
-    return t12
+        t6 = _binop('*', t2, t3, env)
+    t7 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, t6])
+    t8 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t4, t7])
+    return t8
 
 def e93(env):
     t1 = env.lookup('megatron')
@@ -3934,11 +3445,10 @@ def e93(env):
         if t3 is None: t3 = Missing('megatron.env.cuda_device_max_connections')
     else:
         t3 = attr_value(t2, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
-    t5 = ('1')
     if t3.__class__ is str:
-        t4 = t3 == t5
+        t4 = t3 == ('1')
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, ('1'))
     return t4
 
 def e94(env):
@@ -3962,129 +3472,100 @@ def e94(env):
             t7 = attr_value(t6, 'env', 'megatron.env')
         t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = env.lookup('megatron')
-            if t10 is None: t10 = Missing('megatron')
-            if t10.__class__ is dict and 'env' in t10:
-                t11 = t10['env']
-                if t11 is None: t11 = Missing('megatron.env')
+            if t7.__class__ is dict and 'known' in t7:
+                t10 = t7['known']
+                if t10 is None: t10 = Missing('megatron.env.known')
             else:
-                t11 = attr_value(t10, 'env', 'megatron.env')
-            if t11.__class__ is dict and 'known' in t11:
-                t12 = t11['known']
-                if t12 is None: t12 = Missing('megatron.env.known')
-            else:
-                t12 = attr_value(t11, 'known', 'megatron.env.known')
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t10 = attr_value(t7, 'known', 'megatron.env.known')
+            t9 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t9 = False
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t14 = env.lookup('tp')
-            if t14 is None: t14 = Missing('tp')
-            t16 = (1)
-            if t14.__class__ is int:
-                t15 = t14 > t16
+            t12 = env.lookup('tp')
+            if t12 is None: t12 = Missing('tp')
+            if t12.__class__ is int:
+                t13 = t12 > (1)
             else:
-                t15 = _compare('>', t14, t16)
-            if not (t15 if t15.__class__ is bool else _truth(t15)):
-                t18 = env.lookup('cp')
-                if t18 is None: t18 = Missing('cp')
-                t20 = (1)
-                if t18.__class__ is int:
-                    t19 = t18 > t20
+                t13 = _compare('>', t12, (1))
+            if not (t13 if t13.__class__ is bool else _truth(t13)):
+                t15 = env.lookup('cp')
+                if t15 is None: t15 = Missing('cp')
+                if t15.__class__ is int:
+                    t16 = t15 > (1)
                 else:
-                    t19 = _compare('>', t18, t20)
-                t17 = (t19 if t19.__class__ is bool else _truth(t19))
+                    t16 = _compare('>', t15, (1))
+                t14 = (t16 if t16.__class__ is bool else _truth(t16))
             else:
-                t17 = True
-            t13 = (t17 if t17.__class__ is bool else _truth(t17))
+                t14 = True
+            t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t22 = env.lookup('megatron')
-            if t22 is None: t22 = Missing('megatron')
-            if t22.__class__ is dict and 'args' in t22:
-                t23 = t22['args']
-                if t23 is None: t23 = Missing('megatron.args')
+            t11 = False
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            if t6.__class__ is dict and 'args' in t6:
+                t18 = t6['args']
+                if t18 is None: t18 = Missing('megatron.args')
             else:
-                t23 = attr_value(t22, 'args', 'megatron.args')
-            if t23.__class__ is dict and 'use_torch_fsdp2' in t23:
-                t24 = t23['use_torch_fsdp2']
-                if t24 is None: t24 = Missing('megatron.args.use_torch_fsdp2')
+                t18 = attr_value(t6, 'args', 'megatron.args')
+            if t18.__class__ is dict and 'use_torch_fsdp2' in t18:
+                t19 = t18['use_torch_fsdp2']
+                if t19 is None: t19 = Missing('megatron.args.use_torch_fsdp2')
             else:
-                t24 = attr_value(t23, 'use_torch_fsdp2', 'megatron.args.use_torch_fsdp2')
-            t25 = not (t24 if t24.__class__ is bool else _truth(t24))
-            t21 = (t25 if t25.__class__ is bool else _truth(t25))
+                t19 = attr_value(t18, 'use_torch_fsdp2', 'megatron.args.use_torch_fsdp2')
+            t20 = not (t19 if t19.__class__ is bool else _truth(t19))
+            t17 = (t20 if t20.__class__ is bool else _truth(t20))
+        else:
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            if t6.__class__ is dict and 'args' in t6:
+                t22 = t6['args']
+                if t22 is None: t22 = Missing('megatron.args')
+            else:
+                t22 = attr_value(t6, 'args', 'megatron.args')
+            if t22.__class__ is dict and 'use_megatron_fsdp' in t22:
+                t23 = t22['use_megatron_fsdp']
+                if t23 is None: t23 = Missing('megatron.args.use_megatron_fsdp')
+            else:
+                t23 = attr_value(t22, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
+            t24 = not (t23 if t23.__class__ is bool else _truth(t23))
+            t21 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
             t21 = False
         if (t21 if t21.__class__ is bool else _truth(t21)):
-            t27 = env.lookup('megatron')
-            if t27 is None: t27 = Missing('megatron')
-            if t27.__class__ is dict and 'args' in t27:
-                t28 = t27['args']
-                if t28 is None: t28 = Missing('megatron.args')
+            if t6.__class__ is dict and 'args' in t6:
+                t26 = t6['args']
+                if t26 is None: t26 = Missing('megatron.args')
             else:
-                t28 = attr_value(t27, 'args', 'megatron.args')
-            if t28.__class__ is dict and 'use_megatron_fsdp' in t28:
-                t29 = t28['use_megatron_fsdp']
-                if t29 is None: t29 = Missing('megatron.args.use_megatron_fsdp')
+                t26 = attr_value(t6, 'args', 'megatron.args')
+            if t26.__class__ is dict and 'overlap_moe_expert_parallel_comm' in t26:
+                t27 = t26['overlap_moe_expert_parallel_comm']
+                if t27 is None: t27 = Missing('megatron.args.overlap_moe_expert_parallel_comm')
             else:
-                t29 = attr_value(t28, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
-            t30 = not (t29 if t29.__class__ is bool else _truth(t29))
-            t26 = (t30 if t30.__class__ is bool else _truth(t30))
+                t27 = attr_value(t26, 'overlap_moe_expert_parallel_comm', 'megatron.args.overlap_moe_expert_parallel_comm')
+            t28 = not (t27 if t27.__class__ is bool else _truth(t27))
+            t25 = (t28 if t28.__class__ is bool else _truth(t28))
         else:
-            t26 = False
-        if (t26 if t26.__class__ is bool else _truth(t26)):
-            t32 = env.lookup('megatron')
-            if t32 is None: t32 = Missing('megatron')
-            if t32.__class__ is dict and 'args' in t32:
-                t33 = t32['args']
-                if t33 is None: t33 = Missing('megatron.args')
+            t25 = False
+        if (t25 if t25.__class__ is bool else _truth(t25)):
+            if t7.__class__ is dict and 'cuda_device_max_connections_set' in t7:
+                t30 = t7['cuda_device_max_connections_set']
+                if t30 is None: t30 = Missing('megatron.env.cuda_device_max_connections_set')
             else:
-                t33 = attr_value(t32, 'args', 'megatron.args')
-            if t33.__class__ is dict and 'overlap_moe_expert_parallel_comm' in t33:
-                t34 = t33['overlap_moe_expert_parallel_comm']
-                if t34 is None: t34 = Missing('megatron.args.overlap_moe_expert_parallel_comm')
-            else:
-                t34 = attr_value(t33, 'overlap_moe_expert_parallel_comm', 'megatron.args.overlap_moe_expert_parallel_comm')
-            t35 = not (t34 if t34.__class__ is bool else _truth(t34))
-            t31 = (t35 if t35.__class__ is bool else _truth(t35))
-        else:
-            t31 = False
-        if (t31 if t31.__class__ is bool else _truth(t31)):
-            t37 = env.lookup('megatron')
-            if t37 is None: t37 = Missing('megatron')
-            if t37.__class__ is dict and 'env' in t37:
-                t38 = t37['env']
-                if t38 is None: t38 = Missing('megatron.env')
-            else:
-                t38 = attr_value(t37, 'env', 'megatron.env')
-            if t38.__class__ is dict and 'cuda_device_max_connections_set' in t38:
-                t39 = t38['cuda_device_max_connections_set']
-                if t39 is None: t39 = Missing('megatron.env.cuda_device_max_connections_set')
-            else:
-                t39 = attr_value(t38, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
-            if (t39 if t39.__class__ is bool else _truth(t39)):
-                t41 = env.lookup('megatron')
-                if t41 is None: t41 = Missing('megatron')
-                if t41.__class__ is dict and 'env' in t41:
-                    t42 = t41['env']
-                    if t42 is None: t42 = Missing('megatron.env')
+                t30 = attr_value(t7, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
+            if (t30 if t30.__class__ is bool else _truth(t30)):
+                if t7.__class__ is dict and 'cuda_device_max_connections' in t7:
+                    t32 = t7['cuda_device_max_connections']
+                    if t32 is None: t32 = Missing('megatron.env.cuda_device_max_connections')
                 else:
-                    t42 = attr_value(t41, 'env', 'megatron.env')
-                if t42.__class__ is dict and 'cuda_device_max_connections' in t42:
-                    t43 = t42['cuda_device_max_connections']
-                    if t43 is None: t43 = Missing('megatron.env.cuda_device_max_connections')
-                else:
-                    t43 = attr_value(t42, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
-                t44 = (t43 is None or t43.__class__ is Missing)
-                t40 = (t44 if t44.__class__ is bool else _truth(t44))
+                    t32 = attr_value(t7, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
+                t33 = (t32 is None or t32.__class__ is Missing)
+                t31 = (t33 if t33.__class__ is bool else _truth(t33))
             else:
-                t40 = False
-            t45 = not (t40 if t40.__class__ is bool else _truth(t40))
-            t36 = (t45 if t45.__class__ is bool else _truth(t45))
+                t31 = False
+            t34 = not (t31 if t31.__class__ is bool else _truth(t31))
+            t29 = (t34 if t34.__class__ is bool else _truth(t34))
         else:
-            t36 = False
-        t5 = (t36 if t36.__class__ is bool else _truth(t36))
+            t29 = False
+        t5 = (t29 if t29.__class__ is bool else _truth(t29))
     else:
         t5 = False
     return t5
@@ -4104,95 +3585,77 @@ def e95(env):
         t3 = attr_value(t2, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
     t4 = not (t3 if t3.__class__ is bool else _truth(t3))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = ('the script does not set CUDA_DEVICE_MAX_CONNECTIONS')
-        t5 = t6
+        t5 = ('the script does not set CUDA_DEVICE_MAX_CONNECTIONS')
     else:
-        t7 = ('the script sets CUDA_DEVICE_MAX_CONNECTIONS=')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('megatron')
-        if t8 is None: t8 = Missing('megatron')
-        if t8.__class__ is dict and 'env' in t8:
-            t9 = t8['env']
-            if t9 is None: t9 = Missing('megatron.env')
+        if t2.__class__ is dict and 'cuda_device_max_connections' in t2:
+            t6 = t2['cuda_device_max_connections']
+            if t6 is None: t6 = Missing('megatron.env.cuda_device_max_connections')
         else:
-            t9 = attr_value(t8, 'env', 'megatron.env')
-        if t9.__class__ is dict and 'cuda_device_max_connections' in t9:
-            t10 = t9['cuda_device_max_connections']
-            if t10 is None: t10 = Missing('megatron.env.cuda_device_max_connections')
+            t6 = attr_value(t2, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if ('the script sets CUDA_DEVICE_MAX_CONNECTIONS=').__class__ is int and t6.__class__ is int:
+            t7 = ('the script sets CUDA_DEVICE_MAX_CONNECTIONS=') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t10 = attr_value(t9, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t7.__class__ is int and t10.__class__ is int:
-            t11 = t7 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t7, t10, env)
-        t5 = t11
+            t7 = _binop('+', ('the script sets CUDA_DEVICE_MAX_CONNECTIONS='), t6, env)
+        t5 = t7
     return t5
 
 def e96(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('tp = ')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('tp')
-        if t6 is None: t6 = Missing('tp')
+        t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if ('tp = ').__class__ is int and t4.__class__ is int:
+            t5 = ('tp = ') + t4
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+        else:
+            t5 = _binop('+', ('tp = '), t4, env)
+        t3 = t5
+    else:
+        t6 = env.lookup('cp')
+        if t6 is None: t6 = Missing('cp')
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t5.__class__ is int and t7.__class__ is int:
-            t8 = t5 + t7
+        if ('cp = ').__class__ is int and t7.__class__ is int:
+            t8 = ('cp = ') + t7
             if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t8 = _binop('+', t5, t7, env)
-        t4 = t8
-    else:
-        t9 = ('cp = ')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('cp')
-        if t10 is None: t10 = Missing('cp')
-        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t9.__class__ is int and t11.__class__ is int:
-            t12 = t9 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t9, t11, env)
-        t4 = t12
-    return t4
+            t8 = _binop('+', ('cp = '), t7, env)
+        t3 = t8
+    return t3
 
 def e97(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('keys')
-        if t5 is None: t5 = Missing('keys')
-        if t5.__class__ is dict and 'tp' in t5:
-            t6 = t5['tp']
-            if t6 is None: t6 = Missing('keys.tp')
+        t4 = env.lookup('keys')
+        if t4 is None: t4 = Missing('keys')
+        if t4.__class__ is dict and 'tp' in t4:
+            t5 = t4['tp']
+            if t5 is None: t5 = Missing('keys.tp')
         else:
-            t6 = attr_value(t5, 'tp', 'keys.tp')
-        t4 = t6
+            t5 = attr_value(t4, 'tp', 'keys.tp')
+        t3 = t5
     else:
-        t7 = env.lookup('keys')
-        if t7 is None: t7 = Missing('keys')
-        if t7.__class__ is dict and 'cp' in t7:
-            t8 = t7['cp']
-            if t8 is None: t8 = Missing('keys.cp')
+        t6 = env.lookup('keys')
+        if t6 is None: t6 = Missing('keys')
+        if t6.__class__ is dict and 'cp' in t6:
+            t7 = t6['cp']
+            if t7 is None: t7 = Missing('keys.cp')
         else:
-            t8 = attr_value(t7, 'cp', 'keys.cp')
-        t4 = t8
-    return t4
+            t7 = attr_value(t6, 'cp', 'keys.cp')
+        t3 = t7
+    return t3
 
 def e98(env):
     t1 = env.lookup('megatron')
@@ -4207,11 +3670,10 @@ def e98(env):
         if t3 is None: t3 = Missing('megatron.args.bridge_sequence_parallel')
     else:
         t3 = attr_value(t2, 'bridge_sequence_parallel', 'megatron.args.bridge_sequence_parallel')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 != t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 != (True)
     else:
-        t4 = _compare('!=', t3, t5)
+        t4 = _compare('!=', t3, (True))
     return t4
 
 def e99(env):
@@ -4238,23 +3700,21 @@ def e99(env):
             if t8 is None: t8 = Missing('megatron.args.bridge_recipe')
         else:
             t8 = attr_value(t7, 'bridge_recipe', 'megatron.args.bridge_recipe')
-        t10 = (True)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (True)
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, (True))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('tp')
-            if t12 is None: t12 = Missing('tp')
-            t14 = (1)
-            if t12.__class__ is int:
-                t13 = t12 == t14
+            t11 = env.lookup('tp')
+            if t11 is None: t11 = Missing('tp')
+            if t11.__class__ is int:
+                t12 = t11 == (1)
             else:
-                t13 = _compare('==', t12, t14)
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
+                t12 = _compare('==', t11, (1))
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -4330,39 +3790,22 @@ def e104(env):
         t3 = attr_value(t2, 'mtp_num_layers', 'megatron.args.mtp_num_layers')
     t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = (' (')
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t3])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('megatron')
-        if t7 is None: t7 = Missing('megatron')
-        if t7.__class__ is dict and 'args' in t7:
-            t8 = t7['args']
-            if t8 is None: t8 = Missing('megatron.args')
+        if (' (').__class__ is int and t6.__class__ is int:
+            t7 = (' (') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t8 = attr_value(t7, 'args', 'megatron.args')
-        if t8.__class__ is dict and 'mtp_num_layers' in t8:
-            t9 = t8['mtp_num_layers']
-            if t9 is None: t9 = Missing('megatron.args.mtp_num_layers')
+            t7 = _binop('+', (' ('), t6, env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t7.__class__ is int and (' MTP layers m after them)').__class__ is int:
+            t8 = t7 + (' MTP layers m after them)')
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t9 = attr_value(t8, 'mtp_num_layers', 'megatron.args.mtp_num_layers')
-        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t6.__class__ is int and t10.__class__ is int:
-            t11 = t6 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t6, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = (' MTP layers m after them)')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t11.__class__ is int and t12.__class__ is int:
-            t13 = t11 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t11, t12, env)
-        t5 = t13
+            t8 = _binop('+', t7, (' MTP layers m after them)'), env)
+        t5 = t8
     else:
-        t14 = ('')
-        t5 = t14
+        t5 = ('')
     return t5
 
 def e105(env):
@@ -4379,41 +3822,28 @@ def e105(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 > t5
+        t4 = t3 > (0)
     else:
-        t4 = _compare('>', t3, t5)
+        t4 = _compare('>', t3, (0))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = (' (with this layout, pp in ')
+        t6 = call_value(env, F_join.fn, F_join.cost, False, [t2])
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if (' (with this layout, pp in ').__class__ is int and t6.__class__ is int:
+            t7 = (' (with this layout, pp in ') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', (' (with this layout, pp in '), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('megatron')
-        if t8 is None: t8 = Missing('megatron')
-        if t8.__class__ is dict and 'split_pps' in t8:
-            t9 = t8['split_pps']
-            if t9 is None: t9 = Missing('megatron.split_pps')
+        if t7.__class__ is int and (' would start)').__class__ is int:
+            t8 = t7 + (' would start)')
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t9 = attr_value(t8, 'split_pps', 'megatron.split_pps')
-        t10 = call_value(env, F_join.fn, F_join.cost, False, [t9])
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t7.__class__ is int and t10.__class__ is int:
-            t11 = t7 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t7, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = (' would start)')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t11.__class__ is int and t12.__class__ is int:
-            t13 = t11 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t11, t12, env)
-        t6 = t13
+            t8 = _binop('+', t7, (' would start)'), env)
+        t5 = t8
     else:
-        t14 = ('')
-        t6 = t14
-    return t6
+        t5 = ('')
+    return t5
 
 def e106(env):
     t1 = env.lookup('megatron')
@@ -4519,9 +3949,8 @@ def e113(env):
         if t3 is None: t3 = Missing('megatron.args.rampup_batch_size')
     else:
         t3 = attr_value(t2, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
-    t4 = (' ')
-    t5 = call_value(env, F_join.fn, F_join.cost, False, [t3, t4])
-    return t5
+    t4 = call_value(env, F_join.fn, F_join.cost, False, [t3, (' ')])
+    return t4
 
 def e114(env):
     t1 = env.lookup('megatron')
@@ -4538,22 +3967,9 @@ def e114(env):
         t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
     t4 = not (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = env.lookup('megatron')
-        if t6 is None: t6 = Missing('megatron')
-        if t6.__class__ is dict and 'args' in t6:
-            t7 = t6['args']
-            if t7 is None: t7 = Missing('megatron.args')
-        else:
-            t7 = attr_value(t6, 'args', 'megatron.args')
-        if t7.__class__ is dict and 'global_batch_size' in t7:
-            t8 = t7['global_batch_size']
-            if t8 is None: t8 = Missing('megatron.args.global_batch_size')
-        else:
-            t8 = attr_value(t7, 'global_batch_size', 'megatron.args.global_batch_size')
-        t5 = t8
+        t5 = t3
     else:
-        t9 = ('unset')
-        t5 = t9
+        t5 = ('unset')
     return t5
 
 def e115(env):
@@ -4571,11 +3987,9 @@ def e115(env):
         t3 = attr_value(t2, 'iteration', 'megatron.rampup.iteration')
     t4 = (t3 is None or t3.__class__ is Missing)
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t6 = ('fails at start-up')
-        t5 = t6
+        t5 = ('fails at start-up')
     else:
-        t7 = ('fails during training')
-        t5 = t7
+        t5 = ('fails during training')
     return t5
 
 def e116(env):
@@ -4633,71 +4047,55 @@ def e119(env):
         t2 = attr_value(t1, 'dp', 'megatron.dp')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('megatron')
-        if t5 is None: t5 = Missing('megatron')
-        if t5.__class__ is dict and 'args' in t5:
-            t6 = t5['args']
-            if t6 is None: t6 = Missing('megatron.args')
+        if t1.__class__ is dict and 'args' in t1:
+            t5 = t1['args']
+            if t5 is None: t5 = Missing('megatron.args')
         else:
-            t6 = attr_value(t5, 'args', 'megatron.args')
-        if t6.__class__ is dict and 'micro_batch_size' in t6:
-            t7 = t6['micro_batch_size']
-            if t7 is None: t7 = Missing('megatron.args.micro_batch_size')
+            t5 = attr_value(t1, 'args', 'megatron.args')
+        if t5.__class__ is dict and 'micro_batch_size' in t5:
+            t6 = t5['micro_batch_size']
+            if t6 is None: t6 = Missing('megatron.args.micro_batch_size')
         else:
-            t7 = attr_value(t6, 'micro_batch_size', 'megatron.args.micro_batch_size')
-        t8 = not (t7 is None or t7.__class__ is Missing)
-        t4 = (t8 if t8.__class__ is bool else _truth(t8))
+            t6 = attr_value(t5, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t7 = not (t6 is None or t6.__class__ is Missing)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t4 = False
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t10 = (' (')
+        if t1.__class__ is dict and 'args' in t1:
+            t9 = t1['args']
+            if t9 is None: t9 = Missing('megatron.args')
+        else:
+            t9 = attr_value(t1, 'args', 'megatron.args')
+        if t9.__class__ is dict and 'micro_batch_size' in t9:
+            t10 = t9['micro_batch_size']
+            if t10 is None: t10 = Missing('megatron.args.micro_batch_size')
+        else:
+            t10 = attr_value(t9, 'micro_batch_size', 'megatron.args.micro_batch_size')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = env.lookup('megatron')
-        if t11 is None: t11 = Missing('megatron')
-        if t11.__class__ is dict and 'args' in t11:
-            t12 = t11['args']
-            if t12 is None: t12 = Missing('megatron.args')
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if t10.__class__ is int and t2.__class__ is int:
+            t11 = t10 * t2
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t12 = attr_value(t11, 'args', 'megatron.args')
-        if t12.__class__ is dict and 'micro_batch_size' in t12:
-            t13 = t12['micro_batch_size']
-            if t13 is None: t13 = Missing('megatron.args.micro_batch_size')
+            t11 = _binop('*', t10, t2, env)
+        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if (' (').__class__ is int and t12.__class__ is int:
+            t13 = (' (') + t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t13 = attr_value(t12, 'micro_batch_size', 'megatron.args.micro_batch_size')
+            t13 = _binop('+', (' ('), t12, env)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('megatron')
-        if t14 is None: t14 = Missing('megatron')
-        if t14.__class__ is dict and 'dp' in t14:
-            t15 = t14['dp']
-            if t15 is None: t15 = Missing('megatron.dp')
+        if t13.__class__ is int and (')').__class__ is int:
+            t14 = t13 + (')')
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t15 = attr_value(t14, 'dp', 'megatron.dp')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t13.__class__ is int and t15.__class__ is int:
-            t16 = t13 * t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('*', t13, t15, env)
-        t17 = call_value(env, F_str.fn, F_str.cost, True, [t16])
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t10.__class__ is int and t17.__class__ is int:
-            t18 = t10 + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-        else:
-            t18 = _binop('+', t10, t17, env)
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = (')')
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t18.__class__ is int and t19.__class__ is int:
-            t20 = t18 + t19
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-        else:
-            t20 = _binop('+', t18, t19, env)
-        t9 = t20
+            t14 = _binop('+', t13, (')'), env)
+        t8 = t14
     else:
-        t21 = ('')
-        t9 = t21
-    return t9
+        t8 = ('')
+    return t8
 
 def e120(env):
     t1 = env.lookup('megatron')

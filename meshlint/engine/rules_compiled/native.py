@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3136773155, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3554535388, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -49,11 +49,10 @@ def e0(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (0)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (0))
     return t3
 
 def e1(env):
@@ -95,18 +94,17 @@ def e2(env):
                 if t14 is None: t14 = Missing('d.size')
             else:
                 t14 = attr_value(t13, 'size', 'd.size')
-            t16 = (1)
             if t14.__class__ is int:
-                t15 = t14 != t16
+                t15 = t14 != (1)
             else:
-                t15 = _compare('!=', t14, t16)
+                t15 = _compare('!=', t14, (1))
             t12 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
             t12 = False
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t17 = t8
-            if t17 is None: t17 = Missing('d')
-            t1.append(t17)
+            t16 = t8
+            if t16 is None: t16 = Missing('d')
+            t1.append(t16)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -162,35 +160,26 @@ def e3(env):
                 t17 = attr_value(t16, 'role', 'd.role')
             if t17 is None or t17.__class__ is Missing: _need(t17)
             t18 = index_value(t15, t17, 'params.rank')
-            t20 = t5.lookup('params')
-            if t20 is None: t20 = Missing('params')
-            if t20.__class__ is dict and 'rank' in t20:
-                t21 = t20['rank']
-                if t21 is None: t21 = Missing('params.rank')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            if t11.__class__ is dict and 'role' in t11:
+                t20 = t11['role']
+                if t20 is None: t20 = Missing('item.role')
             else:
-                t21 = attr_value(t20, 'rank', 'params.rank')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = t5.lookup('item')
-            if t22 is None: t22 = Missing('item')
-            if t22.__class__ is dict and 'role' in t22:
-                t23 = t22['role']
-                if t23 is None: t23 = Missing('item.role')
+                t20 = attr_value(t11, 'role', 'item.role')
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = index_value(t15, t20, 'params.rank')
+            if t18.__class__ is t21.__class__ and (t18.__class__ is int or t18.__class__ is str):
+                t19 = t18 < t21
             else:
-                t23 = attr_value(t22, 'role', 'item.role')
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = index_value(t21, t23, 'params.rank')
-            if t18.__class__ is t24.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 < t24
-            else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t5, t18, t24)
-                t19 = _compare('<', t18, t24)
+                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t5, t18, t21)
+                t19 = _compare('<', t18, t21)
             t13 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
             t13 = False
         if (t13 if t13.__class__ is bool else _truth(t13)):
-            t25 = t7
-            if t25 is None: t25 = Missing('d')
-            t1.append(t25)
+            t22 = t7
+            if t22 is None: t22 = Missing('d')
+            t1.append(t22)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -338,41 +327,37 @@ def e6(env):
         else:
             t9 = attr_value(t8, 'name', 'd.name')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (' (')
+        if t9.__class__ is int and (' (').__class__ is int:
+            t10 = t9 + (' (')
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t9, (' ('), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        t11 = t7
+        if t11 is None: t11 = Missing('d')
+        if t11.__class__ is dict and 'role' in t11:
+            t12 = t11['role']
+            if t12 is None: t12 = Missing('d.role')
         else:
-            t11 = _binop('+', t9, t10, t5)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = t7
-        if t12 is None: t12 = Missing('d')
-        if t12.__class__ is dict and 'role' in t12:
-            t13 = t12['role']
-            if t13 is None: t13 = Missing('d.role')
+            t12 = attr_value(t11, 'role', 'd.role')
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t10.__class__ is int and t12.__class__ is int:
+            t13 = t10 + t12
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t13 = attr_value(t12, 'role', 'd.role')
+            t13 = _binop('+', t10, t12, t5)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t11.__class__ is int and t13.__class__ is int:
-            t14 = t11 + t13
+        if t13.__class__ is int and (')').__class__ is int:
+            t14 = t13 + (')')
             if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t14 = _binop('+', t11, t13, t5)
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = (')')
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t14.__class__ is int and t15.__class__ is int:
-            t16 = t14 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t14, t15, t5)
-        t1.append(t16)
+            t14 = _binop('+', t13, (')'), t5)
+        t1.append(t14)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t17 = call_value(env, F_join.fn, F_join.cost, False, [t1])
-    return t17
+    t15 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+    return t15
 
 def e7(env):
     t1 = env.lookup('item')
@@ -386,11 +371,9 @@ def e7(env):
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('tp should be innermost so its groups are consecutive ranks on one node')
-        t5 = t6
+        t5 = ('tp should be innermost so its groups are consecutive ranks on one node')
     else:
-        t7 = ('the usual order, outer to inner, is pp / dp_replicate, dp_shard, cp / ep, tp')
-        t5 = t7
+        t5 = ('the usual order, outer to inner, is pp / dp_replicate, dp_shard, cp / ep, tp')
     return t5
 
 def e8(env):
@@ -522,10 +505,12 @@ def e11(env):
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t15 = (1)
-    if t15 is None or t15.__class__ is Missing: _need(t15)
-    t16 = index_value(t1, t15, '?')
-    return t16
+    if t1.__class__ is list and len(t1) > 1:
+        t15 = t1[1]
+        if t15 is None: t15 = Missing('?[1]')
+    else:
+        t15 = index_value(t1, (1), '?')
+    return t15
 
 def e12(env):
     t1 = env.lookup('item')
@@ -582,11 +567,10 @@ def e14(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 <= t4
+        t3 = t2 <= (1)
     else:
-        t3 = _compare('<=', t2, t4)
+        t3 = _compare('<=', t2, (1))
     return t3
 
 def e15(env):
@@ -614,17 +598,16 @@ def e15(env):
             if t10 is None: t10 = Missing('d.size')
         else:
             t10 = attr_value(t9, 'size', 'd.size')
-        t12 = (1)
-        t13 = _check_value(-_num(t12, '-'))
-        if t10.__class__ is t13.__class__ and (t10.__class__ is int or t10.__class__ is str):
-            t11 = t10 == t13
+        t12 = _check_value(-_num((1), '-'))
+        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == t12
         else:
-            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t6, t10, t13)
-            t11 = _compare('==', t10, t13)
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t6, t10, t12)
+            t11 = _compare('==', t10, t12)
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t14 = t8
-            if t14 is None: t14 = Missing('d')
-            t1.append(t14)
+            t13 = t8
+            if t13 is None: t13 = Missing('d')
+            t1.append(t13)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -672,15 +655,17 @@ def e18(env):
     t1 = env.lookup('fills')
     if t1 is None: t1 = Missing('fills')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'fills')
-    if t3.__class__ is dict and 'key' in t3:
-        t4 = t3['key']
-        if t4 is None: t4 = Missing('key')
+    if t1.__class__ is list and len(t1) > 1:
+        t2 = t1[1]
+        if t2 is None: t2 = Missing('fills[1]')
     else:
-        t4 = attr_value(t3, 'key', 'key')
-    return t4
+        t2 = index_value(t1, (1), 'fills')
+    if t2.__class__ is dict and 'key' in t2:
+        t3 = t2['key']
+        if t3 is None: t3 = Missing('key')
+    else:
+        t3 = attr_value(t2, 'key', 'key')
+    return t3
 
 COMPILED = {
     'len(inner) == 0': (e0, 4, ('inner',)),

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3136773155, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 3554535388, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -223,14 +223,11 @@ def e4(env):
         if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('==', t1, t3)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('etp')
-        if t5 is None: t5 = Missing('etp')
-        t7 = (1)
-        if t5.__class__ is int:
-            t6 = t5 == t7
+        if t1.__class__ is int:
+            t5 = t1 == (1)
         else:
-            t6 = _compare('==', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('==', t1, (1))
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t4 = True
     return t4
@@ -249,11 +246,10 @@ def e5(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('ep')
         if t6 is None: t6 = Missing('ep')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -277,11 +273,10 @@ def e7(env):
     if t2 is None: t2 = Missing('expert')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (0)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (0))
     return t4
 
 def e8(env):
@@ -352,70 +347,55 @@ def e13(env):
     if t2 is None: t2 = Missing('etp')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (0)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (0))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = []
-        t8 = env.budget
-        t10 = env.lookup('fsdp_tp')
-        if t10 is None: t10 = Missing('fsdp_tp')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = env.lookup('etp')
-        if t11 is None: t11 = Missing('etp')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = _binop('%', t10, t11, env)
-        t14 = (0)
-        if t12.__class__ is int:
-            t13 = t12 == t14
+        t6 = []
+        t7 = env.budget
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t9 = _binop('%', t1, t2, env)
+        if t9.__class__ is int:
+            t10 = t9 == (0)
         else:
-            t13 = _compare('==', t12, t14)
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t16 = env.lookup('fsdp_tp')
-            if t16 is None: t16 = Missing('fsdp_tp')
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = env.lookup('fsdp_tp')
-            if t17 is None: t17 = Missing('fsdp_tp')
-            t18 = env.lookup('etp')
-            if t18 is None: t18 = Missing('etp')
-            t19 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t17, t18])
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = _binop('//', t16, t19, env)
-            t15 = t20
+            t10 = _compare('==', t9, (0))
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            if t1 is None or t1.__class__ is Missing: _need(t1)
+            t12 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t1, t2])
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t13 = _binop('//', t1, t12, env)
+            t11 = t13
         else:
-            t21 = (1)
-            t15 = t21
-        t22 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t15])
-        t9 = loop_items(t22)
-        t23 = Env({}, None, t8, env)
-        t24 = t23.values
-        for t25 in t9:
-            t8.left -= 18
-            if t8.left < 0: _charge(env, 0)
-            t24['e'] = t25
-            t23.let_cache = None
-            t26 = t25
-            if t26 is None: t26 = Missing('e')
-            t28 = (1)
-            if t26.__class__ is int:
-                t27 = t26 > t28
+            t11 = (1)
+        t14 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t11])
+        t8 = loop_items(t14)
+        t15 = Env({}, None, t7, env)
+        t16 = t15.values
+        for t17 in t8:
+            t7.left -= 18
+            if t7.left < 0: _charge(env, 0)
+            t16['e'] = t17
+            t15.let_cache = None
+            t18 = t17
+            if t18 is None: t18 = Missing('e')
+            if t18.__class__ is int:
+                t19 = t18 > (1)
             else:
-                t27 = _compare('>', t26, t28)
-            if (t27 if t27.__class__ is bool else _truth(t27)):
-                t29 = t25
-                if t29 is None: t29 = Missing('e')
-                t7.append(t29)
-                t8.mem -= 1
-                if t8.mem < 0: _charge_mem(env, 0)
-                if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t30 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        t6 = t30
+                t19 = _compare('>', t18, (1))
+            if (t19 if t19.__class__ is bool else _truth(t19)):
+                t20 = t17
+                if t20 is None: t20 = Missing('e')
+                t6.append(t20)
+                t7.mem -= 1
+                if t7.mem < 0: _charge_mem(env, 0)
+                if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t21 = call_value(env, F_join.fn, F_join.cost, False, [t6])
+        t5 = t21
     else:
-        t31 = ('(none with this etp)')
-        t6 = t31
-    return t6
+        t5 = ('(none with this etp)')
+    return t5
 
 def e14(env):
     t1 = env.lookup('framework')
@@ -431,11 +411,10 @@ def e14(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('etp')
         if t6 is None: t6 = Missing('etp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -453,11 +432,10 @@ def e15(env):
         if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
     else:
         t3 = _binop('*', t1, t2, env)
-    t5 = (1)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (1)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (1))
     return t4
 
 def e16(env):
@@ -491,65 +469,53 @@ def e16(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('dp_replicate')
             if t12 is None: t12 = Missing('dp_replicate')
-            t14 = (1)
             if t12.__class__ is int:
-                t13 = t12 > t14
+                t13 = t12 > (1)
             else:
-                t13 = _compare('>', t12, t14)
+                t13 = _compare('>', t12, (1))
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t11 = False
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t16 = env.lookup('dp_shard')
-            if t16 is None: t16 = Missing('dp_shard')
-            t18 = (1)
-            if t16.__class__ is int:
-                t17 = t16 == t18
+            t15 = env.lookup('dp_shard')
+            if t15 is None: t15 = Missing('dp_shard')
+            if t15.__class__ is int:
+                t16 = t15 == (1)
             else:
-                t17 = _compare('==', t16, t18)
-            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('==', t15, (1))
+            t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = env.lookup('cp')
-            if t20 is None: t20 = Missing('cp')
-            t22 = (1)
-            if t20.__class__ is int:
-                t21 = t20 == t22
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t18 = env.lookup('cp')
+            if t18 is None: t18 = Missing('cp')
+            if t18.__class__ is int:
+                t19 = t18 == (1)
             else:
-                t21 = _compare('==', t20, t22)
-            t19 = (t21 if t21.__class__ is bool else _truth(t21))
+                t19 = _compare('==', t18, (1))
+            t17 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t19 = False
-        if (t19 if t19.__class__ is bool else _truth(t19)):
-            t24 = env.lookup('model')
-            if t24 is None: t24 = Missing('model')
-            if t24.__class__ is dict and 'name' in t24:
-                t25 = t24['name']
-                if t25 is None: t25 = Missing('model.name')
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            if t7.__class__ is str:
+                t21 = t7 == ('llama4')
             else:
-                t25 = attr_value(t24, 'name', 'model.name')
-            t27 = ('llama4')
-            if t25.__class__ is str:
-                t26 = t25 == t27
-            else:
-                t26 = _compare('==', t25, t27)
-            if (t26 if t26.__class__ is bool else _truth(t26)):
-                t29 = env.lookup('ep')
-                if t29 is None: t29 = Missing('ep')
-                t31 = (1)
-                if t29.__class__ is int:
-                    t30 = t29 > t31
+                t21 = _compare('==', t7, ('llama4'))
+            if (t21 if t21.__class__ is bool else _truth(t21)):
+                t23 = env.lookup('ep')
+                if t23 is None: t23 = Missing('ep')
+                if t23.__class__ is int:
+                    t24 = t23 > (1)
                 else:
-                    t30 = _compare('>', t29, t31)
-                t28 = (t30 if t30.__class__ is bool else _truth(t30))
+                    t24 = _compare('>', t23, (1))
+                t22 = (t24 if t24.__class__ is bool else _truth(t24))
             else:
-                t28 = False
-            t32 = not (t28 if t28.__class__ is bool else _truth(t28))
-            t23 = (t32 if t32.__class__ is bool else _truth(t32))
+                t22 = False
+            t25 = not (t22 if t22.__class__ is bool else _truth(t22))
+            t20 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
-            t23 = False
-        t5 = (t23 if t23.__class__ is bool else _truth(t23))
+            t20 = False
+        t5 = (t20 if t20.__class__ is bool else _truth(t20))
     else:
         t5 = False
     return t5
@@ -614,11 +580,10 @@ def e21(env):
         if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
     else:
         t3 = _binop('*', t1, t2, env)
-    t5 = (1)
     if t3.__class__ is int:
-        t4 = t3 > t5
+        t4 = t3 > (1)
     else:
-        t4 = _compare('>', t3, t5)
+        t4 = _compare('>', t3, (1))
     return t4
 
 def e22(env):
@@ -652,11 +617,10 @@ def e22(env):
         if (t8 if t8.__class__ is bool else _truth(t8)):
             t12 = env.lookup('ep')
             if t12 is None: t12 = Missing('ep')
-            t14 = (1)
             if t12.__class__ is int:
-                t13 = t12 > t14
+                t13 = t12 > (1)
             else:
-                t13 = _compare('>', t12, t14)
+                t13 = _compare('>', t12, (1))
             t11 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t11 = False
@@ -668,34 +632,28 @@ def e22(env):
 def e23(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('dp_replicate, fsdp')
-        t4 = t5
+        t3 = ('dp_replicate, fsdp')
     else:
-        t6 = ('fsdp')
-        t4 = t6
-    return t4
+        t3 = ('fsdp')
+    return t3
 
 def e24(env):
     t1 = env.lookup('dp_replicate')
     if t1 is None: t1 = Missing('dp_replicate')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ("['dp_replicate', 'fsdp']")
-        t4 = t5
+        t3 = ("['dp_replicate', 'fsdp']")
     else:
-        t6 = ('fsdp')
-        t4 = t6
-    return t4
+        t3 = ('fsdp')
+    return t3
 
 def e25(env):
     t1 = env.lookup('model')
@@ -728,17 +686,9 @@ def e27(env):
         t2 = attr_value(t1, 'flavor', 'model.flavor')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('model')
-        if t5 is None: t5 = Missing('model')
-        if t5.__class__ is dict and 'flavor' in t5:
-            t6 = t5['flavor']
-            if t6 is None: t6 = Missing('model.flavor')
-        else:
-            t6 = attr_value(t5, 'flavor', 'model.flavor')
-        t4 = t6
+        t4 = t2
     else:
-        t7 = ('(none)')
-        t4 = t7
+        t4 = ('(none)')
     return t4
 
 def e28(env):
@@ -751,17 +701,9 @@ def e28(env):
         t2 = attr_value(t1, 'flavor', 'model.flavor')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('model')
-        if t5 is None: t5 = Missing('model')
-        if t5.__class__ is dict and 'flavor' in t5:
-            t6 = t5['flavor']
-            if t6 is None: t6 = Missing('model.flavor')
-        else:
-            t6 = attr_value(t5, 'flavor', 'model.flavor')
-        t4 = t6
+        t4 = t2
     else:
-        t7 = ('<flavor>')
-        t4 = t7
+        t4 = ('<flavor>')
     return t4
 
 def e29(env):
@@ -803,11 +745,10 @@ def e31(env):
         t4 = attr_value(t3, 'microbatch_size', 'pipeline.microbatch_size')
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('%', t2, t4, env)
-    t7 = (0)
     if t5.__class__ is int:
-        t6 = t5 == t7
+        t6 = t5 == (0)
     else:
-        t6 = _compare('==', t5, t7)
+        t6 = _compare('==', t5, (0))
     return t6
 
 def e32(env):
@@ -824,28 +765,26 @@ def e32(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('pipeline')
-            if t10 is None: t10 = Missing('pipeline')
-            if t10.__class__ is dict and 'microbatch_size' in t10:
-                t11 = t10['microbatch_size']
-                if t11 is None: t11 = Missing('pipeline.microbatch_size')
+            t9 = env.lookup('pipeline')
+            if t9 is None: t9 = Missing('pipeline')
+            if t9.__class__ is dict and 'microbatch_size' in t9:
+                t10 = t9['microbatch_size']
+                if t10 is None: t10 = Missing('pipeline.microbatch_size')
             else:
-                t11 = attr_value(t10, 'microbatch_size', 'pipeline.microbatch_size')
-            t13 = (0)
-            if t11.__class__ is int:
-                t12 = t11 != t13
+                t10 = attr_value(t9, 'microbatch_size', 'pipeline.microbatch_size')
+            if t10.__class__ is int:
+                t11 = t10 != (0)
             else:
-                t12 = _compare('!=', t11, t13)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t11 = _compare('!=', t10, (0))
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
-            t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = False
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     return t5
@@ -890,33 +829,24 @@ def e36(env):
         if t2 is None: t2 = Missing('training.global_batch_size')
     else:
         t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('training')
-        if t6 is None: t6 = Missing('training')
-        if t6.__class__ is dict and 'global_batch_size' in t6:
-            t7 = t6['global_batch_size']
-            if t7 is None: t7 = Missing('training.global_batch_size')
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t5 = env.lookup('per_step')
+        if t5 is None: t5 = Missing('per_step')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('%', t2, t5, env)
+        if t6.__class__ is int:
+            t7 = t6 == (0)
         else:
-            t7 = attr_value(t6, 'global_batch_size', 'training.global_batch_size')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('per_step')
-        if t8 is None: t8 = Missing('per_step')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = _binop('%', t7, t8, env)
-        t11 = (0)
-        if t9.__class__ is int:
-            t10 = t9 == t11
-        else:
-            t10 = _compare('==', t9, t11)
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+            t7 = _compare('==', t6, (0))
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    return t5
+        t4 = False
+    return t4
 
 def e37(env):
     t1 = env.lookup('framework')
@@ -937,13 +867,12 @@ def e37(env):
             if t7 is None: t7 = Missing('training.global_batch_size')
         else:
             t7 = attr_value(t6, 'global_batch_size', 'training.global_batch_size')
-        t9 = (1)
-        t10 = _check_value(-_num(t9, '-'))
-        if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t10
+        t9 = _check_value(-_num((1), '-'))
+        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
+            t8 = t7 != t9
         else:
-            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
-            t8 = _compare('!=', t7, t10)
+            if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
+            t8 = _compare('!=', t7, t9)
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
@@ -1007,30 +936,6 @@ def e43(env):
     t1 = env.lookup('per_step')
     if t1 is None: t1 = Missing('per_step')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    t3 = env.lookup('training')
-    if t3 is None: t3 = Missing('training')
-    if t3.__class__ is dict and 'global_batch_size' in t3:
-        t4 = t3['global_batch_size']
-        if t4 is None: t4 = Missing('training.global_batch_size')
-    else:
-        t4 = attr_value(t3, 'global_batch_size', 'training.global_batch_size')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = env.lookup('per_step')
-    if t5 is None: t5 = Missing('per_step')
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = _binop('//', t4, t5, env)
-    t7 = call_value(env, F_max.fn, F_max.cost, False, [t2, t6])
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    if t1.__class__ is int and t7.__class__ is int:
-        t8 = t1 * t7
-        if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-    else:
-        t8 = _binop('*', t1, t7, env)
-    return t8
-
-def e44(env):
-    t1 = (1)
     t2 = env.lookup('training')
     if t2 is None: t2 = Missing('training')
     if t2.__class__ is dict and 'global_batch_size' in t2:
@@ -1039,14 +944,33 @@ def e44(env):
     else:
         t3 = attr_value(t2, 'global_batch_size', 'training.global_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('per_step')
-    if t4 is None: t4 = Missing('per_step')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t3, t4, env)
-    t6 = call_value(env, F_max.fn, F_max.cost, False, [t1, t5])
-    t7 = ('accumulation step')
-    t8 = call_value(env, F_plural.fn, F_plural.cost, False, [t6, t7])
-    return t8
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t4 = _binop('//', t3, t1, env)
+    t5 = call_value(env, F_max.fn, F_max.cost, False, [(1), t4])
+    if t5 is None or t5.__class__ is Missing: _need(t5)
+    if t1.__class__ is int and t5.__class__ is int:
+        t6 = t1 * t5
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    else:
+        t6 = _binop('*', t1, t5, env)
+    return t6
+
+def e44(env):
+    t1 = env.lookup('training')
+    if t1 is None: t1 = Missing('training')
+    if t1.__class__ is dict and 'global_batch_size' in t1:
+        t2 = t1['global_batch_size']
+        if t2 is None: t2 = Missing('training.global_batch_size')
+    else:
+        t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = env.lookup('per_step')
+    if t3 is None: t3 = Missing('per_step')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('//', t2, t3, env)
+    t5 = call_value(env, F_max.fn, F_max.cost, False, [(1), t4])
+    t6 = call_value(env, F_plural.fn, F_plural.cost, False, [t5, ('accumulation step')])
+    return t6
 
 def e45(env):
     t1 = env.lookup('per_step')
@@ -1060,25 +984,21 @@ def e45(env):
     else:
         t3 = attr_value(t2, 'global_batch_size', 'training.global_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('per_step')
-    if t4 is None: t4 = Missing('per_step')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t4 = _binop('//', t3, t1, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t3, t4, env)
+    if t4.__class__ is int and (1).__class__ is int:
+        t5 = t4 + (1)
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('+', t4, (1), env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = (1)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t5.__class__ is int and t6.__class__ is int:
-        t7 = t5 + t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+    if t1.__class__ is int and t5.__class__ is int:
+        t6 = t1 * t5
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
     else:
-        t7 = _binop('+', t5, t6, env)
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    if t1.__class__ is int and t7.__class__ is int:
-        t8 = t1 * t7
-        if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-    else:
-        t8 = _binop('*', t1, t7, env)
-    return t8
+        t6 = _binop('*', t1, t5, env)
+    return t6
 
 def e46(env):
     t1 = env.lookup('training')
@@ -1093,11 +1013,10 @@ def e46(env):
     if t3 is None: t3 = Missing('divisor')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
-    t6 = (0)
     if t4.__class__ is int:
-        t5 = t4 == t6
+        t5 = t4 == (0)
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, (0))
     return t5
 
 def e47(env):
@@ -1114,11 +1033,10 @@ def e47(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -1128,23 +1046,21 @@ def e48(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (2)
+    if t1.__class__ is int and (2).__class__ is int:
+        t2 = t1 * (2)
+        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
+    else:
+        t2 = _binop('*', t1, (2), env)
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is int and t2.__class__ is int:
-        t3 = t1 * t2
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
-    else:
-        t3 = _binop('*', t1, t2, env)
+    t3 = env.lookup('cp')
+    if t3 is None: t3 = Missing('cp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('cp')
-    if t4 is None: t4 = Missing('cp')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t5 = t3 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    if t2.__class__ is int and t3.__class__ is int:
+        t4 = t2 * t3
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
     else:
-        t5 = _binop('*', t3, t4, env)
-    return t5
+        t4 = _binop('*', t2, t3, env)
+    return t4
 
 def e49(env):
     t1 = env.lookup('training')
@@ -1173,17 +1089,15 @@ def e51(env):
     else:
         t3 = attr_value(t2, 'seq_len', 'training.seq_len')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('divisor')
-    if t4 is None: t4 = Missing('divisor')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t4 = _binop('//', t3, t1, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t3, t4, env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t1.__class__ is int and t5.__class__ is int:
-        t6 = t1 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    if t1.__class__ is int and t4.__class__ is int:
+        t5 = t1 * t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t6 = _binop('*', t1, t5, env)
-    return t6
+        t5 = _binop('*', t1, t4, env)
+    return t5
 
 def e52(env):
     t1 = env.lookup('divisor')
@@ -1197,25 +1111,21 @@ def e52(env):
     else:
         t3 = attr_value(t2, 'seq_len', 'training.seq_len')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('divisor')
-    if t4 is None: t4 = Missing('divisor')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t4 = _binop('//', t3, t1, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t3, t4, env)
+    if t4.__class__ is int and (1).__class__ is int:
+        t5 = t4 + (1)
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('+', t4, (1), env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = (1)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t5.__class__ is int and t6.__class__ is int:
-        t7 = t5 + t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+    if t1.__class__ is int and t5.__class__ is int:
+        t6 = t1 * t5
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
     else:
-        t7 = _binop('+', t5, t6, env)
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    if t1.__class__ is int and t7.__class__ is int:
-        t8 = t1 * t7
-        if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-    else:
-        t8 = _binop('*', t1, t7, env)
-    return t8
+        t6 = _binop('*', t1, t5, env)
+    return t6
 
 def e53(env):
     t1 = env.lookup('framework')
@@ -1273,11 +1183,10 @@ def e55(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('tp')
             if t9 is None: t9 = Missing('tp')
-            t11 = (1)
             if t9.__class__ is int:
-                t10 = t9 > t11
+                t10 = t9 > (1)
             else:
-                t10 = _compare('>', t9, t11)
+                t10 = _compare('>', t9, (1))
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
@@ -1322,11 +1231,10 @@ def e57(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -1400,11 +1308,10 @@ def e63(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -1424,32 +1331,31 @@ def e64(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 == t8
+            t7 = t6 == (1)
         else:
-            t7 = _compare('==', t6, t8)
+            t7 = _compare('==', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('model')
-            if t10 is None: t10 = Missing('model')
-            if t10.__class__ is dict and 'name' in t10:
-                t11 = t10['name']
-                if t11 is None: t11 = Missing('model.name')
+            t9 = env.lookup('model')
+            if t9 is None: t9 = Missing('model')
+            if t9.__class__ is dict and 'name' in t9:
+                t10 = t9['name']
+                if t10 is None: t10 = Missing('model.name')
             else:
-                t11 = attr_value(t10, 'name', 'model.name')
-            t13 = env.lookup('params')
-            if t13 is None: t13 = Missing('params')
-            if t13.__class__ is dict and 'models' in t13:
-                t14 = t13['models']
-                if t14 is None: t14 = Missing('params.models')
+                t10 = attr_value(t9, 'name', 'model.name')
+            t12 = env.lookup('params')
+            if t12 is None: t12 = Missing('params')
+            if t12.__class__ is dict and 'models' in t12:
+                t13 = t12['models']
+                if t13 is None: t13 = Missing('params.models')
             else:
-                t14 = attr_value(t13, 'models', 'params.models')
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t11, t14)
-            t12 = _compare('in', t11, t14)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t13 = attr_value(t12, 'models', 'params.models')
+            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t10, t13)
+            t11 = _compare('in', t10, t13)
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
-            t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = False
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     return t5
@@ -1458,40 +1364,35 @@ def e65(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (2)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is int and t2.__class__ is int:
-        t3 = t1 * t2
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+    if t1.__class__ is int and (2).__class__ is int:
+        t2 = t1 * (2)
+        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
     else:
-        t3 = _binop('*', t1, t2, env)
-    return t3
+        t2 = _binop('*', t1, (2), env)
+    return t2
 
 def e66(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    t3 = env.lookup('training')
-    if t3 is None: t3 = Missing('training')
-    if t3.__class__ is dict and 'seq_len' in t3:
-        t4 = t3['seq_len']
-        if t4 is None: t4 = Missing('training.seq_len')
+    t2 = env.lookup('training')
+    if t2 is None: t2 = Missing('training')
+    if t2.__class__ is dict and 'seq_len' in t2:
+        t3 = t2['seq_len']
+        if t3 is None: t3 = Missing('training.seq_len')
     else:
-        t4 = attr_value(t3, 'seq_len', 'training.seq_len')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = env.lookup('divisor')
-    if t5 is None: t5 = Missing('divisor')
+        t3 = attr_value(t2, 'seq_len', 'training.seq_len')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t4 = _binop('//', t3, t1, env)
+    t5 = call_value(env, F_max.fn, F_max.cost, False, [(1), t4])
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = _binop('//', t4, t5, env)
-    t7 = call_value(env, F_max.fn, F_max.cost, False, [t2, t6])
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    if t1.__class__ is int and t7.__class__ is int:
-        t8 = t1 * t7
-        if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+    if t1.__class__ is int and t5.__class__ is int:
+        t6 = t1 * t5
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
     else:
-        t8 = _binop('*', t1, t7, env)
-    return t8
+        t6 = _binop('*', t1, t5, env)
+    return t6
 
 def e67(env):
     t1 = env.lookup('region')
@@ -1501,11 +1402,10 @@ def e67(env):
     if t2 is None: t2 = Missing('ep')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (0)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (0))
     return t4
 
 def e68(env):
@@ -1522,11 +1422,10 @@ def e68(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('ep')
         if t6 is None: t6 = Missing('ep')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -1539,54 +1438,50 @@ def e69(env):
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'ep' in t7:
-            t8 = t7['ep']
-            if t8 is None: t8 = Missing('choices.ep')
+        if t4.__class__ is dict and 'ep' in t4:
+            t7 = t4['ep']
+            if t7 is None: t7 = Missing('choices.ep')
         else:
-            t8 = attr_value(t7, 'ep', 'choices.ep')
-        t6 = t8
+            t7 = attr_value(t4, 'ep', 'choices.ep')
+        t6 = t7
     else:
-        t9 = env.lookup('region')
-        if t9 is None: t9 = Missing('region')
-        t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
-        t6 = t10
+        t8 = env.lookup('region')
+        if t8 is None: t8 = Missing('region')
+        t9 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t8])
+        t6 = t9
     t3 = loop_items(t6)
-    t11 = Env({}, None, t2, env)
-    t12 = t11.values
-    for t13 in t3:
+    t10 = Env({}, None, t2, env)
+    t11 = t10.values
+    for t12 in t3:
         t2.left -= 19
         if t2.left < 0: _charge(env, 0)
-        t12['e'] = t13
-        t11.let_cache = None
-        t14 = t13
-        if t14 is None: t14 = Missing('e')
-        t16 = (1)
-        if t14.__class__ is int:
-            t15 = t14 > t16
+        t11['e'] = t12
+        t10.let_cache = None
+        t13 = t12
+        if t13 is None: t13 = Missing('e')
+        if t13.__class__ is int:
+            t14 = t13 > (1)
         else:
-            t15 = _compare('>', t14, t16)
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t18 = t11.lookup('region')
-            if t18 is None: t18 = Missing('region')
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = t13
-            if t19 is None: t19 = Missing('e')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = _binop('%', t18, t19, t11)
-            t22 = (0)
-            if t20.__class__ is int:
-                t21 = t20 == t22
+            t14 = _compare('>', t13, (1))
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t16 = t10.lookup('region')
+            if t16 is None: t16 = Missing('region')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = t12
+            if t17 is None: t17 = Missing('e')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = _binop('%', t16, t17, t10)
+            if t18.__class__ is int:
+                t19 = t18 == (0)
             else:
-                t21 = _compare('==', t20, t22)
-            t17 = (t21 if t21.__class__ is bool else _truth(t21))
+                t19 = _compare('==', t18, (0))
+            t15 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t23 = t13
-            if t23 is None: t23 = Missing('e')
-            t1.append(t23)
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t20 = t12
+            if t20 is None: t20 = Missing('e')
+            t1.append(t20)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -1600,18 +1495,15 @@ def e70(env):
 def e71(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
-    t3 = ('0.3.0')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('0.3.0')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('0.3.0'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('torchtitan main raises in ParallelDims')
-        t4 = t5
+        t3 = ('torchtitan main raises in ParallelDims')
     else:
-        t6 = ('torchtitan 0.3.0 does not check it and dies late, in DeviceMesh._unflatten')
-        t4 = t6
-    return t4
+        t3 = ('torchtitan 0.3.0 does not check it and dies late, in DeviceMesh._unflatten')
+    return t3
 
 def e72(env):
     t1 = env.lookup('framework_error')
@@ -1620,30 +1512,24 @@ def e72(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t4 = env.lookup('error_stage')
         if t4 is None: t4 = Missing('error_stage')
-        t6 = ('load')
         if t4.__class__ is str:
-            t5 = t4 != t6
+            t5 = t4 != ('load')
         else:
-            t5 = _compare('!=', t4, t6)
+            t5 = _compare('!=', t4, ('load'))
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = (': ')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = env.lookup('framework_error')
-        if t9 is None: t9 = Missing('framework_error')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if (': ').__class__ is int and t1.__class__ is int:
+            t7 = (': ') + t1
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t10 = _binop('+', t8, t9, env)
-        t7 = t10
+            t7 = _binop('+', (': '), t1, env)
+        t6 = t7
     else:
-        t11 = ('')
-        t7 = t11
-    return t7
+        t6 = ('')
+    return t6
 
 def e73(env):
     t1 = env.lookup('fits')
@@ -1654,36 +1540,28 @@ def e73(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 > t4
+        t3 = t2 > (0)
     else:
-        t3 = _compare('>', t2, t4)
+        t3 = _compare('>', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('use ep in {')
+        t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if ('use ep in {').__class__ is int and t5.__class__ is int:
+            t6 = ('use ep in {') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('+', ('use ep in {'), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('fits')
-        if t7 is None: t7 = Missing('fits')
-        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        if t6.__class__ is int and ('}').__class__ is int:
+            t7 = t6 + ('}')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t9 = _binop('+', t6, t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = ('}')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t9, t10, env)
-        t5 = t11
+            t7 = _binop('+', t6, ('}'), env)
+        t4 = t7
     else:
-        t12 = ('no ep > 1 fits: dp_shard·cp·tp is 1')
-        t5 = t12
-    return t5
+        t4 = ('no ep > 1 fits: dp_shard·cp·tp is 1')
+    return t4
 
 def e74(env):
     t1 = env.lookup('training')
@@ -1717,11 +1595,10 @@ def e75(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('pp')
             if t9 is None: t9 = Missing('pp')
-            t11 = (1)
             if t9.__class__ is int:
-                t10 = t9 > t11
+                t10 = t9 > (1)
             else:
-                t10 = _compare('>', t9, t11)
+                t10 = _compare('>', t9, (1))
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
@@ -1742,38 +1619,34 @@ def e76(env):
     if not (t3 if t3.__class__ is bool else _truth(t3)):
         t5 = env.lookup('backend')
         if t5 is None: t5 = Missing('backend')
-        t7 = ('minimal_async_ep')
         if t5.__class__ is str:
-            t6 = t5 == t7
+            t6 = t5 == ('minimal_async_ep')
         else:
-            t6 = _compare('==', t5, t7)
+            t6 = _compare('==', t5, ('minimal_async_ep'))
         t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
         t4 = True
     if not (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = env.lookup('backend')
-        if t9 is None: t9 = Missing('backend')
-        t11 = ('hybridep')
-        if t9.__class__ is str:
-            t10 = t9 == t11
+        t8 = env.lookup('backend')
+        if t8 is None: t8 = Missing('backend')
+        if t8.__class__ is str:
+            t9 = t8 == ('hybridep')
         else:
-            t10 = _compare('==', t9, t11)
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = env.lookup('model')
-            if t13 is None: t13 = Missing('model')
-            if t13.__class__ is dict and 'non_blocking_capacity_factor' in t13:
-                t14 = t13['non_blocking_capacity_factor']
-                if t14 is None: t14 = Missing('model.non_blocking_capacity_factor')
+            t9 = _compare('==', t8, ('hybridep'))
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            if t1.__class__ is dict and 'non_blocking_capacity_factor' in t1:
+                t11 = t1['non_blocking_capacity_factor']
+                if t11 is None: t11 = Missing('model.non_blocking_capacity_factor')
             else:
-                t14 = attr_value(t13, 'non_blocking_capacity_factor', 'model.non_blocking_capacity_factor')
-            t15 = not (t14 is None or t14.__class__ is Missing)
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+                t11 = attr_value(t1, 'non_blocking_capacity_factor', 'model.non_blocking_capacity_factor')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t12 = False
-        t8 = (t12 if t12.__class__ is bool else _truth(t12))
+            t10 = False
+        t7 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t8 = True
-    return t8
+        t7 = True
+    return t7
 
 def e77(env):
     t1 = env.lookup('framework')
@@ -1797,24 +1670,23 @@ def e77(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('ep')
             if t9 is None: t9 = Missing('ep')
-            t11 = (1)
             if t9.__class__ is int:
-                t10 = t9 > t11
+                t10 = t9 > (1)
             else:
-                t10 = _compare('>', t9, t11)
+                t10 = _compare('>', t9, (1))
             if (t10 if t10.__class__ is bool else _truth(t10)):
-                t13 = env.lookup('training')
-                if t13 is None: t13 = Missing('training')
-                if t13.__class__ is dict and 'disable_cuda_graphs' in t13:
-                    t14 = t13['disable_cuda_graphs']
-                    if t14 is None: t14 = Missing('training.disable_cuda_graphs')
+                t12 = env.lookup('training')
+                if t12 is None: t12 = Missing('training')
+                if t12.__class__ is dict and 'disable_cuda_graphs' in t12:
+                    t13 = t12['disable_cuda_graphs']
+                    if t13 is None: t13 = Missing('training.disable_cuda_graphs')
                 else:
-                    t14 = attr_value(t13, 'disable_cuda_graphs', 'training.disable_cuda_graphs')
-                t15 = not (t14 if t14.__class__ is bool else _truth(t14))
-                t12 = (t15 if t15.__class__ is bool else _truth(t15))
+                    t13 = attr_value(t12, 'disable_cuda_graphs', 'training.disable_cuda_graphs')
+                t14 = not (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = (t14 if t14.__class__ is bool else _truth(t14))
             else:
-                t12 = False
-            t8 = (t12 if t12.__class__ is bool else _truth(t12))
+                t11 = False
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
@@ -1830,9 +1702,8 @@ def e78(env):
         if t2 is None: t2 = Missing('model.moe_comm_backend')
     else:
         t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
-    t3 = ('standard')
-    t4 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t2, t3])
-    return t4
+    t3 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t2, ('standard')])
+    return t3
 
 def e79(env):
     t1 = env.lookup('backend')
@@ -1847,11 +1718,10 @@ def e80(env):
     if t2 is None: t2 = Missing('divisor')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (0)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (0))
     return t4
 
 def e81(env):
@@ -1876,11 +1746,10 @@ def e81(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('divisor')
             if t9 is None: t9 = Missing('divisor')
-            t11 = (1)
             if t9.__class__ is int:
-                t10 = t9 > t11
+                t10 = t9 > (1)
             else:
-                t10 = _compare('>', t9, t11)
+                t10 = _compare('>', t9, (1))
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
@@ -1902,38 +1771,31 @@ def e82(env):
         if t4 is None: t4 = Missing('tp')
         t3 = t4
     else:
-        t5 = (1)
-        t3 = t5
+        t3 = (1)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t6 = env.lookup('cp')
-    if t6 is None: t6 = Missing('cp')
-    t8 = (1)
-    if t6.__class__ is int:
-        t7 = t6 > t8
+    t5 = env.lookup('cp')
+    if t5 is None: t5 = Missing('cp')
+    if t5.__class__ is int:
+        t6 = t5 > (1)
     else:
-        t7 = _compare('>', t6, t8)
-    if (t7 if t7.__class__ is bool else _truth(t7)):
-        t10 = (2)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = env.lookup('cp')
-        if t11 is None: t11 = Missing('cp')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 * t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        t6 = _compare('>', t5, (1))
+    if (t6 if t6.__class__ is bool else _truth(t6)):
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if (2).__class__ is int and t5.__class__ is int:
+            t8 = (2) * t5
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t12 = _binop('*', t10, t11, env)
-        t9 = t12
+            t8 = _binop('*', (2), t5, env)
+        t7 = t8
     else:
-        t13 = (1)
-        t9 = t13
-    if t9 is None or t9.__class__ is Missing: _need(t9)
-    if t3.__class__ is int and t9.__class__ is int:
-        t14 = t3 * t9
-        if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        t7 = (1)
+    if t7 is None or t7.__class__ is Missing: _need(t7)
+    if t3.__class__ is int and t7.__class__ is int:
+        t9 = t3 * t7
+        if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
     else:
-        t14 = _binop('*', t3, t9, env)
-    return t14
+        t9 = _binop('*', t3, t7, env)
+    return t9
 
 def e83(env):
     t1 = env.lookup('training')
@@ -1961,31 +1823,27 @@ def e85(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t4 = env.lookup('tp')
         if t4 is None: t4 = Missing('tp')
-        t6 = (1)
         if t4.__class__ is int:
-            t5 = t4 > t6
+            t5 = t4 > (1)
         else:
-            t5 = _compare('>', t4, t6)
+            t5 = _compare('>', t4, (1))
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = ('tp ')
+        t7 = env.lookup('tp')
+        if t7 is None: t7 = Missing('tp')
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = env.lookup('tp')
-        if t9 is None: t9 = Missing('tp')
-        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t8.__class__ is int and t10.__class__ is int:
-            t11 = t8 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        if ('tp ').__class__ is int and t8.__class__ is int:
+            t9 = ('tp ') + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
         else:
-            t11 = _binop('+', t8, t10, env)
-        t7 = t11
+            t9 = _binop('+', ('tp '), t8, env)
+        t6 = t9
     else:
-        t12 = ('')
-        t7 = t12
-    return t7
+        t6 = ('')
+    return t6
 
 def e86(env):
     t1 = env.lookup('parallelism')
@@ -1998,115 +1856,99 @@ def e86(env):
     if (t2 if t2.__class__ is bool else _truth(t2)):
         t4 = env.lookup('tp')
         if t4 is None: t4 = Missing('tp')
-        t6 = (1)
         if t4.__class__ is int:
-            t5 = t4 > t6
+            t5 = t4 > (1)
         else:
-            t5 = _compare('>', t4, t6)
+            t5 = _compare('>', t4, (1))
         t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = env.lookup('cp')
-        if t8 is None: t8 = Missing('cp')
-        t10 = (1)
-        if t8.__class__ is int:
-            t9 = t8 > t10
+        t7 = env.lookup('cp')
+        if t7 is None: t7 = Missing('cp')
+        if t7.__class__ is int:
+            t8 = t7 > (1)
         else:
-            t9 = _compare('>', t8, t10)
-        t7 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = _compare('>', t7, (1))
+        t6 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t7 = False
-    if (t7 if t7.__class__ is bool else _truth(t7)):
-        t12 = (' × ')
-        t11 = t12
+        t6 = False
+    if (t6 if t6.__class__ is bool else _truth(t6)):
+        t9 = (' × ')
     else:
-        t13 = ('')
-        t11 = t13
-    return t11
+        t9 = ('')
+    return t9
 
 def e87(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('2·cp = ')
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if (2).__class__ is int and t1.__class__ is int:
+            t4 = (2) * t1
+            if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+        else:
+            t4 = _binop('*', (2), t1, env)
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = (2)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('cp')
-        if t7 is None: t7 = Missing('cp')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t6.__class__ is int and t7.__class__ is int:
-            t8 = t6 * t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        if ('2·cp = ').__class__ is int and t5.__class__ is int:
+            t6 = ('2·cp = ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t8 = _binop('*', t6, t7, env)
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t5.__class__ is int and t9.__class__ is int:
-            t10 = t5 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t5, t9, env)
-        t4 = t10
+            t6 = _binop('+', ('2·cp = '), t5, env)
+        t3 = t6
     else:
-        t11 = ('')
-        t4 = t11
-    return t4
+        t3 = ('')
+    return t3
 
 def e88(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('keys')
-        if t5 is None: t5 = Missing('keys')
-        if t5.__class__ is dict and 'cp' in t5:
-            t6 = t5['cp']
-            if t6 is None: t6 = Missing('keys.cp')
+        t4 = env.lookup('keys')
+        if t4 is None: t4 = Missing('keys')
+        if t4.__class__ is dict and 'cp' in t4:
+            t5 = t4['cp']
+            if t5 is None: t5 = Missing('keys.cp')
         else:
-            t6 = attr_value(t5, 'cp', 'keys.cp')
-        t4 = t6
+            t5 = attr_value(t4, 'cp', 'keys.cp')
+        t3 = t5
     else:
-        t7 = env.lookup('keys')
-        if t7 is None: t7 = Missing('keys')
-        if t7.__class__ is dict and 'tp' in t7:
-            t8 = t7['tp']
-            if t8 is None: t8 = Missing('keys.tp')
+        t6 = env.lookup('keys')
+        if t6 is None: t6 = Missing('keys')
+        if t6.__class__ is dict and 'tp' in t6:
+            t7 = t6['tp']
+            if t7 is None: t7 = Missing('keys.tp')
         else:
-            t8 = attr_value(t7, 'tp', 'keys.tp')
-        t4 = t8
-    return t4
+            t7 = attr_value(t6, 'tp', 'keys.tp')
+        t3 = t7
+    return t3
 
 def e89(env):
     t1 = env.lookup('divisor')
     if t1 is None: t1 = Missing('divisor')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    t3 = env.lookup('tokens')
-    if t3 is None: t3 = Missing('tokens')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('divisor')
-    if t4 is None: t4 = Missing('divisor')
+    t2 = env.lookup('tokens')
+    if t2 is None: t2 = Missing('tokens')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t3 = _binop('//', t2, t1, env)
+    t4 = call_value(env, F_max.fn, F_max.cost, False, [(1), t3])
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t3, t4, env)
-    t6 = call_value(env, F_max.fn, F_max.cost, False, [t2, t5])
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t1.__class__ is int and t6.__class__ is int:
-        t7 = t1 * t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+    if t1.__class__ is int and t4.__class__ is int:
+        t5 = t1 * t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t7 = _binop('*', t1, t6, env)
-    return t7
+        t5 = _binop('*', t1, t4, env)
+    return t5
 
 def e90(env):
     t1 = env.lookup('divisor')
@@ -2115,25 +1957,21 @@ def e90(env):
     t2 = env.lookup('tokens')
     if t2 is None: t2 = Missing('tokens')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('divisor')
-    if t3 is None: t3 = Missing('divisor')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t3 = _binop('//', t2, t1, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('//', t2, t3, env)
+    if t3.__class__ is int and (1).__class__ is int:
+        t4 = t3 + (1)
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = (1)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t4.__class__ is int and t5.__class__ is int:
-        t6 = t4 + t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    if t1.__class__ is int and t4.__class__ is int:
+        t5 = t1 * t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t6 = _binop('+', t4, t5, env)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t1.__class__ is int and t6.__class__ is int:
-        t7 = t1 * t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-    else:
-        t7 = _binop('*', t1, t6, env)
-    return t7
+        t5 = _binop('*', t1, t4, env)
+    return t5
 
 def e91(env):
     t1 = env.lookup('framework')
@@ -2157,11 +1995,10 @@ def e91(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('divisor')
             if t9 is None: t9 = Missing('divisor')
-            t11 = (1)
             if t9.__class__ is int:
-                t10 = t9 > t11
+                t10 = t9 > (1)
             else:
-                t10 = _compare('>', t9, t11)
+                t10 = _compare('>', t9, (1))
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
@@ -2183,11 +2020,10 @@ def e92(env):
     if t3 is None: t3 = Missing('per_iter')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('%', t2, t3, env)
-    t6 = (0)
     if t4.__class__ is int:
-        t5 = t4 == t6
+        t5 = t4 == (0)
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, (0))
     return t5
 
 def e93(env):
@@ -2217,13 +2053,12 @@ def e93(env):
                 if t10 is None: t10 = Missing('training.num_tokens_per_train_step')
             else:
                 t10 = attr_value(t9, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
-            t12 = (1)
-            t13 = _check_value(-_num(t12, '-'))
-            if t10.__class__ is t13.__class__ and (t10.__class__ is int or t10.__class__ is str):
-                t11 = t10 != t13
+            t12 = _check_value(-_num((1), '-'))
+            if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
+                t11 = t10 != t12
             else:
-                if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t10, t13)
-                t11 = _compare('!=', t10, t13)
+                if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t10, t12)
+                t11 = _compare('!=', t10, t12)
             t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t8 = False
@@ -2235,24 +2070,22 @@ def e93(env):
 def e94(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('parallelism')
-        if t5 is None: t5 = Missing('parallelism')
-        if t5.__class__ is dict and 'num_pp_microbatches' in t5:
-            t6 = t5['num_pp_microbatches']
-            if t6 is None: t6 = Missing('parallelism.num_pp_microbatches')
+        t4 = env.lookup('parallelism')
+        if t4 is None: t4 = Missing('parallelism')
+        if t4.__class__ is dict and 'num_pp_microbatches' in t4:
+            t5 = t4['num_pp_microbatches']
+            if t5 is None: t5 = Missing('parallelism.num_pp_microbatches')
         else:
-            t6 = attr_value(t5, 'num_pp_microbatches', 'parallelism.num_pp_microbatches')
-        t4 = t6
+            t5 = attr_value(t4, 'num_pp_microbatches', 'parallelism.num_pp_microbatches')
+        t3 = t5
     else:
-        t7 = (1)
-        t4 = t7
-    return t4
+        t3 = (1)
+    return t3
 
 def e95(env):
     t1 = env.lookup('training')
@@ -2295,44 +2128,37 @@ def e96(env):
 def e97(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('num_pp_microbatches × ')
-        t4 = t5
+        t3 = ('num_pp_microbatches × ')
     else:
-        t6 = ('')
-        t4 = t6
-    return t4
+        t3 = ('')
+    return t3
 
 def e98(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('microbatches')
-        if t5 is None: t5 = Missing('microbatches')
-        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (' × ')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t6.__class__ is int and t7.__class__ is int:
-            t8 = t6 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        t4 = env.lookup('microbatches')
+        if t4 is None: t4 = Missing('microbatches')
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t5.__class__ is int and (' × ').__class__ is int:
+            t6 = t5 + (' × ')
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t8 = _binop('+', t6, t7, env)
-        t4 = t8
+            t6 = _binop('+', t5, (' × '), env)
+        t3 = t6
     else:
-        t9 = ('')
-        t4 = t9
-    return t4
+        t3 = ('')
+    return t3
 
 def e99(env):
     t1 = env.lookup('per_iter')
@@ -2343,30 +2169,6 @@ def e100(env):
     t1 = env.lookup('per_iter')
     if t1 is None: t1 = Missing('per_iter')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    t3 = env.lookup('training')
-    if t3 is None: t3 = Missing('training')
-    if t3.__class__ is dict and 'num_tokens_per_train_step' in t3:
-        t4 = t3['num_tokens_per_train_step']
-        if t4 is None: t4 = Missing('training.num_tokens_per_train_step')
-    else:
-        t4 = attr_value(t3, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = env.lookup('per_iter')
-    if t5 is None: t5 = Missing('per_iter')
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = _binop('//', t4, t5, env)
-    t7 = call_value(env, F_max.fn, F_max.cost, False, [t2, t6])
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    if t1.__class__ is int and t7.__class__ is int:
-        t8 = t1 * t7
-        if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-    else:
-        t8 = _binop('*', t1, t7, env)
-    return t8
-
-def e101(env):
-    t1 = (1)
     t2 = env.lookup('training')
     if t2 is None: t2 = Missing('training')
     if t2.__class__ is dict and 'num_tokens_per_train_step' in t2:
@@ -2375,14 +2177,33 @@ def e101(env):
     else:
         t3 = attr_value(t2, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('per_iter')
-    if t4 is None: t4 = Missing('per_iter')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t3, t4, env)
-    t6 = call_value(env, F_max.fn, F_max.cost, False, [t1, t5])
-    t7 = ('accumulation step')
-    t8 = call_value(env, F_plural.fn, F_plural.cost, False, [t6, t7])
-    return t8
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t4 = _binop('//', t3, t1, env)
+    t5 = call_value(env, F_max.fn, F_max.cost, False, [(1), t4])
+    if t5 is None or t5.__class__ is Missing: _need(t5)
+    if t1.__class__ is int and t5.__class__ is int:
+        t6 = t1 * t5
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    else:
+        t6 = _binop('*', t1, t5, env)
+    return t6
+
+def e101(env):
+    t1 = env.lookup('training')
+    if t1 is None: t1 = Missing('training')
+    if t1.__class__ is dict and 'num_tokens_per_train_step' in t1:
+        t2 = t1['num_tokens_per_train_step']
+        if t2 is None: t2 = Missing('training.num_tokens_per_train_step')
+    else:
+        t2 = attr_value(t1, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = env.lookup('per_iter')
+    if t3 is None: t3 = Missing('per_iter')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('//', t2, t3, env)
+    t5 = call_value(env, F_max.fn, F_max.cost, False, [(1), t4])
+    t6 = call_value(env, F_plural.fn, F_plural.cost, False, [t5, ('accumulation step')])
+    return t6
 
 def e102(env):
     t1 = env.lookup('per_iter')
@@ -2396,25 +2217,21 @@ def e102(env):
     else:
         t3 = attr_value(t2, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('per_iter')
-    if t4 is None: t4 = Missing('per_iter')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t4 = _binop('//', t3, t1, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t3, t4, env)
+    if t4.__class__ is int and (1).__class__ is int:
+        t5 = t4 + (1)
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+    else:
+        t5 = _binop('+', t4, (1), env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = (1)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t5.__class__ is int and t6.__class__ is int:
-        t7 = t5 + t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+    if t1.__class__ is int and t5.__class__ is int:
+        t6 = t1 * t5
+        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
     else:
-        t7 = _binop('+', t5, t6, env)
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    if t1.__class__ is int and t7.__class__ is int:
-        t8 = t1 * t7
-        if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-    else:
-        t8 = _binop('*', t1, t7, env)
-    return t8
+        t6 = _binop('*', t1, t5, env)
+    return t6
 
 def e103(env):
     t1 = env.lookup('parallelism')
@@ -2424,11 +2241,10 @@ def e103(env):
         if t2 is None: t2 = Missing('parallelism.spmd_backend')
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
-    t4 = ('spmd_types')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('spmd_types')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('spmd_types'))
     return t3
 
 def e104(env):
@@ -2445,11 +2261,10 @@ def e104(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -2475,19 +2290,18 @@ def e106(env):
         t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
     t4 = env.lookup('framework_version')
     if t4 is None: t4 = Missing('framework_version')
-    t6 = ('0.3.0')
     if t4.__class__ is str:
-        t5 = t4 == t6
+        t5 = t4 == ('0.3.0')
     else:
-        t5 = _compare('==', t4, t6)
+        t5 = _compare('==', t4, ('0.3.0'))
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = K20
-        t7 = t8
+        t7 = K20
+        t6 = t7
     else:
-        t9 = K21
-        t7 = t9
-    if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t2, t7)
-    t3 = _compare('in', t2, t7)
+        t8 = K21
+        t6 = t8
+    if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t2, t6)
+    t3 = _compare('in', t2, t6)
     return t3
 
 def e107(env):
@@ -2504,28 +2318,26 @@ def e107(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('model')
-            if t10 is None: t10 = Missing('model')
-            if t10.__class__ is dict and 'name' in t10:
-                t11 = t10['name']
-                if t11 is None: t11 = Missing('model.name')
+            t9 = env.lookup('model')
+            if t9 is None: t9 = Missing('model')
+            if t9.__class__ is dict and 'name' in t9:
+                t10 = t9['name']
+                if t10 is None: t10 = Missing('model.name')
             else:
-                t11 = attr_value(t10, 'name', 'model.name')
-            t13 = ('flux')
-            if t11.__class__ is str:
-                t12 = t11 != t13
+                t10 = attr_value(t9, 'name', 'model.name')
+            if t10.__class__ is str:
+                t11 = t10 != ('flux')
             else:
-                t12 = _compare('!=', t11, t13)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t11 = _compare('!=', t10, ('flux'))
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
-            t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = False
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     return t5
@@ -2543,18 +2355,15 @@ def e108(env):
 def e109(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
-    t3 = ('0.3.0')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('0.3.0')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('0.3.0'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('torchtitan 0.3.0 refuses varlen attention with CP (NotImplementedError: Context Parallel only supports SDPA and FlexAttention. Varlen attention is not supported with CP., or the same in parallelize)')
-        t4 = t5
+        t3 = ('torchtitan 0.3.0 refuses varlen attention with CP (NotImplementedError: Context Parallel only supports SDPA and FlexAttention. Varlen attention is not supported with CP., or the same in parallelize)')
     else:
-        t6 = ('torchtitan raises NotImplementedError: Context Parallel is not supported with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or disable CP.')
-        t4 = t6
-    return t4
+        t3 = ('torchtitan raises NotImplementedError: Context Parallel is not supported with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or disable CP.')
+    return t3
 
 def e110(env):
     t1 = env.lookup('model')
@@ -2564,11 +2373,10 @@ def e110(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = ('kimi')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('kimi')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('kimi'))
     return t3
 
 def e111(env):
@@ -2585,11 +2393,10 @@ def e111(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('tp')
         if t6 is None: t6 = Missing('tp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -2598,18 +2405,15 @@ def e111(env):
 def e112(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
-    t3 = ('0.3.0')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('0.3.0')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('0.3.0'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = (' and pipeline_parallel_degree=1')
-        t4 = t5
+        t3 = (' and pipeline_parallel_degree=1')
     else:
-        t6 = ('')
-        t4 = t6
-    return t4
+        t3 = ('')
+    return t3
 
 def e113(env):
     t1 = env.lookup('framework')
@@ -2625,11 +2429,10 @@ def e113(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -2660,11 +2463,10 @@ def e115(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -2679,17 +2481,14 @@ def e116(env):
     else:
         t2 = attr_value(t1, 'enable', 'compile.enable')
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = ('model')
-        t6 = env.lookup('compile')
-        if t6 is None: t6 = Missing('compile')
-        if t6.__class__ is dict and 'components' in t6:
-            t7 = t6['components']
-            if t7 is None: t7 = Missing('compile.components')
+        if t1.__class__ is dict and 'components' in t1:
+            t5 = t1['components']
+            if t5 is None: t5 = Missing('compile.components')
         else:
-            t7 = attr_value(t6, 'components', 'compile.components')
-        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t4, t7)
-        t5 = _compare('in', t4, t7)
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+            t5 = attr_value(t1, 'components', 'compile.components')
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, ('model'), t5)
+        t4 = _compare('in', ('model'), t5)
+        t3 = (t4 if t4.__class__ is bool else _truth(t4))
     else:
         t3 = False
     return t3
@@ -2728,11 +2527,9 @@ def e118(env):
         t2 = attr_value(t1, 'enable', 'compile.enable')
     t3 = not (t2 if t2.__class__ is bool else _truth(t2))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = ('compile.enable = True')
-        t4 = t5
+        t4 = ('compile.enable = True')
     else:
-        t6 = ('')
-        t4 = t6
+        t4 = ('')
     return t4
 
 def e119(env):
@@ -2745,69 +2542,60 @@ def e119(env):
         t2 = attr_value(t1, 'enable', 'compile.enable')
     t3 = not (t2 if t2.__class__ is bool else _truth(t2))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = ('model')
-        t7 = env.lookup('compile')
-        if t7 is None: t7 = Missing('compile')
-        if t7.__class__ is dict and 'components' in t7:
-            t8 = t7['components']
-            if t8 is None: t8 = Missing('compile.components')
+        if t1.__class__ is dict and 'components' in t1:
+            t6 = t1['components']
+            if t6 is None: t6 = Missing('compile.components')
         else:
-            t8 = attr_value(t7, 'components', 'compile.components')
-        if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t5, t8)
-        t6 = _compare('in', t5, t8)
-        t9 = not (t6 if t6.__class__ is bool else _truth(t6))
-        t4 = (t9 if t9.__class__ is bool else _truth(t9))
+            t6 = attr_value(t1, 'components', 'compile.components')
+        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('model'), t6)
+        t5 = _compare('in', ('model'), t6)
+        t7 = not (t5 if t5.__class__ is bool else _truth(t5))
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t4 = False
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t11 = (' and ')
-        t10 = t11
-    else:
-        t12 = ('')
-        t10 = t12
-    return t10
-
-def e120(env):
-    t1 = ('model')
-    t3 = env.lookup('compile')
-    if t3 is None: t3 = Missing('compile')
-    if t3.__class__ is dict and 'components' in t3:
-        t4 = t3['components']
-        if t4 is None: t4 = Missing('compile.components')
-    else:
-        t4 = attr_value(t3, 'components', 'compile.components')
-    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t1, t4)
-    t2 = _compare('in', t1, t4)
-    t5 = not (t2 if t2.__class__ is bool else _truth(t2))
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t7 = ("'model' in compile.components")
-        t6 = t7
+        t8 = (' and ')
     else:
         t8 = ('')
-        t6 = t8
-    return t6
+    return t8
+
+def e120(env):
+    t2 = env.lookup('compile')
+    if t2 is None: t2 = Missing('compile')
+    if t2.__class__ is dict and 'components' in t2:
+        t3 = t2['components']
+        if t3 is None: t3 = Missing('compile.components')
+    else:
+        t3 = attr_value(t2, 'components', 'compile.components')
+    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('model'), t3)
+    t1 = _compare('in', ('model'), t3)
+    t4 = not (t1 if t1.__class__ is bool else _truth(t1))
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t5 = ("'model' in compile.components")
+    else:
+        t5 = ('')
+    return t5
 
 def e121(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('model')
-        if t5 is None: t5 = Missing('model')
-        if t5.__class__ is dict and 'is_moe' in t5:
-            t6 = t5['is_moe']
-            if t6 is None: t6 = Missing('model.is_moe')
+        t4 = env.lookup('model')
+        if t4 is None: t4 = Missing('model')
+        if t4.__class__ is dict and 'is_moe' in t4:
+            t5 = t4['is_moe']
+            if t5 is None: t5 = Missing('model.is_moe')
         else:
-            t6 = attr_value(t5, 'is_moe', 'model.is_moe')
-        t7 = not (t6 if t6.__class__ is bool else _truth(t6))
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t4, 'is_moe', 'model.is_moe')
+        t6 = not (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t4 = True
-    return t4
+        t3 = True
+    return t3
 
 def e122(env):
     t1 = env.lookup('framework')
@@ -2834,30 +2622,23 @@ def e122(env):
 def e123(env):
     t1 = env.lookup('backend')
     if t1 is None: t1 = Missing('backend')
-    t3 = ('deepep')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('deepep')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('deepep'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('DeepEP')
-        t4 = t5
+        t3 = ('DeepEP')
     else:
-        t6 = env.lookup('backend')
-        if t6 is None: t6 = Missing('backend')
-        t8 = ('hybridep')
-        if t6.__class__ is str:
-            t7 = t6 == t8
+        if t1.__class__ is str:
+            t4 = t1 == ('hybridep')
         else:
-            t7 = _compare('==', t6, t8)
-        if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = ('HybridEP')
-            t9 = t10
+            t4 = _compare('==', t1, ('hybridep'))
+        if (t4 if t4.__class__ is bool else _truth(t4)):
+            t5 = ('HybridEP')
         else:
-            t11 = ('MinimalAsyncEP')
-            t9 = t11
-        t4 = t9
-    return t4
+            t5 = ('MinimalAsyncEP')
+        t3 = t5
+    return t3
 
 def e124(env):
     t1 = env.lookup('parallelism')
@@ -2886,24 +2667,23 @@ def e125(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('parallelism')
-            if t10 is None: t10 = Missing('parallelism')
-            if t10.__class__ is dict and 'context_parallel_load_balancer' in t10:
-                t11 = t10['context_parallel_load_balancer']
-                if t11 is None: t11 = Missing('parallelism.context_parallel_load_balancer')
+            t9 = env.lookup('parallelism')
+            if t9 is None: t9 = Missing('parallelism')
+            if t9.__class__ is dict and 'context_parallel_load_balancer' in t9:
+                t10 = t9['context_parallel_load_balancer']
+                if t10 is None: t10 = Missing('parallelism.context_parallel_load_balancer')
             else:
-                t11 = attr_value(t10, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
-            t12 = not (t11 is None or t11.__class__ is Missing)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t10 = attr_value(t9, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
-            t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = False
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     return t5
@@ -2938,11 +2718,10 @@ def e128(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
@@ -2960,33 +2739,23 @@ def e129(env):
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if not (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('model')
-        if t6 is None: t6 = Missing('model')
-        if t6.__class__ is dict and 'family' in t6:
-            t7 = t6['family']
-            if t7 is None: t7 = Missing('model.family')
+        if t2.__class__ is str:
+            t6 = t2 == ('muse_glimmer')
         else:
-            t7 = attr_value(t6, 'family', 'model.family')
-        t9 = ('muse_glimmer')
-        if t7.__class__ is str:
-            t8 = t7 == t9
-        else:
-            t8 = _compare('==', t7, t9)
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('model')
-            if t11 is None: t11 = Missing('model')
-            if t11.__class__ is dict and 'flavor' in t11:
-                t12 = t11['flavor']
-                if t12 is None: t12 = Missing('model.flavor')
+            t6 = _compare('==', t2, ('muse_glimmer'))
+        if (t6 if t6.__class__ is bool else _truth(t6)):
+            if t1.__class__ is dict and 'flavor' in t1:
+                t8 = t1['flavor']
+                if t8 is None: t8 = Missing('model.flavor')
             else:
-                t12 = attr_value(t11, 'flavor', 'model.flavor')
-            t14 = K33
-            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
-            t13 = _compare('in', t12, t14)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t8 = attr_value(t1, 'flavor', 'model.flavor')
+            t10 = K33
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
+            t9 = _compare('in', t8, t10)
+            t7 = (t9 if t9.__class__ is bool else _truth(t9))
         else:
-            t10 = False
-        t5 = (t10 if t10.__class__ is bool else _truth(t10))
+            t7 = False
+        t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = True
     return t5
@@ -2999,35 +2768,23 @@ def e130(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = ('kimi')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('kimi')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('kimi'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('Context Parallel is not yet supported for Kimi K2.5 (vision scatter needs the full sequence before CP would shard it).')
-        t5 = t6
+        t4 = ('Context Parallel is not yet supported for Kimi K2.5 (vision scatter needs the full sequence before CP would shard it).')
     else:
-        t7 = env.lookup('model')
-        if t7 is None: t7 = Missing('model')
-        if t7.__class__ is dict and 'family' in t7:
-            t8 = t7['family']
-            if t8 is None: t8 = Missing('model.family')
+        if t2.__class__ is str:
+            t5 = t2 == ('qwen3_5')
         else:
-            t8 = attr_value(t7, 'family', 'model.family')
-        t10 = ('qwen3_5')
-        if t8.__class__ is str:
-            t9 = t8 == t10
+            t5 = _compare('==', t2, ('qwen3_5'))
+        if (t5 if t5.__class__ is bool else _truth(t5)):
+            t6 = ('Context Parallel is not yet supported for Qwen3.5. GatedDeltaNet (75% of layers) requires full-sequence allgather ...')
         else:
-            t9 = _compare('==', t8, t10)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = ('Context Parallel is not yet supported for Qwen3.5. GatedDeltaNet (75% of layers) requires full-sequence allgather ...')
-            t11 = t12
-        else:
-            t13 = ('context parallel is not supported for the Muse Glimmer vision encoder.')
-            t11 = t13
-        t5 = t11
-    return t5
+            t6 = ('context parallel is not supported for the Muse Glimmer vision encoder.')
+        t4 = t6
+    return t4
 
 def e131(env):
     t1 = env.lookup('why')
@@ -3042,27 +2799,23 @@ def e132(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = ('kimi')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('kimi')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('kimi'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = (', tensor')
-        t5 = t6
+        t4 = (', tensor')
     else:
-        t7 = ('')
-        t5 = t7
-    return t5
+        t4 = ('')
+    return t4
 
 def e133(env):
     t1 = env.lookup('steps')
     if t1 is None: t1 = Missing('steps')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 <= t3
+        t2 = t1 <= (1)
     else:
-        t2 = _compare('<=', t1, t3)
+        t2 = _compare('<=', t1, (1))
     return t2
 
 def e134(env):
@@ -3084,11 +2837,10 @@ def e134(env):
             if t7 is None: t7 = Missing('model.name')
         else:
             t7 = attr_value(t6, 'name', 'model.name')
-        t9 = ('flux')
         if t7.__class__ is str:
-            t8 = t7 == t9
+            t8 = t7 == ('flux')
         else:
-            t8 = _compare('==', t7, t9)
+            t8 = _compare('==', t7, ('flux'))
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
@@ -3116,24 +2868,20 @@ def e135(env):
 def e136(env):
     t1 = env.lookup('total')
     if t1 is None: t1 = Missing('total')
-    t3 = (0)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (0)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (0))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('total')
-        if t5 is None: t5 = Missing('total')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('per_iter')
-        if t6 is None: t6 = Missing('per_iter')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = _binop('//', t5, t6, env)
-        t4 = t7
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        t4 = env.lookup('per_iter')
+        if t4 is None: t4 = Missing('per_iter')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        t5 = _binop('//', t1, t4, env)
+        t3 = t5
     else:
-        t8 = (1)
-        t4 = t8
-    return t4
+        t3 = (1)
+    return t3
 
 def e137(env):
     t1 = env.lookup('steps')
@@ -3186,15 +2934,13 @@ def e140(env):
         if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
         t8 = _compare('in', t7, t9)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('model')
-            if t11 is None: t11 = Missing('model')
-            if t11.__class__ is dict and 'attn_backend' in t11:
-                t12 = t11['attn_backend']
-                if t12 is None: t12 = Missing('model.attn_backend')
+            if t6.__class__ is dict and 'attn_backend' in t6:
+                t11 = t6['attn_backend']
+                if t11 is None: t11 = Missing('model.attn_backend')
             else:
-                t12 = attr_value(t11, 'attn_backend', 'model.attn_backend')
-            t13 = not (t12 is None or t12.__class__ is Missing)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t6, 'attn_backend', 'model.attn_backend')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t10 = False
         t5 = (t10 if t10.__class__ is bool else _truth(t10))
@@ -3210,32 +2956,21 @@ def e141(env):
         if t2 is None: t2 = Missing('model.attn_backend')
     else:
         t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
-    t4 = ('sdpa')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('sdpa')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('sdpa'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.')
-        t5 = t6
+        t4 = ('sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.')
     else:
-        t7 = ('Unknown backend: ')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('model')
-        if t8 is None: t8 = Missing('model')
-        if t8.__class__ is dict and 'attn_backend' in t8:
-            t9 = t8['attn_backend']
-            if t9 is None: t9 = Missing('model.attn_backend')
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if ('Unknown backend: ').__class__ is int and t2.__class__ is int:
+            t5 = ('Unknown backend: ') + t2
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
         else:
-            t9 = attr_value(t8, 'attn_backend', 'model.attn_backend')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t7.__class__ is int and t9.__class__ is int:
-            t10 = t7 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t7, t9, env)
-        t5 = t10
-    return t5
+            t5 = _binop('+', ('Unknown backend: '), t2, env)
+        t4 = t5
+    return t4
 
 def e142(env):
     t1 = env.lookup('model')
@@ -3270,15 +3005,13 @@ def e143(env):
         else:
             t7 = attr_value(t6, 'is_moe', 'model.is_moe')
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t9 = env.lookup('model')
-            if t9 is None: t9 = Missing('model')
-            if t9.__class__ is dict and 'moe_comm_backend' in t9:
-                t10 = t9['moe_comm_backend']
-                if t10 is None: t10 = Missing('model.moe_comm_backend')
+            if t6.__class__ is dict and 'moe_comm_backend' in t6:
+                t9 = t6['moe_comm_backend']
+                if t9 is None: t9 = Missing('model.moe_comm_backend')
             else:
-                t10 = attr_value(t9, 'moe_comm_backend', 'model.moe_comm_backend')
-            t11 = not (t10 is None or t10.__class__ is Missing)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+                t9 = attr_value(t6, 'moe_comm_backend', 'model.moe_comm_backend')
+            t10 = not (t9 is None or t9.__class__ is Missing)
+            t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
@@ -3304,11 +3037,10 @@ def e145(env):
         if t2 is None: t2 = Missing('pipeline.schedule')
     else:
         t2 = attr_value(t1, 'schedule', 'pipeline.schedule')
-    t4 = ('PipelineScheduleSingle')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('PipelineScheduleSingle')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('PipelineScheduleSingle'))
     return t3
 
 def e146(env):
@@ -3325,24 +3057,23 @@ def e146(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('pipeline')
-            if t10 is None: t10 = Missing('pipeline')
-            if t10.__class__ is dict and 'schedule' in t10:
-                t11 = t10['schedule']
-                if t11 is None: t11 = Missing('pipeline.schedule')
+            t9 = env.lookup('pipeline')
+            if t9 is None: t9 = Missing('pipeline')
+            if t9.__class__ is dict and 'schedule' in t9:
+                t10 = t9['schedule']
+                if t10 is None: t10 = Missing('pipeline.schedule')
             else:
-                t11 = attr_value(t10, 'schedule', 'pipeline.schedule')
-            t12 = not (t11 is None or t11.__class__ is Missing)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t10 = attr_value(t9, 'schedule', 'pipeline.schedule')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
-            t9 = False
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = False
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     return t5
@@ -3390,69 +3121,58 @@ def e149(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = ('muse_glimmer')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('muse_glimmer')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('muse_glimmer'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('parallelism')
-        if t6 is None: t6 = Missing('parallelism')
-        if t6.__class__ is dict and 'spmd_backend' in t6:
-            t7 = t6['spmd_backend']
-            if t7 is None: t7 = Missing('parallelism.spmd_backend')
+        t5 = env.lookup('parallelism')
+        if t5 is None: t5 = Missing('parallelism')
+        if t5.__class__ is dict and 'spmd_backend' in t5:
+            t6 = t5['spmd_backend']
+            if t6 is None: t6 = Missing('parallelism.spmd_backend')
         else:
-            t7 = attr_value(t6, 'spmd_backend', 'parallelism.spmd_backend')
-        t9 = ('spmd_types')
-        if t7.__class__ is str:
-            t8 = t7 != t9
+            t6 = attr_value(t5, 'spmd_backend', 'parallelism.spmd_backend')
+        if t6.__class__ is str:
+            t7 = t6 != ('spmd_types')
         else:
-            t8 = _compare('!=', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('!=', t6, ('spmd_types'))
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t5 = False
-    if not (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('framework_version')
-        if t11 is None: t11 = Missing('framework_version')
-        t13 = ('0.3.0')
-        if t11.__class__ is str:
-            t12 = t11 == t13
+        t4 = False
+    if not (t4 if t4.__class__ is bool else _truth(t4)):
+        t9 = env.lookup('framework_version')
+        if t9 is None: t9 = Missing('framework_version')
+        if t9.__class__ is str:
+            t10 = t9 == ('0.3.0')
         else:
-            t12 = _compare('==', t11, t13)
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t15 = env.lookup('model')
-            if t15 is None: t15 = Missing('model')
-            if t15.__class__ is dict and 'family' in t15:
-                t16 = t15['family']
-                if t16 is None: t16 = Missing('model.family')
+            t10 = _compare('==', t9, ('0.3.0'))
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t13 = K42
+            if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(env, t2, t13)
+            t12 = _compare('in', t2, t13)
+            t11 = (t12 if t12.__class__ is bool else _truth(t12))
+        else:
+            t11 = False
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t15 = env.lookup('parallelism')
+            if t15 is None: t15 = Missing('parallelism')
+            if t15.__class__ is dict and 'spmd_backend' in t15:
+                t16 = t15['spmd_backend']
+                if t16 is None: t16 = Missing('parallelism.spmd_backend')
             else:
-                t16 = attr_value(t15, 'family', 'model.family')
-            t18 = K42
-            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t16, t18)
-            t17 = _compare('in', t16, t18)
+                t16 = attr_value(t15, 'spmd_backend', 'parallelism.spmd_backend')
+            if t16.__class__ is str:
+                t17 = t16 == ('full_dtensor')
+            else:
+                t17 = _compare('==', t16, ('full_dtensor'))
             t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
             t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t20 = env.lookup('parallelism')
-            if t20 is None: t20 = Missing('parallelism')
-            if t20.__class__ is dict and 'spmd_backend' in t20:
-                t21 = t20['spmd_backend']
-                if t21 is None: t21 = Missing('parallelism.spmd_backend')
-            else:
-                t21 = attr_value(t20, 'spmd_backend', 'parallelism.spmd_backend')
-            t23 = ('full_dtensor')
-            if t21.__class__ is str:
-                t22 = t21 == t23
-            else:
-                t22 = _compare('==', t21, t23)
-            t19 = (t22 if t22.__class__ is bool else _truth(t22))
-        else:
-            t19 = False
-        t10 = (t19 if t19.__class__ is bool else _truth(t19))
+        t8 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
-        t10 = True
-    return t10
+        t8 = True
+    return t8
 
 def e150(env):
     t1 = env.lookup('model')
@@ -3462,40 +3182,34 @@ def e150(env):
         if t2 is None: t2 = Missing('model.family')
     else:
         t2 = attr_value(t1, 'family', 'model.family')
-    t4 = ('muse_glimmer')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('muse_glimmer')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('muse_glimmer'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('Muse Glimmer only supports spmd_backend="spmd_types"; got "')
+        t5 = env.lookup('parallelism')
+        if t5 is None: t5 = Missing('parallelism')
+        if t5.__class__ is dict and 'spmd_backend' in t5:
+            t6 = t5['spmd_backend']
+            if t6 is None: t6 = Missing('parallelism.spmd_backend')
+        else:
+            t6 = attr_value(t5, 'spmd_backend', 'parallelism.spmd_backend')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('parallelism')
-        if t7 is None: t7 = Missing('parallelism')
-        if t7.__class__ is dict and 'spmd_backend' in t7:
-            t8 = t7['spmd_backend']
-            if t8 is None: t8 = Missing('parallelism.spmd_backend')
+        if ('Muse Glimmer only supports spmd_backend="spmd_types"; got "').__class__ is int and t6.__class__ is int:
+            t7 = ('Muse Glimmer only supports spmd_backend="spmd_types"; got "') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t8 = attr_value(t7, 'spmd_backend', 'parallelism.spmd_backend')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+            t7 = _binop('+', ('Muse Glimmer only supports spmd_backend="spmd_types"; got "'), t6, env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t7.__class__ is int and ('".').__class__ is int:
+            t8 = t7 + ('".')
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t9 = _binop('+', t6, t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = ('".')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t9, t10, env)
-        t5 = t11
+            t8 = _binop('+', t7, ('".'), env)
+        t4 = t8
     else:
-        t12 = ('full_dtensor is not supported yet.')
-        t5 = t12
-    return t5
+        t4 = ('full_dtensor is not supported yet.')
+    return t4
 
 def e151(env):
     t1 = env.lookup('model')
@@ -3505,11 +3219,10 @@ def e151(env):
         if t2 is None: t2 = Missing('model.name')
     else:
         t2 = attr_value(t1, 'name', 'model.name')
-    t4 = ('gpt_oss')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('gpt_oss')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('gpt_oss'))
     return t3
 
 def e152(env):
@@ -3531,11 +3244,10 @@ def e152(env):
             if t7 is None: t7 = Missing('model.name')
         else:
             t7 = attr_value(t6, 'name', 'model.name')
-        t9 = ('flux')
         if t7.__class__ is str:
-            t8 = t7 == t9
+            t8 = t7 == ('flux')
         else:
-            t8 = _compare('==', t7, t9)
+            t8 = _compare('==', t7, ('flux'))
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
@@ -3673,76 +3385,67 @@ def e157(env):
     return t5
 
 def e158(env):
-    t1 = ('optimizer')
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-    t2 = _compare('in', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('param_groups')
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'optimizer' in t7:
-            t8 = t7['optimizer']
-            if t8 is None: t8 = Missing('config.optimizer')
+    t2 = env.lookup('config')
+    if t2 is None: t2 = Missing('config')
+    if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('optimizer'), t2)
+    t1 = _compare('in', ('optimizer'), t2)
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        if t2.__class__ is dict and 'optimizer' in t2:
+            t5 = t2['optimizer']
+            if t5 is None: t5 = Missing('config.optimizer')
         else:
-            t8 = attr_value(t7, 'optimizer', 'config.optimizer')
-        if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t5, t8)
-        t6 = _compare('in', t5, t8)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = attr_value(t2, 'optimizer', 'config.optimizer')
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, ('param_groups'), t5)
+        t4 = _compare('in', ('param_groups'), t5)
+        t3 = (t4 if t4.__class__ is bool else _truth(t4))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t10 = env.lookup('config')
-        if t10 is None: t10 = Missing('config')
-        if t10.__class__ is dict and 'optimizer' in t10:
-            t11 = t10['optimizer']
-            if t11 is None: t11 = Missing('config.optimizer')
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        if t2.__class__ is dict and 'optimizer' in t2:
+            t7 = t2['optimizer']
+            if t7 is None: t7 = Missing('config.optimizer')
         else:
-            t11 = attr_value(t10, 'optimizer', 'config.optimizer')
-        if t11.__class__ is dict and 'param_groups' in t11:
-            t12 = t11['param_groups']
-            if t12 is None: t12 = Missing('config.optimizer.param_groups')
+            t7 = attr_value(t2, 'optimizer', 'config.optimizer')
+        if t7.__class__ is dict and 'param_groups' in t7:
+            t8 = t7['param_groups']
+            if t8 is None: t8 = Missing('config.optimizer.param_groups')
         else:
-            t12 = attr_value(t11, 'param_groups', 'config.optimizer.param_groups')
+            t8 = attr_value(t7, 'param_groups', 'config.optimizer.param_groups')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t13 = type_name(t12)
-        env.budget.mem -= len(t13)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t15 = ('list')
-        if t13.__class__ is str:
-            t14 = t13 == t15
+        if t9.__class__ is str:
+            t10 = t9 == ('list')
         else:
-            t14 = _compare('==', t13, t15)
-        t9 = (t14 if t14.__class__ is bool else _truth(t14))
+            t10 = _compare('==', t9, ('list'))
+        t6 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t9 = False
-    if (t9 if t9.__class__ is bool else _truth(t9)):
-        t17 = env.lookup('config')
-        if t17 is None: t17 = Missing('config')
-        if t17.__class__ is dict and 'optimizer' in t17:
-            t18 = t17['optimizer']
-            if t18 is None: t18 = Missing('config.optimizer')
+        t6 = False
+    if (t6 if t6.__class__ is bool else _truth(t6)):
+        if t2.__class__ is dict and 'optimizer' in t2:
+            t12 = t2['optimizer']
+            if t12 is None: t12 = Missing('config.optimizer')
         else:
-            t18 = attr_value(t17, 'optimizer', 'config.optimizer')
-        if t18.__class__ is dict and 'param_groups' in t18:
-            t19 = t18['param_groups']
-            if t19 is None: t19 = Missing('config.optimizer.param_groups')
+            t12 = attr_value(t2, 'optimizer', 'config.optimizer')
+        if t12.__class__ is dict and 'param_groups' in t12:
+            t13 = t12['param_groups']
+            if t13 is None: t13 = Missing('config.optimizer.param_groups')
         else:
-            t19 = attr_value(t18, 'param_groups', 'config.optimizer.param_groups')
-        if t19.__class__ is list or t19.__class__ is str or t19.__class__ is dict:
-            t20 = len(t19)
-            env.budget.left -= t20 if t20 > 1 else 1
+            t13 = attr_value(t12, 'param_groups', 'config.optimizer.param_groups')
+        if t13.__class__ is list or t13.__class__ is str or t13.__class__ is dict:
+            t14 = len(t13)
+            env.budget.left -= t14 if t14 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t20 = call_value(env, F_len.fn, F_len.cost, False, [t19])
-        t21 = call_value(env, F_range.fn, F_range.cost, False, [t20])
-        t16 = t21
+            t14 = call_value(env, F_len.fn, F_len.cost, False, [t13])
+        t15 = call_value(env, F_range.fn, F_range.cost, False, [t14])
+        t11 = t15
     else:
-        t22 = K48
-        t16 = t22
-    return t16
+        t16 = K48
+        t11 = t16
+    return t11
 
 def e159(env):
     t1 = env.lookup('config')
@@ -3807,11 +3510,10 @@ def e161(env):
         if t3 is None: t3 = Missing('config.checkpoint.enable')
     else:
         t3 = attr_value(t2, 'enable', 'config.checkpoint.enable')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (True))
     return t4
 
 def e162(env):
@@ -3838,33 +3540,29 @@ def e162(env):
             if t8 is None: t8 = Missing('config.checkpoint.create_seed_checkpoint')
         else:
             t8 = attr_value(t7, 'create_seed_checkpoint', 'config.checkpoint.create_seed_checkpoint')
-        t10 = (True)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (True)
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, (True))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('config')
-            if t12 is None: t12 = Missing('config')
-            if t12.__class__ is dict and 'comm' in t12:
-                t13 = t12['comm']
-                if t13 is None: t13 = Missing('config.comm')
+            if t6.__class__ is dict and 'comm' in t6:
+                t11 = t6['comm']
+                if t11 is None: t11 = Missing('config.comm')
             else:
-                t13 = attr_value(t12, 'comm', 'config.comm')
-            if t13.__class__ is dict and 'mode' in t13:
-                t14 = t13['mode']
-                if t14 is None: t14 = Missing('config.comm.mode')
+                t11 = attr_value(t6, 'comm', 'config.comm')
+            if t11.__class__ is dict and 'mode' in t11:
+                t12 = t11['mode']
+                if t12 is None: t12 = Missing('config.comm.mode')
             else:
-                t14 = attr_value(t13, 'mode', 'config.comm.mode')
-            t16 = ('local_tensor')
-            if t14.__class__ is str:
-                t15 = t14 != t16
+                t12 = attr_value(t11, 'mode', 'config.comm.mode')
+            if t12.__class__ is str:
+                t13 = t12 != ('local_tensor')
             else:
-                t15 = _compare('!=', t14, t16)
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                t13 = _compare('!=', t12, ('local_tensor'))
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -3872,11 +3570,10 @@ def e162(env):
 def e163(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 == t3
+        t2 = t1 == (1)
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, (1))
     return t2
 
 def e164(env):
@@ -3892,31 +3589,22 @@ def e164(env):
         if t3 is None: t3 = Missing('config.compile.enable')
     else:
         t3 = attr_value(t2, 'enable', 'config.compile.enable')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (True))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('model')
-        t9 = env.lookup('config')
-        if t9 is None: t9 = Missing('config')
-        if t9.__class__ is dict and 'compile' in t9:
-            t10 = t9['compile']
-            if t10 is None: t10 = Missing('config.compile')
+        if t2.__class__ is dict and 'components' in t2:
+            t7 = t2['components']
+            if t7 is None: t7 = Missing('config.compile.components')
         else:
-            t10 = attr_value(t9, 'compile', 'config.compile')
-        if t10.__class__ is dict and 'components' in t10:
-            t11 = t10['components']
-            if t11 is None: t11 = Missing('config.compile.components')
-        else:
-            t11 = attr_value(t10, 'components', 'config.compile.components')
-        if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t7, t11)
-        t8 = _compare('in', t7, t11)
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = attr_value(t2, 'components', 'config.compile.components')
+        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, ('model'), t7)
+        t6 = _compare('in', ('model'), t7)
+        t5 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t6 = False
-    return t6
+        t5 = False
+    return t5
 
 def e165(env):
     t1 = env.lookup('framework')
@@ -3946,15 +3634,12 @@ def e165(env):
             else:
                 t10 = attr_value(t9, 'activation_checkpoint', 'config.activation_checkpoint')
             if t10 is None or t10.__class__ is Missing: _need(t10)
-            t11 = ('class')
-            if t11 is None or t11.__class__ is Missing: _need(t11)
-            t12 = index_value(t10, t11, 'config.activation_checkpoint')
-            t14 = ('MemoryBudgetAC.Config')
-            if t12.__class__ is str:
-                t13 = t12 == t14
+            t11 = index_value(t10, ('class'), 'config.activation_checkpoint')
+            if t11.__class__ is str:
+                t12 = t11 == ('MemoryBudgetAC.Config')
             else:
-                t13 = _compare('==', t12, t14)
-            t8 = (t13 if t13.__class__ is bool else _truth(t13))
+                t12 = _compare('==', t11, ('MemoryBudgetAC.Config'))
+            t8 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t8 = False
         t5 = (t8 if t8.__class__ is bool else _truth(t8))
@@ -4005,11 +3690,10 @@ def e168(env):
         if t3 is None: t3 = Missing('config.checkpoint.keep_latest_k')
     else:
         t3 = attr_value(t2, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
-    t5 = (1)
     if t3.__class__ is int:
-        t4 = t3 != t5
+        t4 = t3 != (1)
     else:
-        t4 = _compare('!=', t3, t5)
+        t4 = _compare('!=', t3, (1))
     return t4
 
 def e169(env):
@@ -4040,33 +3724,24 @@ def e169(env):
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t11 = env.lookup('framework_version')
             if t11 is None: t11 = Missing('framework_version')
-            t13 = ('0.2.x')
             if t11.__class__ is str:
-                t12 = t11 != t13
+                t12 = t11 != ('0.2.x')
             else:
-                t12 = _compare('!=', t11, t13)
+                t12 = _compare('!=', t11, ('0.2.x'))
             if not (t12 if t12.__class__ is bool else _truth(t12)):
-                t15 = env.lookup('config')
-                if t15 is None: t15 = Missing('config')
-                if t15.__class__ is dict and 'checkpoint' in t15:
-                    t16 = t15['checkpoint']
-                    if t16 is None: t16 = Missing('config.checkpoint')
+                if t7.__class__ is dict and 'enable' in t7:
+                    t14 = t7['enable']
+                    if t14 is None: t14 = Missing('config.checkpoint.enable')
                 else:
-                    t16 = attr_value(t15, 'checkpoint', 'config.checkpoint')
-                if t16.__class__ is dict and 'enable' in t16:
-                    t17 = t16['enable']
-                    if t17 is None: t17 = Missing('config.checkpoint.enable')
+                    t14 = attr_value(t7, 'enable', 'config.checkpoint.enable')
+                if t14.__class__ is (True).__class__ and (t14.__class__ is int or t14.__class__ is str):
+                    t15 = t14 == (True)
                 else:
-                    t17 = attr_value(t16, 'enable', 'config.checkpoint.enable')
-                t19 = (True)
-                if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                    t18 = t17 == t19
-                else:
-                    t18 = _compare('==', t17, t19)
-                t14 = (t18 if t18.__class__ is bool else _truth(t18))
+                    t15 = _compare('==', t14, (True))
+                t13 = (t15 if t15.__class__ is bool else _truth(t15))
             else:
-                t14 = True
-            t10 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = True
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t10 = False
         t5 = (t10 if t10.__class__ is bool else _truth(t10))
@@ -4077,18 +3752,15 @@ def e169(env):
 def e170(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
-    t3 = ('0.2.x')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('0.2.x')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('0.2.x'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('when the config is built')
-        t4 = t5
+        t3 = ('when the config is built')
     else:
-        t6 = ('when the checkpointer is built')
-        t4 = t6
-    return t4
+        t3 = ('when the checkpointer is built')
+    return t3
 
 def e171(env):
     t1 = env.lookup('config')
@@ -4103,77 +3775,52 @@ def e171(env):
         if t3 is None: t3 = Missing('config.checkpoint.last_save_in_hf')
     else:
         t3 = attr_value(t2, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (True))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'checkpoint' in t7:
-            t8 = t7['checkpoint']
-            if t8 is None: t8 = Missing('config.checkpoint')
+        if t2.__class__ is dict and 'last_save_model_only' in t2:
+            t6 = t2['last_save_model_only']
+            if t6 is None: t6 = Missing('config.checkpoint.last_save_model_only')
         else:
-            t8 = attr_value(t7, 'checkpoint', 'config.checkpoint')
-        if t8.__class__ is dict and 'last_save_model_only' in t8:
-            t9 = t8['last_save_model_only']
-            if t9 is None: t9 = Missing('config.checkpoint.last_save_model_only')
+            t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
+        if t6.__class__ is (False).__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 == (False)
         else:
-            t9 = attr_value(t8, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
-        t11 = (False)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
-        else:
-            t10 = _compare('==', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            t7 = _compare('==', t6, (False))
+        t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t6 = False
-    t12 = not (t6 if t6.__class__ is bool else _truth(t6))
-    if (t12 if t12.__class__ is bool else _truth(t12)):
-        t14 = env.lookup('config')
-        if t14 is None: t14 = Missing('config')
-        if t14.__class__ is dict and 'checkpoint' in t14:
-            t15 = t14['checkpoint']
-            if t15 is None: t15 = Missing('config.checkpoint')
+        t5 = False
+    t8 = not (t5 if t5.__class__ is bool else _truth(t5))
+    if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t2.__class__ is dict and 'initial_load_in_hf' in t2:
+            t10 = t2['initial_load_in_hf']
+            if t10 is None: t10 = Missing('config.checkpoint.initial_load_in_hf')
         else:
-            t15 = attr_value(t14, 'checkpoint', 'config.checkpoint')
-        if t15.__class__ is dict and 'initial_load_in_hf' in t15:
-            t16 = t15['initial_load_in_hf']
-            if t16 is None: t16 = Missing('config.checkpoint.initial_load_in_hf')
+            t10 = attr_value(t2, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
+        if t10.__class__ is (True).__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == (True)
         else:
-            t16 = attr_value(t15, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
-        t18 = (True)
-        if t16.__class__ is t18.__class__ and (t16.__class__ is int or t16.__class__ is str):
-            t17 = t16 == t18
-        else:
-            t17 = _compare('==', t16, t18)
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t20 = env.lookup('config')
-            if t20 is None: t20 = Missing('config')
-            if t20.__class__ is dict and 'checkpoint' in t20:
-                t21 = t20['checkpoint']
-                if t21 is None: t21 = Missing('config.checkpoint')
+            t11 = _compare('==', t10, (True))
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            if t2.__class__ is dict and 'initial_load_model_only' in t2:
+                t13 = t2['initial_load_model_only']
+                if t13 is None: t13 = Missing('config.checkpoint.initial_load_model_only')
             else:
-                t21 = attr_value(t20, 'checkpoint', 'config.checkpoint')
-            if t21.__class__ is dict and 'initial_load_model_only' in t21:
-                t22 = t21['initial_load_model_only']
-                if t22 is None: t22 = Missing('config.checkpoint.initial_load_model_only')
+                t13 = attr_value(t2, 'initial_load_model_only', 'config.checkpoint.initial_load_model_only')
+            if t13.__class__ is (False).__class__ and (t13.__class__ is int or t13.__class__ is str):
+                t14 = t13 == (False)
             else:
-                t22 = attr_value(t21, 'initial_load_model_only', 'config.checkpoint.initial_load_model_only')
-            t24 = (False)
-            if t22.__class__ is t24.__class__ and (t22.__class__ is int or t22.__class__ is str):
-                t23 = t22 == t24
-            else:
-                t23 = _compare('==', t22, t24)
-            t19 = (t23 if t23.__class__ is bool else _truth(t23))
+                t14 = _compare('==', t13, (False))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t19 = False
-        t25 = not (t19 if t19.__class__ is bool else _truth(t19))
-        t13 = (t25 if t25.__class__ is bool else _truth(t25))
+            t12 = False
+        t15 = not (t12 if t12.__class__ is bool else _truth(t12))
+        t9 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
-        t13 = False
-    return t13
+        t9 = False
+    return t9
 
 def e172(env):
     t1 = env.lookup('framework')
@@ -4189,33 +3836,31 @@ def e172(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('framework_version')
         if t6 is None: t6 = Missing('framework_version')
-        t8 = ('0.2.x')
         if t6.__class__ is str:
-            t7 = t6 != t8
+            t7 = t6 != ('0.2.x')
         else:
-            t7 = _compare('!=', t6, t8)
+            t7 = _compare('!=', t6, ('0.2.x'))
         if not (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('config')
-            if t10 is None: t10 = Missing('config')
-            if t10.__class__ is dict and 'checkpoint' in t10:
-                t11 = t10['checkpoint']
-                if t11 is None: t11 = Missing('config.checkpoint')
+            t9 = env.lookup('config')
+            if t9 is None: t9 = Missing('config')
+            if t9.__class__ is dict and 'checkpoint' in t9:
+                t10 = t9['checkpoint']
+                if t10 is None: t10 = Missing('config.checkpoint')
             else:
-                t11 = attr_value(t10, 'checkpoint', 'config.checkpoint')
-            if t11.__class__ is dict and 'enable' in t11:
-                t12 = t11['enable']
-                if t12 is None: t12 = Missing('config.checkpoint.enable')
+                t10 = attr_value(t9, 'checkpoint', 'config.checkpoint')
+            if t10.__class__ is dict and 'enable' in t10:
+                t11 = t10['enable']
+                if t11 is None: t11 = Missing('config.checkpoint.enable')
             else:
-                t12 = attr_value(t11, 'enable', 'config.checkpoint.enable')
-            t14 = (True)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 == t14
+                t11 = attr_value(t10, 'enable', 'config.checkpoint.enable')
+            if t11.__class__ is (True).__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 == (True)
             else:
-                t13 = _compare('==', t12, t14)
-            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+                t12 = _compare('==', t11, (True))
+            t8 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t9 = True
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = True
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     return t5
@@ -4233,55 +3878,41 @@ def e173(env):
         if t3 is None: t3 = Missing('config.checkpoint.last_save_in_hf')
     else:
         t3 = attr_value(t2, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (True))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'checkpoint' in t7:
-            t8 = t7['checkpoint']
-            if t8 is None: t8 = Missing('config.checkpoint')
+        if t2.__class__ is dict and 'last_save_model_only' in t2:
+            t6 = t2['last_save_model_only']
+            if t6 is None: t6 = Missing('config.checkpoint.last_save_model_only')
         else:
-            t8 = attr_value(t7, 'checkpoint', 'config.checkpoint')
-        if t8.__class__ is dict and 'last_save_model_only' in t8:
-            t9 = t8['last_save_model_only']
-            if t9 is None: t9 = Missing('config.checkpoint.last_save_model_only')
+            t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
+        if t6.__class__ is (False).__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 == (False)
         else:
-            t9 = attr_value(t8, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
-        t11 = (False)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
-        else:
-            t10 = _compare('==', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            t7 = _compare('==', t6, (False))
+        t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t6 = False
-    if (t6 if t6.__class__ is bool else _truth(t6)):
-        t13 = ('checkpoint.last_save_in_hf = true with last_save_model_only = false')
-        t12 = t13
+        t5 = False
+    if (t5 if t5.__class__ is bool else _truth(t5)):
+        t8 = ('checkpoint.last_save_in_hf = true with last_save_model_only = false')
     else:
-        t14 = ('checkpoint.initial_load_in_hf = true with initial_load_model_only = false')
-        t12 = t14
-    return t12
+        t8 = ('checkpoint.initial_load_in_hf = true with initial_load_model_only = false')
+    return t8
 
 def e174(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
-    t3 = ('0.2.x')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('0.2.x')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('0.2.x'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('torchtitan refuses the config when it is built (BaseCheckpointManager.Config.__post_init__)')
-        t4 = t5
+        t3 = ('torchtitan refuses the config when it is built (BaseCheckpointManager.Config.__post_init__)')
     else:
-        t6 = ('torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one')
-        t4 = t6
-    return t4
+        t3 = ('torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one')
+    return t3
 
 def e175(env):
     t1 = env.lookup('config')
@@ -4296,39 +3927,28 @@ def e175(env):
         if t3 is None: t3 = Missing('config.checkpoint.last_save_in_hf')
     else:
         t3 = attr_value(t2, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (True))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'checkpoint' in t7:
-            t8 = t7['checkpoint']
-            if t8 is None: t8 = Missing('config.checkpoint')
+        if t2.__class__ is dict and 'last_save_model_only' in t2:
+            t6 = t2['last_save_model_only']
+            if t6 is None: t6 = Missing('config.checkpoint.last_save_model_only')
         else:
-            t8 = attr_value(t7, 'checkpoint', 'config.checkpoint')
-        if t8.__class__ is dict and 'last_save_model_only' in t8:
-            t9 = t8['last_save_model_only']
-            if t9 is None: t9 = Missing('config.checkpoint.last_save_model_only')
+            t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
+        if t6.__class__ is (False).__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 == (False)
         else:
-            t9 = attr_value(t8, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
-        t11 = (False)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
-        else:
-            t10 = _compare('==', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            t7 = _compare('==', t6, (False))
+        t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t6 = False
-    if (t6 if t6.__class__ is bool else _truth(t6)):
-        t13 = ('checkpoint.last_save_model_only|checkpoint.last_save_in_hf')
-        t12 = t13
+        t5 = False
+    if (t5 if t5.__class__ is bool else _truth(t5)):
+        t8 = ('checkpoint.last_save_model_only|checkpoint.last_save_in_hf')
     else:
-        t14 = ('checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf')
-        t12 = t14
-    return t12
+        t8 = ('checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf')
+    return t8
 
 def e176(env):
     t1 = env.lookup('config')
@@ -4343,39 +3963,28 @@ def e176(env):
         if t3 is None: t3 = Missing('config.checkpoint.last_save_in_hf')
     else:
         t3 = attr_value(t2, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (True))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'checkpoint' in t7:
-            t8 = t7['checkpoint']
-            if t8 is None: t8 = Missing('config.checkpoint')
+        if t2.__class__ is dict and 'last_save_model_only' in t2:
+            t6 = t2['last_save_model_only']
+            if t6 is None: t6 = Missing('config.checkpoint.last_save_model_only')
         else:
-            t8 = attr_value(t7, 'checkpoint', 'config.checkpoint')
-        if t8.__class__ is dict and 'last_save_model_only' in t8:
-            t9 = t8['last_save_model_only']
-            if t9 is None: t9 = Missing('config.checkpoint.last_save_model_only')
+            t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
+        if t6.__class__ is (False).__class__ and (t6.__class__ is int or t6.__class__ is str):
+            t7 = t6 == (False)
         else:
-            t9 = attr_value(t8, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
-        t11 = (False)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
-        else:
-            t10 = _compare('==', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            t7 = _compare('==', t6, (False))
+        t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t6 = False
-    if (t6 if t6.__class__ is bool else _truth(t6)):
-        t13 = ('last_save_model_only')
-        t12 = t13
+        t5 = False
+    if (t5 if t5.__class__ is bool else _truth(t5)):
+        t8 = ('last_save_model_only')
     else:
-        t14 = ('initial_load_model_only')
-        t12 = t14
-    return t12
+        t8 = ('initial_load_model_only')
+    return t8
 
 def e177(env):
     t1 = env.lookup('config')
@@ -4424,11 +4033,10 @@ def e178(env):
         t9 = type_name(t8)
         env.budget.mem -= len(t9)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t11 = ('string')
         if t9.__class__ is str:
-            t10 = t9 == t11
+            t10 = t9 == ('string')
         else:
-            t10 = _compare('==', t9, t11)
+            t10 = _compare('==', t9, ('string'))
         t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
@@ -4450,71 +4058,43 @@ def e179(env):
     return t3
 
 def e180(env):
-    t1 = ('model')
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'checkpoint' in t3:
-        t4 = t3['checkpoint']
-        if t4 is None: t4 = Missing('config.checkpoint')
+    t2 = env.lookup('config')
+    if t2 is None: t2 = Missing('config')
+    if t2.__class__ is dict and 'checkpoint' in t2:
+        t3 = t2['checkpoint']
+        if t3 is None: t3 = Missing('config.checkpoint')
     else:
-        t4 = attr_value(t3, 'checkpoint', 'config.checkpoint')
-    if t4.__class__ is dict and 'exclude_from_loading' in t4:
-        t5 = t4['exclude_from_loading']
-        if t5 is None: t5 = Missing('config.checkpoint.exclude_from_loading')
+        t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
+    if t3.__class__ is dict and 'exclude_from_loading' in t3:
+        t4 = t3['exclude_from_loading']
+        if t4 is None: t4 = Missing('config.checkpoint.exclude_from_loading')
     else:
-        t5 = attr_value(t4, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-    if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t1, t5)
-    t2 = _compare('not in', t1, t5)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t7 = env.lookup('framework_version')
-        if t7 is None: t7 = Missing('framework_version')
-        t9 = ('main@b5bcd76c6')
-        if t7.__class__ is str:
-            t8 = t7 != t9
+        t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('model'), t4)
+    t1 = _compare('not in', ('model'), t4)
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t6 = env.lookup('framework_version')
+        if t6 is None: t6 = Missing('framework_version')
+        if t6.__class__ is str:
+            t7 = t6 != ('main@b5bcd76c6')
         else:
-            t8 = _compare('!=', t7, t9)
+            t7 = _compare('!=', t6, ('main@b5bcd76c6'))
+        if not (t7 if t7.__class__ is bool else _truth(t7)):
+            if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('optimizer'), t4)
+            t9 = _compare('not in', ('optimizer'), t4)
+            t8 = (t9 if t9.__class__ is bool else _truth(t9))
+        else:
+            t8 = True
         if not (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = ('optimizer')
-            t13 = env.lookup('config')
-            if t13 is None: t13 = Missing('config')
-            if t13.__class__ is dict and 'checkpoint' in t13:
-                t14 = t13['checkpoint']
-                if t14 is None: t14 = Missing('config.checkpoint')
-            else:
-                t14 = attr_value(t13, 'checkpoint', 'config.checkpoint')
-            if t14.__class__ is dict and 'exclude_from_loading' in t14:
-                t15 = t14['exclude_from_loading']
-                if t15 is None: t15 = Missing('config.checkpoint.exclude_from_loading')
-            else:
-                t15 = attr_value(t14, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t11, t15)
-            t12 = _compare('not in', t11, t15)
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+            if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('lr_scheduler'), t4)
+            t11 = _compare('in', ('lr_scheduler'), t4)
+            t10 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
             t10 = True
-        if not (t10 if t10.__class__ is bool else _truth(t10)):
-            t17 = ('lr_scheduler')
-            t19 = env.lookup('config')
-            if t19 is None: t19 = Missing('config')
-            if t19.__class__ is dict and 'checkpoint' in t19:
-                t20 = t19['checkpoint']
-                if t20 is None: t20 = Missing('config.checkpoint')
-            else:
-                t20 = attr_value(t19, 'checkpoint', 'config.checkpoint')
-            if t20.__class__ is dict and 'exclude_from_loading' in t20:
-                t21 = t20['exclude_from_loading']
-                if t21 is None: t21 = Missing('config.checkpoint.exclude_from_loading')
-            else:
-                t21 = attr_value(t20, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-            if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t17, t21)
-            t18 = _compare('in', t17, t21)
-            t16 = (t18 if t18.__class__ is bool else _truth(t18))
-        else:
-            t16 = True
-        t6 = (t16 if t16.__class__ is bool else _truth(t16))
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t6 = False
-    return t6
+        t5 = False
+    return t5
 
 def e181(env):
     t1 = env.lookup('framework')
@@ -4545,11 +4125,10 @@ def e181(env):
         t9 = type_name(t8)
         env.budget.mem -= len(t9)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t11 = ('list')
         if t9.__class__ is str:
-            t10 = t9 == t11
+            t10 = t9 == ('list')
         else:
-            t10 = _compare('==', t9, t11)
+            t10 = _compare('==', t9, ('list'))
         t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
@@ -4571,97 +4150,86 @@ def e182(env):
     return t3
 
 def e183(env):
-    t1 = ('model')
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'checkpoint' in t3:
-        t4 = t3['checkpoint']
-        if t4 is None: t4 = Missing('config.checkpoint')
+    t2 = env.lookup('config')
+    if t2 is None: t2 = Missing('config')
+    if t2.__class__ is dict and 'checkpoint' in t2:
+        t3 = t2['checkpoint']
+        if t3 is None: t3 = Missing('config.checkpoint')
     else:
-        t4 = attr_value(t3, 'checkpoint', 'config.checkpoint')
-    if t4.__class__ is dict and 'exclude_from_loading' in t4:
-        t5 = t4['exclude_from_loading']
-        if t5 is None: t5 = Missing('config.checkpoint.exclude_from_loading')
+        t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
+    if t3.__class__ is dict and 'exclude_from_loading' in t3:
+        t4 = t3['exclude_from_loading']
+        if t4 is None: t4 = Missing('config.checkpoint.exclude_from_loading')
     else:
-        t5 = attr_value(t4, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-    if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t1, t5)
-    t2 = _compare('in', t1, t5)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t7 = ('the model is what a checkpoint restores: ')
-        t6 = t7
+        t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('model'), t4)
+    t1 = _compare('in', ('model'), t4)
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t5 = ('the model is what a checkpoint restores: ')
     else:
-        t8 = ('the learning-rate schedulers hold the optimizers: ')
-        t6 = t8
-    return t6
+        t5 = ('the learning-rate schedulers hold the optimizers: ')
+    return t5
 
 def e184(env):
-    t1 = ('model')
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'checkpoint' in t3:
-        t4 = t3['checkpoint']
-        if t4 is None: t4 = Missing('config.checkpoint')
+    t2 = env.lookup('config')
+    if t2 is None: t2 = Missing('config')
+    if t2.__class__ is dict and 'checkpoint' in t2:
+        t3 = t2['checkpoint']
+        if t3 is None: t3 = Missing('config.checkpoint')
     else:
-        t4 = attr_value(t3, 'checkpoint', 'config.checkpoint')
-    if t4.__class__ is dict and 'exclude_from_loading' in t4:
-        t5 = t4['exclude_from_loading']
-        if t5 is None: t5 = Missing('config.checkpoint.exclude_from_loading')
+        t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
+    if t3.__class__ is dict and 'exclude_from_loading' in t3:
+        t4 = t3['exclude_from_loading']
+        if t4 is None: t4 = Missing('config.checkpoint.exclude_from_loading')
     else:
-        t5 = attr_value(t4, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-    if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t1, t5)
-    t2 = _compare('in', t1, t5)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t7 = ("model key shouldn't be in exclude_from_loading.")
-        t6 = t7
+        t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('model'), t4)
+    t1 = _compare('in', ('model'), t4)
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t5 = ("model key shouldn't be in exclude_from_loading.")
     else:
-        t8 = ('lr_scheduler must be excluded when optimizer is excluded.')
-        t6 = t8
-    return t6
+        t5 = ('lr_scheduler must be excluded when optimizer is excluded.')
+    return t5
 
 def e185(env):
-    t1 = ('model')
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'checkpoint' in t3:
-        t4 = t3['checkpoint']
-        if t4 is None: t4 = Missing('config.checkpoint')
+    t2 = env.lookup('config')
+    if t2 is None: t2 = Missing('config')
+    if t2.__class__ is dict and 'checkpoint' in t2:
+        t3 = t2['checkpoint']
+        if t3 is None: t3 = Missing('config.checkpoint')
     else:
-        t4 = attr_value(t3, 'checkpoint', 'config.checkpoint')
-    if t4.__class__ is dict and 'exclude_from_loading' in t4:
-        t5 = t4['exclude_from_loading']
-        if t5 is None: t5 = Missing('config.checkpoint.exclude_from_loading')
+        t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
+    if t3.__class__ is dict and 'exclude_from_loading' in t3:
+        t4 = t3['exclude_from_loading']
+        if t4 is None: t4 = Missing('config.checkpoint.exclude_from_loading')
     else:
-        t5 = attr_value(t4, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
-    if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t1, t5)
-    t2 = _compare('in', t1, t5)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t7 = ('drop "model" from exclude_from_loading (to start from fresh weights, leave checkpoint.initial_load_path unset)')
-        t6 = t7
+        t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('model'), t4)
+    t1 = _compare('in', ('model'), t4)
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t5 = ('drop "model" from exclude_from_loading (to start from fresh weights, leave checkpoint.initial_load_path unset)')
     else:
-        t8 = ('add "lr_scheduler" to exclude_from_loading')
-        t6 = t8
-    return t6
+        t5 = ('add "lr_scheduler" to exclude_from_loading')
+    return t5
 
 def e186(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 == t3
+        t2 = t1 == (1)
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('pp')
-        if t5 is None: t5 = Missing('pp')
-        t7 = (1)
-        if t5.__class__ is int:
-            t6 = t5 == t7
+        t4 = env.lookup('pp')
+        if t4 is None: t4 = Missing('pp')
+        if t4.__class__ is int:
+            t5 = t4 == (1)
         else:
-            t6 = _compare('==', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('==', t4, (1))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    return t4
+        t3 = False
+    return t3
 
 def e187(env):
     t1 = env.lookup('framework')
@@ -4687,11 +4255,10 @@ def e187(env):
             if t8 is None: t8 = Missing('config.optimizer.early_step_in_backward')
         else:
             t8 = attr_value(t7, 'early_step_in_backward', 'config.optimizer.early_step_in_backward')
-        t10 = (True)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (True)
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, (True))
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -4700,70 +4267,57 @@ def e187(env):
 def e188(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('expert_parallel_degree = ')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('ep')
-        if t6 is None: t6 = Missing('ep')
+        t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if ('expert_parallel_degree = ').__class__ is int and t4.__class__ is int:
+            t5 = ('expert_parallel_degree = ') + t4
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+        else:
+            t5 = _binop('+', ('expert_parallel_degree = '), t4, env)
+        t3 = t5
+    else:
+        t6 = env.lookup('pp')
+        if t6 is None: t6 = Missing('pp')
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t5.__class__ is int and t7.__class__ is int:
-            t8 = t5 + t7
+        if ('pipeline_parallel_degree = ').__class__ is int and t7.__class__ is int:
+            t8 = ('pipeline_parallel_degree = ') + t7
             if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t8 = _binop('+', t5, t7, env)
-        t4 = t8
-    else:
-        t9 = ('pipeline_parallel_degree = ')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('pp')
-        if t10 is None: t10 = Missing('pp')
-        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t9.__class__ is int and t11.__class__ is int:
-            t12 = t9 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t9, t11, env)
-        t4 = t12
-    return t4
+            t8 = _binop('+', ('pipeline_parallel_degree = '), t7, env)
+        t3 = t8
+    return t3
 
 def e189(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('Expert')
-        t4 = t5
+        t3 = ('Expert')
     else:
-        t6 = ('Pipeline')
-        t4 = t6
-    return t4
+        t3 = ('Pipeline')
+    return t3
 
 def e190(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('expert_parallel_degree')
-        t4 = t5
+        t3 = ('expert_parallel_degree')
     else:
-        t6 = ('pipeline_parallel_degree')
-        t4 = t6
-    return t4
+        t3 = ('pipeline_parallel_degree')
+    return t3
 
 def e191(env):
     t1 = env.lookup('config')
@@ -4788,11 +4342,10 @@ def e191(env):
         if t5 is None: t5 = Missing('config.quantize.linear.float8.enable_fsdp_float8_all_gather')
     else:
         t5 = attr_value(t4, 'enable_fsdp_float8_all_gather', 'config.quantize.linear.float8.enable_fsdp_float8_all_gather')
-    t7 = (True)
-    if t5.__class__ is t7.__class__ and (t5.__class__ is int or t5.__class__ is str):
-        t6 = t5 != t7
+    if t5.__class__ is (True).__class__ and (t5.__class__ is int or t5.__class__ is str):
+        t6 = t5 != (True)
     else:
-        t6 = _compare('!=', t5, t7)
+        t6 = _compare('!=', t5, (True))
     return t6
 
 def e192(env):
@@ -4824,58 +4377,42 @@ def e192(env):
         t9 = type_name(t8)
         env.budget.mem -= len(t9)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t11 = ('list')
         if t9.__class__ is str:
-            t10 = t9 == t11
+            t10 = t9 == ('list')
         else:
-            t10 = _compare('==', t9, t11)
+            t10 = _compare('==', t9, ('list'))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = ('quantize.linear.float8')
-            t15 = env.lookup('config')
-            if t15 is None: t15 = Missing('config')
-            if t15.__class__ is dict and 'model' in t15:
-                t16 = t15['model']
-                if t16 is None: t16 = Missing('config.model')
-            else:
-                t16 = attr_value(t15, 'model', 'config.model')
-            if t16.__class__ is dict and 'converters' in t16:
-                t17 = t16['converters']
-                if t17 is None: t17 = Missing('config.model.converters')
-            else:
-                t17 = attr_value(t16, 'converters', 'config.model.converters')
-            if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t13, t17)
-            t14 = _compare('in', t13, t17)
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, ('quantize.linear.float8'), t8)
+            t12 = _compare('in', ('quantize.linear.float8'), t8)
+            t11 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t19 = env.lookup('config')
-            if t19 is None: t19 = Missing('config')
-            if t19.__class__ is dict and 'quantize' in t19:
-                t20 = t19['quantize']
-                if t20 is None: t20 = Missing('config.quantize')
+            t11 = False
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            if t6.__class__ is dict and 'quantize' in t6:
+                t14 = t6['quantize']
+                if t14 is None: t14 = Missing('config.quantize')
             else:
-                t20 = attr_value(t19, 'quantize', 'config.quantize')
-            if t20.__class__ is dict and 'linear' in t20:
-                t21 = t20['linear']
-                if t21 is None: t21 = Missing('config.quantize.linear')
+                t14 = attr_value(t6, 'quantize', 'config.quantize')
+            if t14.__class__ is dict and 'linear' in t14:
+                t15 = t14['linear']
+                if t15 is None: t15 = Missing('config.quantize.linear')
             else:
-                t21 = attr_value(t20, 'linear', 'config.quantize.linear')
-            if t21.__class__ is dict and 'float8' in t21:
-                t22 = t21['float8']
-                if t22 is None: t22 = Missing('config.quantize.linear.float8')
+                t15 = attr_value(t14, 'linear', 'config.quantize.linear')
+            if t15.__class__ is dict and 'float8' in t15:
+                t16 = t15['float8']
+                if t16 is None: t16 = Missing('config.quantize.linear.float8')
             else:
-                t22 = attr_value(t21, 'float8', 'config.quantize.linear.float8')
-            if t22.__class__ is dict and 'recipe_name' in t22:
-                t23 = t22['recipe_name']
-                if t23 is None: t23 = Missing('config.quantize.linear.float8.recipe_name')
+                t16 = attr_value(t15, 'float8', 'config.quantize.linear.float8')
+            if t16.__class__ is dict and 'recipe_name' in t16:
+                t17 = t16['recipe_name']
+                if t17 is None: t17 = Missing('config.quantize.linear.float8.recipe_name')
             else:
-                t23 = attr_value(t22, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
-            t24 = not (t23 is None or t23.__class__ is Missing)
-            t18 = (t24 if t24.__class__ is bool else _truth(t24))
+                t17 = attr_value(t16, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
+            t18 = not (t17 is None or t17.__class__ is Missing)
+            t13 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
         t5 = False
     return t5
@@ -4908,23 +4445,21 @@ def e193(env):
 def e194(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 == t3
+        t2 = t1 == (1)
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('cp')
-        if t5 is None: t5 = Missing('cp')
-        t7 = (1)
-        if t5.__class__ is int:
-            t6 = t5 == t7
+        t4 = env.lookup('cp')
+        if t4 is None: t4 = Missing('cp')
+        if t4.__class__ is int:
+            t5 = t4 == (1)
         else:
-            t6 = _compare('==', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('==', t4, (1))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    return t4
+        t3 = False
+    return t3
 
 def e195(env):
     t1 = env.lookup('framework')
@@ -4955,31 +4490,17 @@ def e195(env):
         t9 = type_name(t8)
         env.budget.mem -= len(t9)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t11 = ('list')
         if t9.__class__ is str:
-            t10 = t9 == t11
+            t10 = t9 == ('list')
         else:
-            t10 = _compare('==', t9, t11)
+            t10 = _compare('==', t9, ('list'))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = ('quantize.grouped_mm.float8')
-            t15 = env.lookup('config')
-            if t15 is None: t15 = Missing('config')
-            if t15.__class__ is dict and 'model' in t15:
-                t16 = t15['model']
-                if t16 is None: t16 = Missing('config.model')
-            else:
-                t16 = attr_value(t15, 'model', 'config.model')
-            if t16.__class__ is dict and 'converters' in t16:
-                t17 = t16['converters']
-                if t17 is None: t17 = Missing('config.model.converters')
-            else:
-                t17 = attr_value(t16, 'converters', 'config.model.converters')
-            if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t13, t17)
-            t14 = _compare('in', t13, t17)
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, ('quantize.grouped_mm.float8'), t8)
+            t12 = _compare('in', ('quantize.grouped_mm.float8'), t8)
+            t11 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t12 = False
-        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+            t11 = False
+        t5 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
         t5 = False
     return t5
@@ -4987,79 +4508,65 @@ def e195(env):
 def e196(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('pipeline_parallel_degree = ')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('pp')
-        if t6 is None: t6 = Missing('pp')
+        t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if ('pipeline_parallel_degree = ').__class__ is int and t4.__class__ is int:
+            t5 = ('pipeline_parallel_degree = ') + t4
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+        else:
+            t5 = _binop('+', ('pipeline_parallel_degree = '), t4, env)
+        t3 = t5
+    else:
+        t6 = env.lookup('cp')
+        if t6 is None: t6 = Missing('cp')
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t5.__class__ is int and t7.__class__ is int:
-            t8 = t5 + t7
+        if ('context_parallel_degree = ').__class__ is int and t7.__class__ is int:
+            t8 = ('context_parallel_degree = ') + t7
             if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
         else:
-            t8 = _binop('+', t5, t7, env)
-        t4 = t8
-    else:
-        t9 = ('context_parallel_degree = ')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('cp')
-        if t10 is None: t10 = Missing('cp')
-        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t9.__class__ is int and t11.__class__ is int:
-            t12 = t9 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t9, t11, env)
-        t4 = t12
-    return t4
+            t8 = _binop('+', ('context_parallel_degree = '), t7, env)
+        t3 = t8
+    return t3
 
 def e197(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('pipeline')
-        t4 = t5
+        t3 = ('pipeline')
     else:
-        t6 = ('context')
-        t4 = t6
-    return t4
+        t3 = ('context')
+    return t3
 
 def e198(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('pipeline_parallel_degree')
-        t4 = t5
+        t3 = ('pipeline_parallel_degree')
     else:
-        t6 = ('context_parallel_degree')
-        t4 = t6
-    return t4
+        t3 = ('context_parallel_degree')
+    return t3
 
 def e199(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 == t3
+        t2 = t1 == (1)
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, (1))
     return t2
 
 def e200(env):
@@ -5091,71 +4598,51 @@ def e200(env):
         t9 = type_name(t8)
         env.budget.mem -= len(t9)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t11 = ('list')
         if t9.__class__ is str:
-            t10 = t9 == t11
+            t10 = t9 == ('list')
         else:
-            t10 = _compare('==', t9, t11)
+            t10 = _compare('==', t9, ('list'))
         if (t10 if t10.__class__ is bool else _truth(t10)):
-            t13 = ('quantize.linear.mx')
-            t15 = env.lookup('config')
-            if t15 is None: t15 = Missing('config')
-            if t15.__class__ is dict and 'model' in t15:
-                t16 = t15['model']
-                if t16 is None: t16 = Missing('config.model')
-            else:
-                t16 = attr_value(t15, 'model', 'config.model')
-            if t16.__class__ is dict and 'converters' in t16:
-                t17 = t16['converters']
-                if t17 is None: t17 = Missing('config.model.converters')
-            else:
-                t17 = attr_value(t16, 'converters', 'config.model.converters')
-            if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t13, t17)
-            t14 = _compare('in', t13, t17)
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, ('quantize.linear.mx'), t8)
+            t12 = _compare('in', ('quantize.linear.mx'), t8)
+            t11 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t19 = env.lookup('config')
-            if t19 is None: t19 = Missing('config')
-            if t19.__class__ is dict and 'compile' in t19:
-                t20 = t19['compile']
-                if t20 is None: t20 = Missing('config.compile')
+            t11 = False
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            if t6.__class__ is dict and 'compile' in t6:
+                t14 = t6['compile']
+                if t14 is None: t14 = Missing('config.compile')
             else:
-                t20 = attr_value(t19, 'compile', 'config.compile')
-            if t20.__class__ is dict and 'enable' in t20:
-                t21 = t20['enable']
-                if t21 is None: t21 = Missing('config.compile.enable')
+                t14 = attr_value(t6, 'compile', 'config.compile')
+            if t14.__class__ is dict and 'enable' in t14:
+                t15 = t14['enable']
+                if t15 is None: t15 = Missing('config.compile.enable')
             else:
-                t21 = attr_value(t20, 'enable', 'config.compile.enable')
-            t23 = (True)
-            if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t23
+                t15 = attr_value(t14, 'enable', 'config.compile.enable')
+            if t15.__class__ is (True).__class__ and (t15.__class__ is int or t15.__class__ is str):
+                t16 = t15 == (True)
             else:
-                t22 = _compare('==', t21, t23)
-            t18 = (t22 if t22.__class__ is bool else _truth(t22))
+                t16 = _compare('==', t15, (True))
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t25 = ('model')
-            t27 = env.lookup('config')
-            if t27 is None: t27 = Missing('config')
-            if t27.__class__ is dict and 'compile' in t27:
-                t28 = t27['compile']
-                if t28 is None: t28 = Missing('config.compile')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            if t6.__class__ is dict and 'compile' in t6:
+                t19 = t6['compile']
+                if t19 is None: t19 = Missing('config.compile')
             else:
-                t28 = attr_value(t27, 'compile', 'config.compile')
-            if t28.__class__ is dict and 'components' in t28:
-                t29 = t28['components']
-                if t29 is None: t29 = Missing('config.compile.components')
+                t19 = attr_value(t6, 'compile', 'config.compile')
+            if t19.__class__ is dict and 'components' in t19:
+                t20 = t19['components']
+                if t20 is None: t20 = Missing('config.compile.components')
             else:
-                t29 = attr_value(t28, 'components', 'config.compile.components')
-            if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t25, t29)
-            t26 = _compare('in', t25, t29)
-            t24 = (t26 if t26.__class__ is bool else _truth(t26))
+                t20 = attr_value(t19, 'components', 'config.compile.components')
+            if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(env, ('model'), t20)
+            t18 = _compare('in', ('model'), t20)
+            t17 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t24 = False
-        t5 = (t24 if t24.__class__ is bool else _truth(t24))
+            t17 = False
+        t5 = (t17 if t17.__class__ is bool else _truth(t17))
     else:
         t5 = False
     return t5
@@ -5196,41 +4683,29 @@ def e201(env):
     if (t13 if t13.__class__ is bool else _truth(t13)):
         t15 = []
         t16 = env.budget
-        t18 = env.lookup('config')
-        if t18 is None: t18 = Missing('config')
-        if t18.__class__ is dict and 'model' in t18:
-            t19 = t18['model']
-            if t19 is None: t19 = Missing('config.model')
-        else:
-            t19 = attr_value(t18, 'model', 'config.model')
-        if t19.__class__ is dict and 'converters' in t19:
-            t20 = t19['converters']
-            if t20 is None: t20 = Missing('config.model.converters')
-        else:
-            t20 = attr_value(t19, 'converters', 'config.model.converters')
-        t17 = loop_items(t20)
-        t21 = Env({}, None, t16, env)
-        t22 = t21.values
-        for t23 in t17:
+        t17 = loop_items(t6)
+        t18 = Env({}, None, t16, env)
+        t19 = t18.values
+        for t20 in t17:
             t16.left -= 9
             if t16.left < 0: _charge(env, 0)
-            t22['c'] = t23
-            t21.let_cache = None
-            t24 = t23
-            if t24 is None: t24 = Missing('c')
-            t26 = K61
-            if t26.__class__ is list or t26.__class__ is dict or t26.__class__ is str: _charge_operands(t21, t24, t26)
-            t25 = _compare('in', t24, t26)
-            t15.append(t25)
+            t19['c'] = t20
+            t18.let_cache = None
+            t21 = t20
+            if t21 is None: t21 = Missing('c')
+            t23 = K61
+            if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t18, t21, t23)
+            t22 = _compare('in', t21, t23)
+            t15.append(t22)
             t16.mem -= 1
             if t16.mem < 0: _charge_mem(env, 0)
             if len(t15) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t27 = call_value(env, F_any.fn, F_any.cost, False, [t15])
-        t14 = (t27 if t27.__class__ is bool else _truth(t27))
+        t24 = call_value(env, F_any.fn, F_any.cost, False, [t15])
+        t14 = (t24 if t24.__class__ is bool else _truth(t24))
     else:
         t14 = False
-    t28 = not (t14 if t14.__class__ is bool else _truth(t14))
-    return t28
+    t25 = not (t14 if t14.__class__ is bool else _truth(t14))
+    return t25
 
 def e202(env):
     t1 = env.lookup('framework')
@@ -5261,11 +4736,10 @@ def e202(env):
         t9 = type_name(t8)
         env.budget.mem -= len(t9)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t11 = ('list')
         if t9.__class__ is str:
-            t10 = t9 == t11
+            t10 = t9 == ('list')
         else:
-            t10 = _compare('==', t9, t11)
+            t10 = _compare('==', t9, ('list'))
         t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
@@ -5289,11 +4763,10 @@ def e203(env):
 def e204(env):
     t1 = env.lookup('batch')
     if t1 is None: t1 = Missing('batch')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 == t3
+        t2 = t1 == (1)
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, (1))
     return t2
 
 def e205(env):
@@ -5320,11 +4793,10 @@ def e205(env):
             if t8 is None: t8 = Missing('config.dataloader.repeat')
         else:
             t8 = attr_value(t7, 'repeat', 'config.dataloader.repeat')
-        t10 = (False)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        if t8.__class__ is (False).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (False)
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, (False))
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -5354,28 +4826,18 @@ def e206(env):
         t8 = type_name(t7)
         env.budget.mem -= len(t8)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t10 = ('table')
         if t8.__class__ is str:
-            t9 = t8 == t10
+            t9 = t8 == ('table')
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, ('table'))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('config')
-            if t12 is None: t12 = Missing('config')
-            if t12.__class__ is dict and 'checkpoint' in t12:
-                t13 = t12['checkpoint']
-                if t13 is None: t13 = Missing('config.checkpoint')
-            else:
-                t13 = attr_value(t12, 'checkpoint', 'config.checkpoint')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = ('class')
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = index_value(t13, t14, 'config.checkpoint')
-            t16 = not (t15 is None or t15.__class__ is Missing)
-            t11 = (t16 if t16.__class__ is bool else _truth(t16))
+            if t7 is None or t7.__class__ is Missing: _need(t7)
+            t11 = index_value(t7, ('class'), 'config.checkpoint')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -5396,416 +4858,155 @@ def e207(env):
     else:
         t6 = attr_value(t5, 'folder', 'config.checkpoint.folder')
     t7 = call_value(env, F_strip.fn, F_strip.cost, False, [t6])
-    t9 = ('')
     if t7.__class__ is str:
-        t8 = t7 == t9
+        t8 = t7 == ('')
     else:
-        t8 = _compare('==', t7, t9)
-    t10 = ('checkpoint.folder')
-    t11 = ("ValueError: The 'folder' field cannot be empty.")
-    t12 = ("name a folder (the default is 'checkpoint')")
-    t13 = env.lookup('config')
-    if t13 is None: t13 = Missing('config')
-    if t13.__class__ is dict and 'checkpoint' in t13:
-        t14 = t13['checkpoint']
-        if t14 is None: t14 = Missing('config.checkpoint')
+        t8 = _compare('==', t7, (''))
+    t9 = [t8, ('checkpoint.folder'), ("ValueError: The 'folder' field cannot be empty."), ("name a folder (the default is 'checkpoint')"), t6]
+    if t5.__class__ is dict and 'initial_load_path' in t5:
+        t10 = t5['initial_load_path']
+        if t10 is None: t10 = Missing('config.checkpoint.initial_load_path')
     else:
-        t14 = attr_value(t13, 'checkpoint', 'config.checkpoint')
-    if t14.__class__ is dict and 'folder' in t14:
-        t15 = t14['folder']
-        if t15 is None: t15 = Missing('config.checkpoint.folder')
-    else:
-        t15 = attr_value(t14, 'folder', 'config.checkpoint.folder')
-    t16 = [t8, t10, t11, t12, t15]
-    t17 = env.lookup('config')
-    if t17 is None: t17 = Missing('config')
-    if t17.__class__ is dict and 'checkpoint' in t17:
-        t18 = t17['checkpoint']
-        if t18 is None: t18 = Missing('config.checkpoint')
-    else:
-        t18 = attr_value(t17, 'checkpoint', 'config.checkpoint')
-    if t18.__class__ is dict and 'initial_load_path' in t18:
-        t19 = t18['initial_load_path']
-        if t19 is None: t19 = Missing('config.checkpoint.initial_load_path')
-    else:
-        t19 = attr_value(t18, 'initial_load_path', 'config.checkpoint.initial_load_path')
-    t20 = not (t19 is None or t19.__class__ is Missing)
-    if (t20 if t20.__class__ is bool else _truth(t20)):
-        t22 = env.lookup('config')
-        if t22 is None: t22 = Missing('config')
-        if t22.__class__ is dict and 'checkpoint' in t22:
-            t23 = t22['checkpoint']
-            if t23 is None: t23 = Missing('config.checkpoint')
+        t10 = attr_value(t5, 'initial_load_path', 'config.checkpoint.initial_load_path')
+    t11 = not (t10 is None or t10.__class__ is Missing)
+    if (t11 if t11.__class__ is bool else _truth(t11)):
+        if t10.__class__ is str:
+            t13 = t10 != ('')
         else:
-            t23 = attr_value(t22, 'checkpoint', 'config.checkpoint')
-        if t23.__class__ is dict and 'initial_load_path' in t23:
-            t24 = t23['initial_load_path']
-            if t24 is None: t24 = Missing('config.checkpoint.initial_load_path')
+            t13 = _compare('!=', t10, (''))
+        t12 = (t13 if t13.__class__ is bool else _truth(t13))
+    else:
+        t12 = False
+    if (t12 if t12.__class__ is bool else _truth(t12)):
+        t15 = call_value(env, F_strip.fn, F_strip.cost, False, [t10])
+        t16 = call_value(env, F_startswith.fn, F_startswith.cost, False, [t15, ('/')])
+        t17 = not (t16 if t16.__class__ is bool else _truth(t16))
+        t14 = (t17 if t17.__class__ is bool else _truth(t17))
+    else:
+        t14 = False
+    if (t14 if t14.__class__ is bool else _truth(t14)):
+        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, ('://'), t10)
+        t19 = _compare('in', ('://'), t10)
+        t20 = not (t19 if t19.__class__ is bool else _truth(t19))
+        t18 = (t20 if t20.__class__ is bool else _truth(t20))
+    else:
+        t18 = False
+    t21 = [t18, ('checkpoint.initial_load_path'), ('ValueError: initial_load_path must be an absolute path or a remote URI (e.g. gs://...)'), ('write an absolute path (/...) or a remote URI (gs://..., s3://...)'), t10]
+    if t5.__class__ is dict and 'interval' in t5:
+        t22 = t5['interval']
+        if t22 is None: t22 = Missing('config.checkpoint.interval')
+    else:
+        t22 = attr_value(t5, 'interval', 'config.checkpoint.interval')
+    if t22.__class__ is int:
+        t23 = t22 < (1)
+    else:
+        t23 = _compare('<', t22, (1))
+    t24 = [t23, ('checkpoint.interval'), ('ValueError: Checkpoint interval needs to be at least 1 step.'), ('use interval >= 1'), t22]
+    if t5.__class__ is dict and 'keep_latest_k' in t5:
+        t25 = t5['keep_latest_k']
+        if t25 is None: t25 = Missing('config.checkpoint.keep_latest_k')
+    else:
+        t25 = attr_value(t5, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
+    if t25.__class__ is int:
+        t26 = t25 < (0)
+    else:
+        t26 = _compare('<', t25, (0))
+    t27 = [t26, ('checkpoint.keep_latest_k'), ('ValueError: keep_latest_k cannot be negative.'), ('use keep_latest_k = 0 (keep all) or >= 2'), t25]
+    if t5.__class__ is dict and 'initial_load_in_hf_quantized' in t5:
+        t28 = t5['initial_load_in_hf_quantized']
+        if t28 is None: t28 = Missing('config.checkpoint.initial_load_in_hf_quantized')
+    else:
+        t28 = attr_value(t5, 'initial_load_in_hf_quantized', 'config.checkpoint.initial_load_in_hf_quantized')
+    if t28.__class__ is (True).__class__ and (t28.__class__ is int or t28.__class__ is str):
+        t29 = t28 == (True)
+    else:
+        t29 = _compare('==', t28, (True))
+    if (t29 if t29.__class__ is bool else _truth(t29)):
+        if t5.__class__ is dict and 'initial_load_in_hf' in t5:
+            t31 = t5['initial_load_in_hf']
+            if t31 is None: t31 = Missing('config.checkpoint.initial_load_in_hf')
         else:
-            t24 = attr_value(t23, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        t26 = ('')
-        if t24.__class__ is str:
-            t25 = t24 != t26
+            t31 = attr_value(t5, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
+        if t31.__class__ is (True).__class__ and (t31.__class__ is int or t31.__class__ is str):
+            t32 = t31 == (True)
         else:
-            t25 = _compare('!=', t24, t26)
-        t21 = (t25 if t25.__class__ is bool else _truth(t25))
-    else:
-        t21 = False
-    if (t21 if t21.__class__ is bool else _truth(t21)):
-        t28 = env.lookup('config')
-        if t28 is None: t28 = Missing('config')
-        if t28.__class__ is dict and 'checkpoint' in t28:
-            t29 = t28['checkpoint']
-            if t29 is None: t29 = Missing('config.checkpoint')
+            t32 = _compare('==', t31, (True))
+        if (t32 if t32.__class__ is bool else _truth(t32)):
+            t34 = not (t10 is None or t10.__class__ is Missing)
+            t33 = (t34 if t34.__class__ is bool else _truth(t34))
         else:
-            t29 = attr_value(t28, 'checkpoint', 'config.checkpoint')
-        if t29.__class__ is dict and 'initial_load_path' in t29:
-            t30 = t29['initial_load_path']
-            if t30 is None: t30 = Missing('config.checkpoint.initial_load_path')
-        else:
-            t30 = attr_value(t29, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        t31 = call_value(env, F_strip.fn, F_strip.cost, False, [t30])
-        t32 = ('/')
-        t33 = call_value(env, F_startswith.fn, F_startswith.cost, False, [t31, t32])
-        t34 = not (t33 if t33.__class__ is bool else _truth(t33))
-        t27 = (t34 if t34.__class__ is bool else _truth(t34))
-    else:
-        t27 = False
-    if (t27 if t27.__class__ is bool else _truth(t27)):
-        t36 = ('://')
-        t38 = env.lookup('config')
-        if t38 is None: t38 = Missing('config')
-        if t38.__class__ is dict and 'checkpoint' in t38:
-            t39 = t38['checkpoint']
-            if t39 is None: t39 = Missing('config.checkpoint')
-        else:
-            t39 = attr_value(t38, 'checkpoint', 'config.checkpoint')
-        if t39.__class__ is dict and 'initial_load_path' in t39:
-            t40 = t39['initial_load_path']
-            if t40 is None: t40 = Missing('config.checkpoint.initial_load_path')
-        else:
-            t40 = attr_value(t39, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        if t40.__class__ is list or t40.__class__ is dict or t40.__class__ is str: _charge_operands(env, t36, t40)
-        t37 = _compare('in', t36, t40)
-        t41 = not (t37 if t37.__class__ is bool else _truth(t37))
-        t35 = (t41 if t41.__class__ is bool else _truth(t41))
-    else:
-        t35 = False
-    t42 = ('checkpoint.initial_load_path')
-    t43 = ('ValueError: initial_load_path must be an absolute path or a remote URI (e.g. gs://...)')
-    t44 = ('write an absolute path (/...) or a remote URI (gs://..., s3://...)')
-    t45 = env.lookup('config')
-    if t45 is None: t45 = Missing('config')
-    if t45.__class__ is dict and 'checkpoint' in t45:
-        t46 = t45['checkpoint']
-        if t46 is None: t46 = Missing('config.checkpoint')
-    else:
-        t46 = attr_value(t45, 'checkpoint', 'config.checkpoint')
-    if t46.__class__ is dict and 'initial_load_path' in t46:
-        t47 = t46['initial_load_path']
-        if t47 is None: t47 = Missing('config.checkpoint.initial_load_path')
-    else:
-        t47 = attr_value(t46, 'initial_load_path', 'config.checkpoint.initial_load_path')
-    t48 = [t35, t42, t43, t44, t47]
-    t49 = env.lookup('config')
-    if t49 is None: t49 = Missing('config')
-    if t49.__class__ is dict and 'checkpoint' in t49:
-        t50 = t49['checkpoint']
-        if t50 is None: t50 = Missing('config.checkpoint')
-    else:
-        t50 = attr_value(t49, 'checkpoint', 'config.checkpoint')
-    if t50.__class__ is dict and 'interval' in t50:
-        t51 = t50['interval']
-        if t51 is None: t51 = Missing('config.checkpoint.interval')
-    else:
-        t51 = attr_value(t50, 'interval', 'config.checkpoint.interval')
-    t53 = (1)
-    if t51.__class__ is int:
-        t52 = t51 < t53
-    else:
-        t52 = _compare('<', t51, t53)
-    t54 = ('checkpoint.interval')
-    t55 = ('ValueError: Checkpoint interval needs to be at least 1 step.')
-    t56 = ('use interval >= 1')
-    t57 = env.lookup('config')
-    if t57 is None: t57 = Missing('config')
-    if t57.__class__ is dict and 'checkpoint' in t57:
-        t58 = t57['checkpoint']
-        if t58 is None: t58 = Missing('config.checkpoint')
-    else:
-        t58 = attr_value(t57, 'checkpoint', 'config.checkpoint')
-    if t58.__class__ is dict and 'interval' in t58:
-        t59 = t58['interval']
-        if t59 is None: t59 = Missing('config.checkpoint.interval')
-    else:
-        t59 = attr_value(t58, 'interval', 'config.checkpoint.interval')
-    t60 = [t52, t54, t55, t56, t59]
-    t61 = env.lookup('config')
-    if t61 is None: t61 = Missing('config')
-    if t61.__class__ is dict and 'checkpoint' in t61:
-        t62 = t61['checkpoint']
-        if t62 is None: t62 = Missing('config.checkpoint')
-    else:
-        t62 = attr_value(t61, 'checkpoint', 'config.checkpoint')
-    if t62.__class__ is dict and 'keep_latest_k' in t62:
-        t63 = t62['keep_latest_k']
-        if t63 is None: t63 = Missing('config.checkpoint.keep_latest_k')
-    else:
-        t63 = attr_value(t62, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
-    t65 = (0)
-    if t63.__class__ is int:
-        t64 = t63 < t65
-    else:
-        t64 = _compare('<', t63, t65)
-    t66 = ('checkpoint.keep_latest_k')
-    t67 = ('ValueError: keep_latest_k cannot be negative.')
-    t68 = ('use keep_latest_k = 0 (keep all) or >= 2')
-    t69 = env.lookup('config')
-    if t69 is None: t69 = Missing('config')
-    if t69.__class__ is dict and 'checkpoint' in t69:
-        t70 = t69['checkpoint']
-        if t70 is None: t70 = Missing('config.checkpoint')
-    else:
-        t70 = attr_value(t69, 'checkpoint', 'config.checkpoint')
-    if t70.__class__ is dict and 'keep_latest_k' in t70:
-        t71 = t70['keep_latest_k']
-        if t71 is None: t71 = Missing('config.checkpoint.keep_latest_k')
-    else:
-        t71 = attr_value(t70, 'keep_latest_k', 'config.checkpoint.keep_latest_k')
-    t72 = [t64, t66, t67, t68, t71]
-    t73 = env.lookup('config')
-    if t73 is None: t73 = Missing('config')
-    if t73.__class__ is dict and 'checkpoint' in t73:
-        t74 = t73['checkpoint']
-        if t74 is None: t74 = Missing('config.checkpoint')
-    else:
-        t74 = attr_value(t73, 'checkpoint', 'config.checkpoint')
-    if t74.__class__ is dict and 'initial_load_in_hf_quantized' in t74:
-        t75 = t74['initial_load_in_hf_quantized']
-        if t75 is None: t75 = Missing('config.checkpoint.initial_load_in_hf_quantized')
-    else:
-        t75 = attr_value(t74, 'initial_load_in_hf_quantized', 'config.checkpoint.initial_load_in_hf_quantized')
-    t77 = (True)
-    if t75.__class__ is t77.__class__ and (t75.__class__ is int or t75.__class__ is str):
-        t76 = t75 == t77
-    else:
-        t76 = _compare('==', t75, t77)
-    if (t76 if t76.__class__ is bool else _truth(t76)):
-        t79 = env.lookup('config')
-        if t79 is None: t79 = Missing('config')
-        if t79.__class__ is dict and 'checkpoint' in t79:
-            t80 = t79['checkpoint']
-            if t80 is None: t80 = Missing('config.checkpoint')
-        else:
-            t80 = attr_value(t79, 'checkpoint', 'config.checkpoint')
-        if t80.__class__ is dict and 'initial_load_in_hf' in t80:
-            t81 = t80['initial_load_in_hf']
-            if t81 is None: t81 = Missing('config.checkpoint.initial_load_in_hf')
-        else:
-            t81 = attr_value(t80, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
-        t83 = (True)
-        if t81.__class__ is t83.__class__ and (t81.__class__ is int or t81.__class__ is str):
-            t82 = t81 == t83
-        else:
-            t82 = _compare('==', t81, t83)
-        if (t82 if t82.__class__ is bool else _truth(t82)):
-            t85 = env.lookup('config')
-            if t85 is None: t85 = Missing('config')
-            if t85.__class__ is dict and 'checkpoint' in t85:
-                t86 = t85['checkpoint']
-                if t86 is None: t86 = Missing('config.checkpoint')
+            t33 = False
+        if (t33 if t33.__class__ is bool else _truth(t33)):
+            if t10.__class__ is str:
+                t36 = t10 != ('')
             else:
-                t86 = attr_value(t85, 'checkpoint', 'config.checkpoint')
-            if t86.__class__ is dict and 'initial_load_path' in t86:
-                t87 = t86['initial_load_path']
-                if t87 is None: t87 = Missing('config.checkpoint.initial_load_path')
-            else:
-                t87 = attr_value(t86, 'initial_load_path', 'config.checkpoint.initial_load_path')
-            t88 = not (t87 is None or t87.__class__ is Missing)
-            t84 = (t88 if t88.__class__ is bool else _truth(t88))
+                t36 = _compare('!=', t10, (''))
+            t35 = (t36 if t36.__class__ is bool else _truth(t36))
         else:
-            t84 = False
-        if (t84 if t84.__class__ is bool else _truth(t84)):
-            t90 = env.lookup('config')
-            if t90 is None: t90 = Missing('config')
-            if t90.__class__ is dict and 'checkpoint' in t90:
-                t91 = t90['checkpoint']
-                if t91 is None: t91 = Missing('config.checkpoint')
-            else:
-                t91 = attr_value(t90, 'checkpoint', 'config.checkpoint')
-            if t91.__class__ is dict and 'initial_load_path' in t91:
-                t92 = t91['initial_load_path']
-                if t92 is None: t92 = Missing('config.checkpoint.initial_load_path')
-            else:
-                t92 = attr_value(t91, 'initial_load_path', 'config.checkpoint.initial_load_path')
-            t94 = ('')
-            if t92.__class__ is str:
-                t93 = t92 != t94
-            else:
-                t93 = _compare('!=', t92, t94)
-            t89 = (t93 if t93.__class__ is bool else _truth(t93))
-        else:
-            t89 = False
-        t95 = not (t89 if t89.__class__ is bool else _truth(t89))
-        t78 = (t95 if t95.__class__ is bool else _truth(t95))
+            t35 = False
+        t37 = not (t35 if t35.__class__ is bool else _truth(t35))
+        t30 = (t37 if t37.__class__ is bool else _truth(t37))
     else:
-        t78 = False
-    t96 = ('checkpoint.initial_load_in_hf_quantized')
-    t97 = ('ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.')
-    t98 = ('set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized')
-    t99 = env.lookup('config')
-    if t99 is None: t99 = Missing('config')
-    if t99.__class__ is dict and 'checkpoint' in t99:
-        t100 = t99['checkpoint']
-        if t100 is None: t100 = Missing('config.checkpoint')
+        t30 = False
+    t38 = [t30, ('checkpoint.initial_load_in_hf_quantized'), ('ValueError: initial_load_in_hf_quantized requires initial_load_in_hf and initial_load_path.'), ('set initial_load_in_hf = True and initial_load_path, or drop initial_load_in_hf_quantized'), t28]
+    if t5.__class__ is dict and 'last_save_in_hf' in t5:
+        t39 = t5['last_save_in_hf']
+        if t39 is None: t39 = Missing('config.checkpoint.last_save_in_hf')
     else:
-        t100 = attr_value(t99, 'checkpoint', 'config.checkpoint')
-    if t100.__class__ is dict and 'initial_load_in_hf_quantized' in t100:
-        t101 = t100['initial_load_in_hf_quantized']
-        if t101 is None: t101 = Missing('config.checkpoint.initial_load_in_hf_quantized')
+        t39 = attr_value(t5, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
+    if t39.__class__ is (True).__class__ and (t39.__class__ is int or t39.__class__ is str):
+        t40 = t39 == (True)
     else:
-        t101 = attr_value(t100, 'initial_load_in_hf_quantized', 'config.checkpoint.initial_load_in_hf_quantized')
-    t102 = [t78, t96, t97, t98, t101]
-    t103 = env.lookup('config')
-    if t103 is None: t103 = Missing('config')
-    if t103.__class__ is dict and 'checkpoint' in t103:
-        t104 = t103['checkpoint']
-        if t104 is None: t104 = Missing('config.checkpoint')
+        t40 = _compare('==', t39, (True))
+    if (t40 if t40.__class__ is bool else _truth(t40)):
+        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('://'), t6)
+        t42 = _compare('in', ('://'), t6)
+        t41 = (t42 if t42.__class__ is bool else _truth(t42))
     else:
-        t104 = attr_value(t103, 'checkpoint', 'config.checkpoint')
-    if t104.__class__ is dict and 'last_save_in_hf' in t104:
-        t105 = t104['last_save_in_hf']
-        if t105 is None: t105 = Missing('config.checkpoint.last_save_in_hf')
+        t41 = False
+    t43 = [t41, ('checkpoint.folder|checkpoint.last_save_in_hf'), ('ValueError: last_save_in_hf is not supported with a remote checkpoint.folder'), ('save in DCP format to a remote folder, or in Hugging Face format to a local one'), t6]
+    if t5.__class__ is dict and 'initial_load_in_hf' in t5:
+        t44 = t5['initial_load_in_hf']
+        if t44 is None: t44 = Missing('config.checkpoint.initial_load_in_hf')
     else:
-        t105 = attr_value(t104, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
-    t107 = (True)
-    if t105.__class__ is t107.__class__ and (t105.__class__ is int or t105.__class__ is str):
-        t106 = t105 == t107
+        t44 = attr_value(t5, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
+    if t44.__class__ is (True).__class__ and (t44.__class__ is int or t44.__class__ is str):
+        t45 = t44 == (True)
     else:
-        t106 = _compare('==', t105, t107)
-    if (t106 if t106.__class__ is bool else _truth(t106)):
-        t109 = ('://')
-        t111 = env.lookup('config')
-        if t111 is None: t111 = Missing('config')
-        if t111.__class__ is dict and 'checkpoint' in t111:
-            t112 = t111['checkpoint']
-            if t112 is None: t112 = Missing('config.checkpoint')
-        else:
-            t112 = attr_value(t111, 'checkpoint', 'config.checkpoint')
-        if t112.__class__ is dict and 'folder' in t112:
-            t113 = t112['folder']
-            if t113 is None: t113 = Missing('config.checkpoint.folder')
-        else:
-            t113 = attr_value(t112, 'folder', 'config.checkpoint.folder')
-        if t113.__class__ is list or t113.__class__ is dict or t113.__class__ is str: _charge_operands(env, t109, t113)
-        t110 = _compare('in', t109, t113)
-        t108 = (t110 if t110.__class__ is bool else _truth(t110))
+        t45 = _compare('==', t44, (True))
+    if (t45 if t45.__class__ is bool else _truth(t45)):
+        t47 = not (t10 is None or t10.__class__ is Missing)
+        t46 = (t47 if t47.__class__ is bool else _truth(t47))
     else:
-        t108 = False
-    t114 = ('checkpoint.folder|checkpoint.last_save_in_hf')
-    t115 = ('ValueError: last_save_in_hf is not supported with a remote checkpoint.folder')
-    t116 = ('save in DCP format to a remote folder, or in Hugging Face format to a local one')
-    t117 = env.lookup('config')
-    if t117 is None: t117 = Missing('config')
-    if t117.__class__ is dict and 'checkpoint' in t117:
-        t118 = t117['checkpoint']
-        if t118 is None: t118 = Missing('config.checkpoint')
+        t46 = False
+    if (t46 if t46.__class__ is bool else _truth(t46)):
+        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, ('://'), t10)
+        t49 = _compare('in', ('://'), t10)
+        t48 = (t49 if t49.__class__ is bool else _truth(t49))
     else:
-        t118 = attr_value(t117, 'checkpoint', 'config.checkpoint')
-    if t118.__class__ is dict and 'folder' in t118:
-        t119 = t118['folder']
-        if t119 is None: t119 = Missing('config.checkpoint.folder')
-    else:
-        t119 = attr_value(t118, 'folder', 'config.checkpoint.folder')
-    t120 = [t108, t114, t115, t116, t119]
-    t121 = env.lookup('config')
-    if t121 is None: t121 = Missing('config')
-    if t121.__class__ is dict and 'checkpoint' in t121:
-        t122 = t121['checkpoint']
-        if t122 is None: t122 = Missing('config.checkpoint')
-    else:
-        t122 = attr_value(t121, 'checkpoint', 'config.checkpoint')
-    if t122.__class__ is dict and 'initial_load_in_hf' in t122:
-        t123 = t122['initial_load_in_hf']
-        if t123 is None: t123 = Missing('config.checkpoint.initial_load_in_hf')
-    else:
-        t123 = attr_value(t122, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
-    t125 = (True)
-    if t123.__class__ is t125.__class__ and (t123.__class__ is int or t123.__class__ is str):
-        t124 = t123 == t125
-    else:
-        t124 = _compare('==', t123, t125)
-    if (t124 if t124.__class__ is bool else _truth(t124)):
-        t127 = env.lookup('config')
-        if t127 is None: t127 = Missing('config')
-        if t127.__class__ is dict and 'checkpoint' in t127:
-            t128 = t127['checkpoint']
-            if t128 is None: t128 = Missing('config.checkpoint')
-        else:
-            t128 = attr_value(t127, 'checkpoint', 'config.checkpoint')
-        if t128.__class__ is dict and 'initial_load_path' in t128:
-            t129 = t128['initial_load_path']
-            if t129 is None: t129 = Missing('config.checkpoint.initial_load_path')
-        else:
-            t129 = attr_value(t128, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        t130 = not (t129 is None or t129.__class__ is Missing)
-        t126 = (t130 if t130.__class__ is bool else _truth(t130))
-    else:
-        t126 = False
-    if (t126 if t126.__class__ is bool else _truth(t126)):
-        t132 = ('://')
-        t134 = env.lookup('config')
-        if t134 is None: t134 = Missing('config')
-        if t134.__class__ is dict and 'checkpoint' in t134:
-            t135 = t134['checkpoint']
-            if t135 is None: t135 = Missing('config.checkpoint')
-        else:
-            t135 = attr_value(t134, 'checkpoint', 'config.checkpoint')
-        if t135.__class__ is dict and 'initial_load_path' in t135:
-            t136 = t135['initial_load_path']
-            if t136 is None: t136 = Missing('config.checkpoint.initial_load_path')
-        else:
-            t136 = attr_value(t135, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        if t136.__class__ is list or t136.__class__ is dict or t136.__class__ is str: _charge_operands(env, t132, t136)
-        t133 = _compare('in', t132, t136)
-        t131 = (t133 if t133.__class__ is bool else _truth(t133))
-    else:
-        t131 = False
-    t137 = ('checkpoint.initial_load_path')
-    t138 = ('ValueError: initial_load_in_hf is not supported with a remote initial_load_path')
-    t139 = ('copy the Hugging Face checkpoint to a local path')
-    t140 = env.lookup('config')
-    if t140 is None: t140 = Missing('config')
-    if t140.__class__ is dict and 'checkpoint' in t140:
-        t141 = t140['checkpoint']
-        if t141 is None: t141 = Missing('config.checkpoint')
-    else:
-        t141 = attr_value(t140, 'checkpoint', 'config.checkpoint')
-    if t141.__class__ is dict and 'initial_load_path' in t141:
-        t142 = t141['initial_load_path']
-        if t142 is None: t142 = Missing('config.checkpoint.initial_load_path')
-    else:
-        t142 = attr_value(t141, 'initial_load_path', 'config.checkpoint.initial_load_path')
-    t143 = [t131, t137, t138, t139, t142]
-    t144 = [t16, t48, t60, t72, t102, t120, t143]
-    t3 = loop_items(t144)
-    t145 = Env({}, None, t2, env)
-    t146 = t145.values
-    for t147 in t3:
+        t48 = False
+    t50 = [t48, ('checkpoint.initial_load_path'), ('ValueError: initial_load_in_hf is not supported with a remote initial_load_path'), ('copy the Hugging Face checkpoint to a local path'), t10]
+    t51 = [t9, t21, t24, t27, t38, t43, t50]
+    t3 = loop_items(t51)
+    t52 = Env({}, None, t2, env)
+    t53 = t52.values
+    for t54 in t3:
         t2.left -= 149
         if t2.left < 0: _charge(env, 0)
-        t146['x'] = t147
-        t145.let_cache = None
-        t148 = t147
-        if t148 is None: t148 = Missing('x')
-        if t148 is None or t148.__class__ is Missing: _need(t148)
-        t149 = (0)
-        if t149 is None or t149.__class__ is Missing: _need(t149)
-        t150 = index_value(t148, t149, 'x')
-        if (t150 if t150.__class__ is bool else _truth(t150)):
-            t151 = t147
-            if t151 is None: t151 = Missing('x')
-            t1.append(t151)
+        t53['x'] = t54
+        t52.let_cache = None
+        t55 = t54
+        if t55 is None: t55 = Missing('x')
+        if t55 is None or t55.__class__ is Missing: _need(t55)
+        if t55.__class__ is list and len(t55) > 0:
+            t56 = t55[0]
+            if t56 is None: t56 = Missing('x[0]')
+        else:
+            t56 = index_value(t55, (0), 'x')
+        if (t56 if t56.__class__ is bool else _truth(t56)):
+            t57 = t54
+            if t57 is None: t57 = Missing('x')
+            t1.append(t57)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -5815,10 +5016,12 @@ def e208(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (4)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    return t3
+    if t1.__class__ is list and len(t1) > 4:
+        t2 = t1[4]
+        if t2 is None: t2 = Missing('item[4]')
+    else:
+        t2 = index_value(t1, (4), 'item')
+    return t2
 
 def e209(env):
     t1 = env.lookup('framework')
@@ -5844,33 +5047,29 @@ def e209(env):
             if t8 is None: t8 = Missing('config.checkpoint.create_seed_checkpoint')
         else:
             t8 = attr_value(t7, 'create_seed_checkpoint', 'config.checkpoint.create_seed_checkpoint')
-        t10 = (True)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (True)
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, (True))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('config')
-            if t12 is None: t12 = Missing('config')
-            if t12.__class__ is dict and 'comm' in t12:
-                t13 = t12['comm']
-                if t13 is None: t13 = Missing('config.comm')
+            if t6.__class__ is dict and 'comm' in t6:
+                t11 = t6['comm']
+                if t11 is None: t11 = Missing('config.comm')
             else:
-                t13 = attr_value(t12, 'comm', 'config.comm')
-            if t13.__class__ is dict and 'mode' in t13:
-                t14 = t13['mode']
-                if t14 is None: t14 = Missing('config.comm.mode')
+                t11 = attr_value(t6, 'comm', 'config.comm')
+            if t11.__class__ is dict and 'mode' in t11:
+                t12 = t11['mode']
+                if t12 is None: t12 = Missing('config.comm.mode')
             else:
-                t14 = attr_value(t13, 'mode', 'config.comm.mode')
-            t16 = ('local_tensor')
-            if t14.__class__ is str:
-                t15 = t14 != t16
+                t12 = attr_value(t11, 'mode', 'config.comm.mode')
+            if t12.__class__ is str:
+                t13 = t12 != ('local_tensor')
             else:
-                t15 = _compare('!=', t14, t16)
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                t13 = _compare('!=', t12, ('local_tensor'))
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -5903,33 +5102,24 @@ def e210(env):
         if (t9 if t9.__class__ is bool else _truth(t9)):
             t11 = env.lookup('framework_version')
             if t11 is None: t11 = Missing('framework_version')
-            t13 = ('0.2.x')
             if t11.__class__ is str:
-                t12 = t11 != t13
+                t12 = t11 != ('0.2.x')
             else:
-                t12 = _compare('!=', t11, t13)
+                t12 = _compare('!=', t11, ('0.2.x'))
             if not (t12 if t12.__class__ is bool else _truth(t12)):
-                t15 = env.lookup('config')
-                if t15 is None: t15 = Missing('config')
-                if t15.__class__ is dict and 'checkpoint' in t15:
-                    t16 = t15['checkpoint']
-                    if t16 is None: t16 = Missing('config.checkpoint')
+                if t7.__class__ is dict and 'enable' in t7:
+                    t14 = t7['enable']
+                    if t14 is None: t14 = Missing('config.checkpoint.enable')
                 else:
-                    t16 = attr_value(t15, 'checkpoint', 'config.checkpoint')
-                if t16.__class__ is dict and 'enable' in t16:
-                    t17 = t16['enable']
-                    if t17 is None: t17 = Missing('config.checkpoint.enable')
+                    t14 = attr_value(t7, 'enable', 'config.checkpoint.enable')
+                if t14.__class__ is (True).__class__ and (t14.__class__ is int or t14.__class__ is str):
+                    t15 = t14 == (True)
                 else:
-                    t17 = attr_value(t16, 'enable', 'config.checkpoint.enable')
-                t19 = (True)
-                if t17.__class__ is t19.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                    t18 = t17 == t19
-                else:
-                    t18 = _compare('==', t17, t19)
-                t14 = (t18 if t18.__class__ is bool else _truth(t18))
+                    t15 = _compare('==', t14, (True))
+                t13 = (t15 if t15.__class__ is bool else _truth(t15))
             else:
-                t14 = True
-            t10 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = True
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t10 = False
         t5 = (t10 if t10.__class__ is bool else _truth(t10))
@@ -5951,33 +5141,31 @@ def e211(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('framework_version')
         if t6 is None: t6 = Missing('framework_version')
-        t8 = ('0.2.x')
         if t6.__class__ is str:
-            t7 = t6 != t8
+            t7 = t6 != ('0.2.x')
         else:
-            t7 = _compare('!=', t6, t8)
+            t7 = _compare('!=', t6, ('0.2.x'))
         if not (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('config')
-            if t10 is None: t10 = Missing('config')
-            if t10.__class__ is dict and 'checkpoint' in t10:
-                t11 = t10['checkpoint']
-                if t11 is None: t11 = Missing('config.checkpoint')
+            t9 = env.lookup('config')
+            if t9 is None: t9 = Missing('config')
+            if t9.__class__ is dict and 'checkpoint' in t9:
+                t10 = t9['checkpoint']
+                if t10 is None: t10 = Missing('config.checkpoint')
             else:
-                t11 = attr_value(t10, 'checkpoint', 'config.checkpoint')
-            if t11.__class__ is dict and 'enable' in t11:
-                t12 = t11['enable']
-                if t12 is None: t12 = Missing('config.checkpoint.enable')
+                t10 = attr_value(t9, 'checkpoint', 'config.checkpoint')
+            if t10.__class__ is dict and 'enable' in t10:
+                t11 = t10['enable']
+                if t11 is None: t11 = Missing('config.checkpoint.enable')
             else:
-                t12 = attr_value(t11, 'enable', 'config.checkpoint.enable')
-            t14 = (True)
-            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
-                t13 = t12 == t14
+                t11 = attr_value(t10, 'enable', 'config.checkpoint.enable')
+            if t11.__class__ is (True).__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 == (True)
             else:
-                t13 = _compare('==', t12, t14)
-            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+                t12 = _compare('==', t11, (True))
+            t8 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t9 = True
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = True
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t5 = False
     return t5
@@ -5995,52 +5183,45 @@ def e212(env):
         if t3 is None: t3 = Missing('config.model.name')
     else:
         t3 = attr_value(t2, 'name', 'config.model.name')
-    t5 = ('flux')
     if t3.__class__ is str:
-        t4 = t3 != t5
+        t4 = t3 != ('flux')
     else:
-        t4 = _compare('!=', t3, t5)
+        t4 = _compare('!=', t3, ('flux'))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'compile' in t7:
-            t8 = t7['compile']
-            if t8 is None: t8 = Missing('config.compile')
+        if t1.__class__ is dict and 'compile' in t1:
+            t6 = t1['compile']
+            if t6 is None: t6 = Missing('config.compile')
         else:
-            t8 = attr_value(t7, 'compile', 'config.compile')
-        if t8.__class__ is dict and 'enable' in t8:
-            t9 = t8['enable']
-            if t9 is None: t9 = Missing('config.compile.enable')
+            t6 = attr_value(t1, 'compile', 'config.compile')
+        if t6.__class__ is dict and 'enable' in t6:
+            t7 = t6['enable']
+            if t7 is None: t7 = Missing('config.compile.enable')
         else:
-            t9 = attr_value(t8, 'enable', 'config.compile.enable')
-        t11 = (True)
-        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
-            t10 = t9 == t11
+            t7 = attr_value(t6, 'enable', 'config.compile.enable')
+        if t7.__class__ is (True).__class__ and (t7.__class__ is int or t7.__class__ is str):
+            t8 = t7 == (True)
         else:
-            t10 = _compare('==', t9, t11)
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = _compare('==', t7, (True))
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t6 = False
-    if (t6 if t6.__class__ is bool else _truth(t6)):
-        t13 = ('model')
-        t15 = env.lookup('config')
-        if t15 is None: t15 = Missing('config')
-        if t15.__class__ is dict and 'compile' in t15:
-            t16 = t15['compile']
-            if t16 is None: t16 = Missing('config.compile')
+        t5 = False
+    if (t5 if t5.__class__ is bool else _truth(t5)):
+        if t1.__class__ is dict and 'compile' in t1:
+            t11 = t1['compile']
+            if t11 is None: t11 = Missing('config.compile')
         else:
-            t16 = attr_value(t15, 'compile', 'config.compile')
-        if t16.__class__ is dict and 'components' in t16:
-            t17 = t16['components']
-            if t17 is None: t17 = Missing('config.compile.components')
+            t11 = attr_value(t1, 'compile', 'config.compile')
+        if t11.__class__ is dict and 'components' in t11:
+            t12 = t11['components']
+            if t12 is None: t12 = Missing('config.compile.components')
         else:
-            t17 = attr_value(t16, 'components', 'config.compile.components')
-        if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t13, t17)
-        t14 = _compare('in', t13, t17)
-        t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = attr_value(t11, 'components', 'config.compile.components')
+        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, ('model'), t12)
+        t10 = _compare('in', ('model'), t12)
+        t9 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t12 = False
-    return t12
+        t9 = False
+    return t9
 
 def e213(env):
     t1 = env.lookup('framework')
@@ -6066,11 +5247,10 @@ def e213(env):
             if t8 is None: t8 = Missing('config.activation_checkpoint.mode')
         else:
             t8 = attr_value(t7, 'mode', 'config.activation_checkpoint.mode')
-        t10 = ('memory_budget')
         if t8.__class__ is str:
-            t9 = t8 == t10
+            t9 = t8 == ('memory_budget')
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, ('memory_budget'))
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -6089,74 +5269,57 @@ def e214(env):
         if t3 is None: t3 = Missing('config.model.name')
     else:
         t3 = attr_value(t2, 'name', 'config.model.name')
-    t5 = ('flux')
     if t3.__class__ is str:
-        t4 = t3 == t5
+        t4 = t3 == ('flux')
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, ('flux'))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('model flux (its parallelize never compiles the model for it)')
-        t6 = t7
+        t5 = ('model flux (its parallelize never compiles the model for it)')
     else:
-        t8 = ('compile.enable = ')
+        if t1.__class__ is dict and 'compile' in t1:
+            t6 = t1['compile']
+            if t6 is None: t6 = Missing('config.compile')
+        else:
+            t6 = attr_value(t1, 'compile', 'config.compile')
+        if t6.__class__ is dict and 'enable' in t6:
+            t7 = t6['enable']
+            if t7 is None: t7 = Missing('config.compile.enable')
+        else:
+            t7 = attr_value(t6, 'enable', 'config.compile.enable')
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = env.lookup('config')
-        if t9 is None: t9 = Missing('config')
-        if t9.__class__ is dict and 'compile' in t9:
-            t10 = t9['compile']
-            if t10 is None: t10 = Missing('config.compile')
+        if ('compile.enable = ').__class__ is int and t8.__class__ is int:
+            t9 = ('compile.enable = ') + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
         else:
-            t10 = attr_value(t9, 'compile', 'config.compile')
-        if t10.__class__ is dict and 'enable' in t10:
-            t11 = t10['enable']
-            if t11 is None: t11 = Missing('config.compile.enable')
+            t9 = _binop('+', ('compile.enable = '), t8, env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if t9.__class__ is int and (' and compile.components = [').__class__ is int:
+            t10 = t9 + (' and compile.components = [')
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t11 = attr_value(t10, 'enable', 'config.compile.enable')
-        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
+            t10 = _binop('+', t9, (' and compile.components = ['), env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t6.__class__ is dict and 'components' in t6:
+            t11 = t6['components']
+            if t11 is None: t11 = Missing('config.compile.components')
+        else:
+            t11 = attr_value(t6, 'components', 'config.compile.components')
+        t12 = call_value(env, F_join.fn, F_join.cost, False, [t11])
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t8.__class__ is int and t12.__class__ is int:
-            t13 = t8 + t12
+        if t10.__class__ is int and t12.__class__ is int:
+            t13 = t10 + t12
             if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t13 = _binop('+', t8, t12, env)
+            t13 = _binop('+', t10, t12, env)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = (' and compile.components = [')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t13.__class__ is int and t14.__class__ is int:
-            t15 = t13 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        if t13.__class__ is int and (']').__class__ is int:
+            t14 = t13 + (']')
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t15 = _binop('+', t13, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = env.lookup('config')
-        if t16 is None: t16 = Missing('config')
-        if t16.__class__ is dict and 'compile' in t16:
-            t17 = t16['compile']
-            if t17 is None: t17 = Missing('config.compile')
-        else:
-            t17 = attr_value(t16, 'compile', 'config.compile')
-        if t17.__class__ is dict and 'components' in t17:
-            t18 = t17['components']
-            if t18 is None: t18 = Missing('config.compile.components')
-        else:
-            t18 = attr_value(t17, 'components', 'config.compile.components')
-        t19 = call_value(env, F_join.fn, F_join.cost, False, [t18])
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t15.__class__ is int and t19.__class__ is int:
-            t20 = t15 + t19
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-        else:
-            t20 = _binop('+', t15, t19, env)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = (']')
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t20.__class__ is int and t21.__class__ is int:
-            t22 = t20 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
-        else:
-            t22 = _binop('+', t20, t21, env)
-        t6 = t22
-    return t6
+            t14 = _binop('+', t13, (']'), env)
+        t5 = t14
+    return t5
 
 def e215(env):
     t1 = env.lookup('config')
@@ -6171,18 +5334,15 @@ def e215(env):
         if t3 is None: t3 = Missing('config.model.name')
     else:
         t3 = attr_value(t2, 'name', 'config.model.name')
-    t5 = ('flux')
     if t3.__class__ is str:
-        t4 = t3 == t5
+        t4 = t3 == ('flux')
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, ('flux'))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('use mode = "full" or "selective" on flux')
-        t6 = t7
+        t5 = ('use mode = "full" or "selective" on flux')
     else:
-        t8 = ('set [compile] enable = true with "model" in components, or use mode = "full" or "selective"')
-        t6 = t8
-    return t6
+        t5 = ('set [compile] enable = true with "model" in components, or use mode = "full" or "selective"')
+    return t5
 
 def e216(env):
     t1 = env.lookup('config')
@@ -6197,29 +5357,16 @@ def e216(env):
         if t3 is None: t3 = Missing('config.activation_checkpoint.selective_ac_option')
     else:
         t3 = attr_value(t2, 'selective_ac_option', 'config.activation_checkpoint.selective_ac_option')
-    t5 = ('op')
     if t3.__class__ is str:
-        t4 = t3 == t5
+        t4 = t3 == ('op')
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, ('op'))
     if not (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'activation_checkpoint' in t7:
-            t8 = t7['activation_checkpoint']
-            if t8 is None: t8 = Missing('config.activation_checkpoint')
-        else:
-            t8 = attr_value(t7, 'activation_checkpoint', 'config.activation_checkpoint')
-        if t8.__class__ is dict and 'selective_ac_option' in t8:
-            t9 = t8['selective_ac_option']
-            if t9 is None: t9 = Missing('config.activation_checkpoint.selective_ac_option')
-        else:
-            t9 = attr_value(t8, 'selective_ac_option', 'config.activation_checkpoint.selective_ac_option')
-        t10 = call_value(env, F_isdigit.fn, F_isdigit.cost, False, [t9])
-        t6 = (t10 if t10.__class__ is bool else _truth(t10))
+        t6 = call_value(env, F_isdigit.fn, F_isdigit.cost, False, [t3])
+        t5 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t6 = True
-    return t6
+        t5 = True
+    return t5
 
 def e217(env):
     t1 = env.lookup('framework')
@@ -6245,11 +5392,10 @@ def e217(env):
             if t8 is None: t8 = Missing('config.activation_checkpoint.mode')
         else:
             t8 = attr_value(t7, 'mode', 'config.activation_checkpoint.mode')
-        t10 = ('selective')
         if t8.__class__ is str:
-            t9 = t8 == t10
+            t9 = t8 == ('selective')
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, ('selective'))
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
         t5 = False
@@ -6283,11 +5429,10 @@ def e219(env):
         if t3 is None: t3 = Missing('config.checkpoint.initial_load_in_hf')
     else:
         t3 = attr_value(t2, 'initial_load_in_hf', 'config.checkpoint.initial_load_in_hf')
-    t5 = (True)
-    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == t5
+    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 == (True)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (True))
     return t4
 
 def e220(env):
@@ -6314,33 +5459,24 @@ def e220(env):
             if t8 is None: t8 = Missing('config.checkpoint.enable')
         else:
             t8 = attr_value(t7, 'enable', 'config.checkpoint.enable')
-        t10 = (True)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (True)
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, (True))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('config')
-            if t12 is None: t12 = Missing('config')
-            if t12.__class__ is dict and 'checkpoint' in t12:
-                t13 = t12['checkpoint']
-                if t13 is None: t13 = Missing('config.checkpoint')
+            if t7.__class__ is dict and 'initial_load_in_hf_quantized' in t7:
+                t11 = t7['initial_load_in_hf_quantized']
+                if t11 is None: t11 = Missing('config.checkpoint.initial_load_in_hf_quantized')
             else:
-                t13 = attr_value(t12, 'checkpoint', 'config.checkpoint')
-            if t13.__class__ is dict and 'initial_load_in_hf_quantized' in t13:
-                t14 = t13['initial_load_in_hf_quantized']
-                if t14 is None: t14 = Missing('config.checkpoint.initial_load_in_hf_quantized')
+                t11 = attr_value(t7, 'initial_load_in_hf_quantized', 'config.checkpoint.initial_load_in_hf_quantized')
+            if t11.__class__ is (True).__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 == (True)
             else:
-                t14 = attr_value(t13, 'initial_load_in_hf_quantized', 'config.checkpoint.initial_load_in_hf_quantized')
-            t16 = (True)
-            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-                t15 = t14 == t16
-            else:
-                t15 = _compare('==', t14, t16)
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                t12 = _compare('==', t11, (True))
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -6350,35 +5486,29 @@ def e221(env):
     if t1 is None: t1 = Missing('ep')
     t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('ep')
-        if t4 is None: t4 = Missing('ep')
-        t6 = (1)
-        if t4.__class__ is int:
-            t5 = t4 > t6
+        if t1.__class__ is int:
+            t4 = t1 > (1)
         else:
-            t5 = _compare('>', t4, t6)
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+            t4 = _compare('>', t1, (1))
+        t3 = (t4 if t4.__class__ is bool else _truth(t4))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = env.lookup('etp')
-        if t8 is None: t8 = Missing('etp')
-        t9 = (t8 is None or t8.__class__ is Missing)
-        if not (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = env.lookup('etp')
-            if t11 is None: t11 = Missing('etp')
-            t13 = (1)
-            if t11.__class__ is int:
-                t12 = t11 <= t13
+        t6 = env.lookup('etp')
+        if t6 is None: t6 = Missing('etp')
+        t7 = (t6 is None or t6.__class__ is Missing)
+        if not (t7 if t7.__class__ is bool else _truth(t7)):
+            if t6.__class__ is int:
+                t9 = t6 <= (1)
             else:
-                t12 = _compare('<=', t11, t13)
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+                t9 = _compare('<=', t6, (1))
+            t8 = (t9 if t9.__class__ is bool else _truth(t9))
         else:
-            t10 = True
-        t7 = (t10 if t10.__class__ is bool else _truth(t10))
+            t8 = True
+        t5 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t7 = False
-    return t7
+        t5 = False
+    return t5
 
 def e222(env):
     t1 = env.lookup('framework')
@@ -6404,31 +5534,28 @@ def e222(env):
             if t8 is None: t8 = Missing('config.parallelism.expert_parallel_comm_backend')
         else:
             t8 = attr_value(t7, 'expert_parallel_comm_backend', 'config.parallelism.expert_parallel_comm_backend')
-        t10 = ('deepep')
         if t8.__class__ is str:
-            t9 = t8 == t10
+            t9 = t8 == ('deepep')
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, ('deepep'))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('config')
-            if t12 is None: t12 = Missing('config')
-            if t12.__class__ is dict and 'model' in t12:
-                t13 = t12['model']
-                if t13 is None: t13 = Missing('config.model')
+            if t6.__class__ is dict and 'model' in t6:
+                t11 = t6['model']
+                if t11 is None: t11 = Missing('config.model')
             else:
-                t13 = attr_value(t12, 'model', 'config.model')
-            if t13.__class__ is dict and 'name' in t13:
-                t14 = t13['name']
-                if t14 is None: t14 = Missing('config.model.name')
+                t11 = attr_value(t6, 'model', 'config.model')
+            if t11.__class__ is dict and 'name' in t11:
+                t12 = t11['name']
+                if t12 is None: t12 = Missing('config.model.name')
             else:
-                t14 = attr_value(t13, 'name', 'config.model.name')
-            t16 = K72
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t14, t16)
-            t15 = _compare('in', t14, t16)
-            t11 = (t15 if t15.__class__ is bool else _truth(t15))
+                t12 = attr_value(t11, 'name', 'config.model.name')
+            t14 = K72
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(env, t12, t14)
+            t13 = _compare('in', t12, t14)
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -6438,43 +5565,34 @@ def e223(env):
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('ep')
-        if t4 is None: t4 = Missing('ep')
-        t6 = (1)
-        if t4.__class__ is int:
-            t5 = t4 <= t6
+        if t1.__class__ is int:
+            t4 = t1 <= (1)
         else:
-            t5 = _compare('<=', t4, t6)
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+            t4 = _compare('<=', t1, (1))
+        t3 = (t4 if t4.__class__ is bool else _truth(t4))
     else:
         t3 = True
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = ('expert_parallel_degree = ')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = env.lookup('ep')
-        if t9 is None: t9 = Missing('ep')
-        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t8.__class__ is int and t10.__class__ is int:
-            t11 = t8 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t1])
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if ('expert_parallel_degree = ').__class__ is int and t6.__class__ is int:
+            t7 = ('expert_parallel_degree = ') + t6
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t11 = _binop('+', t8, t10, env)
-        t7 = t11
+            t7 = _binop('+', ('expert_parallel_degree = '), t6, env)
+        t5 = t7
     else:
-        t12 = ('expert_tensor_parallel_degree = ')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('etp')
-        if t13 is None: t13 = Missing('etp')
-        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t12.__class__ is int and t14.__class__ is int:
-            t15 = t12 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        t8 = env.lookup('etp')
+        if t8 is None: t8 = Missing('etp')
+        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if ('expert_tensor_parallel_degree = ').__class__ is int and t9.__class__ is int:
+            t10 = ('expert_tensor_parallel_degree = ') + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t15 = _binop('+', t12, t14, env)
-        t7 = t15
-    return t7
+            t10 = _binop('+', ('expert_tensor_parallel_degree = '), t9, env)
+        t5 = t10
+    return t5
 
 def e224(env):
     t1 = env.lookup('config')
@@ -6496,46 +5614,36 @@ def e225(env):
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('ep')
-        if t4 is None: t4 = Missing('ep')
-        t6 = (1)
-        if t4.__class__ is int:
-            t5 = t4 <= t6
+        if t1.__class__ is int:
+            t4 = t1 <= (1)
         else:
-            t5 = _compare('<=', t4, t6)
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+            t4 = _compare('<=', t1, (1))
+        t3 = (t4 if t4.__class__ is bool else _truth(t4))
     else:
         t3 = True
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = ('ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.')
-        t7 = t8
+        t5 = ('ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.')
     else:
-        t9 = ('NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.')
-        t7 = t9
-    return t7
+        t5 = ('NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.')
+    return t5
 
 def e226(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('ep')
-        if t4 is None: t4 = Missing('ep')
-        t6 = (1)
-        if t4.__class__ is int:
-            t5 = t4 <= t6
+        if t1.__class__ is int:
+            t4 = t1 <= (1)
         else:
-            t5 = _compare('<=', t4, t6)
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+            t4 = _compare('<=', t1, (1))
+        t3 = (t4 if t4.__class__ is bool else _truth(t4))
     else:
         t3 = True
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = ('set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"')
-        t7 = t8
+        t5 = ('set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"')
     else:
-        t9 = ('set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"')
-        t7 = t9
-    return t7
+        t5 = ('set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"')
+    return t5
 
 def e227(env):
     t1 = env.lookup('config')
@@ -6560,12 +5668,11 @@ def e227(env):
         if t5 is None: t5 = Missing('config.quantize.linear.float8.recipe_name')
     else:
         t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
-    t6 = ('tensorwise')
-    t7 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, t6])
-    t9 = K73
-    if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
-    t8 = _compare('in', t7, t9)
-    return t8
+    t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('tensorwise')])
+    t8 = K73
+    if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, t6, t8)
+    t7 = _compare('in', t6, t8)
+    return t7
 
 def e228(env):
     t1 = env.lookup('framework')
@@ -6591,75 +5698,57 @@ def e228(env):
             if t8 is None: t8 = Missing('config.model.name')
         else:
             t8 = attr_value(t7, 'name', 'config.model.name')
-        t10 = ('deepseek_v3')
         if t8.__class__ is str:
-            t9 = t8 == t10
+            t9 = t8 == ('deepseek_v3')
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, ('deepseek_v3'))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('tp')
-            if t12 is None: t12 = Missing('tp')
-            t13 = not (t12 is None or t12.__class__ is Missing)
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
+            t11 = env.lookup('tp')
+            if t11 is None: t11 = Missing('tp')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t15 = env.lookup('tp')
-            if t15 is None: t15 = Missing('tp')
-            t17 = (1)
-            if t15.__class__ is int:
-                t16 = t15 > t17
+            t10 = False
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t14 = env.lookup('tp')
+            if t14 is None: t14 = Missing('tp')
+            if t14.__class__ is int:
+                t15 = t14 > (1)
             else:
-                t16 = _compare('>', t15, t17)
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+                t15 = _compare('>', t14, (1))
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t19 = env.lookup('config')
-            if t19 is None: t19 = Missing('config')
-            if t19.__class__ is dict and 'model' in t19:
-                t20 = t19['model']
-                if t20 is None: t20 = Missing('config.model')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            if t7.__class__ is dict and 'converters' in t7:
+                t17 = t7['converters']
+                if t17 is None: t17 = Missing('config.model.converters')
             else:
-                t20 = attr_value(t19, 'model', 'config.model')
-            if t20.__class__ is dict and 'converters' in t20:
-                t21 = t20['converters']
-                if t21 is None: t21 = Missing('config.model.converters')
-            else:
-                t21 = attr_value(t20, 'converters', 'config.model.converters')
+                t17 = attr_value(t7, 'converters', 'config.model.converters')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t22 = type_name(t21)
-            env.budget.mem -= len(t22)
+            t18 = type_name(t17)
+            env.budget.mem -= len(t18)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t24 = ('list')
-            if t22.__class__ is str:
-                t23 = t22 == t24
+            if t18.__class__ is str:
+                t19 = t18 == ('list')
             else:
-                t23 = _compare('==', t22, t24)
-            t18 = (t23 if t23.__class__ is bool else _truth(t23))
+                t19 = _compare('==', t18, ('list'))
+            t16 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t26 = ('float8')
-            t28 = env.lookup('config')
-            if t28 is None: t28 = Missing('config')
-            if t28.__class__ is dict and 'model' in t28:
-                t29 = t28['model']
-                if t29 is None: t29 = Missing('config.model')
+            t16 = False
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            if t7.__class__ is dict and 'converters' in t7:
+                t22 = t7['converters']
+                if t22 is None: t22 = Missing('config.model.converters')
             else:
-                t29 = attr_value(t28, 'model', 'config.model')
-            if t29.__class__ is dict and 'converters' in t29:
-                t30 = t29['converters']
-                if t30 is None: t30 = Missing('config.model.converters')
-            else:
-                t30 = attr_value(t29, 'converters', 'config.model.converters')
-            if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t26, t30)
-            t27 = _compare('in', t26, t30)
-            t25 = (t27 if t27.__class__ is bool else _truth(t27))
+                t22 = attr_value(t7, 'converters', 'config.model.converters')
+            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, ('float8'), t22)
+            t21 = _compare('in', ('float8'), t22)
+            t20 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t25 = False
-        t5 = (t25 if t25.__class__ is bool else _truth(t25))
+            t20 = False
+        t5 = (t20 if t20.__class__ is bool else _truth(t20))
     else:
         t5 = False
     return t5
@@ -6687,9 +5776,8 @@ def e229(env):
         if t5 is None: t5 = Missing('config.quantize.linear.float8.recipe_name')
     else:
         t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
-    t6 = ('tensorwise, the default')
-    t7 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, t6])
-    return t7
+    t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('tensorwise, the default')])
+    return t6
 
 def e230(env):
     t1 = env.lookup('config')
@@ -6704,11 +5792,10 @@ def e230(env):
         if t3 is None: t3 = Missing('config.activation_checkpoint.mode')
     else:
         t3 = attr_value(t2, 'mode', 'config.activation_checkpoint.mode')
-    t5 = ('none')
     if t3.__class__ is str:
-        t4 = t3 == t5
+        t4 = t3 == ('none')
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, ('none'))
     return t4
 
 def e231(env):
@@ -6748,76 +5835,68 @@ def e231(env):
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t15 = env.lookup('ep')
             if t15 is None: t15 = Missing('ep')
-            t17 = (1)
             if t15.__class__ is int:
-                t16 = t15 > t17
+                t16 = t15 > (1)
             else:
-                t16 = _compare('>', t15, t17)
+                t16 = _compare('>', t15, (1))
             t14 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
             t14 = False
         if (t14 if t14.__class__ is bool else _truth(t14)):
-            t19 = env.lookup('pp')
-            if t19 is None: t19 = Missing('pp')
-            t20 = not (t19 is None or t19.__class__ is Missing)
-            t18 = (t20 if t20.__class__ is bool else _truth(t20))
+            t18 = env.lookup('pp')
+            if t18 is None: t18 = Missing('pp')
+            t19 = not (t18 is None or t18.__class__ is Missing)
+            t17 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t22 = env.lookup('pp')
-            if t22 is None: t22 = Missing('pp')
-            t24 = (1)
-            if t22.__class__ is int:
-                t23 = t22 > t24
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t21 = env.lookup('pp')
+            if t21 is None: t21 = Missing('pp')
+            if t21.__class__ is int:
+                t22 = t21 > (1)
             else:
-                t23 = _compare('>', t22, t24)
-            t21 = (t23 if t23.__class__ is bool else _truth(t23))
+                t22 = _compare('>', t21, (1))
+            t20 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t26 = env.lookup('config')
-            if t26 is None: t26 = Missing('config')
-            if t26.__class__ is dict and 'parallelism' in t26:
-                t27 = t26['parallelism']
-                if t27 is None: t27 = Missing('config.parallelism')
+            t20 = False
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            if t6.__class__ is dict and 'parallelism' in t6:
+                t24 = t6['parallelism']
+                if t24 is None: t24 = Missing('config.parallelism')
             else:
-                t27 = attr_value(t26, 'parallelism', 'config.parallelism')
-            if t27.__class__ is dict and 'pipeline_parallel_expert_parallel_overlap' in t27:
-                t28 = t27['pipeline_parallel_expert_parallel_overlap']
-                if t28 is None: t28 = Missing('config.parallelism.pipeline_parallel_expert_parallel_overlap')
+                t24 = attr_value(t6, 'parallelism', 'config.parallelism')
+            if t24.__class__ is dict and 'pipeline_parallel_expert_parallel_overlap' in t24:
+                t25 = t24['pipeline_parallel_expert_parallel_overlap']
+                if t25 is None: t25 = Missing('config.parallelism.pipeline_parallel_expert_parallel_overlap')
             else:
-                t28 = attr_value(t27, 'pipeline_parallel_expert_parallel_overlap', 'config.parallelism.pipeline_parallel_expert_parallel_overlap')
-            t30 = (True)
-            if t28.__class__ is t30.__class__ and (t28.__class__ is int or t28.__class__ is str):
-                t29 = t28 == t30
+                t25 = attr_value(t24, 'pipeline_parallel_expert_parallel_overlap', 'config.parallelism.pipeline_parallel_expert_parallel_overlap')
+            if t25.__class__ is (True).__class__ and (t25.__class__ is int or t25.__class__ is str):
+                t26 = t25 == (True)
             else:
-                t29 = _compare('==', t28, t30)
-            t25 = (t29 if t29.__class__ is bool else _truth(t29))
+                t26 = _compare('==', t25, (True))
+            t23 = (t26 if t26.__class__ is bool else _truth(t26))
         else:
-            t25 = False
-        if (t25 if t25.__class__ is bool else _truth(t25)):
-            t32 = env.lookup('config')
-            if t32 is None: t32 = Missing('config')
-            if t32.__class__ is dict and 'parallelism' in t32:
-                t33 = t32['parallelism']
-                if t33 is None: t33 = Missing('config.parallelism')
+            t23 = False
+        if (t23 if t23.__class__ is bool else _truth(t23)):
+            if t6.__class__ is dict and 'parallelism' in t6:
+                t28 = t6['parallelism']
+                if t28 is None: t28 = Missing('config.parallelism')
             else:
-                t33 = attr_value(t32, 'parallelism', 'config.parallelism')
-            if t33.__class__ is dict and 'pipeline_parallel_schedule' in t33:
-                t34 = t33['pipeline_parallel_schedule']
-                if t34 is None: t34 = Missing('config.parallelism.pipeline_parallel_schedule')
+                t28 = attr_value(t6, 'parallelism', 'config.parallelism')
+            if t28.__class__ is dict and 'pipeline_parallel_schedule' in t28:
+                t29 = t28['pipeline_parallel_schedule']
+                if t29 is None: t29 = Missing('config.parallelism.pipeline_parallel_schedule')
             else:
-                t34 = attr_value(t33, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
-            t35 = call_value(env, F_lower.fn, F_lower.cost, False, [t34])
-            t37 = ('dualpipev')
-            if t35.__class__ is str:
-                t36 = t35 == t37
+                t29 = attr_value(t28, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
+            t30 = call_value(env, F_lower.fn, F_lower.cost, False, [t29])
+            if t30.__class__ is str:
+                t31 = t30 == ('dualpipev')
             else:
-                t36 = _compare('==', t35, t37)
-            t31 = (t36 if t36.__class__ is bool else _truth(t36))
+                t31 = _compare('==', t30, ('dualpipev'))
+            t27 = (t31 if t31.__class__ is bool else _truth(t31))
         else:
-            t31 = False
-        t5 = (t31 if t31.__class__ is bool else _truth(t31))
+            t27 = False
+        t5 = (t27 if t27.__class__ is bool else _truth(t27))
     else:
         t5 = False
     return t5
@@ -6861,15 +5940,12 @@ def e234(env):
     else:
         t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = ('class')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = index_value(t2, t3, 'config.activation_checkpoint')
-    t6 = ('SelectiveAC.Config')
-    if t4.__class__ is str:
-        t5 = t4 != t6
+    t3 = index_value(t2, ('class'), 'config.activation_checkpoint')
+    if t3.__class__ is str:
+        t4 = t3 != ('SelectiveAC.Config')
     else:
-        t5 = _compare('!=', t4, t6)
-    return t5
+        t4 = _compare('!=', t3, ('SelectiveAC.Config'))
+    return t4
 
 def e235(env):
     t1 = env.lookup('framework')
@@ -6903,45 +5979,43 @@ def e235(env):
                 if t11 is None: t11 = Missing('config.debug.spmd_typechecking')
             else:
                 t11 = attr_value(t10, 'spmd_typechecking', 'config.debug.spmd_typechecking')
-            t13 = (True)
-            if t11.__class__ is t13.__class__ and (t11.__class__ is int or t11.__class__ is str):
-                t12 = t11 == t13
+            if t11.__class__ is (True).__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 == (True)
             else:
-                t12 = _compare('==', t11, t13)
+                t12 = _compare('==', t11, (True))
             t8 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t15 = env.lookup('parallelism')
-            if t15 is None: t15 = Missing('parallelism')
-            if t15.__class__ is dict and 'spmd_backend' in t15:
-                t16 = t15['spmd_backend']
-                if t16 is None: t16 = Missing('parallelism.spmd_backend')
+            t14 = env.lookup('parallelism')
+            if t14 is None: t14 = Missing('parallelism')
+            if t14.__class__ is dict and 'spmd_backend' in t14:
+                t15 = t14['spmd_backend']
+                if t15 is None: t15 = Missing('parallelism.spmd_backend')
             else:
-                t16 = attr_value(t15, 'spmd_backend', 'parallelism.spmd_backend')
-            t18 = ('spmd_types')
-            if t16.__class__ is str:
-                t17 = t16 == t18
+                t15 = attr_value(t14, 'spmd_backend', 'parallelism.spmd_backend')
+            if t15.__class__ is str:
+                t16 = t15 == ('spmd_types')
             else:
-                t17 = _compare('==', t16, t18)
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+                t16 = _compare('==', t15, ('spmd_types'))
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t20 = env.lookup('model')
-            if t20 is None: t20 = Missing('model')
-            if t20.__class__ is dict and 'attn_backend' in t20:
-                t21 = t20['attn_backend']
-                if t21 is None: t21 = Missing('model.attn_backend')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t18 = env.lookup('model')
+            if t18 is None: t18 = Missing('model')
+            if t18.__class__ is dict and 'attn_backend' in t18:
+                t19 = t18['attn_backend']
+                if t19 is None: t19 = Missing('model.attn_backend')
             else:
-                t21 = attr_value(t20, 'attn_backend', 'model.attn_backend')
-            t23 = K78
-            if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
-            t22 = _compare('in', t21, t23)
-            t19 = (t22 if t22.__class__ is bool else _truth(t22))
+                t19 = attr_value(t18, 'attn_backend', 'model.attn_backend')
+            t21 = K78
+            if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(env, t19, t21)
+            t20 = _compare('in', t19, t21)
+            t17 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t19 = False
-        t5 = (t19 if t19.__class__ is bool else _truth(t19))
+            t17 = False
+        t5 = (t17 if t17.__class__ is bool else _truth(t17))
     else:
         t5 = False
     return t5
@@ -6955,53 +6029,38 @@ def e236(env):
     else:
         t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = ('class')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = index_value(t2, t3, 'config.activation_checkpoint')
-    t6 = ('FullAC.Config')
-    if t4.__class__ is str:
-        t5 = t4 == t6
+    t3 = index_value(t2, ('class'), 'config.activation_checkpoint')
+    if t3.__class__ is str:
+        t4 = t3 == ('FullAC.Config')
     else:
-        t5 = _compare('==', t4, t6)
-    if not (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = ('memory_policy')
-        t10 = env.lookup('config')
-        if t10 is None: t10 = Missing('config')
-        if t10.__class__ is dict and 'compile' in t10:
-            t11 = t10['compile']
-            if t11 is None: t11 = Missing('config.compile')
+        t4 = _compare('==', t3, ('FullAC.Config'))
+    if not (t4 if t4.__class__ is bool else _truth(t4)):
+        if t1.__class__ is dict and 'compile' in t1:
+            t7 = t1['compile']
+            if t7 is None: t7 = Missing('config.compile')
         else:
-            t11 = attr_value(t10, 'compile', 'config.compile')
-        t12 = call_value(env, F_keys.fn, F_keys.cost, False, [t11])
-        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, t8, t12)
-        t9 = _compare('in', t8, t12)
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t14 = env.lookup('config')
-            if t14 is None: t14 = Missing('config')
-            if t14.__class__ is dict and 'compile' in t14:
-                t15 = t14['compile']
-                if t15 is None: t15 = Missing('config.compile')
+            t7 = attr_value(t1, 'compile', 'config.compile')
+        t8 = call_value(env, F_keys.fn, F_keys.cost, False, [t7])
+        if t8.__class__ is list or t8.__class__ is dict or t8.__class__ is str: _charge_operands(env, ('memory_policy'), t8)
+        t6 = _compare('in', ('memory_policy'), t8)
+        if (t6 if t6.__class__ is bool else _truth(t6)):
+            if t7.__class__ is dict and 'memory_policy' in t7:
+                t10 = t7['memory_policy']
+                if t10 is None: t10 = Missing('config.compile.memory_policy')
             else:
-                t15 = attr_value(t14, 'compile', 'config.compile')
-            if t15.__class__ is dict and 'memory_policy' in t15:
-                t16 = t15['memory_policy']
-                if t16 is None: t16 = Missing('config.compile.memory_policy')
+                t10 = attr_value(t7, 'memory_policy', 'config.compile.memory_policy')
+            t11 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t10, ('none')])
+            if t11.__class__ is str:
+                t12 = t11 == ('full')
             else:
-                t16 = attr_value(t15, 'memory_policy', 'config.compile.memory_policy')
-            t17 = ('none')
-            t18 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t16, t17])
-            t20 = ('full')
-            if t18.__class__ is str:
-                t19 = t18 == t20
-            else:
-                t19 = _compare('==', t18, t20)
-            t13 = (t19 if t19.__class__ is bool else _truth(t19))
+                t12 = _compare('==', t11, ('full'))
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t13 = False
-        t7 = (t13 if t13.__class__ is bool else _truth(t13))
+            t9 = False
+        t5 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t7 = True
-    return t7
+        t5 = True
+    return t5
 
 def e237(env):
     t1 = env.lookup('framework')
@@ -7041,33 +6100,31 @@ def e237(env):
                 if t13 is None: t13 = Missing('model.moe_comm_backend')
             else:
                 t13 = attr_value(t12, 'moe_comm_backend', 'model.moe_comm_backend')
-            t15 = ('minimal_async_ep')
             if t13.__class__ is str:
-                t14 = t13 == t15
+                t14 = t13 == ('minimal_async_ep')
             else:
-                t14 = _compare('==', t13, t15)
+                t14 = _compare('==', t13, ('minimal_async_ep'))
             t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
             t11 = False
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t17 = env.lookup('ep')
-            if t17 is None: t17 = Missing('ep')
-            t18 = not (t17 is None or t17.__class__ is Missing)
-            t16 = (t18 if t18.__class__ is bool else _truth(t18))
+            t16 = env.lookup('ep')
+            if t16 is None: t16 = Missing('ep')
+            t17 = not (t16 is None or t16.__class__ is Missing)
+            t15 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t20 = env.lookup('ep')
-            if t20 is None: t20 = Missing('ep')
-            t22 = (1)
-            if t20.__class__ is int:
-                t21 = t20 > t22
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t19 = env.lookup('ep')
+            if t19 is None: t19 = Missing('ep')
+            if t19.__class__ is int:
+                t20 = t19 > (1)
             else:
-                t21 = _compare('>', t20, t22)
-            t19 = (t21 if t21.__class__ is bool else _truth(t21))
+                t20 = _compare('>', t19, (1))
+            t18 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t19 = False
-        t5 = (t19 if t19.__class__ is bool else _truth(t19))
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
         t5 = False
     return t5
@@ -7081,12 +6138,9 @@ def e238(env):
     else:
         t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = ('class')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = index_value(t2, t3, 'config.activation_checkpoint')
-    t5 = ('none')
-    t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t4, t5])
-    return t6
+    t3 = index_value(t2, ('class'), 'config.activation_checkpoint')
+    t4 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t3, ('none')])
+    return t4
 
 def e239(env):
     t1 = env.lookup('tokens')
@@ -7096,11 +6150,10 @@ def e239(env):
     if t2 is None: t2 = Missing('shards')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('%', t1, t2, env)
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 == t5
+        t4 = t3 == (0)
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, (0))
     return t4
 
 def e240(env):
@@ -7145,31 +6198,29 @@ def e240(env):
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t16 = env.lookup('shards')
             if t16 is None: t16 = Missing('shards')
-            t18 = (1)
             if t16.__class__ is int:
-                t17 = t16 > t18
+                t17 = t16 > (1)
             else:
-                t17 = _compare('>', t16, t18)
+                t17 = _compare('>', t16, (1))
             t15 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
             t15 = False
         if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = env.lookup('tokens')
-            if t20 is None: t20 = Missing('tokens')
+            t19 = env.lookup('tokens')
+            if t19 is None: t19 = Missing('tokens')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = env.lookup('sp_cp')
+            if t20 is None: t20 = Missing('sp_cp')
             if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = env.lookup('sp_cp')
-            if t21 is None: t21 = Missing('sp_cp')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = _binop('%', t20, t21, env)
-            t24 = (0)
-            if t22.__class__ is int:
-                t23 = t22 == t24
+            t21 = _binop('%', t19, t20, env)
+            if t21.__class__ is int:
+                t22 = t21 == (0)
             else:
-                t23 = _compare('==', t22, t24)
-            t19 = (t23 if t23.__class__ is bool else _truth(t23))
+                t22 = _compare('==', t21, (0))
+            t18 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t19 = False
-        t5 = (t19 if t19.__class__ is bool else _truth(t19))
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
         t5 = False
     return t5
@@ -7197,22 +6248,19 @@ def e243(env):
     t1 = env.lookup('shards')
     if t1 is None: t1 = Missing('shards')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    t3 = env.lookup('tokens')
-    if t3 is None: t3 = Missing('tokens')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('shards')
-    if t4 is None: t4 = Missing('shards')
+    t2 = env.lookup('tokens')
+    if t2 is None: t2 = Missing('tokens')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t3 = _binop('//', t2, t1, env)
+    t4 = call_value(env, F_max.fn, F_max.cost, False, [(1), t3])
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('//', t3, t4, env)
-    t6 = call_value(env, F_max.fn, F_max.cost, False, [t2, t5])
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t1.__class__ is int and t6.__class__ is int:
-        t7 = t1 * t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+    if t1.__class__ is int and t4.__class__ is int:
+        t5 = t1 * t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t7 = _binop('*', t1, t6, env)
-    return t7
+        t5 = _binop('*', t1, t4, env)
+    return t5
 
 def e244(env):
     t1 = env.lookup('shards')
@@ -7221,25 +6269,21 @@ def e244(env):
     t2 = env.lookup('tokens')
     if t2 is None: t2 = Missing('tokens')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('shards')
-    if t3 is None: t3 = Missing('shards')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t3 = _binop('//', t2, t1, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = _binop('//', t2, t3, env)
+    if t3.__class__ is int and (1).__class__ is int:
+        t4 = t3 + (1)
+        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+    else:
+        t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = (1)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t4.__class__ is int and t5.__class__ is int:
-        t6 = t4 + t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+    if t1.__class__ is int and t4.__class__ is int:
+        t5 = t1 * t4
+        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
     else:
-        t6 = _binop('+', t4, t5, env)
-    if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t1.__class__ is int and t6.__class__ is int:
-        t7 = t1 * t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-    else:
-        t7 = _binop('*', t1, t6, env)
-    return t7
+        t5 = _binop('*', t1, t4, env)
+    return t5
 
 def e245(env):
     t1 = env.lookup('framework')
@@ -7283,31 +6327,29 @@ def e245(env):
         if (t11 if t11.__class__ is bool else _truth(t11)):
             t16 = env.lookup('shards')
             if t16 is None: t16 = Missing('shards')
-            t18 = (1)
             if t16.__class__ is int:
-                t17 = t16 > t18
+                t17 = t16 > (1)
             else:
-                t17 = _compare('>', t16, t18)
+                t17 = _compare('>', t16, (1))
             t15 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
             t15 = False
         if (t15 if t15.__class__ is bool else _truth(t15)):
-            t20 = env.lookup('tokens')
-            if t20 is None: t20 = Missing('tokens')
+            t19 = env.lookup('tokens')
+            if t19 is None: t19 = Missing('tokens')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = env.lookup('sp_cp')
+            if t20 is None: t20 = Missing('sp_cp')
             if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = env.lookup('sp_cp')
-            if t21 is None: t21 = Missing('sp_cp')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = _binop('%', t20, t21, env)
-            t24 = (0)
-            if t22.__class__ is int:
-                t23 = t22 == t24
+            t21 = _binop('%', t19, t20, env)
+            if t21.__class__ is int:
+                t22 = t21 == (0)
             else:
-                t23 = _compare('==', t22, t24)
-            t19 = (t23 if t23.__class__ is bool else _truth(t23))
+                t22 = _compare('==', t21, (0))
+            t18 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t19 = False
-        t5 = (t19 if t19.__class__ is bool else _truth(t19))
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
     else:
         t5 = False
     return t5
@@ -7344,50 +6386,48 @@ def e247(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('config')
-            if t10 is None: t10 = Missing('config')
-            if t10.__class__ is dict and 'parallelism' in t10:
-                t11 = t10['parallelism']
-                if t11 is None: t11 = Missing('config.parallelism')
+            t9 = env.lookup('config')
+            if t9 is None: t9 = Missing('config')
+            if t9.__class__ is dict and 'parallelism' in t9:
+                t10 = t9['parallelism']
+                if t10 is None: t10 = Missing('config.parallelism')
             else:
-                t11 = attr_value(t10, 'parallelism', 'config.parallelism')
-            if t11.__class__ is dict and 'context_parallel_load_balancer' in t11:
-                t12 = t11['context_parallel_load_balancer']
-                if t12 is None: t12 = Missing('config.parallelism.context_parallel_load_balancer')
+                t10 = attr_value(t9, 'parallelism', 'config.parallelism')
+            if t10.__class__ is dict and 'context_parallel_load_balancer' in t10:
+                t11 = t10['context_parallel_load_balancer']
+                if t11 is None: t11 = Missing('config.parallelism.context_parallel_load_balancer')
             else:
-                t12 = attr_value(t11, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-            t13 = not (t12 is None or t12.__class__ is Missing)
-            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t8 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t15 = env.lookup('config')
-            if t15 is None: t15 = Missing('config')
-            if t15.__class__ is dict and 'parallelism' in t15:
-                t16 = t15['parallelism']
-                if t16 is None: t16 = Missing('config.parallelism')
+            t8 = False
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t14 = env.lookup('config')
+            if t14 is None: t14 = Missing('config')
+            if t14.__class__ is dict and 'parallelism' in t14:
+                t15 = t14['parallelism']
+                if t15 is None: t15 = Missing('config.parallelism')
             else:
-                t16 = attr_value(t15, 'parallelism', 'config.parallelism')
-            if t16.__class__ is dict and 'context_parallel_load_balancer' in t16:
-                t17 = t16['context_parallel_load_balancer']
-                if t17 is None: t17 = Missing('config.parallelism.context_parallel_load_balancer')
+                t15 = attr_value(t14, 'parallelism', 'config.parallelism')
+            if t15.__class__ is dict and 'context_parallel_load_balancer' in t15:
+                t16 = t15['context_parallel_load_balancer']
+                if t16 is None: t16 = Missing('config.parallelism.context_parallel_load_balancer')
             else:
-                t17 = attr_value(t16, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-            t19 = ('')
-            if t17.__class__ is str:
-                t18 = t17 != t19
+                t16 = attr_value(t15, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
+            if t16.__class__ is str:
+                t17 = t16 != ('')
             else:
-                t18 = _compare('!=', t17, t19)
-            t14 = (t18 if t18.__class__ is bool else _truth(t18))
+                t17 = _compare('!=', t16, (''))
+            t13 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t14 = False
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
         t5 = False
     return t5
@@ -7442,11 +6482,10 @@ def e250(env):
         if (t7 if t7.__class__ is bool else _truth(t7)):
             t9 = env.lookup('tp')
             if t9 is None: t9 = Missing('tp')
-            t11 = (1)
             if t9.__class__ is int:
-                t10 = t9 > t11
+                t10 = t9 > (1)
             else:
-                t10 = _compare('>', t9, t11)
+                t10 = _compare('>', t9, (1))
             t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
@@ -7467,39 +6506,34 @@ def e251(env):
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('model')
-        if t6 is None: t6 = Missing('model')
-        if t6.__class__ is dict and 'vision_n_heads' in t6:
-            t7 = t6['vision_n_heads']
-            if t7 is None: t7 = Missing('model.vision_n_heads')
+        if t1.__class__ is dict and 'vision_n_heads' in t1:
+            t6 = t1['vision_n_heads']
+            if t6 is None: t6 = Missing('model.vision_n_heads')
         else:
-            t7 = attr_value(t6, 'vision_n_heads', 'model.vision_n_heads')
-        t8 = not (t7 is None or t7.__class__ is Missing)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t6 = attr_value(t1, 'vision_n_heads', 'model.vision_n_heads')
+        t7 = not (t6 is None or t6.__class__ is Missing)
+        t5 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
         t5 = False
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t10 = env.lookup('model')
-        if t10 is None: t10 = Missing('model')
-        if t10.__class__ is dict and 'vision_n_heads' in t10:
-            t11 = t10['vision_n_heads']
-            if t11 is None: t11 = Missing('model.vision_n_heads')
+        if t1.__class__ is dict and 'vision_n_heads' in t1:
+            t9 = t1['vision_n_heads']
+            if t9 is None: t9 = Missing('model.vision_n_heads')
         else:
-            t11 = attr_value(t10, 'vision_n_heads', 'model.vision_n_heads')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('tp')
-        if t12 is None: t12 = Missing('tp')
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = _binop('%', t11, t12, env)
-        t15 = (0)
-        if t13.__class__ is int:
-            t14 = t13 != t15
+            t9 = attr_value(t1, 'vision_n_heads', 'model.vision_n_heads')
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = env.lookup('tp')
+        if t10 is None: t10 = Missing('tp')
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = _binop('%', t9, t10, env)
+        if t11.__class__ is int:
+            t12 = t11 != (0)
         else:
-            t14 = _compare('!=', t13, t15)
-        t9 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = _compare('!=', t11, (0))
+        t8 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
-        t9 = False
-    return t9
+        t8 = False
+    return t8
 
 def e252(env):
     t1 = env.lookup('model')
@@ -7511,60 +6545,45 @@ def e252(env):
         t2 = attr_value(t1, 'linear_key_heads', 'model.linear_key_heads')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = env.lookup('model')
-        if t5 is None: t5 = Missing('model')
-        if t5.__class__ is dict and 'linear_value_heads' in t5:
-            t6 = t5['linear_value_heads']
-            if t6 is None: t6 = Missing('model.linear_value_heads')
+        if t1.__class__ is dict and 'linear_value_heads' in t1:
+            t5 = t1['linear_value_heads']
+            if t5 is None: t5 = Missing('model.linear_value_heads')
         else:
-            t6 = attr_value(t5, 'linear_value_heads', 'model.linear_value_heads')
-        t7 = not (t6 is None or t6.__class__ is Missing)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+            t5 = attr_value(t1, 'linear_value_heads', 'model.linear_value_heads')
+        t6 = not (t5 is None or t5.__class__ is Missing)
+        t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
         t4 = False
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'linear_key_heads' in t9:
-            t10 = t9['linear_key_heads']
-            if t10 is None: t10 = Missing('model.linear_key_heads')
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t8 = env.lookup('tp')
+        if t8 is None: t8 = Missing('tp')
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('%', t2, t8, env)
+        if t9.__class__ is int:
+            t10 = t9 != (0)
         else:
-            t10 = attr_value(t9, 'linear_key_heads', 'model.linear_key_heads')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = env.lookup('tp')
-        if t11 is None: t11 = Missing('tp')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = _binop('%', t10, t11, env)
-        t14 = (0)
-        if t12.__class__ is int:
-            t13 = t12 != t14
-        else:
-            t13 = _compare('!=', t12, t14)
-        if not (t13 if t13.__class__ is bool else _truth(t13)):
-            t16 = env.lookup('model')
-            if t16 is None: t16 = Missing('model')
-            if t16.__class__ is dict and 'linear_value_heads' in t16:
-                t17 = t16['linear_value_heads']
-                if t17 is None: t17 = Missing('model.linear_value_heads')
+            t10 = _compare('!=', t9, (0))
+        if not (t10 if t10.__class__ is bool else _truth(t10)):
+            if t1.__class__ is dict and 'linear_value_heads' in t1:
+                t12 = t1['linear_value_heads']
+                if t12 is None: t12 = Missing('model.linear_value_heads')
             else:
-                t17 = attr_value(t16, 'linear_value_heads', 'model.linear_value_heads')
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = env.lookup('tp')
-            if t18 is None: t18 = Missing('tp')
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = _binop('%', t17, t18, env)
-            t21 = (0)
-            if t19.__class__ is int:
-                t20 = t19 != t21
+                t12 = attr_value(t1, 'linear_value_heads', 'model.linear_value_heads')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            if t8 is None or t8.__class__ is Missing: _need(t8)
+            t13 = _binop('%', t12, t8, env)
+            if t13.__class__ is int:
+                t14 = t13 != (0)
             else:
-                t20 = _compare('!=', t19, t21)
-            t15 = (t20 if t20.__class__ is bool else _truth(t20))
+                t14 = _compare('!=', t13, (0))
+            t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t15 = True
-        t8 = (t15 if t15.__class__ is bool else _truth(t15))
+            t11 = True
+        t7 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t8 = False
-    return t8
+        t7 = False
+    return t7
 
 def e253(env):
     t1 = env.lookup('bad_vision')
@@ -7586,15 +6605,13 @@ def e253(env):
             if t6 is None: t6 = Missing('model.linear_key_heads')
         else:
             t6 = attr_value(t5, 'linear_key_heads', 'model.linear_key_heads')
-        t7 = env.lookup('model')
-        if t7 is None: t7 = Missing('model')
-        if t7.__class__ is dict and 'linear_value_heads' in t7:
-            t8 = t7['linear_value_heads']
-            if t8 is None: t8 = Missing('model.linear_value_heads')
+        if t5.__class__ is dict and 'linear_value_heads' in t5:
+            t7 = t5['linear_value_heads']
+            if t7 is None: t7 = Missing('model.linear_value_heads')
         else:
-            t8 = attr_value(t7, 'linear_value_heads', 'model.linear_value_heads')
-        t9 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t6, t8])
-        t2 = t9
+            t7 = attr_value(t5, 'linear_value_heads', 'model.linear_value_heads')
+        t8 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t6, t7])
+        t2 = t8
     return t2
 
 def e254(env):
@@ -7604,74 +6621,68 @@ def e254(env):
     if t4 is None: t4 = Missing('choices')
     t5 = not (t4 is None or t4.__class__ is Missing)
     if (t5 if t5.__class__ is bool else _truth(t5)):
-        t7 = env.lookup('choices')
-        if t7 is None: t7 = Missing('choices')
-        if t7.__class__ is dict and 'tp' in t7:
-            t8 = t7['tp']
-            if t8 is None: t8 = Missing('choices.tp')
+        if t4.__class__ is dict and 'tp' in t4:
+            t7 = t4['tp']
+            if t7 is None: t7 = Missing('choices.tp')
         else:
-            t8 = attr_value(t7, 'tp', 'choices.tp')
-        t6 = t8
+            t7 = attr_value(t4, 'tp', 'choices.tp')
+        t6 = t7
     else:
-        t9 = env.lookup('limit')
-        if t9 is None: t9 = Missing('limit')
-        t10 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t9])
-        t6 = t10
+        t8 = env.lookup('limit')
+        if t8 is None: t8 = Missing('limit')
+        t9 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t8])
+        t6 = t9
     t3 = loop_items(t6)
-    t11 = Env({}, None, t2, env)
-    t12 = t11.values
-    for t13 in t3:
+    t10 = Env({}, None, t2, env)
+    t11 = t10.values
+    for t12 in t3:
         t2.left -= 27
         if t2.left < 0: _charge(env, 0)
-        t12['t'] = t13
-        t11.let_cache = None
-        t14 = t13
-        if t14 is None: t14 = Missing('t')
-        t16 = (1)
-        if t14.__class__ is int:
-            t15 = t14 > t16
+        t11['t'] = t12
+        t10.let_cache = None
+        t13 = t12
+        if t13 is None: t13 = Missing('t')
+        if t13.__class__ is int:
+            t14 = t13 > (1)
         else:
-            t15 = _compare('>', t14, t16)
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t18 = t11.lookup('gpus_per_node')
-            if t18 is None: t18 = Missing('gpus_per_node')
-            t19 = (t18 is None or t18.__class__ is Missing)
-            if not (t19 if t19.__class__ is bool else _truth(t19)):
-                t21 = t13
-                if t21 is None: t21 = Missing('t')
-                t23 = t11.lookup('gpus_per_node')
-                if t23 is None: t23 = Missing('gpus_per_node')
-                if t21.__class__ is t23.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                    t22 = t21 <= t23
+            t14 = _compare('>', t13, (1))
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t16 = t10.lookup('gpus_per_node')
+            if t16 is None: t16 = Missing('gpus_per_node')
+            t17 = (t16 is None or t16.__class__ is Missing)
+            if not (t17 if t17.__class__ is bool else _truth(t17)):
+                t19 = t12
+                if t19 is None: t19 = Missing('t')
+                if t19.__class__ is t16.__class__ and (t19.__class__ is int or t19.__class__ is str):
+                    t20 = t19 <= t16
                 else:
-                    if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(t11, t21, t23)
-                    t22 = _compare('<=', t21, t23)
-                t20 = (t22 if t22.__class__ is bool else _truth(t22))
+                    if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t10, t19, t16)
+                    t20 = _compare('<=', t19, t16)
+                t18 = (t20 if t20.__class__ is bool else _truth(t20))
             else:
-                t20 = True
-            t17 = (t20 if t20.__class__ is bool else _truth(t20))
+                t18 = True
+            t15 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t25 = t11.lookup('limit')
-            if t25 is None: t25 = Missing('limit')
-            if t25 is None or t25.__class__ is Missing: _need(t25)
-            t26 = t13
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t22 = t10.lookup('limit')
+            if t22 is None: t22 = Missing('limit')
+            if t22 is None or t22.__class__ is Missing: _need(t22)
+            t23 = t12
+            if t23 is None: t23 = Missing('t')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = _binop('%', t22, t23, t10)
+            if t24.__class__ is int:
+                t25 = t24 == (0)
+            else:
+                t25 = _compare('==', t24, (0))
+            t21 = (t25 if t25.__class__ is bool else _truth(t25))
+        else:
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            t26 = t12
             if t26 is None: t26 = Missing('t')
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = _binop('%', t25, t26, t11)
-            t29 = (0)
-            if t27.__class__ is int:
-                t28 = t27 == t29
-            else:
-                t28 = _compare('==', t27, t29)
-            t24 = (t28 if t28.__class__ is bool else _truth(t28))
-        else:
-            t24 = False
-        if (t24 if t24.__class__ is bool else _truth(t24)):
-            t30 = t13
-            if t30 is None: t30 = Missing('t')
-            t1.append(t30)
+            t1.append(t26)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -7681,80 +6692,68 @@ def e255(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
     if (t1 if t1.__class__ is bool else _truth(t1)):
-        t3 = ('vision encoder has ')
-        if t3 is None or t3.__class__ is Missing: _need(t3)
-        t4 = env.lookup('model')
-        if t4 is None: t4 = Missing('model')
-        if t4.__class__ is dict and 'vision_n_heads' in t4:
-            t5 = t4['vision_n_heads']
-            if t5 is None: t5 = Missing('model.vision_n_heads')
+        t3 = env.lookup('model')
+        if t3 is None: t3 = Missing('model')
+        if t3.__class__ is dict and 'vision_n_heads' in t3:
+            t4 = t3['vision_n_heads']
+            if t4 is None: t4 = Missing('model.vision_n_heads')
         else:
-            t5 = attr_value(t4, 'vision_n_heads', 'model.vision_n_heads')
-        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
+            t4 = attr_value(t3, 'vision_n_heads', 'model.vision_n_heads')
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if ('vision encoder has ').__class__ is int and t5.__class__ is int:
+            t6 = ('vision encoder has ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('+', ('vision encoder has '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t3.__class__ is int and t6.__class__ is int:
-            t7 = t3 + t6
+        if t6.__class__ is int and (' heads').__class__ is int:
+            t7 = t6 + (' heads')
             if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t7 = _binop('+', t3, t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = (' heads')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t7.__class__ is int and t8.__class__ is int:
-            t9 = t7 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t7, t8, env)
-        t2 = t9
+            t7 = _binop('+', t6, (' heads'), env)
+        t2 = t7
     else:
-        t10 = ('gated DeltaNet layers have ')
+        t8 = env.lookup('model')
+        if t8 is None: t8 = Missing('model')
+        if t8.__class__ is dict and 'linear_key_heads' in t8:
+            t9 = t8['linear_key_heads']
+            if t9 is None: t9 = Missing('model.linear_key_heads')
+        else:
+            t9 = attr_value(t8, 'linear_key_heads', 'model.linear_key_heads')
+        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = env.lookup('model')
-        if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'linear_key_heads' in t11:
-            t12 = t11['linear_key_heads']
-            if t12 is None: t12 = Missing('model.linear_key_heads')
+        if ('gated DeltaNet layers have ').__class__ is int and t10.__class__ is int:
+            t11 = ('gated DeltaNet layers have ') + t10
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t12 = attr_value(t11, 'linear_key_heads', 'model.linear_key_heads')
-        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t10.__class__ is int and t13.__class__ is int:
-            t14 = t10 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+            t11 = _binop('+', ('gated DeltaNet layers have '), t10, env)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t11.__class__ is int and (' key and ').__class__ is int:
+            t12 = t11 + (' key and ')
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t14 = _binop('+', t10, t13, env)
+            t12 = _binop('+', t11, (' key and '), env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t8.__class__ is dict and 'linear_value_heads' in t8:
+            t13 = t8['linear_value_heads']
+            if t13 is None: t13 = Missing('model.linear_value_heads')
+        else:
+            t13 = attr_value(t8, 'linear_value_heads', 'model.linear_value_heads')
+        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = (' key and ')
+        if t12.__class__ is int and t14.__class__ is int:
+            t15 = t12 + t14
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        else:
+            t15 = _binop('+', t12, t14, env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t14.__class__ is int and t15.__class__ is int:
-            t16 = t14 + t15
+        if t15.__class__ is int and (' value heads').__class__ is int:
+            t16 = t15 + (' value heads')
             if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t16 = _binop('+', t14, t15, env)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = env.lookup('model')
-        if t17 is None: t17 = Missing('model')
-        if t17.__class__ is dict and 'linear_value_heads' in t17:
-            t18 = t17['linear_value_heads']
-            if t18 is None: t18 = Missing('model.linear_value_heads')
-        else:
-            t18 = attr_value(t17, 'linear_value_heads', 'model.linear_value_heads')
-        t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t16.__class__ is int and t19.__class__ is int:
-            t20 = t16 + t19
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-        else:
-            t20 = _binop('+', t16, t19, env)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = (' value heads')
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t20.__class__ is int and t21.__class__ is int:
-            t22 = t20 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
-        else:
-            t22 = _binop('+', t20, t21, env)
-        t2 = t22
+            t16 = _binop('+', t15, (' value heads'), env)
+        t2 = t16
     return t2
 
 def e256(env):
@@ -7768,110 +6767,133 @@ def e256(env):
             if t4 is None: t4 = Missing('model.family')
         else:
             t4 = attr_value(t3, 'family', 'model.family')
-        t6 = ('muse_glimmer')
         if t4.__class__ is str:
-            t5 = t4 == t6
+            t5 = t4 == ('muse_glimmer')
         else:
-            t5 = _compare('==', t4, t6)
+            t5 = _compare('==', t4, ('muse_glimmer'))
         t2 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t2 = False
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t8 = ('asserts: vision num_heads (')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = env.lookup('model')
-        if t9 is None: t9 = Missing('model')
-        if t9.__class__ is dict and 'vision_n_heads' in t9:
-            t10 = t9['vision_n_heads']
-            if t10 is None: t10 = Missing('model.vision_n_heads')
+        t7 = env.lookup('model')
+        if t7 is None: t7 = Missing('model')
+        if t7.__class__ is dict and 'vision_n_heads' in t7:
+            t8 = t7['vision_n_heads']
+            if t8 is None: t8 = Missing('model.vision_n_heads')
         else:
-            t10 = attr_value(t9, 'vision_n_heads', 'model.vision_n_heads')
-        t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
+            t8 = attr_value(t7, 'vision_n_heads', 'model.vision_n_heads')
+        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        if ('asserts: vision num_heads (').__class__ is int and t9.__class__ is int:
+            t10 = ('asserts: vision num_heads (') + t9
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', ('asserts: vision num_heads ('), t9, env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        if t10.__class__ is int and (') must be divisible by TP degree (').__class__ is int:
+            t11 = t10 + (') must be divisible by TP degree (')
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
+        else:
+            t11 = _binop('+', t10, (') must be divisible by TP degree ('), env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t8.__class__ is int and t11.__class__ is int:
-            t12 = t8 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t8, t11, env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = (') must be divisible by TP degree (')
+        t12 = env.lookup('tp')
+        if t12 is None: t12 = Missing('tp')
+        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t12.__class__ is int and t13.__class__ is int:
-            t14 = t12 + t13
+        if t11.__class__ is int and t13.__class__ is int:
+            t14 = t11 + t13
             if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t14 = _binop('+', t12, t13, env)
+            t14 = _binop('+', t11, t13, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        t15 = env.lookup('tp')
-        if t15 is None: t15 = Missing('tp')
-        t16 = call_value(env, F_str.fn, F_str.cost, True, [t15])
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t14.__class__ is int and t16.__class__ is int:
-            t17 = t14 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        if t14.__class__ is int and (')').__class__ is int:
+            t15 = t14 + (')')
+            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t17 = _binop('+', t14, t16, env)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = (')')
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t17.__class__ is int and t18.__class__ is int:
-            t19 = t17 + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-        else:
-            t19 = _binop('+', t17, t18, env)
-        t7 = t19
+            t15 = _binop('+', t14, (')'), env)
+        t6 = t15
     else:
-        t20 = env.lookup('bad_vision')
-        if t20 is None: t20 = Missing('bad_vision')
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t22 = ('raises ValueError: tensor_parallel_degree (')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = env.lookup('tp')
-            if t23 is None: t23 = Missing('tp')
-            t24 = call_value(env, F_str.fn, F_str.cost, True, [t23])
+        if (t1 if t1.__class__ is bool else _truth(t1)):
+            t17 = env.lookup('tp')
+            if t17 is None: t17 = Missing('tp')
+            t18 = call_value(env, F_str.fn, F_str.cost, True, [t17])
+            if t18 is None or t18.__class__ is Missing: _need(t18)
+            if ('raises ValueError: tensor_parallel_degree (').__class__ is int and t18.__class__ is int:
+                t19 = ('raises ValueError: tensor_parallel_degree (') + t18
+                if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+            else:
+                t19 = _binop('+', ('raises ValueError: tensor_parallel_degree ('), t18, env)
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            if t19.__class__ is int and (') must divide vision num_heads (').__class__ is int:
+                t20 = t19 + (') must divide vision num_heads (')
+                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+            else:
+                t20 = _binop('+', t19, (') must divide vision num_heads ('), env)
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = env.lookup('model')
+            if t21 is None: t21 = Missing('model')
+            if t21.__class__ is dict and 'vision_n_heads' in t21:
+                t22 = t21['vision_n_heads']
+                if t22 is None: t22 = Missing('model.vision_n_heads')
+            else:
+                t22 = attr_value(t21, 'vision_n_heads', 'model.vision_n_heads')
+            t23 = call_value(env, F_str.fn, F_str.cost, True, [t22])
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            if t20.__class__ is int and t23.__class__ is int:
+                t24 = t20 + t23
+                if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+            else:
+                t24 = _binop('+', t20, t23, env)
             if t24 is None or t24.__class__ is Missing: _need(t24)
-            if t22.__class__ is int and t24.__class__ is int:
-                t25 = t22 + t24
+            if t24.__class__ is int and (').').__class__ is int:
+                t25 = t24 + (').')
                 if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
             else:
-                t25 = _binop('+', t22, t24, env)
-            if t25 is None or t25.__class__ is Missing: _need(t25)
-            t26 = (') must divide vision num_heads (')
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            if t25.__class__ is int and t26.__class__ is int:
-                t27 = t25 + t26
-                if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
-            else:
-                t27 = _binop('+', t25, t26, env)
+                t25 = _binop('+', t24, (').'), env)
+            t16 = t25
+        else:
+            t26 = env.lookup('tp')
+            if t26 is None: t26 = Missing('tp')
+            t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
             if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = env.lookup('model')
-            if t28 is None: t28 = Missing('model')
-            if t28.__class__ is dict and 'vision_n_heads' in t28:
-                t29 = t28['vision_n_heads']
-                if t29 is None: t29 = Missing('model.vision_n_heads')
+            if ('raises ValueError: tensor_parallel_degree (').__class__ is int and t27.__class__ is int:
+                t28 = ('raises ValueError: tensor_parallel_degree (') + t27
+                if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
             else:
-                t29 = attr_value(t28, 'vision_n_heads', 'model.vision_n_heads')
-            t30 = call_value(env, F_str.fn, F_str.cost, True, [t29])
-            if t30 is None or t30.__class__ is Missing: _need(t30)
-            if t27.__class__ is int and t30.__class__ is int:
-                t31 = t27 + t30
-                if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
+                t28 = _binop('+', ('raises ValueError: tensor_parallel_degree ('), t27, env)
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            if t28.__class__ is int and (') must divide n_key_heads (').__class__ is int:
+                t29 = t28 + (') must divide n_key_heads (')
+                if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
             else:
-                t31 = _binop('+', t27, t30, env)
-            if t31 is None or t31.__class__ is Missing: _need(t31)
-            t32 = (').')
+                t29 = _binop('+', t28, (') must divide n_key_heads ('), env)
+            if t29 is None or t29.__class__ is Missing: _need(t29)
+            t30 = env.lookup('model')
+            if t30 is None: t30 = Missing('model')
+            if t30.__class__ is dict and 'linear_key_heads' in t30:
+                t31 = t30['linear_key_heads']
+                if t31 is None: t31 = Missing('model.linear_key_heads')
+            else:
+                t31 = attr_value(t30, 'linear_key_heads', 'model.linear_key_heads')
+            t32 = call_value(env, F_str.fn, F_str.cost, True, [t31])
             if t32 is None or t32.__class__ is Missing: _need(t32)
-            if t31.__class__ is int and t32.__class__ is int:
-                t33 = t31 + t32
+            if t29.__class__ is int and t32.__class__ is int:
+                t33 = t29 + t32
                 if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
             else:
-                t33 = _binop('+', t31, t32, env)
-            t21 = t33
-        else:
-            t34 = ('raises ValueError: tensor_parallel_degree (')
+                t33 = _binop('+', t29, t32, env)
+            if t33 is None or t33.__class__ is Missing: _need(t33)
+            if t33.__class__ is int and (') and n_value_heads (').__class__ is int:
+                t34 = t33 + (') and n_value_heads (')
+                if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+            else:
+                t34 = _binop('+', t33, (') and n_value_heads ('), env)
             if t34 is None or t34.__class__ is Missing: _need(t34)
-            t35 = env.lookup('tp')
-            if t35 is None: t35 = Missing('tp')
+            if t30.__class__ is dict and 'linear_value_heads' in t30:
+                t35 = t30['linear_value_heads']
+                if t35 is None: t35 = Missing('model.linear_value_heads')
+            else:
+                t35 = attr_value(t30, 'linear_value_heads', 'model.linear_value_heads')
             t36 = call_value(env, F_str.fn, F_str.cost, True, [t35])
             if t36 is None or t36.__class__ is Missing: _need(t36)
             if t34.__class__ is int and t36.__class__ is int:
@@ -7880,62 +6902,14 @@ def e256(env):
             else:
                 t37 = _binop('+', t34, t36, env)
             if t37 is None or t37.__class__ is Missing: _need(t37)
-            t38 = (') must divide n_key_heads (')
-            if t38 is None or t38.__class__ is Missing: _need(t38)
-            if t37.__class__ is int and t38.__class__ is int:
-                t39 = t37 + t38
-                if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
+            if t37.__class__ is int and (').').__class__ is int:
+                t38 = t37 + (').')
+                if not -MAX_INT <= t38 <= MAX_INT: _check_value(t38)
             else:
-                t39 = _binop('+', t37, t38, env)
-            if t39 is None or t39.__class__ is Missing: _need(t39)
-            t40 = env.lookup('model')
-            if t40 is None: t40 = Missing('model')
-            if t40.__class__ is dict and 'linear_key_heads' in t40:
-                t41 = t40['linear_key_heads']
-                if t41 is None: t41 = Missing('model.linear_key_heads')
-            else:
-                t41 = attr_value(t40, 'linear_key_heads', 'model.linear_key_heads')
-            t42 = call_value(env, F_str.fn, F_str.cost, True, [t41])
-            if t42 is None or t42.__class__ is Missing: _need(t42)
-            if t39.__class__ is int and t42.__class__ is int:
-                t43 = t39 + t42
-                if not -MAX_INT <= t43 <= MAX_INT: _check_value(t43)
-            else:
-                t43 = _binop('+', t39, t42, env)
-            if t43 is None or t43.__class__ is Missing: _need(t43)
-            t44 = (') and n_value_heads (')
-            if t44 is None or t44.__class__ is Missing: _need(t44)
-            if t43.__class__ is int and t44.__class__ is int:
-                t45 = t43 + t44
-                if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
-            else:
-                t45 = _binop('+', t43, t44, env)
-            if t45 is None or t45.__class__ is Missing: _need(t45)
-            t46 = env.lookup('model')
-            if t46 is None: t46 = Missing('model')
-            if t46.__class__ is dict and 'linear_value_heads' in t46:
-                t47 = t46['linear_value_heads']
-                if t47 is None: t47 = Missing('model.linear_value_heads')
-            else:
-                t47 = attr_value(t46, 'linear_value_heads', 'model.linear_value_heads')
-            t48 = call_value(env, F_str.fn, F_str.cost, True, [t47])
-            if t48 is None or t48.__class__ is Missing: _need(t48)
-            if t45.__class__ is int and t48.__class__ is int:
-                t49 = t45 + t48
-                if not -MAX_INT <= t49 <= MAX_INT: _check_value(t49)
-            else:
-                t49 = _binop('+', t45, t48, env)
-            if t49 is None or t49.__class__ is Missing: _need(t49)
-            t50 = (').')
-            if t50 is None or t50.__class__ is Missing: _need(t50)
-            if t49.__class__ is int and t50.__class__ is int:
-                t51 = t49 + t50
-                if not -MAX_INT <= t51 <= MAX_INT: _check_value(t51)
-            else:
-                t51 = _binop('+', t49, t50, env)
-            t21 = t51
-        t7 = t21
-    return t7
+                t38 = _binop('+', t37, (').'), env)
+            t16 = t38
+        t6 = t16
+    return t6
 
 def e257(env):
     t1 = env.lookup('training')
@@ -8105,11 +7079,10 @@ def e263(env):
         if t2 is None: t2 = Missing('model.validator')
     else:
         t2 = attr_value(t1, 'validator', 'model.validator')
-    t4 = (True)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
+    if t2.__class__ is (True).__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 == (True)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (True))
     return t3
 
 def e264(env):
@@ -8136,24 +7109,23 @@ def e264(env):
             if t8 is None: t8 = Missing('config.validation.enable')
         else:
             t8 = attr_value(t7, 'enable', 'config.validation.enable')
-        t10 = (True)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (True)
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, (True))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('model')
-            if t12 is None: t12 = Missing('model')
-            if t12.__class__ is dict and 'validator' in t12:
-                t13 = t12['validator']
-                if t13 is None: t13 = Missing('model.validator')
+            t11 = env.lookup('model')
+            if t11 is None: t11 = Missing('model')
+            if t11.__class__ is dict and 'validator' in t11:
+                t12 = t11['validator']
+                if t12 is None: t12 = Missing('model.validator')
             else:
-                t13 = attr_value(t12, 'validator', 'model.validator')
-            t14 = not (t13 is None or t13.__class__ is Missing)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = attr_value(t11, 'validator', 'model.validator')
+            t13 = not (t12 is None or t12.__class__ is Missing)
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -8179,19 +7151,11 @@ def e265(env):
             t7 = attr_value(t6, 'num_mtp_layers', 'model.num_mtp_layers')
         t8 = not (t7 is None or t7.__class__ is Missing)
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = env.lookup('model')
-            if t10 is None: t10 = Missing('model')
-            if t10.__class__ is dict and 'num_mtp_layers' in t10:
-                t11 = t10['num_mtp_layers']
-                if t11 is None: t11 = Missing('model.num_mtp_layers')
+            if t7.__class__ is int:
+                t10 = t7 > (0)
             else:
-                t11 = attr_value(t10, 'num_mtp_layers', 'model.num_mtp_layers')
-            t13 = (0)
-            if t11.__class__ is int:
-                t12 = t11 > t13
-            else:
-                t12 = _compare('>', t11, t13)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t10 = _compare('>', t7, (0))
+            t9 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t9 = False
         t5 = (t9 if t9.__class__ is bool else _truth(t9))
@@ -8212,73 +7176,65 @@ def e266(env):
 def e267(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('keys')
-        if t5 is None: t5 = Missing('keys')
-        if t5.__class__ is dict and 'pp' in t5:
-            t6 = t5['pp']
-            if t6 is None: t6 = Missing('keys.pp')
+        t4 = env.lookup('keys')
+        if t4 is None: t4 = Missing('keys')
+        if t4.__class__ is dict and 'pp' in t4:
+            t5 = t4['pp']
+            if t5 is None: t5 = Missing('keys.pp')
         else:
-            t6 = attr_value(t5, 'pp', 'keys.pp')
-        t4 = t6
+            t5 = attr_value(t4, 'pp', 'keys.pp')
+        t3 = t5
     else:
-        t7 = env.lookup('keys')
-        if t7 is None: t7 = Missing('keys')
-        if t7.__class__ is dict and 'cp' in t7:
-            t8 = t7['cp']
-            if t8 is None: t8 = Missing('keys.cp')
+        t6 = env.lookup('keys')
+        if t6 is None: t6 = Missing('keys')
+        if t6.__class__ is dict and 'cp' in t6:
+            t7 = t6['cp']
+            if t7 is None: t7 = Missing('keys.cp')
         else:
-            t8 = attr_value(t7, 'cp', 'keys.cp')
-        t4 = t8
-    return t4
+            t7 = attr_value(t6, 'cp', 'keys.cp')
+        t3 = t7
+    return t3
 
 def e268(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('use pipeline_parallel_degree = 1')
-        t4 = t5
+        t3 = ('use pipeline_parallel_degree = 1')
     else:
-        t6 = ('use context_parallel_degree = 1')
-        t4 = t6
-    return t4
+        t3 = ('use context_parallel_degree = 1')
+    return t3
 
 def e269(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('cp')
-        if t5 is None: t5 = Missing('cp')
-        t7 = (1)
-        if t5.__class__ is int:
-            t6 = t5 > t7
+        t4 = env.lookup('cp')
+        if t4 is None: t4 = Missing('cp')
+        if t4.__class__ is int:
+            t5 = t4 > (1)
         else:
-            t6 = _compare('>', t5, t7)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('>', t4, (1))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t9 = (' and context_parallel_degree = 1')
-        t8 = t9
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = (' and context_parallel_degree = 1')
     else:
-        t10 = ('')
-        t8 = t10
-    return t8
+        t6 = ('')
+    return t6
 
 def e270(env):
     t1 = env.lookup('config')
@@ -8326,115 +7282,109 @@ def e271(env):
             else:
                 t10 = attr_value(t9, 'compile', 'config.compile')
             if t10 is None or t10.__class__ is Missing: _need(t10)
-            t11 = ('class')
-            if t11 is None or t11.__class__ is Missing: _need(t11)
-            t12 = index_value(t10, t11, 'config.compile')
-            t14 = ('CompileConfig')
-            if t12.__class__ is str:
-                t13 = t12 == t14
+            t11 = index_value(t10, ('class'), 'config.compile')
+            if t11.__class__ is str:
+                t12 = t11 == ('CompileConfig')
             else:
-                t13 = _compare('==', t12, t14)
-            t8 = (t13 if t13.__class__ is bool else _truth(t13))
+                t12 = _compare('==', t11, ('CompileConfig'))
+            t8 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t16 = env.lookup('config')
-            if t16 is None: t16 = Missing('config')
-            if t16.__class__ is dict and 'compile' in t16:
-                t17 = t16['compile']
-                if t17 is None: t17 = Missing('config.compile')
+            t14 = env.lookup('config')
+            if t14 is None: t14 = Missing('config')
+            if t14.__class__ is dict and 'compile' in t14:
+                t15 = t14['compile']
+                if t15 is None: t15 = Missing('config.compile')
             else:
-                t17 = attr_value(t16, 'compile', 'config.compile')
-            if t17.__class__ is dict and 'enable' in t17:
-                t18 = t17['enable']
-                if t18 is None: t18 = Missing('config.compile.enable')
+                t15 = attr_value(t14, 'compile', 'config.compile')
+            if t15.__class__ is dict and 'enable' in t15:
+                t16 = t15['enable']
+                if t16 is None: t16 = Missing('config.compile.enable')
             else:
-                t18 = attr_value(t17, 'enable', 'config.compile.enable')
-            t20 = (True)
-            if t18.__class__ is t20.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                t19 = t18 == t20
+                t16 = attr_value(t15, 'enable', 'config.compile.enable')
+            if t16.__class__ is (True).__class__ and (t16.__class__ is int or t16.__class__ is str):
+                t17 = t16 == (True)
             else:
-                t19 = _compare('==', t18, t20)
-            t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                t17 = _compare('==', t16, (True))
+            t13 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t22 = env.lookup('config')
-            if t22 is None: t22 = Missing('config')
-            if t22.__class__ is dict and 'compile' in t22:
-                t23 = t22['compile']
-                if t23 is None: t23 = Missing('config.compile')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t19 = env.lookup('config')
+            if t19 is None: t19 = Missing('config')
+            if t19.__class__ is dict and 'compile' in t19:
+                t20 = t19['compile']
+                if t20 is None: t20 = Missing('config.compile')
             else:
-                t23 = attr_value(t22, 'compile', 'config.compile')
-            if t23.__class__ is dict and 'components' in t23:
-                t24 = t23['components']
-                if t24 is None: t24 = Missing('config.compile.components')
+                t20 = attr_value(t19, 'compile', 'config.compile')
+            if t20.__class__ is dict and 'components' in t20:
+                t21 = t20['components']
+                if t21 is None: t21 = Missing('config.compile.components')
             else:
-                t24 = attr_value(t23, 'components', 'config.compile.components')
+                t21 = attr_value(t20, 'components', 'config.compile.components')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t25 = type_name(t24)
-            env.budget.mem -= len(t25)
+            t22 = type_name(t21)
+            env.budget.mem -= len(t22)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t27 = ('list')
-            if t25.__class__ is str:
-                t26 = t25 == t27
+            if t22.__class__ is str:
+                t23 = t22 == ('list')
             else:
-                t26 = _compare('==', t25, t27)
-            t21 = (t26 if t26.__class__ is bool else _truth(t26))
+                t23 = _compare('==', t22, ('list'))
+            t18 = (t23 if t23.__class__ is bool else _truth(t23))
         else:
-            t21 = False
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t29 = ('model')
-            t31 = env.lookup('config')
-            if t31 is None: t31 = Missing('config')
-            if t31.__class__ is dict and 'compile' in t31:
-                t32 = t31['compile']
-                if t32 is None: t32 = Missing('config.compile')
+            t18 = False
+        if (t18 if t18.__class__ is bool else _truth(t18)):
+            t26 = env.lookup('config')
+            if t26 is None: t26 = Missing('config')
+            if t26.__class__ is dict and 'compile' in t26:
+                t27 = t26['compile']
+                if t27 is None: t27 = Missing('config.compile')
             else:
-                t32 = attr_value(t31, 'compile', 'config.compile')
-            if t32.__class__ is dict and 'components' in t32:
-                t33 = t32['components']
-                if t33 is None: t33 = Missing('config.compile.components')
+                t27 = attr_value(t26, 'compile', 'config.compile')
+            if t27.__class__ is dict and 'components' in t27:
+                t28 = t27['components']
+                if t28 is None: t28 = Missing('config.compile.components')
             else:
-                t33 = attr_value(t32, 'components', 'config.compile.components')
-            if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t29, t33)
-            t30 = _compare('in', t29, t33)
-            t28 = (t30 if t30.__class__ is bool else _truth(t30))
+                t28 = attr_value(t27, 'components', 'config.compile.components')
+            if t28.__class__ is list or t28.__class__ is dict or t28.__class__ is str: _charge_operands(env, ('model'), t28)
+            t25 = _compare('in', ('model'), t28)
+            t24 = (t25 if t25.__class__ is bool else _truth(t25))
         else:
-            t28 = False
-        if (t28 if t28.__class__ is bool else _truth(t28)):
-            t35 = env.lookup('model')
-            if t35 is None: t35 = Missing('model')
-            if t35.__class__ is dict and 'attn_backend' in t35:
-                t36 = t35['attn_backend']
-                if t36 is None: t36 = Missing('model.attn_backend')
+            t24 = False
+        if (t24 if t24.__class__ is bool else _truth(t24)):
+            t30 = env.lookup('model')
+            if t30 is None: t30 = Missing('model')
+            if t30.__class__ is dict and 'attn_backend' in t30:
+                t31 = t30['attn_backend']
+                if t31 is None: t31 = Missing('model.attn_backend')
             else:
-                t36 = attr_value(t35, 'attn_backend', 'model.attn_backend')
-            t38 = K94
-            if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(env, t36, t38)
-            t37 = _compare('in', t36, t38)
-            t34 = (t37 if t37.__class__ is bool else _truth(t37))
+                t31 = attr_value(t30, 'attn_backend', 'model.attn_backend')
+            t33 = K94
+            if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(env, t31, t33)
+            t32 = _compare('in', t31, t33)
+            t29 = (t32 if t32.__class__ is bool else _truth(t32))
+        else:
+            t29 = False
+        if (t29 if t29.__class__ is bool else _truth(t29)):
+            t35 = env.lookup('config')
+            if t35 is None: t35 = Missing('config')
+            if t35.__class__ is dict and 'compile' in t35:
+                t36 = t35['compile']
+                if t36 is None: t36 = Missing('config.compile')
+            else:
+                t36 = attr_value(t35, 'compile', 'config.compile')
+            if t36.__class__ is dict and 'backend' in t36:
+                t37 = t36['backend']
+                if t37 is None: t37 = Missing('config.compile.backend')
+            else:
+                t37 = attr_value(t36, 'backend', 'config.compile.backend')
+            t38 = not (t37 is None or t37.__class__ is Missing)
+            t34 = (t38 if t38.__class__ is bool else _truth(t38))
         else:
             t34 = False
-        if (t34 if t34.__class__ is bool else _truth(t34)):
-            t40 = env.lookup('config')
-            if t40 is None: t40 = Missing('config')
-            if t40.__class__ is dict and 'compile' in t40:
-                t41 = t40['compile']
-                if t41 is None: t41 = Missing('config.compile')
-            else:
-                t41 = attr_value(t40, 'compile', 'config.compile')
-            if t41.__class__ is dict and 'backend' in t41:
-                t42 = t41['backend']
-                if t42 is None: t42 = Missing('config.compile.backend')
-            else:
-                t42 = attr_value(t41, 'backend', 'config.compile.backend')
-            t43 = not (t42 is None or t42.__class__ is Missing)
-            t39 = (t43 if t43.__class__ is bool else _truth(t43))
-        else:
-            t39 = False
-        t5 = (t39 if t39.__class__ is bool else _truth(t39))
+        t5 = (t34 if t34.__class__ is bool else _truth(t34))
     else:
         t5 = False
     return t5
@@ -8462,28 +7412,24 @@ def e273(env):
         if t2 is None: t2 = Missing('parallelism.spmd_backend')
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
-    t4 = ('spmd_types')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('spmd_types')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('spmd_types'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('parallelism')
-        if t6 is None: t6 = Missing('parallelism')
-        if t6.__class__ is dict and 'enable_sequence_parallel' in t6:
-            t7 = t6['enable_sequence_parallel']
-            if t7 is None: t7 = Missing('parallelism.enable_sequence_parallel')
+        if t1.__class__ is dict and 'enable_sequence_parallel' in t1:
+            t5 = t1['enable_sequence_parallel']
+            if t5 is None: t5 = Missing('parallelism.enable_sequence_parallel')
         else:
-            t7 = attr_value(t6, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
-        t9 = (True)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 == t9
+            t5 = attr_value(t1, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
+        if t5.__class__ is (True).__class__ and (t5.__class__ is int or t5.__class__ is str):
+            t6 = t5 == (True)
         else:
-            t8 = _compare('==', t7, t9)
-        t5 = (t8 if t8.__class__ is bool else _truth(t8))
+            t6 = _compare('==', t5, (True))
+        t4 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t5 = False
-    return t5
+        t4 = False
+    return t4
 
 def e274(env):
     t1 = env.lookup('framework')
@@ -8504,36 +7450,35 @@ def e274(env):
             if t7 is None: t7 = Missing('model.tp_gemm_backend')
         else:
             t7 = attr_value(t6, 'tp_gemm_backend', 'model.tp_gemm_backend')
-        t9 = ('dist_gemm')
         if t7.__class__ is str:
-            t8 = t7 == t9
+            t8 = t7 == ('dist_gemm')
         else:
-            t8 = _compare('==', t7, t9)
+            t8 = _compare('==', t7, ('dist_gemm'))
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('parallelism')
-            if t11 is None: t11 = Missing('parallelism')
-            if t11.__class__ is dict and 'spmd_backend' in t11:
-                t12 = t11['spmd_backend']
-                if t12 is None: t12 = Missing('parallelism.spmd_backend')
+            t10 = env.lookup('parallelism')
+            if t10 is None: t10 = Missing('parallelism')
+            if t10.__class__ is dict and 'spmd_backend' in t10:
+                t11 = t10['spmd_backend']
+                if t11 is None: t11 = Missing('parallelism.spmd_backend')
             else:
-                t12 = attr_value(t11, 'spmd_backend', 'parallelism.spmd_backend')
-            t13 = not (t12 is None or t12.__class__ is Missing)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t10, 'spmd_backend', 'parallelism.spmd_backend')
+            t12 = not (t11 is None or t11.__class__ is Missing)
+            t9 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t15 = env.lookup('parallelism')
-            if t15 is None: t15 = Missing('parallelism')
-            if t15.__class__ is dict and 'enable_sequence_parallel' in t15:
-                t16 = t15['enable_sequence_parallel']
-                if t16 is None: t16 = Missing('parallelism.enable_sequence_parallel')
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t14 = env.lookup('parallelism')
+            if t14 is None: t14 = Missing('parallelism')
+            if t14.__class__ is dict and 'enable_sequence_parallel' in t14:
+                t15 = t14['enable_sequence_parallel']
+                if t15 is None: t15 = Missing('parallelism.enable_sequence_parallel')
             else:
-                t16 = attr_value(t15, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
-            t17 = not (t16 is None or t16.__class__ is Missing)
-            t14 = (t17 if t17.__class__ is bool else _truth(t17))
+                t15 = attr_value(t14, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t14 = False
-        t5 = (t14 if t14.__class__ is bool else _truth(t14))
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
         t5 = False
     return t5
@@ -8546,40 +7491,27 @@ def e275(env):
         if t2 is None: t2 = Missing('parallelism.spmd_backend')
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
-    t4 = ('spmd_types')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('spmd_types')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('spmd_types'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('spmd_backend = "')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('parallelism')
-        if t7 is None: t7 = Missing('parallelism')
-        if t7.__class__ is dict and 'spmd_backend' in t7:
-            t8 = t7['spmd_backend']
-            if t8 is None: t8 = Missing('parallelism.spmd_backend')
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        if ('spmd_backend = "').__class__ is int and t2.__class__ is int:
+            t5 = ('spmd_backend = "') + t2
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
         else:
-            t8 = attr_value(t7, 'spmd_backend', 'parallelism.spmd_backend')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t6.__class__ is int and t8.__class__ is int:
-            t9 = t6 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+            t5 = _binop('+', ('spmd_backend = "'), t2, env)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t5.__class__ is int and ('"').__class__ is int:
+            t6 = t5 + ('"')
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t9 = _binop('+', t6, t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = ('"')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t9, t10, env)
-        t5 = t11
+            t6 = _binop('+', t5, ('"'), env)
+        t4 = t6
     else:
-        t12 = ('enable_sequence_parallel = false')
-        t5 = t12
-    return t5
+        t4 = ('enable_sequence_parallel = false')
+    return t4
 
 def e276(env):
     t1 = env.lookup('parallelism')
@@ -8589,18 +7521,15 @@ def e276(env):
         if t2 is None: t2 = Missing('parallelism.spmd_backend')
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
-    t4 = ('spmd_types')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('spmd_types')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('spmd_types'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('parallelism.spmd_backend=spmd_types')
-        t5 = t6
+        t4 = ('parallelism.spmd_backend=spmd_types')
     else:
-        t7 = ('parallelism.enable_sequence_parallel')
-        t5 = t7
-    return t5
+        t4 = ('parallelism.enable_sequence_parallel')
+    return t4
 
 def e277(env):
     t1 = env.lookup('parallelism')
@@ -8610,18 +7539,15 @@ def e277(env):
         if t2 is None: t2 = Missing('parallelism.spmd_backend')
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
-    t4 = ('spmd_types')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('spmd_types')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('spmd_types'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('parallelism.spmd_backend')
-        t5 = t6
+        t4 = ('parallelism.spmd_backend')
     else:
-        t7 = ('parallelism.enable_sequence_parallel')
-        t5 = t7
-    return t5
+        t4 = ('parallelism.enable_sequence_parallel')
+    return t4
 
 def e278(env):
     t1 = env.lookup('parallelism')
@@ -8631,18 +7557,15 @@ def e278(env):
         if t2 is None: t2 = Missing('parallelism.spmd_backend')
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
-    t4 = ('spmd_types')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('spmd_types')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('spmd_types'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('use spmd_backend = "spmd_types" (the default)')
-        t5 = t6
+        t4 = ('use spmd_backend = "spmd_types" (the default)')
     else:
-        t7 = ('set enable_sequence_parallel = True (the default)')
-        t5 = t7
-    return t5
+        t4 = ('set enable_sequence_parallel = True (the default)')
+    return t4
 
 def e279(env):
     t1 = env.lookup('parallelism')
@@ -8652,11 +7575,10 @@ def e279(env):
         if t2 is None: t2 = Missing('parallelism.spmd_backend')
     else:
         t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
-    t4 = ('full_dtensor')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('full_dtensor')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('full_dtensor'))
     return t3
 
 def e280(env):
@@ -8679,34 +7601,31 @@ def e280(env):
         else:
             t7 = attr_value(t6, 'is_moe', 'model.is_moe')
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t9 = env.lookup('model')
-            if t9 is None: t9 = Missing('model')
-            if t9.__class__ is dict and 'moe_comm_backend' in t9:
-                t10 = t9['moe_comm_backend']
-                if t10 is None: t10 = Missing('model.moe_comm_backend')
+            if t6.__class__ is dict and 'moe_comm_backend' in t6:
+                t9 = t6['moe_comm_backend']
+                if t9 is None: t9 = Missing('model.moe_comm_backend')
             else:
-                t10 = attr_value(t9, 'moe_comm_backend', 'model.moe_comm_backend')
-            t12 = ('minimal_async_ep')
-            if t10.__class__ is str:
-                t11 = t10 == t12
+                t9 = attr_value(t6, 'moe_comm_backend', 'model.moe_comm_backend')
+            if t9.__class__ is str:
+                t10 = t9 == ('minimal_async_ep')
             else:
-                t11 = _compare('==', t10, t12)
-            t8 = (t11 if t11.__class__ is bool else _truth(t11))
+                t10 = _compare('==', t9, ('minimal_async_ep'))
+            t8 = (t10 if t10.__class__ is bool else _truth(t10))
         else:
             t8 = False
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t14 = env.lookup('parallelism')
-            if t14 is None: t14 = Missing('parallelism')
-            if t14.__class__ is dict and 'spmd_backend' in t14:
-                t15 = t14['spmd_backend']
-                if t15 is None: t15 = Missing('parallelism.spmd_backend')
+            t12 = env.lookup('parallelism')
+            if t12 is None: t12 = Missing('parallelism')
+            if t12.__class__ is dict and 'spmd_backend' in t12:
+                t13 = t12['spmd_backend']
+                if t13 is None: t13 = Missing('parallelism.spmd_backend')
             else:
-                t15 = attr_value(t14, 'spmd_backend', 'parallelism.spmd_backend')
-            t16 = not (t15 is None or t15.__class__ is Missing)
-            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+                t13 = attr_value(t12, 'spmd_backend', 'parallelism.spmd_backend')
+            t14 = not (t13 is None or t13.__class__ is Missing)
+            t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+            t11 = False
+        t5 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
         t5 = False
     return t5
@@ -8719,11 +7638,10 @@ def e281(env):
         if t2 is None: t2 = Missing('model.registered')
     else:
         t2 = attr_value(t1, 'registered', 'model.registered')
-    t4 = (True)
-    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
-        t3 = t2 == t4
+    if t2.__class__ is (True).__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 == (True)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (True))
     return t3
 
 def e282(env):
@@ -8759,11 +7677,10 @@ def e282(env):
                 if t12 is None: t12 = Missing('config.experimental.custom_import')
             else:
                 t12 = attr_value(t11, 'custom_import', 'config.experimental.custom_import')
-            t14 = ('')
             if t12.__class__ is str:
-                t13 = t12 == t14
+                t13 = t12 == ('')
             else:
-                t13 = _compare('==', t12, t14)
+                t13 = _compare('==', t12, (''))
             t9 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
             t9 = False
@@ -8783,37 +7700,35 @@ def e283(env):
             if t4 is None: t4 = Missing('model.attn_type')
         else:
             t4 = attr_value(t3, 'attn_type', 'model.attn_type')
-        t6 = ('sdpa')
         if t4.__class__ is str:
-            t5 = t4 == t6
+            t5 = t4 == ('sdpa')
         else:
-            t5 = _compare('==', t4, t6)
+            t5 = _compare('==', t4, ('sdpa'))
         t2 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t2 = False
     if not (t2 if t2.__class__ is bool else _truth(t2)):
-        t8 = env.lookup('llama3_args')
-        if t8 is None: t8 = Missing('llama3_args')
-        if (t8 if t8.__class__ is bool else _truth(t8)):
-            t10 = env.lookup('model')
-            if t10 is None: t10 = Missing('model')
-            if t10.__class__ is dict and 'attn_type' in t10:
-                t11 = t10['attn_type']
-                if t11 is None: t11 = Missing('model.attn_type')
+        t7 = env.lookup('llama3_args')
+        if t7 is None: t7 = Missing('llama3_args')
+        if (t7 if t7.__class__ is bool else _truth(t7)):
+            t9 = env.lookup('model')
+            if t9 is None: t9 = Missing('model')
+            if t9.__class__ is dict and 'attn_type' in t9:
+                t10 = t9['attn_type']
+                if t10 is None: t10 = Missing('model.attn_type')
             else:
-                t11 = attr_value(t10, 'attn_type', 'model.attn_type')
-            t13 = ('varlen')
-            if t11.__class__ is str:
-                t12 = t11 != t13
+                t10 = attr_value(t9, 'attn_type', 'model.attn_type')
+            if t10.__class__ is str:
+                t11 = t10 != ('varlen')
             else:
-                t12 = _compare('!=', t11, t13)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t11 = _compare('!=', t10, ('varlen'))
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
-            t9 = False
-        t7 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = False
+        t6 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t7 = True
-    return t7
+        t6 = True
+    return t6
 
 def e284(env):
     t1 = env.lookup('framework')
@@ -8829,36 +7744,35 @@ def e284(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('model')
-            if t10 is None: t10 = Missing('model')
-            if t10.__class__ is dict and 'attn_type' in t10:
-                t11 = t10['attn_type']
-                if t11 is None: t11 = Missing('model.attn_type')
+            t9 = env.lookup('model')
+            if t9 is None: t9 = Missing('model')
+            if t9.__class__ is dict and 'attn_type' in t9:
+                t10 = t9['attn_type']
+                if t10 is None: t10 = Missing('model.attn_type')
             else:
-                t11 = attr_value(t10, 'attn_type', 'model.attn_type')
-            t12 = not (t11 is None or t11.__class__ is Missing)
-            t9 = (t12 if t12.__class__ is bool else _truth(t12))
+                t10 = attr_value(t9, 'attn_type', 'model.attn_type')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t8 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
-            t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t14 = env.lookup('sdpa_only')
-            if t14 is None: t14 = Missing('sdpa_only')
-            if not (t14 if t14.__class__ is bool else _truth(t14)):
-                t16 = env.lookup('llama3_args')
-                if t16 is None: t16 = Missing('llama3_args')
-                t15 = (t16 if t16.__class__ is bool else _truth(t16))
+            t8 = False
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t13 = env.lookup('sdpa_only')
+            if t13 is None: t13 = Missing('sdpa_only')
+            if not (t13 if t13.__class__ is bool else _truth(t13)):
+                t15 = env.lookup('llama3_args')
+                if t15 is None: t15 = Missing('llama3_args')
+                t14 = (t15 if t15.__class__ is bool else _truth(t15))
             else:
-                t15 = True
-            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = True
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t13 = False
-        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+            t12 = False
+        t5 = (t12 if t12.__class__ is bool else _truth(t12))
     else:
         t5 = False
     return t5
@@ -8903,22 +7817,18 @@ def e288(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
     if (t1 if t1.__class__ is bool else _truth(t1)):
-        t3 = ('Context Parallel only supports SDPA attention.')
-        t2 = t3
+        t2 = ('Context Parallel only supports SDPA attention.')
     else:
-        t4 = ('Context Parallel only supports SDPA and FlexAttention.')
-        t2 = t4
+        t2 = ('Context Parallel only supports SDPA and FlexAttention.')
     return t2
 
 def e289(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
     if (t1 if t1.__class__ is bool else _truth(t1)):
-        t3 = ('sdpa')
-        t2 = t3
+        t2 = ('sdpa')
     else:
-        t4 = ('sdpa or flex')
-        t2 = t4
+        t2 = ('sdpa or flex')
     return t2
 
 def e290(env):
@@ -8948,538 +7858,440 @@ def e291(env):
             if env.budget.left < 0: _charge(env, 0)
         else:
             t7 = call_value(env, F_len.fn, F_len.cost, False, [t6])
-        t9 = (0)
         if t7.__class__ is int:
-            t8 = t7 > t9
+            t8 = t7 > (0)
         else:
-            t8 = _compare('>', t7, t9)
+            t8 = _compare('>', t7, (0))
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = []
-            t12 = env.budget
-            t14 = env.lookup('infinite')
-            if t14 is None: t14 = Missing('infinite')
-            t13 = loop_items(t14)
-            t15 = Env({}, None, t12, env)
-            t16 = t15.values
-            for t17 in t13:
-                t12.left -= 7
-                if t12.left < 0: _charge(env, 0)
-                t16['v'] = t17
-                t15.let_cache = None
-                t18 = t17
-                if t18 is None: t18 = Missing('v')
-                t20 = t15.lookup('infinite')
-                if t20 is None: t20 = Missing('infinite')
-                if t20 is None or t20.__class__ is Missing: _need(t20)
-                t21 = (0)
-                if t21 is None or t21.__class__ is Missing: _need(t21)
-                t22 = index_value(t20, t21, 'infinite')
-                if t18.__class__ is t22.__class__ and (t18.__class__ is int or t18.__class__ is str):
-                    t19 = t18 != t22
+            t10 = []
+            t11 = env.budget
+            t13 = env.lookup('infinite')
+            if t13 is None: t13 = Missing('infinite')
+            t12 = loop_items(t13)
+            t14 = Env({}, None, t11, env)
+            t15 = t14.values
+            for t16 in t12:
+                t11.left -= 7
+                if t11.left < 0: _charge(env, 0)
+                t15['v'] = t16
+                t14.let_cache = None
+                t17 = t16
+                if t17 is None: t17 = Missing('v')
+                t19 = t14.lookup('infinite')
+                if t19 is None: t19 = Missing('infinite')
+                if t19 is None or t19.__class__ is Missing: _need(t19)
+                if t19.__class__ is list and len(t19) > 0:
+                    t20 = t19[0]
+                    if t20 is None: t20 = Missing('infinite[0]')
                 else:
-                    if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t15, t18, t22)
-                    t19 = _compare('!=', t18, t22)
-                t11.append(t19)
-                t12.mem -= 1
-                if t12.mem < 0: _charge_mem(env, 0)
-                if len(t11) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t23 = call_value(env, F_any.fn, F_any.cost, False, [t11])
-            t10 = (t23 if t23.__class__ is bool else _truth(t23))
+                    t20 = index_value(t19, (0), 'infinite')
+                if t17.__class__ is t20.__class__ and (t17.__class__ is int or t17.__class__ is str):
+                    t18 = t17 != t20
+                else:
+                    if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t14, t17, t20)
+                    t18 = _compare('!=', t17, t20)
+                t10.append(t18)
+                t11.mem -= 1
+                if t11.mem < 0: _charge_mem(env, 0)
+                if len(t10) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t21 = call_value(env, F_any.fn, F_any.cost, False, [t10])
+            t9 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t10 = False
-        t24 = ('ValueError: All data sources must have the same ')
+            t9 = False
+        t22 = env.lookup('chr_q')
+        if t22 is None: t22 = Missing('chr_q')
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if ('ValueError: All data sources must have the same ').__class__ is int and t22.__class__ is int:
+            t23 = ('ValueError: All data sources must have the same ') + t22
+            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+        else:
+            t23 = _binop('+', ('ValueError: All data sources must have the same '), t22, env)
+        if t23 is None or t23.__class__ is Missing: _need(t23)
+        if t23.__class__ is int and ('infinite').__class__ is int:
+            t24 = t23 + ('infinite')
+            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+        else:
+            t24 = _binop('+', t23, ('infinite'), env)
         if t24 is None or t24.__class__ is Missing: _need(t24)
-        t25 = env.lookup('chr_q')
-        if t25 is None: t25 = Missing('chr_q')
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t24.__class__ is int and t22.__class__ is int:
+            t25 = t24 + t22
+            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+        else:
+            t25 = _binop('+', t24, t22, env)
         if t25 is None or t25.__class__ is Missing: _need(t25)
-        if t24.__class__ is int and t25.__class__ is int:
-            t26 = t24 + t25
+        if t25.__class__ is int and (' setting (').__class__ is int:
+            t26 = t25 + (' setting (')
             if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
         else:
-            t26 = _binop('+', t24, t25, env)
+            t26 = _binop('+', t25, (' setting ('), env)
         if t26 is None or t26.__class__ is Missing: _need(t26)
-        t27 = ('infinite')
-        if t27 is None or t27.__class__ is Missing: _need(t27)
-        if t26.__class__ is int and t27.__class__ is int:
-            t28 = t26 + t27
-            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
-        else:
-            t28 = _binop('+', t26, t27, env)
-        if t28 is None or t28.__class__ is Missing: _need(t28)
-        t29 = env.lookup('chr_q')
-        if t29 is None: t29 = Missing('chr_q')
-        if t29 is None or t29.__class__ is Missing: _need(t29)
-        if t28.__class__ is int and t29.__class__ is int:
-            t30 = t28 + t29
-            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
-        else:
-            t30 = _binop('+', t28, t29, env)
-        if t30 is None or t30.__class__ is Missing: _need(t30)
-        t31 = (' setting (')
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        if t30.__class__ is int and t31.__class__ is int:
-            t32 = t30 + t31
-            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
-        else:
-            t32 = _binop('+', t30, t31, env)
-        if t32 is None or t32.__class__ is Missing: _need(t32)
-        t33 = []
-        t34 = env.budget
-        t36 = env.lookup('sources')
-        if t36 is None: t36 = Missing('sources')
-        if t36.__class__ is list or t36.__class__ is str or t36.__class__ is dict:
-            t37 = len(t36)
-            env.budget.left -= t37 if t37 > 1 else 1
+        t27 = []
+        t28 = env.budget
+        if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
+            t30 = len(t6)
+            env.budget.left -= t30 if t30 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t37 = call_value(env, F_len.fn, F_len.cost, False, [t36])
-        t38 = call_value(env, F_range.fn, F_range.cost, False, [t37])
-        t35 = loop_items(t38)
-        t39 = Env({}, None, t34, env)
-        t40 = t39.values
-        for t41 in t35:
-            t34.left -= 16
-            if t34.left < 0: _charge(env, 0)
-            t40['i'] = t41
-            t39.let_cache = None
-            t42 = t39.lookup('names')
-            if t42 is None: t42 = Missing('names')
+            t30 = call_value(env, F_len.fn, F_len.cost, False, [t6])
+        t31 = call_value(env, F_range.fn, F_range.cost, False, [t30])
+        t29 = loop_items(t31)
+        t32 = Env({}, None, t28, env)
+        t33 = t32.values
+        for t34 in t29:
+            t28.left -= 16
+            if t28.left < 0: _charge(env, 0)
+            t33['i'] = t34
+            t32.let_cache = None
+            t35 = t32.lookup('names')
+            if t35 is None: t35 = Missing('names')
+            if t35 is None or t35.__class__ is Missing: _need(t35)
+            t36 = t34
+            if t36 is None: t36 = Missing('i')
+            if t36 is None or t36.__class__ is Missing: _need(t36)
+            t37 = index_value(t35, t36, 'names')
+            if t37 is None or t37.__class__ is Missing: _need(t37)
+            if t37.__class__ is int and (': infinite=').__class__ is int:
+                t38 = t37 + (': infinite=')
+                if not -MAX_INT <= t38 <= MAX_INT: _check_value(t38)
+            else:
+                t38 = _binop('+', t37, (': infinite='), t32)
+            if t38 is None or t38.__class__ is Missing: _need(t38)
+            t39 = t32.lookup('infinite')
+            if t39 is None: t39 = Missing('infinite')
+            if t39 is None or t39.__class__ is Missing: _need(t39)
+            t40 = t34
+            if t40 is None: t40 = Missing('i')
+            if t40 is None or t40.__class__ is Missing: _need(t40)
+            t41 = index_value(t39, t40, 'infinite')
+            if (t41 if t41.__class__ is bool else _truth(t41)):
+                t42 = ('True')
+            else:
+                t42 = ('False')
             if t42 is None or t42.__class__ is Missing: _need(t42)
-            t43 = t41
-            if t43 is None: t43 = Missing('i')
-            if t43 is None or t43.__class__ is Missing: _need(t43)
-            t44 = index_value(t42, t43, 'names')
-            if t44 is None or t44.__class__ is Missing: _need(t44)
-            t45 = (': infinite=')
-            if t45 is None or t45.__class__ is Missing: _need(t45)
-            if t44.__class__ is int and t45.__class__ is int:
-                t46 = t44 + t45
-                if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
+            if t38.__class__ is int and t42.__class__ is int:
+                t43 = t38 + t42
+                if not -MAX_INT <= t43 <= MAX_INT: _check_value(t43)
             else:
-                t46 = _binop('+', t44, t45, t39)
-            if t46 is None or t46.__class__ is Missing: _need(t46)
-            t47 = t39.lookup('infinite')
-            if t47 is None: t47 = Missing('infinite')
-            if t47 is None or t47.__class__ is Missing: _need(t47)
-            t48 = t41
-            if t48 is None: t48 = Missing('i')
-            if t48 is None or t48.__class__ is Missing: _need(t48)
-            t49 = index_value(t47, t48, 'infinite')
-            if (t49 if t49.__class__ is bool else _truth(t49)):
-                t51 = ('True')
-                t50 = t51
-            else:
-                t52 = ('False')
-                t50 = t52
-            if t50 is None or t50.__class__ is Missing: _need(t50)
-            if t46.__class__ is int and t50.__class__ is int:
-                t53 = t46 + t50
-                if not -MAX_INT <= t53 <= MAX_INT: _check_value(t53)
-            else:
-                t53 = _binop('+', t46, t50, t39)
-            t33.append(t53)
-            t34.mem -= 1
-            if t34.mem < 0: _charge_mem(env, 0)
-            if len(t33) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t54 = (', ')
-        t55 = call_value(env, F_join.fn, F_join.cost, False, [t33, t54])
-        if t55 is None or t55.__class__ is Missing: _need(t55)
-        if t32.__class__ is int and t55.__class__ is int:
-            t56 = t32 + t55
-            if not -MAX_INT <= t56 <= MAX_INT: _check_value(t56)
+                t43 = _binop('+', t38, t42, t32)
+            t27.append(t43)
+            t28.mem -= 1
+            if t28.mem < 0: _charge_mem(env, 0)
+            if len(t27) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t44 = call_value(env, F_join.fn, F_join.cost, False, [t27, (', ')])
+        if t44 is None or t44.__class__ is Missing: _need(t44)
+        if t26.__class__ is int and t44.__class__ is int:
+            t45 = t26 + t44
+            if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
         else:
-            t56 = _binop('+', t32, t55, env)
-        if t56 is None or t56.__class__ is Missing: _need(t56)
-        t57 = (')')
-        if t57 is None or t57.__class__ is Missing: _need(t57)
-        if t56.__class__ is int and t57.__class__ is int:
-            t58 = t56 + t57
-            if not -MAX_INT <= t58 <= MAX_INT: _check_value(t58)
+            t45 = _binop('+', t26, t44, env)
+        if t45 is None or t45.__class__ is Missing: _need(t45)
+        if t45.__class__ is int and (')').__class__ is int:
+            t46 = t45 + (')')
+            if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
         else:
-            t58 = _binop('+', t56, t57, env)
-        t59 = ('give every source the same infinite= (the default is True)')
-        t60 = env.lookup('cfg')
-        if t60 is None: t60 = Missing('cfg')
-        t61 = [t10, t58, t59, t60]
-        t62 = []
-        t63 = env.budget
-        t65 = env.lookup('weights')
-        if t65 is None: t65 = Missing('weights')
-        t64 = loop_items(t65)
-        t66 = Env({}, None, t63, env)
-        t67 = t66.values
-        for t68 in t64:
-            t63.left -= 12
-            if t63.left < 0: _charge(env, 0)
-            t67['w'] = t68
-            t66.let_cache = None
-            t69 = t68
-            if t69 is None: t69 = Missing('w')
-            t66.budget.left -= 1
-            if t66.budget.left < 0: _charge(t66, 0)
-            t70 = type_name(t69)
-            t66.budget.mem -= len(t70)
-            if t66.budget.mem < 0: _charge_mem(t66, 0)
-            t72 = K102
-            if t72.__class__ is list or t72.__class__ is dict or t72.__class__ is str: _charge_operands(t66, t70, t72)
-            t71 = _compare('in', t70, t72)
-            if (t71 if t71.__class__ is bool else _truth(t71)):
-                t74 = t68
-                if t74 is None: t74 = Missing('w')
-                t76 = (0)
-                if t74.__class__ is int:
-                    t75 = t74 < t76
+            t46 = _binop('+', t45, (')'), env)
+        t47 = env.lookup('cfg')
+        if t47 is None: t47 = Missing('cfg')
+        t48 = [t9, t46, ('give every source the same infinite= (the default is True)'), t47]
+        t49 = []
+        t50 = env.budget
+        t52 = env.lookup('weights')
+        if t52 is None: t52 = Missing('weights')
+        t51 = loop_items(t52)
+        t53 = Env({}, None, t50, env)
+        t54 = t53.values
+        for t55 in t51:
+            t50.left -= 12
+            if t50.left < 0: _charge(env, 0)
+            t54['w'] = t55
+            t53.let_cache = None
+            t56 = t55
+            if t56 is None: t56 = Missing('w')
+            t53.budget.left -= 1
+            if t53.budget.left < 0: _charge(t53, 0)
+            t57 = type_name(t56)
+            t53.budget.mem -= len(t57)
+            if t53.budget.mem < 0: _charge_mem(t53, 0)
+            t59 = K102
+            if t59.__class__ is list or t59.__class__ is dict or t59.__class__ is str: _charge_operands(t53, t57, t59)
+            t58 = _compare('in', t57, t59)
+            if (t58 if t58.__class__ is bool else _truth(t58)):
+                t61 = t55
+                if t61 is None: t61 = Missing('w')
+                if t61.__class__ is int:
+                    t62 = t61 < (0)
                 else:
-                    t75 = _compare('<', t74, t76)
-                t73 = (t75 if t75.__class__ is bool else _truth(t75))
+                    t62 = _compare('<', t61, (0))
+                t60 = (t62 if t62.__class__ is bool else _truth(t62))
             else:
-                t73 = False
-            t62.append(t73)
-            t63.mem -= 1
-            if t63.mem < 0: _charge_mem(env, 0)
-            if len(t62) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t77 = call_value(env, F_any.fn, F_any.cost, False, [t62])
-        t78 = ('ValueError: All weights must be non-negative (weights [')
-        if t78 is None or t78.__class__ is Missing: _need(t78)
-        t79 = []
-        t80 = env.budget
-        t82 = env.lookup('weights')
-        if t82 is None: t82 = Missing('weights')
-        t81 = loop_items(t82)
-        t83 = Env({}, None, t80, env)
-        t84 = t83.values
-        for t85 in t81:
-            t80.left -= 4
-            if t80.left < 0: _charge(env, 0)
-            t84['w'] = t85
-            t83.let_cache = None
-            t86 = t85
-            if t86 is None: t86 = Missing('w')
-            t87 = call_value(t83, F_str.fn, F_str.cost, True, [t86])
-            t79.append(t87)
-            t80.mem -= 1
-            if t80.mem < 0: _charge_mem(env, 0)
-            if len(t79) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t88 = (', ')
-        t89 = call_value(env, F_join.fn, F_join.cost, False, [t79, t88])
-        if t89 is None or t89.__class__ is Missing: _need(t89)
-        if t78.__class__ is int and t89.__class__ is int:
-            t90 = t78 + t89
-            if not -MAX_INT <= t90 <= MAX_INT: _check_value(t90)
+                t60 = False
+            t49.append(t60)
+            t50.mem -= 1
+            if t50.mem < 0: _charge_mem(env, 0)
+            if len(t49) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t63 = call_value(env, F_any.fn, F_any.cost, False, [t49])
+        t64 = []
+        t65 = env.budget
+        t66 = loop_items(t52)
+        t67 = Env({}, None, t65, env)
+        t68 = t67.values
+        for t69 in t66:
+            t65.left -= 4
+            if t65.left < 0: _charge(env, 0)
+            t68['w'] = t69
+            t67.let_cache = None
+            t70 = t69
+            if t70 is None: t70 = Missing('w')
+            t71 = call_value(t67, F_str.fn, F_str.cost, True, [t70])
+            t64.append(t71)
+            t65.mem -= 1
+            if t65.mem < 0: _charge_mem(env, 0)
+            if len(t64) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t72 = call_value(env, F_join.fn, F_join.cost, False, [t64, (', ')])
+        if t72 is None or t72.__class__ is Missing: _need(t72)
+        if ('ValueError: All weights must be non-negative (weights [').__class__ is int and t72.__class__ is int:
+            t73 = ('ValueError: All weights must be non-negative (weights [') + t72
+            if not -MAX_INT <= t73 <= MAX_INT: _check_value(t73)
         else:
-            t90 = _binop('+', t78, t89, env)
-        if t90 is None or t90.__class__ is Missing: _need(t90)
-        t91 = ('])')
-        if t91 is None or t91.__class__ is Missing: _need(t91)
-        if t90.__class__ is int and t91.__class__ is int:
-            t92 = t90 + t91
-            if not -MAX_INT <= t92 <= MAX_INT: _check_value(t92)
+            t73 = _binop('+', ('ValueError: All weights must be non-negative (weights ['), t72, env)
+        if t73 is None or t73.__class__ is Missing: _need(t73)
+        if t73.__class__ is int and ('])').__class__ is int:
+            t74 = t73 + ('])')
+            if not -MAX_INT <= t74 <= MAX_INT: _check_value(t74)
         else:
-            t92 = _binop('+', t90, t91, env)
-        t93 = ('use weights >= 0; a weight is a source')
-        if t93 is None or t93.__class__ is Missing: _need(t93)
-        t94 = env.lookup('chr_q')
-        if t94 is None: t94 = Missing('chr_q')
-        if t94 is None or t94.__class__ is Missing: _need(t94)
-        if t93.__class__ is int and t94.__class__ is int:
-            t95 = t93 + t94
-            if not -MAX_INT <= t95 <= MAX_INT: _check_value(t95)
+            t74 = _binop('+', t73, ('])'), env)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if ('use weights >= 0; a weight is a source').__class__ is int and t22.__class__ is int:
+            t75 = ('use weights >= 0; a weight is a source') + t22
+            if not -MAX_INT <= t75 <= MAX_INT: _check_value(t75)
         else:
-            t95 = _binop('+', t93, t94, env)
-        if t95 is None or t95.__class__ is Missing: _need(t95)
-        t96 = ('s share of the tokens')
-        if t96 is None or t96.__class__ is Missing: _need(t96)
-        if t95.__class__ is int and t96.__class__ is int:
-            t97 = t95 + t96
-            if not -MAX_INT <= t97 <= MAX_INT: _check_value(t97)
+            t75 = _binop('+', ('use weights >= 0; a weight is a source'), t22, env)
+        if t75 is None or t75.__class__ is Missing: _need(t75)
+        if t75.__class__ is int and ('s share of the tokens').__class__ is int:
+            t76 = t75 + ('s share of the tokens')
+            if not -MAX_INT <= t76 <= MAX_INT: _check_value(t76)
         else:
-            t97 = _binop('+', t95, t96, env)
-        t98 = env.lookup('build')
-        if t98 is None: t98 = Missing('build')
-        t99 = [t77, t92, t97, t98]
-        t100 = env.lookup('sources')
-        if t100 is None: t100 = Missing('sources')
-        if t100.__class__ is list or t100.__class__ is str or t100.__class__ is dict:
-            t101 = len(t100)
-            env.budget.left -= t101 if t101 > 1 else 1
+            t76 = _binop('+', t75, ('s share of the tokens'), env)
+        t77 = env.lookup('build')
+        if t77 is None: t77 = Missing('build')
+        t78 = [t63, t74, t76, t77]
+        if t6.__class__ is list or t6.__class__ is str or t6.__class__ is dict:
+            t79 = len(t6)
+            env.budget.left -= t79 if t79 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t101 = call_value(env, F_len.fn, F_len.cost, False, [t100])
-        t103 = (0)
-        if t101.__class__ is int:
-            t102 = t101 > t103
+            t79 = call_value(env, F_len.fn, F_len.cost, False, [t6])
+        if t79.__class__ is int:
+            t80 = t79 > (0)
         else:
-            t102 = _compare('>', t101, t103)
-        if (t102 if t102.__class__ is bool else _truth(t102)):
-            t105 = []
-            t106 = env.budget
-            t108 = env.lookup('weights')
-            if t108 is None: t108 = Missing('weights')
-            t107 = loop_items(t108)
-            t109 = Env({}, None, t106, env)
-            t110 = t109.values
-            for t111 in t107:
-                t106.left -= 12
-                if t106.left < 0: _charge(env, 0)
-                t110['w'] = t111
-                t109.let_cache = None
-                t112 = t111
-                if t112 is None: t112 = Missing('w')
-                t109.budget.left -= 1
-                if t109.budget.left < 0: _charge(t109, 0)
-                t113 = type_name(t112)
-                t109.budget.mem -= len(t113)
-                if t109.budget.mem < 0: _charge_mem(t109, 0)
-                t115 = K103
-                if t115.__class__ is list or t115.__class__ is dict or t115.__class__ is str: _charge_operands(t109, t113, t115)
-                t114 = _compare('in', t113, t115)
-                if (t114 if t114.__class__ is bool else _truth(t114)):
-                    t117 = t111
-                    if t117 is None: t117 = Missing('w')
-                    t119 = (0)
-                    if t117.__class__ is int:
-                        t118 = t117 >= t119
+            t80 = _compare('>', t79, (0))
+        if (t80 if t80.__class__ is bool else _truth(t80)):
+            t82 = []
+            t83 = env.budget
+            t84 = loop_items(t52)
+            t85 = Env({}, None, t83, env)
+            t86 = t85.values
+            for t87 in t84:
+                t83.left -= 12
+                if t83.left < 0: _charge(env, 0)
+                t86['w'] = t87
+                t85.let_cache = None
+                t88 = t87
+                if t88 is None: t88 = Missing('w')
+                t85.budget.left -= 1
+                if t85.budget.left < 0: _charge(t85, 0)
+                t89 = type_name(t88)
+                t85.budget.mem -= len(t89)
+                if t85.budget.mem < 0: _charge_mem(t85, 0)
+                t91 = K103
+                if t91.__class__ is list or t91.__class__ is dict or t91.__class__ is str: _charge_operands(t85, t89, t91)
+                t90 = _compare('in', t89, t91)
+                if (t90 if t90.__class__ is bool else _truth(t90)):
+                    t93 = t87
+                    if t93 is None: t93 = Missing('w')
+                    if t93.__class__ is int:
+                        t94 = t93 >= (0)
                     else:
-                        t118 = _compare('>=', t117, t119)
-                    t116 = (t118 if t118.__class__ is bool else _truth(t118))
+                        t94 = _compare('>=', t93, (0))
+                    t92 = (t94 if t94.__class__ is bool else _truth(t94))
                 else:
-                    t116 = False
-                t105.append(t116)
-                t106.mem -= 1
-                if t106.mem < 0: _charge_mem(env, 0)
-                if len(t105) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t120 = call_value(env, F_all.fn, F_all.cost, False, [t105])
-            t104 = (t120 if t120.__class__ is bool else _truth(t120))
+                    t92 = False
+                t82.append(t92)
+                t83.mem -= 1
+                if t83.mem < 0: _charge_mem(env, 0)
+                if len(t82) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t95 = call_value(env, F_all.fn, F_all.cost, False, [t82])
+            t81 = (t95 if t95.__class__ is bool else _truth(t95))
         else:
-            t104 = False
-        if (t104 if t104.__class__ is bool else _truth(t104)):
-            t122 = env.lookup('weights')
-            if t122 is None: t122 = Missing('weights')
-            t123 = call_value(env, F_sum.fn, F_sum.cost, False, [t122])
-            t125 = (0)
-            if t123.__class__ is int:
-                t124 = t123 == t125
+            t81 = False
+        if (t81 if t81.__class__ is bool else _truth(t81)):
+            t97 = call_value(env, F_sum.fn, F_sum.cost, False, [t52])
+            if t97.__class__ is int:
+                t98 = t97 == (0)
             else:
-                t124 = _compare('==', t123, t125)
-            t121 = (t124 if t124.__class__ is bool else _truth(t124))
+                t98 = _compare('==', t97, (0))
+            t96 = (t98 if t98.__class__ is bool else _truth(t98))
         else:
-            t121 = False
-        t126 = ('ValueError: Sum of weights must be positive (weights [')
-        if t126 is None or t126.__class__ is Missing: _need(t126)
-        t127 = []
-        t128 = env.budget
-        t130 = env.lookup('weights')
-        if t130 is None: t130 = Missing('weights')
-        t129 = loop_items(t130)
-        t131 = Env({}, None, t128, env)
-        t132 = t131.values
-        for t133 in t129:
-            t128.left -= 4
-            if t128.left < 0: _charge(env, 0)
-            t132['w'] = t133
-            t131.let_cache = None
-            t134 = t133
-            if t134 is None: t134 = Missing('w')
-            t135 = call_value(t131, F_str.fn, F_str.cost, True, [t134])
-            t127.append(t135)
-            t128.mem -= 1
-            if t128.mem < 0: _charge_mem(env, 0)
-            if len(t127) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t136 = (', ')
-        t137 = call_value(env, F_join.fn, F_join.cost, False, [t127, t136])
-        if t137 is None or t137.__class__ is Missing: _need(t137)
-        if t126.__class__ is int and t137.__class__ is int:
-            t138 = t126 + t137
-            if not -MAX_INT <= t138 <= MAX_INT: _check_value(t138)
+            t96 = False
+        t99 = []
+        t100 = env.budget
+        t101 = loop_items(t52)
+        t102 = Env({}, None, t100, env)
+        t103 = t102.values
+        for t104 in t101:
+            t100.left -= 4
+            if t100.left < 0: _charge(env, 0)
+            t103['w'] = t104
+            t102.let_cache = None
+            t105 = t104
+            if t105 is None: t105 = Missing('w')
+            t106 = call_value(t102, F_str.fn, F_str.cost, True, [t105])
+            t99.append(t106)
+            t100.mem -= 1
+            if t100.mem < 0: _charge_mem(env, 0)
+            if len(t99) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t107 = call_value(env, F_join.fn, F_join.cost, False, [t99, (', ')])
+        if t107 is None or t107.__class__ is Missing: _need(t107)
+        if ('ValueError: Sum of weights must be positive (weights [').__class__ is int and t107.__class__ is int:
+            t108 = ('ValueError: Sum of weights must be positive (weights [') + t107
+            if not -MAX_INT <= t108 <= MAX_INT: _check_value(t108)
         else:
-            t138 = _binop('+', t126, t137, env)
-        if t138 is None or t138.__class__ is Missing: _need(t138)
-        t139 = ('])')
-        if t139 is None or t139.__class__ is Missing: _need(t139)
-        if t138.__class__ is int and t139.__class__ is int:
-            t140 = t138 + t139
-            if not -MAX_INT <= t140 <= MAX_INT: _check_value(t140)
+            t108 = _binop('+', ('ValueError: Sum of weights must be positive (weights ['), t107, env)
+        if t108 is None or t108.__class__ is Missing: _need(t108)
+        if t108.__class__ is int and ('])').__class__ is int:
+            t109 = t108 + ('])')
+            if not -MAX_INT <= t109 <= MAX_INT: _check_value(t109)
         else:
-            t140 = _binop('+', t138, t139, env)
-        t141 = ('give at least one source a weight > 0')
-        t142 = env.lookup('build')
-        if t142 is None: t142 = Missing('build')
-        t143 = [t121, t140, t141, t142]
-        t144 = env.lookup('config')
-        if t144 is None: t144 = Missing('config')
-        if t144.__class__ is dict and 'dataloader' in t144:
-            t145 = t144['dataloader']
-            if t145 is None: t145 = Missing('config.dataloader')
+            t109 = _binop('+', t108, ('])'), env)
+        t110 = [t96, t109, ('give at least one source a weight > 0'), t77]
+        t111 = env.lookup('config')
+        if t111 is None: t111 = Missing('config')
+        if t111.__class__ is dict and 'dataloader' in t111:
+            t112 = t111['dataloader']
+            if t112 is None: t112 = Missing('config.dataloader')
         else:
-            t145 = attr_value(t144, 'dataloader', 'config.dataloader')
-        if t145.__class__ is dict and 'stopping_strategy' in t145:
-            t146 = t145['stopping_strategy']
-            if t146 is None: t146 = Missing('config.dataloader.stopping_strategy')
+            t112 = attr_value(t111, 'dataloader', 'config.dataloader')
+        if t112.__class__ is dict and 'stopping_strategy' in t112:
+            t113 = t112['stopping_strategy']
+            if t113 is None: t113 = Missing('config.dataloader.stopping_strategy')
         else:
-            t146 = attr_value(t145, 'stopping_strategy', 'config.dataloader.stopping_strategy')
+            t113 = attr_value(t112, 'stopping_strategy', 'config.dataloader.stopping_strategy')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t147 = type_name(t146)
-        env.budget.mem -= len(t147)
+        t114 = type_name(t113)
+        env.budget.mem -= len(t114)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t149 = ('string')
-        if t147.__class__ is str:
-            t148 = t147 == t149
+        if t114.__class__ is str:
+            t115 = t114 == ('string')
         else:
-            t148 = _compare('==', t147, t149)
-        if (t148 if t148.__class__ is bool else _truth(t148)):
-            t151 = env.lookup('config')
-            if t151 is None: t151 = Missing('config')
-            if t151.__class__ is dict and 'dataloader' in t151:
-                t152 = t151['dataloader']
-                if t152 is None: t152 = Missing('config.dataloader')
-            else:
-                t152 = attr_value(t151, 'dataloader', 'config.dataloader')
-            if t152.__class__ is dict and 'stopping_strategy' in t152:
-                t153 = t152['stopping_strategy']
-                if t153 is None: t153 = Missing('config.dataloader.stopping_strategy')
-            else:
-                t153 = attr_value(t152, 'stopping_strategy', 'config.dataloader.stopping_strategy')
-            t155 = K104
-            if t155.__class__ is list or t155.__class__ is dict or t155.__class__ is str: _charge_operands(env, t153, t155)
-            t154 = _compare('not in', t153, t155)
-            t150 = (t154 if t154.__class__ is bool else _truth(t154))
+            t115 = _compare('==', t114, ('string'))
+        if (t115 if t115.__class__ is bool else _truth(t115)):
+            t118 = K104
+            if t118.__class__ is list or t118.__class__ is dict or t118.__class__ is str: _charge_operands(env, t113, t118)
+            t117 = _compare('not in', t113, t118)
+            t116 = (t117 if t117.__class__ is bool else _truth(t117))
         else:
-            t150 = False
-        t156 = ('ValueError: stopping_strategy must be ')
-        if t156 is None or t156.__class__ is Missing: _need(t156)
-        t157 = env.lookup('chr_q')
-        if t157 is None: t157 = Missing('chr_q')
-        if t157 is None or t157.__class__ is Missing: _need(t157)
-        if t156.__class__ is int and t157.__class__ is int:
-            t158 = t156 + t157
-            if not -MAX_INT <= t158 <= MAX_INT: _check_value(t158)
+            t116 = False
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if ('ValueError: stopping_strategy must be ').__class__ is int and t22.__class__ is int:
+            t119 = ('ValueError: stopping_strategy must be ') + t22
+            if not -MAX_INT <= t119 <= MAX_INT: _check_value(t119)
         else:
-            t158 = _binop('+', t156, t157, env)
-        if t158 is None or t158.__class__ is Missing: _need(t158)
-        t159 = ('on_first_exhausted')
-        if t159 is None or t159.__class__ is Missing: _need(t159)
-        if t158.__class__ is int and t159.__class__ is int:
-            t160 = t158 + t159
-            if not -MAX_INT <= t160 <= MAX_INT: _check_value(t160)
+            t119 = _binop('+', ('ValueError: stopping_strategy must be '), t22, env)
+        if t119 is None or t119.__class__ is Missing: _need(t119)
+        if t119.__class__ is int and ('on_first_exhausted').__class__ is int:
+            t120 = t119 + ('on_first_exhausted')
+            if not -MAX_INT <= t120 <= MAX_INT: _check_value(t120)
         else:
-            t160 = _binop('+', t158, t159, env)
-        if t160 is None or t160.__class__ is Missing: _need(t160)
-        t161 = env.lookup('chr_q')
-        if t161 is None: t161 = Missing('chr_q')
-        if t161 is None or t161.__class__ is Missing: _need(t161)
-        if t160.__class__ is int and t161.__class__ is int:
-            t162 = t160 + t161
-            if not -MAX_INT <= t162 <= MAX_INT: _check_value(t162)
+            t120 = _binop('+', t119, ('on_first_exhausted'), env)
+        if t120 is None or t120.__class__ is Missing: _need(t120)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t120.__class__ is int and t22.__class__ is int:
+            t121 = t120 + t22
+            if not -MAX_INT <= t121 <= MAX_INT: _check_value(t121)
         else:
-            t162 = _binop('+', t160, t161, env)
-        if t162 is None or t162.__class__ is Missing: _need(t162)
-        t163 = (' or ')
-        if t163 is None or t163.__class__ is Missing: _need(t163)
-        if t162.__class__ is int and t163.__class__ is int:
-            t164 = t162 + t163
-            if not -MAX_INT <= t164 <= MAX_INT: _check_value(t164)
+            t121 = _binop('+', t120, t22, env)
+        if t121 is None or t121.__class__ is Missing: _need(t121)
+        if t121.__class__ is int and (' or ').__class__ is int:
+            t122 = t121 + (' or ')
+            if not -MAX_INT <= t122 <= MAX_INT: _check_value(t122)
         else:
-            t164 = _binop('+', t162, t163, env)
-        if t164 is None or t164.__class__ is Missing: _need(t164)
-        t165 = env.lookup('chr_q')
-        if t165 is None: t165 = Missing('chr_q')
-        if t165 is None or t165.__class__ is Missing: _need(t165)
-        if t164.__class__ is int and t165.__class__ is int:
-            t166 = t164 + t165
-            if not -MAX_INT <= t166 <= MAX_INT: _check_value(t166)
+            t122 = _binop('+', t121, (' or '), env)
+        if t122 is None or t122.__class__ is Missing: _need(t122)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t122.__class__ is int and t22.__class__ is int:
+            t123 = t122 + t22
+            if not -MAX_INT <= t123 <= MAX_INT: _check_value(t123)
         else:
-            t166 = _binop('+', t164, t165, env)
-        if t166 is None or t166.__class__ is Missing: _need(t166)
-        t167 = ('all_exhausted')
-        if t167 is None or t167.__class__ is Missing: _need(t167)
-        if t166.__class__ is int and t167.__class__ is int:
-            t168 = t166 + t167
-            if not -MAX_INT <= t168 <= MAX_INT: _check_value(t168)
+            t123 = _binop('+', t122, t22, env)
+        if t123 is None or t123.__class__ is Missing: _need(t123)
+        if t123.__class__ is int and ('all_exhausted').__class__ is int:
+            t124 = t123 + ('all_exhausted')
+            if not -MAX_INT <= t124 <= MAX_INT: _check_value(t124)
         else:
-            t168 = _binop('+', t166, t167, env)
-        if t168 is None or t168.__class__ is Missing: _need(t168)
-        t169 = env.lookup('chr_q')
-        if t169 is None: t169 = Missing('chr_q')
-        if t169 is None or t169.__class__ is Missing: _need(t169)
-        if t168.__class__ is int and t169.__class__ is int:
-            t170 = t168 + t169
-            if not -MAX_INT <= t170 <= MAX_INT: _check_value(t170)
+            t124 = _binop('+', t123, ('all_exhausted'), env)
+        if t124 is None or t124.__class__ is Missing: _need(t124)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t124.__class__ is int and t22.__class__ is int:
+            t125 = t124 + t22
+            if not -MAX_INT <= t125 <= MAX_INT: _check_value(t125)
         else:
-            t170 = _binop('+', t168, t169, env)
-        if t170 is None or t170.__class__ is Missing: _need(t170)
-        t171 = (', got ')
-        if t171 is None or t171.__class__ is Missing: _need(t171)
-        if t170.__class__ is int and t171.__class__ is int:
-            t172 = t170 + t171
-            if not -MAX_INT <= t172 <= MAX_INT: _check_value(t172)
+            t125 = _binop('+', t124, t22, env)
+        if t125 is None or t125.__class__ is Missing: _need(t125)
+        if t125.__class__ is int and (', got ').__class__ is int:
+            t126 = t125 + (', got ')
+            if not -MAX_INT <= t126 <= MAX_INT: _check_value(t126)
         else:
-            t172 = _binop('+', t170, t171, env)
-        if t172 is None or t172.__class__ is Missing: _need(t172)
-        t173 = env.lookup('chr_q')
-        if t173 is None: t173 = Missing('chr_q')
-        if t173 is None or t173.__class__ is Missing: _need(t173)
-        if t172.__class__ is int and t173.__class__ is int:
-            t174 = t172 + t173
-            if not -MAX_INT <= t174 <= MAX_INT: _check_value(t174)
+            t126 = _binop('+', t125, (', got '), env)
+        if t126 is None or t126.__class__ is Missing: _need(t126)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t126.__class__ is int and t22.__class__ is int:
+            t127 = t126 + t22
+            if not -MAX_INT <= t127 <= MAX_INT: _check_value(t127)
         else:
-            t174 = _binop('+', t172, t173, env)
-        if t174 is None or t174.__class__ is Missing: _need(t174)
-        t175 = env.lookup('config')
-        if t175 is None: t175 = Missing('config')
-        if t175.__class__ is dict and 'dataloader' in t175:
-            t176 = t175['dataloader']
-            if t176 is None: t176 = Missing('config.dataloader')
+            t127 = _binop('+', t126, t22, env)
+        if t127 is None or t127.__class__ is Missing: _need(t127)
+        t128 = call_value(env, F_str.fn, F_str.cost, True, [t113])
+        if t128 is None or t128.__class__ is Missing: _need(t128)
+        if t127.__class__ is int and t128.__class__ is int:
+            t129 = t127 + t128
+            if not -MAX_INT <= t129 <= MAX_INT: _check_value(t129)
         else:
-            t176 = attr_value(t175, 'dataloader', 'config.dataloader')
-        if t176.__class__ is dict and 'stopping_strategy' in t176:
-            t177 = t176['stopping_strategy']
-            if t177 is None: t177 = Missing('config.dataloader.stopping_strategy')
+            t129 = _binop('+', t127, t128, env)
+        if t129 is None or t129.__class__ is Missing: _need(t129)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        if t129.__class__ is int and t22.__class__ is int:
+            t130 = t129 + t22
+            if not -MAX_INT <= t130 <= MAX_INT: _check_value(t130)
         else:
-            t177 = attr_value(t176, 'stopping_strategy', 'config.dataloader.stopping_strategy')
-        t178 = call_value(env, F_str.fn, F_str.cost, True, [t177])
-        if t178 is None or t178.__class__ is Missing: _need(t178)
-        if t174.__class__ is int and t178.__class__ is int:
-            t179 = t174 + t178
-            if not -MAX_INT <= t179 <= MAX_INT: _check_value(t179)
-        else:
-            t179 = _binop('+', t174, t178, env)
-        if t179 is None or t179.__class__ is Missing: _need(t179)
-        t180 = env.lookup('chr_q')
-        if t180 is None: t180 = Missing('chr_q')
-        if t180 is None or t180.__class__ is Missing: _need(t180)
-        if t179.__class__ is int and t180.__class__ is int:
-            t181 = t179 + t180
-            if not -MAX_INT <= t181 <= MAX_INT: _check_value(t181)
-        else:
-            t181 = _binop('+', t179, t180, env)
-        t182 = ('use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"')
-        t183 = env.lookup('build')
-        if t183 is None: t183 = Missing('build')
-        t184 = [t150, t181, t182, t183]
-        t185 = [t61, t99, t143, t184]
-        t5 = t185
+            t130 = _binop('+', t129, t22, env)
+        t131 = [t116, t130, ('use stopping_strategy="on_first_exhausted" (the default) or "all_exhausted"'), t77]
+        t132 = [t48, t78, t110, t131]
+        t5 = t132
     else:
-        t186 = K105
-        t5 = t186
+        t133 = K105
+        t5 = t133
     t3 = loop_items(t5)
-    t187 = Env({}, None, t2, env)
-    t188 = t187.values
-    for t189 in t3:
+    t134 = Env({}, None, t2, env)
+    t135 = t134.values
+    for t136 in t3:
         t2.left -= 164
         if t2.left < 0: _charge(env, 0)
-        t188['x'] = t189
-        t187.let_cache = None
-        t190 = t189
-        if t190 is None: t190 = Missing('x')
-        if t190 is None or t190.__class__ is Missing: _need(t190)
-        t191 = (0)
-        if t191 is None or t191.__class__ is Missing: _need(t191)
-        t192 = index_value(t190, t191, 'x')
-        if (t192 if t192.__class__ is bool else _truth(t192)):
-            t193 = t189
-            if t193 is None: t193 = Missing('x')
-            t1.append(t193)
+        t135['x'] = t136
+        t134.let_cache = None
+        t137 = t136
+        if t137 is None: t137 = Missing('x')
+        if t137 is None or t137.__class__ is Missing: _need(t137)
+        if t137.__class__ is list and len(t137) > 0:
+            t138 = t137[0]
+            if t138 is None: t138 = Missing('x[0]')
+        else:
+            t138 = index_value(t137, (0), 'x')
+        if (t138 if t138.__class__ is bool else _truth(t138)):
+            t139 = t136
+            if t139 is None: t139 = Missing('x')
+            t1.append(t139)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -9520,9 +8332,8 @@ def e293(env):
             if t9 is None: t9 = Missing('s.weight')
         else:
             t9 = attr_value(t8, 'weight', 's.weight')
-        t10 = (1)
-        t11 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, t10])
-        t1.append(t11)
+        t10 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, (1)])
+        t1.append(t10)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -9548,9 +8359,8 @@ def e294(env):
             if t9 is None: t9 = Missing('s.infinite')
         else:
             t9 = attr_value(t8, 'infinite', 's.infinite')
-        t10 = (True)
-        t11 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, t10])
-        t1.append(t11)
+        t10 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, (True)])
+        t1.append(t10)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -9583,39 +8393,33 @@ def e295(env):
             if t11 is None: t11 = Missing('s.dataset_path')
         else:
             t11 = attr_value(t10, 'dataset_path', 's.dataset_path')
-        t12 = ('')
-        t13 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, t11, t12])
-        t14 = call_value(t5, F_str.fn, F_str.cost, True, [t13])
-        t1.append(t14)
+        t12 = call_value(t5, F_coalesce.fn, F_coalesce.cost, True, [t9, t11, ('')])
+        t13 = call_value(t5, F_str.fn, F_str.cost, True, [t12])
+        t1.append(t13)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
 def e296(env):
-    t1 = ('when it builds the config (the Config')
+    t1 = env.lookup('chr_q')
+    if t1 is None: t1 = Missing('chr_q')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = env.lookup('chr_q')
-    if t2 is None: t2 = Missing('chr_q')
+    if ('when it builds the config (the Config').__class__ is int and t1.__class__ is int:
+        t2 = ('when it builds the config (the Config') + t1
+        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
+    else:
+        t2 = _binop('+', ('when it builds the config (the Config'), t1, env)
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is int and t2.__class__ is int:
-        t3 = t1 + t2
+    if t2.__class__ is int and ('s __post_init__)').__class__ is int:
+        t3 = t2 + ('s __post_init__)')
         if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
     else:
-        t3 = _binop('+', t1, t2, env)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = ('s __post_init__)')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t5 = t3 + t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('+', t3, t4, env)
-    return t5
+        t3 = _binop('+', t2, ('s __post_init__)'), env)
+    return t3
 
 def e297(env):
-    t1 = ('when the trainer builds the dataloader (InterleavedDataset), before the first step')
-    return t1
+    return ('when the trainer builds the dataloader (InterleavedDataset), before the first step')
 
 def e298(env):
     t1 = env.lookup('framework')
@@ -9625,80 +8429,77 @@ def e298(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = ('torchtitan@0.3.0')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('torchtitan@0.3.0')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('torchtitan@0.3.0'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('config')
-        if t6 is None: t6 = Missing('config')
-        if t6.__class__ is dict and 'dataloader' in t6:
-            t7 = t6['dataloader']
-            if t7 is None: t7 = Missing('config.dataloader')
+        t5 = env.lookup('config')
+        if t5 is None: t5 = Missing('config')
+        if t5.__class__ is dict and 'dataloader' in t5:
+            t6 = t5['dataloader']
+            if t6 is None: t6 = Missing('config.dataloader')
         else:
-            t7 = attr_value(t6, 'dataloader', 'config.dataloader')
-        if t7.__class__ is dict and 'class' in t7:
-            t8 = t7['class']
-            if t8 is None: t8 = Missing('config.dataloader.class')
+            t6 = attr_value(t5, 'dataloader', 'config.dataloader')
+        if t6.__class__ is dict and 'class' in t6:
+            t7 = t6['class']
+            if t7 is None: t7 = Missing('config.dataloader.class')
         else:
-            t8 = attr_value(t7, 'class', 'config.dataloader.class')
-        t10 = K106
-        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t8, t10)
-        t9 = _compare('in', t8, t10)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t7 = attr_value(t6, 'class', 'config.dataloader.class')
+        t9 = K106
+        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t7, t9)
+        t8 = _compare('in', t7, t9)
+        t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t12 = env.lookup('sources')
-        if t12 is None: t12 = Missing('sources')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t11 = env.lookup('sources')
+        if t11 is None: t11 = Missing('sources')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t13 = type_name(t12)
-        env.budget.mem -= len(t13)
+        t12 = type_name(t11)
+        env.budget.mem -= len(t12)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t15 = ('list')
-        if t13.__class__ is str:
-            t14 = t13 == t15
+        if t12.__class__ is str:
+            t13 = t12 == ('list')
         else:
-            t14 = _compare('==', t13, t15)
-        t11 = (t14 if t14.__class__ is bool else _truth(t14))
+            t13 = _compare('==', t12, ('list'))
+        t10 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
-        t11 = False
-    if (t11 if t11.__class__ is bool else _truth(t11)):
-        t17 = []
-        t18 = env.budget
-        t20 = env.lookup('sources')
-        if t20 is None: t20 = Missing('sources')
-        t19 = loop_items(t20)
-        t21 = Env({}, None, t18, env)
-        t22 = t21.values
-        for t23 in t19:
-            t18.left -= 6
-            if t18.left < 0: _charge(env, 0)
-            t22['s'] = t23
-            t21.let_cache = None
-            t24 = t23
-            if t24 is None: t24 = Missing('s')
-            t21.budget.left -= 1
-            if t21.budget.left < 0: _charge(t21, 0)
-            t25 = type_name(t24)
-            t21.budget.mem -= len(t25)
-            if t21.budget.mem < 0: _charge_mem(t21, 0)
-            t27 = ('table')
-            if t25.__class__ is str:
-                t26 = t25 == t27
+        t10 = False
+    if (t10 if t10.__class__ is bool else _truth(t10)):
+        t15 = []
+        t16 = env.budget
+        t18 = env.lookup('sources')
+        if t18 is None: t18 = Missing('sources')
+        t17 = loop_items(t18)
+        t19 = Env({}, None, t16, env)
+        t20 = t19.values
+        for t21 in t17:
+            t16.left -= 6
+            if t16.left < 0: _charge(env, 0)
+            t20['s'] = t21
+            t19.let_cache = None
+            t22 = t21
+            if t22 is None: t22 = Missing('s')
+            t19.budget.left -= 1
+            if t19.budget.left < 0: _charge(t19, 0)
+            t23 = type_name(t22)
+            t19.budget.mem -= len(t23)
+            if t19.budget.mem < 0: _charge_mem(t19, 0)
+            if t23.__class__ is str:
+                t24 = t23 == ('table')
             else:
-                t26 = _compare('==', t25, t27)
-            t17.append(t26)
-            t18.mem -= 1
-            if t18.mem < 0: _charge_mem(env, 0)
-            if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t28 = call_value(env, F_all.fn, F_all.cost, False, [t17])
-        t16 = (t28 if t28.__class__ is bool else _truth(t28))
+                t24 = _compare('==', t23, ('table'))
+            t15.append(t24)
+            t16.mem -= 1
+            if t16.mem < 0: _charge_mem(env, 0)
+            if len(t15) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t25 = call_value(env, F_all.fn, F_all.cost, False, [t15])
+        t14 = (t25 if t25.__class__ is bool else _truth(t25))
     else:
-        t16 = False
-    return t16
+        t14 = False
+    return t14
 
 def e299(env):
     t1 = env.lookup('config')
@@ -9718,9 +8519,8 @@ def e299(env):
 def e300(env):
     t1 = env.lookup('names')
     if t1 is None: t1 = Missing('names')
-    t2 = (', ')
-    t3 = call_value(env, F_join.fn, F_join.cost, False, [t1, t2])
-    return t3
+    t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
+    return t2
 
 def e301(env):
     t1 = env.lookup('unknown')
@@ -9731,11 +8531,10 @@ def e301(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (0)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (0))
     return t3
 
 def e302(env):
@@ -9762,70 +8561,52 @@ def e302(env):
             if t8 is None: t8 = Missing('config.checkpoint.enable')
         else:
             t8 = attr_value(t7, 'enable', 'config.checkpoint.enable')
-        t10 = (True)
-        if t8.__class__ is t10.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t10
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (True)
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, (True))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('config')
-            if t12 is None: t12 = Missing('config')
-            if t12.__class__ is dict and 'checkpoint' in t12:
-                t13 = t12['checkpoint']
-                if t13 is None: t13 = Missing('config.checkpoint')
+            if t7.__class__ is dict and 'exclude_from_loading' in t7:
+                t11 = t7['exclude_from_loading']
+                if t11 is None: t11 = Missing('config.checkpoint.exclude_from_loading')
             else:
-                t13 = attr_value(t12, 'checkpoint', 'config.checkpoint')
-            if t13.__class__ is dict and 'exclude_from_loading' in t13:
-                t14 = t13['exclude_from_loading']
-                if t14 is None: t14 = Missing('config.checkpoint.exclude_from_loading')
-            else:
-                t14 = attr_value(t13, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
+                t11 = attr_value(t7, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t15 = type_name(t14)
-            env.budget.mem -= len(t15)
+            t12 = type_name(t11)
+            env.budget.mem -= len(t12)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t17 = ('list')
+            if t12.__class__ is str:
+                t13 = t12 == ('list')
+            else:
+                t13 = _compare('==', t12, ('list'))
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+        else:
+            t10 = False
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t15 = env.lookup('framework_version')
+            if t15 is None: t15 = Missing('framework_version')
             if t15.__class__ is str:
-                t16 = t15 == t17
+                t16 = t15 == ('0.2.x')
             else:
-                t16 = _compare('==', t15, t17)
-            t11 = (t16 if t16.__class__ is bool else _truth(t16))
+                t16 = _compare('==', t15, ('0.2.x'))
+            if not (t16 if t16.__class__ is bool else _truth(t16)):
+                if t7.__class__ is dict and 'class' in t7:
+                    t18 = t7['class']
+                    if t18 is None: t18 = Missing('config.checkpoint.class')
+                else:
+                    t18 = attr_value(t7, 'class', 'config.checkpoint.class')
+                if t18.__class__ is str:
+                    t19 = t18 == ('CheckpointManager.Config')
+                else:
+                    t19 = _compare('==', t18, ('CheckpointManager.Config'))
+                t17 = (t19 if t19.__class__ is bool else _truth(t19))
+            else:
+                t17 = True
+            t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t19 = env.lookup('framework_version')
-            if t19 is None: t19 = Missing('framework_version')
-            t21 = ('0.2.x')
-            if t19.__class__ is str:
-                t20 = t19 == t21
-            else:
-                t20 = _compare('==', t19, t21)
-            if not (t20 if t20.__class__ is bool else _truth(t20)):
-                t23 = env.lookup('config')
-                if t23 is None: t23 = Missing('config')
-                if t23.__class__ is dict and 'checkpoint' in t23:
-                    t24 = t23['checkpoint']
-                    if t24 is None: t24 = Missing('config.checkpoint')
-                else:
-                    t24 = attr_value(t23, 'checkpoint', 'config.checkpoint')
-                if t24.__class__ is dict and 'class' in t24:
-                    t25 = t24['class']
-                    if t25 is None: t25 = Missing('config.checkpoint.class')
-                else:
-                    t25 = attr_value(t24, 'class', 'config.checkpoint.class')
-                t27 = ('CheckpointManager.Config')
-                if t25.__class__ is str:
-                    t26 = t25 == t27
-                else:
-                    t26 = _compare('==', t25, t27)
-                t22 = (t26 if t26.__class__ is bool else _truth(t26))
-            else:
-                t22 = True
-            t18 = (t22 if t22.__class__ is bool else _truth(t22))
-        else:
-            t18 = False
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+            t14 = False
+        t5 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
         t5 = False
     return t5
@@ -9907,16 +8688,14 @@ def e305(env):
 def e306(env):
     t1 = env.lookup('exclude')
     if t1 is None: t1 = Missing('exclude')
-    t2 = (', ')
-    t3 = call_value(env, F_join.fn, F_join.cost, False, [t1, t2])
-    return t3
+    t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
+    return t2
 
 def e307(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
-    t2 = (', ')
-    t3 = call_value(env, F_join.fn, F_join.cost, False, [t1, t2])
-    return t3
+    t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
+    return t2
 
 def e308(env):
     t1 = env.lookup('unknown')
@@ -9927,34 +8706,32 @@ def e308(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (1)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (1)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (1))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('is not a state')
-        t5 = t6
+        t4 = ('is not a state')
     else:
-        t7 = ('are not states')
-        t5 = t7
-    return t5
+        t4 = ('are not states')
+    return t4
 
 def e309(env):
     t1 = env.lookup('states')
     if t1 is None: t1 = Missing('states')
-    t2 = (', ')
-    t3 = call_value(env, F_join.fn, F_join.cost, False, [t1, t2])
-    return t3
+    t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
+    return t2
 
 def e310(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'unknown')
-    return t3
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('unknown[0]')
+    else:
+        t2 = index_value(t1, (0), 'unknown')
+    return t2
 
 def e311(env):
     t1 = env.lookup('framework')
@@ -9975,177 +8752,6 @@ def e312(env):
     if (t1 if t1.__class__ is bool else _truth(t1)):
         t3 = []
         t4 = env.budget
-        t6 = ('://')
-        t8 = env.lookup('config')
-        if t8 is None: t8 = Missing('config')
-        if t8.__class__ is dict and 'checkpoint' in t8:
-            t9 = t8['checkpoint']
-            if t9 is None: t9 = Missing('config.checkpoint')
-        else:
-            t9 = attr_value(t8, 'checkpoint', 'config.checkpoint')
-        if t9.__class__ is dict and 'folder' in t9:
-            t10 = t9['folder']
-            if t10 is None: t10 = Missing('config.checkpoint.folder')
-        else:
-            t10 = attr_value(t9, 'folder', 'config.checkpoint.folder')
-        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t6, t10)
-        t7 = _compare('in', t6, t10)
-        if not (t7 if t7.__class__ is bool else _truth(t7)):
-            t12 = ('://')
-            t14 = env.lookup('config')
-            if t14 is None: t14 = Missing('config')
-            if t14.__class__ is dict and 'dump_folder' in t14:
-                t15 = t14['dump_folder']
-                if t15 is None: t15 = Missing('config.dump_folder')
-            else:
-                t15 = attr_value(t14, 'dump_folder', 'config.dump_folder')
-            if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(env, t12, t15)
-            t13 = _compare('not in', t12, t15)
-            t11 = (t13 if t13.__class__ is bool else _truth(t13))
-        else:
-            t11 = True
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t17 = ('checkpoint.folder')
-            t16 = t17
-        else:
-            t18 = ('checkpoint.folder (under dump_folder)')
-            t16 = t18
-        t19 = env.lookup('folder')
-        if t19 is None: t19 = Missing('folder')
-        t20 = ('://')
-        t22 = env.lookup('config')
-        if t22 is None: t22 = Missing('config')
-        if t22.__class__ is dict and 'checkpoint' in t22:
-            t23 = t22['checkpoint']
-            if t23 is None: t23 = Missing('config.checkpoint')
-        else:
-            t23 = attr_value(t22, 'checkpoint', 'config.checkpoint')
-        if t23.__class__ is dict and 'folder' in t23:
-            t24 = t23['folder']
-            if t24 is None: t24 = Missing('config.checkpoint.folder')
-        else:
-            t24 = attr_value(t23, 'folder', 'config.checkpoint.folder')
-        if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(env, t20, t24)
-        t21 = _compare('in', t20, t24)
-        if not (t21 if t21.__class__ is bool else _truth(t21)):
-            t26 = ('://')
-            t28 = env.lookup('config')
-            if t28 is None: t28 = Missing('config')
-            if t28.__class__ is dict and 'dump_folder' in t28:
-                t29 = t28['dump_folder']
-                if t29 is None: t29 = Missing('config.dump_folder')
-            else:
-                t29 = attr_value(t28, 'dump_folder', 'config.dump_folder')
-            if t29.__class__ is list or t29.__class__ is dict or t29.__class__ is str: _charge_operands(env, t26, t29)
-            t27 = _compare('not in', t26, t29)
-            t25 = (t27 if t27.__class__ is bool else _truth(t27))
-        else:
-            t25 = True
-        if (t25 if t25.__class__ is bool else _truth(t25)):
-            t31 = ('checkpoint.folder')
-            t30 = t31
-        else:
-            t32 = ('dump_folder')
-            t30 = t32
-        t33 = [t16, t19, t30]
-        t34 = ('checkpoint.initial_load_path')
-        t35 = env.lookup('config')
-        if t35 is None: t35 = Missing('config')
-        if t35.__class__ is dict and 'checkpoint' in t35:
-            t36 = t35['checkpoint']
-            if t36 is None: t36 = Missing('config.checkpoint')
-        else:
-            t36 = attr_value(t35, 'checkpoint', 'config.checkpoint')
-        if t36.__class__ is dict and 'initial_load_path' in t36:
-            t37 = t36['initial_load_path']
-            if t37 is None: t37 = Missing('config.checkpoint.initial_load_path')
-        else:
-            t37 = attr_value(t36, 'initial_load_path', 'config.checkpoint.initial_load_path')
-        t38 = ('checkpoint.initial_load_path')
-        t39 = [t34, t37, t38]
-        t40 = [t33, t39]
-        t5 = loop_items(t40)
-        t41 = Env({}, None, t4, env)
-        t42 = t41.values
-        for t43 in t5:
-            t4.left -= 55
-            if t4.left < 0: _charge(env, 0)
-            t42['x'] = t43
-            t41.let_cache = None
-            t44 = t43
-            if t44 is None: t44 = Missing('x')
-            if t44 is None or t44.__class__ is Missing: _need(t44)
-            t45 = (1)
-            if t45 is None or t45.__class__ is Missing: _need(t45)
-            t46 = index_value(t44, t45, 'x')
-            t41.budget.left -= 1
-            if t41.budget.left < 0: _charge(t41, 0)
-            t47 = type_name(t46)
-            t41.budget.mem -= len(t47)
-            if t41.budget.mem < 0: _charge_mem(t41, 0)
-            t49 = ('string')
-            if t47.__class__ is str:
-                t48 = t47 == t49
-            else:
-                t48 = _compare('==', t47, t49)
-            if (t48 if t48.__class__ is bool else _truth(t48)):
-                t51 = t43
-                if t51 is None: t51 = Missing('x')
-                if t51 is None or t51.__class__ is Missing: _need(t51)
-                t52 = (1)
-                if t52 is None or t52.__class__ is Missing: _need(t52)
-                t53 = index_value(t51, t52, 'x')
-                t55 = ('')
-                if t53.__class__ is str:
-                    t54 = t53 != t55
-                else:
-                    t54 = _compare('!=', t53, t55)
-                t50 = (t54 if t54.__class__ is bool else _truth(t54))
-            else:
-                t50 = False
-            if (t50 if t50.__class__ is bool else _truth(t50)):
-                t57 = ('://')
-                t59 = t43
-                if t59 is None: t59 = Missing('x')
-                if t59 is None or t59.__class__ is Missing: _need(t59)
-                t60 = (1)
-                if t60 is None or t60.__class__ is Missing: _need(t60)
-                t61 = index_value(t59, t60, 'x')
-                if t61.__class__ is list or t61.__class__ is dict or t61.__class__ is str: _charge_operands(t41, t57, t61)
-                t58 = _compare('in', t57, t61)
-                t56 = (t58 if t58.__class__ is bool else _truth(t58))
-            else:
-                t56 = False
-            if (t56 if t56.__class__ is bool else _truth(t56)):
-                t62 = t43
-                if t62 is None: t62 = Missing('x')
-                t3.append(t62)
-                t4.mem -= 1
-                if t4.mem < 0: _charge_mem(env, 0)
-                if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t2 = t3
-    else:
-        t63 = K110
-        t2 = t63
-    return t2
-
-def e313(env):
-    t1 = ('://')
-    t3 = env.lookup('config')
-    if t3 is None: t3 = Missing('config')
-    if t3.__class__ is dict and 'checkpoint' in t3:
-        t4 = t3['checkpoint']
-        if t4 is None: t4 = Missing('config.checkpoint')
-    else:
-        t4 = attr_value(t3, 'checkpoint', 'config.checkpoint')
-    if t4.__class__ is dict and 'folder' in t4:
-        t5 = t4['folder']
-        if t5 is None: t5 = Missing('config.checkpoint.folder')
-    else:
-        t5 = attr_value(t4, 'folder', 'config.checkpoint.folder')
-    if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t1, t5)
-    t2 = _compare('in', t1, t5)
-    if not (t2 if t2.__class__ is bool else _truth(t2)):
         t7 = env.lookup('config')
         if t7 is None: t7 = Missing('config')
         if t7.__class__ is dict and 'checkpoint' in t7:
@@ -10158,76 +8764,172 @@ def e313(env):
             if t9 is None: t9 = Missing('config.checkpoint.folder')
         else:
             t9 = attr_value(t8, 'folder', 'config.checkpoint.folder')
-        t10 = ('/')
-        t11 = call_value(env, F_startswith.fn, F_startswith.cost, False, [t9, t10])
-        t6 = (t11 if t11.__class__ is bool else _truth(t11))
+        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, ('://'), t9)
+        t6 = _compare('in', ('://'), t9)
+        if not (t6 if t6.__class__ is bool else _truth(t6)):
+            if t7.__class__ is dict and 'dump_folder' in t7:
+                t12 = t7['dump_folder']
+                if t12 is None: t12 = Missing('config.dump_folder')
+            else:
+                t12 = attr_value(t7, 'dump_folder', 'config.dump_folder')
+            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(env, ('://'), t12)
+            t11 = _compare('not in', ('://'), t12)
+            t10 = (t11 if t11.__class__ is bool else _truth(t11))
+        else:
+            t10 = True
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t13 = ('checkpoint.folder')
+        else:
+            t13 = ('checkpoint.folder (under dump_folder)')
+        t14 = env.lookup('folder')
+        if t14 is None: t14 = Missing('folder')
+        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, ('://'), t9)
+        t15 = _compare('in', ('://'), t9)
+        if not (t15 if t15.__class__ is bool else _truth(t15)):
+            if t7.__class__ is dict and 'dump_folder' in t7:
+                t18 = t7['dump_folder']
+                if t18 is None: t18 = Missing('config.dump_folder')
+            else:
+                t18 = attr_value(t7, 'dump_folder', 'config.dump_folder')
+            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, ('://'), t18)
+            t17 = _compare('not in', ('://'), t18)
+            t16 = (t17 if t17.__class__ is bool else _truth(t17))
+        else:
+            t16 = True
+        if (t16 if t16.__class__ is bool else _truth(t16)):
+            t19 = ('checkpoint.folder')
+        else:
+            t19 = ('dump_folder')
+        t20 = [t13, t14, t19]
+        if t8.__class__ is dict and 'initial_load_path' in t8:
+            t21 = t8['initial_load_path']
+            if t21 is None: t21 = Missing('config.checkpoint.initial_load_path')
+        else:
+            t21 = attr_value(t8, 'initial_load_path', 'config.checkpoint.initial_load_path')
+        t22 = [('checkpoint.initial_load_path'), t21, ('checkpoint.initial_load_path')]
+        t23 = [t20, t22]
+        t5 = loop_items(t23)
+        t24 = Env({}, None, t4, env)
+        t25 = t24.values
+        for t26 in t5:
+            t4.left -= 55
+            if t4.left < 0: _charge(env, 0)
+            t25['x'] = t26
+            t24.let_cache = None
+            t27 = t26
+            if t27 is None: t27 = Missing('x')
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            if t27.__class__ is list and len(t27) > 1:
+                t28 = t27[1]
+                if t28 is None: t28 = Missing('x[1]')
+            else:
+                t28 = index_value(t27, (1), 'x')
+            t24.budget.left -= 1
+            if t24.budget.left < 0: _charge(t24, 0)
+            t29 = type_name(t28)
+            t24.budget.mem -= len(t29)
+            if t24.budget.mem < 0: _charge_mem(t24, 0)
+            if t29.__class__ is str:
+                t30 = t29 == ('string')
+            else:
+                t30 = _compare('==', t29, ('string'))
+            if (t30 if t30.__class__ is bool else _truth(t30)):
+                t32 = t26
+                if t32 is None: t32 = Missing('x')
+                if t32 is None or t32.__class__ is Missing: _need(t32)
+                if t32.__class__ is list and len(t32) > 1:
+                    t33 = t32[1]
+                    if t33 is None: t33 = Missing('x[1]')
+                else:
+                    t33 = index_value(t32, (1), 'x')
+                if t33.__class__ is str:
+                    t34 = t33 != ('')
+                else:
+                    t34 = _compare('!=', t33, (''))
+                t31 = (t34 if t34.__class__ is bool else _truth(t34))
+            else:
+                t31 = False
+            if (t31 if t31.__class__ is bool else _truth(t31)):
+                t37 = t26
+                if t37 is None: t37 = Missing('x')
+                if t37 is None or t37.__class__ is Missing: _need(t37)
+                if t37.__class__ is list and len(t37) > 1:
+                    t38 = t37[1]
+                    if t38 is None: t38 = Missing('x[1]')
+                else:
+                    t38 = index_value(t37, (1), 'x')
+                if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(t24, ('://'), t38)
+                t36 = _compare('in', ('://'), t38)
+                t35 = (t36 if t36.__class__ is bool else _truth(t36))
+            else:
+                t35 = False
+            if (t35 if t35.__class__ is bool else _truth(t35)):
+                t39 = t26
+                if t39 is None: t39 = Missing('x')
+                t3.append(t39)
+                t4.mem -= 1
+                if t4.mem < 0: _charge_mem(env, 0)
+                if len(t3) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t2 = t3
     else:
-        t6 = True
-    if not (t6 if t6.__class__ is bool else _truth(t6)):
-        t13 = ('://')
-        t15 = env.lookup('config')
-        if t15 is None: t15 = Missing('config')
-        if t15.__class__ is dict and 'dump_folder' in t15:
-            t16 = t15['dump_folder']
-            if t16 is None: t16 = Missing('config.dump_folder')
-        else:
-            t16 = attr_value(t15, 'dump_folder', 'config.dump_folder')
-        if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t13, t16)
-        t14 = _compare('not in', t13, t16)
-        t12 = (t14 if t14.__class__ is bool else _truth(t14))
+        t40 = K110
+        t2 = t40
+    return t2
+
+def e313(env):
+    t2 = env.lookup('config')
+    if t2 is None: t2 = Missing('config')
+    if t2.__class__ is dict and 'checkpoint' in t2:
+        t3 = t2['checkpoint']
+        if t3 is None: t3 = Missing('config.checkpoint')
     else:
-        t12 = True
-    if (t12 if t12.__class__ is bool else _truth(t12)):
-        t18 = env.lookup('config')
-        if t18 is None: t18 = Missing('config')
-        if t18.__class__ is dict and 'checkpoint' in t18:
-            t19 = t18['checkpoint']
-            if t19 is None: t19 = Missing('config.checkpoint')
-        else:
-            t19 = attr_value(t18, 'checkpoint', 'config.checkpoint')
-        if t19.__class__ is dict and 'folder' in t19:
-            t20 = t19['folder']
-            if t20 is None: t20 = Missing('config.checkpoint.folder')
-        else:
-            t20 = attr_value(t19, 'folder', 'config.checkpoint.folder')
-        t17 = t20
+        t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
+    if t3.__class__ is dict and 'folder' in t3:
+        t4 = t3['folder']
+        if t4 is None: t4 = Missing('config.checkpoint.folder')
     else:
-        t21 = env.lookup('config')
-        if t21 is None: t21 = Missing('config')
-        if t21.__class__ is dict and 'dump_folder' in t21:
-            t22 = t21['dump_folder']
-            if t22 is None: t22 = Missing('config.dump_folder')
+        t4 = attr_value(t3, 'folder', 'config.checkpoint.folder')
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('://'), t4)
+    t1 = _compare('in', ('://'), t4)
+    if not (t1 if t1.__class__ is bool else _truth(t1)):
+        t6 = call_value(env, F_startswith.fn, F_startswith.cost, False, [t4, ('/')])
+        t5 = (t6 if t6.__class__ is bool else _truth(t6))
+    else:
+        t5 = True
+    if not (t5 if t5.__class__ is bool else _truth(t5)):
+        if t2.__class__ is dict and 'dump_folder' in t2:
+            t9 = t2['dump_folder']
+            if t9 is None: t9 = Missing('config.dump_folder')
         else:
-            t22 = attr_value(t21, 'dump_folder', 'config.dump_folder')
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = ('/')
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t22.__class__ is int and t23.__class__ is int:
-            t24 = t22 + t23
-            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
+            t9 = attr_value(t2, 'dump_folder', 'config.dump_folder')
+        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, ('://'), t9)
+        t8 = _compare('not in', ('://'), t9)
+        t7 = (t8 if t8.__class__ is bool else _truth(t8))
+    else:
+        t7 = True
+    if (t7 if t7.__class__ is bool else _truth(t7)):
+        t10 = t4
+    else:
+        if t2.__class__ is dict and 'dump_folder' in t2:
+            t11 = t2['dump_folder']
+            if t11 is None: t11 = Missing('config.dump_folder')
         else:
-            t24 = _binop('+', t22, t23, env)
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        t25 = env.lookup('config')
-        if t25 is None: t25 = Missing('config')
-        if t25.__class__ is dict and 'checkpoint' in t25:
-            t26 = t25['checkpoint']
-            if t26 is None: t26 = Missing('config.checkpoint')
+            t11 = attr_value(t2, 'dump_folder', 'config.dump_folder')
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        if t11.__class__ is int and ('/').__class__ is int:
+            t12 = t11 + ('/')
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
         else:
-            t26 = attr_value(t25, 'checkpoint', 'config.checkpoint')
-        if t26.__class__ is dict and 'folder' in t26:
-            t27 = t26['folder']
-            if t27 is None: t27 = Missing('config.checkpoint.folder')
+            t12 = _binop('+', t11, ('/'), env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if t12.__class__ is int and t4.__class__ is int:
+            t13 = t12 + t4
+            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t27 = attr_value(t26, 'folder', 'config.checkpoint.folder')
-        if t27 is None or t27.__class__ is Missing: _need(t27)
-        if t24.__class__ is int and t27.__class__ is int:
-            t28 = t24 + t27
-            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
-        else:
-            t28 = _binop('+', t24, t27, env)
-        t17 = t28
-    return t17
+            t13 = _binop('+', t12, t4, env)
+        t10 = t13
+    return t10
 
 def e314(env):
     t1 = env.lookup('framework')
@@ -10237,121 +8939,115 @@ def e314(env):
         if t2 is None: t2 = Missing('framework.id')
     else:
         t2 = attr_value(t1, 'id', 'framework.id')
-    t4 = ('torchtitan@main@b5bcd76c6')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('torchtitan@main@b5bcd76c6')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('torchtitan@main@b5bcd76c6'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = env.lookup('config')
-        if t6 is None: t6 = Missing('config')
-        if t6.__class__ is dict and 'checkpoint' in t6:
-            t7 = t6['checkpoint']
-            if t7 is None: t7 = Missing('config.checkpoint')
+        t5 = env.lookup('config')
+        if t5 is None: t5 = Missing('config')
+        if t5.__class__ is dict and 'checkpoint' in t5:
+            t6 = t5['checkpoint']
+            if t6 is None: t6 = Missing('config.checkpoint')
         else:
-            t7 = attr_value(t6, 'checkpoint', 'config.checkpoint')
-        if t7.__class__ is dict and 'class' in t7:
-            t8 = t7['class']
-            if t8 is None: t8 = Missing('config.checkpoint.class')
+            t6 = attr_value(t5, 'checkpoint', 'config.checkpoint')
+        if t6.__class__ is dict and 'class' in t6:
+            t7 = t6['class']
+            if t7 is None: t7 = Missing('config.checkpoint.class')
         else:
-            t8 = attr_value(t7, 'class', 'config.checkpoint.class')
-        t10 = ('TorchCheckpointingManager.Config')
-        if t8.__class__ is str:
-            t9 = t8 == t10
+            t7 = attr_value(t6, 'class', 'config.checkpoint.class')
+        if t7.__class__ is str:
+            t8 = t7 == ('TorchCheckpointingManager.Config')
         else:
-            t9 = _compare('==', t8, t10)
-        t5 = (t9 if t9.__class__ is bool else _truth(t9))
+            t8 = _compare('==', t7, ('TorchCheckpointingManager.Config'))
+        t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t12 = env.lookup('config')
-        if t12 is None: t12 = Missing('config')
-        if t12.__class__ is dict and 'checkpoint' in t12:
-            t13 = t12['checkpoint']
-            if t13 is None: t13 = Missing('config.checkpoint')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t10 = env.lookup('config')
+        if t10 is None: t10 = Missing('config')
+        if t10.__class__ is dict and 'checkpoint' in t10:
+            t11 = t10['checkpoint']
+            if t11 is None: t11 = Missing('config.checkpoint')
         else:
-            t13 = attr_value(t12, 'checkpoint', 'config.checkpoint')
-        if t13.__class__ is dict and 'enable' in t13:
-            t14 = t13['enable']
-            if t14 is None: t14 = Missing('config.checkpoint.enable')
+            t11 = attr_value(t10, 'checkpoint', 'config.checkpoint')
+        if t11.__class__ is dict and 'enable' in t11:
+            t12 = t11['enable']
+            if t12 is None: t12 = Missing('config.checkpoint.enable')
         else:
-            t14 = attr_value(t13, 'enable', 'config.checkpoint.enable')
-        t16 = (True)
-        if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
-            t15 = t14 == t16
+            t12 = attr_value(t11, 'enable', 'config.checkpoint.enable')
+        if t12.__class__ is (True).__class__ and (t12.__class__ is int or t12.__class__ is str):
+            t13 = t12 == (True)
         else:
-            t15 = _compare('==', t14, t16)
-        t11 = (t15 if t15.__class__ is bool else _truth(t15))
+            t13 = _compare('==', t12, (True))
+        t9 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
-        t11 = False
-    if (t11 if t11.__class__ is bool else _truth(t11)):
-        t18 = env.lookup('config')
-        if t18 is None: t18 = Missing('config')
-        if t18.__class__ is dict and 'checkpoint' in t18:
-            t19 = t18['checkpoint']
-            if t19 is None: t19 = Missing('config.checkpoint')
+        t9 = False
+    if (t9 if t9.__class__ is bool else _truth(t9)):
+        t15 = env.lookup('config')
+        if t15 is None: t15 = Missing('config')
+        if t15.__class__ is dict and 'checkpoint' in t15:
+            t16 = t15['checkpoint']
+            if t16 is None: t16 = Missing('config.checkpoint')
         else:
-            t19 = attr_value(t18, 'checkpoint', 'config.checkpoint')
-        if t19.__class__ is dict and 'folder' in t19:
-            t20 = t19['folder']
-            if t20 is None: t20 = Missing('config.checkpoint.folder')
+            t16 = attr_value(t15, 'checkpoint', 'config.checkpoint')
+        if t16.__class__ is dict and 'folder' in t16:
+            t17 = t16['folder']
+            if t17 is None: t17 = Missing('config.checkpoint.folder')
         else:
-            t20 = attr_value(t19, 'folder', 'config.checkpoint.folder')
+            t17 = attr_value(t16, 'folder', 'config.checkpoint.folder')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t21 = type_name(t20)
-        env.budget.mem -= len(t21)
+        t18 = type_name(t17)
+        env.budget.mem -= len(t18)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t23 = ('string')
-        if t21.__class__ is str:
-            t22 = t21 == t23
+        if t18.__class__ is str:
+            t19 = t18 == ('string')
         else:
-            t22 = _compare('==', t21, t23)
-        t17 = (t22 if t22.__class__ is bool else _truth(t22))
+            t19 = _compare('==', t18, ('string'))
+        t14 = (t19 if t19.__class__ is bool else _truth(t19))
     else:
-        t17 = False
-    if (t17 if t17.__class__ is bool else _truth(t17)):
-        t25 = env.lookup('config')
-        if t25 is None: t25 = Missing('config')
-        if t25.__class__ is dict and 'dump_folder' in t25:
-            t26 = t25['dump_folder']
-            if t26 is None: t26 = Missing('config.dump_folder')
+        t14 = False
+    if (t14 if t14.__class__ is bool else _truth(t14)):
+        t21 = env.lookup('config')
+        if t21 is None: t21 = Missing('config')
+        if t21.__class__ is dict and 'dump_folder' in t21:
+            t22 = t21['dump_folder']
+            if t22 is None: t22 = Missing('config.dump_folder')
         else:
-            t26 = attr_value(t25, 'dump_folder', 'config.dump_folder')
+            t22 = attr_value(t21, 'dump_folder', 'config.dump_folder')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t27 = type_name(t26)
-        env.budget.mem -= len(t27)
+        t23 = type_name(t22)
+        env.budget.mem -= len(t23)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t29 = ('string')
-        if t27.__class__ is str:
-            t28 = t27 == t29
+        if t23.__class__ is str:
+            t24 = t23 == ('string')
         else:
-            t28 = _compare('==', t27, t29)
-        t24 = (t28 if t28.__class__ is bool else _truth(t28))
+            t24 = _compare('==', t23, ('string'))
+        t20 = (t24 if t24.__class__ is bool else _truth(t24))
     else:
-        t24 = False
-    return t24
+        t20 = False
+    return t20
 
 def e315(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (2)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    t5 = ('checkpoint.initial_load_path')
-    if t3.__class__ is str:
-        t4 = t3 == t5
+    if t1.__class__ is list and len(t1) > 2:
+        t2 = t1[2]
+        if t2 is None: t2 = Missing('item[2]')
     else:
-        t4 = _compare('==', t3, t5)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('checkpoint.initial_load_path')
-        t6 = t7
+        t2 = index_value(t1, (2), 'item')
+    if t2.__class__ is str:
+        t3 = t2 == ('checkpoint.initial_load_path')
     else:
-        t8 = ('checkpoint.folder')
-        t6 = t8
-    return t6
+        t3 = _compare('==', t2, ('checkpoint.initial_load_path'))
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t4 = ('checkpoint.initial_load_path')
+    else:
+        t4 = ('checkpoint.folder')
+    return t4
 
 def e316(env):
     t1 = env.lookup('framework')
@@ -10417,127 +9113,137 @@ def e317(env):
         t16 = t13
         if t16 is None: t16 = Missing('x')
         if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = (2)
+        if t16.__class__ is list and len(t16) > 2:
+            t17 = t16[2]
+            if t17 is None: t17 = Missing('x[2]')
+        else:
+            t17 = index_value(t16, (2), 'x')
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = index_value(t16, t17, 'x')
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = index_value(t15, t18, 'datasets.registries')
-        if t19.__class__ is dict and 'lowercased' in t19:
-            t20 = t19['lowercased']
-            if t20 is None: t20 = Missing('lowercased')
+        t18 = index_value(t15, t17, 'datasets.registries')
+        if t18.__class__ is dict and 'lowercased' in t18:
+            t19 = t18['lowercased']
+            if t19 is None: t19 = Missing('lowercased')
         else:
-            t20 = attr_value(t19, 'lowercased', 'lowercased')
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t22 = t13
-            if t22 is None: t22 = Missing('x')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = (1)
-            if t23 is None or t23.__class__ is Missing: _need(t23)
-            t24 = index_value(t22, t23, 'x')
-            t25 = call_value(t11, F_lower.fn, F_lower.cost, False, [t24])
-            t21 = t25
+            t19 = attr_value(t18, 'lowercased', 'lowercased')
+        if (t19 if t19.__class__ is bool else _truth(t19)):
+            t21 = t13
+            if t21 is None: t21 = Missing('x')
+            if t21 is None or t21.__class__ is Missing: _need(t21)
+            if t21.__class__ is list and len(t21) > 1:
+                t22 = t21[1]
+                if t22 is None: t22 = Missing('x[1]')
+            else:
+                t22 = index_value(t21, (1), 'x')
+            t23 = call_value(t11, F_lower.fn, F_lower.cost, False, [t22])
+            t20 = t23
         else:
-            t26 = t13
-            if t26 is None: t26 = Missing('x')
-            if t26 is None or t26.__class__ is Missing: _need(t26)
-            t27 = (1)
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = index_value(t26, t27, 'x')
-            t21 = t28
-        t30 = t11.lookup('datasets')
-        if t30 is None: t30 = Missing('datasets')
-        if t30.__class__ is dict and 'registries' in t30:
-            t31 = t30['registries']
-            if t31 is None: t31 = Missing('datasets.registries')
+            t24 = t13
+            if t24 is None: t24 = Missing('x')
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            if t24.__class__ is list and len(t24) > 1:
+                t25 = t24[1]
+                if t25 is None: t25 = Missing('x[1]')
+            else:
+                t25 = index_value(t24, (1), 'x')
+            t20 = t25
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t27 = t13
+        if t27 is None: t27 = Missing('x')
+        if t27 is None or t27.__class__ is Missing: _need(t27)
+        if t27.__class__ is list and len(t27) > 2:
+            t28 = t27[2]
+            if t28 is None: t28 = Missing('x[2]')
         else:
-            t31 = attr_value(t30, 'registries', 'datasets.registries')
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        t32 = t13
-        if t32 is None: t32 = Missing('x')
-        if t32 is None or t32.__class__ is Missing: _need(t32)
-        t33 = (2)
-        if t33 is None or t33.__class__ is Missing: _need(t33)
-        t34 = index_value(t32, t33, 'x')
-        if t34 is None or t34.__class__ is Missing: _need(t34)
-        t35 = index_value(t31, t34, 'datasets.registries')
-        if t35.__class__ is dict and 'names' in t35:
-            t36 = t35['names']
-            if t36 is None: t36 = Missing('names')
+            t28 = index_value(t27, (2), 'x')
+        if t28 is None or t28.__class__ is Missing: _need(t28)
+        t29 = index_value(t15, t28, 'datasets.registries')
+        if t29.__class__ is dict and 'names' in t29:
+            t30 = t29['names']
+            if t30 is None: t30 = Missing('names')
         else:
-            t36 = attr_value(t35, 'names', 'names')
-        if t36.__class__ is list or t36.__class__ is dict or t36.__class__ is str: _charge_operands(t11, t21, t36)
-        t29 = _compare('not in', t21, t36)
-        if (t29 if t29.__class__ is bool else _truth(t29)):
+            t30 = attr_value(t29, 'names', 'names')
+        if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(t11, t20, t30)
+        t26 = _compare('not in', t20, t30)
+        if (t26 if t26.__class__ is bool else _truth(t26)):
+            t31 = t13
+            if t31 is None: t31 = Missing('x')
+            if t31 is None or t31.__class__ is Missing: _need(t31)
+            if t31.__class__ is list and len(t31) > 0:
+                t32 = t31[0]
+                if t32 is None: t32 = Missing('x[0]')
+            else:
+                t32 = index_value(t31, (0), 'x')
+            t33 = t13
+            if t33 is None: t33 = Missing('x')
+            if t33 is None or t33.__class__ is Missing: _need(t33)
+            if t33.__class__ is list and len(t33) > 1:
+                t34 = t33[1]
+                if t34 is None: t34 = Missing('x[1]')
+            else:
+                t34 = index_value(t33, (1), 'x')
+            t35 = t13
+            if t35 is None: t35 = Missing('x')
+            if t35 is None or t35.__class__ is Missing: _need(t35)
+            if t35.__class__ is list and len(t35) > 2:
+                t36 = t35[2]
+                if t36 is None: t36 = Missing('x[2]')
+            else:
+                t36 = index_value(t35, (2), 'x')
             t37 = t13
             if t37 is None: t37 = Missing('x')
             if t37 is None or t37.__class__ is Missing: _need(t37)
-            t38 = (0)
-            if t38 is None or t38.__class__ is Missing: _need(t38)
-            t39 = index_value(t37, t38, 'x')
-            t40 = t13
-            if t40 is None: t40 = Missing('x')
-            if t40 is None or t40.__class__ is Missing: _need(t40)
-            t41 = (1)
+            if t37.__class__ is list and len(t37) > 3:
+                t38 = t37[3]
+                if t38 is None: t38 = Missing('x[3]')
+            else:
+                t38 = index_value(t37, (3), 'x')
+            t39 = t13
+            if t39 is None: t39 = Missing('x')
+            if t39 is None or t39.__class__ is Missing: _need(t39)
+            if t39.__class__ is list and len(t39) > 4:
+                t40 = t39[4]
+                if t40 is None: t40 = Missing('x[4]')
+            else:
+                t40 = index_value(t39, (4), 'x')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t41 = t13
+            if t41 is None: t41 = Missing('x')
             if t41 is None or t41.__class__ is Missing: _need(t41)
-            t42 = index_value(t40, t41, 'x')
-            t43 = t13
-            if t43 is None: t43 = Missing('x')
-            if t43 is None or t43.__class__ is Missing: _need(t43)
-            t44 = (2)
-            if t44 is None or t44.__class__ is Missing: _need(t44)
-            t45 = index_value(t43, t44, 'x')
-            t46 = t13
-            if t46 is None: t46 = Missing('x')
-            if t46 is None or t46.__class__ is Missing: _need(t46)
-            t47 = (3)
-            if t47 is None or t47.__class__ is Missing: _need(t47)
-            t48 = index_value(t46, t47, 'x')
-            t49 = t13
-            if t49 is None: t49 = Missing('x')
-            if t49 is None or t49.__class__ is Missing: _need(t49)
-            t50 = (4)
-            if t50 is None or t50.__class__ is Missing: _need(t50)
-            t51 = index_value(t49, t50, 'x')
-            t52 = t11.lookup('datasets')
-            if t52 is None: t52 = Missing('datasets')
-            if t52.__class__ is dict and 'registries' in t52:
-                t53 = t52['registries']
-                if t53 is None: t53 = Missing('datasets.registries')
+            if t41.__class__ is list and len(t41) > 2:
+                t42 = t41[2]
+                if t42 is None: t42 = Missing('x[2]')
             else:
-                t53 = attr_value(t52, 'registries', 'datasets.registries')
-            if t53 is None or t53.__class__ is Missing: _need(t53)
-            t54 = t13
-            if t54 is None: t54 = Missing('x')
-            if t54 is None or t54.__class__ is Missing: _need(t54)
-            t55 = (2)
-            if t55 is None or t55.__class__ is Missing: _need(t55)
-            t56 = index_value(t54, t55, 'x')
-            if t56 is None or t56.__class__ is Missing: _need(t56)
-            t57 = index_value(t53, t56, 'datasets.registries')
-            if t57.__class__ is dict and 'lowercased' in t57:
-                t58 = t57['lowercased']
-                if t58 is None: t58 = Missing('lowercased')
+                t42 = index_value(t41, (2), 'x')
+            if t42 is None or t42.__class__ is Missing: _need(t42)
+            t43 = index_value(t15, t42, 'datasets.registries')
+            if t43.__class__ is dict and 'lowercased' in t43:
+                t44 = t43['lowercased']
+                if t44 is None: t44 = Missing('lowercased')
             else:
-                t58 = attr_value(t57, 'lowercased', 'lowercased')
-            if (t58 if t58.__class__ is bool else _truth(t58)):
-                t60 = t13
-                if t60 is None: t60 = Missing('x')
-                if t60 is None or t60.__class__ is Missing: _need(t60)
-                t61 = (1)
-                if t61 is None or t61.__class__ is Missing: _need(t61)
-                t62 = index_value(t60, t61, 'x')
-                t63 = call_value(t11, F_lower.fn, F_lower.cost, False, [t62])
-                t59 = t63
+                t44 = attr_value(t43, 'lowercased', 'lowercased')
+            if (t44 if t44.__class__ is bool else _truth(t44)):
+                t46 = t13
+                if t46 is None: t46 = Missing('x')
+                if t46 is None or t46.__class__ is Missing: _need(t46)
+                if t46.__class__ is list and len(t46) > 1:
+                    t47 = t46[1]
+                    if t47 is None: t47 = Missing('x[1]')
+                else:
+                    t47 = index_value(t46, (1), 'x')
+                t48 = call_value(t11, F_lower.fn, F_lower.cost, False, [t47])
+                t45 = t48
             else:
-                t64 = t13
-                if t64 is None: t64 = Missing('x')
-                if t64 is None or t64.__class__ is Missing: _need(t64)
-                t65 = (1)
-                if t65 is None or t65.__class__ is Missing: _need(t65)
-                t66 = index_value(t64, t65, 'x')
-                t59 = t66
-            t67 = [t39, t42, t45, t48, t51, t59]
-            t1.append(t67)
+                t49 = t13
+                if t49 is None: t49 = Missing('x')
+                if t49 is None or t49.__class__ is Missing: _need(t49)
+                if t49.__class__ is list and len(t49) > 1:
+                    t50 = t49[1]
+                    if t50 is None: t50 = Missing('x[1]')
+                else:
+                    t50 = index_value(t49, (1), 'x')
+                t45 = t50
+            t51 = [t32, t34, t36, t38, t40, t45]
+            t1.append(t51)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -10546,33 +9252,31 @@ def e317(env):
 def e318(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
-    t3 = ('0.3.0')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('0.3.0')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('0.3.0'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('config')
-        if t5 is None: t5 = Missing('config')
-        if t5.__class__ is dict and 'dataloader' in t5:
-            t6 = t5['dataloader']
-            if t6 is None: t6 = Missing('config.dataloader')
+        t4 = env.lookup('config')
+        if t4 is None: t4 = Missing('config')
+        if t4.__class__ is dict and 'dataloader' in t4:
+            t5 = t4['dataloader']
+            if t5 is None: t5 = Missing('config.dataloader')
         else:
-            t6 = attr_value(t5, 'dataloader', 'config.dataloader')
+            t5 = attr_value(t4, 'dataloader', 'config.dataloader')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t7 = type_name(t6)
-        env.budget.mem -= len(t7)
+        t6 = type_name(t5)
+        env.budget.mem -= len(t6)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t9 = ('table')
-        if t7.__class__ is str:
-            t8 = t7 == t9
+        if t6.__class__ is str:
+            t7 = t6 == ('table')
         else:
-            t8 = _compare('==', t7, t9)
-        t4 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('==', t6, ('table'))
+        t3 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t4 = False
-    return t4
+        t3 = False
+    return t3
 
 def e319(env):
     t1 = env.lookup('reg')
@@ -10621,70 +9325,48 @@ def e319(env):
         t14 = type_name(t13)
         env.budget.mem -= len(t14)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t16 = ('string')
         if t14.__class__ is str:
-            t15 = t14 == t16
+            t15 = t14 == ('string')
         else:
-            t15 = _compare('==', t14, t16)
+            t15 = _compare('==', t14, ('string'))
         t10 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
         t10 = False
     if (t10 if t10.__class__ is bool else _truth(t10)):
-        t18 = ('dataloader.dataset')
-        t19 = env.lookup('config')
-        if t19 is None: t19 = Missing('config')
-        if t19.__class__ is dict and 'dataloader' in t19:
-            t20 = t19['dataloader']
-            if t20 is None: t20 = Missing('config.dataloader')
+        t17 = env.lookup('config')
+        if t17 is None: t17 = Missing('config')
+        if t17.__class__ is dict and 'dataloader' in t17:
+            t18 = t17['dataloader']
+            if t18 is None: t18 = Missing('config.dataloader')
         else:
-            t20 = attr_value(t19, 'dataloader', 'config.dataloader')
-        if t20.__class__ is dict and 'dataset' in t20:
-            t21 = t20['dataset']
-            if t21 is None: t21 = Missing('config.dataloader.dataset')
+            t18 = attr_value(t17, 'dataloader', 'config.dataloader')
+        if t18.__class__ is dict and 'dataset' in t18:
+            t19 = t18['dataset']
+            if t19 is None: t19 = Missing('config.dataloader.dataset')
         else:
-            t21 = attr_value(t20, 'dataset', 'config.dataloader.dataset')
-        t22 = env.lookup('datasets')
-        if t22 is None: t22 = Missing('datasets')
-        if t22.__class__ is dict and 'loaders' in t22:
-            t23 = t22['loaders']
-            if t23 is None: t23 = Missing('datasets.loaders')
+            t19 = attr_value(t18, 'dataset', 'config.dataloader.dataset')
+        t20 = env.lookup('datasets')
+        if t20 is None: t20 = Missing('datasets')
+        if t20.__class__ is dict and 'loaders' in t20:
+            t21 = t20['loaders']
+            if t21 is None: t21 = Missing('datasets.loaders')
         else:
-            t23 = attr_value(t22, 'loaders', 'datasets.loaders')
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = env.lookup('config')
-        if t24 is None: t24 = Missing('config')
-        if t24.__class__ is dict and 'dataloader' in t24:
-            t25 = t24['dataloader']
-            if t25 is None: t25 = Missing('config.dataloader')
+            t21 = attr_value(t20, 'loaders', 'datasets.loaders')
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        if t18.__class__ is dict and 'class' in t18:
+            t22 = t18['class']
+            if t22 is None: t22 = Missing('config.dataloader.class')
         else:
-            t25 = attr_value(t24, 'dataloader', 'config.dataloader')
-        if t25.__class__ is dict and 'class' in t25:
-            t26 = t25['class']
-            if t26 is None: t26 = Missing('config.dataloader.class')
-        else:
-            t26 = attr_value(t25, 'class', 'config.dataloader.class')
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        t27 = index_value(t23, t26, 'datasets.loaders')
-        t28 = env.lookup('config')
-        if t28 is None: t28 = Missing('config')
-        if t28.__class__ is dict and 'dataloader' in t28:
-            t29 = t28['dataloader']
-            if t29 is None: t29 = Missing('config.dataloader')
-        else:
-            t29 = attr_value(t28, 'dataloader', 'config.dataloader')
-        if t29.__class__ is dict and 'class' in t29:
-            t30 = t29['class']
-            if t30 is None: t30 = Missing('config.dataloader.class')
-        else:
-            t30 = attr_value(t29, 'class', 'config.dataloader.class')
-        t31 = ('dataloader.dataset')
-        t32 = [t18, t21, t27, t30, t31]
-        t33 = [t32]
-        t17 = t33
+            t22 = attr_value(t18, 'class', 'config.dataloader.class')
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        t23 = index_value(t21, t22, 'datasets.loaders')
+        t24 = [('dataloader.dataset'), t19, t23, t22, ('dataloader.dataset')]
+        t25 = [t24]
+        t16 = t25
     else:
-        t34 = K112
-        t17 = t34
-    return t17
+        t26 = K112
+        t16 = t26
+    return t16
 
 def e320(env):
     t1 = env.lookup('reg')
@@ -10733,524 +9415,440 @@ def e320(env):
         t14 = type_name(t13)
         env.budget.mem -= len(t14)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t16 = ('list')
         if t14.__class__ is str:
-            t15 = t14 == t16
+            t15 = t14 == ('list')
         else:
-            t15 = _compare('==', t14, t16)
+            t15 = _compare('==', t14, ('list'))
         t10 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
         t10 = False
     if (t10 if t10.__class__ is bool else _truth(t10)):
-        t18 = []
-        t19 = env.budget
-        t21 = (0)
-        t22 = env.lookup('s')
-        if t22 is None: t22 = Missing('s')
-        if t22.__class__ is list or t22.__class__ is str or t22.__class__ is dict:
-            t23 = len(t22)
-            env.budget.left -= t23 if t23 > 1 else 1
+        t17 = []
+        t18 = env.budget
+        t20 = env.lookup('s')
+        if t20 is None: t20 = Missing('s')
+        if t20.__class__ is list or t20.__class__ is str or t20.__class__ is dict:
+            t21 = len(t20)
+            env.budget.left -= t21 if t21 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t23 = call_value(env, F_len.fn, F_len.cost, False, [t22])
-        t24 = call_value(env, F_range.fn, F_range.cost, False, [t21, t23])
-        t20 = loop_items(t24)
-        t25 = Env({}, None, t19, env)
-        t26 = t25.values
-        for t27 in t20:
-            t19.left -= 40
-            if t19.left < 0: _charge(env, 0)
-            t26['i'] = t27
-            t25.let_cache = None
-            t28 = t25.lookup('s')
-            if t28 is None: t28 = Missing('s')
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = t27
-            if t29 is None: t29 = Missing('i')
-            if t29 is None or t29.__class__ is Missing: _need(t29)
-            t30 = index_value(t28, t29, 's')
-            t25.budget.left -= 1
-            if t25.budget.left < 0: _charge(t25, 0)
-            t31 = type_name(t30)
-            t25.budget.mem -= len(t31)
-            if t25.budget.mem < 0: _charge_mem(t25, 0)
-            t33 = ('table')
-            if t31.__class__ is str:
-                t32 = t31 == t33
+            t21 = call_value(env, F_len.fn, F_len.cost, False, [t20])
+        t22 = call_value(env, F_range.fn, F_range.cost, False, [(0), t21])
+        t19 = loop_items(t22)
+        t23 = Env({}, None, t18, env)
+        t24 = t23.values
+        for t25 in t19:
+            t18.left -= 40
+            if t18.left < 0: _charge(env, 0)
+            t24['i'] = t25
+            t23.let_cache = None
+            t26 = t23.lookup('s')
+            if t26 is None: t26 = Missing('s')
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            t27 = t25
+            if t27 is None: t27 = Missing('i')
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = index_value(t26, t27, 's')
+            t23.budget.left -= 1
+            if t23.budget.left < 0: _charge(t23, 0)
+            t29 = type_name(t28)
+            t23.budget.mem -= len(t29)
+            if t23.budget.mem < 0: _charge_mem(t23, 0)
+            if t29.__class__ is str:
+                t30 = t29 == ('table')
             else:
-                t32 = _compare('==', t31, t33)
-            if (t32 if t32.__class__ is bool else _truth(t32)):
-                t35 = t25.lookup('s')
-                if t35 is None: t35 = Missing('s')
-                if t35 is None or t35.__class__ is Missing: _need(t35)
-                t36 = t27
-                if t36 is None: t36 = Missing('i')
-                if t36 is None or t36.__class__ is Missing: _need(t36)
-                t37 = index_value(t35, t36, 's')
-                if t37.__class__ is dict and 'dataset' in t37:
-                    t38 = t37['dataset']
-                    if t38 is None: t38 = Missing('dataset')
+                t30 = _compare('==', t29, ('table'))
+            if (t30 if t30.__class__ is bool else _truth(t30)):
+                if t26 is None or t26.__class__ is Missing: _need(t26)
+                t32 = t25
+                if t32 is None: t32 = Missing('i')
+                if t32 is None or t32.__class__ is Missing: _need(t32)
+                t33 = index_value(t26, t32, 's')
+                if t33.__class__ is dict and 'dataset' in t33:
+                    t34 = t33['dataset']
+                    if t34 is None: t34 = Missing('dataset')
                 else:
-                    t38 = attr_value(t37, 'dataset', 'dataset')
-                t25.budget.left -= 1
-                if t25.budget.left < 0: _charge(t25, 0)
-                t39 = type_name(t38)
-                t25.budget.mem -= len(t39)
-                if t25.budget.mem < 0: _charge_mem(t25, 0)
-                t41 = ('string')
-                if t39.__class__ is str:
-                    t40 = t39 == t41
+                    t34 = attr_value(t33, 'dataset', 'dataset')
+                t23.budget.left -= 1
+                if t23.budget.left < 0: _charge(t23, 0)
+                t35 = type_name(t34)
+                t23.budget.mem -= len(t35)
+                if t23.budget.mem < 0: _charge_mem(t23, 0)
+                if t35.__class__ is str:
+                    t36 = t35 == ('string')
                 else:
-                    t40 = _compare('==', t39, t41)
-                t34 = (t40 if t40.__class__ is bool else _truth(t40))
+                    t36 = _compare('==', t35, ('string'))
+                t31 = (t36 if t36.__class__ is bool else _truth(t36))
             else:
-                t34 = False
-            if (t34 if t34.__class__ is bool else _truth(t34)):
-                t42 = ('dataloader.sources')
-                t43 = t25.lookup('s')
-                if t43 is None: t43 = Missing('s')
-                if t43 is None or t43.__class__ is Missing: _need(t43)
-                t44 = t27
-                if t44 is None: t44 = Missing('i')
+                t31 = False
+            if (t31 if t31.__class__ is bool else _truth(t31)):
+                if t26 is None or t26.__class__ is Missing: _need(t26)
+                t37 = t25
+                if t37 is None: t37 = Missing('i')
+                if t37 is None or t37.__class__ is Missing: _need(t37)
+                t38 = index_value(t26, t37, 's')
+                if t38.__class__ is dict and 'dataset' in t38:
+                    t39 = t38['dataset']
+                    if t39 is None: t39 = Missing('dataset')
+                else:
+                    t39 = attr_value(t38, 'dataset', 'dataset')
+                t40 = t23.lookup('datasets')
+                if t40 is None: t40 = Missing('datasets')
+                if t40.__class__ is dict and 'source_loaders' in t40:
+                    t41 = t40['source_loaders']
+                    if t41 is None: t41 = Missing('datasets.source_loaders')
+                else:
+                    t41 = attr_value(t40, 'source_loaders', 'datasets.source_loaders')
+                if t41 is None or t41.__class__ is Missing: _need(t41)
+                t42 = t23.lookup('config')
+                if t42 is None: t42 = Missing('config')
+                if t42.__class__ is dict and 'dataloader' in t42:
+                    t43 = t42['dataloader']
+                    if t43 is None: t43 = Missing('config.dataloader')
+                else:
+                    t43 = attr_value(t42, 'dataloader', 'config.dataloader')
+                if t43.__class__ is dict and 'class' in t43:
+                    t44 = t43['class']
+                    if t44 is None: t44 = Missing('config.dataloader.class')
+                else:
+                    t44 = attr_value(t43, 'class', 'config.dataloader.class')
                 if t44 is None or t44.__class__ is Missing: _need(t44)
-                t45 = index_value(t43, t44, 's')
-                if t45.__class__ is dict and 'dataset' in t45:
-                    t46 = t45['dataset']
-                    if t46 is None: t46 = Missing('dataset')
+                t45 = index_value(t41, t44, 'datasets.source_loaders')
+                t46 = t25
+                if t46 is None: t46 = Missing('i')
+                t47 = call_value(t23, F_str.fn, F_str.cost, True, [t46])
+                if t47 is None or t47.__class__ is Missing: _need(t47)
+                if ('dataloader.sources[').__class__ is int and t47.__class__ is int:
+                    t48 = ('dataloader.sources[') + t47
+                    if not -MAX_INT <= t48 <= MAX_INT: _check_value(t48)
                 else:
-                    t46 = attr_value(t45, 'dataset', 'dataset')
-                t47 = t25.lookup('datasets')
-                if t47 is None: t47 = Missing('datasets')
-                if t47.__class__ is dict and 'source_loaders' in t47:
-                    t48 = t47['source_loaders']
-                    if t48 is None: t48 = Missing('datasets.source_loaders')
-                else:
-                    t48 = attr_value(t47, 'source_loaders', 'datasets.source_loaders')
+                    t48 = _binop('+', ('dataloader.sources['), t47, t23)
                 if t48 is None or t48.__class__ is Missing: _need(t48)
-                t49 = t25.lookup('config')
-                if t49 is None: t49 = Missing('config')
-                if t49.__class__ is dict and 'dataloader' in t49:
-                    t50 = t49['dataloader']
-                    if t50 is None: t50 = Missing('config.dataloader')
+                if t48.__class__ is int and ('].dataset').__class__ is int:
+                    t49 = t48 + ('].dataset')
+                    if not -MAX_INT <= t49 <= MAX_INT: _check_value(t49)
                 else:
-                    t50 = attr_value(t49, 'dataloader', 'config.dataloader')
-                if t50.__class__ is dict and 'class' in t50:
-                    t51 = t50['class']
-                    if t51 is None: t51 = Missing('config.dataloader.class')
-                else:
-                    t51 = attr_value(t50, 'class', 'config.dataloader.class')
-                if t51 is None or t51.__class__ is Missing: _need(t51)
-                t52 = index_value(t48, t51, 'datasets.source_loaders')
-                t53 = t25.lookup('config')
-                if t53 is None: t53 = Missing('config')
-                if t53.__class__ is dict and 'dataloader' in t53:
-                    t54 = t53['dataloader']
-                    if t54 is None: t54 = Missing('config.dataloader')
-                else:
-                    t54 = attr_value(t53, 'dataloader', 'config.dataloader')
-                if t54.__class__ is dict and 'class' in t54:
-                    t55 = t54['class']
-                    if t55 is None: t55 = Missing('config.dataloader.class')
-                else:
-                    t55 = attr_value(t54, 'class', 'config.dataloader.class')
-                t56 = ('dataloader.sources[')
-                if t56 is None or t56.__class__ is Missing: _need(t56)
-                t57 = t27
-                if t57 is None: t57 = Missing('i')
-                t58 = call_value(t25, F_str.fn, F_str.cost, True, [t57])
-                if t58 is None or t58.__class__ is Missing: _need(t58)
-                if t56.__class__ is int and t58.__class__ is int:
-                    t59 = t56 + t58
-                    if not -MAX_INT <= t59 <= MAX_INT: _check_value(t59)
-                else:
-                    t59 = _binop('+', t56, t58, t25)
-                if t59 is None or t59.__class__ is Missing: _need(t59)
-                t60 = ('].dataset')
-                if t60 is None or t60.__class__ is Missing: _need(t60)
-                if t59.__class__ is int and t60.__class__ is int:
-                    t61 = t59 + t60
-                    if not -MAX_INT <= t61 <= MAX_INT: _check_value(t61)
-                else:
-                    t61 = _binop('+', t59, t60, t25)
-                t62 = [t42, t46, t52, t55, t61]
-                t18.append(t62)
-                t19.mem -= 1
-                if t19.mem < 0: _charge_mem(env, 0)
-                if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t17 = t18
+                    t49 = _binop('+', t48, ('].dataset'), t23)
+                t50 = [('dataloader.sources'), t39, t45, t44, t49]
+                t17.append(t50)
+                t18.mem -= 1
+                if t18.mem < 0: _charge_mem(env, 0)
+                if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t16 = t17
     else:
-        t63 = K113
-        t17 = t63
-    return t17
+        t51 = K113
+        t16 = t51
+    return t16
 
 def e321(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
-    t3 = ('0.3.0')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('0.3.0')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('0.3.0'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('config')
-        if t5 is None: t5 = Missing('config')
-        if t5.__class__ is dict and 'validator' in t5:
-            t6 = t5['validator']
-            if t6 is None: t6 = Missing('config.validator')
+        t4 = env.lookup('config')
+        if t4 is None: t4 = Missing('config')
+        if t4.__class__ is dict and 'validator' in t4:
+            t5 = t4['validator']
+            if t5 is None: t5 = Missing('config.validator')
         else:
-            t6 = attr_value(t5, 'validator', 'config.validator')
+            t5 = attr_value(t4, 'validator', 'config.validator')
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t6 = type_name(t5)
+        env.budget.mem -= len(t6)
+        if env.budget.mem < 0: _charge_mem(env, 0)
+        if t6.__class__ is str:
+            t7 = t6 == ('table')
+        else:
+            t7 = _compare('==', t6, ('table'))
+        t3 = (t7 if t7.__class__ is bool else _truth(t7))
+    else:
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t9 = env.lookup('config')
+        if t9 is None: t9 = Missing('config')
+        if t9.__class__ is dict and 'validator' in t9:
+            t10 = t9['validator']
+            if t10 is None: t10 = Missing('config.validator')
+        else:
+            t10 = attr_value(t9, 'validator', 'config.validator')
+        if t10.__class__ is dict and 'enable' in t10:
+            t11 = t10['enable']
+            if t11 is None: t11 = Missing('config.validator.enable')
+        else:
+            t11 = attr_value(t10, 'enable', 'config.validator.enable')
+        if t11.__class__ is (True).__class__ and (t11.__class__ is int or t11.__class__ is str):
+            t12 = t11 == (True)
+        else:
+            t12 = _compare('==', t11, (True))
+        t8 = (t12 if t12.__class__ is bool else _truth(t12))
+    else:
+        t8 = False
+    if (t8 if t8.__class__ is bool else _truth(t8)):
+        t14 = env.lookup('config')
+        if t14 is None: t14 = Missing('config')
+        if t14.__class__ is dict and 'validator' in t14:
+            t15 = t14['validator']
+            if t15 is None: t15 = Missing('config.validator')
+        else:
+            t15 = attr_value(t14, 'validator', 'config.validator')
+        if t15.__class__ is dict and 'dataloader' in t15:
+            t16 = t15['dataloader']
+            if t16 is None: t16 = Missing('config.validator.dataloader')
+        else:
+            t16 = attr_value(t15, 'dataloader', 'config.validator.dataloader')
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t17 = type_name(t16)
+        env.budget.mem -= len(t17)
+        if env.budget.mem < 0: _charge_mem(env, 0)
+        if t17.__class__ is str:
+            t18 = t17 == ('table')
+        else:
+            t18 = _compare('==', t17, ('table'))
+        t13 = (t18 if t18.__class__ is bool else _truth(t18))
+    else:
+        t13 = False
+    if (t13 if t13.__class__ is bool else _truth(t13)):
+        t20 = env.lookup('config')
+        if t20 is None: t20 = Missing('config')
+        if t20.__class__ is dict and 'validator' in t20:
+            t21 = t20['validator']
+            if t21 is None: t21 = Missing('config.validator')
+        else:
+            t21 = attr_value(t20, 'validator', 'config.validator')
+        if t21.__class__ is dict and 'dataloader' in t21:
+            t22 = t21['dataloader']
+            if t22 is None: t22 = Missing('config.validator.dataloader')
+        else:
+            t22 = attr_value(t21, 'dataloader', 'config.validator.dataloader')
+        if t22.__class__ is dict and 'class' in t22:
+            t23 = t22['class']
+            if t23 is None: t23 = Missing('config.validator.dataloader.class')
+        else:
+            t23 = attr_value(t22, 'class', 'config.validator.dataloader.class')
+        t25 = env.lookup('datasets')
+        if t25 is None: t25 = Missing('datasets')
+        if t25.__class__ is dict and 'loaders' in t25:
+            t26 = t25['loaders']
+            if t26 is None: t26 = Missing('datasets.loaders')
+        else:
+            t26 = attr_value(t25, 'loaders', 'datasets.loaders')
+        t27 = call_value(env, F_keys.fn, F_keys.cost, False, [t26])
+        if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t23, t27)
+        t24 = _compare('in', t23, t27)
+        t19 = (t24 if t24.__class__ is bool else _truth(t24))
+    else:
+        t19 = False
+    if (t19 if t19.__class__ is bool else _truth(t19)):
+        t29 = env.lookup('config')
+        if t29 is None: t29 = Missing('config')
+        if t29.__class__ is dict and 'validator' in t29:
+            t30 = t29['validator']
+            if t30 is None: t30 = Missing('config.validator')
+        else:
+            t30 = attr_value(t29, 'validator', 'config.validator')
+        if t30.__class__ is dict and 'dataloader' in t30:
+            t31 = t30['dataloader']
+            if t31 is None: t31 = Missing('config.validator.dataloader')
+        else:
+            t31 = attr_value(t30, 'dataloader', 'config.validator.dataloader')
+        if t31.__class__ is dict and 'dataset' in t31:
+            t32 = t31['dataset']
+            if t32 is None: t32 = Missing('config.validator.dataloader.dataset')
+        else:
+            t32 = attr_value(t31, 'dataset', 'config.validator.dataloader.dataset')
+        env.budget.left -= 1
+        if env.budget.left < 0: _charge(env, 0)
+        t33 = type_name(t32)
+        env.budget.mem -= len(t33)
+        if env.budget.mem < 0: _charge_mem(env, 0)
+        if t33.__class__ is str:
+            t34 = t33 == ('string')
+        else:
+            t34 = _compare('==', t33, ('string'))
+        t28 = (t34 if t34.__class__ is bool else _truth(t34))
+    else:
+        t28 = False
+    if (t28 if t28.__class__ is bool else _truth(t28)):
+        t36 = env.lookup('config')
+        if t36 is None: t36 = Missing('config')
+        if t36.__class__ is dict and 'validator' in t36:
+            t37 = t36['validator']
+            if t37 is None: t37 = Missing('config.validator')
+        else:
+            t37 = attr_value(t36, 'validator', 'config.validator')
+        if t37.__class__ is dict and 'dataloader' in t37:
+            t38 = t37['dataloader']
+            if t38 is None: t38 = Missing('config.validator.dataloader')
+        else:
+            t38 = attr_value(t37, 'dataloader', 'config.validator.dataloader')
+        if t38.__class__ is dict and 'dataset' in t38:
+            t39 = t38['dataset']
+            if t39 is None: t39 = Missing('config.validator.dataloader.dataset')
+        else:
+            t39 = attr_value(t38, 'dataset', 'config.validator.dataloader.dataset')
+        t40 = env.lookup('datasets')
+        if t40 is None: t40 = Missing('datasets')
+        if t40.__class__ is dict and 'loaders' in t40:
+            t41 = t40['loaders']
+            if t41 is None: t41 = Missing('datasets.loaders')
+        else:
+            t41 = attr_value(t40, 'loaders', 'datasets.loaders')
+        if t41 is None or t41.__class__ is Missing: _need(t41)
+        if t38.__class__ is dict and 'class' in t38:
+            t42 = t38['class']
+            if t42 is None: t42 = Missing('config.validator.dataloader.class')
+        else:
+            t42 = attr_value(t38, 'class', 'config.validator.dataloader.class')
+        if t42 is None or t42.__class__ is Missing: _need(t42)
+        t43 = index_value(t41, t42, 'datasets.loaders')
+        if t42 is None or t42.__class__ is Missing: _need(t42)
+        if t42.__class__ is int and (' (the validator)').__class__ is int:
+            t44 = t42 + (' (the validator)')
+            if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
+        else:
+            t44 = _binop('+', t42, (' (the validator)'), env)
+        t45 = [('validator.dataloader.dataset'), t39, t43, t44, ('validator.dataloader.dataset')]
+        t46 = [t45]
+        t35 = t46
+    else:
+        t47 = K114
+        t35 = t47
+    return t35
+
+def e322(env):
+    t1 = env.lookup('framework_version')
+    if t1 is None: t1 = Missing('framework_version')
+    if t1.__class__ is str:
+        t2 = t1 == ('0.2.x')
+    else:
+        t2 = _compare('==', t1, ('0.2.x'))
+    if (t2 if t2.__class__ is bool else _truth(t2)):
+        t4 = env.lookup('config')
+        if t4 is None: t4 = Missing('config')
+        if t4.__class__ is dict and 'model' in t4:
+            t5 = t4['model']
+            if t5 is None: t5 = Missing('config.model')
+        else:
+            t5 = attr_value(t4, 'model', 'config.model')
+        if t5.__class__ is dict and 'name' in t5:
+            t6 = t5['name']
+            if t6 is None: t6 = Missing('config.model.name')
+        else:
+            t6 = attr_value(t5, 'name', 'config.model.name')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
         t7 = type_name(t6)
         env.budget.mem -= len(t7)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t9 = ('table')
         if t7.__class__ is str:
-            t8 = t7 == t9
+            t8 = t7 == ('string')
         else:
-            t8 = _compare('==', t7, t9)
-        t4 = (t8 if t8.__class__ is bool else _truth(t8))
+            t8 = _compare('==', t7, ('string'))
+        t3 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t11 = env.lookup('config')
-        if t11 is None: t11 = Missing('config')
-        if t11.__class__ is dict and 'validator' in t11:
-            t12 = t11['validator']
-            if t12 is None: t12 = Missing('config.validator')
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t10 = env.lookup('config')
+        if t10 is None: t10 = Missing('config')
+        if t10.__class__ is dict and 'model' in t10:
+            t11 = t10['model']
+            if t11 is None: t11 = Missing('config.model')
         else:
-            t12 = attr_value(t11, 'validator', 'config.validator')
-        if t12.__class__ is dict and 'enable' in t12:
-            t13 = t12['enable']
-            if t13 is None: t13 = Missing('config.validator.enable')
+            t11 = attr_value(t10, 'model', 'config.model')
+        if t11.__class__ is dict and 'name' in t11:
+            t12 = t11['name']
+            if t12 is None: t12 = Missing('config.model.name')
         else:
-            t13 = attr_value(t12, 'enable', 'config.validator.enable')
-        t15 = (True)
-        if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-            t14 = t13 == t15
+            t12 = attr_value(t11, 'name', 'config.model.name')
+        t14 = env.lookup('datasets')
+        if t14 is None: t14 = Missing('datasets')
+        if t14.__class__ is dict and 'models' in t14:
+            t15 = t14['models']
+            if t15 is None: t15 = Missing('datasets.models')
         else:
-            t14 = _compare('==', t13, t15)
-        t10 = (t14 if t14.__class__ is bool else _truth(t14))
+            t15 = attr_value(t14, 'models', 'datasets.models')
+        t16 = call_value(env, F_keys.fn, F_keys.cost, False, [t15])
+        if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(env, t12, t16)
+        t13 = _compare('in', t12, t16)
+        t9 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
-        t10 = False
-    if (t10 if t10.__class__ is bool else _truth(t10)):
-        t17 = env.lookup('config')
-        if t17 is None: t17 = Missing('config')
-        if t17.__class__ is dict and 'validator' in t17:
-            t18 = t17['validator']
-            if t18 is None: t18 = Missing('config.validator')
+        t9 = False
+    if (t9 if t9.__class__ is bool else _truth(t9)):
+        t18 = env.lookup('config')
+        if t18 is None: t18 = Missing('config')
+        if t18.__class__ is dict and 'training' in t18:
+            t19 = t18['training']
+            if t19 is None: t19 = Missing('config.training')
         else:
-            t18 = attr_value(t17, 'validator', 'config.validator')
-        if t18.__class__ is dict and 'dataloader' in t18:
-            t19 = t18['dataloader']
-            if t19 is None: t19 = Missing('config.validator.dataloader')
+            t19 = attr_value(t18, 'training', 'config.training')
+        if t19.__class__ is dict and 'dataset' in t19:
+            t20 = t19['dataset']
+            if t20 is None: t20 = Missing('config.training.dataset')
         else:
-            t19 = attr_value(t18, 'dataloader', 'config.validator.dataloader')
+            t20 = attr_value(t19, 'dataset', 'config.training.dataset')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t20 = type_name(t19)
-        env.budget.mem -= len(t20)
+        t21 = type_name(t20)
+        env.budget.mem -= len(t21)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t22 = ('table')
-        if t20.__class__ is str:
-            t21 = t20 == t22
+        if t21.__class__ is str:
+            t22 = t21 == ('string')
         else:
-            t21 = _compare('==', t20, t22)
-        t16 = (t21 if t21.__class__ is bool else _truth(t21))
+            t22 = _compare('==', t21, ('string'))
+        t17 = (t22 if t22.__class__ is bool else _truth(t22))
     else:
-        t16 = False
-    if (t16 if t16.__class__ is bool else _truth(t16)):
+        t17 = False
+    if (t17 if t17.__class__ is bool else _truth(t17)):
         t24 = env.lookup('config')
         if t24 is None: t24 = Missing('config')
-        if t24.__class__ is dict and 'validator' in t24:
-            t25 = t24['validator']
-            if t25 is None: t25 = Missing('config.validator')
+        if t24.__class__ is dict and 'training' in t24:
+            t25 = t24['training']
+            if t25 is None: t25 = Missing('config.training')
         else:
-            t25 = attr_value(t24, 'validator', 'config.validator')
-        if t25.__class__ is dict and 'dataloader' in t25:
-            t26 = t25['dataloader']
-            if t26 is None: t26 = Missing('config.validator.dataloader')
+            t25 = attr_value(t24, 'training', 'config.training')
+        if t25.__class__ is dict and 'dataset' in t25:
+            t26 = t25['dataset']
+            if t26 is None: t26 = Missing('config.training.dataset')
         else:
-            t26 = attr_value(t25, 'dataloader', 'config.validator.dataloader')
-        if t26.__class__ is dict and 'class' in t26:
-            t27 = t26['class']
-            if t27 is None: t27 = Missing('config.validator.dataloader.class')
+            t26 = attr_value(t25, 'dataset', 'config.training.dataset')
+        t27 = env.lookup('datasets')
+        if t27 is None: t27 = Missing('datasets')
+        if t27.__class__ is dict and 'models' in t27:
+            t28 = t27['models']
+            if t28 is None: t28 = Missing('datasets.models')
         else:
-            t27 = attr_value(t26, 'class', 'config.validator.dataloader.class')
-        t29 = env.lookup('datasets')
-        if t29 is None: t29 = Missing('datasets')
-        if t29.__class__ is dict and 'loaders' in t29:
-            t30 = t29['loaders']
-            if t30 is None: t30 = Missing('datasets.loaders')
+            t28 = attr_value(t27, 'models', 'datasets.models')
+        if t28 is None or t28.__class__ is Missing: _need(t28)
+        if t24.__class__ is dict and 'model' in t24:
+            t29 = t24['model']
+            if t29 is None: t29 = Missing('config.model')
         else:
-            t30 = attr_value(t29, 'loaders', 'datasets.loaders')
-        t31 = call_value(env, F_keys.fn, F_keys.cost, False, [t30])
-        if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(env, t27, t31)
-        t28 = _compare('in', t27, t31)
-        t23 = (t28 if t28.__class__ is bool else _truth(t28))
+            t29 = attr_value(t24, 'model', 'config.model')
+        if t29.__class__ is dict and 'name' in t29:
+            t30 = t29['name']
+            if t30 is None: t30 = Missing('config.model.name')
+        else:
+            t30 = attr_value(t29, 'name', 'config.model.name')
+        if t30 is None or t30.__class__ is Missing: _need(t30)
+        t31 = index_value(t28, t30, 'datasets.models')
+        if t30 is None or t30.__class__ is Missing: _need(t30)
+        if ('model ').__class__ is int and t30.__class__ is int:
+            t32 = ('model ') + t30
+            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
+        else:
+            t32 = _binop('+', ('model '), t30, env)
+        t33 = [('training.dataset'), t26, t31, t32, ('training.dataset')]
+        t34 = [t33]
+        t23 = t34
     else:
-        t23 = False
-    if (t23 if t23.__class__ is bool else _truth(t23)):
-        t33 = env.lookup('config')
-        if t33 is None: t33 = Missing('config')
-        if t33.__class__ is dict and 'validator' in t33:
-            t34 = t33['validator']
-            if t34 is None: t34 = Missing('config.validator')
-        else:
-            t34 = attr_value(t33, 'validator', 'config.validator')
-        if t34.__class__ is dict and 'dataloader' in t34:
-            t35 = t34['dataloader']
-            if t35 is None: t35 = Missing('config.validator.dataloader')
-        else:
-            t35 = attr_value(t34, 'dataloader', 'config.validator.dataloader')
-        if t35.__class__ is dict and 'dataset' in t35:
-            t36 = t35['dataset']
-            if t36 is None: t36 = Missing('config.validator.dataloader.dataset')
-        else:
-            t36 = attr_value(t35, 'dataset', 'config.validator.dataloader.dataset')
-        env.budget.left -= 1
-        if env.budget.left < 0: _charge(env, 0)
-        t37 = type_name(t36)
-        env.budget.mem -= len(t37)
-        if env.budget.mem < 0: _charge_mem(env, 0)
-        t39 = ('string')
-        if t37.__class__ is str:
-            t38 = t37 == t39
-        else:
-            t38 = _compare('==', t37, t39)
-        t32 = (t38 if t38.__class__ is bool else _truth(t38))
-    else:
-        t32 = False
-    if (t32 if t32.__class__ is bool else _truth(t32)):
-        t41 = ('validator.dataloader.dataset')
-        t42 = env.lookup('config')
-        if t42 is None: t42 = Missing('config')
-        if t42.__class__ is dict and 'validator' in t42:
-            t43 = t42['validator']
-            if t43 is None: t43 = Missing('config.validator')
-        else:
-            t43 = attr_value(t42, 'validator', 'config.validator')
-        if t43.__class__ is dict and 'dataloader' in t43:
-            t44 = t43['dataloader']
-            if t44 is None: t44 = Missing('config.validator.dataloader')
-        else:
-            t44 = attr_value(t43, 'dataloader', 'config.validator.dataloader')
-        if t44.__class__ is dict and 'dataset' in t44:
-            t45 = t44['dataset']
-            if t45 is None: t45 = Missing('config.validator.dataloader.dataset')
-        else:
-            t45 = attr_value(t44, 'dataset', 'config.validator.dataloader.dataset')
-        t46 = env.lookup('datasets')
-        if t46 is None: t46 = Missing('datasets')
-        if t46.__class__ is dict and 'loaders' in t46:
-            t47 = t46['loaders']
-            if t47 is None: t47 = Missing('datasets.loaders')
-        else:
-            t47 = attr_value(t46, 'loaders', 'datasets.loaders')
-        if t47 is None or t47.__class__ is Missing: _need(t47)
-        t48 = env.lookup('config')
-        if t48 is None: t48 = Missing('config')
-        if t48.__class__ is dict and 'validator' in t48:
-            t49 = t48['validator']
-            if t49 is None: t49 = Missing('config.validator')
-        else:
-            t49 = attr_value(t48, 'validator', 'config.validator')
-        if t49.__class__ is dict and 'dataloader' in t49:
-            t50 = t49['dataloader']
-            if t50 is None: t50 = Missing('config.validator.dataloader')
-        else:
-            t50 = attr_value(t49, 'dataloader', 'config.validator.dataloader')
-        if t50.__class__ is dict and 'class' in t50:
-            t51 = t50['class']
-            if t51 is None: t51 = Missing('config.validator.dataloader.class')
-        else:
-            t51 = attr_value(t50, 'class', 'config.validator.dataloader.class')
-        if t51 is None or t51.__class__ is Missing: _need(t51)
-        t52 = index_value(t47, t51, 'datasets.loaders')
-        t53 = env.lookup('config')
-        if t53 is None: t53 = Missing('config')
-        if t53.__class__ is dict and 'validator' in t53:
-            t54 = t53['validator']
-            if t54 is None: t54 = Missing('config.validator')
-        else:
-            t54 = attr_value(t53, 'validator', 'config.validator')
-        if t54.__class__ is dict and 'dataloader' in t54:
-            t55 = t54['dataloader']
-            if t55 is None: t55 = Missing('config.validator.dataloader')
-        else:
-            t55 = attr_value(t54, 'dataloader', 'config.validator.dataloader')
-        if t55.__class__ is dict and 'class' in t55:
-            t56 = t55['class']
-            if t56 is None: t56 = Missing('config.validator.dataloader.class')
-        else:
-            t56 = attr_value(t55, 'class', 'config.validator.dataloader.class')
-        if t56 is None or t56.__class__ is Missing: _need(t56)
-        t57 = (' (the validator)')
-        if t57 is None or t57.__class__ is Missing: _need(t57)
-        if t56.__class__ is int and t57.__class__ is int:
-            t58 = t56 + t57
-            if not -MAX_INT <= t58 <= MAX_INT: _check_value(t58)
-        else:
-            t58 = _binop('+', t56, t57, env)
-        t59 = ('validator.dataloader.dataset')
-        t60 = [t41, t45, t52, t58, t59]
-        t61 = [t60]
-        t40 = t61
-    else:
-        t62 = K114
-        t40 = t62
-    return t40
-
-def e322(env):
-    t1 = env.lookup('framework_version')
-    if t1 is None: t1 = Missing('framework_version')
-    t3 = ('0.2.x')
-    if t1.__class__ is str:
-        t2 = t1 == t3
-    else:
-        t2 = _compare('==', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('config')
-        if t5 is None: t5 = Missing('config')
-        if t5.__class__ is dict and 'model' in t5:
-            t6 = t5['model']
-            if t6 is None: t6 = Missing('config.model')
-        else:
-            t6 = attr_value(t5, 'model', 'config.model')
-        if t6.__class__ is dict and 'name' in t6:
-            t7 = t6['name']
-            if t7 is None: t7 = Missing('config.model.name')
-        else:
-            t7 = attr_value(t6, 'name', 'config.model.name')
-        env.budget.left -= 1
-        if env.budget.left < 0: _charge(env, 0)
-        t8 = type_name(t7)
-        env.budget.mem -= len(t8)
-        if env.budget.mem < 0: _charge_mem(env, 0)
-        t10 = ('string')
-        if t8.__class__ is str:
-            t9 = t8 == t10
-        else:
-            t9 = _compare('==', t8, t10)
-        t4 = (t9 if t9.__class__ is bool else _truth(t9))
-    else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t12 = env.lookup('config')
-        if t12 is None: t12 = Missing('config')
-        if t12.__class__ is dict and 'model' in t12:
-            t13 = t12['model']
-            if t13 is None: t13 = Missing('config.model')
-        else:
-            t13 = attr_value(t12, 'model', 'config.model')
-        if t13.__class__ is dict and 'name' in t13:
-            t14 = t13['name']
-            if t14 is None: t14 = Missing('config.model.name')
-        else:
-            t14 = attr_value(t13, 'name', 'config.model.name')
-        t16 = env.lookup('datasets')
-        if t16 is None: t16 = Missing('datasets')
-        if t16.__class__ is dict and 'models' in t16:
-            t17 = t16['models']
-            if t17 is None: t17 = Missing('datasets.models')
-        else:
-            t17 = attr_value(t16, 'models', 'datasets.models')
-        t18 = call_value(env, F_keys.fn, F_keys.cost, False, [t17])
-        if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(env, t14, t18)
-        t15 = _compare('in', t14, t18)
-        t11 = (t15 if t15.__class__ is bool else _truth(t15))
-    else:
-        t11 = False
-    if (t11 if t11.__class__ is bool else _truth(t11)):
-        t20 = env.lookup('config')
-        if t20 is None: t20 = Missing('config')
-        if t20.__class__ is dict and 'training' in t20:
-            t21 = t20['training']
-            if t21 is None: t21 = Missing('config.training')
-        else:
-            t21 = attr_value(t20, 'training', 'config.training')
-        if t21.__class__ is dict and 'dataset' in t21:
-            t22 = t21['dataset']
-            if t22 is None: t22 = Missing('config.training.dataset')
-        else:
-            t22 = attr_value(t21, 'dataset', 'config.training.dataset')
-        env.budget.left -= 1
-        if env.budget.left < 0: _charge(env, 0)
-        t23 = type_name(t22)
-        env.budget.mem -= len(t23)
-        if env.budget.mem < 0: _charge_mem(env, 0)
-        t25 = ('string')
-        if t23.__class__ is str:
-            t24 = t23 == t25
-        else:
-            t24 = _compare('==', t23, t25)
-        t19 = (t24 if t24.__class__ is bool else _truth(t24))
-    else:
-        t19 = False
-    if (t19 if t19.__class__ is bool else _truth(t19)):
-        t27 = ('training.dataset')
-        t28 = env.lookup('config')
-        if t28 is None: t28 = Missing('config')
-        if t28.__class__ is dict and 'training' in t28:
-            t29 = t28['training']
-            if t29 is None: t29 = Missing('config.training')
-        else:
-            t29 = attr_value(t28, 'training', 'config.training')
-        if t29.__class__ is dict and 'dataset' in t29:
-            t30 = t29['dataset']
-            if t30 is None: t30 = Missing('config.training.dataset')
-        else:
-            t30 = attr_value(t29, 'dataset', 'config.training.dataset')
-        t31 = env.lookup('datasets')
-        if t31 is None: t31 = Missing('datasets')
-        if t31.__class__ is dict and 'models' in t31:
-            t32 = t31['models']
-            if t32 is None: t32 = Missing('datasets.models')
-        else:
-            t32 = attr_value(t31, 'models', 'datasets.models')
-        if t32 is None or t32.__class__ is Missing: _need(t32)
-        t33 = env.lookup('config')
-        if t33 is None: t33 = Missing('config')
-        if t33.__class__ is dict and 'model' in t33:
-            t34 = t33['model']
-            if t34 is None: t34 = Missing('config.model')
-        else:
-            t34 = attr_value(t33, 'model', 'config.model')
-        if t34.__class__ is dict and 'name' in t34:
-            t35 = t34['name']
-            if t35 is None: t35 = Missing('config.model.name')
-        else:
-            t35 = attr_value(t34, 'name', 'config.model.name')
-        if t35 is None or t35.__class__ is Missing: _need(t35)
-        t36 = index_value(t32, t35, 'datasets.models')
-        t37 = ('model ')
-        if t37 is None or t37.__class__ is Missing: _need(t37)
-        t38 = env.lookup('config')
-        if t38 is None: t38 = Missing('config')
-        if t38.__class__ is dict and 'model' in t38:
-            t39 = t38['model']
-            if t39 is None: t39 = Missing('config.model')
-        else:
-            t39 = attr_value(t38, 'model', 'config.model')
-        if t39.__class__ is dict and 'name' in t39:
-            t40 = t39['name']
-            if t40 is None: t40 = Missing('config.model.name')
-        else:
-            t40 = attr_value(t39, 'name', 'config.model.name')
-        if t40 is None or t40.__class__ is Missing: _need(t40)
-        if t37.__class__ is int and t40.__class__ is int:
-            t41 = t37 + t40
-            if not -MAX_INT <= t41 <= MAX_INT: _check_value(t41)
-        else:
-            t41 = _binop('+', t37, t40, env)
-        t42 = ('training.dataset')
-        t43 = [t27, t30, t36, t41, t42]
-        t44 = [t43]
-        t26 = t44
-    else:
-        t45 = K115
-        t26 = t45
-    return t26
+        t35 = K115
+        t23 = t35
+    return t23
 
 def e323(env):
     t1 = env.lookup('framework_version')
@@ -11269,814 +9867,747 @@ def e324(env):
     t3 = env.lookup('item')
     if t3 is None: t3 = Missing('item')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = (2)
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = index_value(t3, t4, 'item')
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = index_value(t2, t5, 'datasets.registries')
-    if t6.__class__ is dict and 'names' in t6:
-        t7 = t6['names']
-        if t7 is None: t7 = Missing('names')
+    if t3.__class__ is list and len(t3) > 2:
+        t4 = t3[2]
+        if t4 is None: t4 = Missing('item[2]')
     else:
-        t7 = attr_value(t6, 'names', 'names')
-    t8 = (', ')
-    t9 = call_value(env, F_join.fn, F_join.cost, False, [t7, t8])
-    return t9
+        t4 = index_value(t3, (2), 'item')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = index_value(t2, t4, 'datasets.registries')
+    if t5.__class__ is dict and 'names' in t5:
+        t6 = t5['names']
+        if t6 is None: t6 = Missing('names')
+    else:
+        t6 = attr_value(t5, 'names', 'names')
+    t7 = call_value(env, F_join.fn, F_join.cost, False, [t6, (', ')])
+    return t7
 
 def e325(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (5)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'item')
-    return t3
+    if t1.__class__ is list and len(t1) > 5:
+        t2 = t1[5]
+        if t2 is None: t2 = Missing('item[5]')
+    else:
+        t2 = index_value(t1, (5), 'item')
+    return t2
 
 def e326(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
-    t3 = ('main@b5bcd76c6')
     if t1.__class__ is str:
-        t2 = t1 != t3
+        t2 = t1 != ('main@b5bcd76c6')
     else:
-        t2 = _compare('!=', t1, t3)
+        t2 = _compare('!=', t1, ('main@b5bcd76c6'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = K116
-        t4 = t5
+        t4 = K116
+        t3 = t4
     else:
-        t6 = []
-        t7 = env.budget
-        t9 = env.lookup('nodes')
-        if t9 is None: t9 = Missing('nodes')
-        t8 = loop_items(t9)
-        t10 = Env({}, None, t7, env)
-        t11 = t10.values
-        for t12 in t8:
-            t7.left -= 27
-            if t7.left < 0: _charge(env, 0)
-            t11['n'] = t12
-            t10.let_cache = None
-            t13 = ('num_packing_bins')
-            t15 = t12
-            if t15 is None: t15 = Missing('n')
-            t16 = call_value(t10, F_keys.fn, F_keys.cost, False, [t15])
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t10, t13, t16)
-            t14 = _compare('in', t13, t16)
-            if (t14 if t14.__class__ is bool else _truth(t14)):
-                t18 = t12
-                if t18 is None: t18 = Missing('n')
-                if t18.__class__ is dict and 'num_packing_bins' in t18:
-                    t19 = t18['num_packing_bins']
-                    if t19 is None: t19 = Missing('n.num_packing_bins')
+        t5 = []
+        t6 = env.budget
+        t8 = env.lookup('nodes')
+        if t8 is None: t8 = Missing('nodes')
+        t7 = loop_items(t8)
+        t9 = Env({}, None, t6, env)
+        t10 = t9.values
+        for t11 in t7:
+            t6.left -= 27
+            if t6.left < 0: _charge(env, 0)
+            t10['n'] = t11
+            t9.let_cache = None
+            t13 = t11
+            if t13 is None: t13 = Missing('n')
+            t14 = call_value(t9, F_keys.fn, F_keys.cost, False, [t13])
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t9, ('num_packing_bins'), t14)
+            t12 = _compare('in', ('num_packing_bins'), t14)
+            if (t12 if t12.__class__ is bool else _truth(t12)):
+                t16 = t11
+                if t16 is None: t16 = Missing('n')
+                if t16.__class__ is dict and 'num_packing_bins' in t16:
+                    t17 = t16['num_packing_bins']
+                    if t17 is None: t17 = Missing('n.num_packing_bins')
                 else:
-                    t19 = attr_value(t18, 'num_packing_bins', 'n.num_packing_bins')
-                t10.budget.left -= 1
-                if t10.budget.left < 0: _charge(t10, 0)
-                t20 = type_name(t19)
-                t10.budget.mem -= len(t20)
-                if t10.budget.mem < 0: _charge_mem(t10, 0)
-                t22 = ('int')
-                if t20.__class__ is str:
-                    t21 = t20 == t22
+                    t17 = attr_value(t16, 'num_packing_bins', 'n.num_packing_bins')
+                t9.budget.left -= 1
+                if t9.budget.left < 0: _charge(t9, 0)
+                t18 = type_name(t17)
+                t9.budget.mem -= len(t18)
+                if t9.budget.mem < 0: _charge_mem(t9, 0)
+                if t18.__class__ is str:
+                    t19 = t18 == ('int')
                 else:
-                    t21 = _compare('==', t20, t22)
-                t17 = (t21 if t21.__class__ is bool else _truth(t21))
+                    t19 = _compare('==', t18, ('int'))
+                t15 = (t19 if t19.__class__ is bool else _truth(t19))
             else:
-                t17 = False
-            if (t17 if t17.__class__ is bool else _truth(t17)):
-                t24 = t12
+                t15 = False
+            if (t15 if t15.__class__ is bool else _truth(t15)):
+                t21 = t11
+                if t21 is None: t21 = Missing('n')
+                if t21.__class__ is dict and 'num_packing_bins' in t21:
+                    t22 = t21['num_packing_bins']
+                    if t22 is None: t22 = Missing('n.num_packing_bins')
+                else:
+                    t22 = attr_value(t21, 'num_packing_bins', 'n.num_packing_bins')
+                if t22.__class__ is int:
+                    t23 = t22 <= (0)
+                else:
+                    t23 = _compare('<=', t22, (0))
+                t20 = (t23 if t23.__class__ is bool else _truth(t23))
+            else:
+                t20 = False
+            if (t20 if t20.__class__ is bool else _truth(t20)):
+                t24 = t11
                 if t24 is None: t24 = Missing('n')
                 if t24.__class__ is dict and 'num_packing_bins' in t24:
                     t25 = t24['num_packing_bins']
                     if t25 is None: t25 = Missing('n.num_packing_bins')
                 else:
                     t25 = attr_value(t24, 'num_packing_bins', 'n.num_packing_bins')
-                t27 = (0)
-                if t25.__class__ is int:
-                    t26 = t25 <= t27
+                t26 = call_value(t9, F_str.fn, F_str.cost, True, [t25])
+                if t26 is None or t26.__class__ is Missing: _need(t26)
+                if ('ValueError: num_packing_bins must be positive (num_packing_bins = ').__class__ is int and t26.__class__ is int:
+                    t27 = ('ValueError: num_packing_bins must be positive (num_packing_bins = ') + t26
+                    if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
                 else:
-                    t26 = _compare('<=', t25, t27)
-                t23 = (t26 if t26.__class__ is bool else _truth(t26))
+                    t27 = _binop('+', ('ValueError: num_packing_bins must be positive (num_packing_bins = '), t26, t9)
+                if t27 is None or t27.__class__ is Missing: _need(t27)
+                if t27.__class__ is int and (')').__class__ is int:
+                    t28 = t27 + (')')
+                    if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
+                else:
+                    t28 = _binop('+', t27, (')'), t9)
+                t29 = [t28, ('when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)'), ('use num_packing_bins >= 1 (the default is 8)')]
+                t5.append(t29)
+                t6.mem -= 1
+                if t6.mem < 0: _charge_mem(env, 0)
+                if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t30 = []
+        t31 = env.budget
+        t32 = loop_items(t8)
+        t33 = Env({}, None, t31, env)
+        t34 = t33.values
+        for t35 in t32:
+            t31.left -= 97
+            if t31.left < 0: _charge(env, 0)
+            t34['n'] = t35
+            t33.let_cache = None
+            t37 = t35
+            if t37 is None: t37 = Missing('n')
+            t38 = call_value(t33, F_keys.fn, F_keys.cost, False, [t37])
+            if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(t33, ('datasets'), t38)
+            t36 = _compare('in', ('datasets'), t38)
+            if (t36 if t36.__class__ is bool else _truth(t36)):
+                t40 = t35
+                if t40 is None: t40 = Missing('n')
+                if t40.__class__ is dict and 'datasets' in t40:
+                    t41 = t40['datasets']
+                    if t41 is None: t41 = Missing('n.datasets')
+                else:
+                    t41 = attr_value(t40, 'datasets', 'n.datasets')
+                t33.budget.left -= 1
+                if t33.budget.left < 0: _charge(t33, 0)
+                t42 = type_name(t41)
+                t33.budget.mem -= len(t42)
+                if t33.budget.mem < 0: _charge_mem(t33, 0)
+                if t42.__class__ is str:
+                    t43 = t42 == ('list')
+                else:
+                    t43 = _compare('==', t42, ('list'))
+                t39 = (t43 if t43.__class__ is bool else _truth(t43))
             else:
-                t23 = False
-            if (t23 if t23.__class__ is bool else _truth(t23)):
-                t28 = ('ValueError: num_packing_bins must be positive (num_packing_bins = ')
-                if t28 is None or t28.__class__ is Missing: _need(t28)
-                t29 = t12
-                if t29 is None: t29 = Missing('n')
-                if t29.__class__ is dict and 'num_packing_bins' in t29:
-                    t30 = t29['num_packing_bins']
-                    if t30 is None: t30 = Missing('n.num_packing_bins')
+                t39 = False
+            if (t39 if t39.__class__ is bool else _truth(t39)):
+                t45 = t35
+                if t45 is None: t45 = Missing('n')
+                if t45.__class__ is dict and 'datasets' in t45:
+                    t46 = t45['datasets']
+                    if t46 is None: t46 = Missing('n.datasets')
                 else:
-                    t30 = attr_value(t29, 'num_packing_bins', 'n.num_packing_bins')
-                t31 = call_value(t10, F_str.fn, F_str.cost, True, [t30])
-                if t31 is None or t31.__class__ is Missing: _need(t31)
-                if t28.__class__ is int and t31.__class__ is int:
-                    t32 = t28 + t31
-                    if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
+                    t46 = attr_value(t45, 'datasets', 'n.datasets')
+                if t46.__class__ is list or t46.__class__ is str or t46.__class__ is dict:
+                    t47 = len(t46)
+                    t33.budget.left -= t47 if t47 > 1 else 1
+                    if t33.budget.left < 0: _charge(t33, 0)
                 else:
-                    t32 = _binop('+', t28, t31, t10)
-                if t32 is None or t32.__class__ is Missing: _need(t32)
-                t33 = (')')
-                if t33 is None or t33.__class__ is Missing: _need(t33)
-                if t32.__class__ is int and t33.__class__ is int:
-                    t34 = t32 + t33
-                    if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
+                    t47 = call_value(t33, F_len.fn, F_len.cost, False, [t46])
+                if t47.__class__ is int:
+                    t48 = t47 == (0)
                 else:
-                    t34 = _binop('+', t32, t33, t10)
-                t35 = ('when it builds the config (FirstFitPackingConfig / MMSamplePackingConfig __post_init__)')
-                t36 = ('use num_packing_bins >= 1 (the default is 8)')
-                t37 = [t34, t35, t36]
-                t6.append(t37)
-                t7.mem -= 1
-                if t7.mem < 0: _charge_mem(env, 0)
-                if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t38 = []
-        t39 = env.budget
-        t41 = env.lookup('nodes')
-        if t41 is None: t41 = Missing('nodes')
-        t40 = loop_items(t41)
-        t42 = Env({}, None, t39, env)
-        t43 = t42.values
-        for t44 in t40:
-            t39.left -= 97
-            if t39.left < 0: _charge(env, 0)
-            t43['n'] = t44
-            t42.let_cache = None
-            t45 = ('datasets')
-            t47 = t44
-            if t47 is None: t47 = Missing('n')
-            t48 = call_value(t42, F_keys.fn, F_keys.cost, False, [t47])
-            if t48.__class__ is list or t48.__class__ is dict or t48.__class__ is str: _charge_operands(t42, t45, t48)
-            t46 = _compare('in', t45, t48)
-            if (t46 if t46.__class__ is bool else _truth(t46)):
-                t50 = t44
-                if t50 is None: t50 = Missing('n')
-                if t50.__class__ is dict and 'datasets' in t50:
-                    t51 = t50['datasets']
-                    if t51 is None: t51 = Missing('n.datasets')
-                else:
-                    t51 = attr_value(t50, 'datasets', 'n.datasets')
-                t42.budget.left -= 1
-                if t42.budget.left < 0: _charge(t42, 0)
-                t52 = type_name(t51)
-                t42.budget.mem -= len(t52)
-                if t42.budget.mem < 0: _charge_mem(t42, 0)
-                t54 = ('list')
-                if t52.__class__ is str:
-                    t53 = t52 == t54
-                else:
-                    t53 = _compare('==', t52, t54)
-                t49 = (t53 if t53.__class__ is bool else _truth(t53))
-            else:
-                t49 = False
-            if (t49 if t49.__class__ is bool else _truth(t49)):
-                t56 = t44
-                if t56 is None: t56 = Missing('n')
-                if t56.__class__ is dict and 'datasets' in t56:
-                    t57 = t56['datasets']
-                    if t57 is None: t57 = Missing('n.datasets')
-                else:
-                    t57 = attr_value(t56, 'datasets', 'n.datasets')
-                if t57.__class__ is list or t57.__class__ is str or t57.__class__ is dict:
-                    t58 = len(t57)
-                    t42.budget.left -= t58 if t58 > 1 else 1
-                    if t42.budget.left < 0: _charge(t42, 0)
-                else:
-                    t58 = call_value(t42, F_len.fn, F_len.cost, False, [t57])
-                t60 = (0)
-                if t58.__class__ is int:
-                    t59 = t58 == t60
-                else:
-                    t59 = _compare('==', t58, t60)
-                if (t59 if t59.__class__ is bool else _truth(t59)):
-                    t62 = t44
-                    if t62 is None: t62 = Missing('n')
-                    if t62 is None or t62.__class__ is Missing: _need(t62)
-                    t63 = ('class')
-                    if t63 is None or t63.__class__ is Missing: _need(t63)
-                    t64 = index_value(t62, t63, 'n')
-                    t66 = ('DatasetMixConfig')
-                    if t64.__class__ is str:
-                        t65 = t64 == t66
+                    t48 = _compare('==', t47, (0))
+                if (t48 if t48.__class__ is bool else _truth(t48)):
+                    t50 = t35
+                    if t50 is None: t50 = Missing('n')
+                    if t50 is None or t50.__class__ is Missing: _need(t50)
+                    t51 = index_value(t50, ('class'), 'n')
+                    if t51.__class__ is str:
+                        t52 = t51 == ('DatasetMixConfig')
                     else:
-                        t65 = _compare('==', t64, t66)
-                    t61 = (t65 if t65.__class__ is bool else _truth(t65))
+                        t52 = _compare('==', t51, ('DatasetMixConfig'))
+                    t49 = (t52 if t52.__class__ is bool else _truth(t52))
                 else:
-                    t61 = False
-                if not (t61 if t61.__class__ is bool else _truth(t61)):
-                    t68 = []
-                    t69 = t42.budget
-                    t71 = t44
-                    if t71 is None: t71 = Missing('n')
-                    if t71.__class__ is dict and 'datasets' in t71:
-                        t72 = t71['datasets']
-                        if t72 is None: t72 = Missing('n.datasets')
+                    t49 = False
+                if not (t49 if t49.__class__ is bool else _truth(t49)):
+                    t54 = []
+                    t55 = t33.budget
+                    t57 = t35
+                    if t57 is None: t57 = Missing('n')
+                    if t57.__class__ is dict and 'datasets' in t57:
+                        t58 = t57['datasets']
+                        if t58 is None: t58 = Missing('n.datasets')
                     else:
-                        t72 = attr_value(t71, 'datasets', 'n.datasets')
-                    t70 = loop_items(t72)
-                    t73 = Env({}, None, t69, t42)
-                    t74 = t73.values
-                    for t75 in t70:
-                        t69.left -= 34
-                        if t69.left < 0: _charge(t42, 0)
-                        t74['d'] = t75
-                        t73.let_cache = None
-                        t76 = t75
-                        if t76 is None: t76 = Missing('d')
-                        t73.budget.left -= 1
-                        if t73.budget.left < 0: _charge(t73, 0)
-                        t77 = type_name(t76)
-                        t73.budget.mem -= len(t77)
-                        if t73.budget.mem < 0: _charge_mem(t73, 0)
-                        t79 = ('table')
-                        if t77.__class__ is str:
-                            t78 = t77 == t79
+                        t58 = attr_value(t57, 'datasets', 'n.datasets')
+                    t56 = loop_items(t58)
+                    t59 = Env({}, None, t55, t33)
+                    t60 = t59.values
+                    for t61 in t56:
+                        t55.left -= 34
+                        if t55.left < 0: _charge(t33, 0)
+                        t60['d'] = t61
+                        t59.let_cache = None
+                        t62 = t61
+                        if t62 is None: t62 = Missing('d')
+                        t59.budget.left -= 1
+                        if t59.budget.left < 0: _charge(t59, 0)
+                        t63 = type_name(t62)
+                        t59.budget.mem -= len(t63)
+                        if t59.budget.mem < 0: _charge_mem(t59, 0)
+                        if t63.__class__ is str:
+                            t64 = t63 == ('table')
                         else:
-                            t78 = _compare('==', t77, t79)
-                        if (t78 if t78.__class__ is bool else _truth(t78)):
-                            t81 = ('weight')
-                            t83 = t75
-                            if t83 is None: t83 = Missing('d')
-                            t84 = call_value(t73, F_keys.fn, F_keys.cost, False, [t83])
-                            if t84.__class__ is list or t84.__class__ is dict or t84.__class__ is str: _charge_operands(t73, t81, t84)
-                            t82 = _compare('in', t81, t84)
-                            t80 = (t82 if t82.__class__ is bool else _truth(t82))
+                            t64 = _compare('==', t63, ('table'))
+                        if (t64 if t64.__class__ is bool else _truth(t64)):
+                            t67 = t61
+                            if t67 is None: t67 = Missing('d')
+                            t68 = call_value(t59, F_keys.fn, F_keys.cost, False, [t67])
+                            if t68.__class__ is list or t68.__class__ is dict or t68.__class__ is str: _charge_operands(t59, ('weight'), t68)
+                            t66 = _compare('in', ('weight'), t68)
+                            t65 = (t66 if t66.__class__ is bool else _truth(t66))
                         else:
-                            t80 = False
-                        if (t80 if t80.__class__ is bool else _truth(t80)):
-                            t86 = t75
-                            if t86 is None: t86 = Missing('d')
-                            if t86.__class__ is dict and 'weight' in t86:
-                                t87 = t86['weight']
-                                if t87 is None: t87 = Missing('d.weight')
+                            t65 = False
+                        if (t65 if t65.__class__ is bool else _truth(t65)):
+                            t70 = t61
+                            if t70 is None: t70 = Missing('d')
+                            if t70.__class__ is dict and 'weight' in t70:
+                                t71 = t70['weight']
+                                if t71 is None: t71 = Missing('d.weight')
                             else:
-                                t87 = attr_value(t86, 'weight', 'd.weight')
-                            t73.budget.left -= 1
-                            if t73.budget.left < 0: _charge(t73, 0)
-                            t88 = type_name(t87)
-                            t73.budget.mem -= len(t88)
-                            if t73.budget.mem < 0: _charge_mem(t73, 0)
-                            t90 = K117
-                            if t90.__class__ is list or t90.__class__ is dict or t90.__class__ is str: _charge_operands(t73, t88, t90)
-                            t89 = _compare('in', t88, t90)
-                            t85 = (t89 if t89.__class__ is bool else _truth(t89))
+                                t71 = attr_value(t70, 'weight', 'd.weight')
+                            t59.budget.left -= 1
+                            if t59.budget.left < 0: _charge(t59, 0)
+                            t72 = type_name(t71)
+                            t59.budget.mem -= len(t72)
+                            if t59.budget.mem < 0: _charge_mem(t59, 0)
+                            t74 = K117
+                            if t74.__class__ is list or t74.__class__ is dict or t74.__class__ is str: _charge_operands(t59, t72, t74)
+                            t73 = _compare('in', t72, t74)
+                            t69 = (t73 if t73.__class__ is bool else _truth(t73))
                         else:
-                            t85 = False
-                        if (t85 if t85.__class__ is bool else _truth(t85)):
-                            t92 = t75
-                            if t92 is None: t92 = Missing('d')
-                            if t92.__class__ is dict and 'weight' in t92:
-                                t93 = t92['weight']
-                                if t93 is None: t93 = Missing('d.weight')
+                            t69 = False
+                        if (t69 if t69.__class__ is bool else _truth(t69)):
+                            t76 = t61
+                            if t76 is None: t76 = Missing('d')
+                            if t76.__class__ is dict and 'weight' in t76:
+                                t77 = t76['weight']
+                                if t77 is None: t77 = Missing('d.weight')
                             else:
-                                t93 = attr_value(t92, 'weight', 'd.weight')
-                            t94 = call_value(t73, F_str.fn, F_str.cost, True, [t93])
-                            t96 = K118
-                            if t96.__class__ is list or t96.__class__ is dict or t96.__class__ is str: _charge_operands(t73, t94, t96)
-                            t95 = _compare('in', t94, t96)
-                            if not (t95 if t95.__class__ is bool else _truth(t95)):
-                                t98 = t75
-                                if t98 is None: t98 = Missing('d')
-                                if t98.__class__ is dict and 'weight' in t98:
-                                    t99 = t98['weight']
-                                    if t99 is None: t99 = Missing('d.weight')
+                                t77 = attr_value(t76, 'weight', 'd.weight')
+                            t78 = call_value(t59, F_str.fn, F_str.cost, True, [t77])
+                            t80 = K118
+                            if t80.__class__ is list or t80.__class__ is dict or t80.__class__ is str: _charge_operands(t59, t78, t80)
+                            t79 = _compare('in', t78, t80)
+                            if not (t79 if t79.__class__ is bool else _truth(t79)):
+                                t82 = t61
+                                if t82 is None: t82 = Missing('d')
+                                if t82.__class__ is dict and 'weight' in t82:
+                                    t83 = t82['weight']
+                                    if t83 is None: t83 = Missing('d.weight')
                                 else:
-                                    t99 = attr_value(t98, 'weight', 'd.weight')
-                                t101 = (0)
-                                if t99.__class__ is int:
-                                    t100 = t99 <= t101
+                                    t83 = attr_value(t82, 'weight', 'd.weight')
+                                if t83.__class__ is int:
+                                    t84 = t83 <= (0)
                                 else:
-                                    t100 = _compare('<=', t99, t101)
-                                t97 = (t100 if t100.__class__ is bool else _truth(t100))
+                                    t84 = _compare('<=', t83, (0))
+                                t81 = (t84 if t84.__class__ is bool else _truth(t84))
                             else:
-                                t97 = True
-                            t91 = (t97 if t97.__class__ is bool else _truth(t97))
+                                t81 = True
+                            t75 = (t81 if t81.__class__ is bool else _truth(t81))
                         else:
-                            t91 = False
-                        t68.append(t91)
-                        t69.mem -= 1
-                        if t69.mem < 0: _charge_mem(t42, 0)
-                        if len(t68) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                    t102 = call_value(t42, F_any.fn, F_any.cost, False, [t68])
-                    t67 = (t102 if t102.__class__ is bool else _truth(t102))
+                            t75 = False
+                        t54.append(t75)
+                        t55.mem -= 1
+                        if t55.mem < 0: _charge_mem(t33, 0)
+                        if len(t54) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                    t85 = call_value(t33, F_any.fn, F_any.cost, False, [t54])
+                    t53 = (t85 if t85.__class__ is bool else _truth(t85))
                 else:
-                    t67 = True
-                t55 = (t67 if t67.__class__ is bool else _truth(t67))
+                    t53 = True
+                t44 = (t53 if t53.__class__ is bool else _truth(t53))
             else:
-                t55 = False
-            if (t55 if t55.__class__ is bool else _truth(t55)):
-                t103 = ('ValueError: DatasetMixConfig requires finite, positive-weight datasets (')
-                if t103 is None or t103.__class__ is Missing: _need(t103)
-                t104 = t44
-                if t104 is None: t104 = Missing('n')
-                if t104.__class__ is dict and 'datasets' in t104:
-                    t105 = t104['datasets']
-                    if t105 is None: t105 = Missing('n.datasets')
+                t44 = False
+            if (t44 if t44.__class__ is bool else _truth(t44)):
+                t86 = t35
+                if t86 is None: t86 = Missing('n')
+                if t86.__class__ is dict and 'datasets' in t86:
+                    t87 = t86['datasets']
+                    if t87 is None: t87 = Missing('n.datasets')
                 else:
-                    t105 = attr_value(t104, 'datasets', 'n.datasets')
-                if t105.__class__ is list or t105.__class__ is str or t105.__class__ is dict:
-                    t106 = len(t105)
-                    t42.budget.left -= t106 if t106 > 1 else 1
-                    if t42.budget.left < 0: _charge(t42, 0)
+                    t87 = attr_value(t86, 'datasets', 'n.datasets')
+                if t87.__class__ is list or t87.__class__ is str or t87.__class__ is dict:
+                    t88 = len(t87)
+                    t33.budget.left -= t88 if t88 > 1 else 1
+                    if t33.budget.left < 0: _charge(t33, 0)
                 else:
-                    t106 = call_value(t42, F_len.fn, F_len.cost, False, [t105])
-                t108 = (0)
-                if t106.__class__ is int:
-                    t107 = t106 == t108
+                    t88 = call_value(t33, F_len.fn, F_len.cost, False, [t87])
+                if t88.__class__ is int:
+                    t89 = t88 == (0)
                 else:
-                    t107 = _compare('==', t106, t108)
-                if (t107 if t107.__class__ is bool else _truth(t107)):
-                    t110 = ('no datasets')
-                    t109 = t110
+                    t89 = _compare('==', t88, (0))
+                if (t89 if t89.__class__ is bool else _truth(t89)):
+                    t90 = ('no datasets')
                 else:
-                    t111 = ('weights ')
-                    if t111 is None or t111.__class__ is Missing: _need(t111)
-                    t112 = []
-                    t113 = t42.budget
-                    t115 = t44
-                    if t115 is None: t115 = Missing('n')
-                    if t115.__class__ is dict and 'datasets' in t115:
-                        t116 = t115['datasets']
-                        if t116 is None: t116 = Missing('n.datasets')
+                    t91 = []
+                    t92 = t33.budget
+                    t94 = t35
+                    if t94 is None: t94 = Missing('n')
+                    if t94.__class__ is dict and 'datasets' in t94:
+                        t95 = t94['datasets']
+                        if t95 is None: t95 = Missing('n.datasets')
                     else:
-                        t116 = attr_value(t115, 'datasets', 'n.datasets')
-                    t114 = loop_items(t116)
-                    t117 = Env({}, None, t113, t42)
-                    t118 = t117.values
-                    for t119 in t114:
-                        t113.left -= 12
-                        if t113.left < 0: _charge(t42, 0)
-                        t118['d'] = t119
-                        t117.let_cache = None
-                        t120 = ('weight')
-                        t122 = t119
-                        if t122 is None: t122 = Missing('d')
-                        t123 = call_value(t117, F_keys.fn, F_keys.cost, False, [t122])
-                        if t123.__class__ is list or t123.__class__ is dict or t123.__class__ is str: _charge_operands(t117, t120, t123)
-                        t121 = _compare('in', t120, t123)
-                        if (t121 if t121.__class__ is bool else _truth(t121)):
-                            t125 = t119
-                            if t125 is None: t125 = Missing('d')
-                            if t125.__class__ is dict and 'weight' in t125:
-                                t126 = t125['weight']
-                                if t126 is None: t126 = Missing('d.weight')
+                        t95 = attr_value(t94, 'datasets', 'n.datasets')
+                    t93 = loop_items(t95)
+                    t96 = Env({}, None, t92, t33)
+                    t97 = t96.values
+                    for t98 in t93:
+                        t92.left -= 12
+                        if t92.left < 0: _charge(t33, 0)
+                        t97['d'] = t98
+                        t96.let_cache = None
+                        t100 = t98
+                        if t100 is None: t100 = Missing('d')
+                        t101 = call_value(t96, F_keys.fn, F_keys.cost, False, [t100])
+                        if t101.__class__ is list or t101.__class__ is dict or t101.__class__ is str: _charge_operands(t96, ('weight'), t101)
+                        t99 = _compare('in', ('weight'), t101)
+                        if (t99 if t99.__class__ is bool else _truth(t99)):
+                            t103 = t98
+                            if t103 is None: t103 = Missing('d')
+                            if t103.__class__ is dict and 'weight' in t103:
+                                t104 = t103['weight']
+                                if t104 is None: t104 = Missing('d.weight')
                             else:
-                                t126 = attr_value(t125, 'weight', 'd.weight')
-                            t127 = call_value(t117, F_str.fn, F_str.cost, True, [t126])
-                            t124 = t127
+                                t104 = attr_value(t103, 'weight', 'd.weight')
+                            t105 = call_value(t96, F_str.fn, F_str.cost, True, [t104])
+                            t102 = t105
                         else:
-                            t128 = ('1.0')
-                            t124 = t128
-                        t112.append(t124)
-                        t113.mem -= 1
-                        if t113.mem < 0: _charge_mem(t42, 0)
-                        if len(t112) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                    t129 = (', ')
-                    t130 = call_value(t42, F_join.fn, F_join.cost, False, [t112, t129])
-                    if t130 is None or t130.__class__ is Missing: _need(t130)
-                    if t111.__class__ is int and t130.__class__ is int:
-                        t131 = t111 + t130
-                        if not -MAX_INT <= t131 <= MAX_INT: _check_value(t131)
+                            t102 = ('1.0')
+                        t91.append(t102)
+                        t92.mem -= 1
+                        if t92.mem < 0: _charge_mem(t33, 0)
+                        if len(t91) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                    t106 = call_value(t33, F_join.fn, F_join.cost, False, [t91, (', ')])
+                    if t106 is None or t106.__class__ is Missing: _need(t106)
+                    if ('weights ').__class__ is int and t106.__class__ is int:
+                        t107 = ('weights ') + t106
+                        if not -MAX_INT <= t107 <= MAX_INT: _check_value(t107)
                     else:
-                        t131 = _binop('+', t111, t130, t42)
-                    t109 = t131
-                if t109 is None or t109.__class__ is Missing: _need(t109)
-                if t103.__class__ is int and t109.__class__ is int:
-                    t132 = t103 + t109
-                    if not -MAX_INT <= t132 <= MAX_INT: _check_value(t132)
+                        t107 = _binop('+', ('weights '), t106, t33)
+                    t90 = t107
+                if t90 is None or t90.__class__ is Missing: _need(t90)
+                if ('ValueError: DatasetMixConfig requires finite, positive-weight datasets (').__class__ is int and t90.__class__ is int:
+                    t108 = ('ValueError: DatasetMixConfig requires finite, positive-weight datasets (') + t90
+                    if not -MAX_INT <= t108 <= MAX_INT: _check_value(t108)
                 else:
-                    t132 = _binop('+', t103, t109, t42)
-                if t132 is None or t132.__class__ is Missing: _need(t132)
-                t133 = (')')
-                if t133 is None or t133.__class__ is Missing: _need(t133)
-                if t132.__class__ is int and t133.__class__ is int:
-                    t134 = t132 + t133
-                    if not -MAX_INT <= t134 <= MAX_INT: _check_value(t134)
+                    t108 = _binop('+', ('ValueError: DatasetMixConfig requires finite, positive-weight datasets ('), t90, t33)
+                if t108 is None or t108.__class__ is Missing: _need(t108)
+                if t108.__class__ is int and (')').__class__ is int:
+                    t109 = t108 + (')')
+                    if not -MAX_INT <= t109 <= MAX_INT: _check_value(t109)
                 else:
-                    t134 = _binop('+', t132, t133, t42)
-                t135 = ('when the trainer builds the dataloader (DatasetMixConfig.build), before the first step')
-                t136 = t44
-                if t136 is None: t136 = Missing('n')
-                if t136.__class__ is dict and 'datasets' in t136:
-                    t137 = t136['datasets']
-                    if t137 is None: t137 = Missing('n.datasets')
+                    t109 = _binop('+', t108, (')'), t33)
+                t110 = t35
+                if t110 is None: t110 = Missing('n')
+                if t110.__class__ is dict and 'datasets' in t110:
+                    t111 = t110['datasets']
+                    if t111 is None: t111 = Missing('n.datasets')
                 else:
-                    t137 = attr_value(t136, 'datasets', 'n.datasets')
-                if t137.__class__ is list or t137.__class__ is str or t137.__class__ is dict:
-                    t138 = len(t137)
-                    t42.budget.left -= t138 if t138 > 1 else 1
-                    if t42.budget.left < 0: _charge(t42, 0)
+                    t111 = attr_value(t110, 'datasets', 'n.datasets')
+                if t111.__class__ is list or t111.__class__ is str or t111.__class__ is dict:
+                    t112 = len(t111)
+                    t33.budget.left -= t112 if t112 > 1 else 1
+                    if t33.budget.left < 0: _charge(t33, 0)
                 else:
-                    t138 = call_value(t42, F_len.fn, F_len.cost, False, [t137])
-                t140 = (0)
-                if t138.__class__ is int:
-                    t139 = t138 == t140
+                    t112 = call_value(t33, F_len.fn, F_len.cost, False, [t111])
+                if t112.__class__ is int:
+                    t113 = t112 == (0)
                 else:
-                    t139 = _compare('==', t138, t140)
-                if (t139 if t139.__class__ is bool else _truth(t139)):
-                    t142 = ('give the mix at least one dataset')
-                    t141 = t142
+                    t113 = _compare('==', t112, (0))
+                if (t113 if t113.__class__ is bool else _truth(t113)):
+                    t114 = ('give the mix at least one dataset')
                 else:
-                    t143 = ('give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)')
-                    t141 = t143
-                t144 = [t134, t135, t141]
-                t38.append(t144)
-                t39.mem -= 1
-                if t39.mem < 0: _charge_mem(env, 0)
-                if len(t38) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t38 is None or t38.__class__ is Missing: _need(t38)
-        if t6.__class__ is int and t38.__class__ is int:
-            t145 = t6 + t38
-            if not -MAX_INT <= t145 <= MAX_INT: _check_value(t145)
+                    t114 = ('give every WeightedDataset a finite weight > 0 (drop a dataset instead of weighting it 0)')
+                t115 = [t109, ('when the trainer builds the dataloader (DatasetMixConfig.build), before the first step'), t114]
+                t30.append(t115)
+                t31.mem -= 1
+                if t31.mem < 0: _charge_mem(env, 0)
+                if len(t30) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t30 is None or t30.__class__ is Missing: _need(t30)
+        if t5.__class__ is int and t30.__class__ is int:
+            t116 = t5 + t30
+            if not -MAX_INT <= t116 <= MAX_INT: _check_value(t116)
         else:
-            t145 = _binop('+', t6, t38, env)
-        if t145 is None or t145.__class__ is Missing: _need(t145)
-        t146 = []
-        t147 = env.budget
-        t149 = env.lookup('nodes')
-        if t149 is None: t149 = Missing('nodes')
-        t148 = loop_items(t149)
-        t150 = Env({}, None, t147, env)
-        t151 = t150.values
-        for t152 in t148:
-            t147.left -= 28
-            if t147.left < 0: _charge(env, 0)
-            t151['n'] = t152
-            t150.let_cache = None
-            t153 = ('datasets')
-            t155 = t152
-            if t155 is None: t155 = Missing('n')
-            t156 = call_value(t150, F_keys.fn, F_keys.cost, False, [t155])
-            if t156.__class__ is list or t156.__class__ is dict or t156.__class__ is str: _charge_operands(t150, t153, t156)
-            t154 = _compare('in', t153, t156)
-            if (t154 if t154.__class__ is bool else _truth(t154)):
-                t158 = t152
+            t116 = _binop('+', t5, t30, env)
+        if t116 is None or t116.__class__ is Missing: _need(t116)
+        t117 = []
+        t118 = env.budget
+        t119 = loop_items(t8)
+        t120 = Env({}, None, t118, env)
+        t121 = t120.values
+        for t122 in t119:
+            t118.left -= 28
+            if t118.left < 0: _charge(env, 0)
+            t121['n'] = t122
+            t120.let_cache = None
+            t124 = t122
+            if t124 is None: t124 = Missing('n')
+            t125 = call_value(t120, F_keys.fn, F_keys.cost, False, [t124])
+            if t125.__class__ is list or t125.__class__ is dict or t125.__class__ is str: _charge_operands(t120, ('datasets'), t125)
+            t123 = _compare('in', ('datasets'), t125)
+            if (t123 if t123.__class__ is bool else _truth(t123)):
+                t127 = t122
+                if t127 is None: t127 = Missing('n')
+                if t127.__class__ is dict and 'datasets' in t127:
+                    t128 = t127['datasets']
+                    if t128 is None: t128 = Missing('n.datasets')
+                else:
+                    t128 = attr_value(t127, 'datasets', 'n.datasets')
+                t120.budget.left -= 1
+                if t120.budget.left < 0: _charge(t120, 0)
+                t129 = type_name(t128)
+                t120.budget.mem -= len(t129)
+                if t120.budget.mem < 0: _charge_mem(t120, 0)
+                if t129.__class__ is str:
+                    t130 = t129 == ('list')
+                else:
+                    t130 = _compare('==', t129, ('list'))
+                t126 = (t130 if t130.__class__ is bool else _truth(t130))
+            else:
+                t126 = False
+            if (t126 if t126.__class__ is bool else _truth(t126)):
+                t132 = t122
+                if t132 is None: t132 = Missing('n')
+                if t132.__class__ is dict and 'datasets' in t132:
+                    t133 = t132['datasets']
+                    if t133 is None: t133 = Missing('n.datasets')
+                else:
+                    t133 = attr_value(t132, 'datasets', 'n.datasets')
+                if t133.__class__ is list or t133.__class__ is str or t133.__class__ is dict:
+                    t134 = len(t133)
+                    t120.budget.left -= t134 if t134 > 1 else 1
+                    if t120.budget.left < 0: _charge(t120, 0)
+                else:
+                    t134 = call_value(t120, F_len.fn, F_len.cost, False, [t133])
+                if t134.__class__ is int:
+                    t135 = t134 == (0)
+                else:
+                    t135 = _compare('==', t134, (0))
+                t131 = (t135 if t135.__class__ is bool else _truth(t135))
+            else:
+                t131 = False
+            if (t131 if t131.__class__ is bool else _truth(t131)):
+                t137 = t122
+                if t137 is None: t137 = Missing('n')
+                if t137 is None or t137.__class__ is Missing: _need(t137)
+                t138 = index_value(t137, ('class'), 'n')
+                if t138.__class__ is str:
+                    t139 = t138 == ('DatasetConcatConfig')
+                else:
+                    t139 = _compare('==', t138, ('DatasetConcatConfig'))
+                t136 = (t139 if t139.__class__ is bool else _truth(t139))
+            else:
+                t136 = False
+            if (t136 if t136.__class__ is bool else _truth(t136)):
+                t140 = K119
+                t117.append(t140)
+                t118.mem -= 1
+                if t118.mem < 0: _charge_mem(env, 0)
+                if len(t117) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t117 is None or t117.__class__ is Missing: _need(t117)
+        if t116.__class__ is int and t117.__class__ is int:
+            t141 = t116 + t117
+            if not -MAX_INT <= t141 <= MAX_INT: _check_value(t141)
+        else:
+            t141 = _binop('+', t116, t117, env)
+        if t141 is None or t141.__class__ is Missing: _need(t141)
+        t142 = []
+        t143 = env.budget
+        t144 = loop_items(t8)
+        t145 = Env({}, None, t143, env)
+        t146 = t145.values
+        for t147 in t144:
+            t143.left -= 81
+            if t143.left < 0: _charge(env, 0)
+            t146['n'] = t147
+            t145.let_cache = None
+            t149 = t147
+            if t149 is None: t149 = Missing('n')
+            t150 = call_value(t145, F_keys.fn, F_keys.cost, False, [t149])
+            if t150.__class__ is list or t150.__class__ is dict or t150.__class__ is str: _charge_operands(t145, ('source'), t150)
+            t148 = _compare('in', ('source'), t150)
+            if (t148 if t148.__class__ is bool else _truth(t148)):
+                t152 = t147
+                if t152 is None: t152 = Missing('n')
+                if t152.__class__ is dict and 'source' in t152:
+                    t153 = t152['source']
+                    if t153 is None: t153 = Missing('n.source')
+                else:
+                    t153 = attr_value(t152, 'source', 'n.source')
+                t145.budget.left -= 1
+                if t145.budget.left < 0: _charge(t145, 0)
+                t154 = type_name(t153)
+                t145.budget.mem -= len(t154)
+                if t145.budget.mem < 0: _charge_mem(t145, 0)
+                if t154.__class__ is str:
+                    t155 = t154 == ('table')
+                else:
+                    t155 = _compare('==', t154, ('table'))
+                t151 = (t155 if t155.__class__ is bool else _truth(t155))
+            else:
+                t151 = False
+            if (t151 if t151.__class__ is bool else _truth(t151)):
+                t158 = t147
                 if t158 is None: t158 = Missing('n')
-                if t158.__class__ is dict and 'datasets' in t158:
-                    t159 = t158['datasets']
-                    if t159 is None: t159 = Missing('n.datasets')
+                if t158.__class__ is dict and 'source' in t158:
+                    t159 = t158['source']
+                    if t159 is None: t159 = Missing('n.source')
                 else:
-                    t159 = attr_value(t158, 'datasets', 'n.datasets')
-                t150.budget.left -= 1
-                if t150.budget.left < 0: _charge(t150, 0)
-                t160 = type_name(t159)
-                t150.budget.mem -= len(t160)
-                if t150.budget.mem < 0: _charge_mem(t150, 0)
-                t162 = ('list')
-                if t160.__class__ is str:
-                    t161 = t160 == t162
-                else:
-                    t161 = _compare('==', t160, t162)
-                t157 = (t161 if t161.__class__ is bool else _truth(t161))
+                    t159 = attr_value(t158, 'source', 'n.source')
+                t160 = call_value(t145, F_keys.fn, F_keys.cost, False, [t159])
+                if t160.__class__ is list or t160.__class__ is dict or t160.__class__ is str: _charge_operands(t145, ('load_dataset_kwargs'), t160)
+                t157 = _compare('in', ('load_dataset_kwargs'), t160)
+                t156 = (t157 if t157.__class__ is bool else _truth(t157))
             else:
-                t157 = False
-            if (t157 if t157.__class__ is bool else _truth(t157)):
-                t164 = t152
-                if t164 is None: t164 = Missing('n')
-                if t164.__class__ is dict and 'datasets' in t164:
-                    t165 = t164['datasets']
-                    if t165 is None: t165 = Missing('n.datasets')
+                t156 = False
+            if (t156 if t156.__class__ is bool else _truth(t156)):
+                t162 = t147
+                if t162 is None: t162 = Missing('n')
+                if t162.__class__ is dict and 'source' in t162:
+                    t163 = t162['source']
+                    if t163 is None: t163 = Missing('n.source')
                 else:
-                    t165 = attr_value(t164, 'datasets', 'n.datasets')
-                if t165.__class__ is list or t165.__class__ is str or t165.__class__ is dict:
-                    t166 = len(t165)
-                    t150.budget.left -= t166 if t166 > 1 else 1
-                    if t150.budget.left < 0: _charge(t150, 0)
+                    t163 = attr_value(t162, 'source', 'n.source')
+                if t163.__class__ is dict and 'load_dataset_kwargs' in t163:
+                    t164 = t163['load_dataset_kwargs']
+                    if t164 is None: t164 = Missing('n.source.load_dataset_kwargs')
                 else:
-                    t166 = call_value(t150, F_len.fn, F_len.cost, False, [t165])
-                t168 = (0)
-                if t166.__class__ is int:
-                    t167 = t166 == t168
+                    t164 = attr_value(t163, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
+                t145.budget.left -= 1
+                if t145.budget.left < 0: _charge(t145, 0)
+                t165 = type_name(t164)
+                t145.budget.mem -= len(t165)
+                if t145.budget.mem < 0: _charge_mem(t145, 0)
+                if t165.__class__ is str:
+                    t166 = t165 == ('table')
                 else:
-                    t167 = _compare('==', t166, t168)
-                t163 = (t167 if t167.__class__ is bool else _truth(t167))
+                    t166 = _compare('==', t165, ('table'))
+                t161 = (t166 if t166.__class__ is bool else _truth(t166))
             else:
-                t163 = False
-            if (t163 if t163.__class__ is bool else _truth(t163)):
-                t170 = t152
-                if t170 is None: t170 = Missing('n')
-                if t170 is None or t170.__class__ is Missing: _need(t170)
-                t171 = ('class')
-                if t171 is None or t171.__class__ is Missing: _need(t171)
-                t172 = index_value(t170, t171, 'n')
-                t174 = ('DatasetConcatConfig')
-                if t172.__class__ is str:
-                    t173 = t172 == t174
+                t161 = False
+            if (t161 if t161.__class__ is bool else _truth(t161)):
+                t168 = []
+                t169 = t145.budget
+                t171 = t147
+                if t171 is None: t171 = Missing('n')
+                if t171.__class__ is dict and 'source' in t171:
+                    t172 = t171['source']
+                    if t172 is None: t172 = Missing('n.source')
                 else:
-                    t173 = _compare('==', t172, t174)
-                t169 = (t173 if t173.__class__ is bool else _truth(t173))
+                    t172 = attr_value(t171, 'source', 'n.source')
+                if t172.__class__ is dict and 'load_dataset_kwargs' in t172:
+                    t173 = t172['load_dataset_kwargs']
+                    if t173 is None: t173 = Missing('n.source.load_dataset_kwargs')
+                else:
+                    t173 = attr_value(t172, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
+                t174 = call_value(t145, F_keys.fn, F_keys.cost, False, [t173])
+                t170 = loop_items(t174)
+                t175 = Env({}, None, t169, t145)
+                t176 = t175.values
+                for t177 in t170:
+                    t169.left -= 8
+                    if t169.left < 0: _charge(t145, 0)
+                    t176['k'] = t177
+                    t175.let_cache = None
+                    t178 = t177
+                    if t178 is None: t178 = Missing('k')
+                    t180 = t175.lookup('hf')
+                    if t180 is None: t180 = Missing('hf')
+                    if t180.__class__ is list or t180.__class__ is dict or t180.__class__ is str: _charge_operands(t175, t178, t180)
+                    t179 = _compare('in', t178, t180)
+                    t168.append(t179)
+                    t169.mem -= 1
+                    if t169.mem < 0: _charge_mem(t145, 0)
+                    if len(t168) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                t181 = call_value(t145, F_any.fn, F_any.cost, False, [t168])
+                t167 = (t181 if t181.__class__ is bool else _truth(t181))
             else:
-                t169 = False
-            if (t169 if t169.__class__ is bool else _truth(t169)):
-                t175 = K119
-                t146.append(t175)
-                t147.mem -= 1
-                if t147.mem < 0: _charge_mem(env, 0)
-                if len(t146) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t146 is None or t146.__class__ is Missing: _need(t146)
-        if t145.__class__ is int and t146.__class__ is int:
-            t176 = t145 + t146
-            if not -MAX_INT <= t176 <= MAX_INT: _check_value(t176)
-        else:
-            t176 = _binop('+', t145, t146, env)
-        if t176 is None or t176.__class__ is Missing: _need(t176)
-        t177 = []
-        t178 = env.budget
-        t180 = env.lookup('nodes')
-        if t180 is None: t180 = Missing('nodes')
-        t179 = loop_items(t180)
-        t181 = Env({}, None, t178, env)
-        t182 = t181.values
-        for t183 in t179:
-            t178.left -= 81
-            if t178.left < 0: _charge(env, 0)
-            t182['n'] = t183
-            t181.let_cache = None
-            t184 = ('source')
-            t186 = t183
-            if t186 is None: t186 = Missing('n')
-            t187 = call_value(t181, F_keys.fn, F_keys.cost, False, [t186])
-            if t187.__class__ is list or t187.__class__ is dict or t187.__class__ is str: _charge_operands(t181, t184, t187)
-            t185 = _compare('in', t184, t187)
-            if (t185 if t185.__class__ is bool else _truth(t185)):
-                t189 = t183
-                if t189 is None: t189 = Missing('n')
-                if t189.__class__ is dict and 'source' in t189:
-                    t190 = t189['source']
-                    if t190 is None: t190 = Missing('n.source')
+                t167 = False
+            if (t167 if t167.__class__ is bool else _truth(t167)):
+                t182 = []
+                t183 = t145.budget
+                t185 = t147
+                if t185 is None: t185 = Missing('n')
+                if t185.__class__ is dict and 'source' in t185:
+                    t186 = t185['source']
+                    if t186 is None: t186 = Missing('n.source')
                 else:
-                    t190 = attr_value(t189, 'source', 'n.source')
-                t181.budget.left -= 1
-                if t181.budget.left < 0: _charge(t181, 0)
-                t191 = type_name(t190)
-                t181.budget.mem -= len(t191)
-                if t181.budget.mem < 0: _charge_mem(t181, 0)
-                t193 = ('table')
-                if t191.__class__ is str:
-                    t192 = t191 == t193
+                    t186 = attr_value(t185, 'source', 'n.source')
+                if t186.__class__ is dict and 'load_dataset_kwargs' in t186:
+                    t187 = t186['load_dataset_kwargs']
+                    if t187 is None: t187 = Missing('n.source.load_dataset_kwargs')
                 else:
-                    t192 = _compare('==', t191, t193)
-                t188 = (t192 if t192.__class__ is bool else _truth(t192))
-            else:
-                t188 = False
-            if (t188 if t188.__class__ is bool else _truth(t188)):
-                t195 = ('load_dataset_kwargs')
-                t197 = t183
-                if t197 is None: t197 = Missing('n')
-                if t197.__class__ is dict and 'source' in t197:
-                    t198 = t197['source']
-                    if t198 is None: t198 = Missing('n.source')
+                    t187 = attr_value(t186, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
+                t188 = call_value(t145, F_keys.fn, F_keys.cost, False, [t187])
+                t189 = call_value(t145, F_sorted.fn, F_sorted.cost, False, [t188])
+                t184 = loop_items(t189)
+                t190 = Env({}, None, t183, t145)
+                t191 = t190.values
+                for t192 in t184:
+                    t183.left -= 14
+                    if t183.left < 0: _charge(t145, 0)
+                    t191['k'] = t192
+                    t190.let_cache = None
+                    t193 = t192
+                    if t193 is None: t193 = Missing('k')
+                    t195 = t190.lookup('hf')
+                    if t195 is None: t195 = Missing('hf')
+                    if t195.__class__ is list or t195.__class__ is dict or t195.__class__ is str: _charge_operands(t190, t193, t195)
+                    t194 = _compare('in', t193, t195)
+                    if (t194 if t194.__class__ is bool else _truth(t194)):
+                        t196 = t190.lookup('chr_q')
+                        if t196 is None: t196 = Missing('chr_q')
+                        if t196 is None or t196.__class__ is Missing: _need(t196)
+                        t197 = t192
+                        if t197 is None: t197 = Missing('k')
+                        if t197 is None or t197.__class__ is Missing: _need(t197)
+                        if t196.__class__ is int and t197.__class__ is int:
+                            t198 = t196 + t197
+                            if not -MAX_INT <= t198 <= MAX_INT: _check_value(t198)
+                        else:
+                            t198 = _binop('+', t196, t197, t190)
+                        if t198 is None or t198.__class__ is Missing: _need(t198)
+                        if t196 is None or t196.__class__ is Missing: _need(t196)
+                        if t198.__class__ is int and t196.__class__ is int:
+                            t199 = t198 + t196
+                            if not -MAX_INT <= t199 <= MAX_INT: _check_value(t199)
+                        else:
+                            t199 = _binop('+', t198, t196, t190)
+                        t182.append(t199)
+                        t183.mem -= 1
+                        if t183.mem < 0: _charge_mem(t145, 0)
+                        if len(t182) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                t200 = call_value(t145, F_join.fn, F_join.cost, False, [t182, (', ')])
+                if t200 is None or t200.__class__ is Missing: _need(t200)
+                if ('ValueError: first-class Hugging Face fields repeated in kwargs: [').__class__ is int and t200.__class__ is int:
+                    t201 = ('ValueError: first-class Hugging Face fields repeated in kwargs: [') + t200
+                    if not -MAX_INT <= t201 <= MAX_INT: _check_value(t201)
                 else:
-                    t198 = attr_value(t197, 'source', 'n.source')
-                t199 = call_value(t181, F_keys.fn, F_keys.cost, False, [t198])
-                if t199.__class__ is list or t199.__class__ is dict or t199.__class__ is str: _charge_operands(t181, t195, t199)
-                t196 = _compare('in', t195, t199)
-                t194 = (t196 if t196.__class__ is bool else _truth(t196))
-            else:
-                t194 = False
-            if (t194 if t194.__class__ is bool else _truth(t194)):
-                t201 = t183
-                if t201 is None: t201 = Missing('n')
-                if t201.__class__ is dict and 'source' in t201:
-                    t202 = t201['source']
-                    if t202 is None: t202 = Missing('n.source')
+                    t201 = _binop('+', ('ValueError: first-class Hugging Face fields repeated in kwargs: ['), t200, t145)
+                if t201 is None or t201.__class__ is Missing: _need(t201)
+                if t201.__class__ is int and (']').__class__ is int:
+                    t202 = t201 + (']')
+                    if not -MAX_INT <= t202 <= MAX_INT: _check_value(t202)
                 else:
-                    t202 = attr_value(t201, 'source', 'n.source')
-                if t202.__class__ is dict and 'load_dataset_kwargs' in t202:
-                    t203 = t202['load_dataset_kwargs']
-                    if t203 is None: t203 = Missing('n.source.load_dataset_kwargs')
+                    t202 = _binop('+', t201, (']'), t145)
+                t203 = t145.lookup('chr_q')
+                if t203 is None: t203 = Missing('chr_q')
+                if t203 is None or t203.__class__ is Missing: _need(t203)
+                if ('when it builds the config (the Hugging Face source Config').__class__ is int and t203.__class__ is int:
+                    t204 = ('when it builds the config (the Hugging Face source Config') + t203
+                    if not -MAX_INT <= t204 <= MAX_INT: _check_value(t204)
                 else:
-                    t203 = attr_value(t202, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t181.budget.left -= 1
-                if t181.budget.left < 0: _charge(t181, 0)
-                t204 = type_name(t203)
-                t181.budget.mem -= len(t204)
-                if t181.budget.mem < 0: _charge_mem(t181, 0)
-                t206 = ('table')
-                if t204.__class__ is str:
-                    t205 = t204 == t206
+                    t204 = _binop('+', ('when it builds the config (the Hugging Face source Config'), t203, t145)
+                if t204 is None or t204.__class__ is Missing: _need(t204)
+                if t204.__class__ is int and ('s __post_init__)').__class__ is int:
+                    t205 = t204 + ('s __post_init__)')
+                    if not -MAX_INT <= t205 <= MAX_INT: _check_value(t205)
                 else:
-                    t205 = _compare('==', t204, t206)
-                t200 = (t205 if t205.__class__ is bool else _truth(t205))
-            else:
-                t200 = False
-            if (t200 if t200.__class__ is bool else _truth(t200)):
-                t208 = []
-                t209 = t181.budget
-                t211 = t183
-                if t211 is None: t211 = Missing('n')
-                if t211.__class__ is dict and 'source' in t211:
-                    t212 = t211['source']
-                    if t212 is None: t212 = Missing('n.source')
+                    t205 = _binop('+', t204, ('s __post_init__)'), t145)
+                t206 = []
+                t207 = t145.budget
+                t209 = t147
+                if t209 is None: t209 = Missing('n')
+                if t209.__class__ is dict and 'source' in t209:
+                    t210 = t209['source']
+                    if t210 is None: t210 = Missing('n.source')
                 else:
-                    t212 = attr_value(t211, 'source', 'n.source')
-                if t212.__class__ is dict and 'load_dataset_kwargs' in t212:
-                    t213 = t212['load_dataset_kwargs']
-                    if t213 is None: t213 = Missing('n.source.load_dataset_kwargs')
+                    t210 = attr_value(t209, 'source', 'n.source')
+                if t210.__class__ is dict and 'load_dataset_kwargs' in t210:
+                    t211 = t210['load_dataset_kwargs']
+                    if t211 is None: t211 = Missing('n.source.load_dataset_kwargs')
                 else:
-                    t213 = attr_value(t212, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t214 = call_value(t181, F_keys.fn, F_keys.cost, False, [t213])
-                t210 = loop_items(t214)
-                t215 = Env({}, None, t209, t181)
-                t216 = t215.values
-                for t217 in t210:
-                    t209.left -= 8
-                    if t209.left < 0: _charge(t181, 0)
-                    t216['k'] = t217
-                    t215.let_cache = None
-                    t218 = t217
-                    if t218 is None: t218 = Missing('k')
-                    t220 = t215.lookup('hf')
-                    if t220 is None: t220 = Missing('hf')
-                    if t220.__class__ is list or t220.__class__ is dict or t220.__class__ is str: _charge_operands(t215, t218, t220)
-                    t219 = _compare('in', t218, t220)
-                    t208.append(t219)
-                    t209.mem -= 1
-                    if t209.mem < 0: _charge_mem(t181, 0)
-                    if len(t208) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t221 = call_value(t181, F_any.fn, F_any.cost, False, [t208])
-                t207 = (t221 if t221.__class__ is bool else _truth(t221))
-            else:
-                t207 = False
-            if (t207 if t207.__class__ is bool else _truth(t207)):
-                t222 = ('ValueError: first-class Hugging Face fields repeated in kwargs: [')
+                    t211 = attr_value(t210, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
+                t212 = call_value(t145, F_keys.fn, F_keys.cost, False, [t211])
+                t213 = call_value(t145, F_sorted.fn, F_sorted.cost, False, [t212])
+                t208 = loop_items(t213)
+                t214 = Env({}, None, t207, t145)
+                t215 = t214.values
+                for t216 in t208:
+                    t207.left -= 10
+                    if t207.left < 0: _charge(t145, 0)
+                    t215['k'] = t216
+                    t214.let_cache = None
+                    t217 = t216
+                    if t217 is None: t217 = Missing('k')
+                    t219 = t214.lookup('hf')
+                    if t219 is None: t219 = Missing('hf')
+                    if t219.__class__ is list or t219.__class__ is dict or t219.__class__ is str: _charge_operands(t214, t217, t219)
+                    t218 = _compare('in', t217, t219)
+                    if (t218 if t218.__class__ is bool else _truth(t218)):
+                        t220 = t216
+                        if t220 is None: t220 = Missing('k')
+                        t206.append(t220)
+                        t207.mem -= 1
+                        if t207.mem < 0: _charge_mem(t145, 0)
+                        if len(t206) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                t221 = call_value(t145, F_join.fn, F_join.cost, False, [t206, (', ')])
+                if t221 is None or t221.__class__ is Missing: _need(t221)
+                if ('pass ').__class__ is int and t221.__class__ is int:
+                    t222 = ('pass ') + t221
+                    if not -MAX_INT <= t222 <= MAX_INT: _check_value(t222)
+                else:
+                    t222 = _binop('+', ('pass '), t221, t145)
                 if t222 is None or t222.__class__ is Missing: _need(t222)
-                t223 = []
-                t224 = t181.budget
-                t226 = t183
-                if t226 is None: t226 = Missing('n')
-                if t226.__class__ is dict and 'source' in t226:
-                    t227 = t226['source']
-                    if t227 is None: t227 = Missing('n.source')
+                if t222.__class__ is int and (' as the source').__class__ is int:
+                    t223 = t222 + (' as the source')
+                    if not -MAX_INT <= t223 <= MAX_INT: _check_value(t223)
                 else:
-                    t227 = attr_value(t226, 'source', 'n.source')
-                if t227.__class__ is dict and 'load_dataset_kwargs' in t227:
-                    t228 = t227['load_dataset_kwargs']
-                    if t228 is None: t228 = Missing('n.source.load_dataset_kwargs')
+                    t223 = _binop('+', t222, (' as the source'), t145)
+                if t223 is None or t223.__class__ is Missing: _need(t223)
+                if t203 is None or t203.__class__ is Missing: _need(t203)
+                if t223.__class__ is int and t203.__class__ is int:
+                    t224 = t223 + t203
+                    if not -MAX_INT <= t224 <= MAX_INT: _check_value(t224)
                 else:
-                    t228 = attr_value(t227, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t229 = call_value(t181, F_keys.fn, F_keys.cost, False, [t228])
-                t230 = call_value(t181, F_sorted.fn, F_sorted.cost, False, [t229])
-                t225 = loop_items(t230)
-                t231 = Env({}, None, t224, t181)
-                t232 = t231.values
-                for t233 in t225:
-                    t224.left -= 14
-                    if t224.left < 0: _charge(t181, 0)
-                    t232['k'] = t233
-                    t231.let_cache = None
-                    t234 = t233
-                    if t234 is None: t234 = Missing('k')
-                    t236 = t231.lookup('hf')
-                    if t236 is None: t236 = Missing('hf')
-                    if t236.__class__ is list or t236.__class__ is dict or t236.__class__ is str: _charge_operands(t231, t234, t236)
-                    t235 = _compare('in', t234, t236)
-                    if (t235 if t235.__class__ is bool else _truth(t235)):
-                        t237 = t231.lookup('chr_q')
-                        if t237 is None: t237 = Missing('chr_q')
-                        if t237 is None or t237.__class__ is Missing: _need(t237)
-                        t238 = t233
-                        if t238 is None: t238 = Missing('k')
-                        if t238 is None or t238.__class__ is Missing: _need(t238)
-                        if t237.__class__ is int and t238.__class__ is int:
-                            t239 = t237 + t238
-                            if not -MAX_INT <= t239 <= MAX_INT: _check_value(t239)
-                        else:
-                            t239 = _binop('+', t237, t238, t231)
-                        if t239 is None or t239.__class__ is Missing: _need(t239)
-                        t240 = t231.lookup('chr_q')
-                        if t240 is None: t240 = Missing('chr_q')
-                        if t240 is None or t240.__class__ is Missing: _need(t240)
-                        if t239.__class__ is int and t240.__class__ is int:
-                            t241 = t239 + t240
-                            if not -MAX_INT <= t241 <= MAX_INT: _check_value(t241)
-                        else:
-                            t241 = _binop('+', t239, t240, t231)
-                        t223.append(t241)
-                        t224.mem -= 1
-                        if t224.mem < 0: _charge_mem(t181, 0)
-                        if len(t223) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t242 = (', ')
-                t243 = call_value(t181, F_join.fn, F_join.cost, False, [t223, t242])
-                if t243 is None or t243.__class__ is Missing: _need(t243)
-                if t222.__class__ is int and t243.__class__ is int:
-                    t244 = t222 + t243
-                    if not -MAX_INT <= t244 <= MAX_INT: _check_value(t244)
+                    t224 = _binop('+', t223, t203, t145)
+                if t224 is None or t224.__class__ is Missing: _need(t224)
+                if t224.__class__ is int and ('s own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself').__class__ is int:
+                    t225 = t224 + ('s own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself')
+                    if not -MAX_INT <= t225 <= MAX_INT: _check_value(t225)
                 else:
-                    t244 = _binop('+', t222, t243, t181)
-                if t244 is None or t244.__class__ is Missing: _need(t244)
-                t245 = (']')
-                if t245 is None or t245.__class__ is Missing: _need(t245)
-                if t244.__class__ is int and t245.__class__ is int:
-                    t246 = t244 + t245
-                    if not -MAX_INT <= t246 <= MAX_INT: _check_value(t246)
-                else:
-                    t246 = _binop('+', t244, t245, t181)
-                t247 = ('when it builds the config (the Hugging Face source Config')
-                if t247 is None or t247.__class__ is Missing: _need(t247)
-                t248 = t181.lookup('chr_q')
-                if t248 is None: t248 = Missing('chr_q')
-                if t248 is None or t248.__class__ is Missing: _need(t248)
-                if t247.__class__ is int and t248.__class__ is int:
-                    t249 = t247 + t248
-                    if not -MAX_INT <= t249 <= MAX_INT: _check_value(t249)
-                else:
-                    t249 = _binop('+', t247, t248, t181)
-                if t249 is None or t249.__class__ is Missing: _need(t249)
-                t250 = ('s __post_init__)')
-                if t250 is None or t250.__class__ is Missing: _need(t250)
-                if t249.__class__ is int and t250.__class__ is int:
-                    t251 = t249 + t250
-                    if not -MAX_INT <= t251 <= MAX_INT: _check_value(t251)
-                else:
-                    t251 = _binop('+', t249, t250, t181)
-                t252 = ('pass ')
-                if t252 is None or t252.__class__ is Missing: _need(t252)
-                t253 = []
-                t254 = t181.budget
-                t256 = t183
-                if t256 is None: t256 = Missing('n')
-                if t256.__class__ is dict and 'source' in t256:
-                    t257 = t256['source']
-                    if t257 is None: t257 = Missing('n.source')
-                else:
-                    t257 = attr_value(t256, 'source', 'n.source')
-                if t257.__class__ is dict and 'load_dataset_kwargs' in t257:
-                    t258 = t257['load_dataset_kwargs']
-                    if t258 is None: t258 = Missing('n.source.load_dataset_kwargs')
-                else:
-                    t258 = attr_value(t257, 'load_dataset_kwargs', 'n.source.load_dataset_kwargs')
-                t259 = call_value(t181, F_keys.fn, F_keys.cost, False, [t258])
-                t260 = call_value(t181, F_sorted.fn, F_sorted.cost, False, [t259])
-                t255 = loop_items(t260)
-                t261 = Env({}, None, t254, t181)
-                t262 = t261.values
-                for t263 in t255:
-                    t254.left -= 10
-                    if t254.left < 0: _charge(t181, 0)
-                    t262['k'] = t263
-                    t261.let_cache = None
-                    t264 = t263
-                    if t264 is None: t264 = Missing('k')
-                    t266 = t261.lookup('hf')
-                    if t266 is None: t266 = Missing('hf')
-                    if t266.__class__ is list or t266.__class__ is dict or t266.__class__ is str: _charge_operands(t261, t264, t266)
-                    t265 = _compare('in', t264, t266)
-                    if (t265 if t265.__class__ is bool else _truth(t265)):
-                        t267 = t263
-                        if t267 is None: t267 = Missing('k')
-                        t253.append(t267)
-                        t254.mem -= 1
-                        if t254.mem < 0: _charge_mem(t181, 0)
-                        if len(t253) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t268 = (', ')
-                t269 = call_value(t181, F_join.fn, F_join.cost, False, [t253, t268])
-                if t269 is None or t269.__class__ is Missing: _need(t269)
-                if t252.__class__ is int and t269.__class__ is int:
-                    t270 = t252 + t269
-                    if not -MAX_INT <= t270 <= MAX_INT: _check_value(t270)
-                else:
-                    t270 = _binop('+', t252, t269, t181)
-                if t270 is None or t270.__class__ is Missing: _need(t270)
-                t271 = (' as the source')
-                if t271 is None or t271.__class__ is Missing: _need(t271)
-                if t270.__class__ is int and t271.__class__ is int:
-                    t272 = t270 + t271
-                    if not -MAX_INT <= t272 <= MAX_INT: _check_value(t272)
-                else:
-                    t272 = _binop('+', t270, t271, t181)
-                if t272 is None or t272.__class__ is Missing: _need(t272)
-                t273 = t181.lookup('chr_q')
-                if t273 is None: t273 = Missing('chr_q')
-                if t273 is None or t273.__class__ is Missing: _need(t273)
-                if t272.__class__ is int and t273.__class__ is int:
-                    t274 = t272 + t273
-                    if not -MAX_INT <= t274 <= MAX_INT: _check_value(t274)
-                else:
-                    t274 = _binop('+', t272, t273, t181)
-                if t274 is None or t274.__class__ is Missing: _need(t274)
-                t275 = ('s own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself')
-                if t275 is None or t275.__class__ is Missing: _need(t275)
-                if t274.__class__ is int and t275.__class__ is int:
-                    t276 = t274 + t275
-                    if not -MAX_INT <= t276 <= MAX_INT: _check_value(t276)
-                else:
-                    t276 = _binop('+', t274, t275, t181)
-                t277 = [t246, t251, t276]
-                t177.append(t277)
-                t178.mem -= 1
-                if t178.mem < 0: _charge_mem(env, 0)
-                if len(t177) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t177 is None or t177.__class__ is Missing: _need(t177)
-        if t176.__class__ is int and t177.__class__ is int:
-            t278 = t176 + t177
-            if not -MAX_INT <= t278 <= MAX_INT: _check_value(t278)
+                    t225 = _binop('+', t224, ('s own field (split=, name=, revision=), not in load_dataset_kwargs; the source chooses streaming itself'), t145)
+                t226 = [t202, t205, t225]
+                t142.append(t226)
+                t143.mem -= 1
+                if t143.mem < 0: _charge_mem(env, 0)
+                if len(t142) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t142 is None or t142.__class__ is Missing: _need(t142)
+        if t141.__class__ is int and t142.__class__ is int:
+            t227 = t141 + t142
+            if not -MAX_INT <= t227 <= MAX_INT: _check_value(t227)
         else:
-            t278 = _binop('+', t176, t177, env)
-        t4 = t278
-    return t4
+            t227 = _binop('+', t141, t142, env)
+        t3 = t227
+    return t3
 
 def e327(env):
     t1 = env.lookup('config')
@@ -12091,70 +10622,45 @@ def e327(env):
     t3 = type_name(t2)
     env.budget.mem -= len(t3)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t5 = ('table')
     if t3.__class__ is str:
-        t4 = t3 == t5
+        t4 = t3 == ('table')
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, ('table'))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = ('dataset')
-        t9 = env.lookup('config')
-        if t9 is None: t9 = Missing('config')
-        if t9.__class__ is dict and 'dataloader' in t9:
-            t10 = t9['dataloader']
-            if t10 is None: t10 = Missing('config.dataloader')
-        else:
-            t10 = attr_value(t9, 'dataloader', 'config.dataloader')
-        t11 = call_value(env, F_keys.fn, F_keys.cost, False, [t10])
-        if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t7, t11)
-        t8 = _compare('in', t7, t11)
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+        t7 = call_value(env, F_keys.fn, F_keys.cost, False, [t2])
+        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, ('dataset'), t7)
+        t6 = _compare('in', ('dataset'), t7)
+        t5 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t6 = False
-    if (t6 if t6.__class__ is bool else _truth(t6)):
-        t13 = env.lookup('config')
-        if t13 is None: t13 = Missing('config')
-        if t13.__class__ is dict and 'dataloader' in t13:
-            t14 = t13['dataloader']
-            if t14 is None: t14 = Missing('config.dataloader')
+        t5 = False
+    if (t5 if t5.__class__ is bool else _truth(t5)):
+        if t2.__class__ is dict and 'dataset' in t2:
+            t9 = t2['dataset']
+            if t9 is None: t9 = Missing('config.dataloader.dataset')
         else:
-            t14 = attr_value(t13, 'dataloader', 'config.dataloader')
-        if t14.__class__ is dict and 'dataset' in t14:
-            t15 = t14['dataset']
-            if t15 is None: t15 = Missing('config.dataloader.dataset')
-        else:
-            t15 = attr_value(t14, 'dataset', 'config.dataloader.dataset')
+            t9 = attr_value(t2, 'dataset', 'config.dataloader.dataset')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t16 = type_name(t15)
-        env.budget.mem -= len(t16)
+        t10 = type_name(t9)
+        env.budget.mem -= len(t10)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t18 = ('table')
-        if t16.__class__ is str:
-            t17 = t16 == t18
+        if t10.__class__ is str:
+            t11 = t10 == ('table')
         else:
-            t17 = _compare('==', t16, t18)
-        t12 = (t17 if t17.__class__ is bool else _truth(t17))
+            t11 = _compare('==', t10, ('table'))
+        t8 = (t11 if t11.__class__ is bool else _truth(t11))
     else:
-        t12 = False
-    if (t12 if t12.__class__ is bool else _truth(t12)):
-        t20 = env.lookup('config')
-        if t20 is None: t20 = Missing('config')
-        if t20.__class__ is dict and 'dataloader' in t20:
-            t21 = t20['dataloader']
-            if t21 is None: t21 = Missing('config.dataloader')
+        t8 = False
+    if (t8 if t8.__class__ is bool else _truth(t8)):
+        if t2.__class__ is dict and 'dataset' in t2:
+            t13 = t2['dataset']
+            if t13 is None: t13 = Missing('config.dataloader.dataset')
         else:
-            t21 = attr_value(t20, 'dataloader', 'config.dataloader')
-        if t21.__class__ is dict and 'dataset' in t21:
-            t22 = t21['dataset']
-            if t22 is None: t22 = Missing('config.dataloader.dataset')
-        else:
-            t22 = attr_value(t21, 'dataset', 'config.dataloader.dataset')
-        t19 = t22
+            t13 = attr_value(t2, 'dataset', 'config.dataloader.dataset')
+        t12 = t13
     else:
-        t23 = (None)
-        t19 = t23
-    return t19
+        t12 = (None)
+    return t12
 
 def e328(env):
     t1 = env.lookup('d')
@@ -12164,55 +10670,45 @@ def e328(env):
     t2 = type_name(t1)
     env.budget.mem -= len(t2)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t4 = ('table')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('table')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('table'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('dataset')
-        t8 = env.lookup('d')
-        if t8 is None: t8 = Missing('d')
-        t9 = call_value(env, F_keys.fn, F_keys.cost, False, [t8])
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t6, t9)
-        t7 = _compare('in', t6, t9)
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t6 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
+        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('dataset'), t6)
+        t5 = _compare('in', ('dataset'), t6)
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('d')
-        if t11 is None: t11 = Missing('d')
-        if t11.__class__ is dict and 'dataset' in t11:
-            t12 = t11['dataset']
-            if t12 is None: t12 = Missing('d.dataset')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        if t1.__class__ is dict and 'dataset' in t1:
+            t8 = t1['dataset']
+            if t8 is None: t8 = Missing('d.dataset')
         else:
-            t12 = attr_value(t11, 'dataset', 'd.dataset')
+            t8 = attr_value(t1, 'dataset', 'd.dataset')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t13 = type_name(t12)
-        env.budget.mem -= len(t13)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t15 = ('table')
-        if t13.__class__ is str:
-            t14 = t13 == t15
+        if t9.__class__ is str:
+            t10 = t9 == ('table')
         else:
-            t14 = _compare('==', t13, t15)
-        t10 = (t14 if t14.__class__ is bool else _truth(t14))
+            t10 = _compare('==', t9, ('table'))
+        t7 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t10 = False
-    if (t10 if t10.__class__ is bool else _truth(t10)):
-        t17 = env.lookup('d')
-        if t17 is None: t17 = Missing('d')
-        if t17.__class__ is dict and 'dataset' in t17:
-            t18 = t17['dataset']
-            if t18 is None: t18 = Missing('d.dataset')
+        t7 = False
+    if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t1.__class__ is dict and 'dataset' in t1:
+            t12 = t1['dataset']
+            if t12 is None: t12 = Missing('d.dataset')
         else:
-            t18 = attr_value(t17, 'dataset', 'd.dataset')
-        t16 = t18
+            t12 = attr_value(t1, 'dataset', 'd.dataset')
+        t11 = t12
     else:
-        t19 = (None)
-        t16 = t19
-    return t16
+        t11 = (None)
+    return t11
 
 def e329(env):
     t1 = env.lookup('d2')
@@ -12222,55 +10718,45 @@ def e329(env):
     t2 = type_name(t1)
     env.budget.mem -= len(t2)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t4 = ('table')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('table')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('table'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('dataset')
-        t8 = env.lookup('d2')
-        if t8 is None: t8 = Missing('d2')
-        t9 = call_value(env, F_keys.fn, F_keys.cost, False, [t8])
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t6, t9)
-        t7 = _compare('in', t6, t9)
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t6 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
+        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('dataset'), t6)
+        t5 = _compare('in', ('dataset'), t6)
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('d2')
-        if t11 is None: t11 = Missing('d2')
-        if t11.__class__ is dict and 'dataset' in t11:
-            t12 = t11['dataset']
-            if t12 is None: t12 = Missing('d2.dataset')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        if t1.__class__ is dict and 'dataset' in t1:
+            t8 = t1['dataset']
+            if t8 is None: t8 = Missing('d2.dataset')
         else:
-            t12 = attr_value(t11, 'dataset', 'd2.dataset')
+            t8 = attr_value(t1, 'dataset', 'd2.dataset')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t13 = type_name(t12)
-        env.budget.mem -= len(t13)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t15 = ('table')
-        if t13.__class__ is str:
-            t14 = t13 == t15
+        if t9.__class__ is str:
+            t10 = t9 == ('table')
         else:
-            t14 = _compare('==', t13, t15)
-        t10 = (t14 if t14.__class__ is bool else _truth(t14))
+            t10 = _compare('==', t9, ('table'))
+        t7 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t10 = False
-    if (t10 if t10.__class__ is bool else _truth(t10)):
-        t17 = env.lookup('d2')
-        if t17 is None: t17 = Missing('d2')
-        if t17.__class__ is dict and 'dataset' in t17:
-            t18 = t17['dataset']
-            if t18 is None: t18 = Missing('d2.dataset')
+        t7 = False
+    if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t1.__class__ is dict and 'dataset' in t1:
+            t12 = t1['dataset']
+            if t12 is None: t12 = Missing('d2.dataset')
         else:
-            t18 = attr_value(t17, 'dataset', 'd2.dataset')
-        t16 = t18
+            t12 = attr_value(t1, 'dataset', 'd2.dataset')
+        t11 = t12
     else:
-        t19 = (None)
-        t16 = t19
-    return t16
+        t11 = (None)
+    return t11
 
 def e330(env):
     t1 = env.lookup('d3')
@@ -12280,55 +10766,45 @@ def e330(env):
     t2 = type_name(t1)
     env.budget.mem -= len(t2)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t4 = ('table')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('table')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('table'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('dataset')
-        t8 = env.lookup('d3')
-        if t8 is None: t8 = Missing('d3')
-        t9 = call_value(env, F_keys.fn, F_keys.cost, False, [t8])
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t6, t9)
-        t7 = _compare('in', t6, t9)
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t6 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
+        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('dataset'), t6)
+        t5 = _compare('in', ('dataset'), t6)
+        t4 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t11 = env.lookup('d3')
-        if t11 is None: t11 = Missing('d3')
-        if t11.__class__ is dict and 'dataset' in t11:
-            t12 = t11['dataset']
-            if t12 is None: t12 = Missing('d3.dataset')
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        if t1.__class__ is dict and 'dataset' in t1:
+            t8 = t1['dataset']
+            if t8 is None: t8 = Missing('d3.dataset')
         else:
-            t12 = attr_value(t11, 'dataset', 'd3.dataset')
+            t8 = attr_value(t1, 'dataset', 'd3.dataset')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t13 = type_name(t12)
-        env.budget.mem -= len(t13)
+        t9 = type_name(t8)
+        env.budget.mem -= len(t9)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t15 = ('table')
-        if t13.__class__ is str:
-            t14 = t13 == t15
+        if t9.__class__ is str:
+            t10 = t9 == ('table')
         else:
-            t14 = _compare('==', t13, t15)
-        t10 = (t14 if t14.__class__ is bool else _truth(t14))
+            t10 = _compare('==', t9, ('table'))
+        t7 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
-        t10 = False
-    if (t10 if t10.__class__ is bool else _truth(t10)):
-        t17 = env.lookup('d3')
-        if t17 is None: t17 = Missing('d3')
-        if t17.__class__ is dict and 'dataset' in t17:
-            t18 = t17['dataset']
-            if t18 is None: t18 = Missing('d3.dataset')
+        t7 = False
+    if (t7 if t7.__class__ is bool else _truth(t7)):
+        if t1.__class__ is dict and 'dataset' in t1:
+            t12 = t1['dataset']
+            if t12 is None: t12 = Missing('d3.dataset')
         else:
-            t18 = attr_value(t17, 'dataset', 'd3.dataset')
-        t16 = t18
+            t12 = attr_value(t1, 'dataset', 'd3.dataset')
+        t11 = t12
     else:
-        t19 = (None)
-        t16 = t19
-    return t16
+        t11 = (None)
+    return t11
 
 def e331(env):
     t1 = []
@@ -12357,15 +10833,14 @@ def e331(env):
         t13 = type_name(t12)
         t9.budget.mem -= len(t13)
         if t9.budget.mem < 0: _charge_mem(t9, 0)
-        t15 = ('table')
         if t13.__class__ is str:
-            t14 = t13 == t15
+            t14 = t13 == ('table')
         else:
-            t14 = _compare('==', t13, t15)
+            t14 = _compare('==', t13, ('table'))
         if (t14 if t14.__class__ is bool else _truth(t14)):
-            t16 = t11
-            if t16 is None: t16 = Missing('c')
-            t1.append(t16)
+            t15 = t11
+            if t15 is None: t15 = Missing('c')
+            t1.append(t15)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -12386,140 +10861,134 @@ def e332(env):
         if t5.left < 0: _charge(env, 0)
         t9['c'] = t10
         t8.let_cache = None
-        t11 = ('datasets')
-        t13 = t10
-        if t13 is None: t13 = Missing('c')
-        t14 = call_value(t8, F_keys.fn, F_keys.cost, False, [t13])
-        if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t8, t11, t14)
-        t12 = _compare('in', t11, t14)
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t16 = t10
-            if t16 is None: t16 = Missing('c')
-            if t16.__class__ is dict and 'datasets' in t16:
-                t17 = t16['datasets']
-                if t17 is None: t17 = Missing('c.datasets')
+        t12 = t10
+        if t12 is None: t12 = Missing('c')
+        t13 = call_value(t8, F_keys.fn, F_keys.cost, False, [t12])
+        if t13.__class__ is list or t13.__class__ is dict or t13.__class__ is str: _charge_operands(t8, ('datasets'), t13)
+        t11 = _compare('in', ('datasets'), t13)
+        if (t11 if t11.__class__ is bool else _truth(t11)):
+            t15 = t10
+            if t15 is None: t15 = Missing('c')
+            if t15.__class__ is dict and 'datasets' in t15:
+                t16 = t15['datasets']
+                if t16 is None: t16 = Missing('c.datasets')
             else:
-                t17 = attr_value(t16, 'datasets', 'c.datasets')
+                t16 = attr_value(t15, 'datasets', 'c.datasets')
             t8.budget.left -= 1
             if t8.budget.left < 0: _charge(t8, 0)
-            t18 = type_name(t17)
-            t8.budget.mem -= len(t18)
+            t17 = type_name(t16)
+            t8.budget.mem -= len(t17)
             if t8.budget.mem < 0: _charge_mem(t8, 0)
-            t20 = ('list')
-            if t18.__class__ is str:
-                t19 = t18 == t20
+            if t17.__class__ is str:
+                t18 = t17 == ('list')
             else:
-                t19 = _compare('==', t18, t20)
-            t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                t18 = _compare('==', t17, ('list'))
+            t14 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t21 = t10
-            if t21 is None: t21 = Missing('c')
-            if t21.__class__ is dict and 'datasets' in t21:
-                t22 = t21['datasets']
-                if t22 is None: t22 = Missing('c.datasets')
+            t14 = False
+        if (t14 if t14.__class__ is bool else _truth(t14)):
+            t19 = t10
+            if t19 is None: t19 = Missing('c')
+            if t19.__class__ is dict and 'datasets' in t19:
+                t20 = t19['datasets']
+                if t20 is None: t20 = Missing('c.datasets')
             else:
-                t22 = attr_value(t21, 'datasets', 'c.datasets')
-            t4.append(t22)
+                t20 = attr_value(t19, 'datasets', 'c.datasets')
+            t4.append(t20)
             t5.mem -= 1
             if t5.mem < 0: _charge_mem(env, 0)
             if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t4.__class__ is list or t4.__class__ is str or t4.__class__ is dict:
-        t23 = len(t4)
-        env.budget.left -= t23 if t23 > 1 else 1
+        t21 = len(t4)
+        env.budget.left -= t21 if t21 > 1 else 1
         if env.budget.left < 0: _charge(env, 0)
     else:
-        t23 = call_value(env, F_len.fn, F_len.cost, False, [t4])
-    t25 = (0)
-    if t23.__class__ is int:
-        t24 = t23 > t25
+        t21 = call_value(env, F_len.fn, F_len.cost, False, [t4])
+    if t21.__class__ is int:
+        t22 = t21 > (0)
     else:
-        t24 = _compare('>', t23, t25)
-    if (t24 if t24.__class__ is bool else _truth(t24)):
-        t27 = []
-        t28 = env.budget
-        t30 = env.lookup('chain')
-        if t30 is None: t30 = Missing('chain')
-        t29 = loop_items(t30)
-        t31 = Env({}, None, t28, env)
-        t32 = t31.values
-        for t33 in t29:
-            t28.left -= 14
-            if t28.left < 0: _charge(env, 0)
-            t32['c'] = t33
-            t31.let_cache = None
-            t34 = ('datasets')
-            t36 = t33
-            if t36 is None: t36 = Missing('c')
-            t37 = call_value(t31, F_keys.fn, F_keys.cost, False, [t36])
-            if t37.__class__ is list or t37.__class__ is dict or t37.__class__ is str: _charge_operands(t31, t34, t37)
-            t35 = _compare('in', t34, t37)
-            if (t35 if t35.__class__ is bool else _truth(t35)):
-                t39 = t33
-                if t39 is None: t39 = Missing('c')
-                if t39.__class__ is dict and 'datasets' in t39:
-                    t40 = t39['datasets']
-                    if t40 is None: t40 = Missing('c.datasets')
+        t22 = _compare('>', t21, (0))
+    if (t22 if t22.__class__ is bool else _truth(t22)):
+        t24 = []
+        t25 = env.budget
+        t26 = loop_items(t7)
+        t27 = Env({}, None, t25, env)
+        t28 = t27.values
+        for t29 in t26:
+            t25.left -= 14
+            if t25.left < 0: _charge(env, 0)
+            t28['c'] = t29
+            t27.let_cache = None
+            t31 = t29
+            if t31 is None: t31 = Missing('c')
+            t32 = call_value(t27, F_keys.fn, F_keys.cost, False, [t31])
+            if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t27, ('datasets'), t32)
+            t30 = _compare('in', ('datasets'), t32)
+            if (t30 if t30.__class__ is bool else _truth(t30)):
+                t34 = t29
+                if t34 is None: t34 = Missing('c')
+                if t34.__class__ is dict and 'datasets' in t34:
+                    t35 = t34['datasets']
+                    if t35 is None: t35 = Missing('c.datasets')
                 else:
-                    t40 = attr_value(t39, 'datasets', 'c.datasets')
-                t31.budget.left -= 1
-                if t31.budget.left < 0: _charge(t31, 0)
-                t41 = type_name(t40)
-                t31.budget.mem -= len(t41)
-                if t31.budget.mem < 0: _charge_mem(t31, 0)
-                t43 = ('list')
-                if t41.__class__ is str:
-                    t42 = t41 == t43
+                    t35 = attr_value(t34, 'datasets', 'c.datasets')
+                t27.budget.left -= 1
+                if t27.budget.left < 0: _charge(t27, 0)
+                t36 = type_name(t35)
+                t27.budget.mem -= len(t36)
+                if t27.budget.mem < 0: _charge_mem(t27, 0)
+                if t36.__class__ is str:
+                    t37 = t36 == ('list')
                 else:
-                    t42 = _compare('==', t41, t43)
-                t38 = (t42 if t42.__class__ is bool else _truth(t42))
+                    t37 = _compare('==', t36, ('list'))
+                t33 = (t37 if t37.__class__ is bool else _truth(t37))
             else:
-                t38 = False
-            if (t38 if t38.__class__ is bool else _truth(t38)):
-                t44 = t33
-                if t44 is None: t44 = Missing('c')
-                if t44.__class__ is dict and 'datasets' in t44:
-                    t45 = t44['datasets']
-                    if t45 is None: t45 = Missing('c.datasets')
+                t33 = False
+            if (t33 if t33.__class__ is bool else _truth(t33)):
+                t38 = t29
+                if t38 is None: t38 = Missing('c')
+                if t38.__class__ is dict and 'datasets' in t38:
+                    t39 = t38['datasets']
+                    if t39 is None: t39 = Missing('c.datasets')
                 else:
-                    t45 = attr_value(t44, 'datasets', 'c.datasets')
-                t27.append(t45)
-                t28.mem -= 1
-                if t28.mem < 0: _charge_mem(env, 0)
-                if len(t27) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t27 is None or t27.__class__ is Missing: _need(t27)
-        t46 = (0)
-        if t46 is None or t46.__class__ is Missing: _need(t46)
-        t47 = index_value(t27, t46, '?')
-        t26 = t47
+                    t39 = attr_value(t38, 'datasets', 'c.datasets')
+                t24.append(t39)
+                t25.mem -= 1
+                if t25.mem < 0: _charge_mem(env, 0)
+                if len(t24) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t24 is None or t24.__class__ is Missing: _need(t24)
+        if t24.__class__ is list and len(t24) > 0:
+            t40 = t24[0]
+            if t40 is None: t40 = Missing('?[0]')
+        else:
+            t40 = index_value(t24, (0), '?')
+        t23 = t40
     else:
-        t48 = K120
-        t26 = t48
-    t3 = loop_items(t26)
-    t49 = Env({}, None, t2, env)
-    t50 = t49.values
-    for t51 in t3:
+        t41 = K120
+        t23 = t41
+    t3 = loop_items(t23)
+    t42 = Env({}, None, t2, env)
+    t43 = t42.values
+    for t44 in t3:
         t2.left -= 41
         if t2.left < 0: _charge(env, 0)
-        t50['x'] = t51
-        t49.let_cache = None
-        t52 = t51
-        if t52 is None: t52 = Missing('x')
-        t49.budget.left -= 1
-        if t49.budget.left < 0: _charge(t49, 0)
-        t53 = type_name(t52)
-        t49.budget.mem -= len(t53)
-        if t49.budget.mem < 0: _charge_mem(t49, 0)
-        t55 = ('table')
-        if t53.__class__ is str:
-            t54 = t53 == t55
+        t43['x'] = t44
+        t42.let_cache = None
+        t45 = t44
+        if t45 is None: t45 = Missing('x')
+        t42.budget.left -= 1
+        if t42.budget.left < 0: _charge(t42, 0)
+        t46 = type_name(t45)
+        t42.budget.mem -= len(t46)
+        if t42.budget.mem < 0: _charge_mem(t42, 0)
+        if t46.__class__ is str:
+            t47 = t46 == ('table')
         else:
-            t54 = _compare('==', t53, t55)
-        if (t54 if t54.__class__ is bool else _truth(t54)):
-            t56 = t51
-            if t56 is None: t56 = Missing('x')
-            t1.append(t56)
+            t47 = _compare('==', t46, ('table'))
+        if (t47 if t47.__class__ is bool else _truth(t47)):
+            t48 = t44
+            if t48 is None: t48 = Missing('x')
+            t1.append(t48)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -12540,169 +11009,159 @@ def e333(env):
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = []
     t5 = env.budget
-    t7 = env.lookup('items')
-    if t7 is None: t7 = Missing('items')
-    t6 = loop_items(t7)
-    t8 = Env({}, None, t5, env)
-    t9 = t8.values
-    for t10 in t6:
+    t6 = loop_items(t2)
+    t7 = Env({}, None, t5, env)
+    t8 = t7.values
+    for t9 in t6:
         t5.left -= 14
         if t5.left < 0: _charge(env, 0)
-        t9['x'] = t10
-        t8.let_cache = None
-        t11 = ('dataset')
-        t13 = t10
-        if t13 is None: t13 = Missing('x')
-        t14 = call_value(t8, F_keys.fn, F_keys.cost, False, [t13])
-        if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t8, t11, t14)
-        t12 = _compare('in', t11, t14)
-        if (t12 if t12.__class__ is bool else _truth(t12)):
-            t16 = t10
-            if t16 is None: t16 = Missing('x')
-            if t16.__class__ is dict and 'dataset' in t16:
-                t17 = t16['dataset']
-                if t17 is None: t17 = Missing('x.dataset')
+        t8['x'] = t9
+        t7.let_cache = None
+        t11 = t9
+        if t11 is None: t11 = Missing('x')
+        t12 = call_value(t7, F_keys.fn, F_keys.cost, False, [t11])
+        if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t7, ('dataset'), t12)
+        t10 = _compare('in', ('dataset'), t12)
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t14 = t9
+            if t14 is None: t14 = Missing('x')
+            if t14.__class__ is dict and 'dataset' in t14:
+                t15 = t14['dataset']
+                if t15 is None: t15 = Missing('x.dataset')
             else:
-                t17 = attr_value(t16, 'dataset', 'x.dataset')
-            t8.budget.left -= 1
-            if t8.budget.left < 0: _charge(t8, 0)
-            t18 = type_name(t17)
-            t8.budget.mem -= len(t18)
-            if t8.budget.mem < 0: _charge_mem(t8, 0)
-            t20 = ('table')
-            if t18.__class__ is str:
-                t19 = t18 == t20
+                t15 = attr_value(t14, 'dataset', 'x.dataset')
+            t7.budget.left -= 1
+            if t7.budget.left < 0: _charge(t7, 0)
+            t16 = type_name(t15)
+            t7.budget.mem -= len(t16)
+            if t7.budget.mem < 0: _charge_mem(t7, 0)
+            if t16.__class__ is str:
+                t17 = t16 == ('table')
             else:
-                t19 = _compare('==', t18, t20)
-            t15 = (t19 if t19.__class__ is bool else _truth(t19))
+                t17 = _compare('==', t16, ('table'))
+            t13 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t15 = False
-        if (t15 if t15.__class__ is bool else _truth(t15)):
-            t21 = t10
-            if t21 is None: t21 = Missing('x')
-            if t21.__class__ is dict and 'dataset' in t21:
-                t22 = t21['dataset']
-                if t22 is None: t22 = Missing('x.dataset')
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t18 = t9
+            if t18 is None: t18 = Missing('x')
+            if t18.__class__ is dict and 'dataset' in t18:
+                t19 = t18['dataset']
+                if t19 is None: t19 = Missing('x.dataset')
             else:
-                t22 = attr_value(t21, 'dataset', 'x.dataset')
-            t4.append(t22)
+                t19 = attr_value(t18, 'dataset', 'x.dataset')
+            t4.append(t19)
             t5.mem -= 1
             if t5.mem < 0: _charge_mem(env, 0)
             if len(t4) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t4 is None or t4.__class__ is Missing: _need(t4)
     if t3.__class__ is int and t4.__class__ is int:
-        t23 = t3 + t4
-        if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+        t20 = t3 + t4
+        if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
     else:
-        t23 = _binop('+', t3, t4, env)
-    if t23 is None or t23.__class__ is Missing: _need(t23)
+        t20 = _binop('+', t3, t4, env)
+    if t20 is None or t20.__class__ is Missing: _need(t20)
+    t21 = []
+    t22 = env.budget
     t24 = []
     t25 = env.budget
-    t27 = []
-    t28 = env.budget
-    t30 = env.lookup('items')
-    if t30 is None: t30 = Missing('items')
-    t29 = loop_items(t30)
-    t31 = Env({}, None, t28, env)
-    t32 = t31.values
-    for t33 in t29:
-        t28.left -= 14
-        if t28.left < 0: _charge(env, 0)
-        t32['x'] = t33
-        t31.let_cache = None
-        t34 = ('dataset')
-        t36 = t33
-        if t36 is None: t36 = Missing('x')
-        t37 = call_value(t31, F_keys.fn, F_keys.cost, False, [t36])
-        if t37.__class__ is list or t37.__class__ is dict or t37.__class__ is str: _charge_operands(t31, t34, t37)
-        t35 = _compare('in', t34, t37)
-        if (t35 if t35.__class__ is bool else _truth(t35)):
-            t39 = t33
-            if t39 is None: t39 = Missing('x')
-            if t39.__class__ is dict and 'dataset' in t39:
-                t40 = t39['dataset']
-                if t40 is None: t40 = Missing('x.dataset')
-            else:
-                t40 = attr_value(t39, 'dataset', 'x.dataset')
-            t31.budget.left -= 1
-            if t31.budget.left < 0: _charge(t31, 0)
-            t41 = type_name(t40)
-            t31.budget.mem -= len(t41)
-            if t31.budget.mem < 0: _charge_mem(t31, 0)
-            t43 = ('table')
-            if t41.__class__ is str:
-                t42 = t41 == t43
-            else:
-                t42 = _compare('==', t41, t43)
-            t38 = (t42 if t42.__class__ is bool else _truth(t42))
-        else:
-            t38 = False
-        if (t38 if t38.__class__ is bool else _truth(t38)):
-            t44 = t33
-            if t44 is None: t44 = Missing('x')
-            if t44.__class__ is dict and 'dataset' in t44:
-                t45 = t44['dataset']
-                if t45 is None: t45 = Missing('x.dataset')
-            else:
-                t45 = attr_value(t44, 'dataset', 'x.dataset')
-            t27.append(t45)
-            t28.mem -= 1
-            if t28.mem < 0: _charge_mem(env, 0)
-            if len(t27) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t26 = loop_items(t27)
-    t46 = Env({}, None, t25, env)
-    t47 = t46.values
-    for t48 in t26:
-        t25.left -= 27
+    t26 = loop_items(t2)
+    t27 = Env({}, None, t25, env)
+    t28 = t27.values
+    for t29 in t26:
+        t25.left -= 14
         if t25.left < 0: _charge(env, 0)
-        t47['y'] = t48
-        t46.let_cache = None
-        t49 = ('dataset')
-        t51 = t48
-        if t51 is None: t51 = Missing('y')
-        t52 = call_value(t46, F_keys.fn, F_keys.cost, False, [t51])
-        if t52.__class__ is list or t52.__class__ is dict or t52.__class__ is str: _charge_operands(t46, t49, t52)
-        t50 = _compare('in', t49, t52)
-        if (t50 if t50.__class__ is bool else _truth(t50)):
-            t54 = t48
-            if t54 is None: t54 = Missing('y')
-            if t54.__class__ is dict and 'dataset' in t54:
-                t55 = t54['dataset']
-                if t55 is None: t55 = Missing('y.dataset')
+        t28['x'] = t29
+        t27.let_cache = None
+        t31 = t29
+        if t31 is None: t31 = Missing('x')
+        t32 = call_value(t27, F_keys.fn, F_keys.cost, False, [t31])
+        if t32.__class__ is list or t32.__class__ is dict or t32.__class__ is str: _charge_operands(t27, ('dataset'), t32)
+        t30 = _compare('in', ('dataset'), t32)
+        if (t30 if t30.__class__ is bool else _truth(t30)):
+            t34 = t29
+            if t34 is None: t34 = Missing('x')
+            if t34.__class__ is dict and 'dataset' in t34:
+                t35 = t34['dataset']
+                if t35 is None: t35 = Missing('x.dataset')
             else:
-                t55 = attr_value(t54, 'dataset', 'y.dataset')
-            t46.budget.left -= 1
-            if t46.budget.left < 0: _charge(t46, 0)
-            t56 = type_name(t55)
-            t46.budget.mem -= len(t56)
-            if t46.budget.mem < 0: _charge_mem(t46, 0)
-            t58 = ('table')
-            if t56.__class__ is str:
-                t57 = t56 == t58
+                t35 = attr_value(t34, 'dataset', 'x.dataset')
+            t27.budget.left -= 1
+            if t27.budget.left < 0: _charge(t27, 0)
+            t36 = type_name(t35)
+            t27.budget.mem -= len(t36)
+            if t27.budget.mem < 0: _charge_mem(t27, 0)
+            if t36.__class__ is str:
+                t37 = t36 == ('table')
             else:
-                t57 = _compare('==', t56, t58)
-            t53 = (t57 if t57.__class__ is bool else _truth(t57))
+                t37 = _compare('==', t36, ('table'))
+            t33 = (t37 if t37.__class__ is bool else _truth(t37))
         else:
-            t53 = False
-        if (t53 if t53.__class__ is bool else _truth(t53)):
-            t59 = t48
-            if t59 is None: t59 = Missing('y')
-            if t59.__class__ is dict and 'dataset' in t59:
-                t60 = t59['dataset']
-                if t60 is None: t60 = Missing('y.dataset')
+            t33 = False
+        if (t33 if t33.__class__ is bool else _truth(t33)):
+            t38 = t29
+            if t38 is None: t38 = Missing('x')
+            if t38.__class__ is dict and 'dataset' in t38:
+                t39 = t38['dataset']
+                if t39 is None: t39 = Missing('x.dataset')
             else:
-                t60 = attr_value(t59, 'dataset', 'y.dataset')
-            t24.append(t60)
+                t39 = attr_value(t38, 'dataset', 'x.dataset')
+            t24.append(t39)
             t25.mem -= 1
             if t25.mem < 0: _charge_mem(env, 0)
             if len(t24) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    if t24 is None or t24.__class__ is Missing: _need(t24)
-    if t23.__class__ is int and t24.__class__ is int:
-        t61 = t23 + t24
-        if not -MAX_INT <= t61 <= MAX_INT: _check_value(t61)
+    t23 = loop_items(t24)
+    t40 = Env({}, None, t22, env)
+    t41 = t40.values
+    for t42 in t23:
+        t22.left -= 27
+        if t22.left < 0: _charge(env, 0)
+        t41['y'] = t42
+        t40.let_cache = None
+        t44 = t42
+        if t44 is None: t44 = Missing('y')
+        t45 = call_value(t40, F_keys.fn, F_keys.cost, False, [t44])
+        if t45.__class__ is list or t45.__class__ is dict or t45.__class__ is str: _charge_operands(t40, ('dataset'), t45)
+        t43 = _compare('in', ('dataset'), t45)
+        if (t43 if t43.__class__ is bool else _truth(t43)):
+            t47 = t42
+            if t47 is None: t47 = Missing('y')
+            if t47.__class__ is dict and 'dataset' in t47:
+                t48 = t47['dataset']
+                if t48 is None: t48 = Missing('y.dataset')
+            else:
+                t48 = attr_value(t47, 'dataset', 'y.dataset')
+            t40.budget.left -= 1
+            if t40.budget.left < 0: _charge(t40, 0)
+            t49 = type_name(t48)
+            t40.budget.mem -= len(t49)
+            if t40.budget.mem < 0: _charge_mem(t40, 0)
+            if t49.__class__ is str:
+                t50 = t49 == ('table')
+            else:
+                t50 = _compare('==', t49, ('table'))
+            t46 = (t50 if t50.__class__ is bool else _truth(t50))
+        else:
+            t46 = False
+        if (t46 if t46.__class__ is bool else _truth(t46)):
+            t51 = t42
+            if t51 is None: t51 = Missing('y')
+            if t51.__class__ is dict and 'dataset' in t51:
+                t52 = t51['dataset']
+                if t52 is None: t52 = Missing('y.dataset')
+            else:
+                t52 = attr_value(t51, 'dataset', 'y.dataset')
+            t21.append(t52)
+            t22.mem -= 1
+            if t22.mem < 0: _charge_mem(env, 0)
+            if len(t21) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    if t21 is None or t21.__class__ is Missing: _need(t21)
+    if t20.__class__ is int and t21.__class__ is int:
+        t53 = t20 + t21
+        if not -MAX_INT <= t53 <= MAX_INT: _check_value(t53)
     else:
-        t61 = _binop('+', t23, t24, env)
-    return t61
+        t53 = _binop('+', t20, t21, env)
+    return t53
 
 def e334(env):
     t1 = K121
@@ -12718,18 +11177,15 @@ def e335(env):
         t5 = env.lookup('mrope')
         if t5 is None: t5 = Missing('mrope')
         if (t5 if t5.__class__ is bool else _truth(t5)):
-            t7 = env.lookup('order')
-            if t7 is None: t7 = Missing('order')
-            t9 = ('block')
-            if t7.__class__ is str:
-                t8 = t7 != t9
+            if t1.__class__ is str:
+                t7 = t1 != ('block')
             else:
-                t8 = _compare('!=', t7, t9)
-            t6 = (t8 if t8.__class__ is bool else _truth(t8))
+                t7 = _compare('!=', t1, ('block'))
+            t6 = (t7 if t7.__class__ is bool else _truth(t7))
         else:
             t6 = False
-        t10 = not (t6 if t6.__class__ is bool else _truth(t6))
-        t4 = (t10 if t10.__class__ is bool else _truth(t10))
+        t8 = not (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t4 = False
     return t4
@@ -12758,44 +11214,41 @@ def e336(env):
         t8 = type_name(t7)
         env.budget.mem -= len(t8)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t10 = ('table')
         if t8.__class__ is str:
-            t9 = t8 == t10
+            t9 = t8 == ('table')
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, ('table'))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('order')
-            if t12 is None: t12 = Missing('order')
+            t11 = env.lookup('order')
+            if t11 is None: t11 = Missing('order')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t13 = type_name(t12)
-            env.budget.mem -= len(t13)
+            t12 = type_name(t11)
+            env.budget.mem -= len(t12)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t15 = ('string')
-            if t13.__class__ is str:
-                t14 = t13 == t15
+            if t12.__class__ is str:
+                t13 = t12 == ('string')
             else:
-                t14 = _compare('==', t13, t15)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('==', t12, ('string'))
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t17 = env.lookup('mrope')
-            if t17 is None: t17 = Missing('mrope')
+            t10 = False
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t15 = env.lookup('mrope')
+            if t15 is None: t15 = Missing('mrope')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t18 = type_name(t17)
-            env.budget.mem -= len(t18)
+            t16 = type_name(t15)
+            env.budget.mem -= len(t16)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t20 = ('bool')
-            if t18.__class__ is str:
-                t19 = t18 == t20
+            if t16.__class__ is str:
+                t17 = t16 == ('bool')
             else:
-                t19 = _compare('==', t18, t20)
-            t16 = (t19 if t19.__class__ is bool else _truth(t19))
+                t17 = _compare('==', t16, ('bool'))
+            t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t16 = False
-        t5 = (t16 if t16.__class__ is bool else _truth(t16))
+            t14 = False
+        t5 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
         t5 = False
     return t5
@@ -12803,45 +11256,42 @@ def e336(env):
 def e337(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
-    t3 = ('0.3.0')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('0.3.0')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('0.3.0'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('config')
-        if t5 is None: t5 = Missing('config')
-        if t5.__class__ is dict and 'dataloader' in t5:
-            t6 = t5['dataloader']
-            if t6 is None: t6 = Missing('config.dataloader')
+        t4 = env.lookup('config')
+        if t4 is None: t4 = Missing('config')
+        if t4.__class__ is dict and 'dataloader' in t4:
+            t5 = t4['dataloader']
+            if t5 is None: t5 = Missing('config.dataloader')
         else:
-            t6 = attr_value(t5, 'dataloader', 'config.dataloader')
-        if t6.__class__ is dict and 'class' in t6:
-            t7 = t6['class']
-            if t7 is None: t7 = Missing('config.dataloader.class')
+            t5 = attr_value(t4, 'dataloader', 'config.dataloader')
+        if t5.__class__ is dict and 'class' in t5:
+            t6 = t5['class']
+            if t6 is None: t6 = Missing('config.dataloader.class')
         else:
-            t7 = attr_value(t6, 'class', 'config.dataloader.class')
-        t9 = ('MMDataLoader.Config')
-        if t7.__class__ is str:
-            t8 = t7 == t9
+            t6 = attr_value(t5, 'class', 'config.dataloader.class')
+        if t6.__class__ is str:
+            t7 = t6 == ('MMDataLoader.Config')
         else:
-            t8 = _compare('==', t7, t9)
-        t4 = (t8 if t8.__class__ is bool else _truth(t8))
+            t7 = _compare('==', t6, ('MMDataLoader.Config'))
+        t3 = (t7 if t7.__class__ is bool else _truth(t7))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t11 = env.lookup('config')
-        if t11 is None: t11 = Missing('config')
-        if t11.__class__ is dict and 'dataloader' in t11:
-            t12 = t11['dataloader']
-            if t12 is None: t12 = Missing('config.dataloader')
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t9 = env.lookup('config')
+        if t9 is None: t9 = Missing('config')
+        if t9.__class__ is dict and 'dataloader' in t9:
+            t10 = t9['dataloader']
+            if t10 is None: t10 = Missing('config.dataloader')
         else:
-            t12 = attr_value(t11, 'dataloader', 'config.dataloader')
-        t10 = t12
+            t10 = attr_value(t9, 'dataloader', 'config.dataloader')
+        t8 = t10
     else:
-        t13 = (None)
-        t10 = t13
-    return t10
+        t8 = (None)
+    return t8
 
 def e338(env):
     t1 = env.lookup('c')
@@ -12851,47 +11301,37 @@ def e338(env):
     t2 = type_name(t1)
     env.budget.mem -= len(t2)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t4 = ('table')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('table')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('table'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('patch_order')
-        t8 = env.lookup('c')
-        if t8 is None: t8 = Missing('c')
-        t9 = call_value(env, F_keys.fn, F_keys.cost, False, [t8])
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t6, t9)
-        t7 = _compare('in', t6, t9)
+        t6 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
+        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('patch_order'), t6)
+        t5 = _compare('in', ('patch_order'), t6)
+        if (t5 if t5.__class__ is bool else _truth(t5)):
+            if t1.__class__ is dict and 'patch_order' in t1:
+                t8 = t1['patch_order']
+                if t8 is None: t8 = Missing('c.patch_order')
+            else:
+                t8 = attr_value(t1, 'patch_order', 'c.patch_order')
+            t9 = not (t8 is None or t8.__class__ is Missing)
+            t7 = (t9 if t9.__class__ is bool else _truth(t9))
+        else:
+            t7 = False
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t11 = env.lookup('c')
-            if t11 is None: t11 = Missing('c')
-            if t11.__class__ is dict and 'patch_order' in t11:
-                t12 = t11['patch_order']
-                if t12 is None: t12 = Missing('c.patch_order')
+            if t1.__class__ is dict and 'patch_order' in t1:
+                t11 = t1['patch_order']
+                if t11 is None: t11 = Missing('c.patch_order')
             else:
-                t12 = attr_value(t11, 'patch_order', 'c.patch_order')
-            t13 = not (t12 is None or t12.__class__ is Missing)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t1, 'patch_order', 'c.patch_order')
+            t10 = t11
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t15 = env.lookup('c')
-            if t15 is None: t15 = Missing('c')
-            if t15.__class__ is dict and 'patch_order' in t15:
-                t16 = t15['patch_order']
-                if t16 is None: t16 = Missing('c.patch_order')
-            else:
-                t16 = attr_value(t15, 'patch_order', 'c.patch_order')
-            t14 = t16
-        else:
-            t17 = ('block')
-            t14 = t17
-        t5 = t14
+            t10 = ('block')
+        t4 = t10
     else:
-        t18 = (None)
-        t5 = t18
-    return t5
+        t4 = (None)
+    return t4
 
 def e339(env):
     t1 = env.lookup('c')
@@ -12901,51 +11341,40 @@ def e339(env):
     t2 = type_name(t1)
     env.budget.mem -= len(t2)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t4 = ('table')
     if t2.__class__ is str:
-        t3 = t2 == t4
+        t3 = t2 == ('table')
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, ('table'))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = ('build_mrope_positions')
-        t8 = env.lookup('c')
-        if t8 is None: t8 = Missing('c')
-        t9 = call_value(env, F_keys.fn, F_keys.cost, False, [t8])
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t6, t9)
-        t7 = _compare('in', t6, t9)
+        t6 = call_value(env, F_keys.fn, F_keys.cost, False, [t1])
+        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('build_mrope_positions'), t6)
+        t5 = _compare('in', ('build_mrope_positions'), t6)
+        if (t5 if t5.__class__ is bool else _truth(t5)):
+            if t1.__class__ is dict and 'build_mrope_positions' in t1:
+                t8 = t1['build_mrope_positions']
+                if t8 is None: t8 = Missing('c.build_mrope_positions')
+            else:
+                t8 = attr_value(t1, 'build_mrope_positions', 'c.build_mrope_positions')
+            t9 = not (t8 is None or t8.__class__ is Missing)
+            t7 = (t9 if t9.__class__ is bool else _truth(t9))
+        else:
+            t7 = False
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t11 = env.lookup('c')
-            if t11 is None: t11 = Missing('c')
-            if t11.__class__ is dict and 'build_mrope_positions' in t11:
-                t12 = t11['build_mrope_positions']
-                if t12 is None: t12 = Missing('c.build_mrope_positions')
+            if t1.__class__ is dict and 'build_mrope_positions' in t1:
+                t11 = t1['build_mrope_positions']
+                if t11 is None: t11 = Missing('c.build_mrope_positions')
             else:
-                t12 = attr_value(t11, 'build_mrope_positions', 'c.build_mrope_positions')
-            t13 = not (t12 is None or t12.__class__ is Missing)
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
+                t11 = attr_value(t1, 'build_mrope_positions', 'c.build_mrope_positions')
+            t10 = t11
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t15 = env.lookup('c')
-            if t15 is None: t15 = Missing('c')
-            if t15.__class__ is dict and 'build_mrope_positions' in t15:
-                t16 = t15['build_mrope_positions']
-                if t16 is None: t16 = Missing('c.build_mrope_positions')
-            else:
-                t16 = attr_value(t15, 'build_mrope_positions', 'c.build_mrope_positions')
-            t14 = t16
-        else:
-            t17 = (False)
-            t14 = t17
-        t5 = t14
+            t10 = (False)
+        t4 = t10
     else:
-        t18 = (None)
-        t5 = t18
-    return t5
+        t4 = (None)
+    return t4
 
 def e340(env):
-    t1 = ('dataloader')
-    return t1
+    return ('dataloader')
 
 def e341(env):
     t1 = env.lookup('where')
@@ -12961,11 +11390,9 @@ def e343(env):
     t1 = env.lookup('mrope')
     if t1 is None: t1 = Missing('mrope')
     if (t1 if t1.__class__ is bool else _truth(t1)):
-        t3 = (' with build_mrope_positions = True')
-        t2 = t3
+        t2 = (' with build_mrope_positions = True')
     else:
-        t4 = ('')
-        t2 = t4
+        t2 = ('')
     return t2
 
 def e344(env):
@@ -12975,167 +11402,131 @@ def e344(env):
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('patch_order must be ')
+        t5 = env.lookup('chr_q')
+        if t5 is None: t5 = Missing('chr_q')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('chr_q')
-        if t6 is None: t6 = Missing('chr_q')
+        if ('patch_order must be ').__class__ is int and t5.__class__ is int:
+            t6 = ('patch_order must be ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('+', ('patch_order must be '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t5.__class__ is int and t6.__class__ is int:
-            t7 = t5 + t6
+        if t6.__class__ is int and ('block').__class__ is int:
+            t7 = t6 + ('block')
             if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t7 = _binop('+', t5, t6, env)
+            t7 = _binop('+', t6, ('block'), env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = ('block')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t7.__class__ is int and t5.__class__ is int:
+            t8 = t7 + t5
+            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        else:
+            t8 = _binop('+', t7, t5, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t7.__class__ is int and t8.__class__ is int:
-            t9 = t7 + t8
+        if t8.__class__ is int and (' or ').__class__ is int:
+            t9 = t8 + (' or ')
             if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
         else:
-            t9 = _binop('+', t7, t8, env)
+            t9 = _binop('+', t8, (' or '), env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = env.lookup('chr_q')
-        if t10 is None: t10 = Missing('chr_q')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t9.__class__ is int and t5.__class__ is int:
+            t10 = t9 + t5
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
+        else:
+            t10 = _binop('+', t9, t5, env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
+        if t10.__class__ is int and ('raster').__class__ is int:
+            t11 = t10 + ('raster')
             if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t11 = _binop('+', t9, t10, env)
+            t11 = _binop('+', t10, ('raster'), env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = (' or ')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t11.__class__ is int and t5.__class__ is int:
+            t12 = t11 + t5
+            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        else:
+            t12 = _binop('+', t11, t5, env)
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t11.__class__ is int and t12.__class__ is int:
-            t13 = t11 + t12
+        if t12.__class__ is int and (', got ').__class__ is int:
+            t13 = t12 + (', got ')
             if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
         else:
-            t13 = _binop('+', t11, t12, env)
+            t13 = _binop('+', t12, (', got '), env)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = env.lookup('chr_q')
-        if t14 is None: t14 = Missing('chr_q')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t13.__class__ is int and t5.__class__ is int:
+            t14 = t13 + t5
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
+        else:
+            t14 = _binop('+', t13, t5, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t13.__class__ is int and t14.__class__ is int:
-            t15 = t13 + t14
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t14.__class__ is int and t1.__class__ is int:
+            t15 = t14 + t1
             if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
         else:
-            t15 = _binop('+', t13, t14, env)
+            t15 = _binop('+', t14, t1, env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = ('raster')
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t15.__class__ is int and t16.__class__ is int:
-            t17 = t15 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if t15.__class__ is int and t5.__class__ is int:
+            t16 = t15 + t5
+            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
         else:
-            t17 = _binop('+', t15, t16, env)
+            t16 = _binop('+', t15, t5, env)
+        t4 = t16
+    else:
+        t17 = env.lookup('chr_q')
+        if t17 is None: t17 = Missing('chr_q')
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = env.lookup('chr_q')
-        if t18 is None: t18 = Missing('chr_q')
+        if ('MRoPE requires patch_order=').__class__ is int and t17.__class__ is int:
+            t18 = ('MRoPE requires patch_order=') + t17
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+        else:
+            t18 = _binop('+', ('MRoPE requires patch_order='), t17, env)
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t17.__class__ is int and t18.__class__ is int:
-            t19 = t17 + t18
+        if t18.__class__ is int and ('block').__class__ is int:
+            t19 = t18 + ('block')
             if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
         else:
-            t19 = _binop('+', t17, t18, env)
+            t19 = _binop('+', t18, ('block'), env)
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = (', got ')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        if t19.__class__ is int and t17.__class__ is int:
+            t20 = t19 + t17
+            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
+        else:
+            t20 = _binop('+', t19, t17, env)
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t19.__class__ is int and t20.__class__ is int:
-            t21 = t19 + t20
+        if t20.__class__ is int and (', got ').__class__ is int:
+            t21 = t20 + (', got ')
             if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
         else:
-            t21 = _binop('+', t19, t20, env)
+            t21 = _binop('+', t20, (', got '), env)
         if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = env.lookup('chr_q')
-        if t22 is None: t22 = Missing('chr_q')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        if t21.__class__ is int and t17.__class__ is int:
+            t22 = t21 + t17
+            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
+        else:
+            t22 = _binop('+', t21, t17, env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t21.__class__ is int and t22.__class__ is int:
-            t23 = t21 + t22
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t22.__class__ is int and t1.__class__ is int:
+            t23 = t22 + t1
             if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
         else:
-            t23 = _binop('+', t21, t22, env)
+            t23 = _binop('+', t22, t1, env)
         if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = env.lookup('order')
-        if t24 is None: t24 = Missing('order')
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t23.__class__ is int and t24.__class__ is int:
-            t25 = t23 + t24
-            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        if t23.__class__ is int and t17.__class__ is int:
+            t24 = t23 + t17
+            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
         else:
-            t25 = _binop('+', t23, t24, env)
-        if t25 is None or t25.__class__ is Missing: _need(t25)
-        t26 = env.lookup('chr_q')
-        if t26 is None: t26 = Missing('chr_q')
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        if t25.__class__ is int and t26.__class__ is int:
-            t27 = t25 + t26
-            if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
-        else:
-            t27 = _binop('+', t25, t26, env)
-        t4 = t27
-    else:
-        t28 = ('MRoPE requires patch_order=')
-        if t28 is None or t28.__class__ is Missing: _need(t28)
-        t29 = env.lookup('chr_q')
-        if t29 is None: t29 = Missing('chr_q')
-        if t29 is None or t29.__class__ is Missing: _need(t29)
-        if t28.__class__ is int and t29.__class__ is int:
-            t30 = t28 + t29
-            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
-        else:
-            t30 = _binop('+', t28, t29, env)
-        if t30 is None or t30.__class__ is Missing: _need(t30)
-        t31 = ('block')
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        if t30.__class__ is int and t31.__class__ is int:
-            t32 = t30 + t31
-            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
-        else:
-            t32 = _binop('+', t30, t31, env)
-        if t32 is None or t32.__class__ is Missing: _need(t32)
-        t33 = env.lookup('chr_q')
-        if t33 is None: t33 = Missing('chr_q')
-        if t33 is None or t33.__class__ is Missing: _need(t33)
-        if t32.__class__ is int and t33.__class__ is int:
-            t34 = t32 + t33
-            if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
-        else:
-            t34 = _binop('+', t32, t33, env)
-        if t34 is None or t34.__class__ is Missing: _need(t34)
-        t35 = (', got ')
-        if t35 is None or t35.__class__ is Missing: _need(t35)
-        if t34.__class__ is int and t35.__class__ is int:
-            t36 = t34 + t35
-            if not -MAX_INT <= t36 <= MAX_INT: _check_value(t36)
-        else:
-            t36 = _binop('+', t34, t35, env)
-        if t36 is None or t36.__class__ is Missing: _need(t36)
-        t37 = env.lookup('chr_q')
-        if t37 is None: t37 = Missing('chr_q')
-        if t37 is None or t37.__class__ is Missing: _need(t37)
-        if t36.__class__ is int and t37.__class__ is int:
-            t38 = t36 + t37
-            if not -MAX_INT <= t38 <= MAX_INT: _check_value(t38)
-        else:
-            t38 = _binop('+', t36, t37, env)
-        if t38 is None or t38.__class__ is Missing: _need(t38)
-        t39 = env.lookup('order')
-        if t39 is None: t39 = Missing('order')
-        if t39 is None or t39.__class__ is Missing: _need(t39)
-        if t38.__class__ is int and t39.__class__ is int:
-            t40 = t38 + t39
-            if not -MAX_INT <= t40 <= MAX_INT: _check_value(t40)
-        else:
-            t40 = _binop('+', t38, t39, env)
-        if t40 is None or t40.__class__ is Missing: _need(t40)
-        t41 = env.lookup('chr_q')
-        if t41 is None: t41 = Missing('chr_q')
-        if t41 is None or t41.__class__ is Missing: _need(t41)
-        if t40.__class__ is int and t41.__class__ is int:
-            t42 = t40 + t41
-            if not -MAX_INT <= t42 <= MAX_INT: _check_value(t42)
-        else:
-            t42 = _binop('+', t40, t41, env)
-        t4 = t42
+            t24 = _binop('+', t23, t17, env)
+        t4 = t24
     return t4
 
 def e345(env):
@@ -13145,11 +11536,9 @@ def e345(env):
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('use patch_order="block" (the default) or "raster"')
-        t4 = t5
+        t4 = ('use patch_order="block" (the default) or "raster"')
     else:
-        t6 = ('use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE')
-        t4 = t6
+        t4 = ('use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE')
     return t4
 
 def e346(env):
@@ -13176,44 +11565,41 @@ def e346(env):
         t8 = type_name(t7)
         env.budget.mem -= len(t8)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t10 = ('table')
         if t8.__class__ is str:
-            t9 = t8 == t10
+            t9 = t8 == ('table')
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, ('table'))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('order')
-            if t12 is None: t12 = Missing('order')
+            t11 = env.lookup('order')
+            if t11 is None: t11 = Missing('order')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t13 = type_name(t12)
-            env.budget.mem -= len(t13)
+            t12 = type_name(t11)
+            env.budget.mem -= len(t12)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t15 = ('string')
-            if t13.__class__ is str:
-                t14 = t13 == t15
+            if t12.__class__ is str:
+                t13 = t12 == ('string')
             else:
-                t14 = _compare('==', t13, t15)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t13 = _compare('==', t12, ('string'))
+            t10 = (t13 if t13.__class__ is bool else _truth(t13))
         else:
-            t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t17 = env.lookup('mrope')
-            if t17 is None: t17 = Missing('mrope')
+            t10 = False
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t15 = env.lookup('mrope')
+            if t15 is None: t15 = Missing('mrope')
             env.budget.left -= 1
             if env.budget.left < 0: _charge(env, 0)
-            t18 = type_name(t17)
-            env.budget.mem -= len(t18)
+            t16 = type_name(t15)
+            env.budget.mem -= len(t16)
             if env.budget.mem < 0: _charge_mem(env, 0)
-            t20 = ('bool')
-            if t18.__class__ is str:
-                t19 = t18 == t20
+            if t16.__class__ is str:
+                t17 = t16 == ('bool')
             else:
-                t19 = _compare('==', t18, t20)
-            t16 = (t19 if t19.__class__ is bool else _truth(t19))
+                t17 = _compare('==', t16, ('bool'))
+            t14 = (t17 if t17.__class__ is bool else _truth(t17))
         else:
-            t16 = False
-        t5 = (t16 if t16.__class__ is bool else _truth(t16))
+            t14 = False
+        t5 = (t14 if t14.__class__ is bool else _truth(t14))
     else:
         t5 = False
     return t5
@@ -13221,114 +11607,95 @@ def e346(env):
 def e347(env):
     t1 = env.lookup('framework_version')
     if t1 is None: t1 = Missing('framework_version')
-    t3 = ('main@b5bcd76c6')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('main@b5bcd76c6')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('main@b5bcd76c6'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('collator')
-        t7 = env.lookup('config')
-        if t7 is None: t7 = Missing('config')
-        if t7.__class__ is dict and 'dataloader' in t7:
-            t8 = t7['dataloader']
-            if t8 is None: t8 = Missing('config.dataloader')
+        t5 = env.lookup('config')
+        if t5 is None: t5 = Missing('config')
+        if t5.__class__ is dict and 'dataloader' in t5:
+            t6 = t5['dataloader']
+            if t6 is None: t6 = Missing('config.dataloader')
         else:
-            t8 = attr_value(t7, 'dataloader', 'config.dataloader')
-        t9 = call_value(env, F_keys.fn, F_keys.cost, False, [t8])
-        if t9.__class__ is list or t9.__class__ is dict or t9.__class__ is str: _charge_operands(env, t5, t9)
-        t6 = _compare('in', t5, t9)
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+            t6 = attr_value(t5, 'dataloader', 'config.dataloader')
+        t7 = call_value(env, F_keys.fn, F_keys.cost, False, [t6])
+        if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, ('collator'), t7)
+        t4 = _compare('in', ('collator'), t7)
+        t3 = (t4 if t4.__class__ is bool else _truth(t4))
     else:
-        t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        t11 = env.lookup('config')
-        if t11 is None: t11 = Missing('config')
-        if t11.__class__ is dict and 'dataloader' in t11:
-            t12 = t11['dataloader']
-            if t12 is None: t12 = Missing('config.dataloader')
+        t3 = False
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t9 = env.lookup('config')
+        if t9 is None: t9 = Missing('config')
+        if t9.__class__ is dict and 'dataloader' in t9:
+            t10 = t9['dataloader']
+            if t10 is None: t10 = Missing('config.dataloader')
         else:
-            t12 = attr_value(t11, 'dataloader', 'config.dataloader')
-        if t12.__class__ is dict and 'collator' in t12:
-            t13 = t12['collator']
-            if t13 is None: t13 = Missing('config.dataloader.collator')
+            t10 = attr_value(t9, 'dataloader', 'config.dataloader')
+        if t10.__class__ is dict and 'collator' in t10:
+            t11 = t10['collator']
+            if t11 is None: t11 = Missing('config.dataloader.collator')
         else:
-            t13 = attr_value(t12, 'collator', 'config.dataloader.collator')
+            t11 = attr_value(t10, 'collator', 'config.dataloader.collator')
         env.budget.left -= 1
         if env.budget.left < 0: _charge(env, 0)
-        t14 = type_name(t13)
-        env.budget.mem -= len(t14)
+        t12 = type_name(t11)
+        env.budget.mem -= len(t12)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t16 = ('table')
-        if t14.__class__ is str:
-            t15 = t14 == t16
+        if t12.__class__ is str:
+            t13 = t12 == ('table')
         else:
-            t15 = _compare('==', t14, t16)
-        t10 = (t15 if t15.__class__ is bool else _truth(t15))
+            t13 = _compare('==', t12, ('table'))
+        t8 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
-        t10 = False
-    if (t10 if t10.__class__ is bool else _truth(t10)):
-        t18 = ('patch_order')
-        t20 = env.lookup('config')
-        if t20 is None: t20 = Missing('config')
-        if t20.__class__ is dict and 'dataloader' in t20:
-            t21 = t20['dataloader']
-            if t21 is None: t21 = Missing('config.dataloader')
+        t8 = False
+    if (t8 if t8.__class__ is bool else _truth(t8)):
+        t16 = env.lookup('config')
+        if t16 is None: t16 = Missing('config')
+        if t16.__class__ is dict and 'dataloader' in t16:
+            t17 = t16['dataloader']
+            if t17 is None: t17 = Missing('config.dataloader')
         else:
-            t21 = attr_value(t20, 'dataloader', 'config.dataloader')
-        if t21.__class__ is dict and 'collator' in t21:
-            t22 = t21['collator']
-            if t22 is None: t22 = Missing('config.dataloader.collator')
+            t17 = attr_value(t16, 'dataloader', 'config.dataloader')
+        if t17.__class__ is dict and 'collator' in t17:
+            t18 = t17['collator']
+            if t18 is None: t18 = Missing('config.dataloader.collator')
         else:
-            t22 = attr_value(t21, 'collator', 'config.dataloader.collator')
-        t23 = call_value(env, F_keys.fn, F_keys.cost, False, [t22])
-        if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t18, t23)
-        t19 = _compare('in', t18, t23)
-        if not (t19 if t19.__class__ is bool else _truth(t19)):
-            t25 = ('build_mrope_positions')
-            t27 = env.lookup('config')
-            if t27 is None: t27 = Missing('config')
-            if t27.__class__ is dict and 'dataloader' in t27:
-                t28 = t27['dataloader']
-                if t28 is None: t28 = Missing('config.dataloader')
-            else:
-                t28 = attr_value(t27, 'dataloader', 'config.dataloader')
-            if t28.__class__ is dict and 'collator' in t28:
-                t29 = t28['collator']
-                if t29 is None: t29 = Missing('config.dataloader.collator')
-            else:
-                t29 = attr_value(t28, 'collator', 'config.dataloader.collator')
-            t30 = call_value(env, F_keys.fn, F_keys.cost, False, [t29])
-            if t30.__class__ is list or t30.__class__ is dict or t30.__class__ is str: _charge_operands(env, t25, t30)
-            t26 = _compare('in', t25, t30)
-            t24 = (t26 if t26.__class__ is bool else _truth(t26))
+            t18 = attr_value(t17, 'collator', 'config.dataloader.collator')
+        t19 = call_value(env, F_keys.fn, F_keys.cost, False, [t18])
+        if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(env, ('patch_order'), t19)
+        t15 = _compare('in', ('patch_order'), t19)
+        if not (t15 if t15.__class__ is bool else _truth(t15)):
+            t22 = call_value(env, F_keys.fn, F_keys.cost, False, [t18])
+            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(env, ('build_mrope_positions'), t22)
+            t21 = _compare('in', ('build_mrope_positions'), t22)
+            t20 = (t21 if t21.__class__ is bool else _truth(t21))
         else:
-            t24 = True
-        t17 = (t24 if t24.__class__ is bool else _truth(t24))
+            t20 = True
+        t14 = (t20 if t20.__class__ is bool else _truth(t20))
     else:
-        t17 = False
-    if (t17 if t17.__class__ is bool else _truth(t17)):
-        t32 = env.lookup('config')
-        if t32 is None: t32 = Missing('config')
-        if t32.__class__ is dict and 'dataloader' in t32:
-            t33 = t32['dataloader']
-            if t33 is None: t33 = Missing('config.dataloader')
+        t14 = False
+    if (t14 if t14.__class__ is bool else _truth(t14)):
+        t24 = env.lookup('config')
+        if t24 is None: t24 = Missing('config')
+        if t24.__class__ is dict and 'dataloader' in t24:
+            t25 = t24['dataloader']
+            if t25 is None: t25 = Missing('config.dataloader')
         else:
-            t33 = attr_value(t32, 'dataloader', 'config.dataloader')
-        if t33.__class__ is dict and 'collator' in t33:
-            t34 = t33['collator']
-            if t34 is None: t34 = Missing('config.dataloader.collator')
+            t25 = attr_value(t24, 'dataloader', 'config.dataloader')
+        if t25.__class__ is dict and 'collator' in t25:
+            t26 = t25['collator']
+            if t26 is None: t26 = Missing('config.dataloader.collator')
         else:
-            t34 = attr_value(t33, 'collator', 'config.dataloader.collator')
-        t31 = t34
+            t26 = attr_value(t25, 'collator', 'config.dataloader.collator')
+        t23 = t26
     else:
-        t35 = (None)
-        t31 = t35
-    return t31
+        t23 = (None)
+    return t23
 
 def e348(env):
-    t1 = ('dataloader.collator')
-    return t1
+    return ('dataloader.collator')
 
 def e349(env):
     t1 = env.lookup('bad')
@@ -13339,11 +11706,10 @@ def e349(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (0)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (0))
     return t3
 
 def e350(env):
@@ -13370,50 +11736,41 @@ def e350(env):
         t8 = type_name(t7)
         env.budget.mem -= len(t8)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t10 = ('list')
         if t8.__class__ is str:
-            t9 = t8 == t10
+            t9 = t8 == ('list')
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, ('list'))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = []
-            t13 = env.budget
-            t15 = env.lookup('model')
-            if t15 is None: t15 = Missing('model')
-            if t15.__class__ is dict and 'converters' in t15:
-                t16 = t15['converters']
-                if t16 is None: t16 = Missing('model.converters')
-            else:
-                t16 = attr_value(t15, 'converters', 'model.converters')
-            t14 = loop_items(t16)
-            t17 = Env({}, None, t13, env)
-            t18 = t17.values
-            for t19 in t14:
-                t13.left -= 7
-                if t13.left < 0: _charge(env, 0)
-                t18['c'] = t19
-                t17.let_cache = None
-                t20 = t19
-                if t20 is None: t20 = Missing('c')
-                if t20.__class__ is dict and 'kind' in t20:
-                    t21 = t20['kind']
-                    if t21 is None: t21 = Missing('c.kind')
+            t11 = []
+            t12 = env.budget
+            t13 = loop_items(t7)
+            t14 = Env({}, None, t12, env)
+            t15 = t14.values
+            for t16 in t13:
+                t12.left -= 7
+                if t12.left < 0: _charge(env, 0)
+                t15['c'] = t16
+                t14.let_cache = None
+                t17 = t16
+                if t17 is None: t17 = Missing('c')
+                if t17.__class__ is dict and 'kind' in t17:
+                    t18 = t17['kind']
+                    if t18 is None: t18 = Missing('c.kind')
                 else:
-                    t21 = attr_value(t20, 'kind', 'c.kind')
-                t23 = ('lora')
-                if t21.__class__ is str:
-                    t22 = t21 == t23
+                    t18 = attr_value(t17, 'kind', 'c.kind')
+                if t18.__class__ is str:
+                    t19 = t18 == ('lora')
                 else:
-                    t22 = _compare('==', t21, t23)
-                t12.append(t22)
-                t13.mem -= 1
-                if t13.mem < 0: _charge_mem(env, 0)
-                if len(t12) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t24 = call_value(env, F_any.fn, F_any.cost, False, [t12])
-            t11 = (t24 if t24.__class__ is bool else _truth(t24))
+                    t19 = _compare('==', t18, ('lora'))
+                t11.append(t19)
+                t12.mem -= 1
+                if t12.mem < 0: _charge_mem(env, 0)
+                if len(t11) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t20 = call_value(env, F_any.fn, F_any.cost, False, [t11])
+            t10 = (t20 if t20.__class__ is bool else _truth(t20))
         else:
-            t11 = False
-        t5 = (t11 if t11.__class__ is bool else _truth(t11))
+            t10 = False
+        t5 = (t10 if t10.__class__ is bool else _truth(t10))
     else:
         t5 = False
     return t5
@@ -13443,59 +11800,56 @@ def e351(env):
             if t10 is None: t10 = Missing('c.kind')
         else:
             t10 = attr_value(t9, 'kind', 'c.kind')
-        t12 = ('lora')
         if t10.__class__ is str:
-            t11 = t10 == t12
+            t11 = t10 == ('lora')
         else:
-            t11 = _compare('==', t10, t12)
+            t11 = _compare('==', t10, ('lora'))
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t14 = ('rank')
+            t14 = t8
+            if t14 is None: t14 = Missing('c')
+            if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t6, ('rank'), t14)
+            t13 = _compare('in', ('rank'), t14)
+            t12 = (t13 if t13.__class__ is bool else _truth(t13))
+        else:
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
             t16 = t8
             if t16 is None: t16 = Missing('c')
-            if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t6, t14, t16)
-            t15 = _compare('in', t14, t16)
-            t13 = (t15 if t15.__class__ is bool else _truth(t15))
-        else:
-            t13 = False
-        if (t13 if t13.__class__ is bool else _truth(t13)):
-            t18 = t8
-            if t18 is None: t18 = Missing('c')
-            if t18.__class__ is dict and 'rank' in t18:
-                t19 = t18['rank']
-                if t19 is None: t19 = Missing('c.rank')
+            if t16.__class__ is dict and 'rank' in t16:
+                t17 = t16['rank']
+                if t17 is None: t17 = Missing('c.rank')
             else:
-                t19 = attr_value(t18, 'rank', 'c.rank')
+                t17 = attr_value(t16, 'rank', 'c.rank')
             t6.budget.left -= 1
             if t6.budget.left < 0: _charge(t6, 0)
-            t20 = type_name(t19)
-            t6.budget.mem -= len(t20)
+            t18 = type_name(t17)
+            t6.budget.mem -= len(t18)
             if t6.budget.mem < 0: _charge_mem(t6, 0)
-            t22 = K128
-            if t22.__class__ is list or t22.__class__ is dict or t22.__class__ is str: _charge_operands(t6, t20, t22)
-            t21 = _compare('in', t20, t22)
-            t17 = (t21 if t21.__class__ is bool else _truth(t21))
+            t20 = K128
+            if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t6, t18, t20)
+            t19 = _compare('in', t18, t20)
+            t15 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t17 = False
-        if (t17 if t17.__class__ is bool else _truth(t17)):
-            t24 = t8
-            if t24 is None: t24 = Missing('c')
-            if t24.__class__ is dict and 'rank' in t24:
-                t25 = t24['rank']
-                if t25 is None: t25 = Missing('c.rank')
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t22 = t8
+            if t22 is None: t22 = Missing('c')
+            if t22.__class__ is dict and 'rank' in t22:
+                t23 = t22['rank']
+                if t23 is None: t23 = Missing('c.rank')
             else:
-                t25 = attr_value(t24, 'rank', 'c.rank')
-            t27 = (0)
-            if t25.__class__ is int:
-                t26 = t25 <= t27
+                t23 = attr_value(t22, 'rank', 'c.rank')
+            if t23.__class__ is int:
+                t24 = t23 <= (0)
             else:
-                t26 = _compare('<=', t25, t27)
-            t23 = (t26 if t26.__class__ is bool else _truth(t26))
+                t24 = _compare('<=', t23, (0))
+            t21 = (t24 if t24.__class__ is bool else _truth(t24))
         else:
-            t23 = False
-        if (t23 if t23.__class__ is bool else _truth(t23)):
-            t28 = t8
-            if t28 is None: t28 = Missing('c')
-            t1.append(t28)
+            t21 = False
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            t25 = t8
+            if t25 is None: t25 = Missing('c')
+            t1.append(t25)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -13505,29 +11859,33 @@ def e352(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'bad')
-    if t3.__class__ is dict and 'class' in t3:
-        t4 = t3['class']
-        if t4 is None: t4 = Missing('class')
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('bad[0]')
     else:
-        t4 = attr_value(t3, 'class', 'class')
-    return t4
+        t2 = index_value(t1, (0), 'bad')
+    if t2.__class__ is dict and 'class' in t2:
+        t3 = t2['class']
+        if t3 is None: t3 = Missing('class')
+    else:
+        t3 = attr_value(t2, 'class', 'class')
+    return t3
 
 def e353(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'bad')
-    if t3.__class__ is dict and 'rank' in t3:
-        t4 = t3['rank']
-        if t4 is None: t4 = Missing('rank')
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('bad[0]')
     else:
-        t4 = attr_value(t3, 'rank', 'rank')
-    return t4
+        t2 = index_value(t1, (0), 'bad')
+    if t2.__class__ is dict and 'rank' in t2:
+        t3 = t2['rank']
+        if t3 is None: t3 = Missing('rank')
+    else:
+        t3 = attr_value(t2, 'rank', 'rank')
+    return t3
 
 def e354(env):
     t1 = env.lookup('late')
@@ -13538,11 +11896,10 @@ def e354(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (0)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (0))
     return t3
 
 def e355(env):
@@ -13587,15 +11944,14 @@ def e356(env):
             if t13 is None: t13 = Missing('kind')
         else:
             t13 = attr_value(t12, 'kind', 'kind')
-        t15 = ('lora')
         if t13.__class__ is str:
-            t14 = t13 == t15
+            t14 = t13 == ('lora')
         else:
-            t14 = _compare('==', t13, t15)
+            t14 = _compare('==', t13, ('lora'))
         if (t14 if t14.__class__ is bool else _truth(t14)):
-            t16 = t9
-            if t16 is None: t16 = Missing('i')
-            t1.append(t16)
+            t15 = t9
+            if t15 is None: t15 = Missing('i')
+            t1.append(t15)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -13629,58 +11985,56 @@ def e357(env):
             if t7.budget.left < 0: _charge(t7, 0)
         else:
             t11 = call_value(t7, F_len.fn, F_len.cost, False, [t10])
-        t13 = (0)
         if t11.__class__ is int:
-            t12 = t11 > t13
+            t12 = t11 > (0)
         else:
-            t12 = _compare('>', t11, t13)
+            t12 = _compare('>', t11, (0))
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            t15 = t9
-            if t15 is None: t15 = Missing('i')
-            t17 = t7.lookup('loras')
-            if t17 is None: t17 = Missing('loras')
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = (0)
+            t14 = t9
+            if t14 is None: t14 = Missing('i')
+            if t10 is None or t10.__class__ is Missing: _need(t10)
+            if t10.__class__ is list and len(t10) > 0:
+                t16 = t10[0]
+                if t16 is None: t16 = Missing('loras[0]')
+            else:
+                t16 = index_value(t10, (0), 'loras')
+            if t14.__class__ is t16.__class__ and (t14.__class__ is int or t14.__class__ is str):
+                t15 = t14 > t16
+            else:
+                if t16.__class__ is list or t16.__class__ is dict or t16.__class__ is str: _charge_operands(t7, t14, t16)
+                t15 = _compare('>', t14, t16)
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+        else:
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t18 = t7.lookup('conv')
+            if t18 is None: t18 = Missing('conv')
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = index_value(t17, t18, 'loras')
-            if t15.__class__ is t19.__class__ and (t15.__class__ is int or t15.__class__ is str):
-                t16 = t15 > t19
+            t19 = t9
+            if t19 is None: t19 = Missing('i')
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = index_value(t18, t19, 'conv')
+            if t20.__class__ is dict and 'kind' in t20:
+                t21 = t20['kind']
+                if t21 is None: t21 = Missing('kind')
             else:
-                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t7, t15, t19)
-                t16 = _compare('>', t15, t19)
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+                t21 = attr_value(t20, 'kind', 'kind')
+            if t21.__class__ is str:
+                t22 = t21 == ('quantization')
+            else:
+                t22 = _compare('==', t21, ('quantization'))
+            t17 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t21 = t7.lookup('conv')
-            if t21 is None: t21 = Missing('conv')
-            if t21 is None or t21.__class__ is Missing: _need(t21)
-            t22 = t9
-            if t22 is None: t22 = Missing('i')
-            if t22 is None or t22.__class__ is Missing: _need(t22)
-            t23 = index_value(t21, t22, 'conv')
-            if t23.__class__ is dict and 'kind' in t23:
-                t24 = t23['kind']
-                if t24 is None: t24 = Missing('kind')
-            else:
-                t24 = attr_value(t23, 'kind', 'kind')
-            t26 = ('quantization')
-            if t24.__class__ is str:
-                t25 = t24 == t26
-            else:
-                t25 = _compare('==', t24, t26)
-            t20 = (t25 if t25.__class__ is bool else _truth(t25))
-        else:
-            t20 = False
-        if (t20 if t20.__class__ is bool else _truth(t20)):
-            t27 = t7.lookup('conv')
-            if t27 is None: t27 = Missing('conv')
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = t9
-            if t28 is None: t28 = Missing('i')
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = index_value(t27, t28, 'conv')
-            t1.append(t29)
+            t17 = False
+        if (t17 if t17.__class__ is bool else _truth(t17)):
+            t23 = t7.lookup('conv')
+            if t23 is None: t23 = Missing('conv')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t24 = t9
+            if t24 is None: t24 = Missing('i')
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            t25 = index_value(t23, t24, 'conv')
+            t1.append(t25)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -13690,15 +12044,17 @@ def e358(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'late')
-    if t3.__class__ is dict and 'class' in t3:
-        t4 = t3['class']
-        if t4 is None: t4 = Missing('class')
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('late[0]')
     else:
-        t4 = attr_value(t3, 'class', 'class')
-    return t4
+        t2 = index_value(t1, (0), 'late')
+    if t2.__class__ is dict and 'class' in t2:
+        t3 = t2['class']
+        if t3 is None: t3 = Missing('class')
+    else:
+        t3 = attr_value(t2, 'class', 'class')
+    return t3
 
 def e359(env):
     t1 = env.lookup('conv')
@@ -13707,17 +12063,19 @@ def e359(env):
     t2 = env.lookup('loras')
     if t2 is None: t2 = Missing('loras')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = (0)
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = index_value(t2, t3, 'loras')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = index_value(t1, t4, 'conv')
-    if t5.__class__ is dict and 'class' in t5:
-        t6 = t5['class']
-        if t6 is None: t6 = Missing('class')
+    if t2.__class__ is list and len(t2) > 0:
+        t3 = t2[0]
+        if t3 is None: t3 = Missing('loras[0]')
     else:
-        t6 = attr_value(t5, 'class', 'class')
-    return t6
+        t3 = index_value(t2, (0), 'loras')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = index_value(t1, t3, 'conv')
+    if t4.__class__ is dict and 'class' in t4:
+        t5 = t4['class']
+        if t5 is None: t5 = Missing('class')
+    else:
+        t5 = attr_value(t4, 'class', 'class')
+    return t5
 
 def e360(env):
     t1 = []
@@ -13783,78 +12141,64 @@ def e362(env):
         t8 = type_name(t7)
         env.budget.mem -= len(t8)
         if env.budget.mem < 0: _charge_mem(env, 0)
-        t10 = ('list')
         if t8.__class__ is str:
-            t9 = t8 == t10
+            t9 = t8 == ('list')
         else:
-            t9 = _compare('==', t8, t10)
+            t9 = _compare('==', t8, ('list'))
         if (t9 if t9.__class__ is bool else _truth(t9)):
-            t12 = env.lookup('model')
-            if t12 is None: t12 = Missing('model')
-            if t12.__class__ is dict and 'is_moe' in t12:
-                t13 = t12['is_moe']
-                if t13 is None: t13 = Missing('model.is_moe')
+            if t6.__class__ is dict and 'is_moe' in t6:
+                t11 = t6['is_moe']
+                if t11 is None: t11 = Missing('model.is_moe')
             else:
-                t13 = attr_value(t12, 'is_moe', 'model.is_moe')
-            t15 = (True)
-            if t13.__class__ is t15.__class__ and (t13.__class__ is int or t13.__class__ is str):
-                t14 = t13 == t15
+                t11 = attr_value(t6, 'is_moe', 'model.is_moe')
+            if t11.__class__ is (True).__class__ and (t11.__class__ is int or t11.__class__ is str):
+                t12 = t11 == (True)
             else:
-                t14 = _compare('==', t13, t15)
-            t11 = (t14 if t14.__class__ is bool else _truth(t14))
+                t12 = _compare('==', t11, (True))
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t11 = False
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t17 = env.lookup('model')
-            if t17 is None: t17 = Missing('model')
-            if t17.__class__ is dict and 'moe_comm_backend' in t17:
-                t18 = t17['moe_comm_backend']
-                if t18 is None: t18 = Missing('model.moe_comm_backend')
+            t10 = False
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            if t6.__class__ is dict and 'moe_comm_backend' in t6:
+                t14 = t6['moe_comm_backend']
+                if t14 is None: t14 = Missing('model.moe_comm_backend')
             else:
-                t18 = attr_value(t17, 'moe_comm_backend', 'model.moe_comm_backend')
-            t19 = not (t18 is None or t18.__class__ is Missing)
-            t16 = (t19 if t19.__class__ is bool else _truth(t19))
+                t14 = attr_value(t6, 'moe_comm_backend', 'model.moe_comm_backend')
+            t15 = not (t14 is None or t14.__class__ is Missing)
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+        else:
+            t13 = False
+        if (t13 if t13.__class__ is bool else _truth(t13)):
+            t17 = []
+            t18 = env.budget
+            t19 = loop_items(t7)
+            t20 = Env({}, None, t18, env)
+            t21 = t20.values
+            for t22 in t19:
+                t18.left -= 7
+                if t18.left < 0: _charge(env, 0)
+                t21['c'] = t22
+                t20.let_cache = None
+                t23 = t22
+                if t23 is None: t23 = Missing('c')
+                if t23.__class__ is dict and 'pads_dispatcher' in t23:
+                    t24 = t23['pads_dispatcher']
+                    if t24 is None: t24 = Missing('c.pads_dispatcher')
+                else:
+                    t24 = attr_value(t23, 'pads_dispatcher', 'c.pads_dispatcher')
+                if t24.__class__ is (True).__class__ and (t24.__class__ is int or t24.__class__ is str):
+                    t25 = t24 == (True)
+                else:
+                    t25 = _compare('==', t24, (True))
+                t17.append(t25)
+                t18.mem -= 1
+                if t18.mem < 0: _charge_mem(env, 0)
+                if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t26 = call_value(env, F_any.fn, F_any.cost, False, [t17])
+            t16 = (t26 if t26.__class__ is bool else _truth(t26))
         else:
             t16 = False
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t21 = []
-            t22 = env.budget
-            t24 = env.lookup('model')
-            if t24 is None: t24 = Missing('model')
-            if t24.__class__ is dict and 'converters' in t24:
-                t25 = t24['converters']
-                if t25 is None: t25 = Missing('model.converters')
-            else:
-                t25 = attr_value(t24, 'converters', 'model.converters')
-            t23 = loop_items(t25)
-            t26 = Env({}, None, t22, env)
-            t27 = t26.values
-            for t28 in t23:
-                t22.left -= 7
-                if t22.left < 0: _charge(env, 0)
-                t27['c'] = t28
-                t26.let_cache = None
-                t29 = t28
-                if t29 is None: t29 = Missing('c')
-                if t29.__class__ is dict and 'pads_dispatcher' in t29:
-                    t30 = t29['pads_dispatcher']
-                    if t30 is None: t30 = Missing('c.pads_dispatcher')
-                else:
-                    t30 = attr_value(t29, 'pads_dispatcher', 'c.pads_dispatcher')
-                t32 = (True)
-                if t30.__class__ is t32.__class__ and (t30.__class__ is int or t30.__class__ is str):
-                    t31 = t30 == t32
-                else:
-                    t31 = _compare('==', t30, t32)
-                t21.append(t31)
-                t22.mem -= 1
-                if t22.mem < 0: _charge_mem(env, 0)
-                if len(t21) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t33 = call_value(env, F_any.fn, F_any.cost, False, [t21])
-            t20 = (t33 if t33.__class__ is bool else _truth(t33))
-        else:
-            t20 = False
-        t5 = (t20 if t20.__class__ is bool else _truth(t20))
+        t5 = (t16 if t16.__class__ is bool else _truth(t16))
     else:
         t5 = False
     return t5
@@ -13884,15 +12228,14 @@ def e363(env):
             if t10 is None: t10 = Missing('c.pads_dispatcher')
         else:
             t10 = attr_value(t9, 'pads_dispatcher', 'c.pads_dispatcher')
-        t12 = (True)
-        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-            t11 = t10 == t12
+        if t10.__class__ is (True).__class__ and (t10.__class__ is int or t10.__class__ is str):
+            t11 = t10 == (True)
         else:
-            t11 = _compare('==', t10, t12)
+            t11 = _compare('==', t10, (True))
         if (t11 if t11.__class__ is bool else _truth(t11)):
-            t13 = t8
-            if t13 is None: t13 = Missing('c')
-            t1.append(t13)
+            t12 = t8
+            if t12 is None: t12 = Missing('c')
+            t1.append(t12)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -13902,29 +12245,33 @@ def e364(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'padding')
-    if t3.__class__ is dict and 'class' in t3:
-        t4 = t3['class']
-        if t4 is None: t4 = Missing('class')
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('padding[0]')
     else:
-        t4 = attr_value(t3, 'class', 'class')
-    return t4
+        t2 = index_value(t1, (0), 'padding')
+    if t2.__class__ is dict and 'class' in t2:
+        t3 = t2['class']
+        if t3 is None: t3 = Missing('class')
+    else:
+        t3 = attr_value(t2, 'class', 'class')
+    return t3
 
 def e365(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (0)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'padding')
-    if t3.__class__ is dict and 'name' in t3:
-        t4 = t3['name']
-        if t4 is None: t4 = Missing('name')
+    if t1.__class__ is list and len(t1) > 0:
+        t2 = t1[0]
+        if t2 is None: t2 = Missing('padding[0]')
     else:
-        t4 = attr_value(t3, 'name', 'name')
-    return t4
+        t2 = index_value(t1, (0), 'padding')
+    if t2.__class__ is dict and 'name' in t2:
+        t3 = t2['name']
+        if t3 is None: t3 = Missing('name')
+    else:
+        t3 = attr_value(t2, 'name', 'name')
+    return t3
 
 def e366(env):
     t1 = env.lookup('missing')
@@ -13958,64 +12305,60 @@ def e367(env):
             if t7 is None: t7 = Missing('trainer.runs_trainer')
         else:
             t7 = attr_value(t6, 'runs_trainer', 'trainer.runs_trainer')
-        t9 = (False)
-        if t7.__class__ is t9.__class__ and (t7.__class__ is int or t7.__class__ is str):
-            t8 = t7 != t9
+        if t7.__class__ is (False).__class__ and (t7.__class__ is int or t7.__class__ is str):
+            t8 = t7 != (False)
         else:
-            t8 = _compare('!=', t7, t9)
+            t8 = _compare('!=', t7, (False))
         if (t8 if t8.__class__ is bool else _truth(t8)):
-            t11 = env.lookup('cp')
-            if t11 is None: t11 = Missing('cp')
-            t13 = (1)
-            if t11.__class__ is int:
-                t12 = t11 > t13
+            t10 = env.lookup('cp')
+            if t10 is None: t10 = Missing('cp')
+            if t10.__class__ is int:
+                t11 = t10 > (1)
             else:
-                t12 = _compare('>', t11, t13)
-            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+                t11 = _compare('>', t10, (1))
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
         else:
-            t10 = False
-        if (t10 if t10.__class__ is bool else _truth(t10)):
-            t15 = env.lookup('lb')
-            if t15 is None: t15 = Missing('lb')
-            t17 = ('ptrr')
-            if t15.__class__ is str:
-                t16 = t15 == t17
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t13 = env.lookup('lb')
+            if t13 is None: t13 = Missing('lb')
+            if t13.__class__ is str:
+                t14 = t13 == ('ptrr')
             else:
-                t16 = _compare('==', t15, t17)
-            t14 = (t16 if t16.__class__ is bool else _truth(t16))
+                t14 = _compare('==', t13, ('ptrr'))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t14 = False
-        if (t14 if t14.__class__ is bool else _truth(t14)):
-            t19 = env.lookup('model')
-            if t19 is None: t19 = Missing('model')
-            if t19.__class__ is dict and 'attn_masks' in t19:
-                t20 = t19['attn_masks']
-                if t20 is None: t20 = Missing('model.attn_masks')
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t16 = env.lookup('model')
+            if t16 is None: t16 = Missing('model')
+            if t16.__class__ is dict and 'attn_masks' in t16:
+                t17 = t16['attn_masks']
+                if t17 is None: t17 = Missing('model.attn_masks')
             else:
-                t20 = attr_value(t19, 'attn_masks', 'model.attn_masks')
-            t22 = ('dict')
-            if t20.__class__ is str:
-                t21 = t20 == t22
+                t17 = attr_value(t16, 'attn_masks', 'model.attn_masks')
+            if t17.__class__ is str:
+                t18 = t17 == ('dict')
             else:
-                t21 = _compare('==', t20, t22)
-            t18 = (t21 if t21.__class__ is bool else _truth(t21))
+                t18 = _compare('==', t17, ('dict'))
+            t15 = (t18 if t18.__class__ is bool else _truth(t18))
         else:
-            t18 = False
-        if (t18 if t18.__class__ is bool else _truth(t18)):
-            t24 = env.lookup('model')
-            if t24 is None: t24 = Missing('model')
-            if t24.__class__ is dict and 'attn_backend' in t24:
-                t25 = t24['attn_backend']
-                if t25 is None: t25 = Missing('model.attn_backend')
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t20 = env.lookup('model')
+            if t20 is None: t20 = Missing('model')
+            if t20.__class__ is dict and 'attn_backend' in t20:
+                t21 = t20['attn_backend']
+                if t21 is None: t21 = Missing('model.attn_backend')
             else:
-                t25 = attr_value(t24, 'attn_backend', 'model.attn_backend')
-            t27 = K132
-            if t27.__class__ is list or t27.__class__ is dict or t27.__class__ is str: _charge_operands(env, t25, t27)
-            t26 = _compare('in', t25, t27)
-            t23 = (t26 if t26.__class__ is bool else _truth(t26))
+                t21 = attr_value(t20, 'attn_backend', 'model.attn_backend')
+            t23 = K132
+            if t23.__class__ is list or t23.__class__ is dict or t23.__class__ is str: _charge_operands(env, t21, t23)
+            t22 = _compare('in', t21, t23)
+            t19 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t23 = False
-        t5 = (t23 if t23.__class__ is bool else _truth(t23))
+            t19 = False
+        t5 = (t19 if t19.__class__ is bool else _truth(t19))
     else:
         t5 = False
     return t5
@@ -14048,34 +12391,44 @@ def e369(env):
         if t2.left < 0: _charge(env, 0)
         t6['u'] = t7
         t5.let_cache = None
-        t8 = ('context_parallel_ptrr_mask_key')
-        t10 = t7
-        if t10 is None: t10 = Missing('u')
-        if t10.__class__ is dict and 'key' in t10:
-            t11 = t10['key']
-            if t11 is None: t11 = Missing('u.key')
+        t9 = t7
+        if t9 is None: t9 = Missing('u')
+        if t9.__class__ is dict and 'key' in t9:
+            t10 = t9['key']
+            if t10 is None: t10 = Missing('u.key')
         else:
-            t11 = attr_value(t10, 'key', 'u.key')
-        if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t5, t8, t11)
-        t9 = _compare('in', t8, t11)
-        if not (t9 if t9.__class__ is bool else _truth(t9)):
-            t13 = t7
-            if t13 is None: t13 = Missing('u')
-            if t13.__class__ is dict and 'key' in t13:
-                t14 = t13['key']
-                if t14 is None: t14 = Missing('u.key')
+            t10 = attr_value(t9, 'key', 'u.key')
+        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(t5, ('context_parallel_ptrr_mask_key'), t10)
+        t8 = _compare('in', ('context_parallel_ptrr_mask_key'), t10)
+        if not (t8 if t8.__class__ is bool else _truth(t8)):
+            t12 = t7
+            if t12 is None: t12 = Missing('u')
+            if t12.__class__ is dict and 'key' in t12:
+                t13 = t12['key']
+                if t13 is None: t13 = Missing('u.key')
             else:
-                t14 = attr_value(t13, 'key', 'u.key')
-            t16 = ('parallelism')
-            if t14.__class__ is str:
-                t15 = t14 == t16
+                t13 = attr_value(t12, 'key', 'u.key')
+            if t13.__class__ is str:
+                t14 = t13 == ('parallelism')
             else:
-                t15 = _compare('==', t14, t16)
-            t12 = (t15 if t15.__class__ is bool else _truth(t15))
+                t14 = _compare('==', t13, ('parallelism'))
+            t11 = (t14 if t14.__class__ is bool else _truth(t14))
         else:
-            t12 = True
-        if not (t12 if t12.__class__ is bool else _truth(t12)):
-            t18 = ('parallelism.*')
+            t11 = True
+        if not (t11 if t11.__class__ is bool else _truth(t11)):
+            t17 = t7
+            if t17 is None: t17 = Missing('u')
+            if t17.__class__ is dict and 'key' in t17:
+                t18 = t17['key']
+                if t18 is None: t18 = Missing('u.key')
+            else:
+                t18 = attr_value(t17, 'key', 'u.key')
+            if t18.__class__ is list or t18.__class__ is dict or t18.__class__ is str: _charge_operands(t5, ('parallelism.*'), t18)
+            t16 = _compare('in', ('parallelism.*'), t18)
+            t15 = (t16 if t16.__class__ is bool else _truth(t16))
+        else:
+            t15 = True
+        if not (t15 if t15.__class__ is bool else _truth(t15)):
             t20 = t7
             if t20 is None: t20 = Missing('u')
             if t20.__class__ is dict and 'key' in t20:
@@ -14083,33 +12436,19 @@ def e369(env):
                 if t21 is None: t21 = Missing('u.key')
             else:
                 t21 = attr_value(t20, 'key', 'u.key')
-            if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t5, t18, t21)
-            t19 = _compare('in', t18, t21)
-            t17 = (t19 if t19.__class__ is bool else _truth(t19))
-        else:
-            t17 = True
-        if not (t17 if t17.__class__ is bool else _truth(t17)):
-            t23 = t7
-            if t23 is None: t23 = Missing('u')
-            if t23.__class__ is dict and 'key' in t23:
-                t24 = t23['key']
-                if t24 is None: t24 = Missing('u.key')
+            if t21.__class__ is str:
+                t22 = t21 == ('')
             else:
-                t24 = attr_value(t23, 'key', 'u.key')
-            t26 = ('')
-            if t24.__class__ is str:
-                t25 = t24 == t26
-            else:
-                t25 = _compare('==', t24, t26)
-            t22 = (t25 if t25.__class__ is bool else _truth(t25))
+                t22 = _compare('==', t21, (''))
+            t19 = (t22 if t22.__class__ is bool else _truth(t22))
         else:
-            t22 = True
-        t1.append(t22)
+            t19 = True
+        t1.append(t19)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t27 = call_value(env, F_any.fn, F_any.cost, False, [t1])
-    return t27
+    t23 = call_value(env, F_any.fn, F_any.cost, False, [t1])
+    return t23
 
 def e370(env):
     t1 = env.lookup('mask_key')
@@ -14141,18 +12480,16 @@ def e371(env):
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = env.lookup('mask_key')
-        if t8 is None: t8 = Missing('mask_key')
-        t10 = env.lookup('model')
-        if t10 is None: t10 = Missing('model')
-        if t10.__class__ is dict and 'attn_mask_keys' in t10:
-            t11 = t10['attn_mask_keys']
-            if t11 is None: t11 = Missing('model.attn_mask_keys')
+        t9 = env.lookup('model')
+        if t9 is None: t9 = Missing('model')
+        if t9.__class__ is dict and 'attn_mask_keys' in t9:
+            t10 = t9['attn_mask_keys']
+            if t10 is None: t10 = Missing('model.attn_mask_keys')
         else:
-            t11 = attr_value(t10, 'attn_mask_keys', 'model.attn_mask_keys')
-        if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t8, t11)
-        t9 = _compare('not in', t8, t11)
-        t7 = (t9 if t9.__class__ is bool else _truth(t9))
+            t10 = attr_value(t9, 'attn_mask_keys', 'model.attn_mask_keys')
+        if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t1, t10)
+        t8 = _compare('not in', t1, t10)
+        t7 = (t8 if t8.__class__ is bool else _truth(t8))
     else:
         t7 = False
     return t7
@@ -14161,28 +12498,23 @@ def e372(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if (t1 if t1.__class__ is bool else _truth(t1)):
-        t3 = ('context_parallel_load_balancer = "ptrr" without context_parallel_ptrr_mask_key')
-        t2 = t3
+        t2 = ('context_parallel_load_balancer = "ptrr" without context_parallel_ptrr_mask_key')
     else:
-        t4 = ('context_parallel_ptrr_mask_key = "')
+        t3 = env.lookup('mask_key')
+        if t3 is None: t3 = Missing('mask_key')
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        if ('context_parallel_ptrr_mask_key = "').__class__ is int and t3.__class__ is int:
+            t4 = ('context_parallel_ptrr_mask_key = "') + t3
+            if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
+        else:
+            t4 = _binop('+', ('context_parallel_ptrr_mask_key = "'), t3, env)
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        t5 = env.lookup('mask_key')
-        if t5 is None: t5 = Missing('mask_key')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t4.__class__ is int and t5.__class__ is int:
-            t6 = t4 + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        if t4.__class__ is int and ('"').__class__ is int:
+            t5 = t4 + ('"')
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
         else:
-            t6 = _binop('+', t4, t5, env)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = ('"')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t6.__class__ is int and t7.__class__ is int:
-            t8 = t6 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t6, t7, env)
-        t2 = t8
+            t5 = _binop('+', t4, ('"'), env)
+        t2 = t5
     return t2
 
 def e373(env):
@@ -14195,159 +12527,120 @@ def e373(env):
         t2 = attr_value(t1, 'attn_mask_keys', 'model.attn_mask_keys')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = (' (')
+        t5 = call_value(env, F_join.fn, F_join.cost, False, [t2])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('model')
-        if t6 is None: t6 = Missing('model')
-        if t6.__class__ is dict and 'attn_mask_keys' in t6:
-            t7 = t6['attn_mask_keys']
-            if t7 is None: t7 = Missing('model.attn_mask_keys')
+        if (' (').__class__ is int and t5.__class__ is int:
+            t6 = (' (') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t7 = attr_value(t6, 'attn_mask_keys', 'model.attn_mask_keys')
-        t8 = call_value(env, F_join.fn, F_join.cost, False, [t7])
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t5.__class__ is int and t8.__class__ is int:
-            t9 = t5 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+            t6 = _binop('+', (' ('), t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if t6.__class__ is int and (')').__class__ is int:
+            t7 = t6 + (')')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t9 = _binop('+', t5, t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (')')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t9, t10, env)
-        t4 = t11
+            t7 = _binop('+', t6, (')'), env)
+        t4 = t7
     else:
-        t12 = ('')
-        t4 = t12
+        t4 = ('')
     return t4
 
 def e374(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if (t1 if t1.__class__ is bool else _truth(t1)):
-        t3 = ('PTRRLoadBalancer received a dict[str, BlockMask] but no mask key was specified.')
-        t2 = t3
+        t2 = ('PTRRLoadBalancer received a dict[str, BlockMask] but no mask key was specified.')
     else:
-        t4 = ('context_parallel_ptrr_mask_key ')
+        if ('context_parallel_ptrr_mask_key ').__class__ is int and ("'").__class__ is int:
+            t3 = ('context_parallel_ptrr_mask_key ') + ("'")
+            if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
+        else:
+            t3 = _binop('+', ('context_parallel_ptrr_mask_key '), ("'"), env)
+        if t3 is None or t3.__class__ is Missing: _need(t3)
+        t4 = env.lookup('mask_key')
+        if t4 is None: t4 = Missing('mask_key')
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        t5 = ("'")
+        if t3.__class__ is int and t4.__class__ is int:
+            t5 = t3 + t4
+            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
+        else:
+            t5 = _binop('+', t3, t4, env)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t4.__class__ is int and t5.__class__ is int:
-            t6 = t4 + t5
+        if t5.__class__ is int and ("'").__class__ is int:
+            t6 = t5 + ("'")
             if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t6 = _binop('+', t4, t5, env)
+            t6 = _binop('+', t5, ("'"), env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = env.lookup('mask_key')
-        if t7 is None: t7 = Missing('mask_key')
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t6.__class__ is int and t7.__class__ is int:
-            t8 = t6 + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        if t6.__class__ is int and (' is not a key in attention_masks.').__class__ is int:
+            t7 = t6 + (' is not a key in attention_masks.')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t8 = _binop('+', t6, t7, env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = ("'")
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, env)
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = (' is not a key in attention_masks.')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t10, t11, env)
-        t2 = t12
+            t7 = _binop('+', t6, (' is not a key in attention_masks.'), env)
+        t2 = t7
     return t2
 
 def e375(env):
     t1 = env.lookup('unknown_key')
     if t1 is None: t1 = Missing('unknown_key')
     if (t1 if t1.__class__ is bool else _truth(t1)):
-        t3 = ('parallelism.context_parallel_ptrr_mask_key')
-        t2 = t3
+        t2 = ('parallelism.context_parallel_ptrr_mask_key')
     else:
-        t4 = ('parallelism.context_parallel_load_balancer')
-        t2 = t4
+        t2 = ('parallelism.context_parallel_load_balancer')
     return t2
 
 def e376(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if (t1 if t1.__class__ is bool else _truth(t1)):
-        t3 = ('set context_parallel_ptrr_mask_key to the mask the balancer is built from')
-        if t3 is None or t3.__class__ is Missing: _need(t3)
-        t4 = env.lookup('model')
-        if t4 is None: t4 = Missing('model')
-        if t4.__class__ is dict and 'attn_mask_keys' in t4:
-            t5 = t4['attn_mask_keys']
-            if t5 is None: t5 = Missing('model.attn_mask_keys')
+        t3 = env.lookup('model')
+        if t3 is None: t3 = Missing('model')
+        if t3.__class__ is dict and 'attn_mask_keys' in t3:
+            t4 = t3['attn_mask_keys']
+            if t4 is None: t4 = Missing('model.attn_mask_keys')
         else:
-            t5 = attr_value(t4, 'attn_mask_keys', 'model.attn_mask_keys')
-        t6 = not (t5 is None or t5.__class__ is Missing)
-        if (t6 if t6.__class__ is bool else _truth(t6)):
-            t8 = (' (')
+            t4 = attr_value(t3, 'attn_mask_keys', 'model.attn_mask_keys')
+        t5 = not (t4 is None or t4.__class__ is Missing)
+        if (t5 if t5.__class__ is bool else _truth(t5)):
+            t7 = call_value(env, F_join.fn, F_join.cost, False, [t4])
+            if t7 is None or t7.__class__ is Missing: _need(t7)
+            if (' (').__class__ is int and t7.__class__ is int:
+                t8 = (' (') + t7
+                if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+            else:
+                t8 = _binop('+', (' ('), t7, env)
             if t8 is None or t8.__class__ is Missing: _need(t8)
-            t9 = env.lookup('model')
-            if t9 is None: t9 = Missing('model')
-            if t9.__class__ is dict and 'attn_mask_keys' in t9:
-                t10 = t9['attn_mask_keys']
-                if t10 is None: t10 = Missing('model.attn_mask_keys')
+            if t8.__class__ is int and (')').__class__ is int:
+                t9 = t8 + (')')
+                if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
             else:
-                t10 = attr_value(t9, 'attn_mask_keys', 'model.attn_mask_keys')
-            t11 = call_value(env, F_join.fn, F_join.cost, False, [t10])
-            if t11 is None or t11.__class__ is Missing: _need(t11)
-            if t8.__class__ is int and t11.__class__ is int:
-                t12 = t8 + t11
-                if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-            else:
-                t12 = _binop('+', t8, t11, env)
-            if t12 is None or t12.__class__ is Missing: _need(t12)
-            t13 = (')')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            if t12.__class__ is int and t13.__class__ is int:
-                t14 = t12 + t13
-                if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-            else:
-                t14 = _binop('+', t12, t13, env)
-            t7 = t14
+                t9 = _binop('+', t8, (')'), env)
+            t6 = t9
         else:
-            t15 = ('')
-            t7 = t15
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t3.__class__ is int and t7.__class__ is int:
-            t16 = t3 + t7
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
+            t6 = ('')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if ('set context_parallel_ptrr_mask_key to the mask the balancer is built from').__class__ is int and t6.__class__ is int:
+            t10 = ('set context_parallel_ptrr_mask_key to the mask the balancer is built from') + t6
+            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t16 = _binop('+', t3, t7, env)
-        t2 = t16
+            t10 = _binop('+', ('set context_parallel_ptrr_mask_key to the mask the balancer is built from'), t6, env)
+        t2 = t10
     else:
-        t17 = ('name one of the masks the model builds: ')
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = env.lookup('model')
-        if t18 is None: t18 = Missing('model')
-        if t18.__class__ is dict and 'attn_mask_keys' in t18:
-            t19 = t18['attn_mask_keys']
-            if t19 is None: t19 = Missing('model.attn_mask_keys')
+        t11 = env.lookup('model')
+        if t11 is None: t11 = Missing('model')
+        if t11.__class__ is dict and 'attn_mask_keys' in t11:
+            t12 = t11['attn_mask_keys']
+            if t12 is None: t12 = Missing('model.attn_mask_keys')
         else:
-            t19 = attr_value(t18, 'attn_mask_keys', 'model.attn_mask_keys')
-        t20 = call_value(env, F_join.fn, F_join.cost, False, [t19])
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t17.__class__ is int and t20.__class__ is int:
-            t21 = t17 + t20
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+            t12 = attr_value(t11, 'attn_mask_keys', 'model.attn_mask_keys')
+        t13 = call_value(env, F_join.fn, F_join.cost, False, [t12])
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        if ('name one of the masks the model builds: ').__class__ is int and t13.__class__ is int:
+            t14 = ('name one of the masks the model builds: ') + t13
+            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
         else:
-            t21 = _binop('+', t17, t20, env)
-        t2 = t21
+            t14 = _binop('+', ('name one of the masks the model builds: '), t13, env)
+        t2 = t14
     return t2
 
 def e377(env):
@@ -14358,11 +12651,10 @@ def e377(env):
         if t2 is None: t2 = Missing('model.attn_type')
     else:
         t2 = attr_value(t1, 'attn_type', 'model.attn_type')
-    t4 = ('sdpa')
     if t2.__class__ is str:
-        t3 = t2 != t4
+        t3 = t2 != ('sdpa')
     else:
-        t3 = _compare('!=', t2, t4)
+        t3 = _compare('!=', t2, ('sdpa'))
     return t3
 
 def e378(env):
@@ -14379,45 +12671,43 @@ def e378(env):
     if (t3 if t3.__class__ is bool else _truth(t3)):
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
-        t8 = (1)
         if t6.__class__ is int:
-            t7 = t6 > t8
+            t7 = t6 > (1)
         else:
-            t7 = _compare('>', t6, t8)
+            t7 = _compare('>', t6, (1))
         if (t7 if t7.__class__ is bool else _truth(t7)):
-            t10 = env.lookup('config')
-            if t10 is None: t10 = Missing('config')
-            if t10.__class__ is dict and 'parallelism' in t10:
-                t11 = t10['parallelism']
-                if t11 is None: t11 = Missing('config.parallelism')
+            t9 = env.lookup('config')
+            if t9 is None: t9 = Missing('config')
+            if t9.__class__ is dict and 'parallelism' in t9:
+                t10 = t9['parallelism']
+                if t10 is None: t10 = Missing('config.parallelism')
             else:
-                t11 = attr_value(t10, 'parallelism', 'config.parallelism')
-            if t11.__class__ is dict and 'context_parallel_load_balancer' in t11:
-                t12 = t11['context_parallel_load_balancer']
-                if t12 is None: t12 = Missing('config.parallelism.context_parallel_load_balancer')
+                t10 = attr_value(t9, 'parallelism', 'config.parallelism')
+            if t10.__class__ is dict and 'context_parallel_load_balancer' in t10:
+                t11 = t10['context_parallel_load_balancer']
+                if t11 is None: t11 = Missing('config.parallelism.context_parallel_load_balancer')
             else:
-                t12 = attr_value(t11, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
-            t14 = ('ptrr')
-            if t12.__class__ is str:
-                t13 = t12 == t14
+                t11 = attr_value(t10, 'context_parallel_load_balancer', 'config.parallelism.context_parallel_load_balancer')
+            if t11.__class__ is str:
+                t12 = t11 == ('ptrr')
             else:
-                t13 = _compare('==', t12, t14)
-            t9 = (t13 if t13.__class__ is bool else _truth(t13))
+                t12 = _compare('==', t11, ('ptrr'))
+            t8 = (t12 if t12.__class__ is bool else _truth(t12))
         else:
-            t9 = False
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t16 = env.lookup('model')
-            if t16 is None: t16 = Missing('model')
-            if t16.__class__ is dict and 'attn_type' in t16:
-                t17 = t16['attn_type']
-                if t17 is None: t17 = Missing('model.attn_type')
+            t8 = False
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t14 = env.lookup('model')
+            if t14 is None: t14 = Missing('model')
+            if t14.__class__ is dict and 'attn_type' in t14:
+                t15 = t14['attn_type']
+                if t15 is None: t15 = Missing('model.attn_type')
             else:
-                t17 = attr_value(t16, 'attn_type', 'model.attn_type')
-            t18 = not (t17 is None or t17.__class__ is Missing)
-            t15 = (t18 if t18.__class__ is bool else _truth(t18))
+                t15 = attr_value(t14, 'attn_type', 'model.attn_type')
+            t16 = not (t15 is None or t15.__class__ is Missing)
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
-            t15 = False
-        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
     else:
         t5 = False
     return t5
@@ -14431,11 +12721,10 @@ def e379(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (0)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (0))
     return t3
 
 def e380(env):
@@ -14460,11 +12749,10 @@ def e380(env):
             if not (t10 if t10.__class__ is bool else _truth(t10)):
                 t12 = env.lookup('upto')
                 if t12 is None: t12 = Missing('upto')
-                t14 = (0)
                 if t12.__class__ is int:
-                    t13 = t12 > t14
+                    t13 = t12 > (0)
                 else:
-                    t13 = _compare('>', t12, t14)
+                    t13 = _compare('>', t12, (0))
                 t11 = (t13 if t13.__class__ is bool else _truth(t13))
             else:
                 t11 = True
@@ -14489,77 +12777,69 @@ def e381(env):
     t3 = type_name(t2)
     env.budget.mem -= len(t3)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t5 = ('list')
     if t3.__class__ is str:
-        t4 = t3 == t5
+        t4 = t3 == ('list')
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, ('list'))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = []
-        t8 = env.budget
-        t10 = env.lookup('model')
-        if t10 is None: t10 = Missing('model')
-        if t10.__class__ is dict and 'converters' in t10:
-            t11 = t10['converters']
-            if t11 is None: t11 = Missing('model.converters')
-        else:
-            t11 = attr_value(t10, 'converters', 'model.converters')
-        if t11.__class__ is list or t11.__class__ is str or t11.__class__ is dict:
-            t12 = len(t11)
-            env.budget.left -= t12 if t12 > 1 else 1
+        t6 = []
+        t7 = env.budget
+        if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
+            t9 = len(t2)
+            env.budget.left -= t9 if t9 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t12 = call_value(env, F_len.fn, F_len.cost, False, [t11])
-        t13 = call_value(env, F_range.fn, F_range.cost, False, [t12])
-        t9 = loop_items(t13)
-        t14 = Env({}, None, t8, env)
-        t15 = t14.values
-        for t16 in t9:
-            t8.left -= 14
-            if t8.left < 0: _charge(env, 0)
-            t15['i'] = t16
-            t14.let_cache = None
-            t17 = t14.lookup('model')
-            if t17 is None: t17 = Missing('model')
-            if t17.__class__ is dict and 'converters' in t17:
-                t18 = t17['converters']
-                if t18 is None: t18 = Missing('model.converters')
+            t9 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+        t10 = call_value(env, F_range.fn, F_range.cost, False, [t9])
+        t8 = loop_items(t10)
+        t11 = Env({}, None, t7, env)
+        t12 = t11.values
+        for t13 in t8:
+            t7.left -= 14
+            if t7.left < 0: _charge(env, 0)
+            t12['i'] = t13
+            t11.let_cache = None
+            t14 = t11.lookup('model')
+            if t14 is None: t14 = Missing('model')
+            if t14.__class__ is dict and 'converters' in t14:
+                t15 = t14['converters']
+                if t15 is None: t15 = Missing('model.converters')
             else:
-                t18 = attr_value(t17, 'converters', 'model.converters')
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = t16
-            if t19 is None: t19 = Missing('i')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = index_value(t18, t19, 'model.converters')
-            if t20.__class__ is dict and 'name' in t20:
-                t21 = t20['name']
-                if t21 is None: t21 = Missing('name')
+                t15 = attr_value(t14, 'converters', 'model.converters')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t16 = t13
+            if t16 is None: t16 = Missing('i')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = index_value(t15, t16, 'model.converters')
+            if t17.__class__ is dict and 'name' in t17:
+                t18 = t17['name']
+                if t18 is None: t18 = Missing('name')
             else:
-                t21 = attr_value(t20, 'name', 'name')
-            t23 = t14.lookup('params')
-            if t23 is None: t23 = Missing('params')
-            if t23.__class__ is dict and 'converter' in t23:
-                t24 = t23['converter']
-                if t24 is None: t24 = Missing('params.converter')
+                t18 = attr_value(t17, 'name', 'name')
+            t20 = t11.lookup('params')
+            if t20 is None: t20 = Missing('params')
+            if t20.__class__ is dict and 'converter' in t20:
+                t21 = t20['converter']
+                if t21 is None: t21 = Missing('params.converter')
             else:
-                t24 = attr_value(t23, 'converter', 'params.converter')
-            if t21.__class__ is t24.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t24
+                t21 = attr_value(t20, 'converter', 'params.converter')
+            if t18.__class__ is t21.__class__ and (t18.__class__ is int or t18.__class__ is str):
+                t19 = t18 == t21
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t14, t21, t24)
-                t22 = _compare('==', t21, t24)
-            if (t22 if t22.__class__ is bool else _truth(t22)):
-                t25 = t16
-                if t25 is None: t25 = Missing('i')
-                t7.append(t25)
-                t8.mem -= 1
-                if t8.mem < 0: _charge_mem(env, 0)
-                if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t6 = t7
+                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t11, t18, t21)
+                t19 = _compare('==', t18, t21)
+            if (t19 if t19.__class__ is bool else _truth(t19)):
+                t22 = t13
+                if t22 is None: t22 = Missing('i')
+                t6.append(t22)
+                t7.mem -= 1
+                if t7.mem < 0: _charge_mem(env, 0)
+                if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t5 = t6
     else:
-        t26 = K135
-        t6 = t26
-    return t6
+        t23 = K135
+        t5 = t23
+    return t5
 
 def e382(env):
     t1 = env.lookup('model')
@@ -14591,116 +12871,95 @@ def e384(env):
     if t1 is None: t1 = Missing('call')
     t2 = not (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('call')
-        if t4 is None: t4 = Missing('call')
-        if t4.__class__ is dict and 'num_layers' in t4:
-            t5 = t4['num_layers']
-            if t5 is None: t5 = Missing('call.num_layers')
+        if t1.__class__ is dict and 'num_layers' in t1:
+            t4 = t1['num_layers']
+            if t4 is None: t4 = Missing('call.num_layers')
         else:
-            t5 = attr_value(t4, 'num_layers', 'call.num_layers')
+            t4 = attr_value(t1, 'num_layers', 'call.num_layers')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if t1.__class__ is dict and 'bf16_tail_fraction' in t1:
+            t5 = t1['bf16_tail_fraction']
+            if t5 is None: t5 = Missing('call.bf16_tail_fraction')
+        else:
+            t5 = attr_value(t1, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('call')
-        if t6 is None: t6 = Missing('call')
-        if t6.__class__ is dict and 'num_layers' in t6:
-            t7 = t6['num_layers']
-            if t7 is None: t7 = Missing('call.num_layers')
+        if t4.__class__ is int and t5.__class__ is int:
+            t6 = t4 * t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t7 = attr_value(t6, 'num_layers', 'call.num_layers')
+            t6 = _binop('*', t4, t5, env)
+        t7 = _check_value(-_num(t6, '-'))
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('call')
-        if t8 is None: t8 = Missing('call')
-        if t8.__class__ is dict and 'bf16_tail_fraction' in t8:
-            t9 = t8['bf16_tail_fraction']
-            if t9 is None: t9 = Missing('call.bf16_tail_fraction')
-        else:
-            t9 = attr_value(t8, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
+        t8 = _binop('//', t7, (1), env)
+        t9 = _check_value(-_num(t8, '-'))
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t7.__class__ is int and t9.__class__ is int:
-            t10 = t7 * t9
+        if t4.__class__ is int and t9.__class__ is int:
+            t10 = t4 - t9
             if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t10 = _binop('*', t7, t9, env)
-        t11 = _check_value(-_num(t10, '-'))
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = (1)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = _binop('//', t11, t12, env)
-        t14 = _check_value(-_num(t13, '-'))
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t5.__class__ is int and t14.__class__ is int:
-            t15 = t5 - t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('-', t5, t14, env)
-        t16 = call_value(env, F_int.fn, F_int.cost, False, [t15])
-        t3 = t16
+            t10 = _binop('-', t4, t9, env)
+        t11 = call_value(env, F_int.fn, F_int.cost, False, [t10])
+        t3 = t11
     else:
-        t17 = (0)
-        t3 = t17
+        t3 = (0)
     return t3
 
 def e385(env):
-    t1 = ('fqns')
-    t3 = env.lookup('conv')
-    if t3 is None: t3 = Missing('conv')
-    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
-    t2 = _compare('in', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('call')
-        if t5 is None: t5 = Missing('call')
-        t6 = not (t5 is None or t5.__class__ is Missing)
-        if (t6 if t6.__class__ is bool else _truth(t6)):
-            t8 = []
-            t9 = env.budget
-            t11 = env.lookup('upto')
-            if t11 is None: t11 = Missing('upto')
-            t12 = call_value(env, F_range.fn, F_range.cost, False, [t11])
-            t10 = loop_items(t12)
-            t13 = Env({}, None, t9, env)
-            t14 = t13.values
-            for t15 in t10:
-                t9.left -= 9
-                if t9.left < 0: _charge(env, 0)
-                t14['i'] = t15
-                t13.let_cache = None
-                t16 = ('layers.')
+    t2 = env.lookup('conv')
+    if t2 is None: t2 = Missing('conv')
+    if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('fqns'), t2)
+    t1 = _compare('in', ('fqns'), t2)
+    if (t1 if t1.__class__ is bool else _truth(t1)):
+        t4 = env.lookup('call')
+        if t4 is None: t4 = Missing('call')
+        t5 = not (t4 is None or t4.__class__ is Missing)
+        if (t5 if t5.__class__ is bool else _truth(t5)):
+            t7 = []
+            t8 = env.budget
+            t10 = env.lookup('upto')
+            if t10 is None: t10 = Missing('upto')
+            t11 = call_value(env, F_range.fn, F_range.cost, False, [t10])
+            t9 = loop_items(t11)
+            t12 = Env({}, None, t8, env)
+            t13 = t12.values
+            for t14 in t9:
+                t8.left -= 9
+                if t8.left < 0: _charge(env, 0)
+                t13['i'] = t14
+                t12.let_cache = None
+                t15 = t14
+                if t15 is None: t15 = Missing('i')
+                t16 = call_value(t12, F_str.fn, F_str.cost, True, [t15])
                 if t16 is None or t16.__class__ is Missing: _need(t16)
-                t17 = t15
-                if t17 is None: t17 = Missing('i')
-                t18 = call_value(t13, F_str.fn, F_str.cost, True, [t17])
-                if t18 is None or t18.__class__ is Missing: _need(t18)
-                if t16.__class__ is int and t18.__class__ is int:
-                    t19 = t16 + t18
-                    if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+                if ('layers.').__class__ is int and t16.__class__ is int:
+                    t17 = ('layers.') + t16
+                    if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
                 else:
-                    t19 = _binop('+', t16, t18, t13)
-                if t19 is None or t19.__class__ is Missing: _need(t19)
-                t20 = ('.')
-                if t20 is None or t20.__class__ is Missing: _need(t20)
-                if t19.__class__ is int and t20.__class__ is int:
-                    t21 = t19 + t20
-                    if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+                    t17 = _binop('+', ('layers.'), t16, t12)
+                if t17 is None or t17.__class__ is Missing: _need(t17)
+                if t17.__class__ is int and ('.').__class__ is int:
+                    t18 = t17 + ('.')
+                    if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
                 else:
-                    t21 = _binop('+', t19, t20, t13)
-                t8.append(t21)
-                t9.mem -= 1
-                if t9.mem < 0: _charge_mem(env, 0)
-                if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-            t7 = t8
+                    t18 = _binop('+', t17, ('.'), t12)
+                t7.append(t18)
+                t8.mem -= 1
+                if t8.mem < 0: _charge_mem(env, 0)
+                if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t6 = t7
         else:
-            t22 = env.lookup('conv')
-            if t22 is None: t22 = Missing('conv')
-            if t22.__class__ is dict and 'fqns' in t22:
-                t23 = t22['fqns']
-                if t23 is None: t23 = Missing('conv.fqns')
+            if t2.__class__ is dict and 'fqns' in t2:
+                t19 = t2['fqns']
+                if t19 is None: t19 = Missing('conv.fqns')
             else:
-                t23 = attr_value(t22, 'fqns', 'conv.fqns')
-            t7 = t23
-        t4 = t7
+                t19 = attr_value(t2, 'fqns', 'conv.fqns')
+            t6 = t19
+        t3 = t6
     else:
-        t24 = K136
-        t4 = t24
-    return t4
+        t20 = K136
+        t3 = t20
+    return t3
 
 def e386(env):
     t1 = []
@@ -14737,41 +12996,32 @@ def e386(env):
             t12 = attr_value(t11, 'block', 'params.block')
         if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('%', t10, t12, t6)
-        t15 = (0)
         if t13.__class__ is int:
-            t14 = t13 != t15
+            t14 = t13 != (0)
         else:
-            t14 = _compare('!=', t13, t15)
+            t14 = _compare('!=', t13, (0))
         if not (t14 if t14.__class__ is bool else _truth(t14)):
-            t17 = t8
-            if t17 is None: t17 = Missing('e')
-            if t17.__class__ is dict and 'out_features' in t17:
-                t18 = t17['out_features']
-                if t18 is None: t18 = Missing('e.out_features')
+            t16 = t8
+            if t16 is None: t16 = Missing('e')
+            if t16.__class__ is dict and 'out_features' in t16:
+                t17 = t16['out_features']
+                if t17 is None: t17 = Missing('e.out_features')
             else:
-                t18 = attr_value(t17, 'out_features', 'e.out_features')
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = t6.lookup('params')
-            if t19 is None: t19 = Missing('params')
-            if t19.__class__ is dict and 'block' in t19:
-                t20 = t19['block']
-                if t20 is None: t20 = Missing('params.block')
+                t17 = attr_value(t16, 'out_features', 'e.out_features')
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            t18 = _binop('%', t17, t12, t6)
+            if t18.__class__ is int:
+                t19 = t18 != (0)
             else:
-                t20 = attr_value(t19, 'block', 'params.block')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            t21 = _binop('%', t18, t20, t6)
-            t23 = (0)
-            if t21.__class__ is int:
-                t22 = t21 != t23
-            else:
-                t22 = _compare('!=', t21, t23)
-            t16 = (t22 if t22.__class__ is bool else _truth(t22))
+                t19 = _compare('!=', t18, (0))
+            t15 = (t19 if t19.__class__ is bool else _truth(t19))
         else:
-            t16 = True
-        if (t16 if t16.__class__ is bool else _truth(t16)):
-            t24 = t8
-            if t24 is None: t24 = Missing('e')
-            t1.append(t24)
+            t15 = True
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            t20 = t8
+            if t20 is None: t20 = Missing('e')
+            t1.append(t20)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -14820,96 +13070,93 @@ def e387(env):
                 if t13.budget.left < 0: _charge(t13, 0)
             else:
                 t17 = call_value(t13, F_len.fn, F_len.cost, False, [t16])
-            t19 = (0)
             if t17.__class__ is int:
-                t18 = t17 == t19
+                t18 = t17 == (0)
             else:
-                t18 = _compare('==', t17, t19)
+                t18 = _compare('==', t17, (0))
             if not (t18 if t18.__class__ is bool else _truth(t18)):
-                t21 = []
-                t22 = t13.budget
-                t24 = t13.lookup('targets')
-                if t24 is None: t24 = Missing('targets')
-                t23 = loop_items(t24)
-                t25 = Env({}, None, t22, t13)
-                t26 = t25.values
-                for t27 in t23:
-                    t22.left -= 8
-                    if t22.left < 0: _charge(t13, 0)
-                    t26['t'] = t27
-                    t25.let_cache = None
-                    t28 = t27
-                    if t28 is None: t28 = Missing('t')
-                    t30 = t7
-                    if t30 is None: t30 = Missing('e')
-                    if t30.__class__ is dict and 'fqns' in t30:
-                        t31 = t30['fqns']
-                        if t31 is None: t31 = Missing('e.fqns')
+                t20 = []
+                t21 = t13.budget
+                t22 = loop_items(t16)
+                t23 = Env({}, None, t21, t13)
+                t24 = t23.values
+                for t25 in t22:
+                    t21.left -= 8
+                    if t21.left < 0: _charge(t13, 0)
+                    t24['t'] = t25
+                    t23.let_cache = None
+                    t26 = t25
+                    if t26 is None: t26 = Missing('t')
+                    t28 = t7
+                    if t28 is None: t28 = Missing('e')
+                    if t28.__class__ is dict and 'fqns' in t28:
+                        t29 = t28['fqns']
+                        if t29 is None: t29 = Missing('e.fqns')
                     else:
-                        t31 = attr_value(t30, 'fqns', 'e.fqns')
-                    if t31 is None or t31.__class__ is Missing: _need(t31)
-                    t32 = t15
-                    if t32 is None: t32 = Missing('k')
-                    if t32 is None or t32.__class__ is Missing: _need(t32)
-                    t33 = index_value(t31, t32, 'e.fqns')
-                    if t33.__class__ is list or t33.__class__ is dict or t33.__class__ is str: _charge_operands(t25, t28, t33)
-                    t29 = _compare('in', t28, t33)
-                    t21.append(t29)
-                    t22.mem -= 1
-                    if t22.mem < 0: _charge_mem(t13, 0)
-                    if len(t21) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-                t34 = call_value(t13, F_any.fn, F_any.cost, False, [t21])
-                t20 = (t34 if t34.__class__ is bool else _truth(t34))
+                        t29 = attr_value(t28, 'fqns', 'e.fqns')
+                    if t29 is None or t29.__class__ is Missing: _need(t29)
+                    t30 = t15
+                    if t30 is None: t30 = Missing('k')
+                    if t30 is None or t30.__class__ is Missing: _need(t30)
+                    t31 = index_value(t29, t30, 'e.fqns')
+                    if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t23, t26, t31)
+                    t27 = _compare('in', t26, t31)
+                    t20.append(t27)
+                    t21.mem -= 1
+                    if t21.mem < 0: _charge_mem(t13, 0)
+                    if len(t20) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+                t32 = call_value(t13, F_any.fn, F_any.cost, False, [t20])
+                t19 = (t32 if t32.__class__ is bool else _truth(t32))
             else:
-                t20 = True
-            if (t20 if t20.__class__ is bool else _truth(t20)):
-                t35 = t7
-                if t35 is None: t35 = Missing('e')
-                if t35.__class__ is dict and 'order' in t35:
-                    t36 = t35['order']
-                    if t36 is None: t36 = Missing('e.order')
+                t19 = True
+            if (t19 if t19.__class__ is bool else _truth(t19)):
+                t33 = t7
+                if t33 is None: t33 = Missing('e')
+                if t33.__class__ is dict and 'order' in t33:
+                    t34 = t33['order']
+                    if t34 is None: t34 = Missing('e.order')
                 else:
-                    t36 = attr_value(t35, 'order', 'e.order')
-                if t36 is None or t36.__class__ is Missing: _need(t36)
-                t37 = t15
-                if t37 is None: t37 = Missing('k')
-                if t37 is None or t37.__class__ is Missing: _need(t37)
-                t38 = index_value(t36, t37, 'e.order')
-                t39 = t7
-                if t39 is None: t39 = Missing('e')
-                if t39.__class__ is dict and 'fqns' in t39:
-                    t40 = t39['fqns']
-                    if t40 is None: t40 = Missing('e.fqns')
+                    t34 = attr_value(t33, 'order', 'e.order')
+                if t34 is None or t34.__class__ is Missing: _need(t34)
+                t35 = t15
+                if t35 is None: t35 = Missing('k')
+                if t35 is None or t35.__class__ is Missing: _need(t35)
+                t36 = index_value(t34, t35, 'e.order')
+                t37 = t7
+                if t37 is None: t37 = Missing('e')
+                if t37.__class__ is dict and 'fqns' in t37:
+                    t38 = t37['fqns']
+                    if t38 is None: t38 = Missing('e.fqns')
                 else:
-                    t40 = attr_value(t39, 'fqns', 'e.fqns')
-                if t40 is None or t40.__class__ is Missing: _need(t40)
-                t41 = t15
-                if t41 is None: t41 = Missing('k')
-                if t41 is None or t41.__class__ is Missing: _need(t41)
-                t42 = index_value(t40, t41, 'e.fqns')
+                    t38 = attr_value(t37, 'fqns', 'e.fqns')
+                if t38 is None or t38.__class__ is Missing: _need(t38)
+                t39 = t15
+                if t39 is None: t39 = Missing('k')
+                if t39 is None or t39.__class__ is Missing: _need(t39)
+                t40 = index_value(t38, t39, 'e.fqns')
+                t41 = t7
+                if t41 is None: t41 = Missing('e')
+                if t41.__class__ is dict and 'in_features' in t41:
+                    t42 = t41['in_features']
+                    if t42 is None: t42 = Missing('e.in_features')
+                else:
+                    t42 = attr_value(t41, 'in_features', 'e.in_features')
                 t43 = t7
                 if t43 is None: t43 = Missing('e')
-                if t43.__class__ is dict and 'in_features' in t43:
-                    t44 = t43['in_features']
-                    if t44 is None: t44 = Missing('e.in_features')
+                if t43.__class__ is dict and 'out_features' in t43:
+                    t44 = t43['out_features']
+                    if t44 is None: t44 = Missing('e.out_features')
                 else:
-                    t44 = attr_value(t43, 'in_features', 'e.in_features')
+                    t44 = attr_value(t43, 'out_features', 'e.out_features')
                 t45 = t7
                 if t45 is None: t45 = Missing('e')
-                if t45.__class__ is dict and 'out_features' in t45:
-                    t46 = t45['out_features']
-                    if t46 is None: t46 = Missing('e.out_features')
+                if t45.__class__ is dict and 'fqn' in t45:
+                    t46 = t45['fqn']
+                    if t46 is None: t46 = Missing('e.fqn')
                 else:
-                    t46 = attr_value(t45, 'out_features', 'e.out_features')
-                t47 = t7
-                if t47 is None: t47 = Missing('e')
-                if t47.__class__ is dict and 'fqn' in t47:
-                    t48 = t47['fqn']
-                    if t48 is None: t48 = Missing('e.fqn')
-                else:
-                    t48 = attr_value(t47, 'fqn', 'e.fqn')
-                t49 = [t38, t42, t44, t46, t48]
-                t1.append(t49)
+                    t46 = attr_value(t45, 'fqn', 'e.fqn')
+                t47 = [t36, t40, t42, t44, t46]
+                t1.append(t47)
                 t2.mem -= 1
                 if t2.mem < 0: _charge_mem(env, 0)
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
@@ -14931,15 +13178,17 @@ def e388(env):
         t8 = t7
         if t8 is None: t8 = Missing('h')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (0)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'h')
-        t1.append(t10)
+        if t8.__class__ is list and len(t8) > 0:
+            t9 = t8[0]
+            if t9 is None: t9 = Missing('h[0]')
+        else:
+            t9 = index_value(t8, (0), 'h')
+        t1.append(t9)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t11 = call_value(env, F_min.fn, F_min.cost, False, [t1])
-    return t11
+    t10 = call_value(env, F_min.fn, F_min.cost, False, [t1])
+    return t10
 
 def e389(env):
     t1 = []
@@ -14957,58 +13206,61 @@ def e389(env):
         t8 = t7
         if t8 is None: t8 = Missing('h')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (0)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'h')
-        t12 = t5.lookup('first_at')
-        if t12 is None: t12 = Missing('first_at')
-        if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
-            t11 = t10 == t12
+        if t8.__class__ is list and len(t8) > 0:
+            t9 = t8[0]
+            if t9 is None: t9 = Missing('h[0]')
         else:
-            if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t5, t10, t12)
-            t11 = _compare('==', t10, t12)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
-            t13 = t7
-            if t13 is None: t13 = Missing('h')
-            t1.append(t13)
+            t9 = index_value(t8, (0), 'h')
+        t11 = t5.lookup('first_at')
+        if t11 is None: t11 = Missing('first_at')
+        if t9.__class__ is t11.__class__ and (t9.__class__ is int or t9.__class__ is str):
+            t10 = t9 == t11
+        else:
+            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(t5, t9, t11)
+            t10 = _compare('==', t9, t11)
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            t12 = t7
+            if t12 is None: t12 = Missing('h')
+            t1.append(t12)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t14 = (0)
-    if t14 is None or t14.__class__ is Missing: _need(t14)
-    t15 = index_value(t1, t14, '?')
-    return t15
+    if t1.__class__ is list and len(t1) > 0:
+        t13 = t1[0]
+        if t13 is None: t13 = Missing('?[0]')
+    else:
+        t13 = index_value(t1, (0), '?')
+    return t13
 
 def e390(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (2)
+    if t1.__class__ is list and len(t1) > 2:
+        t2 = t1[2]
+        if t2 is None: t2 = Missing('first[2]')
+    else:
+        t2 = index_value(t1, (2), 'first')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'first')
-    if t3 is None or t3.__class__ is Missing: _need(t3)
-    t4 = env.lookup('params')
-    if t4 is None: t4 = Missing('params')
-    if t4.__class__ is dict and 'block' in t4:
-        t5 = t4['block']
-        if t5 is None: t5 = Missing('params.block')
+    t3 = env.lookup('params')
+    if t3 is None: t3 = Missing('params')
+    if t3.__class__ is dict and 'block' in t3:
+        t4 = t3['block']
+        if t4 is None: t4 = Missing('params.block')
     else:
-        t5 = attr_value(t4, 'block', 'params.block')
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = _binop('%', t3, t5, env)
-    t8 = (0)
-    if t6.__class__ is int:
-        t7 = t6 != t8
+        t4 = attr_value(t3, 'block', 'params.block')
+    if t4 is None or t4.__class__ is Missing: _need(t4)
+    t5 = _binop('%', t2, t4, env)
+    if t5.__class__ is int:
+        t6 = t5 != (0)
     else:
-        t7 = _compare('!=', t6, t8)
-    if (t7 if t7.__class__ is bool else _truth(t7)):
-        t10 = ('in_features')
-        t9 = t10
+        t6 = _compare('!=', t5, (0))
+    if (t6 if t6.__class__ is bool else _truth(t6)):
+        t7 = ('in_features')
     else:
-        t11 = ('out_features')
-        t9 = t11
-    return t9
+        t7 = ('out_features')
+    return t7
 
 def e391(env):
     t1 = []
@@ -15038,40 +13290,42 @@ def e391(env):
             t15 = t14
             if t15 is None: t15 = Missing('h')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            t16 = (4)
-            if t16 is None or t16.__class__ is Missing: _need(t16)
-            t17 = index_value(t15, t16, 'h')
-            t19 = t7
-            if t19 is None: t19 = Missing('e')
-            if t19.__class__ is dict and 'fqn' in t19:
-                t20 = t19['fqn']
-                if t20 is None: t20 = Missing('e.fqn')
+            if t15.__class__ is list and len(t15) > 4:
+                t16 = t15[4]
+                if t16 is None: t16 = Missing('h[4]')
             else:
-                t20 = attr_value(t19, 'fqn', 'e.fqn')
-            if t17.__class__ is t20.__class__ and (t17.__class__ is int or t17.__class__ is str):
-                t18 = t17 == t20
+                t16 = index_value(t15, (4), 'h')
+            t18 = t7
+            if t18 is None: t18 = Missing('e')
+            if t18.__class__ is dict and 'fqn' in t18:
+                t19 = t18['fqn']
+                if t19 is None: t19 = Missing('e.fqn')
             else:
-                if t20.__class__ is list or t20.__class__ is dict or t20.__class__ is str: _charge_operands(t12, t17, t20)
-                t18 = _compare('==', t17, t20)
-            t8.append(t18)
+                t19 = attr_value(t18, 'fqn', 'e.fqn')
+            if t16.__class__ is t19.__class__ and (t16.__class__ is int or t16.__class__ is str):
+                t17 = t16 == t19
+            else:
+                if t19.__class__ is list or t19.__class__ is dict or t19.__class__ is str: _charge_operands(t12, t16, t19)
+                t17 = _compare('==', t16, t19)
+            t8.append(t17)
             t9.mem -= 1
             if t9.mem < 0: _charge_mem(t5, 0)
             if len(t8) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t21 = call_value(t5, F_any.fn, F_any.cost, False, [t8])
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            t22 = t7
-            if t22 is None: t22 = Missing('e')
-            if t22.__class__ is dict and 'fqn' in t22:
-                t23 = t22['fqn']
-                if t23 is None: t23 = Missing('e.fqn')
+        t20 = call_value(t5, F_any.fn, F_any.cost, False, [t8])
+        if (t20 if t20.__class__ is bool else _truth(t20)):
+            t21 = t7
+            if t21 is None: t21 = Missing('e')
+            if t21.__class__ is dict and 'fqn' in t21:
+                t22 = t21['fqn']
+                if t22 is None: t22 = Missing('e.fqn')
             else:
-                t23 = attr_value(t22, 'fqn', 'e.fqn')
-            t1.append(t23)
+                t22 = attr_value(t21, 'fqn', 'e.fqn')
+            t1.append(t22)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t24 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t1])
-    return t24
+    t23 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t1])
+    return t23
 
 def e392(env):
     t1 = []
@@ -15104,17 +13358,16 @@ def e392(env):
             if t13 is None: t13 = Missing('kind')
         else:
             t13 = attr_value(t12, 'kind', 'kind')
-        t15 = ('lora')
         if t13.__class__ is str:
-            t14 = t13 == t15
+            t14 = t13 == ('lora')
         else:
-            t14 = _compare('==', t13, t15)
+            t14 = _compare('==', t13, ('lora'))
         t1.append(t14)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    t16 = call_value(env, F_any.fn, F_any.cost, False, [t1])
-    return t16
+    t15 = call_value(env, F_any.fn, F_any.cost, False, [t1])
+    return t15
 
 def e393(env):
     t1 = env.lookup('targets')
@@ -15125,93 +13378,92 @@ def e393(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t4 = (0)
     if t2.__class__ is int:
-        t3 = t2 == t4
+        t3 = t2 == (0)
     else:
-        t3 = _compare('==', t2, t4)
+        t3 = _compare('==', t2, (0))
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t6 = []
-        t7 = env.budget
-        t9 = env.lookup('hits')
-        if t9 is None: t9 = Missing('hits')
-        t8 = loop_items(t9)
-        t10 = Env({}, None, t7, env)
-        t11 = t10.values
-        for t12 in t8:
-            t7.left -= 7
-            if t7.left < 0: _charge(env, 0)
-            t11['h'] = t12
-            t10.let_cache = None
-            t13 = t12
-            if t13 is None: t13 = Missing('h')
-            if t13 is None or t13.__class__ is Missing: _need(t13)
-            t14 = (1)
-            if t14 is None or t14.__class__ is Missing: _need(t14)
-            t15 = index_value(t13, t14, 'h')
-            t17 = ('lm_head')
-            if t15.__class__ is str:
-                t16 = t15 == t17
+        t5 = []
+        t6 = env.budget
+        t8 = env.lookup('hits')
+        if t8 is None: t8 = Missing('hits')
+        t7 = loop_items(t8)
+        t9 = Env({}, None, t6, env)
+        t10 = t9.values
+        for t11 in t7:
+            t6.left -= 7
+            if t6.left < 0: _charge(env, 0)
+            t10['h'] = t11
+            t9.let_cache = None
+            t12 = t11
+            if t12 is None: t12 = Missing('h')
+            if t12 is None or t12.__class__ is Missing: _need(t12)
+            if t12.__class__ is list and len(t12) > 1:
+                t13 = t12[1]
+                if t13 is None: t13 = Missing('h[1]')
             else:
-                t16 = _compare('==', t15, t17)
-            t6.append(t16)
-            t7.mem -= 1
-            if t7.mem < 0: _charge_mem(env, 0)
-            if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t18 = call_value(env, F_any.fn, F_any.cost, False, [t6])
-        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+                t13 = index_value(t12, (1), 'h')
+            if t13.__class__ is str:
+                t14 = t13 == ('lm_head')
+            else:
+                t14 = _compare('==', t13, ('lm_head'))
+            t5.append(t14)
+            t6.mem -= 1
+            if t6.mem < 0: _charge_mem(env, 0)
+            if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t15 = call_value(env, F_any.fn, F_any.cost, False, [t5])
+        t4 = (t15 if t15.__class__ is bool else _truth(t15))
     else:
-        t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t20 = []
-        t21 = env.budget
-        t23 = env.lookup('hits')
-        if t23 is None: t23 = Missing('hits')
-        t22 = loop_items(t23)
-        t24 = Env({}, None, t21, env)
-        t25 = t24.values
-        for t26 in t22:
-            t21.left -= 8
-            if t21.left < 0: _charge(env, 0)
-            t25['h'] = t26
-            t24.let_cache = None
-            t27 = t26
-            if t27 is None: t27 = Missing('h')
-            if t27 is None or t27.__class__ is Missing: _need(t27)
-            t28 = (1)
-            if t28 is None or t28.__class__ is Missing: _need(t28)
-            t29 = index_value(t27, t28, 'h')
-            t31 = ('lm_head')
-            if t29.__class__ is str:
-                t30 = t29 != t31
+        t4 = False
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t17 = []
+        t18 = env.budget
+        t20 = env.lookup('hits')
+        if t20 is None: t20 = Missing('hits')
+        t19 = loop_items(t20)
+        t21 = Env({}, None, t18, env)
+        t22 = t21.values
+        for t23 in t19:
+            t18.left -= 8
+            if t18.left < 0: _charge(env, 0)
+            t22['h'] = t23
+            t21.let_cache = None
+            t24 = t23
+            if t24 is None: t24 = Missing('h')
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            if t24.__class__ is list and len(t24) > 1:
+                t25 = t24[1]
+                if t25 is None: t25 = Missing('h[1]')
             else:
-                t30 = _compare('!=', t29, t31)
-            if (t30 if t30.__class__ is bool else _truth(t30)):
-                t32 = t26
-                if t32 is None: t32 = Missing('h')
-                t20.append(t32)
-                t21.mem -= 1
-                if t21.mem < 0: _charge_mem(env, 0)
-                if len(t20) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t20.__class__ is list or t20.__class__ is str or t20.__class__ is dict:
-            t33 = len(t20)
-            env.budget.left -= t33 if t33 > 1 else 1
+                t25 = index_value(t24, (1), 'h')
+            if t25.__class__ is str:
+                t26 = t25 != ('lm_head')
+            else:
+                t26 = _compare('!=', t25, ('lm_head'))
+            if (t26 if t26.__class__ is bool else _truth(t26)):
+                t27 = t23
+                if t27 is None: t27 = Missing('h')
+                t17.append(t27)
+                t18.mem -= 1
+                if t18.mem < 0: _charge_mem(env, 0)
+                if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t17.__class__ is list or t17.__class__ is str or t17.__class__ is dict:
+            t28 = len(t17)
+            env.budget.left -= t28 if t28 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t33 = call_value(env, F_len.fn, F_len.cost, False, [t20])
-        t35 = (0)
-        if t33.__class__ is int:
-            t34 = t33 == t35
+            t28 = call_value(env, F_len.fn, F_len.cost, False, [t17])
+        if t28.__class__ is int:
+            t29 = t28 == (0)
         else:
-            t34 = _compare('==', t33, t35)
-        t19 = (t34 if t34.__class__ is bool else _truth(t34))
+            t29 = _compare('==', t28, (0))
+        t16 = (t29 if t29.__class__ is bool else _truth(t29))
     else:
-        t19 = False
-    return t19
+        t16 = False
+    return t16
 
 def e394(env):
-    t1 = (True)
-    return t1
+    return (True)
 
 def e395(env):
     t1 = env.lookup('conv')
@@ -15228,148 +13480,124 @@ def e396(env):
     if t1 is None: t1 = Missing('call')
     t2 = (t1 is None or t1.__class__ is Missing)
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = ('fqns')
-        t6 = env.lookup('conv')
-        if t6 is None: t6 = Missing('conv')
-        if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
-        t5 = _compare('in', t4, t6)
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t5 = env.lookup('conv')
+        if t5 is None: t5 = Missing('conv')
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, ('fqns'), t5)
+        t4 = _compare('in', ('fqns'), t5)
+        t3 = (t4 if t4.__class__ is bool else _truth(t4))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = ('fqns=[')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = []
-        t10 = env.budget
-        t12 = env.lookup('conv')
-        if t12 is None: t12 = Missing('conv')
-        if t12.__class__ is dict and 'fqns' in t12:
-            t13 = t12['fqns']
-            if t13 is None: t13 = Missing('conv.fqns')
+        t7 = []
+        t8 = env.budget
+        t10 = env.lookup('conv')
+        if t10 is None: t10 = Missing('conv')
+        if t10.__class__ is dict and 'fqns' in t10:
+            t11 = t10['fqns']
+            if t11 is None: t11 = Missing('conv.fqns')
         else:
-            t13 = attr_value(t12, 'fqns', 'conv.fqns')
-        t11 = loop_items(t13)
-        t14 = Env({}, None, t10, env)
-        t15 = t14.values
-        for t16 in t11:
-            t10.left -= 8
-            if t10.left < 0: _charge(env, 0)
-            t15['t'] = t16
-            t14.let_cache = None
-            t17 = ('"')
-            if t17 is None or t17.__class__ is Missing: _need(t17)
-            t18 = t16
-            if t18 is None: t18 = Missing('t')
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            if t17.__class__ is int and t18.__class__ is int:
-                t19 = t17 + t18
-                if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
+            t11 = attr_value(t10, 'fqns', 'conv.fqns')
+        t9 = loop_items(t11)
+        t12 = Env({}, None, t8, env)
+        t13 = t12.values
+        for t14 in t9:
+            t8.left -= 8
+            if t8.left < 0: _charge(env, 0)
+            t13['t'] = t14
+            t12.let_cache = None
+            t15 = t14
+            if t15 is None: t15 = Missing('t')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            if ('"').__class__ is int and t15.__class__ is int:
+                t16 = ('"') + t15
+                if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
             else:
-                t19 = _binop('+', t17, t18, t14)
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = ('"')
-            if t20 is None or t20.__class__ is Missing: _need(t20)
-            if t19.__class__ is int and t20.__class__ is int:
-                t21 = t19 + t20
-                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
+                t16 = _binop('+', ('"'), t15, t12)
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            if t16.__class__ is int and ('"').__class__ is int:
+                t17 = t16 + ('"')
+                if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
             else:
-                t21 = _binop('+', t19, t20, t14)
-            t9.append(t21)
-            t10.mem -= 1
-            if t10.mem < 0: _charge_mem(env, 0)
-            if len(t9) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t22 = call_value(env, F_join.fn, F_join.cost, False, [t9])
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t8.__class__ is int and t22.__class__ is int:
-            t23 = t8 + t22
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
+                t17 = _binop('+', t16, ('"'), t12)
+            t7.append(t17)
+            t8.mem -= 1
+            if t8.mem < 0: _charge_mem(env, 0)
+            if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t18 = call_value(env, F_join.fn, F_join.cost, False, [t7])
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        if ('fqns=[').__class__ is int and t18.__class__ is int:
+            t19 = ('fqns=[') + t18
+            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
         else:
-            t23 = _binop('+', t8, t22, env)
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = (']')
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t23.__class__ is int and t24.__class__ is int:
-            t25 = t23 + t24
-            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+            t19 = _binop('+', ('fqns=['), t18, env)
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        if t19.__class__ is int and (']').__class__ is int:
+            t20 = t19 + (']')
+            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
         else:
-            t25 = _binop('+', t23, t24, env)
-        t7 = t25
+            t20 = _binop('+', t19, (']'), env)
+        t6 = t20
     else:
-        t26 = env.lookup('call')
-        if t26 is None: t26 = Missing('call')
-        t27 = not (t26 is None or t26.__class__ is Missing)
-        if (t27 if t27.__class__ is bool else _truth(t27)):
-            t29 = ('fqns=nvfp4_bf16_tail_fqns(')
+        t21 = not (t1 is None or t1.__class__ is Missing)
+        if (t21 if t21.__class__ is bool else _truth(t21)):
+            if t1.__class__ is dict and 'num_layers' in t1:
+                t23 = t1['num_layers']
+                if t23 is None: t23 = Missing('call.num_layers')
+            else:
+                t23 = attr_value(t1, 'num_layers', 'call.num_layers')
+            t24 = call_value(env, F_str.fn, F_str.cost, True, [t23])
+            if t24 is None or t24.__class__ is Missing: _need(t24)
+            if ('fqns=nvfp4_bf16_tail_fqns(').__class__ is int and t24.__class__ is int:
+                t25 = ('fqns=nvfp4_bf16_tail_fqns(') + t24
+                if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
+            else:
+                t25 = _binop('+', ('fqns=nvfp4_bf16_tail_fqns('), t24, env)
+            if t25 is None or t25.__class__ is Missing: _need(t25)
+            if t25.__class__ is int and (', ').__class__ is int:
+                t26 = t25 + (', ')
+                if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
+            else:
+                t26 = _binop('+', t25, (', '), env)
+            if t26 is None or t26.__class__ is Missing: _need(t26)
+            if t1.__class__ is dict and 'bf16_tail_fraction' in t1:
+                t27 = t1['bf16_tail_fraction']
+                if t27 is None: t27 = Missing('call.bf16_tail_fraction')
+            else:
+                t27 = attr_value(t1, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
+            t28 = call_value(env, F_str.fn, F_str.cost, True, [t27])
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            if t26.__class__ is int and t28.__class__ is int:
+                t29 = t26 + t28
+                if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
+            else:
+                t29 = _binop('+', t26, t28, env)
             if t29 is None or t29.__class__ is Missing: _need(t29)
-            t30 = env.lookup('call')
-            if t30 is None: t30 = Missing('call')
-            if t30.__class__ is dict and 'num_layers' in t30:
-                t31 = t30['num_layers']
-                if t31 is None: t31 = Missing('call.num_layers')
+            if t29.__class__ is int and ('): layers 0-').__class__ is int:
+                t30 = t29 + ('): layers 0-')
+                if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
             else:
-                t31 = attr_value(t30, 'num_layers', 'call.num_layers')
-            t32 = call_value(env, F_str.fn, F_str.cost, True, [t31])
-            if t32 is None or t32.__class__ is Missing: _need(t32)
-            if t29.__class__ is int and t32.__class__ is int:
-                t33 = t29 + t32
-                if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
+                t30 = _binop('+', t29, ('): layers 0-'), env)
+            if t30 is None or t30.__class__ is Missing: _need(t30)
+            t31 = env.lookup('upto')
+            if t31 is None: t31 = Missing('upto')
+            if t31 is None or t31.__class__ is Missing: _need(t31)
+            if t31.__class__ is int and (1).__class__ is int:
+                t32 = t31 - (1)
+                if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
             else:
-                t33 = _binop('+', t29, t32, env)
+                t32 = _binop('-', t31, (1), env)
+            t33 = call_value(env, F_str.fn, F_str.cost, True, [t32])
             if t33 is None or t33.__class__ is Missing: _need(t33)
-            t34 = (', ')
-            if t34 is None or t34.__class__ is Missing: _need(t34)
-            if t33.__class__ is int and t34.__class__ is int:
-                t35 = t33 + t34
-                if not -MAX_INT <= t35 <= MAX_INT: _check_value(t35)
+            if t30.__class__ is int and t33.__class__ is int:
+                t34 = t30 + t33
+                if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
             else:
-                t35 = _binop('+', t33, t34, env)
-            if t35 is None or t35.__class__ is Missing: _need(t35)
-            t36 = env.lookup('call')
-            if t36 is None: t36 = Missing('call')
-            if t36.__class__ is dict and 'bf16_tail_fraction' in t36:
-                t37 = t36['bf16_tail_fraction']
-                if t37 is None: t37 = Missing('call.bf16_tail_fraction')
-            else:
-                t37 = attr_value(t36, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
-            t38 = call_value(env, F_str.fn, F_str.cost, True, [t37])
-            if t38 is None or t38.__class__ is Missing: _need(t38)
-            if t35.__class__ is int and t38.__class__ is int:
-                t39 = t35 + t38
-                if not -MAX_INT <= t39 <= MAX_INT: _check_value(t39)
-            else:
-                t39 = _binop('+', t35, t38, env)
-            if t39 is None or t39.__class__ is Missing: _need(t39)
-            t40 = ('): layers 0-')
-            if t40 is None or t40.__class__ is Missing: _need(t40)
-            if t39.__class__ is int and t40.__class__ is int:
-                t41 = t39 + t40
-                if not -MAX_INT <= t41 <= MAX_INT: _check_value(t41)
-            else:
-                t41 = _binop('+', t39, t40, env)
-            if t41 is None or t41.__class__ is Missing: _need(t41)
-            t42 = env.lookup('upto')
-            if t42 is None: t42 = Missing('upto')
-            if t42 is None or t42.__class__ is Missing: _need(t42)
-            t43 = (1)
-            if t43 is None or t43.__class__ is Missing: _need(t43)
-            if t42.__class__ is int and t43.__class__ is int:
-                t44 = t42 - t43
-                if not -MAX_INT <= t44 <= MAX_INT: _check_value(t44)
-            else:
-                t44 = _binop('-', t42, t43, env)
-            t45 = call_value(env, F_str.fn, F_str.cost, True, [t44])
-            if t45 is None or t45.__class__ is Missing: _need(t45)
-            if t41.__class__ is int and t45.__class__ is int:
-                t46 = t41 + t45
-                if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
-            else:
-                t46 = _binop('+', t41, t45, env)
-            t28 = t46
+                t34 = _binop('+', t30, t33, env)
+            t22 = t34
         else:
-            t47 = ('no fqns: every Linear')
-            t28 = t47
-        t7 = t28
-    return t7
+            t22 = ('no fqns: every Linear')
+        t6 = t22
+    return t6
 
 def e397(env):
     t1 = env.lookup('hits')
@@ -15380,9 +13608,8 @@ def e397(env):
         if env.budget.left < 0: _charge(env, 0)
     else:
         t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
-    t3 = ('Linear')
-    t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, t3])
-    return t4
+    t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('Linear')])
+    return t3
 
 def e398(env):
     t1 = env.lookup('params')
@@ -15404,28 +13631,34 @@ def e400(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (1)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'first')
-    return t3
+    if t1.__class__ is list and len(t1) > 1:
+        t2 = t1[1]
+        if t2 is None: t2 = Missing('first[1]')
+    else:
+        t2 = index_value(t1, (1), 'first')
+    return t2
 
 def e401(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (2)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'first')
-    return t3
+    if t1.__class__ is list and len(t1) > 2:
+        t2 = t1[2]
+        if t2 is None: t2 = Missing('first[2]')
+    else:
+        t2 = index_value(t1, (2), 'first')
+    return t2
 
 def e402(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = (3)
-    if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = index_value(t1, t2, 'first')
-    return t3
+    if t1.__class__ is list and len(t1) > 3:
+        t2 = t1[3]
+        if t2 is None: t2 = Missing('first[3]')
+    else:
+        t2 = index_value(t1, (3), 'first')
+    return t2
 
 def e403(env):
     t1 = env.lookup('which')
@@ -15435,28 +13668,31 @@ def e403(env):
 def e404(env):
     t1 = env.lookup('which')
     if t1 is None: t1 = Missing('which')
-    t3 = ('in_features')
     if t1.__class__ is str:
-        t2 = t1 == t3
+        t2 = t1 == ('in_features')
     else:
-        t2 = _compare('==', t1, t3)
+        t2 = _compare('==', t1, ('in_features'))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = env.lookup('first')
-        if t5 is None: t5 = Missing('first')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = (2)
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = index_value(t5, t6, 'first')
-        t4 = t7
+        t4 = env.lookup('first')
+        if t4 is None: t4 = Missing('first')
+        if t4 is None or t4.__class__ is Missing: _need(t4)
+        if t4.__class__ is list and len(t4) > 2:
+            t5 = t4[2]
+            if t5 is None: t5 = Missing('first[2]')
+        else:
+            t5 = index_value(t4, (2), 'first')
+        t3 = t5
     else:
-        t8 = env.lookup('first')
-        if t8 is None: t8 = Missing('first')
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = (3)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = index_value(t8, t9, 'first')
-        t4 = t10
-    return t4
+        t6 = env.lookup('first')
+        if t6 is None: t6 = Missing('first')
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if t6.__class__ is list and len(t6) > 3:
+            t7 = t6[3]
+            if t7 is None: t7 = Missing('first[3]')
+        else:
+            t7 = index_value(t6, (3), 'first')
+        t3 = t7
+    return t3
 
 def e405(env):
     t1 = env.lookup('n')
@@ -15470,11 +13706,10 @@ def e405(env):
         if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
     else:
         t3 = _binop('-', t1, t2, env)
-    t5 = (0)
     if t3.__class__ is int:
-        t4 = t3 > t5
+        t4 = t3 > (0)
     else:
-        t4 = _compare('>', t3, t5)
+        t4 = _compare('>', t3, (0))
     return t4
 
 def e406(env):
@@ -15503,99 +13738,84 @@ def e407(env):
     t3 = type_name(t2)
     env.budget.mem -= len(t3)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t5 = ('list')
     if t3.__class__ is str:
-        t4 = t3 == t5
+        t4 = t3 == ('list')
     else:
-        t4 = _compare('==', t3, t5)
+        t4 = _compare('==', t3, ('list'))
     if (t4 if t4.__class__ is bool else _truth(t4)):
-        t7 = []
-        t8 = env.budget
-        t10 = env.lookup('model')
-        if t10 is None: t10 = Missing('model')
-        if t10.__class__ is dict and 'converters' in t10:
-            t11 = t10['converters']
-            if t11 is None: t11 = Missing('model.converters')
-        else:
-            t11 = attr_value(t10, 'converters', 'model.converters')
-        if t11.__class__ is list or t11.__class__ is str or t11.__class__ is dict:
-            t12 = len(t11)
-            env.budget.left -= t12 if t12 > 1 else 1
+        t6 = []
+        t7 = env.budget
+        if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
+            t9 = len(t2)
+            env.budget.left -= t9 if t9 > 1 else 1
             if env.budget.left < 0: _charge(env, 0)
         else:
-            t12 = call_value(env, F_len.fn, F_len.cost, False, [t11])
-        t13 = call_value(env, F_range.fn, F_range.cost, False, [t12])
-        t9 = loop_items(t13)
-        t14 = Env({}, None, t8, env)
-        t15 = t14.values
-        for t16 in t9:
-            t8.left -= 22
-            if t8.left < 0: _charge(env, 0)
-            t15['i'] = t16
-            t14.let_cache = None
-            t17 = t14.lookup('model')
-            if t17 is None: t17 = Missing('model')
-            if t17.__class__ is dict and 'converters' in t17:
-                t18 = t17['converters']
-                if t18 is None: t18 = Missing('model.converters')
+            t9 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+        t10 = call_value(env, F_range.fn, F_range.cost, False, [t9])
+        t8 = loop_items(t10)
+        t11 = Env({}, None, t7, env)
+        t12 = t11.values
+        for t13 in t8:
+            t7.left -= 22
+            if t7.left < 0: _charge(env, 0)
+            t12['i'] = t13
+            t11.let_cache = None
+            t14 = t11.lookup('model')
+            if t14 is None: t14 = Missing('model')
+            if t14.__class__ is dict and 'converters' in t14:
+                t15 = t14['converters']
+                if t15 is None: t15 = Missing('model.converters')
             else:
-                t18 = attr_value(t17, 'converters', 'model.converters')
-            if t18 is None or t18.__class__ is Missing: _need(t18)
-            t19 = t16
-            if t19 is None: t19 = Missing('i')
-            if t19 is None or t19.__class__ is Missing: _need(t19)
-            t20 = index_value(t18, t19, 'model.converters')
-            if t20.__class__ is dict and 'name' in t20:
-                t21 = t20['name']
-                if t21 is None: t21 = Missing('name')
+                t15 = attr_value(t14, 'converters', 'model.converters')
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t16 = t13
+            if t16 is None: t16 = Missing('i')
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = index_value(t15, t16, 'model.converters')
+            if t17.__class__ is dict and 'name' in t17:
+                t18 = t17['name']
+                if t18 is None: t18 = Missing('name')
             else:
-                t21 = attr_value(t20, 'name', 'name')
-            t23 = t14.lookup('params')
-            if t23 is None: t23 = Missing('params')
-            if t23.__class__ is dict and 'converter' in t23:
-                t24 = t23['converter']
-                if t24 is None: t24 = Missing('params.converter')
+                t18 = attr_value(t17, 'name', 'name')
+            t20 = t11.lookup('params')
+            if t20 is None: t20 = Missing('params')
+            if t20.__class__ is dict and 'converter' in t20:
+                t21 = t20['converter']
+                if t21 is None: t21 = Missing('params.converter')
             else:
-                t24 = attr_value(t23, 'converter', 'params.converter')
-            if t21.__class__ is t24.__class__ and (t21.__class__ is int or t21.__class__ is str):
-                t22 = t21 == t24
+                t21 = attr_value(t20, 'converter', 'params.converter')
+            if t18.__class__ is t21.__class__ and (t18.__class__ is int or t18.__class__ is str):
+                t19 = t18 == t21
             else:
-                if t24.__class__ is list or t24.__class__ is dict or t24.__class__ is str: _charge_operands(t14, t21, t24)
-                t22 = _compare('==', t21, t24)
+                if t21.__class__ is list or t21.__class__ is dict or t21.__class__ is str: _charge_operands(t11, t18, t21)
+                t19 = _compare('==', t18, t21)
+            if (t19 if t19.__class__ is bool else _truth(t19)):
+                if t15 is None or t15.__class__ is Missing: _need(t15)
+                t23 = t13
+                if t23 is None: t23 = Missing('i')
+                if t23 is None or t23.__class__ is Missing: _need(t23)
+                t24 = index_value(t15, t23, 'model.converters')
+                if t24.__class__ is dict and 'fqns_call' in t24:
+                    t25 = t24['fqns_call']
+                    if t25 is None: t25 = Missing('fqns_call')
+                else:
+                    t25 = attr_value(t24, 'fqns_call', 'fqns_call')
+                t26 = not (t25 is None or t25.__class__ is Missing)
+                t22 = (t26 if t26.__class__ is bool else _truth(t26))
+            else:
+                t22 = False
             if (t22 if t22.__class__ is bool else _truth(t22)):
-                t26 = t14.lookup('model')
-                if t26 is None: t26 = Missing('model')
-                if t26.__class__ is dict and 'converters' in t26:
-                    t27 = t26['converters']
-                    if t27 is None: t27 = Missing('model.converters')
-                else:
-                    t27 = attr_value(t26, 'converters', 'model.converters')
-                if t27 is None or t27.__class__ is Missing: _need(t27)
-                t28 = t16
-                if t28 is None: t28 = Missing('i')
-                if t28 is None or t28.__class__ is Missing: _need(t28)
-                t29 = index_value(t27, t28, 'model.converters')
-                if t29.__class__ is dict and 'fqns_call' in t29:
-                    t30 = t29['fqns_call']
-                    if t30 is None: t30 = Missing('fqns_call')
-                else:
-                    t30 = attr_value(t29, 'fqns_call', 'fqns_call')
-                t31 = not (t30 is None or t30.__class__ is Missing)
-                t25 = (t31 if t31.__class__ is bool else _truth(t31))
-            else:
-                t25 = False
-            if (t25 if t25.__class__ is bool else _truth(t25)):
-                t32 = t16
-                if t32 is None: t32 = Missing('i')
-                t7.append(t32)
-                t8.mem -= 1
-                if t8.mem < 0: _charge_mem(env, 0)
-                if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        t6 = t7
+                t27 = t13
+                if t27 is None: t27 = Missing('i')
+                t6.append(t27)
+                t7.mem -= 1
+                if t7.mem < 0: _charge_mem(env, 0)
+                if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t5 = t6
     else:
-        t33 = K138
-        t6 = t33
-    return t6
+        t28 = K138
+        t5 = t28
+    return t5
 
 def e408(env):
     t1 = env.lookup('model')
@@ -15651,57 +13871,46 @@ def e411(env):
         t3 = _binop('*', t1, t2, env)
     t4 = _check_value(-_num(t3, '-'))
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = (1)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    t6 = _binop('//', t4, t5, env)
-    t7 = _check_value(-_num(t6, '-'))
-    t8 = call_value(env, F_int.fn, F_int.cost, False, [t7])
-    return t8
+    t5 = _binop('//', t4, (1), env)
+    t6 = _check_value(-_num(t5, '-'))
+    t7 = call_value(env, F_int.fn, F_int.cost, False, [t6])
+    return t7
 
 def e412(env):
     t1 = env.lookup('f')
     if t1 is None: t1 = Missing('f')
     t2 = call_value(env, F_str.fn, F_str.cost, True, [t1])
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    t3 = env.lookup('f')
-    if t3 is None: t3 = Missing('f')
     env.budget.left -= 1
     if env.budget.left < 0: _charge(env, 0)
-    t4 = type_name(t3)
-    env.budget.mem -= len(t4)
+    t3 = type_name(t1)
+    env.budget.mem -= len(t3)
     if env.budget.mem < 0: _charge_mem(env, 0)
-    t6 = ('float')
-    if t4.__class__ is str:
-        t5 = t4 == t6
+    if t3.__class__ is str:
+        t4 = t3 == ('float')
     else:
-        t5 = _compare('==', t4, t6)
-    if (t5 if t5.__class__ is bool else _truth(t5)):
-        t8 = env.lookup('f')
-        if t8 is None: t8 = Missing('f')
-        t10 = env.lookup('f')
-        if t10 is None: t10 = Missing('f')
-        t11 = call_value(env, F_int.fn, F_int.cost, False, [t10])
-        if t8.__class__ is t11.__class__ and (t8.__class__ is int or t8.__class__ is str):
-            t9 = t8 == t11
+        t4 = _compare('==', t3, ('float'))
+    if (t4 if t4.__class__ is bool else _truth(t4)):
+        t7 = call_value(env, F_int.fn, F_int.cost, False, [t1])
+        if t1.__class__ is t7.__class__ and (t1.__class__ is int or t1.__class__ is str):
+            t6 = t1 == t7
         else:
-            if t11.__class__ is list or t11.__class__ is dict or t11.__class__ is str: _charge_operands(env, t8, t11)
-            t9 = _compare('==', t8, t11)
-        t7 = (t9 if t9.__class__ is bool else _truth(t9))
+            if t7.__class__ is list or t7.__class__ is dict or t7.__class__ is str: _charge_operands(env, t1, t7)
+            t6 = _compare('==', t1, t7)
+        t5 = (t6 if t6.__class__ is bool else _truth(t6))
     else:
-        t7 = False
-    if (t7 if t7.__class__ is bool else _truth(t7)):
-        t13 = ('.0')
-        t12 = t13
+        t5 = False
+    if (t5 if t5.__class__ is bool else _truth(t5)):
+        t8 = ('.0')
     else:
-        t14 = ('')
-        t12 = t14
-    if t12 is None or t12.__class__ is Missing: _need(t12)
-    if t2.__class__ is int and t12.__class__ is int:
-        t15 = t2 + t12
-        if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
+        t8 = ('')
+    if t8 is None or t8.__class__ is Missing: _need(t8)
+    if t2.__class__ is int and t8.__class__ is int:
+        t9 = t2 + t8
+        if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
     else:
-        t15 = _binop('+', t2, t12, env)
-    return t15
+        t9 = _binop('+', t2, t8, env)
+    return t9
 
 def e413(env):
     t1 = env.lookup('n')
@@ -15748,57 +13957,38 @@ def e417(env):
         t2 = attr_value(t1, 'layers_of', 'call.layers_of')
     t3 = not (t2 is None or t2.__class__ is Missing)
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t5 = (' of ')
+        if t2.__class__ is dict and 'name' in t2:
+            t5 = t2['name']
+            if t5 is None: t5 = Missing('call.layers_of.name')
+        else:
+            t5 = attr_value(t2, 'name', 'call.layers_of.name')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('call')
-        if t6 is None: t6 = Missing('call')
-        if t6.__class__ is dict and 'layers_of' in t6:
-            t7 = t6['layers_of']
-            if t7 is None: t7 = Missing('call.layers_of')
+        if (' of ').__class__ is int and t5.__class__ is int:
+            t6 = (' of ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
         else:
-            t7 = attr_value(t6, 'layers_of', 'call.layers_of')
-        if t7.__class__ is dict and 'name' in t7:
-            t8 = t7['name']
-            if t8 is None: t8 = Missing('call.layers_of.name')
+            t6 = _binop('+', (' of '), t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if t6.__class__ is int and (' ').__class__ is int:
+            t7 = t6 + (' ')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
         else:
-            t8 = attr_value(t7, 'name', 'call.layers_of.name')
+            t7 = _binop('+', t6, (' '), env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t2.__class__ is dict and 'flavor' in t2:
+            t8 = t2['flavor']
+            if t8 is None: t8 = Missing('call.layers_of.flavor')
+        else:
+            t8 = attr_value(t2, 'flavor', 'call.layers_of.flavor')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t5.__class__ is int and t8.__class__ is int:
-            t9 = t5 + t8
+        if t7.__class__ is int and t8.__class__ is int:
+            t9 = t7 + t8
             if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
         else:
-            t9 = _binop('+', t5, t8, env)
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = (' ')
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t9, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = env.lookup('call')
-        if t12 is None: t12 = Missing('call')
-        if t12.__class__ is dict and 'layers_of' in t12:
-            t13 = t12['layers_of']
-            if t13 is None: t13 = Missing('call.layers_of')
-        else:
-            t13 = attr_value(t12, 'layers_of', 'call.layers_of')
-        if t13.__class__ is dict and 'flavor' in t13:
-            t14 = t13['flavor']
-            if t14 is None: t14 = Missing('call.layers_of.flavor')
-        else:
-            t14 = attr_value(t13, 'flavor', 'call.layers_of.flavor')
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t11.__class__ is int and t14.__class__ is int:
-            t15 = t11 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t11, t14, env)
-        t4 = t15
+            t9 = _binop('+', t7, t8, env)
+        t4 = t9
     else:
-        t16 = ('')
-        t4 = t16
+        t4 = ('')
     return t4
 
 def e418(env):
@@ -15814,113 +14004,87 @@ def e418(env):
 def e419(env):
     t1 = env.lookup('n')
     if t1 is None: t1 = Missing('n')
-    t3 = (1)
     if t1.__class__ is int:
-        t2 = t1 > t3
+        t2 = t1 > (1)
     else:
-        t2 = _compare('>', t1, t3)
+        t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t5 = ('use a bf16_tail_fraction of at most ')
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = env.lookup('n')
-        if t6 is None: t6 = Missing('n')
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = (1)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t6.__class__ is int and t7.__class__ is int:
-            t8 = t6 - t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t1.__class__ is int and (1).__class__ is int:
+            t4 = t1 - (1)
+            if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
         else:
-            t8 = _binop('-', t6, t7, env)
-        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
+            t4 = _binop('-', t1, (1), env)
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        if ('use a bf16_tail_fraction of at most ').__class__ is int and t5.__class__ is int:
+            t6 = ('use a bf16_tail_fraction of at most ') + t5
+            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
+        else:
+            t6 = _binop('+', ('use a bf16_tail_fraction of at most '), t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        if t6.__class__ is int and ('/').__class__ is int:
+            t7 = t6 + ('/')
+            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
+        else:
+            t7 = _binop('+', t6, ('/'), env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t1])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        if t7.__class__ is int and t8.__class__ is int:
+            t9 = t7 + t8
+            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
+        else:
+            t9 = _binop('+', t7, t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t5.__class__ is int and t9.__class__ is int:
-            t10 = t5 + t9
+        if t9.__class__ is int and (' (0.15 keeps the last ').__class__ is int:
+            t10 = t9 + (' (0.15 keeps the last ')
             if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
         else:
-            t10 = _binop('+', t5, t9, env)
+            t10 = _binop('+', t9, (' (0.15 keeps the last '), env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = ('/')
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
+        if t1 is None or t1.__class__ is Missing: _need(t1)
+        if t1.__class__ is int and (0.15).__class__ is int:
+            t11 = t1 * (0.15)
+            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
         else:
-            t12 = _binop('+', t10, t11, env)
+            t11 = _binop('*', t1, (0.15), env)
+        t12 = _check_value(-_num(t11, '-'))
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = env.lookup('n')
-        if t13 is None: t13 = Missing('n')
-        t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
-        if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t12.__class__ is int and t14.__class__ is int:
-            t15 = t12 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t12, t14, env)
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = (' (0.15 keeps the last ')
+        t13 = _binop('//', t12, (1), env)
+        t14 = _check_value(-_num(t13, '-'))
+        t15 = call_value(env, F_int.fn, F_int.cost, False, [t14])
+        t16 = call_value(env, F_str.fn, F_str.cost, True, [t15])
         if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t15.__class__ is int and t16.__class__ is int:
-            t17 = t15 + t16
+        if t10.__class__ is int and t16.__class__ is int:
+            t17 = t10 + t16
             if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
         else:
-            t17 = _binop('+', t15, t16, env)
+            t17 = _binop('+', t10, t16, env)
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = env.lookup('n')
-        if t18 is None: t18 = Missing('n')
+        if t17.__class__ is int and (' of ').__class__ is int:
+            t18 = t17 + (' of ')
+            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
+        else:
+            t18 = _binop('+', t17, (' of '), env)
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = (0.15)
+        t19 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t19 is None or t19.__class__ is Missing: _need(t19)
         if t18.__class__ is int and t19.__class__ is int:
-            t20 = t18 * t19
+            t20 = t18 + t19
             if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
         else:
-            t20 = _binop('*', t18, t19, env)
-        t21 = _check_value(-_num(t20, '-'))
-        if t21 is None or t21.__class__ is Missing: _need(t21)
-        t22 = (1)
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = _binop('//', t21, t22, env)
-        t24 = _check_value(-_num(t23, '-'))
-        t25 = call_value(env, F_int.fn, F_int.cost, False, [t24])
-        t26 = call_value(env, F_str.fn, F_str.cost, True, [t25])
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        if t17.__class__ is int and t26.__class__ is int:
-            t27 = t17 + t26
-            if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
+            t20 = _binop('+', t18, t19, env)
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        if t20.__class__ is int and (' layers in bf16), or').__class__ is int:
+            t21 = t20 + (' layers in bf16), or')
+            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
         else:
-            t27 = _binop('+', t17, t26, env)
-        if t27 is None or t27.__class__ is Missing: _need(t27)
-        t28 = (' of ')
-        if t28 is None or t28.__class__ is Missing: _need(t28)
-        if t27.__class__ is int and t28.__class__ is int:
-            t29 = t27 + t28
-            if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
-        else:
-            t29 = _binop('+', t27, t28, env)
-        if t29 is None or t29.__class__ is Missing: _need(t29)
-        t30 = env.lookup('n')
-        if t30 is None: t30 = Missing('n')
-        t31 = call_value(env, F_str.fn, F_str.cost, True, [t30])
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        if t29.__class__ is int and t31.__class__ is int:
-            t32 = t29 + t31
-            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
-        else:
-            t32 = _binop('+', t29, t31, env)
-        if t32 is None or t32.__class__ is Missing: _need(t32)
-        t33 = (' layers in bf16), or')
-        if t33 is None or t33.__class__ is Missing: _need(t33)
-        if t32.__class__ is int and t33.__class__ is int:
-            t34 = t32 + t33
-            if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
-        else:
-            t34 = _binop('+', t32, t33, env)
-        t4 = t34
+            t21 = _binop('+', t20, (' layers in bf16), or'), env)
+        t3 = t21
     else:
-        t35 = ('with one layer there is no tail to keep:')
-        t4 = t35
-    return t4
+        t3 = ('with one layer there is no tail to keep:')
+    return t3
 
 COMPILED = {
     'unmodelled': (e0, 1, ('unmodelled',)),
