@@ -105,6 +105,37 @@ def test_it_answers_only_for_current_timestamp_bytecode(tmp_path, monkeypatch):
     assert fastimport.Finder.find_spec(name, [str(package)]) is None
 
 
+@pytest.mark.parametrize("prefix", ["/tmp/pyc", "/tmp/pyc/", "/", "relative/pyc"])
+def test_under_a_pycache_prefix_it_reads_the_bytecode_where_the_import_system_keeps_it(tmp_path, monkeypatch, prefix):
+    import importlib.util
+
+    monkeypatch.setattr(sys, "pycache_prefix", prefix)
+    package, name = _module(tmp_path)
+    cached = Path(importlib.util.cache_from_source(str(package / "mod.py")))
+    if not cached.is_absolute():
+        monkeypatch.chdir(tmp_path)
+        cached = Path(importlib.util.cache_from_source(str(package / "mod.py")))
+    try:
+        _compile(package / "mod.py")
+    except OSError:
+        pytest.skip(f"cannot write bytecode under {prefix}")
+    try:
+        spec = fastimport.Finder.find_spec(name, [str(package)])
+        assert spec is not None and spec.cached == str(cached)
+    finally:
+        if cached.is_relative_to(tmp_path) or prefix.startswith("/tmp/pyc"):
+            cached.unlink(missing_ok=True)
+
+
+def test_under_optimization_the_import_system_finds_the_opt_bytecode(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    package, name = _module(tmp_path)
+    _compile(package / "mod.py")
+    assert fastimport.Finder.find_spec(name, [str(package)]) is not None
+    monkeypatch.setattr(sys, "flags", type("Flags", (), {"optimize": 1})())
+    assert fastimport.Finder.find_spec(name, [str(package)]) is None  # python -O: mod.cpython-311.opt-1.pyc
+
+
 def test_the_loader_runs_the_bytecode_it_read_and_reports_the_source(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "pycache_prefix", None)
     package, name = _module(tmp_path, "def f():\n    return 41 + 1\n")
