@@ -13,6 +13,8 @@ import json
 import multiprocessing
 import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 from conftest import FIXTURES
@@ -230,6 +232,24 @@ def test_the_package_code_is_part_of_the_key(tmp_path, monkeypatch):
     (package / "_rules" / "ML102.toml").write_text("")
     third = results_cache._code_key()
     assert len({first, second, third}) == 3
+
+
+def test_what_the_key_leaves_out_no_check_imports(tmp_path):
+    # results_cache.NOT_CHECKED: the subpackages a check never imports, so their files are not part of the key
+    probe = ("import os, sys, runpy\n"
+             "def names():\n    print(sorted(m for m in sys.modules if m.startswith('meshlint.')), flush=True)\n"
+             "end = os._exit\n"
+             "os._exit = lambda code: (names(), end(code))\n"  # the command skips the interpreter's teardown
+             "sys.argv = ['meshlint', 'check', '--no-cache', *sys.argv[1:]]\n"
+             "try:\n    runpy.run_module('meshlint', run_name='__main__')\n"
+             "except SystemExit:\n    names()\n")
+    paths = [str(FIXTURES / d) for d in ("kempnerforge", "torchtitan", "native", "torchtitan_registry")]
+    out = subprocess.run([sys.executable, "-c", probe, *paths], capture_output=True, text=True, timeout=600,
+                         env=dict(os.environ, MESHLINT_NO_CACHE="1"))
+    imported = out.stdout.strip().splitlines()[-1]
+    assert "meshlint.engine.check" in imported, out.stderr[-2000:]
+    for name in results_cache.NOT_CHECKED:
+        assert f"'meshlint.{name}" not in imported, name
 
 
 # ------------------------------------------------------------------------ what is never cached
