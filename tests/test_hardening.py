@@ -188,7 +188,7 @@ def test_huge_pipelines_list_no_stages_but_still_split(no_error):
 
 
 def test_moe_layer_count_is_closed_form():
-    from meshlint.frameworks.models import kempnerforge_params
+    from meshlint.frameworks.kempnerforge.v5666d0d import kempnerforge_params
 
     m = {"dim": 4096, "n_layers": 10**15, "n_heads": 32, "n_kv_heads": 8, "vocab_size": 32000,
          "ffn_hidden_dim": 14336, "num_experts": 8, "moe_frequency": 3}

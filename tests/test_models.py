@@ -110,9 +110,11 @@ def test_maverick_parameter_count_settles_its_moe_interleave():
 def test_kempnerforge_estimate_of_a_llama3_8b_shaped_config():
     facts = {"dim": 4096, "n_layers": 32, "n_heads": 32, "n_kv_heads": 8, "vocab_size": 128256,
              "ffn_hidden_dim": 14336, "num_experts": 0}
-    assert models.kempnerforge_params(facts) / 1e9 == pytest.approx(8.03, rel=0.01)
-    assert models.kempnerforge_ffn_hidden(4096, 1.0, None) == 11008  # Llama 2 7B's width
-    assert models.kempnerforge_ffn_hidden(4096, 1.0, 12000) == 12000
+    from meshlint.frameworks.kempnerforge.v5666d0d import kempnerforge_ffn_hidden, kempnerforge_params
+
+    assert kempnerforge_params(facts) / 1e9 == pytest.approx(8.03, rel=0.01)
+    assert kempnerforge_ffn_hidden(4096, 1.0, None) == 11008  # Llama 2 7B's width
+    assert kempnerforge_ffn_hidden(4096, 1.0, 12000) == 12000
 
 
 # ---------------------------------------------------------------------------- in checks

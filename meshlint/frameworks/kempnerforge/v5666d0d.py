@@ -139,12 +139,6 @@ def read(source) -> Spec:
 
 def _derived_model_facts(v: dict, problems: list | None = None) -> None:
     """FFN hidden dim and parameter count, the way KempnerForge's ModelConfig computes them."""
-    from meshlint.frameworks.models import (
-        kempnerforge_expert_ffn_hidden,
-        kempnerforge_ffn_hidden,
-        kempnerforge_params,
-    )
-
     dim, mult, explicit = v.get("model.dim"), v.get("model.ffn_dim_multiplier"), v.get("model.ffn_hidden_dim")
     if dim is not None and mult is not None:
         v["model.ffn_hidden_dim"] = kempnerforge_ffn_hidden(dim, mult, explicit)
@@ -165,10 +159,64 @@ def _derived_model_facts(v: dict, problems: list | None = None) -> None:
     v["model.called"] = "model."
 
 
-# every [model] fact models.kempnerforge_params reads (shared_experts as moe_shared_experts; tie_embeddings set apart)
+# every [model] fact kempnerforge_params reads (shared_experts as moe_shared_experts; tie_embeddings set apart)
 _PARAMS_READS = tuple((k, "model." + k) for k in ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
                                                   "ffn_hidden_dim", "num_experts", "moe_frequency",
                                                   "moe_expert_ffn_multiplier", "shared_experts"))
+
+
+# KempnerForge's ModelConfig arithmetic (kempnerforge/config/model.py @ 5666d0d), here with the rest of its semantics
+# (a check of KempnerForge configs imports no torchtitan model tables)
+
+def kempnerforge_ffn_hidden(dim: int, multiplier: float, explicit: int | None) -> int:
+    """KempnerForge's ``computed_ffn_hidden_dim``."""
+    if explicit is not None:
+        return explicit
+    try:
+        raw = int(4 * dim * (2 / 3) * multiplier)
+    except (OverflowError, ValueError):  # nan, inf, or a dim past float range: KempnerForge fails here too
+        return None
+    return 256 * -(-raw // 256)  # math.ceil(raw / 256), without the float that overflows
+
+
+def kempnerforge_expert_ffn_hidden(ffn_hidden: int | None, multiplier: float | None) -> int | None:
+    """KempnerForge's ``computed_expert_ffn_hidden_dim``: ``max(16, 16 * round(int(h * m) / 16))``
+    (kempnerforge/config/model.py:127-138 @ 5666d0d; routed and shared experts both use it)."""
+    if ffn_hidden is None or multiplier is None:
+        return None
+    try:  # Python's round (half to even), as KempnerForge's
+        return max(16, 16 * round(int(ffn_hidden * multiplier) / 16))
+    except (OverflowError, ValueError):  # nan, inf or past float range: KempnerForge fails here too
+        return None
+
+
+def kempnerforge_params(m: dict) -> int | None:
+    """KempnerForge's ``ModelConfig.num_params_estimate``."""
+    needed = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "ffn_hidden_dim", "num_experts")
+    if any(m.get(k) is None for k in needed):
+        return None
+    d, h, kv = m["dim"], m["ffn_hidden_dim"], m["n_kv_heads"]
+    if m["n_heads"] == 0:
+        return None  # KempnerForge divides by it: no estimate
+    head = d // m["n_heads"]
+    attn = d * (m["n_heads"] * head) + 2 * d * (kv * head) + (m["n_heads"] * head) * d
+    mlp = 3 * d * h
+    norm = 2 * d
+    if m["num_experts"] > 0:
+        every = m.get("moe_frequency") or 1
+        # layers i+1 (i < n_layers) divisible by every, counted without walking the layers
+        n_moe = m["n_layers"] // abs(every) if m["n_layers"] > 0 else 0
+        # routed and shared experts are moe_expert_ffn_multiplier times the dense width (rounded to 16)
+        he = kempnerforge_expert_ffn_hidden(h, m.get("moe_expert_ffn_multiplier", 1.0))
+        if he is None:
+            return None
+        expert = 3 * d * he
+        shared = (m.get("moe_shared_experts") or 0) * expert
+        moe = attn + m["num_experts"] * expert + d * m["num_experts"] + shared + norm
+        layers = n_moe * moe + (m["n_layers"] - n_moe) * (attn + mlp + norm)
+    else:
+        layers = m["n_layers"] * (attn + mlp + norm)
+    return layers + m["vocab_size"] * d + (0 if m.get("tie_embeddings") else m["vocab_size"] * d) + d
 
 
 def _out_of_range(spec: Spec) -> None:
