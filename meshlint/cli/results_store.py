@@ -171,6 +171,9 @@ class PackStore:
                 _unlink(full)
 
 
+_WRITE_AT = 1 << 16
+
+
 class _Pack:
     """A pack being written: entries appended to a private temporary file, renamed into place by ``publish``."""
 
@@ -180,17 +183,32 @@ class _Pack:
         self.tmp = f"{self.final}.{os.getpid()}.tmp"
         self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         self.size = 0
+        self._held: list = []  # entries not written yet: one write per ~64 KB, not one per entry (a system call each)
+        self._held_bytes = 0
 
     def append(self, data: bytes) -> None:
+        self._held.append(data)
+        self._held_bytes += len(data)
+        self.size += len(data)
+        if self._held_bytes >= _WRITE_AT:
+            self._flush()
+
+    def _flush(self) -> None:
         from meshlint.cachestore import write_all
 
-        write_all(self.fd, data)
-        self.size += len(data)
+        if self._held:
+            data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+            self._held, self._held_bytes = [], 0
+            write_all(self.fd, data)
 
     def publish(self, keep: bool = True) -> None:
         """Closed, then renamed into place (``keep``) or deleted; raises OSError, leaving no temporary file."""
         try:
-            os.close(self.fd)
+            try:
+                if keep:
+                    self._flush()
+            finally:
+                os.close(self.fd)
             if keep:
                 os.replace(self.tmp, self.final)
                 return
