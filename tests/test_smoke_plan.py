@@ -311,7 +311,7 @@ def pp_ep() -> Trainer.Config:
 
 def test_a_main_registry_plan_scales_without_etp_and_keeps_its_schedule(rules, tmp_path):
     # torchtitan main has no expert tensor parallelism: nothing may ask for an etp dim, and --scale-to
-    # re-resolves with main's own ParallelDims (module_for_spec), not v0.2.x's
+    # re-resolves with main's own ParallelDims (dialects.module_of), not v0.2.x's
     from meshlint.engine.check import Options, check_file
     from meshlint.smoke import scale
     from meshlint.mesh.topology import CliTopology

@@ -269,14 +269,9 @@ def build_facts(spec: Spec, topo: Topology, res: Resolution) -> dict:
     facts["outside"] = ({"first": res.outside[0], "last": res.outside[1], "count": res.outside[1] - res.outside[0] + 1}
                         if res.outside else None)
     facts["axes"] = _axes(res, topo, spec)
-    if (getattr(spec, "framework", None) or {}).get("name") in ("torchtitan", "megatron"):
-        from meshlint.frameworks.versions import module_for_spec
+    from meshlint.frameworks.dialects import module_of
 
-        module = module_for_spec(spec)  # the version module of its version (registry-era torchtitan, Megatron)
-    else:  # one module per dialect (what module_for_spec gives them, without importing the versions table)
-        from meshlint.frameworks.dialects import DIALECTS
-
-        module = DIALECTS[spec.dialect]
+    module = module_of(spec)  # the version module of its version (registry-era torchtitan, Megatron)
     facts["pipeline"] = module.pipeline_plan(spec, res) if hasattr(module, "pipeline_plan") else {}
     facts["memory"] = {"bytes_per_param": module.bytes_per_param(spec) if hasattr(module, "bytes_per_param")
                        else None, "gpu_gib": topo.gpu_memory_gib}

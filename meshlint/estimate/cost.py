@@ -393,9 +393,9 @@ def _ac_mode(report, profile: Cluster) -> tuple:
 
 
 def _bytes_per_param(spec) -> int | None:
-    from meshlint.frameworks.versions import module_for_spec
+    from meshlint.frameworks.dialects import module_of
 
-    module = module_for_spec(spec)
+    module = module_of(spec)
     return module.bytes_per_param(spec) if hasattr(module, "bytes_per_param") else None
 
 

@@ -49,6 +49,23 @@ DIALECTS = _Dialects()
 NAMES = tuple(DIALECTS)
 
 
+# Frameworks with several versions' semantics (meshlint/frameworks/versions.py): a spec of one is read with its
+# version's module; every other dialect has one module
+VERSIONED = ("torchtitan", "megatron")
+
+
+def module_of(spec):
+    """The module whose semantics a Spec was read with: its recorded version's, else its dialect's. The version
+    table is imported only for a spec of a versioned framework: a KempnerForge check never needs it."""
+    if (getattr(spec, "framework", None) or {}).get("name") in VERSIONED:
+        from meshlint.frameworks.versions import version_module
+
+        found = version_module(spec)
+        if found is not None:
+            return found
+    return DIALECTS[spec.dialect]
+
+
 def detect(data: dict) -> str | None:
     """The dialect whose identifying section the file has; None when it has none.
 

@@ -82,16 +82,15 @@ def module(framework: str, version: str):
     return import_module(entry(framework, version).module)
 
 
-def module_for_spec(spec):
-    """The module whose semantics a Spec was read with: its recorded version, else its dialect's."""
+def version_module(spec):
+    """The module of the version a Spec of a versioned framework was read with, or None (no version recorded, or
+    one not known): then its dialect's module stands (``dialects.module_of``, what callers use)."""
     fw = getattr(spec, "framework", None) or {}
     if fw.get("version") and fw.get("name") in ("torchtitan", "megatron"):
         canon = canonical(fw["name"], fw["version"], strict=False)
         if canon is not None:
             return module(fw["name"], canon)
-    from meshlint.frameworks.dialects import DIALECTS
-
-    return DIALECTS[spec.dialect]
+    return None
 
 
 def spec_from_degrees(framework: str, version: str, degrees: dict, **other_values):

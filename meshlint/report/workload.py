@@ -20,9 +20,9 @@ def model_json(report: FileReport) -> dict | None:
 
 def pipeline_json(report: FileReport) -> dict | None:
     """How the framework cuts the model into stages and feeds its schedule; null without pp > 1."""
-    from meshlint.frameworks import versions
+    from meshlint.frameworks.dialects import module_of
 
-    module = versions.module_for_spec(report.spec)
+    module = module_of(report.spec)
     pp = report.resolution.degrees.get("pp")
     if not hasattr(module, "pipeline_plan") or pp is None or pp <= 1:
         return None

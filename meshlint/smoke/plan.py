@@ -163,10 +163,10 @@ def _torchtitan_mesh_exist(version: str, spec, d: dict):
     if version == "0.2.x":  # parallel_dims.py:61-66@9810191bb^: efsdp iff ep > 1, every other dim iff > 1
         return lambda name, size: ep > 1 if name == "efsdp" else size > 1
     from meshlint.frameworks.torchtitan import registry as reg
-    from meshlint.frameworks.versions import module_for_spec
+    from meshlint.frameworks.dialects import module_of
 
     backend = spec.values.get(reg.P + "spmd_backend")
-    semantics = getattr(module_for_spec(spec), "SEMANTICS", None)
+    semantics = getattr(module_of(spec), "SEMANTICS", None)
     # a backend this version does not know has no layout (as in its resolve), not another version's
     layout = reg.LAYOUTS.get(backend) if semantics is None or backend in semantics.backends else None
     return lambda name, size: reg._exists(layout, name, size, ep)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 
-from meshlint.frameworks.versions import module_for_spec
+from meshlint.frameworks.dialects import module_of
 from meshlint.errors import MeshlintError
 
 KEPT = ("tp", "pp", "cp", "ep", "etp")
@@ -50,7 +50,7 @@ def scale(report, n: int) -> tuple:
     new.spec = new_spec
     new.topology = copy.copy(report.topology)  # the scaled report runs on n ranks, whatever the file said
     new.topology.world_size, new.topology.world_source = n, f"--scale-to {n}"
-    new.resolution = module_for_spec(new_spec).resolve(new_spec, n)  # the config's framework version
+    new.resolution = module_of(new_spec).resolve(new_spec, n)  # the config's framework version
     if new.resolution.framework_error:
         raise ScaleError(f"--scale-to {n}: the scaled config (dp_replicate {replicate}, dp_shard "
                          f"{dp_total // replicate}) is refused: {new.resolution.framework_error}")

@@ -26,7 +26,7 @@ from typing import Iterator, NamedTuple
 
 from meshlint.inputs import suppress
 from meshlint.frameworks.base import DEGREES, Resolution, degree_items
-from meshlint.frameworks.versions import module_for_spec
+from meshlint.frameworks.dialects import module_of
 from meshlint.engine.facts import ROLE_OF, _mesh_fact, _valid_worlds_text, build_facts
 from meshlint.mesh.devmesh import place
 from meshlint.engine.search import prune
@@ -78,7 +78,7 @@ class Solver:
         self.spec = report.spec
         self.source = report.source
         self.space = space_for(self.spec)
-        self.module = module_for_spec(self.spec)
+        self.module = module_of(self.spec)
         self.world = self.target.world_size
         self.topo = self._topology()
         self.current = current(report, self.space)
