@@ -284,9 +284,9 @@ def check_data_limits(text: str, data: dict) -> None:
     The walk runs only when the text could hold that many: each key or item
     needs an ``=``, ``,``, ``[`` or ``.`` in the text.
     """
-    bound = text.count("=") + text.count(",") + text.count("[")
     dots = text.count(".")
-    if bound + dots <= MAX_KEYS and dots < MAX_NESTING:
+    if dots < MAX_NESTING and (len(text) <= MAX_KEYS  # then so are its =, ",", [ and . together
+                               or text.count("=") + text.count(",") + text.count("[") + dots <= MAX_KEYS):
         return
     count, stack = 0, [(data, 1)]
     while stack:
