@@ -23,6 +23,41 @@ def test_the_prebuilt_module_is_current():
         "meshlint/engine/rules_prebuilt.py is stale: run python -m meshlint.generate.rules_prebuilt"
 
 
+def test_the_extra_module_is_current():
+    assert generate.OUT_EXTRA.read_text(encoding="utf-8") == generate.extra_source(str(ROOT / "rules")), \
+        "meshlint/engine/rules_prebuilt_extra.py is stale: run python -m meshlint.generate.rules_prebuilt"
+
+
+@pytest.mark.parametrize("damage", [
+    {"FINGERPRINT": ("0.0.0",)},  # generated with other rules than rules_prebuilt.py
+    {"FORMAT": 5},
+    {"TREES": None, "DOCS": None},
+    {"DOCS": {}},  # a doc missing: read from the rule file
+])
+def test_without_a_usable_extra_module_docs_come_from_the_files_and_trees_from_the_sources(monkeypatch, damage):
+    from meshlint.engine import rules_prebuilt_extra
+
+    for name, value in damage.items():
+        monkeypatch.setattr(rules_prebuilt_extra, name, value)
+    monkeypatch.setattr(prebuilt, "_EXTRA", [])
+    directory = rules.builtin_rules_dir()
+    built = prebuilt.load(directory)
+    parsed = [rules.load_rule_file(f"{directory}/{name}", "builtin", validate=False)
+              for name in prebuilt.rule_files(directory)]
+    assert _encoded(built) == _encoded(parsed)  # every doc and every tree, whatever the extra module holds
+
+
+def test_a_prebuilt_doc_is_a_dict_whatever_reads_it():
+    import json
+
+    built = prebuilt.load(rules.builtin_rules_dir())
+    parsed = rules.load_rule_file(built[0].path, "builtin", validate=False)
+    assert isinstance(built[0].doc, dict) and built[0].doc == parsed.doc and parsed.doc == built[0].doc
+    assert json.dumps(dict(built[1].doc)) == json.dumps(rules.load_rule_file(built[1].path, "builtin").doc)
+    assert {**built[2].doc} == dict(built[2].doc) == built[2].doc.copy() and len(built[2].doc) > 0
+    assert built[3].doc.get("fix") and "fix" in built[4].doc and list(built[5].doc)
+
+
 def test_prebuilt_rules_are_the_parsed_rules():
     directory = rules.builtin_rules_dir()
     built = prebuilt.load(directory)
@@ -126,13 +161,16 @@ def test_the_module_is_literal_data():
     # nothing in it runs: every statement assigns what ast.literal_eval reads (no call, no name, no eval)
     import ast
 
-    tree = ast.parse(generate.OUT.read_text(encoding="utf-8"))
-    body = [node for node in tree.body if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
-    assert [node.targets[0].id for node in body] == ["FORMAT", "FINGERPRINT", "RULES"]
-    from meshlint.engine import rules_prebuilt
+    from meshlint.engine import rules_prebuilt, rules_prebuilt_extra
 
-    for node in body:
-        assert ast.literal_eval(node.value) == getattr(rules_prebuilt, node.targets[0].id)
+    for out, module, names in ((generate.OUT, rules_prebuilt, ["FORMAT", "FINGERPRINT", "RULES"]),
+                               (generate.OUT_EXTRA, rules_prebuilt_extra, ["FORMAT", "FINGERPRINT", "TREES", "DOCS"])):
+        tree = ast.parse(out.read_text(encoding="utf-8"))
+        body = [node for node in tree.body
+                if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]
+        assert [node.targets[0].id for node in body] == names
+        for node in body:
+            assert ast.literal_eval(node.value) == getattr(module, node.targets[0].id)
     assert all(len(entry) == len(prebuilt.FIELDS) for entry in rules_prebuilt.RULES)
 
 

@@ -32,7 +32,10 @@ import os
 import sys
 import zlib
 
-FORMAT = 5  # of rules_prebuilt.RULES: one tuple per rule (``entry``); 5: templates split; 3 and below: the rule cache's
+from meshlint.lazydict import LazyDict
+
+FORMAT = 6  # of rules_prebuilt.RULES: one tuple per rule (``entry``); 6: trees and docs in rules_prebuilt_extra;
+# 5: templates split; 3 and below: the rule cache's
 
 # Rule's fields, in the order an entry holds them: ``_rules`` builds a Rule from them by position, so a Rule
 # with other fields is parsed from the rule files (and the generator refuses) until this line follows it
@@ -125,35 +128,55 @@ def entry(rule) -> tuple:
     """A parsed rule as one tuple of literal data, in Rule's field order (FIELDS): what the generator writes into
     rules_prebuilt.RULES and ``_rules`` builds back.
 
-    An expression is (source, tree as JSON text) or None, a template its split (``Template.split``: literal texts
-    and holes' sources, so no run scans its text for holes again); ``lets`` is ((name, expression), ...), ``help``
-    ((condition, template), ...); ``params`` and ``doc`` are the rule's own dicts (TOML data). All of it
-    is what ``ast.literal_eval`` reads. Raises ValueError for a rule that cannot be written so (its data not
-    TOML's, an expression whose tree cannot be stored).
+    An expression is its source, a template its split (``Template.split``: literal texts and holes' sources, so no
+    run scans its text for holes again); ``lets`` is ((name, source), ...), ``help`` ((condition, template), ...);
+    ``params`` is the rule's own dict (TOML data); ``doc`` is None: the docs and the expressions' trees, which no
+    check reads, are in rules_prebuilt_extra (``extra``). All of it is what ``ast.literal_eval`` reads. Raises
+    ValueError for a rule that cannot be written so (its data not TOML's, an expression whose tree cannot be stored).
     """
     import ast
 
     from meshlint.cachestore import Bad, plain
-    from meshlint.engine.rule_cache import _encode_expr
 
     if rule._fields != FIELDS:
         raise ValueError(f"Rule's fields are {rule._fields}: make prebuilt.FIELDS, entry and _rules follow them")
 
     def expression(e):
-        return None if e is None else tuple(_encode_expr(e))
+        return None if e is None else e.source
 
     try:
         out = (rule.code, rule.name, rule.severity, rule.summary, expression(rule.check), rule.message.split(),
                rule.path, rule.origin, rule.dialects, plain(rule.params),
                tuple((name, expression(e)) for name, e in rule.lets.items()), expression(rule.foreach),
                expression(rule.when), None if rule.key is None else rule.key.split(),
-               tuple((expression(c), t.split()) for c, t in rule.help), plain(rule.doc), rule.frameworks,
+               tuple((expression(c), t.split()) for c, t in rule.help), None, rule.frameworks,
                rule.fallback, rule.skip_note)
     except Bad as exc:
         raise ValueError(f"{rule.code}: {exc}") from None
     if ast.literal_eval(repr(out)) != out:
         raise ValueError(f"{rule.code}: not literal data")
     return out
+
+
+def extra(rules: list) -> tuple:
+    """(TREES, DOCS) of rules_prebuilt_extra: each expression's source -> its tree as JSON text (``treecode``), each
+    rule's code -> its doc. Only a run that builds a tree (an expression interpreted, not compiled) or shows a doc
+    (``meshlint rules``, SARIF) imports them. Raises ValueError as ``entry`` does."""
+    from meshlint.cachestore import Bad, plain
+    from meshlint.engine.rule_cache import _encode_expr
+
+    trees: dict = {}
+    docs: dict = {}
+    for rule in rules:
+        found = [rule.check, rule.when, rule.foreach, *rule.lets.values(), *(c for c, _ in rule.help)]
+        try:
+            for e in found:
+                if e is not None and e.source not in trees:
+                    trees[e.source] = _encode_expr(e)[1]
+            docs[rule.code] = plain(rule.doc)
+        except Bad as exc:
+            raise ValueError(f"{rule.code}: {exc}") from None
+    return trees, docs
 
 
 def _rules(entries: tuple, directory: str) -> list:
@@ -166,25 +189,74 @@ def _rules(entries: tuple, directory: str) -> list:
         raise ValueError("Rule's fields changed")
     prefix = os.path.join(directory, "")  # + a file's name: os.path.join(directory, name)
     new = tuple.__new__  # Rule._make without its call and length check: each entry unpacks to exactly FIELDS
+    tree = tree_of
     out = []
     # plain loops, not comprehensions: each comprehension is a call of its own (before Python 3.12), for
     # every rule
     for (code, name, severity, summary, check, message, path, origin, dialects, params, lets, foreach, when, key,
-         help_, doc, frameworks, fallback, skip_note) in entries:
+         help_, _doc, frameworks, fallback, skip_note) in entries:
+        if check.__class__ is not str:
+            raise ValueError(f"{code}: an expression of another format")
         bound = {}
         for let, e in lets:
-            bound[let] = Expr(e[0], None, 0, e[1])
+            bound[let] = Expr(e, None, 0, tree)
         helps = []
         for cond, text in help_:
-            helps.append((None if cond is None else Expr(cond[0], None, 0, cond[1]), Template(None, None, text)))
+            helps.append((None if cond is None else Expr(cond, None, 0, tree), Template(None, None, text)))
         out.append(new(Rule, (
-            code, name, severity, summary, Expr(check[0], None, 0, check[1]), Template(None, None, message),
+            code, name, severity, summary, Expr(check, None, 0, tree), Template(None, None, message),
             prefix + path, origin, dialects, params, bound,
-            None if foreach is None else Expr(foreach[0], None, 0, foreach[1]),
-            None if when is None else Expr(when[0], None, 0, when[1]), None if key is None else Template(None, None, key),
+            None if foreach is None else Expr(foreach, None, 0, tree),
+            None if when is None else Expr(when, None, 0, tree), None if key is None else Template(None, None, key),
             helps,
-            doc, frameworks, fallback, skip_note)))
+            _Doc(code, prefix + path), frameworks, fallback, skip_note)))
     return out
+
+
+_EXTRA: list = []  # [rules_prebuilt_extra's (TREES, DOCS), or None when it cannot be used], on first need
+
+
+def _extra():
+    if not _EXTRA:
+        found = None
+        try:
+            from meshlint.engine import rules_prebuilt, rules_prebuilt_extra as more
+
+            if more.FINGERPRINT == rules_prebuilt.FINGERPRINT and more.FORMAT == FORMAT \
+                    and isinstance(more.TREES, dict) and isinstance(more.DOCS, dict):
+                found = (more.TREES, more.DOCS)
+        except Exception:  # noqa: BLE001 - missing or damaged: trees are parsed, docs read from the rule files
+            found = None
+        _EXTRA.append(found)
+    return _EXTRA[0]
+
+
+def tree_of(source: str):
+    """A built-in rule's expression's tree as JSON text (``Expr``'s lazy tree), or None: it is parsed from its source."""
+    found = _extra()
+    tree = found[0].get(source) if found is not None else None
+    return tree if tree.__class__ is str else None
+
+
+class _Doc(LazyDict):
+    """A built-in rule's ``doc``, read when something reads it: from rules_prebuilt_extra, else from its rule file."""
+
+    __slots__ = ("_code", "_path")
+
+    def __init__(self, code: str, path: str):
+        self._make, self._code, self._path = True, code, path
+
+    def _fill(self):
+        if self._make is not None:
+            self._make = None
+            found = _extra()
+            doc = found[1].get(self._code) if found is not None else None
+            if not isinstance(doc, dict):
+                from meshlint.engine.rules import load_rule_file
+
+                doc = load_rule_file(self._path, "builtin", validate=False).doc
+            dict.update(self, doc)
+        return self
 
 
 def _install_compiled(fingerprint: tuple) -> None:

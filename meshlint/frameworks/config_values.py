@@ -21,6 +21,7 @@ worked out once per process.
 from __future__ import annotations
 
 from meshlint import fastre
+from meshlint.lazydict import LazyDict
 
 _TEMPLATES: dict = {}  # (schema path, class qn) -> (defaults of the plain keys, {name: key} of table keys)
 _PART = fastre.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -98,70 +99,6 @@ class _Ctx:
         return False
 
 
-class LazyTable(dict):
-    """A table that builds itself on first read (keys, values, ``in``, iteration, ``==``, printing)."""
-
-    __slots__ = ("_make",)
-
-    def __init__(self, make):  # dict.__new__ made it empty already: no dict.__init__ to call
-        self._make = make
-
-    def _fill(self):
-        make = self._make
-        if make is not None:
-            self._make = None
-            dict.update(self, make())
-        return self
-
-    # the two reads a rule makes of a field: filled here without a call once built
-    def __getitem__(self, k):
-        if self._make is not None:
-            self._fill()
-        return dict.__getitem__(self, k)
-
-    def __contains__(self, k):
-        if self._make is not None:
-            self._fill()
-        return dict.__contains__(self, k)
-
-    def __iter__(self):
-        return dict.__iter__(self._fill())
-
-    def __len__(self):
-        return dict.__len__(self._fill())
-
-    def __eq__(self, other):
-        if isinstance(other, LazyTable):
-            other._fill()
-        return dict.__eq__(self._fill(), other)
-
-    def __ne__(self, other):
-        return not self.__eq__(other)
-
-    __hash__ = None
-
-    def __repr__(self):
-        return dict.__repr__(self._fill())
-
-    def get(self, k, default=None):
-        return dict.get(self._fill(), k, default)
-
-    def keys(self):
-        return dict.keys(self._fill())
-
-    def values(self):
-        return dict.values(self._fill())
-
-    def items(self):
-        return dict.items(self._fill())
-
-    def copy(self):
-        return dict(self._fill())
-
-    def __reduce__(self):  # copy / pickle as a plain dict
-        return (dict, (dict(self._fill()),))
-
-
 def _root(ctx: _Ctx, data: dict) -> dict:
     entry = ctx.tables.get("")
     if entry is None:
@@ -224,7 +161,7 @@ def _section(ctx: _Ctx, key: dict, path: str, raw):
                 for i, item in enumerate(raw)]
     if not isinstance(raw, dict):
         return raw
-    return LazyTable(lambda: _table(ctx, pattern, raw, path, forced))
+    return LazyDict(lambda: _table(ctx, pattern, raw, path, forced))
 
 
 def _table(ctx: _Ctx, pattern: str, written: dict, path: str, forced: str | None) -> dict:

@@ -1,8 +1,9 @@
-"""Write the built-in rules, parsed, into meshlint/engine/rules_prebuilt.py, and their expressions compiled
-to Python into meshlint/engine/rules_compiled/ (see meshlint/engine/prebuilt.py).
+"""Write the built-in rules, parsed, into meshlint/engine/rules_prebuilt.py (their docs and expression trees, which
+no check reads, into rules_prebuilt_extra.py beside it), and their expressions compiled to Python into
+meshlint/engine/rules_compiled/ (see meshlint/engine/prebuilt.py).
 
-    python -m meshlint.generate.rules_prebuilt           # rewrite both modules
-    python -m meshlint.generate.rules_prebuilt --check   # exit 1 if either differs
+    python -m meshlint.generate.rules_prebuilt           # rewrite the modules
+    python -m meshlint.generate.rules_prebuilt --check   # exit 1 if one differs
 
 The parsed rules are derived from rules/*.toml by the ordinary loader (``rules.load_rule_file``) and written
 as prebuilt.entry stores them, so they are data, not a second implementation of the loader; the compiled
@@ -22,6 +23,7 @@ from meshlint.engine import expr, prebuilt, rules
 from meshlint.engine.expr import compiler
 
 OUT = Path(prebuilt.__file__).resolve().parent / "rules_prebuilt.py"
+OUT_EXTRA = OUT.parent / "rules_prebuilt_extra.py"
 OUT_COMPILED = OUT.parent / "rules_compiled"  # a package: the index, then one module per part (compiled_sources)
 
 
@@ -45,6 +47,29 @@ def module_source(directory: str | None = None) -> str:
     ]
     lines += [f"    {e!r}," for e in entries]
     lines += [")", ""]
+    return "\n".join(lines)
+
+
+def extra_source(directory: str | None = None) -> str:
+    """rules_prebuilt_extra.py: what a check never reads (``prebuilt.extra``), beside the rules it completes."""
+    directory = directory or rules.builtin_rules_dir()
+    trees, docs = prebuilt.extra(_parsed(directory))
+    lines = [
+        '"""The built-in rules\' docs and expression trees (generated from rules/*.toml by',
+        "python -m meshlint.generate.rules_prebuilt; do not edit): read only by a run that shows a doc or interprets",
+        "an expression, and only while FINGERPRINT and FORMAT are those of rules_prebuilt.py. Literal data: TREES maps",
+        'an expression\'s source to its tree as JSON text, DOCS a rule\'s code to its doc."""',
+        "",
+        f"FORMAT = {prebuilt.FORMAT!r}",
+        f"FINGERPRINT = {prebuilt.fingerprint(directory, __version__)!r}",
+        "TREES = {",
+        *(f"    {source!r}: {tree!r}," for source, tree in trees.items()),
+        "}",
+        "DOCS = {",
+        *(f"    {code!r}: {doc!r}," for code, doc in docs.items()),
+        "}",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -126,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     status = 0
     compiled = compiled_sources()
-    for out, texts in ((OUT, {OUT.name: module_source()}), (OUT_COMPILED, compiled)):
+    for out, texts in ((OUT, {OUT.name: module_source()}), (OUT_EXTRA, {OUT_EXTRA.name: extra_source()}),
+                       (OUT_COMPILED, compiled)):
         if args.check:
             if _written(out) != texts:
                 print(f"{out}: differs from rules/: run python -m meshlint.generate.rules_prebuilt")

@@ -33,7 +33,7 @@ def _rule_json(r) -> dict:
     return {"code": r.code, "name": r.name, "severity": r.severity, "summary": r.summary,
             "dialects": list(r.dialects) if r.dialects else None,
             "frameworks": list(r.frameworks) if r.frameworks else None, "origin": r.origin, "path": r.path,
-            "doc": r.doc}
+            "doc": dict(r.doc)}  # a built-in rule's doc fills itself when read (prebuilt._Doc): a plain copy
 
 
 def _applies(r, sep: str = ", ") -> str:

@@ -78,7 +78,7 @@ class Expr:
         self.source = source
         self._root = root
         self.size = size    # nodes, charged to the step budget per evaluation (counted once, when built)
-        self._tree = tree   # the cached JSON text, while root is not built yet
+        self._tree = tree   # the cached JSON text (or a function giving it), while root is not built yet
         self._fn = None     # the compiled closure, built on first evaluation
 
     def __repr__(self) -> str:
@@ -93,8 +93,13 @@ class Expr:
     def _build(self) -> None:
         from meshlint.engine.expr.treecode import decode_tree
 
+        tree = self._tree
+        if tree is not None and tree.__class__ is not str:  # where to find it (the built-in rules': prebuilt.tree_of)
+            tree = tree(self.source)
         try:
-            self._root, self.size = decode_tree(self._tree)
+            if tree is None:
+                raise ValueError("no stored tree")
+            self._root, self.size = decode_tree(tree)
         except Exception:  # noqa: BLE001 - a damaged cache entry: the source is the truth
             fresh = parse(self.source)
             self._root, self.size = fresh.root, fresh.size
