@@ -309,13 +309,13 @@ def _expressions():
     return st.recursive(st.sampled_from(LEAVES), extend, max_leaves=12)
 
 
-def _both_ways(source: str, lets: dict) -> list:
+def _both_ways(source: str, lets: dict, compact: bool = False) -> list:
     try:
         parsed = expr.parse(source)
     except expr.ExprError:
         return []
     consts: list = []
-    text = compiler.function_source("f", parsed.root, consts)
+    text = compiler.function_source("f", parsed.root, consts, compact)
     assert text is not None, source
     namespace: dict = {}
     exec(compiler.PRELUDE + "".join(f"K{i} = {c}\n" for i, c in enumerate(consts))  # noqa: S102 - the test's own
@@ -334,9 +334,10 @@ def _both_ways(source: str, lets: dict) -> list:
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(_expressions())
 def test_random_expressions_are_the_same_both_ways(source):
-    results = _both_ways(source, {"item": "xs[1]", "k": "n + 1"})
-    if results:
-        assert results[0] == results[1], source
+    for compact in (False, True):  # the fast paths inline, and without them (a finding's message, key and help)
+        results = _both_ways(source, {"item": "xs[1]", "k": "n + 1"}, compact)
+        if results:
+            assert results[0] == results[1], (source, compact)
 
 
 @pytest.mark.parametrize("source", [
@@ -347,6 +348,7 @@ def test_random_expressions_are_the_same_both_ways(source):
     "[k for k in range(5000) for j in range(20)]", "d.b", "ds[1].a", "nulls[1] + 1", "coalesce(u, d.b, n)",
     "str(u) + s", "len(long) if t else undefined", "item + k", "e[0]",
 ])
-def test_chosen_expressions_are_the_same_both_ways(source):
-    results = _both_ways(source, {"item": "xs[1]", "k": "n + 1"})
+@pytest.mark.parametrize("compact", [False, True])
+def test_chosen_expressions_are_the_same_both_ways(source, compact):
+    results = _both_ways(source, {"item": "xs[1]", "k": "n + 1"}, compact)
     assert len(results) == 2 and results[0] == results[1], source

@@ -35,9 +35,15 @@ _ARITH_FAST = ("+", "-", "*")  # on two ints these never raise; the rest go thro
 
 
 class _Writer:
-    """The statements of one function; ``expr`` returns a Python expression (a local or a literal) for a node."""
+    """The statements of one function; ``expr`` returns a Python expression (a local or a literal) for a node.
 
-    def __init__(self, consts: list):
+    ``compact``: without the inline fast paths that only stand in for a call into ``values`` / ``functions`` (a
+    field of a table, an item of a list, arithmetic on two ints, ``len``, ``type``, a value's truth), each that very
+    call, so the same result, charges and errors in less bytecode: for the expressions only a finding evaluates
+    (its message, key and help), which a run loads but seldom runs."""
+
+    def __init__(self, consts: list, compact: bool = False):
+        self.compact = compact
         self.lines: list[str] = []
         self.level = 1
         self.temps = 0
@@ -74,7 +80,7 @@ class _Writer:
 
     def truth(self, value: str) -> str:
         # _truth(v): bool(v), NeedFact for an unknown; a bool is its own truth
-        return f"({value} if {value}.__class__ is bool else _truth({value}))"
+        return f"_truth({value})" if self.compact else f"({value} if {value}.__class__ is bool else _truth({value}))"
 
     def expr(self, node: Node, env: str, bound: dict) -> str:
         """Statements computing ``node`` in scope ``env``; ``bound``: loop variable -> the local holding it."""
@@ -102,11 +108,14 @@ class _Writer:
             if seen is not None and not self.known(obj):
                 return seen[0]
             t = self.temp()
-            self.emit(f"if {obj}.__class__ is dict and {node.attr!r} in {obj}:")
-            self.emit(f"    {t} = {obj}[{node.attr!r}]")
-            self.emit(f"    if {t} is None: {t} = Missing({path!r})")
-            self.emit("else:")
-            self.emit(f"    {t} = attr_value({obj}, {node.attr!r}, {path!r})")
+            if self.compact:
+                self.emit(f"{t} = attr_value({obj}, {node.attr!r}, {path!r})")
+            else:
+                self.emit(f"if {obj}.__class__ is dict and {node.attr!r} in {obj}:")
+                self.emit(f"    {t} = {obj}[{node.attr!r}]")
+                self.emit(f"    if {t} is None: {t} = Missing({path!r})")
+                self.emit("else:")
+                self.emit(f"    {t} = attr_value({obj}, {node.attr!r}, {path!r})")
             if not self.known(obj):
                 self.names[(obj, "." + node.attr)] = (t, self.level)
             return t
@@ -117,7 +126,8 @@ class _Writer:
             t = self.temp()
             self.need(idx)
             base = _path_of(node.obj) or "?"
-            if node.index.__class__ is Const and node.index.value.__class__ is int and node.index.value >= 0:
+            if not self.compact and node.index.__class__ is Const and node.index.value.__class__ is int \
+                    and node.index.value >= 0:
                 # index_value's usual case inline: a list long enough, a known item
                 self.emit(f"if {obj}.__class__ is list and len({obj}) > {node.index.value}:")
                 self.emit(f"    {t} = {obj}[{node.index.value}]")
@@ -132,7 +142,9 @@ class _Writer:
             spec = FUNCTIONS[node.func]
             t = self.temp()
             call = f"call_value({env}, F_{node.func}.fn, F_{node.func}.cost, {spec.null_ok!r}, [{', '.join(args)}])"
-            if node.func == "len" and len(args) == 1 and spec.fn is _f_len and spec.cost is _cost_len:
+            if self.compact:
+                self.emit(f"{t} = {call}")
+            elif node.func == "len" and len(args) == 1 and spec.fn is _f_len and spec.cost is _cost_len:
                 # call_value's work for a list, string or table, inline: charged its length (at least 1)
                 a = args[0]
                 self.emit(f"if {a}.__class__ is list or {a}.__class__ is str or {a}.__class__ is dict:")
@@ -177,7 +189,7 @@ class _Writer:
             right = self.expr(node.right, env, bound)
             self.need(right)
             t = self.temp()
-            if node.op in _ARITH_FAST:
+            if node.op in _ARITH_FAST and not self.compact:
                 self.emit(f"if {left}.__class__ is int and {right}.__class__ is int:")
                 self.emit(f"    {t} = {left} {node.op} {right}")
                 self.emit(f"    if not -MAX_INT <= {t} <= MAX_INT: _check_value({t})")
@@ -225,12 +237,13 @@ class _Writer:
                 return t
             constant = right_node.value.__class__ if right_node.__class__ is Const else None
             right = self.expr(right_node, env, bound)
-            if op in _FAST_COMPARE and constant in (int, str):  # ``x >= 1``, ``x == 'tp'``: the constant's type known
+            fast = op in _FAST_COMPARE  # not only faster: two ints or strings compare uncharged (interp's compare1)
+            if fast and constant in (int, str):  # ``x >= 1``, ``x == 'tp'``: the constant's type known
                 self.emit(f"if {first}.__class__ is {constant.__name__}:")
                 self.emit(f"    {t} = {first} {op} {right}")
                 self.emit("else:")
                 self.enter()
-            elif op in _FAST_COMPARE:
+            elif fast:
                 self.emit(f"if {first}.__class__ is {right}.__class__ and ({first}.__class__ is int "
                           f"or {first}.__class__ is str):")
                 self.emit(f"    {t} = {first} {op} {right}")
@@ -242,7 +255,7 @@ class _Writer:
             elif constant is str and len(right_node.value) > 64:  # what _charge_operands charges for it
                 self.emit(f"_charge_operands({env}, {first}, {right})")
             self.emit(f"{t} = _compare({op!r}, {first}, {right})")
-            if op in _FAST_COMPARE:
+            if fast:
                 self.leave()
             return t
         # a chain: each link charged and compared; the first false one ends it, later operands unevaluated
@@ -302,9 +315,10 @@ def _literal(value) -> str:
     return f"({value!r})"  # bracketed: (1).__class__ is Python, 1.__class__ is not
 
 
-def function_source(name: str, root: Node, consts: list) -> str | None:
-    """``def name(env): ...`` computing ``root``, or None where Python could not compile it."""
-    writer = _Writer(consts)
+def function_source(name: str, root: Node, consts: list, compact: bool = False) -> str | None:
+    """``def name(env): ...`` computing ``root``, or None where Python could not compile it (``compact``: see
+    _Writer)."""
+    writer = _Writer(consts, compact)
     before = len(consts)
     try:
         result = writer.expr(root, "env", {})
@@ -321,15 +335,16 @@ def function_source(name: str, root: Node, consts: list) -> str | None:
 
 
 def module_body(expressions: list) -> tuple[list[str], dict]:
-    """The functions of ``expressions`` ([(source, root, size)]): (source lines, source -> (function name, size))."""
+    """The functions of ``expressions`` ([(source, root, size, compact)]): (source lines, source -> (function name,
+    size))."""
     consts: list[str] = []
     functions: list[str] = []
     table: dict = {}
-    for source, root, size in expressions:
+    for source, root, size, compact in expressions:
         if source in table:
             continue
         name = f"e{len(table)}"
-        text = function_source(name, root, consts)
+        text = function_source(name, root, consts, compact)
         if text is not None:
             functions.append(text)
             table[source] = (name, size)
