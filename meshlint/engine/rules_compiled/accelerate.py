@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3382922810, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 597924938, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -116,41 +116,21 @@ def e1(env):
 def e2(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'sp' in t1:
-        t2 = t1['sp']
-        if t2 is None: t2 = Missing('accelerate.sp')
-    else:
-        t2 = attr_value(t1, 'sp', 'accelerate.sp')
+    t2 = attr_value(t1, 'sp', 'accelerate.sp')
     return t2
 
 def e3(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'keys' in t1:
-        t2 = t1['keys']
-        if t2 is None: t2 = Missing('accelerate.keys')
-    else:
-        t2 = attr_value(t1, 'keys', 'accelerate.keys')
-    if t2.__class__ is dict and 'sp' in t2:
-        t3 = t2['sp']
-        if t3 is None: t3 = Missing('accelerate.keys.sp')
-    else:
-        t3 = attr_value(t2, 'sp', 'accelerate.keys.sp')
+    t2 = attr_value(t1, 'keys', 'accelerate.keys')
+    t3 = attr_value(t2, 'sp', 'accelerate.keys.sp')
     return t3
 
 def e4(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'keys' in t1:
-        t2 = t1['keys']
-        if t2 is None: t2 = Missing('accelerate.keys')
-    else:
-        t2 = attr_value(t1, 'keys', 'accelerate.keys')
-    if t2.__class__ is dict and 'cp' in t2:
-        t3 = t2['cp']
-        if t3 is None: t3 = Missing('accelerate.keys.cp')
-    else:
-        t3 = attr_value(t2, 'cp', 'accelerate.keys.cp')
+    t2 = attr_value(t1, 'keys', 'accelerate.keys')
+    t3 = attr_value(t2, 'cp', 'accelerate.keys.cp')
     return t3
 
 def e5(env):
@@ -257,11 +237,7 @@ def e6(env):
 def e7(env):
     t1 = env.lookup('declared')
     if t1 is None: t1 = Missing('declared')
-    if t1.__class__ is dict and 'dp_replicate' in t1:
-        t2 = t1['dp_replicate']
-        if t2 is None: t2 = Missing('declared.dp_replicate')
-    else:
-        t2 = attr_value(t1, 'dp_replicate', 'declared.dp_replicate')
+    t2 = attr_value(t1, 'dp_replicate', 'declared.dp_replicate')
     return t2
 
 def e8(env):
@@ -271,41 +247,25 @@ def e8(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        if ('tp_size = ').__class__ is int and t4.__class__ is int:
-            t5 = ('tp_size = ') + t4
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', ('tp_size = '), t4, env)
+        t5 = _binop('+', ('tp_size = '), t4, env)
         t3 = t5
     else:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if ('cp_size = ').__class__ is int and t7.__class__ is int:
-            t8 = ('cp_size = ') + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', ('cp_size = '), t7, env)
+        t8 = _binop('+', ('cp_size = '), t7, env)
         t3 = t8
     return t3
 
 def e9(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'keys' in t1:
-        t2 = t1['keys']
-        if t2 is None: t2 = Missing('accelerate.keys')
-    else:
-        t2 = attr_value(t1, 'keys', 'accelerate.keys')
-    if t2.__class__ is dict and 'dp_shard' in t2:
-        t3 = t2['dp_shard']
-        if t3 is None: t3 = Missing('accelerate.keys.dp_shard')
-    else:
-        t3 = attr_value(t2, 'dp_shard', 'accelerate.keys.dp_shard')
+    t2 = attr_value(t1, 'keys', 'accelerate.keys')
+    t3 = attr_value(t2, 'dp_shard', 'accelerate.keys.dp_shard')
     return t3
 
 def e10(env):
@@ -315,7 +275,7 @@ def e10(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('TP')
     else:
         t3 = ('CP')
@@ -616,38 +576,30 @@ def e16(env):
 def e17(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'num_machines' in t1:
-        t2 = t1['num_machines']
-        if t2 is None: t2 = Missing('accelerate.num_machines')
-    else:
-        t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t2.__class__ is int:
             t5 = t2 > (1)
         else:
             t5 = _compare('>', t2, (1))
-        t4 = (t5 if t5.__class__ is bool else _truth(t5))
+        t4 = _truth(t5)
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t7 = env.lookup('total')
         if t7 is None: t7 = Missing('total')
         t9 = env.lookup('world_size')
         if t9 is None: t9 = Missing('world_size')
         if t9 is None or t9.__class__ is Missing: _need(t9)
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        if t9.__class__ is int and t2.__class__ is int:
-            t10 = t9 * t2
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('*', t9, t2, env)
+        t10 = _binop('*', t9, t2, env)
         if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
             t8 = t7 == t10
         else:
             if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
             t8 = _compare('==', t7, t10)
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+        t6 = _truth(t8)
     else:
         t6 = False
     return t6
@@ -655,42 +607,34 @@ def e17(env):
 def e18(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'num_machines' in t1:
-        t2 = t1['num_machines']
-        if t2 is None: t2 = Missing('accelerate.num_machines')
-    else:
-        t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t2.__class__ is int:
             t5 = t2 > (1)
         else:
             t5 = _compare('>', t2, (1))
-        t4 = (t5 if t5.__class__ is bool else _truth(t5))
+        t4 = _truth(t5)
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t7 = env.lookup('total')
         if t7 is None: t7 = Missing('total')
         t9 = env.lookup('world_size')
         if t9 is None: t9 = Missing('world_size')
         if t9 is None or t9.__class__ is Missing: _need(t9)
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        if t9.__class__ is int and t2.__class__ is int:
-            t10 = t9 * t2
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('*', t9, t2, env)
+        t10 = _binop('*', t9, t2, env)
         if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
             t8 = t7 == t10
         else:
             if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
             t8 = _compare('==', t7, t10)
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+        t6 = _truth(t8)
     else:
         t6 = False
-    t11 = not (t6 if t6.__class__ is bool else _truth(t6))
-    if (t11 if t11.__class__ is bool else _truth(t11)):
+    t11 = not _truth(t6)
+    if _truth(t11):
         t13 = env.lookup('world_size')
         if t13 is None: t13 = Missing('world_size')
         if t13 is None or t13.__class__ is Missing: _need(t13)
@@ -702,7 +646,7 @@ def e18(env):
             t16 = t15 == (0)
         else:
             t16 = _compare('==', t15, (0))
-        t12 = (t16 if t16.__class__ is bool else _truth(t16))
+        t12 = _truth(t16)
     else:
         t12 = False
     return t12
@@ -710,42 +654,34 @@ def e18(env):
 def e19(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'num_machines' in t1:
-        t2 = t1['num_machines']
-        if t2 is None: t2 = Missing('accelerate.num_machines')
-    else:
-        t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t2.__class__ is int:
             t5 = t2 > (1)
         else:
             t5 = _compare('>', t2, (1))
-        t4 = (t5 if t5.__class__ is bool else _truth(t5))
+        t4 = _truth(t5)
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t7 = env.lookup('total')
         if t7 is None: t7 = Missing('total')
         t9 = env.lookup('world_size')
         if t9 is None: t9 = Missing('world_size')
         if t9 is None or t9.__class__ is Missing: _need(t9)
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        if t9.__class__ is int and t2.__class__ is int:
-            t10 = t9 * t2
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('*', t9, t2, env)
+        t10 = _binop('*', t9, t2, env)
         if t7.__class__ is t10.__class__ and (t7.__class__ is int or t7.__class__ is str):
             t8 = t7 == t10
         else:
             if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t7, t10)
             t8 = _compare('==', t7, t10)
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+        t6 = _truth(t8)
     else:
         t6 = False
-    t11 = not (t6 if t6.__class__ is bool else _truth(t6))
-    if (t11 if t11.__class__ is bool else _truth(t11)):
+    t11 = not _truth(t6)
+    if _truth(t11):
         t13 = env.lookup('world_size')
         if t13 is None: t13 = Missing('world_size')
         if t13 is None or t13.__class__ is Missing: _need(t13)
@@ -757,7 +693,7 @@ def e19(env):
             t16 = t15 != (0)
         else:
             t16 = _compare('!=', t15, (0))
-        t12 = (t16 if t16.__class__ is bool else _truth(t16))
+        t12 = _truth(t16)
     else:
         t12 = False
     return t12
@@ -772,100 +708,52 @@ def e20(env):
     else:
         if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t3])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('torch refuses a mesh larger than the world (RuntimeError: Mesh should not be bigger than default world size ').__class__ is int and t5.__class__ is int:
-            t6 = ('torch refuses a mesh larger than the world (RuntimeError: Mesh should not be bigger than default world size ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('torch refuses a mesh larger than the world (RuntimeError: Mesh should not be bigger than default world size '), t5, env)
+        t6 = _binop('+', ('torch refuses a mesh larger than the world (RuntimeError: Mesh should not be bigger than default world size '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and (')').__class__ is int:
-            t7 = t6 + (')')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, (')'), env)
+        t7 = _binop('+', t6, (')'), env)
         t4 = t7
     else:
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if ('the Accelerator refuses it (ValueError: ParallelismConfig total_size (').__class__ is int and t8.__class__ is int:
-            t9 = ('the Accelerator refuses it (ValueError: ParallelismConfig total_size (') + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', ('the Accelerator refuses it (ValueError: ParallelismConfig total_size ('), t8, env)
+        t9 = _binop('+', ('the Accelerator refuses it (ValueError: ParallelismConfig total_size ('), t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and (') does not match num_processes (').__class__ is int:
-            t10 = t9 + (') does not match num_processes (')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, (') does not match num_processes ('), env)
+        t10 = _binop('+', t9, (') does not match num_processes ('), env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = call_value(env, F_str.fn, F_str.cost, True, [t3])
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t10.__class__ is int and t11.__class__ is int:
-            t12 = t10 + t11
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t10, t11, env)
+        t12 = _binop('+', t10, t11, env)
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t12.__class__ is int and ('))').__class__ is int:
-            t13 = t12 + ('))')
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t12, ('))'), env)
+        t13 = _binop('+', t12, ('))'), env)
         t4 = t13
     return t4
 
 def e21(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'keys' in t1:
-        t2 = t1['keys']
-        if t2 is None: t2 = Missing('accelerate.keys')
-    else:
-        t2 = attr_value(t1, 'keys', 'accelerate.keys')
-    if t2.__class__ is dict and 'dp_shard' in t2:
-        t3 = t2['dp_shard']
-        if t3 is None: t3 = Missing('accelerate.keys.dp_shard')
-    else:
-        t3 = attr_value(t2, 'dp_shard', 'accelerate.keys.dp_shard')
+    t2 = attr_value(t1, 'keys', 'accelerate.keys')
+    t3 = attr_value(t2, 'dp_shard', 'accelerate.keys.dp_shard')
     t4 = not (t3 is None or t3.__class__ is Missing)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t5 = t3
     else:
-        if t2.__class__ is dict and 'num_processes' in t2:
-            t6 = t2['num_processes']
-            if t6 is None: t6 = Missing('accelerate.keys.num_processes')
-        else:
-            t6 = attr_value(t2, 'num_processes', 'accelerate.keys.num_processes')
+        t6 = attr_value(t2, 'num_processes', 'accelerate.keys.num_processes')
         t5 = t6
     return t5
 
 def e22(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'num_machines' in t1:
-        t2 = t1['num_machines']
-        if t2 is None: t2 = Missing('accelerate.num_machines')
-    else:
-        t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     return t2
 
 def e23(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'keys' in t1:
-        t2 = t1['keys']
-        if t2 is None: t2 = Missing('accelerate.keys')
-    else:
-        t2 = attr_value(t1, 'keys', 'accelerate.keys')
-    if t2.__class__ is dict and 'num_processes' in t2:
-        t3 = t2['num_processes']
-        if t3 is None: t3 = Missing('accelerate.keys.num_processes')
-    else:
-        t3 = attr_value(t2, 'num_processes', 'accelerate.keys.num_processes')
+    t2 = attr_value(t1, 'keys', 'accelerate.keys')
+    t3 = attr_value(t2, 'num_processes', 'accelerate.keys.num_processes')
     return t3
 
 def e24(env):
@@ -1029,22 +917,14 @@ def e27(env):
     t2 = env.budget
     t4 = env.lookup('declared')
     if t4 is None: t4 = Missing('declared')
-    if t4.__class__ is dict and 'dp_replicate' in t4:
-        t5 = t4['dp_replicate']
-        if t5 is None: t5 = Missing('declared.dp_replicate')
-    else:
-        t5 = attr_value(t4, 'dp_replicate', 'declared.dp_replicate')
+    t5 = attr_value(t4, 'dp_replicate', 'declared.dp_replicate')
     t6 = [('dp_replicate'), t5]
     t7 = env.lookup('tp')
     if t7 is None: t7 = Missing('tp')
     t8 = [('tp'), t7]
     t9 = env.lookup('accelerate')
     if t9 is None: t9 = Missing('accelerate')
-    if t9.__class__ is dict and 'sp' in t9:
-        t10 = t9['sp']
-        if t10 is None: t10 = Missing('accelerate.sp')
-    else:
-        t10 = attr_value(t9, 'sp', 'accelerate.sp')
+    t10 = attr_value(t9, 'sp', 'accelerate.sp')
     t11 = [('sp'), t10]
     t12 = [t6, t8, t11]
     t3 = loop_items(t12)
@@ -1058,46 +938,26 @@ def e27(env):
         t16 = t15
         if t16 is None: t16 = Missing('p')
         if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t16.__class__ is list and len(t16) > 1:
-            t17 = t16[1]
-            if t17 is None: t17 = Missing('p[1]')
-        else:
-            t17 = index_value(t16, (1), 'p')
+        t17 = index_value(t16, (1), 'p')
         if t17.__class__ is int:
             t18 = t17 > (1)
         else:
             t18 = _compare('>', t17, (1))
-        if (t18 if t18.__class__ is bool else _truth(t18)):
+        if _truth(t18):
             t19 = t15
             if t19 is None: t19 = Missing('p')
             if t19 is None or t19.__class__ is Missing: _need(t19)
-            if t19.__class__ is list and len(t19) > 0:
-                t20 = t19[0]
-                if t20 is None: t20 = Missing('p[0]')
-            else:
-                t20 = index_value(t19, (0), 'p')
+            t20 = index_value(t19, (0), 'p')
             if t20 is None or t20.__class__ is Missing: _need(t20)
-            if t20.__class__ is int and ('=').__class__ is int:
-                t21 = t20 + ('=')
-                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-            else:
-                t21 = _binop('+', t20, ('='), t13)
+            t21 = _binop('+', t20, ('='), t13)
             if t21 is None or t21.__class__ is Missing: _need(t21)
             t22 = t15
             if t22 is None: t22 = Missing('p')
             if t22 is None or t22.__class__ is Missing: _need(t22)
-            if t22.__class__ is list and len(t22) > 1:
-                t23 = t22[1]
-                if t23 is None: t23 = Missing('p[1]')
-            else:
-                t23 = index_value(t22, (1), 'p')
+            t23 = index_value(t22, (1), 'p')
             t24 = call_value(t13, F_str.fn, F_str.cost, True, [t23])
             if t24 is None or t24.__class__ is Missing: _need(t24)
-            if t21.__class__ is int and t24.__class__ is int:
-                t25 = t21 + t24
-                if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
-            else:
-                t25 = _binop('+', t21, t24, t13)
+            t25 = _binop('+', t21, t24, t13)
             t1.append(t25)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
@@ -1112,32 +972,24 @@ def e28(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t4 = _binop('%', t1, (2), env)
         if t4.__class__ is int:
             t5 = t4 == (0)
         else:
             t5 = _compare('==', t4, (0))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = _truth(t5)
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t7 = _binop('//', t1, (2), env)
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if ('leave ranks to FSDP: e.g. tp_size = ').__class__ is int and t8.__class__ is int:
-            t9 = ('leave ranks to FSDP: e.g. tp_size = ') + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', ('leave ranks to FSDP: e.g. tp_size = '), t8, env)
+        t9 = _binop('+', ('leave ranks to FSDP: e.g. tp_size = '), t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and (' and dp_shard_size = 2').__class__ is int:
-            t10 = t9 + (' and dp_shard_size = 2')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, (' and dp_shard_size = 2'), env)
+        t10 = _binop('+', t9, (' and dp_shard_size = 2'), env)
         t6 = t10
     else:
         t6 = ('give dp_shard_size a size above 1')
@@ -1309,96 +1161,52 @@ def e30(env):
 def e31(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'distributed_type' in t1:
-        t2 = t1['distributed_type']
-        if t2 is None: t2 = Missing('accelerate.distributed_type')
-    else:
-        t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
+    t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
     if t2.__class__ is str:
         t3 = t2 == ('FSDP')
     else:
         t3 = _compare('==', t2, ('FSDP'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t1.__class__ is dict and 'fsdp_version' in t1:
-            t5 = t1['fsdp_version']
-            if t5 is None: t5 = Missing('accelerate.fsdp_version')
-        else:
-            t5 = attr_value(t1, 'fsdp_version', 'accelerate.fsdp_version')
+    if _truth(t3):
+        t5 = attr_value(t1, 'fsdp_version', 'accelerate.fsdp_version')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if ('FSDP version ').__class__ is int and t6.__class__ is int:
-            t7 = ('FSDP version ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', ('FSDP version '), t6, env)
+        t7 = _binop('+', ('FSDP version '), t6, env)
         t4 = t7
     else:
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        if ('distributed_type ').__class__ is int and t2.__class__ is int:
-            t8 = ('distributed_type ') + t2
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', ('distributed_type '), t2, env)
+        t8 = _binop('+', ('distributed_type '), t2, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is int and (' on one process').__class__ is int:
-            t9 = t8 + (' on one process')
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t8, (' on one process'), env)
+        t9 = _binop('+', t8, (' on one process'), env)
         t4 = t9
     return t4
 
 def e32(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'distributed_type' in t1:
-        t2 = t1['distributed_type']
-        if t2 is None: t2 = Missing('accelerate.distributed_type')
-    else:
-        t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
+    t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
     if t2.__class__ is str:
         t3 = t2 == ('FSDP')
     else:
         t3 = _compare('==', t2, ('FSDP'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t1.__class__ is dict and 'keys' in t1:
-            t5 = t1['keys']
-            if t5 is None: t5 = Missing('accelerate.keys')
-        else:
-            t5 = attr_value(t1, 'keys', 'accelerate.keys')
-        if t5.__class__ is dict and 'fsdp_version' in t5:
-            t6 = t5['fsdp_version']
-            if t6 is None: t6 = Missing('accelerate.keys.fsdp_version')
-        else:
-            t6 = attr_value(t5, 'fsdp_version', 'accelerate.keys.fsdp_version')
+    if _truth(t3):
+        t5 = attr_value(t1, 'keys', 'accelerate.keys')
+        t6 = attr_value(t5, 'fsdp_version', 'accelerate.keys.fsdp_version')
         t4 = t6
     else:
-        if t1.__class__ is dict and 'keys' in t1:
-            t7 = t1['keys']
-            if t7 is None: t7 = Missing('accelerate.keys')
-        else:
-            t7 = attr_value(t1, 'keys', 'accelerate.keys')
-        if t7.__class__ is dict and 'distributed_type' in t7:
-            t8 = t7['distributed_type']
-            if t8 is None: t8 = Missing('accelerate.keys.distributed_type')
-        else:
-            t8 = attr_value(t7, 'distributed_type', 'accelerate.keys.distributed_type')
+        t7 = attr_value(t1, 'keys', 'accelerate.keys')
+        t8 = attr_value(t7, 'distributed_type', 'accelerate.keys.distributed_type')
         t4 = t8
     return t4
 
 def e33(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'distributed_type' in t1:
-        t2 = t1['distributed_type']
-        if t2 is None: t2 = Missing('accelerate.distributed_type')
-    else:
-        t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
+    t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
     if t2.__class__ is str:
         t3 = t2 == ('FSDP')
     else:
         t3 = _compare('==', t2, ('FSDP'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('set fsdp_config.fsdp_version: 2')
     else:
         t4 = ('launch several processes')
@@ -1451,26 +1259,14 @@ def e35(env):
 def e36(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'distributed_type' in t1:
-        t2 = t1['distributed_type']
-        if t2 is None: t2 = Missing('accelerate.distributed_type')
-    else:
-        t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
+    t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
     return t2
 
 def e37(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'keys' in t1:
-        t2 = t1['keys']
-        if t2 is None: t2 = Missing('accelerate.keys')
-    else:
-        t2 = attr_value(t1, 'keys', 'accelerate.keys')
-    if t2.__class__ is dict and 'distributed_type' in t2:
-        t3 = t2['distributed_type']
-        if t3 is None: t3 = Missing('accelerate.keys.distributed_type')
-    else:
-        t3 = attr_value(t2, 'distributed_type', 'accelerate.keys.distributed_type')
+    t2 = attr_value(t1, 'keys', 'accelerate.keys')
+    t3 = attr_value(t2, 'distributed_type', 'accelerate.keys.distributed_type')
     return t3
 
 def e38(env):
@@ -1554,27 +1350,15 @@ def e39(env):
 def e40(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'num_processes' in t1:
-        t2 = t1['num_processes']
-        if t2 is None: t2 = Missing('accelerate.num_processes')
-    else:
-        t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
+    t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
     return t2
 
 def e41(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'num_processes' in t1:
-        t2 = t1['num_processes']
-        if t2 is None: t2 = Missing('accelerate.num_processes')
-    else:
-        t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
+    t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is dict and 'num_machines' in t1:
-        t3 = t1['num_machines']
-        if t3 is None: t3 = Missing('accelerate.num_machines')
-    else:
-        t3 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    t3 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('//', t2, t3, env)
     return t4
@@ -1582,53 +1366,29 @@ def e41(env):
 def e42(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'num_processes' in t1:
-        t2 = t1['num_processes']
-        if t2 is None: t2 = Missing('accelerate.num_processes')
-    else:
-        t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
+    t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is dict and 'num_machines' in t1:
-        t3 = t1['num_machines']
-        if t3 is None: t3 = Missing('accelerate.num_machines')
-    else:
-        t3 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    t3 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('//', t2, t3, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t4.__class__ is int and t3.__class__ is int:
-        t5 = t4 * t3
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t4, t3, env)
+    t5 = _binop('*', t4, t3, env)
     return t5
 
 def e43(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'num_machines' in t1:
-        t2 = t1['num_machines']
-        if t2 is None: t2 = Missing('accelerate.num_machines')
-    else:
-        t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is dict and 'num_processes' in t1:
-        t3 = t1['num_processes']
-        if t3 is None: t3 = Missing('accelerate.num_processes')
-    else:
-        t3 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
+    t3 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t4 = _binop('//', t3, t2, env)
     t5 = [(1), t4]
     t6 = call_value(env, F_max.fn, F_max.cost, False, [t5])
     if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t2.__class__ is int and t6.__class__ is int:
-        t7 = t2 * t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-    else:
-        t7 = _binop('*', t2, t6, env)
+    t7 = _binop('*', t2, t6, env)
     return t7
 
 def e44(env):
@@ -1701,16 +1461,8 @@ def e44(env):
 def e45(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'keys' in t1:
-        t2 = t1['keys']
-        if t2 is None: t2 = Missing('accelerate.keys')
-    else:
-        t2 = attr_value(t1, 'keys', 'accelerate.keys')
-    if t2.__class__ is dict and 'tp' in t2:
-        t3 = t2['tp']
-        if t3 is None: t3 = Missing('accelerate.keys.tp')
-    else:
-        t3 = attr_value(t2, 'tp', 'accelerate.keys.tp')
+    t2 = attr_value(t1, 'keys', 'accelerate.keys')
+    t3 = attr_value(t2, 'tp', 'accelerate.keys.tp')
     return t3
 
 def e46(env):
@@ -1761,22 +1513,14 @@ def e47(env):
 def e48(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'ignored_flags' in t1:
-        t2 = t1['ignored_flags']
-        if t2 is None: t2 = Missing('accelerate.ignored_flags')
-    else:
-        t2 = attr_value(t1, 'ignored_flags', 'accelerate.ignored_flags')
+    t2 = attr_value(t1, 'ignored_flags', 'accelerate.ignored_flags')
     t3 = call_value(env, F_join.fn, F_join.cost, False, [t2, (', ')])
     return t3
 
 def e49(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
-    if t1.__class__ is dict and 'keys_ignored' in t1:
-        t2 = t1['keys_ignored']
-        if t2 is None: t2 = Missing('accelerate.keys_ignored')
-    else:
-        t2 = attr_value(t1, 'keys_ignored', 'accelerate.keys_ignored')
+    t2 = attr_value(t1, 'keys_ignored', 'accelerate.keys_ignored')
     return t2
 
 COMPILED = {

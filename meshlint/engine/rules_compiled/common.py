@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3382922810, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 597924938, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -54,26 +54,18 @@ def e1(env):
 def e2(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'expected' in t1:
-        t2 = t1['expected']
-        if t2 is None: t2 = Missing('item.expected')
-    else:
-        t2 = attr_value(t1, 'expected', 'item.expected')
+    t2 = attr_value(t1, 'expected', 'item.expected')
     if t2.__class__ is str:
         t3 = t2 == ('an integer')
     else:
         t3 = _compare('==', t2, ('an integer'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t1.__class__ is dict and 'actual' in t1:
-            t5 = t1['actual']
-            if t5 is None: t5 = Missing('item.actual')
-        else:
-            t5 = attr_value(t1, 'actual', 'item.actual')
+    if _truth(t3):
+        t5 = attr_value(t1, 'actual', 'item.actual')
         if t5.__class__ is str:
             t6 = t5 == ('string')
         else:
             t6 = _compare('==', t5, ('string'))
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = _truth(t6)
     else:
         t4 = False
     return t4
@@ -81,26 +73,18 @@ def e2(env):
 def e3(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'expected' in t1:
-        t2 = t1['expected']
-        if t2 is None: t2 = Missing('item.expected')
-    else:
-        t2 = attr_value(t1, 'expected', 'item.expected')
+    t2 = attr_value(t1, 'expected', 'item.expected')
     if t2.__class__ is str:
         t3 = t2 == ('an integer')
     else:
         t3 = _compare('==', t2, ('an integer'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t1.__class__ is dict and 'actual' in t1:
-            t5 = t1['actual']
-            if t5 is None: t5 = Missing('item.actual')
-        else:
-            t5 = attr_value(t1, 'actual', 'item.actual')
+    if _truth(t3):
+        t5 = attr_value(t1, 'actual', 'item.actual')
         if t5.__class__ is str:
             t6 = t5 == ('float')
         else:
             t6 = _compare('==', t5, ('float'))
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = _truth(t6)
     else:
         t4 = False
     return t4
@@ -108,26 +92,18 @@ def e3(env):
 def e4(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'expected' in t1:
-        t2 = t1['expected']
-        if t2 is None: t2 = Missing('item.expected')
-    else:
-        t2 = attr_value(t1, 'expected', 'item.expected')
+    t2 = attr_value(t1, 'expected', 'item.expected')
     if t2.__class__ is str:
         t3 = t2 == ('an integer')
     else:
         t3 = _compare('==', t2, ('an integer'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t1.__class__ is dict and 'actual' in t1:
-            t5 = t1['actual']
-            if t5 is None: t5 = Missing('item.actual')
-        else:
-            t5 = attr_value(t1, 'actual', 'item.actual')
+    if _truth(t3):
+        t5 = attr_value(t1, 'actual', 'item.actual')
         if t5.__class__ is str:
             t6 = t5 == ('bool')
         else:
             t6 = _compare('==', t5, ('bool'))
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = _truth(t6)
     else:
         t4 = False
     return t4
@@ -135,11 +111,7 @@ def e4(env):
 def e5(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'expected' in t1:
-        t2 = t1['expected']
-        if t2 is None: t2 = Missing('item.expected')
-    else:
-        t2 = attr_value(t1, 'expected', 'item.expected')
+    t2 = attr_value(t1, 'expected', 'item.expected')
     if t2.__class__ is str:
         t3 = t2 == ('a table')
     else:
@@ -149,11 +121,7 @@ def e5(env):
 def e6(env):
     t2 = env.lookup('item')
     if t2 is None: t2 = Missing('item')
-    if t2.__class__ is dict and 'expected' in t2:
-        t3 = t2['expected']
-        if t3 is None: t3 = Missing('item.expected')
-    else:
-        t3 = attr_value(t2, 'expected', 'item.expected')
+    t3 = attr_value(t2, 'expected', 'item.expected')
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('one of'), t3)
     t1 = _compare('in', ('one of'), t3)
     return t1
@@ -161,52 +129,32 @@ def e6(env):
 def e7(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'key' in t1:
-        t2 = t1['key']
-        if t2 is None: t2 = Missing('item.key')
-    else:
-        t2 = attr_value(t1, 'key', 'item.key')
+    t2 = attr_value(t1, 'key', 'item.key')
     return t2
 
 def e8(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'expected' in t1:
-        t2 = t1['expected']
-        if t2 is None: t2 = Missing('item.expected')
-    else:
-        t2 = attr_value(t1, 'expected', 'item.expected')
+    t2 = attr_value(t1, 'expected', 'item.expected')
     return t2
 
 def e9(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'actual' in t1:
-        t2 = t1['actual']
-        if t2 is None: t2 = Missing('item.actual')
-    else:
-        t2 = attr_value(t1, 'actual', 'item.actual')
+    t2 = attr_value(t1, 'actual', 'item.actual')
     return t2
 
 def e10(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'value' in t1:
-        t2 = t1['value']
-        if t2 is None: t2 = Missing('item.value')
-    else:
-        t2 = attr_value(t1, 'value', 'item.value')
+    t2 = attr_value(t1, 'value', 'item.value')
     if t2.__class__ is str:
         t3 = t2 != ('')
     else:
         t3 = _compare('!=', t2, (''))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        if (' ').__class__ is int and t2.__class__ is int:
-            t5 = (' ') + t2
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', (' '), t2, env)
+        t5 = _binop('+', (' '), t2, env)
         t4 = t5
     else:
         t4 = ('')
@@ -215,11 +163,7 @@ def e10(env):
 def e11(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'note' in t1:
-        t2 = t1['note']
-        if t2 is None: t2 = Missing('item.note')
-    else:
-        t2 = attr_value(t1, 'note', 'item.note')
+    t2 = attr_value(t1, 'note', 'item.note')
     return t2
 
 def e12(env):
@@ -316,19 +260,15 @@ def e15(env):
 def e16(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'value' in t1:
-        t2 = t1['value']
-        if t2 is None: t2 = Missing('item.value')
-    else:
-        t2 = attr_value(t1, 'value', 'item.value')
+    t2 = attr_value(t1, 'value', 'item.value')
     if t2.__class__ is int:
         t3 = t2 < (1)
     else:
         t3 = _compare('<', t2, (1))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = env.lookup('fill_ok')
         if t5 is None: t5 = Missing('fill_ok')
-        t4 = (t5 if t5.__class__ is bool else _truth(t5))
+        t4 = _truth(t5)
     else:
         t4 = False
     return t4
@@ -336,20 +276,16 @@ def e16(env):
 def e17(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'value' in t1:
-        t2 = t1['value']
-        if t2 is None: t2 = Missing('item.value')
-    else:
-        t2 = attr_value(t1, 'value', 'item.value')
+    t2 = attr_value(t1, 'value', 'item.value')
     if t2.__class__ is int:
         t3 = t2 < (1)
     else:
         t3 = _compare('<', t2, (1))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = env.lookup('fill_ok')
         if t5 is None: t5 = Missing('fill_ok')
-        t6 = not (t5 if t5.__class__ is bool else _truth(t5))
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t6 = not _truth(t5)
+        t4 = _truth(t6)
     else:
         t4 = False
     return t4
@@ -357,11 +293,7 @@ def e17(env):
 def e18(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'value' in t1:
-        t2 = t1['value']
-        if t2 is None: t2 = Missing('item.value')
-    else:
-        t2 = attr_value(t1, 'value', 'item.value')
+    t2 = attr_value(t1, 'value', 'item.value')
     t4 = env.lookup('max_degree')
     if t4 is None: t4 = Missing('max_degree')
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
@@ -374,65 +306,41 @@ def e18(env):
 def e19(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'name' in t1:
-        t2 = t1['name']
-        if t2 is None: t2 = Missing('item.name')
-    else:
-        t2 = attr_value(t1, 'name', 'item.name')
+    t2 = attr_value(t1, 'name', 'item.name')
     return t2
 
 def e20(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'value' in t1:
-        t2 = t1['value']
-        if t2 is None: t2 = Missing('item.value')
-    else:
-        t2 = attr_value(t1, 'value', 'item.value')
+    t2 = attr_value(t1, 'value', 'item.value')
     return t2
 
 def e21(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'value' in t1:
-        t2 = t1['value']
-        if t2 is None: t2 = Missing('item.value')
-    else:
-        t2 = attr_value(t1, 'value', 'item.value')
+    t2 = attr_value(t1, 'value', 'item.value')
     if t2.__class__ is int:
         t3 = t2 < (1)
     else:
         t3 = _compare('<', t2, (1))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = env.lookup('fill_ok')
         if t5 is None: t5 = Missing('fill_ok')
-        if (t5 if t5.__class__ is bool else _truth(t5)):
+        if _truth(t5):
             t6 = (', or -1 to fill the remaining ranks')
         else:
             t6 = ('')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if ('a degree must be at least 1').__class__ is int and t6.__class__ is int:
-            t7 = ('a degree must be at least 1') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', ('a degree must be at least 1'), t6, env)
+        t7 = _binop('+', ('a degree must be at least 1'), t6, env)
         t4 = t7
     else:
         t8 = env.lookup('max_degree')
         if t8 is None: t8 = Missing('max_degree')
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if ('larger than any cluster (the limit is ').__class__ is int and t9.__class__ is int:
-            t10 = ('larger than any cluster (the limit is ') + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', ('larger than any cluster (the limit is '), t9, env)
+        t10 = _binop('+', ('larger than any cluster (the limit is '), t9, env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t10.__class__ is int and (' ranks)').__class__ is int:
-            t11 = t10 + (' ranks)')
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t10, (' ranks)'), env)
+        t11 = _binop('+', t10, (' ranks)'), env)
         t4 = t11
     return t4
 
@@ -788,7 +696,7 @@ def e28(env):
         t2 = t1 != ('native')
     else:
         t2 = _compare('!=', t1, ('native'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('world_size')
         if t4 is None: t4 = Missing('world_size')
         if t4 is None or t4.__class__ is Missing: _need(t4)
@@ -800,7 +708,7 @@ def e28(env):
             t7 = t6 == (0)
         else:
             t7 = _compare('==', t6, (0))
-        t3 = (t7 if t7.__class__ is bool else _truth(t7))
+        t3 = _truth(t7)
     else:
         t3 = False
     return t3
@@ -812,7 +720,7 @@ def e29(env):
         t2 = t1 != ('native')
     else:
         t2 = _compare('!=', t1, ('native'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('world_size')
         if t4 is None: t4 = Missing('world_size')
         if t4 is None or t4.__class__ is Missing: _need(t4)
@@ -824,7 +732,7 @@ def e29(env):
             t7 = t6 != (0)
         else:
             t7 = _compare('!=', t6, (0))
-        t3 = (t7 if t7.__class__ is bool else _truth(t7))
+        t3 = _truth(t7)
     else:
         t3 = False
     return t3
@@ -865,7 +773,7 @@ def e35(env):
         t2 = t1 == ('native')
     else:
         t2 = _compare('==', t1, ('native'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('product')
         if t4 is None: t4 = Missing('product')
         t6 = env.lookup('world_size')
@@ -875,47 +783,27 @@ def e35(env):
         else:
             if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
             t5 = _compare('<', t4, t6)
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = _truth(t5)
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t8 = env.lookup('product')
         if t8 is None: t8 = Missing('product')
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if ('; ranks ').__class__ is int and t9.__class__ is int:
-            t10 = ('; ranks ') + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', ('; ranks '), t9, env)
+        t10 = _binop('+', ('; ranks '), t9, env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t10.__class__ is int and ('-').__class__ is int:
-            t11 = t10 + ('-')
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t10, ('-'), env)
+        t11 = _binop('+', t10, ('-'), env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = env.lookup('world_size')
         if t12 is None: t12 = Missing('world_size')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t12.__class__ is int and (1).__class__ is int:
-            t13 = t12 - (1)
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('-', t12, (1), env)
+        t13 = _binop('-', t12, (1), env)
         t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t11.__class__ is int and t14.__class__ is int:
-            t15 = t11 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t11, t14, env)
+        t15 = _binop('+', t11, t14, env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t15.__class__ is int and (' would sit outside the mesh').__class__ is int:
-            t16 = t15 + (' would sit outside the mesh')
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t15, (' would sit outside the mesh'), env)
+        t16 = _binop('+', t15, (' would sit outside the mesh'), env)
         t7 = t16
     else:
         t7 = ('')
@@ -928,14 +816,10 @@ def e36(env):
         t2 = t1 != ('native')
     else:
         t2 = _compare('!=', t1, ('native'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
-        if t4.__class__ is dict and 'dp_shard' in t4:
-            t5 = t4['dp_shard']
-            if t5 is None: t5 = Missing('keys.dp_shard')
-        else:
-            t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
+        t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
         t3 = t5
     else:
         t3 = ('mesh.dims')
@@ -944,11 +828,7 @@ def e36(env):
 def e37(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
-    if t1.__class__ is dict and 'dp_shard' in t1:
-        t2 = t1['dp_shard']
-        if t2 is None: t2 = Missing('keys.dp_shard')
-    else:
-        t2 = attr_value(t1, 'dp_shard', 'keys.dp_shard')
+    t2 = attr_value(t1, 'dp_shard', 'keys.dp_shard')
     return t2
 
 def e38(env):
@@ -976,23 +856,15 @@ def e39(env):
         t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('f')
-        if t8.__class__ is dict and 'name' in t8:
-            t9 = t8['name']
-            if t9 is None: t9 = Missing('f.name')
-        else:
-            t9 = attr_value(t8, 'name', 'f.name')
+        t9 = attr_value(t8, 'name', 'f.name')
         if t9.__class__ is str:
             t10 = t9 != ('dp_shard')
         else:
             t10 = _compare('!=', t9, ('dp_shard'))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if _truth(t10):
             t11 = t7
             if t11 is None: t11 = Missing('f')
-            if t11.__class__ is dict and 'name' in t11:
-                t12 = t11['name']
-                if t12 is None: t12 = Missing('f.name')
-            else:
-                t12 = attr_value(t11, 'name', 'f.name')
+            t12 = attr_value(t11, 'name', 'f.name')
             t1.append(t12)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
@@ -1021,58 +893,29 @@ def e41(env):
         t8 = t7
         if t8 is None: t8 = Missing('p')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is list and len(t8) > 1:
-            t9 = t8[1]
-            if t9 is None: t9 = Missing('p[1]')
-        else:
-            t9 = index_value(t8, (1), 'p')
-        if t9.__class__ is list or t9.__class__ is str or t9.__class__ is dict:
-            t10 = len(t9)
-            t5.budget.left -= t10 if t10 > 1 else 1
-            if t5.budget.left < 0: _charge(t5, 0)
-        else:
-            t10 = call_value(t5, F_len.fn, F_len.cost, False, [t9])
+        t9 = index_value(t8, (1), 'p')
+        t10 = call_value(t5, F_len.fn, F_len.cost, False, [t9])
         if t10.__class__ is int:
             t11 = t10 > (0)
         else:
             t11 = _compare('>', t10, (0))
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if _truth(t11):
             t12 = t7
             if t12 is None: t12 = Missing('p')
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            if t12.__class__ is list and len(t12) > 0:
-                t13 = t12[0]
-                if t13 is None: t13 = Missing('p[0]')
-            else:
-                t13 = index_value(t12, (0), 'p')
+            t13 = index_value(t12, (0), 'p')
             if t13 is None or t13.__class__ is Missing: _need(t13)
-            if t13.__class__ is int and (' in {').__class__ is int:
-                t14 = t13 + (' in {')
-                if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-            else:
-                t14 = _binop('+', t13, (' in {'), t5)
+            t14 = _binop('+', t13, (' in {'), t5)
             if t14 is None or t14.__class__ is Missing: _need(t14)
             t15 = t7
             if t15 is None: t15 = Missing('p')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            if t15.__class__ is list and len(t15) > 1:
-                t16 = t15[1]
-                if t16 is None: t16 = Missing('p[1]')
-            else:
-                t16 = index_value(t15, (1), 'p')
+            t16 = index_value(t15, (1), 'p')
             t17 = call_value(t5, F_join.fn, F_join.cost, False, [t16])
             if t17 is None or t17.__class__ is Missing: _need(t17)
-            if t14.__class__ is int and t17.__class__ is int:
-                t18 = t14 + t17
-                if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-            else:
-                t18 = _binop('+', t14, t17, t5)
+            t18 = _binop('+', t14, t17, t5)
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            if t18.__class__ is int and ('}').__class__ is int:
-                t19 = t18 + ('}')
-                if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-            else:
-                t19 = _binop('+', t18, ('}'), t5)
+            t19 = _binop('+', t18, ('}'), t5)
             t1.append(t19)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
@@ -1313,7 +1156,7 @@ def e51(env):
         t2 = t1 == ('torchtitan')
     else:
         t2 = _compare('==', t1, ('torchtitan'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('world_size')
         if t4 is None: t4 = Missing('world_size')
         if t4 is None or t4.__class__ is Missing: _need(t4)
@@ -1323,17 +1166,9 @@ def e51(env):
         t6 = _binop('//', t4, t5, env)
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if ('; torchtitan floors it to ').__class__ is int and t7.__class__ is int:
-            t8 = ('; torchtitan floors it to ') + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', ('; torchtitan floors it to '), t7, env)
+        t8 = _binop('+', ('; torchtitan floors it to '), t7, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is int and (' and then fails its product assert').__class__ is int:
-            t9 = t8 + (' and then fails its product assert')
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t8, (' and then fails its product assert'), env)
+        t9 = _binop('+', t8, (' and then fails its product assert'), env)
         t3 = t9
     else:
         t3 = ('')
@@ -1346,25 +1181,17 @@ def e52(env):
         t2 = t1 != ('native')
     else:
         t2 = _compare('!=', t1, ('native'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
-        if t4.__class__ is dict and 'dp_shard' in t4:
-            t5 = t4['dp_shard']
-            if t5 is None: t5 = Missing('keys.dp_shard')
-        else:
-            t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
+        t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
         t3 = t5
     else:
         t6 = []
         t7 = env.budget
         t9 = env.lookup('native')
         if t9 is None: t9 = Missing('native')
-        if t9.__class__ is dict and 'dims' in t9:
-            t10 = t9['dims']
-            if t10 is None: t10 = Missing('native.dims')
-        else:
-            t10 = attr_value(t9, 'dims', 'native.dims')
+        t10 = attr_value(t9, 'dims', 'native.dims')
         t8 = loop_items(t10)
         t11 = Env({}, None, t7, env)
         t12 = t11.values
@@ -1375,35 +1202,23 @@ def e52(env):
             t11.let_cache = None
             t14 = t13
             if t14 is None: t14 = Missing('d')
-            if t14.__class__ is dict and 'size' in t14:
-                t15 = t14['size']
-                if t15 is None: t15 = Missing('d.size')
-            else:
-                t15 = attr_value(t14, 'size', 'd.size')
+            t15 = attr_value(t14, 'size', 'd.size')
             t17 = _check_value(-_num((1), '-'))
             if t15.__class__ is t17.__class__ and (t15.__class__ is int or t15.__class__ is str):
                 t16 = t15 == t17
             else:
                 if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(t11, t15, t17)
                 t16 = _compare('==', t15, t17)
-            if (t16 if t16.__class__ is bool else _truth(t16)):
+            if _truth(t16):
                 t18 = t13
                 if t18 is None: t18 = Missing('d')
-                if t18.__class__ is dict and 'key' in t18:
-                    t19 = t18['key']
-                    if t19 is None: t19 = Missing('d.key')
-                else:
-                    t19 = attr_value(t18, 'key', 'd.key')
+                t19 = attr_value(t18, 'key', 'd.key')
                 t6.append(t19)
                 t7.mem -= 1
                 if t7.mem < 0: _charge_mem(env, 0)
                 if len(t6) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is list and len(t6) > 0:
-            t20 = t6[0]
-            if t20 is None: t20 = Missing('?[0]')
-        else:
-            t20 = index_value(t6, (0), '?')
+        t20 = index_value(t6, (0), '?')
         t3 = t20
     return t3
 
@@ -1417,11 +1232,7 @@ def e53(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t3 = _binop('//', t2, t1, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t1.__class__ is int and t3.__class__ is int:
-        t4 = t1 * t3
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('*', t1, t3, env)
+    t4 = _binop('*', t1, t3, env)
     return t4
 
 def e54(env):
@@ -1434,17 +1245,9 @@ def e54(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t3 = _binop('//', t2, t1, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t3.__class__ is int and (1).__class__ is int:
-        t4 = t3 + (1)
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('+', t3, (1), env)
+    t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t1.__class__ is int and t4.__class__ is int:
-        t5 = t1 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t1, t4, env)
+    t5 = _binop('*', t1, t4, env)
     return t5
 
 def e55(env):
@@ -1493,12 +1296,7 @@ def e56(env):
 def e57(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (0)
     else:
@@ -1508,35 +1306,30 @@ def e57(env):
 def e58(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 == (0)
     else:
         t3 = _compare('==', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = env.lookup('dialect')
         if t5 is None: t5 = Missing('dialect')
         if t5.__class__ is str:
             t6 = t5 == ('torchtitan')
         else:
             t6 = _compare('==', t5, ('torchtitan'))
-        if (t6 if t6.__class__ is bool else _truth(t6)):
+        if _truth(t6):
             t8 = env.lookup('framework_version')
             if t8 is None: t8 = Missing('framework_version')
             if t8.__class__ is str:
                 t9 = t8 != ('0.2.x')
             else:
                 t9 = _compare('!=', t8, ('0.2.x'))
-            t7 = (t9 if t9.__class__ is bool else _truth(t9))
+            t7 = _truth(t9)
         else:
             t7 = False
-        t10 = not (t7 if t7.__class__ is bool else _truth(t7))
-        t4 = (t10 if t10.__class__ is bool else _truth(t10))
+        t10 = not _truth(t7)
+        t4 = _truth(t10)
     else:
         t4 = False
     return t4
@@ -1544,34 +1337,29 @@ def e58(env):
 def e59(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 == (0)
     else:
         t3 = _compare('==', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = env.lookup('dialect')
         if t5 is None: t5 = Missing('dialect')
         if t5.__class__ is str:
             t6 = t5 == ('torchtitan')
         else:
             t6 = _compare('==', t5, ('torchtitan'))
-        t4 = (t6 if t6.__class__ is bool else _truth(t6))
+        t4 = _truth(t6)
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t8 = env.lookup('framework_version')
         if t8 is None: t8 = Missing('framework_version')
         if t8.__class__ is str:
             t9 = t8 != ('0.2.x')
         else:
             t9 = _compare('!=', t8, ('0.2.x'))
-        t7 = (t9 if t9.__class__ is bool else _truth(t9))
+        t7 = _truth(t9)
     else:
         t7 = False
     return t7
@@ -1579,17 +1367,12 @@ def e59(env):
 def e60(env):
     t1 = env.lookup('world_candidates')
     if t1 is None: t1 = Missing('world_candidates')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = []
         t6 = env.budget
         t7 = loop_items(t1)
@@ -1602,48 +1385,24 @@ def e60(env):
             t8.let_cache = None
             t11 = t10
             if t11 is None: t11 = Missing('c')
-            if t11.__class__ is dict and 'words' in t11:
-                t12 = t11['words']
-                if t12 is None: t12 = Missing('c.words')
-            else:
-                t12 = attr_value(t11, 'words', 'c.words')
+            t12 = attr_value(t11, 'words', 'c.words')
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            if t12.__class__ is int and (', ').__class__ is int:
-                t13 = t12 + (', ')
-                if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-            else:
-                t13 = _binop('+', t12, (', '), t8)
+            t13 = _binop('+', t12, (', '), t8)
             if t13 is None or t13.__class__ is Missing: _need(t13)
             t14 = t10
             if t14 is None: t14 = Missing('c')
-            if t14.__class__ is dict and 'source' in t14:
-                t15 = t14['source']
-                if t15 is None: t15 = Missing('c.source')
-            else:
-                t15 = attr_value(t14, 'source', 'c.source')
+            t15 = attr_value(t14, 'source', 'c.source')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            if t13.__class__ is int and t15.__class__ is int:
-                t16 = t13 + t15
-                if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-            else:
-                t16 = _binop('+', t13, t15, t8)
+            t16 = _binop('+', t13, t15, t8)
             t5.append(t16)
             t6.mem -= 1
             if t6.mem < 0: _charge_mem(env, 0)
             if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t17 = call_value(env, F_join.fn, F_join.cost, False, [t5, ('; ')])
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if ('the comments name several launches (').__class__ is int and t17.__class__ is int:
-            t18 = ('the comments name several launches (') + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-        else:
-            t18 = _binop('+', ('the comments name several launches ('), t17, env)
+        t18 = _binop('+', ('the comments name several launches ('), t17, env)
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t18.__class__ is int and (') and none is chosen; ').__class__ is int:
-            t19 = t18 + (') and none is chosen; ')
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-        else:
-            t19 = _binop('+', t18, (') and none is chosen; '), env)
+        t19 = _binop('+', t18, (') and none is chosen; '), env)
         t4 = t19
     else:
         t4 = ('')
@@ -1657,42 +1416,24 @@ def e61(env):
 def e62(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('rule')])
     return t3
 
 def e63(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if (' (').__class__ is int and t5.__class__ is int:
-            t6 = (' (') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', (' ('), t5, env)
+        t6 = _binop('+', (' ('), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and (')').__class__ is int:
-            t7 = t6 + (')')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, (')'), env)
+        t7 = _binop('+', t6, (')'), env)
         t4 = t7
     else:
         t4 = ('')
@@ -1731,51 +1472,31 @@ def e64(env):
 def e65(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'what' in t1:
-        t2 = t1['what']
-        if t2 is None: t2 = Missing('item.what')
-    else:
-        t2 = attr_value(t1, 'what', 'item.what')
+    t2 = attr_value(t1, 'what', 'item.what')
     return t2
 
 def e66(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'kept' in t1:
-        t2 = t1['kept']
-        if t2 is None: t2 = Missing('item.kept')
-    else:
-        t2 = attr_value(t1, 'kept', 'item.kept')
+    t2 = attr_value(t1, 'kept', 'item.kept')
     return t2
 
 def e67(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'kept_value' in t1:
-        t2 = t1['kept_value']
-        if t2 is None: t2 = Missing('item.kept_value')
-    else:
-        t2 = attr_value(t1, 'kept_value', 'item.kept_value')
+    t2 = attr_value(t1, 'kept_value', 'item.kept_value')
     return t2
 
 def e68(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'other' in t1:
-        t2 = t1['other']
-        if t2 is None: t2 = Missing('item.other')
-    else:
-        t2 = attr_value(t1, 'other', 'item.other')
+    t2 = attr_value(t1, 'other', 'item.other')
     return t2
 
 def e69(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'other_value' in t1:
-        t2 = t1['other_value']
-        if t2 is None: t2 = Missing('item.other_value')
-    else:
-        t2 = attr_value(t1, 'other_value', 'item.other_value')
+    t2 = attr_value(t1, 'other_value', 'item.other_value')
     return t2
 
 def e70(env):
@@ -1786,21 +1507,13 @@ def e70(env):
 def e71(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'message' in t1:
-        t2 = t1['message']
-        if t2 is None: t2 = Missing('item.message')
-    else:
-        t2 = attr_value(t1, 'message', 'item.message')
+    t2 = attr_value(t1, 'message', 'item.message')
     return t2
 
 def e72(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'line' in t1:
-        t2 = t1['line']
-        if t2 is None: t2 = Missing('item.line')
-    else:
-        t2 = attr_value(t1, 'line', 'item.line')
+    t2 = attr_value(t1, 'line', 'item.line')
     return t2
 
 def e73(env):
@@ -1811,57 +1524,33 @@ def e73(env):
 def e74(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'suggestion' in t1:
-        t2 = t1['suggestion']
-        if t2 is None: t2 = Missing('item.suggestion')
-    else:
-        t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e75(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'suggestion' in t1:
-        t2 = t1['suggestion']
-        if t2 is None: t2 = Missing('item.suggestion')
-    else:
-        t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
 def e76(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'section' in t1:
-        t2 = t1['section']
-        if t2 is None: t2 = Missing('item.section')
-    else:
-        t2 = attr_value(t1, 'section', 'item.section')
+    t2 = attr_value(t1, 'section', 'item.section')
     return t2
 
 def e77(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'suggestion' in t1:
-        t2 = t1['suggestion']
-        if t2 is None: t2 = Missing('item.suggestion')
-    else:
-        t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        if (' (did you mean ').__class__ is int and t2.__class__ is int:
-            t5 = (' (did you mean ') + t2
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', (' (did you mean '), t2, env)
+        t5 = _binop('+', (' (did you mean '), t2, env)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t5.__class__ is int and ('?)').__class__ is int:
-            t6 = t5 + ('?)')
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', t5, ('?)'), env)
+        t6 = _binop('+', t5, ('?)'), env)
         t4 = t6
     else:
         t4 = ('')
@@ -1870,13 +1559,9 @@ def e77(env):
 def e78(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'framework' in t1:
-        t2 = t1['framework']
-        if t2 is None: t2 = Missing('item.framework')
-    else:
-        t2 = attr_value(t1, 'framework', 'item.framework')
+    t2 = attr_value(t1, 'framework', 'item.framework')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = t2
     else:
         t5 = env.lookup('dialect')
@@ -1885,14 +1570,14 @@ def e78(env):
             t6 = t5 == ('kempnerforge')
         else:
             t6 = _compare('==', t5, ('kempnerforge'))
-        if (t6 if t6.__class__ is bool else _truth(t6)):
+        if _truth(t6):
             t7 = ('KempnerForge rejects the whole config (Unknown config keys in DistributedConfig)')
         else:
             if t5.__class__ is str:
                 t8 = t5 == ('torchtitan')
             else:
                 t8 = _compare('==', t5, ('torchtitan'))
-            if (t8 if t8.__class__ is bool else _truth(t8)):
+            if _truth(t8):
                 t9 = ('torchtitan does not know it')
             else:
                 t9 = ('meshlint does not know it')
@@ -1903,11 +1588,7 @@ def e78(env):
 def e79(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'suggestion' in t1:
-        t2 = t1['suggestion']
-        if t2 is None: t2 = Missing('item.suggestion')
-    else:
-        t2 = attr_value(t1, 'suggestion', 'item.suggestion')
+    t2 = attr_value(t1, 'suggestion', 'item.suggestion')
     return t2
 
 def e80(env):
@@ -1972,12 +1653,7 @@ def e82(env):
 def e83(env):
     t1 = env.lookup('needing')
     if t1 is None: t1 = Missing('needing')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('placement rule')])
     return t3
 
@@ -2011,73 +1687,37 @@ def e85(env):
         t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('u')
-        if t8.__class__ is dict and 'key' in t8:
-            t9 = t8['key']
-            if t9 is None: t9 = Missing('u.key')
-        else:
-            t9 = attr_value(t8, 'key', 'u.key')
+        t9 = attr_value(t8, 'key', 'u.key')
         if t9.__class__ is str:
             t10 = t9 != ('')
         else:
             t10 = _compare('!=', t9, (''))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if _truth(t10):
             t12 = t7
             if t12 is None: t12 = Missing('u')
-            if t12.__class__ is dict and 'key' in t12:
-                t13 = t12['key']
-                if t13 is None: t13 = Missing('u.key')
-            else:
-                t13 = attr_value(t12, 'key', 'u.key')
+            t13 = attr_value(t12, 'key', 'u.key')
             t11 = t13
         else:
             t11 = ('options')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is int and (' (line ').__class__ is int:
-            t14 = t11 + (' (line ')
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t11, (' (line '), t5)
+        t14 = _binop('+', t11, (' (line '), t5)
         if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = t7
         if t15 is None: t15 = Missing('u')
-        if t15.__class__ is dict and 'line' in t15:
-            t16 = t15['line']
-            if t16 is None: t16 = Missing('u.line')
-        else:
-            t16 = attr_value(t15, 'line', 'u.line')
+        t16 = attr_value(t15, 'line', 'u.line')
         t17 = call_value(t5, F_str.fn, F_str.cost, True, [t16])
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t14.__class__ is int and t17.__class__ is int:
-            t18 = t14 + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-        else:
-            t18 = _binop('+', t14, t17, t5)
+        t18 = _binop('+', t14, t17, t5)
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t18.__class__ is int and (': ').__class__ is int:
-            t19 = t18 + (': ')
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-        else:
-            t19 = _binop('+', t18, (': '), t5)
+        t19 = _binop('+', t18, (': '), t5)
         if t19 is None or t19.__class__ is Missing: _need(t19)
         t20 = t7
         if t20 is None: t20 = Missing('u')
-        if t20.__class__ is dict and 'reason' in t20:
-            t21 = t20['reason']
-            if t21 is None: t21 = Missing('u.reason')
-        else:
-            t21 = attr_value(t20, 'reason', 'u.reason')
+        t21 = attr_value(t20, 'reason', 'u.reason')
         if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t19.__class__ is int and t21.__class__ is int:
-            t22 = t19 + t21
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
-        else:
-            t22 = _binop('+', t19, t21, t5)
+        t22 = _binop('+', t19, t21, t5)
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t22.__class__ is int and (')').__class__ is int:
-            t23 = t22 + (')')
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
-        else:
-            t23 = _binop('+', t22, (')'), t5)
+        t23 = _binop('+', t22, (')'), t5)
         t1.append(t23)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -2089,77 +1729,33 @@ def e86(env):
     t1 = env.lookup('unreadable')
     if t1 is None: t1 = Missing('unreadable')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('unreadable[0]')
-    else:
-        t2 = index_value(t1, (0), 'unreadable')
-    if t2.__class__ is dict and 'key' in t2:
-        t3 = t2['key']
-        if t3 is None: t3 = Missing('key')
-    else:
-        t3 = attr_value(t2, 'key', 'key')
+    t2 = index_value(t1, (0), 'unreadable')
+    t3 = attr_value(t2, 'key', 'key')
     if t3.__class__ is str:
         t4 = t3 != ('')
     else:
         t4 = _compare('!=', t3, (''))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         if t1 is None or t1.__class__ is Missing: _need(t1)
-        if t1.__class__ is list and len(t1) > 0:
-            t6 = t1[0]
-            if t6 is None: t6 = Missing('unreadable[0]')
-        else:
-            t6 = index_value(t1, (0), 'unreadable')
-        if t6.__class__ is dict and 'key' in t6:
-            t7 = t6['key']
-            if t7 is None: t7 = Missing('key')
-        else:
-            t7 = attr_value(t6, 'key', 'key')
+        t6 = index_value(t1, (0), 'unreadable')
+        t7 = attr_value(t6, 'key', 'key')
         t5 = t7
     else:
         if t1 is None or t1.__class__ is Missing: _need(t1)
-        if t1.__class__ is list and len(t1) > 0:
-            t8 = t1[0]
-            if t8 is None: t8 = Missing('unreadable[0]')
-        else:
-            t8 = index_value(t1, (0), 'unreadable')
-        if t8.__class__ is dict and 'line' in t8:
-            t9 = t8['line']
-            if t9 is None: t9 = Missing('line')
-        else:
-            t9 = attr_value(t8, 'line', 'line')
+        t8 = index_value(t1, (0), 'unreadable')
+        t9 = attr_value(t8, 'line', 'line')
         t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if ('#L').__class__ is int and t10.__class__ is int:
-            t11 = ('#L') + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', ('#L'), t10, env)
+        t11 = _binop('+', ('#L'), t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is int and (':').__class__ is int:
-            t12 = t11 + (':')
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t11, (':'), env)
+        t12 = _binop('+', t11, (':'), env)
         if t12 is None or t12.__class__ is Missing: _need(t12)
         if t1 is None or t1.__class__ is Missing: _need(t1)
-        if t1.__class__ is list and len(t1) > 0:
-            t13 = t1[0]
-            if t13 is None: t13 = Missing('unreadable[0]')
-        else:
-            t13 = index_value(t1, (0), 'unreadable')
-        if t13.__class__ is dict and 'col' in t13:
-            t14 = t13['col']
-            if t14 is None: t14 = Missing('col')
-        else:
-            t14 = attr_value(t13, 'col', 'col')
+        t13 = index_value(t1, (0), 'unreadable')
+        t14 = attr_value(t13, 'col', 'col')
         t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t12.__class__ is int and t15.__class__ is int:
-            t16 = t12 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t12, t15, env)
+        t16 = _binop('+', t12, t15, env)
         t5 = t16
     return t5
 
@@ -2170,14 +1766,14 @@ def e87(env):
         t2 = t1 == ('megatron')
     else:
         t2 = _compare('==', t1, ('megatron'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('set the variables the launch line uses outside if/case blocks (or pass the options on the launch line itself), so the script determines them')
     else:
         if t1.__class__ is str:
             t4 = t1 == ('kempnerforge')
         else:
             t4 = _compare('==', t1, ('kempnerforge'))
-        if (t4 if t4.__class__ is bool else _truth(t4)):
+        if _truth(t4):
             t5 = ('set the variable in the script (or write the value on the launch line, --distributed.tp=4)')
         else:
             t5 = ('write the value as a literal (or literal arithmetic) in the config function, or give it on the launch line (--parallelism.tensor_parallel_degree 8)')
@@ -2192,31 +1788,19 @@ def e88(env):
 def e89(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'framework' in t1:
-        t2 = t1['framework']
-        if t2 is None: t2 = Missing('item.framework')
-    else:
-        t2 = attr_value(t1, 'framework', 'item.framework')
+    t2 = attr_value(t1, 'framework', 'item.framework')
     return t2
 
 def e90(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'keys' in t1:
-        t2 = t1['keys']
-        if t2 is None: t2 = Missing('item.keys')
-    else:
-        t2 = attr_value(t1, 'keys', 'item.keys')
+    t2 = attr_value(t1, 'keys', 'item.keys')
     return t2
 
 def e91(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'source' in t1:
-        t2 = t1['source']
-        if t2 is None: t2 = Missing('item.source')
-    else:
-        t2 = attr_value(t1, 'source', 'item.source')
+    t2 = attr_value(t1, 'source', 'item.source')
     return t2
 
 def e92(env):
@@ -2353,7 +1937,7 @@ def e99(env):
         t4 = t3 == (0)
     else:
         t4 = _compare('==', t3, (0))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         if t1 is None or t1.__class__ is Missing: _need(t1)
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t6 = _binop('//', t1, t2, env)
@@ -2363,22 +1947,14 @@ def e99(env):
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t7 = _binop('//', t1, t2, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t7.__class__ is int and (1).__class__ is int:
-            t8 = t7 + (1)
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t7, (1), env)
+        t8 = _binop('+', t7, (1), env)
         t5 = t8
     return t5
 
 def e100(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
-    if t1.__class__ is dict and 'tp' in t1:
-        t2 = t1['tp']
-        if t2 is None: t2 = Missing('keys.tp')
-    else:
-        t2 = attr_value(t1, 'tp', 'keys.tp')
+    t2 = attr_value(t1, 'tp', 'keys.tp')
     return t2
 
 def e101(env):
@@ -2398,7 +1974,7 @@ def e102(env):
         t4 = t3 == (0)
     else:
         t4 = _compare('==', t3, (0))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         if t1 is None or t1.__class__ is Missing: _need(t1)
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t6 = _binop('//', t1, t2, env)
@@ -2406,25 +1982,13 @@ def e102(env):
     else:
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if ('of ').__class__ is int and t7.__class__ is int:
-            t8 = ('of ') + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', ('of '), t7, env)
+        t8 = _binop('+', ('of '), t7, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is int and (' / ').__class__ is int:
-            t9 = t8 + (' / ')
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t8, (' / '), env)
+        t9 = _binop('+', t8, (' / '), env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = call_value(env, F_str.fn, F_str.cost, True, [t2])
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t9, t10, env)
+        t11 = _binop('+', t9, t10, env)
         t5 = t11
     return t5
 
@@ -2501,19 +2065,15 @@ def e107(env):
         t2 = t1 != ('cyclic')
     else:
         t2 = _compare('!=', t1, ('cyclic'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('item')
         if t4 is None: t4 = Missing('item')
-        if t4.__class__ is dict and 'stride' in t4:
-            t5 = t4['stride']
-            if t5 is None: t5 = Missing('item.stride')
-        else:
-            t5 = attr_value(t4, 'stride', 'item.stride')
+        t5 = attr_value(t4, 'stride', 'item.stride')
         if t5.__class__ is int:
             t6 = t5 > (1)
         else:
             t6 = _compare('>', t5, (1))
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+        t3 = _truth(t6)
     else:
         t3 = False
     return t3
@@ -2525,19 +2085,15 @@ def e108(env):
         t2 = t1 != ('cyclic')
     else:
         t2 = _compare('!=', t1, ('cyclic'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('item')
         if t4 is None: t4 = Missing('item')
-        if t4.__class__ is dict and 'stride' in t4:
-            t5 = t4['stride']
-            if t5 is None: t5 = Missing('item.stride')
-        else:
-            t5 = attr_value(t4, 'stride', 'item.stride')
+        t5 = attr_value(t4, 'stride', 'item.stride')
         if t5.__class__ is int:
             t6 = t5 == (1)
         else:
             t6 = _compare('==', t5, (1))
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+        t3 = _truth(t6)
     else:
         t3 = False
     return t3
@@ -2545,97 +2101,61 @@ def e108(env):
 def e109(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'mesh' in t1:
-        t2 = t1['mesh']
-        if t2 is None: t2 = Missing('item.mesh')
-    else:
-        t2 = attr_value(t1, 'mesh', 'item.mesh')
+    t2 = attr_value(t1, 'mesh', 'item.mesh')
     return t2
 
 def e110(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'size' in t1:
-        t2 = t1['size']
-        if t2 is None: t2 = Missing('item.size')
-    else:
-        t2 = attr_value(t1, 'size', 'item.size')
+    t2 = attr_value(t1, 'size', 'item.size')
     return t2
 
 def e111(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'stride' in t1:
-        t2 = t1['stride']
-        if t2 is None: t2 = Missing('item.stride')
-    else:
-        t2 = attr_value(t1, 'stride', 'item.stride')
+    t2 = attr_value(t1, 'stride', 'item.stride')
     return t2
 
 def e112(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'example' in t1:
-        t2 = t1['example']
-        if t2 is None: t2 = Missing('item.example')
-    else:
-        t2 = attr_value(t1, 'example', 'item.example')
+    t2 = attr_value(t1, 'example', 'item.example')
     t3 = call_value(env, F_ranks.fn, F_ranks.cost, False, [t2])
     return t3
 
 def e113(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'max_nodes' in t1:
-        t2 = t1['max_nodes']
-        if t2 is None: t2 = Missing('item.max_nodes')
-    else:
-        t2 = attr_value(t1, 'max_nodes', 'item.max_nodes')
+    t2 = attr_value(t1, 'max_nodes', 'item.max_nodes')
     return t2
 
 def e114(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'crossing_groups' in t1:
-        t2 = t1['crossing_groups']
-        if t2 is None: t2 = Missing('item.crossing_groups')
-    else:
-        t2 = attr_value(t1, 'crossing_groups', 'item.crossing_groups')
+    t2 = attr_value(t1, 'crossing_groups', 'item.crossing_groups')
     return t2
 
 def e115(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'groups' in t1:
-        t2 = t1['groups']
-        if t2 is None: t2 = Missing('item.groups')
-    else:
-        t2 = attr_value(t1, 'groups', 'item.groups')
+    t2 = attr_value(t1, 'groups', 'item.groups')
     return t2
 
 def e116(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'role' in t1:
-        t2 = t1['role']
-        if t2 is None: t2 = Missing('item.role')
-    else:
-        t2 = attr_value(t1, 'role', 'item.role')
+    t2 = attr_value(t1, 'role', 'item.role')
     t4 = env.lookup('keys')
     if t4 is None: t4 = Missing('keys')
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t4 is None or t4.__class__ is Missing: _need(t4)
         if t2 is None or t2.__class__ is Missing: _need(t2)
         t6 = index_value(t4, t2, 'keys')
         t5 = t6
     else:
-        if t4.__class__ is dict and 'tp' in t4:
-            t7 = t4['tp']
-            if t7 is None: t7 = Missing('keys.tp')
-        else:
-            t7 = attr_value(t4, 'tp', 'keys.tp')
+        t7 = attr_value(t4, 'tp', 'keys.tp')
         t5 = t7
     return t5
 
@@ -2659,7 +2179,7 @@ def e117(env):
             t10 = t9 > (1)
         else:
             t10 = _compare('>', t9, (1))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if _truth(t10):
             t11 = t8
             if t11 is None: t11 = Missing('t')
             t1.append(t11)
@@ -2707,16 +2227,12 @@ def e119(env):
 def e120(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'role' in t1:
-        t2 = t1['role']
-        if t2 is None: t2 = Missing('item.role')
-    else:
-        t2 = attr_value(t1, 'role', 'item.role')
+    t2 = attr_value(t1, 'role', 'item.role')
     if t2.__class__ is str:
         t3 = t2 == ('ep')
     else:
         t3 = _compare('==', t2, ('ep'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('all-to-all token dispatch')
     else:
         t4 = ('ring attention exchange')
@@ -2728,11 +2244,7 @@ def e121(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('item')
     if t2 is None: t2 = Missing('item')
-    if t2.__class__ is dict and 'role' in t2:
-        t3 = t2['role']
-        if t3 is None: t3 = Missing('item.role')
-    else:
-        t3 = attr_value(t2, 'role', 'item.role')
+    t3 = attr_value(t2, 'role', 'item.role')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = index_value(t1, t3, 'keys')
     return t4
@@ -2788,11 +2300,7 @@ def e126(env):
     t3 = _binop('//', t1, t2, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t3.__class__ is int and t2.__class__ is int:
-        t4 = t3 * t2
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('*', t3, t2, env)
+    t4 = _binop('*', t3, t2, env)
     return t4
 
 def e127(env):
@@ -2804,18 +2312,10 @@ def e127(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('//', t1, t2, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t3.__class__ is int and (1).__class__ is int:
-        t4 = t3 + (1)
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('+', t3, (1), env)
+    t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t4.__class__ is int and t2.__class__ is int:
-        t5 = t4 * t2
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t4, t2, env)
+    t5 = _binop('*', t4, t2, env)
     return t5
 
 def e128(env):
@@ -2831,21 +2331,13 @@ def e129(env):
 def e130(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
-    if t1.__class__ is dict and 'cp' in t1:
-        t2 = t1['cp']
-        if t2 is None: t2 = Missing('keys.cp')
-    else:
-        t2 = attr_value(t1, 'cp', 'keys.cp')
+    t2 = attr_value(t1, 'cp', 'keys.cp')
     return t2
 
 def e131(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'max_seq_len' in t1:
-        t2 = t1['max_seq_len']
-        if t2 is None: t2 = Missing('model.max_seq_len')
-    else:
-        t2 = attr_value(t1, 'max_seq_len', 'model.max_seq_len')
+    t2 = attr_value(t1, 'max_seq_len', 'model.max_seq_len')
     return t2
 
 def e132(env):
@@ -2994,44 +2486,27 @@ def e135(env):
 def e136(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'called' in t1:
-        t2 = t1['called']
-        if t2 is None: t2 = Missing('model.called')
-    else:
-        t2 = attr_value(t1, 'called', 'model.called')
+    t2 = attr_value(t1, 'called', 'model.called')
     return t2
 
 def e137(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'n_heads' in t1:
-        t2 = t1['n_heads']
-        if t2 is None: t2 = Missing('model.n_heads')
-    else:
-        t2 = attr_value(t1, 'n_heads', 'model.n_heads')
+    t2 = attr_value(t1, 'n_heads', 'model.n_heads')
     return t2
 
 def e138(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('use tp in ').__class__ is int and t5.__class__ is int:
-            t6 = ('use tp in ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('use tp in '), t5, env)
+        t6 = _binop('+', ('use tp in '), t5, env)
         t4 = t6
     else:
         t4 = ('no tp above 1 fits on this world: use tp = 1')
@@ -3040,11 +2515,7 @@ def e138(env):
 def e139(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'n_kv_heads' in t1:
-        t2 = t1['n_kv_heads']
-        if t2 is None: t2 = Missing('model.n_kv_heads')
-    else:
-        t2 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
+    t2 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
     return t2
 
 def e140(env):
@@ -3073,7 +2544,7 @@ def e141(env):
         t2 = t1 == ('kempnerforge')
     else:
         t2 = _compare('==', t1, ('kempnerforge'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = (', or more KV heads')
     else:
         t3 = ('')
@@ -3082,21 +2553,13 @@ def e141(env):
 def e142(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'num_experts' in t1:
-        t2 = t1['num_experts']
-        if t2 is None: t2 = Missing('model.num_experts')
-    else:
-        t2 = attr_value(t1, 'num_experts', 'model.num_experts')
+    t2 = attr_value(t1, 'num_experts', 'model.num_experts')
     return t2
 
 def e143(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
-    if t1.__class__ is dict and 'pp' in t1:
-        t2 = t1['pp']
-        if t2 is None: t2 = Missing('keys.pp')
-    else:
-        t2 = attr_value(t1, 'pp', 'keys.pp')
+    t2 = attr_value(t1, 'pp', 'keys.pp')
     return t2
 
 def e144(env):
@@ -3126,11 +2589,7 @@ def e146(env):
 def e147(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
-    if t1.__class__ is dict and 'ep' in t1:
-        t2 = t1['ep']
-        if t2 is None: t2 = Missing('keys.ep')
-    else:
-        t2 = attr_value(t1, 'ep', 'keys.ep')
+    t2 = attr_value(t1, 'ep', 'keys.ep')
     return t2
 
 def e148(env):
@@ -3241,24 +2700,15 @@ def e150(env):
 def e151(env):
     t1 = env.lookup('eps')
     if t1 is None: t1 = Missing('eps')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('use ep in ').__class__ is int and t5.__class__ is int:
-            t6 = ('use ep in ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('use ep in '), t5, env)
+        t6 = _binop('+', ('use ep in '), t5, env)
         t4 = t6
     else:
         t4 = ('no ep above 1 fits on this world: use ep = 1')
@@ -3445,11 +2895,7 @@ def e156(env):
 def e157(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'called' in t1:
-        t2 = t1['called']
-        if t2 is None: t2 = Missing('model.called')
-    else:
-        t2 = attr_value(t1, 'called', 'model.called')
+    t2 = attr_value(t1, 'called', 'model.called')
     if t2.__class__ is str:
         t3 = t2 == ('model.')
     else:
@@ -3459,29 +2905,20 @@ def e157(env):
 def e158(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'called' in t1:
-        t2 = t1['called']
-        if t2 is None: t2 = Missing('model.called')
-    else:
-        t2 = attr_value(t1, 'called', 'model.called')
+    t2 = attr_value(t1, 'called', 'model.called')
     if t2.__class__ is str:
         t3 = t2 != ('model.')
     else:
         t3 = _compare('!=', t2, ('model.'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = env.lookup('fits')
         if t5 is None: t5 = Missing('fits')
-        if t5.__class__ is list or t5.__class__ is str or t5.__class__ is dict:
-            t6 = len(t5)
-            env.budget.left -= t6 if t6 > 1 else 1
-            if env.budget.left < 0: _charge(env, 0)
-        else:
-            t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
         if t6.__class__ is int:
             t7 = t6 > (0)
         else:
             t7 = _compare('>', t6, (0))
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+        t4 = _truth(t7)
     else:
         t4 = False
     return t4
@@ -3489,29 +2926,20 @@ def e158(env):
 def e159(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'called' in t1:
-        t2 = t1['called']
-        if t2 is None: t2 = Missing('model.called')
-    else:
-        t2 = attr_value(t1, 'called', 'model.called')
+    t2 = attr_value(t1, 'called', 'model.called')
     if t2.__class__ is str:
         t3 = t2 != ('model.')
     else:
         t3 = _compare('!=', t2, ('model.'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = env.lookup('fits')
         if t5 is None: t5 = Missing('fits')
-        if t5.__class__ is list or t5.__class__ is str or t5.__class__ is dict:
-            t6 = len(t5)
-            env.budget.left -= t6 if t6 > 1 else 1
-            if env.budget.left < 0: _charge(env, 0)
-        else:
-            t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        t6 = call_value(env, F_len.fn, F_len.cost, False, [t5])
         if t6.__class__ is int:
             t7 = t6 == (0)
         else:
             t7 = _compare('==', t6, (0))
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+        t4 = _truth(t7)
     else:
         t4 = False
     return t4
@@ -3532,33 +2960,17 @@ def e160(env):
         t8 = t7
         if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is list and len(t8) > 0:
-            t9 = t8[0]
-            if t9 is None: t9 = Missing('u[0]')
-        else:
-            t9 = index_value(t8, (0), 'u')
+        t9 = index_value(t8, (0), 'u')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and (' ').__class__ is int:
-            t10 = t9 + (' ')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, (' '), t5)
+        t10 = _binop('+', t9, (' '), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = t7
         if t11 is None: t11 = Missing('u')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is list and len(t11) > 1:
-            t12 = t11[1]
-            if t12 is None: t12 = Missing('u[1]')
-        else:
-            t12 = index_value(t11, (1), 'u')
+        t12 = index_value(t11, (1), 'u')
         t13 = call_value(t5, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t10.__class__ is int and t13.__class__ is int:
-            t14 = t10 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t10, t13, t5)
+        t14 = _binop('+', t10, t13, t5)
         t1.append(t14)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -3582,69 +2994,37 @@ def e161(env):
         t8 = t7
         if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is list and len(t8) > 0:
-            t9 = t8[0]
-            if t9 is None: t9 = Missing('u[0]')
-        else:
-            t9 = index_value(t8, (0), 'u')
+        t9 = index_value(t8, (0), 'u')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and (': ').__class__ is int:
-            t10 = t9 + (': ')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, (': '), t5)
+        t10 = _binop('+', t9, (': '), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = t7
         if t11 is None: t11 = Missing('u')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is list and len(t11) > 1:
-            t12 = t11[1]
-            if t12 is None: t12 = Missing('u[1]')
-        else:
-            t12 = index_value(t11, (1), 'u')
+        t12 = index_value(t11, (1), 'u')
         if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = t5.lookup('tp')
         if t13 is None: t13 = Missing('tp')
         if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = _binop('//', t12, t13, t5)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t14.__class__ is int and (1).__class__ is int:
-            t15 = t14 + (1)
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t14, (1), t5)
+        t15 = _binop('+', t14, (1), t5)
         t16 = call_value(t5, F_str.fn, F_str.cost, True, [t15])
         if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t10.__class__ is int and t16.__class__ is int:
-            t17 = t10 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
-        else:
-            t17 = _binop('+', t10, t16, t5)
+        t17 = _binop('+', t10, t16, t5)
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t17.__class__ is int and (' vs ').__class__ is int:
-            t18 = t17 + (' vs ')
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-        else:
-            t18 = _binop('+', t17, (' vs '), t5)
+        t18 = _binop('+', t17, (' vs '), t5)
         if t18 is None or t18.__class__ is Missing: _need(t18)
         t19 = t7
         if t19 is None: t19 = Missing('u')
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t19.__class__ is list and len(t19) > 1:
-            t20 = t19[1]
-            if t20 is None: t20 = Missing('u[1]')
-        else:
-            t20 = index_value(t19, (1), 'u')
+        t20 = index_value(t19, (1), 'u')
         if t20 is None or t20.__class__ is Missing: _need(t20)
         if t13 is None or t13.__class__ is Missing: _need(t13)
         t21 = _binop('//', t20, t13, t5)
         t22 = call_value(t5, F_str.fn, F_str.cost, True, [t21])
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t18.__class__ is int and t22.__class__ is int:
-            t23 = t18 + t22
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
-        else:
-            t23 = _binop('+', t18, t22, t5)
+        t23 = _binop('+', t18, t22, t5)
         t1.append(t23)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -3668,51 +3048,27 @@ def e162(env):
         t8 = t7
         if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is list and len(t8) > 0:
-            t9 = t8[0]
-            if t9 is None: t9 = Missing('u[0]')
-        else:
-            t9 = index_value(t8, (0), 'u')
+        t9 = index_value(t8, (0), 'u')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and (' up to ').__class__ is int:
-            t10 = t9 + (' up to ')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, (' up to '), t5)
+        t10 = _binop('+', t9, (' up to '), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = t7
         if t11 is None: t11 = Missing('u')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is list and len(t11) > 1:
-            t12 = t11[1]
-            if t12 is None: t12 = Missing('u[1]')
-        else:
-            t12 = index_value(t11, (1), 'u')
+        t12 = index_value(t11, (1), 'u')
         if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = t5.lookup('tp')
         if t13 is None: t13 = Missing('tp')
         if t13 is None or t13.__class__ is Missing: _need(t13)
         t14 = _binop('//', t12, t13, t5)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t14.__class__ is int and (1).__class__ is int:
-            t15 = t14 + (1)
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t14, (1), t5)
+        t15 = _binop('+', t14, (1), t5)
         if t15 is None or t15.__class__ is Missing: _need(t15)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t15.__class__ is int and t13.__class__ is int:
-            t16 = t15 * t13
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('*', t15, t13, t5)
+        t16 = _binop('*', t15, t13, t5)
         t17 = call_value(t5, F_str.fn, F_str.cost, True, [t16])
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t10.__class__ is int and t17.__class__ is int:
-            t18 = t10 + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-        else:
-            t18 = _binop('+', t10, t17, t5)
+        t18 = _binop('+', t10, t17, t5)
         t1.append(t18)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -3723,24 +3079,15 @@ def e162(env):
 def e163(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if (', or use tp in ').__class__ is int and t5.__class__ is int:
-            t6 = (', or use tp in ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', (', or use tp in '), t5, env)
+        t6 = _binop('+', (', or use tp in '), t5, env)
         t4 = t6
     else:
         t4 = ('')
@@ -3768,11 +3115,7 @@ def e165(env):
         t8 = t7
         if t8 is None: t8 = Missing('u')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is list and len(t8) > 0:
-            t9 = t8[0]
-            if t9 is None: t9 = Missing('u[0]')
-        else:
-            t9 = index_value(t8, (0), 'u')
+        t9 = index_value(t8, (0), 'u')
         t1.append(t9)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -3803,39 +3146,23 @@ def e166(env):
 def e167(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
-    if t1.__class__ is dict and 'peak_gib' in t1:
-        t2 = t1['peak_gib']
-        if t2 is None: t2 = Missing('memory.peak_gib')
-    else:
-        t2 = attr_value(t1, 'peak_gib', 'memory.peak_gib')
+    t2 = attr_value(t1, 'peak_gib', 'memory.peak_gib')
     t3 = call_value(env, F_round.fn, F_round.cost, False, [t2, (1)])
     return t3
 
 def e168(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
-    if t1.__class__ is dict and 'stages' in t1:
-        t2 = t1['stages']
-        if t2 is None: t2 = Missing('memory.stages')
-    else:
-        t2 = attr_value(t1, 'stages', 'memory.stages')
+    t2 = attr_value(t1, 'stages', 'memory.stages')
     if t2.__class__ is int:
         t3 = t2 > (1)
     else:
         t3 = _compare('>', t2, (1))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t1.__class__ is dict and 'peak_stage' in t1:
-            t5 = t1['peak_stage']
-            if t5 is None: t5 = Missing('memory.peak_stage')
-        else:
-            t5 = attr_value(t1, 'peak_stage', 'memory.peak_stage')
+    if _truth(t3):
+        t5 = attr_value(t1, 'peak_stage', 'memory.peak_stage')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if (' on pipeline stage ').__class__ is int and t6.__class__ is int:
-            t7 = (' on pipeline stage ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', (' on pipeline stage '), t6, env)
+        t7 = _binop('+', (' on pipeline stage '), t6, env)
         t4 = t7
     else:
         t4 = ('')
@@ -3844,31 +3171,19 @@ def e168(env):
 def e169(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
-    if t1.__class__ is dict and 'gpu_gib' in t1:
-        t2 = t1['gpu_gib']
-        if t2 is None: t2 = Missing('memory.gpu_gib')
-    else:
-        t2 = attr_value(t1, 'gpu_gib', 'memory.gpu_gib')
+    t2 = attr_value(t1, 'gpu_gib', 'memory.gpu_gib')
     return t2
 
 def e170(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
-    if t1.__class__ is dict and 'capacity_source' in t1:
-        t2 = t1['capacity_source']
-        if t2 is None: t2 = Missing('memory.capacity_source')
-    else:
-        t2 = attr_value(t1, 'capacity_source', 'memory.capacity_source')
+    t2 = attr_value(t1, 'capacity_source', 'memory.capacity_source')
     return t2
 
 def e171(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
-    if t1.__class__ is dict and 'summary' in t1:
-        t2 = t1['summary']
-        if t2 is None: t2 = Missing('memory.summary')
-    else:
-        t2 = attr_value(t1, 'summary', 'memory.summary')
+    t2 = attr_value(t1, 'summary', 'memory.summary')
     return t2
 
 def e172(env):
@@ -3878,14 +3193,10 @@ def e172(env):
         t2 = t1 != ('megatron')
     else:
         t2 = _compare('!=', t1, ('megatron'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
-        if t4.__class__ is dict and 'dp_shard' in t4:
-            t5 = t4['dp_shard']
-            if t5 is None: t5 = Missing('keys.dp_shard')
-        else:
-            t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
+        t5 = attr_value(t4, 'dp_shard', 'keys.dp_shard')
         t3 = t5
     else:
         t3 = ('micro_batch_size')
@@ -3894,11 +3205,7 @@ def e172(env):
 def e173(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
-    if t1.__class__ is dict and 'largest' in t1:
-        t2 = t1['largest']
-        if t2 is None: t2 = Missing('memory.largest')
-    else:
-        t2 = attr_value(t1, 'largest', 'memory.largest')
+    t2 = attr_value(t1, 'largest', 'memory.largest')
     return t2
 
 def e174(env):
@@ -3907,14 +3214,14 @@ def e174(env):
     t3 = K3
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = ('shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations')
     else:
         if t1.__class__ is str:
             t5 = t1 == ('accelerate')
         else:
             t5 = _compare('==', t1, ('accelerate'))
-        if (t5 if t5.__class__ is bool else _truth(t5)):
+        if _truth(t5):
             t6 = ('shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)')
         else:
             t6 = ('shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)')
@@ -3924,11 +3231,7 @@ def e174(env):
 def e175(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
-    if t1.__class__ is dict and 'ac' in t1:
-        t2 = t1['ac']
-        if t2 is None: t2 = Missing('memory.ac')
-    else:
-        t2 = attr_value(t1, 'ac', 'memory.ac')
+    t2 = attr_value(t1, 'ac', 'memory.ac')
     return t2
 
 def e176(env):
@@ -3972,17 +3275,9 @@ def e176(env):
 def e177(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
-    if t1.__class__ is dict and 'margin' in t1:
-        t2 = t1['margin']
-        if t2 is None: t2 = Missing('memory.margin')
-    else:
-        t2 = attr_value(t1, 'margin', 'memory.margin')
+    t2 = attr_value(t1, 'margin', 'memory.margin')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t2.__class__ is int and (100).__class__ is int:
-        t3 = t2 * (100)
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
-    else:
-        t3 = _binop('*', t2, (100), env)
+    t3 = _binop('*', t2, (100), env)
     t4 = call_value(env, F_round.fn, F_round.cost, False, [t3])
     return t4
 
@@ -3992,14 +3287,14 @@ def e178(env):
     t3 = K4
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = ('sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing')
     else:
         if t1.__class__ is str:
             t5 = t1 == ('accelerate')
         else:
             t5 = _compare('==', t1, ('accelerate'))
-        if (t5 if t5.__class__ is bool else _truth(t5)):
+        if _truth(t5):
             t6 = ('sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing')
         else:
             t6 = ('sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity')
@@ -4103,13 +3398,9 @@ def e181(env):
 def e182(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'stages' in t1:
-        t2 = t1['stages']
-        if t2 is None: t2 = Missing('pipeline.stages')
-    else:
-        t2 = attr_value(t1, 'stages', 'pipeline.stages')
+    t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = t2
     else:
         t5 = env.lookup('pp')
@@ -4120,41 +3411,25 @@ def e182(env):
 def e183(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'n_layers' in t1:
-        t2 = t1['n_layers']
-        if t2 is None: t2 = Missing('model.n_layers')
-    else:
-        t2 = attr_value(t1, 'n_layers', 'model.n_layers')
+    t2 = attr_value(t1, 'n_layers', 'model.n_layers')
     return t2
 
 def e184(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'split_error' in t1:
-        t2 = t1['split_error']
-        if t2 is None: t2 = Missing('pipeline.split_error')
-    else:
-        t2 = attr_value(t1, 'split_error', 'pipeline.split_error')
+    t2 = attr_value(t1, 'split_error', 'pipeline.split_error')
     return t2
 
 def e185(env):
     t2 = env.lookup('pipeline')
     if t2 is None: t2 = Missing('pipeline')
-    if t2.__class__ is dict and 'split_error' in t2:
-        t3 = t2['split_error']
-        if t3 is None: t3 = Missing('pipeline.split_error')
-    else:
-        t3 = attr_value(t2, 'split_error', 'pipeline.split_error')
+    t3 = attr_value(t2, 'split_error', 'pipeline.split_error')
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('layers_per_stage'), t3)
     t1 = _compare('not in', ('layers_per_stage'), t3)
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t5 = env.lookup('keys')
         if t5 is None: t5 = Missing('keys')
-        if t5.__class__ is dict and 'pp' in t5:
-            t6 = t5['pp']
-            if t6 is None: t6 = Missing('keys.pp')
-        else:
-            t6 = attr_value(t5, 'pp', 'keys.pp')
+        t6 = attr_value(t5, 'pp', 'keys.pp')
         t4 = t6
     else:
         t4 = ('parallelism.pipeline_parallel_layers_per_stage')
@@ -4163,24 +3438,15 @@ def e185(env):
 def e186(env):
     t1 = env.lookup('pps')
     if t1 is None: t1 = Missing('pps')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('pp in ').__class__ is int and t5.__class__ is int:
-            t6 = ('pp in ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('pp in '), t5, env)
+        t6 = _binop('+', ('pp in '), t5, env)
         t4 = t6
     else:
         t4 = ('only pp = 1 on this world')
@@ -4348,22 +3614,14 @@ def e194(env):
 def e195(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'stages' in t1:
-        t2 = t1['stages']
-        if t2 is None: t2 = Missing('pipeline.stages')
-    else:
-        t2 = attr_value(t1, 'stages', 'pipeline.stages')
+    t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('stage')])
     return t3
 
 def e196(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'layer_counts' in t1:
-        t2 = t1['layer_counts']
-        if t2 is None: t2 = Missing('pipeline.layer_counts')
-    else:
-        t2 = attr_value(t1, 'layer_counts', 'pipeline.layer_counts')
+    t2 = attr_value(t1, 'layer_counts', 'pipeline.layer_counts')
     t3 = call_value(env, F_join.fn, F_join.cost, False, [t2])
     return t3
 
@@ -4374,82 +3632,42 @@ def e197(env):
     t2 = env.lookup('last')
     if t2 is None: t2 = Missing('last')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is int and t2.__class__ is int:
-        t3 = t1 + t2
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
-    else:
-        t3 = _binop('+', t1, t2, env)
+    t3 = _binop('+', t1, t2, env)
     if t3.__class__ is int:
         t4 = t3 == (0)
     else:
         t4 = _compare('==', t3, (0))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t5 = ('')
     else:
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if (' (with the embedding and output weighted as ').__class__ is int and t6.__class__ is int:
-            t7 = (' (with the embedding and output weighted as ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', (' (with the embedding and output weighted as '), t6, env)
+        t7 = _binop('+', (' (with the embedding and output weighted as '), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t7.__class__ is int and (' and ').__class__ is int:
-            t8 = t7 + (' and ')
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t7, (' and '), env)
+        t8 = _binop('+', t7, (' and '), env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t2])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t8.__class__ is int and t9.__class__ is int:
-            t10 = t8 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t8, t9, env)
+        t10 = _binop('+', t8, t9, env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t10.__class__ is int and (' layers, ').__class__ is int:
-            t11 = t10 + (' layers, ')
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t10, (' layers, '), env)
+        t11 = _binop('+', t10, (' layers, '), env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = env.lookup('total')
         if t12 is None: t12 = Missing('total')
         t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t11.__class__ is int and t13.__class__ is int:
-            t14 = t11 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t11, t13, env)
+        t14 = _binop('+', t11, t13, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t14.__class__ is int and (' effective layers: ').__class__ is int:
-            t15 = t14 + (' effective layers: ')
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t14, (' effective layers: '), env)
+        t15 = _binop('+', t14, (' effective layers: '), env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
         t16 = env.lookup('pipeline')
         if t16 is None: t16 = Missing('pipeline')
-        if t16.__class__ is dict and 'effective_counts' in t16:
-            t17 = t16['effective_counts']
-            if t17 is None: t17 = Missing('pipeline.effective_counts')
-        else:
-            t17 = attr_value(t16, 'effective_counts', 'pipeline.effective_counts')
+        t17 = attr_value(t16, 'effective_counts', 'pipeline.effective_counts')
         t18 = call_value(env, F_join.fn, F_join.cost, False, [t17])
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t15.__class__ is int and t18.__class__ is int:
-            t19 = t15 + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-        else:
-            t19 = _binop('+', t15, t18, env)
+        t19 = _binop('+', t15, t18, env)
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t19.__class__ is int and (')').__class__ is int:
-            t20 = t19 + (')')
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-        else:
-            t20 = _binop('+', t19, (')'), env)
+        t20 = _binop('+', t19, (')'), env)
         t5 = t20
     return t5
 
@@ -4458,11 +3676,7 @@ def e198(env):
     t2 = env.budget
     t4 = env.lookup('model')
     if t4 is None: t4 = Missing('model')
-    if t4.__class__ is dict and 'n_layers' in t4:
-        t5 = t4['n_layers']
-        if t5 is None: t5 = Missing('model.n_layers')
-    else:
-        t5 = attr_value(t4, 'n_layers', 'model.n_layers')
+    t5 = attr_value(t4, 'n_layers', 'model.n_layers')
     t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
     t3 = loop_items(t6)
     t7 = Env({}, None, t2, env)
@@ -4478,17 +3692,17 @@ def e198(env):
             t11 = t10 > (1)
         else:
             t11 = _compare('>', t10, (1))
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if _truth(t11):
             t13 = t9
             if t13 is None: t13 = Missing('p')
             if t13.__class__ is int:
                 t14 = t13 <= (64)
             else:
                 t14 = _compare('<=', t13, (64))
-            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+            t12 = _truth(t14)
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
+        if _truth(t12):
             t15 = t9
             if t15 is None: t15 = Missing('p')
             t1.append(t15)
@@ -4501,11 +3715,7 @@ def e198(env):
 def e199(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'stages' in t1:
-        t2 = t1['stages']
-        if t2 is None: t2 = Missing('pipeline.stages')
-    else:
-        t2 = attr_value(t1, 'stages', 'pipeline.stages')
+    t2 = attr_value(t1, 'stages', 'pipeline.stages')
     return t2
 
 def e200(env):
@@ -4514,17 +3724,9 @@ def e200(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('model')
     if t2 is None: t2 = Missing('model')
-    if t2.__class__ is dict and 'n_layers' in t2:
-        t3 = t2['n_layers']
-        if t3 is None: t3 = Missing('model.n_layers')
-    else:
-        t3 = attr_value(t2, 'n_layers', 'model.n_layers')
+    t3 = attr_value(t2, 'n_layers', 'model.n_layers')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t1.__class__ is int and t3.__class__ is int:
-        t4 = t1 - t3
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('-', t1, t3, env)
+    t4 = _binop('-', t1, t3, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = _binop('//', t4, (2), env)
     return t5
@@ -4535,33 +3737,17 @@ def e201(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('model')
     if t2 is None: t2 = Missing('model')
-    if t2.__class__ is dict and 'n_layers' in t2:
-        t3 = t2['n_layers']
-        if t3 is None: t3 = Missing('model.n_layers')
-    else:
-        t3 = attr_value(t2, 'n_layers', 'model.n_layers')
+    t3 = attr_value(t2, 'n_layers', 'model.n_layers')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t1.__class__ is int and t3.__class__ is int:
-        t4 = t1 - t3
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('-', t1, t3, env)
+    t4 = _binop('-', t1, t3, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t1.__class__ is int and t3.__class__ is int:
-        t5 = t1 - t3
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('-', t1, t3, env)
+    t5 = _binop('-', t1, t3, env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
     t6 = _binop('//', t5, (2), env)
     if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t4.__class__ is int and t6.__class__ is int:
-        t7 = t4 - t6
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-    else:
-        t7 = _binop('-', t4, t6, env)
+    t7 = _binop('-', t4, t6, env)
     return t7
 
 def e202(env):
@@ -4575,11 +3761,7 @@ def e203(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('pipeline')
     if t2 is None: t2 = Missing('pipeline')
-    if t2.__class__ is dict and 'stages' in t2:
-        t3 = t2['stages']
-        if t3 is None: t3 = Missing('pipeline.stages')
-    else:
-        t3 = attr_value(t2, 'stages', 'pipeline.stages')
+    t3 = attr_value(t2, 'stages', 'pipeline.stages')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = _binop('//', t1, t3, env)
     return t4
@@ -4587,21 +3769,13 @@ def e203(env):
 def e204(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'schedule' in t1:
-        t2 = t1['schedule']
-        if t2 is None: t2 = Missing('pipeline.schedule')
-    else:
-        t2 = attr_value(t1, 'schedule', 'pipeline.schedule')
+    t2 = attr_value(t1, 'schedule', 'pipeline.schedule')
     return t2
 
 def e205(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'schedule_error' in t1:
-        t2 = t1['schedule_error']
-        if t2 is None: t2 = Missing('pipeline.schedule_error')
-    else:
-        t2 = attr_value(t1, 'schedule_error', 'pipeline.schedule_error')
+    t2 = attr_value(t1, 'schedule_error', 'pipeline.schedule_error')
     return t2
 
 def e206(env):
@@ -4665,11 +3839,7 @@ def e207(env):
 def e208(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'n_microbatches' in t1:
-        t2 = t1['n_microbatches']
-        if t2 is None: t2 = Missing('pipeline.n_microbatches')
-    else:
-        t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
+    t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('microbatch'), ('microbatches')])
     return t3
 
@@ -4680,16 +3850,12 @@ def e209(env):
         t2 = t1 == ('kempnerforge')
     else:
         t2 = _compare('==', t1, ('kempnerforge'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('train.grad_accum_steps')
     else:
         t4 = env.lookup('pipeline')
         if t4 is None: t4 = Missing('pipeline')
-        if t4.__class__ is dict and 'microbatches_key' in t4:
-            t5 = t4['microbatches_key']
-            if t5 is None: t5 = Missing('pipeline.microbatches_key')
-        else:
-            t5 = attr_value(t4, 'microbatches_key', 'pipeline.microbatches_key')
+        t5 = attr_value(t4, 'microbatches_key', 'pipeline.microbatches_key')
         t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('training.local_batch_size')])
         t3 = t6
     return t3
@@ -4701,76 +3867,48 @@ def e210(env):
         t2 = t1 == ('kempnerforge')
     else:
         t2 = _compare('==', t1, ('kempnerforge'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('pp')
         if t4 is None: t4 = Missing('pp')
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('raise train.grad_accum_steps (the microbatch count) to at least ').__class__ is int and t5.__class__ is int:
-            t6 = ('raise train.grad_accum_steps (the microbatch count) to at least ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('raise train.grad_accum_steps (the microbatch count) to at least '), t5, env)
+        t6 = _binop('+', ('raise train.grad_accum_steps (the microbatch count) to at least '), t5, env)
         t3 = t6
     else:
         t7 = env.lookup('pipeline')
         if t7 is None: t7 = Missing('pipeline')
-        if t7.__class__ is dict and 'microbatches_key' in t7:
-            t8 = t7['microbatches_key']
-            if t8 is None: t8 = Missing('pipeline.microbatches_key')
-        else:
-            t8 = attr_value(t7, 'microbatches_key', 'pipeline.microbatches_key')
+        t8 = attr_value(t7, 'microbatches_key', 'pipeline.microbatches_key')
         t9 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t8, ('')])
         if t9.__class__ is str:
             t10 = t9 == ('parallelism.num_pp_microbatches')
         else:
             t10 = _compare('==', t9, ('parallelism.num_pp_microbatches'))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if _truth(t10):
             t11 = ('make num_pp_microbatches at least ')
         else:
             t11 = ('make local_batch_size / pipeline_parallel_microbatch_size at least ')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t7.__class__ is dict and 'stages' in t7:
-            t12 = t7['stages']
-            if t12 is None: t12 = Missing('pipeline.stages')
-        else:
-            t12 = attr_value(t7, 'stages', 'pipeline.stages')
+        t12 = attr_value(t7, 'stages', 'pipeline.stages')
         t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t11.__class__ is int and t13.__class__ is int:
-            t14 = t11 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t11, t13, env)
+        t14 = _binop('+', t11, t13, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t7.__class__ is dict and 'style' in t7:
-            t15 = t7['style']
-            if t15 is None: t15 = Missing('pipeline.style')
-        else:
-            t15 = attr_value(t7, 'style', 'pipeline.style')
+        t15 = attr_value(t7, 'style', 'pipeline.style')
         if t15.__class__ is str:
             t16 = t15 == ('loop')
         else:
             t16 = _compare('==', t15, ('loop'))
-        if (t16 if t16.__class__ is bool else _truth(t16)):
+        if _truth(t16):
             t18 = env.lookup('pp')
             if t18 is None: t18 = Missing('pp')
             t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
             if t19 is None or t19.__class__ is Missing: _need(t19)
-            if (' and a multiple of ').__class__ is int and t19.__class__ is int:
-                t20 = (' and a multiple of ') + t19
-                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-            else:
-                t20 = _binop('+', (' and a multiple of '), t19, env)
+            t20 = _binop('+', (' and a multiple of '), t19, env)
             t17 = t20
         else:
             t17 = ('')
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t14.__class__ is int and t17.__class__ is int:
-            t21 = t14 + t17
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('+', t14, t17, env)
+        t21 = _binop('+', t14, t17, env)
         t3 = t21
     return t3
 
@@ -4830,32 +3968,20 @@ def e212(env):
 def e213(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'stages' in t1:
-        t2 = t1['stages']
-        if t2 is None: t2 = Missing('pipeline.stages')
-    else:
-        t2 = attr_value(t1, 'stages', 'pipeline.stages')
+    t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('pipeline stage')])
     return t3
 
 def e214(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'n_microbatches' in t1:
-        t2 = t1['n_microbatches']
-        if t2 is None: t2 = Missing('pipeline.n_microbatches')
-    else:
-        t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
+    t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
     return t2
 
 def e215(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'bubble' in t1:
-        t2 = t1['bubble']
-        if t2 is None: t2 = Missing('pipeline.bubble')
-    else:
-        t2 = attr_value(t1, 'bubble', 'pipeline.bubble')
+    t2 = attr_value(t1, 'bubble', 'pipeline.bubble')
     t3 = call_value(env, F_percent.fn, F_percent.cost, False, [t2])
     return t3
 
@@ -4866,29 +3992,25 @@ def e216(env):
         t2 = t1 == ('kempnerforge')
     else:
         t2 = _compare('==', t1, ('kempnerforge'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('train.grad_accum_steps')
     else:
         if t1.__class__ is str:
             t4 = t1 == ('megatron')
         else:
             t4 = _compare('==', t1, ('megatron'))
-        if (t4 if t4.__class__ is bool else _truth(t4)):
+        if _truth(t4):
             t5 = ('--global-batch-size / (--micro-batch-size × dp)')
         else:
             t6 = env.lookup('pipeline')
             if t6 is None: t6 = Missing('pipeline')
-            if t6.__class__ is dict and 'microbatches_key' in t6:
-                t7 = t6['microbatches_key']
-                if t7 is None: t7 = Missing('pipeline.microbatches_key')
-            else:
-                t7 = attr_value(t6, 'microbatches_key', 'pipeline.microbatches_key')
+            t7 = attr_value(t6, 'microbatches_key', 'pipeline.microbatches_key')
             t8 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t7, ('')])
             if t8.__class__ is str:
                 t9 = t8 == ('parallelism.num_pp_microbatches')
             else:
                 t9 = _compare('==', t8, ('parallelism.num_pp_microbatches'))
-            if (t9 if t9.__class__ is bool else _truth(t9)):
+            if _truth(t9):
                 t10 = ('num_pp_microbatches')
             else:
                 t10 = ('local_batch_size / pipeline_parallel_microbatch_size')
@@ -4899,55 +4021,27 @@ def e216(env):
 def e217(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'stages' in t1:
-        t2 = t1['stages']
-        if t2 is None: t2 = Missing('pipeline.stages')
-    else:
-        t2 = attr_value(t1, 'stages', 'pipeline.stages')
+    t2 = attr_value(t1, 'stages', 'pipeline.stages')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if (4).__class__ is int and t2.__class__ is int:
-        t3 = (4) * t2
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
-    else:
-        t3 = _binop('*', (4), t2, env)
+    t3 = _binop('*', (4), t2, env)
     return t3
 
 def e218(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is int and (1).__class__ is int:
-        t2 = t1 - (1)
-        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
-    else:
-        t2 = _binop('-', t1, (1), env)
+    t2 = _binop('-', t1, (1), env)
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('pipeline')
     if t3 is None: t3 = Missing('pipeline')
-    if t3.__class__ is dict and 'stages' in t3:
-        t4 = t3['stages']
-        if t4 is None: t4 = Missing('pipeline.stages')
-    else:
-        t4 = attr_value(t3, 'stages', 'pipeline.stages')
+    t4 = attr_value(t3, 'stages', 'pipeline.stages')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if (4).__class__ is int and t4.__class__ is int:
-        t5 = (4) * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', (4), t4, env)
+    t5 = _binop('*', (4), t4, env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t5.__class__ is int and t1.__class__ is int:
-        t6 = t5 + t1
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('+', t5, t1, env)
+    t6 = _binop('+', t5, t1, env)
     if t6 is None or t6.__class__ is Missing: _need(t6)
-    if t6.__class__ is int and (1).__class__ is int:
-        t7 = t6 - (1)
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-    else:
-        t7 = _binop('-', t6, (1), env)
+    t7 = _binop('-', t6, (1), env)
     if t7 is None or t7.__class__ is Missing: _need(t7)
     t8 = _binop('/', t2, t7, env)
     t9 = call_value(env, F_percent.fn, F_percent.cost, False, [t8])
@@ -4961,55 +4055,35 @@ def e219(env):
 def e220(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'dim' in t1:
-        t2 = t1['dim']
-        if t2 is None: t2 = Missing('model.dim')
-    else:
-        t2 = attr_value(t1, 'dim', 'model.dim')
+    t2 = attr_value(t1, 'dim', 'model.dim')
     return t2
 
 def e221(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('item[0]')
-    else:
-        t2 = index_value(t1, (0), 'item')
+    t2 = index_value(t1, (0), 'item')
     return t2
 
 def e222(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 1:
-        t2 = t1[1]
-        if t2 is None: t2 = Missing('item[1]')
-    else:
-        t2 = index_value(t1, (1), 'item')
+    t2 = index_value(t1, (1), 'item')
     return t2
 
 def e223(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 3:
-        t2 = t1[3]
-        if t2 is None: t2 = Missing('item[3]')
-    else:
-        t2 = index_value(t1, (3), 'item')
+    t2 = index_value(t1, (3), 'item')
     return t2
 
 def e224(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 2:
-        t2 = t1[2]
-        if t2 is None: t2 = Missing('item[2]')
-    else:
-        t2 = index_value(t1, (2), 'item')
+    t2 = index_value(t1, (2), 'item')
     return t2
 
 def e225(env):
@@ -5023,19 +4097,11 @@ def e226(env):
 def e227(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'selector' in t1:
-        t2 = t1['selector']
-        if t2 is None: t2 = Missing('item.selector')
-    else:
-        t2 = attr_value(t1, 'selector', 'item.selector')
+    t2 = attr_value(t1, 'selector', 'item.selector')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        if (' of ').__class__ is int and t2.__class__ is int:
-            t5 = (' of ') + t2
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', (' of '), t2, env)
+        t5 = _binop('+', (' of '), t2, env)
         t4 = t5
     else:
         t4 = ('')
@@ -5044,35 +4110,19 @@ def e227(env):
 def e228(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'reason' in t1:
-        t2 = t1['reason']
-        if t2 is None: t2 = Missing('item.reason')
-    else:
-        t2 = attr_value(t1, 'reason', 'item.reason')
+    t2 = attr_value(t1, 'reason', 'item.reason')
     return t2
 
 def e229(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'selector' in t1:
-        t2 = t1['selector']
-        if t2 is None: t2 = Missing('item.selector')
-    else:
-        t2 = attr_value(t1, 'selector', 'item.selector')
+    t2 = attr_value(t1, 'selector', 'item.selector')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        if ('the ').__class__ is int and t2.__class__ is int:
-            t5 = ('the ') + t2
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', ('the '), t2, env)
+        t5 = _binop('+', ('the '), t2, env)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t5.__class__ is int and (' entry from').__class__ is int:
-            t6 = t5 + (' entry from')
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', t5, (' entry from'), env)
+        t6 = _binop('+', t5, (' entry from'), env)
         t4 = t6
     else:
         t4 = ('')

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3382922810, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 597924938, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -103,205 +103,101 @@ def e3(env):
     t1 = env.lookup('outside')
     if t1 is None: t1 = Missing('outside')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('mesh')
         if t4 is None: t4 = Missing('mesh')
-        if t4.__class__ is dict and 'dims' in t4:
-            t5 = t4['dims']
-            if t5 is None: t5 = Missing('mesh.dims')
-        else:
-            t5 = attr_value(t4, 'dims', 'mesh.dims')
+        t5 = attr_value(t4, 'dims', 'mesh.dims')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if ('the mesh ').__class__ is int and t6.__class__ is int:
-            t7 = ('the mesh ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', ('the mesh '), t6, env)
+        t7 = _binop('+', ('the mesh '), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t7.__class__ is int and (' ').__class__ is int:
-            t8 = t7 + (' ')
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t7, (' '), env)
+        t8 = _binop('+', t7, (' '), env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t4.__class__ is dict and 'sizes' in t4:
-            t9 = t4['sizes']
-            if t9 is None: t9 = Missing('mesh.sizes')
-        else:
-            t9 = attr_value(t4, 'sizes', 'mesh.sizes')
+        t9 = attr_value(t4, 'sizes', 'mesh.sizes')
         t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t8.__class__ is int and t10.__class__ is int:
-            t11 = t8 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t8, t10, env)
+        t11 = _binop('+', t8, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is int and (' covers only ranks 0-').__class__ is int:
-            t12 = t11 + (' covers only ranks 0-')
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t11, (' covers only ranks 0-'), env)
+        t12 = _binop('+', t11, (' covers only ranks 0-'), env)
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t1.__class__ is dict and 'first' in t1:
-            t13 = t1['first']
-            if t13 is None: t13 = Missing('outside.first')
-        else:
-            t13 = attr_value(t1, 'first', 'outside.first')
+        t13 = attr_value(t1, 'first', 'outside.first')
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t13.__class__ is int and (1).__class__ is int:
-            t14 = t13 - (1)
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('-', t13, (1), env)
+        t14 = _binop('-', t13, (1), env)
         t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t12.__class__ is int and t15.__class__ is int:
-            t16 = t12 + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t12, t15, env)
+        t16 = _binop('+', t12, t15, env)
         if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t16.__class__ is int and (', so ranks ').__class__ is int:
-            t17 = t16 + (', so ranks ')
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
-        else:
-            t17 = _binop('+', t16, (', so ranks '), env)
+        t17 = _binop('+', t16, (', so ranks '), env)
         if t17 is None or t17.__class__ is Missing: _need(t17)
         t18 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t17.__class__ is int and t18.__class__ is int:
-            t19 = t17 + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-        else:
-            t19 = _binop('+', t17, t18, env)
+        t19 = _binop('+', t17, t18, env)
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t19.__class__ is int and ('-').__class__ is int:
-            t20 = t19 + ('-')
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-        else:
-            t20 = _binop('+', t19, ('-'), env)
+        t20 = _binop('+', t19, ('-'), env)
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t1.__class__ is dict and 'last' in t1:
-            t21 = t1['last']
-            if t21 is None: t21 = Missing('outside.last')
-        else:
-            t21 = attr_value(t1, 'last', 'outside.last')
+        t21 = attr_value(t1, 'last', 'outside.last')
         t22 = call_value(env, F_str.fn, F_str.cost, True, [t21])
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t20.__class__ is int and t22.__class__ is int:
-            t23 = t20 + t22
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
-        else:
-            t23 = _binop('+', t20, t22, env)
+        t23 = _binop('+', t20, t22, env)
         if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t23.__class__ is int and (' (').__class__ is int:
-            t24 = t23 + (' (')
-            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
-        else:
-            t24 = _binop('+', t23, (' ('), env)
+        t24 = _binop('+', t23, (' ('), env)
         if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t1.__class__ is dict and 'count' in t1:
-            t25 = t1['count']
-            if t25 is None: t25 = Missing('outside.count')
-        else:
-            t25 = attr_value(t1, 'count', 'outside.count')
+        t25 = attr_value(t1, 'count', 'outside.count')
         t26 = call_value(env, F_str.fn, F_str.cost, True, [t25])
         if t26 is None or t26.__class__ is Missing: _need(t26)
-        if t24.__class__ is int and t26.__class__ is int:
-            t27 = t24 + t26
-            if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
-        else:
-            t27 = _binop('+', t24, t26, env)
+        t27 = _binop('+', t24, t26, env)
         if t27 is None or t27.__class__ is Missing: _need(t27)
-        if t27.__class__ is int and (' of ').__class__ is int:
-            t28 = t27 + (' of ')
-            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
-        else:
-            t28 = _binop('+', t27, (' of '), env)
+        t28 = _binop('+', t27, (' of '), env)
         if t28 is None or t28.__class__ is Missing: _need(t28)
         t29 = env.lookup('world_size')
         if t29 is None: t29 = Missing('world_size')
         t30 = call_value(env, F_str.fn, F_str.cost, True, [t29])
         if t30 is None or t30.__class__ is Missing: _need(t30)
-        if t28.__class__ is int and t30.__class__ is int:
-            t31 = t28 + t30
-            if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
-        else:
-            t31 = _binop('+', t28, t30, env)
+        t31 = _binop('+', t28, t30, env)
         if t31 is None or t31.__class__ is Missing: _need(t31)
-        if t31.__class__ is int and (') sit outside it').__class__ is int:
-            t32 = t31 + (') sit outside it')
-            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
-        else:
-            t32 = _binop('+', t31, (') sit outside it'), env)
+        t32 = _binop('+', t31, (') sit outside it'), env)
         t3 = t32
     else:
         t33 = env.lookup('mesh')
         if t33 is None: t33 = Missing('mesh')
         t34 = not (t33 is None or t33.__class__ is Missing)
-        if (t34 if t34.__class__ is bool else _truth(t34)):
-            if t33.__class__ is dict and 'dims' in t33:
-                t36 = t33['dims']
-                if t36 is None: t36 = Missing('mesh.dims')
-            else:
-                t36 = attr_value(t33, 'dims', 'mesh.dims')
+        if _truth(t34):
+            t36 = attr_value(t33, 'dims', 'mesh.dims')
             t38 = K0
             if t36.__class__ is t38.__class__ and (t36.__class__ is int or t36.__class__ is str):
                 t37 = t36 == t38
             else:
                 if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(env, t36, t38)
                 t37 = _compare('==', t36, t38)
-            t35 = (t37 if t37.__class__ is bool else _truth(t37))
+            t35 = _truth(t37)
         else:
             t35 = False
-        if (t35 if t35.__class__ is bool else _truth(t35)):
+        if _truth(t35):
             t40 = env.lookup('dp_shard')
             if t40 is None: t40 = Missing('dp_shard')
             if t40.__class__ is int:
                 t41 = t40 == (1)
             else:
                 t41 = _compare('==', t40, (1))
-            t39 = (t41 if t41.__class__ is bool else _truth(t41))
+            t39 = _truth(t41)
         else:
             t39 = False
-        if (t39 if t39.__class__ is bool else _truth(t39)):
-            if t33.__class__ is dict and 'size' in t33:
-                t43 = t33['size']
-                if t43 is None: t43 = Missing('mesh.size')
-            else:
-                t43 = attr_value(t33, 'size', 'mesh.size')
+        if _truth(t39):
+            t43 = attr_value(t33, 'size', 'mesh.size')
             t44 = call_value(env, F_str.fn, F_str.cost, True, [t43])
             if t44 is None or t44.__class__ is Missing: _need(t44)
-            if ('every other degree is 1, so the mesh falls back to a flat dp_shard of all ').__class__ is int and t44.__class__ is int:
-                t45 = ('every other degree is 1, so the mesh falls back to a flat dp_shard of all ') + t44
-                if not -MAX_INT <= t45 <= MAX_INT: _check_value(t45)
-            else:
-                t45 = _binop('+', ('every other degree is 1, so the mesh falls back to a flat dp_shard of all '), t44, env)
+            t45 = _binop('+', ('every other degree is 1, so the mesh falls back to a flat dp_shard of all '), t44, env)
             if t45 is None or t45.__class__ is Missing: _need(t45)
-            if t45.__class__ is int and (' ranks and the cp ranks silently become FSDP ranks').__class__ is int:
-                t46 = t45 + (' ranks and the cp ranks silently become FSDP ranks')
-                if not -MAX_INT <= t46 <= MAX_INT: _check_value(t46)
-            else:
-                t46 = _binop('+', t45, (' ranks and the cp ranks silently become FSDP ranks'), env)
+            t46 = _binop('+', t45, (' ranks and the cp ranks silently become FSDP ranks'), env)
             t42 = t46
         else:
             t47 = env.lookup('cp')
             if t47 is None: t47 = Missing('cp')
             t48 = call_value(env, F_str.fn, F_str.cost, True, [t47])
             if t48 is None or t48.__class__ is Missing: _need(t48)
-            if ('the mesh covers only world_size / ').__class__ is int and t48.__class__ is int:
-                t49 = ('the mesh covers only world_size / ') + t48
-                if not -MAX_INT <= t49 <= MAX_INT: _check_value(t49)
-            else:
-                t49 = _binop('+', ('the mesh covers only world_size / '), t48, env)
+            t49 = _binop('+', ('the mesh covers only world_size / '), t48, env)
             if t49 is None or t49.__class__ is Missing: _need(t49)
-            if t49.__class__ is int and (' ranks and the rest sit outside it').__class__ is int:
-                t50 = t49 + (' ranks and the rest sit outside it')
-                if not -MAX_INT <= t50 <= MAX_INT: _check_value(t50)
-            else:
-                t50 = _binop('+', t49, (' ranks and the rest sit outside it'), env)
+            t50 = _binop('+', t49, (' ranks and the rest sit outside it'), env)
             t42 = t50
         t3 = t42
     return t3
@@ -310,23 +206,15 @@ def e4(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         if t1 is None or t1.__class__ is Missing: _need(t1)
         t4 = env.lookup('cp')
         if t4 is None: t4 = Missing('cp')
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        if t1.__class__ is int and t4.__class__ is int:
-            t5 = t1 * t4
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('*', t1, t4, env)
+        t5 = _binop('*', t1, t4, env)
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if ('; the mesh then becomes dp_shard = ').__class__ is int and t6.__class__ is int:
-            t7 = ('; the mesh then becomes dp_shard = ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', ('; the mesh then becomes dp_shard = '), t6, env)
+        t7 = _binop('+', ('; the mesh then becomes dp_shard = '), t6, env)
         t3 = t7
     else:
         t3 = ('')
@@ -357,11 +245,7 @@ def e5(env):
 def e6(env):
     t1 = env.lookup('train')
     if t1 is None: t1 = Missing('train')
-    if t1.__class__ is dict and 'seq_len' in t1:
-        t2 = t1['seq_len']
-        if t2 is None: t2 = Missing('train.seq_len')
-    else:
-        t2 = attr_value(t1, 'seq_len', 'train.seq_len')
+    t2 = attr_value(t1, 'seq_len', 'train.seq_len')
     return t2
 
 def e7(env):
@@ -455,11 +339,7 @@ def e10(env):
 def e11(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'arch' in t1:
-        t2 = t1['arch']
-        if t2 is None: t2 = Missing('vlm.arch')
-    else:
-        t2 = attr_value(t1, 'arch', 'vlm.arch')
+    t2 = attr_value(t1, 'arch', 'vlm.arch')
     return t2
 
 def e12(env):
@@ -613,36 +493,24 @@ def e17(env):
 def e18(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'residual_image_tokens' in t1:
-        t2 = t1['residual_image_tokens']
-        if t2 is None: t2 = Missing('vlm.residual_image_tokens')
-    else:
-        t2 = attr_value(t1, 'residual_image_tokens', 'vlm.residual_image_tokens')
+    t2 = attr_value(t1, 'residual_image_tokens', 'vlm.residual_image_tokens')
     return t2
 
 def e19(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'frames' in t1:
-        t2 = t1['frames']
-        if t2 is None: t2 = Missing('vlm.frames')
-    else:
-        t2 = attr_value(t1, 'frames', 'vlm.frames')
+    t2 = attr_value(t1, 'frames', 'vlm.frames')
     return t2
 
 def e20(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'frames' in t1:
-        t2 = t1['frames']
-        if t2 is None: t2 = Missing('vlm.frames')
-    else:
-        t2 = attr_value(t1, 'frames', 'vlm.frames')
+    t2 = attr_value(t1, 'frames', 'vlm.frames')
     if t2.__class__ is int:
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('frame')
     else:
         t4 = ('frames')
@@ -651,49 +519,25 @@ def e20(env):
 def e21(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'tokens_per_frame' in t1:
-        t2 = t1['tokens_per_frame']
-        if t2 is None: t2 = Missing('vlm.tokens_per_frame')
-    else:
-        t2 = attr_value(t1, 'tokens_per_frame', 'vlm.tokens_per_frame')
+    t2 = attr_value(t1, 'tokens_per_frame', 'vlm.tokens_per_frame')
     return t2
 
 def e22(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'tokens_per_frame' in t1:
-        t2 = t1['tokens_per_frame']
-        if t2 is None: t2 = Missing('vlm.tokens_per_frame')
-    else:
-        t2 = attr_value(t1, 'tokens_per_frame', 'vlm.tokens_per_frame')
-    if t1.__class__ is dict and 'num_tokens' in t1:
-        t4 = t1['num_tokens']
-        if t4 is None: t4 = Missing('vlm.num_tokens')
-    else:
-        t4 = attr_value(t1, 'num_tokens', 'vlm.num_tokens')
+    t2 = attr_value(t1, 'tokens_per_frame', 'vlm.tokens_per_frame')
+    t4 = attr_value(t1, 'num_tokens', 'vlm.num_tokens')
     if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
         t3 = t2 != t4
     else:
         if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
         t3 = _compare('!=', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t1.__class__ is dict and 'adapter_type' in t1:
-            t6 = t1['adapter_type']
-            if t6 is None: t6 = Missing('vlm.adapter_type')
-        else:
-            t6 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
+    if _truth(t3):
+        t6 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if (' after the ').__class__ is int and t6.__class__ is int:
-            t7 = (' after the ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', (' after the '), t6, env)
+        t7 = _binop('+', (' after the '), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t7.__class__ is int and (' adapter').__class__ is int:
-            t8 = t7 + (' adapter')
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t7, (' adapter'), env)
+        t8 = _binop('+', t7, (' adapter'), env)
         t5 = t8
     else:
         t5 = ('')
@@ -702,16 +546,12 @@ def e22(env):
 def e23(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'arch' in t1:
-        t2 = t1['arch']
-        if t2 is None: t2 = Missing('vlm.arch')
-    else:
-        t2 = attr_value(t1, 'arch', 'vlm.arch')
+    t2 = attr_value(t1, 'arch', 'vlm.arch')
     if t2.__class__ is str:
         t3 = t2 == ('cross_attention')
     else:
         t3 = _compare('==', t2, ('cross_attention'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = (', none with cross_attention')
     else:
         t4 = ('')
@@ -720,36 +560,24 @@ def e23(env):
 def e24(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'max_text_len' in t1:
-        t2 = t1['max_text_len']
-        if t2 is None: t2 = Missing('vlm.max_text_len')
-    else:
-        t2 = attr_value(t1, 'max_text_len', 'vlm.max_text_len')
+    t2 = attr_value(t1, 'max_text_len', 'vlm.max_text_len')
     return t2
 
 def e25(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'required_seq_len' in t1:
-        t2 = t1['required_seq_len']
-        if t2 is None: t2 = Missing('vlm.required_seq_len')
-    else:
-        t2 = attr_value(t1, 'required_seq_len', 'vlm.required_seq_len')
+    t2 = attr_value(t1, 'required_seq_len', 'vlm.required_seq_len')
     return t2
 
 def e26(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'frames' in t1:
-        t2 = t1['frames']
-        if t2 is None: t2 = Missing('vlm.frames')
-    else:
-        t2 = attr_value(t1, 'frames', 'vlm.frames')
+    t2 = attr_value(t1, 'frames', 'vlm.frames')
     if t2.__class__ is int:
         t3 = t2 > (1)
     else:
         t3 = _compare('>', t2, (1))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = (', video.max_frames')
     else:
         t4 = ('')
@@ -810,36 +638,20 @@ def e28(env):
 def e29(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'num_tokens_from' in t1:
-        t2 = t1['num_tokens_from']
-        if t2 is None: t2 = Missing('vlm.num_tokens_from')
-    else:
-        t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
+    t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
     if t2.__class__ is str:
         t3 = t2 == ('config')
     else:
         t3 = _compare('==', t2, ('config'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('when it loads the config')
     else:
-        if t1.__class__ is dict and 'num_tokens' in t1:
-            t5 = t1['num_tokens']
-            if t5 is None: t5 = Missing('vlm.num_tokens')
-        else:
-            t5 = attr_value(t1, 'num_tokens', 'vlm.num_tokens')
+        t5 = attr_value(t1, 'num_tokens', 'vlm.num_tokens')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if ('when it builds the model (vision_encoder.num_tokens = 0 gives the random encoder its default of ').__class__ is int and t6.__class__ is int:
-            t7 = ('when it builds the model (vision_encoder.num_tokens = 0 gives the random encoder its default of ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', ('when it builds the model (vision_encoder.num_tokens = 0 gives the random encoder its default of '), t6, env)
+        t7 = _binop('+', ('when it builds the model (vision_encoder.num_tokens = 0 gives the random encoder its default of '), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t7.__class__ is int and (' tokens per image)').__class__ is int:
-            t8 = t7 + (' tokens per image)')
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t7, (' tokens per image)'), env)
+        t8 = _binop('+', t7, (' tokens per image)'), env)
         t4 = t8
     return t4
 
@@ -894,11 +706,7 @@ def e33(env):
 def e34(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'says' in t1:
-        t2 = t1['says']
-        if t2 is None: t2 = Missing('item.says')
-    else:
-        t2 = attr_value(t1, 'says', 'item.says')
+    t2 = attr_value(t1, 'says', 'item.says')
     return t2
 
 def e35(env):
@@ -918,11 +726,7 @@ def e35(env):
 def e36(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'effective' in t1:
-        t2 = t1['effective']
-        if t2 is None: t2 = Missing('item.effective')
-    else:
-        t2 = attr_value(t1, 'effective', 'item.effective')
+    t2 = attr_value(t1, 'effective', 'item.effective')
     return t2
 
 def e37(env):
@@ -949,36 +753,24 @@ def e38(env):
 def e39(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'adapter_type' in t1:
-        t2 = t1['adapter_type']
-        if t2 is None: t2 = Missing('vlm.adapter_type')
-    else:
-        t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
+    t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
     return t2
 
 def e40(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'num_tokens' in t1:
-        t2 = t1['num_tokens']
-        if t2 is None: t2 = Missing('vlm.num_tokens')
-    else:
-        t2 = attr_value(t1, 'num_tokens', 'vlm.num_tokens')
+    t2 = attr_value(t1, 'num_tokens', 'vlm.num_tokens')
     return t2
 
 def e41(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'num_tokens_from' in t1:
-        t2 = t1['num_tokens_from']
-        if t2 is None: t2 = Missing('vlm.num_tokens_from')
-    else:
-        t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
+    t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
     if t2.__class__ is str:
         t3 = t2 == ('config')
     else:
         t3 = _compare('==', t2, ('config'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('(vision_encoder.num_tokens)')
     else:
         t4 = ('(the random encoder default)')
@@ -987,36 +779,24 @@ def e41(env):
 def e42(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'pool_window' in t1:
-        t2 = t1['pool_window']
-        if t2 is None: t2 = Missing('vlm.pool_window')
-    else:
-        t2 = attr_value(t1, 'pool_window', 'vlm.pool_window')
+    t2 = attr_value(t1, 'pool_window', 'vlm.pool_window')
     return t2
 
 def e43(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'pool_error' in t1:
-        t2 = t1['pool_error']
-        if t2 is None: t2 = Missing('vlm.pool_error')
-    else:
-        t2 = attr_value(t1, 'pool_error', 'vlm.pool_error')
+    t2 = attr_value(t1, 'pool_error', 'vlm.pool_error')
     return t2
 
 def e44(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'num_tokens_from' in t1:
-        t2 = t1['num_tokens_from']
-        if t2 is None: t2 = Missing('vlm.num_tokens_from')
-    else:
-        t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
+    t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
     if t2.__class__ is str:
         t3 = t2 == ('config')
     else:
         t3 = _compare('==', t2, ('config'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('when it loads the config')
     else:
         t4 = ('when it builds the model')
@@ -1025,28 +805,16 @@ def e44(env):
 def e45(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'adapter_type' in t1:
-        t2 = t1['adapter_type']
-        if t2 is None: t2 = Missing('vlm.adapter_type')
-    else:
-        t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
+    t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
     if t2.__class__ is str:
         t3 = t2 == ('attentional_pool')
     else:
         t3 = _compare('==', t2, ('attentional_pool'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t1.__class__ is dict and 'pool_window' in t1:
-            t5 = t1['pool_window']
-            if t5 is None: t5 = Missing('vlm.pool_window')
-        else:
-            t5 = attr_value(t1, 'pool_window', 'vlm.pool_window')
+    if _truth(t3):
+        t5 = attr_value(t1, 'pool_window', 'vlm.pool_window')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if (' whose side divides by ').__class__ is int and t6.__class__ is int:
-            t7 = (' whose side divides by ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', (' whose side divides by '), t6, env)
+        t7 = _binop('+', (' whose side divides by '), t6, env)
         t4 = t7
     else:
         t4 = ('')
@@ -1055,16 +823,12 @@ def e45(env):
 def e46(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
-    if t1.__class__ is dict and 'adapter_type' in t1:
-        t2 = t1['adapter_type']
-        if t2 is None: t2 = Missing('vlm.adapter_type')
-    else:
-        t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
+    t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
     if t2.__class__ is str:
         t3 = t2 == ('attentional_pool')
     else:
         t3 = _compare('==', t2, ('attentional_pool'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('or adapter.type = "avgpool" (it pools ragged edges)')
     else:
         t4 = ('or a projection adapter (mlp_2layer, linear)')
@@ -1309,73 +1073,41 @@ def e57(env):
 def e58(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'n_heads' in t1:
-        t2 = t1['n_heads']
-        if t2 is None: t2 = Missing('model.n_heads')
-    else:
-        t2 = attr_value(t1, 'n_heads', 'model.n_heads')
+    t2 = attr_value(t1, 'n_heads', 'model.n_heads')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('head_dim')
     if t3 is None: t3 = Missing('head_dim')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t3.__class__ is int and (1).__class__ is int:
-        t4 = t3 + (1)
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('+', t3, (1), env)
+    t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t2.__class__ is int and t4.__class__ is int:
-        t5 = t2 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t2, t4, env)
+    t5 = _binop('*', t2, t4, env)
     return t5
 
 def e59(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'n_heads' in t1:
-        t2 = t1['n_heads']
-        if t2 is None: t2 = Missing('model.n_heads')
-    else:
-        t2 = attr_value(t1, 'n_heads', 'model.n_heads')
+    t2 = attr_value(t1, 'n_heads', 'model.n_heads')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('head_dim')
     if t3 is None: t3 = Missing('head_dim')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t3.__class__ is int and (1).__class__ is int:
-        t4 = t3 - (1)
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('-', t3, (1), env)
+    t4 = _binop('-', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t2.__class__ is int and t4.__class__ is int:
-        t5 = t2 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t2, t4, env)
+    t5 = _binop('*', t2, t4, env)
     return t5
 
 def e60(env):
     t1 = env.lookup('head_dim')
     if t1 is None: t1 = Missing('head_dim')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is int and (1).__class__ is int:
-        t2 = t1 + (1)
-        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
-    else:
-        t2 = _binop('+', t1, (1), env)
+    t2 = _binop('+', t1, (1), env)
     return t2
 
 def e61(env):
     t1 = env.lookup('head_dim')
     if t1 is None: t1 = Missing('head_dim')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is int and (1).__class__ is int:
-        t2 = t1 - (1)
-        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
-    else:
-        t2 = _binop('-', t1, (1), env)
+    t2 = _binop('-', t1, (1), env)
     return t2
 
 def e62(env):
@@ -1496,11 +1228,7 @@ def e65(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 2:
-        t2 = t1[2]
-        if t2 is None: t2 = Missing('item[2]')
-    else:
-        t2 = index_value(t1, (2), 'item')
+    t2 = index_value(t1, (2), 'item')
     t3 = call_value(env, F_join.fn, F_join.cost, False, [t2, (', ')])
     return t3
 
@@ -2586,23 +2314,14 @@ def e81(env):
 def e82(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (4)
     else:
         t3 = _compare('>', t2, (4))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t1 is None or t1.__class__ is Missing: _need(t1)
-        if t1.__class__ is list and len(t1) > 4:
-            t5 = t1[4]
-            if t5 is None: t5 = Missing('item[4]')
-        else:
-            t5 = index_value(t1, (4), 'item')
+        t5 = index_value(t1, (4), 'item')
         t4 = t5
     else:
         t4 = ('when it loads it (DataConfig / TrainingPhase __post_init__)')
@@ -3657,11 +3376,7 @@ def e93(env):
 def e94(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'vlm' in t1:
-        t2 = t1['vlm']
-        if t2 is None: t2 = Missing('config.vlm')
-    else:
-        t2 = attr_value(t1, 'vlm', 'config.vlm')
+    t2 = attr_value(t1, 'vlm', 'config.vlm')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = index_value(t2, ('class'), 'config.vlm')
     return t3
@@ -3859,31 +3574,15 @@ def e98(env):
 def e99(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'vlm' in t1:
-        t2 = t1['vlm']
-        if t2 is None: t2 = Missing('config.vlm')
-    else:
-        t2 = attr_value(t1, 'vlm', 'config.vlm')
-    if t2.__class__ is dict and 'mot_image_n_heads' in t2:
-        t3 = t2['mot_image_n_heads']
-        if t3 is None: t3 = Missing('config.vlm.mot_image_n_heads')
-    else:
-        t3 = attr_value(t2, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
+    t2 = attr_value(t1, 'vlm', 'config.vlm')
+    t3 = attr_value(t2, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
     return t3
 
 def e100(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'vlm' in t1:
-        t2 = t1['vlm']
-        if t2 is None: t2 = Missing('config.vlm')
-    else:
-        t2 = attr_value(t1, 'vlm', 'config.vlm')
-    if t2.__class__ is dict and 'mot_image_n_kv_heads' in t2:
-        t3 = t2['mot_image_n_kv_heads']
-        if t3 is None: t3 = Missing('config.vlm.mot_image_n_kv_heads')
-    else:
-        t3 = attr_value(t2, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
+    t2 = attr_value(t1, 'vlm', 'config.vlm')
+    t3 = attr_value(t2, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
     return t3
 
 def e101(env):
@@ -3899,17 +3598,13 @@ def e102(env):
 def e103(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'n_kv_heads_defaulted' in t1:
-        t2 = t1['n_kv_heads_defaulted']
-        if t2 is None: t2 = Missing('model.n_kv_heads_defaulted')
-    else:
-        t2 = attr_value(t1, 'n_kv_heads_defaulted', 'model.n_kv_heads_defaulted')
+    t2 = attr_value(t1, 'n_kv_heads_defaulted', 'model.n_kv_heads_defaulted')
     t3 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t2, (False)])
     if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t5 = (' (model.n_kv_heads unset: KempnerForge keeps 32)')
     else:
         t5 = ('')
@@ -3920,17 +3615,13 @@ def e104(env):
     if t1 is None: t1 = Missing('img_heads')
     t3 = env.lookup('model')
     if t3 is None: t3 = Missing('model')
-    if t3.__class__ is dict and 'n_heads' in t3:
-        t4 = t3['n_heads']
-        if t4 is None: t4 = Missing('model.n_heads')
-    else:
-        t4 = attr_value(t3, 'n_heads', 'model.n_heads')
+    t4 = attr_value(t3, 'n_heads', 'model.n_heads')
     if t1.__class__ is t4.__class__ and (t1.__class__ is int or t1.__class__ is str):
         t2 = t1 != t4
     else:
         if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t1, t4)
         t2 = _compare('!=', t1, t4)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t5 = ('vlm.mot_image_n_heads')
     else:
         t5 = ('vlm.mot_image_n_kv_heads')
@@ -4116,31 +3807,15 @@ def e106(env):
 def e107(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'vision_encoder' in t1:
-        t2 = t1['vision_encoder']
-        if t2 is None: t2 = Missing('config.vision_encoder')
-    else:
-        t2 = attr_value(t1, 'vision_encoder', 'config.vision_encoder')
-    if t2.__class__ is dict and 'feature_dim' in t2:
-        t3 = t2['feature_dim']
-        if t3 is None: t3 = Missing('config.vision_encoder.feature_dim')
-    else:
-        t3 = attr_value(t2, 'feature_dim', 'config.vision_encoder.feature_dim')
+    t2 = attr_value(t1, 'vision_encoder', 'config.vision_encoder')
+    t3 = attr_value(t2, 'feature_dim', 'config.vision_encoder.feature_dim')
     return t3
 
 def e108(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'adapter' in t1:
-        t2 = t1['adapter']
-        if t2 is None: t2 = Missing('config.adapter')
-    else:
-        t2 = attr_value(t1, 'adapter', 'config.adapter')
-    if t2.__class__ is dict and 'pool_heads' in t2:
-        t3 = t2['pool_heads']
-        if t3 is None: t3 = Missing('config.adapter.pool_heads')
-    else:
-        t3 = attr_value(t2, 'pool_heads', 'config.adapter.pool_heads')
+    t2 = attr_value(t1, 'adapter', 'config.adapter')
+    t3 = attr_value(t2, 'pool_heads', 'config.adapter.pool_heads')
     return t3
 
 def e109(env):
@@ -4148,16 +3823,8 @@ def e109(env):
     t2 = env.budget
     t4 = env.lookup('config')
     if t4 is None: t4 = Missing('config')
-    if t4.__class__ is dict and 'vision_encoder' in t4:
-        t5 = t4['vision_encoder']
-        if t5 is None: t5 = Missing('config.vision_encoder')
-    else:
-        t5 = attr_value(t4, 'vision_encoder', 'config.vision_encoder')
-    if t5.__class__ is dict and 'feature_dim' in t5:
-        t6 = t5['feature_dim']
-        if t6 is None: t6 = Missing('config.vision_encoder.feature_dim')
-    else:
-        t6 = attr_value(t5, 'feature_dim', 'config.vision_encoder.feature_dim')
+    t5 = attr_value(t4, 'vision_encoder', 'config.vision_encoder')
+    t6 = attr_value(t5, 'feature_dim', 'config.vision_encoder.feature_dim')
     t7 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t6])
     t3 = loop_items(t7)
     t8 = Env({}, None, t2, env)
@@ -4171,22 +3838,14 @@ def e109(env):
         if t11 is None: t11 = Missing('d')
         t13 = t8.lookup('config')
         if t13 is None: t13 = Missing('config')
-        if t13.__class__ is dict and 'adapter' in t13:
-            t14 = t13['adapter']
-            if t14 is None: t14 = Missing('config.adapter')
-        else:
-            t14 = attr_value(t13, 'adapter', 'config.adapter')
-        if t14.__class__ is dict and 'pool_heads' in t14:
-            t15 = t14['pool_heads']
-            if t15 is None: t15 = Missing('config.adapter.pool_heads')
-        else:
-            t15 = attr_value(t14, 'pool_heads', 'config.adapter.pool_heads')
+        t14 = attr_value(t13, 'adapter', 'config.adapter')
+        t15 = attr_value(t14, 'pool_heads', 'config.adapter.pool_heads')
         if t11.__class__ is t15.__class__ and (t11.__class__ is int or t11.__class__ is str):
             t12 = t11 <= t15
         else:
             if t15.__class__ is list or t15.__class__ is dict or t15.__class__ is str: _charge_operands(t8, t11, t15)
             t12 = _compare('<=', t11, t15)
-        if (t12 if t12.__class__ is bool else _truth(t12)):
+        if _truth(t12):
             t16 = t10
             if t16 is None: t16 = Missing('d')
             t1.append(t16)
@@ -4381,7 +4040,7 @@ def e115(env):
 def e116(env):
     t1 = env.lookup('video')
     if t1 is None: t1 = Missing('video')
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t2 = ('a video VLM ([video]) needs data.tokenizer_path for its captions')
     else:
         t2 = ('an image VLM ([vlm] without [video]) needs data.hf_dataset_name (its image-text pairs) and data.tokenizer_path')
@@ -4396,17 +4055,12 @@ def e117(env):
 def e118(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('is')
     else:
         t4 = ('are')
@@ -4415,17 +4069,12 @@ def e118(env):
 def e119(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('it')
     else:
         t4 = ('them')
@@ -4434,7 +4083,7 @@ def e119(env):
 def e120(env):
     t1 = env.lookup('video')
     if t1 is None: t1 = Missing('video')
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t2 = ('Video training requires data.tokenizer_path')
     else:
         t2 = ('VLM training requires data.hf_dataset_name and data.tokenizer_path')
@@ -4444,11 +4093,7 @@ def e121(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('lacking[0]')
-    else:
-        t2 = index_value(t1, (0), 'lacking')
+    t2 = index_value(t1, (0), 'lacking')
     return t2
 
 def e122(env):
@@ -4467,11 +4112,7 @@ def e122(env):
         t8 = t7
         if t8 is None: t8 = Missing('k')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is int and (' = "<').__class__ is int:
-            t9 = t8 + (' = "<')
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t8, (' = "<'), t5)
+        t9 = _binop('+', t8, (' = "<'), t5)
         if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = t7
         if t10 is None: t10 = Missing('k')
@@ -4479,22 +4120,14 @@ def e122(env):
             t11 = t10 == ('data.tokenizer_path')
         else:
             t11 = _compare('==', t10, ('data.tokenizer_path'))
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if _truth(t11):
             t12 = ('the Hugging Face tokenizer name or local path')
         else:
             t12 = ('a Hugging Face image-text dataset')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t9.__class__ is int and t12.__class__ is int:
-            t13 = t9 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t9, t12, t5)
+        t13 = _binop('+', t9, t12, t5)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t13.__class__ is int and ('>"').__class__ is int:
-            t14 = t13 + ('>"')
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t13, ('>"'), t5)
+        t14 = _binop('+', t13, ('>"'), t5)
         t1.append(t14)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -4518,17 +4151,9 @@ def e123(env):
         t8 = t7
         if t8 is None: t8 = Missing('k')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if ('--').__class__ is int and t8.__class__ is int:
-            t9 = ('--') + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', ('--'), t8, t5)
+        t9 = _binop('+', ('--'), t8, t5)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and ('=...').__class__ is int:
-            t10 = t9 + ('=...')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, ('=...'), t5)
+        t10 = _binop('+', t9, ('=...'), t5)
         t1.append(t10)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -5120,65 +4745,32 @@ def e128(env):
 def e129(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'data' in t1:
-        t2 = t1['data']
-        if t2 is None: t2 = Missing('config.data')
-    else:
-        t2 = attr_value(t1, 'data', 'config.data')
-    if t2.__class__ is dict and 'phases' in t2:
-        t3 = t2['phases']
-        if t3 is None: t3 = Missing('config.data.phases')
-    else:
-        t3 = attr_value(t2, 'phases', 'config.data.phases')
-    if t3.__class__ is list or t3.__class__ is str or t3.__class__ is dict:
-        t4 = len(t3)
-        env.budget.left -= t4 if t4 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
+    t2 = attr_value(t1, 'data', 'config.data')
+    t3 = attr_value(t2, 'phases', 'config.data.phases')
+    t4 = call_value(env, F_len.fn, F_len.cost, False, [t3])
     if t4.__class__ is int:
         t5 = t4 > (0)
     else:
         t5 = _compare('>', t4, (0))
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if _truth(t5):
         t7 = env.lookup('item')
         if t7 is None: t7 = Missing('item')
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t7.__class__ is list and len(t7) > 0:
-            t8 = t7[0]
-            if t8 is None: t8 = Missing('item[0]')
-        else:
-            t8 = index_value(t7, (0), 'item')
+        t8 = index_value(t7, (0), 'item')
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if ('the [[data.phases]] entry starting at step ').__class__ is int and t9.__class__ is int:
-            t10 = ('the [[data.phases]] entry starting at step ') + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', ('the [[data.phases]] entry starting at step '), t9, env)
+        t10 = _binop('+', ('the [[data.phases]] entry starting at step '), t9, env)
         t6 = t10
     else:
         t11 = env.lookup('item')
         if t11 is None: t11 = Missing('item')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is list and len(t11) > 0:
-            t12 = t11[0]
-            if t12 is None: t12 = Missing('item[0]')
-        else:
-            t12 = index_value(t11, (0), 'item')
+        t12 = index_value(t11, (0), 'item')
         t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if ('data.anneal_weights (from data.anneal_start_step = ').__class__ is int and t13.__class__ is int:
-            t14 = ('data.anneal_weights (from data.anneal_start_step = ') + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', ('data.anneal_weights (from data.anneal_start_step = '), t13, env)
+        t14 = _binop('+', ('data.anneal_weights (from data.anneal_start_step = '), t13, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t14.__class__ is int and (')').__class__ is int:
-            t15 = t14 + (')')
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t14, (')'), env)
+        t15 = _binop('+', t14, (')'), env)
         t6 = t15
     return t6
 
@@ -5192,11 +4784,7 @@ def e131(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('item[0]')
-    else:
-        t2 = index_value(t1, (0), 'item')
+    t2 = index_value(t1, (0), 'item')
     t3 = call_value(env, F_max.fn, F_max.cost, False, [t2, (1)])
     t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t3, ('step')])
     return t4
@@ -5217,11 +4805,7 @@ def e132(env):
         t8 = t5.lookup('item')
         if t8 is None: t8 = Missing('item')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is list and len(t8) > 1:
-            t9 = t8[1]
-            if t9 is None: t9 = Missing('item[1]')
-        else:
-            t9 = index_value(t8, (1), 'item')
+        t9 = index_value(t8, (1), 'item')
         if t9 is None or t9.__class__ is Missing: _need(t9)
         t10 = t7
         if t10 is None: t10 = Missing('n')
@@ -5756,31 +5340,19 @@ def e140(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 2:
-        t2 = t1[2]
-        if t2 is None: t2 = Missing('item[2]')
-    else:
-        t2 = index_value(t1, (2), 'item')
+    t2 = index_value(t1, (2), 'item')
     if t2.__class__ is str:
         t3 = t2 == ('base')
     else:
         t3 = _compare('==', t2, ('base'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('vlm.freeze')
     else:
         if t1 is None or t1.__class__ is Missing: _need(t1)
-        if t1.__class__ is list and len(t1) > 1:
-            t5 = t1[1]
-            if t5 is None: t5 = Missing('item[1]')
-        else:
-            t5 = index_value(t1, (1), 'item')
+        t5 = index_value(t1, (1), 'item')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if ('the vlm.freeze_schedule stage at step ').__class__ is int and t6.__class__ is int:
-            t7 = ('the vlm.freeze_schedule stage at step ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', ('the vlm.freeze_schedule stage at step '), t6, env)
+        t7 = _binop('+', ('the vlm.freeze_schedule stage at step '), t6, env)
         t4 = t7
     return t4
 
@@ -5798,11 +5370,7 @@ def e143(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 1:
-        t2 = t1[1]
-        if t2 is None: t2 = Missing('item[1]')
-    else:
-        t2 = index_value(t1, (1), 'item')
+    t2 = index_value(t1, (1), 'item')
     t3 = call_value(env, F_max.fn, F_max.cost, False, [t2, (1)])
     return t3
 
@@ -5817,15 +5385,11 @@ def e145(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('item[0]')
-    else:
-        t2 = index_value(t1, (0), 'item')
+    t2 = index_value(t1, (0), 'item')
     t4 = K43
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = ('')
     else:
         t5 = (', or name its parameters under a new alias in [vlm.module_patterns] (the table replaces the default one: keep the aliases you use)')

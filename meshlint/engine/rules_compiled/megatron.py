@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3382922810, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 597924938, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -123,11 +123,7 @@ def e1(env):
 def e2(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'model_size' in t1:
-        t2 = t1['model_size']
-        if t2 is None: t2 = Missing('megatron.model_size')
-    else:
-        t2 = attr_value(t1, 'model_size', 'megatron.model_size')
+    t2 = attr_value(t1, 'model_size', 'megatron.model_size')
     return t2
 
 def e3(env):
@@ -137,14 +133,10 @@ def e3(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
-        if t4.__class__ is dict and 'pp' in t4:
-            t5 = t4['pp']
-            if t5 is None: t5 = Missing('keys.pp')
-        else:
-            t5 = attr_value(t4, 'pp', 'keys.pp')
+        t5 = attr_value(t4, 'pp', 'keys.pp')
         t3 = t5
     else:
         t6 = env.lookup('tp')
@@ -153,23 +145,15 @@ def e3(env):
             t7 = t6 > (1)
         else:
             t7 = _compare('>', t6, (1))
-        if (t7 if t7.__class__ is bool else _truth(t7)):
+        if _truth(t7):
             t9 = env.lookup('keys')
             if t9 is None: t9 = Missing('keys')
-            if t9.__class__ is dict and 'tp' in t9:
-                t10 = t9['tp']
-                if t10 is None: t10 = Missing('keys.tp')
-            else:
-                t10 = attr_value(t9, 'tp', 'keys.tp')
+            t10 = attr_value(t9, 'tp', 'keys.tp')
             t8 = t10
         else:
             t11 = env.lookup('keys')
             if t11 is None: t11 = Missing('keys')
-            if t11.__class__ is dict and 'cp' in t11:
-                t12 = t11['cp']
-                if t12 is None: t12 = Missing('keys.cp')
-            else:
-                t12 = attr_value(t11, 'cp', 'keys.cp')
+            t12 = attr_value(t11, 'cp', 'keys.cp')
             t8 = t12
         t3 = t8
     return t3
@@ -497,11 +481,7 @@ def e9(env):
 def e10(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'expert_size' in t1:
-        t2 = t1['expert_size']
-        if t2 is None: t2 = Missing('megatron.expert_size')
-    else:
-        t2 = attr_value(t1, 'expert_size', 'megatron.expert_size')
+    t2 = attr_value(t1, 'expert_size', 'megatron.expert_size')
     return t2
 
 def e11(env):
@@ -511,53 +491,32 @@ def e11(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
-        if t4.__class__ is dict and 'ep' in t4:
-            t5 = t4['ep']
-            if t5 is None: t5 = Missing('keys.ep')
-        else:
-            t5 = attr_value(t4, 'ep', 'keys.ep')
+        t5 = attr_value(t4, 'ep', 'keys.ep')
         t3 = t5
     else:
         t6 = env.lookup('keys')
         if t6 is None: t6 = Missing('keys')
-        if t6.__class__ is dict and 'etp' in t6:
-            t7 = t6['etp']
-            if t7 is None: t7 = Missing('keys.etp')
-        else:
-            t7 = attr_value(t6, 'etp', 'keys.etp')
+        t7 = attr_value(t6, 'etp', 'keys.etp')
         t3 = t7
     return t3
 
 def e12(env):
     t1 = env.lookup('eps')
     if t1 is None: t1 = Missing('eps')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('ep in ').__class__ is int and t5.__class__ is int:
-            t6 = ('ep in ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('ep in '), t5, env)
+        t6 = _binop('+', ('ep in '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and (' (each divides world ÷ (etp·pp) = ').__class__ is int:
-            t7 = t6 + (' (each divides world ÷ (etp·pp) = ')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, (' (each divides world ÷ (etp·pp) = '), env)
+        t7 = _binop('+', t6, (' (each divides world ÷ (etp·pp) = '), env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = env.lookup('world_size')
         if t8 is None: t8 = Missing('world_size')
@@ -568,125 +527,68 @@ def e12(env):
         t10 = env.lookup('pp')
         if t10 is None: t10 = Missing('pp')
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t9.__class__ is int and t10.__class__ is int:
-            t11 = t9 * t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('*', t9, t10, env)
+        t11 = _binop('*', t9, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('//', t8, t11, env)
         t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t7.__class__ is int and t13.__class__ is int:
-            t14 = t7 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t7, t13, env)
+        t14 = _binop('+', t7, t13, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
         t15 = env.lookup('model')
         if t15 is None: t15 = Missing('model')
-        if t15.__class__ is dict and 'num_experts' in t15:
-            t16 = t15['num_experts']
-            if t16 is None: t16 = Missing('model.num_experts')
-        else:
-            t16 = attr_value(t15, 'num_experts', 'model.num_experts')
+        t16 = attr_value(t15, 'num_experts', 'model.num_experts')
         t17 = not (t16 is None or t16.__class__ is Missing)
-        if (t17 if t17.__class__ is bool else _truth(t17)):
+        if _truth(t17):
             t19 = call_value(env, F_str.fn, F_str.cost, True, [t16])
             if t19 is None or t19.__class__ is Missing: _need(t19)
-            if (' and the ').__class__ is int and t19.__class__ is int:
-                t20 = (' and the ') + t19
-                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-            else:
-                t20 = _binop('+', (' and the '), t19, env)
+            t20 = _binop('+', (' and the '), t19, env)
             if t20 is None or t20.__class__ is Missing: _need(t20)
-            if t20.__class__ is int and (' experts').__class__ is int:
-                t21 = t20 + (' experts')
-                if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-            else:
-                t21 = _binop('+', t20, (' experts'), env)
+            t21 = _binop('+', t20, (' experts'), env)
             t18 = t21
         else:
             t18 = ('')
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t14.__class__ is int and t18.__class__ is int:
-            t22 = t14 + t18
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
-        else:
-            t22 = _binop('+', t14, t18, env)
+        t22 = _binop('+', t14, t18, env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
-        if t22.__class__ is int and (')').__class__ is int:
-            t23 = t22 + (')')
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
-        else:
-            t23 = _binop('+', t22, (')'), env)
+        t23 = _binop('+', t22, (')'), env)
         t4 = t23
     else:
         t24 = env.lookup('etp')
         if t24 is None: t24 = Missing('etp')
         t25 = call_value(env, F_str.fn, F_str.cost, True, [t24])
         if t25 is None or t25.__class__ is Missing: _need(t25)
-        if ('no ep does with etp = ').__class__ is int and t25.__class__ is int:
-            t26 = ('no ep does with etp = ') + t25
-            if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
-        else:
-            t26 = _binop('+', ('no ep does with etp = '), t25, env)
+        t26 = _binop('+', ('no ep does with etp = '), t25, env)
         if t26 is None or t26.__class__ is Missing: _need(t26)
-        if t26.__class__ is int and (' and pp = ').__class__ is int:
-            t27 = t26 + (' and pp = ')
-            if not -MAX_INT <= t27 <= MAX_INT: _check_value(t27)
-        else:
-            t27 = _binop('+', t26, (' and pp = '), env)
+        t27 = _binop('+', t26, (' and pp = '), env)
         if t27 is None or t27.__class__ is Missing: _need(t27)
         t28 = env.lookup('pp')
         if t28 is None: t28 = Missing('pp')
         t29 = call_value(env, F_str.fn, F_str.cost, True, [t28])
         if t29 is None or t29.__class__ is Missing: _need(t29)
-        if t27.__class__ is int and t29.__class__ is int:
-            t30 = t27 + t29
-            if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
-        else:
-            t30 = _binop('+', t27, t29, env)
+        t30 = _binop('+', t27, t29, env)
         t4 = t30
     return t4
 
 def e13(env):
     t1 = env.lookup('etps')
     if t1 is None: t1 = Missing('etps')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if (', or etp in ').__class__ is int and t5.__class__ is int:
-            t6 = (', or etp in ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', (', or etp in '), t5, env)
+        t6 = _binop('+', (', or etp in '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and (' with ep = ').__class__ is int:
-            t7 = t6 + (' with ep = ')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, (' with ep = '), env)
+        t7 = _binop('+', t6, (' with ep = '), env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = env.lookup('ep')
         if t8 is None: t8 = Missing('ep')
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t7.__class__ is int and t9.__class__ is int:
-            t10 = t7 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t7, t9, env)
+        t10 = _binop('+', t7, t9, env)
         t4 = t10
     else:
         t4 = ('')
@@ -707,24 +609,16 @@ def e15(env):
     else:
         if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
         t2 = _compare('>=', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         if t1 is None or t1.__class__ is Missing: _need(t1)
         if t3 is None or t3.__class__ is Missing: _need(t3)
         t5 = _binop('//', t1, t3, env)
         if t5 is None or t5.__class__ is Missing: _need(t5)
         if t3 is None or t3.__class__ is Missing: _need(t3)
-        if t5.__class__ is int and t3.__class__ is int:
-            t6 = t5 * t3
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('*', t5, t3, env)
+        t6 = _binop('*', t5, t3, env)
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t7.__class__ is int and (' or ').__class__ is int:
-            t8 = t7 + (' or ')
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t7, (' or '), env)
+        t8 = _binop('+', t7, (' or '), env)
         t4 = t8
     else:
         t4 = ('')
@@ -739,18 +633,10 @@ def e16(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = _binop('//', t1, t2, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t3.__class__ is int and (1).__class__ is int:
-        t4 = t3 + (1)
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('+', t3, (1), env)
+    t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t4.__class__ is int and t2.__class__ is int:
-        t5 = t4 * t2
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t4, t2, env)
+    t5 = _binop('*', t4, t2, env)
     return t5
 
 def e17(env):
@@ -867,31 +753,19 @@ def e18(env):
 def e19(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'order' in t1:
-        t2 = t1['order']
-        if t2 is None: t2 = Missing('megatron.order')
-    else:
-        t2 = attr_value(t1, 'order', 'megatron.order')
+    t2 = attr_value(t1, 'order', 'megatron.order')
     return t2
 
 def e20(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'edp' in t1:
-        t2 = t1['edp']
-        if t2 is None: t2 = Missing('megatron.edp')
-    else:
-        t2 = attr_value(t1, 'edp', 'megatron.edp')
+    t2 = attr_value(t1, 'edp', 'megatron.edp')
     return t2
 
 def e21(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'dp' in t1:
-        t2 = t1['dp']
-        if t2 is None: t2 = Missing('megatron.dp')
-    else:
-        t2 = attr_value(t1, 'dp', 'megatron.dp')
+    t2 = attr_value(t1, 'dp', 'megatron.dp')
     return t2
 
 def e22(env):
@@ -901,11 +775,7 @@ def e22(env):
     t2 = env.lookup('cp')
     if t2 is None: t2 = Missing('cp')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is int and t2.__class__ is int:
-        t3 = t1 * t2
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
-    else:
-        t3 = _binop('*', t1, t2, env)
+    t3 = _binop('*', t1, t2, env)
     return t3
 
 def e23(env):
@@ -952,26 +822,14 @@ def e24(env):
 def e25(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'vp' in t1:
-        t2 = t1['vp']
-        if t2 is None: t2 = Missing('megatron.vp')
-    else:
-        t2 = attr_value(t1, 'vp', 'megatron.vp')
+    t2 = attr_value(t1, 'vp', 'megatron.vp')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t2])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if (' with ').__class__ is int and t5.__class__ is int:
-            t6 = (' with ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', (' with '), t5, env)
+        t6 = _binop('+', (' with '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and (' virtual stages per rank').__class__ is int:
-            t7 = t6 + (' virtual stages per rank')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, (' virtual stages per rank'), env)
+        t7 = _binop('+', t6, (' virtual stages per rank'), env)
         t4 = t7
     else:
         t4 = ('')
@@ -980,72 +838,43 @@ def e25(env):
 def e26(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'split_error' in t1:
-        t2 = t1['split_error']
-        if t2 is None: t2 = Missing('megatron.split_error')
-    else:
-        t2 = attr_value(t1, 'split_error', 'megatron.split_error')
+    t2 = attr_value(t1, 'split_error', 'megatron.split_error')
     return t2
 
 def e27(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'split_source' in t1:
-        t2 = t1['split_source']
-        if t2 is None: t2 = Missing('megatron.split_source')
-    else:
-        t2 = attr_value(t1, 'split_source', 'megatron.split_source')
+    t2 = attr_value(t1, 'split_source', 'megatron.split_source')
     return t2
 
 def e28(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'split_key' in t1:
-        t2 = t1['split_key']
-        if t2 is None: t2 = Missing('megatron.split_key')
-    else:
-        t2 = attr_value(t1, 'split_key', 'megatron.split_key')
+    t2 = attr_value(t1, 'split_key', 'megatron.split_key')
     return t2
 
 def e29(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'split_pps' in t1:
-        t2 = t1['split_pps']
-        if t2 is None: t2 = Missing('megatron.split_pps')
-    else:
-        t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
-    if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
-        t3 = len(t2)
-        env.budget.left -= t3 if t3 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
+    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
     if t3.__class__ is int:
         t4 = t3 > (0)
     else:
         t4 = _compare('>', t3, (0))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t6 = call_value(env, F_join.fn, F_join.cost, False, [t2])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if (': pp in ').__class__ is int and t6.__class__ is int:
-            t7 = (': pp in ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', (': pp in '), t6, env)
+        t7 = _binop('+', (': pp in '), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = env.lookup('world_known')
         if t8 is None: t8 = Missing('world_known')
-        if (t8 if t8.__class__ is bool else _truth(t8)):
+        if _truth(t8):
             t9 = (' (each also divides the world with tp·cp)')
         else:
             t9 = ('')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t7.__class__ is int and t9.__class__ is int:
-            t10 = t7 + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t7, t9, env)
+        t10 = _binop('+', t7, t9, env)
         t5 = t10
     else:
         t5 = ('')
@@ -1054,21 +883,13 @@ def e29(env):
 def e30(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'bridge_recipe' in t2:
-        t3 = t2['bridge_recipe']
-        if t3 is None: t3 = Missing('megatron.args.bridge_recipe')
-    else:
-        t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
     if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t5 = ('model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage')
     else:
         t5 = ('--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers')
@@ -1245,291 +1066,123 @@ def e32(env):
 def e33(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'decrease_batch' in t1:
-        t2 = t1['decrease_batch']
-        if t2 is None: t2 = Missing('megatron.decrease_batch')
-    else:
-        t2 = attr_value(t1, 'decrease_batch', 'megatron.decrease_batch')
-    if (t2 if t2.__class__ is bool else _truth(t2)):
-        if t1.__class__ is dict and 'args' in t1:
-            t4 = t1['args']
-            if t4 is None: t4 = Missing('megatron.args')
-        else:
-            t4 = attr_value(t1, 'args', 'megatron.args')
-        if t4.__class__ is dict and 'global_batch_size' in t4:
-            t5 = t4['global_batch_size']
-            if t5 is None: t5 = Missing('megatron.args.global_batch_size')
-        else:
-            t5 = attr_value(t4, 'global_batch_size', 'megatron.args.global_batch_size')
+    t2 = attr_value(t1, 'decrease_batch', 'megatron.decrease_batch')
+    if _truth(t2):
+        t4 = attr_value(t1, 'args', 'megatron.args')
+        t5 = attr_value(t4, 'global_batch_size', 'megatron.args.global_batch_size')
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if ('--decrease-batch-size-if-needed rounds the global batch size (').__class__ is int and t6.__class__ is int:
-            t7 = ('--decrease-batch-size-if-needed rounds the global batch size (') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', ('--decrease-batch-size-if-needed rounds the global batch size ('), t6, env)
+        t7 = _binop('+', ('--decrease-batch-size-if-needed rounds the global batch size ('), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t7.__class__ is int and (') down to a multiple of micro batch size (').__class__ is int:
-            t8 = t7 + (') down to a multiple of micro batch size (')
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t7, (') down to a multiple of micro batch size ('), env)
+        t8 = _binop('+', t7, (') down to a multiple of micro batch size ('), env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t4.__class__ is dict and 'micro_batch_size' in t4:
-            t9 = t4['micro_batch_size']
-            if t9 is None: t9 = Missing('megatron.args.micro_batch_size')
-        else:
-            t9 = attr_value(t4, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t9 = attr_value(t4, 'micro_batch_size', 'megatron.args.micro_batch_size')
         t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t8.__class__ is int and t10.__class__ is int:
-            t11 = t8 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t8, t10, env)
+        t11 = _binop('+', t8, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is int and (') times data parallel size (').__class__ is int:
-            t12 = t11 + (') times data parallel size (')
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t11, (') times data parallel size ('), env)
+        t12 = _binop('+', t11, (') times data parallel size ('), env)
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t1.__class__ is dict and 'dp' in t1:
-            t13 = t1['dp']
-            if t13 is None: t13 = Missing('megatron.dp')
-        else:
-            t13 = attr_value(t1, 'dp', 'megatron.dp')
+        t13 = attr_value(t1, 'dp', 'megatron.dp')
         t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t12.__class__ is int and t14.__class__ is int:
-            t15 = t12 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t12, t14, env)
+        t15 = _binop('+', t12, t14, env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t15.__class__ is int and ('): 0 microbatches, refused (num_microbatches_calculator.py:348)').__class__ is int:
-            t16 = t15 + ('): 0 microbatches, refused (num_microbatches_calculator.py:348)')
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t15, ('): 0 microbatches, refused (num_microbatches_calculator.py:348)'), env)
+        t16 = _binop('+', t15, ('): 0 microbatches, refused (num_microbatches_calculator.py:348)'), env)
         t3 = t16
     else:
-        if t1.__class__ is dict and 'args' in t1:
-            t17 = t1['args']
-            if t17 is None: t17 = Missing('megatron.args')
-        else:
-            t17 = attr_value(t1, 'args', 'megatron.args')
-        if t17.__class__ is dict and 'global_batch_size' in t17:
-            t18 = t17['global_batch_size']
-            if t18 is None: t18 = Missing('megatron.args.global_batch_size')
-        else:
-            t18 = attr_value(t17, 'global_batch_size', 'megatron.args.global_batch_size')
+        t17 = attr_value(t1, 'args', 'megatron.args')
+        t18 = attr_value(t17, 'global_batch_size', 'megatron.args.global_batch_size')
         t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        if ('global batch size (').__class__ is int and t19.__class__ is int:
-            t20 = ('global batch size (') + t19
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-        else:
-            t20 = _binop('+', ('global batch size ('), t19, env)
+        t20 = _binop('+', ('global batch size ('), t19, env)
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t20.__class__ is int and (') is not divisible by micro batch size (').__class__ is int:
-            t21 = t20 + (') is not divisible by micro batch size (')
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('+', t20, (') is not divisible by micro batch size ('), env)
+        t21 = _binop('+', t20, (') is not divisible by micro batch size ('), env)
         if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t17.__class__ is dict and 'micro_batch_size' in t17:
-            t22 = t17['micro_batch_size']
-            if t22 is None: t22 = Missing('megatron.args.micro_batch_size')
-        else:
-            t22 = attr_value(t17, 'micro_batch_size', 'megatron.args.micro_batch_size')
+        t22 = attr_value(t17, 'micro_batch_size', 'megatron.args.micro_batch_size')
         t23 = call_value(env, F_str.fn, F_str.cost, True, [t22])
         if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t21.__class__ is int and t23.__class__ is int:
-            t24 = t21 + t23
-            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
-        else:
-            t24 = _binop('+', t21, t23, env)
+        t24 = _binop('+', t21, t23, env)
         if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t24.__class__ is int and (') times data parallel size (').__class__ is int:
-            t25 = t24 + (') times data parallel size (')
-            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
-        else:
-            t25 = _binop('+', t24, (') times data parallel size ('), env)
+        t25 = _binop('+', t24, (') times data parallel size ('), env)
         if t25 is None or t25.__class__ is Missing: _need(t25)
-        if t1.__class__ is dict and 'dp' in t1:
-            t26 = t1['dp']
-            if t26 is None: t26 = Missing('megatron.dp')
-        else:
-            t26 = attr_value(t1, 'dp', 'megatron.dp')
+        t26 = attr_value(t1, 'dp', 'megatron.dp')
         t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
         if t27 is None or t27.__class__ is Missing: _need(t27)
-        if t25.__class__ is int and t27.__class__ is int:
-            t28 = t25 + t27
-            if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
-        else:
-            t28 = _binop('+', t25, t27, env)
+        t28 = _binop('+', t25, t27, env)
         if t28 is None or t28.__class__ is Missing: _need(t28)
-        if t28.__class__ is int and (') (num_microbatches_calculator.py:340)').__class__ is int:
-            t29 = t28 + (') (num_microbatches_calculator.py:340)')
-            if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
-        else:
-            t29 = _binop('+', t28, (') (num_microbatches_calculator.py:340)'), env)
+        t29 = _binop('+', t28, (') (num_microbatches_calculator.py:340)'), env)
         t3 = t29
     return t3
 
 def e34(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'micro_batch_size' in t2:
-        t3 = t2['micro_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.micro_batch_size')
-    else:
-        t3 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t1.__class__ is dict and 'dp' in t1:
-        t4 = t1['dp']
-        if t4 is None: t4 = Missing('megatron.dp')
-    else:
-        t4 = attr_value(t1, 'dp', 'megatron.dp')
+    t4 = attr_value(t1, 'dp', 'megatron.dp')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t5 = t3 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t3, t4, env)
+    t5 = _binop('*', t3, t4, env)
     return t5
 
 def e35(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'micro_batch_size' in t2:
-        t3 = t2['micro_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.micro_batch_size')
-    else:
-        t3 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t1.__class__ is dict and 'dp' in t1:
-        t4 = t1['dp']
-        if t4 is None: t4 = Missing('megatron.dp')
-    else:
-        t4 = attr_value(t1, 'dp', 'megatron.dp')
+    t4 = attr_value(t1, 'dp', 'megatron.dp')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t5 = t3 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t3, t4, env)
+    t5 = _binop('*', t3, t4, env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t2.__class__ is dict and 'global_batch_size' in t2:
-        t6 = t2['global_batch_size']
-        if t6 is None: t6 = Missing('megatron.args.global_batch_size')
-    else:
-        t6 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
+    t6 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
     if t6 is None or t6.__class__ is Missing: _need(t6)
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t7 = t3 * t4
-        if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-    else:
-        t7 = _binop('*', t3, t4, env)
+    t7 = _binop('*', t3, t4, env)
     if t7 is None or t7.__class__ is Missing: _need(t7)
     t8 = _binop('//', t6, t7, env)
     t9 = call_value(env, F_max.fn, F_max.cost, False, [(1), t8])
     if t9 is None or t9.__class__ is Missing: _need(t9)
-    if t5.__class__ is int and t9.__class__ is int:
-        t10 = t5 * t9
-        if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-    else:
-        t10 = _binop('*', t5, t9, env)
+    t10 = _binop('*', t5, t9, env)
     return t10
 
 def e36(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'global_batch_size' in t2:
-        t3 = t2['global_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.global_batch_size')
-    else:
-        t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t2.__class__ is dict and 'micro_batch_size' in t2:
-        t4 = t2['micro_batch_size']
-        if t4 is None: t4 = Missing('megatron.args.micro_batch_size')
-    else:
-        t4 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
+    t4 = attr_value(t2, 'micro_batch_size', 'megatron.args.micro_batch_size')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t1.__class__ is dict and 'dp' in t1:
-        t5 = t1['dp']
-        if t5 is None: t5 = Missing('megatron.dp')
-    else:
-        t5 = attr_value(t1, 'dp', 'megatron.dp')
+    t5 = attr_value(t1, 'dp', 'megatron.dp')
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t4.__class__ is int and t5.__class__ is int:
-        t6 = t4 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('*', t4, t5, env)
+    t6 = _binop('*', t4, t5, env)
     if t6 is None or t6.__class__ is Missing: _need(t6)
     t7 = _binop('//', t3, t6, env)
     if t7.__class__ is int:
         t8 = t7 > (0)
     else:
         t8 = _compare('>', t7, (0))
-    if (t8 if t8.__class__ is bool else _truth(t8)):
+    if _truth(t8):
         if t4 is None or t4.__class__ is Missing: _need(t4)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t4.__class__ is int and t5.__class__ is int:
-            t10 = t4 * t5
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('*', t4, t5, env)
+        t10 = _binop('*', t4, t5, env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
         if t3 is None or t3.__class__ is Missing: _need(t3)
         if t4 is None or t4.__class__ is Missing: _need(t4)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t4.__class__ is int and t5.__class__ is int:
-            t11 = t4 * t5
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('*', t4, t5, env)
+        t11 = _binop('*', t4, t5, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = _binop('//', t3, t11, env)
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t12.__class__ is int and (1).__class__ is int:
-            t13 = t12 + (1)
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t12, (1), env)
+        t13 = _binop('+', t12, (1), env)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t10.__class__ is int and t13.__class__ is int:
-            t14 = t10 * t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('*', t10, t13, env)
+        t14 = _binop('*', t10, t13, env)
         t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if (' or ').__class__ is int and t15.__class__ is int:
-            t16 = (' or ') + t15
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', (' or '), t15, env)
+        t16 = _binop('+', (' or '), t15, env)
         t9 = t16
     else:
         t9 = ('')
@@ -1618,22 +1271,14 @@ def e38(env):
 def e39(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'n_kv_heads_defaulted' in t1:
-        t2 = t1['n_kv_heads_defaulted']
-        if t2 is None: t2 = Missing('model.n_kv_heads_defaulted')
-    else:
-        t2 = attr_value(t1, 'n_kv_heads_defaulted', 'model.n_kv_heads_defaulted')
-    t3 = not (t2 if t2.__class__ is bool else _truth(t2))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    t2 = attr_value(t1, 'n_kv_heads_defaulted', 'model.n_kv_heads_defaulted')
+    t3 = not _truth(t2)
+    if _truth(t3):
         t4 = ('num_query_groups')
     else:
         t5 = env.lookup('keys')
         if t5 is None: t5 = Missing('keys')
-        if t5.__class__ is dict and 'tp' in t5:
-            t6 = t5['tp']
-            if t6 is None: t6 = Missing('keys.tp')
-        else:
-            t6 = attr_value(t5, 'tp', 'keys.tp')
+        t6 = attr_value(t5, 'tp', 'keys.tp')
         t4 = t6
     return t4
 
@@ -1642,11 +1287,7 @@ def e40(env):
     t2 = env.budget
     t4 = env.lookup('model')
     if t4 is None: t4 = Missing('model')
-    if t4.__class__ is dict and 'n_heads' in t4:
-        t5 = t4['n_heads']
-        if t5 is None: t5 = Missing('model.n_heads')
-    else:
-        t5 = attr_value(t4, 'n_heads', 'model.n_heads')
+    t5 = attr_value(t4, 'n_heads', 'model.n_heads')
     t6 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t5])
     t3 = loop_items(t6)
     t7 = Env({}, None, t2, env)
@@ -1662,14 +1303,10 @@ def e40(env):
             t11 = t10 > (1)
         else:
             t11 = _compare('>', t10, (1))
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if _truth(t11):
             t13 = t7.lookup('model')
             if t13 is None: t13 = Missing('model')
-            if t13.__class__ is dict and 'n_kv_heads' in t13:
-                t14 = t13['n_kv_heads']
-                if t14 is None: t14 = Missing('model.n_kv_heads')
-            else:
-                t14 = attr_value(t13, 'n_kv_heads', 'model.n_kv_heads')
+            t14 = attr_value(t13, 'n_kv_heads', 'model.n_kv_heads')
             if t14 is None or t14.__class__ is Missing: _need(t14)
             t15 = t9
             if t15 is None: t15 = Missing('t')
@@ -1679,7 +1316,7 @@ def e40(env):
                 t17 = t16 == (0)
             else:
                 t17 = _compare('==', t16, (0))
-            if not (t17 if t17.__class__ is bool else _truth(t17)):
+            if not _truth(t17):
                 t19 = t9
                 if t19 is None: t19 = Missing('t')
                 if t19 is None or t19.__class__ is Missing: _need(t19)
@@ -1689,13 +1326,13 @@ def e40(env):
                     t21 = t20 == (0)
                 else:
                     t21 = _compare('==', t20, (0))
-                t18 = (t21 if t21.__class__ is bool else _truth(t21))
+                t18 = _truth(t21)
             else:
                 t18 = True
-            t12 = (t18 if t18.__class__ is bool else _truth(t18))
+            t12 = _truth(t18)
         else:
             t12 = False
-        if (t12 if t12.__class__ is bool else _truth(t12)):
+        if _truth(t12):
             t22 = t9
             if t22 is None: t22 = Missing('t')
             t1.append(t22)
@@ -1950,24 +1587,16 @@ def e43(env):
 def e44(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'ffn_hidden_dim' in t1:
-        t2 = t1['ffn_hidden_dim']
-        if t2 is None: t2 = Missing('model.ffn_hidden_dim')
-    else:
-        t2 = attr_value(t1, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+    t2 = attr_value(t1, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
     return t2
 
 def e45(env):
     t2 = env.lookup('megatron')
     if t2 is None: t2 = Missing('megatron')
-    if t2.__class__ is dict and 'given' in t2:
-        t3 = t2['given']
-        if t3 is None: t3 = Missing('megatron.given')
-    else:
-        t3 = attr_value(t2, 'given', 'megatron.given')
+    t3 = attr_value(t2, 'given', 'megatron.given')
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('ffn_hidden_size'), t3)
     t1 = _compare('not in', ('ffn_hidden_size'), t3)
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t4 = (', derived from --hidden-size')
     else:
         t4 = ('')
@@ -1976,160 +1605,83 @@ def e45(env):
 def e46(env):
     t2 = env.lookup('megatron')
     if t2 is None: t2 = Missing('megatron')
-    if t2.__class__ is dict and 'given' in t2:
-        t3 = t2['given']
-        if t3 is None: t3 = Missing('megatron.given')
-    else:
-        t3 = attr_value(t2, 'given', 'megatron.given')
+    t3 = attr_value(t2, 'given', 'megatron.given')
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('ffn_hidden_size'), t3)
     t1 = _compare('in', ('ffn_hidden_size'), t3)
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t4 = ('ffn_hidden_size')
     else:
         t5 = env.lookup('keys')
         if t5 is None: t5 = Missing('keys')
-        if t5.__class__ is dict and 'tp' in t5:
-            t6 = t5['tp']
-            if t6 is None: t6 = Missing('keys.tp')
-        else:
-            t6 = attr_value(t5, 'tp', 'keys.tp')
+        t6 = attr_value(t5, 'tp', 'keys.tp')
         t4 = t6
     return t4
 
 def e47(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('use tp in ').__class__ is int and t5.__class__ is int:
-            t6 = ('use tp in ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('use tp in '), t5, env)
+        t6 = _binop('+', ('use tp in '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and (' (each divides the ').__class__ is int:
-            t7 = t6 + (' (each divides the ')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, (' (each divides the '), env)
+        t7 = _binop('+', t6, (' (each divides the '), env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = env.lookup('model')
         if t8 is None: t8 = Missing('model')
-        if t8.__class__ is dict and 'ffn_hidden_dim' in t8:
-            t9 = t8['ffn_hidden_dim']
-            if t9 is None: t9 = Missing('model.ffn_hidden_dim')
-        else:
-            t9 = attr_value(t8, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+        t9 = attr_value(t8, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
         t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t7.__class__ is int and t10.__class__ is int:
-            t11 = t7 + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t7, t10, env)
+        t11 = _binop('+', t7, t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is int and (' FFN columns and the ').__class__ is int:
-            t12 = t11 + (' FFN columns and the ')
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t11, (' FFN columns and the '), env)
+        t12 = _binop('+', t11, (' FFN columns and the '), env)
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t8.__class__ is dict and 'n_heads' in t8:
-            t13 = t8['n_heads']
-            if t13 is None: t13 = Missing('model.n_heads')
-        else:
-            t13 = attr_value(t8, 'n_heads', 'model.n_heads')
+        t13 = attr_value(t8, 'n_heads', 'model.n_heads')
         t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t12.__class__ is int and t14.__class__ is int:
-            t15 = t12 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t12, t14, env)
+        t15 = _binop('+', t12, t14, env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t15.__class__ is int and (' heads), keeping the model as it is').__class__ is int:
-            t16 = t15 + (' heads), keeping the model as it is')
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t15, (' heads), keeping the model as it is'), env)
+        t16 = _binop('+', t15, (' heads), keeping the model as it is'), env)
         t4 = t16
     else:
         t17 = env.lookup('model')
         if t17 is None: t17 = Missing('model')
-        if t17.__class__ is dict and 'ffn_hidden_dim' in t17:
-            t18 = t17['ffn_hidden_dim']
-            if t18 is None: t18 = Missing('model.ffn_hidden_dim')
-        else:
-            t18 = attr_value(t17, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
+        t18 = attr_value(t17, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
         t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        if ('no tp above 1 divides the ').__class__ is int and t19.__class__ is int:
-            t20 = ('no tp above 1 divides the ') + t19
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-        else:
-            t20 = _binop('+', ('no tp above 1 divides the '), t19, env)
+        t20 = _binop('+', ('no tp above 1 divides the '), t19, env)
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t20.__class__ is int and (' FFN columns and the ').__class__ is int:
-            t21 = t20 + (' FFN columns and the ')
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('+', t20, (' FFN columns and the '), env)
+        t21 = _binop('+', t20, (' FFN columns and the '), env)
         if t21 is None or t21.__class__ is Missing: _need(t21)
-        if t17.__class__ is dict and 'n_heads' in t17:
-            t22 = t17['n_heads']
-            if t22 is None: t22 = Missing('model.n_heads')
-        else:
-            t22 = attr_value(t17, 'n_heads', 'model.n_heads')
+        t22 = attr_value(t17, 'n_heads', 'model.n_heads')
         t23 = call_value(env, F_str.fn, F_str.cost, True, [t22])
         if t23 is None or t23.__class__ is Missing: _need(t23)
-        if t21.__class__ is int and t23.__class__ is int:
-            t24 = t21 + t23
-            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
-        else:
-            t24 = _binop('+', t21, t23, env)
+        t24 = _binop('+', t21, t23, env)
         if t24 is None or t24.__class__ is Missing: _need(t24)
-        if t24.__class__ is int and (' heads').__class__ is int:
-            t25 = t24 + (' heads')
-            if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
-        else:
-            t25 = _binop('+', t24, (' heads'), env)
+        t25 = _binop('+', t24, (' heads'), env)
         if t25 is None or t25.__class__ is Missing: _need(t25)
         t26 = env.lookup('choices')
         if t26 is None: t26 = Missing('choices')
         t27 = not (t26 is None or t26.__class__ is Missing)
-        if not (t27 if t27.__class__ is bool else _truth(t27)):
+        if not _truth(t27):
             t29 = env.lookup('world_known')
             if t29 is None: t29 = Missing('world_known')
-            t28 = (t29 if t29.__class__ is bool else _truth(t29))
+            t28 = _truth(t29)
         else:
             t28 = True
-        if (t28 if t28.__class__ is bool else _truth(t28)):
+        if _truth(t28):
             t30 = (' on this world')
         else:
             t30 = ('')
         if t30 is None or t30.__class__ is Missing: _need(t30)
-        if t25.__class__ is int and t30.__class__ is int:
-            t31 = t25 + t30
-            if not -MAX_INT <= t31 <= MAX_INT: _check_value(t31)
-        else:
-            t31 = _binop('+', t25, t30, env)
+        t31 = _binop('+', t25, t30, env)
         if t31 is None or t31.__class__ is Missing: _need(t31)
-        if t31.__class__ is int and (': use tp = 1, keeping the model as it is').__class__ is int:
-            t32 = t31 + (': use tp = 1, keeping the model as it is')
-            if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
-        else:
-            t32 = _binop('+', t31, (': use tp = 1, keeping the model as it is'), env)
+        t32 = _binop('+', t31, (': use tp = 1, keeping the model as it is'), env)
         t4 = t32
     return t4
 
@@ -2250,11 +1802,7 @@ def e51(env):
 def e52(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'col' in t1:
-        t2 = t1['col']
-        if t2 is None: t2 = Missing('item.col')
-    else:
-        t2 = attr_value(t1, 'col', 'item.col')
+    t2 = attr_value(t1, 'col', 'item.col')
     return t2
 
 def e53(env):
@@ -2375,27 +1923,15 @@ def e56(env):
 def e57(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'seq_length' in t2:
-        t3 = t2['seq_length']
-        if t3 is None: t3 = Missing('megatron.args.seq_length')
-    else:
-        t3 = attr_value(t2, 'seq_length', 'megatron.args.seq_length')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'seq_length', 'megatron.args.seq_length')
     return t3
 
 def e58(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if (2).__class__ is int and t1.__class__ is int:
-        t2 = (2) * t1
-        if not -MAX_INT <= t2 <= MAX_INT: _check_value(t2)
-    else:
-        t2 = _binop('*', (2), t1, env)
+    t2 = _binop('*', (2), t1, env)
     return t2
 
 def e59(env):
@@ -2595,11 +2131,7 @@ def e64(env):
         t8 = t7
         if t8 is None: t8 = Missing('m')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is list and len(t8) > 1:
-            t9 = t8[1]
-            if t9 is None: t9 = Missing('m[1]')
-        else:
-            t9 = index_value(t8, (1), 'm')
+        t9 = index_value(t8, (1), 'm')
         t1.append(t9)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -2610,17 +2142,12 @@ def e64(env):
 def e65(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('is')
     else:
         t4 = ('are')
@@ -2629,17 +2156,12 @@ def e65(env):
 def e66(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('it is')
     else:
         t4 = ('they are')
@@ -2661,17 +2183,9 @@ def e67(env):
         t8 = t7
         if t8 is None: t8 = Missing('m')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is list and len(t8) > 1:
-            t9 = t8[1]
-            if t9 is None: t9 = Missing('m[1]')
-        else:
-            t9 = index_value(t8, (1), 'm')
+        t9 = index_value(t8, (1), 'm')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and (' N').__class__ is int:
-            t10 = t9 + (' N')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, (' N'), t5)
+        t10 = _binop('+', t9, (' N'), t5)
         t1.append(t10)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -2753,38 +2267,18 @@ def e70(env):
         t8 = t7
         if t8 is None: t8 = Missing('r')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is list and len(t8) > 2:
-            t9 = t8[2]
-            if t9 is None: t9 = Missing('r[2]')
-        else:
-            t9 = index_value(t8, (2), 'r')
+        t9 = index_value(t8, (2), 'r')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and (' is no longer valid, use ').__class__ is int:
-            t10 = t9 + (' is no longer valid, use ')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, (' is no longer valid, use '), t5)
+        t10 = _binop('+', t9, (' is no longer valid, use '), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = t7
         if t11 is None: t11 = Missing('r')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is list and len(t11) > 1:
-            t12 = t11[1]
-            if t12 is None: t12 = Missing('r[1]')
-        else:
-            t12 = index_value(t11, (1), 'r')
+        t12 = index_value(t11, (1), 'r')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t10.__class__ is int and t12.__class__ is int:
-            t13 = t10 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t10, t12, t5)
+        t13 = _binop('+', t10, t12, t5)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t13.__class__ is int and (' instead').__class__ is int:
-            t14 = t13 + (' instead')
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t13, (' instead'), t5)
+        t14 = _binop('+', t13, (' instead'), t5)
         t1.append(t14)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -2796,17 +2290,9 @@ def e71(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('removed[0]')
-    else:
-        t2 = index_value(t1, (0), 'removed')
+    t2 = index_value(t1, (0), 'removed')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t2.__class__ is list and len(t2) > 0:
-        t3 = t2[0]
-        if t3 is None: t3 = Missing('?[0]')
-    else:
-        t3 = index_value(t2, (0), '?')
+    t3 = index_value(t2, (0), '?')
     return t3
 
 def e72(env):
@@ -2825,32 +2311,16 @@ def e72(env):
         t8 = t7
         if t8 is None: t8 = Missing('r')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is list and len(t8) > 2:
-            t9 = t8[2]
-            if t9 is None: t9 = Missing('r[2]')
-        else:
-            t9 = index_value(t8, (2), 'r')
+        t9 = index_value(t8, (2), 'r')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and (' with ').__class__ is int:
-            t10 = t9 + (' with ')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, (' with '), t5)
+        t10 = _binop('+', t9, (' with '), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = t7
         if t11 is None: t11 = Missing('r')
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is list and len(t11) > 1:
-            t12 = t11[1]
-            if t12 is None: t12 = Missing('r[1]')
-        else:
-            t12 = index_value(t11, (1), 'r')
+        t12 = index_value(t11, (1), 'r')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t10.__class__ is int and t12.__class__ is int:
-            t13 = t10 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t10, t12, t5)
+        t13 = _binop('+', t10, t12, t5)
         t1.append(t13)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -2915,16 +2385,8 @@ def e74(env):
 def e75(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'train_iters' in t2:
-        t3 = t2['train_iters']
-        if t3 is None: t3 = Missing('megatron.args.train_iters')
-    else:
-        t3 = attr_value(t2, 'train_iters', 'megatron.args.train_iters')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'train_iters', 'megatron.args.train_iters')
     return t3
 
 def e76(env):
@@ -3048,27 +2510,15 @@ def e79(env):
 def e80(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'use_distributed_optimizer' in t2:
-        t3 = t2['use_distributed_optimizer']
-        if t3 is None: t3 = Missing('megatron.args.use_distributed_optimizer')
-    else:
-        t3 = attr_value(t2, 'use_distributed_optimizer', 'megatron.args.use_distributed_optimizer')
-    if not (t3 if t3.__class__ is bool else _truth(t3)):
-        if t2.__class__ is dict and 'use_megatron_fsdp' in t2:
-            t5 = t2['use_megatron_fsdp']
-            if t5 is None: t5 = Missing('megatron.args.use_megatron_fsdp')
-        else:
-            t5 = attr_value(t2, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
-        t4 = (t5 if t5.__class__ is bool else _truth(t5))
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'use_distributed_optimizer', 'megatron.args.use_distributed_optimizer')
+    if not _truth(t3):
+        t5 = attr_value(t2, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
+        t4 = _truth(t5)
     else:
         t4 = True
-    t6 = not (t4 if t4.__class__ is bool else _truth(t4))
-    if (t6 if t6.__class__ is bool else _truth(t6)):
+    t6 = not _truth(t4)
+    if _truth(t6):
         t7 = ('is only supported with distributed optimizer or megatron fsdp')
     else:
         t7 = ('must be used with --overlap-grad-reduce')
@@ -3077,27 +2527,15 @@ def e80(env):
 def e81(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'use_distributed_optimizer' in t2:
-        t3 = t2['use_distributed_optimizer']
-        if t3 is None: t3 = Missing('megatron.args.use_distributed_optimizer')
-    else:
-        t3 = attr_value(t2, 'use_distributed_optimizer', 'megatron.args.use_distributed_optimizer')
-    if not (t3 if t3.__class__ is bool else _truth(t3)):
-        if t2.__class__ is dict and 'use_megatron_fsdp' in t2:
-            t5 = t2['use_megatron_fsdp']
-            if t5 is None: t5 = Missing('megatron.args.use_megatron_fsdp')
-        else:
-            t5 = attr_value(t2, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
-        t4 = (t5 if t5.__class__ is bool else _truth(t5))
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'use_distributed_optimizer', 'megatron.args.use_distributed_optimizer')
+    if not _truth(t3):
+        t5 = attr_value(t2, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
+        t4 = _truth(t5)
     else:
         t4 = True
-    t6 = not (t4 if t4.__class__ is bool else _truth(t4))
-    if (t6 if t6.__class__ is bool else _truth(t6)):
+    t6 = not _truth(t4)
+    if _truth(t6):
         t7 = ('--use-distributed-optimizer')
     else:
         t7 = ('')
@@ -3106,37 +2544,21 @@ def e81(env):
 def e82(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'use_distributed_optimizer' in t2:
-        t3 = t2['use_distributed_optimizer']
-        if t3 is None: t3 = Missing('megatron.args.use_distributed_optimizer')
-    else:
-        t3 = attr_value(t2, 'use_distributed_optimizer', 'megatron.args.use_distributed_optimizer')
-    if not (t3 if t3.__class__ is bool else _truth(t3)):
-        if t2.__class__ is dict and 'use_megatron_fsdp' in t2:
-            t5 = t2['use_megatron_fsdp']
-            if t5 is None: t5 = Missing('megatron.args.use_megatron_fsdp')
-        else:
-            t5 = attr_value(t2, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
-        t4 = (t5 if t5.__class__ is bool else _truth(t5))
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'use_distributed_optimizer', 'megatron.args.use_distributed_optimizer')
+    if not _truth(t3):
+        t5 = attr_value(t2, 'use_megatron_fsdp', 'megatron.args.use_megatron_fsdp')
+        t4 = _truth(t5)
     else:
         t4 = True
-    t6 = not (t4 if t4.__class__ is bool else _truth(t4))
-    if (t6 if t6.__class__ is bool else _truth(t6)):
-        if t2.__class__ is dict and 'overlap_grad_reduce' in t2:
-            t8 = t2['overlap_grad_reduce']
-            if t8 is None: t8 = Missing('megatron.args.overlap_grad_reduce')
-        else:
-            t8 = attr_value(t2, 'overlap_grad_reduce', 'megatron.args.overlap_grad_reduce')
-        t9 = not (t8 if t8.__class__ is bool else _truth(t8))
-        t7 = (t9 if t9.__class__ is bool else _truth(t9))
+    t6 = not _truth(t4)
+    if _truth(t6):
+        t8 = attr_value(t2, 'overlap_grad_reduce', 'megatron.args.overlap_grad_reduce')
+        t9 = not _truth(t8)
+        t7 = _truth(t9)
     else:
         t7 = False
-    if (t7 if t7.__class__ is bool else _truth(t7)):
+    if _truth(t7):
         t10 = (' and ')
     else:
         t10 = ('')
@@ -3145,18 +2567,10 @@ def e82(env):
 def e83(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'overlap_grad_reduce' in t2:
-        t3 = t2['overlap_grad_reduce']
-        if t3 is None: t3 = Missing('megatron.args.overlap_grad_reduce')
-    else:
-        t3 = attr_value(t2, 'overlap_grad_reduce', 'megatron.args.overlap_grad_reduce')
-    t4 = not (t3 if t3.__class__ is bool else _truth(t3))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'overlap_grad_reduce', 'megatron.args.overlap_grad_reduce')
+    t4 = not _truth(t3)
+    if _truth(t4):
         t5 = ('--overlap-grad-reduce')
     else:
         t5 = ('')
@@ -3221,7 +2635,7 @@ def e86(env):
         t2 = t1 == (1)
     else:
         t2 = _compare('==', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = (' (switched off at tp = 1)')
     else:
         t3 = ('')
@@ -3234,7 +2648,7 @@ def e87(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('add --sequence-parallel')
     else:
         t3 = ('drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)')
@@ -3368,66 +2782,34 @@ def e89(env):
 def e90(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'num_distributed_optimizer_instances' in t2:
-        t3 = t2['num_distributed_optimizer_instances']
-        if t3 is None: t3 = Missing('megatron.args.num_distributed_optimizer_instances')
-    else:
-        t3 = attr_value(t2, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
     return t3
 
 def e91(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'dp' in t1:
-        t2 = t1['dp']
-        if t2 is None: t2 = Missing('megatron.dp')
-    else:
-        t2 = attr_value(t1, 'dp', 'megatron.dp')
+    t2 = attr_value(t1, 'dp', 'megatron.dp')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('cp')
     if t3 is None: t3 = Missing('cp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t2.__class__ is int and t3.__class__ is int:
-        t4 = t2 * t3
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('*', t2, t3, env)
+    t4 = _binop('*', t2, t3, env)
     return t4
 
 def e92(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'dp' in t1:
-        t2 = t1['dp']
-        if t2 is None: t2 = Missing('megatron.dp')
-    else:
-        t2 = attr_value(t1, 'dp', 'megatron.dp')
+    t2 = attr_value(t1, 'dp', 'megatron.dp')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('cp')
     if t3 is None: t3 = Missing('cp')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t2.__class__ is int and t3.__class__ is int:
-        t4 = t2 * t3
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('*', t2, t3, env)
-    if t1.__class__ is dict and 'edp' in t1:
-        t5 = t1['edp']
-        if t5 is None: t5 = Missing('megatron.edp')
-    else:
-        t5 = attr_value(t1, 'edp', 'megatron.edp')
+    t4 = _binop('*', t2, t3, env)
+    t5 = attr_value(t1, 'edp', 'megatron.edp')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t2.__class__ is int and t3.__class__ is int:
-        t6 = t2 * t3
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('*', t2, t3, env)
+    t6 = _binop('*', t2, t3, env)
     t7 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, t6])
     t8 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t4, t7])
     return t8
@@ -3573,31 +2955,15 @@ def e94(env):
 def e95(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'env' in t1:
-        t2 = t1['env']
-        if t2 is None: t2 = Missing('megatron.env')
-    else:
-        t2 = attr_value(t1, 'env', 'megatron.env')
-    if t2.__class__ is dict and 'cuda_device_max_connections_set' in t2:
-        t3 = t2['cuda_device_max_connections_set']
-        if t3 is None: t3 = Missing('megatron.env.cuda_device_max_connections_set')
-    else:
-        t3 = attr_value(t2, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
-    t4 = not (t3 if t3.__class__ is bool else _truth(t3))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    t2 = attr_value(t1, 'env', 'megatron.env')
+    t3 = attr_value(t2, 'cuda_device_max_connections_set', 'megatron.env.cuda_device_max_connections_set')
+    t4 = not _truth(t3)
+    if _truth(t4):
         t5 = ('the script does not set CUDA_DEVICE_MAX_CONNECTIONS')
     else:
-        if t2.__class__ is dict and 'cuda_device_max_connections' in t2:
-            t6 = t2['cuda_device_max_connections']
-            if t6 is None: t6 = Missing('megatron.env.cuda_device_max_connections')
-        else:
-            t6 = attr_value(t2, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
+        t6 = attr_value(t2, 'cuda_device_max_connections', 'megatron.env.cuda_device_max_connections')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if ('the script sets CUDA_DEVICE_MAX_CONNECTIONS=').__class__ is int and t6.__class__ is int:
-            t7 = ('the script sets CUDA_DEVICE_MAX_CONNECTIONS=') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', ('the script sets CUDA_DEVICE_MAX_CONNECTIONS='), t6, env)
+        t7 = _binop('+', ('the script sets CUDA_DEVICE_MAX_CONNECTIONS='), t6, env)
         t5 = t7
     return t5
 
@@ -3608,25 +2974,17 @@ def e96(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        if ('tp = ').__class__ is int and t4.__class__ is int:
-            t5 = ('tp = ') + t4
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', ('tp = '), t4, env)
+        t5 = _binop('+', ('tp = '), t4, env)
         t3 = t5
     else:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if ('cp = ').__class__ is int and t7.__class__ is int:
-            t8 = ('cp = ') + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', ('cp = '), t7, env)
+        t8 = _binop('+', ('cp = '), t7, env)
         t3 = t8
     return t3
 
@@ -3637,23 +2995,15 @@ def e97(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
-        if t4.__class__ is dict and 'tp' in t4:
-            t5 = t4['tp']
-            if t5 is None: t5 = Missing('keys.tp')
-        else:
-            t5 = attr_value(t4, 'tp', 'keys.tp')
+        t5 = attr_value(t4, 'tp', 'keys.tp')
         t3 = t5
     else:
         t6 = env.lookup('keys')
         if t6 is None: t6 = Missing('keys')
-        if t6.__class__ is dict and 'cp' in t6:
-            t7 = t6['cp']
-            if t7 is None: t7 = Missing('keys.cp')
-        else:
-            t7 = attr_value(t6, 'cp', 'keys.cp')
+        t7 = attr_value(t6, 'cp', 'keys.cp')
         t3 = t7
     return t3
 
@@ -3758,51 +3108,27 @@ def e101(env):
 def e102(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'layout' in t1:
-        t2 = t1['layout']
-        if t2 is None: t2 = Missing('megatron.layout')
-    else:
-        t2 = attr_value(t1, 'layout', 'megatron.layout')
+    t2 = attr_value(t1, 'layout', 'megatron.layout')
     return t2
 
 def e103(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'layout_error' in t1:
-        t2 = t1['layout_error']
-        if t2 is None: t2 = Missing('megatron.layout_error')
-    else:
-        t2 = attr_value(t1, 'layout_error', 'megatron.layout_error')
+    t2 = attr_value(t1, 'layout_error', 'megatron.layout_error')
     return t2
 
 def e104(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'mtp_num_layers' in t2:
-        t3 = t2['mtp_num_layers']
-        if t3 is None: t3 = Missing('megatron.args.mtp_num_layers')
-    else:
-        t3 = attr_value(t2, 'mtp_num_layers', 'megatron.args.mtp_num_layers')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'mtp_num_layers', 'megatron.args.mtp_num_layers')
     t4 = not (t3 is None or t3.__class__ is Missing)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t3])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if (' (').__class__ is int and t6.__class__ is int:
-            t7 = (' (') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', (' ('), t6, env)
+        t7 = _binop('+', (' ('), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t7.__class__ is int and (' MTP layers m after them)').__class__ is int:
-            t8 = t7 + (' MTP layers m after them)')
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t7, (' MTP layers m after them)'), env)
+        t8 = _binop('+', t7, (' MTP layers m after them)'), env)
         t5 = t8
     else:
         t5 = ('')
@@ -3811,35 +3137,18 @@ def e104(env):
 def e105(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'split_pps' in t1:
-        t2 = t1['split_pps']
-        if t2 is None: t2 = Missing('megatron.split_pps')
-    else:
-        t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
-    if t2.__class__ is list or t2.__class__ is str or t2.__class__ is dict:
-        t3 = len(t2)
-        env.budget.left -= t3 if t3 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
+    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
     if t3.__class__ is int:
         t4 = t3 > (0)
     else:
         t4 = _compare('>', t3, (0))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t6 = call_value(env, F_join.fn, F_join.cost, False, [t2])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if (' (with this layout, pp in ').__class__ is int and t6.__class__ is int:
-            t7 = (' (with this layout, pp in ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', (' (with this layout, pp in '), t6, env)
+        t7 = _binop('+', (' (with this layout, pp in '), t6, env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t7.__class__ is int and (' would start)').__class__ is int:
-            t8 = t7 + (' would start)')
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t7, (' would start)'), env)
+        t8 = _binop('+', t7, (' would start)'), env)
         t5 = t8
     else:
         t5 = ('')
@@ -3858,31 +3167,19 @@ def e106(env):
 def e107(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'site' in t1:
-        t2 = t1['site']
-        if t2 is None: t2 = Missing('item.site')
-    else:
-        t2 = attr_value(t1, 'site', 'item.site')
+    t2 = attr_value(t1, 'site', 'item.site')
     return t2
 
 def e108(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'condition' in t1:
-        t2 = t1['condition']
-        if t2 is None: t2 = Missing('item.condition')
-    else:
-        t2 = attr_value(t1, 'condition', 'item.condition')
+    t2 = attr_value(t1, 'condition', 'item.condition')
     return t2
 
 def e109(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'options' in t1:
-        t2 = t1['options']
-        if t2 is None: t2 = Missing('item.options')
-    else:
-        t2 = attr_value(t1, 'options', 'item.options')
+    t2 = attr_value(t1, 'options', 'item.options')
     return t2
 
 def e110(env):
@@ -3939,34 +3236,18 @@ def e112(env):
 def e113(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'rampup_batch_size' in t2:
-        t3 = t2['rampup_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.rampup_batch_size')
-    else:
-        t3 = attr_value(t2, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'rampup_batch_size', 'megatron.args.rampup_batch_size')
     t4 = call_value(env, F_join.fn, F_join.cost, False, [t3, (' ')])
     return t4
 
 def e114(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'args' in t1:
-        t2 = t1['args']
-        if t2 is None: t2 = Missing('megatron.args')
-    else:
-        t2 = attr_value(t1, 'args', 'megatron.args')
-    if t2.__class__ is dict and 'global_batch_size' in t2:
-        t3 = t2['global_batch_size']
-        if t3 is None: t3 = Missing('megatron.args.global_batch_size')
-    else:
-        t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'global_batch_size', 'megatron.args.global_batch_size')
     t4 = not (t3 is None or t3.__class__ is Missing)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t5 = t3
     else:
         t5 = ('unset')
@@ -3975,18 +3256,10 @@ def e114(env):
 def e115(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'rampup' in t1:
-        t2 = t1['rampup']
-        if t2 is None: t2 = Missing('megatron.rampup')
-    else:
-        t2 = attr_value(t1, 'rampup', 'megatron.rampup')
-    if t2.__class__ is dict and 'iteration' in t2:
-        t3 = t2['iteration']
-        if t3 is None: t3 = Missing('megatron.rampup.iteration')
-    else:
-        t3 = attr_value(t2, 'iteration', 'megatron.rampup.iteration')
+    t2 = attr_value(t1, 'rampup', 'megatron.rampup')
+    t3 = attr_value(t2, 'iteration', 'megatron.rampup.iteration')
     t4 = (t3 is None or t3.__class__ is Missing)
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t5 = ('fails at start-up')
     else:
         t5 = ('fails during training')
@@ -3995,103 +3268,47 @@ def e115(env):
 def e116(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'rampup' in t1:
-        t2 = t1['rampup']
-        if t2 is None: t2 = Missing('megatron.rampup')
-    else:
-        t2 = attr_value(t1, 'rampup', 'megatron.rampup')
-    if t2.__class__ is dict and 'message' in t2:
-        t3 = t2['message']
-        if t3 is None: t3 = Missing('megatron.rampup.message')
-    else:
-        t3 = attr_value(t2, 'message', 'megatron.rampup.message')
+    t2 = attr_value(t1, 'rampup', 'megatron.rampup')
+    t3 = attr_value(t2, 'message', 'megatron.rampup.message')
     return t3
 
 def e117(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'rampup' in t1:
-        t2 = t1['rampup']
-        if t2 is None: t2 = Missing('megatron.rampup')
-    else:
-        t2 = attr_value(t1, 'rampup', 'megatron.rampup')
-    if t2.__class__ is dict and 'site' in t2:
-        t3 = t2['site']
-        if t3 is None: t3 = Missing('megatron.rampup.site')
-    else:
-        t3 = attr_value(t2, 'site', 'megatron.rampup.site')
+    t2 = attr_value(t1, 'rampup', 'megatron.rampup')
+    t3 = attr_value(t2, 'site', 'megatron.rampup.site')
     return t3
 
 def e118(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'rampup' in t1:
-        t2 = t1['rampup']
-        if t2 is None: t2 = Missing('megatron.rampup')
-    else:
-        t2 = attr_value(t1, 'rampup', 'megatron.rampup')
-    if t2.__class__ is dict and 'key' in t2:
-        t3 = t2['key']
-        if t3 is None: t3 = Missing('megatron.rampup.key')
-    else:
-        t3 = attr_value(t2, 'key', 'megatron.rampup.key')
+    t2 = attr_value(t1, 'rampup', 'megatron.rampup')
+    t3 = attr_value(t2, 'key', 'megatron.rampup.key')
     return t3
 
 def e119(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    if t1.__class__ is dict and 'dp' in t1:
-        t2 = t1['dp']
-        if t2 is None: t2 = Missing('megatron.dp')
-    else:
-        t2 = attr_value(t1, 'dp', 'megatron.dp')
+    t2 = attr_value(t1, 'dp', 'megatron.dp')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t1.__class__ is dict and 'args' in t1:
-            t5 = t1['args']
-            if t5 is None: t5 = Missing('megatron.args')
-        else:
-            t5 = attr_value(t1, 'args', 'megatron.args')
-        if t5.__class__ is dict and 'micro_batch_size' in t5:
-            t6 = t5['micro_batch_size']
-            if t6 is None: t6 = Missing('megatron.args.micro_batch_size')
-        else:
-            t6 = attr_value(t5, 'micro_batch_size', 'megatron.args.micro_batch_size')
+    if _truth(t3):
+        t5 = attr_value(t1, 'args', 'megatron.args')
+        t6 = attr_value(t5, 'micro_batch_size', 'megatron.args.micro_batch_size')
         t7 = not (t6 is None or t6.__class__ is Missing)
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+        t4 = _truth(t7)
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        if t1.__class__ is dict and 'args' in t1:
-            t9 = t1['args']
-            if t9 is None: t9 = Missing('megatron.args')
-        else:
-            t9 = attr_value(t1, 'args', 'megatron.args')
-        if t9.__class__ is dict and 'micro_batch_size' in t9:
-            t10 = t9['micro_batch_size']
-            if t10 is None: t10 = Missing('megatron.args.micro_batch_size')
-        else:
-            t10 = attr_value(t9, 'micro_batch_size', 'megatron.args.micro_batch_size')
+    if _truth(t4):
+        t9 = attr_value(t1, 'args', 'megatron.args')
+        t10 = attr_value(t9, 'micro_batch_size', 'megatron.args.micro_batch_size')
         if t10 is None or t10.__class__ is Missing: _need(t10)
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        if t10.__class__ is int and t2.__class__ is int:
-            t11 = t10 * t2
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('*', t10, t2, env)
+        t11 = _binop('*', t10, t2, env)
         t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if (' (').__class__ is int and t12.__class__ is int:
-            t13 = (' (') + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', (' ('), t12, env)
+        t13 = _binop('+', (' ('), t12, env)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t13.__class__ is int and (')').__class__ is int:
-            t14 = t13 + (')')
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t13, (')'), env)
+        t14 = _binop('+', t13, (')'), env)
         t8 = t14
     else:
         t8 = ('')

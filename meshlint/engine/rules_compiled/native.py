@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3382922810, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 597924938, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -299,11 +299,7 @@ def e4(env):
 def e5(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'role' in t1:
-        t2 = t1['role']
-        if t2 is None: t2 = Missing('item.role')
-    else:
-        t2 = attr_value(t1, 'role', 'item.role')
+    t2 = attr_value(t1, 'role', 'item.role')
     return t2
 
 def e6(env):
@@ -321,37 +317,17 @@ def e6(env):
         t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('d')
-        if t8.__class__ is dict and 'name' in t8:
-            t9 = t8['name']
-            if t9 is None: t9 = Missing('d.name')
-        else:
-            t9 = attr_value(t8, 'name', 'd.name')
+        t9 = attr_value(t8, 'name', 'd.name')
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and (' (').__class__ is int:
-            t10 = t9 + (' (')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, (' ('), t5)
+        t10 = _binop('+', t9, (' ('), t5)
         if t10 is None or t10.__class__ is Missing: _need(t10)
         t11 = t7
         if t11 is None: t11 = Missing('d')
-        if t11.__class__ is dict and 'role' in t11:
-            t12 = t11['role']
-            if t12 is None: t12 = Missing('d.role')
-        else:
-            t12 = attr_value(t11, 'role', 'd.role')
+        t12 = attr_value(t11, 'role', 'd.role')
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t10.__class__ is int and t12.__class__ is int:
-            t13 = t10 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t10, t12, t5)
+        t13 = _binop('+', t10, t12, t5)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t13.__class__ is int and (')').__class__ is int:
-            t14 = t13 + (')')
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t13, (')'), t5)
+        t14 = _binop('+', t13, (')'), t5)
         t1.append(t14)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -362,15 +338,11 @@ def e6(env):
 def e7(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'role' in t1:
-        t2 = t1['role']
-        if t2 is None: t2 = Missing('item.role')
-    else:
-        t2 = attr_value(t1, 'role', 'item.role')
+    t2 = attr_value(t1, 'role', 'item.role')
     t4 = K1
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
     t3 = _compare('in', t2, t4)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = ('tp should be innermost so its groups are consecutive ranks on one node')
     else:
         t5 = ('the usual order, outer to inner, is pp / dp_replicate, dp_shard, cp / ep, tp')
@@ -391,11 +363,7 @@ def e8(env):
         t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('d')
-        if t8.__class__ is dict and 'name' in t8:
-            t9 = t8['name']
-            if t9 is None: t9 = Missing('d.name')
-        else:
-            t9 = attr_value(t8, 'name', 'd.name')
+        t9 = attr_value(t8, 'name', 'd.name')
         t1.append(t9)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -418,11 +386,7 @@ def e10(env):
     t2 = env.budget
     t4 = env.lookup('native')
     if t4 is None: t4 = Missing('native')
-    if t4.__class__ is dict and 'dims' in t4:
-        t5 = t4['dims']
-        if t5 is None: t5 = Missing('native.dims')
-    else:
-        t5 = attr_value(t4, 'dims', 'native.dims')
+    t5 = attr_value(t4, 'dims', 'native.dims')
     t3 = loop_items(t5)
     t6 = Env({}, None, t2, env)
     t7 = t6.values
@@ -433,11 +397,7 @@ def e10(env):
         t6.let_cache = None
         t9 = t8
         if t9 is None: t9 = Missing('d')
-        if t9.__class__ is dict and 'name' in t9:
-            t10 = t9['name']
-            if t10 is None: t10 = Missing('d.name')
-        else:
-            t10 = attr_value(t9, 'name', 'd.name')
+        t10 = attr_value(t9, 'name', 'd.name')
         t12 = t6.lookup('item')
         if t12 is None: t12 = Missing('item')
         if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
@@ -445,19 +405,14 @@ def e10(env):
         else:
             if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t6, t10, t12)
             t11 = _compare('==', t10, t12)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if _truth(t11):
             t13 = t8
             if t13 is None: t13 = Missing('d')
             t1.append(t13)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t14 = len(t1)
-        env.budget.left -= t14 if t14 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t14 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t14 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     return t14
 
 def e11(env):
@@ -465,11 +420,7 @@ def e11(env):
     t2 = env.budget
     t4 = env.lookup('native')
     if t4 is None: t4 = Missing('native')
-    if t4.__class__ is dict and 'dims' in t4:
-        t5 = t4['dims']
-        if t5 is None: t5 = Missing('native.dims')
-    else:
-        t5 = attr_value(t4, 'dims', 'native.dims')
+    t5 = attr_value(t4, 'dims', 'native.dims')
     t3 = loop_items(t5)
     t6 = Env({}, None, t2, env)
     t7 = t6.values
@@ -480,11 +431,7 @@ def e11(env):
         t6.let_cache = None
         t9 = t8
         if t9 is None: t9 = Missing('d')
-        if t9.__class__ is dict and 'name' in t9:
-            t10 = t9['name']
-            if t10 is None: t10 = Missing('d.name')
-        else:
-            t10 = attr_value(t9, 'name', 'd.name')
+        t10 = attr_value(t9, 'name', 'd.name')
         t12 = t6.lookup('item')
         if t12 is None: t12 = Missing('item')
         if t10.__class__ is t12.__class__ and (t10.__class__ is int or t10.__class__ is str):
@@ -492,24 +439,16 @@ def e11(env):
         else:
             if t12.__class__ is list or t12.__class__ is dict or t12.__class__ is str: _charge_operands(t6, t10, t12)
             t11 = _compare('==', t10, t12)
-        if (t11 if t11.__class__ is bool else _truth(t11)):
+        if _truth(t11):
             t13 = t8
             if t13 is None: t13 = Missing('d')
-            if t13.__class__ is dict and 'key' in t13:
-                t14 = t13['key']
-                if t14 is None: t14 = Missing('d.key')
-            else:
-                t14 = attr_value(t13, 'key', 'd.key')
+            t14 = attr_value(t13, 'key', 'd.key')
             t1.append(t14)
             t2.mem -= 1
             if t2.mem < 0: _charge_mem(env, 0)
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 1:
-        t15 = t1[1]
-        if t15 is None: t15 = Missing('?[1]')
-    else:
-        t15 = index_value(t1, (1), '?')
+    t15 = index_value(t1, (1), '?')
     return t15
 
 def e12(env):
@@ -616,12 +555,7 @@ def e15(env):
 def e16(env):
     t1 = env.lookup('fills')
     if t1 is None: t1 = Missing('fills')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     return t2
 
 def e17(env):
@@ -639,11 +573,7 @@ def e17(env):
         t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('d')
-        if t8.__class__ is dict and 'name' in t8:
-            t9 = t8['name']
-            if t9 is None: t9 = Missing('d.name')
-        else:
-            t9 = attr_value(t8, 'name', 'd.name')
+        t9 = attr_value(t8, 'name', 'd.name')
         t1.append(t9)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -655,16 +585,8 @@ def e18(env):
     t1 = env.lookup('fills')
     if t1 is None: t1 = Missing('fills')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 1:
-        t2 = t1[1]
-        if t2 is None: t2 = Missing('fills[1]')
-    else:
-        t2 = index_value(t1, (1), 'fills')
-    if t2.__class__ is dict and 'key' in t2:
-        t3 = t2['key']
-        if t3 is None: t3 = Missing('key')
-    else:
-        t3 = attr_value(t2, 'key', 'key')
+    t2 = index_value(t1, (1), 'fills')
+    t3 = attr_value(t2, 'key', 'key')
     return t3
 
 COMPILED = {

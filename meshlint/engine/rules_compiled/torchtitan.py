@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 3382922810, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 597924938, 191, 1027175217)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -185,31 +185,19 @@ def e0(env):
 def e1(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'detail' in t1:
-        t2 = t1['detail']
-        if t2 is None: t2 = Missing('item.detail')
-    else:
-        t2 = attr_value(t1, 'detail', 'item.detail')
+    t2 = attr_value(t1, 'detail', 'item.detail')
     return t2
 
 def e2(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
-    if t1.__class__ is dict and 'version' in t1:
-        t2 = t1['version']
-        if t2 is None: t2 = Missing('framework.version')
-    else:
-        t2 = attr_value(t1, 'version', 'framework.version')
+    t2 = attr_value(t1, 'version', 'framework.version')
     return t2
 
 def e3(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
-    if t1.__class__ is dict and 'at' in t1:
-        t2 = t1['at']
-        if t2 is None: t2 = Missing('item.at')
-    else:
-        t2 = attr_value(t1, 'at', 'item.at')
+    t2 = attr_value(t1, 'at', 'item.at')
     return t2
 
 def e4(env):
@@ -258,11 +246,7 @@ def e5(env):
 def e6(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
-    if t1.__class__ is dict and 'etp' in t1:
-        t2 = t1['etp']
-        if t2 is None: t2 = Missing('keys.etp')
-    else:
-        t2 = attr_value(t1, 'etp', 'keys.etp')
+    t2 = attr_value(t1, 'etp', 'keys.etp')
     return t2
 
 def e7(env):
@@ -351,7 +335,7 @@ def e13(env):
         t4 = t3 == (0)
     else:
         t4 = _compare('==', t3, (0))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t6 = []
         t7 = env.budget
         if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -361,7 +345,7 @@ def e13(env):
             t10 = t9 == (0)
         else:
             t10 = _compare('==', t9, (0))
-        if (t10 if t10.__class__ is bool else _truth(t10)):
+        if _truth(t10):
             if t1 is None or t1.__class__ is Missing: _need(t1)
             t12 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t1, t2])
             if t12 is None or t12.__class__ is Missing: _need(t12)
@@ -384,7 +368,7 @@ def e13(env):
                 t19 = t18 > (1)
             else:
                 t19 = _compare('>', t18, (1))
-            if (t19 if t19.__class__ is bool else _truth(t19)):
+            if _truth(t19):
                 t20 = t17
                 if t20 is None: t20 = Missing('e')
                 t6.append(t20)
@@ -528,11 +512,7 @@ def e17(env):
 def e18(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'name' in t1:
-        t2 = t1['name']
-        if t2 is None: t2 = Missing('model.name')
-    else:
-        t2 = attr_value(t1, 'name', 'model.name')
+    t2 = attr_value(t1, 'name', 'model.name')
     return t2
 
 def e19(env):
@@ -542,30 +522,18 @@ def e19(env):
     t2 = env.lookup('tp')
     if t2 is None: t2 = Missing('tp')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t1.__class__ is int and t2.__class__ is int:
-        t3 = t1 * t2
-        if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
-    else:
-        t3 = _binop('*', t1, t2, env)
+    t3 = _binop('*', t1, t2, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('pp')
     if t4 is None: t4 = Missing('pp')
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t3.__class__ is int and t4.__class__ is int:
-        t5 = t3 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t3, t4, env)
+    t5 = _binop('*', t3, t4, env)
     return t5
 
 def e20(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
-    if t1.__class__ is dict and 'dp_replicate' in t1:
-        t2 = t1['dp_replicate']
-        if t2 is None: t2 = Missing('keys.dp_replicate')
-    else:
-        t2 = attr_value(t1, 'dp_replicate', 'keys.dp_replicate')
+    t2 = attr_value(t1, 'dp_replicate', 'keys.dp_replicate')
     return t2
 
 def e21(env):
@@ -636,7 +604,7 @@ def e23(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('dp_replicate, fsdp')
     else:
         t3 = ('fsdp')
@@ -649,7 +617,7 @@ def e24(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ("['dp_replicate', 'fsdp']")
     else:
         t3 = ('fsdp')
@@ -679,13 +647,9 @@ def e26(env):
 def e27(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'flavor' in t1:
-        t2 = t1['flavor']
-        if t2 is None: t2 = Missing('model.flavor')
-    else:
-        t2 = attr_value(t1, 'flavor', 'model.flavor')
+    t2 = attr_value(t1, 'flavor', 'model.flavor')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = t2
     else:
         t4 = ('(none)')
@@ -694,13 +658,9 @@ def e27(env):
 def e28(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'flavor' in t1:
-        t2 = t1['flavor']
-        if t2 is None: t2 = Missing('model.flavor')
-    else:
-        t2 = attr_value(t1, 'flavor', 'model.flavor')
+    t2 = attr_value(t1, 'flavor', 'model.flavor')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = t2
     else:
         t4 = ('<flavor>')
@@ -709,11 +669,7 @@ def e28(env):
 def e29(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'flavor' in t1:
-        t2 = t1['flavor']
-        if t2 is None: t2 = Missing('model.flavor')
-    else:
-        t2 = attr_value(t1, 'flavor', 'model.flavor')
+    t2 = attr_value(t1, 'flavor', 'model.flavor')
     return t2
 
 def e30(env):
@@ -792,31 +748,19 @@ def e32(env):
 def e33(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
-    if t1.__class__ is dict and 'local_batch_size' in t1:
-        t2 = t1['local_batch_size']
-        if t2 is None: t2 = Missing('training.local_batch_size')
-    else:
-        t2 = attr_value(t1, 'local_batch_size', 'training.local_batch_size')
+    t2 = attr_value(t1, 'local_batch_size', 'training.local_batch_size')
     return t2
 
 def e34(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    if t1.__class__ is dict and 'microbatch_size' in t1:
-        t2 = t1['microbatch_size']
-        if t2 is None: t2 = Missing('pipeline.microbatch_size')
-    else:
-        t2 = attr_value(t1, 'microbatch_size', 'pipeline.microbatch_size')
+    t2 = attr_value(t1, 'microbatch_size', 'pipeline.microbatch_size')
     return t2
 
 def e35(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
-    if t1.__class__ is dict and 'local_batch_size' in t1:
-        t2 = t1['local_batch_size']
-        if t2 is None: t2 = Missing('training.local_batch_size')
-    else:
-        t2 = attr_value(t1, 'local_batch_size', 'training.local_batch_size')
+    t2 = attr_value(t1, 'local_batch_size', 'training.local_batch_size')
     t3 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t2])
     t4 = call_value(env, F_join.fn, F_join.cost, False, [t3])
     return t4
@@ -920,11 +864,7 @@ def e41(env):
 def e42(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
-    if t1.__class__ is dict and 'global_batch_size' in t1:
-        t2 = t1['global_batch_size']
-        if t2 is None: t2 = Missing('training.global_batch_size')
-    else:
-        t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
+    t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('per_step')
     if t3 is None: t3 = Missing('per_step')
@@ -938,31 +878,19 @@ def e43(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('training')
     if t2 is None: t2 = Missing('training')
-    if t2.__class__ is dict and 'global_batch_size' in t2:
-        t3 = t2['global_batch_size']
-        if t3 is None: t3 = Missing('training.global_batch_size')
-    else:
-        t3 = attr_value(t2, 'global_batch_size', 'training.global_batch_size')
+    t3 = attr_value(t2, 'global_batch_size', 'training.global_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t4 = _binop('//', t3, t1, env)
     t5 = call_value(env, F_max.fn, F_max.cost, False, [(1), t4])
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t1.__class__ is int and t5.__class__ is int:
-        t6 = t1 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('*', t1, t5, env)
+    t6 = _binop('*', t1, t5, env)
     return t6
 
 def e44(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
-    if t1.__class__ is dict and 'global_batch_size' in t1:
-        t2 = t1['global_batch_size']
-        if t2 is None: t2 = Missing('training.global_batch_size')
-    else:
-        t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
+    t2 = attr_value(t1, 'global_batch_size', 'training.global_batch_size')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('per_step')
     if t3 is None: t3 = Missing('per_step')
@@ -978,26 +906,14 @@ def e45(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('training')
     if t2 is None: t2 = Missing('training')
-    if t2.__class__ is dict and 'global_batch_size' in t2:
-        t3 = t2['global_batch_size']
-        if t3 is None: t3 = Missing('training.global_batch_size')
-    else:
-        t3 = attr_value(t2, 'global_batch_size', 'training.global_batch_size')
+    t3 = attr_value(t2, 'global_batch_size', 'training.global_batch_size')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t4 = _binop('//', t3, t1, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t4.__class__ is int and (1).__class__ is int:
-        t5 = t4 + (1)
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('+', t4, (1), env)
+    t5 = _binop('+', t4, (1), env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t1.__class__ is int and t5.__class__ is int:
-        t6 = t1 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('*', t1, t5, env)
+    t6 = _binop('*', t1, t5, env)
     return t6
 
 def e46(env):
@@ -1083,20 +999,12 @@ def e51(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('training')
     if t2 is None: t2 = Missing('training')
-    if t2.__class__ is dict and 'seq_len' in t2:
-        t3 = t2['seq_len']
-        if t3 is None: t3 = Missing('training.seq_len')
-    else:
-        t3 = attr_value(t2, 'seq_len', 'training.seq_len')
+    t3 = attr_value(t2, 'seq_len', 'training.seq_len')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t4 = _binop('//', t3, t1, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t1.__class__ is int and t4.__class__ is int:
-        t5 = t1 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t1, t4, env)
+    t5 = _binop('*', t1, t4, env)
     return t5
 
 def e52(env):
@@ -1105,26 +1013,14 @@ def e52(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('training')
     if t2 is None: t2 = Missing('training')
-    if t2.__class__ is dict and 'seq_len' in t2:
-        t3 = t2['seq_len']
-        if t3 is None: t3 = Missing('training.seq_len')
-    else:
-        t3 = attr_value(t2, 'seq_len', 'training.seq_len')
+    t3 = attr_value(t2, 'seq_len', 'training.seq_len')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t4 = _binop('//', t3, t1, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t4.__class__ is int and (1).__class__ is int:
-        t5 = t4 + (1)
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('+', t4, (1), env)
+    t5 = _binop('+', t4, (1), env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t1.__class__ is int and t5.__class__ is int:
-        t6 = t1 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('*', t1, t5, env)
+    t6 = _binop('*', t1, t5, env)
     return t6
 
 def e53(env):
@@ -1258,11 +1154,7 @@ def e59(env):
 def e60(env):
     t1 = env.lookup('params')
     if t1 is None: t1 = Missing('params')
-    if t1.__class__ is dict and 'min_tokens_per_rank' in t1:
-        t2 = t1['min_tokens_per_rank']
-        if t2 is None: t2 = Missing('params.min_tokens_per_rank')
-    else:
-        t2 = attr_value(t1, 'min_tokens_per_rank', 'params.min_tokens_per_rank')
+    t2 = attr_value(t1, 'min_tokens_per_rank', 'params.min_tokens_per_rank')
     return t2
 
 def e61(env):
@@ -1271,17 +1163,9 @@ def e61(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('params')
     if t2 is None: t2 = Missing('params')
-    if t2.__class__ is dict and 'min_tokens_per_rank' in t2:
-        t3 = t2['min_tokens_per_rank']
-        if t3 is None: t3 = Missing('params.min_tokens_per_rank')
-    else:
-        t3 = attr_value(t2, 'min_tokens_per_rank', 'params.min_tokens_per_rank')
+    t3 = attr_value(t2, 'min_tokens_per_rank', 'params.min_tokens_per_rank')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t1.__class__ is int and t3.__class__ is int:
-        t4 = t1 * t3
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('*', t1, t3, env)
+    t4 = _binop('*', t1, t3, env)
     return t4
 
 def e62(env):
@@ -1377,21 +1261,13 @@ def e66(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('training')
     if t2 is None: t2 = Missing('training')
-    if t2.__class__ is dict and 'seq_len' in t2:
-        t3 = t2['seq_len']
-        if t3 is None: t3 = Missing('training.seq_len')
-    else:
-        t3 = attr_value(t2, 'seq_len', 'training.seq_len')
+    t3 = attr_value(t2, 'seq_len', 'training.seq_len')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t4 = _binop('//', t3, t1, env)
     t5 = call_value(env, F_max.fn, F_max.cost, False, [(1), t4])
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t1.__class__ is int and t5.__class__ is int:
-        t6 = t1 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('*', t1, t5, env)
+    t6 = _binop('*', t1, t5, env)
     return t6
 
 def e67(env):
@@ -1499,7 +1375,7 @@ def e71(env):
         t2 = t1 != ('0.3.0')
     else:
         t2 = _compare('!=', t1, ('0.3.0'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('torchtitan main raises in ParallelDims')
     else:
         t3 = ('torchtitan 0.3.0 does not check it and dies late, in DeviceMesh._unflatten')
@@ -1509,23 +1385,19 @@ def e72(env):
     t1 = env.lookup('framework_error')
     if t1 is None: t1 = Missing('framework_error')
     t2 = not (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('error_stage')
         if t4 is None: t4 = Missing('error_stage')
         if t4.__class__ is str:
             t5 = t4 != ('load')
         else:
             t5 = _compare('!=', t4, ('load'))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = _truth(t5)
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t1 is None or t1.__class__ is Missing: _need(t1)
-        if (': ').__class__ is int and t1.__class__ is int:
-            t7 = (': ') + t1
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', (': '), t1, env)
+        t7 = _binop('+', (': '), t1, env)
         t6 = t7
     else:
         t6 = ('')
@@ -1534,30 +1406,17 @@ def e72(env):
 def e73(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 > (0)
     else:
         t3 = _compare('>', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t1])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('use ep in {').__class__ is int and t5.__class__ is int:
-            t6 = ('use ep in {') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('use ep in {'), t5, env)
+        t6 = _binop('+', ('use ep in {'), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and ('}').__class__ is int:
-            t7 = t6 + ('}')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, ('}'), env)
+        t7 = _binop('+', t6, ('}'), env)
         t4 = t7
     else:
         t4 = ('no ep > 1 fits: dp_shard·cp·tp is 1')
@@ -1815,31 +1674,23 @@ def e84(env):
 def e85(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
-    if t1.__class__ is dict and 'enable_sequence_parallel' in t1:
-        t2 = t1['enable_sequence_parallel']
-        if t2 is None: t2 = Missing('parallelism.enable_sequence_parallel')
-    else:
-        t2 = attr_value(t1, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    t2 = attr_value(t1, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
+    if _truth(t2):
         t4 = env.lookup('tp')
         if t4 is None: t4 = Missing('tp')
         if t4.__class__ is int:
             t5 = t4 > (1)
         else:
             t5 = _compare('>', t4, (1))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = _truth(t5)
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t7 = env.lookup('tp')
         if t7 is None: t7 = Missing('tp')
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if ('tp ').__class__ is int and t8.__class__ is int:
-            t9 = ('tp ') + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', ('tp '), t8, env)
+        t9 = _binop('+', ('tp '), t8, env)
         t6 = t9
     else:
         t6 = ('')
@@ -1848,32 +1699,28 @@ def e85(env):
 def e86(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
-    if t1.__class__ is dict and 'enable_sequence_parallel' in t1:
-        t2 = t1['enable_sequence_parallel']
-        if t2 is None: t2 = Missing('parallelism.enable_sequence_parallel')
-    else:
-        t2 = attr_value(t1, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    t2 = attr_value(t1, 'enable_sequence_parallel', 'parallelism.enable_sequence_parallel')
+    if _truth(t2):
         t4 = env.lookup('tp')
         if t4 is None: t4 = Missing('tp')
         if t4.__class__ is int:
             t5 = t4 > (1)
         else:
             t5 = _compare('>', t4, (1))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = _truth(t5)
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t7 = env.lookup('cp')
         if t7 is None: t7 = Missing('cp')
         if t7.__class__ is int:
             t8 = t7 > (1)
         else:
             t8 = _compare('>', t7, (1))
-        t6 = (t8 if t8.__class__ is bool else _truth(t8))
+        t6 = _truth(t8)
     else:
         t6 = False
-    if (t6 if t6.__class__ is bool else _truth(t6)):
+    if _truth(t6):
         t9 = (' × ')
     else:
         t9 = ('')
@@ -1886,20 +1733,12 @@ def e87(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         if t1 is None or t1.__class__ is Missing: _need(t1)
-        if (2).__class__ is int and t1.__class__ is int:
-            t4 = (2) * t1
-            if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-        else:
-            t4 = _binop('*', (2), t1, env)
+        t4 = _binop('*', (2), t1, env)
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('2·cp = ').__class__ is int and t5.__class__ is int:
-            t6 = ('2·cp = ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('2·cp = '), t5, env)
+        t6 = _binop('+', ('2·cp = '), t5, env)
         t3 = t6
     else:
         t3 = ('')
@@ -1912,23 +1751,15 @@ def e88(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
-        if t4.__class__ is dict and 'cp' in t4:
-            t5 = t4['cp']
-            if t5 is None: t5 = Missing('keys.cp')
-        else:
-            t5 = attr_value(t4, 'cp', 'keys.cp')
+        t5 = attr_value(t4, 'cp', 'keys.cp')
         t3 = t5
     else:
         t6 = env.lookup('keys')
         if t6 is None: t6 = Missing('keys')
-        if t6.__class__ is dict and 'tp' in t6:
-            t7 = t6['tp']
-            if t7 is None: t7 = Missing('keys.tp')
-        else:
-            t7 = attr_value(t6, 'tp', 'keys.tp')
+        t7 = attr_value(t6, 'tp', 'keys.tp')
         t3 = t7
     return t3
 
@@ -1943,11 +1774,7 @@ def e89(env):
     t3 = _binop('//', t2, t1, env)
     t4 = call_value(env, F_max.fn, F_max.cost, False, [(1), t3])
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t1.__class__ is int and t4.__class__ is int:
-        t5 = t1 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t1, t4, env)
+    t5 = _binop('*', t1, t4, env)
     return t5
 
 def e90(env):
@@ -1960,17 +1787,9 @@ def e90(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t3 = _binop('//', t2, t1, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t3.__class__ is int and (1).__class__ is int:
-        t4 = t3 + (1)
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('+', t3, (1), env)
+    t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t1.__class__ is int and t4.__class__ is int:
-        t5 = t1 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t1, t4, env)
+    t5 = _binop('*', t1, t4, env)
     return t5
 
 def e91(env):
@@ -2132,7 +1951,7 @@ def e97(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('num_pp_microbatches × ')
     else:
         t3 = ('')
@@ -2145,16 +1964,12 @@ def e98(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('microbatches')
         if t4 is None: t4 = Missing('microbatches')
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t5.__class__ is int and (' × ').__class__ is int:
-            t6 = t5 + (' × ')
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', t5, (' × '), env)
+        t6 = _binop('+', t5, (' × '), env)
         t3 = t6
     else:
         t3 = ('')
@@ -2171,31 +1986,19 @@ def e100(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('training')
     if t2 is None: t2 = Missing('training')
-    if t2.__class__ is dict and 'num_tokens_per_train_step' in t2:
-        t3 = t2['num_tokens_per_train_step']
-        if t3 is None: t3 = Missing('training.num_tokens_per_train_step')
-    else:
-        t3 = attr_value(t2, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
+    t3 = attr_value(t2, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t4 = _binop('//', t3, t1, env)
     t5 = call_value(env, F_max.fn, F_max.cost, False, [(1), t4])
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t1.__class__ is int and t5.__class__ is int:
-        t6 = t1 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('*', t1, t5, env)
+    t6 = _binop('*', t1, t5, env)
     return t6
 
 def e101(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
-    if t1.__class__ is dict and 'num_tokens_per_train_step' in t1:
-        t2 = t1['num_tokens_per_train_step']
-        if t2 is None: t2 = Missing('training.num_tokens_per_train_step')
-    else:
-        t2 = attr_value(t1, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
+    t2 = attr_value(t1, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('per_iter')
     if t3 is None: t3 = Missing('per_iter')
@@ -2211,26 +2014,14 @@ def e102(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = env.lookup('training')
     if t2 is None: t2 = Missing('training')
-    if t2.__class__ is dict and 'num_tokens_per_train_step' in t2:
-        t3 = t2['num_tokens_per_train_step']
-        if t3 is None: t3 = Missing('training.num_tokens_per_train_step')
-    else:
-        t3 = attr_value(t2, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
+    t3 = attr_value(t2, 'num_tokens_per_train_step', 'training.num_tokens_per_train_step')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t4 = _binop('//', t3, t1, env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t4.__class__ is int and (1).__class__ is int:
-        t5 = t4 + (1)
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('+', t4, (1), env)
+    t5 = _binop('+', t4, (1), env)
     if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t1.__class__ is int and t5.__class__ is int:
-        t6 = t1 * t5
-        if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-    else:
-        t6 = _binop('*', t1, t5, env)
+    t6 = _binop('*', t1, t5, env)
     return t6
 
 def e103(env):
@@ -2273,11 +2064,7 @@ def e104(env):
 def e105(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
-    if t1.__class__ is dict and 'spmd_backend' in t1:
-        t2 = t1['spmd_backend']
-        if t2 is None: t2 = Missing('parallelism.spmd_backend')
-    else:
-        t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
+    t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     return t2
 
 def e106(env):
@@ -2345,11 +2132,7 @@ def e107(env):
 def e108(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'attn_backend' in t1:
-        t2 = t1['attn_backend']
-        if t2 is None: t2 = Missing('model.attn_backend')
-    else:
-        t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
+    t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
     return t2
 
 def e109(env):
@@ -2359,7 +2142,7 @@ def e109(env):
         t2 = t1 == ('0.3.0')
     else:
         t2 = _compare('==', t1, ('0.3.0'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('torchtitan 0.3.0 refuses varlen attention with CP (NotImplementedError: Context Parallel only supports SDPA and FlexAttention. Varlen attention is not supported with CP., or the same in parallelize)')
     else:
         t3 = ('torchtitan raises NotImplementedError: Context Parallel is not supported with ScaledDotProductAttention or VarlenAttention. Use FlexAttention or disable CP.')
@@ -2409,7 +2192,7 @@ def e112(env):
         t2 = t1 == ('0.3.0')
     else:
         t2 = _compare('==', t1, ('0.3.0'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = (' and pipeline_parallel_degree=1')
     else:
         t3 = ('')
@@ -2520,13 +2303,9 @@ def e117(env):
 def e118(env):
     t1 = env.lookup('compile')
     if t1 is None: t1 = Missing('compile')
-    if t1.__class__ is dict and 'enable' in t1:
-        t2 = t1['enable']
-        if t2 is None: t2 = Missing('compile.enable')
-    else:
-        t2 = attr_value(t1, 'enable', 'compile.enable')
-    t3 = not (t2 if t2.__class__ is bool else _truth(t2))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    t2 = attr_value(t1, 'enable', 'compile.enable')
+    t3 = not _truth(t2)
+    if _truth(t3):
         t4 = ('compile.enable = True')
     else:
         t4 = ('')
@@ -2535,25 +2314,17 @@ def e118(env):
 def e119(env):
     t1 = env.lookup('compile')
     if t1 is None: t1 = Missing('compile')
-    if t1.__class__ is dict and 'enable' in t1:
-        t2 = t1['enable']
-        if t2 is None: t2 = Missing('compile.enable')
-    else:
-        t2 = attr_value(t1, 'enable', 'compile.enable')
-    t3 = not (t2 if t2.__class__ is bool else _truth(t2))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t1.__class__ is dict and 'components' in t1:
-            t6 = t1['components']
-            if t6 is None: t6 = Missing('compile.components')
-        else:
-            t6 = attr_value(t1, 'components', 'compile.components')
+    t2 = attr_value(t1, 'enable', 'compile.enable')
+    t3 = not _truth(t2)
+    if _truth(t3):
+        t6 = attr_value(t1, 'components', 'compile.components')
         if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, ('model'), t6)
         t5 = _compare('in', ('model'), t6)
-        t7 = not (t5 if t5.__class__ is bool else _truth(t5))
-        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+        t7 = not _truth(t5)
+        t4 = _truth(t7)
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t8 = (' and ')
     else:
         t8 = ('')
@@ -2562,15 +2333,11 @@ def e119(env):
 def e120(env):
     t2 = env.lookup('compile')
     if t2 is None: t2 = Missing('compile')
-    if t2.__class__ is dict and 'components' in t2:
-        t3 = t2['components']
-        if t3 is None: t3 = Missing('compile.components')
-    else:
-        t3 = attr_value(t2, 'components', 'compile.components')
+    t3 = attr_value(t2, 'components', 'compile.components')
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('model'), t3)
     t1 = _compare('in', ('model'), t3)
-    t4 = not (t1 if t1.__class__ is bool else _truth(t1))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    t4 = not _truth(t1)
+    if _truth(t4):
         t5 = ("'model' in compile.components")
     else:
         t5 = ('')
@@ -2626,14 +2393,14 @@ def e123(env):
         t2 = t1 == ('deepep')
     else:
         t2 = _compare('==', t1, ('deepep'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('DeepEP')
     else:
         if t1.__class__ is str:
             t4 = t1 == ('hybridep')
         else:
             t4 = _compare('==', t1, ('hybridep'))
-        if (t4 if t4.__class__ is bool else _truth(t4)):
+        if _truth(t4):
             t5 = ('HybridEP')
         else:
             t5 = ('MinimalAsyncEP')
@@ -2691,11 +2458,7 @@ def e125(env):
 def e126(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
-    if t1.__class__ is dict and 'context_parallel_load_balancer' in t1:
-        t2 = t1['context_parallel_load_balancer']
-        if t2 is None: t2 = Missing('parallelism.context_parallel_load_balancer')
-    else:
-        t2 = attr_value(t1, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
+    t2 = attr_value(t1, 'context_parallel_load_balancer', 'parallelism.context_parallel_load_balancer')
     return t2
 
 def e127(env):
@@ -2794,16 +2557,12 @@ def e131(env):
 def e132(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'family' in t1:
-        t2 = t1['family']
-        if t2 is None: t2 = Missing('model.family')
-    else:
-        t2 = attr_value(t1, 'family', 'model.family')
+    t2 = attr_value(t1, 'family', 'model.family')
     if t2.__class__ is str:
         t3 = t2 != ('kimi')
     else:
         t3 = _compare('!=', t2, ('kimi'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = (', tensor')
     else:
         t4 = ('')
@@ -2951,24 +2710,16 @@ def e140(env):
 def e141(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'attn_backend' in t1:
-        t2 = t1['attn_backend']
-        if t2 is None: t2 = Missing('model.attn_backend')
-    else:
-        t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
+    t2 = attr_value(t1, 'attn_backend', 'model.attn_backend')
     if t2.__class__ is str:
         t3 = t2 == ('sdpa')
     else:
         t3 = _compare('==', t2, ('sdpa'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('sdpa is no longer supported for language models; positions are always available so use flex, flex_flash, or varlen.')
     else:
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        if ('Unknown backend: ').__class__ is int and t2.__class__ is int:
-            t5 = ('Unknown backend: ') + t2
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', ('Unknown backend: '), t2, env)
+        t5 = _binop('+', ('Unknown backend: '), t2, env)
         t4 = t5
     return t4
 
@@ -3022,11 +2773,7 @@ def e143(env):
 def e144(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'moe_comm_backend' in t1:
-        t2 = t1['moe_comm_backend']
-        if t2 is None: t2 = Missing('model.moe_comm_backend')
-    else:
-        t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
+    t2 = attr_value(t1, 'moe_comm_backend', 'model.moe_comm_backend')
     return t2
 
 def e145(env):
@@ -3081,11 +2828,7 @@ def e146(env):
 def e147(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
-    if t1.__class__ is dict and 'pipeline_parallel_schedule' in t1:
-        t2 = t1['pipeline_parallel_schedule']
-        if t2 is None: t2 = Missing('parallelism.pipeline_parallel_schedule')
-    else:
-        t2 = attr_value(t1, 'pipeline_parallel_schedule', 'parallelism.pipeline_parallel_schedule')
+    t2 = attr_value(t1, 'pipeline_parallel_schedule', 'parallelism.pipeline_parallel_schedule')
     return t2
 
 def e148(env):
@@ -3304,16 +3047,8 @@ def e154(env):
 def e155(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'optimizer' in t1:
-        t2 = t1['optimizer']
-        if t2 is None: t2 = Missing('config.optimizer')
-    else:
-        t2 = attr_value(t1, 'optimizer', 'config.optimizer')
-    if t2.__class__ is dict and 'name' in t2:
-        t3 = t2['name']
-        if t3 is None: t3 = Missing('config.optimizer.name')
-    else:
-        t3 = attr_value(t2, 'name', 'config.optimizer.name')
+    t2 = attr_value(t1, 'optimizer', 'config.optimizer')
+    t3 = attr_value(t2, 'name', 'config.optimizer.name')
     return t3
 
 def e156(env):
@@ -3450,51 +3185,27 @@ def e158(env):
 def e159(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'optimizer' in t1:
-        t2 = t1['optimizer']
-        if t2 is None: t2 = Missing('config.optimizer')
-    else:
-        t2 = attr_value(t1, 'optimizer', 'config.optimizer')
-    if t2.__class__ is dict and 'param_groups' in t2:
-        t3 = t2['param_groups']
-        if t3 is None: t3 = Missing('config.optimizer.param_groups')
-    else:
-        t3 = attr_value(t2, 'param_groups', 'config.optimizer.param_groups')
+    t2 = attr_value(t1, 'optimizer', 'config.optimizer')
+    t3 = attr_value(t2, 'param_groups', 'config.optimizer.param_groups')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('item')
     if t4 is None: t4 = Missing('item')
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = index_value(t3, t4, 'config.optimizer.param_groups')
-    if t5.__class__ is dict and 'pattern' in t5:
-        t6 = t5['pattern']
-        if t6 is None: t6 = Missing('pattern')
-    else:
-        t6 = attr_value(t5, 'pattern', 'pattern')
+    t6 = attr_value(t5, 'pattern', 'pattern')
     return t6
 
 def e160(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'optimizer' in t1:
-        t2 = t1['optimizer']
-        if t2 is None: t2 = Missing('config.optimizer')
-    else:
-        t2 = attr_value(t1, 'optimizer', 'config.optimizer')
-    if t2.__class__ is dict and 'param_groups' in t2:
-        t3 = t2['param_groups']
-        if t3 is None: t3 = Missing('config.optimizer.param_groups')
-    else:
-        t3 = attr_value(t2, 'param_groups', 'config.optimizer.param_groups')
+    t2 = attr_value(t1, 'optimizer', 'config.optimizer')
+    t3 = attr_value(t2, 'param_groups', 'config.optimizer.param_groups')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = env.lookup('item')
     if t4 is None: t4 = Missing('item')
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = index_value(t3, t4, 'config.optimizer.param_groups')
-    if t5.__class__ is dict and 'optimizer_name' in t5:
-        t6 = t5['optimizer_name']
-        if t6 is None: t6 = Missing('optimizer_name')
-    else:
-        t6 = attr_value(t5, 'optimizer_name', 'optimizer_name')
+    t6 = attr_value(t5, 'optimizer_name', 'optimizer_name')
     return t6
 
 def e161(env):
@@ -3650,31 +3361,15 @@ def e165(env):
 def e166(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'compile' in t1:
-        t2 = t1['compile']
-        if t2 is None: t2 = Missing('config.compile')
-    else:
-        t2 = attr_value(t1, 'compile', 'config.compile')
-    if t2.__class__ is dict and 'enable' in t2:
-        t3 = t2['enable']
-        if t3 is None: t3 = Missing('config.compile.enable')
-    else:
-        t3 = attr_value(t2, 'enable', 'config.compile.enable')
+    t2 = attr_value(t1, 'compile', 'config.compile')
+    t3 = attr_value(t2, 'enable', 'config.compile.enable')
     return t3
 
 def e167(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'compile' in t1:
-        t2 = t1['compile']
-        if t2 is None: t2 = Missing('config.compile')
-    else:
-        t2 = attr_value(t1, 'compile', 'config.compile')
-    if t2.__class__ is dict and 'components' in t2:
-        t3 = t2['components']
-        if t3 is None: t3 = Missing('config.compile.components')
-    else:
-        t3 = attr_value(t2, 'components', 'config.compile.components')
+    t2 = attr_value(t1, 'compile', 'config.compile')
+    t3 = attr_value(t2, 'components', 'config.compile.components')
     return t3
 
 def e168(env):
@@ -3756,7 +3451,7 @@ def e170(env):
         t2 = t1 != ('0.2.x')
     else:
         t2 = _compare('!=', t1, ('0.2.x'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('when the config is built')
     else:
         t3 = ('when the checkpointer is built')
@@ -3868,34 +3563,22 @@ def e172(env):
 def e173(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'checkpoint' in t1:
-        t2 = t1['checkpoint']
-        if t2 is None: t2 = Missing('config.checkpoint')
-    else:
-        t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
-    if t2.__class__ is dict and 'last_save_in_hf' in t2:
-        t3 = t2['last_save_in_hf']
-        if t3 is None: t3 = Missing('config.checkpoint.last_save_in_hf')
-    else:
-        t3 = attr_value(t2, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
+    t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
+    t3 = attr_value(t2, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
     if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        if t2.__class__ is dict and 'last_save_model_only' in t2:
-            t6 = t2['last_save_model_only']
-            if t6 is None: t6 = Missing('config.checkpoint.last_save_model_only')
-        else:
-            t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
+    if _truth(t4):
+        t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
         if t6.__class__ is (False).__class__ and (t6.__class__ is int or t6.__class__ is str):
             t7 = t6 == (False)
         else:
             t7 = _compare('==', t6, (False))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = _truth(t7)
     else:
         t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if _truth(t5):
         t8 = ('checkpoint.last_save_in_hf = true with last_save_model_only = false')
     else:
         t8 = ('checkpoint.initial_load_in_hf = true with initial_load_model_only = false')
@@ -3908,7 +3591,7 @@ def e174(env):
         t2 = t1 != ('0.2.x')
     else:
         t2 = _compare('!=', t1, ('0.2.x'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('torchtitan refuses the config when it is built (BaseCheckpointManager.Config.__post_init__)')
     else:
         t3 = ('torchtitan 0.2.x asserts it when it loads the initial checkpoint (a fresh run) or saves the last one')
@@ -3917,34 +3600,22 @@ def e174(env):
 def e175(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'checkpoint' in t1:
-        t2 = t1['checkpoint']
-        if t2 is None: t2 = Missing('config.checkpoint')
-    else:
-        t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
-    if t2.__class__ is dict and 'last_save_in_hf' in t2:
-        t3 = t2['last_save_in_hf']
-        if t3 is None: t3 = Missing('config.checkpoint.last_save_in_hf')
-    else:
-        t3 = attr_value(t2, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
+    t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
+    t3 = attr_value(t2, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
     if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        if t2.__class__ is dict and 'last_save_model_only' in t2:
-            t6 = t2['last_save_model_only']
-            if t6 is None: t6 = Missing('config.checkpoint.last_save_model_only')
-        else:
-            t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
+    if _truth(t4):
+        t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
         if t6.__class__ is (False).__class__ and (t6.__class__ is int or t6.__class__ is str):
             t7 = t6 == (False)
         else:
             t7 = _compare('==', t6, (False))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = _truth(t7)
     else:
         t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if _truth(t5):
         t8 = ('checkpoint.last_save_model_only|checkpoint.last_save_in_hf')
     else:
         t8 = ('checkpoint.initial_load_model_only|checkpoint.initial_load_in_hf')
@@ -3953,34 +3624,22 @@ def e175(env):
 def e176(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'checkpoint' in t1:
-        t2 = t1['checkpoint']
-        if t2 is None: t2 = Missing('config.checkpoint')
-    else:
-        t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
-    if t2.__class__ is dict and 'last_save_in_hf' in t2:
-        t3 = t2['last_save_in_hf']
-        if t3 is None: t3 = Missing('config.checkpoint.last_save_in_hf')
-    else:
-        t3 = attr_value(t2, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
+    t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
+    t3 = attr_value(t2, 'last_save_in_hf', 'config.checkpoint.last_save_in_hf')
     if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
         t4 = t3 == (True)
     else:
         t4 = _compare('==', t3, (True))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
-        if t2.__class__ is dict and 'last_save_model_only' in t2:
-            t6 = t2['last_save_model_only']
-            if t6 is None: t6 = Missing('config.checkpoint.last_save_model_only')
-        else:
-            t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
+    if _truth(t4):
+        t6 = attr_value(t2, 'last_save_model_only', 'config.checkpoint.last_save_model_only')
         if t6.__class__ is (False).__class__ and (t6.__class__ is int or t6.__class__ is str):
             t7 = t6 == (False)
         else:
             t7 = _compare('==', t6, (False))
-        t5 = (t7 if t7.__class__ is bool else _truth(t7))
+        t5 = _truth(t7)
     else:
         t5 = False
-    if (t5 if t5.__class__ is bool else _truth(t5)):
+    if _truth(t5):
         t8 = ('last_save_model_only')
     else:
         t8 = ('initial_load_model_only')
@@ -4045,16 +3704,8 @@ def e178(env):
 def e179(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'checkpoint' in t1:
-        t2 = t1['checkpoint']
-        if t2 is None: t2 = Missing('config.checkpoint')
-    else:
-        t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
-    if t2.__class__ is dict and 'async_mode' in t2:
-        t3 = t2['async_mode']
-        if t3 is None: t3 = Missing('config.checkpoint.async_mode')
-    else:
-        t3 = attr_value(t2, 'async_mode', 'config.checkpoint.async_mode')
+    t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
+    t3 = attr_value(t2, 'async_mode', 'config.checkpoint.async_mode')
     return t3
 
 def e180(env):
@@ -4137,34 +3788,18 @@ def e181(env):
 def e182(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'checkpoint' in t1:
-        t2 = t1['checkpoint']
-        if t2 is None: t2 = Missing('config.checkpoint')
-    else:
-        t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
-    if t2.__class__ is dict and 'exclude_from_loading' in t2:
-        t3 = t2['exclude_from_loading']
-        if t3 is None: t3 = Missing('config.checkpoint.exclude_from_loading')
-    else:
-        t3 = attr_value(t2, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
+    t2 = attr_value(t1, 'checkpoint', 'config.checkpoint')
+    t3 = attr_value(t2, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
     return t3
 
 def e183(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
-    if t2.__class__ is dict and 'checkpoint' in t2:
-        t3 = t2['checkpoint']
-        if t3 is None: t3 = Missing('config.checkpoint')
-    else:
-        t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
-    if t3.__class__ is dict and 'exclude_from_loading' in t3:
-        t4 = t3['exclude_from_loading']
-        if t4 is None: t4 = Missing('config.checkpoint.exclude_from_loading')
-    else:
-        t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
+    t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
+    t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('model'), t4)
     t1 = _compare('in', ('model'), t4)
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t5 = ('the model is what a checkpoint restores: ')
     else:
         t5 = ('the learning-rate schedulers hold the optimizers: ')
@@ -4173,19 +3808,11 @@ def e183(env):
 def e184(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
-    if t2.__class__ is dict and 'checkpoint' in t2:
-        t3 = t2['checkpoint']
-        if t3 is None: t3 = Missing('config.checkpoint')
-    else:
-        t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
-    if t3.__class__ is dict and 'exclude_from_loading' in t3:
-        t4 = t3['exclude_from_loading']
-        if t4 is None: t4 = Missing('config.checkpoint.exclude_from_loading')
-    else:
-        t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
+    t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
+    t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('model'), t4)
     t1 = _compare('in', ('model'), t4)
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t5 = ("model key shouldn't be in exclude_from_loading.")
     else:
         t5 = ('lr_scheduler must be excluded when optimizer is excluded.')
@@ -4194,19 +3821,11 @@ def e184(env):
 def e185(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
-    if t2.__class__ is dict and 'checkpoint' in t2:
-        t3 = t2['checkpoint']
-        if t3 is None: t3 = Missing('config.checkpoint')
-    else:
-        t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
-    if t3.__class__ is dict and 'exclude_from_loading' in t3:
-        t4 = t3['exclude_from_loading']
-        if t4 is None: t4 = Missing('config.checkpoint.exclude_from_loading')
-    else:
-        t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
+    t3 = attr_value(t2, 'checkpoint', 'config.checkpoint')
+    t4 = attr_value(t3, 'exclude_from_loading', 'config.checkpoint.exclude_from_loading')
     if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, ('model'), t4)
     t1 = _compare('in', ('model'), t4)
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t5 = ('drop "model" from exclude_from_loading (to start from fresh weights, leave checkpoint.initial_load_path unset)')
     else:
         t5 = ('add "lr_scheduler" to exclude_from_loading')
@@ -4271,25 +3890,17 @@ def e188(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        if ('expert_parallel_degree = ').__class__ is int and t4.__class__ is int:
-            t5 = ('expert_parallel_degree = ') + t4
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', ('expert_parallel_degree = '), t4, env)
+        t5 = _binop('+', ('expert_parallel_degree = '), t4, env)
         t3 = t5
     else:
         t6 = env.lookup('pp')
         if t6 is None: t6 = Missing('pp')
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if ('pipeline_parallel_degree = ').__class__ is int and t7.__class__ is int:
-            t8 = ('pipeline_parallel_degree = ') + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', ('pipeline_parallel_degree = '), t7, env)
+        t8 = _binop('+', ('pipeline_parallel_degree = '), t7, env)
         t3 = t8
     return t3
 
@@ -4300,7 +3911,7 @@ def e189(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('Expert')
     else:
         t3 = ('Pipeline')
@@ -4313,7 +3924,7 @@ def e190(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('expert_parallel_degree')
     else:
         t3 = ('pipeline_parallel_degree')
@@ -4420,26 +4031,10 @@ def e192(env):
 def e193(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'quantize' in t1:
-        t2 = t1['quantize']
-        if t2 is None: t2 = Missing('config.quantize')
-    else:
-        t2 = attr_value(t1, 'quantize', 'config.quantize')
-    if t2.__class__ is dict and 'linear' in t2:
-        t3 = t2['linear']
-        if t3 is None: t3 = Missing('config.quantize.linear')
-    else:
-        t3 = attr_value(t2, 'linear', 'config.quantize.linear')
-    if t3.__class__ is dict and 'float8' in t3:
-        t4 = t3['float8']
-        if t4 is None: t4 = Missing('config.quantize.linear.float8')
-    else:
-        t4 = attr_value(t3, 'float8', 'config.quantize.linear.float8')
-    if t4.__class__ is dict and 'recipe_name' in t4:
-        t5 = t4['recipe_name']
-        if t5 is None: t5 = Missing('config.quantize.linear.float8.recipe_name')
-    else:
-        t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
+    t2 = attr_value(t1, 'quantize', 'config.quantize')
+    t3 = attr_value(t2, 'linear', 'config.quantize.linear')
+    t4 = attr_value(t3, 'float8', 'config.quantize.linear.float8')
+    t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
     return t5
 
 def e194(env):
@@ -4512,25 +4107,17 @@ def e196(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        if ('pipeline_parallel_degree = ').__class__ is int and t4.__class__ is int:
-            t5 = ('pipeline_parallel_degree = ') + t4
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', ('pipeline_parallel_degree = '), t4, env)
+        t5 = _binop('+', ('pipeline_parallel_degree = '), t4, env)
         t3 = t5
     else:
         t6 = env.lookup('cp')
         if t6 is None: t6 = Missing('cp')
         t7 = call_value(env, F_str.fn, F_str.cost, True, [t6])
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if ('context_parallel_degree = ').__class__ is int and t7.__class__ is int:
-            t8 = ('context_parallel_degree = ') + t7
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', ('context_parallel_degree = '), t7, env)
+        t8 = _binop('+', ('context_parallel_degree = '), t7, env)
         t3 = t8
     return t3
 
@@ -4541,7 +4128,7 @@ def e197(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('pipeline')
     else:
         t3 = ('context')
@@ -4554,7 +4141,7 @@ def e198(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('pipeline_parallel_degree')
     else:
         t3 = ('context_parallel_degree')
@@ -4748,16 +4335,8 @@ def e202(env):
 def e203(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'model' in t1:
-        t2 = t1['model']
-        if t2 is None: t2 = Missing('config.model')
-    else:
-        t2 = attr_value(t1, 'model', 'config.model')
-    if t2.__class__ is dict and 'converters' in t2:
-        t3 = t2['converters']
-        if t3 is None: t3 = Missing('config.model.converters')
-    else:
-        t3 = attr_value(t2, 'converters', 'config.model.converters')
+    t2 = attr_value(t1, 'model', 'config.model')
+    t3 = attr_value(t2, 'converters', 'config.model.converters')
     return t3
 
 def e204(env):
@@ -5016,11 +4595,7 @@ def e208(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 4:
-        t2 = t1[4]
-        if t2 is None: t2 = Missing('item[4]')
-    else:
-        t2 = index_value(t1, (4), 'item')
+    t2 = index_value(t1, (4), 'item')
     return t2
 
 def e209(env):
@@ -5259,86 +4834,42 @@ def e213(env):
 def e214(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'model' in t1:
-        t2 = t1['model']
-        if t2 is None: t2 = Missing('config.model')
-    else:
-        t2 = attr_value(t1, 'model', 'config.model')
-    if t2.__class__ is dict and 'name' in t2:
-        t3 = t2['name']
-        if t3 is None: t3 = Missing('config.model.name')
-    else:
-        t3 = attr_value(t2, 'name', 'config.model.name')
+    t2 = attr_value(t1, 'model', 'config.model')
+    t3 = attr_value(t2, 'name', 'config.model.name')
     if t3.__class__ is str:
         t4 = t3 == ('flux')
     else:
         t4 = _compare('==', t3, ('flux'))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t5 = ('model flux (its parallelize never compiles the model for it)')
     else:
-        if t1.__class__ is dict and 'compile' in t1:
-            t6 = t1['compile']
-            if t6 is None: t6 = Missing('config.compile')
-        else:
-            t6 = attr_value(t1, 'compile', 'config.compile')
-        if t6.__class__ is dict and 'enable' in t6:
-            t7 = t6['enable']
-            if t7 is None: t7 = Missing('config.compile.enable')
-        else:
-            t7 = attr_value(t6, 'enable', 'config.compile.enable')
+        t6 = attr_value(t1, 'compile', 'config.compile')
+        t7 = attr_value(t6, 'enable', 'config.compile.enable')
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if ('compile.enable = ').__class__ is int and t8.__class__ is int:
-            t9 = ('compile.enable = ') + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', ('compile.enable = '), t8, env)
+        t9 = _binop('+', ('compile.enable = '), t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and (' and compile.components = [').__class__ is int:
-            t10 = t9 + (' and compile.components = [')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, (' and compile.components = ['), env)
+        t10 = _binop('+', t9, (' and compile.components = ['), env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t6.__class__ is dict and 'components' in t6:
-            t11 = t6['components']
-            if t11 is None: t11 = Missing('config.compile.components')
-        else:
-            t11 = attr_value(t6, 'components', 'config.compile.components')
+        t11 = attr_value(t6, 'components', 'config.compile.components')
         t12 = call_value(env, F_join.fn, F_join.cost, False, [t11])
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t10.__class__ is int and t12.__class__ is int:
-            t13 = t10 + t12
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t10, t12, env)
+        t13 = _binop('+', t10, t12, env)
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t13.__class__ is int and (']').__class__ is int:
-            t14 = t13 + (']')
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t13, (']'), env)
+        t14 = _binop('+', t13, (']'), env)
         t5 = t14
     return t5
 
 def e215(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'model' in t1:
-        t2 = t1['model']
-        if t2 is None: t2 = Missing('config.model')
-    else:
-        t2 = attr_value(t1, 'model', 'config.model')
-    if t2.__class__ is dict and 'name' in t2:
-        t3 = t2['name']
-        if t3 is None: t3 = Missing('config.model.name')
-    else:
-        t3 = attr_value(t2, 'name', 'config.model.name')
+    t2 = attr_value(t1, 'model', 'config.model')
+    t3 = attr_value(t2, 'name', 'config.model.name')
     if t3.__class__ is str:
         t4 = t3 == ('flux')
     else:
         t4 = _compare('==', t3, ('flux'))
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t5 = ('use mode = "full" or "selective" on flux')
     else:
         t5 = ('set [compile] enable = true with "model" in components, or use mode = "full" or "selective"')
@@ -5404,16 +4935,8 @@ def e217(env):
 def e218(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'activation_checkpoint' in t1:
-        t2 = t1['activation_checkpoint']
-        if t2 is None: t2 = Missing('config.activation_checkpoint')
-    else:
-        t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
-    if t2.__class__ is dict and 'selective_ac_option' in t2:
-        t3 = t2['selective_ac_option']
-        if t3 is None: t3 = Missing('config.activation_checkpoint.selective_ac_option')
-    else:
-        t3 = attr_value(t2, 'selective_ac_option', 'config.activation_checkpoint.selective_ac_option')
+    t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
+    t3 = attr_value(t2, 'selective_ac_option', 'config.activation_checkpoint.selective_ac_option')
     return t3
 
 def e219(env):
@@ -5564,64 +5087,48 @@ def e223(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if not (t2 if t2.__class__ is bool else _truth(t2)):
+    if not _truth(t2):
         if t1.__class__ is int:
             t4 = t1 <= (1)
         else:
             t4 = _compare('<=', t1, (1))
-        t3 = (t4 if t4.__class__ is bool else _truth(t4))
+        t3 = _truth(t4)
     else:
         t3 = True
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t6 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if ('expert_parallel_degree = ').__class__ is int and t6.__class__ is int:
-            t7 = ('expert_parallel_degree = ') + t6
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', ('expert_parallel_degree = '), t6, env)
+        t7 = _binop('+', ('expert_parallel_degree = '), t6, env)
         t5 = t7
     else:
         t8 = env.lookup('etp')
         if t8 is None: t8 = Missing('etp')
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if ('expert_tensor_parallel_degree = ').__class__ is int and t9.__class__ is int:
-            t10 = ('expert_tensor_parallel_degree = ') + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', ('expert_tensor_parallel_degree = '), t9, env)
+        t10 = _binop('+', ('expert_tensor_parallel_degree = '), t9, env)
         t5 = t10
     return t5
 
 def e224(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'model' in t1:
-        t2 = t1['model']
-        if t2 is None: t2 = Missing('config.model')
-    else:
-        t2 = attr_value(t1, 'model', 'config.model')
-    if t2.__class__ is dict and 'name' in t2:
-        t3 = t2['name']
-        if t3 is None: t3 = Missing('config.model.name')
-    else:
-        t3 = attr_value(t2, 'name', 'config.model.name')
+    t2 = attr_value(t1, 'model', 'config.model')
+    t3 = attr_value(t2, 'name', 'config.model.name')
     return t3
 
 def e225(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if not (t2 if t2.__class__ is bool else _truth(t2)):
+    if not _truth(t2):
         if t1.__class__ is int:
             t4 = t1 <= (1)
         else:
             t4 = _compare('<=', t1, (1))
-        t3 = (t4 if t4.__class__ is bool else _truth(t4))
+        t3 = _truth(t4)
     else:
         t3 = True
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = ('ValueError: DeepEP requires expert parallelism (ep_degree > 1). The DeepEP MoE model code does not support EP=1.')
     else:
         t5 = ('NotImplementedError: DeepEP with Expert Tensor Parallelism (ETP) is not supported yet.')
@@ -5631,15 +5138,15 @@ def e226(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if not (t2 if t2.__class__ is bool else _truth(t2)):
+    if not _truth(t2):
         if t1.__class__ is int:
             t4 = t1 <= (1)
         else:
             t4 = _compare('<=', t1, (1))
-        t3 = (t4 if t4.__class__ is bool else _truth(t4))
+        t3 = _truth(t4)
     else:
         t3 = True
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = ('set expert_parallel_degree > 1, or expert_parallel_comm_backend = "standard"')
     else:
         t5 = ('set expert_tensor_parallel_degree = 1, or expert_parallel_comm_backend = "standard"')
@@ -5756,26 +5263,10 @@ def e228(env):
 def e229(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'quantize' in t1:
-        t2 = t1['quantize']
-        if t2 is None: t2 = Missing('config.quantize')
-    else:
-        t2 = attr_value(t1, 'quantize', 'config.quantize')
-    if t2.__class__ is dict and 'linear' in t2:
-        t3 = t2['linear']
-        if t3 is None: t3 = Missing('config.quantize.linear')
-    else:
-        t3 = attr_value(t2, 'linear', 'config.quantize.linear')
-    if t3.__class__ is dict and 'float8' in t3:
-        t4 = t3['float8']
-        if t4 is None: t4 = Missing('config.quantize.linear.float8')
-    else:
-        t4 = attr_value(t3, 'float8', 'config.quantize.linear.float8')
-    if t4.__class__ is dict and 'recipe_name' in t4:
-        t5 = t4['recipe_name']
-        if t5 is None: t5 = Missing('config.quantize.linear.float8.recipe_name')
-    else:
-        t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
+    t2 = attr_value(t1, 'quantize', 'config.quantize')
+    t3 = attr_value(t2, 'linear', 'config.quantize.linear')
+    t4 = attr_value(t3, 'float8', 'config.quantize.linear.float8')
+    t5 = attr_value(t4, 'recipe_name', 'config.quantize.linear.float8.recipe_name')
     t6 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t5, ('tensorwise, the default')])
     return t6
 
@@ -5904,31 +5395,15 @@ def e231(env):
 def e232(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'parallelism' in t1:
-        t2 = t1['parallelism']
-        if t2 is None: t2 = Missing('config.parallelism')
-    else:
-        t2 = attr_value(t1, 'parallelism', 'config.parallelism')
-    if t2.__class__ is dict and 'pipeline_parallel_schedule' in t2:
-        t3 = t2['pipeline_parallel_schedule']
-        if t3 is None: t3 = Missing('config.parallelism.pipeline_parallel_schedule')
-    else:
-        t3 = attr_value(t2, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
+    t2 = attr_value(t1, 'parallelism', 'config.parallelism')
+    t3 = attr_value(t2, 'pipeline_parallel_schedule', 'config.parallelism.pipeline_parallel_schedule')
     return t3
 
 def e233(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'activation_checkpoint' in t1:
-        t2 = t1['activation_checkpoint']
-        if t2 is None: t2 = Missing('config.activation_checkpoint')
-    else:
-        t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
-    if t2.__class__ is dict and 'mode' in t2:
-        t3 = t2['mode']
-        if t3 is None: t3 = Missing('config.activation_checkpoint.mode')
-    else:
-        t3 = attr_value(t2, 'mode', 'config.activation_checkpoint.mode')
+    t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
+    t3 = attr_value(t2, 'mode', 'config.activation_checkpoint.mode')
     return t3
 
 def e234(env):
@@ -6132,11 +5607,7 @@ def e237(env):
 def e238(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'activation_checkpoint' in t1:
-        t2 = t1['activation_checkpoint']
-        if t2 is None: t2 = Missing('config.activation_checkpoint')
-    else:
-        t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
+    t2 = attr_value(t1, 'activation_checkpoint', 'config.activation_checkpoint')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = index_value(t2, ('class'), 'config.activation_checkpoint')
     t4 = call_value(env, F_coalesce.fn, F_coalesce.cost, True, [t3, ('none')])
@@ -6255,11 +5726,7 @@ def e243(env):
     t3 = _binop('//', t2, t1, env)
     t4 = call_value(env, F_max.fn, F_max.cost, False, [(1), t3])
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t1.__class__ is int and t4.__class__ is int:
-        t5 = t1 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t1, t4, env)
+    t5 = _binop('*', t1, t4, env)
     return t5
 
 def e244(env):
@@ -6272,17 +5739,9 @@ def e244(env):
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t3 = _binop('//', t2, t1, env)
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t3.__class__ is int and (1).__class__ is int:
-        t4 = t3 + (1)
-        if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-    else:
-        t4 = _binop('+', t3, (1), env)
+    t4 = _binop('+', t3, (1), env)
     if t4 is None or t4.__class__ is Missing: _need(t4)
-    if t1.__class__ is int and t4.__class__ is int:
-        t5 = t1 * t4
-        if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-    else:
-        t5 = _binop('*', t1, t4, env)
+    t5 = _binop('*', t1, t4, env)
     return t5
 
 def e245(env):
@@ -6691,222 +6150,110 @@ def e254(env):
 def e255(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t3 = env.lookup('model')
         if t3 is None: t3 = Missing('model')
-        if t3.__class__ is dict and 'vision_n_heads' in t3:
-            t4 = t3['vision_n_heads']
-            if t4 is None: t4 = Missing('model.vision_n_heads')
-        else:
-            t4 = attr_value(t3, 'vision_n_heads', 'model.vision_n_heads')
+        t4 = attr_value(t3, 'vision_n_heads', 'model.vision_n_heads')
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('vision encoder has ').__class__ is int and t5.__class__ is int:
-            t6 = ('vision encoder has ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('vision encoder has '), t5, env)
+        t6 = _binop('+', ('vision encoder has '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and (' heads').__class__ is int:
-            t7 = t6 + (' heads')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, (' heads'), env)
+        t7 = _binop('+', t6, (' heads'), env)
         t2 = t7
     else:
         t8 = env.lookup('model')
         if t8 is None: t8 = Missing('model')
-        if t8.__class__ is dict and 'linear_key_heads' in t8:
-            t9 = t8['linear_key_heads']
-            if t9 is None: t9 = Missing('model.linear_key_heads')
-        else:
-            t9 = attr_value(t8, 'linear_key_heads', 'model.linear_key_heads')
+        t9 = attr_value(t8, 'linear_key_heads', 'model.linear_key_heads')
         t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if ('gated DeltaNet layers have ').__class__ is int and t10.__class__ is int:
-            t11 = ('gated DeltaNet layers have ') + t10
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', ('gated DeltaNet layers have '), t10, env)
+        t11 = _binop('+', ('gated DeltaNet layers have '), t10, env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
-        if t11.__class__ is int and (' key and ').__class__ is int:
-            t12 = t11 + (' key and ')
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t11, (' key and '), env)
+        t12 = _binop('+', t11, (' key and '), env)
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t8.__class__ is dict and 'linear_value_heads' in t8:
-            t13 = t8['linear_value_heads']
-            if t13 is None: t13 = Missing('model.linear_value_heads')
-        else:
-            t13 = attr_value(t8, 'linear_value_heads', 'model.linear_value_heads')
+        t13 = attr_value(t8, 'linear_value_heads', 'model.linear_value_heads')
         t14 = call_value(env, F_str.fn, F_str.cost, True, [t13])
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t12.__class__ is int and t14.__class__ is int:
-            t15 = t12 + t14
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t12, t14, env)
+        t15 = _binop('+', t12, t14, env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
-        if t15.__class__ is int and (' value heads').__class__ is int:
-            t16 = t15 + (' value heads')
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t15, (' value heads'), env)
+        t16 = _binop('+', t15, (' value heads'), env)
         t2 = t16
     return t2
 
 def e256(env):
     t1 = env.lookup('bad_vision')
     if t1 is None: t1 = Missing('bad_vision')
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t3 = env.lookup('model')
         if t3 is None: t3 = Missing('model')
-        if t3.__class__ is dict and 'family' in t3:
-            t4 = t3['family']
-            if t4 is None: t4 = Missing('model.family')
-        else:
-            t4 = attr_value(t3, 'family', 'model.family')
+        t4 = attr_value(t3, 'family', 'model.family')
         if t4.__class__ is str:
             t5 = t4 == ('muse_glimmer')
         else:
             t5 = _compare('==', t4, ('muse_glimmer'))
-        t2 = (t5 if t5.__class__ is bool else _truth(t5))
+        t2 = _truth(t5)
     else:
         t2 = False
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t7 = env.lookup('model')
         if t7 is None: t7 = Missing('model')
-        if t7.__class__ is dict and 'vision_n_heads' in t7:
-            t8 = t7['vision_n_heads']
-            if t8 is None: t8 = Missing('model.vision_n_heads')
-        else:
-            t8 = attr_value(t7, 'vision_n_heads', 'model.vision_n_heads')
+        t8 = attr_value(t7, 'vision_n_heads', 'model.vision_n_heads')
         t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if ('asserts: vision num_heads (').__class__ is int and t9.__class__ is int:
-            t10 = ('asserts: vision num_heads (') + t9
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', ('asserts: vision num_heads ('), t9, env)
+        t10 = _binop('+', ('asserts: vision num_heads ('), t9, env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t10.__class__ is int and (') must be divisible by TP degree (').__class__ is int:
-            t11 = t10 + (') must be divisible by TP degree (')
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t10, (') must be divisible by TP degree ('), env)
+        t11 = _binop('+', t10, (') must be divisible by TP degree ('), env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
         t12 = env.lookup('tp')
         if t12 is None: t12 = Missing('tp')
         t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if t11.__class__ is int and t13.__class__ is int:
-            t14 = t11 + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t11, t13, env)
+        t14 = _binop('+', t11, t13, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
-        if t14.__class__ is int and (')').__class__ is int:
-            t15 = t14 + (')')
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t14, (')'), env)
+        t15 = _binop('+', t14, (')'), env)
         t6 = t15
     else:
-        if (t1 if t1.__class__ is bool else _truth(t1)):
+        if _truth(t1):
             t17 = env.lookup('tp')
             if t17 is None: t17 = Missing('tp')
             t18 = call_value(env, F_str.fn, F_str.cost, True, [t17])
             if t18 is None or t18.__class__ is Missing: _need(t18)
-            if ('raises ValueError: tensor_parallel_degree (').__class__ is int and t18.__class__ is int:
-                t19 = ('raises ValueError: tensor_parallel_degree (') + t18
-                if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-            else:
-                t19 = _binop('+', ('raises ValueError: tensor_parallel_degree ('), t18, env)
+            t19 = _binop('+', ('raises ValueError: tensor_parallel_degree ('), t18, env)
             if t19 is None or t19.__class__ is Missing: _need(t19)
-            if t19.__class__ is int and (') must divide vision num_heads (').__class__ is int:
-                t20 = t19 + (') must divide vision num_heads (')
-                if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-            else:
-                t20 = _binop('+', t19, (') must divide vision num_heads ('), env)
+            t20 = _binop('+', t19, (') must divide vision num_heads ('), env)
             if t20 is None or t20.__class__ is Missing: _need(t20)
             t21 = env.lookup('model')
             if t21 is None: t21 = Missing('model')
-            if t21.__class__ is dict and 'vision_n_heads' in t21:
-                t22 = t21['vision_n_heads']
-                if t22 is None: t22 = Missing('model.vision_n_heads')
-            else:
-                t22 = attr_value(t21, 'vision_n_heads', 'model.vision_n_heads')
+            t22 = attr_value(t21, 'vision_n_heads', 'model.vision_n_heads')
             t23 = call_value(env, F_str.fn, F_str.cost, True, [t22])
             if t23 is None or t23.__class__ is Missing: _need(t23)
-            if t20.__class__ is int and t23.__class__ is int:
-                t24 = t20 + t23
-                if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
-            else:
-                t24 = _binop('+', t20, t23, env)
+            t24 = _binop('+', t20, t23, env)
             if t24 is None or t24.__class__ is Missing: _need(t24)
-            if t24.__class__ is int and (').').__class__ is int:
-                t25 = t24 + (').')
-                if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
-            else:
-                t25 = _binop('+', t24, (').'), env)
+            t25 = _binop('+', t24, (').'), env)
             t16 = t25
         else:
             t26 = env.lookup('tp')
             if t26 is None: t26 = Missing('tp')
             t27 = call_value(env, F_str.fn, F_str.cost, True, [t26])
             if t27 is None or t27.__class__ is Missing: _need(t27)
-            if ('raises ValueError: tensor_parallel_degree (').__class__ is int and t27.__class__ is int:
-                t28 = ('raises ValueError: tensor_parallel_degree (') + t27
-                if not -MAX_INT <= t28 <= MAX_INT: _check_value(t28)
-            else:
-                t28 = _binop('+', ('raises ValueError: tensor_parallel_degree ('), t27, env)
+            t28 = _binop('+', ('raises ValueError: tensor_parallel_degree ('), t27, env)
             if t28 is None or t28.__class__ is Missing: _need(t28)
-            if t28.__class__ is int and (') must divide n_key_heads (').__class__ is int:
-                t29 = t28 + (') must divide n_key_heads (')
-                if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
-            else:
-                t29 = _binop('+', t28, (') must divide n_key_heads ('), env)
+            t29 = _binop('+', t28, (') must divide n_key_heads ('), env)
             if t29 is None or t29.__class__ is Missing: _need(t29)
             t30 = env.lookup('model')
             if t30 is None: t30 = Missing('model')
-            if t30.__class__ is dict and 'linear_key_heads' in t30:
-                t31 = t30['linear_key_heads']
-                if t31 is None: t31 = Missing('model.linear_key_heads')
-            else:
-                t31 = attr_value(t30, 'linear_key_heads', 'model.linear_key_heads')
+            t31 = attr_value(t30, 'linear_key_heads', 'model.linear_key_heads')
             t32 = call_value(env, F_str.fn, F_str.cost, True, [t31])
             if t32 is None or t32.__class__ is Missing: _need(t32)
-            if t29.__class__ is int and t32.__class__ is int:
-                t33 = t29 + t32
-                if not -MAX_INT <= t33 <= MAX_INT: _check_value(t33)
-            else:
-                t33 = _binop('+', t29, t32, env)
+            t33 = _binop('+', t29, t32, env)
             if t33 is None or t33.__class__ is Missing: _need(t33)
-            if t33.__class__ is int and (') and n_value_heads (').__class__ is int:
-                t34 = t33 + (') and n_value_heads (')
-                if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
-            else:
-                t34 = _binop('+', t33, (') and n_value_heads ('), env)
+            t34 = _binop('+', t33, (') and n_value_heads ('), env)
             if t34 is None or t34.__class__ is Missing: _need(t34)
-            if t30.__class__ is dict and 'linear_value_heads' in t30:
-                t35 = t30['linear_value_heads']
-                if t35 is None: t35 = Missing('model.linear_value_heads')
-            else:
-                t35 = attr_value(t30, 'linear_value_heads', 'model.linear_value_heads')
+            t35 = attr_value(t30, 'linear_value_heads', 'model.linear_value_heads')
             t36 = call_value(env, F_str.fn, F_str.cost, True, [t35])
             if t36 is None or t36.__class__ is Missing: _need(t36)
-            if t34.__class__ is int and t36.__class__ is int:
-                t37 = t34 + t36
-                if not -MAX_INT <= t37 <= MAX_INT: _check_value(t37)
-            else:
-                t37 = _binop('+', t34, t36, env)
+            t37 = _binop('+', t34, t36, env)
             if t37 is None or t37.__class__ is Missing: _need(t37)
-            if t37.__class__ is int and (').').__class__ is int:
-                t38 = t37 + (').')
-                if not -MAX_INT <= t38 <= MAX_INT: _check_value(t38)
-            else:
-                t38 = _binop('+', t37, (').'), env)
+            t38 = _binop('+', t37, (').'), env)
             t16 = t38
         t6 = t16
     return t6
@@ -6984,21 +6331,13 @@ def e258(env):
 def e259(env):
     t1 = env.lookup('training')
     if t1 is None: t1 = Missing('training')
-    if t1.__class__ is dict and 'max_context_length' in t1:
-        t2 = t1['max_context_length']
-        if t2 is None: t2 = Missing('training.max_context_length')
-    else:
-        t2 = attr_value(t1, 'max_context_length', 'training.max_context_length')
+    t2 = attr_value(t1, 'max_context_length', 'training.max_context_length')
     return t2
 
 def e260(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'rope_max_len' in t1:
-        t2 = t1['rope_max_len']
-        if t2 is None: t2 = Missing('model.rope_max_len')
-    else:
-        t2 = attr_value(t1, 'rope_max_len', 'model.rope_max_len')
+    t2 = attr_value(t1, 'rope_max_len', 'model.rope_max_len')
     return t2
 
 def e261(env):
@@ -7166,11 +6505,7 @@ def e265(env):
 def e266(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'num_mtp_layers' in t1:
-        t2 = t1['num_mtp_layers']
-        if t2 is None: t2 = Missing('model.num_mtp_layers')
-    else:
-        t2 = attr_value(t1, 'num_mtp_layers', 'model.num_mtp_layers')
+    t2 = attr_value(t1, 'num_mtp_layers', 'model.num_mtp_layers')
     return t2
 
 def e267(env):
@@ -7180,23 +6515,15 @@ def e267(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('keys')
         if t4 is None: t4 = Missing('keys')
-        if t4.__class__ is dict and 'pp' in t4:
-            t5 = t4['pp']
-            if t5 is None: t5 = Missing('keys.pp')
-        else:
-            t5 = attr_value(t4, 'pp', 'keys.pp')
+        t5 = attr_value(t4, 'pp', 'keys.pp')
         t3 = t5
     else:
         t6 = env.lookup('keys')
         if t6 is None: t6 = Missing('keys')
-        if t6.__class__ is dict and 'cp' in t6:
-            t7 = t6['cp']
-            if t7 is None: t7 = Missing('keys.cp')
-        else:
-            t7 = attr_value(t6, 'cp', 'keys.cp')
+        t7 = attr_value(t6, 'cp', 'keys.cp')
         t3 = t7
     return t3
 
@@ -7207,7 +6534,7 @@ def e268(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t3 = ('use pipeline_parallel_degree = 1')
     else:
         t3 = ('use context_parallel_degree = 1')
@@ -7220,17 +6547,17 @@ def e269(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('cp')
         if t4 is None: t4 = Missing('cp')
         if t4.__class__ is int:
             t5 = t4 > (1)
         else:
             t5 = _compare('>', t4, (1))
-        t3 = (t5 if t5.__class__ is bool else _truth(t5))
+        t3 = _truth(t5)
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t6 = (' and context_parallel_degree = 1')
     else:
         t6 = ('')
@@ -7392,16 +6719,8 @@ def e271(env):
 def e272(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'compile' in t1:
-        t2 = t1['compile']
-        if t2 is None: t2 = Missing('config.compile')
-    else:
-        t2 = attr_value(t1, 'compile', 'config.compile')
-    if t2.__class__ is dict and 'backend' in t2:
-        t3 = t2['backend']
-        if t3 is None: t3 = Missing('config.compile.backend')
-    else:
-        t3 = attr_value(t2, 'backend', 'config.compile.backend')
+    t2 = attr_value(t1, 'compile', 'config.compile')
+    t3 = attr_value(t2, 'backend', 'config.compile.backend')
     return t3
 
 def e273(env):
@@ -7486,28 +6805,16 @@ def e274(env):
 def e275(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
-    if t1.__class__ is dict and 'spmd_backend' in t1:
-        t2 = t1['spmd_backend']
-        if t2 is None: t2 = Missing('parallelism.spmd_backend')
-    else:
-        t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
+    t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     if t2.__class__ is str:
         t3 = t2 != ('spmd_types')
     else:
         t3 = _compare('!=', t2, ('spmd_types'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         if t2 is None or t2.__class__ is Missing: _need(t2)
-        if ('spmd_backend = "').__class__ is int and t2.__class__ is int:
-            t5 = ('spmd_backend = "') + t2
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', ('spmd_backend = "'), t2, env)
+        t5 = _binop('+', ('spmd_backend = "'), t2, env)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t5.__class__ is int and ('"').__class__ is int:
-            t6 = t5 + ('"')
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', t5, ('"'), env)
+        t6 = _binop('+', t5, ('"'), env)
         t4 = t6
     else:
         t4 = ('enable_sequence_parallel = false')
@@ -7516,16 +6823,12 @@ def e275(env):
 def e276(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
-    if t1.__class__ is dict and 'spmd_backend' in t1:
-        t2 = t1['spmd_backend']
-        if t2 is None: t2 = Missing('parallelism.spmd_backend')
-    else:
-        t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
+    t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     if t2.__class__ is str:
         t3 = t2 != ('spmd_types')
     else:
         t3 = _compare('!=', t2, ('spmd_types'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('parallelism.spmd_backend=spmd_types')
     else:
         t4 = ('parallelism.enable_sequence_parallel')
@@ -7534,16 +6837,12 @@ def e276(env):
 def e277(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
-    if t1.__class__ is dict and 'spmd_backend' in t1:
-        t2 = t1['spmd_backend']
-        if t2 is None: t2 = Missing('parallelism.spmd_backend')
-    else:
-        t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
+    t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     if t2.__class__ is str:
         t3 = t2 != ('spmd_types')
     else:
         t3 = _compare('!=', t2, ('spmd_types'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('parallelism.spmd_backend')
     else:
         t4 = ('parallelism.enable_sequence_parallel')
@@ -7552,16 +6851,12 @@ def e277(env):
 def e278(env):
     t1 = env.lookup('parallelism')
     if t1 is None: t1 = Missing('parallelism')
-    if t1.__class__ is dict and 'spmd_backend' in t1:
-        t2 = t1['spmd_backend']
-        if t2 is None: t2 = Missing('parallelism.spmd_backend')
-    else:
-        t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
+    t2 = attr_value(t1, 'spmd_backend', 'parallelism.spmd_backend')
     if t2.__class__ is str:
         t3 = t2 != ('spmd_types')
     else:
         t3 = _compare('!=', t2, ('spmd_types'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('use spmd_backend = "spmd_types" (the default)')
     else:
         t4 = ('set enable_sequence_parallel = True (the default)')
@@ -7806,17 +7101,13 @@ def e286(env):
 def e287(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'attn_type' in t1:
-        t2 = t1['attn_type']
-        if t2 is None: t2 = Missing('model.attn_type')
-    else:
-        t2 = attr_value(t1, 'attn_type', 'model.attn_type')
+    t2 = attr_value(t1, 'attn_type', 'model.attn_type')
     return t2
 
 def e288(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t2 = ('Context Parallel only supports SDPA attention.')
     else:
         t2 = ('Context Parallel only supports SDPA and FlexAttention.')
@@ -7825,7 +7116,7 @@ def e288(env):
 def e289(env):
     t1 = env.lookup('sdpa_only')
     if t1 is None: t1 = Missing('sdpa_only')
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t2 = ('sdpa')
     else:
         t2 = ('sdpa or flex')
@@ -8504,16 +7795,8 @@ def e298(env):
 def e299(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
-    if t1.__class__ is dict and 'dataloader' in t1:
-        t2 = t1['dataloader']
-        if t2 is None: t2 = Missing('config.dataloader')
-    else:
-        t2 = attr_value(t1, 'dataloader', 'config.dataloader')
-    if t2.__class__ is dict and 'class' in t2:
-        t3 = t2['class']
-        if t3 is None: t3 = Missing('config.dataloader.class')
-    else:
-        t3 = attr_value(t2, 'class', 'config.dataloader.class')
+    t2 = attr_value(t1, 'dataloader', 'config.dataloader')
+    t3 = attr_value(t2, 'class', 'config.dataloader.class')
     return t3
 
 def e300(env):
@@ -8700,17 +7983,12 @@ def e307(env):
 def e308(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 == (1)
     else:
         t3 = _compare('==', t2, (1))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('is not a state')
     else:
         t4 = ('are not states')
@@ -8726,11 +8004,7 @@ def e310(env):
     t1 = env.lookup('unknown')
     if t1 is None: t1 = Missing('unknown')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('unknown[0]')
-    else:
-        t2 = index_value(t1, (0), 'unknown')
+    t2 = index_value(t1, (0), 'unknown')
     return t2
 
 def e311(env):
@@ -9034,16 +8308,12 @@ def e315(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 2:
-        t2 = t1[2]
-        if t2 is None: t2 = Missing('item[2]')
-    else:
-        t2 = index_value(t1, (2), 'item')
+    t2 = index_value(t1, (2), 'item')
     if t2.__class__ is str:
         t3 = t2 == ('checkpoint.initial_load_path')
     else:
         t3 = _compare('==', t2, ('checkpoint.initial_load_path'))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t4 = ('checkpoint.initial_load_path')
     else:
         t4 = ('checkpoint.folder')
@@ -9858,27 +9128,15 @@ def e323(env):
 def e324(env):
     t1 = env.lookup('datasets')
     if t1 is None: t1 = Missing('datasets')
-    if t1.__class__ is dict and 'registries' in t1:
-        t2 = t1['registries']
-        if t2 is None: t2 = Missing('datasets.registries')
-    else:
-        t2 = attr_value(t1, 'registries', 'datasets.registries')
+    t2 = attr_value(t1, 'registries', 'datasets.registries')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('item')
     if t3 is None: t3 = Missing('item')
     if t3 is None or t3.__class__ is Missing: _need(t3)
-    if t3.__class__ is list and len(t3) > 2:
-        t4 = t3[2]
-        if t4 is None: t4 = Missing('item[2]')
-    else:
-        t4 = index_value(t3, (2), 'item')
+    t4 = index_value(t3, (2), 'item')
     if t4 is None or t4.__class__ is Missing: _need(t4)
     t5 = index_value(t2, t4, 'datasets.registries')
-    if t5.__class__ is dict and 'names' in t5:
-        t6 = t5['names']
-        if t6 is None: t6 = Missing('names')
-    else:
-        t6 = attr_value(t5, 'names', 'names')
+    t6 = attr_value(t5, 'names', 'names')
     t7 = call_value(env, F_join.fn, F_join.cost, False, [t6, (', ')])
     return t7
 
@@ -9886,11 +9144,7 @@ def e325(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 5:
-        t2 = t1[5]
-        if t2 is None: t2 = Missing('item[5]')
-    else:
-        t2 = index_value(t1, (5), 'item')
+    t2 = index_value(t1, (5), 'item')
     return t2
 
 def e326(env):
@@ -11389,7 +10643,7 @@ def e342(env):
 def e343(env):
     t1 = env.lookup('mrope')
     if t1 is None: t1 = Missing('mrope')
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t2 = (' with build_mrope_positions = True')
     else:
         t2 = ('')
@@ -11401,131 +10655,59 @@ def e344(env):
     t3 = K124
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t5 = env.lookup('chr_q')
         if t5 is None: t5 = Missing('chr_q')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('patch_order must be ').__class__ is int and t5.__class__ is int:
-            t6 = ('patch_order must be ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('patch_order must be '), t5, env)
+        t6 = _binop('+', ('patch_order must be '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and ('block').__class__ is int:
-            t7 = t6 + ('block')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, ('block'), env)
+        t7 = _binop('+', t6, ('block'), env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t7.__class__ is int and t5.__class__ is int:
-            t8 = t7 + t5
-            if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-        else:
-            t8 = _binop('+', t7, t5, env)
+        t8 = _binop('+', t7, t5, env)
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t8.__class__ is int and (' or ').__class__ is int:
-            t9 = t8 + (' or ')
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t8, (' or '), env)
+        t9 = _binop('+', t8, (' or '), env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t9.__class__ is int and t5.__class__ is int:
-            t10 = t9 + t5
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, t5, env)
+        t10 = _binop('+', t9, t5, env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
-        if t10.__class__ is int and ('raster').__class__ is int:
-            t11 = t10 + ('raster')
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('+', t10, ('raster'), env)
+        t11 = _binop('+', t10, ('raster'), env)
         if t11 is None or t11.__class__ is Missing: _need(t11)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t11.__class__ is int and t5.__class__ is int:
-            t12 = t11 + t5
-            if not -MAX_INT <= t12 <= MAX_INT: _check_value(t12)
-        else:
-            t12 = _binop('+', t11, t5, env)
+        t12 = _binop('+', t11, t5, env)
         if t12 is None or t12.__class__ is Missing: _need(t12)
-        if t12.__class__ is int and (', got ').__class__ is int:
-            t13 = t12 + (', got ')
-            if not -MAX_INT <= t13 <= MAX_INT: _check_value(t13)
-        else:
-            t13 = _binop('+', t12, (', got '), env)
+        t13 = _binop('+', t12, (', got '), env)
         if t13 is None or t13.__class__ is Missing: _need(t13)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t13.__class__ is int and t5.__class__ is int:
-            t14 = t13 + t5
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', t13, t5, env)
+        t14 = _binop('+', t13, t5, env)
         if t14 is None or t14.__class__ is Missing: _need(t14)
         if t1 is None or t1.__class__ is Missing: _need(t1)
-        if t14.__class__ is int and t1.__class__ is int:
-            t15 = t14 + t1
-            if not -MAX_INT <= t15 <= MAX_INT: _check_value(t15)
-        else:
-            t15 = _binop('+', t14, t1, env)
+        t15 = _binop('+', t14, t1, env)
         if t15 is None or t15.__class__ is Missing: _need(t15)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t15.__class__ is int and t5.__class__ is int:
-            t16 = t15 + t5
-            if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-        else:
-            t16 = _binop('+', t15, t5, env)
+        t16 = _binop('+', t15, t5, env)
         t4 = t16
     else:
         t17 = env.lookup('chr_q')
         if t17 is None: t17 = Missing('chr_q')
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if ('MRoPE requires patch_order=').__class__ is int and t17.__class__ is int:
-            t18 = ('MRoPE requires patch_order=') + t17
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-        else:
-            t18 = _binop('+', ('MRoPE requires patch_order='), t17, env)
+        t18 = _binop('+', ('MRoPE requires patch_order='), t17, env)
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        if t18.__class__ is int and ('block').__class__ is int:
-            t19 = t18 + ('block')
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-        else:
-            t19 = _binop('+', t18, ('block'), env)
+        t19 = _binop('+', t18, ('block'), env)
         if t19 is None or t19.__class__ is Missing: _need(t19)
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t19.__class__ is int and t17.__class__ is int:
-            t20 = t19 + t17
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-        else:
-            t20 = _binop('+', t19, t17, env)
+        t20 = _binop('+', t19, t17, env)
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t20.__class__ is int and (', got ').__class__ is int:
-            t21 = t20 + (', got ')
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('+', t20, (', got '), env)
+        t21 = _binop('+', t20, (', got '), env)
         if t21 is None or t21.__class__ is Missing: _need(t21)
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t21.__class__ is int and t17.__class__ is int:
-            t22 = t21 + t17
-            if not -MAX_INT <= t22 <= MAX_INT: _check_value(t22)
-        else:
-            t22 = _binop('+', t21, t17, env)
+        t22 = _binop('+', t21, t17, env)
         if t22 is None or t22.__class__ is Missing: _need(t22)
         if t1 is None or t1.__class__ is Missing: _need(t1)
-        if t22.__class__ is int and t1.__class__ is int:
-            t23 = t22 + t1
-            if not -MAX_INT <= t23 <= MAX_INT: _check_value(t23)
-        else:
-            t23 = _binop('+', t22, t1, env)
+        t23 = _binop('+', t22, t1, env)
         if t23 is None or t23.__class__ is Missing: _need(t23)
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t23.__class__ is int and t17.__class__ is int:
-            t24 = t23 + t17
-            if not -MAX_INT <= t24 <= MAX_INT: _check_value(t24)
-        else:
-            t24 = _binop('+', t23, t17, env)
+        t24 = _binop('+', t23, t17, env)
         t4 = t24
     return t4
 
@@ -11535,7 +10717,7 @@ def e345(env):
     t3 = K125
     if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, t1, t3)
     t2 = _compare('not in', t1, t3)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = ('use patch_order="block" (the default) or "raster"')
     else:
         t4 = ('use patch_order="block" with MRoPE positions (build_mrope_positions=True), or turn MRoPE positions off for a model with 1D RoPE')
@@ -11859,32 +11041,16 @@ def e352(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('bad[0]')
-    else:
-        t2 = index_value(t1, (0), 'bad')
-    if t2.__class__ is dict and 'class' in t2:
-        t3 = t2['class']
-        if t3 is None: t3 = Missing('class')
-    else:
-        t3 = attr_value(t2, 'class', 'class')
+    t2 = index_value(t1, (0), 'bad')
+    t3 = attr_value(t2, 'class', 'class')
     return t3
 
 def e353(env):
     t1 = env.lookup('bad')
     if t1 is None: t1 = Missing('bad')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('bad[0]')
-    else:
-        t2 = index_value(t1, (0), 'bad')
-    if t2.__class__ is dict and 'rank' in t2:
-        t3 = t2['rank']
-        if t3 is None: t3 = Missing('rank')
-    else:
-        t3 = attr_value(t2, 'rank', 'rank')
+    t2 = index_value(t1, (0), 'bad')
+    t3 = attr_value(t2, 'rank', 'rank')
     return t3
 
 def e354(env):
@@ -12044,16 +11210,8 @@ def e358(env):
     t1 = env.lookup('late')
     if t1 is None: t1 = Missing('late')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('late[0]')
-    else:
-        t2 = index_value(t1, (0), 'late')
-    if t2.__class__ is dict and 'class' in t2:
-        t3 = t2['class']
-        if t3 is None: t3 = Missing('class')
-    else:
-        t3 = attr_value(t2, 'class', 'class')
+    t2 = index_value(t1, (0), 'late')
+    t3 = attr_value(t2, 'class', 'class')
     return t3
 
 def e359(env):
@@ -12063,18 +11221,10 @@ def e359(env):
     t2 = env.lookup('loras')
     if t2 is None: t2 = Missing('loras')
     if t2 is None or t2.__class__ is Missing: _need(t2)
-    if t2.__class__ is list and len(t2) > 0:
-        t3 = t2[0]
-        if t3 is None: t3 = Missing('loras[0]')
-    else:
-        t3 = index_value(t2, (0), 'loras')
+    t3 = index_value(t2, (0), 'loras')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = index_value(t1, t3, 'conv')
-    if t4.__class__ is dict and 'class' in t4:
-        t5 = t4['class']
-        if t5 is None: t5 = Missing('class')
-    else:
-        t5 = attr_value(t4, 'class', 'class')
+    t5 = attr_value(t4, 'class', 'class')
     return t5
 
 def e360(env):
@@ -12092,11 +11242,7 @@ def e360(env):
         t5.let_cache = None
         t8 = t7
         if t8 is None: t8 = Missing('c')
-        if t8.__class__ is dict and 'class' in t8:
-            t9 = t8['class']
-            if t9 is None: t9 = Missing('c.class')
-        else:
-            t9 = attr_value(t8, 'class', 'c.class')
+        t9 = attr_value(t8, 'class', 'c.class')
         t1.append(t9)
         t2.mem -= 1
         if t2.mem < 0: _charge_mem(env, 0)
@@ -12245,32 +11391,16 @@ def e364(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('padding[0]')
-    else:
-        t2 = index_value(t1, (0), 'padding')
-    if t2.__class__ is dict and 'class' in t2:
-        t3 = t2['class']
-        if t3 is None: t3 = Missing('class')
-    else:
-        t3 = attr_value(t2, 'class', 'class')
+    t2 = index_value(t1, (0), 'padding')
+    t3 = attr_value(t2, 'class', 'class')
     return t3
 
 def e365(env):
     t1 = env.lookup('padding')
     if t1 is None: t1 = Missing('padding')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 0:
-        t2 = t1[0]
-        if t2 is None: t2 = Missing('padding[0]')
-    else:
-        t2 = index_value(t1, (0), 'padding')
-    if t2.__class__ is dict and 'name' in t2:
-        t3 = t2['name']
-        if t3 is None: t3 = Missing('name')
-    else:
-        t3 = attr_value(t2, 'name', 'name')
+    t2 = index_value(t1, (0), 'padding')
+    t3 = attr_value(t2, 'name', 'name')
     return t3
 
 def e366(env):
@@ -12497,49 +11627,29 @@ def e371(env):
 def e372(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t2 = ('context_parallel_load_balancer = "ptrr" without context_parallel_ptrr_mask_key')
     else:
         t3 = env.lookup('mask_key')
         if t3 is None: t3 = Missing('mask_key')
         if t3 is None or t3.__class__ is Missing: _need(t3)
-        if ('context_parallel_ptrr_mask_key = "').__class__ is int and t3.__class__ is int:
-            t4 = ('context_parallel_ptrr_mask_key = "') + t3
-            if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-        else:
-            t4 = _binop('+', ('context_parallel_ptrr_mask_key = "'), t3, env)
+        t4 = _binop('+', ('context_parallel_ptrr_mask_key = "'), t3, env)
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        if t4.__class__ is int and ('"').__class__ is int:
-            t5 = t4 + ('"')
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', t4, ('"'), env)
+        t5 = _binop('+', t4, ('"'), env)
         t2 = t5
     return t2
 
 def e373(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'attn_mask_keys' in t1:
-        t2 = t1['attn_mask_keys']
-        if t2 is None: t2 = Missing('model.attn_mask_keys')
-    else:
-        t2 = attr_value(t1, 'attn_mask_keys', 'model.attn_mask_keys')
+    t2 = attr_value(t1, 'attn_mask_keys', 'model.attn_mask_keys')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = call_value(env, F_join.fn, F_join.cost, False, [t2])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if (' (').__class__ is int and t5.__class__ is int:
-            t6 = (' (') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', (' ('), t5, env)
+        t6 = _binop('+', (' ('), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and (')').__class__ is int:
-            t7 = t6 + (')')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, (')'), env)
+        t7 = _binop('+', t6, (')'), env)
         t4 = t7
     else:
         t4 = ('')
@@ -12548,42 +11658,26 @@ def e373(env):
 def e374(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t2 = ('PTRRLoadBalancer received a dict[str, BlockMask] but no mask key was specified.')
     else:
-        if ('context_parallel_ptrr_mask_key ').__class__ is int and ("'").__class__ is int:
-            t3 = ('context_parallel_ptrr_mask_key ') + ("'")
-            if not -MAX_INT <= t3 <= MAX_INT: _check_value(t3)
-        else:
-            t3 = _binop('+', ('context_parallel_ptrr_mask_key '), ("'"), env)
+        t3 = _binop('+', ('context_parallel_ptrr_mask_key '), ("'"), env)
         if t3 is None or t3.__class__ is Missing: _need(t3)
         t4 = env.lookup('mask_key')
         if t4 is None: t4 = Missing('mask_key')
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        if t3.__class__ is int and t4.__class__ is int:
-            t5 = t3 + t4
-            if not -MAX_INT <= t5 <= MAX_INT: _check_value(t5)
-        else:
-            t5 = _binop('+', t3, t4, env)
+        t5 = _binop('+', t3, t4, env)
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if t5.__class__ is int and ("'").__class__ is int:
-            t6 = t5 + ("'")
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', t5, ("'"), env)
+        t6 = _binop('+', t5, ("'"), env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and (' is not a key in attention_masks.').__class__ is int:
-            t7 = t6 + (' is not a key in attention_masks.')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, (' is not a key in attention_masks.'), env)
+        t7 = _binop('+', t6, (' is not a key in attention_masks.'), env)
         t2 = t7
     return t2
 
 def e375(env):
     t1 = env.lookup('unknown_key')
     if t1 is None: t1 = Missing('unknown_key')
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t2 = ('parallelism.context_parallel_ptrr_mask_key')
     else:
         t2 = ('parallelism.context_parallel_load_balancer')
@@ -12592,54 +11686,30 @@ def e375(env):
 def e376(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
-    if (t1 if t1.__class__ is bool else _truth(t1)):
+    if _truth(t1):
         t3 = env.lookup('model')
         if t3 is None: t3 = Missing('model')
-        if t3.__class__ is dict and 'attn_mask_keys' in t3:
-            t4 = t3['attn_mask_keys']
-            if t4 is None: t4 = Missing('model.attn_mask_keys')
-        else:
-            t4 = attr_value(t3, 'attn_mask_keys', 'model.attn_mask_keys')
+        t4 = attr_value(t3, 'attn_mask_keys', 'model.attn_mask_keys')
         t5 = not (t4 is None or t4.__class__ is Missing)
-        if (t5 if t5.__class__ is bool else _truth(t5)):
+        if _truth(t5):
             t7 = call_value(env, F_join.fn, F_join.cost, False, [t4])
             if t7 is None or t7.__class__ is Missing: _need(t7)
-            if (' (').__class__ is int and t7.__class__ is int:
-                t8 = (' (') + t7
-                if not -MAX_INT <= t8 <= MAX_INT: _check_value(t8)
-            else:
-                t8 = _binop('+', (' ('), t7, env)
+            t8 = _binop('+', (' ('), t7, env)
             if t8 is None or t8.__class__ is Missing: _need(t8)
-            if t8.__class__ is int and (')').__class__ is int:
-                t9 = t8 + (')')
-                if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-            else:
-                t9 = _binop('+', t8, (')'), env)
+            t9 = _binop('+', t8, (')'), env)
             t6 = t9
         else:
             t6 = ('')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if ('set context_parallel_ptrr_mask_key to the mask the balancer is built from').__class__ is int and t6.__class__ is int:
-            t10 = ('set context_parallel_ptrr_mask_key to the mask the balancer is built from') + t6
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', ('set context_parallel_ptrr_mask_key to the mask the balancer is built from'), t6, env)
+        t10 = _binop('+', ('set context_parallel_ptrr_mask_key to the mask the balancer is built from'), t6, env)
         t2 = t10
     else:
         t11 = env.lookup('model')
         if t11 is None: t11 = Missing('model')
-        if t11.__class__ is dict and 'attn_mask_keys' in t11:
-            t12 = t11['attn_mask_keys']
-            if t12 is None: t12 = Missing('model.attn_mask_keys')
-        else:
-            t12 = attr_value(t11, 'attn_mask_keys', 'model.attn_mask_keys')
+        t12 = attr_value(t11, 'attn_mask_keys', 'model.attn_mask_keys')
         t13 = call_value(env, F_join.fn, F_join.cost, False, [t12])
         if t13 is None or t13.__class__ is Missing: _need(t13)
-        if ('name one of the masks the model builds: ').__class__ is int and t13.__class__ is int:
-            t14 = ('name one of the masks the model builds: ') + t13
-            if not -MAX_INT <= t14 <= MAX_INT: _check_value(t14)
-        else:
-            t14 = _binop('+', ('name one of the masks the model builds: '), t13, env)
+        t14 = _binop('+', ('name one of the masks the model builds: '), t13, env)
         t2 = t14
     return t2
 
@@ -13372,17 +12442,12 @@ def e392(env):
 def e393(env):
     t1 = env.lookup('targets')
     if t1 is None: t1 = Missing('targets')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     if t2.__class__ is int:
         t3 = t2 == (0)
     else:
         t3 = _compare('==', t2, (0))
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t5 = []
         t6 = env.budget
         t8 = env.lookup('hits')
@@ -13398,11 +12463,7 @@ def e393(env):
             t12 = t11
             if t12 is None: t12 = Missing('h')
             if t12 is None or t12.__class__ is Missing: _need(t12)
-            if t12.__class__ is list and len(t12) > 1:
-                t13 = t12[1]
-                if t13 is None: t13 = Missing('h[1]')
-            else:
-                t13 = index_value(t12, (1), 'h')
+            t13 = index_value(t12, (1), 'h')
             if t13.__class__ is str:
                 t14 = t13 == ('lm_head')
             else:
@@ -13412,10 +12473,10 @@ def e393(env):
             if t6.mem < 0: _charge_mem(env, 0)
             if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t15 = call_value(env, F_any.fn, F_any.cost, False, [t5])
-        t4 = (t15 if t15.__class__ is bool else _truth(t15))
+        t4 = _truth(t15)
     else:
         t4 = False
-    if (t4 if t4.__class__ is bool else _truth(t4)):
+    if _truth(t4):
         t17 = []
         t18 = env.budget
         t20 = env.lookup('hits')
@@ -13431,33 +12492,24 @@ def e393(env):
             t24 = t23
             if t24 is None: t24 = Missing('h')
             if t24 is None or t24.__class__ is Missing: _need(t24)
-            if t24.__class__ is list and len(t24) > 1:
-                t25 = t24[1]
-                if t25 is None: t25 = Missing('h[1]')
-            else:
-                t25 = index_value(t24, (1), 'h')
+            t25 = index_value(t24, (1), 'h')
             if t25.__class__ is str:
                 t26 = t25 != ('lm_head')
             else:
                 t26 = _compare('!=', t25, ('lm_head'))
-            if (t26 if t26.__class__ is bool else _truth(t26)):
+            if _truth(t26):
                 t27 = t23
                 if t27 is None: t27 = Missing('h')
                 t17.append(t27)
                 t18.mem -= 1
                 if t18.mem < 0: _charge_mem(env, 0)
                 if len(t17) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
-        if t17.__class__ is list or t17.__class__ is str or t17.__class__ is dict:
-            t28 = len(t17)
-            env.budget.left -= t28 if t28 > 1 else 1
-            if env.budget.left < 0: _charge(env, 0)
-        else:
-            t28 = call_value(env, F_len.fn, F_len.cost, False, [t17])
+        t28 = call_value(env, F_len.fn, F_len.cost, False, [t17])
         if t28.__class__ is int:
             t29 = t28 == (0)
         else:
             t29 = _compare('==', t28, (0))
-        t16 = (t29 if t29.__class__ is bool else _truth(t29))
+        t16 = _truth(t29)
     else:
         t16 = False
     return t16
@@ -13468,35 +12520,27 @@ def e394(env):
 def e395(env):
     t1 = env.lookup('conv')
     if t1 is None: t1 = Missing('conv')
-    if t1.__class__ is dict and 'class' in t1:
-        t2 = t1['class']
-        if t2 is None: t2 = Missing('conv.class')
-    else:
-        t2 = attr_value(t1, 'class', 'conv.class')
+    t2 = attr_value(t1, 'class', 'conv.class')
     return t2
 
 def e396(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
     t2 = (t1 is None or t1.__class__ is Missing)
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t5 = env.lookup('conv')
         if t5 is None: t5 = Missing('conv')
         if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, ('fqns'), t5)
         t4 = _compare('in', ('fqns'), t5)
-        t3 = (t4 if t4.__class__ is bool else _truth(t4))
+        t3 = _truth(t4)
     else:
         t3 = False
-    if (t3 if t3.__class__ is bool else _truth(t3)):
+    if _truth(t3):
         t7 = []
         t8 = env.budget
         t10 = env.lookup('conv')
         if t10 is None: t10 = Missing('conv')
-        if t10.__class__ is dict and 'fqns' in t10:
-            t11 = t10['fqns']
-            if t11 is None: t11 = Missing('conv.fqns')
-        else:
-            t11 = attr_value(t10, 'fqns', 'conv.fqns')
+        t11 = attr_value(t10, 'fqns', 'conv.fqns')
         t9 = loop_items(t11)
         t12 = Env({}, None, t8, env)
         t13 = t12.values
@@ -13508,91 +12552,43 @@ def e396(env):
             t15 = t14
             if t15 is None: t15 = Missing('t')
             if t15 is None or t15.__class__ is Missing: _need(t15)
-            if ('"').__class__ is int and t15.__class__ is int:
-                t16 = ('"') + t15
-                if not -MAX_INT <= t16 <= MAX_INT: _check_value(t16)
-            else:
-                t16 = _binop('+', ('"'), t15, t12)
+            t16 = _binop('+', ('"'), t15, t12)
             if t16 is None or t16.__class__ is Missing: _need(t16)
-            if t16.__class__ is int and ('"').__class__ is int:
-                t17 = t16 + ('"')
-                if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
-            else:
-                t17 = _binop('+', t16, ('"'), t12)
+            t17 = _binop('+', t16, ('"'), t12)
             t7.append(t17)
             t8.mem -= 1
             if t8.mem < 0: _charge_mem(env, 0)
             if len(t7) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
         t18 = call_value(env, F_join.fn, F_join.cost, False, [t7])
         if t18 is None or t18.__class__ is Missing: _need(t18)
-        if ('fqns=[').__class__ is int and t18.__class__ is int:
-            t19 = ('fqns=[') + t18
-            if not -MAX_INT <= t19 <= MAX_INT: _check_value(t19)
-        else:
-            t19 = _binop('+', ('fqns=['), t18, env)
+        t19 = _binop('+', ('fqns=['), t18, env)
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t19.__class__ is int and (']').__class__ is int:
-            t20 = t19 + (']')
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-        else:
-            t20 = _binop('+', t19, (']'), env)
+        t20 = _binop('+', t19, (']'), env)
         t6 = t20
     else:
         t21 = not (t1 is None or t1.__class__ is Missing)
-        if (t21 if t21.__class__ is bool else _truth(t21)):
-            if t1.__class__ is dict and 'num_layers' in t1:
-                t23 = t1['num_layers']
-                if t23 is None: t23 = Missing('call.num_layers')
-            else:
-                t23 = attr_value(t1, 'num_layers', 'call.num_layers')
+        if _truth(t21):
+            t23 = attr_value(t1, 'num_layers', 'call.num_layers')
             t24 = call_value(env, F_str.fn, F_str.cost, True, [t23])
             if t24 is None or t24.__class__ is Missing: _need(t24)
-            if ('fqns=nvfp4_bf16_tail_fqns(').__class__ is int and t24.__class__ is int:
-                t25 = ('fqns=nvfp4_bf16_tail_fqns(') + t24
-                if not -MAX_INT <= t25 <= MAX_INT: _check_value(t25)
-            else:
-                t25 = _binop('+', ('fqns=nvfp4_bf16_tail_fqns('), t24, env)
+            t25 = _binop('+', ('fqns=nvfp4_bf16_tail_fqns('), t24, env)
             if t25 is None or t25.__class__ is Missing: _need(t25)
-            if t25.__class__ is int and (', ').__class__ is int:
-                t26 = t25 + (', ')
-                if not -MAX_INT <= t26 <= MAX_INT: _check_value(t26)
-            else:
-                t26 = _binop('+', t25, (', '), env)
+            t26 = _binop('+', t25, (', '), env)
             if t26 is None or t26.__class__ is Missing: _need(t26)
-            if t1.__class__ is dict and 'bf16_tail_fraction' in t1:
-                t27 = t1['bf16_tail_fraction']
-                if t27 is None: t27 = Missing('call.bf16_tail_fraction')
-            else:
-                t27 = attr_value(t1, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
+            t27 = attr_value(t1, 'bf16_tail_fraction', 'call.bf16_tail_fraction')
             t28 = call_value(env, F_str.fn, F_str.cost, True, [t27])
             if t28 is None or t28.__class__ is Missing: _need(t28)
-            if t26.__class__ is int and t28.__class__ is int:
-                t29 = t26 + t28
-                if not -MAX_INT <= t29 <= MAX_INT: _check_value(t29)
-            else:
-                t29 = _binop('+', t26, t28, env)
+            t29 = _binop('+', t26, t28, env)
             if t29 is None or t29.__class__ is Missing: _need(t29)
-            if t29.__class__ is int and ('): layers 0-').__class__ is int:
-                t30 = t29 + ('): layers 0-')
-                if not -MAX_INT <= t30 <= MAX_INT: _check_value(t30)
-            else:
-                t30 = _binop('+', t29, ('): layers 0-'), env)
+            t30 = _binop('+', t29, ('): layers 0-'), env)
             if t30 is None or t30.__class__ is Missing: _need(t30)
             t31 = env.lookup('upto')
             if t31 is None: t31 = Missing('upto')
             if t31 is None or t31.__class__ is Missing: _need(t31)
-            if t31.__class__ is int and (1).__class__ is int:
-                t32 = t31 - (1)
-                if not -MAX_INT <= t32 <= MAX_INT: _check_value(t32)
-            else:
-                t32 = _binop('-', t31, (1), env)
+            t32 = _binop('-', t31, (1), env)
             t33 = call_value(env, F_str.fn, F_str.cost, True, [t32])
             if t33 is None or t33.__class__ is Missing: _need(t33)
-            if t30.__class__ is int and t33.__class__ is int:
-                t34 = t30 + t33
-                if not -MAX_INT <= t34 <= MAX_INT: _check_value(t34)
-            else:
-                t34 = _binop('+', t30, t33, env)
+            t34 = _binop('+', t30, t33, env)
             t22 = t34
         else:
             t22 = ('no fqns: every Linear')
@@ -13602,23 +12598,14 @@ def e396(env):
 def e397(env):
     t1 = env.lookup('hits')
     if t1 is None: t1 = Missing('hits')
-    if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
-        t2 = len(t1)
-        env.budget.left -= t2 if t2 > 1 else 1
-        if env.budget.left < 0: _charge(env, 0)
-    else:
-        t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('Linear')])
     return t3
 
 def e398(env):
     t1 = env.lookup('params')
     if t1 is None: t1 = Missing('params')
-    if t1.__class__ is dict and 'block' in t1:
-        t2 = t1['block']
-        if t2 is None: t2 = Missing('params.block')
-    else:
-        t2 = attr_value(t1, 'block', 'params.block')
+    t2 = attr_value(t1, 'block', 'params.block')
     return t2
 
 def e399(env):
@@ -13631,33 +12618,21 @@ def e400(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 1:
-        t2 = t1[1]
-        if t2 is None: t2 = Missing('first[1]')
-    else:
-        t2 = index_value(t1, (1), 'first')
+    t2 = index_value(t1, (1), 'first')
     return t2
 
 def e401(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 2:
-        t2 = t1[2]
-        if t2 is None: t2 = Missing('first[2]')
-    else:
-        t2 = index_value(t1, (2), 'first')
+    t2 = index_value(t1, (2), 'first')
     return t2
 
 def e402(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    if t1.__class__ is list and len(t1) > 3:
-        t2 = t1[3]
-        if t2 is None: t2 = Missing('first[3]')
-    else:
-        t2 = index_value(t1, (3), 'first')
+    t2 = index_value(t1, (3), 'first')
     return t2
 
 def e403(env):
@@ -13672,25 +12647,17 @@ def e404(env):
         t2 = t1 == ('in_features')
     else:
         t2 = _compare('==', t1, ('in_features'))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         t4 = env.lookup('first')
         if t4 is None: t4 = Missing('first')
         if t4 is None or t4.__class__ is Missing: _need(t4)
-        if t4.__class__ is list and len(t4) > 2:
-            t5 = t4[2]
-            if t5 is None: t5 = Missing('first[2]')
-        else:
-            t5 = index_value(t4, (2), 'first')
+        t5 = index_value(t4, (2), 'first')
         t3 = t5
     else:
         t6 = env.lookup('first')
         if t6 is None: t6 = Missing('first')
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is list and len(t6) > 3:
-            t7 = t6[3]
-            if t7 is None: t7 = Missing('first[3]')
-        else:
-            t7 = index_value(t6, (3), 'first')
+        t7 = index_value(t6, (3), 'first')
         t3 = t7
     return t3
 
@@ -13925,21 +12892,13 @@ def e414(env):
 def e415(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
-    if t1.__class__ is dict and 'converters' in t1:
-        t2 = t1['converters']
-        if t2 is None: t2 = Missing('model.converters')
-    else:
-        t2 = attr_value(t1, 'converters', 'model.converters')
+    t2 = attr_value(t1, 'converters', 'model.converters')
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('item')
     if t3 is None: t3 = Missing('item')
     if t3 is None or t3.__class__ is Missing: _need(t3)
     t4 = index_value(t2, t3, 'model.converters')
-    if t4.__class__ is dict and 'class' in t4:
-        t5 = t4['class']
-        if t5 is None: t5 = Missing('class')
-    else:
-        t5 = attr_value(t4, 'class', 'class')
+    t5 = attr_value(t4, 'class', 'class')
     return t5
 
 def e416(env):
@@ -13950,42 +12909,18 @@ def e416(env):
 def e417(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
-    if t1.__class__ is dict and 'layers_of' in t1:
-        t2 = t1['layers_of']
-        if t2 is None: t2 = Missing('call.layers_of')
-    else:
-        t2 = attr_value(t1, 'layers_of', 'call.layers_of')
+    t2 = attr_value(t1, 'layers_of', 'call.layers_of')
     t3 = not (t2 is None or t2.__class__ is Missing)
-    if (t3 if t3.__class__ is bool else _truth(t3)):
-        if t2.__class__ is dict and 'name' in t2:
-            t5 = t2['name']
-            if t5 is None: t5 = Missing('call.layers_of.name')
-        else:
-            t5 = attr_value(t2, 'name', 'call.layers_of.name')
+    if _truth(t3):
+        t5 = attr_value(t2, 'name', 'call.layers_of.name')
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if (' of ').__class__ is int and t5.__class__ is int:
-            t6 = (' of ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', (' of '), t5, env)
+        t6 = _binop('+', (' of '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and (' ').__class__ is int:
-            t7 = t6 + (' ')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, (' '), env)
+        t7 = _binop('+', t6, (' '), env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
-        if t2.__class__ is dict and 'flavor' in t2:
-            t8 = t2['flavor']
-            if t8 is None: t8 = Missing('call.layers_of.flavor')
-        else:
-            t8 = attr_value(t2, 'flavor', 'call.layers_of.flavor')
+        t8 = attr_value(t2, 'flavor', 'call.layers_of.flavor')
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t7.__class__ is int and t8.__class__ is int:
-            t9 = t7 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t7, t8, env)
+        t9 = _binop('+', t7, t8, env)
         t4 = t9
     else:
         t4 = ('')
@@ -13994,11 +12929,7 @@ def e417(env):
 def e418(env):
     t1 = env.lookup('call')
     if t1 is None: t1 = Missing('call')
-    if t1.__class__ is dict and 'line' in t1:
-        t2 = t1['line']
-        if t2 is None: t2 = Missing('call.line')
-    else:
-        t2 = attr_value(t1, 'line', 'call.line')
+    t2 = attr_value(t1, 'line', 'call.line')
     return t2
 
 def e419(env):
@@ -14008,47 +12939,23 @@ def e419(env):
         t2 = t1 > (1)
     else:
         t2 = _compare('>', t1, (1))
-    if (t2 if t2.__class__ is bool else _truth(t2)):
+    if _truth(t2):
         if t1 is None or t1.__class__ is Missing: _need(t1)
-        if t1.__class__ is int and (1).__class__ is int:
-            t4 = t1 - (1)
-            if not -MAX_INT <= t4 <= MAX_INT: _check_value(t4)
-        else:
-            t4 = _binop('-', t1, (1), env)
+        t4 = _binop('-', t1, (1), env)
         t5 = call_value(env, F_str.fn, F_str.cost, True, [t4])
         if t5 is None or t5.__class__ is Missing: _need(t5)
-        if ('use a bf16_tail_fraction of at most ').__class__ is int and t5.__class__ is int:
-            t6 = ('use a bf16_tail_fraction of at most ') + t5
-            if not -MAX_INT <= t6 <= MAX_INT: _check_value(t6)
-        else:
-            t6 = _binop('+', ('use a bf16_tail_fraction of at most '), t5, env)
+        t6 = _binop('+', ('use a bf16_tail_fraction of at most '), t5, env)
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        if t6.__class__ is int and ('/').__class__ is int:
-            t7 = t6 + ('/')
-            if not -MAX_INT <= t7 <= MAX_INT: _check_value(t7)
-        else:
-            t7 = _binop('+', t6, ('/'), env)
+        t7 = _binop('+', t6, ('/'), env)
         if t7 is None or t7.__class__ is Missing: _need(t7)
         t8 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t8 is None or t8.__class__ is Missing: _need(t8)
-        if t7.__class__ is int and t8.__class__ is int:
-            t9 = t7 + t8
-            if not -MAX_INT <= t9 <= MAX_INT: _check_value(t9)
-        else:
-            t9 = _binop('+', t7, t8, env)
+        t9 = _binop('+', t7, t8, env)
         if t9 is None or t9.__class__ is Missing: _need(t9)
-        if t9.__class__ is int and (' (0.15 keeps the last ').__class__ is int:
-            t10 = t9 + (' (0.15 keeps the last ')
-            if not -MAX_INT <= t10 <= MAX_INT: _check_value(t10)
-        else:
-            t10 = _binop('+', t9, (' (0.15 keeps the last '), env)
+        t10 = _binop('+', t9, (' (0.15 keeps the last '), env)
         if t10 is None or t10.__class__ is Missing: _need(t10)
         if t1 is None or t1.__class__ is Missing: _need(t1)
-        if t1.__class__ is int and (0.15).__class__ is int:
-            t11 = t1 * (0.15)
-            if not -MAX_INT <= t11 <= MAX_INT: _check_value(t11)
-        else:
-            t11 = _binop('*', t1, (0.15), env)
+        t11 = _binop('*', t1, (0.15), env)
         t12 = _check_value(-_num(t11, '-'))
         if t12 is None or t12.__class__ is Missing: _need(t12)
         t13 = _binop('//', t12, (1), env)
@@ -14056,31 +12963,15 @@ def e419(env):
         t15 = call_value(env, F_int.fn, F_int.cost, False, [t14])
         t16 = call_value(env, F_str.fn, F_str.cost, True, [t15])
         if t16 is None or t16.__class__ is Missing: _need(t16)
-        if t10.__class__ is int and t16.__class__ is int:
-            t17 = t10 + t16
-            if not -MAX_INT <= t17 <= MAX_INT: _check_value(t17)
-        else:
-            t17 = _binop('+', t10, t16, env)
+        t17 = _binop('+', t10, t16, env)
         if t17 is None or t17.__class__ is Missing: _need(t17)
-        if t17.__class__ is int and (' of ').__class__ is int:
-            t18 = t17 + (' of ')
-            if not -MAX_INT <= t18 <= MAX_INT: _check_value(t18)
-        else:
-            t18 = _binop('+', t17, (' of '), env)
+        t18 = _binop('+', t17, (' of '), env)
         if t18 is None or t18.__class__ is Missing: _need(t18)
         t19 = call_value(env, F_str.fn, F_str.cost, True, [t1])
         if t19 is None or t19.__class__ is Missing: _need(t19)
-        if t18.__class__ is int and t19.__class__ is int:
-            t20 = t18 + t19
-            if not -MAX_INT <= t20 <= MAX_INT: _check_value(t20)
-        else:
-            t20 = _binop('+', t18, t19, env)
+        t20 = _binop('+', t18, t19, env)
         if t20 is None or t20.__class__ is Missing: _need(t20)
-        if t20.__class__ is int and (' layers in bf16), or').__class__ is int:
-            t21 = t20 + (' layers in bf16), or')
-            if not -MAX_INT <= t21 <= MAX_INT: _check_value(t21)
-        else:
-            t21 = _binop('+', t20, (' layers in bf16), or'), env)
+        t21 = _binop('+', t20, (' layers in bf16), or'), env)
         t3 = t21
     else:
         t3 = ('with one layer there is no tail to keep:')
