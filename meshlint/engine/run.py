@@ -52,11 +52,17 @@ def run_rules(rules: list[Rule], facts: dict, locate: Callable[[str], tuple]) ->
                 items = foreach.evaluate(env)
                 if not isinstance(items, list):
                     raise expr.EvalError(f"'foreach' must give a list, got {expr.type_name(items)}")
+                scope = None
                 for item in items:
-                    scope = Env({"item": item}, None, env.budget, env)  # env.child, without the call
+                    if scope is None:
+                        scope = Env({"item": item}, None, env.budget, env)  # env.child, without the call
+                    else:  # the last item's scope, which no failure kept: as a new one would be (it holds no lets)
+                        scope.values["item"] = item
+                        scope.let_cache = scope.let_active = None
                     try:
                         if not _passes(rule.when, rule.check, scope):
                             failures.append((rule, scope))
+                            scope = None  # kept by the failure: the next item gets its own
                     except expr.NeedFact as need:  # an unknown fact skips this item
                         skips.append(Skip(rule.code, rule.name, need.path.split(".")[0].split("[")[0]))
         except expr.NeedFact as need:
