@@ -53,8 +53,8 @@ class Finder:
 
     @staticmethod
     def find_spec(fullname: str, path=None, target=None):
-        if path is None or len(path) != 1 or not fullname.startswith(_PREFIX):
-            return None
+        if path is None or len(path) != 1 or not fullname.startswith(_PREFIX) or sys.flags.optimize:
+            return None  # (under -O the bytecode is an .opt-N.pyc: the import system's to find)
         directory = path[0]
         name = fullname.rpartition(".")[2]
         source = f"{directory}/{name}.py"
@@ -69,8 +69,6 @@ class Finder:
                 st = os.stat(source)
             except (OSError, ValueError):
                 return None
-        if sys.flags.optimize:  # an .opt-N.pyc: the import system's to find
-            return None
         prefix = sys.pycache_prefix
         if prefix is None:
             cached = f"{directory}/__pycache__/{name}.{_TAG}.pyc"

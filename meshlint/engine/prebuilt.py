@@ -3,12 +3,13 @@
 Parsing the built-in rule files (TOML, then every expression) costs a first run, with no rule cache
 yet, about as much as checking 30 configs. ``python -m meshlint.generate.rules_prebuilt`` writes the
 parsed rules into the package as data made for loading: one tuple per rule, in Rule's field order
-(``entry``), of strings, tuples and the rule's own params and doc dicts, all of it what
-``ast.literal_eval`` reads, so the module holds data, never code. ``_rules`` builds the rules back in
-one pass, without the rule cache's per-field checks (which guard a cache directory others might write,
-not the package's own module). A template is stored split at its holes (no run scans its text for them); an
-expression stays its source and its tree's JSON text, the tree rebuilt from the parser's node types only
-when first used (``treecode.decode_tree``), as from the rule cache.
+(``entry``), of strings, tuples and the rule's own params, all of it what ``ast.literal_eval`` reads, so
+the module holds data, never code. ``_rules`` builds the rules back in one pass, without the rule cache's
+per-field checks (which guard a cache directory others might write, not the package's own module). A template
+is stored split at its holes (no run scans its text for them); an expression is its source. What no check
+reads is in rules_prebuilt_extra.py beside it (``extra``): each rule's doc, read when something first reads it
+(``_Doc``), and each expression's tree as JSON text, rebuilt from the parser's node types only when the
+expression is first interpreted (``tree_of``, ``treecode.decode_tree``), as from the rule cache.
 
 The module is used only while its fingerprint matches what it was made from: meshlint's version and a
 CRC-32 over the rule files' names and contents, and another over the modules that parse, encode and build
@@ -158,6 +159,12 @@ def entry(rule) -> tuple:
     return out
 
 
+def deciding(rule) -> list:
+    """The expressions that decide whether a rule holds, evaluated on every config it runs on: check, when, foreach,
+    lets (its help conditions and templates are evaluated only for a finding)."""
+    return [e for e in (rule.check, rule.when, rule.foreach, *rule.lets.values()) if e is not None]
+
+
 def extra(rules: list) -> tuple:
     """(TREES, DOCS) of rules_prebuilt_extra: each expression's source -> its tree as JSON text (``treecode``), each
     rule's code -> its doc. Only a run that builds a tree (an expression interpreted, not compiled) or shows a doc
@@ -168,10 +175,10 @@ def extra(rules: list) -> tuple:
     trees: dict = {}
     docs: dict = {}
     for rule in rules:
-        found = [rule.check, rule.when, rule.foreach, *rule.lets.values(), *(c for c, _ in rule.help)]
+        found = deciding(rule) + [c for c, _ in rule.help if c is not None]
         try:
             for e in found:
-                if e is not None and e.source not in trees:
+                if e.source not in trees:
                     trees[e.source] = _encode_expr(e)[1]
             docs[rule.code] = plain(rule.doc)
         except Bad as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from meshlint.errors import InputError
-from meshlint.frameworks.registry import FRAMEWORKS
+from meshlint.frameworks.registry import FRAMEWORKS, VERSIONED
 from meshlint.modules import import_module
 
 
@@ -47,11 +47,6 @@ class _Dialects:
 
 DIALECTS = _Dialects()
 NAMES = tuple(DIALECTS)
-
-
-# Frameworks with several versions' semantics (meshlint/frameworks/versions.py): a spec of one is read with its
-# version's module; every other dialect has one module
-VERSIONED = ("torchtitan", "megatron")
 
 
 def module_of(spec):

@@ -86,5 +86,8 @@ INPUT_FORMS = (
               "is core_v0.16.1, so they resolve as Megatron-Core 0.16.1", "9c9dd848966322fc3ed7706747ec13219ef49dda",
               "2026-03-20"),
 )
+# frameworks whose spec is read with its recorded version's module (versions.version_module); each other dialect has
+# one module, its VERSIONS row's
+VERSIONED = ("torchtitan", "megatron")
 # what a TOML torchtitan config is read as (registries choose with identify/from_keys)
 TOML_VERSION = {"torchtitan": "0.2.x", "kempnerforge": "5666d0d"}

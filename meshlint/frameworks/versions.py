@@ -28,7 +28,7 @@ from meshlint.errors import MeshlintError
 
 
 # the table itself lives in meshlint/frameworks/registry.py, with the frameworks: one place to register
-from meshlint.frameworks.registry import TOML_VERSION, VERSIONS, Entry  # noqa: F401 - read from here too
+from meshlint.frameworks.registry import TOML_VERSION, VERSIONED, VERSIONS, Entry  # noqa: F401 - read from here too
 
 
 class VersionError(MeshlintError):
@@ -86,7 +86,7 @@ def version_module(spec):
     """The module of the version a Spec of a versioned framework was read with, or None (no version recorded, or
     one not known): then its dialect's module stands (``dialects.module_of``, what callers use)."""
     fw = getattr(spec, "framework", None) or {}
-    if fw.get("version") and fw.get("name") in ("torchtitan", "megatron"):
+    if fw.get("version") and fw.get("name") in VERSIONED:
         canon = canonical(fw["name"], fw["version"], strict=False)
         if canon is not None:
             return module(fw["name"], canon)

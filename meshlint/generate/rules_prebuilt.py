@@ -75,11 +75,11 @@ def extra_source(directory: str | None = None) -> str:
 
 def rule_expressions(rule) -> list:
     """Every expression of a rule: check, when, foreach, lets, help conditions and every template's holes."""
-    found = [rule.check, rule.when, rule.foreach, *rule.lets.values(), *(cond for cond, _ in rule.help)]
+    found = prebuilt.deciding(rule) + [cond for cond, _ in rule.help if cond is not None]
     for template in (rule.message, rule.key, *(t for _, t in rule.help)):
         if template is not None:
             found += [part for part in template.parts if isinstance(part, expr.Expr)]
-    return [e for e in found if e is not None]
+    return found
 
 
 def part_of(rule) -> str:
@@ -99,7 +99,7 @@ def compiled_sources(directory: str | None = None) -> dict:
     for rule in parsed:
         for e in rule_expressions(rule):
             parts_of.setdefault(e.source, []).append(part_of(rule))
-        decides.update(e.source for e in (rule.check, rule.when, rule.foreach, *rule.lets.values()) if e is not None)
+        decides.update(e.source for e in prebuilt.deciding(rule))
     by_part: dict = {}
     for source, parts in parts_of.items():  # one module per source: "common" when rules of several parts share it
         part = parts[0] if all(p == parts[0] for p in parts) else "common"
