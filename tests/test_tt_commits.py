@@ -361,3 +361,36 @@ def test_a_launch_line_may_set_a_field_only_the_checkout_has(tmp_path):
     _, _, read = _launch(_tree(tmp_path / "plain"), "--parallelism.expert_tensor_parallel_degree", "2")
     with pytest.raises(InputError, match="has no field 'expert_tensor_parallel_degree'"):
         read()
+
+
+@pytest.mark.parametrize("filtered", [True, False])  # tarfile's "data" filter, or (before 3.11.4) the same by hand
+def test_an_exported_commit_never_writes_outside_its_directory(tmp_path, monkeypatch, filtered):
+    import io
+    import tarfile
+
+    if not filtered:
+        monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    elif not hasattr(tarfile, "data_filter"):
+        pytest.skip("this Python's tarfile has no filters")
+
+    def archive(name: str, link: str | None = None) -> tarfile.TarFile:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as t:
+            info = tarfile.TarInfo(name)
+            if link is not None:
+                info.type, info.linkname = tarfile.SYMTYPE, link
+            t.addfile(info, io.BytesIO(b""))
+        buf.seek(0)
+        return tarfile.open(fileobj=buf)
+
+    tt_history._extract(archive("torchtitan/ok.txt"), str(tmp_path / "a"))
+    tt_history._extract(archive("torchtitan/link.txt", "ok.txt"), str(tmp_path / "a"))
+    assert (tmp_path / "a" / "torchtitan" / "ok.txt").exists()
+    for bad in (archive("../escape.txt"), archive("torchtitan/l", "../../outside")):
+        with pytest.raises(tarfile.TarError):
+            tt_history._extract(bad, str(tmp_path / "b"))
+    try:  # an absolute name: refused by hand, or made relative by the filter: never written where it points
+        tt_history._extract(archive(f"{tmp_path}/abs.txt"), str(tmp_path / "c"))
+    except tarfile.TarError:
+        pass
+    assert not (tmp_path / "escape.txt").exists() and not (tmp_path / "abs.txt").exists()
