@@ -242,3 +242,51 @@ def test_a_rule_whose_data_is_not_literal_is_refused_by_the_generator():
     assert prebuilt.entry(rule)[0] == "ML101"
     with pytest.raises(ValueError, match="ML101"):
         prebuilt.entry(rule._replace(params={"since": datetime.date(2026, 1, 1)}))  # TOML has dates; JSON has not
+
+
+def test_a_dialect_builds_only_its_rules_and_they_are_the_parsed_ones():
+    """prebuilt.load hands out a RuleSet: a dialect's rules are built on first need, the others not at all; each is
+    the very rule a full listing gives, and equal to the parsed rule file."""
+    directory = rules.builtin_rules_dir()
+    built = prebuilt.load(directory)
+    kf = built.for_dialect("kempnerforge")
+    assert kf is built.for_dialect("kempnerforge")  # one list per dialect: the engine's caches key on it
+    made = [r for r in built._store.made if r is not None]
+    assert len(made) == len(kf) < len(built._store.made) // 2
+    parsed = {r.code: r for r in (rules.load_rule_file(f"{directory}/{name}", "builtin", validate=False)
+                                  for name in prebuilt.rule_files(directory))}
+    assert [r.code for r in kf] == [c for c, r in parsed.items() if r.applies_to("kempnerforge")]
+    assert _encoded(kf) == _encoded(parsed[r.code] for r in kf)
+    everything = list(built)
+    assert len(built) == len(parsed) and all(a is b for a, b in zip(kf, (r for r in everything if r in kf)))
+    assert built[0] is everything[0] and built == everything
+
+
+def test_a_selection_filters_as_the_rules_are_built():
+    from meshlint.engine.rulelist import RuleSet, rules_for
+
+    built = prebuilt.load(rules.builtin_rules_dir())
+    errors = built.select(lambda r: r.severity == "error")
+    assert errors.for_dialect("torchtitan") == [r for r in built.for_dialect("torchtitan") if r.severity == "error"]
+    narrower = errors.select(lambda r: r.code.startswith("ML1"))
+    assert list(narrower) == [r for r in built if r.severity == "error" and r.code.startswith("ML1")]
+    plain = RuleSet.of(list(built))
+    assert plain.for_dialect("megatron") == built.for_dialect("megatron")
+    assert rules_for(built, "native") is built.for_dialect("native")
+    listed = list(built)
+    assert rules_for(listed, "native") is listed  # a plain list's users filter it themselves
+
+
+def test_a_damaged_entry_of_one_dialect_fails_when_it_is_built(monkeypatch):
+    """Every entry's shape is checked when the module is loaded; what a shape cannot show surfaces when that rule
+    is built (a run's check of such a file then reports meshlint's own failure, ML008)."""
+    from meshlint.engine import rules_prebuilt
+
+    entries = list(rules_prebuilt.RULES)
+    at = next(i for i, e in enumerate(entries) if e[8] == ("megatron",))
+    entries[at] = entries[at][:10] + (None,) + entries[at][11:]  # its lets: not pairs
+    monkeypatch.setattr(rules_prebuilt, "RULES", tuple(entries))
+    built = prebuilt.load(rules.builtin_rules_dir())
+    assert built is not None and built.for_dialect("kempnerforge")
+    with pytest.raises(TypeError):
+        built.for_dialect("megatron")

@@ -1231,3 +1231,11 @@ def test_refusal_rules_named_exist():
     assert named <= codes, f"verdicts name rules that do not exist: {sorted(named - codes)}"
     for rule in refusals.HAND + refusals.PATTERNS:
         assert rule.verdict.split()[0] in refusals.VERDICTS, rule
+
+
+def test_keywords_are_pythons():
+    """schema_data keeps Python's keywords as a set instead of importing ``keyword``: the same words."""
+    import keyword
+
+    assert schema_data.KEYWORDS == frozenset(keyword.kwlist)
+    assert not schema_data._plain_name("lambda") and schema_data._plain_name("match")

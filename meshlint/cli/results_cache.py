@@ -98,35 +98,43 @@ NOT_CHECKED = ("generate", "smoke")
 
 def _code_key() -> str | None:
     here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the meshlint package
-    roots = [here]  # in a wheel the built-in rules are inside it (meshlint/_rules)
+    roots = [(here, "")]  # (directory, its name in the key); in a wheel the built-in rules are inside (meshlint/_rules)
     if not os.path.isdir(os.path.join(here, "_rules")):  # a source checkout: rules/ beside it (rules.builtin_rules_dir)
-        roots.append(os.path.join(os.path.dirname(here), "rules"))
-    files = []
-    skip = {os.path.join(here, name) for name in NOT_CHECKED}
+        roots.append((os.path.join(os.path.dirname(here), "rules"), "../rules/"))
+    # names relative to the package, and the numbers apart (one repr for all): ~0.4 M fewer instructions than a
+    # formatted line per file, over ~400 files
+    names: list = []
+    numbers: list = []
     try:
         while roots:
-            directory = roots.pop()
+            directory, shown = roots.pop()
             # listed through an open descriptor where the system can: each stat then resolves one name, not the
             # whole path (~20 % less system time over ~400 files)
             fd = os.open(directory, _O_DIR) if _SCANDIR_FD else None
             try:
                 with os.scandir(directory if fd is None else fd) as entries:
                     for entry in entries:
-                        path = f"{directory}/{entry.name}" if fd is not None else entry.path
+                        name = entry.name
                         if entry.is_dir(follow_symlinks=False):
-                            if entry.name != "__pycache__" and path not in skip:
-                                roots.append(path)
+                            if name != "__pycache__" and (shown or name not in NOT_CHECKED):
+                                roots.append((f"{directory}/{name}", f"{shown}{name}/"))
                         else:
                             st = entry.stat()
-                            files.append(f"{path} {st.st_size} {st.st_mtime_ns}")
+                            names.append(shown + name)
+                            numbers.append(st.st_size)
+                            numbers.append(st.st_mtime_ns)
             finally:
                 if fd is not None:
                     os.close(fd)
     except OSError:
         return None  # a package that cannot be listed: no results cache
-    files.sort()
-    files.insert(0, f"meshlint {__version__}\0{sys.version}\0{sys.implementation.cache_tag}")
-    return _hasher()("\n".join(files).encode("utf-8", "surrogatepass")).hexdigest()
+    # in listing order: a directory lists in the same order while it is unchanged (a reordered one is at worst a
+    # new key, a miss)
+    h = _hasher()(f"meshlint {__version__}\0{sys.version}\0{sys.implementation.cache_tag}\0{here}\0".encode(
+        "utf-8", "surrogatepass"))
+    h.update("\0".join(names).encode("utf-8", "surrogatepass"))
+    h.update(repr(numbers).encode())
+    return h.hexdigest()
 
 
 def read_regular(path: str, limit: int = MAX_INPUT_BYTES) -> bytes | None:
@@ -192,23 +200,23 @@ class ResultsCache:
 
     def key_for(self, path: str, raw: bytes) -> str | None:
         """The key of ``path`` holding ``raw``; None when some input it depends on cannot be keyed."""
-        project = self._project_key(path)
+        absolute = os.path.abspath(path)
+        project = self._project_key(path, absolute)
         if project is None:
             return None
-        h = _hasher()(self._run_key.encode("utf-8", "surrogatepass"))
-        for part in (project, os.path.abspath(path), path):
-            h.update(b"\0" + part.encode("utf-8", "surrogatepass"))
-        h.update(b"\0" + raw)
+        # the run's key, the project's, the file's absolute and shown paths and its bytes, each after a NUL
+        h = _hasher()(f"{self._run_key}\0{project}\0{absolute}\0{path}\0".encode("utf-8", "surrogatepass"))
+        h.update(raw)
         return h.hexdigest()
 
-    def _project_key(self, path: str) -> str | None:
+    def _project_key(self, path: str, absolute: str) -> str | None:
         settings = self.settings
         rule_dirs = tuple(settings.rule_dirs) if settings is not None else ()
         if settings is not None and settings.isolated:
             return self._with_packs("isolated", rule_dirs)
         if settings is not None and settings.config:
             return self._parsed_project_key(path, rule_dirs)
-        directory = os.path.dirname(os.path.abspath(path))
+        directory = os.path.dirname(absolute)
         if directory in self._projects:
             return self._projects[directory]
         key = self._walk(path, directory, rule_dirs)

@@ -55,8 +55,12 @@ class Planner:
         self._check_selectors(all_rules, (*select, *extend, *ignore), cfg)
         key = (rule_dirs, select, extend, ignore)
         rules = self._selected.get(key)
-        if rules is None:  # once per distinct selection, not once per file
-            rules = self._selected[key] = [r for r in all_rules if project.selected(r, select, extend, ignore)]
+        if rules is None:  # once per distinct selection, not once per file (each rule judged when it is built)
+            if select == ("ALL",) and not ignore:
+                rules = all_rules  # the default: every rule
+            else:
+                rules = all_rules.select(lambda r: project.selected(r, select, extend, ignore))
+            self._selected[key] = rules
         placement = cli.placement or per_file.get("placement") or cfg.topology.get("placement") or "block"
         topology = CliTopology(cli.world_size, cli.nodes, cli.gpus_per_node, placement)
         return Options(

@@ -114,9 +114,10 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
     report.memory = file_memory(report, options)
     facts["memory"].update(rule_facts(report.memory))
     from meshlint.engine.expr.expression import compiled_for
+    from meshlint.engine.rulelist import rules_for
 
     compiled_for(facts["dialect"])  # the dialect's compiled functions first: they answer _split_late's free_names
-    first, late = _split_late(options.rules)
+    first, late = _split_late(rules_for(options.rules, facts["dialect"]))
     findings, skips = run_rules(first, facts, report.source.locate)
     if any(f.severity == "error" for f in findings) and _needs_choices(first, findings, facts["dialect"]):
         # Help lines that propose degrees draw on one search of the layouts that pass every error
@@ -178,10 +179,12 @@ def degree_choices(report: FileReport, options: Options) -> dict | None:
     if report.topology.world_size is None or report.dialect == "megatron":  # the search has no Megatron layout space
         return None
     from meshlint.errors import MeshlintError
+    from meshlint.engine.rulelist import rules_for
     from meshlint.engine.search.valid import degree_choices as search
 
     try:
-        return search(report, options._replace(rules=[r for r in options.rules if r.severity == "error"]),
+        rules = rules_for(options.rules, report.dialect)
+        return search(report, options._replace(rules=[r for r in rules if r.severity == "error"]),
                       budget=CHOICES_BUDGET)
     except MeshlintError:
         return None

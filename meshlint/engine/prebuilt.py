@@ -107,8 +107,8 @@ def _digest(directory: str, names) -> tuple:
     return (len(names), crc)
 
 
-def load(directory: str) -> list | None:
-    """The built-in rules of ``directory`` from the prebuilt module, or None when it is missing, stale or damaged."""
+def load(directory: str):
+    """The built-in rules of ``directory`` from the prebuilt module (a ruleset.RuleSet), or None when it is missing, stale or damaged."""
     from meshlint import __version__
 
     try:
@@ -186,38 +186,45 @@ def extra(rules: list) -> tuple:
     return trees, docs
 
 
-def _rules(entries: tuple, directory: str) -> list:
+def _rules(entries: tuple, directory: str):
     """The rules ``entry`` wrote, each with its file's path in ``directory`` (where it is now, not where it was
-    generated). A wrong shape raises (the module is then not used)."""
+    generated), as a RuleSet: a rule is built when a run first needs it (most runs need one dialect's). Every
+    entry's shape is checked here, so a damaged module raises now (and is not used)."""
     from meshlint.engine.expr import Expr, Template
     from meshlint.engine.rules import Rule
+    from meshlint.engine.rulelist import RuleSet, RuleStore
 
     if Rule._fields != FIELDS:
         raise ValueError("Rule's fields changed")
+    size = len(FIELDS)
+    dialects = []
+    for e in entries:
+        if e.__class__ is not tuple or len(e) != size or e[4].__class__ is not str \
+                or not (e[8] is None or e[8].__class__ is tuple):
+            raise ValueError(f"{e[0] if e.__class__ is tuple and e else e!r}: an entry of another format")
+        dialects.append(e[8])
     prefix = os.path.join(directory, "")  # + a file's name: os.path.join(directory, name)
     new = tuple.__new__  # Rule._make without its call and length check: each entry unpacks to exactly FIELDS
     tree = tree_of
-    out = []
-    # plain loops, not comprehensions: each comprehension is a call of its own (before Python 3.12), for
-    # every rule
-    for (code, name, severity, summary, check, message, path, origin, dialects, params, lets, foreach, when, key,
-         help_, _doc, frameworks, fallback, skip_note) in entries:
-        if check.__class__ is not str:
-            raise ValueError(f"{code}: an expression of another format")
+
+    def build(index: int):
+        (code, name, severity, summary, check, message, path, origin, dialects, params, lets, foreach, when, key,
+         help_, _doc, frameworks, fallback, skip_note) = entries[index]
         bound = {}
         for let, e in lets:
             bound[let] = Expr(e, None, 0, tree)
         helps = []
         for cond, text in help_:
             helps.append((None if cond is None else Expr(cond, None, 0, tree), Template(None, None, text)))
-        out.append(new(Rule, (
+        return new(Rule, (
             code, name, severity, summary, Expr(check, None, 0, tree), Template(None, None, message),
             prefix + path, origin, dialects, params, bound,
             None if foreach is None else Expr(foreach, None, 0, tree),
             None if when is None else Expr(when, None, 0, tree), None if key is None else Template(None, None, key),
             helps,
-            _Doc(code, prefix + path), frameworks, fallback, skip_note)))
-    return out
+            _Doc(code, prefix + path), frameworks, fallback, skip_note))
+
+    return RuleSet(RuleStore(dialects, build))
 
 
 _EXTRA: list = []  # [rules_prebuilt_extra's (TREES, DOCS), or None when it cannot be used], on first need

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 
 from meshlint.engine.rules import Rule, _load_dir, builtin_rules_dir
+from meshlint.engine.rulelist import RuleSet
 from meshlint.errors import RuleFileError
 
 
-def load_rules(extra_dirs: tuple = (), include_builtin: bool = True) -> list[Rule]:
+def load_rules(extra_dirs: tuple = (), include_builtin: bool = True) -> RuleSet:
     dirs: list[tuple[str, str]] = [(builtin_rules_dir(), "builtin")] if include_builtin else []
     for directory in extra_dirs:
         d = os.fspath(directory)
@@ -32,7 +33,7 @@ def load_rules(extra_dirs: tuple = (), include_builtin: bool = True) -> list[Rul
     key = rule_cache.key_for(dirs)
     cached = rule_cache.load(key)
     if cached is not None:
-        return cached
+        return RuleSet.of(cached)
     rules: list[Rule] = []
     for d, origin in dirs:
         rules += _load_dir(d, origin, validate=origin == "user")
@@ -44,4 +45,4 @@ def load_rules(extra_dirs: tuple = (), include_builtin: bool = True) -> list[Rul
                 raise RuleFileError(rule.path, what, f"{what} {value!r} is already used by {seen[value].path}")
             seen[value] = rule
     rule_cache.store(key, rules)
-    return rules
+    return RuleSet.of(rules)

@@ -1276,11 +1276,17 @@ def _seed_shape(condition: str) -> tuple | None:
     return None
 
 
+# Python's keywords (keyword.kwlist, the same from 3.7 on; soft keywords such as ``match`` are names here): a set,
+# not an import of ``keyword``, which costs a first run ~0.5 M instructions (tests/test_schema_generated.py compares them)
+KEYWORDS = frozenset((
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+    "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal",
+    "not", "or", "pass", "raise", "return", "try", "while", "with", "yield"))
+
+
 def _plain_name(text: str) -> bool:
     """An ASCII identifier that is not a keyword: the parser reads it as a Name (or an attribute) as written."""
-    from keyword import iskeyword
-
-    return text.isascii() and text.isidentifier() and not iskeyword(text)
+    return text.isascii() and text.isidentifier() and text not in KEYWORDS
 
 
 _NAMES: dict = {}

@@ -28,6 +28,7 @@ from meshlint.inputs import suppress
 from meshlint.frameworks.base import DEGREES, Resolution, degree_items
 from meshlint.frameworks.dialects import module_of
 from meshlint.engine.facts import ROLE_OF, _mesh_fact, _valid_worlds_text, build_facts
+from meshlint.engine.rulelist import rules_for
 from meshlint.mesh.devmesh import place
 from meshlint.engine.search import prune
 from meshlint.engine.search.space import SolveError, Target, assignments, current, divisors, role_values, space_for
@@ -88,7 +89,7 @@ class Solver:
         # a rule limited to other framework versions has its limit folded into its `when`: it never reports
         # the whole-peak memory rules (ML504) are not judged here: the cost model prices each layout's peak and says
         # whether it fits (suggest ranks and filters on it); their facts describe the config's own layout only
-        rules = [r for r in options.rules
+        rules = [r for r in rules_for(options.rules, dialect)
                  if r.applies_to(dialect, facts_id) and effective_severity(r, options.severity) == "error"
                  and not _late(r) and not memory_rule(r) and r.code not in getattr(self.module, "BATCH_RULES", ())]
         self.suppressions = suppress.parse(self.source) if "meshlint" in (self.source.text or "") else []
