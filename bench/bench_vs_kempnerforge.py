@@ -34,6 +34,13 @@ its ratio to KempnerForge's one config. Issue 21 adds EMPTY, every cache empty (
 installing: goal 1.0), and WARM with flags (``--world-size 16 --gpus-per-node 4``: goal 0.5), and
 ``--instructions``, each process's instruction count (callgrind), steadier than CPU time on a
 shared machine.
+
+The install. The bench runs the ``meshlint`` beside the interpreter that runs it: in the checkout's venv, the
+editable install the README makes (``pip install -e .``, whose results cache keys on every file's size and
+mtime). Run it with the interpreter of a venv where meshlint was installed from its wheel
+(``python -m build --wheel`` then ``pip install dist/meshlint-*.whl``), as pre-commit and CI install it, to
+time that install (its results cache keys on pip's RECORD, meshlint/cli/results_cache.py); the peer runs with
+the same interpreter.
 """
 
 from __future__ import annotations
@@ -89,15 +96,15 @@ def run(cmd: list[str], env: dict | None = None) -> tuple[float, float, float]:
 class CacheDirs:
     """Fresh MESHLINT_CACHE_DIRs: ``cold()`` holds the warm rule cache only, ``warm`` every result too."""
 
-    def __init__(self, base: dict, configs: list[str], python: list[str]):
+    def __init__(self, base: dict, configs: list[str], meshlint: list[str]):
         self.root = tempfile.mkdtemp(prefix="meshlint-bench-cache-")
         self.base = base
         self.rules = self._dir("rules")
         # the rule cache (and the model table, should a config need it); cold() copies only those
-        run([*python, "-m", "meshlint", "check", *configs], self.env(self.rules))
+        run([*meshlint, "check", *configs], self.env(self.rules))
         self.warm = self._dir("warm")
         for files in (configs, [str(ONE)], [*FLAGS, *configs]):  # each command's results (untimed)
-            run([*python, "-m", "meshlint", "check", *files], self.env(self.warm))
+            run([*meshlint, "check", *files], self.env(self.warm))
         self.count = 0
 
     def empty(self) -> dict:
@@ -168,7 +175,7 @@ def instructions(commands: dict, env: dict, configs: list, python: list) -> dict
     """Instructions of one run of the headline commands, counted by callgrind (fresh cache directories)."""
     import re
 
-    dirs = CacheDirs(env, configs, python)
+    dirs = CacheDirs(env, configs, _meshlint(python, "-S" in python))
     out = {}
     try:
         for name in ("floor", "kempnerforge", "parse_only", "meshlint_empty", "meshlint_cold", "meshlint_warm",
@@ -220,7 +227,7 @@ def main() -> None:
     check_one = [*meshlint, "check", str(ONE)]
     for cmd in ([*python, "-c", "pass"], [*python, "-c", KF_LOAD], check_all):  # untimed: bytecode, page cache
         run(cmd, env)
-    dirs = CacheDirs(env, configs, python)
+    dirs = CacheDirs(env, configs, meshlint)
     # name -> (command, its environment: a fixed dict, or a function giving a fresh one per run)
     commands = {
         "floor": ([*python, "-c", "pass"], env),

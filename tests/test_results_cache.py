@@ -234,6 +234,64 @@ def test_the_package_code_is_part_of_the_key(tmp_path, monkeypatch):
     assert len({first, second, third}) == 3
 
 
+def _installed(tmp_path, record: str):
+    """A package laid out as pip installs a wheel: meshlint/ (with _rules/) and its dist-info beside it."""
+    from meshlint import __version__
+
+    package = tmp_path / "site-packages" / "meshlint"
+    (package / "_rules").mkdir(parents=True)
+    (package / "check.py").write_text("x = 1\n")
+    (package / "_rules" / "ML101.toml").write_text("code = 1\n")
+    dist = package.parent / f"meshlint-{__version__}.dist-info"
+    dist.mkdir()
+    (dist / "RECORD").write_text(record)
+    return package, dist / "RECORD"
+
+
+RECORD = ("../../../bin/meshlint,sha256=AAA,229\nmeshlint/__init__.py,sha256=BBB,121\n"
+          "meshlint/check.py,sha256=CCC,6\nmeshlint/_rules/ML101.toml,sha256=DDD,9\n")
+
+
+def test_an_installed_wheel_is_keyed_by_its_record(tmp_path, monkeypatch):
+    # pip's RECORD (every file with its hash) stands for the files: one read, not a stat of each
+    package, record = _installed(tmp_path, RECORD)
+    monkeypatch.setattr(results_cache, "__file__", str(package / "cli" / "results_cache.py"))
+    first = results_cache._code_key()
+    assert first and results_cache._installed_record(str(package)) == record.read_bytes()
+    os.utime(package / "check.py", ns=(1, 1))  # a hand edit of installed files: pip's RECORD does not see it
+    assert results_cache._code_key() == first
+    record.write_text(RECORD.replace("CCC", "EEE"))  # an upgrade or a reinstall of other code
+    second = results_cache._code_key()
+    assert second != first
+    (package / "_rules" / "ML102.toml").write_text("")
+    assert results_cache._code_key() == second
+
+
+@pytest.mark.parametrize("record", [None, "meshlint-0.1.0.dist-info/METADATA,sha256=A,1\n",  # none, or another's
+                                    "meshlint/__init__.pyc,sha256=A,1\n"])
+def test_without_this_packages_record_each_file_is_statted(tmp_path, monkeypatch, record):
+    package, path = _installed(tmp_path, record or "")
+    if record is None:
+        path.unlink()
+    monkeypatch.setattr(results_cache, "__file__", str(package / "cli" / "results_cache.py"))
+    assert results_cache._installed_record(str(package)) is None
+    first = results_cache._code_key()
+    os.utime(package / "check.py", ns=(1, 1))
+    assert first and results_cache._code_key() != first
+
+
+def test_a_checkout_is_statted_even_beside_a_record(tmp_path, monkeypatch):
+    # a source checkout (rules/ beside the package, no _rules inside) is always keyed by its files' stats
+    package, _ = _installed(tmp_path, RECORD)
+    (package.parent / "rules").mkdir()
+    (package / "_rules" / "ML101.toml").rename(package.parent / "rules" / "ML101.toml")
+    (package / "_rules").rmdir()
+    monkeypatch.setattr(results_cache, "__file__", str(package / "cli" / "results_cache.py"))
+    first = results_cache._code_key()
+    os.utime(package / "check.py", ns=(1, 1))
+    assert first and results_cache._code_key() != first
+
+
 def test_what_the_key_leaves_out_no_check_imports(tmp_path):
     # results_cache.NOT_CHECKED: the subpackages a check never imports, so their files are not part of the key
     probe = ("import os, sys, runpy\n"
