@@ -61,15 +61,16 @@ def test_wheel_ships_the_rules_and_works_without_the_source_tree(wheel, tmp_path
                                    "from meshlint.engine import prebuilt; print(prebuilt.load(r.builtin_rules_dir()) is not None);"
                                    "from meshlint.engine.expr.expression import COMPILED, compiled_for;"
                                    "compiled_for('kempnerforge'); print(len(COMPILED) > 0);"
-                                   "import os, meshlint; from meshlint.cli import results_cache as c;"
-                                   "print(c._installed_record(os.path.dirname(meshlint.__file__)) is not None)"],
+                                   "from meshlint import installed; print(installed.record() is not None);"
+                                   "print(prebuilt.current_by_record(r.builtin_rules_dir(), prebuilt._module()))"],
                cwd=cfg.parent, env=env)
-    rules_dir, no_torch, prebuilt_used, compiled_used, record_used = proc.stdout.split()
+    rules_dir, no_torch, prebuilt_used, compiled_used, record_used, current_by_record = proc.stdout.split()
     assert rules_dir.endswith(os.path.join("site-packages", "meshlint", "_rules"))
     assert no_torch == "True"  # the core install never brings torch
     assert prebuilt_used == "True"  # the rules parsed ahead of time match meshlint/_rules: no parsing at start-up
     assert compiled_used == "True"  # and their expressions run as the Python compiled ahead of time
     assert record_used == "True"  # the results cache's code key is pip's RECORD of this install, not ~400 stats
+    assert current_by_record == "True"  # and the prebuilt rules are current by RECORD: no rule file is read
 
 
 def test_pre_commit_hook_via_try_repo(tmp_path):

@@ -20,6 +20,7 @@ import pytest
 from conftest import FIXTURES
 
 import meshlint.engine.check as check_module
+from meshlint import installed
 from meshlint.cli import results_cache, results_store
 from meshlint.cli.lint import run
 
@@ -257,7 +258,7 @@ def test_an_installed_wheel_is_keyed_by_its_record(tmp_path, monkeypatch):
     package, record = _installed(tmp_path, RECORD)
     monkeypatch.setattr(results_cache, "__file__", str(package / "cli" / "results_cache.py"))
     first = results_cache._code_key()
-    assert first and results_cache._installed_record(str(package)) == record.read_bytes()
+    assert first and installed.record(str(package)) == record.read_bytes()
     os.utime(package / "check.py", ns=(1, 1))  # a hand edit of installed files: pip's RECORD does not see it
     assert results_cache._code_key() == first
     record.write_text(RECORD.replace("CCC", "EEE"))  # an upgrade or a reinstall of other code
@@ -274,7 +275,7 @@ def test_without_this_packages_record_each_file_is_statted(tmp_path, monkeypatch
     if record is None:
         path.unlink()
     monkeypatch.setattr(results_cache, "__file__", str(package / "cli" / "results_cache.py"))
-    assert results_cache._installed_record(str(package)) is None
+    assert installed.record(str(package)) is None
     first = results_cache._code_key()
     os.utime(package / "check.py", ns=(1, 1))
     assert first and results_cache._code_key() != first

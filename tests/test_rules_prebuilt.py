@@ -23,6 +23,64 @@ def test_the_prebuilt_module_is_current():
         "meshlint/engine/rules_prebuilt.py is stale: run python -m meshlint.generate.rules_prebuilt"
 
 
+def test_the_record_module_is_current():
+    assert generate.OUT_RECORD.read_text(encoding="utf-8") == generate.record_source(str(ROOT / "rules")), \
+        "meshlint/engine/rules_prebuilt_record.py is stale: run python -m meshlint.generate.rules_prebuilt"
+
+
+def _wheel_install(tmp_path, monkeypatch, lines=None, extra_rule=False):
+    """meshlint's rules laid out as a wheel installs them (meshlint/_rules) with pip's RECORD beside the package,
+    which holds ``lines`` (the generated RECORD_LINES when None); meshlint.installed pointed at it."""
+    from meshlint import __version__, installed
+    from meshlint.engine import rules_prebuilt_record as made
+
+    package = tmp_path / "site-packages" / "meshlint"
+    shutil.copytree(ROOT / "rules", package / "_rules")
+    if extra_rule:
+        (package / "_rules" / "ML999-mine.toml").write_text("code = 'ML999'\n")
+    dist = package.parent / f"meshlint-{__version__}.dist-info"
+    dist.mkdir()
+    record = [b"meshlint/__init__.py,sha256=AAAA,121", *(made.RECORD_LINES if lines is None else lines)]
+    (dist / "RECORD").write_bytes(b"\r\n".join(record) + b"\r\n")  # as pip writes it (csv)
+    monkeypatch.setattr(installed, "PACKAGE", str(package))
+    monkeypatch.setattr(installed, "_MEMO", [])
+    return str(package / "_rules")
+
+
+def test_an_installed_wheels_rules_are_current_by_its_record(tmp_path, monkeypatch):
+    # RECORD holds each rule file's and builder's content (SHA-256 and size) as pip installed it: no file is read
+    directory = _wheel_install(tmp_path, monkeypatch)
+    monkeypatch.setattr(prebuilt, "fingerprint", lambda *a: pytest.fail("a rule file was read"))
+    built = prebuilt.load(directory)
+    assert built is not None and prebuilt.current_by_record(directory, prebuilt._module())
+    assert [r.path for r in built] == [f"{directory}/{name}" for name in prebuilt.rule_files(directory)]
+
+
+@pytest.mark.parametrize("change", ["a rule's hash", "a builder's size", "a line missing", "a rule file added"])
+def test_a_record_that_differs_means_the_files_are_read(tmp_path, monkeypatch, change):
+    from meshlint.engine import rules_prebuilt_record as made
+
+    lines = list(made.RECORD_LINES)
+    if change == "a rule's hash":
+        lines[0] = lines[0].replace(b"sha256=", b"sha256=X")
+    elif change == "a builder's size":
+        lines[-1] = lines[-1] + b"0"
+    elif change == "a line missing":
+        del lines[5]
+    directory = _wheel_install(tmp_path, monkeypatch, lines, extra_rule=change == "a rule file added")
+    assert not prebuilt.current_by_record(directory, prebuilt._module())
+    read = []
+    real = prebuilt.fingerprint
+    monkeypatch.setattr(prebuilt, "fingerprint", lambda *a: read.append(a) or real(*a))
+    built = prebuilt.load(directory)
+    assert read  # the content decides: the same files load (but an added rule file is not in the module)
+    assert (built is None) == (change == "a rule file added")
+
+
+def test_a_checkout_is_never_current_by_a_record():
+    assert not prebuilt.current_by_record(rules.builtin_rules_dir(), prebuilt._module())  # rules/, not _rules
+
+
 def test_the_extra_module_is_current():
     assert generate.OUT_EXTRA.read_text(encoding="utf-8") == generate.extra_source(str(ROOT / "rules")), \
         "meshlint/engine/rules_prebuilt_extra.py is stale: run python -m meshlint.generate.rules_prebuilt"

@@ -100,8 +100,12 @@ def _code_key() -> str | None:
     here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the meshlint package
     head = f"meshlint {__version__}\0{sys.version}\0{sys.implementation.cache_tag}\0{here}\0"
     wheel = os.path.isdir(os.path.join(here, "_rules"))  # in a wheel the built-in rules are inside (meshlint/_rules)
-    record = _installed_record(here) if wheel else None
-    if record is not None:  # installed by pip: what it wrote, with each file's hash (see installed_record)
+    record = None
+    if wheel:
+        from meshlint import installed
+
+        record = installed.record(here)
+    if record is not None:  # installed by pip: what it wrote, each file with its hash (meshlint/installed.py)
         return _hasher()(f"{head}installed\0".encode("utf-8", "surrogatepass") + record).hexdigest()
     roots = [(here, "")]  # (directory, its name in the key)
     if not wheel:  # a source checkout: rules/ beside it (rules.builtin_rules_dir)
@@ -139,22 +143,6 @@ def _code_key() -> str | None:
     h.update("\0".join(names).encode("utf-8", "surrogatepass"))
     h.update(repr(numbers).encode())
     return h.hexdigest()
-
-
-def _installed_record(here: str) -> bytes | None:
-    """The RECORD pip wrote when it installed this package from a wheel (``pip install meshlint``, pre-commit's
-    ``pip install .``), or None (a source checkout or an editable install: each file is statted instead).
-
-    RECORD lists every file of the install with its SHA-256, so an upgrade or a reinstall of other code is a new
-    key, for one read instead of ~400 stats and ~35 directory listings on every run. A hand edit of the installed
-    files is not seen (it is not seen by pip either): edit a checkout installed with ``pip install -e``. Used only
-    when the record is this package's: the dist-info of this version beside it, naming this package's
-    ``__init__.py``."""
-    record = os.path.join(os.path.dirname(here), f"meshlint-{__version__}.dist-info", "RECORD")
-    data = read_regular(record)
-    if data is None or b"\nmeshlint/__init__.py,sha256=" not in b"\n" + data:
-        return None
-    return data
 
 
 def read_regular(path: str, limit: int = MAX_INPUT_BYTES) -> bytes | None:

@@ -17,7 +17,11 @@ rules (``_digest``). At run time the fingerprint is taken again from the files t
 it holds in a wheel too, where the rules are ``meshlint/_rules``); anything that differs, a rule file
 added, removed or edited, or a changed parser, means the prebuilt module is not used and the rules are
 parsed as before (the rule cache, then the files), as when the module is damaged or does not import.
-tests/test_rules_prebuilt.py regenerates the module and fails when it is stale.
+Where pip installed meshlint from a wheel, the same content is known without reading it: pip's RECORD lists
+each installed file's SHA-256 and size, and rules_prebuilt_record.py each rule file's and builder's line as the
+generator computed it; every line there, and the same rule files, mean the module is current
+(``current_by_record``, meshlint/installed.py). tests/test_rules_prebuilt.py regenerates the modules and fails
+when one is stale.
 
 Beside it, meshlint/engine/rules_compiled/ holds the same rules' expressions compiled to Python
 functions (meshlint/engine/expr/compiler.py), with the same fingerprint in its index and in each of its
@@ -108,14 +112,15 @@ def _digest(directory: str, names) -> tuple:
 
 
 def load(directory: str):
-    """The built-in rules of ``directory`` from the prebuilt module (a ruleset.RuleSet), or None when it is missing, stale or damaged."""
+    """The built-in rules of ``directory`` from the prebuilt module (a rulelist.RuleSet), or None when it is missing,
+    stale or damaged."""
     from meshlint import __version__
 
-    try:
-        from meshlint.engine import rules_prebuilt as built
-    except Exception:  # noqa: BLE001 - missing, or not even Python (a bad merge): parse the rule files
+    built = _module()
+    if built is None or getattr(built, "FORMAT", None) != FORMAT:
         return None
-    if getattr(built, "FORMAT", None) != FORMAT or getattr(built, "FINGERPRINT", None) != fingerprint(directory, __version__):
+    if not current_by_record(directory, built) \
+            and getattr(built, "FINGERPRINT", None) != fingerprint(directory, __version__):
         return None
     try:
         rules = _rules(built.RULES, directory)
@@ -123,6 +128,59 @@ def load(directory: str):
         return None
     _install_compiled(built.FINGERPRINT)
     return rules
+
+
+def _module():
+    try:
+        from meshlint.engine import rules_prebuilt as built
+    except Exception:  # noqa: BLE001 - missing, or not even Python (a bad merge): parse the rule files
+        return None
+    return built
+
+
+def current_by_record(directory: str, built) -> bool:
+    """Whether pip's RECORD of this install (meshlint/installed.py) shows the rule files and builders with the
+    content the prebuilt module was made from: each of its RECORD_LINES (path, SHA-256 and size, as RECORD writes
+    them) is a line of RECORD, and the rule files there now are the ones it names. The staleness check of an
+    installed wheel's ``meshlint/_rules``: one read of RECORD instead of ~210 files. False anywhere else (a
+    checkout, an editable install, a rule file added since the install, a file of other content): the files'
+    content is then read (``fingerprint``)."""
+    if not directory.endswith("_rules"):  # a checkout's rules/: not installed by pip
+        return False
+    from meshlint import installed
+
+    if directory != os.path.join(installed.PACKAGE, "_rules") or installed.record() is None:
+        return False
+    try:
+        from meshlint.engine import rules_prebuilt_record as made
+    except Exception:  # noqa: BLE001 - missing or damaged: the files' content is read
+        return False
+    expected = getattr(made, "RECORD_LINES", None)
+    if getattr(made, "FINGERPRINT", None) != getattr(built, "FINGERPRINT", False) or expected.__class__ is not tuple \
+            or not installed.lines().issuperset(expected):
+        return False
+    try:
+        return rule_files(directory) == list(getattr(made, "RULE_FILES", ()))
+    except OSError:
+        return False
+
+
+def record_lines(directory: str) -> tuple:
+    """RECORD_LINES and RULE_FILES of the prebuilt module (for the generator; reads every file): each rule file's
+    and builder's line in an installed wheel's RECORD (``meshlint/_rules/NAME,sha256=DIGEST,SIZE``), and the rule
+    files' names."""
+    import base64
+    import hashlib
+
+    names = rule_files(directory)
+    out = []
+    for shown, local in ([(f"meshlint/_rules/{n}", os.path.join(directory, n)) for n in names]
+                         + [(f"meshlint/{b}", os.path.join(_PACKAGE, b)) for b in builder_files()]):
+        with open(local, "rb") as f:
+            data = f.read()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode().rstrip("=")
+        out.append(f"{shown},sha256={digest},{len(data)}".encode())
+    return tuple(out), tuple(names)
 
 
 def entry(rule) -> tuple:

@@ -24,6 +24,7 @@ from meshlint.engine.expr import compiler
 
 OUT = Path(prebuilt.__file__).resolve().parent / "rules_prebuilt.py"
 OUT_EXTRA = OUT.parent / "rules_prebuilt_extra.py"
+OUT_RECORD = OUT.parent / "rules_prebuilt_record.py"
 OUT_COMPILED = OUT.parent / "rules_compiled"  # a package: the index, then one module per part (compiled_sources)
 
 
@@ -48,6 +49,26 @@ def module_source(directory: str | None = None) -> str:
     lines += [f"    {e!r}," for e in entries]
     lines += [")", ""]
     return "\n".join(lines)
+
+
+def record_source(directory: str | None = None) -> str:
+    """rules_prebuilt_record.py: what an installed wheel's RECORD says of the files the rules were made from
+    (``prebuilt.current_by_record``), imported only where meshlint is installed from a wheel."""
+    directory = directory or rules.builtin_rules_dir()
+    record, names = prebuilt.record_lines(directory)
+    return "\n".join([
+        '"""The built-in rule files\' and builders\' lines in the RECORD of a wheel install, and the rule files\'',
+        "names (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt; do not edit): where pip",
+        "installed meshlint, the prebuilt rules are current when its RECORD holds every one of these lines and",
+        '_rules holds these files (meshlint/engine/prebuilt.py, current_by_record)."""',
+        "",
+        f"FINGERPRINT = {prebuilt.fingerprint(directory, __version__)!r}",
+        "RECORD_LINES = (",
+        *(f"    {line!r}," for line in record),
+        ")",
+        f"RULE_FILES = {names!r}",
+        "",
+    ])
 
 
 def extra_source(directory: str | None = None) -> str:
@@ -155,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     compiled = compiled_sources()
     for out, texts in ((OUT, {OUT.name: module_source()}), (OUT_EXTRA, {OUT_EXTRA.name: extra_source()}),
+                       (OUT_RECORD, {OUT_RECORD.name: record_source()}),
                        (OUT_COMPILED, compiled)):
         if args.check:
             if _written(out) != texts:
