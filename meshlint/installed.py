@@ -6,21 +6,19 @@ results cache's code key (meshlint/cli/results_cache.py: an upgrade or a reinsta
 key) and the prebuilt rules' staleness check (meshlint/engine/prebuilt.py: the rule files' and builders'
 content, as pip hashed it, against the content they were generated from). A hand edit of the installed
 files is seen by neither, as pip does not see it: edit a checkout installed with ``pip install -e``, which
-has no RECORD beside its package and is checked file by file. Kept free of imports beyond ``os`` and ``stat``:
-both checks run on the start-up path.
+has no RECORD beside its package and is checked file by file. Kept free of imports beyond ``os``: both checks
+run on the start-up path.
 """
 
 from __future__ import annotations
 
 import os
-import stat
 
 from meshlint import __version__
-from meshlint.fileread import read_upto
+from meshlint.fileread import read_regular
 
 PACKAGE = os.path.dirname(os.path.realpath(__file__))  # the meshlint package, as installed
 MOST_BYTES = 1 << 20  # a RECORD of meshlint's ~450 files is ~60 KB
-_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 _MEMO: list = []  # [(RECORD's bytes or None, its lines or None)] once read in this process
 
 
@@ -47,20 +45,7 @@ def lines() -> frozenset:
 def _read(package: str) -> bytes | None:
     if not os.path.isdir(os.path.join(package, "_rules")):
         return None
-    path = os.path.join(os.path.dirname(package), f"meshlint-{__version__}.dist-info", "RECORD")
-    try:
-        fd = os.open(path, _READ)
-    except (OSError, ValueError):
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MOST_BYTES:
-            return None
-        data = read_upto(fd, MOST_BYTES, st.st_size)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > MOST_BYTES or b"\nmeshlint/__init__.py,sha256=" not in b"\n" + data:
+    data = read_regular(os.path.join(os.path.dirname(package), f"meshlint-{__version__}.dist-info", "RECORD"), MOST_BYTES)
+    if data is None or b"\nmeshlint/__init__.py,sha256=" not in b"\n" + data:
         return None
     return data

@@ -43,11 +43,10 @@ that cannot be written just means no cache.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 
 from meshlint import __version__
-from meshlint.fileread import read_upto
+from meshlint.fileread import read_regular as _read_regular
 
 FORMAT = 4  # 2: a finding carries its skip-note flag; 3: keys are BLAKE2b; 4: entries in packs (results_store)
 SUBDIR = "results"
@@ -61,7 +60,6 @@ STATUSES = ("checked", "skipped", "error")
 SEVERITIES = ("error", "warning", "info")
 FAIL_ON = ("error", "warning", "info", "never")
 
-_O_READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 _SCANDIR_FD = os.scandir in os.supports_fd and os.sep == "/"
 _O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _CODE_KEY: list = []         # [key] once computed in this process ([None]: the package cannot be hashed)
@@ -151,25 +149,8 @@ def _code_key() -> str | None:
 
 
 def read_regular(path: str, limit: int = MAX_INPUT_BYTES) -> bytes | None:
-    """The bytes of a regular file of at most ``limit`` bytes, or None (anything else takes the normal path,
-    which says what is wrong): a FIFO or device is never opened for reading, and the open cannot block."""
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        fd = os.open(path, _O_READ)
-    except (OSError, ValueError):
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        raw = read_upto(fd, limit, st.st_size)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return None if len(raw) > limit else raw
+    """fileread.read_regular, at most an input's size by default."""
+    return _read_regular(path, limit)
 
 
 def _hasher():
