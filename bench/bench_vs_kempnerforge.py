@@ -39,8 +39,8 @@ The install. The bench runs the ``meshlint`` beside the interpreter that runs it
 editable install the README makes (``pip install -e .``, whose results cache keys on every file's size and
 mtime). Run it with the interpreter of a venv where meshlint was installed from its wheel
 (``python -m build --wheel`` then ``pip install dist/meshlint-*.whl``), as pre-commit and CI install it, to
-time that install (its results cache keys on pip's RECORD, meshlint/cli/results_cache.py); the peer runs with
-the same interpreter.
+time that install (its results cache keys on pip's RECORD, meshlint/installed.py); the peer runs with the same
+interpreter. ``--wheel`` does all of that in a temporary directory.
 """
 
 from __future__ import annotations
@@ -78,6 +78,25 @@ def _meshlint(python: list, no_site: bool) -> list:
     if script.is_file() and not no_site:
         return [*python, str(script)]
     return [*python, "-m", "meshlint"]
+
+
+def _in_a_wheel_install(argv: list) -> int:
+    """This bench, run by the interpreter of a new venv where meshlint's wheel is installed (its console script
+    written by this interpreter's pip, as a current pip writes it)."""
+    with tempfile.TemporaryDirectory(prefix="meshlint-bench-wheel-") as tmp:
+        steps = [[sys.executable, "-m", "build", "--wheel", "--outdir", tmp, str(ROOT)],
+                 [sys.executable, "-m", "venv", "--without-pip", f"{tmp}/venv"]]
+        for step in steps:
+            proc = subprocess.run(step, capture_output=True, text=True)
+            if proc.returncode != 0:
+                sys.exit(f"{' '.join(step[:4])} failed: {proc.stderr[-2000:]}")
+        wheel = next(Path(tmp).glob("meshlint-*.whl"))
+        proc = subprocess.run([sys.executable, "-m", "pip", "--python", f"{tmp}/venv/bin/python", "install", "--quiet",
+                               "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"pip install {wheel.name} failed: {proc.stderr[-2000:]}")
+        print(f"meshlint from {wheel.name}, installed in a new venv (no dependencies)", flush=True)
+        return subprocess.run([f"{tmp}/venv/bin/python", __file__, *argv]).returncode
 
 
 def run(cmd: list[str], env: dict | None = None) -> tuple[float, float, float]:
@@ -209,9 +228,15 @@ def main() -> None:
     parser.add_argument("--bytecode", choices=("cached", "as-is"), default="cached",
                         help="cached: both sides run from compiled bytecode, as installed (default); "
                              "as-is: the environment's own bytecode state")
+    parser.add_argument("--wheel", action="store_true",
+                        help="time meshlint installed from its wheel, as pre-commit and CI install it: build the wheel, "
+                             "install it (no dependencies: a check needs none) into a new venv with this interpreter's "
+                             "pip, and run this bench there (the peer too)")
     args = parser.parse_args()
     if not KF.is_dir():
         sys.exit(f"needs KempnerForge's source at {KF}")
+    if args.wheel:
+        sys.exit(_in_a_wheel_install([a for a in sys.argv[1:] if a != "--wheel"]))
     configs = sorted(str(p) for p in (KF / "configs" / "train").glob("*.toml"))
     env = dict(os.environ)
     if args.bytecode == "cached":
