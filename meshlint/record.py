@@ -65,10 +65,8 @@ def _build(name: str, qualname: str, body) -> type:
         "__getnewargs__": _getnewargs,
         "__match_args__": fields,
     }
-    index = 0
-    for field in fields:
+    for index, field in enumerate(fields):
         namespace[field] = _tuplegetter(index, f"Alias for field number {index}")
-        index += 1
     for k, v in body.items():
         if k not in fields and k != "__annotations__" and not (k == "__doc__" and v is None):
             namespace[k] = v

@@ -16,6 +16,7 @@ from meshlint.engine.filereport import (  # noqa: F401 - where they always were:
 )
 from meshlint.engine.findings import Finding
 from meshlint.engine.resolve import analyse_parsed
+from meshlint.engine.rulelist import rules_for
 from meshlint.mesh.topology import CliTopology, Hint
 
 TYPE_CHECKING = False
@@ -114,7 +115,6 @@ def run_checks(report: FileReport, options: Options) -> FileReport:
     report.memory = file_memory(report, options)
     facts["memory"].update(rule_facts(report.memory))
     from meshlint.engine.expr.expression import compiled_for
-    from meshlint.engine.rulelist import rules_for
 
     compiled_for(facts["dialect"])  # the dialect's compiled functions first: they answer _split_late's free_names
     first, late = _split_late(rules_for(options.rules, facts["dialect"]))
@@ -179,7 +179,6 @@ def degree_choices(report: FileReport, options: Options) -> dict | None:
     if report.topology.world_size is None or report.dialect == "megatron":  # the search has no Megatron layout space
         return None
     from meshlint.errors import MeshlintError
-    from meshlint.engine.rulelist import rules_for
     from meshlint.engine.search.valid import degree_choices as search
 
     try:

@@ -255,12 +255,12 @@ def _rules(entries: tuple, directory: str):
     if Rule._fields != FIELDS:
         raise ValueError("Rule's fields changed")
     size = len(FIELDS)
-    dialects = []
+    dialects_of = []  # each rule's dialects, known before it is built
     for e in entries:
         if e.__class__ is not tuple or len(e) != size or e[4].__class__ is not str \
                 or not (e[8] is None or e[8].__class__ is tuple):
             raise ValueError(f"{e[0] if e.__class__ is tuple and e else e!r}: an entry of another format")
-        dialects.append(e[8])
+        dialects_of.append(e[8])
     prefix = os.path.join(directory, "")  # + a file's name: os.path.join(directory, name)
     new = tuple.__new__  # Rule._make without its call and length check: each entry unpacks to exactly FIELDS
     tree = tree_of
@@ -282,7 +282,7 @@ def _rules(entries: tuple, directory: str):
             helps,
             _Doc(code, prefix + path), frameworks, fallback, skip_note))
 
-    return RuleSet(RuleStore(dialects, build))
+    return RuleSet(RuleStore(dialects_of, build))
 
 
 _EXTRA: list = []  # [rules_prebuilt_extra's (TREES, DOCS), or None when it cannot be used], on first need
