@@ -22,7 +22,7 @@ MAX_TOML_INT = (1 << 63) - 1      # TOML's integer range: larger model sizes or 
 # ----------------------------------------------------------------------------- topology and meshes
 MAX_WORLD = 1 << 24               # 16,777,216 ranks: world size, nodes, GPUs per node, any one degree
 MAX_MESH_DIMS = 64                # dims of one (native) mesh
-MAX_PIPELINE_STAGES = 4_096       # per-stage layer lists are computed for pipelines up to this many stages
+MAX_PIPELINE_STAGES = 4_096       # per-stage layer lists and memory peaks are computed for pipelines up to this many stages
 MAX_EXAMPLE_MEMBERS = 16          # members shown of an example group (placement), whatever the group size
 
 # ----------------------------------------------------------------------------- rule packs (meshlint/engine/expr/)
@@ -54,7 +54,7 @@ def describe() -> list[tuple[str, str, str]]:
                                                 "size is an invalid value (ML101)"),
         ("world size", f"{MAX_WORLD:,}", "ranks, nodes, GPUs per node, any one degree"),
         ("mesh dims", f"{MAX_MESH_DIMS}", "dims of one native mesh"),
-        ("pipeline stages", f"{MAX_PIPELINE_STAGES:,}", "stages whose layer counts are listed"),
+        ("pipeline stages", f"{MAX_PIPELINE_STAGES:,}", "stages whose layer counts and memory peaks are listed"),
         ("expression length", f"{MAX_EXPR_CHARS:,} characters", "one rule expression"),
         ("template length", f"{MAX_TEMPLATE_CHARS:,} characters", "one message, help or key template"),
         ("expression depth", f"{MAX_EXPR_DEPTH}", "nesting of one rule expression"),

@@ -155,3 +155,21 @@ def test_torchtitan_experts_without_ep_shard_over_tp():
     assert tp4.peak.terms["params"] == pytest.approx(fsdp8.peak.terms["params"])  # 8 ranks hold every weight once
     kf = memory.estimate(moe._replace(framework="kempnerforge"), {"dp_shard": 2, "tp": 4}, 16384, 1, None)
     assert kf.peak.terms["params"] > tp4.peak.terms["params"] * moe.state_bytes / 4  # experts only 2-way
+
+
+def test_a_pipeline_longer_than_the_listed_limit_is_sized_at_its_ends(monkeypatch):
+    # a fuzzed KempnerForge config with pp = 16,777,215 hung `meshlint check` building a stage per pipeline rank:
+    # past MAX_PIPELINE_STAGES (whose layer counts are not listed either) only the two end stages are sized, and
+    # the peak is the one the whole list gives
+    from meshlint.limits import MAX_PIPELINE_STAGES
+
+    pp = MAX_PIPELINE_STAGES + 3
+    deep = LLAMA8._replace(n_layers=2 * pp)
+    d = {"pp": pp, "dp_shard": 2}
+    ends = memory.estimate(deep, d, 8192, 8, "1F1B")
+    assert [s.index for s in ends.stages] == [0, pp - 1]
+    monkeypatch.setattr(memory, "MAX_PIPELINE_STAGES", pp)  # every stage, as below the limit
+    every = memory.estimate(deep, d, 8192, 8, "1F1B")
+    assert len(every.stages) == pp and every.peak == ends.peak
+    huge = memory.estimate(LLAMA8, {"pp": 16_777_215}, 8192, 8, "1F1B")  # answers at once
+    assert [s.index for s in huge.stages] == [0, 16_777_214]

@@ -13,6 +13,7 @@ own step measures them (bench/memory_vs_fake_tt.py). Nothing here imports torch.
 
 from __future__ import annotations
 
+from meshlint.limits import MAX_PIPELINE_STAGES
 from meshlint.record import Record
 
 GIB = 2 ** 30
@@ -168,8 +169,10 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
              ends_only: bool = False, detail: bool = False) -> Peak | None:
     """The peak per GPU of every pipeline stage for one layout, or None without the model's size. ``ends_only``:
     the first and last stages only, where the peak always is (the first holds the most microbatches and the extra
-    layer of an uneven split, the last the logits): what the ranking needs, in constant time. ``detail``: each
-    stage also keeps every phase's terms (``phase_terms``)."""
+    layer of an uneven split, the last the logits): what the ranking needs, in constant time, and what a pipeline of
+    more than MAX_PIPELINE_STAGES gets (as its layer counts are not listed either: a pp of millions, which the rules
+    refuse, must not cost millions of stages). ``detail``: each stage also keeps every phase's terms
+    (``phase_terms``)."""
     if not s.params or not s.n_layers or not s.dim:
         return None
     pp, ds, cp, tp, ep = (degrees.get(n, 1) or 1 for n in ("pp", "dp_shard", "cp", "tp", "ep"))
@@ -193,11 +196,10 @@ def estimate(s: Shape, degrees: dict, microbatch_tokens: int | None, microbatche
     moe_every = L / s.moe_layers if s.moe_layers else 0
     tokens = (microbatch_tokens or 0) / (1 if kf else cp)   # KempnerForge does not split sequences over cp
     stages = []
-    per = [L // pp + (1 if i < L % pp else 0) for i in range(pp)]
     regime = precision(s, sharded, tp, pp)
     per_token = _per_token(s, tp, regime)
-    for i in (sorted({0, pp - 1}) if ends_only else range(pp)):
-        layers = per[i]
+    for i in (sorted({0, pp - 1}) if ends_only or pp > MAX_PIPELINE_STAGES else range(pp)):
+        layers = L // pp + (1 if i < L % pp else 0)
         moe_n = round(layers / moe_every) if moe_every else 0
         first, last = i == 0, i == pp - 1
         p_dense = dense_layer * layers + (embed if first else 0) + (out_w if last else 0) + (
