@@ -3,7 +3,7 @@ names (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt
 installed meshlint, the prebuilt rules are current when its RECORD holds every one of these lines and
 _rules holds these files (meshlint/engine/prebuilt.py, current_by_record)."""
 
-FINGERPRINT = ('0.1.0', 18, 1030957456, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 518725642, 191, 1027175217)
 RECORD_LINES = (
     b'meshlint/_rules/ML101-invalid-value.toml,sha256=keOtQ9oBuOE1C7DaNsZcRnja4KFYYdTUtcRlrR6Pg7s,1784',
     b'meshlint/_rules/ML102-degree-out-of-range.toml,sha256=ZnFCePaufMQwoYEMvfxYaXLkDu0IHXlIiScRysVxXQo,1610',
@@ -211,7 +211,7 @@ RECORD_LINES = (
     b'meshlint/engine/rule_cache.py,sha256=OnL9jH_NXc8Ywx6gX1_xL6-7EAN-rkfjKv8g8gXXvUg,8286',
     b'meshlint/engine/prebuilt.py,sha256=nEd-LETZLK72s2GeJ2GuDqbNql3-pywilcBitbORPrg,19804',
     b'meshlint/cachestore.py,sha256=zSznuUmorLmQ5QRtS7uBH_xcgezWvTb-lUOSVm4OJdA,9715',
-    b'meshlint/limits.py,sha256=OTEJ1cUOonuBP7Z8zzEJPyRmXVR1gHJjmtoqSwM_IDg,4906',
+    b'meshlint/limits.py,sha256=nrKMmp0YTQEUy_ipawFuPRw--H9Gl2U4yqwKIhHoX1Y,4940',
     b'meshlint/frameworks/versions.py,sha256=5hKFhtDIo7UWE9H4z35IPITqeESvuzeOG_fpms4ovDg,13067',
     b'meshlint/frameworks/registry.py,sha256=z5Qeqa5-WRYZ6_gE0ntrwYlWrFNmKd-54BW9ewZ_a3o,5389',
 )
