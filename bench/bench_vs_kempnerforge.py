@@ -35,12 +35,12 @@ installing: goal 1.0), and WARM with flags (``--world-size 16 --gpus-per-node 4`
 ``--instructions``, each process's instruction count (callgrind), steadier than CPU time on a
 shared machine.
 
-The install. The bench runs the ``meshlint`` beside the interpreter that runs it: in the checkout's venv, the
-editable install the README makes (``pip install -e .``, whose results cache keys on every file's size and
-mtime). Run it with the interpreter of a venv where meshlint was installed from its wheel
-(``python -m build --wheel`` then ``pip install dist/meshlint-*.whl``), as pre-commit and CI install it, to
-time that install (its results cache keys on pip's RECORD, meshlint/installed.py); the peer runs with the same
-interpreter. ``--wheel`` does all of that in a temporary directory.
+The install. The bench runs the ``meshlint`` beside the interpreter that runs it, and the peer with that
+interpreter. Run by the venv of the README's command 1 (``pip install .``: the wheel, as pre-commit and CI
+install it too; its results cache keys on pip's RECORD, meshlint/installed.py), it times what users run; by the
+venv of command 2, the editable install (``pip install -e .``, whose results cache keys on every file's size and
+mtime). ``--wheel`` builds the wheel and installs it into a new venv in a temporary directory, with the running
+interpreter's pip (an old pip's console script imports ``re`` first: docs/benchmarks.md, ninth pass).
 """
 
 from __future__ import annotations
