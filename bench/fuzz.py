@@ -48,6 +48,17 @@ WARM_UP = {
 PACK = (("r.toml", 'code = "ZZ001"\nname = "warm"\nseverity = "info"\nsummary = "s"\ncheck = "tp > 0"\nmessage = "m"\n'),)
 
 
+
+def _rss_now() -> str:
+    """The process's resident memory now (Linux), so a long run shows whether memory grows with the inputs
+    (the peak in the summary is a high-water mark that one hungry input sets)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return ""
+    return f", RSS now {pages * resource.getpagesize() / 2**20:.0f} MB"
+
 def warm_up(work: str) -> None:
     from fuzzgen import Case
 
@@ -132,8 +143,8 @@ def main() -> None:
             if peak > stats["worst_peak_mb"]:
                 stats["worst_peak_mb"], stats["worst_peak_input"] = peak, describe(case)[:400]
         if stats["inputs"] % 250 == 0:
-            print(f"  {stats['inputs']} inputs, {stats['failures']} failures, worst {stats['worst_seconds']:.2f} s",
-                  file=sys.stderr, flush=True)
+            print(f"  {stats['inputs']} inputs, {stats['failures']} failures, worst {stats['worst_seconds']:.2f} s"
+                  f"{_rss_now()}", file=sys.stderr, flush=True)
 
     if args.seed is not None:
         one = seed(args.seed)(one)
