@@ -83,12 +83,6 @@ class RuleSet:
     def __getitem__(self, index):
         return self.all()[index]
 
-    def __add__(self, other) -> list:
-        return self.all() + list(other)
-
-    def __radd__(self, other) -> list:
-        return list(other) + self.all()
-
     def __eq__(self, other) -> bool:
         return self.all() == (other.all() if isinstance(other, RuleSet) else other)
 
