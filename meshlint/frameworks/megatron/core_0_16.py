@@ -90,7 +90,7 @@ def read(source) -> Spec:
     # options whose value is not known (an unreadable word; every option when the line is incomplete)
     spec.extra["unknown"] = sorted(args) if spec.extra["incomplete"] else sorted(unknown)
     spec.extra["env"] = dict(getattr(source.launch, "env", None) or {"known": False})
-    spec.extra["refused_by_parser"] = [{"message": r.message, "line": r.line, "col": r.col}
+    spec.extra["refused_by_parser"] = [{"message": r.message, "line": r.line, "col": r.col, "later": r.later}
                                        for r in parsed.refusals]
     spec.extra["notes"] = list(parsed.notes) + list(getattr(source.launch, "notes", []) or [])
     spec.extra["parsed"] = dict(args)  # as the parser leaves them: what validate_args starts from (ML983)

@@ -68,11 +68,42 @@ class Given(NamedTuple):
 
 
 class Refusal(NamedTuple):
-    """argparse's ``error:`` exit: what it says and where."""
+    """argparse's ``error:`` exit: what it says and where (``later``: for an option 0.16.1 does not have, the first
+    later release whose parser has it, from ``flags_later.json``; None otherwise)."""
 
     message: str
     line: int
     col: int
+    later: str | None = None
+
+
+_LATER: dict = {}
+LATER_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flags_later.json")
+
+
+def later_release(option: str) -> str | None:
+    """The first Megatron-LM release after core_v0.16.1 whose parser has ``option`` (``flags_later.json``, written by
+    meshlint/generate/megatron_flags_later.py from the releases' source), or None. Read on first need: only a
+    launch with an option 0.16.1 lacks asks."""
+    if not _LATER:
+        try:
+            with open(LATER_TABLE, encoding="utf-8") as f:
+                data = json.load(f)
+            added = data["added"]
+            releases = [r["name"] for r in data["read"] if r["name"].startswith("core_v")]
+        except (OSError, ValueError, KeyError, TypeError):
+            added, releases = {}, []  # a build without the table: the finding says only what 0.16.1 does
+        _LATER["added"] = added if isinstance(added, dict) else {}
+        _LATER["last"] = releases[-1] if releases else "the last release read"
+    found = _LATER["added"].get(option)
+    return found if isinstance(found, str) else None
+
+
+def _has(later: str, option: str) -> str:
+    """Who has an option ``later_release`` named: releases from one on, or only main at the commit read."""
+    if later.startswith("core_v"):
+        return f"{later} and later releases have {option}"
+    return f"Megatron-LM's main at {later.partition('@')[2]} has {option}, no release up to {_LATER['last']} does"
 
 
 class Parsed:
@@ -126,11 +157,16 @@ def parse(words: list, entry: str, allowed_extras: tuple = ()) -> Parsed:
         entry_of = flags.get(name)
         if entry_of is None or (entry_of.get("extra") and entry_of["extra"] not in allowed_extras):
             if t.startswith("-") and not _NEGATIVE.match(t):
-                from difflib import get_close_matches
-
-                close = get_close_matches(name, [f for f, e in flags.items() if not e.get("extra")], n=1, cutoff=0.8)
-                hint = f" (did you mean {close[0]}?)" if close else ""
                 extra = entry_of.get("extra") if entry_of else None
+                later = later_release(name) if extra is None else None
+                if later is not None:  # an option of a newer Megatron-LM: a guess at a near name would mislead
+                    hint = f" ({_has(later, name)}; core_v0.16.1, the release meshlint models, does not)"
+                else:
+                    from difflib import get_close_matches
+
+                    close = get_close_matches(name, [f for f, e in flags.items() if not e.get("extra")], n=1,
+                                              cutoff=0.8)
+                    hint = f" (did you mean {close[0]}?)" if close else ""
                 why = f" (only when {entry}'s extra_args_provider adds the {extra} options)" if extra else ""
                 # argparse leaves the words after an unknown option unconsumed: they are unrecognized too
                 tail, j = [], i + 1
@@ -138,7 +174,7 @@ def parse(words: list, entry: str, allowed_extras: tuple = ()) -> Parsed:
                     tail.append(words[j].text)
                     j += 1
                 shown = " ".join([t] + tail)
-                out.refusals.append(Refusal(f"unrecognized arguments: {shown}{hint}{why}", w.line, w.col))
+                out.refusals.append(Refusal(f"unrecognized arguments: {shown}{hint}{why}", w.line, w.col, later))
                 i = j
                 continue
             else:
