@@ -3,7 +3,7 @@ names (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt
 installed meshlint, the prebuilt rules are current when its RECORD holds every one of these lines and
 _rules holds these files (meshlint/engine/prebuilt.py, current_by_record)."""
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 518725642, 191, 1410568196)
 RECORD_LINES = (
     b'meshlint/_rules/ML101-invalid-value.toml,sha256=keOtQ9oBuOE1C7DaNsZcRnja4KFYYdTUtcRlrR6Pg7s,1784',
     b'meshlint/_rules/ML102-degree-out-of-range.toml,sha256=ZnFCePaufMQwoYEMvfxYaXLkDu0IHXlIiScRysVxXQo,1610',
@@ -178,7 +178,7 @@ RECORD_LINES = (
     b'meshlint/_rules/ML965-megatron-query-groups-vs-tp.toml,sha256=Gkm95q6-PK7U8yeuhmPUBRZwNOKv2tY6_9R5hypf0Fk,1847',
     b'meshlint/_rules/ML966-megatron-ffn-not-divisible-by-tp.toml,sha256=8ixwmgVAdK8CNzLgHqRHjpsyVhbymdbskDyquWJx5zY,2626',
     b'meshlint/_rules/ML967-megatron-hidden-not-divisible-by-heads.toml,sha256=-MRv5UVzit2kaBkol-W11U2B-B9T59ooNy5Kp0XTnvM,1574',
-    b'meshlint/_rules/ML968-megatron-option-refused-by-parser.toml,sha256=toCswCPmfZxBQwbuNygxm6G_sRMBju74zTXEzDAeCt4,1533',
+    b'meshlint/_rules/ML968-megatron-option-refused-by-parser.toml,sha256=VxTa2UDT3jIvb7anJA_-VcwIkPUlOxc5CGe1dqC2jjU,2200',
     b'meshlint/_rules/ML969-megatron-ep-without-experts.toml,sha256=6KBXzHZ6peZCVEiu-7w5th1pPHsIk_1av0KNUyc7CbE,1423',
     b'meshlint/_rules/ML970-megatron-seq-length-indivisible-for-cp.toml,sha256=SyT4avHH3ioEmkge8hcafnfsDdMMOjQOeEzWVLdvW1A,1459',
     b'meshlint/_rules/ML971-megatron-seq-length-exceeds-positions.toml,sha256=H4rUPEYb69w_B_MoKDWri1kf6j4sEQH0JYyDhbxc3KY,1493',

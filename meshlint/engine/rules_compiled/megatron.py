@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 191, 1027175217)
+FINGERPRINT = ('0.1.0', 18, 518725642, 191, 1410568196)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -1802,10 +1802,24 @@ def e51(env):
 def e52(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'later', 'item.later')
+    t3 = (t2 is None or t2.__class__ is Missing)
+    return t3
+
+def e53(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'later', 'item.later')
+    t3 = not (t2 is None or t2.__class__ is Missing)
+    return t3
+
+def e54(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'col', 'item.col')
     return t2
 
-def e53(env):
+def e55(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'num_experts' in t1:
@@ -1816,7 +1830,7 @@ def e53(env):
     t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e54(env):
+def e56(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1850,7 +1864,7 @@ def e54(env):
         t5 = False
     return t5
 
-def e55(env):
+def e57(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -1880,7 +1894,7 @@ def e55(env):
         t7 = _compare('==', t6, (0))
     return t7
 
-def e56(env):
+def e58(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1920,21 +1934,21 @@ def e56(env):
         t5 = False
     return t5
 
-def e57(env):
+def e59(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'seq_length', 'megatron.args.seq_length')
     return t3
 
-def e58(env):
+def e60(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = _binop('*', (2), t1, env)
     return t2
 
-def e59(env):
+def e61(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'max_seq_len' in t1:
@@ -1961,7 +1975,7 @@ def e59(env):
         t3 = _compare('>=', t2, t6)
     return t3
 
-def e60(env):
+def e62(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2003,7 +2017,7 @@ def e60(env):
         t5 = False
     return t5
 
-def e61(env):
+def e63(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2018,7 +2032,7 @@ def e61(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e62(env):
+def e64(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2043,7 +2057,7 @@ def e62(env):
         t5 = False
     return t5
 
-def e63(env):
+def e65(env):
     t1 = []
     t2 = env.budget
     t4 = K15
@@ -2115,7 +2129,7 @@ def e63(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e64(env):
+def e66(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('missing')
@@ -2139,7 +2153,7 @@ def e64(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t10
 
-def e65(env):
+def e67(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2153,7 +2167,7 @@ def e65(env):
         t4 = ('are')
     return t4
 
-def e66(env):
+def e68(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2167,7 +2181,7 @@ def e66(env):
         t4 = ('they are')
     return t4
 
-def e67(env):
+def e69(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('missing')
@@ -2193,7 +2207,7 @@ def e67(env):
     t11 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' ')])
     return t11
 
-def e68(env):
+def e70(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2208,7 +2222,7 @@ def e68(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e69(env):
+def e71(env):
     t1 = []
     t2 = env.budget
     t4 = K20
@@ -2251,7 +2265,7 @@ def e69(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e70(env):
+def e72(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('removed')
@@ -2286,7 +2300,7 @@ def e70(env):
     t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t15
 
-def e71(env):
+def e73(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2295,7 +2309,7 @@ def e71(env):
     t3 = index_value(t2, (0), '?')
     return t3
 
-def e72(env):
+def e74(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('removed')
@@ -2328,7 +2342,7 @@ def e72(env):
     t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t14
 
-def e73(env):
+def e75(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2344,7 +2358,7 @@ def e73(env):
     t4 = (t3 is None or t3.__class__ is Missing)
     return t4
 
-def e74(env):
+def e76(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2382,14 +2396,14 @@ def e74(env):
         t5 = False
     return t5
 
-def e75(env):
+def e77(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'train_iters', 'megatron.args.train_iters')
     return t3
 
-def e76(env):
+def e78(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2408,7 +2422,7 @@ def e76(env):
         t4 = _compare('!=', t3, (True))
     return t4
 
-def e77(env):
+def e79(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2441,7 +2455,7 @@ def e77(env):
         t5 = False
     return t5
 
-def e78(env):
+def e80(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2474,7 +2488,7 @@ def e78(env):
         t6 = False
     return t6
 
-def e79(env):
+def e81(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2507,7 +2521,7 @@ def e79(env):
         t5 = False
     return t5
 
-def e80(env):
+def e82(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2524,7 +2538,7 @@ def e80(env):
         t7 = ('must be used with --overlap-grad-reduce')
     return t7
 
-def e81(env):
+def e83(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2541,7 +2555,7 @@ def e81(env):
         t7 = ('')
     return t7
 
-def e82(env):
+def e84(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2564,7 +2578,7 @@ def e82(env):
         t10 = ('')
     return t10
 
-def e83(env):
+def e85(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2576,7 +2590,7 @@ def e83(env):
         t5 = ('')
     return t5
 
-def e84(env):
+def e86(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2595,7 +2609,7 @@ def e84(env):
         t4 = _compare('==', t3, (True))
     return t4
 
-def e85(env):
+def e87(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2628,7 +2642,7 @@ def e85(env):
         t5 = False
     return t5
 
-def e86(env):
+def e88(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -2641,7 +2655,7 @@ def e86(env):
         t3 = ('')
     return t3
 
-def e87(env):
+def e89(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -2654,7 +2668,7 @@ def e87(env):
         t3 = ('drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)')
     return t3
 
-def e88(env):
+def e90(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'dp' in t1:
@@ -2711,7 +2725,7 @@ def e88(env):
         t9 = False
     return t9
 
-def e89(env):
+def e91(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2779,14 +2793,14 @@ def e89(env):
         t5 = False
     return t5
 
-def e90(env):
+def e92(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
     return t3
 
-def e91(env):
+def e93(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -2797,7 +2811,7 @@ def e91(env):
     t4 = _binop('*', t2, t3, env)
     return t4
 
-def e92(env):
+def e94(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -2814,7 +2828,7 @@ def e92(env):
     t8 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t4, t7])
     return t8
 
-def e93(env):
+def e95(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'env' in t1:
@@ -2833,7 +2847,7 @@ def e93(env):
         t4 = _compare('==', t3, ('1'))
     return t4
 
-def e94(env):
+def e96(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2952,7 +2966,7 @@ def e94(env):
         t5 = False
     return t5
 
-def e95(env):
+def e97(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'env', 'megatron.env')
@@ -2967,7 +2981,7 @@ def e95(env):
         t5 = t7
     return t5
 
-def e96(env):
+def e98(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -2988,7 +3002,7 @@ def e96(env):
         t3 = t8
     return t3
 
-def e97(env):
+def e99(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -3007,7 +3021,7 @@ def e97(env):
         t3 = t7
     return t3
 
-def e98(env):
+def e100(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -3026,7 +3040,7 @@ def e98(env):
         t4 = _compare('!=', t3, (True))
     return t4
 
-def e99(env):
+def e101(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3069,7 +3083,7 @@ def e99(env):
         t5 = False
     return t5
 
-def e100(env):
+def e102(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'layout_error' in t1:
@@ -3080,7 +3094,7 @@ def e100(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e101(env):
+def e103(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3105,19 +3119,19 @@ def e101(env):
         t5 = False
     return t5
 
-def e102(env):
+def e104(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'layout', 'megatron.layout')
     return t2
 
-def e103(env):
+def e105(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'layout_error', 'megatron.layout_error')
     return t2
 
-def e104(env):
+def e106(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3134,7 +3148,7 @@ def e104(env):
         t5 = ('')
     return t5
 
-def e105(env):
+def e107(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
@@ -3154,7 +3168,7 @@ def e105(env):
         t5 = ('')
     return t5
 
-def e106(env):
+def e108(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'core_refusals' in t1:
@@ -3164,25 +3178,25 @@ def e106(env):
         t2 = attr_value(t1, 'core_refusals', 'megatron.core_refusals')
     return t2
 
-def e107(env):
+def e109(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'site', 'item.site')
     return t2
 
-def e108(env):
+def e110(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'condition', 'item.condition')
     return t2
 
-def e109(env):
+def e111(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'options', 'item.options')
     return t2
 
-def e110(env):
+def e112(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'validate_refusals' in t1:
@@ -3192,7 +3206,7 @@ def e110(env):
         t2 = attr_value(t1, 'validate_refusals', 'megatron.validate_refusals')
     return t2
 
-def e111(env):
+def e113(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'rampup' in t1:
@@ -3203,7 +3217,7 @@ def e111(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e112(env):
+def e114(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3233,7 +3247,7 @@ def e112(env):
         t5 = False
     return t5
 
-def e113(env):
+def e115(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3241,7 +3255,7 @@ def e113(env):
     t4 = call_value(env, F_join.fn, F_join.cost, False, [t3, (' ')])
     return t4
 
-def e114(env):
+def e116(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3253,7 +3267,7 @@ def e114(env):
         t5 = ('unset')
     return t5
 
-def e115(env):
+def e117(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
@@ -3265,28 +3279,28 @@ def e115(env):
         t5 = ('fails during training')
     return t5
 
-def e116(env):
+def e118(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'message', 'megatron.rampup.message')
     return t3
 
-def e117(env):
+def e119(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'site', 'megatron.rampup.site')
     return t3
 
-def e118(env):
+def e120(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'key', 'megatron.rampup.key')
     return t3
 
-def e119(env):
+def e121(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -3314,7 +3328,7 @@ def e119(env):
         t8 = ('')
     return t8
 
-def e120(env):
+def e122(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'pstate_refusals' in t1:
@@ -3377,73 +3391,75 @@ COMPILED = {
     "framework.id in ['megatron@0.16.1'] and (megatron.args.kv_channels == null and model.n_heads != null and model.dim != null and model.n_heads > 0)": (e49, 26, ('framework', 'megatron', 'model')),
     "framework.id in ['megatron@0.16.1']": (e50, 5, ('framework',)),
     'megatron.parser_refusals': (e51, 2, ('megatron',)),
-    'item.col': (e52, 2, ('item',)),
-    'model.num_experts != null': (e53, 4, ('model',)),
-    "framework.id in ['megatron@0.16.1'] and (ep > 1 and model.known)": (e54, 12, ('ep', 'framework', 'model')),
-    'megatron.args.seq_length % (2 * cp) == 0': (e55, 9, ('cp', 'megatron')),
-    "framework.id in ['megatron@0.16.1'] and (cp > 1 and megatron.args.seq_length != null)": (e56, 15, ('cp', 'framework', 'megatron')),
-    'megatron.args.seq_length': (e57, 3, ('megatron',)),
-    '2 * cp': (e58, 3, ('cp',)),
-    'model.max_seq_len >= megatron.args.seq_length': (e59, 6, ('megatron', 'model')),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.seq_length != null and model.max_seq_len != null)": (e60, 16, ('framework', 'megatron', 'model')),
-    'len(missing) == 0': (e61, 4, ('missing',)),
-    "framework.id in ['megatron@0.16.1'] and (not megatron.incomplete)": (e62, 9, ('framework', 'megatron')),
-    "[m for m in [['num_layers', '--num-layers'], ['hidden_size', '--hidden-size'], ['num_attention_heads', '--num-attention-heads'], ['max_position_embeddings', '--max-position-embeddings'], ['micro_batch_size', '--micro-batch-size']] if megatron.args[m[0]] == null and not (m[0] == 'num_layers' and megatron.args.encoder_num_layers != null)]": (e63, 39, ('megatron',)),
-    "join([m[1] for m in missing], ', ')": (e64, 7, ('missing',)),
-    "'is' if len(missing) == 1 else 'are'": (e65, 7, ('missing',)),
-    "'it is' if len(missing) == 1 else 'they are'": (e66, 7, ('missing',)),
-    "join([m[1] + ' N' for m in missing], ' ')": (e67, 9, ('missing',)),
-    'len(removed) == 0': (e68, 4, ('removed',)),
-    "[r for r in [['batch_size', '--micro-batch-size', '--batch-size'], ['warmup', '--lr-warmup-fraction', '--warmup'], ['model_parallel_size', '--tensor-model-parallel-size', '--model-parallel-size']] if megatron.args[r[0]] != null]": (e69, 23, ('megatron',)),
-    "join([r[2] + ' is no longer valid, use ' + r[1] + ' instead' for r in removed], '; ')": (e70, 15, ('removed',)),
-    'removed[0][0]': (e71, 5, ('removed',)),
-    "join([r[2] + ' with ' + r[1] for r in removed], ', ')": (e72, 13, ('removed',)),
-    'megatron.args.rampup_batch_size == null': (e73, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.train_iters != null and megatron.args.train_iters != 0)": (e74, 17, ('framework', 'megatron')),
-    'megatron.args.train_iters': (e75, 3, ('megatron',)),
-    'megatron.args.bf16 != true': (e76, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.fp16 == true)": (e77, 11, ('framework', 'megatron')),
-    '(megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and megatron.args.overlap_grad_reduce': (e78, 11, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.overlap_param_gather == true)": (e79, 11, ('framework', 'megatron')),
-    "'is only supported with distributed optimizer or megatron fsdp' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else 'must be used with --overlap-grad-reduce'": (e80, 11, ('megatron',)),
-    "'--use-distributed-optimizer' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else ''": (e81, 11, ('megatron',)),
-    "' and ' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and not megatron.args.overlap_grad_reduce else ''": (e82, 16, ('megatron',)),
-    "'--overlap-grad-reduce' if not megatron.args.overlap_grad_reduce else ''": (e83, 7, ('megatron',)),
-    'megatron.args.sequence_parallel == true': (e84, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.tp_comm_overlap == true)": (e85, 11, ('framework', 'megatron')),
-    "' (switched off at tp = 1)' if tp == 1 else ''": (e86, 6, ('tp',)),
-    "'add --sequence-parallel' if tp > 1 else 'drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)'": (e87, 6, ('tp',)),
-    '(megatron.dp * cp) % megatron.args.num_distributed_optimizer_instances == 0 and (megatron.edp == null or megatron.edp % megatron.args.num_distributed_optimizer_instances == 0)': (e88, 24, ('cp', 'megatron')),
-    "framework.id in ['megatron@0.16.1'] and (world_known and megatron.dp != null and megatron.args.num_distributed_optimizer_instances != null and megatron.args.num_distributed_optimizer_instances > 1)": (e89, 24, ('framework', 'megatron', 'world_known')),
-    'megatron.args.num_distributed_optimizer_instances': (e90, 3, ('megatron',)),
-    'megatron.dp * cp': (e91, 4, ('cp', 'megatron')),
-    'gcd(megatron.dp * cp, coalesce(megatron.edp, megatron.dp * cp))': (e92, 12, ('cp', 'megatron')),
-    "megatron.env.cuda_device_max_connections == '1'": (e93, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.env != null and megatron.env.known and (tp > 1 or cp > 1) and not megatron.args.use_torch_fsdp2 and not megatron.args.use_megatron_fsdp and not megatron.args.overlap_moe_expert_parallel_comm and not (megatron.env.cuda_device_max_connections_set and megatron.env.cuda_device_max_connections == null))": (e94, 48, ('cp', 'framework', 'megatron', 'tp')),
-    "'the script does not set CUDA_DEVICE_MAX_CONNECTIONS' if not megatron.env.cuda_device_max_connections_set else 'the script sets CUDA_DEVICE_MAX_CONNECTIONS=' + megatron.env.cuda_device_max_connections": (e95, 11, ('megatron',)),
-    "'tp = ' + str(tp) if tp > 1 else 'cp = ' + str(cp)": (e96, 12, ('cp', 'tp')),
-    'keys.tp if tp > 1 else keys.cp': (e97, 8, ('keys', 'tp')),
-    'megatron.args.bridge_sequence_parallel != true': (e98, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and tp == 1)": (e99, 15, ('framework', 'megatron', 'tp')),
-    'megatron.layout_error == null': (e100, 4, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.layout != null)": (e101, 10, ('framework', 'megatron')),
-    'megatron.layout': (e102, 2, ('megatron',)),
-    'megatron.layout_error': (e103, 2, ('megatron',)),
-    "' (' + str(megatron.args.mtp_num_layers) + ' MTP layers m after them)' if megatron.args.mtp_num_layers != null else ''": (e104, 15, ('megatron',)),
-    "' (with this layout, pp in ' + join(megatron.split_pps) + ' would start)' if len(megatron.split_pps) > 0 else ''": (e105, 14, ('megatron',)),
-    'megatron.core_refusals': (e106, 2, ('megatron',)),
-    'item.site': (e107, 2, ('item',)),
-    'item.condition': (e108, 2, ('item',)),
-    'item.options': (e109, 2, ('item',)),
-    'megatron.validate_refusals': (e110, 2, ('megatron',)),
-    'megatron.rampup == null': (e111, 4, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.rampup_batch_size != null)": (e112, 11, ('framework', 'megatron')),
-    "join(megatron.args.rampup_batch_size, ' ')": (e113, 5, ('megatron',)),
-    "megatron.args.global_batch_size if megatron.args.global_batch_size != null else 'unset'": (e114, 10, ('megatron',)),
-    "'fails at start-up' if megatron.rampup.iteration == null else 'fails during training'": (e115, 8, ('megatron',)),
-    'megatron.rampup.message': (e116, 3, ('megatron',)),
-    'megatron.rampup.site': (e117, 3, ('megatron',)),
-    'megatron.rampup.key': (e118, 3, ('megatron',)),
-    "' (' + str(megatron.args.micro_batch_size * megatron.dp) + ')' if megatron.dp != null and megatron.args.micro_batch_size != null else ''": (e119, 23, ('megatron',)),
-    'megatron.pstate_refusals': (e120, 2, ('megatron',)),
+    'item.later == null': (e52, 4, ('item',)),
+    'item.later != null': (e53, 4, ('item',)),
+    'item.col': (e54, 2, ('item',)),
+    'model.num_experts != null': (e55, 4, ('model',)),
+    "framework.id in ['megatron@0.16.1'] and (ep > 1 and model.known)": (e56, 12, ('ep', 'framework', 'model')),
+    'megatron.args.seq_length % (2 * cp) == 0': (e57, 9, ('cp', 'megatron')),
+    "framework.id in ['megatron@0.16.1'] and (cp > 1 and megatron.args.seq_length != null)": (e58, 15, ('cp', 'framework', 'megatron')),
+    'megatron.args.seq_length': (e59, 3, ('megatron',)),
+    '2 * cp': (e60, 3, ('cp',)),
+    'model.max_seq_len >= megatron.args.seq_length': (e61, 6, ('megatron', 'model')),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.seq_length != null and model.max_seq_len != null)": (e62, 16, ('framework', 'megatron', 'model')),
+    'len(missing) == 0': (e63, 4, ('missing',)),
+    "framework.id in ['megatron@0.16.1'] and (not megatron.incomplete)": (e64, 9, ('framework', 'megatron')),
+    "[m for m in [['num_layers', '--num-layers'], ['hidden_size', '--hidden-size'], ['num_attention_heads', '--num-attention-heads'], ['max_position_embeddings', '--max-position-embeddings'], ['micro_batch_size', '--micro-batch-size']] if megatron.args[m[0]] == null and not (m[0] == 'num_layers' and megatron.args.encoder_num_layers != null)]": (e65, 39, ('megatron',)),
+    "join([m[1] for m in missing], ', ')": (e66, 7, ('missing',)),
+    "'is' if len(missing) == 1 else 'are'": (e67, 7, ('missing',)),
+    "'it is' if len(missing) == 1 else 'they are'": (e68, 7, ('missing',)),
+    "join([m[1] + ' N' for m in missing], ' ')": (e69, 9, ('missing',)),
+    'len(removed) == 0': (e70, 4, ('removed',)),
+    "[r for r in [['batch_size', '--micro-batch-size', '--batch-size'], ['warmup', '--lr-warmup-fraction', '--warmup'], ['model_parallel_size', '--tensor-model-parallel-size', '--model-parallel-size']] if megatron.args[r[0]] != null]": (e71, 23, ('megatron',)),
+    "join([r[2] + ' is no longer valid, use ' + r[1] + ' instead' for r in removed], '; ')": (e72, 15, ('removed',)),
+    'removed[0][0]': (e73, 5, ('removed',)),
+    "join([r[2] + ' with ' + r[1] for r in removed], ', ')": (e74, 13, ('removed',)),
+    'megatron.args.rampup_batch_size == null': (e75, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.train_iters != null and megatron.args.train_iters != 0)": (e76, 17, ('framework', 'megatron')),
+    'megatron.args.train_iters': (e77, 3, ('megatron',)),
+    'megatron.args.bf16 != true': (e78, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.fp16 == true)": (e79, 11, ('framework', 'megatron')),
+    '(megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and megatron.args.overlap_grad_reduce': (e80, 11, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.overlap_param_gather == true)": (e81, 11, ('framework', 'megatron')),
+    "'is only supported with distributed optimizer or megatron fsdp' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else 'must be used with --overlap-grad-reduce'": (e82, 11, ('megatron',)),
+    "'--use-distributed-optimizer' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else ''": (e83, 11, ('megatron',)),
+    "' and ' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and not megatron.args.overlap_grad_reduce else ''": (e84, 16, ('megatron',)),
+    "'--overlap-grad-reduce' if not megatron.args.overlap_grad_reduce else ''": (e85, 7, ('megatron',)),
+    'megatron.args.sequence_parallel == true': (e86, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.tp_comm_overlap == true)": (e87, 11, ('framework', 'megatron')),
+    "' (switched off at tp = 1)' if tp == 1 else ''": (e88, 6, ('tp',)),
+    "'add --sequence-parallel' if tp > 1 else 'drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)'": (e89, 6, ('tp',)),
+    '(megatron.dp * cp) % megatron.args.num_distributed_optimizer_instances == 0 and (megatron.edp == null or megatron.edp % megatron.args.num_distributed_optimizer_instances == 0)': (e90, 24, ('cp', 'megatron')),
+    "framework.id in ['megatron@0.16.1'] and (world_known and megatron.dp != null and megatron.args.num_distributed_optimizer_instances != null and megatron.args.num_distributed_optimizer_instances > 1)": (e91, 24, ('framework', 'megatron', 'world_known')),
+    'megatron.args.num_distributed_optimizer_instances': (e92, 3, ('megatron',)),
+    'megatron.dp * cp': (e93, 4, ('cp', 'megatron')),
+    'gcd(megatron.dp * cp, coalesce(megatron.edp, megatron.dp * cp))': (e94, 12, ('cp', 'megatron')),
+    "megatron.env.cuda_device_max_connections == '1'": (e95, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.env != null and megatron.env.known and (tp > 1 or cp > 1) and not megatron.args.use_torch_fsdp2 and not megatron.args.use_megatron_fsdp and not megatron.args.overlap_moe_expert_parallel_comm and not (megatron.env.cuda_device_max_connections_set and megatron.env.cuda_device_max_connections == null))": (e96, 48, ('cp', 'framework', 'megatron', 'tp')),
+    "'the script does not set CUDA_DEVICE_MAX_CONNECTIONS' if not megatron.env.cuda_device_max_connections_set else 'the script sets CUDA_DEVICE_MAX_CONNECTIONS=' + megatron.env.cuda_device_max_connections": (e97, 11, ('megatron',)),
+    "'tp = ' + str(tp) if tp > 1 else 'cp = ' + str(cp)": (e98, 12, ('cp', 'tp')),
+    'keys.tp if tp > 1 else keys.cp': (e99, 8, ('keys', 'tp')),
+    'megatron.args.bridge_sequence_parallel != true': (e100, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and tp == 1)": (e101, 15, ('framework', 'megatron', 'tp')),
+    'megatron.layout_error == null': (e102, 4, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.layout != null)": (e103, 10, ('framework', 'megatron')),
+    'megatron.layout': (e104, 2, ('megatron',)),
+    'megatron.layout_error': (e105, 2, ('megatron',)),
+    "' (' + str(megatron.args.mtp_num_layers) + ' MTP layers m after them)' if megatron.args.mtp_num_layers != null else ''": (e106, 15, ('megatron',)),
+    "' (with this layout, pp in ' + join(megatron.split_pps) + ' would start)' if len(megatron.split_pps) > 0 else ''": (e107, 14, ('megatron',)),
+    'megatron.core_refusals': (e108, 2, ('megatron',)),
+    'item.site': (e109, 2, ('item',)),
+    'item.condition': (e110, 2, ('item',)),
+    'item.options': (e111, 2, ('item',)),
+    'megatron.validate_refusals': (e112, 2, ('megatron',)),
+    'megatron.rampup == null': (e113, 4, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.rampup_batch_size != null)": (e114, 11, ('framework', 'megatron')),
+    "join(megatron.args.rampup_batch_size, ' ')": (e115, 5, ('megatron',)),
+    "megatron.args.global_batch_size if megatron.args.global_batch_size != null else 'unset'": (e116, 10, ('megatron',)),
+    "'fails at start-up' if megatron.rampup.iteration == null else 'fails during training'": (e117, 8, ('megatron',)),
+    'megatron.rampup.message': (e118, 3, ('megatron',)),
+    'megatron.rampup.site': (e119, 3, ('megatron',)),
+    'megatron.rampup.key': (e120, 3, ('megatron',)),
+    "' (' + str(megatron.args.micro_batch_size * megatron.dp) + ')' if megatron.dp != null and megatron.args.micro_batch_size != null else ''": (e121, 23, ('megatron',)),
+    'megatron.pstate_refusals': (e122, 2, ('megatron',)),
 }
