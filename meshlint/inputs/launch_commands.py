@@ -52,10 +52,17 @@ def launch_from_words(words: list, origin: _Origin, env: dict | None = None, sba
     prefix_env: dict = {}
     srun: dict | None = None
     srun_word = None
+    unread: list = []  # words before the command that expand to words the script does not determine
     while i < n:
         w = words[i]
         if w.splat:
-            return None
+            if w.raw.strip('"') in _SCRIPT_ARGS:
+                return None  # the script's own arguments as the command: nothing to read
+            # "${PROFILE_CMD[@]}" python ..., set in an if/else: a wrapper (nsys, numactl) or nothing; the command
+            # after it is read, and the launch says so (None still, if what follows is no launch)
+            unread.append(w)
+            i += 1
+            continue
         m = _ASSIGN.match(w.text)
         if m and not srun_word:
             prefix_env[m.group(1)] = _sub(w, m.start(2))
@@ -93,6 +100,21 @@ def launch_from_words(words: list, origin: _Origin, env: dict | None = None, sba
     if i >= n:
         return None
     env.update(prefix_env)
+    launch = _command(words, i, origin, env, srun, srun_word, sbatch, version)
+    if launch is not None and unread:
+        launch.notes.insert(0, "; ".join(
+            f"{w.raw} (line {w.line}) before the command expands to words the script does not determine "
+            f"({w.unknown or 'unknown'})" for w in unread) + ": read as a wrapper of the command (a profiler, "
+            "numactl, or nothing), checked as run without it")
+    return launch
+
+
+_SCRIPT_ARGS = ("$@", "$*", "${@}", "${*}")
+
+
+def _command(words: list, i: int, origin: _Origin, env: dict, srun, srun_word, sbatch, version) -> Launch | None:
+    """The launch the command at ``words[i]`` makes (after its prefixes: assignments, wrappers, srun), or None."""
+    n = len(words)
     cmd = words[i]
     base = os.path.basename(cmd.text)
     if base == "torchrun":

@@ -34,6 +34,7 @@ class _Reader(Flow):
         self.sbatch_cli: dict = {}    # sbatch's options on the call that runs the script (they win)
         self.submitted = None         # [(launch index, words, line)] of sbatch/bash job.sh lines, when asked
         self.origin = _Origin(file, False)
+        self.shell_depth = 0          # bash -c "$CMD" strings being read (_shell_string), nested at most twice
         self.flow_init()
 
     def called_as(self, call) -> None:
@@ -175,6 +176,8 @@ class _Reader(Flow):
         env = {name: self._env_word(name) for name, var in self.vars.items() if var.exported}
         sbatch = {"options": self.sbatch, "where": self._sbatch_where()} if self.sbatch else None
         launch = launch_from_words(words, self.origin, env=env, sbatch=sbatch, version=self.version)
+        if launch is None:
+            launch = self._shell_string(words, env, sbatch)
         if launch is None:  # Accelerate's own grammar (meshlint/inputs/accelerate_launch.py)
             from meshlint.inputs.accelerate_launch import from_words
 
@@ -185,6 +188,48 @@ class _Reader(Flow):
         if launch is not None:
             launch.notes[:0] = self.sourced
             self._add(launch)
+
+    def _shell_string(self, words: list, env: dict, sbatch) -> Launch | None:
+        """``[srun ...] bash -c "$CMD"`` (or ``sh -c``): the launch in the command string the shell runs, each of its
+        commands read after the words before the shell (srun's options), or None. The string's words are placed at
+        the string itself: its text was expanded where it was built, so no word has a place of its own."""
+        at = next((k for k in range(len(words)) if not words[k].splat
+                   and os.path.basename(words[k].text) in ("bash", "sh")), None)
+        if at is None or self.shell_depth >= 2:
+            return None
+        k = at + 1
+        while k < len(words) and words[k].known() and _SHELL_OPTION.fullmatch(words[k].text) \
+                and "c" not in words[k].text:
+            k += 1  # bash -x -c, bash -l -c
+        if k + 1 >= len(words) or not (words[k].known() and _SHELL_OPTION.fullmatch(words[k].text)
+                                       and "c" in words[k].text) or words[k + 1].splat:
+            return None
+        string = words[k + 1]
+        try:
+            commands = _Lexer(string.text).commands()
+        except InputError:
+            return None
+        self.shell_depth += 1
+        text, self.text = self.text, string.text  # what the inner words' offsets index
+        try:
+            for command in commands:
+                inner = self.expand_all(command.words)
+                for w in inner:
+                    w.line, w.col = string.line, string.col
+                    if UNKNOWN_CHAR in w.text:  # a part of the string the script does not determine
+                        w.unknown = w.unknown or string.unknown
+                        w.splat = w.splat or w.text == UNKNOWN_CHAR  # unquoted there: any number of words
+                launch = launch_from_words(words[:at] + inner, self.origin, env=env, sbatch=sbatch,
+                                           version=self.version)
+                if launch is not None:
+                    where = "" if string.line == words[at].line else f", written on line {string.line}"
+                    launch.notes.insert(0, f"read from the command string {words[at].text} -c runs (line "
+                                           f"{words[at].line}): its options are placed at that string{where}")
+                    return launch
+        finally:
+            self.shell_depth -= 1
+            self.text = text
+        return None
 
     def _submit(self, words: list, line: int) -> None:
         """``sbatch [opts] job.sh ARGS`` (or ``bash job.sh ARGS``) here: recorded, in order among the launches,
@@ -653,6 +698,9 @@ def _fields(w: Word, name: str) -> list:
         out.append(Word(match.group(), w.line, w.col + 1 + match.start() if w.raw.startswith(('"', "'")) else w.col,
                         w.raw, None, False, vars_))
     return out
+
+
+_SHELL_OPTION = re.compile(r"-[a-zA-Z]+")  # bash -x, -l, -lc: short options of the shell, -c among them
 
 
 def _mentions(raws: list, text: str) -> bool:
