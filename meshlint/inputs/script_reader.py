@@ -34,7 +34,6 @@ class _Reader(Flow):
         self.sbatch_cli: dict = {}    # sbatch's options on the call that runs the script (they win)
         self.submitted = None         # [(launch index, words, line)] of sbatch/bash job.sh lines, when asked
         self.origin = _Origin(file, False)
-        self.shell_depth = 0          # bash -c "$CMD" strings being read (_shell_string), nested at most twice
         self.flow_init()
 
     def called_as(self, call) -> None:
@@ -192,10 +191,11 @@ class _Reader(Flow):
     def _shell_string(self, words: list, env: dict, sbatch) -> Launch | None:
         """``[srun ...] bash -c "$CMD"`` (or ``sh -c``): the launch in the command string the shell runs, each of its
         commands read after the words before the shell (srun's options), or None. The string's words are placed at
-        the string itself: its text was expanded where it was built, so no word has a place of its own."""
+        the string itself: its text was expanded where it was built, so no word has a place of its own. A shell the
+        string itself runs is not read again (one level: the string's commands go to ``launch_from_words``)."""
         at = next((k for k in range(len(words)) if not words[k].splat
                    and os.path.basename(words[k].text) in ("bash", "sh")), None)
-        if at is None or self.shell_depth >= 2:
+        if at is None:
             return None
         k = at + 1
         while k < len(words) and words[k].known() and _SHELL_OPTION.fullmatch(words[k].text) \
@@ -209,7 +209,6 @@ class _Reader(Flow):
             commands = _Lexer(string.text).commands()
         except InputError:
             return None
-        self.shell_depth += 1
         text, self.text = self.text, string.text  # what the inner words' offsets index
         try:
             for command in commands:
@@ -227,7 +226,6 @@ class _Reader(Flow):
                                            f"{words[at].line}): its options are placed at that string{where}")
                     return launch
         finally:
-            self.shell_depth -= 1
             self.text = text
         return None
 
