@@ -48,7 +48,6 @@ WARM_UP = {
 PACK = (("r.toml", 'code = "ZZ001"\nname = "warm"\nseverity = "info"\nsummary = "s"\ncheck = "tp > 0"\nmessage = "m"\n'),)
 
 
-
 def _rss_now() -> str:
     """The process's resident memory now (Linux), so a long run shows whether memory grows with the inputs
     (the peak in the summary is a high-water mark that one hungry input sets)."""
@@ -58,6 +57,7 @@ def _rss_now() -> str:
     except (OSError, ValueError, IndexError):
         return ""
     return f", RSS now {pages * resource.getpagesize() / 2**20:.0f} MB"
+
 
 def warm_up(work: str) -> None:
     from fuzzgen import Case

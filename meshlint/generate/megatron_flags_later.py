@@ -83,7 +83,8 @@ class _Tree:
     def fields(self, module: str, cls: ast.ClassDef, depth: int = 0) -> list:
         """A dataclass's fields in order, its bases' first: (name, annotation, default node or None, field() call)."""
         out: list = []
-        imports = _imported(self.module(module)[1], self.module(module)[0], module)
+        path, tree = self.module(module)
+        imports = _imported(tree, path, module)
         for base in cls.bases:
             name = base.id if isinstance(base, ast.Name) else None
             if name is None or depth > 8:
@@ -187,7 +188,8 @@ def options_at(root: str, commit: str) -> set:
 
 
 def _git(root: str, *args: str) -> str:
-    return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, check=True).stdout  # a bare clone too
+    # -C: a working tree or a bare clone alike
+    return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, check=True).stdout
 
 
 # options of core_v0.16.1's source its generated table lacks, and why: the parser that wrote the table was built

@@ -10,6 +10,8 @@ from typing import Any, NamedTuple
 from meshlint.errors import InputError
 from meshlint.mesh.topology import MAX_WORLD
 
+SCRIPT_ARGS = ("$@", "$*", "${@}", "${*}")  # a word that passes the script's own arguments on
+
 
 COMMAND_LINE = "<command line>"   # the "file" of an override given on meshlint's own command line
 UNKNOWN_CHAR = "\x00"             # marks the unknown part of a word (a variable the script does not set)

@@ -3,8 +3,9 @@ variables the script itself sets expanded and the world size its torchrun/srun/#
 
 A small, bounded reading of shell, not a shell: quotes, backslash continuations, comments, here-documents
 (skipped), ``NAME=value``/``export``/``declare`` assignments, ``${X:-default}``, ``$((arithmetic))``
-and simple arrays are understood; a variable the script does not set, a ``$(command)``, a loop variable
-or one set inside an if/else or loop (read after it) is unknown, and so is any override built from it.
+and simple arrays are understood, and so is a command string a shell runs (``bash -c "$CMD"``,
+script_reader.py ``_shell_string``); a variable the script does not set, a ``$(command)``, a loop variable or
+one set inside an if/else or loop (read after it) is unknown, and so is any override built from it.
 ``"$@"`` (the script's own arguments) is noted, and the config is checked as run without them.
 Nothing is executed.
 """
