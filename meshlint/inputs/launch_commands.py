@@ -8,7 +8,7 @@ import re
 
 from meshlint.errors import InputError
 from meshlint.mesh.topology import MAX_WORLD, Hint
-from meshlint.inputs.launch_words import (SCRIPT_ARGS, _err, _int_of, Launch, MAX_ARGS, _Origin, Override, _shown,
+from meshlint.inputs.launch_words import (_err, _int_of, Launch, MAX_ARGS, _Origin, Override, _shown,
     _sub, _var_note, _where, Word)
 from meshlint.inputs.tyro_overrides import parse_overrides
 
@@ -56,7 +56,7 @@ def launch_from_words(words: list, origin: _Origin, env: dict | None = None, sba
     while i < n:
         w = words[i]
         if w.splat:
-            if w.raw.strip('"') in SCRIPT_ARGS:
+            if w.passes_args():
                 return None  # the script's own arguments as the command: nothing to read
             # "${PROFILE_CMD[@]}" python ..., set in an if/else: a wrapper (nsys, numactl) or nothing; the command
             # after it is read, and the launch says so (None still, if what follows is no launch)

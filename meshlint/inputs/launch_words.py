@@ -100,6 +100,10 @@ class Word:
     def known(self) -> bool:
         return self.unknown is None and not self.splat
 
+    def passes_args(self) -> bool:
+        """Whether the word passes the script's own arguments on (``"$@"``, ``$*``, ...)."""
+        return self.splat and self.raw.strip('"') in SCRIPT_ARGS
+
     def __repr__(self) -> str:
         return f"Word({self.text!r}{', unknown' if self.unknown else ''}{', splat' if self.splat else ''})"
 

@@ -16,8 +16,6 @@ import os
 import re
 from typing import Any, NamedTuple
 
-from meshlint.inputs.launch_words import SCRIPT_ARGS
-
 _TABLE: dict = {}
 _NEGATIVE = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse._negative_number_matcher
 
@@ -130,7 +128,7 @@ def parse(words: list, entry: str, allowed_extras: tuple = ()) -> Parsed:
     while i < n:
         w = words[i]
         if w.splat:
-            if w.raw.strip('"') in SCRIPT_ARGS:  # the script's own arguments: run without them
+            if w.passes_args():  # the script's own arguments: run without them
                 out.notes.append(f"{w.raw} (line {w.line}) passes the script's arguments through: checked as run "
                                  "without any")
             elif w.raw.endswith("+=(...)"):  # scripts.py: items an if/loop block may append to an array
