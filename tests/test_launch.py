@@ -602,7 +602,7 @@ def test_module_and_config_as_torchtitan_takes_them():
 
 
 def test_not_a_launch():
-    with pytest.raises(InputError, match="does not start torchtitan.train"):
+    with pytest.raises(InputError, match="starts no training meshlint reads"):
         parse_launch_args(["torchrun", "-m", "other.train", "--module", "m", "--config", "c"])
     assert launches_in_text("python train.py --module llama3 --config x\ntorchrun -m other.train\n") == []
     assert launches_in_text("echo torchtitan.train --module x --config y\n") == []

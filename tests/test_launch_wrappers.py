@@ -86,3 +86,21 @@ def test_a_shell_inside_the_string_is_not_read_again():
     inner = f"python pretrain_gpt.py {MODEL}"
     assert len(launches_in_text(f'A="{inner}"\nbash -c "$A"\n', "x.sh")) == 1
     assert launches_in_text(f'A="{inner}"\nB="bash -c $A"\nbash -c "$B"\n', "x.sh") == []  # one level
+
+
+NO_PYTHON = [  # torchrun --no-python runs the program as given: here the interpreter, with its own options
+    "torchrun --nproc_per_node 8 --no-python python -u pretrain_gpt.py {model} --tensor-model-parallel-size 3",
+    "torchrun --nproc-per-node=8 --no_python python3 -X dev pretrain_gpt.py {model} --tensor-model-parallel-size 3",
+    "torchrun --nproc_per_node 8 --no-python /usr/bin/python3.11 pretrain_gpt.py {model} --tensor-model-parallel-size 3",
+]
+
+
+def test_torchrun_no_python_reads_what_the_interpreter_runs(tmp_path):
+    for line in NO_PYTHON:
+        (report,) = check(tmp_path, "#!/bin/bash\n" + line.format(model=MODEL) + "\n")
+        assert report.status == "checked" and report.dialect == "megatron", line
+        assert report.topology.world_size == 8, line
+        assert "ML304" in {f.code for f in report.findings}, line  # 4 heads on tp = 3
+    # a program that is not python is not a launch meshlint reads; nor is --no-python with torchrun's own -m
+    assert launches_in_text("torchrun --nproc_per_node 8 --no-python ./train.sh --tp 4\n", "x.sh") == []
+    assert launches_in_text("torchrun --no-python python -c 'print(1)'\n", "x.sh") == []

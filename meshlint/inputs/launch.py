@@ -56,11 +56,11 @@ def parse_launch_args(argv: list, version: str | None = None) -> Launch:
     origin = _Origin(None, True)
     launch = launch_from_words(words, origin, version=version)
     if launch is None and words and not words[0].text.startswith("-"):
-        raise InputError("ML006", f"{argv[0]!r} ... does not start torchtitan.train or KempnerForge's "
-                                  "scripts/train.py: a launch is torchrun/python -m torchtitan.train (--module M "
-                                  "--config F, or v0.2's --job.config_file X.toml), run_train.sh, torchtitan's own "
-                                  "--module M --config F ..., or [torchrun|srun|uv run] python scripts/train.py "
-                                  "CONFIG.toml --section.key=value ...",
+        raise InputError("ML006", f"{argv[0]!r} ... starts no training meshlint reads: a launch is torchrun/python "
+                                  "-m torchtitan.train (--module M --config F, or v0.2's --job.config_file X.toml), "
+                                  "run_train.sh, torchtitan's own --module M --config F ..., [torchrun|srun|uv run] "
+                                  "python scripts/train.py CONFIG.toml --section.key=value ... (KempnerForge), "
+                                  "[torchrun|python] pretrain_gpt.py ... (Megatron-LM), or accelerate launch ...",
                          1, 1, help="e.g. torchrun --nproc_per_node 8 -m torchtitan.train --module llama3 --config "
                                     "llama3_8b, or torchrun --nproc_per_node=2 scripts/train.py configs/train/debug.toml")
     if launch is None:

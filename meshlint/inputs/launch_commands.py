@@ -214,6 +214,17 @@ def _torchrun_launch(words, i, origin, env, srun, srun_word, sbatch, version, la
     if j >= n:
         return None
     script = words[j]
+    if "no-python" in opts and not as_module and _PYTHON.match(os.path.basename(script.text)):
+        # torchrun --no-python python [-u] (-m MODULE | SCRIPT) ARGS: the program run as given is the
+        # interpreter itself (torch/distributed/run.py), so the launch is what that python runs
+        after, module, inner = _python_options(words, j + 1)
+        if module is not None:
+            w = words[after - 1]  # the module's word (-m NAME, or -mNAME)
+            as_module, script, j = True, Word(module, w.line, w.col, w.raw), after - 1
+        elif inner is not None:
+            script, j = inner, after - 1
+        else:
+            return None
     if script.text == "torchtitan.train" if as_module else _is_train_py(script):
         launch = _trainer_launch(words[j + 1:], origin, "torchrun", env, version, first=cmd, index0=j + 1)
     else:
