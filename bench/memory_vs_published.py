@@ -4,7 +4,8 @@ KempnerForge benchmarks/mfu_scaling (mfu_bench.sh's launch lines on configs/trai
 "Mem/GPU" is torch.cuda.max_memory_allocated / 1024**3 (kempnerforge/metrics/memory.py:33), so it is held
 against the model's allocated bytes. torchtitan benchmarks/llama3_h100_202412_torchtitan.md (torchtitan 9dec370,
 each table's stated layout, batch and AC mode, with that commit's llama3 TOML defaults): torchtitan logs the
-allocator's max reserved bytes, held against allocated + the allocator's reserve. Prints one row per run:
+allocator's max reserved bytes, held against allocated + the allocator's reserve. Runs whose loss torchtitan compiled
+(COMPILED_ROWS): a published H200 benchmark and a user's two measurements (pytorch/torchtitan#1789). Prints one row per run:
 measured, predicted, error, the phase of the step the peak falls in and each term's GiB alive then; then the DeepSeek-V3 671B recipe's verdict.
 
     PYTHONPATH=. python bench/memory_vs_published.py [--json]
@@ -54,6 +55,27 @@ TT_ROWS = [
     (6, "FSDP 4, CP 2", "405B", 512, 4, 2, 8, 8, "1F1B", 8, 1, 65536, "full", True, 75.9),
     (6, "FSDP 2, CP 4", "405B", 512, 2, 4, 8, 8, "1F1B", 8, 1, 131072, "full", True, 77.1),
     (6, "FSDP 1, CP 8", "405B", 512, 1, 8, 8, 8, "1F1B", 8, 1, 262144, "full", True, 84.9),
+]
+# Runs whose loss torchtitan compiled (compile.enable with "loss" in compile.components, torchtitan after
+# bbb1b616e, 2025-04): (label, where measured, GPUs, GPUs per node, the TOML, degrees, measured max reserved GiB).
+# llama3-8b_h200_202506_trainy-whitefiber.md (torchtitan e7c0cae: --training.compile compiled model and loss, Float8
+# with its FSDP all-gather, local batch 2, llama3_8b.toml's seq 8192 and selective op AC); pytorch/torchtitan#1789,
+# a user's report on 8 H100 with v0.2's deepseek_v3_16b.toml (compile.components = ["loss"]): local batch 4 logged
+# "memory: 73.32GiB(92.70%)", local batch 8 with ep 1 "runs ... at almost 96% memory usage" (0.96 x 79.1 GiB).
+TRAINY = ("[model]\nname = \"llama3\"\nflavor = \"8B\"\nconverters = [\"quantize.linear.float8\"]\n"
+          "[training]\nlocal_batch_size = 2\nseq_len = 8192\n[activation_checkpoint]\nmode = \"selective\"\n"
+          "selective_ac_option = \"op\"\n[compile]\nenable = true\n[quantize.linear.float8]\n"
+          "enable_fsdp_float8_all_gather = true\nprecompute_float8_dynamic_scale_for_fsdp = true\n"
+          "[parallelism]\ndata_parallel_shard_degree = -1\n")
+DSV3_16B = Path("/work/shared/frameworks/torchtitan-v0.2-9810191bb-parent/torchtitan/models/deepseek_v3/"
+                "train_configs/deepseek_v3_16b.toml")
+COMPILED_ROWS = [
+    ("Trainy H200 8B FSDP 32 (compile, Float8)", 32, 8, lambda: TRAINY, {"dp_shard": 32}, 47.96),
+    ("Trainy H200 8B FSDP 64 (compile, Float8)", 64, 8, lambda: TRAINY, {"dp_shard": 64}, 46.97),
+    ("#1789 DSv3 16B lbs 4 ep 8 (loss compiled)", 8, 8, lambda: DSV3_16B.read_text(), {"dp_shard": 8, "ep": 8}, 73.32),
+    ("#1789 DSv3 16B lbs 8 ep 1 (loss compiled)", 8, 8,
+     lambda: DSV3_16B.read_text().replace("local_batch_size = 4", "local_batch_size = 8")
+     .replace("expert_parallel_degree = 8", "expert_parallel_degree = 1"), {"dp_shard": 8}, 0.96 * 79.1),
 ]
 SHOWN = ("params", "grads", "optimizer", "unsharded_grads", "fsdp_unsharded", "reduce_buffers", "activations",
          "recompute", "logits_loss", "allocator_reserve")
@@ -110,6 +132,12 @@ def run() -> dict:
             predicted = (peak.peak.allocated + peak.peak.terms["allocator_reserve"]) / GIB  # max reserved
             rows.append(_row(f"TT T{table} {flavor} {label}" + (" (compile, Float8)" if fast else ""), measured,
                              predicted, peak, reserve=True))
+        for label, gpus, gpn, text, degrees, measured in COMPILED_ROWS:
+            if "DSv3" in label and not DSV3_16B.exists():
+                continue
+            peak = peak_of(text(), f"tt_compiled_{len(rows)}.toml", gpus, gpn, degrees, tmp)
+            predicted = (peak.peak.allocated + peak.peak.terms["allocator_reserve"]) / GIB  # max reserved
+            rows.append(_row(label, round(measured, 2), predicted, peak, reserve=True))
         deepseek = _deepseek(tmp)
     return {"rows": rows, "deepseek_v3_671b": deepseek}
 

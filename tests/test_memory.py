@@ -27,9 +27,32 @@ def published():
 
 def test_every_published_peak_within_20_percent(published):
     rows = published["rows"]
-    assert len(rows) == 27  # KempnerForge's 14 MFU runs, torchtitan's 13 table rows with a layout
-    worst = max(rows, key=lambda r: abs(r["error_pct"]))
+    # KempnerForge's 14 MFU runs, torchtitan's 13 table rows with a layout, then 4 runs whose loss was compiled
+    assert len(rows) == 31
+    worst = max(rows[:27], key=lambda r: abs(r["error_pct"]))
     assert abs(worst["error_pct"]) <= 20, worst
+    trainy, reported = rows[27:29], rows[29:]
+    assert all(abs(r["error_pct"]) <= 10 for r in trainy), trainy  # a dense model, loss and blocks compiled
+    # a user's two DeepSeek-V3 16B measurements (pytorch/torchtitan#1789): the MoE's all-to-all with ep 8 is the
+    # estimate's weakest spot (-22 %), stated in ML505's doc; an uncompiled loss put these at -2 % and +52 %
+    assert all(abs(r["error_pct"]) <= 25 for r in reported), reported
+
+
+def test_a_compiled_loss_keeps_the_logits_and_their_gradient_only():
+    """torch.compile (inductor) fuses the loss's .float(), log-softmax and nll (bench/compiled_loss.py): the forward
+    holds the logits, the backward them and one gradient of their dtype, against 2.5 and 3 fp32 copies eagerly."""
+    tokens, vocab = 16384, LLAMA8.vocab
+    eager = memory.estimate(LLAMA8, {"dp_shard": 8}, tokens, 1, None, detail=True).peak
+    compiled = memory.estimate(LLAMA8._replace(compiled_loss=True), {"dp_shard": 8}, tokens, 1, None,
+                               detail=True).peak
+    u = tokens * vocab * 4
+    assert eager.phase_terms["loss_backward"]["logits_loss"] == 3 * u
+    assert compiled.phase_terms["loss_backward"]["logits_loss"] == 2 * (u / 2)  # bf16 logits and their gradient
+    assert compiled.phase_terms["forward"]["logits_loss"] == u / 2
+    # with loss parallel over tp the compiled loss is not modelled: the eager arithmetic stays
+    tp = {"dp_shard": 4, "tp": 2}
+    assert memory.estimate(LLAMA8._replace(compiled_loss=True), tp, tokens, 1, None).peak.total == \
+        memory.estimate(LLAMA8, tp, tokens, 1, None).peak.total
 
 
 def test_deepseek_v3_671b_recipe_does_not_fit(published):
@@ -173,3 +196,34 @@ def test_a_pipeline_longer_than_the_listed_limit_is_sized_at_its_ends(monkeypatc
     assert len(every.stages) == pp and every.peak == ends.peak
     huge = memory.estimate(LLAMA8, {"pp": 16_777_215}, 8192, 8, "1F1B")  # answers at once
     assert [s.index for s in huge.stages] == [0, 16_777_214]
+
+
+TT_LLAMA8 = """# meshlint: world_size=8
+[model]
+name = "llama3"
+flavor = "8B"
+[training]
+local_batch_size = 2
+seq_len = 8192
+[parallelism]
+data_parallel_shard_degree = 8
+"""
+
+
+@pytest.mark.parametrize("compile_table, compiled", [
+    ("", False),                                                          # compile.enable defaults to False
+    ("[compile]\nenable = true\n", True),                                 # components default ["model", "loss"]
+    ("[compile]\nenable = true\ncomponents = [\"loss\"]\n", True),
+    ("[compile]\nenable = true\ncomponents = [\"model\"]\n", False),
+    ("[compile]\nenable = true\nbackend = \"aot_eager\"\n", False),      # no inductor: no fusion
+    ("[compile]\nenable = false\ncomponents = [\"loss\"]\n", False),
+])
+def test_the_loss_is_compiled_as_torchtitan_decides(tmp_path, compile_table, compiled):
+    from meshlint.engine.check import Options, check_file
+    from meshlint.engine.ruleset import load_rules
+
+    path = tmp_path / "llama3_8b.toml"
+    path.write_text(TT_LLAMA8 + compile_table)
+    terms = check_file(str(path), Options(rules=load_rules())).memory["terms"]
+    logits = 2 * 8192 * 128256 * 2  # bf16
+    assert terms["logits_loss"] == pytest.approx((2 * logits if compiled else 3 * 2 * logits) / GIB, abs=1e-3)

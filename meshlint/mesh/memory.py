@@ -59,6 +59,7 @@ class Shape(Record):
     sequence_parallel: bool = True  # False (Accelerate's TP: Transformers' tp_plan): norms whole on every tp rank
     norm_bytes: int = 8          # bytes per element an RMSNorm keeps besides its output (fp32 input and normalised)
     qk_norm: bool = False        # a norm over each head's q and k (the model table's qk_norm: qwen3)
+    compiled_loss: bool = False  # torchtitan: the loss under torch.compile with inductor (compile.components)
 
 
 class Stage(Record):
@@ -343,6 +344,12 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
                 forward_loss, backward_loss = (3.5 * u, 4 * u) if lp else (2.5 * u, 3 * u)
                 if a == 4:  # fp32 logits: the loss's .float() copies nothing, and they are u, not u/2
                     forward_loss -= 0.5 * u
+                if s.compiled_loss and not lp:
+                    # inductor fuses .float(), the log-softmax and the nll into reductions (its forward graph saves
+                    # the logits and two [tokens, 1] statistics; its backward writes one gradient in the logits'
+                    # dtype: bench/compiled_loss.py): the logits through the forward, then with their gradient
+                    logits = tokens * V * a
+                    forward_loss, backward_loss = logits, 2 * logits
                 if s.framework == "accelerate":
                     # the training loop of Accelerate's examples keeps ``outputs`` (its bf16 logits) through backward
                     backward_loss += 0.5 * u

@@ -45,6 +45,7 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
         budget = 0.5
         accumulate = (_int(v.get("train.grad_accum_steps")) or 1) > 1
         loss_parallel = False  # the output gathers the logits to the full vocabulary (tensor_parallel.py:168-172)
+        compiled_loss = False  # KempnerForge compiles the model only (distributed/parallel.py)
     else:
         moe_layers = _int(e.get("moe_layers")) or (n_layers or 0) if experts else 0
         top_k = _int(e.get("top_k")) or 1
@@ -70,6 +71,13 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
         loss_parallel = _table(data, "parallelism").get("disable_loss_parallel") is not True
         if isinstance(table.get("mode"), str) and table["mode"] == "memory_budget":
             ac = "memory_budget"
+        # components/loss.py build_cross_entropy_loss (0.2.x) and BaseLoss._maybe_compile (registries): the loss is
+        # torch.compile'd when compile.enable and "loss" in compile.components (default ["model", "loss"]); its
+        # memory is inductor's (backend, default "inductor")
+        compile_ = _table(data, "compile")
+        components = compile_.get("components", ["model", "loss"])
+        compiled_loss = (v.get("compile.enable", compile_.get("enable")) is True and isinstance(components, list)
+                         and "loss" in components and compile_.get("backend", "inductor") == "inductor")
     ffn = _int(v.get("model.ffn_hidden_dim")) or _int(e.get("ffn_hidden_dim")) or (
         moe_hidden * (top_k + shared) if experts else None)
     params = _int(v.get("model.params")) or _int(e.get("params"))
@@ -79,7 +87,7 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
                  num_experts=experts, moe_layers=moe_layers, moe_hidden=moe_hidden, top_k=top_k if experts else 0,
                  shared_experts=shared, expert_params=expert_params, ac=ac, ac_option=option, memory_budget=budget,
                  state_bytes=state, compute_bytes=compute, foreach_optimizer=foreach, accumulate_unsharded=accumulate,
-                 loss_parallel=loss_parallel, qk_norm=not kf and e.get("qk_norm") is True,
+                 loss_parallel=loss_parallel, compiled_loss=compiled_loss, qk_norm=not kf and e.get("qk_norm") is True,
                  # 0.2.x TOML (no registry types): parallelize.py applies DDP to dp_replicate alone; the registry
                  # versions always apply FSDP2 (apply_fsdp_to_decoder, "with shard_degree=1 ... still installs")
                  ddp_replicate=not kf and getattr(report.source, "types", None) is None)
