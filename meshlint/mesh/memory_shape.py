@@ -74,10 +74,11 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
         # components/loss.py build_cross_entropy_loss (0.2.x) and BaseLoss._maybe_compile (registries): the loss is
         # torch.compile'd when compile.enable and "loss" in compile.components (default ["model", "loss"]); its
         # memory is inductor's (backend, default "inductor")
-        compile_ = _table(data, "compile")
-        components = compile_.get("components", ["model", "loss"])
+        compile_ = _table(data, "compile")  # a TOML's table; a registry's values are in spec.values
+        components = v.get("compile.components", compile_.get("components", ["model", "loss"]))
+        backend = v.get("compile.backend", compile_.get("backend", "inductor"))
         compiled_loss = (v.get("compile.enable", compile_.get("enable")) is True and isinstance(components, list)
-                         and "loss" in components and compile_.get("backend", "inductor") == "inductor")
+                         and "loss" in components and backend == "inductor")
     ffn = _int(v.get("model.ffn_hidden_dim")) or _int(e.get("ffn_hidden_dim")) or (
         moe_hidden * (top_k + shared) if experts else None)
     params = _int(v.get("model.params")) or _int(e.get("params"))
