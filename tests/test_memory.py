@@ -227,3 +227,34 @@ def test_the_loss_is_compiled_as_torchtitan_decides(tmp_path, compile_table, com
     terms = check_file(str(path), Options(rules=load_rules())).memory["terms"]
     logits = 2 * 8192 * 128256 * 2  # bf16
     assert terms["logits_loss"] == pytest.approx((2 * logits if compiled else 3 * 2 * logits) / GIB, abs=1e-3)
+
+
+def test_a_chunked_loss_holds_one_chunk_of_logits_and_the_gathered_gradient():
+    """ChunkedLossWrapper (0.3.0 and main): lm_head and the loss per chunk of tokens, a [tokens, dim] fp32 buffer for
+    the hidden states' gradient, and with FSDP the output projection's unsharded fp32 gradient across the chunks."""
+    tokens, vocab, dim = 16384, LLAMA8.vocab, LLAMA8.dim
+    plain = memory.estimate(LLAMA8, {"dp_shard": 8}, tokens, 1, None, detail=True).peak.phase_terms
+    for chunks in (1, 8):
+        chunked = memory.estimate(LLAMA8._replace(loss_chunks=chunks), {"dp_shard": 8}, tokens, 1, None,
+                                  detail=True).peak.phase_terms
+        gathered = tokens * dim * 4
+        lm_head_grad = vocab * dim * 4 if chunks > 1 else 0  # sync is on for the only chunk
+        assert chunked["forward"]["logits_loss"] == pytest.approx(plain["forward"]["logits_loss"] / chunks + gathered)
+        assert chunked["loss_backward"]["logits_loss"] == pytest.approx(
+            plain["loss_backward"]["logits_loss"] / chunks + gathered + lm_head_grad)
+
+
+def test_a_registry_with_chunked_loss_is_estimated_per_chunk():
+    from meshlint.cli.settings import CliSettings, Planner
+    from meshlint.engine.check import check_all
+
+    tree = Path(__file__).resolve().parents[2] / "shared" / "frameworks" / "torchtitan-b5bcd76c6"
+    registry = tree / "torchtitan" / "models" / "llama3" / "config_registry.py"
+    if not registry.exists():
+        pytest.skip(f"{tree} is not here")
+    planner = Planner(CliSettings(isolated=True, world_size=8, gpus_per_node=8))
+    options = planner.options_for(str(registry))
+    (report,) = check_all(f"{registry}::llama3_8b", options)  # loss=ChunkedLossWrapper.Config(), 8 chunks
+    tokens, vocab, dim = 8192, 128256, 4096
+    expected = 3 * tokens * vocab * 4 / 8 + tokens * dim * 4 + vocab * dim * 4
+    assert report.memory["terms"]["logits_loss"] == pytest.approx(expected / GIB, abs=1e-3)

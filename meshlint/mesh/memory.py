@@ -60,6 +60,7 @@ class Shape(Record):
     norm_bytes: int = 8          # bytes per element an RMSNorm keeps besides its output (fp32 input and normalised)
     qk_norm: bool = False        # a norm over each head's q and k (the model table's qk_norm: qwen3)
     compiled_loss: bool = False  # torchtitan: the loss under torch.compile with inductor (compile.components)
+    loss_chunks: int = 0         # torchtitan's registries: ChunkedLossWrapper's num_chunks (0: the loss is not chunked)
 
 
 class Stage(Record):
@@ -353,6 +354,17 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
                 if s.framework == "accelerate":
                     # the training loop of Accelerate's examples keeps ``outputs`` (its bf16 logits) through backward
                     backward_loss += 0.5 * u
+            if s.loss_chunks and not kf:
+                # ChunkedLossWrapper (components/loss.py, 0.3.0 and main): the output projection and the loss run on
+                # one chunk of the tokens at a time, each chunk's backward at once, so one chunk's logits are alive;
+                # a [tokens, dim] fp32 buffer gathers the hidden states' gradient (GradAccumulator), and with FSDP
+                # the output projection stays gathered with gradient sync off until the last chunk, so its unsharded
+                # gradient accumulates in the reduce dtype (set_requires_gradient_sync(False); torch
+                # fsdp/_fully_shard/_fsdp_param.py to_accumulated_grad_if_needed)
+                gathered = tokens * d * 4
+                forward_loss = forward_loss / s.loss_chunks + gathered
+                backward_loss = backward_loss / s.loss_chunks + gathered + (
+                    out_w / tp * s.reduce_bytes if sharded and s.loss_chunks > 1 else 0.0)
             phases["forward"] = {**fwd, "logits_loss": forward_loss}
             phases["loss_backward"] = {**fwd, "activations": fwd["activations"] - copies + kept,
                                        "logits_loss": backward_loss}

@@ -46,6 +46,7 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
         accumulate = (_int(v.get("train.grad_accum_steps")) or 1) > 1
         loss_parallel = False  # the output gathers the logits to the full vocabulary (tensor_parallel.py:168-172)
         compiled_loss = False  # KempnerForge compiles the model only (distributed/parallel.py)
+        loss_chunks = 0
     else:
         moe_layers = _int(e.get("moe_layers")) or (n_layers or 0) if experts else 0
         top_k = _int(e.get("top_k")) or 1
@@ -74,6 +75,11 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
         # components/loss.py build_cross_entropy_loss (0.2.x) and BaseLoss._maybe_compile (registries): the loss is
         # torch.compile'd when compile.enable and "loss" in compile.components (default ["model", "loss"]); its
         # memory is inductor's (backend, default "inductor")
+        # registries: ChunkedLossWrapper (Trainer.Config.loss) runs lm_head and the loss per chunk of tokens
+        loss_chunks = 0
+        if types is not None and types.get("loss") == "ChunkedLossWrapper.Config":
+            chunks = _table(data, "loss").get("num_chunks", 8)  # components/loss.py Config.num_chunks: 8
+            loss_chunks = chunks if isinstance(chunks, int) and not isinstance(chunks, bool) and chunks >= 1 else 0
         compile_ = _table(data, "compile")  # a TOML's table; a registry's values are in spec.values
         components = v.get("compile.components", compile_.get("components", ["model", "loss"]))
         backend = v.get("compile.backend", compile_.get("backend", "inductor"))
@@ -88,7 +94,7 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
                  num_experts=experts, moe_layers=moe_layers, moe_hidden=moe_hidden, top_k=top_k if experts else 0,
                  shared_experts=shared, expert_params=expert_params, ac=ac, ac_option=option, memory_budget=budget,
                  state_bytes=state, compute_bytes=compute, foreach_optimizer=foreach, accumulate_unsharded=accumulate,
-                 loss_parallel=loss_parallel, compiled_loss=compiled_loss, qk_norm=not kf and e.get("qk_norm") is True,
+                 loss_parallel=loss_parallel, compiled_loss=compiled_loss, loss_chunks=loss_chunks, qk_norm=not kf and e.get("qk_norm") is True,
                  # 0.2.x TOML (no registry types): parallelize.py applies DDP to dp_replicate alone; the registry
                  # versions always apply FSDP2 (apply_fsdp_to_decoder, "with shard_degree=1 ... still installs")
                  ddp_replicate=not kf and getattr(report.source, "types", None) is None)
