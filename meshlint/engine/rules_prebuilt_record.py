@@ -3,7 +3,7 @@ names (generated from rules/*.toml by python -m meshlint.generate.rules_prebuilt
 installed meshlint, the prebuilt rules are current when its RECORD holds every one of these lines and
 _rules holds these files (meshlint/engine/prebuilt.py, current_by_record)."""
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 191, 3023458795)
+FINGERPRINT = ('0.1.0', 18, 518725642, 191, 162025935)
 RECORD_LINES = (
     b'meshlint/_rules/ML101-invalid-value.toml,sha256=keOtQ9oBuOE1C7DaNsZcRnja4KFYYdTUtcRlrR6Pg7s,1784',
     b'meshlint/_rules/ML102-degree-out-of-range.toml,sha256=ZnFCePaufMQwoYEMvfxYaXLkDu0IHXlIiScRysVxXQo,1610',
@@ -55,7 +55,7 @@ RECORD_LINES = (
     b'meshlint/_rules/ML501-unknown-model-flavor.toml,sha256=wp_MaqpC6O6LpEiMr5zYJMyZkKv9O89IyeaC-1sv79I,1541',
     b'meshlint/_rules/ML502-ep-on-dense-model.toml,sha256=CNmqCC10V_ixjIXkcjuAqTJPhby601HsWb14q3n1WD0,935',
     b'meshlint/_rules/ML503-tp-shards-uneven.toml,sha256=Pg3vMXo2vJuEC_e5tIgiwq0HH5P8BB1uuY6VkzVrBKU,2277',
-    b'meshlint/_rules/ML504-peak-memory-exceeds-gpu-memory.toml,sha256=YUI0jk8qZ1vNyKvTTne1ci22ySLnVkXMLkdApqbLFpI,3602',
+    b'meshlint/_rules/ML504-peak-memory-exceeds-gpu-memory.toml,sha256=MgACu-ovDAQjQDdFXkOvW0n5RKpYhVWAdfYtpbm0KCA,3765',
     b'meshlint/_rules/ML505-peak-memory-near-gpu-memory.toml,sha256=67K6oVruz2B5BuzCb1hXLyfOv9ZKvNC4sZIVUWzmlMk,2172',
     b'meshlint/_rules/ML601-pipeline-cannot-be-split.toml,sha256=a4tgOIM4G_nmg1zKvpVMMm6QtX0Yn6CRUl8r8ublkfY,1659',
     b'meshlint/_rules/ML602-uneven-pipeline-stages.toml,sha256=C2jcJ8w3BoSEKSaBte8g4XVN8zIVdxQKYLDHdL24qGc,2358',
