@@ -239,9 +239,11 @@ def test_a_chunked_loss_holds_one_chunk_of_logits_and_the_gathered_gradient():
                                   detail=True).peak.phase_terms
         gathered = tokens * dim * 4
         lm_head_grad = vocab * dim * 4 if chunks > 1 else 0  # sync is on for the only chunk
-        assert chunked["forward"]["logits_loss"] == pytest.approx(plain["forward"]["logits_loss"] / chunks + gathered)
+        chunk = tokens * vocab * 2 / chunks  # the loop's bf16 logits: the previous chunk's, then the current one's
+        assert chunked["forward"]["logits_loss"] == pytest.approx(
+            plain["forward"]["logits_loss"] / chunks + gathered + (chunk if chunks > 1 else 0))
         assert chunked["loss_backward"]["logits_loss"] == pytest.approx(
-            plain["loss_backward"]["logits_loss"] / chunks + gathered + lm_head_grad)
+            plain["loss_backward"]["logits_loss"] / chunks + gathered + lm_head_grad + chunk)
 
 
 def test_a_registry_with_chunked_loss_is_estimated_per_chunk():
@@ -256,5 +258,5 @@ def test_a_registry_with_chunked_loss_is_estimated_per_chunk():
     options = planner.options_for(str(registry))
     (report,) = check_all(f"{registry}::llama3_8b", options)  # loss=ChunkedLossWrapper.Config(), 8 chunks
     tokens, vocab, dim = 8192, 128256, 4096
-    expected = 3 * tokens * vocab * 4 / 8 + tokens * dim * 4 + vocab * dim * 4
+    expected = 3 * tokens * vocab * 4 / 8 + tokens * dim * 4 + vocab * dim * 4 + tokens * vocab * 2 / 8
     assert report.memory["terms"]["logits_loss"] == pytest.approx(expected / GIB, abs=1e-3)
