@@ -83,7 +83,10 @@ FACT_DOCS = {
                   "num_processes, num_machines, world (the processes the launcher starts), section_present, keys "
                   "(setting -> key path), model_config (where the model's config.json was found, or why not), "
                   "ignored_flags (--parallelism_config_* flags of a launch that does not pass them on; "
-                  "keys_ignored: the first)",
+                  "keys_ignored: the first), per_machine (processes started on each machine), gpu_ids and "
+                  "gpu_ids_count (the devices made visible; null for all), mixed_precision, ds_launcher and "
+                  "ds_launcher_given (deepspeed_multinode_launcher), ds_hostfile_given, machine_rank and "
+                  "machine_rank_given",
     "pipeline": "how the framework splits the model into pipeline stages and feeds its schedule "
                 "(see meshlint/mesh/pipeline.py)",
     "memory": "bytes_per_param (weights + gradients + AdamW moments), gpu_gib (the GPU memory to compare with) and "
@@ -193,7 +196,9 @@ GROUP_FIELDS = {
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
     "accelerate": ("sp", "cp_backend", "sp_backend", "cp_comm_strategy", "sp_attn_implementation", "distributed_type",
                    "fsdp_version", "is_fsdp2", "config_reaches_ranks", "num_processes", "num_machines", "world",
-                   "section_present", "keys", "model_config", "ignored_flags", "keys_ignored"),
+                   "section_present", "keys", "model_config", "ignored_flags", "keys_ignored", "per_machine",
+                   "gpu_ids", "gpu_ids_count", "mixed_precision", "ds_launcher", "ds_launcher_given",
+                   "ds_hostfile_given", "machine_rank", "machine_rank_given"),
     "megatron": ("args", "given", "order", "dp", "edp", "vp", "model_size", "expert_size", "split_error",
                  "split_source", "split_key", "layout_error", "layout", "split_pps", "layer_counts", "parser_refusals", "world_implied",
                  "incomplete", "env", "core_refusals", "validate_refusals", "pstate_refusals", "rampup", "decrease_batch"),

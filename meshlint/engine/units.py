@@ -150,6 +150,14 @@ def _script_sources(path: str, options, raw: bytes | None = None):
     # ``raw``: the script's new text (fix reads an edit back before writing it)
     launches = (read_with_submitted(path, call=call) if raw is None
                 else launches_in_text(raw.decode("utf-8-sig"), file=path, call=call))
+    unread = getattr(launches, "unread", None)
+    if not launches and unread:
+        line, why = unread[0]
+        return FileReport(path, "skipped", note=f"no launch line read: the command on line {line} expands a word the "
+                                                f"script does not determine ({why}), and meshlint reads no command "
+                                                "whose words it cannot see, even when the word is only an address or a "
+                                                "rank; check it as `meshlint check -- <the launch, values written "
+                                                "out>`"), {}
     if not launches:  # any shell script may be handed over (pre-commit): not one of ours, like a TOML without
         return FileReport(path, "skipped", note="no torchtitan, KempnerForge, Accelerate or Megatron-LM launch line "
                                                 "(torchrun/python -m torchtitan.train --module M --config F, "

@@ -779,8 +779,9 @@ HAND += [
          "accelerate/utils/launch.py", versions=ACC),
     Rule("runtime", "parameters of the model (tied weights, what FSDP2 wrapped)", "accelerate/accelerator.py",
          func=r"_prepare_fsdp2$", versions=ACC),
-    Rule("partial ML927", "FSDP2 + TP: the optimizer's parameters not found after wrapping (accelerate#3821): ML927 "
-                          "says when a config can hit it; whether it does depends on how the model was loaded",
+    Rule("partial ML927", "FSDP2 + TP: the optimizer's parameters not found after wrapping (accelerate#3821, fixed "
+                          "before 1.15.0: _prepare_tp skips a model without DTensors and remaps the optimizer's "
+                          "parameters); ML927 notes the TP that is skipped for a model loaded without a tp_plan",
          "accelerate/utils/fsdp_utils.py", func=r"fsdp2_switch_optimizer_parameters$", versions=ACC),
 ]
 

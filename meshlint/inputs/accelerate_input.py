@@ -52,7 +52,7 @@ class LaunchSource:
 
 def launch_spec(launch, release):
     """(source, Spec) of a launch: the config file's values, overridden by the flags, as the launcher merges them."""
-    from meshlint.frameworks.accelerate.config_file import add_world_hint, launcher_settings
+    from meshlint.frameworks.accelerate.config_file import add_world_hint, launcher_problems, launcher_settings
     from meshlint.inputs.hf_model import model_ref
 
     config, config_data = _config_file(launch)
@@ -76,6 +76,19 @@ def launch_spec(launch, release):
             launcher[name], launcher[f"{name}_key"] = value, f"--{name}"
     if "fsdp_version" in flags:
         launcher["fsdp_version"], launcher["fsdp_version_key"] = flags["fsdp_version"].text, "--fsdp_version"
+    for name in ("gpu_ids", "mixed_precision", "deepspeed_multinode_launcher", "deepspeed_hostfile", "machine_rank",
+                 "main_process_port"):
+        word = flags.get(name)
+        if word is None:
+            continue
+        if not word.known():  # a value the script does not determine: unknown, never guessed
+            launcher[name], launcher[f"{name}_key"] = _UNKNOWN, f"--{name}"
+            continue
+        value = word.text
+        if name in ("machine_rank", "main_process_port"):
+            value, _ = release.as_rank_reads(word.text, "int")
+        launcher[name], launcher[f"{name}_key"] = value, f"--{name}"
+    spec.problems += launcher_problems(launcher, release.MULTI_GPU_LAUNCHER + ("DEEPSPEED",))
     section = config_data.get("parallelism_config") if isinstance(config_data.get("parallelism_config"), dict) else {}
     switch = "use_parallelism_config" in flags
     refusals = launch_refusals(flags, given, config, launcher)
@@ -112,6 +125,7 @@ def launch_spec(launch, release):
     return source, spec
 
 
+_UNKNOWN = object()   # a launcher setting whose flag the script does not determine
 ENV_PREFIX = "PARALLELISM_CONFIG_"
 ENV_SWITCH = "ACCELERATE_USE_PARALLELISM_CONFIG"
 

@@ -34,6 +34,7 @@ class _Reader(Flow):
         self.sbatch_cli: dict = {}    # sbatch's options on the call that runs the script (they win)
         self.submitted = None         # [(launch index, words, line)] of sbatch/bash job.sh lines, when asked
         self.origin = _Origin(file, False)
+        self.unread: list = []        # (line, why) of commands not read as launches because a word is undetermined
         self.flow_init()
 
     def called_as(self, call) -> None:
@@ -181,6 +182,10 @@ class _Reader(Flow):
             from meshlint.inputs.accelerate_launch import from_words
 
             launch = from_words(words, self.file, env)
+        if launch is None:
+            why = next((w.unknown for w in words if not w.known() and w.unknown), None)
+            if why and len(self.unread) < MAX_LAUNCHES:
+                self.unread.append((raws[0].line, why))
         if launch is None and self.submitted is not None:
             self._submit(words, raws[0].line)
             return
@@ -189,8 +194,9 @@ class _Reader(Flow):
             self._add(launch)
 
     def _shell_string(self, words: list, env: dict, sbatch) -> Launch | None:
-        """``[srun ...] bash -c "$CMD"`` (or ``sh -c``): the launch in the command string the shell runs, each of its
-        commands read after the words before the shell (srun's options), or None. The string's words are placed at
+        """``[srun ...] bash -c "$CMD"`` (or ``sh -c``): the launch in the command string the shell runs (any framework's,
+        ``accelerate launch`` included), each of its commands read after the words before the shell (srun's options),
+        or None. The string's words are placed at
         the string itself: its text was expanded where it was built, so no word has a place of its own. A shell the
         string itself runs is not read again (one level: the string's commands go to ``launch_from_words``)."""
         at = next((k for k in range(len(words)) if not words[k].splat
@@ -220,6 +226,10 @@ class _Reader(Flow):
                         w.splat = w.splat or w.text == UNKNOWN_CHAR  # unquoted there: any number of words
                 launch = launch_from_words(words[:at] + inner, self.origin, env=env, sbatch=sbatch,
                                            version=self.version)
+                if launch is None:  # Accelerate's own grammar, as for a command outside a string
+                    from meshlint.inputs.accelerate_launch import from_words
+
+                    launch = from_words(words[:at] + inner, self.file, env)
                 if launch is not None:
                     where = "" if string.line == words[at].line else f", written on line {string.line}"
                     launch.notes.insert(0, f"read from the command string {words[at].text} -c runs (line "

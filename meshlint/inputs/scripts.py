@@ -70,7 +70,16 @@ def launches_in_text(text: str, file: str | None = None, version: str | None = N
     if call is not None:
         for launch in reader.launches:
             launch.notes.insert(0, f"read as run by: {call.text}")
-    return reader.launches
+    found = Launches(reader.launches)
+    found.unread = list(reader.unread)
+    return found
+
+
+class Launches(list):
+    """The launches of a script; ``unread``: (line, why) of the commands that were not read because one of their
+    words is not determined by the script (what a skip note says when no launch was read)."""
+
+    unread: list = []
 
 
 def _check_lines(text: str) -> None:

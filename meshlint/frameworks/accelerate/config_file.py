@@ -16,7 +16,7 @@ def read_config(source, release) -> Spec:
         spec.load_error = "AttributeError: the file is not a mapping (yaml.safe_load(f).get fails)"
     _unknown(data, facts["config_keys"], spec)
     launcher, problems = launcher_settings(data, facts)
-    spec.problems += problems
+    spec.problems += problems + launcher_problems(launcher, release.MULTI_GPU_LAUNCHER + ("DEEPSPEED",))
     section = data.get("parallelism_config")
     values, where = {}, {}
     if isinstance(section, dict):
@@ -82,7 +82,63 @@ def launcher_settings(data: dict, facts: dict) -> tuple:
                              "value": repr(value)[:60], "note": "accelerate launch needs an integer"})
             value = None
         out[key] = value
+    # what prepare_multi_gpu_env / prepare_deepspeed_cmd_env / setup_fp8_env read besides the world (utils/launch.py)
+    for key in ("gpu_ids", "machine_rank", "main_process_port", "mixed_precision"):
+        if key in data:
+            out[key], out[f"{key}_key"] = data[key], key
+    deepspeed = data.get("deepspeed_config")
+    for key in ("deepspeed_multinode_launcher", "deepspeed_hostfile"):
+        if isinstance(deepspeed, dict) and deepspeed.get(key) is not None:
+            out[key], out[f"{key}_key"] = deepspeed[key], f"deepspeed_config.{key}"
+    fp8 = data.get("fp8_config")
+    if isinstance(fp8, dict):
+        for name in ("override_linear_precision", "fp8_override_linear_precision"):
+            if name in fp8:  # commands/launch.py:1272-1277 copies fp8_config.x to args.fp8_x
+                out["fp8_override_linear_precision"] = fp8[name]
+                out["fp8_override_linear_precision_key"] = f"fp8_config.{name}"
+    if "fp16" in data and "mixed_precision" not in data:  # commands/config/config_args.py:113-114, the old key
+        out["mixed_precision"] = "fp16" if data["fp16"] else None
     return out, problems
+
+
+PORT_MAX = 65535
+
+
+def launcher_problems(launcher: dict, torchrun_like: tuple) -> list:
+    """Values ``accelerate launch`` dies on before any rank starts, as invalid values (ML101): a
+    main_process_port outside 0-65535 (``is_port_in_use`` -> ``socket.connect_ex`` raises OverflowError,
+    utils/launch.py:232-233 and 504-505 -> utils/other.py:531) and an fp8_config.override_linear_precision that is
+    not three booleans (``setup_fp8_env`` indexes it, utils/launch.py:91-94)."""
+    out = []
+    port, dtype = launcher.get("main_process_port"), launcher.get("distributed_type")
+    if isinstance(port, int) and not isinstance(port, bool) and not 0 <= port <= PORT_MAX:
+        machines, rank = launcher.get("num_machines"), launcher.get("machine_rank", 0)
+        checked = dtype in torchrun_like and (not isinstance(machines, int) or machines <= 1 or rank in (0, "0", None))
+        note = ("accelerate launch checks the port (is_port_in_use, utils/launch.py:233 -> utils/other.py:531) and "
+                "raises OverflowError: connect_ex(): port must be 0-65535" if checked else
+                "no process can listen on it: the rendezvous endpoint main_process_ip:port can never be reached "
+                "(machine_rank 0 refuses it with OverflowError, utils/launch.py:233 -> utils/other.py:531)")
+        out.append({"key": launcher.get("main_process_port_key") or "main_process_port",
+                    "expected": f"a TCP port (0-{PORT_MAX})", "actual": "integer", "value": str(port), "note": note})
+    override = launcher.get("fp8_override_linear_precision")
+    precision = launcher.get("mixed_precision")
+    if override is not None and isinstance(precision, str) and precision.lower() == "fp8" and not (
+            isinstance(override, (list, tuple)) and len(override) >= 3):
+        if isinstance(override, (list, tuple)):
+            error = "IndexError: list index out of range"
+        elif isinstance(override, str):
+            error = "it passes on single characters of the string, not booleans"
+        else:
+            error = f"TypeError: '{type(override).__name__}' object is not subscriptable"
+        actual = {bool: "bool", int: "integer", float: "float", str: "string", dict: "mapping"}.get(
+            type(override), type(override).__name__)
+        out.append({"key": launcher.get("fp8_override_linear_precision_key") or "fp8_config.override_linear_precision",
+                    "expected": "three booleans [fprop, dgrad, wgrad]", "actual": actual,
+                    "value": repr(override)[:60].replace("True", "true").replace("False", "false"),
+                    "note": "with mixed_precision fp8 accelerate launch passes it on as value[0], value[1], value[2] "
+                            f"(setup_fp8_env, utils/launch.py:91-94) and fails: {error}; write "
+                            "[false, false, false] (or true where a GEMM should run in higher precision)"})
+    return out
 
 
 def _unknown(data: dict, known: list, spec: Spec) -> None:

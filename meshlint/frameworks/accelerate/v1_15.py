@@ -131,18 +131,57 @@ def apply_values(spec: Spec, values: dict, where: dict, launcher: dict) -> None:
                             "distributed_type": launcher.get("distributed_type_key") or "distributed_type",
                             "num_processes": launcher.get("num_processes_key") or "num_processes",
                             "num_machines": launcher.get("num_machines_key") or "num_machines",
+                            "gpu_ids": launcher.get("gpu_ids_key") or "gpu_ids",
+                            "machine_rank": launcher.get("machine_rank_key") or "machine_rank",
+                            "deepspeed_multinode_launcher": (launcher.get("deepspeed_multinode_launcher_key")
+                                                             or launcher.get("num_machines_key") or "num_machines"),
                             "fsdp_version": (launcher.get("fsdp_version_key")
                                              or "fsdp_config.fsdp_version|distributed_type"),
                             "cp_comm_strategy": where.get("cp_comm_strategy", KEYS[7].path),
                             "cp_backend": where.get("cp_backend", KEYS[5].path),
                             "sp_backend": where.get("sp_backend", KEYS[6].path),
                             "sp_attn_implementation": where.get("sp_attn_implementation", KEYS[10].path)}
+    _launcher_values(v, launcher, dtype)
     world = launched_world(launcher.get("num_processes"), launcher.get("num_machines"), dtype)
     v["accelerate.world"] = world
     v.setdefault("accelerate.section_present", True)  # a launch line or variables set it; a file says
     _value_problems(spec)
     if spec.load_error is None:
         spec.load_error = post_init_error(spec)
+
+
+DEEPSPEED_MULTINODE_LAUNCHERS = ("pdsh", "standard", "openmpi", "mvapich", "mpich", "nossh", "slurm")  # constants.py:49
+
+
+def _known(value):
+    """A launcher setting as the rules see it: None when absent or not determined by the script."""
+    return value if isinstance(value, (str, int, float, bool, list, tuple)) else None
+
+
+def _launcher_values(v: dict, launcher: dict, dtype) -> None:
+    """What the launcher does per machine (utils/launch.py): ``num_processes // num_machines`` processes on each
+    machine under torchrun (:216-218, :489-490) or DeepSpeed's pdsh runner (``--num_gpus``, :476), the devices it
+    makes visible (``gpu_ids`` -> CUDA_VISIBLE_DEVICES, :260-277 and :532-549), and the DeepSpeed multinode
+    launcher (None -> 'pdsh', :448-450)."""
+    processes, machines = launcher.get("num_processes"), launcher.get("num_machines")
+    per_machine = None
+    if isinstance(processes, int) and not isinstance(processes, bool) and processes >= 1 and \
+            (dtype is None or dtype in MULTI_GPU_LAUNCHER + ("DEEPSPEED",)):
+        multi = isinstance(machines, int) and not isinstance(machines, bool) and machines > 1
+        per_machine = processes // machines if multi else processes
+    v["accelerate.per_machine"] = per_machine
+    gpu_ids = _known(launcher.get("gpu_ids"))
+    ids = [g.strip() for g in gpu_ids.split(",")] if isinstance(gpu_ids, str) and gpu_ids.strip() != "all" else None
+    v["accelerate.gpu_ids"] = gpu_ids if ids else None
+    v["accelerate.gpu_ids_count"] = len(ids) if ids else None
+    v["accelerate.mixed_precision"] = _known(launcher.get("mixed_precision"))
+    ds_launcher = launcher.get("deepspeed_multinode_launcher")
+    v["accelerate.ds_launcher"] = _known(ds_launcher)
+    v["accelerate.ds_launcher_given"] = ds_launcher is not None
+    v["accelerate.ds_hostfile_given"] = launcher.get("deepspeed_hostfile") is not None
+    rank = launcher.get("machine_rank")
+    v["accelerate.machine_rank"] = rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+    v["accelerate.machine_rank_given"] = rank is not None
 
 
 # value checks of __post_init__ (and its handlers'), reported as invalid values (ML101): (fact, allowed, when)
