@@ -122,12 +122,14 @@ def launcher_problems(launcher: dict, torchrun_like: tuple) -> list:
                     "expected": f"a TCP port (0-{PORT_MAX})", "actual": "integer", "value": str(port), "note": note})
     override = launcher.get("fp8_override_linear_precision")
     precision = launcher.get("mixed_precision")
+    # a string is indexed by character without an error here (Accelerate's own tests/test_configs/0_34_0_fp8.yaml
+    # writes "(false, false, false)"): not reported
     if override is not None and isinstance(precision, str) and precision.lower() == "fp8" and not (
-            isinstance(override, (list, tuple)) and len(override) >= 3):
+            isinstance(override, (list, tuple)) and len(override) >= 3) and not isinstance(override, str):
         if isinstance(override, (list, tuple)):
             error = "IndexError: list index out of range"
-        elif isinstance(override, str):
-            error = "it passes on single characters of the string, not booleans"
+        elif isinstance(override, dict):
+            error = "KeyError: 0"
         else:
             error = f"TypeError: '{type(override).__name__}' object is not subscriptable"
         actual = {bool: "bool", int: "integer", float: "float", str: "string", dict: "mapping"}.get(
