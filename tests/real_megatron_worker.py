@@ -28,6 +28,8 @@ never in the test process). Modes, one per line of input ``{"mode": ..., "cases"
   backend}, ``initialize_model_parallel`` with those options: the line of parallel_state.py it raises at, or none.
 - ``vargs``: as ``validate``, but any exception (SystemExit included) is a refusal, reported with the line of
   validate_args' own frame where it raised (a helper's raise: the line calling it).
+- ``interleaved``: for each {pp, vp, group, m}, forward_backward_pipelining_with_interleaving's checks of the
+  microbatch count (schedules.py:995-1015): the ValueError/RuntimeError they raise, or none.
 - ``build``: as ``vargs``, then, where validate_args accepts, ``core_transformer_config_from_args(args)`` (the
   TransformerConfig's __post_init__ runs in it): {stage: parser | validate | config | None, line, and for the
   config the file:line of the deepest frame in core_transformer_config_from_args or a config class}.
@@ -424,6 +426,67 @@ def _pstate(cases: list) -> list:
     return out
 
 
+def _interleaved(cases: list) -> list:
+    """For each {pp, vp, group, m}: forward_backward_pipelining_with_interleaving's microbatch checks
+    (schedules.py:995-1015) on a real TransformerConfig, only the process groups faked and torch.zeros kept on
+    the CPU: {error: "ValueError: ..." | "RuntimeError: ..." | None}; anything the schedule raises after those
+    checks (it has no model to run) counts as accepted."""
+    import torch
+
+    import megatron.core.pipeline_parallel.schedules as sched
+    from megatron.core.enums import ModelType
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    zeros = torch.zeros
+    sched.torch.zeros = lambda *a, **k: zeros(*a, **{x: y for x, y in k.items() if x != "device"})
+
+    class Group:
+        def __init__(self, n):
+            self.n = n
+
+        def size(self):
+            return self.n
+
+        def rank(self):
+            return 0
+
+    class P2P:
+        def __init__(self, config, pp):
+            self.config, self.pp_group = config, Group(pp)
+
+    class Collection:
+        pass
+
+    out = []
+    for c in cases:
+        config = TransformerConfig(num_layers=c["pp"] * c["vp"], hidden_size=64, num_attention_heads=4,
+                                   pipeline_model_parallel_size=c["pp"], virtual_pipeline_model_parallel_size=c["vp"],
+                                   pipeline_dtype=torch.bfloat16, bf16=True,
+                                   microbatch_group_size_per_vp_stage=c["group"])
+        chunks = []
+        for _ in range(c["vp"]):
+            chunk = torch.nn.Module()
+            chunk.config, chunk.model_type = config, ModelType.encoder_or_decoder
+            chunks.append(chunk)
+        pg = Collection()
+        for name in ("tp", "cp", "embd", "pos_embd", "dp_cp"):
+            setattr(pg, name, Group(1))
+        pg.pp = Group(c["pp"])
+        error = None
+        try:
+            sched.forward_backward_pipelining_with_interleaving(
+                forward_step_func=None, data_iterator=[iter([])] * c["vp"], model=chunks, num_microbatches=c["m"],
+                seq_length=16, micro_batch_size=1, forward_only=False, p2p_communicator=P2P(config, c["pp"]),
+                pg_collection=pg)
+        except (ValueError, RuntimeError) as exc:
+            if "contiguous micro-batches" in str(exc) or "remainder of M" in str(exc):
+                error = f"{type(exc).__name__}: {exc}"
+        except Exception:  # noqa: BLE001 - past the checks: no model to run
+            pass
+        out.append({"error": error})
+    return out
+
+
 def main() -> int:
     import warnings
 
@@ -432,7 +495,8 @@ def main() -> int:
         request = json.loads(line)
         result = {"groups": _groups, "split": _split, "layout": _layout,
                   "params": _params, "validate": _validate, "vargs": _vargs, "rampup": _rampup, "constant": _constant,
-                  "config": _config, "pstate": _pstate, "build": _build}[request["mode"]](request["cases"])
+                  "config": _config, "pstate": _pstate, "build": _build,
+                  "interleaved": _interleaved}[request["mode"]](request["cases"])
         print(json.dumps(result), flush=True)
     return 0
 

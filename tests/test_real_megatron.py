@@ -433,3 +433,30 @@ def test_initialize_model_parallel_option_checks_match_the_release():
             assert not mine and not parser, (case, got, mine, parser)
     # every check is exercised, each both ways
     assert all(seen.get(s, 0) >= 4 for s in (718, 720, 724, 941, 984)) and seen.get(None, 0) >= 30, seen
+
+
+# ----------------------------------------------------------------------------- the interleaved schedule
+
+def test_interleaved_microbatch_checks_match_the_schedule():
+    """ML988's facts (core_0_16.microbatch_group_refusal) against forward_backward_pipelining_with_interleaving's
+    own checks (schedules.py:995-1015), and every microbatch count its help proposes accepted by them."""
+    why = _absent_core()
+    if why:
+        pytest.skip(why)
+    cases = [{"pp": pp, "vp": vp, "group": group, "m": m} for pp in (2, 3, 4, 6) for vp in (2, 3)
+             for group in (None, 1, 2, 3, 4, 6, 8) for m in range(1, 27)]
+    mine = [core_0_16.microbatch_group_refusal({"microbatch_group_size_per_vp_stage": c["group"]}, c["pp"], c["vp"],
+                                               c["m"], 2) for c in cases]
+    proposed = [dict(c, m=m) for c, got in zip(cases, mine) if got for m in got["valid"]]
+    real = _run("interleaved", cases + proposed, [WHEEL])
+    refused = 0
+    for case, got, want in zip(cases, mine, real):
+        assert (got is None) == (want["error"] is None), (case, got, want)
+        if got:
+            refused += 1
+            # the message as the release words it (meshlint keeps the RuntimeError's first sentence)
+            assert want["error"].startswith(got["error"]), (case, got["error"], want["error"])
+            assert got["batches"] == [2 * m for m in got["valid"]], got
+    assert all(w["error"] is None for w in real[len(cases):]), [
+        (p, w) for p, w in zip(proposed, real[len(cases):]) if w["error"]]
+    assert refused > 100 and proposed

@@ -144,7 +144,11 @@ FACT_DOCS = {
                 "validate_checks_0_16.json: each check replayed on the options as validate_args has changed them by "
                 "its line), pstate_refusals (the same for initialize_model_parallel's checks of --use-sharp, "
                 "--sharp-enabled-group, --hybrid-context-parallel and --hierarchical-context-parallel-sizes), decrease_batch (--decrease-batch-size-if-needed), rampup (the first refusal of --rampup-batch-size by Megatron-Core's ramp-up calculator, at start-up "
-                "or at a training iteration: {site, message, key, iteration}; null: none, or not decidable)",
+                "or at a training iteration: {site, message, key, iteration}; null: none, or not decidable), "
+                "microbatch_group (the interleaved schedule's refusal of the microbatch count at the first step, "
+                "schedules.py:995-1015: {error, site, cause, need, group, m, pp, valid (accepted microbatch counts), batches "
+                "(the global batch sizes giving them)}; null: none, or not decidable), cp_comm_types (--cp-comm-type / "
+                "model.cp_comm_type as a list of strings; null: unknown)",
     "topology_conflicts": "list of {what, kept, kept_value, other, other_value, explicit}: explicit when the kept "
                           "value is the user's own word to meshlint (the command line or a '# meshlint:' directive)",
     "world_candidates": "the world sizes the file's launch-line comments name when they name several and nothing "
@@ -201,7 +205,8 @@ GROUP_FIELDS = {
                    "ds_hostfile_given", "machine_rank", "machine_rank_given"),
     "megatron": ("args", "given", "order", "dp", "edp", "vp", "model_size", "expert_size", "split_error",
                  "split_source", "split_key", "layout_error", "layout", "split_pps", "layer_counts", "parser_refusals", "world_implied",
-                 "incomplete", "env", "core_refusals", "validate_refusals", "pstate_refusals", "rampup", "decrease_batch"),
+                 "incomplete", "env", "core_refusals", "validate_refusals", "pstate_refusals", "rampup", "decrease_batch",
+                 "microbatch_group", "cp_comm_types"),
 }
 
 ROLE_OF = {"batch": "dp", "loss": "dp", "dp": "dp", "fsdp": "dp_shard", "efsdp": "dp_shard", "dp_cp": "dp",

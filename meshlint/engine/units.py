@@ -115,9 +115,24 @@ def _registry_sources(path: str, options, raw: bytes | None):
         return [functions[function]]
     if not functions:
         why = "; ".join(f"{n}: {w}" for n, w in registry.skipped[:3])
+        if _imports_bridge(file, text):
+            return FileReport(path, "skipped", note="imports megatron.bridge but builds no ConfigContainer: meshlint "
+                              "reads Megatron-Bridge recipe functions (def ...() -> ConfigContainer) and run_recipe.py "
+                              "launches, not a script that configures a model provider imperatively")
         return FileReport(path, "skipped", note="no top-level function returns a torchtitan trainer config"
                           + (f" ({why})" if why else ""))
     return list(functions.values())
+
+
+def _imports_bridge(file: str, text: str | None) -> bool:
+    from meshlint.inputs.bridge_recipe import _RECIPE_MARK
+    from meshlint.inputs.source import read_bytes
+
+    try:
+        raw = text.encode("utf-8") if text is not None else read_bytes(file, 16 * 1024 * 1024)
+    except (InputError, OSError, UnicodeError):
+        return False
+    return bool(_RECIPE_MARK.search(raw))
 
 
 def _registry_text(path: str, raw: bytes | None) -> tuple:

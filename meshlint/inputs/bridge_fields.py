@@ -37,6 +37,11 @@ FIELDS = {
     ("model", "moe_router_topk"): "moe_router_topk",
     ("model", "seq_length"): "seq_length",
     ("model", "pipeline_dtype"): "pipeline_dtype",
+    # TransformerConfig.cp_comm_type (None, a string, or one per layer) and ModelParallelConfig's hierarchical sizes:
+    # Bridge v0.3.1 hands them to Megatron-Core unchecked (ML987); Megatron-LM's check is validate_args' (ML983)
+    ("model", "cp_comm_type"): "cp_comm_type",
+    ("model", "hierarchical_context_parallel_sizes"): "hierarchical_context_parallel_sizes",
+    ("model", "microbatch_group_size_per_vp_stage"): "microbatch_group_size_per_vp_stage",
     ("train", "micro_batch_size"): "micro_batch_size",
     ("train", "global_batch_size"): "global_batch_size",
     ("train", "rampup_batch_size"): "rampup_batch_size",
@@ -71,6 +76,9 @@ DEFAULTS = {
     ("model", "virtual_pipeline_model_parallel_size"): None, ("model", "context_parallel_size"): 1,
     ("model", "expert_model_parallel_size"): 1, ("model", "expert_tensor_parallel_size"): None,
     ("model", "sequence_parallel"): False, ("model", "pipeline_model_parallel_layout"): None,
+    ("model", "cp_comm_type"): None,                        # transformer_config.py:732 (core_v0.16.1)
+    ("model", "hierarchical_context_parallel_sizes"): None,  # model_parallel_config.py:48
+    ("model", "microbatch_group_size_per_vp_stage"): None,   # model_parallel_config.py:343 (None -> pp, :447-448)
     ("model", "num_layers_in_first_pipeline_stage"): None, ("model", "num_layers_in_last_pipeline_stage"): None,
     ("model", "account_for_embedding_in_pipeline_split"): False,
     ("model", "account_for_loss_in_pipeline_split"): False,

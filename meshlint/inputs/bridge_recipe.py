@@ -344,6 +344,11 @@ def parse_override(word: str) -> tuple:
         value = text.lower() == "true"
     elif text.lower() in ("null", "none", "~"):
         value = None
+    elif text.startswith("[") and text.endswith("]"):   # a list: model.hierarchical_context_parallel_sizes=[2,4]
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            value = text
     else:
         try:
             value = int(text)

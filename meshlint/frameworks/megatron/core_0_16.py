@@ -410,6 +410,7 @@ def pipeline_plan(spec: Spec, res: Resolution) -> dict:
     if effective and a.get("account_for_loss_in_pipeline_split"):
         effective[-1] += 1
     n_micro = gbs // (mbs * dp) if all(isinstance(x, int) and x > 0 for x in (gbs, mbs, dp)) else None
+    group = microbatch_group_refusal(a, pp, vp, n_micro, mbs * dp if n_micro else None)
     return {
         "schedule": ("interleaved_1f1b" if vp else "1f1b") if isinstance(pp, int) and pp > 1 else None,
         "style": "megatron", "stages": (pp * (vp or 1)) if isinstance(pp, int) else None,
@@ -418,10 +419,65 @@ def pipeline_plan(spec: Spec, res: Resolution) -> dict:
         # sizes the user chose are deliberate, not an imbalance to warn about
         "effective_counts": (effective if counts and a.get("decoder_first_pipeline_num_layers") is None and a.get(
             "decoder_last_pipeline_num_layers") is None and a.get("pipeline_model_parallel_layout") is None else None),
-        "n_microbatches": n_micro, "microbatch_size": mbs, "split_error": None, "schedule_error": None,
+        "n_microbatches": n_micro, "microbatch_size": mbs, "split_error": None,
+        "schedule_error": group["error"] if group else None,
         "unknown_schedule": False, "microbatches_key": "global_batch_size",
-        "bubble": (pp - 1) / (n_micro + pp - 1) if n_micro and isinstance(pp, int) and pp > 1 else None,
+        # the share of a step each rank idles: 1F1B's (pp - 1) / (m + pp - 1); the interleaved schedule's bubble is
+        # (pp - 1) / (vp·m) of the compute (Narayanan et al. 2021, §2.2), so (pp - 1) / (vp·m + pp - 1) of the step
+        "bubble": (pp - 1) / ((vp or 1) * n_micro + pp - 1) if n_micro and isinstance(pp, int) and pp > 1 else None,
     }
+
+
+def microbatch_group_refusal(a: dict, pp, vp, m, per) -> dict | None:
+    """What forward_backward_pipelining_with_interleaving (megatron/core/pipeline_parallel/schedules.py, core_v0.16.1)
+    refuses of the microbatch count at the first step, where virtual stages make the schedule the interleaved one
+    (get_forward_backward_func, schedules.py:144-146): with N = --microbatch-group-size-per-virtual-pipeline-stage
+    (None -> pp, model_parallel_config.py:447-448), N > M or N < pp raises ValueError (schedules.py:995-1003),
+    and 0 < M % N < pp raises RuntimeError (schedules.py:1005-1015). None where it runs or is not decidable (a
+    --rampup-batch-size changes M as it ramps: not followed). Else {error, site, group, m, pp, valid: the first
+    accepted microbatch counts at or above max(N, M // N * N), need: what an accepted count is, batches: the global batch sizes giving them (``per``:
+    micro batch x dp, the samples of one microbatch)}."""
+    if not (isinstance(pp, int) and pp > 1 and isinstance(vp, int) and vp > 1 and isinstance(m, int) and m > 0):
+        return None
+    if a.get("rampup_batch_size") is not None:
+        return None
+    n = a.get("microbatch_group_size_per_vp_stage")
+    if n is None:
+        n = pp
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        return None
+
+    def refused(count: int) -> bool:
+        return n > count or n < pp or 0 < count % n < pp
+
+    if n > m or n < pp:
+        error = ("ValueError: The number of contiguous micro-batches in a virtual pipeline stageshould range in "
+                 f"[PP={pp} , M={m}]")
+        site = "megatron/core/pipeline_parallel/schedules.py:995-1003"
+        cause = (f"the microbatch group size {n} (--microbatch-group-size-per-virtual-pipeline-stage"
+                 f"{'' if a.get('microbatch_group_size_per_vp_stage') is not None else ', default pp'}) must lie "
+                 f"in [pp = {pp}, M = {m}]")
+    elif 0 < m % n < pp:
+        error = ("RuntimeError: The remainder of M (the total micro-batches) divided by N (number of contiguous "
+                 "micro-batches in a virtual pipeline stage) should be 0, or larger than or equal to the "
+                 f"pipeline-parallel size, but it is {m % n}.")
+        site = "megatron/core/pipeline_parallel/schedules.py:1005-1015"
+        cause = (f"M % N = {m} % {n} = {m % n}, which must be 0 or at least pp = {pp} (N = the microbatch group "
+                 f"size, --microbatch-group-size-per-virtual-pipeline-stage"
+                 f"{'' if a.get('microbatch_group_size_per_vp_stage') is not None else ', default pp'})")
+    else:
+        return None
+    valid = []
+    if n >= pp:
+        count = max(n, (m // n) * n)
+        while len(valid) < 3 and count <= m + 4 * n:
+            if not refused(count):
+                valid.append(count)
+            count += 1
+    need = (f"a multiple of {n}" + (" (pp)" if a.get("microbatch_group_size_per_vp_stage") is None else "")
+            if n == pp else f"at least {n}, with a remainder by {n} of 0 or at least pp = {pp}")
+    return {"error": error, "site": site, "cause": cause, "need": need, "group": n, "m": m, "pp": pp, "valid": valid,
+            "batches": [c * per for c in valid] if per else []}
 
 
 def bytes_per_param(spec: Spec) -> int | None:
@@ -460,12 +516,36 @@ def megatron_facts(spec: Spec, res: Resolution) -> dict:
             None if res.world_implied else world, spec.extra.get("entry")),
         "pstate_refusals": [] if a.get("bridge_recipe") else pstate.refusals(
             a, spec.extra.get("unknown", ()), None if res.world_implied else d.get("dp_shard"), d.get("cp")),
+        "microbatch_group": microbatch_group_refusal(a, d.get("pp"), split.get("vp"), *_n_micro(a, res)),
+        "cp_comm_types": _cp_comm_types(a.get("cp_comm_type")),
         "decrease_batch": bool(a.get("decrease_batch_size_if_needed")),  # (not read from a Bridge recipe: False)
         "rampup": None if a.get("bridge_recipe") else rampup.refusal(
             a.get("rampup_batch_size"), a.get("global_batch_size"), a.get("micro_batch_size"),
             None if res.world_implied else d.get("dp_shard"), bool(a.get("decrease_batch_size_if_needed")),
             a.get("train_samples")),
     }
+
+
+def _cp_comm_types(value) -> list | None:
+    """--cp-comm-type (a list, default ['p2p']) or a Bridge recipe's model.cp_comm_type (a string, a list per layer,
+    or None: TEDotProductAttention's p2p, transformer_engine.py:1240) as a list of strings; None where unknown."""
+    if value is None:
+        return ["p2p"]
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    return None
+
+
+def _n_micro(a: dict, res: Resolution):
+    """(the microbatch count of a step, as pipeline_plan's, and micro batch x dp), or (None, None)."""
+    dp, mbs, gbs = res.degrees.get("dp_shard"), a.get("micro_batch_size"), a.get("global_batch_size")
+    if gbs is None and isinstance(mbs, int) and isinstance(dp, int):
+        gbs = mbs * dp
+    if all(isinstance(x, int) and x > 0 for x in (gbs, mbs, dp)):
+        return gbs // (mbs * dp), mbs * dp
+    return None, None
 
 
 def split_pps(a: dict, degrees: dict, world: int | None, most: int = 64) -> list:
