@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 191, 162025935)
+FINGERPRINT = ('0.1.0', 18, 518725642, 197, 4281706326)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -45,6 +45,9 @@ K5 = [('accelerate@1.15.0'), ]
 K6 = [('accelerate@1.15.0'), ]
 K7 = [('accelerate@1.15.0'), ]
 K8 = [('accelerate@1.15.0'), ]
+K9 = [('accelerate@1.15.0'), ]
+K10 = [('accelerate@1.15.0'), ]
+K11 = [('accelerate@1.15.0'), ]
 
 
 def e0(env):
@@ -699,6 +702,19 @@ def e19(env):
     return t12
 
 def e20(env):
+    t1 = env.lookup('world_size')
+    if t1 is None: t1 = Missing('world_size')
+    if t1.__class__ is int:
+        t2 = t1 == (1)
+    else:
+        t2 = _compare('==', t1, (1))
+    if _truth(t2):
+        t3 = ('')
+    else:
+        t3 = ('es')
+    return t3
+
+def e21(env):
     t1 = env.lookup('total')
     if t1 is None: t1 = Missing('total')
     t3 = env.lookup('world_size')
@@ -730,7 +746,7 @@ def e20(env):
         t4 = t13
     return t4
 
-def e21(env):
+def e22(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'keys', 'accelerate.keys')
@@ -743,20 +759,20 @@ def e21(env):
         t5 = t6
     return t5
 
-def e22(env):
+def e23(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
     return t2
 
-def e23(env):
+def e24(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'keys', 'accelerate.keys')
     t3 = attr_value(t2, 'num_processes', 'accelerate.keys.num_processes')
     return t3
 
-def e24(env):
+def e25(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     if t1.__class__ is int:
@@ -775,7 +791,7 @@ def e24(env):
         t3 = True
     return t3
 
-def e25(env):
+def e26(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -861,7 +877,7 @@ def e25(env):
         t5 = False
     return t5
 
-def e26(env):
+def e27(env):
     t1 = env.lookup('declared')
     if t1 is None: t1 = Missing('declared')
     if t1.__class__ is dict and 'dp_replicate' in t1:
@@ -912,7 +928,7 @@ def e26(env):
         t11 = _binop('*', t8, t10, env)
     return t11
 
-def e27(env):
+def e28(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('declared')
@@ -965,7 +981,7 @@ def e27(env):
     t26 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t26
 
-def e28(env):
+def e29(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -995,7 +1011,7 @@ def e28(env):
         t6 = ('give dp_shard_size a size above 1')
     return t6
 
-def e29(env):
+def e30(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     if t1.__class__ is dict and 'is_fsdp2' in t1:
@@ -1068,7 +1084,7 @@ def e29(env):
         t15 = True
     return t15
 
-def e30(env):
+def e31(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1158,7 +1174,7 @@ def e30(env):
         t5 = False
     return t5
 
-def e31(env):
+def e32(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
@@ -1180,7 +1196,7 @@ def e31(env):
         t4 = t9
     return t4
 
-def e32(env):
+def e33(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
@@ -1198,7 +1214,7 @@ def e32(env):
         t4 = t8
     return t4
 
-def e33(env):
+def e34(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
@@ -1212,7 +1228,7 @@ def e33(env):
         t4 = ('launch several processes')
     return t4
 
-def e34(env):
+def e35(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     if t1.__class__ is dict and 'config_reaches_ranks' in t1:
@@ -1222,7 +1238,7 @@ def e34(env):
         t2 = attr_value(t1, 'config_reaches_ranks', 'accelerate.config_reaches_ranks')
     return t2
 
-def e35(env):
+def e36(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1256,20 +1272,20 @@ def e35(env):
         t5 = False
     return t5
 
-def e36(env):
+def e37(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'distributed_type', 'accelerate.distributed_type')
     return t2
 
-def e37(env):
+def e38(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'keys', 'accelerate.keys')
     t3 = attr_value(t2, 'distributed_type', 'accelerate.keys.distributed_type')
     return t3
 
-def e38(env):
+def e39(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     if t1.__class__ is dict and 'num_processes' in t1:
@@ -1291,7 +1307,7 @@ def e38(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e39(env):
+def e40(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1335,10 +1351,16 @@ def e39(env):
         else:
             t12 = False
         if (t12 if t12.__class__ is bool else _truth(t12)):
-            if t7.__class__ is int:
-                t16 = t7 >= (1)
+            if t6.__class__ is dict and 'num_machines' in t6:
+                t17 = t6['num_machines']
+                if t17 is None: t17 = Missing('accelerate.num_machines')
             else:
-                t16 = _compare('>=', t7, (1))
+                t17 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
+            if t7.__class__ is t17.__class__ and (t7.__class__ is int or t7.__class__ is str):
+                t16 = t7 >= t17
+            else:
+                if t17.__class__ is list or t17.__class__ is dict or t17.__class__ is str: _charge_operands(env, t7, t17)
+                t16 = _compare('>=', t7, t17)
             t15 = (t16 if t16.__class__ is bool else _truth(t16))
         else:
             t15 = False
@@ -1347,13 +1369,13 @@ def e39(env):
         t5 = False
     return t5
 
-def e40(env):
+def e41(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
     return t2
 
-def e41(env):
+def e42(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
@@ -1363,7 +1385,7 @@ def e41(env):
     t4 = _binop('//', t2, t3, env)
     return t4
 
-def e42(env):
+def e43(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
@@ -1376,7 +1398,7 @@ def e42(env):
     t5 = _binop('*', t4, t3, env)
     return t5
 
-def e43(env):
+def e44(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
@@ -1391,7 +1413,7 @@ def e43(env):
     t7 = _binop('*', t2, t6, env)
     return t7
 
-def e44(env):
+def e45(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1458,14 +1480,24 @@ def e44(env):
         t5 = False
     return t5
 
-def e45(env):
+def e46(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'keys', 'accelerate.keys')
     t3 = attr_value(t2, 'tp', 'accelerate.keys.tp')
     return t3
 
-def e46(env):
+def e47(env):
+    t1 = env.lookup('dp_shard')
+    if t1 is None: t1 = Missing('dp_shard')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = env.lookup('tp')
+    if t2 is None: t2 = Missing('tp')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = _binop('*', t1, t2, env)
+    return t3
+
+def e48(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     if t1.__class__ is dict and 'ignored_flags' in t1:
@@ -1485,7 +1517,7 @@ def e46(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e47(env):
+def e49(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1510,18 +1542,401 @@ def e47(env):
         t5 = False
     return t5
 
-def e48(env):
+def e50(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'ignored_flags', 'accelerate.ignored_flags')
     t3 = call_value(env, F_join.fn, F_join.cost, False, [t2, (', ')])
     return t3
 
-def e49(env):
+def e51(env):
     t1 = env.lookup('accelerate')
     if t1 is None: t1 = Missing('accelerate')
     t2 = attr_value(t1, 'keys_ignored', 'accelerate.keys_ignored')
     return t2
+
+def e52(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    if t1.__class__ is dict and 'gpu_ids_count' in t1:
+        t2 = t1['gpu_ids_count']
+        if t2 is None: t2 = Missing('accelerate.gpu_ids_count')
+    else:
+        t2 = attr_value(t1, 'gpu_ids_count', 'accelerate.gpu_ids_count')
+    if t1.__class__ is dict and 'per_machine' in t1:
+        t4 = t1['per_machine']
+        if t4 is None: t4 = Missing('accelerate.per_machine')
+    else:
+        t4 = attr_value(t1, 'per_machine', 'accelerate.per_machine')
+    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 >= t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('>=', t2, t4)
+    return t3
+
+def e53(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K9
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('accelerate')
+        if t6 is None: t6 = Missing('accelerate')
+        if t6.__class__ is dict and 'gpu_ids_count' in t6:
+            t7 = t6['gpu_ids_count']
+            if t7 is None: t7 = Missing('accelerate.gpu_ids_count')
+        else:
+            t7 = attr_value(t6, 'gpu_ids_count', 'accelerate.gpu_ids_count')
+        t8 = not (t7 is None or t7.__class__ is Missing)
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            if t6.__class__ is dict and 'per_machine' in t6:
+                t10 = t6['per_machine']
+                if t10 is None: t10 = Missing('accelerate.per_machine')
+            else:
+                t10 = attr_value(t6, 'per_machine', 'accelerate.per_machine')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+        else:
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            if t6.__class__ is dict and 'per_machine' in t6:
+                t13 = t6['per_machine']
+                if t13 is None: t13 = Missing('accelerate.per_machine')
+            else:
+                t13 = attr_value(t6, 'per_machine', 'accelerate.per_machine')
+            if t13.__class__ is int:
+                t14 = t13 > (1)
+            else:
+                t14 = _compare('>', t13, (1))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+        else:
+            t12 = False
+        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+    else:
+        t5 = False
+    return t5
+
+def e54(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'gpu_ids', 'accelerate.gpu_ids')
+    return t2
+
+def e55(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'gpu_ids_count', 'accelerate.gpu_ids_count')
+    return t2
+
+def e56(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'gpu_ids_count', 'accelerate.gpu_ids_count')
+    if t2.__class__ is int:
+        t3 = t2 == (1)
+    else:
+        t3 = _compare('==', t2, (1))
+    if _truth(t3):
+        t4 = ('')
+    else:
+        t4 = ('s')
+    return t4
+
+def e57(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'per_machine', 'accelerate.per_machine')
+    return t2
+
+def e58(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    t3 = not (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        if t2.__class__ is int:
+            t5 = t2 > (1)
+        else:
+            t5 = _compare('>', t2, (1))
+        t4 = _truth(t5)
+    else:
+        t4 = False
+    if _truth(t4):
+        t7 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
+        t8 = call_value(env, F_str.fn, F_str.cost, True, [t7])
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('+', ('num_processes // num_machines = '), t8, env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = _binop('+', t9, (' // '), env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = call_value(env, F_str.fn, F_str.cost, True, [t2])
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('+', t10, t11, env)
+        t6 = t12
+    else:
+        t6 = ('num_processes')
+    return t6
+
+def e59(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'per_machine', 'accelerate.per_machine')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = attr_value(t1, 'gpu_ids_count', 'accelerate.gpu_ids_count')
+    if t3 is None or t3.__class__ is Missing: _need(t3)
+    t4 = _binop('-', t2, t3, env)
+    return t4
+
+def e60(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'keys', 'accelerate.keys')
+    t3 = attr_value(t2, 'gpu_ids', 'accelerate.keys.gpu_ids')
+    return t3
+
+def e61(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    t3 = not (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        if t2.__class__ is int:
+            t5 = t2 > (1)
+        else:
+            t5 = _compare('>', t2, (1))
+        t4 = _truth(t5)
+    else:
+        t4 = False
+    if _truth(t4):
+        t7 = attr_value(t1, 'gpu_ids_count', 'accelerate.gpu_ids_count')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t8 = _binop('*', t7, t2, env)
+        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = _binop('+', ('num_processes = '), t9, env)
+        t6 = t10
+    else:
+        t11 = attr_value(t1, 'gpu_ids_count', 'accelerate.gpu_ids_count')
+        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', ('num_processes = '), t12, env)
+        t6 = t13
+    return t6
+
+def e62(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K10
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('accelerate')
+        if t6 is None: t6 = Missing('accelerate')
+        if t6.__class__ is dict and 'distributed_type' in t6:
+            t7 = t6['distributed_type']
+            if t7 is None: t7 = Missing('accelerate.distributed_type')
+        else:
+            t7 = attr_value(t6, 'distributed_type', 'accelerate.distributed_type')
+        if t7.__class__ is str:
+            t8 = t7 == ('DEEPSPEED')
+        else:
+            t8 = _compare('==', t7, ('DEEPSPEED'))
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            if t6.__class__ is dict and 'num_machines' in t6:
+                t10 = t6['num_machines']
+                if t10 is None: t10 = Missing('accelerate.num_machines')
+            else:
+                t10 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+        else:
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            if t6.__class__ is dict and 'num_machines' in t6:
+                t13 = t6['num_machines']
+                if t13 is None: t13 = Missing('accelerate.num_machines')
+            else:
+                t13 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
+            if t13.__class__ is int:
+                t14 = t13 > (1)
+            else:
+                t14 = _compare('>', t13, (1))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+        else:
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            if t6.__class__ is dict and 'ds_hostfile_given' in t6:
+                t16 = t6['ds_hostfile_given']
+                if t16 is None: t16 = Missing('accelerate.ds_hostfile_given')
+            else:
+                t16 = attr_value(t6, 'ds_hostfile_given', 'accelerate.ds_hostfile_given')
+            t17 = not (t16 if t16.__class__ is bool else _truth(t16))
+            t15 = (t17 if t17.__class__ is bool else _truth(t17))
+        else:
+            t15 = False
+        if (t15 if t15.__class__ is bool else _truth(t15)):
+            if t6.__class__ is dict and 'ds_launcher_given' in t6:
+                t19 = t6['ds_launcher_given']
+                if t19 is None: t19 = Missing('accelerate.ds_launcher_given')
+            else:
+                t19 = attr_value(t6, 'ds_launcher_given', 'accelerate.ds_launcher_given')
+            t20 = not (t19 if t19.__class__ is bool else _truth(t19))
+            if not (t20 if t20.__class__ is bool else _truth(t20)):
+                if t6.__class__ is dict and 'ds_launcher' in t6:
+                    t22 = t6['ds_launcher']
+                    if t22 is None: t22 = Missing('accelerate.ds_launcher')
+                else:
+                    t22 = attr_value(t6, 'ds_launcher', 'accelerate.ds_launcher')
+                if t22.__class__ is str:
+                    t23 = t22 == ('pdsh')
+                else:
+                    t23 = _compare('==', t22, ('pdsh'))
+                t21 = (t23 if t23.__class__ is bool else _truth(t23))
+            else:
+                t21 = True
+            t18 = (t21 if t21.__class__ is bool else _truth(t21))
+        else:
+            t18 = False
+        t5 = (t18 if t18.__class__ is bool else _truth(t18))
+    else:
+        t5 = False
+    return t5
+
+def e63(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'ds_launcher_given', 'accelerate.ds_launcher_given')
+    if _truth(t2):
+        t3 = ('deepspeed_multinode_launcher pdsh')
+    else:
+        t3 = ('no deepspeed_multinode_launcher (the default is pdsh, utils/launch.py:448-450)')
+    return t3
+
+def e64(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'per_machine', 'accelerate.per_machine')
+    t3 = not (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t2])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('+', (' --num_gpus '), t5, env)
+        t4 = t6
+    else:
+        t4 = ('')
+    return t4
+
+def e65(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'machine_rank', 'accelerate.machine_rank')
+    t3 = not (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        t5 = call_value(env, F_str.fn, F_str.cost, True, [t2])
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('+', (' (machine_rank '), t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = _binop('+', t6, (' is ignored)'), env)
+        t4 = t7
+    else:
+        t4 = ('')
+    return t4
+
+def e66(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    t2 = attr_value(t1, 'keys', 'accelerate.keys')
+    t3 = attr_value(t2, 'deepspeed_multinode_launcher', 'accelerate.keys.deepspeed_multinode_launcher')
+    return t3
+
+def e67(env):
+    t1 = env.lookup('accelerate')
+    if t1 is None: t1 = Missing('accelerate')
+    if t1.__class__ is dict and 'num_processes' in t1:
+        t2 = t1['num_processes']
+        if t2 is None: t2 = Missing('accelerate.num_processes')
+    else:
+        t2 = attr_value(t1, 'num_processes', 'accelerate.num_processes')
+    if t1.__class__ is dict and 'num_machines' in t1:
+        t4 = t1['num_machines']
+        if t4 is None: t4 = Missing('accelerate.num_machines')
+    else:
+        t4 = attr_value(t1, 'num_machines', 'accelerate.num_machines')
+    if t2.__class__ is t4.__class__ and (t2.__class__ is int or t2.__class__ is str):
+        t3 = t2 >= t4
+    else:
+        if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+        t3 = _compare('>=', t2, t4)
+    return t3
+
+def e68(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K11
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('accelerate')
+        if t6 is None: t6 = Missing('accelerate')
+        if t6.__class__ is dict and 'num_processes' in t6:
+            t7 = t6['num_processes']
+            if t7 is None: t7 = Missing('accelerate.num_processes')
+        else:
+            t7 = attr_value(t6, 'num_processes', 'accelerate.num_processes')
+        t8 = not (t7 is None or t7.__class__ is Missing)
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            if t6.__class__ is dict and 'num_machines' in t6:
+                t10 = t6['num_machines']
+                if t10 is None: t10 = Missing('accelerate.num_machines')
+            else:
+                t10 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
+            t11 = not (t10 is None or t10.__class__ is Missing)
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+        else:
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            if t6.__class__ is dict and 'num_machines' in t6:
+                t13 = t6['num_machines']
+                if t13 is None: t13 = Missing('accelerate.num_machines')
+            else:
+                t13 = attr_value(t6, 'num_machines', 'accelerate.num_machines')
+            if t13.__class__ is int:
+                t14 = t13 > (1)
+            else:
+                t14 = _compare('>', t13, (1))
+            t12 = (t14 if t14.__class__ is bool else _truth(t14))
+        else:
+            t12 = False
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            if t7.__class__ is int:
+                t16 = t7 >= (1)
+            else:
+                t16 = _compare('>=', t7, (1))
+            t15 = (t16 if t16.__class__ is bool else _truth(t16))
+        else:
+            t15 = False
+        t5 = (t15 if t15.__class__ is bool else _truth(t15))
+    else:
+        t5 = False
+    return t5
 
 COMPILED = {
     'not (cp > 1 and accelerate.sp > 1)': (e0, 9, ('accelerate', 'cp')),
@@ -1544,34 +1959,53 @@ COMPILED = {
     'accelerate.num_machines != null and accelerate.num_machines > 1 and total == world_size * accelerate.num_machines': (e17, 16, ('accelerate', 'total', 'world_size')),
     'not (accelerate.num_machines != null and accelerate.num_machines > 1 and total == world_size * accelerate.num_machines) and world_size % others == 0': (e18, 23, ('accelerate', 'others', 'total', 'world_size')),
     'not (accelerate.num_machines != null and accelerate.num_machines > 1 and total == world_size * accelerate.num_machines) and world_size % others != 0': (e19, 23, ('accelerate', 'others', 'total', 'world_size')),
-    "'torch refuses a mesh larger than the world (RuntimeError: Mesh should not be bigger than default world size ' + str(world_size) + ')' if total > world_size else 'the Accelerator refuses it (ValueError: ParallelismConfig total_size (' + str(total) + ') does not match num_processes (' + str(world_size) + '))'": (e20, 21, ('total', 'world_size')),
-    'accelerate.keys.dp_shard if accelerate.keys.dp_shard != null else accelerate.keys.num_processes': (e21, 12, ('accelerate',)),
-    'accelerate.num_machines': (e22, 2, ('accelerate',)),
-    'accelerate.keys.num_processes': (e23, 3, ('accelerate',)),
-    'dp_shard > 1 or cp > 1': (e24, 7, ('cp', 'dp_shard')),
-    "framework.id in ['accelerate@1.15.0'] and (accelerate.section_present and accelerate.is_fsdp2 and declared.dp_replicate != null and dp_shard != null and tp != null and cp != null and accelerate.sp != null and total > 1)": (e25, 37, ('accelerate', 'cp', 'declared', 'dp_shard', 'framework', 'total', 'tp')),
-    'declared.dp_replicate * dp_shard * tp * cp * accelerate.sp': (e26, 11, ('accelerate', 'cp', 'declared', 'dp_shard', 'tp')),
-    "join([p[0] + '=' + str(p[1]) for p in [['dp_replicate', declared.dp_replicate], ['tp', tp], ['sp', accelerate.sp]] if p[1] > 1], ', ')": (e27, 30, ('accelerate', 'declared', 'tp')),
-    "'leave ranks to FSDP: e.g. tp_size = ' + str(tp // 2) + ' and dp_shard_size = 2' if tp > 1 and tp % 2 == 0 else 'give dp_shard_size a size above 1'": (e28, 19, ('tp',)),
-    "accelerate.is_fsdp2 or accelerate.distributed_type == 'DEEPSPEED' or (accelerate.distributed_type != 'FSDP' and world_size != null and world_size > 1) or (accelerate.distributed_type != 'FSDP' and world_size == null)": (e29, 29, ('accelerate', 'world_size')),
-    "framework.id in ['accelerate@1.15.0'] and (accelerate.section_present and accelerate.config_reaches_ranks == true and declared.dp_replicate != null and dp_shard != null and tp != null and cp != null and accelerate.sp != null and total > 1)": (e30, 39, ('accelerate', 'cp', 'declared', 'dp_shard', 'framework', 'total', 'tp')),
-    "'FSDP version ' + str(accelerate.fsdp_version) if accelerate.distributed_type == 'FSDP' else 'distributed_type ' + accelerate.distributed_type + ' on one process'": (e31, 16, ('accelerate',)),
-    "accelerate.keys.fsdp_version if accelerate.distributed_type == 'FSDP' else accelerate.keys.distributed_type": (e32, 11, ('accelerate',)),
-    "'set fsdp_config.fsdp_version: 2' if accelerate.distributed_type == 'FSDP' else 'launch several processes'": (e33, 7, ('accelerate',)),
-    'accelerate.config_reaches_ranks': (e34, 2, ('accelerate',)),
-    "framework.id in ['accelerate@1.15.0'] and (accelerate.section_present and accelerate.distributed_type != null)": (e35, 13, ('accelerate', 'framework')),
-    'accelerate.distributed_type': (e36, 2, ('accelerate',)),
-    'accelerate.keys.distributed_type': (e37, 3, ('accelerate',)),
-    'accelerate.num_processes % accelerate.num_machines == 0': (e38, 7, ('accelerate',)),
-    "framework.id in ['accelerate@1.15.0'] and (accelerate.num_processes != null and accelerate.num_machines != null and accelerate.num_machines > 1 and accelerate.num_processes >= 1)": (e39, 25, ('accelerate', 'framework')),
-    'accelerate.num_processes': (e40, 2, ('accelerate',)),
-    'accelerate.num_processes // accelerate.num_machines': (e41, 5, ('accelerate',)),
-    '(accelerate.num_processes // accelerate.num_machines) * accelerate.num_machines': (e42, 8, ('accelerate',)),
-    'accelerate.num_machines * max([1, accelerate.num_processes // accelerate.num_machines])': (e43, 11, ('accelerate',)),
-    "framework.id in ['accelerate@1.15.0'] and (accelerate.section_present and accelerate.is_fsdp2 and tp != null and dp_shard != null and tp > 1 and dp_shard > 1)": (e44, 27, ('accelerate', 'dp_shard', 'framework', 'tp')),
-    'accelerate.keys.tp': (e45, 3, ('accelerate',)),
-    'len(accelerate.ignored_flags) == 0': (e46, 5, ('accelerate',)),
-    "framework.id in ['accelerate@1.15.0'] and (accelerate.ignored_flags != null)": (e47, 10, ('accelerate', 'framework')),
-    "join(accelerate.ignored_flags, ', ')": (e48, 4, ('accelerate',)),
-    'accelerate.keys_ignored': (e49, 2, ('accelerate',)),
+    "'' if world_size == 1 else 'es'": (e20, 6, ('world_size',)),
+    "'torch refuses a mesh larger than the world (RuntimeError: Mesh should not be bigger than default world size ' + str(world_size) + ')' if total > world_size else 'the Accelerator refuses it (ValueError: ParallelismConfig total_size (' + str(total) + ') does not match num_processes (' + str(world_size) + '))'": (e21, 21, ('total', 'world_size')),
+    'accelerate.keys.dp_shard if accelerate.keys.dp_shard != null else accelerate.keys.num_processes': (e22, 12, ('accelerate',)),
+    'accelerate.num_machines': (e23, 2, ('accelerate',)),
+    'accelerate.keys.num_processes': (e24, 3, ('accelerate',)),
+    'dp_shard > 1 or cp > 1': (e25, 7, ('cp', 'dp_shard')),
+    "framework.id in ['accelerate@1.15.0'] and (accelerate.section_present and accelerate.is_fsdp2 and declared.dp_replicate != null and dp_shard != null and tp != null and cp != null and accelerate.sp != null and total > 1)": (e26, 37, ('accelerate', 'cp', 'declared', 'dp_shard', 'framework', 'total', 'tp')),
+    'declared.dp_replicate * dp_shard * tp * cp * accelerate.sp': (e27, 11, ('accelerate', 'cp', 'declared', 'dp_shard', 'tp')),
+    "join([p[0] + '=' + str(p[1]) for p in [['dp_replicate', declared.dp_replicate], ['tp', tp], ['sp', accelerate.sp]] if p[1] > 1], ', ')": (e28, 30, ('accelerate', 'declared', 'tp')),
+    "'leave ranks to FSDP: e.g. tp_size = ' + str(tp // 2) + ' and dp_shard_size = 2' if tp > 1 and tp % 2 == 0 else 'give dp_shard_size a size above 1'": (e29, 19, ('tp',)),
+    "accelerate.is_fsdp2 or accelerate.distributed_type == 'DEEPSPEED' or (accelerate.distributed_type != 'FSDP' and world_size != null and world_size > 1) or (accelerate.distributed_type != 'FSDP' and world_size == null)": (e30, 29, ('accelerate', 'world_size')),
+    "framework.id in ['accelerate@1.15.0'] and (accelerate.section_present and accelerate.config_reaches_ranks == true and declared.dp_replicate != null and dp_shard != null and tp != null and cp != null and accelerate.sp != null and total > 1)": (e31, 39, ('accelerate', 'cp', 'declared', 'dp_shard', 'framework', 'total', 'tp')),
+    "'FSDP version ' + str(accelerate.fsdp_version) if accelerate.distributed_type == 'FSDP' else 'distributed_type ' + accelerate.distributed_type + ' on one process'": (e32, 16, ('accelerate',)),
+    "accelerate.keys.fsdp_version if accelerate.distributed_type == 'FSDP' else accelerate.keys.distributed_type": (e33, 11, ('accelerate',)),
+    "'set fsdp_config.fsdp_version: 2' if accelerate.distributed_type == 'FSDP' else 'launch several processes'": (e34, 7, ('accelerate',)),
+    'accelerate.config_reaches_ranks': (e35, 2, ('accelerate',)),
+    "framework.id in ['accelerate@1.15.0'] and (accelerate.section_present and accelerate.distributed_type != null)": (e36, 13, ('accelerate', 'framework')),
+    'accelerate.distributed_type': (e37, 2, ('accelerate',)),
+    'accelerate.keys.distributed_type': (e38, 3, ('accelerate',)),
+    'accelerate.num_processes % accelerate.num_machines == 0': (e39, 7, ('accelerate',)),
+    "framework.id in ['accelerate@1.15.0'] and (accelerate.num_processes != null and accelerate.num_machines != null and accelerate.num_machines > 1 and accelerate.num_processes >= accelerate.num_machines)": (e40, 26, ('accelerate', 'framework')),
+    'accelerate.num_processes': (e41, 2, ('accelerate',)),
+    'accelerate.num_processes // accelerate.num_machines': (e42, 5, ('accelerate',)),
+    '(accelerate.num_processes // accelerate.num_machines) * accelerate.num_machines': (e43, 8, ('accelerate',)),
+    'accelerate.num_machines * max([1, accelerate.num_processes // accelerate.num_machines])': (e44, 11, ('accelerate',)),
+    "framework.id in ['accelerate@1.15.0'] and (accelerate.section_present and accelerate.is_fsdp2 and tp != null and dp_shard != null and tp > 1 and dp_shard > 1)": (e45, 27, ('accelerate', 'dp_shard', 'framework', 'tp')),
+    'accelerate.keys.tp': (e46, 3, ('accelerate',)),
+    'dp_shard * tp': (e47, 3, ('dp_shard', 'tp')),
+    'len(accelerate.ignored_flags) == 0': (e48, 5, ('accelerate',)),
+    "framework.id in ['accelerate@1.15.0'] and (accelerate.ignored_flags != null)": (e49, 10, ('accelerate', 'framework')),
+    "join(accelerate.ignored_flags, ', ')": (e50, 4, ('accelerate',)),
+    'accelerate.keys_ignored': (e51, 2, ('accelerate',)),
+    'accelerate.gpu_ids_count >= accelerate.per_machine': (e52, 5, ('accelerate',)),
+    "framework.id in ['accelerate@1.15.0'] and (accelerate.gpu_ids_count != null and accelerate.per_machine != null and accelerate.per_machine > 1)": (e53, 20, ('accelerate', 'framework')),
+    'accelerate.gpu_ids': (e54, 2, ('accelerate',)),
+    'accelerate.gpu_ids_count': (e55, 2, ('accelerate',)),
+    "'' if accelerate.gpu_ids_count == 1 else 's'": (e56, 7, ('accelerate',)),
+    'accelerate.per_machine': (e57, 2, ('accelerate',)),
+    "'num_processes // num_machines = ' + str(accelerate.num_processes) + ' // ' + str(accelerate.num_machines) if accelerate.num_machines != null and accelerate.num_machines > 1 else 'num_processes'": (e58, 22, ('accelerate',)),
+    'accelerate.per_machine - accelerate.gpu_ids_count': (e59, 5, ('accelerate',)),
+    'accelerate.keys.gpu_ids': (e60, 3, ('accelerate',)),
+    "'num_processes = ' + str(accelerate.gpu_ids_count * accelerate.num_machines) if accelerate.num_machines != null and accelerate.num_machines > 1 else 'num_processes = ' + str(accelerate.gpu_ids_count)": (e61, 23, ('accelerate',)),
+    "framework.id in ['accelerate@1.15.0'] and (accelerate.distributed_type == 'DEEPSPEED' and accelerate.num_machines != null and accelerate.num_machines > 1 and not accelerate.ds_hostfile_given and (not accelerate.ds_launcher_given or accelerate.ds_launcher == 'pdsh'))": (e62, 33, ('accelerate', 'framework')),
+    "'deepspeed_multinode_launcher pdsh' if accelerate.ds_launcher_given else 'no deepspeed_multinode_launcher (the default is pdsh, utils/launch.py:448-450)'": (e63, 5, ('accelerate',)),
+    "' --num_gpus ' + str(accelerate.per_machine) if accelerate.per_machine != null else ''": (e64, 11, ('accelerate',)),
+    "' (machine_rank ' + str(accelerate.machine_rank) + ' is ignored)' if accelerate.machine_rank != null else ''": (e65, 13, ('accelerate',)),
+    'accelerate.keys.deepspeed_multinode_launcher': (e66, 3, ('accelerate',)),
+    'accelerate.num_processes >= accelerate.num_machines': (e67, 5, ('accelerate',)),
+    "framework.id in ['accelerate@1.15.0'] and (accelerate.num_processes != null and accelerate.num_machines != null and accelerate.num_machines > 1 and accelerate.num_processes >= 1)": (e68, 25, ('accelerate', 'framework')),
 }

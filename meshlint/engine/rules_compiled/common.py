@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 191, 162025935)
+FINGERPRINT = ('0.1.0', 18, 518725642, 197, 4281706326)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -2250,6 +2250,34 @@ def e121(env):
     return t4
 
 def e122(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'role', 'item.role')
+    if t2.__class__ is str:
+        t3 = t2 == ('ep')
+    else:
+        t3 = _compare('==', t2, ('ep'))
+    if _truth(t3):
+        t4 = ('EP')
+    else:
+        t4 = ('CP')
+    return t4
+
+def e123(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'role', 'item.role')
+    if t2.__class__ is str:
+        t3 = t2 == ('ep')
+    else:
+        t3 = _compare('==', t2, ('ep'))
+    if _truth(t3):
+        t4 = ('e.g. EP across nodes to fit the experts')
+    else:
+        t4 = ('e.g. CP across nodes to fit a long sequence')
+    return t4
+
+def e124(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2263,7 +2291,7 @@ def e122(env):
         t4 = _compare('==', t3, (0))
     return t4
 
-def e123(env):
+def e125(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     t3 = env.lookup('gpus_per_node')
@@ -2275,12 +2303,12 @@ def e123(env):
         t2 = _compare('>', t1, t3)
     return t2
 
-def e124(env):
+def e126(env):
     t1 = env.lookup('nodes')
     if t1 is None: t1 = Missing('nodes')
     return t1
 
-def e125(env):
+def e127(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2290,7 +2318,7 @@ def e125(env):
     t3 = _binop('%', t1, t2, env)
     return t3
 
-def e126(env):
+def e128(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2303,7 +2331,7 @@ def e126(env):
     t4 = _binop('*', t3, t2, env)
     return t4
 
-def e127(env):
+def e129(env):
     t1 = env.lookup('world_size')
     if t1 is None: t1 = Missing('world_size')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2318,34 +2346,34 @@ def e127(env):
     t5 = _binop('*', t4, t2, env)
     return t5
 
-def e128(env):
+def e130(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     return t1
 
-def e129(env):
+def e131(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     return t1
 
-def e130(env):
+def e132(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'cp', 'keys.cp')
     return t2
 
-def e131(env):
+def e133(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'max_seq_len', 'model.max_seq_len')
     return t2
 
-def e132(env):
+def e134(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     return t1
 
-def e133(env):
+def e135(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_heads' in t1:
@@ -2364,7 +2392,7 @@ def e133(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e134(env):
+def e136(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -2373,7 +2401,7 @@ def e134(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e135(env):
+def e137(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -2483,19 +2511,19 @@ def e135(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e136(env):
+def e138(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
     return t2
 
-def e137(env):
+def e139(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_heads', 'model.n_heads')
     return t2
 
-def e138(env):
+def e140(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2512,13 +2540,13 @@ def e138(env):
         t4 = ('no tp above 1 fits on this world: use tp = 1')
     return t4
 
-def e139(env):
+def e141(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_kv_heads', 'model.n_kv_heads')
     return t2
 
-def e140(env):
+def e142(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_kv_heads' in t1:
@@ -2537,7 +2565,7 @@ def e140(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e141(env):
+def e143(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -2550,19 +2578,19 @@ def e141(env):
         t3 = ('')
     return t3
 
-def e142(env):
+def e144(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'num_experts', 'model.num_experts')
     return t2
 
-def e143(env):
+def e145(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'pp', 'keys.pp')
     return t2
 
-def e144(env):
+def e146(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'is_moe' in t1:
@@ -2572,7 +2600,7 @@ def e144(env):
         t2 = attr_value(t1, 'is_moe', 'model.is_moe')
     return t2
 
-def e145(env):
+def e147(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -2581,18 +2609,18 @@ def e145(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e146(env):
+def e148(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     return t1
 
-def e147(env):
+def e149(env):
     t1 = env.lookup('keys')
     if t1 is None: t1 = Missing('keys')
     t2 = attr_value(t1, 'ep', 'keys.ep')
     return t2
 
-def e148(env):
+def e150(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'num_experts' in t1:
@@ -2611,7 +2639,7 @@ def e148(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e149(env):
+def e151(env):
     t1 = env.lookup('ep')
     if t1 is None: t1 = Missing('ep')
     if t1.__class__ is int:
@@ -2631,7 +2659,7 @@ def e149(env):
         t3 = False
     return t3
 
-def e150(env):
+def e152(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -2697,7 +2725,7 @@ def e150(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e151(env):
+def e153(env):
     t1 = env.lookup('eps')
     if t1 is None: t1 = Missing('eps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2714,17 +2742,17 @@ def e151(env):
         t4 = ('no ep above 1 fits on this world: use ep = 1')
     return t4
 
-def e152(env):
+def e154(env):
     t1 = env.lookup('etp')
     if t1 is None: t1 = Missing('etp')
     return t1
 
-def e153(env):
+def e155(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     return t1
 
-def e154(env):
+def e156(env):
     t1 = env.lookup('uneven')
     if t1 is None: t1 = Missing('uneven')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2739,7 +2767,7 @@ def e154(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e155(env):
+def e157(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -2804,7 +2832,7 @@ def e155(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e156(env):
+def e158(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('gpus_per_node')
@@ -2892,7 +2920,7 @@ def e156(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e157(env):
+def e159(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2902,7 +2930,7 @@ def e157(env):
         t3 = _compare('==', t2, ('model.'))
     return t3
 
-def e158(env):
+def e160(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2923,7 +2951,7 @@ def e158(env):
         t4 = False
     return t4
 
-def e159(env):
+def e161(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2944,7 +2972,7 @@ def e159(env):
         t4 = False
     return t4
 
-def e160(env):
+def e162(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -2978,7 +3006,7 @@ def e160(env):
     t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
     return t15
 
-def e161(env):
+def e163(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3032,7 +3060,7 @@ def e161(env):
     t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t24
 
-def e162(env):
+def e164(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3076,7 +3104,7 @@ def e162(env):
     t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t19
 
-def e163(env):
+def e165(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3093,13 +3121,13 @@ def e163(env):
         t4 = ('')
     return t4
 
-def e164(env):
+def e166(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t2
 
-def e165(env):
+def e167(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3123,7 +3151,7 @@ def e165(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t10
 
-def e166(env):
+def e168(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     if t1.__class__ is dict and 'peak_gib' in t1:
@@ -3143,14 +3171,14 @@ def e166(env):
         t3 = _compare('<=', t2, t4)
     return t3
 
-def e167(env):
+def e169(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'peak_gib', 'memory.peak_gib')
     t3 = call_value(env, F_round.fn, F_round.cost, False, [t2, (1)])
     return t3
 
-def e168(env):
+def e170(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'stages', 'memory.stages')
@@ -3168,25 +3196,25 @@ def e168(env):
         t4 = ('')
     return t4
 
-def e169(env):
+def e171(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'gpu_gib', 'memory.gpu_gib')
     return t2
 
-def e170(env):
+def e172(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'capacity_source', 'memory.capacity_source')
     return t2
 
-def e171(env):
+def e173(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'summary', 'memory.summary')
     return t2
 
-def e172(env):
+def e174(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3202,13 +3230,13 @@ def e172(env):
         t3 = ('micro_batch_size')
     return t3
 
-def e173(env):
+def e175(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'largest', 'memory.largest')
     return t2
 
-def e174(env):
+def e176(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = K3
@@ -3228,13 +3256,13 @@ def e174(env):
         t4 = t6
     return t4
 
-def e175(env):
+def e177(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'ac', 'memory.ac')
     return t2
 
-def e176(env):
+def e178(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     if t1.__class__ is dict and 'peak_gib' in t1:
@@ -3272,7 +3300,7 @@ def e176(env):
         t3 = _compare('<=', t2, t7)
     return t3
 
-def e177(env):
+def e179(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'margin', 'memory.margin')
@@ -3281,7 +3309,7 @@ def e177(env):
     t4 = call_value(env, F_round.fn, F_round.cost, False, [t3])
     return t4
 
-def e178(env):
+def e180(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = K4
@@ -3301,7 +3329,7 @@ def e178(env):
         t4 = t6
     return t4
 
-def e179(env):
+def e181(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'split_error' in t1:
@@ -3312,7 +3340,7 @@ def e179(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e180(env):
+def e182(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3321,7 +3349,7 @@ def e180(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e181(env):
+def e183(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -3395,7 +3423,7 @@ def e181(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e182(env):
+def e184(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
@@ -3408,19 +3436,19 @@ def e182(env):
         t4 = t5
     return t4
 
-def e183(env):
+def e185(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_layers', 'model.n_layers')
     return t2
 
-def e184(env):
+def e186(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'split_error', 'pipeline.split_error')
     return t2
 
-def e185(env):
+def e187(env):
     t2 = env.lookup('pipeline')
     if t2 is None: t2 = Missing('pipeline')
     t3 = attr_value(t2, 'split_error', 'pipeline.split_error')
@@ -3435,7 +3463,7 @@ def e185(env):
         t4 = ('parallelism.pipeline_parallel_layers_per_stage')
     return t4
 
-def e186(env):
+def e188(env):
     t1 = env.lookup('pps')
     if t1 is None: t1 = Missing('pps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3452,7 +3480,7 @@ def e186(env):
         t4 = ('only pp = 1 on this world')
     return t4
 
-def e187(env):
+def e189(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'effective_counts' in t1:
@@ -3469,7 +3497,7 @@ def e187(env):
         t4 = _compare('==', t3, t5)
     return t4
 
-def e188(env):
+def e190(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3490,7 +3518,7 @@ def e188(env):
         t3 = False
     return t3
 
-def e189(env):
+def e191(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3510,7 +3538,7 @@ def e189(env):
         t3 = (0)
     return t3
 
-def e190(env):
+def e192(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3530,7 +3558,7 @@ def e190(env):
         t3 = (0)
     return t3
 
-def e191(env):
+def e193(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_layers' in t1:
@@ -3558,7 +3586,7 @@ def e191(env):
         t6 = _binop('+', t4, t5, env)
     return t6
 
-def e192(env):
+def e194(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'stages' in t1:
@@ -3593,7 +3621,7 @@ def e192(env):
         t7 = _binop('*', t2, t6, env)
     return t7
 
-def e193(env):
+def e195(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3602,7 +3630,7 @@ def e193(env):
         t2 = _compare('!=', t1, ('torchtitan'))
     return t2
 
-def e194(env):
+def e196(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3611,21 +3639,21 @@ def e194(env):
         t2 = _compare('==', t1, ('torchtitan'))
     return t2
 
-def e195(env):
+def e197(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('stage')])
     return t3
 
-def e196(env):
+def e198(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'layer_counts', 'pipeline.layer_counts')
     t3 = call_value(env, F_join.fn, F_join.cost, False, [t2])
     return t3
 
-def e197(env):
+def e199(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3671,7 +3699,7 @@ def e197(env):
         t5 = t20
     return t5
 
-def e198(env):
+def e200(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -3712,13 +3740,13 @@ def e198(env):
     t16 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t16
 
-def e199(env):
+def e201(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     return t2
 
-def e200(env):
+def e202(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3731,7 +3759,7 @@ def e200(env):
     t5 = _binop('//', t4, (2), env)
     return t5
 
-def e201(env):
+def e203(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3750,12 +3778,12 @@ def e201(env):
     t7 = _binop('-', t4, t6, env)
     return t7
 
-def e202(env):
+def e204(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     return t1
 
-def e203(env):
+def e205(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3766,19 +3794,19 @@ def e203(env):
     t4 = _binop('//', t1, t3, env)
     return t4
 
-def e204(env):
+def e206(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'schedule', 'pipeline.schedule')
     return t2
 
-def e205(env):
+def e207(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'schedule_error', 'pipeline.schedule_error')
     return t2
 
-def e206(env):
+def e208(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'schedule_error' in t1:
@@ -3789,7 +3817,7 @@ def e206(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e207(env):
+def e209(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3797,53 +3825,63 @@ def e207(env):
     else:
         t2 = _compare('>', t1, (1))
     if (t2 if t2.__class__ is bool else _truth(t2)):
-        t4 = env.lookup('pipeline')
-        if t4 is None: t4 = Missing('pipeline')
-        if t4.__class__ is dict and 'unknown_schedule' in t4:
-            t5 = t4['unknown_schedule']
-            if t5 is None: t5 = Missing('pipeline.unknown_schedule')
+        t4 = env.lookup('dialect')
+        if t4 is None: t4 = Missing('dialect')
+        if t4.__class__ is str:
+            t5 = t4 != ('megatron')
         else:
-            t5 = attr_value(t4, 'unknown_schedule', 'pipeline.unknown_schedule')
-        t6 = not (t5 if t5.__class__ is bool else _truth(t5))
-        t3 = (t6 if t6.__class__ is bool else _truth(t6))
+            t5 = _compare('!=', t4, ('megatron'))
+        t3 = (t5 if t5.__class__ is bool else _truth(t5))
     else:
         t3 = False
     if (t3 if t3.__class__ is bool else _truth(t3)):
-        t8 = env.lookup('dialect')
-        if t8 is None: t8 = Missing('dialect')
-        if t8.__class__ is str:
-            t9 = t8 == ('kempnerforge')
+        t7 = env.lookup('pipeline')
+        if t7 is None: t7 = Missing('pipeline')
+        if t7.__class__ is dict and 'unknown_schedule' in t7:
+            t8 = t7['unknown_schedule']
+            if t8 is None: t8 = Missing('pipeline.unknown_schedule')
         else:
-            t9 = _compare('==', t8, ('kempnerforge'))
-        if (t9 if t9.__class__ is bool else _truth(t9)):
-            t11 = env.lookup('pipeline')
-            if t11 is None: t11 = Missing('pipeline')
-            if t11.__class__ is dict and 'schedule' in t11:
-                t12 = t11['schedule']
-                if t12 is None: t12 = Missing('pipeline.schedule')
-            else:
-                t12 = attr_value(t11, 'schedule', 'pipeline.schedule')
-            if t12.__class__ is str:
-                t13 = t12 == ('Interleaved1F1B')
-            else:
-                t13 = _compare('==', t12, ('Interleaved1F1B'))
-            t10 = (t13 if t13.__class__ is bool else _truth(t13))
-        else:
-            t10 = False
-        t14 = not (t10 if t10.__class__ is bool else _truth(t10))
-        t7 = (t14 if t14.__class__ is bool else _truth(t14))
+            t8 = attr_value(t7, 'unknown_schedule', 'pipeline.unknown_schedule')
+        t9 = not (t8 if t8.__class__ is bool else _truth(t8))
+        t6 = (t9 if t9.__class__ is bool else _truth(t9))
     else:
-        t7 = False
-    return t7
+        t6 = False
+    if (t6 if t6.__class__ is bool else _truth(t6)):
+        t11 = env.lookup('dialect')
+        if t11 is None: t11 = Missing('dialect')
+        if t11.__class__ is str:
+            t12 = t11 == ('kempnerforge')
+        else:
+            t12 = _compare('==', t11, ('kempnerforge'))
+        if (t12 if t12.__class__ is bool else _truth(t12)):
+            t14 = env.lookup('pipeline')
+            if t14 is None: t14 = Missing('pipeline')
+            if t14.__class__ is dict and 'schedule' in t14:
+                t15 = t14['schedule']
+                if t15 is None: t15 = Missing('pipeline.schedule')
+            else:
+                t15 = attr_value(t14, 'schedule', 'pipeline.schedule')
+            if t15.__class__ is str:
+                t16 = t15 == ('Interleaved1F1B')
+            else:
+                t16 = _compare('==', t15, ('Interleaved1F1B'))
+            t13 = (t16 if t16.__class__ is bool else _truth(t16))
+        else:
+            t13 = False
+        t17 = not (t13 if t13.__class__ is bool else _truth(t13))
+        t10 = (t17 if t17.__class__ is bool else _truth(t17))
+    else:
+        t10 = False
+    return t10
 
-def e208(env):
+def e210(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('microbatch'), ('microbatches')])
     return t3
 
-def e209(env):
+def e211(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3860,7 +3898,7 @@ def e209(env):
         t3 = t6
     return t3
 
-def e210(env):
+def e212(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3912,7 +3950,7 @@ def e210(env):
         t3 = t21
     return t3
 
-def e211(env):
+def e213(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'n_microbatches' in t1:
@@ -3932,7 +3970,7 @@ def e211(env):
         t3 = _compare('>=', t2, t4)
     return t3
 
-def e212(env):
+def e214(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3965,27 +4003,91 @@ def e212(env):
         t7 = False
     return t7
 
-def e213(env):
+def e215(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('pipeline stage')])
     return t3
 
-def e214(env):
+def e216(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
-    t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
-    return t2
+    t2 = attr_value(t1, 'style', 'pipeline.style')
+    if t2.__class__ is str:
+        t3 = t2 == ('megatron')
+    else:
+        t3 = _compare('==', t2, ('megatron'))
+    if _truth(t3):
+        t5 = attr_value(t1, 'stages_per_rank', 'pipeline.stages_per_rank')
+        if t5.__class__ is int:
+            t6 = t5 > (1)
+        else:
+            t6 = _compare('>', t5, (1))
+        t4 = _truth(t6)
+    else:
+        t4 = False
+    if _truth(t4):
+        t8 = env.lookup('pp')
+        if t8 is None: t8 = Missing('pp')
+        t9 = call_value(env, F_str.fn, F_str.cost, True, [t8])
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = _binop('+', ('(pp − 1) / (v·m + pp − 1) = ('), t9, env)
+        if t10 is None or t10.__class__ is Missing: _need(t10)
+        t11 = _binop('+', t10, (' − 1) / ('), env)
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = attr_value(t1, 'stages_per_rank', 'pipeline.stages_per_rank')
+        t13 = call_value(env, F_str.fn, F_str.cost, True, [t12])
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = _binop('+', t11, t13, env)
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = _binop('+', t14, ('·'), env)
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
+        t17 = call_value(env, F_str.fn, F_str.cost, True, [t16])
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = _binop('+', t15, t17, env)
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = _binop('+', t18, (' + '), env)
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        t20 = call_value(env, F_str.fn, F_str.cost, True, [t8])
+        if t20 is None or t20.__class__ is Missing: _need(t20)
+        t21 = _binop('+', t19, t20, env)
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        t22 = _binop('+', t21, (' − 1)'), env)
+        t7 = t22
+    else:
+        t23 = env.lookup('pp')
+        if t23 is None: t23 = Missing('pp')
+        t24 = call_value(env, F_str.fn, F_str.cost, True, [t23])
+        if t24 is None or t24.__class__ is Missing: _need(t24)
+        t25 = _binop('+', ('(pp − 1) / (m + pp − 1) = ('), t24, env)
+        if t25 is None or t25.__class__ is Missing: _need(t25)
+        t26 = _binop('+', t25, (' − 1) / ('), env)
+        if t26 is None or t26.__class__ is Missing: _need(t26)
+        t27 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
+        t28 = call_value(env, F_str.fn, F_str.cost, True, [t27])
+        if t28 is None or t28.__class__ is Missing: _need(t28)
+        t29 = _binop('+', t26, t28, env)
+        if t29 is None or t29.__class__ is Missing: _need(t29)
+        t30 = _binop('+', t29, (' + '), env)
+        if t30 is None or t30.__class__ is Missing: _need(t30)
+        t31 = call_value(env, F_str.fn, F_str.cost, True, [t23])
+        if t31 is None or t31.__class__ is Missing: _need(t31)
+        t32 = _binop('+', t30, t31, env)
+        if t32 is None or t32.__class__ is Missing: _need(t32)
+        t33 = _binop('+', t32, (' − 1)'), env)
+        t7 = t33
+    return t7
 
-def e215(env):
+def e217(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'bubble', 'pipeline.bubble')
     t3 = call_value(env, F_percent.fn, F_percent.cost, False, [t2])
     return t3
 
-def e216(env):
+def e218(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4018,7 +4120,7 @@ def e216(env):
         t3 = t5
     return t3
 
-def e217(env):
+def e219(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
@@ -4026,7 +4128,7 @@ def e217(env):
     t3 = _binop('*', (4), t2, env)
     return t3
 
-def e218(env):
+def e220(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -4034,67 +4136,80 @@ def e218(env):
     if t2 is None or t2.__class__ is Missing: _need(t2)
     t3 = env.lookup('pipeline')
     if t3 is None: t3 = Missing('pipeline')
-    t4 = attr_value(t3, 'stages', 'pipeline.stages')
-    if t4 is None or t4.__class__ is Missing: _need(t4)
-    t5 = _binop('*', (4), t4, env)
-    if t5 is None or t5.__class__ is Missing: _need(t5)
-    if t1 is None or t1.__class__ is Missing: _need(t1)
-    t6 = _binop('+', t5, t1, env)
+    t4 = attr_value(t3, 'style', 'pipeline.style')
+    if t4.__class__ is str:
+        t5 = t4 == ('megatron')
+    else:
+        t5 = _compare('==', t4, ('megatron'))
+    if _truth(t5):
+        t7 = attr_value(t3, 'stages_per_rank', 'pipeline.stages_per_rank')
+        t6 = t7
+    else:
+        t6 = (1)
     if t6 is None or t6.__class__ is Missing: _need(t6)
-    t7 = _binop('-', t6, (1), env)
-    if t7 is None or t7.__class__ is Missing: _need(t7)
-    t8 = _binop('/', t2, t7, env)
-    t9 = call_value(env, F_percent.fn, F_percent.cost, False, [t8])
-    return t9
+    t8 = _binop('*', t6, (4), env)
+    if t8 is None or t8.__class__ is Missing: _need(t8)
+    t9 = attr_value(t3, 'stages', 'pipeline.stages')
+    if t9 is None or t9.__class__ is Missing: _need(t9)
+    t10 = _binop('*', t8, t9, env)
+    if t10 is None or t10.__class__ is Missing: _need(t10)
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t11 = _binop('+', t10, t1, env)
+    if t11 is None or t11.__class__ is Missing: _need(t11)
+    t12 = _binop('-', t11, (1), env)
+    if t12 is None or t12.__class__ is Missing: _need(t12)
+    t13 = _binop('/', t2, t12, env)
+    t14 = call_value(env, F_percent.fn, F_percent.cost, False, [t13])
+    return t14
 
-def e219(env):
+def e221(env):
     t1 = env.lookup('total')
     if t1 is None: t1 = Missing('total')
     return t1
 
-def e220(env):
+def e222(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'dim', 'model.dim')
-    return t2
-
-def e221(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (0), 'item')
-    return t2
-
-def e222(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (1), 'item')
     return t2
 
 def e223(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (3), 'item')
+    t2 = index_value(t1, (0), 'item')
     return t2
 
 def e224(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (2), 'item')
+    t2 = index_value(t1, (1), 'item')
     return t2
 
 def e225(env):
-    return ("'")
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = index_value(t1, (3), 'item')
+    return t2
 
 def e226(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = index_value(t1, (2), 'item')
+    return t2
+
+def e227(env):
+    return ("'")
+
+def e228(env):
     t1 = env.lookup('unused_suppressions')
     if t1 is None: t1 = Missing('unused_suppressions')
     return t1
 
-def e227(env):
+def e229(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
@@ -4107,13 +4222,13 @@ def e227(env):
         t4 = ('')
     return t4
 
-def e228(env):
+def e230(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'reason', 'item.reason')
     return t2
 
-def e229(env):
+def e231(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
@@ -4251,112 +4366,114 @@ COMPILED = {
     "placement != 'cyclic'": (e119, 3, ('placement',)),
     "'all-to-all token dispatch' if item.role == 'ep' else 'ring attention exchange'": (e120, 7, ('item',)),
     'keys[item.role]': (e121, 4, ('item', 'keys')),
-    'world_size % gpus_per_node == 0': (e122, 5, ('gpus_per_node', 'world_size')),
-    'world_size > gpus_per_node': (e123, 3, ('gpus_per_node', 'world_size')),
-    'nodes': (e124, 1, ('nodes',)),
-    'world_size % gpus_per_node': (e125, 3, ('gpus_per_node', 'world_size')),
-    'world_size // gpus_per_node * gpus_per_node': (e126, 5, ('gpus_per_node', 'world_size')),
-    '(world_size // gpus_per_node + 1) * gpus_per_node': (e127, 7, ('gpus_per_node', 'world_size')),
-    'item': (e128, 1, ('item',)),
-    'cp': (e129, 1, ('cp',)),
-    'keys.cp': (e130, 2, ('keys',)),
-    'model.max_seq_len': (e131, 2, ('model',)),
-    'pp': (e132, 1, ('pp',)),
-    'model.n_heads % tp == 0': (e133, 6, ('model', 'tp')),
-    'tp > 1': (e134, 3, ('tp',)),
-    '[t for t in (choices.tp if choices != null else divisors(gcd(model.n_heads, model.n_kv_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.n_heads % t == 0 and model.n_kv_heads % t == 0]': (e135, 39, ('choices', 'gpus_per_node', 'model')),
-    'model.called': (e136, 2, ('model',)),
-    'model.n_heads': (e137, 2, ('model',)),
-    "'use tp in ' + join(tps) if len(tps) > 0 else 'no tp above 1 fits on this world: use tp = 1'": (e138, 10, ('tps',)),
-    'model.n_kv_heads': (e139, 2, ('model',)),
-    'model.n_kv_heads % tp == 0': (e140, 6, ('model', 'tp')),
-    "', or more KV heads' if dialect == 'kempnerforge' else ''": (e141, 6, ('dialect',)),
-    'model.num_experts': (e142, 2, ('model',)),
-    'keys.pp': (e143, 2, ('keys',)),
-    'model.is_moe': (e144, 2, ('model',)),
-    'ep > 1': (e145, 3, ('ep',)),
-    'ep': (e146, 1, ('ep',)),
-    'keys.ep': (e147, 2, ('keys',)),
-    'model.num_experts % ep == 0': (e148, 6, ('ep', 'model')),
-    'ep > 1 and model.is_moe': (e149, 6, ('ep', 'model')),
-    '[e for e in (choices.ep if choices != null else divisors(model.num_experts)) if e > 1 and model.num_experts % e == 0]': (e150, 21, ('choices', 'model')),
-    "'use ep in ' + join(eps) if len(eps) > 0 else 'no ep above 1 fits on this world: use ep = 1'": (e151, 10, ('eps',)),
-    'etp': (e152, 1, ('etp',)),
-    'dp_shard': (e153, 1, ('dp_shard',)),
-    'len(uneven) == 0': (e154, 4, ('uneven',)),
-    "[p for p in [['ffn_hidden_dim', model.ffn_hidden_dim], ['vocab_size', model.vocab_size]] if p[1] != null and p[1] % tp != 0]": (e155, 24, ('model', 'tp')),
-    '[t for t in divisors(coalesce(gpus_per_node, 8)) if t > 1 and all([u[1] % t == 0 for u in uneven]) and (choices == null or t in choices.tp)]': (e156, 29, ('choices', 'gpus_per_node', 'uneven')),
-    "model.called == 'model.'": (e157, 4, ('model',)),
-    "model.called != 'model.' and len(fits) > 0": (e158, 9, ('fits', 'model')),
-    "model.called != 'model.' and len(fits) == 0": (e159, 9, ('fits', 'model')),
-    "join([u[0] + ' ' + str(u[1]) for u in uneven], ' or ')": (e160, 14, ('uneven',)),
-    "join([u[0] + ': ' + str(u[1] // tp + 1) + ' vs ' + str(u[1] // tp) for u in uneven], '; ')": (e161, 27, ('tp', 'uneven')),
-    "join([u[0] + ' up to ' + str((u[1] // tp + 1) * tp) for u in uneven], ' and ')": (e162, 20, ('tp', 'uneven')),
-    "', or use tp in ' + join(fits) if len(fits) > 0 else ''": (e163, 10, ('fits',)),
-    'join(fits)': (e164, 2, ('fits',)),
-    "join([u[0] for u in uneven], ' and ')": (e165, 7, ('uneven',)),
-    'memory.peak_gib <= memory.gpu_gib': (e166, 5, ('memory',)),
-    'round(memory.peak_gib, 1)': (e167, 4, ('memory',)),
-    "' on pipeline stage ' + str(memory.peak_stage) if memory.stages > 1 else ''": (e168, 11, ('memory',)),
-    'memory.gpu_gib': (e169, 2, ('memory',)),
-    'memory.capacity_source': (e170, 2, ('memory',)),
-    'memory.summary': (e171, 2, ('memory',)),
-    "keys.dp_shard if dialect != 'megatron' else 'micro_batch_size'": (e172, 7, ('dialect', 'keys')),
-    'memory.largest': (e173, 2, ('memory',)),
-    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect not in ['megatron', 'accelerate'] else 'shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)' if dialect == 'accelerate' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e174, 13, ('dialect',)),
-    'memory.ac': (e175, 2, ('memory',)),
-    'memory.peak_gib <= memory.gpu_gib * (1 - memory.margin)': (e176, 10, ('memory',)),
-    'round(memory.margin * 100)': (e177, 5, ('memory',)),
-    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect not in ['megatron', 'accelerate'] else 'sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing' if dialect == 'accelerate' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e178, 13, ('dialect',)),
-    'pipeline.split_error == null': (e179, 4, ('pipeline',)),
-    'pp > 1': (e180, 3, ('pp',)),
-    '[p for p in (choices.pp if choices != null else divisors(model.n_layers)) if p > 1 and p <= 64 and p <= model.n_layers]': (e181, 23, ('choices', 'model')),
-    'pipeline.stages if pipeline.stages != null else pp': (e182, 8, ('pipeline', 'pp')),
-    'model.n_layers': (e183, 2, ('model',)),
-    'pipeline.split_error': (e184, 2, ('pipeline',)),
-    "keys.pp if 'layers_per_stage' not in pipeline.split_error else 'parallelism.pipeline_parallel_layers_per_stage'": (e185, 8, ('keys', 'pipeline')),
-    "'pp in ' + join(pps) if len(pps) > 0 else 'only pp = 1 on this world'": (e186, 10, ('pps',)),
-    'min(pipeline.effective_counts) == max(pipeline.effective_counts)': (e187, 7, ('pipeline',)),
-    'pp > 1 and pipeline.effective_counts != null': (e188, 8, ('pipeline', 'pp')),
-    "parallelism.pp_first_stage_less_layers if dialect == 'torchtitan' else 0": (e189, 7, ('dialect', 'parallelism')),
-    "parallelism.pp_last_stage_less_layers if dialect == 'torchtitan' else 0": (e190, 7, ('dialect', 'parallelism')),
-    'model.n_layers + first + last': (e191, 6, ('first', 'last', 'model')),
-    'pipeline.stages * ((total + pipeline.stages - 1) // pipeline.stages)': (e192, 12, ('pipeline', 'total')),
-    "dialect != 'torchtitan'": (e193, 3, ('dialect',)),
-    "dialect == 'torchtitan'": (e194, 3, ('dialect',)),
-    "plural(pipeline.stages, 'stage')": (e195, 4, ('pipeline',)),
-    'join(pipeline.layer_counts)': (e196, 3, ('pipeline',)),
-    "'' if first + last == 0 else ' (with the embedding and output weighted as ' + str(first) + ' and ' + str(last) + ' layers, ' + str(total) + ' effective layers: ' + join(pipeline.effective_counts) + ')'": (e197, 29, ('first', 'last', 'pipeline', 'total')),
-    'join([p for p in divisors(model.n_layers) if p > 1 and p <= 64])': (e198, 13, ('model',)),
-    'pipeline.stages': (e199, 2, ('pipeline',)),
-    '(even_total - model.n_layers) // 2': (e200, 6, ('even_total', 'model')),
-    'even_total - model.n_layers - (even_total - model.n_layers) // 2': (e201, 11, ('even_total', 'model')),
-    'even_total': (e202, 1, ('even_total',)),
-    'even_total // pipeline.stages': (e203, 4, ('even_total', 'pipeline')),
-    'pipeline.schedule': (e204, 2, ('pipeline',)),
-    'pipeline.schedule_error': (e205, 2, ('pipeline',)),
-    'pipeline.schedule_error == null': (e206, 4, ('pipeline',)),
-    "pp > 1 and not pipeline.unknown_schedule and not (dialect == 'kempnerforge' and pipeline.schedule == 'Interleaved1F1B')": (e207, 17, ('dialect', 'pipeline', 'pp')),
-    "plural(pipeline.n_microbatches, 'microbatch', 'microbatches')": (e208, 5, ('pipeline',)),
-    "'train.grad_accum_steps' if dialect == 'kempnerforge' else coalesce(pipeline.microbatches_key, 'training.local_batch_size')": (e209, 9, ('dialect', 'pipeline')),
-    "'raise train.grad_accum_steps (the microbatch count) to at least ' + str(pp) if dialect == 'kempnerforge' else ('make num_pp_microbatches at least ' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'make local_batch_size / pipeline_parallel_microbatch_size at least ') + str(pipeline.stages) + (' and a multiple of ' + str(pp) if pipeline.style == 'loop' else '')": (e210, 32, ('dialect', 'pipeline', 'pp')),
-    'pipeline.n_microbatches >= pipeline.stages': (e211, 5, ('pipeline',)),
-    'pp > 1 and pipeline.schedule_error == null and pipeline.n_microbatches != null': (e212, 13, ('pipeline', 'pp')),
-    "plural(pipeline.stages, 'pipeline stage')": (e213, 4, ('pipeline',)),
-    'pipeline.n_microbatches': (e214, 2, ('pipeline',)),
-    'percent(pipeline.bubble)': (e215, 3, ('pipeline',)),
-    "'train.grad_accum_steps' if dialect == 'kempnerforge' else '--global-batch-size / (--micro-batch-size × dp)' if dialect == 'megatron' else ('num_pp_microbatches' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'local_batch_size / pipeline_parallel_microbatch_size')": (e216, 19, ('dialect', 'pipeline')),
-    '4 * pipeline.stages': (e217, 4, ('pipeline',)),
-    'percent((pp - 1) / (4 * pipeline.stages + pp - 1))': (e218, 13, ('pipeline', 'pp')),
-    'total': (e219, 1, ('total',)),
-    'model.dim': (e220, 2, ('model',)),
-    'item[0]': (e221, 3, ('item',)),
-    'item[1]': (e222, 3, ('item',)),
-    'item[3]': (e223, 3, ('item',)),
-    'item[2]': (e224, 3, ('item',)),
-    '"\'"': (e225, 1, ()),
-    'unused_suppressions': (e226, 1, ('unused_suppressions',)),
-    "' of ' + item.selector if item.selector != null else ''": (e227, 10, ('item',)),
-    'item.reason': (e228, 2, ('item',)),
-    "'the ' + item.selector + ' entry from' if item.selector != null else ''": (e229, 12, ('item',)),
+    "'EP' if item.role == 'ep' else 'CP'": (e122, 7, ('item',)),
+    "'e.g. EP across nodes to fit the experts' if item.role == 'ep' else 'e.g. CP across nodes to fit a long sequence'": (e123, 7, ('item',)),
+    'world_size % gpus_per_node == 0': (e124, 5, ('gpus_per_node', 'world_size')),
+    'world_size > gpus_per_node': (e125, 3, ('gpus_per_node', 'world_size')),
+    'nodes': (e126, 1, ('nodes',)),
+    'world_size % gpus_per_node': (e127, 3, ('gpus_per_node', 'world_size')),
+    'world_size // gpus_per_node * gpus_per_node': (e128, 5, ('gpus_per_node', 'world_size')),
+    '(world_size // gpus_per_node + 1) * gpus_per_node': (e129, 7, ('gpus_per_node', 'world_size')),
+    'item': (e130, 1, ('item',)),
+    'cp': (e131, 1, ('cp',)),
+    'keys.cp': (e132, 2, ('keys',)),
+    'model.max_seq_len': (e133, 2, ('model',)),
+    'pp': (e134, 1, ('pp',)),
+    'model.n_heads % tp == 0': (e135, 6, ('model', 'tp')),
+    'tp > 1': (e136, 3, ('tp',)),
+    '[t for t in (choices.tp if choices != null else divisors(gcd(model.n_heads, model.n_kv_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.n_heads % t == 0 and model.n_kv_heads % t == 0]': (e137, 39, ('choices', 'gpus_per_node', 'model')),
+    'model.called': (e138, 2, ('model',)),
+    'model.n_heads': (e139, 2, ('model',)),
+    "'use tp in ' + join(tps) if len(tps) > 0 else 'no tp above 1 fits on this world: use tp = 1'": (e140, 10, ('tps',)),
+    'model.n_kv_heads': (e141, 2, ('model',)),
+    'model.n_kv_heads % tp == 0': (e142, 6, ('model', 'tp')),
+    "', or more KV heads' if dialect == 'kempnerforge' else ''": (e143, 6, ('dialect',)),
+    'model.num_experts': (e144, 2, ('model',)),
+    'keys.pp': (e145, 2, ('keys',)),
+    'model.is_moe': (e146, 2, ('model',)),
+    'ep > 1': (e147, 3, ('ep',)),
+    'ep': (e148, 1, ('ep',)),
+    'keys.ep': (e149, 2, ('keys',)),
+    'model.num_experts % ep == 0': (e150, 6, ('ep', 'model')),
+    'ep > 1 and model.is_moe': (e151, 6, ('ep', 'model')),
+    '[e for e in (choices.ep if choices != null else divisors(model.num_experts)) if e > 1 and model.num_experts % e == 0]': (e152, 21, ('choices', 'model')),
+    "'use ep in ' + join(eps) if len(eps) > 0 else 'no ep above 1 fits on this world: use ep = 1'": (e153, 10, ('eps',)),
+    'etp': (e154, 1, ('etp',)),
+    'dp_shard': (e155, 1, ('dp_shard',)),
+    'len(uneven) == 0': (e156, 4, ('uneven',)),
+    "[p for p in [['ffn_hidden_dim', model.ffn_hidden_dim], ['vocab_size', model.vocab_size]] if p[1] != null and p[1] % tp != 0]": (e157, 24, ('model', 'tp')),
+    '[t for t in divisors(coalesce(gpus_per_node, 8)) if t > 1 and all([u[1] % t == 0 for u in uneven]) and (choices == null or t in choices.tp)]': (e158, 29, ('choices', 'gpus_per_node', 'uneven')),
+    "model.called == 'model.'": (e159, 4, ('model',)),
+    "model.called != 'model.' and len(fits) > 0": (e160, 9, ('fits', 'model')),
+    "model.called != 'model.' and len(fits) == 0": (e161, 9, ('fits', 'model')),
+    "join([u[0] + ' ' + str(u[1]) for u in uneven], ' or ')": (e162, 14, ('uneven',)),
+    "join([u[0] + ': ' + str(u[1] // tp + 1) + ' vs ' + str(u[1] // tp) for u in uneven], '; ')": (e163, 27, ('tp', 'uneven')),
+    "join([u[0] + ' up to ' + str((u[1] // tp + 1) * tp) for u in uneven], ' and ')": (e164, 20, ('tp', 'uneven')),
+    "', or use tp in ' + join(fits) if len(fits) > 0 else ''": (e165, 10, ('fits',)),
+    'join(fits)': (e166, 2, ('fits',)),
+    "join([u[0] for u in uneven], ' and ')": (e167, 7, ('uneven',)),
+    'memory.peak_gib <= memory.gpu_gib': (e168, 5, ('memory',)),
+    'round(memory.peak_gib, 1)': (e169, 4, ('memory',)),
+    "' on pipeline stage ' + str(memory.peak_stage) if memory.stages > 1 else ''": (e170, 11, ('memory',)),
+    'memory.gpu_gib': (e171, 2, ('memory',)),
+    'memory.capacity_source': (e172, 2, ('memory',)),
+    'memory.summary': (e173, 2, ('memory',)),
+    "keys.dp_shard if dialect != 'megatron' else 'micro_batch_size'": (e174, 7, ('dialect', 'keys')),
+    'memory.largest': (e175, 2, ('memory',)),
+    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect not in ['megatron', 'accelerate'] else 'shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)' if dialect == 'accelerate' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e176, 13, ('dialect',)),
+    'memory.ac': (e177, 2, ('memory',)),
+    'memory.peak_gib <= memory.gpu_gib * (1 - memory.margin)': (e178, 10, ('memory',)),
+    'round(memory.margin * 100)': (e179, 5, ('memory',)),
+    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect not in ['megatron', 'accelerate'] else 'sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing' if dialect == 'accelerate' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e180, 13, ('dialect',)),
+    'pipeline.split_error == null': (e181, 4, ('pipeline',)),
+    'pp > 1': (e182, 3, ('pp',)),
+    '[p for p in (choices.pp if choices != null else divisors(model.n_layers)) if p > 1 and p <= 64 and p <= model.n_layers]': (e183, 23, ('choices', 'model')),
+    'pipeline.stages if pipeline.stages != null else pp': (e184, 8, ('pipeline', 'pp')),
+    'model.n_layers': (e185, 2, ('model',)),
+    'pipeline.split_error': (e186, 2, ('pipeline',)),
+    "keys.pp if 'layers_per_stage' not in pipeline.split_error else 'parallelism.pipeline_parallel_layers_per_stage'": (e187, 8, ('keys', 'pipeline')),
+    "'pp in ' + join(pps) if len(pps) > 0 else 'only pp = 1 on this world'": (e188, 10, ('pps',)),
+    'min(pipeline.effective_counts) == max(pipeline.effective_counts)': (e189, 7, ('pipeline',)),
+    'pp > 1 and pipeline.effective_counts != null': (e190, 8, ('pipeline', 'pp')),
+    "parallelism.pp_first_stage_less_layers if dialect == 'torchtitan' else 0": (e191, 7, ('dialect', 'parallelism')),
+    "parallelism.pp_last_stage_less_layers if dialect == 'torchtitan' else 0": (e192, 7, ('dialect', 'parallelism')),
+    'model.n_layers + first + last': (e193, 6, ('first', 'last', 'model')),
+    'pipeline.stages * ((total + pipeline.stages - 1) // pipeline.stages)': (e194, 12, ('pipeline', 'total')),
+    "dialect != 'torchtitan'": (e195, 3, ('dialect',)),
+    "dialect == 'torchtitan'": (e196, 3, ('dialect',)),
+    "plural(pipeline.stages, 'stage')": (e197, 4, ('pipeline',)),
+    'join(pipeline.layer_counts)': (e198, 3, ('pipeline',)),
+    "'' if first + last == 0 else ' (with the embedding and output weighted as ' + str(first) + ' and ' + str(last) + ' layers, ' + str(total) + ' effective layers: ' + join(pipeline.effective_counts) + ')'": (e199, 29, ('first', 'last', 'pipeline', 'total')),
+    'join([p for p in divisors(model.n_layers) if p > 1 and p <= 64])': (e200, 13, ('model',)),
+    'pipeline.stages': (e201, 2, ('pipeline',)),
+    '(even_total - model.n_layers) // 2': (e202, 6, ('even_total', 'model')),
+    'even_total - model.n_layers - (even_total - model.n_layers) // 2': (e203, 11, ('even_total', 'model')),
+    'even_total': (e204, 1, ('even_total',)),
+    'even_total // pipeline.stages': (e205, 4, ('even_total', 'pipeline')),
+    'pipeline.schedule': (e206, 2, ('pipeline',)),
+    'pipeline.schedule_error': (e207, 2, ('pipeline',)),
+    'pipeline.schedule_error == null': (e208, 4, ('pipeline',)),
+    "pp > 1 and dialect != 'megatron' and not pipeline.unknown_schedule and not (dialect == 'kempnerforge' and pipeline.schedule == 'Interleaved1F1B')": (e209, 21, ('dialect', 'pipeline', 'pp')),
+    "plural(pipeline.n_microbatches, 'microbatch', 'microbatches')": (e210, 5, ('pipeline',)),
+    "'train.grad_accum_steps' if dialect == 'kempnerforge' else coalesce(pipeline.microbatches_key, 'training.local_batch_size')": (e211, 9, ('dialect', 'pipeline')),
+    "'raise train.grad_accum_steps (the microbatch count) to at least ' + str(pp) if dialect == 'kempnerforge' else ('make num_pp_microbatches at least ' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'make local_batch_size / pipeline_parallel_microbatch_size at least ') + str(pipeline.stages) + (' and a multiple of ' + str(pp) if pipeline.style == 'loop' else '')": (e212, 32, ('dialect', 'pipeline', 'pp')),
+    'pipeline.n_microbatches >= pipeline.stages': (e213, 5, ('pipeline',)),
+    'pp > 1 and pipeline.schedule_error == null and pipeline.n_microbatches != null': (e214, 13, ('pipeline', 'pp')),
+    "plural(pipeline.stages, 'pipeline stage')": (e215, 4, ('pipeline',)),
+    "'(pp − 1) / (v·m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.stages_per_rank) + '·' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)' if pipeline.style == 'megatron' and pipeline.stages_per_rank > 1 else '(pp − 1) / (m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)'": (e216, 50, ('pipeline', 'pp')),
+    'percent(pipeline.bubble)': (e217, 3, ('pipeline',)),
+    "'train.grad_accum_steps' if dialect == 'kempnerforge' else '--global-batch-size / (--micro-batch-size × dp)' if dialect == 'megatron' else ('num_pp_microbatches' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'local_batch_size / pipeline_parallel_microbatch_size')": (e218, 19, ('dialect', 'pipeline')),
+    '4 * pipeline.stages': (e219, 4, ('pipeline',)),
+    "percent((pp - 1) / ((pipeline.stages_per_rank if pipeline.style == 'megatron' else 1) * 4 * pipeline.stages + pp - 1))": (e220, 22, ('pipeline', 'pp')),
+    'total': (e221, 1, ('total',)),
+    'model.dim': (e222, 2, ('model',)),
+    'item[0]': (e223, 3, ('item',)),
+    'item[1]': (e224, 3, ('item',)),
+    'item[3]': (e225, 3, ('item',)),
+    'item[2]': (e226, 3, ('item',)),
+    '"\'"': (e227, 1, ()),
+    'unused_suppressions': (e228, 1, ('unused_suppressions',)),
+    "' of ' + item.selector if item.selector != null else ''": (e229, 10, ('item',)),
+    'item.reason': (e230, 2, ('item',)),
+    "'the ' + item.selector + ' entry from' if item.selector != null else ''": (e231, 12, ('item',)),
 }

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 191, 162025935)
+FINGERPRINT = ('0.1.0', 18, 518725642, 197, 4281706326)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -68,6 +68,8 @@ K28 = [('megatron@0.16.1'), ]
 K29 = [('megatron@0.16.1'), ]
 K30 = [('megatron@0.16.1'), ]
 K31 = [('megatron@0.16.1'), ]
+K32 = [('megatron@0.16.1'), ]
+K33 = [('megatron@0.16.1'), ]
 
 
 def e0(env):
@@ -822,17 +824,61 @@ def e24(env):
 def e25(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    t2 = attr_value(t1, 'vp', 'megatron.vp')
-    t3 = not (t2 is None or t2.__class__ is Missing)
+    t2 = attr_value(t1, 'split_source', 'megatron.split_source')
+    if t2.__class__ is str:
+        t3 = t2 == ('arguments.py:579')
+    else:
+        t3 = _compare('==', t2, ('arguments.py:579'))
     if _truth(t3):
-        t5 = call_value(env, F_str.fn, F_str.cost, True, [t2])
-        if t5 is None or t5.__class__ is Missing: _need(t5)
-        t6 = _binop('+', (' with '), t5, env)
+        t5 = env.lookup('pp')
+        if t5 is None: t5 = Missing('pp')
+        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
         if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = _binop('+', t6, (' virtual stages per rank'), env)
+        t7 = _binop('+', ('virtual pipeline stages need pp > 2 when p2p communication overlap is disabled (--no-overlap-p2p-communication), and pp is '), t6, env)
         t4 = t7
     else:
-        t4 = ('')
+        if t2.__class__ is str:
+            t8 = t2 == ('arguments.py:575')
+        else:
+            t8 = _compare('==', t2, ('arguments.py:575'))
+        if _truth(t8):
+            t10 = env.lookup('pp')
+            if t10 is None: t10 = Missing('pp')
+            t11 = call_value(env, F_str.fn, F_str.cost, True, [t10])
+            if t11 is None or t11.__class__ is Missing: _need(t11)
+            t12 = _binop('+', ('virtual pipeline stages need pp > 1, and pp is '), t11, env)
+            t9 = t12
+        else:
+            t13 = env.lookup('model')
+            if t13 is None: t13 = Missing('model')
+            t14 = attr_value(t13, 'n_layers', 'model.n_layers')
+            t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
+            if t15 is None or t15.__class__ is Missing: _need(t15)
+            t16 = _binop('+', ('the '), t15, env)
+            if t16 is None or t16.__class__ is Missing: _need(t16)
+            t17 = _binop('+', t16, (' layers cannot be split over pp = '), env)
+            if t17 is None or t17.__class__ is Missing: _need(t17)
+            t18 = env.lookup('pp')
+            if t18 is None: t18 = Missing('pp')
+            t19 = call_value(env, F_str.fn, F_str.cost, True, [t18])
+            if t19 is None or t19.__class__ is Missing: _need(t19)
+            t20 = _binop('+', t17, t19, env)
+            if t20 is None or t20.__class__ is Missing: _need(t20)
+            t21 = attr_value(t1, 'vp', 'megatron.vp')
+            t22 = not (t21 is None or t21.__class__ is Missing)
+            if _truth(t22):
+                t24 = call_value(env, F_str.fn, F_str.cost, True, [t21])
+                if t24 is None or t24.__class__ is Missing: _need(t24)
+                t25 = _binop('+', (' with '), t24, env)
+                if t25 is None or t25.__class__ is Missing: _need(t25)
+                t26 = _binop('+', t25, (' virtual stages per rank'), env)
+                t23 = t26
+            else:
+                t23 = ('')
+            if t23 is None or t23.__class__ is Missing: _need(t23)
+            t27 = _binop('+', t20, t23, env)
+            t9 = t27
+        t4 = t9
     return t4
 
 def e26(env):
@@ -856,46 +902,136 @@ def e28(env):
 def e29(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
-    t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
-    t3 = call_value(env, F_len.fn, F_len.cost, False, [t2])
-    if t3.__class__ is int:
-        t4 = t3 > (0)
+    t2 = attr_value(t1, 'split_source', 'megatron.split_source')
+    if t2.__class__ is str:
+        t3 = t2 == ('arguments.py:579')
     else:
-        t4 = _compare('>', t3, (0))
-    if _truth(t4):
-        t6 = call_value(env, F_join.fn, F_join.cost, False, [t2])
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = _binop('+', (': pp in '), t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = env.lookup('world_known')
-        if t8 is None: t8 = Missing('world_known')
-        if _truth(t8):
-            t9 = (' (each also divides the world with tp·cp)')
+        t3 = _compare('==', t2, ('arguments.py:579'))
+    if _truth(t3):
+        t5 = []
+        t6 = env.budget
+        t8 = attr_value(t1, 'split_pps', 'megatron.split_pps')
+        t7 = loop_items(t8)
+        t9 = Env({}, None, t6, env)
+        t10 = t9.values
+        for t11 in t7:
+            t6.left -= 7
+            if t6.left < 0: _charge(env, 0)
+            t10['p'] = t11
+            t9.let_cache = None
+            t12 = t11
+            if t12 is None: t12 = Missing('p')
+            if t12.__class__ is int:
+                t13 = t12 > (2)
+            else:
+                t13 = _compare('>', t12, (2))
+            if _truth(t13):
+                t14 = t11
+                if t14 is None: t14 = Missing('p')
+                t5.append(t14)
+                t6.mem -= 1
+                if t6.mem < 0: _charge_mem(env, 0)
+                if len(t5) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        t15 = call_value(env, F_len.fn, F_len.cost, False, [t5])
+        if t15.__class__ is int:
+            t16 = t15 > (0)
         else:
-            t9 = ('')
-        if t9 is None or t9.__class__ is Missing: _need(t9)
-        t10 = _binop('+', t7, t9, env)
-        t5 = t10
+            t16 = _compare('>', t15, (0))
+        if _truth(t16):
+            t18 = []
+            t19 = env.budget
+            t20 = loop_items(t8)
+            t21 = Env({}, None, t19, env)
+            t22 = t21.values
+            for t23 in t20:
+                t19.left -= 7
+                if t19.left < 0: _charge(env, 0)
+                t22['p'] = t23
+                t21.let_cache = None
+                t24 = t23
+                if t24 is None: t24 = Missing('p')
+                if t24.__class__ is int:
+                    t25 = t24 > (2)
+                else:
+                    t25 = _compare('>', t24, (2))
+                if _truth(t25):
+                    t26 = t23
+                    if t26 is None: t26 = Missing('p')
+                    t18.append(t26)
+                    t19.mem -= 1
+                    if t19.mem < 0: _charge_mem(env, 0)
+                    if len(t18) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+            t27 = call_value(env, F_join.fn, F_join.cost, False, [t18])
+            if t27 is None or t27.__class__ is Missing: _need(t27)
+            t28 = _binop('+', (' (pp in '), t27, env)
+            if t28 is None or t28.__class__ is Missing: _need(t28)
+            t29 = _binop('+', t28, (')'), env)
+            t17 = t29
+        else:
+            t17 = ('')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t30 = _binop('+', ('drop --no-overlap-p2p-communication (p2p overlap is the default and allows pp 2), or use pp > 2'), t17, env)
+        if t30 is None or t30.__class__ is Missing: _need(t30)
+        t31 = _binop('+', t30, (', or drop the virtual stages'), env)
+        t4 = t31
     else:
-        t5 = ('')
-    return t5
+        if t2.__class__ is str:
+            t32 = t2 == ('arguments.py:575')
+        else:
+            t32 = _compare('==', t2, ('arguments.py:575'))
+        if _truth(t32):
+            t33 = ('use pp > 1, or drop the virtual-stage option')
+        else:
+            t34 = attr_value(t1, 'split_pps', 'megatron.split_pps')
+            t35 = call_value(env, F_len.fn, F_len.cost, False, [t34])
+            if t35.__class__ is int:
+                t36 = t35 > (0)
+            else:
+                t36 = _compare('>', t35, (0))
+            if _truth(t36):
+                t38 = call_value(env, F_join.fn, F_join.cost, False, [t34])
+                if t38 is None or t38.__class__ is Missing: _need(t38)
+                t39 = _binop('+', (': pp in '), t38, env)
+                if t39 is None or t39.__class__ is Missing: _need(t39)
+                t40 = env.lookup('world_known')
+                if t40 is None: t40 = Missing('world_known')
+                if _truth(t40):
+                    t41 = (' (each also divides the world with tp·cp)')
+                else:
+                    t41 = ('')
+                if t41 is None or t41.__class__ is Missing: _need(t41)
+                t42 = _binop('+', t39, t41, env)
+                t37 = t42
+            else:
+                t37 = ('')
+            if t37 is None or t37.__class__ is Missing: _need(t37)
+            t43 = _binop('+', ('use a pp (and virtual-stage setting) the split accepts'), t37, env)
+            if t43 is None or t43.__class__ is Missing: _need(t43)
+            t44 = _binop('+', t43, (', or '), env)
+            if t44 is None or t44.__class__ is Missing: _need(t44)
+            t45 = attr_value(t1, 'args', 'megatron.args')
+            t46 = attr_value(t45, 'bridge_recipe', 'megatron.args.bridge_recipe')
+            if t46.__class__ is (True).__class__ and (t46.__class__ is int or t46.__class__ is str):
+                t47 = t46 == (True)
+            else:
+                t47 = _compare('==', t46, (True))
+            if _truth(t47):
+                t48 = ('set model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage so the middle stages divide evenly')
+            else:
+                t49 = attr_value(t45, 'num_layers_per_virtual_pipeline_stage', 'megatron.args.num_layers_per_virtual_pipeline_stage')
+                t50 = not (t49 is None or t49.__class__ is Missing)
+                if _truth(t50):
+                    t51 = ('replace --num-layers-per-virtual-pipeline-stage by --num-virtual-stages-per-pipeline-rank and set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers so the middle stages divide evenly (arguments.py:530 refuses those beside --num-layers-per-virtual-pipeline-stage)')
+                else:
+                    t51 = ('set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers so the middle stages divide evenly')
+                t48 = t51
+            if t48 is None or t48.__class__ is Missing: _need(t48)
+            t52 = _binop('+', t44, t48, env)
+            t33 = t52
+        t4 = t33
+    return t4
 
 def e30(env):
-    t1 = env.lookup('megatron')
-    if t1 is None: t1 = Missing('megatron')
-    t2 = attr_value(t1, 'args', 'megatron.args')
-    t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
-    if t3.__class__ is (True).__class__ and (t3.__class__ is int or t3.__class__ is str):
-        t4 = t3 == (True)
-    else:
-        t4 = _compare('==', t3, (True))
-    if _truth(t4):
-        t5 = ('model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage')
-    else:
-        t5 = ('--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers')
-    return t5
-
-def e31(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'decrease_batch' in t1:
@@ -975,7 +1111,7 @@ def e31(env):
         t3 = t16
     return t3
 
-def e32(env):
+def e31(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1063,7 +1199,7 @@ def e32(env):
         t5 = False
     return t5
 
-def e33(env):
+def e32(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'decrease_batch', 'megatron.decrease_batch')
@@ -1115,7 +1251,7 @@ def e33(env):
         t3 = t29
     return t3
 
-def e34(env):
+def e33(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -1126,7 +1262,7 @@ def e34(env):
     t5 = _binop('*', t3, t4, env)
     return t5
 
-def e35(env):
+def e34(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -1148,7 +1284,7 @@ def e35(env):
     t10 = _binop('*', t5, t9, env)
     return t10
 
-def e36(env):
+def e35(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -1188,7 +1324,7 @@ def e36(env):
         t9 = ('')
     return t9
 
-def e37(env):
+def e36(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_kv_heads' in t1:
@@ -1218,7 +1354,7 @@ def e37(env):
         t6 = True
     return t6
 
-def e38(env):
+def e37(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1268,7 +1404,7 @@ def e38(env):
         t5 = False
     return t5
 
-def e39(env):
+def e38(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_kv_heads_defaulted', 'model.n_kv_heads_defaulted')
@@ -1282,7 +1418,7 @@ def e39(env):
         t4 = t6
     return t4
 
-def e40(env):
+def e39(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -1342,7 +1478,7 @@ def e40(env):
     t23 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t23
 
-def e41(env):
+def e40(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'ffn_hidden_dim' in t1:
@@ -1361,7 +1497,7 @@ def e41(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e42(env):
+def e41(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1396,7 +1532,7 @@ def e42(env):
         t5 = False
     return t5
 
-def e43(env):
+def e42(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -1584,13 +1720,13 @@ def e43(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e44(env):
+def e43(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'ffn_hidden_dim', 'model.ffn_hidden_dim')
     return t2
 
-def e45(env):
+def e44(env):
     t2 = env.lookup('megatron')
     if t2 is None: t2 = Missing('megatron')
     t3 = attr_value(t2, 'given', 'megatron.given')
@@ -1602,7 +1738,7 @@ def e45(env):
         t4 = ('')
     return t4
 
-def e46(env):
+def e45(env):
     t2 = env.lookup('megatron')
     if t2 is None: t2 = Missing('megatron')
     t3 = attr_value(t2, 'given', 'megatron.given')
@@ -1617,7 +1753,7 @@ def e46(env):
         t4 = t6
     return t4
 
-def e47(env):
+def e46(env):
     t1 = env.lookup('tps')
     if t1 is None: t1 = Missing('tps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -1685,7 +1821,7 @@ def e47(env):
         t4 = t32
     return t4
 
-def e48(env):
+def e47(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'dim' in t1:
@@ -1707,7 +1843,7 @@ def e48(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e49(env):
+def e48(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1776,7 +1912,7 @@ def e49(env):
         t5 = False
     return t5
 
-def e50(env):
+def e49(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1789,7 +1925,7 @@ def e50(env):
     t3 = _compare('in', t2, t4)
     return t3
 
-def e51(env):
+def e50(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'parser_refusals' in t1:
@@ -1799,27 +1935,27 @@ def e51(env):
         t2 = attr_value(t1, 'parser_refusals', 'megatron.parser_refusals')
     return t2
 
-def e52(env):
+def e51(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'later', 'item.later')
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e53(env):
+def e52(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'later', 'item.later')
     t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e54(env):
+def e53(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'col', 'item.col')
     return t2
 
-def e55(env):
+def e54(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'num_experts' in t1:
@@ -1830,7 +1966,7 @@ def e55(env):
     t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e56(env):
+def e55(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1864,7 +2000,7 @@ def e56(env):
         t5 = False
     return t5
 
-def e57(env):
+def e56(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -1894,7 +2030,7 @@ def e57(env):
         t7 = _compare('==', t6, (0))
     return t7
 
-def e58(env):
+def e57(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1934,21 +2070,21 @@ def e58(env):
         t5 = False
     return t5
 
-def e59(env):
+def e58(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'seq_length', 'megatron.args.seq_length')
     return t3
 
-def e60(env):
+def e59(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = _binop('*', (2), t1, env)
     return t2
 
-def e61(env):
+def e60(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'max_seq_len' in t1:
@@ -1975,7 +2111,7 @@ def e61(env):
         t3 = _compare('>=', t2, t6)
     return t3
 
-def e62(env):
+def e61(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2017,7 +2153,7 @@ def e62(env):
         t5 = False
     return t5
 
-def e63(env):
+def e62(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2032,7 +2168,7 @@ def e63(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e64(env):
+def e63(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2057,7 +2193,7 @@ def e64(env):
         t5 = False
     return t5
 
-def e65(env):
+def e64(env):
     t1 = []
     t2 = env.budget
     t4 = K15
@@ -2129,7 +2265,7 @@ def e65(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e66(env):
+def e65(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('missing')
@@ -2153,7 +2289,7 @@ def e66(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t10
 
-def e67(env):
+def e66(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2167,7 +2303,7 @@ def e67(env):
         t4 = ('are')
     return t4
 
-def e68(env):
+def e67(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2181,7 +2317,7 @@ def e68(env):
         t4 = ('they are')
     return t4
 
-def e69(env):
+def e68(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('missing')
@@ -2207,7 +2343,7 @@ def e69(env):
     t11 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' ')])
     return t11
 
-def e70(env):
+def e69(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2222,7 +2358,7 @@ def e70(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e71(env):
+def e70(env):
     t1 = []
     t2 = env.budget
     t4 = K20
@@ -2265,7 +2401,7 @@ def e71(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e72(env):
+def e71(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('removed')
@@ -2300,7 +2436,7 @@ def e72(env):
     t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t15
 
-def e73(env):
+def e72(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2309,7 +2445,7 @@ def e73(env):
     t3 = index_value(t2, (0), '?')
     return t3
 
-def e74(env):
+def e73(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('removed')
@@ -2342,7 +2478,7 @@ def e74(env):
     t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t14
 
-def e75(env):
+def e74(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2358,7 +2494,7 @@ def e75(env):
     t4 = (t3 is None or t3.__class__ is Missing)
     return t4
 
-def e76(env):
+def e75(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2396,14 +2532,14 @@ def e76(env):
         t5 = False
     return t5
 
-def e77(env):
+def e76(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'train_iters', 'megatron.args.train_iters')
     return t3
 
-def e78(env):
+def e77(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2422,7 +2558,7 @@ def e78(env):
         t4 = _compare('!=', t3, (True))
     return t4
 
-def e79(env):
+def e78(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2455,7 +2591,7 @@ def e79(env):
         t5 = False
     return t5
 
-def e80(env):
+def e79(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2488,7 +2624,7 @@ def e80(env):
         t6 = False
     return t6
 
-def e81(env):
+def e80(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2521,7 +2657,7 @@ def e81(env):
         t5 = False
     return t5
 
-def e82(env):
+def e81(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2538,7 +2674,7 @@ def e82(env):
         t7 = ('must be used with --overlap-grad-reduce')
     return t7
 
-def e83(env):
+def e82(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2555,7 +2691,7 @@ def e83(env):
         t7 = ('')
     return t7
 
-def e84(env):
+def e83(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2578,7 +2714,7 @@ def e84(env):
         t10 = ('')
     return t10
 
-def e85(env):
+def e84(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2590,7 +2726,7 @@ def e85(env):
         t5 = ('')
     return t5
 
-def e86(env):
+def e85(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2609,7 +2745,7 @@ def e86(env):
         t4 = _compare('==', t3, (True))
     return t4
 
-def e87(env):
+def e86(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2642,7 +2778,7 @@ def e87(env):
         t5 = False
     return t5
 
-def e88(env):
+def e87(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -2655,7 +2791,7 @@ def e88(env):
         t3 = ('')
     return t3
 
-def e89(env):
+def e88(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -2668,7 +2804,7 @@ def e89(env):
         t3 = ('drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)')
     return t3
 
-def e90(env):
+def e89(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'dp' in t1:
@@ -2725,7 +2861,7 @@ def e90(env):
         t9 = False
     return t9
 
-def e91(env):
+def e90(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2793,14 +2929,14 @@ def e91(env):
         t5 = False
     return t5
 
-def e92(env):
+def e91(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
     return t3
 
-def e93(env):
+def e92(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -2811,7 +2947,7 @@ def e93(env):
     t4 = _binop('*', t2, t3, env)
     return t4
 
-def e94(env):
+def e93(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -2828,7 +2964,7 @@ def e94(env):
     t8 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t4, t7])
     return t8
 
-def e95(env):
+def e94(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'env' in t1:
@@ -2847,7 +2983,7 @@ def e95(env):
         t4 = _compare('==', t3, ('1'))
     return t4
 
-def e96(env):
+def e95(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2966,7 +3102,7 @@ def e96(env):
         t5 = False
     return t5
 
-def e97(env):
+def e96(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'env', 'megatron.env')
@@ -2981,7 +3117,7 @@ def e97(env):
         t5 = t7
     return t5
 
-def e98(env):
+def e97(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -3002,7 +3138,7 @@ def e98(env):
         t3 = t8
     return t3
 
-def e99(env):
+def e98(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -3021,7 +3157,7 @@ def e99(env):
         t3 = t7
     return t3
 
-def e100(env):
+def e99(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -3040,7 +3176,7 @@ def e100(env):
         t4 = _compare('!=', t3, (True))
     return t4
 
-def e101(env):
+def e100(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3083,7 +3219,7 @@ def e101(env):
         t5 = False
     return t5
 
-def e102(env):
+def e101(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'layout_error' in t1:
@@ -3094,7 +3230,7 @@ def e102(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e103(env):
+def e102(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3119,19 +3255,19 @@ def e103(env):
         t5 = False
     return t5
 
-def e104(env):
+def e103(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'layout', 'megatron.layout')
     return t2
 
-def e105(env):
+def e104(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'layout_error', 'megatron.layout_error')
     return t2
 
-def e106(env):
+def e105(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3148,7 +3284,7 @@ def e106(env):
         t5 = ('')
     return t5
 
-def e107(env):
+def e106(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
@@ -3168,7 +3304,7 @@ def e107(env):
         t5 = ('')
     return t5
 
-def e108(env):
+def e107(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'core_refusals' in t1:
@@ -3178,25 +3314,25 @@ def e108(env):
         t2 = attr_value(t1, 'core_refusals', 'megatron.core_refusals')
     return t2
 
-def e109(env):
+def e108(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'site', 'item.site')
     return t2
 
-def e110(env):
+def e109(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'condition', 'item.condition')
     return t2
 
-def e111(env):
+def e110(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'options', 'item.options')
     return t2
 
-def e112(env):
+def e111(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'validate_refusals' in t1:
@@ -3206,7 +3342,7 @@ def e112(env):
         t2 = attr_value(t1, 'validate_refusals', 'megatron.validate_refusals')
     return t2
 
-def e113(env):
+def e112(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'rampup' in t1:
@@ -3217,7 +3353,7 @@ def e113(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e114(env):
+def e113(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3247,7 +3383,7 @@ def e114(env):
         t5 = False
     return t5
 
-def e115(env):
+def e114(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3255,7 +3391,7 @@ def e115(env):
     t4 = call_value(env, F_join.fn, F_join.cost, False, [t3, (' ')])
     return t4
 
-def e116(env):
+def e115(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3267,7 +3403,7 @@ def e116(env):
         t5 = ('unset')
     return t5
 
-def e117(env):
+def e116(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
@@ -3279,28 +3415,28 @@ def e117(env):
         t5 = ('fails during training')
     return t5
 
-def e118(env):
+def e117(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'message', 'megatron.rampup.message')
     return t3
 
-def e119(env):
+def e118(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'site', 'megatron.rampup.site')
     return t3
 
-def e120(env):
+def e119(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'key', 'megatron.rampup.key')
     return t3
 
-def e121(env):
+def e120(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -3328,7 +3464,7 @@ def e121(env):
         t8 = ('')
     return t8
 
-def e122(env):
+def e121(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'pstate_refusals' in t1:
@@ -3337,6 +3473,473 @@ def e122(env):
     else:
         t2 = attr_value(t1, 'pstate_refusals', 'megatron.pstate_refusals')
     return t2
+
+def e122(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K32
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('model')
+        if t6 is None: t6 = Missing('model')
+        if t6.__class__ is dict and 'num_experts' in t6:
+            t7 = t6['num_experts']
+            if t7 is None: t7 = Missing('model.num_experts')
+        else:
+            t7 = attr_value(t6, 'num_experts', 'model.num_experts')
+        t8 = not (t7 is None or t7.__class__ is Missing)
+        if (t8 if t8.__class__ is bool else _truth(t8)):
+            t10 = env.lookup('tp')
+            if t10 is None: t10 = Missing('tp')
+            if t10.__class__ is int:
+                t11 = t10 > (1)
+            else:
+                t11 = _compare('>', t10, (1))
+            t9 = (t11 if t11.__class__ is bool else _truth(t11))
+        else:
+            t9 = False
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t13 = env.lookup('megatron')
+            if t13 is None: t13 = Missing('megatron')
+            if t13.__class__ is dict and 'args' in t13:
+                t14 = t13['args']
+                if t14 is None: t14 = Missing('megatron.args')
+            else:
+                t14 = attr_value(t13, 'args', 'megatron.args')
+            if t14.__class__ is dict and 'skip_train' in t14:
+                t15 = t14['skip_train']
+                if t15 is None: t15 = Missing('megatron.args.skip_train')
+            else:
+                t15 = attr_value(t14, 'skip_train', 'megatron.args.skip_train')
+            if t15.__class__ is (True).__class__ and (t15.__class__ is int or t15.__class__ is str):
+                t16 = t15 != (True)
+            else:
+                t16 = _compare('!=', t15, (True))
+            t12 = (t16 if t16.__class__ is bool else _truth(t16))
+        else:
+            t12 = False
+        t5 = (t12 if t12.__class__ is bool else _truth(t12))
+    else:
+        t5 = False
+    return t5
+
+def e123(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
+    if _truth(t3):
+        t4 = ('model.num_moe_experts')
+    else:
+        t4 = ('--num-experts')
+    return t4
+
+def e124(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
+    if _truth(t3):
+        t4 = ('set cfg.model.sequence_parallel = True')
+    else:
+        t4 = ('add --sequence-parallel')
+    return t4
+
+def e125(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'args', 'megatron.args')
+    t3 = attr_value(t2, 'bridge_recipe', 'megatron.args.bridge_recipe')
+    if _truth(t3):
+        t4 = ('expert_tensor_parallel_size')
+    else:
+        t4 = ('--expert-tensor-parallel-size')
+    return t4
+
+def e126(env):
+    t2 = env.lookup('megatron')
+    if t2 is None: t2 = Missing('megatron')
+    if t2.__class__ is dict and 'cp_comm_types' in t2:
+        t3 = t2['cp_comm_types']
+        if t3 is None: t3 = Missing('megatron.cp_comm_types')
+    else:
+        t3 = attr_value(t2, 'cp_comm_types', 'megatron.cp_comm_types')
+    if t3.__class__ is list or t3.__class__ is dict or t3.__class__ is str: _charge_operands(env, ('a2a+p2p'), t3)
+    t1 = _compare('not in', ('a2a+p2p'), t3)
+    if not (t1 if t1.__class__ is bool else _truth(t1)):
+        if t2.__class__ is dict and 'args' in t2:
+            t5 = t2['args']
+            if t5 is None: t5 = Missing('megatron.args')
+        else:
+            t5 = attr_value(t2, 'args', 'megatron.args')
+        if t5.__class__ is dict and 'hierarchical_context_parallel_sizes' in t5:
+            t6 = t5['hierarchical_context_parallel_sizes']
+            if t6 is None: t6 = Missing('megatron.args.hierarchical_context_parallel_sizes')
+        else:
+            t6 = attr_value(t5, 'hierarchical_context_parallel_sizes', 'megatron.args.hierarchical_context_parallel_sizes')
+        t7 = not (t6 is None or t6.__class__ is Missing)
+        t4 = (t7 if t7.__class__ is bool else _truth(t7))
+    else:
+        t4 = True
+    return t4
+
+def e127(env):
+    t1 = env.lookup('framework')
+    if t1 is None: t1 = Missing('framework')
+    if t1.__class__ is dict and 'id' in t1:
+        t2 = t1['id']
+        if t2 is None: t2 = Missing('framework.id')
+    else:
+        t2 = attr_value(t1, 'id', 'framework.id')
+    t4 = K33
+    if t4.__class__ is list or t4.__class__ is dict or t4.__class__ is str: _charge_operands(env, t2, t4)
+    t3 = _compare('in', t2, t4)
+    if (t3 if t3.__class__ is bool else _truth(t3)):
+        t6 = env.lookup('megatron')
+        if t6 is None: t6 = Missing('megatron')
+        if t6.__class__ is dict and 'args' in t6:
+            t7 = t6['args']
+            if t7 is None: t7 = Missing('megatron.args')
+        else:
+            t7 = attr_value(t6, 'args', 'megatron.args')
+        if t7.__class__ is dict and 'bridge_recipe' in t7:
+            t8 = t7['bridge_recipe']
+            if t8 is None: t8 = Missing('megatron.args.bridge_recipe')
+        else:
+            t8 = attr_value(t7, 'bridge_recipe', 'megatron.args.bridge_recipe')
+        if t8.__class__ is (True).__class__ and (t8.__class__ is int or t8.__class__ is str):
+            t9 = t8 == (True)
+        else:
+            t9 = _compare('==', t8, (True))
+        if (t9 if t9.__class__ is bool else _truth(t9)):
+            t11 = env.lookup('cp')
+            if t11 is None: t11 = Missing('cp')
+            if t11.__class__ is int:
+                t12 = t11 > (1)
+            else:
+                t12 = _compare('>', t11, (1))
+            t10 = (t12 if t12.__class__ is bool else _truth(t12))
+        else:
+            t10 = False
+        if (t10 if t10.__class__ is bool else _truth(t10)):
+            if t6.__class__ is dict and 'cp_comm_types' in t6:
+                t14 = t6['cp_comm_types']
+                if t14 is None: t14 = Missing('megatron.cp_comm_types')
+            else:
+                t14 = attr_value(t6, 'cp_comm_types', 'megatron.cp_comm_types')
+            t15 = not (t14 is None or t14.__class__ is Missing)
+            t13 = (t15 if t15.__class__ is bool else _truth(t15))
+        else:
+            t13 = False
+        t5 = (t13 if t13.__class__ is bool else _truth(t13))
+    else:
+        t5 = False
+    return t5
+
+def e128(env):
+    t1 = []
+    t2 = env.budget
+    t4 = env.lookup('cp')
+    if t4 is None: t4 = Missing('cp')
+    t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
+    t3 = loop_items(t5)
+    t6 = Env({}, None, t2, env)
+    t7 = t6.values
+    for t8 in t3:
+        t2.left -= 11
+        if t2.left < 0: _charge(env, 0)
+        t7['f'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('f')
+        if t9.__class__ is int:
+            t10 = t9 > (1)
+        else:
+            t10 = _compare('>', t9, (1))
+        if _truth(t10):
+            t12 = t8
+            if t12 is None: t12 = Missing('f')
+            t14 = t6.lookup('cp')
+            if t14 is None: t14 = Missing('cp')
+            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+                t13 = t12 < t14
+            else:
+                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t6, t12, t14)
+                t13 = _compare('<', t12, t14)
+            t11 = _truth(t13)
+        else:
+            t11 = False
+        if _truth(t11):
+            t15 = t8
+            if t15 is None: t15 = Missing('f')
+            t1.append(t15)
+            t2.mem -= 1
+            if t2.mem < 0: _charge_mem(env, 0)
+            if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    t16 = call_value(env, F_len.fn, F_len.cost, False, [t1])
+    if t16.__class__ is int:
+        t17 = t16 > (0)
+    else:
+        t17 = _compare('>', t16, (0))
+    if _truth(t17):
+        t19 = []
+        t20 = env.budget
+        t22 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t4])
+        t21 = loop_items(t22)
+        t23 = Env({}, None, t20, env)
+        t24 = t23.values
+        for t25 in t21:
+            t20.left -= 11
+            if t20.left < 0: _charge(env, 0)
+            t24['f'] = t25
+            t23.let_cache = None
+            t26 = t25
+            if t26 is None: t26 = Missing('f')
+            if t26.__class__ is int:
+                t27 = t26 > (1)
+            else:
+                t27 = _compare('>', t26, (1))
+            if _truth(t27):
+                t29 = t25
+                if t29 is None: t29 = Missing('f')
+                t31 = t23.lookup('cp')
+                if t31 is None: t31 = Missing('cp')
+                if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
+                    t30 = t29 < t31
+                else:
+                    if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t23, t29, t31)
+                    t30 = _compare('<', t29, t31)
+                t28 = _truth(t30)
+            else:
+                t28 = False
+            if _truth(t28):
+                t32 = t25
+                if t32 is None: t32 = Missing('f')
+                t19.append(t32)
+                t20.mem -= 1
+                if t20.mem < 0: _charge_mem(env, 0)
+                if len(t19) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        t33 = index_value(t19, (0), '?')
+        t18 = t33
+    else:
+        t18 = t4
+    return t18
+
+def e129(env):
+    t1 = env.lookup('cp')
+    if t1 is None: t1 = Missing('cp')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = []
+    t3 = env.budget
+    t5 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t1])
+    t4 = loop_items(t5)
+    t6 = Env({}, None, t3, env)
+    t7 = t6.values
+    for t8 in t4:
+        t3.left -= 11
+        if t3.left < 0: _charge(env, 0)
+        t7['f'] = t8
+        t6.let_cache = None
+        t9 = t8
+        if t9 is None: t9 = Missing('f')
+        if t9.__class__ is int:
+            t10 = t9 > (1)
+        else:
+            t10 = _compare('>', t9, (1))
+        if _truth(t10):
+            t12 = t8
+            if t12 is None: t12 = Missing('f')
+            t14 = t6.lookup('cp')
+            if t14 is None: t14 = Missing('cp')
+            if t12.__class__ is t14.__class__ and (t12.__class__ is int or t12.__class__ is str):
+                t13 = t12 < t14
+            else:
+                if t14.__class__ is list or t14.__class__ is dict or t14.__class__ is str: _charge_operands(t6, t12, t14)
+                t13 = _compare('<', t12, t14)
+            t11 = _truth(t13)
+        else:
+            t11 = False
+        if _truth(t11):
+            t15 = t8
+            if t15 is None: t15 = Missing('f')
+            t2.append(t15)
+            t3.mem -= 1
+            if t3.mem < 0: _charge_mem(env, 0)
+            if len(t2) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+    t16 = call_value(env, F_len.fn, F_len.cost, False, [t2])
+    if t16.__class__ is int:
+        t17 = t16 > (0)
+    else:
+        t17 = _compare('>', t16, (0))
+    if _truth(t17):
+        t19 = []
+        t20 = env.budget
+        t22 = call_value(env, F_divisors.fn, F_divisors.cost, False, [t1])
+        t21 = loop_items(t22)
+        t23 = Env({}, None, t20, env)
+        t24 = t23.values
+        for t25 in t21:
+            t20.left -= 11
+            if t20.left < 0: _charge(env, 0)
+            t24['f'] = t25
+            t23.let_cache = None
+            t26 = t25
+            if t26 is None: t26 = Missing('f')
+            if t26.__class__ is int:
+                t27 = t26 > (1)
+            else:
+                t27 = _compare('>', t26, (1))
+            if _truth(t27):
+                t29 = t25
+                if t29 is None: t29 = Missing('f')
+                t31 = t23.lookup('cp')
+                if t31 is None: t31 = Missing('cp')
+                if t29.__class__ is t31.__class__ and (t29.__class__ is int or t29.__class__ is str):
+                    t30 = t29 < t31
+                else:
+                    if t31.__class__ is list or t31.__class__ is dict or t31.__class__ is str: _charge_operands(t23, t29, t31)
+                    t30 = _compare('<', t29, t31)
+                t28 = _truth(t30)
+            else:
+                t28 = False
+            if _truth(t28):
+                t32 = t25
+                if t32 is None: t32 = Missing('f')
+                t19.append(t32)
+                t20.mem -= 1
+                if t20.mem < 0: _charge_mem(env, 0)
+                if len(t19) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
+        if t19 is None or t19.__class__ is Missing: _need(t19)
+        t33 = index_value(t19, (0), '?')
+        t18 = t33
+    else:
+        t18 = t1
+    if t18 is None or t18.__class__ is Missing: _need(t18)
+    t34 = _binop('//', t1, t18, env)
+    return t34
+
+def e130(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    if t1.__class__ is dict and 'microbatch_group' in t1:
+        t2 = t1['microbatch_group']
+        if t2 is None: t2 = Missing('megatron.microbatch_group')
+    else:
+        t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
+    t3 = (t2 is None or t2.__class__ is Missing)
+    return t3
+
+def e131(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
+    t3 = attr_value(t2, 'pp', 'megatron.microbatch_group.pp')
+    return t3
+
+def e132(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'vp', 'megatron.vp')
+    return t2
+
+def e133(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
+    t3 = attr_value(t2, 'm', 'megatron.microbatch_group.m')
+    t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t3, ('microbatch'), ('microbatches')])
+    return t4
+
+def e134(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
+    t3 = attr_value(t2, 'cause', 'megatron.microbatch_group.cause')
+    return t3
+
+def e135(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
+    t3 = attr_value(t2, 'error', 'megatron.microbatch_group.error')
+    return t3
+
+def e136(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
+    t3 = attr_value(t2, 'site', 'megatron.microbatch_group.site')
+    return t3
+
+def e137(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
+    t3 = attr_value(t2, 'group', 'megatron.microbatch_group.group')
+    t5 = attr_value(t2, 'pp', 'megatron.microbatch_group.pp')
+    if t3.__class__ is t5.__class__ and (t3.__class__ is int or t3.__class__ is str):
+        t4 = t3 < t5
+    else:
+        if t5.__class__ is list or t5.__class__ is dict or t5.__class__ is str: _charge_operands(env, t3, t5)
+        t4 = _compare('<', t3, t5)
+    if _truth(t4):
+        t6 = ('microbatch_group_size_per_vp_stage|')
+    else:
+        t6 = ('')
+    return t6
+
+def e138(env):
+    t1 = env.lookup('megatron')
+    if t1 is None: t1 = Missing('megatron')
+    t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
+    t3 = attr_value(t2, 'valid', 'megatron.microbatch_group.valid')
+    if _truth(t3):
+        t5 = attr_value(t1, 'args', 'megatron.args')
+        t6 = attr_value(t5, 'bridge_recipe', 'megatron.args.bridge_recipe')
+        if _truth(t6):
+            t7 = ('train.global_batch_size')
+        else:
+            t7 = ('--global-batch-size')
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        t8 = _binop('+', ('set '), t7, env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t9 = _binop('+', t8, (' to '), env)
+        if t9 is None or t9.__class__ is Missing: _need(t9)
+        t10 = attr_value(t2, 'batches', 'megatron.microbatch_group.batches')
+        t11 = call_value(env, F_join.fn, F_join.cost, False, [t10])
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t12 = _binop('+', t9, t11, env)
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', t12, (' ('), env)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = call_value(env, F_join.fn, F_join.cost, False, [t3])
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = _binop('+', t13, t14, env)
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = _binop('+', t15, (' microbatches: '), env)
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = attr_value(t2, 'need', 'megatron.microbatch_group.need')
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = _binop('+', t16, t17, env)
+        if t18 is None or t18.__class__ is Missing: _need(t18)
+        t19 = _binop('+', t18, (')'), env)
+        t4 = t19
+    else:
+        t20 = attr_value(t2, 'pp', 'megatron.microbatch_group.pp')
+        t21 = call_value(env, F_str.fn, F_str.cost, True, [t20])
+        if t21 is None or t21.__class__ is Missing: _need(t21)
+        t22 = _binop('+', ('set --microbatch-group-size-per-virtual-pipeline-stage to at least pp ('), t21, env)
+        if t22 is None or t22.__class__ is Missing: _need(t22)
+        t23 = _binop('+', t22, ('), or drop it (it defaults to pp)'), env)
+        t4 = t23
+    return t4
 
 COMPILED = {
     'world_size % megatron.model_size == 0': (e0, 6, ('megatron', 'world_size')),
@@ -3364,102 +3967,118 @@ COMPILED = {
     'tp * cp': (e22, 3, ('cp', 'tp')),
     'megatron.split_error == null': (e23, 4, ('megatron',)),
     "framework.id in ['megatron@0.16.1'] and (megatron.args.num_layers != null)": (e24, 11, ('framework', 'megatron')),
-    "' with ' + str(megatron.vp) + ' virtual stages per rank' if megatron.vp != null else ''": (e25, 13, ('megatron',)),
+    "('virtual pipeline stages need pp > 2 when p2p communication overlap is disabled (--no-overlap-p2p-communication), and pp is ' + str(pp)) if megatron.split_source == 'arguments.py:579' else ('virtual pipeline stages need pp > 1, and pp is ' + str(pp)) if megatron.split_source == 'arguments.py:575' else ('the ' + str(model.n_layers) + ' layers cannot be split over pp = ' + str(pp) + (' with ' + str(megatron.vp) + ' virtual stages per rank' if megatron.vp != null else ''))": (e25, 42, ('megatron', 'model', 'pp')),
     'megatron.split_error': (e26, 2, ('megatron',)),
     'megatron.split_source': (e27, 2, ('megatron',)),
     'megatron.split_key': (e28, 2, ('megatron',)),
-    "': pp in ' + join(megatron.split_pps) + (' (each also divides the world with tp·cp)' if world_known else '') if len(megatron.split_pps) > 0 else ''": (e29, 17, ('megatron', 'world_known')),
-    "'model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage' if megatron.args.bridge_recipe == true else '--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers'": (e30, 8, ('megatron',)),
-    'megatron.args.global_batch_size >= megatron.args.micro_batch_size * megatron.dp if megatron.decrease_batch else megatron.args.global_batch_size % (megatron.args.micro_batch_size * megatron.dp) == 0': (e31, 25, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.dp != null and megatron.args.micro_batch_size != null and megatron.args.global_batch_size != null and megatron.args.rampup_batch_size == null and megatron.args.micro_batch_size > 0)": (e32, 34, ('framework', 'megatron')),
-    "'--decrease-batch-size-if-needed rounds the global batch size (' + str(megatron.args.global_batch_size) + ') down to a multiple of micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + '): 0 microbatches, refused (num_microbatches_calculator.py:348)' if megatron.decrease_batch else 'global batch size (' + str(megatron.args.global_batch_size) + ') is not divisible by micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + ') (num_microbatches_calculator.py:340)'": (e33, 45, ('megatron',)),
-    'megatron.args.micro_batch_size * megatron.dp': (e34, 6, ('megatron',)),
-    'megatron.args.micro_batch_size * megatron.dp * max(1, megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp))': (e35, 19, ('megatron',)),
-    "' or ' + str(megatron.args.micro_batch_size * megatron.dp * (megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) + 1)) if megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) > 0 else ''": (e36, 36, ('megatron',)),
-    'model.n_kv_heads % tp == 0 or tp % model.n_kv_heads == 0': (e37, 13, ('model', 'tp')),
-    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.n_kv_heads != null and model.n_kv_heads > 0)": (e38, 19, ('framework', 'model', 'tp')),
-    "'num_query_groups' if not model.n_kv_heads_defaulted else keys.tp": (e39, 7, ('keys', 'model')),
-    'join([t for t in divisors(model.n_heads) if t > 1 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)])': (e40, 23, ('model',)),
-    'model.ffn_hidden_dim % tp == 0': (e41, 6, ('model', 'tp')),
-    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.ffn_hidden_dim != null)": (e42, 14, ('framework', 'model', 'tp')),
-    '[t for t in (choices.tp if choices != null else divisors(gcd(model.ffn_hidden_dim, model.n_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.ffn_hidden_dim % t == 0 and model.n_heads % t == 0 and (model.n_kv_heads == null or model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0) and (not world_known or world_size % (t * pp * cp) == 0)]': (e43, 71, ('choices', 'cp', 'gpus_per_node', 'model', 'pp', 'world_known', 'world_size')),
-    'model.ffn_hidden_dim': (e44, 2, ('model',)),
-    "', derived from --hidden-size' if 'ffn_hidden_size' not in megatron.given else ''": (e45, 7, ('megatron',)),
-    "'ffn_hidden_size' if 'ffn_hidden_size' in megatron.given else keys.tp": (e46, 8, ('keys', 'megatron')),
-    "'use tp in ' + join(tps) + ' (each divides the ' + str(model.ffn_hidden_dim) + ' FFN columns and the ' + str(model.n_heads) + ' heads), keeping the model as it is' if len(tps) > 0 else 'no tp above 1 divides the ' + str(model.ffn_hidden_dim) + ' FFN columns and the ' + str(model.n_heads) + ' heads' + (' on this world' if choices != null or world_known else '') + ': use tp = 1, keeping the model as it is'": (e47, 47, ('choices', 'model', 'tps', 'world_known')),
-    'model.dim % model.n_heads == 0': (e48, 7, ('model',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.kv_channels == null and model.n_heads != null and model.dim != null and model.n_heads > 0)": (e49, 26, ('framework', 'megatron', 'model')),
-    "framework.id in ['megatron@0.16.1']": (e50, 5, ('framework',)),
-    'megatron.parser_refusals': (e51, 2, ('megatron',)),
-    'item.later == null': (e52, 4, ('item',)),
-    'item.later != null': (e53, 4, ('item',)),
-    'item.col': (e54, 2, ('item',)),
-    'model.num_experts != null': (e55, 4, ('model',)),
-    "framework.id in ['megatron@0.16.1'] and (ep > 1 and model.known)": (e56, 12, ('ep', 'framework', 'model')),
-    'megatron.args.seq_length % (2 * cp) == 0': (e57, 9, ('cp', 'megatron')),
-    "framework.id in ['megatron@0.16.1'] and (cp > 1 and megatron.args.seq_length != null)": (e58, 15, ('cp', 'framework', 'megatron')),
-    'megatron.args.seq_length': (e59, 3, ('megatron',)),
-    '2 * cp': (e60, 3, ('cp',)),
-    'model.max_seq_len >= megatron.args.seq_length': (e61, 6, ('megatron', 'model')),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.seq_length != null and model.max_seq_len != null)": (e62, 16, ('framework', 'megatron', 'model')),
-    'len(missing) == 0': (e63, 4, ('missing',)),
-    "framework.id in ['megatron@0.16.1'] and (not megatron.incomplete)": (e64, 9, ('framework', 'megatron')),
-    "[m for m in [['num_layers', '--num-layers'], ['hidden_size', '--hidden-size'], ['num_attention_heads', '--num-attention-heads'], ['max_position_embeddings', '--max-position-embeddings'], ['micro_batch_size', '--micro-batch-size']] if megatron.args[m[0]] == null and not (m[0] == 'num_layers' and megatron.args.encoder_num_layers != null)]": (e65, 39, ('megatron',)),
-    "join([m[1] for m in missing], ', ')": (e66, 7, ('missing',)),
-    "'is' if len(missing) == 1 else 'are'": (e67, 7, ('missing',)),
-    "'it is' if len(missing) == 1 else 'they are'": (e68, 7, ('missing',)),
-    "join([m[1] + ' N' for m in missing], ' ')": (e69, 9, ('missing',)),
-    'len(removed) == 0': (e70, 4, ('removed',)),
-    "[r for r in [['batch_size', '--micro-batch-size', '--batch-size'], ['warmup', '--lr-warmup-fraction', '--warmup'], ['model_parallel_size', '--tensor-model-parallel-size', '--model-parallel-size']] if megatron.args[r[0]] != null]": (e71, 23, ('megatron',)),
-    "join([r[2] + ' is no longer valid, use ' + r[1] + ' instead' for r in removed], '; ')": (e72, 15, ('removed',)),
-    'removed[0][0]': (e73, 5, ('removed',)),
-    "join([r[2] + ' with ' + r[1] for r in removed], ', ')": (e74, 13, ('removed',)),
-    'megatron.args.rampup_batch_size == null': (e75, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.train_iters != null and megatron.args.train_iters != 0)": (e76, 17, ('framework', 'megatron')),
-    'megatron.args.train_iters': (e77, 3, ('megatron',)),
-    'megatron.args.bf16 != true': (e78, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.fp16 == true)": (e79, 11, ('framework', 'megatron')),
-    '(megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and megatron.args.overlap_grad_reduce': (e80, 11, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.overlap_param_gather == true)": (e81, 11, ('framework', 'megatron')),
-    "'is only supported with distributed optimizer or megatron fsdp' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else 'must be used with --overlap-grad-reduce'": (e82, 11, ('megatron',)),
-    "'--use-distributed-optimizer' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else ''": (e83, 11, ('megatron',)),
-    "' and ' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and not megatron.args.overlap_grad_reduce else ''": (e84, 16, ('megatron',)),
-    "'--overlap-grad-reduce' if not megatron.args.overlap_grad_reduce else ''": (e85, 7, ('megatron',)),
-    'megatron.args.sequence_parallel == true': (e86, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.tp_comm_overlap == true)": (e87, 11, ('framework', 'megatron')),
-    "' (switched off at tp = 1)' if tp == 1 else ''": (e88, 6, ('tp',)),
-    "'add --sequence-parallel' if tp > 1 else 'drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)'": (e89, 6, ('tp',)),
-    '(megatron.dp * cp) % megatron.args.num_distributed_optimizer_instances == 0 and (megatron.edp == null or megatron.edp % megatron.args.num_distributed_optimizer_instances == 0)': (e90, 24, ('cp', 'megatron')),
-    "framework.id in ['megatron@0.16.1'] and (world_known and megatron.dp != null and megatron.args.num_distributed_optimizer_instances != null and megatron.args.num_distributed_optimizer_instances > 1)": (e91, 24, ('framework', 'megatron', 'world_known')),
-    'megatron.args.num_distributed_optimizer_instances': (e92, 3, ('megatron',)),
-    'megatron.dp * cp': (e93, 4, ('cp', 'megatron')),
-    'gcd(megatron.dp * cp, coalesce(megatron.edp, megatron.dp * cp))': (e94, 12, ('cp', 'megatron')),
-    "megatron.env.cuda_device_max_connections == '1'": (e95, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.env != null and megatron.env.known and (tp > 1 or cp > 1) and not megatron.args.use_torch_fsdp2 and not megatron.args.use_megatron_fsdp and not megatron.args.overlap_moe_expert_parallel_comm and not (megatron.env.cuda_device_max_connections_set and megatron.env.cuda_device_max_connections == null))": (e96, 48, ('cp', 'framework', 'megatron', 'tp')),
-    "'the script does not set CUDA_DEVICE_MAX_CONNECTIONS' if not megatron.env.cuda_device_max_connections_set else 'the script sets CUDA_DEVICE_MAX_CONNECTIONS=' + megatron.env.cuda_device_max_connections": (e97, 11, ('megatron',)),
-    "'tp = ' + str(tp) if tp > 1 else 'cp = ' + str(cp)": (e98, 12, ('cp', 'tp')),
-    'keys.tp if tp > 1 else keys.cp': (e99, 8, ('keys', 'tp')),
-    'megatron.args.bridge_sequence_parallel != true': (e100, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and tp == 1)": (e101, 15, ('framework', 'megatron', 'tp')),
-    'megatron.layout_error == null': (e102, 4, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.layout != null)": (e103, 10, ('framework', 'megatron')),
-    'megatron.layout': (e104, 2, ('megatron',)),
-    'megatron.layout_error': (e105, 2, ('megatron',)),
-    "' (' + str(megatron.args.mtp_num_layers) + ' MTP layers m after them)' if megatron.args.mtp_num_layers != null else ''": (e106, 15, ('megatron',)),
-    "' (with this layout, pp in ' + join(megatron.split_pps) + ' would start)' if len(megatron.split_pps) > 0 else ''": (e107, 14, ('megatron',)),
-    'megatron.core_refusals': (e108, 2, ('megatron',)),
-    'item.site': (e109, 2, ('item',)),
-    'item.condition': (e110, 2, ('item',)),
-    'item.options': (e111, 2, ('item',)),
-    'megatron.validate_refusals': (e112, 2, ('megatron',)),
-    'megatron.rampup == null': (e113, 4, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.rampup_batch_size != null)": (e114, 11, ('framework', 'megatron')),
-    "join(megatron.args.rampup_batch_size, ' ')": (e115, 5, ('megatron',)),
-    "megatron.args.global_batch_size if megatron.args.global_batch_size != null else 'unset'": (e116, 10, ('megatron',)),
-    "'fails at start-up' if megatron.rampup.iteration == null else 'fails during training'": (e117, 8, ('megatron',)),
-    'megatron.rampup.message': (e118, 3, ('megatron',)),
-    'megatron.rampup.site': (e119, 3, ('megatron',)),
-    'megatron.rampup.key': (e120, 3, ('megatron',)),
-    "' (' + str(megatron.args.micro_batch_size * megatron.dp) + ')' if megatron.dp != null and megatron.args.micro_batch_size != null else ''": (e121, 23, ('megatron',)),
-    'megatron.pstate_refusals': (e122, 2, ('megatron',)),
+    "('drop --no-overlap-p2p-communication (p2p overlap is the default and allows pp 2), or use pp > 2' + (' (pp in ' + join([p for p in megatron.split_pps if p > 2]) + ')' if len([p for p in megatron.split_pps if p > 2]) > 0 else '') + ', or drop the virtual stages') if megatron.split_source == 'arguments.py:579' else ('use pp > 1, or drop the virtual-stage option' if megatron.split_source == 'arguments.py:575' else ('use a pp (and virtual-stage setting) the split accepts' + (': pp in ' + join(megatron.split_pps) + (' (each also divides the world with tp·cp)' if world_known else '') if len(megatron.split_pps) > 0 else '') + ', or ' + ('set model.num_layers_in_first_pipeline_stage / model.num_layers_in_last_pipeline_stage so the middle stages divide evenly' if megatron.args.bridge_recipe == true else ('replace --num-layers-per-virtual-pipeline-stage by --num-virtual-stages-per-pipeline-rank and set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers so the middle stages divide evenly (arguments.py:530 refuses those beside --num-layers-per-virtual-pipeline-stage)' if megatron.args.num_layers_per_virtual_pipeline_stage != null else 'set --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers so the middle stages divide evenly'))))": (e29, 76, ('megatron', 'world_known')),
+    'megatron.args.global_batch_size >= megatron.args.micro_batch_size * megatron.dp if megatron.decrease_batch else megatron.args.global_batch_size % (megatron.args.micro_batch_size * megatron.dp) == 0': (e30, 25, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.dp != null and megatron.args.micro_batch_size != null and megatron.args.global_batch_size != null and megatron.args.rampup_batch_size == null and megatron.args.micro_batch_size > 0)": (e31, 34, ('framework', 'megatron')),
+    "'--decrease-batch-size-if-needed rounds the global batch size (' + str(megatron.args.global_batch_size) + ') down to a multiple of micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + '): 0 microbatches, refused (num_microbatches_calculator.py:348)' if megatron.decrease_batch else 'global batch size (' + str(megatron.args.global_batch_size) + ') is not divisible by micro batch size (' + str(megatron.args.micro_batch_size) + ') times data parallel size (' + str(megatron.dp) + ') (num_microbatches_calculator.py:340)'": (e32, 45, ('megatron',)),
+    'megatron.args.micro_batch_size * megatron.dp': (e33, 6, ('megatron',)),
+    'megatron.args.micro_batch_size * megatron.dp * max(1, megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp))': (e34, 19, ('megatron',)),
+    "' or ' + str(megatron.args.micro_batch_size * megatron.dp * (megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) + 1)) if megatron.args.global_batch_size // (megatron.args.micro_batch_size * megatron.dp) > 0 else ''": (e35, 36, ('megatron',)),
+    'model.n_kv_heads % tp == 0 or tp % model.n_kv_heads == 0': (e36, 13, ('model', 'tp')),
+    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.n_kv_heads != null and model.n_kv_heads > 0)": (e37, 19, ('framework', 'model', 'tp')),
+    "'num_query_groups' if not model.n_kv_heads_defaulted else keys.tp": (e38, 7, ('keys', 'model')),
+    'join([t for t in divisors(model.n_heads) if t > 1 and (model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0)])': (e39, 23, ('model',)),
+    'model.ffn_hidden_dim % tp == 0': (e40, 6, ('model', 'tp')),
+    "framework.id in ['megatron@0.16.1'] and (tp > 1 and model.ffn_hidden_dim != null)": (e41, 14, ('framework', 'model', 'tp')),
+    '[t for t in (choices.tp if choices != null else divisors(gcd(model.ffn_hidden_dim, model.n_heads))) if t > 1 and (gpus_per_node == null or t <= gpus_per_node) and model.ffn_hidden_dim % t == 0 and model.n_heads % t == 0 and (model.n_kv_heads == null or model.n_kv_heads % t == 0 or t % model.n_kv_heads == 0) and (not world_known or world_size % (t * pp * cp) == 0)]': (e42, 71, ('choices', 'cp', 'gpus_per_node', 'model', 'pp', 'world_known', 'world_size')),
+    'model.ffn_hidden_dim': (e43, 2, ('model',)),
+    "', derived from --hidden-size' if 'ffn_hidden_size' not in megatron.given else ''": (e44, 7, ('megatron',)),
+    "'ffn_hidden_size' if 'ffn_hidden_size' in megatron.given else keys.tp": (e45, 8, ('keys', 'megatron')),
+    "'use tp in ' + join(tps) + ' (each divides the ' + str(model.ffn_hidden_dim) + ' FFN columns and the ' + str(model.n_heads) + ' heads), keeping the model as it is' if len(tps) > 0 else 'no tp above 1 divides the ' + str(model.ffn_hidden_dim) + ' FFN columns and the ' + str(model.n_heads) + ' heads' + (' on this world' if choices != null or world_known else '') + ': use tp = 1, keeping the model as it is'": (e46, 47, ('choices', 'model', 'tps', 'world_known')),
+    'model.dim % model.n_heads == 0': (e47, 7, ('model',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.kv_channels == null and model.n_heads != null and model.dim != null and model.n_heads > 0)": (e48, 26, ('framework', 'megatron', 'model')),
+    "framework.id in ['megatron@0.16.1']": (e49, 5, ('framework',)),
+    'megatron.parser_refusals': (e50, 2, ('megatron',)),
+    'item.later == null': (e51, 4, ('item',)),
+    'item.later != null': (e52, 4, ('item',)),
+    'item.col': (e53, 2, ('item',)),
+    'model.num_experts != null': (e54, 4, ('model',)),
+    "framework.id in ['megatron@0.16.1'] and (ep > 1 and model.known)": (e55, 12, ('ep', 'framework', 'model')),
+    'megatron.args.seq_length % (2 * cp) == 0': (e56, 9, ('cp', 'megatron')),
+    "framework.id in ['megatron@0.16.1'] and (cp > 1 and megatron.args.seq_length != null)": (e57, 15, ('cp', 'framework', 'megatron')),
+    'megatron.args.seq_length': (e58, 3, ('megatron',)),
+    '2 * cp': (e59, 3, ('cp',)),
+    'model.max_seq_len >= megatron.args.seq_length': (e60, 6, ('megatron', 'model')),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.seq_length != null and model.max_seq_len != null)": (e61, 16, ('framework', 'megatron', 'model')),
+    'len(missing) == 0': (e62, 4, ('missing',)),
+    "framework.id in ['megatron@0.16.1'] and (not megatron.incomplete)": (e63, 9, ('framework', 'megatron')),
+    "[m for m in [['num_layers', '--num-layers'], ['hidden_size', '--hidden-size'], ['num_attention_heads', '--num-attention-heads'], ['max_position_embeddings', '--max-position-embeddings'], ['micro_batch_size', '--micro-batch-size']] if megatron.args[m[0]] == null and not (m[0] == 'num_layers' and megatron.args.encoder_num_layers != null)]": (e64, 39, ('megatron',)),
+    "join([m[1] for m in missing], ', ')": (e65, 7, ('missing',)),
+    "'is' if len(missing) == 1 else 'are'": (e66, 7, ('missing',)),
+    "'it is' if len(missing) == 1 else 'they are'": (e67, 7, ('missing',)),
+    "join([m[1] + ' N' for m in missing], ' ')": (e68, 9, ('missing',)),
+    'len(removed) == 0': (e69, 4, ('removed',)),
+    "[r for r in [['batch_size', '--micro-batch-size', '--batch-size'], ['warmup', '--lr-warmup-fraction', '--warmup'], ['model_parallel_size', '--tensor-model-parallel-size', '--model-parallel-size']] if megatron.args[r[0]] != null]": (e70, 23, ('megatron',)),
+    "join([r[2] + ' is no longer valid, use ' + r[1] + ' instead' for r in removed], '; ')": (e71, 15, ('removed',)),
+    'removed[0][0]': (e72, 5, ('removed',)),
+    "join([r[2] + ' with ' + r[1] for r in removed], ', ')": (e73, 13, ('removed',)),
+    'megatron.args.rampup_batch_size == null': (e74, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.train_iters != null and megatron.args.train_iters != 0)": (e75, 17, ('framework', 'megatron')),
+    'megatron.args.train_iters': (e76, 3, ('megatron',)),
+    'megatron.args.bf16 != true': (e77, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.fp16 == true)": (e78, 11, ('framework', 'megatron')),
+    '(megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and megatron.args.overlap_grad_reduce': (e79, 11, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.overlap_param_gather == true)": (e80, 11, ('framework', 'megatron')),
+    "'is only supported with distributed optimizer or megatron fsdp' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else 'must be used with --overlap-grad-reduce'": (e81, 11, ('megatron',)),
+    "'--use-distributed-optimizer' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else ''": (e82, 11, ('megatron',)),
+    "' and ' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and not megatron.args.overlap_grad_reduce else ''": (e83, 16, ('megatron',)),
+    "'--overlap-grad-reduce' if not megatron.args.overlap_grad_reduce else ''": (e84, 7, ('megatron',)),
+    'megatron.args.sequence_parallel == true': (e85, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.tp_comm_overlap == true)": (e86, 11, ('framework', 'megatron')),
+    "' (switched off at tp = 1)' if tp == 1 else ''": (e87, 6, ('tp',)),
+    "'add --sequence-parallel' if tp > 1 else 'drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)'": (e88, 6, ('tp',)),
+    '(megatron.dp * cp) % megatron.args.num_distributed_optimizer_instances == 0 and (megatron.edp == null or megatron.edp % megatron.args.num_distributed_optimizer_instances == 0)': (e89, 24, ('cp', 'megatron')),
+    "framework.id in ['megatron@0.16.1'] and (world_known and megatron.dp != null and megatron.args.num_distributed_optimizer_instances != null and megatron.args.num_distributed_optimizer_instances > 1)": (e90, 24, ('framework', 'megatron', 'world_known')),
+    'megatron.args.num_distributed_optimizer_instances': (e91, 3, ('megatron',)),
+    'megatron.dp * cp': (e92, 4, ('cp', 'megatron')),
+    'gcd(megatron.dp * cp, coalesce(megatron.edp, megatron.dp * cp))': (e93, 12, ('cp', 'megatron')),
+    "megatron.env.cuda_device_max_connections == '1'": (e94, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.env != null and megatron.env.known and (tp > 1 or cp > 1) and not megatron.args.use_torch_fsdp2 and not megatron.args.use_megatron_fsdp and not megatron.args.overlap_moe_expert_parallel_comm and not (megatron.env.cuda_device_max_connections_set and megatron.env.cuda_device_max_connections == null))": (e95, 48, ('cp', 'framework', 'megatron', 'tp')),
+    "'the script does not set CUDA_DEVICE_MAX_CONNECTIONS' if not megatron.env.cuda_device_max_connections_set else 'the script sets CUDA_DEVICE_MAX_CONNECTIONS=' + megatron.env.cuda_device_max_connections": (e96, 11, ('megatron',)),
+    "'tp = ' + str(tp) if tp > 1 else 'cp = ' + str(cp)": (e97, 12, ('cp', 'tp')),
+    'keys.tp if tp > 1 else keys.cp': (e98, 8, ('keys', 'tp')),
+    'megatron.args.bridge_sequence_parallel != true': (e99, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and tp == 1)": (e100, 15, ('framework', 'megatron', 'tp')),
+    'megatron.layout_error == null': (e101, 4, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.layout != null)": (e102, 10, ('framework', 'megatron')),
+    'megatron.layout': (e103, 2, ('megatron',)),
+    'megatron.layout_error': (e104, 2, ('megatron',)),
+    "' (' + str(megatron.args.mtp_num_layers) + ' MTP layers m after them)' if megatron.args.mtp_num_layers != null else ''": (e105, 15, ('megatron',)),
+    "' (with this layout, pp in ' + join(megatron.split_pps) + ' would start)' if len(megatron.split_pps) > 0 else ''": (e106, 14, ('megatron',)),
+    'megatron.core_refusals': (e107, 2, ('megatron',)),
+    'item.site': (e108, 2, ('item',)),
+    'item.condition': (e109, 2, ('item',)),
+    'item.options': (e110, 2, ('item',)),
+    'megatron.validate_refusals': (e111, 2, ('megatron',)),
+    'megatron.rampup == null': (e112, 4, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.rampup_batch_size != null)": (e113, 11, ('framework', 'megatron')),
+    "join(megatron.args.rampup_batch_size, ' ')": (e114, 5, ('megatron',)),
+    "megatron.args.global_batch_size if megatron.args.global_batch_size != null else 'unset'": (e115, 10, ('megatron',)),
+    "'fails at start-up' if megatron.rampup.iteration == null else 'fails during training'": (e116, 8, ('megatron',)),
+    'megatron.rampup.message': (e117, 3, ('megatron',)),
+    'megatron.rampup.site': (e118, 3, ('megatron',)),
+    'megatron.rampup.key': (e119, 3, ('megatron',)),
+    "' (' + str(megatron.args.micro_batch_size * megatron.dp) + ')' if megatron.dp != null and megatron.args.micro_batch_size != null else ''": (e120, 23, ('megatron',)),
+    'megatron.pstate_refusals': (e121, 2, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (model.num_experts != null and tp > 1 and megatron.args.skip_train != true)": (e122, 20, ('framework', 'megatron', 'model', 'tp')),
+    "'model.num_moe_experts' if megatron.args.bridge_recipe else '--num-experts'": (e123, 6, ('megatron',)),
+    "'set cfg.model.sequence_parallel = True' if megatron.args.bridge_recipe else 'add --sequence-parallel'": (e124, 6, ('megatron',)),
+    "'expert_tensor_parallel_size' if megatron.args.bridge_recipe else '--expert-tensor-parallel-size'": (e125, 6, ('megatron',)),
+    "'a2a+p2p' not in megatron.cp_comm_types or megatron.args.hierarchical_context_parallel_sizes != null": (e126, 10, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and cp > 1 and megatron.cp_comm_types != null)": (e127, 20, ('cp', 'framework', 'megatron')),
+    '[f for f in divisors(cp) if f > 1 and f < cp][0] if len([f for f in divisors(cp) if f > 1 and f < cp]) > 0 else cp': (e128, 29, ('cp',)),
+    'cp // ([f for f in divisors(cp) if f > 1 and f < cp][0] if len([f for f in divisors(cp) if f > 1 and f < cp]) > 0 else cp)': (e129, 31, ('cp',)),
+    'megatron.microbatch_group == null': (e130, 4, ('megatron',)),
+    'megatron.microbatch_group.pp': (e131, 3, ('megatron',)),
+    'megatron.vp': (e132, 2, ('megatron',)),
+    "plural(megatron.microbatch_group.m, 'microbatch', 'microbatches')": (e133, 6, ('megatron',)),
+    'megatron.microbatch_group.cause': (e134, 3, ('megatron',)),
+    'megatron.microbatch_group.error': (e135, 3, ('megatron',)),
+    'megatron.microbatch_group.site': (e136, 3, ('megatron',)),
+    "'microbatch_group_size_per_vp_stage|' if megatron.microbatch_group.group < megatron.microbatch_group.pp else ''": (e137, 10, ('megatron',)),
+    "('set ' + ('train.global_batch_size' if megatron.args.bridge_recipe else '--global-batch-size') + ' to ' + join(megatron.microbatch_group.batches) + ' (' + join(megatron.microbatch_group.valid) + ' microbatches: ' + megatron.microbatch_group.need + ')') if megatron.microbatch_group.valid else ('set --microbatch-group-size-per-virtual-pipeline-stage to at least pp (' + str(megatron.microbatch_group.pp) + '), or drop it (it defaults to pp)')": (e138, 42, ('megatron',)),
 }
