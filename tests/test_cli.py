@@ -39,7 +39,7 @@ def test_defaulted_key_points_at_its_section_header(write):
 
 @pytest.mark.parametrize("fail_on, expected", [("error", 0), ("warning", 1), ("info", 1), ("never", 0)])
 def test_fail_on(write, fail_on, expected):
-    path = write("[distributed]\ntp = 2\ncp = 2\n", "x_8gpu.toml")  # ML301 warning only
+    path = write("[distributed]\ncp = 2\n", "x_2gpu.toml")  # ML301 warning only (the flat fallback)
     code, _ = run_cli("check", str(path), "--fail-on", fail_on)
     assert code == expected
 

@@ -452,3 +452,155 @@ def test_a_value_set_in_a_decided_branch_holds_after_it():
     tp, pp = got.overrides
     assert (tp.path, tp.value) == ("distributed.tp", 8)
     assert not pp.known and "inside an if/loop block" in pp.value.reason
+
+
+# ----------------------------------------------------------------------------- kf_native cases b07, b08, b17, b19-b21
+
+@needs_kf
+def test_cp_ranks_outside_the_mesh_are_an_error_and_the_flat_fallback_a_warning(rules):
+    """KempnerForge's own code on gloo (cases kf_native/b08): with cp = 2 on 4 ranks the mesh ('dp_shard',) (2,)
+    leaves ranks 2-3 without a coordinate and they die in build_parallel_model (fully_shard: IndexError; with tp = 2,
+    tensor parallelism: RuntimeError); on 2 ranks every other degree is 1, the mesh is a flat dp_shard of both and the
+    run trains."""
+    for extra, mesh in (("", '("dp_shard",) (2,)'), (" --distributed.tp=2", '("dp_shard", "tp") (1, 2)')):
+        rep = report_of(f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} --distributed.cp=2{extra}", rules)
+        [f] = [f for f in rep.findings if f.code in ("ML301", "ML321")]
+        assert (f.code, f.severity, f.file) == ("ML321", "error", "<command line>")
+        assert f"ranks 2-3 (2 of 4) outside the DeviceMesh" in f.message and mesh in f.message
+        assert "IndexError" in f.message and "RuntimeError" in f.message
+    rep = report_of(f"torchrun --nproc_per_node=2 scripts/train.py {DEBUG} --distributed.cp=2", rules)
+    [f] = [f for f in rep.findings if f.code in ("ML301", "ML321")]
+    assert (f.code, f.severity) == ("ML301", "warning") and "silently become FSDP ranks" in f.message
+
+
+@needs_kf
+def test_a_misspelt_section_in_an_override_points_at_its_word(tmp_path, rules):
+    """kf_native/b20: ``--distrbuted.dp_shard=3`` makes a top-level key no TOML line holds: the finding is at the
+    override's word (as an unknown key one level down already was), not at line 1 of the TOML."""
+    line = f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} --train.max_steps=50 --distrbuted.dp_shard=3"
+    rep = report_of(line, rules)
+    [f] = [f for f in rep.findings if f.code == "ML108"]
+    assert "'distrbuted' in [top level]" in f.message
+    assert (f.file, f.line, f.col) == ("<command line>", 1, line.index("--distrbuted") + 1)
+    script = tmp_path / "run.sh"
+    script.write_text(f"OVERRIDES='--distrbuted.tp=2'\ntorchrun --nproc_per_node=4 scripts/train.py {DEBUG} $OVERRIDES\n")
+    [rep] = script_reports(script, rules)
+    [f] = [f for f in rep.findings if f.code == "ML108"]
+    assert (f.file, f.line, f.col) == (str(script), 1, 12)
+
+
+@needs_kf
+def test_pp_larger_than_the_layers_offers_only_keys_kempnerforge_has(rules):
+    """kf_native/b07: KempnerForge refuses pipeline_parallel_layers_per_stage (Unknown config keys in
+    DistributedConfig): ML601's help names pp only (torchtitan keeps the key, tested with its fixtures)."""
+    rep = report_of(f"torchrun --nproc_per_node=8 scripts/train.py {DEBUG} --distributed.pp=8 "
+                    "--train.grad_accum_steps=8", rules)
+    [f] = [f for f in rep.findings if f.code == "ML601"]
+    assert "pipeline_parallel_layers_per_stage" not in f.help and "pp in 2, 4" in f.help
+
+
+def test_ml601_help_keeps_layers_per_stage_for_torchtitan(write, rules):
+    path = write("[model]\nname = \"llama3\"\nflavor = \"debugmodel\"\n[parallelism]\npipeline_parallel_degree = 16\n",
+                 "tt_16gpu.toml")
+    from meshlint.engine.check import check_file
+
+    rep = check_file(str(path), Options(rules=rules))
+    helps = [f.help for f in rep.findings if f.code == "ML601"]
+    assert helps and all("pipeline_parallel_layers_per_stage" in h for h in helps)
+
+
+@needs_kf
+def test_overrides_without_dashes_are_skipped_with_a_warning_at_each_word(rules):
+    """kf_native/b19: ``_parse_cli_overrides`` skips every word that does not start with '--' (loader.py:261-262):
+    one ML322 per ``section.key=value`` word, at its column, saying what the run keeps."""
+    head = f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} "
+    line = head + "train.max_steps=50 +distributed.tp=2 stray --train.seed=3 foo.bar=1"
+    rep = report_of(line, rules)
+    got = [(f.col, f.severity, f.help) for f in rep.findings if f.code == "ML322"]
+    assert got == [(line.index("train.max_steps=50") + 1, "warning", "write --train.max_steps=50"),
+                   (line.index("+distributed.tp=2") + 1, "warning", "write --distributed.tp=2"),
+                   (line.index("foo.bar=1") + 1, "warning", "write --foo.bar=1")]
+    messages = [f.message for f in rep.findings if f.code == "ML322"]
+    assert "the run keeps distributed.tp = 1, not 2" in messages[1]
+    assert "KempnerForge has no key foo.bar" in messages[2]
+    assert rep.source.data["train"]["seed"] == 3 and "tp" not in rep.source.data["distributed"]
+
+
+def test_overrides_without_dashes_in_a_configs_comments():
+    from meshlint.frameworks.kempnerforge.v5666d0d import dashless_overrides
+
+    comments = [(1, 1, " torchrun --nproc_per_node=4 scripts/train.py c.toml train.max_steps=50 \\"),
+                (2, 1, "     distributed.tp=2  # expect: a.b=1"),
+                (3, 1, " set distributed.tp=2 on big nodes"),
+                (4, 1, " python scripts/train.py --x=1 data.path=/d"),   # no .toml after train.py: not a launch
+                (5, 3, " uv run python scripts/train.py c.toml ++model.dim=64")]
+    found = [(i["line"], i["col"], i["key"], i["value"], i["kept"])
+             for i in dashless_overrides(comments, {"train": {"max_steps": 500}})]
+    assert found == [(1, 55, "train.max_steps", "50", "500"), (2, 7, "distributed.tp", "2", "1"),
+                     (5, 43, "model.dim", "64", "4096")]
+
+
+@needs_kf
+def test_two_space_form_overrides_on_one_line_point_at_their_own_words(rules):
+    line = f"torchrun --nproc_per_node=4 scripts/train.py {DEBUG} --train.compile_model false --metrics.enable_wandb no"
+    rep = report_of(line, rules)
+    cols = [f.col for f in rep.findings if f.code == "ML318"]
+    assert cols == [line.index("--train.compile_model") + 1, line.index("--metrics.enable_wandb") + 1]
+
+
+@pytest.mark.parametrize("text, world_size, gpn, nodes", [
+    # srun starts one task per node where nothing names a task count (SLURM's default): kf_native/b21
+    ("#SBATCH --nodes=3\n#SBATCH --gpus-per-node=4\nsrun --kill-on-bad-exit=1 uv run python scripts/train.py c.toml\n",
+     3, 1, 3),
+    ("srun --nodes=3 --gpus-per-node=4 python scripts/train.py c.toml\n", 3, 1, 3),
+    ("#SBATCH -N 2\nsrun python -m torchtitan.train --module m --config c\n", 2, 1, 2),
+])
+def test_srun_without_a_task_count_starts_one_task_per_node(text, world_size, gpn, nodes):
+    [got] = launches_in_text(text, file="job.sbatch")
+    hint = next(h for h in got.hints if h.world_size)
+    assert (hint.world_size, hint.gpus_per_node, hint.nodes) == (world_size, gpn, nodes)
+    assert "one task per node (SLURM's default)" in hint.source
+    assert any("SLURM starts one task per node by default" in n for n in got.notes)
+
+
+@pytest.mark.parametrize("text", [
+    "#SBATCH --nodes=3\n#SBATCH --cpus-per-task=16\nsrun python scripts/train.py c.toml\n",   # -c changes the default
+    "#SBATCH --nodes=3\nexport SLURM_NTASKS_PER_NODE=4\nsrun python scripts/train.py c.toml\n",  # srun reads it
+    "srun --gpus-per-task=1 --nodes=3 python scripts/train.py c.toml\n",
+    "srun --ntasks=$N --nodes=3 python scripts/train.py c.toml\n",                             # given, unknown
+    "srun python scripts/train.py c.toml\n",                                                  # nodes unknown
+])
+def test_srun_default_only_where_nothing_sets_the_tasks(text):
+    [got] = launches_in_text(text, file="job.sbatch")
+    assert not any(h.world_size for h in got.hints)
+    assert not any("one task per node by default" in n for n in got.notes)
+
+
+def test_torchrun_under_srun_keeps_its_own_world():
+    [got] = launches_in_text("#SBATCH --nodes=3\n#SBATCH --gpus-per-node=4\n"
+                             "srun torchrun --nnodes=3 --nproc_per_node=4 scripts/train.py c.toml\n", file="job.sbatch")
+    hint = next(h for h in got.hints if h.world_size)
+    assert (hint.world_size, hint.gpus_per_node) == (12, 4)
+    assert not any("one task per node" in n for n in got.notes)
+
+
+@needs_kf
+def test_srun_default_world_refuses_a_config_for_twelve(tmp_path, rules):
+    """kf_native/b21: KempnerForge takes the world from SLURM_NTASKS = 3 and refuses 1 × 3 × 4 = 12."""
+    config = tmp_path / "c_12gpu.toml"
+    config.write_text("[model]\nn_layers = 4\nn_heads = 8\nn_kv_heads = 8\ndim = 256\n[distributed]\ndp_shard = 3\ntp = 4\n")
+    script = tmp_path / "job.sbatch"
+    script.write_text(f"#!/bin/bash\n#SBATCH --nodes=3\n#SBATCH --gpus-per-node=4\nsrun python scripts/train.py {config}\n")
+    [rep] = script_reports(script, rules)
+    [f] = [f for f in rep.findings if f.code == "ML103"]
+    assert f.severity == "error" and "= 12, but the world size is 3" in f.message
+    assert "one task per node (SLURM's default)" in f.message
+
+
+def test_an_unknown_option_value_is_shown_once():
+    """kf_native/b17: srun --nodes="$NNODES" is shown as written, not as --nodes=--nodes="$NNODES"."""
+    [got] = launches_in_text('srun --nodes="$NNODES" --ntasks-per-node=4 --gpus-per-node=4 torchrun '
+                             '--nnodes=$NNODES --nproc_per_node=4 scripts/train.py c.toml\n', file="job.sh")
+    sources = " ".join(h.source for h in got.hints)
+    assert '--nodes="$NNODES" --ntasks-per-node=4' in sources and "--nodes=--nodes" not in sources
+    assert "--nnodes --nnodes" not in sources

@@ -501,7 +501,11 @@ SWEEP = _sweep()
 # disagreements). gpt_oss refusing cp (models/gpt_oss/model/args.py:89-92) is ML809 now.
 KF_PP_BUILD = ("the worker stops at validate; KempnerForge builds its 1F1B schedule (1 microbatch on 2 stages: "
                "ML605) with the model")
-SWEEP_KNOWN = {"sweep-kf-debug-pp2": KF_PP_BUILD, "sweep-kf-hf_wikitext-pp2": KF_PP_BUILD}
+KF_CP_OUTSIDE = ("the worker stops at validate, which counts cp in the world; KempnerForge's DeviceMesh has no cp dim and "
+                 "leaves world / cp ranks outside it, which crash in build_parallel_model (ML321)")
+SWEEP_KNOWN = {"sweep-kf-debug-pp2": KF_PP_BUILD, "sweep-kf-hf_wikitext-pp2": KF_PP_BUILD,
+               **{f"sweep-kf-{b}-cp2": KF_CP_OUTSIDE for b in ("debug", "debug_moe", "7b", "vlm_debug", "vlm_debug_moe",
+                                                               "vlm_debug_moma", "hf_wikitext")}}
 BY_ID = {c.id: c for c in CASES + SWEEP}
 assert len(BY_ID) == len(CASES) + len(SWEEP)
 

@@ -485,7 +485,7 @@ def test_every_fault_ends_with_its_report_and_leaves_nothing_behind(runs, tmp_pa
                                   "of its dims")
     assert step["message"] == "no training step: ranks 2-3 are outside the mesh the framework builds"
     assert doc["step"]["ran"] is False and doc["step"]["not_applied"]
-    assert any(f["rule"] == "ML301" for f in doc["static_findings"])
+    assert any(f["rule"] == "ML321" for f in doc["static_findings"])
 
     # check --smoke: KempnerForge's own layout (one init_device_mesh, TP without the embedding, EP on its own
     # dim) trains FSDP + TP + EP; and a one-process config, which builds no mesh and trains anyway

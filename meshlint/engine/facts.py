@@ -73,7 +73,10 @@ FACT_DOCS = {
               "refused, says, effective} for each '--section.key value' (KempnerForge takes it as a flag set to "
               "\"true\" and drops the value); overrides, a list of {line, key, value} for each '--section.key=value' "
               "written in a comment (meshlint does not apply them: a rule may leave a key alone that the documented "
-              "launch sets)",
+              "launch sets); dashless_overrides, a list of {line, col, key, value, word, kept} for each "
+              "'section.key=value' written without '--' (KempnerForge's parser skips it; kept: the value the run "
+              "keeps, null where KempnerForge has no such key). On a launch line or in a script, the launch's own "
+              "words (line and col of the word)",
     "trainer": "torchtitan registry configs: config_class (the trainer config class as written, e.g. Trainer.Config, "
                "PolicyTrainer.Config) and runs_trainer (true when torchtitan.trainer.Trainer runs it, so "
                "Trainer.Config's and Trainer.__init__'s checks apply; false for RL PolicyTrainer configs)",
@@ -196,7 +199,7 @@ GROUP_FIELDS = {
             "required_seq_len", "pool_error"),
     "video": ("present", "max_frames"),
     "eval": ("enabled", "dataset_path", "hf_dataset_name", "has_data_source"),
-    "launch": ("space_overrides", "overrides"),
+    "launch": ("space_overrides", "overrides", "dashless_overrides"),
     "native": ("dims", "duplicates", "world_size", "gpus_per_node"),
     "accelerate": ("sp", "cp_backend", "sp_backend", "cp_comm_strategy", "sp_attn_implementation", "distributed_type",
                    "fsdp_version", "is_fsdp2", "config_reaches_ranks", "num_processes", "num_machines", "world",

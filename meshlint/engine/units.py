@@ -448,13 +448,22 @@ def launch_report(launch, options, script: str | None):
         data, set_at, unread, space = apply_kf(launch, toml.data, script)
     else:
         data, set_at, unread, space = apply_typed(launch, toml.data, script)
-    space_cols = {item["line"]: (set_at_file(launch, script), item["col"]) for item in space}
-    source = LaunchedSource(display, toml, data, set_at, space_cols)
+    marks = {(item["line"], item["col"]): set_at_file(launch, script) for item in space}
+    dashless = []
+    if dialect == "kempnerforge":
+        from meshlint.frameworks.kempnerforge.v5666d0d import dashless_item
+
+        for d in getattr(launch, "dashless", None) or ():
+            file, line, col = d["position"]
+            dashless.append(dashless_item(d["key"], d["value"], d["word"], line, col, data))
+            marks[(line, col)] = file
+    source = LaunchedSource(display, toml, data, set_at, marks)
     source.launch = launch
 
     def prepare(spec):
         if dialect == "kempnerforge":
             spec.values["launch.space_overrides"] = space
+            spec.values["launch.dashless_overrides"] = dashless
             spec.values["launch.overrides"] = [{"line": p[1], "key": k, "value": "?"} for k, p in set_at.items()]
         if unread:
             _unreadable(spec, unread, dialect)

@@ -67,6 +67,7 @@ def kf_launch(args: list, origin, launcher: str, first: Word | None, index0: int
     launch.config_word = None
     # a bare train.py is KempnerForge's only if its TOML is one (toml_launch checks)
     launch.entry_explicit = script is None or _is_scripts_train(script.text)
+    launch.dashless = []   # overrides written without '--' (Hydra's habit), which the parser skips: ML322
     try:
         if not args:
             raise _err("scripts/train.py needs a config: KempnerForge prints its usage and exits "
@@ -82,16 +83,20 @@ def kf_launch(args: list, origin, launcher: str, first: Word | None, index0: int
                        help="e.g. scripts/train.py configs/train/debug.toml --distributed.tp=2")
         launch.config_word = config
         launch.config = config.text if config.known() else None
-        launch.overrides = parse_kf_overrides(args[1:], origin, launch.notes, index0 + 1)
+        launch.overrides = parse_kf_overrides(args[1:], origin, launch.notes, index0 + 1, launch.dashless)
     except InputError as exc:
         launch.error = exc
     return launch
 
 
-def parse_kf_overrides(words: list, origin, notes: list, index0: int = 0) -> list:
+def parse_kf_overrides(words: list, origin, notes: list, index0: int = 0, dashless: list | None = None) -> list:
     """``_parse_cli_overrides`` (loader.py:250-285) on these words: [Override] in order, kind
     ``value`` (``--k=v``), ``flag`` (``--k`` alone: the string "true") or ``space`` (``--k v``: also
-    "true", and ``v`` dropped; ``text`` shows both words). Raises InputError where the parser crashes."""
+    "true", and ``v`` dropped; ``text`` shows both words). Raises InputError where the parser crashes.
+    ``dashless`` receives ``{key, value, word, position}`` of each ``section.key=value`` word, which the
+    parser skips (loader.py:261-262) like any word without ``--``."""
+    from meshlint.frameworks.kempnerforge.v5666d0d import dashless_override
+
     out: list = []
     tree: dict = {}          # the nested dict the parser builds, to find where it crashes
     for k, w in enumerate(words):
@@ -106,6 +111,11 @@ def parse_kf_overrides(words: list, origin, notes: list, index0: int = 0) -> lis
             else:
                 notes.append(f"{_shown(w)!r} ({_where(w, origin)}) does not start with '--': KempnerForge's override "
                              "parser skips it")
+                found = dashless_override(t) if dashless is not None else None
+                if found is not None:   # (a key built from an unknown value has UNKNOWN_CHAR: not an identifier)
+                    value = found[1] if UNKNOWN_CHAR not in found[1] else _shown(w).partition("=")[2] or "?"
+                    dashless.append({"key": found[0], "value": value, "word": t if w.known() else _shown(w),
+                                     "position": _pos(w, origin)})
             continue
         key, eq, raw = t[2:].partition("=")
         if UNKNOWN_CHAR in key:

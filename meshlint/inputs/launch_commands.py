@@ -288,9 +288,9 @@ def _torchrun_hint(opts: dict, env: dict, cmd: Word, origin: _Origin, notes: lis
         gpn = _int_of(nproc_w, "torchrun --nproc_per_node", notes)
     parts = []
     if nnodes_w is not None:
-        parts.append(f"--nnodes {nnodes_w.text if nnodes_w.known() else _shown(nnodes_w)}")
+        parts.append(_opt_shown("nnodes", nnodes_w, " "))
     if nproc_w is not None:
-        parts.append(f"--nproc_per_node {nproc_w.text if nproc_w.known() else _shown(nproc_w)}")
+        parts.append(_opt_shown("nproc_per_node", nproc_w, " "))
     defaults = []
     if nnodes_w is None:
         defaults.append("--nnodes defaults to 1")
@@ -365,13 +365,33 @@ def _gpu_count(text: str, gres: bool = False) -> int | None:
     return None
 
 
+# srun/sbatch options that set or change the task count. Without any of them srun starts one task per node:
+# "-n, --ntasks ... The default is one task per node, but note that the --cpus-per-task option will change
+# this default" (https://slurm.schedmd.com/srun.html, sbatch.html)
+_TASK_OPTIONS = ("ntasks", "ntasks-per-node", "ntasks-per-gpu", "ntasks-per-socket", "ntasks-per-core",
+                 "ntasks-per-tres", "cpus-per-task", "gpus-per-task", "multi-prog")
+# the environment variables srun reads for them (srun's INPUT ENVIRONMENT VARIABLES)
+_SRUN_TASK_ENV = ("SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS_PER_GPU",
+                  "SLURM_NTASKS_PER_SOCKET", "SLURM_NTASKS_PER_CORE", "SLURM_NTASKS_PER_TRES", "SLURM_CPUS_PER_TASK")
+
+
+def _opt_shown(name: str, w: Word, sep: str = "=") -> str:
+    """``--name=value`` as written; an unknown value written ``--name="$X"`` is shown as that one word (its raw
+    text already holds the option), not ``--name=--name="$X"``."""
+    if w.known():
+        return f"--{name}{sep}{w.text}"
+    shown = _shown(w)
+    return shown if shown.startswith("-") else f"--{name}{sep}{shown}"
+
+
 def _slurm_hints(srun: dict | None, srun_word: Word | None, sbatch: dict | None, origin: _Origin, direct: bool,
-                 notes: list, facts: dict | None = None) -> list:
+                 notes: list, facts: dict | None = None, task_env: list | None = None) -> list:
     """Hints from srun's options on the launch line and the script's #SBATCH lines.
 
     Under torchrun (``direct=False``) they give the node shape only: torchrun decides the world.
     When srun starts the trainer itself, its tasks are the ranks: srun's options over the
-    allocation's (#SBATCH) give the task count."""
+    allocation's (#SBATCH) give the task count; where neither they nor the variables srun reads
+    (``task_env``: those the command inherits) name one, srun starts one task per node, SLURM's default."""
     out = []
     sb = (sbatch or {}).get("options") or {}
     if facts is not None:
@@ -400,8 +420,18 @@ def _slurm_hints(srun: dict | None, srun_word: Word | None, sbatch: dict | None,
             if per_task and tasks_per_node:
                 gpn = per_task * tasks_per_node
         world = None
+        default = ""
         if direct and opts is not sb:
             world = ntasks or (nodes * per_node if nodes and per_node else None)
+            if world is None and nodes and not task_env and not any(k in opts for k in _TASK_OPTIONS):
+                per_node, world = 1, nodes
+                default = "; no task count, so one task per node (SLURM's default)"
+                gpus = f" on nodes with {gpn} GPUs each" if gpn else ""
+                notes.append(f"{where} names no task count (no --ntasks or --ntasks-per-node on the line or in "
+                             f"#SBATCH, no --cpus-per-task): SLURM starts one task per node by default, so {nodes} "
+                             f"task{'s' if nodes > 1 else ''}, one rank per node{gpus} (srun's tasks are the ranks: "
+                             f"SLURM_NTASKS={nodes}); add --ntasks-per-node="
+                             f"{gpn if gpn else 'GPUs per node'} to run one rank per GPU")
             if per_node:
                 gpn = per_node          # ranks per node: what placement needs
         if world is None and gpn is None and nodes is None:
@@ -409,12 +439,11 @@ def _slurm_hints(srun: dict | None, srun_word: Word | None, sbatch: dict | None,
         if world is not None and world > MAX_WORLD:
             notes.append(f"{where} starts {world:,} tasks, more than {MAX_WORLD:,}")
             world = None
-        shown = " ".join(f"--{k}={w.text if w.known() else _shown(w)}" for k, w in shown_opts.items() if k in keys)
+        shown = " ".join(_opt_shown(k, w) for k, w in shown_opts.items() if k in keys)
         if opts is not sb and sb and any(k in sb for k in keys):
-            shown += " in the allocation of " + " ".join(
-                f"--{k}={w.text if w.known() else _shown(w)}" for k, w in sb.items() if k in keys)
+            shown += " in the allocation of " + " ".join(_opt_shown(k, w) for k, w in sb.items() if k in keys)
             shown += f" ({(sbatch or {}).get('where') or '#SBATCH'})"
-        out.append(Hint(f"{where}: {shown.strip()}" if shown.strip() else where, world, gpn, nodes))
+        out.append(Hint((f"{where}: {shown.strip()}" if shown.strip() else where) + default, world, gpn, nodes))
     notes[:] = list(dict.fromkeys(notes))
     return out
 
@@ -446,7 +475,7 @@ def _direct_hints(launch: Launch, cmd: Word, env: dict, srun, srun_word, sbatch,
     if srun_word is not None:
         launch.launcher = "srun python"
     hints += _slurm_hints(srun, srun_word, sbatch, origin, direct=srun_word is not None, notes=notes,
-                          facts=launch.facts)
+                          facts=launch.facts, task_env=[name for name in _SRUN_TASK_ENV if name in env])
     launch.hints = hints
 
 

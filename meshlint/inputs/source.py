@@ -66,8 +66,10 @@ class Source:
         """
         if not key:
             return (1, 1)
-        if isinstance(key, str) and key.startswith("#L") and _small_int(key[2:]):
-            return (int(key[2:]), 1)  # a rule pointing at a line, not a key
+        if isinstance(key, str) and key.startswith("#L"):
+            line, _, col = key[2:].partition(":")
+            if _small_int(line):  # a rule pointing at a line (#L<line>) or a word in it (#L<line>:<col>), not a key
+                return (int(line), int(col) if _small_int(col) else 1)
         if isinstance(key, str) and "|" in key:
             options = [k.strip() for k in key.split("|") if k.strip()]
             key = next((k for k in options if self.has_key(k)), options[0] if options else "")

@@ -19,18 +19,27 @@ import os
 from meshlint.errors import InputError
 from meshlint.inputs.launch_words import COMMAND_LINE
 from meshlint.inputs.source import Source
+from meshlint.keys import small_int
 
 
 class LaunchedSource(Source):
     """A TOML config with a launch's overrides applied. ``path`` is the launch's display name;
     ``file`` the TOML; ``set_at`` maps an overridden dotted key to (file, line, col) of its word."""
 
-    def __init__(self, display: str, toml: Source, data: dict, set_at: dict, space_cols: dict):
+    def __init__(self, display: str, toml: Source, data: dict, set_at: dict, marks: dict):
         super().__init__(display, toml.text, data, toml.name)
         self.file = toml.path
         self.set_at = set_at
-        self.space_cols = space_cols        # script line -> (file, col) of a space-form override
+        self.marks = marks                  # (line, col) -> file of a launch word a rule points at (#L<line>:<col>)
         self.toml_has = toml.has_key
+
+    def _mark(self, key):
+        """(line, col) of a ``#L<line>:<col>`` key that names a word of the launch, else None."""
+        if not (isinstance(key, str) and key.startswith("#L")):
+            return None
+        line, _, col = key[2:].partition(":")
+        at = (int(line), int(col)) if small_int(line) and small_int(col) else None
+        return at if at in self.marks else None
 
     def _set_by(self, key):
         if not isinstance(key, str):
@@ -40,6 +49,12 @@ class LaunchedSource(Source):
             hit = self.set_at.get(".".join(parts[:cut]))
             if hit is not None:
                 return hit
+        if not self.toml_has(key):
+            # a section (or table) only overrides create (--distrbuted.dp_shard=3 makes 'distrbuted'): the
+            # first word that sets a key below it, not the TOML, where it is nowhere
+            below = [hit for path, hit in self.set_at.items() if path.startswith(key + ".")]
+            if below:
+                return min(below, key=lambda hit: (hit[1], hit[2]))
         return None
 
     def _pick(self, key):
@@ -49,8 +64,9 @@ class LaunchedSource(Source):
         return key
 
     def locate(self, key):
-        if isinstance(key, str) and key.startswith("#L") and key[2:].isdigit() and int(key[2:]) in self.space_cols:
-            return int(key[2:]), self.space_cols[int(key[2:])][1]
+        at = self._mark(key)
+        if at is not None:
+            return at
         hit = self._set_by(self._pick(key)) if key else None
         if hit is not None:
             return hit[1], hit[2]
@@ -60,8 +76,9 @@ class LaunchedSource(Source):
         return self._set_by(key) is not None or self.toml_has(key)
 
     def file_of(self, key, line=None, col=None):
-        if isinstance(key, str) and key.startswith("#L") and key[2:].isdigit() and int(key[2:]) in self.space_cols:
-            return self.space_cols[int(key[2:])][0]
+        at = self._mark(key)
+        if at is not None:
+            return self.marks[at]
         hit = self._set_by(self._pick(key)) if key else None
         return hit[0] if hit is not None else self.file
 

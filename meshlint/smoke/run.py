@@ -181,16 +181,16 @@ def _step_request(plan: dict, static: list, opts: SmokeOptions, scaled: dict | N
     if plan["dialect"] == "megatron":
         return {"requested": False, "reason": "no training step for Megatron-LM yet (its groups are built and "
                                               "checked)"}
+    if plan.get("outside"):  # the mesh's own reason first: ranks outside it (an error finding says so too: ML321)
+        first, last = plan["outside"]
+        return {"requested": False, "blocked": True,
+                "reason": f"no training step: ranks {first}-{last} are outside the mesh the framework builds"}
     errors = [f for f in static if f["severity"] == "error"]
     if errors:
         first = errors[0]
         return {"requested": False, "blocked": True,
                 "reason": f"no training step: the framework refuses this config ({first['rule']}, line "
                           f"{first['line']}: {first['message']})"}
-    if plan.get("outside"):
-        first, last = plan["outside"]
-        return {"requested": False, "blocked": True,
-                "reason": f"no training step: ranks {first}-{last} are outside the mesh the framework builds"}
     return {"requested": True, "scaled": scaled}
 
 

@@ -166,7 +166,7 @@ def _own_dp(report, solver: Solver) -> int | None:
 
 def _unusable(report, work: cost.Workload):
     """A predicate: does a layout use a parallelism the model cannot use (ep/etp on a dense model, rule ML502;
-    cp > 1 in KempnerForge, which does not wire it, rule ML301)?"""
+    cp > 1 in KempnerForge, which does not wire it, rules ML301 and ML321)?"""
     dense = bool(work.params) and not (work.shape is not None and work.shape.num_experts)
     kf = work.framework == "kempnerforge"
 

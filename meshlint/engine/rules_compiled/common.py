@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 197, 4281706326)
+FINGERPRINT = ('0.1.0', 18, 518725642, 199, 1620927395)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -2743,16 +2743,22 @@ def e153(env):
     return t4
 
 def e154(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'col', 'item.col')
+    return t2
+
+def e155(env):
     t1 = env.lookup('etp')
     if t1 is None: t1 = Missing('etp')
     return t1
 
-def e155(env):
+def e156(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     return t1
 
-def e156(env):
+def e157(env):
     t1 = env.lookup('uneven')
     if t1 is None: t1 = Missing('uneven')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2767,7 +2773,7 @@ def e156(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e157(env):
+def e158(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -2832,7 +2838,7 @@ def e157(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e158(env):
+def e159(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('gpus_per_node')
@@ -2920,7 +2926,7 @@ def e158(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e159(env):
+def e160(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2930,7 +2936,7 @@ def e159(env):
         t3 = _compare('==', t2, ('model.'))
     return t3
 
-def e160(env):
+def e161(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2951,7 +2957,7 @@ def e160(env):
         t4 = False
     return t4
 
-def e161(env):
+def e162(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'called', 'model.called')
@@ -2972,7 +2978,7 @@ def e161(env):
         t4 = False
     return t4
 
-def e162(env):
+def e163(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3006,7 +3012,7 @@ def e162(env):
     t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' or ')])
     return t15
 
-def e163(env):
+def e164(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3060,7 +3066,7 @@ def e163(env):
     t24 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t24
 
-def e164(env):
+def e165(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3104,7 +3110,7 @@ def e164(env):
     t19 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t19
 
-def e165(env):
+def e166(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3121,13 +3127,13 @@ def e165(env):
         t4 = ('')
     return t4
 
-def e166(env):
+def e167(env):
     t1 = env.lookup('fits')
     if t1 is None: t1 = Missing('fits')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t2
 
-def e167(env):
+def e168(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('uneven')
@@ -3151,7 +3157,7 @@ def e167(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t10
 
-def e168(env):
+def e169(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     if t1.__class__ is dict and 'peak_gib' in t1:
@@ -3171,14 +3177,14 @@ def e168(env):
         t3 = _compare('<=', t2, t4)
     return t3
 
-def e169(env):
+def e170(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'peak_gib', 'memory.peak_gib')
     t3 = call_value(env, F_round.fn, F_round.cost, False, [t2, (1)])
     return t3
 
-def e170(env):
+def e171(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'stages', 'memory.stages')
@@ -3196,25 +3202,25 @@ def e170(env):
         t4 = ('')
     return t4
 
-def e171(env):
+def e172(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'gpu_gib', 'memory.gpu_gib')
     return t2
 
-def e172(env):
+def e173(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'capacity_source', 'memory.capacity_source')
     return t2
 
-def e173(env):
+def e174(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'summary', 'memory.summary')
     return t2
 
-def e174(env):
+def e175(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3230,13 +3236,13 @@ def e174(env):
         t3 = ('micro_batch_size')
     return t3
 
-def e175(env):
+def e176(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'largest', 'memory.largest')
     return t2
 
-def e176(env):
+def e177(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = K3
@@ -3256,13 +3262,13 @@ def e176(env):
         t4 = t6
     return t4
 
-def e177(env):
+def e178(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'ac', 'memory.ac')
     return t2
 
-def e178(env):
+def e179(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     if t1.__class__ is dict and 'peak_gib' in t1:
@@ -3300,7 +3306,7 @@ def e178(env):
         t3 = _compare('<=', t2, t7)
     return t3
 
-def e179(env):
+def e180(env):
     t1 = env.lookup('memory')
     if t1 is None: t1 = Missing('memory')
     t2 = attr_value(t1, 'margin', 'memory.margin')
@@ -3309,7 +3315,7 @@ def e179(env):
     t4 = call_value(env, F_round.fn, F_round.cost, False, [t3])
     return t4
 
-def e180(env):
+def e181(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     t3 = K4
@@ -3329,7 +3335,7 @@ def e180(env):
         t4 = t6
     return t4
 
-def e181(env):
+def e182(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'split_error' in t1:
@@ -3340,7 +3346,7 @@ def e181(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e182(env):
+def e183(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3349,7 +3355,7 @@ def e182(env):
         t2 = _compare('>', t1, (1))
     return t2
 
-def e183(env):
+def e184(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('choices')
@@ -3423,7 +3429,7 @@ def e183(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e184(env):
+def e185(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
@@ -3436,19 +3442,19 @@ def e184(env):
         t4 = t5
     return t4
 
-def e185(env):
+def e186(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_layers', 'model.n_layers')
     return t2
 
-def e186(env):
+def e187(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'split_error', 'pipeline.split_error')
     return t2
 
-def e187(env):
+def e188(env):
     t2 = env.lookup('pipeline')
     if t2 is None: t2 = Missing('pipeline')
     t3 = attr_value(t2, 'split_error', 'pipeline.split_error')
@@ -3463,7 +3469,20 @@ def e187(env):
         t4 = ('parallelism.pipeline_parallel_layers_per_stage')
     return t4
 
-def e188(env):
+def e189(env):
+    t1 = env.lookup('dialect')
+    if t1 is None: t1 = Missing('dialect')
+    if t1.__class__ is str:
+        t2 = t1 == ('torchtitan')
+    else:
+        t2 = _compare('==', t1, ('torchtitan'))
+    if _truth(t2):
+        t3 = (' (or pipeline_parallel_layers_per_stage)')
+    else:
+        t3 = ('')
+    return t3
+
+def e190(env):
     t1 = env.lookup('pps')
     if t1 is None: t1 = Missing('pps')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -3480,7 +3499,7 @@ def e188(env):
         t4 = ('only pp = 1 on this world')
     return t4
 
-def e189(env):
+def e191(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'effective_counts' in t1:
@@ -3497,7 +3516,7 @@ def e189(env):
         t4 = _compare('==', t3, t5)
     return t4
 
-def e190(env):
+def e192(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3518,7 +3537,7 @@ def e190(env):
         t3 = False
     return t3
 
-def e191(env):
+def e193(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3538,7 +3557,7 @@ def e191(env):
         t3 = (0)
     return t3
 
-def e192(env):
+def e194(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3558,7 +3577,7 @@ def e192(env):
         t3 = (0)
     return t3
 
-def e193(env):
+def e195(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_layers' in t1:
@@ -3586,7 +3605,7 @@ def e193(env):
         t6 = _binop('+', t4, t5, env)
     return t6
 
-def e194(env):
+def e196(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'stages' in t1:
@@ -3621,7 +3640,7 @@ def e194(env):
         t7 = _binop('*', t2, t6, env)
     return t7
 
-def e195(env):
+def e197(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3630,7 +3649,7 @@ def e195(env):
         t2 = _compare('!=', t1, ('torchtitan'))
     return t2
 
-def e196(env):
+def e198(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3639,21 +3658,21 @@ def e196(env):
         t2 = _compare('==', t1, ('torchtitan'))
     return t2
 
-def e197(env):
+def e199(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('stage')])
     return t3
 
-def e198(env):
+def e200(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'layer_counts', 'pipeline.layer_counts')
     t3 = call_value(env, F_join.fn, F_join.cost, False, [t2])
     return t3
 
-def e199(env):
+def e201(env):
     t1 = env.lookup('first')
     if t1 is None: t1 = Missing('first')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3699,7 +3718,7 @@ def e199(env):
         t5 = t20
     return t5
 
-def e200(env):
+def e202(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('model')
@@ -3740,13 +3759,13 @@ def e200(env):
     t16 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t16
 
-def e201(env):
+def e203(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     return t2
 
-def e202(env):
+def e204(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3759,7 +3778,7 @@ def e202(env):
     t5 = _binop('//', t4, (2), env)
     return t5
 
-def e203(env):
+def e205(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3778,12 +3797,12 @@ def e203(env):
     t7 = _binop('-', t4, t6, env)
     return t7
 
-def e204(env):
+def e206(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     return t1
 
-def e205(env):
+def e207(env):
     t1 = env.lookup('even_total')
     if t1 is None: t1 = Missing('even_total')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3794,19 +3813,19 @@ def e205(env):
     t4 = _binop('//', t1, t3, env)
     return t4
 
-def e206(env):
+def e208(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'schedule', 'pipeline.schedule')
     return t2
 
-def e207(env):
+def e209(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'schedule_error', 'pipeline.schedule_error')
     return t2
 
-def e208(env):
+def e210(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'schedule_error' in t1:
@@ -3817,7 +3836,7 @@ def e208(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e209(env):
+def e211(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -3874,14 +3893,14 @@ def e209(env):
         t10 = False
     return t10
 
-def e210(env):
+def e212(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'n_microbatches', 'pipeline.n_microbatches')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('microbatch'), ('microbatches')])
     return t3
 
-def e211(env):
+def e213(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3898,7 +3917,7 @@ def e211(env):
         t3 = t6
     return t3
 
-def e212(env):
+def e214(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -3950,7 +3969,7 @@ def e212(env):
         t3 = t21
     return t3
 
-def e213(env):
+def e215(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'n_microbatches' in t1:
@@ -3970,7 +3989,7 @@ def e213(env):
         t3 = _compare('>=', t2, t4)
     return t3
 
-def e214(env):
+def e216(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1.__class__ is int:
@@ -4003,14 +4022,14 @@ def e214(env):
         t7 = False
     return t7
 
-def e215(env):
+def e217(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
     t3 = call_value(env, F_plural.fn, F_plural.cost, False, [t2, ('pipeline stage')])
     return t3
 
-def e216(env):
+def e218(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'style', 'pipeline.style')
@@ -4080,14 +4099,14 @@ def e216(env):
         t7 = t33
     return t7
 
-def e217(env):
+def e219(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'bubble', 'pipeline.bubble')
     t3 = call_value(env, F_percent.fn, F_percent.cost, False, [t2])
     return t3
 
-def e218(env):
+def e220(env):
     t1 = env.lookup('dialect')
     if t1 is None: t1 = Missing('dialect')
     if t1.__class__ is str:
@@ -4120,7 +4139,7 @@ def e218(env):
         t3 = t5
     return t3
 
-def e219(env):
+def e221(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     t2 = attr_value(t1, 'stages', 'pipeline.stages')
@@ -4128,7 +4147,7 @@ def e219(env):
     t3 = _binop('*', (4), t2, env)
     return t3
 
-def e220(env):
+def e222(env):
     t1 = env.lookup('pp')
     if t1 is None: t1 = Missing('pp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -4162,54 +4181,54 @@ def e220(env):
     t14 = call_value(env, F_percent.fn, F_percent.cost, False, [t13])
     return t14
 
-def e221(env):
+def e223(env):
     t1 = env.lookup('total')
     if t1 is None: t1 = Missing('total')
     return t1
 
-def e222(env):
+def e224(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'dim', 'model.dim')
-    return t2
-
-def e223(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (0), 'item')
-    return t2
-
-def e224(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (1), 'item')
     return t2
 
 def e225(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (3), 'item')
+    t2 = index_value(t1, (0), 'item')
     return t2
 
 def e226(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
-    t2 = index_value(t1, (2), 'item')
+    t2 = index_value(t1, (1), 'item')
     return t2
 
 def e227(env):
-    return ("'")
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = index_value(t1, (3), 'item')
+    return t2
 
 def e228(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    if t1 is None or t1.__class__ is Missing: _need(t1)
+    t2 = index_value(t1, (2), 'item')
+    return t2
+
+def e229(env):
+    return ("'")
+
+def e230(env):
     t1 = env.lookup('unused_suppressions')
     if t1 is None: t1 = Missing('unused_suppressions')
     return t1
 
-def e229(env):
+def e231(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
@@ -4222,13 +4241,13 @@ def e229(env):
         t4 = ('')
     return t4
 
-def e230(env):
+def e232(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'reason', 'item.reason')
     return t2
 
-def e231(env):
+def e233(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'selector', 'item.selector')
@@ -4398,82 +4417,84 @@ COMPILED = {
     'ep > 1 and model.is_moe': (e151, 6, ('ep', 'model')),
     '[e for e in (choices.ep if choices != null else divisors(model.num_experts)) if e > 1 and model.num_experts % e == 0]': (e152, 21, ('choices', 'model')),
     "'use ep in ' + join(eps) if len(eps) > 0 else 'no ep above 1 fits on this world: use ep = 1'": (e153, 10, ('eps',)),
-    'etp': (e154, 1, ('etp',)),
-    'dp_shard': (e155, 1, ('dp_shard',)),
-    'len(uneven) == 0': (e156, 4, ('uneven',)),
-    "[p for p in [['ffn_hidden_dim', model.ffn_hidden_dim], ['vocab_size', model.vocab_size]] if p[1] != null and p[1] % tp != 0]": (e157, 24, ('model', 'tp')),
-    '[t for t in divisors(coalesce(gpus_per_node, 8)) if t > 1 and all([u[1] % t == 0 for u in uneven]) and (choices == null or t in choices.tp)]': (e158, 29, ('choices', 'gpus_per_node', 'uneven')),
-    "model.called == 'model.'": (e159, 4, ('model',)),
-    "model.called != 'model.' and len(fits) > 0": (e160, 9, ('fits', 'model')),
-    "model.called != 'model.' and len(fits) == 0": (e161, 9, ('fits', 'model')),
-    "join([u[0] + ' ' + str(u[1]) for u in uneven], ' or ')": (e162, 14, ('uneven',)),
-    "join([u[0] + ': ' + str(u[1] // tp + 1) + ' vs ' + str(u[1] // tp) for u in uneven], '; ')": (e163, 27, ('tp', 'uneven')),
-    "join([u[0] + ' up to ' + str((u[1] // tp + 1) * tp) for u in uneven], ' and ')": (e164, 20, ('tp', 'uneven')),
-    "', or use tp in ' + join(fits) if len(fits) > 0 else ''": (e165, 10, ('fits',)),
-    'join(fits)': (e166, 2, ('fits',)),
-    "join([u[0] for u in uneven], ' and ')": (e167, 7, ('uneven',)),
-    'memory.peak_gib <= memory.gpu_gib': (e168, 5, ('memory',)),
-    'round(memory.peak_gib, 1)': (e169, 4, ('memory',)),
-    "' on pipeline stage ' + str(memory.peak_stage) if memory.stages > 1 else ''": (e170, 11, ('memory',)),
-    'memory.gpu_gib': (e171, 2, ('memory',)),
-    'memory.capacity_source': (e172, 2, ('memory',)),
-    'memory.summary': (e173, 2, ('memory',)),
-    "keys.dp_shard if dialect != 'megatron' else 'micro_batch_size'": (e174, 7, ('dialect', 'keys')),
-    'memory.largest': (e175, 2, ('memory',)),
-    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect not in ['megatron', 'accelerate'] else 'shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)' if dialect == 'accelerate' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e176, 13, ('dialect',)),
-    'memory.ac': (e177, 2, ('memory',)),
-    'memory.peak_gib <= memory.gpu_gib * (1 - memory.margin)': (e178, 10, ('memory',)),
-    'round(memory.margin * 100)': (e179, 5, ('memory',)),
-    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect not in ['megatron', 'accelerate'] else 'sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing' if dialect == 'accelerate' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e180, 13, ('dialect',)),
-    'pipeline.split_error == null': (e181, 4, ('pipeline',)),
-    'pp > 1': (e182, 3, ('pp',)),
-    '[p for p in (choices.pp if choices != null else divisors(model.n_layers)) if p > 1 and p <= 64 and p <= model.n_layers]': (e183, 23, ('choices', 'model')),
-    'pipeline.stages if pipeline.stages != null else pp': (e184, 8, ('pipeline', 'pp')),
-    'model.n_layers': (e185, 2, ('model',)),
-    'pipeline.split_error': (e186, 2, ('pipeline',)),
-    "keys.pp if 'layers_per_stage' not in pipeline.split_error else 'parallelism.pipeline_parallel_layers_per_stage'": (e187, 8, ('keys', 'pipeline')),
-    "'pp in ' + join(pps) if len(pps) > 0 else 'only pp = 1 on this world'": (e188, 10, ('pps',)),
-    'min(pipeline.effective_counts) == max(pipeline.effective_counts)': (e189, 7, ('pipeline',)),
-    'pp > 1 and pipeline.effective_counts != null': (e190, 8, ('pipeline', 'pp')),
-    "parallelism.pp_first_stage_less_layers if dialect == 'torchtitan' else 0": (e191, 7, ('dialect', 'parallelism')),
-    "parallelism.pp_last_stage_less_layers if dialect == 'torchtitan' else 0": (e192, 7, ('dialect', 'parallelism')),
-    'model.n_layers + first + last': (e193, 6, ('first', 'last', 'model')),
-    'pipeline.stages * ((total + pipeline.stages - 1) // pipeline.stages)': (e194, 12, ('pipeline', 'total')),
-    "dialect != 'torchtitan'": (e195, 3, ('dialect',)),
-    "dialect == 'torchtitan'": (e196, 3, ('dialect',)),
-    "plural(pipeline.stages, 'stage')": (e197, 4, ('pipeline',)),
-    'join(pipeline.layer_counts)': (e198, 3, ('pipeline',)),
-    "'' if first + last == 0 else ' (with the embedding and output weighted as ' + str(first) + ' and ' + str(last) + ' layers, ' + str(total) + ' effective layers: ' + join(pipeline.effective_counts) + ')'": (e199, 29, ('first', 'last', 'pipeline', 'total')),
-    'join([p for p in divisors(model.n_layers) if p > 1 and p <= 64])': (e200, 13, ('model',)),
-    'pipeline.stages': (e201, 2, ('pipeline',)),
-    '(even_total - model.n_layers) // 2': (e202, 6, ('even_total', 'model')),
-    'even_total - model.n_layers - (even_total - model.n_layers) // 2': (e203, 11, ('even_total', 'model')),
-    'even_total': (e204, 1, ('even_total',)),
-    'even_total // pipeline.stages': (e205, 4, ('even_total', 'pipeline')),
-    'pipeline.schedule': (e206, 2, ('pipeline',)),
-    'pipeline.schedule_error': (e207, 2, ('pipeline',)),
-    'pipeline.schedule_error == null': (e208, 4, ('pipeline',)),
-    "pp > 1 and dialect != 'megatron' and not pipeline.unknown_schedule and not (dialect == 'kempnerforge' and pipeline.schedule == 'Interleaved1F1B')": (e209, 21, ('dialect', 'pipeline', 'pp')),
-    "plural(pipeline.n_microbatches, 'microbatch', 'microbatches')": (e210, 5, ('pipeline',)),
-    "'train.grad_accum_steps' if dialect == 'kempnerforge' else coalesce(pipeline.microbatches_key, 'training.local_batch_size')": (e211, 9, ('dialect', 'pipeline')),
-    "'raise train.grad_accum_steps (the microbatch count) to at least ' + str(pp) if dialect == 'kempnerforge' else ('make num_pp_microbatches at least ' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'make local_batch_size / pipeline_parallel_microbatch_size at least ') + str(pipeline.stages) + (' and a multiple of ' + str(pp) if pipeline.style == 'loop' else '')": (e212, 32, ('dialect', 'pipeline', 'pp')),
-    'pipeline.n_microbatches >= pipeline.stages': (e213, 5, ('pipeline',)),
-    'pp > 1 and pipeline.schedule_error == null and pipeline.n_microbatches != null': (e214, 13, ('pipeline', 'pp')),
-    "plural(pipeline.stages, 'pipeline stage')": (e215, 4, ('pipeline',)),
-    "'(pp − 1) / (v·m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.stages_per_rank) + '·' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)' if pipeline.style == 'megatron' and pipeline.stages_per_rank > 1 else '(pp − 1) / (m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)'": (e216, 50, ('pipeline', 'pp')),
-    'percent(pipeline.bubble)': (e217, 3, ('pipeline',)),
-    "'train.grad_accum_steps' if dialect == 'kempnerforge' else '--global-batch-size / (--micro-batch-size × dp)' if dialect == 'megatron' else ('num_pp_microbatches' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'local_batch_size / pipeline_parallel_microbatch_size')": (e218, 19, ('dialect', 'pipeline')),
-    '4 * pipeline.stages': (e219, 4, ('pipeline',)),
-    "percent((pp - 1) / ((pipeline.stages_per_rank if pipeline.style == 'megatron' else 1) * 4 * pipeline.stages + pp - 1))": (e220, 22, ('pipeline', 'pp')),
-    'total': (e221, 1, ('total',)),
-    'model.dim': (e222, 2, ('model',)),
-    'item[0]': (e223, 3, ('item',)),
-    'item[1]': (e224, 3, ('item',)),
-    'item[3]': (e225, 3, ('item',)),
-    'item[2]': (e226, 3, ('item',)),
-    '"\'"': (e227, 1, ()),
-    'unused_suppressions': (e228, 1, ('unused_suppressions',)),
-    "' of ' + item.selector if item.selector != null else ''": (e229, 10, ('item',)),
-    'item.reason': (e230, 2, ('item',)),
-    "'the ' + item.selector + ' entry from' if item.selector != null else ''": (e231, 12, ('item',)),
+    'item.col': (e154, 2, ('item',)),
+    'etp': (e155, 1, ('etp',)),
+    'dp_shard': (e156, 1, ('dp_shard',)),
+    'len(uneven) == 0': (e157, 4, ('uneven',)),
+    "[p for p in [['ffn_hidden_dim', model.ffn_hidden_dim], ['vocab_size', model.vocab_size]] if p[1] != null and p[1] % tp != 0]": (e158, 24, ('model', 'tp')),
+    '[t for t in divisors(coalesce(gpus_per_node, 8)) if t > 1 and all([u[1] % t == 0 for u in uneven]) and (choices == null or t in choices.tp)]': (e159, 29, ('choices', 'gpus_per_node', 'uneven')),
+    "model.called == 'model.'": (e160, 4, ('model',)),
+    "model.called != 'model.' and len(fits) > 0": (e161, 9, ('fits', 'model')),
+    "model.called != 'model.' and len(fits) == 0": (e162, 9, ('fits', 'model')),
+    "join([u[0] + ' ' + str(u[1]) for u in uneven], ' or ')": (e163, 14, ('uneven',)),
+    "join([u[0] + ': ' + str(u[1] // tp + 1) + ' vs ' + str(u[1] // tp) for u in uneven], '; ')": (e164, 27, ('tp', 'uneven')),
+    "join([u[0] + ' up to ' + str((u[1] // tp + 1) * tp) for u in uneven], ' and ')": (e165, 20, ('tp', 'uneven')),
+    "', or use tp in ' + join(fits) if len(fits) > 0 else ''": (e166, 10, ('fits',)),
+    'join(fits)': (e167, 2, ('fits',)),
+    "join([u[0] for u in uneven], ' and ')": (e168, 7, ('uneven',)),
+    'memory.peak_gib <= memory.gpu_gib': (e169, 5, ('memory',)),
+    'round(memory.peak_gib, 1)': (e170, 4, ('memory',)),
+    "' on pipeline stage ' + str(memory.peak_stage) if memory.stages > 1 else ''": (e171, 11, ('memory',)),
+    'memory.gpu_gib': (e172, 2, ('memory',)),
+    'memory.capacity_source': (e173, 2, ('memory',)),
+    'memory.summary': (e174, 2, ('memory',)),
+    "keys.dp_shard if dialect != 'megatron' else 'micro_batch_size'": (e175, 7, ('dialect', 'keys')),
+    'memory.largest': (e176, 2, ('memory',)),
+    "'shard over more ranks (dp_shard, tp or pp), lower the microbatch and raise gradient accumulation to keep the global batch, or checkpoint activations' if dialect not in ['megatron', 'accelerate'] else 'shard over more ranks (dp_shard; FSDP rather than DDP), lower the per-device batch and raise gradient accumulation to keep the global batch, or checkpoint activations (fsdp_activation_checkpointing, --gradient_checkpointing)' if dialect == 'accelerate' else 'shard over more ranks (tp with --sequence-parallel, pp, --use-distributed-optimizer over dp), lower --micro-batch-size (the global batch stays), or recompute activations (--recompute-granularity)'": (e177, 13, ('dialect',)),
+    'memory.ac': (e178, 2, ('memory',)),
+    'memory.peak_gib <= memory.gpu_gib * (1 - memory.margin)': (e179, 10, ('memory',)),
+    'round(memory.margin * 100)': (e180, 5, ('memory',)),
+    "'sharding more, a smaller microbatch with more gradient accumulation, or activation checkpointing' if dialect not in ['megatron', 'accelerate'] else 'sharding more (dp_shard), a smaller per-device batch with more gradient accumulation, or fsdp_activation_checkpointing' if dialect == 'accelerate' else 'sharding more (tp, pp, --use-distributed-optimizer), a smaller --micro-batch-size, or --recompute-granularity'": (e181, 13, ('dialect',)),
+    'pipeline.split_error == null': (e182, 4, ('pipeline',)),
+    'pp > 1': (e183, 3, ('pp',)),
+    '[p for p in (choices.pp if choices != null else divisors(model.n_layers)) if p > 1 and p <= 64 and p <= model.n_layers]': (e184, 23, ('choices', 'model')),
+    'pipeline.stages if pipeline.stages != null else pp': (e185, 8, ('pipeline', 'pp')),
+    'model.n_layers': (e186, 2, ('model',)),
+    'pipeline.split_error': (e187, 2, ('pipeline',)),
+    "keys.pp if 'layers_per_stage' not in pipeline.split_error else 'parallelism.pipeline_parallel_layers_per_stage'": (e188, 8, ('keys', 'pipeline')),
+    "' (or pipeline_parallel_layers_per_stage)' if dialect == 'torchtitan' else ''": (e189, 6, ('dialect',)),
+    "'pp in ' + join(pps) if len(pps) > 0 else 'only pp = 1 on this world'": (e190, 10, ('pps',)),
+    'min(pipeline.effective_counts) == max(pipeline.effective_counts)': (e191, 7, ('pipeline',)),
+    'pp > 1 and pipeline.effective_counts != null': (e192, 8, ('pipeline', 'pp')),
+    "parallelism.pp_first_stage_less_layers if dialect == 'torchtitan' else 0": (e193, 7, ('dialect', 'parallelism')),
+    "parallelism.pp_last_stage_less_layers if dialect == 'torchtitan' else 0": (e194, 7, ('dialect', 'parallelism')),
+    'model.n_layers + first + last': (e195, 6, ('first', 'last', 'model')),
+    'pipeline.stages * ((total + pipeline.stages - 1) // pipeline.stages)': (e196, 12, ('pipeline', 'total')),
+    "dialect != 'torchtitan'": (e197, 3, ('dialect',)),
+    "dialect == 'torchtitan'": (e198, 3, ('dialect',)),
+    "plural(pipeline.stages, 'stage')": (e199, 4, ('pipeline',)),
+    'join(pipeline.layer_counts)': (e200, 3, ('pipeline',)),
+    "'' if first + last == 0 else ' (with the embedding and output weighted as ' + str(first) + ' and ' + str(last) + ' layers, ' + str(total) + ' effective layers: ' + join(pipeline.effective_counts) + ')'": (e201, 29, ('first', 'last', 'pipeline', 'total')),
+    'join([p for p in divisors(model.n_layers) if p > 1 and p <= 64])': (e202, 13, ('model',)),
+    'pipeline.stages': (e203, 2, ('pipeline',)),
+    '(even_total - model.n_layers) // 2': (e204, 6, ('even_total', 'model')),
+    'even_total - model.n_layers - (even_total - model.n_layers) // 2': (e205, 11, ('even_total', 'model')),
+    'even_total': (e206, 1, ('even_total',)),
+    'even_total // pipeline.stages': (e207, 4, ('even_total', 'pipeline')),
+    'pipeline.schedule': (e208, 2, ('pipeline',)),
+    'pipeline.schedule_error': (e209, 2, ('pipeline',)),
+    'pipeline.schedule_error == null': (e210, 4, ('pipeline',)),
+    "pp > 1 and dialect != 'megatron' and not pipeline.unknown_schedule and not (dialect == 'kempnerforge' and pipeline.schedule == 'Interleaved1F1B')": (e211, 21, ('dialect', 'pipeline', 'pp')),
+    "plural(pipeline.n_microbatches, 'microbatch', 'microbatches')": (e212, 5, ('pipeline',)),
+    "'train.grad_accum_steps' if dialect == 'kempnerforge' else coalesce(pipeline.microbatches_key, 'training.local_batch_size')": (e213, 9, ('dialect', 'pipeline')),
+    "'raise train.grad_accum_steps (the microbatch count) to at least ' + str(pp) if dialect == 'kempnerforge' else ('make num_pp_microbatches at least ' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'make local_batch_size / pipeline_parallel_microbatch_size at least ') + str(pipeline.stages) + (' and a multiple of ' + str(pp) if pipeline.style == 'loop' else '')": (e214, 32, ('dialect', 'pipeline', 'pp')),
+    'pipeline.n_microbatches >= pipeline.stages': (e215, 5, ('pipeline',)),
+    'pp > 1 and pipeline.schedule_error == null and pipeline.n_microbatches != null': (e216, 13, ('pipeline', 'pp')),
+    "plural(pipeline.stages, 'pipeline stage')": (e217, 4, ('pipeline',)),
+    "'(pp − 1) / (v·m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.stages_per_rank) + '·' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)' if pipeline.style == 'megatron' and pipeline.stages_per_rank > 1 else '(pp − 1) / (m + pp − 1) = (' + str(pp) + ' − 1) / (' + str(pipeline.n_microbatches) + ' + ' + str(pp) + ' − 1)'": (e218, 50, ('pipeline', 'pp')),
+    'percent(pipeline.bubble)': (e219, 3, ('pipeline',)),
+    "'train.grad_accum_steps' if dialect == 'kempnerforge' else '--global-batch-size / (--micro-batch-size × dp)' if dialect == 'megatron' else ('num_pp_microbatches' if coalesce(pipeline.microbatches_key, '') == 'parallelism.num_pp_microbatches' else 'local_batch_size / pipeline_parallel_microbatch_size')": (e220, 19, ('dialect', 'pipeline')),
+    '4 * pipeline.stages': (e221, 4, ('pipeline',)),
+    "percent((pp - 1) / ((pipeline.stages_per_rank if pipeline.style == 'megatron' else 1) * 4 * pipeline.stages + pp - 1))": (e222, 22, ('pipeline', 'pp')),
+    'total': (e223, 1, ('total',)),
+    'model.dim': (e224, 2, ('model',)),
+    'item[0]': (e225, 3, ('item',)),
+    'item[1]': (e226, 3, ('item',)),
+    'item[3]': (e227, 3, ('item',)),
+    'item[2]': (e228, 3, ('item',)),
+    '"\'"': (e229, 1, ()),
+    'unused_suppressions': (e230, 1, ('unused_suppressions',)),
+    "' of ' + item.selector if item.selector != null else ''": (e231, 10, ('item',)),
+    'item.reason': (e232, 2, ('item',)),
+    "'the ' + item.selector + ' entry from' if item.selector != null else ''": (e233, 12, ('item',)),
 }

@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 197, 4281706326)
+FINGERPRINT = ('0.1.0', 18, 518725642, 199, 1620927395)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -92,117 +92,64 @@ def e0(env):
     return t2
 
 def e1(env):
-    return ('KempnerForge declares cp but never applies context parallelism, and cp is not a DeviceMesh dim')
+    t1 = env.lookup('outside')
+    if t1 is None: t1 = Missing('outside')
+    t2 = (t1 is None or t1.__class__ is Missing)
+    return t2
 
 def e2(env):
+    return ('KempnerForge declares cp but never applies context parallelism, and cp is not a DeviceMesh dim')
+
+def e3(env):
     t1 = env.lookup('what')
     if t1 is None: t1 = Missing('what')
     return t1
 
-def e3(env):
-    t1 = env.lookup('outside')
-    if t1 is None: t1 = Missing('outside')
+def e4(env):
+    t1 = env.lookup('mesh')
+    if t1 is None: t1 = Missing('mesh')
     t2 = not (t1 is None or t1.__class__ is Missing)
     if _truth(t2):
-        t4 = env.lookup('mesh')
-        if t4 is None: t4 = Missing('mesh')
-        t5 = attr_value(t4, 'dims', 'mesh.dims')
-        t6 = call_value(env, F_str.fn, F_str.cost, True, [t5])
-        if t6 is None or t6.__class__ is Missing: _need(t6)
-        t7 = _binop('+', ('the mesh '), t6, env)
-        if t7 is None or t7.__class__ is Missing: _need(t7)
-        t8 = _binop('+', t7, (' '), env)
-        if t8 is None or t8.__class__ is Missing: _need(t8)
-        t9 = attr_value(t4, 'sizes', 'mesh.sizes')
-        t10 = call_value(env, F_str.fn, F_str.cost, True, [t9])
-        if t10 is None or t10.__class__ is Missing: _need(t10)
-        t11 = _binop('+', t8, t10, env)
-        if t11 is None or t11.__class__ is Missing: _need(t11)
-        t12 = _binop('+', t11, (' covers only ranks 0-'), env)
-        if t12 is None or t12.__class__ is Missing: _need(t12)
-        t13 = attr_value(t1, 'first', 'outside.first')
-        if t13 is None or t13.__class__ is Missing: _need(t13)
-        t14 = _binop('-', t13, (1), env)
-        t15 = call_value(env, F_str.fn, F_str.cost, True, [t14])
-        if t15 is None or t15.__class__ is Missing: _need(t15)
-        t16 = _binop('+', t12, t15, env)
-        if t16 is None or t16.__class__ is Missing: _need(t16)
-        t17 = _binop('+', t16, (', so ranks '), env)
-        if t17 is None or t17.__class__ is Missing: _need(t17)
-        t18 = call_value(env, F_str.fn, F_str.cost, True, [t13])
-        if t18 is None or t18.__class__ is Missing: _need(t18)
-        t19 = _binop('+', t17, t18, env)
-        if t19 is None or t19.__class__ is Missing: _need(t19)
-        t20 = _binop('+', t19, ('-'), env)
-        if t20 is None or t20.__class__ is Missing: _need(t20)
-        t21 = attr_value(t1, 'last', 'outside.last')
-        t22 = call_value(env, F_str.fn, F_str.cost, True, [t21])
-        if t22 is None or t22.__class__ is Missing: _need(t22)
-        t23 = _binop('+', t20, t22, env)
-        if t23 is None or t23.__class__ is Missing: _need(t23)
-        t24 = _binop('+', t23, (' ('), env)
-        if t24 is None or t24.__class__ is Missing: _need(t24)
-        t25 = attr_value(t1, 'count', 'outside.count')
-        t26 = call_value(env, F_str.fn, F_str.cost, True, [t25])
-        if t26 is None or t26.__class__ is Missing: _need(t26)
-        t27 = _binop('+', t24, t26, env)
-        if t27 is None or t27.__class__ is Missing: _need(t27)
-        t28 = _binop('+', t27, (' of '), env)
-        if t28 is None or t28.__class__ is Missing: _need(t28)
-        t29 = env.lookup('world_size')
-        if t29 is None: t29 = Missing('world_size')
-        t30 = call_value(env, F_str.fn, F_str.cost, True, [t29])
-        if t30 is None or t30.__class__ is Missing: _need(t30)
-        t31 = _binop('+', t28, t30, env)
-        if t31 is None or t31.__class__ is Missing: _need(t31)
-        t32 = _binop('+', t31, (') sit outside it'), env)
-        t3 = t32
+        t4 = attr_value(t1, 'dims', 'mesh.dims')
+        t6 = K0
+        if t4.__class__ is t6.__class__ and (t4.__class__ is int or t4.__class__ is str):
+            t5 = t4 == t6
+        else:
+            if t6.__class__ is list or t6.__class__ is dict or t6.__class__ is str: _charge_operands(env, t4, t6)
+            t5 = _compare('==', t4, t6)
+        t3 = _truth(t5)
     else:
-        t33 = env.lookup('mesh')
-        if t33 is None: t33 = Missing('mesh')
-        t34 = not (t33 is None or t33.__class__ is Missing)
-        if _truth(t34):
-            t36 = attr_value(t33, 'dims', 'mesh.dims')
-            t38 = K0
-            if t36.__class__ is t38.__class__ and (t36.__class__ is int or t36.__class__ is str):
-                t37 = t36 == t38
-            else:
-                if t38.__class__ is list or t38.__class__ is dict or t38.__class__ is str: _charge_operands(env, t36, t38)
-                t37 = _compare('==', t36, t38)
-            t35 = _truth(t37)
+        t3 = False
+    if _truth(t3):
+        t8 = env.lookup('dp_shard')
+        if t8 is None: t8 = Missing('dp_shard')
+        if t8.__class__ is int:
+            t9 = t8 == (1)
         else:
-            t35 = False
-        if _truth(t35):
-            t40 = env.lookup('dp_shard')
-            if t40 is None: t40 = Missing('dp_shard')
-            if t40.__class__ is int:
-                t41 = t40 == (1)
-            else:
-                t41 = _compare('==', t40, (1))
-            t39 = _truth(t41)
-        else:
-            t39 = False
-        if _truth(t39):
-            t43 = attr_value(t33, 'size', 'mesh.size')
-            t44 = call_value(env, F_str.fn, F_str.cost, True, [t43])
-            if t44 is None or t44.__class__ is Missing: _need(t44)
-            t45 = _binop('+', ('every other degree is 1, so the mesh falls back to a flat dp_shard of all '), t44, env)
-            if t45 is None or t45.__class__ is Missing: _need(t45)
-            t46 = _binop('+', t45, (' ranks and the cp ranks silently become FSDP ranks'), env)
-            t42 = t46
-        else:
-            t47 = env.lookup('cp')
-            if t47 is None: t47 = Missing('cp')
-            t48 = call_value(env, F_str.fn, F_str.cost, True, [t47])
-            if t48 is None or t48.__class__ is Missing: _need(t48)
-            t49 = _binop('+', ('the mesh covers only world_size / '), t48, env)
-            if t49 is None or t49.__class__ is Missing: _need(t49)
-            t50 = _binop('+', t49, (' ranks and the rest sit outside it'), env)
-            t42 = t50
-        t3 = t42
-    return t3
+            t9 = _compare('==', t8, (1))
+        t7 = _truth(t9)
+    else:
+        t7 = False
+    if _truth(t7):
+        t11 = attr_value(t1, 'size', 'mesh.size')
+        t12 = call_value(env, F_str.fn, F_str.cost, True, [t11])
+        if t12 is None or t12.__class__ is Missing: _need(t12)
+        t13 = _binop('+', ('every other degree is 1, so the mesh falls back to a flat dp_shard of all '), t12, env)
+        if t13 is None or t13.__class__ is Missing: _need(t13)
+        t14 = _binop('+', t13, (' ranks and the cp ranks silently become FSDP ranks'), env)
+        t10 = t14
+    else:
+        t15 = env.lookup('cp')
+        if t15 is None: t15 = Missing('cp')
+        t16 = call_value(env, F_str.fn, F_str.cost, True, [t15])
+        if t16 is None or t16.__class__ is Missing: _need(t16)
+        t17 = _binop('+', ('with every other degree 1 the mesh falls back to a flat dp_shard of all ranks (the cp ranks silently become FSDP ranks); otherwise it covers only world_size / '), t16, env)
+        if t17 is None or t17.__class__ is Missing: _need(t17)
+        t18 = _binop('+', t17, (' ranks and KempnerForge crashes on the rest (ML321)'), env)
+        t10 = t18
+    return t10
 
-def e4(env):
+def e5(env):
     t1 = env.lookup('dp_shard')
     if t1 is None: t1 = Missing('dp_shard')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -220,7 +167,7 @@ def e4(env):
         t3 = ('')
     return t3
 
-def e5(env):
+def e6(env):
     t1 = env.lookup('train')
     if t1 is None: t1 = Missing('train')
     if t1.__class__ is dict and 'seq_len' in t1:
@@ -242,13 +189,13 @@ def e5(env):
         t3 = _compare('<=', t2, t5)
     return t3
 
-def e6(env):
+def e7(env):
     t1 = env.lookup('train')
     if t1 is None: t1 = Missing('train')
     t2 = attr_value(t1, 'seq_len', 'train.seq_len')
     return t2
 
-def e7(env):
+def e8(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'tie_embeddings' in t1:
@@ -269,7 +216,7 @@ def e7(env):
     t6 = not (t3 if t3.__class__ is bool else _truth(t3))
     return t6
 
-def e8(env):
+def e9(env):
     t1 = env.lookup('train')
     if t1 is None: t1 = Missing('train')
     if t1.__class__ is dict and 'mixed_precision' in t1:
@@ -294,7 +241,7 @@ def e8(env):
     t7 = not (t4 if t4.__class__ is bool else _truth(t4))
     return t7
 
-def e9(env):
+def e10(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'is_moe' in t1:
@@ -315,7 +262,7 @@ def e9(env):
     t6 = not (t3 if t3.__class__ is bool else _truth(t3))
     return t6
 
-def e10(env):
+def e11(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     if t1.__class__ is dict and 'present' in t1:
@@ -336,13 +283,13 @@ def e10(env):
     t6 = not (t3 if t3.__class__ is bool else _truth(t3))
     return t6
 
-def e11(env):
+def e12(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'arch', 'vlm.arch')
     return t2
 
-def e12(env):
+def e13(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     if t1.__class__ is dict and 'present' in t1:
@@ -376,7 +323,7 @@ def e12(env):
     t9 = not (t6 if t6.__class__ is bool else _truth(t6))
     return t9
 
-def e13(env):
+def e14(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'is_moe' in t1:
@@ -398,7 +345,7 @@ def e13(env):
     t6 = not (t3 if t3.__class__ is bool else _truth(t3))
     return t6
 
-def e14(env):
+def e15(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'num_experts' in t1:
@@ -412,7 +359,7 @@ def e14(env):
         t3 = _compare('<=', t2, (0))
     return t3
 
-def e15(env):
+def e16(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     if t1.__class__ is dict and 'present' in t1:
@@ -435,7 +382,7 @@ def e15(env):
         t3 = False
     return t3
 
-def e16(env):
+def e17(env):
     t1 = env.lookup('train')
     if t1 is None: t1 = Missing('train')
     if t1.__class__ is dict and 'seq_len' in t1:
@@ -457,7 +404,7 @@ def e16(env):
         t3 = _compare('>=', t2, t5)
     return t3
 
-def e17(env):
+def e18(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     if t1.__class__ is dict and 'present' in t1:
@@ -490,19 +437,19 @@ def e17(env):
         t6 = False
     return t6
 
-def e18(env):
+def e19(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'residual_image_tokens', 'vlm.residual_image_tokens')
     return t2
 
-def e19(env):
+def e20(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'frames', 'vlm.frames')
     return t2
 
-def e20(env):
+def e21(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'frames', 'vlm.frames')
@@ -516,13 +463,13 @@ def e20(env):
         t4 = ('frames')
     return t4
 
-def e21(env):
+def e22(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'tokens_per_frame', 'vlm.tokens_per_frame')
     return t2
 
-def e22(env):
+def e23(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'tokens_per_frame', 'vlm.tokens_per_frame')
@@ -543,7 +490,7 @@ def e22(env):
         t5 = ('')
     return t5
 
-def e23(env):
+def e24(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'arch', 'vlm.arch')
@@ -557,19 +504,19 @@ def e23(env):
         t4 = ('')
     return t4
 
-def e24(env):
+def e25(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'max_text_len', 'vlm.max_text_len')
     return t2
 
-def e25(env):
+def e26(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'required_seq_len', 'vlm.required_seq_len')
     return t2
 
-def e26(env):
+def e27(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'frames', 'vlm.frames')
@@ -583,7 +530,7 @@ def e26(env):
         t4 = ('')
     return t4
 
-def e27(env):
+def e28(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'max_seq_len' in t1:
@@ -605,7 +552,7 @@ def e27(env):
         t3 = _compare('>=', t2, t5)
     return t3
 
-def e28(env):
+def e29(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     if t1.__class__ is dict and 'present' in t1:
@@ -635,7 +582,7 @@ def e28(env):
         t6 = False
     return t6
 
-def e29(env):
+def e30(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
@@ -655,7 +602,7 @@ def e29(env):
         t4 = t8
     return t4
 
-def e30(env):
+def e31(env):
     t1 = env.lookup('eval')
     if t1 is None: t1 = Missing('eval')
     if t1.__class__ is dict and 'has_data_source' in t1:
@@ -665,7 +612,7 @@ def e30(env):
         t2 = attr_value(t1, 'has_data_source', 'eval.has_data_source')
     return t2
 
-def e31(env):
+def e32(env):
     t1 = env.lookup('eval')
     if t1 is None: t1 = Missing('eval')
     if t1.__class__ is dict and 'enabled' in t1:
@@ -679,7 +626,7 @@ def e31(env):
         t3 = _compare('==', t2, (True))
     return t3
 
-def e32(env):
+def e33(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'refused' in t1:
@@ -693,7 +640,7 @@ def e32(env):
         t3 = _compare('==', t2, (True))
     return t3
 
-def e33(env):
+def e34(env):
     t1 = env.lookup('launch')
     if t1 is None: t1 = Missing('launch')
     if t1.__class__ is dict and 'space_overrides' in t1:
@@ -703,13 +650,13 @@ def e33(env):
         t2 = attr_value(t1, 'space_overrides', 'launch.space_overrides')
     return t2
 
-def e34(env):
+def e35(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'says', 'item.says')
     return t2
 
-def e35(env):
+def e36(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1.__class__ is dict and 'refused' in t1:
@@ -723,13 +670,13 @@ def e35(env):
         t3 = _compare('==', t2, (False))
     return t3
 
-def e36(env):
+def e37(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'effective', 'item.effective')
     return t2
 
-def e37(env):
+def e38(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     if t1.__class__ is dict and 'pool_error' in t1:
@@ -740,7 +687,7 @@ def e37(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e38(env):
+def e39(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     if t1.__class__ is dict and 'present' in t1:
@@ -750,19 +697,19 @@ def e38(env):
         t2 = attr_value(t1, 'present', 'vlm.present')
     return t2
 
-def e39(env):
+def e40(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
     return t2
 
-def e40(env):
+def e41(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'num_tokens', 'vlm.num_tokens')
     return t2
 
-def e41(env):
+def e42(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
@@ -776,19 +723,19 @@ def e41(env):
         t4 = ('(the random encoder default)')
     return t4
 
-def e42(env):
+def e43(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'pool_window', 'vlm.pool_window')
     return t2
 
-def e43(env):
+def e44(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'pool_error', 'vlm.pool_error')
     return t2
 
-def e44(env):
+def e45(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'num_tokens_from', 'vlm.num_tokens_from')
@@ -802,7 +749,7 @@ def e44(env):
         t4 = ('when it builds the model')
     return t4
 
-def e45(env):
+def e46(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
@@ -820,7 +767,7 @@ def e45(env):
         t4 = ('')
     return t4
 
-def e46(env):
+def e47(env):
     t1 = env.lookup('vlm')
     if t1 is None: t1 = Missing('vlm')
     t2 = attr_value(t1, 'adapter_type', 'vlm.adapter_type')
@@ -834,7 +781,7 @@ def e46(env):
         t4 = ('or a projection adapter (mlp_2layer, linear)')
     return t4
 
-def e47(env):
+def e48(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_heads' in t1:
@@ -856,7 +803,7 @@ def e47(env):
         t5 = _compare('==', t4, (0))
     return t5
 
-def e48(env):
+def e49(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_heads' in t1:
@@ -890,7 +837,7 @@ def e48(env):
         t7 = False
     return t7
 
-def e49(env):
+def e50(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_kv_heads_defaulted' in t1:
@@ -904,7 +851,7 @@ def e49(env):
         t3 = ('')
     return t3
 
-def e50(env):
+def e51(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'n_kv_heads_defaulted' in t1:
@@ -948,17 +895,116 @@ def e50(env):
         t3 = t10
     return t3
 
-def e51(env):
+def e52(env):
     t1 = env.lookup('note')
     if t1 is None: t1 = Missing('note')
     return t1
 
-def e52(env):
+def e53(env):
     t1 = env.lookup('fixed')
     if t1 is None: t1 = Missing('fixed')
     return t1
 
-def e53(env):
+def e54(env):
+    t1 = env.lookup('outside')
+    if t1 is None: t1 = Missing('outside')
+    t2 = not (t1 is None or t1.__class__ is Missing)
+    return t2
+
+def e55(env):
+    t1 = env.lookup('outside')
+    if t1 is None: t1 = Missing('outside')
+    t2 = attr_value(t1, 'first', 'outside.first')
+    return t2
+
+def e56(env):
+    t1 = env.lookup('outside')
+    if t1 is None: t1 = Missing('outside')
+    t2 = attr_value(t1, 'last', 'outside.last')
+    return t2
+
+def e57(env):
+    t1 = env.lookup('outside')
+    if t1 is None: t1 = Missing('outside')
+    t2 = attr_value(t1, 'count', 'outside.count')
+    return t2
+
+def e58(env):
+    t1 = env.lookup('mesh')
+    if t1 is None: t1 = Missing('mesh')
+    t2 = attr_value(t1, 'dims', 'mesh.dims')
+    return t2
+
+def e59(env):
+    t1 = env.lookup('mesh')
+    if t1 is None: t1 = Missing('mesh')
+    t2 = attr_value(t1, 'sizes', 'mesh.sizes')
+    return t2
+
+def e60(env):
+    t1 = env.lookup('outside')
+    if t1 is None: t1 = Missing('outside')
+    t2 = attr_value(t1, 'first', 'outside.first')
+    if t2 is None or t2.__class__ is Missing: _need(t2)
+    t3 = _binop('-', t2, (1), env)
+    return t3
+
+def e61(env):
+    t1 = env.lookup('launch')
+    if t1 is None: t1 = Missing('launch')
+    if t1.__class__ is dict and 'dashless_overrides' in t1:
+        t2 = t1['dashless_overrides']
+        if t2 is None: t2 = Missing('launch.dashless_overrides')
+    else:
+        t2 = attr_value(t1, 'dashless_overrides', 'launch.dashless_overrides')
+    return t2
+
+def e62(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'word', 'item.word')
+    return t2
+
+def e63(env):
+    t1 = env.lookup('item')
+    if t1 is None: t1 = Missing('item')
+    t2 = attr_value(t1, 'kept', 'item.kept')
+    t3 = not (t2 is None or t2.__class__ is Missing)
+    if _truth(t3):
+        t5 = attr_value(t1, 'key', 'item.key')
+        if t5 is None or t5.__class__ is Missing: _need(t5)
+        t6 = _binop('+', ('the run keeps '), t5, env)
+        if t6 is None or t6.__class__ is Missing: _need(t6)
+        t7 = _binop('+', t6, (' = '), env)
+        if t7 is None or t7.__class__ is Missing: _need(t7)
+        if t2 is None or t2.__class__ is Missing: _need(t2)
+        t8 = _binop('+', t7, t2, env)
+        if t8 is None or t8.__class__ is Missing: _need(t8)
+        t10 = attr_value(t1, 'value', 'item.value')
+        if t2.__class__ is t10.__class__ and (t2.__class__ is int or t2.__class__ is str):
+            t9 = t2 == t10
+        else:
+            if t10.__class__ is list or t10.__class__ is dict or t10.__class__ is str: _charge_operands(env, t2, t10)
+            t9 = _compare('==', t2, t10)
+        if _truth(t9):
+            t11 = ('')
+        else:
+            if t10 is None or t10.__class__ is Missing: _need(t10)
+            t12 = _binop('+', (', not '), t10, env)
+            t11 = t12
+        if t11 is None or t11.__class__ is Missing: _need(t11)
+        t13 = _binop('+', t8, t11, env)
+        t4 = t13
+    else:
+        t14 = attr_value(t1, 'key', 'item.key')
+        if t14 is None or t14.__class__ is Missing: _need(t14)
+        t15 = _binop('+', ('it changes nothing (and KempnerForge has no key '), t14, env)
+        if t15 is None or t15.__class__ is Missing: _need(t15)
+        t16 = _binop('+', t15, (')'), env)
+        t4 = t16
+    return t4
+
+def e64(env):
     t1 = env.lookup('pipeline')
     if t1 is None: t1 = Missing('pipeline')
     if t1.__class__ is dict and 'schedule' in t1:
@@ -972,7 +1018,7 @@ def e53(env):
         t3 = _compare('!=', t2, ('Interleaved1F1B'))
     return t3
 
-def e54(env):
+def e65(env):
     t1 = env.lookup('head_dim')
     if t1 is None: t1 = Missing('head_dim')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -983,7 +1029,7 @@ def e54(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e55(env):
+def e66(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1047,7 +1093,7 @@ def e55(env):
         t5 = False
     return t5
 
-def e56(env):
+def e67(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'dim' in t1:
@@ -1065,12 +1111,12 @@ def e56(env):
     t4 = _binop('//', t2, t3, env)
     return t4
 
-def e57(env):
+def e68(env):
     t1 = env.lookup('head_dim')
     if t1 is None: t1 = Missing('head_dim')
     return t1
 
-def e58(env):
+def e69(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_heads', 'model.n_heads')
@@ -1083,7 +1129,7 @@ def e58(env):
     t5 = _binop('*', t2, t4, env)
     return t5
 
-def e59(env):
+def e70(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_heads', 'model.n_heads')
@@ -1096,21 +1142,21 @@ def e59(env):
     t5 = _binop('*', t2, t4, env)
     return t5
 
-def e60(env):
+def e71(env):
     t1 = env.lookup('head_dim')
     if t1 is None: t1 = Missing('head_dim')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = _binop('+', t1, (1), env)
     return t2
 
-def e61(env):
+def e72(env):
     t1 = env.lookup('head_dim')
     if t1 is None: t1 = Missing('head_dim')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = _binop('-', t1, (1), env)
     return t2
 
-def e62(env):
+def e73(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1129,7 +1175,7 @@ def e62(env):
     t3 = _compare('in', t2, t4)
     return t3
 
-def e63(env):
+def e74(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1155,7 +1201,7 @@ def e63(env):
         t5 = False
     return t5
 
-def e64(env):
+def e75(env):
     t2 = env.lookup('config')
     if t2 is None: t2 = Missing('config')
     if t2.__class__ is list or t2.__class__ is dict or t2.__class__ is str: _charge_operands(env, ('train'), t2)
@@ -1224,7 +1270,7 @@ def e64(env):
         t3 = t23
     return t3
 
-def e65(env):
+def e76(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -1232,7 +1278,7 @@ def e65(env):
     t3 = call_value(env, F_join.fn, F_join.cost, False, [t2, (', ')])
     return t3
 
-def e66(env):
+def e77(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1255,7 +1301,7 @@ def e66(env):
         t5 = False
     return t5
 
-def e67(env):
+def e78(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'data' in t1:
@@ -1279,7 +1325,7 @@ def e67(env):
         t5 = False
     return t5
 
-def e68(env):
+def e79(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'data' in t1:
@@ -1303,7 +1349,7 @@ def e68(env):
         t5 = False
     return t5
 
-def e69(env):
+def e80(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'data' in t1:
@@ -1377,7 +1423,7 @@ def e69(env):
         t7 = True
     return t7
 
-def e70(env):
+def e81(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -1455,7 +1501,7 @@ def e70(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e71(env):
+def e82(env):
     t1 = env.lookup('tok')
     if t1 is None: t1 = Missing('tok')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -1589,7 +1635,7 @@ def e71(env):
         t2 = t9
     return t2
 
-def e72(env):
+def e83(env):
     t1 = env.lookup('failure')
     if t1 is None: t1 = Missing('failure')
     if t1.__class__ is str:
@@ -1628,25 +1674,25 @@ def e72(env):
         t3 = t9
     return t3
 
-def e73(env):
+def e84(env):
     return ('set data.tokenizer_path = "<the Hugging Face tokenizer name or local path>"')
 
-def e74(env):
+def e85(env):
     t1 = env.lookup('failure')
     if t1 is None: t1 = Missing('failure')
     return t1
 
-def e75(env):
+def e86(env):
     t1 = env.lookup('said')
     if t1 is None: t1 = Missing('said')
     return t1
 
-def e76(env):
+def e87(env):
     t1 = env.lookup('fix')
     if t1 is None: t1 = Missing('fix')
     return t1
 
-def e77(env):
+def e88(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -1659,7 +1705,7 @@ def e77(env):
     t3 = _compare('in', t2, t4)
     return t3
 
-def e78(env):
+def e89(env):
     t1 = env.lookup('bad_sources')
     if t1 is None: t1 = Missing('bad_sources')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2085,7 +2131,7 @@ def e78(env):
         t125 = _binop('+', t97, t111, env)
     return t125
 
-def e79(env):
+def e90(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -2158,7 +2204,7 @@ def e79(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e80(env):
+def e91(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -2226,7 +2272,7 @@ def e80(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e81(env):
+def e92(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'data' in t1:
@@ -2311,7 +2357,7 @@ def e81(env):
         t6 = t27
     return t6
 
-def e82(env):
+def e93(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2327,7 +2373,7 @@ def e82(env):
         t4 = ('when it loads it (DataConfig / TrainingPhase __post_init__)')
     return t4
 
-def e83(env):
+def e94(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2394,7 +2440,7 @@ def e83(env):
         t5 = False
     return t5
 
-def e84(env):
+def e95(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'vlm' in t1:
@@ -2904,7 +2950,7 @@ def e84(env):
         t4 = t141
     return t4
 
-def e85(env):
+def e96(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -2972,7 +3018,7 @@ def e85(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e86(env):
+def e97(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'vlm' in t1:
@@ -2988,7 +3034,7 @@ def e86(env):
         t4 = _compare('==', t3, ('MoMaConfig'))
     return t4
 
-def e87(env):
+def e98(env):
     t1 = env.lookup('moma')
     if t1 is None: t1 = Missing('moma')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -3038,7 +3084,7 @@ def e87(env):
         t2 = t16
     return t2
 
-def e88(env):
+def e99(env):
     t1 = env.lookup('moma')
     if t1 is None: t1 = Missing('moma')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -3146,7 +3192,7 @@ def e88(env):
         t12 = False
     return t12
 
-def e89(env):
+def e100(env):
     t1 = env.lookup('mods_ok')
     if t1 is None: t1 = Missing('mods_ok')
     if (t1 if t1.__class__ is bool else _truth(t1)):
@@ -3192,7 +3238,7 @@ def e89(env):
         t8 = (None)
     return t8
 
-def e90(env):
+def e101(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -3230,7 +3276,7 @@ def e90(env):
         t3 = t17
     return t3
 
-def e91(env):
+def e102(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -3266,7 +3312,7 @@ def e91(env):
         t3 = t16
     return t3
 
-def e92(env):
+def e103(env):
     t1 = env.lookup('epm')
     if t1 is None: t1 = Missing('epm')
     t2 = not (t1 is None or t1.__class__ is Missing)
@@ -3323,7 +3369,7 @@ def e92(env):
         t3 = t22
     return t3
 
-def e93(env):
+def e104(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('mods')
@@ -3373,7 +3419,7 @@ def e93(env):
         t14 = _binop('+', t13, (']'), env)
     return t14
 
-def e94(env):
+def e105(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'vlm', 'config.vlm')
@@ -3381,7 +3427,7 @@ def e94(env):
     t3 = index_value(t2, ('class'), 'config.vlm')
     return t3
 
-def e95(env):
+def e106(env):
     t1 = env.lookup('img_heads')
     if t1 is None: t1 = Missing('img_heads')
     t3 = env.lookup('model')
@@ -3414,7 +3460,7 @@ def e95(env):
         t5 = False
     return t5
 
-def e96(env):
+def e107(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3511,7 +3557,7 @@ def e96(env):
         t5 = False
     return t5
 
-def e97(env):
+def e108(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'vlm' in t1:
@@ -3541,7 +3587,7 @@ def e97(env):
         t5 = t7
     return t5
 
-def e98(env):
+def e109(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'vlm' in t1:
@@ -3571,31 +3617,31 @@ def e98(env):
         t5 = t7
     return t5
 
-def e99(env):
+def e110(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'vlm', 'config.vlm')
     t3 = attr_value(t2, 'mot_image_n_heads', 'config.vlm.mot_image_n_heads')
     return t3
 
-def e100(env):
+def e111(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'vlm', 'config.vlm')
     t3 = attr_value(t2, 'mot_image_n_kv_heads', 'config.vlm.mot_image_n_kv_heads')
     return t3
 
-def e101(env):
+def e112(env):
     t1 = env.lookup('img_heads')
     if t1 is None: t1 = Missing('img_heads')
     return t1
 
-def e102(env):
+def e113(env):
     t1 = env.lookup('img_kv')
     if t1 is None: t1 = Missing('img_kv')
     return t1
 
-def e103(env):
+def e114(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     t2 = attr_value(t1, 'n_kv_heads_defaulted', 'model.n_kv_heads_defaulted')
@@ -3610,7 +3656,7 @@ def e103(env):
         t5 = ('')
     return t5
 
-def e104(env):
+def e115(env):
     t1 = env.lookup('img_heads')
     if t1 is None: t1 = Missing('img_heads')
     t3 = env.lookup('model')
@@ -3627,7 +3673,7 @@ def e104(env):
         t5 = ('vlm.mot_image_n_kv_heads')
     return t5
 
-def e105(env):
+def e116(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'vision_encoder' in t1:
@@ -3659,7 +3705,7 @@ def e105(env):
         t7 = _compare('==', t6, (0))
     return t7
 
-def e106(env):
+def e117(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3804,21 +3850,21 @@ def e106(env):
         t5 = False
     return t5
 
-def e107(env):
+def e118(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'vision_encoder', 'config.vision_encoder')
     t3 = attr_value(t2, 'feature_dim', 'config.vision_encoder.feature_dim')
     return t3
 
-def e108(env):
+def e119(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'adapter', 'config.adapter')
     t3 = attr_value(t2, 'pool_heads', 'config.adapter.pool_heads')
     return t3
 
-def e109(env):
+def e120(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -3855,7 +3901,7 @@ def e109(env):
     t17 = call_value(env, F_max.fn, F_max.cost, False, [t1])
     return t17
 
-def e110(env):
+def e121(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3896,7 +3942,7 @@ def e110(env):
         t5 = False
     return t5
 
-def e111(env):
+def e122(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('launch')
@@ -3927,7 +3973,7 @@ def e111(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e112(env):
+def e123(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'video' in t1:
@@ -3938,7 +3984,7 @@ def e112(env):
     t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e113(env):
+def e124(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'data' in t1:
@@ -3970,7 +4016,7 @@ def e113(env):
         t7 = False
     return t7
 
-def e114(env):
+def e125(env):
     t1 = env.lookup('video')
     if t1 is None: t1 = Missing('video')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
@@ -4009,7 +4055,7 @@ def e114(env):
         t10 = False
     return t10
 
-def e115(env):
+def e126(env):
     t1 = env.lookup('no_hf')
     if t1 is None: t1 = Missing('no_hf')
     t2 = not (t1 if t1.__class__ is bool else _truth(t1))
@@ -4037,7 +4083,7 @@ def e115(env):
         t11 = _binop('+', t3, t8, env)
     return t11
 
-def e116(env):
+def e127(env):
     t1 = env.lookup('video')
     if t1 is None: t1 = Missing('video')
     if _truth(t1):
@@ -4046,13 +4092,13 @@ def e116(env):
         t2 = ('an image VLM ([vlm] without [video]) needs data.hf_dataset_name (its image-text pairs) and data.tokenizer_path')
     return t2
 
-def e117(env):
+def e128(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t2
 
-def e118(env):
+def e129(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -4066,7 +4112,7 @@ def e118(env):
         t4 = ('are')
     return t4
 
-def e119(env):
+def e130(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -4080,7 +4126,7 @@ def e119(env):
         t4 = ('them')
     return t4
 
-def e120(env):
+def e131(env):
     t1 = env.lookup('video')
     if t1 is None: t1 = Missing('video')
     if _truth(t1):
@@ -4089,14 +4135,14 @@ def e120(env):
         t2 = ('VLM training requires data.hf_dataset_name and data.tokenizer_path')
     return t2
 
-def e121(env):
+def e132(env):
     t1 = env.lookup('lacking')
     if t1 is None: t1 = Missing('lacking')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = index_value(t1, (0), 'lacking')
     return t2
 
-def e122(env):
+def e133(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('lacking')
@@ -4135,7 +4181,7 @@ def e122(env):
     t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' and ')])
     return t15
 
-def e123(env):
+def e134(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('lacking')
@@ -4161,7 +4207,7 @@ def e123(env):
     t11 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' ')])
     return t11
 
-def e124(env):
+def e135(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4225,7 +4271,7 @@ def e124(env):
         t5 = False
     return t5
 
-def e125(env):
+def e136(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('phases')
@@ -4353,7 +4399,7 @@ def e125(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e126(env):
+def e137(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('config')
@@ -4426,7 +4472,7 @@ def e126(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e127(env):
+def e138(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('sources')
@@ -4496,7 +4542,7 @@ def e127(env):
         if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e128(env):
+def e139(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'data' in t1:
@@ -4742,7 +4788,7 @@ def e128(env):
         t6 = t65
     return t6
 
-def e129(env):
+def e140(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     t2 = attr_value(t1, 'data', 'config.data')
@@ -4774,13 +4820,13 @@ def e129(env):
         t6 = t15
     return t6
 
-def e130(env):
+def e141(env):
     t1 = env.lookup('names')
     if t1 is None: t1 = Missing('names')
     t2 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t2
 
-def e131(env):
+def e142(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -4789,7 +4835,7 @@ def e131(env):
     t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t3, ('step')])
     return t4
 
-def e132(env):
+def e143(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('names')
@@ -4819,7 +4865,7 @@ def e132(env):
     t13 = call_value(env, F_join.fn, F_join.cost, False, [t1])
     return t13
 
-def e133(env):
+def e144(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -4903,7 +4949,7 @@ def e133(env):
         t5 = False
     return t5
 
-def e134(env):
+def e145(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'vlm' in t1:
@@ -4930,7 +4976,7 @@ def e134(env):
         t4 = t8
     return t4
 
-def e135(env):
+def e146(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'vlm' in t1:
@@ -4946,7 +4992,7 @@ def e135(env):
     t4 = call_value(env, F_keys.fn, F_keys.cost, False, [t3])
     return t4
 
-def e136(env):
+def e147(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'vlm' in t1:
@@ -5044,7 +5090,7 @@ def e136(env):
         t6 = t29
     return t6
 
-def e137(env):
+def e148(env):
     t1 = env.lookup('config')
     if t1 is None: t1 = Missing('config')
     if t1.__class__ is dict and 'vlm' in t1:
@@ -5169,7 +5215,7 @@ def e137(env):
         t6 = t34
     return t6
 
-def e138(env):
+def e149(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('stages')
@@ -5285,7 +5331,7 @@ def e138(env):
                 if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e139(env):
+def e150(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('aliases')
@@ -5336,7 +5382,7 @@ def e139(env):
         t15 = _binop('+', t14, (']'), env)
     return t15
 
-def e140(env):
+def e151(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5356,17 +5402,17 @@ def e140(env):
         t4 = t7
     return t4
 
-def e141(env):
+def e152(env):
     t1 = env.lookup('q')
     if t1 is None: t1 = Missing('q')
     return t1
 
-def e142(env):
+def e153(env):
     t1 = env.lookup('known')
     if t1 is None: t1 = Missing('known')
     return t1
 
-def e143(env):
+def e154(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5374,14 +5420,14 @@ def e143(env):
     t3 = call_value(env, F_max.fn, F_max.cost, False, [t2, (1)])
     return t3
 
-def e144(env):
+def e155(env):
     t1 = env.lookup('aliases')
     if t1 is None: t1 = Missing('aliases')
     t2 = call_value(env, F_sorted.fn, F_sorted.cost, False, [t1])
     t3 = call_value(env, F_join.fn, F_join.cost, False, [t2])
     return t3
 
-def e145(env):
+def e156(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -5397,149 +5443,160 @@ def e145(env):
 
 COMPILED = {
     'cp == 1': (e0, 3, ('cp',)),
-    "'KempnerForge declares cp but never applies context parallelism, and cp is not a DeviceMesh dim'": (e1, 1, ()),
-    'what': (e2, 1, ('what',)),
-    "('the mesh ' + str(mesh.dims) + ' ' + str(mesh.sizes) + ' covers only ranks 0-' + str(outside.first - 1) + ', so ranks ' + str(outside.first) + '-' + str(outside.last) + ' (' + str(outside.count) + ' of ' + str(world_size) + ') sit outside it') if outside != null else (('every other degree is 1, so the mesh falls back to a flat dp_shard of all ' + str(mesh.size) + ' ranks and the cp ranks silently become FSDP ranks') if mesh != null and mesh.dims == ['dp_shard'] and dp_shard == 1 else 'the mesh covers only world_size / ' + str(cp) + ' ranks and the rest sit outside it')": (e3, 75, ('cp', 'dp_shard', 'mesh', 'outside', 'world_size')),
-    "'; the mesh then becomes dp_shard = ' + str(dp_shard * cp) if dp_shard != null else ''": (e4, 11, ('cp', 'dp_shard')),
-    'train.seq_len <= model.max_seq_len': (e5, 5, ('model', 'train')),
-    'train.seq_len': (e6, 2, ('train',)),
-    'not (model.tie_embeddings and pp > 1)': (e7, 7, ('model', 'pp')),
-    "not (train.mixed_precision == 'fp8' and tp > 1)": (e8, 9, ('tp', 'train')),
-    'not (model.is_moe and pp > 1)': (e9, 7, ('model', 'pp')),
-    'not (vlm.present and pp > 1)': (e10, 7, ('pp', 'vlm')),
-    'vlm.arch': (e11, 2, ('vlm',)),
-    "not (vlm.present and vlm.arch == 'moma' and ep > 1)": (e12, 12, ('ep', 'vlm')),
-    'not (model.is_moe and train.compile_model)': (e13, 6, ('model', 'train')),
-    'model.num_experts <= 0': (e14, 4, ('model',)),
-    "vlm.present and vlm.arch == 'moma'": (e15, 7, ('vlm',)),
-    'train.seq_len >= vlm.required_seq_len': (e16, 5, ('train', 'vlm')),
-    "vlm.present and vlm.num_tokens_from == 'config' and vlm.pool_error == null": (e17, 12, ('vlm',)),
-    'vlm.residual_image_tokens': (e18, 2, ('vlm',)),
-    'vlm.frames': (e19, 2, ('vlm',)),
-    "'frame' if vlm.frames == 1 else 'frames'": (e20, 7, ('vlm',)),
-    'vlm.tokens_per_frame': (e21, 2, ('vlm',)),
-    "' after the ' + vlm.adapter_type + ' adapter' if vlm.tokens_per_frame != vlm.num_tokens else ''": (e22, 13, ('vlm',)),
-    "', none with cross_attention' if vlm.arch == 'cross_attention' else ''": (e23, 7, ('vlm',)),
-    'vlm.max_text_len': (e24, 2, ('vlm',)),
-    'vlm.required_seq_len': (e25, 2, ('vlm',)),
-    "', video.max_frames' if vlm.frames > 1 else ''": (e26, 7, ('vlm',)),
-    'model.max_seq_len >= vlm.required_seq_len': (e27, 5, ('model', 'vlm')),
-    'vlm.present and vlm.num_tokens_from != null and vlm.pool_error == null': (e28, 12, ('vlm',)),
-    "'when it loads the config' if vlm.num_tokens_from == 'config' else 'when it builds the model (vision_encoder.num_tokens = 0 gives the random encoder its default of ' + str(vlm.num_tokens) + ' tokens per image)'": (e29, 13, ('vlm',)),
-    'eval.has_data_source': (e30, 2, ('eval',)),
-    'eval.enabled == true': (e31, 4, ('eval',)),
-    'item.refused == true': (e32, 4, ('item',)),
-    'launch.space_overrides': (e33, 2, ('launch',)),
-    'item.says': (e34, 2, ('item',)),
-    'item.refused == false': (e35, 4, ('item',)),
-    'item.effective': (e36, 2, ('item',)),
-    'vlm.pool_error == null': (e37, 4, ('vlm',)),
-    'vlm.present': (e38, 2, ('vlm',)),
-    'vlm.adapter_type': (e39, 2, ('vlm',)),
-    'vlm.num_tokens': (e40, 2, ('vlm',)),
-    "'(vision_encoder.num_tokens)' if vlm.num_tokens_from == 'config' else '(the random encoder default)'": (e41, 7, ('vlm',)),
-    'vlm.pool_window': (e42, 2, ('vlm',)),
-    'vlm.pool_error': (e43, 2, ('vlm',)),
-    "'when it loads the config' if vlm.num_tokens_from == 'config' else 'when it builds the model'": (e44, 7, ('vlm',)),
-    "' whose side divides by ' + str(vlm.pool_window) if vlm.adapter_type == 'attentional_pool' else ''": (e45, 11, ('vlm',)),
-    '\'or adapter.type = "avgpool" (it pools ragged edges)\' if vlm.adapter_type == \'attentional_pool\' else \'or a projection adapter (mlp_2layer, linear)\'': (e46, 7, ('vlm',)),
-    'model.n_heads % model.n_kv_heads == 0': (e47, 7, ('model',)),
-    'model.n_heads != null and model.n_kv_heads != null and model.n_kv_heads > 0': (e48, 14, ('model',)),
-    "', not written, so KempnerForge keeps the default config value 32' if model.n_kv_heads_defaulted else ''": (e49, 5, ('model',)),
-    "'write n_kv_heads = ' + str(model.n_heads) + ' (or another divisor of n_heads) in [model]' if model.n_kv_heads_defaulted else 'use an n_kv_heads that divides ' + str(model.n_heads)": (e50, 15, ('model',)),
-    'note': (e51, 1, ('note',)),
-    'fixed': (e52, 1, ('fixed',)),
-    "pipeline.schedule != 'Interleaved1F1B'": (e53, 4, ('pipeline',)),
-    'head_dim % 2 == 0': (e54, 5, ('head_dim',)),
-    "framework.id in ['kempnerforge@5666d0d'] and (model.dim != null and model.n_heads != null and model.n_heads > 0 and model.dim % model.n_heads == 0)": (e55, 28, ('framework', 'model')),
-    'model.dim // model.n_heads': (e56, 5, ('model',)),
-    'head_dim': (e57, 1, ('head_dim',)),
-    'model.n_heads * (head_dim + 1)': (e58, 6, ('head_dim', 'model')),
-    'model.n_heads * (head_dim - 1)': (e59, 6, ('head_dim', 'model')),
-    'head_dim + 1': (e60, 3, ('head_dim',)),
-    'head_dim - 1': (e61, 3, ('head_dim',)),
-    'item[1] in item[2]': (e62, 7, ('item',)),
-    "framework.id in ['kempnerforge@5666d0d'] and (item[1] != null)": (e63, 11, ('framework', 'item')),
-    "[['model.model_type', config.model.model_type, ['transformer'], 'model'], ['optimizer.name', config.optimizer.name, ['adamw', 'lion', 'schedule_free_adamw', 'muon'], 'optimizer'], ['train.loss_fn', config.train.loss_fn, ['cross_entropy', 'chunked_cross_entropy'], 'loss'], ['model.moe_router', config.model.moe_router if config.model.num_experts > 0 else null, ['softmax_topk', 'sigmoid_topk'], 'router']] if 'train' in config else []": (e64, 50, ('config',)),
-    "join(item[2], ', ')": (e65, 5, ('item',)),
-    "framework.id in ['kempnerforge@5666d0d'] and (failure != '')": (e66, 9, ('failure', 'framework')),
-    "config.data.tokenizer_path != null and config.data.tokenizer_path != ''": (e67, 11, ('config',)),
-    "config.data.hf_dataset_name != null and config.data.hf_dataset_name != ''": (e68, 11, ('config',)),
-    "(config.data.dataset_path != null and config.data.dataset_path != '') or any([type(s) == 'table' and s.path != '' for s in config.data.datasets])": (e69, 26, ('config',)),
-    "[s.hf_name for s in config.data.datasets if type(s) == 'table' and s.path == '' and s.hf_name != '']": (e70, 20, ('config',)),
-    "'' if tok else ('pack_sequences = true with memory-mapped data' if config.data.pack_sequences == true and mmap else ('' if config.vlm != null else ('the [[data.datasets]] source with hf_name ' + join(hf_sources, ', ') if len(config.data.datasets) > 0 and len(hf_sources) > 0 else ('data.hf_dataset_name = ' + str(config.data.hf_dataset_name) if len(config.data.datasets) == 0 and config.data.dataset_path == '' and hf else ''))))": (e71, 57, ('config', 'hf', 'hf_sources', 'mmap', 'tok')),
-    "'data.tokenizer_path is required when pack_sequences=True' if failure == 'pack_sequences = true with memory-mapped data' else ('data.tokenizer_path is required for HuggingFace datasets' if len(config.data.datasets) == 0 else 'data.tokenizer_path required for HF dataset ...')": (e72, 14, ('config', 'failure')),
-    '\'set data.tokenizer_path = "<the Hugging Face tokenizer name or local path>"\'': (e73, 1, ()),
-    'failure': (e74, 1, ('failure',)),
-    'said': (e75, 1, ('said',)),
-    'fix': (e76, 1, ('fix',)),
-    "framework.id in ['kempnerforge@5666d0d']": (e77, 5, ('framework',)),
-    "([[true, 'data.datasets', 'ValueError: DatasetSource ' + join([chr_q + s.name + chr_q for s in bad_sources], ', ') + ' must have either path or hf_name', 'give each [[data.datasets]] entry a path (tokenized .bin/.npy files) or an hf_name']] if len(bad_sources) > 0 else []) + ([[true, 'data.phases', 'ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps ' + str(steps) + ')', 'order the [[data.phases]] entries by start_step, each later than the one before']] if len(steps) > 1 and any([steps[i] >= steps[i + 1] for i in range(len(steps) - 1)]) else []) + ([[true, 'data.phases', 'ValueError: TrainingPhase.dataset_weights[...] must be non-negative', 'use weights >= 0 (at least one positive)']] if any([type(p) == 'table' and type(p.dataset_weights) == 'table' and any([type(p.dataset_weights[k]) in ['int', 'float'] and p.dataset_weights[k] < 0 for k in keys(p.dataset_weights)]) for p in config.data.phases]) else []) + ([[true, 'data.anneal_weights', 'ValueError: TrainingPhase.dataset_weights[' + chr_q + (anneal_negative[0] if len(anneal_negative) > 0 else '') + chr_q + '] must be non-negative (data.anneal_weights)', 'use data.anneal_weights >= 0 (at least one positive)', 'when scripts/train.py turns data.anneal_weights into a TrainingPhase, before the first step']] if len(config.data.phases) == 0 and type(config.data.anneal_start_step) == 'int' and config.data.anneal_start_step > 0 and len(anneal_negative) > 0 else [])": (e78, 156, ('anneal_negative', 'bad_sources', 'chr_q', 'config', 'steps')),
-    "[s for s in config.data.datasets if type(s) == 'table' and s.path == '' and s.hf_name == '']": (e79, 19, ('config',)),
-    "[p.start_step for p in config.data.phases if type(p) == 'table' and type(p.start_step) == 'int']": (e80, 16, ('config',)),
-    "[k for k in keys(config.data.anneal_weights) if type(config.data.anneal_weights[k]) in ['int', 'float'] and config.data.anneal_weights[k] < 0] if type(config.data.anneal_weights) == 'table' else []": (e81, 32, ('config',)),
-    "item[4] if len(item) > 4 else 'when it loads it (DataConfig / TrainingPhase __post_init__)'": (e82, 9, ('item',)),
-    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm != null and (config.vlm['class'] == 'MoMaConfig' or (type(config.vlm.freeze_schedule) == 'list' and len(config.vlm.freeze_schedule) > 1)))": (e83, 31, ('config', 'framework')),
-    '(([[true, \'vlm.freeze_schedule|vlm\', \'ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps [\' + join([str(s) for s in steps]) + \'])\', \'order the vlm.freeze_schedule stages by start_step, each later than the one before (merge two stages that share a step)\']] if len(steps) > 1 and any([steps[i] >= steps[i + 1] for i in range(len(steps) - 1)]) else []) + ([[true, \'vlm.moma_experts_per_modality|vlm.moma_modalities|vlm\', \'ValueError: vlm.moma_experts_per_modality missing entries for [\' + join([q + m + q for m in missing]) + \'] (need keys for all moma_modalities \' + listed + \')\', \'add an expert count for \' + join(missing) + \' to [vlm.moma_experts_per_modality]\']] if len(missing) > 0 else []) + ([[true, \'vlm.moma_experts_per_modality|vlm\', \'ValueError: vlm.moma_experts_per_modality has unknown modality keys [\' + join([q + k + q for k in extra]) + \'] (allowed: [\' + join([q + m + q for m in sorted(mods)]) + \'])\', \'remove \' + join(extra) + \' from [vlm.moma_experts_per_modality], or add \' + (\'it\' if len(extra) == 1 else \'them\') + \' to vlm.moma_modalities\']] if len(extra) > 0 else []) + ([[true, \'vlm.moma_experts_per_modality.\' + (nonpositive[0] if len(nonpositive) > 0 else \'\') + \'|vlm.moma_experts_per_modality|vlm\', \'ValueError: vlm.moma_experts_per_modality[\' + (q + nonpositive[0] + q + \'] must be positive (got \' + str(epm[nonpositive[0]]) + \')\' if len(nonpositive) > 0 else \'\'), \'give every modality at least one expert; for a dense per-modality FFN use arch = "mot" instead\']] if len(nonpositive) > 0 else [])) if config.vlm != null else []': (e84, 177, ('config', 'epm', 'extra', 'listed', 'missing', 'mods', 'nonpositive', 'q', 'steps')),
-    "[s.start_step for s in config.vlm.freeze_schedule if type(s) == 'table' and type(s.start_step) == 'int']": (e85, 16, ('config',)),
-    "config.vlm['class'] == 'MoMaConfig'": (e86, 6, ('config',)),
-    "[m for m in config.vlm.moma_modalities if type(m) == 'string'] if moma else []": (e87, 12, ('config', 'moma')),
-    "moma and len(mods) >= 2 and 'text' in mods and 'image' in mods and not any([mods[i] == mods[j] for i in range(len(mods)) for j in range(i + 1, len(mods))])": (e88, 34, ('mods', 'moma')),
-    "config.vlm.moma_experts_per_modality if mods_ok and type(config.vlm.moma_experts_per_modality) == 'table' else null": (e89, 13, ('config', 'mods_ok')),
-    'sorted([m for m in mods if m not in keys(epm)]) if epm != null else []': (e90, 13, ('epm', 'mods')),
-    'sorted([k for k in keys(epm) if k not in mods]) if epm != null else []': (e91, 13, ('epm', 'mods')),
-    "[k for k in keys(epm) if type(epm[k]) in ['int', 'float'] and epm[k] <= 0] if epm != null else []": (e92, 23, ('epm',)),
-    "'[' + join([q + m + q for m in mods]) + ']'": (e93, 12, ('mods', 'q')),
-    "config.vlm['class']": (e94, 4, ('config',)),
-    'img_heads == model.n_heads and img_kv == model.n_kv_heads': (e95, 9, ('img_heads', 'img_kv', 'model')),
-    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm != null and config.vlm['class'] == 'MoTConfig' and type(config.vlm.mot_image_n_heads) == 'int' and type(config.vlm.mot_image_n_kv_heads) == 'int' and config.vlm.mot_image_n_heads >= 0 and config.vlm.mot_image_n_kv_heads >= 0)": (e96, 43, ('config', 'framework')),
-    'config.vlm.mot_image_n_heads if config.vlm.mot_image_n_heads > 0 else model.n_heads': (e97, 11, ('config', 'model')),
-    'config.vlm.mot_image_n_kv_heads if config.vlm.mot_image_n_kv_heads > 0 else model.n_kv_heads': (e98, 11, ('config', 'model')),
-    'config.vlm.mot_image_n_heads': (e99, 3, ('config',)),
-    'config.vlm.mot_image_n_kv_heads': (e100, 3, ('config',)),
-    'img_heads': (e101, 1, ('img_heads',)),
-    'img_kv': (e102, 1, ('img_kv',)),
-    "' (model.n_kv_heads unset: KempnerForge keeps 32)' if coalesce(model.n_kv_heads_defaulted, false) == true else ''": (e103, 9, ('model',)),
-    "'vlm.mot_image_n_heads' if img_heads != model.n_heads else 'vlm.mot_image_n_kv_heads'": (e104, 7, ('img_heads', 'model')),
-    'config.vision_encoder.feature_dim % config.adapter.pool_heads == 0': (e105, 9, ('config',)),
-    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm != null and config.adapter != null and config.vision_encoder != null and config.adapter.type == 'attentional_pool' and type(config.vision_encoder.feature_dim) == 'int' and config.vision_encoder.feature_dim > 0 and type(config.adapter.pool_heads) == 'int' and config.adapter.pool_heads > 0)": (e106, 52, ('config', 'framework')),
-    'config.vision_encoder.feature_dim': (e107, 3, ('config',)),
-    'config.adapter.pool_heads': (e108, 3, ('config',)),
-    'max([d for d in divisors(config.vision_encoder.feature_dim) if d <= config.adapter.pool_heads])': (e109, 12, ('config',)),
-    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm != null and len(lacking) > 0)": (e110, 15, ('config', 'framework', 'lacking')),
-    '[o.key for o in launch.overrides]': (e111, 5, ('launch',)),
-    'config.video != null': (e112, 4, ('config',)),
-    "(config.data.tokenizer_path == null or config.data.tokenizer_path == '') and 'data.tokenizer_path' not in cli": (e113, 15, ('cli', 'config')),
-    "not video and (config.data.hf_dataset_name == null or config.data.hf_dataset_name == '') and 'data.hf_dataset_name' not in cli": (e114, 18, ('cli', 'config', 'video')),
-    "([] if not no_hf else ['data.hf_dataset_name']) + ([] if not no_tok else ['data.tokenizer_path'])": (e115, 13, ('no_hf', 'no_tok')),
-    "'a video VLM ([video]) needs data.tokenizer_path for its captions' if video else 'an image VLM ([vlm] without [video]) needs data.hf_dataset_name (its image-text pairs) and data.tokenizer_path'": (e116, 4, ('video',)),
-    "join(lacking, ' and ')": (e117, 3, ('lacking',)),
-    "'is' if len(lacking) == 1 else 'are'": (e118, 7, ('lacking',)),
-    "'it' if len(lacking) == 1 else 'them'": (e119, 7, ('lacking',)),
-    "'Video training requires data.tokenizer_path' if video else 'VLM training requires data.hf_dataset_name and data.tokenizer_path'": (e120, 4, ('video',)),
-    'lacking[0]': (e121, 3, ('lacking',)),
-    'join([k + \' = "<\' + (\'the Hugging Face tokenizer name or local path\' if k == \'data.tokenizer_path\' else \'a Hugging Face image-text dataset\') + \'>"\' for k in lacking], \' and \')': (e122, 16, ('lacking',)),
-    "join(['--' + k + '=...' for k in lacking], ' ')": (e123, 9, ('lacking',)),
-    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm == null and len(names) > 0 and type(config.train.max_steps) == 'int')": (e124, 22, ('config', 'framework', 'names')),
-    "[p for p in phases if max(p[0], 1) <= config.train.max_steps and all([n in keys(p[1]) and type(p[1][n]) in ['int', 'float'] and p[1][n] == 0 for n in names])]": (e125, 41, ('config', 'names', 'phases')),
-    "[s for s in config.data.datasets if type(s) == 'table' and (s.path != '' or s.hf_name != '')]": (e126, 19, ('config',)),
-    "[s.name if s.name != '' else (s.path if s.path != '' else s.hf_name) for s in sources]": (e127, 18, ('sources',)),
-    "[[p.start_step, p.dataset_weights, 'data.phases[' + str(i) + '].dataset_weights|data.phases[' + str(i) + ']|data.phases'] for i in range(len(config.data.phases)) for p in [config.data.phases[i]] if type(p) == 'table' and type(p.start_step) == 'int' and type(p.dataset_weights) == 'table'] if len(config.data.phases) > 0 else ([[config.data.anneal_start_step, config.data.anneal_weights, 'data.anneal_weights|data.anneal_start_step']] if type(config.data.anneal_start_step) == 'int' and config.data.anneal_start_step > 0 and type(config.data.anneal_weights) == 'table' and len(keys(config.data.anneal_weights)) > 0 else [])": (e128, 89, ('config',)),
-    "'the [[data.phases]] entry starting at step ' + str(item[0]) if len(config.data.phases) > 0 else 'data.anneal_weights (from data.anneal_start_step = ' + str(item[0]) + ')'": (e129, 21, ('config', 'item')),
-    'join(names)': (e130, 2, ('names',)),
-    "plural(max(item[0], 1), 'step')": (e131, 7, ('item',)),
-    'join([str(item[1][n]) for n in names])': (e132, 9, ('item', 'names')),
-    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm != null and type(config.vlm.module_patterns) == 'table' and type(config.train.max_steps) == 'int' and config.train.max_steps >= 1)": (e133, 30, ('config', 'framework')),
-    '(base + staged) if config.vlm != null else []': (e134, 9, ('base', 'config', 'staged')),
-    'keys(config.vlm.module_patterns)': (e135, 4, ('config',)),
-    "[[s.module, 0, 'base', 'vlm.freeze|vlm'] for s in config.vlm.freeze if type(s) == 'table' and type(s.module) == 'string' and s.module not in aliases] if type(config.vlm.freeze) == 'list' else []": (e136, 33, ('aliases', 'config')),
-    "[st for st in config.vlm.freeze_schedule if type(st) == 'table' and type(st.start_step) == 'int' and st.start_step <= config.train.max_steps and type(st.specs) == 'list'] if type(config.vlm.freeze_schedule) == 'list' else []": (e137, 36, ('config',)),
-    "[[s.module, st.start_step, 'FreezeStage(start_step=' + str(st.start_step) + ')', 'vlm.freeze_schedule|vlm'] for st in stages for s in st.specs if type(s) == 'table' and type(s.module) == 'string' and s.module not in aliases]": (e138, 32, ('aliases', 'stages')),
-    "'[' + join([q + a + q for a in sorted(aliases)]) + ']'": (e139, 13, ('aliases', 'q')),
-    "'vlm.freeze' if item[2] == 'base' else 'the vlm.freeze_schedule stage at step ' + str(item[1])": (e140, 13, ('item',)),
-    'q': (e141, 1, ('q',)),
-    'known': (e142, 1, ('known',)),
-    'max(item[1], 1)': (e143, 5, ('item',)),
-    'join(sorted(aliases))': (e144, 3, ('aliases',)),
-    "'' if item[0] in ['transformer', 'vision_encoder', 'adapter'] else ', or name its parameters under a new alias in [vlm.module_patterns] (the table replaces the default one: keep the aliases you use)'": (e145, 11, ('item',)),
+    'outside == null': (e1, 3, ('outside',)),
+    "'KempnerForge declares cp but never applies context parallelism, and cp is not a DeviceMesh dim'": (e2, 1, ()),
+    'what': (e3, 1, ('what',)),
+    "('every other degree is 1, so the mesh falls back to a flat dp_shard of all ' + str(mesh.size) + ' ranks and the cp ranks silently become FSDP ranks') if mesh != null and mesh.dims == ['dp_shard'] and dp_shard == 1 else 'with every other degree 1 the mesh falls back to a flat dp_shard of all ranks (the cp ranks silently become FSDP ranks); otherwise it covers only world_size / ' + str(cp) + ' ranks and KempnerForge crashes on the rest (ML321)'": (e4, 27, ('cp', 'dp_shard', 'mesh')),
+    "'; the mesh then becomes dp_shard = ' + str(dp_shard * cp) if dp_shard != null else ''": (e5, 11, ('cp', 'dp_shard')),
+    'train.seq_len <= model.max_seq_len': (e6, 5, ('model', 'train')),
+    'train.seq_len': (e7, 2, ('train',)),
+    'not (model.tie_embeddings and pp > 1)': (e8, 7, ('model', 'pp')),
+    "not (train.mixed_precision == 'fp8' and tp > 1)": (e9, 9, ('tp', 'train')),
+    'not (model.is_moe and pp > 1)': (e10, 7, ('model', 'pp')),
+    'not (vlm.present and pp > 1)': (e11, 7, ('pp', 'vlm')),
+    'vlm.arch': (e12, 2, ('vlm',)),
+    "not (vlm.present and vlm.arch == 'moma' and ep > 1)": (e13, 12, ('ep', 'vlm')),
+    'not (model.is_moe and train.compile_model)': (e14, 6, ('model', 'train')),
+    'model.num_experts <= 0': (e15, 4, ('model',)),
+    "vlm.present and vlm.arch == 'moma'": (e16, 7, ('vlm',)),
+    'train.seq_len >= vlm.required_seq_len': (e17, 5, ('train', 'vlm')),
+    "vlm.present and vlm.num_tokens_from == 'config' and vlm.pool_error == null": (e18, 12, ('vlm',)),
+    'vlm.residual_image_tokens': (e19, 2, ('vlm',)),
+    'vlm.frames': (e20, 2, ('vlm',)),
+    "'frame' if vlm.frames == 1 else 'frames'": (e21, 7, ('vlm',)),
+    'vlm.tokens_per_frame': (e22, 2, ('vlm',)),
+    "' after the ' + vlm.adapter_type + ' adapter' if vlm.tokens_per_frame != vlm.num_tokens else ''": (e23, 13, ('vlm',)),
+    "', none with cross_attention' if vlm.arch == 'cross_attention' else ''": (e24, 7, ('vlm',)),
+    'vlm.max_text_len': (e25, 2, ('vlm',)),
+    'vlm.required_seq_len': (e26, 2, ('vlm',)),
+    "', video.max_frames' if vlm.frames > 1 else ''": (e27, 7, ('vlm',)),
+    'model.max_seq_len >= vlm.required_seq_len': (e28, 5, ('model', 'vlm')),
+    'vlm.present and vlm.num_tokens_from != null and vlm.pool_error == null': (e29, 12, ('vlm',)),
+    "'when it loads the config' if vlm.num_tokens_from == 'config' else 'when it builds the model (vision_encoder.num_tokens = 0 gives the random encoder its default of ' + str(vlm.num_tokens) + ' tokens per image)'": (e30, 13, ('vlm',)),
+    'eval.has_data_source': (e31, 2, ('eval',)),
+    'eval.enabled == true': (e32, 4, ('eval',)),
+    'item.refused == true': (e33, 4, ('item',)),
+    'launch.space_overrides': (e34, 2, ('launch',)),
+    'item.says': (e35, 2, ('item',)),
+    'item.refused == false': (e36, 4, ('item',)),
+    'item.effective': (e37, 2, ('item',)),
+    'vlm.pool_error == null': (e38, 4, ('vlm',)),
+    'vlm.present': (e39, 2, ('vlm',)),
+    'vlm.adapter_type': (e40, 2, ('vlm',)),
+    'vlm.num_tokens': (e41, 2, ('vlm',)),
+    "'(vision_encoder.num_tokens)' if vlm.num_tokens_from == 'config' else '(the random encoder default)'": (e42, 7, ('vlm',)),
+    'vlm.pool_window': (e43, 2, ('vlm',)),
+    'vlm.pool_error': (e44, 2, ('vlm',)),
+    "'when it loads the config' if vlm.num_tokens_from == 'config' else 'when it builds the model'": (e45, 7, ('vlm',)),
+    "' whose side divides by ' + str(vlm.pool_window) if vlm.adapter_type == 'attentional_pool' else ''": (e46, 11, ('vlm',)),
+    '\'or adapter.type = "avgpool" (it pools ragged edges)\' if vlm.adapter_type == \'attentional_pool\' else \'or a projection adapter (mlp_2layer, linear)\'': (e47, 7, ('vlm',)),
+    'model.n_heads % model.n_kv_heads == 0': (e48, 7, ('model',)),
+    'model.n_heads != null and model.n_kv_heads != null and model.n_kv_heads > 0': (e49, 14, ('model',)),
+    "', not written, so KempnerForge keeps the default config value 32' if model.n_kv_heads_defaulted else ''": (e50, 5, ('model',)),
+    "'write n_kv_heads = ' + str(model.n_heads) + ' (or another divisor of n_heads) in [model]' if model.n_kv_heads_defaulted else 'use an n_kv_heads that divides ' + str(model.n_heads)": (e51, 15, ('model',)),
+    'note': (e52, 1, ('note',)),
+    'fixed': (e53, 1, ('fixed',)),
+    'outside != null': (e54, 3, ('outside',)),
+    'outside.first': (e55, 2, ('outside',)),
+    'outside.last': (e56, 2, ('outside',)),
+    'outside.count': (e57, 2, ('outside',)),
+    'mesh.dims': (e58, 2, ('mesh',)),
+    'mesh.sizes': (e59, 2, ('mesh',)),
+    'outside.first - 1': (e60, 4, ('outside',)),
+    'launch.dashless_overrides': (e61, 2, ('launch',)),
+    'item.word': (e62, 2, ('item',)),
+    "('the run keeps ' + item.key + ' = ' + item.kept + ('' if item.kept == item.value else ', not ' + item.value)) if item.kept != null else 'it changes nothing (and KempnerForge has no key ' + item.key + ')'": (e63, 32, ('item',)),
+    "pipeline.schedule != 'Interleaved1F1B'": (e64, 4, ('pipeline',)),
+    'head_dim % 2 == 0': (e65, 5, ('head_dim',)),
+    "framework.id in ['kempnerforge@5666d0d'] and (model.dim != null and model.n_heads != null and model.n_heads > 0 and model.dim % model.n_heads == 0)": (e66, 28, ('framework', 'model')),
+    'model.dim // model.n_heads': (e67, 5, ('model',)),
+    'head_dim': (e68, 1, ('head_dim',)),
+    'model.n_heads * (head_dim + 1)': (e69, 6, ('head_dim', 'model')),
+    'model.n_heads * (head_dim - 1)': (e70, 6, ('head_dim', 'model')),
+    'head_dim + 1': (e71, 3, ('head_dim',)),
+    'head_dim - 1': (e72, 3, ('head_dim',)),
+    'item[1] in item[2]': (e73, 7, ('item',)),
+    "framework.id in ['kempnerforge@5666d0d'] and (item[1] != null)": (e74, 11, ('framework', 'item')),
+    "[['model.model_type', config.model.model_type, ['transformer'], 'model'], ['optimizer.name', config.optimizer.name, ['adamw', 'lion', 'schedule_free_adamw', 'muon'], 'optimizer'], ['train.loss_fn', config.train.loss_fn, ['cross_entropy', 'chunked_cross_entropy'], 'loss'], ['model.moe_router', config.model.moe_router if config.model.num_experts > 0 else null, ['softmax_topk', 'sigmoid_topk'], 'router']] if 'train' in config else []": (e75, 50, ('config',)),
+    "join(item[2], ', ')": (e76, 5, ('item',)),
+    "framework.id in ['kempnerforge@5666d0d'] and (failure != '')": (e77, 9, ('failure', 'framework')),
+    "config.data.tokenizer_path != null and config.data.tokenizer_path != ''": (e78, 11, ('config',)),
+    "config.data.hf_dataset_name != null and config.data.hf_dataset_name != ''": (e79, 11, ('config',)),
+    "(config.data.dataset_path != null and config.data.dataset_path != '') or any([type(s) == 'table' and s.path != '' for s in config.data.datasets])": (e80, 26, ('config',)),
+    "[s.hf_name for s in config.data.datasets if type(s) == 'table' and s.path == '' and s.hf_name != '']": (e81, 20, ('config',)),
+    "'' if tok else ('pack_sequences = true with memory-mapped data' if config.data.pack_sequences == true and mmap else ('' if config.vlm != null else ('the [[data.datasets]] source with hf_name ' + join(hf_sources, ', ') if len(config.data.datasets) > 0 and len(hf_sources) > 0 else ('data.hf_dataset_name = ' + str(config.data.hf_dataset_name) if len(config.data.datasets) == 0 and config.data.dataset_path == '' and hf else ''))))": (e82, 57, ('config', 'hf', 'hf_sources', 'mmap', 'tok')),
+    "'data.tokenizer_path is required when pack_sequences=True' if failure == 'pack_sequences = true with memory-mapped data' else ('data.tokenizer_path is required for HuggingFace datasets' if len(config.data.datasets) == 0 else 'data.tokenizer_path required for HF dataset ...')": (e83, 14, ('config', 'failure')),
+    '\'set data.tokenizer_path = "<the Hugging Face tokenizer name or local path>"\'': (e84, 1, ()),
+    'failure': (e85, 1, ('failure',)),
+    'said': (e86, 1, ('said',)),
+    'fix': (e87, 1, ('fix',)),
+    "framework.id in ['kempnerforge@5666d0d']": (e88, 5, ('framework',)),
+    "([[true, 'data.datasets', 'ValueError: DatasetSource ' + join([chr_q + s.name + chr_q for s in bad_sources], ', ') + ' must have either path or hf_name', 'give each [[data.datasets]] entry a path (tokenized .bin/.npy files) or an hf_name']] if len(bad_sources) > 0 else []) + ([[true, 'data.phases', 'ValueError: data.phases start_steps must be strictly monotonically increasing (start_steps ' + str(steps) + ')', 'order the [[data.phases]] entries by start_step, each later than the one before']] if len(steps) > 1 and any([steps[i] >= steps[i + 1] for i in range(len(steps) - 1)]) else []) + ([[true, 'data.phases', 'ValueError: TrainingPhase.dataset_weights[...] must be non-negative', 'use weights >= 0 (at least one positive)']] if any([type(p) == 'table' and type(p.dataset_weights) == 'table' and any([type(p.dataset_weights[k]) in ['int', 'float'] and p.dataset_weights[k] < 0 for k in keys(p.dataset_weights)]) for p in config.data.phases]) else []) + ([[true, 'data.anneal_weights', 'ValueError: TrainingPhase.dataset_weights[' + chr_q + (anneal_negative[0] if len(anneal_negative) > 0 else '') + chr_q + '] must be non-negative (data.anneal_weights)', 'use data.anneal_weights >= 0 (at least one positive)', 'when scripts/train.py turns data.anneal_weights into a TrainingPhase, before the first step']] if len(config.data.phases) == 0 and type(config.data.anneal_start_step) == 'int' and config.data.anneal_start_step > 0 and len(anneal_negative) > 0 else [])": (e89, 156, ('anneal_negative', 'bad_sources', 'chr_q', 'config', 'steps')),
+    "[s for s in config.data.datasets if type(s) == 'table' and s.path == '' and s.hf_name == '']": (e90, 19, ('config',)),
+    "[p.start_step for p in config.data.phases if type(p) == 'table' and type(p.start_step) == 'int']": (e91, 16, ('config',)),
+    "[k for k in keys(config.data.anneal_weights) if type(config.data.anneal_weights[k]) in ['int', 'float'] and config.data.anneal_weights[k] < 0] if type(config.data.anneal_weights) == 'table' else []": (e92, 32, ('config',)),
+    "item[4] if len(item) > 4 else 'when it loads it (DataConfig / TrainingPhase __post_init__)'": (e93, 9, ('item',)),
+    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm != null and (config.vlm['class'] == 'MoMaConfig' or (type(config.vlm.freeze_schedule) == 'list' and len(config.vlm.freeze_schedule) > 1)))": (e94, 31, ('config', 'framework')),
+    '(([[true, \'vlm.freeze_schedule|vlm\', \'ValueError: vlm.freeze_schedule start_steps must be strictly monotonic (start_steps [\' + join([str(s) for s in steps]) + \'])\', \'order the vlm.freeze_schedule stages by start_step, each later than the one before (merge two stages that share a step)\']] if len(steps) > 1 and any([steps[i] >= steps[i + 1] for i in range(len(steps) - 1)]) else []) + ([[true, \'vlm.moma_experts_per_modality|vlm.moma_modalities|vlm\', \'ValueError: vlm.moma_experts_per_modality missing entries for [\' + join([q + m + q for m in missing]) + \'] (need keys for all moma_modalities \' + listed + \')\', \'add an expert count for \' + join(missing) + \' to [vlm.moma_experts_per_modality]\']] if len(missing) > 0 else []) + ([[true, \'vlm.moma_experts_per_modality|vlm\', \'ValueError: vlm.moma_experts_per_modality has unknown modality keys [\' + join([q + k + q for k in extra]) + \'] (allowed: [\' + join([q + m + q for m in sorted(mods)]) + \'])\', \'remove \' + join(extra) + \' from [vlm.moma_experts_per_modality], or add \' + (\'it\' if len(extra) == 1 else \'them\') + \' to vlm.moma_modalities\']] if len(extra) > 0 else []) + ([[true, \'vlm.moma_experts_per_modality.\' + (nonpositive[0] if len(nonpositive) > 0 else \'\') + \'|vlm.moma_experts_per_modality|vlm\', \'ValueError: vlm.moma_experts_per_modality[\' + (q + nonpositive[0] + q + \'] must be positive (got \' + str(epm[nonpositive[0]]) + \')\' if len(nonpositive) > 0 else \'\'), \'give every modality at least one expert; for a dense per-modality FFN use arch = "mot" instead\']] if len(nonpositive) > 0 else [])) if config.vlm != null else []': (e95, 177, ('config', 'epm', 'extra', 'listed', 'missing', 'mods', 'nonpositive', 'q', 'steps')),
+    "[s.start_step for s in config.vlm.freeze_schedule if type(s) == 'table' and type(s.start_step) == 'int']": (e96, 16, ('config',)),
+    "config.vlm['class'] == 'MoMaConfig'": (e97, 6, ('config',)),
+    "[m for m in config.vlm.moma_modalities if type(m) == 'string'] if moma else []": (e98, 12, ('config', 'moma')),
+    "moma and len(mods) >= 2 and 'text' in mods and 'image' in mods and not any([mods[i] == mods[j] for i in range(len(mods)) for j in range(i + 1, len(mods))])": (e99, 34, ('mods', 'moma')),
+    "config.vlm.moma_experts_per_modality if mods_ok and type(config.vlm.moma_experts_per_modality) == 'table' else null": (e100, 13, ('config', 'mods_ok')),
+    'sorted([m for m in mods if m not in keys(epm)]) if epm != null else []': (e101, 13, ('epm', 'mods')),
+    'sorted([k for k in keys(epm) if k not in mods]) if epm != null else []': (e102, 13, ('epm', 'mods')),
+    "[k for k in keys(epm) if type(epm[k]) in ['int', 'float'] and epm[k] <= 0] if epm != null else []": (e103, 23, ('epm',)),
+    "'[' + join([q + m + q for m in mods]) + ']'": (e104, 12, ('mods', 'q')),
+    "config.vlm['class']": (e105, 4, ('config',)),
+    'img_heads == model.n_heads and img_kv == model.n_kv_heads': (e106, 9, ('img_heads', 'img_kv', 'model')),
+    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm != null and config.vlm['class'] == 'MoTConfig' and type(config.vlm.mot_image_n_heads) == 'int' and type(config.vlm.mot_image_n_kv_heads) == 'int' and config.vlm.mot_image_n_heads >= 0 and config.vlm.mot_image_n_kv_heads >= 0)": (e107, 43, ('config', 'framework')),
+    'config.vlm.mot_image_n_heads if config.vlm.mot_image_n_heads > 0 else model.n_heads': (e108, 11, ('config', 'model')),
+    'config.vlm.mot_image_n_kv_heads if config.vlm.mot_image_n_kv_heads > 0 else model.n_kv_heads': (e109, 11, ('config', 'model')),
+    'config.vlm.mot_image_n_heads': (e110, 3, ('config',)),
+    'config.vlm.mot_image_n_kv_heads': (e111, 3, ('config',)),
+    'img_heads': (e112, 1, ('img_heads',)),
+    'img_kv': (e113, 1, ('img_kv',)),
+    "' (model.n_kv_heads unset: KempnerForge keeps 32)' if coalesce(model.n_kv_heads_defaulted, false) == true else ''": (e114, 9, ('model',)),
+    "'vlm.mot_image_n_heads' if img_heads != model.n_heads else 'vlm.mot_image_n_kv_heads'": (e115, 7, ('img_heads', 'model')),
+    'config.vision_encoder.feature_dim % config.adapter.pool_heads == 0': (e116, 9, ('config',)),
+    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm != null and config.adapter != null and config.vision_encoder != null and config.adapter.type == 'attentional_pool' and type(config.vision_encoder.feature_dim) == 'int' and config.vision_encoder.feature_dim > 0 and type(config.adapter.pool_heads) == 'int' and config.adapter.pool_heads > 0)": (e117, 52, ('config', 'framework')),
+    'config.vision_encoder.feature_dim': (e118, 3, ('config',)),
+    'config.adapter.pool_heads': (e119, 3, ('config',)),
+    'max([d for d in divisors(config.vision_encoder.feature_dim) if d <= config.adapter.pool_heads])': (e120, 12, ('config',)),
+    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm != null and len(lacking) > 0)": (e121, 15, ('config', 'framework', 'lacking')),
+    '[o.key for o in launch.overrides]': (e122, 5, ('launch',)),
+    'config.video != null': (e123, 4, ('config',)),
+    "(config.data.tokenizer_path == null or config.data.tokenizer_path == '') and 'data.tokenizer_path' not in cli": (e124, 15, ('cli', 'config')),
+    "not video and (config.data.hf_dataset_name == null or config.data.hf_dataset_name == '') and 'data.hf_dataset_name' not in cli": (e125, 18, ('cli', 'config', 'video')),
+    "([] if not no_hf else ['data.hf_dataset_name']) + ([] if not no_tok else ['data.tokenizer_path'])": (e126, 13, ('no_hf', 'no_tok')),
+    "'a video VLM ([video]) needs data.tokenizer_path for its captions' if video else 'an image VLM ([vlm] without [video]) needs data.hf_dataset_name (its image-text pairs) and data.tokenizer_path'": (e127, 4, ('video',)),
+    "join(lacking, ' and ')": (e128, 3, ('lacking',)),
+    "'is' if len(lacking) == 1 else 'are'": (e129, 7, ('lacking',)),
+    "'it' if len(lacking) == 1 else 'them'": (e130, 7, ('lacking',)),
+    "'Video training requires data.tokenizer_path' if video else 'VLM training requires data.hf_dataset_name and data.tokenizer_path'": (e131, 4, ('video',)),
+    'lacking[0]': (e132, 3, ('lacking',)),
+    'join([k + \' = "<\' + (\'the Hugging Face tokenizer name or local path\' if k == \'data.tokenizer_path\' else \'a Hugging Face image-text dataset\') + \'>"\' for k in lacking], \' and \')': (e133, 16, ('lacking',)),
+    "join(['--' + k + '=...' for k in lacking], ' ')": (e134, 9, ('lacking',)),
+    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm == null and len(names) > 0 and type(config.train.max_steps) == 'int')": (e135, 22, ('config', 'framework', 'names')),
+    "[p for p in phases if max(p[0], 1) <= config.train.max_steps and all([n in keys(p[1]) and type(p[1][n]) in ['int', 'float'] and p[1][n] == 0 for n in names])]": (e136, 41, ('config', 'names', 'phases')),
+    "[s for s in config.data.datasets if type(s) == 'table' and (s.path != '' or s.hf_name != '')]": (e137, 19, ('config',)),
+    "[s.name if s.name != '' else (s.path if s.path != '' else s.hf_name) for s in sources]": (e138, 18, ('sources',)),
+    "[[p.start_step, p.dataset_weights, 'data.phases[' + str(i) + '].dataset_weights|data.phases[' + str(i) + ']|data.phases'] for i in range(len(config.data.phases)) for p in [config.data.phases[i]] if type(p) == 'table' and type(p.start_step) == 'int' and type(p.dataset_weights) == 'table'] if len(config.data.phases) > 0 else ([[config.data.anneal_start_step, config.data.anneal_weights, 'data.anneal_weights|data.anneal_start_step']] if type(config.data.anneal_start_step) == 'int' and config.data.anneal_start_step > 0 and type(config.data.anneal_weights) == 'table' and len(keys(config.data.anneal_weights)) > 0 else [])": (e139, 89, ('config',)),
+    "'the [[data.phases]] entry starting at step ' + str(item[0]) if len(config.data.phases) > 0 else 'data.anneal_weights (from data.anneal_start_step = ' + str(item[0]) + ')'": (e140, 21, ('config', 'item')),
+    'join(names)': (e141, 2, ('names',)),
+    "plural(max(item[0], 1), 'step')": (e142, 7, ('item',)),
+    'join([str(item[1][n]) for n in names])': (e143, 9, ('item', 'names')),
+    "framework.id in ['kempnerforge@5666d0d'] and (config.vlm != null and type(config.vlm.module_patterns) == 'table' and type(config.train.max_steps) == 'int' and config.train.max_steps >= 1)": (e144, 30, ('config', 'framework')),
+    '(base + staged) if config.vlm != null else []': (e145, 9, ('base', 'config', 'staged')),
+    'keys(config.vlm.module_patterns)': (e146, 4, ('config',)),
+    "[[s.module, 0, 'base', 'vlm.freeze|vlm'] for s in config.vlm.freeze if type(s) == 'table' and type(s.module) == 'string' and s.module not in aliases] if type(config.vlm.freeze) == 'list' else []": (e147, 33, ('aliases', 'config')),
+    "[st for st in config.vlm.freeze_schedule if type(st) == 'table' and type(st.start_step) == 'int' and st.start_step <= config.train.max_steps and type(st.specs) == 'list'] if type(config.vlm.freeze_schedule) == 'list' else []": (e148, 36, ('config',)),
+    "[[s.module, st.start_step, 'FreezeStage(start_step=' + str(st.start_step) + ')', 'vlm.freeze_schedule|vlm'] for st in stages for s in st.specs if type(s) == 'table' and type(s.module) == 'string' and s.module not in aliases]": (e149, 32, ('aliases', 'stages')),
+    "'[' + join([q + a + q for a in sorted(aliases)]) + ']'": (e150, 13, ('aliases', 'q')),
+    "'vlm.freeze' if item[2] == 'base' else 'the vlm.freeze_schedule stage at step ' + str(item[1])": (e151, 13, ('item',)),
+    'q': (e152, 1, ('q',)),
+    'known': (e153, 1, ('known',)),
+    'max(item[1], 1)': (e154, 5, ('item',)),
+    'join(sorted(aliases))': (e155, 3, ('aliases',)),
+    "'' if item[0] in ['transformer', 'vision_encoder', 'adapter'] else ', or name its parameters under a new alias in [vlm.module_patterns] (the table replaces the default one: keep the aliases you use)'": (e156, 11, ('item',)),
 }

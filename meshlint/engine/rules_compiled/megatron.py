@@ -8,7 +8,7 @@ from meshlint.engine.expr.values import (MAX_INT, MAX_LIST, Env, _binop, _charge
                                          _check_value, _compare, _need, _num, _truth, attr_value, call_value,
                                          index_value, loop_items, type_name)
 
-FINGERPRINT = ('0.1.0', 18, 518725642, 197, 4281706326)
+FINGERPRINT = ('0.1.0', 18, 518725642, 199, 1620927395)
 F_abs = FUNCTIONS['abs']
 F_all = FUNCTIONS['all']
 F_any = FUNCTIONS['any']
@@ -1950,12 +1950,6 @@ def e52(env):
     return t3
 
 def e53(env):
-    t1 = env.lookup('item')
-    if t1 is None: t1 = Missing('item')
-    t2 = attr_value(t1, 'col', 'item.col')
-    return t2
-
-def e54(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'num_experts' in t1:
@@ -1966,7 +1960,7 @@ def e54(env):
     t3 = not (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e55(env):
+def e54(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2000,7 +1994,7 @@ def e55(env):
         t5 = False
     return t5
 
-def e56(env):
+def e55(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2030,7 +2024,7 @@ def e56(env):
         t7 = _compare('==', t6, (0))
     return t7
 
-def e57(env):
+def e56(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2070,21 +2064,21 @@ def e57(env):
         t5 = False
     return t5
 
-def e58(env):
+def e57(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'seq_length', 'megatron.args.seq_length')
     return t3
 
-def e59(env):
+def e58(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
     t2 = _binop('*', (2), t1, env)
     return t2
 
-def e60(env):
+def e59(env):
     t1 = env.lookup('model')
     if t1 is None: t1 = Missing('model')
     if t1.__class__ is dict and 'max_seq_len' in t1:
@@ -2111,7 +2105,7 @@ def e60(env):
         t3 = _compare('>=', t2, t6)
     return t3
 
-def e61(env):
+def e60(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2153,7 +2147,7 @@ def e61(env):
         t5 = False
     return t5
 
-def e62(env):
+def e61(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2168,7 +2162,7 @@ def e62(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e63(env):
+def e62(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2193,7 +2187,7 @@ def e63(env):
         t5 = False
     return t5
 
-def e64(env):
+def e63(env):
     t1 = []
     t2 = env.budget
     t4 = K15
@@ -2265,7 +2259,7 @@ def e64(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e65(env):
+def e64(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('missing')
@@ -2289,7 +2283,7 @@ def e65(env):
     t10 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t10
 
-def e66(env):
+def e65(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2303,7 +2297,7 @@ def e66(env):
         t4 = ('are')
     return t4
 
-def e67(env):
+def e66(env):
     t1 = env.lookup('missing')
     if t1 is None: t1 = Missing('missing')
     t2 = call_value(env, F_len.fn, F_len.cost, False, [t1])
@@ -2317,7 +2311,7 @@ def e67(env):
         t4 = ('they are')
     return t4
 
-def e68(env):
+def e67(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('missing')
@@ -2343,7 +2337,7 @@ def e68(env):
     t11 = call_value(env, F_join.fn, F_join.cost, False, [t1, (' ')])
     return t11
 
-def e69(env):
+def e68(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
     if t1.__class__ is list or t1.__class__ is str or t1.__class__ is dict:
@@ -2358,7 +2352,7 @@ def e69(env):
         t3 = _compare('==', t2, (0))
     return t3
 
-def e70(env):
+def e69(env):
     t1 = []
     t2 = env.budget
     t4 = K20
@@ -2401,7 +2395,7 @@ def e70(env):
             if len(t1) > MAX_LIST: raise EvalError(f'list longer than {MAX_LIST} items')
     return t1
 
-def e71(env):
+def e70(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('removed')
@@ -2436,7 +2430,7 @@ def e71(env):
     t15 = call_value(env, F_join.fn, F_join.cost, False, [t1, ('; ')])
     return t15
 
-def e72(env):
+def e71(env):
     t1 = env.lookup('removed')
     if t1 is None: t1 = Missing('removed')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -2445,7 +2439,7 @@ def e72(env):
     t3 = index_value(t2, (0), '?')
     return t3
 
-def e73(env):
+def e72(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('removed')
@@ -2478,7 +2472,7 @@ def e73(env):
     t14 = call_value(env, F_join.fn, F_join.cost, False, [t1, (', ')])
     return t14
 
-def e74(env):
+def e73(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2494,7 +2488,7 @@ def e74(env):
     t4 = (t3 is None or t3.__class__ is Missing)
     return t4
 
-def e75(env):
+def e74(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2532,14 +2526,14 @@ def e75(env):
         t5 = False
     return t5
 
-def e76(env):
+def e75(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'train_iters', 'megatron.args.train_iters')
     return t3
 
-def e77(env):
+def e76(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2558,7 +2552,7 @@ def e77(env):
         t4 = _compare('!=', t3, (True))
     return t4
 
-def e78(env):
+def e77(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2591,7 +2585,7 @@ def e78(env):
         t5 = False
     return t5
 
-def e79(env):
+def e78(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2624,7 +2618,7 @@ def e79(env):
         t6 = False
     return t6
 
-def e80(env):
+def e79(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2657,7 +2651,7 @@ def e80(env):
         t5 = False
     return t5
 
-def e81(env):
+def e80(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2674,7 +2668,7 @@ def e81(env):
         t7 = ('must be used with --overlap-grad-reduce')
     return t7
 
-def e82(env):
+def e81(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2691,7 +2685,7 @@ def e82(env):
         t7 = ('')
     return t7
 
-def e83(env):
+def e82(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2714,7 +2708,7 @@ def e83(env):
         t10 = ('')
     return t10
 
-def e84(env):
+def e83(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -2726,7 +2720,7 @@ def e84(env):
         t5 = ('')
     return t5
 
-def e85(env):
+def e84(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -2745,7 +2739,7 @@ def e85(env):
         t4 = _compare('==', t3, (True))
     return t4
 
-def e86(env):
+def e85(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2778,7 +2772,7 @@ def e86(env):
         t5 = False
     return t5
 
-def e87(env):
+def e86(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -2791,7 +2785,7 @@ def e87(env):
         t3 = ('')
     return t3
 
-def e88(env):
+def e87(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -2804,7 +2798,7 @@ def e88(env):
         t3 = ('drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)')
     return t3
 
-def e89(env):
+def e88(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'dp' in t1:
@@ -2861,7 +2855,7 @@ def e89(env):
         t9 = False
     return t9
 
-def e90(env):
+def e89(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -2929,14 +2923,14 @@ def e90(env):
         t5 = False
     return t5
 
-def e91(env):
+def e90(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
     t3 = attr_value(t2, 'num_distributed_optimizer_instances', 'megatron.args.num_distributed_optimizer_instances')
     return t3
 
-def e92(env):
+def e91(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -2947,7 +2941,7 @@ def e92(env):
     t4 = _binop('*', t2, t3, env)
     return t4
 
-def e93(env):
+def e92(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -2964,7 +2958,7 @@ def e93(env):
     t8 = call_value(env, F_gcd.fn, F_gcd.cost, False, [t4, t7])
     return t8
 
-def e94(env):
+def e93(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'env' in t1:
@@ -2983,7 +2977,7 @@ def e94(env):
         t4 = _compare('==', t3, ('1'))
     return t4
 
-def e95(env):
+def e94(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3102,7 +3096,7 @@ def e95(env):
         t5 = False
     return t5
 
-def e96(env):
+def e95(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'env', 'megatron.env')
@@ -3117,7 +3111,7 @@ def e96(env):
         t5 = t7
     return t5
 
-def e97(env):
+def e96(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -3138,7 +3132,7 @@ def e97(env):
         t3 = t8
     return t3
 
-def e98(env):
+def e97(env):
     t1 = env.lookup('tp')
     if t1 is None: t1 = Missing('tp')
     if t1.__class__ is int:
@@ -3157,7 +3151,7 @@ def e98(env):
         t3 = t7
     return t3
 
-def e99(env):
+def e98(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'args' in t1:
@@ -3176,7 +3170,7 @@ def e99(env):
         t4 = _compare('!=', t3, (True))
     return t4
 
-def e100(env):
+def e99(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3219,7 +3213,7 @@ def e100(env):
         t5 = False
     return t5
 
-def e101(env):
+def e100(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'layout_error' in t1:
@@ -3230,7 +3224,7 @@ def e101(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e102(env):
+def e101(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3255,19 +3249,19 @@ def e102(env):
         t5 = False
     return t5
 
-def e103(env):
+def e102(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'layout', 'megatron.layout')
     return t2
 
-def e104(env):
+def e103(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'layout_error', 'megatron.layout_error')
     return t2
 
-def e105(env):
+def e104(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3284,7 +3278,7 @@ def e105(env):
         t5 = ('')
     return t5
 
-def e106(env):
+def e105(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'split_pps', 'megatron.split_pps')
@@ -3304,7 +3298,7 @@ def e106(env):
         t5 = ('')
     return t5
 
-def e107(env):
+def e106(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'core_refusals' in t1:
@@ -3314,25 +3308,25 @@ def e107(env):
         t2 = attr_value(t1, 'core_refusals', 'megatron.core_refusals')
     return t2
 
-def e108(env):
+def e107(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'site', 'item.site')
     return t2
 
-def e109(env):
+def e108(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'condition', 'item.condition')
     return t2
 
-def e110(env):
+def e109(env):
     t1 = env.lookup('item')
     if t1 is None: t1 = Missing('item')
     t2 = attr_value(t1, 'options', 'item.options')
     return t2
 
-def e111(env):
+def e110(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'validate_refusals' in t1:
@@ -3342,7 +3336,7 @@ def e111(env):
         t2 = attr_value(t1, 'validate_refusals', 'megatron.validate_refusals')
     return t2
 
-def e112(env):
+def e111(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'rampup' in t1:
@@ -3353,7 +3347,7 @@ def e112(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e113(env):
+def e112(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3383,7 +3377,7 @@ def e113(env):
         t5 = False
     return t5
 
-def e114(env):
+def e113(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3391,7 +3385,7 @@ def e114(env):
     t4 = call_value(env, F_join.fn, F_join.cost, False, [t3, (' ')])
     return t4
 
-def e115(env):
+def e114(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3403,7 +3397,7 @@ def e115(env):
         t5 = ('unset')
     return t5
 
-def e116(env):
+def e115(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
@@ -3415,28 +3409,28 @@ def e116(env):
         t5 = ('fails during training')
     return t5
 
-def e117(env):
+def e116(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'message', 'megatron.rampup.message')
     return t3
 
-def e118(env):
+def e117(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'site', 'megatron.rampup.site')
     return t3
 
-def e119(env):
+def e118(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'rampup', 'megatron.rampup')
     t3 = attr_value(t2, 'key', 'megatron.rampup.key')
     return t3
 
-def e120(env):
+def e119(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'dp', 'megatron.dp')
@@ -3464,7 +3458,7 @@ def e120(env):
         t8 = ('')
     return t8
 
-def e121(env):
+def e120(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'pstate_refusals' in t1:
@@ -3474,7 +3468,7 @@ def e121(env):
         t2 = attr_value(t1, 'pstate_refusals', 'megatron.pstate_refusals')
     return t2
 
-def e122(env):
+def e121(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3529,7 +3523,7 @@ def e122(env):
         t5 = False
     return t5
 
-def e123(env):
+def e122(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3540,7 +3534,7 @@ def e123(env):
         t4 = ('--num-experts')
     return t4
 
-def e124(env):
+def e123(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3551,7 +3545,7 @@ def e124(env):
         t4 = ('add --sequence-parallel')
     return t4
 
-def e125(env):
+def e124(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'args', 'megatron.args')
@@ -3562,7 +3556,7 @@ def e125(env):
         t4 = ('--expert-tensor-parallel-size')
     return t4
 
-def e126(env):
+def e125(env):
     t2 = env.lookup('megatron')
     if t2 is None: t2 = Missing('megatron')
     if t2.__class__ is dict and 'cp_comm_types' in t2:
@@ -3589,7 +3583,7 @@ def e126(env):
         t4 = True
     return t4
 
-def e127(env):
+def e126(env):
     t1 = env.lookup('framework')
     if t1 is None: t1 = Missing('framework')
     if t1.__class__ is dict and 'id' in t1:
@@ -3642,7 +3636,7 @@ def e127(env):
         t5 = False
     return t5
 
-def e128(env):
+def e127(env):
     t1 = []
     t2 = env.budget
     t4 = env.lookup('cp')
@@ -3732,7 +3726,7 @@ def e128(env):
         t18 = t4
     return t18
 
-def e129(env):
+def e128(env):
     t1 = env.lookup('cp')
     if t1 is None: t1 = Missing('cp')
     if t1 is None or t1.__class__ is Missing: _need(t1)
@@ -3825,7 +3819,7 @@ def e129(env):
     t34 = _binop('//', t1, t18, env)
     return t34
 
-def e130(env):
+def e129(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     if t1.__class__ is dict and 'microbatch_group' in t1:
@@ -3836,20 +3830,20 @@ def e130(env):
     t3 = (t2 is None or t2.__class__ is Missing)
     return t3
 
-def e131(env):
+def e130(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
     t3 = attr_value(t2, 'pp', 'megatron.microbatch_group.pp')
     return t3
 
-def e132(env):
+def e131(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'vp', 'megatron.vp')
     return t2
 
-def e133(env):
+def e132(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
@@ -3857,28 +3851,28 @@ def e133(env):
     t4 = call_value(env, F_plural.fn, F_plural.cost, False, [t3, ('microbatch'), ('microbatches')])
     return t4
 
-def e134(env):
+def e133(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
     t3 = attr_value(t2, 'cause', 'megatron.microbatch_group.cause')
     return t3
 
-def e135(env):
+def e134(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
     t3 = attr_value(t2, 'error', 'megatron.microbatch_group.error')
     return t3
 
-def e136(env):
+def e135(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
     t3 = attr_value(t2, 'site', 'megatron.microbatch_group.site')
     return t3
 
-def e137(env):
+def e136(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
@@ -3895,7 +3889,7 @@ def e137(env):
         t6 = ('')
     return t6
 
-def e138(env):
+def e137(env):
     t1 = env.lookup('megatron')
     if t1 is None: t1 = Missing('megatron')
     t2 = attr_value(t1, 'microbatch_group', 'megatron.microbatch_group')
@@ -3995,90 +3989,89 @@ COMPILED = {
     'megatron.parser_refusals': (e50, 2, ('megatron',)),
     'item.later == null': (e51, 4, ('item',)),
     'item.later != null': (e52, 4, ('item',)),
-    'item.col': (e53, 2, ('item',)),
-    'model.num_experts != null': (e54, 4, ('model',)),
-    "framework.id in ['megatron@0.16.1'] and (ep > 1 and model.known)": (e55, 12, ('ep', 'framework', 'model')),
-    'megatron.args.seq_length % (2 * cp) == 0': (e56, 9, ('cp', 'megatron')),
-    "framework.id in ['megatron@0.16.1'] and (cp > 1 and megatron.args.seq_length != null)": (e57, 15, ('cp', 'framework', 'megatron')),
-    'megatron.args.seq_length': (e58, 3, ('megatron',)),
-    '2 * cp': (e59, 3, ('cp',)),
-    'model.max_seq_len >= megatron.args.seq_length': (e60, 6, ('megatron', 'model')),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.seq_length != null and model.max_seq_len != null)": (e61, 16, ('framework', 'megatron', 'model')),
-    'len(missing) == 0': (e62, 4, ('missing',)),
-    "framework.id in ['megatron@0.16.1'] and (not megatron.incomplete)": (e63, 9, ('framework', 'megatron')),
-    "[m for m in [['num_layers', '--num-layers'], ['hidden_size', '--hidden-size'], ['num_attention_heads', '--num-attention-heads'], ['max_position_embeddings', '--max-position-embeddings'], ['micro_batch_size', '--micro-batch-size']] if megatron.args[m[0]] == null and not (m[0] == 'num_layers' and megatron.args.encoder_num_layers != null)]": (e64, 39, ('megatron',)),
-    "join([m[1] for m in missing], ', ')": (e65, 7, ('missing',)),
-    "'is' if len(missing) == 1 else 'are'": (e66, 7, ('missing',)),
-    "'it is' if len(missing) == 1 else 'they are'": (e67, 7, ('missing',)),
-    "join([m[1] + ' N' for m in missing], ' ')": (e68, 9, ('missing',)),
-    'len(removed) == 0': (e69, 4, ('removed',)),
-    "[r for r in [['batch_size', '--micro-batch-size', '--batch-size'], ['warmup', '--lr-warmup-fraction', '--warmup'], ['model_parallel_size', '--tensor-model-parallel-size', '--model-parallel-size']] if megatron.args[r[0]] != null]": (e70, 23, ('megatron',)),
-    "join([r[2] + ' is no longer valid, use ' + r[1] + ' instead' for r in removed], '; ')": (e71, 15, ('removed',)),
-    'removed[0][0]': (e72, 5, ('removed',)),
-    "join([r[2] + ' with ' + r[1] for r in removed], ', ')": (e73, 13, ('removed',)),
-    'megatron.args.rampup_batch_size == null': (e74, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.train_iters != null and megatron.args.train_iters != 0)": (e75, 17, ('framework', 'megatron')),
-    'megatron.args.train_iters': (e76, 3, ('megatron',)),
-    'megatron.args.bf16 != true': (e77, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.fp16 == true)": (e78, 11, ('framework', 'megatron')),
-    '(megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and megatron.args.overlap_grad_reduce': (e79, 11, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.overlap_param_gather == true)": (e80, 11, ('framework', 'megatron')),
-    "'is only supported with distributed optimizer or megatron fsdp' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else 'must be used with --overlap-grad-reduce'": (e81, 11, ('megatron',)),
-    "'--use-distributed-optimizer' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else ''": (e82, 11, ('megatron',)),
-    "' and ' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and not megatron.args.overlap_grad_reduce else ''": (e83, 16, ('megatron',)),
-    "'--overlap-grad-reduce' if not megatron.args.overlap_grad_reduce else ''": (e84, 7, ('megatron',)),
-    'megatron.args.sequence_parallel == true': (e85, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.tp_comm_overlap == true)": (e86, 11, ('framework', 'megatron')),
-    "' (switched off at tp = 1)' if tp == 1 else ''": (e87, 6, ('tp',)),
-    "'add --sequence-parallel' if tp > 1 else 'drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)'": (e88, 6, ('tp',)),
-    '(megatron.dp * cp) % megatron.args.num_distributed_optimizer_instances == 0 and (megatron.edp == null or megatron.edp % megatron.args.num_distributed_optimizer_instances == 0)': (e89, 24, ('cp', 'megatron')),
-    "framework.id in ['megatron@0.16.1'] and (world_known and megatron.dp != null and megatron.args.num_distributed_optimizer_instances != null and megatron.args.num_distributed_optimizer_instances > 1)": (e90, 24, ('framework', 'megatron', 'world_known')),
-    'megatron.args.num_distributed_optimizer_instances': (e91, 3, ('megatron',)),
-    'megatron.dp * cp': (e92, 4, ('cp', 'megatron')),
-    'gcd(megatron.dp * cp, coalesce(megatron.edp, megatron.dp * cp))': (e93, 12, ('cp', 'megatron')),
-    "megatron.env.cuda_device_max_connections == '1'": (e94, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.env != null and megatron.env.known and (tp > 1 or cp > 1) and not megatron.args.use_torch_fsdp2 and not megatron.args.use_megatron_fsdp and not megatron.args.overlap_moe_expert_parallel_comm and not (megatron.env.cuda_device_max_connections_set and megatron.env.cuda_device_max_connections == null))": (e95, 48, ('cp', 'framework', 'megatron', 'tp')),
-    "'the script does not set CUDA_DEVICE_MAX_CONNECTIONS' if not megatron.env.cuda_device_max_connections_set else 'the script sets CUDA_DEVICE_MAX_CONNECTIONS=' + megatron.env.cuda_device_max_connections": (e96, 11, ('megatron',)),
-    "'tp = ' + str(tp) if tp > 1 else 'cp = ' + str(cp)": (e97, 12, ('cp', 'tp')),
-    'keys.tp if tp > 1 else keys.cp': (e98, 8, ('keys', 'tp')),
-    'megatron.args.bridge_sequence_parallel != true': (e99, 5, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and tp == 1)": (e100, 15, ('framework', 'megatron', 'tp')),
-    'megatron.layout_error == null': (e101, 4, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.layout != null)": (e102, 10, ('framework', 'megatron')),
-    'megatron.layout': (e103, 2, ('megatron',)),
-    'megatron.layout_error': (e104, 2, ('megatron',)),
-    "' (' + str(megatron.args.mtp_num_layers) + ' MTP layers m after them)' if megatron.args.mtp_num_layers != null else ''": (e105, 15, ('megatron',)),
-    "' (with this layout, pp in ' + join(megatron.split_pps) + ' would start)' if len(megatron.split_pps) > 0 else ''": (e106, 14, ('megatron',)),
-    'megatron.core_refusals': (e107, 2, ('megatron',)),
-    'item.site': (e108, 2, ('item',)),
-    'item.condition': (e109, 2, ('item',)),
-    'item.options': (e110, 2, ('item',)),
-    'megatron.validate_refusals': (e111, 2, ('megatron',)),
-    'megatron.rampup == null': (e112, 4, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.rampup_batch_size != null)": (e113, 11, ('framework', 'megatron')),
-    "join(megatron.args.rampup_batch_size, ' ')": (e114, 5, ('megatron',)),
-    "megatron.args.global_batch_size if megatron.args.global_batch_size != null else 'unset'": (e115, 10, ('megatron',)),
-    "'fails at start-up' if megatron.rampup.iteration == null else 'fails during training'": (e116, 8, ('megatron',)),
-    'megatron.rampup.message': (e117, 3, ('megatron',)),
-    'megatron.rampup.site': (e118, 3, ('megatron',)),
-    'megatron.rampup.key': (e119, 3, ('megatron',)),
-    "' (' + str(megatron.args.micro_batch_size * megatron.dp) + ')' if megatron.dp != null and megatron.args.micro_batch_size != null else ''": (e120, 23, ('megatron',)),
-    'megatron.pstate_refusals': (e121, 2, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (model.num_experts != null and tp > 1 and megatron.args.skip_train != true)": (e122, 20, ('framework', 'megatron', 'model', 'tp')),
-    "'model.num_moe_experts' if megatron.args.bridge_recipe else '--num-experts'": (e123, 6, ('megatron',)),
-    "'set cfg.model.sequence_parallel = True' if megatron.args.bridge_recipe else 'add --sequence-parallel'": (e124, 6, ('megatron',)),
-    "'expert_tensor_parallel_size' if megatron.args.bridge_recipe else '--expert-tensor-parallel-size'": (e125, 6, ('megatron',)),
-    "'a2a+p2p' not in megatron.cp_comm_types or megatron.args.hierarchical_context_parallel_sizes != null": (e126, 10, ('megatron',)),
-    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and cp > 1 and megatron.cp_comm_types != null)": (e127, 20, ('cp', 'framework', 'megatron')),
-    '[f for f in divisors(cp) if f > 1 and f < cp][0] if len([f for f in divisors(cp) if f > 1 and f < cp]) > 0 else cp': (e128, 29, ('cp',)),
-    'cp // ([f for f in divisors(cp) if f > 1 and f < cp][0] if len([f for f in divisors(cp) if f > 1 and f < cp]) > 0 else cp)': (e129, 31, ('cp',)),
-    'megatron.microbatch_group == null': (e130, 4, ('megatron',)),
-    'megatron.microbatch_group.pp': (e131, 3, ('megatron',)),
-    'megatron.vp': (e132, 2, ('megatron',)),
-    "plural(megatron.microbatch_group.m, 'microbatch', 'microbatches')": (e133, 6, ('megatron',)),
-    'megatron.microbatch_group.cause': (e134, 3, ('megatron',)),
-    'megatron.microbatch_group.error': (e135, 3, ('megatron',)),
-    'megatron.microbatch_group.site': (e136, 3, ('megatron',)),
-    "'microbatch_group_size_per_vp_stage|' if megatron.microbatch_group.group < megatron.microbatch_group.pp else ''": (e137, 10, ('megatron',)),
-    "('set ' + ('train.global_batch_size' if megatron.args.bridge_recipe else '--global-batch-size') + ' to ' + join(megatron.microbatch_group.batches) + ' (' + join(megatron.microbatch_group.valid) + ' microbatches: ' + megatron.microbatch_group.need + ')') if megatron.microbatch_group.valid else ('set --microbatch-group-size-per-virtual-pipeline-stage to at least pp (' + str(megatron.microbatch_group.pp) + '), or drop it (it defaults to pp)')": (e138, 42, ('megatron',)),
+    'model.num_experts != null': (e53, 4, ('model',)),
+    "framework.id in ['megatron@0.16.1'] and (ep > 1 and model.known)": (e54, 12, ('ep', 'framework', 'model')),
+    'megatron.args.seq_length % (2 * cp) == 0': (e55, 9, ('cp', 'megatron')),
+    "framework.id in ['megatron@0.16.1'] and (cp > 1 and megatron.args.seq_length != null)": (e56, 15, ('cp', 'framework', 'megatron')),
+    'megatron.args.seq_length': (e57, 3, ('megatron',)),
+    '2 * cp': (e58, 3, ('cp',)),
+    'model.max_seq_len >= megatron.args.seq_length': (e59, 6, ('megatron', 'model')),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.seq_length != null and model.max_seq_len != null)": (e60, 16, ('framework', 'megatron', 'model')),
+    'len(missing) == 0': (e61, 4, ('missing',)),
+    "framework.id in ['megatron@0.16.1'] and (not megatron.incomplete)": (e62, 9, ('framework', 'megatron')),
+    "[m for m in [['num_layers', '--num-layers'], ['hidden_size', '--hidden-size'], ['num_attention_heads', '--num-attention-heads'], ['max_position_embeddings', '--max-position-embeddings'], ['micro_batch_size', '--micro-batch-size']] if megatron.args[m[0]] == null and not (m[0] == 'num_layers' and megatron.args.encoder_num_layers != null)]": (e63, 39, ('megatron',)),
+    "join([m[1] for m in missing], ', ')": (e64, 7, ('missing',)),
+    "'is' if len(missing) == 1 else 'are'": (e65, 7, ('missing',)),
+    "'it is' if len(missing) == 1 else 'they are'": (e66, 7, ('missing',)),
+    "join([m[1] + ' N' for m in missing], ' ')": (e67, 9, ('missing',)),
+    'len(removed) == 0': (e68, 4, ('removed',)),
+    "[r for r in [['batch_size', '--micro-batch-size', '--batch-size'], ['warmup', '--lr-warmup-fraction', '--warmup'], ['model_parallel_size', '--tensor-model-parallel-size', '--model-parallel-size']] if megatron.args[r[0]] != null]": (e69, 23, ('megatron',)),
+    "join([r[2] + ' is no longer valid, use ' + r[1] + ' instead' for r in removed], '; ')": (e70, 15, ('removed',)),
+    'removed[0][0]': (e71, 5, ('removed',)),
+    "join([r[2] + ' with ' + r[1] for r in removed], ', ')": (e72, 13, ('removed',)),
+    'megatron.args.rampup_batch_size == null': (e73, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.train_iters != null and megatron.args.train_iters != 0)": (e74, 17, ('framework', 'megatron')),
+    'megatron.args.train_iters': (e75, 3, ('megatron',)),
+    'megatron.args.bf16 != true': (e76, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.fp16 == true)": (e77, 11, ('framework', 'megatron')),
+    '(megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and megatron.args.overlap_grad_reduce': (e78, 11, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.overlap_param_gather == true)": (e79, 11, ('framework', 'megatron')),
+    "'is only supported with distributed optimizer or megatron fsdp' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else 'must be used with --overlap-grad-reduce'": (e80, 11, ('megatron',)),
+    "'--use-distributed-optimizer' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) else ''": (e81, 11, ('megatron',)),
+    "' and ' if not (megatron.args.use_distributed_optimizer or megatron.args.use_megatron_fsdp) and not megatron.args.overlap_grad_reduce else ''": (e82, 16, ('megatron',)),
+    "'--overlap-grad-reduce' if not megatron.args.overlap_grad_reduce else ''": (e83, 7, ('megatron',)),
+    'megatron.args.sequence_parallel == true': (e84, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.tp_comm_overlap == true)": (e85, 11, ('framework', 'megatron')),
+    "' (switched off at tp = 1)' if tp == 1 else ''": (e86, 6, ('tp',)),
+    "'add --sequence-parallel' if tp > 1 else 'drop --tp-comm-overlap (tp = 1 has no tensor-parallel communication)'": (e87, 6, ('tp',)),
+    '(megatron.dp * cp) % megatron.args.num_distributed_optimizer_instances == 0 and (megatron.edp == null or megatron.edp % megatron.args.num_distributed_optimizer_instances == 0)': (e88, 24, ('cp', 'megatron')),
+    "framework.id in ['megatron@0.16.1'] and (world_known and megatron.dp != null and megatron.args.num_distributed_optimizer_instances != null and megatron.args.num_distributed_optimizer_instances > 1)": (e89, 24, ('framework', 'megatron', 'world_known')),
+    'megatron.args.num_distributed_optimizer_instances': (e90, 3, ('megatron',)),
+    'megatron.dp * cp': (e91, 4, ('cp', 'megatron')),
+    'gcd(megatron.dp * cp, coalesce(megatron.edp, megatron.dp * cp))': (e92, 12, ('cp', 'megatron')),
+    "megatron.env.cuda_device_max_connections == '1'": (e93, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.env != null and megatron.env.known and (tp > 1 or cp > 1) and not megatron.args.use_torch_fsdp2 and not megatron.args.use_megatron_fsdp and not megatron.args.overlap_moe_expert_parallel_comm and not (megatron.env.cuda_device_max_connections_set and megatron.env.cuda_device_max_connections == null))": (e94, 48, ('cp', 'framework', 'megatron', 'tp')),
+    "'the script does not set CUDA_DEVICE_MAX_CONNECTIONS' if not megatron.env.cuda_device_max_connections_set else 'the script sets CUDA_DEVICE_MAX_CONNECTIONS=' + megatron.env.cuda_device_max_connections": (e95, 11, ('megatron',)),
+    "'tp = ' + str(tp) if tp > 1 else 'cp = ' + str(cp)": (e96, 12, ('cp', 'tp')),
+    'keys.tp if tp > 1 else keys.cp': (e97, 8, ('keys', 'tp')),
+    'megatron.args.bridge_sequence_parallel != true': (e98, 5, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and tp == 1)": (e99, 15, ('framework', 'megatron', 'tp')),
+    'megatron.layout_error == null': (e100, 4, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.layout != null)": (e101, 10, ('framework', 'megatron')),
+    'megatron.layout': (e102, 2, ('megatron',)),
+    'megatron.layout_error': (e103, 2, ('megatron',)),
+    "' (' + str(megatron.args.mtp_num_layers) + ' MTP layers m after them)' if megatron.args.mtp_num_layers != null else ''": (e104, 15, ('megatron',)),
+    "' (with this layout, pp in ' + join(megatron.split_pps) + ' would start)' if len(megatron.split_pps) > 0 else ''": (e105, 14, ('megatron',)),
+    'megatron.core_refusals': (e106, 2, ('megatron',)),
+    'item.site': (e107, 2, ('item',)),
+    'item.condition': (e108, 2, ('item',)),
+    'item.options': (e109, 2, ('item',)),
+    'megatron.validate_refusals': (e110, 2, ('megatron',)),
+    'megatron.rampup == null': (e111, 4, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.rampup_batch_size != null)": (e112, 11, ('framework', 'megatron')),
+    "join(megatron.args.rampup_batch_size, ' ')": (e113, 5, ('megatron',)),
+    "megatron.args.global_batch_size if megatron.args.global_batch_size != null else 'unset'": (e114, 10, ('megatron',)),
+    "'fails at start-up' if megatron.rampup.iteration == null else 'fails during training'": (e115, 8, ('megatron',)),
+    'megatron.rampup.message': (e116, 3, ('megatron',)),
+    'megatron.rampup.site': (e117, 3, ('megatron',)),
+    'megatron.rampup.key': (e118, 3, ('megatron',)),
+    "' (' + str(megatron.args.micro_batch_size * megatron.dp) + ')' if megatron.dp != null and megatron.args.micro_batch_size != null else ''": (e119, 23, ('megatron',)),
+    'megatron.pstate_refusals': (e120, 2, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (model.num_experts != null and tp > 1 and megatron.args.skip_train != true)": (e121, 20, ('framework', 'megatron', 'model', 'tp')),
+    "'model.num_moe_experts' if megatron.args.bridge_recipe else '--num-experts'": (e122, 6, ('megatron',)),
+    "'set cfg.model.sequence_parallel = True' if megatron.args.bridge_recipe else 'add --sequence-parallel'": (e123, 6, ('megatron',)),
+    "'expert_tensor_parallel_size' if megatron.args.bridge_recipe else '--expert-tensor-parallel-size'": (e124, 6, ('megatron',)),
+    "'a2a+p2p' not in megatron.cp_comm_types or megatron.args.hierarchical_context_parallel_sizes != null": (e125, 10, ('megatron',)),
+    "framework.id in ['megatron@0.16.1'] and (megatron.args.bridge_recipe == true and cp > 1 and megatron.cp_comm_types != null)": (e126, 20, ('cp', 'framework', 'megatron')),
+    '[f for f in divisors(cp) if f > 1 and f < cp][0] if len([f for f in divisors(cp) if f > 1 and f < cp]) > 0 else cp': (e127, 29, ('cp',)),
+    'cp // ([f for f in divisors(cp) if f > 1 and f < cp][0] if len([f for f in divisors(cp) if f > 1 and f < cp]) > 0 else cp)': (e128, 31, ('cp',)),
+    'megatron.microbatch_group == null': (e129, 4, ('megatron',)),
+    'megatron.microbatch_group.pp': (e130, 3, ('megatron',)),
+    'megatron.vp': (e131, 2, ('megatron',)),
+    "plural(megatron.microbatch_group.m, 'microbatch', 'microbatches')": (e132, 6, ('megatron',)),
+    'megatron.microbatch_group.cause': (e133, 3, ('megatron',)),
+    'megatron.microbatch_group.error': (e134, 3, ('megatron',)),
+    'megatron.microbatch_group.site': (e135, 3, ('megatron',)),
+    "'microbatch_group_size_per_vp_stage|' if megatron.microbatch_group.group < megatron.microbatch_group.pp else ''": (e136, 10, ('megatron',)),
+    "('set ' + ('train.global_batch_size' if megatron.args.bridge_recipe else '--global-batch-size') + ' to ' + join(megatron.microbatch_group.batches) + ' (' + join(megatron.microbatch_group.valid) + ' microbatches: ' + megatron.microbatch_group.need + ')') if megatron.microbatch_group.valid else ('set --microbatch-group-size-per-virtual-pipeline-stage to at least pp (' + str(megatron.microbatch_group.pp) + '), or drop it (it defaults to pp)')": (e137, 42, ('megatron',)),
 }

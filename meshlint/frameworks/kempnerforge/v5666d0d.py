@@ -133,6 +133,7 @@ def read(source) -> Spec:
     _eval_facts(source.data.get("eval"), spec.values)
     spec.values["launch.space_overrides"] = space_overrides(getattr(source, "comments", None) or [], source.data)
     spec.values["launch.overrides"] = equals_overrides(getattr(source, "comments", None) or [])
+    spec.values["launch.dashless_overrides"] = dashless_overrides(getattr(source, "comments", None) or [], source.data)
     spec.load_error = _load_error(spec.degrees)
     return spec
 
@@ -489,6 +490,99 @@ def _judge_space_override(item: dict, data: dict) -> dict | None:
         return {**item, "refused": False, "says": "KempnerForge reads the flag as true", "effective": "true"}
     return {**item, "refused": False, "says": f'KempnerForge sets {item["key"]} to the string "true"',
             "effective": '"true"'}
+
+
+def dashless_overrides(comments: list, data: dict | None) -> list:
+    """Overrides written ``section.key=value`` without ``--`` on a launch line in the file's comments (after
+    ``train.py CONFIG.toml``, or on a line continuing one), each as ``dashless_item`` makes it. Prose is left
+    alone: only a comment that runs train.py on a TOML counts."""
+    found, command = [], False
+    for line, col, text in comments:
+        if "=" not in text and not command:
+            continue
+        words = _words(text)
+        start = None
+        if command:
+            start = 0
+        else:
+            script = next((k for k, (_, w) in enumerate(words) if w.endswith("train.py")), None)
+            if script is not None:
+                start = next((k + 1 for k, (_, w) in enumerate(words) if k > script and w.endswith(".toml")), None)
+        command = start is not None and text.rstrip().endswith("\\")
+        if start is None:
+            continue
+        for at, word in words[start:]:
+            if word == "#":
+                break             # a comment inside the comment (# expect: ..., # a note)
+            hit = dashless_override(word)
+            if hit is not None:
+                found.append(dashless_item(hit[0], hit[1], word, line, col + 1 + at, data))
+    return found
+
+
+def _words(text: str) -> list:
+    """(offset, word) of each blank-separated word of ``text``."""
+    out, start = [], None
+    for k, c in enumerate(text + " "):
+        if c in " \t":
+            if start is not None:
+                out.append((start, text[start:k]))
+                start = None
+        elif start is None:
+            start = k
+    return out
+
+
+def dashless_override(text: str) -> tuple | None:
+    """(key, value) of ``section.key=value`` (Hydra's form, with its ``+`` / ``++`` prefixes): an override
+    written without ``--``, which KempnerForge's parser skips; None for any other word."""
+    key, eq, value = text.partition("=")
+    key = key[2:] if key.startswith("++") else key[1:] if key.startswith("+") else key
+    parts = key.split(".")
+    if not eq or len(parts) < 2:
+        return None
+    for k, part in enumerate(parts):
+        if not part or not (part[0].isalpha() or part[0] == "_") or not part.isascii():
+            return None
+        if not all(c.isalnum() or c == "_" or (c == "-" and k > 0) for c in part):
+            return None
+    return key, value
+
+
+def dashless_item(key: str, value: str, word: str, line: int, col: int, data: dict | None) -> dict:
+    """``{line, col, key, value, word, kept}``: ``kept``, the value the run keeps for ``key`` (the config's, else
+    KempnerForge's default, as TOML writes it), or null where KempnerForge has no such key."""
+    node = data or {}
+    parts = key.split(".")
+    for part in parts[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    kept = None
+    if isinstance(node, dict) and parts[-1] in node:
+        kept = _toml_text(node[parts[-1]])
+    else:
+        from meshlint.frameworks import schema_data
+
+        try:
+            entry = schema_data.load("kempnerforge", "5666d0d").key(key)
+        except schema_data.SchemaError:
+            entry = None
+        if entry is not None and "default" in entry:
+            kept = _toml_text(entry["default"])
+    return {"line": line, "col": col, "key": key, "value": value, "word": word, "kept": kept}
+
+
+def _toml_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "None"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml_text(v)}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 def _load_error(degrees: dict) -> str | None:
