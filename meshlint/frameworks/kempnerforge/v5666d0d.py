@@ -498,8 +498,8 @@ def dashless_overrides(comments: list, data: dict | None) -> list:
     alone: only a comment that runs train.py on a TOML counts."""
     found, command = [], False
     for line, col, text in comments:
-        if "=" not in text and not command:
-            continue
+        if not command and ("=" not in text or "train.py" not in text):
+            continue  # most comments: no launch line starts here (only its words are split below)
         words = _words(text)
         start = None
         if command:
