@@ -88,7 +88,7 @@ def launch_spec(launch, release):
         if name in ("machine_rank", "main_process_port"):
             value, _ = release.as_rank_reads(word.text, "int")
         launcher[name], launcher[f"{name}_key"] = value, f"--{name}"
-    spec.problems += launcher_problems(launcher, release.MULTI_GPU_LAUNCHER + ("DEEPSPEED",))
+    spec.problems += launcher_problems(launcher, release.PASSES_CONFIG)
     section = config_data.get("parallelism_config") if isinstance(config_data.get("parallelism_config"), dict) else {}
     switch = "use_parallelism_config" in flags
     refusals = launch_refusals(flags, given, config, launcher)

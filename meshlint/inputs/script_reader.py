@@ -175,13 +175,9 @@ class _Reader(Flow):
             return
         env = {name: self._env_word(name) for name, var in self.vars.items() if var.exported}
         sbatch = {"options": self.sbatch, "where": self._sbatch_where()} if self.sbatch else None
-        launch = launch_from_words(words, self.origin, env=env, sbatch=sbatch, version=self.version)
+        launch = self._launch_of(words, env, sbatch)
         if launch is None:
             launch = self._shell_string(words, env, sbatch)
-        if launch is None:  # Accelerate's own grammar (meshlint/inputs/accelerate_launch.py)
-            from meshlint.inputs.accelerate_launch import from_words
-
-            launch = from_words(words, self.file, env)
         if launch is None:
             why = next((w.unknown for w in words if not w.known() and w.unknown), None)
             if why and len(self.unread) < MAX_LAUNCHES:
@@ -193,12 +189,22 @@ class _Reader(Flow):
             launch.notes[:0] = self.sourced
             self._add(launch)
 
+    def _launch_of(self, words: list, env: dict, sbatch) -> Launch | None:
+        """The launch a command's words make in any framework's grammar: torchrun/python/srun and the entry points
+        launch_from_words hands on, then Accelerate's own (meshlint/inputs/accelerate_launch.py); None if neither."""
+        launch = launch_from_words(words, self.origin, env=env, sbatch=sbatch, version=self.version)
+        if launch is None:
+            from meshlint.inputs.accelerate_launch import from_words
+
+            launch = from_words(words, self.file, env)
+        return launch
+
     def _shell_string(self, words: list, env: dict, sbatch) -> Launch | None:
         """``[srun ...] bash -c "$CMD"`` (or ``sh -c``): the launch in the command string the shell runs (any framework's,
         ``accelerate launch`` included), each of its commands read after the words before the shell (srun's options),
         or None. The string's words are placed at
         the string itself: its text was expanded where it was built, so no word has a place of its own. A shell the
-        string itself runs is not read again (one level: the string's commands go to ``launch_from_words``)."""
+        string itself runs is not read again (one level: the string's commands go to ``_launch_of``)."""
         at = next((k for k in range(len(words)) if not words[k].splat
                    and os.path.basename(words[k].text) in ("bash", "sh")), None)
         if at is None:
@@ -224,12 +230,7 @@ class _Reader(Flow):
                     if UNKNOWN_CHAR in w.text:  # a part of the string the script does not determine
                         w.unknown = w.unknown or string.unknown
                         w.splat = w.splat or w.text == UNKNOWN_CHAR  # unquoted there: any number of words
-                launch = launch_from_words(words[:at] + inner, self.origin, env=env, sbatch=sbatch,
-                                           version=self.version)
-                if launch is None:  # Accelerate's own grammar, as for a command outside a string
-                    from meshlint.inputs.accelerate_launch import from_words
-
-                    launch = from_words(words[:at] + inner, self.file, env)
+                launch = self._launch_of(words[:at] + inner, env, sbatch)
                 if launch is not None:
                     where = "" if string.line == words[at].line else f", written on line {string.line}"
                     launch.notes.insert(0, f"read from the command string {words[at].text} -c runs (line "

@@ -79,7 +79,7 @@ class Launches(list):
     """The launches of a script; ``unread``: (line, why) of the commands that were not read because one of their
     words is not determined by the script (what a skip note says when no launch was read)."""
 
-    unread: list = []
+    unread: tuple = ()
 
 
 def _check_lines(text: str) -> None:

@@ -364,11 +364,11 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
                 # The loop's ``logits`` keeps a chunk's logits bound through that chunk's backward (which the
                 # uncompiled loss does not save) and into the next chunk's forward, until lm_head returns the next.
                 gathered = tokens * d * 4
-                chunk = tokens * V * a / s.loss_chunks / (tp if s.loss_parallel and tp > 1 else 1)
+                chunk = tokens * V * a / s.loss_chunks / (tp if lp else 1)
                 forward_loss = forward_loss / s.loss_chunks + gathered + (chunk if s.loss_chunks > 1 else 0.0)
                 backward_loss = backward_loss / s.loss_chunks + gathered + (
                     out_w / tp * s.reduce_bytes if sharded and s.loss_chunks > 1 else 0.0) + (
-                    0.0 if s.compiled_loss and not (s.loss_parallel and tp > 1) else chunk)
+                    0.0 if s.compiled_loss and not lp else chunk)  # a compiled loss saves them: counted already
             phases["forward"] = {**fwd, "logits_loss": forward_loss}
             phases["loss_backward"] = {**fwd, "activations": fwd["activations"] - copies + kept,
                                        "logits_loss": backward_loss}

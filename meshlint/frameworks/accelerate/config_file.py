@@ -16,7 +16,7 @@ def read_config(source, release) -> Spec:
         spec.load_error = "AttributeError: the file is not a mapping (yaml.safe_load(f).get fails)"
     _unknown(data, facts["config_keys"], spec)
     launcher, problems = launcher_settings(data, facts)
-    spec.problems += problems + launcher_problems(launcher, release.MULTI_GPU_LAUNCHER + ("DEEPSPEED",))
+    spec.problems += problems + launcher_problems(launcher, release.PASSES_CONFIG)
     section = data.get("parallelism_config")
     values, where = {}, {}
     if isinstance(section, dict):

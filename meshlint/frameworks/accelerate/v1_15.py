@@ -166,7 +166,7 @@ def _launcher_values(v: dict, launcher: dict, dtype) -> None:
     processes, machines = launcher.get("num_processes"), launcher.get("num_machines")
     per_machine = None
     if isinstance(processes, int) and not isinstance(processes, bool) and processes >= 1 and \
-            (dtype is None or dtype in MULTI_GPU_LAUNCHER + ("DEEPSPEED",)):
+            (dtype is None or dtype in PASSES_CONFIG):
         multi = isinstance(machines, int) and not isinstance(machines, bool) and machines > 1
         per_machine = processes // machines if multi else processes
     v["accelerate.per_machine"] = per_machine
@@ -216,7 +216,7 @@ def launched_world(num_processes, num_machines, dtype) -> int | None:
     if not isinstance(num_processes, int) or isinstance(num_processes, bool) or num_processes < 1:
         return None
     machines = num_machines if isinstance(num_machines, int) and not isinstance(num_machines, bool) else 1
-    if machines > 1 and (dtype is None or dtype in MULTI_GPU_LAUNCHER + ("DEEPSPEED",)):
+    if machines > 1 and (dtype is None or dtype in PASSES_CONFIG):
         return (num_processes // machines) * machines
     return num_processes
 

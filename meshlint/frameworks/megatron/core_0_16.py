@@ -400,17 +400,14 @@ def pipeline_plan(spec: Spec, res: Resolution) -> dict:
     spec.extra["split"] = split
     counts = split.get("counts")
     vp = split.get("vp")
-    dp = res.degrees.get("dp_shard")
-    mbs, gbs = a.get("micro_batch_size"), a.get("global_batch_size")
-    if gbs is None and isinstance(mbs, int) and isinstance(dp, int):
-        gbs = mbs * dp  # arguments.py:497-498
+    mbs = a.get("micro_batch_size")
     effective = [sum(rank) for rank in counts] if counts else None
     if effective and a.get("account_for_embedding_in_pipeline_split"):
         effective[0] += 1   # the embedding counts as a layer of the first stage
     if effective and a.get("account_for_loss_in_pipeline_split"):
         effective[-1] += 1
-    n_micro = gbs // (mbs * dp) if all(isinstance(x, int) and x > 0 for x in (gbs, mbs, dp)) else None
-    group = microbatch_group_refusal(a, pp, vp, n_micro, mbs * dp if n_micro else None)
+    n_micro, per = _n_micro(a, res)
+    group = microbatch_group_refusal(a, pp, vp, n_micro, per)
     return {
         "schedule": ("interleaved_1f1b" if vp else "1f1b") if isinstance(pp, int) and pp > 1 else None,
         "style": "megatron", "stages": (pp * (vp or 1)) if isinstance(pp, int) else None,
@@ -539,10 +536,10 @@ def _cp_comm_types(value) -> list | None:
 
 
 def _n_micro(a: dict, res: Resolution):
-    """(the microbatch count of a step, as pipeline_plan's, and micro batch x dp), or (None, None)."""
+    """(the microbatch count of a step, and micro batch x dp: the samples of one microbatch), or (None, None)."""
     dp, mbs, gbs = res.degrees.get("dp_shard"), a.get("micro_batch_size"), a.get("global_batch_size")
     if gbs is None and isinstance(mbs, int) and isinstance(dp, int):
-        gbs = mbs * dp
+        gbs = mbs * dp  # arguments.py:497-498
     if all(isinstance(x, int) and x > 0 for x in (gbs, mbs, dp)):
         return gbs // (mbs * dp), mbs * dp
     return None, None
