@@ -77,7 +77,9 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
         # memory is inductor's (backend, default "inductor")
         # registries: ChunkedLossWrapper (Trainer.Config.loss) runs lm_head and the loss per chunk of tokens
         loss_chunks = 0
-        if types is not None and types.get("loss") == "ChunkedLossWrapper.Config":
+        # (graph_trainer's ChunkedLossWrapperWithParamGrads subclasses it and keeps its chunk loop)
+        if types is not None and types.get("loss") in ("ChunkedLossWrapper.Config",
+                                                       "ChunkedLossWrapperWithParamGrads.Config"):
             chunks = _table(data, "loss").get("num_chunks", 8)  # components/loss.py Config.num_chunks: 8
             loss_chunks = chunks if isinstance(chunks, int) and not isinstance(chunks, bool) and chunks >= 1 else 0
         compile_ = _table(data, "compile")  # a TOML's table; a registry's values are in spec.values
