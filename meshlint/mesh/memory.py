@@ -61,6 +61,7 @@ class Shape(Record):
     qk_norm: bool = False        # a norm over each head's q and k (the model table's qk_norm: qwen3)
     compiled_loss: bool = False  # torchtitan: the loss under torch.compile with inductor (compile.components)
     loss_chunks: int = 0         # torchtitan's registries: ChunkedLossWrapper's num_chunks (0: the loss is not chunked)
+    sac_saves_all_to_all: bool = False  # torchtitan: op-level SAC's save list holds _c10d_functional.all_to_all_single
 
 
 class Stage(Record):
@@ -144,8 +145,16 @@ def layer_bytes_per_token(s: Shape, ac: str, tp: int, moe: bool, precision: str 
         n = max(1, int(s.ac_option))
         return full / n + none * (1 - 1 / n)
     # op-level SAC: the block input, every other mm output (wq, wv, w1, w2), SDPA's output, reduce-scatter outputs
-    hidden = s.top_k * s.moe_hidden if moe and s.moe_hidden else F
-    mm = a * (hq / tp + kv / tp + hidden / tp + d)
+    if moe and s.moe_hidden:
+        # an MoE layer's feed-forward: the routed experts run torch._grouped_mm, which no save list holds (so they
+        # are recomputed and keep nothing), and the router's gate mm is recomputed uncounted
+        # (force_recompute_mm_shapes_by_fqns, default ["moe.router.gate"]): the mm outputs kept are the shared
+        # experts' w1 and w2, if any (measured on DeepSeek-V3 16B's own block, bench/moe_op_sac.py); with ep the
+        # all-to-all outputs are kept too (``estimate``, it knows ep)
+        ffn = s.shared_experts * s.moe_hidden / tp + d if s.shared_experts else 0.0
+    else:
+        ffn = F / tp + d
+    mm = a * (hq / tp + kv / tp + ffn)
     return full + mm + a * hq / tp + 4 * heads / tp + (a * 2 * d / tp if tp > 1 else 0.0)
 
 
@@ -312,6 +321,10 @@ def _parts(s: Shape, kf: bool, sharded: bool, pp: int, tp: int, ep: int, first: 
     phases = {}
     if tokens:
         per_layer = per_token[s.ac, False] * (layers - moe_n) + per_token[s.ac, True] * moe_n
+        if moe_n and ep > 1 and s.sac_saves_all_to_all and _op_sac(s):
+            # op-level SAC keeps the outputs of the save list's all_to_all_single: each MoE layer's dispatched tokens
+            # and its combined outputs (top_k copies of each token, each way) stay alive until the layer's backward
+            per_layer += 2 * s.top_k * d * a / tp * moe_n
         acts = per_layer * tokens * held
         one_layer = per_layer / max(1, layers) * tokens
         # a layer's backward: the saved set of a layer with no checkpointing (what recomputation rebuilds) and the
@@ -401,6 +414,11 @@ def _uncheckpointed(s: Shape) -> float:
     if s.ac == "selective" and s.ac_option.isdigit():
         return 1 - 1 / max(1, int(s.ac_option))
     return 0.0
+
+
+def _op_sac(s: Shape) -> bool:
+    """torchtitan's op-level selective activation checkpointing (its save list and every-other-mm policy)."""
+    return s.framework == "torchtitan" and s.ac == "selective" and not s.ac_option.isdigit()
 
 
 _PER_TOKEN: dict = {}  # (shape, tp, regime) -> _per_token's answer; a dict, not functools (its import costs a run)

@@ -99,4 +99,17 @@ def shape(report, entry: dict | None, ac: str, microbatches_flat: int) -> Shape:
                  loss_parallel=loss_parallel, compiled_loss=compiled_loss, loss_chunks=loss_chunks, qk_norm=not kf and e.get("qk_norm") is True,
                  # 0.2.x TOML (no registry types): parallelize.py applies DDP to dp_replicate alone; the registry
                  # versions always apply FSDP2 (apply_fsdp_to_decoder, "with shard_degree=1 ... still installs")
-                 ddp_replicate=not kf and getattr(report.source, "types", None) is None)
+                 ddp_replicate=not kf and getattr(report.source, "types", None) is None,
+                 sac_saves_all_to_all=not kf and _sac_saves_all_to_all(report, v))
+
+
+# torchtitan 0.2.x: the models whose _op_sac_save_list holds all_to_all_single (models/{llama4,deepseek_v3,gpt_oss}/
+# infra/parallelize.py:59,41,50 @ 9810191bb^; qwen3's, llama3's and the experiments' do not); the registry versions
+# share one list that does (distributed/activation_checkpoint.py:63 @ 0.3.0 and @ b5bcd76c6)
+A2A_SAVED_V02 = ("llama4", "deepseek_v3", "gpt_oss")
+
+
+def _sac_saves_all_to_all(report, values: dict) -> bool:
+    if getattr(report.source, "types", None) is not None:
+        return True
+    return values.get("model.name") in A2A_SAVED_V02
